@@ -1,0 +1,86 @@
+//! `scafld daemon start|stop|status`.
+
+use scafld_client::{ClientError, Connection};
+use scafld_protocol::methods::{DaemonStatus, DaemonStatusResult};
+use serde_json::json;
+
+use crate::cli::Context;
+use crate::cli::daemon_control::{self, connect_error, rpc_error};
+use crate::cli::exit::workflow;
+use crate::cli::output::CliError;
+
+pub fn start(ctx: &Context) -> Result<u8, CliError> {
+    let (pid, already) = match Connection::connect(&ctx.paths.socket) {
+        Ok(conn) => (conn.daemon.pid, true),
+        Err(ClientError::Unreachable { .. }) => (daemon_control::start(&ctx.paths)?, false),
+        Err(e) => return Err(connect_error(e)),
+    };
+    let socket = ctx.paths.socket.display().to_string();
+    ctx.out.success(&json!({"pid": pid, "socket_path": socket, "already_running": already}), || {
+        if already {
+            format!("the daemon is already running (pid {pid}) at {socket}")
+        } else {
+            format!("started the daemon (pid {pid}) at {socket}")
+        }
+    });
+    Ok(workflow::OK)
+}
+
+pub fn stop(ctx: &Context) -> Result<u8, CliError> {
+    let stopped = daemon_control::stop(&ctx.paths)?;
+    let socket = ctx.paths.socket.display().to_string();
+    ctx.out.success(&json!({"stopped": stopped.is_some(), "pid": stopped, "socket_path": socket}), || match stopped {
+        Some(pid) => format!("stopped the daemon (pid {pid})"),
+        None => format!("no daemon was running at {socket}"),
+    });
+    Ok(workflow::OK)
+}
+
+pub fn status(ctx: &Context) -> Result<u8, CliError> {
+    let mut conn = Connection::connect(&ctx.paths.socket).map_err(|e| match e {
+        ClientError::Unreachable { .. } => connect_error(e).with_hint("start it with `scafld daemon start`"),
+        other => connect_error(other),
+    })?;
+    let status = conn.call::<DaemonStatus>(&Default::default()).map_err(rpc_error)?;
+    ctx.out.success(&status, || render(&status));
+    Ok(workflow::OK)
+}
+
+fn render(s: &DaemonStatusResult) -> String {
+    let open = s.workspaces.iter().filter(|w| w.open).count();
+    let mut text = format!(
+        "scafldd {} (protocol {}), pid {}, up {}\nsocket:     {}{}\nstate:      {}\nlog:        {}\nworkspaces: {} ({} open)\n",
+        s.daemon_version,
+        s.protocol_version,
+        s.pid,
+        human_duration(s.uptime_seconds),
+        s.socket_path,
+        if s.socket_activated { " (systemd)" } else { "" },
+        s.state_dir,
+        s.log_file,
+        s.workspaces.len(),
+        open,
+    );
+    for w in &s.workspaces {
+        text.push_str(&format!(
+            "  {}  {}{}\n",
+            &w.workspace_id[..8.min(w.workspace_id.len())],
+            w.root,
+            if w.open { "" } else { " (closed)" }
+        ));
+    }
+    text.push_str(&format!(
+        "jobs:       {} queued, {} running, {} finished",
+        s.jobs.queued, s.jobs.running, s.jobs.finished
+    ));
+    text
+}
+
+fn human_duration(seconds: f64) -> String {
+    let total = seconds as u64;
+    match total {
+        0..60 => format!("{seconds:.1}s"),
+        60..3600 => format!("{}m{}s", total / 60, total % 60),
+        _ => format!("{}h{}m", total / 3600, (total % 3600) / 60),
+    }
+}

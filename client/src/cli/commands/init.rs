@@ -1,0 +1,35 @@
+//! `scafld init`: create `.scafld/` and register the workspace with the daemon.
+
+use scafld_protocol::methods::{WorkspaceInit, WorkspaceRootParams};
+
+use crate::cli::Context;
+use crate::cli::daemon_control::rpc_error;
+use crate::cli::exit::workflow;
+use crate::cli::output::CliError;
+use crate::cli::workspace::init_root;
+
+pub fn run(ctx: &Context) -> Result<u8, CliError> {
+    let root = init_root(ctx.global.root.as_deref())?;
+    let mut conn = ctx.connect()?;
+    let params = WorkspaceRootParams { root: root.display().to_string() };
+    let result = conn.call::<WorkspaceInit>(&params).map_err(rpc_error)?;
+    ctx.out.success(&result, || {
+        let headline = if result.created.is_empty() && result.updated.is_empty() {
+            "scafld workspace already initialized"
+        } else if result.created.iter().any(|p| p == ".scafld") {
+            "initialized scafld workspace"
+        } else {
+            "updated scafld workspace"
+        };
+        let mut text = format!("{headline}: {}\n", result.workspace.root);
+        for path in &result.created {
+            text.push_str(&format!("  created {path}\n"));
+        }
+        for path in &result.updated {
+            text.push_str(&format!("  updated {path}\n"));
+        }
+        text.push_str(&format!("workspace id: {}", result.workspace.workspace_id));
+        text
+    });
+    Ok(workflow::OK)
+}

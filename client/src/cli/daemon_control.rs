@@ -1,0 +1,185 @@
+//! Reaching the daemon: connect, start it in the background when none answers (unless told
+//! not to), and stop it.
+
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use scafld_client::{ClientError, Connection, Paths};
+
+use super::exit::workflow;
+use super::output::CliError;
+
+const START_DEADLINE: Duration = Duration::from_secs(10);
+const STOP_DEADLINE: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(5);
+
+/// Connect to the daemon, starting one if `autostart` and nobody answers.
+pub fn connect(paths: &Paths, autostart: bool) -> Result<Connection, CliError> {
+    match Connection::connect(&paths.socket) {
+        Ok(conn) => Ok(conn),
+        Err(ClientError::Unreachable { .. }) if autostart => {
+            let pid = start(paths)?;
+            eprintln!("scafld: started the daemon (pid {pid}) at {}", paths.socket.display());
+            Connection::connect(&paths.socket).map_err(connect_error)
+        }
+        Err(ClientError::Unreachable { socket, .. }) => Err(unreachable(&socket).with_hint(
+            "start it with `scafld daemon start`, or drop --no-autostart / SCAFLD_NO_AUTOSTART to let scafld start it",
+        )),
+        Err(e) => Err(connect_error(e)),
+    }
+}
+
+pub fn connect_error(error: ClientError) -> CliError {
+    match error {
+        ClientError::Unreachable { socket, .. } => unreachable(&socket),
+        ClientError::ProtocolMismatch { .. } => {
+            CliError::new("protocol_mismatch", error.to_string(), workflow::UNREACHABLE)
+        }
+        other => rpc_error(other),
+    }
+}
+
+fn unreachable(socket: &Path) -> CliError {
+    CliError::new(
+        "daemon_unreachable",
+        format!("no scafld daemon is answering at {}", socket.display()),
+        workflow::UNREACHABLE,
+    )
+}
+
+/// Map an error from a call to the workflow family's exit codes.
+pub fn rpc_error(error: ClientError) -> CliError {
+    use scafld_protocol::ErrorKind as K;
+    match &error {
+        ClientError::Rpc { data, .. } => {
+            let exit_code = match data.kind {
+                K::InvalidInput | K::InvalidParams => workflow::USAGE,
+                K::ValidationFailed | K::AlreadyExists => workflow::VALIDATION,
+                K::WorkspaceError => workflow::UNREACHABLE,
+                _ => workflow::RUNTIME,
+            };
+            let mut cli = CliError::new(data.kind.as_str(), data.message.clone(), exit_code);
+            cli.hint = data.hint.clone();
+            cli.details = data.details.clone();
+            cli
+        }
+        ClientError::Unreachable { .. } | ClientError::ProtocolMismatch { .. } => connect_error(error),
+        ClientError::Io(_) | ClientError::Decode(_) => {
+            CliError::new("daemon_connection", error.to_string(), workflow::UNREACHABLE)
+                .with_hint("the daemon may have stopped; `scafld daemon status` shows whether it runs")
+        }
+    }
+}
+
+/// Start `scafldd` detached from this process and wait until its socket answers.
+pub fn start(paths: &Paths) -> Result<u32, CliError> {
+    let daemon = daemon_binary();
+    fs::create_dir_all(&paths.state_dir).map_err(|e| {
+        CliError::new(
+            "state_dir",
+            format!("cannot create state directory {}: {e}", paths.state_dir.display()),
+            workflow::RUNTIME,
+        )
+    })?;
+    let log_path = paths.log_file();
+    let log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| {
+        CliError::new("state_dir", format!("cannot open {}: {e}", log_path.display()), workflow::RUNTIME)
+    })?;
+    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut command = Command::new(&daemon);
+    command
+        .arg("--socket")
+        .arg(&paths.socket)
+        .arg("--state-dir")
+        .arg(&paths.state_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the daemon from our terminal and session
+    // so that Ctrl-C in the caller's shell does not reach it.
+    unsafe {
+        command.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+    }
+    let mut child = command.spawn().map_err(|e| {
+        CliError::new("daemon_start", format!("cannot run {}: {e}", daemon.display()), workflow::UNREACHABLE)
+            .with_hint("install scafldd next to scafld or on PATH (see README)")
+    })?;
+    let deadline = Instant::now() + START_DEADLINE;
+    loop {
+        if let Ok(conn) = Connection::connect(&paths.socket) {
+            // The child is reaped by init once we exit; it runs on as the daemon.
+            return Ok(conn.daemon.pid);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = log_tail(&log_path, log_start);
+            return Err(CliError::new(
+                "daemon_start",
+                format!("the daemon exited during start-up ({status}): {}", tail.trim()),
+                workflow::UNREACHABLE,
+            )
+            .with_hint(format!("see {}", log_path.display())));
+        }
+        if Instant::now() > deadline {
+            return Err(CliError::new(
+                "daemon_start",
+                format!("the daemon did not answer at {} within {:?}", paths.socket.display(), START_DEADLINE),
+                workflow::UNREACHABLE,
+            )
+            .with_hint(format!("see {}", log_path.display())));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Ask the daemon to shut down and wait until its socket stops answering. `Ok(None)` when no
+/// daemon was running.
+pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
+    let mut conn = match Connection::connect(&paths.socket) {
+        Ok(conn) => conn,
+        Err(ClientError::Unreachable { .. }) => return Ok(None),
+        Err(e) => return Err(connect_error(e)),
+    };
+    let pid = conn.daemon.pid;
+    conn.call::<scafld_protocol::methods::DaemonShutdown>(&Default::default()).map_err(rpc_error)?;
+    let deadline = Instant::now() + STOP_DEADLINE;
+    // Done when the process is gone, or when it removed its socket (its last step; a zombie
+    // child of the caller would otherwise look alive).
+    while process_alive(pid) && paths.socket.exists() {
+        if Instant::now() > deadline {
+            return Err(CliError::new(
+                "daemon_stop",
+                format!("the daemon (pid {pid}) did not stop within {STOP_DEADLINE:?}"),
+                workflow::RUNTIME,
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+    Ok(Some(pid))
+}
+
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+}
+
+/// `scafldd` beside this executable, else the one on PATH.
+fn daemon_binary() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("scafldd")))
+        .filter(|candidate| candidate.is_file())
+        .unwrap_or_else(|| PathBuf::from("scafldd"))
+}
+
+fn log_tail(path: &Path, from: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut file) = fs::File::open(path) {
+        let _ = file.seek(SeekFrom::Start(from));
+        let _ = file.take(4096).read_to_string(&mut text);
+    }
+    text
+}

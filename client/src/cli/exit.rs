@@ -1,0 +1,13 @@
+//! The one table of exit codes, a row per command family (README "Exit codes" mirrors it).
+
+/// Workflow commands: init, plan, validate, approve, build, review <task>, complete, daemon ...
+#[allow(dead_code, reason = "the documented table; codes are used as their commands land")]
+pub mod workflow {
+    pub const OK: u8 = 0;
+    pub const RUNTIME: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const VALIDATION: u8 = 3;
+    pub const REVIEW_GATE: u8 = 4;
+    pub const CANCELLED: u8 = 5;
+    pub const UNREACHABLE: u8 = 6;
+}

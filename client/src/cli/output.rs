@@ -1,0 +1,126 @@
+//! Rendering results: human text on stdout, or with `--json` exactly one envelope
+//! `{"ok", "command", "result", "error": {"code", "message", "exit_code", "hint"}}`.
+
+use std::io::{IsTerminal, Write};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::exit::workflow;
+
+/// A failed command, ready to print: a snake_case code, a message, an optional hint, and the
+/// exit code of its command family.
+#[derive(Debug, Clone)]
+pub struct CliError {
+    pub code: String,
+    pub message: String,
+    pub hint: Option<String>,
+    pub exit_code: u8,
+    /// Structured detail for `--json` (validation diagnostics, ...).
+    pub details: Option<Value>,
+}
+
+impl CliError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>, exit_code: u8) -> CliError {
+        CliError { code: code.into(), message: message.into(), hint: None, exit_code, details: None }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> CliError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError::new("usage", message, workflow::USAGE)
+    }
+}
+
+/// How this invocation prints.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub json: bool,
+    pub command: String,
+    pub color: bool,
+}
+
+impl Output {
+    pub fn new(json: bool, command: impl Into<String>) -> Output {
+        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        Output { json, command: command.into(), color }
+    }
+
+    /// Print a successful result: the envelope with `--json`, else `human` (if non-empty).
+    pub fn success<T: Serialize>(&self, result: &T, human: impl FnOnce() -> String) {
+        if self.json {
+            self.envelope(true, serde_json::to_value(result).unwrap_or(Value::Null), Value::Null);
+        } else {
+            let text = human();
+            if !text.is_empty() {
+                print_stdout(&text);
+            }
+        }
+    }
+
+    /// Print a failure: the envelope on stdout with `--json`, else `error:`/`hint:` on stderr.
+    pub fn failure(&self, error: &CliError, result: Option<Value>) {
+        if self.json {
+            let mut body = json!({
+                "code": error.code,
+                "message": error.message,
+                "exit_code": error.exit_code,
+                "hint": error.hint,
+            });
+            if let Some(details) = &error.details {
+                body["details"] = details.clone();
+            }
+            self.envelope(false, result.unwrap_or(Value::Null), body);
+        } else {
+            let mut text = format!("error: {}\n", error.message);
+            if let Some(hint) = &error.hint {
+                text.push_str(&format!("hint: {hint}\n"));
+            }
+            let _ = std::io::stderr().write_all(text.as_bytes());
+        }
+    }
+
+    fn envelope(&self, ok: bool, result: Value, error: Value) {
+        let envelope = json!({"ok": ok, "command": self.command, "result": result, "error": error});
+        print_stdout(&format!("{envelope}\n"));
+    }
+
+    /// `text` in `style` when printing to a terminal.
+    #[expect(dead_code, reason = "used by the spec commands of the next change")]
+    pub fn paint(&self, text: &str, style: Style) -> String {
+        if !self.color {
+            return text.to_string();
+        }
+        let code = match style {
+            Style::Good => "32",
+            Style::Bad => "31",
+            Style::Warn => "33",
+            Style::Dim => "2",
+            Style::Bold => "1",
+        };
+        format!("\x1b[{code}m{text}\x1b[0m")
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+#[expect(dead_code, reason = "used by the spec commands of the next change")]
+pub enum Style {
+    Good,
+    Bad,
+    Warn,
+    Dim,
+    Bold,
+}
+
+fn print_stdout(text: &str) {
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`scafld list | head`) is not an error worth reporting.
+    let _ = out.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}

@@ -1,0 +1,59 @@
+//! Finding the workspace a command applies to.
+
+use std::path::{Path, PathBuf};
+
+use super::exit::workflow;
+use super::output::CliError;
+
+/// `--root`, else `$SCAFLD_ROOT`, else the nearest directory at or above the current one that
+/// holds `.scafld/`. Always absolute.
+#[expect(dead_code, reason = "used by the spec commands of the next change")]
+pub fn find_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
+    let explicit = flag.map(Path::to_path_buf).or_else(|| std::env::var_os("SCAFLD_ROOT").map(PathBuf::from));
+    if let Some(root) = explicit {
+        let root = absolute(&root)?;
+        if !root.join(".scafld").is_dir() {
+            return Err(not_a_workspace(&root));
+        }
+        return Ok(root);
+    }
+    let cwd = current_dir()?;
+    cwd.ancestors().find(|dir| dir.join(".scafld").is_dir()).map(Path::to_path_buf).ok_or_else(|| {
+        CliError::new(
+            "workspace_not_found",
+            format!("no .scafld/ directory in {} or any parent", cwd.display()),
+            workflow::UNREACHABLE,
+        )
+        .with_hint("run `scafld init` in the project root, or pass --root PATH")
+    })
+}
+
+/// The root `init` works on: `--root` or the current directory (never walks up).
+pub fn init_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
+    match flag {
+        Some(root) => absolute(root),
+        None => current_dir(),
+    }
+}
+
+fn absolute(path: &Path) -> Result<PathBuf, CliError> {
+    let joined = if path.is_absolute() { path.to_path_buf() } else { current_dir()?.join(path) };
+    joined.canonicalize().map_err(|e| {
+        CliError::new("workspace_not_found", format!("cannot use {}: {e}", joined.display()), workflow::UNREACHABLE)
+    })
+}
+
+fn current_dir() -> Result<PathBuf, CliError> {
+    std::env::current_dir().map_err(|e| {
+        CliError::new("workspace_not_found", format!("cannot read the current directory: {e}"), workflow::UNREACHABLE)
+    })
+}
+
+fn not_a_workspace(root: &Path) -> CliError {
+    CliError::new(
+        "workspace_not_found",
+        format!("{} is not a scafld workspace (no .scafld/ directory)", root.display()),
+        workflow::UNREACHABLE,
+    )
+    .with_hint("run `scafld init` there first")
+}

@@ -1,0 +1,198 @@
+//! A blocking JSON-RPC connection to the daemon: one request at a time, typed by
+//! [`scafld_protocol::Method`], with the protocol-version handshake done on connect.
+
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use scafld_protocol::methods::{self, EVENTS_NOTIFICATION, EVENTS_SUBSCRIBE, HelloParams};
+use scafld_protocol::{ErrorData, ErrorKind, Event, Method, PROTOCOL_VERSION};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::paths::with_socket_address;
+
+const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("no scafld daemon is answering at {}", socket.display())]
+    Unreachable { socket: PathBuf, source: io::Error },
+    #[error(
+        "this scafld client speaks protocol {client} but the daemon at {} speaks protocol {daemon} \
+         (daemon {daemon_version}); restart the daemon with `scafld daemon stop` followed by \
+         `scafld daemon start` so both come from the same installation",
+        socket.display()
+    )]
+    ProtocolMismatch { client: u32, daemon: u32, daemon_version: String, socket: PathBuf },
+    #[error("{}", data.message)]
+    Rpc { code: i32, data: ErrorData },
+    #[error("lost the connection to the daemon: {0}")]
+    Io(#[from] io::Error),
+    #[error("the daemon sent a reply this client cannot read: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    /// The error kind reported by the daemon, if the daemon reported one.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            ClientError::Rpc { data, .. } => Some(data.kind),
+            _ => None,
+        }
+    }
+}
+
+/// An open, version-checked connection.
+pub struct Connection {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    socket: PathBuf,
+    next_id: u64,
+    /// Notifications that arrived while waiting for a reply.
+    pending_events: VecDeque<Event>,
+    pub daemon: methods::HelloResult,
+}
+
+#[derive(Deserialize)]
+struct RawError {
+    code: i32,
+    message: String,
+    #[serde(default)]
+    data: Option<Value>,
+}
+
+impl Connection {
+    /// Connect without the handshake; used to probe whether something listens at `socket`.
+    pub fn probe(socket: &Path) -> io::Result<UnixStream> {
+        with_socket_address(socket, |address| UnixStream::connect(address))
+    }
+
+    /// Connect and check that the daemon speaks our protocol version.
+    pub fn connect(socket: &Path) -> Result<Connection, ClientError> {
+        let stream = Connection::probe(socket)
+            .map_err(|source| ClientError::Unreachable { socket: socket.to_path_buf(), source })?;
+        let writer = stream.try_clone()?;
+        let mut conn = Connection {
+            reader: BufReader::new(stream),
+            writer,
+            socket: socket.to_path_buf(),
+            next_id: 1,
+            pending_events: VecDeque::new(),
+            daemon: methods::HelloResult { protocol_version: 0, daemon_version: String::new(), pid: 0 },
+        };
+        let params = HelloParams { protocol_version: PROTOCOL_VERSION, client_version: CLIENT_VERSION.into() };
+        let hello = conn.call::<methods::Hello>(&params)?;
+        if hello.protocol_version != PROTOCOL_VERSION {
+            return Err(ClientError::ProtocolMismatch {
+                client: PROTOCOL_VERSION,
+                daemon: hello.protocol_version,
+                daemon_version: hello.daemon_version,
+                socket: socket.to_path_buf(),
+            });
+        }
+        conn.daemon = hello;
+        Ok(conn)
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Call `M` and wait for its reply.
+    pub fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
+        let value =
+            self.call_raw(M::NAME, serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?)?;
+        serde_json::from_value(value).map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
+    }
+
+    /// Call a method by name with JSON params.
+    pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut line = serde_json::to_vec(&request).map_err(|e| ClientError::Decode(e.to_string()))?;
+        line.push(b'\n');
+        self.writer.write_all(&line)?;
+        loop {
+            let message = self.read_message()?;
+            // An error with a null id concerns the connection itself (the daemon refused us,
+            // or could not parse what we sent): it answers this call too.
+            if let (Some(Value::Null), Some(error)) = (message.get("id"), message.get("error")) {
+                return Err(decode_error(error));
+            }
+            if message.get("id").and_then(Value::as_u64) != Some(id) {
+                self.stash_notification(message);
+                continue;
+            }
+            if let Some(error) = message.get("error") {
+                return Err(decode_error(error));
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+
+    /// Subscribe to daemon events; read them with [`Connection::next_event`].
+    pub fn subscribe(&mut self) -> Result<(), ClientError> {
+        self.call_raw(EVENTS_SUBSCRIBE, serde_json::json!({})).map(|_| ())
+    }
+
+    /// Block until the next event arrives. `Ok(None)` when the daemon closed the connection.
+    pub fn next_event(&mut self) -> Result<Option<Event>, ClientError> {
+        loop {
+            if let Some(event) = self.pending_events.pop_front() {
+                return Ok(Some(event));
+            }
+            match self.read_message() {
+                Ok(message) => self.stash_notification(message),
+                Err(ClientError::Io(e)) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn stash_notification(&mut self, message: Value) {
+        if message.get("method").and_then(Value::as_str) != Some(EVENTS_NOTIFICATION) {
+            return;
+        }
+        let result = message.pointer("/params/result").cloned().unwrap_or(Value::Null);
+        // Unknown event kinds come from a newer daemon; skipping them is the compatible choice.
+        if let Ok(event) = serde_json::from_value::<Event>(result) {
+            self.pending_events.push_back(event);
+        }
+    }
+
+    fn read_message(&mut self) -> Result<Value, ClientError> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the daemon closed the connection").into());
+        }
+        serde_json::from_str(&line).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+}
+
+fn decode_error(error: &Value) -> ClientError {
+    let Ok(raw) = serde_json::from_value::<RawError>(error.clone()) else {
+        return ClientError::Decode(format!("malformed error object: {error}"));
+    };
+    let data = raw.data.and_then(|d| serde_json::from_value::<ErrorData>(d).ok()).unwrap_or(ErrorData {
+        kind: kind_of_code(raw.code),
+        message: raw.message,
+        hint: None,
+        details: None,
+    });
+    ClientError::Rpc { code: raw.code, data }
+}
+
+fn kind_of_code(code: i32) -> ErrorKind {
+    use scafld_protocol::error::codes;
+    match code {
+        codes::PARSE_ERROR => ErrorKind::ParseError,
+        codes::INVALID_REQUEST => ErrorKind::InvalidRequest,
+        codes::METHOD_NOT_FOUND => ErrorKind::MethodNotFound,
+        codes::INVALID_PARAMS => ErrorKind::InvalidParams,
+        codes::OVERSIZED_REQUEST => ErrorKind::OversizedRequest,
+        _ => ErrorKind::Internal,
+    }
+}

@@ -1,0 +1,99 @@
+//! Resolution of the daemon's socket and state directory from the environment, shared by the
+//! client and the daemon so both always agree.
+
+use std::env;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Longest socket path the kernel accepts in `sockaddr_un.sun_path` (108 bytes with the NUL).
+pub const MAX_SOCKET_PATH_BYTES: usize = 107;
+
+/// Where the daemon keeps its socket and its state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+}
+
+impl Paths {
+    /// Resolve from the process environment.
+    pub fn from_env() -> Paths {
+        Paths::resolve(|name| env::var_os(name))
+    }
+
+    /// Resolve with `lookup` standing in for the environment.
+    ///
+    /// State: `$SCAFLD_STATE_DIR`, else `$XDG_STATE_HOME/scafld`, else `$HOME/.local/state/scafld`.
+    /// Socket: `$SCAFLD_SOCKET`, else `$XDG_RUNTIME_DIR/scafld/scafldd.sock`, else
+    /// `<state dir>/run/scafldd.sock`.
+    pub fn resolve(lookup: impl Fn(&str) -> Option<OsString>) -> Paths {
+        let non_empty = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let state_dir = non_empty("SCAFLD_STATE_DIR")
+            .or_else(|| non_empty("XDG_STATE_HOME").map(|d| d.join("scafld")))
+            .or_else(|| non_empty("HOME").map(|h| h.join(".local/state/scafld")))
+            .unwrap_or_else(|| env::temp_dir().join(format!("scafld-{}", nix::unistd::getuid())));
+        let socket = non_empty("SCAFLD_SOCKET")
+            .or_else(|| non_empty("XDG_RUNTIME_DIR").map(|d| d.join("scafld/scafldd.sock")))
+            .unwrap_or_else(|| state_dir.join("run/scafldd.sock"));
+        Paths { socket, state_dir }
+    }
+
+    pub fn log_file(&self) -> PathBuf {
+        self.state_dir.join("scafldd.log")
+    }
+}
+
+/// Run `f` with an address for `socket` that fits in `sun_path`.
+///
+/// Paths over the kernel limit are reached through `/proc/self/fd/<dir fd>/<name>`, which names
+/// the same directory entry with a short path; this works for `bind` and `connect` alike.
+pub fn with_socket_address<T>(socket: &Path, f: impl FnOnce(&Path) -> io::Result<T>) -> io::Result<T> {
+    if socket.as_os_str().len() <= MAX_SOCKET_PATH_BYTES {
+        return f(socket);
+    }
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "socket path has no file name"));
+    };
+    let dir_handle = File::open(if dir.as_os_str().is_empty() { Path::new(".") } else { dir })?;
+    let alias = PathBuf::from(format!("/proc/self/fd/{}", dir_handle.as_raw_fd())).join(name);
+    if alias.as_os_str().len() > MAX_SOCKET_PATH_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("socket file name {:?} is too long for a Unix socket (limit {MAX_SOCKET_PATH_BYTES} bytes)", name),
+        ));
+    }
+    let result = f(&alias);
+    drop(dir_handle);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn resolve(vars: &[(&str, &str)]) -> Paths {
+        let map: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        Paths::resolve(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn explicit_variables_win() {
+        let p = resolve(&[("SCAFLD_SOCKET", "/s.sock"), ("SCAFLD_STATE_DIR", "/st"), ("XDG_RUNTIME_DIR", "/run/u")]);
+        assert_eq!(p.socket, PathBuf::from("/s.sock"));
+        assert_eq!(p.state_dir, PathBuf::from("/st"));
+    }
+
+    #[test]
+    fn xdg_then_home_fallbacks() {
+        let p = resolve(&[("XDG_RUNTIME_DIR", "/run/u"), ("XDG_STATE_HOME", "/xs")]);
+        assert_eq!(p.socket, PathBuf::from("/run/u/scafld/scafldd.sock"));
+        assert_eq!(p.state_dir, PathBuf::from("/xs/scafld"));
+        let p = resolve(&[("HOME", "/home/a"), ("XDG_RUNTIME_DIR", "")]);
+        assert_eq!(p.state_dir, PathBuf::from("/home/a/.local/state/scafld"));
+        assert_eq!(p.socket, PathBuf::from("/home/a/.local/state/scafld/run/scafldd.sock"));
+    }
+}

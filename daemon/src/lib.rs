@@ -1,0 +1,55 @@
+//! `scafldd`, the scafld daemon: owns workspace state, the session ledger and jobs, and serves
+//! JSON-RPC over a Unix socket. The binary in `main.rs` only parses flags, sets up logging,
+//! obtains the socket and turns signals into a shutdown future; everything else starts at [`run`].
+
+pub mod daemon;
+pub mod error;
+pub mod rpc;
+pub mod socket;
+pub mod store;
+pub mod workspace;
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::net::UnixListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+pub use daemon::{Daemon, DaemonOptions};
+use store::Store;
+
+/// Error type of the start-up and shutdown paths, where the caller only reports.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Serve on `listener` until `shutdown` resolves (with a reason) or a client calls
+/// `daemon.shutdown`; then stop accepting, let in-flight calls finish and flush the store.
+pub async fn run(
+    listener: UnixListener,
+    options: DaemonOptions,
+    store: Arc<dyn Store>,
+    shutdown: impl Future<Output = String>,
+) -> Result<(), BoxError> {
+    let stop = CancellationToken::new();
+    let daemon = Arc::new(Daemon::new(options, store.clone(), stop.clone()));
+    // Workspaces registered before a restart are reopened.
+    for record in store.workspaces()? {
+        if let Err(e) = daemon.open_workspace(Path::new(&record.root)).await {
+            info!(workspace = %record.id, root = %record.root, "not reopening workspace: {e}");
+        }
+    }
+    let methods = rpc::api::module(daemon.clone());
+    info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");
+    let server = tokio::spawn(rpc::transport::serve(listener, methods.into(), stop.clone()));
+    tokio::select! {
+        reason = shutdown => daemon.request_shutdown(&reason),
+        _ = stop.cancelled() => {}
+    }
+    if let Err(e) = server.await {
+        error!("server task failed: {e}");
+    }
+    store.flush()?;
+    info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! `scafldd` entry point: flags, logging, the listening socket and signals. See `lib.rs`.
+
+use std::fs::{self, OpenOptions};
+use std::io::IsTerminal;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use clap::Parser;
+use scafld_client::Paths;
+use scafld_daemon::socket::{self, SocketError};
+use scafld_daemon::store::SledStore;
+use scafld_daemon::{BoxError, DaemonOptions};
+use tokio::signal::unix::{SignalKind, signal};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::writer::MakeWriterExt;
+
+/// The scafld daemon. Normally started by `scafld daemon start` or by systemd.
+#[derive(Parser)]
+#[command(name = "scafldd", version)]
+struct Args {
+    /// Socket to listen on [default: $SCAFLD_SOCKET, else $XDG_RUNTIME_DIR/scafld/scafldd.sock]
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// State directory for the database and log [default: $SCAFLD_STATE_DIR, else $XDG_STATE_HOME/scafld]
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match start(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scafldd: error: {e}");
+            if let Some(SocketError::AlreadyRunning(_)) = e.downcast_ref::<SocketError>() {
+                eprintln!("hint: stop it with `scafld daemon stop`, or set SCAFLD_SOCKET to run a second one");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn start(args: Args) -> Result<(), BoxError> {
+    let env_paths = Paths::from_env();
+    let socket_path = args.socket.unwrap_or(env_paths.socket);
+    let state_dir = args.state_dir.unwrap_or(env_paths.state_dir);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&state_dir)
+        .map_err(|e| format!("cannot create state directory {}: {e}", state_dir.display()))?;
+    let log_file = state_dir.join("scafldd.log");
+    init_logging(&log_file, args.verbose)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        // Handlers go in before the socket exists: a client may signal us as soon as it connects.
+        let shutdown = shutdown_signal()?;
+        let listener = match socket::from_systemd(&socket_path)? {
+            Some(listener) => listener,
+            None => socket::bind(&socket_path)?,
+        };
+        let db_dir = state_dir.join("db");
+        let store = SledStore::open(&db_dir).map_err(|e| {
+            format!("{e} (database {}); is another daemon using this state directory?", db_dir.display())
+        })?;
+        let options = DaemonOptions {
+            socket_path: listener.path.clone(),
+            socket_activated: listener.activated,
+            state_dir: state_dir.clone(),
+            log_file,
+        };
+        listener.listener.set_nonblocking(true)?;
+        let tokio_listener = tokio::net::UnixListener::from_std(listener.listener.try_clone()?)?;
+        let result = scafld_daemon::run(tokio_listener, options, Arc::new(store), shutdown).await;
+        drop(listener); // removes the socket file we created
+        result
+    })
+}
+
+/// A future that resolves with a reason on SIGTERM or SIGINT. The handlers are installed now.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = String>, BoxError> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => "SIGTERM".to_string(),
+            _ = int.recv() => "SIGINT".to_string(),
+        }
+    })
+}
+
+fn init_logging(log_file: &std::path::Path, verbose: u8) -> Result<(), BoxError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_file)
+        .map_err(|e| format!("cannot open log file {}: {e}", log_file.display()))?;
+    let level = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false);
+    if std::io::stderr().is_terminal() {
+        builder.with_writer(Mutex::new(file).and(std::io::stderr)).init();
+    } else {
+        builder.with_writer(Mutex::new(file)).init();
+    }
+    Ok(())
+}

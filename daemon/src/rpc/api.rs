@@ -1,0 +1,134 @@
+//! The method table: every protocol method bound to its handler.
+//!
+//! Handlers are plain async functions from `(Arc<Daemon>, Params)` to `RpcResult<Result>`;
+//! [`register`] adds params decoding and error mapping, so each handler only does its job.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jsonrpsee::RpcModule;
+use jsonrpsee::core::server::{PendingSubscriptionSink, SubscriptionMessage};
+use jsonrpsee::types::{ErrorObjectOwned, Params};
+use scafld_protocol::methods::{self as m, NoParams};
+use scafld_protocol::{ErrorKind, Event, Method, PROTOCOL_VERSION};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::daemon::{DAEMON_VERSION, Daemon, workspace_io_error};
+use crate::error::{RpcError, RpcResult};
+use crate::workspace;
+
+/// A subscriber that has not read an event for this long is dropped.
+const SLOW_SUBSCRIBER_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
+    let mut module = RpcModule::from_arc(daemon);
+    register::<m::Hello, _, _>(&mut module, |_, _| async {
+        Ok(m::HelloResult {
+            protocol_version: PROTOCOL_VERSION,
+            daemon_version: DAEMON_VERSION.into(),
+            pid: std::process::id(),
+        })
+    });
+    register::<m::DaemonStatus, _, _>(&mut module, |d, _| async move { d.status().await });
+    register::<m::DaemonShutdown, _, _>(&mut module, |d, _| async move {
+        // Reply first; the shutdown proceeds once this response is on its way.
+        tokio::spawn(async move { d.request_shutdown("daemon.shutdown requested by a client") });
+        Ok(m::ShutdownResult { stopping: true })
+    });
+    register::<m::WorkspaceInit, _, _>(&mut module, |d, p| async move { workspace_init(&d, p).await });
+    register::<m::WorkspaceOpen, _, _>(&mut module, |d, p| async move { d.open_workspace(Path::new(&p.root)).await });
+    register::<m::WorkspaceList, _, _>(&mut module, |d, _| async move {
+        Ok(m::WorkspaceListResult { workspaces: d.workspace_list().await? })
+    });
+    module
+        .register_subscription(m::EVENTS_SUBSCRIBE, m::EVENTS_NOTIFICATION, m::EVENTS_UNSUBSCRIBE, subscribe_events)
+        .expect("subscription names are unique");
+    module
+}
+
+/// Bind method `M` to `handler`.
+fn register<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+where
+    M: Method,
+    F: Fn(Arc<Daemon>, M::Params) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = RpcResult<M::Result>> + Send + 'static,
+{
+    module
+        .register_async_method(M::NAME, move |params, daemon, _| {
+            let handler = handler.clone();
+            async move {
+                if daemon.shutdown_token().is_cancelled() {
+                    return Err(ErrorObjectOwned::from(RpcError::new(
+                        ErrorKind::ShuttingDown,
+                        "the daemon is shutting down and takes no new calls",
+                    )));
+                }
+                let params = decode_params::<M::Params>(M::NAME, &params)?;
+                handler(daemon, params).await.map_err(ErrorObjectOwned::from)
+            }
+        })
+        .expect("method names are unique");
+}
+
+/// Decode params, treating absent params as `{}`; a failure carries serde's own message.
+fn decode_params<T: DeserializeOwned>(method: &str, params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+    let text = params.as_str().unwrap_or("{}");
+    serde_json::from_str(text).map_err(|e| {
+        ErrorObjectOwned::from(RpcError::new(ErrorKind::InvalidParams, format!("invalid params for {method}: {e}")))
+    })
+}
+
+async fn workspace_init(daemon: &Daemon, params: m::WorkspaceRootParams) -> RpcResult<m::WorkspaceInitResult> {
+    let root = Path::new(&params.root);
+    if !root.is_absolute() {
+        return Err(RpcError::new(ErrorKind::InvalidInput, "workspace root must be an absolute path"));
+    }
+    if !root.is_dir() {
+        return Err(RpcError::new(ErrorKind::WorkspaceError, format!("{} is not a directory", root.display()))
+            .with_hint("create the directory first, or pass --root with an existing directory"));
+    }
+    let report = workspace::init_layout(root).map_err(workspace_io_error)?;
+    let workspace = daemon.open_workspace(root).await?;
+    Ok(m::WorkspaceInitResult { workspace, created: report.created, updated: report.updated, skipped: report.skipped })
+}
+
+/// `events.subscribe`: forward daemon events until the client unsubscribes, disconnects or
+/// stops reading, or the daemon shuts down.
+async fn subscribe_events(
+    params: Params<'static>,
+    pending: PendingSubscriptionSink,
+    daemon: Arc<Daemon>,
+    _: jsonrpsee::core::server::Extensions,
+) -> jsonrpsee::core::SubscriptionResult {
+    if let Err(error) = decode_params::<NoParams>(m::EVENTS_SUBSCRIBE, &params) {
+        pending.reject(error).await;
+        return Ok(());
+    }
+    if daemon.shutdown_token().is_cancelled() {
+        pending.reject(RpcError::new(ErrorKind::ShuttingDown, "the daemon is shutting down")).await;
+        return Ok(());
+    }
+    // Subscribe before accepting so that no event between the two is missed.
+    let mut events = daemon.subscribe();
+    let sink = pending.accept().await?;
+    loop {
+        let event = tokio::select! {
+            biased;
+            received = events.recv() => match received {
+                Ok(event) => event,
+                Err(RecvError::Lagged(missed)) => Event::EventsLagged { missed },
+                Err(RecvError::Closed) => break,
+            },
+            _ = sink.closed() => break,
+        };
+        let last = matches!(event, Event::DaemonShuttingDown { .. });
+        let message = SubscriptionMessage::from(serde_json::value::to_raw_value(&event)?);
+        if sink.send_timeout(message, SLOW_SUBSCRIBER_TIMEOUT).await.is_err() || last {
+            break;
+        }
+    }
+    Ok(())
+}

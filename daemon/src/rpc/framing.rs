@@ -1,0 +1,124 @@
+//! Newline framing for the socket: one message per line, with a hard cap on line length.
+//!
+//! Unlike `LinesCodec`, an oversized or non-UTF-8 line is an item rather than a stream error,
+//! so the connection survives it: the rest of an oversized line is discarded as it arrives and
+//! memory stays bounded by the cap.
+
+use std::io;
+
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::Decoder;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    Line(String),
+    /// A line longer than the cap; reported once, as soon as the cap is passed.
+    Oversized,
+    NotUtf8,
+}
+
+pub struct LineDecoder {
+    max_len: usize,
+    /// Bytes of the buffer already searched for a newline.
+    scanned: usize,
+    /// Inside an oversized line: drop bytes until the next newline.
+    discarding: bool,
+}
+
+impl LineDecoder {
+    pub fn new(max_len: usize) -> LineDecoder {
+        LineDecoder { max_len, scanned: 0, discarding: false }
+    }
+}
+
+impl Decoder for LineDecoder {
+    type Item = Frame;
+    type Error = io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> io::Result<Option<Frame>> {
+        loop {
+            let newline = buf[self.scanned..].iter().position(|b| *b == b'\n').map(|i| self.scanned + i);
+            match newline {
+                Some(end) => {
+                    let line = buf.split_to(end + 1);
+                    self.scanned = 0;
+                    if std::mem::take(&mut self.discarding) {
+                        continue; // the tail of a line already reported as oversized
+                    }
+                    let text = line[..end].strip_suffix(b"\r").unwrap_or(&line[..end]);
+                    return Ok(Some(match std::str::from_utf8(text) {
+                        Ok(text) => Frame::Line(text.to_string()),
+                        Err(_) => Frame::NotUtf8,
+                    }));
+                }
+                None if self.discarding => {
+                    buf.clear();
+                    self.scanned = 0;
+                    return Ok(None);
+                }
+                None if buf.len() > self.max_len => {
+                    buf.clear();
+                    self.scanned = 0;
+                    self.discarding = true;
+                    return Ok(Some(Frame::Oversized));
+                }
+                None => {
+                    self.scanned = buf.len();
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> io::Result<Option<Frame>> {
+        match self.decode(buf)? {
+            Some(frame) => Ok(Some(frame)),
+            // A final line without a newline still counts.
+            None if !buf.is_empty() && !self.discarding => {
+                buf.extend_from_slice(b"\n");
+                self.decode(buf)
+            }
+            None => {
+                buf.clear();
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(decoder: &mut LineDecoder, chunks: &[&[u8]]) -> Vec<Frame> {
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            buf.extend_from_slice(chunk);
+            while let Some(frame) = decoder.decode(&mut buf).unwrap() {
+                out.push(frame);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn splits_lines_across_chunks_and_strips_cr() {
+        let mut d = LineDecoder::new(64);
+        let out = frames(&mut d, &[b"ab", b"c\r\nde", b"f\n"]);
+        assert_eq!(out, vec![Frame::Line("abc".into()), Frame::Line("def".into())]);
+    }
+
+    #[test]
+    fn oversized_line_is_reported_once_and_the_next_line_survives() {
+        let mut d = LineDecoder::new(4);
+        let out = frames(&mut d, &[b"0123456", b"789", b"abc\nok\n"]);
+        assert_eq!(out, vec![Frame::Oversized, Frame::Line("ok".into())]);
+    }
+
+    #[test]
+    fn invalid_utf8_is_a_frame_not_an_error() {
+        let mut d = LineDecoder::new(64);
+        assert_eq!(frames(&mut d, &[b"\xff\xfe\n"]), vec![Frame::NotUtf8]);
+    }
+}

@@ -1,0 +1,116 @@
+//! Getting a listening socket: systemd activation, or binding the resolved path safely
+//! (private directory, owner-only socket, one daemon per socket, stale files replaced).
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use scafld_client::Connection;
+use scafld_client::paths::with_socket_address;
+
+/// First file descriptor passed by systemd socket activation.
+const SD_LISTEN_FDS_START: RawFd = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("another scafld daemon is already running at {}", .0.display())]
+    AlreadyRunning(PathBuf),
+    #[error("{} exists and is not a socket; refusing to replace it", .0.display())]
+    NotASocket(PathBuf),
+    #[error("cannot prepare socket directory {}: {source}", path.display())]
+    Directory { path: PathBuf, source: io::Error },
+    #[error("cannot listen on {}: {source}", path.display())]
+    Bind { path: PathBuf, source: io::Error },
+    #[error("systemd passed LISTEN_FDS={0}; scafldd expects exactly one socket")]
+    Activation(String),
+}
+
+/// A socket the daemon listens on. A bound socket removes its file on drop, provided the file
+/// is still the one it created (a successor daemon may have replaced it).
+pub struct Listener {
+    pub listener: StdUnixListener,
+    pub path: PathBuf,
+    pub activated: bool,
+    identity: Option<(u64, u64)>,
+    _lock: Option<Flock<File>>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Some(identity) = self.identity
+            && fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == identity)
+        {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The socket handed over by systemd, if this process was socket-activated.
+pub fn from_systemd(path: &Path) -> Result<Option<Listener>, SocketError> {
+    let pid_matches = std::env::var("LISTEN_PID").ok().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id());
+    let Some(count) = std::env::var("LISTEN_FDS").ok().filter(|_| pid_matches) else {
+        return Ok(None);
+    };
+    if count != "1" {
+        return Err(SocketError::Activation(count));
+    }
+    // SAFETY: systemd guarantees fd 3 is an open listening socket owned by this process, and
+    // nothing else in the process has taken ownership of it.
+    let listener = unsafe { StdUnixListener::from_raw_fd(SD_LISTEN_FDS_START) };
+    for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
+        // SAFETY: called during start-up, before the runtime spawns any thread.
+        unsafe { std::env::remove_var(name) };
+    }
+    let path = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf());
+    Ok(Some(Listener { listener, path, activated: true, identity: None, _lock: None }))
+}
+
+/// Bind `path`: create its directory (0700) if needed, take the daemon lock beside it, replace
+/// a stale socket file, and make the socket 0600.
+pub fn bind(path: &Path) -> Result<Listener, SocketError> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir_error = |source| SocketError::Directory { path: dir.to_path_buf(), source };
+    if !dir.exists() {
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(dir_error)?;
+        // Independent of the umask: the directory is the first line of defence.
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(dir_error)?;
+    }
+    let lock_path = path.with_extension("lock");
+    let lock_file = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(dir_error)?;
+    let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => lock,
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Err(SocketError::AlreadyRunning(path.to_path_buf())),
+        Err((_, errno)) => return Err(dir_error(io::Error::from(errno))),
+    };
+    match fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_socket() => return Err(SocketError::NotASocket(path.to_path_buf())),
+        Ok(_) => {
+            if Connection::probe(path).is_ok() {
+                return Err(SocketError::AlreadyRunning(path.to_path_buf()));
+            }
+            // Nobody answers and we hold the lock: the file is left over from a dead daemon.
+            fs::remove_file(path).map_err(|source| SocketError::Bind { path: path.to_path_buf(), source })?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(source) => return Err(SocketError::Bind { path: path.to_path_buf(), source }),
+    }
+    let bind_error = |source| SocketError::Bind { path: path.to_path_buf(), source };
+    let listener = with_socket_address(path, |address| StdUnixListener::bind(address)).map_err(bind_error)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).map_err(bind_error)?;
+    let meta = fs::symlink_metadata(path).map_err(bind_error)?;
+    Ok(Listener {
+        listener,
+        path: path.to_path_buf(),
+        activated: false,
+        identity: Some((meta.dev(), meta.ino())),
+        _lock: Some(lock),
+    })
+}

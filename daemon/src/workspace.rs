@@ -1,0 +1,175 @@
+//! The on-disk workspace layout: creating `.scafld/` for `init` and reading the workspace id.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::Path;
+
+pub const SCAFLD_DIR: &str = ".scafld";
+/// Local identity of the workspace; git-ignored so that two clones never share an id.
+pub const ID_FILE: &str = ".scafld/workspace_id";
+pub const CONFIG_FILE: &str = ".scafld/config.yaml";
+pub const LOCAL_CONFIG_FILE: &str = ".scafld/config.local.yaml";
+
+const CONFIG_TEMPLATE: &str = include_str!("../assets/config.yaml");
+const LOCAL_CONFIG_TEMPLATE: &str = include_str!("../assets/config.local.yaml");
+
+const LAYOUT_DIRS: &[&str] = &[
+    ".scafld",
+    ".scafld/specs",
+    ".scafld/specs/drafts",
+    ".scafld/specs/approved",
+    ".scafld/specs/active",
+    ".scafld/specs/archive",
+    ".scafld/runs",
+];
+
+const GITIGNORE: &str = ".gitignore";
+const GITIGNORE_HEADER: &str = "# scafld runtime state";
+const GITIGNORE_ENTRIES: &[&str] = &[".scafld/config.local.yaml", ".scafld/runs/", ".scafld/workspace_id"];
+
+/// What `init` did, as workspace-relative paths.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct InitReport {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub skipped: Vec<String>,
+}
+
+/// Create whatever part of the layout is missing. Never overwrites an existing file.
+pub fn init_layout(root: &Path) -> io::Result<InitReport> {
+    let mut report = InitReport::default();
+    for dir in LAYOUT_DIRS {
+        let path = root.join(dir);
+        if path.is_dir() {
+            report.skipped.push(dir.to_string());
+        } else {
+            fs::create_dir(&path)?;
+            report.created.push(dir.to_string());
+        }
+    }
+    for (file, content) in [(CONFIG_FILE, CONFIG_TEMPLATE), (LOCAL_CONFIG_FILE, LOCAL_CONFIG_TEMPLATE)] {
+        if create_new(&root.join(file), content.as_bytes())? {
+            report.created.push(file.to_string());
+        } else {
+            report.skipped.push(file.to_string());
+        }
+    }
+    let (_, id_created) = read_or_create_id(root)?;
+    if id_created {
+        report.created.push(ID_FILE.to_string());
+    } else {
+        report.skipped.push(ID_FILE.to_string());
+    }
+    match ensure_gitignore(&root.join(GITIGNORE))? {
+        GitignoreChange::Created => report.created.push(GITIGNORE.to_string()),
+        GitignoreChange::Updated => report.updated.push(GITIGNORE.to_string()),
+        GitignoreChange::Unchanged => report.skipped.push(GITIGNORE.to_string()),
+    }
+    Ok(report)
+}
+
+/// Read `.scafld/workspace_id`, creating it when a workspace (for example one made by the
+/// original tool) has none yet. Returns the id and whether it was created.
+pub fn read_or_create_id(root: &Path) -> io::Result<(String, bool)> {
+    let path = root.join(ID_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) if is_valid_id(text.trim()) => return Ok((text.trim().to_string(), false)),
+        Ok(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} does not hold a workspace id; delete it and run `scafld init` again", path.display()),
+            ));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let id = new_id()?;
+    write_id(root, &id)?;
+    Ok((id, true))
+}
+
+/// Replace the workspace id (used when a copied workspace turns up with its original's id).
+pub fn write_id(root: &Path, id: &str) -> io::Result<()> {
+    fs::write(root.join(ID_FILE), format!("{id}\n"))
+}
+
+pub fn new_id() -> io::Result<String> {
+    let mut bytes = [0u8; 16];
+    fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn is_valid_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Write `content` to `path` only if nothing is there yet.
+fn create_new(path: &Path, content: &[u8]) -> io::Result<bool> {
+    match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(mut file) => {
+            file.write_all(content)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+enum GitignoreChange {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+/// Append the scafld block (only the entries that are missing) to `.gitignore`.
+fn ensure_gitignore(path: &Path) -> io::Result<GitignoreChange> {
+    let existing = match fs::read_to_string(path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let text = existing.as_deref().unwrap_or("");
+    let present = |entry: &str| text.lines().any(|line| line.trim() == entry);
+    let missing: Vec<&str> = GITIGNORE_ENTRIES.iter().copied().filter(|e| !present(e)).collect();
+    if missing.is_empty() {
+        return Ok(GitignoreChange::Unchanged);
+    }
+    let mut block = String::new();
+    if !text.is_empty() && !text.ends_with('\n') {
+        block.push('\n');
+    }
+    if !text.is_empty() {
+        block.push('\n');
+    }
+    if !present(GITIGNORE_HEADER) {
+        block.push_str(GITIGNORE_HEADER);
+        block.push('\n');
+    }
+    for entry in missing {
+        block.push_str(entry);
+        block.push('\n');
+    }
+    let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+    file.write_all(block.as_bytes())?;
+    Ok(if existing.is_some() { GitignoreChange::Updated } else { GitignoreChange::Created })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gitignore_entries_are_appended_once() {
+        let dir = std::env::temp_dir().join(format!("scafld-gi-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(".gitignore");
+        fs::write(&path, "target\n.scafld/runs/").unwrap();
+        assert!(matches!(ensure_gitignore(&path).unwrap(), GitignoreChange::Updated));
+        let after = fs::read_to_string(&path).unwrap();
+        assert!(after.starts_with("target\n.scafld/runs/\n\n# scafld runtime state\n"), "{after}");
+        assert_eq!(after.matches(".scafld/runs/").count(), 1);
+        assert!(matches!(ensure_gitignore(&path).unwrap(), GitignoreChange::Unchanged));
+        assert_eq!(fs::read_to_string(&path).unwrap(), after);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,20 @@
+//! Wire contract between `scafldd` and its clients: method names with their params and results,
+//! subscription events, error codes and the protocol version. Serde types only, no IO.
+//!
+//! The transport is newline-delimited JSON-RPC 2.0 over a Unix socket: one compact JSON message
+//! per line, replies matched by id. Every method is described by a type implementing [`Method`],
+//! so its name, params and result live in exactly one place.
+
+pub mod error;
+pub mod events;
+pub mod methods;
+
+pub use error::{ErrorData, ErrorKind};
+pub use events::Event;
+pub use methods::Method;
+
+/// Bumped whenever a change to this crate would break an older client or daemon.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Largest request line the daemon reads; longer lines are answered with an error and skipped.
+pub const MAX_REQUEST_LINE_BYTES: usize = 10 * 1024 * 1024;

@@ -1,0 +1,173 @@
+//! The `scafld` client: daemon control, auto-start, init, the JSON envelope and version checks.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+
+use scafld_tests::{RawClient, TestEnv, wait_until};
+use serde_json::json;
+
+/// Every file under `dir` with its content, to compare trees.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            let key = path.strip_prefix(dir).unwrap().display().to_string();
+            if path.is_dir() {
+                files.insert(format!("{key}/"), Vec::new());
+                stack.push(path);
+            } else {
+                files.insert(key, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn daemon_start_status_stop() {
+    let env = TestEnv::new();
+    let run = env.scafld(&["daemon", "status"]);
+    run.assert_code(6);
+    assert!(run.stderr.contains("no scafld daemon is answering"), "{}", run.stderr);
+
+    let run = env.scafld(&["daemon", "start", "--json"]);
+    run.assert_code(0);
+    let started = run.json();
+    assert_eq!(started["ok"], true);
+    assert_eq!(started["command"], "daemon start");
+    assert_eq!(started["result"]["already_running"], false);
+    // `start` returns only once the socket answers.
+    RawClient::connect(&env.socket).expect("socket answers after start returns");
+
+    let again = env.scafld(&["daemon", "start", "--json"]).json();
+    assert_eq!(again["result"]["already_running"], true);
+    assert_eq!(again["result"]["pid"], started["result"]["pid"]);
+
+    let status = env.scafld(&["daemon", "status", "--json"]);
+    status.assert_code(0);
+    let status = status.json();
+    assert_eq!(status["result"]["pid"], started["result"]["pid"]);
+    assert_eq!(status["error"], json!(null));
+    let human = env.scafld(&["daemon", "status"]);
+    assert!(human.stdout.contains("socket:") && human.stdout.contains("jobs:"), "{}", human.stdout);
+
+    let stop = env.scafld(&["daemon", "stop", "--json"]);
+    stop.assert_code(0);
+    assert_eq!(stop.json()["result"]["stopped"], true);
+    assert!(!env.socket.exists());
+    let stop = env.scafld(&["daemon", "stop", "--json"]);
+    assert_eq!(stop.json()["result"]["stopped"], false);
+}
+
+#[test]
+fn commands_start_the_daemon_unless_told_not_to() {
+    let env = TestEnv::new();
+    let mut off = env.scafld_command(&["init", "--json"]);
+    off.env("SCAFLD_NO_AUTOSTART", "1");
+    let run = off.output().unwrap();
+    assert_eq!(run.status.code(), Some(6));
+    let envelope: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(envelope["error"]["code"], "daemon_unreachable");
+    assert!(envelope["error"]["hint"].as_str().unwrap().contains("scafld daemon start"));
+    assert!(!env.work.join(".scafld").exists(), "nothing may change when the daemon is unreachable");
+
+    let run = env.scafld(&["init", "--no-autostart"]);
+    run.assert_code(6);
+    assert!(run.stderr.contains("no scafld daemon is answering"), "{}", run.stderr);
+
+    let run = env.scafld(&["init"]);
+    run.assert_code(0);
+    assert!(run.stderr.contains("started the daemon"), "{}", run.stderr);
+    assert!(run.stdout.contains("initialized scafld workspace"), "{}", run.stdout);
+}
+
+#[test]
+fn init_creates_the_layout_and_is_idempotent() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join(".gitignore"), "target/\n").unwrap();
+    let first = env.init();
+    assert_eq!(first["ok"], true);
+    let created: Vec<&str> =
+        first["result"]["created"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for path in
+        [".scafld/specs/drafts", ".scafld/specs/archive", ".scafld/runs", ".scafld/config.yaml", ".scafld/workspace_id"]
+    {
+        assert!(created.contains(&path), "{path} not created: {created:?}");
+    }
+    assert_eq!(first["result"]["updated"], json!([".gitignore"]));
+    let gitignore = std::fs::read_to_string(env.work.join(".gitignore")).unwrap();
+    assert!(gitignore.starts_with("target/\n"), "{gitignore}");
+    assert!(gitignore.contains(".scafld/config.local.yaml\n") && gitignore.contains(".scafld/runs/\n"));
+    let config = std::fs::read_to_string(env.work.join(".scafld/config.yaml")).unwrap();
+    for key in ["absolute_timeout_seconds: 300", "idle_timeout_seconds: 0", "max_findings: 12", "max_bytes: 16384"] {
+        assert!(config.contains(key), "config.yaml lacks {key}");
+    }
+
+    // A user's edit survives, and a second init changes nothing at all.
+    std::fs::write(env.work.join(".scafld/config.yaml"), "version: \"1.0\"\n# mine\n").unwrap();
+    let before = snapshot(&env.work);
+    let second = env.init();
+    assert_eq!(second["result"]["created"], json!([]));
+    assert_eq!(second["result"]["updated"], json!([]));
+    assert_eq!(second["result"]["workspace"]["workspace_id"], first["result"]["workspace"]["workspace_id"]);
+    assert_eq!(snapshot(&env.work), before);
+    let human = env.scafld(&["init"]);
+    assert!(human.stdout.contains("already initialized"), "{}", human.stdout);
+}
+
+#[test]
+fn usage_errors_exit_2_with_an_envelope() {
+    let env = TestEnv::new();
+    let run = env.scafld(&["no-such-command", "--json"]);
+    run.assert_code(2);
+    let envelope = run.json();
+    assert_eq!(envelope["ok"], false);
+    assert_eq!(envelope["error"]["code"], "usage");
+    assert_eq!(envelope["error"]["exit_code"], 2);
+    let run = env.scafld(&["daemon"]);
+    run.assert_code(2);
+    env.scafld(&["--help"]).assert_code(0);
+}
+
+#[test]
+fn protocol_mismatch_is_explained() {
+    let env = TestEnv::new();
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    // A daemon from a future release: answers every request with protocol 999.
+    let fake = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let request: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"protocol_version": 999, "daemon_version": "9.0.0", "pid": 1}});
+        (&stream).write_all(format!("{reply}\n").as_bytes()).unwrap();
+    });
+    let run = env.scafld(&["daemon", "status", "--json"]);
+    fake.join().unwrap();
+    run.assert_code(6);
+    let error = &run.json()["error"];
+    assert_eq!(error["code"], "protocol_mismatch");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("protocol 1") && message.contains("protocol 999"), "{message}");
+    assert!(message.contains("scafld daemon stop"), "{message}");
+}
+
+#[test]
+fn killed_daemon_is_detected_and_replaced_by_autostart() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    env.take_daemon().wait().unwrap();
+    assert!(env.socket.exists(), "SIGKILL leaves the socket file behind");
+    let run = env.scafld(&["daemon", "status"]);
+    run.assert_code(6);
+    let run = env.scafld(&["init", "--json"]);
+    run.assert_code(0);
+    assert!(run.stderr.contains("started the daemon"));
+    wait_until("new daemon", || RawClient::connect(&env.socket).is_ok());
+}

@@ -1,0 +1,204 @@
+//! Daemon lifecycle: socket placement and permissions, refusals, stale sockets, signals,
+//! systemd activation, restart.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use scafld_tests::{RawClient, TestEnv, wait_until};
+use serde_json::json;
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn default_socket_lives_in_a_private_directory() {
+    let env = TestEnv::new();
+    let mut daemon = env.daemon_command();
+    daemon.env_remove("SCAFLD_SOCKET");
+    let mut child = daemon.spawn().unwrap();
+    let socket = env.path("run/scafld/scafldd.sock");
+    wait_until("default socket", || RawClient::connect(&socket).is_ok());
+    assert_eq!(mode(&env.path("run/scafld")), 0o700);
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(mode(&env.state_dir), 0o700);
+    assert!(env.state_dir.join("scafldd.log").is_file());
+    assert!(env.state_dir.join("db").is_dir());
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(!socket.exists());
+}
+
+#[test]
+fn sigterm_and_sigint_shut_down_cleanly() {
+    for signal in [Signal::SIGTERM, Signal::SIGINT] {
+        let mut env = TestEnv::new();
+        let pid = env.start_daemon();
+        let mut subscriber = env.client();
+        subscriber.result("events.subscribe", json!({}));
+        kill(Pid::from_raw(pid as i32), signal).unwrap();
+        assert_eq!(subscriber.next_event()["kind"], "daemon_shutting_down");
+        let status = env.take_daemon().wait().unwrap();
+        assert!(status.success(), "{signal}: exit status {status}");
+        assert!(!env.socket.exists(), "{signal}: socket left behind");
+        let log = std::fs::read_to_string(env.state_dir.join("scafldd.log")).unwrap();
+        assert!(log.contains(&format!("shutting down: {signal}")), "{log}");
+    }
+}
+
+#[test]
+fn shutdown_method_exits_zero_and_removes_the_socket() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let reply = env.client().result("daemon.shutdown", json!({}));
+    assert_eq!(reply["stopping"], true);
+    let status = env.take_daemon().wait().unwrap();
+    assert!(status.success());
+    assert!(!env.socket.exists());
+    // A new call now gets a connection error, not a hang.
+    assert!(RawClient::connect(&env.socket).is_err());
+}
+
+#[test]
+fn second_daemon_on_the_same_socket_is_refused() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let output = env.daemon_command().output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("another scafld daemon is already running at {}", env.socket.display())),
+        "{stderr}"
+    );
+    // The first daemon is unharmed.
+    env.client().result("daemon.status", json!({}));
+}
+
+#[test]
+fn stale_socket_file_is_replaced() {
+    let mut env = TestEnv::new();
+    drop(UnixListener::bind(&env.socket).unwrap()); // leaves the file with nobody listening
+    assert!(env.socket.exists());
+    env.start_daemon();
+    env.client().result("daemon.status", json!({}));
+}
+
+#[test]
+fn a_regular_file_at_the_socket_path_is_not_clobbered() {
+    let env = TestEnv::new();
+    std::fs::write(&env.socket, "precious").unwrap();
+    let output = env.daemon_command().output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("is not a socket"));
+    assert_eq!(std::fs::read_to_string(&env.socket).unwrap(), "precious");
+}
+
+#[test]
+fn socket_paths_over_the_kernel_limit_work() {
+    let mut env = TestEnv::new();
+    let deep = env.path(&"d".repeat(60)).join("e".repeat(60));
+    std::fs::create_dir_all(&deep).unwrap();
+    env.socket = deep.join("scafldd.sock");
+    assert!(env.socket.as_os_str().len() > 107);
+    env.start_daemon();
+    let run = env.scafld(&["daemon", "status", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["socket_path"], env.socket.display().to_string());
+}
+
+#[test]
+fn peers_with_another_uid_are_refused() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: needs root to run a client as another uid");
+        return;
+    }
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let as_nobody = |env: &TestEnv| {
+        let mut command = env.scafld_command(&["daemon", "status", "--json"]);
+        command.current_dir("/").uid(65534).gid(65534);
+        command.output().unwrap()
+    };
+    // With the default modes the socket directory keeps other users out entirely.
+    let output = as_nobody(&env);
+    assert_eq!(output.status.code(), Some(6), "{output:?}");
+
+    // With the modes opened up, the daemon itself refuses the peer by its credentials.
+    for dir in [env.dir.path(), &env.path("run")] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(&env.socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = as_nobody(&env);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_ne!(output.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("peer uid 65534 is not the daemon's uid 0"), "{stdout}");
+}
+
+#[test]
+fn systemd_socket_activation_is_accepted() {
+    let env = TestEnv::new();
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    let fd = listener.as_raw_fd();
+    let mut command = Command::new("sh");
+    env.apply_env(&mut command);
+    command
+        .args(["-c", "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\"", &scafld_tests::scafldd_bin().display().to_string()])
+        .stdin(std::process::Stdio::null());
+    // SAFETY: dup2 and fcntl are async-signal-safe; they place the listening socket at fd 3
+    // in the child, without close-on-exec, as systemd does.
+    unsafe {
+        command.pre_exec(move || {
+            let placed = if fd == 3 { nix::libc::fcntl(3, nix::libc::F_SETFD, 0) } else { nix::libc::dup2(fd, 3) };
+            if placed < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    drop(listener);
+    wait_until("activated daemon", || RawClient::connect(&env.socket).is_ok());
+    let status = RawClient::connect(&env.socket).unwrap().result("daemon.status", json!({}));
+    assert_eq!(status["socket_activated"], true);
+    assert_eq!(status["socket_path"], env.socket.display().to_string());
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(child.wait().unwrap().success());
+    // The socket belongs to systemd: the daemon leaves it in place.
+    assert!(env.socket.exists());
+}
+
+#[test]
+fn restart_remembers_workspaces() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let init = env.init();
+    let id = init["result"]["workspace"]["workspace_id"].as_str().unwrap().to_string();
+    env.client().result("daemon.shutdown", json!({}));
+    env.take_daemon().wait().unwrap();
+
+    env.start_daemon();
+    let list = env.client().result("workspace.list", json!({}));
+    assert_eq!(list["workspaces"][0]["workspace_id"], id);
+    assert_eq!(list["workspaces"][0]["open"], true);
+}
+
+#[test]
+fn moved_workspace_keeps_its_id_and_a_copy_gets_a_new_one() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let id = env.init()["result"]["workspace"]["workspace_id"].as_str().unwrap().to_string();
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    let info = env.client().result("workspace.open", json!({"root": moved.display().to_string()}));
+    assert_eq!(info["workspace_id"], id.as_str());
+
+    let copy = env.path("copy");
+    let status = Command::new("cp").arg("-a").arg(&moved).arg(&copy).status().unwrap();
+    assert!(status.success());
+    let info = env.client().result("workspace.open", json!({"root": copy.display().to_string()}));
+    assert_ne!(info["workspace_id"], id.as_str());
+    let list = env.client().result("workspace.list", json!({}));
+    assert_eq!(list["workspaces"].as_array().unwrap().len(), 2, "{list}");
+}

@@ -1,0 +1,6 @@
+//! End-to-end tests: the real `scafld` and `scafldd` binaries in hermetic temp environments.
+//! One test binary with a module per area (see ARCHITECTURE.md, "Tests").
+
+mod cli;
+mod daemon;
+mod wire;

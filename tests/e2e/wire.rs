@@ -1,0 +1,131 @@
+//! The wire contract, exercised with a raw socket + serde_json client.
+
+use scafld_tests::{RawClient, TestEnv};
+use serde_json::json;
+
+#[test]
+fn raw_client_calls_methods_and_pipelines() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut client = env.client();
+    let hello = client.result("daemon.hello", json!({"protocol_version": 1, "client_version": "raw"}));
+    assert_eq!(hello["protocol_version"], 1);
+
+    // Three requests written back to back; every reply arrives, matched by id.
+    client.send_line(
+        r#"{"jsonrpc":"2.0","id":"a","method":"daemon.status"}
+{"jsonrpc":"2.0","id":"b","method":"workspace.list","params":{}}
+{"jsonrpc":"2.0","id":"c","method":"daemon.hello","params":{"protocol_version":1,"client_version":"x"}}"#,
+    );
+    let mut ids: Vec<String> = (0..3).map(|_| client.read()["id"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    assert_eq!(ids, ["a", "b", "c"]);
+
+    let status = client.result("daemon.status", json!({}));
+    for key in [
+        "daemon_version",
+        "protocol_version",
+        "pid",
+        "uptime_seconds",
+        "socket_path",
+        "state_dir",
+        "workspaces",
+        "jobs",
+    ] {
+        assert!(status.get(key).is_some(), "daemon.status lacks {key}: {status}");
+    }
+    assert_eq!(status["socket_path"], env.socket.display().to_string());
+}
+
+#[test]
+fn garbage_unknown_methods_and_bad_params_get_errors_and_the_connection_survives() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut client = env.client();
+
+    client.send_line("this is not json");
+    let reply = client.read();
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    assert_eq!(reply["id"], json!(null));
+    assert_eq!(reply["error"]["data"]["kind"], "parse_error");
+
+    client.send_line(r#"{"jsonrpc":"2.0","id":7}"#);
+    let reply = client.read();
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    assert_eq!(reply["id"], 7);
+
+    let reply = client.call("no.such_method", json!({}));
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+
+    let reply = client.call("workspace.open", json!({"root": 42}));
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.contains("invalid type: integer `42`, expected a string"), "serde message missing: {message}");
+
+    let reply = client.call("daemon.status", json!({"unexpected": true}));
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+
+    client.send_line(r#"[{"jsonrpc":"2.0","id":1,"method":"daemon.status"}]"#);
+    assert_eq!(client.read()["error"]["code"], -32600);
+
+    // Still usable after all of that.
+    client.result("daemon.status", json!({}));
+}
+
+#[test]
+fn oversized_line_is_rejected_without_killing_the_connection() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    let mut client = env.client();
+    // 11 MiB on one line: over the 10 MiB limit.
+    let mut line = Vec::with_capacity(11 * 1024 * 1024 + 1);
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{"pad":""#);
+    line.resize(11 * 1024 * 1024, b'x');
+    line.extend_from_slice(b"\"}}\n");
+    client.send_bytes(&line);
+    let reply = client.read();
+    assert_eq!(reply["error"]["code"], -32007, "{reply}");
+    assert_eq!(reply["error"]["data"]["kind"], "oversized_request");
+    client.result("daemon.status", json!({}));
+
+    let rss_kib = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap()))
+        .unwrap();
+    assert!(rss_kib < 200 * 1024, "peak RSS {rss_kib} KiB: the line limit did not bound memory");
+}
+
+#[test]
+fn subscription_delivers_workspace_and_shutdown_events() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut subscriber = env.client();
+    let sub = subscriber.result("events.subscribe", json!({}));
+    assert!(sub.is_u64(), "subscription id: {sub}");
+
+    env.init();
+    let event = subscriber.next_event();
+    assert_eq!(event["kind"], "workspace_opened", "{event}");
+    assert_eq!(event["root"], env.work.canonicalize().unwrap().display().to_string());
+
+    RawClient::connect(&env.socket).unwrap().result("daemon.shutdown", json!({}));
+    let event = subscriber.next_event();
+    assert_eq!(event["kind"], "daemon_shutting_down", "{event}");
+    assert!(subscriber.read_wire().is_none(), "connection should close after shutdown");
+}
+
+#[test]
+fn unsubscribe_stops_notifications() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut client = env.client();
+    let sub = client.result("events.subscribe", json!({}));
+    let stopped = client.result("events.unsubscribe", json!([sub]));
+    assert_eq!(stopped, true);
+    env.init();
+    // The status reply must be the next message: no event was queued before it.
+    let id = client.request("daemon.status", json!({}));
+    let next = client.read();
+    assert_eq!(next["id"], id, "unexpected message after unsubscribe: {next}");
+}

@@ -1,0 +1,308 @@
+//! Test harness for the end-to-end suite: a hermetic environment (temp HOME, XDG dirs, state
+//! directory and socket) in which the real `scafld` and `scafldd` binaries run, plus a raw
+//! JSON-RPC client written with nothing but a Unix socket and serde_json.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// How long any single wait in a test may take before it fails.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// Directory holding freshly built `scafld` and `scafldd` (built once per test run).
+pub fn bin_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let profile_dir = std::env::current_exe()
+            .expect("test executable path")
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>/deps")
+            .to_path_buf();
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "--workspace", "--bins", "--quiet", "--manifest-path"]).arg(&manifest);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        build.env("CARGO_TARGET_DIR", profile_dir.parent().expect("target dir"));
+        let status = build.status().expect("run cargo build");
+        assert!(status.success(), "building the binaries failed");
+        profile_dir
+    })
+}
+
+pub fn scafld_bin() -> PathBuf {
+    bin_dir().join("scafld")
+}
+
+pub fn scafldd_bin() -> PathBuf {
+    bin_dir().join("scafldd")
+}
+
+/// Poll `condition` until it holds; panic with `what` after [`DEADLINE`].
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The result of running a command.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(output: Output) -> Run {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// The JSON envelope printed with `--json`.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
+    }
+
+    #[track_caller]
+    pub fn assert_code(&self, code: i32) -> &Run {
+        assert_eq!(self.code, code, "exit code\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+}
+
+/// A hermetic environment: every path the binaries resolve points inside one temp directory.
+pub struct TestEnv {
+    pub dir: TempDir,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    /// A workspace directory (not initialised) to run commands in.
+    pub work: PathBuf,
+    daemons: Vec<Child>,
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        TestEnv::new()
+    }
+}
+
+impl TestEnv {
+    pub fn new() -> TestEnv {
+        let dir = tempfile::Builder::new().prefix("scafld-e2e").tempdir().expect("temp dir");
+        for sub in ["home", "run", "xdg-state", "work"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        TestEnv {
+            socket: dir.path().join("run/scafldd.sock"),
+            state_dir: dir.path().join("state"),
+            work: dir.path().join("work"),
+            dir,
+            daemons: Vec::new(),
+        }
+    }
+
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    /// Environment shared by every process: nothing from the host but PATH.
+    pub fn apply_env(&self, command: &mut Command) {
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.path("home"))
+            .env("XDG_RUNTIME_DIR", self.path("run"))
+            .env("XDG_STATE_HOME", self.path("xdg-state"))
+            .env("SCAFLD_SOCKET", &self.socket)
+            .env("SCAFLD_STATE_DIR", &self.state_dir)
+            .env("NO_COLOR", "1");
+    }
+
+    pub fn scafld_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(scafld_bin());
+        self.apply_env(&mut command);
+        command.args(args).current_dir(&self.work).stdin(Stdio::null());
+        command
+    }
+
+    /// Run `scafld args...` in the work directory.
+    pub fn scafld(&self, args: &[&str]) -> Run {
+        Run::from(self.scafld_command(args).output().expect("run scafld"))
+    }
+
+    pub fn daemon_command(&self) -> Command {
+        let mut command = Command::new(scafldd_bin());
+        self.apply_env(&mut command);
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command
+    }
+
+    /// Start `scafldd` as a child of the test and wait until it answers.
+    pub fn start_daemon(&mut self) -> u32 {
+        let child = self.daemon_command().spawn().expect("spawn scafldd");
+        let pid = child.id();
+        self.daemons.push(child);
+        let socket = self.socket.clone();
+        wait_until("the daemon to answer", || RawClient::connect(&socket).is_ok());
+        pid
+    }
+
+    /// Take ownership of the most recently started daemon child.
+    pub fn take_daemon(&mut self) -> Child {
+        self.daemons.pop().expect("a daemon was started")
+    }
+
+    pub fn client(&self) -> RawClient {
+        RawClient::connect(&self.socket).expect("connect to the daemon")
+    }
+
+    /// Initialise the work directory as a workspace (starting the daemon if needed).
+    pub fn init(&self) -> Value {
+        let run = self.scafld(&["init", "--json"]);
+        run.assert_code(0);
+        run.json()
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        // Stop a daemon started by the client (auto-start) as well as our own children.
+        if let Ok(mut client) = RawClient::connect(&self.socket) {
+            client.request("daemon.shutdown", json!({}));
+            let _ = client.try_read_wire();
+        }
+        for mut child in self.daemons.drain(..) {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let socket = self.socket.clone();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while socket.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Connect to `socket`, reaching paths over the 107-byte `sun_path` limit through
+/// `/proc/self/fd/<dir>/<name>`.
+pub fn connect_socket(socket: &Path) -> std::io::Result<UnixStream> {
+    if socket.as_os_str().len() <= 107 {
+        return UnixStream::connect(socket);
+    }
+    let dir = std::fs::File::open(socket.parent().expect("socket dir"))?;
+    let alias = format!("/proc/self/fd/{}/{}", dir.as_raw_fd(), socket.file_name().unwrap().to_string_lossy());
+    UnixStream::connect(alias)
+}
+
+/// A JSON-RPC client made of a socket and serde_json, as an editor plugin would write it.
+pub struct RawClient {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    next_id: u64,
+    /// Messages read while looking for a particular reply.
+    backlog: Vec<Value>,
+}
+
+impl RawClient {
+    pub fn connect(socket: &Path) -> std::io::Result<RawClient> {
+        let stream = connect_socket(socket)?;
+        stream.set_read_timeout(Some(DEADLINE))?;
+        Ok(RawClient { reader: BufReader::new(stream.try_clone()?), writer: stream, next_id: 1, backlog: Vec::new() })
+    }
+
+    pub fn send_line(&mut self, line: &str) {
+        self.writer.write_all(line.as_bytes()).unwrap();
+        self.writer.write_all(b"\n").unwrap();
+    }
+
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    /// Send a request and return its id.
+    pub fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_line(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        id
+    }
+
+    /// The next message from the daemon, whatever it is.
+    pub fn read(&mut self) -> Value {
+        if !self.backlog.is_empty() {
+            return self.backlog.remove(0);
+        }
+        self.read_wire().expect("the daemon closed the connection")
+    }
+
+    /// The next message off the socket; `None` at end of stream.
+    pub fn read_wire(&mut self) -> Option<Value> {
+        self.try_read_wire().expect("read from the daemon")
+    }
+
+    pub fn try_read_wire(&mut self) -> std::io::Result<Option<Value>> {
+        let mut line = String::new();
+        if self.reader.read_line(&mut line)? == 0 {
+            return Ok(None);
+        }
+        Ok(Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("daemon sent non-JSON ({e}): {line}"))))
+    }
+
+    /// The reply to request `id`, keeping other messages for later reads.
+    pub fn reply(&mut self, id: u64) -> Value {
+        if let Some(pos) = self.backlog.iter().position(|m| m["id"] == json!(id)) {
+            return self.backlog.remove(pos);
+        }
+        loop {
+            let message = self.read_wire().expect("the daemon closed the connection");
+            if message["id"] == json!(id) {
+                return message;
+            }
+            self.backlog.push(message);
+        }
+    }
+
+    /// Call and return the whole reply object (`result` or `error`).
+    pub fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params);
+        self.reply(id)
+    }
+
+    /// Call and return `result`, panicking on an error reply.
+    pub fn result(&mut self, method: &str, params: Value) -> Value {
+        let reply = self.call(method, params);
+        assert!(reply.get("error").is_none(), "{method} failed: {reply}");
+        reply["result"].clone()
+    }
+
+    /// Wait for the next `events.event` notification and return its event.
+    pub fn next_event(&mut self) -> Value {
+        loop {
+            let message = self.read();
+            if message["method"] == "events.event" {
+                return message["params"]["result"].clone();
+            }
+        }
+    }
+}
