@@ -1,21 +1,22 @@
-//! The daemon's shared state: options, the store, the event bus, open workspaces and the
-//! shutdown signal. Handlers receive it as `Arc<Daemon>`.
+//! The daemon's shared state: options, the store, the event bus, open workspaces, the file
+//! watcher and the shutdown signal. Handlers receive it as `Arc<Daemon>`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Instant;
 
 use scafld_protocol::methods::{DaemonStatusResult, JobCounts, WorkspaceInfo};
 use scafld_protocol::{ErrorKind, Event, PROTOCOL_VERSION};
-use tokio::sync::{Mutex, broadcast};
+use tokio::sync::{Mutex, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::error::{RpcError, RpcResult};
 use crate::store::{Store, WorkspaceRecord};
-use crate::workspace;
+use crate::workspace::watch::{self, SpecWatcher};
+use crate::workspace::{Workspace, layout};
 
 pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
 const EVENT_BUFFER: usize = 1024;
@@ -37,12 +38,21 @@ pub struct Daemon {
     shutdown: CancellationToken,
     shutdown_announced: AtomicBool,
     /// Workspaces opened since start, by id.
-    open_workspaces: Mutex<HashMap<String, WorkspaceRecord>>,
+    open_workspaces: Mutex<HashMap<String, Arc<Workspace>>>,
+    watcher: Option<SpecWatcher>,
+    watch_events: StdMutex<Option<mpsc::UnboundedReceiver<PathBuf>>>,
 }
 
 impl Daemon {
     pub fn new(options: DaemonOptions, store: Arc<dyn Store>, shutdown: CancellationToken) -> Daemon {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (watcher, watch_events) = match SpecWatcher::start() {
+            Ok((watcher, rx)) => (Some(watcher), Some(rx)),
+            Err(e) => {
+                warn!("file watcher unavailable ({e}); specs are re-read when a command touches them");
+                (None, None)
+            }
+        };
         Daemon {
             options,
             started: Instant::now(),
@@ -51,6 +61,8 @@ impl Daemon {
             shutdown,
             shutdown_announced: AtomicBool::new(false),
             open_workspaces: Mutex::default(),
+            watcher,
+            watch_events: StdMutex::new(watch_events),
         }
     }
 
@@ -104,7 +116,7 @@ impl Daemon {
             .map_err(RpcError::internal)?
             .into_iter()
             .map(|record| WorkspaceInfo {
-                open: open.contains_key(&record.id),
+                open: open.get(&record.id).is_some_and(|w| w.root.display().to_string() == record.root),
                 workspace_id: record.id,
                 root: record.root,
             })
@@ -113,13 +125,28 @@ impl Daemon {
         Ok(list)
     }
 
-    /// Register the workspace at `root` (which must already hold `.scafld/`).
+    /// The open workspace at `root`, opening it (and building its index) if needed.
+    pub async fn workspace(&self, root: &str) -> RpcResult<Arc<Workspace>> {
+        let canonical = canonical_root(Path::new(root))?;
+        {
+            let open = self.open_workspaces.lock().await;
+            if let Some(ws) = open.values().find(|w| w.root == canonical) {
+                return Ok(ws.clone());
+            }
+        }
+        self.open_workspace(&canonical).await?;
+        let open = self.open_workspaces.lock().await;
+        open.values().find(|w| w.root == canonical).cloned().ok_or_else(|| RpcError::internal("workspace vanished"))
+    }
+
+    /// Register the workspace at `root` (which must already hold `.scafld/`), build its spec
+    /// index and watch it.
     ///
     /// Identity comes from `.scafld/workspace_id`, so a moved workspace keeps its id and its
     /// history. A copy (same id, and the original still in place) gets a fresh id.
     pub async fn open_workspace(&self, root: &Path) -> RpcResult<WorkspaceInfo> {
         let root = canonical_root(root)?;
-        if !root.join(workspace::SCAFLD_DIR).is_dir() {
+        if !root.join(layout::SCAFLD_DIR).is_dir() {
             return Err(RpcError::new(
                 ErrorKind::WorkspaceError,
                 format!("{} is not a scafld workspace (no .scafld/ directory)", root.display()),
@@ -128,33 +155,95 @@ impl Daemon {
         }
         let root_text = root.display().to_string();
         let mut open = self.open_workspaces.lock().await;
-        let (mut id, _) = workspace::read_or_create_id(&root).map_err(workspace_io_error)?;
+        let (mut id, _) = layout::read_or_create_id(&root).map_err(workspace_io_error)?;
         let known = self.store.workspace(&id).map_err(RpcError::internal)?;
         if let Some(known) = &known
             && known.root != root_text
             && is_copy_of(Path::new(&known.root), &id)
         {
-            id = workspace::new_id().map_err(workspace_io_error)?;
-            workspace::write_id(&root, &id).map_err(workspace_io_error)?;
+            id = layout::new_id().map_err(workspace_io_error)?;
+            layout::write_id(&root, &id).map_err(workspace_io_error)?;
         }
         let record = WorkspaceRecord { id: id.clone(), root: root_text.clone() };
-        let changed = known.as_ref() != Some(&record) || !open.contains_key(&id);
         if known.as_ref() != Some(&record) {
             self.store.save_workspace(&record).map_err(RpcError::internal)?;
         }
-        open.insert(id.clone(), record);
-        drop(open);
-        if changed {
-            info!(workspace = %id, root = %root_text, "workspace opened");
+        let already_open = open.get(&id).is_some_and(|w| w.root == root);
+        if !already_open {
+            let (ws_id, ws_root) = (id.clone(), root.clone());
+            let workspace = tokio::task::spawn_blocking(move || Workspace::open(ws_id, ws_root))
+                .await
+                .map_err(RpcError::internal)?;
+            if let Some(watcher) = &self.watcher
+                && let Err(e) = watcher.watch_workspace(&root)
+            {
+                warn!(root = %root_text, "cannot watch workspace: {e}");
+            }
+            info!(workspace = %id, root = %root_text, specs = workspace.index.read().expect("index").len(), "workspace opened");
+            open.insert(id.clone(), Arc::new(workspace));
+            drop(open);
             self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
         }
         Ok(WorkspaceInfo { workspace_id: id, root: root_text, open: true })
+    }
+
+    /// Process changed paths reported by the watcher until shutdown.
+    pub async fn watch_loop(self: Arc<Self>) {
+        let Some(mut rx) = self.watch_events.lock().expect("watch events").take() else { return };
+        loop {
+            let burst = tokio::select! {
+                burst = watch::next_burst(&mut rx) => burst,
+                _ = self.shutdown.cancelled() => None,
+            };
+            let Some(paths) = burst else { return };
+            self.paths_changed(&paths).await;
+        }
+    }
+
+    async fn paths_changed(&self, paths: &[PathBuf]) {
+        let workspaces: Vec<Arc<Workspace>> = self.open_workspaces.lock().await.values().cloned().collect();
+        for path in paths {
+            let Some(ws) = workspaces.iter().find(|w| path.starts_with(&w.root)) else { continue };
+            if path.parent() == Some(&ws.root.join(layout::SCAFLD_DIR)) {
+                if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("config")) {
+                    ws.forget_config();
+                }
+                continue;
+            }
+            self.refresh_path(ws, path, "hand_edit");
+        }
+    }
+
+    /// Re-read one spec path of `ws`; publish `task.changed` if its entry changed.
+    pub fn refresh_path(&self, ws: &Workspace, path: &Path, cause: &str) {
+        let changed = ws.index.write().expect("index").refresh(path);
+        if let Some(task_id) = changed {
+            self.publish_task_changed(ws, &task_id, cause);
+        }
+    }
+
+    pub fn publish_task_changed(&self, ws: &Workspace, task_id: &str, cause: &str) {
+        let status = ws
+            .index
+            .read()
+            .expect("index")
+            .get(task_id)
+            .and_then(|e| e.parsed.spec.status())
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        self.publish(Event::TaskChanged {
+            workspace_id: ws.id.clone(),
+            root: ws.root.display().to_string(),
+            task_id: task_id.to_string(),
+            status,
+            cause: cause.to_string(),
+        });
     }
 }
 
 /// The previously recorded root still exists and still carries `id`: the new root is a copy.
 fn is_copy_of(previous_root: &Path, id: &str) -> bool {
-    std::fs::read_to_string(previous_root.join(workspace::ID_FILE)).is_ok_and(|text| text.trim() == id)
+    std::fs::read_to_string(previous_root.join(layout::ID_FILE)).is_ok_and(|text| text.trim() == id)
 }
 
 pub fn canonical_root(root: &Path) -> RpcResult<PathBuf> {

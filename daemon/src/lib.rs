@@ -2,11 +2,15 @@
 //! JSON-RPC over a Unix socket. The binary in `main.rs` only parses flags, sets up logging,
 //! obtains the socket and turns signals into a shutdown future; everything else starts at [`run`].
 
+pub mod clock;
+pub mod config;
 pub mod daemon;
+pub mod domain;
 pub mod error;
 pub mod rpc;
 pub mod socket;
 pub mod store;
+pub mod tasks;
 pub mod workspace;
 
 use std::future::Future;
@@ -39,6 +43,7 @@ pub async fn run(
             info!(workspace = %record.id, root = %record.root, "not reopening workspace: {e}");
         }
     }
+    let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");
     let server = tokio::spawn(rpc::transport::serve(listener, methods.into(), stop.clone()));
@@ -49,6 +54,7 @@ pub async fn run(
     if let Err(e) = server.await {
         error!("server task failed: {e}");
     }
+    let _ = watcher.await;
     store.flush()?;
     info!("stopped");
     Ok(())

@@ -10,6 +10,10 @@ pub enum Event {
     WorkspaceOpened { workspace_id: String, root: String },
     /// The daemon stopped accepting work; this is the last event a subscriber receives.
     DaemonShuttingDown { reason: String },
+    /// A task's spec was created, changed, moved or removed. `cause` is `command:<name>` when a
+    /// scafld command did it and `hand_edit` when the watcher saw someone else do it; `status` is
+    /// empty when the spec was removed or cannot be parsed.
+    TaskChanged { workspace_id: String, root: String, task_id: String, status: String, cause: String },
     /// The subscriber read too slowly and `missed` events were dropped; re-read state.
     EventsLagged { missed: u64 },
 }

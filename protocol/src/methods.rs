@@ -140,3 +140,259 @@ pub struct WorkspaceInitResult {
 pub struct WorkspaceListResult {
     pub workspaces: Vec<WorkspaceInfo>,
 }
+
+// ---------------------------------------------------------------------------------------------
+// task.*: specs. Every task method names its workspace by root and its task by id.
+
+/// Params of task methods that need nothing but the task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskParams {
+    pub root: String,
+    pub task_id: String,
+}
+
+method!(
+    /// Create a draft spec from the template. Never overwrites.
+    TaskPlan = "task.plan", PlanParams => PlanResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanParams {
+    pub root: String,
+    pub task_id: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub size: Option<String>,
+    #[serde(default)]
+    pub risk: Option<String>,
+    #[serde(default)]
+    pub command: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanResult {
+    pub task_id: String,
+    /// Workspace-relative path of the new spec.
+    pub path: String,
+    pub status: String,
+    /// What `validate` reports for the fresh draft (its TODO placeholders).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A problem found in a spec; `line` is 1-based, 0 for the file as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    pub line: usize,
+    /// `error` or `warning`.
+    pub severity: String,
+    pub message: String,
+}
+
+method!(
+    /// Full structure of a spec and every diagnostic.
+    TaskValidate = "task.validate", TaskParams => ValidateResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateResult {
+    pub task_id: String,
+    pub path: String,
+    pub valid: bool,
+    pub diagnostics: Vec<Diagnostic>,
+    pub title: String,
+    pub status: String,
+    pub phases: Vec<PhaseStructure>,
+    /// Task-level validation criteria (final acceptance).
+    pub criteria: Vec<CriterionStructure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStructure {
+    pub id: String,
+    pub name: String,
+    pub objective: String,
+    pub criteria: Vec<CriterionStructure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionStructure {
+    pub id: String,
+    /// The type word of the criterion line.
+    pub kind: String,
+    pub title: String,
+    pub expected_kind: String,
+    pub command: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    pub line: usize,
+}
+
+method!(
+    /// Lifecycle and progress of one task, and the one command it should see next.
+    TaskStatus = "task.status", TaskParams => StatusResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusResult {
+    pub task_id: String,
+    pub title: String,
+    pub status: String,
+    pub harden_status: String,
+    pub path: String,
+    pub current_phase: String,
+    /// The next step (`approve`, `build`, `repair`, `review`, ...).
+    pub next: String,
+    /// The one allowed follow-up command.
+    pub next_command: String,
+    pub review_gate: String,
+    pub phases: Vec<PhaseProgress>,
+    pub criteria: Vec<CriterionState>,
+    pub counts: Counts,
+    pub valid: bool,
+    /// Errors that make the spec unusable until fixed (empty when valid).
+    pub errors: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseProgress {
+    pub id: String,
+    pub name: String,
+    pub status: String,
+    pub criteria_total: usize,
+    pub criteria_passed: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionState {
+    pub id: String,
+    /// Empty for task-level criteria.
+    pub phase_id: String,
+    pub title: String,
+    pub command: String,
+    pub expected_kind: String,
+    /// `pending`, `pass`, `fail` or `invalid`.
+    pub status: String,
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub phases_total: usize,
+    pub phases_completed: usize,
+    pub criteria_total: usize,
+    pub criteria_passed: usize,
+    pub criteria_failed: usize,
+    pub criteria_pending: usize,
+}
+
+method!(
+    /// Every task of a workspace, from the daemon's index.
+    TaskList = "task.list", ListParams => ListResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    pub root: String,
+    /// Only tasks with this lifecycle status.
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListResult {
+    pub tasks: Vec<TaskSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskSummary {
+    pub task_id: String,
+    /// Empty when the spec is too broken to say.
+    pub status: String,
+    pub title: String,
+    pub path: String,
+    pub counts: Counts,
+    /// The first error of a broken spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+method!(
+    /// Open a harden round (or with `mark_passed`, check and close the latest one).
+    TaskHarden = "task.harden", HardenParams => HardenResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardenParams {
+    pub root: String,
+    pub task_id: String,
+    #[serde(default)]
+    pub mark_passed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HardenResult {
+    pub task_id: String,
+    pub path: String,
+    pub harden_status: String,
+    pub round_id: String,
+    pub marked_passed: bool,
+    pub next_command: String,
+    /// The harden prompt (when a round was opened).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prompt: String,
+}
+
+method!(
+    /// The compact model-facing summary of a task.
+    TaskHandoff = "task.handoff", TaskParams => HandoffResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffResult {
+    pub task_id: String,
+    pub markdown: String,
+}
+
+method!(
+    /// Counts by status and simple quality figures for a workspace.
+    TaskReport = "task.report", WorkspaceRootParams => ReportResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReportResult {
+    pub total: usize,
+    pub by_status: std::collections::BTreeMap<String, usize>,
+    pub invalid_specs: usize,
+    pub harden_passed: usize,
+    pub phases_total: usize,
+    pub phases_completed: usize,
+    pub criteria_total: usize,
+    pub criteria_passed: usize,
+    pub criteria_failed: usize,
+    /// criteria_passed / criteria_total (0 when there are none).
+    pub criteria_pass_rate: f64,
+}
+
+method!(
+    /// Rebuild the runner-owned sections of a spec (and its folder) from the runner's record.
+    TaskReconcile = "task.reconcile", TaskParams => ReconcileResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReconcileResult {
+    pub task_id: String,
+    pub path: String,
+    /// Whether the file changed.
+    pub changed: bool,
+    /// Whether the file moved to the folder its status belongs in.
+    pub moved: bool,
+}

@@ -3,4 +3,5 @@
 
 mod cli;
 mod daemon;
+mod specs;
 mod wire;

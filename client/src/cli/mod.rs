@@ -45,6 +45,79 @@ pub enum Command {
     /// Start, stop or inspect the daemon.
     #[command(subcommand)]
     Daemon(DaemonCommand),
+    /// Create a draft spec from the template (never overwrites).
+    Plan(PlanArgs),
+    /// Check a spec's structure and print every diagnostic.
+    Validate(TaskArg),
+    /// Lifecycle, progress and the next allowed command of a task.
+    Status(TaskArg),
+    /// Every task of the workspace with status, title and progress.
+    List(ListArgs),
+    /// Open a harden round and print the prompt, or check and close it with --mark-passed.
+    Harden(HardenArgs),
+    /// The compact model-facing summary of a task.
+    Handoff(TaskArg),
+    /// Counts by status and simple quality figures.
+    Report,
+    /// Rebuild the runner-owned sections of a spec and put it in the folder of its status.
+    Reconcile(TaskArg),
+}
+
+/// A task id, positional or as `--task` (for ids that equal a subcommand word).
+#[derive(Args, Debug, Clone)]
+pub struct TaskArg {
+    /// The task id (the spec's file name without .md).
+    #[arg(value_name = "TASK_ID")]
+    pub task_id: Option<String>,
+    /// The task id, for ids that would read as a subcommand.
+    #[arg(long = "task", value_name = "TASK_ID", conflicts_with = "task_id")]
+    pub task: Option<String>,
+}
+
+impl TaskArg {
+    pub fn resolve(&self) -> Result<String, CliError> {
+        self.task_id
+            .clone()
+            .or_else(|| self.task.clone())
+            .ok_or_else(|| CliError::usage("a task id is required (positional or --task <id>)"))
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Title of the spec (default: the task id).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// One-paragraph summary.
+    #[arg(long)]
+    pub summary: Option<String>,
+    /// micro, small, medium or large.
+    #[arg(long)]
+    pub size: Option<String>,
+    /// low, medium or high.
+    #[arg(long)]
+    pub risk: Option<String>,
+    /// The acceptance command of phase 1.
+    #[arg(long)]
+    pub command: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ListArgs {
+    /// Only tasks with this status (draft, approved, active, blocked, review, completed, failed, cancelled).
+    #[arg(long)]
+    pub status: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct HardenArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Check the latest round's evidence and close it.
+    #[arg(long)]
+    pub mark_passed: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -65,6 +138,14 @@ impl Command {
             Command::Daemon(DaemonCommand::Start) => "daemon start",
             Command::Daemon(DaemonCommand::Stop) => "daemon stop",
             Command::Daemon(DaemonCommand::Status) => "daemon status",
+            Command::Plan(_) => "plan",
+            Command::Validate(_) => "validate",
+            Command::Status(_) => "status",
+            Command::List(_) => "list",
+            Command::Harden(_) => "harden",
+            Command::Handoff(_) => "handoff",
+            Command::Report => "report",
+            Command::Reconcile(_) => "reconcile",
         }
     }
 }

@@ -89,7 +89,6 @@ impl Output {
     }
 
     /// `text` in `style` when printing to a terminal.
-    #[expect(dead_code, reason = "used by the spec commands of the next change")]
     pub fn paint(&self, text: &str, style: Style) -> String {
         if !self.color {
             return text.to_string();
@@ -97,8 +96,6 @@ impl Output {
         let code = match style {
             Style::Good => "32",
             Style::Bad => "31",
-            Style::Warn => "33",
-            Style::Dim => "2",
             Style::Bold => "1",
         };
         format!("\x1b[{code}m{text}\x1b[0m")
@@ -106,12 +103,9 @@ impl Output {
 }
 
 #[derive(Debug, Clone, Copy)]
-#[expect(dead_code, reason = "used by the spec commands of the next change")]
 pub enum Style {
     Good,
     Bad,
-    Warn,
-    Dim,
     Bold,
 }
 

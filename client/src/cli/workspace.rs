@@ -7,7 +7,6 @@ use super::output::CliError;
 
 /// `--root`, else `$SCAFLD_ROOT`, else the nearest directory at or above the current one that
 /// holds `.scafld/`. Always absolute.
-#[expect(dead_code, reason = "used by the spec commands of the next change")]
 pub fn find_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
     let explicit = flag.map(Path::to_path_buf).or_else(|| std::env::var_os("SCAFLD_ROOT").map(PathBuf::from));
     if let Some(root) = explicit {

@@ -18,7 +18,8 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::daemon::{DAEMON_VERSION, Daemon, workspace_io_error};
 use crate::error::{RpcError, RpcResult};
-use crate::workspace;
+use crate::tasks;
+use crate::workspace::layout;
 
 /// A subscriber that has not read an event for this long is dropped.
 const SLOW_SUBSCRIBER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,6 +44,14 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::WorkspaceList, _, _>(&mut module, |d, _| async move {
         Ok(m::WorkspaceListResult { workspaces: d.workspace_list().await? })
     });
+    register::<m::TaskPlan, _, _>(&mut module, |d, p| async move { tasks::plan(&d, p).await });
+    register::<m::TaskValidate, _, _>(&mut module, |d, p| async move { tasks::validate(&d, p).await });
+    register::<m::TaskStatus, _, _>(&mut module, |d, p| async move { tasks::status(&d, p).await });
+    register::<m::TaskList, _, _>(&mut module, |d, p| async move { tasks::list(&d, p).await });
+    register::<m::TaskHarden, _, _>(&mut module, |d, p| async move { tasks::harden(&d, p).await });
+    register::<m::TaskHandoff, _, _>(&mut module, |d, p| async move { tasks::handoff(&d, p).await });
+    register::<m::TaskReport, _, _>(&mut module, |d, p| async move { tasks::report(&d, p).await });
+    register::<m::TaskReconcile, _, _>(&mut module, |d, p| async move { tasks::reconcile(&d, p).await });
     module
         .register_subscription(m::EVENTS_SUBSCRIBE, m::EVENTS_NOTIFICATION, m::EVENTS_UNSUBSCRIBE, subscribe_events)
         .expect("subscription names are unique");
@@ -90,7 +99,7 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceRootParams) -> RpcR
         return Err(RpcError::new(ErrorKind::WorkspaceError, format!("{} is not a directory", root.display()))
             .with_hint("create the directory first, or pass --root with an existing directory"));
     }
-    let report = workspace::init_layout(root).map_err(workspace_io_error)?;
+    let report = layout::init_layout(root).map_err(workspace_io_error)?;
     let workspace = daemon.open_workspace(root).await?;
     Ok(m::WorkspaceInitResult { workspace, created: report.created, updated: report.updated, skipped: report.skipped })
 }

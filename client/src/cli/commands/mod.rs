@@ -2,6 +2,7 @@
 
 mod daemon;
 mod init;
+mod tasks;
 
 use super::output::CliError;
 use super::{Command, Context, DaemonCommand};
@@ -12,5 +13,13 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Daemon(DaemonCommand::Start) => daemon::start(ctx),
         Command::Daemon(DaemonCommand::Stop) => daemon::stop(ctx),
         Command::Daemon(DaemonCommand::Status) => daemon::status(ctx),
+        Command::Plan(args) => tasks::plan(ctx, &args),
+        Command::Validate(task) => tasks::validate(ctx, &task),
+        Command::Status(task) => tasks::status(ctx, &task),
+        Command::List(args) => tasks::list(ctx, &args),
+        Command::Harden(args) => tasks::harden(ctx, &args),
+        Command::Handoff(task) => tasks::handoff(ctx, &task),
+        Command::Report => tasks::report(ctx),
+        Command::Reconcile(task) => tasks::reconcile(ctx, &task),
     }
 }

@@ -10,8 +10,8 @@ pub const ID_FILE: &str = ".scafld/workspace_id";
 pub const CONFIG_FILE: &str = ".scafld/config.yaml";
 pub const LOCAL_CONFIG_FILE: &str = ".scafld/config.local.yaml";
 
-const CONFIG_TEMPLATE: &str = include_str!("../assets/config.yaml");
-const LOCAL_CONFIG_TEMPLATE: &str = include_str!("../assets/config.local.yaml");
+const CONFIG_TEMPLATE: &str = include_str!("../../assets/config.yaml");
+const LOCAL_CONFIG_TEMPLATE: &str = include_str!("../../assets/config.local.yaml");
 
 const LAYOUT_DIRS: &[&str] = &[
     ".scafld",

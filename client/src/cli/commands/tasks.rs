@@ -1,0 +1,247 @@
+//! Spec commands: plan, validate, status, list, harden, handoff, report, reconcile.
+
+use std::fmt::Write as _;
+
+use scafld_client::Connection;
+use scafld_protocol::Method;
+use scafld_protocol::methods::{self as m, Diagnostic};
+
+use crate::cli::daemon_control::rpc_error;
+use crate::cli::exit::workflow;
+use crate::cli::output::{CliError, Style};
+use crate::cli::workspace::find_root;
+use crate::cli::{Context, HardenArgs, ListArgs, PlanArgs, TaskArg};
+
+/// The workspace root (as the daemon expects it) and a connection.
+fn session(ctx: &Context) -> Result<(String, Connection), CliError> {
+    let root = find_root(ctx.global.root.as_deref())?;
+    Ok((root.display().to_string(), ctx.connect()?))
+}
+
+fn call<M: Method>(conn: &mut Connection, params: &M::Params) -> Result<M::Result, CliError> {
+    conn.call::<M>(params).map_err(rpc_error)
+}
+
+fn task_params(ctx: &Context, task: &TaskArg) -> Result<(m::TaskParams, Connection), CliError> {
+    let task_id = task.resolve()?;
+    let (root, conn) = session(ctx)?;
+    Ok((m::TaskParams { root, task_id }, conn))
+}
+
+fn diagnostics_text(diagnostics: &[Diagnostic]) -> String {
+    diagnostics
+        .iter()
+        .map(|d| {
+            if d.line > 0 {
+                format!("  line {}: {}: {}", d.line, d.severity, d.message)
+            } else {
+                format!("  {}: {}", d.severity, d.message)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn invalid(task_id: &str, count: usize) -> CliError {
+    CliError::new("validation_failed", format!("{task_id}: the spec has {count} error(s)"), workflow::VALIDATION)
+        .with_hint(format!("fix them and run `scafld validate {task_id}` again"))
+}
+
+pub fn plan(ctx: &Context, args: &PlanArgs) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) = session(ctx)?;
+    let params = m::PlanParams {
+        root,
+        task_id,
+        title: args.title.clone(),
+        summary: args.summary.clone(),
+        size: args.size.clone(),
+        risk: args.risk.clone(),
+        command: args.command.clone(),
+    };
+    let result = call::<m::TaskPlan>(&mut conn, &params)?;
+    ctx.out.success(&result, || {
+        let todo = result.diagnostics.iter().filter(|d| d.message.contains("placeholder")).count();
+        let mut text = format!("created draft {}\n", result.path);
+        if todo > 0 {
+            let _ =
+                writeln!(text, "fill its {todo} TODO placeholder(s); `scafld validate {}` lists them", result.task_id);
+        }
+        let _ = write!(text, "next: scafld harden {}", result.task_id);
+        text
+    });
+    Ok(workflow::OK)
+}
+
+pub fn validate(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
+    let (params, mut conn) = task_params(ctx, task)?;
+    let result = call::<m::TaskValidate>(&mut conn, &params)?;
+    let criteria: usize = result.phases.iter().map(|p| p.criteria.len()).sum::<usize>() + result.criteria.len();
+    if !result.valid {
+        let errors = result.diagnostics.iter().filter(|d| d.severity == "error").count();
+        let mut error = invalid(&result.task_id, errors);
+        if !ctx.out.json {
+            eprintln!(
+                "{}: {}\n{}",
+                result.task_id,
+                ctx.out.paint("invalid", Style::Bad),
+                diagnostics_text(&result.diagnostics)
+            );
+        }
+        error.details = Some(serde_json::json!({ "diagnostics": result.diagnostics }));
+        ctx.out.failure(&error, serde_json::to_value(&result).ok());
+        return Ok(workflow::VALIDATION);
+    }
+    ctx.out.success(&result, || {
+        let mut text = format!(
+            "{}: {} ({} phase(s), {criteria} criteria)",
+            result.task_id,
+            ctx.out.paint("valid", Style::Good),
+            result.phases.len()
+        );
+        if !result.diagnostics.is_empty() {
+            let _ = write!(text, "\n{}", diagnostics_text(&result.diagnostics));
+        }
+        text
+    });
+    Ok(workflow::OK)
+}
+
+pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
+    let (params, mut conn) = task_params(ctx, task)?;
+    let s = call::<m::TaskStatus>(&mut conn, &params)?;
+    let human = || {
+        let mut text = format!("{}: {} - {}\n", s.task_id, ctx.out.paint(&s.status, Style::Bold), s.title);
+        let _ = writeln!(text, "harden: {}   review gate: {}", s.harden_status, s.review_gate);
+        let _ = writeln!(
+            text,
+            "phase: {} ({}/{} phases completed)",
+            s.current_phase, s.counts.phases_completed, s.counts.phases_total
+        );
+        for p in &s.phases {
+            let _ = writeln!(
+                text,
+                "  {:<8} {:<10} {}/{} criteria  {}",
+                p.id, p.status, p.criteria_passed, p.criteria_total, p.name
+            );
+        }
+        let _ = writeln!(
+            text,
+            "criteria: {} passed, {} failed, {} pending",
+            s.counts.criteria_passed, s.counts.criteria_failed, s.counts.criteria_pending
+        );
+        for c in s.criteria.iter().filter(|c| matches!(c.status.as_str(), "fail" | "invalid")) {
+            let _ =
+                writeln!(text, "  {} {} `{}`: {}", ctx.out.paint("blocked", Style::Bad), c.id, c.command, c.evidence);
+        }
+        let _ = write!(text, "next: {}", s.next_command);
+        text
+    };
+    if !s.valid {
+        if !ctx.out.json {
+            println!("{}", human());
+            eprintln!("{}:\n{}", ctx.out.paint("spec errors", Style::Bad), diagnostics_text(&s.errors));
+        }
+        let mut error = invalid(&s.task_id, s.errors.len());
+        error.details = Some(serde_json::json!({ "diagnostics": s.errors }));
+        ctx.out.failure(&error, serde_json::to_value(&s).ok());
+        return Ok(workflow::VALIDATION);
+    }
+    ctx.out.success(&s, human);
+    Ok(workflow::OK)
+}
+
+pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
+    let (root, mut conn) = session(ctx)?;
+    let result = call::<m::TaskList>(&mut conn, &m::ListParams { root, status: args.status.clone() })?;
+    ctx.out.success(&result, || {
+        if result.tasks.is_empty() {
+            return "no tasks".to_string();
+        }
+        let width = result.tasks.iter().map(|t| t.task_id.len()).max().unwrap_or(0);
+        let mut text = String::new();
+        for t in &result.tasks {
+            let progress = format!("{}/{}", t.counts.criteria_passed, t.counts.criteria_total);
+            match &t.error {
+                Some(error) => {
+                    let _ =
+                        writeln!(text, "{:<width$}  {:<9} {}", t.task_id, ctx.out.paint("invalid", Style::Bad), error);
+                }
+                None => {
+                    let _ = writeln!(text, "{:<width$}  {:<9} {:>7}  {}", t.task_id, t.status, progress, t.title);
+                }
+            }
+        }
+        text.trim_end().to_string()
+    });
+    Ok(workflow::OK)
+}
+
+pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) = session(ctx)?;
+    let params = m::HardenParams { root, task_id, mark_passed: args.mark_passed };
+    let result = match conn.call::<m::TaskHarden>(&params) {
+        Ok(result) => result,
+        Err(e) => {
+            let error = rpc_error(e);
+            if let Some(problems) = error.details.as_ref().and_then(|d| d.get("problems")).and_then(|p| p.as_array())
+                && !ctx.out.json
+            {
+                for problem in problems {
+                    eprintln!("  - {}", problem.as_str().unwrap_or_default());
+                }
+            }
+            return Err(error);
+        }
+    };
+    ctx.out.success(&result, || {
+        if result.marked_passed {
+            format!("{} passed for {}\nnext: {}", result.round_id, result.task_id, result.next_command)
+        } else {
+            result.prompt.trim_end().to_string()
+        }
+    });
+    Ok(workflow::OK)
+}
+
+pub fn handoff(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
+    let (params, mut conn) = task_params(ctx, task)?;
+    let result = call::<m::TaskHandoff>(&mut conn, &params)?;
+    ctx.out.success(&result, || result.markdown.trim_end().to_string());
+    Ok(workflow::OK)
+}
+
+pub fn report(ctx: &Context) -> Result<u8, CliError> {
+    let (root, mut conn) = session(ctx)?;
+    let r = call::<m::TaskReport>(&mut conn, &m::WorkspaceRootParams { root })?;
+    ctx.out.success(&r, || {
+        let mut text = format!("tasks: {} ({} invalid)\n", r.total, r.invalid_specs);
+        for (status, count) in r.by_status.iter().filter(|(_, c)| **c > 0) {
+            let _ = writeln!(text, "  {status:<10} {count}");
+        }
+        let _ = writeln!(text, "hardened: {}", r.harden_passed);
+        let _ = writeln!(text, "phases: {}/{} completed", r.phases_completed, r.phases_total);
+        let _ = write!(
+            text,
+            "criteria: {}/{} passed ({:.1}%), {} failed",
+            r.criteria_passed,
+            r.criteria_total,
+            r.criteria_pass_rate * 100.0,
+            r.criteria_failed
+        );
+        text
+    });
+    Ok(workflow::OK)
+}
+
+pub fn reconcile(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
+    let (params, mut conn) = task_params(ctx, task)?;
+    let r = call::<m::TaskReconcile>(&mut conn, &params)?;
+    ctx.out.success(&r, || match (r.changed, r.moved) {
+        (false, _) => format!("{}: already consistent ({})", r.task_id, r.path),
+        (true, true) => format!("{}: reconciled and moved to {}", r.task_id, r.path),
+        (true, false) => format!("{}: reconciled ({})", r.task_id, r.path),
+    });
+    Ok(workflow::OK)
+}

@@ -1,0 +1,166 @@
+//! Workspace configuration: `.scafld/config.yaml` overlaid by `.scafld/config.local.yaml`,
+//! on top of built-in defaults. Unknown keys are ignored; wrong types are errors naming the file.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    pub invariants: Invariants,
+    pub execution: Execution,
+    pub harden: Harden,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Invariants {
+    pub canonical: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Execution {
+    pub path_prepend: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub absolute_timeout_seconds: u64,
+    pub idle_timeout_seconds: u64,
+    pub max_parallel_jobs: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Harden {
+    pub max_questions_per_round: u32,
+}
+
+impl Default for Invariants {
+    fn default() -> Invariants {
+        let canonical = [
+            ("domain_boundaries", "Respect layer boundaries; dependencies point inward and never form cycles."),
+            ("no_legacy_code", "Migrate directly; no dual reads or writes, shims or dead compatibility paths."),
+            ("no_test_logic_in_production", "Production code never branches on being under test."),
+            ("public_api_stable", "Public schemas and contracts change only with explicit approval."),
+            ("config_from_env", "No hard-coded secrets or environment-specific configuration."),
+        ];
+        Invariants { canonical: canonical.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+    }
+}
+
+impl Default for Execution {
+    fn default() -> Execution {
+        Execution {
+            path_prepend: Vec::new(),
+            env: BTreeMap::new(),
+            absolute_timeout_seconds: 300,
+            idle_timeout_seconds: 0,
+            max_parallel_jobs: 4,
+        }
+    }
+}
+
+impl Default for Harden {
+    fn default() -> Harden {
+        Harden { max_questions_per_round: 8 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct ConfigError {
+    pub file: String,
+    pub message: String,
+}
+
+pub const BASE_FILE: &str = ".scafld/config.yaml";
+pub const LOCAL_FILE: &str = ".scafld/config.local.yaml";
+
+/// Read both files of the workspace at `root` and merge them.
+pub fn load(root: &Path) -> Result<Config, ConfigError> {
+    let base = read_yaml(root, BASE_FILE)?;
+    let local = read_yaml(root, LOCAL_FILE)?;
+    merge(base, local)
+}
+
+fn read_yaml(root: &Path, file: &str) -> Result<Value, ConfigError> {
+    let error = |message: String| ConfigError { file: file.to_string(), message };
+    match std::fs::read_to_string(root.join(file)) {
+        Ok(text) if text.trim().is_empty() => Ok(Value::Null),
+        Ok(text) => serde_saphyr::from_str::<Value>(&text).map_err(|e| error(e.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Value::Null),
+        Err(e) => Err(error(e.to_string())),
+    }
+}
+
+/// Overlay `local` on `base` key by key; `execution.path_prepend` lists are concatenated
+/// (base first), and the invariant catalog is merged over the defaults.
+pub fn merge(base: Value, local: Value) -> Result<Config, ConfigError> {
+    let mut prepend: Vec<Value> = Vec::new();
+    for doc in [&base, &local] {
+        if let Some(Value::Array(items)) = doc.pointer("/execution/path_prepend") {
+            prepend.extend(items.iter().cloned());
+        }
+    }
+    let mut merged = base;
+    overlay(&mut merged, local);
+    if let Value::Object(map) = &mut merged
+        && let Some(Value::Object(execution)) = map.get_mut("execution")
+    {
+        execution.insert("path_prepend".into(), Value::Array(prepend));
+    }
+    let merged = if merged.is_null() { Value::Object(Default::default()) } else { merged };
+    let mut config: Config = serde_json::from_value(merged)
+        .map_err(|e| ConfigError { file: format!("{BASE_FILE} + {LOCAL_FILE}"), message: e.to_string() })?;
+    let mut canonical = Invariants::default().canonical;
+    canonical.append(&mut config.invariants.canonical);
+    config.invariants.canonical = canonical;
+    Ok(config)
+}
+
+fn overlay(base: &mut Value, local: Value) {
+    match (base, local) {
+        (Value::Object(base), Value::Object(local)) => {
+            for (key, value) in local {
+                overlay(base.entry(key).or_insert(Value::Null), value);
+            }
+        }
+        (_, Value::Null) => {}
+        (slot, value) => *slot = value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(text: &str) -> Value {
+        serde_saphyr::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn the_init_template_parses_to_the_defaults() {
+        let template = yaml(include_str!("../assets/config.yaml"));
+        assert_eq!(merge(template, Value::Null).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn local_overrides_base_and_path_prepend_concatenates() {
+        let base = yaml("execution:\n  path_prepend: [/a]\n  absolute_timeout_seconds: 10\n  env: {A: '1', B: '2'}\n");
+        let local = yaml("execution:\n  path_prepend: [/b]\n  env: {B: '3'}\nharden:\n  max_questions_per_round: 2\n");
+        let config = merge(base, local).unwrap();
+        assert_eq!(config.execution.path_prepend, vec!["/a", "/b"]);
+        assert_eq!(config.execution.absolute_timeout_seconds, 10);
+        assert_eq!(config.execution.env.get("B").map(String::as_str), Some("3"));
+        assert_eq!(config.execution.env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(config.harden.max_questions_per_round, 2);
+    }
+
+    #[test]
+    fn wrong_types_are_errors() {
+        let error = merge(yaml("execution:\n  absolute_timeout_seconds: soon\n"), Value::Null).unwrap_err();
+        assert!(error.message.contains("invalid type"), "{error}");
+    }
+}

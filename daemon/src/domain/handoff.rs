@@ -1,0 +1,120 @@
+//! The handoff: a compact, model-facing summary of a task. Rendered on demand, never stored,
+//! never read back.
+
+use std::fmt::Write as _;
+
+use crate::domain::lifecycle::{Status, next_step};
+use crate::domain::spec::{Criterion, Phase, Spec};
+
+const MAX_SCOPE: usize = 5;
+const MAX_TOUCHPOINTS: usize = 8;
+const MAX_CHANGES: usize = 12;
+
+/// The phase the task is on: the one Current State names if it is open, else the first phase
+/// that is not completed. `None` means final acceptance (or no phases).
+pub fn current_phase(spec: &Spec) -> Option<&Phase> {
+    let named = spec.current_state.current_phase.as_str();
+    spec.phases
+        .iter()
+        .find(|p| p.id() == named && p.status != "completed")
+        .or_else(|| spec.phases.iter().find(|p| p.status != "completed"))
+}
+
+pub fn render(spec: &Spec, errors: &[String]) -> String {
+    let id = &spec.front.task_id;
+    let status = spec.status();
+    let (_, next_command) = next_step(status.unwrap_or(Status::Draft), spec.harden_status(), id);
+    let mut out =
+        format!("# Handoff: {}\n\nTask: {id}\nStatus: {}\nNext: `{next_command}`\n", spec.title, spec.front.status);
+
+    out.push_str("\n## Task Contract\n\n");
+    out.push_str(if spec.summary.is_empty() { "(no summary)" } else { &spec.summary });
+    out.push('\n');
+    list(&mut out, "Scope", &spec.scope, MAX_SCOPE);
+    list(&mut out, "Touchpoints", &spec.touchpoints, MAX_TOUCHPOINTS);
+
+    if matches!(status, Some(Status::Approved | Status::Active | Status::Blocked)) {
+        out.push_str("\n## Build Step\n\n");
+        match current_phase(spec) {
+            Some(phase) => {
+                let _ = writeln!(out, "Current phase: {} - {}", phase.id(), phase.name);
+                if !phase.objective.is_empty() {
+                    let _ = writeln!(out, "Objective: {}", phase.objective);
+                }
+                list(&mut out, "Changes", &phase.changes, MAX_CHANGES);
+                out.push_str("\nAcceptance:\n");
+                for c in &phase.criteria {
+                    criterion_line(&mut out, c);
+                }
+            }
+            None => {
+                out.push_str("Current step: final acceptance\n");
+                for c in &spec.acceptance.criteria {
+                    criterion_line(&mut out, c);
+                }
+            }
+        }
+        let _ = writeln!(out, "\nAfter implementing this step, run `scafld build {id}` to record evidence.");
+    }
+
+    out.push_str("\n## Acceptance Evidence\n\n");
+    let mut any = false;
+    for c in spec.criteria() {
+        any = true;
+        let evidence = if c.evidence.is_empty() { "no evidence recorded" } else { &c.evidence };
+        let _ = writeln!(out, "- [{}] {} (`{}`): {evidence}", c.state(), c.title, c.id);
+    }
+    if !any {
+        out.push_str("- none\n");
+    }
+
+    let blocked: Vec<&Criterion> =
+        spec.criteria().filter(|c| matches!(c.status.as_str(), "fail" | "invalid")).collect();
+    if !blocked.is_empty() {
+        out.push_str("\n## Blocked Acceptance\n\n");
+        for c in blocked {
+            let _ = writeln!(
+                out,
+                "- `{}` {}\n  - Command: `{}`\n  - Expected kind: `{}`\n  - Evidence: {}",
+                c.id,
+                c.title,
+                c.command,
+                c.effective_kind(),
+                c.evidence
+            );
+        }
+    }
+
+    if !errors.is_empty() {
+        out.push_str("\n## Spec Problems\n\nFix these before anything else:\n");
+        for e in errors {
+            let _ = writeln!(out, "- {e}");
+        }
+    }
+    out
+}
+
+fn list(out: &mut String, heading: &str, items: &[String], max: usize) {
+    if items.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{heading}:");
+    for item in items.iter().take(max) {
+        let _ = writeln!(out, "- {item}");
+    }
+    if items.len() > max {
+        let _ = writeln!(out, "- ... and {} more in the spec", items.len() - max);
+    }
+}
+
+fn criterion_line(out: &mut String, c: &Criterion) {
+    let _ = writeln!(
+        out,
+        "- `{}` {} - {}\n  - Command: `{}`\n  - Expected kind: `{}`",
+        c.id,
+        c.kind,
+        c.title,
+        c.command,
+        c.effective_kind()
+    );
+}

@@ -1,0 +1,8 @@
+//! Pure domain logic: values in, values out. Nothing here touches the filesystem, the clock or
+//! processes; adapters in the rest of the crate do that and pass the results in.
+
+pub mod handoff;
+pub mod harden;
+pub mod lifecycle;
+pub mod spec;
+pub mod task_id;

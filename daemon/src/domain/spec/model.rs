@@ -1,0 +1,196 @@
+//! Spec model types. Field values are kept as written (strings) where the file may hold
+//! anything; typed accessors interpret them and the parser reports what does not parse.
+
+use serde::Serialize;
+
+use crate::domain::lifecycle::{HardenStatus, Status};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Spec {
+    pub front: FrontMatter,
+    pub title: String,
+    pub current_state: CurrentState,
+    pub summary: String,
+    pub objectives: Vec<String>,
+    pub scope: Vec<String>,
+    pub touchpoints: Vec<String>,
+    pub context: Context,
+    pub acceptance: Acceptance,
+    pub phases: Vec<Phase>,
+    pub review: ReviewProjection,
+    pub harden_rounds: Vec<HardenRound>,
+}
+
+impl Spec {
+    pub fn status(&self) -> Option<Status> {
+        self.front.status.parse().ok()
+    }
+
+    pub fn harden_status(&self) -> HardenStatus {
+        self.front.harden_status.parse().unwrap_or(HardenStatus::NotRun)
+    }
+
+    pub fn phase(&self, id: &str) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.id() == id)
+    }
+
+    /// Every criterion: phase criteria in document order, then the task-level ones.
+    pub fn criteria(&self) -> impl Iterator<Item = &Criterion> {
+        self.phases.iter().flat_map(|p| p.criteria.iter()).chain(self.acceptance.criteria.iter())
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FrontMatter {
+    pub spec_version: String,
+    pub task_id: String,
+    pub created: String,
+    pub updated: String,
+    pub status: String,
+    pub harden_status: String,
+    pub size: String,
+    pub risk_level: String,
+    /// Keys this version does not know, kept in order.
+    pub extra: Vec<(String, String)>,
+}
+
+/// `## Current State`: written by the runner for humans and agents.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CurrentState {
+    pub current_phase: String,
+    pub next: String,
+    pub reason: String,
+    pub blockers: String,
+    pub allowed_follow_up: String,
+    pub latest_runner_update: String,
+    pub review_gate: String,
+}
+
+/// `## Context` (packages and impacted files feed review scope).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Context {
+    pub packages: Vec<String>,
+    pub files_impacted: Vec<String>,
+}
+
+/// Task-level `## Acceptance`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Acceptance {
+    pub profile: String,
+    /// Definition-of-done lines, kept verbatim.
+    pub definition_of_done: Vec<String>,
+    /// Validation criteria, run as final acceptance after the last phase.
+    pub criteria: Vec<Criterion>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Phase {
+    pub number: u32,
+    pub name: String,
+    pub status: String,
+    pub dependencies: String,
+    /// `Objective:` (or the older `Goal:`; `objective_label` remembers which).
+    pub objective: String,
+    pub objective_label: String,
+    pub changes: Vec<String>,
+    pub criteria: Vec<Criterion>,
+    /// Other non-blank lines of the phase, kept so a re-render loses nothing.
+    pub notes: Vec<String>,
+    pub line: usize,
+}
+
+impl Phase {
+    pub fn id(&self) -> String {
+        format!("phase{}", self.number)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Criterion {
+    pub id: String,
+    /// The type word (`test`, `command`, `boundary`, `browser`, `manual`, ...).
+    pub kind: String,
+    pub title: String,
+    pub command: String,
+    pub expected_kind: String,
+    pub cwd: String,
+    pub timeout_seconds: String,
+    pub status: String,
+    pub evidence: String,
+    pub source_event: String,
+    /// Detail lines with keys this version does not interpret, kept in order.
+    pub other: Vec<(String, String)>,
+    pub line: usize,
+}
+
+pub const EXPECTED_KINDS: [&str; 5] =
+    ["exit_code_zero", "exit_code_nonzero", "no_matches", "browser_evidence", "manual"];
+
+impl Criterion {
+    /// The matcher: the declared kind, else `browser_evidence` for browser criteria, else
+    /// `exit_code_zero`.
+    pub fn effective_kind(&self) -> &str {
+        if !self.expected_kind.is_empty() {
+            &self.expected_kind
+        } else if self.kind == "browser" {
+            "browser_evidence"
+        } else if self.kind == "manual" {
+            "manual"
+        } else {
+            "exit_code_zero"
+        }
+    }
+
+    /// Runs a command (everything but manual criteria).
+    pub fn is_executable(&self) -> bool {
+        self.effective_kind() != "manual"
+    }
+
+    pub fn passed(&self) -> bool {
+        self.status == "pass"
+    }
+
+    /// `pending` when nothing was recorded yet.
+    pub fn state(&self) -> &str {
+        if self.status.is_empty() { "pending" } else { &self.status }
+    }
+}
+
+/// `## Review`, as far as the runner reads it back.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReviewProjection {
+    pub status: String,
+    pub verdict: String,
+    /// The section body as written (the review gate re-renders it wholesale).
+    pub body: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HardenRound {
+    pub id: String,
+    pub status: String,
+    pub started: String,
+    pub ended: String,
+    pub checks: Vec<HardenCheck>,
+    pub questions: Vec<HardenQuestion>,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HardenCheck {
+    pub name: String,
+    pub grounded_in: String,
+    pub result: String,
+    pub evidence: String,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HardenQuestion {
+    pub text: String,
+    pub grounded_in: String,
+    pub recommended_answer: String,
+    pub if_unanswered: String,
+    pub answered_with: String,
+    pub line: usize,
+}

@@ -1,0 +1,269 @@
+//! Canonical text of the runner-owned parts of a spec, and the full text of a new spec.
+//! Every renderer ends its output with a newline and uses `\n`; the projection writer adapts
+//! line endings to the file.
+
+use std::fmt::Write as _;
+
+use super::model::*;
+
+fn or<'a>(value: &'a str, default: &'a str) -> &'a str {
+    if value.trim().is_empty() { default } else { value }
+}
+
+/// A detail value in backticks, unless it contains one.
+fn code(value: &str) -> String {
+    if value.contains('`') { value.to_string() } else { format!("`{value}`") }
+}
+
+pub fn front_matter(fm: &FrontMatter) -> String {
+    let mut out = String::from("---\n");
+    let _ = writeln!(out, "spec_version: '{}'", or(&fm.spec_version, "2.0"));
+    let _ = writeln!(out, "task_id: {}", fm.task_id);
+    let _ = writeln!(out, "created: '{}'", fm.created);
+    let _ = writeln!(out, "updated: '{}'", fm.updated);
+    let _ = writeln!(out, "status: {}", fm.status);
+    let _ = writeln!(out, "harden_status: {}", or(&fm.harden_status, "not_run"));
+    let _ = writeln!(out, "size: {}", or(&fm.size, "medium"));
+    let _ = writeln!(out, "risk_level: {}", or(&fm.risk_level, "medium"));
+    for (key, value) in &fm.extra {
+        let _ = writeln!(out, "{key}: {value}");
+    }
+    out.push_str("---\n");
+    out
+}
+
+pub fn current_state(spec: &Spec) -> String {
+    let cs = &spec.current_state;
+    let follow_up = or(&cs.allowed_follow_up, "none");
+    let follow_up = if follow_up == "none" { follow_up.to_string() } else { code(follow_up) };
+    format!(
+        "## Current State\n\nStatus: {}\nCurrent phase: {}\nNext: {}\nReason: {}\nBlockers: {}\n\
+         Allowed follow-up command: {}\nLatest runner update: {}\nReview gate: {}\n",
+        spec.front.status,
+        or(&cs.current_phase, "none"),
+        or(&cs.next, "none"),
+        or(&cs.reason, "none"),
+        or(&cs.blockers, "none"),
+        follow_up,
+        or(&cs.latest_runner_update, "none"),
+        or(&cs.review_gate, "not_started"),
+    )
+}
+
+fn criterion(out: &mut String, c: &Criterion) {
+    let mark = if c.passed() { "x" } else { " " };
+    let _ = writeln!(out, "- [{mark}] `{}` {} - {}", c.id, c.kind, c.title);
+    let mut detail = |key: &str, value: &str, quoted: bool| {
+        if !value.is_empty() {
+            let value = if quoted { code(value) } else { value.to_string() };
+            let _ = writeln!(out, "  - {key}: {value}");
+        }
+    };
+    detail("Command", &c.command, true);
+    detail("Expected kind", &c.expected_kind, true);
+    detail("Cwd", &c.cwd, true);
+    detail("Timeout seconds", &c.timeout_seconds, false);
+    detail("Status", &c.status, false);
+    detail("Evidence", &c.evidence, false);
+    detail("Source event", &c.source_event, false);
+    for (key, value) in &c.other {
+        if key.is_empty() {
+            let _ = writeln!(out, "  {value}");
+        } else {
+            let _ = writeln!(out, "  - {key}: {value}");
+        }
+    }
+}
+
+pub fn acceptance(a: &Acceptance) -> String {
+    let mut out = String::from("## Acceptance\n\n");
+    if !a.profile.is_empty() {
+        let _ = writeln!(out, "Profile: {}\n", a.profile);
+    }
+    if !a.definition_of_done.is_empty() {
+        out.push_str("Definition of done:\n");
+        for line in &a.definition_of_done {
+            let _ = writeln!(out, "{line}");
+        }
+        out.push('\n');
+    }
+    out.push_str("Validation:\n");
+    if a.criteria.is_empty() {
+        out.push_str("- none\n");
+    }
+    for c in &a.criteria {
+        criterion(&mut out, c);
+    }
+    out
+}
+
+pub fn phase(p: &Phase) -> String {
+    let mut out = format!("## Phase {}: {}\n\n", p.number, p.name);
+    let _ = writeln!(out, "Status: {}", or(&p.status, "pending"));
+    let _ = writeln!(out, "Dependencies: {}\n", or(&p.dependencies, "none"));
+    let _ = writeln!(out, "{}: {}\n", or(&p.objective_label, "Objective"), or(&p.objective, "Complete this phase."));
+    out.push_str("Changes:\n");
+    if p.changes.is_empty() {
+        out.push_str("- none\n");
+    }
+    for change in &p.changes {
+        let _ = writeln!(out, "- {change}");
+    }
+    if !p.notes.is_empty() {
+        out.push('\n');
+        for note in &p.notes {
+            let _ = writeln!(out, "{note}");
+        }
+    }
+    out.push_str("\nAcceptance:\n");
+    for c in &p.criteria {
+        criterion(&mut out, c);
+    }
+    out
+}
+
+pub fn review(r: &ReviewProjection) -> String {
+    let mut out = String::from("## Review\n\n");
+    if r.body.is_empty() {
+        let _ = writeln!(
+            out,
+            "Status: {}\nVerdict: {}\n\nFindings:\n- none",
+            or(&r.status, "not_started"),
+            or(&r.verdict, "none")
+        );
+    } else {
+        for line in &r.body {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    out
+}
+
+pub fn harden_rounds(rounds: &[HardenRound]) -> String {
+    let mut out = String::from("## Harden Rounds\n\n");
+    if rounds.is_empty() {
+        out.push_str("- none\n");
+    }
+    for (n, round) in rounds.iter().enumerate() {
+        if n > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "### {}\n", round.id);
+        let _ = writeln!(out, "Status: {}", or(&round.status, "in_progress"));
+        let _ = writeln!(out, "Started: {}", or(&round.started, "none"));
+        let _ = writeln!(out, "Ended: {}\n", or(&round.ended, "none"));
+        out.push_str("Checks:\n");
+        if round.checks.is_empty() {
+            out.push_str("- none\n");
+        }
+        for check in &round.checks {
+            let _ = writeln!(out, "- {}", check.name);
+            let _ = writeln!(out, "  - Grounded in: {}", check.grounded_in);
+            let _ = writeln!(out, "  - Result: {}", check.result);
+            let _ = writeln!(out, "  - Evidence: {}", check.evidence);
+        }
+        out.push_str("Questions:\n");
+        if round.questions.is_empty() {
+            out.push_str("- none\n");
+        }
+        for q in &round.questions {
+            let _ = writeln!(out, "- {}", q.text);
+            let _ = writeln!(out, "  - Grounded in: {}", q.grounded_in);
+            let _ = writeln!(out, "  - Recommended answer: {}", q.recommended_answer);
+            let _ = writeln!(out, "  - If unanswered: {}", q.if_unanswered);
+            let _ = writeln!(out, "  - Answered with: {}", q.answered_with);
+        }
+    }
+    out
+}
+
+/// Inputs of `scafld plan`.
+pub struct PlanInput<'a> {
+    pub task_id: &'a str,
+    pub title: Option<&'a str>,
+    pub summary: Option<&'a str>,
+    pub size: &'a str,
+    pub risk: &'a str,
+    pub command: Option<&'a str>,
+    pub now: &'a str,
+}
+
+/// The draft `plan` writes: every section of a spec, with `TODO:` placeholders that `validate`
+/// reports until they are filled.
+pub fn new_spec(input: &PlanInput<'_>) -> String {
+    let id = input.task_id;
+    let front = FrontMatter {
+        spec_version: "2.0".into(),
+        task_id: id.into(),
+        created: input.now.into(),
+        updated: input.now.into(),
+        status: "draft".into(),
+        harden_status: "not_run".into(),
+        size: input.size.into(),
+        risk_level: input.risk.into(),
+        extra: Vec::new(),
+    };
+    let state = CurrentState {
+        current_phase: "none".into(),
+        next: "approve".into(),
+        reason: "draft created".into(),
+        blockers: "none".into(),
+        allowed_follow_up: format!("scafld approve {id}"),
+        latest_runner_update: "none".into(),
+        review_gate: "not_started".into(),
+    };
+    let spec = Spec { front, current_state: state, ..Spec::default() };
+    let command =
+        input.command.map(str::to_string).unwrap_or_else(|| "TODO: the command that proves this phase works".into());
+    let phase1 = Phase {
+        number: 1,
+        name: "Implementation".into(),
+        status: "pending".into(),
+        dependencies: "none".into(),
+        objective: "TODO: what this phase delivers, in one line".into(),
+        objective_label: "Objective".into(),
+        changes: vec!["TODO: `path/to/file` - what changes there".into()],
+        criteria: vec![Criterion {
+            id: "ac1".into(),
+            kind: "command".into(),
+            title: "Primary validation command".into(),
+            command,
+            expected_kind: "exit_code_zero".into(),
+            ..Criterion::default()
+        }],
+        ..Phase::default()
+    };
+    let title = input.title.unwrap_or(id);
+    let summary = input
+        .summary
+        .map(str::to_string)
+        .unwrap_or_else(|| "TODO: why this task exists and what done looks like.".into());
+    let mut out = front_matter(&spec.front);
+    let _ = write!(out, "\n# {title}\n\n");
+    out.push_str(&current_state(&spec));
+    let _ = write!(out, "\n## Summary\n\n{summary}\n");
+    let prose = [
+        ("Objectives", "- TODO: an observable outcome"),
+        ("Scope", "- TODO: `path/or/package` - what is in scope"),
+        ("Dependencies", "- none"),
+        ("Assumptions", "- none"),
+        ("Touchpoints", "- none"),
+        ("Risks", "- none"),
+    ];
+    for (heading, body) in prose {
+        let _ = write!(out, "\n## {heading}\n\n{body}\n");
+    }
+    out.push('\n');
+    out.push_str(&acceptance(&Acceptance { profile: "standard".into(), ..Acceptance::default() }));
+    out.push('\n');
+    out.push_str(&phase(&phase1));
+    out.push_str("\n## Rollback\n\n- TODO: how to undo this change\n\n");
+    out.push_str(&review(&ReviewProjection::default()));
+    for heading in ["Self Eval", "Deviations"] {
+        let _ = write!(out, "\n## {heading}\n\n- none\n");
+    }
+    let _ = write!(out, "\n## Metadata\n\n- created_by: scafld\n\n## Origin\n\nCreated by: scafld\nSource: plan\n\n");
+    out.push_str(&harden_rounds(&[]));
+    out.push_str("\n## Planning Log\n\n- none\n");
+    out
+}

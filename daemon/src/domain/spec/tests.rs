@@ -1,0 +1,268 @@
+//! Parser and projection tests on a corpus of specs written here.
+
+use super::project::{ProjectionError, project};
+use super::*;
+
+const BASIC: &str = "---
+spec_version: '2.0'
+task_id: add-greeting-flag
+created: '2026-05-15T09:00:00Z'
+updated: '2026-05-15T09:00:00Z'
+status: draft
+harden_status: not_run
+size: small
+risk_level: low
+---
+
+# Add a --greeting flag
+
+## Current State
+
+Status: draft
+Current phase: none
+Next: approve
+Reason: draft created
+Blockers: none
+Allowed follow-up command: `scafld approve add-greeting-flag`
+Latest runner update: none
+Review gate: not_started
+
+## Summary
+
+Operators want to pick the greeting.   Spaces  and *emphasis* stay exactly as typed.
+
+## Scope
+
+- `cmd/hello/main.go` - flag parsing.
+
+## Acceptance
+
+Profile: standard
+
+Definition of done:
+- [ ] Docs updated
+
+Validation:
+- [ ] `final-vet` command - Static checks pass
+  - Command: `go vet ./cmd/hello`
+  - Expected kind: `exit_code_zero`
+
+## Phase 1: Flag and output
+
+Status: pending
+Dependencies: none
+
+Goal: Parse --greeting.
+
+Changes:
+- `cmd/hello/main.go` - add the flag.
+
+Acceptance:
+- [ ] `ac1_1` test - CLI unit tests pass
+  - Command: `go test ./cmd/hello`
+  - Expected kind: `exit_code_zero`
+  - Timeout seconds: 60
+  - Owner: team-a
+- [ ] `ac1_2` boundary - No leftover debug prints
+  - Command: `grep -n 'DEBUG' cmd/hello/main.go`
+  - Expected kind: `no_matches`
+
+## Rollback
+
+- Revert.
+";
+
+fn fenced_many_phases() -> String {
+    let mut text = String::from(
+        "---\nspec_version: '2.0'\ntask_id: big\ncreated: ''\nupdated: ''\nstatus: active\nharden_status: passed\nsize: large\nrisk_level: high\n---\n\n# Größere Änderung – ünïcödé ✓\n\n## Context\n\n```markdown\n## Phase 99: not a phase\n- [ ] `fake` test - inside a fence\n```\n\n~~~\n## Review\n~~~\n",
+    );
+    for n in 1..=12 {
+        text.push_str(&format!(
+            "\n## Phase {n}: Step {n} — 日本語\n\nStatus: pending\nDependencies: none\n\nObjective: Do step {n}.\n\nChanges:\n- `src/{n}.rs` - part {n}\n  continued on a second line\n\nSome prose the author wrote.\n\nAcceptance:\n- [ ] `ac{n}` test - Step {n} works\n  - Command: `test -f src/{n}.rs`\n"
+        ));
+    }
+    text
+}
+
+#[test]
+fn parses_the_whole_spec() {
+    let parsed = parse(BASIC);
+    assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
+    let spec = &parsed.spec;
+    assert_eq!(spec.front.task_id, "add-greeting-flag");
+    assert_eq!(spec.title, "Add a --greeting flag");
+    assert_eq!(spec.current_state.allowed_follow_up, "scafld approve add-greeting-flag");
+    assert_eq!(spec.scope, vec!["`cmd/hello/main.go` - flag parsing."]);
+    assert_eq!(spec.acceptance.profile, "standard");
+    assert_eq!(spec.acceptance.definition_of_done, vec!["- [ ] Docs updated"]);
+    assert_eq!(spec.acceptance.criteria[0].id, "final-vet");
+    let phase = &spec.phases[0];
+    assert_eq!(
+        (phase.id().as_str(), phase.name.as_str(), phase.objective.as_str()),
+        ("phase1", "Flag and output", "Parse --greeting.")
+    );
+    assert_eq!(phase.objective_label, "Goal");
+    assert_eq!(phase.criteria.len(), 2);
+    let c = &phase.criteria[0];
+    assert_eq!((c.id.as_str(), c.kind.as_str(), c.command.as_str()), ("ac1_1", "test", "go test ./cmd/hello"));
+    assert_eq!(c.timeout_seconds, "60");
+    assert_eq!(c.other, vec![("Owner".to_string(), "team-a".to_string())]);
+    assert_eq!(phase.criteria[1].effective_kind(), "no_matches");
+}
+
+#[test]
+fn fences_hide_headings_and_criteria() {
+    let text = fenced_many_phases();
+    let parsed = parse(&text);
+    assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
+    assert_eq!(parsed.spec.phases.len(), 12);
+    assert!(parsed.spec.criteria().all(|c| c.id != "fake"));
+    assert_eq!(parsed.spec.phases[0].changes, vec!["`src/1.rs` - part 1 continued on a second line"]);
+    assert_eq!(parsed.spec.title, "Größere Änderung – ünïcödé ✓");
+}
+
+#[test]
+fn unchanged_model_writes_identical_bytes() {
+    let crlf = BASIC.replace('\n', "\r\n");
+    let no_newline = BASIC.trim_end().to_string();
+    let minimal = "---\nspec_version: '2.0'\ntask_id: tiny\nstatus: draft\n---\n# Tiny\n## Phase 1: Only\nAcceptance:\n- [ ] `a` test - t\n  - Command: true\n";
+    for text in [BASIC.to_string(), fenced_many_phases(), crlf, no_newline, minimal.to_string()] {
+        let parsed = parse(&text);
+        assert_eq!(project(&text, &parsed.spec).unwrap(), text);
+    }
+}
+
+#[test]
+fn a_status_change_rewrites_only_runner_sections() {
+    for text in [BASIC.to_string(), BASIC.replace('\n', "\r\n")] {
+        let mut spec = parse(&text).spec;
+        spec.front.status = "approved".into();
+        spec.front.updated = "2026-05-16T00:00:00Z".into();
+        spec.current_state.next = "build".into();
+        spec.phases[0].criteria[0].status = "pass".into();
+        spec.phases[0].criteria[0].evidence = "exit code was 0".into();
+        let written = project(&text, &spec).unwrap();
+        let reparsed = parse(&written);
+        assert_eq!(reparsed.spec.status(), Some(crate::domain::lifecycle::Status::Approved));
+        assert_eq!(reparsed.spec.phases[0].criteria[0].status, "pass");
+        assert_eq!(reparsed.spec.phases[0].criteria[0].other, vec![("Owner".to_string(), "team-a".to_string())]);
+        assert_eq!(reparsed.spec.phases[0].objective_label, "Goal");
+        // Prose sections are byte-identical, including odd spacing.
+        let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        let summary = format!(
+            "## Summary{eol}{eol}Operators want to pick the greeting.   Spaces  and *emphasis* stay exactly as typed.{eol}"
+        );
+        assert!(written.contains(&summary));
+        assert!(written.ends_with(&format!("## Rollback{eol}{eol}- Revert.{eol}")));
+        assert!(!text.contains("\r\n") || !written.replace("\r\n", "").contains('\n'), "mixed line endings");
+        // Projecting the same model again changes nothing.
+        assert_eq!(project(&written, &spec).unwrap(), written);
+    }
+}
+
+#[test]
+fn missing_runner_sections_are_appended_when_needed() {
+    let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - t\n  - Command: `true`\n";
+    let mut spec = parse(text).spec;
+    assert_eq!(project(text, &spec).unwrap(), text);
+    spec.current_state.next = "approve".into();
+    let written = project(text, &spec).unwrap();
+    assert!(written.starts_with(text));
+    assert!(written.contains("\n## Current State\n\nStatus: draft\n"), "{written}");
+}
+
+#[test]
+fn changed_phase_shape_is_refused() {
+    let mut spec = parse(BASIC).spec;
+    spec.phases.push(Phase { number: 2, name: "More".into(), ..Phase::default() });
+    assert!(matches!(project(BASIC, &spec), Err(ProjectionError::PhaseShapeChanged { .. })));
+}
+
+fn errors(text: &str) -> Vec<String> {
+    parse(text).errors().map(ToString::to_string).collect()
+}
+
+#[test]
+fn malformed_specs_get_line_numbered_diagnostics() {
+    let body = |extra: &str| format!("---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n{extra}");
+    let cases: Vec<(String, &str)> = vec![
+        ("# T\n".into(), "line 1: front matter is required"),
+        ("---\nstatus: draft\n# T\n".into(), "front matter is not closed"),
+        (
+            body("## Phase 1: A\n- [ ] `a` test: colon instead of dash\n  - Command: true\n"),
+            "line 8: criterion line does not parse",
+        ),
+        (body("## Phase 1: A\n- [ ] a test - no backticks\n"), "line 8: criterion line does not parse"),
+        (
+            body("## Phase 1: A\nAcceptance:\n- [ ] `a` manual - by hand\n"),
+            "line 7: phase1 has no executable acceptance criteria",
+        ),
+        (
+            body(
+                "## Phase 1: A\n- [ ] `a` test - x\n  - Command: true\n## Phase 1: B\n- [ ] `b` test - y\n  - Command: true\n",
+            ),
+            "line 10: duplicate phase heading: phase1",
+        ),
+        (body("## Phase one: A\n"), "line 7: malformed phase heading"),
+        (body("```\n## Phase 1: A\n"), "line 7: code fence is never closed"),
+        (
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: true\n- [ ] `a` test - y\n  - Command: true\n"),
+            "line 10: criterion id `a` is already used on line 8",
+        ),
+        (
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: true\n  - Expected kind: `exit_code_one`\n"),
+            "unknown expected kind",
+        ),
+        (body("## Phase 1: A\n- [ ] `a` test - x\n"), "criterion `a` has no Command"),
+        (
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: `TODO: fill me`\n"),
+            "line 9: unfilled template placeholder",
+        ),
+        ("---\nspec_version: '1.0'\ntask_id: t\nstatus: draft\n---\n# T\n".into(), "spec_version must be '2.0'"),
+        ("---\nspec_version: '2.0'\ntask_id: t\nstatus: finished\n---\n# T\n".into(), "unknown status \"finished\""),
+        ("---\nspec_version: '2.0'\ntask_id: ../t\nstatus: draft\n---\n# T\n".into(), "looks like a path"),
+        (
+            "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n## Phase 1: A\n".into(),
+            "a `# Title` line is required",
+        ),
+    ];
+    for (text, expected) in cases {
+        let found = errors(&text);
+        assert!(found.iter().any(|e| e.contains(expected)), "expected {expected:?} in {found:?} for\n{text}");
+    }
+}
+
+#[test]
+fn task_id_must_match_the_file_name() {
+    let mut parsed = parse(BASIC);
+    parsed.check_file_name("other-name");
+    assert!(parsed.errors().any(|e| e.message.contains("does not match the file name other-name.md")));
+}
+
+#[test]
+fn plan_template_validates_once_filled() {
+    let input = render::PlanInput {
+        task_id: "new-task",
+        title: Some("New task"),
+        summary: None,
+        size: "small",
+        risk: "low",
+        command: None,
+        now: "2026-01-01T00:00:00Z",
+    };
+    let text = render::new_spec(&input);
+    let parsed = parse(&text);
+    let placeholders = parsed.errors().filter(|d| d.message.contains("placeholder")).count();
+    assert!(placeholders >= 4, "{:?}", parsed.diagnostics);
+    assert!(parsed.errors().all(|d| d.message.contains("placeholder")), "{:?}", parsed.diagnostics);
+    let filled = text
+        .replace("TODO: the command that proves this phase works", "cargo test")
+        .replace("TODO: what this phase delivers, in one line", "Ship it.")
+        .lines()
+        .map(|l| if l.contains("TODO:") { l.replace("TODO: ", "") } else { l.to_string() })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let parsed = parse(&filled);
+    assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
+    assert_eq!(project(&filled, &parsed.spec).unwrap(), filled);
+}

@@ -1,0 +1,92 @@
+//! Handlers of the `task.*` methods: resolve the workspace and the task, call the domain, and
+//! (for writes) project the result back into the spec file.
+
+mod read;
+mod write;
+
+pub use read::{handoff, list, report, status, validate};
+pub use write::{harden, plan, reconcile};
+
+use std::sync::Arc;
+
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods::Diagnostic as WireDiagnostic;
+
+use crate::daemon::Daemon;
+use crate::domain::spec::{Diagnostic, Severity};
+use crate::domain::task_id::TaskId;
+use crate::error::{RpcError, RpcResult};
+use crate::workspace::Workspace;
+use crate::workspace::index::SpecEntry;
+
+/// Validate a task id from any caller.
+pub fn task_id(raw: &str) -> RpcResult<TaskId> {
+    TaskId::parse(raw).map_err(|e| {
+        RpcError::new(ErrorKind::InvalidInput, e.to_string()).with_hint("task ids look like `add-greeting-flag`")
+    })
+}
+
+/// The workspace and the indexed spec of `task`, re-read first if the file changed on disk.
+pub(crate) async fn entry(daemon: &Daemon, root: &str, raw_task: &str) -> RpcResult<(Arc<Workspace>, SpecEntry)> {
+    let task = task_id(raw_task)?;
+    let ws = daemon.workspace(root).await?;
+    let changed = ws.index.write().expect("index").sync_task(task.as_str());
+    if let Some(task_id) = changed {
+        daemon.publish_task_changed(&ws, &task_id, "hand_edit");
+    }
+    let entry = ws.index.read().expect("index").get(task.as_str()).cloned();
+    match entry {
+        Some(entry) => Ok((ws, entry)),
+        None => Err(RpcError::new(
+            ErrorKind::NotFound,
+            format!("no spec for task `{task}` under {}/.scafld/specs", ws.root.display()),
+        )
+        .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`"))),
+    }
+}
+
+pub(crate) fn wire(d: &Diagnostic) -> WireDiagnostic {
+    WireDiagnostic {
+        line: d.line,
+        severity: match d.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+        .to_string(),
+        message: d.message.clone(),
+    }
+}
+
+/// Every error of an entry (read, duplicate and parse errors) as wire diagnostics.
+pub(crate) fn entry_errors(entry: &SpecEntry) -> Vec<WireDiagnostic> {
+    let mut errors: Vec<WireDiagnostic> = entry.parsed.errors().map(wire).collect();
+    if let Some(e) = &entry.read_error {
+        errors.insert(0, WireDiagnostic { line: 0, severity: "error".into(), message: e.clone() });
+    }
+    if let Some(other) = &entry.duplicate {
+        errors.insert(
+            0,
+            WireDiagnostic {
+                line: 0,
+                severity: "error".into(),
+                message: format!("the task also exists at {}; keep one of the two files", other.display()),
+            },
+        );
+    }
+    errors
+}
+
+/// Refuse to operate on a spec with errors, listing them.
+pub(crate) fn require_valid(ws: &Workspace, entry: &SpecEntry) -> RpcResult<()> {
+    let errors = entry_errors(entry);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let first = errors.first().map(|d| d.message.clone()).unwrap_or_default();
+    Err(RpcError::new(
+        ErrorKind::ValidationFailed,
+        format!("{} has {} error(s); first: {first}", ws.relative(&entry.path), errors.len()),
+    )
+    .with_hint(format!("run `scafld validate {}` for every diagnostic", entry.task_id))
+    .with_details(serde_json::json!({ "diagnostics": errors })))
+}

@@ -1,0 +1,202 @@
+//! Read-side task methods: status, validate, list, handoff, report. They read the index only.
+
+use std::collections::BTreeMap;
+
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods as m;
+
+use super::{entry, entry_errors, wire};
+use crate::daemon::Daemon;
+use crate::domain::handoff;
+use crate::domain::lifecycle::{HardenStatus, Status, next_step};
+use crate::domain::spec::{Criterion, Spec};
+use crate::error::{RpcError, RpcResult};
+use crate::workspace::index::SpecEntry;
+
+pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let spec = &entry.parsed.spec;
+    let errors = entry_errors(&entry);
+    let (next, next_command) = match spec.status() {
+        Some(status) => next_step(status, spec.harden_status(), &entry.task_id),
+        None => ("repair spec", format!("scafld validate {}", entry.task_id)),
+    };
+    let next_command = if errors.is_empty() { next_command } else { format!("scafld validate {}", entry.task_id) };
+    let current_phase = match handoff::current_phase(spec) {
+        Some(phase) if spec.status().is_some_and(|s| !s.is_terminal() && s != Status::Draft) => phase.id(),
+        _ => spec.current_state.current_phase.clone(),
+    };
+    Ok(m::StatusResult {
+        task_id: entry.task_id.clone(),
+        title: spec.title.clone(),
+        status: spec.front.status.clone(),
+        harden_status: spec.harden_status().as_str().to_string(),
+        path: ws.relative(&entry.path),
+        current_phase: if current_phase.is_empty() { "none".into() } else { current_phase },
+        next: next.to_string(),
+        next_command,
+        review_gate: if spec.current_state.review_gate.is_empty() {
+            "not_started".into()
+        } else {
+            spec.current_state.review_gate.clone()
+        },
+        phases: spec
+            .phases
+            .iter()
+            .map(|p| m::PhaseProgress {
+                id: p.id(),
+                name: p.name.clone(),
+                status: if p.status.is_empty() { "pending".into() } else { p.status.clone() },
+                criteria_total: p.criteria.len(),
+                criteria_passed: p.criteria.iter().filter(|c| c.passed()).count(),
+            })
+            .collect(),
+        criteria: criterion_states(spec),
+        counts: counts(spec),
+        valid: errors.is_empty(),
+        errors,
+    })
+}
+
+fn criterion_states(spec: &Spec) -> Vec<m::CriterionState> {
+    let state = |c: &Criterion, phase_id: String| m::CriterionState {
+        id: c.id.clone(),
+        phase_id,
+        title: c.title.clone(),
+        command: c.command.clone(),
+        expected_kind: c.effective_kind().to_string(),
+        status: c.state().to_string(),
+        evidence: c.evidence.clone(),
+    };
+    let mut out: Vec<m::CriterionState> =
+        spec.phases.iter().flat_map(|p| p.criteria.iter().map(move |c| state(c, p.id()))).collect();
+    out.extend(spec.acceptance.criteria.iter().map(|c| state(c, String::new())));
+    out
+}
+
+pub fn counts(spec: &Spec) -> m::Counts {
+    let criteria: Vec<&Criterion> = spec.criteria().collect();
+    m::Counts {
+        phases_total: spec.phases.len(),
+        phases_completed: spec.phases.iter().filter(|p| p.status == "completed").count(),
+        criteria_total: criteria.len(),
+        criteria_passed: criteria.iter().filter(|c| c.passed()).count(),
+        criteria_failed: criteria.iter().filter(|c| matches!(c.status.as_str(), "fail" | "invalid")).count(),
+        criteria_pending: criteria.iter().filter(|c| c.state() == "pending").count(),
+    }
+}
+
+pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let spec = &entry.parsed.spec;
+    let mut diagnostics = entry_errors(&entry);
+    diagnostics.extend(
+        entry.parsed.diagnostics.iter().filter(|d| d.severity != crate::domain::spec::Severity::Error).map(wire),
+    );
+    diagnostics.sort_by_key(|d| d.line);
+    let structure = |c: &Criterion| m::CriterionStructure {
+        id: c.id.clone(),
+        kind: c.kind.clone(),
+        title: c.title.clone(),
+        expected_kind: c.effective_kind().to_string(),
+        command: c.command.clone(),
+        cwd: c.cwd.clone(),
+        timeout_seconds: c.timeout_seconds.parse().ok(),
+        line: c.line,
+    };
+    Ok(m::ValidateResult {
+        task_id: entry.task_id.clone(),
+        path: ws.relative(&entry.path),
+        valid: diagnostics.iter().all(|d| d.severity != "error"),
+        diagnostics,
+        title: spec.title.clone(),
+        status: spec.front.status.clone(),
+        phases: spec
+            .phases
+            .iter()
+            .map(|ph| m::PhaseStructure {
+                id: ph.id(),
+                name: ph.name.clone(),
+                objective: ph.objective.clone(),
+                criteria: ph.criteria.iter().map(structure).collect(),
+            })
+            .collect(),
+        criteria: spec.acceptance.criteria.iter().map(structure).collect(),
+    })
+}
+
+pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult> {
+    let filter = match p.status.as_deref() {
+        Some(raw) => Some(raw.parse::<Status>().map_err(|e| RpcError::new(ErrorKind::InvalidInput, e))?),
+        None => None,
+    };
+    let ws = daemon.workspace(&p.root).await?;
+    sync(daemon, &ws);
+    let index = ws.index.read().expect("index");
+    let mut tasks: Vec<(Option<Status>, m::TaskSummary)> = index
+        .entries()
+        .filter(|e| filter.is_none() || e.parsed.spec.status() == filter)
+        .map(|e| (e.parsed.spec.status(), summary(&ws.relative(&e.path), e)))
+        .collect();
+    tasks.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.task_id.cmp(&b.1.task_id)));
+    Ok(m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
+}
+
+/// Catch up with edits the watcher has not delivered yet (stat only; changed files re-parsed).
+fn sync(daemon: &Daemon, ws: &crate::workspace::Workspace) {
+    let changed = ws.index.write().expect("index").sync();
+    for task_id in changed {
+        daemon.publish_task_changed(ws, &task_id, "hand_edit");
+    }
+}
+
+fn summary(path: &str, entry: &SpecEntry) -> m::TaskSummary {
+    let spec = &entry.parsed.spec;
+    m::TaskSummary {
+        task_id: entry.task_id.clone(),
+        status: spec.status().map(|s| s.to_string()).unwrap_or_default(),
+        title: spec.title.clone(),
+        path: path.to_string(),
+        counts: counts(spec),
+        error: entry.first_error(),
+    }
+}
+
+pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffResult> {
+    let (_, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let errors: Vec<String> = entry_errors(&entry).into_iter().map(|d| d.message).collect();
+    Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&entry.parsed.spec, &errors) })
+}
+
+pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ReportResult> {
+    let ws = daemon.workspace(&p.root).await?;
+    sync(daemon, &ws);
+    let index = ws.index.read().expect("index");
+    let mut report = m::ReportResult { by_status: BTreeMap::new(), ..m::ReportResult::default() };
+    for status in Status::ALL {
+        report.by_status.insert(status.to_string(), 0);
+    }
+    for entry in index.entries() {
+        report.total += 1;
+        let spec = &entry.parsed.spec;
+        if entry.first_error().is_some() {
+            report.invalid_specs += 1;
+        }
+        if let Some(status) = spec.status() {
+            *report.by_status.entry(status.to_string()).or_default() += 1;
+        }
+        if spec.harden_status() == HardenStatus::Passed {
+            report.harden_passed += 1;
+        }
+        let c = counts(spec);
+        report.phases_total += c.phases_total;
+        report.phases_completed += c.phases_completed;
+        report.criteria_total += c.criteria_total;
+        report.criteria_passed += c.criteria_passed;
+        report.criteria_failed += c.criteria_failed;
+    }
+    if report.criteria_total > 0 {
+        report.criteria_pass_rate = report.criteria_passed as f64 / report.criteria_total as f64;
+    }
+    Ok(report)
+}

@@ -1,0 +1,213 @@
+//! Write-side task methods: plan, harden, reconcile. Each holds the workspace's write lock,
+//! re-reads the spec from disk, and projects the new model into it.
+
+use std::path::{Path, PathBuf};
+
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods as m;
+
+use super::{entry, require_valid, task_id, wire};
+use crate::clock;
+use crate::daemon::Daemon;
+use crate::domain::harden::{self, Ground};
+use crate::domain::lifecycle::{Folder, Status, next_step};
+use crate::domain::spec::project::project;
+use crate::domain::spec::render::{PlanInput, new_spec};
+use crate::domain::spec::{Spec, parse};
+use crate::error::{RpcError, RpcResult};
+use crate::workspace::Workspace;
+use crate::workspace::specfile;
+
+pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult> {
+    let task = task_id(&p.task_id)?;
+    let size = p.size.as_deref().unwrap_or("medium");
+    let risk = p.risk.as_deref().unwrap_or("medium");
+    if !["micro", "small", "medium", "large"].contains(&size) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("size {size:?} is not micro, small, medium or large"),
+        ));
+    }
+    if !["low", "medium", "high"].contains(&risk) {
+        return Err(RpcError::new(ErrorKind::InvalidInput, format!("risk {risk:?} is not low, medium or high")));
+    }
+    let ws = daemon.workspace(&p.root).await?;
+    let _guard = ws.writes.lock().await;
+    if let Some(existing) = ws.index.read().expect("index").get(task.as_str()) {
+        return Err(RpcError::new(
+            ErrorKind::AlreadyExists,
+            format!("spec already exists: {}", ws.relative(&existing.path)),
+        )
+        .with_hint("pick another task id; plan never overwrites a spec"));
+    }
+    let now = clock::now_rfc3339();
+    let text = new_spec(&PlanInput {
+        task_id: task.as_str(),
+        title: p.title.as_deref(),
+        summary: p.summary.as_deref(),
+        size,
+        risk,
+        command: p.command.as_deref(),
+        now: &now,
+    });
+    let target = specfile::target_path(&ws.root, task.as_str(), Status::Draft, "");
+    if target.exists() {
+        return Err(RpcError::new(ErrorKind::AlreadyExists, format!("spec already exists: {}", ws.relative(&target))));
+    }
+    specfile::write_spec(None, &target, &text).map_err(write_error)?;
+    ws.index.write().expect("index").record_write(&target, &text, None);
+    daemon.publish_task_changed(&ws, task.as_str(), "command:plan");
+    let diagnostics = parse(&text).diagnostics.iter().map(wire).collect();
+    Ok(m::PlanResult { task_id: task.to_string(), path: ws.relative(&target), status: "draft".into(), diagnostics })
+}
+
+pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let _guard = ws.writes.lock().await;
+    let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
+    if spec.status() != Some(Status::Draft) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("harden only operates on drafts; {} is {}", entry.task_id, spec.front.status),
+        ));
+    }
+    let now = clock::now_rfc3339();
+    let id = entry.task_id.clone();
+    if p.mark_passed {
+        let ground = WorkspaceGround { ws: &ws };
+        let next = harden::mark_passed(&spec, &ground, &now).map_err(|problems| {
+            RpcError::new(
+                ErrorKind::ValidationFailed,
+                format!("hardening evidence is incomplete ({} problem(s)): {}", problems.len(), problems[0]),
+            )
+            .with_hint(format!(
+                "complete the round in {}, then run `scafld harden {id} --mark-passed` again",
+                ws.relative(&path)
+            ))
+            .with_details(serde_json::json!({ "problems": problems }))
+        })?;
+        let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
+        let written = save(daemon, &ws, &path, &text, &next, "command:harden")?;
+        return Ok(m::HardenResult {
+            task_id: id.clone(),
+            path: ws.relative(&written),
+            harden_status: "passed".into(),
+            round_id,
+            marked_passed: true,
+            next_command: format!("scafld approve {id}"),
+            prompt: String::new(),
+        });
+    }
+    let next = harden::open_round(&spec, &now);
+    let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
+    let written = save(daemon, &ws, &path, &text, &next, "command:harden")?;
+    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let invariants: Vec<(String, String)> = config.invariants.canonical.into_iter().collect();
+    let prompt =
+        harden::prompt(&ws.relative(&written), &round_id, &id, config.harden.max_questions_per_round, &invariants);
+    Ok(m::HardenResult {
+        task_id: id.clone(),
+        path: ws.relative(&written),
+        harden_status: "in_progress".into(),
+        round_id,
+        marked_passed: false,
+        next_command: format!("scafld harden {id} --mark-passed"),
+        prompt,
+    })
+}
+
+pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ReconcileResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let _guard = ws.writes.lock().await;
+    require_valid(&ws, &entry)?;
+    let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
+    let status = spec.status().ok_or_else(|| RpcError::internal("valid spec without a status"))?;
+    let mut next = spec.clone();
+    let (step, follow_up) = next_step(status, spec.harden_status(), &entry.task_id);
+    next.current_state.next = step.into();
+    next.current_state.allowed_follow_up = follow_up;
+    if next.current_state.current_phase.is_empty() {
+        next.current_state.current_phase = "none".into();
+    }
+    let changed_text = project(&text, &next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
+    let target = target_for(&ws, &entry.task_id, &next);
+    let moved = target != path;
+    let changed = changed_text != text || moved;
+    if changed {
+        save(daemon, &ws, &path, &text, &next, "command:reconcile")?;
+    }
+    Ok(m::ReconcileResult { task_id: entry.task_id.clone(), path: ws.relative(&target), changed, moved })
+}
+
+/// Read the task's spec from disk (not the index: the write must start from the file's bytes).
+/// Unfilled placeholders are allowed; anything that makes the file unsafe to rewrite is not.
+fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(PathBuf, String, Spec)> {
+    let path = ws
+        .index
+        .read()
+        .expect("index")
+        .get(task)
+        .map(|e| e.path.clone())
+        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot read {}: {e}", ws.relative(&path))))?;
+    let mut parsed = parse(&text);
+    parsed.check_file_name(task);
+    if let Some(first) = parsed.structural_errors().next() {
+        return Err(RpcError::new(ErrorKind::ValidationFailed, format!("{}: {first}", ws.relative(&path)))
+            .with_hint(format!("run `scafld validate {task}` for every diagnostic")));
+    }
+    Ok((path, text, parsed.spec))
+}
+
+/// Where the spec belongs for its status (archive month from `updated`).
+fn target_for(ws: &Workspace, task: &str, spec: &Spec) -> PathBuf {
+    let status = spec.status().unwrap_or(Status::Draft);
+    let now = clock::now_rfc3339();
+    let month = clock::month_of(&spec.front.updated).or_else(|| clock::month_of(&now)).unwrap_or("unknown").to_string();
+    specfile::target_path(&ws.root, task, status, &month)
+}
+
+/// Project `next` into `text` (the bytes at `path`) and write it where its status belongs.
+fn save(daemon: &Daemon, ws: &Workspace, path: &Path, text: &str, next: &Spec, cause: &str) -> RpcResult<PathBuf> {
+    let new_text = project(text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
+    let target = target_for(ws, &next.front.task_id, next);
+    specfile::write_spec(Some(path), &target, &new_text).map_err(write_error)?;
+    ws.index.write().expect("index").record_write(&target, &new_text, Some(path));
+    daemon.publish_task_changed(ws, &next.front.task_id, cause);
+    Ok(target)
+}
+
+fn write_error(e: std::io::Error) -> RpcError {
+    let kind = if e.kind() == std::io::ErrorKind::AlreadyExists {
+        ErrorKind::AlreadyExists
+    } else {
+        ErrorKind::WorkspaceError
+    };
+    RpcError::new(kind, format!("cannot write the spec: {e}"))
+}
+
+/// Answers citation checks from the workspace's files and archive.
+struct WorkspaceGround<'a> {
+    ws: &'a Workspace,
+}
+
+impl Ground for WorkspaceGround<'_> {
+    fn line_count(&self, path: &str) -> Option<usize> {
+        let relative = Path::new(path);
+        if relative.is_absolute() || relative.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+            return None;
+        }
+        let full = self.ws.root.join(relative).canonicalize().ok()?;
+        if !full.starts_with(&self.ws.root) || !full.is_file() {
+            return None;
+        }
+        let text = std::fs::read(&full).ok()?;
+        let newlines = text.iter().filter(|b| **b == b'\n').count();
+        Some(if text.last().is_some_and(|b| *b != b'\n') { newlines + 1 } else { newlines })
+    }
+
+    fn archived(&self, task_id: &str) -> bool {
+        self.ws.index.read().expect("index").get(task_id).is_some_and(|e| e.folder == Folder::Archive)
+    }
+}

@@ -1,0 +1,224 @@
+//! The in-memory index of every spec of one workspace: built once when the workspace opens,
+//! then updated one file at a time (by the watcher and by the daemon's own writes), so that
+//! requests never re-parse the whole workspace.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::domain::lifecycle::Folder;
+use crate::domain::spec::{Parsed, parse};
+use crate::workspace::specfile;
+
+/// Size and modification time: enough to tell our own write from a later edit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Stamp {
+    pub fn of(path: &Path) -> Option<Stamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(Stamp { len: meta.len(), modified: meta.modified().ok() })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct SpecEntry {
+    pub task_id: String,
+    pub path: PathBuf,
+    pub folder: Folder,
+    pub parsed: Arc<Parsed>,
+    /// A read error (the file vanished, is not UTF-8, ...) instead of a parse.
+    pub read_error: Option<String>,
+    /// Another file claiming the same task id.
+    pub duplicate: Option<PathBuf>,
+    stamp: Option<Stamp>,
+}
+
+impl SpecEntry {
+    /// The first problem that makes this spec unusable, if any.
+    pub fn first_error(&self) -> Option<String> {
+        if let Some(e) = &self.read_error {
+            return Some(e.clone());
+        }
+        if let Some(other) = &self.duplicate {
+            return Some(format!("the task also exists at {}", other.display()));
+        }
+        self.parsed.errors().next().map(ToString::to_string)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Index {
+    root: PathBuf,
+    entries: BTreeMap<String, SpecEntry>,
+}
+
+impl Index {
+    pub fn build(root: &Path) -> Index {
+        let mut index = Index { root: root.to_path_buf(), entries: BTreeMap::new() };
+        for (path, folder) in specfile::scan(root) {
+            index.load(&path, folder);
+        }
+        index
+    }
+
+    pub fn get(&self, task_id: &str) -> Option<&SpecEntry> {
+        self.entries.get(task_id)
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &SpecEntry> {
+        self.entries.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Bring the index in line with the disk without waiting for the watcher: list the spec
+    /// folders, re-read only files whose size or mtime changed, drop vanished ones. Returns the
+    /// task ids whose entries changed.
+    pub fn sync(&mut self) -> Vec<String> {
+        let on_disk = specfile::scan(&self.root);
+        let mut changed = Vec::new();
+        for (path, _) in &on_disk {
+            if let Some(id) = self.refresh(path) {
+                changed.push(id);
+            }
+        }
+        let vanished: Vec<PathBuf> = self
+            .entries
+            .values()
+            .filter(|e| !on_disk.iter().any(|(p, _)| *p == e.path))
+            .map(|e| e.path.clone())
+            .collect();
+        for path in vanished {
+            if let Some(id) = self.refresh(&path) {
+                changed.push(id);
+            }
+        }
+        changed
+    }
+
+    /// [`Index::sync`] for one task: only its possible paths are looked at.
+    pub fn sync_task(&mut self, task_id: &str) -> Option<String> {
+        let current = self.entries.get(task_id).map(|e| e.path.clone());
+        if let Some(path) = current {
+            return self.refresh(&path);
+        }
+        let file = format!("{task_id}.md");
+        let found = specfile::candidates(&self.root, &file).into_iter().find(|p| p.is_file())?;
+        self.refresh(&found)
+    }
+
+    /// Re-read one changed path. Returns the task id whose entry changed, if any.
+    pub fn refresh(&mut self, path: &Path) -> Option<String> {
+        let folder = specfile::folder_of(&self.root, path)?;
+        let task_id = task_id_of(path)?;
+        if path.is_file() {
+            let unchanged = self
+                .entries
+                .get(&task_id)
+                .is_some_and(|e| e.path == path && e.stamp.is_some() && e.stamp == Stamp::of(path));
+            if unchanged {
+                return None;
+            }
+            self.load(path, folder);
+            return Some(task_id);
+        }
+        // Removed (or moved away): drop the entry if it pointed here, then look for the task
+        // in the other folders in case it moved.
+        let pointed_here = self.entries.get(&task_id).is_some_and(|e| e.path == path);
+        if !pointed_here {
+            if let Some(entry) = self.entries.get_mut(&task_id)
+                && entry.duplicate.as_deref() == Some(path)
+            {
+                entry.duplicate = None;
+                return Some(task_id);
+            }
+            return None;
+        }
+        self.entries.remove(&task_id);
+        let elsewhere =
+            specfile::scan(&self.root).into_iter().find(|(p, _)| task_id_of(p).as_deref() == Some(task_id.as_str()));
+        if let Some((other, folder)) = elsewhere {
+            self.load(&other, folder);
+        }
+        Some(task_id)
+    }
+
+    /// Record a spec the daemon itself just wrote (`previous` is where it was before a move).
+    pub fn record_write(&mut self, path: &Path, text: &str, previous: Option<&Path>) {
+        let Some(folder) = specfile::folder_of(&self.root, path) else { return };
+        let Some(task_id) = task_id_of(path) else { return };
+        if let Some(previous) = previous
+            && previous != path
+            && let Some(entry) = self.entries.get(&task_id)
+            && entry.path == previous
+        {
+            self.entries.remove(&task_id);
+        }
+        let entry = self.entry_from_text(task_id.clone(), path, folder, text);
+        self.entries.insert(task_id, entry);
+    }
+
+    fn load(&mut self, path: &Path, folder: Folder) {
+        let Some(task_id) = task_id_of(path) else { return };
+        let stamp = Stamp::of(path);
+        let mut entry = match std::fs::read(path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => self.entry_from_text(task_id.clone(), path, folder, &text),
+                Err(_) => self.broken(task_id.clone(), path, folder, "the spec file is not valid UTF-8".into()),
+            },
+            Err(e) => self.broken(task_id.clone(), path, folder, format!("cannot read the spec: {e}")),
+        };
+        entry.stamp = stamp;
+        match self.entries.get(&task_id) {
+            // The first file in lookup order owns the id; a second one is a conflict.
+            Some(existing) if existing.path != path && existing.path.exists() => {
+                let existing = self.entries.get_mut(&task_id).expect("present");
+                existing.duplicate = Some(path.to_path_buf());
+            }
+            _ => {
+                self.entries.insert(task_id, entry);
+            }
+        }
+    }
+
+    fn entry_from_text(&self, task_id: String, path: &Path, folder: Folder, text: &str) -> SpecEntry {
+        let mut parsed = parse(text);
+        parsed.check_file_name(&task_id);
+        SpecEntry {
+            task_id,
+            path: path.to_path_buf(),
+            folder,
+            parsed: Arc::new(parsed),
+            read_error: None,
+            duplicate: None,
+            stamp: Stamp::of(path),
+        }
+    }
+
+    fn broken(&self, task_id: String, path: &Path, folder: Folder, error: String) -> SpecEntry {
+        SpecEntry {
+            task_id,
+            path: path.to_path_buf(),
+            folder,
+            parsed: Arc::new(parse("")),
+            read_error: Some(error),
+            duplicate: None,
+            stamp: None,
+        }
+    }
+}
+
+fn task_id_of(path: &Path) -> Option<String> {
+    path.file_stem().and_then(|s| s.to_str()).map(str::to_string)
+}

@@ -1,0 +1,125 @@
+//! Spec files on disk: where a spec of a given status lives, finding specs, and atomic writes
+//! and moves.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::domain::lifecycle::{Folder, Status};
+
+pub const SPECS_DIR: &str = ".scafld/specs";
+
+pub fn specs_dir(root: &Path) -> PathBuf {
+    root.join(SPECS_DIR)
+}
+
+/// Where a spec with `status` belongs; archived specs go under `archive/<month>/`.
+pub fn target_path(root: &Path, task_id: &str, status: Status, month: &str) -> PathBuf {
+    let folder = specs_dir(root).join(status.folder().dir_name());
+    let folder = if status.folder() == Folder::Archive { folder.join(month) } else { folder };
+    folder.join(format!("{task_id}.md"))
+}
+
+/// Every `*.md` under the four lifecycle folders (archive one level down), in lookup order.
+pub fn scan(root: &Path) -> Vec<(PathBuf, Folder)> {
+    let specs = specs_dir(root);
+    let mut found = Vec::new();
+    for folder in Folder::ALL {
+        let dir = specs.join(folder.dir_name());
+        if folder == Folder::Archive {
+            let mut months: Vec<PathBuf> = read_dir_sorted(&dir).into_iter().filter(|p| p.is_dir()).collect();
+            months.sort();
+            for month in months {
+                found.extend(markdown_files(&month).into_iter().map(|p| (p, folder)));
+            }
+        } else {
+            found.extend(markdown_files(&dir).into_iter().map(|p| (p, folder)));
+        }
+    }
+    found
+}
+
+/// Every path a spec file named `file` could have, in lookup order.
+pub fn candidates(root: &Path, file: &str) -> Vec<PathBuf> {
+    let specs = specs_dir(root);
+    let mut paths: Vec<PathBuf> = [Folder::Drafts, Folder::Approved, Folder::Active]
+        .iter()
+        .map(|f| specs.join(f.dir_name()).join(file))
+        .collect();
+    let archive = specs.join(Folder::Archive.dir_name());
+    paths.extend(read_dir_sorted(&archive).into_iter().filter(|p| p.is_dir()).map(|month| month.join(file)));
+    paths
+}
+
+/// The lifecycle folder of a path under `.scafld/specs/`, if it is a spec file there.
+pub fn folder_of(root: &Path, path: &Path) -> Option<Folder> {
+    let relative = path.strip_prefix(specs_dir(root)).ok()?;
+    let parts: Vec<_> = relative.components().collect();
+    if path.extension().is_none_or(|e| e != "md") || is_temp(path) {
+        return None;
+    }
+    let first = parts.first()?.as_os_str().to_str()?;
+    let folder = Folder::ALL.into_iter().find(|f| f.dir_name() == first)?;
+    let depth_ok = if folder == Folder::Archive { parts.len() == 3 } else { parts.len() == 2 };
+    depth_ok.then_some(folder)
+}
+
+fn is_temp(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'))
+}
+
+fn read_dir_sorted(dir: &Path) -> Vec<PathBuf> {
+    let mut entries: Vec<PathBuf> =
+        fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+    entries.sort();
+    entries
+}
+
+fn markdown_files(dir: &Path) -> Vec<PathBuf> {
+    read_dir_sorted(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md") && !is_temp(p) && p.is_file())
+        .collect()
+}
+
+/// Write `text` to `path` atomically: temp file in the same directory, fsync, rename, fsync
+/// the directory. Creates the directory if needed.
+pub fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().ok_or_else(|| io::Error::other("path has no directory"))?;
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("spec");
+    let temp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let result = (|| {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&temp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&temp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+/// Write the spec to `target`, and when it moved from `current`, remove the old file. Refuses
+/// to replace an existing file at a new location.
+pub fn write_spec(current: Option<&Path>, target: &Path, text: &str) -> io::Result<()> {
+    let moving = current.is_some_and(|c| c != target);
+    if moving && target.exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} already exists; resolve the duplicate spec by hand", target.display()),
+        ));
+    }
+    write_atomic(target, text)?;
+    if let Some(current) = current.filter(|_| moving) {
+        fs::remove_file(current)?;
+        if let Some(dir) = current.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,448 @@
+//! Specs through the real binaries: plan, validate, status, list, harden, handoff, report,
+//! reconcile, the live index and task-id validation.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+use scafld_tests::TestEnv;
+use serde_json::{Value, json};
+
+/// A valid two-phase spec with a fenced block that contains `##` headings.
+pub fn spec_text(task_id: &str, status: &str) -> String {
+    format!(
+        "---
+spec_version: '2.0'
+task_id: {task_id}
+created: '2026-05-15T09:00:00Z'
+updated: '2026-05-15T09:00:00Z'
+status: {status}
+harden_status: not_run
+size: small
+risk_level: low
+---
+
+# Task {task_id} – ünïcödé
+
+## Current State
+
+Status: {status}
+Current phase: none
+Next: approve
+Reason: written by hand
+Blockers: none
+Allowed follow-up command: `scafld approve {task_id}`
+Latest runner update: none
+Review gate: not_started
+
+## Summary
+
+Prose   with  odd spacing stays.
+
+```sh
+## not a heading
+- [ ] `not-a-criterion` test - inside a fence
+```
+
+## Scope
+
+- `src/lib.rs` - the code.
+
+## Phase 1: First
+
+Status: pending
+Dependencies: none
+
+Objective: Do the first thing.
+
+Changes:
+- `src/lib.rs` - add it.
+
+Acceptance:
+- [ ] `ac1_1` test - first works
+  - Command: `true`
+  - Expected kind: `exit_code_zero`
+
+## Phase 2: Second
+
+Status: pending
+Dependencies: phase1
+
+Objective: Do the second thing.
+
+Changes:
+- `README.md` - document it.
+
+Acceptance:
+- [ ] `ac2_1` test - second works
+  - Command: `test -f README.md`
+- [ ] `ac2_2` boundary - no debug prints
+  - Command: `grep -rn DEBUG src || true`
+  - Expected kind: `exit_code_zero`
+"
+    )
+}
+
+pub fn write_spec(env: &TestEnv, folder: &str, task_id: &str, text: &str) -> std::path::PathBuf {
+    let path = env.work.join(".scafld/specs").join(folder).join(format!("{task_id}.md"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            let key = path.strip_prefix(dir).unwrap().display().to_string();
+            if path.is_dir() {
+                stack.push(path.clone());
+                files.insert(key + "/", Vec::new());
+            } else {
+                files.insert(key, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+fn root(env: &TestEnv) -> String {
+    env.work.canonicalize().unwrap().display().to_string()
+}
+
+#[test]
+fn plan_creates_a_draft_that_validates_once_filled_and_never_overwrites() {
+    let env = TestEnv::new();
+    env.init();
+    let run = env.scafld(&["plan", "greet", "--title", "Greeting", "--size", "small", "--risk", "low", "--json"]);
+    run.assert_code(0);
+    let result = &run.json()["result"];
+    assert_eq!(result["path"], ".scafld/specs/drafts/greet.md");
+    let path = env.work.join(".scafld/specs/drafts/greet.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("size: small") && text.contains("# Greeting"));
+
+    let run = env.scafld(&["validate", "greet", "--json"]);
+    run.assert_code(3);
+    let envelope = run.json();
+    assert_eq!(envelope["ok"], false);
+    assert_eq!(envelope["error"]["code"], "validation_failed");
+    let diagnostics = envelope["result"]["diagnostics"].as_array().unwrap();
+    assert!(diagnostics.iter().all(|d| d["message"].as_str().unwrap().contains("placeholder")), "{diagnostics:?}");
+    assert!(diagnostics.iter().all(|d| d["line"].as_u64().unwrap() > 0));
+
+    // Fill every TODO: the spec validates.
+    let filled: String = text
+        .lines()
+        .map(|l| l.replace("TODO: the command that proves this phase works", "true").replace("TODO: ", ""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&path, filled + "\n").unwrap();
+    let run = env.scafld(&["validate", "greet", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert_eq!(result["valid"], true);
+    assert_eq!(result["phases"][0]["criteria"][0]["id"], "ac1");
+    assert_eq!(result["phases"][0]["criteria"][0]["command"], "true");
+    assert_eq!(result["phases"][0]["criteria"][0]["expected_kind"], "exit_code_zero");
+
+    let before = std::fs::read(&path).unwrap();
+    let run = env.scafld(&["plan", "greet"]);
+    run.assert_code(3);
+    assert!(run.stderr.contains("spec already exists: .scafld/specs/drafts/greet.md"), "{}", run.stderr);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn path_like_task_ids_are_refused_everywhere_and_change_nothing() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    write_spec(&env, "drafts", "good", &spec_text("good", "draft"));
+    std::fs::write(env.path("victim.md"), spec_text("victim", "draft")).unwrap();
+    let before = (tree(&env.work), std::fs::read(env.path("victim.md")).unwrap());
+    let long = "a".repeat(200);
+    let bad_ids = ["../x", "a/b", "/etc/passwd", "", "..", "sub/../../../victim", "A", long.as_str(), "x\ty", "ok\n"];
+    for id in bad_ids {
+        for command in ["plan", "validate", "status", "harden", "handoff", "reconcile"] {
+            let run = env.scafld(&[command, "--task", id, "--json"]);
+            assert_eq!(run.code, 2, "{command} {id:?}: {}", run.stdout);
+            assert_eq!(run.json()["error"]["code"], "invalid_input", "{command} {id:?}");
+        }
+        let mut client = env.client();
+        for method in ["task.plan", "task.validate", "task.status", "task.harden", "task.handoff", "task.reconcile"] {
+            let reply = client.call(method, json!({"root": root(&env), "task_id": id}));
+            assert_eq!(reply["error"]["data"]["kind"], "invalid_input", "{method} {id:?}: {reply}");
+        }
+    }
+    let after = (tree(&env.work), std::fs::read(env.path("victim.md")).unwrap());
+    assert_eq!(after, before, "a refused id changed files");
+}
+
+#[test]
+fn status_reports_lifecycle_progress_and_next_command() {
+    let env = TestEnv::new();
+    env.init();
+    let mut text = spec_text("two", "active");
+    text = text.replace("Status: pending\nDependencies: none", "Status: completed\nDependencies: none");
+    text =
+        text.replace("  - Command: `true`\n", "  - Command: `true`\n  - Status: pass\n  - Evidence: exit code was 0\n");
+    text = text.replace(
+        "  - Command: `test -f README.md`\n",
+        "  - Command: `test -f README.md`\n  - Status: fail\n  - Evidence: exit code was 1\n",
+    );
+    write_spec(&env, "active", "two", &text);
+    let run = env.scafld(&["status", "two", "--json"]);
+    run.assert_code(0);
+    let s = run.json()["result"].clone();
+    assert_eq!(s["status"], "active");
+    assert_eq!(s["current_phase"], "phase2");
+    assert_eq!(s["next_command"], "scafld handoff two");
+    assert_eq!(
+        s["counts"],
+        json!({"phases_total": 2, "phases_completed": 1, "criteria_total": 3, "criteria_passed": 1, "criteria_failed": 1, "criteria_pending": 1})
+    );
+    assert_eq!(s["phases"][0]["status"], "completed");
+    assert_eq!(s["criteria"][1]["status"], "fail");
+    assert_eq!(s["path"], ".scafld/specs/active/two.md");
+    let human = env.scafld(&["status", "two"]);
+    assert!(human.stdout.contains("blocked ac2_1 `test -f README.md`: exit code was 1"), "{}", human.stdout);
+
+    let run = env.scafld(&["status", "missing", "--json"]);
+    run.assert_code(1);
+    assert_eq!(run.json()["error"]["code"], "not_found");
+}
+
+#[test]
+fn list_survives_a_broken_spec_and_shows_its_error() {
+    let env = TestEnv::new();
+    env.init();
+    for (i, status) in ["draft", "approved", "active", "review"].iter().enumerate() {
+        let folder = match *status {
+            "draft" => "drafts",
+            "approved" => "approved",
+            _ => "active",
+        };
+        write_spec(&env, folder, &format!("task-{i}"), &spec_text(&format!("task-{i}"), status));
+    }
+    write_spec(&env, "archive/2026-05", "old", &spec_text("old", "completed"));
+    write_spec(
+        &env,
+        "drafts",
+        "broken",
+        "---\nspec_version: '2.0'\ntask_id: broken\nstatus: draft\n---\n# B\n## Phase 1: A\n- [ ] `x` test: wrong\n",
+    );
+    write_spec(&env, "drafts", "misnamed", &spec_text("other-name", "draft"));
+
+    let run = env.scafld(&["list", "--json"]);
+    run.assert_code(0);
+    let tasks = run.json()["result"]["tasks"].as_array().unwrap().clone();
+    let by_id: BTreeMap<String, Value> =
+        tasks.iter().map(|t| (t["task_id"].as_str().unwrap().to_string(), t.clone())).collect();
+    assert_eq!(by_id.len(), 7, "{tasks:?}");
+    assert_eq!(by_id["task-2"]["status"], "active");
+    assert_eq!(by_id["task-2"]["counts"]["criteria_total"], 3);
+    assert_eq!(by_id["old"]["status"], "completed");
+    assert!(by_id["task-0"].get("error").is_none());
+    assert!(
+        by_id["broken"]["error"].as_str().unwrap().starts_with("line 7: phase1 has no executable"),
+        "{}",
+        by_id["broken"]
+    );
+    let validate = env.scafld(&["validate", "broken", "--json"]).json();
+    let messages = validate["result"]["diagnostics"].to_string();
+    assert!(messages.contains("criterion line does not parse"), "{messages}");
+    assert!(by_id["misnamed"]["error"].as_str().unwrap().contains("does not match the file name misnamed.md"));
+
+    let run = env.scafld(&["list", "--status", "draft", "--json"]);
+    let ids: Vec<&str> = run.json()["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|s| Box::leak(s.to_string().into_boxed_str()) as &str)
+        .collect();
+    assert!(ids.contains(&"task-0") && !ids.contains(&"task-2"), "{ids:?}");
+    env.scafld(&["status", "task-1"]).assert_code(0);
+    let broken = env.scafld(&["status", "broken", "--json"]);
+    broken.assert_code(3);
+    assert_eq!(broken.json()["result"]["valid"], false);
+    let human = env.scafld(&["list"]);
+    assert!(human.stdout.contains("invalid"), "{}", human.stdout);
+    env.scafld(&["list", "--status", "finished"]).assert_code(2);
+}
+
+#[test]
+fn a_hand_edit_is_published_to_subscribers() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "watched", &spec_text("watched", "draft"));
+    env.scafld(&["status", "watched"]).assert_code(0);
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+
+    let edited = std::fs::read_to_string(&path).unwrap().replace("status: draft", "status: approved");
+    let started = Instant::now();
+    std::fs::write(&path, edited).unwrap();
+    let event = loop {
+        let event = subscriber.next_event();
+        if event["kind"] == "task_changed" {
+            break event;
+        }
+    };
+    eprintln!("hand edit seen after {:?}", started.elapsed());
+    assert_eq!(event["task_id"], "watched");
+    assert_eq!(event["cause"], "hand_edit");
+    assert_eq!(event["status"], "approved");
+
+    // The index already has it: list shows the new status.
+    let list = env.client().result("task.list", json!({"root": root(&env)}));
+    assert_eq!(list["tasks"][0]["status"], "approved");
+
+    // A command's own write is published once, with the command as its cause.
+    env.scafld(&["plan", "fresh"]).assert_code(0);
+    let event = loop {
+        let event = subscriber.next_event();
+        if event["kind"] == "task_changed" {
+            break event;
+        }
+    };
+    assert_eq!((event["task_id"].as_str(), event["cause"].as_str()), (Some("fresh"), Some("command:plan")));
+}
+
+#[test]
+fn harden_opens_a_round_and_checks_grounded_evidence() {
+    let env = TestEnv::new();
+    env.init();
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/lib.rs"), "line one\nline two\nline three\n").unwrap();
+    let original = spec_text("hard", "draft");
+    let path = write_spec(&env, "drafts", "hard", &original);
+
+    let run = env.scafld(&["harden", "hard"]);
+    run.assert_code(0);
+    assert!(run.stdout.contains("Path audit") && run.stdout.contains("max_questions_per_round: 8"), "{}", run.stdout);
+    assert!(run.stdout.contains("round: round-1"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("harden_status: in_progress"));
+    assert!(text.contains("### round-1"));
+    // Prose, fences and phases are byte-identical; the new section is appended after them.
+    let prose = &original[original.find("## Summary").unwrap()..];
+    assert!(text.contains(prose), "prose changed:\n{text}");
+
+    let run = env.scafld(&["harden", "hard", "--mark-passed", "--json"]);
+    run.assert_code(3);
+    let problems = run.json()["error"]["details"]["problems"].as_array().unwrap().clone();
+    assert!(problems.iter().any(|p| p.as_str().unwrap().contains("`Path audit` is missing")), "{problems:?}");
+
+    let checks = [
+        ("Path audit", "code:src/lib.rs:3"),
+        ("Command audit", "spec_gap:Acceptance"),
+        ("Scope/migration audit", "spec_gap:Scope"),
+        ("Acceptance timing audit", "spec_gap:Phases"),
+        ("Rollback/repair audit", "spec_gap:Rollback"),
+        ("Design challenge", "code:src/lib.rs:9"),
+    ];
+    let mut round = String::from("Checks:\n");
+    for (name, grounded) in checks {
+        round.push_str(&format!(
+            "- {name}\n  - Grounded in: {grounded}\n  - Result: passed\n  - Evidence: looked at it\n"
+        ));
+    }
+    let text = std::fs::read_to_string(&path).unwrap().replace("Checks:\n- none\n", &round);
+    std::fs::write(&path, &text).unwrap();
+    let run = env.scafld(&["harden", "hard", "--mark-passed", "--json"]);
+    run.assert_code(3);
+    let problems = run.json()["error"]["details"]["problems"].clone();
+    assert_eq!(problems.as_array().unwrap().len(), 1, "{problems}");
+    assert!(problems[0].as_str().unwrap().contains("src/lib.rs has only 3 lines"), "{problems}");
+
+    std::fs::write(&path, text.replace("code:src/lib.rs:9", "code:src/lib.rs:2")).unwrap();
+    let run = env.scafld(&["harden", "hard", "--mark-passed", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["next_command"], "scafld approve hard");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("harden_status: passed") && text.contains("Status: passed"), "{text}");
+    assert!(text.contains("Allowed follow-up command: `scafld approve hard`"));
+
+    write_spec(&env, "active", "busy", &spec_text("busy", "active"));
+    env.scafld(&["harden", "busy"]).assert_code(1);
+}
+
+#[test]
+fn crlf_specs_work_and_keep_their_line_endings() {
+    let env = TestEnv::new();
+    env.init();
+    let original = spec_text("windows", "draft").replace('\n', "\r\n");
+    let path = write_spec(&env, "drafts", "windows", &original);
+    env.scafld(&["validate", "windows"]).assert_code(0);
+    env.scafld(&["harden", "windows"]).assert_code(0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.matches('\n').count(), text.matches("\r\n").count(), "mixed line endings after a write");
+    assert!(text.contains("### round-1\r\n"));
+}
+
+#[test]
+fn reconcile_moves_a_misfiled_spec_and_rewrites_current_state() {
+    let env = TestEnv::new();
+    env.init();
+    let text = spec_text("lost", "approved").replace("Next: approve", "Next: something stale");
+    let misfiled = write_spec(&env, "drafts", "lost", &text);
+    let run = env.scafld(&["reconcile", "lost", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert_eq!(
+        result,
+        json!({"task_id": "lost", "path": ".scafld/specs/approved/lost.md", "changed": true, "moved": true})
+    );
+    assert!(!misfiled.exists());
+    let text = std::fs::read_to_string(env.work.join(".scafld/specs/approved/lost.md")).unwrap();
+    assert!(text.contains("Next: build") && text.contains("Allowed follow-up command: `scafld build lost`"), "{text}");
+    let again = env.scafld(&["reconcile", "lost", "--json"]).json();
+    assert_eq!(again["result"]["changed"], false);
+    env.scafld(&["status", "lost"]).assert_code(0);
+}
+
+#[test]
+fn handoff_and_report() {
+    let env = TestEnv::new();
+    env.init();
+    write_spec(
+        &env,
+        "active",
+        "doing",
+        &spec_text("doing", "active").replace("Current phase: none", "Current phase: phase1"),
+    );
+    write_spec(&env, "drafts", "idea", &spec_text("idea", "draft"));
+    let run = env.scafld(&["handoff", "doing"]);
+    run.assert_code(0);
+    for needle in [
+        "# Handoff: Task doing",
+        "Current phase: phase1 - First",
+        "Objective: Do the first thing.",
+        "`ac1_1` test - first works",
+        "run `scafld build doing`",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?} missing from\n{}", run.stdout);
+    }
+    let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+    assert_eq!(report["total"], 2);
+    assert_eq!(report["by_status"]["active"], 1);
+    assert_eq!(report["by_status"]["draft"], 1);
+    assert_eq!(report["criteria_total"], 6);
+}
+
+#[test]
+fn a_task_named_like_a_subcommand_is_reachable_with_the_task_flag() {
+    let env = TestEnv::new();
+    env.init();
+    write_spec(&env, "drafts", "list", &spec_text("list", "draft"));
+    env.scafld(&["status", "--task", "list"]).assert_code(0);
+    let run = env.scafld(&["status", "list", "--task", "list"]);
+    run.assert_code(2);
+}
