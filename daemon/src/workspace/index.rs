@@ -2,7 +2,7 @@
 //! then updated one file at a time (by the watcher and by the daemon's own writes), so that
 //! requests never re-parse the whole workspace.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -93,12 +93,9 @@ impl Index {
                 changed.push(id);
             }
         }
-        let vanished: Vec<PathBuf> = self
-            .entries
-            .values()
-            .filter(|e| !on_disk.iter().any(|(p, _)| *p == e.path))
-            .map(|e| e.path.clone())
-            .collect();
+        let present: HashSet<&Path> = on_disk.iter().map(|(p, _)| p.as_path()).collect();
+        let vanished: Vec<PathBuf> =
+            self.entries.values().filter(|e| !present.contains(e.path.as_path())).map(|e| e.path.clone()).collect();
         for path in vanished {
             if let Some(id) = self.refresh(&path) {
                 changed.push(id);

@@ -1,0 +1,145 @@
+//! Spec benchmark on one generated workspace: whole-process medians of `scafld status <id>
+//! --json` and `scafld list --json` with 1000 specs, the same commands of the Python scafld
+//! 2.0.0 when `SCAFLD_PY` names its executable (tests/bench/specs.sh installs it), the
+//! hand-edit-to-event latency, and daemon RSS with 10,000 specs indexed. Prints figures only.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use scafld_tests::TestEnv;
+use serde_json::json;
+
+const RUNS: usize = 30;
+
+fn spec(n: usize, status: &str) -> String {
+    let id = format!("bench-{n:05}");
+    let mut text = format!(
+        "---\nspec_version: '2.0'\ntask_id: {id}\ncreated: '2026-05-15T09:00:00Z'\nupdated: '2026-05-15T09:00:00Z'\n\
+         status: {status}\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# Bench task {n}\n\n\
+         ## Summary\n\nA generated task used to measure scafld on a large workspace.\n\n\
+         ## Scope\n\n- `src/module_{n}.rs` - the code of task {n}.\n"
+    );
+    for phase in 1..=2 {
+        text.push_str(&format!(
+            "\n## Phase {phase}: Step {phase}\n\nStatus: pending\nDependencies: none\n\nObjective: Do step {phase}.\n\n\
+             Changes:\n- `src/module_{n}.rs` - part {phase}.\n\nAcceptance:\n"
+        ));
+        for c in 1..=2 {
+            text.push_str(&format!(
+                "- [ ] `ac{phase}_{c}` test - check {c} of step {phase}\n  - Command: `true`\n  - Expected kind: `exit_code_zero`\n"
+            ));
+        }
+    }
+    text
+}
+
+fn generate(work: &Path, range: std::ops::Range<usize>) {
+    for n in range {
+        let (folder, status) = if n % 5 < 3 { ("drafts", "draft") } else { ("approved", "approved") };
+        let path = work.join(".scafld/specs").join(folder).join(format!("bench-{n:05}.md"));
+        std::fs::write(path, spec(n, status)).unwrap();
+    }
+}
+
+fn median(mut command: impl FnMut() -> Command) -> Duration {
+    let mut samples: Vec<Duration> = (0..RUNS)
+        .map(|_| {
+            let mut c = command();
+            let t = Instant::now();
+            let out = c.output().unwrap();
+            let elapsed = t.elapsed();
+            assert!(out.status.success(), "{:?}: {}", c, String::from_utf8_lossy(&out.stderr));
+            elapsed
+        })
+        .collect();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 =
+        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap();
+    kib / 1024.0
+}
+
+fn main() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    let python = std::env::var_os("SCAFLD_PY");
+    Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap();
+    if let Some(py) = &python {
+        assert!(Command::new(py).arg("init").current_dir(&env.work).output().unwrap().status.success());
+    }
+    env.init();
+    generate(&env.work, 0..1000);
+    let t = Instant::now();
+    env.scafld(&["list", "--json"]).assert_code(0);
+    println!("first list after writing 1000 specs (index catch-up): {:.1} ms", ms(t.elapsed()));
+
+    let ours_status = median(|| env.scafld_command(&["status", "bench-00500", "--json"]));
+    let ours_list = median(|| env.scafld_command(&["list", "--json"]));
+    println!("scafld (this) status --json, 1000 specs: median {:.2} ms", ms(ours_status));
+    println!("scafld (this) list --json,   1000 specs: median {:.2} ms", ms(ours_list));
+    if let Some(py) = &python {
+        let py_cmd = |args: &[&str]| {
+            let mut c = Command::new(py);
+            c.args(args).current_dir(&env.work).env("NO_COLOR", "1");
+            c
+        };
+        let py_status = median(|| py_cmd(&["status", "bench-00500", "--json"]));
+        let py_list = median(|| py_cmd(&["list"]));
+        println!(
+            "python scafld 2.0.0 status --json:        median {:.1} ms ({:.0}x slower)",
+            ms(py_status),
+            ms(py_status) / ms(ours_status)
+        );
+        println!(
+            "python scafld 2.0.0 list:                 median {:.1} ms ({:.0}x slower)",
+            ms(py_list),
+            ms(py_list) / ms(ours_list)
+        );
+    } else {
+        println!("(set SCAFLD_PY to the Python scafld 2.0.0 executable to compare; tests/bench/specs.sh does)");
+    }
+
+    // Hand edit -> task_changed notification.
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    let mut latencies = Vec::new();
+    for n in 0..20 {
+        let path = env.work.join(".scafld/specs/drafts/bench-00000.md");
+        let text = spec(0, "draft").replace("Bench task 0", &format!("Bench task 0 edit {n}"));
+        let t = Instant::now();
+        std::fs::write(&path, text).unwrap();
+        loop {
+            let event = subscriber.next_event();
+            if event["kind"] == "task_changed" && event["task_id"] == "bench-00000" {
+                break;
+            }
+        }
+        latencies.push(t.elapsed());
+    }
+    latencies.sort();
+    println!(
+        "hand edit -> task_changed event: median {:.1} ms, max {:.1} ms (20 edits)",
+        ms(latencies[10]),
+        ms(latencies[19])
+    );
+
+    generate(&env.work, 1000..10_000);
+    let t = Instant::now();
+    env.scafld(&["list", "--json"]).assert_code(0);
+    println!("list catching up 9000 new specs: {:.0} ms", ms(t.elapsed()));
+    let list_10k = median(|| env.scafld_command(&["list", "--json"]));
+    println!(
+        "scafld (this) list --json, 10000 specs: median {:.1} ms; daemon RSS {:.1} MiB",
+        ms(list_10k),
+        rss_mib(pid)
+    );
+}
