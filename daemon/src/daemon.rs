@@ -7,13 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Instant;
 
-use scafld_protocol::methods::{DaemonStatusResult, JobCounts, WorkspaceInfo};
+use scafld_protocol::methods::{DaemonStatusResult, WorkspaceInfo};
 use scafld_protocol::{ErrorKind, Event, PROTOCOL_VERSION};
 use tokio::sync::{Mutex, broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::error::{RpcError, RpcResult};
+use crate::jobs::Jobs;
 use crate::store::{Store, WorkspaceRecord};
 use crate::workspace::watch::{self, SpecWatcher};
 use crate::workspace::{Workspace, layout};
@@ -41,11 +42,16 @@ pub struct Daemon {
     open_workspaces: Mutex<HashMap<String, Arc<Workspace>>>,
     watcher: Option<SpecWatcher>,
     watch_events: StdMutex<Option<mpsc::UnboundedReceiver<PathBuf>>>,
+    pub jobs: Jobs,
 }
 
 impl Daemon {
     pub fn new(options: DaemonOptions, store: Arc<dyn Store>, shutdown: CancellationToken) -> Daemon {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let jobs = Jobs::new(store.jobs().unwrap_or_else(|e| {
+            warn!("cannot read stored jobs: {e}");
+            Vec::new()
+        }));
         let (watcher, watch_events) = match SpecWatcher::start() {
             Ok((watcher, rx)) => (Some(watcher), Some(rx)),
             Err(e) => {
@@ -63,6 +69,7 @@ impl Daemon {
             open_workspaces: Mutex::default(),
             watcher,
             watch_events: StdMutex::new(watch_events),
+            jobs,
         }
     }
 
@@ -104,7 +111,7 @@ impl Daemon {
             state_dir: self.options.state_dir.display().to_string(),
             log_file: self.options.log_file.display().to_string(),
             workspaces: self.workspace_list().await?,
-            jobs: JobCounts::default(),
+            jobs: self.jobs.counts(),
         })
     }
 

@@ -2,12 +2,15 @@
 //! JSON-RPC over a Unix socket. The binary in `main.rs` only parses flags, sets up logging,
 //! obtains the socket and turns signals into a shutdown future; everything else starts at [`run`].
 
+pub mod baseline;
 pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod domain;
 pub mod error;
+pub mod jobs;
 pub mod rpc;
+pub mod runner;
 pub mod socket;
 pub mod store;
 pub mod tasks;
@@ -43,6 +46,7 @@ pub async fn run(
             info!(workspace = %record.id, root = %record.root, "not reopening workspace: {e}");
         }
     }
+    tasks::recover_jobs(&daemon).await;
     let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");

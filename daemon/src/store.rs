@@ -1,11 +1,15 @@
 //! Durable daemon state behind a small trait, with sled as the one implementation.
 //!
 //! The trait speaks in domain records rather than keys and bytes so that another backend
-//! (SQLite, redb) could replace sled without touching callers.
+//! (SQLite, redb) could replace sled without touching callers. Writes that acknowledge a
+//! mutation are flushed before they return.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use crate::domain::job::JobRecord;
+use crate::domain::ledger::{LedgerEntry, LedgerEvent};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -26,6 +30,18 @@ pub trait Store: Send + Sync + 'static {
     fn save_workspace(&self, record: &WorkspaceRecord) -> Result<(), StoreError>;
     fn workspace(&self, id: &str) -> Result<Option<WorkspaceRecord>, StoreError>;
     fn workspaces(&self) -> Result<Vec<WorkspaceRecord>, StoreError>;
+    /// Append events to a task's ledger with the next sequence numbers, flushed before return.
+    /// Callers serialise appends per task.
+    fn append(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        recorded_at: &str,
+        events: Vec<LedgerEvent>,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
+    fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    fn save_job(&self, job: &JobRecord) -> Result<(), StoreError>;
+    fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
     /// Make every acknowledged write durable against a process crash.
     fn flush(&self) -> Result<(), StoreError>;
 }
@@ -33,14 +49,25 @@ pub trait Store: Send + Sync + 'static {
 pub struct SledStore {
     db: sled::Db,
     workspaces: sled::Tree,
+    ledger: sled::Tree,
+    jobs: sled::Tree,
 }
 
 impl SledStore {
     pub fn open(dir: &Path) -> Result<SledStore, StoreError> {
         let db = sled::Config::new().path(dir).mode(sled::Mode::LowSpace).open()?;
-        let workspaces = db.open_tree("workspaces")?;
-        Ok(SledStore { db, workspaces })
+        Ok(SledStore {
+            workspaces: db.open_tree("workspaces")?,
+            ledger: db.open_tree("ledger")?,
+            jobs: db.open_tree("jobs")?,
+            db,
+        })
     }
+}
+
+/// `<workspace id>/<task id>/` — task ids cannot contain `/`, so prefixes never overlap.
+fn ledger_prefix(workspace_id: &str, task_id: &str) -> Vec<u8> {
+    format!("{workspace_id}/{task_id}/").into_bytes()
 }
 
 impl Store for SledStore {
@@ -58,6 +85,48 @@ impl Store for SledStore {
 
     fn workspaces(&self) -> Result<Vec<WorkspaceRecord>, StoreError> {
         self.workspaces.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
+    }
+
+    fn append(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        recorded_at: &str,
+        events: Vec<LedgerEvent>,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let prefix = ledger_prefix(workspace_id, task_id);
+        let last = match self.ledger.scan_prefix(&prefix).next_back() {
+            Some(entry) => serde_json::from_slice::<LedgerEntry>(&entry?.1)?.seq,
+            None => 0,
+        };
+        let mut batch = sled::Batch::default();
+        let mut written = Vec::with_capacity(events.len());
+        for (i, event) in events.into_iter().enumerate() {
+            let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
+            let mut key = prefix.clone();
+            key.extend_from_slice(&entry.seq.to_be_bytes());
+            batch.insert(key, serde_json::to_vec(&entry)?);
+            written.push(entry);
+        }
+        self.ledger.apply_batch(batch)?;
+        self.flush()?;
+        Ok(written)
+    }
+
+    fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.ledger
+            .scan_prefix(ledger_prefix(workspace_id, task_id))
+            .map(|entry| Ok(serde_json::from_slice(&entry?.1)?))
+            .collect()
+    }
+
+    fn save_job(&self, job: &JobRecord) -> Result<(), StoreError> {
+        self.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
+        self.flush()
+    }
+
+    fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        self.jobs.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
     }
 
     fn flush(&self) -> Result<(), StoreError> {

@@ -14,6 +14,8 @@ pub enum Event {
     /// scafld command did it and `hand_edit` when the watcher saw someone else do it; `status` is
     /// empty when the spec was removed or cannot be parsed.
     TaskChanged { workspace_id: String, root: String, task_id: String, status: String, cause: String },
+    /// A job changed state (queued, running, succeeded, failed, timed_out, cancelled, abandoned).
+    JobChanged { job_id: String, task_id: String, state: String },
     /// The subscriber read too slowly and `missed` events were dropped; re-read state.
     EventsLagged { missed: u64 },
 }

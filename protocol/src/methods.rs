@@ -396,3 +396,222 @@ pub struct ReconcileResult {
     /// Whether the file moved to the folder its status belongs in.
     pub moved: bool,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Execution: approve, build, fail, cancel, the session ledger and jobs.
+
+/// The calling client's working directory and environment: the base environment of every
+/// process the daemon runs for this call (never the daemon's own).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerContext {
+    pub cwd: String,
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
+method!(
+    /// Approve a draft: validate, check hardening (or record the override reason), capture the
+    /// git baseline, move the spec to approved/.
+    TaskApprove = "task.approve", ApproveParams => ApproveResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveParams {
+    pub root: String,
+    pub task_id: String,
+    /// Required to approve without a passed harden round; recorded in the ledger.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApproveResult {
+    pub task_id: String,
+    pub status: String,
+    pub path: String,
+    /// HEAD commit at approval, if the repository has one.
+    pub head: Option<String>,
+    /// Dirty and untracked paths recorded in the baseline.
+    pub baseline_paths: usize,
+    pub harden_override: bool,
+    pub next_command: String,
+}
+
+method!(
+    /// One step of the build loop. Opening a phase answers at once; running acceptance starts
+    /// (or attaches to) a job whose id is returned.
+    TaskBuild = "task.build", BuildParams => BuildResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildParams {
+    pub root: String,
+    pub task_id: String,
+    pub caller: CallerContext,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildResult {
+    pub task_id: String,
+    /// The acceptance job, when this step runs commands.
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// True when a build of this task was already running and this call joined it.
+    #[serde(default)]
+    pub attached: bool,
+    /// The finished step, when it needed no job.
+    #[serde(default)]
+    pub outcome: Option<BuildOutcome>,
+}
+
+/// What one build step did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BuildOutcome {
+    pub task_id: String,
+    /// Lifecycle status after the step: active, blocked or review.
+    pub status: String,
+    /// The phase the step ran or opened (`final` for task-level acceptance).
+    pub phase: String,
+    pub passed: usize,
+    pub failed: usize,
+    pub criteria: Vec<CriterionResult>,
+    pub next_command: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CriterionResult {
+    pub criterion_id: String,
+    pub phase_id: String,
+    pub command: String,
+    pub status: String,
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub output_excerpt: String,
+    pub diagnostic: String,
+}
+
+method!(
+    /// Archive a task as failed, with the reason recorded.
+    TaskFail = "task.fail", ReasonParams => ArchiveResult
+);
+
+method!(
+    /// Archive a task as cancelled, with the reason recorded.
+    TaskCancel = "task.cancel", ReasonParams => ArchiveResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReasonParams {
+    pub root: String,
+    pub task_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArchiveResult {
+    pub task_id: String,
+    pub status: String,
+    pub path: String,
+}
+
+method!(
+    /// The task's session ledger; with `export`, also written as JSON to that path (relative
+    /// paths are under the workspace; default `.scafld/runs/<task-id>/ledger.json`).
+    TaskSession = "task.session", SessionParams => SessionResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionParams {
+    pub root: String,
+    pub task_id: String,
+    #[serde(default)]
+    pub export: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionResult {
+    pub task_id: String,
+    pub entries: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exported: Option<String>,
+}
+
+method!(
+    /// Jobs of one workspace (or all, without a root), newest first.
+    JobList = "job.list", JobListParams => JobListResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobListParams {
+    #[serde(default)]
+    pub root: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobListResult {
+    pub jobs: Vec<JobInfo>,
+}
+
+method!(
+    /// One job's current record.
+    JobStatus = "job.status", JobParams => JobInfo
+);
+
+method!(
+    /// Wait until the job is finished or `timeout_seconds` pass; either way return its record.
+    JobWait = "job.wait", JobWaitParams => JobInfo
+);
+
+method!(
+    /// Kill the job's process group and record it cancelled.
+    JobCancel = "job.cancel", JobParams => JobInfo
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobParams {
+    pub job_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobWaitParams {
+    pub job_id: String,
+    pub timeout_seconds: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub job_id: String,
+    /// `acceptance`.
+    pub kind: String,
+    pub workspace_id: String,
+    pub root: String,
+    pub task_id: String,
+    /// queued, running, succeeded, failed, timed_out, cancelled or abandoned.
+    pub state: String,
+    pub finished: bool,
+    pub owner: String,
+    pub attempt: u32,
+    pub created_at: String,
+    #[serde(default)]
+    pub started_at: Option<String>,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    #[serde(default)]
+    pub last_heartbeat: Option<String>,
+    /// What the job is doing now (the criterion being run).
+    #[serde(default)]
+    pub activity: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub outcome: Option<BuildOutcome>,
+}

@@ -3,5 +3,6 @@
 
 mod cli;
 mod daemon;
+mod exec;
 mod specs;
 mod wire;

@@ -11,3 +11,10 @@ pub mod workflow {
     pub const CANCELLED: u8 = 5;
     pub const UNREACHABLE: u8 = 6;
 }
+
+/// Bounded waits (`job wait`).
+pub mod wait {
+    pub const FINISHED_OK: u8 = 0;
+    pub const FINISHED_FAILED: u8 = 3;
+    pub const STILL_RUNNING: u8 = 75;
+}

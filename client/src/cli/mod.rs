@@ -61,6 +61,72 @@ pub enum Command {
     Report,
     /// Rebuild the runner-owned sections of a spec and put it in the folder of its status.
     Reconcile(TaskArg),
+    /// Approve a draft: validate, check hardening, record the git baseline.
+    Approve(ApproveArgs),
+    /// One step of the build loop: open the next phase, or run the current phase's acceptance.
+    Build(BuildArgs),
+    /// Archive a task as failed.
+    Fail(ReasonArgs),
+    /// Archive a task as cancelled.
+    Cancel(ReasonArgs),
+    /// Print a task's session ledger, or export it as JSON.
+    Session(SessionArgs),
+    /// Inspect, wait for or cancel daemon jobs.
+    #[command(subcommand)]
+    Job(JobCommand),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ApproveArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Approve without a passed harden round; the reason is recorded in the ledger.
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Return the job id at once instead of waiting for the acceptance run.
+    #[arg(long)]
+    pub detach: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReasonArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Why; recorded in the ledger and the spec.
+    #[arg(long)]
+    pub reason: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SessionArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Also write the ledger as JSON (default path: .scafld/runs/<task-id>/ledger.json).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
+    pub export: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum JobCommand {
+    /// Jobs of this workspace, newest first.
+    List,
+    /// One job's record.
+    Status { job_id: String },
+    /// Wait for a job to finish (exit 0 ok, 3 failed, 75 still running at the timeout).
+    Wait {
+        job_id: String,
+        /// Seconds to wait before returning the current state.
+        #[arg(long, default_value_t = 300.0)]
+        timeout: f64,
+    },
+    /// Kill a job's process group and record it cancelled.
+    Cancel { job_id: String },
 }
 
 /// A task id, positional or as `--task` (for ids that equal a subcommand word).
@@ -146,6 +212,15 @@ impl Command {
             Command::Handoff(_) => "handoff",
             Command::Report => "report",
             Command::Reconcile(_) => "reconcile",
+            Command::Approve(_) => "approve",
+            Command::Build(_) => "build",
+            Command::Fail(_) => "fail",
+            Command::Cancel(_) => "cancel",
+            Command::Session(_) => "session",
+            Command::Job(JobCommand::List) => "job list",
+            Command::Job(JobCommand::Status { .. }) => "job status",
+            Command::Job(JobCommand::Wait { .. }) => "job wait",
+            Command::Job(JobCommand::Cancel { .. }) => "job cancel",
         }
     }
 }

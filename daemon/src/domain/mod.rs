@@ -1,8 +1,12 @@
 //! Pure domain logic: values in, values out. Nothing here touches the filesystem, the clock or
 //! processes; adapters in the rest of the crate do that and pass the results in.
 
+pub mod acceptance;
+pub mod build;
 pub mod handoff;
 pub mod harden;
+pub mod job;
+pub mod ledger;
 pub mod lifecycle;
 pub mod spec;
 pub mod task_id;

@@ -17,7 +17,9 @@ use serde::de::DeserializeOwned;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::daemon::{DAEMON_VERSION, Daemon, workspace_io_error};
+use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
+use crate::jobs;
 use crate::tasks;
 use crate::workspace::layout;
 
@@ -52,6 +54,32 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::TaskHandoff, _, _>(&mut module, |d, p| async move { tasks::handoff(&d, p).await });
     register::<m::TaskReport, _, _>(&mut module, |d, p| async move { tasks::report(&d, p).await });
     register::<m::TaskReconcile, _, _>(&mut module, |d, p| async move { tasks::reconcile(&d, p).await });
+    register::<m::TaskApprove, _, _>(&mut module, |d, p| async move { tasks::approve(&d, p).await });
+    register::<m::TaskBuild, _, _>(&mut module, |d, p| async move { tasks::build(&d, p).await });
+    register::<m::TaskFail, _, _>(&mut module, |d, p| async move { tasks::archive(&d, p, Status::Failed).await });
+    register::<m::TaskCancel, _, _>(&mut module, |d, p| async move { tasks::archive(&d, p, Status::Cancelled).await });
+    register::<m::TaskSession, _, _>(&mut module, |d, p| async move { tasks::session(&d, p).await });
+    register::<m::JobList, _, _>(&mut module, |d, p| async move {
+        let root = match p.root {
+            Some(root) => Some(d.workspace(&root).await?.id.clone()),
+            None => None,
+        };
+        let jobs = d
+            .jobs
+            .all()
+            .iter()
+            .filter(|j| root.as_ref().is_none_or(|id| *id == j.workspace_id))
+            .map(jobs::info)
+            .collect();
+        Ok(m::JobListResult { jobs })
+    });
+    register::<m::JobStatus, _, _>(&mut module, |d, p| async move {
+        d.jobs.get(&p.job_id).map(|r| jobs::info(&r)).ok_or_else(|| tasks::unknown_job(&p.job_id))
+    });
+    register::<m::JobWait, _, _>(&mut module, |d, p| async move { tasks::job_wait(&d, p).await });
+    register::<m::JobCancel, _, _>(&mut module, |d, p| async move {
+        d.jobs.cancel(d.store(), &p.job_id).map(|r| jobs::info(&r)).ok_or_else(|| tasks::unknown_job(&p.job_id))
+    });
     module
         .register_subscription(m::EVENTS_SUBSCRIBE, m::EVENTS_NOTIFICATION, m::EVENTS_UNSUBSCRIBE, subscribe_events)
         .expect("subscription names are unique");

@@ -1,9 +1,11 @@
 //! Handlers of the `task.*` methods: resolve the workspace and the task, call the domain, and
 //! (for writes) project the result back into the spec file.
 
+mod exec;
 mod read;
 mod write;
 
+pub use exec::{approve, archive, build, job_wait, recover_jobs, session, unknown_job};
 pub use read::{handoff, list, report, status, validate};
 pub use write::{harden, plan, reconcile};
 

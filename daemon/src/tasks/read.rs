@@ -13,9 +13,15 @@ use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::index::SpecEntry;
 
+/// The spec as the ledger says it is (hand edits to runner-owned fields do not count).
+fn ledger_view(daemon: &Daemon, ws: &crate::workspace::Workspace, entry: &SpecEntry) -> RpcResult<Spec> {
+    let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
+    Ok(crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated))
+}
+
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let spec = &entry.parsed.spec;
+    let spec = &ledger_view(daemon, &ws, &entry)?;
     let errors = entry_errors(&entry);
     let (next, next_command) = match spec.status() {
         Some(status) => next_step(status, spec.harden_status(), &entry.task_id),
@@ -163,9 +169,10 @@ fn summary(path: &str, entry: &SpecEntry) -> m::TaskSummary {
 }
 
 pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffResult> {
-    let (_, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let errors: Vec<String> = entry_errors(&entry).into_iter().map(|d| d.message).collect();
-    Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&entry.parsed.spec, &errors) })
+    let spec = ledger_view(daemon, &ws, &entry)?;
+    Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&spec, &errors) })
 }
 
 pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ReportResult> {

@@ -121,6 +121,18 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     let _guard = ws.writes.lock().await;
     require_valid(&ws, &entry)?;
     let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
+    let has_ledger = !daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?.is_empty();
+    if has_ledger {
+        // The ledger is the authority: rebuild every runner-owned section from it.
+        let target = super::exec::project_from_ledger(daemon, &ws, &entry.task_id, "command:reconcile")?;
+        let changed = std::fs::read_to_string(&target).map(|t| t != text).unwrap_or(true) || target != path;
+        return Ok(m::ReconcileResult {
+            task_id: entry.task_id.clone(),
+            path: ws.relative(&target),
+            changed,
+            moved: target != path,
+        });
+    }
     let status = spec.status().ok_or_else(|| RpcError::internal("valid spec without a status"))?;
     let mut next = spec.clone();
     let (step, follow_up) = next_step(status, spec.harden_status(), &entry.task_id);

@@ -12,7 +12,7 @@ use std::sync::{Mutex, RwLock};
 pub use layout::{ID_FILE, SCAFLD_DIR};
 
 use crate::config::{self, Config, ConfigError};
-use index::Index;
+use index::{Index, Stamp};
 
 /// An open workspace: its identity, its spec index and the lock that serialises writes.
 pub struct Workspace {
@@ -21,7 +21,8 @@ pub struct Workspace {
     pub index: RwLock<Index>,
     /// Held by every command that writes this workspace's specs.
     pub writes: tokio::sync::Mutex<()>,
-    config: Mutex<Option<Config>>,
+    /// The merged config and the stamps of the two files it was read from.
+    config: Mutex<Option<(Config, [Option<Stamp>; 2])>>,
 }
 
 impl Workspace {
@@ -30,14 +31,18 @@ impl Workspace {
         Workspace { id, root, index: RwLock::new(index), writes: tokio::sync::Mutex::new(()), config: Mutex::new(None) }
     }
 
-    /// The merged configuration, read once and re-read after the watcher sees a change.
+    /// The merged configuration; re-read when either file's size or mtime changed (so an edit
+    /// counts at once, without waiting for the watcher).
     pub fn config(&self) -> Result<Config, ConfigError> {
+        let stamps = [Stamp::of(&self.root.join(config::BASE_FILE)), Stamp::of(&self.root.join(config::LOCAL_FILE))];
         let mut cached = self.config.lock().expect("config lock");
-        if let Some(config) = cached.as_ref() {
+        if let Some((config, seen)) = cached.as_ref()
+            && *seen == stamps
+        {
             return Ok(config.clone());
         }
         let config = config::load(&self.root)?;
-        *cached = Some(config.clone());
+        *cached = Some((config.clone(), stamps));
         Ok(config)
     }
 

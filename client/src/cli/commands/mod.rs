@@ -1,11 +1,12 @@
 //! One function per command; each returns its exit code or a [`CliError`].
 
 mod daemon;
+mod exec;
 mod init;
 mod tasks;
 
 use super::output::CliError;
-use super::{Command, Context, DaemonCommand};
+use super::{Command, Context, DaemonCommand, JobCommand};
 
 pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
     match command {
@@ -21,5 +22,14 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Handoff(task) => tasks::handoff(ctx, &task),
         Command::Report => tasks::report(ctx),
         Command::Reconcile(task) => tasks::reconcile(ctx, &task),
+        Command::Approve(args) => exec::approve(ctx, &args),
+        Command::Build(args) => exec::build(ctx, &args),
+        Command::Fail(args) => exec::archive(ctx, &args, true),
+        Command::Cancel(args) => exec::archive(ctx, &args, false),
+        Command::Session(args) => exec::session(ctx, &args),
+        Command::Job(JobCommand::List) => exec::job_list(ctx),
+        Command::Job(JobCommand::Status { job_id }) => exec::job_status(ctx, &job_id),
+        Command::Job(JobCommand::Wait { job_id, timeout }) => exec::job_wait(ctx, &job_id, timeout),
+        Command::Job(JobCommand::Cancel { job_id }) => exec::job_cancel(ctx, &job_id),
     }
 }

@@ -13,12 +13,12 @@ use crate::cli::workspace::find_root;
 use crate::cli::{Context, HardenArgs, ListArgs, PlanArgs, TaskArg};
 
 /// The workspace root (as the daemon expects it) and a connection.
-fn session(ctx: &Context) -> Result<(String, Connection), CliError> {
+pub(super) fn session(ctx: &Context) -> Result<(String, Connection), CliError> {
     let root = find_root(ctx.global.root.as_deref())?;
     Ok((root.display().to_string(), ctx.connect()?))
 }
 
-fn call<M: Method>(conn: &mut Connection, params: &M::Params) -> Result<M::Result, CliError> {
+pub(super) fn call<M: Method>(conn: &mut Connection, params: &M::Params) -> Result<M::Result, CliError> {
     conn.call::<M>(params).map_err(rpc_error)
 }
 

@@ -1,0 +1,242 @@
+//! Execution commands: approve, build (waiting on its job with progress), fail, cancel,
+//! session, and the job family.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use scafld_protocol::methods::{self as m, BuildOutcome, CallerContext, JobInfo};
+
+use super::tasks::{call, session as connect_workspace};
+use crate::cli::exit::{wait, workflow};
+use crate::cli::output::{CliError, Style};
+use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, SessionArgs};
+
+/// How long one `job.wait` call blocks before the client prints a heartbeat line.
+const HEARTBEAT_SECONDS: f64 = 3.0;
+
+/// The caller's working directory and environment, sent with every command that runs processes.
+fn caller() -> CallerContext {
+    CallerContext {
+        cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
+        env: std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect(),
+    }
+}
+
+pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let r = call::<m::TaskApprove>(&mut conn, &m::ApproveParams { root, task_id, reason: args.reason.clone() })?;
+    ctx.out.success(&r, || {
+        let mut text = format!("approved {} ({})\n", r.task_id, r.path);
+        let head = r.head.as_deref().map(|h| &h[..h.len().min(12)]).unwrap_or("no commits yet");
+        let _ = writeln!(text, "baseline: HEAD {head}, {} dirty or untracked path(s)", r.baseline_paths);
+        if r.harden_override {
+            let _ = writeln!(
+                text,
+                "{}: approved without a passed harden round (reason recorded)",
+                ctx.out.paint("override", Style::Bad)
+            );
+        }
+        let _ = write!(text, "next: {}", r.next_command);
+        text
+    });
+    Ok(workflow::OK)
+}
+
+pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let started =
+        call::<m::TaskBuild>(&mut conn, &m::BuildParams { root, task_id: task_id.clone(), caller: caller() })?;
+    if let Some(outcome) = started.outcome {
+        return Ok(print_outcome(ctx, &outcome));
+    }
+    let job_id = started.job_id.ok_or_else(|| {
+        CliError::new("internal", "the daemon returned neither a job nor an outcome", workflow::RUNTIME)
+    })?;
+    if started.attached {
+        eprintln!("scafld: a build of {task_id} is already running; attached to job {job_id}");
+    }
+    if args.detach {
+        ctx.out
+            .success(&serde_json::json!({"task_id": task_id, "job_id": job_id, "attached": started.attached}), || {
+                job_id.clone()
+            });
+        return Ok(workflow::OK);
+    }
+    let t0 = Instant::now();
+    loop {
+        let info = call::<m::JobWait>(
+            &mut conn,
+            &m::JobWaitParams { job_id: job_id.clone(), timeout_seconds: HEARTBEAT_SECONDS },
+        )?;
+        if !info.finished {
+            if !ctx.out.json {
+                let activity = info.activity.as_deref().unwrap_or(info.state.as_str());
+                eprintln!("scafld build {task_id}: {activity} (elapsed {}s)", t0.elapsed().as_secs());
+            }
+            continue;
+        }
+        return match &info.outcome {
+            Some(outcome) => Ok(print_outcome(ctx, outcome)),
+            None => {
+                let code = if info.state == "cancelled" { workflow::CANCELLED } else { workflow::RUNTIME };
+                let reason = info.reason.clone().unwrap_or_else(|| info.state.clone());
+                Err(CliError::new(
+                    info.state.clone(),
+                    format!("build job {} ended {}: {reason}", info.job_id, info.state),
+                    code,
+                ))
+            }
+        };
+    }
+}
+
+fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
+    let human = || {
+        let mut text = format!(
+            "build {}: {} - {} passed, {} failed\n",
+            outcome.task_id, outcome.phase, outcome.passed, outcome.failed
+        );
+        for c in &outcome.criteria {
+            let mark = if c.status == "pass" {
+                ctx.out.paint("pass", Style::Good)
+            } else {
+                ctx.out.paint(&c.status, Style::Bad)
+            };
+            let _ =
+                writeln!(text, "  {mark:<4} {:<12} {} ({}, {} ms)", c.criterion_id, c.command, c.reason, c.duration_ms);
+            if c.status != "pass" {
+                if !c.output_excerpt.trim().is_empty() {
+                    for line in c.output_excerpt.trim_end().lines().rev().take(5).collect::<Vec<_>>().into_iter().rev()
+                    {
+                        let _ = writeln!(text, "       | {line}");
+                    }
+                }
+                if !c.diagnostic.is_empty() {
+                    let _ = writeln!(text, "       diagnostics: {}", c.diagnostic);
+                }
+            }
+        }
+        let _ = writeln!(text, "status: {} ({})", outcome.status, outcome.message);
+        let _ = write!(text, "next: {}", outcome.next_command);
+        text
+    };
+    if outcome.status == "blocked" {
+        let error = CliError::new(
+            "acceptance_failed",
+            format!("{}: {} acceptance failed", outcome.task_id, outcome.phase),
+            workflow::VALIDATION,
+        )
+        .with_hint(format!(
+            "repair it (`scafld handoff {}`), then run `scafld build {}` again",
+            outcome.task_id, outcome.task_id
+        ));
+        if ctx.out.json {
+            ctx.out.failure(&error, serde_json::to_value(outcome).ok());
+        } else {
+            println!("{}", human());
+        }
+        return workflow::VALIDATION;
+    }
+    ctx.out.success(outcome, human);
+    workflow::OK
+}
+
+pub fn archive(ctx: &Context, args: &ReasonArgs, failed: bool) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let params = m::ReasonParams { root, task_id, reason: args.reason.clone() };
+    let r = if failed { call::<m::TaskFail>(&mut conn, &params)? } else { call::<m::TaskCancel>(&mut conn, &params)? };
+    ctx.out.success(&r, || format!("{}: {} ({})", r.task_id, r.status, r.path));
+    Ok(workflow::OK)
+}
+
+pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let export = args.export.as_ref().map(|p| {
+        if p.is_empty() || std::path::Path::new(p).is_absolute() {
+            p.clone()
+        } else {
+            std::env::current_dir().map(|d| d.join(p).display().to_string()).unwrap_or_else(|_| p.clone())
+        }
+    });
+    let r = call::<m::TaskSession>(&mut conn, &m::SessionParams { root, task_id, export })?;
+    ctx.out.success(&r, || {
+        let mut text = String::new();
+        for e in &r.entries {
+            let kind = e["type"].as_str().unwrap_or("?");
+            let detail = [e.get("phase_id"), e.get("criterion_id"), e.get("status"), e.get("state")]
+                .iter()
+                .flatten()
+                .filter_map(|v| v.as_str())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let reason = e["reason"].as_str().unwrap_or("");
+            let _ = writeln!(
+                text,
+                "entry-{:<4} {}  {kind:<18} {detail:<24} {reason}",
+                e["seq"],
+                e["recorded_at"].as_str().unwrap_or("")
+            );
+        }
+        if r.entries.is_empty() {
+            text.push_str("no ledger entries yet\n");
+        }
+        if let Some(path) = &r.exported {
+            let _ = writeln!(text, "exported to {path}");
+        }
+        text.trim_end().to_string()
+    });
+    Ok(workflow::OK)
+}
+
+fn job_line(j: &JobInfo) -> String {
+    format!(
+        "{}  {:<10} {:<10} {}  {}",
+        j.job_id,
+        j.state,
+        j.kind,
+        j.task_id,
+        j.activity.as_deref().or(j.reason.as_deref()).unwrap_or("")
+    )
+}
+
+pub fn job_list(ctx: &Context) -> Result<u8, CliError> {
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let r = call::<m::JobList>(&mut conn, &m::JobListParams { root: Some(root) })?;
+    ctx.out.success(&r, || {
+        if r.jobs.is_empty() { "no jobs".into() } else { r.jobs.iter().map(job_line).collect::<Vec<_>>().join("\n") }
+    });
+    Ok(workflow::OK)
+}
+
+pub fn job_status(ctx: &Context, job_id: &str) -> Result<u8, CliError> {
+    let mut conn = ctx.connect()?;
+    let j = call::<m::JobStatus>(&mut conn, &m::JobParams { job_id: job_id.into() })?;
+    ctx.out.success(&j, || job_line(&j));
+    Ok(workflow::OK)
+}
+
+pub fn job_wait(ctx: &Context, job_id: &str, timeout: f64) -> Result<u8, CliError> {
+    if !(timeout.is_finite() && timeout >= 0.0) {
+        return Err(CliError::usage("--timeout must be a non-negative number of seconds"));
+    }
+    let mut conn = ctx.connect()?;
+    let j = call::<m::JobWait>(&mut conn, &m::JobWaitParams { job_id: job_id.into(), timeout_seconds: timeout })?;
+    ctx.out.success(&j, || job_line(&j));
+    Ok(match (j.finished, j.state.as_str()) {
+        (false, _) => wait::STILL_RUNNING,
+        (true, "succeeded") => wait::FINISHED_OK,
+        (true, _) => wait::FINISHED_FAILED,
+    })
+}
+
+pub fn job_cancel(ctx: &Context, job_id: &str) -> Result<u8, CliError> {
+    let mut conn = ctx.connect()?;
+    let j = call::<m::JobCancel>(&mut conn, &m::JobParams { job_id: job_id.into() })?;
+    ctx.out.success(&j, || format!("cancelling {} ({})", j.job_id, j.state));
+    Ok(workflow::OK)
+}

@@ -1,0 +1,86 @@
+//! Workspace snapshots with git2: HEAD and every dirty or untracked path with a fingerprint of
+//! its content. Approval records one as the baseline; review compares later ones against it.
+
+use std::path::Path;
+
+use git2::{Repository, Status, StatusOptions};
+use sha2::{Digest, Sha256};
+
+use crate::domain::ledger::BaselinePath;
+
+pub struct Snapshot {
+    pub head: Option<String>,
+    pub paths: Vec<BaselinePath>,
+}
+
+/// Snapshot the git repository containing `root`. Paths under `.scafld/runs/` are left out
+/// (the runner writes there).
+pub fn snapshot(root: &Path) -> Result<Snapshot, String> {
+    let repo = Repository::discover(root).map_err(|e| {
+        format!(
+            "{} is not inside a git repository ({}); scafld records a git baseline at approval, run `git init` first",
+            root.display(),
+            e.message()
+        )
+    })?;
+    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let head = repo.head().ok().and_then(|h| h.peel_to_commit().ok()).map(|c| c.id().to_string());
+    let mut options = StatusOptions::new();
+    options.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false);
+    let statuses = repo.statuses(Some(&mut options)).map_err(|e| format!("git status failed: {}", e.message()))?;
+    let mut paths = Vec::new();
+    for entry in statuses.iter() {
+        let Ok(path) = entry.path() else { continue };
+        if path.starts_with(".scafld/runs/") {
+            continue;
+        }
+        let status = entry.status();
+        let fingerprint = fingerprint(&workdir.join(path));
+        paths.push(BaselinePath { status: porcelain(status), fingerprint, path: path.to_string() });
+    }
+    paths.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Snapshot { head, paths })
+}
+
+/// sha256 of the file's bytes, `deleted` when it is gone, `unreadable` when it cannot be read.
+fn fingerprint(path: &Path) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => format!("{:x}", Sha256::digest(&bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "deleted".into(),
+        Err(_) => "unreadable".into(),
+    }
+}
+
+/// The two-letter `git status --porcelain` code.
+fn porcelain(s: Status) -> String {
+    if s.contains(Status::WT_NEW) && !s.intersects(Status::INDEX_NEW) {
+        return "??".into();
+    }
+    let index = if s.contains(Status::INDEX_NEW) {
+        'A'
+    } else if s.contains(Status::INDEX_MODIFIED) {
+        'M'
+    } else if s.contains(Status::INDEX_DELETED) {
+        'D'
+    } else if s.contains(Status::INDEX_RENAMED) {
+        'R'
+    } else if s.contains(Status::INDEX_TYPECHANGE) {
+        'T'
+    } else {
+        ' '
+    };
+    let worktree = if s.contains(Status::WT_MODIFIED) {
+        'M'
+    } else if s.contains(Status::WT_DELETED) {
+        'D'
+    } else if s.contains(Status::WT_RENAMED) {
+        'R'
+    } else if s.contains(Status::WT_TYPECHANGE) {
+        'T'
+    } else if s.contains(Status::WT_NEW) {
+        '?'
+    } else {
+        ' '
+    };
+    format!("{index}{worktree}")
+}

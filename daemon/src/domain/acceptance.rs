@@ -1,0 +1,293 @@
+//! Acceptance evidence: the matchers that turn a finished command into pass or fail, browser
+//! evidence validation, and the environment acceptance commands run with.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// What a finished (or failed-to-finish) command produced.
+pub struct RunFacts<'a> {
+    /// `None` when the process was killed or never started.
+    pub exit_code: Option<i32>,
+    pub stdout: &'a [u8],
+    /// Whether stdout and stderr together were exactly empty.
+    pub output_empty: bool,
+    /// Timeout or start failure; it decides the verdict whatever the matcher.
+    pub runner_error: Option<String>,
+    pub command: &'a str,
+    pub combined_text: &'a str,
+}
+
+/// `(status, reason)` for `expected_kind`. Status is `pass`, `fail`, `pending` or `invalid`.
+pub fn evaluate(expected_kind: &str, facts: &RunFacts<'_>) -> (&'static str, String) {
+    if let Some(error) = &facts.runner_error {
+        return ("fail", error.clone());
+    }
+    let code = facts.exit_code.unwrap_or(-1);
+    match expected_kind {
+        "exit_code_zero" => (if code == 0 { "pass" } else { "fail" }, format!("exit code was {code}")),
+        "exit_code_nonzero" => (if code != 0 { "pass" } else { "fail" }, format!("exit code was {code}")),
+        "no_matches" => {
+            if facts.output_empty {
+                ("pass", "output was empty".into())
+            } else {
+                ("fail", "output was not empty".into())
+            }
+        }
+        "browser_evidence" => match browser_evidence(code, facts.stdout) {
+            Ok(reason) => ("pass", reason),
+            Err(reason) => ("fail", with_playwright_hint(reason, facts.command, facts.combined_text)),
+        },
+        "manual" => ("pending", "manual criterion requires human evidence".into()),
+        other => ("invalid", format!("unknown expected_kind {other:?}")),
+    }
+}
+
+/// Validate the one JSON object a browser criterion prints on stdout.
+pub fn browser_evidence(exit_code: i32, stdout: &[u8]) -> Result<String, String> {
+    if exit_code != 0 {
+        return Err(format!("browser command exited with code {exit_code}"));
+    }
+    let text = String::from_utf8_lossy(stdout);
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("browser evidence missing: the command printed nothing on stdout".into());
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("browser evidence is not JSON: {e}"))?;
+    let object = value.as_object().ok_or("browser evidence must be one JSON object")?;
+    for key in ["url", "viewport", "console_errors", "network_errors"] {
+        if !object.contains_key(key) {
+            return Err(format!("browser evidence lacks `{key}`"));
+        }
+    }
+    let text_field = |key: &str| object.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
+    let url = text_field("url").ok_or("browser evidence `url` must be a non-empty string")?;
+    let viewport = text_field("viewport").ok_or("browser evidence `viewport` must be a non-empty string")?;
+    if let Some(auth) = object.get("auth") {
+        let mode = auth.get("mode").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        if mode.is_empty() {
+            return Err("browser evidence `auth.mode` must be a non-empty string".into());
+        }
+    }
+    for key in ["console_errors", "network_errors"] {
+        let errors =
+            object.get(key).and_then(Value::as_array).ok_or(format!("browser evidence `{key}` must be a list"))?;
+        if !errors.is_empty() {
+            let first = errors[0].as_str().map(str::to_string).unwrap_or_else(|| errors[0].to_string());
+            return Err(format!("browser evidence recorded {} {}: {first}", errors.len(), key.replace('_', " ")));
+        }
+    }
+    let mut artifacts = 0;
+    for key in ["screenshots", "traces", "videos", "artifacts"] {
+        let Some(list) = object.get(key) else { continue };
+        let list = list.as_array().ok_or(format!("browser evidence `{key}` must be a list"))?;
+        for item in list {
+            let path = item.get("path").and_then(Value::as_str).map(str::trim).unwrap_or_default();
+            if path.is_empty() {
+                return Err(format!("browser evidence `{key}` has an entry without a path"));
+            }
+            artifacts += 1;
+        }
+    }
+    if artifacts == 0 {
+        return Err("browser evidence needs at least one screenshot, trace, video or artifact".into());
+    }
+    Ok(format!("browser evidence accepted for {url} at {viewport}"))
+}
+
+const PLAYWRIGHT_MISSING: [&str; 9] = [
+    "command not found",
+    "not recognized as an internal or external command",
+    "cannot find module '@playwright/test'",
+    "cannot find package '@playwright/test'",
+    "executable doesn't exist",
+    "browser executable not found",
+    "please run the following command",
+    "playwright install",
+    "no executable found",
+];
+
+fn with_playwright_hint(reason: String, command: &str, output: &str) -> String {
+    let haystack = format!("{command}\n{output}").to_lowercase();
+    if haystack.contains("playwright") && PLAYWRIGHT_MISSING.iter().any(|m| haystack.contains(m)) {
+        format!(
+            "{reason}; Playwright or its browsers look missing: install the project's dependencies, then \
+             its browsers with the repo's package manager (for example `npx playwright install`), and rerun"
+        )
+    } else {
+        reason
+    }
+}
+
+/// Toolchain files and the shim directories they imply (relative to `$HOME`).
+pub const SHIM_FILES: [(&str, &[&str]); 8] = [
+    (".ruby-version", &[".rbenv/shims"]),
+    (".python-version", &[".pyenv/shims"]),
+    (".node-version", &[".nodenv/shims"]),
+    (".nvmrc", &[".nodenv/shims"]),
+    (".go-version", &[".goenv/shims"]),
+    (".java-version", &[".jenv/shims"]),
+    (".tool-versions", &[".asdf/shims", ".local/share/mise/shims", ".mise/shims"]),
+    ("mise.toml", &[".local/share/mise/shims", ".mise/shims"]),
+];
+
+/// The environment of an acceptance command: the caller's environment, then PATH =
+/// `path_prepend` + shims of `found_files` + the caller's PATH, then `config_env` last.
+/// `$VAR`, `${VAR}` and a leading `~` are expanded from the caller's environment.
+pub fn environment(
+    caller: &BTreeMap<String, String>,
+    path_prepend: &[String],
+    found_files: &[&str],
+    config_env: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env = caller.clone();
+    let home = caller.get("HOME").cloned().unwrap_or_default();
+    let mut entries: Vec<String> = path_prepend.iter().map(|p| expand(p, caller)).collect();
+    for (file, shims) in SHIM_FILES {
+        let present = found_files.contains(&file) || (file == "mise.toml" && found_files.contains(&".mise.toml"));
+        if present && !home.is_empty() {
+            entries.extend(shims.iter().map(|s| format!("{home}/{s}")));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    entries.retain(|e| !e.is_empty() && seen.insert(e.clone()));
+    let base_path =
+        config_env.get("PATH").map(|p| expand(p, caller)).or_else(|| caller.get("PATH").cloned()).unwrap_or_default();
+    if !base_path.is_empty() {
+        entries.push(base_path);
+    }
+    env.insert("PATH".into(), entries.join(":"));
+    for (key, value) in config_env {
+        if key != "PATH" {
+            env.insert(key.clone(), expand(value, caller));
+        }
+    }
+    env
+}
+
+fn expand(value: &str, vars: &BTreeMap<String, String>) -> String {
+    let value = match value.strip_prefix('~') {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+            format!("{}{rest}", vars.get("HOME").map(String::as_str).unwrap_or("~"))
+        }
+        _ => value.to_string(),
+    };
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value.as_str();
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        let (name, tail) = if let Some(braced) = after.strip_prefix('{') {
+            match braced.find('}') {
+                Some(end) => (&braced[..end], &braced[end + 1..]),
+                None => ("", after),
+            }
+        } else {
+            let end = after.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(after.len());
+            (&after[..end], &after[end..])
+        };
+        if name.is_empty() {
+            out.push('$');
+            rest = after;
+        } else {
+            out.push_str(vars.get(name).map(String::as_str).unwrap_or(""));
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(code: i32, stdout: &'static str) -> RunFacts<'static> {
+        RunFacts {
+            exit_code: Some(code),
+            stdout: stdout.as_bytes(),
+            output_empty: stdout.is_empty(),
+            runner_error: None,
+            command: "x",
+            combined_text: stdout,
+        }
+    }
+
+    #[test]
+    fn matchers() {
+        assert_eq!(evaluate("exit_code_zero", &facts(0, "")).0, "pass");
+        assert_eq!(evaluate("exit_code_zero", &facts(2, "")), ("fail", "exit code was 2".into()));
+        assert_eq!(evaluate("exit_code_nonzero", &facts(1, "")).0, "pass");
+        assert_eq!(evaluate("no_matches", &facts(1, "")).0, "pass");
+        assert_eq!(evaluate("no_matches", &facts(0, "x")).0, "fail");
+        assert_eq!(evaluate("manual", &facts(0, "")).0, "pending");
+        assert_eq!(evaluate("bogus", &facts(0, "")).0, "invalid");
+        let mut timed_out = facts(0, "");
+        timed_out.runner_error = Some("process timeout".into());
+        assert_eq!(evaluate("exit_code_zero", &timed_out), ("fail", "process timeout".into()));
+    }
+
+    #[test]
+    fn browser_evidence_rules() {
+        let ok = r#"{"url":"http://x/","viewport":"1440x900","screenshots":[{"path":"a.png"}],"console_errors":[],"network_errors":[]}"#;
+        assert_eq!(browser_evidence(0, ok.as_bytes()).unwrap(), "browser evidence accepted for http://x/ at 1440x900");
+        let cases = [
+            (
+                r#"{"url":"u","viewport":"v","console_errors":["boom"],"network_errors":[],"screenshots":[{"path":"a"}]}"#,
+                "1 console errors: boom",
+            ),
+            (r#"{"url":"u","viewport":"v","console_errors":[],"network_errors":[]}"#, "at least one screenshot"),
+            (
+                r#"{"url":"","viewport":"v","console_errors":[],"network_errors":[],"traces":[{"path":"t"}]}"#,
+                "`url` must be",
+            ),
+            (r#"{"url":"u","viewport":"v","network_errors":[],"traces":[{"path":"t"}]}"#, "lacks `console_errors`"),
+            (r#"{"url":"u","viewport":"v","console_errors":[],"network_errors":[],"videos":[{}]}"#, "without a path"),
+            (
+                r#"{"url":"u","viewport":"v","auth":{},"console_errors":[],"network_errors":[],"videos":[{"path":"v"}]}"#,
+                "auth.mode",
+            ),
+            ("not json", "not JSON"),
+            ("", "printed nothing"),
+        ];
+        for (input, expected) in cases {
+            let error = browser_evidence(0, input.as_bytes()).unwrap_err();
+            assert!(error.contains(expected), "{input}: {error}");
+        }
+        assert!(browser_evidence(1, ok.as_bytes()).unwrap_err().contains("exited with code 1"));
+        let (_, reason) = evaluate(
+            "browser_evidence",
+            &RunFacts {
+                exit_code: Some(127),
+                stdout: b"",
+                output_empty: false,
+                runner_error: None,
+                command: "npx playwright test",
+                combined_text: "sh: npx: command not found",
+            },
+        );
+        assert!(reason.contains("Playwright or its browsers look missing"), "{reason}");
+    }
+
+    #[test]
+    fn environment_order() {
+        let caller: BTreeMap<String, String> = [("HOME", "/h"), ("PATH", "/usr/bin:/bin"), ("TOKEN", "t")]
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        let config_env: BTreeMap<String, String> =
+            [("GEMFILE", "${HOME}/Gemfile")].into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let env = environment(
+            &caller,
+            &["~/bin".into(), "$HOME/.rbenv/shims".into()],
+            &[".ruby-version", ".tool-versions"],
+            &config_env,
+        );
+        assert_eq!(
+            env["PATH"],
+            "/h/bin:/h/.rbenv/shims:/h/.asdf/shims:/h/.local/share/mise/shims:/h/.mise/shims:/usr/bin:/bin"
+        );
+        assert_eq!(env["GEMFILE"], "/h/Gemfile");
+        assert_eq!(env["TOKEN"], "t");
+    }
+}

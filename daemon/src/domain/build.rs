@@ -1,0 +1,159 @@
+//! The phase-sequenced build loop: which step a `build` call takes, and what it records.
+//! One call does one step: open a phase, or run the current phase's criteria and then block,
+//! open the next phase, or (after the last phase and the task-level criteria) move to review.
+
+use crate::domain::ledger::LedgerEvent;
+use crate::domain::lifecycle::Status;
+use crate::domain::spec::{Criterion, Spec};
+
+/// What acceptance a step runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Phase(String),
+    /// The task-level validation criteria, after the last phase.
+    Final,
+}
+
+impl Target {
+    pub fn label(&self) -> String {
+        match self {
+            Target::Phase(id) => id.clone(),
+            Target::Final => "final".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// From approved: activate the task and open the first phase; nothing runs.
+    Open(Target),
+    /// Run these criteria as one acceptance job.
+    Run(Target, Vec<Criterion>),
+}
+
+/// Decide the step for a spec already projected from its ledger. `Err` explains a refusal.
+pub fn plan(spec: &Spec) -> Result<Step, String> {
+    let id = &spec.front.task_id;
+    match spec.status() {
+        Some(Status::Approved) => Ok(Step::Open(first_open(spec))),
+        Some(Status::Active | Status::Blocked) => {
+            let target = current(spec);
+            let criteria = criteria_of(spec, &target);
+            Ok(Step::Run(target, criteria))
+        }
+        Some(Status::Review) => Err(format!("{id} is ready for review: run `scafld review {id}`")),
+        Some(Status::Draft) => {
+            Err(format!("build requires an approved task; {id} is a draft: run `scafld approve {id}`"))
+        }
+        Some(status @ (Status::Completed | Status::Failed | Status::Cancelled)) => {
+            Err(format!("{id} is archived ({status}); archived tasks are immutable, create a new task to continue"))
+        }
+        None => Err(format!("{id} has no valid status")),
+    }
+}
+
+fn first_open(spec: &Spec) -> Target {
+    spec.phases.iter().find(|p| p.status != "completed").map(|p| Target::Phase(p.id())).unwrap_or(Target::Final)
+}
+
+/// The phase being built: the one Current State names if still open, else the first phase
+/// that is active or blocked, else the first pending one, else final acceptance.
+pub fn current(spec: &Spec) -> Target {
+    let named = spec.current_state.current_phase.as_str();
+    if named == "final" {
+        return Target::Final;
+    }
+    let open = |p: &&crate::domain::spec::Phase| p.status != "completed";
+    spec.phases
+        .iter()
+        .filter(open)
+        .find(|p| p.id() == named)
+        .or_else(|| spec.phases.iter().find(|p| matches!(p.status.as_str(), "active" | "blocked")))
+        .or_else(|| spec.phases.iter().find(open))
+        .map(|p| Target::Phase(p.id()))
+        .unwrap_or(Target::Final)
+}
+
+pub fn criteria_of(spec: &Spec, target: &Target) -> Vec<Criterion> {
+    match target {
+        Target::Phase(id) => spec.phase(id).map(|p| p.criteria.clone()).unwrap_or_default(),
+        Target::Final => spec.acceptance.criteria.clone(),
+    }
+}
+
+/// Events of the opening step.
+pub fn open_events(target: &Target) -> Vec<LedgerEvent> {
+    match target {
+        Target::Phase(id) => vec![
+            LedgerEvent::Phase { phase_id: id.clone(), status: "active".into(), reason: format!("phase {id} opened") },
+            LedgerEvent::Build { status: "active".into(), reason: format!("phase {id} opened") },
+        ],
+        Target::Final => vec![LedgerEvent::Build { status: "active".into(), reason: "final acceptance opened".into() }],
+    }
+}
+
+/// Recorded before the criteria of `target` run.
+pub fn running_event(target: &Target) -> LedgerEvent {
+    let reason = match target {
+        Target::Phase(id) => format!("running phase {id} evidence"),
+        Target::Final => "running final acceptance".into(),
+    };
+    LedgerEvent::Build { status: "active".into(), reason }
+}
+
+/// After running `target`: the events to record, and whether final acceptance runs next in the
+/// same call.
+pub struct Conclusion {
+    pub events: Vec<LedgerEvent>,
+    pub run_final_next: bool,
+}
+
+pub fn conclude(spec: &Spec, target: &Target, all_passed: bool) -> Conclusion {
+    let blocked = |reason: String| LedgerEvent::Build { status: "blocked".into(), reason };
+    let to_review =
+        || LedgerEvent::Build { status: "review".into(), reason: "build completed; ready for review".into() };
+    match target {
+        Target::Phase(id) if !all_passed => {
+            let reason = format!("phase {id} acceptance failed");
+            Conclusion {
+                events: vec![
+                    LedgerEvent::Phase { phase_id: id.clone(), status: "blocked".into(), reason: reason.clone() },
+                    blocked(reason),
+                ],
+                run_final_next: false,
+            }
+        }
+        Target::Phase(id) => {
+            let mut events = vec![LedgerEvent::Phase {
+                phase_id: id.clone(),
+                status: "completed".into(),
+                reason: "all phase criteria passed".into(),
+            }];
+            let later = spec.phases.iter().skip_while(|p| p.id() != *id).skip(1).find(|p| p.status != "completed");
+            match later {
+                Some(next) => {
+                    let next_id = next.id();
+                    events.push(LedgerEvent::Phase {
+                        phase_id: next_id.clone(),
+                        status: "active".into(),
+                        reason: format!("phase {next_id} opened"),
+                    });
+                    events.push(LedgerEvent::Build {
+                        status: "active".into(),
+                        reason: format!("phase {id} completed; phase {next_id} opened"),
+                    });
+                    Conclusion { events, run_final_next: false }
+                }
+                None if spec.acceptance.criteria.is_empty() => {
+                    events.push(to_review());
+                    Conclusion { events, run_final_next: false }
+                }
+                None => Conclusion { events, run_final_next: true },
+            }
+        }
+        Target::Final if !all_passed => {
+            Conclusion { events: vec![blocked("final acceptance failed".into())], run_final_next: false }
+        }
+        Target::Final => Conclusion { events: vec![to_review()], run_final_next: false },
+    }
+}

@@ -1,0 +1,224 @@
+//! The session ledger: typed, append-only events per task, and the replay that turns them into
+//! the runner-owned parts of the spec. The ledger is the authority; the spec is its projection.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::lifecycle::{HardenStatus, Status, next_step};
+use crate::domain::spec::Spec;
+
+/// One dirty or untracked path at approval: porcelain status, content fingerprint, path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaselinePath {
+    pub status: String,
+    pub fingerprint: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum LedgerEvent {
+    WorkspaceBaseline {
+        head: Option<String>,
+        paths: Vec<BaselinePath>,
+        reason: String,
+    },
+    Approval {
+        reason: String,
+        /// Set when approved without a passed harden round: the operator's reason.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        harden_override: Option<String>,
+    },
+    Phase {
+        phase_id: String,
+        status: String,
+        reason: String,
+    },
+    Build {
+        status: String,
+        reason: String,
+    },
+    Criterion {
+        criterion_id: String,
+        /// Empty for task-level criteria.
+        phase_id: String,
+        command: String,
+        exit_code: Option<i32>,
+        matcher: String,
+        status: String,
+        reason: String,
+        /// The tail of the output (capped); the whole output is in `diagnostic`.
+        output: String,
+        diagnostic: String,
+        duration_ms: u64,
+        attempt: u32,
+    },
+    Job {
+        job_id: String,
+        state: String,
+        reason: String,
+    },
+    Fail {
+        reason: String,
+    },
+    Cancel {
+        reason: String,
+    },
+    /// An entry of the original tool's session.json that has no equivalent here, kept whole.
+    Imported {
+        original_type: String,
+        raw: serde_json::Value,
+    },
+}
+
+impl LedgerEvent {
+    pub fn reason(&self) -> &str {
+        match self {
+            LedgerEvent::WorkspaceBaseline { reason, .. }
+            | LedgerEvent::Approval { reason, .. }
+            | LedgerEvent::Phase { reason, .. }
+            | LedgerEvent::Build { reason, .. }
+            | LedgerEvent::Criterion { reason, .. }
+            | LedgerEvent::Job { reason, .. }
+            | LedgerEvent::Fail { reason }
+            | LedgerEvent::Cancel { reason } => reason,
+            LedgerEvent::Imported { .. } => "",
+        }
+    }
+}
+
+/// A stored event: per-task sequence number (from 1) and the time it was recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub seq: u64,
+    pub recorded_at: String,
+    #[serde(flatten)]
+    pub event: LedgerEvent,
+}
+
+impl LedgerEntry {
+    pub fn id(&self) -> String {
+        format!("entry-{}", self.seq)
+    }
+}
+
+/// Latest state of one criterion or phase according to the ledger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mark {
+    pub status: String,
+    pub reason: String,
+    pub entry: String,
+}
+
+/// Everything the ledger says about a task.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Replay {
+    pub status: Option<Status>,
+    pub criteria: BTreeMap<String, Mark>,
+    pub phases: BTreeMap<String, Mark>,
+    /// `phaseN`, `final`, or `None` before the first build.
+    pub current_phase: Option<String>,
+    pub last_reason: String,
+    pub last_recorded_at: String,
+    pub approved: bool,
+}
+
+pub fn replay(entries: &[LedgerEntry]) -> Replay {
+    let mut r = Replay::default();
+    for entry in entries {
+        let mark =
+            |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
+        match &entry.event {
+            LedgerEvent::Approval { .. } => {
+                r.status = Some(Status::Approved);
+                r.approved = true;
+            }
+            LedgerEvent::Phase { phase_id, status, reason } => {
+                r.phases.insert(phase_id.clone(), mark(status, reason));
+                if matches!(status.as_str(), "active" | "blocked") {
+                    r.current_phase = Some(phase_id.clone());
+                }
+            }
+            LedgerEvent::Build { status, reason } => {
+                r.status = status.parse().ok().or(r.status);
+                if reason.contains("final acceptance") || reason.starts_with("build completed") {
+                    r.current_phase = Some("final".into());
+                }
+            }
+            LedgerEvent::Criterion { criterion_id, status, reason, .. } => {
+                r.criteria.insert(criterion_id.clone(), mark(status, reason));
+            }
+            LedgerEvent::Fail { .. } => r.status = Some(Status::Failed),
+            LedgerEvent::Cancel { .. } => r.status = Some(Status::Cancelled),
+            LedgerEvent::WorkspaceBaseline { .. } | LedgerEvent::Job { .. } | LedgerEvent::Imported { .. } => {}
+        }
+        if !entry.event.reason().is_empty() {
+            r.last_reason = entry.event.reason().to_string();
+        }
+        r.last_recorded_at = entry.recorded_at.clone();
+    }
+    r
+}
+
+/// The spec as the ledger says it is: criterion and phase states, lifecycle status and Current
+/// State. Prose and structure come from `spec`; a hand edit to a runner-owned field is undone.
+pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
+    let r = replay(entries);
+    let mut next = spec.clone();
+    if entries.is_empty() {
+        return next;
+    }
+    let id = next.front.task_id.clone();
+    for phase in &mut next.phases {
+        let phase_id = phase.id();
+        phase.status = r.phases.get(&phase_id).map(|m| m.status.clone()).unwrap_or_else(|| "pending".into());
+        for c in &mut phase.criteria {
+            apply_mark(c, r.criteria.get(&c.id));
+        }
+    }
+    for c in &mut next.acceptance.criteria {
+        apply_mark(c, r.criteria.get(&c.id));
+    }
+    let status = r.status.unwrap_or(Status::Draft);
+    if next.front.status != status.as_str() {
+        next.front.status = status.as_str().into();
+    }
+    next.front.updated = now.into();
+    let cs = &mut next.current_state;
+    cs.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());
+    let (step, follow_up) = next_step(status, spec.front.harden_status.parse().unwrap_or(HardenStatus::NotRun), &id);
+    cs.next = step.into();
+    cs.allowed_follow_up = follow_up;
+    cs.reason = if r.last_reason.is_empty() { "none".into() } else { r.last_reason.clone() };
+    cs.latest_runner_update = r.last_recorded_at.clone();
+    let blockers: Vec<String> = if status == Status::Blocked {
+        next.criteria()
+            .filter(|c| matches!(c.status.as_str(), "fail" | "invalid"))
+            .map(|c| format!("`{}`", c.id))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let cs = &mut next.current_state;
+    cs.blockers = if blockers.is_empty() { "none".into() } else { format!("{} failed", blockers.join(", ")) };
+    if cs.review_gate.is_empty() {
+        cs.review_gate = "not_started".into();
+    }
+    next
+}
+
+fn apply_mark(c: &mut crate::domain::spec::Criterion, mark: Option<&Mark>) {
+    match mark {
+        Some(mark) => {
+            c.status = mark.status.clone();
+            c.evidence = mark.reason.clone();
+            c.source_event = mark.entry.clone();
+        }
+        None => {
+            c.status = String::new();
+            c.evidence = String::new();
+            c.source_event = String::new();
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The job table: every job's record (persisted in the store), cancellation handles, per-task
+//! locks that serialise commands on one task, the parallelism limit, and bounded waits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use scafld_protocol::methods::{BuildOutcome, JobCounts, JobInfo};
+use tokio::sync::{Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::clock;
+use crate::domain::job::{JobKind, JobRecord, JobState};
+use crate::store::Store;
+use crate::workspace::Workspace;
+
+/// Jobs that run at once across the daemon (acceptance runs are CPU- and IO-heavy).
+pub const DEFAULT_PARALLEL_JOBS: usize = 4;
+
+pub struct Jobs {
+    records: Mutex<HashMap<String, JobRecord>>,
+    cancels: Mutex<HashMap<String, CancellationToken>>,
+    task_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Bumped on every change; waiters re-check their job when it moves.
+    changes: watch::Sender<u64>,
+    pub limiter: Arc<Semaphore>,
+    next_id: Mutex<u64>,
+}
+
+impl Jobs {
+    pub fn new(records: Vec<JobRecord>) -> Jobs {
+        let (changes, _) = watch::channel(0);
+        let next = records.len() as u64 + 1;
+        Jobs {
+            records: Mutex::new(records.into_iter().map(|r| (r.id.clone(), r)).collect()),
+            cancels: Mutex::default(),
+            task_locks: Mutex::default(),
+            changes,
+            limiter: Arc::new(Semaphore::new(DEFAULT_PARALLEL_JOBS)),
+            next_id: Mutex::new(next),
+        }
+    }
+
+    /// The lock every mutating command on `task` of `ws` holds.
+    pub fn task_lock(&self, ws: &Workspace, task: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let key = format!("{}/{task}", ws.id);
+        self.task_locks.lock().expect("locks").entry(key).or_default().clone()
+    }
+
+    /// Create a queued job.
+    pub fn create(
+        &self,
+        store: &dyn Store,
+        kind: JobKind,
+        ws: &Workspace,
+        task: &str,
+    ) -> (JobRecord, CancellationToken) {
+        let mut next = self.next_id.lock().expect("ids");
+        let id = format!("job-{}-{}", *next, &crate::workspace::layout::new_id().unwrap_or_default()[..6]);
+        *next += 1;
+        let record = JobRecord {
+            id: id.clone(),
+            kind,
+            workspace_id: ws.id.clone(),
+            root: ws.root.display().to_string(),
+            task_id: task.to_string(),
+            state: JobState::Queued,
+            owner: "daemon".into(),
+            attempt: 1,
+            created_at: clock::now_rfc3339(),
+            started_at: None,
+            finished_at: None,
+            last_heartbeat: None,
+            pgid: None,
+            activity: None,
+            reason: None,
+            outcome: None,
+        };
+        let token = CancellationToken::new();
+        self.cancels.lock().expect("cancels").insert(id.clone(), token.clone());
+        self.put(store, record.clone(), true);
+        (record, token)
+    }
+
+    /// Apply `change` to a job; persist when `durable` (state changes, process groups).
+    pub fn update(
+        &self,
+        store: &dyn Store,
+        id: &str,
+        durable: bool,
+        change: impl FnOnce(&mut JobRecord),
+    ) -> Option<JobRecord> {
+        let record = {
+            let mut records = self.records.lock().expect("records");
+            let record = records.get_mut(id)?;
+            change(record);
+            record.clone()
+        };
+        self.put(store, record.clone(), durable);
+        Some(record)
+    }
+
+    fn put(&self, store: &dyn Store, record: JobRecord, durable: bool) {
+        if durable && let Err(e) = store.save_job(&record) {
+            warn!(job = %record.id, "cannot persist job: {e}");
+        }
+        if record.state.is_finished() {
+            self.cancels.lock().expect("cancels").remove(&record.id);
+        }
+        self.records.lock().expect("records").insert(record.id.clone(), record);
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    pub fn get(&self, id: &str) -> Option<JobRecord> {
+        self.records.lock().expect("records").get(id).cloned()
+    }
+
+    pub fn all(&self) -> Vec<JobRecord> {
+        let mut all: Vec<JobRecord> = self.records.lock().expect("records").values().cloned().collect();
+        all.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+        all
+    }
+
+    /// The unfinished job of `task`, if any (a second build attaches to it).
+    pub fn active_for(&self, ws: &Workspace, task: &str) -> Option<JobRecord> {
+        self.records
+            .lock()
+            .expect("records")
+            .values()
+            .find(|r| r.workspace_id == ws.id && r.task_id == task && !r.state.is_finished())
+            .cloned()
+    }
+
+    pub fn counts(&self) -> JobCounts {
+        let records = self.records.lock().expect("records");
+        let count = |state: JobState| records.values().filter(|r| r.state == state).count() as u64;
+        JobCounts {
+            queued: count(JobState::Queued),
+            running: count(JobState::Running),
+            finished: records.values().filter(|r| r.state.is_finished()).count() as u64,
+        }
+    }
+
+    /// Wait until the job finishes or `timeout` passes; return its record either way.
+    pub async fn wait(&self, id: &str, timeout: Duration) -> Option<JobRecord> {
+        let mut changes = self.changes.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let record = self.get(id)?;
+            if record.state.is_finished() {
+                return Some(record);
+            }
+            if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+                return Some(record);
+            }
+        }
+    }
+
+    /// Cancel a job: a running one is killed by its runner; a queued one ends here.
+    pub fn cancel(&self, store: &dyn Store, id: &str) -> Option<JobRecord> {
+        if let Some(token) = self.cancels.lock().expect("cancels").get(id) {
+            token.cancel();
+        }
+        self.update(store, id, true, |r| {
+            if r.state == JobState::Queued {
+                r.state = JobState::Cancelled;
+                r.finished_at = Some(clock::now_rfc3339());
+                r.reason = Some("cancelled before it started".into());
+            }
+        })
+    }
+
+    /// After a restart: jobs that were queued or running have lost their runner. Kill any
+    /// orphaned process group and mark them abandoned. Returns the abandoned records.
+    pub fn recover(&self, store: &dyn Store) -> Vec<JobRecord> {
+        let unfinished: Vec<JobRecord> = self.all().into_iter().filter(|r| !r.state.is_finished()).collect();
+        let mut abandoned = Vec::new();
+        for job in unfinished {
+            if let Some(pgid) = job.pgid {
+                crate::runner::kill_group(pgid);
+            }
+            let reason = match job.pgid {
+                Some(pgid) => format!("the daemon stopped while the job ran; its process group {pgid} was killed"),
+                None => "the daemon stopped before the job finished".to_string(),
+            };
+            info!(job = %job.id, "abandoned: {reason}");
+            if let Some(record) = self.update(store, &job.id, true, |r| {
+                r.state = JobState::Abandoned;
+                r.finished_at = Some(clock::now_rfc3339());
+                r.reason = Some(reason);
+                r.pgid = None;
+            }) {
+                abandoned.push(record);
+            }
+        }
+        abandoned
+    }
+}
+
+pub fn info(record: &JobRecord) -> JobInfo {
+    JobInfo {
+        job_id: record.id.clone(),
+        kind: match record.kind {
+            JobKind::Acceptance => "acceptance".into(),
+        },
+        workspace_id: record.workspace_id.clone(),
+        root: record.root.clone(),
+        task_id: record.task_id.clone(),
+        state: record.state.as_str().into(),
+        finished: record.state.is_finished(),
+        owner: record.owner.clone(),
+        attempt: record.attempt,
+        created_at: record.created_at.clone(),
+        started_at: record.started_at.clone(),
+        finished_at: record.finished_at.clone(),
+        last_heartbeat: record.last_heartbeat.clone(),
+        activity: record.activity.clone(),
+        reason: record.reason.clone(),
+        outcome: record.outcome.clone().and_then(|o| serde_json::from_value::<BuildOutcome>(o).ok()),
+    }
+}

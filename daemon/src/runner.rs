@@ -1,0 +1,288 @@
+//! Running one command for the daemon: `sh -c` in its own process group, with a given
+//! environment and working directory, stdin closed, output captured with caps, absolute and
+//! idle timeouts that kill the whole group (TERM, grace, KILL), and a diagnostics file.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes kept in memory per stream (the tail is kept; earlier bytes are counted as dropped).
+pub const CAPTURE_CAP: usize = 8 * 1024 * 1024;
+/// Grace between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_millis(250);
+/// How long pipes may stay open after the leader exited (background children holding them).
+const PIPE_GRACE: Duration = Duration::from_millis(500);
+
+pub struct RunRequest {
+    pub command: String,
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, String>,
+    pub absolute_timeout: Duration,
+    pub idle_timeout: Option<Duration>,
+    /// Where to write the diagnostics file (its directory is created).
+    pub diagnostics_dir: PathBuf,
+    /// Names of variables set on top of the caller's environment, for the diagnostics file.
+    pub env_overrides: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillReason {
+    AbsoluteTimeout,
+    IdleTimeout,
+    Cancelled,
+}
+
+impl KillReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KillReason::AbsoluteTimeout => "absolute_timeout",
+            KillReason::IdleTimeout => "idle_timeout",
+            KillReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// `None` when killed or not started.
+    pub exit_code: Option<i32>,
+    pub kill_reason: Option<KillReason>,
+    pub start_error: Option<String>,
+    pub stdout: Capture,
+    pub stderr: Capture,
+    pub duration: Duration,
+    pub diagnostic: PathBuf,
+}
+
+impl RunOutcome {
+    /// A runner-level failure that decides the verdict whatever the matcher.
+    pub fn runner_error(&self) -> Option<String> {
+        if let Some(e) = &self.start_error {
+            return Some(format!("could not start the command: {e}"));
+        }
+        self.kill_reason.map(|k| match k {
+            KillReason::AbsoluteTimeout => "process timeout".to_string(),
+            KillReason::IdleTimeout => "process idle timeout".to_string(),
+            KillReason::Cancelled => "cancelled".to_string(),
+        })
+    }
+
+    /// Up to `max` bytes from the end of the combined output, as text.
+    pub fn tail(&self, max: usize) -> String {
+        let mut text = self.stdout.text();
+        let err = self.stderr.text();
+        if !err.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&err);
+        }
+        if text.len() <= max {
+            return text;
+        }
+        let mut start = text.len() - max;
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        format!("[... {start} earlier bytes]\n{}", &text[start..])
+    }
+}
+
+/// The retained tail of one output stream.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub bytes: Vec<u8>,
+    pub dropped: u64,
+}
+
+impl Capture {
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        if self.bytes.len() > CAPTURE_CAP {
+            let excess = self.bytes.len() - CAPTURE_CAP;
+            self.bytes.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.dropped + self.bytes.len() as u64
+    }
+
+    /// Lossy text: invalid UTF-8 becomes U+FFFD, so it never decides a verdict.
+    pub fn text(&self) -> String {
+        let mut text = String::from_utf8_lossy(&self.bytes).into_owned();
+        if self.dropped > 0 {
+            text.insert_str(0, &format!("[truncated {} earlier bytes]\n", self.dropped));
+        }
+        text
+    }
+}
+
+/// Run the command; `on_spawn` gets the process group id as soon as it exists.
+pub async fn run(request: RunRequest, cancel: CancellationToken, on_spawn: impl FnOnce(i32)) -> RunOutcome {
+    let started = Instant::now();
+    let mut outcome = RunOutcome {
+        exit_code: None,
+        kill_reason: None,
+        start_error: None,
+        stdout: Capture::default(),
+        stderr: Capture::default(),
+        duration: Duration::ZERO,
+        diagnostic: request.diagnostics_dir.join(format!("command-{}.txt", unix_nanos())),
+    };
+    let spawned = Command::new("sh")
+        .arg("-c")
+        .arg(&request.command)
+        .current_dir(&request.cwd)
+        .env_clear()
+        .envs(&request.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            outcome.start_error = Some(e.to_string());
+            write_diagnostics(&request, &outcome, None);
+            return outcome;
+        }
+    };
+    let pgid = child.id().map(|id| id as i32).unwrap_or(0);
+    on_spawn(pgid);
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let (mut out_open, mut err_open) = (true, true);
+    let mut out_buf = vec![0u8; 64 * 1024];
+    let mut err_buf = vec![0u8; 64 * 1024];
+    let deadline = tokio::time::Instant::now() + request.absolute_timeout;
+    let far = Duration::from_secs(365 * 24 * 3600);
+    let idle_sleep = tokio::time::sleep(request.idle_timeout.unwrap_or(far));
+    tokio::pin!(idle_sleep);
+    let mut last_byte = Instant::now();
+    let mut status = None;
+    let mut exited_at: Option<tokio::time::Instant> = None;
+
+    loop {
+        if status.is_some() && !out_open && !err_open {
+            break;
+        }
+        let pipe_deadline = exited_at.map(|t| t + PIPE_GRACE).unwrap_or(deadline);
+        tokio::select! {
+            read = read_chunk(&mut stdout, &mut out_buf), if out_open => match read {
+                Some(n) => {
+                    outcome.stdout.push(&out_buf[..n]);
+                    last_byte = Instant::now();
+                    if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                }
+                None => out_open = false,
+            },
+            read = read_chunk(&mut stderr, &mut err_buf), if err_open => match read {
+                Some(n) => {
+                    outcome.stderr.push(&err_buf[..n]);
+                    last_byte = Instant::now();
+                    if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                }
+                None => err_open = false,
+            },
+            exit = child.wait(), if status.is_none() => {
+                status = Some(exit);
+                exited_at = Some(tokio::time::Instant::now());
+            },
+            _ = tokio::time::sleep_until(pipe_deadline), if exited_at.is_some() => {
+                // The leader is gone but something in its group still holds the pipes.
+                break;
+            },
+            _ = tokio::time::sleep_until(deadline), if status.is_none() => {
+                outcome.kill_reason = Some(KillReason::AbsoluteTimeout);
+                break;
+            },
+            _ = &mut idle_sleep, if status.is_none() && request.idle_timeout.is_some() => {
+                outcome.kill_reason = Some(KillReason::IdleTimeout);
+                break;
+            },
+            _ = cancel.cancelled(), if status.is_none() => {
+                outcome.kill_reason = Some(KillReason::Cancelled);
+                break;
+            },
+        }
+    }
+    if outcome.kill_reason.is_some() {
+        terminate_group(pgid).await;
+    }
+    // Nothing of the group outlives the run, whatever the leader did.
+    kill_group(pgid);
+    let status = match status {
+        Some(status) => status.ok(),
+        None => child.wait().await.ok(),
+    };
+    outcome.exit_code = if outcome.kill_reason.is_some() { None } else { status.and_then(|s| s.code()) };
+    outcome.duration = started.elapsed();
+    write_diagnostics(&request, &outcome, Some(last_byte.elapsed()));
+    outcome
+}
+
+async fn read_chunk(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> Option<usize> {
+    match stream.read(buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => Some(n),
+    }
+}
+
+/// SIGTERM to the group, a grace period, then SIGKILL.
+pub async fn terminate_group(pgid: i32) {
+    if pgid <= 0 {
+        return;
+    }
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+    tokio::time::sleep(KILL_GRACE).await;
+    kill_group(pgid);
+}
+
+/// SIGKILL to the group (harmless if it is already gone).
+pub fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+fn unix_nanos() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+fn write_diagnostics(request: &RunRequest, outcome: &RunOutcome, since_last_byte: Option<Duration>) {
+    let mut text = String::new();
+    let _ = writeln!(text, "command: {}", request.command);
+    let _ = writeln!(text, "cwd: {}", request.cwd.display());
+    let _ = writeln!(text, "env_overrides: {}", request.env_overrides.join(","));
+    let _ = writeln!(text, "exit_code: {}", outcome.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-1".into()));
+    let _ = writeln!(text, "kill_reason: {}", outcome.kill_reason.map(KillReason::as_str).unwrap_or(""));
+    if let Some(e) = &outcome.start_error {
+        let _ = writeln!(text, "start_error: {e}");
+    }
+    let _ = writeln!(text, "wall_elapsed: {:.3}s", outcome.duration.as_secs_f64());
+    let _ = writeln!(text, "time_since_last_byte: {:.3}s", since_last_byte.unwrap_or_default().as_secs_f64());
+    let _ = writeln!(
+        text,
+        "idle_timeout: {}",
+        request.idle_timeout.map(|d| format!("{}s", d.as_secs())).unwrap_or("0".into())
+    );
+    let _ = writeln!(text, "absolute_timeout: {}s", request.absolute_timeout.as_secs());
+    let _ = writeln!(text, "stdout_bytes: {} (dropped {})", outcome.stdout.total(), outcome.stdout.dropped);
+    let _ = writeln!(text, "stderr_bytes: {} (dropped {})", outcome.stderr.total(), outcome.stderr.dropped);
+    let _ = write!(text, "stdout:\n{}\nstderr:\n{}\n", outcome.stdout.text(), outcome.stderr.text());
+    if std::fs::create_dir_all(&request.diagnostics_dir).is_ok() {
+        let _ = std::fs::write(&outcome.diagnostic, text);
+    }
+}

@@ -1,0 +1,590 @@
+//! Execution: approve, build (the acceptance job), fail, cancel, the session ledger, and the
+//! one path every ledger-backed mutation takes: append events (flushed), then project.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use scafld_protocol::methods::{self as m, BuildOutcome, CriterionResult};
+use scafld_protocol::{ErrorKind, Event};
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+
+use super::{entry, require_valid};
+use crate::baseline;
+use crate::clock;
+use crate::daemon::Daemon;
+use crate::domain::acceptance::{self, RunFacts};
+use crate::domain::build::{self, Step, Target};
+use crate::domain::job::{JobKind, JobState};
+use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
+use crate::domain::lifecycle::{HardenStatus, Status, next_step};
+use crate::domain::spec::project::project;
+use crate::domain::spec::{Criterion, Spec, parse};
+use crate::error::{RpcError, RpcResult};
+use crate::jobs;
+use crate::runner::{self, RunRequest};
+use crate::workspace::{Workspace, specfile};
+
+/// Bytes of output kept in a ledger entry (the whole output is in the diagnostics file).
+const SNIPPET_BYTES: usize = 1000;
+/// How often a running job records that it is alive.
+const HEARTBEAT: Duration = Duration::from_secs(2);
+
+fn internal(e: impl std::fmt::Display) -> RpcError {
+    RpcError::internal(e)
+}
+
+/// Append `events` to the task's ledger, then write the spec as the whole ledger says it is.
+pub(crate) fn record(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    events: Vec<LedgerEvent>,
+    cause: &str,
+) -> RpcResult<Vec<LedgerEntry>> {
+    let now = clock::now_rfc3339();
+    let written = daemon.store().append(&ws.id, task, &now, events).map_err(internal)?;
+    project_from_ledger(daemon, ws, task, cause)?;
+    Ok(written)
+}
+
+/// Rebuild the spec's runner-owned sections (and its folder) from the ledger.
+pub(crate) fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<PathBuf> {
+    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    let path = ws
+        .index
+        .read()
+        .expect("index")
+        .get(task)
+        .map(|e| e.path.clone())
+        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot read {}: {e}", ws.relative(&path))))?;
+    let parsed = parse(&text);
+    let next = ledger::project(&parsed.spec, &entries, &clock::now_rfc3339());
+    let new_text = project(&text, &next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
+    let status = next.status().unwrap_or(Status::Draft);
+    let month = clock::month_of(&next.front.updated).unwrap_or("unknown").to_string();
+    let target = specfile::target_path(&ws.root, task, status, &month);
+    if target != path || new_text != text {
+        specfile::write_spec(Some(&path), &target, &new_text)
+            .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the spec: {e}")))?;
+        ws.index.write().expect("index").record_write(&target, &new_text, Some(&path));
+        daemon.publish_task_changed(ws, task, cause);
+    }
+    Ok(target)
+}
+
+/// The spec as its ledger says it is (what build decisions are made from).
+fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
+    let entry = ws
+        .index
+        .read()
+        .expect("index")
+        .get(task)
+        .cloned()
+        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
+    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339()), entries))
+}
+
+fn refuse_while_running(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+    match daemon.jobs.active_for(ws, task) {
+        Some(job) => {
+            Err(RpcError::new(ErrorKind::Busy, format!("a build job ({}) is running for {task}", job.id)).with_hint(
+                format!("wait for it with `scafld job wait {}` or stop it with `scafld job cancel {}`", job.id, job.id),
+            ))
+        }
+        None => Ok(()),
+    }
+}
+
+pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::ApproveResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let task = entry.task_id.clone();
+    let lock = daemon.jobs.task_lock(&ws, &task);
+    let _guard = lock.lock().await;
+    require_valid(&ws, &entry)?;
+    let spec = &entry.parsed.spec;
+    if spec.status() != Some(Status::Draft) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("approve only operates on drafts; {task} is {}", spec.front.status),
+        ));
+    }
+    let reason = p.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    let harden_override = match (spec.harden_status(), reason) {
+        (HardenStatus::Passed, _) => None,
+        (status, Some(reason)) => Some(format!("approved with harden_status {}: {reason}", status.as_str())),
+        (status, None) => {
+            return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} has not passed hardening (harden_status: {})", status.as_str()))
+                .with_hint(format!("run `scafld harden {task}` and `scafld harden {task} --mark-passed`, or approve anyway with `scafld approve {task} --reason \"why\"`")));
+        }
+    };
+    let root = ws.root.clone();
+    let snapshot = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
+        .await
+        .map_err(internal)?
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let count = snapshot.paths.len();
+    let head = snapshot.head.clone();
+    let events = vec![
+        LedgerEvent::WorkspaceBaseline {
+            head: snapshot.head,
+            paths: snapshot.paths,
+            reason: format!("workspace baseline captured before approval: {count} changed path(s)"),
+        },
+        LedgerEvent::Approval {
+            reason: reason.map(str::to_string).unwrap_or_else(|| "spec approved".into()),
+            harden_override: harden_override.clone(),
+        },
+    ];
+    record(daemon, &ws, &task, events, "command:approve")?;
+    let path = ws.index.read().expect("index").get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    Ok(m::ApproveResult {
+        task_id: task.clone(),
+        status: "approved".into(),
+        path,
+        head,
+        baseline_paths: count,
+        harden_override: harden_override.is_some(),
+        next_command: format!("scafld build {task}"),
+    })
+}
+
+pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::BuildResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let task = entry.task_id.clone();
+    if let Some(job) = daemon.jobs.active_for(&ws, &task) {
+        return Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None });
+    }
+    let lock = daemon.jobs.task_lock(&ws, &task);
+    let guard = lock.clone().lock_owned().await;
+    // A build that started while we waited for the lock: join it.
+    if let Some(job) = daemon.jobs.active_for(&ws, &task) {
+        return Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None });
+    }
+    require_valid(&ws, &entry)?;
+    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let (spec, _) = projected_spec(daemon, &ws, &task)?;
+    match build::plan(&spec).map_err(|why| RpcError::new(ErrorKind::InvalidState, why))? {
+        Step::Open(target) => {
+            record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
+            let (_, next_command) = next_step(Status::Active, spec.harden_status(), &task);
+            let outcome = BuildOutcome {
+                task_id: task.clone(),
+                status: "active".into(),
+                phase: target.label(),
+                next_command,
+                message: format!(
+                    "{} opened; implement it, then run `scafld build {task}` to record evidence",
+                    target.label()
+                ),
+                ..BuildOutcome::default()
+            };
+            Ok(m::BuildResult { task_id: task, job_id: None, attached: false, outcome: Some(outcome) })
+        }
+        Step::Run(target, criteria) => {
+            let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task);
+            daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: task.clone(), state: "queued".into() });
+            let run = BuildRun {
+                daemon: daemon.clone(),
+                ws: ws.clone(),
+                task: task.clone(),
+                job_id: job.id.clone(),
+                caller: p.caller,
+                config,
+                cancel,
+            };
+            tokio::spawn(async move {
+                let _guard = guard; // the task stays locked until the job ends
+                run.execute(target, criteria).await;
+            });
+            Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: false, outcome: None })
+        }
+    }
+}
+
+/// One acceptance job: run a step's criteria, record evidence, conclude.
+struct BuildRun {
+    daemon: Arc<Daemon>,
+    ws: Arc<Workspace>,
+    task: String,
+    job_id: String,
+    caller: m::CallerContext,
+    config: crate::config::Config,
+    cancel: CancellationToken,
+}
+
+impl BuildRun {
+    fn set_state(&self, state: JobState, change: impl FnOnce(&mut crate::domain::job::JobRecord)) {
+        let store = self.daemon.store();
+        self.daemon.jobs.update(store, &self.job_id, true, |r| {
+            r.state = state;
+            change(r);
+        });
+        self.daemon.publish(Event::JobChanged {
+            job_id: self.job_id.clone(),
+            task_id: self.task.clone(),
+            state: state.as_str().into(),
+        });
+    }
+
+    async fn execute(self, target: Target, criteria: Vec<Criterion>) {
+        let _permit = self.daemon.jobs.limiter.clone().acquire_owned().await;
+        if self.cancel.is_cancelled() {
+            return;
+        }
+        self.set_state(JobState::Running, |r| {
+            r.started_at = Some(clock::now_rfc3339());
+            r.last_heartbeat = r.started_at.clone();
+        });
+        let heartbeat = {
+            let (daemon, id) = (self.daemon.clone(), self.job_id.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(HEARTBEAT).await;
+                    daemon.jobs.update(daemon.store(), &id, true, |r| r.last_heartbeat = Some(clock::now_rfc3339()));
+                }
+            })
+        };
+        let result = self.steps(target, criteria).await;
+        heartbeat.abort();
+        match result {
+            Ok((outcome, state)) => {
+                let reason = outcome.message.clone();
+                let outcome_json = serde_json::to_value(&outcome).ok();
+                self.set_state(state, |r| {
+                    r.finished_at = Some(clock::now_rfc3339());
+                    r.activity = None;
+                    r.pgid = None;
+                    r.reason = Some(reason);
+                    r.outcome = outcome_json;
+                });
+            }
+            Err(e) => {
+                warn!(job = %self.job_id, "build job failed: {e}");
+                let state = if self.cancel.is_cancelled() { JobState::Cancelled } else { JobState::Failed };
+                self.set_state(state, |r| {
+                    r.finished_at = Some(clock::now_rfc3339());
+                    r.activity = None;
+                    r.pgid = None;
+                    r.reason = Some(e.to_string());
+                });
+            }
+        }
+    }
+
+    async fn steps(&self, mut target: Target, mut criteria: Vec<Criterion>) -> RpcResult<(BuildOutcome, JobState)> {
+        let mut results = Vec::new();
+        let mut timed_out = false;
+        loop {
+            record(&self.daemon, &self.ws, &self.task, vec![build::running_event(&target)], "command:build")?;
+            let mut all_passed = true;
+            for criterion in &criteria {
+                if self.cancel.is_cancelled() {
+                    break;
+                }
+                let result = self.run_criterion(&target, criterion).await?;
+                timed_out |= result.reason.contains("timeout");
+                all_passed &= result.status == "pass";
+                results.push(result);
+            }
+            if self.cancel.is_cancelled() {
+                record(
+                    &self.daemon,
+                    &self.ws,
+                    &self.task,
+                    vec![
+                        LedgerEvent::Job {
+                            job_id: self.job_id.clone(),
+                            state: "cancelled".into(),
+                            reason: "cancelled by a client".into(),
+                        },
+                        LedgerEvent::Build {
+                            status: "blocked".into(),
+                            reason: format!("{} evidence cancelled", target.label()),
+                        },
+                    ],
+                    "command:build",
+                )?;
+                return Err(RpcError::new(ErrorKind::InvalidState, "the build was cancelled"));
+            }
+            let (spec, _) = projected_spec(&self.daemon, &self.ws, &self.task)?;
+            let conclusion = build::conclude(&spec, &target, all_passed);
+            record(&self.daemon, &self.ws, &self.task, conclusion.events, "command:build")?;
+            if conclusion.run_final_next {
+                target = Target::Final;
+                criteria = spec.acceptance.criteria.clone();
+                continue;
+            }
+            let (spec, _) = projected_spec(&self.daemon, &self.ws, &self.task)?;
+            let status = spec.status().unwrap_or(Status::Active);
+            let (_, next_command) = next_step(status, spec.harden_status(), &self.task);
+            let passed = results.iter().filter(|r| r.status == "pass").count();
+            let failed = results.len() - passed;
+            let message = match status {
+                Status::Blocked => format!("{} blocked: {failed} criterion(s) failed", target.label()),
+                Status::Review => "build completed; ready for review".into(),
+                _ => spec.current_state.reason.clone(),
+            };
+            let state = match (status, timed_out) {
+                (Status::Blocked, true) => JobState::TimedOut,
+                (Status::Blocked, false) => JobState::Failed,
+                _ => JobState::Succeeded,
+            };
+            let outcome = BuildOutcome {
+                task_id: self.task.clone(),
+                status: status.to_string(),
+                phase: target.label(),
+                passed,
+                failed,
+                criteria: results,
+                next_command,
+                message,
+            };
+            return Ok((outcome, state));
+        }
+    }
+
+    async fn run_criterion(&self, target: &Target, criterion: &Criterion) -> RpcResult<CriterionResult> {
+        let phase_id = match target {
+            Target::Phase(id) => id.clone(),
+            Target::Final => String::new(),
+        };
+        let kind = criterion.effective_kind().to_string();
+        let store = self.daemon.store();
+        self.daemon.jobs.update(store, &self.job_id, false, |r| {
+            r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command))
+        });
+        let execution = &self.config.execution;
+        let timeout = criterion
+            .timeout_seconds
+            .parse::<u64>()
+            .ok()
+            .filter(|t| *t > 0)
+            .unwrap_or(execution.absolute_timeout_seconds.max(1));
+        let cwd = if criterion.cwd.is_empty() { self.ws.root.clone() } else { self.ws.root.join(&criterion.cwd) };
+        let found = shim_files(&self.ws.root);
+        let found: Vec<&str> = found.iter().map(String::as_str).collect();
+        let env = acceptance::environment(&self.caller.env, &execution.path_prepend, &found, &execution.env);
+        let mut overrides: Vec<String> = execution.env.keys().cloned().collect();
+        overrides.push("PATH".into());
+        let request = RunRequest {
+            command: criterion.command.clone(),
+            cwd,
+            env,
+            absolute_timeout: Duration::from_secs(timeout),
+            idle_timeout: (execution.idle_timeout_seconds > 0)
+                .then(|| Duration::from_secs(execution.idle_timeout_seconds)),
+            diagnostics_dir: self.ws.root.join(".scafld/runs").join(&self.task).join("diagnostics"),
+            env_overrides: overrides,
+        };
+        let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
+        let outcome = if criterion.command.trim().is_empty() {
+            None
+        } else {
+            Some(
+                runner::run(request, self.cancel.clone(), move |pgid| {
+                    daemon.jobs.update(daemon.store(), &job_id, true, |r| r.pgid = Some(pgid));
+                })
+                .await,
+            )
+        };
+        let (status, reason, exit_code, snippet, diagnostic, duration_ms) = match &outcome {
+            Some(o) => {
+                let combined = o.tail(64 * 1024);
+                let facts = RunFacts {
+                    exit_code: o.exit_code,
+                    stdout: &o.stdout.bytes,
+                    output_empty: o.stdout.total() == 0 && o.stderr.total() == 0,
+                    runner_error: o.runner_error(),
+                    command: &criterion.command,
+                    combined_text: &combined,
+                };
+                let (status, reason) = acceptance::evaluate(&kind, &facts);
+                let snippet = if kind == "browser_evidence" && !o.stdout.bytes.is_empty() {
+                    tail_text(&o.stdout.text(), SNIPPET_BYTES)
+                } else {
+                    o.tail(SNIPPET_BYTES)
+                };
+                (
+                    status,
+                    reason,
+                    o.exit_code.or(Some(-1)),
+                    snippet,
+                    self.ws.relative(&o.diagnostic),
+                    o.duration.as_millis() as u64,
+                )
+            }
+            None => {
+                let facts = RunFacts {
+                    exit_code: Some(0),
+                    stdout: b"",
+                    output_empty: true,
+                    runner_error: None,
+                    command: "",
+                    combined_text: "",
+                };
+                let (status, reason) = acceptance::evaluate(&kind, &facts);
+                (status, reason, None, String::new(), String::new(), 0)
+            }
+        };
+        let attempt = self
+            .daemon
+            .store()
+            .ledger(&self.ws.id, &self.task)
+            .map_err(internal)?
+            .iter()
+            .filter(
+                |e| matches!(&e.event, LedgerEvent::Criterion { criterion_id, .. } if *criterion_id == criterion.id),
+            )
+            .count() as u32
+            + 1;
+        let event = LedgerEvent::Criterion {
+            criterion_id: criterion.id.clone(),
+            phase_id: phase_id.clone(),
+            command: criterion.command.clone(),
+            exit_code,
+            matcher: kind,
+            status: status.into(),
+            reason: reason.clone(),
+            output: snippet.clone(),
+            diagnostic: diagnostic.clone(),
+            duration_ms,
+            attempt,
+        };
+        // Evidence goes to the ledger (flushed) as it happens; the spec is projected per step.
+        self.daemon.store().append(&self.ws.id, &self.task, &clock::now_rfc3339(), vec![event]).map_err(internal)?;
+        self.daemon.jobs.update(store, &self.job_id, true, |r| r.pgid = None);
+        Ok(CriterionResult {
+            criterion_id: criterion.id.clone(),
+            phase_id,
+            command: criterion.command.clone(),
+            status: status.into(),
+            reason,
+            exit_code,
+            duration_ms,
+            output_excerpt: tail_text(&snippet, 400),
+            diagnostic,
+        })
+    }
+}
+
+fn tail_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    text[start..].to_string()
+}
+
+/// Toolchain files present in the workspace root or one directory below it.
+fn shim_files(root: &Path) -> Vec<String> {
+    let names: Vec<&str> = acceptance::SHIM_FILES.iter().map(|(f, _)| *f).chain([".mise.toml"]).collect();
+    let mut found = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(root) {
+        dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| {
+            p.is_dir() && !p.file_name().is_some_and(|n| n == ".git" || n == "node_modules" || n == "target")
+        }));
+    }
+    for dir in dirs {
+        for name in &names {
+            let path = dir.join(name);
+            let non_empty = std::fs::metadata(&path).is_ok_and(|m| {
+                m.is_file() && (m.len() > 0 || !matches!(*name, ".tool-versions" | "mise.toml" | ".mise.toml"))
+            });
+            if non_empty && !found.iter().any(|f: &String| f == name) {
+                found.push(name.to_string());
+            }
+        }
+    }
+    found
+}
+
+pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> RpcResult<m::ArchiveResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let task = entry.task_id.clone();
+    let reason = p.reason.trim().to_string();
+    if reason.is_empty() {
+        return Err(RpcError::new(ErrorKind::InvalidInput, "a reason is required").with_hint("pass --reason \"why\""));
+    }
+    refuse_while_running(daemon, &ws, &task)?;
+    let lock = daemon.jobs.task_lock(&ws, &task);
+    let _guard = lock.lock().await;
+    let current = entry.parsed.spec.status();
+    if current.is_some_and(Status::is_terminal) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("{task} is already archived ({})", entry.parsed.spec.front.status),
+        )
+        .with_hint("archived tasks are immutable; create a new task to continue"));
+    }
+    if entry.parsed.structural_errors().next().is_some() {
+        require_valid(&ws, &entry)?;
+    }
+    let event = if status == Status::Failed { LedgerEvent::Fail { reason } } else { LedgerEvent::Cancel { reason } };
+    let cause = if status == Status::Failed { "command:fail" } else { "command:cancel" };
+    let path = {
+        record(daemon, &ws, &task, vec![event], cause)?;
+        ws.index.read().expect("index").get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default()
+    };
+    Ok(m::ArchiveResult { task_id: task, status: status.to_string(), path })
+}
+
+pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::SessionResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(internal)?;
+    let values: Vec<serde_json::Value> = entries.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    let exported = match p.export {
+        None => None,
+        Some(path) => {
+            let path = if path.is_empty() { format!(".scafld/runs/{}/ledger.json", entry.task_id) } else { path };
+            let full = if Path::new(&path).is_absolute() { PathBuf::from(&path) } else { ws.root.join(&path) };
+            let document = serde_json::json!({
+                "schema_version": 1,
+                "task_id": entry.task_id,
+                "workspace_id": ws.id,
+                "exported_at": clock::now_rfc3339(),
+                "entries": values,
+            });
+            let text = serde_json::to_string_pretty(&document).map_err(internal)? + "\n";
+            specfile::write_atomic(&full, &text).map_err(|e| {
+                RpcError::new(ErrorKind::WorkspaceError, format!("cannot write {}: {e}", full.display()))
+            })?;
+            Some(full.display().to_string())
+        }
+    };
+    Ok(m::SessionResult { task_id: entry.task_id.clone(), entries: values, exported })
+}
+
+pub async fn job_wait(daemon: &Daemon, p: m::JobWaitParams) -> RpcResult<m::JobInfo> {
+    let timeout = Duration::from_secs_f64(p.timeout_seconds.clamp(0.0, 3600.0));
+    daemon.jobs.wait(&p.job_id, timeout).await.map(|r| jobs::info(&r)).ok_or_else(|| unknown_job(&p.job_id))
+}
+
+pub fn unknown_job(id: &str) -> RpcError {
+    RpcError::new(ErrorKind::NotFound, format!("no job `{id}`")).with_hint("`scafld job list` shows the jobs")
+}
+
+/// At start-up: abandon jobs that lost their runner and record it in their tasks' ledgers.
+pub async fn recover_jobs(daemon: &Arc<Daemon>) {
+    for job in daemon.jobs.recover(daemon.store()) {
+        let Ok(ws) = daemon.workspace(&job.root).await else { continue };
+        let lock = daemon.jobs.task_lock(&ws, &job.task_id);
+        let _guard = lock.lock().await;
+        let event = LedgerEvent::Job {
+            job_id: job.id.clone(),
+            state: "abandoned".into(),
+            reason: job.reason.clone().unwrap_or_default(),
+        };
+        if let Err(e) = record(daemon, &ws, &job.task_id, vec![event], "recovery") {
+            warn!(job = %job.id, "cannot record the abandoned job: {e}");
+        }
+    }
+}

@@ -1,0 +1,458 @@
+//! Execution through the real binaries: approve, the build loop, the acceptance runner
+//! (timeouts, process groups, big and non-UTF-8 output, environment), jobs, recovery.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use scafld_tests::{RawClient, TestEnv, wait_until};
+use serde_json::{Value, json};
+
+/// A draft spec whose phases hold `(id, command, extra detail lines)` criteria.
+fn spec(task: &str, phases: &[&[(&str, &str, &str)]], global: &[(&str, &str)]) -> String {
+    let mut text = format!(
+        "---\nspec_version: '2.0'\ntask_id: {task}\ncreated: '2026-05-15T09:00:00Z'\nupdated: '2026-05-15T09:00:00Z'\n\
+         status: draft\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# Task {task}\n\n## Summary\n\nTest task.\n"
+    );
+    if !global.is_empty() {
+        text.push_str("\n## Acceptance\n\nValidation:\n");
+        for (id, command) in global {
+            text.push_str(&format!("- [ ] `{id}` command - global {id}\n  - Command: `{command}`\n"));
+        }
+    }
+    for (n, criteria) in phases.iter().enumerate() {
+        text.push_str(&format!("\n## Phase {}: Step {}\n\nObjective: step.\n\nAcceptance:\n", n + 1, n + 1));
+        for (id, command, extra) in criteria.iter() {
+            let kind = if extra.contains("browser_evidence") { "browser" } else { "test" };
+            text.push_str(&format!("- [ ] `{id}` {kind} - criterion {id}\n  - Command: `{command}`\n{extra}"));
+        }
+    }
+    text
+}
+
+/// A git workspace with the spec approved (harden override) and the first phase opened.
+fn ready(env: &TestEnv, task: &str, text: &str) {
+    if !env.work.join(".git").exists() {
+        assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+        env.init();
+    }
+    std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), text).unwrap();
+    env.scafld(&["approve", task, "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", task]).assert_code(0);
+}
+
+fn build(env: &TestEnv, task: &str) -> Value {
+    let run = env.scafld(&["build", task, "--json"]);
+    assert!(run.code == 0 || run.code == 3, "build exit {}: {}{}", run.code, run.stdout, run.stderr);
+    run.json()
+}
+
+fn ledger(env: &TestEnv, task: &str) -> Vec<Value> {
+    env.scafld(&["session", task, "--json"]).json()["result"]["entries"].as_array().unwrap().clone()
+}
+
+/// Processes whose command line contains `needle` (ours: the sleeps use unusual durations).
+fn processes_with(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = std::fs::read_to_string(entry.path().join("stat")).map(|s| s.contains(") Z ")).unwrap_or(false);
+        if text.contains(needle) && !zombie {
+            found.push(text);
+        }
+    }
+    found
+}
+
+#[test]
+fn approve_build_repair_review_path() {
+    let env = TestEnv::new();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+    std::fs::write(env.work.join("notes.txt"), "pre-existing dirt\n").unwrap();
+    let text = spec(
+        "flow",
+        &[&[("a1", "true", "")], &[("b1", "test -f built.txt", ""), ("b2", "true", "")]],
+        &[("g1", "test -f built.txt")],
+    );
+    std::fs::write(env.work.join(".scafld/specs/drafts/flow.md"), &text).unwrap();
+
+    let refused = env.scafld(&["approve", "flow", "--json"]);
+    refused.assert_code(1);
+    assert!(refused.json()["error"]["hint"].as_str().unwrap().contains("--reason"));
+    let approved = env.scafld(&["approve", "flow", "--reason", "small change", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["status"], "approved");
+    assert!(env.work.join(".scafld/specs/approved/flow.md").is_file());
+
+    // Opening call: nothing runs.
+    let open = build(&env, "flow");
+    assert_eq!(open["result"]["phase"], "phase1");
+    assert_eq!(open["result"]["criteria"], json!([]));
+    let spec_path = env.work.join(".scafld/specs/active/flow.md");
+    assert!(spec_path.is_file());
+
+    let phase1 = build(&env, "flow");
+    assert_eq!(phase1["result"]["status"], "active");
+    assert_eq!(phase1["result"]["passed"], 1);
+
+    let blocked = env.scafld(&["build", "flow", "--json"]);
+    blocked.assert_code(3);
+    let envelope = blocked.json();
+    assert_eq!(envelope["error"]["code"], "acceptance_failed");
+    assert_eq!(envelope["result"]["status"], "blocked");
+    let failing = &envelope["result"]["criteria"][0];
+    assert_eq!((failing["criterion_id"].as_str(), failing["exit_code"].as_i64()), (Some("b1"), Some(1)));
+    let diagnostic = env.work.join(failing["diagnostic"].as_str().unwrap());
+    assert!(std::fs::read_to_string(diagnostic).unwrap().contains("command: test -f built.txt"));
+
+    let status = env.scafld(&["status", "flow", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "blocked");
+    assert_eq!(status["next_command"], "scafld handoff flow");
+    let handoff = env.scafld(&["handoff", "flow"]).stdout;
+    assert!(handoff.contains("## Blocked Acceptance") && handoff.contains("test -f built.txt"), "{handoff}");
+
+    std::fs::write(env.work.join("built.txt"), "ok").unwrap();
+    let done = build(&env, "flow");
+    assert_eq!(done["result"]["status"], "review");
+    assert_eq!(done["result"]["phase"], "final");
+    let ids: Vec<&str> =
+        done["result"]["criteria"].as_array().unwrap().iter().map(|c| c["criterion_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["b1", "b2", "g1"]);
+    let text = std::fs::read_to_string(&spec_path).unwrap();
+    assert!(
+        text.contains("status: review") && text.contains("- [x] `b1`") && text.contains("Status: completed"),
+        "{text}"
+    );
+    env.scafld(&["build", "flow"]).assert_code(1);
+
+    // The ledger: contiguous sequence numbers, baseline first, criterion evidence complete.
+    let entries = ledger(&env, "flow");
+    let seqs: Vec<u64> = entries.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(entries[0]["type"], "workspace_baseline");
+    assert!(entries[0]["paths"].as_array().unwrap().iter().any(|p| p["path"] == "notes.txt" && p["status"] == "??"));
+    let evidence = entries.iter().find(|e| e["type"] == "criterion" && e["status"] == "fail").unwrap();
+    for key in [
+        "command",
+        "exit_code",
+        "matcher",
+        "reason",
+        "output",
+        "criterion_id",
+        "phase_id",
+        "duration_ms",
+        "attempt",
+        "recorded_at",
+    ] {
+        assert!(evidence.get(key).is_some(), "criterion evidence lacks {key}: {evidence}");
+    }
+    let export = env.scafld(&["session", "flow", "--export", "--json"]).json();
+    let exported = export["result"]["exported"].as_str().unwrap();
+    assert!(exported.ends_with(".scafld/runs/flow/ledger.json"));
+    let document: Value = serde_json::from_str(&std::fs::read_to_string(exported).unwrap()).unwrap();
+    assert_eq!(document["entries"].as_array().unwrap().len(), entries.len());
+}
+
+#[test]
+fn a_hand_edit_to_runner_sections_does_not_change_the_ledger() {
+    let env = TestEnv::new();
+    ready(&env, "edit", &spec("edit", &[&[("a1", "false", "")]], &[]));
+    build(&env, "edit");
+    let path = env.work.join(".scafld/specs/active/edit.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("status: blocked", "status: review").replace("  - Status: fail", "  - Status: pass"),
+    )
+    .unwrap();
+    let status = env.scafld(&["status", "edit", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "blocked");
+    assert_eq!(status["criteria"][0]["status"], "fail");
+    env.scafld(&["reconcile", "edit"]).assert_code(0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("status: blocked") && text.contains("  - Status: fail"), "{text}");
+}
+
+#[test]
+fn timeouts_kill_the_whole_process_group() {
+    let env = TestEnv::new();
+    let text =
+        spec("slow", &[&[("abs", "sleep 1001 & sleep 1001", "  - Timeout seconds: 1\n"), ("ok", "true", "")]], &[]);
+    ready(&env, "slow", &text);
+    let result = build(&env, "slow");
+    let c = &result["result"]["criteria"][0];
+    assert_eq!(c["status"], "fail");
+    assert_eq!(c["reason"], "process timeout");
+    assert_eq!(c["exit_code"], -1);
+    assert!(processes_with("sleep 1001").is_empty(), "left behind: {:?}", processes_with("sleep 1001"));
+    assert_eq!(env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"][0]["state"], "timed_out");
+
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "execution:\n  idle_timeout_seconds: 1\n").unwrap();
+    let text = spec("idle", &[&[("quiet", "echo started; sleep 1002 & sleep 1002", "")]], &[]);
+    ready(&env, "idle", &text);
+    let result = build(&env, "idle");
+    assert_eq!(result["result"]["criteria"][0]["reason"], "process idle timeout");
+    assert!(result["result"]["criteria"][0]["output_excerpt"].as_str().unwrap().contains("started"));
+    assert!(processes_with("sleep 1002").is_empty());
+}
+
+#[test]
+fn big_and_non_utf8_output() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    let text = spec(
+        "noisy",
+        &[&[
+            ("big", "head -c 52428800 /dev/zero | tr '\\\\0' x", ""),
+            ("bytes", "printf '\\\\377\\\\376 bad \\\\200 bytes\\\\n'", ""),
+            ("quiet", "printf '\\\\377'", "  - Expected kind: `no_matches`\n"),
+        ]],
+        &[],
+    );
+    ready(&env, "noisy", &text);
+    let result = build(&env, "noisy");
+    let criteria = result["result"]["criteria"].as_array().unwrap();
+    assert_eq!(criteria[0]["status"], "pass", "{}", criteria[0]);
+    assert_eq!(
+        criteria[1]["status"], "pass",
+        "non-UTF-8 output must not fail a command that exited 0: {}",
+        criteria[1]
+    );
+    assert_eq!(criteria[2]["status"], "fail");
+    assert_eq!(criteria[2]["reason"], "output was not empty");
+    let diagnostic = std::fs::read_to_string(env.work.join(criteria[0]["diagnostic"].as_str().unwrap())).unwrap();
+    assert!(diagnostic.contains("stdout_bytes: 52428800 (dropped"), "{}", &diagnostic[..400]);
+    assert!(diagnostic.contains("[truncated"));
+    let entry = ledger(&env, "noisy").into_iter().find(|e| e["criterion_id"] == "big").unwrap();
+    assert!(entry["output"].as_str().unwrap().len() < 1100);
+    let rss_kib: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().trim_end_matches(" kB").parse().unwrap()))
+        .unwrap();
+    assert!(rss_kib < 250 * 1024, "daemon peak RSS {rss_kib} KiB while capturing 50 MB");
+}
+
+#[test]
+fn commands_get_the_callers_environment_not_the_daemons() {
+    let env = TestEnv::new();
+    // A daemon with an empty environment.
+    let mut daemon = Command::new(scafld_tests::scafldd_bin());
+    daemon.env_clear().arg("--socket").arg(&env.socket).arg("--state-dir").arg(&env.state_dir);
+    let mut child = daemon.spawn().unwrap();
+    wait_until("env -i daemon", || RawClient::connect(&env.socket).is_ok());
+
+    let tools = env.path("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::write(tools.join("mytool"), "#!/bin/sh\necho from-mytool\n").unwrap();
+    Command::new("chmod").arg("+x").arg(tools.join("mytool")).status().unwrap();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+    std::fs::write(env.work.join(".ruby-version"), "3.3.0\n").unwrap();
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        format!("execution:\n  path_prepend: [\"{}\"]\n  env:\n    FROM_CONFIG: \"${{HOME}}/cfg\"\n", tools.display()),
+    )
+    .unwrap();
+    let text = spec(
+        "envy",
+        &[&[
+            ("caller", "test \"$MY_CALLER_VAR\" = from-the-caller", ""),
+            ("prepend", "mytool | grep -q from-mytool", ""),
+            ("shim", "case \"$PATH\" in */.rbenv/shims:*) true;; *) false;; esac", ""),
+            ("order", "case \"$PATH\" in *tools:*rbenv*) true;; *) false;; esac", ""),
+            ("config", "test \"$FROM_CONFIG\" = \"$HOME/cfg\"", ""),
+            ("stdin", "test ! -t 0 && cat | wc -c | grep -q '^0$'", ""),
+        ]],
+        &[],
+    );
+    std::fs::write(env.work.join(".scafld/specs/drafts/envy.md"), &text).unwrap();
+    env.scafld(&["approve", "envy", "--reason", "test"]).assert_code(0);
+    env.scafld(&["build", "envy"]).assert_code(0);
+    let mut command = env.scafld_command(&["build", "envy", "--json"]);
+    command.env("MY_CALLER_VAR", "from-the-caller");
+    let output = command.output().unwrap();
+    let result: Value = serde_json::from_slice(&output.stdout).unwrap();
+    for c in result["result"]["criteria"].as_array().unwrap() {
+        assert_eq!(c["status"], "pass", "{c}");
+    }
+    RawClient::connect(&env.socket).unwrap().result("daemon.shutdown", json!({}));
+    child.wait().unwrap();
+}
+
+#[test]
+fn browser_evidence_is_validated() {
+    let env = TestEnv::new();
+    let good = r#"{"url":"http://localhost:3000/","viewport":"1440x900","screenshots":[{"path":"shot.png"}],"console_errors":[],"network_errors":[]}"#;
+    let bad = r#"{"url":"http://localhost:3000/","viewport":"1440x900","screenshots":[{"path":"shot.png"}],"console_errors":["TypeError: x"],"network_errors":[]}"#;
+    std::fs::create_dir_all(env.work.join("scripts")).unwrap();
+    std::fs::write(env.work.join("scripts/good.json"), good).unwrap();
+    std::fs::write(env.work.join("scripts/bad.json"), bad).unwrap();
+    let kind = "  - Expected kind: `browser_evidence`\n";
+    let text = spec(
+        "ui",
+        &[&[
+            ("good", "cat scripts/good.json", kind),
+            ("bad", "cat scripts/bad.json", kind),
+            ("missing", "npx playwright test 2>&1; echo 'sh: playwright: command not found' >&2; exit 127", kind),
+        ]],
+        &[],
+    );
+    ready(&env, "ui", &text);
+    let result = build(&env, "ui");
+    let criteria = result["result"]["criteria"].as_array().unwrap();
+    assert_eq!(criteria[0]["status"], "pass");
+    assert_eq!(criteria[0]["reason"], "browser evidence accepted for http://localhost:3000/ at 1440x900");
+    assert_eq!(criteria[1]["status"], "fail");
+    assert!(criteria[1]["reason"].as_str().unwrap().contains("console errors: TypeError: x"));
+    assert!(
+        criteria[2]["reason"].as_str().unwrap().contains("Playwright or its browsers look missing"),
+        "{}",
+        criteria[2]
+    );
+}
+
+#[test]
+fn jobs_detach_attach_wait_and_cancel() {
+    let env = TestEnv::new();
+    ready(&env, "long", &spec("long", &[&[("wait", "test -f release || sleep 1004", "")]], &[]));
+    let detached = env.scafld(&["build", "long", "--detach", "--json"]).json();
+    let job = detached["result"]["job_id"].as_str().unwrap().to_string();
+    let attached = env.scafld(&["build", "long", "--detach", "--json"]).json();
+    assert_eq!(attached["result"]["job_id"], job.as_str());
+    assert_eq!(attached["result"]["attached"], true);
+    wait_until("the sleep to start", || !processes_with("sleep 1004").is_empty());
+
+    let waited = env.scafld(&["job", "wait", &job, "--timeout", "0.2", "--json"]);
+    waited.assert_code(75);
+    assert_eq!(waited.json()["result"]["state"], "running");
+    // Other commands on the busy task are refused with a clear answer.
+    let busy = env.scafld(&["fail", "long", "--reason", "x", "--json"]);
+    busy.assert_code(1);
+    assert_eq!(busy.json()["error"]["code"], "busy");
+
+    env.scafld(&["job", "cancel", &job]).assert_code(0);
+    let finished = env.scafld(&["job", "wait", &job, "--timeout", "20", "--json"]);
+    finished.assert_code(3);
+    assert_eq!(finished.json()["result"]["state"], "cancelled");
+    assert!(processes_with("sleep 1004").is_empty());
+    let status = env.scafld(&["job", "status", &job, "--json"]).json();
+    assert_eq!(status["result"]["finished"], true);
+
+    std::fs::write(env.work.join("release"), "").unwrap();
+    assert_eq!(build(&env, "long")["result"]["status"], "review");
+    env.scafld(&["job", "wait", "job-nope", "--json"]).assert_code(1);
+}
+
+#[test]
+fn fail_and_cancel_archive_with_the_reason() {
+    let env = TestEnv::new();
+    ready(&env, "doomed", &spec("doomed", &[&[("a", "true", "")]], &[]));
+    env.scafld(&["fail", "doomed", "--reason", "wrong approach"]).assert_code(0);
+    let archived: Vec<_> = glob(&env.work.join(".scafld/specs/archive"), "doomed.md");
+    assert_eq!(archived.len(), 1);
+    let text = std::fs::read_to_string(&archived[0]).unwrap();
+    assert!(text.contains("status: failed") && text.contains("Reason: wrong approach"), "{text}");
+    env.scafld(&["cancel", "doomed", "--reason", "again"]).assert_code(1);
+
+    std::fs::write(env.work.join(".scafld/specs/drafts/idea.md"), spec("idea", &[&[("a", "true", "")]], &[])).unwrap();
+    env.scafld(&["cancel", "idea", "--reason", "not needed"]).assert_code(0);
+    assert_eq!(env.scafld(&["status", "idea", "--json"]).json()["result"]["status"], "cancelled");
+    assert_eq!(env.scafld(&["fail", "idea", "--reason", "", "--json"]).code, 2);
+}
+
+fn glob(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for month in std::fs::read_dir(dir).unwrap().flatten() {
+        let candidate = month.path().join(name);
+        if candidate.is_file() {
+            found.push(candidate);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    ready(&env, "crash", &spec("crash", &[&[("wait", "test -f go || sleep 1005", "")]], &[]));
+    let job =
+        env.scafld(&["build", "crash", "--detach", "--json"]).json()["result"]["job_id"].as_str().unwrap().to_string();
+    wait_until("the sleep to start", || !processes_with("sleep 1005").is_empty());
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    env.take_daemon().wait().unwrap();
+    assert!(!processes_with("sleep 1005").is_empty(), "the orphan should outlive the daemon until recovery");
+
+    env.start_daemon();
+    wait_until("recovery to kill the orphan", || processes_with("sleep 1005").is_empty());
+    let job_status = env.scafld(&["job", "status", &job, "--json"]).json()["result"].clone();
+    assert_eq!(job_status["state"], "abandoned");
+    assert!(job_status["reason"].as_str().unwrap().contains("process group"), "{job_status}");
+    let entries = ledger(&env, "crash");
+    assert!(entries.iter().any(|e| e["type"] == "job" && e["state"] == "abandoned"));
+    assert_eq!(env.scafld(&["status", "crash", "--json"]).json()["result"]["status"], "active");
+
+    std::fs::write(env.work.join("go"), "").unwrap();
+    assert_eq!(build(&env, "crash")["result"]["status"], "review");
+}
+
+#[test]
+fn parallel_clients_lose_and_duplicate_nothing() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+    let tasks: Vec<String> = (0..8).map(|i| format!("par-{i}")).collect();
+    for task in &tasks {
+        std::fs::write(
+            env.work.join(format!(".scafld/specs/drafts/{task}.md")),
+            spec(task, &[&[("a", "sleep 0.2", ""), ("b", "true", "")]], &[]),
+        )
+        .unwrap();
+        env.scafld(&["approve", task, "--reason", "t"]).assert_code(0);
+        env.scafld(&["build", task]).assert_code(0);
+    }
+    // Eight clients, eight tasks, at once.
+    let runs: Vec<_> = tasks
+        .iter()
+        .map(|t| env.scafld_command(&["build", t, "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap())
+        .collect();
+    for run in runs {
+        assert!(run.wait_with_output().unwrap().status.success());
+    }
+    for task in &tasks {
+        assert_eq!(env.scafld(&["status", task, "--json"]).json()["result"]["status"], "review");
+    }
+
+    // Eight clients on one task: builds attach or run, statuses read; nothing else.
+    std::fs::write(
+        env.work.join(".scafld/specs/drafts/one.md"),
+        spec("one", &[&[("a", "sleep 0.3", "")], &[("b", "sleep 0.3", "")]], &[]),
+    )
+    .unwrap();
+    env.scafld(&["approve", "one", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "one"]).assert_code(0);
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            let args: &[&str] = if i % 2 == 0 { &["build", "one", "--json"] } else { &["status", "one", "--json"] };
+            env.scafld_command(args).stdout(std::process::Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        let envelope: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert!(envelope["ok"] == true || envelope["error"]["code"] == "busy", "{envelope}");
+    }
+    let entries = ledger(&env, "one");
+    let seqs: Vec<u64> = entries.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gap or duplicate in the ledger");
+    let criteria: Vec<&Value> = entries.iter().filter(|e| e["type"] == "criterion").collect();
+    let unique: BTreeSet<(String, u64)> = criteria
+        .iter()
+        .map(|e| (e["criterion_id"].as_str().unwrap().to_string(), e["attempt"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(unique.len(), criteria.len(), "a criterion attempt was recorded twice");
+}
