@@ -1,0 +1,124 @@
+//! Build benchmark: whole-process time of `scafld build` running a phase of 1 and of 10 `true`
+//! criteria, beside the Python scafld 2.0.0 when `SCAFLD_PY` names it (tests/bench/build.sh
+//! installs it), and the ledger's append+flush latency. Prints figures only.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use scafld_daemon::domain::ledger::LedgerEvent;
+use scafld_daemon::store::{SledStore, Store};
+use scafld_tests::TestEnv;
+
+const RUNS: usize = 15;
+
+fn spec(task: &str, criteria: usize) -> String {
+    let mut text = format!(
+        "---\nspec_version: '2.0'\ntask_id: {task}\ncreated: '2026-05-15T09:00:00Z'\nupdated: '2026-05-15T09:00:00Z'\n\
+         status: draft\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# {task}\n\n## Summary\n\nBench.\n\n\
+         ## Phase 1: Only\n\nStatus: pending\nDependencies: none\n\nObjective: bench.\n\nChanges:\n- `a` - a\n\nAcceptance:\n"
+    );
+    for c in 0..criteria {
+        text.push_str(&format!(
+            "- [ ] `ac{c}` test - true {c}\n  - Command: `true`\n  - Expected kind: `exit_code_zero`\n"
+        ));
+    }
+    text
+}
+
+fn git_init(dir: &Path) {
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(dir).status().unwrap().success());
+}
+
+fn median(mut samples: Vec<Duration>) -> f64 {
+    samples.sort();
+    samples[samples.len() / 2].as_secs_f64() * 1000.0
+}
+
+fn ours(env: &TestEnv, criteria: usize) -> f64 {
+    let samples = (0..RUNS)
+        .map(|i| {
+            let task = format!("t{criteria}-{i}");
+            std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), spec(&task, criteria)).unwrap();
+            env.scafld(&["approve", &task, "--reason", "bench"]).assert_code(0);
+            env.scafld(&["build", &task]).assert_code(0); // opens phase 1
+            let mut command = env.scafld_command(&["build", &task]);
+            let t = Instant::now();
+            let out = command.output().unwrap();
+            let elapsed = t.elapsed();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            elapsed
+        })
+        .collect();
+    median(samples)
+}
+
+fn python(py: &std::ffi::OsStr, dir: &Path, criteria: usize) -> f64 {
+    let samples = (0..RUNS)
+        .map(|i| {
+            let task = format!("p{criteria}-{i}");
+            let run =
+                |args: &[&str]| Command::new(py).args(args).current_dir(dir).env("NO_COLOR", "1").output().unwrap();
+            // The Python tool wants every section of its own template: start from its plan,
+            // swap in the same phase, and clear the template's TODO markers.
+            assert!(run(&["plan", &task]).status.success());
+            let path = dir.join(format!(".scafld/specs/drafts/{task}.md"));
+            let planned = std::fs::read_to_string(&path).unwrap();
+            let ours = spec(&task, criteria);
+            let phase = &ours[ours.find("## Phase 1:").unwrap()..];
+            let (start, end) = (planned.find("## Phase 1:").unwrap(), planned.find("## Rollback").unwrap());
+            let text = format!("{}{}\n{}", &planned[..start], phase.replace("Objective:", "Goal:"), &planned[end..]);
+            std::fs::write(&path, text.replace("TODO: ", "").replace("TODO", "x")).unwrap();
+            let approve = run(&["approve", &task]);
+            assert!(approve.status.success(), "{}", String::from_utf8_lossy(&approve.stdout));
+            let t = Instant::now();
+            let out = run(&["build", &task]);
+            let elapsed = t.elapsed();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+            elapsed
+        })
+        .collect();
+    median(samples)
+}
+
+fn main() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    git_init(&env.work);
+    env.init();
+    let one = ours(&env, 1);
+    let ten = ours(&env, 10);
+    println!("scafld (this) build, 1 criterion:   median {one:.1} ms");
+    println!(
+        "scafld (this) build, 10 criteria:   median {ten:.1} ms ({:.1} ms per extra criterion)",
+        (ten - one) / 9.0
+    );
+    if let Some(py) = std::env::var_os("SCAFLD_PY") {
+        let dir = env.path("python-ws");
+        std::fs::create_dir_all(&dir).unwrap();
+        git_init(&dir);
+        assert!(Command::new(&py).arg("init").current_dir(&dir).output().unwrap().status.success());
+        let p1 = python(&py, &dir, 1);
+        let p10 = python(&py, &dir, 10);
+        println!("python scafld 2.0.0 build, 1 criterion: median {p1:.1} ms");
+        println!(
+            "python scafld 2.0.0 build, 10 criteria: median {p10:.1} ms ({:.1} ms per extra criterion)",
+            (p10 - p1) / 9.0
+        );
+    } else {
+        println!("(set SCAFLD_PY to the Python scafld 2.0.0 executable to compare; tests/bench/build.sh does)");
+    }
+
+    let store = SledStore::open(&env.path("bench-db")).unwrap();
+    let mut samples: Vec<Duration> = (0..2000)
+        .map(|i| {
+            let event = LedgerEvent::Build { status: "active".into(), reason: format!("bench {i}") };
+            let t = Instant::now();
+            store.append("ws", "task", "2026-01-01T00:00:00Z", vec![event]).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    samples.sort();
+    let at = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6;
+    println!("ledger append+flush: p50 {:.0} us, p99 {:.0} us (2000 appends)", at(0.5), at(0.99));
+}
