@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use scafld_protocol::methods::{BuildOutcome, JobCounts, JobInfo};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -15,16 +15,12 @@ use crate::domain::job::{JobKind, JobRecord, JobState};
 use crate::store::Store;
 use crate::workspace::Workspace;
 
-/// Jobs that run at once across the daemon (acceptance runs are CPU- and IO-heavy).
-pub const DEFAULT_PARALLEL_JOBS: usize = 4;
-
 pub struct Jobs {
     records: Mutex<HashMap<String, JobRecord>>,
     cancels: Mutex<HashMap<String, CancellationToken>>,
     task_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Bumped on every change; waiters re-check their job when it moves.
     changes: watch::Sender<u64>,
-    pub limiter: Arc<Semaphore>,
     next_id: Mutex<u64>,
 }
 
@@ -37,7 +33,6 @@ impl Jobs {
             cancels: Mutex::default(),
             task_locks: Mutex::default(),
             changes,
-            limiter: Arc::new(Semaphore::new(DEFAULT_PARALLEL_JOBS)),
             next_id: Mutex::new(next),
         }
     }

@@ -280,6 +280,13 @@ pub struct CriterionState {
     /// `pending`, `pass`, `fail` or `invalid`.
     pub status: String,
     pub evidence: String,
+    /// From the latest recorded run, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_excerpt: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diagnostic: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

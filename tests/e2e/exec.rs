@@ -456,3 +456,44 @@ fn parallel_clients_lose_and_duplicate_nothing() {
         .collect();
     assert_eq!(unique.len(), criteria.len(), "a criterion attempt was recorded twice");
 }
+
+#[test]
+fn an_original_session_json_is_imported_and_left_untouched() {
+    let env = TestEnv::new();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+    let text = spec("legacy", &[&[("ac1", "true", ""), ("ac2", "false", "")]], &[])
+        .replace("status: draft", "status: blocked");
+    std::fs::write(env.work.join(".scafld/specs/active/legacy.md"), text).unwrap();
+    let runs = env.work.join(".scafld/runs/legacy");
+    std::fs::create_dir_all(&runs).unwrap();
+    let session = r#"{
+  "schema_version": 1,
+  "task_id": "legacy",
+  "entries": [
+    {"id": "entry-1", "type": "workspace_baseline", "recorded_at": "2026-05-15T09:20:00Z", "status": "captured", "reason": "workspace baseline captured before approval: 0 changed path(s)"},
+    {"id": "entry-2", "type": "approval", "recorded_at": "2026-05-15T09:20:00Z", "status": "approved", "reason": "spec approved"},
+    {"id": "entry-3", "type": "phase", "recorded_at": "2026-05-15T09:21:00Z", "phase_id": "phase1", "status": "active", "reason": "phase phase1 opened"},
+    {"id": "entry-4", "type": "criterion", "recorded_at": "2026-05-15T09:30:00Z", "criterion_id": "ac1", "phase_id": "phase1", "status": "pass", "reason": "exit code was 0", "command": "true"},
+    {"id": "entry-5", "type": "criterion", "recorded_at": "2026-05-15T09:30:00Z", "criterion_id": "ac2", "phase_id": "phase1", "status": "fail", "reason": "exit code was 1", "command": "false", "exit_code": 1, "output": "it broke"},
+    {"id": "entry-6", "type": "build", "recorded_at": "2026-05-15T09:30:00Z", "status": "blocked", "reason": "phase phase1 acceptance failed"},
+    {"id": "entry-7", "type": "handoff_note", "recorded_at": "2026-05-15T09:31:00Z", "reason": "unknown to us"}
+  ]
+}
+"#;
+    std::fs::write(runs.join("session.json"), session).unwrap();
+    let entries = ledger(&env, "legacy");
+    assert_eq!(entries.len(), 7);
+    assert_eq!(entries[6]["type"], "imported");
+    assert_eq!(entries[6]["original_type"], "handoff_note");
+    let status = env.scafld(&["status", "legacy", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "blocked");
+    assert_eq!(status["criteria"][0]["status"], "pass");
+    assert_eq!(status["criteria"][1]["exit_code"], 1);
+    assert_eq!(status["criteria"][1]["output_excerpt"], "it broke");
+    let handoff = env.scafld(&["handoff", "legacy"]).stdout;
+    assert!(handoff.contains("Exit code: 1") && handoff.contains("it broke"), "{handoff}");
+    assert_eq!(std::fs::read_to_string(runs.join("session.json")).unwrap(), session);
+    // Imported once: a second look does not duplicate anything.
+    assert_eq!(ledger(&env, "legacy").len(), 7);
+}

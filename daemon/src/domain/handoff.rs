@@ -20,7 +20,10 @@ pub fn current_phase(spec: &Spec) -> Option<&Phase> {
         .or_else(|| spec.phases.iter().find(|p| p.status != "completed"))
 }
 
-pub fn render(spec: &Spec, errors: &[String]) -> String {
+/// The latest run of a criterion: exit code and output excerpt (from the ledger).
+pub type LastRuns = std::collections::BTreeMap<String, (Option<i32>, String)>;
+
+pub fn render(spec: &Spec, errors: &[String], runs: &LastRuns) -> String {
     let id = &spec.front.task_id;
     let status = spec.status();
     let (_, next_command) = next_step(status.unwrap_or(Status::Draft), spec.harden_status(), id);
@@ -82,6 +85,14 @@ pub fn render(spec: &Spec, errors: &[String]) -> String {
                 c.effective_kind(),
                 c.evidence
             );
+            if let Some((exit_code, output)) = runs.get(&c.id) {
+                if let Some(code) = exit_code {
+                    let _ = writeln!(out, "  - Exit code: {code}");
+                }
+                if !output.trim().is_empty() {
+                    let _ = writeln!(out, "  - Output (last lines):\n\n```text\n{}\n```", output.trim_end());
+                }
+            }
         }
     }
 

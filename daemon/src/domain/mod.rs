@@ -5,6 +5,7 @@ pub mod acceptance;
 pub mod build;
 pub mod handoff;
 pub mod harden;
+pub mod import;
 pub mod job;
 pub mod ledger;
 pub mod lifecycle;

@@ -232,7 +232,7 @@ impl BuildRun {
     }
 
     async fn execute(self, target: Target, criteria: Vec<Criterion>) {
-        let _permit = self.daemon.jobs.limiter.clone().acquire_owned().await;
+        let _permit = self.ws.job_slots.clone().acquire_owned().await;
         if self.cancel.is_cancelled() {
             return;
         }

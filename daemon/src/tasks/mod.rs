@@ -38,13 +38,38 @@ pub(crate) async fn entry(daemon: &Daemon, root: &str, raw_task: &str) -> RpcRes
     }
     let entry = ws.index.read().expect("index").get(task.as_str()).cloned();
     match entry {
-        Some(entry) => Ok((ws, entry)),
+        Some(entry) => {
+            import_original_session(daemon, &ws, task.as_str())?;
+            Ok((ws, entry))
+        }
         None => Err(RpcError::new(
             ErrorKind::NotFound,
             format!("no spec for task `{task}` under {}/.scafld/specs", ws.root.display()),
         )
         .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`"))),
     }
+}
+
+/// A task of the original tool has `.scafld/runs/<task-id>/session.json` and no ledger here:
+/// import it once (the file is left untouched).
+fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+    let path = ws.root.join(".scafld/runs").join(task).join("session.json");
+    if !path.is_file() || !daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?.is_empty() {
+        return Ok(());
+    }
+    let invalid = |why: String| {
+        RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {}: {why}", ws.relative(&path)))
+            .with_hint("fix or move the file; it is only read, never changed")
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| invalid(e.to_string()))?;
+    let document: serde_json::Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let events = crate::domain::import::events(&document).map_err(invalid)?;
+    for (recorded_at, event) in events {
+        let recorded_at = if recorded_at.is_empty() { crate::clock::now_rfc3339() } else { recorded_at };
+        daemon.store().append(&ws.id, task, &recorded_at, vec![event]).map_err(RpcError::internal)?;
+    }
+    tracing::info!(task, "imported the original session ledger from {}", path.display());
+    Ok(())
 }
 
 pub(crate) fn wire(d: &Diagnostic) -> WireDiagnostic {

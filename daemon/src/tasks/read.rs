@@ -8,20 +8,26 @@ use scafld_protocol::methods as m;
 use super::{entry, entry_errors, wire};
 use crate::daemon::Daemon;
 use crate::domain::handoff;
+use crate::domain::ledger::{LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{HardenStatus, Status, next_step};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::index::SpecEntry;
 
 /// The spec as the ledger says it is (hand edits to runner-owned fields do not count).
-fn ledger_view(daemon: &Daemon, ws: &crate::workspace::Workspace, entry: &SpecEntry) -> RpcResult<Spec> {
+fn ledger_view(
+    daemon: &Daemon,
+    ws: &crate::workspace::Workspace,
+    entry: &SpecEntry,
+) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
     let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
-    Ok(crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated))
+    Ok((crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated), entries))
 }
 
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let spec = &ledger_view(daemon, &ws, &entry)?;
+    let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
+    let spec = &spec;
     let errors = entry_errors(&entry);
     let (next, next_command) = match spec.status() {
         Some(status) => next_step(status, spec.harden_status(), &entry.task_id),
@@ -57,22 +63,34 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
                 criteria_passed: p.criteria.iter().filter(|c| c.passed()).count(),
             })
             .collect(),
-        criteria: criterion_states(spec),
+        criteria: criterion_states(spec, &entries),
         counts: counts(spec),
         valid: errors.is_empty(),
         errors,
     })
 }
 
-fn criterion_states(spec: &Spec) -> Vec<m::CriterionState> {
-    let state = |c: &Criterion, phase_id: String| m::CriterionState {
-        id: c.id.clone(),
-        phase_id,
-        title: c.title.clone(),
-        command: c.command.clone(),
-        expected_kind: c.effective_kind().to_string(),
-        status: c.state().to_string(),
-        evidence: c.evidence.clone(),
+fn criterion_states(spec: &Spec, entries: &[LedgerEntry]) -> Vec<m::CriterionState> {
+    let state = |c: &Criterion, phase_id: String| {
+        let last_run = entries.iter().rev().find_map(|e| match &e.event {
+            LedgerEvent::Criterion { criterion_id, exit_code, output, diagnostic, .. } if *criterion_id == c.id => {
+                Some((*exit_code, output.clone(), diagnostic.clone()))
+            }
+            _ => None,
+        });
+        let (exit_code, output, diagnostic) = last_run.unwrap_or_default();
+        m::CriterionState {
+            id: c.id.clone(),
+            phase_id,
+            title: c.title.clone(),
+            command: c.command.clone(),
+            expected_kind: c.effective_kind().to_string(),
+            status: c.state().to_string(),
+            evidence: c.evidence.clone(),
+            exit_code,
+            output_excerpt: output.chars().rev().take(400).collect::<Vec<_>>().into_iter().rev().collect(),
+            diagnostic,
+        }
     };
     let mut out: Vec<m::CriterionState> =
         spec.phases.iter().flat_map(|p| p.criteria.iter().map(move |c| state(c, p.id()))).collect();
@@ -171,8 +189,16 @@ fn summary(path: &str, entry: &SpecEntry) -> m::TaskSummary {
 pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let errors: Vec<String> = entry_errors(&entry).into_iter().map(|d| d.message).collect();
-    let spec = ledger_view(daemon, &ws, &entry)?;
-    Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&spec, &errors) })
+    let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
+    let mut runs = handoff::LastRuns::new();
+    for e in &entries {
+        if let LedgerEvent::Criterion { criterion_id, exit_code, output, .. } = &e.event {
+            let excerpt: String =
+                output.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+            runs.insert(criterion_id.clone(), (*exit_code, excerpt));
+        }
+    }
+    Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&spec, &errors, &runs) })
 }
 
 pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ReportResult> {

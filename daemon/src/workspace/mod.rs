@@ -21,6 +21,8 @@ pub struct Workspace {
     pub index: RwLock<Index>,
     /// Held by every command that writes this workspace's specs.
     pub writes: tokio::sync::Mutex<()>,
+    /// Jobs of this workspace that may run at once (`execution.max_parallel_jobs`).
+    pub job_slots: std::sync::Arc<tokio::sync::Semaphore>,
     /// The merged config and the stamps of the two files it was read from.
     config: Mutex<Option<(Config, [Option<Stamp>; 2])>>,
 }
@@ -28,7 +30,15 @@ pub struct Workspace {
 impl Workspace {
     pub fn open(id: String, root: PathBuf) -> Workspace {
         let index = Index::build(&root);
-        Workspace { id, root, index: RwLock::new(index), writes: tokio::sync::Mutex::new(()), config: Mutex::new(None) }
+        let slots = config::load(&root).map(|c| c.execution.max_parallel_jobs).unwrap_or(4).max(1) as usize;
+        Workspace {
+            id,
+            root,
+            index: RwLock::new(index),
+            writes: tokio::sync::Mutex::new(()),
+            job_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(slots)),
+            config: Mutex::new(None),
+        }
     }
 
     /// The merged configuration; re-read when either file's size or mtime changed (so an edit

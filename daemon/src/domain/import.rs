@@ -1,0 +1,81 @@
+//! Mapping the original tool's `.scafld/runs/<task-id>/session.json` entries to ledger events,
+//! so an existing workspace keeps its history. Nothing is dropped: an entry without an
+//! equivalent is kept whole as an `imported` event.
+
+use serde_json::Value;
+
+use crate::domain::ledger::{BaselinePath, LedgerEvent};
+
+/// `(recorded_at, event)` for every entry of a session document, in order.
+pub fn events(session: &Value) -> Result<Vec<(String, LedgerEvent)>, String> {
+    let entries = session.get("entries").and_then(Value::as_array).ok_or("session.json has no `entries` list")?;
+    Ok(entries.iter().map(|entry| (text(entry, "recorded_at"), map(entry))).collect())
+}
+
+fn text(entry: &Value, key: &str) -> String {
+    entry.get(key).and_then(Value::as_str).unwrap_or_default().to_string()
+}
+
+fn map(entry: &Value) -> LedgerEvent {
+    let kind = text(entry, "type");
+    let (status, reason) = (text(entry, "status"), text(entry, "reason"));
+    let imported = || LedgerEvent::Imported { original_type: kind.clone(), raw: entry.clone() };
+    match kind.as_str() {
+        "workspace_baseline" => LedgerEvent::WorkspaceBaseline {
+            head: None,
+            paths: text(entry, "output")
+                .lines()
+                .filter_map(|line| {
+                    let (status, rest) = (line.get(..2)?, line.get(3..)?);
+                    let (fingerprint, path) = rest.split_once(' ')?;
+                    Some(BaselinePath { status: status.into(), fingerprint: fingerprint.into(), path: path.into() })
+                })
+                .collect(),
+            reason,
+        },
+        "approval" => LedgerEvent::Approval { reason, harden_override: None },
+        "phase" if !text(entry, "phase_id").is_empty() => {
+            LedgerEvent::Phase { phase_id: text(entry, "phase_id"), status, reason }
+        }
+        "build" => LedgerEvent::Build { status, reason },
+        "criterion" if !text(entry, "criterion_id").is_empty() => LedgerEvent::Criterion {
+            criterion_id: text(entry, "criterion_id"),
+            phase_id: text(entry, "phase_id"),
+            command: text(entry, "command"),
+            // The original omits a zero exit code.
+            exit_code: Some(entry.get("exit_code").and_then(Value::as_i64).unwrap_or(0) as i32),
+            matcher: String::new(),
+            status,
+            reason,
+            output: text(entry, "output"),
+            diagnostic: text(entry, "path"),
+            duration_ms: 0,
+            attempt: 1,
+        },
+        "fail" => LedgerEvent::Fail { reason },
+        "cancel" => LedgerEvent::Cancel { reason },
+        _ => imported(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_known_entries_and_keeps_the_rest() {
+        let session: Value = serde_json::from_str(
+            r#"{"schema_version":1,"task_id":"t","entries":[
+            {"id":"entry-1","type":"workspace_baseline","recorded_at":"2026-05-15T09:20:00Z","status":"captured","reason":"r","output":"?? 4f0c notes.txt"},
+            {"id":"entry-2","type":"approval","recorded_at":"2026-05-15T09:20:00Z","status":"approved","reason":"spec approved"},
+            {"id":"entry-3","type":"criterion","recorded_at":"2026-05-15T09:30:00Z","criterion_id":"ac1","phase_id":"phase1","status":"pass","reason":"exit code was 0","command":"true"},
+            {"id":"entry-4","type":"review","recorded_at":"2026-05-15T09:40:00Z","status":"pass","provider":"codex"}]}"#,
+        )
+        .unwrap();
+        let events = events(&session).unwrap();
+        assert_eq!(events.len(), 4);
+        assert!(matches!(&events[0].1, LedgerEvent::WorkspaceBaseline { paths, .. } if paths[0].path == "notes.txt"));
+        assert!(matches!(&events[2].1, LedgerEvent::Criterion { exit_code: Some(0), .. }));
+        assert!(matches!(&events[3].1, LedgerEvent::Imported { original_type, .. } if original_type == "review"));
+    }
+}
