@@ -45,6 +45,10 @@ impl Decoder for LineDecoder {
                     if std::mem::take(&mut self.discarding) {
                         continue; // the tail of a line already reported as oversized
                     }
+                    if end > self.max_len {
+                        // The whole over-long line arrived in one read.
+                        return Ok(Some(Frame::Oversized));
+                    }
                     let text = line[..end].strip_suffix(b"\r").unwrap_or(&line[..end]);
                     return Ok(Some(match std::str::from_utf8(text) {
                         Ok(text) => Frame::Line(text.to_string()),
@@ -114,6 +118,12 @@ mod tests {
         let mut d = LineDecoder::new(4);
         let out = frames(&mut d, &[b"0123456", b"789", b"abc\nok\n"]);
         assert_eq!(out, vec![Frame::Oversized, Frame::Line("ok".into())]);
+    }
+
+    #[test]
+    fn oversized_line_arriving_in_one_chunk_is_refused() {
+        let mut d = LineDecoder::new(4);
+        assert_eq!(frames(&mut d, &[b"0123456789\nok\n"]), vec![Frame::Oversized, Frame::Line("ok".into())]);
     }
 
     #[test]
