@@ -59,6 +59,26 @@ pub enum LedgerEvent {
         state: String,
         reason: String,
     },
+    /// A review run started (`running`) or ended without an accepted dossier (`failed`).
+    ReviewAttempt {
+        status: String,
+        reason: String,
+    },
+    /// An accepted review: verdict, who gave it, and the accepted dossier (none for `human`).
+    Review {
+        verdict: String,
+        provider: String,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dossier: Option<serde_json::Value>,
+    },
+    /// The audited human override; always immediately followed by a `human` review.
+    ReviewOverride {
+        reason: String,
+    },
+    Complete {
+        reason: String,
+    },
     Fail {
         reason: String,
     },
@@ -81,6 +101,10 @@ impl LedgerEvent {
             | LedgerEvent::Build { reason, .. }
             | LedgerEvent::Criterion { reason, .. }
             | LedgerEvent::Job { reason, .. }
+            | LedgerEvent::ReviewAttempt { reason, .. }
+            | LedgerEvent::Review { reason, .. }
+            | LedgerEvent::ReviewOverride { reason }
+            | LedgerEvent::Complete { reason }
             | LedgerEvent::Fail { reason }
             | LedgerEvent::Cancel { reason } => reason,
             LedgerEvent::Imported { .. } => "",
@@ -149,9 +173,15 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             LedgerEvent::Criterion { criterion_id, status, reason, .. } => {
                 r.criteria.insert(criterion_id.clone(), mark(status, reason));
             }
+            LedgerEvent::Review { .. } => r.status = Some(Status::Review),
+            LedgerEvent::Complete { .. } => r.status = Some(Status::Completed),
             LedgerEvent::Fail { .. } => r.status = Some(Status::Failed),
             LedgerEvent::Cancel { .. } => r.status = Some(Status::Cancelled),
-            LedgerEvent::WorkspaceBaseline { .. } | LedgerEvent::Job { .. } | LedgerEvent::Imported { .. } => {}
+            LedgerEvent::WorkspaceBaseline { .. }
+            | LedgerEvent::Job { .. }
+            | LedgerEvent::ReviewAttempt { .. }
+            | LedgerEvent::ReviewOverride { .. }
+            | LedgerEvent::Imported { .. } => {}
         }
         if !entry.event.reason().is_empty() {
             r.last_reason = entry.event.reason().to_string();

@@ -3,11 +3,13 @@
 
 pub mod acceptance;
 pub mod build;
+pub mod dossier;
 pub mod handoff;
 pub mod harden;
 pub mod import;
 pub mod job;
 pub mod ledger;
 pub mod lifecycle;
+pub mod review;
 pub mod spec;
 pub mod task_id;

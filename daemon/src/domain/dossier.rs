@@ -1,0 +1,412 @@
+//! The ReviewDossier: the one document a reviewer submits. Strict parsing (unknown fields and
+//! trailing data are errors), NDJSON `{"type":"dossier"}` frames, normalisation, and validation
+//! against the review request (mode and budgets). An invalid dossier is never a pass.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dossier {
+    pub verdict: String,
+    pub mode: String,
+    pub summary: String,
+    pub findings: Vec<Finding>,
+    pub attack_log: Vec<Attack>,
+    pub budget: Budget,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_format: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub normalizations: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_summary: Option<std::collections::BTreeMap<String, u64>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    #[serde(default)]
+    pub id: String,
+    pub severity: String,
+    pub blocks_completion: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impact: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproducer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggested_fix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub related_spec: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_pass: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Location {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attack {
+    pub target: String,
+    pub attack: String,
+    pub result: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Budget {
+    #[serde(default)]
+    pub max_findings: u32,
+    #[serde(default)]
+    pub min_attack_angles: u32,
+    #[serde(default)]
+    pub actual_findings: u32,
+    #[serde(default)]
+    pub actual_attack_angles: u32,
+    #[serde(default)]
+    pub depth: String,
+}
+
+/// What the review asked for; the dossier is judged against it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub mode: String,
+    pub max_findings: u32,
+    pub min_attack_angles: u32,
+    pub depth: String,
+}
+
+impl Finding {
+    /// Open (no status, `open`, or an unknown status) and marked as blocking.
+    pub fn blocks(&self) -> bool {
+        self.blocks_completion && !matches!(self.status.as_deref(), Some("fixed" | "accepted_risk" | "superseded"))
+    }
+}
+
+impl Dossier {
+    pub fn open_blockers(&self) -> usize {
+        self.findings.iter().filter(|f| f.blocks()).count()
+    }
+
+    /// `fail` when any finding blocks completion, else `pass`.
+    pub fn derived_verdict(&self) -> &'static str {
+        if self.open_blockers() > 0 { "fail" } else { "pass" }
+    }
+}
+
+/// Parse provider output: one JSON object (the dossier), or NDJSON frames of which the last
+/// `{"type":"dossier","dossier":{...}}` counts. Anything else is an error saying why.
+pub fn parse(text: &str) -> Result<Dossier, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Err("the reviewer produced no output".into());
+    }
+    let mut values = serde_json::Deserializer::from_str(trimmed).into_iter::<Value>();
+    let first = values.next().ok_or("no JSON value")?.map_err(|e| format!("not JSON: {e}"))?;
+    let rest: Vec<_> = values.collect();
+    if first.get("type").is_none() {
+        if !rest.is_empty() {
+            return Err("trailing data after the dossier object; submit exactly one JSON object".into());
+        }
+        return serde_json::from_value(first).map_err(|e| format!("dossier does not match the schema: {e}"));
+    }
+    let mut dossier = None;
+    for frame in std::iter::once(Ok(first)).chain(rest) {
+        let frame = frame.map_err(|e| format!("bad NDJSON frame: {e}"))?;
+        match frame.get("type").and_then(Value::as_str) {
+            Some("dossier") => {
+                let body = frame.get("dossier").cloned().ok_or("a dossier frame has no `dossier` field")?;
+                dossier =
+                    Some(serde_json::from_value(body).map_err(|e| format!("dossier does not match the schema: {e}"))?);
+            }
+            Some("tick" | "partial") => {}
+            Some(other) => return Err(format!("unsupported frame type {other:?}")),
+            None => return Err("every NDJSON frame needs a `type`".into()),
+        }
+    }
+    dossier.ok_or_else(|| "no dossier frame in the output".into())
+}
+
+/// Fill what the reviewer may leave out (finding ids, statuses, actual counts, requested budget).
+pub fn normalize(mut dossier: Dossier, request: &Request) -> Dossier {
+    for (i, finding) in dossier.findings.iter_mut().enumerate() {
+        if finding.id.trim().is_empty() {
+            finding.id = format!("finding-{}", i + 1);
+        }
+        if finding.status.is_none() {
+            finding.status = Some("open".into());
+        }
+    }
+    let budget = &mut dossier.budget;
+    if budget.max_findings == 0 {
+        budget.max_findings = request.max_findings;
+    }
+    if budget.min_attack_angles == 0 {
+        budget.min_attack_angles = request.min_attack_angles;
+    }
+    if budget.depth.is_empty() {
+        budget.depth = request.depth.clone();
+    }
+    budget.actual_findings = dossier.findings.len() as u32;
+    budget.actual_attack_angles = dossier.attack_log.len() as u32;
+    dossier
+}
+
+/// Every reason the (normalised) dossier cannot be accepted; empty when it can.
+pub fn validate(d: &Dossier, request: &Request) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !matches!(d.verdict.as_str(), "pass" | "fail") {
+        problems.push(format!("verdict must be pass or fail (got {:?})", d.verdict));
+    }
+    if d.mode != request.mode {
+        problems.push(format!("mode is {:?} but the review asked for {:?}", d.mode, request.mode));
+    }
+    if d.summary.trim().is_empty() {
+        problems.push("summary is empty".into());
+    }
+    if d.attack_log.is_empty() {
+        problems.push("attack_log needs at least one entry".into());
+    }
+    for (i, a) in d.attack_log.iter().enumerate() {
+        if a.target.trim().is_empty() || a.attack.trim().is_empty() {
+            problems.push(format!("attack_log[{i}] needs a target and an attack"));
+        }
+        if !matches!(a.result.as_str(), "finding" | "clean" | "skipped") {
+            problems.push(format!("attack_log[{i}].result must be finding, clean or skipped (got {:?})", a.result));
+        }
+    }
+    for f in &d.findings {
+        let at = format!("finding `{}`", f.id);
+        if !matches!(f.severity.as_str(), "critical" | "high" | "medium" | "low") {
+            problems.push(format!("{at}: severity must be critical, high, medium or low (got {:?})", f.severity));
+        }
+        if let Some(c) = &f.confidence
+            && !matches!(c.as_str(), "high" | "medium" | "low")
+        {
+            problems.push(format!("{at}: confidence must be high, medium or low (got {c:?})"));
+        }
+        if let Some(s) = &f.status
+            && !matches!(s.as_str(), "open" | "fixed" | "accepted_risk" | "superseded")
+        {
+            problems.push(format!("{at}: status must be open, fixed, accepted_risk or superseded (got {s:?})"));
+        }
+        if f.blocks() {
+            let blank = |v: &Option<String>| v.as_deref().is_none_or(|s| s.trim().is_empty());
+            if f.location.as_ref().is_none_or(|l| l.path.trim().is_empty()) {
+                problems.push(format!("{at} blocks completion but has no location.path"));
+            }
+            for (name, value) in [("evidence", &f.evidence), ("impact", &f.impact), ("validation", &f.validation)] {
+                if blank(value) {
+                    problems.push(format!("{at} blocks completion but has no {name}"));
+                }
+            }
+        }
+    }
+    if d.verdict != d.derived_verdict() && matches!(d.verdict.as_str(), "pass" | "fail") {
+        problems.push(format!(
+            "verdict {:?} contradicts the findings: {} open blocking finding(s) mean {:?}",
+            d.verdict,
+            d.open_blockers(),
+            d.derived_verdict()
+        ));
+    }
+    if request.max_findings > 0 && d.findings.len() as u32 > request.max_findings {
+        problems.push(format!("{} findings exceed the budget of {}", d.findings.len(), request.max_findings));
+    }
+    if d.verdict == "pass" && (d.attack_log.len() as u32) < request.min_attack_angles {
+        problems.push(format!(
+            "a pass needs at least {} attack angles in attack_log (got {})",
+            request.min_attack_angles,
+            d.attack_log.len()
+        ));
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> Request {
+        Request { mode: "discover".into(), max_findings: 3, min_attack_angles: 2, depth: "standard".into() }
+    }
+
+    const PASS: &str = r#"{"verdict":"pass","mode":"discover","summary":"No blockers.","findings":[],
+        "attack_log":[{"target":"diff","attack":"regression scan","result":"clean"},{"target":"spec","attack":"contract","result":"clean"}],
+        "budget":{}}"#;
+
+    fn blocking() -> String {
+        r#"{"verdict":"fail","mode":"discover","summary":"One blocker.","findings":[{"severity":"high","blocks_completion":true,
+        "location":{"path":"src/a.rs","line":4},"evidence":"e","impact":"i","validation":"cargo test"}],
+        "attack_log":[{"target":"a","attack":"b","result":"finding"}],"budget":{}}"#
+            .to_string()
+    }
+
+    fn check(text: &str) -> Result<Dossier, Vec<String>> {
+        let d = parse(text).map_err(|e| vec![e])?;
+        let d = normalize(d, &request());
+        let problems = validate(&d, &request());
+        if problems.is_empty() { Ok(d) } else { Err(problems) }
+    }
+
+    #[test]
+    fn accepts_pass_and_fail_and_normalises() {
+        let d = check(PASS).unwrap();
+        assert_eq!((d.budget.max_findings, d.budget.actual_attack_angles), (3, 2));
+        let d = check(&blocking()).unwrap();
+        assert_eq!(d.findings[0].id, "finding-1");
+        assert_eq!(d.open_blockers(), 1);
+        let framed =
+            format!("{{\"type\":\"tick\"}}\n{{\"type\":\"dossier\",\"dossier\":{}}}\n", PASS.replace('\n', ""));
+        assert!(check(&framed).is_ok());
+    }
+
+    #[test]
+    fn rejects_what_must_be_rejected() {
+        let cases: Vec<(String, &str)> = vec![
+            (PASS.replace("\"pass\"", "\"fail\""), "contradicts the findings"),
+            (blocking().replace("\"fail\"", "\"pass\""), "contradicts the findings"),
+            (blocking().replace(",\"validation\":\"cargo test\"", ""), "has no validation"),
+            (blocking().replace("\"location\":{\"path\":\"src/a.rs\",\"line\":4},", ""), "has no location.path"),
+            (PASS.replace("\"summary\"", "\"extra\":1,\"summary\""), "unknown field `extra`"),
+            (format!("{PASS} trailing"), "trailing data"),
+            (format!("{PASS}{PASS}"), "trailing data"),
+            (PASS.replace("\"discover\"", "\"verify\""), "asked for \"discover\""),
+            (
+                PASS.replace(",{\"target\":\"spec\",\"attack\":\"contract\",\"result\":\"clean\"}", ""),
+                "at least 2 attack angles",
+            ),
+            (PASS.replace("\"clean\"}]", "\"maybe\"}]"), "finding, clean or skipped"),
+            ("".into(), "no output"),
+            ("garbage".into(), "not JSON"),
+            ("{\"type\":\"verdict\"}".into(), "unsupported frame type"),
+        ];
+        for (text, expected) in cases {
+            let problems = check(&text).expect_err(&text);
+            assert!(problems.iter().any(|p| p.contains(expected)), "{expected:?} not in {problems:?}");
+        }
+        let many = blocking().replace("[{\"severity\"", "[{\"severity\":\"low\",\"blocks_completion\":false},{\"severity\":\"low\",\"blocks_completion\":false},{\"severity\":\"low\",\"blocks_completion\":false},{\"severity\"");
+        assert!(check(&many).unwrap_err().iter().any(|p| p.contains("exceed the budget of 3")));
+    }
+
+    #[test]
+    fn non_open_statuses_do_not_block() {
+        let text = blocking()
+            .replace("\"blocks_completion\":true", "\"blocks_completion\":true,\"status\":\"accepted_risk\"")
+            .replace("\"fail\"", "\"pass\"");
+        let mut req = request();
+        req.min_attack_angles = 1;
+        let d = normalize(parse(&text).unwrap(), &req);
+        assert_eq!(validate(&d, &req), Vec::<String>::new());
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn keys(value: &Value) -> BTreeSet<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// `schemas/review_dossier.schema.json` names exactly the fields the Rust types accept, and
+    /// requires exactly the ones that have no default.
+    #[test]
+    fn schema_matches_the_rust_types() {
+        let schema: Value = serde_json::from_str(include_str!("../../../schemas/review_dossier.schema.json")).unwrap();
+        let full_finding = Finding {
+            id: "f".into(),
+            severity: "low".into(),
+            blocks_completion: false,
+            status: Some("open".into()),
+            category: Some(String::new()),
+            confidence: Some("low".into()),
+            location: Some(Location { path: "p".into(), line: Some(1) }),
+            evidence: Some(String::new()),
+            impact: Some(String::new()),
+            reproducer: Some(String::new()),
+            suggested_fix: Some(String::new()),
+            validation: Some(String::new()),
+            related_spec: Some(String::new()),
+            review_pass: Some(String::new()),
+            summary: Some(String::new()),
+        };
+        let full = Dossier {
+            verdict: "pass".into(),
+            mode: "discover".into(),
+            summary: "s".into(),
+            findings: vec![full_finding],
+            attack_log: vec![Attack {
+                target: "t".into(),
+                attack: "a".into(),
+                result: "clean".into(),
+                notes: Some(String::new()),
+            }],
+            budget: Budget::default(),
+            provider: Some(String::new()),
+            model: Some(String::new()),
+            session_id: Some(String::new()),
+            output_format: Some(String::new()),
+            normalizations: vec![String::new()],
+            event_summary: Some(Default::default()),
+        };
+        let value = serde_json::to_value(&full).unwrap();
+        assert_eq!(keys(&schema["properties"]), keys(&value));
+        assert_eq!(keys(&schema["$defs"]["finding"]["properties"]), keys(&value["findings"][0]));
+        assert_eq!(keys(&schema["$defs"]["location"]["properties"]), keys(&value["findings"][0]["location"]));
+        assert_eq!(keys(&schema["$defs"]["attack"]["properties"]), keys(&value["attack_log"][0]));
+        assert_eq!(keys(&schema["$defs"]["budget"]["properties"]), keys(&value["budget"]));
+        // Required = what fails to parse when missing.
+        for (path, sample) in
+            [("", value.clone()), ("finding", value["findings"][0].clone()), ("attack", value["attack_log"][0].clone())]
+        {
+            let required = if path.is_empty() { &schema["required"] } else { &schema["$defs"][path]["required"] };
+            let required: BTreeSet<String> =
+                required.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+            for key in keys(&sample) {
+                let mut reduced = value.clone();
+                let target = match path {
+                    "" => &mut reduced,
+                    "finding" => &mut reduced["findings"][0],
+                    _ => &mut reduced["attack_log"][0],
+                };
+                target.as_object_mut().unwrap().remove(&key);
+                let parses = serde_json::from_value::<Dossier>(reduced).is_ok();
+                assert_eq!(
+                    !parses,
+                    required.contains(&key),
+                    "{path}.{key}: required in schema = {}",
+                    required.contains(&key)
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Review-gate rules that need no IO: the task's review scope, the classification of workspace
+//! changes against the approval baseline, and the completion authority walk over the ledger.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::domain::dossier::Dossier;
+use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent};
+use crate::domain::spec::Spec;
+
+/// Providers whose passing review can complete a task (`local` and the guard's `scafld` cannot).
+pub const COMPLETING_PROVIDERS: [&str; 5] = ["codex", "claude", "gemini", "command", "human"];
+
+/// Paths the task declares: `--review-scope` if given, else path-like tokens from Context,
+/// Scope, Touchpoints and every phase's Changes. Normalised, sorted, without secrets.
+pub fn scope(spec: &Spec, explicit: &[String]) -> Vec<String> {
+    let mut raw: Vec<String> = if explicit.is_empty() {
+        let items = spec
+            .context
+            .packages
+            .iter()
+            .chain(&spec.context.files_impacted)
+            .chain(&spec.scope)
+            .chain(&spec.touchpoints)
+            .chain(spec.phases.iter().flat_map(|p| &p.changes));
+        items.filter_map(|item| path_token(item)).collect()
+    } else {
+        explicit.to_vec()
+    };
+    raw = raw.into_iter().map(|p| normalize(&p)).filter(|p| !p.is_empty() && !secret(p)).collect();
+    let set: BTreeSet<String> = raw.into_iter().collect();
+    set.into_iter().collect()
+}
+
+/// The first backticked token that looks like a path, else the first word if it does.
+fn path_token(item: &str) -> Option<String> {
+    let looks = |t: &str| !t.contains("://") && (t.contains('/') || t.starts_with('.') || t.contains('.'));
+    let backticked = item.split('`').skip(1).step_by(2).find(|t| looks(t));
+    if let Some(token) = backticked {
+        return Some(token.to_string());
+    }
+    let word = item.split_whitespace().next()?.trim_start_matches(['-', '*']).trim_end_matches(['`', ':', ',', ';']);
+    looks(word).then(|| word.to_string())
+}
+
+fn normalize(path: &str) -> String {
+    let p = path.replace('\\', "/");
+    let p = p.trim_start_matches("./");
+    let p = p.strip_suffix("/**").or_else(|| p.strip_suffix("/*")).unwrap_or(p);
+    p.trim_matches('/').to_string()
+}
+
+fn secret(path: &str) -> bool {
+    path == ".git"
+        || path.starts_with(".git/")
+        || path == ".priv"
+        || path.starts_with(".priv/")
+        || path == ".scafld/config.local.yaml"
+        || path.split('/').any(|segment| segment.starts_with(".env"))
+}
+
+pub fn in_scope(path: &str, scope: &[String]) -> bool {
+    scope.is_empty() || scope.iter().any(|s| path == s || path.starts_with(&format!("{s}/")))
+}
+
+/// Changes since the baseline, split by scope. Runner and spec files are not task changes.
+#[derive(Debug, Default, PartialEq)]
+pub struct Classification {
+    pub task_changes: Vec<String>,
+    pub ambient_drift: Vec<String>,
+    /// Dirty at approval and unchanged since: context only.
+    pub baseline_dirty: Vec<String>,
+}
+
+pub fn classify(baseline: &[BaselinePath], now: &[BaselinePath], scope: &[String]) -> Classification {
+    let relevant = |p: &&BaselinePath| !p.path.starts_with(".scafld/runs/") && !p.path.starts_with(".scafld/specs/");
+    let before: BTreeMap<&str, &BaselinePath> =
+        baseline.iter().filter(relevant).map(|p| (p.path.as_str(), p)).collect();
+    let after: BTreeMap<&str, &BaselinePath> = now.iter().filter(relevant).map(|p| (p.path.as_str(), p)).collect();
+    let mut out = Classification::default();
+    let paths: BTreeSet<&str> = before.keys().chain(after.keys()).copied().collect();
+    for path in paths {
+        let same = match (before.get(path), after.get(path)) {
+            (Some(b), Some(a)) => b.status == a.status && b.fingerprint == a.fingerprint,
+            _ => false,
+        };
+        let bucket = if same {
+            &mut out.baseline_dirty
+        } else if in_scope(path, scope) {
+            &mut out.task_changes
+        } else {
+            &mut out.ambient_drift
+        };
+        bucket.push(path.to_string());
+    }
+    out
+}
+
+/// Why `complete` may (or may not) close the task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Authority {
+    Valid { provider: String, review_entry: String, summary: String },
+    Invalid { reason: String },
+}
+
+/// Walk the ledger backwards: the newest `review` decides, unless something newer (a build,
+/// criterion, phase, approval, baseline, review attempt, fail, cancel or complete) invalidated
+/// it. The review must pass, come from a completing provider, carry a valid dossier without open
+/// blockers, and a `human` one must directly follow its `review_override`.
+pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
+    let invalid = |reason: &str| Authority::Invalid { reason: reason.to_string() };
+    for (i, entry) in entries.iter().enumerate().rev() {
+        match &entry.event {
+            LedgerEvent::Review { verdict, provider, dossier, reason } => {
+                if verdict != "pass" {
+                    return invalid("the latest review did not pass");
+                }
+                if !COMPLETING_PROVIDERS.contains(&provider.as_str()) {
+                    return Authority::Invalid {
+                        reason: format!("the passing review came from `{provider}`, which cannot complete a task"),
+                    };
+                }
+                let summary = match dossier {
+                    Some(value) => match serde_json::from_value::<Dossier>(value.clone()) {
+                        Ok(d) if d.open_blockers() == 0 => d.summary,
+                        Ok(_) => return invalid("the latest review dossier has open blocking findings"),
+                        Err(_) => return invalid("the latest review dossier is invalid"),
+                    },
+                    None if provider == "human" => reason.clone(),
+                    None => return invalid("the latest review has no dossier"),
+                };
+                if provider == "human" {
+                    let audited = i > 0 && matches!(entries[i - 1].event, LedgerEvent::ReviewOverride { .. });
+                    if !audited {
+                        return invalid("the human-reviewed pass is missing its audit record");
+                    }
+                }
+                return Authority::Valid { provider: provider.clone(), review_entry: entry.id(), summary };
+            }
+            LedgerEvent::ReviewOverride { .. } | LedgerEvent::Job { .. } | LedgerEvent::Imported { .. } => {}
+            _ => return invalid("no current accepted review: something newer than the latest review invalidates it"),
+        }
+    }
+    invalid("no review has been recorded")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::spec::parse;
+
+    fn entry(seq: u64, event: LedgerEvent) -> LedgerEntry {
+        LedgerEntry { seq, recorded_at: String::new(), event }
+    }
+
+    fn review(verdict: &str, provider: &str, dossier: Option<&str>) -> LedgerEvent {
+        LedgerEvent::Review {
+            verdict: verdict.into(),
+            provider: provider.into(),
+            reason: "r".into(),
+            dossier: dossier.map(|d| serde_json::from_str(d).unwrap()),
+        }
+    }
+
+    const CLEAN: &str = r#"{"verdict":"pass","mode":"discover","summary":"clean","findings":[],"attack_log":[{"target":"t","attack":"a","result":"clean"}],"budget":{}}"#;
+
+    #[test]
+    fn completion_authority_rules() {
+        let build = || LedgerEvent::Build { status: "review".into(), reason: "done".into() };
+        let ok = completion_authority(&[entry(1, build()), entry(2, review("pass", "codex", Some(CLEAN)))]);
+        assert!(matches!(ok, Authority::Valid { ref provider, .. } if provider == "codex"), "{ok:?}");
+        let cases = vec![
+            (vec![entry(1, build())], "no current accepted review"),
+            (vec![], "no review has been recorded"),
+            (vec![entry(1, review("pass", "local", Some(CLEAN)))], "cannot complete"),
+            (vec![entry(1, review("fail", "codex", Some(CLEAN)))], "did not pass"),
+            (vec![entry(1, review("pass", "codex", Some(CLEAN))), entry(2, build())], "invalidates"),
+            (vec![entry(1, review("pass", "human", None))], "audit record"),
+            (vec![entry(1, review("pass", "codex", Some("{\"verdict\":1}")))], "dossier is invalid"),
+        ];
+        for (entries, expected) in cases {
+            match completion_authority(&entries) {
+                Authority::Invalid { reason } => assert!(reason.contains(expected), "{expected:?} vs {reason:?}"),
+                other => panic!("expected {expected:?}, got {other:?}"),
+            }
+        }
+        let human = completion_authority(&[
+            entry(1, LedgerEvent::ReviewOverride { reason: "PR 12 reviewed".into() }),
+            entry(2, review("pass", "human", None)),
+        ]);
+        assert!(matches!(human, Authority::Valid { .. }));
+    }
+
+    #[test]
+    fn scope_and_classification() {
+        let spec = parse(
+            "---\nspec_version: '2.0'\ntask_id: t\nstatus: review\n---\n# T\n## Scope\n\n- `api/handlers/` - handlers\n- `.env.local` - secrets\n\n## Touchpoints\n\n- docs/api.md: reference\n\n## Phase 1: A\n\nChanges:\n- `./api/errors.rs` - codes\n\nAcceptance:\n- [ ] `a` test - x\n  - Command: true\n",
+        )
+        .spec;
+        let scope = scope(&spec, &[]);
+        assert_eq!(scope, vec!["api/errors.rs", "api/handlers", "docs/api.md"]);
+        let p = |status: &str, fp: &str, path: &str| BaselinePath {
+            status: status.into(),
+            fingerprint: fp.into(),
+            path: path.into(),
+        };
+        let baseline = vec![p("??", "1", "notes.txt"), p(" M", "2", "api/handlers/x.rs")];
+        let now = vec![
+            p("??", "1", "notes.txt"),
+            p(" M", "3", "api/handlers/x.rs"),
+            p("??", "4", "web/app.js"),
+            p("??", "5", ".scafld/specs/drafts/other.md"),
+        ];
+        let c = classify(&baseline, &now, &scope);
+        assert_eq!(c.task_changes, vec!["api/handlers/x.rs"]);
+        assert_eq!(c.ambient_drift, vec!["web/app.js"]);
+        assert_eq!(c.baseline_dirty, vec!["notes.txt"]);
+    }
+}
