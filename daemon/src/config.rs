@@ -13,6 +13,68 @@ pub struct Config {
     pub invariants: Invariants,
     pub execution: Execution,
     pub harden: Harden,
+    pub review: Review,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Review {
+    pub external: External,
+    pub context: ReviewContext,
+    pub dossier: DossierConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct External {
+    pub provider: String,
+    pub command: String,
+    pub idle_timeout_seconds: u64,
+    pub absolute_max_seconds: u64,
+}
+
+impl Default for External {
+    fn default() -> External {
+        External {
+            provider: "auto".into(),
+            command: String::new(),
+            idle_timeout_seconds: 180,
+            absolute_max_seconds: 1800,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ReviewContext {
+    pub max_bytes: usize,
+    pub files: Vec<String>,
+}
+
+impl Default for ReviewContext {
+    fn default() -> ReviewContext {
+        ReviewContext { max_bytes: 16384, files: Vec::new() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct DossierConfig {
+    pub max_findings: u32,
+    pub min_attack_angles: u32,
+    pub review_depth: String,
+    pub rerun_policy: String,
+}
+
+impl Default for DossierConfig {
+    fn default() -> DossierConfig {
+        DossierConfig {
+            max_findings: 12,
+            min_attack_angles: 6,
+            review_depth: "standard".into(),
+            rerun_policy: "verify_open_blockers".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -31,6 +31,8 @@ pub struct RunRequest {
     pub diagnostics_dir: PathBuf,
     /// Names of variables set on top of the caller's environment, for the diagnostics file.
     pub env_overrides: Vec<String>,
+    /// Bytes written to the command's stdin (then closed); `None` means stdin is /dev/null.
+    pub stdin: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +147,7 @@ pub async fn run(request: RunRequest, cancel: CancellationToken, on_spawn: impl 
         .current_dir(&request.cwd)
         .env_clear()
         .envs(&request.env)
-        .stdin(Stdio::null())
+        .stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -161,6 +163,13 @@ pub async fn run(request: RunRequest, cancel: CancellationToken, on_spawn: impl 
     };
     let pgid = child.id().map(|id| id as i32).unwrap_or(0);
     on_spawn(pgid);
+    if let (Some(input), Some(mut pipe)) = (request.stdin.clone(), child.stdin.take()) {
+        // Fed from its own task so a reader that does not drain stdin cannot stall the run.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = pipe.write_all(&input).await;
+        });
+    }
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let (mut out_open, mut err_open) = (true, true);

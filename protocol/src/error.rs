@@ -44,6 +44,8 @@ pub enum ErrorKind {
     Busy,
     /// The daemon is shutting down and takes no new work.
     ShuttingDown,
+    /// The review gate did not accept a review (provider failure, invalid dossier, no provider).
+    ReviewFailed,
     /// A bug or an environment failure inside the daemon.
     Internal,
 }
@@ -67,6 +69,7 @@ impl ErrorKind {
             ErrorKind::InvalidState => 1007,
             ErrorKind::Busy => 1008,
             ErrorKind::ShuttingDown => 1009,
+            ErrorKind::ReviewFailed => 1010,
         }
     }
 
@@ -86,6 +89,7 @@ impl ErrorKind {
             ErrorKind::InvalidState => "invalid_state",
             ErrorKind::Busy => "busy",
             ErrorKind::ShuttingDown => "shutting_down",
+            ErrorKind::ReviewFailed => "review_failed",
             ErrorKind::Internal => "internal",
         }
     }

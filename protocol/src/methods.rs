@@ -622,3 +622,80 @@ pub struct JobInfo {
     #[serde(default)]
     pub outcome: Option<BuildOutcome>,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Review gate and completion.
+
+method!(
+    /// Run the review gate of a task in `review` status (or record an audited human override).
+    TaskReview = "task.review", ReviewParams => ReviewResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewParams {
+    pub root: String,
+    pub task_id: String,
+    pub caller: CallerContext,
+    /// auto, codex, claude, gemini, command or local (default: review.external.provider).
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub provider_command: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub human_reviewed: bool,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub review_depth: Option<String>,
+    #[serde(default)]
+    pub max_findings: Option<u32>,
+    #[serde(default)]
+    pub min_attack_angles: Option<u32>,
+    #[serde(default)]
+    pub review_scope: Vec<String>,
+    /// discover or verify (default: by review.dossier.rerun_policy).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Return the packet a provider would receive; run nothing, record nothing.
+    #[serde(default)]
+    pub print_context: bool,
+    /// Review again even though nothing changed since a failed review.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewResult {
+    pub task_id: String,
+    /// pass, fail, or `not_run` for --print-context.
+    pub verdict: String,
+    pub mode: String,
+    pub provider: String,
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_format: String,
+    pub open_blockers: usize,
+    /// The accepted dossier's findings.
+    pub findings: Vec<serde_json::Value>,
+    pub next_command: String,
+    /// The packet, for --print-context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+method!(
+    /// Archive a task whose latest review passed from a provider that may complete it.
+    TaskComplete = "task.complete", TaskParams => CompleteResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompleteResult {
+    pub task_id: String,
+    pub status: String,
+    pub path: String,
+    pub provider: String,
+    pub review_entry: String,
+}

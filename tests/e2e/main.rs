@@ -4,5 +4,6 @@
 mod cli;
 mod daemon;
 mod exec;
+mod review;
 mod specs;
 mod wire;

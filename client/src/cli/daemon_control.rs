@@ -60,6 +60,7 @@ pub fn rpc_error(error: ClientError) -> CliError {
                 K::InvalidInput | K::InvalidParams => workflow::USAGE,
                 K::ValidationFailed | K::AlreadyExists => workflow::VALIDATION,
                 K::WorkspaceError => workflow::UNREACHABLE,
+                K::ReviewFailed => workflow::REVIEW_GATE,
                 _ => workflow::RUNTIME,
             };
             let mut cli = CliError::new(data.kind.as_str(), data.message.clone(), exit_code);

@@ -71,6 +71,10 @@ pub enum Command {
     Cancel(ReasonArgs),
     /// Print a task's session ledger, or export it as JSON.
     Session(SessionArgs),
+    /// Run the review gate of a task (or record an audited human override).
+    Review(ReviewArgs),
+    /// Archive a task whose latest review passed.
+    Complete(TaskArg),
     /// Inspect, wait for or cancel daemon jobs.
     #[command(subcommand)]
     Job(JobCommand),
@@ -92,6 +96,44 @@ pub struct BuildArgs {
     /// Return the job id at once instead of waiting for the acceptance run.
     #[arg(long)]
     pub detach: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReviewArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// auto, codex, claude, gemini, command or local.
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Reviewer command line (the packet on stdin, one dossier on stdout).
+    #[arg(long)]
+    pub provider_command: Option<String>,
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Record an audited human review instead of running a provider (needs --reason).
+    #[arg(long)]
+    pub human_reviewed: bool,
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// light, standard or deep.
+    #[arg(long)]
+    pub review_depth: Option<String>,
+    #[arg(long)]
+    pub max_findings: Option<u32>,
+    #[arg(long)]
+    pub min_attack_angles: Option<u32>,
+    /// Comma-separated paths that bound the review (default: derived from the spec).
+    #[arg(long, value_delimiter = ',')]
+    pub review_scope: Vec<String>,
+    /// discover or verify (default: verify when the last review left open blockers).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Print exactly the packet a provider would receive, and run nothing.
+    #[arg(long)]
+    pub print_context: bool,
+    /// Review again although nothing changed since a failed review.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -217,6 +259,8 @@ impl Command {
             Command::Fail(_) => "fail",
             Command::Cancel(_) => "cancel",
             Command::Session(_) => "session",
+            Command::Review(_) => "review",
+            Command::Complete(_) => "complete",
             Command::Job(JobCommand::List) => "job list",
             Command::Job(JobCommand::Status { .. }) => "job status",
             Command::Job(JobCommand::Wait { .. }) => "job wait",

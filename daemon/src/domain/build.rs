@@ -41,6 +41,10 @@ pub fn plan(spec: &Spec) -> Result<Step, String> {
             let criteria = criteria_of(spec, &target);
             Ok(Step::Run(target, criteria))
         }
+        // After a failed review, build re-runs the task-level acceptance, then returns to review.
+        Some(Status::Review) if spec.current_state.review_gate == "fail" => {
+            Ok(Step::Run(Target::Final, spec.acceptance.criteria.clone()))
+        }
         Some(Status::Review) => Err(format!("{id} is ready for review: run `scafld review {id}`")),
         Some(Status::Draft) => {
             Err(format!("build requires an approved task; {id} is a draft: run `scafld approve {id}`"))

@@ -71,6 +71,9 @@ pub enum LedgerEvent {
         reason: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dossier: Option<serde_json::Value>,
+        /// Fingerprint of the workspace snapshot the review judged.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        tree: String,
     },
     /// The audited human override; always immediately followed by a `human` review.
     ReviewOverride {
@@ -146,6 +149,10 @@ pub struct Replay {
     pub last_reason: String,
     pub last_recorded_at: String,
     pub approved: bool,
+    /// The latest accepted review (`verdict`, `provider`, dossier), if any.
+    pub review: Option<(String, String, Option<serde_json::Value>)>,
+    /// Whether nothing newer (a build step, evidence, approval) has superseded that review.
+    pub review_current: bool,
 }
 
 pub fn replay(entries: &[LedgerEntry]) -> Replay {
@@ -173,7 +180,11 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             LedgerEvent::Criterion { criterion_id, status, reason, .. } => {
                 r.criteria.insert(criterion_id.clone(), mark(status, reason));
             }
-            LedgerEvent::Review { .. } => r.status = Some(Status::Review),
+            LedgerEvent::Review { verdict, provider, dossier, .. } => {
+                r.status = Some(Status::Review);
+                r.review = Some((verdict.clone(), provider.clone(), dossier.clone()));
+                r.review_current = true;
+            }
             LedgerEvent::Complete { .. } => r.status = Some(Status::Completed),
             LedgerEvent::Fail { .. } => r.status = Some(Status::Failed),
             LedgerEvent::Cancel { .. } => r.status = Some(Status::Cancelled),
@@ -182,6 +193,15 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             | LedgerEvent::ReviewAttempt { .. }
             | LedgerEvent::ReviewOverride { .. }
             | LedgerEvent::Imported { .. } => {}
+        }
+        if matches!(
+            entry.event,
+            LedgerEvent::Build { .. }
+                | LedgerEvent::Phase { .. }
+                | LedgerEvent::Criterion { .. }
+                | LedgerEvent::Approval { .. }
+        ) {
+            r.review_current = false;
         }
         if !entry.event.reason().is_empty() {
             r.last_reason = entry.event.reason().to_string();
@@ -232,8 +252,22 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     };
     let cs = &mut next.current_state;
     cs.blockers = if blockers.is_empty() { "none".into() } else { format!("{} failed", blockers.join(", ")) };
-    if cs.review_gate.is_empty() {
-        cs.review_gate = "not_started".into();
+    cs.review_gate = "not_started".into();
+    if let Some((verdict, provider, dossier)) = &r.review {
+        next.review = crate::domain::review::projection(verdict, provider, dossier.as_ref());
+    }
+    let cs = &mut next.current_state;
+    if let Some((verdict, _, _)) = r.review.as_ref().filter(|_| r.review_current) {
+        cs.review_gate = verdict.clone();
+        if status == Status::Review {
+            let (step, follow_up) = if verdict == "pass" {
+                ("complete", format!("scafld complete {id}"))
+            } else {
+                ("repair", format!("scafld handoff {id}"))
+            };
+            cs.next = step.into();
+            cs.allowed_follow_up = follow_up;
+        }
     }
     next
 }

@@ -10,6 +10,7 @@ pub mod import;
 pub mod job;
 pub mod ledger;
 pub mod lifecycle;
+pub mod packet;
 pub mod review;
 pub mod spec;
 pub mod task_id;

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::dossier::Dossier;
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent};
-use crate::domain::spec::Spec;
+use crate::domain::spec::{ReviewProjection, Spec};
 
 /// Providers whose passing review can complete a task (`local` and the guard's `scafld` cannot).
 pub const COMPLETING_PROVIDERS: [&str; 5] = ["codex", "claude", "gemini", "command", "human"];
@@ -95,6 +95,59 @@ pub fn classify(baseline: &[BaselinePath], now: &[BaselinePath], scope: &[String
     out
 }
 
+/// The `## Review` section for the latest accepted review.
+pub fn projection(verdict: &str, provider: &str, dossier: Option<&serde_json::Value>) -> ReviewProjection {
+    let mut body = vec!["Status: completed".to_string(), format!("Verdict: {verdict}")];
+    let dossier = dossier.and_then(|d| serde_json::from_value::<Dossier>(d.clone()).ok());
+    match &dossier {
+        Some(d) => {
+            body.push(format!("Mode: {}", d.mode));
+            let model = d.model.as_deref().filter(|m| !m.is_empty()).map(|m| format!(":{m}")).unwrap_or_default();
+            body.push(format!("Provider: {provider}{model}"));
+            if let Some(format) = &d.output_format {
+                body.push(format!("Output: {format}"));
+            }
+            body.push(format!("Summary: {}", d.summary.replace('\n', " ")));
+            body.push(String::new());
+            body.push("Attack log:".into());
+            for a in &d.attack_log {
+                let notes = a.notes.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+                body.push(format!("- `{}`: {} -> {}{notes}", a.target, a.attack, a.result));
+            }
+            body.push(String::new());
+            body.push("Findings:".into());
+            if d.findings.is_empty() {
+                body.push("- none".into());
+            }
+            for f in &d.findings {
+                let blocking = if f.blocks() { "blocks completion" } else { "non-blocking" };
+                body.push(format!("- [{}/{blocking}] `{}` {}", f.severity, f.id, f.summary.as_deref().unwrap_or("")));
+                if let Some(l) = &f.location {
+                    body.push(format!(
+                        "  - Location: `{}{}`",
+                        l.path,
+                        l.line.map(|n| format!(":{n}")).unwrap_or_default()
+                    ));
+                }
+                for (label, value) in [("Evidence", &f.evidence), ("Impact", &f.impact), ("Validation", &f.validation)]
+                {
+                    if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
+                        body.push(format!("  - {label}: {}", v.replace('\n', " ")));
+                    }
+                }
+            }
+        }
+        None => {
+            body.push("Mode: verify".into());
+            body.push(format!("Provider: {provider}"));
+            body.push(String::new());
+            body.push("Findings:".into());
+            body.push("- none".into());
+        }
+    }
+    ReviewProjection { status: "completed".into(), verdict: verdict.into(), body }
+}
+
 /// Why `complete` may (or may not) close the task.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Authority {
@@ -110,7 +163,7 @@ pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
     let invalid = |reason: &str| Authority::Invalid { reason: reason.to_string() };
     for (i, entry) in entries.iter().enumerate().rev() {
         match &entry.event {
-            LedgerEvent::Review { verdict, provider, dossier, reason } => {
+            LedgerEvent::Review { verdict, provider, dossier, reason, .. } => {
                 if verdict != "pass" {
                     return invalid("the latest review did not pass");
                 }
@@ -158,6 +211,7 @@ mod tests {
             provider: provider.into(),
             reason: "r".into(),
             dossier: dossier.map(|d| serde_json::from_str(d).unwrap()),
+            tree: String::new(),
         }
     }
 

@@ -58,6 +58,8 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::TaskBuild, _, _>(&mut module, |d, p| async move { tasks::build(&d, p).await });
     register::<m::TaskFail, _, _>(&mut module, |d, p| async move { tasks::archive(&d, p, Status::Failed).await });
     register::<m::TaskCancel, _, _>(&mut module, |d, p| async move { tasks::archive(&d, p, Status::Cancelled).await });
+    register::<m::TaskReview, _, _>(&mut module, |d, p| async move { tasks::review(&d, p).await });
+    register::<m::TaskComplete, _, _>(&mut module, |d, p| async move { tasks::complete(&d, p).await });
     register::<m::TaskSession, _, _>(&mut module, |d, p| async move { tasks::session(&d, p).await });
     register::<m::JobList, _, _>(&mut module, |d, p| async move {
         let root = match p.root {

@@ -77,7 +77,7 @@ pub(crate) fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, c
 }
 
 /// The spec as its ledger says it is (what build decisions are made from).
-fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
+pub(crate) fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
     let entry = ws
         .index
         .read()
@@ -89,7 +89,7 @@ fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spe
     Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339()), entries))
 }
 
-fn refuse_while_running(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+pub(crate) fn refuse_while_running(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
     match daemon.jobs.active_for(ws, task) {
         Some(job) => {
             Err(RpcError::new(ErrorKind::Busy, format!("a build job ({}) is running for {task}", job.id)).with_hint(
@@ -380,6 +380,7 @@ impl BuildRun {
                 .then(|| Duration::from_secs(execution.idle_timeout_seconds)),
             diagnostics_dir: self.ws.root.join(".scafld/runs").join(&self.task).join("diagnostics"),
             env_overrides: overrides,
+            stdin: None,
         };
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
         let outcome = if criterion.command.trim().is_empty() {

@@ -3,10 +3,12 @@
 
 mod exec;
 mod read;
+mod review;
 mod write;
 
 pub use exec::{approve, archive, build, job_wait, recover_jobs, session, unknown_job};
 pub use read::{handoff, list, report, status, validate};
+pub use review::{complete, review};
 pub use write::{harden, plan, reconcile};
 
 use std::sync::Arc;

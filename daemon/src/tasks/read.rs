@@ -30,6 +30,10 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let spec = &spec;
     let errors = entry_errors(&entry);
     let (next, next_command) = match spec.status() {
+        // With a ledger, its projection already decided (a review verdict changes the step).
+        Some(_) if !entries.is_empty() => {
+            (spec.current_state.next.as_str(), spec.current_state.allowed_follow_up.clone())
+        }
         Some(status) => next_step(status, spec.harden_status(), &entry.task_id),
         None => ("repair spec", format!("scafld validate {}", entry.task_id)),
     };

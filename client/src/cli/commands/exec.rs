@@ -9,7 +9,7 @@ use scafld_protocol::methods::{self as m, BuildOutcome, CallerContext, JobInfo};
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{wait, workflow};
 use crate::cli::output::{CliError, Style};
-use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, SessionArgs};
+use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, ReviewArgs, SessionArgs, TaskArg};
 
 /// How long one `job.wait` call blocks before the client prints a heartbeat line.
 const HEARTBEAT_SECONDS: f64 = 3.0;
@@ -238,5 +238,88 @@ pub fn job_cancel(ctx: &Context, job_id: &str) -> Result<u8, CliError> {
     let mut conn = ctx.connect()?;
     let j = call::<m::JobCancel>(&mut conn, &m::JobParams { job_id: job_id.into() })?;
     ctx.out.success(&j, || format!("cancelling {} ({})", j.job_id, j.state));
+    Ok(workflow::OK)
+}
+
+pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let params = m::ReviewParams {
+        root,
+        task_id,
+        caller: caller(),
+        provider: args.provider.clone(),
+        provider_command: args.provider_command.clone(),
+        model: args.model.clone(),
+        human_reviewed: args.human_reviewed,
+        reason: args.reason.clone(),
+        review_depth: args.review_depth.clone(),
+        max_findings: args.max_findings,
+        min_attack_angles: args.min_attack_angles,
+        review_scope: args.review_scope.clone(),
+        mode: args.mode.clone(),
+        print_context: args.print_context,
+        force: args.force,
+    };
+    if !ctx.out.json && !args.print_context && !args.human_reviewed {
+        eprintln!("scafld review {}: started", params.task_id);
+    }
+    let r = call::<m::TaskReview>(&mut conn, &params)?;
+    if let Some(context) = &r.context {
+        if ctx.out.json {
+            ctx.out.success(&r, String::new);
+        } else {
+            print!("{context}");
+        }
+        return Ok(workflow::OK);
+    }
+    let human = || {
+        let mut text =
+            format!("review {}: {} ({}, {} mode)\n{}\n", r.task_id, r.verdict, r.provider, r.mode, r.summary);
+        for f in &r.findings {
+            let blocking = if f["blocks_completion"] == true { "blocks completion" } else { "non-blocking" };
+            let _ = writeln!(
+                text,
+                "  [{}/{blocking}] {} {}",
+                f["severity"].as_str().unwrap_or(""),
+                f["id"].as_str().unwrap_or(""),
+                f["summary"].as_str().unwrap_or("")
+            );
+            if let Some(path) = f["location"]["path"].as_str() {
+                let line = f["location"]["line"].as_u64().map(|l| format!(":{l}")).unwrap_or_default();
+                let _ = writeln!(text, "      at {path}{line}");
+            }
+        }
+        let _ = write!(text, "next: {}", r.next_command);
+        text
+    };
+    if r.verdict != "pass" {
+        let error = CliError::new(
+            "review_failed",
+            format!("{}: the review gate failed with {} open blocker(s)", r.task_id, r.open_blockers),
+            workflow::REVIEW_GATE,
+        )
+        .with_hint(format!(
+            "repair the findings, rerun acceptance with `scafld build {}`, then review again",
+            r.task_id
+        ));
+        if ctx.out.json {
+            ctx.out.failure(&error, serde_json::to_value(&r).ok());
+        } else {
+            println!("{}", human());
+        }
+        return Ok(workflow::REVIEW_GATE);
+    }
+    ctx.out.success(&r, human);
+    Ok(workflow::OK)
+}
+
+pub fn complete(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
+    let task_id = task.resolve()?;
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let r = call::<m::TaskComplete>(&mut conn, &m::TaskParams { root, task_id })?;
+    ctx.out.success(&r, || {
+        format!("completed {} ({}); authority: review {} by {}", r.task_id, r.path, r.review_entry, r.provider)
+    });
     Ok(workflow::OK)
 }

@@ -27,6 +27,8 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Fail(args) => exec::archive(ctx, &args, true),
         Command::Cancel(args) => exec::archive(ctx, &args, false),
         Command::Session(args) => exec::session(ctx, &args),
+        Command::Review(args) => exec::review(ctx, &args),
+        Command::Complete(task) => exec::complete(ctx, &task),
         Command::Job(JobCommand::List) => exec::job_list(ctx),
         Command::Job(JobCommand::Status { job_id }) => exec::job_status(ctx, &job_id),
         Command::Job(JobCommand::Wait { job_id, timeout }) => exec::job_wait(ctx, &job_id, timeout),

@@ -1,0 +1,212 @@
+//! The review-context packet: the exact Markdown a reviewer receives (and `--print-context`
+//! prints). It opens with the Context Budget Manifest; required sections (the task contract,
+//! the review request and the reviewer instructions) are never cut, the others share
+//! `review.context.max_bytes` in order, and every truncation or omission is listed.
+
+use std::fmt::Write as _;
+
+use sha2::{Digest, Sha256};
+
+/// One section before budgeting.
+pub struct Section {
+    pub key: String,
+    pub title: String,
+    /// `(kind, path)` of what the body was made from.
+    pub sources: Vec<(String, String)>,
+    pub body: String,
+    /// Never truncated or omitted.
+    pub required: bool,
+}
+
+impl Section {
+    pub fn derived(key: &str, title: &str, source: &str, body: String, required: bool) -> Section {
+        Section {
+            key: key.into(),
+            title: title.into(),
+            sources: vec![("derived".into(), source.into())],
+            body,
+            required,
+        }
+    }
+
+    /// A project file, with its hash and size in the sources line.
+    pub fn file(path: &str, content: &str) -> Section {
+        let digest = format!("{:x}", Sha256::digest(content.as_bytes()));
+        Section {
+            key: format!("file:{path}"),
+            title: format!("Project Context: {path}"),
+            sources: vec![("file".into(), format!("{path}` sha256={digest} bytes={}", content.len()))],
+            body: content.to_string(),
+            required: false,
+        }
+    }
+}
+
+pub struct Header<'a> {
+    pub task_id: &'a str,
+    pub title: &'a str,
+    pub status: &'a str,
+}
+
+enum Fate {
+    Included,
+    Truncated(usize),
+    Omitted,
+}
+
+/// Render the packet with at most `max_bytes` of discretionary section bodies.
+pub fn render(header: &Header<'_>, sections: &[Section], max_bytes: usize) -> String {
+    let mut remaining = max_bytes;
+    let mut planned: Vec<(&Section, String, Fate)> = Vec::new();
+    for section in sections {
+        let body = section.body.trim().to_string();
+        if section.required {
+            planned.push((section, body, Fate::Included));
+            continue;
+        }
+        if body.len() <= remaining {
+            remaining -= body.len();
+            planned.push((section, body, Fate::Included));
+        } else if remaining > 0 {
+            let mut cut = remaining;
+            while !body.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let omitted = body.len() - cut;
+            remaining = 0;
+            planned.push((section, body[..cut].to_string(), Fate::Truncated(omitted)));
+        } else {
+            planned.push((section, String::new(), Fate::Omitted));
+        }
+    }
+    let rendered: usize = planned.iter().map(|(_, b, _)| b.len()).sum();
+    let omitted_total: usize = planned
+        .iter()
+        .map(|(s, b, f)| match f {
+            Fate::Included => 0,
+            Fate::Truncated(n) => *n,
+            Fate::Omitted => s.body.trim().len() - b.len(),
+        })
+        .sum();
+
+    let mut out = format!(
+        "# Review Context Packet\n\nTask: {}\nTitle: {}\nStatus: {}\n\n",
+        header.task_id, header.title, header.status
+    );
+    out.push_str("## Context Budget Manifest\n\n");
+    let _ = writeln!(out, "Max section body bytes: {max_bytes}");
+    let _ = writeln!(out, "Rendered section body bytes: {rendered}");
+    let _ = writeln!(out, "Omitted section body bytes: {omitted_total}\n");
+    let sources = |s: &Section| s.sources.iter().map(|(_, p)| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+    for (heading, wanted) in [("Included sections", 0), ("Truncated sections", 1), ("Omitted sections", 2)] {
+        let _ = writeln!(out, "{heading}:");
+        let mut any = false;
+        for (s, body, fate) in &planned {
+            let line = match (fate, wanted) {
+                (Fate::Included, 0) => {
+                    format!("- `{}` ({}): rendered={} body={} omitted=0", s.key, s.title, body.len(), body.len())
+                }
+                (Fate::Truncated(n), 1) => {
+                    format!(
+                        "- `{}` ({}): rendered={} body={} omitted={n} sources={}",
+                        s.key,
+                        s.title,
+                        body.len(),
+                        s.body.trim().len(),
+                        sources(s)
+                    )
+                }
+                (Fate::Omitted, 2) => format!(
+                    "- `{}` ({}): rendered=0 body={} omitted={} sources={} reason=context budget exhausted",
+                    s.key,
+                    s.title,
+                    s.body.trim().len(),
+                    s.body.trim().len(),
+                    sources(s)
+                ),
+                _ => continue,
+            };
+            any = true;
+            let _ = writeln!(out, "{line}");
+        }
+        if !any {
+            out.push_str("- none\n");
+        }
+        out.push('\n');
+    }
+    for (s, body, fate) in &planned {
+        if matches!(fate, Fate::Omitted) {
+            continue;
+        }
+        let _ = writeln!(out, "## {}\n\nSources:", s.title);
+        for (kind, path) in &s.sources {
+            let _ = writeln!(out, "- {kind} `{path}`");
+        }
+        out.push('\n');
+        out.push_str(if body.is_empty() { "- none" } else { body });
+        out.push('\n');
+        if let Fate::Truncated(n) = fate {
+            let _ = writeln!(out, "[truncated: omitted {n} byte(s); see Context Budget Manifest]");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// What the reviewer is told to do; a required section.
+pub fn instructions(mode: &str, depth: &str, max_findings: u32, min_attack_angles: u32) -> String {
+    let depth_contract = match depth {
+        "light" => "completion blockers and regression risk only; skip advisory churn",
+        "deep" => "a broad adversarial pass across callers, invariants, edge cases and operational risk, within budget",
+        _ => "a balanced blocker hunt, regression tracing, and concise useful non-blocking findings",
+    };
+    let mode_contract = if mode == "verify" {
+        "check the known findings, regressions introduced by the repair, and new blockers it created"
+    } else {
+        "search broadly for new completion blockers across the approved task scope"
+    };
+    format!(
+        "You are an adversarial reviewer. The implementing agent does not grade its own work; you try to break confidence in it.\n\n\
+- Stay read-only: do not edit, create or delete files, and do not run builds, tests or anything that mutates the workspace. A change to the reviewed files during review fails the review.\n\
+- Mode `{mode}`: {mode_contract}.\n\
+- Depth `{depth}`: {depth_contract}.\n\
+- Budget: at most {max_findings} findings; a pass needs at least {min_attack_angles} entries in attack_log, each with target, attack and result (finding, clean or skipped).\n\
+- Severity (critical, high, medium, low) is separate from blocks_completion: block only what violates the approved contract or breaks the change.\n\
+- A blocking finding must carry location (path and line), evidence, impact and validation (how to prove the fix).\n\
+- Baseline dirt and ambient drift are context, not findings by themselves. Sections omitted from this packet were not checked for you: open their sources when an attack needs them.\n\
+- Do not print placeholder or progress output as your answer. Submit exactly one ReviewDossier JSON object; the verdict is fail if and only if an open finding blocks completion.\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_truncates_then_omits_and_never_cuts_required_sections() {
+        let sections = vec![
+            Section::derived("task_contract", "Task Contract", "spec", "contract ".repeat(50), true),
+            Section::derived("task_changes", "Task Changes", "session", "a".repeat(30), false),
+            Section::derived("ambient_drift", "Ambient Drift", "session", "ü".repeat(20), false),
+            Section::file("README.md", "readme text"),
+            Section::derived(
+                "provider_instruction",
+                "Provider Instruction",
+                "scafld",
+                instructions("discover", "standard", 12, 6),
+                true,
+            ),
+        ];
+        let packet = render(&Header { task_id: "t", title: "T", status: "review" }, &sections, 35);
+        assert!(packet.starts_with("# Review Context Packet\n\nTask: t\n"));
+        assert!(packet.contains("Max section body bytes: 35"));
+        assert!(packet.contains("- `task_changes` (Task Changes): rendered=30 body=30 omitted=0"));
+        assert!(packet.contains("- `ambient_drift` (Ambient Drift): rendered=4 body=40 omitted=36"), "{packet}");
+        assert!(packet.contains("- `file:README.md` (Project Context: README.md): rendered=0 body=11 omitted=11"));
+        assert!(packet.contains("reason=context budget exhausted"));
+        assert!(packet.contains("[truncated: omitted 36 byte(s)"));
+        assert!(packet.contains(&"contract ".repeat(49)), "required section cut");
+        assert!(packet.contains("Submit exactly one ReviewDossier"));
+        assert!(!packet.contains("readme text"));
+    }
+}

@@ -1,0 +1,216 @@
+//! The review gate through the real binaries with reviewer commands: pass, fail, invalid
+//! dossiers, the mutation guard, local and human providers, fail-closed selection, the packet,
+//! and the complete gate.
+
+use std::process::Command;
+
+use scafld_tests::TestEnv;
+use serde_json::Value;
+
+const ATTACKS: &str = r#"[{"target":"diff","attack":"regression scan","result":"clean"},{"target":"spec","attack":"contract check","result":"clean"}]"#;
+
+fn pass() -> String {
+    format!(
+        r#"{{"verdict":"pass","mode":"discover","summary":"No blockers.","findings":[],"attack_log":{ATTACKS},"budget":{{}}}}"#
+    )
+}
+
+fn fail() -> String {
+    format!(
+        r#"{{"verdict":"fail","mode":"discover","summary":"One blocker.","findings":[{{"id":"greeting-ignored","severity":"high","blocks_completion":true,"summary":"flag value never printed","location":{{"path":"src/lib.rs","line":2}},"evidence":"prints a constant","impact":"the flag does nothing","validation":"cargo test greeting"}}],"attack_log":{ATTACKS},"budget":{{}}}}"#
+    )
+}
+
+/// A reviewer command that drains the packet from stdin and prints `answer`.
+fn reviewer(env: &TestEnv, name: &str, answer: &str, extra: &str) -> String {
+    let path = env.path(&format!("{name}.sh"));
+    std::fs::write(&path, format!("#!/bin/sh\ncat > \"$0.packet\"\n{extra}\ncat <<'JSON'\n{answer}\nJSON\n")).unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    path.display().to_string()
+}
+
+/// A git workspace with task `rev` built to review.
+fn to_review(env: &TestEnv) {
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Review me\n\n## Summary\n\nGreeting flag.\n\n## Scope\n\n- `src/lib.rs` - the flag.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - lib exists\n  - Command: `test -f src/lib.rs`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "test"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn greet() {}\n").unwrap();
+    std::fs::write(env.work.join("unrelated.txt"), "someone else's work\n").unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+}
+
+fn ledger_types(env: &TestEnv) -> Vec<String> {
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    entries.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn a_passing_command_review_lets_complete_archive_the_task() {
+    let env = TestEnv::new();
+    to_review(&env);
+    env.scafld(&["complete", "rev"]).assert_code(1);
+    let script = reviewer(&env, "pass", &pass(), "");
+    let run = env.scafld(&[
+        "review",
+        "rev",
+        "--provider",
+        "command",
+        "--provider-command",
+        &script,
+        "--min-attack-angles",
+        "2",
+        "--json",
+    ]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert_eq!((result["verdict"].as_str(), result["provider"].as_str()), (Some("pass"), Some("command")));
+    assert_eq!(result["output_format"], "command.stdout");
+    // The reviewer got the packet on stdin: manifest first, instructions always present.
+    let packet = std::fs::read_to_string(format!("{script}.packet")).unwrap();
+    assert!(packet.starts_with("# Review Context Packet\n\nTask: rev\n"), "{packet}");
+    assert!(packet.contains("## Context Budget Manifest") && packet.contains("Submit exactly one ReviewDossier"));
+    assert!(packet.contains("- `src/lib.rs`"), "task change missing:\n{packet}");
+    assert!(packet.contains("## Ambient Workspace Drift Outside Task Scope") && packet.contains("- `unrelated.txt`"));
+
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["review_gate"], "pass");
+    assert_eq!(status["next_command"], "scafld complete rev");
+    let done = env.scafld(&["complete", "rev", "--json"]);
+    done.assert_code(0);
+    let path = done.json()["result"]["path"].as_str().unwrap().to_string();
+    assert!(path.starts_with(".scafld/specs/archive/"), "{path}");
+    let text = std::fs::read_to_string(env.work.join(&path)).unwrap();
+    assert!(
+        text.contains("status: completed") && text.contains("## Review\n\nStatus: completed\nVerdict: pass"),
+        "{text}"
+    );
+    assert_eq!(ledger_types(&env).last().unwrap(), "complete");
+}
+
+#[test]
+fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let failing = reviewer(&env, "fail", &fail(), "");
+    let run = env.scafld(&["review", "rev", "--provider-command", &failing, "--provider", "command", "--json"]);
+    run.assert_code(4);
+    let envelope = run.json();
+    assert_eq!(envelope["error"]["code"], "review_failed");
+    assert_eq!(envelope["result"]["open_blockers"], 1);
+    let human = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(human["review_gate"], "fail");
+    assert_eq!(human["next_command"], "scafld handoff rev");
+    let spec = std::fs::read_to_string(env.work.join(".scafld/specs/active/rev.md")).unwrap();
+    assert!(spec.contains("- [high/blocks completion] `greeting-ignored` flag value never printed"), "{spec}");
+    env.scafld(&["complete", "rev"]).assert_code(1);
+
+    // The same tree again only burns quota.
+    let again = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &failing]);
+    again.assert_code(1);
+    assert!(again.stderr.contains("nothing changed since the failed review"), "{}", again.stderr);
+
+    // Repair, rerun acceptance (build goes back through final acceptance), review again: verify mode.
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn greet(name: &str) -> &str { name }\n").unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let verify = pass().replace("\"discover\"", "\"verify\"");
+    let passing = reviewer(&env, "pass-verify", &verify, "");
+    env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &passing, "--min-attack-angles", "2"])
+        .assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn invalid_dossiers_fail_the_attempt_and_never_pass() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let cases = [
+        ("garbage", "this is not json".to_string(), "not JSON"),
+        ("trailing", format!("{}\nextra", pass()), "trailing data"),
+        ("budget", pass(), "attack angles"),
+        ("contradiction", fail().replace("\"verdict\":\"fail\"", "\"verdict\":\"pass\""), "contradicts the findings"),
+        ("unknown", pass().replace("\"summary\"", "\"score\":10,\"summary\""), "unknown field `score`"),
+    ];
+    for (name, answer, expected) in cases {
+        let script = reviewer(&env, name, &answer, "");
+        let run =
+            env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &script, "--force", "--json"]);
+        run.assert_code(4);
+        let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains(expected), "{name}: {message}");
+    }
+    let crash = reviewer(&env, "crash", "", "echo boom >&2; exit 7");
+    let run = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &crash, "--json"]);
+    run.assert_code(4);
+    assert!(run.json()["error"]["message"].as_str().unwrap().contains("exit code 7"));
+    assert!(ledger_types(&env).iter().filter(|t| *t == "review_attempt").count() >= 12);
+    assert!(!ledger_types(&env).contains(&"review".to_string()));
+    env.scafld(&["complete", "rev"]).assert_code(1);
+}
+
+#[test]
+fn a_reviewer_that_edits_a_scoped_file_fails_closed() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let script = reviewer(&env, "mutate", &pass(), "echo tampered >> src/lib.rs; echo other >> unrelated.txt");
+    let run = env.scafld(&[
+        "review",
+        "rev",
+        "--provider",
+        "command",
+        "--provider-command",
+        &script,
+        "--min-attack-angles",
+        "2",
+        "--json",
+    ]);
+    run.assert_code(4);
+    let findings = run.json()["result"]["findings"].clone();
+    let guard = findings.as_array().unwrap().iter().find(|f| f["id"] == "workspace-mutation").expect("guard finding");
+    assert_eq!(guard["location"]["path"], "src/lib.rs");
+    assert!(
+        !guard["evidence"].as_str().unwrap().contains("unrelated.txt"),
+        "out-of-scope churn is not a finding: {guard}"
+    );
+    env.scafld(&["complete", "rev"]).assert_code(1);
+}
+
+#[test]
+fn local_human_and_missing_providers() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let local = env.scafld(&["review", "rev", "--provider", "local", "--min-attack-angles", "1", "--json"]);
+    local.assert_code(0);
+    let refused = env.scafld(&["complete", "rev", "--json"]);
+    refused.assert_code(1);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains("`local`, which cannot complete a task"));
+
+    let none = env.scafld(&["review", "rev", "--json"]);
+    none.assert_code(4);
+    let error: Value = none.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("fails closed"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("--provider command"));
+
+    env.scafld(&["review", "rev", "--human-reviewed"]).assert_code(2);
+    env.scafld(&["review", "rev", "--human-reviewed", "--reason", "reviewed the diff in PR 7"]).assert_code(0);
+    let types = ledger_types(&env);
+    assert_eq!(&types[types.len() - 2..], ["review_override", "review"]);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn print_context_prints_the_packet_and_records_nothing() {
+    let env = TestEnv::new();
+    to_review(&env);
+    std::fs::write(env.work.join("AGENTS.md"), "Agents: keep functions small.\n").unwrap();
+    let before = ledger_types(&env).len();
+    let run = env.scafld(&["review", "rev", "--provider", "local", "--print-context"]);
+    run.assert_code(0);
+    assert!(run.stdout.starts_with("# Review Context Packet"));
+    assert!(run.stdout.contains("## Project Context: AGENTS.md") && run.stdout.contains("keep functions small"));
+    assert!(run.stdout.contains("- file `AGENTS.md` sha256="));
+    assert_eq!(ledger_types(&env).len(), before);
+}
