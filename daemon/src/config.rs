@@ -29,8 +29,12 @@ pub struct Review {
 pub struct External {
     pub provider: String,
     pub command: String,
+    pub fallback_policy: String,
     pub idle_timeout_seconds: u64,
     pub absolute_max_seconds: u64,
+    pub codex: ProviderCli,
+    pub claude: ProviderCli,
+    pub gemini: ProviderCli,
 }
 
 impl Default for External {
@@ -38,10 +42,24 @@ impl Default for External {
         External {
             provider: "auto".into(),
             command: String::new(),
+            fallback_policy: "warn".into(),
             idle_timeout_seconds: 180,
             absolute_max_seconds: 1800,
+            codex: ProviderCli { model: "gpt-5.5".into(), binary: String::new(), reasoning: "high".into() },
+            claude: ProviderCli { model: "claude-opus-4-7".into(), ..ProviderCli::default() },
+            gemini: ProviderCli::default(),
         }
     }
+}
+
+/// Model and binary of one external reviewer CLI.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct ProviderCli {
+    pub model: String,
+    pub binary: String,
+    /// Codex reasoning effort (low, medium, high).
+    pub reasoning: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -43,6 +43,8 @@ pub struct Daemon {
     watcher: Option<SpecWatcher>,
     watch_events: StdMutex<Option<mpsc::UnboundedReceiver<PathBuf>>>,
     pub jobs: Jobs,
+    /// Dossiers relayed by `scafld mcp submit-review` for running reviews.
+    pub submissions: crate::providers::Submissions,
 }
 
 impl Daemon {
@@ -70,6 +72,7 @@ impl Daemon {
             watcher,
             watch_events: StdMutex::new(watch_events),
             jobs,
+            submissions: Default::default(),
         }
     }
 

@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod domain;
 pub mod error;
 pub mod jobs;
+pub mod providers;
 pub mod rpc;
 pub mod runner;
 pub mod socket;

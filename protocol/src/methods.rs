@@ -414,6 +414,9 @@ pub struct ReconcileResult {
 pub struct CallerContext {
     pub cwd: String,
     pub env: std::collections::BTreeMap<String, String>,
+    /// Path of the calling `scafld` executable (review providers start its MCP server).
+    #[serde(default)]
+    pub client_exe: String,
 }
 
 method!(
@@ -644,6 +647,9 @@ pub struct ReviewParams {
     pub provider_command: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
+    /// Codex reasoning effort: low, medium or high.
+    #[serde(default)]
+    pub codex_reasoning: Option<String>,
     #[serde(default)]
     pub human_reviewed: bool,
     #[serde(default)]
@@ -698,4 +704,25 @@ pub struct CompleteResult {
     pub path: String,
     pub provider: String,
     pub review_entry: String,
+}
+
+method!(
+    /// A reviewer's dossier, relayed by `scafld mcp submit-review` for a running review.
+    ReviewSubmit = "review.submit", SubmitParams => SubmitResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitParams {
+    /// The submission token the daemon gave the provider's MCP server.
+    pub token: String,
+    pub dossier: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubmitResult {
+    pub accepted: bool,
+    pub verdict: String,
+    /// Why the dossier was refused (the reviewer may fix it and submit again).
+    pub problems: Vec<String>,
 }

@@ -4,6 +4,7 @@
 mod cli;
 mod daemon;
 mod exec;
+mod providers;
 mod review;
 mod specs;
 mod wire;

@@ -75,6 +75,9 @@ pub enum Command {
     Review(ReviewArgs),
     /// Archive a task whose latest review passed.
     Complete(TaskArg),
+    /// Stdio MCP servers that review providers start (not for interactive use).
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Inspect, wait for or cancel daemon jobs.
     #[command(subcommand)]
     Job(JobCommand),
@@ -110,6 +113,9 @@ pub struct ReviewArgs {
     pub provider_command: Option<String>,
     #[arg(long)]
     pub model: Option<String>,
+    /// Reasoning effort passed to codex: low, medium or high.
+    #[arg(long, value_parser = ["low", "medium", "high"])]
+    pub codex_reasoning: Option<String>,
     /// Record an audited human review instead of running a provider (needs --reason).
     #[arg(long)]
     pub human_reviewed: bool,
@@ -152,6 +158,16 @@ pub struct SessionArgs {
     /// Also write the ledger as JSON (default path: .scafld/runs/<task-id>/ledger.json).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
     pub export: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// Serve the `submit_review` tool over stdio and relay the dossier to the daemon.
+    SubmitReview {
+        /// The submission token of the review this reviewer answers.
+        #[arg(long)]
+        token: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -261,6 +277,7 @@ impl Command {
             Command::Session(_) => "session",
             Command::Review(_) => "review",
             Command::Complete(_) => "complete",
+            Command::Mcp(_) => "mcp submit-review",
             Command::Job(JobCommand::List) => "job list",
             Command::Job(JobCommand::Status { .. }) => "job status",
             Command::Job(JobCommand::Wait { .. }) => "job wait",

@@ -60,6 +60,12 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::TaskCancel, _, _>(&mut module, |d, p| async move { tasks::archive(&d, p, Status::Cancelled).await });
     register::<m::TaskReview, _, _>(&mut module, |d, p| async move { tasks::review(&d, p).await });
     register::<m::TaskComplete, _, _>(&mut module, |d, p| async move { tasks::complete(&d, p).await });
+    register::<m::ReviewSubmit, _, _>(&mut module, |d, p| async move {
+        Ok(match d.submissions.submit(&p.token, p.dossier) {
+            Ok(verdict) => m::SubmitResult { accepted: true, verdict, problems: Vec::new() },
+            Err(problems) => m::SubmitResult { accepted: false, verdict: String::new(), problems },
+        })
+    });
     register::<m::TaskSession, _, _>(&mut module, |d, p| async move { tasks::session(&d, p).await });
     register::<m::JobList, _, _>(&mut module, |d, p| async move {
         let root = match p.root {

@@ -1,12 +1,9 @@
 //! The review gate (`task.review`) and completion (`task.complete`).
 //!
-//! Providers available here: `command` (a reviewer command line; the packet on stdin, one
-//! dossier on stdout), `local` (development pass-through that can never complete a task) and the
-//! audited `--human-reviewed` override. The codex, claude and gemini adapters are not built yet:
-//! selecting them fails closed with an explanation.
+//! Providers (see `providers.rs`): codex, claude and gemini CLIs, a `command` reviewer, the
+//! `local` pass-through (never completes a task) and the audited `--human-reviewed` override.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
@@ -24,51 +21,14 @@ use crate::domain::packet::{self, Section};
 use crate::domain::review::{self, Authority};
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
-use crate::runner::{self, RunRequest};
+use crate::providers::{self, Provider};
 use crate::workspace::Workspace;
 
 /// Project files offered to the reviewer, before `review.context.files`.
 const CONTEXT_FILES: [&str; 5] = ["AGENTS.md", "CLAUDE.md", ".claude/rules", "README.md", "docs/review.md"];
 
-enum Provider {
-    Command(String),
-    Local,
-}
-
-impl Provider {
-    fn name(&self) -> &'static str {
-        match self {
-            Provider::Command(_) => "command",
-            Provider::Local => "local",
-        }
-    }
-}
-
 fn failed(message: impl Into<String>) -> RpcError {
     RpcError::new(ErrorKind::ReviewFailed, message)
-}
-
-fn select(p: &m::ReviewParams, config: &Config) -> RpcResult<Provider> {
-    let name = p.provider.clone().unwrap_or_else(|| config.review.external.provider.clone());
-    let command = p
-        .provider_command
-        .clone()
-        .filter(|c| !c.trim().is_empty())
-        .or_else(|| Some(config.review.external.command.clone()).filter(|c| !c.trim().is_empty()));
-    match (name.as_str(), command) {
-        ("command" | "auto", Some(command)) => Ok(Provider::Command(command)),
-        ("command", None) => Err(RpcError::new(ErrorKind::InvalidInput, "--provider command requires --provider-command CMD")),
-        ("local", _) => Ok(Provider::Local),
-        ("auto" | "codex" | "claude" | "gemini", _) => Err(failed(format!(
-            "no external review provider is available: the {} adapter is not part of this build, so the review fails closed",
-            if name == "auto" { "codex, claude and gemini" } else { name.as_str() }
-        ))
-        .with_hint("review with `--provider command --provider-command CMD`, or record an audited `--human-reviewed --reason R`")),
-        (other, _) => Err(RpcError::new(
-            ErrorKind::InvalidInput,
-            format!("unknown review provider {other:?} (auto, codex, claude, gemini, command or local)"),
-        )),
-    }
 }
 
 /// Fingerprint of the reviewed material: every dirty path outside `.scafld/` (the runner's own
@@ -139,7 +99,13 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         min_attack_angles: p.min_attack_angles.unwrap_or(config.review.dossier.min_attack_angles),
         depth,
     };
-    let provider = select(&p, &config)?;
+    let choice = providers::Choice {
+        provider: p.provider.as_deref(),
+        command: p.provider_command.as_deref(),
+        model: p.model.as_deref(),
+        reasoning: p.codex_reasoning.as_deref(),
+    };
+    let provider = providers::select(&choice, &config, &p.caller.env)?;
 
     let root = ws.root.clone();
     let before = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
@@ -202,7 +168,8 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         .await
         .map_err(RpcError::internal)?
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
-    let answer = run_provider(&ws, &task, &provider, &packet, &p.caller, &config, &request).await;
+    let review_run = ReviewRun { daemon, ws: &ws, task: &task, caller: &p.caller, config: &config, request: &request };
+    let answer = run_provider(&review_run, &provider, &packet).await;
 
     let root = ws.root.clone();
     let after = tokio::task::spawn_blocking(move || baseline::snapshot(&root)).await.map_err(RpcError::internal)?;
@@ -238,10 +205,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     if !problems.is_empty() && mutations.is_empty() {
         return attempt_failed(daemon, &ws, &task, format!("review dossier invalid: {}", problems.join("; ")));
     }
-    let mut dossier = dossier;
-    if dossier.output_format.is_none() {
-        dossier.output_format = Some(format!("{}.stdout", provider.name()).replace("local.stdout", "local"));
-    }
+
     let provider_name = if mutations.is_empty() { provider.name().to_string() } else { "scafld".to_string() };
     let verdict = dossier.verdict.clone();
     let reason = if verdict == "pass" {
@@ -319,73 +283,63 @@ fn attempt_failed(daemon: &Daemon, ws: &Workspace, task: &str, reason: String) -
     )))
 }
 
-async fn run_provider(
-    ws: &Workspace,
-    task: &str,
-    provider: &Provider,
-    packet: &str,
-    caller: &m::CallerContext,
-    config: &Config,
-    request: &Request,
-) -> Result<Dossier, String> {
-    let command = match provider {
-        Provider::Local => {
-            return Ok(Dossier {
-                verdict: "pass".into(),
-                mode: request.mode.clone(),
-                summary: "Local provider smoke review passed.".into(),
-                findings: Vec::new(),
-                attack_log: vec![Attack {
-                    target: "local provider".into(),
-                    attack: "development pass-through".into(),
-                    result: "clean".into(),
-                    notes: Some("not an adversarial review; cannot complete a task".into()),
-                }],
-                budget: dossier::Budget { depth: "local".into(), ..Default::default() },
-                provider: None,
-                model: None,
-                session_id: None,
-                output_format: Some("local".into()),
-                normalizations: Vec::new(),
-                event_summary: None,
-            });
-        }
-        Provider::Command(command) => command,
-    };
-    let mut env = caller.env.clone();
-    env.insert("SCAFLD_TASK_ID".into(), task.to_string());
-    let external = &config.review.external;
-    let request_run = RunRequest {
-        command: command.clone(),
-        cwd: ws.root.clone(),
-        env,
-        absolute_timeout: Duration::from_secs(external.absolute_max_seconds.max(1)),
-        idle_timeout: (external.idle_timeout_seconds > 0).then(|| Duration::from_secs(external.idle_timeout_seconds)),
-        diagnostics_dir: ws.root.join(".scafld/runs").join(task).join("diagnostics"),
-        env_overrides: vec!["SCAFLD_TASK_ID".into()],
-        stdin: Some(packet.as_bytes().to_vec()),
-    };
-    let outcome = runner::run(request_run, tokio_util::sync::CancellationToken::new(), |_| {}).await;
-    let diagnostic = ws.relative(&outcome.diagnostic);
-    if let Some(error) = outcome.runner_error() {
-        return Err(format!("review provider failed: {error} (diagnostic: {diagnostic})"));
+/// One review run's fixed inputs.
+struct ReviewRun<'a> {
+    daemon: &'a Daemon,
+    ws: &'a Workspace,
+    task: &'a str,
+    caller: &'a m::CallerContext,
+    config: &'a Config,
+    request: &'a Request,
+}
+
+async fn run_provider(r: &ReviewRun<'_>, provider: &Provider, packet: &str) -> Result<Dossier, String> {
+    let ReviewRun { daemon, ws, task, caller, config, request } = *r;
+    if let Provider::Local = provider {
+        return Ok(Dossier {
+            verdict: "pass".into(),
+            mode: request.mode.clone(),
+            summary: "Local provider smoke review passed.".into(),
+            findings: Vec::new(),
+            attack_log: vec![Attack {
+                target: "local provider".into(),
+                attack: "development pass-through".into(),
+                result: "clean".into(),
+                notes: Some("not an adversarial review; cannot complete a task".into()),
+            }],
+            budget: dossier::Budget { depth: "local".into(), ..Default::default() },
+            provider: None,
+            model: None,
+            session_id: None,
+            output_format: Some("local".into()),
+            normalizations: Vec::new(),
+            event_summary: None,
+        });
     }
-    let stdout = String::from_utf8_lossy(&outcome.stdout.bytes).into_owned();
-    let parsed = dossier::parse(&stdout);
-    match (outcome.exit_code, parsed) {
-        (Some(0), Ok(d)) => Ok(d),
-        (_, Ok(d)) if d.verdict == "fail" => Ok(d),
-        (code, Ok(_)) | (code, Err(_)) if code != Some(0) => {
-            let tail = outcome.tail(1200);
-            Err(format!(
-                "review provider failed: exit code {} ({}) (diagnostic: {diagnostic})",
-                code.unwrap_or(-1),
-                tail.trim()
-            ))
-        }
-        (_, Err(why)) => Err(format!("review dossier invalid: {why} (diagnostic: {diagnostic})")),
-        (_, Ok(d)) => Ok(d),
-    }
+    let runs = ws.root.join(".scafld/runs").join(task);
+    // A directory of its own per run, so parallel reviews never share temp files.
+    let scratch = runs.join(format!("review-{}", crate::workspace::layout::new_id().unwrap_or_default()));
+    let client_exe = if caller.client_exe.is_empty() { "scafld" } else { caller.client_exe.as_str() };
+    let invocation = providers::invocation(
+        provider,
+        &scratch,
+        &ws.root,
+        client_exe,
+        &daemon.options.socket_path,
+        &daemon.submissions,
+        request,
+    )
+    .map_err(|e| format!("cannot prepare the {} run: {e}", provider.name()))?;
+    let run = providers::Run {
+        task,
+        cwd: &ws.root,
+        caller_env: &caller.env,
+        packet,
+        diagnostics_dir: runs.join("diagnostics"),
+    };
+    let result = providers::run(invocation, run, config, &daemon.submissions).await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    result.map_err(|e| e.replace(&format!("{}/", ws.root.display()), ""))
 }
 
 /// Paths changed during the review that matter: the task's own spec, or anything in scope that

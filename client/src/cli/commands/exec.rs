@@ -19,6 +19,7 @@ fn caller() -> CallerContext {
     CallerContext {
         cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
         env: std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect(),
+        client_exe: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
     }
 }
 
@@ -251,6 +252,7 @@ pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         provider: args.provider.clone(),
         provider_command: args.provider_command.clone(),
         model: args.model.clone(),
+        codex_reasoning: args.codex_reasoning.clone(),
         human_reviewed: args.human_reviewed,
         reason: args.reason.clone(),
         review_depth: args.review_depth.clone(),

@@ -3,10 +3,11 @@
 mod daemon;
 mod exec;
 mod init;
+mod mcp;
 mod tasks;
 
 use super::output::CliError;
-use super::{Command, Context, DaemonCommand, JobCommand};
+use super::{Command, Context, DaemonCommand, JobCommand, McpCommand};
 
 pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
     match command {
@@ -29,6 +30,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Session(args) => exec::session(ctx, &args),
         Command::Review(args) => exec::review(ctx, &args),
         Command::Complete(task) => exec::complete(ctx, &task),
+        Command::Mcp(McpCommand::SubmitReview { token }) => mcp::submit_review(ctx, &token),
         Command::Job(JobCommand::List) => exec::job_list(ctx),
         Command::Job(JobCommand::Status { job_id }) => exec::job_status(ctx, &job_id),
         Command::Job(JobCommand::Wait { job_id, timeout }) => exec::job_wait(ctx, &job_id, timeout),

@@ -1,0 +1,81 @@
+//! `scafld mcp submit-review`: a minimal MCP server on stdio (line-delimited JSON-RPC) that
+//! offers one tool, `submit_review`, and relays each call to the daemon, which validates the
+//! dossier against the running review. Invalid submissions come back as tool errors so the
+//! reviewer can fix them; only the first valid one is kept.
+
+use std::io::{BufRead, Write};
+
+use scafld_client::Connection;
+use scafld_protocol::methods::{ReviewSubmit, SubmitParams};
+use serde_json::{Value, json};
+
+use crate::cli::Context;
+use crate::cli::daemon_control::connect_error;
+use crate::cli::exit::workflow;
+use crate::cli::output::CliError;
+
+const PROTOCOL_VERSION: &str = "2025-06-18";
+const SCHEMA: &str = include_str!("../../../../schemas/review_dossier.schema.json");
+
+pub fn submit_review(ctx: &Context, token: &str) -> Result<u8, CliError> {
+    let mut daemon = Connection::connect(&ctx.paths.socket).map_err(connect_error)?;
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            reply(
+                &mut stdout,
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}}),
+            );
+            continue;
+        };
+        let Some(id) = message.get("id").cloned() else { continue }; // notifications
+        let method = message["method"].as_str().unwrap_or_default();
+        let result = match method {
+            "initialize" => Ok(json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "scafld-review-submit", "version": env!("CARGO_PKG_VERSION")},
+            })),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(json!({"tools": [{
+                "name": "submit_review",
+                "description": "Submit your one final ReviewDossier. Call exactly once, after your review is complete.",
+                "inputSchema": serde_json::from_str::<Value>(SCHEMA).unwrap_or(Value::Null),
+            }]})),
+            "tools/call" if message["params"]["name"] == "submit_review" => {
+                let dossier = message["params"]["arguments"].clone();
+                match daemon.call::<ReviewSubmit>(&SubmitParams { token: token.to_string(), dossier }) {
+                    Ok(r) if r.accepted => Ok(json!({
+                        "content": [{"type": "text", "text": format!("review submitted: verdict {}", r.verdict)}],
+                        "structuredContent": {"ok": true, "verdict": r.verdict},
+                    })),
+                    Ok(r) => Ok(json!({
+                        "content": [{"type": "text", "text": format!("submission refused:\n- {}", r.problems.join("\n- "))}],
+                        "isError": true,
+                    })),
+                    Err(e) => Ok(
+                        json!({"content": [{"type": "text", "text": format!("scafld daemon: {e}")}], "isError": true}),
+                    ),
+                }
+            }
+            "tools/call" => Err((-32602, "unknown tool; the only tool is submit_review")),
+            _ => Err((-32601, "method not found")),
+        };
+        let message = match result {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, text)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}),
+        };
+        reply(&mut stdout, message);
+    }
+    Ok(workflow::OK)
+}
+
+fn reply(out: &mut impl Write, message: Value) {
+    let _ = writeln!(out, "{message}");
+    let _ = out.flush();
+}

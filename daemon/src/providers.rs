@@ -1,0 +1,487 @@
+//! Review providers: choosing one (explicit, configured, or `auto` by host agent), and running
+//! the external reviewer CLIs at their process boundary. Codex answers in an output file
+//! constrained by a schema; Claude and Gemini answer only through the `submit_review` MCP tool
+//! (`scafld mcp submit-review`), which relays the dossier to the daemon's submission slot.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use scafld_protocol::ErrorKind;
+use serde_json::{Value, json};
+
+use crate::config::{Config, ProviderCli};
+use crate::domain::dossier::{self, Dossier, Request};
+use crate::error::{RpcError, RpcResult};
+use crate::runner::{self, RunRequest};
+
+const SCHEMA: &str = include_str!("../../schemas/review_dossier.schema.json");
+
+pub enum Provider {
+    Command(String),
+    Local,
+    Codex(Cli),
+    Claude(Cli),
+    Gemini(Cli),
+}
+
+pub struct Cli {
+    pub binary: PathBuf,
+    pub model: String,
+    pub reasoning: String,
+}
+
+impl Provider {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Provider::Command(_) => "command",
+            Provider::Local => "local",
+            Provider::Codex(_) => "codex",
+            Provider::Claude(_) => "claude",
+            Provider::Gemini(_) => "gemini",
+        }
+    }
+}
+
+/// What the caller asked for (flags win over config).
+pub struct Choice<'a> {
+    pub provider: Option<&'a str>,
+    pub command: Option<&'a str>,
+    pub model: Option<&'a str>,
+    pub reasoning: Option<&'a str>,
+}
+
+/// The agent the caller runs inside: `SCAFLD_HOST_AGENT`, else the host's environment markers.
+pub fn host_agent(env: &BTreeMap<String, String>) -> Option<&'static str> {
+    if let Some(host) = env.get("SCAFLD_HOST_AGENT") {
+        return ["codex", "claude", "gemini"].into_iter().find(|h| h == host);
+    }
+    let has = |prefixes: &[&str]| env.keys().any(|k| prefixes.iter().any(|p| k.starts_with(p)));
+    if has(&["CODEX_THREAD", "CODEX_SESSION", "CODEX_SANDBOX"]) {
+        Some("codex")
+    } else if has(&["CLAUDECODE", "CLAUDE_CODE", "CLAUDE_SESSION_"]) {
+        Some("claude")
+    } else if has(&["GEMINI_CLI"]) {
+        Some("gemini")
+    } else {
+        None
+    }
+}
+
+/// An executable named `name` on the caller's PATH (not the daemon's).
+pub fn find_on_path(name: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if name.contains('/') {
+        let path = PathBuf::from(name);
+        return path.is_file().then_some(path);
+    }
+    env.get("PATH")?
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, String>) -> RpcResult<Provider> {
+    let external = &config.review.external;
+    let name = choice.provider.unwrap_or(&external.provider);
+    let command = choice
+        .command
+        .filter(|c| !c.trim().is_empty())
+        .map(str::to_string)
+        .or_else(|| Some(external.command.clone()).filter(|c| !c.trim().is_empty()));
+    let cli = |provider: &str| -> Option<Provider> {
+        let settings: &ProviderCli = match provider {
+            "codex" => &external.codex,
+            "claude" => &external.claude,
+            _ => &external.gemini,
+        };
+        let binary = if settings.binary.is_empty() { provider } else { settings.binary.as_str() };
+        let binary = find_on_path(binary, env)?;
+        let model = choice.model.map(str::to_string).unwrap_or_else(|| settings.model.clone());
+        let reasoning = choice.reasoning.map(str::to_string).unwrap_or_else(|| settings.reasoning.clone());
+        let cli = Cli { binary, model, reasoning };
+        Some(match provider {
+            "codex" => Provider::Codex(cli),
+            "claude" => Provider::Claude(cli),
+            _ => Provider::Gemini(cli),
+        })
+    };
+    match name {
+        "command" => command.map(Provider::Command).ok_or_else(|| {
+            RpcError::new(ErrorKind::InvalidInput, "--provider command requires --provider-command CMD")
+        }),
+        "local" => Ok(Provider::Local),
+        "codex" | "claude" | "gemini" => cli(name).ok_or_else(|| {
+            RpcError::new(
+                ErrorKind::ReviewFailed,
+                format!("the {name} CLI is not on your PATH; the review fails closed"),
+            )
+            .with_hint(format!("install {name}, or choose another provider with --provider"))
+        }),
+        "auto" => {
+            if let Some(command) = command {
+                return Ok(Provider::Command(command));
+            }
+            let host = host_agent(env);
+            let order: &[&str] = match host {
+                Some("codex") => &["claude", "gemini", "codex"],
+                Some("claude") => &["codex", "gemini", "claude"],
+                Some("gemini") => &["codex", "claude", "gemini"],
+                _ => &["codex", "claude", "gemini"],
+            };
+            order
+                .iter()
+                .filter(|p| !(external.fallback_policy == "disable" && Some(**p) == host))
+                .find_map(|p| cli(p))
+                .ok_or_else(|| {
+                    RpcError::new(ErrorKind::ReviewFailed, "no external review provider found on your PATH; the review fails closed")
+                        .with_hint("install codex, claude or gemini, or use --provider command --provider-command CMD (--provider local is for development only)")
+                })
+        }
+        other => Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("unknown review provider {other:?} (auto, codex, claude, gemini, command or local)"),
+        )),
+    }
+}
+
+/// Dossiers submitted through the MCP tool, by the token given to the provider's server.
+#[derive(Default)]
+pub struct Submissions {
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+struct Slot {
+    request: Request,
+    accepted: Option<Dossier>,
+}
+
+impl Submissions {
+    pub fn open(&self, request: Request) -> String {
+        let token =
+            crate::workspace::layout::new_id().unwrap_or_else(|_| format!("{:?}", std::time::SystemTime::now()));
+        self.slots.lock().expect("slots").insert(token.clone(), Slot { request, accepted: None });
+        token
+    }
+
+    pub fn close(&self, token: &str) -> Option<Dossier> {
+        self.slots.lock().expect("slots").remove(token).and_then(|s| s.accepted)
+    }
+
+    /// Validate a submission; the first valid one is kept and later ones are refused.
+    pub fn submit(&self, token: &str, dossier: Value) -> Result<String, Vec<String>> {
+        let mut slots = self.slots.lock().expect("slots");
+        let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
+        if slot.accepted.is_some() {
+            return Err(vec!["submit_review was already called; exactly one submission is accepted".into()]);
+        }
+        let parsed: Dossier = serde_json::from_value(strip_nulls(dossier))
+            .map_err(|e| vec![format!("dossier does not match the schema: {e}")])?;
+        let parsed = dossier::normalize(parsed, &slot.request);
+        let problems = dossier::validate(&parsed, &slot.request);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let verdict = parsed.verdict.clone();
+        slot.accepted = Some(parsed);
+        Ok(verdict)
+    }
+}
+
+/// Drop null members (the strict schema given to codex makes optional fields nullable).
+fn strip_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, strip_nulls(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(strip_nulls).collect()),
+        other => other,
+    }
+}
+
+/// The dossier schema in the strict form codex's output schema needs: every property
+/// required, the optional ones nullable.
+pub fn strict_schema() -> Value {
+    fn strict(value: &mut Value) {
+        if let Some(object) = value.as_object_mut() {
+            if let Some(Value::Object(props)) = object.get("properties").cloned() {
+                let required: Vec<String> = object
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                    .unwrap_or_default();
+                let mut new_props = serde_json::Map::new();
+                for (key, mut prop) in props {
+                    strict(&mut prop);
+                    let prop = if required.contains(&key) { prop } else { json!({"anyOf": [prop, {"type": "null"}]}) };
+                    new_props.insert(key, prop);
+                }
+                object.insert("required".into(), Value::Array(new_props.keys().cloned().map(Value::String).collect()));
+                object.insert("properties".into(), Value::Object(new_props));
+            }
+            for (key, child) in object.iter_mut() {
+                if key != "properties" {
+                    strict(child);
+                }
+            }
+        } else if let Some(items) = value.as_array_mut() {
+            items.iter_mut().for_each(strict);
+        }
+    }
+    let mut schema: Value = serde_json::from_str(SCHEMA).expect("the bundled schema is JSON");
+    strict(&mut schema);
+    schema
+}
+
+pub fn schema() -> Value {
+    serde_json::from_str(SCHEMA).expect("the bundled schema is JSON")
+}
+
+fn quote(arg: &str) -> String {
+    format!("'{}'", arg.replace('\'', "'\\''"))
+}
+
+fn command_line(binary: &Path, args: &[String]) -> String {
+    std::iter::once(quote(&binary.display().to_string()))
+        .chain(args.iter().map(|a| quote(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// How to run one provider: the command line, extra environment, and where the answer is.
+pub struct Invocation {
+    pub command: String,
+    pub env: BTreeMap<String, String>,
+    pub answer: Answer,
+    pub output_format: &'static str,
+}
+
+pub enum Answer {
+    Stdout,
+    /// Codex's last-message file (stdout as a fallback).
+    File(PathBuf),
+    /// The MCP submission slot with this token.
+    Submission(String),
+}
+
+/// Prepare the external CLI run in `scratch` (a directory of its own for this run).
+pub fn invocation(
+    provider: &Provider,
+    scratch: &Path,
+    root: &Path,
+    client_exe: &str,
+    socket: &Path,
+    submissions: &Submissions,
+    request: &Request,
+) -> std::io::Result<Invocation> {
+    std::fs::create_dir_all(scratch)?;
+    let mut env = BTreeMap::new();
+    let mcp_server = || -> std::io::Result<(String, Value)> {
+        let token = submissions.open(request.clone());
+        let server = json!({
+            "command": client_exe,
+            "args": ["mcp", "submit-review", "--token", token],
+            "env": {"SCAFLD_SOCKET": socket.display().to_string()},
+        });
+        Ok((token, server))
+    };
+    Ok(match provider {
+        Provider::Command(command) => {
+            Invocation { command: command.clone(), env, answer: Answer::Stdout, output_format: "command.stdout" }
+        }
+        Provider::Local => unreachable!("the local provider runs no process"),
+        Provider::Codex(cli) => {
+            let out = scratch.join("last-message.json");
+            let schema_path = scratch.join("output-schema.json");
+            std::fs::write(&schema_path, serde_json::to_vec_pretty(&strict_schema())?)?;
+            let mut args: Vec<String> = ["exec", "--sandbox", "read-only", "--skip-git-repo-check", "--cd"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            args.push(root.display().to_string());
+            args.extend(
+                ["--ephemeral", "--ignore-user-config", "--ignore-rules", "--color", "never", "--output-last-message"]
+                    .map(String::from),
+            );
+            args.push(out.display().to_string());
+            args.push("--output-schema".into());
+            args.push(schema_path.display().to_string());
+            if !cli.model.is_empty() {
+                args.extend(["-m".to_string(), cli.model.clone()]);
+            }
+            if !cli.reasoning.is_empty() {
+                args.extend(["-c".to_string(), format!("model_reasoning_effort=\"{}\"", cli.reasoning)]);
+            }
+            Invocation {
+                command: command_line(&cli.binary, &args),
+                env,
+                answer: Answer::File(out),
+                output_format: "codex.output_file",
+            }
+        }
+        Provider::Claude(cli) => {
+            let (token, server) = mcp_server()?;
+            let config_path = scratch.join("mcp.json");
+            std::fs::write(&config_path, serde_json::to_vec_pretty(&json!({"mcpServers": {"scafld": server}}))?)?;
+            let session = crate::workspace::layout::new_id()?;
+            let session = format!(
+                "{}-{}-4{}-a{}-{}",
+                &session[..8],
+                &session[8..12],
+                &session[13..16],
+                &session[17..20],
+                &session[20..32]
+            );
+            let mut args: Vec<String> = [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-partial-messages",
+                "--no-session-persistence",
+                "--disable-slash-commands",
+                "--no-chrome",
+                "--tools",
+                "Read,Grep,Glob",
+                "--allowedTools",
+                "Read,Grep,Glob,mcp__scafld__submit_review",
+                "--disallowedTools",
+                "Agent,Task,Bash,Edit,MultiEdit,Write,NotebookEdit",
+                "--mcp-config",
+            ]
+            .map(String::from)
+            .to_vec();
+            args.push(config_path.display().to_string());
+            args.extend(["--strict-mcp-config".to_string(), "--session-id".to_string(), session]);
+            if !cli.model.is_empty() {
+                args.extend(["--model".to_string(), cli.model.clone()]);
+            }
+            Invocation {
+                command: command_line(&cli.binary, &args),
+                env,
+                answer: Answer::Submission(token),
+                output_format: "claude.mcp_submit_review",
+            }
+        }
+        Provider::Gemini(cli) => {
+            let (token, server) = mcp_server()?;
+            let settings = scratch.join("settings.json");
+            std::fs::write(
+                &settings,
+                serde_json::to_vec_pretty(&json!({"mcpServers": {"scafld": server}, "mcp": {"allowed": ["scafld"]}}))?,
+            )?;
+            let policy = scratch.join("policy.toml");
+            std::fs::write(
+                &policy,
+                "[[rule]]\ntoolName = \"mcp__scafld__submit_review\"\ndecision = \"allow\"\n\n[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = -1\n",
+            )?;
+            env.insert("GEMINI_CLI_SYSTEM_SETTINGS_PATH".into(), settings.display().to_string());
+            let mut args: Vec<String> = [
+                "--skip-trust",
+                "--approval-mode",
+                "plan",
+                "--output-format",
+                "stream-json",
+                "--allowed-mcp-server-names",
+                "scafld",
+                "--policy",
+            ]
+            .map(String::from)
+            .to_vec();
+            args.push(policy.display().to_string());
+            args.extend(["--prompt".to_string(), String::new()]);
+            if !cli.model.is_empty() {
+                args.extend(["--model".to_string(), cli.model.clone()]);
+            }
+            Invocation {
+                command: command_line(&cli.binary, &args),
+                env,
+                answer: Answer::Submission(token),
+                output_format: "gemini.mcp_submit_review",
+            }
+        }
+    })
+}
+
+/// Where and for whom a provider runs.
+pub struct Run<'a> {
+    pub task: &'a str,
+    pub cwd: &'a Path,
+    /// The caller's environment: the base of the provider's (auth, HOME, PATH).
+    pub caller_env: &'a BTreeMap<String, String>,
+    pub packet: &'a str,
+    pub diagnostics_dir: PathBuf,
+}
+
+/// Run an external provider and return its dossier (not yet validated for mode and budgets,
+/// except submissions, which the MCP path validated already).
+pub async fn run(
+    invocation: Invocation,
+    run: Run<'_>,
+    config: &Config,
+    submissions: &Submissions,
+) -> Result<Dossier, String> {
+    let Run { task, cwd, caller_env, packet, diagnostics_dir } = run;
+    let mut env = caller_env.clone();
+    env.insert("SCAFLD_TASK_ID".into(), task.to_string());
+    let overrides: Vec<String> = invocation.env.keys().cloned().chain(["SCAFLD_TASK_ID".to_string()]).collect();
+    env.extend(invocation.env.clone());
+    let external = &config.review.external;
+    let request = RunRequest {
+        command: invocation.command.clone(),
+        cwd: cwd.to_path_buf(),
+        env,
+        absolute_timeout: Duration::from_secs(external.absolute_max_seconds.max(1)),
+        idle_timeout: (external.idle_timeout_seconds > 0).then(|| Duration::from_secs(external.idle_timeout_seconds)),
+        diagnostics_dir,
+        env_overrides: overrides,
+        stdin: Some(packet.as_bytes().to_vec()),
+    };
+    let outcome = runner::run(request, tokio_util::sync::CancellationToken::new(), |_| {}).await;
+    let diagnostic = outcome.diagnostic.display().to_string();
+    let submitted = match &invocation.answer {
+        Answer::Submission(token) => Some(submissions.close(token)),
+        _ => None,
+    };
+    if let Some(error) = outcome.runner_error() {
+        return Err(format!("review provider failed: {error} (diagnostic: {diagnostic})"));
+    }
+    let parsed = match &invocation.answer {
+        Answer::Stdout => dossier::parse(&String::from_utf8_lossy(&outcome.stdout.bytes)),
+        Answer::File(path) => match std::fs::read_to_string(path) {
+            Ok(text) if !text.trim().is_empty() => {
+                serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
+                    serde_json::from_value::<Dossier>(strip_nulls(v))
+                        .map_err(|e| format!("dossier does not match the schema: {e}"))
+                })
+            }
+            _ => dossier::parse(&String::from_utf8_lossy(&outcome.stdout.bytes)),
+        },
+        Answer::Submission(_) => submitted.flatten().ok_or_else(|| {
+            "provider produced no submission; the verdict only counts through the submit_review tool".to_string()
+        }),
+    };
+    let mut dossier = match (outcome.exit_code, parsed) {
+        (Some(0), Ok(d)) => d,
+        (_, Ok(d)) if d.verdict == "fail" => d,
+        (code, _) if code != Some(0) => {
+            return Err(format!(
+                "review provider failed: exit code {} ({}) (diagnostic: {diagnostic})",
+                code.unwrap_or(-1),
+                outcome.tail(1200).trim()
+            ));
+        }
+        (_, Err(why)) => return Err(format!("review dossier invalid: {why} (diagnostic: {diagnostic})")),
+        (_, Ok(d)) => d,
+    };
+    if dossier.output_format.is_none() {
+        let format = match (&invocation.answer, invocation.output_format) {
+            (Answer::File(path), "codex.output_file") if !path.is_file() => "codex.stdout",
+            (_, format) => format,
+        };
+        dossier.output_format = Some(format.to_string());
+    }
+    Ok(dossier)
+}
