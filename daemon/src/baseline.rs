@@ -84,3 +84,35 @@ fn porcelain(s: Status) -> String {
     };
     format!("{index}{worktree}")
 }
+
+/// A unified diff of `paths` against HEAD (untracked files shown whole). Empty when there is
+/// nothing to show.
+pub fn diff(root: &Path, paths: &[String]) -> Result<String, String> {
+    if paths.is_empty() {
+        return Ok(String::new());
+    }
+    let repo = Repository::discover(root).map_err(|e| e.message().to_string())?;
+    let head_tree = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
+    let mut options = git2::DiffOptions::new();
+    options
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .show_untracked_content(true)
+        .disable_pathspec_match(true);
+    for path in paths {
+        options.pathspec(path);
+    }
+    let diff = repo
+        .diff_tree_to_workdir_with_index(head_tree.as_ref(), Some(&mut options))
+        .map_err(|e| format!("git diff failed: {}", e.message()))?;
+    let mut text = String::new();
+    diff.print(git2::DiffFormat::Patch, |_, _, line| {
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            text.push(line.origin());
+        }
+        text.push_str(&String::from_utf8_lossy(line.content()));
+        true
+    })
+    .map_err(|e| format!("git diff failed: {}", e.message()))?;
+    Ok(text)
+}

@@ -74,6 +74,7 @@ fn a_passing_command_review_lets_complete_archive_the_task() {
     assert!(packet.starts_with("# Review Context Packet\n\nTask: rev\n"), "{packet}");
     assert!(packet.contains("## Context Budget Manifest") && packet.contains("Submit exactly one ReviewDossier"));
     assert!(packet.contains("- `src/lib.rs`"), "task change missing:\n{packet}");
+    assert!(packet.contains("```diff") && packet.contains("+pub fn greet() {}"), "diff missing:\n{packet}");
     assert!(packet.contains("## Ambient Workspace Drift Outside Task Scope") && packet.contains("- `unrelated.txt`"));
 
     let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();

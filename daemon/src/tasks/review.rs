@@ -391,6 +391,17 @@ fn guard(dossier: &mut Dossier, mutated: &[String]) {
     dossier.verdict = "fail".into();
 }
 
+/// The changed paths, then their diff against HEAD.
+fn task_changes(ws: &Workspace, paths: &[String]) -> String {
+    let mut body = list(paths);
+    match baseline::diff(&ws.root, paths) {
+        Ok(diff) if !diff.is_empty() => body.push_str(&format!("\n\n```diff\n{}\n```", diff.trim_end())),
+        Ok(_) => {}
+        Err(e) => body.push_str(&format!("\n\n(diff unavailable: {e})")),
+    }
+    body
+}
+
 fn list(items: &[String]) -> String {
     if items.is_empty() {
         "- none".into()
@@ -458,7 +469,7 @@ fn build_packet(
             "task_changes",
             "Task Changes Since Approval Baseline",
             &format!("{task}#task_changes"),
-            list(&classes.task_changes),
+            task_changes(ws, &classes.task_changes),
             false,
         ),
         Section::derived(
@@ -495,6 +506,13 @@ fn build_packet(
             true,
         ),
     ];
+    sections.push(Section::derived(
+        "schema_context",
+        "Schema Context: ReviewDossier",
+        "schemas/review_dossier.schema.json",
+        format!("```json\n{}\n```", serde_json::to_string_pretty(&providers::schema()).unwrap_or_default()),
+        false,
+    ));
     for path in CONTEXT_FILES.iter().map(|s| s.to_string()).chain(config.review.context.files.iter().cloned()) {
         for (file, content) in context_file(&ws.root, &path) {
             sections.push(Section::file(&file, &content));

@@ -11,6 +11,32 @@ use crate::cli::exit::{wait, workflow};
 use crate::cli::output::{CliError, Style};
 use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, ReviewArgs, SessionArgs, TaskArg};
 
+/// Prints `<label>: running elapsed=Ns` on stderr every 15 s until dropped.
+struct Heartbeat {
+    stop: std::sync::mpsc::Sender<()>,
+}
+
+impl Heartbeat {
+    fn start(label: String) -> Heartbeat {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let t0 = Instant::now();
+        std::thread::spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(std::time::Duration::from_secs(15))
+            {
+                eprintln!("{label}: running elapsed={}s", t0.elapsed().as_secs());
+            }
+        });
+        Heartbeat { stop }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        let _ = self.stop.send(());
+    }
+}
+
 /// How long one `job.wait` call blocks before the client prints a heartbeat line.
 const HEARTBEAT_SECONDS: f64 = 3.0;
 
@@ -263,10 +289,13 @@ pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         print_context: args.print_context,
         force: args.force,
     };
-    if !ctx.out.json && !args.print_context && !args.human_reviewed {
+    let heartbeat = (!ctx.out.json && !args.print_context && !args.human_reviewed).then(|| {
         eprintln!("scafld review {}: started", params.task_id);
-    }
-    let r = call::<m::TaskReview>(&mut conn, &params)?;
+        Heartbeat::start(format!("scafld review {}", params.task_id))
+    });
+    let r = call::<m::TaskReview>(&mut conn, &params);
+    drop(heartbeat);
+    let r = r?;
     if let Some(context) = &r.context {
         if ctx.out.json {
             ctx.out.success(&r, String::new);
