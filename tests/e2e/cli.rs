@@ -1,31 +1,10 @@
 //! The `scafld` client: daemon control, auto-start, init, the JSON envelope and version checks.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
-use std::path::Path;
 
-use scafld_tests::{RawClient, TestEnv, wait_until};
+use scafld_tests::{RawClient, TestEnv, tree, wait_until};
 use serde_json::json;
-
-/// Every file under `dir` with its content, to compare trees.
-fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(current) = stack.pop() {
-        for entry in std::fs::read_dir(&current).unwrap() {
-            let path = entry.unwrap().path();
-            let key = path.strip_prefix(dir).unwrap().display().to_string();
-            if path.is_dir() {
-                files.insert(format!("{key}/"), Vec::new());
-                stack.push(path);
-            } else {
-                files.insert(key, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
-}
 
 #[test]
 fn daemon_start_status_stop() {
@@ -109,12 +88,12 @@ fn init_creates_the_layout_and_is_idempotent() {
 
     // A user's edit survives, and a second init changes nothing at all.
     std::fs::write(env.work.join(".scafld/config.yaml"), "version: \"1.0\"\n# mine\n").unwrap();
-    let before = snapshot(&env.work);
+    let before = tree(&env.work);
     let second = env.init();
     assert_eq!(second["result"]["created"], json!([]));
     assert_eq!(second["result"]["updated"], json!([]));
     assert_eq!(second["result"]["workspace"]["workspace_id"], first["result"]["workspace"]["workspace_id"]);
-    assert_eq!(snapshot(&env.work), before);
+    assert_eq!(tree(&env.work), before);
     let human = env.scafld(&["init"]);
     assert!(human.stdout.contains("already initialized"), "{}", human.stdout);
 }

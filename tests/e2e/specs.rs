@@ -2,10 +2,9 @@
 //! reconcile, the live index and task-id validation.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Instant;
 
-use scafld_tests::TestEnv;
+use scafld_tests::{TestEnv, tree};
 use serde_json::{Value, json};
 
 /// A valid two-phase spec with a fenced block that contains `##` headings.
@@ -88,24 +87,6 @@ pub fn write_spec(env: &TestEnv, folder: &str, task_id: &str, text: &str) -> std
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
     path
-}
-
-fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(current) = stack.pop() {
-        for entry in std::fs::read_dir(&current).unwrap() {
-            let path = entry.unwrap().path();
-            let key = path.strip_prefix(dir).unwrap().display().to_string();
-            if path.is_dir() {
-                stack.push(path.clone());
-                files.insert(key + "/", Vec::new());
-            } else {
-                files.insert(key, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
 }
 
 fn root(env: &TestEnv) -> String {

@@ -56,6 +56,26 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Every file and directory under `dir` with its content (directories end in `/`), to check
+/// that something changed nothing.
+pub fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            let key = path.strip_prefix(dir).unwrap().display().to_string();
+            if path.is_dir() {
+                files.insert(format!("{key}/"), Vec::new());
+                stack.push(path);
+            } else {
+                files.insert(key, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
 /// The result of running a command.
 #[derive(Debug)]
 pub struct Run {

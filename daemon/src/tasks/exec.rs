@@ -10,7 +10,7 @@ use scafld_protocol::{ErrorKind, Event};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::{entry, require_valid};
+use super::{entry, require_valid, spec_file, write_projection};
 use crate::baseline;
 use crate::clock;
 use crate::daemon::Daemon;
@@ -19,7 +19,6 @@ use crate::domain::build::{self, Step, Target};
 use crate::domain::job::{JobKind, JobState};
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{HardenStatus, Status, next_step};
-use crate::domain::spec::project::project;
 use crate::domain::spec::{Criterion, Spec, parse};
 use crate::error::{RpcError, RpcResult};
 use crate::jobs;
@@ -52,28 +51,9 @@ pub(crate) fn record(
 /// Rebuild the spec's runner-owned sections (and its folder) from the ledger.
 pub(crate) fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<PathBuf> {
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
-    let path = ws
-        .index
-        .read()
-        .expect("index")
-        .get(task)
-        .map(|e| e.path.clone())
-        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot read {}: {e}", ws.relative(&path))))?;
-    let parsed = parse(&text);
-    let next = ledger::project(&parsed.spec, &entries, &clock::now_rfc3339());
-    let new_text = project(&text, &next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
-    let status = next.status().unwrap_or(Status::Draft);
-    let month = clock::month_of(&next.front.updated).unwrap_or("unknown").to_string();
-    let target = specfile::target_path(&ws.root, task, status, &month);
-    if target != path || new_text != text {
-        specfile::write_spec(Some(&path), &target, &new_text)
-            .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the spec: {e}")))?;
-        ws.index.write().expect("index").record_write(&target, &new_text, Some(&path));
-        daemon.publish_task_changed(ws, task, cause);
-    }
-    Ok(target)
+    let (path, text) = spec_file(ws, task)?;
+    let next = ledger::project(&parse(&text).spec, &entries, &clock::now_rfc3339());
+    write_projection(daemon, ws, &path, &text, &next, cause)
 }
 
 /// The spec as its ledger says it is (what build decisions are made from).

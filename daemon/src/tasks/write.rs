@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 
-use super::{entry, require_valid, task_id, wire};
+use super::{entry, require_valid, spec_file, target_for, task_id, wire, write_error, write_projection};
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::harden::{self, Ground};
@@ -87,7 +87,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
             .with_details(serde_json::json!({ "problems": problems }))
         })?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
-        let written = save(daemon, &ws, &path, &text, &next, "command:harden")?;
+        let written = write_projection(daemon, &ws, &path, &text, &next, "command:harden")?;
         return Ok(m::HardenResult {
             task_id: id.clone(),
             path: ws.relative(&written),
@@ -100,7 +100,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     }
     let next = harden::open_round(&spec, &now);
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
-    let written = save(daemon, &ws, &path, &text, &next, "command:harden")?;
+    let written = write_projection(daemon, &ws, &path, &text, &next, "command:harden")?;
     let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
     let invariants: Vec<(String, String)> = config.invariants.canonical.into_iter().collect();
     let prompt =
@@ -146,7 +146,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     let moved = target != path;
     let changed = changed_text != text || moved;
     if changed {
-        save(daemon, &ws, &path, &text, &next, "command:reconcile")?;
+        write_projection(daemon, &ws, &path, &text, &next, "command:reconcile")?;
     }
     Ok(m::ReconcileResult { task_id: entry.task_id.clone(), path: ws.relative(&target), changed, moved })
 }
@@ -154,15 +154,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
 /// Read the task's spec from disk (not the index: the write must start from the file's bytes).
 /// Unfilled placeholders are allowed; anything that makes the file unsafe to rewrite is not.
 fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(PathBuf, String, Spec)> {
-    let path = ws
-        .index
-        .read()
-        .expect("index")
-        .get(task)
-        .map(|e| e.path.clone())
-        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot read {}: {e}", ws.relative(&path))))?;
+    let (path, text) = spec_file(ws, task)?;
     let mut parsed = parse(&text);
     parsed.check_file_name(task);
     if let Some(first) = parsed.structural_errors().next() {
@@ -170,33 +162,6 @@ fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(PathBuf, String, Spec)> 
             .with_hint(format!("run `scafld validate {task}` for every diagnostic")));
     }
     Ok((path, text, parsed.spec))
-}
-
-/// Where the spec belongs for its status (archive month from `updated`).
-fn target_for(ws: &Workspace, task: &str, spec: &Spec) -> PathBuf {
-    let status = spec.status().unwrap_or(Status::Draft);
-    let now = clock::now_rfc3339();
-    let month = clock::month_of(&spec.front.updated).or_else(|| clock::month_of(&now)).unwrap_or("unknown").to_string();
-    specfile::target_path(&ws.root, task, status, &month)
-}
-
-/// Project `next` into `text` (the bytes at `path`) and write it where its status belongs.
-fn save(daemon: &Daemon, ws: &Workspace, path: &Path, text: &str, next: &Spec, cause: &str) -> RpcResult<PathBuf> {
-    let new_text = project(text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
-    let target = target_for(ws, &next.front.task_id, next);
-    specfile::write_spec(Some(path), &target, &new_text).map_err(write_error)?;
-    ws.index.write().expect("index").record_write(&target, &new_text, Some(path));
-    daemon.publish_task_changed(ws, &next.front.task_id, cause);
-    Ok(target)
-}
-
-fn write_error(e: std::io::Error) -> RpcError {
-    let kind = if e.kind() == std::io::ErrorKind::AlreadyExists {
-        ErrorKind::AlreadyExists
-    } else {
-        ErrorKind::WorkspaceError
-    };
-    RpcError::new(kind, format!("cannot write the spec: {e}"))
 }
 
 /// Answers citation checks from the workspace's files and archive.
