@@ -258,6 +258,9 @@ pub struct StatusResult {
     pub valid: bool,
     /// Errors that make the spec unusable until fixed (empty when valid).
     pub errors: Vec<Diagnostic>,
+    /// The latest accepted review: verdict, provider, summary and findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

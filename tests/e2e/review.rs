@@ -105,6 +105,11 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     let human = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
     assert_eq!(human["review_gate"], "fail");
     assert_eq!(human["next_command"], "scafld handoff rev");
+    assert_eq!(human["review"]["findings"][0]["id"], "greeting-ignored");
+    let handoff = env.scafld(&["handoff", "rev"]).stdout;
+    assert!(handoff.contains("## Review Dossier") && handoff.contains("`greeting-ignored`"), "{handoff}");
+    let text = env.scafld(&["status", "rev"]).stdout;
+    assert!(text.contains("[high/blocks completion] greeting-ignored"), "{text}");
     let spec = std::fs::read_to_string(env.work.join(".scafld/specs/active/rev.md")).unwrap();
     assert!(spec.contains("- [high/blocks completion] `greeting-ignored` flag value never printed"), "{spec}");
     env.scafld(&["complete", "rev"]).assert_code(1);
@@ -214,4 +219,22 @@ fn print_context_prints_the_packet_and_records_nothing() {
     assert!(run.stdout.contains("## Project Context: AGENTS.md") && run.stdout.contains("keep functions small"));
     assert!(run.stdout.contains("- file `AGENTS.md` sha256="));
     assert_eq!(ledger_types(&env).len(), before);
+}
+
+#[test]
+fn a_reviewer_that_runs_too_long_is_killed_and_the_attempt_fails() {
+    let env = TestEnv::new();
+    to_review(&env);
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  external:\n    absolute_max_seconds: 1\n")
+        .unwrap();
+    let script = reviewer(&env, "slow", &pass(), "sleep 1007 & sleep 1007");
+    let run = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &script, "--json"]);
+    run.assert_code(4);
+    assert!(run.json()["error"]["message"].as_str().unwrap().contains("process timeout"), "{}", run.stdout);
+    let alive = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains("sleep 1007"));
+    assert!(!alive, "the reviewer's process group outlived the timeout");
 }

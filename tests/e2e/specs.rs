@@ -424,6 +424,9 @@ fn a_task_named_like_a_subcommand_is_reachable_with_the_task_flag() {
     env.init();
     write_spec(&env, "drafts", "list", &spec_text("list", "draft"));
     env.scafld(&["status", "--task", "list"]).assert_code(0);
+    let positional = env.scafld(&["status", "list"]);
+    positional.assert_code(0);
+    assert!(positional.stderr.contains("`list` is also a scafld command"), "{}", positional.stderr);
     let run = env.scafld(&["status", "list", "--task", "list"]);
     run.assert_code(2);
 }

@@ -10,7 +10,7 @@ mod commands;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use scafld_client::Paths;
 
 use output::{CliError, Output};
@@ -200,6 +200,13 @@ pub struct TaskArg {
 
 impl TaskArg {
     pub fn resolve(&self) -> Result<String, CliError> {
+        if let Some(id) = &self.task_id
+            && Cli::command().get_subcommands().any(|c| c.get_name() == id)
+        {
+            eprintln!(
+                "scafld: note: `{id}` is also a scafld command; here it is read as a task id (`--task {id}` says so explicitly)"
+            );
+        }
         self.task_id
             .clone()
             .or_else(|| self.task.clone())

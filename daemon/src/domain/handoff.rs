@@ -96,6 +96,13 @@ pub fn render(spec: &Spec, errors: &[String], runs: &LastRuns) -> String {
         }
     }
 
+    if spec.review.verdict == "fail" && !spec.review.body.is_empty() {
+        out.push_str("\n## Review Dossier\n\nThe latest review failed; repair these findings, rerun `scafld build`, then review again.\n\n");
+        for line in &spec.review.body {
+            let _ = writeln!(out, "{line}");
+        }
+    }
+
     if !errors.is_empty() {
         out.push_str("\n## Spec Problems\n\nFix these before anything else:\n");
         for e in errors {

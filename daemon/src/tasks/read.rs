@@ -71,6 +71,21 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
         counts: counts(spec),
         valid: errors.is_empty(),
         errors,
+        review: latest_review(&entries),
+    })
+}
+
+/// Verdict, provider, summary and findings of the latest accepted review.
+fn latest_review(entries: &[LedgerEntry]) -> Option<serde_json::Value> {
+    entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Review { verdict, provider, reason, dossier, .. } => Some(serde_json::json!({
+            "verdict": verdict,
+            "provider": provider,
+            "summary": dossier.as_ref().and_then(|d| d.get("summary")).cloned().unwrap_or_else(|| reason.clone().into()),
+            "findings": dossier.as_ref().and_then(|d| d.get("findings")).cloned().unwrap_or_else(|| serde_json::json!([])),
+            "entry": e.id(),
+        })),
+        _ => None,
     })
 }
 

@@ -134,6 +134,29 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             let _ =
                 writeln!(text, "  {} {} `{}`: {}", ctx.out.paint("blocked", Style::Bad), c.id, c.command, c.evidence);
         }
+        if let Some(review) = &s.review {
+            let _ = writeln!(
+                text,
+                "review: {} by {} - {}",
+                review["verdict"].as_str().unwrap_or(""),
+                review["provider"].as_str().unwrap_or(""),
+                review["summary"].as_str().unwrap_or("")
+            );
+            for f in review["findings"].as_array().into_iter().flatten() {
+                let blocking = if f["blocks_completion"] == true && f["status"].as_str().is_none_or(|s| s == "open") {
+                    "blocks completion"
+                } else {
+                    "non-blocking"
+                };
+                let _ = writeln!(
+                    text,
+                    "  [{}/{blocking}] {} {}",
+                    f["severity"].as_str().unwrap_or(""),
+                    f["id"].as_str().unwrap_or(""),
+                    f["summary"].as_str().unwrap_or("")
+                );
+            }
+        }
         let _ = write!(text, "next: {}", s.next_command);
         text
     };
