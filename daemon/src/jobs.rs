@@ -71,6 +71,7 @@ impl Jobs {
             activity: None,
             reason: None,
             outcome: None,
+            error_kind: None,
         };
         let token = CancellationToken::new();
         self.cancels.lock().expect("cancels").insert(id.clone(), token.clone());
@@ -198,6 +199,7 @@ pub fn info(record: &JobRecord) -> JobInfo {
         job_id: record.id.clone(),
         kind: match record.kind {
             JobKind::Acceptance => "acceptance".into(),
+            JobKind::Review => "review".into(),
         },
         workspace_id: record.workspace_id.clone(),
         root: record.root.clone(),
@@ -212,6 +214,14 @@ pub fn info(record: &JobRecord) -> JobInfo {
         last_heartbeat: record.last_heartbeat.clone(),
         activity: record.activity.clone(),
         reason: record.reason.clone(),
-        outcome: record.outcome.clone().and_then(|o| serde_json::from_value::<BuildOutcome>(o).ok()),
+        outcome: match record.kind {
+            JobKind::Acceptance => record.outcome.clone().and_then(|o| serde_json::from_value::<BuildOutcome>(o).ok()),
+            JobKind::Review => None,
+        },
+        review: match record.kind {
+            JobKind::Review => record.outcome.clone().and_then(|o| serde_json::from_value(o).ok()),
+            JobKind::Acceptance => None,
+        },
+        error_kind: record.error_kind.clone(),
     }
 }

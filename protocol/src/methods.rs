@@ -627,6 +627,12 @@ pub struct JobInfo {
     pub reason: Option<String>,
     #[serde(default)]
     pub outcome: Option<BuildOutcome>,
+    /// The review result of a finished review job.
+    #[serde(default)]
+    pub review: Option<ReviewResult>,
+    /// The error kind of a job that ended without a result (for example `review_failed`).
+    #[serde(default)]
+    pub error_kind: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -679,6 +685,9 @@ pub struct ReviewParams {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReviewResult {
     pub task_id: String,
+    /// The review job, when the review runs a provider (wait for it with `job.wait`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
     /// pass, fail, or `not_run` for --print-context.
     pub verdict: String,
     pub mode: String,

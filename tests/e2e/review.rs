@@ -238,3 +238,38 @@ fn a_reviewer_that_runs_too_long_is_killed_and_the_attempt_fails() {
         .any(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains("sleep 1007"));
     assert!(!alive, "the reviewer's process group outlived the timeout");
 }
+
+#[test]
+fn a_review_is_a_job_that_outlives_its_client() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let gate = env.path("release-review");
+    let script = reviewer(&env, "waits", &pass(), &format!("while [ ! -f {} ]; do sleep 0.05; done", gate.display()));
+    let mut client = env
+        .scafld_command(&[
+            "review",
+            "rev",
+            "--provider",
+            "command",
+            "--provider-command",
+            &script,
+            "--min-attack-angles",
+            "2",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    scafld_tests::wait_until("the review job to run", || {
+        let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+        jobs.as_array().unwrap().iter().any(|j| j["kind"] == "review" && j["state"] == "running")
+    });
+    client.kill().unwrap();
+    client.wait().unwrap();
+    std::fs::write(&gate, "").unwrap();
+    scafld_tests::wait_until("the orphaned review to finish", || {
+        ledger_types(&env).last().is_some_and(|t| t == "review")
+    });
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["review_gate"], "pass");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}

@@ -41,6 +41,7 @@ impl JobState {
 #[serde(rename_all = "snake_case")]
 pub enum JobKind {
     Acceptance,
+    Review,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -62,6 +63,9 @@ pub struct JobRecord {
     pub pgid: Option<i32>,
     pub activity: Option<String>,
     pub reason: Option<String>,
-    /// The build outcome, as sent to clients.
+    /// The build outcome or review result, as sent to clients.
     pub outcome: Option<serde_json::Value>,
+    /// The error kind (snake_case) of a job that ended without a result.
+    #[serde(default)]
+    pub error_kind: Option<String>,
 }

@@ -12,9 +12,11 @@ use sha2::{Digest, Sha256};
 use super::exec::{projected_spec, record, refuse_while_running};
 use super::{entry, require_valid};
 use crate::baseline;
+use crate::clock;
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::domain::dossier::{self, Attack, Dossier, Finding, Location, Request};
+use crate::domain::job::{JobKind, JobState};
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::Status;
 use crate::domain::packet::{self, Section};
@@ -23,6 +25,8 @@ use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
 use crate::providers::{self, Provider};
 use crate::workspace::Workspace;
+use scafld_protocol::Event;
+use std::time::Duration;
 
 /// Project files offered to the reviewer, before `review.context.files`.
 const CONTEXT_FILES: [&str; 5] = ["AGENTS.md", "CLAUDE.md", ".claude/rules", "README.md", "docs/review.md"];
@@ -56,8 +60,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
     refuse_while_running(daemon, &ws, &task)?;
-    let lock = daemon.jobs.task_lock(&ws, &task);
-    let _guard = lock.lock().await;
+    let guard = daemon.jobs.task_lock(&ws, &task).lock_owned().await;
     require_valid(&ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     if spec.status() != Some(Status::Review) {
@@ -154,11 +157,85 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         classes.task_changes.len(),
         classes.ambient_drift.len()
     );
+    // From here the review is a job: it outlives this call (and the client), heartbeats, and
+    // keeps the task locked until it ends.
+    let (job, _) = daemon.jobs.create(daemon.store(), JobKind::Review, &ws, &task);
+    let pending =
+        Pending { ws, task: task.clone(), caller: p.caller, config, request, provider, packet, scope, tree, running };
+    let (daemon, job_id) = (daemon.clone(), job.id.clone());
+    tokio::spawn(async move {
+        let _guard = guard;
+        let set = |state: JobState, change: &dyn Fn(&mut crate::domain::job::JobRecord)| {
+            daemon.jobs.update(daemon.store(), &job_id, true, |r| {
+                r.state = state;
+                change(r);
+            });
+            daemon.publish(Event::JobChanged {
+                job_id: job_id.clone(),
+                task_id: pending.task.clone(),
+                state: state.as_str().into(),
+            });
+        };
+        set(JobState::Running, &|r| {
+            r.started_at = Some(clock::now_rfc3339());
+            r.last_heartbeat = r.started_at.clone();
+            r.activity = Some(format!("{} reviewing", pending.provider.name()));
+        });
+        let heartbeat = {
+            let (daemon, id) = (daemon.clone(), job_id.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    daemon.jobs.update(daemon.store(), &id, true, |r| r.last_heartbeat = Some(clock::now_rfc3339()));
+                }
+            })
+        };
+        let result = finish(&daemon, &pending).await;
+        heartbeat.abort();
+        match result {
+            Ok(review) => {
+                let outcome = serde_json::to_value(&review).ok();
+                set(JobState::Succeeded, &|r| {
+                    r.finished_at = Some(clock::now_rfc3339());
+                    r.activity = None;
+                    r.reason = Some(format!("review verdict {}", review.verdict));
+                    r.outcome = outcome.clone();
+                });
+            }
+            Err(e) => set(JobState::Failed, &|r| {
+                r.finished_at = Some(clock::now_rfc3339());
+                r.activity = None;
+                r.reason = Some(e.0.message.clone());
+                r.error_kind = Some(e.kind().as_str().to_string());
+            }),
+        }
+    });
+    Ok(m::ReviewResult { task_id: task, job_id: Some(job.id), mode, ..m::ReviewResult::default() })
+}
+
+/// What a started review carries into its job.
+struct Pending {
+    ws: Arc<Workspace>,
+    task: String,
+    caller: m::CallerContext,
+    config: Config,
+    request: Request,
+    provider: Provider,
+    packet: String,
+    scope: Vec<String>,
+    tree: String,
+    running: String,
+}
+
+/// Run the provider and accept (or refuse) its dossier.
+async fn finish(daemon: &Daemon, pending: &Pending) -> RpcResult<m::ReviewResult> {
+    let Pending { ws, task, caller, config, request, provider, packet, scope, tree, running } = pending;
+    let (ws, task, tree, mode) = (ws.as_ref(), task.clone(), tree.clone(), request.mode.clone());
     record(
         daemon,
-        &ws,
+        ws,
         &task,
-        vec![LedgerEvent::ReviewAttempt { status: "running".into(), reason: running }],
+        vec![LedgerEvent::ReviewAttempt { status: "running".into(), reason: running.clone() }],
         "command:review",
     )?;
     // The guard compares against the tree after our own projection write, so only changes made
@@ -168,20 +245,20 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         .await
         .map_err(RpcError::internal)?
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
-    let review_run = ReviewRun { daemon, ws: &ws, task: &task, caller: &p.caller, config: &config, request: &request };
-    let answer = run_provider(&review_run, &provider, &packet).await;
+    let review_run = ReviewRun { daemon, ws, task: &task, caller, config, request };
+    let answer = run_provider(&review_run, provider, packet).await;
 
     let root = ws.root.clone();
     let after = tokio::task::spawn_blocking(move || baseline::snapshot(&root)).await.map_err(RpcError::internal)?;
     let spec_path = ws.index.read().expect("index").get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
     let mutations = match &after {
-        Ok(after) => mutations(&before.paths, &after.paths, &scope, &spec_path),
-        Err(e) => return attempt_failed(daemon, &ws, &task, format!("review workspace snapshot failed: {e}")),
+        Ok(after) => mutations(&before.paths, &after.paths, scope, &spec_path),
+        Err(e) => return attempt_failed(daemon, ws, &task, format!("review workspace snapshot failed: {e}")),
     };
     let mut dossier = match answer {
         Ok(dossier) => dossier,
         // A crashed provider that also changed the workspace is still recorded as a failing review.
-        Err(why) if mutations.is_empty() => return attempt_failed(daemon, &ws, &task, why),
+        Err(why) if mutations.is_empty() => return attempt_failed(daemon, ws, &task, why),
         Err(_) => Dossier {
             verdict: "fail".into(),
             mode: request.mode.clone(),
@@ -200,10 +277,10 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     if !mutations.is_empty() {
         guard(&mut dossier, &mutations);
     }
-    let dossier = dossier::normalize(dossier, &request);
-    let problems = dossier::validate(&dossier, &request);
+    let dossier = dossier::normalize(dossier, request);
+    let problems = dossier::validate(&dossier, request);
     if !problems.is_empty() && mutations.is_empty() {
-        return attempt_failed(daemon, &ws, &task, format!("review dossier invalid: {}", problems.join("; ")));
+        return attempt_failed(daemon, ws, &task, format!("review dossier invalid: {}", problems.join("; ")));
     }
 
     let provider_name = if mutations.is_empty() { provider.name().to_string() } else { "scafld".to_string() };
@@ -224,9 +301,10 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         dossier: serde_json::to_value(&dossier).ok(),
         tree,
     };
-    record(daemon, &ws, &task, vec![event], "command:review")?;
+    record(daemon, ws, &task, vec![event], "command:review")?;
     Ok(m::ReviewResult {
         task_id: task.clone(),
+        job_id: None,
         verdict: verdict.clone(),
         mode,
         provider: provider_name,

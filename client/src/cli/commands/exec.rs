@@ -11,29 +11,42 @@ use crate::cli::exit::{wait, workflow};
 use crate::cli::output::{CliError, Style};
 use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, ReviewArgs, SessionArgs, TaskArg};
 
-/// Prints `<label>: running elapsed=Ns` on stderr every 15 s until dropped.
-struct Heartbeat {
-    stop: std::sync::mpsc::Sender<()>,
-}
+/// Seconds between the "running" lines a waiting review prints.
+const REVIEW_HEARTBEAT_SECONDS: f64 = 15.0;
 
-impl Heartbeat {
-    fn start(label: String) -> Heartbeat {
-        let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let t0 = Instant::now();
-        std::thread::spawn(move || {
-            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-                stopped.recv_timeout(std::time::Duration::from_secs(15))
-            {
-                eprintln!("{label}: running elapsed={}s", t0.elapsed().as_secs());
-            }
-        });
-        Heartbeat { stop }
+/// Follow a review job to its end, printing start and heartbeat lines on stderr.
+fn wait_for_review(
+    ctx: &Context,
+    conn: &mut scafld_client::Connection,
+    task: &str,
+    job_id: &str,
+) -> Result<m::ReviewResult, CliError> {
+    let t0 = Instant::now();
+    if !ctx.out.json {
+        eprintln!("scafld review {task}: started (job {job_id})");
     }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        let _ = self.stop.send(());
+    loop {
+        let params = m::JobWaitParams { job_id: job_id.into(), timeout_seconds: REVIEW_HEARTBEAT_SECONDS };
+        let info = call::<m::JobWait>(conn, &params)?;
+        if !info.finished {
+            if !ctx.out.json {
+                let activity = info.activity.as_deref().unwrap_or(info.state.as_str());
+                eprintln!("scafld review {task}: {activity} elapsed={}s", t0.elapsed().as_secs());
+            }
+            continue;
+        }
+        if let Some(review) = info.review {
+            return Ok(review);
+        }
+        let message = info.reason.unwrap_or_else(|| format!("the review job ended {}", info.state));
+        let (code, exit) = match info.error_kind.as_deref() {
+            Some("review_failed") => ("review_failed", workflow::REVIEW_GATE),
+            Some(kind) => (kind, workflow::RUNTIME),
+            None => ("runtime_error", workflow::RUNTIME),
+        };
+        return Err(CliError::new(code, message, exit).with_hint(format!(
+            "diagnostics are under .scafld/runs/{task}/diagnostics/; fix the reviewer and run `scafld review {task}` again"
+        )));
     }
 }
 
@@ -289,13 +302,11 @@ pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         print_context: args.print_context,
         force: args.force,
     };
-    let heartbeat = (!ctx.out.json && !args.print_context && !args.human_reviewed).then(|| {
-        eprintln!("scafld review {}: started", params.task_id);
-        Heartbeat::start(format!("scafld review {}", params.task_id))
-    });
-    let r = call::<m::TaskReview>(&mut conn, &params);
-    drop(heartbeat);
-    let r = r?;
+    let task_id = params.task_id.clone();
+    let mut r = call::<m::TaskReview>(&mut conn, &params)?;
+    if let Some(job_id) = r.job_id.clone() {
+        r = wait_for_review(ctx, &mut conn, &task_id, &job_id)?;
+    }
     if let Some(context) = &r.context {
         if ctx.out.json {
             ctx.out.success(&r, String::new);
