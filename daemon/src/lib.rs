@@ -60,6 +60,13 @@ pub async fn run(
         error!("server task failed: {e}");
     }
     let _ = watcher.await;
+    // No process of ours outlives the daemon: kill the groups of jobs still running. Their
+    // records stay `running`; the next start marks them abandoned.
+    for job in daemon.jobs.all() {
+        if let Some(pgid) = job.pgid.filter(|_| !job.state.is_finished()) {
+            runner::kill_group(pgid);
+        }
+    }
     store.flush()?;
     info!("stopped");
     Ok(())

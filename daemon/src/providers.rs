@@ -413,6 +413,8 @@ pub struct Run<'a> {
     pub caller_env: &'a BTreeMap<String, String>,
     pub packet: &'a str,
     pub diagnostics_dir: PathBuf,
+    /// Called with the provider's process group id once it runs (recorded in the job).
+    pub on_spawn: Box<dyn FnOnce(i32) + Send + 'a>,
 }
 
 /// Run an external provider and return its dossier (not yet validated for mode and budgets,
@@ -423,7 +425,7 @@ pub async fn run(
     config: &Config,
     submissions: &Submissions,
 ) -> Result<Dossier, String> {
-    let Run { task, cwd, caller_env, packet, diagnostics_dir } = run;
+    let Run { task, cwd, caller_env, packet, diagnostics_dir, on_spawn } = run;
     let mut env = caller_env.clone();
     env.insert("SCAFLD_TASK_ID".into(), task.to_string());
     let overrides: Vec<String> = invocation.env.keys().cloned().chain(["SCAFLD_TASK_ID".to_string()]).collect();
@@ -439,7 +441,7 @@ pub async fn run(
         env_overrides: overrides,
         stdin: Some(packet.as_bytes().to_vec()),
     };
-    let outcome = runner::run(request, tokio_util::sync::CancellationToken::new(), |_| {}).await;
+    let outcome = runner::run(request, tokio_util::sync::CancellationToken::new(), on_spawn).await;
     let diagnostic = outcome.diagnostic.display().to_string();
     let submitted = match &invocation.answer {
         Answer::Submission(token) => Some(submissions.close(token)),

@@ -502,3 +502,18 @@ fn an_original_session_json_is_imported_and_left_untouched() {
     // Imported once: a second look does not duplicate anything.
     assert_eq!(ledger(&env, "legacy").len(), 7);
 }
+
+#[test]
+fn a_graceful_shutdown_leaves_no_job_process_behind() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    ready(&env, "stop", &spec("stop", &[&[("wait", "sleep 1008", "")]], &[]));
+    env.scafld(&["build", "stop", "--detach"]).assert_code(0);
+    wait_until("the sleep to start", || !processes_with("sleep 1008").is_empty());
+    env.client().result("daemon.shutdown", json!({}));
+    assert!(env.take_daemon().wait().unwrap().success());
+    assert!(processes_with("sleep 1008").is_empty(), "left behind: {:?}", processes_with("sleep 1008"));
+    env.start_daemon();
+    let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    assert!(jobs.as_array().unwrap().iter().all(|j| j["finished"] == true), "{jobs}");
+}

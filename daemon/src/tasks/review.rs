@@ -190,7 +190,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
                 }
             })
         };
-        let result = finish(&daemon, &pending).await;
+        let result = finish(&daemon, &job_id, &pending).await;
         heartbeat.abort();
         match result {
             Ok(review) => {
@@ -228,7 +228,7 @@ struct Pending {
 }
 
 /// Run the provider and accept (or refuse) its dossier.
-async fn finish(daemon: &Daemon, pending: &Pending) -> RpcResult<m::ReviewResult> {
+async fn finish(daemon: &Daemon, job_id: &str, pending: &Pending) -> RpcResult<m::ReviewResult> {
     let Pending { ws, task, caller, config, request, provider, packet, scope, tree, running } = pending;
     let (ws, task, tree, mode) = (ws.as_ref(), task.clone(), tree.clone(), request.mode.clone());
     record(
@@ -245,7 +245,7 @@ async fn finish(daemon: &Daemon, pending: &Pending) -> RpcResult<m::ReviewResult
         .await
         .map_err(RpcError::internal)?
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
-    let review_run = ReviewRun { daemon, ws, task: &task, caller, config, request };
+    let review_run = ReviewRun { daemon, job_id: job_id.to_string(), ws, task: &task, caller, config, request };
     let answer = run_provider(&review_run, provider, packet).await;
 
     let root = ws.root.clone();
@@ -364,6 +364,7 @@ fn attempt_failed(daemon: &Daemon, ws: &Workspace, task: &str, reason: String) -
 /// One review run's fixed inputs.
 struct ReviewRun<'a> {
     daemon: &'a Daemon,
+    job_id: String,
     ws: &'a Workspace,
     task: &'a str,
     caller: &'a m::CallerContext,
@@ -372,7 +373,7 @@ struct ReviewRun<'a> {
 }
 
 async fn run_provider(r: &ReviewRun<'_>, provider: &Provider, packet: &str) -> Result<Dossier, String> {
-    let ReviewRun { daemon, ws, task, caller, config, request } = *r;
+    let ReviewRun { daemon, ws, task, caller, config, request, .. } = r;
     if let Provider::Local = provider {
         return Ok(Dossier {
             verdict: "pass".into(),
@@ -408,7 +409,12 @@ async fn run_provider(r: &ReviewRun<'_>, provider: &Provider, packet: &str) -> R
         request,
     )
     .map_err(|e| format!("cannot prepare the {} run: {e}", provider.name()))?;
+    let job_id = r.job_id.clone();
+    let on_spawn = Box::new(move |pgid: i32| {
+        daemon.jobs.update(daemon.store(), &job_id, true, |record| record.pgid = Some(pgid));
+    });
     let run = providers::Run {
+        on_spawn,
         task,
         cwd: &ws.root,
         caller_env: &caller.env,
