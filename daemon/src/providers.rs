@@ -291,7 +291,7 @@ pub fn invocation(
         Provider::Command(command) => {
             Invocation { command: command.clone(), env, answer: Answer::Stdout, output_format: "command.stdout" }
         }
-        Provider::Local => unreachable!("the local provider runs no process"),
+        Provider::Local => return Err(std::io::Error::other("the local provider runs no process")),
         Provider::Codex(cli) => {
             let out = scratch.join("last-message.json");
             let schema_path = scratch.join("output-schema.json");

@@ -1,7 +1,6 @@
 //! The one table of exit codes, a row per command family (README "Exit codes" mirrors it).
 
 /// Workflow commands: init, plan, validate, approve, build, review <task>, complete, daemon ...
-#[allow(dead_code, reason = "the documented table; codes are used as their commands land")]
 pub mod workflow {
     pub const OK: u8 = 0;
     pub const RUNTIME: u8 = 1;
