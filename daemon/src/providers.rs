@@ -147,6 +147,16 @@ pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, Strin
     }
 }
 
+/// `type.subtype` of a stream-json line (`system.init`, `assistant`, `tool_use`, ...).
+fn stream_event(line: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(line).ok()?;
+    let kind = value.get("type")?.as_str()?;
+    Some(match value.get("subtype").and_then(Value::as_str) {
+        Some(sub) => format!("{kind}.{sub}"),
+        None => kind.to_string(),
+    })
+}
+
 /// Dossiers submitted through the MCP tool, by the token given to the provider's server.
 #[derive(Default)]
 pub struct Submissions {
@@ -415,6 +425,8 @@ pub struct Run<'a> {
     pub diagnostics_dir: PathBuf,
     /// Called with the provider's process group id once it runs (recorded in the job).
     pub on_spawn: Box<dyn FnOnce(i32) + Send + 'a>,
+    /// Called with each structured event the provider streams (`type.subtype`).
+    pub on_event: Box<dyn FnMut(String) + Send>,
 }
 
 /// Run an external provider and return its dossier (not yet validated for mode and budgets,
@@ -425,7 +437,7 @@ pub async fn run(
     config: &Config,
     submissions: &Submissions,
 ) -> Result<Dossier, String> {
-    let Run { task, cwd, caller_env, packet, diagnostics_dir, on_spawn } = run;
+    let Run { task, cwd, caller_env, packet, diagnostics_dir, on_spawn, mut on_event } = run;
     let mut env = caller_env.clone();
     env.insert("SCAFLD_TASK_ID".into(), task.to_string());
     let overrides: Vec<String> = invocation.env.keys().cloned().chain(["SCAFLD_TASK_ID".to_string()]).collect();
@@ -440,6 +452,21 @@ pub async fn run(
         diagnostics_dir,
         env_overrides: overrides,
         stdin: Some(packet.as_bytes().to_vec()),
+        on_stdout: Some(Box::new({
+            let mut pending = Vec::new();
+            move |chunk: &[u8]| {
+                pending.extend_from_slice(chunk);
+                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=end).collect();
+                    if let Some(event) = stream_event(&line) {
+                        on_event(event);
+                    }
+                }
+                if pending.len() > 1 << 20 {
+                    pending.clear(); // not a line-oriented stream
+                }
+            }
+        })),
     };
     let outcome = runner::run(request, tokio_util::sync::CancellationToken::new(), on_spawn).await;
     let diagnostic = outcome.diagnostic.display().to_string();

@@ -21,6 +21,9 @@ pub const KILL_GRACE: Duration = Duration::from_millis(250);
 /// How long pipes may stay open after the leader exited (background children holding them).
 const PIPE_GRACE: Duration = Duration::from_millis(500);
 
+/// Sees each chunk of a command's stdout as it arrives.
+pub type OutputObserver = Box<dyn FnMut(&[u8]) + Send>;
+
 pub struct RunRequest {
     pub command: String,
     pub cwd: PathBuf,
@@ -33,6 +36,8 @@ pub struct RunRequest {
     pub env_overrides: Vec<String>,
     /// Bytes written to the command's stdin (then closed); `None` means stdin is /dev/null.
     pub stdin: Option<Vec<u8>>,
+    /// Called with each chunk of stdout as it arrives (provider progress events).
+    pub on_stdout: Option<OutputObserver>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +135,7 @@ impl Capture {
 }
 
 /// Run the command; `on_spawn` gets the process group id as soon as it exists.
-pub async fn run(request: RunRequest, cancel: CancellationToken, on_spawn: impl FnOnce(i32)) -> RunOutcome {
+pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: impl FnOnce(i32)) -> RunOutcome {
     let started = Instant::now();
     let mut outcome = RunOutcome {
         exit_code: None,
@@ -192,6 +197,7 @@ pub async fn run(request: RunRequest, cancel: CancellationToken, on_spawn: impl 
             read = read_chunk(&mut stdout, &mut out_buf), if out_open => match read {
                 Some(n) => {
                     outcome.stdout.push(&out_buf[..n]);
+                    if let Some(observe) = request.on_stdout.as_mut() { observe(&out_buf[..n]); }
                     last_byte = Instant::now();
                     if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
                 }

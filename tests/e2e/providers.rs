@@ -106,3 +106,31 @@ fn auto_with_no_provider_installed_fails_closed() {
     let run = review(&env, "/usr/bin:/bin", &["--provider", "codex"], &[]);
     run.assert_code(4);
 }
+
+#[test]
+fn provider_events_show_while_the_review_runs() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let path = install_fakes(&env, &["claude"]);
+    let gate = env.path("gate");
+    let log = env.path("review-stderr.txt");
+    let mut command = env.scafld_command(&["review", "rev", "--provider", "claude", "--min-attack-angles", "1"]);
+    command
+        .env("PATH", &path)
+        .env("FAKE_DOSSIER", DOSSIER)
+        .env("FAKE_GATE", &gate)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let child = command.spawn().unwrap();
+    // The reviewer waits at the gate after its init event; the client must show the event.
+    wait_until("the client to print the provider event", || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("claude event system.init"))
+    });
+    let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    assert!(jobs[0]["activity"].as_str().unwrap_or_default().contains("system.init"), "{jobs}");
+    std::fs::write(&gate, "").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("started (job") && stderr.contains("claude event system.init"), "{stderr}");
+}

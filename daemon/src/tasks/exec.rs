@@ -361,6 +361,7 @@ impl BuildRun {
             diagnostics_dir: self.ws.root.join(".scafld/runs").join(&self.task).join("diagnostics"),
             env_overrides: overrides,
             stdin: None,
+            on_stdout: None,
         };
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
         let outcome = if criterion.command.trim().is_empty() {

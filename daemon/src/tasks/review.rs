@@ -228,7 +228,7 @@ struct Pending {
 }
 
 /// Run the provider and accept (or refuse) its dossier.
-async fn finish(daemon: &Daemon, job_id: &str, pending: &Pending) -> RpcResult<m::ReviewResult> {
+async fn finish(daemon: &Arc<Daemon>, job_id: &str, pending: &Pending) -> RpcResult<m::ReviewResult> {
     let Pending { ws, task, caller, config, request, provider, packet, scope, tree, running } = pending;
     let (ws, task, tree, mode) = (ws.as_ref(), task.clone(), tree.clone(), request.mode.clone());
     record(
@@ -363,7 +363,7 @@ fn attempt_failed(daemon: &Daemon, ws: &Workspace, task: &str, reason: String) -
 
 /// One review run's fixed inputs.
 struct ReviewRun<'a> {
-    daemon: &'a Daemon,
+    daemon: &'a Arc<Daemon>,
     job_id: String,
     ws: &'a Workspace,
     task: &'a str,
@@ -413,8 +413,15 @@ async fn run_provider(r: &ReviewRun<'_>, provider: &Provider, packet: &str) -> R
     let on_spawn = Box::new(move |pgid: i32| {
         daemon.jobs.update(daemon.store(), &job_id, true, |record| record.pgid = Some(pgid));
     });
+    let (events_daemon, events_job) = (Arc::clone(daemon), r.job_id.clone());
+    let provider_label = provider.name();
+    let on_event = Box::new(move |event: String| {
+        let activity = format!("{provider_label} event {event}");
+        events_daemon.jobs.update(events_daemon.store(), &events_job, false, |record| record.activity = Some(activity));
+    });
     let run = providers::Run {
         on_spawn,
+        on_event,
         task,
         cwd: &ws.root,
         caller_env: &caller.env,

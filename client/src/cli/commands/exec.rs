@@ -13,6 +13,8 @@ use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, ReviewArgs, Sessio
 
 /// Seconds between the "running" lines a waiting review prints.
 const REVIEW_HEARTBEAT_SECONDS: f64 = 15.0;
+/// How often a waiting review looks for new provider events.
+const REVIEW_POLL_SECONDS: f64 = 1.0;
 
 /// Follow a review job to its end, printing start and heartbeat lines on stderr.
 fn wait_for_review(
@@ -22,16 +24,24 @@ fn wait_for_review(
     job_id: &str,
 ) -> Result<m::ReviewResult, CliError> {
     let t0 = Instant::now();
+    let mut last_line = Instant::now();
+    let mut last_activity: Option<String> = None;
     if !ctx.out.json {
         eprintln!("scafld review {task}: started (job {job_id})");
     }
     loop {
-        let params = m::JobWaitParams { job_id: job_id.into(), timeout_seconds: REVIEW_HEARTBEAT_SECONDS };
+        let params = m::JobWaitParams { job_id: job_id.into(), timeout_seconds: REVIEW_POLL_SECONDS };
         let info = call::<m::JobWait>(conn, &params)?;
         if !info.finished {
             if !ctx.out.json {
-                let activity = info.activity.as_deref().unwrap_or(info.state.as_str());
-                eprintln!("scafld review {task}: {activity} elapsed={}s", t0.elapsed().as_secs());
+                // Provider events as they change; otherwise a running line every 15 s.
+                let changed = info.activity.is_some() && info.activity != last_activity;
+                if changed || last_line.elapsed().as_secs_f64() >= REVIEW_HEARTBEAT_SECONDS {
+                    let activity = info.activity.as_deref().unwrap_or(info.state.as_str());
+                    eprintln!("scafld review {task}: {activity} elapsed={}s", t0.elapsed().as_secs());
+                    last_line = Instant::now();
+                }
+                last_activity = info.activity.clone();
             }
             continue;
         }
