@@ -186,7 +186,7 @@ fn timeouts_kill_the_whole_process_group() {
     assert_eq!(c["status"], "fail");
     assert_eq!(c["reason"], "process timeout");
     assert_eq!(c["exit_code"], -1);
-    assert!(processes_with("sleep 1001").is_empty(), "left behind: {:?}", processes_with("sleep 1001"));
+    wait_until("no `sleep 1001` left", || processes_with("sleep 1001").is_empty());
     assert_eq!(env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"][0]["state"], "timed_out");
 
     std::fs::write(env.work.join(".scafld/config.local.yaml"), "execution:\n  idle_timeout_seconds: 1\n").unwrap();
@@ -195,7 +195,7 @@ fn timeouts_kill_the_whole_process_group() {
     let result = build(&env, "idle");
     assert_eq!(result["result"]["criteria"][0]["reason"], "process idle timeout");
     assert!(result["result"]["criteria"][0]["output_excerpt"].as_str().unwrap().contains("started"));
-    assert!(processes_with("sleep 1002").is_empty());
+    wait_until("no `sleep 1002` left", || processes_with("sleep 1002").is_empty());
 }
 
 #[test]
@@ -337,7 +337,7 @@ fn jobs_detach_attach_wait_and_cancel() {
     let finished = env.scafld(&["job", "wait", &job, "--timeout", "20", "--json"]);
     finished.assert_code(3);
     assert_eq!(finished.json()["result"]["state"], "cancelled");
-    assert!(processes_with("sleep 1004").is_empty());
+    wait_until("no `sleep 1004` left", || processes_with("sleep 1004").is_empty());
     let status = env.scafld(&["job", "status", &job, "--json"]).json();
     assert_eq!(status["result"]["finished"], true);
 
@@ -512,7 +512,7 @@ fn a_graceful_shutdown_leaves_no_job_process_behind() {
     wait_until("the sleep to start", || !processes_with("sleep 1008").is_empty());
     env.client().result("daemon.shutdown", json!({}));
     assert!(env.take_daemon().wait().unwrap().success());
-    assert!(processes_with("sleep 1008").is_empty(), "left behind: {:?}", processes_with("sleep 1008"));
+    wait_until("no `sleep 1008` left", || processes_with("sleep 1008").is_empty());
     env.start_daemon();
     let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
     assert!(jobs.as_array().unwrap().iter().all(|j| j["finished"] == true), "{jobs}");

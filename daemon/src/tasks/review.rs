@@ -482,6 +482,21 @@ fn guard(dossier: &mut Dossier, mutated: &[String]) {
     dossier.verdict = "fail".into();
 }
 
+/// The passes a review works through, and the project's invariants.
+fn agenda(config: &Config) -> String {
+    let mut text = String::from(
+        "- automated: Spec Compliance - every objective, scope item and acceptance criterion is met by the change\n\
+         - automated: Ambient Drift - changes outside the declared scope are context, unless they touch it\n\
+         - adversarial: Regression Hunt - trace callers and data paths the change affects\n\
+         - adversarial: Convention Check - the project's own rules and agent guidance\n\
+         - adversarial: Dark Patterns - silent fallbacks, swallowed errors, tests that cannot fail\n\nConfigured invariants:\n",
+    );
+    for (id, rule) in &config.invariants.canonical {
+        text.push_str(&format!("- `{id}`: {rule}\n"));
+    }
+    text
+}
+
 /// The changed paths, then their diff against HEAD.
 fn task_changes(ws: &Workspace, paths: &[String]) -> String {
     let mut body = list(paths);
@@ -570,6 +585,17 @@ fn build_packet(
             list(&classes.ambient_drift),
             false,
         ),
+        Section::derived(
+            "workspace_baseline",
+            "Workspace Baseline Before Review",
+            &format!("{task}#workspace_baseline"),
+            format!(
+                "Dirty at approval and unchanged since (context, not findings):\n{}",
+                list(&classes.baseline_dirty)
+            ),
+            false,
+        ),
+        Section::derived("review_agenda", "Review Agenda", ".scafld/config.yaml#review", agenda(config), false),
         Section::derived(
             "acceptance_evidence",
             "Acceptance Criteria",
