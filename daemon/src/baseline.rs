@@ -105,6 +105,36 @@ pub fn diff(root: &Path, paths: &[String]) -> Result<String, String> {
     let diff = repo
         .diff_tree_to_workdir_with_index(head_tree.as_ref(), Some(&mut options))
         .map_err(|e| format!("git diff failed: {}", e.message()))?;
+    patch(&diff)
+}
+
+/// The changed paths and patch of a commit range `BASE..HEAD` (the head's tree against the
+/// base's). Either side may be any revision git understands.
+pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), String> {
+    let (base, head) = range
+        .split_once("..")
+        .filter(|(b, h)| !b.is_empty() && !h.is_empty() && !h.starts_with('.'))
+        .ok_or_else(|| format!("{range:?} is not a BASE..HEAD range"))?;
+    let repo = Repository::discover(root).map_err(|e| e.message().to_string())?;
+    let tree = |rev: &str| {
+        repo.revparse_single(rev)
+            .and_then(|o| o.peel_to_tree())
+            .map_err(|e| format!("unknown revision {rev:?}: {}", e.message()))
+    };
+    let (base_tree, head_tree) = (tree(base)?, tree(head)?);
+    let diff = repo
+        .diff_tree_to_tree(Some(&base_tree), Some(&head_tree), None)
+        .map_err(|e| format!("git diff failed: {}", e.message()))?;
+    let mut paths: Vec<String> = diff
+        .deltas()
+        .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()).map(|p| p.display().to_string()))
+        .collect();
+    paths.dedup();
+    Ok((paths, patch(&diff)?))
+}
+
+/// A diff as unified patch text.
+fn patch(diff: &git2::Diff<'_>) -> Result<String, String> {
     let mut text = String::new();
     diff.print(git2::DiffFormat::Patch, |_, _, line| {
         if matches!(line.origin(), '+' | '-' | ' ') {

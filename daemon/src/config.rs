@@ -16,12 +16,41 @@ pub struct Config {
     pub review: Review,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct Review {
     pub external: External,
     pub context: ReviewContext,
     pub dossier: DossierConfig,
+    /// auto (the consensus stands) or manual (it awaits `review accept|reject`).
+    pub approval: String,
+    pub workers: Workers,
+}
+
+impl Default for Review {
+    fn default() -> Review {
+        Review {
+            external: External::default(),
+            context: ReviewContext::default(),
+            dossier: DossierConfig::default(),
+            approval: "auto".into(),
+            workers: Workers::default(),
+        }
+    }
+}
+
+/// Reviewer workers (`scafld worker`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Workers {
+    /// A claimed job whose worker is silent this long goes back to the queue.
+    pub lease_seconds: u64,
+}
+
+impl Default for Workers {
+    fn default() -> Workers {
+        Workers { lease_seconds: 300 }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -30,6 +59,8 @@ pub struct External {
     pub provider: String,
     pub command: String,
     pub fallback_policy: String,
+    /// Several reviewers, one job each, unanimous consensus (empty: `provider` alone).
+    pub reviewers: Vec<String>,
     pub idle_timeout_seconds: u64,
     pub absolute_max_seconds: u64,
     pub codex: ProviderCli,
@@ -43,6 +74,7 @@ impl Default for External {
             provider: "auto".into(),
             command: String::new(),
             fallback_policy: "warn".into(),
+            reviewers: Vec::new(),
             idle_timeout_seconds: 180,
             absolute_max_seconds: 1800,
             codex: ProviderCli { model: "gpt-5.5".into(), binary: String::new(), reasoning: "high".into() },

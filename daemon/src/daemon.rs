@@ -45,11 +45,16 @@ pub struct Daemon {
     pub jobs: Jobs,
     /// Dossiers relayed by `scafld mcp submit-review` for running reviews.
     pub submissions: crate::providers::Submissions,
+    pub sessions: crate::review::Sessions,
 }
 
 impl Daemon {
     pub fn new(options: DaemonOptions, store: Arc<dyn Store>, shutdown: CancellationToken) -> Daemon {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let sessions = crate::review::Sessions::new(store.sessions().unwrap_or_else(|e| {
+            warn!("cannot read stored review sessions: {e}");
+            Vec::new()
+        }));
         let jobs = Jobs::new(store.jobs().unwrap_or_else(|e| {
             warn!("cannot read stored jobs: {e}");
             Vec::new()
@@ -73,6 +78,7 @@ impl Daemon {
             watch_events: StdMutex::new(watch_events),
             jobs,
             submissions: Default::default(),
+            sessions,
         }
     }
 

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::clock;
-use crate::domain::job::{JobKind, JobRecord, JobState};
+use crate::domain::job::{JobKind, JobRecord, JobState, ReviewWork};
 use crate::store::Store;
 use crate::workspace::Workspace;
 
@@ -43,13 +43,14 @@ impl Jobs {
         self.task_locks.lock().expect("locks").entry(key).or_default().clone()
     }
 
-    /// Create a queued job.
+    /// Create a queued job (`review` is set for the reviewer jobs of a review session).
     pub fn create(
         &self,
         store: &dyn Store,
         kind: JobKind,
         ws: &Workspace,
         task: &str,
+        review: Option<ReviewWork>,
     ) -> (JobRecord, CancellationToken) {
         let mut next = self.next_id.lock().expect("ids");
         let id = format!("job-{}-{}", *next, &crate::workspace::layout::new_id().unwrap_or_default()[..6]);
@@ -72,6 +73,7 @@ impl Jobs {
             reason: None,
             outcome: None,
             error_kind: None,
+            review,
         };
         let token = CancellationToken::new();
         self.cancels.lock().expect("cancels").insert(id.clone(), token.clone());
@@ -106,6 +108,42 @@ impl Jobs {
         }
         self.records.lock().expect("records").insert(record.id.clone(), record);
         self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Wake every waiter (a session settled without a job changing).
+    pub fn touch(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Atomically take the oldest queued job that `eligible` accepts and apply `claim` to it.
+    pub fn claim(
+        &self,
+        store: &dyn Store,
+        eligible: impl Fn(&JobRecord) -> bool,
+        claim: impl FnOnce(&mut JobRecord),
+    ) -> Option<JobRecord> {
+        let record = {
+            let mut records = self.records.lock().expect("records");
+            let record = records
+                .values_mut()
+                .filter(|r| r.state == JobState::Queued && eligible(r))
+                .min_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)))?;
+            claim(record);
+            record.clone()
+        };
+        self.put(store, record.clone(), true);
+        Some(record)
+    }
+
+    /// A cancellation token for a job that is started again (a re-queued reviewer).
+    pub fn rearm(&self, id: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        self.cancels.lock().expect("cancels").insert(id.to_string(), token.clone());
+        token
     }
 
     pub fn get(&self, id: &str) -> Option<JobRecord> {
@@ -167,14 +205,30 @@ impl Jobs {
         })
     }
 
-    /// After a restart: jobs that were queued or running have lost their runner. Kill any
-    /// orphaned process group and mark them abandoned. Returns the abandoned records.
+    /// After a restart: acceptance jobs that were queued or running have lost their runner:
+    /// kill any orphaned process group and mark them abandoned (returned). Review jobs keep
+    /// their checkpoint: one the daemon ran is killed and re-queued (the session resumes it);
+    /// one a worker holds keeps its lease, which the worker may go on renewing.
     pub fn recover(&self, store: &dyn Store) -> Vec<JobRecord> {
         let unfinished: Vec<JobRecord> = self.all().into_iter().filter(|r| !r.state.is_finished()).collect();
         let mut abandoned = Vec::new();
         for job in unfinished {
             if let Some(pgid) = job.pgid {
                 crate::runner::kill_group(pgid);
+            }
+            if let Some(work) = &job.review {
+                let ours = work.lease.is_none();
+                self.rearm(&job.id);
+                if ours && job.state == JobState::Running {
+                    info!(job = %job.id, "re-queued: the daemon stopped while its reviewer ran");
+                    self.update(store, &job.id, true, |r| {
+                        r.state = JobState::Queued;
+                        r.attempt += 1;
+                        r.pgid = None;
+                        r.activity = Some("re-queued after a daemon restart".into());
+                    });
+                }
+                continue;
             }
             let reason = match job.pgid {
                 Some(pgid) => format!("the daemon stopped while the job ran; its process group {pgid} was killed"),
@@ -201,6 +255,8 @@ pub fn info(record: &JobRecord) -> JobInfo {
             JobKind::Acceptance => "acceptance".into(),
             JobKind::Review => "review".into(),
         },
+        reviewer: record.review.as_ref().map(|w| w.reviewer.clone()),
+        session_key: record.review.as_ref().map(|w| w.session_key.clone()),
         workspace_id: record.workspace_id.clone(),
         root: record.root.clone(),
         task_id: record.task_id.clone(),

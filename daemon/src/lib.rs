@@ -10,6 +10,7 @@ pub mod domain;
 pub mod error;
 pub mod jobs;
 pub mod providers;
+pub mod review;
 pub mod rpc;
 pub mod runner;
 pub mod socket;
@@ -48,6 +49,8 @@ pub async fn run(
         }
     }
     tasks::recover_jobs(&daemon).await;
+    review::recover(&daemon).await;
+    let reaper = tokio::spawn(review::reaper_loop(daemon.clone()));
     let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");
@@ -60,6 +63,7 @@ pub async fn run(
         error!("server task failed: {e}");
     }
     let _ = watcher.await;
+    let _ = reaper.await;
     // No process of ours outlives the daemon: kill the groups of jobs still running. Their
     // records stay `running`; the next start marks them abandoned.
     for job in daemon.jobs.all() {

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::config::{Config, ProviderCli};
 use crate::domain::dossier::{self, Dossier, Request};
+use crate::domain::job::{FailureClass, ReviewerFailure};
 use crate::error::{RpcError, RpcResult};
 use crate::runner::{self, RunRequest};
 
@@ -201,7 +202,7 @@ impl Submissions {
 }
 
 /// Drop null members (the strict schema given to codex makes optional fields nullable).
-fn strip_nulls(value: Value) -> Value {
+pub fn strip_nulls(value: Value) -> Value {
     match value {
         Value::Object(map) => {
             Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, strip_nulls(v))).collect())
@@ -432,11 +433,12 @@ pub struct Run<'a> {
 /// Run an external provider and return its dossier (not yet validated for mode and budgets,
 /// except submissions, which the MCP path validated already).
 pub async fn run(
-    invocation: Invocation,
+    invocation: &Invocation,
     run: Run<'_>,
     config: &Config,
     submissions: &Submissions,
-) -> Result<Dossier, String> {
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<Dossier, ReviewerFailure> {
     let Run { task, cwd, caller_env, packet, diagnostics_dir, on_spawn, mut on_event } = run;
     let mut env = caller_env.clone();
     env.insert("SCAFLD_TASK_ID".into(), task.to_string());
@@ -468,17 +470,59 @@ pub async fn run(
             }
         })),
     };
-    let outcome = runner::run(request, tokio_util::sync::CancellationToken::new(), on_spawn).await;
-    let diagnostic = outcome.diagnostic.display().to_string();
+    let outcome = runner::run(request, cancel, on_spawn).await;
     let submitted = match &invocation.answer {
-        Answer::Submission(token) => Some(submissions.close(token)),
+        Answer::Submission(token) => submissions.close(token),
         _ => None,
     };
-    if let Some(error) = outcome.runner_error() {
-        return Err(format!("review provider failed: {error} (diagnostic: {diagnostic})"));
+    let cancelled = matches!(outcome.kill_reason, Some(runner::KillReason::Cancelled));
+    let left = Leftovers {
+        exit_code: outcome.exit_code,
+        timed_out: matches!(
+            outcome.kill_reason,
+            Some(runner::KillReason::AbsoluteTimeout | runner::KillReason::IdleTimeout)
+        ),
+        runner_error: outcome.runner_error(),
+        stdout: String::from_utf8_lossy(&outcome.stdout.bytes).into_owned(),
+        submitted,
+        tail: outcome.tail(1200),
+        diagnostic: outcome.diagnostic.display().to_string(),
+    };
+    if cancelled {
+        return Err(ReviewerFailure { class: FailureClass::Cancelled, message: "the reviewer was cancelled".into() });
+    }
+    interpret(invocation, left)
+}
+
+/// What a provider process left behind, wherever it ran (the daemon's runner or a worker).
+pub struct Leftovers {
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// A runner-level failure (could not start, killed).
+    pub runner_error: Option<String>,
+    pub stdout: String,
+    /// The dossier the MCP submit tool delivered, for submission-channel providers.
+    pub submitted: Option<Dossier>,
+    pub tail: String,
+    pub diagnostic: String,
+}
+
+/// The provider's dossier from what its run left, or why there is none. A non-zero exit only
+/// counts when the answer itself is a failing verdict.
+pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, ReviewerFailure> {
+    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, tail, diagnostic } = left;
+    let parse_failure = |message: String| ReviewerFailure { class: FailureClass::Parse, message };
+    if timed_out {
+        return Err(ReviewerFailure {
+            class: FailureClass::Timeout,
+            message: format!("{} (diagnostic: {diagnostic})", runner_error.unwrap_or_else(|| "timed out".into())),
+        });
+    }
+    if let Some(error) = runner_error {
+        return Err(parse_failure(format!("review provider failed: {error} (diagnostic: {diagnostic})")));
     }
     let parsed = match &invocation.answer {
-        Answer::Stdout => dossier::parse(&String::from_utf8_lossy(&outcome.stdout.bytes)),
+        Answer::Stdout => dossier::parse(&stdout),
         Answer::File(path) => match std::fs::read_to_string(path) {
             Ok(text) if !text.trim().is_empty() => {
                 serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
@@ -486,23 +530,25 @@ pub async fn run(
                         .map_err(|e| format!("dossier does not match the schema: {e}"))
                 })
             }
-            _ => dossier::parse(&String::from_utf8_lossy(&outcome.stdout.bytes)),
+            _ => dossier::parse(&stdout),
         },
-        Answer::Submission(_) => submitted.flatten().ok_or_else(|| {
+        Answer::Submission(_) => submitted.ok_or_else(|| {
             "provider produced no submission; the verdict only counts through the submit_review tool".to_string()
         }),
     };
-    let mut dossier = match (outcome.exit_code, parsed) {
+    let mut dossier = match (exit_code, parsed) {
         (Some(0), Ok(d)) => d,
         (_, Ok(d)) if d.verdict == "fail" => d,
         (code, _) if code != Some(0) => {
-            return Err(format!(
+            return Err(parse_failure(format!(
                 "review provider failed: exit code {} ({}) (diagnostic: {diagnostic})",
                 code.unwrap_or(-1),
-                outcome.tail(1200).trim()
-            ));
+                tail.trim()
+            )));
         }
-        (_, Err(why)) => return Err(format!("review dossier invalid: {why} (diagnostic: {diagnostic})")),
+        (_, Err(why)) => {
+            return Err(parse_failure(format!("review dossier invalid: {why} (diagnostic: {diagnostic})")));
+        }
         (_, Ok(d)) => d,
     };
     if dossier.output_format.is_none() {

@@ -1,4 +1,4 @@
-//! Durable daemon state behind a small trait, with sled as the one implementation.
+//! Durable daemon state (workspaces, ledgers, jobs, review sessions) behind a small trait, with sled as the one implementation.
 //!
 //! The trait speaks in domain records rather than keys and bytes so that another backend
 //! (SQLite, redb) could replace sled without touching callers. Writes that acknowledge a
@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::job::JobRecord;
+use crate::domain::job::{JobRecord, SessionRecord};
 use crate::domain::ledger::{LedgerEntry, LedgerEvent};
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +42,8 @@ pub trait Store: Send + Sync + 'static {
     fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError>;
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
+    fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
     /// Make every acknowledged write durable against a process crash.
     fn flush(&self) -> Result<(), StoreError>;
 }
@@ -51,6 +53,7 @@ pub struct SledStore {
     workspaces: sled::Tree,
     ledger: sled::Tree,
     jobs: sled::Tree,
+    sessions: sled::Tree,
 }
 
 impl SledStore {
@@ -60,6 +63,7 @@ impl SledStore {
             workspaces: db.open_tree("workspaces")?,
             ledger: db.open_tree("ledger")?,
             jobs: db.open_tree("jobs")?,
+            sessions: db.open_tree("sessions")?,
             db,
         })
     }
@@ -127,6 +131,15 @@ impl Store for SledStore {
 
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
         self.jobs.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
+    }
+
+    fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        self.sessions.insert(session.key.as_bytes(), serde_json::to_vec(session)?)?;
+        self.flush()
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.sessions.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
     }
 
     fn flush(&self) -> Result<(), StoreError> {

@@ -633,6 +633,11 @@ pub struct JobInfo {
     /// The error kind of a job that ended without a result (for example `review_failed`).
     #[serde(default)]
     pub error_kind: Option<String>,
+    /// For a reviewer job: its reviewer and review session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -680,6 +685,12 @@ pub struct ReviewParams {
     /// Review again even though nothing changed since a failed review.
     #[serde(default)]
     pub force: bool,
+    /// Several reviewers, one job each (default: review.external.reviewers, else `provider`).
+    #[serde(default)]
+    pub reviewers: Vec<String>,
+    /// auto (the verdict stands) or manual (it awaits `review accept|reject`).
+    #[serde(default)]
+    pub approval: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -702,6 +713,12 @@ pub struct ReviewResult {
     /// The packet, for --print-context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// The review session a provider review started (wait for it with `review.wait`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SpawnResult>,
+    /// The gate state: pass, fail, or awaiting_approval (manual approval).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gate: String,
 }
 
 method!(
@@ -738,3 +755,399 @@ pub struct SubmitResult {
     /// Why the dossier was refused (the reviewer may fix it and submit again).
     pub problems: Vec<String>,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Review sessions: several reviewers, spawn/wait, retry, status, manual approval.
+
+/// Returned by every call that starts a review session (`task.review`, `review.diff`,
+/// `review.retry`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpawnResult {
+    pub session_key: String,
+    pub reviewers_spawned: Vec<String>,
+    /// Requested reviewers whose CLI is not installed (skipped).
+    pub reviewers_missing: Vec<String>,
+    /// One job per spawned reviewer, in the order of `reviewers_spawned`.
+    pub job_ids: Vec<String>,
+    /// Set when the session was decided without spawning (an empty diff passes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<String>,
+}
+
+method!(
+    /// Review a plain git range (no task spec) with one job per available reviewer.
+    ReviewDiff = "review.diff", DiffReviewParams => SpawnResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffReviewParams {
+    pub root: String,
+    /// `BASE..HEAD`.
+    pub range: String,
+    /// The issue description injected into the reviewers' prompt (the context file's text).
+    #[serde(default)]
+    pub context: Option<String>,
+    /// Reviewers to spawn (default: review.external.reviewers, else review.external.provider).
+    #[serde(default)]
+    pub reviewers: Vec<String>,
+    #[serde(default)]
+    pub provider_command: Option<String>,
+    #[serde(default)]
+    pub codex_reasoning: Option<String>,
+    pub caller: CallerContext,
+}
+
+method!(
+    /// Wait (bounded) for a review session and return its consensus.
+    ReviewWait = "review.wait", ReviewWaitParams => WaitResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewWaitParams {
+    pub root: String,
+    /// Default: the most recent session of the workspace.
+    #[serde(default)]
+    pub session_key: Option<String>,
+    pub timeout_seconds: f64,
+}
+
+/// The seed-004 wait document.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WaitResult {
+    /// resolved, timeout or error.
+    pub status: String,
+    pub session_key: String,
+    /// pass, fail, needs_work, no_reviewers, parse_error, timeout, internal_error or pending:
+    /// what the exit code is derived from.
+    pub outcome: String,
+    pub consensus: Consensus,
+    pub reviewers: std::collections::BTreeMap<String, ReviewerReport>,
+    pub issues: Vec<ReviewIssue>,
+    pub parse_errors: Vec<String>,
+    /// The task of a task review (empty for a diff range).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
+    /// Where the incremental report is kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub report_path: String,
+    /// The task gate state after the session: pass, fail, awaiting_approval or retry.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gate: String,
+    /// For a task review: the gate's result as `scafld review <task>` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewResult>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Consensus {
+    /// PASS, FAIL, NEEDS_WORK or no_reviewers (null while pending).
+    pub verdict: Option<String>,
+    /// The review round of this task or range (1 for the first).
+    pub iteration: u32,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewerReport {
+    /// PASS, FAIL or NEEDS_WORK; null when the reviewer gave no verdict.
+    pub verdict: Option<String>,
+    pub summary: String,
+    pub issues: Vec<ReviewIssue>,
+    pub error: Option<String>,
+    pub job_id: String,
+    /// queued, running, succeeded, failed, timed_out, cancelled or abandoned.
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// One finding, in the shape orchestrators consume.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewIssue {
+    pub reviewer: String,
+    pub file: String,
+    pub line_start: u64,
+    pub line_end: u64,
+    /// 0 critical, 1 high, 2 medium, 3 low; null when the severity is unknown.
+    pub priority: Option<u8>,
+    pub title: String,
+    pub body: String,
+    /// Whether the finding blocks completion.
+    pub blocking: bool,
+}
+
+method!(
+    /// Re-run the reviewers of a session that failed to parse, timed out or crashed.
+    ReviewRetry = "review.retry", ReviewRetryParams => SpawnResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewRetryParams {
+    pub root: String,
+    pub session_key: String,
+    pub caller: CallerContext,
+}
+
+method!(
+    /// The latest review session of a task (or a given session): reviewers, liveness, progress.
+    ReviewStatus = "review.status", ReviewStatusParams => ReviewStatusResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewStatusParams {
+    pub root: String,
+    #[serde(default)]
+    pub task_id: Option<String>,
+    #[serde(default)]
+    pub session_key: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewStatusResult {
+    pub session_key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub range: String,
+    pub iteration: u32,
+    /// auto or manual.
+    pub approval: String,
+    /// running, resolved, awaiting_approval or decided.
+    pub state: String,
+    pub files_total: usize,
+    pub reviewers: Vec<ReviewerProgress>,
+    pub report_path: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewerProgress {
+    pub reviewer: String,
+    pub job_id: String,
+    pub state: String,
+    pub attempt: u32,
+    /// fresh, quiet or stale (by the age of the last heartbeat); empty when not running.
+    pub liveness: String,
+    pub heartbeat_age_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    pub phase: String,
+    pub files_reviewed: usize,
+    pub findings_so_far: usize,
+    pub files_remaining: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+method!(
+    /// Record a human decision on a review that awaits approval (`review.approval: manual`).
+    ReviewDecide = "review.decide", DecideParams => DecideResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecideParams {
+    pub root: String,
+    pub task_id: String,
+    /// accept or reject.
+    pub decision: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DecideResult {
+    pub task_id: String,
+    pub decision: String,
+    /// The gate verdict that now stands: pass or fail.
+    pub verdict: String,
+    pub next_command: String,
+}
+
+// ---------------------------------------------------------------------------------------------
+// worker.*: reviewer workers claim review jobs with a lease.
+
+method!(
+    /// Claim a queued review job (waiting at most `timeout_seconds`); null when none came.
+    WorkerClaim = "worker.claim", ClaimParams => Option<Claim>
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimParams {
+    pub worker_id: String,
+    /// What the worker reviews with: codex, claude, gemini, command, or `agent` (an agent that
+    /// reviews by itself and only needs the packet).
+    pub provider: String,
+    #[serde(default)]
+    pub provider_command: Option<String>,
+    /// Only jobs of this workspace (default: any).
+    #[serde(default)]
+    pub root: Option<String>,
+    #[serde(default)]
+    pub timeout_seconds: f64,
+    /// Lease length (default: review.workers.lease_seconds of the job's workspace).
+    #[serde(default)]
+    pub lease_seconds: Option<u64>,
+    pub caller: CallerContext,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    pub job_id: String,
+    pub lease_token: String,
+    pub lease_seconds: u64,
+    pub session_key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
+    pub root: String,
+    pub attempt: u32,
+    /// The review packet (the same text a provider receives on stdin).
+    pub packet: String,
+    /// The files under review.
+    pub files: Vec<String>,
+    /// The acceptance-evidence preflight for the reviewed tree.
+    pub preflight: String,
+    /// Set when an earlier worker left a checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<ResumeBriefing>,
+    /// For automated workers: the provider process to run (the packet goes to its stdin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<WorkerInvocation>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResumeBriefing {
+    pub phase: String,
+    pub files_total: usize,
+    /// Files already reviewed, with their finding counts.
+    pub reviewed: Vec<ReviewedCount>,
+    pub remaining: Vec<String>,
+    pub findings_so_far: usize,
+    /// Where to continue.
+    #[serde(default)]
+    pub next_file: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewedCount {
+    pub path: String,
+    pub findings: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerInvocation {
+    /// A `sh -c` command line.
+    pub command: String,
+    /// Environment added to the worker's own.
+    pub env: std::collections::BTreeMap<String, String>,
+    pub cwd: String,
+    pub timeout_seconds: u64,
+    pub idle_timeout_seconds: u64,
+    /// Where the answer is: stdout, or this file (codex's last message).
+    #[serde(default)]
+    pub answer_file: Option<String>,
+}
+
+method!(
+    /// Extend a lease; refused unless `lease_token` is the job's current lease.
+    WorkerHeartbeat = "worker.heartbeat", LeaseParams => LeaseResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseParams {
+    pub job_id: String,
+    pub lease_token: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeaseResult {
+    pub job_id: String,
+    pub state: String,
+    pub lease_expires_in_seconds: f64,
+}
+
+method!(
+    /// Record progress: a reviewed file with its findings, and/or the phase.
+    WorkerCheckpoint = "worker.checkpoint", CheckpointParams => CheckpointResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointParams {
+    pub job_id: String,
+    pub lease_token: String,
+    /// preflight, reviewing, writing_report or done.
+    #[serde(default)]
+    pub phase: Option<String>,
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Dossier findings for `file`.
+    #[serde(default)]
+    pub findings: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointResult {
+    pub job_id: String,
+    pub phase: String,
+    pub files_reviewed: usize,
+    pub files_remaining: Vec<String>,
+    pub findings_so_far: usize,
+    pub report_path: String,
+}
+
+method!(
+    /// Deliver the reviewer's answer: a dossier, or an automated worker's raw provider output.
+    WorkerSubmit = "worker.submit", WorkerSubmitParams => WorkerSubmitResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSubmitParams {
+    pub job_id: String,
+    pub lease_token: String,
+    #[serde(default)]
+    pub dossier: Option<serde_json::Value>,
+    /// An automated worker's provider run: its stdout, answer file, exit code, timeout.
+    #[serde(default)]
+    pub run: Option<WorkerRun>,
+    #[serde(default)]
+    pub model: Option<String>,
+    pub caller: CallerContext,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRun {
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    #[serde(default)]
+    pub answer_file: Option<String>,
+    #[serde(default)]
+    pub timed_out: bool,
+    /// The tail of stderr, for the error message.
+    #[serde(default)]
+    pub stderr_tail: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSubmitResult {
+    pub job_id: String,
+    pub accepted: bool,
+    pub verdict: String,
+    /// Why the submission was refused or the answer did not count.
+    pub problems: Vec<String>,
+}
+
+method!(
+    /// Give a claimed job back to the queue (its checkpoint is kept).
+    WorkerRelease = "worker.release", LeaseParams => LeaseResult
+);

@@ -132,5 +132,5 @@ fn provider_events_show_while_the_review_runs() {
     let output = child.wait_with_output().unwrap();
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert!(output.status.success(), "{stderr}");
-    assert!(stderr.contains("started (job") && stderr.contains("claude event system.init"), "{stderr}");
+    assert!(stderr.contains("started session") && stderr.contains("claude event system.init"), "{stderr}");
 }

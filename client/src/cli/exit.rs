@@ -11,6 +11,19 @@ pub mod workflow {
     pub const UNREACHABLE: u8 = 6;
 }
 
+/// Spawn/wait (`review --detach`, `review --diff`, `review wait`, `review retry`), seed 004.
+pub mod spawn_wait {
+    pub const PASS: u8 = 0;
+    /// Wait: fail or needs work (valid JSON with issues). Spawn: nothing was spawned.
+    pub const FAIL: u8 = 1;
+    pub const PARSE_ERROR: u8 = 2;
+    pub const TIMEOUT: u8 = 3;
+    pub const NO_REVIEWERS: u8 = 4;
+    pub const INTERNAL: u8 = 5;
+    /// Usage errors, distinct from every "retry" code.
+    pub const USAGE: u8 = 64;
+}
+
 /// Bounded waits (`job wait`).
 pub mod wait {
     pub const FINISHED_OK: u8 = 0;

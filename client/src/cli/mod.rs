@@ -71,7 +71,7 @@ pub enum Command {
     Cancel(ReasonArgs),
     /// Print a task's session ledger, or export it as JSON.
     Session(SessionArgs),
-    /// Run the review gate of a task (or record an audited human override).
+    /// Run the review gate of a task, review a git range, or manage review sessions.
     Review(ReviewArgs),
     /// Archive a task whose latest review passed.
     Complete(TaskArg),
@@ -81,6 +81,8 @@ pub enum Command {
     /// Inspect, wait for or cancel daemon jobs.
     #[command(subcommand)]
     Job(JobCommand),
+    /// Serve review jobs as a reviewer worker (loop), or claim and answer one by hand.
+    Worker(WorkerArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -102,9 +104,28 @@ pub struct BuildArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ReviewArgs {
+    #[command(subcommand)]
+    pub command: Option<ReviewCommand>,
     #[command(flatten)]
     pub task: TaskArg,
+    /// Review a git range `BASE..HEAD` instead of a task (no spec needed).
+    #[arg(long, value_name = "BASE..HEAD", conflicts_with_all = ["task_id", "task"])]
+    pub diff: Option<String>,
+    /// A file with the issue description, injected into the reviewers' prompt (with --diff).
+    #[arg(long, value_name = "PATH", requires = "diff")]
+    pub context_file: Option<PathBuf>,
+    /// Comma-separated reviewers, one job each, unanimous consensus: codex,claude,gemini
+    /// (also command, worker, local).
+    #[arg(long, value_delimiter = ',')]
+    pub reviewers: Vec<String>,
+    /// Return at once with the session key and the reviewers spawned (exit 0 spawned, 1 not).
+    #[arg(long)]
+    pub detach: bool,
+    /// auto (the verdict stands) or manual (it waits for `scafld review accept|reject`).
+    #[arg(long, value_parser = ["auto", "manual"])]
+    pub approval: Option<String>,
     /// auto, codex, claude, gemini, command or local.
     #[arg(long)]
     pub provider: Option<String>,
@@ -140,6 +161,109 @@ pub struct ReviewArgs {
     /// Review again although nothing changed since a failed review.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ReviewCommand {
+    /// Wait for a review session and print its consensus (exit 0 pass, 1 fail or needs work,
+    /// 2 parse error, 3 timeout, 4 no reviewers, 5 internal error, 64 usage).
+    Wait {
+        /// Default: the most recent session of this workspace.
+        #[arg(long)]
+        session_key: Option<String>,
+        /// Seconds to wait; the review keeps running when they run out.
+        #[arg(long, default_value_t = 300.0)]
+        timeout: f64,
+    },
+    /// Re-run the reviewers of a session that failed to parse, timed out or crashed.
+    Retry { session_key: String },
+    /// A task's latest review session (or --session-key): reviewers, liveness, progress.
+    Status {
+        #[command(flatten)]
+        task: TaskArg,
+        #[arg(long)]
+        session_key: Option<String>,
+    },
+    /// Accept the verdict that awaits approval (manual approval).
+    Accept(ReasonArgs),
+    /// Reject the verdict that awaits approval: the gate fails with the reason.
+    Reject(ReasonArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct WorkerArgs {
+    #[command(subcommand)]
+    pub command: Option<WorkerCommand>,
+    /// What this worker reviews with: auto, codex, claude, gemini or command.
+    #[arg(long, default_value = "auto")]
+    pub provider: String,
+    /// The reviewer command line for --provider command (packet on stdin, dossier on stdout).
+    #[arg(long)]
+    pub provider_command: Option<String>,
+    /// Only serve this workspace (default: every workspace of the daemon).
+    #[arg(long, value_name = "ROOT")]
+    pub workspace: Option<PathBuf>,
+    /// Serve one job (or none, if nothing is queued within --timeout) and exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Lease length; a silent worker loses its job after this long.
+    #[arg(long)]
+    pub lease_seconds: Option<u64>,
+    /// Seconds each claim waits for work (with --once: how long to wait at all).
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Worker name shown in status and recorded in the ledger (default: $SCAFLD_WORKER_ID or host:pid).
+    #[arg(long)]
+    pub id: Option<String>,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum WorkerCommand {
+    /// Claim one queued review job (waiting at most --timeout) and print it with its lease token.
+    Claim {
+        /// Seconds to wait for work.
+        #[arg(long, default_value_t = 0.0)]
+        timeout: f64,
+        #[arg(long)]
+        lease_seconds: Option<u64>,
+        /// What reviews it: agent (you, reading the packet), codex, claude or gemini.
+        #[arg(long, default_value = "agent")]
+        provider: String,
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Extend the lease of a claimed job.
+    Heartbeat(LeaseArgs),
+    /// Record progress: a reviewed file with its findings (dossier finding JSON), or a phase.
+    Checkpoint {
+        #[command(flatten)]
+        lease: LeaseArgs,
+        #[arg(long)]
+        file: Option<String>,
+        #[arg(long = "finding", value_name = "JSON")]
+        findings: Vec<String>,
+        /// preflight, reviewing, writing_report or done.
+        #[arg(long)]
+        phase: Option<String>,
+    },
+    /// Submit the review dossier of a claimed job.
+    Submit {
+        #[command(flatten)]
+        lease: LeaseArgs,
+        #[arg(long, value_name = "FILE")]
+        dossier: PathBuf,
+    },
+    /// Give a claimed job back to the queue (its checkpoint is kept).
+    Release(LeaseArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LeaseArgs {
+    pub job_id: String,
+    /// The lease token `worker claim` printed (default: $SCAFLD_LEASE_TOKEN).
+    #[arg(long, env = "SCAFLD_LEASE_TOKEN", hide_env_values = true)]
+    pub lease: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -282,7 +406,22 @@ impl Command {
             Command::Fail(_) => "fail",
             Command::Cancel(_) => "cancel",
             Command::Session(_) => "session",
-            Command::Review(_) => "review",
+            Command::Review(args) => match &args.command {
+                Some(ReviewCommand::Wait { .. }) => "review wait",
+                Some(ReviewCommand::Retry { .. }) => "review retry",
+                Some(ReviewCommand::Status { .. }) => "review status",
+                Some(ReviewCommand::Accept(_)) => "review accept",
+                Some(ReviewCommand::Reject(_)) => "review reject",
+                None => "review",
+            },
+            Command::Worker(args) => match &args.command {
+                None => "worker",
+                Some(WorkerCommand::Claim { .. }) => "worker claim",
+                Some(WorkerCommand::Heartbeat(_)) => "worker heartbeat",
+                Some(WorkerCommand::Checkpoint { .. }) => "worker checkpoint",
+                Some(WorkerCommand::Submit { .. }) => "worker submit",
+                Some(WorkerCommand::Release(_)) => "worker release",
+            },
             Command::Complete(_) => "complete",
             Command::Mcp(_) => "mcp submit-review",
             Command::Job(JobCommand::List) => "job list",
@@ -316,7 +455,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
     let wants_json = args.iter().any(|a| a == "--json");
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return usage_error(e, wants_json),
+        Err(e) => return usage_error(e, wants_json, &args),
     };
     let out = Output::new(cli.global.json, cli.command.name());
     let ctx = Context { global: cli.global, paths: Paths::from_env(), out };
@@ -329,13 +468,23 @@ pub fn main(args: Vec<OsString>) -> u8 {
     }
 }
 
-fn usage_error(error: clap::Error, json: bool) -> u8 {
+/// Whether the command line belongs to the spawn/wait family (`review --detach`, `review
+/// --diff`, `review wait`, `review retry`), whose usage errors exit 64.
+fn spawn_wait_family(args: &[OsString]) -> bool {
+    let words: Vec<&str> = args.iter().skip(1).filter_map(|a| a.to_str()).collect();
+    let Some(at) = words.iter().position(|w| *w == "review") else { return false };
+    words[at + 1..].iter().any(|w| {
+        matches!(*w, "wait" | "retry" | "--detach") || w.starts_with("--diff") || w.starts_with("--context-file")
+    })
+}
+
+fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
     use clap::error::ErrorKind;
     if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = error.print();
         return exit::workflow::OK;
     }
-    let code = exit::workflow::USAGE;
+    let code = if spawn_wait_family(args) { exit::spawn_wait::USAGE } else { exit::workflow::USAGE };
     if json {
         let message = error.kind().as_str().map(str::to_string).unwrap_or_else(|| "invalid command line".into());
         let detail = error.render().to_string();

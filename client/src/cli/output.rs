@@ -83,6 +83,24 @@ impl Output {
         }
     }
 
+    /// Print a seed-004 document (`review --detach`, `review wait`): with `--json`, the
+    /// envelope with the document's fields also at the top level, where orchestrators that
+    /// speak the seed's contract read them.
+    pub fn document<T: Serialize>(&self, document: &T, ok: bool, human: impl FnOnce() -> String) {
+        if !self.json {
+            print_stdout(&human());
+            return;
+        }
+        let result = serde_json::to_value(document).unwrap_or(Value::Null);
+        let mut envelope = json!({"ok": ok, "command": self.command, "result": result.clone(), "error": Value::Null});
+        if let (Some(top), Value::Object(fields)) = (envelope.as_object_mut(), result) {
+            for (key, value) in fields {
+                top.entry(key).or_insert(value);
+            }
+        }
+        print_stdout(&format!("{envelope}\n"));
+    }
+
     fn envelope(&self, ok: bool, result: Value, error: Value) {
         let envelope = json!({"ok": ok, "command": self.command, "result": result, "error": error});
         print_stdout(&format!("{envelope}\n"));

@@ -1,5 +1,6 @@
-//! Jobs: stored records of work the daemon runs (acceptance runs of `build`). A job that
-//! produced no verdict ends in a state that can never be read as a pass.
+//! Jobs: stored records of work the daemon runs (acceptance runs of `build`, reviewers of a
+//! review session). A job that produced no verdict ends in a state that can never be read as a
+//! pass.
 
 use serde::{Deserialize, Serialize};
 
@@ -68,4 +69,167 @@ pub struct JobRecord {
     /// The error kind (snake_case) of a job that ended without a result.
     #[serde(default)]
     pub error_kind: Option<String>,
+    /// Set on review jobs: the reviewer's slot in its session, lease, checkpoint and answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewWork>,
+}
+
+/// One reviewer's share of a review session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewWork {
+    pub session_key: String,
+    /// codex, claude, gemini, command, local, or `worker` (served by an external worker).
+    pub reviewer: String,
+    /// Unix milliseconds of the last heartbeat (liveness is judged from it).
+    #[serde(default)]
+    pub heartbeat_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+    #[serde(default)]
+    pub checkpoint: Checkpoint,
+    /// Who gave the answer, through which channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
+    /// The accepted dossier (JSON), when the reviewer answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dossier: Option<serde_json::Value>,
+    /// Why the reviewer produced no verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<ReviewerFailure>,
+}
+
+/// A worker's claim on a review job. Only the holder of `token` may checkpoint or submit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    pub token: String,
+    pub worker_id: String,
+    /// What the worker said it reviews with (codex, claude, ... or `agent`).
+    pub provider: String,
+    #[serde(default)]
+    pub host_agent: Option<String>,
+    pub seconds: u64,
+    pub expires_ms: u64,
+    pub claimed_at: String,
+}
+
+/// The reviewer's progress, posted by workers; it survives the worker and seeds the next one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// preflight, reviewing, writing_report or done (empty before the first claim).
+    #[serde(default)]
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<String>,
+    #[serde(default)]
+    pub reviewed: Vec<ReviewedFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_activity: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewedFile {
+    pub path: String,
+    #[serde(default)]
+    pub findings: Vec<crate::domain::dossier::Finding>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub provider: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// codex.output_file, claude.mcp_submit_review, command.stdout, worker.lease, ...
+    pub channel: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+}
+
+/// Why a reviewer has no verdict. Each class means "retry the review", never "fix the code".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// The answer was missing, malformed or invalid, or the provider crashed.
+    Parse,
+    /// The provider ran out of time.
+    Timeout,
+    /// scafld itself could not run the reviewer.
+    Internal,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewerFailure {
+    pub class: FailureClass,
+    pub message: String,
+}
+
+/// A review session: one review round of a task or a git range, with one job per reviewer on
+/// the same packet. Settled once every reviewer job has finished; `result` is the consensus.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub key: String,
+    pub workspace_id: String,
+    pub root: String,
+    /// The task under review (empty for a range).
+    #[serde(default)]
+    pub task_id: String,
+    /// `BASE..HEAD` (empty for a task).
+    #[serde(default)]
+    pub range: String,
+    pub iteration: u32,
+    pub created_at: String,
+    /// auto or manual.
+    pub approval: String,
+    /// Spawned reviewers and their current jobs, in the same order.
+    pub reviewers: Vec<String>,
+    pub job_ids: Vec<String>,
+    pub missing: Vec<String>,
+    /// The files under review.
+    pub files: Vec<String>,
+    /// The workspace when the session first started (the mutation guard compares against it).
+    pub snapshot: Vec<crate::domain::ledger::BaselinePath>,
+    pub tree: String,
+    pub scope: Vec<String>,
+    pub request: RequestRecord,
+    pub packet_path: String,
+    pub report_path: String,
+    pub preflight: String,
+    /// The caller's cwd and environment: daemon-run reviewers are started (and resumed after a
+    /// restart) with it. Kept in the private state directory only.
+    pub caller_cwd: String,
+    pub caller_env: std::collections::BTreeMap<String, String>,
+    pub client_exe: String,
+    /// Model and codex reasoning overrides given at spawn.
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    #[serde(default)]
+    pub provider_command: Option<String>,
+    /// The wait document once settled (JSON of `WaitResult`).
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+    /// A digest of the context file of a range review (iterations count per issue).
+    #[serde(default)]
+    pub context_digest: String,
+}
+
+/// The review request of a session, as stored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    pub mode: String,
+    pub max_findings: u32,
+    pub min_attack_angles: u32,
+    pub depth: String,
+}
+
+impl RequestRecord {
+    pub fn request(&self) -> crate::domain::dossier::Request {
+        crate::domain::dossier::Request {
+            mode: self.mode.clone(),
+            max_findings: self.max_findings,
+            min_attack_angles: self.min_attack_angles,
+            depth: self.depth.clone(),
+        }
+    }
 }

@@ -74,6 +74,31 @@ pub enum LedgerEvent {
         /// Fingerprint of the workspace snapshot the review judged.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         tree: String,
+        /// Each reviewer of the session, with provenance (empty for human overrides).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reviewers: Vec<ReviewerRecord>,
+    },
+    /// Manual approval: the consensus a human must accept or reject (`review accept|reject`).
+    ReviewProposed {
+        verdict: String,
+        provider: String,
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dossier: Option<serde_json::Value>,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        tree: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        reviewers: Vec<ReviewerRecord>,
+    },
+    /// A human's decision on a proposed review; always immediately followed by the `Review`.
+    ReviewDecision {
+        decision: String,
+        reason: String,
+    },
+    /// The host agent that drives the task's builds (the independence rule refuses its reviews).
+    Implementer {
+        host_agent: String,
+        reason: String,
     },
     /// The audited human override; always immediately followed by a `human` review.
     ReviewOverride {
@@ -106,6 +131,9 @@ impl LedgerEvent {
             | LedgerEvent::Job { reason, .. }
             | LedgerEvent::ReviewAttempt { reason, .. }
             | LedgerEvent::Review { reason, .. }
+            | LedgerEvent::ReviewProposed { reason, .. }
+            | LedgerEvent::ReviewDecision { reason, .. }
+            | LedgerEvent::Implementer { reason, .. }
             | LedgerEvent::ReviewOverride { reason }
             | LedgerEvent::Complete { reason }
             | LedgerEvent::Fail { reason }
@@ -113,6 +141,15 @@ impl LedgerEvent {
             LedgerEvent::Imported { .. } => "",
         }
     }
+}
+
+/// One reviewer of an accepted review: who answered, through which channel, and its verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewerRecord {
+    pub reviewer: String,
+    #[serde(flatten)]
+    pub provenance: crate::domain::job::Provenance,
+    pub verdict: String,
 }
 
 /// A stored event: per-task sequence number (from 1) and the time it was recorded.
@@ -153,6 +190,8 @@ pub struct Replay {
     pub review: Option<(String, String, Option<serde_json::Value>)>,
     /// Whether nothing newer (a build step, evidence, approval) has superseded that review.
     pub review_current: bool,
+    /// A proposed verdict waiting for a human decision (manual approval).
+    pub awaiting_approval: Option<String>,
 }
 
 pub fn replay(entries: &[LedgerEntry]) -> Replay {
@@ -184,13 +223,17 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
                 r.status = Some(Status::Review);
                 r.review = Some((verdict.clone(), provider.clone(), dossier.clone()));
                 r.review_current = true;
+                r.awaiting_approval = None;
             }
+            LedgerEvent::ReviewProposed { verdict, .. } => r.awaiting_approval = Some(verdict.clone()),
             LedgerEvent::Complete { .. } => r.status = Some(Status::Completed),
             LedgerEvent::Fail { .. } => r.status = Some(Status::Failed),
             LedgerEvent::Cancel { .. } => r.status = Some(Status::Cancelled),
             LedgerEvent::WorkspaceBaseline { .. }
             | LedgerEvent::Job { .. }
             | LedgerEvent::ReviewAttempt { .. }
+            | LedgerEvent::ReviewDecision { .. }
+            | LedgerEvent::Implementer { .. }
             | LedgerEvent::ReviewOverride { .. }
             | LedgerEvent::Imported { .. } => {}
         }
@@ -202,6 +245,7 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
                 | LedgerEvent::Approval { .. }
         ) {
             r.review_current = false;
+            r.awaiting_approval = None;
         }
         if !entry.event.reason().is_empty() {
             r.last_reason = entry.event.reason().to_string();
@@ -268,6 +312,11 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
             cs.next = step.into();
             cs.allowed_follow_up = follow_up;
         }
+    }
+    if r.awaiting_approval.is_some() && status == Status::Review {
+        cs.review_gate = "awaiting_approval".into();
+        cs.next = "approve_review".into();
+        cs.allowed_follow_up = format!("scafld review accept {id} --reason R (or review reject)");
     }
     next
 }

@@ -3,6 +3,7 @@
 
 pub mod acceptance;
 pub mod build;
+pub mod consensus;
 pub mod dossier;
 pub mod handoff;
 pub mod harden;

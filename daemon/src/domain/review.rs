@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::domain::dossier::Dossier;
-use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent};
+use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, ReviewerRecord};
 use crate::domain::spec::{ReviewProjection, Spec};
 
 /// Providers whose passing review can complete a task (`local` and the guard's `scafld` cannot).
@@ -159,15 +159,49 @@ pub enum Authority {
 /// criterion, phase, approval, baseline, review attempt, fail, cancel or complete) invalidated
 /// it. The review must pass, come from a completing provider, carry a valid dossier without open
 /// blockers, and a `human` one must directly follow its `review_override`.
+/// Channels through which an answer may count toward completion: a provider's own output
+/// channel, a lease-holding worker, or the audited human path.
+const TRUSTED_CHANNELS: [&str; 7] = [
+    "codex.output_file",
+    "codex.stdout",
+    "claude.mcp_submit_review",
+    "gemini.mcp_submit_review",
+    "command.stdout",
+    "worker.lease",
+    "human",
+];
+
+/// Why a consensus member cannot count toward completion, if one cannot.
+fn untrusted_reviewer(reviewers: &[ReviewerRecord]) -> Option<String> {
+    reviewers.iter().find_map(|r| {
+        if r.provenance.provider == "local" || r.reviewer == "local" {
+            Some(format!("the passing review came from `{}`, which cannot complete a task", r.reviewer))
+        } else if !TRUSTED_CHANNELS.contains(&r.provenance.channel.as_str()) {
+            Some(format!(
+                "reviewer `{}` answered through `{}`, not a provider channel",
+                r.reviewer, r.provenance.channel
+            ))
+        } else {
+            None
+        }
+    })
+}
+
 pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
     let invalid = |reason: &str| Authority::Invalid { reason: reason.to_string() };
     for (i, entry) in entries.iter().enumerate().rev() {
         match &entry.event {
-            LedgerEvent::Review { verdict, provider, dossier, reason, .. } => {
+            LedgerEvent::Review { verdict, provider, dossier, reason, reviewers, .. } => {
                 if verdict != "pass" {
                     return invalid("the latest review did not pass");
                 }
-                if !COMPLETING_PROVIDERS.contains(&provider.as_str()) {
+                if let Some(why) = untrusted_reviewer(reviewers) {
+                    return Authority::Invalid { reason: why };
+                }
+                if provider == "consensus" && reviewers.is_empty() {
+                    return invalid("the consensus review does not name its reviewers");
+                }
+                if provider != "consensus" && !COMPLETING_PROVIDERS.contains(&provider.as_str()) {
                     return Authority::Invalid {
                         reason: format!("the passing review came from `{provider}`, which cannot complete a task"),
                     };
@@ -189,7 +223,14 @@ pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
                 }
                 return Authority::Valid { provider: provider.clone(), review_entry: entry.id(), summary };
             }
-            LedgerEvent::ReviewOverride { .. } | LedgerEvent::Job { .. } | LedgerEvent::Imported { .. } => {}
+            LedgerEvent::ReviewProposed { .. } => {
+                return invalid("a review awaits approval: record `scafld review accept|reject` first");
+            }
+            LedgerEvent::ReviewOverride { .. }
+            | LedgerEvent::ReviewDecision { .. }
+            | LedgerEvent::Implementer { .. }
+            | LedgerEvent::Job { .. }
+            | LedgerEvent::Imported { .. } => {}
             _ => return invalid("no current accepted review: something newer than the latest review invalidates it"),
         }
     }
@@ -212,6 +253,7 @@ mod tests {
             reason: "r".into(),
             dossier: dossier.map(|d| serde_json::from_str(d).unwrap()),
             tree: String::new(),
+            reviewers: Vec::new(),
         }
     }
 

@@ -20,6 +20,7 @@ use crate::daemon::{DAEMON_VERSION, Daemon, workspace_io_error};
 use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
 use crate::jobs;
+use crate::review;
 use crate::tasks;
 use crate::workspace::layout;
 
@@ -66,6 +67,16 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
             Err(problems) => m::SubmitResult { accepted: false, verdict: String::new(), problems },
         })
     });
+    register::<m::ReviewDiff, _, _>(&mut module, |d, p| async move { review::diff::review_diff(&d, p).await });
+    register::<m::ReviewWait, _, _>(&mut module, |d, p| async move { review::wait(&d, p).await });
+    register::<m::ReviewRetry, _, _>(&mut module, |d, p| async move { review::retry(&d, p).await });
+    register::<m::ReviewStatus, _, _>(&mut module, |d, p| async move { review::status(&d, p).await });
+    register::<m::ReviewDecide, _, _>(&mut module, |d, p| async move { tasks::decide(&d, p).await });
+    register::<m::WorkerClaim, _, _>(&mut module, |d, p| async move { review::worker::claim(&d, p).await });
+    register::<m::WorkerHeartbeat, _, _>(&mut module, |d, p| async move { review::worker::heartbeat(&d, p) });
+    register::<m::WorkerCheckpoint, _, _>(&mut module, |d, p| async move { review::worker::checkpoint(&d, p) });
+    register::<m::WorkerSubmit, _, _>(&mut module, |d, p| async move { review::worker::submit(&d, p).await });
+    register::<m::WorkerRelease, _, _>(&mut module, |d, p| async move { review::worker::release(&d, p) });
     register::<m::TaskSession, _, _>(&mut module, |d, p| async move { tasks::session(&d, p).await });
     register::<m::JobList, _, _>(&mut module, |d, p| async move {
         let root = match p.root {
@@ -86,7 +97,9 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     });
     register::<m::JobWait, _, _>(&mut module, |d, p| async move { tasks::job_wait(&d, p).await });
     register::<m::JobCancel, _, _>(&mut module, |d, p| async move {
-        d.jobs.cancel(d.store(), &p.job_id).map(|r| jobs::info(&r)).ok_or_else(|| tasks::unknown_job(&p.job_id))
+        let record = d.jobs.cancel(d.store(), &p.job_id).ok_or_else(|| tasks::unknown_job(&p.job_id))?;
+        review::cancelled(&d, &record).await;
+        Ok(jobs::info(&d.jobs.get(&p.job_id).unwrap_or(record)))
     });
     module
         .register_subscription(m::EVENTS_SUBSCRIBE, m::EVENTS_NOTIFICATION, m::EVENTS_UNSUBSCRIBE, subscribe_events)

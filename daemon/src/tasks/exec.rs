@@ -71,12 +71,24 @@ pub(crate) fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> Rpc
 
 pub(crate) fn refuse_while_running(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
     match daemon.jobs.active_for(ws, task) {
-        Some(job) => {
-            Err(RpcError::new(ErrorKind::Busy, format!("a build job ({}) is running for {task}", job.id)).with_hint(
-                format!("wait for it with `scafld job wait {}` or stop it with `scafld job cancel {}`", job.id, job.id),
-            ))
-        }
+        Some(job) => Err(busy(&job, task)),
         None => Ok(()),
+    }
+}
+
+fn busy(job: &crate::domain::job::JobRecord, task: &str) -> RpcError {
+    match &job.review {
+        Some(work) => RpcError::new(
+            ErrorKind::Busy,
+            format!("a review ({} reviewer, job {}) is in progress for {task}", work.reviewer, job.id),
+        )
+        .with_hint(format!(
+            "wait for it with `scafld review wait --session-key {}` or stop it with `scafld job cancel {}`",
+            work.session_key, job.id
+        )),
+        None => RpcError::new(ErrorKind::Busy, format!("a build job ({}) is running for {task}", job.id)).with_hint(
+            format!("wait for it with `scafld job wait {}` or stop it with `scafld job cancel {}`", job.id, job.id),
+        ),
     }
 }
 
@@ -137,17 +149,24 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
+        if job.review.is_some() {
+            return Err(busy(&job, &task));
+        }
         return Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None });
     }
     let lock = daemon.jobs.task_lock(&ws, &task);
     let guard = lock.clone().lock_owned().await;
     // A build that started while we waited for the lock: join it.
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
+        if job.review.is_some() {
+            return Err(busy(&job, &task));
+        }
         return Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None });
     }
     require_valid(&ws, &entry)?;
     let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
-    let (spec, _) = projected_spec(daemon, &ws, &task)?;
+    let (spec, entries) = projected_spec(daemon, &ws, &task)?;
+    record_implementer(daemon, &ws, &task, &entries, &p.caller.env)?;
     match build::plan(&spec).map_err(|why| RpcError::new(ErrorKind::InvalidState, why))? {
         Step::Open(target) => {
             record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
@@ -166,7 +185,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
             Ok(m::BuildResult { task_id: task, job_id: None, attached: false, outcome: Some(outcome) })
         }
         Step::Run(target, criteria) => {
-            let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task);
+            let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task, None);
             daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: task.clone(), state: "queued".into() });
             let run = BuildRun {
                 daemon: daemon.clone(),
@@ -184,6 +203,31 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
             Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: false, outcome: None })
         }
     }
+}
+
+/// Remember the host agent that drives the builds, once per change, so that reviews from the
+/// same host can be refused (DESIGN section 7, independence).
+fn record_implementer(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    entries: &[crate::domain::ledger::LedgerEntry],
+    env: &std::collections::BTreeMap<String, String>,
+) -> RpcResult<()> {
+    let Some(host) = crate::providers::host_agent(env) else { return Ok(()) };
+    if implementer(entries).as_deref() == Some(host) {
+        return Ok(());
+    }
+    let event = LedgerEvent::Implementer { host_agent: host.to_string(), reason: format!("builds driven from {host}") };
+    record(daemon, ws, task, vec![event], "command:build").map(drop)
+}
+
+/// The host agent recorded for the task's builds, if any.
+pub(crate) fn implementer(entries: &[crate::domain::ledger::LedgerEntry]) -> Option<String> {
+    entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Implementer { host_agent, .. } => Some(host_agent.clone()),
+        _ => None,
+    })
 }
 
 /// One acceptance job: run a step's criteria, record evidence, conclude.

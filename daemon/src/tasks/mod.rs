@@ -3,12 +3,13 @@
 
 mod exec;
 mod read;
-mod review;
+pub(crate) mod review;
 mod write;
 
+pub(crate) use exec::implementer;
 pub use exec::{approve, archive, build, job_wait, recover_jobs, session, unknown_job};
 pub use read::{handoff, list, report, status, validate};
-pub use review::{complete, review};
+pub use review::{complete, decide, review};
 pub use write::{harden, plan, reconcile};
 
 use std::sync::Arc;

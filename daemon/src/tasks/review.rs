@@ -15,25 +15,20 @@ use crate::baseline;
 use crate::clock;
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::domain::dossier::{self, Attack, Dossier, Finding, Location, Request};
-use crate::domain::job::{JobKind, JobState};
-use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent};
+use crate::domain::consensus;
+use crate::domain::dossier::{Attack, Dossier, Finding, Location, Request};
+use crate::domain::job::{Provenance, SessionRecord};
+use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, ReviewerRecord};
 use crate::domain::lifecycle::Status;
 use crate::domain::packet::{self, Section};
 use crate::domain::review::{self, Authority};
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
-use crate::providers::{self, Provider};
+use crate::providers;
 use crate::workspace::Workspace;
-use scafld_protocol::Event;
-use std::time::Duration;
 
 /// Project files offered to the reviewer, before `review.context.files`.
 const CONTEXT_FILES: [&str; 5] = ["AGENTS.md", "CLAUDE.md", ".claude/rules", "README.md", "docs/review.md"];
-
-fn failed(message: impl Into<String>) -> RpcError {
-    RpcError::new(ErrorKind::ReviewFailed, message)
-}
 
 /// Fingerprint of the reviewed material: every dirty path outside `.scafld/` (the runner's own
 /// files change with every review).
@@ -102,13 +97,21 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         min_attack_angles: p.min_attack_angles.unwrap_or(config.review.dossier.min_attack_angles),
         depth,
     };
-    let choice = providers::Choice {
-        provider: p.provider.as_deref(),
-        command: p.provider_command.as_deref(),
-        model: p.model.as_deref(),
-        reasoning: p.codex_reasoning.as_deref(),
-    };
-    let provider = providers::select(&choice, &config, &p.caller.env)?;
+    let reviewers = crate::review::requested_reviewers(&p.reviewers, p.provider.as_deref(), &config)?;
+    let approval = crate::review::approval_mode(p.approval.as_deref(), &config)?;
+    let mut provider_names = reviewers.clone();
+    if let [only] = reviewers.as_slice()
+        && only != "worker"
+    {
+        // One reviewer: a missing CLI is an error now, as it always was.
+        let choice = providers::Choice {
+            provider: Some(only),
+            command: p.provider_command.as_deref(),
+            model: p.model.as_deref(),
+            reasoning: p.codex_reasoning.as_deref(),
+        };
+        provider_names = vec![providers::select(&choice, &config, &p.caller.env)?.name().to_string()];
+    }
 
     let root = ws.root.clone();
     let before = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
@@ -145,146 +148,221 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
             task_id: task,
             verdict: "not_run".into(),
             mode,
-            provider: provider.name().into(),
+            provider: provider_names.join(","),
             context: Some(packet),
             ..m::ReviewResult::default()
         });
     }
 
     let running = format!(
-        "review provider running; baseline {} path(s), {} task change(s), {} ambient drift change(s)",
+        "review started ({}); baseline {} path(s), {} task change(s), {} ambient drift change(s)",
+        reviewers.join(", "),
         baseline.len(),
         classes.task_changes.len(),
         classes.ambient_drift.len()
     );
-    // From here the review is a job: it outlives this call (and the client), heartbeats, and
-    // keeps the task locked until it ends.
-    let (job, _) = daemon.jobs.create(daemon.store(), JobKind::Review, &ws, &task);
-    let pending =
-        Pending { ws, task: task.clone(), caller: p.caller, config, request, provider, packet, scope, tree, running };
-    let (daemon, job_id) = (daemon.clone(), job.id.clone());
-    tokio::spawn(async move {
-        let _guard = guard;
-        let set = |state: JobState, change: &dyn Fn(&mut crate::domain::job::JobRecord)| {
-            daemon.jobs.update(daemon.store(), &job_id, true, |r| {
-                r.state = state;
-                change(r);
-            });
-            daemon.publish(Event::JobChanged {
-                job_id: job_id.clone(),
-                task_id: pending.task.clone(),
-                state: state.as_str().into(),
-            });
-        };
-        set(JobState::Running, &|r| {
-            r.started_at = Some(clock::now_rfc3339());
-            r.last_heartbeat = r.started_at.clone();
-            r.activity = Some(format!("{} reviewing", pending.provider.name()));
-        });
-        let heartbeat = {
-            let (daemon, id) = (daemon.clone(), job_id.clone());
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                    daemon.jobs.update(daemon.store(), &id, true, |r| r.last_heartbeat = Some(clock::now_rfc3339()));
-                }
-            })
-        };
-        let result = finish(&daemon, &job_id, &pending).await;
-        heartbeat.abort();
-        match result {
-            Ok(review) => {
-                let outcome = serde_json::to_value(&review).ok();
-                set(JobState::Succeeded, &|r| {
-                    r.finished_at = Some(clock::now_rfc3339());
-                    r.activity = None;
-                    r.reason = Some(format!("review verdict {}", review.verdict));
-                    r.outcome = outcome.clone();
-                });
-            }
-            Err(e) => set(JobState::Failed, &|r| {
-                r.finished_at = Some(clock::now_rfc3339());
-                r.activity = None;
-                r.reason = Some(e.0.message.clone());
-                r.error_kind = Some(e.kind().as_str().to_string());
-            }),
-        }
-    });
-    Ok(m::ReviewResult { task_id: task, job_id: Some(job.id), mode, ..m::ReviewResult::default() })
-}
-
-/// What a started review carries into its job.
-struct Pending {
-    ws: Arc<Workspace>,
-    task: String,
-    caller: m::CallerContext,
-    config: Config,
-    request: Request,
-    provider: Provider,
-    packet: String,
-    scope: Vec<String>,
-    tree: String,
-    running: String,
-}
-
-/// Run the provider and accept (or refuse) its dossier.
-async fn finish(daemon: &Arc<Daemon>, job_id: &str, pending: &Pending) -> RpcResult<m::ReviewResult> {
-    let Pending { ws, task, caller, config, request, provider, packet, scope, tree, running } = pending;
-    let (ws, task, tree, mode) = (ws.as_ref(), task.clone(), tree.clone(), request.mode.clone());
     record(
         daemon,
-        ws,
+        &ws,
         &task,
-        vec![LedgerEvent::ReviewAttempt { status: "running".into(), reason: running.clone() }],
+        vec![LedgerEvent::ReviewAttempt { status: "running".into(), reason: running }],
         "command:review",
     )?;
-    // The guard compares against the tree after our own projection write, so only changes made
-    // while the provider ran count.
+    // The mutation guard compares against the tree after our own projection write, so only
+    // changes made while the reviewers ran count.
     let root = ws.root.clone();
-    let before = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
+    let start = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
         .await
         .map_err(RpcError::internal)?
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
-    let review_run = ReviewRun { daemon, job_id: job_id.to_string(), ws, task: &task, caller, config, request };
-    let answer = run_provider(&review_run, provider, packet).await;
+    let preflight = preflight(&ws, &entries, &classes.task_changes);
+    let spawned = crate::review::spawn(
+        daemon,
+        crate::review::Spawn {
+            ws: ws.clone(),
+            config: &config,
+            task_id: task.clone(),
+            range: String::new(),
+            context_digest: String::new(),
+            reviewers: provider_names,
+            approval,
+            request,
+            packet,
+            files: classes.task_changes.clone(),
+            scope,
+            snapshot: start.paths,
+            tree,
+            preflight,
+            caller: &p.caller,
+            model: p.model.clone(),
+            reasoning: p.codex_reasoning.clone(),
+            provider_command: p.provider_command.clone(),
+        },
+    );
+    drop(guard);
+    let spawned = match spawned {
+        Ok(s) => s,
+        Err(e) => {
+            attempt_failed(daemon, &ws, &task, format!("the review could not start: {}", e.0.message))?;
+            return Err(e);
+        }
+    };
+    Ok(m::ReviewResult {
+        task_id: task,
+        job_id: spawned.job_ids.first().cloned(),
+        mode,
+        provider: spawned.reviewers_spawned.join(","),
+        session: Some(spawned),
+        ..m::ReviewResult::default()
+    })
+}
 
+/// Whether the acceptance evidence is current for the reviewed tree: every criterion passed in
+/// the ledger, and no changed file is newer than the last evidence.
+fn preflight(ws: &Workspace, entries: &[LedgerEntry], files: &[String]) -> String {
+    let replay = crate::domain::ledger::replay(entries);
+    let failing: Vec<&String> = replay.criteria.iter().filter(|(_, m)| m.status != "pass").map(|(id, _)| id).collect();
+    if !failing.is_empty() {
+        return format!(
+            "FAILED - acceptance evidence is not passing for {}",
+            failing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let last = entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Criterion { .. } => Some(e.recorded_at.clone()),
+        _ => None,
+    });
+    let Some(last) = last else { return "FAILED - no acceptance evidence has been recorded".into() };
+    let newer: Vec<&String> = files
+        .iter()
+        .filter(|f| {
+            std::fs::metadata(ws.root.join(f))
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .is_some_and(|d| clock::format_rfc3339(d.as_secs()) > last)
+        })
+        .collect();
+    if newer.is_empty() {
+        format!(
+            "passed - {} criteria passed; evidence recorded {last} is current for the reviewed tree",
+            replay.criteria.len()
+        )
+    } else {
+        format!(
+            "STALE - changed after the last acceptance run ({last}): {}",
+            newer.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+        )
+    }
+}
+
+/// What a settled task session did to the gate.
+pub struct Gate {
+    /// pass, fail, awaiting_approval, retry or no_reviewers.
+    pub state: String,
+    pub review: Option<m::ReviewResult>,
+    /// The mutation guard's finding, when the workspace changed during the review.
+    pub guard_issue: Option<m::ReviewIssue>,
+}
+
+/// Record a settled session in the task's ledger: the accepted (or proposed) review, or a
+/// failed attempt that asks for the review to be retried. Nothing here reports a pass that no
+/// reviewer gave.
+pub async fn record_consensus(
+    daemon: &Arc<Daemon>,
+    session: &SessionRecord,
+    reviewers: &[consensus::Reviewer],
+    outcome: consensus::Outcome,
+) -> RpcResult<Gate> {
+    use consensus::{Answer, Outcome};
+    let ws = daemon.workspace(&session.root).await?;
+    let task = session.task_id.clone();
+    let lock = daemon.jobs.task_lock(&ws, &task);
+    let _guard = lock.lock().await;
     let root = ws.root.clone();
     let after = tokio::task::spawn_blocking(move || baseline::snapshot(&root)).await.map_err(RpcError::internal)?;
     let spec_path = ws.index.read().expect("index").get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
-    let mutations = match &after {
-        Ok(after) => mutations(&before.paths, &after.paths, scope, &spec_path),
-        Err(e) => return attempt_failed(daemon, ws, &task, format!("review workspace snapshot failed: {e}")),
+    let mutated = match &after {
+        Ok(after) => mutations(&session.snapshot, &after.paths, &session.scope, &spec_path),
+        Err(e) => {
+            attempt_failed(daemon, &ws, &task, format!("review workspace snapshot failed: {e}"))?;
+            return Ok(Gate { state: "retry".into(), review: None, guard_issue: None });
+        }
     };
-    let mut dossier = match answer {
-        Ok(dossier) => dossier,
-        // A crashed provider that also changed the workspace is still recorded as a failing review.
-        Err(why) if mutations.is_empty() => return attempt_failed(daemon, ws, &task, why),
-        Err(_) => Dossier {
+    let answers: Vec<(String, Dossier)> = reviewers
+        .iter()
+        .filter_map(|r| match &r.answer {
+            Answer::Answered(d) => Some((r.name.clone(), d.as_ref().clone())),
+            _ => None,
+        })
+        .collect();
+    if mutated.is_empty() {
+        let why = match outcome {
+            Outcome::NoReviewers => Some(format!(
+                "no reviewer available ({} missing); the review fails closed",
+                if session.missing.is_empty() { "none requested".into() } else { session.missing.join(", ") }
+            )),
+            Outcome::ParseError | Outcome::Timeout | Outcome::Internal => Some(
+                reviewers
+                    .iter()
+                    .filter_map(|r| match &r.answer {
+                        Answer::Failed(f) => Some(format!("{}: {}", r.name, f.message)),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            _ => None,
+        };
+        if let Some(why) = why {
+            attempt_failed(daemon, &ws, &task, why)?;
+            let state = if outcome == Outcome::NoReviewers { "no_reviewers" } else { "retry" };
+            return Ok(Gate { state: state.into(), review: None, guard_issue: None });
+        }
+    }
+    let mut dossier = if answers.is_empty() {
+        Dossier {
             verdict: "fail".into(),
-            mode: request.mode.clone(),
-            summary: "The provider failed.".into(),
-            findings: Vec::new(),
-            attack_log: Vec::new(),
-            budget: Default::default(),
+            mode: session.request.mode.clone(),
+            summary: "No reviewer answered.".into(),
             provider: Some("scafld".into()),
-            model: None,
-            session_id: None,
-            output_format: None,
-            normalizations: Vec::new(),
-            event_summary: None,
-        },
+            ..Dossier::default()
+        }
+    } else {
+        consensus::merge(&answers)
     };
-    if !mutations.is_empty() {
-        guard(&mut dossier, &mutations);
+    let mut guard_issue = None;
+    if !mutated.is_empty() {
+        guard(&mut dossier, &mutated);
+        guard_issue = consensus::issues("scafld", &dossier).into_iter().find(|i| i.title.contains("workspace changed"));
     }
-    let dossier = dossier::normalize(dossier, request);
-    let problems = dossier::validate(&dossier, request);
-    if !problems.is_empty() && mutations.is_empty() {
-        return attempt_failed(daemon, ws, &task, format!("review dossier invalid: {}", problems.join("; ")));
-    }
-
-    let provider_name = if mutations.is_empty() { provider.name().to_string() } else { "scafld".to_string() };
-    let verdict = dossier.verdict.clone();
+    let provider = if !mutated.is_empty() {
+        "scafld".to_string()
+    } else if answers.len() == 1 {
+        answers[0].0.clone()
+    } else {
+        "consensus".to_string()
+    };
+    let records: Vec<ReviewerRecord> = session
+        .reviewers
+        .iter()
+        .zip(&session.job_ids)
+        .zip(reviewers)
+        .map(|((name, job_id), r)| ReviewerRecord {
+            reviewer: name.clone(),
+            provenance: daemon
+                .jobs
+                .get(job_id)
+                .and_then(|j| j.review.and_then(|w| w.provenance))
+                .unwrap_or(Provenance { provider: name.clone(), channel: "none".into(), ..Provenance::default() }),
+            verdict: match &r.answer {
+                Answer::Answered(d) => consensus::reviewer_verdict(d).to_string(),
+                Answer::Failed(f) => format!("no verdict: {}", f.message),
+                Answer::Pending => "pending".into(),
+            },
+        })
+        .collect();
+    let verdict = if dossier.verdict == "pass" && dossier.open_blockers() == 0 { "pass" } else { "fail" }.to_string();
     let reason = if verdict == "pass" {
         "review gate pass".to_string()
     } else {
@@ -294,30 +372,119 @@ async fn finish(daemon: &Arc<Daemon>, job_id: &str, pending: &Pending) -> RpcRes
             dossier.open_blockers()
         )
     };
-    let event = LedgerEvent::Review {
-        verdict: verdict.clone(),
-        provider: provider_name.clone(),
-        reason,
-        dossier: serde_json::to_value(&dossier).ok(),
-        tree,
+    let manual = session.approval == "manual" && mutated.is_empty();
+    let value = serde_json::to_value(&dossier).ok();
+    let event = if manual {
+        LedgerEvent::ReviewProposed {
+            verdict: verdict.clone(),
+            provider: provider.clone(),
+            reason: format!("proposed, awaiting approval: {reason}"),
+            dossier: value,
+            tree: session.tree.clone(),
+            reviewers: records,
+        }
+    } else {
+        LedgerEvent::Review {
+            verdict: verdict.clone(),
+            provider: provider.clone(),
+            reason,
+            dossier: value,
+            tree: session.tree.clone(),
+            reviewers: records,
+        }
     };
-    record(daemon, ws, &task, vec![event], "command:review")?;
-    Ok(m::ReviewResult {
+    record(daemon, &ws, &task, vec![event], "command:review")?;
+    let state = if manual { "awaiting_approval".to_string() } else { verdict.clone() };
+    let review = m::ReviewResult {
         task_id: task.clone(),
         job_id: None,
         verdict: verdict.clone(),
-        mode,
-        provider: provider_name,
+        mode: session.request.mode.clone(),
+        provider,
         summary: dossier.summary.clone(),
         output_format: dossier.output_format.clone().unwrap_or_default(),
         open_blockers: dossier.open_blockers(),
         findings: dossier.findings.iter().filter_map(|f| serde_json::to_value(f).ok()).collect(),
+        next_command: match (manual, verdict.as_str()) {
+            (true, _) => format!("scafld review accept {task} --reason R (or: scafld review reject {task} --reason R)"),
+            (false, "pass") => format!("scafld complete {task}"),
+            _ => format!("scafld handoff {task}"),
+        },
+        context: None,
+        session: None,
+        gate: state.clone(),
+    };
+    Ok(Gate { state, review: Some(review), guard_issue })
+}
+
+/// A retry re-runs reviewers on the tree the session started with; the task must still be in
+/// review and free.
+pub async fn check_retry(daemon: &Arc<Daemon>, ws: &Workspace, session: &SessionRecord) -> RpcResult<()> {
+    let (spec, _) = projected_spec(daemon, ws, &session.task_id)?;
+    if spec.status() != Some(Status::Review) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("{} is {} now; only a task in review can retry its reviewers", session.task_id, spec.front.status),
+        ));
+    }
+    Ok(())
+}
+
+/// `review accept|reject`: a human decides on the verdict that awaits approval.
+pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let task = entry.task_id.clone();
+    let reason = p.reason.trim().to_string();
+    if reason.is_empty() {
+        return Err(
+            RpcError::new(ErrorKind::InvalidInput, "a decision needs --reason").with_hint("say who decided and why")
+        );
+    }
+    if !matches!(p.decision.as_str(), "accept" | "reject") {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("decision {:?} is not accept or reject", p.decision),
+        ));
+    }
+    let lock = daemon.jobs.task_lock(&ws, &task);
+    let _guard = lock.lock().await;
+    let (_, entries) = projected_spec(daemon, &ws, &task)?;
+    let proposal = entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Review { .. } => Some(None),
+        LedgerEvent::ReviewProposed { verdict, provider, dossier, tree, reviewers, .. } => {
+            Some(Some((verdict.clone(), provider.clone(), dossier.clone(), tree.clone(), reviewers.clone())))
+        }
+        _ => None,
+    });
+    let Some(Some((proposed, provider, dossier, tree, reviewers))) = proposal else {
+        return Err(RpcError::new(ErrorKind::InvalidState, format!("no review of {task} awaits approval"))
+            .with_hint(format!("run `scafld review {task} --approval manual` first")));
+    };
+    let verdict = if p.decision == "accept" { proposed.clone() } else { "fail".to_string() };
+    let events = vec![
+        LedgerEvent::ReviewDecision { decision: p.decision.clone(), reason: reason.clone() },
+        LedgerEvent::Review {
+            verdict: verdict.clone(),
+            provider,
+            reason: format!(
+                "human {} of the proposed {proposed} verdict: {reason}",
+                if p.decision == "accept" { "acceptance" } else { "rejection" }
+            ),
+            dossier,
+            tree,
+            reviewers,
+        },
+    ];
+    record(daemon, &ws, &task, events, "command:review")?;
+    Ok(m::DecideResult {
+        task_id: task.clone(),
+        decision: p.decision,
         next_command: if verdict == "pass" {
             format!("scafld complete {task}")
         } else {
             format!("scafld handoff {task}")
         },
-        context: None,
+        verdict,
     })
 }
 
@@ -334,6 +501,7 @@ fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&s
             reason: format!("human-reviewed override: {reason}"),
             dossier: None,
             tree: String::new(),
+            reviewers: Vec::new(),
         },
     ];
     record(daemon, ws, task, events, "command:review")?;
@@ -348,89 +516,10 @@ fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&s
     })
 }
 
-fn attempt_failed(daemon: &Daemon, ws: &Workspace, task: &str, reason: String) -> RpcResult<m::ReviewResult> {
-    record(
-        daemon,
-        ws,
-        task,
-        vec![LedgerEvent::ReviewAttempt { status: "failed".into(), reason: reason.clone() }],
-        "command:review",
-    )?;
-    Err(failed(reason).with_hint(format!(
-        "diagnostics are under .scafld/runs/{task}/diagnostics/; fix the reviewer and run `scafld review {task}` again"
-    )))
-}
-
-/// One review run's fixed inputs.
-struct ReviewRun<'a> {
-    daemon: &'a Arc<Daemon>,
-    job_id: String,
-    ws: &'a Workspace,
-    task: &'a str,
-    caller: &'a m::CallerContext,
-    config: &'a Config,
-    request: &'a Request,
-}
-
-async fn run_provider(r: &ReviewRun<'_>, provider: &Provider, packet: &str) -> Result<Dossier, String> {
-    let ReviewRun { daemon, ws, task, caller, config, request, .. } = r;
-    if let Provider::Local = provider {
-        return Ok(Dossier {
-            verdict: "pass".into(),
-            mode: request.mode.clone(),
-            summary: "Local provider smoke review passed.".into(),
-            findings: Vec::new(),
-            attack_log: vec![Attack {
-                target: "local provider".into(),
-                attack: "development pass-through".into(),
-                result: "clean".into(),
-                notes: Some("not an adversarial review; cannot complete a task".into()),
-            }],
-            budget: dossier::Budget { depth: "local".into(), ..Default::default() },
-            provider: None,
-            model: None,
-            session_id: None,
-            output_format: Some("local".into()),
-            normalizations: Vec::new(),
-            event_summary: None,
-        });
-    }
-    let runs = ws.root.join(".scafld/runs").join(task);
-    // A directory of its own per run, so parallel reviews never share temp files.
-    let scratch = runs.join(format!("review-{}", crate::workspace::layout::new_id().unwrap_or_default()));
-    let client_exe = if caller.client_exe.is_empty() { "scafld" } else { caller.client_exe.as_str() };
-    let invocation = providers::invocation(
-        provider,
-        &scratch,
-        &ws.root,
-        client_exe,
-        &daemon.options.socket_path,
-        &daemon.submissions,
-        request,
-    )
-    .map_err(|e| format!("cannot prepare the {} run: {e}", provider.name()))?;
-    let job_id = r.job_id.clone();
-    let on_spawn = Box::new(move |pgid: i32| {
-        daemon.jobs.update(daemon.store(), &job_id, true, |record| record.pgid = Some(pgid));
-    });
-    let (events_daemon, events_job) = (Arc::clone(daemon), r.job_id.clone());
-    let provider_label = provider.name();
-    let on_event = Box::new(move |event: String| {
-        let activity = format!("{provider_label} event {event}");
-        events_daemon.jobs.update(events_daemon.store(), &events_job, false, |record| record.activity = Some(activity));
-    });
-    let run = providers::Run {
-        on_spawn,
-        on_event,
-        task,
-        cwd: &ws.root,
-        caller_env: &caller.env,
-        packet,
-        diagnostics_dir: runs.join("diagnostics"),
-    };
-    let result = providers::run(invocation, run, config, &daemon.submissions).await;
-    let _ = std::fs::remove_dir_all(&scratch);
-    result.map_err(|e| e.replace(&format!("{}/", ws.root.display()), ""))
+/// Record a review that ended without an accepted verdict ("retry the review").
+fn attempt_failed(daemon: &Daemon, ws: &Workspace, task: &str, reason: String) -> RpcResult<()> {
+    record(daemon, ws, task, vec![LedgerEvent::ReviewAttempt { status: "failed".into(), reason }], "command:review")
+        .map(drop)
 }
 
 /// Paths changed during the review that matter: the task's own spec, or anything in scope that
@@ -446,6 +535,7 @@ fn mutations(before: &[BaselinePath], after: &[BaselinePath], scope: &[String], 
         .filter(|path| {
             *path == spec_path
                 || (!path.starts_with(".scafld/runs/")
+                    && !path.starts_with(".scafld/reviews/")
                     && !path.starts_with(".scafld/specs/")
                     && review::in_scope(path, scope))
         })

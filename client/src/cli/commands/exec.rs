@@ -1,5 +1,5 @@
 //! Execution commands: approve, build (waiting on its job with progress), fail, cancel,
-//! session, and the job family.
+//! session, complete, and the job family.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -9,62 +9,13 @@ use scafld_protocol::methods::{self as m, BuildOutcome, CallerContext, JobInfo};
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{wait, workflow};
 use crate::cli::output::{CliError, Style};
-use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, ReviewArgs, SessionArgs, TaskArg};
-
-/// Seconds between the "running" lines a waiting review prints.
-const REVIEW_HEARTBEAT_SECONDS: f64 = 15.0;
-/// How often a waiting review looks for new provider events.
-const REVIEW_POLL_SECONDS: f64 = 1.0;
-
-/// Follow a review job to its end, printing start and heartbeat lines on stderr.
-fn wait_for_review(
-    ctx: &Context,
-    conn: &mut scafld_client::Connection,
-    task: &str,
-    job_id: &str,
-) -> Result<m::ReviewResult, CliError> {
-    let t0 = Instant::now();
-    let mut last_line = Instant::now();
-    let mut last_activity: Option<String> = None;
-    if !ctx.out.json {
-        eprintln!("scafld review {task}: started (job {job_id})");
-    }
-    loop {
-        let params = m::JobWaitParams { job_id: job_id.into(), timeout_seconds: REVIEW_POLL_SECONDS };
-        let info = call::<m::JobWait>(conn, &params)?;
-        if !info.finished {
-            if !ctx.out.json {
-                // Provider events as they change; otherwise a running line every 15 s.
-                let changed = info.activity.is_some() && info.activity != last_activity;
-                if changed || last_line.elapsed().as_secs_f64() >= REVIEW_HEARTBEAT_SECONDS {
-                    let activity = info.activity.as_deref().unwrap_or(info.state.as_str());
-                    eprintln!("scafld review {task}: {activity} elapsed={}s", t0.elapsed().as_secs());
-                    last_line = Instant::now();
-                }
-                last_activity = info.activity.clone();
-            }
-            continue;
-        }
-        if let Some(review) = info.review {
-            return Ok(review);
-        }
-        let message = info.reason.unwrap_or_else(|| format!("the review job ended {}", info.state));
-        let (code, exit) = match info.error_kind.as_deref() {
-            Some("review_failed") => ("review_failed", workflow::REVIEW_GATE),
-            Some(kind) => (kind, workflow::RUNTIME),
-            None => ("runtime_error", workflow::RUNTIME),
-        };
-        return Err(CliError::new(code, message, exit).with_hint(format!(
-            "diagnostics are under .scafld/runs/{task}/diagnostics/; fix the reviewer and run `scafld review {task}` again"
-        )));
-    }
-}
+use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, SessionArgs, TaskArg};
 
 /// How long one `job.wait` call blocks before the client prints a heartbeat line.
 const HEARTBEAT_SECONDS: f64 = 3.0;
 
 /// The caller's working directory and environment, sent with every command that runs processes.
-fn caller() -> CallerContext {
+pub(super) fn caller() -> CallerContext {
     CallerContext {
         cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
         env: std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect(),
@@ -288,81 +239,6 @@ pub fn job_cancel(ctx: &Context, job_id: &str) -> Result<u8, CliError> {
     let mut conn = ctx.connect()?;
     let j = call::<m::JobCancel>(&mut conn, &m::JobParams { job_id: job_id.into() })?;
     ctx.out.success(&j, || format!("cancelling {} ({})", j.job_id, j.state));
-    Ok(workflow::OK)
-}
-
-pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
-    let task_id = args.task.resolve()?;
-    let (root, mut conn) = connect_workspace(ctx)?;
-    let params = m::ReviewParams {
-        root,
-        task_id,
-        caller: caller(),
-        provider: args.provider.clone(),
-        provider_command: args.provider_command.clone(),
-        model: args.model.clone(),
-        codex_reasoning: args.codex_reasoning.clone(),
-        human_reviewed: args.human_reviewed,
-        reason: args.reason.clone(),
-        review_depth: args.review_depth.clone(),
-        max_findings: args.max_findings,
-        min_attack_angles: args.min_attack_angles,
-        review_scope: args.review_scope.clone(),
-        mode: args.mode.clone(),
-        print_context: args.print_context,
-        force: args.force,
-    };
-    let task_id = params.task_id.clone();
-    let mut r = call::<m::TaskReview>(&mut conn, &params)?;
-    if let Some(job_id) = r.job_id.clone() {
-        r = wait_for_review(ctx, &mut conn, &task_id, &job_id)?;
-    }
-    if let Some(context) = &r.context {
-        if ctx.out.json {
-            ctx.out.success(&r, String::new);
-        } else {
-            print!("{context}");
-        }
-        return Ok(workflow::OK);
-    }
-    let human = || {
-        let mut text =
-            format!("review {}: {} ({}, {} mode)\n{}\n", r.task_id, r.verdict, r.provider, r.mode, r.summary);
-        for f in &r.findings {
-            let blocking = if f["blocks_completion"] == true { "blocks completion" } else { "non-blocking" };
-            let _ = writeln!(
-                text,
-                "  [{}/{blocking}] {} {}",
-                f["severity"].as_str().unwrap_or(""),
-                f["id"].as_str().unwrap_or(""),
-                f["summary"].as_str().unwrap_or("")
-            );
-            if let Some(path) = f["location"]["path"].as_str() {
-                let line = f["location"]["line"].as_u64().map(|l| format!(":{l}")).unwrap_or_default();
-                let _ = writeln!(text, "      at {path}{line}");
-            }
-        }
-        let _ = write!(text, "next: {}", r.next_command);
-        text
-    };
-    if r.verdict != "pass" {
-        let error = CliError::new(
-            "review_failed",
-            format!("{}: the review gate failed with {} open blocker(s)", r.task_id, r.open_blockers),
-            workflow::REVIEW_GATE,
-        )
-        .with_hint(format!(
-            "repair the findings, rerun acceptance with `scafld build {}`, then review again",
-            r.task_id
-        ));
-        if ctx.out.json {
-            ctx.out.failure(&error, serde_json::to_value(&r).ok());
-        } else {
-            println!("{}", human());
-        }
-        return Ok(workflow::REVIEW_GATE);
-    }
-    ctx.out.success(&r, human);
     Ok(workflow::OK)
 }
 

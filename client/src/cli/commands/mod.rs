@@ -4,7 +4,9 @@ mod daemon;
 mod exec;
 mod init;
 mod mcp;
+mod review;
 mod tasks;
+mod worker;
 
 use super::output::CliError;
 use super::{Command, Context, DaemonCommand, JobCommand, McpCommand};
@@ -28,12 +30,13 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Fail(args) => exec::archive(ctx, &args, true),
         Command::Cancel(args) => exec::archive(ctx, &args, false),
         Command::Session(args) => exec::session(ctx, &args),
-        Command::Review(args) => exec::review(ctx, &args),
+        Command::Review(args) => review::review(ctx, &args),
         Command::Complete(task) => exec::complete(ctx, &task),
         Command::Mcp(McpCommand::SubmitReview { token }) => mcp::submit_review(ctx, &token),
         Command::Job(JobCommand::List) => exec::job_list(ctx),
         Command::Job(JobCommand::Status { job_id }) => exec::job_status(ctx, &job_id),
         Command::Job(JobCommand::Wait { job_id, timeout }) => exec::job_wait(ctx, &job_id, timeout),
         Command::Job(JobCommand::Cancel { job_id }) => exec::job_cancel(ctx, &job_id),
+        Command::Worker(args) => worker::run(ctx, &args),
     }
 }

@@ -1,0 +1,386 @@
+//! The review family: the task gate (`review <task>`), a git range (`review --diff`), the
+//! spawn/wait surface (`--detach`, `wait`, `retry`), `status`, and manual `accept`/`reject`.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use scafld_client::Connection;
+use scafld_protocol::methods::{self as m, SpawnResult, WaitResult};
+
+use super::exec::caller;
+use super::tasks::{call, session as connect_workspace};
+use crate::cli::exit::{spawn_wait, workflow};
+use crate::cli::output::{CliError, Style};
+use crate::cli::{Context, ReasonArgs, ReviewArgs, ReviewCommand, TaskArg};
+
+/// Seconds between the "running" lines a waiting review prints.
+const HEARTBEAT_SECONDS: f64 = 15.0;
+/// How often a waiting review looks for new provider events.
+const POLL_SECONDS: f64 = 1.0;
+
+pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
+    match &args.command {
+        Some(ReviewCommand::Wait { session_key, timeout }) => wait(ctx, session_key.clone(), *timeout),
+        Some(ReviewCommand::Retry { session_key }) => retry(ctx, session_key),
+        Some(ReviewCommand::Status { task, session_key }) => status(ctx, task, session_key.clone()),
+        Some(ReviewCommand::Accept(reason)) => decide(ctx, reason, "accept"),
+        Some(ReviewCommand::Reject(reason)) => decide(ctx, reason, "reject"),
+        None if args.diff.is_some() => diff(ctx, args),
+        None => task_review(ctx, args),
+    }
+}
+
+/// Errors of the spawn/wait family keep its exit table: usage 64; otherwise `otherwise`.
+fn family(error: CliError, otherwise: u8) -> CliError {
+    let usage = error.exit_code == workflow::USAGE || matches!(error.code.as_str(), "not_found" | "invalid_input");
+    CliError { exit_code: if usage { spawn_wait::USAGE } else { otherwise }, ..error }
+}
+
+fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) =
+        connect_workspace(ctx).map_err(|e| if args.detach { family(e, spawn_wait::FAIL) } else { e })?;
+    let params = m::ReviewParams {
+        root: root.clone(),
+        task_id,
+        caller: caller(),
+        provider: args.provider.clone(),
+        provider_command: args.provider_command.clone(),
+        model: args.model.clone(),
+        codex_reasoning: args.codex_reasoning.clone(),
+        human_reviewed: args.human_reviewed,
+        reason: args.reason.clone(),
+        review_depth: args.review_depth.clone(),
+        max_findings: args.max_findings,
+        min_attack_angles: args.min_attack_angles,
+        review_scope: args.review_scope.clone(),
+        mode: args.mode.clone(),
+        print_context: args.print_context,
+        force: args.force,
+        reviewers: args.reviewers.clone(),
+        approval: args.approval.clone(),
+    };
+    let task_id = params.task_id.clone();
+    let r = call::<m::TaskReview>(&mut conn, &params)
+        .map_err(|e| if args.detach { family(e, spawn_wait::FAIL) } else { e })?;
+    if let Some(context) = &r.context {
+        if ctx.out.json {
+            ctx.out.success(&r, String::new);
+        } else {
+            print!("{context}");
+        }
+        return Ok(workflow::OK);
+    }
+    let Some(spawned) = r.session.clone() else { return gate_result(ctx, &r) };
+    if args.detach {
+        return Ok(spawn_output(ctx, &spawned));
+    }
+    let result = follow(ctx, &mut conn, &root, &task_id, &spawned)?;
+    match result.review {
+        Some(review) => gate_result(ctx, &review),
+        None => {
+            let message = if result.parse_errors.is_empty() {
+                format!("{task_id}: the review gate has no verdict ({})", result.outcome)
+            } else {
+                format!("{task_id}: the review produced no verdict: {}", result.parse_errors.join("; "))
+            };
+            let hint = if result.outcome == "no_reviewers" {
+                "install codex, claude or gemini, or name reviewers that exist with --reviewers".to_string()
+            } else {
+                format!(
+                    "retry the review (`scafld review retry {}`); diagnostics are under .scafld/runs/{task_id}/diagnostics/",
+                    result.session_key
+                )
+            };
+            let error = CliError::new("review_failed", message, workflow::REVIEW_GATE).with_hint(hint);
+            ctx.out.failure(&error, serde_json::to_value(&result).ok());
+            Ok(workflow::REVIEW_GATE)
+        }
+    }
+}
+
+/// Wait for a session with short bounded waits, printing reviewer activity and a running
+/// line every 15 s on stderr.
+fn follow(
+    ctx: &Context,
+    conn: &mut Connection,
+    root: &str,
+    label: &str,
+    spawned: &SpawnResult,
+) -> Result<WaitResult, CliError> {
+    let t0 = Instant::now();
+    let mut last_line = Instant::now();
+    let mut last_activity: Vec<Option<String>> = vec![None; spawned.job_ids.len()];
+    if !ctx.out.json {
+        eprintln!(
+            "scafld review {label}: started session {} ({})",
+            spawned.session_key,
+            if spawned.reviewers_spawned.is_empty() {
+                "no reviewers".into()
+            } else {
+                spawned.reviewers_spawned.join(", ")
+            }
+        );
+    }
+    loop {
+        let params = m::ReviewWaitParams {
+            root: root.to_string(),
+            session_key: Some(spawned.session_key.clone()),
+            timeout_seconds: POLL_SECONDS,
+        };
+        let result = call::<m::ReviewWait>(conn, &params)?;
+        if result.outcome != "pending" {
+            return Ok(result);
+        }
+        if ctx.out.json {
+            continue;
+        }
+        let mut changed = false;
+        for (i, job_id) in spawned.job_ids.iter().enumerate() {
+            let Ok(info) = call::<m::JobStatus>(conn, &m::JobParams { job_id: job_id.clone() }) else { continue };
+            if info.activity.is_some() && info.activity != last_activity[i] {
+                eprintln!(
+                    "scafld review {label}: {} elapsed={}s",
+                    info.activity.as_deref().unwrap_or_default(),
+                    t0.elapsed().as_secs()
+                );
+                changed = true;
+            }
+            last_activity[i] = info.activity;
+        }
+        if changed {
+            last_line = Instant::now();
+        } else if last_line.elapsed().as_secs_f64() >= HEARTBEAT_SECONDS {
+            eprintln!("scafld review {label}: running elapsed={}s", t0.elapsed().as_secs());
+            last_line = Instant::now();
+        }
+    }
+}
+
+/// The task gate's verdict with workflow exit codes (0 pass or awaiting approval, 4 fail).
+fn gate_result(ctx: &Context, r: &m::ReviewResult) -> Result<u8, CliError> {
+    let human = || {
+        let mut text =
+            format!("review {}: {} ({}, {} mode)\n{}\n", r.task_id, r.verdict, r.provider, r.mode, r.summary);
+        if r.gate == "awaiting_approval" {
+            let _ = writeln!(text, "proposed verdict {} awaits human approval", r.verdict);
+        }
+        text.push_str(&findings_text(&r.findings));
+        let _ = write!(text, "next: {}", r.next_command);
+        text
+    };
+    if r.verdict != "pass" && r.gate != "awaiting_approval" {
+        let error = CliError::new(
+            "review_failed",
+            format!("{}: the review gate failed with {} open blocker(s)", r.task_id, r.open_blockers),
+            workflow::REVIEW_GATE,
+        )
+        .with_hint(format!(
+            "repair the findings, rerun acceptance with `scafld build {}`, then review again",
+            r.task_id
+        ));
+        if ctx.out.json {
+            ctx.out.failure(&error, serde_json::to_value(r).ok());
+        } else {
+            println!("{}", human());
+        }
+        return Ok(workflow::REVIEW_GATE);
+    }
+    ctx.out.success(r, human);
+    Ok(workflow::OK)
+}
+
+/// Dossier findings as indented lines (used by `review` and `status`).
+pub(super) fn findings_text(findings: &[serde_json::Value]) -> String {
+    let mut text = String::new();
+    for f in findings {
+        let blocking = if f["blocks_completion"] == true { "blocks completion" } else { "non-blocking" };
+        let _ = writeln!(
+            text,
+            "  [{}/{blocking}] {} {}",
+            f["severity"].as_str().unwrap_or(""),
+            f["id"].as_str().unwrap_or(""),
+            f["summary"].as_str().unwrap_or("")
+        );
+        if let Some(path) = f["location"]["path"].as_str() {
+            let line = f["location"]["line"].as_u64().map(|l| format!(":{l}")).unwrap_or_default();
+            let _ = writeln!(text, "      at {path}{line}");
+        }
+    }
+    text
+}
+
+fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
+    let range = args.diff.clone().unwrap_or_default();
+    if range.split_once("..").is_none_or(|(b, h)| b.is_empty() || h.is_empty() || h.starts_with('.')) {
+        return Err(CliError::new("usage", format!("--diff {range:?} is not a BASE..HEAD range"), spawn_wait::USAGE));
+    }
+    let context = match &args.context_file {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            CliError::new("usage", format!("cannot read --context-file {}: {e}", path.display()), spawn_wait::USAGE)
+        })?),
+        None => None,
+    };
+    let (root, mut conn) = connect_workspace(ctx).map_err(|e| family(e, spawn_wait::FAIL))?;
+    let params = m::DiffReviewParams {
+        root: root.clone(),
+        range: range.clone(),
+        context,
+        reviewers: args.reviewers.clone(),
+        provider_command: args.provider_command.clone(),
+        codex_reasoning: args.codex_reasoning.clone(),
+        caller: caller(),
+    };
+    let spawned = call::<m::ReviewDiff>(&mut conn, &params).map_err(|e| family(e, spawn_wait::FAIL))?;
+    if args.detach {
+        return Ok(spawn_output(ctx, &spawned));
+    }
+    let result = follow(ctx, &mut conn, &root, &range, &spawned).map_err(|e| family(e, spawn_wait::INTERNAL))?;
+    Ok(wait_output(ctx, &result))
+}
+
+/// The spawn document; exit 0 when a reviewer was spawned (or an empty diff passed), 1 when not.
+fn spawn_output(ctx: &Context, spawned: &SpawnResult) -> u8 {
+    let ok = !spawned.reviewers_spawned.is_empty() || spawned.resolved.is_some();
+    ctx.out.document(spawned, ok, || {
+        let mut text = format!("session_key: {}\n", spawned.session_key);
+        match &spawned.resolved {
+            Some(verdict) => {
+                let _ = writeln!(text, "resolved without reviewers: {verdict} (empty diff)");
+            }
+            None => {
+                let _ = writeln!(text, "reviewers spawned: {}", or_none(&spawned.reviewers_spawned));
+            }
+        }
+        let _ = write!(text, "reviewers missing: {}", or_none(&spawned.reviewers_missing));
+        text
+    });
+    if ok { spawn_wait::PASS } else { spawn_wait::FAIL }
+}
+
+fn or_none(items: &[String]) -> String {
+    if items.is_empty() { "none".into() } else { items.join(", ") }
+}
+
+fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, CliError> {
+    if !(timeout.is_finite() && timeout >= 0.0) {
+        return Err(CliError::new("usage", "--timeout must be a non-negative number of seconds", spawn_wait::USAGE));
+    }
+    let (root, mut conn) = connect_workspace(ctx).map_err(|e| family(e, spawn_wait::INTERNAL))?;
+    let params = m::ReviewWaitParams { root, session_key, timeout_seconds: timeout };
+    let result = call::<m::ReviewWait>(&mut conn, &params).map_err(|e| family(e, spawn_wait::INTERNAL))?;
+    Ok(wait_output(ctx, &result))
+}
+
+/// The wait document and its exit code.
+fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
+    let code = match r.outcome.as_str() {
+        "pass" => spawn_wait::PASS,
+        "fail" | "needs_work" => spawn_wait::FAIL,
+        "parse_error" => spawn_wait::PARSE_ERROR,
+        "timeout" | "pending" => spawn_wait::TIMEOUT,
+        "no_reviewers" => spawn_wait::NO_REVIEWERS,
+        _ => spawn_wait::INTERNAL,
+    };
+    ctx.out.document(r, code == spawn_wait::PASS, || {
+        let verdict = r.consensus.verdict.as_deref().unwrap_or("PENDING");
+        let painted = ctx.out.paint(verdict, if verdict == "PASS" { Style::Good } else { Style::Bad });
+        let mut text = format!(
+            "review session {} (iteration {}): {painted} [{}]\n",
+            r.session_key, r.consensus.iteration, r.status
+        );
+        for (name, reviewer) in &r.reviewers {
+            let state = match (&reviewer.verdict, &reviewer.error) {
+                (Some(v), _) => format!("{v} - {}", reviewer.summary),
+                (None, Some(e)) => format!("error: {e}"),
+                (None, None) => reviewer.state.clone(),
+            };
+            let _ = writeln!(text, "  {name}: {state}");
+        }
+        for issue in &r.issues {
+            let priority = issue.priority.map(|p| format!("P{p}")).unwrap_or_else(|| "P?".into());
+            let _ = writeln!(
+                text,
+                "  [{priority}] {}:{} {} ({})",
+                issue.file, issue.line_start, issue.title, issue.reviewer
+            );
+        }
+        if r.outcome == "pending" {
+            let _ =
+                writeln!(text, "still running; wait again with `scafld review wait --session-key {}`", r.session_key);
+        }
+        text.trim_end().to_string()
+    });
+    code
+}
+
+fn retry(ctx: &Context, session_key: &str) -> Result<u8, CliError> {
+    let (root, mut conn) = connect_workspace(ctx).map_err(|e| family(e, spawn_wait::FAIL))?;
+    let params = m::ReviewRetryParams { root, session_key: session_key.to_string(), caller: caller() };
+    let spawned = call::<m::ReviewRetry>(&mut conn, &params).map_err(|e| family(e, spawn_wait::FAIL))?;
+    Ok(spawn_output(ctx, &spawned))
+}
+
+fn status(ctx: &Context, task: &TaskArg, session_key: Option<String>) -> Result<u8, CliError> {
+    let task_id =
+        if session_key.is_some() { task.task_id.clone().or(task.task.clone()) } else { Some(task.resolve()?) };
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let r = call::<m::ReviewStatus>(&mut conn, &m::ReviewStatusParams { root, task_id, session_key })?;
+    ctx.out.success(&r, || {
+        let target = if r.task_id.is_empty() { r.range.clone() } else { r.task_id.clone() };
+        let mut text = format!(
+            "review of {target}: {} (session {}, iteration {}, approval {}), {} file(s)\n",
+            r.state, r.session_key, r.iteration, r.approval, r.files_total
+        );
+        for p in &r.reviewers {
+            let live = if p.liveness.is_empty() {
+                String::new()
+            } else {
+                format!(" {} ({:.0}s since heartbeat)", p.liveness, p.heartbeat_age_seconds.unwrap_or_default())
+            };
+            let _ = writeln!(
+                text,
+                "  {} [{}] {} attempt {}{live}{}",
+                p.reviewer,
+                p.job_id,
+                p.state,
+                p.attempt,
+                p.worker_id.as_deref().map(|w| format!(" worker {w}")).unwrap_or_default()
+            );
+            let _ = writeln!(
+                text,
+                "    phase {}: {}/{} files reviewed, {} finding(s) so far",
+                p.phase, p.files_reviewed, r.files_total, p.findings_so_far
+            );
+            if let Some(next) = p.files_remaining.first().filter(|_| p.verdict.is_none()) {
+                let _ = writeln!(text, "    next: {next}");
+            }
+            if let Some(preflight) = &p.preflight {
+                let _ = writeln!(text, "    preflight: {preflight}");
+            }
+            match (&p.verdict, &p.error) {
+                (Some(v), _) => {
+                    let _ = writeln!(text, "    verdict: {v}");
+                }
+                (None, Some(e)) => {
+                    let _ = writeln!(text, "    error: {e}");
+                }
+                _ => {}
+            }
+        }
+        let _ = write!(text, "report: {}", r.report_path);
+        text
+    });
+    Ok(workflow::OK)
+}
+
+fn decide(ctx: &Context, args: &ReasonArgs, decision: &str) -> Result<u8, CliError> {
+    let task_id = args.task.resolve()?;
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let params = m::DecideParams { root, task_id, decision: decision.into(), reason: args.reason.clone() };
+    let r = call::<m::ReviewDecide>(&mut conn, &params)?;
+    ctx.out.success(&r, || {
+        format!("{} {}: the review gate is {}\nnext: {}", r.decision, r.task_id, r.verdict, r.next_command)
+    });
+    Ok(workflow::OK)
+}

@@ -1,0 +1,163 @@
+//! `review.diff`: a review session over a plain git range (`BASE..HEAD`) with no task spec. The
+//! caller's context file (an issue description) is injected into the packet; an empty range
+//! passes without spawning anyone.
+
+use std::sync::Arc;
+
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods::{self as m};
+use sha2::{Digest, Sha256};
+
+use super::{Spawn, approval_mode, requested_reviewers};
+use crate::baseline;
+use crate::clock;
+use crate::daemon::Daemon;
+use crate::domain::consensus::{self, Outcome};
+use crate::domain::dossier::Request;
+use crate::domain::job::{RequestRecord, SessionRecord};
+use crate::domain::packet::{self, Section};
+use crate::error::{RpcError, RpcResult};
+use crate::providers;
+
+/// Context files larger than this are refused (the packet budget would drop them anyway).
+const MAX_CONTEXT_BYTES: usize = 256 * 1024;
+
+pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcResult<m::SpawnResult> {
+    let ws = daemon.workspace(&p.root).await?;
+    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let context = p.context.unwrap_or_default();
+    if context.len() > MAX_CONTEXT_BYTES {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("the context file is {} bytes; at most {MAX_CONTEXT_BYTES} are accepted", context.len()),
+        ));
+    }
+    let reviewers = requested_reviewers(&p.reviewers, None, &config)?;
+    let approval = approval_mode(Some("auto"), &config)?;
+    let root = ws.root.clone();
+    let range = p.range.clone();
+    let (files, patch) = tokio::task::spawn_blocking(move || baseline::range_diff(&root, &range))
+        .await
+        .map_err(RpcError::internal)?
+        .map_err(|e| {
+            RpcError::new(ErrorKind::InvalidInput, e).with_hint("pass --diff BASE..HEAD with two revisions git knows")
+        })?;
+    let context_digest = format!("{:x}", Sha256::digest(context.as_bytes()));
+    if files.is_empty() {
+        return Ok(empty_range(daemon, &ws, &p.range, context_digest));
+    }
+    let dossier = &config.review.dossier;
+    let request = Request {
+        mode: "discover".into(),
+        max_findings: dossier.max_findings,
+        min_attack_angles: dossier.min_attack_angles,
+        depth: dossier.review_depth.clone(),
+    };
+    let packet = packet(&p.range, &context, &files, &patch, &request, config.review.context.max_bytes);
+    super::spawn(
+        daemon,
+        Spawn {
+            ws: ws.clone(),
+            config: &config,
+            task_id: String::new(),
+            range: p.range,
+            context_digest,
+            reviewers,
+            approval,
+            request,
+            packet,
+            files,
+            scope: Vec::new(),
+            snapshot: Vec::new(),
+            tree: String::new(),
+            preflight: "no acceptance evidence applies to a plain diff range".into(),
+            caller: &p.caller,
+            model: None,
+            reasoning: p.codex_reasoning,
+            provider_command: p.provider_command,
+        },
+    )
+}
+
+/// An empty range is a pass with no reviewer spawned; the session records it so `wait` finds it.
+fn empty_range(
+    daemon: &Daemon,
+    ws: &crate::workspace::Workspace,
+    range: &str,
+    context_digest: String,
+) -> m::SpawnResult {
+    let key = crate::workspace::layout::new_id().unwrap_or_else(|_| clock::now_rfc3339());
+    let mut result = consensus::wait_result(&key, 1, &[], Outcome::Pass);
+    result.gate = Outcome::Pass.as_str().into();
+    let session = SessionRecord {
+        key: key.clone(),
+        workspace_id: ws.id.clone(),
+        root: ws.root.display().to_string(),
+        range: range.to_string(),
+        iteration: 1,
+        created_at: clock::now_rfc3339(),
+        approval: "auto".into(),
+        request: RequestRecord::default(),
+        preflight: "empty diff: nothing to review".into(),
+        result: serde_json::to_value(&result).ok(),
+        context_digest,
+        ..SessionRecord::default()
+    };
+    daemon.sessions.put(daemon, session);
+    daemon.jobs.touch();
+    m::SpawnResult { session_key: key, resolved: Some("pass".into()), ..m::SpawnResult::default() }
+}
+
+fn packet(range: &str, context: &str, files: &[String], patch: &str, request: &Request, max_bytes: usize) -> String {
+    let list = if files.is_empty() {
+        "- none".to_string()
+    } else {
+        files.iter().map(|f| format!("- `{f}`")).collect::<Vec<_>>().join("\n")
+    };
+    let sections = vec![
+        Section::derived(
+            "review_context",
+            "Issue Context",
+            "--context-file",
+            if context.trim().is_empty() { "(no context file given)".into() } else { context.trim_end().to_string() },
+            true,
+        ),
+        Section::derived(
+            "review_request",
+            "Review Request",
+            "review#review_request",
+            format!(
+                "Mode: {}\nMax findings: {}\nMinimum attack angles: {}\nReview depth: {}\nRange: {range}",
+                request.mode, request.max_findings, request.min_attack_angles, request.depth
+            ),
+            true,
+        ),
+        Section::derived("changed_files", "Changed Files", &format!("git diff --name-only {range}"), list, true),
+        Section::derived(
+            "range_diff",
+            "Diff",
+            &format!("git diff {range}"),
+            format!("```diff\n{}\n```", patch.trim_end()),
+            false,
+        ),
+        Section::derived(
+            "provider_instruction",
+            "Provider Instruction",
+            "scafld#provider_instruction",
+            packet::instructions(&request.mode, &request.depth, request.max_findings, request.min_attack_angles),
+            true,
+        ),
+        Section::derived(
+            "schema_context",
+            "Schema Context: ReviewDossier",
+            "schemas/review_dossier.schema.json",
+            format!("```json\n{}\n```", serde_json::to_string_pretty(&providers::schema()).unwrap_or_default()),
+            false,
+        ),
+    ];
+    packet::render(
+        &packet::Header { task_id: range, title: "git range review", status: "review" },
+        &sections,
+        max_bytes,
+    )
+}

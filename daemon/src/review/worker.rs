@@ -1,0 +1,413 @@
+//! `worker.*`: external reviewer workers. A worker claims a queued `worker` reviewer job and
+//! holds it under a lease token; only the current holder may heartbeat, checkpoint, submit or
+//! release. A lease that runs out sends the job back to the queue with its checkpoint
+//! (`super::reap`), and the next claimer gets a resume briefing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use scafld_protocol::methods as m;
+use scafld_protocol::{ErrorKind, Event};
+
+use super::runner::{accept, now_ms};
+use super::{conclude, publish, write_report};
+use crate::clock;
+use crate::daemon::Daemon;
+use crate::domain::consensus;
+use crate::domain::dossier::{Dossier, Finding};
+use crate::domain::job::{JobRecord, JobState, Lease, Provenance, ReviewedFile, SessionRecord};
+use crate::error::{RpcError, RpcResult};
+use crate::providers::{self, Answer};
+
+const PHASES: [&str; 4] = ["preflight", "reviewing", "writing_report", "done"];
+
+fn stale_lease(job_id: &str) -> RpcError {
+    RpcError::new(
+        ErrorKind::InvalidState,
+        format!("the lease on {job_id} is not yours any more (expired, released or finished)"),
+    )
+    .with_hint("claim work again with `scafld worker claim`; the job's checkpoint was kept for whoever holds it now")
+}
+
+/// The job and session of a call, if `token` is the job's current lease.
+fn leased(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<(JobRecord, Lease, SessionRecord)> {
+    let job = daemon.jobs.get(job_id).ok_or_else(|| crate::tasks::unknown_job(job_id))?;
+    let lease = job
+        .review
+        .as_ref()
+        .and_then(|w| w.lease.clone())
+        .filter(|l| job.state == JobState::Running && !token.is_empty() && l.token == token)
+        .ok_or_else(|| stale_lease(job_id))?;
+    let session = job
+        .review
+        .as_ref()
+        .and_then(|w| daemon.sessions.get(&w.session_key))
+        .ok_or_else(|| RpcError::internal("the job's review session is missing"))?;
+    Ok((job, lease, session))
+}
+
+pub async fn claim(daemon: &Arc<Daemon>, p: m::ClaimParams) -> RpcResult<Option<m::Claim>> {
+    if p.worker_id.trim().is_empty() || p.worker_id.len() > 128 || p.worker_id.chars().any(char::is_control) {
+        return Err(RpcError::new(ErrorKind::InvalidInput, "worker_id must be 1-128 printable characters"));
+    }
+    if !matches!(p.provider.as_str(), "agent" | "auto" | "codex" | "claude" | "gemini" | "command") {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("a worker reviews with agent, auto, codex, claude, gemini or command (not {:?})", p.provider),
+        ));
+    }
+    if !(p.timeout_seconds.is_finite() && p.timeout_seconds >= 0.0) {
+        return Err(RpcError::new(ErrorKind::InvalidInput, "timeout must be a non-negative number of seconds"));
+    }
+    let only = match &p.root {
+        Some(root) => Some(daemon.workspace(root).await?.id.clone()),
+        None => None,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(p.timeout_seconds.min(3600.0));
+    let mut changes = daemon.jobs.changes();
+    let token = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
+    let host_agent = providers::host_agent(&p.caller.env).map(str::to_string);
+    loop {
+        let now = now_ms();
+        let seconds = p.lease_seconds.unwrap_or(0);
+        let claimed = daemon.jobs.claim(
+            daemon.store(),
+            |r| {
+                r.review.as_ref().is_some_and(|w| w.reviewer == "worker")
+                    && only.as_ref().is_none_or(|id| *id == r.workspace_id)
+            },
+            |r| {
+                r.state = JobState::Running;
+                r.owner = format!("worker:{}", p.worker_id);
+                r.started_at.get_or_insert_with(clock::now_rfc3339);
+                r.last_heartbeat = Some(clock::now_rfc3339());
+                r.activity = Some(format!("claimed by worker {}", p.worker_id));
+                if let Some(w) = r.review.as_mut() {
+                    w.heartbeat_ms = now;
+                    w.lease = Some(Lease {
+                        token: token.clone(),
+                        worker_id: p.worker_id.clone(),
+                        provider: p.provider.clone(),
+                        host_agent: host_agent.clone(),
+                        seconds,
+                        expires_ms: now + seconds.max(1) * 1000,
+                        claimed_at: clock::now_rfc3339(),
+                    });
+                }
+            },
+        );
+        if let Some(job) = claimed {
+            return claimed_job(daemon, job, &p).await.map(Some);
+        }
+        if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+            return Ok(None);
+        }
+    }
+}
+
+/// Finish a claim: the lease length, the preflight, the resume briefing and (for automated
+/// workers) the provider invocation.
+async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -> RpcResult<m::Claim> {
+    let work = job.review.clone().unwrap_or_default();
+    let session = daemon.sessions.get(&work.session_key).ok_or_else(|| RpcError::internal("session missing"))?;
+    let give_back = |why: RpcError| {
+        daemon.jobs.update(daemon.store(), &job.id, true, |r| {
+            r.state = JobState::Queued;
+            if let Some(w) = r.review.as_mut() {
+                w.lease = None;
+            }
+        });
+        daemon.jobs.touch();
+        why
+    };
+    let ws = daemon.workspace(&session.root).await.map_err(give_back)?;
+    let config = ws.config().map_err(|e| give_back(RpcError::new(ErrorKind::WorkspaceError, e.to_string())))?;
+    let seconds = p.lease_seconds.unwrap_or(config.review.workers.lease_seconds).max(1);
+    let resume = consensus::briefing(&session.files, &work.checkpoint);
+    let packet = std::fs::read_to_string(&session.packet_path).map_err(|e| {
+        give_back(RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the review packet: {e}")))
+    })?;
+    let invocation = if p.provider == "agent" {
+        None
+    } else {
+        let choice = providers::Choice {
+            provider: Some(&p.provider),
+            command: p.provider_command.as_deref(),
+            model: None,
+            reasoning: session.reasoning.as_deref(),
+        };
+        let provider = providers::select(&choice, &config, &p.caller.env).map_err(give_back)?;
+        if let providers::Provider::Local = provider {
+            return Err(give_back(RpcError::new(
+                ErrorKind::InvalidInput,
+                "the local provider cannot serve as a worker",
+            )));
+        }
+        let label =
+            if session.task_id.is_empty() { format!("review-{}", &session.key[..8]) } else { session.task_id.clone() };
+        let scratch = ws.root.join(".scafld/runs").join(label).join(format!("review-{}-{}", job.id, job.attempt));
+        let client_exe = if p.caller.client_exe.is_empty() { "scafld" } else { p.caller.client_exe.as_str() };
+        let invocation = providers::invocation(
+            &provider,
+            &scratch,
+            &ws.root,
+            client_exe,
+            &daemon.options.socket_path,
+            &daemon.submissions,
+            &session.request.request(),
+        )
+        .map_err(|e| {
+            give_back(RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the provider run: {e}")))
+        })?;
+        let wire = m::WorkerInvocation {
+            command: invocation.command.clone(),
+            env: invocation.env.clone(),
+            cwd: ws.root.display().to_string(),
+            timeout_seconds: config.review.external.absolute_max_seconds,
+            idle_timeout_seconds: config.review.external.idle_timeout_seconds,
+            answer_file: match &invocation.answer {
+                Answer::File(path) => Some(path.display().to_string()),
+                _ => None,
+            },
+        };
+        daemon.sessions.invocations.lock().expect("invocations").insert(job.id.clone(), invocation);
+        Some(wire)
+    };
+    daemon.jobs.update(daemon.store(), &job.id, true, |r| {
+        if let Some(w) = r.review.as_mut() {
+            if let Some(lease) = w.lease.as_mut() {
+                lease.seconds = seconds;
+                lease.expires_ms = now_ms() + seconds * 1000;
+            }
+            if w.checkpoint.phase.is_empty() || w.checkpoint.phase == "done" {
+                w.checkpoint.phase = "preflight".into();
+            }
+            w.checkpoint.preflight = Some(session.preflight.clone());
+            w.checkpoint.last_activity = Some(clock::now_rfc3339());
+        }
+    });
+    let detail = match &resume {
+        Some(b) => format!("worker {} resumes at {}", p.worker_id, b.next_file.as_deref().unwrap_or("the report")),
+        None => format!("worker {} claimed it", p.worker_id),
+    };
+    publish(daemon, &session, &job.id, "claimed", &detail);
+    daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: "running".into() });
+    write_report(daemon, &session);
+    let lease = job.review.as_ref().and_then(|w| w.lease.clone()).unwrap_or_default();
+    Ok(m::Claim {
+        job_id: job.id.clone(),
+        lease_token: lease.token,
+        lease_seconds: seconds,
+        session_key: session.key.clone(),
+        task_id: session.task_id.clone(),
+        root: session.root.clone(),
+        attempt: job.attempt,
+        packet,
+        files: session.files.clone(),
+        preflight: session.preflight.clone(),
+        resume,
+        invocation,
+    })
+}
+
+fn extend(daemon: &Daemon, job_id: &str, lease: &Lease) -> f64 {
+    let now = now_ms();
+    daemon.jobs.update(daemon.store(), job_id, true, |r| {
+        r.last_heartbeat = Some(clock::now_rfc3339());
+        if let Some(w) = r.review.as_mut() {
+            w.heartbeat_ms = now;
+            if let Some(l) = w.lease.as_mut() {
+                l.expires_ms = now + l.seconds * 1000;
+            }
+        }
+    });
+    lease.seconds as f64
+}
+
+pub fn heartbeat(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> {
+    let (job, lease, _) = leased(daemon, &p.job_id, &p.lease_token)?;
+    let left = extend(daemon, &job.id, &lease);
+    Ok(m::LeaseResult { job_id: job.id, state: "running".into(), lease_expires_in_seconds: left })
+}
+
+pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::CheckpointResult> {
+    let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
+    if let Some(phase) = &p.phase
+        && !PHASES.contains(&phase.as_str())
+    {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("phase {phase:?} is not preflight, reviewing, writing_report or done"),
+        ));
+    }
+    if p.file.is_none() && !p.findings.is_empty() {
+        return Err(RpcError::new(ErrorKind::InvalidInput, "findings belong to a file: pass --file PATH"));
+    }
+    let mut findings = Vec::new();
+    for (i, value) in p.findings.into_iter().enumerate() {
+        let finding: Finding = serde_json::from_value(value)
+            .map_err(|e| RpcError::new(ErrorKind::InvalidInput, format!("finding {}: {e}", i + 1)).with_hint(
+                "a finding is a dossier finding: {\"severity\":\"high\",\"blocks_completion\":true,\"summary\":\"...\",\"location\":{\"path\":\"...\",\"line\":3}}",
+            ))?;
+        findings.push(finding);
+    }
+    extend(daemon, &job.id, &lease);
+    let file = p.file.clone();
+    let record = daemon
+        .jobs
+        .update(daemon.store(), &job.id, true, |r| {
+            if let Some(w) = r.review.as_mut() {
+                let c = &mut w.checkpoint;
+                if let Some(path) = &file {
+                    let mut findings = findings.clone();
+                    for f in &mut findings {
+                        if f.location.is_none() {
+                            f.location = Some(crate::domain::dossier::Location { path: path.clone(), line: None });
+                        }
+                    }
+                    match c.reviewed.iter_mut().find(|r| &r.path == path) {
+                        Some(existing) => existing.findings = findings,
+                        None => c.reviewed.push(ReviewedFile { path: path.clone(), findings }),
+                    }
+                    if c.phase.is_empty() || c.phase == "preflight" {
+                        c.phase = "reviewing".into();
+                    }
+                }
+                if let Some(phase) = &p.phase {
+                    c.phase = phase.clone();
+                }
+                c.last_activity = Some(clock::now_rfc3339());
+            }
+        })
+        .ok_or_else(|| stale_lease(&job.id))?;
+    let checkpoint = record.review.map(|w| w.checkpoint).unwrap_or_default();
+    let remaining = consensus::remaining(&session.files, &checkpoint);
+    publish(
+        daemon,
+        &session,
+        &job.id,
+        "checkpoint",
+        &format!("{} of {} files reviewed", checkpoint.reviewed.len(), session.files.len()),
+    );
+    write_report(daemon, &session);
+    Ok(m::CheckpointResult {
+        job_id: job.id,
+        phase: checkpoint.phase.clone(),
+        files_reviewed: checkpoint.reviewed.len(),
+        files_remaining: remaining,
+        findings_so_far: consensus::findings_so_far(&checkpoint),
+        report_path: session.report_path.clone(),
+    })
+}
+
+/// The independence rule: the host agent that built the task may not grade it.
+fn independent(daemon: &Daemon, job: &JobRecord, lease: &Lease, caller: &m::CallerContext) -> RpcResult<()> {
+    if job.task_id.is_empty() {
+        return Ok(());
+    }
+    let entries = daemon.store().ledger(&job.workspace_id, &job.task_id).map_err(RpcError::internal)?;
+    let Some(implementer) = crate::tasks::implementer(&entries) else { return Ok(()) };
+    let submitter = providers::host_agent(&caller.env).map(str::to_string).or(lease.host_agent.clone());
+    let same = submitter.as_deref() == Some(implementer.as_str()) || lease.provider == implementer;
+    if same {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!(
+                "independence: {} was built from {implementer}, and this submission comes from {implementer} too; the implementing agent must not grade its own work",
+                job.task_id
+            ),
+        )
+        .with_hint("run the worker under a different reviewer (codex, claude or gemini), or record an audited `scafld review --human-reviewed --reason`"));
+    }
+    Ok(())
+}
+
+pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult<m::WorkerSubmitResult> {
+    let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
+    independent(daemon, &job, &lease, &p.caller)?;
+    let checkpoint = job.review.as_ref().map(|w| w.checkpoint.clone()).unwrap_or_default();
+    let request = session.request.request();
+    let refused = |problems: Vec<String>| m::WorkerSubmitResult {
+        job_id: job.id.clone(),
+        accepted: false,
+        verdict: String::new(),
+        problems,
+    };
+    let answer = match (p.dossier, p.run) {
+        (Some(value), None) => {
+            // An agent's dossier: a bad one is refused and the lease kept, so it can be fixed.
+            let dossier: Dossier = match serde_json::from_value(providers::strip_nulls(value)) {
+                Ok(d) => d,
+                Err(e) => return Ok(refused(vec![format!("dossier does not match the schema: {e}")])),
+            };
+            match accept(consensus::merge_checkpoint(dossier, &checkpoint), &request) {
+                Ok(d) => Ok(d),
+                Err(f) => return Ok(refused(vec![f.message])),
+            }
+        }
+        (None, Some(run)) => {
+            let invocation = daemon.sessions.invocations.lock().expect("invocations").remove(&job.id).unwrap_or(
+                providers::Invocation {
+                    command: String::new(),
+                    env: Default::default(),
+                    answer: match &run.answer_file {
+                        Some(path) => Answer::File(path.into()),
+                        None => Answer::Stdout,
+                    },
+                    output_format: "worker.stdout",
+                },
+            );
+            let submitted = match &invocation.answer {
+                Answer::Submission(token) => daemon.submissions.close(token),
+                _ => None,
+            };
+            let left = providers::Leftovers {
+                exit_code: run.exit_code,
+                timed_out: run.timed_out,
+                runner_error: run.timed_out.then(|| "the worker's provider run timed out".to_string()),
+                stdout: run.stdout,
+                submitted,
+                tail: run.stderr_tail,
+                diagnostic: format!("worker {}", lease.worker_id),
+            };
+            providers::interpret(&invocation, left)
+                .map(|d| consensus::merge_checkpoint(d, &checkpoint))
+                .and_then(|d| accept(d, &request))
+        }
+        _ => {
+            return Err(RpcError::new(ErrorKind::InvalidInput, "submit exactly one of a dossier or a provider run"));
+        }
+    };
+    let provenance = Provenance {
+        provider: lease.provider.clone(),
+        model: p.model.clone().or_else(|| answer.as_ref().ok().and_then(|d| d.model.clone())),
+        channel: "worker.lease".into(),
+        worker_id: Some(lease.worker_id.clone()),
+    };
+    let result = match &answer {
+        Ok(d) => m::WorkerSubmitResult {
+            job_id: job.id.clone(),
+            accepted: true,
+            verdict: d.verdict.clone(),
+            problems: Vec::new(),
+        },
+        Err(f) => refused(vec![f.message.clone()]),
+    };
+    conclude(daemon, &job.id, answer, provenance).await;
+    Ok(result)
+}
+
+pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> {
+    let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
+    daemon.jobs.update(daemon.store(), &job.id, true, |r| {
+        r.state = JobState::Queued;
+        r.activity = Some(format!("released by worker {}", lease.worker_id));
+        if let Some(w) = r.review.as_mut() {
+            w.lease = None;
+        }
+    });
+    daemon.sessions.invocations.lock().expect("invocations").remove(&job.id);
+    publish(daemon, &session, &job.id, "requeued", &format!("released by worker {}", lease.worker_id));
+    daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: "queued".into() });
+    Ok(m::LeaseResult { job_id: job.id, state: "queued".into(), lease_expires_in_seconds: 0.0 })
+}
