@@ -6,5 +6,6 @@ mod daemon;
 mod exec;
 mod providers;
 mod review;
+mod sessions;
 mod specs;
 mod wire;

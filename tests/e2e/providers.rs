@@ -17,7 +17,7 @@ const FAKE_CODEX: &str = include_str!("../fixtures/fake-codex.sh");
 /// then a duplicate that must be refused).
 const FAKE_MCP_CLIENT: &str = include_str!("../fixtures/fake-mcp-client.py");
 
-fn install_fakes(env: &TestEnv, which: &[&str]) -> String {
+pub(crate) fn install_fakes(env: &TestEnv, which: &[&str]) -> String {
     let bin = env.path("fakebin");
     std::fs::create_dir_all(&bin).unwrap();
     for name in which {
@@ -47,12 +47,7 @@ fn review(env: &TestEnv, path: &str, args: &[&str], extra_env: &[(&str, &str)]) 
     for (k, v) in extra_env {
         command.env(k, v);
     }
-    let output = command.output().unwrap();
-    scafld_tests::Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    scafld_tests::Run::from(command.output().unwrap())
 }
 
 #[test]

@@ -179,6 +179,38 @@ pub fn normalize(mut dossier: Dossier, request: &Request) -> Dossier {
     dossier
 }
 
+/// Every reason one finding is malformed; a blocking finding must say where, why and how to
+/// check the fix. Used for dossiers and for worker checkpoints alike.
+pub fn finding_problems(f: &Finding) -> Vec<String> {
+    let mut problems = Vec::new();
+    let at = format!("finding `{}`", f.id);
+    if !matches!(f.severity.as_str(), "critical" | "high" | "medium" | "low") {
+        problems.push(format!("{at}: severity must be critical, high, medium or low (got {:?})", f.severity));
+    }
+    if let Some(c) = &f.confidence
+        && !matches!(c.as_str(), "high" | "medium" | "low")
+    {
+        problems.push(format!("{at}: confidence must be high, medium or low (got {c:?})"));
+    }
+    if let Some(s) = &f.status
+        && !matches!(s.as_str(), "open" | "fixed" | "accepted_risk" | "superseded")
+    {
+        problems.push(format!("{at}: status must be open, fixed, accepted_risk or superseded (got {s:?})"));
+    }
+    if f.blocks() {
+        let blank = |v: &Option<String>| v.as_deref().is_none_or(|s| s.trim().is_empty());
+        if f.location.as_ref().is_none_or(|l| l.path.trim().is_empty()) {
+            problems.push(format!("{at} blocks completion but has no location.path"));
+        }
+        for (name, value) in [("evidence", &f.evidence), ("impact", &f.impact), ("validation", &f.validation)] {
+            if blank(value) {
+                problems.push(format!("{at} blocks completion but has no {name}"));
+            }
+        }
+    }
+    problems
+}
+
 /// Every reason the (normalised) dossier cannot be accepted; empty when it can.
 pub fn validate(d: &Dossier, request: &Request) -> Vec<String> {
     let mut problems = Vec::new();
@@ -203,31 +235,7 @@ pub fn validate(d: &Dossier, request: &Request) -> Vec<String> {
         }
     }
     for f in &d.findings {
-        let at = format!("finding `{}`", f.id);
-        if !matches!(f.severity.as_str(), "critical" | "high" | "medium" | "low") {
-            problems.push(format!("{at}: severity must be critical, high, medium or low (got {:?})", f.severity));
-        }
-        if let Some(c) = &f.confidence
-            && !matches!(c.as_str(), "high" | "medium" | "low")
-        {
-            problems.push(format!("{at}: confidence must be high, medium or low (got {c:?})"));
-        }
-        if let Some(s) = &f.status
-            && !matches!(s.as_str(), "open" | "fixed" | "accepted_risk" | "superseded")
-        {
-            problems.push(format!("{at}: status must be open, fixed, accepted_risk or superseded (got {s:?})"));
-        }
-        if f.blocks() {
-            let blank = |v: &Option<String>| v.as_deref().is_none_or(|s| s.trim().is_empty());
-            if f.location.as_ref().is_none_or(|l| l.path.trim().is_empty()) {
-                problems.push(format!("{at} blocks completion but has no location.path"));
-            }
-            for (name, value) in [("evidence", &f.evidence), ("impact", &f.impact), ("validation", &f.validation)] {
-                if blank(value) {
-                    problems.push(format!("{at} blocks completion but has no {name}"));
-                }
-            }
-        }
+        problems.extend(finding_problems(f));
     }
     if d.verdict != d.derived_verdict() && matches!(d.verdict.as_str(), "pass" | "fail") {
         problems.push(format!(

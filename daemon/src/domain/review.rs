@@ -7,8 +7,9 @@ use crate::domain::dossier::Dossier;
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, ReviewerRecord};
 use crate::domain::spec::{ReviewProjection, Spec};
 
-/// Providers whose passing review can complete a task (`local` and the guard's `scafld` cannot).
-pub const COMPLETING_PROVIDERS: [&str; 5] = ["codex", "claude", "gemini", "command", "human"];
+/// Providers whose passing review can complete a task (`local` and the guard's `scafld` cannot);
+/// `worker` is a lease-holding reviewer worker.
+pub const COMPLETING_PROVIDERS: [&str; 6] = ["codex", "claude", "gemini", "command", "worker", "human"];
 
 /// Paths the task declares: `--review-scope` if given, else path-like tokens from Context,
 /// Scope, Touchpoints and every phase's Changes. Normalised, sorted, without secrets.

@@ -480,7 +480,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         .with_hint("a failing verdict is fixed in the code, then reviewed in a new session"));
     }
     if !session.task_id.is_empty() {
-        crate::tasks::review::check_retry(daemon, &ws, &session).await?;
+        session.snapshot = crate::tasks::review::check_retry(daemon, &ws, &session).await?;
     }
     session.caller_env = p.caller.env.clone();
     session.caller_cwd = p.caller.cwd.clone();

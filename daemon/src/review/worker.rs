@@ -245,10 +245,22 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
     }
     let mut findings = Vec::new();
     for (i, value) in p.findings.into_iter().enumerate() {
-        let finding: Finding = serde_json::from_value(value)
+        let mut finding: Finding = serde_json::from_value(value)
             .map_err(|e| RpcError::new(ErrorKind::InvalidInput, format!("finding {}: {e}", i + 1)).with_hint(
                 "a finding is a dossier finding: {\"severity\":\"high\",\"blocks_completion\":true,\"summary\":\"...\",\"location\":{\"path\":\"...\",\"line\":3}}",
             ))?;
+        let path = p.file.clone().unwrap_or_default();
+        if finding.id.trim().is_empty() {
+            finding.id = format!("{}-{}", path.replace(['/', '.'], "-"), i + 1);
+        }
+        if finding.location.is_none() {
+            finding.location = Some(crate::domain::dossier::Location { path, line: None });
+        }
+        let problems = crate::domain::dossier::finding_problems(&finding);
+        if !problems.is_empty() {
+            return Err(RpcError::new(ErrorKind::InvalidInput, format!("finding {}: {}", i + 1, problems.join("; ")))
+                .with_hint("a blocking finding needs location.path, evidence, impact and validation"));
+        }
         findings.push(finding);
     }
     extend(daemon, &job.id, &lease);
@@ -259,12 +271,7 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
             if let Some(w) = r.review.as_mut() {
                 let c = &mut w.checkpoint;
                 if let Some(path) = &file {
-                    let mut findings = findings.clone();
-                    for f in &mut findings {
-                        if f.location.is_none() {
-                            f.location = Some(crate::domain::dossier::Location { path: path.clone(), line: None });
-                        }
-                    }
+                    let findings = findings.clone();
                     match c.reviewed.iter_mut().find(|r| &r.path == path) {
                         Some(existing) => existing.findings = findings,
                         None => c.reviewed.push(ReviewedFile { path: path.clone(), findings }),

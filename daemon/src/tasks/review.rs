@@ -418,8 +418,13 @@ pub async fn record_consensus(
 }
 
 /// A retry re-runs reviewers on the tree the session started with; the task must still be in
-/// review and free.
-pub async fn check_retry(daemon: &Arc<Daemon>, ws: &Workspace, session: &SessionRecord) -> RpcResult<()> {
+/// review. Returns the snapshot to guard against: the original one, with the task's own spec
+/// refreshed (settling the first round wrote it; that write is ours, not a reviewer's).
+pub async fn check_retry(
+    daemon: &Arc<Daemon>,
+    ws: &Workspace,
+    session: &SessionRecord,
+) -> RpcResult<Vec<BaselinePath>> {
     let (spec, _) = projected_spec(daemon, ws, &session.task_id)?;
     if spec.status() != Some(Status::Review) {
         return Err(RpcError::new(
@@ -427,7 +432,16 @@ pub async fn check_retry(daemon: &Arc<Daemon>, ws: &Workspace, session: &Session
             format!("{} is {} now; only a task in review can retry its reviewers", session.task_id, spec.front.status),
         ));
     }
-    Ok(())
+    let spec_path =
+        ws.index.read().expect("index").get(&session.task_id).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let root = ws.root.clone();
+    let now = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
+        .await
+        .map_err(RpcError::internal)?
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
+    snapshot.extend(now.paths.into_iter().filter(|p| p.path == spec_path));
+    Ok(snapshot)
 }
 
 /// `review accept|reject`: a human decides on the verdict that awaits approval.

@@ -1,0 +1,459 @@
+//! Review sessions through the real binaries: several fake reviewer CLIs on PATH and their
+//! unanimous consensus, the spawn/wait contract and its exit codes, retries, git ranges,
+//! agent-driven workers that die and are resumed, stale leases, independence, manual approval
+//! and a daemon killed mid-review.
+
+use std::process::{Command, Output};
+
+use scafld_tests::{Run, TestEnv, wait_until};
+use serde_json::{Value, json};
+
+use super::providers::install_fakes;
+
+const ATTACK: &str = r#"[{"target":"diff","attack":"trace callers","result":"clean"}]"#;
+
+fn dossier(verdict: &str, findings: &str) -> String {
+    format!(
+        r#"{{"verdict":"{verdict}","mode":"discover","summary":"{verdict} review","findings":[{findings}],"attack_log":{ATTACK},"budget":{{}}}}"#
+    )
+}
+
+fn blocker(path: &str, line: u32) -> String {
+    format!(
+        r#"{{"id":"null-check","severity":"high","blocks_completion":true,"summary":"Missing null check","location":{{"path":"{path}","line":{line}}},"evidence":"reads input unchecked","impact":"crashes on empty input","validation":"call with empty input"}}"#
+    )
+}
+
+fn minor(path: &str) -> String {
+    format!(
+        r#"{{"id":"naming","severity":"low","blocks_completion":false,"summary":"Unclear name","location":{{"path":"{path}","line":1}},"evidence":"x is vague"}}"#
+    )
+}
+
+/// A git workspace with task `rev` in review; `files` changed files under src/.
+fn ready(env: &TestEnv, files: usize) {
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        "review:\n  dossier:\n    min_attack_angles: 1\n  external:\n    absolute_max_seconds: 3\n    idle_timeout_seconds: 0\n",
+    )
+    .unwrap();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Review me\n\n## Scope\n\n- `src/` - the change.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "test"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    for i in 1..=files {
+        std::fs::write(env.work.join(format!("src/f{i}.rs")), format!("pub fn f{i}() {{}}\n")).unwrap();
+    }
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+}
+
+fn run_with(env: &TestEnv, args: &[&str], path: &str, vars: &[(&str, &str)]) -> Run {
+    let mut command = env.scafld_command(args);
+    command.env("PATH", path).env("OPENAI_API_KEY", "from-the-caller").env("FAKE_DOSSIER", dossier("pass", ""));
+    for (k, v) in vars {
+        command.env(k, v);
+    }
+    Run::from(command.output().unwrap())
+}
+
+fn detach(env: &TestEnv, reviewers: &str, path: &str, vars: &[(&str, &str)]) -> Value {
+    let run = run_with(env, &["review", "rev", "--reviewers", reviewers, "--detach", "--json"], path, vars);
+    run.json()
+}
+
+fn wait(env: &TestEnv, key: &str) -> Run {
+    env.scafld(&["review", "wait", "--session-key", key, "--timeout", "30", "--json"])
+}
+
+fn ledger_types(env: &TestEnv) -> Vec<String> {
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    entries.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn three_reviewers_with_mixed_verdicts_fail_the_consensus_with_attributed_issues() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex", "claude", "gemini"]);
+    let blocking = dossier("fail", &blocker("src/f1.rs", 42));
+    let needs_work = dossier("pass", &minor("src/f1.rs"));
+    let spawned = detach(
+        &env,
+        "codex,claude,gemini",
+        &path,
+        &[("FAKE_DOSSIER_CLAUDE", &blocking), ("FAKE_DOSSIER_GEMINI", &needs_work), ("FAKE_MODE", "single")],
+    );
+    assert_eq!(spawned["ok"], true, "{spawned}");
+    assert_eq!(spawned["reviewers_spawned"], json!(["codex", "claude", "gemini"]), "top-level seed-004 fields");
+    assert_eq!(spawned["reviewers_missing"], json!([]));
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+
+    let run = wait(&env, &key);
+    run.assert_code(1);
+    let r = run.json();
+    assert_eq!(r["status"], "resolved");
+    assert_eq!(r["consensus"], json!({"verdict": "FAIL", "iteration": 1}));
+    assert_eq!(r["reviewers"]["codex"]["verdict"], "PASS");
+    assert_eq!(r["reviewers"]["claude"]["verdict"], "FAIL");
+    assert_eq!(r["reviewers"]["gemini"]["verdict"], "NEEDS_WORK");
+    let issue = &r["issues"][0];
+    assert_eq!(
+        (&issue["reviewer"], &issue["file"], &issue["line_start"], &issue["line_end"], &issue["priority"]),
+        (&json!("claude"), &json!("src/f1.rs"), &json!(42), &json!(42), &json!(1))
+    );
+    assert_eq!(issue["title"], "Missing null check");
+    assert_eq!(issue["body"], "reads input unchecked\n\ncrashes on empty input");
+    assert_eq!(r["issues"][1]["reviewer"], "gemini");
+    assert_eq!(r["parse_errors"], json!([]));
+
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let review = entries.as_array().unwrap().iter().rev().find(|e| e["type"] == "review").unwrap().clone();
+    assert_eq!((&review["verdict"], &review["provider"]), (&json!("fail"), &json!("consensus")));
+    let channels: Vec<&str> =
+        review["reviewers"].as_array().unwrap().iter().map(|m| m["channel"].as_str().unwrap()).collect();
+    assert_eq!(channels, ["codex.output_file", "claude.mcp_submit_review", "gemini.mcp_submit_review"]);
+    env.scafld(&["complete", "rev"]).assert_code(1);
+    let status = env.scafld(&["status", "rev", "--json"]).json();
+    assert_eq!(status["result"]["review_gate"], "fail");
+}
+
+#[test]
+fn one_of_three_installed_runs_alone_and_its_pass_completes() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex"]);
+    let spawned = detach(&env, "codex,claude,gemini", &path, &[]);
+    assert_eq!(spawned["reviewers_spawned"], json!(["codex"]));
+    assert_eq!(spawned["reviewers_missing"], json!(["claude", "gemini"]));
+    let run = wait(&env, spawned["session_key"].as_str().unwrap());
+    run.assert_code(0);
+    assert_eq!(run.json()["consensus"]["verdict"], "PASS");
+    assert_eq!(run.json()["issues"], json!([]));
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn timeouts_and_garbage_ask_for_a_retry_which_reruns_only_those_reviewers() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex", "claude"]);
+    let spawned = detach(&env, "codex,claude", &path, &[("FAKE_MODE_CODEX", "hang"), ("FAKE_MODE", "single")]);
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+    let timed_out = wait(&env, &key);
+    timed_out.assert_code(3);
+    let r = timed_out.json();
+    assert_eq!((&r["status"], &r["reviewers"]["claude"]["verdict"]), (&json!("error"), &json!("PASS")));
+    assert!(r["parse_errors"][0].as_str().unwrap().starts_with("codex: process timeout"), "{r}");
+    assert!(ledger_types(&env).last().unwrap() == "review_attempt", "no verdict is recorded for the gate");
+
+    // Garbage from codex on the retry: a parse error, and claude's pass is not re-run.
+    let claude_job = r["reviewers"]["claude"]["job_id"].clone();
+    let retried = run_with(&env, &["review", "retry", &key, "--json"], &path, &[("FAKE_MODE_CODEX", "garbage")]);
+    retried.assert_code(0);
+    assert_eq!(retried.json()["reviewers_spawned"], json!(["codex"]));
+    let garbage = wait(&env, &key);
+    garbage.assert_code(2);
+    let r = garbage.json();
+    assert!(r["parse_errors"][0].as_str().unwrap().contains("codex: review dossier invalid"), "{r}");
+    assert_eq!(r["reviewers"]["claude"]["job_id"], claude_job);
+
+    run_with(&env, &["review", "retry", &key], &path, &[]).assert_code(0);
+    let passed = wait(&env, &key);
+    passed.assert_code(0);
+    assert_eq!(passed.json()["consensus"]["verdict"], "PASS");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn no_reviewers_internal_errors_and_usage_errors_have_their_own_codes() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let bare = "/usr/bin:/bin";
+    let spawned = run_with(&env, &["review", "rev", "--reviewers", "codex,gemini", "--detach", "--json"], bare, &[]);
+    spawned.assert_code(1);
+    assert_eq!(spawned.json()["reviewers_missing"], json!(["codex", "gemini"]));
+    let run = wait(&env, spawned.json()["session_key"].as_str().unwrap());
+    run.assert_code(4);
+    assert_eq!(run.json()["consensus"]["verdict"], "no_reviewers");
+    env.scafld(&["complete", "rev"]).assert_code(1);
+
+    env.scafld(&["review", "wait", "--timeout", "soon"]).assert_code(64);
+    env.scafld(&["review", "--diff", "HEAD", "--detach"]).assert_code(64);
+    env.scafld(&["review", "wait", "--session-key", "no-such-session"]).assert_code(64);
+    env.scafld(&["review", "rev", "--reviewers", "gpt", "--detach"]).assert_code(64);
+
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.scafld(&["review", "wait", "--no-autostart", "--json"]).assert_code(5);
+}
+
+fn commit(env: &TestEnv, message: &str) -> String {
+    let git = |args: &[&str]| {
+        let out: Output = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&env.work)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["add", "-A"]);
+    git(&["commit", "-q", "--allow-empty", "-m", message]);
+    git(&["rev-parse", "HEAD"])
+}
+
+#[test]
+fn a_git_range_is_reviewed_with_its_context_and_an_empty_range_passes_at_once() {
+    let env = TestEnv::new();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
+        .unwrap();
+    std::fs::write(env.work.join(".gitignore"), ".scafld/\n").unwrap();
+    let base = commit(&env, "base");
+    std::fs::write(env.work.join("lib.py"), "def f(x):\n    return x.y\n").unwrap();
+    let head = commit(&env, "change");
+
+    let empty = env.scafld(&["review", "--diff", &format!("{head}..{head}"), "--detach", "--json"]);
+    empty.assert_code(0);
+    assert_eq!((&empty.json()["reviewers_spawned"], &empty.json()["resolved"]), (&json!([]), &json!("pass")));
+    let run = env.scafld(&["review", "wait", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["consensus"]["verdict"], "PASS");
+
+    let context = env.path("review-context-issue-7.txt");
+    std::fs::write(&context, "Issue 7: f must handle a missing attribute\n").unwrap();
+    let reviewer = env.path("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > \"{}\"\ncat <<'JSON'\n{}\nJSON\n",
+            env.path("packet.md").display(),
+            dossier("fail", &blocker("lib.py", 2))
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let range = format!("{base}..{head}");
+    let reviewer = reviewer.display().to_string();
+    let spawned = env.scafld(&[
+        "review",
+        "--diff",
+        &range,
+        "--context-file",
+        context.to_str().unwrap(),
+        "--reviewers",
+        "command",
+        "--provider-command",
+        &reviewer,
+        "--detach",
+        "--json",
+    ]);
+    spawned.assert_code(0);
+    let run = wait(&env, spawned.json()["session_key"].as_str().unwrap());
+    run.assert_code(1);
+    assert_eq!(run.json()["issues"][0]["file"], "lib.py");
+    let packet = std::fs::read_to_string(env.path("packet.md")).unwrap();
+    assert!(packet.contains("Issue 7: f must handle a missing attribute"), "{packet}");
+    assert!(packet.contains("+    return x.y"), "the diff is in the packet");
+
+    // Same range and issue again: the next iteration; without --detach the wait is built in.
+    let again = env.scafld(&[
+        "review",
+        "--diff",
+        &range,
+        "--context-file",
+        context.to_str().unwrap(),
+        "--reviewers",
+        "command",
+        "--provider-command",
+        &reviewer,
+        "--json",
+    ]);
+    again.assert_code(1);
+    assert_eq!(again.json()["consensus"]["iteration"], 2);
+}
+
+fn worker(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> Run {
+    let mut all = vec!["worker"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let mut command = env.scafld_command(&all);
+    for (k, v) in vars {
+        command.env(k, v);
+    }
+    Run::from(command.output().unwrap())
+}
+
+fn finding(path: &str, blocks: bool) -> String {
+    json!({"severity": "high", "blocks_completion": blocks, "summary": format!("problem in {path}"), "location": {"path": path, "line": 3},
+        "evidence": "unchecked input", "impact": "crash", "validation": "run it with no input"})
+        .to_string()
+}
+
+#[test]
+fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept() {
+    let env = TestEnv::new();
+    ready(&env, 5);
+    let spawned = detach(&env, "worker", "/usr/bin:/bin", &[]);
+    assert_eq!(spawned["reviewers_spawned"], json!(["worker"]));
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+
+    let first = worker(&env, &["claim", "--lease-seconds", "1", "--id", "w1"], &[]);
+    first.assert_code(0);
+    let claim = first.json()["result"].clone();
+    let (job, lease) =
+        (claim["job_id"].as_str().unwrap().to_string(), claim["lease_token"].as_str().unwrap().to_string());
+    assert!(claim["resume"].is_null(), "a fresh job has no briefing");
+    assert_eq!(claim["files"].as_array().unwrap().len(), 5);
+    assert!(claim["packet"].as_str().unwrap().starts_with("# Review Context Packet"));
+    assert!(claim["preflight"].as_str().unwrap().starts_with("passed"), "{claim}");
+    let f1 = finding("src/f1.rs", true);
+    worker(&env, &["checkpoint", &job, "--lease", &lease, "--file", "src/f1.rs", "--finding", &f1], &[]).assert_code(0);
+    worker(&env, &["checkpoint", &job, "--lease", &lease, "--file", "src/f2.rs"], &[]).assert_code(0);
+    let report = std::fs::read_to_string(env.work.join(".scafld/runs/rev/review_report.md")).unwrap();
+    assert!(report.contains("#### src/f1.rs") && report.contains("- HIGH: problem in src/f1.rs (line 3)"), "{report}");
+    assert!(report.contains("PENDING - 3 files remaining") && report.contains("- src/f5.rs"), "{report}");
+
+    // The worker dies: no more heartbeats. Its lease runs out and the job is queued again.
+    wait_until("the job to be re-queued", || {
+        let status = env.scafld(&["review", "status", "rev", "--json"]).json();
+        status["result"]["reviewers"][0]["state"] == "queued" && status["result"]["reviewers"][0]["attempt"] == 2
+    });
+    let late = worker(&env, &["heartbeat", &job, "--lease", &lease], &[]);
+    late.assert_code(1);
+    assert!(late.json()["error"]["message"].as_str().unwrap().contains("not yours"), "{}", late.stdout);
+
+    let second = worker(&env, &["claim", "--id", "w2"], &[]);
+    let claim = second.json()["result"].clone();
+    let lease2 = claim["lease_token"].as_str().unwrap().to_string();
+    assert_eq!(claim["job_id"], job.as_str());
+    let resume = &claim["resume"];
+    assert_eq!(resume["next_file"], "src/f3.rs", "{claim}");
+    assert_eq!(resume["reviewed"], json!([{"path": "src/f1.rs", "findings": 1}, {"path": "src/f2.rs", "findings": 0}]));
+    assert_eq!(resume["remaining"], json!(["src/f3.rs", "src/f4.rs", "src/f5.rs"]));
+    let human = env.scafld(&["review", "status", "rev"]);
+    assert!(human.stdout.contains("2/5 files reviewed") && human.stdout.contains("worker w2"), "{}", human.stdout);
+
+    // A stale token cannot submit; the new holder's dossier leaves out the first finding,
+    // which is merged back in.
+    let answer = env.path("dossier.json");
+    std::fs::write(&answer, dossier("pass", &minor("src/f4.rs"))).unwrap();
+    let answer = answer.to_str().unwrap();
+    let stale = worker(&env, &["submit", &job, "--lease", &lease, "--dossier", answer], &[]);
+    stale.assert_code(1);
+    for f in ["src/f3.rs", "src/f4.rs", "src/f5.rs"] {
+        worker(&env, &["checkpoint", &job, "--lease", &lease2, "--file", f], &[]).assert_code(0);
+    }
+    worker(&env, &["submit", &job, "--lease", &lease2, "--dossier", answer], &[]).assert_code(0);
+    let run = wait(&env, &key);
+    run.assert_code(1);
+    let issues = run.json()["issues"].clone();
+    let titles: Vec<&str> = issues.as_array().unwrap().iter().map(|i| i["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["problem in src/f1.rs", "Unclear name"]);
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let review = entries.as_array().unwrap().iter().rev().find(|e| e["type"] == "review").unwrap().clone();
+    assert_eq!(review["reviewers"][0]["channel"], "worker.lease");
+    assert_eq!(review["reviewers"][0]["worker_id"], "w2");
+    let report = std::fs::read_to_string(env.work.join(".scafld/runs/rev/review_report.md")).unwrap();
+    assert!(report.contains("Status: COMPLETE") && report.contains("FAIL - "), "{report}");
+}
+
+#[test]
+fn the_implementing_host_cannot_grade_its_own_work() {
+    let env = TestEnv::new();
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
+        .unwrap();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Review me\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "test"]).assert_code(0);
+    let as_claude = |args: &[&str]| Run::from(env.scafld_command(args).env("CLAUDECODE", "1").output().unwrap());
+    as_claude(&["build", "rev"]).assert_code(0);
+    as_claude(&["build", "rev"]).assert_code(0);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let claim = worker(&env, &["claim", "--id", "w"], &[]).json()["result"].clone();
+    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
+    let answer = env.path("dossier.json");
+    std::fs::write(&answer, dossier("pass", "")).unwrap();
+    let refused =
+        worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[("CLAUDECODE", "1")]);
+    refused.assert_code(1);
+    let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("independence") && message.contains("claude"), "{message}");
+    worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn manual_approval_waits_for_a_human_accept_or_reject() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex"]);
+    let first =
+        run_with(&env, &["review", "rev", "--reviewers", "codex", "--approval", "manual", "--json"], &path, &[]);
+    first.assert_code(0);
+    assert_eq!(first.json()["result"]["gate"], "awaiting_approval");
+    let status = env.scafld(&["status", "rev", "--json"]).json();
+    assert_eq!(status["result"]["review_gate"], "awaiting_approval");
+    let refused = env.scafld(&["complete", "rev", "--json"]);
+    refused.assert_code(1);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains("awaits approval"));
+    env.scafld(&["review", "reject", "rev"]).assert_code(2);
+    env.scafld(&["review", "reject", "rev", "--reason", "the tests are too thin"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["review", "accept", "rev", "--reason", "again"]).assert_code(1);
+
+    // A new round on the same tree needs --force; this time the human accepts.
+    let args = ["review", "rev", "--reviewers", "codex", "--approval", "manual", "--force"];
+    run_with(&env, &args, &path, &[]).assert_code(0);
+    env.scafld(&["review", "accept", "rev", "--reason", "looked at it with the reviewer"]).assert_code(0);
+    let types = ledger_types(&env);
+    assert_eq!(&types[types.len() - 2..], ["review_decision", "review"]);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    ready(&env, 1);
+    let gate = env.path("gate");
+    let reviewer = env.path("slow-reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho started >> \"{}\"\nwhile [ ! -f \"{}\" ]; do sleep 0.05; done\ncat <<'JSON'\n{}\nJSON\n",
+            env.path("starts").display(),
+            gate.display(),
+            dossier("pass", "")
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let reviewer = reviewer.display().to_string();
+    let spawned =
+        env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &reviewer, "--detach", "--json"]);
+    spawned.assert_code(0);
+    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+    let starts_file = env.path("starts");
+    let starts = || std::fs::read_to_string(&starts_file).unwrap_or_default().lines().count();
+    wait_until("the reviewer to start", || starts() == 1);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    env.take_daemon().wait().unwrap();
+
+    env.start_daemon();
+    wait_until("the review to be run again", || starts() == 2);
+    std::fs::write(&gate, "").unwrap();
+    let run = wait(&env, &key);
+    run.assert_code(0);
+    let job = run.json()["reviewers"]["command"]["job_id"].as_str().unwrap().to_string();
+    assert_eq!(env.scafld(&["job", "status", &job, "--json"]).json()["result"]["attempt"], 2);
+    let types = ledger_types(&env);
+    assert_eq!(types.iter().filter(|t| *t == "review").count(), 1, "{types:?}");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
