@@ -68,6 +68,18 @@ fn wait(env: &TestEnv, key: &str) -> Run {
     env.scafld(&["review", "wait", "--session-key", key, "--timeout", "30", "--json"])
 }
 
+/// Review events of a subscriber up to and including the first `until`.
+fn review_events(subscriber: &mut scafld_tests::RawClient, until: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    while !seen.iter().any(|w| w == until) {
+        let event = subscriber.next_event();
+        if event["kind"] == "review" {
+            seen.push(event["what"].as_str().unwrap().to_string());
+        }
+    }
+    seen
+}
+
 fn ledger_types(env: &TestEnv) -> Vec<String> {
     let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
     entries.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap().to_string()).collect()
@@ -298,6 +310,8 @@ fn finding(path: &str, blocks: bool) -> String {
 fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept() {
     let env = TestEnv::new();
     ready(&env, 5);
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
     let spawned = detach(&env, "worker", "/usr/bin:/bin", &[]);
     assert_eq!(spawned["reviewers_spawned"], json!(["worker"]));
     let key = spawned["session_key"].as_str().unwrap().to_string();
@@ -360,6 +374,10 @@ fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept
     assert_eq!(review["reviewers"][0]["worker_id"], "w2");
     let report = std::fs::read_to_string(env.work.join(".scafld/runs/rev/review_report.md")).unwrap();
     assert!(report.contains("Status: COMPLETE") && report.contains("FAIL - "), "{report}");
+    let events = review_events(&mut subscriber, "resolved");
+    for what in ["queued", "claimed", "checkpoint", "heartbeat_stale", "requeued", "verdict"] {
+        assert!(events.iter().any(|e| e == what), "{what} missing from {events:?}");
+    }
 }
 
 #[test]
@@ -456,4 +474,107 @@ fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
     let types = ledger_types(&env);
     assert_eq!(types.iter().filter(|t| *t == "review").count(), 1, "{types:?}");
     env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn automated_workers_run_the_prepared_provider_and_submit_through_their_lease() {
+    let env = TestEnv::new();
+    ready(&env, 2);
+    let path = install_fakes(&env, &["codex"]);
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+
+    // A command reviewer run by the worker process, not the daemon.
+    let spawned = detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+    let reviewer = env.path("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho \"$$\" > \"{}\"\ncat <<'JSON'\n{}\nJSON\n",
+            env.path("ran-as").display(),
+            dossier("pass", &minor("src/f2.rs"))
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let served = worker(
+        &env,
+        &[
+            "--provider",
+            "command",
+            "--provider-command",
+            reviewer.to_str().unwrap(),
+            "--once",
+            "--timeout",
+            "5",
+            "--id",
+            "auto-1",
+        ],
+        &[],
+    );
+    served.assert_code(0);
+    assert_eq!(served.json()["result"][0]["accepted"], true, "{}", served.stdout);
+    let run = wait(&env, &key);
+    run.assert_code(1);
+    assert_eq!(run.json()["consensus"]["verdict"], "NEEDS_WORK");
+    assert!(env.path("ran-as").is_file(), "the worker ran the reviewer");
+
+    assert_eq!(review_events(&mut subscriber, "resolved"), ["queued", "claimed", "verdict", "resolved"]);
+
+    // A codex worker: the daemon prepares the read-only invocation, the worker runs it on its
+    // own PATH, and the answer comes back from codex's output file.
+    let spawned =
+        run_with(&env, &["review", "rev", "--reviewers", "worker", "--detach", "--json"], "/usr/bin:/bin", &[]);
+    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+    let mut command = env.scafld_command(&["worker", "--provider", "codex", "--once", "--timeout", "5", "--json"]);
+    command.env("PATH", &path).env("OPENAI_API_KEY", "from-the-caller").env("FAKE_DOSSIER", dossier("pass", ""));
+    Run::from(command.output().unwrap()).assert_code(0);
+    wait(&env, &key).assert_code(0);
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let review = entries.as_array().unwrap().iter().rev().find(|e| e["type"] == "review").unwrap().clone();
+    assert_eq!(
+        (&review["reviewers"][0]["provider"], &review["reviewers"][0]["channel"]),
+        (&json!("codex"), &json!("worker.lease"))
+    );
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn worker_calls_with_bad_input_change_nothing() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let mut client = env.client();
+    let caller = json!({"cwd": "/", "env": {}});
+    let bad_id = client.call("worker.claim", json!({"worker_id": "", "provider": "agent", "caller": caller}));
+    assert_eq!(bad_id["error"]["data"]["kind"], "invalid_input", "{bad_id}");
+    let bad_provider = client.call("worker.claim", json!({"worker_id": "w", "provider": "local", "caller": caller}));
+    assert_eq!(bad_provider["error"]["data"]["kind"], "invalid_input");
+    let claim = client.result("worker.claim", json!({"worker_id": "w", "provider": "agent", "caller": caller}));
+    let (job, lease) = (claim["job_id"].clone(), claim["lease_token"].clone());
+    let forged = client.call("worker.checkpoint", json!({"job_id": job, "lease_token": "forged", "file": "src/f1.rs"}));
+    assert_eq!(forged["error"]["data"]["kind"], "invalid_state");
+    let phase = client.call("worker.checkpoint", json!({"job_id": job, "lease_token": lease, "phase": "napping"}));
+    assert_eq!(phase["error"]["data"]["kind"], "invalid_input");
+    let thin = json!({"severity": "high", "blocks_completion": true, "summary": "bad"});
+    let incomplete = client.call(
+        "worker.checkpoint",
+        json!({"job_id": job, "lease_token": lease, "file": "src/f1.rs", "findings": [thin]}),
+    );
+    assert!(incomplete["error"]["message"].as_str().unwrap().contains("has no evidence"), "{incomplete}");
+    let status = client.result("review.status", json!({"root": env.work.display().to_string(), "task_id": "rev"}));
+    assert_eq!(status["reviewers"][0]["files_reviewed"], 0, "refused checkpoints record nothing");
+    let garbage = client.result(
+        "worker.submit",
+        json!({"job_id": job, "lease_token": lease, "dossier": {"verdict": 3}, "caller": caller}),
+    );
+    assert_eq!(garbage["accepted"], false);
+    assert_eq!(
+        client.result("worker.heartbeat", json!({"job_id": job, "lease_token": lease}))["state"],
+        "running",
+        "the lease is kept after a refused dossier"
+    );
+    let released = client.result("worker.release", json!({"job_id": job, "lease_token": lease}));
+    assert_eq!(released["state"], "queued");
 }

@@ -140,6 +140,9 @@ pub struct Provenance {
     pub model: Option<String>,
     /// codex.output_file, claude.mcp_submit_review, command.stdout, worker.lease, ...
     pub channel: String,
+    /// Codex's reasoning effort, when codex reviewed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_id: Option<String>,
 }

@@ -111,6 +111,9 @@ async fn run(
     if let Provider::Codex(cli) | Provider::Claude(cli) | Provider::Gemini(cli) = &provider {
         provenance.model = Some(cli.model.clone()).filter(|m| !m.is_empty());
     }
+    if let Provider::Codex(cli) = &provider {
+        provenance.reasoning = Some(cli.reasoning.clone()).filter(|r| !r.is_empty());
+    }
     let packet = match std::fs::read_to_string(&session.packet_path) {
         Ok(p) => p,
         Err(e) => return (Err(internal(format!("cannot read the review packet: {e}"))), provenance),

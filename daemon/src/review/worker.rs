@@ -46,7 +46,11 @@ fn leased(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<(JobRecord, L
     Ok((job, lease, session))
 }
 
-pub async fn claim(daemon: &Arc<Daemon>, p: m::ClaimParams) -> RpcResult<Option<m::Claim>> {
+pub async fn claim(
+    daemon: &Arc<Daemon>,
+    p: m::ClaimParams,
+    caller_gone: tokio_util::sync::CancellationToken,
+) -> RpcResult<Option<m::Claim>> {
     if p.worker_id.trim().is_empty() || p.worker_id.len() > 128 || p.worker_id.chars().any(char::is_control) {
         return Err(RpcError::new(ErrorKind::InvalidInput, "worker_id must be 1-128 printable characters"));
     }
@@ -68,6 +72,9 @@ pub async fn claim(daemon: &Arc<Daemon>, p: m::ClaimParams) -> RpcResult<Option<
     let token = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
     let host_agent = providers::host_agent(&p.caller.env).map(str::to_string);
     loop {
+        if caller_gone.is_cancelled() {
+            return Ok(None);
+        }
         let now = now_ms();
         let seconds = p.lease_seconds.unwrap_or(0);
         let claimed = daemon.jobs.claim(
@@ -99,8 +106,11 @@ pub async fn claim(daemon: &Arc<Daemon>, p: m::ClaimParams) -> RpcResult<Option<
         if let Some(job) = claimed {
             return claimed_job(daemon, job, &p).await.map(Some);
         }
-        if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
-            return Ok(None);
+        tokio::select! {
+            _ = caller_gone.cancelled() => return Ok(None),
+            changed = tokio::time::timeout_at(deadline, changes.changed()) => if changed.is_err() {
+                return Ok(None);
+            },
         }
     }
 }
@@ -390,6 +400,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
         model: p.model.clone().or_else(|| answer.as_ref().ok().and_then(|d| d.model.clone())),
         channel: "worker.lease".into(),
         worker_id: Some(lease.worker_id.clone()),
+        reasoning: None,
     };
     let result = match &answer {
         Ok(d) => m::WorkerSubmitResult {

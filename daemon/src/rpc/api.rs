@@ -21,8 +21,10 @@ use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
 use crate::jobs;
 use crate::review;
+use crate::rpc::transport::PeerGone;
 use crate::tasks;
 use crate::workspace::layout;
+use tokio_util::sync::CancellationToken;
 
 /// A subscriber that has not read an event for this long is dropped.
 const SLOW_SUBSCRIBER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -72,7 +74,9 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::ReviewRetry, _, _>(&mut module, |d, p| async move { review::retry(&d, p).await });
     register::<m::ReviewStatus, _, _>(&mut module, |d, p| async move { review::status(&d, p).await });
     register::<m::ReviewDecide, _, _>(&mut module, |d, p| async move { tasks::decide(&d, p).await });
-    register::<m::WorkerClaim, _, _>(&mut module, |d, p| async move { review::worker::claim(&d, p).await });
+    register_long_poll::<m::WorkerClaim, _, _>(&mut module, |d, p, gone| async move {
+        review::worker::claim(&d, p, gone).await
+    });
     register::<m::WorkerHeartbeat, _, _>(&mut module, |d, p| async move { review::worker::heartbeat(&d, p) });
     register::<m::WorkerCheckpoint, _, _>(&mut module, |d, p| async move { review::worker::checkpoint(&d, p) });
     register::<m::WorkerSubmit, _, _>(&mut module, |d, p| async move { review::worker::submit(&d, p).await });
@@ -126,6 +130,32 @@ where
                 }
                 let params = decode_params::<M::Params>(M::NAME, &params)?;
                 handler(daemon, params).await.map_err(ErrorObjectOwned::from)
+            }
+        })
+        .expect("method names are unique");
+}
+
+/// Bind a long-poll method: its handler also gets a token that is cancelled when the caller
+/// hangs up, so it never does work (such as claiming a job) for a peer that is gone.
+fn register_long_poll<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+where
+    M: Method,
+    F: Fn(Arc<Daemon>, M::Params, CancellationToken) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = RpcResult<M::Result>> + Send + 'static,
+{
+    module
+        .register_async_method(M::NAME, move |params, daemon, extensions| {
+            let handler = handler.clone();
+            let gone = extensions.get::<PeerGone>().map(|g| g.0.clone()).unwrap_or_default();
+            async move {
+                if daemon.shutdown_token().is_cancelled() {
+                    return Err(ErrorObjectOwned::from(RpcError::new(
+                        ErrorKind::ShuttingDown,
+                        "the daemon is shutting down and takes no new calls",
+                    )));
+                }
+                let params = decode_params::<M::Params>(M::NAME, &params)?;
+                handler(daemon, params, gone).await.map_err(ErrorObjectOwned::from)
             }
         })
         .expect("method names are unique");

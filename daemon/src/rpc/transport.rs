@@ -95,7 +95,13 @@ async fn refuse_peer(mut stream: UnixStream, uid: u32, own_uid: u32) {
     let _ = stream.shutdown().await;
 }
 
+/// Cancelled when the peer of a call's connection has gone (put in each call's extensions),
+/// so that long polls such as `worker.claim` stop instead of claiming work for nobody.
+#[derive(Clone)]
+pub struct PeerGone(pub CancellationToken);
+
 struct Connection {
+    closed: CancellationToken,
     methods: Methods,
     sink: MethodSink,
     conn_id: ConnectionId,
@@ -109,6 +115,7 @@ async fn serve_connection(stream: UnixStream, methods: Methods, conn_id: Connect
     let (tx, rx) = mpsc::channel::<Box<RawValue>>(OUTBOUND_QUEUE);
     let mut writer = tokio::spawn(write_lines(rx, write_half));
     let conn = Arc::new(Connection {
+        closed: CancellationToken::new(),
         methods,
         sink: MethodSink::new_with_limit(tx, MAX_RESPONSE_BYTES),
         conn_id,
@@ -145,6 +152,7 @@ async fn serve_connection(stream: UnixStream, methods: Methods, conn_id: Connect
             },
         }
     };
+    conn.closed.cancel();
     in_flight.close();
     let _ = tokio::time::timeout(CLOSE_GRACE, in_flight.wait()).await;
     drop(conn);
@@ -214,7 +222,8 @@ impl Connection {
     async fn dispatch(&self, request: Request<'_>) -> MethodResponse {
         let id = request.id().into_owned();
         let params = request.params().into_owned();
-        let extensions = Extensions::new();
+        let mut extensions = Extensions::new();
+        extensions.insert(PeerGone(self.closed.clone()));
         let max = MAX_RESPONSE_BYTES as usize;
         let Some((_, callback)) = self.methods.method_with_name(request.method_name()) else {
             let error = RpcError::new(ErrorKind::MethodNotFound, format!("unknown method `{}`", request.method_name()))

@@ -490,6 +490,10 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
         },
     ];
     record(daemon, &ws, &task, events, "command:review")?;
+    if let Some(session) = daemon.sessions.latest(&ws.id, Some(&task)) {
+        let detail = format!("human {}: the gate is {verdict}", p.decision);
+        crate::review::publish(daemon, &session, "", "decided", &detail);
+    }
     Ok(m::DecideResult {
         task_id: task.clone(),
         decision: p.decision,
