@@ -171,6 +171,9 @@ pub struct ReviewerFailure {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {
     pub key: String,
+    /// Creation order within the daemon (timestamps have one-second precision).
+    #[serde(default)]
+    pub seq: u64,
     pub workspace_id: String,
     pub root: String,
     /// The task under review (empty for a range).

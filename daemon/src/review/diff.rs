@@ -91,6 +91,7 @@ fn empty_range(
     result.gate = Outcome::Pass.as_str().into();
     let session = SessionRecord {
         key: key.clone(),
+        seq: daemon.sessions.next_seq(),
         workspace_id: ws.id.clone(),
         root: ws.root.display().to_string(),
         range: range.to_string(),

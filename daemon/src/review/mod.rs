@@ -52,7 +52,12 @@ impl Sessions {
         self.records.lock().expect("sessions").get(key).cloned()
     }
 
-    fn put(&self, daemon: &Daemon, session: SessionRecord) {
+    /// The next creation sequence number.
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.records.lock().expect("sessions").values().map(|s| s.seq).max().unwrap_or(0) + 1
+    }
+
+    pub(crate) fn put(&self, daemon: &Daemon, session: SessionRecord) {
         if let Err(e) = daemon.store().save_session(&session) {
             warn!(session = %session.key, "cannot persist review session: {e}");
         }
@@ -68,7 +73,7 @@ impl Sessions {
         self.all()
             .into_iter()
             .filter(|s| s.workspace_id == workspace_id && task.is_none_or(|t| s.task_id == t))
-            .max_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.iteration.cmp(&b.iteration)))
+            .max_by_key(|s| s.seq)
     }
 }
 
@@ -169,6 +174,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         .count() as u32;
     let mut session = SessionRecord {
         key: key.clone(),
+        seq: daemon.sessions.next_seq(),
         workspace_id: s.ws.id.clone(),
         root: s.ws.root.display().to_string(),
         task_id: s.task_id.clone(),
