@@ -25,6 +25,8 @@ pub struct Review {
     /// auto (the consensus stands) or manual (it awaits `review accept|reject`).
     pub approval: String,
     pub workers: Workers,
+    /// Review templates run as extra passes of every task's review gate.
+    pub templates: Vec<String>,
 }
 
 impl Default for Review {
@@ -35,6 +37,7 @@ impl Default for Review {
             dossier: DossierConfig::default(),
             approval: "auto".into(),
             workers: Workers::default(),
+            templates: Vec::new(),
         }
     }
 }

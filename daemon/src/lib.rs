@@ -16,6 +16,7 @@ pub mod runner;
 pub mod socket;
 pub mod store;
 pub mod tasks;
+pub mod templates;
 pub mod workspace;
 
 use std::future::Future;

@@ -14,10 +14,9 @@ use serde_json::{Value, json};
 use crate::config::{Config, ProviderCli};
 use crate::domain::dossier::{self, Dossier, Request};
 use crate::domain::job::{FailureClass, ReviewerFailure};
+use crate::domain::template::{self, Template};
 use crate::error::{RpcError, RpcResult};
 use crate::runner::{self, RunRequest};
-
-const SCHEMA: &str = include_str!("../../schemas/review_dossier.schema.json");
 
 pub enum Provider {
     Command(String),
@@ -165,38 +164,64 @@ pub struct Submissions {
 }
 
 struct Slot {
-    request: Request,
-    accepted: Option<Dossier>,
+    expect: Expected,
+    accepted: Option<Submitted>,
+}
+
+/// What a submission slot accepts.
+#[derive(Clone)]
+enum Expected {
+    Dossier(Request),
+    TemplateAnswer,
+}
+
+/// An accepted submission.
+#[derive(Debug, Clone)]
+pub enum Submitted {
+    Dossier(Box<Dossier>),
+    /// A template answer (verdict, summary, findings), as submitted.
+    TemplateAnswer(Value),
 }
 
 impl Submissions {
-    pub fn open(&self, request: Request) -> String {
+    fn open(&self, expect: Expected) -> String {
         let token =
             crate::workspace::layout::new_id().unwrap_or_else(|_| format!("{:?}", std::time::SystemTime::now()));
-        self.slots.lock().expect("slots").insert(token.clone(), Slot { request, accepted: None });
+        self.slots.lock().expect("slots").insert(token.clone(), Slot { expect, accepted: None });
         token
     }
 
-    pub fn close(&self, token: &str) -> Option<Dossier> {
+    pub fn close(&self, token: &str) -> Option<Submitted> {
         self.slots.lock().expect("slots").remove(token).and_then(|s| s.accepted)
     }
 
     /// Validate a submission; the first valid one is kept and later ones are refused.
-    pub fn submit(&self, token: &str, dossier: Value) -> Result<String, Vec<String>> {
+    pub fn submit(&self, token: &str, answer: Value) -> Result<String, Vec<String>> {
         let mut slots = self.slots.lock().expect("slots");
         let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
         if slot.accepted.is_some() {
             return Err(vec!["submit_review was already called; exactly one submission is accepted".into()]);
         }
-        let parsed: Dossier = serde_json::from_value(strip_nulls(dossier))
-            .map_err(|e| vec![format!("dossier does not match the schema: {e}")])?;
-        let parsed = dossier::normalize(parsed, &slot.request);
-        let problems = dossier::validate(&parsed, &slot.request);
-        if !problems.is_empty() {
-            return Err(problems);
-        }
-        let verdict = parsed.verdict.clone();
-        slot.accepted = Some(parsed);
+        let (verdict, accepted) = match &slot.expect {
+            Expected::Dossier(request) => {
+                let parsed: Dossier = serde_json::from_value(strip_nulls(answer))
+                    .map_err(|e| vec![format!("dossier does not match the schema: {e}")])?;
+                let parsed = dossier::normalize(parsed, request);
+                let problems = dossier::validate(&parsed, request);
+                if !problems.is_empty() {
+                    return Err(problems);
+                }
+                (parsed.verdict.clone(), Submitted::Dossier(Box::new(parsed)))
+            }
+            Expected::TemplateAnswer => {
+                let answer = strip_nulls(answer);
+                let parsed = template::answer_from_json(&answer).ok_or_else(|| {
+                    vec!["an answer is {verdict: PASS|CONCERNS|FAIL, summary, findings: [{severity: PASS|CONCERN|FAIL, title, description, file}]}".to_string()]
+                })?;
+                (parsed.verdict, Submitted::TemplateAnswer(answer))
+            }
+        };
+        slot.accepted = Some(accepted);
         Ok(verdict)
     }
 }
@@ -212,10 +237,15 @@ pub fn strip_nulls(value: Value) -> Value {
     }
 }
 
-/// The dossier schema in the strict form codex's output schema needs: every property
-/// required, the optional ones nullable.
+/// The dossier schema in the strict form codex's output schema needs.
 pub fn strict_schema() -> Value {
-    fn strict(value: &mut Value) {
+    strict(schema())
+}
+
+/// `schema` in the strict form codex's output schema needs: every property required, the
+/// optional ones nullable.
+fn strict(mut schema: Value) -> Value {
+    fn make_strict(value: &mut Value) {
         if let Some(object) = value.as_object_mut() {
             if let Some(Value::Object(props)) = object.get("properties").cloned() {
                 let required: Vec<String> = object
@@ -225,7 +255,7 @@ pub fn strict_schema() -> Value {
                     .unwrap_or_default();
                 let mut new_props = serde_json::Map::new();
                 for (key, mut prop) in props {
-                    strict(&mut prop);
+                    make_strict(&mut prop);
                     let prop = if required.contains(&key) { prop } else { json!({"anyOf": [prop, {"type": "null"}]}) };
                     new_props.insert(key, prop);
                 }
@@ -234,20 +264,19 @@ pub fn strict_schema() -> Value {
             }
             for (key, child) in object.iter_mut() {
                 if key != "properties" {
-                    strict(child);
+                    make_strict(child);
                 }
             }
         } else if let Some(items) = value.as_array_mut() {
-            items.iter_mut().for_each(strict);
+            items.iter_mut().for_each(make_strict);
         }
     }
-    let mut schema: Value = serde_json::from_str(SCHEMA).expect("the bundled schema is JSON");
-    strict(&mut schema);
+    make_strict(&mut schema);
     schema
 }
 
 pub fn schema() -> Value {
-    serde_json::from_str(SCHEMA).expect("the bundled schema is JSON")
+    scafld_protocol::schemas::review_dossier()
 }
 
 fn quote(arg: &str) -> String {
@@ -277,6 +306,15 @@ pub enum Answer {
     Submission(String),
 }
 
+/// What a provider run must answer with.
+#[derive(Clone, Copy)]
+pub enum Expect<'a> {
+    /// A ReviewDossier for the review gate.
+    Dossier(&'a Request),
+    /// A template answer; the template's tools and settings shape the command line.
+    Template(&'a Template),
+}
+
 /// Prepare the external CLI run in `scratch` (a directory of its own for this run).
 pub fn invocation(
     provider: &Provider,
@@ -285,15 +323,23 @@ pub fn invocation(
     client_exe: &str,
     socket: &Path,
     submissions: &Submissions,
-    request: &Request,
+    expect: Expect<'_>,
 ) -> std::io::Result<Invocation> {
     std::fs::create_dir_all(scratch)?;
     let mut env = BTreeMap::new();
+    let template = match expect {
+        Expect::Template(t) => Some(t),
+        Expect::Dossier(_) => None,
+    };
     let mcp_server = || -> std::io::Result<(String, Value)> {
-        let token = submissions.open(request.clone());
+        let (expected, answer) = match expect {
+            Expect::Dossier(request) => (Expected::Dossier(request.clone()), "dossier"),
+            Expect::Template(_) => (Expected::TemplateAnswer, "template"),
+        };
+        let token = submissions.open(expected);
         let server = json!({
             "command": client_exe,
-            "args": ["mcp", "submit-review", "--token", token],
+            "args": ["mcp", "submit-review", "--token", token, "--answer", answer],
             "env": {"SCAFLD_SOCKET": socket.display().to_string()},
         });
         Ok((token, server))
@@ -306,16 +352,21 @@ pub fn invocation(
         Provider::Codex(cli) => {
             let out = scratch.join("last-message.json");
             let schema_path = scratch.join("output-schema.json");
-            std::fs::write(&schema_path, serde_json::to_vec_pretty(&strict_schema())?)?;
+            let schema = match template {
+                Some(_) => strict(scafld_protocol::schemas::template_answer()),
+                None => strict_schema(),
+            };
+            std::fs::write(&schema_path, serde_json::to_vec_pretty(&schema)?)?;
             let mut args: Vec<String> = ["exec", "--sandbox", "read-only", "--skip-git-repo-check", "--cd"]
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
             args.push(root.display().to_string());
-            args.extend(
-                ["--ephemeral", "--ignore-user-config", "--ignore-rules", "--color", "never", "--output-last-message"]
-                    .map(String::from),
-            );
+            args.extend(["--ephemeral", "--ignore-user-config"].map(String::from));
+            if template.is_none_or(template::codex_ignores_rules) {
+                args.push("--ignore-rules".into());
+            }
+            args.extend(["--color", "never", "--output-last-message"].map(String::from));
             args.push(out.display().to_string());
             args.push("--output-schema".into());
             args.push(schema_path.display().to_string());
@@ -345,6 +396,14 @@ pub fn invocation(
                 &session[17..20],
                 &session[20..32]
             );
+            let (tools, allowed, disallowed) = match template {
+                Some(t) => template::claude_tools(t),
+                None => (
+                    "Read,Grep,Glob".into(),
+                    "Read,Grep,Glob,mcp__scafld__submit_review".into(),
+                    "Agent,Task,Bash,Edit,MultiEdit,Write,NotebookEdit".into(),
+                ),
+            };
             let mut args: Vec<String> = [
                 "-p",
                 "--output-format",
@@ -354,16 +413,25 @@ pub fn invocation(
                 "--no-session-persistence",
                 "--disable-slash-commands",
                 "--no-chrome",
-                "--tools",
-                "Read,Grep,Glob",
-                "--allowedTools",
-                "Read,Grep,Glob,mcp__scafld__submit_review",
-                "--disallowedTools",
-                "Agent,Task,Bash,Edit,MultiEdit,Write,NotebookEdit",
-                "--mcp-config",
             ]
             .map(String::from)
             .to_vec();
+            args.extend([
+                "--tools".into(),
+                tools,
+                "--allowedTools".into(),
+                allowed,
+                "--disallowedTools".into(),
+                disallowed,
+            ]);
+            if template.is_some() {
+                // Never more than the allow list: tools outside it are denied, not prompted.
+                args.extend(["--permission-mode".to_string(), "default".to_string()]);
+            }
+            if template.is_some_and(|t| t.loads_project_settings()) {
+                args.extend(["--setting-sources".to_string(), "project".to_string()]);
+            }
+            args.push("--mcp-config".into());
             args.push(config_path.display().to_string());
             args.extend(["--strict-mcp-config".to_string(), "--session-id".to_string(), session]);
             if !cli.model.is_empty() {
@@ -384,10 +452,11 @@ pub fn invocation(
                 serde_json::to_vec_pretty(&json!({"mcpServers": {"scafld": server}, "mcp": {"allowed": ["scafld"]}}))?,
             )?;
             let policy = scratch.join("policy.toml");
-            std::fs::write(
-                &policy,
-                "[[rule]]\ntoolName = \"mcp__scafld__submit_review\"\ndecision = \"allow\"\n\n[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = -1\n",
-            )?;
+            let rules = match template {
+                Some(t) => template::gemini_policy(t),
+                None => "[[rule]]\ntoolName = \"mcp__scafld__submit_review\"\ndecision = \"allow\"\n\n[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = -1\n".into(),
+            };
+            std::fs::write(&policy, rules)?;
             env.insert("GEMINI_CLI_SYSTEM_SETTINGS_PATH".into(), settings.display().to_string());
             let mut args: Vec<String> = [
                 "--skip-trust",
@@ -430,15 +499,15 @@ pub struct Run<'a> {
     pub on_event: Box<dyn FnMut(String) + Send>,
 }
 
-/// Run an external provider and return its dossier (not yet validated for mode and budgets,
-/// except submissions, which the MCP path validated already).
+/// Run an external provider and return what it left (read it with `interpret` or
+/// `interpret_template`).
 pub async fn run(
     invocation: &Invocation,
     run: Run<'_>,
     config: &Config,
     submissions: &Submissions,
     cancel: tokio_util::sync::CancellationToken,
-) -> Result<Dossier, ReviewerFailure> {
+) -> Result<Leftovers, ReviewerFailure> {
     let Run { task, cwd, caller_env, packet, diagnostics_dir, on_spawn, mut on_event } = run;
     let mut env = caller_env.clone();
     env.insert("SCAFLD_TASK_ID".into(), task.to_string());
@@ -491,7 +560,49 @@ pub async fn run(
     if cancelled {
         return Err(ReviewerFailure { class: FailureClass::Cancelled, message: "the reviewer was cancelled".into() });
     }
-    interpret(invocation, left)
+    Ok(left)
+}
+
+/// A template reviewer's answer from what its run left, with the raw text kept: `None` when
+/// nothing parses (the result is then UNKNOWN). Only a timeout or a run that never started is
+/// a failure of the reviewer itself.
+pub fn interpret_template(
+    invocation: &Invocation,
+    left: Leftovers,
+) -> Result<(Option<template::Answer>, String), ReviewerFailure> {
+    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, tail, diagnostic } = left;
+    if timed_out {
+        return Err(ReviewerFailure {
+            class: FailureClass::Timeout,
+            message: format!("{} (diagnostic: {diagnostic})", runner_error.unwrap_or_else(|| "timed out".into())),
+        });
+    }
+    if let Some(error) = runner_error {
+        return Err(ReviewerFailure {
+            class: FailureClass::Parse,
+            message: format!("review provider failed: {error} (diagnostic: {diagnostic})"),
+        });
+    }
+    let raw = match (&invocation.answer, submitted) {
+        (Answer::Submission(_), Some(Submitted::TemplateAnswer(value))) => value.to_string(),
+        (Answer::Submission(_), _) => stdout.clone(),
+        (Answer::File(path), _) => {
+            std::fs::read_to_string(path).ok().filter(|t| !t.trim().is_empty()).unwrap_or_else(|| stdout.clone())
+        }
+        (Answer::Stdout, _) => stdout.clone(),
+    };
+    let answer = match &invocation.answer {
+        // Prose from a submission-channel provider never counts.
+        Answer::Submission(_) => serde_json::from_str::<Value>(&raw).ok().and_then(|v| template::answer_from_json(&v)),
+        _ => template::parse_answer(&raw),
+    };
+    let raw = if exit_code == Some(0) || answer.is_some() {
+        raw
+    } else {
+        format!("{raw}\n[provider exited {}: {}]", exit_code.unwrap_or(-1), tail.trim())
+    };
+    // As with dossiers, a failed run only counts when its answer is itself a failing verdict.
+    Ok((answer.filter(|a| exit_code == Some(0) || a.verdict == "FAIL"), raw))
 }
 
 /// What a provider process left behind, wherever it ran (the daemon's runner or a worker).
@@ -501,8 +612,8 @@ pub struct Leftovers {
     /// A runner-level failure (could not start, killed).
     pub runner_error: Option<String>,
     pub stdout: String,
-    /// The dossier the MCP submit tool delivered, for submission-channel providers.
-    pub submitted: Option<Dossier>,
+    /// What the MCP submit tool delivered, for submission-channel providers.
+    pub submitted: Option<Submitted>,
     pub tail: String,
     pub diagnostic: String,
 }
@@ -521,21 +632,24 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
     if let Some(error) = runner_error {
         return Err(parse_failure(format!("review provider failed: {error} (diagnostic: {diagnostic})")));
     }
-    let parsed = match &invocation.answer {
-        Answer::Stdout => dossier::parse(&stdout),
-        Answer::File(path) => match std::fs::read_to_string(path) {
-            Ok(text) if !text.trim().is_empty() => {
-                serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
-                    serde_json::from_value::<Dossier>(strip_nulls(v))
-                        .map_err(|e| format!("dossier does not match the schema: {e}"))
-                })
-            }
-            _ => dossier::parse(&stdout),
-        },
-        Answer::Submission(_) => submitted.ok_or_else(|| {
-            "provider produced no submission; the verdict only counts through the submit_review tool".to_string()
-        }),
-    };
+    let parsed =
+        match &invocation.answer {
+            Answer::Stdout => dossier::parse(&stdout),
+            Answer::File(path) => match std::fs::read_to_string(path) {
+                Ok(text) if !text.trim().is_empty() => {
+                    serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
+                        serde_json::from_value::<Dossier>(strip_nulls(v))
+                            .map_err(|e| format!("dossier does not match the schema: {e}"))
+                    })
+                }
+                _ => dossier::parse(&stdout),
+            },
+            Answer::Submission(_) => match submitted {
+                Some(Submitted::Dossier(d)) => Ok(*d),
+                _ => Err("provider produced no submission; the verdict only counts through the submit_review tool"
+                    .to_string()),
+            },
+        };
     let mut dossier = match (exit_code, parsed) {
         (Some(0), Ok(d)) => d,
         (_, Ok(d)) if d.verdict == "fail" => d,

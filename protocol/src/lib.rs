@@ -8,6 +8,7 @@
 pub mod error;
 pub mod events;
 pub mod methods;
+pub mod schemas;
 
 pub use error::{ErrorData, ErrorKind};
 pub use events::Event;

@@ -838,6 +838,9 @@ pub struct WaitResult {
     /// For a task review: the gate's result as `scafld review <task>` prints it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewResult>,
+    /// For a template review: its result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_result: Option<TemplateReviewResult>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -1151,3 +1154,116 @@ method!(
     /// Give a claimed job back to the queue (its checkpoint is kept).
     WorkerRelease = "worker.release", LeaseParams => LeaseResult
 );
+
+// ---------------------------------------------------------------------------------------------
+// Review templates (arch, tasks, code, and user templates): standalone reviews and gate passes.
+
+/// The result of a template review (`schemas/review_result.schema.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateReviewResult {
+    /// PASS, CONCERNS, FAIL, or UNKNOWN when no answer could be parsed (never a pass).
+    pub verdict: String,
+    #[serde(default)]
+    pub summary: String,
+    pub findings: Vec<TemplateFinding>,
+    /// The reviewers' answers as given, kept whole.
+    pub raw_output: String,
+    pub template: String,
+    pub inputs: std::collections::BTreeMap<String, String>,
+    pub timestamp: String,
+    pub provider: String,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub session_key: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateFinding {
+    /// PASS, CONCERN or FAIL.
+    pub severity: String,
+    pub title: String,
+    pub description: String,
+    /// A file (and line) reference, e.g. `src/lib.rs:12`.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Which reviewer found it, when several reviewed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<String>,
+}
+
+method!(
+    /// Every template with its description and source; broken user templates with their error.
+    ReviewTemplates = "review.templates", WorkspaceRootParams => TemplateListResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TemplateListResult {
+    pub templates: Vec<TemplateInfo>,
+    /// User template files that failed to load (the others still work).
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TemplateInfo {
+    pub name: String,
+    pub description: String,
+    /// `built-in`, or the file it came from.
+    pub source: String,
+    /// Set when a user file overrides the built-in of the same name.
+    #[serde(default)]
+    pub overrides_builtin: bool,
+    pub required_inputs: Vec<String>,
+    pub optional_inputs: Vec<String>,
+}
+
+method!(
+    /// Start a template review (one job per reviewer); optionally wait for its result.
+    ReviewTemplate = "review.template", TemplateReviewParams => TemplateReviewStarted
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateReviewParams {
+    pub root: String,
+    pub template: String,
+    #[serde(default)]
+    pub inputs: std::collections::BTreeMap<String, String>,
+    /// Default: review.external.reviewers, else review.external.provider.
+    #[serde(default)]
+    pub reviewers: Vec<String>,
+    #[serde(default)]
+    pub provider_command: Option<String>,
+    /// The directory the reviewer works in (default: the caller's).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Wait this long for the result (0: return at once).
+    #[serde(default)]
+    pub wait_seconds: f64,
+    pub caller: CallerContext,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TemplateReviewStarted {
+    pub session: SpawnResult,
+    /// Present once the review has settled.
+    #[serde(default)]
+    pub result: Option<TemplateReviewResult>,
+}
+
+method!(
+    /// The result of a template review session, waiting at most `timeout_seconds`.
+    ReviewResultOf = "review.result", ReviewWaitParams => Option<TemplateReviewResult>
+);
+
+method!(
+    /// Past template reviews of the workspace, newest first.
+    ReviewHistory = "review.history", WorkspaceRootParams => ReviewHistoryResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewHistoryResult {
+    pub reviews: Vec<TemplateReviewResult>,
+}

@@ -8,4 +8,5 @@ mod providers;
 mod review;
 mod sessions;
 mod specs;
+mod templates;
 mod wire;

@@ -24,6 +24,16 @@ pub mod spawn_wait {
     pub const USAGE: u8 = 64;
 }
 
+/// Template reviews (`review arch|tasks|code|run|<template>`).
+pub mod template {
+    /// PASS or CONCERNS.
+    pub const PASS: u8 = 0;
+    /// UNKNOWN (no answer could be parsed) or a runtime failure.
+    pub const UNKNOWN: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const FAIL: u8 = 4;
+}
+
 /// Bounded waits (`job wait`).
 pub mod wait {
     pub const FINISHED_OK: u8 = 0;

@@ -72,7 +72,7 @@ pub enum Command {
     /// Print a task's session ledger, or export it as JSON.
     Session(SessionArgs),
     /// Run the review gate of a task, review a git range, or manage review sessions.
-    Review(ReviewArgs),
+    Review(Box<ReviewArgs>),
     /// Archive a task whose latest review passed.
     Complete(TaskArg),
     /// Stdio MCP servers that review providers start (not for interactive use).
@@ -126,6 +126,15 @@ pub struct ReviewArgs {
     /// auto (the verdict stands) or manual (it waits for `scafld review accept|reject`).
     #[arg(long, value_parser = ["auto", "manual"])]
     pub approval: Option<String>,
+    /// Inputs of a user template named as the positional argument (NAME=VALUE, repeatable).
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
+    /// Where a template review's result goes: terminal, json, or `file PATH`.
+    #[arg(long, num_args = 1..=2, value_names = ["MODE", "PATH"])]
+    pub output: Vec<String>,
+    /// The directory a template reviewer works in.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
     /// auto, codex, claude, gemini, command or local.
     #[arg(long)]
     pub provider: Option<String>,
@@ -188,6 +197,73 @@ pub enum ReviewCommand {
     Accept(ReasonArgs),
     /// Reject the verdict that awaits approval: the gate fails with the reason.
     Reject(ReasonArgs),
+    /// The review templates: built-in and `.scafld/templates/*.yaml`, with their source.
+    List,
+    /// Past template reviews of this workspace, newest first.
+    History,
+    /// Architectural review of a document against the architecture it must fit.
+    Arch {
+        /// The document to review.
+        input: String,
+        /// The architecture document to review it against.
+        #[arg(long)]
+        against: String,
+        #[command(flatten)]
+        run: TemplateRunArgs,
+    },
+    /// Task plan review: a task breakdown against the design it implements.
+    Tasks {
+        /// The task breakdown.
+        input: String,
+        /// The design the tasks implement.
+        #[arg(long)]
+        against: String,
+        #[command(flatten)]
+        run: TemplateRunArgs,
+    },
+    /// Code review against the project's conventions.
+    Code {
+        /// Glob pattern that scopes the review.
+        #[arg(long)]
+        files: Option<String>,
+        /// A git ref (compared with the working tree) or BASE..HEAD (its head).
+        #[arg(long)]
+        diff: Option<String>,
+        #[command(flatten)]
+        run: TemplateRunArgs,
+    },
+    /// Run any template (a user template) by name with --input NAME=VALUE.
+    Run {
+        template: String,
+        #[command(flatten)]
+        run: TemplateRunArgs,
+    },
+}
+
+/// Options of every template review.
+#[derive(Args, Debug, Clone)]
+pub struct TemplateRunArgs {
+    /// A template input, NAME=VALUE (repeatable).
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
+    /// codex, claude, gemini, command or local (default: review.external.provider).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// Comma-separated reviewers; the verdicts combine (any FAIL fails).
+    #[arg(long, value_delimiter = ',')]
+    pub reviewers: Vec<String>,
+    /// The reviewer command line for --provider command (prompt on stdin, answer on stdout).
+    #[arg(long)]
+    pub provider_command: Option<String>,
+    /// The directory the reviewer works in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Return at once with the session key (see `scafld review wait`).
+    #[arg(long)]
+    pub detach: bool,
+    /// terminal (default), json, or `file PATH`.
+    #[arg(long, num_args = 1..=2, value_names = ["MODE", "PATH"])]
+    pub output: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -291,6 +367,9 @@ pub enum McpCommand {
         /// The submission token of the review this reviewer answers.
         #[arg(long)]
         token: String,
+        /// What the tool accepts: a review-gate dossier, or a template review answer.
+        #[arg(long, default_value = "dossier", value_parser = ["dossier", "template"])]
+        answer: String,
     },
 }
 
@@ -412,6 +491,12 @@ impl Command {
                 Some(ReviewCommand::Status { .. }) => "review status",
                 Some(ReviewCommand::Accept(_)) => "review accept",
                 Some(ReviewCommand::Reject(_)) => "review reject",
+                Some(ReviewCommand::List) => "review list",
+                Some(ReviewCommand::History) => "review history",
+                Some(ReviewCommand::Arch { .. }) => "review arch",
+                Some(ReviewCommand::Tasks { .. }) => "review tasks",
+                Some(ReviewCommand::Code { .. }) => "review code",
+                Some(ReviewCommand::Run { .. }) => "review run",
                 None => "review",
             },
             Command::Worker(args) => match &args.command {

@@ -114,6 +114,7 @@ impl Output {
         let code = match style {
             Style::Good => "32",
             Style::Bad => "31",
+            Style::Warn => "33",
             Style::Bold => "1",
         };
         format!("\x1b[{code}m{text}\x1b[0m")
@@ -124,6 +125,7 @@ impl Output {
 pub enum Style {
     Good,
     Bad,
+    Warn,
     Bold,
 }
 

@@ -96,6 +96,23 @@ pub struct ReviewWork {
     /// Why the reviewer produced no verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<ReviewerFailure>,
+    /// Set when this reviewer runs a review template (standalone or as a gate pass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<TemplateJob>,
+    /// The template result (JSON of `TemplateReviewResult`), UNKNOWN ones included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_result: Option<serde_json::Value>,
+}
+
+/// A template a reviewer job runs: which one, with which inputs, where, with which provider.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TemplateJob {
+    pub name: String,
+    pub inputs: std::collections::BTreeMap<String, String>,
+    /// The directory the reviewer works in.
+    pub cwd: String,
+    /// codex, claude, gemini, command or local.
+    pub provider: String,
 }
 
 /// A worker's claim on a review job. Only the holder of `token` may checkpoint or submit.
@@ -218,6 +235,9 @@ pub struct SessionRecord {
     /// A digest of the context file of a range review (iterations count per issue).
     #[serde(default)]
     pub context_digest: String,
+    /// The template of a standalone template review.
+    #[serde(default)]
+    pub template: Option<String>,
 }
 
 /// The review request of a session, as stored.

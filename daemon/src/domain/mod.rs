@@ -15,3 +15,4 @@ pub mod packet;
 pub mod review;
 pub mod spec;
 pub mod task_id;
+pub mod template;

@@ -75,6 +75,8 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
             model: None,
             reasoning: p.codex_reasoning,
             provider_command: p.provider_command,
+            template: None,
+            passes: Vec::new(),
         },
     )
 }

@@ -7,6 +7,7 @@
 
 pub mod diff;
 pub mod runner;
+pub mod template;
 pub mod worker;
 
 use std::collections::HashMap;
@@ -24,6 +25,7 @@ use crate::domain::consensus::{self, Answer, Outcome, ReportPart, Reviewer};
 use crate::domain::dossier::{Dossier, Request};
 use crate::domain::job::{
     FailureClass, JobKind, JobRecord, JobState, Provenance, RequestRecord, ReviewWork, ReviewerFailure, SessionRecord,
+    TemplateJob,
 };
 use crate::domain::ledger::BaselinePath;
 use crate::error::{RpcError, RpcResult};
@@ -64,7 +66,7 @@ impl Sessions {
         self.records.lock().expect("sessions").insert(session.key.clone(), session);
     }
 
-    fn all(&self) -> Vec<SessionRecord> {
+    pub(crate) fn all(&self) -> Vec<SessionRecord> {
         self.records.lock().expect("sessions").values().cloned().collect()
     }
 
@@ -98,6 +100,10 @@ pub struct Spawn<'a> {
     pub model: Option<String>,
     pub reasoning: Option<String>,
     pub provider_command: Option<String>,
+    /// A standalone template review: every reviewer runs this template.
+    pub template: Option<TemplateJob>,
+    /// Template passes of a task's gate: each runs with the first daemon-run reviewer.
+    pub passes: Vec<TemplateJob>,
 }
 
 /// The reviewers the caller asked for, else the configured list, else the single provider.
@@ -151,7 +157,23 @@ fn available(
 /// Start a session: persist its packet, create one job per available reviewer and start the
 /// daemon-run ones. With no reviewer available the session settles at once (`no_reviewers`).
 pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
-    let (spawned, missing) = available(&s.reviewers, s.config, s.caller, s.provider_command.as_deref())?;
+    let (mut spawned, mut missing) = available(&s.reviewers, s.config, s.caller, s.provider_command.as_deref())?;
+    // Which job runs which template: every reviewer the standalone template, plus one job per
+    // gate pass with the first reviewer the daemon runs.
+    let mut templates: Vec<Option<TemplateJob>> = spawned
+        .iter()
+        .map(|reviewer| s.template.clone().map(|t| TemplateJob { provider: reviewer.clone(), ..t }))
+        .collect();
+    let pass_provider = spawned.iter().find(|r| *r != "worker").cloned();
+    for pass in &s.passes {
+        match &pass_provider {
+            Some(provider) => {
+                spawned.push(format!("{}:{provider}", pass.name));
+                templates.push(Some(TemplateJob { provider: provider.clone(), ..pass.clone() }));
+            }
+            None => missing.push(format!("{}:(no provider)", pass.name)),
+        }
+    }
     let key = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
     let dir = s.ws.root.join(".scafld/reviews").join(&key);
     std::fs::create_dir_all(&dir)
@@ -206,9 +228,10 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         provider_command: s.provider_command,
         result: None,
         context_digest: s.context_digest,
+        template: s.template.as_ref().map(|t| t.name.clone()),
     };
-    for reviewer in &spawned {
-        session.job_ids.push(new_job(daemon, &s.ws, &session, reviewer, 1));
+    for (reviewer, template) in spawned.iter().zip(templates) {
+        session.job_ids.push(new_job(daemon, &s.ws, &session, reviewer, 1, template));
     }
     daemon.sessions.put(daemon, session.clone());
     write_report(daemon, &session);
@@ -231,8 +254,20 @@ fn same_base(a: &str, b: &str) -> bool {
     a.split("..").next() == b.split("..").next()
 }
 
-fn new_job(daemon: &Daemon, ws: &Workspace, session: &SessionRecord, reviewer: &str, attempt: u32) -> String {
-    let work = ReviewWork { session_key: session.key.clone(), reviewer: reviewer.to_string(), ..ReviewWork::default() };
+fn new_job(
+    daemon: &Daemon,
+    ws: &Workspace,
+    session: &SessionRecord,
+    reviewer: &str,
+    attempt: u32,
+    template: Option<TemplateJob>,
+) -> String {
+    let work = ReviewWork {
+        session_key: session.key.clone(),
+        reviewer: reviewer.to_string(),
+        template,
+        ..ReviewWork::default()
+    };
     let (job, _) = daemon.jobs.create(daemon.store(), JobKind::Review, ws, &session.task_id, Some(work));
     if attempt > 1 {
         daemon.jobs.update(daemon.store(), &job.id, true, |r| r.attempt = attempt);
@@ -415,6 +450,9 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
             }
         }
     }
+    if session.template.is_some() {
+        result.template_result = Some(template_outcome(daemon, &session).await);
+    }
     session.result = serde_json::to_value(&result).ok();
     daemon.sessions.put(daemon, session.clone());
     write_report(daemon, &session);
@@ -423,6 +461,81 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
         publish(daemon, &session, "", "awaiting_approval", "a human must accept or reject the proposed verdict");
     }
     daemon.jobs.touch();
+}
+
+/// A standalone template session's result: the reviewers' results combined (a reviewer with
+/// none counts as UNKNOWN), under the read-only mutation guard.
+async fn template_outcome(daemon: &Daemon, session: &SessionRecord) -> m::TemplateReviewResult {
+    let mut results = Vec::new();
+    for (name, job_id) in session.reviewers.iter().zip(&session.job_ids) {
+        let work = daemon.jobs.get(job_id).and_then(|j| j.review).unwrap_or_default();
+        let result = work
+            .template_result
+            .and_then(|v| serde_json::from_value::<m::TemplateReviewResult>(v).ok())
+            .unwrap_or_else(|| m::TemplateReviewResult {
+                verdict: "UNKNOWN".into(),
+                raw_output: work.failure.map(|f| f.message).unwrap_or_default(),
+                provider: name.clone(),
+                ..m::TemplateReviewResult::default()
+            });
+        results.push((name.clone(), result));
+    }
+    let several = results.len() > 1;
+    let verdicts: Vec<&str> = results.iter().map(|(_, r)| r.verdict.as_str()).collect();
+    let mut combined = m::TemplateReviewResult {
+        verdict: crate::domain::template::combine(&verdicts),
+        summary: results
+            .iter()
+            .map(|(_, r)| r.summary.clone())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        findings: results
+            .iter()
+            .flat_map(|(name, r)| {
+                r.findings.iter().cloned().map(move |mut f| {
+                    if several {
+                        f.reviewer = Some(name.clone());
+                    }
+                    f
+                })
+            })
+            .collect(),
+        raw_output: if several {
+            results.iter().map(|(n, r)| format!("--- {n}\n{}", r.raw_output)).collect::<Vec<_>>().join("\n")
+        } else {
+            results.first().map(|(_, r)| r.raw_output.clone()).unwrap_or_default()
+        },
+        template: session.template.clone().unwrap_or_default(),
+        inputs: results.iter().map(|(_, r)| r.inputs.clone()).find(|i| !i.is_empty()).unwrap_or_default(),
+        timestamp: clock::now_rfc3339(),
+        provider: session.reviewers.join(","),
+        model: results.iter().find_map(|(_, r)| r.model.clone()),
+        session_key: session.key.clone(),
+    };
+    let root = std::path::PathBuf::from(&session.root);
+    let after = tokio::task::spawn_blocking(move || crate::baseline::snapshot(&root)).await.ok().and_then(Result::ok);
+    let changed = match after {
+        Some(after) => crate::tasks::review::changed_paths(&session.snapshot, &after.paths),
+        None => vec!["(the workspace could not be snapshotted after the review)".into()],
+    };
+    if !changed.is_empty() {
+        combined.verdict = "FAIL".into();
+        combined.findings.insert(
+            0,
+            m::TemplateFinding {
+                severity: "FAIL".into(),
+                title: "The workspace changed during review".into(),
+                description: format!(
+                    "changed while the reviewer ran: {}; a review must not modify files, so its verdict cannot be trusted",
+                    changed.join(", ")
+                ),
+                file: changed.first().cloned(),
+                reviewer: Some("scafld".into()),
+            },
+        );
+    }
+    combined
 }
 
 /// The session a call names, checked against the workspace it came from.
@@ -495,8 +608,10 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
     }
     let mut respawned = Vec::new();
     for i in failed {
-        let attempt = daemon.jobs.get(&session.job_ids[i]).map(|j| j.attempt + 1).unwrap_or(2);
-        session.job_ids[i] = new_job(daemon, &ws, &session, &session.reviewers[i], attempt);
+        let old = daemon.jobs.get(&session.job_ids[i]);
+        let attempt = old.as_ref().map(|j| j.attempt + 1).unwrap_or(2);
+        let template = old.and_then(|j| j.review.and_then(|w| w.template));
+        session.job_ids[i] = new_job(daemon, &ws, &session, &session.reviewers[i], attempt, template);
         respawned.push(session.reviewers[i].clone());
     }
     session.result = None;

@@ -9,8 +9,10 @@ use scafld_protocol::Event;
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::dossier::{self, Attack, Dossier};
-use crate::domain::job::{FailureClass, JobState, Provenance, ReviewerFailure, SessionRecord};
+use crate::domain::job::{FailureClass, JobState, Provenance, ReviewWork, ReviewerFailure, SessionRecord, TemplateJob};
+use crate::domain::template;
 use crate::providers::{self, Provider};
+use scafld_protocol::methods::TemplateReviewResult;
 
 /// Heartbeat interval of daemon-run reviewers, and the lease their liveness is judged against.
 const HEARTBEAT: Duration = Duration::from_secs(2);
@@ -62,9 +64,17 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
                 }
             })
         };
-        let (answer, provenance) = run(&daemon, &job_id, &session, &work.reviewer, cancel).await;
+        let outcome = run(&daemon, &job_id, &session, &work, cancel).await;
         heartbeat.abort();
-        super::conclude(&daemon, &job_id, answer, provenance).await;
+        if let Some(result) = &outcome.template_result {
+            let value = serde_json::to_value(result).ok();
+            daemon.jobs.update(daemon.store(), &job_id, true, |r| {
+                if let Some(w) = r.review.as_mut() {
+                    w.template_result = value;
+                }
+            });
+        }
+        super::conclude(&daemon, &job_id, outcome.answer, outcome.provenance).await;
     });
 }
 
@@ -76,47 +86,89 @@ fn internal(message: String) -> ReviewerFailure {
     ReviewerFailure { class: FailureClass::Internal, message }
 }
 
-/// Run the reviewer's provider; the answer is validated against the session's request.
+/// What a reviewer run produced: the answer for the consensus, its provenance, and (for a
+/// template) the template result, UNKNOWN included.
+struct Outcome {
+    answer: Result<Dossier, ReviewerFailure>,
+    provenance: Provenance,
+    template_result: Option<TemplateReviewResult>,
+}
+
+/// Run the reviewer's provider; the answer is validated against the session's request (a
+/// dossier) or read as a template answer.
 async fn run(
     daemon: &Arc<Daemon>,
     job_id: &str,
     session: &SessionRecord,
-    reviewer: &str,
+    work: &ReviewWork,
     cancel: tokio_util::sync::CancellationToken,
-) -> (Result<Dossier, ReviewerFailure>, Provenance) {
+) -> Outcome {
     let request = session.request.request();
-    let mut provenance =
-        Provenance { provider: reviewer.to_string(), channel: "local".into(), ..Provenance::default() };
+    let provider_name = work.template.as_ref().map(|t| t.provider.clone()).unwrap_or_else(|| work.reviewer.clone());
+    let provenance = Provenance { provider: provider_name.clone(), channel: "local".into(), ..Provenance::default() };
+    let failed = |message: String, provenance: Provenance| Outcome {
+        answer: Err(internal(message)),
+        provenance,
+        template_result: None,
+    };
     let ws = match daemon.workspace(&session.root).await {
         Ok(ws) => ws,
-        Err(e) => return (Err(internal(format!("workspace unavailable: {}", e.0.message))), provenance),
+        Err(e) => return failed(format!("workspace unavailable: {}", e.0.message), provenance),
     };
     let config = match ws.config() {
         Ok(c) => c,
-        Err(e) => return (Err(internal(e.to_string())), provenance),
+        Err(e) => return failed(e.to_string(), provenance),
+    };
+    let template = match &work.template {
+        Some(job) => match crate::templates::find(&ws.root, &job.name) {
+            Ok(t) => Some((t, job)),
+            Err(e) => return failed(e.0.message, provenance),
+        },
+        None => None,
     };
     let choice = providers::Choice {
-        provider: Some(reviewer),
+        provider: Some(&provider_name),
         command: session.provider_command.as_deref(),
         model: session.model.as_deref(),
         reasoning: session.reasoning.as_deref(),
     };
     let provider = match providers::select(&choice, &config, &session.caller_env) {
         Ok(p) => p,
-        Err(e) => return (Err(internal(e.0.message)), provenance),
+        Err(e) => return failed(e.0.message, provenance),
     };
-    if let Provider::Local = provider {
-        return (Ok(local_dossier(&request)), provenance);
-    }
+    let mut provenance = provenance;
     if let Provider::Codex(cli) | Provider::Claude(cli) | Provider::Gemini(cli) = &provider {
         provenance.model = Some(cli.model.clone()).filter(|m| !m.is_empty());
     }
     if let Provider::Codex(cli) = &provider {
         provenance.reasoning = Some(cli.reasoning.clone()).filter(|r| !r.is_empty());
     }
-    let packet = match std::fs::read_to_string(&session.packet_path) {
-        Ok(p) => p,
-        Err(e) => return (Err(internal(format!("cannot read the review packet: {e}"))), provenance),
+    if let Provider::Local = provider {
+        return match &template {
+            None => Outcome { answer: Ok(local_dossier(&request)), provenance, template_result: None },
+            Some((t, job)) => {
+                let answer = template::Answer {
+                    verdict: "PASS".into(),
+                    summary: "Local provider smoke review; it reviews nothing and never counts.".into(),
+                    findings: Vec::new(),
+                };
+                let result = template_result(t, job, Some(&answer), String::new(), &provenance, &session.key);
+                Outcome {
+                    answer: Ok(template::to_dossier(&t.name, &answer, &request.mode)),
+                    provenance,
+                    template_result: Some(result),
+                }
+            }
+        };
+    }
+    // A template job's packet is its own (a gate pass shares the session with the dossier
+    // reviewers); the others read the session's.
+    let packet = match &template {
+        Some((t, job)) => template::packet(t, &t.build_prompt(&job.inputs)),
+        None => match std::fs::read_to_string(&session.packet_path) {
+            Ok(p) => p,
+            Err(e) => return failed(format!("cannot read the review packet: {e}"), provenance),
+        },
     };
     let label =
         if session.task_id.is_empty() { format!("review-{}", &session.key[..8]) } else { session.task_id.clone() };
@@ -124,6 +176,10 @@ async fn run(
     // A directory of its own per run, so parallel reviews never share temp files.
     let scratch = runs.join(format!("review-{job_id}"));
     let client_exe = if session.client_exe.is_empty() { "scafld" } else { session.client_exe.as_str() };
+    let expect = match &template {
+        Some((t, _)) => providers::Expect::Template(t),
+        None => providers::Expect::Dossier(&request),
+    };
     let invocation = match providers::invocation(
         &provider,
         &scratch,
@@ -131,10 +187,10 @@ async fn run(
         client_exe,
         &daemon.options.socket_path,
         &daemon.submissions,
-        &request,
+        expect,
     ) {
         Ok(i) => i,
-        Err(e) => return (Err(internal(format!("cannot prepare the {} run: {e}", provider.name()))), provenance),
+        Err(e) => return failed(format!("cannot prepare the {} run: {e}", provider.name()), provenance),
     };
     provenance.channel = invocation.output_format.to_string();
     let on_spawn = {
@@ -151,31 +207,101 @@ async fn run(
         })
     };
     let caller_env = session.caller_env.clone();
+    let cwd = template.as_ref().map(|(_, job)| std::path::PathBuf::from(&job.cwd)).unwrap_or_else(|| ws.root.clone());
     let run = providers::Run {
         on_spawn,
         on_event,
         task: &label,
-        cwd: &ws.root,
+        cwd: &cwd,
         caller_env: &caller_env,
         packet: &packet,
         diagnostics_dir: runs.join("diagnostics"),
     };
-    let answer = providers::run(&invocation, run, &config, &daemon.submissions, cancel).await;
-    let _ = std::fs::remove_dir_all(&scratch);
+    let left = providers::run(&invocation, run, &config, &daemon.submissions, cancel).await;
     let root = format!("{}/", ws.root.display());
-    let answer = answer
-        .map_err(|mut f| {
-            f.message = f.message.replace(&root, "");
-            f
-        })
-        .and_then(|d| accept(d, &request));
-    if let Ok(d) = &answer {
-        provenance.channel = d.output_format.clone().unwrap_or(provenance.channel);
-        if d.model.is_some() {
-            provenance.model = d.model.clone();
+    let relative = |mut f: ReviewerFailure| {
+        f.message = f.message.replace(&root, "");
+        f
+    };
+    let left = match left {
+        Ok(left) => left,
+        Err(f) => {
+            let _ = std::fs::remove_dir_all(&scratch);
+            return Outcome { answer: Err(relative(f)), provenance, template_result: None };
         }
+    };
+    // The scratch directory (codex's answer file among it) goes once the answer is read.
+    let outcome =
+        read_answer(&invocation, left, template.as_ref(), &request, &session.key, provider.name(), provenance);
+    let _ = std::fs::remove_dir_all(&scratch);
+    let mut outcome = outcome;
+    if let Err(f) = outcome.answer {
+        outcome.answer = Err(relative(f));
     }
-    (answer, provenance)
+    outcome
+}
+
+/// Read what a run left: a dossier for the gate, or a template answer (UNKNOWN included).
+fn read_answer(
+    invocation: &providers::Invocation,
+    left: providers::Leftovers,
+    template: Option<&(template::Template, &TemplateJob)>,
+    request: &crate::domain::dossier::Request,
+    session_key: &str,
+    provider_name: &str,
+    mut provenance: Provenance,
+) -> Outcome {
+    match template {
+        None => {
+            let answer = providers::interpret(invocation, left).and_then(|d| accept(d, request));
+            if let Ok(d) = &answer {
+                provenance.channel = d.output_format.clone().unwrap_or(provenance.channel);
+                if d.model.is_some() {
+                    provenance.model = d.model.clone();
+                }
+            }
+            Outcome { answer, provenance, template_result: None }
+        }
+        Some((t, job)) => match providers::interpret_template(invocation, left) {
+            Err(f) => Outcome { answer: Err(f), provenance, template_result: None },
+            Ok((parsed, raw)) => {
+                let result = template_result(t, job, parsed.as_ref(), raw, &provenance, session_key);
+                let answer = match &parsed {
+                    Some(a) => Ok(template::to_dossier(&t.name, a, &request.mode)),
+                    None => Err(ReviewerFailure {
+                        class: FailureClass::Parse,
+                        message: format!(
+                            "the {provider_name} answer could not be parsed; the result is UNKNOWN (raw output kept)"
+                        ),
+                    }),
+                };
+                Outcome { answer, provenance, template_result: Some(result) }
+            }
+        },
+    }
+}
+
+/// One reviewer's template result: its answer, or UNKNOWN with the raw text.
+fn template_result(
+    template: &template::Template,
+    job: &TemplateJob,
+    answer: Option<&template::Answer>,
+    raw_output: String,
+    provenance: &Provenance,
+    session_key: &str,
+) -> TemplateReviewResult {
+    TemplateReviewResult {
+        verdict: answer.map(|a| a.verdict.clone()).unwrap_or_else(|| "UNKNOWN".into()),
+        summary: answer.map(|a| a.summary.clone()).unwrap_or_default(),
+        findings: answer.map(|a| a.findings.clone()).unwrap_or_default(),
+        raw_output,
+        template: template.name.clone(),
+        inputs: job.inputs.clone(),
+        timestamp: clock::now_rfc3339(),
+        provider: provenance.provider.clone(),
+        model: provenance.model.clone(),
+        session_key: session_key.to_string(),
+    }
 }
 
 /// Normalise and validate a dossier against the request; an invalid one is a parse failure.

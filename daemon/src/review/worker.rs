@@ -164,7 +164,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
             client_exe,
             &daemon.options.socket_path,
             &daemon.submissions,
-            &session.request.request(),
+            providers::Expect::Dossier(&session.request.request()),
         )
         .map_err(|e| {
             give_back(RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the provider run: {e}")))

@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::domain::consensus;
 use crate::domain::dossier::{Attack, Dossier, Finding, Location, Request};
-use crate::domain::job::{Provenance, SessionRecord};
+use crate::domain::job::{Provenance, SessionRecord, TemplateJob};
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, ReviewerRecord};
 use crate::domain::lifecycle::Status;
 use crate::domain::packet::{self, Section};
@@ -176,6 +176,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         .map_err(RpcError::internal)?
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
     let preflight = preflight(&ws, &entries, &classes.task_changes);
+    let passes = gate_passes(&ws, &config, &task, &entries)?;
     let spawned = crate::review::spawn(
         daemon,
         crate::review::Spawn {
@@ -197,6 +198,8 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
             model: p.model.clone(),
             reasoning: p.codex_reasoning.clone(),
             provider_command: p.provider_command.clone(),
+            template: None,
+            passes,
         },
     );
     drop(guard);
@@ -215,6 +218,45 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         session: Some(spawned),
         ..m::ReviewResult::default()
     })
+}
+
+/// The template passes `review.templates` adds to the gate, with the inputs the gate fills:
+/// `diff` (the approval baseline's HEAD, compared with the working tree), `spec`, `task`, `cwd`.
+fn gate_passes(ws: &Workspace, config: &Config, task: &str, entries: &[LedgerEntry]) -> RpcResult<Vec<TemplateJob>> {
+    let head = entries.iter().find_map(|e| match &e.event {
+        LedgerEvent::WorkspaceBaseline { head, .. } => head.clone(),
+        _ => None,
+    });
+    let spec = ws.index.read().expect("index").get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let mut passes = Vec::new();
+    for name in &config.review.templates {
+        let template = crate::templates::find(&ws.root, name)?;
+        let mut given = std::collections::BTreeMap::new();
+        let declared: Vec<&str> = template.required.iter().chain(&template.optional).map(|i| i.name.as_str()).collect();
+        for (key, value) in [
+            ("diff", head.clone()),
+            ("spec", Some(spec.clone())),
+            ("task", Some(task.to_string())),
+            ("cwd", Some(".".into())),
+        ] {
+            if let Some(value) = value.filter(|_| declared.contains(&key)) {
+                given.insert(key.to_string(), value);
+            }
+        }
+        let inputs = template.resolve_inputs(&given).map_err(|e| {
+            RpcError::new(ErrorKind::InvalidInput, format!("review.templates: {e}")).with_hint(format!(
+                "a gate pass can only use templates whose required inputs the gate fills ({})",
+                crate::domain::template::GATE_INPUTS.join(", ")
+            ))
+        })?;
+        passes.push(TemplateJob {
+            name: template.name.clone(),
+            inputs,
+            cwd: ws.root.display().to_string(),
+            provider: String::new(),
+        });
+    }
+    Ok(passes)
 }
 
 /// Whether the acceptance evidence is current for the reviewed tree: every criterion passed in
@@ -562,6 +604,12 @@ fn mutations(before: &[BaselinePath], after: &[BaselinePath], scope: &[String], 
     changed.sort();
     changed.dedup();
     changed
+}
+
+/// Every path whose state differs between two snapshots, outside scafld's own run and review
+/// directories (the mutation guard of template reviews, which have no task scope).
+pub fn changed_paths(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<String> {
+    mutations(before, after, &[], "")
 }
 
 /// Turn workspace changes made during the review into a blocking finding.

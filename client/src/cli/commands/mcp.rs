@@ -15,9 +15,13 @@ use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 
 const PROTOCOL_VERSION: &str = "2025-06-18";
-const SCHEMA: &str = include_str!("../../../../schemas/review_dossier.schema.json");
-
-pub fn submit_review(ctx: &Context, token: &str) -> Result<u8, CliError> {
+/// Serve `submit_review` for `answer`: `dossier` (the review gate) or `template` (a template
+/// review's verdict, summary and findings).
+pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, CliError> {
+    let (schema, what) = match answer {
+        "template" => (scafld_protocol::schemas::template_answer(), "template review answer"),
+        _ => (scafld_protocol::schemas::review_dossier(), "ReviewDossier"),
+    };
     let mut daemon = Connection::connect(&ctx.paths.socket).map_err(connect_error)?;
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
@@ -44,8 +48,8 @@ pub fn submit_review(ctx: &Context, token: &str) -> Result<u8, CliError> {
             "ping" => Ok(json!({})),
             "tools/list" => Ok(json!({"tools": [{
                 "name": "submit_review",
-                "description": "Submit your one final ReviewDossier. Call exactly once, after your review is complete.",
-                "inputSchema": serde_json::from_str::<Value>(SCHEMA).unwrap_or(Value::Null),
+                "description": format!("Submit your one final {what}. Call exactly once, after your review is complete."),
+                "inputSchema": schema,
             }]})),
             "tools/call" if message["params"]["name"] == "submit_review" => {
                 let dossier = message["params"]["arguments"].clone();

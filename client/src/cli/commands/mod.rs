@@ -6,6 +6,7 @@ mod init;
 mod mcp;
 mod review;
 mod tasks;
+mod template;
 mod worker;
 
 use super::output::CliError;
@@ -32,7 +33,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Session(args) => exec::session(ctx, &args),
         Command::Review(args) => review::review(ctx, &args),
         Command::Complete(task) => exec::complete(ctx, &task),
-        Command::Mcp(McpCommand::SubmitReview { token }) => mcp::submit_review(ctx, &token),
+        Command::Mcp(McpCommand::SubmitReview { token, answer }) => mcp::submit_review(ctx, &token, &answer),
         Command::Job(JobCommand::List) => exec::job_list(ctx),
         Command::Job(JobCommand::Status { job_id }) => exec::job_status(ctx, &job_id),
         Command::Job(JobCommand::Wait { job_id, timeout }) => exec::job_wait(ctx, &job_id, timeout),

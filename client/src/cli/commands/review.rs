@@ -9,9 +9,10 @@ use scafld_protocol::methods::{self as m, SpawnResult, WaitResult};
 
 use super::exec::caller;
 use super::tasks::{call, session as connect_workspace};
+use super::template;
 use crate::cli::exit::{spawn_wait, workflow};
 use crate::cli::output::{CliError, Style};
-use crate::cli::{Context, ReasonArgs, ReviewArgs, ReviewCommand, TaskArg};
+use crate::cli::{Context, ReasonArgs, ReviewArgs, ReviewCommand, TaskArg, TemplateRunArgs};
 
 /// Seconds between the "running" lines a waiting review prints.
 const HEARTBEAT_SECONDS: f64 = 15.0;
@@ -25,8 +26,65 @@ pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         Some(ReviewCommand::Status { task, session_key }) => status(ctx, task, session_key.clone()),
         Some(ReviewCommand::Accept(reason)) => decide(ctx, reason, "accept"),
         Some(ReviewCommand::Reject(reason)) => decide(ctx, reason, "reject"),
+        Some(ReviewCommand::List) => template::list(ctx),
+        Some(ReviewCommand::History) => template::history(ctx),
+        Some(ReviewCommand::Arch { input, against, run }) | Some(ReviewCommand::Tasks { input, against, run }) => {
+            let name = if matches!(args.command, Some(ReviewCommand::Arch { .. })) { "arch" } else { "tasks" };
+            let inputs = [("input".to_string(), input.clone()), ("against".to_string(), against.clone())].into();
+            note_task_collision(ctx, name);
+            template::run(ctx, name, inputs, run)
+        }
+        Some(ReviewCommand::Code { files, diff, run }) => {
+            let mut inputs = std::collections::BTreeMap::new();
+            if let Some(files) = files {
+                inputs.insert("files".to_string(), files.clone());
+            }
+            if let Some(diff) = diff {
+                inputs.insert("diff".to_string(), diff.clone());
+            }
+            note_task_collision(ctx, "code");
+            template::run(ctx, "code", inputs, run)
+        }
+        Some(ReviewCommand::Run { template: name, run }) => template::run(ctx, name, Default::default(), run),
         None if args.diff.is_some() => diff(ctx, args),
-        None => task_review(ctx, args),
+        None => match user_template(ctx, args)? {
+            Some(name) => {
+                let run = TemplateRunArgs {
+                    inputs: args.inputs.clone(),
+                    provider: args.provider.clone(),
+                    reviewers: args.reviewers.clone(),
+                    provider_command: args.provider_command.clone(),
+                    cwd: args.cwd.clone(),
+                    detach: args.detach,
+                    output: args.output.clone(),
+                };
+                note_task_collision(ctx, &name);
+                template::run(ctx, &name, Default::default(), &run)
+            }
+            None => task_review(ctx, args),
+        },
+    }
+}
+
+/// The positional word names a template (not a task) when it is one of the workspace's
+/// templates; `--task` always means a task.
+fn user_template(ctx: &Context, args: &ReviewArgs) -> Result<Option<String>, CliError> {
+    let Some(word) = args.task.task_id.clone() else { return Ok(None) };
+    if !args.inputs.is_empty() {
+        return Ok(Some(word));
+    }
+    let Ok((root, mut conn)) = connect_workspace(ctx) else { return Ok(None) };
+    let listed = call::<m::ReviewTemplates>(&mut conn, &m::WorkspaceRootParams { root });
+    Ok(listed.ok().filter(|l| l.templates.iter().any(|t| t.name == word)).map(|_| word))
+}
+
+/// Say so when a template name is also a task of the workspace.
+fn note_task_collision(ctx: &Context, name: &str) {
+    let Ok((root, mut conn)) = connect_workspace(ctx) else { return };
+    if call::<m::TaskStatus>(&mut conn, &m::TaskParams { root, task_id: name.to_string() }).is_ok() {
+        eprintln!(
+            "scafld: note: `{name}` is read as the review template; `scafld review --task {name}` reviews the task `{name}`"
+        );
     }
 }
 
@@ -101,7 +159,7 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
 
 /// Wait for a session with short bounded waits, printing reviewer activity and a running
 /// line every 15 s on stderr.
-fn follow(
+pub(super) fn follow(
     ctx: &Context,
     conn: &mut Connection,
     root: &str,
@@ -240,7 +298,7 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
 }
 
 /// The spawn document; exit 0 when a reviewer was spawned (or an empty diff passed), 1 when not.
-fn spawn_output(ctx: &Context, spawned: &SpawnResult) -> u8 {
+pub(super) fn spawn_output(ctx: &Context, spawned: &SpawnResult) -> u8 {
     let ok = !spawned.reviewers_spawned.is_empty() || spawned.resolved.is_some();
     ctx.out.document(spawned, ok, || {
         let mut text = format!("session_key: {}\n", spawned.session_key);

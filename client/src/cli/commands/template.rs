@@ -1,0 +1,181 @@
+//! Template reviews: `review list`, `review history`, `review arch|tasks|code`, user templates
+//! (`review run NAME` or `review NAME --input k=v`), with `--output terminal|json|file PATH`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use scafld_protocol::methods::{self as m, TemplateReviewResult};
+
+use super::exec::caller;
+use super::review::{follow, spawn_output};
+use super::tasks::{call, session as connect_workspace};
+use crate::cli::exit::{template as codes, workflow};
+use crate::cli::output::{CliError, Style};
+use crate::cli::{Context, TemplateRunArgs};
+
+fn usage(message: impl Into<String>) -> CliError {
+    CliError::new("usage", message, codes::USAGE)
+}
+
+pub fn list(ctx: &Context) -> Result<u8, CliError> {
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let r = call::<m::ReviewTemplates>(&mut conn, &m::WorkspaceRootParams { root })?;
+    ctx.out.success(&r, || {
+        let width = r.templates.iter().map(|t| t.name.len()).max().unwrap_or(4);
+        let mut text = String::from("Available review templates:\n");
+        for t in &r.templates {
+            let source =
+                if t.overrides_builtin { format!("{} (overrides the built-in)", t.source) } else { t.source.clone() };
+            let _ = writeln!(text, "  {:<width$}  {}  [{source}]", t.name, t.description);
+        }
+        for e in &r.errors {
+            let _ = writeln!(text, "  {} {e}", ctx.out.paint("broken:", Style::Bad));
+        }
+        text.trim_end().to_string()
+    });
+    Ok(workflow::OK)
+}
+
+pub fn history(ctx: &Context) -> Result<u8, CliError> {
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let r = call::<m::ReviewHistory>(&mut conn, &m::WorkspaceRootParams { root })?;
+    ctx.out.success(&r, || {
+        if r.reviews.is_empty() {
+            return "no template reviews yet".into();
+        }
+        r.reviews
+            .iter()
+            .map(|h| {
+                format!(
+                    "{}  {:<8} {:<9} {} finding(s)  {}  {}",
+                    h.timestamp,
+                    h.template,
+                    paint_verdict(ctx, &h.verdict),
+                    h.findings.len(),
+                    h.provider,
+                    h.session_key
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    Ok(workflow::OK)
+}
+
+/// Where the result goes.
+enum Destination {
+    Terminal,
+    Json,
+    File(String),
+}
+
+fn destination(output: &[String]) -> Result<Destination, CliError> {
+    match output {
+        [] => Ok(Destination::Terminal),
+        [mode] if mode == "terminal" => Ok(Destination::Terminal),
+        [mode] if mode == "json" => Ok(Destination::Json),
+        [mode, path] if mode == "file" => Ok(Destination::File(path.clone())),
+        [mode] if mode == "file" => Err(usage("--output file needs a PATH")),
+        _ => Err(usage(format!("--output {} is not terminal, json or `file PATH`", output.join(" ")))),
+    }
+}
+
+/// Parse NAME=VALUE inputs.
+pub fn parse_inputs(raw: &[String]) -> Result<BTreeMap<String, String>, CliError> {
+    raw.iter()
+        .map(|item| {
+            item.split_once('=')
+                .filter(|(k, _)| !k.trim().is_empty())
+                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+                .ok_or_else(|| usage(format!("--input {item:?} is not NAME=VALUE")))
+        })
+        .collect()
+}
+
+/// Run template `name` with `inputs` and report its result.
+pub fn run(
+    ctx: &Context,
+    name: &str,
+    mut inputs: BTreeMap<String, String>,
+    args: &TemplateRunArgs,
+) -> Result<u8, CliError> {
+    let destination = destination(&args.output)?;
+    inputs.extend(parse_inputs(&args.inputs)?);
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let mut reviewers = args.reviewers.clone();
+    if let Some(provider) = &args.provider {
+        if !reviewers.is_empty() {
+            return Err(usage("give --provider or --reviewers, not both"));
+        }
+        reviewers.push(provider.clone());
+    }
+    let params = m::TemplateReviewParams {
+        root: root.clone(),
+        template: name.to_string(),
+        inputs,
+        reviewers,
+        provider_command: args.provider_command.clone(),
+        cwd: args.cwd.as_ref().map(|c| c.display().to_string()),
+        wait_seconds: 0.0,
+        caller: caller(),
+    };
+    let started = call::<m::ReviewTemplate>(&mut conn, &params).map_err(|e| {
+        let usage = e.exit_code == workflow::USAGE;
+        CliError { exit_code: if usage { codes::USAGE } else { codes::UNKNOWN }, ..e }
+    })?;
+    if args.detach {
+        return Ok(spawn_output(ctx, &started.session));
+    }
+    let waited = follow(ctx, &mut conn, &root, name, &started.session)?;
+    let result = waited.template_result.ok_or_else(|| {
+        CliError::new("runtime_error", "the template review settled without a result", codes::UNKNOWN)
+    })?;
+    let code = match result.verdict.as_str() {
+        "PASS" | "CONCERNS" => codes::PASS,
+        "FAIL" => codes::FAIL,
+        _ => codes::UNKNOWN,
+    };
+    match destination {
+        Destination::Json => println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default()),
+        Destination::File(path) => {
+            let text = serde_json::to_string_pretty(&result).unwrap_or_default();
+            std::fs::write(&path, format!("{text}\n"))
+                .map_err(|e| CliError::new("output", format!("cannot write {path}: {e}"), codes::UNKNOWN))?;
+            ctx.out.success(&result, || format!("{} review: {} (written to {path})", result.template, result.verdict));
+        }
+        Destination::Terminal => ctx.out.success(&result, || render(ctx, &result)),
+    }
+    Ok(code)
+}
+
+fn paint_verdict(ctx: &Context, verdict: &str) -> String {
+    let style = match verdict {
+        "PASS" => Style::Good,
+        "CONCERNS" | "CONCERN" => Style::Warn,
+        _ => Style::Bad,
+    };
+    ctx.out.paint(verdict, style)
+}
+
+/// The terminal rendering: verdict, summary, findings by severity.
+fn render(ctx: &Context, r: &TemplateReviewResult) -> String {
+    let mut text = format!("{} review: {}", r.template, paint_verdict(ctx, &r.verdict));
+    if !r.summary.is_empty() {
+        let _ = write!(text, " - {}", r.summary);
+    }
+    let _ = writeln!(text, "\n({}, session {})", r.provider, r.session_key);
+    for f in &r.findings {
+        let by = f.reviewer.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default();
+        let _ = writeln!(text, "\n  {} {}{by}", paint_verdict(ctx, &f.severity), f.title);
+        if let Some(file) = &f.file {
+            let _ = writeln!(text, "    at {file}");
+        }
+        for line in f.description.lines().filter(|l| !l.trim().is_empty()) {
+            let _ = writeln!(text, "    {line}");
+        }
+    }
+    if r.verdict == "UNKNOWN" {
+        let _ = writeln!(text, "\nThe answer could not be parsed; raw output:\n{}", r.raw_output.trim_end());
+    }
+    text.trim_end().to_string()
+}

@@ -1,0 +1,582 @@
+//! Review templates, pure parts: validating a template document, assembling its prompt (inline
+//! `{input}` substitution or a builder compiled into scafld), mapping its tools onto each
+//! provider's command line, parsing an answer (JSON or the Markdown format), combining several
+//! answers, and turning a result into dossier findings for a task's review gate.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use scafld_protocol::methods::TemplateFinding;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::domain::dossier::{Dossier, Finding, Location};
+
+/// Names a user template may not take: the review subcommands would shadow it.
+pub const RESERVED: [&str; 8] = ["wait", "retry", "status", "accept", "reject", "list", "history", "run"];
+
+/// Tools a template may allow. Everything else (Edit, Write, ...) is refused: reviews are
+/// read-only.
+const TOOLS: [&str; 4] = ["Read", "Glob", "Grep", "Bash"];
+
+/// The only shell commands a template with `Bash` may run.
+pub const GIT_COMMANDS: [&str; 3] = ["git diff", "git log", "git show"];
+
+/// Inputs the gate can fill when a template runs as a pass of a task's review.
+pub const GATE_INPUTS: [&str; 4] = ["diff", "spec", "task", "cwd"];
+
+/// A template file as written (every field optional, so that a missing one gets our message).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TemplateFile {
+    name: Option<String>,
+    description: Option<String>,
+    system_prompt: Option<String>,
+    allowed_tools: Option<Vec<String>>,
+    permission_mode: Option<String>,
+    setting_sources: Option<Vec<String>>,
+    inputs: Option<InputsFile>,
+    prompt_template: Option<String>,
+    prompt_builder: Option<String>,
+    hooks: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InputsFile {
+    #[serde(default)]
+    required: Vec<InputDef>,
+    #[serde(default)]
+    optional: Vec<InputDef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputDef {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    /// `{name}` placeholders replaced by inputs; `{{` and `}}` are literal braces.
+    Inline(String),
+    Builder(Builder),
+}
+
+/// Prompt builders compiled into scafld, for prompts with conditional parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builder {
+    /// The code review: `diff` (a ref or a range) and/or `files`, else a survey.
+    Code,
+}
+
+impl Builder {
+    fn named(name: &str) -> Option<Builder> {
+        match name {
+            "code" => Some(Builder::Code),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template {
+    pub name: String,
+    pub description: String,
+    pub system_prompt: String,
+    pub allowed_tools: Vec<String>,
+    pub permission_mode: String,
+    pub setting_sources: Vec<String>,
+    pub required: Vec<InputDef>,
+    pub optional: Vec<InputDef>,
+    pub prompt: Prompt,
+    /// Carried through unchanged for providers that support hooks.
+    pub hooks: Option<Value>,
+}
+
+/// A template that cannot be used: which file, which field, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TemplateError {
+    pub file: String,
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: field `{}`: {}", self.file, self.field, self.message)
+        }
+    }
+}
+
+/// Validate a parsed template document (`file` names it in errors).
+pub fn load(file: &str, document: Value) -> Result<Template, TemplateError> {
+    let error = |field: &str, message: String| TemplateError { file: file.into(), field: field.into(), message };
+    let raw: TemplateFile = serde_json::from_value(document).map_err(|e| error("", e.to_string()))?;
+    let text = |value: Option<String>, field: &str| {
+        value.filter(|v| !v.trim().is_empty()).ok_or_else(|| error(field, "is missing or empty".into()))
+    };
+    let name = text(raw.name, "name")?;
+    let valid_name = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && name.len() <= 64;
+    if !valid_name {
+        return Err(error("name", format!("{name:?} must match ^[a-z][a-z0-9_-]*$ (at most 64 characters)")));
+    }
+    if RESERVED.contains(&name.as_str()) {
+        return Err(error("name", format!("{name:?} is a `scafld review` subcommand; choose another name")));
+    }
+    let description = text(raw.description, "description")?;
+    let system_prompt = text(raw.system_prompt, "system_prompt")?;
+    let allowed_tools = raw.allowed_tools.ok_or_else(|| error("allowed_tools", "is missing".into()))?;
+    if let Some(tool) = allowed_tools.iter().find(|t| !TOOLS.contains(&t.as_str())) {
+        return Err(error(
+            "allowed_tools",
+            format!("{tool:?} is not allowed; reviews are read-only ({})", TOOLS.join(", ")),
+        ));
+    }
+    let permission_mode = text(raw.permission_mode, "permission_mode")?;
+    if !matches!(permission_mode.as_str(), "default" | "plan" | "bypassPermissions") {
+        return Err(error(
+            "permission_mode",
+            format!("{permission_mode:?} is not default, plan or bypassPermissions (reviews never edit)"),
+        ));
+    }
+    let setting_sources = raw.setting_sources.unwrap_or_default();
+    if let Some(source) = setting_sources.iter().find(|s| !matches!(s.as_str(), "project" | "user" | "local")) {
+        return Err(error("setting_sources", format!("{source:?} is not project, user or local")));
+    }
+    let inputs = raw.inputs.unwrap_or_default();
+    let mut declared = BTreeSet::new();
+    for input in inputs.required.iter().chain(&inputs.optional) {
+        if input.name.trim().is_empty() || !declared.insert(input.name.clone()) {
+            return Err(error("inputs", format!("input {:?} is empty or declared twice", input.name)));
+        }
+    }
+    let prompt = match (raw.prompt_template, raw.prompt_builder) {
+        (Some(_), Some(_)) => {
+            return Err(error(
+                "prompt_template",
+                "set exactly one of prompt_template and prompt_builder, not both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(error("prompt_template", "set exactly one of prompt_template and prompt_builder".into()));
+        }
+        (Some(inline), None) => {
+            let used = placeholders(&inline).map_err(|m| error("prompt_template", m))?;
+            if let Some(undeclared) = used.iter().find(|u| !declared.contains(*u)) {
+                return Err(error("prompt_template", format!("uses {{{undeclared}}}, which is not a declared input")));
+            }
+            Prompt::Inline(inline)
+        }
+        (None, Some(builder)) => Prompt::Builder(Builder::named(&builder).ok_or_else(|| {
+            error("prompt_builder", format!("{builder:?} is not a builder compiled into scafld (known: code)"))
+        })?),
+    };
+    Ok(Template {
+        name,
+        description,
+        system_prompt,
+        allowed_tools,
+        permission_mode,
+        setting_sources,
+        required: inputs.required,
+        optional: inputs.optional,
+        prompt,
+        hooks: raw.hooks,
+    })
+}
+
+/// The `{name}` placeholders of an inline template.
+fn placeholders(template: &str) -> Result<BTreeSet<String>, String> {
+    let mut used = BTreeSet::new();
+    walk(template, |piece| {
+        if let Piece::Placeholder(name) = piece {
+            used.insert(name.to_string());
+        }
+    })?;
+    Ok(used)
+}
+
+enum Piece<'a> {
+    Text(&'a str),
+    Placeholder(&'a str),
+}
+
+/// Split an inline template into text and placeholders.
+fn walk<'a>(template: &'a str, mut each: impl FnMut(Piece<'a>)) -> Result<(), String> {
+    let mut rest = template;
+    while let Some(at) = rest.find(['{', '}']) {
+        each(Piece::Text(&rest[..at]));
+        let tail = &rest[at..];
+        if tail.starts_with("{{") || tail.starts_with("}}") {
+            each(Piece::Text(&tail[..1]));
+            rest = &tail[2..];
+        } else if tail.starts_with('}') {
+            return Err("a lone `}`; write `}}` for a literal brace".into());
+        } else {
+            let end = tail.find('}').ok_or("a `{` without its `}`; write `{{` for a literal brace")?;
+            let name = &tail[1..end];
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                return Err(format!("{{{name}}} is not a placeholder name"));
+            }
+            each(Piece::Placeholder(name));
+            rest = &tail[end + 1..];
+        }
+    }
+    each(Piece::Text(rest));
+    Ok(())
+}
+
+impl Template {
+    /// Inputs with optional defaults filled in; every required one must be given and no
+    /// undeclared one may be.
+    pub fn resolve_inputs(&self, given: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String> {
+        let known: BTreeSet<&str> = self.required.iter().chain(&self.optional).map(|i| i.name.as_str()).collect();
+        if let Some(unknown) = given.keys().find(|k| !known.contains(k.as_str())) {
+            return Err(format!(
+                "template `{}` has no input `{unknown}` (inputs: {})",
+                self.name,
+                known.iter().copied().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        let missing: Vec<String> = self
+            .required
+            .iter()
+            .filter(|i| given.get(&i.name).is_none_or(|v| v.trim().is_empty()))
+            .map(|i| format!("{} ({})", i.name, i.description))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!("template `{}` needs {}", self.name, missing.join(", ")));
+        }
+        let mut inputs = given.clone();
+        for input in &self.optional {
+            if let Some(default) = &input.default {
+                inputs.entry(input.name.clone()).or_insert_with(|| default.clone());
+            }
+        }
+        Ok(inputs)
+    }
+
+    /// The user prompt for resolved `inputs`.
+    pub fn build_prompt(&self, inputs: &BTreeMap<String, String>) -> String {
+        match &self.prompt {
+            Prompt::Inline(template) => {
+                let mut out = String::new();
+                let _ = walk(template, |piece| match piece {
+                    Piece::Text(t) => out.push_str(t),
+                    Piece::Placeholder(name) => out.push_str(inputs.get(name).map(String::as_str).unwrap_or("")),
+                });
+                out
+            }
+            Prompt::Builder(Builder::Code) => code_prompt(inputs),
+        }
+    }
+
+    pub fn allows_shell(&self) -> bool {
+        self.allowed_tools.iter().any(|t| t == "Bash")
+    }
+
+    pub fn loads_project_settings(&self) -> bool {
+        self.setting_sources.iter().any(|s| s == "project")
+    }
+}
+
+/// The code review prompt: what to review depends on `diff` and `files`.
+fn code_prompt(inputs: &BTreeMap<String, String>) -> String {
+    let mut prompt = String::from("Review the code of this project.\n\n");
+    let diff = inputs.get("diff").map(|d| d.trim()).filter(|d| !d.is_empty());
+    let files = inputs.get("files").map(|f| f.trim()).filter(|f| !f.is_empty());
+    match diff {
+        Some(range) if range.contains("..") => {
+            let head = range.split("..").last().unwrap_or("HEAD");
+            prompt.push_str(&format!(
+                "Scope: the changes of the range `{range}`. List them with `git diff --stat {range}` and read \
+                 them with `git diff {range}`; judge each changed file as it is at `{head}` (`git show {head}:<path>`), \
+                 not as it is in the working tree.\n"
+            ));
+        }
+        Some(reference) => prompt.push_str(&format!(
+            "Scope: the working tree's changes against `{reference}`. List them with `git diff --stat {reference}` \
+             and read them with `git diff {reference}`; judge each changed file as it is now in the working tree.\n"
+        )),
+        None => {}
+    }
+    match (files, diff) {
+        (Some(glob), Some(_)) => prompt.push_str(&format!("Only changed files that match `{glob}` are in scope.\n")),
+        (Some(glob), None) => prompt
+            .push_str(&format!("Scope: the files matching `{glob}` (find them with Glob). Read each one in full.\n")),
+        (None, None) => prompt.push_str(
+            "Scope: not given. Survey the project with Glob and Grep, then focus on the code where a review is \
+             most useful: recent or central modules, error handling, and anything the guidance files single out.\n",
+        ),
+        (None, Some(_)) => {}
+    }
+    prompt.push_str(
+        "\nRead the project's agent guidance (CLAUDE.md, AGENTS.md) and a neighbouring module before judging, and \
+         follow imports or callers where a change's effect depends on them. Report your findings with the \
+         severities described in your instructions.\n",
+    );
+    prompt
+}
+
+/// The text a template reviewer receives: the template's instructions, the task, and how to
+/// answer.
+pub fn packet(template: &Template, prompt: &str) -> String {
+    format!(
+        "# Review: {name}\n\n{description}\n\n## Instructions\n\n{system}\n\n## Task\n\n{prompt}\n\n## How to answer\n\n\
+         Do not modify any file. Answer with one JSON object: {{\"verdict\": \"PASS|CONCERNS|FAIL\", \"summary\": \"...\", \
+         \"findings\": [{{\"severity\": \"PASS|CONCERN|FAIL\", \"title\": \"...\", \"description\": \"...\", \"file\": \"path:line\"}}]}}. \
+         When you have the `submit_review` tool, submit it there exactly once (prose is ignored). Otherwise make it your \
+         final message; a reviewer that cannot write JSON may answer in the Markdown format of the instructions.\n",
+        name = template.name,
+        description = template.description,
+        system = template.system_prompt.trim_end(),
+        prompt = prompt.trim_end(),
+    )
+}
+
+/// Claude's tool flags for a template: `--tools`, `--allowedTools`, `--disallowedTools`.
+pub fn claude_tools(template: &Template) -> (String, String, String) {
+    let read: Vec<&str> =
+        ["Read", "Grep", "Glob"].into_iter().filter(|t| template.allowed_tools.iter().any(|a| a == t)).collect();
+    let mut tools = read.clone();
+    let mut allowed: Vec<String> = read.iter().map(|t| t.to_string()).collect();
+    let mut disallowed = vec!["Agent", "Task", "Edit", "MultiEdit", "Write", "NotebookEdit", "WebFetch", "WebSearch"];
+    if template.allows_shell() {
+        tools.push("Bash");
+        allowed.extend(GIT_COMMANDS.iter().map(|c| format!("Bash({c}:*)")));
+    } else {
+        disallowed.push("Bash");
+    }
+    allowed.push("mcp__scafld__submit_review".into());
+    (tools.join(","), allowed.join(","), disallowed.join(","))
+}
+
+/// Gemini's policy file for a template: the read tools it allows, git's read commands when it
+/// allows a shell, the submit tool, and nothing else.
+pub fn gemini_policy(template: &Template) -> String {
+    let mut rules = String::new();
+    let allow = |rules: &mut String, tool: &str, prefix: Option<&str>| {
+        rules.push_str(&format!("[[rule]]\ntoolName = \"{tool}\"\n"));
+        if let Some(prefix) = prefix {
+            rules.push_str(&format!("commandPrefix = \"{prefix}\"\n"));
+        }
+        rules.push_str("decision = \"allow\"\n\n");
+    };
+    for (tool, gemini) in [("Read", "read_file"), ("Glob", "glob"), ("Grep", "search_file_content")] {
+        if template.allowed_tools.iter().any(|t| t == tool) {
+            allow(&mut rules, gemini, None);
+        }
+    }
+    if template.allows_shell() {
+        for command in GIT_COMMANDS {
+            allow(&mut rules, "run_shell_command", Some(command));
+        }
+    }
+    allow(&mut rules, "mcp__scafld__submit_review", None);
+    rules.push_str("[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = -1\n");
+    rules
+}
+
+/// Whether codex should load the project's rules (AGENTS.md): only for `setting_sources:
+/// [project]`. Codex always runs in its read-only sandbox, where git's read commands work.
+pub fn codex_ignores_rules(template: &Template) -> bool {
+    !template.loads_project_settings()
+}
+
+/// What a reviewer answered, before the daemon adds provenance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub verdict: String,
+    pub summary: String,
+    pub findings: Vec<TemplateFinding>,
+}
+
+const VERDICTS: [&str; 3] = ["PASS", "CONCERNS", "FAIL"];
+const SEVERITIES: [&str; 3] = ["PASS", "CONCERN", "FAIL"];
+
+/// Parse an answer: one JSON object (`verdict`, `summary`, `findings`), or the Markdown format
+/// (`## Summary` with the verdict, `### [SEVERITY] Title` findings). `None` when it is neither:
+/// the result is then UNKNOWN, never a pass.
+pub fn parse_answer(text: &str) -> Option<Answer> {
+    let trimmed = text.trim();
+    if trimmed.starts_with('{') {
+        return serde_json::from_str::<Value>(trimmed).ok().and_then(|v| answer_from_json(&v));
+    }
+    parse_markdown(trimmed)
+}
+
+/// An answer from a JSON value (a submission or codex's output file).
+pub fn answer_from_json(value: &Value) -> Option<Answer> {
+    let verdict = value.get("verdict")?.as_str()?.trim().to_uppercase();
+    if !VERDICTS.contains(&verdict.as_str()) {
+        return None;
+    }
+    let mut findings = Vec::new();
+    for f in value.get("findings")?.as_array()? {
+        let severity = f.get("severity")?.as_str()?.trim().to_uppercase();
+        if !SEVERITIES.contains(&severity.as_str()) {
+            return None;
+        }
+        findings.push(TemplateFinding {
+            severity,
+            title: f.get("title")?.as_str()?.trim().to_string(),
+            description: f.get("description").and_then(Value::as_str).unwrap_or_default().trim().to_string(),
+            file: f.get("file").and_then(Value::as_str).map(str::to_string).filter(|s| !s.is_empty()),
+            reviewer: None,
+        });
+    }
+    let summary = value.get("summary").and_then(Value::as_str).unwrap_or_default().trim().to_string();
+    Some(Answer { verdict, summary, findings })
+}
+
+fn parse_markdown(text: &str) -> Option<Answer> {
+    let mut verdict = None;
+    let mut summary = Vec::new();
+    let mut findings: Vec<TemplateFinding> = Vec::new();
+    let mut section = "";
+    for line in text.lines() {
+        let stripped = line.trim();
+        if let Some(heading) = stripped.strip_prefix("## ") {
+            section = if heading.trim().eq_ignore_ascii_case("summary") { "summary" } else { "other" };
+            continue;
+        }
+        if let Some(heading) = stripped.strip_prefix("### ") {
+            let heading = heading.trim();
+            let (severity, title) = heading
+                .strip_prefix('[')
+                .and_then(|h| h.split_once(']'))
+                .map(|(s, t)| (s.trim().to_uppercase(), t.trim().to_string()))?;
+            if !SEVERITIES.contains(&severity.as_str()) {
+                return None;
+            }
+            findings.push(TemplateFinding { severity, title, ..TemplateFinding::default() });
+            section = "finding";
+            continue;
+        }
+        match section {
+            "summary" if !stripped.is_empty() => {
+                if verdict.is_none() {
+                    verdict = first_verdict(stripped);
+                }
+                summary.push(stripped.to_string());
+            }
+            "finding" => {
+                let finding = findings.last_mut().expect("a finding section has a finding");
+                if !finding.description.is_empty() || !stripped.is_empty() {
+                    if !finding.description.is_empty() {
+                        finding.description.push('\n');
+                    }
+                    finding.description.push_str(line.trim_end());
+                }
+                if finding.file.is_none() {
+                    finding.file = file_reference(stripped);
+                }
+            }
+            _ => {}
+        }
+    }
+    for f in &mut findings {
+        f.description = f.description.trim().to_string();
+    }
+    Some(Answer { verdict: verdict?, summary: summary.join(" "), findings })
+}
+
+/// The first PASS, CONCERNS or FAIL word of a summary line (`[overall assessment: FAIL]`).
+fn first_verdict(line: &str) -> Option<String> {
+    line.split(|c: char| !c.is_ascii_alphabetic()).map(str::to_uppercase).find(|w| VERDICTS.contains(&w.as_str()))
+}
+
+/// A `path:line` (or `path`) reference in a line of prose: the first token with a `/` or a
+/// `.` that is followed by `:digits`.
+fn file_reference(line: &str) -> Option<String> {
+    line.split_whitespace()
+        .map(|t| t.trim_matches(|c: char| matches!(c, '`' | '(' | ')' | ',' | ';' | '"' | '\'') || c == '.'))
+        .find(|t| {
+            let (path, line) = t.rsplit_once(':').unwrap_or((t, ""));
+            (path.contains('/') || path.contains('.'))
+                && !path.contains("://")
+                && !line.is_empty()
+                && line.split('-').all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_string)
+}
+
+/// Several reviewers' verdicts: FAIL if any failed, else UNKNOWN if any could not be read,
+/// else CONCERNS if any had concerns, else PASS.
+pub fn combine(verdicts: &[&str]) -> String {
+    let any = |v: &str| verdicts.contains(&v);
+    if verdicts.is_empty() {
+        "UNKNOWN"
+    } else if any("FAIL") {
+        "FAIL"
+    } else if any("UNKNOWN") {
+        "UNKNOWN"
+    } else if any("CONCERNS") {
+        "CONCERNS"
+    } else {
+        "PASS"
+    }
+    .to_string()
+}
+
+/// A template pass as a dossier for the review gate: FAIL findings block completion, CONCERN
+/// findings are reported without blocking, PASS findings are left out.
+pub fn to_dossier(template: &str, answer: &Answer, mode: &str) -> Dossier {
+    let findings: Vec<Finding> = answer
+        .findings
+        .iter()
+        .filter(|f| f.severity != "PASS")
+        .enumerate()
+        .map(|(i, f)| {
+            let blocks = f.severity == "FAIL";
+            let (path, line) = match f.file.as_deref().map(|r| r.rsplit_once(':').unwrap_or((r, ""))) {
+                Some((path, line)) => (path.to_string(), line.split('-').next().and_then(|l| l.parse().ok())),
+                None => (format!("(template {template})"), None),
+            };
+            Finding {
+                id: format!("{template}-{}", i + 1),
+                severity: if blocks { "high" } else { "medium" }.into(),
+                blocks_completion: blocks,
+                status: Some("open".into()),
+                category: Some(format!("template:{template}")),
+                location: Some(Location { path, line }),
+                evidence: Some(if f.description.is_empty() { f.title.clone() } else { f.description.clone() }),
+                impact: Some(format!("the `{template}` review marks this {}", f.severity)),
+                validation: Some(format!("run `scafld review {template}` again after the fix")),
+                summary: Some(f.title.clone()),
+                ..Finding::default()
+            }
+        })
+        .collect();
+    let blocks = findings.iter().any(|f| f.blocks_completion);
+    Dossier {
+        verdict: if blocks { "fail" } else { "pass" }.into(),
+        mode: mode.into(),
+        summary: format!(
+            "{template} review: {}{}",
+            answer.verdict,
+            if answer.summary.is_empty() { String::new() } else { format!(" - {}", answer.summary) }
+        ),
+        findings,
+        attack_log: vec![crate::domain::dossier::Attack {
+            target: format!("template {template}"),
+            attack: format!("the `{template}` review template"),
+            result: if blocks { "finding" } else { "clean" }.into(),
+            notes: None,
+        }],
+        output_format: Some(format!("template.{template}")),
+        ..Dossier::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,147 @@
+//! Template reviews (`review.template`, `review.templates`, `review.result`,
+//! `review.history`): a template review is a review session whose reviewers run a template
+//! instead of the gate's dossier review, under the same jobs, providers and mutation guard.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods as m;
+
+use super::{Spawn, requested_reviewers};
+use crate::baseline;
+use crate::daemon::Daemon;
+use crate::domain::dossier::Request;
+use crate::domain::job::TemplateJob;
+use crate::domain::template;
+use crate::error::{RpcError, RpcResult};
+use crate::templates;
+
+pub async fn list(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResult<m::TemplateListResult> {
+    let ws = daemon.workspace(&p.root).await?;
+    let (loaded, errors) = templates::load_all(&ws.root);
+    Ok(m::TemplateListResult { templates: loaded.iter().map(templates::info).collect(), errors })
+}
+
+pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResult<m::TemplateReviewStarted> {
+    let ws = daemon.workspace(&p.root).await?;
+    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let chosen = templates::find(&ws.root, &p.template)?;
+    let cwd = match p.cwd.as_deref().filter(|c| !c.is_empty()) {
+        Some(dir) => std::path::PathBuf::from(&p.caller.cwd).join(dir),
+        None if !p.caller.cwd.is_empty() => std::path::PathBuf::from(&p.caller.cwd),
+        None => ws.root.clone(),
+    };
+    let cwd =
+        cwd.canonicalize().ok().filter(|c| c.is_dir()).ok_or_else(|| {
+            RpcError::new(ErrorKind::InvalidInput, format!("--cwd {} is not a directory", cwd.display()))
+        })?;
+    let mut given: BTreeMap<String, String> = p.inputs.clone();
+    if chosen.optional.iter().chain(&chosen.required).any(|i| i.name == "cwd") {
+        given.insert("cwd".into(), cwd.display().to_string());
+    }
+    let inputs = chosen.resolve_inputs(&given).map_err(|e| {
+        RpcError::new(ErrorKind::InvalidInput, e)
+            .with_hint(format!("pass the inputs of `{}` (see `scafld review list`)", chosen.name))
+    })?;
+    let reviewers = requested_reviewers(&p.reviewers, None, &config)?;
+    if reviewers.iter().any(|r| r == "worker") {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            "template reviews run with codex, claude, gemini or command, not a worker",
+        ));
+    }
+    // The read-only guard needs a snapshot to compare with; without one the review fails closed.
+    let root = ws.root.clone();
+    let snapshot = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
+        .await
+        .map_err(RpcError::internal)?
+        .map_err(|e| {
+            RpcError::new(
+                ErrorKind::WorkspaceError,
+                format!("template reviews run under the mutation guard, which needs git: {e}"),
+            )
+            .with_hint("run template reviews inside a git repository (`git init`)")
+        })?;
+    let packet = template::packet(&chosen, &chosen.build_prompt(&inputs));
+    let dossier = &config.review.dossier;
+    let files = match inputs.get("diff").filter(|d| d.contains("..")) {
+        Some(range) => baseline::range_diff(&ws.root, range).map(|(files, _)| files).unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let session = super::spawn(
+        daemon,
+        Spawn {
+            ws: ws.clone(),
+            config: &config,
+            task_id: String::new(),
+            range: inputs.get("diff").cloned().unwrap_or_default(),
+            context_digest: format!("template:{}", chosen.name),
+            reviewers,
+            approval: "auto".into(),
+            request: Request {
+                mode: "discover".into(),
+                max_findings: dossier.max_findings,
+                min_attack_angles: 1,
+                depth: dossier.review_depth.clone(),
+            },
+            packet,
+            files,
+            scope: Vec::new(),
+            snapshot: snapshot.paths,
+            tree: String::new(),
+            preflight: format!("template review `{}`; no acceptance evidence applies", chosen.name),
+            caller: &p.caller,
+            model: None,
+            reasoning: None,
+            provider_command: p.provider_command.clone(),
+            template: Some(TemplateJob {
+                name: chosen.name.clone(),
+                inputs,
+                cwd: cwd.display().to_string(),
+                provider: String::new(),
+            }),
+            passes: Vec::new(),
+        },
+    )?;
+    let result = if p.wait_seconds > 0.0 {
+        let wait = m::ReviewWaitParams {
+            root: p.root.clone(),
+            session_key: Some(session.session_key.clone()),
+            timeout_seconds: p.wait_seconds,
+        };
+        super::wait(daemon, wait).await?.template_result
+    } else {
+        None
+    };
+    Ok(m::TemplateReviewStarted { session, result })
+}
+
+/// `review.result`: a template session's result once it has settled (bounded wait).
+pub async fn result(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<Option<m::TemplateReviewResult>> {
+    let ws = daemon.workspace(&p.root).await?;
+    let session = super::find(daemon, &ws, p.session_key.as_deref(), None)?;
+    if session.template.is_none() {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("session {} is not a template review", session.key),
+        )
+        .with_hint("`scafld review wait` reads task and range reviews"));
+    }
+    let p = m::ReviewWaitParams { session_key: Some(session.key), ..p };
+    Ok(super::wait(daemon, p).await?.template_result)
+}
+
+/// `review.history`: the workspace's settled template reviews, newest first.
+pub async fn history(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResult<m::ReviewHistoryResult> {
+    let ws = daemon.workspace(&p.root).await?;
+    let mut sessions: Vec<_> =
+        daemon.sessions.all().into_iter().filter(|s| s.workspace_id == ws.id && s.template.is_some()).collect();
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.seq));
+    let reviews = sessions
+        .into_iter()
+        .filter_map(|s| s.result.and_then(|r| serde_json::from_value::<m::WaitResult>(r).ok()))
+        .filter_map(|w| w.template_result)
+        .collect();
+    Ok(m::ReviewHistoryResult { reviews })
+}

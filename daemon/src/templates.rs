@@ -1,0 +1,103 @@
+//! Review templates on disk: the built-ins compiled into scafld and the workspace's
+//! `.scafld/templates/*.yaml`. A user file may override a built-in by name; a broken user file
+//! is reported and never hides the others.
+
+use std::path::Path;
+
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods::TemplateInfo;
+
+use crate::domain::template::{self, Template, TemplateError};
+use crate::error::RpcError;
+
+const BUILTIN: [(&str, &str); 3] = [
+    ("arch", include_str!("../assets/templates/arch.yaml")),
+    ("tasks", include_str!("../assets/templates/tasks.yaml")),
+    ("code", include_str!("../assets/templates/code.yaml")),
+];
+
+pub const USER_DIR: &str = ".scafld/templates";
+
+/// A usable template and where it came from.
+pub struct Loaded {
+    pub template: Template,
+    /// `built-in`, or the workspace-relative file.
+    pub source: String,
+    pub overrides_builtin: bool,
+}
+
+/// Parse one YAML template document.
+pub fn parse(file: &str, text: &str) -> Result<Template, TemplateError> {
+    let document: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| TemplateError {
+        file: file.to_string(),
+        field: String::new(),
+        message: format!("not valid YAML: {e}"),
+    })?;
+    template::load(file, document)
+}
+
+/// The built-in templates (they are checked by tests, so they always load).
+pub fn builtins() -> Vec<Template> {
+    BUILTIN.iter().filter_map(|(name, text)| parse(&format!("built-in {name}.yaml"), text).ok()).collect()
+}
+
+/// Every usable template of the workspace at `root`, and the errors of broken user files.
+pub fn load_all(root: &Path) -> (Vec<Loaded>, Vec<String>) {
+    let mut loaded: Vec<Loaded> = builtins()
+        .into_iter()
+        .map(|template| Loaded { template, source: "built-in".into(), overrides_builtin: false })
+        .collect();
+    let mut errors = Vec::new();
+    let mut files: Vec<_> =
+        std::fs::read_dir(root.join(USER_DIR)).map(|dir| dir.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"));
+    files.sort();
+    for path in files {
+        let file = format!("{USER_DIR}/{}", path.file_name().unwrap_or_default().to_string_lossy());
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| TemplateError { file: file.clone(), field: String::new(), message: e.to_string() })
+            .and_then(|text| parse(&file, &text));
+        match parsed {
+            Ok(template) => {
+                if let Some(other) = loaded.iter().find(|l| l.template.name == template.name && l.source != "built-in")
+                {
+                    errors.push(format!(
+                        "{file}: template `{}` is also defined in {}; the first file wins",
+                        template.name, other.source
+                    ));
+                    continue;
+                }
+                let overrides_builtin = loaded.iter().any(|l| l.template.name == template.name);
+                loaded.retain(|l| l.template.name != template.name);
+                loaded.push(Loaded { template, source: file, overrides_builtin });
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    loaded.sort_by(|a, b| a.template.name.cmp(&b.template.name));
+    (loaded, errors)
+}
+
+/// The template called `name`, or an error that lists the available ones.
+pub fn find(root: &Path, name: &str) -> Result<Template, RpcError> {
+    let (loaded, errors) = load_all(root);
+    let names: Vec<String> = loaded.iter().map(|l| l.template.name.clone()).collect();
+    loaded.into_iter().find(|l| l.template.name == name).map(|l| l.template).ok_or_else(|| {
+        let mut message = format!("unknown review template `{name}`; available: {}", names.join(", "));
+        if !errors.is_empty() {
+            message.push_str(&format!(" (broken: {})", errors.join("; ")));
+        }
+        RpcError::new(ErrorKind::InvalidInput, message).with_hint("`scafld review list` shows every template")
+    })
+}
+
+pub fn info(loaded: &Loaded) -> TemplateInfo {
+    TemplateInfo {
+        name: loaded.template.name.clone(),
+        description: loaded.template.description.clone(),
+        source: loaded.source.clone(),
+        overrides_builtin: loaded.overrides_builtin,
+        required_inputs: loaded.template.required.iter().map(|i| i.name.clone()).collect(),
+        optional_inputs: loaded.template.optional.iter().map(|i| i.name.clone()).collect(),
+    }
+}

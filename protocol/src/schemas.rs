@@ -1,0 +1,87 @@
+//! The JSON Schemas of the documents reviewers hand in, as the wire contract carries them (the
+//! files live in `schemas/`; tests check them against the Rust types).
+
+use serde_json::{Value, json};
+
+/// `schemas/review_dossier.schema.json`: the review gate's dossier.
+pub const REVIEW_DOSSIER: &str = include_str!("../../schemas/review_dossier.schema.json");
+/// `schemas/review_result.schema.json`: a template review's result.
+pub const REVIEW_RESULT: &str = include_str!("../../schemas/review_result.schema.json");
+
+pub fn review_dossier() -> Value {
+    serde_json::from_str(REVIEW_DOSSIER).expect("the bundled dossier schema is JSON")
+}
+
+/// What a template reviewer answers (verdict, summary, findings); scafld adds the rest of the
+/// ReviewResult.
+pub fn template_answer() -> Value {
+    let full: Value = serde_json::from_str(REVIEW_RESULT).expect("the bundled result schema is JSON");
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["verdict", "summary", "findings"],
+        "properties": {
+            "verdict": {"type": "string", "enum": ["PASS", "CONCERNS", "FAIL"]},
+            "summary": full["properties"]["summary"],
+            "findings": {"type": "array", "items": full["$defs"]["finding"]},
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::methods::{TemplateFinding, TemplateReviewResult};
+
+    fn keys(value: &Value) -> BTreeSet<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    }
+
+    fn required(value: &Value) -> BTreeSet<String> {
+        value.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+    }
+
+    /// `schemas/review_result.schema.json` names exactly the fields of `TemplateReviewResult`
+    /// and requires exactly those without a default.
+    #[test]
+    fn review_result_schema_matches_the_rust_types() {
+        let schema: Value = serde_json::from_str(REVIEW_RESULT).unwrap();
+        let full = TemplateReviewResult {
+            verdict: "PASS".into(),
+            summary: "s".into(),
+            findings: vec![TemplateFinding {
+                severity: "PASS".into(),
+                title: "t".into(),
+                description: "d".into(),
+                file: Some("a.rs:1".into()),
+                reviewer: Some("codex".into()),
+            }],
+            raw_output: "r".into(),
+            template: "code".into(),
+            inputs: [("diff".to_string(), "main".to_string())].into(),
+            timestamp: "2026-11-22T00:00:00Z".into(),
+            provider: "codex".into(),
+            model: Some("m".into()),
+            session_key: "k".into(),
+        };
+        let value = serde_json::to_value(&full).unwrap();
+        assert_eq!(keys(&schema["properties"]), keys(&value));
+        assert_eq!(keys(&schema["$defs"]["finding"]["properties"]), keys(&value["findings"][0]));
+        for key in keys(&value) {
+            let mut reduced = value.clone();
+            reduced.as_object_mut().unwrap().remove(&key);
+            let parses = serde_json::from_value::<TemplateReviewResult>(reduced).is_ok();
+            assert_eq!(!parses, required(&schema["required"]).contains(&key), "top-level `{key}`");
+        }
+        for key in keys(&value["findings"][0]) {
+            let mut reduced = value["findings"][0].clone();
+            reduced.as_object_mut().unwrap().remove(&key);
+            let parses = serde_json::from_value::<TemplateFinding>(reduced).is_ok();
+            assert_eq!(!parses, required(&schema["$defs"]["finding"]["required"]).contains(&key), "finding `{key}`");
+        }
+        let answer = template_answer();
+        assert_eq!(required(&answer["required"]), ["verdict", "summary", "findings"].map(String::from).into());
+    }
+}

@@ -1,0 +1,341 @@
+//! Review templates through the real binaries: listing (built-in, user, overriding, broken),
+//! usage errors, reviewer answers in JSON, Markdown and garbage, the output modes, history,
+//! task-id collisions, user templates by name, fake codex and claude CLIs at their boundary,
+//! the read-only guard, and template passes inside a task's review gate.
+
+use std::process::Command;
+
+use scafld_tests::{Run, TestEnv};
+use serde_json::{Value, json};
+
+use super::providers::install_fakes;
+
+fn workspace(env: &TestEnv) {
+    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    env.init();
+}
+
+/// A reviewer command that keeps its prompt outside the workspace and prints `answer`.
+fn reviewer(env: &TestEnv, name: &str, answer: &str) -> String {
+    let path = env.path(&format!("{name}.sh"));
+    let prompt = env.path(&format!("{name}.prompt"));
+    std::fs::write(&path, format!("#!/bin/sh\ncat > \"{}\"\ncat <<'ANSWER'\n{answer}\nANSWER\n", prompt.display()))
+        .unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    path.display().to_string()
+}
+
+fn prompt_of(env: &TestEnv, name: &str) -> String {
+    std::fs::read_to_string(env.path(&format!("{name}.prompt"))).unwrap()
+}
+
+const CONCERNS: &str = r#"{"verdict":"CONCERNS","summary":"Mostly aligned.","findings":[{"severity":"CONCERN","title":"Hidden dependency","description":"the cache is shared implicitly","file":"docs/slice.md:12"}]}"#;
+const FAIL: &str = r#"{"verdict":"FAIL","summary":"Breaks a boundary.","findings":[{"severity":"FAIL","title":"Layer violation","description":"the handler reads the store","file":"src/api.rs:4"}]}"#;
+const MARKDOWN: &str = "## Summary\nPASS - the plan covers every criterion.\n\n## Findings\n\n### [PASS] Coverage\nEvery success criterion maps to a task (tasks.md:3).\n";
+
+fn review(env: &TestEnv, args: &[&str]) -> Run {
+    let mut all = vec!["review"];
+    all.extend_from_slice(args);
+    env.scafld(&all)
+}
+
+#[test]
+fn templates_are_listed_and_broken_user_files_never_hide_the_others() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let dir = env.work.join(".scafld/templates");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("security.yaml"), "name: security\ndescription: Security pass\nsystem_prompt: Look for holes.\nallowed_tools: [Read, Grep]\npermission_mode: default\ninputs:\n  required:\n    - name: target\n      description: what to check\nprompt_template: 'Check {target} for injection.'\n").unwrap();
+    std::fs::write(dir.join("arch.yaml"), "name: arch\ndescription: Our own arch review\nsystem_prompt: s\nallowed_tools: [Read]\npermission_mode: default\nprompt_template: 'Review the architecture.'\n").unwrap();
+    std::fs::write(dir.join("broken.yaml"), "name: broken\ndescription: [unclosed\n").unwrap();
+    std::fs::write(dir.join("both.yaml"), "name: both\ndescription: d\nsystem_prompt: s\nallowed_tools: [Read]\npermission_mode: default\nprompt_template: x\nprompt_builder: code\n").unwrap();
+    let run = review(&env, &["list", "--json"]);
+    run.assert_code(0);
+    let r = run.json()["result"].clone();
+    let names: Vec<&str> = r["templates"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["arch", "code", "security", "tasks"]);
+    let arch = r["templates"].as_array().unwrap().iter().find(|t| t["name"] == "arch").unwrap();
+    assert_eq!((&arch["source"], &arch["overrides_builtin"]), (&json!(".scafld/templates/arch.yaml"), &json!(true)));
+    let errors = r["errors"].to_string();
+    assert!(errors.contains("broken.yaml") && errors.contains("not valid YAML"), "{errors}");
+    assert!(errors.contains("both.yaml: field `prompt_template`"), "{errors}");
+    let human = review(&env, &["list"]).stdout;
+    assert!(
+        human.contains("security") && human.contains("overrides the built-in") && human.contains("broken:"),
+        "{human}"
+    );
+}
+
+#[test]
+fn usage_errors_unknown_templates_and_missing_inputs() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let unknown = review(&env, &["run", "nonesuch", "--json"]);
+    unknown.assert_code(2);
+    let message = unknown.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("unknown review template `nonesuch`") && message.contains("arch, code, tasks"),
+        "{message}"
+    );
+    review(&env, &["arch", "doc.md"]).assert_code(2); // --against is required
+    let missing = review(&env, &["run", "tasks", "--input", "input=t.md", "--json"]);
+    missing.assert_code(2);
+    assert!(missing.json()["error"]["message"].as_str().unwrap().contains("needs against"));
+    review(&env, &["code", "--output", "yaml"]).assert_code(2);
+    review(&env, &["run", "code", "--input", "novalue"]).assert_code(2);
+}
+
+#[test]
+fn answers_decide_the_exit_code_and_output_modes_deliver_the_result() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let concerns = reviewer(&env, "concerns", CONCERNS);
+    let run = review(
+        &env,
+        &[
+            "arch",
+            "docs/slice.md",
+            "--against",
+            "docs/arch.md",
+            "--provider",
+            "command",
+            "--provider-command",
+            &concerns,
+        ],
+    );
+    run.assert_code(0);
+    assert!(run.stdout.contains("arch review: CONCERNS") && run.stdout.contains("Hidden dependency"), "{}", run.stdout);
+    let prompt = prompt_of(&env, "concerns");
+    assert!(
+        prompt.contains("Input document: docs/slice.md") && prompt.contains("Architecture document: docs/arch.md"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("You are an architectural reviewer"), "the system prompt reaches the reviewer");
+
+    let fail = reviewer(&env, "fail", FAIL);
+    let json_out = review(
+        &env,
+        &["code", "--diff", "HEAD", "--provider", "command", "--provider-command", &fail, "--output", "json"],
+    );
+    json_out.assert_code(4);
+    let result: Value = serde_json::from_str(&json_out.stdout).unwrap();
+    assert_eq!(
+        (&result["verdict"], &result["template"], &result["provider"]),
+        (&json!("FAIL"), &json!("code"), &json!("command"))
+    );
+    assert_eq!(result["inputs"]["diff"], "HEAD");
+    assert_eq!(result["findings"][0]["file"], "src/api.rs:4");
+    assert!(prompt_of(&env, "fail").contains("`git diff HEAD`"));
+
+    let markdown = reviewer(&env, "markdown", MARKDOWN);
+    let file = env.path("result.json");
+    let to_file = review(
+        &env,
+        &[
+            "tasks",
+            "tasks.md",
+            "--against",
+            "slice.md",
+            "--provider",
+            "command",
+            "--provider-command",
+            &markdown,
+            "--output",
+            "file",
+            file.to_str().unwrap(),
+        ],
+    );
+    to_file.assert_code(0);
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!((&written["verdict"], &written["findings"][0]["title"]), (&json!("PASS"), &json!("Coverage")));
+    assert_eq!(written["findings"][0]["file"], "tasks.md:3");
+
+    let garbage = reviewer(&env, "garbage", "Looks fine to me, ship it!");
+    let unknown = review(&env, &["code", "--provider", "command", "--provider-command", &garbage, "--output", "json"]);
+    unknown.assert_code(1);
+    let result: Value = serde_json::from_str(&unknown.stdout).unwrap();
+    assert_eq!(result["verdict"], "UNKNOWN");
+    assert!(result["raw_output"].as_str().unwrap().contains("ship it"), "the raw text is kept");
+
+    let history = review(&env, &["history", "--json"]);
+    let reviews = history.json()["result"]["reviews"].clone();
+    let verdicts: Vec<&str> = reviews
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["verdict"].as_str().unwrap())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(verdicts, ["UNKNOWN", "PASS", "FAIL", "CONCERNS"]);
+}
+
+#[test]
+fn user_templates_run_by_name_and_task_names_stay_reachable() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let dir = env.work.join(".scafld/templates");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("security.yaml"), "name: security\ndescription: Security pass\nsystem_prompt: Look for holes.\nallowed_tools: [Read, Grep]\npermission_mode: default\ninputs:\n  required:\n    - name: target\n      description: what to check\nprompt_template: 'Check {target} for injection.'\n").unwrap();
+    let pass = reviewer(&env, "pass", r#"{"verdict":"PASS","summary":"clean","findings":[]}"#);
+    let run = review(
+        &env,
+        &["security", "--input", "target=src/db.rs", "--provider", "command", "--provider-command", &pass],
+    );
+    run.assert_code(0);
+    assert!(prompt_of(&env, "pass").contains("Check src/db.rs for injection."));
+    review(&env, &["security", "--provider", "command", "--provider-command", &pass]).assert_code(2);
+
+    // A task named like a template: the template wins positionally, with a note; --task reaches the task.
+    let spec = "---\nspec_version: '2.0'\ntask_id: code\nstatus: draft\n---\n\n# Code\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/code.md"), spec).unwrap();
+    let template = review(&env, &["code", "--provider", "command", "--provider-command", &pass]);
+    template.assert_code(0);
+    assert!(template.stderr.contains("`scafld review --task code` reviews the task"), "{}", template.stderr);
+    let task = review(&env, &["--task", "code", "--json"]);
+    task.assert_code(1);
+    assert!(task.json()["error"]["message"].as_str().unwrap().contains("review requires task status review"));
+}
+
+#[test]
+fn fake_cli_reviewers_get_the_templates_tools_and_answer_through_their_channels() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let path = install_fakes(&env, &["codex", "claude"]);
+    let run = |provider: &str, template: &[&str], answer: &str| {
+        let mut args = vec!["review"];
+        args.extend_from_slice(template);
+        args.extend_from_slice(&["--provider", provider, "--output", "json"]);
+        let mut command = env.scafld_command(&args);
+        command
+            .env("PATH", &path)
+            .env("OPENAI_API_KEY", "from-the-caller")
+            .env("FAKE_DOSSIER", answer)
+            .env("FAKE_MODE", "single");
+        Run::from(command.output().unwrap())
+    };
+    let codex = run("codex", &["code", "--diff", "HEAD"], CONCERNS);
+    codex.assert_code(0);
+    let result: Value = serde_json::from_str(&codex.stdout).unwrap();
+    assert_eq!((&result["verdict"], &result["provider"]), (&json!("CONCERNS"), &json!("codex")));
+    let claude = run("claude", &["arch", "a.md", "--against", "b.md"], FAIL);
+    claude.assert_code(4);
+    let result: Value = serde_json::from_str(&claude.stdout).unwrap();
+    assert_eq!((&result["verdict"], &result["model"]), (&json!("FAIL"), &json!("claude-opus-4-7")));
+    // Prose from claude never counts: without a submission the result is UNKNOWN.
+    let mut command = env.scafld_command(&[
+        "review",
+        "arch",
+        "a.md",
+        "--against",
+        "b.md",
+        "--provider",
+        "claude",
+        "--output",
+        "json",
+    ]);
+    command.env("PATH", &path).env("FAKE_DOSSIER", FAIL).env("FAKE_MODE", "garbage");
+    let prose = Run::from(command.output().unwrap());
+    prose.assert_code(1);
+    assert_eq!(serde_json::from_str::<Value>(&prose.stdout).unwrap()["verdict"], "UNKNOWN");
+}
+
+#[test]
+fn a_reviewer_that_edits_files_fails_the_template_review() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let path = env.path("editor.sh");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho hacked > \"{}/src.rs\"\necho '{}'\n",
+            env.work.display(),
+            r#"{"verdict":"PASS","summary":"fine","findings":[]}"#
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    let run = review(
+        &env,
+        &["code", "--provider", "command", "--provider-command", path.to_str().unwrap(), "--output", "json"],
+    );
+    run.assert_code(4);
+    let result: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(result["findings"][0]["title"], "The workspace changed during review");
+    assert_eq!(result["findings"][0]["file"], "src.rs");
+}
+
+#[test]
+fn template_passes_join_the_task_gate() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        "review:\n  templates: [code]\n  dossier:\n    min_attack_angles: 1\n",
+    )
+    .unwrap();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Review me\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    // One reviewer program: a dossier for the gate's packet, a template answer for the pass.
+    let dossier = r#"{"verdict":"pass","mode":"discover","summary":"ok","findings":[],"attack_log":[{"target":"diff","attack":"read","result":"clean"}],"budget":{}}"#;
+    let script = env.path("both.sh");
+    let answer_file = env.path("template-answer.json");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif grep -q '^# Review: code' ; then cat \"{}\"; else echo '{dossier}'; fi\n",
+            answer_file.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    let script = script.to_str().unwrap();
+    std::fs::write(&answer_file, FAIL).unwrap();
+    let failed = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", script, "--json"]);
+    failed.assert_code(4);
+    let findings = failed.json()["result"]["findings"].clone();
+    assert!(findings.to_string().contains("Layer violation"), "{findings}");
+    env.scafld(&["complete", "rev"]).assert_code(1);
+
+    // UNKNOWN from the pass means retry the review, never a pass.
+    std::fs::write(&answer_file, "no idea").unwrap();
+    let unknown = env.scafld(&[
+        "review",
+        "rev",
+        "--provider",
+        "command",
+        "--provider-command",
+        script,
+        "--force",
+        "--mode",
+        "discover",
+        "--json",
+    ]);
+    unknown.assert_code(4);
+    assert!(unknown.stdout.contains("UNKNOWN") || unknown.stdout.contains("could not be parsed"), "{}", unknown.stdout);
+    env.scafld(&["complete", "rev"]).assert_code(1);
+
+    std::fs::write(&answer_file, CONCERNS).unwrap();
+    let passed = env.scafld(&[
+        "review",
+        "rev",
+        "--provider",
+        "command",
+        "--provider-command",
+        script,
+        "--force",
+        "--mode",
+        "discover",
+        "--json",
+    ]);
+    passed.assert_code(0);
+    assert!(passed.json()["result"]["findings"].to_string().contains("Hidden dependency"), "concerns are reported");
+    let status = env.scafld(&["review", "status", "rev", "--json"]).json();
+    let reviewers: Vec<&str> =
+        status["result"]["reviewers"].as_array().unwrap().iter().map(|r| r["reviewer"].as_str().unwrap()).collect();
+    assert_eq!(reviewers, ["command", "code:command"]);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
