@@ -157,6 +157,24 @@ fn answers_decide_the_exit_code_and_output_modes_deliver_the_result() {
     assert_eq!(result["verdict"], "UNKNOWN");
     assert!(result["raw_output"].as_str().unwrap().contains("ship it"), "the raw text is kept");
 
+    // Programs get the ReviewResult straight from the RPC, with two reviewers combined.
+    let mut client = env.client();
+    let root = env.work.display().to_string();
+    let caller = json!({"cwd": root, "env": {"PATH": std::env::var("PATH").unwrap()}});
+    let started = client.result(
+        "review.template",
+        json!({"root": root, "template": "arch", "inputs": {"input": "a.md", "against": "b.md"},
+               "reviewers": ["command", "local"], "provider_command": concerns, "wait_seconds": 20.0, "caller": caller}),
+    );
+    let result = &started["result"];
+    assert_eq!((&result["verdict"], &result["provider"]), (&json!("CONCERNS"), &json!("command,local")));
+    assert_eq!(result["findings"][0]["reviewer"], "command");
+    let again = client.result(
+        "review.result",
+        json!({"root": root, "session_key": started["session"]["session_key"], "timeout_seconds": 0.0}),
+    );
+    assert_eq!(again["verdict"], "CONCERNS");
+
     let history = review(&env, &["history", "--json"]);
     let reviews = history.json()["result"]["reviews"].clone();
     let verdicts: Vec<&str> = reviews
@@ -167,7 +185,7 @@ fn answers_decide_the_exit_code_and_output_modes_deliver_the_result() {
         .collect::<Vec<_>>()
         .into_iter()
         .collect();
-    assert_eq!(verdicts, ["UNKNOWN", "PASS", "FAIL", "CONCERNS"]);
+    assert_eq!(verdicts, ["CONCERNS", "UNKNOWN", "PASS", "FAIL", "CONCERNS"]);
 }
 
 #[test]
