@@ -147,14 +147,25 @@ pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, Strin
     }
 }
 
-/// `type.subtype` of a stream-json line (`system.init`, `assistant`, `tool_use`, ...).
-fn stream_event(line: &[u8]) -> Option<String> {
+/// A stream-json line: its `type.subtype` (`system.init`, `assistant`, `tool_use`, ...) and,
+/// for the `system.init` event, the model and session the provider reports.
+fn stream_event(line: &[u8]) -> Option<(String, Option<Provenance>)> {
     let value: Value = serde_json::from_slice(line).ok()?;
     let kind = value.get("type")?.as_str()?;
-    Some(match value.get("subtype").and_then(Value::as_str) {
+    let label = match value.get("subtype").and_then(Value::as_str) {
         Some(sub) => format!("{kind}.{sub}"),
         None => kind.to_string(),
-    })
+    };
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
+    let init = (label == "system.init").then(|| Provenance { model: text("model"), session_id: text("session_id") });
+    Some((label, init))
+}
+
+/// Model and session a provider reported about itself (claude's `system.init` event).
+#[derive(Debug, Clone, Default)]
+pub struct Provenance {
+    pub model: Option<String>,
+    pub session_id: Option<String>,
 }
 
 /// Dossiers submitted through the MCP tool, by the token given to the provider's server.
@@ -509,6 +520,7 @@ pub async fn run(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<Leftovers, ReviewerFailure> {
     let Run { task, cwd, caller_env, packet, diagnostics_dir, on_spawn, mut on_event } = run;
+    let reported = std::sync::Arc::new(Mutex::new(Provenance::default()));
     let mut env = caller_env.clone();
     env.insert("SCAFLD_TASK_ID".into(), task.to_string());
     let overrides: Vec<String> = invocation.env.keys().cloned().chain(["SCAFLD_TASK_ID".to_string()]).collect();
@@ -525,11 +537,15 @@ pub async fn run(
         stdin: Some(packet.as_bytes().to_vec()),
         on_stdout: Some(Box::new({
             let mut pending = Vec::new();
+            let reported = reported.clone();
             move |chunk: &[u8]| {
                 pending.extend_from_slice(chunk);
                 while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = pending.drain(..=end).collect();
-                    if let Some(event) = stream_event(&line) {
+                    if let Some((event, init)) = stream_event(&line) {
+                        if let Some(init) = init {
+                            *reported.lock().expect("provenance") = init;
+                        }
                         on_event(event);
                     }
                 }
@@ -556,6 +572,7 @@ pub async fn run(
         submitted,
         tail: outcome.tail(1200),
         diagnostic: outcome.diagnostic.display().to_string(),
+        reported: reported.lock().expect("provenance").clone(),
     };
     if cancelled {
         return Err(ReviewerFailure { class: FailureClass::Cancelled, message: "the reviewer was cancelled".into() });
@@ -570,7 +587,7 @@ pub fn interpret_template(
     invocation: &Invocation,
     left: Leftovers,
 ) -> Result<(Option<template::Answer>, String), ReviewerFailure> {
-    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, tail, diagnostic } = left;
+    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, tail, diagnostic, .. } = left;
     if timed_out {
         return Err(ReviewerFailure {
             class: FailureClass::Timeout,
@@ -616,12 +633,14 @@ pub struct Leftovers {
     pub submitted: Option<Submitted>,
     pub tail: String,
     pub diagnostic: String,
+    /// What the provider's stream said about itself.
+    pub reported: Provenance,
 }
 
 /// The provider's dossier from what its run left, or why there is none. A non-zero exit only
 /// counts when the answer itself is a failing verdict.
 pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, ReviewerFailure> {
-    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, tail, diagnostic } = left;
+    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, tail, diagnostic, reported } = left;
     let parse_failure = |message: String| ReviewerFailure { class: FailureClass::Parse, message };
     if timed_out {
         return Err(ReviewerFailure {
@@ -665,6 +684,8 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
         }
         (_, Ok(d)) => d,
     };
+    dossier.model = dossier.model.or(reported.model);
+    dossier.session_id = dossier.session_id.or(reported.session_id);
     if dossier.output_format.is_none() {
         let format = match (&invocation.answer, invocation.output_format) {
             (Answer::File(path), "codex.output_file") if !path.is_file() => "codex.stdout",

@@ -127,6 +127,8 @@ fn three_reviewers_with_mixed_verdicts_fail_the_consensus_with_attributed_issues
     let channels: Vec<&str> =
         review["reviewers"].as_array().unwrap().iter().map(|m| m["channel"].as_str().unwrap()).collect();
     assert_eq!(channels, ["codex.output_file", "claude.mcp_submit_review", "gemini.mcp_submit_review"]);
+    assert_eq!(review["reviewers"][1]["model"], "fake-claude-model", "claude's own system.init report");
+    assert_eq!(review["reviewers"][0]["reasoning"], "high", "codex's reasoning effort is recorded");
     env.scafld(&["complete", "rev"]).assert_code(1);
     let status = env.scafld(&["status", "rev", "--json"]).json();
     assert_eq!(status["result"]["review_gate"], "fail");
@@ -480,7 +482,7 @@ fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
 fn automated_workers_run_the_prepared_provider_and_submit_through_their_lease() {
     let env = TestEnv::new();
     ready(&env, 2);
-    let path = install_fakes(&env, &["codex"]);
+    let path = install_fakes(&env, &["codex", "claude"]);
     let mut subscriber = env.client();
     subscriber.result("events.subscribe", json!({}));
 
@@ -537,6 +539,16 @@ fn automated_workers_run_the_prepared_provider_and_submit_through_their_lease() 
         (&review["reviewers"][0]["provider"], &review["reviewers"][0]["channel"]),
         (&json!("codex"), &json!("worker.lease"))
     );
+
+    // A claude worker: claude answers through the submit tool, which the daemon keeps for the
+    // worker's submission.
+    let spawned =
+        run_with(&env, &["review", "rev", "--reviewers", "worker", "--detach", "--json"], "/usr/bin:/bin", &[]);
+    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+    let mut command = env.scafld_command(&["worker", "--provider", "claude", "--once", "--timeout", "5", "--json"]);
+    command.env("PATH", &path).env("FAKE_DOSSIER", dossier("pass", "")).env("FAKE_MODE", "single");
+    Run::from(command.output().unwrap()).assert_code(0);
+    wait(&env, &key).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 

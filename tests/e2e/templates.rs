@@ -239,7 +239,7 @@ fn fake_cli_reviewers_get_the_templates_tools_and_answer_through_their_channels(
     let claude = run("claude", &["arch", "a.md", "--against", "b.md"], FAIL);
     claude.assert_code(4);
     let result: Value = serde_json::from_str(&claude.stdout).unwrap();
-    assert_eq!((&result["verdict"], &result["model"]), (&json!("FAIL"), &json!("claude-opus-4-7")));
+    assert_eq!((&result["verdict"], &result["model"]), (&json!("FAIL"), &json!("fake-claude-model")));
     // Prose from claude never counts: without a submission the result is UNKNOWN.
     let mut command = env.scafld_command(&[
         "review",

@@ -251,6 +251,10 @@ fn read_answer(
     provider_name: &str,
     mut provenance: Provenance,
 ) -> Outcome {
+    // The model a provider reports about itself beats the one we asked for.
+    if let Some(model) = left.reported.model.clone() {
+        provenance.model = Some(model);
+    }
     match template {
         None => {
             let answer = providers::interpret(invocation, left).and_then(|d| accept(d, request));

@@ -386,6 +386,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                 submitted,
                 tail: run.stderr_tail,
                 diagnostic: format!("worker {}", lease.worker_id),
+                reported: Default::default(),
             };
             providers::interpret(&invocation, left)
                 .map(|d| consensus::merge_checkpoint(d, &checkpoint))
