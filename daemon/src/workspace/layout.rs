@@ -25,7 +25,8 @@ const LAYOUT_DIRS: &[&str] = &[
 
 const GITIGNORE: &str = ".gitignore";
 const GITIGNORE_HEADER: &str = "# scafld runtime state";
-const GITIGNORE_ENTRIES: &[&str] = &[".scafld/config.local.yaml", ".scafld/runs/", ".scafld/workspace_id"];
+const GITIGNORE_ENTRIES: &[&str] =
+    &[".scafld/config.local.yaml", ".scafld/runs/", ".scafld/reviews/", ".scafld/workspace_id"];
 
 /// What `init` did, as workspace-relative paths.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
