@@ -131,7 +131,7 @@ impl Jobs {
             let record = records
                 .values_mut()
                 .filter(|r| r.state == JobState::Queued && eligible(r))
-                .min_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)))?;
+                .min_by_key(|r| (r.created_at.clone(), creation_number(&r.id)))?;
             claim(record);
             record.clone()
         };
@@ -246,6 +246,11 @@ impl Jobs {
         }
         abandoned
     }
+}
+
+/// The counter part of a job id (`job-<n>-<random>`): creation order within one second.
+fn creation_number(id: &str) -> u64 {
+    id.strip_prefix("job-").and_then(|rest| rest.split('-').next()).and_then(|n| n.parse().ok()).unwrap_or(u64::MAX)
 }
 
 pub fn info(record: &JobRecord) -> JobInfo {

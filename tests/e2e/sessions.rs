@@ -590,3 +590,27 @@ fn worker_calls_with_bad_input_change_nothing() {
     let released = client.result("worker.release", json!({"job_id": job, "lease_token": lease}));
     assert_eq!(released["state"], "queued");
 }
+
+#[test]
+fn a_worker_keeps_its_lease_and_checkpoint_across_a_daemon_restart() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    ready(&env, 2);
+    let key = detach(&env, "worker", "/usr/bin:/bin", &[])["session_key"].as_str().unwrap().to_string();
+    let claim = worker(&env, &["claim", "--lease-seconds", "60", "--id", "steady"], &[]).json()["result"].clone();
+    let (job, lease) =
+        (claim["job_id"].as_str().unwrap().to_string(), claim["lease_token"].as_str().unwrap().to_string());
+    worker(&env, &["checkpoint", &job, "--lease", &lease, "--file", "src/f1.rs"], &[]).assert_code(0);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    env.take_daemon().wait().unwrap();
+
+    env.start_daemon();
+    worker(&env, &["heartbeat", &job, "--lease", &lease], &[]).assert_code(0);
+    let progress = worker(&env, &["checkpoint", &job, "--lease", &lease, "--file", "src/f2.rs"], &[]);
+    assert_eq!(progress.json()["result"]["files_reviewed"], 2, "the checkpoint survived the restart");
+    let answer = env.path("dossier.json");
+    std::fs::write(&answer, dossier("pass", "")).unwrap();
+    worker(&env, &["submit", &job, "--lease", &lease, "--dossier", answer.to_str().unwrap()], &[]).assert_code(0);
+    wait(&env, &key).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}

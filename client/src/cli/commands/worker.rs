@@ -216,7 +216,20 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             lease_seconds: args.lease_seconds,
             caller: caller(),
         };
-        if let Some(claim) = call::<m::WorkerClaim>(&mut conn, &params)? {
+        let claimed = match call::<m::WorkerClaim>(&mut conn, &params) {
+            Ok(claimed) => claimed,
+            // The daemon went away (a restart): keep serving once it is back.
+            Err(e) if !args.once && e.exit_code == workflow::UNREACHABLE => {
+                eprintln!("scafld worker {id}: {}; reconnecting", e.message);
+                std::thread::sleep(Duration::from_secs(1));
+                if let Ok(again) = crate::cli::daemon_control::connect(&ctx.paths, false) {
+                    conn = again;
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(claim) = claimed {
             if !ctx.out.json {
                 eprintln!("scafld worker {id}: {}", briefing(&claim).lines().next().unwrap_or_default());
             }
@@ -229,7 +242,15 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                 model: None,
                 caller: caller(),
             };
-            match call::<m::WorkerSubmit>(&mut conn, &params) {
+            let mut submitted = call::<m::WorkerSubmit>(&mut conn, &params);
+            if submitted.as_ref().is_err_and(|e| e.exit_code == workflow::UNREACHABLE)
+                && let Ok(again) = crate::cli::daemon_control::connect(&ctx.paths, false)
+            {
+                // The daemon restarted while the provider ran; the lease survived it.
+                conn = again;
+                submitted = call::<m::WorkerSubmit>(&mut conn, &params);
+            }
+            match submitted {
                 Ok(r) => {
                     if !ctx.out.json {
                         let how = if r.accepted { format!("verdict {}", r.verdict) } else { r.problems.join("; ") };
@@ -294,13 +315,16 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
         let (done, paths, lease) = (done.clone(), ctx.paths.clone(), claim.lease_token.clone());
         let (job_id, every) = (claim.job_id.clone(), Duration::from_secs((claim.lease_seconds / 3).max(1)));
         std::thread::spawn(move || {
-            let Ok(mut conn) = crate::cli::daemon_control::connect(&paths, false) else { return };
+            let mut conn = crate::cli::daemon_control::connect(&paths, false).ok();
             let mut last = Instant::now();
             while !done.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(100));
                 if last.elapsed() >= every {
                     let params = m::LeaseParams { job_id: job_id.clone(), lease_token: lease.clone() };
-                    let _ = conn.call::<m::WorkerHeartbeat>(&params);
+                    // A failed heartbeat (the daemon restarting) reconnects on the next beat.
+                    if conn.as_mut().is_none_or(|c| c.call::<m::WorkerHeartbeat>(&params).is_err()) {
+                        conn = crate::cli::daemon_control::connect(&paths, false).ok();
+                    }
                     last = Instant::now();
                 }
             }
