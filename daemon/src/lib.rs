@@ -51,7 +51,7 @@ pub async fn run(
     }
     tasks::recover_jobs(&daemon).await;
     review::recover(&daemon).await;
-    let reaper = tokio::spawn(review::reaper_loop(daemon.clone()));
+    let reaper = tokio::spawn(review::worker::reaper_loop(daemon.clone()));
     let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");

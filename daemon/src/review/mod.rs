@@ -7,21 +7,24 @@
 
 pub mod diff;
 pub mod runner;
+pub mod status;
 pub mod template;
 pub mod worker;
+
+pub use status::write_report;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use scafld_protocol::methods::{self as m, ReviewerProgress};
+use scafld_protocol::methods as m;
 use scafld_protocol::{ErrorKind, Event};
 use tracing::warn;
 
 use crate::clock;
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::domain::consensus::{self, Answer, Outcome, ReportPart, Reviewer};
+use crate::domain::consensus::{self, Answer, Outcome, Reviewer};
 use crate::domain::dossier::{Dossier, Request};
 use crate::domain::job::{
     FailureClass, JobKind, JobRecord, JobState, Provenance, RequestRecord, ReviewWork, ReviewerFailure, SessionRecord,
@@ -31,7 +34,6 @@ use crate::domain::ledger::BaselinePath;
 use crate::error::{RpcError, RpcResult};
 use crate::providers;
 use crate::workspace::Workspace;
-use runner::now_ms;
 
 /// The session table: records (persisted) and the lock that settles one session at a time.
 #[derive(Default)]
@@ -72,10 +74,17 @@ impl Sessions {
 
     /// The most recent session of a workspace (optionally of one task).
     pub fn latest(&self, workspace_id: &str, task: Option<&str>) -> Option<SessionRecord> {
-        self.all()
-            .into_iter()
+        let records = self.records.lock().expect("sessions");
+        records
+            .values()
             .filter(|s| s.workspace_id == workspace_id && task.is_none_or(|t| s.task_id == t))
             .max_by_key(|s| s.seq)
+            .cloned()
+    }
+
+    /// How many sessions `matches` accepts (without copying them).
+    fn count(&self, matches: impl Fn(&SessionRecord) -> bool) -> usize {
+        self.records.lock().expect("sessions").values().filter(|s| matches(s)).count()
     }
 }
 
@@ -184,16 +193,11 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
     } else {
         format!(".scafld/runs/{}/review_report.md", s.task_id)
     };
-    let iteration = 1 + daemon
-        .sessions
-        .all()
-        .iter()
-        .filter(|o| {
-            o.workspace_id == s.ws.id
-                && o.task_id == s.task_id
-                && (!s.task_id.is_empty() || (o.context_digest == s.context_digest && same_base(&o.range, &s.range)))
-        })
-        .count() as u32;
+    let iteration = 1 + daemon.sessions.count(|o| {
+        o.workspace_id == s.ws.id
+            && o.task_id == s.task_id
+            && (!s.task_id.is_empty() || (o.context_digest == s.context_digest && same_base(&o.range, &s.range)))
+    }) as u32;
     let mut session = SessionRecord {
         key: key.clone(),
         seq: daemon.sessions.next_seq(),
@@ -451,7 +455,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
         }
     }
     if session.template.is_some() {
-        result.template_result = Some(template_outcome(daemon, &session).await);
+        result.template_result = Some(template::outcome(daemon, &session).await);
     }
     session.result = serde_json::to_value(&result).ok();
     daemon.sessions.put(daemon, session.clone());
@@ -461,81 +465,6 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
         publish(daemon, &session, "", "awaiting_approval", "a human must accept or reject the proposed verdict");
     }
     daemon.jobs.touch();
-}
-
-/// A standalone template session's result: the reviewers' results combined (a reviewer with
-/// none counts as UNKNOWN), under the read-only mutation guard.
-async fn template_outcome(daemon: &Daemon, session: &SessionRecord) -> m::TemplateReviewResult {
-    let mut results = Vec::new();
-    for (name, job_id) in session.reviewers.iter().zip(&session.job_ids) {
-        let work = daemon.jobs.get(job_id).and_then(|j| j.review).unwrap_or_default();
-        let result = work
-            .template_result
-            .and_then(|v| serde_json::from_value::<m::TemplateReviewResult>(v).ok())
-            .unwrap_or_else(|| m::TemplateReviewResult {
-                verdict: "UNKNOWN".into(),
-                raw_output: work.failure.map(|f| f.message).unwrap_or_default(),
-                provider: name.clone(),
-                ..m::TemplateReviewResult::default()
-            });
-        results.push((name.clone(), result));
-    }
-    let several = results.len() > 1;
-    let verdicts: Vec<&str> = results.iter().map(|(_, r)| r.verdict.as_str()).collect();
-    let mut combined = m::TemplateReviewResult {
-        verdict: crate::domain::template::combine(&verdicts),
-        summary: results
-            .iter()
-            .map(|(_, r)| r.summary.clone())
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-            .join(" | "),
-        findings: results
-            .iter()
-            .flat_map(|(name, r)| {
-                r.findings.iter().cloned().map(move |mut f| {
-                    if several {
-                        f.reviewer = Some(name.clone());
-                    }
-                    f
-                })
-            })
-            .collect(),
-        raw_output: if several {
-            results.iter().map(|(n, r)| format!("--- {n}\n{}", r.raw_output)).collect::<Vec<_>>().join("\n")
-        } else {
-            results.first().map(|(_, r)| r.raw_output.clone()).unwrap_or_default()
-        },
-        template: session.template.clone().unwrap_or_default(),
-        inputs: results.iter().map(|(_, r)| r.inputs.clone()).find(|i| !i.is_empty()).unwrap_or_default(),
-        timestamp: clock::now_rfc3339(),
-        provider: session.reviewers.join(","),
-        model: results.iter().find_map(|(_, r)| r.model.clone()),
-        session_key: session.key.clone(),
-    };
-    let root = std::path::PathBuf::from(&session.root);
-    let after = tokio::task::spawn_blocking(move || crate::baseline::snapshot(&root)).await.ok().and_then(Result::ok);
-    let changed = match after {
-        Some(after) => crate::tasks::review::changed_paths(&session.snapshot, &after.paths),
-        None => vec!["(the workspace could not be snapshotted after the review)".into()],
-    };
-    if !changed.is_empty() {
-        combined.verdict = "FAIL".into();
-        combined.findings.insert(
-            0,
-            m::TemplateFinding {
-                severity: "FAIL".into(),
-                title: "The workspace changed during review".into(),
-                description: format!(
-                    "changed while the reviewer ran: {}; a review must not modify files, so its verdict cannot be trusted",
-                    changed.join(", ")
-                ),
-                file: changed.first().cloned(),
-                reviewer: Some("scafld".into()),
-            },
-        );
-    }
-    combined
 }
 
 /// The session a call names, checked against the workspace it came from.
@@ -627,127 +556,6 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
     })
 }
 
-/// `review.status`: a session's reviewers with liveness and progress.
-pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult<m::ReviewStatusResult> {
-    let ws = daemon.workspace(&p.root).await?;
-    let task = match &p.task_id {
-        Some(t) => Some(
-            crate::domain::task_id::TaskId::parse(t)
-                .map_err(|e| RpcError::new(ErrorKind::InvalidInput, e.to_string()))?,
-        ),
-        None => None,
-    };
-    let session = find(daemon, &ws, p.session_key.as_deref(), task.as_ref().map(|t| t.as_str()))?;
-    let now = now_ms();
-    let lease_ms = |job: &JobRecord| {
-        job.review
-            .as_ref()
-            .and_then(|w| w.lease.as_ref())
-            .map(|l| l.seconds * 1000)
-            .unwrap_or(runner::HEARTBEAT_LEASE_MS)
-    };
-    let reviewers = session
-        .reviewers
-        .iter()
-        .zip(&session.job_ids)
-        .filter_map(|(name, id)| {
-            let job = daemon.jobs.get(id)?;
-            let work = job.review.clone().unwrap_or_default();
-            let running = job.state == JobState::Running;
-            let age = (running && work.heartbeat_ms > 0).then(|| now.saturating_sub(work.heartbeat_ms));
-            Some(ReviewerProgress {
-                reviewer: name.clone(),
-                job_id: id.clone(),
-                state: job.state.as_str().into(),
-                attempt: job.attempt,
-                liveness: age.map(|a| consensus::liveness(a, lease_ms(&job)).to_string()).unwrap_or_default(),
-                heartbeat_age_seconds: age.map(|a| a as f64 / 1000.0),
-                worker_id: work.lease.as_ref().map(|l| l.worker_id.clone()),
-                phase: if work.checkpoint.phase.is_empty() {
-                    job.state.as_str().into()
-                } else {
-                    work.checkpoint.phase.clone()
-                },
-                files_reviewed: work.checkpoint.reviewed.len(),
-                findings_so_far: consensus::findings_so_far(&work.checkpoint),
-                files_remaining: consensus::remaining(&session.files, &work.checkpoint),
-                preflight: work.checkpoint.preflight.clone(),
-                verdict: work
-                    .dossier
-                    .and_then(|d| serde_json::from_value::<Dossier>(d).ok())
-                    .map(|d| consensus::reviewer_verdict(&d).to_string()),
-                error: work.failure.map(|f| f.message),
-            })
-        })
-        .collect();
-    let gate = session.result.as_ref().and_then(|r| r.get("gate")).and_then(|g| g.as_str()).unwrap_or("");
-    Ok(m::ReviewStatusResult {
-        session_key: session.key.clone(),
-        task_id: session.task_id.clone(),
-        range: session.range.clone(),
-        iteration: session.iteration,
-        approval: session.approval.clone(),
-        state: match (&session.result, gate) {
-            (None, _) => "running".into(),
-            (Some(_), "awaiting_approval") => "awaiting_approval".into(),
-            (Some(_), _) => "resolved".into(),
-        },
-        files_total: session.files.len(),
-        reviewers,
-        report_path: session.report_path.clone(),
-    })
-}
-
-/// Rewrite `review_report.md` from the session's checkpoints.
-pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
-    let jobs: Vec<Option<JobRecord>> = session.job_ids.iter().map(|id| daemon.jobs.get(id)).collect();
-    let empty = Default::default();
-    let parts: Vec<ReportPart<'_>> = session
-        .reviewers
-        .iter()
-        .zip(&jobs)
-        .map(|(name, job)| {
-            let work = job.as_ref().and_then(|j| j.review.as_ref());
-            ReportPart {
-                reviewer: name,
-                checkpoint: work.map(|w| &w.checkpoint).unwrap_or(&empty),
-                verdict: work.and_then(|w| {
-                    w.dossier
-                        .as_ref()
-                        .and_then(|d| serde_json::from_value::<Dossier>(d.clone()).ok())
-                        .map(|d| format!("{} - {}", consensus::reviewer_verdict(&d), d.summary.trim()))
-                        .or_else(|| w.failure.as_ref().map(|f| format!("NO VERDICT - {}", f.message)))
-                }),
-            }
-        })
-        .collect();
-    let target = if session.task_id.is_empty() {
-        format!("Range: {}", session.range)
-    } else {
-        format!("Task: {}", session.task_id)
-    };
-    let mut text = consensus::report(
-        &format!(
-            "{target} | Session: {} | Iteration: {}\nPre-flight: {}",
-            session.key, session.iteration, session.preflight
-        ),
-        &session.files,
-        &parts,
-    );
-    if let Some(outcome) = session.result.as_ref().and_then(|r| r.get("outcome")).and_then(|o| o.as_str()) {
-        text.push_str(&format!("\n## Consensus\n{outcome}\n"));
-    }
-    let path = std::path::Path::new(&session.root).join(&session.report_path);
-    let written = path
-        .parent()
-        .map(std::fs::create_dir_all)
-        .unwrap_or(Ok(()))
-        .and_then(|_| crate::workspace::specfile::write_atomic(&path, &text));
-    if let Err(e) = written {
-        warn!(session = %session.key, "cannot write {}: {e}", path.display());
-    }
-}
-
 /// After a restart: start the daemon-run reviewers that were re-queued, and settle sessions
 /// whose reviewers all finished before the daemon stopped.
 pub async fn recover(daemon: &Arc<Daemon>) {
@@ -757,52 +565,5 @@ pub async fn recover(daemon: &Arc<Daemon>) {
         }
         start_jobs(daemon, &session);
         settle(daemon, &session.key).await;
-    }
-}
-
-/// Expired leases: the job goes back to the queue with its checkpoint for the next worker.
-pub fn reap(daemon: &Arc<Daemon>) {
-    let now = now_ms();
-    for job in daemon.jobs.all() {
-        let Some(lease) = job.review.as_ref().and_then(|w| w.lease.clone()) else { continue };
-        if job.state != JobState::Running || lease.expires_ms > now {
-            continue;
-        }
-        if let Some(pgid) = job.pgid {
-            crate::runner::kill_group(pgid);
-        }
-        let Some(session) = job.review.as_ref().and_then(|w| daemon.sessions.get(&w.session_key)) else { continue };
-        let reason = format!("worker {} went silent past its {} s lease", lease.worker_id, lease.seconds);
-        daemon.jobs.update(daemon.store(), &job.id, true, |r| {
-            if r.state == JobState::Running {
-                r.state = JobState::Queued;
-                r.attempt += 1;
-                r.pgid = None;
-                r.activity = Some(format!("re-queued: {reason}"));
-                if let Some(work) = r.review.as_mut() {
-                    work.lease = None;
-                }
-            }
-        });
-        daemon.sessions.invocations.lock().expect("invocations").remove(&job.id);
-        publish(daemon, &session, &job.id, "heartbeat_stale", &reason);
-        publish(daemon, &session, &job.id, "requeued", "the checkpoint is kept for the next worker");
-        daemon.publish(Event::JobChanged {
-            job_id: job.id.clone(),
-            task_id: job.task_id.clone(),
-            state: "queued".into(),
-        });
-        write_report(daemon, &session);
-    }
-}
-
-/// Check leases a few times a second until shutdown.
-pub async fn reaper_loop(daemon: Arc<Daemon>) {
-    let stop = daemon.shutdown_token().clone();
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(Duration::from_millis(200)) => reap(&daemon),
-        }
     }
 }

@@ -10,9 +10,10 @@ use scafld_protocol::methods as m;
 
 use super::{Spawn, requested_reviewers};
 use crate::baseline;
+use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::dossier::Request;
-use crate::domain::job::TemplateJob;
+use crate::domain::job::{SessionRecord, TemplateJob};
 use crate::domain::template;
 use crate::error::{RpcError, RpcResult};
 use crate::templates;
@@ -144,4 +145,79 @@ pub async fn history(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResu
         .filter_map(|w| w.template_result)
         .collect();
     Ok(m::ReviewHistoryResult { reviews })
+}
+
+/// A standalone template session's result: the reviewers' results combined (a reviewer with
+/// none counts as UNKNOWN), under the read-only mutation guard.
+pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::TemplateReviewResult {
+    let mut results = Vec::new();
+    for (name, job_id) in session.reviewers.iter().zip(&session.job_ids) {
+        let work = daemon.jobs.get(job_id).and_then(|j| j.review).unwrap_or_default();
+        let result = work
+            .template_result
+            .and_then(|v| serde_json::from_value::<m::TemplateReviewResult>(v).ok())
+            .unwrap_or_else(|| m::TemplateReviewResult {
+                verdict: "UNKNOWN".into(),
+                raw_output: work.failure.map(|f| f.message).unwrap_or_default(),
+                provider: name.clone(),
+                ..m::TemplateReviewResult::default()
+            });
+        results.push((name.clone(), result));
+    }
+    let several = results.len() > 1;
+    let verdicts: Vec<&str> = results.iter().map(|(_, r)| r.verdict.as_str()).collect();
+    let mut combined = m::TemplateReviewResult {
+        verdict: crate::domain::template::combine(&verdicts),
+        summary: results
+            .iter()
+            .map(|(_, r)| r.summary.clone())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" | "),
+        findings: results
+            .iter()
+            .flat_map(|(name, r)| {
+                r.findings.iter().cloned().map(move |mut f| {
+                    if several {
+                        f.reviewer = Some(name.clone());
+                    }
+                    f
+                })
+            })
+            .collect(),
+        raw_output: if several {
+            results.iter().map(|(n, r)| format!("--- {n}\n{}", r.raw_output)).collect::<Vec<_>>().join("\n")
+        } else {
+            results.first().map(|(_, r)| r.raw_output.clone()).unwrap_or_default()
+        },
+        template: session.template.clone().unwrap_or_default(),
+        inputs: results.iter().map(|(_, r)| r.inputs.clone()).find(|i| !i.is_empty()).unwrap_or_default(),
+        timestamp: clock::now_rfc3339(),
+        provider: session.reviewers.join(","),
+        model: results.iter().find_map(|(_, r)| r.model.clone()),
+        session_key: session.key.clone(),
+    };
+    let root = std::path::PathBuf::from(&session.root);
+    let after = tokio::task::spawn_blocking(move || crate::baseline::snapshot(&root)).await.ok().and_then(Result::ok);
+    let changed = match after {
+        Some(after) => crate::tasks::review::changed_paths(&session.snapshot, &after.paths),
+        None => vec!["(the workspace could not be snapshotted after the review)".into()],
+    };
+    if !changed.is_empty() {
+        combined.verdict = "FAIL".into();
+        combined.findings.insert(
+            0,
+            m::TemplateFinding {
+                severity: "FAIL".into(),
+                title: "The workspace changed during review".into(),
+                description: format!(
+                    "changed while the reviewer ran: {}; a review must not modify files, so its verdict cannot be trusted",
+                    changed.join(", ")
+                ),
+                file: changed.first().cloned(),
+                reviewer: Some("scafld".into()),
+            },
+        );
+    }
+    combined
 }

@@ -430,3 +430,50 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
     daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: "queued".into() });
     Ok(m::LeaseResult { job_id: job.id, state: "queued".into(), lease_expires_in_seconds: 0.0 })
 }
+
+/// Expired leases: the job goes back to the queue with its checkpoint for the next worker.
+pub fn reap(daemon: &Arc<Daemon>) {
+    let now = now_ms();
+    for job in daemon.jobs.all() {
+        let Some(lease) = job.review.as_ref().and_then(|w| w.lease.clone()) else { continue };
+        if job.state != JobState::Running || lease.expires_ms > now {
+            continue;
+        }
+        if let Some(pgid) = job.pgid {
+            crate::runner::kill_group(pgid);
+        }
+        let Some(session) = job.review.as_ref().and_then(|w| daemon.sessions.get(&w.session_key)) else { continue };
+        let reason = format!("worker {} went silent past its {} s lease", lease.worker_id, lease.seconds);
+        daemon.jobs.update(daemon.store(), &job.id, true, |r| {
+            if r.state == JobState::Running {
+                r.state = JobState::Queued;
+                r.attempt += 1;
+                r.pgid = None;
+                r.activity = Some(format!("re-queued: {reason}"));
+                if let Some(work) = r.review.as_mut() {
+                    work.lease = None;
+                }
+            }
+        });
+        daemon.sessions.invocations.lock().expect("invocations").remove(&job.id);
+        publish(daemon, &session, &job.id, "heartbeat_stale", &reason);
+        publish(daemon, &session, &job.id, "requeued", "the checkpoint is kept for the next worker");
+        daemon.publish(Event::JobChanged {
+            job_id: job.id.clone(),
+            task_id: job.task_id.clone(),
+            state: "queued".into(),
+        });
+        write_report(daemon, &session);
+    }
+}
+
+/// Check leases a few times a second until shutdown.
+pub async fn reaper_loop(daemon: Arc<Daemon>) {
+    let stop = daemon.shutdown_token().clone();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => reap(&daemon),
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! What a review session looks like from outside: `review.status` (reviewers, liveness,
+//! progress) and the incremental `review_report.md` rebuilt from the checkpoints.
+
+use std::sync::Arc;
+
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods::{self as m, ReviewerProgress};
+use tracing::warn;
+
+use super::find;
+use super::runner::{self, now_ms};
+use crate::daemon::Daemon;
+use crate::domain::consensus::{self, ReportPart};
+use crate::domain::dossier::Dossier;
+use crate::domain::job::{JobRecord, JobState, SessionRecord};
+use crate::error::{RpcError, RpcResult};
+
+/// `review.status`: a session's reviewers with liveness and progress.
+pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult<m::ReviewStatusResult> {
+    let ws = daemon.workspace(&p.root).await?;
+    let task = match &p.task_id {
+        Some(t) => Some(
+            crate::domain::task_id::TaskId::parse(t)
+                .map_err(|e| RpcError::new(ErrorKind::InvalidInput, e.to_string()))?,
+        ),
+        None => None,
+    };
+    let session = find(daemon, &ws, p.session_key.as_deref(), task.as_ref().map(|t| t.as_str()))?;
+    let now = now_ms();
+    let lease_ms = |job: &JobRecord| {
+        job.review
+            .as_ref()
+            .and_then(|w| w.lease.as_ref())
+            .map(|l| l.seconds * 1000)
+            .unwrap_or(runner::HEARTBEAT_LEASE_MS)
+    };
+    let reviewers = session
+        .reviewers
+        .iter()
+        .zip(&session.job_ids)
+        .filter_map(|(name, id)| {
+            let job = daemon.jobs.get(id)?;
+            let work = job.review.clone().unwrap_or_default();
+            let running = job.state == JobState::Running;
+            let age = (running && work.heartbeat_ms > 0).then(|| now.saturating_sub(work.heartbeat_ms));
+            Some(ReviewerProgress {
+                reviewer: name.clone(),
+                job_id: id.clone(),
+                state: job.state.as_str().into(),
+                attempt: job.attempt,
+                liveness: age.map(|a| consensus::liveness(a, lease_ms(&job)).to_string()).unwrap_or_default(),
+                heartbeat_age_seconds: age.map(|a| a as f64 / 1000.0),
+                worker_id: work.lease.as_ref().map(|l| l.worker_id.clone()),
+                phase: if work.checkpoint.phase.is_empty() {
+                    job.state.as_str().into()
+                } else {
+                    work.checkpoint.phase.clone()
+                },
+                files_reviewed: work.checkpoint.reviewed.len(),
+                findings_so_far: consensus::findings_so_far(&work.checkpoint),
+                files_remaining: consensus::remaining(&session.files, &work.checkpoint),
+                preflight: work.checkpoint.preflight.clone(),
+                verdict: work
+                    .dossier
+                    .and_then(|d| serde_json::from_value::<Dossier>(d).ok())
+                    .map(|d| consensus::reviewer_verdict(&d).to_string()),
+                error: work.failure.map(|f| f.message),
+            })
+        })
+        .collect();
+    let gate = session.result.as_ref().and_then(|r| r.get("gate")).and_then(|g| g.as_str()).unwrap_or("");
+    Ok(m::ReviewStatusResult {
+        session_key: session.key.clone(),
+        task_id: session.task_id.clone(),
+        range: session.range.clone(),
+        iteration: session.iteration,
+        approval: session.approval.clone(),
+        state: match (&session.result, gate) {
+            (None, _) => "running".into(),
+            (Some(_), "awaiting_approval") => "awaiting_approval".into(),
+            (Some(_), _) => "resolved".into(),
+        },
+        files_total: session.files.len(),
+        reviewers,
+        report_path: session.report_path.clone(),
+    })
+}
+
+/// Rewrite `review_report.md` from the session's checkpoints.
+pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
+    let jobs: Vec<Option<JobRecord>> = session.job_ids.iter().map(|id| daemon.jobs.get(id)).collect();
+    let empty = Default::default();
+    let parts: Vec<ReportPart<'_>> = session
+        .reviewers
+        .iter()
+        .zip(&jobs)
+        .map(|(name, job)| {
+            let work = job.as_ref().and_then(|j| j.review.as_ref());
+            ReportPart {
+                reviewer: name,
+                checkpoint: work.map(|w| &w.checkpoint).unwrap_or(&empty),
+                verdict: work.and_then(|w| {
+                    w.dossier
+                        .as_ref()
+                        .and_then(|d| serde_json::from_value::<Dossier>(d.clone()).ok())
+                        .map(|d| format!("{} - {}", consensus::reviewer_verdict(&d), d.summary.trim()))
+                        .or_else(|| w.failure.as_ref().map(|f| format!("NO VERDICT - {}", f.message)))
+                }),
+            }
+        })
+        .collect();
+    let target = if session.task_id.is_empty() {
+        format!("Range: {}", session.range)
+    } else {
+        format!("Task: {}", session.task_id)
+    };
+    let mut text = consensus::report(
+        &format!(
+            "{target} | Session: {} | Iteration: {}\nPre-flight: {}",
+            session.key, session.iteration, session.preflight
+        ),
+        &session.files,
+        &parts,
+    );
+    if let Some(outcome) = session.result.as_ref().and_then(|r| r.get("outcome")).and_then(|o| o.as_str()) {
+        text.push_str(&format!("\n## Consensus\n{outcome}\n"));
+    }
+    let path = std::path::Path::new(&session.root).join(&session.report_path);
+    let written = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .unwrap_or(Ok(()))
+        .and_then(|_| crate::workspace::specfile::write_atomic(&path, &text));
+    if let Err(e) = written {
+        warn!(session = %session.key, "cannot write {}: {e}", path.display());
+    }
+}
