@@ -736,7 +736,7 @@ pub struct CompleteResult {
 }
 
 method!(
-    /// A reviewer's dossier, relayed by `scafld mcp submit-review` for a running review.
+    /// A reviewer's answer, relayed by `scafld mcp submit-review` for a running review.
     ReviewSubmit = "review.submit", SubmitParams => SubmitResult
 );
 
@@ -745,6 +745,8 @@ method!(
 pub struct SubmitParams {
     /// The submission token the daemon gave the provider's MCP server.
     pub token: String,
+    /// The reviewer's answer: a ReviewDossier for the review gate, or a template answer
+    /// (`verdict`, `summary`, `findings`) for a template review; the token's slot says which.
     pub dossier: serde_json::Value,
 }
 
