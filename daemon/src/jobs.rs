@@ -139,11 +139,9 @@ impl Jobs {
         Some(record)
     }
 
-    /// A cancellation token for a job that is started again (a re-queued reviewer).
-    pub fn rearm(&self, id: &str) -> CancellationToken {
-        let token = CancellationToken::new();
-        self.cancels.lock().expect("cancels").insert(id.to_string(), token.clone());
-        token
+    /// The cancellation token of an unfinished job (created for jobs recovered from the store).
+    pub fn token(&self, id: &str) -> CancellationToken {
+        self.cancels.lock().expect("cancels").entry(id.to_string()).or_default().clone()
     }
 
     pub fn get(&self, id: &str) -> Option<JobRecord> {
@@ -218,7 +216,7 @@ impl Jobs {
             }
             if let Some(work) = &job.review {
                 let ours = work.lease.is_none();
-                self.rearm(&job.id);
+                self.token(&job.id);
                 if ours && job.state == JobState::Running {
                     info!(job = %job.id, "re-queued: the daemon stopped while its reviewer ran");
                     self.update(store, &job.id, true, |r| {

@@ -614,3 +614,34 @@ fn a_worker_keeps_its_lease_and_checkpoint_across_a_daemon_restart() {
     wait(&env, &key).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
+
+#[test]
+fn reviewers_share_the_workspace_job_slots() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        "execution:\n  max_parallel_jobs: 1\nreview:\n  dossier:\n    min_attack_angles: 1\n",
+    )
+    .unwrap();
+    env.scafld(&["daemon", "stop"]).assert_code(0); // the slot count is read when a workspace opens
+    let path = install_fakes(&env, &["claude", "gemini"]);
+    let gate = env.path("gate");
+    let gate_path = gate.to_str().unwrap();
+    let spawned = detach(&env, "claude,gemini", &path, &[("FAKE_GATE", gate_path), ("FAKE_MODE", "single")]);
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+    let states = || {
+        let status = env.scafld(&["review", "status", "rev", "--json"]).json();
+        let mut states: Vec<String> = status["result"]["reviewers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["state"].as_str().unwrap().to_string())
+            .collect();
+        states.sort();
+        states
+    };
+    wait_until("one reviewer to run while the other waits for the slot", || states() == ["queued", "running"]);
+    std::fs::write(&gate, "").unwrap();
+    wait(&env, &key).assert_code(0);
+}

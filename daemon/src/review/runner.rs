@@ -25,9 +25,15 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
         let Some(job) = daemon.jobs.get(&job_id) else { return };
         let Some(work) = job.review.clone() else { return };
         let Some(session) = daemon.sessions.get(&work.session_key) else { return };
-        let cancel = daemon.jobs.rearm(&job_id);
+        // Reviewers share the workspace's job slots (`execution.max_parallel_jobs`) with builds.
+        let Ok(ws) = daemon.workspace(&session.root).await else { return };
+        let _permit = ws.job_slots.clone().acquire_owned().await;
+        // Only the call that moves the job out of the queue runs it (a retry and a restart
+        // recovery may both try).
+        let mut started = false;
         let Some(job) = daemon.jobs.update(daemon.store(), &job_id, true, |r| {
             if r.state == JobState::Queued {
+                started = true;
                 r.state = JobState::Running;
                 r.owner = "daemon".into();
                 r.started_at = Some(clock::now_rfc3339());
@@ -42,9 +48,10 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
         }) else {
             return;
         };
-        if job.owner != "daemon" || job.state != JobState::Running {
+        if !started {
             return;
         }
+        let cancel = daemon.jobs.token(&job_id);
         daemon.publish(Event::JobChanged {
             job_id: job_id.clone(),
             task_id: job.task_id.clone(),
