@@ -277,10 +277,6 @@ pub fn info(record: &JobRecord) -> JobInfo {
             JobKind::Acceptance => record.outcome.clone().and_then(|o| serde_json::from_value::<BuildOutcome>(o).ok()),
             JobKind::Review => None,
         },
-        review: match record.kind {
-            JobKind::Review => record.outcome.clone().and_then(|o| serde_json::from_value(o).ok()),
-            JobKind::Acceptance => None,
-        },
         error_kind: record.error_kind.clone(),
     }
 }

@@ -627,9 +627,6 @@ pub struct JobInfo {
     pub reason: Option<String>,
     #[serde(default)]
     pub outcome: Option<BuildOutcome>,
-    /// The review result of a finished review job.
-    #[serde(default)]
-    pub review: Option<ReviewResult>,
     /// The error kind of a job that ended without a result (for example `review_failed`).
     #[serde(default)]
     pub error_kind: Option<String>,

@@ -78,7 +78,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::ReviewResultOf, _, _>(&mut module, |d, p| async move { review::template::result(&d, p).await });
     register::<m::ReviewHistory, _, _>(&mut module, |d, p| async move { review::template::history(&d, p).await });
     register::<m::ReviewDecide, _, _>(&mut module, |d, p| async move { tasks::decide(&d, p).await });
-    register_long_poll::<m::WorkerClaim, _, _>(&mut module, |d, p, gone| async move {
+    register_with_peer::<m::WorkerClaim, _, _>(&mut module, |d, p, gone| async move {
         review::worker::claim(&d, p, gone).await
     });
     register::<m::WorkerHeartbeat, _, _>(&mut module, |d, p| async move { review::worker::heartbeat(&d, p) });
@@ -122,26 +122,12 @@ where
     F: Fn(Arc<Daemon>, M::Params) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = RpcResult<M::Result>> + Send + 'static,
 {
-    module
-        .register_async_method(M::NAME, move |params, daemon, _| {
-            let handler = handler.clone();
-            async move {
-                if daemon.shutdown_token().is_cancelled() {
-                    return Err(ErrorObjectOwned::from(RpcError::new(
-                        ErrorKind::ShuttingDown,
-                        "the daemon is shutting down and takes no new calls",
-                    )));
-                }
-                let params = decode_params::<M::Params>(M::NAME, &params)?;
-                handler(daemon, params).await.map_err(ErrorObjectOwned::from)
-            }
-        })
-        .expect("method names are unique");
+    register_with_peer::<M, _, _>(module, move |daemon, params, _| handler(daemon, params));
 }
 
-/// Bind a long-poll method: its handler also gets a token that is cancelled when the caller
-/// hangs up, so it never does work (such as claiming a job) for a peer that is gone.
-fn register_long_poll<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+/// Bind method `M` to a handler that also gets a token cancelled when the caller hangs up, so
+/// a long poll never does work (such as claiming a job) for a peer that is gone.
+fn register_with_peer<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
 where
     M: Method,
     F: Fn(Arc<Daemon>, M::Params, CancellationToken) -> Fut + Clone + Send + Sync + 'static,
