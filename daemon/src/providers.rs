@@ -250,7 +250,7 @@ pub fn strip_nulls(value: Value) -> Value {
 
 /// The dossier schema in the strict form codex's output schema needs.
 pub fn strict_schema() -> Value {
-    strict(schema())
+    strict(scafld_protocol::schemas::review_dossier())
 }
 
 /// `schema` in the strict form codex's output schema needs: every property required, the
@@ -284,10 +284,6 @@ fn strict(mut schema: Value) -> Value {
     }
     make_strict(&mut schema);
     schema
-}
-
-pub fn schema() -> Value {
-    scafld_protocol::schemas::review_dossier()
 }
 
 fn quote(arg: &str) -> String {

@@ -42,6 +42,37 @@ impl Section {
     }
 }
 
+/// The two sections every dossier packet ends its own with: how to answer (required) and the
+/// dossier schema.
+pub fn answer_sections(request: &crate::domain::dossier::Request) -> [Section; 2] {
+    let schema = serde_json::to_string_pretty(&scafld_protocol::schemas::review_dossier()).unwrap_or_default();
+    [
+        Section::derived(
+            "provider_instruction",
+            "Provider Instruction",
+            "scafld#provider_instruction",
+            instructions(&request.mode, &request.depth, request.max_findings, request.min_attack_angles),
+            true,
+        ),
+        Section::derived(
+            "schema_context",
+            "Schema Context: ReviewDossier",
+            "schemas/review_dossier.schema.json",
+            format!("```json\n{schema}\n```"),
+            false,
+        ),
+    ]
+}
+
+/// Items as a Markdown list of code spans, or `- none`.
+pub fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "- none".into()
+    } else {
+        items.iter().map(|i| format!("- `{i}`")).collect::<Vec<_>>().join("\n")
+    }
+}
+
 pub struct Header<'a> {
     pub task_id: &'a str,
     pub title: &'a str,

@@ -17,7 +17,6 @@ use crate::domain::dossier::Request;
 use crate::domain::job::{RequestRecord, SessionRecord};
 use crate::domain::packet::{self, Section};
 use crate::error::{RpcError, RpcResult};
-use crate::providers;
 
 /// Context files larger than this are refused (the packet budget would drop them anyway).
 const MAX_CONTEXT_BYTES: usize = 256 * 1024;
@@ -112,12 +111,7 @@ fn empty_range(
 }
 
 fn packet(range: &str, context: &str, files: &[String], patch: &str, request: &Request, max_bytes: usize) -> String {
-    let list = if files.is_empty() {
-        "- none".to_string()
-    } else {
-        files.iter().map(|f| format!("- `{f}`")).collect::<Vec<_>>().join("\n")
-    };
-    let sections = vec![
+    let mut sections = vec![
         Section::derived(
             "review_context",
             "Issue Context",
@@ -135,7 +129,13 @@ fn packet(range: &str, context: &str, files: &[String], patch: &str, request: &R
             ),
             true,
         ),
-        Section::derived("changed_files", "Changed Files", &format!("git diff --name-only {range}"), list, true),
+        Section::derived(
+            "changed_files",
+            "Changed Files",
+            &format!("git diff --name-only {range}"),
+            packet::list(files),
+            true,
+        ),
         Section::derived(
             "range_diff",
             "Diff",
@@ -143,21 +143,8 @@ fn packet(range: &str, context: &str, files: &[String], patch: &str, request: &R
             format!("```diff\n{}\n```", patch.trim_end()),
             false,
         ),
-        Section::derived(
-            "provider_instruction",
-            "Provider Instruction",
-            "scafld#provider_instruction",
-            packet::instructions(&request.mode, &request.depth, request.max_findings, request.min_attack_angles),
-            true,
-        ),
-        Section::derived(
-            "schema_context",
-            "Schema Context: ReviewDossier",
-            "schemas/review_dossier.schema.json",
-            format!("```json\n{}\n```", serde_json::to_string_pretty(&providers::schema()).unwrap_or_default()),
-            false,
-        ),
     ];
+    sections.extend(packet::answer_sections(request));
     packet::render(
         &packet::Header { task_id: range, title: "git range review", status: "review" },
         &sections,

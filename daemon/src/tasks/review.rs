@@ -655,21 +655,13 @@ fn agenda(config: &Config) -> String {
 
 /// The changed paths, then their diff against HEAD.
 fn task_changes(ws: &Workspace, paths: &[String]) -> String {
-    let mut body = list(paths);
+    let mut body = packet::list(paths);
     match baseline::diff(&ws.root, paths) {
         Ok(diff) if !diff.is_empty() => body.push_str(&format!("\n\n```diff\n{}\n```", diff.trim_end())),
         Ok(_) => {}
         Err(e) => body.push_str(&format!("\n\n(diff unavailable: {e})")),
     }
     body
-}
-
-fn list(items: &[String]) -> String {
-    if items.is_empty() {
-        "- none".into()
-    } else {
-        items.iter().map(|i| format!("- `{i}`")).collect::<Vec<_>>().join("\n")
-    }
 }
 
 fn build_packet(
@@ -714,7 +706,7 @@ fn build_packet(
             ),
             true,
         ),
-        Section::derived("task_scope", "Task Scope", &spec_source, list(scope), false),
+        Section::derived("task_scope", "Task Scope", &spec_source, packet::list(scope), false),
         Section::derived(
             "workspace_classification",
             "Workspace Classification",
@@ -738,7 +730,7 @@ fn build_packet(
             "ambient_drift",
             "Ambient Workspace Drift Outside Task Scope",
             &format!("{task}#ambient_drift"),
-            list(&classes.ambient_drift),
+            packet::list(&classes.ambient_drift),
             false,
         ),
         Section::derived(
@@ -747,7 +739,7 @@ fn build_packet(
             &format!("{task}#workspace_baseline"),
             format!(
                 "Dirty at approval and unchanged since (context, not findings):\n{}",
-                list(&classes.baseline_dirty)
+                packet::list(&classes.baseline_dirty)
             ),
             false,
         ),
@@ -771,21 +763,8 @@ fn build_packet(
                 .join("\n"),
             false,
         ),
-        Section::derived(
-            "provider_instruction",
-            "Provider Instruction",
-            "scafld#provider_instruction",
-            packet::instructions(&request.mode, &request.depth, request.max_findings, request.min_attack_angles),
-            true,
-        ),
     ];
-    sections.push(Section::derived(
-        "schema_context",
-        "Schema Context: ReviewDossier",
-        "schemas/review_dossier.schema.json",
-        format!("```json\n{}\n```", serde_json::to_string_pretty(&providers::schema()).unwrap_or_default()),
-        false,
-    ));
+    sections.extend(packet::answer_sections(request));
     for path in CONTEXT_FILES.iter().map(|s| s.to_string()).chain(config.review.context.files.iter().cloned()) {
         for (file, content) in context_file(&ws.root, &path) {
             sections.push(Section::file(&file, &content));
