@@ -540,6 +540,14 @@ fn automated_workers_run_the_prepared_provider_and_submit_through_their_lease() 
         (&json!("codex"), &json!("worker.lease"))
     );
 
+    let scratch: Vec<String> = std::fs::read_dir(env.work.join(".scafld/runs/rev"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("review-job"))
+        .collect();
+    assert!(scratch.is_empty(), "worker scratch directories are removed after submission: {scratch:?}");
+
     // A claude worker: claude answers through the submit tool, which the daemon keeps for the
     // worker's submission.
     let spawned =

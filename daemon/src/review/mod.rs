@@ -283,6 +283,39 @@ fn new_job(
     job.id
 }
 
+/// Where a session's reviewer runs keep diagnostics and scratch files: the task's runs folder,
+/// or one per range or template session.
+fn runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
+    let label =
+        if session.task_id.is_empty() { format!("review-{}", &session.key[..8]) } else { session.task_id.clone() };
+    ws.root.join(".scafld/runs").join(label)
+}
+
+/// Prepare a provider run for a reviewer job in a scratch directory of its own (so parallel
+/// runs never share temp files), wired to this daemon's socket and submission slots.
+fn prepare_run(
+    daemon: &Daemon,
+    ws: &Workspace,
+    session: &SessionRecord,
+    scratch_name: &str,
+    provider: &providers::Provider,
+    client_exe: &str,
+    expect: providers::Expect<'_>,
+) -> std::io::Result<(std::path::PathBuf, providers::Invocation)> {
+    let scratch = runs_dir(ws, session).join(scratch_name);
+    let client_exe = if client_exe.is_empty() { "scafld" } else { client_exe };
+    let invocation = providers::invocation(
+        provider,
+        &scratch,
+        &ws.root,
+        client_exe,
+        &daemon.options.socket_path,
+        &daemon.submissions,
+        expect,
+    )?;
+    Ok((scratch, invocation))
+}
+
 /// Start the daemon-run reviewers of a session that are queued.
 fn start_jobs(daemon: &Arc<Daemon>, session: &SessionRecord) {
     for job_id in &session.job_ids {

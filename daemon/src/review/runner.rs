@@ -177,26 +177,15 @@ async fn run(
             Err(e) => return failed(format!("cannot read the review packet: {e}"), provenance),
         },
     };
-    let label =
-        if session.task_id.is_empty() { format!("review-{}", &session.key[..8]) } else { session.task_id.clone() };
-    let runs = ws.root.join(".scafld/runs").join(&label);
-    // A directory of its own per run, so parallel reviews never share temp files.
-    let scratch = runs.join(format!("review-{job_id}"));
-    let client_exe = if session.client_exe.is_empty() { "scafld" } else { session.client_exe.as_str() };
+    let runs = super::runs_dir(&ws, session);
     let expect = match &template {
         Some((t, _)) => providers::Expect::Template(t),
         None => providers::Expect::Dossier(&request),
     };
-    let invocation = match providers::invocation(
-        &provider,
-        &scratch,
-        &ws.root,
-        client_exe,
-        &daemon.options.socket_path,
-        &daemon.submissions,
-        expect,
-    ) {
-        Ok(i) => i,
+    let prepared =
+        super::prepare_run(daemon, &ws, session, &format!("review-{job_id}"), &provider, &session.client_exe, expect);
+    let (scratch, invocation) = match prepared {
+        Ok(prepared) => prepared,
         Err(e) => return failed(format!("cannot prepare the {} run: {e}", provider.name()), provenance),
     };
     provenance.channel = invocation.output_format.to_string();
@@ -218,7 +207,7 @@ async fn run(
     let run = providers::Run {
         on_spawn,
         on_event,
-        task: &label,
+        task: if session.task_id.is_empty() { &session.key } else { &session.task_id },
         cwd: &cwd,
         caller_env: &caller_env,
         packet: &packet,

@@ -153,22 +153,12 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
                 "the local provider cannot serve as a worker",
             )));
         }
-        let label =
-            if session.task_id.is_empty() { format!("review-{}", &session.key[..8]) } else { session.task_id.clone() };
-        let scratch = ws.root.join(".scafld/runs").join(label).join(format!("review-{}-{}", job.id, job.attempt));
-        let client_exe = if p.caller.client_exe.is_empty() { "scafld" } else { p.caller.client_exe.as_str() };
-        let invocation = providers::invocation(
-            &provider,
-            &scratch,
-            &ws.root,
-            client_exe,
-            &daemon.options.socket_path,
-            &daemon.submissions,
-            providers::Expect::Dossier(&session.request.request()),
-        )
-        .map_err(|e| {
-            give_back(RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the provider run: {e}")))
-        })?;
+        let expect = providers::Expect::Dossier(&session.request.request());
+        let (_, invocation) =
+            super::prepare_run(daemon, &ws, &session, &scratch_name(&job), &provider, &p.caller.client_exe, expect)
+                .map_err(|e| {
+                    give_back(RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the provider run: {e}")))
+                })?;
         let wire = m::WorkerInvocation {
             command: invocation.command.clone(),
             env: invocation.env.clone(),
@@ -218,6 +208,11 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         resume,
         invocation,
     })
+}
+
+/// The scratch directory name of a worker's provider run (one per claim attempt).
+fn scratch_name(job: &JobRecord) -> String {
+    format!("review-{}-{}", job.id, job.attempt)
 }
 
 fn extend(daemon: &Daemon, job_id: &str, lease: &Lease) -> f64 {
@@ -388,9 +383,14 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                 diagnostic: format!("worker {}", lease.worker_id),
                 reported: Default::default(),
             };
-            providers::interpret(&invocation, left)
+            let answer = providers::interpret(&invocation, left)
                 .map(|d| consensus::merge_checkpoint(d, &checkpoint))
-                .and_then(|d| accept(d, &request))
+                .and_then(|d| accept(d, &request));
+            // The run's scratch directory (codex's answer file, MCP config) has served.
+            if let Ok(ws) = daemon.workspace(&session.root).await {
+                let _ = std::fs::remove_dir_all(super::runs_dir(&ws, &session).join(scratch_name(&job)));
+            }
+            answer
         }
         _ => {
             return Err(RpcError::new(ErrorKind::InvalidInput, "submit exactly one of a dossier or a provider run"));
