@@ -8,7 +8,7 @@ use scafld_client::Connection;
 use scafld_protocol::methods::{self as m, SpawnResult, WaitResult};
 
 use super::exec::caller;
-use super::tasks::{call, session as connect_workspace};
+use super::tasks::{call, findings_text, session as connect_workspace};
 use super::template;
 use crate::cli::exit::{spawn_wait, workflow};
 use crate::cli::output::{CliError, Style};
@@ -72,6 +72,15 @@ fn user_template(ctx: &Context, args: &ReviewArgs) -> Result<Option<String>, Cli
     let Some(word) = args.task.task_id.clone() else { return Ok(None) };
     if !args.inputs.is_empty() {
         return Ok(Some(word));
+    }
+    // Built-in templates are subcommands, so only a user template can match; without any user
+    // template file there is nothing to ask the daemon.
+    let Ok(root) = crate::cli::workspace::find_root(ctx.global.root.as_deref()) else { return Ok(None) };
+    let has_user_templates = std::fs::read_dir(root.join(".scafld/templates"))
+        .map(|dir| dir.flatten().any(|e| e.path().extension().is_some_and(|x| x == "yaml" || x == "yml")))
+        .unwrap_or(false);
+    if !has_user_templates {
+        return Ok(None);
     }
     let Ok((root, mut conn)) = connect_workspace(ctx) else { return Ok(None) };
     let listed = call::<m::ReviewTemplates>(&mut conn, &m::WorkspaceRootParams { root });
@@ -246,26 +255,6 @@ fn gate_result(ctx: &Context, r: &m::ReviewResult) -> Result<u8, CliError> {
     }
     ctx.out.success(r, human);
     Ok(workflow::OK)
-}
-
-/// Dossier findings as indented lines (used by `review` and `status`).
-pub(super) fn findings_text(findings: &[serde_json::Value]) -> String {
-    let mut text = String::new();
-    for f in findings {
-        let blocking = if f["blocks_completion"] == true { "blocks completion" } else { "non-blocking" };
-        let _ = writeln!(
-            text,
-            "  [{}/{blocking}] {} {}",
-            f["severity"].as_str().unwrap_or(""),
-            f["id"].as_str().unwrap_or(""),
-            f["summary"].as_str().unwrap_or("")
-        );
-        if let Some(path) = f["location"]["path"].as_str() {
-            let line = f["location"]["line"].as_u64().map(|l| format!(":{l}")).unwrap_or_default();
-            let _ = writeln!(text, "      at {path}{line}");
-        }
-    }
-    text
 }
 
 fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {

@@ -142,20 +142,7 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
                 review["provider"].as_str().unwrap_or(""),
                 review["summary"].as_str().unwrap_or("")
             );
-            for f in review["findings"].as_array().into_iter().flatten() {
-                let blocking = if f["blocks_completion"] == true && f["status"].as_str().is_none_or(|s| s == "open") {
-                    "blocks completion"
-                } else {
-                    "non-blocking"
-                };
-                let _ = writeln!(
-                    text,
-                    "  [{}/{blocking}] {} {}",
-                    f["severity"].as_str().unwrap_or(""),
-                    f["id"].as_str().unwrap_or(""),
-                    f["summary"].as_str().unwrap_or("")
-                );
-            }
+            text.push_str(&findings_text(review["findings"].as_array().map(Vec::as_slice).unwrap_or_default()));
         }
         let _ = write!(text, "next: {}", s.next_command);
         text
@@ -267,4 +254,25 @@ pub fn reconcile(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
         (true, false) => format!("{}: reconciled ({})", r.task_id, r.path),
     });
     Ok(workflow::OK)
+}
+
+/// Dossier findings as indented lines (used by `review` and `status`).
+pub(super) fn findings_text(findings: &[serde_json::Value]) -> String {
+    let mut text = String::new();
+    for f in findings {
+        let open = f["status"].as_str().is_none_or(|s| s == "open");
+        let blocking = if f["blocks_completion"] == true && open { "blocks completion" } else { "non-blocking" };
+        let _ = writeln!(
+            text,
+            "  [{}/{blocking}] {} {}",
+            f["severity"].as_str().unwrap_or(""),
+            f["id"].as_str().unwrap_or(""),
+            f["summary"].as_str().unwrap_or("")
+        );
+        if let Some(path) = f["location"]["path"].as_str() {
+            let line = f["location"]["line"].as_u64().map(|l| format!(":{l}")).unwrap_or_default();
+            let _ = writeln!(text, "      at {path}{line}");
+        }
+    }
+    text
 }
