@@ -12,30 +12,19 @@ use serde_json::{Value, json};
 const JOBS: usize = 50;
 const WORKERS: usize = 4;
 
-fn git(env: &TestEnv, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=b", "-c", "user.email=b@b"])
-        .args(args)
-        .current_dir(&env.work)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// A workspace with a one-commit range to review.
 fn workspace(env: &TestEnv) -> String {
-    git(env, &["init", "-q"]);
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
         .unwrap();
     std::fs::write(env.work.join(".gitignore"), ".scafld/\n").unwrap();
-    git(env, &["add", "-A"]);
-    git(env, &["commit", "-q", "-m", "base"]);
-    let base = git(env, &["rev-parse", "HEAD"]);
+    scafld_tests::git(&env.work, &["add", "-A"]);
+    scafld_tests::git(&env.work, &["commit", "-q", "-m", "base"]);
+    let base = scafld_tests::git(&env.work, &["rev-parse", "HEAD"]);
     std::fs::write(env.work.join("lib.rs"), "pub fn f() {}\n").unwrap();
-    git(env, &["add", "-A"]);
-    git(env, &["commit", "-q", "-m", "change"]);
+    scafld_tests::git(&env.work, &["add", "-A"]);
+    scafld_tests::git(&env.work, &["commit", "-q", "-m", "change"]);
     format!("{base}..HEAD")
 }
 

@@ -33,7 +33,7 @@ fn spec(task: &str, phases: &[&[(&str, &str, &str)]], global: &[(&str, &str)]) -
 /// A git workspace with the spec approved (harden override) and the first phase opened.
 fn ready(env: &TestEnv, task: &str, text: &str) {
     if !env.work.join(".git").exists() {
-        assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+        scafld_tests::git(&env.work, &["init", "-q"]);
         env.init();
     }
     std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), text).unwrap();
@@ -68,7 +68,7 @@ fn processes_with(needle: &str) -> Vec<String> {
 #[test]
 fn approve_build_repair_review_path() {
     let env = TestEnv::new();
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(env.work.join("notes.txt"), "pre-existing dirt\n").unwrap();
     let text = spec(
@@ -248,7 +248,7 @@ fn commands_get_the_callers_environment_not_the_daemons() {
     std::fs::create_dir_all(&tools).unwrap();
     std::fs::write(tools.join("mytool"), "#!/bin/sh\necho from-mytool\n").unwrap();
     Command::new("chmod").arg("+x").arg(tools.join("mytool")).status().unwrap();
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(env.work.join(".ruby-version"), "3.3.0\n").unwrap();
     std::fs::write(
@@ -403,7 +403,7 @@ fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
 fn parallel_clients_lose_and_duplicate_nothing() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     let tasks: Vec<String> = (0..8).map(|i| format!("par-{i}")).collect();
     for task in &tasks {
@@ -465,7 +465,7 @@ fn parallel_clients_lose_and_duplicate_nothing() {
 #[test]
 fn an_original_session_json_is_imported_and_left_untouched() {
     let env = TestEnv::new();
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     let text = spec("legacy", &[&[("ac1", "true", ""), ("ac2", "false", "")]], &[])
         .replace("status: draft", "status: blocked");

@@ -30,7 +30,7 @@ pub(crate) fn install_fakes(env: &TestEnv, which: &[&str]) -> String {
 }
 
 fn to_review(env: &TestEnv) {
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Review me\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
     std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();

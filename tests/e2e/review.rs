@@ -31,7 +31,7 @@ fn reviewer(env: &TestEnv, name: &str, answer: &str, extra: &str) -> String {
 
 /// A git workspace with task `rev` built to review.
 fn to_review(env: &TestEnv) {
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::create_dir_all(env.work.join("src")).unwrap();
     let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Review me\n\n## Summary\n\nGreeting flag.\n\n## Scope\n\n- `src/lib.rs` - the flag.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - lib exists\n  - Command: `test -f src/lib.rs`\n";

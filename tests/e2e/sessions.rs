@@ -3,7 +3,7 @@
 //! agent-driven workers that die and are resumed, stale leases, independence, manual approval
 //! and a daemon killed mid-review.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use scafld_tests::{Run, TestEnv, wait_until};
 use serde_json::{Value, json};
@@ -32,7 +32,7 @@ fn minor(path: &str) -> String {
 
 /// A git workspace with task `rev` in review; `files` changed files under src/.
 fn ready(env: &TestEnv, files: usize) {
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(
         env.work.join(".scafld/config.local.yaml"),
@@ -204,25 +204,15 @@ fn no_reviewers_internal_errors_and_usage_errors_have_their_own_codes() {
 }
 
 fn commit(env: &TestEnv, message: &str) -> String {
-    let git = |args: &[&str]| {
-        let out: Output = Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-            .args(args)
-            .current_dir(&env.work)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
-    git(&["add", "-A"]);
-    git(&["commit", "-q", "--allow-empty", "-m", message]);
-    git(&["rev-parse", "HEAD"])
+    scafld_tests::git(&env.work, &["add", "-A"]);
+    scafld_tests::git(&env.work, &["commit", "-q", "--allow-empty", "-m", message]);
+    scafld_tests::git(&env.work, &["rev-parse", "HEAD"])
 }
 
 #[test]
 fn a_git_range_is_reviewed_with_its_context_and_an_empty_range_passes_at_once() {
     let env = TestEnv::new();
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
         .unwrap();
@@ -253,19 +243,23 @@ fn a_git_range_is_reviewed_with_its_context_and_an_empty_range_passes_at_once() 
     Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
     let range = format!("{base}..{head}");
     let reviewer = reviewer.display().to_string();
-    let spawned = env.scafld(&[
-        "review",
-        "--diff",
-        &range,
-        "--context-file",
-        context.to_str().unwrap(),
-        "--reviewers",
-        "command",
-        "--provider-command",
-        &reviewer,
-        "--detach",
-        "--json",
-    ]);
+    let context = context.to_str().unwrap();
+    let range_review = |extra: &[&str]| {
+        let mut args = vec![
+            "review",
+            "--diff",
+            &range,
+            "--context-file",
+            context,
+            "--reviewers",
+            "command",
+            "--provider-command",
+            &reviewer,
+        ];
+        args.extend_from_slice(extra);
+        env.scafld(&args)
+    };
+    let spawned = range_review(&["--detach", "--json"]);
     spawned.assert_code(0);
     let run = wait(&env, spawned.json()["session_key"].as_str().unwrap());
     run.assert_code(1);
@@ -275,18 +269,7 @@ fn a_git_range_is_reviewed_with_its_context_and_an_empty_range_passes_at_once() 
     assert!(packet.contains("+    return x.y"), "the diff is in the packet");
 
     // Same range and issue again: the next iteration; without --detach the wait is built in.
-    let again = env.scafld(&[
-        "review",
-        "--diff",
-        &range,
-        "--context-file",
-        context.to_str().unwrap(),
-        "--reviewers",
-        "command",
-        "--provider-command",
-        &reviewer,
-        "--json",
-    ]);
+    let again = range_review(&["--json"]);
     again.assert_code(1);
     assert_eq!(again.json()["consensus"]["iteration"], 2);
 }
@@ -385,7 +368,7 @@ fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept
 #[test]
 fn the_implementing_host_cannot_grade_its_own_work() {
     let env = TestEnv::new();
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
         .unwrap();

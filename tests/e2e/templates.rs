@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::providers::install_fakes;
 
 fn workspace(env: &TestEnv) {
-    assert!(Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
 }
 
@@ -311,8 +311,13 @@ fn template_passes_join_the_task_gate() {
     .unwrap();
     Command::new("chmod").arg("+x").arg(&script).status().unwrap();
     let script = script.to_str().unwrap();
+    let gate_review = |extra: &[&str]| {
+        let mut args = vec!["review", "rev", "--provider", "command", "--provider-command", script];
+        args.extend_from_slice(extra);
+        env.scafld(&args)
+    };
     std::fs::write(&answer_file, FAIL).unwrap();
-    let failed = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", script, "--json"]);
+    let failed = gate_review(&["--json"]);
     failed.assert_code(4);
     let findings = failed.json()["result"]["findings"].clone();
     assert!(findings.to_string().contains("Layer violation"), "{findings}");
@@ -320,35 +325,13 @@ fn template_passes_join_the_task_gate() {
 
     // UNKNOWN from the pass means retry the review, never a pass.
     std::fs::write(&answer_file, "no idea").unwrap();
-    let unknown = env.scafld(&[
-        "review",
-        "rev",
-        "--provider",
-        "command",
-        "--provider-command",
-        script,
-        "--force",
-        "--mode",
-        "discover",
-        "--json",
-    ]);
+    let unknown = gate_review(&["--force", "--mode", "discover", "--json"]);
     unknown.assert_code(4);
     assert!(unknown.stdout.contains("UNKNOWN") || unknown.stdout.contains("could not be parsed"), "{}", unknown.stdout);
     env.scafld(&["complete", "rev"]).assert_code(1);
 
     std::fs::write(&answer_file, CONCERNS).unwrap();
-    let passed = env.scafld(&[
-        "review",
-        "rev",
-        "--provider",
-        "command",
-        "--provider-command",
-        script,
-        "--force",
-        "--mode",
-        "discover",
-        "--json",
-    ]);
+    let passed = gate_review(&["--force", "--mode", "discover", "--json"]);
     passed.assert_code(0);
     assert!(passed.json()["result"]["findings"].to_string().contains("Hidden dependency"), "concerns are reported");
     let status = env.scafld(&["review", "status", "rev", "--json"]).json();

@@ -47,6 +47,19 @@ pub fn scafldd_bin() -> PathBuf {
     bin_dir().join("scafldd")
 }
 
+/// Run `git args...` in `dir` (with a committer identity) and return its trimmed stdout;
+/// panics with git's stderr when it fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=scafld-tests", "-c", "user.email=tests@scafld.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// Poll `condition` until it holds; panic with `what` after [`DEADLINE`].
 pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + DEADLINE;
