@@ -148,6 +148,11 @@ impl Jobs {
         self.records.lock().expect("records").get(id).cloned()
     }
 
+    /// The jobs `matches` accepts, copying only those (for loops that run often).
+    pub fn matching(&self, matches: impl Fn(&JobRecord) -> bool) -> Vec<JobRecord> {
+        self.records.lock().expect("records").values().filter(|r| matches(r)).cloned().collect()
+    }
+
     pub fn all(&self) -> Vec<JobRecord> {
         let mut all: Vec<JobRecord> = self.records.lock().expect("records").values().cloned().collect();
         all.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));

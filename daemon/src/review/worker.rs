@@ -434,11 +434,12 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
 /// Expired leases: the job goes back to the queue with its checkpoint for the next worker.
 pub fn reap(daemon: &Arc<Daemon>) {
     let now = now_ms();
-    for job in daemon.jobs.all() {
+    let expired = daemon.jobs.matching(|r| {
+        r.state == JobState::Running
+            && r.review.as_ref().and_then(|w| w.lease.as_ref()).is_some_and(|l| l.expires_ms <= now)
+    });
+    for job in expired {
         let Some(lease) = job.review.as_ref().and_then(|w| w.lease.clone()) else { continue };
-        if job.state != JobState::Running || lease.expires_ms > now {
-            continue;
-        }
         if let Some(pgid) = job.pgid {
             crate::runner::kill_group(pgid);
         }
