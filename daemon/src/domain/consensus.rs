@@ -2,8 +2,6 @@
 //! orchestrators read, reviewer liveness, resume briefings, checkpoint merging and the
 //! incremental `review_report.md`.
 
-use std::collections::BTreeMap;
-
 use scafld_protocol::methods::{Consensus, ResumeBriefing, ReviewIssue, ReviewedCount, ReviewerReport, WaitResult};
 
 use crate::domain::dossier::{Attack, Dossier, Finding};
@@ -358,21 +356,6 @@ pub fn parse_reviewers(names: &[String]) -> Result<Vec<String>, String> {
         out.push(name.to_string());
     }
     Ok(out)
-}
-
-/// Map reviewer names to their verdict words for the ledger's reviewer list.
-pub fn verdicts(reviewers: &[Reviewer]) -> BTreeMap<String, String> {
-    reviewers
-        .iter()
-        .map(|r| {
-            let v = match &r.answer {
-                Answer::Answered(d) => reviewer_verdict(d).to_string(),
-                Answer::Failed(f) => format!("error: {}", f.message),
-                Answer::Pending => "pending".into(),
-            };
-            (r.name.clone(), v)
-        })
-        .collect()
 }
 
 #[cfg(test)]
