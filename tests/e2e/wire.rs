@@ -120,9 +120,13 @@ fn unsubscribe_stops_notifications() {
     let mut env = TestEnv::new();
     env.start_daemon();
     let mut client = env.client();
-    let sub = client.result("events.subscribe", json!({}));
-    let stopped = client.result("events.unsubscribe", json!([sub]));
-    assert_eq!(stopped, true);
+    // The reply to `events.subscribe` goes out before jsonrpsee registers the subscription for
+    // unsubscription; an immediate unsubscribe must still find it. Repeat to give the race room.
+    for round in 0..1000 {
+        let sub = client.result("events.subscribe", json!({}));
+        let stopped = client.result("events.unsubscribe", json!([sub]));
+        assert_eq!(stopped, true, "round {round}: unsubscribe did not find subscription {sub}");
+    }
     env.init();
     // The status reply must be the next message: no event was queued before it.
     let id = client.request("daemon.status", json!({}));

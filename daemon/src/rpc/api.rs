@@ -21,7 +21,7 @@ use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
 use crate::jobs;
 use crate::review;
-use crate::rpc::transport::PeerGone;
+use crate::rpc::transport::{PeerGone, SubscriptionSettled};
 use crate::tasks;
 use crate::workspace::layout;
 use tokio_util::sync::CancellationToken;
@@ -179,8 +179,10 @@ async fn subscribe_events(
     params: Params<'static>,
     pending: PendingSubscriptionSink,
     daemon: Arc<Daemon>,
-    _: jsonrpsee::core::server::Extensions,
+    extensions: jsonrpsee::core::server::Extensions,
 ) -> jsonrpsee::core::SubscriptionResult {
+    // Dropped on every path out of the accept/reject step below, releasing held unsubscriptions.
+    let settling = extensions.get::<SubscriptionSettled>().map(SubscriptionSettled::guard);
     if let Err(error) = decode_params::<NoParams>(m::EVENTS_SUBSCRIBE, &params) {
         pending.reject(error).await;
         return Ok(());
@@ -192,6 +194,7 @@ async fn subscribe_events(
     // Subscribe before accepting so that no event between the two is missed.
     let mut events = daemon.subscribe();
     let sink = pending.accept().await?;
+    drop(settling);
     loop {
         let event = tokio::select! {
             biased;

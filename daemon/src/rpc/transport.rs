@@ -100,12 +100,29 @@ async fn refuse_peer(mut stream: UnixStream, uid: u32, own_uid: u32) {
 #[derive(Clone)]
 pub struct PeerGone(pub CancellationToken);
 
+/// Put in a subscription call's extensions; the subscription handler drops the guard from
+/// [`SubscriptionSettled::guard`] once `accept` or `reject` has returned.
+///
+/// jsonrpsee writes the subscription id to the client *before* it registers the subscription for
+/// unsubscription, so a client that unsubscribes at once could be told the id is unknown. The
+/// connection holds unsubscriptions back until every subscription call in progress has settled.
+#[derive(Clone)]
+pub struct SubscriptionSettled(CancellationToken);
+
+impl SubscriptionSettled {
+    pub fn guard(&self) -> tokio_util::sync::DropGuard {
+        self.0.clone().drop_guard()
+    }
+}
+
 struct Connection {
     closed: CancellationToken,
     methods: Methods,
     sink: MethodSink,
     conn_id: ConnectionId,
     subscriptions: BoundedSubscriptions,
+    /// Subscription calls hold it shared until settled; unsubscriptions take it exclusively.
+    subscribing: tokio::sync::RwLock<()>,
     id_provider: Arc<dyn IdProvider>,
 }
 
@@ -120,6 +137,7 @@ async fn serve_connection(stream: UnixStream, methods: Methods, conn_id: Connect
         sink: MethodSink::new_with_limit(tx, MAX_RESPONSE_BYTES),
         conn_id,
         subscriptions: BoundedSubscriptions::new(MAX_SUBSCRIPTIONS_PER_CONNECTION),
+        subscribing: tokio::sync::RwLock::new(()),
         id_provider: Arc::new(RandomIntegerIdProvider),
     });
 
@@ -241,14 +259,22 @@ impl Connection {
                     );
                     return MethodResponse::error(id, ErrorObjectOwned::from(error));
                 };
+                let _settling = self.subscribing.read().await;
+                let settled = CancellationToken::new();
+                extensions.insert(SubscriptionSettled(settled.clone()));
                 let state = SubscriptionState {
                     conn_id: self.conn_id,
                     id_provider: &*self.id_provider,
                     subscription_permit: permit,
                 };
-                call(id, params, self.sink.clone(), state, extensions).await
+                let response = call(id, params, self.sink.clone(), state, extensions).await;
+                settled.cancelled().await;
+                response
             }
-            MethodCallback::Unsubscription(call) => call(id, params, self.conn_id, max, extensions),
+            MethodCallback::Unsubscription(call) => {
+                let _settled = self.subscribing.write().await;
+                call(id, params, self.conn_id, max, extensions)
+            }
         }
     }
 
