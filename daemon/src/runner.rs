@@ -1,5 +1,5 @@
 //! Running one command for the daemon: `sh -c` in its own process group, with a given
-//! environment and working directory, stdin closed, output captured with caps, absolute and
+//! environment and working directory, stdin closed or fed, output captured with caps, absolute and
 //! idle timeouts that kill the whole group (TERM, grace, KILL), and a diagnostics file.
 
 use std::collections::BTreeMap;
@@ -20,6 +20,13 @@ pub const CAPTURE_CAP: usize = 8 * 1024 * 1024;
 pub const KILL_GRACE: Duration = Duration::from_millis(250);
 /// How long pipes may stay open after the leader exited (background children holding them).
 const PIPE_GRACE: Duration = Duration::from_millis(500);
+
+/// The shell the command runs under first waits for one line on stdin: the daemon sends it only
+/// after `on_spawn` has put the process group on record, so a daemon killed in between leaves no
+/// command running that recovery could not find (the wrapper sees EOF and exits). The command
+/// itself arrives as `$0` and replaces the wrapper, keeping its pid and process group.
+const GATED: &str = r#"IFS= read -r _ || exit 125; exec sh -c "$0""#;
+const GATED_NO_STDIN: &str = r#"IFS= read -r _ || exit 125; exec sh -c "$0" </dev/null"#;
 
 /// Sees each chunk of a command's stdout as it arrives.
 pub type OutputObserver = Box<dyn FnMut(&[u8]) + Send>;
@@ -148,11 +155,12 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     };
     let spawned = Command::new("sh")
         .arg("-c")
+        .arg(if request.stdin.is_some() { GATED } else { GATED_NO_STDIN })
         .arg(&request.command)
         .current_dir(&request.cwd)
         .env_clear()
         .envs(&request.env)
-        .stdin(if request.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -168,7 +176,9 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     };
     let pgid = child.id().map(|id| id as i32).unwrap_or(0);
     on_spawn(pgid);
-    if let (Some(input), Some(mut pipe)) = (request.stdin.clone(), child.stdin.take()) {
+    if let Some(mut pipe) = child.stdin.take() {
+        let mut input = b"\n".to_vec();
+        input.extend_from_slice(request.stdin.as_deref().unwrap_or_default());
         // Fed from its own task so a reader that does not drain stdin cannot stall the run.
         tokio::spawn(async move {
             use tokio::io::AsyncWriteExt;
@@ -299,5 +309,41 @@ fn write_diagnostics(request: &RunRequest, outcome: &RunOutcome, since_last_byte
     let _ = write!(text, "stdout:\n{}\nstderr:\n{}\n", outcome.stdout.text(), outcome.stderr.text());
     if std::fs::create_dir_all(&request.diagnostics_dir).is_ok() {
         let _ = std::fs::write(&outcome.diagnostic, text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::process::{Command, Output, Stdio};
+
+    use super::{GATED, GATED_NO_STDIN};
+
+    fn gated(wrapper: &str, command: &str, stdin: &[u8]) -> Output {
+        let mut child = Command::new("sh")
+            .args(["-c", wrapper, command])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The wrapper may already have exited (EPIPE); what it read is what matters.
+        let _ = child.stdin.take().unwrap().write_all(stdin);
+        child.wait_with_output().unwrap()
+    }
+
+    #[test]
+    fn the_gate_holds_the_command_until_the_go_ahead_line() {
+        // EOF first: the daemon died before recording the process group, so nothing runs.
+        let out = gated(GATED, "echo ran", b"");
+        assert_eq!((out.status.code(), out.stdout.as_slice()), (Some(125), &b""[..]));
+
+        // The go-ahead line, then the command's own input; quoting survives the hand-over.
+        let out = gated(GATED, r#"printf '%s|' "a b" 'c'; cat"#, b"\nline one\nline two\n");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|c|line one\nline two\n");
+        assert_eq!(out.status.code(), Some(0));
+
+        // Without input the command reads /dev/null, not what follows the line.
+        let out = gated(GATED_NO_STDIN, "cat; echo done; exit 7", b"\nleft over\n");
+        assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).as_ref()), (Some(7), "done\n"));
     }
 }

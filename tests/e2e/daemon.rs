@@ -24,6 +24,8 @@ fn default_socket_lives_in_a_private_directory() {
     let mut child = daemon.spawn().unwrap();
     let socket = env.path("run/scafld/scafldd.sock");
     wait_until("default socket", || RawClient::connect(&socket).is_ok());
+    // The socket is bound before the database opens; an answer means start-up has finished.
+    RawClient::connect(&socket).unwrap().result("daemon.status", json!({}));
     assert_eq!(mode(&env.path("run/scafld")), 0o700);
     assert_eq!(mode(&socket), 0o600);
     assert_eq!(mode(&env.state_dir), 0o700);

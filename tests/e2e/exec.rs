@@ -52,6 +52,9 @@ fn ledger(env: &TestEnv, task: &str) -> Vec<Value> {
 }
 
 /// Processes whose command line contains `needle` (ours: the sleeps use unusual durations).
+/// Processes whose command line contains `needle`, zombies excluded. Note that the runner's
+/// start-up wrapper carries the command as an argument until it hands over; [`running`] looks
+/// only at processes that are the command itself.
 fn processes_with(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -63,6 +66,11 @@ fn processes_with(needle: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// Processes running exactly `command` (argv joined by spaces), zombies excluded.
+fn running(command: &str) -> bool {
+    processes_with(command).iter().any(|cmdline| cmdline.trim_end() == command)
 }
 
 #[test]
@@ -323,7 +331,7 @@ fn jobs_detach_attach_wait_and_cancel() {
     let attached = env.scafld(&["build", "long", "--detach", "--json"]).json();
     assert_eq!(attached["result"]["job_id"], job.as_str());
     assert_eq!(attached["result"]["attached"], true);
-    wait_until("the sleep to start", || !processes_with("sleep 1004").is_empty());
+    wait_until("the sleep to start", || running("sleep 1004"));
 
     let waited = env.scafld(&["job", "wait", &job, "--timeout", "0.2", "--json"]);
     waited.assert_code(75);
@@ -381,10 +389,10 @@ fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
     ready(&env, "crash", &spec("crash", &[&[("wait", "test -f go || sleep 1005", "")]], &[]));
     let job =
         env.scafld(&["build", "crash", "--detach", "--json"]).json()["result"]["job_id"].as_str().unwrap().to_string();
-    wait_until("the sleep to start", || !processes_with("sleep 1005").is_empty());
+    wait_until("the sleep to start", || running("sleep 1005"));
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
     env.take_daemon().wait().unwrap();
-    assert!(!processes_with("sleep 1005").is_empty(), "the orphan should outlive the daemon until recovery");
+    assert!(running("sleep 1005"), "the orphan should outlive the daemon until recovery");
 
     env.start_daemon();
     wait_until("recovery to kill the orphan", || processes_with("sleep 1005").is_empty());
@@ -509,7 +517,7 @@ fn a_graceful_shutdown_leaves_no_job_process_behind() {
     env.start_daemon();
     ready(&env, "stop", &spec("stop", &[&[("wait", "sleep 1008", "")]], &[]));
     env.scafld(&["build", "stop", "--detach"]).assert_code(0);
-    wait_until("the sleep to start", || !processes_with("sleep 1008").is_empty());
+    wait_until("the sleep to start", || running("sleep 1008"));
     env.client().result("daemon.shutdown", json!({}));
     assert!(env.take_daemon().wait().unwrap().success());
     wait_until("no `sleep 1008` left", || processes_with("sleep 1008").is_empty());
