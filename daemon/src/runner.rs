@@ -24,9 +24,10 @@ const PIPE_GRACE: Duration = Duration::from_millis(500);
 /// The shell the command runs under first waits for one line on stdin: the daemon sends it only
 /// after `on_spawn` has put the process group on record, so a daemon killed in between leaves no
 /// command running that recovery could not find (the wrapper sees EOF and exits). The command
-/// itself arrives as `$0` and replaces the wrapper, keeping its pid and process group.
-const GATED: &str = r#"IFS= read -r _ || exit 125; exec sh -c "$0""#;
-const GATED_NO_STDIN: &str = r#"IFS= read -r _ || exit 125; exec sh -c "$0" </dev/null"#;
+/// arrives as `$1` and is evaluated by the same shell (no second exec), with no positional
+/// parameters left, as under a plain `sh -c`.
+const GATED: &str = r#"IFS= read -r _ || exit 125; eval "shift; $1""#;
+const GATED_NO_STDIN: &str = r#"IFS= read -r _ || exit 125; exec </dev/null; eval "shift; $1""#;
 
 /// Sees each chunk of a command's stdout as it arrives.
 pub type OutputObserver = Box<dyn FnMut(&[u8]) + Send>;
@@ -156,6 +157,7 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     let spawned = Command::new("sh")
         .arg("-c")
         .arg(if request.stdin.is_some() { GATED } else { GATED_NO_STDIN })
+        .arg("sh")
         .arg(&request.command)
         .current_dir(&request.cwd)
         .env_clear()
@@ -321,7 +323,7 @@ mod tests {
 
     fn gated(wrapper: &str, command: &str, stdin: &[u8]) -> Output {
         let mut child = Command::new("sh")
-            .args(["-c", wrapper, command])
+            .args(["-c", wrapper, "sh", command])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -338,8 +340,8 @@ mod tests {
         assert_eq!((out.status.code(), out.stdout.as_slice()), (Some(125), &b""[..]));
 
         // The go-ahead line, then the command's own input; quoting survives the hand-over.
-        let out = gated(GATED, r#"printf '%s|' "a b" 'c'; cat"#, b"\nline one\nline two\n");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|c|line one\nline two\n");
+        let out = gated(GATED, r#"printf '%s|' "a b" 'c' "$#"; cat"#, b"\nline one\nline two\n");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|c|0|line one\nline two\n");
         assert_eq!(out.status.code(), Some(0));
 
         // Without input the command reads /dev/null, not what follows the line.
