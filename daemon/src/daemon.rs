@@ -29,6 +29,8 @@ pub struct DaemonOptions {
     pub socket_activated: bool,
     pub state_dir: PathBuf,
     pub log_file: PathBuf,
+    /// Finished jobs and settled review sessions older than this are forgotten.
+    pub retention: std::time::Duration,
 }
 
 pub struct Daemon {

@@ -27,7 +27,8 @@ pub struct Jobs {
 impl Jobs {
     pub fn new(records: Vec<JobRecord>) -> Jobs {
         let (changes, _) = watch::channel(0);
-        let next = records.len() as u64 + 1;
+        // Not the count: retention removes old jobs, and numbers must keep increasing.
+        let next = records.iter().map(|r| creation_number(&r.id)).filter(|&n| n != u64::MAX).max().unwrap_or(0) + 1;
         Jobs {
             records: Mutex::new(records.into_iter().map(|r| (r.id.clone(), r)).collect()),
             cancels: Mutex::default(),
@@ -108,6 +109,18 @@ impl Jobs {
         }
         self.records.lock().expect("records").insert(record.id.clone(), record);
         self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// Drop finished jobs from memory (retention; the store has already deleted them).
+    pub fn forget(&self, ids: &[String]) {
+        let mut records = self.records.lock().expect("records");
+        let mut cancels = self.cancels.lock().expect("cancels");
+        for id in ids {
+            if records.get(id).is_some_and(|r| r.state.is_finished()) {
+                records.remove(id);
+                cancels.remove(id);
+            }
+        }
     }
 
     /// Wake every waiter (a session settled without a job changing).

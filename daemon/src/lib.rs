@@ -15,6 +15,7 @@ pub mod rpc;
 pub mod runner;
 pub mod socket;
 pub mod store;
+pub mod sweep;
 pub mod tasks;
 pub mod templates;
 pub mod workspace;
@@ -51,7 +52,9 @@ pub async fn run(
     }
     tasks::recover_jobs(&daemon).await;
     review::recover(&daemon).await;
+    sweep::sweep(&daemon);
     let reaper = tokio::spawn(review::worker::reaper_loop(daemon.clone()));
+    let sweeper = tokio::spawn(sweep::sweep_loop(daemon.clone()));
     let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");
@@ -65,6 +68,7 @@ pub async fn run(
     }
     let _ = watcher.await;
     let _ = reaper.await;
+    let _ = sweeper.await;
     // No process of ours outlives the daemon: kill the groups of jobs still running. Their
     // records stay `running`; the next start marks them abandoned.
     for job in daemon.jobs.all() {

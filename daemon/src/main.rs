@@ -26,6 +26,10 @@ struct Args {
     /// State directory for the database and log [default: $SCAFLD_STATE_DIR, else $XDG_STATE_HOME/scafld]
     #[arg(long)]
     state_dir: Option<PathBuf>,
+    /// Forget finished jobs and settled review sessions after this many days (task ledgers are
+    /// never pruned; the newest review session of each task or range is kept)
+    #[arg(long, env = "SCAFLD_RETENTION_DAYS", default_value_t = 30)]
+    retention_days: u32,
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -74,6 +78,7 @@ fn start(args: Args) -> Result<(), BoxError> {
             socket_activated: listener.activated,
             state_dir: state_dir.clone(),
             log_file,
+            retention: std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400),
         };
         listener.listener.set_nonblocking(true)?;
         let tokio_listener = tokio::net::UnixListener::from_std(listener.listener.try_clone()?)?;

@@ -44,6 +44,8 @@ pub trait Store: Send + Sync + 'static {
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
     fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Delete finished jobs and settled sessions (retention), flushed before return.
+    fn forget(&self, job_ids: &[String], session_keys: &[String]) -> Result<(), StoreError>;
     /// Make every acknowledged write durable against a process crash.
     fn flush(&self) -> Result<(), StoreError>;
 }
@@ -135,6 +137,17 @@ impl Store for SledStore {
 
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
         self.sessions.insert(session.key.as_bytes(), serde_json::to_vec(session)?)?;
+        self.flush()
+    }
+
+    fn forget(&self, job_ids: &[String], session_keys: &[String]) -> Result<(), StoreError> {
+        let batch = |keys: &[String]| {
+            let mut batch = sled::Batch::default();
+            keys.iter().for_each(|k| batch.remove(k.as_bytes()));
+            batch
+        };
+        self.jobs.apply_batch(batch(job_ids))?;
+        self.sessions.apply_batch(batch(session_keys))?;
         self.flush()
     }
 

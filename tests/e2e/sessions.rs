@@ -636,3 +636,53 @@ fn reviewers_share_the_workspace_job_slots() {
     std::fs::write(&gate, "").unwrap();
     wait(&env, &key).assert_code(0);
 }
+
+#[test]
+fn old_jobs_and_superseded_sessions_are_forgotten_while_ledgers_and_the_latest_review_stay() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex"]);
+    let mut keys = Vec::new();
+    for round in 1..=2 {
+        let key = detach(&env, "codex", &path, &[])["session_key"].as_str().unwrap().to_string();
+        let run = wait(&env, &key);
+        run.assert_code(0);
+        assert_eq!(run.json()["consensus"]["iteration"], round);
+        keys.push(key);
+    }
+    let job_ids = |env: &TestEnv| -> Vec<String> {
+        let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+        jobs.as_array().unwrap().iter().map(|j| j["job_id"].as_str().unwrap().to_string()).collect()
+    };
+    let before = job_ids(&env);
+    let latest_job = wait(&env, &keys[1]).json()["reviewers"]["codex"]["job_id"].as_str().unwrap().to_string();
+    assert!(before.len() >= 3 && before.contains(&latest_job), "{before:?}");
+    let restart = |env: &mut TestEnv, vars: &[(&str, &str)]| {
+        env.client().result("daemon.shutdown", json!({}));
+        assert!(env.take_daemon().wait().unwrap().success());
+        env.start_daemon_with(vars);
+    };
+
+    // The default retention (30 days) keeps everything this young.
+    restart(&mut env, &[]);
+    assert_eq!(job_ids(&env), before);
+
+    // Retention 0: every finished job goes except those of the newest session of the task.
+    restart(&mut env, &[("SCAFLD_RETENTION_DAYS", "0")]);
+    assert_eq!(job_ids(&env), std::slice::from_ref(&latest_job));
+    let reviews = env.work.join(".scafld/reviews");
+    assert!(!reviews.join(&keys[0]).exists() && reviews.join(&keys[1]).join("packet.md").is_file());
+    let forgotten = wait(&env, &keys[0]);
+    assert_ne!(forgotten.code, 0);
+    assert!(forgotten.stdout.contains(&keys[0]), "{}", forgotten.stdout);
+    wait(&env, &keys[1]).assert_code(0);
+
+    // Rounds go on counting, and the ledger lost nothing.
+    let third = detach(&env, "codex", &path, &[])["session_key"].as_str().unwrap().to_string();
+    assert_eq!(wait(&env, &third).json()["consensus"]["iteration"], 3);
+    assert_eq!(ledger_types(&env).iter().filter(|t| *t == "review").count(), 3);
+    let new_job = wait(&env, &third).json()["reviewers"]["codex"]["job_id"].as_str().unwrap().to_string();
+    assert!(!before.contains(&new_job), "job ids keep increasing: {new_job}");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}

@@ -189,7 +189,12 @@ impl TestEnv {
 
     /// Start `scafldd` as a child of the test and wait until it answers.
     pub fn start_daemon(&mut self) -> u32 {
-        let child = self.daemon_command().spawn().expect("spawn scafldd");
+        self.start_daemon_with(&[])
+    }
+
+    /// [`TestEnv::start_daemon`] with extra environment variables for the daemon.
+    pub fn start_daemon_with(&mut self, vars: &[(&str, &str)]) -> u32 {
+        let child = self.daemon_command().envs(vars.iter().copied()).spawn().expect("spawn scafldd");
         let pid = child.id();
         self.daemons.push(child);
         let socket = self.socket.clone();

@@ -12,6 +12,7 @@ pub mod job;
 pub mod ledger;
 pub mod lifecycle;
 pub mod packet;
+pub mod retention;
 pub mod review;
 pub mod spec;
 pub mod task_id;

@@ -31,6 +31,7 @@ use crate::domain::job::{
     TemplateJob,
 };
 use crate::domain::ledger::BaselinePath;
+use crate::domain::retention::review_group;
 use crate::error::{RpcError, RpcResult};
 use crate::providers;
 use crate::workspace::Workspace;
@@ -72,6 +73,14 @@ impl Sessions {
         self.records.lock().expect("sessions").values().cloned().collect()
     }
 
+    /// Drop sessions from memory (retention; the store has already deleted them).
+    pub(crate) fn forget(&self, keys: &[String]) {
+        let mut records = self.records.lock().expect("sessions");
+        keys.iter().for_each(|k| {
+            records.remove(k);
+        });
+    }
+
     /// The most recent session of a workspace (optionally of one task).
     pub fn latest(&self, workspace_id: &str, task: Option<&str>) -> Option<SessionRecord> {
         let records = self.records.lock().expect("sessions");
@@ -82,9 +91,9 @@ impl Sessions {
             .cloned()
     }
 
-    /// How many sessions `matches` accepts (without copying them).
-    fn count(&self, matches: impl Fn(&SessionRecord) -> bool) -> usize {
-        self.records.lock().expect("sessions").values().filter(|s| matches(s)).count()
+    /// The highest iteration among the sessions `matches` accepts (0 when none).
+    fn last_iteration(&self, matches: impl Fn(&SessionRecord) -> bool) -> u32 {
+        self.records.lock().expect("sessions").values().filter(|s| matches(s)).map(|s| s.iteration).max().unwrap_or(0)
     }
 }
 
@@ -193,11 +202,6 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
     } else {
         format!(".scafld/runs/{}/review_report.md", s.task_id)
     };
-    let iteration = 1 + daemon.sessions.count(|o| {
-        o.workspace_id == s.ws.id
-            && o.task_id == s.task_id
-            && (!s.task_id.is_empty() || (o.context_digest == s.context_digest && same_base(&o.range, &s.range)))
-    }) as u32;
     let mut session = SessionRecord {
         key: key.clone(),
         seq: daemon.sessions.next_seq(),
@@ -205,7 +209,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         root: s.ws.root.display().to_string(),
         task_id: s.task_id.clone(),
         range: s.range,
-        iteration,
+        iteration: 0,
         created_at: clock::now_rfc3339(),
         approval: s.approval,
         reviewers: spawned.clone(),
@@ -234,6 +238,9 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         context_digest: s.context_digest,
         template: s.template.as_ref().map(|t| t.name.clone()),
     };
+    // Rounds count per task, or per range base and context file.
+    let iteration = 1 + daemon.sessions.last_iteration(|o| review_group(o) == review_group(&session));
+    session.iteration = iteration;
     for (reviewer, template) in spawned.iter().zip(templates) {
         session.job_ids.push(new_job(daemon, &s.ws, &session, reviewer, 1, template));
     }
@@ -252,10 +259,6 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         job_ids: session.job_ids,
         resolved: None,
     })
-}
-
-fn same_base(a: &str, b: &str) -> bool {
-    a.split("..").next() == b.split("..").next()
 }
 
 fn new_job(
@@ -512,8 +515,10 @@ pub fn find(daemon: &Daemon, ws: &Workspace, key: Option<&str>, task: Option<&st
             (None, Some(task)) => format!("no review session for {task}"),
             (None, None) => "no review session in this workspace".into(),
         };
-        RpcError::new(ErrorKind::NotFound, what)
-            .with_hint("start one with `scafld review <task-id>` or `scafld review --diff BASE..HEAD`")
+        RpcError::new(ErrorKind::NotFound, what).with_hint(
+            "start one with `scafld review <task-id>` or `scafld review --diff BASE..HEAD`; superseded \
+             sessions are forgotten after the daemon's retention period (--retention-days, default 30)",
+        )
     })
 }
 
