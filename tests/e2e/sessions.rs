@@ -300,6 +300,10 @@ fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept
     let spawned = detach(&env, "worker", "/usr/bin:/bin", &[]);
     assert_eq!(spawned["reviewers_spawned"], json!(["worker"]));
     let key = spawned["session_key"].as_str().unwrap().to_string();
+    // Until a worker claims it, a bounded wait says what the review is waiting for.
+    let waiting = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "0.1"]);
+    waiting.assert_code(3);
+    assert!(waiting.stdout.contains("worker: queued, waiting for `scafld worker`"), "{}", waiting.stdout);
 
     let first = worker(&env, &["claim", "--lease-seconds", "1", "--id", "w1"], &[]);
     first.assert_code(0);

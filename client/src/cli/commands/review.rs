@@ -340,6 +340,10 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
             let state = match (&reviewer.verdict, &reviewer.error) {
                 (Some(v), _) => format!("{v} - {}", reviewer.summary),
                 (None, Some(e)) => format!("error: {e}"),
+                // Nothing runs a queued worker job but `scafld worker`; say so.
+                (None, None) if name == "worker" && reviewer.state == "queued" => {
+                    "queued, waiting for `scafld worker` (or an agent's `scafld worker claim`) to take it".into()
+                }
                 (None, None) => reviewer.state.clone(),
             };
             let _ = writeln!(text, "  {name}: {state}");
