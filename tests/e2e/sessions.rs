@@ -619,7 +619,6 @@ fn reviewers_share_the_workspace_job_slots() {
         "execution:\n  max_parallel_jobs: 1\nreview:\n  dossier:\n    min_attack_angles: 1\n",
     )
     .unwrap();
-    env.scafld(&["daemon", "stop"]).assert_code(0); // the slot count is read when a workspace opens
     let path = install_fakes(&env, &["claude", "gemini"]);
     let gate = env.path("gate");
     let gate_path = gate.to_str().unwrap();
@@ -637,6 +636,20 @@ fn reviewers_share_the_workspace_job_slots() {
         states
     };
     wait_until("one reviewer to run while the other waits for the slot", || states() == ["queued", "running"]);
+    std::fs::write(&gate, "").unwrap();
+    wait(&env, &key).assert_code(0);
+
+    // An edit to the limit counts from the next job on, without a restart.
+    let config = std::fs::read_to_string(env.work.join(".scafld/config.local.yaml")).unwrap();
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        config.replace("max_parallel_jobs: 1", "max_parallel_jobs: 2"),
+    )
+    .unwrap();
+    std::fs::remove_file(&gate).unwrap();
+    let spawned = detach(&env, "claude,gemini", &path, &[("FAKE_GATE", gate_path), ("FAKE_MODE", "single")]);
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+    wait_until("both reviewers to run at once", || states() == ["running", "running"]);
     std::fs::write(&gate, "").unwrap();
     wait(&env, &key).assert_code(0);
 }

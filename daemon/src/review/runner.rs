@@ -27,7 +27,7 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
         let Some(session) = daemon.sessions.get(&work.session_key) else { return };
         // Reviewers share the workspace's job slots (`execution.max_parallel_jobs`) with builds.
         let Ok(ws) = daemon.workspace(&session.root).await else { return };
-        let _permit = ws.job_slots.clone().acquire_owned().await;
+        let _permit = ws.job_slot().await;
         // Only the call that moves the job out of the queue runs it (a retry and a restart
         // recovery may both try).
         let mut started = false;

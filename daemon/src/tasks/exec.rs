@@ -256,7 +256,7 @@ impl BuildRun {
     }
 
     async fn execute(self, target: Target, criteria: Vec<Criterion>) {
-        let _permit = self.ws.job_slots.clone().acquire_owned().await;
+        let _permit = self.ws.job_slot().await;
         if self.cancel.is_cancelled() {
             return;
         }

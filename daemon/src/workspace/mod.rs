@@ -3,6 +3,7 @@
 
 pub mod index;
 pub mod layout;
+pub mod slots;
 pub mod specfile;
 pub mod watch;
 
@@ -22,7 +23,7 @@ pub struct Workspace {
     /// Held by every command that writes this workspace's specs.
     pub writes: tokio::sync::Mutex<()>,
     /// Jobs of this workspace that may run at once (`execution.max_parallel_jobs`).
-    pub job_slots: std::sync::Arc<tokio::sync::Semaphore>,
+    job_slots: slots::JobSlots,
     /// The merged config and the stamps of the two files it was read from.
     config: Mutex<Option<(Config, [Option<Stamp>; 2])>>,
 }
@@ -30,15 +31,24 @@ pub struct Workspace {
 impl Workspace {
     pub fn open(id: String, root: PathBuf) -> Workspace {
         let index = Index::build(&root);
-        let slots = config::load(&root).map(|c| c.execution.max_parallel_jobs).unwrap_or(4).max(1) as usize;
         Workspace {
             id,
             root,
             index: RwLock::new(index),
             writes: tokio::sync::Mutex::new(()),
-            job_slots: std::sync::Arc::new(tokio::sync::Semaphore::new(slots)),
+            // Sized from the config at each acquisition; this is only the starting point.
+            job_slots: slots::JobSlots::new(config::Execution::default().max_parallel_jobs as usize),
             config: Mutex::new(None),
         }
+    }
+
+    /// Wait for one of the workspace's job slots, shared by builds and daemon-run reviewers.
+    /// The limit is the current `execution.max_parallel_jobs` (kept as it was while the config
+    /// does not parse).
+    pub async fn job_slot(&self) -> tokio::sync::OwnedSemaphorePermit {
+        let limit = self.config().map(|c| c.execution.max_parallel_jobs as usize);
+        let limit = limit.unwrap_or_else(|_| self.job_slots.size());
+        self.job_slots.acquire(limit).await
     }
 
     /// The merged configuration; re-read when either file's size or mtime changed (so an edit
