@@ -39,6 +39,9 @@ const MAX_SUBSCRIPTIONS_PER_CONNECTION: u32 = 64;
 const MAX_RESPONSE_BYTES: u32 = 64 * 1024 * 1024;
 /// How long a closing connection waits for its in-flight calls and queued replies.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
+/// How long unsubscriptions wait for a subscription call to settle. A bound only: a handler
+/// future dropped before its first poll (runtime shutdown) never signals.
+const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
 /// Accept connections until `shutdown` fires, then let every connection finish.
 pub async fn serve(listener: UnixListener, methods: Methods, shutdown: CancellationToken) {
@@ -268,7 +271,7 @@ impl Connection {
                     subscription_permit: permit,
                 };
                 let response = call(id, params, self.sink.clone(), state, extensions).await;
-                settled.cancelled().await;
+                let _ = tokio::time::timeout(SETTLE_LIMIT, settled.cancelled()).await;
                 response
             }
             MethodCallback::Unsubscription(call) => {
