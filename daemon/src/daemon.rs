@@ -53,10 +53,11 @@ pub struct Daemon {
 impl Daemon {
     pub fn new(options: DaemonOptions, store: Arc<dyn Store>, shutdown: CancellationToken) -> Daemon {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
-        let sessions = crate::review::Sessions::new(store.sessions().unwrap_or_else(|e| {
+        let stored = store.sessions().unwrap_or_else(|e| {
             warn!("cannot read stored review sessions: {e}");
             Vec::new()
-        }));
+        });
+        let sessions = crate::review::Sessions::new(stored, &options.state_dir);
         let jobs = Jobs::new(store.jobs().unwrap_or_else(|e| {
             warn!("cannot read stored jobs: {e}");
             Vec::new()

@@ -3,6 +3,7 @@
 //! agent-driven workers that die and are resumed, stale leases, independence, manual approval
 //! and a daemon killed mid-review.
 
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 use scafld_tests::{Run, TestEnv, wait_until};
@@ -434,7 +435,7 @@ fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
     std::fs::write(
         &reviewer,
         format!(
-            "#!/bin/sh\ncat > /dev/null\necho started >> \"{}\"\nwhile [ ! -f \"{}\" ]; do sleep 0.05; done\ncat <<'JSON'\n{}\nJSON\n",
+            "#!/bin/sh\ncat > /dev/null\necho \"started $CALLER_MARK\" >> \"{}\"\nwhile [ ! -f \"{}\" ]; do sleep 0.05; done\ncat <<'JSON'\n{}\nJSON\n",
             env.path("starts").display(),
             gate.display(),
             dossier("pass", "")
@@ -443,8 +444,18 @@ fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
     .unwrap();
     Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
     let reviewer = reviewer.display().to_string();
-    let spawned =
-        env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &reviewer, "--detach", "--json"]);
+    let mark = "secret-4f2a9c71";
+    let mut command = env.scafld_command(&[
+        "review",
+        "rev",
+        "--provider",
+        "command",
+        "--provider-command",
+        &reviewer,
+        "--detach",
+        "--json",
+    ]);
+    let spawned = Run::from(command.env("CALLER_MARK", mark).output().unwrap());
     spawned.assert_code(0);
     let key = spawned.json()["session_key"].as_str().unwrap().to_string();
     let starts_file = env.path("starts");
@@ -453,11 +464,22 @@ fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
     env.take_daemon().wait().unwrap();
 
+    // The caller's environment waits in a private file, never in the database.
+    let env_file = env.state_dir.join(format!("caller-env/{key}.json"));
+    assert_eq!(std::fs::metadata(&env_file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(std::fs::read_to_string(&env_file).unwrap().contains(mark));
+    let in_database = scafld_tests::tree(&env.state_dir.join("db"))
+        .values()
+        .any(|bytes| bytes.windows(mark.len()).any(|w| w == mark.as_bytes()));
+    assert!(!in_database, "the caller's environment reached the database");
+
     env.start_daemon();
     wait_until("the review to be run again", || starts() == 2);
+    assert_eq!(std::fs::read_to_string(&starts_file).unwrap(), format!("started {mark}\nstarted {mark}\n"));
     std::fs::write(&gate, "").unwrap();
     let run = wait(&env, &key);
     run.assert_code(0);
+    assert!(!env_file.exists(), "a settled session keeps no caller environment");
     let job = run.json()["reviewers"]["command"]["job_id"].as_str().unwrap().to_string();
     assert_eq!(env.scafld(&["job", "status", &job, "--json"]).json()["result"]["attempt"], 2);
     let types = ledger_types(&env);

@@ -218,8 +218,11 @@ pub struct SessionRecord {
     pub report_path: String,
     pub preflight: String,
     /// The caller's cwd and environment: daemon-run reviewers are started (and resumed after a
-    /// restart) with it. Kept in the private state directory only.
+    /// restart) with it. The environment is never written with the record (it may hold secrets;
+    /// records from older versions may still carry one); `review::caller_env` keeps it in a
+    /// private file until the session settles.
     pub caller_cwd: String,
+    #[serde(default, skip_serializing)]
     pub caller_env: std::collections::BTreeMap<String, String>,
     pub client_exe: String,
     /// Model and codex reasoning overrides given at spawn.

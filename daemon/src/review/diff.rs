@@ -88,23 +88,23 @@ fn empty_range(
     context_digest: String,
 ) -> m::SpawnResult {
     let key = crate::workspace::layout::new_id().unwrap_or_else(|_| clock::now_rfc3339());
-    let mut result = consensus::wait_result(&key, 1, &[], Outcome::Pass);
-    result.gate = Outcome::Pass.as_str().into();
-    let session = SessionRecord {
+    let mut session = SessionRecord {
         key: key.clone(),
         seq: daemon.sessions.next_seq(),
         workspace_id: ws.id.clone(),
         root: ws.root.display().to_string(),
         range: range.to_string(),
-        iteration: 1,
         created_at: clock::now_rfc3339(),
         approval: "auto".into(),
         request: RequestRecord::default(),
         preflight: "empty diff: nothing to review".into(),
-        result: serde_json::to_value(&result).ok(),
         context_digest,
         ..SessionRecord::default()
     };
+    session.iteration = daemon.sessions.next_iteration(&session);
+    let mut result = consensus::wait_result(&key, session.iteration, &[], Outcome::Pass);
+    result.gate = Outcome::Pass.as_str().into();
+    session.result = serde_json::to_value(&result).ok();
     daemon.sessions.put(daemon, session);
     daemon.jobs.touch();
     m::SpawnResult { session_key: key, resolved: Some("pass".into()), ..m::SpawnResult::default() }

@@ -5,6 +5,7 @@
 //! Who runs a reviewer job: the daemon itself (`runner.rs`) for codex, claude, gemini, command
 //! and local; an external worker (`worker.rs`) for the `worker` reviewer, under a lease.
 
+pub mod caller_env;
 pub mod diff;
 pub mod runner;
 pub mod status;
@@ -43,13 +44,46 @@ pub struct Sessions {
     settling: tokio::sync::Mutex<()>,
     /// Invocations handed to automated workers, by job id (to read their answer back).
     pub(crate) invocations: Mutex<HashMap<String, providers::Invocation>>,
+    env_files: caller_env::CallerEnvFiles,
 }
 
 impl Sessions {
-    pub fn new(records: Vec<SessionRecord>) -> Sessions {
+    /// The stored sessions; unsettled ones get their caller's environment back from its file.
+    pub fn new(mut records: Vec<SessionRecord>, state_dir: &std::path::Path) -> Sessions {
+        let env_files = caller_env::CallerEnvFiles::new(state_dir);
+        for record in &mut records {
+            if record.result.is_some() {
+                record.caller_env.clear();
+                continue;
+            }
+            let kept = env_files.load(&record.key);
+            if !kept.is_empty() {
+                record.caller_env = kept;
+            } else if !record.caller_env.is_empty() {
+                // Written into the record by an older version: move it to its file (the record
+                // loses it at its next save).
+                if let Err(e) = env_files.save(&record.key, &record.caller_env) {
+                    warn!(session = %record.key, "cannot keep the caller's environment for a restart: {e}");
+                }
+            }
+        }
         Sessions {
             records: Mutex::new(records.into_iter().map(|r| (r.key.clone(), r)).collect()),
+            env_files,
             ..Sessions::default()
+        }
+    }
+
+    /// Keep the session's caller environment for a daemon restarted before it settles.
+    pub(crate) fn keep_caller_env(&self, session: &SessionRecord) {
+        if let Err(e) = self.env_files.save(&session.key, &session.caller_env) {
+            warn!(session = %session.key, "cannot keep the caller's environment for a restart: {e}");
+        }
+    }
+
+    fn drop_caller_env(&self, key: &str) {
+        if let Err(e) = self.env_files.remove(key) {
+            warn!(session = %key, "cannot remove the stored caller environment: {e}");
         }
     }
 
@@ -76,9 +110,10 @@ impl Sessions {
     /// Drop sessions from memory (retention; the store has already deleted them).
     pub(crate) fn forget(&self, keys: &[String]) {
         let mut records = self.records.lock().expect("sessions");
-        keys.iter().for_each(|k| {
-            records.remove(k);
-        });
+        for key in keys {
+            records.remove(key);
+            self.drop_caller_env(key);
+        }
     }
 
     /// The most recent session of a workspace (optionally of one task).
@@ -91,9 +126,11 @@ impl Sessions {
             .cloned()
     }
 
-    /// The highest iteration among the sessions `matches` accepts (0 when none).
-    fn last_iteration(&self, matches: impl Fn(&SessionRecord) -> bool) -> u32 {
-        self.records.lock().expect("sessions").values().filter(|s| matches(s)).map(|s| s.iteration).max().unwrap_or(0)
+    /// The round a new session is: rounds count per task, or per range base and context file.
+    fn next_iteration(&self, new: &SessionRecord) -> u32 {
+        let records = self.records.lock().expect("sessions");
+        let group = review_group(new);
+        1 + records.values().filter(|s| review_group(s) == group).map(|s| s.iteration).max().unwrap_or(0)
     }
 }
 
@@ -238,12 +275,11 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         context_digest: s.context_digest,
         template: s.template.as_ref().map(|t| t.name.clone()),
     };
-    // Rounds count per task, or per range base and context file.
-    let iteration = 1 + daemon.sessions.last_iteration(|o| review_group(o) == review_group(&session));
-    session.iteration = iteration;
+    session.iteration = daemon.sessions.next_iteration(&session);
     for (reviewer, template) in spawned.iter().zip(templates) {
         session.job_ids.push(new_job(daemon, &s.ws, &session, reviewer, 1, template));
     }
+    daemon.sessions.keep_caller_env(&session);
     daemon.sessions.put(daemon, session.clone());
     write_report(daemon, &session);
     start_jobs(daemon, &session);
@@ -494,6 +530,10 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
         result.template_result = Some(template::outcome(daemon, &session).await);
     }
     session.result = serde_json::to_value(&result).ok();
+    // The caller's environment (auth variables included) was kept only to start reviewers; a
+    // retry brings its own.
+    session.caller_env.clear();
+    daemon.sessions.drop_caller_env(&session.key);
     daemon.sessions.put(daemon, session.clone());
     write_report(daemon, &session);
     publish(daemon, &session, "", "resolved", &format!("consensus {}", result.outcome));
@@ -582,6 +622,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         respawned.push(session.reviewers[i].clone());
     }
     session.result = None;
+    daemon.sessions.keep_caller_env(&session);
     daemon.sessions.put(daemon, session.clone());
     write_report(daemon, &session);
     start_jobs(daemon, &session);
