@@ -340,3 +340,52 @@ fn template_passes_join_the_task_gate() {
     assert_eq!(reviewers, ["command", "code:command"]);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
+
+#[test]
+fn a_detached_template_review_delivers_its_result_later() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let gate = env.path("gate");
+    let script = env.path("gated.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\nwhile [ ! -f \"{}\" ]; do sleep 0.05; done\necho '{FAIL}'\n",
+            gate.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    let script = script.display().to_string();
+    let detached = review(&env, &["code", "--provider", "command", "--provider-command", &script, "--detach"]);
+    detached.assert_code(0);
+    let key = detached.stdout.lines().find_map(|l| l.strip_prefix("session_key: ")).unwrap().to_string();
+    assert!(
+        detached.stderr.contains(&format!("next: scafld review result --session-key {key}")),
+        "{}",
+        detached.stderr
+    );
+
+    let early = review(&env, &["result", "--session-key", &key, "--timeout", "0.1", "--json"]);
+    early.assert_code(1);
+    assert_eq!(early.json()["error"]["code"], "still_running");
+    assert!(early.json()["error"]["hint"].as_str().unwrap().contains(&key));
+
+    std::fs::write(&gate, "").unwrap();
+    let json = review(&env, &["result", "--session-key", &key, "--output", "json"]);
+    json.assert_code(4);
+    let result: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!((result["verdict"].as_str(), result["session_key"].as_str()), (Some("FAIL"), Some(key.as_str())));
+    assert_eq!(result["findings"][0]["title"], "Layer violation");
+
+    // Without a key: the workspace's most recent session.
+    let file = env.path("result.json");
+    review(&env, &["result", "--output", "file", file.to_str().unwrap()]).assert_code(4);
+    let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(written, result);
+
+    let unknown = review(&env, &["result", "--session-key", "0123456789abcdef0123456789abcdef", "--json"]);
+    unknown.assert_code(2);
+    assert_eq!(unknown.json()["error"]["code"], "not_found");
+    review(&env, &["result", "--timeout", "-1"]).assert_code(2);
+}

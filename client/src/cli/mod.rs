@@ -201,6 +201,19 @@ pub enum ReviewCommand {
     List,
     /// Past template reviews of this workspace, newest first.
     History,
+    /// A template review's result (e.g. after `--detach`): exit 0 PASS or CONCERNS, 4 FAIL,
+    /// 1 UNKNOWN or still running when the timeout runs out, 2 usage.
+    Result {
+        /// Default: the most recent session of this workspace.
+        #[arg(long)]
+        session_key: Option<String>,
+        /// Seconds to wait for the review to settle; it keeps running when they run out.
+        #[arg(long, default_value_t = 300.0)]
+        timeout: f64,
+        /// Where the result goes: terminal, json, or `file PATH`.
+        #[arg(long, num_args = 1..=2, value_names = ["MODE", "PATH"])]
+        output: Vec<String>,
+    },
     /// Architectural review of a document against the architecture it must fit.
     Arch {
         /// The document to review.
@@ -493,6 +506,7 @@ impl Command {
                 Some(ReviewCommand::Reject(_)) => "review reject",
                 Some(ReviewCommand::List) => "review list",
                 Some(ReviewCommand::History) => "review history",
+                Some(ReviewCommand::Result { .. }) => "review result",
                 Some(ReviewCommand::Arch { .. }) => "review arch",
                 Some(ReviewCommand::Tasks { .. }) => "review tasks",
                 Some(ReviewCommand::Code { .. }) => "review code",

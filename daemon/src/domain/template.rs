@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::domain::dossier::{Dossier, Finding, Location};
 
 /// Names a user template may not take: the review subcommands would shadow it.
-pub const RESERVED: [&str; 8] = ["wait", "retry", "status", "accept", "reject", "list", "history", "run"];
+pub const RESERVED: [&str; 9] = ["wait", "retry", "status", "accept", "reject", "list", "history", "result", "run"];
 
 /// Tools a template may allow. Everything else (Edit, Write, ...) is refused: reviews are
 /// read-only.

@@ -28,6 +28,9 @@ pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         Some(ReviewCommand::Reject(reason)) => decide(ctx, reason, "reject"),
         Some(ReviewCommand::List) => template::list(ctx),
         Some(ReviewCommand::History) => template::history(ctx),
+        Some(ReviewCommand::Result { session_key, timeout, output }) => {
+            template::result(ctx, session_key.clone(), *timeout, output)
+        }
         Some(ReviewCommand::Arch { input, against, run }) | Some(ReviewCommand::Tasks { input, against, run }) => {
             let name = if matches!(args.command, Some(ReviewCommand::Arch { .. })) { "arch" } else { "tasks" };
             let inputs = [("input".to_string(), input.clone()), ("against".to_string(), against.clone())].into();

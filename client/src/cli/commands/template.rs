@@ -119,31 +119,62 @@ pub fn run(
         wait_seconds: 0.0,
         caller: caller(),
     };
-    let started = call::<m::ReviewTemplate>(&mut conn, &params).map_err(|e| {
-        let usage = e.exit_code == workflow::USAGE;
-        CliError { exit_code: if usage { codes::USAGE } else { codes::UNKNOWN }, ..e }
-    })?;
+    let started = call::<m::ReviewTemplate>(&mut conn, &params).map_err(in_template_table)?;
     if args.detach {
-        return Ok(spawn_output(ctx, &started.session));
+        let code = spawn_output(ctx, &started.session);
+        if !ctx.out.json && !started.session.reviewers_spawned.is_empty() {
+            eprintln!("next: scafld review result --session-key {}", started.session.session_key);
+        }
+        return Ok(code);
     }
     let waited = follow(ctx, &mut conn, &root, name, &started.session)?;
     let result = waited.template_result.ok_or_else(|| {
         CliError::new("runtime_error", "the template review settled without a result", codes::UNKNOWN)
     })?;
+    deliver(ctx, &result, destination)
+}
+
+/// `review result`: a template session's result, once it settles (bounded by `timeout`).
+pub fn result(ctx: &Context, session_key: Option<String>, timeout: f64, output: &[String]) -> Result<u8, CliError> {
+    let destination = destination(output)?;
+    if !(timeout.is_finite() && timeout >= 0.0) {
+        return Err(usage("--timeout must be a non-negative number of seconds"));
+    }
+    let (root, mut conn) = connect_workspace(ctx)?;
+    let params = m::ReviewWaitParams { root, session_key: session_key.clone(), timeout_seconds: timeout };
+    match call::<m::ReviewResultOf>(&mut conn, &params).map_err(in_template_table)? {
+        Some(result) => deliver(ctx, &result, destination),
+        None => {
+            let again = session_key.map(|k| format!(" --session-key {k}")).unwrap_or_default();
+            Err(CliError::new("still_running", "the template review is still running", codes::UNKNOWN)
+                .with_hint(format!("it keeps running; wait again with `scafld review result{again}`")))
+        }
+    }
+}
+
+/// Daemon errors keep the template exit table: usage (an unknown name or key, bad input) 2,
+/// anything else 1.
+fn in_template_table(e: CliError) -> CliError {
+    let usage = e.exit_code == workflow::USAGE || matches!(e.code.as_str(), "not_found" | "invalid_input");
+    CliError { exit_code: if usage { codes::USAGE } else { codes::UNKNOWN }, ..e }
+}
+
+/// Print or write a result; its verdict decides the exit code.
+fn deliver(ctx: &Context, result: &TemplateReviewResult, destination: Destination) -> Result<u8, CliError> {
     let code = match result.verdict.as_str() {
         "PASS" | "CONCERNS" => codes::PASS,
         "FAIL" => codes::FAIL,
         _ => codes::UNKNOWN,
     };
     match destination {
-        Destination::Json => println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default()),
+        Destination::Json => println!("{}", serde_json::to_string_pretty(result).unwrap_or_default()),
         Destination::File(path) => {
-            let text = serde_json::to_string_pretty(&result).unwrap_or_default();
+            let text = serde_json::to_string_pretty(result).unwrap_or_default();
             std::fs::write(&path, format!("{text}\n"))
                 .map_err(|e| CliError::new("output", format!("cannot write {path}: {e}"), codes::UNKNOWN))?;
-            ctx.out.success(&result, || format!("{} review: {} (written to {path})", result.template, result.verdict));
+            ctx.out.success(result, || format!("{} review: {} (written to {path})", result.template, result.verdict));
         }
-        Destination::Terminal => ctx.out.success(&result, || render(ctx, &result)),
+        Destination::Terminal => ctx.out.success(result, || render(ctx, result)),
     }
     Ok(code)
 }
