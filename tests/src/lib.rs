@@ -198,7 +198,9 @@ impl TestEnv {
         let pid = child.id();
         self.daemons.push(child);
         let socket = self.socket.clone();
-        wait_until("the daemon to answer", || RawClient::connect(&socket).is_ok());
+        wait_until("the daemon's socket", || RawClient::connect(&socket).is_ok());
+        // The socket is bound before the database opens: an answer means start-up is over.
+        self.client().result("daemon.status", json!({}));
         pid
     }
 
