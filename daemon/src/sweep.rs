@@ -10,6 +10,7 @@ use tracing::{info, warn};
 
 use crate::clock;
 use crate::daemon::Daemon;
+use crate::domain::job::SessionRecord;
 use crate::domain::retention::{self, Prune};
 
 const SWEEP_EVERY: Duration = Duration::from_secs(3600);
@@ -41,8 +42,7 @@ pub fn sweep(daemon: &Daemon) -> Prune {
     daemon.jobs.forget(&prune.jobs);
     daemon.sessions.forget(&prune.sessions);
     for session in sessions.iter().filter(|s| prune.sessions.contains(&s.key)) {
-        // Keys are ids the daemon generated; anything path-like is not ours to delete.
-        if session.key.is_empty() || !session.key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        if !SessionRecord::is_plain_key(&session.key) {
             continue;
         }
         let folder = Path::new(&session.root).join(".scafld/reviews").join(&session.key);

@@ -243,6 +243,14 @@ pub struct SessionRecord {
     pub template: Option<String>,
 }
 
+impl SessionRecord {
+    /// Session keys are daemon-generated ids (hex, or a timestamp when no randomness was to
+    /// be had); only such a key may name a file or folder.
+    pub fn is_plain_key(key: &str) -> bool {
+        !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':')
+    }
+}
+
 /// The review request of a session, as stored.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestRecord {

@@ -12,6 +12,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::domain::job::SessionRecord;
+
 #[derive(Debug, Default)]
 pub struct CallerEnvFiles {
     dir: PathBuf,
@@ -22,9 +24,8 @@ impl CallerEnvFiles {
         CallerEnvFiles { dir: state_dir.join("caller-env") }
     }
 
-    /// Session keys are daemon-generated hex ids; anything else never names a file.
     fn file(&self, key: &str) -> Option<PathBuf> {
-        let plain = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric());
+        let plain = SessionRecord::is_plain_key(key);
         (plain && !self.dir.as_os_str().is_empty()).then(|| self.dir.join(format!("{key}.json")))
     }
 
