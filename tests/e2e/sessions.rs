@@ -725,3 +725,39 @@ fn old_jobs_and_superseded_sessions_are_forgotten_while_ledgers_and_the_latest_r
     assert!(!before.contains(&new_job), "job ids keep increasing: {new_job}");
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
+
+#[test]
+fn concurrent_reviews_of_one_range_get_distinct_rounds() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
+        .unwrap();
+    std::fs::write(env.work.join(".gitignore"), ".scafld/\n").unwrap();
+    let base = commit(&env, "base");
+    std::fs::write(env.work.join("lib.py"), "def f(x):\n    return x\n").unwrap();
+    let head = commit(&env, "change");
+    let path = install_fakes(&env, &["codex"]);
+    let range = format!("{base}..{head}");
+    let keys: Vec<String> = std::thread::scope(|scope| {
+        let spawns: Vec<_> = (0..6)
+            .map(|_| {
+                scope.spawn(|| {
+                    let run = run_with(
+                        &env,
+                        &["review", "--diff", &range, "--reviewers", "codex", "--detach", "--json"],
+                        &path,
+                        &[],
+                    );
+                    run.assert_code(0);
+                    run.json()["session_key"].as_str().unwrap().to_string()
+                })
+            })
+            .collect();
+        spawns.into_iter().map(|s| s.join().unwrap()).collect()
+    });
+    let mut rounds: Vec<u64> =
+        keys.iter().map(|k| wait(&env, k).json()["consensus"]["iteration"].as_u64().unwrap()).collect();
+    rounds.sort();
+    assert_eq!(rounds, [1, 2, 3, 4, 5, 6]);
+}

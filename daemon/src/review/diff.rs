@@ -88,9 +88,8 @@ fn empty_range(
     context_digest: String,
 ) -> m::SpawnResult {
     let key = crate::workspace::layout::new_id().unwrap_or_else(|_| clock::now_rfc3339());
-    let mut session = SessionRecord {
+    let session = SessionRecord {
         key: key.clone(),
-        seq: daemon.sessions.next_seq(),
         workspace_id: ws.id.clone(),
         root: ws.root.display().to_string(),
         range: range.to_string(),
@@ -101,11 +100,11 @@ fn empty_range(
         context_digest,
         ..SessionRecord::default()
     };
-    session.iteration = daemon.sessions.next_iteration(&session);
-    let mut result = consensus::wait_result(&key, session.iteration, &[], Outcome::Pass);
-    result.gate = Outcome::Pass.as_str().into();
-    session.result = serde_json::to_value(&result).ok();
-    daemon.sessions.put(daemon, session);
+    daemon.sessions.add(daemon, session, |session| {
+        let mut result = consensus::wait_result(&session.key, session.iteration, &[], Outcome::Pass);
+        result.gate = Outcome::Pass.as_str().into();
+        session.result = serde_json::to_value(&result).ok();
+    });
     daemon.jobs.touch();
     m::SpawnResult { session_key: key, resolved: Some("pass".into()), ..m::SpawnResult::default() }
 }

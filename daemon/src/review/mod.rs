@@ -91,11 +91,6 @@ impl Sessions {
         self.records.lock().expect("sessions").get(key).cloned()
     }
 
-    /// The next creation sequence number.
-    pub(crate) fn next_seq(&self) -> u64 {
-        self.records.lock().expect("sessions").values().map(|s| s.seq).max().unwrap_or(0) + 1
-    }
-
     pub(crate) fn put(&self, daemon: &Daemon, session: SessionRecord) {
         if let Err(e) = daemon.store().save_session(&session) {
             warn!(session = %session.key, "cannot persist review session: {e}");
@@ -126,11 +121,26 @@ impl Sessions {
             .cloned()
     }
 
-    /// The round a new session is: rounds count per task, or per range base and context file.
-    fn next_iteration(&self, new: &SessionRecord) -> u32 {
-        let records = self.records.lock().expect("sessions");
-        let group = review_group(new);
-        1 + records.values().filter(|s| review_group(s) == group).map(|s| s.iteration).max().unwrap_or(0)
+    /// Number a new session (its creation `seq`, and its round: rounds count per task, or per
+    /// range base and context file), let `complete` fill in what depends on the numbers, and
+    /// record it. One step under the lock, so concurrent spawns never share a number.
+    pub(crate) fn add(
+        &self,
+        daemon: &Daemon,
+        mut session: SessionRecord,
+        complete: impl FnOnce(&mut SessionRecord),
+    ) -> SessionRecord {
+        let mut records = self.records.lock().expect("sessions");
+        session.seq = 1 + records.values().map(|s| s.seq).max().unwrap_or(0);
+        let group = review_group(&session);
+        let last_round = records.values().filter(|s| review_group(s) == group).map(|s| s.iteration).max();
+        session.iteration = 1 + last_round.unwrap_or(0);
+        complete(&mut session);
+        if let Err(e) = daemon.store().save_session(&session) {
+            warn!(session = %session.key, "cannot persist review session: {e}");
+        }
+        records.insert(session.key.clone(), session.clone());
+        session
     }
 }
 
@@ -241,7 +251,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
     };
     let mut session = SessionRecord {
         key: key.clone(),
-        seq: daemon.sessions.next_seq(),
+        seq: 0,
         workspace_id: s.ws.id.clone(),
         root: s.ws.root.display().to_string(),
         task_id: s.task_id.clone(),
@@ -275,12 +285,11 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         context_digest: s.context_digest,
         template: s.template.as_ref().map(|t| t.name.clone()),
     };
-    session.iteration = daemon.sessions.next_iteration(&session);
     for (reviewer, template) in spawned.iter().zip(templates) {
         session.job_ids.push(new_job(daemon, &s.ws, &session, reviewer, 1, template));
     }
     daemon.sessions.keep_caller_env(&session);
-    daemon.sessions.put(daemon, session.clone());
+    let session = daemon.sessions.add(daemon, session, |_| {});
     write_report(daemon, &session);
     start_jobs(daemon, &session);
     if spawned.is_empty() {
