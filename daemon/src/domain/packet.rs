@@ -42,6 +42,21 @@ impl Section {
     }
 }
 
+/// The request a dossier packet states (mode, budget, depth), with one line of its own kind
+/// (`Range: ...` for a git range, `Rerun policy: ...` for a task).
+pub fn request_section(request: &crate::domain::dossier::Request, last_line: &str) -> Section {
+    Section::derived(
+        "review_request",
+        "Review Request",
+        "review#review_request",
+        format!(
+            "Mode: {}\nMax findings: {}\nMinimum attack angles: {}\nReview depth: {}\n{last_line}",
+            request.mode, request.max_findings, request.min_attack_angles, request.depth
+        ),
+        true,
+    )
+}
+
 /// The two sections every dossier packet ends its own with: how to answer (required) and the
 /// dossier schema.
 pub fn answer_sections(request: &crate::domain::dossier::Request) -> [Section; 2] {

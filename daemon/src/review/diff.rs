@@ -118,16 +118,7 @@ fn packet(range: &str, context: &str, files: &[String], patch: &str, request: &R
             if context.trim().is_empty() { "(no context file given)".into() } else { context.trim_end().to_string() },
             true,
         ),
-        Section::derived(
-            "review_request",
-            "Review Request",
-            "review#review_request",
-            format!(
-                "Mode: {}\nMax findings: {}\nMinimum attack angles: {}\nReview depth: {}\nRange: {range}",
-                request.mode, request.max_findings, request.min_attack_angles, request.depth
-            ),
-            true,
-        ),
+        packet::request_section(request, &format!("Range: {range}")),
         Section::derived(
             "changed_files",
             "Changed Files",

@@ -692,20 +692,7 @@ fn build_packet(
             ),
             true,
         ),
-        Section::derived(
-            "review_request",
-            "Review Request",
-            "review#review_request",
-            format!(
-                "Mode: {}\nMax findings: {}\nMinimum attack angles: {}\nReview depth: {}\nRerun policy: {}",
-                request.mode,
-                request.max_findings,
-                request.min_attack_angles,
-                request.depth,
-                config.review.dossier.rerun_policy
-            ),
-            true,
-        ),
+        packet::request_section(request, &format!("Rerun policy: {}", config.review.dossier.rerun_policy)),
         Section::derived("task_scope", "Task Scope", &spec_source, packet::list(scope), false),
         Section::derived(
             "workspace_classification",
