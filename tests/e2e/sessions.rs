@@ -210,17 +210,22 @@ fn commit(env: &TestEnv, message: &str) -> String {
     scafld_tests::git(&env.work, &["rev-parse", "HEAD"])
 }
 
-#[test]
-fn a_git_range_is_reviewed_with_its_context_and_an_empty_range_passes_at_once() {
-    let env = TestEnv::new();
+/// A git workspace (no task) with two commits; the second adds `lib.py`. Returns both shas.
+fn range_workspace(env: &TestEnv) -> (String, String) {
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
         .unwrap();
     std::fs::write(env.work.join(".gitignore"), ".scafld/\n").unwrap();
-    let base = commit(&env, "base");
+    let base = commit(env, "base");
     std::fs::write(env.work.join("lib.py"), "def f(x):\n    return x.y\n").unwrap();
-    let head = commit(&env, "change");
+    (base, commit(env, "change"))
+}
+
+#[test]
+fn a_git_range_is_reviewed_with_its_context_and_an_empty_range_passes_at_once() {
+    let env = TestEnv::new();
+    let (base, head) = range_workspace(&env);
 
     let empty = env.scafld(&["review", "--diff", &format!("{head}..{head}"), "--detach", "--json"]);
     empty.assert_code(0);
@@ -729,14 +734,7 @@ fn old_jobs_and_superseded_sessions_are_forgotten_while_ledgers_and_the_latest_r
 #[test]
 fn concurrent_reviews_of_one_range_get_distinct_rounds() {
     let env = TestEnv::new();
-    scafld_tests::git(&env.work, &["init", "-q"]);
-    env.init();
-    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
-        .unwrap();
-    std::fs::write(env.work.join(".gitignore"), ".scafld/\n").unwrap();
-    let base = commit(&env, "base");
-    std::fs::write(env.work.join("lib.py"), "def f(x):\n    return x\n").unwrap();
-    let head = commit(&env, "change");
+    let (base, head) = range_workspace(&env);
     let path = install_fakes(&env, &["codex"]);
     let range = format!("{base}..{head}");
     let keys: Vec<String> = std::thread::scope(|scope| {
