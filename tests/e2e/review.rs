@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use scafld_tests::TestEnv;
+use scafld_tests::{Run, TestEnv};
 use serde_json::Value;
 
 const ATTACKS: &str = r#"[{"target":"diff","attack":"regression scan","result":"clean"},{"target":"spec","attack":"contract check","result":"clean"}]"#;
@@ -30,6 +30,13 @@ fn reviewer(env: &TestEnv, name: &str, answer: &str, extra: &str) -> String {
 }
 
 /// A git workspace with task `rev` built to review.
+/// `scafld review rev` with the `command` provider running `script`, then `extra` arguments.
+fn command_review(env: &TestEnv, script: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["review", "rev", "--provider", "command", "--provider-command", script];
+    args.extend_from_slice(extra);
+    env.scafld(&args)
+}
+
 fn to_review(env: &TestEnv) {
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
@@ -54,17 +61,7 @@ fn a_passing_command_review_lets_complete_archive_the_task() {
     to_review(&env);
     env.scafld(&["complete", "rev"]).assert_code(1);
     let script = reviewer(&env, "pass", &pass(), "");
-    let run = env.scafld(&[
-        "review",
-        "rev",
-        "--provider",
-        "command",
-        "--provider-command",
-        &script,
-        "--min-attack-angles",
-        "2",
-        "--json",
-    ]);
+    let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
     run.assert_code(0);
     let result = run.json()["result"].clone();
     assert_eq!((result["verdict"].as_str(), result["provider"].as_str()), (Some("pass"), Some("command")));
@@ -99,7 +96,7 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     let env = TestEnv::new();
     to_review(&env);
     let failing = reviewer(&env, "fail", &fail(), "");
-    let run = env.scafld(&["review", "rev", "--provider-command", &failing, "--provider", "command", "--json"]);
+    let run = command_review(&env, &failing, &["--json"]);
     run.assert_code(4);
     let envelope = run.json();
     assert_eq!(envelope["error"]["code"], "review_failed");
@@ -117,7 +114,7 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     env.scafld(&["complete", "rev"]).assert_code(1);
 
     // The same tree again only burns quota.
-    let again = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &failing]);
+    let again = command_review(&env, &failing, &[]);
     again.assert_code(1);
     assert!(again.stderr.contains("nothing changed since the failed review"), "{}", again.stderr);
 
@@ -126,8 +123,7 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
     let verify = pass().replace("\"discover\"", "\"verify\"");
     let passing = reviewer(&env, "pass-verify", &verify, "");
-    env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &passing, "--min-attack-angles", "2"])
-        .assert_code(0);
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
@@ -144,14 +140,13 @@ fn invalid_dossiers_fail_the_attempt_and_never_pass() {
     ];
     for (name, answer, expected) in cases {
         let script = reviewer(&env, name, &answer, "");
-        let run =
-            env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &script, "--force", "--json"]);
+        let run = command_review(&env, &script, &["--force", "--json"]);
         run.assert_code(4);
         let message = run.json()["error"]["message"].as_str().unwrap().to_string();
         assert!(message.contains(expected), "{name}: {message}");
     }
     let crash = reviewer(&env, "crash", "", "echo boom >&2; exit 7");
-    let run = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &crash, "--json"]);
+    let run = command_review(&env, &crash, &["--json"]);
     run.assert_code(4);
     assert!(run.json()["error"]["message"].as_str().unwrap().contains("exit code 7"));
     assert!(ledger_types(&env).iter().filter(|t| *t == "review_attempt").count() >= 12);
@@ -164,17 +159,7 @@ fn a_reviewer_that_edits_a_scoped_file_fails_closed() {
     let env = TestEnv::new();
     to_review(&env);
     let script = reviewer(&env, "mutate", &pass(), "echo tampered >> src/lib.rs; echo other >> unrelated.txt");
-    let run = env.scafld(&[
-        "review",
-        "rev",
-        "--provider",
-        "command",
-        "--provider-command",
-        &script,
-        "--min-attack-angles",
-        "2",
-        "--json",
-    ]);
+    let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
     run.assert_code(4);
     let findings = run.json()["result"]["findings"].clone();
     let guard = findings.as_array().unwrap().iter().find(|f| f["id"] == "workspace-mutation").expect("guard finding");
@@ -230,7 +215,7 @@ fn a_reviewer_that_runs_too_long_is_killed_and_the_attempt_fails() {
     std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  external:\n    absolute_max_seconds: 1\n")
         .unwrap();
     let script = reviewer(&env, "slow", &pass(), "sleep 1007 & sleep 1007");
-    let run = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &script, "--json"]);
+    let run = command_review(&env, &script, &["--json"]);
     run.assert_code(4);
     assert!(run.json()["error"]["message"].as_str().unwrap().contains("process timeout"), "{}", run.stdout);
     // SIGKILL is delivered asynchronously: the sleeps must be gone shortly, not at this instant.
