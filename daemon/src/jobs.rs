@@ -57,24 +57,15 @@ impl Jobs {
         let id = format!("job-{}-{}", *next, &crate::workspace::layout::new_id().unwrap_or_default()[..6]);
         *next += 1;
         let record = JobRecord {
-            id: id.clone(),
-            kind,
-            workspace_id: ws.id.clone(),
-            root: ws.root.display().to_string(),
-            task_id: task.to_string(),
-            state: JobState::Queued,
-            owner: "daemon".into(),
-            attempt: 1,
-            created_at: clock::now_rfc3339(),
-            started_at: None,
-            finished_at: None,
-            last_heartbeat: None,
-            pgid: None,
-            activity: None,
-            reason: None,
-            outcome: None,
-            error_kind: None,
             review,
+            ..JobRecord::queued(
+                id.clone(),
+                kind,
+                ws.id.clone(),
+                ws.root.display().to_string(),
+                task.to_string(),
+                clock::now_rfc3339(),
+            )
         };
         let token = CancellationToken::new();
         self.cancels.lock().expect("cancels").insert(id.clone(), token.clone());

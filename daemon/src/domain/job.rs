@@ -74,6 +74,39 @@ pub struct JobRecord {
     pub review: Option<ReviewWork>,
 }
 
+impl JobRecord {
+    /// A new job, queued for the daemon's runner: the one place a job record starts out.
+    pub fn queued(
+        id: String,
+        kind: JobKind,
+        workspace_id: String,
+        root: String,
+        task_id: String,
+        created_at: String,
+    ) -> JobRecord {
+        JobRecord {
+            id,
+            kind,
+            workspace_id,
+            root,
+            task_id,
+            state: JobState::Queued,
+            owner: "daemon".into(),
+            attempt: 1,
+            created_at,
+            started_at: None,
+            finished_at: None,
+            last_heartbeat: None,
+            pgid: None,
+            activity: None,
+            reason: None,
+            outcome: None,
+            error_kind: None,
+            review: None,
+        }
+    }
+}
+
 /// One reviewer's share of a review session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReviewWork {

@@ -66,24 +66,9 @@ mod tests {
 
     fn job(id: &str, state: JobState, finished_at: Option<&str>) -> JobRecord {
         JobRecord {
-            id: id.into(),
-            kind: JobKind::Acceptance,
-            workspace_id: "ws".into(),
-            root: "/w".into(),
-            task_id: "task".into(),
             state,
-            owner: "daemon".into(),
-            attempt: 1,
-            created_at: OLD.into(),
-            started_at: None,
             finished_at: finished_at.map(Into::into),
-            last_heartbeat: None,
-            pgid: None,
-            activity: None,
-            reason: None,
-            outcome: None,
-            error_kind: None,
-            review: None,
+            ..JobRecord::queued(id.into(), JobKind::Acceptance, "ws".into(), "/w".into(), "task".into(), OLD.into())
         }
     }
 
