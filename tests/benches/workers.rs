@@ -84,7 +84,9 @@ fn main() {
         })
         .collect();
     let mut pending = keys.clone();
+    let deadline = Instant::now() + Duration::from_secs(120);
     while !pending.is_empty() {
+        assert!(Instant::now() < deadline, "{} reviews never settled; are the workers running?", pending.len());
         pending.retain(|k| !settled(&mut client, &root, k));
         std::thread::sleep(Duration::from_millis(5));
     }
