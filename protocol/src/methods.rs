@@ -198,6 +198,28 @@ method!(
     TaskValidate = "task.validate", TaskParams => ValidateResult
 );
 
+method!(
+    /// Every spec's diagnostics at once (archive included): how an existing workspace reads.
+    TaskValidateAll = "task.validate_all", WorkspaceRootParams => ValidateAllResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateAllResult {
+    /// One entry per spec file, ordered by path.
+    pub specs: Vec<SpecDiagnostics>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecDiagnostics {
+    pub task_id: String,
+    pub path: String,
+    /// Empty when the spec is too broken to say.
+    pub status: String,
+    pub valid: bool,
+    /// Errors and warnings, by line.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ValidateResult {
     pub task_id: String,

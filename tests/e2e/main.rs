@@ -2,6 +2,7 @@
 //! One test binary with a module per area (see ARCHITECTURE.md, "Tests").
 
 mod cli;
+mod corpus;
 mod daemon;
 mod exec;
 mod providers;

@@ -228,13 +228,13 @@ fn list_survives_a_broken_spec_and_shows_its_error() {
     assert_eq!(by_id["old"]["status"], "completed");
     assert!(by_id["task-0"].get("error").is_none());
     assert!(
-        by_id["broken"]["error"].as_str().unwrap().starts_with("line 7: phase1 has no executable"),
+        by_id["broken"]["error"].as_str().unwrap().starts_with("line 8: criterion `x` has no Command"),
         "{}",
         by_id["broken"]
     );
     let validate = env.scafld(&["validate", "broken", "--json"]).json();
     let messages = validate["result"]["diagnostics"].to_string();
-    assert!(messages.contains("criterion line does not parse"), "{messages}");
+    assert!(messages.contains("separates type and title with `:` instead of ` - `"), "{messages}");
     assert!(by_id["misnamed"]["error"].as_str().unwrap().contains("does not match the file name misnamed.md"));
 
     let run = env.scafld(&["list", "--status", "draft", "--json"]);

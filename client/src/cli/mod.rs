@@ -47,8 +47,8 @@ pub enum Command {
     Daemon(DaemonCommand),
     /// Create a draft spec from the template (never overwrites).
     Plan(PlanArgs),
-    /// Check a spec's structure and print every diagnostic.
-    Validate(TaskArg),
+    /// Check a spec's structure and print every diagnostic (`--all`: every spec at once).
+    Validate(ValidateArgs),
     /// Lifecycle, progress and the next allowed command of a task.
     Status(TaskArg),
     /// Every task of the workspace with status, title and progress.
@@ -428,6 +428,15 @@ impl TaskArg {
             .or_else(|| self.task.clone())
             .ok_or_else(|| CliError::usage("a task id is required (positional or --task <id>)"))
     }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ValidateArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Every spec of the workspace (archive included), with all its diagnostics.
+    #[arg(long, conflicts_with_all = ["task_id", "task"])]
+    pub all: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -278,6 +278,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     if next.front.status != status.as_str() {
         next.front.status = status.as_str().into();
     }
+    next.current_state.status = status.as_str().into();
     next.front.updated = now.into();
     let cs = &mut next.current_state;
     cs.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());

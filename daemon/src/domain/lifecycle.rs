@@ -75,6 +75,16 @@ impl FromStr for Status {
 }
 
 impl Status {
+    /// Read a front-matter status, accepting the Python scafld 2.x names (`in_progress` is
+    /// `active`; `under_review` is a draft under discussion) beside the current ones.
+    pub fn read(s: &str) -> Option<Status> {
+        match s {
+            "in_progress" => Some(Status::Active),
+            "under_review" => Some(Status::Draft),
+            other => other.parse().ok(),
+        }
+    }
+
     fn names() -> String {
         Status::ALL.map(Status::as_str).join(", ")
     }
@@ -108,6 +118,12 @@ pub enum HardenStatus {
     InProgress,
     Passed,
     Failed,
+    /// The original tool's later releases: a delegated round found blocking problems.
+    NeedsRevision,
+    /// Approved over an unfinished round with an operator's reason.
+    Overridden,
+    /// A delegated round could not run (transport or grounding problems).
+    Error,
 }
 
 impl HardenStatus {
@@ -117,6 +133,9 @@ impl HardenStatus {
             HardenStatus::InProgress => "in_progress",
             HardenStatus::Passed => "passed",
             HardenStatus::Failed => "failed",
+            HardenStatus::NeedsRevision => "needs_revision",
+            HardenStatus::Overridden => "overridden",
+            HardenStatus::Error => "error",
         }
     }
 }
@@ -129,7 +148,12 @@ impl FromStr for HardenStatus {
             "in_progress" => Ok(HardenStatus::InProgress),
             "passed" => Ok(HardenStatus::Passed),
             "failed" => Ok(HardenStatus::Failed),
-            other => Err(format!("unknown harden_status {other:?} (expected not_run, in_progress, passed or failed)")),
+            "needs_revision" => Ok(HardenStatus::NeedsRevision),
+            "overridden" => Ok(HardenStatus::Overridden),
+            "error" => Ok(HardenStatus::Error),
+            other => Err(format!(
+                "unknown harden_status {other:?} (expected not_run, in_progress, passed, failed, needs_revision, overridden or error)"
+            )),
         }
     }
 }

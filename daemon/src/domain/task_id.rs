@@ -5,9 +5,10 @@ use std::fmt;
 /// Longest accepted task id, in bytes.
 pub const MAX_TASK_ID_LEN: usize = 96;
 
-/// A task id that is safe to use as a file name: `^[a-z][a-z0-9_-]*$`, at most
-/// [`MAX_TASK_ID_LEN`] bytes. Path-like ids (`../x`, `a/b`, `/abs`), empty ids and control
-/// characters can never be constructed.
+/// A task id that is safe to use as a file name: `^[a-z0-9][a-z0-9._-]*$` without `..`, at
+/// most [`MAX_TASK_ID_LEN`] bytes. Dots inside an id are harmless (`runtime-rigor-1.7.1`, as
+/// real workspaces have); path-like ids (`../x`, `a/b`, `/abs`, `.hidden`), empty ids and
+/// control characters can never be constructed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId(String);
 
@@ -21,7 +22,7 @@ pub enum TaskIdError {
     PathLike(String),
     #[error("task id {0:?} contains a control character")]
     Control(String),
-    #[error("task id {0:?} must start with a lowercase letter and use only a-z, 0-9, `-` and `_`")]
+    #[error("task id {0:?} must start with a lowercase letter or a digit and use only a-z, 0-9, `-`, `_` and `.`")]
     Charset(String),
 }
 
@@ -34,15 +35,20 @@ impl TaskId {
         if raw.chars().any(char::is_control) {
             return Err(TaskIdError::Control(shown().escape_default().to_string()));
         }
-        if raw.contains('/') || raw.contains('\\') || raw.contains("..") {
+        if raw.contains('/') || raw.contains('\\') || raw.contains("..") || raw.starts_with('.') {
             return Err(TaskIdError::PathLike(shown()));
         }
         if raw.len() > MAX_TASK_ID_LEN {
             return Err(TaskIdError::TooLong(shown()));
         }
         let mut bytes = raw.bytes();
-        let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase());
-        if !first_ok || !bytes.all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') {
+        // A trailing dot would make `<id>.md` read as `<id>..md`.
+        if raw.ends_with('.') {
+            return Err(TaskIdError::Charset(shown()));
+        }
+        let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.');
+        if !first_ok || !bytes.all(allowed) {
             return Err(TaskIdError::Charset(shown()));
         }
         Ok(TaskId(raw.to_string()))
@@ -65,7 +71,7 @@ mod tests {
 
     #[test]
     fn accepts_kebab_and_snake_ids() {
-        for ok in ["a", "add-greeting-flag", "x_1", "list", "t9"] {
+        for ok in ["a", "add-greeting-flag", "x_1", "list", "t9", "runtime-rigor-1.7.1", "2026-q1", "v1.0"] {
             assert!(TaskId::parse(ok).is_ok(), "{ok}");
         }
     }
@@ -85,7 +91,9 @@ mod tests {
             ("a\0", |e| matches!(e, TaskIdError::Control(_))),
             (&long, |e| matches!(e, TaskIdError::TooLong(_))),
             ("Bad", |e| matches!(e, TaskIdError::Charset(_))),
-            ("1abc", |e| matches!(e, TaskIdError::Charset(_))),
+            (".hidden", |e| matches!(e, TaskIdError::PathLike(_))),
+            (".", |e| matches!(e, TaskIdError::PathLike(_))),
+            ("a.", |e| matches!(e, TaskIdError::Charset(_))),
             ("a b", |e| matches!(e, TaskIdError::Charset(_))),
             ("-a", |e| matches!(e, TaskIdError::Charset(_))),
         ];

@@ -8,7 +8,7 @@ mod write;
 
 pub(crate) use exec::implementer;
 pub use exec::{approve, archive, build, job_wait, recover_jobs, session, unknown_job};
-pub use read::{handoff, list, report, status, validate};
+pub use read::{handoff, list, report, status, validate, validate_all};
 pub use review::{complete, decide, review};
 pub use write::{harden, plan, reconcile};
 

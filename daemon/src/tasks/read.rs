@@ -129,14 +129,41 @@ pub fn counts(spec: &Spec) -> m::Counts {
     }
 }
 
-pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
-    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let spec = &entry.parsed.spec;
-    let mut diagnostics = entry_errors(&entry);
+/// Every diagnostic of an entry (read, duplicate and parse errors, then warnings), by line.
+fn all_diagnostics(entry: &SpecEntry) -> Vec<m::Diagnostic> {
+    let mut diagnostics = entry_errors(entry);
     diagnostics.extend(
         entry.parsed.diagnostics.iter().filter(|d| d.severity != crate::domain::spec::Severity::Error).map(wire),
     );
     diagnostics.sort_by_key(|d| d.line);
+    diagnostics
+}
+
+pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ValidateAllResult> {
+    let ws = daemon.workspace(&p.root).await?;
+    sync(daemon, &ws);
+    let index = ws.index.read().expect("index");
+    let mut specs: Vec<m::SpecDiagnostics> = index
+        .entries()
+        .map(|e| {
+            let diagnostics = all_diagnostics(e);
+            m::SpecDiagnostics {
+                task_id: e.task_id.clone(),
+                path: ws.relative(&e.path),
+                status: e.parsed.spec.status().map(|s| s.to_string()).unwrap_or_default(),
+                valid: diagnostics.iter().all(|d| d.severity != "error"),
+                diagnostics,
+            }
+        })
+        .collect();
+    specs.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(m::ValidateAllResult { specs })
+}
+
+pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let spec = &entry.parsed.spec;
+    let diagnostics = all_diagnostics(&entry);
     let structure = |c: &Criterion| m::CriterionStructure {
         id: c.id.clone(),
         kind: c.kind.clone(),

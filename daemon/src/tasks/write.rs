@@ -138,6 +138,8 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     let (step, follow_up) = next_step(status, spec.harden_status(), &entry.task_id);
     next.current_state.next = step.into();
     next.current_state.allowed_follow_up = follow_up;
+    next.current_state.status = status.as_str().into();
+    next.front.status = status.as_str().into();
     if next.current_state.current_phase.is_empty() {
         next.current_state.current_phase = "none".into();
     }

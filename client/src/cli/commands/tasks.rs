@@ -73,6 +73,42 @@ pub fn plan(ctx: &Context, args: &PlanArgs) -> Result<u8, CliError> {
     Ok(workflow::OK)
 }
 
+/// Every spec's diagnostics; exit 3 when any spec has an error.
+pub fn validate_all(ctx: &Context) -> Result<u8, CliError> {
+    let (root, mut conn) = session(ctx)?;
+    let result = call::<m::TaskValidateAll>(&mut conn, &m::WorkspaceRootParams { root })?;
+    let invalid: Vec<&str> = result.specs.iter().filter(|s| !s.valid).map(|s| s.task_id.as_str()).collect();
+    let human = || {
+        let mut text = String::new();
+        for spec in &result.specs {
+            let verdict =
+                if spec.valid { ctx.out.paint("valid", Style::Good) } else { ctx.out.paint("invalid", Style::Bad) };
+            let warnings = spec.diagnostics.iter().filter(|d| d.severity == "warning").count();
+            let _ = writeln!(text, "{} ({}): {verdict}, {warnings} warning(s)", spec.task_id, spec.path);
+            if !spec.diagnostics.is_empty() {
+                let _ = writeln!(text, "{}", diagnostics_text(&spec.diagnostics));
+            }
+        }
+        let _ = write!(text, "{} spec(s), {} invalid", result.specs.len(), invalid.len());
+        text
+    };
+    if invalid.is_empty() {
+        ctx.out.success(&result, human);
+        return Ok(workflow::OK);
+    }
+    if !ctx.out.json {
+        eprintln!("{}", human());
+    }
+    let error = CliError::new(
+        "validation_failed",
+        format!("{} of {} spec(s) have errors: {}", invalid.len(), result.specs.len(), invalid.join(", ")),
+        workflow::VALIDATION,
+    )
+    .with_hint("each spec's diagnostics are listed with their lines");
+    ctx.out.failure(&error, serde_json::to_value(&result).ok());
+    Ok(workflow::VALIDATION)
+}
+
 pub fn validate(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     let (params, mut conn) = task_params(ctx, task)?;
     let result = call::<m::TaskValidate>(&mut conn, &params)?;

@@ -16,4 +16,8 @@ pub use model::*;
 pub use parse::{Diagnostic, Parsed, Severity, parse};
 
 #[cfg(test)]
+mod corpus;
+#[cfg(test)]
+mod props;
+#[cfg(test)]
 mod tests;

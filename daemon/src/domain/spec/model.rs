@@ -23,7 +23,7 @@ pub struct Spec {
 
 impl Spec {
     pub fn status(&self) -> Option<Status> {
-        self.front.status.parse().ok()
+        Status::read(&self.front.status)
     }
 
     pub fn harden_status(&self) -> HardenStatus {
@@ -57,6 +57,9 @@ pub struct FrontMatter {
 /// `## Current State`: written by the runner for humans and agents.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CurrentState {
+    /// The `Status:` line as written; the front matter's `status` is the truth, this line is
+    /// its copy for readers (a projection rewrites it when the two differ).
+    pub status: String,
     pub current_phase: String,
     pub next: String,
     pub reason: String,
@@ -89,13 +92,10 @@ pub struct Phase {
     pub name: String,
     pub status: String,
     pub dependencies: String,
-    /// `Objective:` (or the older `Goal:`; `objective_label` remembers which).
+    /// `Objective:` (or the older `Goal:`).
     pub objective: String,
-    pub objective_label: String,
     pub changes: Vec<String>,
     pub criteria: Vec<Criterion>,
-    /// Other non-blank lines of the phase, kept so a re-render loses nothing.
-    pub notes: Vec<String>,
     pub line: usize,
 }
 
@@ -105,12 +105,16 @@ impl Phase {
     }
 }
 
+/// One acceptance criterion. Optional fields are empty when unset: absent, or written `none`
+/// as the original tool writes every field it does not know.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Criterion {
     pub id: String,
-    /// The type word (`test`, `command`, `boundary`, `browser`, `manual`, ...).
+    /// The type word (`test`, `command`, `boundary`, `browser`, `manual`, `focused-tests`, ...);
+    /// empty when the line names none.
     pub kind: String,
     pub title: String,
+    /// One line, or the body of a fenced block under `- Command:` (lines joined with `\n`).
     pub command: String,
     pub expected_kind: String,
     pub cwd: String,
@@ -134,11 +138,17 @@ impl Criterion {
             &self.expected_kind
         } else if self.kind == "browser" {
             "browser_evidence"
-        } else if self.kind == "manual" {
+        } else if self.kind == "manual" || (self.kind.is_empty() && self.command.is_empty()) {
+            // A line without a type or a command is a checklist item a person signs off.
             "manual"
         } else {
             "exit_code_zero"
         }
+    }
+
+    /// The title, or the type when the line has no title (``- [ ] `v1` compile``).
+    pub fn display_title(&self) -> &str {
+        if self.title.is_empty() { &self.kind } else { &self.title }
     }
 
     /// Runs a command (everything but manual criteria).

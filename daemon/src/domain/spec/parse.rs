@@ -1,5 +1,11 @@
-//! Spec parser: text in, model + diagnostics + layout out. Never fails; everything that does
-//! not parse becomes a [`Diagnostic`] with a line number.
+//! Spec parser: text in, model + diagnostics + layout out. It never fails and reads every form
+//! the original tool (Go, and the Python 2.x releases) writes: lenient in what it accepts, exact
+//! in what it reports. Anything it does not understand becomes a [`Diagnostic`] with its line;
+//! nothing is dropped silently. The [`Layout`] says where each runner-owned line is, so the
+//! projection writer can change those lines and keep every other byte.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
 use serde::Serialize;
 
@@ -14,26 +20,27 @@ pub enum Severity {
     Warning,
 }
 
+/// Which rules a diagnostic belongs to, which decides its severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// The file cannot be read as a spec, or a part of it is ambiguous: always an error.
+    Structure,
+    /// Matters before approval (unfilled placeholders, a phase without executable criteria, a
+    /// criterion without a command): an error for a draft, a warning once the task is approved,
+    /// so a rule added later never turns finished work "invalid".
+    Approval,
+    /// Read leniently (a legacy or unusual form): always a warning.
+    Reading,
+}
+
 /// A problem found in a spec. `line` is 1-based; 0 means the file as a whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Diagnostic {
     pub line: usize,
     pub severity: Severity,
     pub message: String,
-    /// An unfilled `TODO:` of the plan template: the spec is not ready, but it is well formed
-    /// and may be edited (hardened) by the runner.
     #[serde(skip)]
-    pub placeholder: bool,
-}
-
-impl Diagnostic {
-    fn error(line: usize, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { line, severity: Severity::Error, message: message.into(), placeholder: false }
-    }
-
-    fn warning(line: usize, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { line, severity: Severity::Warning, message: message.into(), placeholder: false }
-    }
+    pub rule: Rule,
 }
 
 impl std::fmt::Display for Diagnostic {
@@ -43,7 +50,7 @@ impl std::fmt::Display for Diagnostic {
 }
 
 /// Which runner-owned section a `##` heading is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum SectionKey {
     CurrentState,
     Acceptance,
@@ -54,14 +61,150 @@ pub enum SectionKey {
     Other(String),
 }
 
-/// Where the parts of the file are, by 0-based line index (end exclusive).
+/// The runner-owned lines of `## Current State`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateField {
+    Status,
+    CurrentPhase,
+    Next,
+    Reason,
+    Blockers,
+    AllowedFollowUp,
+    LatestRunnerUpdate,
+    ReviewGate,
+}
+
+impl StateField {
+    pub const ALL: [StateField; 8] = [
+        StateField::Status,
+        StateField::CurrentPhase,
+        StateField::Next,
+        StateField::Reason,
+        StateField::Blockers,
+        StateField::AllowedFollowUp,
+        StateField::LatestRunnerUpdate,
+        StateField::ReviewGate,
+    ];
+
+    /// The label the original tool writes.
+    pub fn label(self) -> &'static str {
+        match self {
+            StateField::Status => "Status",
+            StateField::CurrentPhase => "Current phase",
+            StateField::Next => "Next",
+            StateField::Reason => "Reason",
+            StateField::Blockers => "Blockers",
+            StateField::AllowedFollowUp => "Allowed follow-up command",
+            StateField::LatestRunnerUpdate => "Latest runner update",
+            StateField::ReviewGate => "Review gate",
+        }
+    }
+
+    fn from_key(key: &str) -> Option<StateField> {
+        Some(match key {
+            "status" => StateField::Status,
+            "current phase" => StateField::CurrentPhase,
+            "next" => StateField::Next,
+            "reason" => StateField::Reason,
+            "blockers" => StateField::Blockers,
+            "allowed follow up" | "allowed follow up command" => StateField::AllowedFollowUp,
+            "latest runner update" => StateField::LatestRunnerUpdate,
+            "review gate" => StateField::ReviewGate,
+            _ => return None,
+        })
+    }
+}
+
+/// The runner-owned detail lines of a criterion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CriterionField {
+    Status,
+    Evidence,
+    SourceEvent,
+}
+
+impl CriterionField {
+    pub const ALL: [CriterionField; 3] =
+        [CriterionField::Status, CriterionField::Evidence, CriterionField::SourceEvent];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            CriterionField::Status => "Status",
+            CriterionField::Evidence => "Evidence",
+            CriterionField::SourceEvent => "Source event",
+        }
+    }
+}
+
+/// The runner-owned lines of a harden round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundField {
+    Status,
+    Started,
+    Ended,
+}
+
+impl RoundField {
+    pub const ALL: [RoundField; 3] = [RoundField::Status, RoundField::Started, RoundField::Ended];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            RoundField::Status => "Status",
+            RoundField::Started => "Started",
+            RoundField::Ended => "Ended",
+        }
+    }
+}
+
+/// Where one criterion is: its line, the line after its details, and its runner-owned lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CriterionLayout {
+    pub id: String,
+    pub head: usize,
+    pub end: usize,
+    pub fields: Vec<(CriterionField, usize)>,
+    /// Indentation of its detail lines (`  ` when it has none).
+    pub detail_indent: String,
+}
+
+/// Where one phase is: heading, end, and its `Status:` line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PhaseLayout {
+    pub number: u32,
+    pub heading: usize,
+    pub status: Option<usize>,
+}
+
+/// Where one harden round is: its `### id` line, the line after it, and its runner-owned lines.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoundLayout {
+    pub id: String,
+    pub heading: usize,
+    pub end: usize,
+    pub fields: Vec<(RoundField, usize)>,
+}
+
+/// Where the parts of the file are, by 0-based line index (ends exclusive).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Layout {
     pub crlf: bool,
+    pub line_count: usize,
     /// Lines of the front matter including both `---` delimiters.
     pub front_matter: Option<(usize, usize)>,
+    /// Each front matter key and its line.
+    pub front_fields: Vec<(String, usize)>,
+    pub title: Option<usize>,
     pub sections: Vec<(SectionKey, usize, usize)>,
-    pub line_count: usize,
+    pub state_fields: Vec<(StateField, usize)>,
+    pub phases: Vec<PhaseLayout>,
+    pub criteria: Vec<CriterionLayout>,
+    pub rounds: Vec<RoundLayout>,
+}
+
+impl Layout {
+    pub fn section(&self, key: &SectionKey) -> Option<(usize, usize)> {
+        self.sections.iter().find(|(k, _, _)| k == key).map(|(_, start, end)| (*start, *end))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -76,9 +219,9 @@ impl Parsed {
         self.diagnostics.iter().filter(|d| d.severity == Severity::Error)
     }
 
-    /// Errors that make the file unsafe to rewrite (everything but unfilled placeholders).
+    /// Errors that make the file unsafe to rewrite (everything but the approval rules).
     pub fn structural_errors(&self) -> impl Iterator<Item = &Diagnostic> {
-        self.errors().filter(|d| !d.placeholder)
+        self.errors().filter(|d| d.rule == Rule::Structure)
     }
 
     pub fn is_valid(&self) -> bool {
@@ -88,29 +231,50 @@ impl Parsed {
     /// Also require the front matter `task_id` to match the file it was read from.
     pub fn check_file_name(&mut self, file_task_id: &str) {
         if !self.spec.front.task_id.is_empty() && self.spec.front.task_id != file_task_id {
-            self.diagnostics.push(Diagnostic::error(
-                self.front_line("task_id"),
-                format!(
+            let line = self.layout.front_fields.iter().find(|(k, _)| k == "task_id").map(|(_, l)| l + 1).unwrap_or(1);
+            self.diagnostics.push(Diagnostic {
+                line,
+                severity: Severity::Error,
+                message: format!(
                     "front matter task_id {:?} does not match the file name {file_task_id}.md",
                     self.spec.front.task_id
                 ),
-            ));
+                rule: Rule::Structure,
+            });
         }
-    }
-
-    fn front_line(&self, _key: &str) -> usize {
-        self.layout.front_matter.map(|(start, _)| start + 2).unwrap_or(1)
     }
 }
 
+/// The value a field has when its text says "not set".
+pub(crate) fn is_unset(value: &str) -> bool {
+    let v = value.trim();
+    v.is_empty() || v.eq_ignore_ascii_case("none") || v == "`none`"
+}
+
 pub fn parse(text: &str) -> Parsed {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut p = Parser { lines: &lines, in_fence: vec![false; lines.len()], spec: Spec::default(), diags: Vec::new() };
-    let mut layout = Layout { crlf: text.contains("\r\n"), line_count: lines.len(), ..Layout::default() };
-    let body_start = p.front_matter(&mut layout);
-    p.scan_body(body_start, &mut layout);
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let lines: Vec<&str> = body.lines().collect();
+    let mut p = Parser {
+        lines: &lines,
+        in_fence: vec![false; lines.len()],
+        spec: Spec::default(),
+        diags: Vec::new(),
+        layout: Layout { crlf: body.contains("\r\n"), line_count: lines.len(), ..Layout::default() },
+    };
+    let body_start = p.front_matter();
+    p.scan_body(body_start);
     p.validate();
-    Parsed { spec: p.spec, diagnostics: p.diags, layout }
+    let Parser { spec, mut diags, layout, .. } = p;
+    let approving = spec.status().is_none_or(|s| s == Status::Draft);
+    for d in &mut diags {
+        d.severity = match d.rule {
+            Rule::Structure => Severity::Error,
+            Rule::Approval if approving => Severity::Error,
+            Rule::Approval | Rule::Reading => Severity::Warning,
+        };
+    }
+    diags.sort_by_key(|d| d.line);
+    Parsed { spec, diagnostics: diags, layout }
 }
 
 struct Parser<'a> {
@@ -118,14 +282,17 @@ struct Parser<'a> {
     in_fence: Vec<bool>,
     spec: Spec,
     diags: Vec<Diagnostic>,
+    layout: Layout,
 }
 
 /// A value as written after `Key:`, with one layer of backticks or quotes removed.
 pub(crate) fn unquote(raw: &str) -> String {
     let v = raw.trim();
     if v.len() >= 2 {
-        if v.starts_with('`') && v.ends_with('`') && !v[1..v.len() - 1].contains('`') {
-            return v[1..v.len() - 1].to_string();
+        if let Some(inner) = v.strip_prefix('`').and_then(|r| r.strip_suffix('`'))
+            && !inner.contains('`')
+        {
+            return inner.to_string();
         }
         if v.starts_with('"')
             && v.ends_with('"')
@@ -133,14 +300,21 @@ pub(crate) fn unquote(raw: &str) -> String {
         {
             return s;
         }
-        if v.starts_with('\'') && v.ends_with('\'') {
-            return v[1..v.len() - 1].to_string();
+        if let Some(inner) = v.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')) {
+            return inner.to_string();
         }
     }
     v.to_string()
 }
 
-/// `Key: value` → normalized key (lowercase, `_`/`-`/spaces collapsed) and raw value.
+/// [`unquote`], with `none` read as unset.
+fn optional(raw: &str) -> String {
+    let v = unquote(raw);
+    if is_unset(&v) { String::new() } else { v }
+}
+
+/// `Key: value` at the start of a line → normalized key (lowercase, `_`/`-`/spaces collapsed)
+/// and the raw value.
 fn label(line: &str) -> Option<(String, &str)> {
     if line.starts_with(char::is_whitespace) || line.starts_with('-') || line.starts_with('#') {
         return None;
@@ -152,97 +326,160 @@ fn label(line: &str) -> Option<(String, &str)> {
     Some((normalize_key(key), value))
 }
 
+/// `- Key: value` detail (any indentation) → raw key and raw value.
+fn detail(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.trim_start().strip_prefix("- ")?.split_once(':')?;
+    let plain =
+        !key.trim().is_empty() && key.len() <= 40 && key.chars().all(|c| c.is_alphanumeric() || " _-/".contains(c));
+    plain.then_some((key, value))
+}
+
 pub(crate) fn normalize_key(key: &str) -> String {
     key.replace(['_', '-'], " ").split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
 
-fn indent(line: &str) -> usize {
+pub(crate) fn indent(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }
 
 /// A top-level list item: `- text` at column 0.
 fn item(line: &str) -> Option<&str> {
-    line.strip_prefix("- ").or_else(|| (line == "-").then_some(""))
+    line.strip_prefix("- ").or_else(|| (line.trim_end() == "-").then_some(""))
 }
 
-fn is_fence(line: &str) -> Option<char> {
+/// A fence opener or closer at any indentation: its marker character and run length.
+fn fence(line: &str) -> Option<(char, usize)> {
     let t = line.trim_start();
-    if indent(line) > 3 {
-        return None;
-    }
-    if t.starts_with("```") {
-        Some('`')
-    } else if t.starts_with("~~~") {
-        Some('~')
-    } else {
-        None
-    }
+    let marker = t.chars().next().filter(|c| *c == '`' || *c == '~')?;
+    let run = t.chars().take_while(|c| *c == marker).count();
+    (run >= 3).then_some((marker, run))
 }
 
-/// Parsed criterion start line.
+/// One of the plan template's own placeholder lines, still unfilled. `TODO` in prose or in a
+/// code span is prose: only the exact values the template writes count.
+fn is_placeholder(line: &str) -> bool {
+    let t = line.trim();
+    let t = t.strip_prefix("- ").unwrap_or(t);
+    let value = if super::render::PLACEHOLDERS.iter().any(|p| t.starts_with(p)) {
+        t
+    } else {
+        match label(t).or_else(|| detail(line).map(|(k, v)| (normalize_key(k), v))) {
+            Some((_, value)) => value,
+            None => return false,
+        }
+    };
+    let value = unquote(value);
+    super::render::PLACEHOLDERS.contains(&value.as_str())
+}
+
+/// The start line of a criterion, read leniently.
 struct CriterionHead {
     id: String,
     kind: String,
     title: String,
+    /// What was unusual about the line, for a reading warning.
+    note: Option<&'static str>,
 }
 
-/// ``- [ ] `id` type - title``; `Err` explains what is wrong with a line that tries to be one.
-fn criterion_head(line: &str) -> Result<CriterionHead, &'static str> {
-    let rest = line.strip_prefix("- [").ok_or("expected `- [ ]`")?;
-    let mut chars = rest.chars();
-    let mark = chars.next().ok_or("expected `- [ ]`")?;
-    if !matches!(mark, ' ' | 'x' | 'X') || !rest[mark.len_utf8()..].starts_with("] ") {
-        return Err("the checkbox must be `[ ]` or `[x]` followed by a space");
+/// ``- [ ] `id` type - title`` and the forms real specs use besides: no title
+/// (``- [ ] `v1` compile``), a type with `-` (`focused-tests`), the docs' ``test: Title``, and a
+/// title without a type. `None` when the line has no backticked id (a plain checklist item).
+fn criterion_head(line: &str) -> Option<CriterionHead> {
+    let rest = line.strip_prefix("- [")?;
+    let mark = rest.chars().next()?;
+    let rest = rest[mark.len_utf8()..].strip_prefix(']')?;
+    if !matches!(mark, ' ' | 'x' | 'X') {
+        return None;
     }
-    let rest = rest[mark.len_utf8() + 2..].trim_start();
-    let rest = rest.strip_prefix('`').ok_or("the criterion id must be in backticks: ``- [ ] `id` type - title``")?;
-    let (id, rest) = rest.split_once('`').ok_or("the criterion id's closing backtick is missing")?;
-    if id.trim().is_empty() {
-        return Err("the criterion id is empty");
+    let rest = rest.trim_start().strip_prefix('`')?;
+    let (id, rest) = rest.split_once('`')?;
+    let id = id.trim();
+    if id.is_empty() {
+        return None;
     }
-    if !rest.starts_with(char::is_whitespace) {
-        return Err("expected a space and a type after the id: ``- [ ] `id` type - title``");
+    let rest = rest.trim();
+    let head = |kind: &str, title: &str, note| CriterionHead {
+        id: id.to_string(),
+        kind: kind.trim().to_string(),
+        title: title.trim().to_string(),
+        note,
+    };
+    if let Some((kind, title)) = rest.split_once(" - ") {
+        return Some(if kind.trim().is_empty() {
+            head("", title, Some("has no type"))
+        } else {
+            head(kind, title, None)
+        });
     }
-    let dash = rest.find('-').ok_or("missing ` - ` between the type and the title: ``- [ ] `id` type - title``")?;
-    let kind = rest[..dash].trim();
-    if kind.is_empty() {
-        return Err("the criterion type is missing: ``- [ ] `id` type - title``");
+    if let Some(kind) = rest.strip_suffix(" -").or(rest.strip_suffix('-').filter(|k| !k.contains(' '))) {
+        return Some(head(kind, "", Some("has no title")));
     }
-    if !rest[..dash].ends_with(char::is_whitespace) {
-        return Err("the type may not contain `-`; separate it from the title with ` - `");
+    if let Some(title) = rest.strip_prefix("- ").or((rest == "-").then_some("")) {
+        return Some(head("", title, Some("has no type")));
     }
-    Ok(CriterionHead { id: id.trim().to_string(), kind: kind.to_string(), title: rest[dash + 1..].trim().to_string() })
+    Some(match rest.split_once(char::is_whitespace) {
+        None if rest.is_empty() => head("", "", Some("has neither a type nor a title")),
+        None => head(rest, "", Some("has no title")),
+        Some((word, title)) if word.ends_with(':') => {
+            head(word.trim_end_matches(':'), title, Some("separates type and title with `:` instead of ` - `"))
+        }
+        Some(_) => head("", rest, Some("has no type")),
+    })
 }
 
 impl<'a> Parser<'a> {
-    fn front_matter(&mut self, layout: &mut Layout) -> usize {
+    fn diag(&mut self, line: usize, rule: Rule, message: impl Into<String>) {
+        self.diags.push(Diagnostic { line, severity: Severity::Error, message: message.into(), rule });
+    }
+
+    fn front_matter(&mut self) -> usize {
         if self.lines.first().map(|l| l.trim_end()) != Some("---") {
-            self.diags.push(Diagnostic::error(1, "front matter is required: the file must start with a `---` line"));
+            self.diag(1, Rule::Structure, "front matter is required: the file must start with a `---` line");
             return 0;
         }
         let Some(end) = (1..self.lines.len()).find(|&i| self.lines[i].trim_end() == "---") else {
-            self.diags.push(Diagnostic::error(1, "front matter is not closed by a `---` line"));
+            self.diag(1, Rule::Structure, "front matter is not closed by a `---` line");
             return self.lines.len();
         };
-        layout.front_matter = Some((0, end + 1));
+        self.layout.front_matter = Some((0, end + 1));
+        let mut nested_under: Option<String> = None;
         for i in 1..end {
             let line = self.lines[i];
             if line.trim().is_empty() || line.trim_start().starts_with('#') {
                 continue;
             }
+            // YAML the original's Python releases wrote: nested values, lists, anchors. They are
+            // kept as written (the projection never touches them) and not interpreted.
+            if line.starts_with(char::is_whitespace) || line.starts_with("- ") {
+                if let Some(key) = nested_under.take() {
+                    self.diag(
+                        i + 1,
+                        Rule::Reading,
+                        format!("front matter `{key}` holds nested YAML; it is kept but not read"),
+                    );
+                }
+                continue;
+            }
             let Some((key, value)) = line.split_once(':') else {
-                self.diags.push(Diagnostic::error(i + 1, format!("front matter line is not `key: value`: {line:?}")));
+                self.diag(
+                    i + 1,
+                    Rule::Reading,
+                    format!("front matter line is not `key: value`; kept as written: {line:?}"),
+                );
                 continue;
             };
+            let key = key.trim();
+            nested_under = value.trim().is_empty().then(|| key.to_string());
+            self.layout.front_fields.push((key.to_string(), i));
             let value = unquote(value);
             let fm = &mut self.spec.front;
-            match key.trim() {
+            match key {
                 "spec_version" => fm.spec_version = value,
                 "task_id" => fm.task_id = value,
                 "created" => fm.created = value,
                 "updated" => fm.updated = value,
                 "status" => fm.status = value,
-                "harden_status" => fm.harden_status = value,
+                "harden_status" => fm.harden_status = if is_unset(&value) { String::new() } else { value },
                 "size" => fm.size = value,
                 "risk_level" => fm.risk_level = value,
                 other => fm.extra.push((other.to_string(), value)),
@@ -251,21 +488,23 @@ impl<'a> Parser<'a> {
         end + 1
     }
 
-    fn scan_body(&mut self, start: usize, layout: &mut Layout) {
-        let mut fence: Option<(usize, char)> = None;
+    fn scan_body(&mut self, start: usize) {
+        let mut open: Option<(usize, char, usize)> = None;
         let mut headings: Vec<(usize, String)> = Vec::new();
         for i in start..self.lines.len() {
             let line = self.lines[i];
-            if let Some(marker) = is_fence(line) {
-                match fence {
-                    Some((_, open)) if open == marker => fence = None,
+            if let Some((marker, run)) = fence(line) {
+                match open {
+                    Some((_, m, r)) if m == marker && run >= r && line.trim().chars().all(|c| c == marker) => {
+                        open = None
+                    }
                     Some(_) => {}
-                    None => fence = Some((i, marker)),
+                    None => open = Some((i, marker, run)),
                 }
                 self.in_fence[i] = true;
                 continue;
             }
-            if fence.is_some() {
+            if open.is_some() {
                 self.in_fence[i] = true;
                 continue;
             }
@@ -275,30 +514,29 @@ impl<'a> Parser<'a> {
                 && self.spec.title.is_empty()
             {
                 self.spec.title = title.trim().to_string();
+                self.layout.title = Some(i);
             }
         }
-        if let Some((line, _)) = fence {
-            self.diags.push(Diagnostic::error(line + 1, "code fence is never closed"));
+        if let Some((line, _, _)) = open {
+            self.diag(line + 1, Rule::Structure, "code fence is never closed");
         }
-        let mut seen: Vec<SectionKey> = Vec::new();
+        let mut seen: HashSet<SectionKey> = HashSet::new();
         for (n, (heading_line, heading)) in headings.iter().enumerate() {
             let end = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
-            let body = heading_line + 1..end;
-            let key = self.section(*heading_line, heading, body);
-            if !matches!(key, SectionKey::Other(_)) && seen.contains(&key) {
+            let key = self.section(*heading_line, heading, heading_line + 1..end);
+            if !matches!(key, SectionKey::Other(_)) && !seen.insert(key.clone()) {
                 let message = match &key {
                     SectionKey::Phase(n) => format!("duplicate phase heading: phase{n} is declared twice"),
                     _ => format!("duplicate section `## {heading}`"),
                 };
-                self.diags.push(Diagnostic::error(heading_line + 1, message));
+                self.diag(heading_line + 1, Rule::Structure, message);
             }
-            seen.push(key.clone());
-            layout.sections.push((key, *heading_line, end));
+            self.layout.sections.push((key, *heading_line, end));
         }
     }
 
     /// Parse one `##` section and say which it is.
-    fn section(&mut self, heading_line: usize, heading: &str, body: std::ops::Range<usize>) -> SectionKey {
+    fn section(&mut self, heading_line: usize, heading: &str, body: Range<usize>) -> SectionKey {
         let name = heading.to_lowercase();
         // `## Phase 1: Name`; `## Phase one: Name` is a broken phase, `## Phased rollout` is prose.
         if let Some(rest) = name.strip_prefix("phase ")
@@ -311,10 +549,11 @@ impl<'a> Parser<'a> {
                     SectionKey::Phase(number)
                 }
                 None => {
-                    self.diags.push(Diagnostic::error(
+                    self.diag(
                         heading_line + 1,
+                        Rule::Structure,
                         format!("malformed phase heading `## {heading}`; expected `## Phase N: Name`"),
-                    ));
+                    );
                     SectionKey::Other(heading.to_string())
                 }
             };
@@ -337,8 +576,10 @@ impl<'a> Parser<'a> {
                 SectionKey::HardenRounds
             }
             "summary" => {
-                let text: Vec<&str> =
-                    body.filter(|&i| !self.lines[i].trim().is_empty()).map(|i| self.lines[i].trim()).collect();
+                let text: Vec<&str> = body
+                    .filter(|&i| !self.lines[i].trim().is_empty() && !self.in_fence[i])
+                    .map(|i| self.lines[i].trim())
+                    .collect();
                 self.spec.summary = text.join("\n");
                 SectionKey::Other(heading.to_string())
             }
@@ -363,7 +604,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Bullet items with two-space continuation lines; `- none` and empty items dropped.
-    fn list(&self, body: std::ops::Range<usize>) -> Vec<String> {
+    fn list(&self, body: Range<usize>) -> Vec<String> {
         let mut items: Vec<String> = Vec::new();
         for i in body {
             let line = self.lines[i];
@@ -380,32 +621,44 @@ impl<'a> Parser<'a> {
                 last.push_str(line.trim());
             }
         }
-        items.retain(|i| !i.is_empty() && !i.eq_ignore_ascii_case("none"));
+        items.retain(|i| !is_unset(i));
         items
     }
 
-    fn current_state(&mut self, body: std::ops::Range<usize>) {
+    fn current_state(&mut self, body: Range<usize>) {
         for i in body {
+            if self.in_fence[i] {
+                continue;
+            }
             let Some((key, value)) = label(self.lines[i]) else { continue };
+            let Some(field) = StateField::from_key(&key) else { continue };
+            if self.layout.state_fields.iter().any(|(f, _)| *f == field) {
+                continue;
+            }
+            self.layout.state_fields.push((field, i));
             let value = unquote(value);
             let cs = &mut self.spec.current_state;
-            match key.as_str() {
-                "current phase" => cs.current_phase = value,
-                "next" => cs.next = value,
-                "reason" => cs.reason = value,
-                "blockers" => cs.blockers = value,
-                "allowed follow up" | "allowed follow up command" => cs.allowed_follow_up = value,
-                "latest runner update" => cs.latest_runner_update = value,
-                "review gate" => cs.review_gate = value,
-                _ => {}
-            }
+            let slot = match field {
+                StateField::Status => &mut cs.status,
+                StateField::CurrentPhase => &mut cs.current_phase,
+                StateField::Next => &mut cs.next,
+                StateField::Reason => &mut cs.reason,
+                StateField::Blockers => &mut cs.blockers,
+                StateField::AllowedFollowUp => &mut cs.allowed_follow_up,
+                StateField::LatestRunnerUpdate => &mut cs.latest_runner_update,
+                StateField::ReviewGate => &mut cs.review_gate,
+            };
+            *slot = value;
         }
     }
 
-    fn context(&mut self, body: std::ops::Range<usize>) {
+    fn context(&mut self, body: Range<usize>) {
         let mut target: Option<&str> = None;
         for i in body {
             let line = self.lines[i];
+            if self.in_fence[i] {
+                continue;
+            }
             if let Some((key, value)) = label(line) {
                 target = match key.as_str() {
                     "packages" => Some("packages"),
@@ -428,10 +681,10 @@ impl<'a> Parser<'a> {
             Some("files") => &mut self.spec.context.files_impacted,
             _ => return,
         };
-        list.extend(values.filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("none")));
+        list.extend(values.filter(|v| !is_unset(v)));
     }
 
-    fn phase(&mut self, number: u32, name: String, heading_line: usize, body: std::ops::Range<usize>) -> Phase {
+    fn phase(&mut self, number: u32, name: String, heading_line: usize, body: Range<usize>) -> Phase {
         #[derive(PartialEq)]
         enum Mode {
             Start,
@@ -439,111 +692,229 @@ impl<'a> Parser<'a> {
             Acceptance,
         }
         let mut phase = Phase { number, name, line: heading_line + 1, ..Phase::default() };
+        let mut layout = PhaseLayout { number, heading: heading_line, status: None };
         let mut mode = Mode::Start;
         let mut i = body.start;
         while i < body.end {
             let line = self.lines[i];
-            if self.in_fence[i] {
-                phase.notes.push(line.to_string());
+            if self.in_fence[i] || line.trim().is_empty() {
                 i += 1;
                 continue;
             }
-            if line.trim().is_empty() {
-                i += 1;
-                continue;
-            }
-            if line.starts_with("- [") {
+            if line.starts_with("- [") && (mode != Mode::Changes || criterion_head(line).is_some()) {
                 i = self.criterion(i, body.end, &mut phase.criteria);
                 continue;
             }
             if let Some((key, value)) = label(line) {
                 match key.as_str() {
-                    "objective" | "goal" => {
-                        phase.objective = unquote(value);
-                        phase.objective_label = line.split(':').next().unwrap_or("Objective").trim().to_string();
+                    "objective" | "goal" => phase.objective = optional(value),
+                    "status" if layout.status.is_none() => {
+                        phase.status = optional(value);
+                        layout.status = Some(i);
                     }
-                    "status" => phase.status = unquote(value),
-                    "dependencies" => phase.dependencies = unquote(value),
+                    "dependencies" => phase.dependencies = optional(value),
                     "changes" => mode = Mode::Changes,
                     "acceptance" => mode = Mode::Acceptance,
-                    _ => phase.notes.push(line.to_string()),
+                    _ => {}
                 }
             } else if let Some(text) = item(line).filter(|_| mode == Mode::Changes) {
-                if !text.trim().eq_ignore_ascii_case("none") {
+                if !is_unset(text) {
                     phase.changes.push(text.trim().to_string());
                 }
-            } else if mode == Mode::Changes && indent(line) >= 2 && !phase.changes.is_empty() {
-                let last = phase.changes.last_mut().expect("non-empty");
+            } else if mode == Mode::Changes
+                && indent(line) >= 2
+                && let Some(last) = phase.changes.last_mut()
+            {
                 last.push(' ');
                 last.push_str(line.trim());
-            } else {
-                phase.notes.push(line.to_string());
             }
             i += 1;
         }
+        self.layout.phases.push(layout);
         phase
     }
 
     /// Parse the criterion starting at line `start`; push it (or a diagnostic) and return the
     /// index of the first line after its details.
     fn criterion(&mut self, start: usize, end: usize, into: &mut Vec<Criterion>) -> usize {
-        let head = match criterion_head(self.lines[start]) {
-            Ok(head) => head,
-            Err(why) => {
-                self.diags.push(Diagnostic::error(
-                    start + 1,
-                    format!("criterion line does not parse ({why}): {}", self.lines[start].trim()),
-                ));
-                return self.skip_details(start + 1, end);
-            }
+        let next = self.details_end(start + 1, end);
+        let Some(head) = criterion_head(self.lines[start]) else {
+            self.diag(
+                start + 1,
+                Rule::Reading,
+                format!(
+                    "checklist item without a backticked id is not a criterion and never runs: {}",
+                    self.lines[start].trim()
+                ),
+            );
+            return next;
         };
+        if let Some(note) = head.note {
+            self.diag(
+                start + 1,
+                Rule::Reading,
+                format!("criterion `{}` {note}; read as type {:?}, title {:?}", head.id, head.kind, head.title),
+            );
+        }
         let mut c =
             Criterion { id: head.id, kind: head.kind, title: head.title, line: start + 1, ..Criterion::default() };
-        let next = self.skip_details(start + 1, end);
-        for i in start + 1..next {
+        let mut layout = CriterionLayout { id: c.id.clone(), head: start, end: next, ..CriterionLayout::default() };
+        let mut last_key = String::new();
+        let mut i = start + 1;
+        while i < next {
             let line = self.lines[i];
             if line.trim().is_empty() {
+                i += 1;
                 continue;
             }
-            let detail = line.trim_start().strip_prefix("- ").and_then(|d| d.split_once(':'));
-            let Some((raw_key, value)) = detail else {
+            if layout.detail_indent.is_empty() {
+                layout.detail_indent = line[..indent(line)].to_string();
+            }
+            if self.in_fence[i] {
+                // A fence right under `- Command:` is the command; any other is kept as prose.
+                let fence_end = self.fence_end(i, next);
+                if last_key == "command" && c.command.is_empty() {
+                    c.command = self.fence_body(i, fence_end);
+                } else {
+                    c.other.push((String::new(), line.trim().to_string()));
+                }
+                last_key.clear();
+                i = fence_end;
+                continue;
+            }
+            let Some((raw_key, raw_value)) = detail(line) else {
+                if last_key == "command" {
+                    self.diag(
+                        i + 1,
+                        Rule::Structure,
+                        format!(
+                            "the Command of `{}` continues on this line; write it on one line, or as a fenced block under `- Command:`",
+                            c.id
+                        ),
+                    );
+                }
                 c.other.push((String::new(), line.trim().to_string()));
+                i += 1;
                 continue;
             };
-            let value = unquote(value);
-            match normalize_key(raw_key).as_str() {
-                "command" => c.command = value,
-                "expected kind" => c.expected_kind = value,
+            let key = normalize_key(raw_key);
+            let value = optional(raw_value);
+            match key.as_str() {
+                "command" => {
+                    let raw = raw_value.trim();
+                    if raw.starts_with('`') && (raw.len() == 1 || !raw[1..].contains('`')) {
+                        self.diag(
+                            i + 1,
+                            Rule::Structure,
+                            format!(
+                                "the Command of `{}` opens a backtick it never closes on this line; write it on one line, or as a fenced block under `- Command:`",
+                                c.id
+                            ),
+                        );
+                    }
+                    c.command = value;
+                }
+                "expected kind" => {
+                    if is_unset(raw_value) && !raw_value.trim().is_empty() {
+                        self.diag(
+                            i + 1,
+                            Rule::Reading,
+                            format!(
+                                "criterion `{}` has `Expected kind: none`; read as not set (kinds: {}), so it is {}",
+                                c.id,
+                                EXPECTED_KINDS.join(", "),
+                                c.effective_kind()
+                            ),
+                        );
+                    }
+                    c.expected_kind = value;
+                }
                 "cwd" => c.cwd = value,
                 "timeout seconds" => c.timeout_seconds = value,
-                "status" => c.status = value,
-                "evidence" => c.evidence = value,
-                "source event" => c.source_event = value,
-                _ => c.other.push((raw_key.trim().to_string(), value)),
+                "status" | "evidence" | "source event" => {
+                    let (field, slot) = match key.as_str() {
+                        "status" => (CriterionField::Status, &mut c.status),
+                        "evidence" => (CriterionField::Evidence, &mut c.evidence),
+                        _ => (CriterionField::SourceEvent, &mut c.source_event),
+                    };
+                    if layout.fields.iter().any(|(f, _)| *f == field) {
+                        let message = format!(
+                            "criterion `{}` has a second `{}` line; the first one is read and kept current",
+                            c.id,
+                            field.label()
+                        );
+                        c.other.push((raw_key.trim().to_string(), unquote(raw_value)));
+                        self.diag(i + 1, Rule::Reading, message);
+                    } else {
+                        *slot = value;
+                        layout.fields.push((field, i));
+                    }
+                }
+                _ => c.other.push((raw_key.trim().to_string(), unquote(raw_value))),
             }
+            last_key = key;
+            i += 1;
         }
+        if layout.detail_indent.is_empty() {
+            layout.detail_indent = "  ".into();
+        }
+        self.layout.criteria.push(layout);
         into.push(c);
         next
     }
 
-    /// First line at or after `from` that is not an indented detail (or a blank line followed
-    /// by more details).
-    fn skip_details(&self, from: usize, end: usize) -> usize {
+    /// The line after the fence that opens at `open` (bounded by `end`).
+    fn fence_end(&self, open: usize, end: usize) -> usize {
+        let Some((marker, run)) = fence(self.lines[open]) else { return open + 1 };
+        (open + 1..end)
+            .find(|&i| {
+                fence(self.lines[i])
+                    .is_some_and(|(m, r)| m == marker && r >= run && self.lines[i].trim().chars().all(|c| c == marker))
+            })
+            .map(|i| i + 1)
+            .unwrap_or(end)
+    }
+
+    /// The lines between a fence's delimiters, without the fence's own indentation.
+    fn fence_body(&self, open: usize, after: usize) -> String {
+        let strip = indent(self.lines[open]);
+        let last = if after > open + 1 && fence(self.lines[after - 1]).is_some() { after - 1 } else { after };
+        (open + 1..last)
+            .map(|i| {
+                let line = self.lines[i];
+                let cut = indent(line).min(strip);
+                &line[cut..]
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// First line at or after `from` that is not an indented detail of the criterion above
+    /// (blank lines followed by more details, and fences opened inside the details, belong to
+    /// it; trailing blank lines do not).
+    fn details_end(&self, from: usize, end: usize) -> usize {
         let mut i = from;
         while i < end {
             let line = self.lines[i];
-            let detail = !self.in_fence[i] && indent(line) >= 2 && !line.trim().is_empty();
-            let gap_before_detail =
-                line.trim().is_empty() && i + 1 < end && indent(self.lines[i + 1]) >= 2 && !self.in_fence[i + 1];
-            if !(detail || gap_before_detail) {
+            if indent(line) >= 2 && !line.trim().is_empty() {
+                i = if self.in_fence[i] { self.fence_end(i, end) } else { i + 1 };
+                continue;
+            }
+            if !line.trim().is_empty() {
                 break;
             }
-            i += 1;
+            // Blank lines belong to the criterion only when more of its details follow them.
+            let next = (i..end).find(|&j| !self.lines[j].trim().is_empty()).unwrap_or(end);
+            let more = next < end && indent(self.lines[next]) >= 2 && !self.lines[next].trim_start().starts_with("- [");
+            if !more {
+                break;
+            }
+            i = next;
         }
         i
     }
 
-    fn acceptance(&mut self, body: std::ops::Range<usize>) {
+    fn acceptance(&mut self, body: Range<usize>) {
         let mut in_dod = false;
         let mut criteria = Vec::new();
         let mut i = body.start;
@@ -558,17 +929,20 @@ impl<'a> Parser<'a> {
             }
             if let Some((key, value)) = label(line) {
                 match key.as_str() {
-                    "profile" => self.spec.acceptance.profile = unquote(value),
+                    "profile" => self.spec.acceptance.profile = optional(value),
                     "definition of done" => in_dod = true,
-                    "validation" => in_dod = false,
-                    _ => {}
+                    _ => in_dod = false,
                 }
                 i += 1;
-            } else if in_dod {
-                self.spec.acceptance.definition_of_done.push(line.to_string());
-                i += 1;
-            } else if line.starts_with("- [") {
+            } else if line.starts_with("- [") && (!in_dod || self.has_command(i, body.end)) {
                 i = self.criterion(i, body.end, &mut criteria);
+            } else if in_dod {
+                // Definition-of-done items are a checklist for people, not commands to run.
+                let end = if line.starts_with("- [") { self.details_end(i + 1, body.end) } else { i + 1 };
+                for j in i..end {
+                    self.spec.acceptance.definition_of_done.push(self.lines[j].to_string());
+                }
+                i = end;
             } else {
                 i += 1;
             }
@@ -576,7 +950,14 @@ impl<'a> Parser<'a> {
         self.spec.acceptance.criteria = criteria;
     }
 
-    fn review(&mut self, body: std::ops::Range<usize>) {
+    /// Whether the checklist item at `start` carries a `Command:` detail with a value.
+    fn has_command(&self, start: usize, end: usize) -> bool {
+        (start + 1..self.details_end(start + 1, end))
+            .filter_map(|i| detail(self.lines[i]))
+            .any(|(key, value)| normalize_key(key) == "command" && !is_unset(&unquote(value)))
+    }
+
+    fn review(&mut self, body: Range<usize>) {
         for i in body.clone() {
             if let Some((key, value)) = label(self.lines[i]) {
                 match key.as_str() {
@@ -590,13 +971,12 @@ impl<'a> Parser<'a> {
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
             lines.pop();
         }
-        while lines.first().is_some_and(|l| l.trim().is_empty()) {
-            lines.remove(0);
-        }
+        let leading = lines.iter().take_while(|l| l.trim().is_empty()).count();
+        lines.drain(..leading);
         self.spec.review.body = lines;
     }
 
-    fn harden_rounds(&mut self, body: std::ops::Range<usize>) {
+    fn harden_rounds(&mut self, body: Range<usize>) {
         #[derive(PartialEq)]
         enum Mode {
             Round,
@@ -604,31 +984,48 @@ impl<'a> Parser<'a> {
             Questions,
         }
         let mut rounds: Vec<HardenRound> = Vec::new();
+        let mut layouts: Vec<RoundLayout> = Vec::new();
         let mut mode = Mode::Round;
-        for i in body {
+        for i in body.clone() {
             let line = self.lines[i];
             if self.in_fence[i] || line.trim().is_empty() {
                 continue;
             }
             if let Some(id) = line.strip_prefix("### ") {
+                if let Some(previous) = layouts.last_mut() {
+                    previous.end = i;
+                }
                 rounds.push(HardenRound { id: id.trim().to_string(), line: i + 1, ..HardenRound::default() });
+                layouts.push(RoundLayout { id: id.trim().to_string(), heading: i, end: body.end, fields: Vec::new() });
                 mode = Mode::Round;
                 continue;
             }
-            let Some(round) = rounds.last_mut() else { continue };
+            let (Some(round), Some(layout)) = (rounds.last_mut(), layouts.last_mut()) else { continue };
             if let Some((key, value)) = label(line) {
                 let value = unquote(value);
-                match key.as_str() {
-                    "status" => round.status = value,
-                    "started" => round.started = value,
-                    "ended" => round.ended = value,
-                    "checks" => mode = Mode::Checks,
-                    "questions" => mode = Mode::Questions,
-                    _ => {}
+                let field = match key.as_str() {
+                    "status" => Some((RoundField::Status, &mut round.status)),
+                    "started" => Some((RoundField::Started, &mut round.started)),
+                    "ended" => Some((RoundField::Ended, &mut round.ended)),
+                    "checks" => {
+                        mode = Mode::Checks;
+                        None
+                    }
+                    "questions" => {
+                        mode = Mode::Questions;
+                        None
+                    }
+                    _ => None,
+                };
+                if let Some((field, slot)) = field
+                    && !layout.fields.iter().any(|(f, _)| *f == field)
+                {
+                    *slot = value;
+                    layout.fields.push((field, i));
                 }
             } else if let Some(text) = item(line) {
                 let text = text.trim();
-                if text.eq_ignore_ascii_case("none") {
+                if is_unset(text) {
                     continue;
                 }
                 match mode {
@@ -644,7 +1041,7 @@ impl<'a> Parser<'a> {
                     }),
                     Mode::Round => {}
                 }
-            } else if let Some((key, value)) = line.trim_start().strip_prefix("- ").and_then(|d| d.split_once(':')) {
+            } else if let Some((key, value)) = detail(line) {
                 let value = unquote(value);
                 let key = normalize_key(key);
                 match mode {
@@ -674,119 +1071,143 @@ impl<'a> Parser<'a> {
             }
         }
         self.spec.harden_rounds = rounds;
+        self.layout.rounds = layouts;
     }
 
     fn validate(&mut self) {
         let fm = self.spec.front.clone();
-        let fm_line = 2;
-        if self.lines.first().map(|l| l.trim_end()) == Some("---") {
-            if fm.spec_version != "2.0" {
-                self.diags.push(Diagnostic::error(
-                    fm_line,
-                    format!("spec_version must be '2.0' (found {:?})", fm.spec_version),
-                ));
+        let line_of =
+            |key: &str| self.layout.front_fields.iter().find(|(k, _)| k == key).map(|(_, l)| l + 1).unwrap_or(1);
+        let (version_line, id_line, status_line, harden_line, size_line, risk_line) = (
+            line_of("spec_version"),
+            line_of("task_id"),
+            line_of("status"),
+            line_of("harden_status"),
+            line_of("size"),
+            line_of("risk_level"),
+        );
+        if self.layout.front_matter.is_some() {
+            if fm.spec_version.is_empty() {
+                self.diag(version_line, Rule::Reading, "front matter has no spec_version; read as '2.0'");
+            } else if fm.spec_version != "2.0" {
+                self.diag(
+                    version_line,
+                    Rule::Reading,
+                    format!("spec_version {:?} is not '2.0'; read with the 2.0 grammar", fm.spec_version),
+                );
             }
             if fm.task_id.is_empty() {
-                self.diags.push(Diagnostic::error(fm_line, "front matter task_id is required"));
+                self.diag(id_line, Rule::Structure, "front matter task_id is required");
             } else if let Err(e) = TaskId::parse(&fm.task_id) {
-                self.diags.push(Diagnostic::error(fm_line, format!("front matter {e}")));
+                self.diag(id_line, Rule::Structure, format!("front matter {e}"));
             }
             if fm.status.is_empty() {
-                self.diags.push(Diagnostic::error(fm_line, "front matter status is required"));
+                self.diag(status_line, Rule::Structure, "front matter status is required");
             } else if let Err(e) = fm.status.parse::<Status>() {
-                self.diags.push(Diagnostic::error(fm_line, format!("front matter {e}")));
+                match Status::read(&fm.status) {
+                    Some(read) => self.diag(
+                        status_line,
+                        Rule::Reading,
+                        format!("status `{}` is a Python scafld name; read as `{read}`", fm.status),
+                    ),
+                    None => self.diag(status_line, Rule::Structure, format!("front matter {e}")),
+                }
             }
             if let Err(e) = fm.harden_status.parse::<HardenStatus>() {
-                self.diags.push(Diagnostic::error(fm_line, format!("front matter {e}")));
+                self.diag(harden_line, Rule::Reading, format!("front matter {e}; read as not_run"));
             }
-            if !fm.size.is_empty() && !["micro", "small", "medium", "large"].contains(&fm.size.as_str()) {
-                self.diags.push(Diagnostic::error(
-                    fm_line,
+            if !is_unset(&fm.size) && !["micro", "small", "medium", "large"].contains(&fm.size.as_str()) {
+                self.diag(
+                    size_line,
+                    Rule::Reading,
                     format!("size {:?} is not one of micro, small, medium, large", fm.size),
-                ));
+                );
             }
-            if !fm.risk_level.is_empty() && !["low", "medium", "high"].contains(&fm.risk_level.as_str()) {
-                self.diags.push(Diagnostic::error(
-                    fm_line,
+            if !is_unset(&fm.risk_level) && !["low", "medium", "high"].contains(&fm.risk_level.as_str()) {
+                self.diag(
+                    risk_line,
+                    Rule::Reading,
                     format!("risk_level {:?} is not one of low, medium, high", fm.risk_level),
-                ));
+                );
             }
         }
         if self.spec.title.is_empty() {
-            self.diags.push(Diagnostic::error(0, "a `# Title` line is required"));
+            self.diag(0, Rule::Structure, "a `# Title` line is required");
         }
         if self.spec.phases.is_empty() {
-            self.diags.push(Diagnostic::warning(0, "the spec has no `## Phase N: Name` sections"));
+            self.diag(0, Rule::Reading, "the spec has no `## Phase N: Name` sections");
         }
-        let mut seen: Vec<(String, usize)> = Vec::new();
+        let mut first_line: HashMap<String, usize> = HashMap::new();
         let criteria: Vec<Criterion> = self.spec.criteria().cloned().collect();
         for c in &criteria {
-            if let Some((_, first)) = seen.iter().find(|(id, _)| *id == c.id) {
-                self.diags.push(Diagnostic::error(
+            if let Some(first) = first_line.get(&c.id) {
+                self.diag(
                     c.line,
+                    Rule::Structure,
                     format!("criterion id `{}` is already used on line {first}; ids must be unique in the spec", c.id),
-                ));
+                );
+            } else {
+                first_line.insert(c.id.clone(), c.line);
             }
-            seen.push((c.id.clone(), c.line));
-            let kind = c.effective_kind();
-            if !EXPECTED_KINDS.contains(&kind) {
-                self.diags.push(Diagnostic::error(
-                    c.line,
-                    format!(
-                        "criterion `{}` has unknown expected kind {kind:?} (expected one of {})",
-                        c.id,
-                        EXPECTED_KINDS.join(", ")
-                    ),
-                ));
-            }
-            if c.command.trim().is_empty() && kind != "manual" {
-                self.diags.push(Diagnostic::error(c.line, format!("criterion `{}` has no Command", c.id)));
-            }
-            if (c.kind == "browser") != (kind == "browser_evidence") {
-                self.diags.push(Diagnostic::error(
-                    c.line,
-                    format!("criterion `{}`: type `browser` and kind `browser_evidence` go together", c.id),
-                ));
+            for problem in criterion_problems(c) {
+                self.diag(c.line, Rule::Approval, problem);
             }
             if !c.timeout_seconds.is_empty() && c.timeout_seconds.parse::<u64>().map_or(true, |t| t == 0) {
-                self.diags.push(Diagnostic::error(
+                self.diag(
                     c.line,
-                    format!("criterion `{}`: Timeout seconds must be a positive whole number", c.id),
-                ));
+                    Rule::Structure,
+                    format!("criterion `{}`: Timeout seconds must be a positive whole number or `none`", c.id),
+                );
             }
             if c.cwd.starts_with('/') || c.cwd.split('/').any(|part| part == "..") {
-                self.diags.push(Diagnostic::error(
+                self.diag(
                     c.line,
+                    Rule::Structure,
                     format!("criterion `{}`: Cwd must be a relative path inside the workspace", c.id),
-                ));
+                );
             }
         }
         let phases = self.spec.phases.clone();
         for phase in &phases {
             if phase.name.trim().is_empty() {
-                self.diags.push(Diagnostic::error(phase.line, format!("{} has no name", phase.id())));
+                self.diag(phase.line, Rule::Structure, format!("{} has no name", phase.id()));
             }
             if !phase.criteria.iter().any(Criterion::is_executable) {
-                self.diags.push(Diagnostic::error(
+                self.diag(
                     phase.line,
+                    Rule::Approval,
                     format!("{} has no executable acceptance criteria; it would pass without evidence", phase.id()),
-                ));
+                );
             }
         }
-        for (i, line) in self.lines.iter().enumerate() {
-            if self.in_fence[i] {
-                continue;
-            }
-            let text = line.trim_start().trim_start_matches("- ").trim_start();
-            let placeholder = text.starts_with("TODO") || line.contains("`TODO");
-            if placeholder {
-                let mut d = Diagnostic::error(i + 1, format!("unfilled template placeholder: {}", line.trim()));
-                d.placeholder = true;
-                self.diags.push(d);
+        for i in 0..self.lines.len() {
+            if !self.in_fence[i] && is_placeholder(self.lines[i]) {
+                let message = format!("unfilled template placeholder: {}", self.lines[i].trim());
+                self.diag(i + 1, Rule::Approval, message);
             }
         }
-        self.diags.sort_by_key(|d| d.line);
     }
+}
+
+/// What makes a criterion unfit to run: every item is a reason `build` records it `invalid`
+/// instead of running it, and `validate` reports it.
+pub fn criterion_problems(c: &Criterion) -> Vec<String> {
+    let mut problems = Vec::new();
+    let kind = c.effective_kind();
+    if !EXPECTED_KINDS.contains(&kind) {
+        problems.push(format!(
+            "criterion `{}` has unknown expected kind {kind:?} (expected one of {})",
+            c.id,
+            EXPECTED_KINDS.join(", ")
+        ));
+    }
+    if c.command.trim().is_empty() && kind != "manual" {
+        problems.push(format!("criterion `{}` has no Command", c.id));
+    }
+    if c.kind == "browser" && kind != "browser_evidence" || kind == "browser_evidence" && c.kind != "browser" {
+        problems.push(format!("criterion `{}`: type `browser` and kind `browser_evidence` go together", c.id));
+    }
+    problems
 }
 
 fn strip_label<'s>(text: &'s str, label: &str) -> &'s str {

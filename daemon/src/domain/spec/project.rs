@@ -1,8 +1,14 @@
-//! The projection writer: put a changed model back into the spec text, rewriting only the
-//! runner-owned sections whose canonical text changed and keeping every other byte.
+//! The projection writer: put a changed model back into the spec text by editing only the
+//! runner-owned lines whose value changed (front matter status fields, the Current State lines,
+//! phase `Status:` lines, criterion checkboxes and their `Status`/`Evidence`/`Source event`
+//! details, harden round states, and the `## Review` section, which the runner owns whole).
+//! Every other byte stays where it was: a line is replaced in place or inserted next to its
+//! siblings, never moved, and prose inside runner-owned sections is never re-rendered.
 
-use super::model::Spec;
-use super::parse::{SectionKey, parse};
+use std::collections::{BTreeMap, HashMap};
+
+use super::model::{Criterion, HardenRound, Spec};
+use super::parse::{CriterionField, CriterionLayout, Layout, RoundField, SectionKey, StateField, parse};
 use super::render;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -13,91 +19,319 @@ pub enum ProjectionError {
     DuplicateSection(String),
 }
 
+/// What happens at one line of the file.
+#[derive(Default)]
+struct LineEdit {
+    /// New text for the line (its line ending is kept).
+    replace: Option<String>,
+    /// Drop the line (only inside a range the runner owns whole).
+    remove: bool,
+    /// Lines to insert before it.
+    before: Vec<String>,
+    /// Lines to insert after it.
+    after: Vec<String>,
+}
+
+/// Edits keyed by 0-based line; `usize::MAX` collects text appended at the end.
+#[derive(Default)]
+struct Edits(BTreeMap<usize, LineEdit>);
+
+impl Edits {
+    fn at(&mut self, line: usize) -> &mut LineEdit {
+        self.0.entry(line).or_default()
+    }
+
+    fn replace(&mut self, line: usize, text: String) {
+        self.at(line).replace = Some(text);
+    }
+
+    fn insert_after(&mut self, line: usize, lines: impl IntoIterator<Item = String>) {
+        self.at(line).after.extend(lines);
+    }
+
+    fn append(&mut self, block: &str) {
+        let end = self.at(usize::MAX);
+        end.after.push(String::new());
+        end.after.extend(block.lines().map(str::to_string));
+    }
+}
+
 /// Rewrite `text` (the spec as it is on disk) so that it shows `next`.
 pub fn project(text: &str, next: &Spec) -> Result<String, ProjectionError> {
     let parsed = parse(text);
     let previous = &parsed.spec;
+    let layout = &parsed.layout;
     let ids = |spec: &Spec| spec.phases.iter().map(|p| p.id()).collect::<Vec<_>>().join(",");
     if ids(previous) != ids(next) {
         return Err(ProjectionError::PhaseShapeChanged { on_disk: ids(previous), written: ids(next) });
     }
-    let mut keys: Vec<&SectionKey> = Vec::new();
-    for (key, _, _) in &parsed.layout.sections {
+    let mut seen: Vec<&SectionKey> = Vec::new();
+    for (key, _, _) in &layout.sections {
         if !matches!(key, SectionKey::Other(_)) {
-            if keys.contains(&key) {
+            if seen.contains(&key) {
                 return Err(ProjectionError::DuplicateSection(format!("{key:?}")));
             }
-            keys.push(key);
+            seen.push(key);
         }
     }
-
-    let eol = if parsed.layout.crlf { "\r\n" } else { "\n" };
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    // (start line, end line, replacement) for every part whose canonical text changed.
-    let mut replacements: Vec<(usize, usize, String)> = Vec::new();
-    let mut appended = String::new();
-
-    match parsed.layout.front_matter {
-        Some((start, end)) if render::front_matter(&previous.front) != render::front_matter(&next.front) => {
-            replacements.push((start, end, render::front_matter(&next.front)));
+    let mut edits = Edits::default();
+    front_matter(&mut edits, layout, &lines, previous, next);
+    current_state(&mut edits, layout, &lines, previous, next);
+    for phase in &next.phases {
+        let Some(slot) = layout.phases.iter().find(|p| p.number == phase.number) else { continue };
+        let before = previous.phase(&phase.id()).map(|p| p.status.as_str()).unwrap_or_default();
+        if before != phase.status {
+            let value = if phase.status.is_empty() { "pending" } else { phase.status.as_str() };
+            match slot.status {
+                Some(line) => edits.replace(line, relabel(lines[line], value)),
+                None => edits.insert_after(slot.heading, [String::new(), format!("Status: {value}")]),
+            }
         }
-        Some(_) => {}
-        None => replacements.push((0, 0, render::front_matter(&next.front) + "\n")),
     }
+    // `next` comes from this text, so its criteria line up with the ones on disk; fall back to
+    // the id when they do not (a model built from an older read).
+    let before: Vec<&Criterion> = previous.criteria().collect();
+    let by_id: HashMap<&str, &Criterion> = before.iter().rev().map(|c| (c.id.as_str(), *c)).collect();
+    let slots: HashMap<usize, &CriterionLayout> = layout.criteria.iter().map(|s| (s.head + 1, s)).collect();
+    for (n, c) in next.criteria().enumerate() {
+        let Some(before) = before.get(n).filter(|b| b.id == c.id).or_else(|| by_id.get(c.id.as_str())).copied() else {
+            continue;
+        };
+        let Some(slot) = slots.get(&before.line) else { continue };
+        criterion(&mut edits, slot, &lines, before, c);
+    }
+    review(&mut edits, layout, &lines, previous, next);
+    harden_rounds(&mut edits, layout, &lines, &previous.harden_rounds, &next.harden_rounds);
+    Ok(apply(text, &lines, layout.crlf, edits))
+}
 
-    for (key, rendered_next) in managed_sections(next) {
-        // An absent section parses as the default, so a section is written (or appended) only
-        // once the model has something in it that the file does not show.
-        if render_section(previous, &key).as_deref() == Some(rendered_next.as_str()) {
+/// `Key: old` → `Key: value`, keeping the key, its indentation and list marker as written.
+fn relabel(line: &str, value: &str) -> String {
+    let content = line.trim_end_matches(['\n', '\r']);
+    match content.split_once(':') {
+        Some((key, _)) => format!("{key}: {value}"),
+        None => value.to_string(),
+    }
+}
+
+fn front_matter(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &Spec, next: &Spec) {
+    let fields = [
+        ("status", &previous.front.status, &next.front.status),
+        ("updated", &previous.front.updated, &next.front.updated),
+        ("harden_status", &previous.front.harden_status, &next.front.harden_status),
+    ];
+    let Some((_, end)) = layout.front_matter else {
+        if previous.front != next.front {
+            edits.at(0).before.extend(render::front_matter(&next.front).lines().map(str::to_string));
+            edits.at(0).before.push(String::new());
+        }
+        return;
+    };
+    for (key, before, after) in fields {
+        if before == after || after.is_empty() {
             continue;
         }
-        match parsed.layout.sections.iter().find(|(k, _, _)| *k == key) {
-            Some((_, start, end)) => {
-                let last = *end == lines.len();
-                let text = if last { rendered_next } else { format!("{rendered_next}\n") };
-                replacements.push((*start, *end, text));
-            }
-            None => {
-                appended.push('\n');
-                appended.push_str(&rendered_next);
-            }
+        let rendered = render::front_matter_line(key, after);
+        match layout.front_fields.iter().find(|(k, _)| k == key) {
+            Some((_, line)) if lines[*line].trim_end() != rendered => edits.replace(*line, rendered),
+            Some(_) => {}
+            None => edits.at(end - 1).before.push(rendered),
         }
     }
+}
 
-    replacements.sort_by_key(|(start, _, _)| *start);
-    let mut out = String::with_capacity(text.len() + appended.len());
-    let mut cursor = 0;
-    for (start, end, replacement) in replacements {
-        out.extend(lines[cursor..start].iter().copied());
-        out.push_str(&with_eol(&replacement, eol));
-        cursor = end;
+fn current_state(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &Spec, next: &Spec) {
+    let Some((heading, _)) = layout.section(&SectionKey::CurrentState) else {
+        if render::current_state(previous) != render::current_state(next) {
+            // A spec without the section gets it before its first section (where the original
+            // tool writes it, right under the title), or at the end when it has none.
+            let block: Vec<String> = render::current_state(next).lines().map(str::to_string).collect();
+            match layout.sections.first() {
+                Some((_, first, _)) => {
+                    let at = edits.at(*first);
+                    at.before.extend(block);
+                    at.before.push(String::new());
+                }
+                None => edits.append(&render::current_state(next)),
+            }
+        }
+        return;
+    };
+    let mut missing = Vec::new();
+    for field in StateField::ALL {
+        let wanted = render::state_value(next, field);
+        match layout.state_fields.iter().find(|(f, _)| *f == field) {
+            Some((_, line)) if render::state_value(previous, field) != wanted => {
+                edits.replace(*line, relabel(lines[*line], &wanted))
+            }
+            Some(_) => {}
+            None => missing.push(format!("{}: {wanted}", field.label())),
+        }
     }
-    out.extend(lines[cursor..].iter().copied());
-    if !appended.is_empty() {
+    if missing.is_empty() || render::current_state(previous) == render::current_state(next) {
+        return;
+    }
+    match layout.state_fields.iter().map(|(_, l)| *l).max() {
+        Some(last) => edits.insert_after(last, missing),
+        None => {
+            missing.insert(0, String::new());
+            edits.insert_after(heading, missing);
+        }
+    }
+}
+
+fn criterion(edits: &mut Edits, slot: &CriterionLayout, lines: &[&str], before: &Criterion, next: &Criterion) {
+    if before.passed() != next.passed() {
+        let head = lines[slot.head].trim_end_matches(['\n', '\r']);
+        let mark = if next.passed() { 'x' } else { ' ' };
+        let mut out = String::with_capacity(head.len());
+        out.push_str("- [");
+        out.push(mark);
+        out.push_str(head.get(4..).unwrap_or("] "));
+        edits.replace(slot.head, out);
+    }
+    let unchanged = |field| render::criterion_value(before, field) == render::criterion_value(next, field);
+    if CriterionField::ALL.into_iter().all(unchanged) {
+        return;
+    }
+    let mut missing = Vec::new();
+    for field in CriterionField::ALL {
+        let value = render::criterion_value(next, field);
+        match slot.fields.iter().find(|(f, _)| *f == field) {
+            Some((_, line)) if !unchanged(field) => edits.replace(*line, relabel(lines[*line], &value)),
+            Some(_) => {}
+            // Only evidence adds lines; an unset field without a line stays absent.
+            None if !next.status.is_empty() => {
+                missing.push(format!("{}- {}: {value}", slot.detail_indent, field.label()))
+            }
+            None => {}
+        }
+    }
+    if !missing.is_empty() {
+        edits.insert_after(slot.end - 1, missing);
+    }
+}
+
+fn review(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &Spec, next: &Spec) {
+    let rendered = render::review(&next.review);
+    if render::review(&previous.review) == rendered {
+        return;
+    }
+    let Some((start, end)) = layout.section(&SectionKey::Review) else {
+        edits.append(&rendered);
+        return;
+    };
+    // The runner owns the whole section: replace its lines, and keep the blank lines that
+    // separate it from what follows.
+    let mut body_end = end;
+    while body_end > start + 1 && lines[body_end - 1].trim().is_empty() {
+        body_end -= 1;
+    }
+    let mut new_lines = rendered.lines().map(str::to_string);
+    edits.replace(start, new_lines.next().unwrap_or_default());
+    for line in start + 1..body_end {
+        edits.at(line).remove = true;
+    }
+    edits.insert_after(body_end - 1, new_lines.collect::<Vec<_>>());
+}
+
+fn harden_rounds(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &[HardenRound], next: &[HardenRound]) {
+    if previous == next {
+        return;
+    }
+    let Some((heading, end)) = layout.section(&SectionKey::HardenRounds) else {
+        edits.append(&render::harden_rounds(next));
+        return;
+    };
+    // Rounds line up with the ones on disk by position (ids may repeat in a hand-edited file);
+    // the rest are new.
+    for (n, round) in next.iter().enumerate().take(previous.len()) {
+        let (Some(slot), before) = (layout.rounds.get(n), &previous[n]) else { continue };
+        if before.id != round.id {
+            continue;
+        }
+        let mut missing = Vec::new();
+        for field in RoundField::ALL {
+            let value = render::round_value(round, field);
+            if render::round_value(before, field) == value {
+                continue;
+            }
+            match slot.fields.iter().find(|(f, _)| *f == field) {
+                Some((_, line)) => edits.replace(*line, relabel(lines[*line], &value)),
+                None => missing.push(format!("{}: {value}", field.label())),
+            }
+        }
+        if !missing.is_empty() {
+            let after = slot.fields.iter().map(|(_, l)| *l).max().unwrap_or(slot.heading);
+            edits.insert_after(after, missing);
+        }
+    }
+    let added = next.get(previous.len()..).unwrap_or_default();
+    if added.is_empty() {
+        return;
+    }
+    let mut block = Vec::new();
+    for round in added {
+        block.push(String::new());
+        block.extend(render::harden_round(round).lines().map(str::to_string));
+    }
+    // After the section's last non-blank line; a lone `- none` placeholder gives way.
+    let content: Vec<usize> = (heading + 1..end).filter(|&i| !lines[i].trim().is_empty()).collect();
+    match content.as_slice() {
+        [only] if super::parse::is_unset(lines[*only].trim().trim_start_matches('-')) => {
+            edits.at(*only).remove = true;
+            block.remove(0);
+            edits.insert_after(*only, block);
+        }
+        [.., last] => edits.insert_after(*last, block),
+        [] => edits.insert_after(heading, block),
+    }
+}
+
+/// Write the edited text. Replaced lines keep their own line ending; inserted lines take the
+/// file's.
+fn apply(text: &str, lines: &[&str], crlf: bool, edits: Edits) -> String {
+    let eol = if crlf { "\r\n" } else { "\n" };
+    let mut out = String::with_capacity(text.len() + 256);
+    let push_line = |out: &mut String, line: &str| {
+        out.push_str(line);
+        out.push_str(eol);
+    };
+    let mut edits = edits.0;
+    let tail = edits.remove(&usize::MAX);
+    for (i, line) in lines.iter().enumerate() {
+        let Some(edit) = edits.remove(&i) else {
+            out.push_str(line);
+            continue;
+        };
+        for extra in &edit.before {
+            push_line(&mut out, extra);
+        }
+        if !edit.remove {
+            let content = line.trim_end_matches(['\n', '\r']);
+            let ending = &line[content.len()..];
+            out.push_str(edit.replace.as_deref().unwrap_or(content));
+            // The last line may have no ending (or a bare `\r`); lines added after it need one.
+            out.push_str(if ending.ends_with('\n') || edit.after.is_empty() { ending } else { eol });
+        }
+        for extra in &edit.after {
+            push_line(&mut out, extra);
+        }
+    }
+    // Edits past the last line (an empty file) and appended sections.
+    for (_, edit) in edits {
+        for extra in edit.before.iter().chain(&edit.after) {
+            push_line(&mut out, extra);
+        }
+    }
+    if let Some(tail) = tail {
         if !out.is_empty() && !out.ends_with('\n') {
             out.push_str(eol);
         }
-        out.push_str(&with_eol(&appended, eol));
+        for extra in &tail.after {
+            push_line(&mut out, extra);
+        }
     }
-    Ok(out)
-}
-
-/// The runner-owned sections of `spec` with their canonical text.
-fn managed_sections(spec: &Spec) -> Vec<(SectionKey, String)> {
-    let mut out = vec![(SectionKey::CurrentState, render::current_state(spec))];
-    out.push((SectionKey::Acceptance, render::acceptance(&spec.acceptance)));
-    for phase in &spec.phases {
-        out.push((SectionKey::Phase(phase.number), render::phase(phase)));
-    }
-    out.push((SectionKey::Review, render::review(&spec.review)));
-    out.push((SectionKey::HardenRounds, render::harden_rounds(&spec.harden_rounds)));
     out
-}
-
-fn render_section(spec: &Spec, key: &SectionKey) -> Option<String> {
-    managed_sections(spec).into_iter().find(|(k, _)| k == key).map(|(_, text)| text)
-}
-
-fn with_eol(text: &str, eol: &str) -> String {
-    if eol == "\n" { text.to_string() } else { text.replace("\r\n", "\n").replace('\n', eol) }
 }

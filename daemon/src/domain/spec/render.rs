@@ -5,14 +5,72 @@
 use std::fmt::Write as _;
 
 use super::model::*;
+use super::parse::{CriterionField, RoundField, StateField};
 
 fn or<'a>(value: &'a str, default: &'a str) -> &'a str {
     if value.trim().is_empty() { default } else { value }
 }
 
 /// A detail value in backticks, unless it contains one.
-fn code(value: &str) -> String {
+pub(crate) fn code(value: &str) -> String {
     if value.contains('`') { value.to_string() } else { format!("`{value}`") }
+}
+
+/// The plan template's placeholder values; `validate` reports each one still in a draft.
+pub const PLACEHOLDERS: [&str; 7] = [
+    "TODO: the command that proves this phase works",
+    "TODO: what this phase delivers, in one line",
+    "TODO: `path/to/file` - what changes there",
+    "TODO: why this task exists and what done looks like.",
+    "TODO: an observable outcome",
+    "TODO: `path/or/package` - what is in scope",
+    "TODO: how to undo this change",
+];
+
+/// A front matter line as the original tool writes it (timestamps and the version quoted).
+pub fn front_matter_line(key: &str, value: &str) -> String {
+    match key {
+        "spec_version" | "created" | "updated" => format!("{key}: '{value}'"),
+        _ => format!("{key}: {value}"),
+    }
+}
+
+/// The value of a Current State line: unset reads `none`, a command is in backticks.
+pub fn state_value(spec: &Spec, field: StateField) -> String {
+    let cs = &spec.current_state;
+    let value = match field {
+        StateField::Status => or(&cs.status, &spec.front.status),
+        StateField::CurrentPhase => cs.current_phase.as_str(),
+        StateField::Next => cs.next.as_str(),
+        StateField::Reason => cs.reason.as_str(),
+        StateField::Blockers => cs.blockers.as_str(),
+        StateField::AllowedFollowUp => cs.allowed_follow_up.as_str(),
+        StateField::LatestRunnerUpdate => cs.latest_runner_update.as_str(),
+        StateField::ReviewGate => return or(&cs.review_gate, "not_started").to_string(),
+    };
+    match or(value, "none") {
+        "none" => "none".to_string(),
+        command if field == StateField::AllowedFollowUp => code(command),
+        other => other.to_string(),
+    }
+}
+
+/// The value of a criterion's runner-owned line: `pending`/`none` when unset.
+pub fn criterion_value(c: &Criterion, field: CriterionField) -> String {
+    match field {
+        CriterionField::Status => or(&c.status, "pending").to_string(),
+        CriterionField::Evidence => or(&c.evidence, "none").to_string(),
+        CriterionField::SourceEvent => or(&c.source_event, "none").to_string(),
+    }
+}
+
+/// The value of a harden round's runner-owned line.
+pub fn round_value(round: &HardenRound, field: RoundField) -> String {
+    match field {
+        RoundField::Status => or(&round.status, "in_progress").to_string(),
+        RoundField::Started => or(&round.started, "none").to_string(),
+        RoundField::Ended => or(&round.ended, "none").to_string(),
+    }
 }
 
 pub fn front_matter(fm: &FrontMatter) -> String {
@@ -33,39 +91,38 @@ pub fn front_matter(fm: &FrontMatter) -> String {
 }
 
 pub fn current_state(spec: &Spec) -> String {
-    let cs = &spec.current_state;
-    let follow_up = or(&cs.allowed_follow_up, "none");
-    let follow_up = if follow_up == "none" { follow_up.to_string() } else { code(follow_up) };
-    format!(
-        "## Current State\n\nStatus: {}\nCurrent phase: {}\nNext: {}\nReason: {}\nBlockers: {}\n\
-         Allowed follow-up command: {}\nLatest runner update: {}\nReview gate: {}\n",
-        spec.front.status,
-        or(&cs.current_phase, "none"),
-        or(&cs.next, "none"),
-        or(&cs.reason, "none"),
-        or(&cs.blockers, "none"),
-        follow_up,
-        or(&cs.latest_runner_update, "none"),
-        or(&cs.review_gate, "not_started"),
-    )
+    let mut out = String::from("## Current State\n\n");
+    for field in StateField::ALL {
+        let _ = writeln!(out, "{}: {}", field.label(), state_value(spec, field));
+    }
+    out
 }
 
 fn criterion(out: &mut String, c: &Criterion) {
     let mark = if c.passed() { "x" } else { " " };
     let _ = writeln!(out, "- [{mark}] `{}` {} - {}", c.id, c.kind, c.title);
-    let mut detail = |key: &str, value: &str, quoted: bool| {
+    if c.command.contains('\n') {
+        out.push_str("  - Command:\n    ```sh\n");
+        for line in c.command.lines() {
+            let _ = writeln!(out, "    {line}");
+        }
+        out.push_str("    ```\n");
+    } else if !c.command.is_empty() {
+        let _ = writeln!(out, "  - Command: {}", code(&c.command));
+    }
+    let mut detail = |key: &str, value: &str| {
         if !value.is_empty() {
-            let value = if quoted { code(value) } else { value.to_string() };
             let _ = writeln!(out, "  - {key}: {value}");
         }
     };
-    detail("Command", &c.command, true);
-    detail("Expected kind", &c.expected_kind, true);
-    detail("Cwd", &c.cwd, true);
-    detail("Timeout seconds", &c.timeout_seconds, false);
-    detail("Status", &c.status, false);
-    detail("Evidence", &c.evidence, false);
-    detail("Source event", &c.source_event, false);
+    detail("Expected kind", &if c.expected_kind.is_empty() { String::new() } else { code(&c.expected_kind) });
+    detail("Cwd", &if c.cwd.is_empty() { String::new() } else { code(&c.cwd) });
+    detail("Timeout seconds", &c.timeout_seconds);
+    if !c.status.is_empty() {
+        for field in CriterionField::ALL {
+            detail(field.label(), &criterion_value(c, field));
+        }
+    }
     for (key, value) in &c.other {
         if key.is_empty() {
             let _ = writeln!(out, "  {value}");
@@ -101,19 +158,13 @@ pub fn phase(p: &Phase) -> String {
     let mut out = format!("## Phase {}: {}\n\n", p.number, p.name);
     let _ = writeln!(out, "Status: {}", or(&p.status, "pending"));
     let _ = writeln!(out, "Dependencies: {}\n", or(&p.dependencies, "none"));
-    let _ = writeln!(out, "{}: {}\n", or(&p.objective_label, "Objective"), or(&p.objective, "Complete this phase."));
+    let _ = writeln!(out, "Objective: {}\n", or(&p.objective, "Complete this phase."));
     out.push_str("Changes:\n");
     if p.changes.is_empty() {
         out.push_str("- none\n");
     }
     for change in &p.changes {
         let _ = writeln!(out, "- {change}");
-    }
-    if !p.notes.is_empty() {
-        out.push('\n');
-        for note in &p.notes {
-            let _ = writeln!(out, "{note}");
-        }
     }
     out.push_str("\nAcceptance:\n");
     for c in &p.criteria {
@@ -148,31 +199,37 @@ pub fn harden_rounds(rounds: &[HardenRound]) -> String {
         if n > 0 {
             out.push('\n');
         }
-        let _ = writeln!(out, "### {}\n", round.id);
-        let _ = writeln!(out, "Status: {}", or(&round.status, "in_progress"));
-        let _ = writeln!(out, "Started: {}", or(&round.started, "none"));
-        let _ = writeln!(out, "Ended: {}\n", or(&round.ended, "none"));
-        out.push_str("Checks:\n");
-        if round.checks.is_empty() {
-            out.push_str("- none\n");
-        }
-        for check in &round.checks {
-            let _ = writeln!(out, "- {}", check.name);
-            let _ = writeln!(out, "  - Grounded in: {}", check.grounded_in);
-            let _ = writeln!(out, "  - Result: {}", check.result);
-            let _ = writeln!(out, "  - Evidence: {}", check.evidence);
-        }
-        out.push_str("Questions:\n");
-        if round.questions.is_empty() {
-            out.push_str("- none\n");
-        }
-        for q in &round.questions {
-            let _ = writeln!(out, "- {}", q.text);
-            let _ = writeln!(out, "  - Grounded in: {}", q.grounded_in);
-            let _ = writeln!(out, "  - Recommended answer: {}", q.recommended_answer);
-            let _ = writeln!(out, "  - If unanswered: {}", q.if_unanswered);
-            let _ = writeln!(out, "  - Answered with: {}", q.answered_with);
-        }
+        out.push_str(&harden_round(round));
+    }
+    out
+}
+
+/// One round as the original tool writes it.
+pub fn harden_round(round: &HardenRound) -> String {
+    let mut out = format!("### {}\n\n", round.id);
+    for field in RoundField::ALL {
+        let _ = writeln!(out, "{}: {}", field.label(), round_value(round, field));
+    }
+    out.push_str("\nChecks:\n");
+    if round.checks.is_empty() {
+        out.push_str("- none\n");
+    }
+    for check in &round.checks {
+        let _ = writeln!(out, "- {}", check.name);
+        let _ = writeln!(out, "  - Grounded in: {}", check.grounded_in);
+        let _ = writeln!(out, "  - Result: {}", check.result);
+        let _ = writeln!(out, "  - Evidence: {}", check.evidence);
+    }
+    out.push_str("Questions:\n");
+    if round.questions.is_empty() {
+        out.push_str("- none\n");
+    }
+    for q in &round.questions {
+        let _ = writeln!(out, "- {}", q.text);
+        let _ = writeln!(out, "  - Grounded in: {}", q.grounded_in);
+        let _ = writeln!(out, "  - Recommended answer: {}", q.recommended_answer);
+        let _ = writeln!(out, "  - If unanswered: {}", q.if_unanswered);
+        let _ = writeln!(out, "  - Answered with: {}", q.answered_with);
     }
     out
 }
@@ -204,6 +261,7 @@ pub fn new_spec(input: &PlanInput<'_>) -> String {
         extra: Vec::new(),
     };
     let state = CurrentState {
+        status: "draft".into(),
         current_phase: "none".into(),
         next: "approve".into(),
         reason: "draft created".into(),
@@ -213,16 +271,14 @@ pub fn new_spec(input: &PlanInput<'_>) -> String {
         review_gate: "not_started".into(),
     };
     let spec = Spec { front, current_state: state, ..Spec::default() };
-    let command =
-        input.command.map(str::to_string).unwrap_or_else(|| "TODO: the command that proves this phase works".into());
+    let command = input.command.map(str::to_string).unwrap_or_else(|| PLACEHOLDERS[0].into());
     let phase1 = Phase {
         number: 1,
         name: "Implementation".into(),
         status: "pending".into(),
         dependencies: "none".into(),
-        objective: "TODO: what this phase delivers, in one line".into(),
-        objective_label: "Objective".into(),
-        changes: vec!["TODO: `path/to/file` - what changes there".into()],
+        objective: PLACEHOLDERS[1].into(),
+        changes: vec![PLACEHOLDERS[2].into()],
         criteria: vec![Criterion {
             id: "ac1".into(),
             kind: "command".into(),
@@ -234,21 +290,18 @@ pub fn new_spec(input: &PlanInput<'_>) -> String {
         ..Phase::default()
     };
     let title = input.title.unwrap_or(id);
-    let summary = input
-        .summary
-        .map(str::to_string)
-        .unwrap_or_else(|| "TODO: why this task exists and what done looks like.".into());
+    let summary = input.summary.map(str::to_string).unwrap_or_else(|| PLACEHOLDERS[3].into());
     let mut out = front_matter(&spec.front);
     let _ = write!(out, "\n# {title}\n\n");
     out.push_str(&current_state(&spec));
     let _ = write!(out, "\n## Summary\n\n{summary}\n");
     let prose = [
-        ("Objectives", "- TODO: an observable outcome"),
-        ("Scope", "- TODO: `path/or/package` - what is in scope"),
-        ("Dependencies", "- none"),
-        ("Assumptions", "- none"),
-        ("Touchpoints", "- none"),
-        ("Risks", "- none"),
+        ("Objectives", format!("- {}", PLACEHOLDERS[4])),
+        ("Scope", format!("- {}", PLACEHOLDERS[5])),
+        ("Dependencies", "- none".to_string()),
+        ("Assumptions", "- none".to_string()),
+        ("Touchpoints", "- none".to_string()),
+        ("Risks", "- none".to_string()),
     ];
     for (heading, body) in prose {
         let _ = write!(out, "\n## {heading}\n\n{body}\n");
@@ -257,7 +310,7 @@ pub fn new_spec(input: &PlanInput<'_>) -> String {
     out.push_str(&acceptance(&Acceptance { profile: "standard".into(), ..Acceptance::default() }));
     out.push('\n');
     out.push_str(&phase(&phase1));
-    out.push_str("\n## Rollback\n\n- TODO: how to undo this change\n\n");
+    let _ = write!(out, "\n## Rollback\n\n- {}\n\n", PLACEHOLDERS[6]);
     out.push_str(&review(&ReviewProjection::default()));
     for heading in ["Self Eval", "Deviations"] {
         let _ = write!(out, "\n## {heading}\n\n- none\n");

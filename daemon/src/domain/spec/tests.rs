@@ -101,7 +101,6 @@ fn parses_the_whole_spec() {
         (phase.id().as_str(), phase.name.as_str(), phase.objective.as_str()),
         ("phase1", "Flag and output", "Parse --greeting.")
     );
-    assert_eq!(phase.objective_label, "Goal");
     assert_eq!(phase.criteria.len(), 2);
     let c = &phase.criteria[0];
     assert_eq!((c.id.as_str(), c.kind.as_str(), c.command.as_str()), ("ac1_1", "test", "go test ./cmd/hello"));
@@ -146,7 +145,7 @@ fn a_status_change_rewrites_only_runner_sections() {
         assert_eq!(reparsed.spec.status(), Some(crate::domain::lifecycle::Status::Approved));
         assert_eq!(reparsed.spec.phases[0].criteria[0].status, "pass");
         assert_eq!(reparsed.spec.phases[0].criteria[0].other, vec![("Owner".to_string(), "team-a".to_string())]);
-        assert_eq!(reparsed.spec.phases[0].objective_label, "Goal");
+        assert!(written.contains("Goal: Parse --greeting."), "the phase's Goal line stays as written");
         // Prose sections are byte-identical, including odd spacing.
         let eol = if text.contains("\r\n") { "\r\n" } else { "\n" };
         let summary = format!(
@@ -161,14 +160,14 @@ fn a_status_change_rewrites_only_runner_sections() {
 }
 
 #[test]
-fn missing_runner_sections_are_appended_when_needed() {
+fn missing_runner_sections_are_added_when_needed() {
     let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - t\n  - Command: `true`\n";
     let mut spec = parse(text).spec;
     assert_eq!(project(text, &spec).unwrap(), text);
     spec.current_state.next = "approve".into();
     let written = project(text, &spec).unwrap();
-    assert!(written.starts_with(text));
-    assert!(written.contains("\n## Current State\n\nStatus: draft\n"), "{written}");
+    assert!(written.contains("# T\n\n## Current State\n\nStatus: draft\n"), "{written}");
+    assert_eq!(written.replace(&render::current_state(&spec), "").replace("\n\n\n", "\n\n"), text);
 }
 
 #[test]
@@ -182,17 +181,16 @@ fn errors(text: &str) -> Vec<String> {
     parse(text).errors().map(ToString::to_string).collect()
 }
 
+fn warnings(text: &str) -> Vec<String> {
+    parse(text).diagnostics.iter().filter(|d| d.severity == Severity::Warning).map(ToString::to_string).collect()
+}
+
 #[test]
 fn malformed_specs_get_line_numbered_diagnostics() {
     let body = |extra: &str| format!("---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n{extra}");
     let cases: Vec<(String, &str)> = vec![
         ("# T\n".into(), "line 1: front matter is required"),
         ("---\nstatus: draft\n# T\n".into(), "front matter is not closed"),
-        (
-            body("## Phase 1: A\n- [ ] `a` test: colon instead of dash\n  - Command: true\n"),
-            "line 8: criterion line does not parse",
-        ),
-        (body("## Phase 1: A\n- [ ] a test - no backticks\n"), "line 8: criterion line does not parse"),
         (
             body("## Phase 1: A\nAcceptance:\n- [ ] `a` manual - by hand\n"),
             "line 7: phase1 has no executable acceptance criteria",
@@ -215,10 +213,17 @@ fn malformed_specs_get_line_numbered_diagnostics() {
         ),
         (body("## Phase 1: A\n- [ ] `a` test - x\n"), "criterion `a` has no Command"),
         (
-            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: `TODO: fill me`\n"),
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: `TODO: the command that proves this phase works`\n"),
             "line 9: unfilled template placeholder",
         ),
-        ("---\nspec_version: '1.0'\ntask_id: t\nstatus: draft\n---\n# T\n".into(), "spec_version must be '2.0'"),
+        (
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: `cargo build &&\n    cargo test`\n"),
+            "line 9: the Command of `a` opens a backtick it never closes",
+        ),
+        (
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: cargo build \\\n    --release\n"),
+            "line 10: the Command of `a` continues on this line",
+        ),
         ("---\nspec_version: '2.0'\ntask_id: t\nstatus: finished\n---\n# T\n".into(), "unknown status \"finished\""),
         ("---\nspec_version: '2.0'\ntask_id: ../t\nstatus: draft\n---\n# T\n".into(), "looks like a path"),
         (
@@ -230,6 +235,79 @@ fn malformed_specs_get_line_numbered_diagnostics() {
         let found = errors(&text);
         assert!(found.iter().any(|e| e.contains(expected)), "expected {expected:?} in {found:?} for\n{text}");
     }
+}
+
+#[test]
+fn unusual_forms_read_with_a_warning_not_an_error() {
+    let body = |extra: &str| format!("---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n{extra}");
+    let cases: Vec<(String, &str)> = vec![
+        (body("## Phase 1: A\n- [ ] `a` test: colon instead of dash\n  - Command: true\n"), "instead of ` - `"),
+        (body("## Phase 1: A\n- [ ] `a` compile\n  - Command: true\n"), "criterion `a` has no title"),
+        (
+            body("## Phase 1: A\n- [ ] a test - no backticks\n- [ ] `b` test - y\n  - Command: true\n"),
+            "line 8: checklist item without a backticked id",
+        ),
+        (
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: true\n  - Expected kind: none\n"),
+            "`Expected kind: none`; read as not set",
+        ),
+        ("---\nspec_version: '1.0'\ntask_id: t\nstatus: draft\n---\n# T\n".into(), "spec_version \"1.0\" is not '2.0'"),
+        (
+            "---\nspec_version: '2.0'\ntask_id: t\nstatus: in_progress\n---\n# T\n".into(),
+            "a Python scafld name; read as `active`",
+        ),
+    ];
+    for (text, expected) in cases {
+        assert!(
+            errors(&text)
+                .iter()
+                .all(|e| !e.contains("criterion") && !e.contains("spec_version") && !e.contains("status")),
+            "{:?}",
+            errors(&text)
+        );
+        let found = warnings(&text);
+        assert!(found.iter().any(|e| e.contains(expected)), "expected {expected:?} in {found:?} for\n{text}");
+    }
+}
+
+#[test]
+fn approval_rules_are_warnings_once_approved() {
+    let spec = |status: &str| {
+        format!(
+            "---\nspec_version: '2.0'\ntask_id: t\nstatus: {status}\n---\n# T\n## Phase 1: A\n- [ ] `a` manual - by hand\n## Phase 2: B\n- [ ] `b` test - no command\n"
+        )
+    };
+    let draft = parse(&spec("draft"));
+    assert_eq!(draft.errors().count(), 2, "{:?}", draft.diagnostics);
+    assert_eq!(draft.structural_errors().count(), 0, "approval rules never block a rewrite");
+    for status in ["approved", "active", "review", "completed"] {
+        let parsed = parse(&spec(status));
+        assert!(parsed.is_valid(), "{status}: {:?}", parsed.diagnostics);
+        assert_eq!(parsed.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count(), 2);
+    }
+}
+
+#[test]
+fn todo_in_prose_or_code_is_not_a_placeholder() {
+    let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Summary\n\nNo `TODO` markers remain.\n- `TODO: replace with...` placeholders are old.\nTODO: decide the name later.\n## Phase 1: A\n- [ ] `a` test - x\n  - Command: `grep -rn TODO src || true`\n";
+    assert!(errors(text).is_empty(), "{:?}", errors(text));
+}
+
+#[test]
+fn fenced_commands_are_read_whole() {
+    let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Phase 1: A\nAcceptance:\n- [ ] `a` test - x\n  - Command:\n    ```sh\n    make build &&\n      make test\n    ```\n  - Expected kind: `exit_code_zero`\n- [ ] `b` test - y\n  - Command: true\n";
+    let parsed = parse(text);
+    assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
+    let c = &parsed.spec.phases[0].criteria;
+    assert_eq!(c[0].command, "make build &&\n  make test");
+    assert_eq!(c[0].expected_kind, "exit_code_zero");
+    assert_eq!(c[1].command, "true");
+    let mut next = parsed.spec.clone();
+    next.phases[0].criteria[0].status = "pass".into();
+    next.phases[0].criteria[0].evidence = "exit code was 0".into();
+    let written = project(text, &next).unwrap();
+    assert!(written.contains("      make test\n    ```\n  - Expected kind: `exit_code_zero`\n  - Status: pass\n  - Evidence: exit code was 0\n  - Source event: none\n- [ ] `b`"), "{written}");
+    assert_eq!(parse(&written).spec.phases[0].criteria[0].command, "make build &&\n  make test");
 }
 
 #[test]
@@ -256,8 +334,8 @@ fn plan_template_validates_once_filled() {
     assert!(placeholders >= 4, "{:?}", parsed.diagnostics);
     assert!(parsed.errors().all(|d| d.message.contains("placeholder")), "{:?}", parsed.diagnostics);
     let filled = text
-        .replace("TODO: the command that proves this phase works", "cargo test")
-        .replace("TODO: what this phase delivers, in one line", "Ship it.")
+        .replace(render::PLACEHOLDERS[0], "cargo test")
+        .replace(render::PLACEHOLDERS[1], "Ship it.")
         .lines()
         .map(|l| if l.contains("TODO:") { l.replace("TODO: ", "") } else { l.to_string() })
         .collect::<Vec<_>>()
