@@ -1,54 +1,158 @@
-//! Workspace snapshots with git2: HEAD and every dirty or untracked path with a fingerprint of
-//! its content. Approval records one as the baseline; review compares later ones against it.
+//! Workspace facts from git2, the IO side of the gate: snapshots (HEAD and every dirty path with
+//! a content fingerprint, submodules included), the *material* of a scope (what evidence and
+//! reviews are bound to: committed content by git object id, working-tree content by hash),
+//! the changes since an approval baseline (committed or not), and diffs.
+//!
+//! Files are hashed by streaming with a cap, symlinks are fingerprinted by their target text and
+//! never followed, special files by their type: nothing here reads a file whole into memory.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
-use git2::{Repository, Status, StatusOptions};
+use git2::{ObjectType, Oid, Repository, Status, StatusOptions, Tree};
 use sha2::{Digest, Sha256};
 
 use crate::domain::ledger::BaselinePath;
+
+/// Files up to this size are hashed whole; larger ones by their size, first and last parts.
+pub const HASH_CAP: u64 = 256 << 20;
+const HASH_EDGE: u64 = 16 << 20;
+
+/// Paths the runner writes, which never count as task content.
+const RUNNER_DIRS: [&str; 3] = [".scafld/runs/", ".scafld/reviews/", ".scafld/specs/"];
 
 pub struct Snapshot {
     pub head: Option<String>,
     pub paths: Vec<BaselinePath>,
 }
 
-/// Snapshot the git repository containing `root`. Paths under `.scafld/runs/` are left out
-/// (the runner writes there).
-pub fn snapshot(root: &Path) -> Result<Snapshot, String> {
-    let repo = Repository::discover(root).map_err(|e| {
+fn open(root: &Path) -> Result<Repository, String> {
+    Repository::discover(root).map_err(|e| {
         format!(
             "{} is not inside a git repository ({}); scafld records a git baseline at approval, run `git init` first",
             root.display(),
             e.message()
         )
-    })?;
-    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
-    let head = repo.head().ok().and_then(|h| h.peel_to_commit().ok()).map(|c| c.id().to_string());
+    })
+}
+
+fn head_commit(repo: &Repository) -> Option<git2::Commit<'_>> {
+    repo.head().ok().and_then(|h| h.peel_to_commit().ok())
+}
+
+fn status_options() -> StatusOptions {
     let mut options = StatusOptions::new();
-    options.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false);
-    let statuses = repo.statuses(Some(&mut options)).map_err(|e| format!("git status failed: {}", e.message()))?;
+    options.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false).exclude_submodules(false);
+    options
+}
+
+/// Snapshot the git repository containing `root`: HEAD and every dirty or untracked path with
+/// its fingerprint. Paths under `.scafld/runs/` are left out (the runner writes there).
+pub fn snapshot(root: &Path) -> Result<Snapshot, String> {
+    let repo = open(root)?;
+    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let head = head_commit(&repo).map(|c| c.id().to_string());
+    let statuses =
+        repo.statuses(Some(&mut status_options())).map_err(|e| format!("git status failed: {}", e.message()))?;
     let mut paths = Vec::new();
     for entry in statuses.iter() {
         let Ok(path) = entry.path() else { continue };
+        let path = path.trim_end_matches('/');
         if path.starts_with(".scafld/runs/") {
             continue;
         }
-        let status = entry.status();
-        let fingerprint = fingerprint(&workdir.join(path));
-        paths.push(BaselinePath { status: porcelain(status), fingerprint, path: path.to_string() });
+        paths.push(BaselinePath {
+            status: porcelain(entry.status()),
+            fingerprint: fingerprint(&workdir, path),
+            path: path.to_string(),
+        });
     }
     paths.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Snapshot { head, paths })
 }
 
-/// sha256 of the file's bytes, `deleted` when it is gone, `unreadable` when it cannot be read.
-fn fingerprint(path: &Path) -> String {
-    match std::fs::read(path) {
-        Ok(bytes) => format!("{:x}", Sha256::digest(&bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "deleted".into(),
-        Err(_) => "unreadable".into(),
+/// The content fingerprint of `relative` under `root`, never following a symlink and never
+/// reading more than [`HASH_CAP`] bytes: sha256 of a file, `deleted`, `symlink:<hash of the
+/// target text>`, `special:<kind>`, a nested repository's (submodule's) HEAD and dirt, or
+/// `unreadable:<error kind>`.
+pub fn fingerprint(root: &Path, relative: &str) -> String {
+    let path = root.join(relative);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return "deleted".into(),
+        Err(e) => return format!("unreadable:{:?}", e.kind()),
+    };
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        let target = std::fs::read_link(&path).map(|t| t.display().to_string()).unwrap_or_default();
+        return format!("symlink:{:x}", Sha256::digest(target.as_bytes()));
     }
+    if kind.is_dir() {
+        return match Repository::open(&path) {
+            Ok(nested) => format!("repo:{}", nested_digest(&nested)),
+            Err(_) => "dir".into(),
+        };
+    }
+    if kind.is_fifo() || kind.is_socket() || kind.is_block_device() || kind.is_char_device() {
+        let what = if kind.is_fifo() {
+            "fifo"
+        } else if kind.is_socket() {
+            "socket"
+        } else {
+            "device"
+        };
+        return format!("special:{what}");
+    }
+    match hash_file(&path, meta.len()) {
+        Ok(hash) => hash,
+        Err(e) => format!("unreadable:{:?}", e.kind()),
+    }
+}
+
+/// sha256 of a regular file, streamed; over the cap, of its size and its first and last parts.
+fn hash_file(path: &Path, len: u64) -> std::io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut feed = |file: &mut File, mut remaining: u64, hasher: &mut Sha256| -> std::io::Result<()> {
+        while remaining > 0 {
+            let want = remaining.min(buffer.len() as u64) as usize;
+            let n = file.read(&mut buffer[..want])?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buffer[..n]);
+            remaining -= n as u64;
+        }
+        Ok(())
+    };
+    if len <= HASH_CAP {
+        feed(&mut file, HASH_CAP + 1, &mut hasher)?;
+        return Ok(format!("{:x}", hasher.finalize()));
+    }
+    hasher.update(len.to_le_bytes());
+    feed(&mut file, HASH_EDGE, &mut hasher)?;
+    file.seek(SeekFrom::Start(len - HASH_EDGE))?;
+    feed(&mut file, HASH_EDGE, &mut hasher)?;
+    Ok(format!("large:{len}:{:x}", hasher.finalize()))
+}
+
+/// A nested repository's HEAD and the fingerprints of its dirty paths.
+fn nested_digest(repo: &Repository) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(head_commit(repo).map(|c| c.id().to_string()).unwrap_or_else(|| "no-head".into()));
+    if let (Some(workdir), Ok(statuses)) = (repo.workdir(), repo.statuses(Some(&mut status_options()))) {
+        for entry in statuses.iter() {
+            if let Ok(path) = entry.path() {
+                let path = path.trim_end_matches('/');
+                hasher.update(format!("\n{path} {}", fingerprint(workdir, path)));
+            }
+        }
+    }
+    format!("{:x}", hasher.finalize())
 }
 
 /// The two-letter `git status --porcelain` code.
@@ -85,27 +189,332 @@ fn porcelain(s: Status) -> String {
     format!("{index}{worktree}")
 }
 
-/// A unified diff of `paths` against HEAD (untracked files shown whole). Empty when there is
-/// nothing to show.
-pub fn diff(root: &Path, paths: &[String]) -> Result<String, String> {
+/// What evidence and reviews are bound to: the content of the paths in a scope, committed or
+/// not, submodules included. Each entry is `(path, kind, fingerprint)` as a [`BaselinePath`]
+/// (`status` holds the kind: `tree`/`blob`/`commit` for content at HEAD, `file` for the working
+/// tree, `submodule` for a submodule's own HEAD and dirt); `digest` covers them all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Material {
+    pub digest: String,
+    pub entries: Vec<BaselinePath>,
+}
+
+fn runner_path(path: &str) -> bool {
+    RUNNER_DIRS.iter().any(|dir| path.starts_with(dir))
+}
+
+fn in_scope(path: &str, scope: &[String]) -> bool {
+    scope.is_empty()
+        || scope.iter().any(|s| path == s || path.starts_with(&format!("{s}/")) || s.starts_with(&format!("{path}/")))
+}
+
+/// The material of `scope` (workspace-relative paths; empty means the whole tree outside
+/// `.scafld/`) in the repository containing `root`.
+pub fn material(root: &Path, scope: &[String]) -> Result<Material, String> {
+    let repo = open(root)?;
+    let mut entries = Vec::new();
+    collect_material(&repo, "", scope, &mut entries)?;
+    entries.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.status.cmp(&b.status)));
+    entries.dedup();
+    let mut hasher = Sha256::new();
+    for e in &entries {
+        hasher.update(format!("{}\t{}\t{}\n", e.path, e.status, e.fingerprint));
+    }
+    Ok(Material { digest: format!("{:x}", hasher.finalize()), entries })
+}
+
+fn collect_material(
+    repo: &Repository,
+    prefix: &str,
+    scope: &[String],
+    out: &mut Vec<BaselinePath>,
+) -> Result<(), String> {
+    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let entry =
+        |path: String, status: &str, fingerprint: String| BaselinePath { status: status.into(), fingerprint, path };
+    let full = |path: &str| if prefix.is_empty() { path.to_string() } else { format!("{prefix}/{path}") };
+    // Committed content: the object id of each scope path at HEAD (a tree id covers every file
+    // below it), or of every top-level entry but `.scafld/` when the scope is the whole tree.
+    let head_tree = head_commit(repo).and_then(|c| c.tree().ok());
+    let local_scope: Vec<String> = scope
+        .iter()
+        .filter_map(|s| {
+            if prefix.is_empty() { Some(s.clone()) } else { s.strip_prefix(&format!("{prefix}/")).map(str::to_string) }
+        })
+        .collect();
+    let whole = scope.is_empty() || scope.iter().any(|s| s == prefix);
+    match &head_tree {
+        Some(tree) if whole => {
+            for item in tree.iter() {
+                let name = item.name().unwrap_or_default();
+                if prefix.is_empty() && name == ".scafld" {
+                    continue;
+                }
+                out.push(entry(full(name), kind_name(item.kind()), item.id().to_string()));
+            }
+        }
+        Some(tree) => {
+            for path in &local_scope {
+                match tree.get_path(Path::new(path)) {
+                    Ok(item) => out.push(entry(full(path), kind_name(item.kind()), item.id().to_string())),
+                    Err(_) => out.push(entry(full(path), "absent", String::new())),
+                }
+            }
+        }
+        None => out.push(entry(full(""), "tree", "no-head".into())),
+    }
+    // Working-tree content: every dirty or untracked path in scope.
+    let statuses =
+        repo.statuses(Some(&mut status_options())).map_err(|e| format!("git status failed: {}", e.message()))?;
+    let scope_here: Vec<String> = if whole { Vec::new() } else { local_scope.clone() };
+    let submodules: BTreeSet<String> =
+        repo.submodules().map(|subs| subs.iter().map(|s| s.path().display().to_string()).collect()).unwrap_or_default();
+    for status in statuses.iter() {
+        let Ok(path) = status.path() else { continue };
+        let path = path.trim_end_matches('/');
+        if (prefix.is_empty() && runner_path(path)) || !in_scope(path, &scope_here) || submodules.contains(path) {
+            continue;
+        }
+        out.push(entry(full(path), "file", fingerprint(&workdir, path)));
+    }
+    // Submodules in scope: their own HEAD, and their content, recursively.
+    for sub in &submodules {
+        if !in_scope(sub, &scope_here) {
+            continue;
+        }
+        let Ok(nested) = Repository::open(workdir.join(sub)) else {
+            out.push(entry(full(sub), "submodule", "not checked out".into()));
+            continue;
+        };
+        out.push(entry(full(sub), "submodule", nested_digest(&nested)));
+        let nested_prefix = full(sub);
+        let nested_scope: Vec<String> = if whole || scope.iter().any(|s| s == &nested_prefix) {
+            vec![nested_prefix.clone()]
+        } else {
+            scope.to_vec()
+        };
+        collect_material(&nested, &nested_prefix, &nested_scope, out)?;
+    }
+    Ok(())
+}
+
+/// What the mutation guard compares before and after a review: the material of `scope` (the
+/// whole tree when empty; committed, working-tree and submodule content) and the fingerprints
+/// of `files` (the task's own spec, which the material leaves out).
+pub fn guard_snapshot(root: &Path, scope: &[String], files: &[String]) -> Result<Vec<BaselinePath>, String> {
+    let mut entries = material(root, scope)?.entries;
+    for file in files.iter().filter(|f| !f.is_empty()) {
+        entries.push(BaselinePath { status: "file".into(), fingerprint: fingerprint(root, file), path: file.clone() });
+    }
+    Ok(entries)
+}
+
+fn kind_name(kind: Option<ObjectType>) -> &'static str {
+    match kind {
+        Some(ObjectType::Tree) => "tree",
+        Some(ObjectType::Blob) => "blob",
+        Some(ObjectType::Commit) => "commit",
+        _ => "object",
+    }
+}
+
+/// Paths whose material differs between two records: what changed, for a person to read.
+/// Committed changes below a scope directory are listed file by file when both trees are still
+/// in the repository.
+pub fn material_changes(root: &Path, before: &[BaselinePath], after: &[BaselinePath]) -> Vec<String> {
+    let key = |e: &BaselinePath| (e.path.clone(), e.status.clone());
+    let before_map: BTreeMap<_, _> = before.iter().map(|e| (key(e), e.fingerprint.as_str())).collect();
+    let after_map: BTreeMap<_, _> = after.iter().map(|e| (key(e), e.fingerprint.as_str())).collect();
+    let repo = Repository::discover(root).ok();
+    let mut changed = BTreeSet::new();
+    for k in before_map.keys().chain(after_map.keys()) {
+        let (old, new) = (before_map.get(k).copied(), after_map.get(k).copied());
+        if old == new {
+            continue;
+        }
+        let (path, kind) = k;
+        let expanded = match (kind.as_str(), old, new, &repo) {
+            ("tree", Some(old), Some(new), Some(repo)) => tree_changes(repo, old, new, path),
+            _ => None,
+        };
+        match expanded {
+            Some(files) if !files.is_empty() => changed.extend(files),
+            _ => {
+                let what = match kind.as_str() {
+                    "file" => "working tree",
+                    "submodule" => "submodule",
+                    _ => "committed",
+                };
+                changed.insert(format!("{} ({what})", if path.is_empty() { "." } else { path }));
+            }
+        }
+    }
+    changed.into_iter().collect()
+}
+
+fn tree_changes(repo: &Repository, old: &str, new: &str, prefix: &str) -> Option<Vec<String>> {
+    let tree = |id: &str| Oid::from_str(id).ok().and_then(|oid| repo.find_tree(oid).ok());
+    let (old, new) = (tree(old)?, tree(new)?);
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None).ok()?;
+    Some(
+        diff.deltas()
+            .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()))
+            .map(|p| {
+                let p = p.display().to_string();
+                if prefix.is_empty() { format!("{p} (committed)") } else { format!("{prefix}/{p} (committed)") }
+            })
+            .collect(),
+    )
+}
+
+/// A path that changed since the approval baseline, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    /// Its fingerprint now (`deleted` when gone).
+    pub fingerprint: String,
+}
+
+/// Every path that differs from the approval baseline: the diff from the baseline HEAD's tree
+/// to the working tree (committed or not, inside submodules too), without the baseline's own
+/// dirt when it is unchanged, plus baseline dirt that changed since (even back to HEAD).
+pub fn changes_since(root: &Path, base_head: Option<&str>, baseline: &[BaselinePath]) -> Result<Vec<Change>, String> {
+    let repo = open(root)?;
+    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let base_tree = base_tree(&repo, base_head)?;
+    let mut paths = BTreeSet::new();
+    diff_paths(&repo, base_tree.as_ref(), "", &mut paths)?;
+    let base_dirt: BTreeMap<&str, &str> = baseline.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
+    paths.extend(base_dirt.keys().map(|p| p.to_string()));
+    let mut changes = Vec::new();
+    for path in paths {
+        if runner_path(&path) {
+            continue;
+        }
+        let now = fingerprint(&workdir, &path);
+        if base_dirt.get(path.as_str()).is_some_and(|before| *before == now) {
+            continue; // dirty at approval and untouched since
+        }
+        changes.push(Change { path, fingerprint: now });
+    }
+    Ok(changes)
+}
+
+fn base_tree<'r>(repo: &'r Repository, base_head: Option<&str>) -> Result<Option<Tree<'r>>, String> {
+    match base_head {
+        Some(id) => {
+            let oid = Oid::from_str(id).map_err(|e| format!("baseline HEAD {id}: {}", e.message()))?;
+            let commit = repo.find_commit(oid).map_err(|e| {
+                format!("the approval baseline's commit {id} is not in the repository: {}", e.message())
+            })?;
+            Ok(Some(commit.tree().map_err(|e| e.message().to_string())?))
+        }
+        None => Ok(None),
+    }
+}
+
+fn diff_options() -> git2::DiffOptions {
+    let mut options = git2::DiffOptions::new();
+    options.include_untracked(true).recurse_untracked_dirs(true).show_untracked_content(true).ignore_submodules(false);
+    options
+}
+
+/// Paths that differ between `tree` and the working tree of `repo`, recursing into submodules
+/// (against the commit the tree records for them).
+fn diff_paths(
+    repo: &Repository,
+    tree: Option<&Tree<'_>>,
+    prefix: &str,
+    out: &mut BTreeSet<String>,
+) -> Result<(), String> {
+    let diff = repo
+        .diff_tree_to_workdir_with_index(tree, Some(&mut diff_options()))
+        .map_err(|e| format!("git diff failed: {}", e.message()))?;
+    let workdir = repo.workdir().map(Path::to_path_buf);
+    let join = |p: &str| if prefix.is_empty() { p.to_string() } else { format!("{prefix}/{p}") };
+    for delta in diff.deltas() {
+        let Some(path) = delta.new_file().path().or_else(|| delta.old_file().path()) else { continue };
+        let path = path.display().to_string();
+        let submodule =
+            delta.new_file().mode() == git2::FileMode::Commit || delta.old_file().mode() == git2::FileMode::Commit;
+        if let (true, Some(workdir)) = (submodule, &workdir)
+            && let Ok(nested) = Repository::open(workdir.join(&path))
+        {
+            let recorded = delta.old_file().id();
+            let nested_tree =
+                if recorded.is_zero() { None } else { nested.find_commit(recorded).ok().and_then(|c| c.tree().ok()) };
+            diff_paths(&nested, nested_tree.as_ref(), &join(&path), out)?;
+            continue;
+        }
+        out.insert(join(&path));
+    }
+    // A submodule whose gitlink did not move may still have changed content.
+    if let (Ok(subs), Some(workdir)) = (repo.submodules(), &workdir) {
+        for sub in subs.iter() {
+            let path = sub.path().display().to_string();
+            if out.iter().any(|p| p.starts_with(&format!("{}/", join(&path)))) {
+                continue;
+            }
+            if let Ok(nested) = Repository::open(workdir.join(&path)) {
+                let recorded = tree.and_then(|t| t.get_path(Path::new(&path)).ok()).map(|e| e.id());
+                let nested_tree = recorded.and_then(|id| nested.find_commit(id).ok()).and_then(|c| c.tree().ok());
+                let before = out.len();
+                diff_paths(&nested, nested_tree.as_ref(), &join(&path), out)?;
+                if out.len() > before {
+                    out.remove(&join(&path));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A unified diff of `paths` between the baseline HEAD (or HEAD) and the working tree,
+/// submodule content included; untracked files are shown whole. Empty when there is nothing.
+pub fn diff(root: &Path, base_head: Option<&str>, paths: &[String]) -> Result<String, String> {
     if paths.is_empty() {
         return Ok(String::new());
     }
-    let repo = Repository::discover(root).map_err(|e| e.message().to_string())?;
-    let head_tree = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
-    let mut options = git2::DiffOptions::new();
-    options
-        .include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .show_untracked_content(true)
-        .disable_pathspec_match(true);
-    for path in paths {
-        options.pathspec(path);
+    let repo = open(root)?;
+    let tree = match base_head {
+        Some(_) => base_tree(&repo, base_head)?,
+        None => repo.head().ok().and_then(|h| h.peel_to_tree().ok()),
+    };
+    patch_of(&repo, tree.as_ref(), "", paths)
+}
+
+fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[String]) -> Result<String, String> {
+    let local: Vec<&str> = paths
+        .iter()
+        .filter_map(|p| if prefix.is_empty() { Some(p.as_str()) } else { p.strip_prefix(&format!("{prefix}/")) })
+        .collect();
+    let mut text = String::new();
+    if !local.is_empty() {
+        let mut options = diff_options();
+        options.disable_pathspec_match(true);
+        for path in &local {
+            options.pathspec(path);
+        }
+        let diff = repo
+            .diff_tree_to_workdir_with_index(tree, Some(&mut options))
+            .map_err(|e| format!("git diff failed: {}", e.message()))?;
+        text.push_str(&patch(&diff, prefix)?);
     }
-    let diff = repo
-        .diff_tree_to_workdir_with_index(head_tree.as_ref(), Some(&mut options))
-        .map_err(|e| format!("git diff failed: {}", e.message()))?;
-    patch(&diff)
+    // Paths inside submodules: their own diff, against the commit the tree records.
+    if let (Ok(subs), Some(workdir)) = (repo.submodules(), repo.workdir()) {
+        for sub in subs.iter() {
+            let path = sub.path().display().to_string();
+            let full = if prefix.is_empty() { path.clone() } else { format!("{prefix}/{path}") };
+            if !paths.iter().any(|p| p.starts_with(&format!("{full}/"))) {
+                continue;
+            }
+            let Ok(nested) = Repository::open(workdir.join(&path)) else { continue };
+            let recorded = tree.and_then(|t| t.get_path(Path::new(&path)).ok()).map(|e| e.id());
+            let nested_tree = recorded.and_then(|id| nested.find_commit(id).ok()).and_then(|c| c.tree().ok());
+            text.push_str(&patch_of(&nested, nested_tree.as_ref(), &full, paths)?);
+        }
+    }
+    Ok(text)
 }
 
 /// The changed paths and patch of a commit range `BASE..HEAD` (the head's tree against the
@@ -130,19 +539,47 @@ pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), Str
         .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()).map(|p| p.display().to_string()))
         .collect();
     paths.dedup();
-    Ok((paths, patch(&diff)?))
+    Ok((paths, patch(&diff, "")?))
 }
 
-/// A diff as unified patch text.
-fn patch(diff: &git2::Diff<'_>) -> Result<String, String> {
+/// A diff as unified patch text; paths inside a submodule get its path as a prefix.
+fn patch(diff: &git2::Diff<'_>, prefix: &str) -> Result<String, String> {
     let mut text = String::new();
     diff.print(git2::DiffFormat::Patch, |_, _, line| {
-        if matches!(line.origin(), '+' | '-' | ' ') {
-            text.push(line.origin());
+        let content = String::from_utf8_lossy(line.content());
+        match line.origin() {
+            '+' | '-' | ' ' => {
+                text.push(line.origin());
+                text.push_str(&content);
+            }
+            _ if !prefix.is_empty() => text
+                .push_str(&content.replace(" a/", &format!(" a/{prefix}/")).replace(" b/", &format!(" b/{prefix}/"))),
+            _ => text.push_str(&content),
         }
-        text.push_str(&String::from_utf8_lossy(line.content()));
         true
     })
     .map_err(|e| format!("git diff failed: {}", e.message()))?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlinks_devices_and_big_files_are_fingerprinted_without_reading_them_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero")).unwrap();
+        assert!(fingerprint(dir.path(), "zero").starts_with("symlink:"));
+        // A sparse file over the cap is hashed by its size and edges, in bounded memory.
+        let big = File::create(dir.path().join("big")).unwrap();
+        big.set_len(HASH_CAP + 5).unwrap();
+        let fp = fingerprint(dir.path(), "big");
+        assert!(fp.starts_with(&format!("large:{}:", HASH_CAP + 5)), "{fp}");
+        nix::unistd::mkfifo(&dir.path().join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(fingerprint(dir.path(), "pipe"), "special:fifo");
+        assert_eq!(fingerprint(dir.path(), "missing"), "deleted");
+        std::fs::write(dir.path().join("small"), b"abc").unwrap();
+        assert_eq!(fingerprint(dir.path(), "small"), format!("{:x}", Sha256::digest(b"abc")));
+    }
 }

@@ -101,12 +101,25 @@ pub struct ProviderCli {
 #[serde(default)]
 pub struct ReviewContext {
     pub max_bytes: usize,
+    /// Cap on the required packet sections together; over it a review is refused before any
+    /// provider runs.
+    pub required_max_bytes: usize,
     pub files: Vec<String>,
 }
 
 impl Default for ReviewContext {
     fn default() -> ReviewContext {
-        ReviewContext { max_bytes: 16384, files: Vec::new() }
+        ReviewContext {
+            max_bytes: 16384,
+            required_max_bytes: crate::domain::packet::REQUIRED_MAX_BYTES,
+            files: Vec::new(),
+        }
+    }
+}
+
+impl ReviewContext {
+    pub fn budget(&self) -> crate::domain::packet::Budget {
+        crate::domain::packet::Budget { max_bytes: self.max_bytes, required_max_bytes: self.required_max_bytes }
     }
 }
 

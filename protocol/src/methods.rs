@@ -264,6 +264,11 @@ method!(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusResult {
     pub task_id: String,
+    /// What the task needs next (blockers first), as the original's `next_action`.
+    pub next_action: NextAction,
+    /// Files in the task's scope that changed since the stale evidence ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_changes: Vec<String>,
     pub title: String,
     pub status: String,
     pub harden_status: String,
@@ -294,6 +299,64 @@ pub struct PhaseProgress {
     pub criteria_passed: usize,
 }
 
+/// Who acts next on a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextRole {
+    /// The implementing agent.
+    Agent,
+    /// An independent reviewer.
+    Reviewer,
+    /// A person: approvals, manual evidence, review decisions.
+    Human,
+    /// Nobody: the task is finished.
+    None,
+}
+
+/// What a task needs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextStep {
+    FixSpec,
+    Harden,
+    FinishHarden,
+    Approve,
+    AmendContract,
+    Implement,
+    RerunStale,
+    Repair,
+    RecordManualEvidence,
+    Review,
+    WaitForReview,
+    RetryReview,
+    DecideReview,
+    Complete,
+    Done,
+    Inspect,
+}
+
+/// The next action: who, what, the command (`none` when there is nothing to run), and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextAction {
+    pub role: NextRole,
+    pub action: NextStep,
+    pub command: String,
+    pub reason: String,
+}
+
+/// Freshness of a criterion's recorded result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Freshness {
+    /// Nothing recorded yet.
+    #[default]
+    None,
+    /// Bound to the current definition and the current files.
+    Current,
+    /// The definition or the files changed since it ran (or it was never bound to them).
+    Stale,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CriterionState {
     pub id: String,
@@ -305,6 +368,11 @@ pub struct CriterionState {
     /// `pending`, `pass`, `fail` or `invalid`.
     pub status: String,
     pub evidence: String,
+    /// Whether the recorded result still speaks for the current definition and files.
+    pub freshness: Freshness,
+    /// Why the result is stale.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stale_reason: String,
     /// From the latest recorded run, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -455,9 +523,12 @@ method!(
 pub struct ApproveParams {
     pub root: String,
     pub task_id: String,
-    /// Required to approve without a passed harden round; recorded in the ledger.
+    /// Required to approve without a passed harden round, and to amend; recorded in the ledger.
     #[serde(default)]
     pub reason: Option<String>,
+    /// Re-pin the contract of an approved task whose acceptance criteria changed.
+    #[serde(default)]
+    pub amend: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -485,6 +556,39 @@ pub struct BuildParams {
     pub root: String,
     pub task_id: String,
     pub caller: CallerContext,
+    /// Record a person's evidence for a `manual` criterion instead of running a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual: Option<ManualEvidence>,
+}
+
+/// `build --criterion ID --disposition pass|fail --reason R [--evidence-digest D] [--actor A]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManualEvidence {
+    pub criterion_id: String,
+    pub disposition: Disposition,
+    pub reason: String,
+    /// sha256 of an artefact the person checked (a screenshot, a signed checklist).
+    #[serde(default)]
+    pub evidence_digest: Option<String>,
+    /// Who decided (default: the caller's user name).
+    #[serde(default)]
+    pub actor: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    Pass,
+    Fail,
+}
+
+impl Disposition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::Pass => "pass",
+            Disposition::Fail => "fail",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -34,8 +34,11 @@ fn workspace() -> TestEnv {
     env
 }
 
-/// Lines of `after` that are not in `before` (multiset difference).
+/// Lines of `after` that are not in `before` (multiset difference), criterion checkboxes
+/// (runner-owned) read as unchecked.
 fn added_lines(before: &str, after: &str) -> Vec<String> {
+    let unchecked = |text: &str| text.replace("\n- [x] `", "\n- [ ] `");
+    let (before, after) = (unchecked(before), unchecked(after));
     let mut pool: Vec<&str> = before.lines().collect();
     after
         .lines()
@@ -150,14 +153,28 @@ fn a_build_changes_only_runner_lines_and_runs_fenced_commands_whole() {
 fn a_build_of_the_originals_full_layout_keeps_its_prose_in_place() {
     let env = workspace();
     let original = std::fs::read_to_string(fixtures().join("go-full.md")).unwrap();
-    // Phase 2's commands do not exist here: the step blocks, which writes evidence.
+    // The imported evidence of phase 1 was never bound to content, so it runs again; its
+    // commands do not exist here: the step blocks, which writes evidence.
     let run = env.scafld(&["build", "error-envelope", "--json"]);
     assert_eq!(run.code, 3, "{}{}", run.stdout, run.stderr);
     let written = std::fs::read_to_string(env.work.join(".scafld/specs/active/error-envelope.md")).unwrap();
     for line in added_lines(&original, &written) {
         assert!(is_runner_line(&line), "a non-runner line changed: {line:?}\n{written}");
     }
-    let kept = |text: &str| text.lines().filter(|l| !is_runner_line(l)).map(str::to_string).collect::<Vec<_>>();
+    let kept = |text: &str| {
+        text.replace("\n- [x] `", "\n- [ ] `")
+            .lines()
+            .filter(|l| !is_runner_line(l))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(kept(&original), kept(&written), "prose moved or vanished:\n{written}");
-    assert!(written.contains("  - Source event: entry-7\n\nA note the author left between the criteria"));
+    // The author's note still follows phase 1's last criterion, where it was written.
+    let lines: Vec<&str> = written.lines().collect();
+    let note = lines.iter().position(|l| l.starts_with("A note the author left")).expect("the note stays");
+    assert!(lines[note - 2].starts_with("  - Source event: entry-"), "{written}");
+    assert!(
+        lines[..note].iter().any(|l| l.starts_with("## Phase 1"))
+            && !lines[..note].iter().any(|l| l.starts_with("## Phase 2"))
+    );
 }

@@ -117,7 +117,10 @@ fn approve_build_repair_review_path() {
 
     let status = env.scafld(&["status", "flow", "--json"]).json()["result"].clone();
     assert_eq!(status["status"], "blocked");
-    assert_eq!(status["next_command"], "scafld handoff flow");
+    assert_eq!(status["next_command"], "scafld build flow");
+    assert_eq!(status["next_action"]["action"], "repair");
+    assert_eq!(status["next_action"]["role"], "agent");
+    assert!(status["next_action"]["reason"].as_str().unwrap().contains("`b1`"), "{status}");
     let handoff = env.scafld(&["handoff", "flow"]).stdout;
     assert!(handoff.contains("## Blocked Acceptance") && handoff.contains("test -f built.txt"), "{handoff}");
 
@@ -127,7 +130,9 @@ fn approve_build_repair_review_path() {
     assert_eq!(done["result"]["phase"], "final");
     let ids: Vec<&str> =
         done["result"]["criteria"].as_array().unwrap().iter().map(|c| c["criterion_id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["b1", "b2", "g1"]);
+    // `built.txt` is new in the (whole-tree) scope, so phase 1's evidence went stale and ran
+    // again before phase 2.
+    assert_eq!(ids, ["a1", "b1", "b2", "g1"]);
     let text = std::fs::read_to_string(&spec_path).unwrap();
     assert!(
         text.contains("status: review") && text.contains("- [x] `b1`") && text.contains("Status: completed"),

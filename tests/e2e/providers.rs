@@ -97,7 +97,7 @@ fn auto_with_no_provider_installed_fails_closed() {
     run.assert_code(4);
     let error = run.json()["error"].clone();
     assert!(error["message"].as_str().unwrap().contains("no external review provider found"), "{error}");
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
     let run = review(&env, "/usr/bin:/bin", &["--provider", "codex"], &[]);
     run.assert_code(4);
 }

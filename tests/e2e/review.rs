@@ -59,7 +59,7 @@ fn ledger_types(env: &TestEnv) -> Vec<String> {
 fn a_passing_command_review_lets_complete_archive_the_task() {
     let env = TestEnv::new();
     to_review(&env);
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
     let script = reviewer(&env, "pass", &pass(), "");
     let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
     run.assert_code(0);
@@ -103,7 +103,8 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     assert_eq!(envelope["result"]["open_blockers"], 1);
     let human = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
     assert_eq!(human["review_gate"], "fail");
-    assert_eq!(human["next_command"], "scafld handoff rev");
+    assert_eq!(human["next_command"], "scafld build rev");
+    assert_eq!(human["next_action"]["action"], "repair");
     assert_eq!(human["review"]["findings"][0]["id"], "greeting-ignored");
     let handoff = env.scafld(&["handoff", "rev"]).stdout;
     assert!(handoff.contains("## Review Dossier") && handoff.contains("`greeting-ignored`"), "{handoff}");
@@ -111,7 +112,7 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     assert!(text.contains("[high/blocks completion] greeting-ignored"), "{text}");
     let spec = std::fs::read_to_string(env.work.join(".scafld/specs/active/rev.md")).unwrap();
     assert!(spec.contains("- [high/blocks completion] `greeting-ignored` flag value never printed"), "{spec}");
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
 
     // The same tree again only burns quota.
     let again = command_review(&env, &failing, &[]);
@@ -151,7 +152,7 @@ fn invalid_dossiers_fail_the_attempt_and_never_pass() {
     assert!(run.json()["error"]["message"].as_str().unwrap().contains("exit code 7"));
     assert!(ledger_types(&env).iter().filter(|t| *t == "review_attempt").count() >= 12);
     assert!(!ledger_types(&env).contains(&"review".to_string()));
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
 #[test]
@@ -168,7 +169,7 @@ fn a_reviewer_that_edits_a_scoped_file_fails_closed() {
         !guard["evidence"].as_str().unwrap().contains("unrelated.txt"),
         "out-of-scope churn is not a finding: {guard}"
     );
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
 #[test]
@@ -178,7 +179,7 @@ fn local_human_and_missing_providers() {
     let local = env.scafld(&["review", "rev", "--provider", "local", "--min-attack-angles", "1", "--json"]);
     local.assert_code(0);
     let refused = env.scafld(&["complete", "rev", "--json"]);
-    refused.assert_code(1);
+    refused.assert_code(4);
     assert!(refused.json()["error"]["message"].as_str().unwrap().contains("`local`, which cannot complete a task"));
 
     let none = env.scafld(&["review", "rev", "--json"]);

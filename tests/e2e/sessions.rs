@@ -130,7 +130,7 @@ fn three_reviewers_with_mixed_verdicts_fail_the_consensus_with_attributed_issues
     assert_eq!(channels, ["codex.output_file", "claude.mcp_submit_review", "gemini.mcp_submit_review"]);
     assert_eq!(review["reviewers"][1]["model"], "fake-claude-model", "claude's own system.init report");
     assert_eq!(review["reviewers"][0]["reasoning"], "high", "codex's reasoning effort is recorded");
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
     let status = env.scafld(&["status", "rev", "--json"]).json();
     assert_eq!(status["result"]["review_gate"], "fail");
 }
@@ -193,7 +193,7 @@ fn no_reviewers_internal_errors_and_usage_errors_have_their_own_codes() {
     let run = wait(&env, spawned.json()["session_key"].as_str().unwrap());
     run.assert_code(4);
     assert_eq!(run.json()["consensus"]["verdict"], "no_reviewers");
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
 
     env.scafld(&["review", "wait", "--timeout", "soon"]).assert_code(64);
     env.scafld(&["review", "--diff", "HEAD", "--detach"]).assert_code(64);
@@ -414,11 +414,11 @@ fn manual_approval_waits_for_a_human_accept_or_reject() {
     let status = env.scafld(&["status", "rev", "--json"]).json();
     assert_eq!(status["result"]["review_gate"], "awaiting_approval");
     let refused = env.scafld(&["complete", "rev", "--json"]);
-    refused.assert_code(1);
+    refused.assert_code(4);
     assert!(refused.json()["error"]["message"].as_str().unwrap().contains("awaits approval"));
     env.scafld(&["review", "reject", "rev"]).assert_code(2);
     env.scafld(&["review", "reject", "rev", "--reason", "the tests are too thin"]).assert_code(0);
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
     env.scafld(&["review", "accept", "rev", "--reason", "again"]).assert_code(1);
 
     // A new round on the same tree needs --force; this time the human accepts.

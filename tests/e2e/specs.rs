@@ -180,7 +180,8 @@ fn status_reports_lifecycle_progress_and_next_command() {
     let s = run.json()["result"].clone();
     assert_eq!(s["status"], "active");
     assert_eq!(s["current_phase"], "phase2");
-    assert_eq!(s["next_command"], "scafld handoff two");
+    assert_eq!(s["next_command"], "scafld build two");
+    assert_eq!(s["next_action"]["action"], "implement");
     assert_eq!(
         s["counts"],
         json!({"phases_total": 2, "phases_completed": 1, "criteria_total": 3, "criteria_passed": 1, "criteria_failed": 1, "criteria_pending": 1})

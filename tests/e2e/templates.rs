@@ -321,14 +321,14 @@ fn template_passes_join_the_task_gate() {
     failed.assert_code(4);
     let findings = failed.json()["result"]["findings"].clone();
     assert!(findings.to_string().contains("Layer violation"), "{findings}");
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
 
     // UNKNOWN from the pass means retry the review, never a pass.
     std::fs::write(&answer_file, "no idea").unwrap();
     let unknown = gate_review(&["--force", "--mode", "discover", "--json"]);
     unknown.assert_code(4);
     assert!(unknown.stdout.contains("UNKNOWN") || unknown.stdout.contains("could not be parsed"), "{}", unknown.stdout);
-    env.scafld(&["complete", "rev"]).assert_code(1);
+    env.scafld(&["complete", "rev"]).assert_code(4);
 
     std::fs::write(&answer_file, CONCERNS).unwrap();
     let passed = gate_review(&["--force", "--mode", "discover", "--json"]);

@@ -89,9 +89,12 @@ pub enum Command {
 pub struct ApproveArgs {
     #[command(flatten)]
     pub task: TaskArg,
-    /// Approve without a passed harden round; the reason is recorded in the ledger.
+    /// Approve without a passed harden round (or amend); the reason is recorded in the ledger.
     #[arg(long)]
     pub reason: Option<String>,
+    /// Re-pin the acceptance contract of an approved task whose criteria changed (needs --reason).
+    #[arg(long, requires = "reason")]
+    pub amend: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -99,8 +102,23 @@ pub struct BuildArgs {
     #[command(flatten)]
     pub task: TaskArg,
     /// Return the job id at once instead of waiting for the acceptance run.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "criterion")]
     pub detach: bool,
+    /// Record a person's evidence for this manual criterion instead of running a step.
+    #[arg(long, value_name = "ID", requires_all = ["disposition", "reason"])]
+    pub criterion: Option<String>,
+    /// The manual criterion's result: pass or fail.
+    #[arg(long, value_parser = ["pass", "fail"], requires = "criterion")]
+    pub disposition: Option<String>,
+    /// What was checked and how (recorded with the evidence).
+    #[arg(long, requires = "criterion")]
+    pub reason: Option<String>,
+    /// sha256 (hex) of an artefact the person checked, recorded with the evidence.
+    #[arg(long, value_name = "SHA256", requires = "criterion")]
+    pub evidence_digest: Option<String>,
+    /// Who decided (default: $USER).
+    #[arg(long, value_name = "NAME", requires = "criterion")]
+    pub actor: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -95,8 +95,10 @@ pub fn browser_evidence(exit_code: i32, stdout: &[u8]) -> Result<String, String>
     Ok(format!("browser evidence accepted for {url} at {viewport}"))
 }
 
-const PLAYWRIGHT_MISSING: [&str; 9] = [
+const PLAYWRIGHT_MISSING: [&str; 10] = [
     "command not found",
+    // dash: `sh: 1: playwright: not found`, also through `eval`
+    ": not found",
     "not recognized as an internal or external command",
     "cannot find module '@playwright/test'",
     "cannot find package '@playwright/test'",
@@ -117,6 +119,169 @@ fn with_playwright_hint(reason: String, command: &str, output: &str) -> String {
     } else {
         reason
     }
+}
+
+/// Keys whose values are secrets wherever they appear in browser evidence.
+const SECRET_KEYS: [&str; 16] = [
+    "cookie",
+    "cookies",
+    "set-cookie",
+    "authorization",
+    "proxy-authorization",
+    "token",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "password",
+    "passwd",
+    "secret",
+    "api_key",
+    "apikey",
+    "x-api-key",
+    "sessionid",
+];
+
+/// Query parameters that carry credentials in URLs.
+const SECRET_PARAMS: [&str; 12] = [
+    "token",
+    "access_token",
+    "refresh_token",
+    "id_token",
+    "api_key",
+    "apikey",
+    "key",
+    "password",
+    "secret",
+    "sig",
+    "signature",
+    "session",
+];
+
+const REDACTED: &str = "[redacted]";
+
+/// Browser evidence as it may be recorded: cookie values, `Authorization`,
+/// `Proxy-Authorization` and `Set-Cookie` headers, other credential fields and token-like URL
+/// query parameters replaced by `[redacted]`. Returns the text and what was redacted, so the
+/// evidence can say so. JSON stays JSON (re-serialised); other text is redacted line by line.
+pub fn redact_browser_evidence(text: &str) -> (String, Vec<String>) {
+    let mut redacted = Vec::new();
+    match serde_json::from_str::<Value>(text.trim()) {
+        Ok(mut value) => {
+            redact_value(&mut value, "", &mut redacted);
+            (value.to_string(), redacted)
+        }
+        Err(_) => {
+            let lines: Vec<String> = text.lines().map(|line| redact_line(line, &mut redacted)).collect();
+            let mut out = lines.join("\n");
+            if text.ends_with('\n') {
+                out.push('\n');
+            }
+            (out, redacted)
+        }
+    }
+}
+
+fn secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    SECRET_KEYS.contains(&key.as_str()) || key.ends_with("_token") || key.ends_with("-token")
+}
+
+fn redact_value(value: &mut Value, path: &str, redacted: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map.iter_mut() {
+                let here = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                if secret_key(key) && !inner.is_null() {
+                    *inner = Value::String(REDACTED.into());
+                    redacted.push(here);
+                } else {
+                    redact_value(inner, &here, redacted);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, inner) in items.iter_mut().enumerate() {
+                redact_value(inner, &format!("{path}[{i}]"), redacted);
+            }
+        }
+        Value::String(text) => {
+            let mut found = Vec::new();
+            let clean = redact_line(text, &mut found);
+            if !found.is_empty() {
+                *text = clean;
+                redacted.extend(found.into_iter().map(|f| format!("{path}: {f}")));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// One line of text: header values, bearer tokens and credential query parameters.
+fn redact_line(line: &str, redacted: &mut Vec<String>) -> String {
+    // A header anywhere on the line (`Cookie: ...`, `... Proxy-Authorization: Basic ...`): its
+    // value is the rest of the line.
+    let lower = line.to_ascii_lowercase();
+    let header = ["proxy-authorization:", "authorization:", "set-cookie:", "cookie:"]
+        .iter()
+        .filter_map(|name| {
+            lower
+                .match_indices(name)
+                .find(|(at, _)| !lower[..*at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        })
+        .min_by_key(|(at, _)| *at);
+    if let Some((at, name)) = header {
+        let end = at + name.len();
+        redacted.push(format!("{} header", &line[at..end - 1]));
+        return format!("{} {REDACTED}", &line[..end]);
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    // Bearer tokens anywhere in the text.
+    while let Some(at) = rest.to_ascii_lowercase().find("bearer ") {
+        out.push_str(&rest[..at + 7]);
+        let token_len =
+            rest[at + 7..].find(|c: char| c.is_whitespace() || c == '"' || c == '\'').unwrap_or(rest.len() - at - 7);
+        if token_len > 0 {
+            out.push_str(REDACTED);
+            redacted.push("bearer token".into());
+        }
+        rest = &rest[at + 7 + token_len..];
+    }
+    out.push_str(rest);
+    redact_query(&out, redacted)
+}
+
+/// `name=value` pairs after a `?` or `&` whose name carries credentials.
+fn redact_query(text: &str, redacted: &mut Vec<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (i, c) in text.char_indices() {
+        if (c != '?' && c != '&') || i < last {
+            continue;
+        }
+        let after = &text[i + 1..];
+        let Some(eq) = after.find('=') else { continue };
+        let name = &after[..eq];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            continue;
+        }
+        if !SECRET_PARAMS.contains(&name.to_ascii_lowercase().as_str()) {
+            continue;
+        }
+        let value_start = i + 1 + eq + 1;
+        let value_end = text[value_start..]
+            .find(|c: char| c == '&' || c == '#' || c.is_whitespace() || c == '"' || c == '\'')
+            .map(|n| value_start + n)
+            .unwrap_or(text.len());
+        if value_end > value_start && &text[value_start..value_end] != REDACTED {
+            out.push_str(&text[last..value_start]);
+            out.push_str(REDACTED);
+            last = value_end;
+            redacted.push(format!("`{name}` query parameter"));
+        }
+    }
+    out.push_str(&text[last..]);
+    out
 }
 
 /// Toolchain files and the shim directories they imply (relative to `$HOME`).
@@ -289,5 +454,45 @@ mod tests {
         );
         assert_eq!(env["GEMFILE"], "/h/Gemfile");
         assert_eq!(env["TOKEN"], "t");
+    }
+
+    #[test]
+    fn browser_evidence_loses_its_secrets_before_it_is_recorded() {
+        let evidence = r#"{"url":"http://localhost:3000/app?token=abc123&page=2","viewport":"1440x900",
+            "auth":{"mode":"storage_state","cookies":[{"name":"sid","value":"s3cr3t"}]},
+            "headers":{"Authorization":"Bearer eyJhbGciOi","Accept":"text/html"},
+            "screenshots":[{"path":"shot.png"}],"console_errors":[],"network_errors":[],
+            "notes":"sent Proxy-Authorization: Basic dXNlcjpwYXNz"}"#;
+        let (clean, redacted) = redact_browser_evidence(evidence);
+        for secret in ["abc123", "s3cr3t", "eyJhbGciOi", "dXNlcjpwYXNz"] {
+            assert!(!clean.contains(secret), "{secret} survived: {clean}");
+        }
+        assert!(clean.contains("page=2") && clean.contains("text/html") && clean.contains("shot.png"), "{clean}");
+        assert!(redacted.iter().any(|r| r.contains("auth.cookies")), "{redacted:?}");
+        assert!(redacted.iter().any(|r| r.contains("headers.Authorization")), "{redacted:?}");
+        assert!(redacted.iter().any(|r| r.contains("`token` query parameter")), "{redacted:?}");
+        // The redacted evidence is still valid evidence.
+        assert!(browser_evidence(0, clean.as_bytes()).is_ok());
+        let (url, _) = redact_browser_evidence("see http://h/p?token=a?b&key=c&x=1 and ?sig=");
+        assert_eq!(url, "see http://h/p?token=[redacted]&key=[redacted]&x=1 and ?sig=");
+        let (text, found) = redact_browser_evidence("Set-Cookie: sid=abc; Path=/\nok line\n");
+        assert_eq!(text, "Set-Cookie: [redacted]\nok line\n");
+        assert_eq!(found, ["Set-Cookie header"]);
+    }
+
+    #[test]
+    fn the_playwright_hint_reads_dash_as_well_as_bash() {
+        let dash = evaluate(
+            "browser_evidence",
+            &RunFacts {
+                exit_code: Some(127),
+                stdout: b"",
+                output_empty: false,
+                runner_error: None,
+                command: "playwright test",
+                combined_text: "sh: 1: eval: playwright: not found",
+            },
+        );
+        assert!(dash.1.contains("Playwright or its browsers look missing"), "{}", dash.1);
     }
 }

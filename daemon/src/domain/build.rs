@@ -2,6 +2,9 @@
 //! One call does one step: open a phase, or run the current phase's criteria and then block,
 //! open the next phase, or (after the last phase and the task-level criteria) move to review.
 
+use std::collections::BTreeMap;
+
+use crate::domain::evidence::Stale;
 use crate::domain::ledger::LedgerEvent;
 use crate::domain::lifecycle::Status;
 use crate::domain::spec::{Criterion, Spec};
@@ -21,29 +24,58 @@ impl Target {
             Target::Final => "final".into(),
         }
     }
+
+    /// The phase id a criterion of this target records (empty for task-level criteria).
+    pub fn phase_id(&self) -> String {
+        match self {
+            Target::Phase(id) => id.clone(),
+            Target::Final => String::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Step {
     /// From approved: activate the task and open the first phase; nothing runs.
     Open(Target),
-    /// Run these criteria as one acceptance job.
-    Run(Target, Vec<Criterion>),
+    /// Run `criteria` of `target` as one acceptance job, after re-running `recheck`: the stale
+    /// criteria of phases that already completed, each with its phase.
+    Run { target: Target, criteria: Vec<Criterion>, recheck: Vec<(String, Criterion)> },
 }
 
-/// Decide the step for a spec already projected from its ledger. `Err` explains a refusal.
-pub fn plan(spec: &Spec) -> Result<Step, String> {
+/// Decide the step for a spec already projected from its ledger, given which criteria have
+/// stale evidence. `Err` explains a refusal.
+pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String> {
     let id = &spec.front.task_id;
+    let recheck = |spec: &Spec| -> Vec<(String, Criterion)> {
+        spec.phases
+            .iter()
+            .filter(|p| p.status == "completed")
+            .flat_map(|p| p.criteria.iter().filter(|c| stale.contains_key(&c.id)).map(move |c| (p.id(), c.clone())))
+            .collect()
+    };
     match spec.status() {
         Some(Status::Approved) => Ok(Step::Open(first_open(spec))),
         Some(Status::Active | Status::Blocked) => {
             let target = current(spec);
             let criteria = criteria_of(spec, &target);
-            Ok(Step::Run(target, criteria))
+            Ok(Step::Run { target, criteria, recheck: recheck(spec) })
         }
-        // After a failed review, build re-runs the task-level acceptance, then returns to review.
+        // After a failed review, build re-runs the task-level acceptance and whatever went
+        // stale, then returns to review.
         Some(Status::Review) if spec.current_state.review_gate == "fail" => {
-            Ok(Step::Run(Target::Final, spec.acceptance.criteria.clone()))
+            let recheck = recheck(spec);
+            if spec.acceptance.criteria.is_empty() && recheck.is_empty() {
+                return Err(format!(
+                    "nothing to re-run for {id}: every criterion's evidence is current for the files in scope; fix the review's findings (`scafld handoff {id}`), then run `scafld build {id}`"
+                ));
+            }
+            Ok(Step::Run { target: Target::Final, criteria: spec.acceptance.criteria.clone(), recheck })
+        }
+        // Files changed after the build: re-run what went stale before anyone reviews it.
+        Some(Status::Review) if !stale.is_empty() => {
+            let criteria = spec.acceptance.criteria.iter().filter(|c| stale.contains_key(&c.id)).cloned().collect();
+            Ok(Step::Run { target: Target::Final, criteria, recheck: recheck(spec) })
         }
         Some(Status::Review) => Err(format!("{id} is ready for review: run `scafld review {id}`")),
         Some(Status::Draft) => {
@@ -54,6 +86,40 @@ pub fn plan(spec: &Spec) -> Result<Step, String> {
         }
         None => Err(format!("{id} has no valid status")),
     }
+}
+
+/// A criterion that keeps the current step from passing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocker {
+    pub id: String,
+    /// A `manual` criterion without a person's passing evidence.
+    pub manual: bool,
+    /// The recorded reason, or what it waits for.
+    pub reason: String,
+}
+
+/// The criteria of `target` that have not passed.
+pub fn blockers(spec: &Spec, target: &Target) -> Vec<Blocker> {
+    criteria_of(spec, target)
+        .into_iter()
+        .filter(|c| !c.passed())
+        .map(|c| {
+            let manual = c.effective_kind() == "manual" && c.status != "fail";
+            let reason = if manual && c.evidence.is_empty() {
+                "needs a person's evidence".to_string()
+            } else if c.evidence.is_empty() {
+                c.state().to_string()
+            } else {
+                c.evidence.clone()
+            };
+            Blocker { id: c.id.clone(), manual, reason }
+        })
+        .collect()
+}
+
+/// Whether criterion `id` belongs to a phase that already completed.
+pub fn in_completed_phase(spec: &Spec, id: &str) -> bool {
+    spec.phases.iter().any(|p| p.status == "completed" && p.criteria.iter().any(|c| c.id == id))
 }
 
 fn first_open(spec: &Spec) -> Target {
@@ -112,10 +178,22 @@ pub struct Conclusion {
     pub run_final_next: bool,
 }
 
-pub fn conclude(spec: &Spec, target: &Target, all_passed: bool) -> Conclusion {
+/// `recheck_failed` names the first completed phase whose stale evidence failed when re-run: it
+/// is blocked again, whatever the target did.
+pub fn conclude(spec: &Spec, target: &Target, all_passed: bool, recheck_failed: Option<&str>) -> Conclusion {
     let blocked = |reason: String| LedgerEvent::Build { status: "blocked".into(), reason };
     let to_review =
         || LedgerEvent::Build { status: "review".into(), reason: "build completed; ready for review".into() };
+    if let Some(phase) = recheck_failed {
+        let reason = format!("phase {phase} evidence went stale and failed when re-run");
+        return Conclusion {
+            events: vec![
+                LedgerEvent::Phase { phase_id: phase.to_string(), status: "blocked".into(), reason: reason.clone() },
+                blocked(reason),
+            ],
+            run_final_next: false,
+        };
+    }
     match target {
         Target::Phase(id) if !all_passed => {
             let reason = format!("phase {id} acceptance failed");

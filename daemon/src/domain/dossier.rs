@@ -104,9 +104,14 @@ pub struct Request {
 }
 
 impl Finding {
-    /// Open (no status, `open`, or an unknown status) and marked as blocking.
+    /// No status, `open`, or an unknown status.
+    pub fn is_open(&self) -> bool {
+        !matches!(self.status.as_deref(), Some("fixed" | "accepted_risk" | "superseded"))
+    }
+
+    /// Open and marked as blocking.
     pub fn blocks(&self) -> bool {
-        self.blocks_completion && !matches!(self.status.as_deref(), Some("fixed" | "accepted_risk" | "superseded"))
+        self.blocks_completion && self.is_open()
     }
 }
 

@@ -3,7 +3,12 @@
 
 use std::fmt::Write as _;
 
-use crate::domain::lifecycle::{Status, next_step};
+use std::collections::BTreeMap;
+
+use crate::domain::build;
+use crate::domain::evidence::Stale;
+use crate::domain::lifecycle::Status;
+use crate::domain::next::NextAction;
 use crate::domain::spec::{Criterion, Phase, Spec};
 
 const MAX_SCOPE: usize = 5;
@@ -23,12 +28,23 @@ pub fn current_phase(spec: &Spec) -> Option<&Phase> {
 /// The latest run of a criterion: exit code and output excerpt (from the ledger).
 pub type LastRuns = std::collections::BTreeMap<String, (Option<i32>, String)>;
 
-pub fn render(spec: &Spec, errors: &[String], runs: &LastRuns) -> String {
+/// What the handoff says besides the spec: the next action (the same one `status` gives),
+/// stale evidence, and the latest run of each criterion.
+pub struct Context<'a> {
+    pub errors: &'a [String],
+    pub runs: &'a LastRuns,
+    pub next: &'a NextAction,
+    pub stale: &'a BTreeMap<String, Stale>,
+}
+
+pub fn render(spec: &Spec, cx: &Context<'_>) -> String {
+    let (errors, runs) = (cx.errors, cx.runs);
     let id = &spec.front.task_id;
     let status = spec.status();
-    let (_, next_command) = next_step(status.unwrap_or(Status::Draft), spec.harden_status(), id);
-    let mut out =
-        format!("# Handoff: {}\n\nTask: {id}\nStatus: {}\nNext: `{next_command}`\n", spec.title, spec.front.status);
+    let mut out = format!(
+        "# Handoff: {}\n\nTask: {id}\nStatus: {}\nNext: `{}` ({})\n",
+        spec.title, spec.front.status, cx.next.command, cx.next.reason
+    );
 
     out.push_str("\n## Task Contract\n\n");
     out.push_str(if spec.summary.is_empty() { "(no summary)" } else { &spec.summary });
@@ -65,25 +81,42 @@ pub fn render(spec: &Spec, errors: &[String], runs: &LastRuns) -> String {
     for c in spec.criteria() {
         any = true;
         let evidence = if c.evidence.is_empty() { "no evidence recorded" } else { &c.evidence };
-        let _ = writeln!(out, "- [{}] {} (`{}`): {evidence}", c.state(), c.title, c.id);
+        let state = match cx.stale.get(&c.id) {
+            Some(why) => format!("{}, stale: {}", c.state(), why.describe()),
+            None => c.state().to_string(),
+        };
+        let _ = writeln!(out, "- [{state}] {} (`{}`): {evidence}", c.display_title(), c.id);
     }
     if !any {
         out.push_str("- none\n");
     }
 
-    let blocked: Vec<&Criterion> =
-        spec.criteria().filter(|c| matches!(c.status.as_str(), "fail" | "invalid")).collect();
-    if !blocked.is_empty() {
-        out.push_str("\n## Blocked Acceptance\n\n");
-        for c in blocked {
+    if status == Some(Status::Blocked) {
+        let target = build::current(spec);
+        let blockers = build::blockers(spec, &target);
+        if !blockers.is_empty() {
+            out.push_str("\n## Blocked Acceptance\n\n");
+        }
+        for b in &blockers {
+            let Some(c) = spec.criteria().find(|c| c.id == b.id) else { continue };
+            if b.manual {
+                let _ = writeln!(
+                    out,
+                    "- `{}` {} (manual)\n  - Needs a person's evidence: `scafld build {id} --criterion {} --disposition pass|fail --reason \"what was checked\"`",
+                    c.id,
+                    c.display_title(),
+                    c.id
+                );
+                continue;
+            }
             let _ = writeln!(
                 out,
                 "- `{}` {}\n  - Command: `{}`\n  - Expected kind: `{}`\n  - Evidence: {}",
                 c.id,
-                c.title,
+                c.display_title(),
                 c.command,
                 c.effective_kind(),
-                c.evidence
+                b.reason
             );
             if let Some((exit_code, output)) = runs.get(&c.id) {
                 if let Some(code) = exit_code {

@@ -33,7 +33,7 @@ fn map(entry: &Value) -> LedgerEvent {
                 .collect(),
             reason,
         },
-        "approval" => LedgerEvent::Approval { reason, harden_override: None },
+        "approval" => LedgerEvent::Approval { reason, harden_override: None, criteria: Default::default() },
         "phase" if !text(entry, "phase_id").is_empty() => {
             LedgerEvent::Phase { phase_id: text(entry, "phase_id"), status, reason }
         }
@@ -51,6 +51,10 @@ fn map(entry: &Value) -> LedgerEvent {
             diagnostic: text(entry, "path"),
             duration_ms: 0,
             attempt: 1,
+            // The original bound evidence to nothing: imported evidence is stale until re-run.
+            definition: String::new(),
+            material: String::new(),
+            redacted: Vec::new(),
         },
         "fail" => LedgerEvent::Fail { reason },
         "cancel" => LedgerEvent::Cancel { reason },

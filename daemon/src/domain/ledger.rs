@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::lifecycle::{HardenStatus, Status, next_step};
+use crate::domain::lifecycle::Status;
+use crate::domain::next::{Facts, next_action};
 use crate::domain::spec::Spec;
 
 /// One dirty or untracked path at approval: porcelain status, content fingerprint, path.
@@ -29,6 +30,37 @@ pub enum LedgerEvent {
         /// Set when approved without a passed harden round: the operator's reason.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         harden_override: Option<String>,
+        /// The approved contract: each criterion's id and definition digest
+        /// ([`crate::domain::evidence::definition_digest`]). Empty for approvals recorded before
+        /// pins existed and for imported ledgers.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        criteria: BTreeMap<String, String>,
+    },
+    /// The approved contract re-pinned after an audited change (`approve --amend --reason`).
+    ContractAmended {
+        reason: String,
+        criteria: BTreeMap<String, String>,
+        /// Ids whose definition changed, was added or removed, for the audit trail.
+        changed: Vec<String>,
+    },
+    /// The material (scoped content) a build step judged, recorded when it changes so that a
+    /// later change can be named file by file.
+    Material {
+        digest: String,
+        entries: Vec<BaselinePath>,
+    },
+    /// A person's disposition on a `manual` criterion (`build --criterion ID --disposition`).
+    ManualEvidence {
+        criterion_id: String,
+        phase_id: String,
+        /// `pass` or `fail`.
+        disposition: String,
+        reason: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        evidence_digest: String,
+        actor: String,
+        definition: String,
+        material: String,
     },
     Phase {
         phase_id: String,
@@ -53,6 +85,16 @@ pub enum LedgerEvent {
         diagnostic: String,
         duration_ms: u64,
         attempt: u32,
+        /// Digest of the criterion's definition that ran (empty in entries recorded before
+        /// evidence was bound to content, and in imported ones: such evidence is stale).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        definition: String,
+        /// Digest of the material the command judged.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        material: String,
+        /// What was redacted from the evidence before it was recorded (browser evidence).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        redacted: Vec<String>,
     },
     Job {
         job_id: String,
@@ -135,10 +177,12 @@ impl LedgerEvent {
             | LedgerEvent::ReviewDecision { reason, .. }
             | LedgerEvent::Implementer { reason, .. }
             | LedgerEvent::ReviewOverride { reason }
+            | LedgerEvent::ContractAmended { reason, .. }
+            | LedgerEvent::ManualEvidence { reason, .. }
             | LedgerEvent::Complete { reason }
             | LedgerEvent::Fail { reason }
             | LedgerEvent::Cancel { reason } => reason,
-            LedgerEvent::Imported { .. } => "",
+            LedgerEvent::Imported { .. } | LedgerEvent::Material { .. } => "",
         }
     }
 }
@@ -192,6 +236,11 @@ pub struct Replay {
     pub review_current: bool,
     /// A proposed verdict waiting for a human decision (manual approval).
     pub awaiting_approval: Option<String>,
+    /// The approved contract (criterion id → definition digest), if approval pinned one.
+    pub pins: Option<BTreeMap<String, String>>,
+    /// The latest review attempt that ended without an accepted verdict, if it is the latest
+    /// review event: its reason.
+    pub failed_attempt: Option<String>,
 }
 
 pub fn replay(entries: &[LedgerEntry]) -> Replay {
@@ -200,9 +249,14 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
         let mark =
             |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
         match &entry.event {
-            LedgerEvent::Approval { .. } => {
+            LedgerEvent::Approval { criteria, .. } => {
                 r.status = Some(Status::Approved);
                 r.approved = true;
+                r.pins = (!criteria.is_empty()).then(|| criteria.clone());
+            }
+            LedgerEvent::ContractAmended { criteria, .. } => r.pins = Some(criteria.clone()),
+            LedgerEvent::ReviewAttempt { status, reason } => {
+                r.failed_attempt = (status == "failed").then(|| reason.clone());
             }
             LedgerEvent::Phase { phase_id, status, reason } => {
                 r.phases.insert(phase_id.clone(), mark(status, reason));
@@ -219,19 +273,24 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             LedgerEvent::Criterion { criterion_id, status, reason, .. } => {
                 r.criteria.insert(criterion_id.clone(), mark(status, reason));
             }
+            LedgerEvent::ManualEvidence { criterion_id, disposition, reason, actor, .. } => {
+                let reason = format!("manual evidence by {actor}: {reason}");
+                r.criteria.insert(criterion_id.clone(), mark(disposition, &reason));
+            }
             LedgerEvent::Review { verdict, provider, dossier, .. } => {
                 r.status = Some(Status::Review);
                 r.review = Some((verdict.clone(), provider.clone(), dossier.clone()));
                 r.review_current = true;
                 r.awaiting_approval = None;
+                r.failed_attempt = None;
             }
             LedgerEvent::ReviewProposed { verdict, .. } => r.awaiting_approval = Some(verdict.clone()),
             LedgerEvent::Complete { .. } => r.status = Some(Status::Completed),
             LedgerEvent::Fail { .. } => r.status = Some(Status::Failed),
             LedgerEvent::Cancel { .. } => r.status = Some(Status::Cancelled),
             LedgerEvent::WorkspaceBaseline { .. }
+            | LedgerEvent::Material { .. }
             | LedgerEvent::Job { .. }
-            | LedgerEvent::ReviewAttempt { .. }
             | LedgerEvent::ReviewDecision { .. }
             | LedgerEvent::Implementer { .. }
             | LedgerEvent::ReviewOverride { .. }
@@ -242,10 +301,13 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             LedgerEvent::Build { .. }
                 | LedgerEvent::Phase { .. }
                 | LedgerEvent::Criterion { .. }
+                | LedgerEvent::ManualEvidence { .. }
+                | LedgerEvent::ContractAmended { .. }
                 | LedgerEvent::Approval { .. }
         ) {
             r.review_current = false;
             r.awaiting_approval = None;
+            r.failed_attempt = None;
         }
         if !entry.event.reason().is_empty() {
             r.last_reason = entry.event.reason().to_string();
@@ -263,7 +325,6 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     if entries.is_empty() {
         return next;
     }
-    let id = next.front.task_id.clone();
     for phase in &mut next.phases {
         let phase_id = phase.id();
         phase.status = r.phases.get(&phase_id).map(|m| m.status.clone()).unwrap_or_else(|| "pending".into());
@@ -280,45 +341,38 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     }
     next.current_state.status = status.as_str().into();
     next.front.updated = now.into();
-    let cs = &mut next.current_state;
-    cs.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());
-    let (step, follow_up) = next_step(status, spec.front.harden_status.parse().unwrap_or(HardenStatus::NotRun), &id);
-    cs.next = step.into();
-    cs.allowed_follow_up = follow_up;
-    cs.reason = if r.last_reason.is_empty() { "none".into() } else { r.last_reason.clone() };
-    cs.latest_runner_update = r.last_recorded_at.clone();
-    let blockers: Vec<String> = if status == Status::Blocked {
-        next.criteria()
-            .filter(|c| matches!(c.status.as_str(), "fail" | "invalid"))
-            .map(|c| format!("`{}`", c.id))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let cs = &mut next.current_state;
-    cs.blockers = if blockers.is_empty() { "none".into() } else { format!("{} failed", blockers.join(", ")) };
-    cs.review_gate = "not_started".into();
     if let Some((verdict, provider, dossier)) = &r.review {
         next.review = crate::domain::review::projection(verdict, provider, dossier.as_ref());
     }
     let cs = &mut next.current_state;
-    if let Some((verdict, _, _)) = r.review.as_ref().filter(|_| r.review_current) {
-        cs.review_gate = verdict.clone();
-        if status == Status::Review {
-            let (step, follow_up) = if verdict == "pass" {
-                ("complete", format!("scafld complete {id}"))
-            } else {
-                ("repair", format!("scafld handoff {id}"))
-            };
-            cs.next = step.into();
-            cs.allowed_follow_up = follow_up;
-        }
-    }
-    if r.awaiting_approval.is_some() && status == Status::Review {
-        cs.review_gate = "awaiting_approval".into();
-        cs.next = "approve_review".into();
-        cs.allowed_follow_up = format!("scafld review accept {id} --reason R (or review reject)");
-    }
+    cs.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());
+    cs.reason = if r.last_reason.is_empty() { "none".into() } else { r.last_reason.clone() };
+    cs.latest_runner_update = r.last_recorded_at.clone();
+    cs.review_gate = match (&r.review, r.review_current, r.awaiting_approval.is_some()) {
+        (_, _, true) if status == Status::Review => "awaiting_approval".into(),
+        (Some((verdict, _, _)), true, _) => verdict.clone(),
+        _ => "not_started".into(),
+    };
+    let blockers: Vec<String> = if status == Status::Blocked {
+        crate::domain::build::blockers(&next, &crate::domain::build::current(&next))
+            .into_iter()
+            .map(|b| if b.manual { format!("`{}` needs manual evidence", b.id) } else { format!("`{}` failed", b.id) })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    next.current_state.blockers = if blockers.is_empty() { "none".into() } else { blockers.join(", ") };
+    // The follow-up a projection shows is decided from the ledger alone; `status` adds what
+    // needs IO (stale evidence, a running review).
+    let action = next_action(&Facts {
+        spec: &next,
+        replay: &r,
+        spec_errors: 0,
+        stale: &Default::default(),
+        running_review: None,
+    });
+    next.current_state.next = crate::domain::next::word(action.action).into();
+    next.current_state.allowed_follow_up = action.command;
     next
 }
 

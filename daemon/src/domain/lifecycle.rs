@@ -157,19 +157,3 @@ impl FromStr for HardenStatus {
         }
     }
 }
-
-/// The one command a task in `status` should see next, as `Next:` and the follow-up command.
-pub fn next_step(status: Status, harden: HardenStatus, task_id: &str) -> (&'static str, String) {
-    match status {
-        Status::Draft if harden == HardenStatus::InProgress => {
-            ("harden", format!("scafld harden {task_id} --mark-passed"))
-        }
-        Status::Draft => ("approve", format!("scafld approve {task_id}")),
-        Status::Approved => ("build", format!("scafld build {task_id}")),
-        Status::Active => ("build", format!("scafld handoff {task_id}")),
-        Status::Blocked => ("repair", format!("scafld handoff {task_id}")),
-        Status::Review => ("review", format!("scafld review {task_id}")),
-        Status::Completed | Status::Cancelled => ("done", "none".to_string()),
-        Status::Failed => ("inspect failure", "none".to_string()),
-    }
-}

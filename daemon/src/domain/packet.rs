@@ -1,20 +1,43 @@
 //! The review-context packet: the exact Markdown a reviewer receives (and `--print-context`
 //! prints). It opens with the Context Budget Manifest; required sections (the task contract,
-//! the review request and the reviewer instructions) are never cut, the others share
-//! `review.context.max_bytes` in order, and every truncation or omission is listed.
+//! the review request, the known findings and the reviewer instructions) are rendered verbatim
+//! up to `review.context.required_max_bytes` together, or the packet is refused before any
+//! provider spends a token; the others share `review.context.max_bytes` in order, and every
+//! truncation or omission is listed.
 
 use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
+/// Default cap on the required sections' bodies together (`review.context.required_max_bytes`).
+pub const REQUIRED_MAX_BYTES: usize = 131_072;
+
+/// What a section was made from.
+pub struct Source {
+    /// `derived` or `file`.
+    pub kind: &'static str,
+    pub path: String,
+    /// sha256 and size of a file's content.
+    pub content: Option<(String, usize)>,
+}
+
+impl Source {
+    /// `` `path` ``, with the hash and size of a file after it.
+    fn render(&self) -> String {
+        match &self.content {
+            Some((sha256, bytes)) => format!("`{}` sha256={sha256} bytes={bytes}", self.path),
+            None => format!("`{}`", self.path),
+        }
+    }
+}
+
 /// One section before budgeting.
 pub struct Section {
     pub key: String,
     pub title: String,
-    /// `(kind, path)` of what the body was made from.
-    pub sources: Vec<(String, String)>,
+    pub sources: Vec<Source>,
     pub body: String,
-    /// Never truncated or omitted.
+    /// Never truncated or omitted (within the required cap).
     pub required: bool,
 }
 
@@ -23,7 +46,7 @@ impl Section {
         Section {
             key: key.into(),
             title: title.into(),
-            sources: vec![("derived".into(), source.into())],
+            sources: vec![Source { kind: "derived", path: source.into(), content: None }],
             body,
             required,
         }
@@ -35,7 +58,7 @@ impl Section {
         Section {
             key: format!("file:{path}"),
             title: format!("Project Context: {path}"),
-            sources: vec![("file".into(), format!("{path}` sha256={digest} bytes={}", content.len()))],
+            sources: vec![Source { kind: "file", path: path.into(), content: Some((digest, content.len())) }],
             body: content.to_string(),
             required: false,
         }
@@ -100,9 +123,27 @@ enum Fate {
     Omitted,
 }
 
-/// Render the packet with at most `max_bytes` of discretionary section bodies.
-pub fn render(header: &Header<'_>, sections: &[Section], max_bytes: usize) -> String {
-    let mut remaining = max_bytes;
+/// The budgets of a packet: required sections together, and the discretionary ones.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub max_bytes: usize,
+    pub required_max_bytes: usize,
+}
+
+/// Render the packet: required sections verbatim (refused when together they exceed the
+/// required cap), then at most `max_bytes` of discretionary section bodies.
+pub fn render(header: &Header<'_>, sections: &[Section], budget: Budget) -> Result<String, String> {
+    let required: usize = sections.iter().filter(|s| s.required).map(|s| s.body.trim().len()).sum();
+    if required > budget.required_max_bytes {
+        let largest = sections.iter().filter(|s| s.required).max_by_key(|s| s.body.trim().len());
+        return Err(format!(
+            "the packet's required sections hold {required} bytes, over review.context.required_max_bytes ({}); the largest is `{}` ({} bytes). Nothing was sent to a reviewer: shorten it, or raise the cap in .scafld/config.yaml",
+            budget.required_max_bytes,
+            largest.map(|s| s.key.as_str()).unwrap_or_default(),
+            largest.map(|s| s.body.trim().len()).unwrap_or_default()
+        ));
+    }
+    let mut remaining = budget.max_bytes;
     let mut planned: Vec<(&Section, String, Fate)> = Vec::new();
     for section in sections {
         let body = section.body.trim().to_string();
@@ -125,7 +166,7 @@ pub fn render(header: &Header<'_>, sections: &[Section], max_bytes: usize) -> St
             planned.push((section, String::new(), Fate::Omitted));
         }
     }
-    let rendered: usize = planned.iter().map(|(_, b, _)| b.len()).sum();
+    let rendered: usize = planned.iter().filter(|(s, _, _)| !s.required).map(|(_, b, _)| b.len()).sum();
     let omitted_total: usize = planned
         .iter()
         .map(|(s, b, f)| match f {
@@ -140,18 +181,26 @@ pub fn render(header: &Header<'_>, sections: &[Section], max_bytes: usize) -> St
         header.task_id, header.title, header.status
     );
     out.push_str("## Context Budget Manifest\n\n");
-    let _ = writeln!(out, "Max section body bytes: {max_bytes}");
+    let _ =
+        writeln!(out, "Required section body bytes: {required} (rendered whole; cap {})", budget.required_max_bytes);
+    let _ = writeln!(out, "Max section body bytes: {}", budget.max_bytes);
     let _ = writeln!(out, "Rendered section body bytes: {rendered}");
     let _ = writeln!(out, "Omitted section body bytes: {omitted_total}\n");
-    let sources = |s: &Section| s.sources.iter().map(|(_, p)| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+    let sources =
+        |s: &Section| s.sources.iter().map(|source| format!("`{}`", source.path)).collect::<Vec<_>>().join(", ");
     for (heading, wanted) in [("Included sections", 0), ("Truncated sections", 1), ("Omitted sections", 2)] {
         let _ = writeln!(out, "{heading}:");
         let mut any = false;
         for (s, body, fate) in &planned {
+            let required = if s.required { " required" } else { "" };
             let line = match (fate, wanted) {
-                (Fate::Included, 0) => {
-                    format!("- `{}` ({}): rendered={} body={} omitted=0", s.key, s.title, body.len(), body.len())
-                }
+                (Fate::Included, 0) => format!(
+                    "- `{}` ({}): rendered={} body={} omitted=0{required}",
+                    s.key,
+                    s.title,
+                    body.len(),
+                    body.len()
+                ),
                 (Fate::Truncated(n), 1) => {
                     format!(
                         "- `{}` ({}): rendered={} body={} omitted={n} sources={}",
@@ -185,8 +234,8 @@ pub fn render(header: &Header<'_>, sections: &[Section], max_bytes: usize) -> St
             continue;
         }
         let _ = writeln!(out, "## {}\n\nSources:", s.title);
-        for (kind, path) in &s.sources {
-            let _ = writeln!(out, "- {kind} `{path}`");
+        for source in &s.sources {
+            let _ = writeln!(out, "- {} {}", source.kind, source.render());
         }
         out.push('\n');
         out.push_str(if body.is_empty() { "- none" } else { body });
@@ -196,7 +245,38 @@ pub fn render(header: &Header<'_>, sections: &[Section], max_bytes: usize) -> St
         }
         out.push('\n');
     }
-    out
+    Ok(out)
+}
+
+/// The findings a verify pass checks: every open finding of the previous review, with what the
+/// reviewer needs to find it again. A required section in verify mode.
+pub fn known_findings(findings: &[crate::domain::dossier::Finding]) -> Section {
+    let open: Vec<&crate::domain::dossier::Finding> = findings.iter().filter(|f| f.is_open()).collect();
+    let mut body = String::from(
+        "Verify each finding below: mark it `fixed` (with the evidence) or keep it `open`, using the same `id` in your findings.\n",
+    );
+    if open.is_empty() {
+        body.push_str("\n- none\n");
+    }
+    for f in open {
+        let location = f
+            .location
+            .as_ref()
+            .map(|l| format!("{}{}", l.path, l.line.map(|n| format!(":{n}")).unwrap_or_default()))
+            .unwrap_or_else(|| "(no location)".into());
+        let _ = write!(
+            body,
+            "\n- `{}` [{}/{}] {}\n  - Location: `{location}`\n",
+            f.id,
+            f.severity,
+            if f.blocks() { "blocks completion" } else { "non-blocking" },
+            f.summary.as_deref().unwrap_or("(no summary)")
+        );
+        if let Some(validation) = f.validation.as_deref().filter(|v| !v.is_empty()) {
+            let _ = writeln!(body, "  - Validation: {validation}");
+        }
+    }
+    Section::derived("known_findings", "Known Findings", "ledger#latest_review", body, true)
 }
 
 /// What the reviewer is told to do; a required section.
@@ -243,7 +323,8 @@ mod tests {
                 true,
             ),
         ];
-        let packet = render(&Header { task_id: "t", title: "T", status: "review" }, &sections, 35);
+        let budget = Budget { max_bytes: 35, required_max_bytes: REQUIRED_MAX_BYTES };
+        let packet = render(&Header { task_id: "t", title: "T", status: "review" }, &sections, budget).unwrap();
         assert!(packet.starts_with("# Review Context Packet\n\nTask: t\n"));
         assert!(packet.contains("Max section body bytes: 35"));
         assert!(packet.contains("- `task_changes` (Task Changes): rendered=30 body=30 omitted=0"));
@@ -254,5 +335,25 @@ mod tests {
         assert!(packet.contains(&"contract ".repeat(49)), "required section cut");
         assert!(packet.contains("Submit exactly one ReviewDossier"));
         assert!(!packet.contains("readme text"));
+        // Sources close their code spans: `path` then the hash and size, no stray backtick.
+        let with_file = render(
+            &Header { task_id: "t", title: "T", status: "review" },
+            &[Section::file("README.md", "readme text")],
+            Budget { max_bytes: 100, required_max_bytes: REQUIRED_MAX_BYTES },
+        )
+        .unwrap();
+        let sha = format!("{:x}", Sha256::digest(b"readme text"));
+        assert!(with_file.contains(&format!("- file `README.md` sha256={sha} bytes=11\n")), "{with_file}");
+    }
+
+    #[test]
+    fn required_sections_over_their_cap_refuse_the_packet() {
+        let sections = vec![Section::derived("task_contract", "Task Contract", "spec", "x".repeat(200), true)];
+        let header = Header { task_id: "t", title: "T", status: "review" };
+        let error = render(&header, &sections, Budget { max_bytes: 10, required_max_bytes: 100 }).unwrap_err();
+        assert!(error.contains("200 bytes, over review.context.required_max_bytes (100)"), "{error}");
+        let packet = render(&header, &sections, Budget { max_bytes: 10, required_max_bytes: 200 }).unwrap();
+        assert!(packet.contains("Required section body bytes: 200 (rendered whole; cap 200)"), "{packet}");
+        assert!(packet.contains(&"x".repeat(200)));
     }
 }

@@ -1,7 +1,7 @@
 //! Review-gate rules that need no IO: the task's review scope, the classification of workspace
 //! changes against the approval baseline, and the completion authority walk over the ledger.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::domain::dossier::Dossier;
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, ReviewerRecord};
@@ -72,27 +72,20 @@ pub struct Classification {
     pub baseline_dirty: Vec<String>,
 }
 
-pub fn classify(baseline: &[BaselinePath], now: &[BaselinePath], scope: &[String]) -> Classification {
-    let relevant = |p: &&BaselinePath| !p.path.starts_with(".scafld/runs/") && !p.path.starts_with(".scafld/specs/");
-    let before: BTreeMap<&str, &BaselinePath> =
-        baseline.iter().filter(relevant).map(|p| (p.path.as_str(), p)).collect();
-    let after: BTreeMap<&str, &BaselinePath> = now.iter().filter(relevant).map(|p| (p.path.as_str(), p)).collect();
+/// Split `changed` (every path that differs from the approval baseline, committed or not) by
+/// scope; baseline dirt that did not change since is context. Runner and spec files are not
+/// task changes.
+pub fn classify(changed: &[String], baseline: &[BaselinePath], scope: &[String]) -> Classification {
+    let relevant = |p: &str| !p.starts_with(".scafld/runs/") && !p.starts_with(".scafld/specs/");
+    let changed: BTreeSet<&str> = changed.iter().map(String::as_str).filter(|p| relevant(p)).collect();
     let mut out = Classification::default();
-    let paths: BTreeSet<&str> = before.keys().chain(after.keys()).copied().collect();
-    for path in paths {
-        let same = match (before.get(path), after.get(path)) {
-            (Some(b), Some(a)) => b.status == a.status && b.fingerprint == a.fingerprint,
-            _ => false,
-        };
-        let bucket = if same {
-            &mut out.baseline_dirty
-        } else if in_scope(path, scope) {
-            &mut out.task_changes
-        } else {
-            &mut out.ambient_drift
-        };
+    for path in &changed {
+        let bucket = if in_scope(path, scope) { &mut out.task_changes } else { &mut out.ambient_drift };
         bucket.push(path.to_string());
     }
+    let unchanged: BTreeSet<&str> =
+        baseline.iter().map(|p| p.path.as_str()).filter(|p| relevant(p) && !changed.contains(p)).collect();
+    out.baseline_dirty = unchanged.into_iter().map(str::to_string).collect();
     out
 }
 
@@ -301,13 +294,9 @@ mod tests {
             path: path.into(),
         };
         let baseline = vec![p("??", "1", "notes.txt"), p(" M", "2", "api/handlers/x.rs")];
-        let now = vec![
-            p("??", "1", "notes.txt"),
-            p(" M", "3", "api/handlers/x.rs"),
-            p("??", "4", "web/app.js"),
-            p("??", "5", ".scafld/specs/drafts/other.md"),
-        ];
-        let c = classify(&baseline, &now, &scope);
+        let changed: Vec<String> =
+            ["api/handlers/x.rs", "web/app.js", ".scafld/specs/drafts/other.md"].map(String::from).to_vec();
+        let c = classify(&changed, &baseline, &scope);
         assert_eq!(c.task_changes, vec!["api/handlers/x.rs"]);
         assert_eq!(c.ambient_drift, vec!["web/app.js"]);
         assert_eq!(c.baseline_dirty, vec!["notes.txt"]);

@@ -52,7 +52,8 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
         min_attack_angles: dossier.min_attack_angles,
         depth: dossier.review_depth.clone(),
     };
-    let packet = packet(&p.range, &context, &files, &patch, &request, config.review.context.max_bytes);
+    let packet = packet(&p.range, &context, &files, &patch, &request, config.review.context.budget())
+        .map_err(|e| RpcError::new(ErrorKind::InvalidInput, e))?;
     super::spawn(
         daemon,
         Spawn {
@@ -109,7 +110,14 @@ fn empty_range(
     m::SpawnResult { session_key: key, resolved: Some("pass".into()), ..m::SpawnResult::default() }
 }
 
-fn packet(range: &str, context: &str, files: &[String], patch: &str, request: &Request, max_bytes: usize) -> String {
+fn packet(
+    range: &str,
+    context: &str,
+    files: &[String],
+    patch: &str,
+    request: &Request,
+    budget: packet::Budget,
+) -> Result<String, String> {
     let mut sections = vec![
         Section::derived(
             "review_context",
@@ -135,9 +143,5 @@ fn packet(range: &str, context: &str, files: &[String], patch: &str, request: &R
         ),
     ];
     sections.extend(packet::answer_sections(request));
-    packet::render(
-        &packet::Header { task_id: range, title: "git range review", status: "review" },
-        &sections,
-        max_bytes,
-    )
+    packet::render(&packet::Header { task_id: range, title: "git range review", status: "review" }, &sections, budget)
 }

@@ -54,7 +54,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
     }
     // The read-only guard needs a snapshot to compare with; without one the review fails closed.
     let root = ws.root.clone();
-    let snapshot = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
+    let snapshot = tokio::task::spawn_blocking(move || baseline::guard_snapshot(&root, &[], &[]))
         .await
         .map_err(RpcError::internal)?
         .map_err(|e| {
@@ -89,7 +89,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
             packet,
             files,
             scope: Vec::new(),
-            snapshot: snapshot.paths,
+            snapshot,
             tree: String::new(),
             preflight: format!("template review `{}`; no acceptance evidence applies", chosen.name),
             caller: &p.caller,
@@ -198,9 +198,12 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
         session_key: session.key.clone(),
     };
     let root = std::path::PathBuf::from(&session.root);
-    let after = tokio::task::spawn_blocking(move || crate::baseline::snapshot(&root)).await.ok().and_then(Result::ok);
+    let after = tokio::task::spawn_blocking(move || crate::baseline::guard_snapshot(&root, &[], &[]))
+        .await
+        .ok()
+        .and_then(Result::ok);
     let changed = match after {
-        Some(after) => crate::tasks::review::changed_paths(&session.snapshot, &after.paths),
+        Some(after) => crate::tasks::review::changed_paths(&session.snapshot, &after),
         None => vec!["(the workspace could not be snapshotted after the review)".into()],
     };
     if !changed.is_empty() {

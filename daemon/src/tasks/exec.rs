@@ -16,9 +16,10 @@ use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::acceptance::{self, RunFacts};
 use crate::domain::build::{self, Step, Target};
+use crate::domain::evidence;
 use crate::domain::job::{JobKind, JobState};
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
-use crate::domain::lifecycle::{HardenStatus, Status, next_step};
+use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec, parse};
 use crate::error::{RpcError, RpcResult};
 use crate::jobs;
@@ -98,6 +99,9 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     require_valid(&ws, &entry)?;
+    if p.amend {
+        return amend(daemon, &ws, &task, p.reason.as_deref());
+    }
     let spec = &entry.parsed.spec;
     if spec.status() != Some(Status::Draft) {
         return Err(RpcError::new(
@@ -130,6 +134,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         LedgerEvent::Approval {
             reason: reason.map(str::to_string).unwrap_or_else(|| "spec approved".into()),
             harden_override: harden_override.clone(),
+            criteria: evidence::pins(spec),
         },
     ];
     record(daemon, &ws, &task, events, "command:approve")?;
@@ -143,6 +148,78 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         harden_override: harden_override.is_some(),
         next_command: format!("scafld build {task}"),
     })
+}
+
+/// `approve --amend --reason R`: re-pin the acceptance contract of an approved task whose
+/// criteria changed, with the reason and the changed ids in the ledger.
+fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> RpcResult<m::ApproveResult> {
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty()).ok_or_else(|| {
+        RpcError::new(ErrorKind::InvalidInput, "--amend needs --reason")
+            .with_hint("say who approved the new criteria and why")
+    })?;
+    let (spec, entries) = projected_spec(daemon, ws, task)?;
+    let status = spec.status().unwrap_or(Status::Draft);
+    if !matches!(status, Status::Approved | Status::Active | Status::Blocked | Status::Review) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("only an approved task in progress can amend its contract; {task} is {status}"),
+        )
+        .with_hint(if status == Status::Draft {
+            format!("approve it with `scafld approve {task}`")
+        } else {
+            "archived tasks are immutable".into()
+        }));
+    }
+    let pinned = ledger::replay(&entries).pins.unwrap_or_default();
+    let changed = evidence::contract_changes(&spec, &pinned);
+    if changed.is_empty() {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("the acceptance criteria of {task} match the approved contract; nothing to amend"),
+        ));
+    }
+    let event = LedgerEvent::ContractAmended { reason: reason.to_string(), criteria: evidence::pins(&spec), changed };
+    record(daemon, ws, task, vec![event], "command:approve")?;
+    let path = ws.index.read().expect("index").get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    Ok(m::ApproveResult {
+        task_id: task.to_string(),
+        status: status.to_string(),
+        path,
+        head: None,
+        baseline_paths: 0,
+        harden_override: false,
+        next_command: format!("scafld build {task}"),
+    })
+}
+
+/// A task that reached `approved` outside this ledger (moved by hand, or written by another
+/// tool without its session.json): record a baseline and adopt its current criteria as the
+/// approved contract, so it never builds without either.
+async fn adopt(daemon: &Daemon, ws: &Workspace, task: &str, spec: &Spec, entries: &[LedgerEntry]) -> RpcResult<bool> {
+    let has_baseline = entries.iter().any(|e| matches!(e.event, LedgerEvent::WorkspaceBaseline { .. }));
+    if has_baseline && !entries.is_empty() {
+        return Ok(false);
+    }
+    let root = ws.root.clone();
+    let snapshot = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
+        .await
+        .map_err(internal)?
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let count = snapshot.paths.len();
+    let mut events = vec![LedgerEvent::WorkspaceBaseline {
+        head: snapshot.head,
+        paths: snapshot.paths,
+        reason: format!("workspace baseline captured before build: {count} changed path(s)"),
+    }];
+    if entries.is_empty() {
+        events.push(LedgerEvent::Approval {
+            reason: format!("adopted at build: {task} was {} without an approval in this ledger", spec.front.status),
+            harden_override: None,
+            criteria: evidence::pins(spec),
+        });
+    }
+    record(daemon, ws, task, events, "command:build")?;
+    Ok(true)
 }
 
 pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::BuildResult> {
@@ -165,17 +242,40 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
     }
     require_valid(&ws, &entry)?;
     let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
-    let (spec, entries) = projected_spec(daemon, &ws, &task)?;
+    let (mut spec, mut entries) = projected_spec(daemon, &ws, &task)?;
+    if let Some(manual) = p.manual {
+        return manual_evidence(daemon, &ws, &task, manual, &p.caller.env).await;
+    }
+    if spec.status() != Some(Status::Draft)
+        && !spec.status().is_some_and(Status::is_terminal)
+        && adopt(daemon, &ws, &task, &spec, &entries).await?
+    {
+        (spec, entries) = projected_spec(daemon, &ws, &task)?;
+    }
+    if let Some(pinned) = ledger::replay(&entries).pins {
+        let changed = evidence::contract_changes(&spec, &pinned);
+        if !changed.is_empty() {
+            return Err(RpcError::new(
+                ErrorKind::InvalidState,
+                format!("the acceptance criteria of {task} differ from the approved contract: {}", changed.join(", ")),
+            )
+            .with_hint(format!(
+                "restore them, or re-approve the new ones: `scafld approve {task} --amend --reason \"why\"`"
+            )));
+        }
+    }
     record_implementer(daemon, &ws, &task, &entries, &p.caller.env)?;
-    match build::plan(&spec).map_err(|why| RpcError::new(ErrorKind::InvalidState, why))? {
+    let fresh = super::evidence::freshness(&ws, &spec, &entries).await;
+    match build::plan(&spec, &fresh.stale).map_err(|why| RpcError::new(ErrorKind::InvalidState, why))? {
         Step::Open(target) => {
             record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
-            let (_, next_command) = next_step(Status::Active, spec.harden_status(), &task);
+            let (spec, entries) = projected_spec(daemon, &ws, &task)?;
+            let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
             let outcome = BuildOutcome {
                 task_id: task.clone(),
                 status: "active".into(),
                 phase: target.label(),
-                next_command,
+                next_command: next.command,
                 message: format!(
                     "{} opened; implement it, then run `scafld build {task}` to record evidence",
                     target.label()
@@ -184,7 +284,13 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
             };
             Ok(m::BuildResult { task_id: task, job_id: None, attached: false, outcome: Some(outcome) })
         }
-        Step::Run(target, criteria) => {
+        Step::Run { target, criteria, recheck } => {
+            let material = match fresh.material {
+                Ok(material) => material,
+                Err(_) => super::evidence::material_now(&ws, &spec)
+                    .await
+                    .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?,
+            };
             let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task, None);
             daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: task.clone(), state: "queued".into() });
             let run = BuildRun {
@@ -195,14 +301,128 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
                 caller: p.caller,
                 config,
                 cancel,
+                material,
             };
             tokio::spawn(async move {
                 let _guard = guard; // the task stays locked until the job ends
-                run.execute(target, criteria).await;
+                run.execute(target, criteria, recheck).await;
             });
             Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: false, outcome: None })
         }
     }
+}
+
+/// `build --criterion ID --disposition pass|fail --reason R`: a person's evidence for a manual
+/// criterion, bound like any evidence to its definition and the files in scope; the step is
+/// concluded in the same call when that was all it waited for.
+async fn manual_evidence(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    manual: m::ManualEvidence,
+    env: &std::collections::BTreeMap<String, String>,
+) -> RpcResult<m::BuildResult> {
+    let (spec, entries) = projected_spec(daemon, ws, task)?;
+    let status = spec.status().unwrap_or(Status::Draft);
+    if !matches!(status, Status::Active | Status::Blocked) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("manual evidence is recorded while a task builds; {task} is {status}"),
+        ));
+    }
+    let found = spec
+        .phases
+        .iter()
+        .flat_map(|p| p.criteria.iter().map(move |c| (p.id(), c)))
+        .chain(spec.acceptance.criteria.iter().map(|c| (String::new(), c)))
+        .find(|(_, c)| c.id == manual.criterion_id);
+    let Some((phase_id, criterion)) = found else {
+        return Err(RpcError::new(ErrorKind::NotFound, format!("{task} has no criterion `{}`", manual.criterion_id))
+            .with_hint(format!("`scafld status {task}` lists its criteria")));
+    };
+    if criterion.effective_kind() != "manual" {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("`{}` runs `{}`; only manual criteria take a person's evidence", criterion.id, criterion.command),
+        )
+        .with_hint(format!("run `scafld build {task}` to record its evidence")));
+    }
+    let reason = manual.reason.trim().to_string();
+    if reason.is_empty() {
+        return Err(RpcError::new(ErrorKind::InvalidInput, "manual evidence needs --reason")
+            .with_hint("say what was checked and how"));
+    }
+    let digest = manual.evidence_digest.unwrap_or_default().trim().to_ascii_lowercase();
+    let sha256 = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+    if !digest.is_empty() && !sha256 {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("--evidence-digest {digest:?} is not a sha256 in hex"),
+        ));
+    }
+    let actor = manual
+        .actor
+        .filter(|a| !a.trim().is_empty())
+        .or_else(|| env.get("USER").or_else(|| env.get("LOGNAME")).cloned())
+        .unwrap_or_else(|| "unknown".into());
+    let material =
+        super::evidence::material_now(ws, &spec).await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let definition = evidence::definition_digest(criterion);
+    let disposition = manual.disposition.as_str().to_string();
+    let repeat = entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::ManualEvidence {
+            criterion_id, disposition: d, reason: r, definition: def, material: mat, ..
+        } if *criterion_id == criterion.id => {
+            Some(*d == disposition && *r == reason && *def == definition && *mat == material.digest)
+        }
+        _ => None,
+    });
+    if repeat != Some(true) {
+        let mut events = material_event(&entries, &material);
+        events.push(LedgerEvent::ManualEvidence {
+            criterion_id: criterion.id.clone(),
+            phase_id: phase_id.clone(),
+            disposition: disposition.clone(),
+            reason,
+            evidence_digest: digest,
+            actor,
+            definition,
+            material: material.digest.clone(),
+        });
+        record(daemon, ws, task, events, "command:build")?;
+    }
+    // Re-evaluate the current step: conclude it when every criterion now passes on current
+    // evidence (final acceptance, if it comes next, runs at the next `build`).
+    let (spec, entries) = projected_spec(daemon, ws, task)?;
+    let target = build::current(&spec);
+    let stale = evidence::stale(&spec, &entries, Some(&material.digest));
+    let criteria = build::criteria_of(&spec, &target);
+    let all_passed = criteria.iter().all(|c| c.passed() && !stale.contains_key(&c.id));
+    if all_passed && !criteria.is_empty() {
+        let conclusion = build::conclude(&spec, &target, true, None);
+        record(daemon, ws, task, conclusion.events, "command:build")?;
+    }
+    let (spec, entries) = projected_spec(daemon, ws, task)?;
+    let next = super::evidence::next_for(daemon, ws, &spec, &entries, 0, &Default::default());
+    let outcome = BuildOutcome {
+        task_id: task.to_string(),
+        status: spec.front.status.clone(),
+        phase: target.label(),
+        passed: usize::from(disposition == "pass"),
+        failed: usize::from(disposition == "fail"),
+        criteria: Vec::new(),
+        next_command: next.command,
+        message: format!("recorded manual evidence for `{}`: {disposition}", manual.criterion_id),
+    };
+    Ok(m::BuildResult { task_id: task.to_string(), job_id: None, attached: false, outcome: Some(outcome) })
+}
+
+/// A `Material` event for `material`, unless the latest recorded one is the same.
+fn material_event(entries: &[LedgerEntry], material: &baseline::Material) -> Vec<LedgerEvent> {
+    if evidence::recorded_material(entries, &material.digest).is_some() {
+        return Vec::new();
+    }
+    vec![LedgerEvent::Material { digest: material.digest.clone(), entries: material.entries.clone() }]
 }
 
 /// Remember the host agent that drives the builds, once per change, so that reviews from the
@@ -239,6 +459,8 @@ struct BuildRun {
     caller: m::CallerContext,
     config: crate::config::Config,
     cancel: CancellationToken,
+    /// The scoped files as the step starts: every result it records is bound to them.
+    material: baseline::Material,
 }
 
 impl BuildRun {
@@ -255,7 +477,7 @@ impl BuildRun {
         });
     }
 
-    async fn execute(self, target: Target, criteria: Vec<Criterion>) {
+    async fn execute(self, target: Target, criteria: Vec<Criterion>, recheck: Vec<(String, Criterion)>) {
         let _permit = self.ws.job_slot().await;
         if self.cancel.is_cancelled() {
             return;
@@ -273,7 +495,7 @@ impl BuildRun {
                 }
             })
         };
-        let result = self.steps(target, criteria).await;
+        let result = self.steps(target, criteria, recheck).await;
         heartbeat.abort();
         match result {
             Ok((outcome, state)) => {
@@ -300,20 +522,59 @@ impl BuildRun {
         }
     }
 
-    async fn steps(&self, mut target: Target, mut criteria: Vec<Criterion>) -> RpcResult<(BuildOutcome, JobState)> {
+    async fn steps(
+        &self,
+        mut target: Target,
+        mut criteria: Vec<Criterion>,
+        recheck: Vec<(String, Criterion)>,
+    ) -> RpcResult<(BuildOutcome, JobState)> {
+        let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
+        let events = material_event(&entries, &self.material);
+        if !events.is_empty() {
+            self.daemon.store().append(&self.ws.id, &self.task, &clock::now_rfc3339(), events).map_err(internal)?;
+        }
         let mut results = Vec::new();
         let mut timed_out = false;
-        loop {
-            record(&self.daemon, &self.ws, &self.task, vec![build::running_event(&target)], "command:build")?;
-            let mut all_passed = true;
-            for criterion in &criteria {
+        // Completed phases whose evidence went stale run again first; the first one that fails
+        // is blocked again.
+        let mut recheck_failed: Option<String> = None;
+        if !recheck.is_empty() {
+            let reason = format!(
+                "re-running stale evidence of {}",
+                recheck.iter().map(|(_, c)| format!("`{}`", c.id)).collect::<Vec<_>>().join(", ")
+            );
+            record(
+                &self.daemon,
+                &self.ws,
+                &self.task,
+                vec![LedgerEvent::Build { status: "active".into(), reason }],
+                "command:build",
+            )?;
+            for (phase, criterion) in &recheck {
                 if self.cancel.is_cancelled() {
                     break;
                 }
-                let result = self.run_criterion(&target, criterion).await?;
+                let result = self.run_criterion(phase, criterion).await?;
                 timed_out |= result.reason.contains("timeout");
-                all_passed &= result.status == "pass";
+                if result.status != "pass" && recheck_failed.is_none() {
+                    recheck_failed = Some(phase.clone());
+                }
                 results.push(result);
+            }
+        }
+        loop {
+            let mut all_passed = true;
+            if recheck_failed.is_none() {
+                record(&self.daemon, &self.ws, &self.task, vec![build::running_event(&target)], "command:build")?;
+                for criterion in &criteria {
+                    if self.cancel.is_cancelled() {
+                        break;
+                    }
+                    let result = self.run_criterion(&target.phase_id(), criterion).await?;
+                    timed_out |= result.reason.contains("timeout");
+                    all_passed &= result.status == "pass";
+                    results.push(result);
+                }
             }
             if self.cancel.is_cancelled() {
                 record(
@@ -336,20 +597,21 @@ impl BuildRun {
                 return Err(RpcError::new(ErrorKind::InvalidState, "the build was cancelled"));
             }
             let (spec, _) = projected_spec(&self.daemon, &self.ws, &self.task)?;
-            let conclusion = build::conclude(&spec, &target, all_passed);
+            let conclusion = build::conclude(&spec, &target, all_passed, recheck_failed.as_deref());
             record(&self.daemon, &self.ws, &self.task, conclusion.events, "command:build")?;
             if conclusion.run_final_next {
                 target = Target::Final;
                 criteria = spec.acceptance.criteria.clone();
                 continue;
             }
-            let (spec, _) = projected_spec(&self.daemon, &self.ws, &self.task)?;
+            let (spec, entries) = projected_spec(&self.daemon, &self.ws, &self.task)?;
             let status = spec.status().unwrap_or(Status::Active);
-            let (_, next_command) = next_step(status, spec.harden_status(), &self.task);
+            let stale = evidence::stale(&spec, &entries, Some(&self.material.digest));
+            let next = super::evidence::next_for(&self.daemon, &self.ws, &spec, &entries, 0, &stale);
             let passed = results.iter().filter(|r| r.status == "pass").count();
             let failed = results.len() - passed;
             let message = match status {
-                Status::Blocked => format!("{} blocked: {failed} criterion(s) failed", target.label()),
+                Status::Blocked => spec.current_state.reason.clone(),
                 Status::Review => "build completed; ready for review".into(),
                 _ => spec.current_state.reason.clone(),
             };
@@ -365,19 +627,59 @@ impl BuildRun {
                 passed,
                 failed,
                 criteria: results,
-                next_command,
+                next_command: next.command,
                 message,
             };
             return Ok((outcome, state));
         }
     }
 
-    async fn run_criterion(&self, target: &Target, criterion: &Criterion) -> RpcResult<CriterionResult> {
-        let phase_id = match target {
-            Target::Phase(id) => id.clone(),
-            Target::Final => String::new(),
-        };
+    /// Run one criterion and record its evidence, bound to its definition and the step's
+    /// material. A criterion that cannot run is recorded `invalid` without running; a manual
+    /// one is never run: it passes on a person's current evidence and waits otherwise.
+    async fn run_criterion(&self, phase_id: &str, criterion: &Criterion) -> RpcResult<CriterionResult> {
         let kind = criterion.effective_kind().to_string();
+        let definition = evidence::definition_digest(criterion);
+        let result = |status: &str, reason: String| CriterionResult {
+            criterion_id: criterion.id.clone(),
+            phase_id: phase_id.to_string(),
+            command: criterion.command.clone(),
+            status: status.into(),
+            reason,
+            ..CriterionResult::default()
+        };
+        if kind == "manual" {
+            let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
+            return Ok(match evidence::latest_result(&entries, &criterion.id) {
+                Some((status, def, mat)) if def == definition && mat == self.material.digest => {
+                    result(status, format!("manual evidence recorded: {status}"))
+                }
+                _ => result(
+                    "pending",
+                    format!(
+                        "needs a person's evidence: `scafld build {} --criterion {} --disposition pass|fail --reason R`",
+                        self.task, criterion.id
+                    ),
+                ),
+            });
+        }
+        let problems = crate::domain::spec::criterion_problems(criterion);
+        if !problems.is_empty() {
+            let reason = format!("not run: {}", problems.join("; "));
+            self.record_evidence(
+                phase_id,
+                criterion,
+                &kind,
+                "invalid",
+                &reason,
+                None,
+                String::new(),
+                String::new(),
+                0,
+                Vec::new(),
+            )?;
+            return Ok(result("invalid", reason));
+        }
         let store = self.daemon.store();
         self.daemon.jobs.update(store, &self.job_id, false, |r| {
             r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command))
@@ -408,60 +710,72 @@ impl BuildRun {
             on_stdout: None,
         };
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
-        let outcome = if criterion.command.trim().is_empty() {
-            None
+        let o = runner::run(request, self.cancel.clone(), move |pgid| {
+            daemon.jobs.update(daemon.store(), &job_id, true, |r| r.pgid = Some(pgid));
+        })
+        .await;
+        let combined = o.tail(64 * 1024);
+        let facts = RunFacts {
+            exit_code: o.exit_code,
+            stdout: &o.stdout.bytes,
+            output_empty: o.stdout.total() == 0 && o.stderr.total() == 0,
+            runner_error: o.runner_error(),
+            command: &criterion.command,
+            combined_text: &combined,
+        };
+        let (status, mut reason) = acceptance::evaluate(&kind, &facts);
+        let (snippet, redacted) = if kind == "browser_evidence" && !o.stdout.bytes.is_empty() {
+            let (clean, redacted) = acceptance::redact_browser_evidence(&o.stdout.text());
+            (tail_text(&clean, SNIPPET_BYTES), redacted)
         } else {
-            Some(
-                runner::run(request, self.cancel.clone(), move |pgid| {
-                    daemon.jobs.update(daemon.store(), &job_id, true, |r| r.pgid = Some(pgid));
-                })
-                .await,
-            )
+            (o.tail(SNIPPET_BYTES), Vec::new())
         };
-        let (status, reason, exit_code, snippet, diagnostic, duration_ms) = match &outcome {
-            Some(o) => {
-                let combined = o.tail(64 * 1024);
-                let facts = RunFacts {
-                    exit_code: o.exit_code,
-                    stdout: &o.stdout.bytes,
-                    output_empty: o.stdout.total() == 0 && o.stderr.total() == 0,
-                    runner_error: o.runner_error(),
-                    command: &criterion.command,
-                    combined_text: &combined,
-                };
-                let (status, reason) = acceptance::evaluate(&kind, &facts);
-                let snippet = if kind == "browser_evidence" && !o.stdout.bytes.is_empty() {
-                    tail_text(&o.stdout.text(), SNIPPET_BYTES)
-                } else {
-                    o.tail(SNIPPET_BYTES)
-                };
-                (
-                    status,
-                    reason,
-                    o.exit_code.or(Some(-1)),
-                    snippet,
-                    self.ws.relative(&o.diagnostic),
-                    o.duration.as_millis() as u64,
-                )
-            }
-            None => {
-                let facts = RunFacts {
-                    exit_code: Some(0),
-                    stdout: b"",
-                    output_empty: true,
-                    runner_error: None,
-                    command: "",
-                    combined_text: "",
-                };
-                let (status, reason) = acceptance::evaluate(&kind, &facts);
-                (status, reason, None, String::new(), String::new(), 0)
-            }
-        };
-        let attempt = self
-            .daemon
-            .store()
-            .ledger(&self.ws.id, &self.task)
-            .map_err(internal)?
+        if !redacted.is_empty() {
+            reason = format!("{reason} (redacted before recording: {})", redacted.join(", "));
+        }
+        let exit_code = o.exit_code.or(Some(-1));
+        let diagnostic = self.ws.relative(&o.diagnostic);
+        let duration_ms = o.duration.as_millis() as u64;
+        self.record_evidence(
+            phase_id,
+            criterion,
+            &kind,
+            status,
+            &reason,
+            exit_code,
+            snippet.clone(),
+            diagnostic.clone(),
+            duration_ms,
+            redacted,
+        )?;
+        self.daemon.jobs.update(store, &self.job_id, true, |r| r.pgid = None);
+        Ok(CriterionResult {
+            exit_code,
+            duration_ms,
+            output_excerpt: tail_text(&snippet, 400),
+            diagnostic,
+            ..result(status, reason)
+        })
+    }
+
+    /// Append one criterion result to the ledger (flushed) as it happens; the spec is projected
+    /// once per step.
+    #[allow(clippy::too_many_arguments)]
+    fn record_evidence(
+        &self,
+        phase_id: &str,
+        criterion: &Criterion,
+        kind: &str,
+        status: &str,
+        reason: &str,
+        exit_code: Option<i32>,
+        output: String,
+        diagnostic: String,
+        duration_ms: u64,
+        redacted: Vec<String>,
+    ) -> RpcResult<()> {
+        let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
+        let attempt = entries
             .iter()
             .filter(
                 |e| matches!(&e.event, LedgerEvent::Criterion { criterion_id, .. } if *criterion_id == criterion.id),
@@ -470,31 +784,22 @@ impl BuildRun {
             + 1;
         let event = LedgerEvent::Criterion {
             criterion_id: criterion.id.clone(),
-            phase_id: phase_id.clone(),
+            phase_id: phase_id.to_string(),
             command: criterion.command.clone(),
             exit_code,
-            matcher: kind,
+            matcher: kind.to_string(),
             status: status.into(),
-            reason: reason.clone(),
-            output: snippet.clone(),
-            diagnostic: diagnostic.clone(),
+            reason: reason.to_string(),
+            output,
+            diagnostic,
             duration_ms,
             attempt,
+            definition: evidence::definition_digest(criterion),
+            material: self.material.digest.clone(),
+            redacted,
         };
-        // Evidence goes to the ledger (flushed) as it happens; the spec is projected per step.
         self.daemon.store().append(&self.ws.id, &self.task, &clock::now_rfc3339(), vec![event]).map_err(internal)?;
-        self.daemon.jobs.update(store, &self.job_id, true, |r| r.pgid = None);
-        Ok(CriterionResult {
-            criterion_id: criterion.id.clone(),
-            phase_id,
-            command: criterion.command.clone(),
-            status: status.into(),
-            reason,
-            exit_code,
-            duration_ms,
-            output_excerpt: tail_text(&snippet, 400),
-            diagnostic,
-        })
+        Ok(())
     }
 }
 

@@ -9,7 +9,7 @@ use super::{entry, entry_errors, wire};
 use crate::daemon::Daemon;
 use crate::domain::handoff;
 use crate::domain::ledger::{LedgerEntry, LedgerEvent};
-use crate::domain::lifecycle::{HardenStatus, Status, next_step};
+use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::index::SpecEntry;
@@ -29,15 +29,8 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let spec = &spec;
     let errors = entry_errors(&entry);
-    let (next, next_command) = match spec.status() {
-        // With a ledger, its projection already decided (a review verdict changes the step).
-        Some(_) if !entries.is_empty() => {
-            (spec.current_state.next.as_str(), spec.current_state.allowed_follow_up.clone())
-        }
-        Some(status) => next_step(status, spec.harden_status(), &entry.task_id),
-        None => ("repair spec", format!("scafld validate {}", entry.task_id)),
-    };
-    let next_command = if errors.is_empty() { next_command } else { format!("scafld validate {}", entry.task_id) };
+    let fresh = super::evidence::freshness(&ws, spec, &entries).await;
+    let next_action = super::evidence::next_for(daemon, &ws, spec, &entries, errors.len(), &fresh.stale);
     let current_phase = match handoff::current_phase(spec) {
         Some(phase) if spec.status().is_some_and(|s| !s.is_terminal() && s != Status::Draft) => phase.id(),
         _ => spec.current_state.current_phase.clone(),
@@ -49,8 +42,10 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
         harden_status: spec.harden_status().as_str().to_string(),
         path: ws.relative(&entry.path),
         current_phase: if current_phase.is_empty() { "none".into() } else { current_phase },
-        next: next.to_string(),
-        next_command,
+        next: crate::domain::next::word(next_action.action).to_string(),
+        next_command: next_action.command.clone(),
+        next_action,
+        stale_changes: fresh.changes.clone(),
         review_gate: if spec.current_state.review_gate.is_empty() {
             "not_started".into()
         } else {
@@ -67,7 +62,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
                 criteria_passed: p.criteria.iter().filter(|c| c.passed()).count(),
             })
             .collect(),
-        criteria: criterion_states(spec, &entries),
+        criteria: criterion_states(spec, &entries, &fresh.stale),
         counts: counts(spec),
         valid: errors.is_empty(),
         errors,
@@ -89,7 +84,11 @@ fn latest_review(entries: &[LedgerEntry]) -> Option<serde_json::Value> {
     })
 }
 
-fn criterion_states(spec: &Spec, entries: &[LedgerEntry]) -> Vec<m::CriterionState> {
+fn criterion_states(
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    stale: &std::collections::BTreeMap<String, crate::domain::evidence::Stale>,
+) -> Vec<m::CriterionState> {
     let state = |c: &Criterion, phase_id: String| {
         let last_run = entries.iter().rev().find_map(|e| match &e.event {
             LedgerEvent::Criterion { criterion_id, exit_code, output, diagnostic, .. } if *criterion_id == c.id => {
@@ -106,6 +105,12 @@ fn criterion_states(spec: &Spec, entries: &[LedgerEntry]) -> Vec<m::CriterionSta
             expected_kind: c.effective_kind().to_string(),
             status: c.state().to_string(),
             evidence: c.evidence.clone(),
+            freshness: match (stale.get(&c.id), crate::domain::evidence::latest_result(entries, &c.id)) {
+                (Some(_), _) => m::Freshness::Stale,
+                (None, Some(_)) => m::Freshness::Current,
+                (None, None) => m::Freshness::None,
+            },
+            stale_reason: stale.get(&c.id).map(|s| s.describe().to_string()).unwrap_or_default(),
             exit_code,
             output_excerpt: output.chars().rev().take(400).collect::<Vec<_>>().into_iter().rev().collect(),
             diagnostic,
@@ -244,7 +249,10 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
             runs.insert(criterion_id.clone(), (*exit_code, excerpt));
         }
     }
-    Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&spec, &errors, &runs) })
+    let fresh = super::evidence::freshness(&ws, &spec, &entries).await;
+    let next = super::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale);
+    let context = handoff::Context { errors: &errors, runs: &runs, next: &next, stale: &fresh.stale };
+    Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&spec, &context) })
 }
 
 pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ReportResult> {

@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
-use sha2::{Digest, Sha256};
 
+use super::evidence::Freshness;
 use super::exec::{projected_spec, record, refuse_while_running};
 use super::{entry, require_valid};
 use crate::baseline;
-use crate::clock;
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::domain::consensus;
@@ -30,17 +29,6 @@ use crate::workspace::Workspace;
 /// Project files offered to the reviewer, before `review.context.files`.
 const CONTEXT_FILES: [&str; 5] = ["AGENTS.md", "CLAUDE.md", ".claude/rules", "README.md", "docs/review.md"];
 
-/// Fingerprint of the reviewed material: every dirty path outside `.scafld/` (the runner's own
-/// files change with every review).
-fn tree_fingerprint(head: Option<&str>, paths: &[BaselinePath]) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(head.unwrap_or("no-head"));
-    for p in paths.iter().filter(|p| !p.path.starts_with(".scafld/")) {
-        hasher.update(format!("{} {} {}\n", p.status, p.fingerprint, p.path));
-    }
-    format!("{:x}", hasher.finalize())
-}
-
 /// The latest accepted review in the ledger: (dossier, tree, verdict).
 fn latest_review(entries: &[LedgerEntry]) -> Option<(Option<Dossier>, String, String)> {
     entries.iter().rev().find_map(|e| match &e.event {
@@ -51,6 +39,32 @@ fn latest_review(entries: &[LedgerEntry]) -> Option<(Option<Dossier>, String, St
     })
 }
 
+/// The approval baseline: HEAD and the dirty paths then.
+fn approval_baseline(entries: &[LedgerEntry]) -> (Option<String>, Vec<BaselinePath>) {
+    entries
+        .iter()
+        .find_map(|e| match &e.event {
+            LedgerEvent::WorkspaceBaseline { head, paths, .. } => Some((head.clone(), paths.clone())),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Refuse while any criterion's evidence is stale, naming what changed.
+fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResult<()> {
+    if fresh.stale.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = fresh.stale.iter().map(|(id, why)| format!("`{id}` ({})", why.describe())).collect();
+    let changed =
+        if fresh.changes.is_empty() { String::new() } else { format!("; changed: {}", fresh.changes.join(", ")) };
+    Err(RpcError::new(
+        ErrorKind::ReviewFailed,
+        format!("cannot {what} {task}: stale evidence for {}{changed}", ids.join(", ")),
+    )
+    .with_hint(format!("run `scafld build {task}` to re-run it on the current files")))
+}
+
 pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::ReviewResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
@@ -59,11 +73,12 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     require_valid(&ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     if spec.status() != Some(Status::Review) {
+        let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("review requires task status review; {task} is {}", spec.front.status),
         )
-        .with_hint(format!("run `scafld build {task}` until it reaches review")));
+        .with_hint(format!("next: `{}` ({})", next.command, next.reason)));
     }
     if p.human_reviewed {
         return human_override(daemon, &ws, &task, p.reason.as_deref());
@@ -97,6 +112,61 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         min_attack_angles: p.min_attack_angles.unwrap_or(config.review.dossier.min_attack_angles),
         depth,
     };
+
+    // What the reviewer judges: the evidence must be current, and the change is everything
+    // since the approval baseline, committed or not, submodules included.
+    let fresh = super::evidence::freshness(&ws, &spec, &entries).await;
+    if !p.print_context {
+        refuse_stale(&task, &fresh, "review")?;
+    }
+    let tree = match &fresh.material {
+        Ok(material) => material.digest.clone(),
+        Err(_) => {
+            super::evidence::material_now(&ws, &spec)
+                .await
+                .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?
+                .digest
+        }
+    };
+    if let Some((_, previous_tree, verdict)) = &previous
+        && verdict == "fail"
+        && *previous_tree == tree
+        && !p.force
+        && !p.print_context
+    {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            "nothing changed since the failed review; another run would only spend provider quota",
+        )
+        .with_hint(format!(
+            "repair the findings (`scafld handoff {task}`), or pass --force to review the same tree again"
+        )));
+    }
+    let (base_head, baseline) = approval_baseline(&entries);
+    let root = ws.root.clone();
+    let (head, base) = (base_head.clone(), baseline.clone());
+    let changes = tokio::task::spawn_blocking(move || baseline::changes_since(&root, head.as_deref(), &base))
+        .await
+        .map_err(RpcError::internal)?
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
+    let scope = review::scope(&spec, &p.review_scope);
+    let classes = review::classify(&changed, &baseline, &scope);
+    let known = (mode == "verify").then(|| previous.as_ref().and_then(|(d, _, _)| d.clone())).flatten();
+    let facts = PacketFacts { base_head: base_head.as_deref(), fresh: &fresh, known: known.as_ref() };
+    let packet = build_packet(&ws, &spec, &request, &config, &scope, &classes, &facts)
+        .map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e))?;
+    if p.print_context {
+        // The exact packet; no provider is chosen or needed.
+        return Ok(m::ReviewResult {
+            task_id: task,
+            verdict: "not_run".into(),
+            mode,
+            context: Some(packet),
+            ..m::ReviewResult::default()
+        });
+    }
+
     let reviewers = crate::review::requested_reviewers(&p.reviewers, p.provider.as_deref(), &config)?;
     let approval = crate::review::approval_mode(p.approval.as_deref(), &config)?;
     let mut provider_names = reviewers.clone();
@@ -112,48 +182,6 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         };
         provider_names = vec![providers::select(&choice, &config, &p.caller.env)?.name().to_string()];
     }
-
-    let root = ws.root.clone();
-    let before = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
-        .await
-        .map_err(RpcError::internal)?
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
-    let tree = tree_fingerprint(before.head.as_deref(), &before.paths);
-    if let Some((_, previous_tree, verdict)) = &previous
-        && verdict == "fail"
-        && *previous_tree == tree
-        && !p.force
-        && !p.print_context
-    {
-        return Err(RpcError::new(
-            ErrorKind::InvalidState,
-            "nothing changed since the failed review; another run would only spend provider quota",
-        )
-        .with_hint(format!(
-            "repair the findings (`scafld handoff {task}`), or pass --force to review the same tree again"
-        )));
-    }
-    let baseline: Vec<BaselinePath> = entries
-        .iter()
-        .find_map(|e| match &e.event {
-            LedgerEvent::WorkspaceBaseline { paths, .. } => Some(paths.clone()),
-            _ => None,
-        })
-        .unwrap_or_default();
-    let scope = review::scope(&spec, &p.review_scope);
-    let classes = review::classify(&baseline, &before.paths, &scope);
-    let packet = build_packet(&ws, &spec, &request, &config, &scope, &classes);
-    if p.print_context {
-        return Ok(m::ReviewResult {
-            task_id: task,
-            verdict: "not_run".into(),
-            mode,
-            provider: provider_names.join(","),
-            context: Some(packet),
-            ..m::ReviewResult::default()
-        });
-    }
-
     let running = format!(
         "review started ({}); baseline {} path(s), {} task change(s), {} ambient drift change(s)",
         reviewers.join(", "),
@@ -170,12 +198,8 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     )?;
     // The mutation guard compares against the tree after our own projection write, so only
     // changes made while the reviewers ran count.
-    let root = ws.root.clone();
-    let start = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
-        .await
-        .map_err(RpcError::internal)?
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
-    let preflight = preflight(&ws, &entries, &classes.task_changes);
+    let start = guard_snapshot(&ws, &task, &scope).await?;
+    let preflight = preflight(&fresh, &entries);
     let passes = gate_passes(&ws, &config, &task, &entries)?;
     let spawned = crate::review::spawn(
         daemon,
@@ -191,7 +215,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
             packet,
             files: classes.task_changes.clone(),
             scope,
-            snapshot: start.paths,
+            snapshot: start,
             tree,
             preflight,
             caller: &p.caller,
@@ -218,6 +242,17 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         session: Some(spawned),
         ..m::ReviewResult::default()
     })
+}
+
+/// The mutation guard's view of the task: the material of the review scope and the task's
+/// own spec file.
+async fn guard_snapshot(ws: &Workspace, task: &str, scope: &[String]) -> RpcResult<Vec<BaselinePath>> {
+    let spec_path = ws.index.read().expect("index").get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let (root, scope) = (ws.root.clone(), scope.to_vec());
+    tokio::task::spawn_blocking(move || baseline::guard_snapshot(&root, &scope, &[spec_path]))
+        .await
+        .map_err(RpcError::internal)?
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))
 }
 
 /// The template passes `review.templates` adds to the gate, with the inputs the gate fills:
@@ -259,9 +294,9 @@ fn gate_passes(ws: &Workspace, config: &Config, task: &str, entries: &[LedgerEnt
     Ok(passes)
 }
 
-/// Whether the acceptance evidence is current for the reviewed tree: every criterion passed in
-/// the ledger, and no changed file is newer than the last evidence.
-fn preflight(ws: &Workspace, entries: &[LedgerEntry], files: &[String]) -> String {
+/// Whether the acceptance evidence is current for the reviewed files: every criterion passed
+/// and bound to the files as they are.
+fn preflight(fresh: &Freshness, entries: &[LedgerEntry]) -> String {
     let replay = crate::domain::ledger::replay(entries);
     let failing: Vec<&String> = replay.criteria.iter().filter(|(_, m)| m.status != "pass").map(|(id, _)| id).collect();
     if !failing.is_empty() {
@@ -270,30 +305,15 @@ fn preflight(ws: &Workspace, entries: &[LedgerEntry], files: &[String]) -> Strin
             failing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
         );
     }
-    let last = entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Criterion { .. } => Some(e.recorded_at.clone()),
-        _ => None,
-    });
-    let Some(last) = last else { return "FAILED - no acceptance evidence has been recorded".into() };
-    let newer: Vec<&String> = files
-        .iter()
-        .filter(|f| {
-            std::fs::metadata(ws.root.join(f))
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .is_some_and(|d| clock::format_rfc3339(d.as_secs()) > last)
-        })
-        .collect();
-    if newer.is_empty() {
-        format!(
-            "passed - {} criteria passed; evidence recorded {last} is current for the reviewed tree",
-            replay.criteria.len()
-        )
+    if replay.criteria.is_empty() {
+        return "FAILED - no acceptance evidence has been recorded".into();
+    }
+    if fresh.stale.is_empty() {
+        format!("passed - {} criteria passed on the current files", replay.criteria.len())
     } else {
         format!(
-            "STALE - changed after the last acceptance run ({last}): {}",
-            newer.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+            "STALE - evidence no longer matches the files for {}",
+            fresh.stale.keys().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
         )
     }
 }
@@ -321,13 +341,12 @@ pub async fn record_consensus(
     let task = session.task_id.clone();
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
-    let root = ws.root.clone();
-    let after = tokio::task::spawn_blocking(move || baseline::snapshot(&root)).await.map_err(RpcError::internal)?;
+    let after = guard_snapshot(&ws, &task, &session.scope).await;
     let spec_path = ws.index.read().expect("index").get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
     let mutated = match &after {
-        Ok(after) => mutations(&session.snapshot, &after.paths, &session.scope, &spec_path),
+        Ok(after) => mutations(&session.snapshot, after, &session.scope, &spec_path),
         Err(e) => {
-            attempt_failed(daemon, &ws, &task, format!("review workspace snapshot failed: {e}"))?;
+            attempt_failed(daemon, &ws, &task, format!("review workspace snapshot failed: {}", e.0.message))?;
             return Ok(Gate { state: "retry".into(), review: None, guard_issue: None });
         }
     };
@@ -476,13 +495,9 @@ pub async fn check_retry(
     }
     let spec_path =
         ws.index.read().expect("index").get(&session.task_id).map(|e| ws.relative(&e.path)).unwrap_or_default();
-    let root = ws.root.clone();
-    let now = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
-        .await
-        .map_err(RpcError::internal)?
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let now = guard_snapshot(ws, &session.task_id, &session.scope).await?;
     let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
-    snapshot.extend(now.paths.into_iter().filter(|p| p.path == spec_path));
+    snapshot.extend(now.into_iter().filter(|p| p.path == spec_path));
     Ok(snapshot)
 }
 
@@ -653,10 +668,18 @@ fn agenda(config: &Config) -> String {
     text
 }
 
-/// The changed paths, then their diff against HEAD.
-fn task_changes(ws: &Workspace, paths: &[String]) -> String {
+/// What the packet states besides the spec: the approval baseline's HEAD (the diff starts
+/// there), the evidence's freshness, and in verify mode the previous review's findings.
+struct PacketFacts<'a> {
+    base_head: Option<&'a str>,
+    fresh: &'a Freshness,
+    known: Option<&'a Dossier>,
+}
+
+/// The changed paths, then their diff from the approval baseline.
+fn task_changes(ws: &Workspace, base_head: Option<&str>, paths: &[String]) -> String {
     let mut body = packet::list(paths);
-    match baseline::diff(&ws.root, paths) {
+    match baseline::diff(&ws.root, base_head, paths) {
         Ok(diff) if !diff.is_empty() => body.push_str(&format!("\n\n```diff\n{}\n```", diff.trim_end())),
         Ok(_) => {}
         Err(e) => body.push_str(&format!("\n\n(diff unavailable: {e})")),
@@ -671,7 +694,8 @@ fn build_packet(
     config: &Config,
     scope: &[String],
     classes: &review::Classification,
-) -> String {
+    facts: &PacketFacts<'_>,
+) -> Result<String, String> {
     let task = &spec.front.task_id;
     let spec_source = format!(
         "{}#task_contract",
@@ -693,16 +717,22 @@ fn build_packet(
             true,
         ),
         packet::request_section(request, &format!("Rerun policy: {}", config.review.dossier.rerun_policy)),
+    ];
+    if let Some(known) = facts.known {
+        sections.push(packet::known_findings(&known.findings));
+    }
+    sections.extend([
         Section::derived("task_scope", "Task Scope", &spec_source, packet::list(scope), false),
         Section::derived(
             "workspace_classification",
             "Workspace Classification",
             &format!("{task}#workspace_classification"),
             format!(
-                "Task changes since approval: {}\nAmbient drift outside scope: {}\nUnchanged baseline dirt: {}\n\nTask changes are the review target. Ambient drift and baseline dirt are context, not findings by themselves.",
+                "Task changes since approval: {}\nAmbient drift outside scope: {}\nUnchanged baseline dirt: {}\nApproval baseline HEAD: {}\n\nTask changes are everything that differs from the approval baseline inside the task's scope, committed or not (submodule content included); they are the review target. Ambient drift and baseline dirt are context, not findings by themselves.",
                 classes.task_changes.len(),
                 classes.ambient_drift.len(),
-                classes.baseline_dirty.len()
+                classes.baseline_dirty.len(),
+                facts.base_head.unwrap_or("none (no commit at approval)")
             ),
             false,
         ),
@@ -710,7 +740,7 @@ fn build_packet(
             "task_changes",
             "Task Changes Since Approval Baseline",
             &format!("{task}#task_changes"),
-            task_changes(ws, &classes.task_changes),
+            task_changes(ws, facts.base_head, &classes.task_changes),
             false,
         ),
         Section::derived(
@@ -737,8 +767,13 @@ fn build_packet(
             &format!("{task}#acceptance_evidence"),
             spec.criteria()
                 .map(|c| {
+                    let freshness = match facts.fresh.stale.get(&c.id) {
+                        Some(why) => format!("stale ({})", why.describe()),
+                        None if c.status.is_empty() => "none recorded".into(),
+                        None => "current (bound to this definition and these files)".into(),
+                    };
                     format!(
-                        "- `{}` ({}): {}\n  - Status: {}\n  - Evidence: {}",
+                        "- `{}` ({}): {}\n  - Status: {}\n  - Evidence: {}\n  - Freshness: {freshness}",
                         c.id,
                         c.effective_kind(),
                         c.command,
@@ -750,7 +785,7 @@ fn build_packet(
                 .join("\n"),
             false,
         ),
-    ];
+    ]);
     sections.extend(packet::answer_sections(request));
     for path in CONTEXT_FILES.iter().map(|s| s.to_string()).chain(config.review.context.files.iter().cloned()) {
         for (file, content) in context_file(&ws.root, &path) {
@@ -760,7 +795,7 @@ fn build_packet(
     packet::render(
         &packet::Header { task_id: task, title: &spec.title, status: &spec.front.status },
         &sections,
-        config.review.context.max_bytes,
+        config.review.context.budget(),
     )
 }
 
@@ -806,13 +841,37 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
             format!("complete requires task status review; {task} is {}", spec.front.status),
         ));
     }
+    // The evidence and the review must speak for the files as they are now.
+    let fresh = super::evidence::freshness(&ws, &spec, &entries).await;
+    refuse_stale(&task, &fresh, "complete")?;
+    let reviewed = latest_review(&entries).map(|(_, tree, _)| tree).filter(|tree| !tree.is_empty());
+    if let (Some(reviewed), Ok(now)) = (&reviewed, &fresh.material)
+        && *reviewed != now.digest
+    {
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot complete {task}: the files in its scope changed after the review passed"),
+        )
+        .with_hint(format!("run `scafld build {task}` and `scafld review {task}` again")));
+    }
     match review::completion_authority(&entries) {
         Authority::Valid { provider, review_entry, .. } => {
-            record(daemon, &ws, &task, vec![LedgerEvent::Complete { reason: "task completed".into() }], "command:complete")?;
+            record(
+                daemon,
+                &ws,
+                &task,
+                vec![LedgerEvent::Complete { reason: "task completed".into() }],
+                "command:complete",
+            )?;
             let path = ws.index.read().expect("index").get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
             Ok(m::CompleteResult { task_id: task, status: "completed".into(), path, provider, review_entry })
         }
-        Authority::Invalid { reason } => Err(RpcError::new(ErrorKind::InvalidState, format!("cannot complete {task}: {reason}"))
-            .with_hint(format!("a passing review from codex, claude, gemini, command or an audited human override is needed: `scafld review {task}`"))),
+        Authority::Invalid { reason } => {
+            let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
+            Err(RpcError::new(ErrorKind::ReviewFailed, format!("cannot complete {task}: {reason}")).with_hint(format!(
+                "a passing review from codex, claude, gemini, command or an audited human override is needed; next: `{}` ({})",
+                next.command, next.reason
+            )))
+        }
     }
 }

@@ -10,7 +10,7 @@ use super::{entry, require_valid, spec_file, target_for, task_id, wire, write_er
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::harden::{self, Ground};
-use crate::domain::lifecycle::{Folder, Status, next_step};
+use crate::domain::lifecycle::{Folder, Status};
 use crate::domain::spec::project::project;
 use crate::domain::spec::render::{PlanInput, new_spec};
 use crate::domain::spec::{Spec, parse};
@@ -135,9 +135,15 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     }
     let status = spec.status().ok_or_else(|| RpcError::internal("valid spec without a status"))?;
     let mut next = spec.clone();
-    let (step, follow_up) = next_step(status, spec.harden_status(), &entry.task_id);
-    next.current_state.next = step.into();
-    next.current_state.allowed_follow_up = follow_up;
+    let action = crate::domain::next::next_action(&crate::domain::next::Facts {
+        spec: &spec,
+        replay: &Default::default(),
+        spec_errors: 0,
+        stale: &Default::default(),
+        running_review: None,
+    });
+    next.current_state.next = crate::domain::next::word(action.action).into();
+    next.current_state.allowed_follow_up = action.command;
     next.current_state.status = status.as_str().into();
     next.front.status = status.as_str().into();
     if next.current_state.current_phase.is_empty() {

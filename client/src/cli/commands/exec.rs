@@ -26,8 +26,15 @@ pub(super) fn caller() -> CallerContext {
 pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = connect_workspace(ctx)?;
-    let r = call::<m::TaskApprove>(&mut conn, &m::ApproveParams { root, task_id, reason: args.reason.clone() })?;
+    let params = m::ApproveParams { root, task_id, reason: args.reason.clone(), amend: args.amend };
+    let r = call::<m::TaskApprove>(&mut conn, &params)?;
     ctx.out.success(&r, || {
+        if args.amend {
+            return format!(
+                "amended the approved contract of {} (reason recorded)\nnext: {}",
+                r.task_id, r.next_command
+            );
+        }
         let mut text = format!("approved {} ({})\n", r.task_id, r.path);
         let head = r.head.as_deref().map(|h| &h[..h.len().min(12)]).unwrap_or("no commits yet");
         let _ = writeln!(text, "baseline: HEAD {head}, {} dirty or untracked path(s)", r.baseline_paths);
@@ -47,8 +54,18 @@ pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
 pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = connect_workspace(ctx)?;
-    let started =
-        call::<m::TaskBuild>(&mut conn, &m::BuildParams { root, task_id: task_id.clone(), caller: caller() })?;
+    let manual = match (&args.criterion, args.disposition.as_deref(), &args.reason) {
+        (Some(criterion_id), Some(disposition), Some(reason)) => Some(m::ManualEvidence {
+            criterion_id: criterion_id.clone(),
+            disposition: if disposition == "pass" { m::Disposition::Pass } else { m::Disposition::Fail },
+            reason: reason.clone(),
+            evidence_digest: args.evidence_digest.clone(),
+            actor: args.actor.clone(),
+        }),
+        _ => None,
+    };
+    let params = m::BuildParams { root, task_id: task_id.clone(), caller: caller(), manual };
+    let started = call::<m::TaskBuild>(&mut conn, &params)?;
     if let Some(outcome) = started.outcome {
         return Ok(print_outcome(ctx, &outcome));
     }
@@ -61,7 +78,9 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
     if args.detach {
         ctx.out
             .success(&serde_json::json!({"task_id": task_id, "job_id": job_id, "attached": started.attached}), || {
-                job_id.clone()
+                format!(
+                    "{job_id}\nfollow it: scafld job wait {job_id} (bounded, repeatable), scafld job status {job_id}, or scafld job cancel {job_id}"
+                )
             });
         return Ok(workflow::OK);
     }
@@ -95,6 +114,10 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
 
 fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
     let human = || {
+        if outcome.criteria.is_empty() {
+            // A step that ran nothing: a phase opened, or manual evidence recorded.
+            return format!("build {}: {}\nnext: {}", outcome.task_id, outcome.message, outcome.next_command);
+        }
         let mut text = format!(
             "build {}: {} - {} passed, {} failed\n",
             outcome.task_id, outcome.phase, outcome.passed, outcome.failed

@@ -170,6 +170,12 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             let _ =
                 writeln!(text, "  {} {} `{}`: {}", ctx.out.paint("blocked", Style::Bad), c.id, c.command, c.evidence);
         }
+        for c in s.criteria.iter().filter(|c| c.freshness == m::Freshness::Stale) {
+            let _ = writeln!(text, "  {} {}: {}", ctx.out.paint("stale", Style::Bad), c.id, c.stale_reason);
+        }
+        if !s.stale_changes.is_empty() {
+            let _ = writeln!(text, "changed since that evidence ran: {}", s.stale_changes.join(", "));
+        }
         if let Some(review) = &s.review {
             let _ = writeln!(
                 text,
@@ -180,7 +186,7 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             );
             text.push_str(&findings_text(review["findings"].as_array().map(Vec::as_slice).unwrap_or_default()));
         }
-        let _ = write!(text, "next: {}", s.next_command);
+        let _ = write!(text, "next: {} ({})", s.next_action.command, s.next_action.reason);
         text
     };
     if !s.valid {

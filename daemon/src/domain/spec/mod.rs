@@ -13,7 +13,7 @@ pub mod project;
 pub mod render;
 
 pub use model::*;
-pub use parse::{Diagnostic, Parsed, Severity, parse};
+pub use parse::{Diagnostic, Parsed, Severity, criterion_problems, parse};
 
 #[cfg(test)]
 mod corpus;

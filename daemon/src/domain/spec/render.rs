@@ -263,10 +263,10 @@ pub fn new_spec(input: &PlanInput<'_>) -> String {
     let state = CurrentState {
         status: "draft".into(),
         current_phase: "none".into(),
-        next: "approve".into(),
+        next: "harden".into(),
         reason: "draft created".into(),
         blockers: "none".into(),
-        allowed_follow_up: format!("scafld approve {id}"),
+        allowed_follow_up: format!("scafld harden {id}"),
         latest_runner_update: "none".into(),
         review_gate: "not_started".into(),
     };

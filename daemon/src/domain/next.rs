@@ -1,0 +1,220 @@
+//! The one place that decides what a task needs next. `status`, `handoff`, `plan`, `build`,
+//! `review` and the spec's `Allowed follow-up command` all ask [`next_action`], and following
+//! it never leads straight to a refusal: blockers come first (a broken spec, a changed
+//! contract, stale evidence, a manual criterion), then the lifecycle step.
+
+use std::collections::BTreeMap;
+
+use crate::domain::build;
+use crate::domain::evidence::{self, Stale};
+use crate::domain::ledger::Replay;
+use crate::domain::lifecycle::{HardenStatus, Status};
+use crate::domain::review::COMPLETING_PROVIDERS;
+use crate::domain::spec::Spec;
+
+pub use scafld_protocol::methods::{NextAction, NextRole as Role, NextStep as Action};
+
+/// The word the spec's `Next:` line shows (the original tool's vocabulary where it has one).
+pub fn word(action: Action) -> &'static str {
+    match action {
+        Action::FixSpec => "repair spec",
+        Action::Harden | Action::FinishHarden => "harden",
+        Action::Approve => "approve",
+        Action::AmendContract => "amend contract",
+        Action::Implement | Action::RerunStale => "build",
+        Action::Repair => "repair",
+        Action::RecordManualEvidence => "manual evidence",
+        Action::Review | Action::WaitForReview | Action::RetryReview => "review",
+        Action::DecideReview => "approve_review",
+        Action::Complete => "complete",
+        Action::Done => "done",
+        Action::Inspect => "inspect failure",
+    }
+}
+
+/// Everything the decision looks at.
+pub struct Facts<'a> {
+    /// The spec as its ledger projects it.
+    pub spec: &'a Spec,
+    pub replay: &'a Replay,
+    /// Structure errors of the spec on disk.
+    pub spec_errors: usize,
+    /// Stale evidence by criterion (empty when unknown, e.g. inside a projection write).
+    pub stale: &'a BTreeMap<String, Stale>,
+    /// The key of a review session of this task that has unfinished reviewers.
+    pub running_review: Option<&'a str>,
+}
+
+fn next(role: Role, action: Action, command: impl Into<String>, reason: impl Into<String>) -> NextAction {
+    NextAction { role, action, command: command.into(), reason: reason.into() }
+}
+
+fn ids(ids: &[String]) -> String {
+    ids.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")
+}
+
+pub fn next_action(f: &Facts<'_>) -> NextAction {
+    let id = f.spec.front.task_id.as_str();
+    if f.spec_errors > 0 {
+        return next(
+            Role::Agent,
+            Action::FixSpec,
+            format!("scafld validate {id}"),
+            format!("the spec has {} error(s); fix them first", f.spec_errors),
+        );
+    }
+    let Some(status) = f.spec.status() else {
+        return next(Role::Agent, Action::FixSpec, format!("scafld validate {id}"), "the spec has no valid status");
+    };
+    match status {
+        Status::Draft => draft(id, f.spec.harden_status()),
+        Status::Approved => {
+            next(Role::Agent, Action::Implement, format!("scafld build {id}"), "approved: open the first phase")
+        }
+        Status::Active | Status::Blocked | Status::Review => {
+            if let Some(pins) = &f.replay.pins {
+                let changes = evidence::contract_changes(f.spec, pins);
+                if !changes.is_empty() {
+                    return next(
+                        Role::Human,
+                        Action::AmendContract,
+                        format!("scafld approve {id} --amend --reason \"why\""),
+                        format!(
+                            "acceptance criteria differ from the approved contract ({}); restore them, or re-approve",
+                            changes.join(", ")
+                        ),
+                    );
+                }
+            }
+            if status == Status::Review {
+                return review(id, f);
+            }
+            building(id, status, f)
+        }
+        Status::Completed | Status::Cancelled => next(Role::None, Action::Done, "none", "the task is archived"),
+        Status::Failed => next(Role::Human, Action::Inspect, "none", "the task failed; create a new task to continue"),
+    }
+}
+
+fn draft(id: &str, harden: HardenStatus) -> NextAction {
+    match harden {
+        HardenStatus::InProgress => next(
+            Role::Agent,
+            Action::FinishHarden,
+            format!("scafld harden {id} --mark-passed"),
+            "a harden round is open: answer its checks, then close it",
+        ),
+        HardenStatus::Passed | HardenStatus::Overridden => {
+            next(Role::Human, Action::Approve, format!("scafld approve {id}"), "hardening passed: approve the contract")
+        }
+        _ => next(
+            Role::Agent,
+            Action::Harden,
+            format!("scafld harden {id}"),
+            "harden the draft before approval (or approve with `--reason`)",
+        ),
+    }
+}
+
+fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
+    let stale: Vec<String> = f.stale.keys().cloned().collect();
+    let target = build::current(f.spec);
+    let blockers = build::blockers(f.spec, &target);
+    let completed_stale: Vec<String> = stale.iter().filter(|c| build::in_completed_phase(f.spec, c)).cloned().collect();
+    if !completed_stale.is_empty() {
+        return next(
+            Role::Agent,
+            Action::RerunStale,
+            format!("scafld build {id}"),
+            format!("evidence of {} is stale: build re-runs it", ids(&completed_stale)),
+        );
+    }
+    if status == Status::Blocked {
+        let failing: Vec<String> = blockers.iter().filter(|b| !b.manual).map(|b| b.id.clone()).collect();
+        let manual: Vec<String> = blockers.iter().filter(|b| b.manual).map(|b| b.id.clone()).collect();
+        if failing.is_empty()
+            && let Some(first) = manual.first()
+        {
+            return next(
+                Role::Human,
+                Action::RecordManualEvidence,
+                format!("scafld build {id} --criterion {first} --disposition pass --reason \"what was checked\""),
+                format!("{} need(s) a person's evidence (pass or fail)", ids(&manual)),
+            );
+        }
+        return next(
+            Role::Agent,
+            Action::Repair,
+            format!("scafld build {id}"),
+            format!("repair {} (see `scafld handoff {id}`), then re-run the evidence", ids(&failing)),
+        );
+    }
+    next(
+        Role::Agent,
+        Action::Implement,
+        format!("scafld build {id}"),
+        format!("implement {} (see `scafld handoff {id}`), then record its evidence", target.label()),
+    )
+}
+
+fn review(id: &str, f: &Facts<'_>) -> NextAction {
+    let r = f.replay;
+    if let Some(key) = f.running_review {
+        return next(
+            Role::Reviewer,
+            Action::WaitForReview,
+            format!("scafld review wait --session-key {key}"),
+            "a review of this task is running",
+        );
+    }
+    if r.awaiting_approval.is_some() {
+        return next(
+            Role::Human,
+            Action::DecideReview,
+            format!("scafld review accept {id} --reason \"why\""),
+            "the review's verdict awaits a person's decision (or `scafld review reject`)",
+        );
+    }
+    if !f.stale.is_empty() {
+        let stale: Vec<String> = f.stale.keys().cloned().collect();
+        return next(
+            Role::Agent,
+            Action::RerunStale,
+            format!("scafld build {id}"),
+            format!("evidence of {} is stale: build re-runs it before any review or completion", ids(&stale)),
+        );
+    }
+    match r.review.as_ref().filter(|_| r.review_current) {
+        Some((verdict, provider, _)) if verdict == "pass" && !COMPLETING_PROVIDERS.contains(&provider.as_str()) => {
+            next(
+                Role::Reviewer,
+                Action::Review,
+                format!("scafld review {id}"),
+                format!("a `{provider}` review never completes a task; run an independent reviewer"),
+            )
+        }
+        Some((verdict, _, _)) if verdict == "pass" => {
+            next(Role::Human, Action::Complete, format!("scafld complete {id}"), "the review passed")
+        }
+        Some(_) => next(
+            Role::Agent,
+            Action::Repair,
+            format!("scafld build {id}"),
+            format!("the review failed: fix its blocking findings (see `scafld handoff {id}`), then rebuild"),
+        ),
+        None => match &r.failed_attempt {
+            Some(why) => next(
+                Role::Reviewer,
+                Action::RetryReview,
+                format!("scafld review {id}"),
+                format!("the last review gave no verdict ({why}); run it again"),
+            ),
+            None => next(
+                Role::Reviewer,
+                Action::Review,
+                format!("scafld review {id}"),
+                "the build finished: an independent reviewer judges it",
+            ),
+        },
+    }
+}

@@ -1,0 +1,83 @@
+//! Evidence freshness for a task: the material of its scope now (git2 and hashing, off the
+//! runtime's threads), which recorded results are stale against it, what changed, and the next
+//! action with all of that known. Build, status, handoff, review and complete ask here.
+
+use std::collections::BTreeMap;
+
+use crate::baseline::{self, Material};
+use crate::daemon::Daemon;
+use crate::domain::evidence::{self, Stale};
+use crate::domain::ledger::{self, LedgerEntry};
+use crate::domain::next::{Facts, NextAction, next_action};
+use crate::domain::review;
+use crate::domain::spec::Spec;
+use crate::workspace::Workspace;
+
+/// What the task's evidence says about the files as they are now.
+pub(crate) struct Freshness {
+    /// The material of the task's scope now; `Err` says why it could not be read.
+    pub material: Result<Material, String>,
+    pub stale: BTreeMap<String, Stale>,
+    /// Files (or scope paths) that differ from the material the stale evidence judged.
+    pub changes: Vec<String>,
+}
+
+/// The scope evidence is bound to: the paths the spec declares (never an explicit review scope,
+/// which only narrows what a reviewer reads).
+pub(crate) fn evidence_scope(spec: &Spec) -> Vec<String> {
+    review::scope(spec, &[])
+}
+
+pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material, String> {
+    let (root, scope) = (ws.root.clone(), evidence_scope(spec));
+    tokio::task::spawn_blocking(move || baseline::material(&root, &scope))
+        .await
+        .map_err(|e| format!("cannot read the workspace: {e}"))?
+}
+
+/// Freshness of every recorded result of `spec` (projected from `entries`).
+pub(crate) async fn freshness(ws: &Workspace, spec: &Spec, entries: &[LedgerEntry]) -> Freshness {
+    let recorded = spec.criteria().any(|c| evidence::latest_result(entries, &c.id).is_some());
+    if !recorded {
+        // Nothing recorded yet (a draft, a new task): there is nothing to compare.
+        return Freshness { material: Err("no evidence recorded".into()), stale: BTreeMap::new(), changes: Vec::new() };
+    }
+    let material = material_now(ws, spec).await;
+    let stale = evidence::stale(spec, entries, material.as_ref().ok().map(|m| m.digest.as_str()));
+    let mut changes = Vec::new();
+    match &material {
+        Ok(now) => {
+            let mut seen = std::collections::BTreeSet::new();
+            for why in stale.values() {
+                if let Stale::MaterialChanged { recorded } = why
+                    && seen.insert(recorded.clone())
+                {
+                    match evidence::recorded_material(entries, recorded) {
+                        Some(before) => changes.extend(baseline::material_changes(&ws.root, before, &now.entries)),
+                        None => changes.push("files in scope (the earlier content was not recorded)".into()),
+                    }
+                }
+            }
+            changes.sort();
+            changes.dedup();
+        }
+        Err(e) if !stale.is_empty() => changes.push(e.clone()),
+        Err(_) => {}
+    }
+    Freshness { material, stale, changes }
+}
+
+/// The next action with everything known: spec errors, stale evidence and running reviews.
+pub(crate) fn next_for(
+    daemon: &Daemon,
+    ws: &Workspace,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    spec_errors: usize,
+    stale: &BTreeMap<String, Stale>,
+) -> NextAction {
+    let replay = ledger::replay(entries);
+    let running =
+        daemon.sessions.latest(&ws.id, Some(&spec.front.task_id)).filter(|s| s.result.is_none()).map(|s| s.key.clone());
+    next_action(&Facts { spec, replay: &replay, spec_errors, stale, running_review: running.as_deref() })
+}
