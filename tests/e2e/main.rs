@@ -5,6 +5,7 @@ mod cli;
 mod corpus;
 mod daemon;
 mod exec;
+mod gate;
 mod providers;
 mod review;
 mod sessions;

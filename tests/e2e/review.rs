@@ -7,22 +7,22 @@ use std::process::Command;
 use scafld_tests::{Run, TestEnv};
 use serde_json::Value;
 
-const ATTACKS: &str = r#"[{"target":"diff","attack":"regression scan","result":"clean"},{"target":"spec","attack":"contract check","result":"clean"}]"#;
+pub(crate) const ATTACKS: &str = r#"[{"target":"diff","attack":"regression scan","result":"clean"},{"target":"spec","attack":"contract check","result":"clean"}]"#;
 
-fn pass() -> String {
+pub(crate) fn pass() -> String {
     format!(
         r#"{{"verdict":"pass","mode":"discover","summary":"No blockers.","findings":[],"attack_log":{ATTACKS},"budget":{{}}}}"#
     )
 }
 
-fn fail() -> String {
+pub(crate) fn fail() -> String {
     format!(
         r#"{{"verdict":"fail","mode":"discover","summary":"One blocker.","findings":[{{"id":"greeting-ignored","severity":"high","blocks_completion":true,"summary":"flag value never printed","location":{{"path":"src/lib.rs","line":2}},"evidence":"prints a constant","impact":"the flag does nothing","validation":"cargo test greeting"}}],"attack_log":{ATTACKS},"budget":{{}}}}"#
     )
 }
 
 /// A reviewer command that drains the packet from stdin and prints `answer`.
-fn reviewer(env: &TestEnv, name: &str, answer: &str, extra: &str) -> String {
+pub(crate) fn reviewer(env: &TestEnv, name: &str, answer: &str, extra: &str) -> String {
     let path = env.path(&format!("{name}.sh"));
     std::fs::write(&path, format!("#!/bin/sh\ncat > \"$0.packet\"\n{extra}\ncat <<'JSON'\n{answer}\nJSON\n")).unwrap();
     Command::new("chmod").arg("+x").arg(&path).status().unwrap();
@@ -31,13 +31,13 @@ fn reviewer(env: &TestEnv, name: &str, answer: &str, extra: &str) -> String {
 
 /// A git workspace with task `rev` built to review.
 /// `scafld review rev` with the `command` provider running `script`, then `extra` arguments.
-fn command_review(env: &TestEnv, script: &str, extra: &[&str]) -> Run {
+pub(crate) fn command_review(env: &TestEnv, script: &str, extra: &[&str]) -> Run {
     let mut args = vec!["review", "rev", "--provider", "command", "--provider-command", script];
     args.extend_from_slice(extra);
     env.scafld(&args)
 }
 
-fn to_review(env: &TestEnv) {
+pub(crate) fn to_review(env: &TestEnv) {
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::create_dir_all(env.work.join("src")).unwrap();
@@ -50,7 +50,7 @@ fn to_review(env: &TestEnv) {
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
 }
 
-fn ledger_types(env: &TestEnv) -> Vec<String> {
+pub(crate) fn ledger_types(env: &TestEnv) -> Vec<String> {
     let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
     entries.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap().to_string()).collect()
 }

@@ -216,6 +216,14 @@ fn redact_value(value: &mut Value, path: &str, redacted: &mut Vec<String>) {
     }
 }
 
+/// Text that may quote browser evidence (a matcher's reason): each line redacted like
+/// [`redact_browser_evidence`]'s plain-text form.
+pub fn redact_text(text: &str) -> (String, Vec<String>) {
+    let mut redacted = Vec::new();
+    let lines: Vec<String> = text.split('\n').map(|line| redact_line(line, &mut redacted)).collect();
+    (lines.join("\n"), redacted)
+}
+
 /// One line of text: header values, bearer tokens and credential query parameters.
 fn redact_line(line: &str, redacted: &mut Vec<String>) -> String {
     // A header anywhere on the line (`Cookie: ...`, `... Proxy-Authorization: Basic ...`): its

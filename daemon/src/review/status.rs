@@ -56,9 +56,18 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
                 } else {
                     work.checkpoint.phase.clone()
                 },
-                files_reviewed: work.checkpoint.reviewed.len(),
+                // A reviewer that answered judged the whole packet, checkpoints or not.
+                files_reviewed: if work.dossier.is_some() {
+                    session.files.len()
+                } else {
+                    work.checkpoint.reviewed.len()
+                },
                 findings_so_far: consensus::findings_so_far(&work.checkpoint),
-                files_remaining: consensus::remaining(&session.files, &work.checkpoint),
+                files_remaining: if work.dossier.is_some() {
+                    Vec::new()
+                } else {
+                    consensus::remaining(&session.files, &work.checkpoint)
+                },
                 preflight: work.checkpoint.preflight.clone(),
                 verdict: work
                     .dossier

@@ -725,7 +725,10 @@ impl BuildRun {
         };
         let (status, mut reason) = acceptance::evaluate(&kind, &facts);
         let (snippet, redacted) = if kind == "browser_evidence" && !o.stdout.bytes.is_empty() {
-            let (clean, redacted) = acceptance::redact_browser_evidence(&o.stdout.text());
+            let (clean, mut redacted) = acceptance::redact_browser_evidence(&o.stdout.text());
+            let (clean_reason, in_reason) = acceptance::redact_text(&reason);
+            reason = clean_reason;
+            redacted.extend(in_reason.into_iter().map(|r| format!("reason: {r}")));
             (tail_text(&clean, SNIPPET_BYTES), redacted)
         } else {
             (o.tail(SNIPPET_BYTES), Vec::new())

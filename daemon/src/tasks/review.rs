@@ -836,10 +836,12 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     let _guard = lock.lock().await;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     if spec.status() != Some(Status::Review) {
+        let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
         return Err(RpcError::new(
-            ErrorKind::InvalidState,
+            ErrorKind::ReviewFailed,
             format!("complete requires task status review; {task} is {}", spec.front.status),
-        ));
+        )
+        .with_hint(format!("next: `{}` ({})", next.command, next.reason)));
     }
     // The evidence and the review must speak for the files as they are now.
     let fresh = super::evidence::freshness(&ws, &spec, &entries).await;

@@ -1,0 +1,370 @@
+//! Gate truth through the real binaries: evidence bound to content (a repair edit less than a
+//! second after a failed review is caught), committed work and submodule content in the
+//! review, known findings in verify mode, the approved contract pinned, manual evidence, one
+//! next action everywhere, secrets kept out of the ledger, and the small gate repairs.
+
+use scafld_tests::{TestEnv, git};
+use serde_json::Value;
+
+use crate::review::{ATTACKS, command_review, fail, ledger_types, pass, reviewer};
+
+/// A git repository with one commit, a scafld workspace, and task `rev` approved and opened.
+/// `phase` is the body of its only phase's Acceptance list; `scope` its Scope line.
+fn opened(env: &TestEnv, scope: &str, phase: &str) {
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join("README.md"), "# project\n").unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    env.init();
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nGate truth.\n\n## Scope\n\n- `{scope}` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n{phase}"
+    );
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "gate tests"]).assert_code(0);
+    let opened = env.scafld(&["build", "rev"]);
+    opened.assert_code(0);
+    assert!(opened.stdout.contains("build rev: phase1 opened; implement it"), "{}", opened.stdout);
+}
+
+const GREET: &str = "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n";
+
+fn write(env: &TestEnv, path: &str, text: &str) {
+    let full = env.work.join(path);
+    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+    std::fs::write(full, text).unwrap();
+}
+
+fn status(env: &TestEnv) -> Value {
+    env.scafld(&["status", "rev", "--json"]).json()["result"].clone()
+}
+
+/// The spec file wherever its status put it.
+fn spec_text(env: &TestEnv) -> String {
+    let path = status(env)["path"].as_str().unwrap().to_string();
+    std::fs::read_to_string(env.work.join(path)).unwrap()
+}
+
+fn dossier(verdict: &str, mode: &str, findings: &str) -> String {
+    format!(
+        r#"{{"verdict":"{verdict}","mode":"{mode}","summary":"s","findings":[{findings}],"attack_log":{ATTACKS},"budget":{{}}}}"#
+    )
+}
+
+#[test]
+fn a_repair_after_a_failed_review_is_checked_again_even_within_the_same_second() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "fail", &fail(), ""), &["--json"]).assert_code(4);
+
+    // The "repair" breaks the criterion, well within the second of the last evidence.
+    write(&env, "src/lib.rs", "pub fn hello() {}\n");
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
+    assert_eq!(s["stale_changes"], serde_json::json!(["src/lib.rs (working tree)"]));
+    assert_eq!(s["next_action"]["action"], "rerun_stale");
+    assert_eq!(s["next_command"], "scafld build rev");
+    let refused = env.scafld(&["complete", "rev", "--json"]);
+    refused.assert_code(4);
+    assert!(
+        refused.json()["error"]["message"].as_str().unwrap().contains("stale evidence for `a1`"),
+        "{}",
+        refused.stdout
+    );
+    let review = command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--json"]);
+    review.assert_code(4);
+    assert!(review.json()["error"]["message"].as_str().unwrap().contains("stale evidence"), "{}", review.stdout);
+
+    // build re-runs the stale criterion and reports the failure normally.
+    let rebuilt = env.scafld(&["build", "rev", "--json"]);
+    rebuilt.assert_code(3);
+    let outcome = rebuilt.json()["result"].clone();
+    assert_eq!(outcome["criteria"][0]["criterion_id"], "a1");
+    assert_eq!(outcome["criteria"][0]["status"], "fail");
+    assert_eq!(status(&env)["status"], "blocked");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+
+    // Fixed for real: the evidence runs again, a new review passes, and complete archives it.
+    write(&env, "src/lib.rs", "pub fn greet() -> &'static str { \"hi\" }\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(
+        &env,
+        &reviewer(&env, "pass2", &pass(), ""),
+        &["--mode", "discover", "--min-attack-angles", "2", "--json"],
+    )
+    .assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+    let archived = spec_text(&env);
+    assert!(archived.contains("- [x] `a1`") && archived.contains("status: completed"), "{archived}");
+}
+
+#[test]
+fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    git(&env.work, &["add", "src/lib.rs"]);
+    git(&env.work, &["commit", "-qm", "the agent commits its work"]);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    // No reviewer CLI anywhere on PATH: printing the packet still works.
+    let run = {
+        let mut command = env.scafld_command(&["review", "rev", "--print-context", "--json"]);
+        command.env("PATH", "/usr/bin:/bin");
+        scafld_tests::Run::from(command.output().unwrap())
+    };
+    run.assert_code(0);
+    let packet = run.json()["result"]["context"].as_str().unwrap().to_string();
+    assert!(packet.contains("Task changes since approval: 1"), "{packet}");
+    assert!(packet.contains("- `src/lib.rs`") && packet.contains("+pub fn greet() {}"), "{packet}");
+    assert!(packet.contains("Freshness: current"), "{packet}");
+    let source = packet.lines().find(|l| l.starts_with("- file `README.md` sha256=")).expect("README source");
+    assert!(source.ends_with("bytes=10"), "no stray backtick after a source: {source}");
+    assert_eq!(ledger_types(&env).last().map(String::as_str), Some("build"), "print-context records nothing");
+
+    // The committed change makes earlier evidence stale too: committing is not a loophole.
+    write(&env, "src/lib.rs", "pub fn greet() {}\npub fn more() {}\n");
+    git(&env.work, &["commit", "-qam", "more"]);
+    assert_eq!(status(&env)["criteria"][0]["freshness"], "stale");
+    assert!(status(&env)["stale_changes"][0].as_str().unwrap().contains("src/lib.rs"), "{}", status(&env));
+}
+
+/// A repository with one committed file, added to the work tree as submodule `vendor/lib`.
+fn submodule(env: &TestEnv) {
+    let upstream = env.path("upstream");
+    std::fs::create_dir_all(&upstream).unwrap();
+    git(&upstream, &["init", "-q"]);
+    std::fs::write(upstream.join("file.txt"), "v1\n").unwrap();
+    git(&upstream, &["add", "-A"]);
+    git(&upstream, &["commit", "-qm", "upstream"]);
+    let url = upstream.display().to_string();
+    git(&env.work, &["-c", "protocol.file.allow=always", "submodule", "add", "-q", &url, "vendor/lib"]);
+    git(&env.work, &["commit", "-qm", "add the submodule"]);
+}
+
+#[test]
+fn submodule_content_is_reviewed_and_guarded() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join("README.md"), "# project\n").unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    submodule(&env);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Sub\n\n## Scope\n\n- `vendor/lib` - the vendored library.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `s1` test - the file is there\n  - Command: `test -f vendor/lib/file.txt`\n";
+    write(&env, ".scafld/specs/drafts/rev.md", spec);
+    env.scafld(&["approve", "rev", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    // The agent's change lives inside the submodule.
+    write(&env, "vendor/lib/file.txt", "v2\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
+    let packet = packet.as_str().unwrap();
+    assert!(packet.contains("- `vendor/lib/file.txt`"), "{packet}");
+    assert!(packet.contains("+v2"), "{packet}");
+
+    // An edit inside the submodule makes the evidence stale.
+    write(&env, "vendor/lib/file.txt", "v3\n");
+    assert_eq!(status(&env)["criteria"][0]["freshness"], "stale");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+
+    // A reviewer that edits a file inside the submodule fails the review, though it said pass.
+    let tamper = reviewer(&env, "tamper", &pass(), "echo tampered >> vendor/lib/file.txt");
+    let run = command_review(&env, &tamper, &["--min-attack-angles", "2", "--json"]);
+    run.assert_code(4);
+    let findings = run.json()["result"]["findings"].clone();
+    let guard = findings.as_array().unwrap().iter().find(|f| f["id"] == "workspace-mutation").expect("guard finding");
+    assert!(guard["evidence"].as_str().unwrap().contains("vendor/lib"), "{guard}");
+}
+
+#[test]
+fn verify_mode_carries_the_open_findings_of_the_previous_review() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    command_review(&env, &reviewer(&env, "fail", &fail(), ""), &["--json"]).assert_code(4);
+    write(&env, "src/lib.rs", "pub fn greet() -> &'static str { \"hi\" }\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let run = env.scafld(&["review", "rev", "--print-context", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["mode"], "verify");
+    let packet = run.json()["result"]["context"].as_str().unwrap().to_string();
+    let known = &packet[packet.find("## Known Findings").expect("known findings section")..];
+    assert!(known.contains("`greeting-ignored` [high/blocks completion] flag value never printed"), "{known}");
+    assert!(known.contains("Location: `src/lib.rs:2`") && known.contains("Validation: cargo test greeting"), "{known}");
+    assert!(packet.contains("- `known_findings` (Known Findings): rendered="), "{packet}");
+    // The verify pass marks the finding fixed and passes.
+    let fixed = dossier(
+        "pass",
+        "verify",
+        r#"{"id":"greeting-ignored","severity":"high","blocks_completion":true,"status":"fixed","summary":"now printed"}"#,
+    );
+    command_review(&env, &reviewer(&env, "verify", &fixed, ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn the_approved_contract_is_pinned() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("`grep -q greet src/lib.rs`", "`true`")).unwrap();
+    let refused = env.scafld(&["build", "rev", "--json"]);
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("differ from the approved contract: `a1` changed"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld approve rev --amend --reason"), "{error}");
+    assert_eq!(status(&env)["next_action"]["action"], "amend_contract");
+    env.scafld(&["approve", "rev", "--amend"]).assert_code(2);
+    env.scafld(&["approve", "rev", "--amend", "--reason", "the lead agreed to drop the check"]).assert_code(0);
+    let types = ledger_types(&env);
+    assert_eq!(types.last().map(String::as_str), Some("contract_amended"));
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    env.scafld(&["approve", "rev", "--amend", "--reason", "again"]).assert_code(1);
+}
+
+#[test]
+fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
+    let env = TestEnv::new();
+    let phase = "- [ ] `m1` manual - a person checks the copy\n- [ ] `a1` test - runs\n  - Command: `true`\n";
+    opened(&env, "docs/copy.md", phase);
+    let blocked = env.scafld(&["build", "rev", "--json"]);
+    blocked.assert_code(3);
+    let m1 = blocked.json()["result"]["criteria"][0].clone();
+    assert_eq!((m1["criterion_id"].as_str(), m1["status"].as_str()), (Some("m1"), Some("pending")));
+    let s = status(&env);
+    assert_eq!(s["next_action"]["action"], "record_manual_evidence");
+    assert_eq!(s["next_action"]["role"], "human");
+    assert!(s["next_command"].as_str().unwrap().starts_with("scafld build rev --criterion m1 --disposition pass"));
+    assert!(spec_text(&env).contains("Blockers: `m1` needs manual evidence"), "{}", spec_text(&env));
+    let handoff = env.scafld(&["handoff", "rev"]).stdout;
+    assert!(
+        handoff.contains("`m1` a person checks the copy (manual)") && handoff.contains("--criterion m1"),
+        "{handoff}"
+    );
+
+    let forced = env.scafld(&["build", "rev", "--criterion", "a1", "--disposition", "pass", "--reason", "x"]);
+    forced.assert_code(2);
+    env.scafld(&["build", "rev", "--criterion", "m1", "--disposition", "pass"]).assert_code(2);
+    let digest = "ab".repeat(32);
+    let recorded = env.scafld(&[
+        "build",
+        "rev",
+        "--criterion",
+        "m1",
+        "--disposition",
+        "pass",
+        "--reason",
+        "copy read against the brief",
+        "--evidence-digest",
+        &digest,
+        "--actor",
+        "dana",
+    ]);
+    recorded.assert_code(0);
+    assert!(recorded.stdout.contains("recorded manual evidence for `m1`: pass"), "{}", recorded.stdout);
+    assert_eq!(status(&env)["status"], "review", "the phase concluded in the same call");
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let manual = entries.as_array().unwrap().iter().find(|e| e["type"] == "manual_evidence").expect("audit entry");
+    assert_eq!((manual["actor"].as_str(), manual["evidence_digest"].as_str()), (Some("dana"), Some(digest.as_str())));
+    assert_eq!(manual["reason"], "copy read against the brief");
+}
+
+#[test]
+fn every_surface_names_the_same_next_step() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let plan = env.scafld(&["plan", "nxt", "--command", "true", "--json"]);
+    plan.assert_code(0);
+    let agree = |env: &TestEnv, task: &str| {
+        let s = env.scafld(&["status", task, "--json"]).json()["result"].clone();
+        let path = env.work.join(s["path"].as_str().unwrap());
+        let spec = std::fs::read_to_string(path).unwrap();
+        let handoff = env.scafld(&["handoff", task]).stdout;
+        let command = s["next_action"]["command"].as_str().unwrap().to_string();
+        assert!(handoff.contains(&format!("Next: `{command}`")), "handoff: {handoff}\nstatus: {s}");
+        command_in_spec(&spec, &command, &s);
+        command
+    };
+    // A fresh draft: harden first (approve would refuse without it).
+    let path = env.work.join(".scafld/specs/drafts/nxt.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let text: String = text.lines().filter(|l| !l.contains("TODO")).map(|l| format!("{l}\n")).collect::<String>();
+    std::fs::write(&path, text).unwrap();
+    assert_eq!(agree(&env, "nxt"), "scafld harden nxt");
+    env.scafld(&["approve", "nxt", "--reason", "t"]).assert_code(0);
+    assert_eq!(agree(&env, "nxt"), "scafld build nxt");
+    env.scafld(&["build", "nxt"]).assert_code(0);
+    assert_eq!(agree(&env, "nxt"), "scafld build nxt");
+    env.scafld(&["build", "nxt"]).assert_code(0);
+    assert_eq!(agree(&env, "nxt"), "scafld review nxt");
+    // After a `local` pass the next step names a real review, never `complete`.
+    env.scafld(&["review", "nxt", "--provider", "local", "--min-attack-angles", "1"]).assert_code(0);
+    assert_eq!(agree(&env, "nxt"), "scafld review nxt");
+}
+
+/// The spec's `Allowed follow-up command` is the same command (status may add stale evidence
+/// a projection did not know of; none here).
+fn command_in_spec(spec: &str, command: &str, status: &Value) {
+    assert!(spec.contains(&format!("Allowed follow-up command: `{command}`")), "spec:\n{spec}\nstatus: {status}");
+}
+
+#[test]
+fn browser_evidence_secrets_never_reach_the_ledger() {
+    let env = TestEnv::new();
+    let evidence = r#"{"url":"http://localhost/app?token=tok-SECRET-1","viewport":"800x600","auth":{"mode":"storage_state","cookies":[{"name":"sid","value":"cookie-SECRET-2"}]},"headers":{"Authorization":"Bearer bearer-SECRET-3"},"screenshots":[{"path":"s.png"}],"console_errors":[],"network_errors":[]}"#;
+    write(&env, "evidence.json", evidence);
+    let phase =
+        "- [ ] `ui` browser - renders\n  - Command: `cat evidence.json`\n  - Expected kind: `browser_evidence`\n";
+    opened(&env, "src", phase);
+    let run = env.scafld(&["build", "rev", "--json"]);
+    run.assert_code(0);
+    let reason = run.json()["result"]["criteria"][0]["reason"].as_str().unwrap().to_string();
+    assert!(reason.contains("browser evidence accepted") && reason.contains("redacted before recording"), "{reason}");
+    let ledger = env.scafld(&["session", "rev", "--json"]).stdout;
+    for secret in ["tok-SECRET-1", "cookie-SECRET-2", "bearer-SECRET-3"] {
+        assert!(!ledger.contains(secret), "{secret} reached the ledger: {ledger}");
+    }
+    assert!(ledger.contains("auth.cookies") && ledger.contains("headers.Authorization"), "{ledger}");
+}
+
+#[test]
+fn reconcile_restores_an_edited_status_line_and_a_hand_moved_spec_gets_a_baseline() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\nStatus: active\n"));
+    std::fs::write(&path, text.replace("\nStatus: active\n", "\nStatus: completed\n")).unwrap();
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+
+    // A spec moved to approved/ by hand, never approved here: build records a baseline and
+    // adopts its criteria as the approved contract before it runs anything.
+    let moved = "---\nspec_version: '2.0'\ntask_id: moved\nstatus: approved\n---\n\n# Moved\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `m` test - x\n  - Command: `true`\n";
+    write(&env, ".scafld/specs/approved/moved.md", moved);
+    env.scafld(&["build", "moved"]).assert_code(0);
+    let entries = env.scafld(&["session", "moved", "--json"]).json()["result"]["entries"].clone();
+    let types: Vec<&str> = entries.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(&types[..2], ["workspace_baseline", "approval"], "{entries}");
+    assert!(entries[1]["reason"].as_str().unwrap().starts_with("adopted at build"), "{entries}");
+    assert_eq!(entries[1]["criteria"].as_object().map(|c| c.len()), Some(1));
+}
+
+#[test]
+fn review_status_counts_a_finished_pass_as_every_file_reviewed() {
+    let env = TestEnv::new();
+    opened(&env, "src", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    write(&env, "src/main.rs", "fn main() {}\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let s = env.scafld(&["review", "status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(s["files_total"], 2, "{s}");
+    assert_eq!(s["reviewers"][0]["files_reviewed"], 2, "{s}");
+    let text = env.scafld(&["review", "status", "rev"]).stdout;
+    assert!(text.contains("2/2 files reviewed"), "{text}");
+}
