@@ -5,23 +5,34 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use crate::domain::lifecycle::Folder;
 use crate::domain::spec::{Parsed, parse};
 use crate::workspace::specfile;
 
 /// Size and modification time: enough to tell our own write from a later edit.
+/// Whether a file may have changed since it was read: size, inode and both nanosecond
+/// timestamps. The change time cannot be set by a user (unlike the modification time), and an
+/// atomic rename gives a new inode, so a rewrite of the same size within one clock tick is
+/// still seen. This only decides when to re-read; the content read is what counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
     len: u64,
-    modified: Option<SystemTime>,
+    inode: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
 }
 
 impl Stamp {
     pub fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
         let meta = std::fs::metadata(path).ok()?;
-        Some(Stamp { len: meta.len(), modified: meta.modified().ok() })
+        Some(Stamp {
+            len: meta.len(),
+            inode: meta.ino(),
+            modified: (meta.mtime(), meta.mtime_nsec()),
+            changed: (meta.ctime(), meta.ctime_nsec()),
+        })
     }
 }
 
@@ -83,7 +94,7 @@ impl Index {
     }
 
     /// Bring the index in line with the disk without waiting for the watcher: list the spec
-    /// folders, re-read only files whose size or mtime changed, drop vanished ones. Returns the
+    /// folders, re-read only files whose stamp changed, drop vanished ones. Returns the
     /// task ids whose entries changed.
     pub fn sync(&mut self) -> Vec<String> {
         let on_disk = specfile::scan(&self.root);

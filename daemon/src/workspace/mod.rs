@@ -51,7 +51,7 @@ impl Workspace {
         self.job_slots.acquire(limit).await
     }
 
-    /// The merged configuration; re-read when either file's size or mtime changed (so an edit
+    /// The merged configuration; re-read when either file's stamp changed (so an edit
     /// counts at once, without waiting for the watcher).
     pub fn config(&self) -> Result<Config, ConfigError> {
         let stamps = [Stamp::of(&self.root.join(config::BASE_FILE)), Stamp::of(&self.root.join(config::LOCAL_FILE))];
