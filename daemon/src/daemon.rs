@@ -148,9 +148,15 @@ impl Daemon {
     pub async fn workspace(&self, root: &str) -> RpcResult<Arc<Workspace>> {
         let canonical = canonical_root(Path::new(root))?;
         {
-            let open = self.open_workspaces.lock().await;
-            if let Some(ws) = open.values().find(|w| w.root == canonical) {
-                return Ok(ws.clone());
+            let mut open = self.open_workspaces.lock().await;
+            if let Some(ws) = open.values().find(|w| w.root == canonical).cloned() {
+                // The same folder may hold a different workspace now (deleted and initialised
+                // again, or re-cloned): its id file says which one it is.
+                let current = std::fs::read_to_string(canonical.join(layout::ID_FILE)).ok();
+                if current.as_deref().map(str::trim) == Some(ws.id.as_str()) {
+                    return Ok(ws);
+                }
+                open.remove(&ws.id);
             }
         }
         self.open_workspace(&canonical).await?;

@@ -52,20 +52,38 @@ pub struct Choice<'a> {
     pub reasoning: Option<&'a str>,
 }
 
+/// Variables each host agent sets in the shells it spawns (read from the real CLIs): exact
+/// names, because prefixes such as `CLAUDE_CODE*` or `GEMINI_CLI*` also match settings users
+/// export everywhere (`CLAUDE_CODE_USE_BEDROCK`, `GEMINI_CLI_HOME`).
+const HOST_MARKERS: [(&str, &[&str]); 3] = [
+    ("claude", &["CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SESSION_ID"]),
+    ("codex", &["CODEX_THREAD_ID", "CODEX_SESSION_ID", "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_CI"]),
+    ("gemini", &["GEMINI_CLI"]),
+];
+
 /// The agent the caller runs inside: `SCAFLD_HOST_AGENT`, else the host's environment markers.
 pub fn host_agent(env: &BTreeMap<String, String>) -> Option<&'static str> {
     if let Some(host) = env.get("SCAFLD_HOST_AGENT") {
         return ["codex", "claude", "gemini"].into_iter().find(|h| h == host);
     }
-    let has = |prefixes: &[&str]| env.keys().any(|k| prefixes.iter().any(|p| k.starts_with(p)));
-    if has(&["CODEX_THREAD", "CODEX_SESSION", "CODEX_SANDBOX"]) {
-        Some("codex")
-    } else if has(&["CLAUDECODE", "CLAUDE_CODE", "CLAUDE_SESSION_"]) {
-        Some("claude")
-    } else if has(&["GEMINI_CLI"]) {
-        Some("gemini")
-    } else {
-        None
+    genuine_host(env)
+}
+
+/// The host agent from its own markers only (never the self-declared `SCAFLD_HOST_AGENT`).
+pub fn genuine_host(env: &BTreeMap<String, String>) -> Option<&'static str> {
+    HOST_MARKERS
+        .iter()
+        .find(|(_, markers)| markers.iter().any(|m| env.get(*m).is_some_and(|v| !v.is_empty())))
+        .map(|(host, _)| *host)
+}
+
+/// How to install a reviewer CLI (the npm packages the project tests against).
+pub fn install_hint(name: &str) -> Option<&'static str> {
+    match name {
+        "codex" => Some("npm install -g @openai/codex"),
+        "claude" => Some("npm install -g @anthropic-ai/claude-code"),
+        "gemini" => Some("npm install -g @google/gemini-cli"),
+        _ => None,
     }
 }
 
@@ -118,7 +136,10 @@ pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, Strin
                 ErrorKind::ReviewFailed,
                 format!("the {name} CLI is not on your PATH; the review fails closed"),
             )
-            .with_hint(format!("install {name}, or choose another provider with --provider"))
+            .with_hint(format!(
+                "install it (`{}`), or choose another provider with --provider",
+                install_hint(name).unwrap_or("see its documentation")
+            ))
         }),
         "auto" => {
             if let Some(command) = command {
@@ -147,8 +168,9 @@ pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, Strin
     }
 }
 
-/// A stream-json line: its `type.subtype` (`system.init`, `assistant`, `tool_use`, ...) and,
-/// for the `system.init` event, the model and session the provider reports.
+/// A stream-json line of any provider: its `type.subtype` (`system.init`, `assistant`,
+/// `item.completed`, ...) and, for the event where a provider introduces itself, the model and
+/// session it reports: claude's `system.init`, gemini's `init`, codex's `thread.started`.
 fn stream_event(line: &[u8]) -> Option<(String, Option<Provenance>)> {
     let value: Value = serde_json::from_slice(line).ok()?;
     let kind = value.get("type")?.as_str()?;
@@ -157,7 +179,11 @@ fn stream_event(line: &[u8]) -> Option<(String, Option<Provenance>)> {
         None => kind.to_string(),
     };
     let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_string);
-    let init = (label == "system.init").then(|| Provenance { model: text("model"), session_id: text("session_id") });
+    let init = match label.as_str() {
+        "system.init" | "init" => Some(Provenance { model: text("model"), session_id: text("session_id") }),
+        "thread.started" => Some(Provenance { model: None, session_id: text("thread_id") }),
+        _ => None,
+    };
     Some((label, init))
 }
 
@@ -250,40 +276,81 @@ pub fn strip_nulls(value: Value) -> Value {
 
 /// The dossier schema in the strict form codex's output schema needs.
 pub fn strict_schema() -> Value {
-    strict(scafld_protocol::schemas::review_dossier())
+    strict(scafld_protocol::schemas::provider_dossier())
 }
 
-/// `schema` in the strict form codex's output schema needs: every property required, the
-/// optional ones nullable.
-fn strict(mut schema: Value) -> Value {
-    fn make_strict(value: &mut Value) {
-        if let Some(object) = value.as_object_mut() {
-            if let Some(Value::Object(props)) = object.get("properties").cloned() {
-                let required: Vec<String> = object
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-                    .unwrap_or_default();
-                let mut new_props = serde_json::Map::new();
-                for (key, mut prop) in props {
-                    make_strict(&mut prop);
-                    let prop = if required.contains(&key) { prop } else { json!({"anyOf": [prop, {"type": "null"}]}) };
-                    new_props.insert(key, prop);
-                }
-                object.insert("required".into(), Value::Array(new_props.keys().cloned().map(Value::String).collect()));
-                object.insert("properties".into(), Value::Object(new_props));
-            }
-            for (key, child) in object.iter_mut() {
-                if key != "properties" {
-                    make_strict(child);
-                }
-            }
-        } else if let Some(items) = value.as_array_mut() {
-            items.iter_mut().for_each(make_strict);
+/// Keywords OpenAI's strict structured outputs accept; others are dropped (they only ever
+/// narrowed what scafld validates again itself).
+const STRICT_KEYWORDS: [&str; 20] = [
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "anyOf",
+    "description",
+    "title",
+    "const",
+    "$defs",
+    "$ref",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minItems",
+    "maxItems",
+];
+
+/// `schema` in the form OpenAI's strict structured outputs require (codex's `--output-schema`
+/// is sent that way): no `$schema`/`$id`, every object closed (`additionalProperties: false`)
+/// with every property required (optional ones as a union with null), a `type` on every
+/// schema (enums are strings), and only supported keywords.
+fn strict(schema: Value) -> Value {
+    fn convert(value: Value) -> Value {
+        let Value::Object(mut object) = value else { return value };
+        object.retain(|key, _| STRICT_KEYWORDS.contains(&key.as_str()));
+        if object.contains_key("enum") && !object.contains_key("type") {
+            let strings = object["enum"].as_array().is_some_and(|v| v.iter().all(Value::is_string));
+            object.insert("type".into(), json!(if strings { "string" } else { "number" }));
         }
+        if let Some(Value::Object(props)) = object.remove("properties") {
+            let required: Vec<String> = object
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                .unwrap_or_default();
+            let mut converted = serde_json::Map::new();
+            for (key, prop) in props {
+                let prop = convert(prop);
+                let prop = if required.contains(&key) { prop } else { json!({"anyOf": [prop, {"type": "null"}]}) };
+                converted.insert(key, prop);
+            }
+            object.insert("required".into(), Value::Array(converted.keys().cloned().map(Value::String).collect()));
+            object.insert("properties".into(), Value::Object(converted));
+            object.insert("additionalProperties".into(), Value::Bool(false));
+        } else if object.get("type").and_then(Value::as_str) == Some("object") {
+            object.insert("properties".into(), json!({}));
+            object.insert("required".into(), json!([]));
+            object.insert("additionalProperties".into(), Value::Bool(false));
+        }
+        for key in ["items", "$defs", "anyOf"] {
+            if let Some(child) = object.remove(key) {
+                let child = match child {
+                    Value::Array(items) => Value::Array(items.into_iter().map(convert).collect()),
+                    Value::Object(map) if key == "$defs" => {
+                        Value::Object(map.into_iter().map(|(k, v)| (k, convert(v))).collect())
+                    }
+                    other => convert(other),
+                };
+                object.insert(key.into(), child);
+            }
+        }
+        Value::Object(object)
     }
-    make_strict(&mut schema);
-    schema
+    convert(schema)
 }
 
 fn quote(arg: &str) -> String {
@@ -303,6 +370,8 @@ pub struct Invocation {
     pub env: BTreeMap<String, String>,
     pub answer: Answer,
     pub output_format: &'static str,
+    /// Idleness is judged on stdout events alone (codex's `--json` stream).
+    pub idle_on_stdout: bool,
 }
 
 pub enum Answer {
@@ -323,15 +392,25 @@ pub enum Expect<'a> {
 }
 
 /// Prepare the external CLI run in `scratch` (a directory of its own for this run).
+/// Where a provider run happens and for whom.
+pub struct Place<'a> {
+    /// A directory of the run's own for its scratch files.
+    pub scratch: &'a Path,
+    pub root: &'a Path,
+    pub client_exe: &'a str,
+    pub socket: &'a Path,
+    /// The environment the provider will run with (the caller's, or a worker's): user-level
+    /// auth settings are carried over from it.
+    pub env: &'a BTreeMap<String, String>,
+}
+
 pub fn invocation(
     provider: &Provider,
-    scratch: &Path,
-    root: &Path,
-    client_exe: &str,
-    socket: &Path,
+    place: &Place<'_>,
     submissions: &Submissions,
     expect: Expect<'_>,
 ) -> std::io::Result<Invocation> {
+    let Place { scratch, root, client_exe, socket, env: caller_env } = *place;
     std::fs::create_dir_all(scratch)?;
     let mut env = BTreeMap::new();
     let template = match expect {
@@ -352,9 +431,13 @@ pub fn invocation(
         Ok((token, server))
     };
     Ok(match provider {
-        Provider::Command(command) => {
-            Invocation { command: command.clone(), env, answer: Answer::Stdout, output_format: "command.stdout" }
-        }
+        Provider::Command(command) => Invocation {
+            command: command.clone(),
+            env,
+            answer: Answer::Stdout,
+            output_format: "command.stdout",
+            idle_on_stdout: false,
+        },
         Provider::Local => return Err(std::io::Error::other("the local provider runs no process")),
         Provider::Codex(cli) => {
             let out = scratch.join("last-message.json");
@@ -369,9 +452,14 @@ pub fn invocation(
                 .map(|s| s.to_string())
                 .collect();
             args.push(root.display().to_string());
-            args.extend(["--ephemeral", "--ignore-user-config"].map(String::from));
+            // --json: events on stdout (idleness is judged on them, and they name the model
+            // and session); the hosted web search is off; AGENTS.md stays out of the prompt
+            // unless a template asks for project settings.
+            args.extend(["--ephemeral", "--ignore-user-config", "--json"].map(String::from));
+            args.extend(["-c".to_string(), "web_search=\"disabled\"".to_string()]);
             if template.is_none_or(template::codex_ignores_rules) {
                 args.push("--ignore-rules".into());
+                args.extend(["-c".to_string(), "project_doc_max_bytes=0".to_string()]);
             }
             args.extend(["--color", "never", "--output-last-message"].map(String::from));
             args.push(out.display().to_string());
@@ -388,6 +476,7 @@ pub fn invocation(
                 env,
                 answer: Answer::File(out),
                 output_format: "codex.output_file",
+                idle_on_stdout: true,
             }
         }
         Provider::Claude(cli) => {
@@ -408,7 +497,7 @@ pub fn invocation(
                 None => (
                     "Read,Grep,Glob".into(),
                     "Read,Grep,Glob,mcp__scafld__submit_review".into(),
-                    "Agent,Task,Bash,Edit,MultiEdit,Write,NotebookEdit".into(),
+                    "Agent,Task,Bash,Edit,Write,NotebookEdit".into(),
                 ),
             };
             let mut args: Vec<String> = [
@@ -435,8 +524,15 @@ pub fn invocation(
                 // Never more than the allow list: tools outside it are denied, not prompted.
                 args.extend(["--permission-mode".to_string(), "default".to_string()]);
             }
-            if template.is_some_and(|t| t.loads_project_settings()) {
-                args.extend(["--setting-sources".to_string(), "project".to_string()]);
+            // The user's own settings (hooks, CLAUDE.md, permissions) never reach a reviewer:
+            // only the project's, when a template asks for them; auth settings are carried
+            // over on their own.
+            let sources = if template.is_some_and(|t| t.loads_project_settings()) { "project" } else { "" };
+            args.extend(["--setting-sources".to_string(), sources.to_string()]);
+            if let Some(auth) = claude_auth_settings(caller_env) {
+                let path = scratch.join("claude-settings.json");
+                write_private(&path, &serde_json::to_vec_pretty(&auth)?)?;
+                args.extend(["--settings".to_string(), path.display().to_string()]);
             }
             args.push("--mcp-config".into());
             args.push(config_path.display().to_string());
@@ -449,22 +545,17 @@ pub fn invocation(
                 env,
                 answer: Answer::Submission(token),
                 output_format: "claude.mcp_submit_review",
+                idle_on_stdout: false,
             }
         }
         Provider::Gemini(cli) => {
             let (token, server) = mcp_server()?;
-            let settings = scratch.join("settings.json");
-            std::fs::write(
-                &settings,
-                serde_json::to_vec_pretty(&json!({"mcpServers": {"scafld": server}, "mcp": {"allowed": ["scafld"]}}))?,
-            )?;
+            // A scratch Gemini home holds our MCP server: a system settings file would be
+            // skipped unless root owns it and every parent directory.
+            let home = gemini_home(scratch, &server, caller_env)?;
+            env.insert("GEMINI_CLI_HOME".into(), home.display().to_string());
             let policy = scratch.join("policy.toml");
-            let rules = match template {
-                Some(t) => template::gemini_policy(t),
-                None => "[[rule]]\ntoolName = \"mcp__scafld__submit_review\"\ndecision = \"allow\"\n\n[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = -1\n".into(),
-            };
-            std::fs::write(&policy, rules)?;
-            env.insert("GEMINI_CLI_SYSTEM_SETTINGS_PATH".into(), settings.display().to_string());
+            std::fs::write(&policy, template::gemini_policy(template))?;
             let mut args: Vec<String> = [
                 "--skip-trust",
                 "--approval-mode",
@@ -487,9 +578,85 @@ pub fn invocation(
                 env,
                 answer: Answer::Submission(token),
                 output_format: "gemini.mcp_submit_review",
+                idle_on_stdout: false,
             }
         }
     })
+}
+
+/// A file only its owner can read (settings that may carry auth).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.write_all(bytes)
+}
+
+/// The user's settings file of a CLI, as JSON (`None` when absent or unreadable).
+fn user_settings(path: &Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// Environment variables of a Claude settings file that choose or authenticate a provider.
+const CLAUDE_AUTH_ENV: [&str; 6] = ["ANTHROPIC_", "AWS_", "CLAUDE_CODE_USE_", "CLOUD_ML_", "GOOGLE_", "VERTEX_"];
+
+/// The auth part of the user's `~/.claude/settings.json` (an `apiKeyHelper`, AWS credential
+/// helpers, provider-selecting `env` entries), which `--setting-sources ""` would drop.
+fn claude_auth_settings(env: &BTreeMap<String, String>) -> Option<Value> {
+    let dir = env
+        .get("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| env.get("HOME").map(|h| Path::new(h).join(".claude")))?;
+    let user = user_settings(&dir.join("settings.json"))?;
+    let mut auth = serde_json::Map::new();
+    for key in ["apiKeyHelper", "awsAuthRefresh", "awsCredentialExport", "forceLoginMethod"] {
+        if let Some(value) = user.get(key) {
+            auth.insert(key.into(), value.clone());
+        }
+    }
+    if let Some(Value::Object(vars)) = user.get("env") {
+        let kept: serde_json::Map<String, Value> = vars
+            .iter()
+            .filter(|(k, _)| CLAUDE_AUTH_ENV.iter().any(|p| k.starts_with(p)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !kept.is_empty() {
+            auth.insert("env".into(), Value::Object(kept));
+        }
+    }
+    (!auth.is_empty()).then_some(Value::Object(auth))
+}
+
+/// Credential files of a Google login that a scratch Gemini home needs.
+const GEMINI_CREDENTIALS: [&str; 3] = ["oauth_creds.json", "google_accounts.json", "google_account_id"];
+
+/// A scratch `GEMINI_CLI_HOME` whose `.gemini/settings.json` declares our MCP server and
+/// carries over the user's auth choice (`security.auth`), with the credential files of a
+/// Google login copied beside it (0600).
+fn gemini_home(scratch: &Path, server: &Value, env: &BTreeMap<String, String>) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let home = scratch.join("gemini-home");
+    let dir = home.join(".gemini");
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+    let user_dir = env
+        .get("GEMINI_CLI_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env.get("HOME").map(PathBuf::from))
+        .map(|h| h.join(".gemini"));
+    let user = user_dir.as_deref().and_then(|d| user_settings(&d.join("settings.json")));
+    let mut settings = json!({"mcpServers": {"scafld": server}, "mcp": {"allowed": ["scafld"]}});
+    if let Some(auth) = user.as_ref().and_then(|u| u.pointer("/security/auth")) {
+        settings["security"] = json!({"auth": auth});
+    }
+    write_private(&dir.join("settings.json"), &serde_json::to_vec_pretty(&settings)?)?;
+    if let Some(user_dir) = &user_dir {
+        for name in GEMINI_CREDENTIALS {
+            if let Ok(bytes) = std::fs::read(user_dir.join(name)) {
+                write_private(&dir.join(name), &bytes)?;
+            }
+        }
+    }
+    Ok(home)
 }
 
 /// Where and for whom a provider runs.
@@ -531,6 +698,7 @@ pub async fn run(
         diagnostics_dir,
         env_overrides: overrides,
         stdin: Some(packet.as_bytes().to_vec()),
+        idle_on_stdout: invocation.idle_on_stdout,
         on_stdout: Some(Box::new({
             let mut pending = Vec::new();
             let reported = reported.clone();

@@ -46,6 +46,9 @@ pub struct RunRequest {
     pub stdin: Option<Vec<u8>>,
     /// Called with each chunk of stdout as it arrives (provider progress events).
     pub on_stdout: Option<OutputObserver>,
+    /// Judge idleness on stdout alone: a program that prints structured events there and
+    /// chatter on stderr (codex repeats "waiting for network") is idle when the events stop.
+    pub idle_on_stdout: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,8 +221,10 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
             read = read_chunk(&mut stderr, &mut err_buf), if err_open => match read {
                 Some(n) => {
                     outcome.stderr.push(&err_buf[..n]);
-                    last_byte = Instant::now();
-                    if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                    if !request.idle_on_stdout {
+                        last_byte = Instant::now();
+                        if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                    }
                 }
                 None => err_open = false,
             },

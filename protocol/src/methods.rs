@@ -1182,6 +1182,9 @@ pub struct WorkerInvocation {
     /// Where the answer is: stdout, or this file (codex's last message).
     #[serde(default)]
     pub answer_file: Option<String>,
+    /// Judge idleness on stdout alone (codex's event stream; its stderr chatter does not count).
+    #[serde(default)]
+    pub idle_on_stdout: bool,
 }
 
 method!(
@@ -1302,6 +1305,21 @@ pub struct TemplateReviewResult {
     pub model: Option<String>,
     #[serde(default)]
     pub session_key: String,
+    /// Whether the verdict or any finding is FAIL.
+    #[serde(default)]
+    pub has_failures: bool,
+    /// How many findings are CONCERN.
+    #[serde(default)]
+    pub concern_count: usize,
+}
+
+impl TemplateReviewResult {
+    /// The result with its derived counts (`has_failures`, `concern_count`) filled in.
+    pub fn counted(mut self) -> TemplateReviewResult {
+        self.has_failures = self.verdict == "FAIL" || self.findings.iter().any(|f| f.severity == "FAIL");
+        self.concern_count = self.findings.iter().filter(|f| f.severity == "CONCERN").count();
+        self
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

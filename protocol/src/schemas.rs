@@ -12,6 +12,28 @@ pub fn review_dossier() -> Value {
     serde_json::from_str(REVIEW_DOSSIER).expect("the bundled dossier schema is JSON")
 }
 
+/// Dossier fields scafld fills in itself once a reviewer has answered (provenance); a model is
+/// never asked for them.
+pub const PROVENANCE_FIELDS: [&str; 6] =
+    ["provider", "model", "session_id", "output_format", "normalizations", "event_summary"];
+
+/// The dossier as a reviewer is asked for it (the MCP tool's input schema, the packet): the six
+/// fields a reviewer answers, without the `$schema`/`$id` identifiers that some clients refuse
+/// or choke on.
+pub fn provider_dossier() -> Value {
+    let mut schema = review_dossier();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("$schema");
+        object.remove("$id");
+        if let Some(Value::Object(properties)) = object.get_mut("properties") {
+            for field in PROVENANCE_FIELDS {
+                properties.remove(field);
+            }
+        }
+    }
+    schema
+}
+
 /// What a template reviewer answers (verdict, summary, findings); scafld adds the rest of the
 /// ReviewResult.
 pub fn template_answer() -> Value {
@@ -65,6 +87,8 @@ mod tests {
             provider: "codex".into(),
             model: Some("m".into()),
             session_key: "k".into(),
+            has_failures: false,
+            concern_count: 0,
         };
         let value = serde_json::to_value(&full).unwrap();
         assert_eq!(keys(&schema["properties"]), keys(&value));

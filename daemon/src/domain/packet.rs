@@ -83,7 +83,7 @@ pub fn request_section(request: &crate::domain::dossier::Request, last_line: &st
 /// The two sections every dossier packet ends its own with: how to answer (required) and the
 /// dossier schema.
 pub fn answer_sections(request: &crate::domain::dossier::Request) -> [Section; 2] {
-    let schema = serde_json::to_string_pretty(&scafld_protocol::schemas::review_dossier()).unwrap_or_default();
+    let schema = serde_json::to_string_pretty(&scafld_protocol::schemas::provider_dossier()).unwrap_or_default();
     [
         Section::derived(
             "provider_instruction",

@@ -349,7 +349,7 @@ pub fn claude_tools(template: &Template) -> (String, String, String) {
         ["Read", "Grep", "Glob"].into_iter().filter(|t| template.allowed_tools.iter().any(|a| a == t)).collect();
     let mut tools = read.clone();
     let mut allowed: Vec<String> = read.iter().map(|t| t.to_string()).collect();
-    let mut disallowed = vec!["Agent", "Task", "Edit", "MultiEdit", "Write", "NotebookEdit", "WebFetch", "WebSearch"];
+    let mut disallowed = vec!["Agent", "Task", "Edit", "Write", "NotebookEdit", "WebFetch", "WebSearch"];
     if template.allows_shell() {
         tools.push("Bash");
         allowed.extend(GIT_COMMANDS.iter().map(|c| format!("Bash({c}:*)")));
@@ -362,27 +362,30 @@ pub fn claude_tools(template: &Template) -> (String, String, String) {
 
 /// Gemini's policy file for a template: the read tools it allows, git's read commands when it
 /// allows a shell, the submit tool, and nothing else.
-pub fn gemini_policy(template: &Template) -> String {
+/// The Gemini policy of a review run (`--policy`, in plan mode): the read tools the template
+/// allows (all of them for the gate) and denies the others, git's read commands when it allows
+/// the shell, and the `submit_review` tool of the `scafld` MCP server. Every rule has a
+/// priority (the CLI refuses the whole file otherwise); plan mode already denies the rest.
+pub fn gemini_policy(template: Option<&Template>) -> String {
+    const PRIORITY: u32 = 100;
     let mut rules = String::new();
-    let allow = |rules: &mut String, tool: &str, prefix: Option<&str>| {
-        rules.push_str(&format!("[[rule]]\ntoolName = \"{tool}\"\n"));
-        if let Some(prefix) = prefix {
-            rules.push_str(&format!("commandPrefix = \"{prefix}\"\n"));
+    let mut rule = |fields: &[(&str, &str)], decision: &str| {
+        rules.push_str("[[rule]]\n");
+        for (key, value) in fields {
+            rules.push_str(&format!("{key} = \"{value}\"\n"));
         }
-        rules.push_str("decision = \"allow\"\n\n");
+        rules.push_str(&format!("decision = \"{decision}\"\npriority = {PRIORITY}\n\n"));
     };
-    for (tool, gemini) in [("Read", "read_file"), ("Glob", "glob"), ("Grep", "search_file_content")] {
-        if template.allowed_tools.iter().any(|t| t == tool) {
-            allow(&mut rules, gemini, None);
-        }
+    for (tool, gemini) in [("Read", "read_file"), ("Glob", "glob"), ("Grep", "grep_search")] {
+        let allowed = template.is_none_or(|t| t.allowed_tools.iter().any(|a| a == tool));
+        rule(&[("toolName", gemini)], if allowed { "allow" } else { "deny" });
     }
-    if template.allows_shell() {
+    if template.is_some_and(Template::allows_shell) {
         for command in GIT_COMMANDS {
-            allow(&mut rules, "run_shell_command", Some(command));
+            rule(&[("toolName", "run_shell_command"), ("commandPrefix", command)], "allow");
         }
     }
-    allow(&mut rules, "mcp__scafld__submit_review", None);
-    rules.push_str("[[rule]]\ntoolName = \"*\"\ndecision = \"deny\"\npriority = -1\n");
+    rule(&[("mcpName", "scafld"), ("toolName", "submit_review")], "allow");
     rules
 }
 
@@ -408,10 +411,16 @@ const SEVERITIES: [&str; 3] = ["PASS", "CONCERN", "FAIL"];
 /// the result is then UNKNOWN, never a pass.
 pub fn parse_answer(text: &str) -> Option<Answer> {
     let trimmed = text.trim();
-    if trimmed.starts_with('{') {
-        return serde_json::from_str::<Value>(trimmed).ok().and_then(|v| answer_from_json(&v));
+    // A model often wraps its JSON in a ```json fence; the fence is packaging, not the answer.
+    let unfenced = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|rest| rest.trim_end().strip_suffix("```"))
+        .map(str::trim);
+    match unfenced.unwrap_or(trimmed) {
+        json if json.starts_with('{') => serde_json::from_str::<Value>(json).ok().and_then(|v| answer_from_json(&v)),
+        _ => parse_markdown(trimmed),
     }
-    parse_markdown(trimmed)
 }
 
 /// An answer from a JSON value (a submission or codex's output file).

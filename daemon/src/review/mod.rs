@@ -339,6 +339,13 @@ fn runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
     ws.root.join(".scafld/runs").join(label)
 }
 
+/// Who will run a prepared provider: the client executable its MCP server is started from,
+/// and the environment it runs with (the caller's for the daemon's runner, a worker's own).
+pub(crate) struct Runner<'a> {
+    pub client_exe: &'a str,
+    pub env: &'a std::collections::BTreeMap<String, String>,
+}
+
 /// Prepare a provider run for a reviewer job in a scratch directory of its own (so parallel
 /// runs never share temp files), wired to this daemon's socket and submission slots.
 fn prepare_run(
@@ -347,20 +354,15 @@ fn prepare_run(
     session: &SessionRecord,
     scratch_name: &str,
     provider: &providers::Provider,
-    client_exe: &str,
+    runner: Runner<'_>,
     expect: providers::Expect<'_>,
 ) -> std::io::Result<(std::path::PathBuf, providers::Invocation)> {
+    let Runner { client_exe, env } = runner;
     let scratch = runs_dir(ws, session).join(scratch_name);
     let client_exe = if client_exe.is_empty() { "scafld" } else { client_exe };
-    let invocation = providers::invocation(
-        provider,
-        &scratch,
-        &ws.root,
-        client_exe,
-        &daemon.options.socket_path,
-        &daemon.submissions,
-        expect,
-    )?;
+    let place =
+        providers::Place { scratch: &scratch, root: &ws.root, client_exe, socket: &daemon.options.socket_path, env };
+    let invocation = providers::invocation(provider, &place, &daemon.submissions, expect)?;
     Ok((scratch, invocation))
 }
 

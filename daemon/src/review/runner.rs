@@ -182,8 +182,15 @@ async fn run(
         Some((t, _)) => providers::Expect::Template(t),
         None => providers::Expect::Dossier(&request),
     };
-    let prepared =
-        super::prepare_run(daemon, &ws, session, &format!("review-{job_id}"), &provider, &session.client_exe, expect);
+    let prepared = super::prepare_run(
+        daemon,
+        &ws,
+        session,
+        &format!("review-{job_id}"),
+        &provider,
+        super::Runner { client_exe: &session.client_exe, env: &session.caller_env },
+        expect,
+    );
     let (scratch, invocation) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => return failed(format!("cannot prepare the {} run: {e}", provider.name()), provenance),
@@ -301,7 +308,9 @@ fn template_result(
         provider: provenance.provider.clone(),
         model: provenance.model.clone(),
         session_key: session_key.to_string(),
+        ..TemplateReviewResult::default()
     }
+    .counted()
 }
 
 /// Normalise and validate a dossier against the request; an invalid one is a parse failure.

@@ -52,6 +52,23 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
             "template reviews run with codex, claude, gemini or command, not a worker",
         ));
     }
+    // A template review with no reviewer that can run is an error now, naming what is missing,
+    // not an UNKNOWN result later.
+    let (runnable, missing) = super::available(&reviewers, &config, &p.caller, p.provider_command.as_deref())?;
+    if runnable.is_empty() {
+        let hints: Vec<String> = missing
+            .iter()
+            .map(|m| match crate::providers::install_hint(m) {
+                Some(hint) => format!("{m} (`{hint}`)"),
+                None => m.clone(),
+            })
+            .collect();
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("no reviewer can run this template review: {} not found on your PATH", missing.join(", ")),
+        )
+        .with_hint(format!("install {}, or use --provider command --provider-command CMD", hints.join(" or "))));
+    }
     // The read-only guard needs a snapshot to compare with; without one the review fails closed.
     let root = ws.root.clone();
     let snapshot = tokio::task::spawn_blocking(move || baseline::guard_snapshot(&root, &[], &[]))
@@ -196,6 +213,7 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
         provider: session.reviewers.join(","),
         model: results.iter().find_map(|(_, r)| r.model.clone()),
         session_key: session.key.clone(),
+        ..m::TemplateReviewResult::default()
     };
     let root = std::path::PathBuf::from(&session.root);
     let after = tokio::task::spawn_blocking(move || crate::baseline::guard_snapshot(&root, &[], &[]))
@@ -222,5 +240,5 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
             },
         );
     }
-    combined
+    combined.counted()
 }

@@ -154,11 +154,18 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
             )));
         }
         let expect = providers::Expect::Dossier(&session.request.request());
-        let (_, invocation) =
-            super::prepare_run(daemon, &ws, &session, &scratch_name(&job), &provider, &p.caller.client_exe, expect)
-                .map_err(|e| {
-                    give_back(RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the provider run: {e}")))
-                })?;
+        let (_, invocation) = super::prepare_run(
+            daemon,
+            &ws,
+            &session,
+            &scratch_name(&job),
+            &provider,
+            super::Runner { client_exe: &p.caller.client_exe, env: &p.caller.env },
+            expect,
+        )
+        .map_err(|e| {
+            give_back(RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the provider run: {e}")))
+        })?;
         let wire = m::WorkerInvocation {
             command: invocation.command.clone(),
             env: invocation.env.clone(),
@@ -169,6 +176,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
                 Answer::File(path) => Some(path.display().to_string()),
                 _ => None,
             },
+            idle_on_stdout: invocation.idle_on_stdout,
         };
         daemon.sessions.invocations.lock().expect("invocations").insert(job.id.clone(), invocation);
         Some(wire)
@@ -367,6 +375,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                         None => Answer::Stdout,
                     },
                     output_format: "worker.stdout",
+                    idle_on_stdout: false,
                 },
             );
             let submitted = match &invocation.answer {
@@ -444,7 +453,12 @@ pub fn reap(daemon: &Arc<Daemon>) {
             crate::runner::kill_group(pgid);
         }
         let Some(session) = job.review.as_ref().and_then(|w| daemon.sessions.get(&w.session_key)) else { continue };
-        let reason = format!("worker {} went silent past its {} s lease", lease.worker_id, lease.seconds);
+        // A worker's provider runs on the worker's machine, out of our reach: the old run may
+        // still be finishing (and its late submission is refused: the lease is gone).
+        let reason = format!(
+            "worker {} went silent past its {} s lease; its provider run may still be finishing, and anything it submits now is refused",
+            lease.worker_id, lease.seconds
+        );
         daemon.jobs.update(daemon.store(), &job.id, true, |r| {
             if r.state == JobState::Running {
                 r.state = JobState::Queued;

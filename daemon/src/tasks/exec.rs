@@ -708,6 +708,7 @@ impl BuildRun {
             env_overrides: overrides,
             stdin: None,
             on_stdout: None,
+            idle_on_stdout: false,
         };
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
         let o = runner::run(request, self.cancel.clone(), move |pgid| {

@@ -1,7 +1,9 @@
 //! `scafld mcp submit-review`: a minimal MCP server on stdio (line-delimited JSON-RPC) that
 //! offers one tool, `submit_review`, and relays each call to the daemon, which validates the
 //! dossier against the running review. Invalid submissions come back as tool errors so the
-//! reviewer can fix them; only the first valid one is kept.
+//! reviewer can fix them; only the first valid one is kept. The server always answers the
+//! handshake: when no daemon answers, a call returns a tool error saying so, so the model and
+//! the provider's log show why nothing was submitted.
 
 use std::io::{BufRead, Write};
 
@@ -10,7 +12,6 @@ use scafld_protocol::methods::{ReviewSubmit, SubmitParams};
 use serde_json::{Value, json};
 
 use crate::cli::Context;
-use crate::cli::daemon_control::connect_error;
 use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 
@@ -20,9 +21,9 @@ const PROTOCOL_VERSION: &str = "2025-06-18";
 pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, CliError> {
     let (schema, what) = match answer {
         "template" => (scafld_protocol::schemas::template_answer(), "template review answer"),
-        _ => (scafld_protocol::schemas::review_dossier(), "ReviewDossier"),
+        _ => (scafld_protocol::schemas::provider_dossier(), "ReviewDossier"),
     };
-    let mut daemon = Connection::connect(&ctx.paths.socket).map_err(connect_error)?;
+    let mut daemon: Option<Connection> = None;
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
     for line in stdin.lock().lines() {
@@ -37,6 +38,11 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
             );
             continue;
         };
+        if !message.is_object() {
+            let text = if message.is_array() { "batches are not supported" } else { "a request is a JSON object" };
+            reply(&mut stdout, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": text}}));
+            continue;
+        }
         let Some(id) = message.get("id").cloned() else { continue }; // notifications
         let method = message["method"].as_str().unwrap_or_default();
         let result = match method {
@@ -53,7 +59,21 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
             }]})),
             "tools/call" if message["params"]["name"] == "submit_review" => {
                 let dossier = message["params"]["arguments"].clone();
-                match daemon.call::<ReviewSubmit>(&SubmitParams { token: token.to_string(), dossier }) {
+                if daemon.is_none() {
+                    daemon = Connection::connect(&ctx.paths.socket).ok();
+                }
+                let params = SubmitParams { token: token.to_string(), dossier };
+                let answer = match daemon.as_mut() {
+                    Some(conn) => conn.call::<ReviewSubmit>(&params).map_err(|e| {
+                        daemon = None; // reconnect on the next call
+                        e.to_string()
+                    }),
+                    None => Err(format!(
+                        "no scafld daemon answers at {}; the review cannot be recorded",
+                        ctx.paths.socket.display()
+                    )),
+                };
+                match answer {
                     Ok(r) if r.accepted => Ok(json!({
                         "content": [{"type": "text", "text": format!("review submitted: verdict {}", r.verdict)}],
                         "structuredContent": {"ok": true, "verdict": r.verdict},

@@ -159,22 +159,38 @@ fn in_template_table(e: CliError) -> CliError {
     CliError { exit_code: if usage { codes::USAGE } else { codes::UNKNOWN }, ..e }
 }
 
-/// Print or write a result; its verdict decides the exit code.
+/// Print or write a result; its verdict decides the exit code, and a FAIL or UNKNOWN result
+/// is not a success in the `--json` envelope either.
 fn deliver(ctx: &Context, result: &TemplateReviewResult, destination: Destination) -> Result<u8, CliError> {
     let code = match result.verdict.as_str() {
         "PASS" | "CONCERNS" => codes::PASS,
         "FAIL" => codes::FAIL,
         _ => codes::UNKNOWN,
     };
-    match destination {
-        Destination::Json => println!("{}", serde_json::to_string_pretty(result).unwrap_or_default()),
+    let human = match destination {
+        Destination::Json => {
+            println!("{}", serde_json::to_string_pretty(result).unwrap_or_default());
+            return Ok(code);
+        }
         Destination::File(path) => {
             let text = serde_json::to_string_pretty(result).unwrap_or_default();
             std::fs::write(&path, format!("{text}\n"))
                 .map_err(|e| CliError::new("output", format!("cannot write {path}: {e}"), codes::UNKNOWN))?;
-            ctx.out.success(result, || format!("{} review: {} (written to {path})", result.template, result.verdict));
+            format!("{} review: {} (written to {path})", result.template, result.verdict)
         }
-        Destination::Terminal => ctx.out.success(result, || render(ctx, result)),
+        Destination::Terminal => render(ctx, result),
+    };
+    if code == codes::PASS {
+        ctx.out.success(result, || human);
+    } else if ctx.out.json {
+        let (kind, message) = if code == codes::FAIL {
+            ("review_failed", format!("{} review: FAIL", result.template))
+        } else {
+            ("review_unknown", format!("{} review: UNKNOWN (no answer could be read)", result.template))
+        };
+        ctx.out.failure(&CliError::new(kind, message, code), serde_json::to_value(result).ok());
+    } else {
+        println!("{human}");
     }
     Ok(code)
 }

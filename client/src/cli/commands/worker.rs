@@ -269,12 +269,22 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     Ok(workflow::OK)
 }
 
+/// The provider's leader: keep stdin for the command (a background job would get /dev/null),
+/// run it, and on TERM or HUP (the worker's death) kill the whole process group.
+const GROUP_GUARD: &str = r#"trap 'kill -KILL 0' TERM HUP; exec 3<&0; eval "$1" 0<&3 3<&- & wait $!"#;
+
 /// Run the provider invocation the daemon prepared: packet on stdin, own process group,
 /// lease heartbeats from a second connection, absolute and idle timeouts.
 fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
     let invocation = claim.invocation.clone().ok_or_else(|| CliError::usage("the claim carries no provider to run"))?;
-    let mut child = Command::new("sh")
+    // The provider runs under a shell that leads its own process group and dies with the
+    // worker: the parent-death signal reaches it however the worker ends (even `kill -9`), and
+    // its trap kills the whole group, so no provider outlives the worker that ran it.
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
+        .arg(GROUP_GUARD)
+        .arg("sh")
         .arg(&invocation.command)
         .current_dir(&invocation.cwd)
         .envs(&invocation.env)
@@ -282,7 +292,15 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
+        .process_group(0);
+    // SAFETY: the closure only calls prctl(2), which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let mut child = command
         .spawn()
         .map_err(|e| CliError::new("worker", format!("cannot start the provider: {e}"), workflow::RUNTIME))?;
     let group = Pid::from_raw(child.id() as i32);
@@ -292,7 +310,9 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
     let feeder = std::thread::spawn(move || {
         let _ = stdin.write_all(packet.as_bytes());
     });
-    let reader = |mut stream: Box<dyn Read + Send>, activity: Arc<Mutex<Instant>>| {
+    // `counts`: whether this stream's bytes show the provider is alive (codex's stderr chatter
+    // does not).
+    let reader = |mut stream: Box<dyn Read + Send>, activity: Arc<Mutex<Instant>>, counts: bool| {
         std::thread::spawn(move || {
             let mut kept = Vec::new();
             let mut buf = [0u8; 16 * 1024];
@@ -300,7 +320,9 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
                 if n == 0 {
                     break;
                 }
-                *activity.lock().expect("activity") = Instant::now();
+                if counts {
+                    *activity.lock().expect("activity") = Instant::now();
+                }
                 if kept.len() < OUTPUT_CAP {
                     kept.extend_from_slice(&buf[..n.min(OUTPUT_CAP - kept.len())]);
                 }
@@ -308,8 +330,8 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
             kept
         })
     };
-    let stdout = reader(Box::new(child.stdout.take().expect("piped")), activity.clone());
-    let stderr = reader(Box::new(child.stderr.take().expect("piped")), activity.clone());
+    let stdout = reader(Box::new(child.stdout.take().expect("piped")), activity.clone(), true);
+    let stderr = reader(Box::new(child.stderr.take().expect("piped")), activity.clone(), !invocation.idle_on_stdout);
     let done = Arc::new(AtomicBool::new(false));
     let heartbeat = {
         let (done, paths, lease) = (done.clone(), ctx.paths.clone(), claim.lease_token.clone());

@@ -129,8 +129,9 @@ fn tools_map_onto_each_provider() {
     assert_eq!(tools, "Read,Grep,Glob,Bash");
     assert_eq!(allowed, "Read,Grep,Glob,Bash(git diff:*),Bash(git log:*),Bash(git show:*),mcp__scafld__submit_review");
     assert!(!disallowed.split(',').any(|t| t == "Bash"));
-    snapshot("gemini-policy-code", &gemini_policy(&builtin("code")));
-    assert!(!gemini_policy(&builtin("arch")).contains("run_shell_command"));
+    snapshot("gemini-policy-code", &gemini_policy(Some(&builtin("code"))));
+    snapshot("gemini-policy-gate", &gemini_policy(None));
+    assert!(!gemini_policy(Some(&builtin("arch"))).contains("run_shell_command"));
     assert!(!codex_ignores_rules(&builtin("code")), "code loads AGENTS.md");
     assert!(codex_ignores_rules(&builtin("arch")));
 }
