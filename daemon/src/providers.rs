@@ -859,3 +859,78 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
     }
     Ok(dossier)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn the_host_is_read_from_the_markers_agents_set_not_from_user_settings() {
+        assert_eq!(host_agent(&env(&[("CLAUDECODE", "1")])), Some("claude"));
+        assert_eq!(host_agent(&env(&[("CODEX_THREAD_ID", "t")])), Some("codex"));
+        assert_eq!(host_agent(&env(&[("GEMINI_CLI", "1")])), Some("gemini"));
+        let settings = env(&[("CLAUDE_CODE_USE_BEDROCK", "1"), ("GEMINI_CLI_HOME", "/g"), ("CODEX_HOME", "/c")]);
+        assert_eq!(host_agent(&settings), None, "settings users export everywhere are not hosts");
+        let declared = env(&[("SCAFLD_HOST_AGENT", "codex"), ("CLAUDECODE", "1")]);
+        assert_eq!((host_agent(&declared), genuine_host(&declared)), (Some("codex"), Some("claude")));
+    }
+
+    /// What OpenAI's strict structured outputs refuse, checked the way the service checks.
+    fn strict_problems(schema: &Value, path: &str, out: &mut Vec<String>) {
+        let Some(object) = schema.as_object() else { return };
+        for key in object.keys() {
+            if !STRICT_KEYWORDS.contains(&key.as_str()) {
+                out.push(format!("{path}: unsupported `{key}`"));
+            }
+        }
+        if let Some(options) = object.get("anyOf").and_then(Value::as_array) {
+            options.iter().for_each(|o| strict_problems(o, path, out));
+            return;
+        }
+        if !object.contains_key("type") && !object.contains_key("$ref") {
+            out.push(format!("{path}: no type"));
+        }
+        if let Some(props) = object.get("properties").and_then(Value::as_object) {
+            if object.get("additionalProperties") != Some(&Value::Bool(false)) {
+                out.push(format!("{path}: not closed"));
+            }
+            let required: Vec<&str> =
+                object["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+            for (key, prop) in props {
+                if !required.contains(&key.as_str()) {
+                    out.push(format!("{path}.{key}: not required"));
+                }
+                strict_problems(prop, &format!("{path}.{key}"), out);
+            }
+        }
+        for key in ["items"] {
+            if let Some(child) = object.get(key) {
+                strict_problems(child, &format!("{path}.{key}"), out);
+            }
+        }
+        if let Some(defs) = object.get("$defs").and_then(Value::as_object) {
+            defs.iter().for_each(|(k, d)| strict_problems(d, &format!("{path}.$defs.{k}"), out));
+        }
+    }
+
+    #[test]
+    fn codex_output_schemas_follow_openais_strict_rules() {
+        for (name, schema) in
+            [("dossier", strict_schema()), ("template", strict(scafld_protocol::schemas::template_answer()))]
+        {
+            let mut problems = Vec::new();
+            strict_problems(&schema, name, &mut problems);
+            assert!(problems.is_empty(), "{problems:#?}");
+            assert!(schema.get("$schema").is_none() && schema.get("$id").is_none());
+        }
+        let dossier = strict_schema();
+        for field in scafld_protocol::schemas::PROVENANCE_FIELDS {
+            assert!(dossier["properties"].get(field).is_none(), "{field} is scafld's to fill");
+        }
+        assert_eq!(dossier["properties"]["verdict"]["type"], "string", "enums are typed");
+    }
+}

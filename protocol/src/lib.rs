@@ -19,3 +19,11 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Largest request line the daemon reads; longer lines are answered with an error and skipped.
 pub const MAX_REQUEST_LINE_BYTES: usize = 10 * 1024 * 1024;
+
+/// The reviewer CLIs this release is tested against, at their real boundary: command, npm
+/// package, version. `scafld doctor` compares what is installed with these.
+pub const TESTED_REVIEWER_CLIS: [(&str, &str, &str); 3] = [
+    ("codex", "@openai/codex", "0.169.0"),
+    ("claude", "@anthropic-ai/claude-code", "2.1.197"),
+    ("gemini", "@google/gemini-cli", "0.61.0"),
+];

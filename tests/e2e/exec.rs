@@ -69,7 +69,7 @@ fn processes_with(needle: &str) -> Vec<String> {
 }
 
 /// Processes running exactly `command` (argv joined by spaces), zombies excluded.
-fn running(command: &str) -> bool {
+pub(crate) fn running(command: &str) -> bool {
     processes_with(command).iter().any(|cmdline| cmdline.trim_end() == command)
 }
 

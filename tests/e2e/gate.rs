@@ -10,7 +10,7 @@ use crate::review::{ATTACKS, command_review, fail, ledger_types, pass, reviewer}
 
 /// A git repository with one commit, a scafld workspace, and task `rev` approved and opened.
 /// `phase` is the body of its only phase's Acceptance list; `scope` its Scope line.
-fn opened(env: &TestEnv, scope: &str, phase: &str) {
+pub(crate) fn opened(env: &TestEnv, scope: &str, phase: &str) {
     git(&env.work, &["init", "-q"]);
     std::fs::write(env.work.join("README.md"), "# project\n").unwrap();
     git(&env.work, &["add", "-A"]);
@@ -28,7 +28,7 @@ fn opened(env: &TestEnv, scope: &str, phase: &str) {
 
 const GREET: &str = "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n";
 
-fn write(env: &TestEnv, path: &str, text: &str) {
+pub(crate) fn write(env: &TestEnv, path: &str, text: &str) {
     let full = env.work.join(path);
     std::fs::create_dir_all(full.parent().unwrap()).unwrap();
     std::fs::write(full, text).unwrap();

@@ -7,6 +7,7 @@ mod daemon;
 mod exec;
 mod gate;
 mod providers;
+mod real_clis;
 mod review;
 mod sessions;
 mod specs;

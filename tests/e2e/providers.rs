@@ -1,11 +1,12 @@
 //! Real-CLI review providers, played by fake `codex`, `claude` and `gemini` programs on the
 //! caller's PATH that check their argv and answer through the same channel as the real ones
-//! (codex: the output file; claude and gemini: the `submit_review` MCP tool).
+//! (codex: the output file; claude and gemini: the `submit_review` MCP tool); the submit tool's
+//! own stdio server; a worker's provider dying with the worker; `scafld doctor`.
 
 use std::process::Command;
 
-use scafld_tests::{RawClient, TestEnv, wait_until};
-use serde_json::json;
+use scafld_tests::{RawClient, Run, TestEnv, wait_until};
+use serde_json::{Value, json};
 
 const DOSSIER: &str = r#"{"verdict":"pass","mode":"discover","summary":"Checked the flag path.","findings":[],"attack_log":[{"target":"diff","attack":"trace the flag","result":"clean"}],"budget":{}}"#;
 
@@ -128,4 +129,115 @@ fn provider_events_show_while_the_review_runs() {
     let stderr = std::fs::read_to_string(&log).unwrap();
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("started session") && stderr.contains("claude event system.init"), "{stderr}");
+}
+
+#[test]
+fn a_killed_worker_takes_its_providers_whole_process_group_with_it() {
+    let env = TestEnv::new();
+    crate::sessions::ready(&env, 1);
+    crate::sessions::detach(&env, "worker", "/usr/bin:/bin", &[]);
+    // The provider starts a child of its own, as real CLIs do (node and its helpers).
+    let provider = "sleep 4321.25 & sleep 4321.5; wait";
+    let mut worker = env
+        .scafld_command(&["worker", "--provider", "command", "--provider-command", provider, "--once"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    scafld_tests::wait_until("the provider to run", || {
+        crate::exec::running("sleep 4321.5") && crate::exec::running("sleep 4321.25")
+    });
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(worker.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    worker.wait().unwrap();
+    scafld_tests::wait_until("the provider group to die with the worker", || {
+        !crate::exec::running("sleep 4321.5") && !crate::exec::running("sleep 4321.25")
+    });
+}
+
+/// `scafld mcp submit-review` as a reviewer CLI starts it: lines in, lines out.
+fn mcp_exchange(env: &TestEnv, lines: &[&str]) -> Vec<Value> {
+    use std::io::Write as _;
+    let mut child = env
+        .scafld_command(&["mcp", "submit-review", "--token", "t0", "--answer", "dossier"])
+        .env("SCAFLD_SOCKET", env.path("nobody-here.sock"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the MCP server exits cleanly when its stdin closes");
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn the_submit_tool_answers_without_a_daemon_and_says_why_it_cannot_record() {
+    let env = TestEnv::new();
+    let replies = mcp_exchange(
+        &env,
+        &[
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t"}}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"submit_review","arguments":{"verdict":"pass"}}}"#,
+            r#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
+            r#"7"#,
+        ],
+    );
+    assert_eq!(replies.len(), 5, "{replies:?}");
+    assert_eq!(replies[0]["result"]["serverInfo"]["name"], "scafld-review-submit");
+    let schema = &replies[1]["result"]["tools"][0]["inputSchema"];
+    assert!(schema.get("$schema").is_none() && schema.get("$id").is_none(), "{schema}");
+    let props: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(
+        props,
+        ["attack_log", "budget", "findings", "mode", "summary", "verdict"],
+        "only what a reviewer answers"
+    );
+    assert_eq!(replies[2]["result"]["isError"], true);
+    assert!(
+        replies[2]["result"]["content"][0]["text"].as_str().unwrap().contains("no scafld daemon answers"),
+        "{}",
+        replies[2]
+    );
+    assert_eq!(
+        (replies[3]["error"]["code"].as_i64(), replies[4]["error"]["code"].as_i64()),
+        (Some(-32600), Some(-32600))
+    );
+}
+
+#[test]
+fn doctor_reports_the_reviewer_clis_and_their_versions() {
+    let env = TestEnv::new();
+    let bin = env.path("doctor-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("codex"), "#!/bin/sh\necho codex-cli 0.1.0\n").unwrap();
+    std::fs::write(bin.join("gemini"), "#!/bin/sh\nexit 3\n").unwrap();
+    Command::new("chmod").arg("+x").arg(bin.join("codex")).arg(bin.join("gemini")).status().unwrap();
+    let run = Run::from(
+        env.scafld_command(&["doctor", "--json"])
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .output()
+            .unwrap(),
+    );
+    let doc = run.json();
+    let checks = doc["result"]["checks"].as_array().unwrap().clone();
+    let row =
+        |name: &str| checks.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("{name}: {checks:?}")).clone();
+    assert_eq!(row("reviewer codex")["health"], "warn");
+    assert!(
+        row("reviewer codex")["detail"].as_str().unwrap().contains("tested with 0.169.0"),
+        "{}",
+        row("reviewer codex")
+    );
+    assert_eq!(row("reviewer claude")["health"], "warn");
+    assert!(row("reviewer claude")["fix"].as_str().unwrap().contains("@anthropic-ai/claude-code@2.1.197"));
+    assert_eq!(row("reviewer gemini")["health"], "fail", "a CLI that does not run is a failure");
+    assert_eq!(row("git")["health"], "ok");
+    assert_eq!(run.code, 1, "a FAIL row makes doctor exit 1: {}", run.stdout);
+    assert_eq!(doc["ok"], false);
 }

@@ -32,7 +32,7 @@ fn minor(path: &str) -> String {
 }
 
 /// A git workspace with task `rev` in review; `files` changed files under src/.
-fn ready(env: &TestEnv, files: usize) {
+pub(crate) fn ready(env: &TestEnv, files: usize) {
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(
@@ -51,7 +51,7 @@ fn ready(env: &TestEnv, files: usize) {
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
 }
 
-fn run_with(env: &TestEnv, args: &[&str], path: &str, vars: &[(&str, &str)]) -> Run {
+pub(crate) fn run_with(env: &TestEnv, args: &[&str], path: &str, vars: &[(&str, &str)]) -> Run {
     let mut command = env.scafld_command(args);
     command.env("PATH", path).env("OPENAI_API_KEY", "from-the-caller").env("FAKE_DOSSIER", dossier("pass", ""));
     for (k, v) in vars {
@@ -60,7 +60,7 @@ fn run_with(env: &TestEnv, args: &[&str], path: &str, vars: &[(&str, &str)]) -> 
     Run::from(command.output().unwrap())
 }
 
-fn detach(env: &TestEnv, reviewers: &str, path: &str, vars: &[(&str, &str)]) -> Value {
+pub(crate) fn detach(env: &TestEnv, reviewers: &str, path: &str, vars: &[(&str, &str)]) -> Value {
     let run = run_with(env, &["review", "rev", "--reviewers", reviewers, "--detach", "--json"], path, vars);
     run.json()
 }

@@ -125,8 +125,8 @@ fn answers_decide_the_exit_code_and_output_modes_deliver_the_result() {
     );
     assert_eq!(result["inputs"]["diff"], "HEAD");
     assert_eq!(result["findings"][0]["file"], "src/api.rs:4");
+    assert_eq!((result["has_failures"].as_bool(), result["concern_count"].as_u64()), (Some(true), Some(0)));
     assert!(prompt_of(&env, "fail").contains("`git diff HEAD`"));
-
     let markdown = reviewer(&env, "markdown", MARKDOWN);
     let file = env.path("result.json");
     let to_file = review(
@@ -388,4 +388,38 @@ fn a_detached_template_review_delivers_its_result_later() {
     unknown.assert_code(2);
     assert_eq!(unknown.json()["error"]["code"], "not_found");
     review(&env, &["result", "--timeout", "-1"]).assert_code(2);
+}
+
+#[test]
+fn a_fail_is_not_ok_a_fenced_answer_reads_and_a_missing_cli_is_named() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let fail = reviewer(&env, "fail", FAIL);
+    // A FAIL is not a success in the --json envelope either.
+    let envelope =
+        review(&env, &["code", "--diff", "HEAD", "--provider", "command", "--provider-command", &fail, "--json"]);
+    envelope.assert_code(4);
+    let envelope = envelope.json();
+    assert_eq!((envelope["ok"].as_bool(), envelope["error"]["code"].as_str()), (Some(false), Some("review_failed")));
+    assert_eq!(envelope["result"]["verdict"], "FAIL");
+    // A model's habit of fencing its JSON does not turn the answer into UNKNOWN.
+    let fenced = reviewer(&env, "fenced", &format!("```json\n{CONCERNS}\n```"));
+    let run = review(
+        &env,
+        &["arch", "a.md", "--against", "b.md", "--provider", "command", "--provider-command", &fenced, "--json"],
+    );
+    run.assert_code(0);
+    assert_eq!(
+        (run.json()["result"]["verdict"].as_str(), run.json()["result"]["concern_count"].as_u64()),
+        (Some("CONCERNS"), Some(1))
+    );
+    // No reviewer that can run: an error naming the missing CLI and how to install it.
+    let mut missing =
+        env.scafld_command(&["review", "arch", "a.md", "--against", "b.md", "--provider", "codex", "--json"]);
+    missing.env("PATH", format!("{}:/usr/bin:/bin", scafld_tests::bin_dir().display()));
+    let missing = Run::from(missing.output().unwrap());
+    missing.assert_code(1);
+    let error = missing.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("codex not found on your PATH"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("npm install -g @openai/codex"), "{error}");
 }

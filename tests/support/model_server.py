@@ -3,7 +3,7 @@
 
 It speaks the three wire APIs the CLIs use, with server-sent events: the Anthropic Messages
 API (claude), the OpenAI Responses API (codex) and the Gemini generateContent API (gemini).
-The "model" is a script: for each provider, the answer to give (a tool call to the tool whose
+The "model" is a script (re-read on every request): for each provider, the answer to give (a tool call to the tool whose
 name contains `submit_review`, or a final text message). Every request is logged as one JSON
 line so tests can assert what each CLI was given: the tools offered, the output schema, the
 system prompt and messages. Codex's output schema is checked against OpenAI's strict
@@ -20,7 +20,7 @@ import sys
 import threading
 import uuid
 
-SCRIPT = {}
+SCRIPT_PATH = None
 LOG_PATH = None
 LOG_LOCK = threading.Lock()
 
@@ -31,6 +31,12 @@ STRICT_KEYWORDS = {
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "minItems", "maxItems", "default",
 }
+
+
+def script():
+    """The answers to give, re-read on every request so a test can change them between runs."""
+    with open(SCRIPT_PATH, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def log(entry):
@@ -171,7 +177,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for m in messages for block in (m.get("content") if isinstance(m.get("content"), list) else [])
         )
         submit = next((t for t in tools if t and "submit_review" in t), None)
-        answer = SCRIPT.get("claude", {})
+        answer = script().get("claude", {})
         msg_id = "msg_" + uuid.uuid4().hex[:12]
         start = {"type": "message_start", "message": {
             "id": msg_id, "type": "message", "role": "assistant", "model": body.get("model", "claude"),
@@ -222,7 +228,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     "message": f"Invalid schema for response_format '{name}': In context=(), {problems[0]}",
                     "type": "invalid_request_error", "param": "text.format.schema", "code": "invalid_json_schema"}})
                 return
-        answer = SCRIPT.get("codex", {})
+        answer = script().get("codex", {})
         text = answer.get("text", "")
         response_id = "resp_" + uuid.uuid4().hex[:12]
         item_id = "msg_" + uuid.uuid4().hex[:12]
@@ -268,7 +274,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         answered = any("functionResponse" in part for c in contents for part in c.get("parts", []))
         submit = next((d for d in declarations if d and "submit_review" in d), None)
-        answer = SCRIPT.get("gemini", {})
+        answer = script().get("gemini", {})
         if submit and not answered and "tool_input" in answer:
             parts = [{"functionCall": {"name": submit, "args": answer["tool_input"]}}]
         else:
@@ -279,14 +285,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 def main():
-    global SCRIPT, LOG_PATH
+    global SCRIPT_PATH, LOG_PATH
     parser = argparse.ArgumentParser()
     parser.add_argument("--script", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
-    with open(args.script, encoding="utf-8") as f:
-        SCRIPT = json.load(f)
+    SCRIPT_PATH = args.script
+    script()  # fail at start on a broken script
     LOG_PATH = args.log
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True

@@ -81,6 +81,8 @@ pub enum Command {
     /// Inspect, wait for or cancel daemon jobs.
     #[command(subcommand)]
     Job(JobCommand),
+    /// Check git, the daemon and its directories, the reviewer CLIs and the systemd units.
+    Doctor,
     /// Serve review jobs as a reviewer worker (loop), or claim and answer one by hand.
     Worker(WorkerArgs),
 }
@@ -509,6 +511,7 @@ impl Command {
     pub fn name(&self) -> &'static str {
         match self {
             Command::Init => "init",
+            Command::Doctor => "doctor",
             Command::Daemon(DaemonCommand::Start) => "daemon start",
             Command::Daemon(DaemonCommand::Stop) => "daemon stop",
             Command::Daemon(DaemonCommand::Status) => "daemon status",

@@ -1,6 +1,7 @@
 //! One function per command; each returns its exit code or a [`CliError`].
 
 mod daemon;
+mod doctor;
 mod exec;
 mod init;
 mod mcp;
@@ -15,6 +16,7 @@ use super::{Command, Context, DaemonCommand, JobCommand, McpCommand};
 pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
     match command {
         Command::Init => init::run(ctx),
+        Command::Doctor => doctor::run(ctx),
         Command::Daemon(DaemonCommand::Start) => daemon::start(ctx),
         Command::Daemon(DaemonCommand::Stop) => daemon::stop(ctx),
         Command::Daemon(DaemonCommand::Status) => daemon::status(ctx),

@@ -1,0 +1,241 @@
+//! `scafld doctor`: checks what a user needs (git, the daemon and its directories, the
+//! reviewer CLIs and their versions, the systemd units) and says what to fix. Each check is one
+//! row; adding one means adding a function to [`checks`]. It never starts the daemon.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use scafld_client::Connection;
+use scafld_protocol::TESTED_REVIEWER_CLIS;
+use serde::Serialize;
+
+use crate::cli::Context;
+use crate::cli::exit::workflow;
+use crate::cli::output::{CliError, Style};
+
+/// How long a CLI may take to print its version.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    Ok,
+    /// Works, but not as tested or not as safe as it should be.
+    Warn,
+    /// Something a user needs is missing or broken.
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: String,
+    pub health: Health,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+fn check(name: &str, health: Health, detail: impl Into<String>, fix: Option<String>) -> Check {
+    Check { name: name.into(), health, detail: detail.into(), fix }
+}
+
+#[derive(Serialize)]
+struct Report {
+    checks: Vec<Check>,
+    healthy: bool,
+}
+
+pub fn run(ctx: &Context) -> Result<u8, CliError> {
+    let checks = checks(ctx);
+    let healthy = checks.iter().all(|c| c.health != Health::Fail);
+    let report = Report { checks, healthy };
+    let human = || {
+        let width = report.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        let mut lines: Vec<String> = report
+            .checks
+            .iter()
+            .map(|c| {
+                let (label, style) = match c.health {
+                    Health::Ok => ("ok  ", Style::Good),
+                    Health::Warn => ("warn", Style::Warn),
+                    Health::Fail => ("FAIL", Style::Bad),
+                };
+                let mut line = format!("{} {:<width$}  {}", ctx.out.paint(label, style), c.name, c.detail);
+                if let Some(fix) = &c.fix {
+                    line.push_str(&format!("\n     {:<width$}  fix: {fix}", ""));
+                }
+                line
+            })
+            .collect();
+        lines.push(if report.healthy { "nothing blocks scafld here".into() } else { "fix the FAIL rows first".into() });
+        lines.join("\n")
+    };
+    if report.healthy {
+        ctx.out.success(&report, human);
+        Ok(workflow::OK)
+    } else {
+        let error = CliError::new("doctor", "some checks failed", workflow::RUNTIME);
+        if ctx.out.json {
+            ctx.out.failure(&error, serde_json::to_value(&report).ok());
+        } else {
+            println!("{}", human());
+        }
+        Ok(workflow::RUNTIME)
+    }
+}
+
+fn checks(ctx: &Context) -> Vec<Check> {
+    let mut out = vec![git()];
+    out.push(private_dir("state directory", &ctx.paths.state_dir));
+    if let Some(dir) = ctx.paths.socket.parent() {
+        out.push(private_dir("socket directory", dir));
+    }
+    out.push(daemon(ctx));
+    out.extend(TESTED_REVIEWER_CLIS.iter().map(|(cli, package, version)| reviewer(cli, package, version)));
+    out.push(systemd_units());
+    out
+}
+
+/// The first line a program prints for `--version`, bounded in time.
+fn version_of(program: &Path) -> Result<String, String> {
+    let mut child = Command::new(program)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    loop {
+        if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+            break;
+        }
+        if started.elapsed() > VERSION_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("`--version` did not answer within {} s", VERSION_TIMEOUT.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .next()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| "printed no version".into())
+}
+
+/// An executable on this process's PATH.
+fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+}
+
+fn git() -> Check {
+    match on_path("git").map(|p| version_of(&p)) {
+        Some(Ok(version)) => check("git", Health::Ok, version, None),
+        Some(Err(e)) => check("git", Health::Fail, format!("git does not run: {e}"), Some("reinstall git".into())),
+        None => check(
+            "git",
+            Health::Fail,
+            "not on PATH; approval records a git baseline",
+            Some("install git (Debian/Ubuntu: sudo apt-get install git)".into()),
+        ),
+    }
+}
+
+/// A directory only its owner may enter (it holds the socket or the database).
+fn private_dir(name: &str, dir: &Path) -> Check {
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return check(name, Health::Ok, format!("{} (created by the daemon when it starts)", dir.display()), None);
+    };
+    let uid = nix::unistd::getuid().as_raw();
+    if meta.uid() != uid {
+        return check(
+            name,
+            Health::Fail,
+            format!("{} belongs to uid {}, not you (uid {uid})", dir.display(), meta.uid()),
+            Some("remove it or point scafld elsewhere (SCAFLD_STATE_DIR / SCAFLD_SOCKET)".into()),
+        );
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return check(
+            name,
+            Health::Warn,
+            format!("{} is mode {mode:o}; others can read it", dir.display()),
+            Some(format!("chmod 700 {}", dir.display())),
+        );
+    }
+    check(name, Health::Ok, format!("{} (mode {mode:o})", dir.display()), None)
+}
+
+fn daemon(ctx: &Context) -> Check {
+    match Connection::connect(&ctx.paths.socket) {
+        Ok(conn) => {
+            let (daemon, client) = (conn.daemon.daemon_version.clone(), env!("CARGO_PKG_VERSION"));
+            if daemon == client {
+                check("daemon", Health::Ok, format!("scafldd {daemon} (pid {}) answers", conn.daemon.pid), None)
+            } else {
+                check(
+                    "daemon",
+                    Health::Warn,
+                    format!("scafldd {daemon} answers, but this client is {client}"),
+                    Some("restart it: scafld daemon stop && scafld daemon start".into()),
+                )
+            }
+        }
+        Err(e) => check("daemon", Health::Ok, format!("not running ({e}); any command starts it"), None),
+    }
+}
+
+/// A reviewer CLI: found, its version read, and whether it is the version scafld is tested with.
+fn reviewer(cli: &str, package: &str, tested: &str) -> Check {
+    let name = format!("reviewer {cli}");
+    let install = format!("npm install -g {package}@{tested}");
+    let Some(path) = on_path(cli) else {
+        return check(&name, Health::Warn, "not on PATH; reviews cannot use it", Some(install));
+    };
+    match version_of(&path) {
+        Ok(version) if version.contains(tested) => {
+            check(&name, Health::Ok, format!("{version} at {} (tested)", path.display()), None)
+        }
+        Ok(version) => check(
+            &name,
+            Health::Warn,
+            format!("{version} at {}; scafld is tested with {tested}", path.display()),
+            Some(install),
+        ),
+        Err(e) => check(&name, Health::Fail, format!("{} does not run: {e}", path.display()), Some(install)),
+    }
+}
+
+fn systemd_units() -> Check {
+    let dir = std::env::var_os("XDG_CONFIG_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".config")))
+        .map(|c| c.join("systemd/user"));
+    let installed: Vec<&str> = ["scafldd.service", "scafldd.socket"]
+        .into_iter()
+        .filter(|unit| dir.as_ref().is_some_and(|d| d.join(unit).is_file()))
+        .collect();
+    match installed.len() {
+        0 => check("systemd units", Health::Ok, "not installed (optional; the client starts the daemon)", None),
+        2 => check("systemd units", Health::Ok, "scafldd.service and scafldd.socket installed", None),
+        _ => check(
+            "systemd units",
+            Health::Warn,
+            format!("only {} installed", installed.join(", ")),
+            Some("copy both files from systemd/ (README, \"Running under systemd\")".into()),
+        ),
+    }
+}

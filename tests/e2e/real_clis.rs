@@ -1,0 +1,386 @@
+//! The real reviewer CLIs at their real boundary: `@openai/codex`, `@anthropic-ai/claude-code`
+//! and `@google/gemini-cli`, pinned (see `.ci/run`), run by the real daemon with exactly the
+//! argv, environment and files scafld builds, against a loopback server of ours that speaks the
+//! three model APIs (`tests/support/model_server.py`). Each CLI runs complete reviews: a passing
+//! dossier completes the task, a blocking one fails it, a template review answers. The server's
+//! request log shows what each CLI was given (tools, schema, prompt). The gemini case also runs
+//! as a non-root user, which root's view of system settings files would hide.
+//!
+//! The CLIs are looked up in `$SCAFLD_REAL_CLIS` (a `node_modules/.bin`), then
+//! `/opt/scafld-ci/npm/node_modules/.bin` and `~/.cache/scafld-ci/npm/node_modules/.bin`
+//! (where `.ci/run` installs them). A missing CLI fails the suite; `SCAFLD_SKIP_REAL_CLIS=1`
+//! skips it loudly on a machine that cannot have them (never in CI).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use scafld_tests::{Run, TestEnv};
+use serde_json::{Value, json};
+
+use crate::gate::{opened, write};
+
+/// The versions the suite pins (and `.ci/run` installs).
+const VERSIONS: [(&str, &str); 3] = [("codex", "0.169.0"), ("claude", "2.1.197"), ("gemini", "0.61.0")];
+
+/// The directory holding the three CLIs, or `None` when the suite may be skipped.
+fn clis() -> Option<PathBuf> {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let candidates = [
+        std::env::var("SCAFLD_REAL_CLIS").ok().map(PathBuf::from),
+        Some(PathBuf::from("/opt/scafld-ci/npm/node_modules/.bin")),
+        Some(Path::new(&home).join(".cache/scafld-ci/npm/node_modules/.bin")),
+    ];
+    let found = candidates.into_iter().flatten().find(|dir| VERSIONS.iter().all(|(cli, _)| dir.join(cli).exists()));
+    if found.is_none() {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        let skip = std::env::var("SCAFLD_SKIP_REAL_CLIS").is_ok_and(|v| v == "1");
+        let install = "bash .ci/run installs them (npm install --prefix /opt/scafld-ci/npm @openai/codex@0.169.0 @anthropic-ai/claude-code@2.1.197 @google/gemini-cli@0.61.0)";
+        assert!(!ci && skip, "the real reviewer CLIs are not installed; {install}");
+        eprintln!(
+            "\n*** SKIPPED: the real reviewer CLIs are not installed and SCAFLD_SKIP_REAL_CLIS=1; {install} ***\n"
+        );
+    }
+    found
+}
+
+/// The loopback model server, killed when dropped.
+struct ModelServer {
+    child: Child,
+    port: u16,
+    script: PathBuf,
+    log: PathBuf,
+}
+
+impl ModelServer {
+    fn start(dir: &Path) -> ModelServer {
+        let (script, log) = (dir.join("model-script.json"), dir.join("model-requests.jsonl"));
+        std::fs::write(&script, "{}").unwrap();
+        let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("support/model_server.py");
+        let mut child = Command::new("python3")
+            .arg(server)
+            .arg("--script")
+            .arg(&script)
+            .arg("--log")
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the model server (python3)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().parse().expect("the model server prints its port");
+        ModelServer { child, port, script, log }
+    }
+
+    /// What the model answers from now on.
+    fn answer(&self, script: Value) {
+        std::fs::write(&self.script, script.to_string()).unwrap();
+    }
+
+    fn requests(&self, provider: &str) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["provider"] == provider)
+            .collect()
+    }
+
+    fn forget(&self) {
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn attacks(n: usize) -> Value {
+    (0..n).map(|i| json!({"target": format!("target {i}"), "attack": "regression scan", "result": "clean"})).collect()
+}
+
+fn passing() -> Value {
+    json!({"verdict": "pass", "mode": "discover", "summary": "No blockers.", "findings": [], "attack_log": attacks(6), "budget": {}})
+}
+
+fn blocking() -> Value {
+    json!({"verdict": "fail", "mode": "discover", "summary": "One blocker.", "attack_log": attacks(6), "budget": {},
+        "findings": [{"id": "greet-unused", "severity": "high", "blocks_completion": true, "summary": "greet is never called",
+            "location": {"path": "src/lib.rs", "line": 1}, "evidence": "no caller", "impact": "dead code",
+            "validation": "grep -rn greet src"}]})
+}
+
+fn template_fail() -> Value {
+    json!({"verdict": "FAIL", "summary": "The design skips the cache.", "findings": [
+        {"severity": "FAIL", "title": "No cache", "description": "Every call goes to the network.", "file": "a.md:1"}]})
+}
+
+/// How the model answers for `provider`: a tool call for claude and gemini, the final
+/// message for codex (its output schema makes that the answer).
+fn script(provider: &str, answer: &Value) -> Value {
+    if provider == "codex" {
+        json!({"codex": {"text": answer.to_string()}})
+    } else {
+        json!({provider: {"tool_input": answer}})
+    }
+}
+
+/// A `codex` on PATH that adds, for transport only, a model provider pointing at the server
+/// (codex 0.169 ignores OPENAI_BASE_URL); every other argument is scafld's.
+fn codex_transport(dir: &Path, clis: &Path, port: u16) -> PathBuf {
+    let bin = dir.join("transport-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let wrapper = bin.join("codex");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec '{}' \"$@\" -c model_provider=\"mock\" -c 'model_providers.mock={{name=\"mock\", base_url=\"http://127.0.0.1:{port}/v1\", env_key=\"OPENAI_API_KEY\", wire_api=\"responses\"}}'\n",
+            clis.join("codex").display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&wrapper).status().unwrap();
+    bin
+}
+
+/// The environment a user of each CLI would have, pointed at the server with dummy keys.
+fn cli_env(env: &TestEnv, clis: &Path, server: &ModelServer) -> Vec<(String, String)> {
+    let transport = codex_transport(env.dir.path(), clis, server.port);
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let path =
+        format!("{}:{}:{}:/usr/bin:/bin", transport.display(), clis.display(), scafld_tests::bin_dir().display());
+    [
+        ("PATH", path.as_str()),
+        ("ANTHROPIC_BASE_URL", base.as_str()),
+        ("ANTHROPIC_API_KEY", "dummy-anthropic-key"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("GOOGLE_GEMINI_BASE_URL", base.as_str()),
+        ("GEMINI_API_KEY", "dummy-gemini-key"),
+        ("OPENAI_API_KEY", "dummy-openai-key"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// A user's own CLI settings that a review must not pick up: a Claude SessionStart hook and
+/// user memory, and a Gemini API-key login (which it must carry over).
+fn user_settings(home: &Path, hook_marker: &Path) {
+    write_file(
+        &home.join(".claude/settings.json"),
+        &json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": format!("touch {}", hook_marker.display())}]}]}}).to_string(),
+    );
+    write_file(&home.join(".claude/CLAUDE.md"), "USER-MEMORY-MARKER: never show this to a reviewer\n");
+    write_file(
+        &home.join(".gemini/settings.json"),
+        &json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
+    );
+}
+
+fn write_file(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn scafld(env: &TestEnv, vars: &[(String, String)], args: &[&str]) -> Run {
+    Run::from(env.scafld_command(args).envs(vars.iter().map(|(k, v)| (k, v))).output().unwrap())
+}
+
+/// A workspace with task `rev` in review, the project's AGENTS.md, and two design notes for a
+/// template review.
+fn workspace(env: &TestEnv) {
+    opened(env, "src/lib.rs", "- [ ] `a1` test - lib exists\n  - Command: `test -f src/lib.rs`\n");
+    write(env, "AGENTS.md", "AGENTS-MARKER: the project's agent guidance\n");
+    write(env, "src/lib.rs", "pub fn greet() {}\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    write(env, "a.md", "# Design\nEvery call goes to the network.\n");
+    write(env, "b.md", "# Architecture\nCache remote calls.\n");
+}
+
+fn review_with(env: &TestEnv, vars: &[(String, String)], server: &ModelServer, provider: &str) {
+    let (pass_format, hook) = (format!("{provider}.mcp_submit_review"), env.path("HOOK-RAN"));
+    let pass_format = if provider == "codex" { "codex.output_file".to_string() } else { pass_format };
+
+    // A blocking dossier fails the gate and complete refuses.
+    server.answer(script(provider, &blocking()));
+    let run = scafld(env, vars, &["review", "rev", "--provider", provider, "--json"]);
+    assert_eq!(run.code, 4, "{provider}: {}{}", run.stdout, run.stderr);
+    let result = run.json()["result"].clone();
+    assert_eq!(result["verdict"], "fail", "{provider}: {result}");
+    assert_eq!(result["findings"][0]["id"], "greet-unused", "{provider}");
+    scafld(env, vars, &["complete", "rev"]).assert_code(4);
+
+    // The repair, then a passing dossier completes the task.
+    write(env, "src/lib.rs", "pub fn greet() {}\npub fn main() { greet() }\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    server.answer(script(provider, &passing()));
+    let run = scafld(env, vars, &["review", "rev", "--provider", provider, "--mode", "discover", "--json"]);
+    assert_eq!(run.code, 0, "{provider}: {}{}", run.stdout, run.stderr);
+    let result = run.json()["result"].clone();
+    assert_eq!((result["verdict"].as_str(), result["provider"].as_str()), (Some("pass"), Some(provider)), "{result}");
+    assert_eq!(result["output_format"], pass_format.as_str());
+    scafld(env, vars, &["complete", "rev"]).assert_code(0);
+
+    // A template review answers through the same channel.
+    server.answer(script(provider, &template_fail()));
+    let run = scafld(env, vars, &["review", "arch", "a.md", "--against", "b.md", "--provider", provider, "--json"]);
+    assert_eq!(run.code, 4, "{provider}: {}{}", run.stdout, run.stderr);
+    let result = run.json()["result"].clone();
+    assert_eq!((result["verdict"].as_str(), result["has_failures"].as_bool()), (Some("FAIL"), Some(true)), "{result}");
+    assert_eq!(result["findings"][0]["title"], "No cache");
+    assert!(!hook.exists(), "{provider}: a user's hook ran during a review");
+}
+
+#[test]
+fn claude_reviews_through_its_submit_tool_with_no_user_settings() {
+    let Some(clis) = clis() else { return };
+    let env = TestEnv::new();
+    let server = ModelServer::start(env.dir.path());
+    user_settings(&env.path("home"), &env.path("HOOK-RAN"));
+    let vars = cli_env(&env, &clis, &server);
+    workspace(&env);
+    review_with(&env, &vars, &server, "claude");
+    let requests = server.requests("claude");
+    assert!(!requests.is_empty());
+    for r in &requests {
+        let tools: Vec<&str> = r["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert!(tools.contains(&"mcp__scafld__submit_review"), "{tools:?}");
+        assert!(tools.iter().all(|t| ["Glob", "Grep", "Read", "mcp__scafld__submit_review"].contains(t)), "{tools:?}");
+        assert!(!r.to_string().contains("USER-MEMORY-MARKER"), "the user's CLAUDE.md reached the model");
+    }
+}
+
+#[test]
+fn codex_reviews_under_a_strict_schema_without_web_search_or_agents_md() {
+    let Some(clis) = clis() else { return };
+    let env = TestEnv::new();
+    let server = ModelServer::start(env.dir.path());
+    let vars = cli_env(&env, &clis, &server);
+    workspace(&env);
+    review_with(&env, &vars, &server, "codex");
+    let requests = server.requests("codex");
+    assert!(!requests.is_empty());
+    for r in &requests {
+        assert_eq!(r["strict"], true, "{r}");
+        let tools: Vec<&str> = r["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert!(!tools.contains(&"web_search"), "the hosted web search was offered: {tools:?}");
+        // AGENTS.md appears once: in scafld's packet (as project context), never again from codex.
+        assert!(r["input"].as_str().unwrap().matches("AGENTS-MARKER").count() <= 1, "codex loaded AGENTS.md itself");
+    }
+    let schema = &requests[0]["schema"];
+    assert!(schema.get("$schema").is_none() && schema["properties"].get("provider").is_none(), "{schema}");
+}
+
+#[test]
+fn gemini_reviews_through_its_submit_tool() {
+    let Some(clis) = clis() else { return };
+    let env = TestEnv::new();
+    let server = ModelServer::start(env.dir.path());
+    user_settings(&env.path("home"), &env.path("HOOK-RAN"));
+    let vars = cli_env(&env, &clis, &server);
+    workspace(&env);
+    review_with(&env, &vars, &server, "gemini");
+    let streamed: Vec<Value> = server
+        .requests("gemini")
+        .into_iter()
+        .filter(|r| r["path"].as_str().unwrap().contains("streamGenerate"))
+        .collect();
+    assert!(!streamed.is_empty());
+    for r in &streamed {
+        let tools: Vec<&str> = r["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert!(tools.iter().any(|t| t.contains("submit_review")), "{tools:?}");
+    }
+}
+
+/// The non-root user the gemini case runs as when the suite runs as root.
+const USER: &str = "scafld-ci";
+
+#[test]
+fn gemini_reviews_as_a_non_root_user() {
+    let Some(clis) = clis() else { return };
+    if !nix::unistd::Uid::effective().is_root() {
+        return; // the other gemini test already runs as a non-root user
+    }
+    if Command::new("id").arg(USER).output().is_ok_and(|o| !o.status.success()) {
+        let made = Command::new("useradd").args(["--create-home", "--shell", "/bin/sh", USER]).status().unwrap();
+        assert!(made.success(), "useradd {USER}");
+    }
+    let env = TestEnv::new();
+    let server = ModelServer::start(env.dir.path());
+    server.answer(script("gemini", &passing()));
+    // The user's own copy of everything it runs: the binaries, a home, a workspace.
+    let root = env.dir.path().join("as-user");
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in ["scafld", "scafldd"] {
+        std::fs::copy(scafld_tests::bin_dir().join(name), bin.join(name)).unwrap();
+    }
+    write_file(
+        &root.join("home/.gemini/settings.json"),
+        &json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
+    );
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Rev\n\n## Scope\n\n- `src/lib.rs` - the code.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - lib exists\n  - Command: `test -f src/lib.rs`\n";
+    write_file(&root.join("spec.md"), spec);
+    let script = r#"set -e
+cd "$ROOT/work"
+git init -q && git -c user.name=u -c user.email=u@x commit -q --allow-empty -m init
+scafld init >/dev/null
+cp "$ROOT/spec.md" .scafld/specs/drafts/rev.md
+scafld approve rev --reason "non-root gemini" >/dev/null
+scafld build rev >/dev/null
+echo 'pub fn greet() {}' > src/lib.rs
+scafld build rev >/dev/null
+set +e
+scafld review rev --provider gemini --json > "$ROOT/review.json"
+echo $? > "$ROOT/review.code"
+scafld complete rev > /dev/null 2>&1
+echo $? > "$ROOT/complete.code"
+scafld daemon stop > /dev/null 2>&1
+"#;
+    write_file(&root.join("run.sh"), script);
+    std::fs::create_dir_all(root.join("work/src")).unwrap();
+    Command::new("chmod").args(["-R", "a+rX"]).arg(env.dir.path()).status().unwrap();
+    Command::new("chown").args(["-R", &format!("{USER}:{USER}")]).arg(&root).status().unwrap();
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let path = format!("{}:{}:/usr/bin:/bin", bin.display(), clis.display());
+    let home = root.join("home");
+    let status = Command::new("runuser")
+        .args(["-u", USER, "--", "env", "-i"])
+        .arg(format!("PATH={path}"))
+        .arg(format!("HOME={}", home.display()))
+        .arg(format!("ROOT={}", root.display()))
+        .arg(format!("SCAFLD_STATE_DIR={}", root.join("state").display()))
+        .arg(format!("SCAFLD_SOCKET={}", root.join("run/scafldd.sock").display()))
+        .arg(format!("GOOGLE_GEMINI_BASE_URL={base}"))
+        .arg("GEMINI_API_KEY=dummy-gemini-key")
+        .args(["sh", root.join("run.sh").to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "the non-root run failed");
+    let review = std::fs::read_to_string(root.join("review.json")).unwrap();
+    let code = std::fs::read_to_string(root.join("review.code")).unwrap();
+    assert_eq!(code.trim(), "0", "{review}");
+    let result: Value = serde_json::from_str(&review).unwrap();
+    assert_eq!(result["result"]["output_format"], "gemini.mcp_submit_review", "{result}");
+    assert_eq!(std::fs::read_to_string(root.join("complete.code")).unwrap().trim(), "0");
+    assert!(server.requests("gemini").iter().any(|r| r["tools"].to_string().contains("submit_review")));
+    server.forget();
+}
+
+/// The pinned versions are the ones installed (so the README's "tested with" stays true).
+#[test]
+fn the_installed_clis_are_the_pinned_versions() {
+    let Some(clis) = clis() else { return };
+    for (cli, version) in VERSIONS {
+        let out = Command::new(clis.join(cli))
+            .arg("--version")
+            .env("PATH", format!("{}:/usr/bin:/bin", clis.display()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(version), "{cli} --version printed {text:?}, pinned {version}");
+    }
+}
