@@ -353,4 +353,29 @@ mod tests {
         let out = gated(GATED_NO_STDIN, "cat; echo done; exit 7", b"\nleft over\n");
         assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).as_ref()), (Some(7), "done\n"));
     }
+
+    /// A program that chatters on stderr but prints no events is idle when stdout alone
+    /// counts (codex's "waiting for network" line never stops), and alive when both count.
+    #[tokio::test]
+    async fn idleness_can_be_judged_on_stdout_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let chatter = "i=0; while [ $i -lt 25 ]; do echo waiting >&2; sleep 0.1; i=$((i+1)); done";
+        let request = |idle_on_stdout| super::RunRequest {
+            command: chatter.into(),
+            cwd: dir.path().to_path_buf(),
+            env: std::env::vars().collect(),
+            absolute_timeout: std::time::Duration::from_secs(20),
+            idle_timeout: Some(std::time::Duration::from_millis(1500)),
+            diagnostics_dir: dir.path().join("diagnostics"),
+            env_overrides: Vec::new(),
+            stdin: None,
+            on_stdout: None,
+            idle_on_stdout,
+        };
+        let cancel = tokio_util::sync::CancellationToken::new;
+        let events_only = super::run(request(true), cancel(), |_| {}).await;
+        assert_eq!(events_only.kill_reason, Some(super::KillReason::IdleTimeout));
+        let any_output = super::run(request(false), cancel(), |_| {}).await;
+        assert_eq!((any_output.kill_reason, any_output.exit_code), (None, Some(0)));
+    }
 }
