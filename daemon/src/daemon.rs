@@ -204,7 +204,7 @@ impl Daemon {
             {
                 warn!(root = %root_text, "cannot watch workspace: {e}");
             }
-            info!(workspace = %id, root = %root_text, specs = workspace.index.read().expect("index").len(), "workspace opened");
+            info!(workspace = %id, root = %root_text, specs = crate::sync::read(&workspace.index).len(), "workspace opened");
             open.insert(id.clone(), Arc::new(workspace));
             drop(open);
             self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
@@ -214,7 +214,7 @@ impl Daemon {
 
     /// Process changed paths reported by the watcher until shutdown.
     pub async fn watch_loop(self: Arc<Self>) {
-        let Some(mut rx) = self.watch_events.lock().expect("watch events").take() else { return };
+        let Some(mut rx) = crate::sync::lock(&self.watch_events).take() else { return };
         loop {
             let burst = tokio::select! {
                 burst = watch::next_burst(&mut rx) => burst,
@@ -241,17 +241,14 @@ impl Daemon {
 
     /// Re-read one spec path of `ws`; publish `task.changed` if its entry changed.
     pub fn refresh_path(&self, ws: &Workspace, path: &Path, cause: &str) {
-        let changed = ws.index.write().expect("index").refresh(path);
+        let changed = crate::sync::write(&ws.index).refresh(path);
         if let Some(task_id) = changed {
             self.publish_task_changed(ws, &task_id, cause);
         }
     }
 
     pub fn publish_task_changed(&self, ws: &Workspace, task_id: &str, cause: &str) {
-        let status = ws
-            .index
-            .read()
-            .expect("index")
+        let status = crate::sync::read(&ws.index)
             .get(task_id)
             .and_then(|e| e.parsed.spec.status())
             .map(|s| s.to_string())

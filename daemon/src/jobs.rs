@@ -13,6 +13,7 @@ use tracing::{info, warn};
 use crate::clock;
 use crate::domain::job::{JobKind, JobRecord, JobState, ReviewWork};
 use crate::store::Store;
+use crate::sync::lock;
 use crate::workspace::Workspace;
 
 pub struct Jobs {
@@ -41,7 +42,7 @@ impl Jobs {
     /// The lock every mutating command on `task` of `ws` holds.
     pub fn task_lock(&self, ws: &Workspace, task: &str) -> Arc<tokio::sync::Mutex<()>> {
         let key = format!("{}/{task}", ws.id);
-        self.task_locks.lock().expect("locks").entry(key).or_default().clone()
+        lock(&self.task_locks).entry(key).or_default().clone()
     }
 
     /// Create a queued job (`review` is set for the reviewer jobs of a review session).
@@ -53,7 +54,7 @@ impl Jobs {
         task: &str,
         review: Option<ReviewWork>,
     ) -> (JobRecord, CancellationToken) {
-        let mut next = self.next_id.lock().expect("ids");
+        let mut next = lock(&self.next_id);
         let id = format!("job-{}-{}", *next, &crate::workspace::layout::new_id().unwrap_or_default()[..6]);
         *next += 1;
         let record = JobRecord {
@@ -68,12 +69,14 @@ impl Jobs {
             )
         };
         let token = CancellationToken::new();
-        self.cancels.lock().expect("cancels").insert(id.clone(), token.clone());
+        lock(&self.cancels).insert(id.clone(), token.clone());
         self.put(store, record.clone(), true);
         (record, token)
     }
 
-    /// Apply `change` to a job; persist when `durable` (state changes, process groups).
+    /// Apply `change` to a job; persist when `durable` (state changes, process groups). The
+    /// change and its write happen under the table's lock, so overlapping updates never
+    /// overwrite each other.
     pub fn update(
         &self,
         store: &dyn Store,
@@ -81,31 +84,70 @@ impl Jobs {
         durable: bool,
         change: impl FnOnce(&mut JobRecord),
     ) -> Option<JobRecord> {
-        let record = {
-            let mut records = self.records.lock().expect("records");
-            let record = records.get_mut(id)?;
-            change(record);
-            record.clone()
-        };
-        self.put(store, record.clone(), durable);
+        self.update_if(store, id, durable, |_| true, change)
+    }
+
+    /// Apply `change` only if `check` holds for the job as it is now: one compare-and-update.
+    pub fn update_if(
+        &self,
+        store: &dyn Store,
+        id: &str,
+        durable: bool,
+        check: impl FnOnce(&JobRecord) -> bool,
+        change: impl FnOnce(&mut JobRecord),
+    ) -> Option<JobRecord> {
+        let mut records = lock(&self.records);
+        let record = records.get_mut(id).filter(|r| check(r))?;
+        change(record);
+        let record = record.clone();
+        self.persist(store, &record, durable);
+        drop(records);
+        self.changed(&record);
         Some(record)
     }
 
-    fn put(&self, store: &dyn Store, record: JobRecord, durable: bool) {
-        if durable && let Err(e) = store.save_job(&record) {
+    /// Apply `change` only while `token` is the job's current lease and the job runs: a stale
+    /// token (expired, released, finished, re-claimed) changes nothing.
+    pub fn update_leased(
+        &self,
+        store: &dyn Store,
+        id: &str,
+        token: &str,
+        change: impl FnOnce(&mut JobRecord),
+    ) -> Option<JobRecord> {
+        let holds = |r: &JobRecord| {
+            r.state == JobState::Running
+                && !token.is_empty()
+                && r.review.as_ref().and_then(|w| w.lease.as_ref()).is_some_and(|l| l.token == token)
+        };
+        self.update_if(store, id, true, holds, change)
+    }
+
+    fn persist(&self, store: &dyn Store, record: &JobRecord, durable: bool) {
+        if durable && let Err(e) = store.save_job(record) {
             warn!(job = %record.id, "cannot persist job: {e}");
         }
+    }
+
+    fn changed(&self, record: &JobRecord) {
         if record.state.is_finished() {
-            self.cancels.lock().expect("cancels").remove(&record.id);
+            lock(&self.cancels).remove(&record.id);
         }
-        self.records.lock().expect("records").insert(record.id.clone(), record);
         self.changes.send_modify(|n| *n += 1);
+    }
+
+    fn put(&self, store: &dyn Store, record: JobRecord, durable: bool) {
+        let mut records = lock(&self.records);
+        self.persist(store, &record, durable);
+        records.insert(record.id.clone(), record.clone());
+        drop(records);
+        self.changed(&record);
     }
 
     /// Drop finished jobs from memory (retention; the store has already deleted them).
     pub fn forget(&self, ids: &[String]) {
-        let mut records = self.records.lock().expect("records");
-        let mut cancels = self.cancels.lock().expect("cancels");
+        let mut records = lock(&self.records);
+        let mut cancels = lock(&self.cancels);
         for id in ids {
             if records.get(id).is_some_and(|r| r.state.is_finished()) {
                 records.remove(id);
@@ -130,51 +172,49 @@ impl Jobs {
         eligible: impl Fn(&JobRecord) -> bool,
         claim: impl FnOnce(&mut JobRecord),
     ) -> Option<JobRecord> {
-        let record = {
-            let mut records = self.records.lock().expect("records");
-            let record = records
-                .values_mut()
-                .filter(|r| r.state == JobState::Queued && eligible(r))
-                .min_by_key(|r| (r.created_at.clone(), creation_number(&r.id)))?;
-            claim(record);
-            record.clone()
-        };
-        self.put(store, record.clone(), true);
+        let mut records = lock(&self.records);
+        let record = records
+            .values_mut()
+            .filter(|r| r.state == JobState::Queued && eligible(r))
+            .min_by_key(|r| (r.created_at.clone(), creation_number(&r.id)))?;
+        claim(record);
+        let record = record.clone();
+        self.persist(store, &record, true);
+        drop(records);
+        self.changed(&record);
         Some(record)
     }
 
     /// The cancellation token of an unfinished job (created for jobs recovered from the store).
     pub fn token(&self, id: &str) -> CancellationToken {
-        self.cancels.lock().expect("cancels").entry(id.to_string()).or_default().clone()
+        lock(&self.cancels).entry(id.to_string()).or_default().clone()
     }
 
     pub fn get(&self, id: &str) -> Option<JobRecord> {
-        self.records.lock().expect("records").get(id).cloned()
+        lock(&self.records).get(id).cloned()
     }
 
     /// The jobs `matches` accepts, copying only those (for loops that run often).
     pub fn matching(&self, matches: impl Fn(&JobRecord) -> bool) -> Vec<JobRecord> {
-        self.records.lock().expect("records").values().filter(|r| matches(r)).cloned().collect()
+        lock(&self.records).values().filter(|r| matches(r)).cloned().collect()
     }
 
     pub fn all(&self) -> Vec<JobRecord> {
-        let mut all: Vec<JobRecord> = self.records.lock().expect("records").values().cloned().collect();
+        let mut all: Vec<JobRecord> = lock(&self.records).values().cloned().collect();
         all.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
         all
     }
 
     /// The unfinished job of `task`, if any (a second build attaches to it).
     pub fn active_for(&self, ws: &Workspace, task: &str) -> Option<JobRecord> {
-        self.records
-            .lock()
-            .expect("records")
+        lock(&self.records)
             .values()
             .find(|r| r.workspace_id == ws.id && r.task_id == task && !r.state.is_finished())
             .cloned()
     }
 
     pub fn counts(&self) -> JobCounts {
-        let records = self.records.lock().expect("records");
+        let records = lock(&self.records);
         let count = |state: JobState| records.values().filter(|r| r.state == state).count() as u64;
         JobCounts {
             queued: count(JobState::Queued),
@@ -200,7 +240,7 @@ impl Jobs {
 
     /// Cancel a job: a running one is killed by its runner; a queued one ends here.
     pub fn cancel(&self, store: &dyn Store, id: &str) -> Option<JobRecord> {
-        if let Some(token) = self.cancels.lock().expect("cancels").get(id) {
+        if let Some(token) = lock(&self.cancels).get(id) {
             token.cancel();
         }
         self.update(store, id, true, |r| {
@@ -287,5 +327,66 @@ pub fn info(record: &JobRecord) -> JobInfo {
             JobKind::Review => None,
         },
         error_kind: record.error_kind.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::SledStore;
+
+    /// Two writers change different fields of one job at the same time: neither change may be
+    /// lost, in memory or in the store (an update used to re-insert a stale copy after the
+    /// lock was released).
+    #[test]
+    fn overlapping_updates_never_lose_a_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SledStore::open(&dir.path().join("db")).unwrap());
+        let record =
+            JobRecord::queued("job-1-a".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
+        let jobs = Arc::new(Jobs::new(vec![record]));
+        let writers: Vec<_> = (0..2)
+            .map(|writer| {
+                let (jobs, store) = (jobs.clone(), store.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..300 {
+                        jobs.update(&*store, "job-1-a", true, |r| {
+                            if writer == 0 {
+                                r.attempt += 1;
+                            } else {
+                                let n: u32 = r.activity.as_deref().unwrap_or("0").parse().unwrap();
+                                r.activity = Some((n + 1).to_string());
+                            }
+                        });
+                    }
+                })
+            })
+            .collect();
+        writers.into_iter().for_each(|w| w.join().unwrap());
+        let memory = jobs.get("job-1-a").unwrap();
+        assert_eq!((memory.attempt, memory.activity.as_deref()), (301, Some("300")));
+        let stored = store.jobs().unwrap().into_iter().find(|r| r.id == "job-1-a").unwrap();
+        assert_eq!((stored.attempt, stored.activity.as_deref()), (301, Some("300")));
+    }
+
+    #[test]
+    fn a_stale_lease_token_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(&dir.path().join("db")).unwrap();
+        let mut record =
+            JobRecord::queued("job-1-a".into(), JobKind::Review, "w".into(), "/r".into(), "t".into(), "now".into());
+        record.state = JobState::Running;
+        record.review = Some(ReviewWork {
+            lease: Some(crate::domain::job::Lease { token: "current".into(), ..Default::default() }),
+            ..Default::default()
+        });
+        let jobs = Jobs::new(vec![record]);
+        assert!(jobs.update_leased(&store, "job-1-a", "stale", |r| r.attempt = 9).is_none());
+        assert!(jobs.update_leased(&store, "job-1-a", "", |r| r.attempt = 9).is_none());
+        assert_eq!(jobs.get("job-1-a").unwrap().attempt, 1);
+        assert!(jobs.update_leased(&store, "job-1-a", "current", |r| r.attempt = 2).is_some());
+        assert_eq!(jobs.get("job-1-a").unwrap().attempt, 2);
     }
 }

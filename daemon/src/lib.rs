@@ -16,6 +16,7 @@ pub mod runner;
 pub mod socket;
 pub mod store;
 pub mod sweep;
+pub mod sync;
 pub mod tasks;
 pub mod templates;
 pub mod workspace;

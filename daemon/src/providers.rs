@@ -224,17 +224,17 @@ impl Submissions {
     fn open(&self, expect: Expected) -> String {
         let token =
             crate::workspace::layout::new_id().unwrap_or_else(|_| format!("{:?}", std::time::SystemTime::now()));
-        self.slots.lock().expect("slots").insert(token.clone(), Slot { expect, accepted: None });
+        crate::sync::lock(&self.slots).insert(token.clone(), Slot { expect, accepted: None });
         token
     }
 
     pub fn close(&self, token: &str) -> Option<Submitted> {
-        self.slots.lock().expect("slots").remove(token).and_then(|s| s.accepted)
+        crate::sync::lock(&self.slots).remove(token).and_then(|s| s.accepted)
     }
 
     /// Validate a submission; the first valid one is kept and later ones are refused.
     pub fn submit(&self, token: &str, answer: Value) -> Result<String, Vec<String>> {
-        let mut slots = self.slots.lock().expect("slots");
+        let mut slots = crate::sync::lock(&self.slots);
         let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
         if slot.accepted.is_some() {
             return Err(vec!["submit_review was already called; exactly one submission is accepted".into()]);
@@ -708,7 +708,7 @@ pub async fn run(
                     let line: Vec<u8> = pending.drain(..=end).collect();
                     if let Some((event, init)) = stream_event(&line) {
                         if let Some(init) = init {
-                            *reported.lock().expect("provenance") = init;
+                            *crate::sync::lock(&reported) = init;
                         }
                         on_event(event);
                     }
@@ -736,7 +736,7 @@ pub async fn run(
         submitted,
         tail: outcome.tail(1200),
         diagnostic: outcome.diagnostic.display().to_string(),
-        reported: reported.lock().expect("provenance").clone(),
+        reported: crate::sync::lock(&reported).clone(),
     };
     if cancelled {
         return Err(ReviewerFailure { class: FailureClass::Cancelled, message: "the reviewer was cancelled".into() });

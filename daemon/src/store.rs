@@ -40,6 +40,15 @@ pub trait Store: Send + Sync + 'static {
         events: Vec<LedgerEvent>,
     ) -> Result<Vec<LedgerEntry>, StoreError>;
     fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// Write an imported ledger (each event with its own time) in one atomic batch, only when
+    /// the task has no ledger yet; returns how many entries were written (0: already there).
+    /// Callers serialise it with appends to the same task.
+    fn import(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        events: Vec<(String, LedgerEvent)>,
+    ) -> Result<usize, StoreError>;
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError>;
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
@@ -124,6 +133,29 @@ impl Store for SledStore {
             .scan_prefix(ledger_prefix(workspace_id, task_id))
             .map(|entry| Ok(serde_json::from_slice(&entry?.1)?))
             .collect()
+    }
+
+    fn import(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        events: Vec<(String, LedgerEvent)>,
+    ) -> Result<usize, StoreError> {
+        let prefix = ledger_prefix(workspace_id, task_id);
+        if self.ledger.scan_prefix(&prefix).next().is_some() {
+            return Ok(0);
+        }
+        let mut batch = sled::Batch::default();
+        let count = events.len();
+        for (i, (recorded_at, event)) in events.into_iter().enumerate() {
+            let entry = LedgerEntry { seq: 1 + i as u64, recorded_at, event };
+            let mut key = prefix.clone();
+            key.extend_from_slice(&entry.seq.to_be_bytes());
+            batch.insert(key, serde_json::to_vec(&entry)?);
+        }
+        self.ledger.apply_batch(batch)?;
+        self.flush()?;
+        Ok(count)
     }
 
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError> {

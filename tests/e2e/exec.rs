@@ -530,3 +530,40 @@ fn a_graceful_shutdown_leaves_no_job_process_behind() {
     let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
     assert!(jobs.as_array().unwrap().iter().all(|j| j["finished"] == true), "{jobs}");
 }
+
+/// Transitions decide on the state they see under the task's lock: parallel approvals record
+/// one approval, parallel fail/cancel archive once, and an archived task never comes back.
+#[test]
+fn parallel_transitions_take_effect_once() {
+    let mut env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.start_daemon();
+    env.init();
+    let text = spec("race", &[&[("a1", "true", "")]], &[]);
+    std::fs::write(env.work.join(".scafld/specs/drafts/race.md"), text).unwrap();
+    let parallel = |args: &[&str]| -> Vec<i32> {
+        let children: Vec<_> = (0..6)
+            .map(|_| {
+                env.scafld_command(args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        children.into_iter().map(|mut c| c.wait().unwrap().code().unwrap_or(-1)).collect()
+    };
+    let codes = parallel(&["approve", "race", "--reason", "race"]);
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
+    let approvals = ledger(&env, "race").iter().filter(|e| e["type"] == "approval").count();
+    assert_eq!(approvals, 1);
+    let mut codes = parallel(&["fail", "race", "--reason", "race"]);
+    codes.extend(parallel(&["cancel", "race", "--reason", "race"]));
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
+    let terminal = ledger(&env, "race").iter().filter(|e| e["type"] == "fail" || e["type"] == "cancel").count();
+    assert_eq!(terminal, 1);
+    env.scafld(&["approve", "race", "--reason", "again"]).assert_code(1);
+    let archived = std::fs::read_dir(env.work.join(".scafld/specs/archive")).unwrap().count();
+    assert_eq!(archived, 1);
+    assert!(!env.work.join(".scafld/specs/approved/race.md").exists());
+}

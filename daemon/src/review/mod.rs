@@ -88,23 +88,23 @@ impl Sessions {
     }
 
     pub fn get(&self, key: &str) -> Option<SessionRecord> {
-        self.records.lock().expect("sessions").get(key).cloned()
+        crate::sync::lock(&self.records).get(key).cloned()
     }
 
     pub(crate) fn put(&self, daemon: &Daemon, session: SessionRecord) {
         if let Err(e) = daemon.store().save_session(&session) {
             warn!(session = %session.key, "cannot persist review session: {e}");
         }
-        self.records.lock().expect("sessions").insert(session.key.clone(), session);
+        crate::sync::lock(&self.records).insert(session.key.clone(), session);
     }
 
     pub(crate) fn all(&self) -> Vec<SessionRecord> {
-        self.records.lock().expect("sessions").values().cloned().collect()
+        crate::sync::lock(&self.records).values().cloned().collect()
     }
 
     /// Drop sessions from memory (retention; the store has already deleted them).
     pub(crate) fn forget(&self, keys: &[String]) {
-        let mut records = self.records.lock().expect("sessions");
+        let mut records = crate::sync::lock(&self.records);
         for key in keys {
             records.remove(key);
             self.drop_caller_env(key);
@@ -113,7 +113,7 @@ impl Sessions {
 
     /// The most recent session of a workspace (optionally of one task).
     pub fn latest(&self, workspace_id: &str, task: Option<&str>) -> Option<SessionRecord> {
-        let records = self.records.lock().expect("sessions");
+        let records = crate::sync::lock(&self.records);
         records
             .values()
             .filter(|s| s.workspace_id == workspace_id && task.is_none_or(|t| s.task_id == t))
@@ -130,7 +130,7 @@ impl Sessions {
         mut session: SessionRecord,
         complete: impl FnOnce(&mut SessionRecord),
     ) -> SessionRecord {
-        let mut records = self.records.lock().expect("sessions");
+        let mut records = crate::sync::lock(&self.records);
         session.seq = 1 + records.values().map(|s| s.seq).max().unwrap_or(0);
         let group = review_group(&session);
         let last_round = records.values().filter(|s| review_group(s) == group).map(|s| s.iteration).max();

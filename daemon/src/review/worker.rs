@@ -178,7 +178,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
             },
             idle_on_stdout: invocation.idle_on_stdout,
         };
-        daemon.sessions.invocations.lock().expect("invocations").insert(job.id.clone(), invocation);
+        crate::sync::lock(&daemon.sessions.invocations).insert(job.id.clone(), invocation);
         Some(wire)
     };
     daemon.jobs.update(daemon.store(), &job.id, true, |r| {
@@ -223,28 +223,31 @@ fn scratch_name(job: &JobRecord) -> String {
     format!("review-{}-{}", job.id, job.attempt)
 }
 
-fn extend(daemon: &Daemon, job_id: &str, lease: &Lease) -> f64 {
+/// Renew the lease `token` holds, in one compare-and-update (a stale token renews nothing).
+fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
     let now = now_ms();
-    daemon.jobs.update(daemon.store(), job_id, true, |r| {
-        r.last_heartbeat = Some(clock::now_rfc3339());
-        if let Some(w) = r.review.as_mut() {
-            w.heartbeat_ms = now;
-            if let Some(l) = w.lease.as_mut() {
-                l.expires_ms = now + l.seconds * 1000;
+    let record = daemon
+        .jobs
+        .update_leased(daemon.store(), job_id, token, |r| {
+            r.last_heartbeat = Some(clock::now_rfc3339());
+            if let Some(w) = r.review.as_mut() {
+                w.heartbeat_ms = now;
+                if let Some(l) = w.lease.as_mut() {
+                    l.expires_ms = now + l.seconds * 1000;
+                }
             }
-        }
-    });
-    lease.seconds as f64
+        })
+        .ok_or_else(|| stale_lease(job_id))?;
+    Ok(record.review.and_then(|w| w.lease).map(|l| l.seconds as f64).unwrap_or_default())
 }
 
 pub fn heartbeat(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> {
-    let (job, lease, _) = leased(daemon, &p.job_id, &p.lease_token)?;
-    let left = extend(daemon, &job.id, &lease);
-    Ok(m::LeaseResult { job_id: job.id, state: "running".into(), lease_expires_in_seconds: left })
+    let left = extend(daemon, &p.job_id, &p.lease_token)?;
+    Ok(m::LeaseResult { job_id: p.job_id, state: "running".into(), lease_expires_in_seconds: left })
 }
 
 pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::CheckpointResult> {
-    let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
+    let (job, _, session) = leased(daemon, &p.job_id, &p.lease_token)?;
     if let Some(phase) = &p.phase
         && !PHASES.contains(&phase.as_str())
     {
@@ -276,11 +279,11 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
         }
         findings.push(finding);
     }
-    extend(daemon, &job.id, &lease);
+    extend(daemon, &job.id, &p.lease_token)?;
     let file = p.file.clone();
     let record = daemon
         .jobs
-        .update(daemon.store(), &job.id, true, |r| {
+        .update_leased(daemon.store(), &job.id, &p.lease_token, |r| {
             if let Some(w) = r.review.as_mut() {
                 let c = &mut w.checkpoint;
                 if let Some(path) = &file {
@@ -366,8 +369,8 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
             }
         }
         (None, Some(run)) => {
-            let invocation = daemon.sessions.invocations.lock().expect("invocations").remove(&job.id).unwrap_or(
-                providers::Invocation {
+            let invocation =
+                crate::sync::lock(&daemon.sessions.invocations).remove(&job.id).unwrap_or(providers::Invocation {
                     command: String::new(),
                     env: Default::default(),
                     answer: match &run.answer_file {
@@ -376,8 +379,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                     },
                     output_format: "worker.stdout",
                     idle_on_stdout: false,
-                },
-            );
+                });
             let submitted = match &invocation.answer {
                 Answer::Submission(token) => daemon.submissions.close(token),
                 _ => None,
@@ -412,6 +414,16 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
         worker_id: Some(lease.worker_id.clone()),
         reasoning: None,
     };
+    // The lease ends here, in one compare-and-update: a submission whose lease expired (or was
+    // re-claimed) while it was being checked changes nothing.
+    daemon
+        .jobs
+        .update_leased(daemon.store(), &job.id, &p.lease_token, |r| {
+            if let Some(w) = r.review.as_mut() {
+                w.lease = None;
+            }
+        })
+        .ok_or_else(|| stale_lease(&job.id))?;
     let result = match &answer {
         Ok(d) => m::WorkerSubmitResult {
             job_id: job.id.clone(),
@@ -427,14 +439,17 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
 
 pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> {
     let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
-    daemon.jobs.update(daemon.store(), &job.id, true, |r| {
-        r.state = JobState::Queued;
-        r.activity = Some(format!("released by worker {}", lease.worker_id));
-        if let Some(w) = r.review.as_mut() {
-            w.lease = None;
-        }
-    });
-    daemon.sessions.invocations.lock().expect("invocations").remove(&job.id);
+    daemon
+        .jobs
+        .update_leased(daemon.store(), &job.id, &p.lease_token, |r| {
+            r.state = JobState::Queued;
+            r.activity = Some(format!("released by worker {}", lease.worker_id));
+            if let Some(w) = r.review.as_mut() {
+                w.lease = None;
+            }
+        })
+        .ok_or_else(|| stale_lease(&job.id))?;
+    crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
     publish(daemon, &session, &job.id, "requeued", &format!("released by worker {}", lease.worker_id));
     daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: "queued".into() });
     Ok(m::LeaseResult { job_id: job.id, state: "queued".into(), lease_expires_in_seconds: 0.0 })
@@ -459,18 +474,27 @@ pub fn reap(daemon: &Arc<Daemon>) {
             "worker {} went silent past its {} s lease; its provider run may still be finishing, and anything it submits now is refused",
             lease.worker_id, lease.seconds
         );
-        daemon.jobs.update(daemon.store(), &job.id, true, |r| {
-            if r.state == JobState::Running {
-                r.state = JobState::Queued;
-                r.attempt += 1;
-                r.pgid = None;
-                r.activity = Some(format!("re-queued: {reason}"));
-                if let Some(work) = r.review.as_mut() {
-                    work.lease = None;
-                }
+        // Only if the same lease is still the expired one (a heartbeat may have just renewed it).
+        let still_expired = |r: &JobRecord| {
+            r.state == JobState::Running
+                && r.review
+                    .as_ref()
+                    .and_then(|w| w.lease.as_ref())
+                    .is_some_and(|l| l.token == lease.token && l.expires_ms <= now)
+        };
+        let requeued = daemon.jobs.update_if(daemon.store(), &job.id, true, still_expired, |r| {
+            r.state = JobState::Queued;
+            r.attempt += 1;
+            r.pgid = None;
+            r.activity = Some(format!("re-queued: {reason}"));
+            if let Some(work) = r.review.as_mut() {
+                work.lease = None;
             }
         });
-        daemon.sessions.invocations.lock().expect("invocations").remove(&job.id);
+        if requeued.is_none() {
+            continue;
+        }
+        crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
         publish(daemon, &session, &job.id, "heartbeat_stale", &reason);
         publish(daemon, &session, &job.id, "requeued", "the checkpoint is kept for the next worker");
         daemon.publish(Event::JobChanged {

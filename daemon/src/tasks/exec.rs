@@ -59,10 +59,7 @@ pub(crate) fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, c
 
 /// The spec as its ledger says it is (what build decisions are made from).
 pub(crate) fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
-    let entry = ws
-        .index
-        .read()
-        .expect("index")
+    let entry = crate::sync::read(&ws.index)
         .get(task)
         .cloned()
         .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
@@ -98,17 +95,21 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     let task = entry.task_id.clone();
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
+    // Decide on the state as it is now that this call holds the task: another approval may
+    // have finished while it waited.
+    let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(&ws, &entry)?;
     if p.amend {
         return amend(daemon, &ws, &task, p.reason.as_deref());
     }
-    let spec = &entry.parsed.spec;
-    if spec.status() != Some(Status::Draft) {
+    let (projected, _) = projected_spec(daemon, &ws, &task)?;
+    if projected.status() != Some(Status::Draft) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
-            format!("approve only operates on drafts; {task} is {}", spec.front.status),
+            format!("approve only operates on drafts; {task} is {}", projected.front.status),
         ));
     }
+    let spec = &entry.parsed.spec;
     let reason = p.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
     let harden_override = match (spec.harden_status(), reason) {
         (HardenStatus::Passed, _) => None,
@@ -138,7 +139,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         },
     ];
     record(daemon, &ws, &task, events, "command:approve")?;
-    let path = ws.index.read().expect("index").get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let path = crate::sync::read(&ws.index).get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
     Ok(m::ApproveResult {
         task_id: task.clone(),
         status: "approved".into(),
@@ -180,7 +181,7 @@ fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> R
     }
     let event = LedgerEvent::ContractAmended { reason: reason.to_string(), criteria: evidence::pins(&spec), changed };
     record(daemon, ws, task, vec![event], "command:approve")?;
-    let path = ws.index.read().expect("index").get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let path = crate::sync::read(&ws.index).get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
     Ok(m::ApproveResult {
         task_id: task.to_string(),
         status: status.to_string(),
@@ -240,6 +241,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
         }
         return Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None });
     }
+    let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(&ws, &entry)?;
     let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
     let (mut spec, mut entries) = projected_spec(daemon, &ws, &task)?;
@@ -852,11 +854,13 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
     refuse_while_running(daemon, &ws, &task)?;
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
-    let current = entry.parsed.spec.status();
-    if current.is_some_and(Status::is_terminal) {
+    refuse_while_running(daemon, &ws, &task)?;
+    let entry = super::fresh_entry(daemon, &ws, &task)?;
+    let (projected, _) = projected_spec(daemon, &ws, &task)?;
+    if projected.status().is_some_and(Status::is_terminal) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
-            format!("{task} is already archived ({})", entry.parsed.spec.front.status),
+            format!("{task} is already archived ({})", projected.front.status),
         )
         .with_hint("archived tasks are immutable; create a new task to continue"));
     }
@@ -867,7 +871,7 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
     let cause = if status == Status::Failed { "command:fail" } else { "command:cancel" };
     let path = {
         record(daemon, &ws, &task, vec![event], cause)?;
-        ws.index.read().expect("index").get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default()
+        crate::sync::read(&ws.index).get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default()
     };
     Ok(m::ArchiveResult { task_id: task, status: status.to_string(), path })
 }

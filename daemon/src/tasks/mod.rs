@@ -39,53 +39,66 @@ pub fn task_id(raw: &str) -> RpcResult<TaskId> {
 pub(crate) async fn entry(daemon: &Daemon, root: &str, raw_task: &str) -> RpcResult<(Arc<Workspace>, SpecEntry)> {
     let task = task_id(raw_task)?;
     let ws = daemon.workspace(root).await?;
-    let changed = ws.index.write().expect("index").sync_task(task.as_str());
+    let entry = fresh_entry(daemon, &ws, task.as_str())?;
+    import_original_session(daemon, &ws, task.as_str()).await?;
+    Ok((ws, entry))
+}
+
+/// The indexed spec of `task` as the file is now (stat first, re-read if it changed). A
+/// transition calls it again once it holds the task's lock, so it decides on the state as it
+/// is then, not as it was before another command finished.
+pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<SpecEntry> {
+    let changed = crate::sync::write(&ws.index).sync_task(task);
     if let Some(task_id) = changed {
-        daemon.publish_task_changed(&ws, &task_id, "hand_edit");
+        daemon.publish_task_changed(ws, &task_id, "hand_edit");
     }
-    let entry = ws.index.read().expect("index").get(task.as_str()).cloned();
-    match entry {
-        Some(entry) => {
-            import_original_session(daemon, &ws, task.as_str())?;
-            Ok((ws, entry))
-        }
-        None => Err(RpcError::new(
+    crate::sync::read(&ws.index).get(task).cloned().ok_or_else(|| {
+        RpcError::new(
             ErrorKind::NotFound,
             format!("no spec for task `{task}` under {}/.scafld/specs", ws.root.display()),
         )
-        .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`"))),
-    }
+        .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`"))
+    })
 }
 
+/// Largest original session.json imported (real ones are kilobytes).
+const MAX_SESSION_BYTES: u64 = 64 << 20;
+
 /// A task of the original tool has `.scafld/runs/<task-id>/session.json` and no ledger here:
-/// import it once (the file is left untouched).
-fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+/// import it once, in one atomic batch under the task's lock (the file is left untouched).
+async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
     let path = ws.root.join(".scafld/runs").join(task).join("session.json");
     if !path.is_file() || !daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?.is_empty() {
         return Ok(());
     }
+    let lock = daemon.jobs.task_lock(ws, task);
+    let _guard = lock.lock().await;
     let invalid = |why: String| {
         RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {}: {why}", ws.relative(&path)))
             .with_hint("fix or move the file; it is only read, never changed")
     };
+    if std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) > MAX_SESSION_BYTES {
+        return Err(invalid(format!("it is larger than {} MiB", MAX_SESSION_BYTES >> 20)));
+    }
     let text = std::fs::read_to_string(&path).map_err(|e| invalid(e.to_string()))?;
     let document: serde_json::Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-    let events = crate::domain::import::events(&document).map_err(invalid)?;
-    for (recorded_at, event) in events {
-        let recorded_at = if recorded_at.is_empty() { crate::clock::now_rfc3339() } else { recorded_at };
-        daemon.store().append(&ws.id, task, &recorded_at, vec![event]).map_err(RpcError::internal)?;
+    let now = crate::clock::now_rfc3339();
+    let events: Vec<(String, crate::domain::ledger::LedgerEvent)> = crate::domain::import::events(&document)
+        .map_err(invalid)?
+        .into_iter()
+        .map(|(at, event)| (if at.is_empty() { now.clone() } else { at }, event))
+        .collect();
+    let imported = daemon.store().import(&ws.id, task, events).map_err(RpcError::internal)?;
+    if imported > 0 {
+        tracing::info!(task, imported, "imported the original session ledger from {}", path.display());
     }
-    tracing::info!(task, "imported the original session ledger from {}", path.display());
     Ok(())
 }
 
 /// The task's spec file and its bytes as they are on disk (writes start from these, not from
 /// the index).
 pub(crate) fn spec_file(ws: &Workspace, task: &str) -> RpcResult<(std::path::PathBuf, String)> {
-    let path = ws
-        .index
-        .read()
-        .expect("index")
+    let path = crate::sync::read(&ws.index)
         .get(task)
         .map(|e| e.path.clone())
         .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
@@ -122,7 +135,7 @@ pub(crate) fn write_projection(
         return Ok(target);
     }
     specfile::write_spec(Some(path), &target, &new_text).map_err(write_error)?;
-    ws.index.write().expect("index").record_write(&target, &new_text, Some(path));
+    crate::sync::write(&ws.index).record_write(&target, &new_text, Some(path));
     daemon.publish_task_changed(ws, task, cause);
     Ok(target)
 }

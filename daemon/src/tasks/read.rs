@@ -147,7 +147,7 @@ fn all_diagnostics(entry: &SpecEntry) -> Vec<m::Diagnostic> {
 pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ValidateAllResult> {
     let ws = daemon.workspace(&p.root).await?;
     sync(daemon, &ws);
-    let index = ws.index.read().expect("index");
+    let index = crate::sync::read(&ws.index);
     let mut specs: Vec<m::SpecDiagnostics> = index
         .entries()
         .map(|e| {
@@ -207,7 +207,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult>
     };
     let ws = daemon.workspace(&p.root).await?;
     sync(daemon, &ws);
-    let index = ws.index.read().expect("index");
+    let index = crate::sync::read(&ws.index);
     let mut tasks: Vec<(Option<Status>, m::TaskSummary)> = index
         .entries()
         .filter(|e| filter.is_none() || e.parsed.spec.status() == filter)
@@ -219,7 +219,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult>
 
 /// Catch up with edits the watcher has not delivered yet (stat only; changed files re-parsed).
 fn sync(daemon: &Daemon, ws: &crate::workspace::Workspace) {
-    let changed = ws.index.write().expect("index").sync();
+    let changed = crate::sync::write(&ws.index).sync();
     for task_id in changed {
         daemon.publish_task_changed(ws, &task_id, "hand_edit");
     }
@@ -258,7 +258,7 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
 pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ReportResult> {
     let ws = daemon.workspace(&p.root).await?;
     sync(daemon, &ws);
-    let index = ws.index.read().expect("index");
+    let index = crate::sync::read(&ws.index);
     let mut report = m::ReportResult { by_status: BTreeMap::new(), ..m::ReportResult::default() };
     for status in Status::ALL {
         report.by_status.insert(status.to_string(), 0);

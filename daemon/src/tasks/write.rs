@@ -1,5 +1,5 @@
-//! Write-side task methods: plan, harden, reconcile. Each holds the workspace's write lock,
-//! re-reads the spec from disk, and projects the new model into it.
+//! Write-side task methods: plan, harden, reconcile. Each holds the task's lock (the one lock
+//! of a task's ledger and spec), re-reads the spec from disk, and projects the new model into it.
 
 use std::path::{Path, PathBuf};
 
@@ -32,8 +32,9 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         return Err(RpcError::new(ErrorKind::InvalidInput, format!("risk {risk:?} is not low, medium or high")));
     }
     let ws = daemon.workspace(&p.root).await?;
-    let _guard = ws.writes.lock().await;
-    if let Some(existing) = ws.index.read().expect("index").get(task.as_str()) {
+    let lock = daemon.jobs.task_lock(&ws, task.as_str());
+    let _guard = lock.lock().await;
+    if let Some(existing) = crate::sync::read(&ws.index).get(task.as_str()) {
         return Err(RpcError::new(
             ErrorKind::AlreadyExists,
             format!("spec already exists: {}", ws.relative(&existing.path)),
@@ -55,7 +56,7 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         return Err(RpcError::new(ErrorKind::AlreadyExists, format!("spec already exists: {}", ws.relative(&target))));
     }
     specfile::write_spec(None, &target, &text).map_err(write_error)?;
-    ws.index.write().expect("index").record_write(&target, &text, None);
+    crate::sync::write(&ws.index).record_write(&target, &text, None);
     daemon.publish_task_changed(&ws, task.as_str(), "command:plan");
     let diagnostics = parse(&text).diagnostics.iter().map(wire).collect();
     Ok(m::PlanResult { task_id: task.to_string(), path: ws.relative(&target), status: "draft".into(), diagnostics })
@@ -63,7 +64,8 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
 
 pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let _guard = ws.writes.lock().await;
+    let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
+    let _guard = lock.lock().await;
     let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
     if spec.status() != Some(Status::Draft) {
         return Err(RpcError::new(
@@ -118,7 +120,9 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
 
 pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ReconcileResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let _guard = ws.writes.lock().await;
+    let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
+    let _guard = lock.lock().await;
+    let entry = super::fresh_entry(daemon, &ws, &entry.task_id)?;
     require_valid(&ws, &entry)?;
     let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
     let has_ledger = !daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?.is_empty();
@@ -193,6 +197,6 @@ impl Ground for WorkspaceGround<'_> {
     }
 
     fn archived(&self, task_id: &str) -> bool {
-        self.ws.index.read().expect("index").get(task_id).is_some_and(|e| e.folder == Folder::Archive)
+        crate::sync::read(&self.ws.index).get(task_id).is_some_and(|e| e.folder == Folder::Archive)
     }
 }

@@ -15,13 +15,11 @@ pub use layout::{ID_FILE, SCAFLD_DIR};
 use crate::config::{self, Config, ConfigError};
 use index::{Index, Stamp};
 
-/// An open workspace: its identity, its spec index and the lock that serialises writes.
+/// An open workspace: its identity, its spec index, its configuration and its job slots.
 pub struct Workspace {
     pub id: String,
     pub root: PathBuf,
     pub index: RwLock<Index>,
-    /// Held by every command that writes this workspace's specs.
-    pub writes: tokio::sync::Mutex<()>,
     /// Jobs of this workspace that may run at once (`execution.max_parallel_jobs`).
     job_slots: slots::JobSlots,
     /// The merged config and the stamps of the two files it was read from.
@@ -35,7 +33,6 @@ impl Workspace {
             id,
             root,
             index: RwLock::new(index),
-            writes: tokio::sync::Mutex::new(()),
             // Sized from the config at each acquisition; this is only the starting point.
             job_slots: slots::JobSlots::new(config::Execution::default().max_parallel_jobs as usize),
             config: Mutex::new(None),
@@ -55,7 +52,7 @@ impl Workspace {
     /// counts at once, without waiting for the watcher).
     pub fn config(&self) -> Result<Config, ConfigError> {
         let stamps = [Stamp::of(&self.root.join(config::BASE_FILE)), Stamp::of(&self.root.join(config::LOCAL_FILE))];
-        let mut cached = self.config.lock().expect("config lock");
+        let mut cached = crate::sync::lock(&self.config);
         if let Some((config, seen)) = cached.as_ref()
             && *seen == stamps
         {
@@ -67,7 +64,7 @@ impl Workspace {
     }
 
     pub fn forget_config(&self) {
-        *self.config.lock().expect("config lock") = None;
+        *crate::sync::lock(&self.config) = None;
     }
 
     /// `path` relative to the workspace root, for display.

@@ -26,11 +26,11 @@ impl JobSlots {
 
     /// The current number of slots.
     pub fn size(&self) -> usize {
-        *self.size.lock().expect("slots")
+        *crate::sync::lock(&self.size)
     }
 
     fn resize(&self, limit: usize) {
-        let mut size = self.size.lock().expect("slots");
+        let mut size = crate::sync::lock(&self.size);
         if limit > *size {
             self.semaphore.add_permits(limit - *size);
             *size = limit;

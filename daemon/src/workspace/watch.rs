@@ -35,7 +35,7 @@ impl SpecWatcher {
     }
 
     pub fn watch_workspace(&self, root: &Path) -> notify::Result<()> {
-        let mut watcher = self.watcher.lock().expect("watcher lock");
+        let mut watcher = crate::sync::lock(&self.watcher);
         watcher.watch(&root.join(".scafld/specs"), RecursiveMode::Recursive)?;
         watcher.watch(&root.join(".scafld"), RecursiveMode::NonRecursive)
     }
