@@ -260,9 +260,7 @@ impl Jobs {
         let unfinished: Vec<JobRecord> = self.all().into_iter().filter(|r| !r.state.is_finished()).collect();
         let mut abandoned = Vec::new();
         for job in unfinished {
-            if let Some(pgid) = job.pgid {
-                crate::runner::kill_group(pgid);
-            }
+            let killed = job.group.as_ref().is_some_and(|g| g.kill_if_ours());
             if let Some(work) = &job.review {
                 let ours = work.lease.is_none();
                 self.token(&job.id);
@@ -271,22 +269,28 @@ impl Jobs {
                     self.update(store, &job.id, true, |r| {
                         r.state = JobState::Queued;
                         r.attempt += 1;
-                        r.pgid = None;
+                        r.group = None;
                         r.activity = Some("re-queued after a daemon restart".into());
                     });
                 }
                 continue;
             }
-            let reason = match job.pgid {
-                Some(pgid) => format!("the daemon stopped while the job ran; its process group {pgid} was killed"),
-                None => "the daemon stopped before the job finished".to_string(),
+            let reason = match (&job.group, killed) {
+                (Some(g), true) => {
+                    format!("the daemon stopped while the job ran; its process group {} was killed", g.pgid)
+                }
+                (Some(g), false) => format!(
+                    "the daemon stopped while the job ran; its process group {} had already ended (a process now using that id was left alone)",
+                    g.pgid
+                ),
+                (None, _) => "the daemon stopped before the job finished".to_string(),
             };
             info!(job = %job.id, "abandoned: {reason}");
             if let Some(record) = self.update(store, &job.id, true, |r| {
                 r.state = JobState::Abandoned;
                 r.finished_at = Some(clock::now_rfc3339());
                 r.reason = Some(reason);
-                r.pgid = None;
+                r.group = None;
             }) {
                 abandoned.push(record);
             }

@@ -73,8 +73,8 @@ pub async fn run(
     // No process of ours outlives the daemon: kill the groups of jobs still running. Their
     // records stay `running`; the next start marks them abandoned.
     for job in daemon.jobs.all() {
-        if let Some(pgid) = job.pgid.filter(|_| !job.state.is_finished()) {
-            runner::kill_group(pgid);
+        if let Some(group) = job.group.as_ref().filter(|_| !job.state.is_finished()) {
+            group.kill_if_ours();
         }
     }
     store.flush()?;

@@ -668,7 +668,7 @@ pub struct Run<'a> {
     pub packet: &'a str,
     pub diagnostics_dir: PathBuf,
     /// Called with the provider's process group id once it runs (recorded in the job).
-    pub on_spawn: Box<dyn FnOnce(i32) + Send + 'a>,
+    pub on_spawn: Box<dyn FnOnce(crate::runner::ProcessGroup) + Send + 'a>,
     /// Called with each structured event the provider streams (`type.subtype`).
     pub on_event: Box<dyn FnMut(String) + Send>,
 }

@@ -9,6 +9,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{Signal, killpg};
+
+pub use crate::domain::job::ProcessGroup;
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
@@ -145,8 +147,13 @@ impl Capture {
     }
 }
 
-/// Run the command; `on_spawn` gets the process group id as soon as it exists.
-pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: impl FnOnce(i32)) -> RunOutcome {
+/// Run the command; `on_spawn` gets its process group (with the leader's identity) as soon as
+/// it exists, before the command may start.
+pub async fn run(
+    mut request: RunRequest,
+    cancel: CancellationToken,
+    on_spawn: impl FnOnce(ProcessGroup),
+) -> RunOutcome {
     let started = Instant::now();
     let mut outcome = RunOutcome {
         exit_code: None,
@@ -180,7 +187,9 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
         }
     };
     let pgid = child.id().map(|id| id as i32).unwrap_or(0);
-    on_spawn(pgid);
+    if let Some(group) = ProcessGroup::led_by(pgid) {
+        on_spawn(group);
+    }
     if let Some(mut pipe) = child.stdin.take() {
         let mut input = b"\n".to_vec();
         input.extend_from_slice(request.stdin.as_deref().unwrap_or_default());
@@ -283,10 +292,47 @@ pub async fn terminate_group(pgid: i32) {
 }
 
 /// SIGKILL to the group (harmless if it is already gone).
-pub fn kill_group(pgid: i32) {
+fn kill_group(pgid: i32) {
     if pgid > 0 {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
     }
+}
+
+impl ProcessGroup {
+    /// The group `pid` leads, with the leader's identity read from `/proc`.
+    pub fn led_by(pid: i32) -> Option<ProcessGroup> {
+        Some(ProcessGroup { pgid: pid, start_ticks: start_ticks(pid)?, boot_id: boot_id()? })
+    }
+
+    /// Whether the recorded leader still runs (same pid, same start, same boot): only then does
+    /// the group id still name the group that was recorded.
+    pub fn is_alive(&self) -> bool {
+        self.pgid > 0
+            && boot_id().as_deref() == Some(self.boot_id.as_str())
+            && start_ticks(self.pgid) == Some(self.start_ticks)
+    }
+
+    /// Kill a recorded group, but only while its recorded leader still owns the id; a process
+    /// that reused the id after a crash is left alone. Returns whether it killed.
+    pub fn kill_if_ours(&self) -> bool {
+        if !self.is_alive() {
+            return false;
+        }
+        kill_group(self.pgid);
+        true
+    }
+}
+
+/// Field 22 of `/proc/PID/stat`: the start time in clock ticks since boot. The command name
+/// (field 2) may hold spaces and parentheses, so fields are counted after its last `)`.
+fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_string())
 }
 
 fn unix_nanos() -> u128 {

@@ -204,3 +204,45 @@ fn moved_workspace_keeps_its_id_and_a_copy_gets_a_new_one() {
     let list = env.client().result("workspace.list", json!({}));
     assert_eq!(list["workspaces"].as_array().unwrap().len(), 2, "{list}");
 }
+
+/// After a crash, recovery kills a recorded process group only while its recorded leader
+/// still owns the id: a process that reused the id is left alone, the real orphan dies.
+#[test]
+fn recovery_kills_only_the_group_its_record_names() {
+    use scafld_daemon::domain::job::{JobKind, JobRecord, JobState};
+    use scafld_daemon::runner::ProcessGroup;
+    use scafld_daemon::store::{SledStore, Store};
+
+    let env = TestEnv::new();
+    let spawn =
+        |marker: &str| std::process::Command::new("sleep").arg(marker).process_group(0).spawn().expect("spawn sleep");
+    let (mut orphan, mut stranger) = (spawn("3131.5"), spawn("3131.25"));
+    let orphan_group = ProcessGroup::led_by(orphan.id() as i32).unwrap();
+    // The stranger holds a recorded id, but the record's leader started at another time.
+    let mut reused = ProcessGroup::led_by(stranger.id() as i32).unwrap();
+    reused.start_ticks += 1;
+    {
+        let store = SledStore::open(&env.state_dir.join("db")).unwrap();
+        for (id, group) in [("job-1-aaaaaa", orphan_group), ("job-2-bbbbbb", reused)] {
+            let mut job = JobRecord::queued(
+                id.into(),
+                JobKind::Acceptance,
+                "w".into(),
+                "/nowhere".into(),
+                "t".into(),
+                "now".into(),
+            );
+            job.state = JobState::Running;
+            job.group = Some(group);
+            store.save_job(&job).unwrap();
+        }
+    }
+    let mut env = env;
+    env.start_daemon();
+    scafld_tests::wait_until("the orphan to be killed", || orphan.try_wait().unwrap().is_some());
+    assert!(stranger.try_wait().unwrap().is_none(), "a process that reused a recorded id was killed");
+    let stale = env.client().result("job.status", json!({"job_id": "job-2-bbbbbb"}));
+    assert!(stale["reason"].as_str().unwrap().contains("had already ended"), "{stale}");
+    stranger.kill().unwrap();
+    stranger.wait().unwrap();
+}

@@ -369,3 +369,22 @@ fn review_status_counts_a_finished_pass_as_every_file_reviewed() {
     let text = env.scafld(&["review", "status", "rev"]).stdout;
     assert!(text.contains("2/2 files reviewed"), "{text}");
 }
+
+/// A crash between writing a moved spec and removing the old copy leaves two files; the ledger
+/// says which is current, so the leftover is moved aside (never deleted) and the task works.
+#[test]
+fn a_leftover_copy_of_an_interrupted_move_is_moved_aside() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let active = env.work.join(".scafld/specs/active/rev.md");
+    let leftover = env.work.join(".scafld/specs/approved/rev.md");
+    let old = std::fs::read_to_string(&active).unwrap().replace("status: active", "status: approved");
+    std::fs::write(&leftover, &old).unwrap();
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    assert!(!leftover.exists() && env.work.join(".scafld/specs/active/rev.md").exists());
+    let aside = env.work.join(".scafld/runs/rev/superseded");
+    let kept: Vec<_> = std::fs::read_dir(&aside).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(std::fs::read_to_string(kept[0].path()).unwrap(), old, "the leftover's bytes are kept");
+}

@@ -431,3 +431,32 @@ fn a_task_named_like_a_subcommand_is_reachable_with_the_task_flag() {
     let run = env.scafld(&["status", "list", "--task", "list"]);
     run.assert_code(2);
 }
+
+/// Specs the index never reads: one over the size limit, a FIFO, a symlink out of the
+/// workspace (or to a device). Each is reported with its file; the others read on.
+#[test]
+fn oversized_special_and_escaping_specs_are_refused_by_name() {
+    let env = TestEnv::new();
+    env.init();
+    write_spec(&env, "drafts", "fine", &spec_text("fine", "draft"));
+    let drafts = env.work.join(".scafld/specs/drafts");
+    let big = std::fs::File::create(drafts.join("huge.md")).unwrap();
+    big.set_len(5 << 20).unwrap(); // sparse: 5 MiB that cost nothing
+    nix::unistd::mkfifo(&drafts.join("pipe.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", drafts.join("zero.md")).unwrap();
+    let outside = env.path("outside.md");
+    std::fs::write(&outside, spec_text("escape", "draft")).unwrap();
+    std::os::unix::fs::symlink(&outside, drafts.join("escape.md")).unwrap();
+    let run = env.scafld(&["list", "--json"]);
+    run.assert_code(0);
+    let tasks = run.json()["result"]["tasks"].as_array().unwrap().clone();
+    let error = |id: &str| {
+        tasks.iter().find(|t| t["task_id"] == id).and_then(|t| t["error"].as_str()).unwrap_or_default().to_string()
+    };
+    assert!(error("huge").contains("over the 4 MiB a spec may have"), "{tasks:?}");
+    assert!(error("pipe").contains("not a regular file"), "{tasks:?}");
+    assert!(error("zero").contains("outside the workspace"), "{tasks:?}");
+    assert!(error("escape").contains("outside the workspace"), "{tasks:?}");
+    assert!(error("fine").is_empty(), "{tasks:?}");
+    env.client().result("daemon.status", json!({}));
+}

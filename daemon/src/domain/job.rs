@@ -45,6 +45,15 @@ pub enum JobKind {
     Review,
 }
 
+/// A process group and the identity of its leader: its start time in clock ticks since boot
+/// (field 22 of `/proc/PID/stat`) and the boot it started in. A pid is reused; this pair is not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessGroup {
+    pub pgid: i32,
+    pub start_ticks: u64,
+    pub boot_id: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
     pub id: String,
@@ -60,8 +69,10 @@ pub struct JobRecord {
     pub started_at: Option<String>,
     pub finished_at: Option<String>,
     pub last_heartbeat: Option<String>,
-    /// Process group of the command running now, so a restarted daemon can kill an orphan.
-    pub pgid: Option<i32>,
+    /// The process group of the command running now and who leads it, so a restarted daemon
+    /// kills an orphan only while the recorded leader still owns that group id.
+    #[serde(default)]
+    pub group: Option<ProcessGroup>,
     pub activity: Option<String>,
     pub reason: Option<String>,
     /// The build outcome or review result, as sent to clients.
@@ -97,7 +108,7 @@ impl JobRecord {
             started_at: None,
             finished_at: None,
             last_heartbeat: None,
-            pgid: None,
+            group: None,
             activity: None,
             reason: None,
             outcome: None,

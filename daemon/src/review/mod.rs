@@ -411,7 +411,7 @@ pub async fn conclude(
         r.state = state;
         r.finished_at = Some(clock::now_rfc3339());
         r.activity = None;
-        r.pgid = None;
+        r.group = None;
         r.reason = Some(detail.clone());
         if let Some(work) = r.review.as_mut() {
             work.lease = None;

@@ -198,8 +198,8 @@ async fn run(
     provenance.channel = invocation.output_format.to_string();
     let on_spawn = {
         let (daemon, id) = (daemon.clone(), job_id.to_string());
-        Box::new(move |pgid: i32| {
-            daemon.jobs.update(daemon.store(), &id, true, |r| r.pgid = Some(pgid));
+        Box::new(move |group: crate::runner::ProcessGroup| {
+            daemon.jobs.update(daemon.store(), &id, true, |r| r.group = Some(group));
         })
     };
     let on_event = {

@@ -464,8 +464,8 @@ pub fn reap(daemon: &Arc<Daemon>) {
     });
     for job in expired {
         let Some(lease) = job.review.as_ref().and_then(|w| w.lease.clone()) else { continue };
-        if let Some(pgid) = job.pgid {
-            crate::runner::kill_group(pgid);
+        if let Some(group) = &job.group {
+            group.kill_if_ours();
         }
         let Some(session) = job.review.as_ref().and_then(|w| daemon.sessions.get(&w.session_key)) else { continue };
         // A worker's provider runs on the worker's machine, out of our reach: the old run may
@@ -485,7 +485,7 @@ pub fn reap(daemon: &Arc<Daemon>) {
         let requeued = daemon.jobs.update_if(daemon.store(), &job.id, true, still_expired, |r| {
             r.state = JobState::Queued;
             r.attempt += 1;
-            r.pgid = None;
+            r.group = None;
             r.activity = Some(format!("re-queued: {reason}"));
             if let Some(work) = r.review.as_mut() {
                 work.lease = None;

@@ -506,7 +506,7 @@ impl BuildRun {
                 self.set_state(state, |r| {
                     r.finished_at = Some(clock::now_rfc3339());
                     r.activity = None;
-                    r.pgid = None;
+                    r.group = None;
                     r.reason = Some(reason);
                     r.outcome = outcome_json;
                 });
@@ -517,7 +517,7 @@ impl BuildRun {
                 self.set_state(state, |r| {
                     r.finished_at = Some(clock::now_rfc3339());
                     r.activity = None;
-                    r.pgid = None;
+                    r.group = None;
                     r.reason = Some(e.to_string());
                 });
             }
@@ -713,8 +713,8 @@ impl BuildRun {
             idle_on_stdout: false,
         };
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
-        let o = runner::run(request, self.cancel.clone(), move |pgid| {
-            daemon.jobs.update(daemon.store(), &job_id, true, |r| r.pgid = Some(pgid));
+        let o = runner::run(request, self.cancel.clone(), move |group| {
+            daemon.jobs.update(daemon.store(), &job_id, true, |r| r.group = Some(group));
         })
         .await;
         let combined = o.tail(64 * 1024);
@@ -754,7 +754,7 @@ impl BuildRun {
             duration_ms,
             redacted,
         )?;
-        self.daemon.jobs.update(store, &self.job_id, true, |r| r.pgid = None);
+        self.daemon.jobs.update(store, &self.job_id, true, |r| r.group = None);
         Ok(CriterionResult {
             exit_code,
             duration_ms,

@@ -52,6 +52,7 @@ pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcRes
     if let Some(task_id) = changed {
         daemon.publish_task_changed(ws, &task_id, "hand_edit");
     }
+    resolve_leftover(daemon, ws, task)?;
     crate::sync::read(&ws.index).get(task).cloned().ok_or_else(|| {
         RpcError::new(
             ErrorKind::NotFound,
@@ -59,6 +60,39 @@ pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcRes
         )
         .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`"))
     })
+}
+
+/// A move interrupted by a crash leaves the spec in two folders (the new copy is written
+/// before the old one is removed). When the ledger says which status is current and exactly
+/// one copy is in that status's folder, the other is a leftover: it is moved aside to
+/// `.scafld/runs/<task>/superseded/` (never deleted) and the task reads again.
+fn resolve_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+    let Some((current, other)) =
+        crate::sync::read(&ws.index).get(task).and_then(|e| Some((e.path.clone(), e.duplicate.clone()?)))
+    else {
+        return Ok(());
+    };
+    let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
+    let Some(status) = crate::domain::ledger::replay(&entries).status else { return Ok(()) };
+    let folder_of = |p: &std::path::Path| specfile::folder_of(&ws.root, p);
+    let expected = Some(status.folder());
+    let leftover = match (folder_of(&current) == expected, folder_of(&other) == expected) {
+        (true, false) => other,
+        (false, true) => current,
+        _ => return Ok(()), // not decidable from the ledger: the user chooses
+    };
+    let aside = ws.root.join(".scafld/runs").join(task).join("superseded");
+    std::fs::create_dir_all(&aside).map_err(super::daemon::workspace_io_error)?;
+    let name =
+        format!("{}-{}.md", folder_of(&leftover).map(|f| f.dir_name()).unwrap_or("spec"), crate::clock::now_rfc3339());
+    std::fs::rename(&leftover, aside.join(&name)).map_err(super::daemon::workspace_io_error)?;
+    tracing::warn!(task, leftover = %leftover.display(), "moved an interrupted move's leftover copy aside");
+    let mut index = crate::sync::write(&ws.index);
+    index.refresh(&leftover);
+    index.sync_task(task);
+    drop(index);
+    daemon.publish_task_changed(ws, task, "recovery");
+    Ok(())
 }
 
 /// Largest original session.json imported (real ones are kilobytes).
@@ -102,8 +136,9 @@ pub(crate) fn spec_file(ws: &Workspace, task: &str) -> RpcResult<(std::path::Pat
         .get(task)
         .map(|e| e.path.clone())
         .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot read {}: {e}", ws.relative(&path))))?;
+    let unreadable = |e: String| RpcError::new(ErrorKind::WorkspaceError, format!("{}: {e}", ws.relative(&path)));
+    let bytes = crate::workspace::index::read_spec(&ws.root, &path).map_err(unreadable)?;
+    let text = String::from_utf8(bytes).map_err(|_| unreadable("the spec file is not valid UTF-8".into()))?;
     Ok((path, text))
 }
 

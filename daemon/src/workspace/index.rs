@@ -116,25 +116,30 @@ impl Index {
     }
 
     /// [`Index::sync`] for one task: only its possible paths are looked at.
+    /// A second copy in another folder (an interrupted move) is noticed here too, without
+    /// waiting for the watcher.
     pub fn sync_task(&mut self, task_id: &str) -> Option<String> {
-        let current = self.entries.get(task_id).map(|e| e.path.clone());
-        if let Some(path) = current {
-            return self.refresh(&path);
-        }
         let file = format!("{task_id}.md");
-        let found = specfile::candidates(&self.root, &file).into_iter().find(|p| p.is_file())?;
-        self.refresh(&found)
+        let mut changed = None;
+        for path in specfile::candidates(&self.root, &file) {
+            let known =
+                self.entries.get(task_id).is_some_and(|e| e.path == path || e.duplicate.as_deref() == Some(&*path));
+            if known || std::fs::symlink_metadata(&path).is_ok() {
+                changed = self.refresh(&path).or(changed);
+            }
+        }
+        changed
     }
 
     /// Re-read one changed path. Returns the task id whose entry changed, if any.
     pub fn refresh(&mut self, path: &Path) -> Option<String> {
         let folder = specfile::folder_of(&self.root, path)?;
         let task_id = task_id_of(path)?;
-        if path.is_file() {
-            let unchanged = self
-                .entries
-                .get(&task_id)
-                .is_some_and(|e| e.path == path && e.stamp.is_some() && e.stamp == Stamp::of(path));
+        if std::fs::symlink_metadata(path).is_ok() {
+            let unchanged = self.entries.get(&task_id).is_some_and(|e| {
+                (e.path == path && e.stamp.is_some() && e.stamp == Stamp::of(path))
+                    || e.duplicate.as_deref() == Some(path)
+            });
             if unchanged {
                 return None;
             }
@@ -180,12 +185,12 @@ impl Index {
     fn load(&mut self, path: &Path, folder: Folder) {
         let Some(task_id) = task_id_of(path) else { return };
         let stamp = Stamp::of(path);
-        let mut entry = match std::fs::read(path) {
+        let mut entry = match read_spec(&self.root, path) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => self.entry_from_text(task_id.clone(), path, folder, &text),
                 Err(_) => self.broken(task_id.clone(), path, folder, "the spec file is not valid UTF-8".into()),
             },
-            Err(e) => self.broken(task_id.clone(), path, folder, format!("cannot read the spec: {e}")),
+            Err(e) => self.broken(task_id.clone(), path, folder, e),
         };
         entry.stamp = stamp;
         match self.entries.get(&task_id) {
@@ -225,6 +230,45 @@ impl Index {
             stamp: None,
         }
     }
+}
+
+/// Largest spec the index reads; real specs are kilobytes.
+pub const MAX_SPEC_BYTES: u64 = 4 << 20;
+
+/// A spec's bytes, read only when it is a regular file inside the workspace (a symlink may
+/// point to one) of at most [`MAX_SPEC_BYTES`]: never a device, a FIFO or something outside.
+pub fn read_spec(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot read the spec: {e}"))?;
+    if meta.file_type().is_symlink() {
+        let target = path.canonicalize().map_err(|e| format!("the spec is a broken symlink: {e}"))?;
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        if !target.starts_with(&root) {
+            return Err(format!(
+                "the spec is a symlink to {}, outside the workspace; it is not read",
+                target.display()
+            ));
+        }
+    }
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read the spec: {e}"))?;
+    if !meta.is_file() {
+        return Err("the spec is not a regular file (a device, FIFO or directory); it is not read".into());
+    }
+    if meta.len() > MAX_SPEC_BYTES {
+        return Err(format!(
+            "the spec is {} MiB, over the {} MiB a spec may have; it is not read",
+            meta.len() >> 20,
+            MAX_SPEC_BYTES >> 20
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_SPEC_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read the spec: {e}"))?;
+    if bytes.len() as u64 > MAX_SPEC_BYTES {
+        return Err(format!("the spec grew over {} MiB while it was read; it is not read", MAX_SPEC_BYTES >> 20));
+    }
+    Ok(bytes)
 }
 
 fn task_id_of(path: &Path) -> Option<String> {

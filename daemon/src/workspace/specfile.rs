@@ -76,10 +76,12 @@ fn read_dir_sorted(dir: &Path) -> Vec<PathBuf> {
     entries
 }
 
+/// Every `*.md` entry of `dir` but directories: a FIFO, a device or a dangling symlink named
+/// like a spec is listed too, so the index reports it instead of skipping it silently.
 fn markdown_files(dir: &Path) -> Vec<PathBuf> {
     read_dir_sorted(dir)
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "md") && !is_temp(p) && p.is_file())
+        .filter(|p| p.extension().is_some_and(|e| e == "md") && !is_temp(p) && !p.is_dir())
         .collect()
 }
 
