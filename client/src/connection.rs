@@ -26,6 +26,8 @@ pub enum ClientError {
         socket.display()
     )]
     ProtocolMismatch { client: u32, daemon: u32, daemon_version: String, socket: PathBuf },
+    #[error("refusing to talk to {}: {why}", socket.display())]
+    Untrusted { socket: PathBuf, why: String },
     #[error("{}", data.message)]
     Rpc { code: i32, data: ErrorData },
     #[error("lost the connection to the daemon: {0}")]
@@ -63,16 +65,36 @@ struct RawError {
     data: Option<Value>,
 }
 
+/// Whether the daemon behind `stream` is ours: its socket's directory is safe (see
+/// [`crate::paths::unsafe_dir`]) and the peer runs with our uid.
+fn trusted(socket: &Path, stream: &UnixStream) -> Result<(), String> {
+    let dir = socket.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let Some(why) = crate::paths::unsafe_dir(dir) {
+        return Err(why);
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    let peer = nix::sys::socket::getsockopt(stream, nix::sys::socket::sockopt::PeerCredentials)
+        .map_err(|e| format!("cannot read the peer's credentials: {e}"))?;
+    if peer.uid() != uid {
+        return Err(format!("the process listening there runs as uid {}, not as you (uid {uid})", peer.uid()));
+    }
+    Ok(())
+}
+
 impl Connection {
     /// Connect without the handshake; used to probe whether something listens at `socket`.
     pub fn probe(socket: &Path) -> io::Result<UnixStream> {
         with_socket_address(socket, |address| UnixStream::connect(address))
     }
 
-    /// Connect and check that the daemon speaks our protocol version.
+    /// Connect and check that the daemon speaks our protocol version. Before anything is sent
+    /// (requests carry the caller's environment), the socket's directory must be ours and
+    /// closed to others, and the process listening must run as our user: a directory another
+    /// user created first (the `/tmp` fallback) cannot receive our requests.
     pub fn connect(socket: &Path) -> Result<Connection, ClientError> {
         let stream = Connection::probe(socket)
             .map_err(|source| ClientError::Unreachable { socket: socket.to_path_buf(), source })?;
+        trusted(socket, &stream).map_err(|why| ClientError::Untrusted { socket: socket.to_path_buf(), why })?;
         let writer = stream.try_clone()?;
         let mut conn = Connection {
             reader: BufReader::new(stream),

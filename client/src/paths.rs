@@ -46,6 +46,26 @@ impl Paths {
     }
 }
 
+/// Why `dir` cannot hold the daemon's socket or state safely, if it cannot: it must belong to
+/// us (or to root, like `/run/user`), and if others may write it, it must be sticky so they
+/// cannot replace what we put there. A directory another user created first (the `/tmp`
+/// fallback can be squatted) fails this.
+pub fn unsafe_dir(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let meta = match std::fs::metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) => return Some(format!("cannot inspect {}: {e}", dir.display())),
+    };
+    if meta.uid() != uid && meta.uid() != 0 {
+        return Some(format!("{} belongs to uid {}, not to you (uid {uid})", dir.display(), meta.uid()));
+    }
+    if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+        return Some(format!("{} may be written by others (mode {:o})", dir.display(), meta.mode() & 0o7777));
+    }
+    None
+}
+
 /// Run `f` with an address for `socket` that fits in `sun_path`.
 ///
 /// Paths over the kernel limit are reached through `/proc/self/fd/<dir fd>/<name>`, which names

@@ -2,7 +2,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::IsTerminal;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -50,6 +50,7 @@ fn main() -> ExitCode {
 }
 
 fn start(args: Args) -> Result<(), BoxError> {
+    scafld_daemon::runner::adopt_private_umask();
     let env_paths = Paths::from_env();
     let socket_path = args.socket.unwrap_or(env_paths.socket);
     let state_dir = args.state_dir.unwrap_or(env_paths.state_dir);
@@ -58,6 +59,12 @@ fn start(args: Args) -> Result<(), BoxError> {
         .mode(0o700)
         .create(&state_dir)
         .map_err(|e| format!("cannot create state directory {}: {e}", state_dir.display()))?;
+    if let Some(why) = scafld_client::paths::unsafe_dir(&state_dir) {
+        return Err(format!("refusing the state directory: {why}").into());
+    }
+    // Earlier versions created it 0755; what is in it (ledgers, logs) is the user's alone.
+    fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("cannot make {} private: {e}", state_dir.display()))?;
     let log_file = state_dir.join("scafldd.log");
     init_logging(&log_file, args.verbose)?;
 

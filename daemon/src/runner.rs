@@ -31,6 +31,17 @@ const PIPE_GRACE: Duration = Duration::from_millis(500);
 const GATED: &str = r#"IFS= read -r _ || exit 125; eval "shift; $1""#;
 const GATED_NO_STDIN: &str = r#"IFS= read -r _ || exit 125; exec </dev/null; eval "shift; $1""#;
 
+/// The umask the daemon was started with. The daemon itself runs under 0077 so its database,
+/// log and diagnostics are private; commands get the caller's umask back, so they create files
+/// exactly as they would from the user's shell.
+static INHERITED_UMASK: std::sync::OnceLock<nix::sys::stat::Mode> = std::sync::OnceLock::new();
+
+/// Make the daemon's own files private from here on, remembering the umask to hand to commands.
+pub fn adopt_private_umask() {
+    let inherited = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let _ = INHERITED_UMASK.set(inherited);
+}
+
 /// Sees each chunk of a command's stdout as it arrives.
 pub type OutputObserver = Box<dyn FnMut(&[u8]) + Send>;
 
@@ -164,7 +175,17 @@ pub async fn run(
         duration: Duration::ZERO,
         diagnostic: request.diagnostics_dir.join(format!("command-{}.txt", unix_nanos())),
     };
-    let spawned = Command::new("sh")
+    let mut command = Command::new("sh");
+    if let Some(&umask) = INHERITED_UMASK.get() {
+        // SAFETY: umask(2) is async-signal-safe and touches nothing but this child's mask.
+        unsafe {
+            command.pre_exec(move || {
+                nix::sys::stat::umask(umask);
+                Ok(())
+            });
+        }
+    }
+    let spawned = command
         .arg("-c")
         .arg(if request.stdin.is_some() { GATED } else { GATED_NO_STDIN })
         .arg("sh")

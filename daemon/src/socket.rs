@@ -25,6 +25,8 @@ pub enum SocketError {
     Directory { path: PathBuf, source: io::Error },
     #[error("cannot listen on {}: {source}", path.display())]
     Bind { path: PathBuf, source: io::Error },
+    #[error("refusing the socket directory: {0}")]
+    UnsafeDirectory(String),
     #[error("systemd passed LISTEN_FDS={0}; scafldd expects exactly one socket")]
     Activation(String),
 }
@@ -49,8 +51,13 @@ impl Drop for Listener {
     }
 }
 
-/// The socket handed over by systemd, if this process was socket-activated.
+/// The socket handed over by systemd, if this process was socket-activated. The activation
+/// variables are only read (changing the environment of a running process is not safe), the
+/// descriptor is checked to be a listening Unix stream socket, and it is marked close-on-exec
+/// so no acceptance command or reviewer inherits it.
 pub fn from_systemd(path: &Path) -> Result<Option<Listener>, SocketError> {
+    use nix::fcntl::{F_GETFD, F_SETFD, FdFlag, fcntl};
+    use nix::sys::socket::{SockType, UnixAddr, getsockname, getsockopt, sockopt};
     let pid_matches = std::env::var("LISTEN_PID").ok().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id());
     let Some(count) = std::env::var("LISTEN_FDS").ok().filter(|_| pid_matches) else {
         return Ok(None);
@@ -58,13 +65,19 @@ pub fn from_systemd(path: &Path) -> Result<Option<Listener>, SocketError> {
     if count != "1" {
         return Err(SocketError::Activation(count));
     }
-    // SAFETY: systemd guarantees fd 3 is an open listening socket owned by this process, and
-    // nothing else in the process has taken ownership of it.
-    let listener = unsafe { StdUnixListener::from_raw_fd(SD_LISTEN_FDS_START) };
-    for name in ["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"] {
-        // SAFETY: called during start-up, before the runtime spawns any thread.
-        unsafe { std::env::remove_var(name) };
+    // SAFETY: systemd passes fd 3 open and owned by this process; nothing else has taken it.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(SD_LISTEN_FDS_START) };
+    let is_unix_stream = getsockopt(&fd, sockopt::SockType).is_ok_and(|t| t == SockType::Stream)
+        && getsockname::<UnixAddr>(SD_LISTEN_FDS_START).is_ok()
+        && getsockopt(&fd, sockopt::AcceptConn).unwrap_or(false);
+    if !is_unix_stream {
+        return Err(SocketError::Activation("1, but fd 3 is not a listening Unix stream socket".into()));
     }
+    let flags = fcntl(fd, F_GETFD).map(FdFlag::from_bits_truncate).unwrap_or(FdFlag::empty());
+    fcntl(fd, F_SETFD(flags | FdFlag::FD_CLOEXEC))
+        .map_err(|e| SocketError::Activation(format!("1, but fd 3 cannot be made close-on-exec: {e}")))?;
+    // SAFETY: checked above: fd 3 is an open listening Unix socket this process owns.
+    let listener = unsafe { StdUnixListener::from_raw_fd(SD_LISTEN_FDS_START) };
     let path = listener
         .local_addr()
         .ok()
@@ -82,6 +95,9 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
         fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(dir_error)?;
         // Independent of the umask: the directory is the first line of defence.
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(dir_error)?;
+    }
+    if let Some(why) = scafld_client::paths::unsafe_dir(dir) {
+        return Err(SocketError::UnsafeDirectory(why));
     }
     let lock_path = path.with_extension("lock");
     let lock_file = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(dir_error)?;

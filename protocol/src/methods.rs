@@ -669,8 +669,13 @@ method!(
 pub struct SessionParams {
     pub root: String,
     pub task_id: String,
+    /// Write the ledger as JSON here: an absolute path, or empty for the default
+    /// `.scafld/runs/<task-id>/ledger.json`.
     #[serde(default)]
     pub export: Option<String>,
+    /// Replace an existing file at `export`.
+    #[serde(default)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

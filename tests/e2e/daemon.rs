@@ -29,11 +29,43 @@ fn default_socket_lives_in_a_private_directory() {
     assert_eq!(mode(&env.path("run/scafld")), 0o700);
     assert_eq!(mode(&socket), 0o600);
     assert_eq!(mode(&env.state_dir), 0o700);
-    assert!(env.state_dir.join("scafldd.log").is_file());
-    assert!(env.state_dir.join("db").is_dir());
+    assert_eq!(mode(&env.state_dir.join("scafldd.log")), 0o600);
+    assert_eq!(mode(&env.state_dir.join("db")), 0o700);
+    for entry in std::fs::read_dir(env.state_dir.join("db")).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(mode(&path) & 0o077, 0, "{} is open to others", path.display());
+    }
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     assert!(child.wait().unwrap().success());
     assert!(!socket.exists());
+}
+
+#[test]
+fn commands_create_files_with_the_callers_umask_not_the_daemons() {
+    // The daemon keeps its own files private (umask 0077); what it runs gets the umask the
+    // daemon was started with, as from the user's own shell.
+    let mut env = TestEnv::new();
+    let mut daemon = env.daemon_command();
+    daemon.env_remove("SCAFLD_SOCKET");
+    env.socket = env.path("run/scafld/scafldd.sock");
+    let wrapper = format!("umask 0002; exec {}", scafld_tests::scafldd_bin().display());
+    let mut command = Command::new("sh");
+    env.apply_env(&mut command);
+    let mut child = command.args(["-c", &wrapper]).spawn().unwrap();
+    drop(daemon);
+    let socket = env.socket.clone();
+    wait_until("the daemon's socket", || RawClient::connect(&socket).is_ok());
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: um\nstatus: draft\n---\n\n# Um\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `um` test - umask\n  - Command: `umask > umask.txt && touch made`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/um.md"), spec).unwrap();
+    env.scafld(&["approve", "um", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "um"]).assert_code(0); // starts the build
+    env.scafld(&["build", "um"]).assert_code(0); // runs phase 1
+    assert_eq!(std::fs::read_to_string(env.work.join("umask.txt")).unwrap().trim(), "0002");
+    assert_eq!(mode(&env.work.join("made")), 0o664);
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(child.wait().unwrap().success());
 }
 
 #[test]
@@ -135,10 +167,107 @@ fn peers_with_another_uid_are_refused() {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::set_permissions(&env.socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The client refuses first: the process listening is not its own user's.
     let output = as_nobody(&env);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_ne!(output.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("peer uid 65534 is not the daemon's uid 0"), "{stdout}");
+    assert_eq!(output.status.code(), Some(6), "{stdout}");
+    assert!(stdout.contains("runs as uid 0, not as you (uid 65534)"), "{stdout}");
+    // A raw client that skips that check meets the daemon's own refusal.
+    let raw = Command::new("python3")
+        .args(["-c", RAW_STATUS, env.socket.to_str().unwrap()])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let reply = String::from_utf8_lossy(&raw.stdout);
+    assert!(reply.contains("peer uid 65534 is not the daemon's uid 0"), "{reply} {raw:?}");
+}
+
+/// Send one `daemon.status` request over the socket named by argv[1] and print the reply line.
+const RAW_STATUS: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{}}\n')
+print(s.makefile().readline())
+"#;
+
+/// Listen on argv[1] as whoever runs this, accept one connection and print how many bytes it
+/// carried before the peer closed it.
+const SQUATTER: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+n = 0
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    n += len(b)
+print(n, flush=True)
+"#;
+
+#[test]
+fn a_socket_directory_others_may_write_is_refused_by_client_and_daemon() {
+    let env = TestEnv::new();
+    let run = env.path("run");
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The daemon will not put its socket where others could swap it.
+    let output = env.daemon_command().output().unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing the socket directory") && stderr.contains("may be written by others"),
+        "{stderr}"
+    );
+    assert!(!env.socket.exists());
+    // Nor will a daemon the client starts: the client passes the refusal on.
+    let started = env.scafld(&["daemon", "start"]);
+    assert_ne!(started.code, 0, "{started:?}");
+    assert!(format!("{}{}", started.stdout, started.stderr).contains("may be written by others"), "{started:?}");
+    // A sticky directory (like /tmp) is fine: others cannot replace what we create there.
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    env.scafld(&["daemon", "status"]).assert_code(0);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
+#[test]
+fn a_squatted_socket_directory_receives_nothing() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: needs root to squat as another uid");
+        return;
+    }
+    // Another user got there first: the directory and the socket in it are theirs.
+    let env = TestEnv::new();
+    let run = env.path("run");
+    std::fs::set_permissions(env.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let squatted = run.join("squat");
+    std::fs::create_dir(&squatted).unwrap();
+    std::fs::set_permissions(&squatted, std::fs::Permissions::from_mode(0o777)).unwrap();
+    nix::unistd::chown(&squatted, Some(nix::unistd::Uid::from_raw(65534)), Some(nix::unistd::Gid::from_raw(65534)))
+        .unwrap();
+    let socket = squatted.join("scafldd.sock");
+    let mut squatter = Command::new("python3")
+        .args(["-c", SQUATTER, socket.to_str().unwrap()])
+        .uid(65534)
+        .gid(65534)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(squatter.stdout.take().unwrap()));
+    assert_eq!(lines.next().unwrap().unwrap(), "ready");
+    let output = env.scafld_command(&["daemon", "status", "--json"]).env("SCAFLD_SOCKET", &socket).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(6), "{stdout}");
+    assert!(stdout.contains("daemon_untrusted") && stdout.contains("belongs to uid 65534"), "{stdout}");
+    // The squatter saw a connection and not one byte: no request, no environment.
+    assert_eq!(lines.next().unwrap().unwrap(), "0");
+    squatter.wait().unwrap();
 }
 
 #[test]
@@ -165,6 +294,16 @@ fn systemd_socket_activation_is_accepted() {
     let status = RawClient::connect(&env.socket).unwrap().result("daemon.status", json!({}));
     assert_eq!(status["socket_activated"], true);
     assert_eq!(status["socket_path"], env.socket.display().to_string());
+    // The listening socket is close-on-exec: an acceptance command holds no socket at all (it
+    // could otherwise accept other clients' requests, environments included).
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: fds\nstatus: draft\n---\n\n# Fds\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `no-socket` test - inherits no socket\n  - Command: `for f in /proc/$$/fd/*; do case $(readlink $f) in socket:*) exit 1;; esac; done`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/fds.md"), spec).unwrap();
+    env.scafld(&["approve", "fds", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "fds"]).assert_code(0);
+    let run = env.scafld(&["build", "fds", "--json"]);
+    assert_eq!(run.json()["result"]["criteria"][0]["status"], "pass", "{}", run.stdout);
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     assert!(child.wait().unwrap().success());
     // The socket belongs to systemd: the daemon leaves it in place.

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-use scafld_tests::{RawClient, TestEnv, wait_until};
+use scafld_tests::{RawClient, Run, TestEnv, wait_until};
 use serde_json::{Value, json};
 
 /// A draft spec whose phases hold `(id, command, extra detail lines)` criteria.
@@ -166,6 +166,27 @@ fn approve_build_repair_review_path() {
     assert!(exported.ends_with(".scafld/runs/flow/ledger.json"));
     let document: Value = serde_json::from_str(&std::fs::read_to_string(exported).unwrap()).unwrap();
     assert_eq!(document["entries"].as_array().unwrap().len(), entries.len());
+    env.scafld(&["session", "flow", "--export"]).assert_code(0); // the default path is scafld's own
+
+    // A relative path is the caller's; scafld's own files, existing files and symlinks are refused.
+    std::fs::create_dir_all(env.work.join("out")).unwrap();
+    let mut from_out = env.scafld_command(&["session", "flow", "--export", "ledger.json", "--json"]);
+    from_out.current_dir(env.work.join("out"));
+    let run = Run::from(from_out.output().unwrap());
+    run.assert_code(0);
+    assert!(env.work.join("out/ledger.json").is_file(), "{}", run.stdout);
+    let id_before = std::fs::read_to_string(env.work.join(".scafld/workspace_id")).unwrap();
+    for own in [".scafld/workspace_id", ".scafld/specs/review/flow.md", ".scafld/config.yaml"] {
+        let refused = env.scafld(&["session", "flow", "--export", own, "--force", "--json"]);
+        refused.assert_code(2);
+        assert!(refused.json()["error"]["message"].as_str().unwrap().contains("scafld's own files"), "{own}");
+    }
+    assert_eq!(std::fs::read_to_string(env.work.join(".scafld/workspace_id")).unwrap(), id_before);
+    env.scafld(&["session", "flow", "--export", "out/ledger.json"]).assert_code(3);
+    env.scafld(&["session", "flow", "--export", "out/ledger.json", "--force"]).assert_code(0);
+    std::os::unix::fs::symlink(env.path("elsewhere.json"), env.work.join("out/link.json")).unwrap();
+    env.scafld(&["session", "flow", "--export", "out/link.json", "--force"]).assert_code(2);
+    assert!(!env.path("elsewhere.json").exists());
 }
 
 #[test]

@@ -39,6 +39,8 @@ pub fn connect_error(error: ClientError) -> CliError {
         ClientError::ProtocolMismatch { .. } => {
             CliError::new("protocol_mismatch", error.to_string(), workflow::UNREACHABLE)
         }
+        ClientError::Untrusted { .. } => CliError::new("daemon_untrusted", error.to_string(), workflow::UNREACHABLE)
+            .with_hint("nothing was sent; remove that directory or point SCAFLD_SOCKET (or XDG_RUNTIME_DIR) at a directory only you can write"),
         other => rpc_error(other),
     }
 }
@@ -68,7 +70,9 @@ pub fn rpc_error(error: ClientError) -> CliError {
             cli.details = data.details.clone();
             cli
         }
-        ClientError::Unreachable { .. } | ClientError::ProtocolMismatch { .. } => connect_error(error),
+        ClientError::Unreachable { .. } | ClientError::ProtocolMismatch { .. } | ClientError::Untrusted { .. } => {
+            connect_error(error)
+        }
         ClientError::Io(_) | ClientError::Decode(_) => {
             CliError::new("daemon_connection", error.to_string(), workflow::UNREACHABLE)
                 .with_hint("the daemon may have stopped; `scafld daemon status` shows whether it runs")

@@ -391,6 +391,9 @@ pub struct SessionArgs {
     /// Also write the ledger as JSON (default path: .scafld/runs/<task-id>/ledger.json).
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
     pub export: Option<String>,
+    /// Replace an existing file at the export path.
+    #[arg(long, requires = "export")]
+    pub force: bool,
 }
 
 #[derive(Subcommand, Debug)]

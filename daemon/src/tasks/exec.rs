@@ -883,8 +883,7 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
     let exported = match p.export {
         None => None,
         Some(path) => {
-            let path = if path.is_empty() { format!(".scafld/runs/{}/ledger.json", entry.task_id) } else { path };
-            let full = if Path::new(&path).is_absolute() { PathBuf::from(&path) } else { ws.root.join(&path) };
+            let full = export_path(daemon, &ws, &entry.task_id, &path, p.force)?;
             let document = serde_json::json!({
                 "schema_version": 1,
                 "task_id": entry.task_id,
@@ -900,6 +899,43 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
         }
     };
     Ok(m::SessionResult { task_id: entry.task_id.clone(), entries: values, exported })
+}
+
+/// Where `session --export` may write: the default under the task's runs folder, or an
+/// absolute path the client resolved from its own directory; never scafld's own files (the
+/// workspace id, specs, configuration, templates, the daemon's state), never through a
+/// symlink, and never over an existing file without `force`.
+fn export_path(daemon: &Daemon, ws: &Workspace, task: &str, path: &str, force: bool) -> RpcResult<PathBuf> {
+    let refuse = |why: String| RpcError::new(ErrorKind::InvalidInput, why);
+    let full = if path.is_empty() {
+        ws.root.join(".scafld/runs").join(task).join("ledger.json")
+    } else if Path::new(path).is_absolute() {
+        PathBuf::from(path)
+    } else {
+        return Err(refuse(format!("--export {path:?} must be absolute (the client resolves it from its directory)")));
+    };
+    let parent = full.parent().ok_or_else(|| refuse(format!("--export {path:?} names no file")))?;
+    let dir = parent.canonicalize().unwrap_or_else(|_| parent.to_path_buf());
+    let name = full.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let resolved = dir.join(&name);
+    let scafld = ws.root.join(".scafld");
+    let own = resolved.starts_with(daemon.options.state_dir.canonicalize().unwrap_or(daemon.options.state_dir.clone()))
+        || (resolved.starts_with(&scafld) && !resolved.starts_with(scafld.join("runs")));
+    if own || name.is_empty() {
+        return Err(refuse(format!("refusing to write the ledger over scafld's own files ({})", resolved.display()))
+            .with_hint("export under .scafld/runs/ (the default) or anywhere outside .scafld/"));
+    }
+    match std::fs::symlink_metadata(&resolved) {
+        Ok(meta) if meta.file_type().is_symlink() || meta.is_dir() => Err(refuse(format!(
+            "{} is a symlink or a directory; the ledger is not written through it",
+            resolved.display()
+        ))),
+        Ok(_) if !force && !path.is_empty() => {
+            Err(RpcError::new(ErrorKind::AlreadyExists, format!("{} already exists", resolved.display()))
+                .with_hint("pass --force to replace it, or choose another path"))
+        }
+        _ => Ok(resolved),
+    }
 }
 
 pub async fn job_wait(daemon: &Daemon, p: m::JobWaitParams) -> RpcResult<m::JobInfo> {

@@ -186,7 +186,7 @@ pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
             std::env::current_dir().map(|d| d.join(p).display().to_string()).unwrap_or_else(|_| p.clone())
         }
     });
-    let r = call::<m::TaskSession>(&mut conn, &m::SessionParams { root, task_id, export })?;
+    let r = call::<m::TaskSession>(&mut conn, &m::SessionParams { root, task_id, export, force: args.force })?;
     ctx.out.success(&r, || {
         let mut text = String::new();
         for e in &r.entries {
