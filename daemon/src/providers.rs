@@ -453,10 +453,12 @@ pub fn invocation(
                 .collect();
             args.push(root.display().to_string());
             // --json: events on stdout (idleness is judged on them, and they name the model
-            // and session); the hosted web search is off; AGENTS.md stays out of the prompt
+            // and session); the hosted web search and skills are off; AGENTS.md stays out of the prompt
             // unless a template asks for project settings.
             args.extend(["--ephemeral", "--ignore-user-config", "--json"].map(String::from));
             args.extend(["-c".to_string(), "web_search=\"disabled\"".to_string()]);
+            // The user's and the project's skills would be listed to the reviewer.
+            args.extend(["-c".to_string(), "skills.include_instructions=false".to_string()]);
             if template.is_none_or(template::codex_ignores_rules) {
                 args.push("--ignore-rules".into());
                 args.extend(["-c".to_string(), "project_doc_max_bytes=0".to_string()]);
@@ -644,7 +646,9 @@ fn gemini_home(scratch: &Path, server: &Value, env: &BTreeMap<String, String>) -
         .or_else(|| env.get("HOME").map(PathBuf::from))
         .map(|h| h.join(".gemini"));
     let user = user_dir.as_deref().and_then(|d| user_settings(&d.join("settings.json")));
-    let mut settings = json!({"mcpServers": {"scafld": server}, "mcp": {"allowed": ["scafld"]}});
+    // Skills off: gemini's built-in ones and the project's would be listed to the reviewer.
+    let mut settings =
+        json!({"mcpServers": {"scafld": server}, "mcp": {"allowed": ["scafld"]}, "skills": {"enabled": false}});
     if let Some(auth) = user.as_ref().and_then(|u| u.pointer("/security/auth")) {
         settings["security"] = json!({"auth": auth});
     }

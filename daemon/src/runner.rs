@@ -230,6 +230,9 @@ pub async fn run(
     let idle_sleep = tokio::time::sleep(request.idle_timeout.unwrap_or(far));
     tokio::pin!(idle_sleep);
     let mut last_byte = Instant::now();
+    // With `idle_on_stdout`, only stdout events that show progress count (not codex's
+    // endless reconnect errors).
+    let mut progress = scafld_protocol::progress::ProgressWatch::default();
     let mut status = None;
     let mut exited_at: Option<tokio::time::Instant> = None;
 
@@ -243,8 +246,10 @@ pub async fn run(
                 Some(n) => {
                     outcome.stdout.push(&out_buf[..n]);
                     if let Some(observe) = request.on_stdout.as_mut() { observe(&out_buf[..n]); }
-                    last_byte = Instant::now();
-                    if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                    if !request.idle_on_stdout || progress.feed(&out_buf[..n]) {
+                        last_byte = Instant::now();
+                        if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                    }
                 }
                 None => out_open = false,
             },
@@ -444,5 +449,15 @@ mod tests {
         assert_eq!(events_only.kill_reason, Some(super::KillReason::IdleTimeout));
         let any_output = super::run(request(false), cancel(), |_| {}).await;
         assert_eq!((any_output.kill_reason, any_output.exit_code), (None, Some(0)));
+
+        // Offline, codex repeats an error event on stdout itself: that is no progress either,
+        // while real events are.
+        let offline = r#"i=0; while [ $i -lt 25 ]; do echo '{"type":"error","message":"Reconnecting..."}'; sleep 0.1; i=$((i+1)); done"#;
+        let working = offline.replace("\"error\"", "\"item.updated\"");
+        let with = |command: &str| super::RunRequest { command: command.into(), ..request(true) };
+        let stalled = super::run(with(offline), cancel(), |_| {}).await;
+        assert_eq!(stalled.kill_reason, Some(super::KillReason::IdleTimeout));
+        let alive = super::run(with(&working), cancel(), |_| {}).await;
+        assert_eq!((alive.kill_reason, alive.exit_code), (None, Some(0)));
     }
 }

@@ -8,6 +8,7 @@
 pub mod error;
 pub mod events;
 pub mod methods;
+pub mod progress;
 pub mod schemas;
 
 pub use error::{ErrorData, ErrorKind};

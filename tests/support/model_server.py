@@ -11,6 +11,8 @@ structured-output rules and refused with HTTP 400 the way the service refuses it
 
 Usage: model_server.py --script SCRIPT.json --log LOG.jsonl   (prints the port on stdout)
 Script: {"claude": {"tool_input": {...}}, "gemini": {"tool_input": {...}}, "codex": {"text": "..."}}
+Claude and gemini answers may carry "steps": [{"name": TOOL, "input": {...}}, ...], tool calls
+the model makes one per turn before it submits, to try what a hostile reviewer would try.
 """
 
 import argparse
@@ -172,18 +174,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         messages = body.get("messages", [])
         log({"provider": "claude", "path": path, "model": body.get("model"), "tools": tools,
              "system": system_text, "messages": json.dumps(messages)})
-        submitted = any(
-            isinstance(block, dict) and block.get("type") == "tool_result"
-            for m in messages for block in (m.get("content") if isinstance(m.get("content"), list) else [])
-        )
+        calls = [block.get("name") for m in messages if m.get("role") == "assistant"
+                 for block in (m.get("content") if isinstance(m.get("content"), list) else [])
+                 if isinstance(block, dict) and block.get("type") == "tool_use"]
         submit = next((t for t in tools if t and "submit_review" in t), None)
+        submitted = submit in calls
         answer = script().get("claude", {})
+        steps = answer.get("steps", [])
         msg_id = "msg_" + uuid.uuid4().hex[:12]
         start = {"type": "message_start", "message": {
             "id": msg_id, "type": "message", "role": "assistant", "model": body.get("model", "claude"),
             "content": [], "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 1}}}
-        if submit and not submitted and "tool_input" in answer:
+        if len(calls) < len(steps):
+            step = steps[len(calls)]
+            arguments = json.dumps(step.get("input", {}))
+            block = {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:12], "name": step["name"], "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": arguments}
+            stop = "tool_use"
+        elif submit and not submitted and "tool_input" in answer:
             arguments = json.dumps(answer["tool_input"])
             block = {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:12], "name": submit, "input": {}}
             delta = {"type": "input_json_delta", "partial_json": arguments}
@@ -272,10 +281,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                  "finishReason": "STOP", "index": 0}],
                                  "usageMetadata": usage})
             return
-        answered = any("functionResponse" in part for c in contents for part in c.get("parts", []))
+        calls = [part["functionCall"].get("name") for c in contents if c.get("role") == "model"
+                 for part in c.get("parts", []) if "functionCall" in part]
         submit = next((d for d in declarations if d and "submit_review" in d), None)
         answer = script().get("gemini", {})
-        if submit and not answered and "tool_input" in answer:
+        steps = answer.get("steps", [])
+        if len(calls) < len(steps):
+            step = steps[len(calls)]
+            parts = [{"functionCall": {"name": step["name"], "args": step.get("input", {})}}]
+        elif submit and submit not in calls and "tool_input" in answer:
             parts = [{"functionCall": {"name": submit, "args": answer["tool_input"]}}]
         else:
             parts = [{"text": answer.get("text", "Submitted the review.")}]

@@ -353,6 +353,8 @@ pub fn claude_tools(template: &Template) -> (String, String, String) {
     if template.allows_shell() {
         tools.push("Bash");
         allowed.extend(GIT_COMMANDS.iter().map(|c| format!("Bash({c}:*)")));
+        // `git diff|log|show --output=FILE` writes a file; git refuses abbreviations of it.
+        disallowed.push("Bash(git *--output*)");
     } else {
         disallowed.push("Bash");
     }
@@ -360,32 +362,57 @@ pub fn claude_tools(template: &Template) -> (String, String, String) {
     (tools.join(","), allowed.join(","), disallowed.join(","))
 }
 
-/// Gemini's policy file for a template: the read tools it allows, git's read commands when it
-/// allows a shell, the submit tool, and nothing else.
-/// The Gemini policy of a review run (`--policy`, in plan mode): the read tools the template
-/// allows (all of them for the gate) and denies the others, git's read commands when it allows
-/// the shell, and the `submit_review` tool of the `scafld` MCP server. Every rule has a
-/// priority (the CLI refuses the whole file otherwise); plan mode already denies the rest.
+/// Tools gemini 0.61 offers in plan mode (or may reach from it) that a reviewer must never run:
+/// writes, leaving plan mode (headless, that switches to YOLO), the web, sub-agents, skills,
+/// memory. Checked against the tools the real CLI declares (`real_clis` tests).
+pub const GEMINI_DENIED_TOOLS: [&str; 10] = [
+    "exit_plan_mode",
+    "enter_plan_mode",
+    "write_file",
+    "replace",
+    "google_web_search",
+    "web_fetch",
+    "invoke_agent",
+    "activate_skill",
+    "save_memory",
+    "run_shell_command",
+];
+
+/// The Gemini policy of a review run (`--policy`, in plan mode), highest priority first wins:
+/// git's `--output` (which writes files) is denied above everything; the read tools the
+/// template allows (all of them for the gate), git's read commands when it allows a shell and
+/// the `submit_review` tool of the `scafld` MCP server are allowed; below those, every tool in
+/// [`GEMINI_DENIED_TOOLS`] and the read tools the template leaves out are denied. Every rule
+/// has a priority (the CLI refuses the whole file otherwise). No `*` rule: it would also hide
+/// the submit tool.
 pub fn gemini_policy(template: Option<&Template>) -> String {
-    const PRIORITY: u32 = 100;
+    const GUARD: u32 = 200;
+    const ALLOW: u32 = 100;
+    const DENY: u32 = 50;
     let mut rules = String::new();
-    let mut rule = |fields: &[(&str, &str)], decision: &str| {
+    let mut rule = |fields: &[(&str, &str)], decision: &str, priority: u32| {
         rules.push_str("[[rule]]\n");
         for (key, value) in fields {
             rules.push_str(&format!("{key} = \"{value}\"\n"));
         }
-        rules.push_str(&format!("decision = \"{decision}\"\npriority = {PRIORITY}\n\n"));
+        rules.push_str(&format!("decision = \"{decision}\"\npriority = {priority}\n\n"));
     };
-    for (tool, gemini) in [("Read", "read_file"), ("Glob", "glob"), ("Grep", "grep_search")] {
-        let allowed = template.is_none_or(|t| t.allowed_tools.iter().any(|a| a == tool));
-        rule(&[("toolName", gemini)], if allowed { "allow" } else { "deny" });
-    }
-    if template.is_some_and(Template::allows_shell) {
+    let shell = template.is_some_and(Template::allows_shell);
+    if shell {
+        rule(&[("toolName", "run_shell_command"), ("argsPattern", "--output")], "deny", GUARD);
         for command in GIT_COMMANDS {
-            rule(&[("toolName", "run_shell_command"), ("commandPrefix", command)], "allow");
+            rule(&[("toolName", "run_shell_command"), ("commandPrefix", command)], "allow", ALLOW);
         }
     }
-    rule(&[("mcpName", "scafld"), ("toolName", "submit_review")], "allow");
+    for (tool, gemini) in [("Read", "read_file"), ("Glob", "glob"), ("Glob", "list_directory"), ("Grep", "grep_search")]
+    {
+        let allowed = template.is_none_or(|t| t.allowed_tools.iter().any(|a| a == tool));
+        rule(&[("toolName", gemini)], if allowed { "allow" } else { "deny" }, if allowed { ALLOW } else { DENY });
+    }
+    rule(&[("mcpName", "scafld"), ("toolName", "submit_review")], "allow", ALLOW);
+    for tool in GEMINI_DENIED_TOOLS {
+        rule(&[("toolName", tool)], "deny", DENY);
+    }
     rules
 }
 

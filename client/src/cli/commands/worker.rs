@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use scafld_protocol::methods::{self as m, Claim};
+use scafld_protocol::progress::ProgressWatch;
 
 use super::exec::caller;
 use super::tasks::call;
@@ -293,10 +294,17 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // SAFETY: the closure only calls prctl(2), which is async-signal-safe.
+    // A worker that died before the signal was armed would never send it, so the child also
+    // checks that its parent is still this worker.
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure only calls prctl(2) and getppid(2), which are async-signal-safe, and
+    // allocates nothing (the error is a raw errno).
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
+            }
             Ok(())
         });
     }
@@ -310,17 +318,29 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
     let feeder = std::thread::spawn(move || {
         let _ = stdin.write_all(packet.as_bytes());
     });
-    // `counts`: whether this stream's bytes show the provider is alive (codex's stderr chatter
-    // does not).
-    let reader = |mut stream: Box<dyn Read + Send>, activity: Arc<Mutex<Instant>>, counts: bool| {
+    // `counts`: which of this stream's bytes show the provider is alive: all of them, none
+    // (codex's stderr chatter) or only progress events (codex's stdout, see `ProgressWatch`).
+    #[derive(Clone, Copy)]
+    enum Counts {
+        All,
+        Nothing,
+        Progress,
+    }
+    let reader = |mut stream: Box<dyn Read + Send>, activity: Arc<Mutex<Instant>>, counts: Counts| {
         std::thread::spawn(move || {
             let mut kept = Vec::new();
             let mut buf = [0u8; 16 * 1024];
+            let mut watch = ProgressWatch::default();
             while let Ok(n) = stream.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
-                if counts {
+                let alive = match counts {
+                    Counts::All => true,
+                    Counts::Nothing => false,
+                    Counts::Progress => watch.feed(&buf[..n]),
+                };
+                if alive {
                     *activity.lock().expect("activity") = Instant::now();
                 }
                 if kept.len() < OUTPUT_CAP {
@@ -330,8 +350,10 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
             kept
         })
     };
-    let stdout = reader(Box::new(child.stdout.take().expect("piped")), activity.clone(), true);
-    let stderr = reader(Box::new(child.stderr.take().expect("piped")), activity.clone(), !invocation.idle_on_stdout);
+    let (out_counts, err_counts) =
+        if invocation.idle_on_stdout { (Counts::Progress, Counts::Nothing) } else { (Counts::All, Counts::All) };
+    let stdout = reader(Box::new(child.stdout.take().expect("piped")), activity.clone(), out_counts);
+    let stderr = reader(Box::new(child.stderr.take().expect("piped")), activity.clone(), err_counts);
     let done = Arc::new(AtomicBool::new(false));
     let heartbeat = {
         let (done, paths, lease) = (done.clone(), ctx.paths.clone(), claim.lease_token.clone());

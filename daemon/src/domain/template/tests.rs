@@ -131,7 +131,10 @@ fn tools_map_onto_each_provider() {
     assert!(!disallowed.split(',').any(|t| t == "Bash"));
     snapshot("gemini-policy-code", &gemini_policy(Some(&builtin("code"))));
     snapshot("gemini-policy-gate", &gemini_policy(None));
-    assert!(!gemini_policy(Some(&builtin("arch"))).contains("run_shell_command"));
+    assert!(disallowed.split(',').any(|t| t == "Bash(git *--output*)"));
+    let arch = gemini_policy(Some(&builtin("arch")));
+    assert!(arch.contains("toolName = \"run_shell_command\"\ndecision = \"deny\""), "{arch}");
+    assert!(!arch.contains("commandPrefix"), "{arch}");
     assert!(!codex_ignores_rules(&builtin("code")), "code loads AGENTS.md");
     assert!(codex_ignores_rules(&builtin("arch")));
 }
