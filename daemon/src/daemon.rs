@@ -31,6 +31,8 @@ pub struct DaemonOptions {
     pub log_file: PathBuf,
     /// Finished jobs and settled review sessions older than this are forgotten.
     pub retention: std::time::Duration,
+    /// What one client may hold of the daemon.
+    pub limits: crate::rpc::transport::Limits,
 }
 
 pub struct Daemon {

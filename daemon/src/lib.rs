@@ -59,7 +59,8 @@ pub async fn run(
     let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");
-    let server = tokio::spawn(rpc::transport::serve(listener, methods.into(), stop.clone()));
+    let server =
+        tokio::spawn(rpc::transport::serve(listener, methods.into(), stop.clone(), daemon.options.limits.clone()));
     tokio::select! {
         reason = shutdown => daemon.request_shutdown(&reason),
         _ = stop.cancelled() => {}

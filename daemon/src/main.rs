@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use clap::Parser;
 use scafld_client::Paths;
+use scafld_daemon::rpc::transport::Limits;
 use scafld_daemon::socket::{self, SocketError};
 use scafld_daemon::store::SledStore;
 use scafld_daemon::{BoxError, DaemonOptions};
@@ -30,6 +31,9 @@ struct Args {
     /// never pruned; the newest review session of each task or range is kept)
     #[arg(long, env = "SCAFLD_RETENTION_DAYS", default_value_t = 30)]
     retention_days: u32,
+    /// Close a client connection that has sent nothing, and waits for nothing, this long
+    #[arg(long, env = "SCAFLD_IDLE_CONNECTION_SECONDS", default_value_t = 600)]
+    idle_connection_seconds: u64,
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -50,7 +54,7 @@ fn main() -> ExitCode {
 }
 
 fn start(args: Args) -> Result<(), BoxError> {
-    scafld_daemon::runner::adopt_private_umask();
+    scafld_daemon::runner::adopt_daemon_settings();
     let env_paths = Paths::from_env();
     let socket_path = args.socket.unwrap_or(env_paths.socket);
     let state_dir = args.state_dir.unwrap_or(env_paths.state_dir);
@@ -86,6 +90,10 @@ fn start(args: Args) -> Result<(), BoxError> {
             state_dir: state_dir.clone(),
             log_file,
             retention: std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400),
+            limits: Limits {
+                idle_timeout: std::time::Duration::from_secs(args.idle_connection_seconds.max(1)),
+                ..Limits::default()
+            },
         };
         listener.listener.set_nonblocking(true)?;
         let tokio_listener = tokio::net::UnixListener::from_std(listener.listener.try_clone()?)?;

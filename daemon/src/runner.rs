@@ -31,15 +31,35 @@ const PIPE_GRACE: Duration = Duration::from_millis(500);
 const GATED: &str = r#"IFS= read -r _ || exit 125; eval "shift; $1""#;
 const GATED_NO_STDIN: &str = r#"IFS= read -r _ || exit 125; exec </dev/null; eval "shift; $1""#;
 
-/// The umask the daemon was started with. The daemon itself runs under 0077 so its database,
-/// log and diagnostics are private; commands get the caller's umask back, so they create files
-/// exactly as they would from the user's shell.
-static INHERITED_UMASK: std::sync::OnceLock<nix::sys::stat::Mode> = std::sync::OnceLock::new();
+/// What the daemon changed about its own process at start, as it was before: every command
+/// gets these back, so it runs exactly as it would from the user's shell.
+#[derive(Debug, Clone, Copy)]
+struct Inherited {
+    umask: nix::sys::stat::Mode,
+    /// The soft and hard open-file limits, when the daemon raised the soft one.
+    open_files: Option<(u64, u64)>,
+}
 
-/// Make the daemon's own files private from here on, remembering the umask to hand to commands.
-pub fn adopt_private_umask() {
-    let inherited = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
-    let _ = INHERITED_UMASK.set(inherited);
+static INHERITED: std::sync::OnceLock<Inherited> = std::sync::OnceLock::new();
+
+/// Set up the daemon's own process, remembering what it inherited for the commands it runs:
+/// umask 0077 (its database, log and diagnostics are private), and the soft open-file limit
+/// raised to the hard one (every client, job and reviewer holds descriptors; running out would
+/// lock every client out).
+pub fn adopt_daemon_settings() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let open_files = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => Some((soft, hard)),
+            Err(e) => {
+                eprintln!("scafldd: warning: cannot raise the open-file limit from {soft} to {hard}: {e}");
+                None
+            }
+        },
+        _ => None,
+    };
+    let _ = INHERITED.set(Inherited { umask, open_files });
 }
 
 /// Sees each chunk of a command's stdout as it arrives.
@@ -176,11 +196,15 @@ pub async fn run(
         diagnostic: request.diagnostics_dir.join(format!("command-{}.txt", unix_nanos())),
     };
     let mut command = Command::new("sh");
-    if let Some(&umask) = INHERITED_UMASK.get() {
-        // SAFETY: umask(2) is async-signal-safe and touches nothing but this child's mask.
+    if let Some(&inherited) = INHERITED.get() {
+        // SAFETY: umask(2) and setrlimit(2) are async-signal-safe, touch only this child, and
+        // nothing here allocates.
         unsafe {
             command.pre_exec(move || {
-                nix::sys::stat::umask(umask);
+                nix::sys::stat::umask(inherited.umask);
+                if let Some((soft, hard)) = inherited.open_files {
+                    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, soft, hard);
+                }
                 Ok(())
             });
         }

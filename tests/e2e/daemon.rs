@@ -41,14 +41,14 @@ fn default_socket_lives_in_a_private_directory() {
 }
 
 #[test]
-fn commands_create_files_with_the_callers_umask_not_the_daemons() {
+fn commands_get_the_callers_umask_and_file_limit_not_the_daemons() {
     // The daemon keeps its own files private (umask 0077); what it runs gets the umask the
     // daemon was started with, as from the user's own shell.
     let mut env = TestEnv::new();
     let mut daemon = env.daemon_command();
     daemon.env_remove("SCAFLD_SOCKET");
     env.socket = env.path("run/scafld/scafldd.sock");
-    let wrapper = format!("umask 0002; exec {}", scafld_tests::scafldd_bin().display());
+    let wrapper = format!("umask 0002; ulimit -Sn 512; exec {}", scafld_tests::scafldd_bin().display());
     let mut command = Command::new("sh");
     env.apply_env(&mut command);
     let mut child = command.args(["-c", &wrapper]).spawn().unwrap();
@@ -57,13 +57,18 @@ fn commands_create_files_with_the_callers_umask_not_the_daemons() {
     wait_until("the daemon's socket", || RawClient::connect(&socket).is_ok());
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
-    let spec = "---\nspec_version: '2.0'\ntask_id: um\nstatus: draft\n---\n\n# Um\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `um` test - umask\n  - Command: `umask > umask.txt && touch made`\n";
+    let spec = "---\nspec_version: '2.0'\ntask_id: um\nstatus: draft\n---\n\n# Um\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `um` test - umask\n  - Command: `umask > umask.txt && ulimit -Sn > nofile.txt && touch made`\n";
     std::fs::write(env.work.join(".scafld/specs/drafts/um.md"), spec).unwrap();
     env.scafld(&["approve", "um", "--reason", "t"]).assert_code(0);
     env.scafld(&["build", "um"]).assert_code(0); // starts the build
     env.scafld(&["build", "um"]).assert_code(0); // runs phase 1
     assert_eq!(std::fs::read_to_string(env.work.join("umask.txt")).unwrap().trim(), "0002");
     assert_eq!(mode(&env.work.join("made")), 0o664);
+    // The daemon raised its own open-file limit; the command has the one it was started with.
+    assert_eq!(std::fs::read_to_string(env.work.join("nofile.txt")).unwrap().trim(), "512");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let open_files = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    assert!(!open_files.contains(" 512 "), "the daemon kept the low limit: {open_files}");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     assert!(child.wait().unwrap().success());
 }

@@ -133,3 +133,130 @@ fn unsubscribe_stops_notifications() {
     let next = client.read();
     assert_eq!(next["id"], id, "unexpected message after unsubscribe: {next}");
 }
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap()))
+        .unwrap()
+}
+
+#[test]
+fn a_half_closed_connection_still_gets_its_reply() {
+    // What `socat` and `nc -N` do: write the request, shut down the write side, read.
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    for i in 0..200 {
+        let mut stream = scafld_tests::connect_socket(&env.socket).unwrap();
+        stream.set_read_timeout(Some(scafld_tests::DEADLINE)).unwrap();
+        use std::io::{Read, Write};
+        stream
+            .write_all(format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"daemon.status\"}}\n").as_bytes())
+            .unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).unwrap();
+        let reply: serde_json::Value =
+            serde_json::from_str(reply.trim()).unwrap_or_else(|e| panic!("run {i}: {e}: {reply:?}"));
+        assert_eq!(reply["id"], i, "{reply}");
+        assert!(reply["result"]["pid"].is_number(), "{reply}");
+    }
+}
+
+#[test]
+fn an_object_id_is_an_invalid_request_that_gets_an_answer() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut client = env.client();
+    client.send_line(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"daemon.status"}"#);
+    let reply = client.read();
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    assert_eq!(reply["id"], json!(null));
+    // A real notification (no id) still gets nothing: the next reply is the next call's.
+    client.send_line(r#"{"jsonrpc":"2.0","method":"daemon.status"}"#);
+    client.result("daemon.status", json!({}));
+}
+
+#[test]
+fn a_client_that_never_reads_cannot_exhaust_the_daemon() {
+    use std::io::Write;
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    // Pipeline up to 40 MiB of requests without reading one reply. The daemon stops reading
+    // this connection once its replies back up: the writes then stay blocked however long
+    // the daemon is given (here: while it serves another client a hundred times).
+    let mut hog = scafld_tests::connect_socket(&env.socket).unwrap();
+    hog.set_nonblocking(true).unwrap();
+    let mut other = env.client();
+    let line = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"workspace.list\",\"params\":{}}\n";
+    let (mut sent, mut blocked) = (0usize, 0);
+    while sent < 40 * 1024 * 1024 && blocked < 100 {
+        match hog.write(line) {
+            Ok(n) => {
+                sent += n;
+                blocked = 0;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                blocked += 1;
+                other.result("daemon.status", json!({}));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(sent < 8 * 1024 * 1024, "the daemon took {sent} bytes of requests whose replies nobody reads");
+    let peak = peak_rss_kib(pid);
+    assert!(peak < 300 * 1024, "peak RSS {peak} KiB with a client that never reads");
+    hog.shutdown(std::net::Shutdown::Both).unwrap();
+    other.result("daemon.status", json!({}));
+}
+
+#[test]
+fn unfinished_lines_share_a_budget_and_the_daemon_keeps_serving() {
+    use std::io::{BufRead, Write};
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    // 40 connections each send 9 MiB of a line that does not end: 360 MiB against the
+    // 64 MiB budget. Writes may fail once the daemon has closed a connection.
+    let chunk = vec![b'x'; 9 * 1024 * 1024];
+    let holders: Vec<std::os::unix::net::UnixStream> = (0..40)
+        .map(|_| {
+            let mut stream = scafld_tests::connect_socket(&env.socket).unwrap();
+            stream.set_read_timeout(Some(scafld_tests::DEADLINE)).unwrap();
+            let _ = stream.write_all(br#"{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{"pad":""#);
+            let _ = stream.write_all(&chunk);
+            stream
+        })
+        .collect();
+    env.client().result("daemon.status", json!({}));
+    let peak = peak_rss_kib(pid);
+    // Every holder now ends its line with end of stream: one answer each, either "busy" (held
+    // to the budget, closed) or a parse error for the unterminated JSON.
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for holder in holders {
+        let _ = holder.shutdown(std::net::Shutdown::Write);
+        let mut reply = String::new();
+        let _ = std::io::BufReader::new(&holder).read_line(&mut reply);
+        let reply: serde_json::Value = serde_json::from_str(&reply).unwrap_or(json!({}));
+        *kinds.entry(reply["error"]["data"]["kind"].as_str().unwrap_or("none").to_string()).or_default() += 1;
+    }
+    assert!(kinds.get("busy").is_some_and(|n| *n >= 20), "{kinds:?}");
+    assert!(peak < 300 * 1024, "peak RSS {peak} KiB holding unfinished lines ({kinds:?})");
+    env.client().result("daemon.status", json!({}));
+}
+
+#[test]
+fn idle_connections_are_closed_but_subscribers_stay() {
+    let mut env = TestEnv::new();
+    env.start_daemon_with(&[("SCAFLD_IDLE_CONNECTION_SECONDS", "1")]);
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    let mut idle = env.client();
+    // The idle one is closed: it reads end of stream well before the test's deadline.
+    assert!(idle.read_wire().is_none());
+    // The subscriber, just as quiet, still receives events.
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let event = subscriber.next_event();
+    assert_eq!(event["kind"], "workspace_opened", "{event}");
+}

@@ -5,6 +5,8 @@
 //! memory stays bounded by the cap.
 
 use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::Decoder;
@@ -15,7 +17,14 @@ pub enum Frame {
     /// A line longer than the cap; reported once, as soon as the cap is passed.
     Oversized,
     NotUtf8,
+    /// The connections together hold more unfinished lines than their budget, and this one
+    /// holds more than [`SMALL_PARTIAL`] of them; the connection should be closed.
+    OverBudget,
 }
+
+/// An unfinished line this short never counts against a connection when the budget is spent:
+/// ordinary requests keep working while a few connections hold huge partial lines.
+pub const SMALL_PARTIAL: usize = 1024 * 1024;
 
 pub struct LineDecoder {
     max_len: usize,
@@ -23,11 +32,39 @@ pub struct LineDecoder {
     scanned: usize,
     /// Inside an oversized line: drop bytes until the next newline.
     discarding: bool,
+    /// Partial-line bytes of every connection, and what this one has counted in it.
+    shared: Option<(Arc<AtomicUsize>, usize)>,
+    held: usize,
 }
 
 impl LineDecoder {
     pub fn new(max_len: usize) -> LineDecoder {
-        LineDecoder { max_len, scanned: 0, discarding: false }
+        LineDecoder { max_len, scanned: 0, discarding: false, shared: None, held: 0 }
+    }
+
+    /// Count this decoder's buffered bytes in `total`, shared by every connection, and report
+    /// [`Frame::OverBudget`] when `total` passes `budget` while this one holds a large part.
+    pub fn with_shared_budget(mut self, total: Arc<AtomicUsize>, budget: usize) -> LineDecoder {
+        self.shared = Some((total, budget));
+        self
+    }
+
+    /// Bring the shared count up to date with the buffer; true when over the budget.
+    fn account(&mut self, buffered: usize) -> bool {
+        let Some((total, budget)) = &self.shared else { return false };
+        if buffered >= self.held {
+            total.fetch_add(buffered - self.held, Ordering::Relaxed);
+        } else {
+            total.fetch_sub(self.held - buffered, Ordering::Relaxed);
+        }
+        self.held = buffered;
+        buffered > SMALL_PARTIAL && total.load(Ordering::Relaxed) > *budget
+    }
+}
+
+impl Drop for LineDecoder {
+    fn drop(&mut self) {
+        self.account(0);
     }
 }
 
@@ -36,6 +73,37 @@ impl Decoder for LineDecoder {
     type Error = io::Error;
 
     fn decode(&mut self, buf: &mut BytesMut) -> io::Result<Option<Frame>> {
+        let frame = self.split(buf)?;
+        // A complete line goes out first; the budget is judged again on the next call.
+        if self.account(buf.len()) && frame.is_none() {
+            buf.clear();
+            self.scanned = 0;
+            self.discarding = true;
+            self.account(0);
+            return Ok(Some(Frame::OverBudget));
+        }
+        Ok(frame)
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> io::Result<Option<Frame>> {
+        match self.decode(buf)? {
+            Some(frame) => Ok(Some(frame)),
+            // A final line without a newline still counts.
+            None if !buf.is_empty() && !self.discarding => {
+                buf.extend_from_slice(b"\n");
+                self.decode(buf)
+            }
+            None => {
+                buf.clear();
+                self.account(0);
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl LineDecoder {
+    fn split(&mut self, buf: &mut BytesMut) -> io::Result<Option<Frame>> {
         loop {
             let newline = buf[self.scanned..].iter().position(|b| *b == b'\n').map(|i| self.scanned + i);
             match newline {
@@ -70,21 +138,6 @@ impl Decoder for LineDecoder {
                     self.scanned = buf.len();
                     return Ok(None);
                 }
-            }
-        }
-    }
-
-    fn decode_eof(&mut self, buf: &mut BytesMut) -> io::Result<Option<Frame>> {
-        match self.decode(buf)? {
-            Some(frame) => Ok(Some(frame)),
-            // A final line without a newline still counts.
-            None if !buf.is_empty() && !self.discarding => {
-                buf.extend_from_slice(b"\n");
-                self.decode(buf)
-            }
-            None => {
-                buf.clear();
-                Ok(None)
             }
         }
     }
@@ -124,6 +177,30 @@ mod tests {
     fn oversized_line_arriving_in_one_chunk_is_refused() {
         let mut d = LineDecoder::new(4);
         assert_eq!(frames(&mut d, &[b"0123456789\nok\n"]), vec![Frame::Oversized, Frame::Line("ok".into())]);
+    }
+
+    #[test]
+    fn connections_share_a_budget_for_unfinished_lines() {
+        let total = Arc::new(AtomicUsize::new(0));
+        let budget = SMALL_PARTIAL * 3;
+        let big = |n| {
+            let mut d = LineDecoder::new(usize::MAX).with_shared_budget(total.clone(), budget);
+            let mut buf = BytesMut::from(&vec![b'x'; n][..]);
+            let frame = d.decode(&mut buf).unwrap();
+            (d, buf, frame)
+        };
+        let (a, _, first) = big(SMALL_PARTIAL * 2);
+        assert_eq!(first, None);
+        // The second large partial line passes the budget: that connection is told so.
+        let (_b, buf, second) = big(SMALL_PARTIAL * 2);
+        assert_eq!((second, buf.len()), (Some(Frame::OverBudget), 0));
+        // A small one still gets through while the budget is spent.
+        let mut small = LineDecoder::new(usize::MAX).with_shared_budget(total.clone(), budget);
+        let mut buf = BytesMut::from(&b"{}"[..]);
+        assert_eq!(small.decode(&mut buf).unwrap(), None);
+        drop(small);
+        drop(a);
+        assert_eq!(total.load(Ordering::Relaxed), 0, "closed connections give their bytes back");
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::error::RpcError;
 use crate::rpc::framing::{Frame, LineDecoder};
 
 /// Replies and notifications queued per connection before a slow reader stalls its senders.
-const OUTBOUND_QUEUE: usize = 1024;
+const OUTBOUND_QUEUE: usize = 256;
 /// Subscriptions one connection may hold.
 const MAX_SUBSCRIPTIONS_PER_CONNECTION: u32 = 64;
 /// Largest single reply.
@@ -43,11 +43,42 @@ const CLOSE_GRACE: Duration = Duration::from_secs(10);
 /// future dropped before its first poll (runtime shutdown) never signals.
 const SETTLE_LIMIT: Duration = Duration::from_secs(5);
 
+/// What one local client may hold of the daemon: it must not be able to exhaust it for the
+/// others (memory, file descriptors, the runtime).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Requests of one connection being handled at once; past it the connection is not read
+    /// until one finishes (the client's writes then block: backpressure, not memory).
+    pub in_flight_per_connection: usize,
+    /// Bytes of unfinished request lines held across all connections. Past it, a connection
+    /// holding more than [`framing::SMALL_PARTIAL`] of them is told so and closed.
+    pub partial_line_budget: usize,
+    /// Connections open at once; past it new ones get a `busy` error and are closed.
+    pub max_connections: usize,
+    /// A connection that sends nothing and has no call in flight and no subscription for this
+    /// long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            in_flight_per_connection: 64,
+            partial_line_budget: 64 * 1024 * 1024,
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
 /// Accept connections until `shutdown` fires, then let every connection finish.
-pub async fn serve(listener: UnixListener, methods: Methods, shutdown: CancellationToken) {
+pub async fn serve(listener: UnixListener, methods: Methods, shutdown: CancellationToken, limits: Limits) {
     let connections = TaskTracker::new();
     let next_conn_id = AtomicUsize::new(1);
     let own_uid = nix::unistd::getuid().as_raw();
+    let limits = Arc::new(limits);
+    let partial_bytes = Arc::new(AtomicUsize::new(0));
+    let mut last_accept_warning: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -56,17 +87,42 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
                     let conn_id = ConnectionId(next_conn_id.fetch_add(1, Ordering::Relaxed));
                     let methods = methods.clone();
                     let shutdown = shutdown.clone();
+                    let (limits, partial_bytes) = (limits.clone(), partial_bytes.clone());
+                    let full = connections.len() >= limits.max_connections;
                     connections.spawn(async move {
                         match stream.peer_cred().map(|cred| cred.uid()) {
-                            Ok(uid) if uid == own_uid => serve_connection(stream, methods, conn_id, shutdown).await,
-                            Ok(uid) => refuse_peer(stream, uid, own_uid).await,
+                            Ok(uid) if uid != own_uid => {
+                                let message = format!("connection refused: peer uid {uid} is not the daemon's uid {own_uid}");
+                                let error = RpcError::new(ErrorKind::PeerRefused, message).with_hint(
+                                    "each user runs their own scafld daemon; connect to the socket of your own daemon",
+                                );
+                                info!("refused a connection from uid {uid}");
+                                refuse(stream, error).await
+                            }
+                            Ok(_) if full => {
+                                let error = RpcError::new(
+                                    ErrorKind::Busy,
+                                    format!("the daemon already serves {} connections", limits.max_connections),
+                                )
+                                .with_hint("close idle connections, or retry in a moment");
+                                refuse(stream, error).await
+                            }
+                            Ok(_) => {
+                                let conn = ConnectionLimits { limits, partial_bytes };
+                                serve_connection(stream, methods, conn_id, shutdown, conn).await
+                            }
                             Err(e) => warn!("could not read peer credentials: {e}"),
                         }
                     });
                 }
                 Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    warn!("accept failed: {e}");
+                    // EMFILE and friends: back off instead of spinning, and say so once a
+                    // minute rather than on every try.
+                    let now = tokio::time::Instant::now();
+                    if last_accept_warning.is_none_or(|at| now - at >= Duration::from_secs(60)) {
+                        warn!("accept failed (connections open: {}): {e}", connections.len());
+                        last_accept_warning = Some(now);
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
@@ -77,8 +133,8 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
     connections.wait().await;
 }
 
-async fn refuse_peer(mut stream: UnixStream, uid: u32, own_uid: u32) {
-    info!("refused a connection from uid {uid}");
+/// Answer a connection with one error and close it.
+async fn refuse(mut stream: UnixStream, error: RpcError) {
     // Read what the peer sent first (bounded), so closing does not reset the connection
     // before our answer is read.
     let mut first = Vec::new();
@@ -88,11 +144,6 @@ async fn refuse_peer(mut stream: UnixStream, uid: u32, own_uid: u32) {
         reader.read_until(b'\n', &mut first).await
     })
     .await;
-    let error = RpcError::new(
-        ErrorKind::PeerRefused,
-        format!("connection refused: peer uid {uid} is not the daemon's uid {own_uid}"),
-    )
-    .with_hint("each user runs their own scafld daemon; connect to the socket of your own daemon");
     let reply = MethodResponse::error(Id::Null, ErrorObjectOwned::from(error)).into_json();
     let _ = stream.write_all(format!("{}\n", reply.get()).as_bytes()).await;
     let _ = stream.shutdown().await;
@@ -129,11 +180,27 @@ struct Connection {
     id_provider: Arc<dyn IdProvider>,
 }
 
-async fn serve_connection(stream: UnixStream, methods: Methods, conn_id: ConnectionId, shutdown: CancellationToken) {
+/// The limits one connection works under, with the count of partial-line bytes it shares.
+struct ConnectionLimits {
+    limits: Arc<Limits>,
+    partial_bytes: Arc<AtomicUsize>,
+}
+
+async fn serve_connection(
+    stream: UnixStream,
+    methods: Methods,
+    conn_id: ConnectionId,
+    shutdown: CancellationToken,
+    limits: ConnectionLimits,
+) {
     debug!(conn = conn_id.0, "connection opened");
     let (read_half, write_half) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Box<RawValue>>(OUTBOUND_QUEUE);
-    let mut writer = tokio::spawn(write_lines(rx, write_half));
+    // Subscriptions hold clones of the sender: more than the connection's own one means the
+    // connection is subscribed (and so not idle).
+    let senders = tx.downgrade();
+    let drain = CancellationToken::new();
+    let mut writer = tokio::spawn(write_lines(rx, write_half, drain.clone()));
     let conn = Arc::new(Connection {
         closed: CancellationToken::new(),
         methods,
@@ -145,14 +212,40 @@ async fn serve_connection(stream: UnixStream, methods: Methods, conn_id: Connect
     });
 
     let in_flight = TaskTracker::new();
-    let mut frames = FramedRead::new(read_half, LineDecoder::new(MAX_REQUEST_LINE_BYTES));
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.limits.in_flight_per_connection));
+    let decoder = LineDecoder::new(MAX_REQUEST_LINE_BYTES)
+        .with_shared_budget(limits.partial_bytes.clone(), limits.limits.partial_line_budget);
+    let mut frames = FramedRead::new(read_half, decoder);
+    let idle_timeout = limits.limits.idle_timeout;
     let daemon_stopping = loop {
+        // No more than the cap in flight: wait for a slot before reading the next request.
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => break true,
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        };
+        let idle = tokio::time::sleep(idle_timeout);
         tokio::select! {
             _ = shutdown.cancelled() => break true,
+            _ = idle, if in_flight.is_empty() && senders.strong_count() <= 1 => {
+                info!(conn = conn_id.0, "closing a connection idle for {}s", idle_timeout.as_secs());
+                break false;
+            }
             frame = frames.next() => match frame {
                 Some(Ok(Frame::Line(line))) => {
                     let conn = conn.clone();
-                    in_flight.spawn(async move { conn.handle_line(line).await });
+                    in_flight.spawn(async move {
+                        conn.handle_line(line).await;
+                        drop(permit);
+                    });
+                }
+                Some(Ok(Frame::OverBudget)) => {
+                    let error = RpcError::new(
+                        ErrorKind::Busy,
+                        "the daemon holds too many unfinished request lines; this connection's was dropped",
+                    )
+                    .with_hint("send each request as one line ending in a newline");
+                    conn.send(MethodResponse::error(Id::Null, ErrorObjectOwned::from(error))).await;
+                    break false;
                 }
                 Some(Ok(Frame::Oversized)) => {
                     let error = RpcError::new(
@@ -173,25 +266,34 @@ async fn serve_connection(stream: UnixStream, methods: Methods, conn_id: Connect
             },
         }
     };
+    drop(frames); // gives its share of the partial-line budget back
     conn.closed.cancel();
     in_flight.close();
     let _ = tokio::time::timeout(CLOSE_GRACE, in_flight.wait()).await;
     drop(conn);
-    if daemon_stopping {
-        // Subscription tasks end after forwarding the shutdown event; the writer then drains.
-        if tokio::time::timeout(CLOSE_GRACE, &mut writer).await.is_err() {
-            writer.abort();
-        }
-    } else {
-        // The peer hung up: dropping the queue ends every subscription of this connection.
+    if !daemon_stopping {
+        // The peer stopped sending (it may only have half-closed and still read): write what is
+        // queued, then stop; the writer dropping the queue ends this connection's subscriptions.
+        // When the daemon stops, subscription tasks end after forwarding the shutdown event.
+        drain.cancel();
+    }
+    if tokio::time::timeout(CLOSE_GRACE, &mut writer).await.is_err() {
         writer.abort();
     }
     debug!(conn = conn_id.0, "connection closed");
 }
 
-async fn write_lines(mut rx: mpsc::Receiver<Box<RawValue>>, write_half: OwnedWriteHalf) {
+/// Write queued messages as lines until every sender is gone, or until `drain` fires: then
+/// write what is already queued and stop.
+async fn write_lines(mut rx: mpsc::Receiver<Box<RawValue>>, write_half: OwnedWriteHalf, drain: CancellationToken) {
     let mut out = BufWriter::new(write_half);
-    while let Some(message) = rx.recv().await {
+    loop {
+        let message = tokio::select! {
+            biased;
+            message = rx.recv() => message,
+            _ = drain.cancelled() => rx.try_recv().ok(),
+        };
+        let Some(message) = message else { break };
         if out.write_all(message.get().as_bytes()).await.is_err() || out.write_all(b"\n").await.is_err() {
             return;
         }
@@ -216,17 +318,26 @@ impl Connection {
         let response = match serde_json::from_str::<Request>(trimmed) {
             Ok(request) => self.dispatch(request).await,
             Err(parse_error) => {
-                if serde_json::from_str::<Notification<Option<&RawValue>>>(trimmed).is_ok() {
+                // A notification has no `id` at all; one with an `id` that is not a string, a
+                // number or null (an object, say) is an invalid request and gets an answer.
+                let object = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(trimmed).ok();
+                let has_id = object.as_ref().is_some_and(|object| object.contains_key("id"));
+                if !has_id && serde_json::from_str::<Notification<Option<&RawValue>>>(trimmed).is_ok() {
                     return; // Notifications get no reply, by the JSON-RPC spec.
                 }
-                match serde_json::from_str::<InvalidRequest>(trimmed) {
-                    Ok(InvalidRequest { id }) => MethodResponse::error(
+                let invalid = |id| {
+                    MethodResponse::error(
                         id,
                         ErrorObjectOwned::from(RpcError::new(
                             ErrorKind::InvalidRequest,
                             format!("not a JSON-RPC 2.0 request: {parse_error}"),
                         )),
-                    ),
+                    )
+                };
+                match serde_json::from_str::<InvalidRequest>(trimmed) {
+                    Ok(InvalidRequest { id }) => invalid(id),
+                    // Valid JSON with an unusable id (an object, say): answered with a null id.
+                    Err(_) if object.is_some() => invalid(Id::Null),
                     Err(_) => MethodResponse::error(
                         Id::Null,
                         ErrorObjectOwned::from(RpcError::new(
