@@ -11,7 +11,7 @@ use clap::Parser;
 use scafld_client::Paths;
 use scafld_daemon::rpc::transport::Limits;
 use scafld_daemon::socket::{self, SocketError};
-use scafld_daemon::store::SledStore;
+use scafld_daemon::store::{RECOVERY_HINT, SledStore, StoreError};
 use scafld_daemon::{BoxError, DaemonOptions};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
@@ -34,6 +34,10 @@ struct Args {
     /// Close a client connection that has sent nothing, and waits for nothing, this long
     #[arg(long, env = "SCAFLD_IDLE_CONNECTION_SECONDS", default_value_t = 600)]
     idle_connection_seconds: u64,
+    /// Rebuild a damaged state database, keeping the damaged copy, then exit (stop the daemon
+    /// first)
+    #[arg(long)]
+    recover: bool,
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -47,6 +51,9 @@ fn main() -> ExitCode {
             eprintln!("scafldd: error: {e}");
             if let Some(SocketError::AlreadyRunning(_)) = e.downcast_ref::<SocketError>() {
                 eprintln!("hint: stop it with `scafld daemon stop`, or set SCAFLD_SOCKET to run a second one");
+            }
+            if let Some(StoreError::Damaged { .. }) = e.downcast_ref::<StoreError>() {
+                eprintln!("hint: {RECOVERY_HINT}");
             }
             ExitCode::FAILURE
         }
@@ -71,6 +78,9 @@ fn start(args: Args) -> Result<(), BoxError> {
         .map_err(|e| format!("cannot make {} private: {e}", state_dir.display()))?;
     let log_file = state_dir.join("scafldd.log");
     init_logging(&log_file, args.verbose)?;
+    if args.recover {
+        return recover(&socket_path, &state_dir.join("db"));
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
@@ -81,8 +91,16 @@ fn start(args: Args) -> Result<(), BoxError> {
             None => socket::bind(&socket_path)?,
         };
         let db_dir = state_dir.join("db");
-        let store = SledStore::open(&db_dir).map_err(|e| {
-            format!("{e} (database {}); is another daemon using this state directory?", db_dir.display())
+        let store = SledStore::open(&db_dir).map_err(|e| -> BoxError {
+            match e {
+                StoreError::Backend(_) => {
+                    format!("{e} (database {}); is another daemon using this state directory?", db_dir.display()).into()
+                }
+                other => {
+                    tracing::error!("{other}");
+                    other.into()
+                }
+            }
         })?;
         let options = DaemonOptions {
             socket_path: listener.path.clone(),
@@ -101,6 +119,36 @@ fn start(args: Args) -> Result<(), BoxError> {
         drop(listener); // removes the socket file we created
         result
     })
+}
+
+/// `scafldd --recover`: refuse while a daemon answers (it holds the database), else rebuild
+/// and say what was restored and what was lost.
+fn recover(socket: &std::path::Path, db_dir: &std::path::Path) -> Result<(), BoxError> {
+    if scafld_client::Connection::probe(socket).is_ok() {
+        return Err(
+            format!("a daemon is answering at {}; stop it first (`scafld daemon stop`)", socket.display()).into()
+        );
+    }
+    let report = scafld_daemon::store::recover::recover(db_dir)?;
+    match &report.kept {
+        Some(kept) => println!("kept the damaged database at {}", kept.display()),
+        None => println!("there was no database at {}; rebuilt it from its manifest", db_dir.display()),
+    }
+    println!("restored {} workspace(s) and {} task ledger(s)", report.workspaces, report.restored.len());
+    for (task, entries, source) in &report.restored {
+        println!("  {task}: {entries} entries from the {source}");
+    }
+    if report.lost.is_empty() {
+        println!("nothing the manifest recorded was lost");
+    } else {
+        println!("lost (export ledgers with `scafld session <task> --export` to guard against this):");
+        for line in &report.lost {
+            println!("  {line}");
+        }
+    }
+    println!("jobs and review sessions are not rebuilt: run the reviews again");
+    tracing::warn!(restored = report.restored.len(), lost = report.lost.len(), "rebuilt the state database");
+    Ok(())
 }
 
 /// A future that resolves with a reason on SIGTERM or SIGINT. The handlers are installed now.

@@ -390,3 +390,104 @@ fn recovery_kills_only_the_group_its_record_names() {
     stranger.kill().unwrap();
     stranger.wait().unwrap();
 }
+
+/// A workspace with two tasks that have ledgers; `keep`'s is exported. Returns how many
+/// ledger entries `keep` has. The daemon is stopped.
+fn workspace_with_ledgers(env: &mut TestEnv) -> usize {
+    env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    for task in ["keep", "gone"] {
+        let spec = format!(
+            "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# T\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - ok\n  - Command: `true`\n"
+        );
+        std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), spec).unwrap();
+        env.scafld(&["approve", task, "--reason", "t"]).assert_code(0);
+    }
+    env.scafld(&["build", "keep"]).assert_code(0);
+    env.scafld(&["build", "keep"]).assert_code(0);
+    env.scafld(&["session", "keep", "--export", ""]).assert_code(0);
+    let entries = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].as_array().unwrap().len();
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    entries
+}
+
+fn refused_to_start(env: &TestEnv) -> String {
+    let output = env.daemon_command().output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is damaged or incomplete") && stderr.contains("scafldd --recover"), "{stderr}");
+    stderr
+}
+
+fn recover(env: &TestEnv) -> String {
+    let output = env.daemon_command().arg("--recover").output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+#[test]
+fn a_truncated_or_bit_flipped_database_is_refused_kept_and_rebuilt() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    assert!(entries >= 3);
+    let db_file = env.state_dir.join("db/db");
+    let original = std::fs::read(&db_file).unwrap();
+    for damage in ["truncate 50%", "truncate 10%", "truncate 90%", "flip bits"] {
+        let mut bytes = original.clone();
+        match damage {
+            "truncate 50%" => bytes.truncate(bytes.len() / 2),
+            "truncate 10%" => bytes.truncate(bytes.len() / 10),
+            "truncate 90%" => bytes.truncate(bytes.len() * 9 / 10),
+            _ => {
+                let n = bytes.len();
+                for i in (n / 4..n).step_by(97) {
+                    bytes[i] ^= 0x5a;
+                }
+            }
+        }
+        std::fs::write(&db_file, &bytes).unwrap();
+        let stderr = refused_to_start(&env);
+        // The database as it was before the refused start is kept, byte for byte.
+        let kept = stderr.split("is kept at ").nth(1).and_then(|rest| rest.split([')', '\n', ';']).next());
+        let kept = kept.unwrap_or_else(|| panic!("{damage}: no copy kept: {stderr}"));
+        let kept_bytes = std::fs::read(std::path::Path::new(kept.trim()).join("db")).unwrap();
+        assert!(kept_bytes == bytes, "{damage}: the kept copy differs from the damaged database");
+    }
+    // The rebuild keeps the damaged copy and restores what the export holds.
+    let report = recover(&env);
+    assert!(report.contains("kept the damaged database at"), "{report}");
+    assert!(report.contains(&format!("/keep: {entries} entries from the")), "{report}");
+    let kept: Vec<_> = std::fs::read_dir(&env.state_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("db.damaged-") && !n.ends_with(".json"))
+        .collect();
+    assert_eq!(kept.len(), 5, "one copy per refused start and the one moved aside: {kept:?}");
+    assert!(!env.state_dir.join("db.opening").exists());
+    env.start_daemon();
+    let session = env.scafld(&["session", "keep", "--json"]);
+    assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), entries, "{}", session.stdout);
+}
+
+#[test]
+fn a_deleted_database_is_refused_and_rebuilt_from_manifest_and_exports() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
+    let stderr = refused_to_start(&env);
+    assert!(stderr.contains("is gone"), "{stderr}");
+    let report = recover(&env);
+    assert!(report.contains("restored 1 workspace(s)"), "{report}");
+    assert!(report.contains(&format!("/keep: {entries} entries from the export")), "{report}");
+    // `gone` had no export: its loss is reported, not hidden.
+    assert!(report.contains("/gone: 0 of"), "{report}");
+    env.start_daemon();
+    let session = env.scafld(&["session", "keep", "--json"]);
+    assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), entries, "{}", session.stdout);
+    // A recovery while a daemon runs is refused.
+    let output = env.daemon_command().arg("--recover").output().unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("stop it first"));
+}

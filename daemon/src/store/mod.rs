@@ -1,0 +1,368 @@
+//! Durable daemon state (workspaces, ledgers, jobs, review sessions) behind a small trait, with sled as the one implementation.
+//!
+//! The trait speaks in domain records rather than keys and bytes so that another backend
+//! (SQLite, redb) could replace sled without touching callers. Writes that acknowledge a
+//! mutation are flushed before they return.
+
+pub mod manifest;
+pub mod recover;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::job::{JobRecord, SessionRecord};
+use crate::domain::ledger::{LedgerEntry, LedgerEvent};
+use manifest::{Manifest, head_key};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("state database error: {0}")]
+    Backend(#[from] sled::Error),
+    #[error("corrupt record in the state database: {0}")]
+    Corrupt(#[from] serde_json::Error),
+    /// The database cannot be opened, or holds less than its manifest records. Nothing was
+    /// changed; `scafldd --recover` rebuilds it.
+    #[error("the state database {} is damaged or incomplete: {}{}", db.display(), summary(problems),
+        kept.as_ref().map(|k| format!("; the database as it was is kept at {}", k.display())).unwrap_or_default())]
+    Damaged { db: PathBuf, problems: Vec<String>, kept: Option<PathBuf> },
+    #[error("cannot update the database manifest: {0}")]
+    Manifest(#[from] std::io::Error),
+}
+
+fn summary(problems: &[String]) -> String {
+    match problems {
+        [] => "no details".into(),
+        [one] => one.clone(),
+        [first, rest @ ..] => format!("{first} (and {} more)", rest.len()),
+    }
+}
+
+/// What to do about a damaged database, for the user.
+pub const RECOVERY_HINT: &str = "the daemon did not start and nothing was lost beyond the damage; \
+    `scafldd --recover` moves the database aside (to db.damaged-<time>) and rebuilds it from what \
+    is still readable in it and in the kept copies, the workspaces its manifest lists, and ledgers \
+    exported under .scafld/runs/<task>/ledger.json (`scafld session <task> --export`)";
+
+/// A workspace the daemon has seen, keyed by the id stored in its `.scafld/workspace_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceRecord {
+    pub id: String,
+    pub root: String,
+}
+
+pub trait Store: Send + Sync + 'static {
+    fn save_workspace(&self, record: &WorkspaceRecord) -> Result<(), StoreError>;
+    fn workspace(&self, id: &str) -> Result<Option<WorkspaceRecord>, StoreError>;
+    fn workspaces(&self) -> Result<Vec<WorkspaceRecord>, StoreError>;
+    /// Append events to a task's ledger with the next sequence numbers, flushed before return.
+    /// Callers serialise appends per task.
+    fn append(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        recorded_at: &str,
+        events: Vec<LedgerEvent>,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
+    fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// Write an imported ledger (each event with its own time) in one atomic batch, only when
+    /// the task has no ledger yet; returns how many entries were written (0: already there).
+    /// Callers serialise it with appends to the same task.
+    fn import(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        events: Vec<(String, LedgerEvent)>,
+    ) -> Result<usize, StoreError>;
+    fn save_job(&self, job: &JobRecord) -> Result<(), StoreError>;
+    fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
+    fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Delete finished jobs and settled sessions (retention), flushed before return.
+    fn forget(&self, job_ids: &[String], session_keys: &[String]) -> Result<(), StoreError>;
+    /// Make every acknowledged write durable against a process crash.
+    fn flush(&self) -> Result<(), StoreError>;
+}
+
+pub struct SledStore {
+    db: sled::Db,
+    workspaces: sled::Tree,
+    ledger: sled::Tree,
+    jobs: sled::Tree,
+    sessions: sled::Tree,
+    /// The manifest as last written, and where (see [`manifest`]).
+    manifest: Mutex<Manifest>,
+    manifest_path: PathBuf,
+}
+
+impl SledStore {
+    /// Open the database in `dir` and check it against its manifest: every record must read
+    /// back and every workspace and ledger entry the manifest records must be there. A panic
+    /// inside sled, a corrupt record or a loss is [`StoreError::Damaged`]; a database another
+    /// process holds stays a [`StoreError::Backend`] error.
+    pub fn open(dir: &Path) -> Result<SledStore, StoreError> {
+        let manifest_path = manifest::path_for(dir);
+        let damaged = |problems: Vec<String>, kept: Option<PathBuf>| StoreError::Damaged {
+            db: dir.to_path_buf(),
+            problems,
+            kept,
+        };
+        let recorded =
+            Manifest::load(&manifest_path).map_err(|why| damaged(vec![format!("unreadable manifest {why}")], None))?;
+        // Opening repairs in place (sled cuts a damaged log short), so the database as it was
+        // is copied first and kept if it turns out damaged.
+        let pristine = pristine_copy(dir);
+        let damaged = |problems: Vec<String>| {
+            tracing::error!(db = %dir.display(), "the state database is damaged: {}", problems.join("; "));
+            let kept = pristine.as_ref().and_then(|copy| {
+                let kept = aside(dir, "damaged");
+                std::fs::rename(copy, &kept).ok().map(|()| kept)
+            });
+            damaged(problems, kept)
+        };
+        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(SledStore, Manifest), StoreError> {
+            let db = sled::Config::new().path(dir).mode(sled::Mode::LowSpace).open()?;
+            let store = SledStore {
+                workspaces: db.open_tree("workspaces")?,
+                ledger: db.open_tree("ledger")?,
+                jobs: db.open_tree("jobs")?,
+                sessions: db.open_tree("sessions")?,
+                db,
+                manifest: Mutex::new(Manifest::default()),
+                manifest_path: manifest_path.clone(),
+            };
+            let actual = store.census()?;
+            Ok((store, actual))
+        }));
+        let (store, actual) = match opened {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(StoreError::Backend(sled::Error::Io(e)))) => return Err(StoreError::Backend(sled::Error::Io(e))),
+            Ok(Err(StoreError::Damaged { problems, .. })) => return Err(damaged(problems)),
+            Ok(Err(e)) => return Err(damaged(vec![e.to_string()])),
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                return Err(damaged(vec![format!("the database engine failed reading it: {message}")]));
+            }
+        };
+        if let Some(recorded) = &recorded {
+            let missing = recorded.missing_from(&actual);
+            if !missing.is_empty() {
+                return Err(damaged(missing));
+            }
+        }
+        if let Some(copy) = &pristine {
+            let _ = std::fs::remove_dir_all(copy);
+        }
+        if recorded.as_ref() != Some(&actual) {
+            actual.save(&manifest_path)?;
+        }
+        *store.manifest.lock().unwrap_or_else(|e| e.into_inner()) = actual;
+        Ok(store)
+    }
+
+    /// What the database holds, reading every workspace and ledger record (so a corrupt one
+    /// is found now, not in the middle of a command).
+    fn census(&self) -> Result<Manifest, StoreError> {
+        let mut found = Manifest::default();
+        for entry in self.workspaces.iter() {
+            let record: WorkspaceRecord = serde_json::from_slice(&entry?.1)?;
+            found.workspaces.insert(record.id, record.root);
+        }
+        for entry in self.ledger.iter() {
+            let (key, value) = entry?;
+            let record: LedgerEntry = serde_json::from_slice(&value)?;
+            let task_key = key.get(..key.len().saturating_sub(8)).and_then(|k| std::str::from_utf8(k).ok());
+            let Some(task_key) = task_key.and_then(|k| k.strip_suffix('/')) else {
+                let problems = vec!["a ledger key is malformed".into()];
+                return Err(StoreError::Damaged { db: PathBuf::new(), problems, kept: None });
+            };
+            found.heads.insert(task_key.to_string(), record.seq);
+        }
+        Ok(found)
+    }
+
+    /// Record a change in the manifest (after the database flushed it).
+    fn note(&self, change: impl FnOnce(&mut Manifest)) -> Result<(), StoreError> {
+        let mut manifest = self.manifest.lock().unwrap_or_else(|e| e.into_inner());
+        change(&mut manifest);
+        manifest.save(&self.manifest_path)?;
+        Ok(())
+    }
+}
+
+/// Databases larger than this are opened without a copy made first (a damaged one is then
+/// kept as sled left it).
+const PRISTINE_COPY_LIMIT: u64 = 512 << 20;
+
+/// A copy of the database directory beside it, when it exists and is not too large.
+fn pristine_copy(dir: &Path) -> Option<PathBuf> {
+    let size = dir_size(dir).ok()?;
+    if size == 0 || size > PRISTINE_COPY_LIMIT {
+        return None;
+    }
+    let copy = aside(dir, "opening");
+    let _ = std::fs::remove_dir_all(&copy);
+    recover::copy_dir(dir, &copy).ok()?;
+    Some(copy)
+}
+
+fn dir_size(dir: &Path) -> std::io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() { dir_size(&entry.path())? } else { meta.len() };
+    }
+    Ok(total)
+}
+
+/// A fresh name beside `dir`: `<name>.<what>-<time>` (with a counter if that is taken).
+pub fn aside(dir: &Path, what: &str) -> PathBuf {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "db".into());
+    if what == "opening" {
+        return dir.with_file_name(format!("{name}.opening"));
+    }
+    let stamp = crate::clock::now_rfc3339().replace(':', "");
+    (1..)
+        .map(|n| {
+            dir.with_file_name(if n == 1 {
+                format!("{name}.{what}-{stamp}")
+            } else {
+                format!("{name}.{what}-{stamp}-{n}")
+            })
+        })
+        .find(|p| !p.exists() && !manifest::path_for(p).exists())
+        .expect("some name is free")
+}
+
+/// `<workspace id>/<task id>/` — task ids cannot contain `/`, so prefixes never overlap.
+fn ledger_prefix(workspace_id: &str, task_id: &str) -> Vec<u8> {
+    format!("{workspace_id}/{task_id}/").into_bytes()
+}
+
+impl Store for SledStore {
+    fn save_workspace(&self, record: &WorkspaceRecord) -> Result<(), StoreError> {
+        self.workspaces.insert(record.id.as_bytes(), serde_json::to_vec(record)?)?;
+        self.flush()?;
+        self.note(|m| {
+            m.workspaces.insert(record.id.clone(), record.root.clone());
+        })
+    }
+
+    fn workspace(&self, id: &str) -> Result<Option<WorkspaceRecord>, StoreError> {
+        match self.workspaces.get(id.as_bytes())? {
+            Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn workspaces(&self) -> Result<Vec<WorkspaceRecord>, StoreError> {
+        self.workspaces.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
+    }
+
+    fn append(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        recorded_at: &str,
+        events: Vec<LedgerEvent>,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let prefix = ledger_prefix(workspace_id, task_id);
+        let last = match self.ledger.scan_prefix(&prefix).next_back() {
+            Some(entry) => serde_json::from_slice::<LedgerEntry>(&entry?.1)?.seq,
+            None => 0,
+        };
+        let mut batch = sled::Batch::default();
+        let mut written = Vec::with_capacity(events.len());
+        for (i, event) in events.into_iter().enumerate() {
+            let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
+            let mut key = prefix.clone();
+            key.extend_from_slice(&entry.seq.to_be_bytes());
+            batch.insert(key, serde_json::to_vec(&entry)?);
+            written.push(entry);
+        }
+        self.ledger.apply_batch(batch)?;
+        self.flush()?;
+        if let Some(last) = written.last() {
+            self.note(|m| {
+                m.heads.insert(head_key(workspace_id, task_id), last.seq);
+            })?;
+        }
+        Ok(written)
+    }
+
+    fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.ledger
+            .scan_prefix(ledger_prefix(workspace_id, task_id))
+            .map(|entry| Ok(serde_json::from_slice(&entry?.1)?))
+            .collect()
+    }
+
+    fn import(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        events: Vec<(String, LedgerEvent)>,
+    ) -> Result<usize, StoreError> {
+        let prefix = ledger_prefix(workspace_id, task_id);
+        if self.ledger.scan_prefix(&prefix).next().is_some() {
+            return Ok(0);
+        }
+        let mut batch = sled::Batch::default();
+        let count = events.len();
+        for (i, (recorded_at, event)) in events.into_iter().enumerate() {
+            let entry = LedgerEntry { seq: 1 + i as u64, recorded_at, event };
+            let mut key = prefix.clone();
+            key.extend_from_slice(&entry.seq.to_be_bytes());
+            batch.insert(key, serde_json::to_vec(&entry)?);
+        }
+        self.ledger.apply_batch(batch)?;
+        self.flush()?;
+        if count > 0 {
+            self.note(|m| {
+                m.heads.insert(head_key(workspace_id, task_id), count as u64);
+            })?;
+        }
+        Ok(count)
+    }
+
+    fn save_job(&self, job: &JobRecord) -> Result<(), StoreError> {
+        self.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
+        self.flush()
+    }
+
+    fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        self.jobs.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
+    }
+
+    fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
+        self.sessions.insert(session.key.as_bytes(), serde_json::to_vec(session)?)?;
+        self.flush()
+    }
+
+    fn forget(&self, job_ids: &[String], session_keys: &[String]) -> Result<(), StoreError> {
+        let batch = |keys: &[String]| {
+            let mut batch = sled::Batch::default();
+            keys.iter().for_each(|k| batch.remove(k.as_bytes()));
+            batch
+        };
+        self.jobs.apply_batch(batch(job_ids))?;
+        self.sessions.apply_batch(batch(session_keys))?;
+        self.flush()
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
+        self.sessions.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
