@@ -491,3 +491,46 @@ fn a_deleted_database_is_refused_and_rebuilt_from_manifest_and_exports() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("stop it first"));
 }
+
+#[test]
+fn the_systemd_units_verify_cleanly() {
+    let Ok(analyze) = which("systemd-analyze") else {
+        assert!(std::env::var_os("CI").is_none(), "CI installs systemd-analyze (.ci/run)");
+        eprintln!("skipped: systemd-analyze is not installed");
+        return;
+    };
+    let env = TestEnv::new();
+    let units = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd");
+    let dir = env.path("units");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["scafldd.service", "scafldd.socket"] {
+        let text = std::fs::read_to_string(units.join(name)).unwrap();
+        // Verification checks that ExecStart exists: point it at the binary under test.
+        let text = text.replace(
+            "ExecStart=%h/.cargo/bin/scafldd",
+            &format!("ExecStart={}", scafld_tests::scafldd_bin().display()),
+        );
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let output = Command::new(analyze)
+        .arg("verify")
+        .args(["scafldd.socket", "scafldd.service"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Warnings (an unknown key, a bad value) come with exit status 0: any output is a failure.
+    assert!(output.status.success() && stderr.trim().is_empty(), "{stderr}");
+    let service = std::fs::read_to_string(units.join("scafldd.service")).unwrap();
+    for setting in ["PrivateTmp", "NoNewPrivileges", "RestrictNamespaces", "ProtectSystem", "RestrictSUIDSGID"] {
+        assert!(!service.lines().any(|l| l.starts_with(&format!("{setting}="))), "{setting} changes what commands see");
+    }
+    assert!(service.contains("UMask=") && !service.contains("Documentation=file://"));
+}
+
+fn which(name: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
