@@ -410,7 +410,7 @@ fn write_diagnostics(request: &RunRequest, outcome: &RunOutcome, since_last_byte
     let _ = writeln!(text, "stdout_bytes: {} (dropped {})", outcome.stdout.total(), outcome.stdout.dropped);
     let _ = writeln!(text, "stderr_bytes: {} (dropped {})", outcome.stderr.total(), outcome.stderr.dropped);
     let _ = write!(text, "stdout:\n{}\nstderr:\n{}\n", outcome.stdout.text(), outcome.stderr.text());
-    if std::fs::create_dir_all(&request.diagnostics_dir).is_ok() {
+    if crate::workspace::layout::create_real_dir(&request.diagnostics_dir).is_ok() {
         let _ = std::fs::write(&outcome.diagnostic, text);
     }
 }

@@ -1,5 +1,6 @@
 //! The retention sweep: forget finished jobs and settled review sessions older than the
-//! daemon's retention period (store, memory, and a session's `.scafld/reviews/<key>/` folder).
+//! daemon's retention period (store, memory, and a session's `.scafld/reviews/<key>/` folder),
+//! and remove diagnostics files older than it.
 //! Runs at start-up (before the socket serves) and then hourly. Which records go is decided in `domain::retention`.
 
 use std::path::Path;
@@ -32,6 +33,13 @@ pub fn sweep(daemon: &Daemon) -> Prune {
     let cutoff = clock::format_rfc3339(now.saturating_sub(daemon.options.retention.as_secs()));
     let sessions = daemon.sessions.all();
     let prune = retention::prunable(&daemon.jobs.all(), &sessions, &cutoff);
+    let oldest_kept = SystemTime::now().checked_sub(daemon.options.retention).unwrap_or(UNIX_EPOCH);
+    for record in daemon.store().workspaces().unwrap_or_default() {
+        let removed = sweep_diagnostics(Path::new(&record.root), oldest_kept);
+        if removed > 0 {
+            info!(workspace = %record.id, removed, "retention sweep: removed old diagnostics files");
+        }
+    }
     if prune.is_empty() {
         return prune;
     }
@@ -58,4 +66,30 @@ pub fn sweep(daemon: &Daemon) -> Prune {
         "retention sweep: forgot records finished before {cutoff}"
     );
     prune
+}
+
+/// Remove the diagnostics files (command output kept for debugging, under
+/// `.scafld/runs/<task>/diagnostics/`) last written before `oldest_kept`. Only regular files
+/// in real directories: a symlink anywhere on the way is left alone. Returns how many went.
+fn sweep_diagnostics(root: &Path, oldest_kept: SystemTime) -> usize {
+    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    let runs = root.join(".scafld/runs");
+    if !is_dir(&root.join(".scafld")) || !is_dir(&runs) {
+        return 0;
+    }
+    let mut removed = 0;
+    for task in std::fs::read_dir(&runs).into_iter().flatten().flatten() {
+        let dir = task.path().join("diagnostics");
+        if !is_dir(&task.path()) || !is_dir(&dir) {
+            continue;
+        }
+        for file in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let old = std::fs::symlink_metadata(file.path())
+                .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < oldest_kept));
+            if old && std::fs::remove_file(file.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
 }

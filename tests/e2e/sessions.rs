@@ -708,15 +708,26 @@ fn old_jobs_and_superseded_sessions_are_forgotten_while_ledgers_and_the_latest_r
         env.start_daemon_with(vars);
     };
 
+    // Diagnostics files age out with the rest; a symlink among them is left alone.
+    let diagnostics = env.work.join(".scafld/runs/rev/diagnostics");
+    std::fs::create_dir_all(&diagnostics).unwrap();
+    std::fs::write(diagnostics.join("command-old.txt"), "old output").unwrap();
+    let outside = env.path("outside.txt");
+    std::fs::write(&outside, "not ours").unwrap();
+    std::os::unix::fs::symlink(&outside, diagnostics.join("command-link.txt")).unwrap();
+
     // The default retention (30 days) keeps everything this young.
     restart(&mut env, &[]);
     assert_eq!(job_ids(&env), before);
+    assert!(diagnostics.join("command-old.txt").is_file());
 
     // Retention 0: every finished job goes except those of the newest session of the task.
     restart(&mut env, &[("SCAFLD_RETENTION_DAYS", "0")]);
     assert_eq!(job_ids(&env), std::slice::from_ref(&latest_job));
     let reviews = env.work.join(".scafld/reviews");
     assert!(!reviews.join(&keys[0]).exists() && reviews.join(&keys[1]).join("packet.md").is_file());
+    assert!(!diagnostics.join("command-old.txt").exists(), "an old diagnostics file was kept");
+    assert!(diagnostics.join("command-link.txt").is_symlink() && outside.is_file());
     let forgotten = wait(&env, &keys[0]);
     assert_ne!(forgotten.code, 0);
     assert!(forgotten.stdout.contains(&keys[0]), "{}", forgotten.stdout);

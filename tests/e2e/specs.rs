@@ -460,3 +460,31 @@ fn oversized_special_and_escaping_specs_are_refused_by_name() {
     assert!(error("fine").is_empty(), "{tasks:?}");
     env.client().result("daemon.status", json!({}));
 }
+
+#[test]
+fn symlinked_folders_inside_scafld_are_never_written_through() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: link\nstatus: draft\n---\n\n# Link\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - ok\n  - Command: `true`\n";
+    write_spec(&env, "drafts", "link", spec);
+    // `.scafld/runs` and `.scafld/specs/approved` point somewhere else.
+    let elsewhere = env.path("elsewhere");
+    for name in ["runs/link", "approved"] {
+        std::fs::create_dir_all(elsewhere.join(name)).unwrap();
+    }
+    std::fs::remove_dir_all(env.work.join(".scafld/specs/approved")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("approved"), env.work.join(".scafld/specs/approved")).unwrap();
+    let _ = std::fs::remove_dir_all(env.work.join(".scafld/runs"));
+    std::os::unix::fs::symlink(elsewhere.join("runs"), env.work.join(".scafld/runs")).unwrap();
+
+    let run = env.scafld(&["approve", "link", "--reason", "t"]);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(format!("{}{}", run.stdout, run.stderr).contains("is a symlink"), "{run:?}");
+    assert!(env.work.join(".scafld/specs/drafts/link.md").is_file(), "the draft stays where it was");
+    let export = env.scafld(&["session", "link", "--export", ""]);
+    assert_ne!(export.code, 0, "{export:?}");
+    let written: Vec<String> = tree(&elsewhere).into_keys().filter(|k| !k.ends_with('/')).collect();
+    assert!(written.is_empty(), "written through a link: {written:?}");
+}

@@ -241,7 +241,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
     }
     let key = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
     let dir = s.ws.root.join(".scafld/reviews").join(&key);
-    std::fs::create_dir_all(&dir)
+    crate::workspace::layout::create_real_dir(&dir)
         .and_then(|_| std::fs::write(dir.join("packet.md"), &s.packet))
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the review packet: {e}")))?;
     let report_path = if s.task_id.is_empty() {

@@ -137,7 +137,7 @@ pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
     let path = std::path::Path::new(&session.root).join(&session.report_path);
     let written = path
         .parent()
-        .map(std::fs::create_dir_all)
+        .map(crate::workspace::layout::create_real_dir)
         .unwrap_or(Ok(()))
         .and_then(|_| crate::workspace::specfile::write_atomic(&path, &text));
     if let Err(e) = written {

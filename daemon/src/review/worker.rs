@@ -256,6 +256,10 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
             format!("phase {phase:?} is not preflight, reviewing, writing_report or done"),
         ));
     }
+    if let Some(file) = p.file.as_deref().filter(|f| f.chars().any(char::is_control)) {
+        return Err(RpcError::new(ErrorKind::InvalidInput, format!("--file {file:?} contains a control character"))
+            .with_hint("name the file by its path relative to the workspace"));
+    }
     if p.file.is_none() && !p.findings.is_empty() {
         return Err(RpcError::new(ErrorKind::InvalidInput, "findings belong to a file: pass --file PATH"));
     }

@@ -915,7 +915,13 @@ fn export_path(daemon: &Daemon, ws: &Workspace, task: &str, path: &str, force: b
         return Err(refuse(format!("--export {path:?} must be absolute (the client resolves it from its directory)")));
     };
     let parent = full.parent().ok_or_else(|| refuse(format!("--export {path:?} names no file")))?;
-    let dir = parent.canonicalize().unwrap_or_else(|_| parent.to_path_buf());
+    // The default path is written as named (the write refuses symlinks inside .scafld); a
+    // path of the caller's is resolved, to see whether it lands on scafld's own files.
+    let dir = if path.is_empty() {
+        parent.to_path_buf()
+    } else {
+        parent.canonicalize().unwrap_or_else(|_| parent.to_path_buf())
+    };
     let name = full.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let resolved = dir.join(&name);
     let scafld = ws.root.join(".scafld");

@@ -82,7 +82,7 @@ fn resolve_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()
         _ => return Ok(()), // not decidable from the ledger: the user chooses
     };
     let aside = ws.root.join(".scafld/runs").join(task).join("superseded");
-    std::fs::create_dir_all(&aside).map_err(super::daemon::workspace_io_error)?;
+    crate::workspace::layout::create_real_dir(&aside).map_err(super::daemon::workspace_io_error)?;
     let name =
         format!("{}-{}.md", folder_of(&leftover).map(|f| f.dir_name()).unwrap_or("spec"), crate::clock::now_rfc3339());
     std::fs::rename(&leftover, aside.join(&name)).map_err(super::daemon::workspace_io_error)?;

@@ -10,6 +10,37 @@ pub const ID_FILE: &str = ".scafld/workspace_id";
 pub const CONFIG_FILE: &str = ".scafld/config.yaml";
 pub const LOCAL_CONFIG_FILE: &str = ".scafld/config.local.yaml";
 
+/// Create `dir` and its missing parents like `create_dir_all`, except that from a workspace's
+/// `.scafld` folder down every directory must be a real one: a symlink there (say
+/// `.scafld/runs` pointing at `/etc`) would make the daemon write wherever it points, so it is
+/// refused with an error naming it. Paths without a `.scafld` component are created as usual.
+pub fn create_real_dir(dir: &Path) -> io::Result<()> {
+    let parts: Vec<_> = dir.components().collect();
+    let Some(start) = parts.iter().position(|c| c.as_os_str() == SCAFLD_DIR) else {
+        return fs::create_dir_all(dir);
+    };
+    let mut at: std::path::PathBuf = parts[..start].iter().collect();
+    for part in &parts[start..] {
+        at.push(part);
+        match fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(io::Error::other(format!(
+                    "{} is a symlink; scafld does not write through links inside {SCAFLD_DIR}",
+                    at.display()
+                )));
+            }
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(io::Error::other(format!("{} is not a directory", at.display()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&at) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 const CONFIG_TEMPLATE: &str = include_str!("../../assets/config.yaml");
 const LOCAL_CONFIG_TEMPLATE: &str = include_str!("../../assets/config.local.yaml");
 

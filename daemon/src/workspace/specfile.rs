@@ -86,11 +86,12 @@ fn markdown_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Write `text` to `path` atomically: temp file in the same directory, fsync, rename, fsync
-/// the directory. Creates the directory if needed.
+/// the directory. Creates the directory if needed, never through a symlink inside `.scafld`
+/// ([`super::layout::create_real_dir`]).
 pub fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().ok_or_else(|| io::Error::other("path has no directory"))?;
-    fs::create_dir_all(dir)?;
+    super::layout::create_real_dir(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("spec");
     let temp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let result = (|| {
