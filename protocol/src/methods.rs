@@ -510,6 +510,11 @@ pub struct CallerContext {
     /// Path of the calling `scafld` executable (review providers start its MCP server).
     #[serde(default)]
     pub client_exe: String,
+    /// Who is calling, so that "the latest session" means the latest this caller started:
+    /// the host agent's session id when there is one, else the terminal (see the client's
+    /// `caller_identity`). Empty when unknown.
+    #[serde(default)]
+    pub identity: String,
 }
 
 method!(
@@ -937,10 +942,14 @@ method!(
 #[serde(deny_unknown_fields)]
 pub struct ReviewWaitParams {
     pub root: String,
-    /// Default: the most recent session of the workspace.
+    /// Default: the most recent session this caller started (by `caller_identity`), else the
+    /// most recent session of the workspace.
     #[serde(default)]
     pub session_key: Option<String>,
     pub timeout_seconds: f64,
+    /// The caller's identity (`CallerContext::identity`).
+    #[serde(default)]
+    pub caller_identity: String,
 }
 
 /// The seed-004 wait document.
@@ -971,6 +980,9 @@ pub struct WaitResult {
     /// For a template review: its result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_result: Option<TemplateReviewResult>,
+    /// When no session key was given: why this session was chosen.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub chosen: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -770,3 +770,33 @@ fn concurrent_reviews_of_one_range_get_distinct_rounds() {
     rounds.sort();
     assert_eq!(rounds, [1, 2, 3, 4, 5, 6]);
 }
+
+#[test]
+fn review_wait_without_a_key_takes_the_callers_own_latest_session() {
+    let env = TestEnv::new();
+    let (base, head) = range_workspace(&env);
+    let path = install_fakes(&env, &["codex"]);
+    let range = format!("{base}..{head}");
+    let spawn = |agent: &[(&str, &str)]| {
+        let run =
+            run_with(&env, &["review", "--diff", &range, "--reviewers", "codex", "--detach", "--json"], &path, agent);
+        run.assert_code(0);
+        run.json()["session_key"].as_str().unwrap().to_string()
+    };
+    // Two agents in one repository; B starts its review after A's.
+    let (a, b) = ([("CLAUDE_CODE_SESSION_ID", "agent-a")], [("CODEX_THREAD_ID", "agent-b")]);
+    let mine = spawn(&a);
+    let theirs = spawn(&b);
+    for (agent, expected) in [(&a, &mine), (&b, &theirs)] {
+        let run = run_with(&env, &["review", "wait", "--timeout", "30", "--json"], &path, agent);
+        run.assert_code(0);
+        assert_eq!(run.json()["session_key"], expected.as_str(), "{}", run.stdout);
+        assert_eq!(run.json()["chosen"], "the latest session you started");
+        assert!(run.stderr.contains(&format!("waiting on review session {expected}")), "{}", run.stderr);
+    }
+    // A caller that started nothing gets the workspace's latest, and is told so.
+    let run =
+        run_with(&env, &["review", "wait", "--timeout", "30", "--json"], &path, &[("SCAFLD_CALLER_ID", "someone")]);
+    assert_eq!(run.json()["session_key"], theirs.as_str());
+    assert!(run.stderr.contains("the latest session of the workspace"), "{}", run.stderr);
+}

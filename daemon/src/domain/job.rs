@@ -268,6 +268,10 @@ pub struct SessionRecord {
     pub caller_cwd: String,
     #[serde(default, skip_serializing)]
     pub caller_env: std::collections::BTreeMap<String, String>,
+    /// Who started the session (`CallerContext::identity`): `review wait` without a key picks
+    /// the caller's own latest session.
+    #[serde(default)]
+    pub caller_identity: String,
     pub client_exe: String,
     /// Model and codex reasoning overrides given at spawn.
     #[serde(default)]

@@ -113,12 +113,25 @@ impl Sessions {
 
     /// The most recent session of a workspace (optionally of one task).
     pub fn latest(&self, workspace_id: &str, task: Option<&str>) -> Option<SessionRecord> {
+        self.latest_where(|s| s.workspace_id == workspace_id && task.is_none_or(|t| s.task_id == t))
+    }
+
+    fn latest_where(&self, keep: impl Fn(&SessionRecord) -> bool) -> Option<SessionRecord> {
         let records = crate::sync::lock(&self.records);
-        records
-            .values()
-            .filter(|s| s.workspace_id == workspace_id && task.is_none_or(|t| s.task_id == t))
-            .max_by_key(|s| s.seq)
-            .cloned()
+        records.values().filter(|s| keep(s)).max_by_key(|s| s.seq).cloned()
+    }
+
+    /// The session a caller without a key means, and why: its own latest session when it can
+    /// be told apart (two agents in one repository must not pick up each other's review), else
+    /// the workspace's latest.
+    pub fn latest_for_caller(&self, workspace_id: &str, identity: &str) -> Option<(SessionRecord, &'static str)> {
+        let own = (!identity.is_empty())
+            .then(|| self.latest_where(|s| s.workspace_id == workspace_id && s.caller_identity == identity))
+            .flatten();
+        match own {
+            Some(session) => Some((session, "the latest session you started")),
+            None => self.latest(workspace_id, None).map(|s| (s, "the latest session of the workspace")),
+        }
     }
 
     /// Number a new session (its creation `seq`, and its round: rounds count per task, or per
@@ -277,6 +290,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         preflight: s.preflight,
         caller_cwd: s.caller.cwd.clone(),
         caller_env: s.caller.env.clone(),
+        caller_identity: s.caller.identity.clone(),
         client_exe: s.caller.client_exe.clone(),
         model: s.model,
         reasoning: s.reasoning,
@@ -579,11 +593,24 @@ pub async fn wait(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<m::
         return Err(RpcError::new(ErrorKind::InvalidInput, "timeout must be a non-negative number of seconds"));
     }
     let ws = daemon.workspace(&p.root).await?;
-    let key = find(daemon, &ws, p.session_key.as_deref(), None)?.key;
+    let (key, chosen) = match p.session_key.as_deref() {
+        Some(key) => (find(daemon, &ws, Some(key), None)?.key, ""),
+        None => match daemon.sessions.latest_for_caller(&ws.id, &p.caller_identity) {
+            Some((session, why)) => (session.key, why),
+            None => (find(daemon, &ws, None, None)?.key, ""),
+        },
+    };
+    let mut result = wait_for(daemon, &key, p.timeout_seconds).await?;
+    result.chosen = chosen.to_string();
+    Ok(result)
+}
+
+/// Wait for session `key` to settle, at most `timeout_seconds`.
+async fn wait_for(daemon: &Arc<Daemon>, key: &str, timeout_seconds: f64) -> RpcResult<m::WaitResult> {
     let mut changes = daemon.jobs.changes();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(p.timeout_seconds.min(86_400.0));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout_seconds.min(86_400.0));
     loop {
-        let session = daemon.sessions.get(&key).ok_or_else(|| RpcError::internal("session vanished"))?;
+        let session = daemon.sessions.get(key).ok_or_else(|| RpcError::internal("session vanished"))?;
         if let Some(result) = session.result.as_ref().and_then(|r| serde_json::from_value(r.clone()).ok()) {
             return Ok(result);
         }

@@ -127,6 +127,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
             root: p.root.clone(),
             session_key: Some(session.session_key.clone()),
             timeout_seconds: p.wait_seconds,
+            caller_identity: String::new(),
         };
         super::wait(daemon, wait).await?.template_result
     } else {
@@ -138,7 +139,11 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
 /// `review.result`: a template session's result once it has settled (bounded wait).
 pub async fn result(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<Option<m::TemplateReviewResult>> {
     let ws = daemon.workspace(&p.root).await?;
-    let session = super::find(daemon, &ws, p.session_key.as_deref(), None)?;
+    let session = match p.session_key.as_deref() {
+        None => daemon.sessions.latest_for_caller(&ws.id, &p.caller_identity).map(|(s, _)| s),
+        key => Some(super::find(daemon, &ws, key, None)?),
+    };
+    let session = session.map(Ok).unwrap_or_else(|| super::find(daemon, &ws, None, None))?;
     if session.template.is_none() {
         return Err(RpcError::new(
             ErrorKind::InvalidInput,

@@ -20,7 +20,34 @@ pub(super) fn caller() -> CallerContext {
         cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
         env: std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect(),
         client_exe: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+        identity: caller_identity(),
     }
+}
+
+/// Who is calling, as stable across this caller's commands as can be told: `SCAFLD_CALLER_ID`
+/// when set, else the host agent's own session id (every command an agent runs carries it),
+/// else the terminal, else the process session. Two agents in one repository thus get
+/// different identities, and one agent keeps its own across commands.
+pub(super) fn caller_identity() -> String {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    if let Some(id) = var("SCAFLD_CALLER_ID") {
+        return format!("id:{id}");
+    }
+    for (host, name) in
+        [("claude", "CLAUDE_CODE_SESSION_ID"), ("codex", "CODEX_THREAD_ID"), ("codex", "CODEX_SESSION_ID")]
+    {
+        if let Some(id) = var(name) {
+            return format!("{host}:{id}");
+        }
+    }
+    for fd in 0..3 {
+        if let Ok(target) = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+            && (target.starts_with("/dev/pts/") || target.starts_with("/dev/tty"))
+        {
+            return format!("tty:{}", target.display());
+        }
+    }
+    nix::unistd::getsid(None).map(|sid| format!("sid:{sid}")).unwrap_or_default()
 }
 
 pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {

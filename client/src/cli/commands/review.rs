@@ -197,6 +197,7 @@ pub(super) fn follow(
             root: root.to_string(),
             session_key: Some(spawned.session_key.clone()),
             timeout_seconds: POLL_SECONDS,
+            caller_identity: String::new(),
         };
         let result = call::<m::ReviewWait>(conn, &params)?;
         if result.outcome != "pending" {
@@ -317,8 +318,20 @@ fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, 
         return Err(CliError::new("usage", "--timeout must be a non-negative number of seconds", spawn_wait::USAGE));
     }
     let (root, mut conn) = connect_workspace(ctx).map_err(|e| family(e, spawn_wait::INTERNAL))?;
-    let params = m::ReviewWaitParams { root, session_key, timeout_seconds: timeout };
+    let given = session_key.is_some();
+    let params = m::ReviewWaitParams {
+        root,
+        session_key,
+        timeout_seconds: timeout,
+        caller_identity: super::exec::caller_identity(),
+    };
     let result = call::<m::ReviewWait>(&mut conn, &params).map_err(|e| family(e, spawn_wait::INTERNAL))?;
+    if !given {
+        eprintln!(
+            "scafld: waiting on review session {} ({}; pass --session-key to choose)",
+            result.session_key, result.chosen
+        );
+    }
     Ok(wait_output(ctx, &result))
 }
 

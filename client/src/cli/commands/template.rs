@@ -141,7 +141,12 @@ pub fn result(ctx: &Context, session_key: Option<String>, timeout: f64, output: 
         return Err(usage("--timeout must be a non-negative number of seconds"));
     }
     let (root, mut conn) = connect_workspace(ctx)?;
-    let params = m::ReviewWaitParams { root, session_key: session_key.clone(), timeout_seconds: timeout };
+    let params = m::ReviewWaitParams {
+        root,
+        session_key: session_key.clone(),
+        timeout_seconds: timeout,
+        caller_identity: super::exec::caller_identity(),
+    };
     match call::<m::ReviewResultOf>(&mut conn, &params).map_err(in_template_table)? {
         Some(result) => deliver(ctx, &result, destination),
         None => {
