@@ -181,7 +181,7 @@ impl Daemon {
             .with_hint("run `scafld init` there first"));
         }
         let root_text = root.display().to_string();
-        let mut open = self.open_workspaces.lock().await;
+        let open = self.open_workspaces.lock().await;
         let (mut id, _) = layout::read_or_create_id(&root).map_err(workspace_io_error)?;
         let known = self.store.workspace(&id).map_err(RpcError::internal)?;
         if let Some(known) = &known
@@ -196,11 +196,17 @@ impl Daemon {
             self.store.save_workspace(&record).map_err(RpcError::internal)?;
         }
         let already_open = open.get(&id).is_some_and(|w| w.root == root);
+        // The index is built without the table locked: other workspaces stay usable meanwhile.
+        drop(open);
         if !already_open {
             let (ws_id, ws_root) = (id.clone(), root.clone());
             let workspace = tokio::task::spawn_blocking(move || Workspace::open(ws_id, ws_root))
                 .await
                 .map_err(RpcError::internal)?;
+            let mut open = self.open_workspaces.lock().await;
+            if open.get(&id).is_some_and(|w| w.root == root) {
+                return Ok(WorkspaceInfo { workspace_id: id, root: root_text, open: true }); // opened meanwhile
+            }
             if let Some(watcher) = &self.watcher
                 && let Err(e) = watcher.watch_workspace(&root)
             {

@@ -227,7 +227,8 @@ pub async fn run(
         Ok(child) => child,
         Err(e) => {
             outcome.start_error = Some(e.to_string());
-            write_diagnostics(&request, &outcome, None);
+            let text = diagnostics_text(&request, &outcome, None);
+            write_diagnostics(request.diagnostics_dir.clone(), outcome.diagnostic.clone(), text).await;
             return outcome;
         }
     };
@@ -320,7 +321,8 @@ pub async fn run(
     };
     outcome.exit_code = if outcome.kill_reason.is_some() { None } else { status.and_then(|s| s.code()) };
     outcome.duration = started.elapsed();
-    write_diagnostics(&request, &outcome, Some(last_byte.elapsed()));
+    let text = diagnostics_text(&request, &outcome, Some(last_byte.elapsed()));
+    write_diagnostics(request.diagnostics_dir.clone(), outcome.diagnostic.clone(), text).await;
     outcome
 }
 
@@ -389,7 +391,7 @@ fn unix_nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
 
-fn write_diagnostics(request: &RunRequest, outcome: &RunOutcome, since_last_byte: Option<Duration>) {
+fn diagnostics_text(request: &RunRequest, outcome: &RunOutcome, since_last_byte: Option<Duration>) -> String {
     let mut text = String::new();
     let _ = writeln!(text, "command: {}", request.command);
     let _ = writeln!(text, "cwd: {}", request.cwd.display());
@@ -410,9 +412,17 @@ fn write_diagnostics(request: &RunRequest, outcome: &RunOutcome, since_last_byte
     let _ = writeln!(text, "stdout_bytes: {} (dropped {})", outcome.stdout.total(), outcome.stdout.dropped);
     let _ = writeln!(text, "stderr_bytes: {} (dropped {})", outcome.stderr.total(), outcome.stderr.dropped);
     let _ = write!(text, "stdout:\n{}\nstderr:\n{}\n", outcome.stdout.text(), outcome.stderr.text());
-    if crate::workspace::layout::create_real_dir(&request.diagnostics_dir).is_ok() {
-        let _ = std::fs::write(&outcome.diagnostic, text);
-    }
+    text
+}
+
+/// Write the diagnostics file (up to twice the capture cap) on a blocking thread.
+async fn write_diagnostics(dir: PathBuf, path: PathBuf, text: String) {
+    let _ = tokio::task::spawn_blocking(move || {
+        if crate::workspace::layout::create_real_dir(&dir).is_ok() {
+            let _ = std::fs::write(&path, text);
+        }
+    })
+    .await;
 }
 
 #[cfg(test)]

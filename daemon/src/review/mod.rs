@@ -37,11 +37,13 @@ use crate::error::{RpcError, RpcResult};
 use crate::providers;
 use crate::workspace::Workspace;
 
-/// The session table: records (persisted) and the lock that settles one session at a time.
+/// The session table: records (persisted) and, per session, the lock that settles it (or
+/// retries it) one step at a time. Per session, so that one session's settling (git
+/// snapshots, ledger writes) never holds up another's.
 #[derive(Default)]
 pub struct Sessions {
     records: Mutex<HashMap<String, SessionRecord>>,
-    settling: tokio::sync::Mutex<()>,
+    settling: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Invocations handed to automated workers, by job id (to read their answer back).
     pub(crate) invocations: Mutex<HashMap<String, providers::Invocation>>,
     env_files: caller_env::CallerEnvFiles,
@@ -105,10 +107,17 @@ impl Sessions {
     /// Drop sessions from memory (retention; the store has already deleted them).
     pub(crate) fn forget(&self, keys: &[String]) {
         let mut records = crate::sync::lock(&self.records);
+        let mut settling = crate::sync::lock(&self.settling);
         for key in keys {
             records.remove(key);
+            settling.remove(key);
             self.drop_caller_env(key);
         }
+    }
+
+    /// The lock that serialises settling and retrying session `key`.
+    fn settle_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        crate::sync::lock(&self.settling).entry(key.to_string()).or_default().clone()
     }
 
     /// The most recent session of a workspace (optionally of one task).
@@ -517,7 +526,8 @@ pub fn reviewers_of(daemon: &Daemon, session: &SessionRecord) -> Vec<Reviewer> {
 /// Once every reviewer has finished: decide, record the gate (for a task) and keep the result.
 /// Idempotent; safe to call after every change.
 pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
-    let _one_at_a_time = daemon.sessions.settling.lock().await;
+    let lock = daemon.sessions.settle_lock(key);
+    let _one_at_a_time = lock.lock().await;
     let Some(mut session) = daemon.sessions.get(key) else { return };
     if session.result.is_some() {
         return;
@@ -628,7 +638,8 @@ async fn wait_for(daemon: &Arc<Daemon>, key: &str, timeout_seconds: f64) -> RpcR
 pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m::SpawnResult> {
     let ws = daemon.workspace(&p.root).await?;
     let mut session = find(daemon, &ws, Some(&p.session_key), None)?;
-    let _one_at_a_time = daemon.sessions.settling.lock().await;
+    let lock = daemon.sessions.settle_lock(&session.key);
+    let _one_at_a_time = lock.lock().await;
     let reviewers = reviewers_of(daemon, &session);
     if reviewers.iter().any(|r| matches!(r.answer, Answer::Pending)) {
         return Err(RpcError::new(ErrorKind::Busy, "the session's reviewers are still running")

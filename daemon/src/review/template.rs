@@ -83,8 +83,14 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
         })?;
     let packet = template::packet(&chosen, &chosen.build_prompt(&inputs));
     let dossier = &config.review.dossier;
-    let files = match inputs.get("diff").filter(|d| d.contains("..")) {
-        Some(range) => baseline::range_diff(&ws.root, range).map(|(files, _)| files).unwrap_or_default(),
+    let files = match inputs.get("diff").filter(|d| d.contains("..")).cloned() {
+        Some(range) => {
+            let root = ws.root.clone();
+            tokio::task::spawn_blocking(move || baseline::range_diff(&root, &range).map(|(files, _)| files))
+                .await
+                .map_err(RpcError::internal)?
+                .unwrap_or_default()
+        }
         None => Vec::new(),
     };
     let session = super::spawn(

@@ -153,7 +153,12 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     let scope = review::scope(&spec, &p.review_scope);
     let classes = review::classify(&changed, &baseline, &scope);
     let known = (mode == "verify").then(|| previous.as_ref().and_then(|(d, _, _)| d.clone())).flatten();
-    let facts = PacketFacts { base_head: base_head.as_deref(), fresh: &fresh, known: known.as_ref() };
+    // git2's diff blocks: it runs on a blocking thread, not the runtime's.
+    let (root, head, paths) = (ws.root.clone(), base_head.clone(), classes.task_changes.clone());
+    let diff = tokio::task::spawn_blocking(move || baseline::diff(&root, head.as_deref(), &paths))
+        .await
+        .map_err(RpcError::internal)?;
+    let facts = PacketFacts { base_head: base_head.as_deref(), diff: &diff, fresh: &fresh, known: known.as_ref() };
     let packet = build_packet(&ws, &spec, &request, &config, &scope, &classes, &facts)
         .map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e))?;
     if p.print_context {
@@ -672,14 +677,16 @@ fn agenda(config: &Config) -> String {
 /// there), the evidence's freshness, and in verify mode the previous review's findings.
 struct PacketFacts<'a> {
     base_head: Option<&'a str>,
+    /// The task's changes from the approval baseline's HEAD.
+    diff: &'a Result<String, String>,
     fresh: &'a Freshness,
     known: Option<&'a Dossier>,
 }
 
 /// The changed paths, then their diff from the approval baseline.
-fn task_changes(ws: &Workspace, base_head: Option<&str>, paths: &[String]) -> String {
+fn task_changes(paths: &[String], diff: &Result<String, String>) -> String {
     let mut body = packet::list(paths);
-    match baseline::diff(&ws.root, base_head, paths) {
+    match diff {
         Ok(diff) if !diff.is_empty() => body.push_str(&format!("\n\n```diff\n{}\n```", diff.trim_end())),
         Ok(_) => {}
         Err(e) => body.push_str(&format!("\n\n(diff unavailable: {e})")),
@@ -740,7 +747,7 @@ fn build_packet(
             "task_changes",
             "Task Changes Since Approval Baseline",
             &format!("{task}#task_changes"),
-            task_changes(ws, facts.base_head, &classes.task_changes),
+            task_changes(&classes.task_changes, facts.diff),
             false,
         ),
         Section::derived(
