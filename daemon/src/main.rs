@@ -34,6 +34,9 @@ struct Args {
     /// Close a client connection that has sent nothing, and waits for nothing, this long
     #[arg(long, env = "SCAFLD_IDLE_CONNECTION_SECONDS", default_value_t = 600)]
     idle_connection_seconds: u64,
+    /// Client connections served at once (past it the longest idle one is closed)
+    #[arg(long, env = "SCAFLD_MAX_CONNECTIONS", default_value_t = 1024)]
+    max_connections: usize,
     /// Rebuild a damaged state database, keeping the damaged copy, then exit (stop the daemon
     /// first)
     #[arg(long)]
@@ -110,6 +113,7 @@ fn start(args: Args) -> Result<(), BoxError> {
             retention: std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400),
             limits: Limits {
                 idle_timeout: std::time::Duration::from_secs(args.idle_connection_seconds.max(1)),
+                max_connections: args.max_connections.max(1),
                 ..Limits::default()
             },
         };

@@ -195,6 +195,10 @@ pub async fn run(
         duration: Duration::ZERO,
         diagnostic: request.diagnostics_dir.join(format!("command-{}.txt", unix_nanos())),
     };
+    // Every descendant inherits it (unless it clears its environment): found by it, a process
+    // that left the group with setsid is killed with the group.
+    let token =
+        crate::workspace::layout::new_id().unwrap_or_else(|_| format!("{}-{}", std::process::id(), unix_nanos()));
     let mut command = Command::new("sh");
     if let Some(&inherited) = INHERITED.get() {
         // SAFETY: umask(2) and setrlimit(2) are async-signal-safe, touch only this child, and
@@ -217,6 +221,7 @@ pub async fn run(
         .current_dir(&request.cwd)
         .env_clear()
         .envs(&request.env)
+        .env(RUN_TOKEN, &token)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -233,7 +238,7 @@ pub async fn run(
         }
     };
     let pgid = child.id().map(|id| id as i32).unwrap_or(0);
-    if let Some(group) = ProcessGroup::led_by(pgid) {
+    if let Some(group) = ProcessGroup::led_by(pgid, &token) {
         on_spawn(group);
     }
     if let Some(mut pipe) = child.stdin.take() {
@@ -313,8 +318,10 @@ pub async fn run(
     if outcome.kill_reason.is_some() {
         terminate_group(pgid).await;
     }
-    // Nothing of the group outlives the run, whatever the leader did.
+    // Nothing of the run outlives it, whatever the leader did: not its group, and not what
+    // left the group.
     kill_group(pgid);
+    kill_carriers(&token);
     let status = match status {
         Some(status) => status.ok(),
         None => child.wait().await.ok(),
@@ -350,10 +357,39 @@ fn kill_group(pgid: i32) {
     }
 }
 
+/// The variable that marks every process of one run.
+pub const RUN_TOKEN: &str = "SCAFLD_RUN_TOKEN";
+
+/// SIGKILL every process of ours whose environment carries `token` (see [`RUN_TOKEN`]); returns
+/// how many. Only our own processes' environments are readable, and a random token cannot
+/// name anything else.
+fn kill_carriers(token: &str) -> usize {
+    if token.is_empty() {
+        return 0;
+    }
+    let needle = format!("{RUN_TOKEN}={token}");
+    let own = std::process::id().to_string();
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && *n != own) else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        if environ.split(|b| *b == 0).any(|var| var == needle.as_bytes())
+            && let Ok(pid) = pid.parse::<i32>()
+            && nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok()
+        {
+            killed += 1;
+        }
+    }
+    killed
+}
+
 impl ProcessGroup {
-    /// The group `pid` leads, with the leader's identity read from `/proc`.
-    pub fn led_by(pid: i32) -> Option<ProcessGroup> {
-        Some(ProcessGroup { pgid: pid, start_ticks: start_ticks(pid)?, boot_id: boot_id()? })
+    /// The group `pid` leads, with the leader's identity read from `/proc`, and the run's token.
+    pub fn led_by(pid: i32, token: &str) -> Option<ProcessGroup> {
+        Some(ProcessGroup { pgid: pid, start_ticks: start_ticks(pid)?, boot_id: boot_id()?, token: token.to_string() })
     }
 
     /// Whether the recorded leader still runs (same pid, same start, same boot): only then does
@@ -367,8 +403,10 @@ impl ProcessGroup {
     /// Kill a recorded group, but only while its recorded leader still owns the id; a process
     /// that reused the id after a crash is left alone. Returns whether it killed.
     pub fn kill_if_ours(&self) -> bool {
+        // Processes carrying the run's token are ours whatever became of the leader.
+        let carriers = self.boot_id == boot_id().unwrap_or_default() && kill_carriers(&self.token) > 0;
         if !self.is_alive() {
-            return false;
+            return carriers;
         }
         kill_group(self.pgid);
         true

@@ -361,9 +361,9 @@ fn recovery_kills_only_the_group_its_record_names() {
     let spawn =
         |marker: &str| std::process::Command::new("sleep").arg(marker).process_group(0).spawn().expect("spawn sleep");
     let (mut orphan, mut stranger) = (spawn("3131.5"), spawn("3131.25"));
-    let orphan_group = ProcessGroup::led_by(orphan.id() as i32).unwrap();
+    let orphan_group = ProcessGroup::led_by(orphan.id() as i32, "").unwrap();
     // The stranger holds a recorded id, but the record's leader started at another time.
-    let mut reused = ProcessGroup::led_by(stranger.id() as i32).unwrap();
+    let mut reused = ProcessGroup::led_by(stranger.id() as i32, "").unwrap();
     reused.start_ticks += 1;
     {
         let store = SledStore::open(&env.state_dir.join("db")).unwrap();
@@ -533,4 +533,32 @@ fn which(name: &str) -> Result<std::path::PathBuf, ()> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
         .ok_or(())
+}
+
+/// Processes (not zombies) whose command line is `sleep <marker>`.
+fn sleepers(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            (cmdline == format!("sleep\0{marker}\0").as_bytes()).then(|| e.file_name().to_string_lossy().into_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn a_process_that_left_the_group_dies_with_its_run() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    // setsid puts the sleeper in a session and group of its own: killing the run's group
+    // alone would leave it running.
+    let spec = "---\nspec_version: '2.0'\ntask_id: esc\nstatus: draft\n---\n\n# Esc\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - escapes\n  - Command: `setsid sleep 3131 </dev/null >/dev/null 2>&1 & sleep 0.1; true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/esc.md"), spec).unwrap();
+    env.scafld(&["approve", "esc", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "esc"]).assert_code(0);
+    env.scafld(&["build", "esc"]).assert_code(0);
+    wait_until("the escaped sleeper to be killed", || sleepers("3131").is_empty());
 }

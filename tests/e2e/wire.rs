@@ -252,11 +252,34 @@ fn idle_connections_are_closed_but_subscribers_stay() {
     let mut subscriber = env.client();
     subscriber.result("events.subscribe", json!({}));
     let mut idle = env.client();
-    // The idle one is closed: it reads end of stream well before the test's deadline.
+    let mut called = env.client();
+    called.result("daemon.status", json!({}));
+    // The idle ones are closed (also one whose call has finished): they read end of stream
+    // well before the test's deadline.
     assert!(idle.read_wire().is_none());
+    assert!(called.read_wire().is_none());
     // The subscriber, just as quiet, still receives events.
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     let event = subscriber.next_event();
     assert_eq!(event["kind"], "workspace_opened", "{event}");
+}
+
+#[test]
+fn a_full_daemon_closes_its_longest_idle_connection_to_serve_a_new_one() {
+    let mut env = TestEnv::new();
+    env.start_daemon_with(&[("SCAFLD_MAX_CONNECTIONS", "20")]);
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    let mut hogs: Vec<RawClient> = (0..40).map(|_| env.client()).collect();
+    // Every new client is served: each takes the place of the longest idle connection.
+    for i in 0..5 {
+        let reply = env.client().call("daemon.status", json!({}));
+        assert!(reply.get("result").is_some(), "client {i}: {reply}");
+    }
+    // The first hogs were closed to make room; a subscriber is never idle and stays.
+    assert!(hogs[0].read_wire().is_none());
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    assert_eq!(subscriber.next_event()["kind"], "workspace_opened");
 }

@@ -52,6 +52,10 @@ pub struct ProcessGroup {
     pub pgid: i32,
     pub start_ticks: u64,
     pub boot_id: String,
+    /// The run's token, in the `SCAFLD_RUN_TOKEN` variable of every process the command
+    /// starts: it finds descendants that left the group (`setsid`, double forks).
+    #[serde(default)]
+    pub token: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -53,7 +53,8 @@ pub struct Limits {
     /// Bytes of unfinished request lines held across all connections. Past it, a connection
     /// holding more than [`framing::SMALL_PARTIAL`] of them is told so and closed.
     pub partial_line_budget: usize,
-    /// Connections open at once; past it new ones get a `busy` error and are closed.
+    /// Connections open at once. Past it, the connection idle the longest (nothing in flight,
+    /// no subscription) is closed to make room; when none is idle the new one gets `busy`.
     pub max_connections: usize,
     /// A connection that sends nothing and has no call in flight and no subscription for this
     /// long is closed.
@@ -78,6 +79,7 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
     let own_uid = nix::unistd::getuid().as_raw();
     let limits = Arc::new(limits);
     let partial_bytes = Arc::new(AtomicUsize::new(0));
+    let idle = Arc::new(IdleConnections::default());
     let mut last_accept_warning: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
@@ -87,8 +89,12 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
                     let conn_id = ConnectionId(next_conn_id.fetch_add(1, Ordering::Relaxed));
                     let methods = methods.clone();
                     let shutdown = shutdown.clone();
-                    let (limits, partial_bytes) = (limits.clone(), partial_bytes.clone());
-                    let full = connections.len() >= limits.max_connections;
+                    let (limits, partial_bytes, idle) = (limits.clone(), partial_bytes.clone(), idle.clone());
+                    let full = connections.len() >= limits.max_connections && !idle.evict_oldest();
+                    // A new connection is idle until it sends something; registered here, in
+                    // order, so a burst of new connections evicts the oldest first.
+                    let evicted = CancellationToken::new();
+                    idle.set(conn_id.0, Some(&evicted));
                     connections.spawn(async move {
                         match stream.peer_cred().map(|cred| cred.uid()) {
                             Ok(uid) if uid != own_uid => {
@@ -108,11 +114,12 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
                                 refuse(stream, error).await
                             }
                             Ok(_) => {
-                                let conn = ConnectionLimits { limits, partial_bytes };
+                                let conn = ConnectionLimits { limits, partial_bytes, idle: idle.clone(), evicted };
                                 serve_connection(stream, methods, conn_id, shutdown, conn).await
                             }
                             Err(e) => warn!("could not read peer credentials: {e}"),
                         }
+                        idle.set(conn_id.0, None);
                     });
                 }
                 Err(e) => {
@@ -184,6 +191,42 @@ struct Connection {
 struct ConnectionLimits {
     limits: Arc<Limits>,
     partial_bytes: Arc<AtomicUsize>,
+    idle: Arc<IdleConnections>,
+    /// Cancelled when the connection is closed to make room for a new one.
+    evicted: CancellationToken,
+}
+
+/// The connections idle now (nothing in flight, no subscription), with when they went idle
+/// and how to close them: when the daemon is full, the one idle longest makes room.
+#[derive(Default)]
+struct IdleConnections(std::sync::Mutex<std::collections::HashMap<usize, (tokio::time::Instant, CancellationToken)>>);
+
+impl IdleConnections {
+    fn set(&self, conn: usize, evict: Option<&CancellationToken>) {
+        let mut idle = crate::sync::lock(&self.0);
+        match evict {
+            // An evicted connection on its way out does not come back.
+            Some(token) if !token.is_cancelled() => {
+                idle.entry(conn).or_insert_with(|| (tokio::time::Instant::now(), token.clone()));
+            }
+            Some(_) => {}
+            None => {
+                idle.remove(&conn);
+            }
+        }
+    }
+
+    /// Close the connection idle the longest; false when none is idle.
+    fn evict_oldest(&self) -> bool {
+        let mut idle = crate::sync::lock(&self.0);
+        let Some(oldest) = idle.iter().min_by_key(|(_, (since, _))| *since).map(|(conn, _)| *conn) else {
+            return false;
+        };
+        if let Some((_, token)) = idle.remove(&oldest) {
+            token.cancel();
+        }
+        true
+    }
 }
 
 async fn serve_connection(
@@ -217,6 +260,9 @@ async fn serve_connection(
         .with_shared_budget(limits.partial_bytes.clone(), limits.limits.partial_line_budget);
     let mut frames = FramedRead::new(read_half, decoder);
     let idle_timeout = limits.limits.idle_timeout;
+    let evicted = limits.evicted.clone();
+    // Signalled as each call finishes, so that idleness is judged again.
+    let finished = Arc::new(tokio::sync::Notify::new());
     let daemon_stopping = loop {
         // No more than the cap in flight: wait for a slot before reading the next request.
         let permit = tokio::select! {
@@ -224,18 +270,29 @@ async fn serve_connection(
             permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
         };
         let idle = tokio::time::sleep(idle_timeout);
+        // Nothing in flight: every permit but the one just taken is free (a call gives its
+        // permit back before it signals `finished`, so the two agree).
+        let calls_in_flight = limits.limits.in_flight_per_connection - 1 - permits.available_permits();
+        let is_idle = calls_in_flight == 0 && senders.strong_count() <= 1;
+        limits.idle.set(conn_id.0, is_idle.then_some(&evicted));
         tokio::select! {
             _ = shutdown.cancelled() => break true,
-            _ = idle, if in_flight.is_empty() && senders.strong_count() <= 1 => {
+            _ = idle, if is_idle => {
                 info!(conn = conn_id.0, "closing a connection idle for {}s", idle_timeout.as_secs());
                 break false;
             }
+            _ = evicted.cancelled() => {
+                info!(conn = conn_id.0, "closing the longest idle connection to make room for a new one");
+                break false;
+            }
+            _ = finished.notified(), if !is_idle => continue,
             frame = frames.next() => match frame {
                 Some(Ok(Frame::Line(line))) => {
-                    let conn = conn.clone();
+                    let (conn, finished) = (conn.clone(), finished.clone());
                     in_flight.spawn(async move {
                         conn.handle_line(line).await;
                         drop(permit);
+                        finished.notify_one();
                     });
                 }
                 Some(Ok(Frame::OverBudget)) => {
@@ -267,6 +324,7 @@ async fn serve_connection(
         }
     };
     drop(frames); // gives its share of the partial-line budget back
+    limits.idle.set(conn_id.0, None);
     conn.closed.cancel();
     in_flight.close();
     let _ = tokio::time::timeout(CLOSE_GRACE, in_flight.wait()).await;
