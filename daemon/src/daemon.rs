@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use scafld_protocol::methods::{DaemonStatusResult, WorkspaceInfo};
 use scafld_protocol::{ErrorKind, Event, PROTOCOL_VERSION};
-use tokio::sync::{Mutex, broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -43,7 +43,8 @@ pub struct Daemon {
     shutdown: CancellationToken,
     shutdown_announced: AtomicBool,
     /// Workspaces opened since start, by id.
-    open_workspaces: Mutex<HashMap<String, Arc<Workspace>>>,
+    /// Never held across an `.await` (a std lock: the compiler and clippy keep it so).
+    open_workspaces: StdMutex<HashMap<String, Arc<Workspace>>>,
     watcher: Option<SpecWatcher>,
     watch_events: StdMutex<Option<mpsc::UnboundedReceiver<PathBuf>>>,
     pub jobs: Jobs,
@@ -78,7 +79,7 @@ impl Daemon {
             events,
             shutdown,
             shutdown_announced: AtomicBool::new(false),
-            open_workspaces: Mutex::default(),
+            open_workspaces: StdMutex::default(),
             watcher,
             watch_events: StdMutex::new(watch_events),
             jobs,
@@ -130,7 +131,7 @@ impl Daemon {
     }
 
     pub async fn workspace_list(&self) -> RpcResult<Vec<WorkspaceInfo>> {
-        let open = self.open_workspaces.lock().await;
+        let open = crate::sync::lock(&self.open_workspaces);
         let mut list: Vec<WorkspaceInfo> = self
             .store
             .workspaces()
@@ -150,7 +151,7 @@ impl Daemon {
     pub async fn workspace(&self, root: &str) -> RpcResult<Arc<Workspace>> {
         let canonical = canonical_root(Path::new(root))?;
         {
-            let mut open = self.open_workspaces.lock().await;
+            let mut open = crate::sync::lock(&self.open_workspaces);
             if let Some(ws) = open.values().find(|w| w.root == canonical).cloned() {
                 // The same folder may hold a different workspace now (deleted and initialised
                 // again, or re-cloned): its id file says which one it is.
@@ -162,7 +163,7 @@ impl Daemon {
             }
         }
         self.open_workspace(&canonical).await?;
-        let open = self.open_workspaces.lock().await;
+        let open = crate::sync::lock(&self.open_workspaces);
         open.values().find(|w| w.root == canonical).cloned().ok_or_else(|| RpcError::internal("workspace vanished"))
     }
 
@@ -181,41 +182,49 @@ impl Daemon {
             .with_hint("run `scafld init` there first"));
         }
         let root_text = root.display().to_string();
-        let open = self.open_workspaces.lock().await;
-        let (mut id, _) = layout::read_or_create_id(&root).map_err(workspace_io_error)?;
-        let known = self.store.workspace(&id).map_err(RpcError::internal)?;
-        if let Some(known) = &known
-            && known.root != root_text
-            && is_copy_of(Path::new(&known.root), &id)
-        {
-            id = layout::new_id().map_err(workspace_io_error)?;
-            layout::write_id(&root, &id).map_err(workspace_io_error)?;
-        }
-        let record = WorkspaceRecord { id: id.clone(), root: root_text.clone() };
-        if known.as_ref() != Some(&record) {
-            self.store.save_workspace(&record).map_err(RpcError::internal)?;
-        }
-        let already_open = open.get(&id).is_some_and(|w| w.root == root);
-        // The index is built without the table locked: other workspaces stay usable meanwhile.
-        drop(open);
+        // Identity is settled with the table locked (two opens of one folder agree on its id);
+        // the index is built without it, so other workspaces stay usable meanwhile.
+        let (id, already_open) = {
+            let open = crate::sync::lock(&self.open_workspaces);
+            let (mut id, _) = layout::read_or_create_id(&root).map_err(workspace_io_error)?;
+            let known = self.store.workspace(&id).map_err(RpcError::internal)?;
+            if let Some(known) = &known
+                && known.root != root_text
+                && is_copy_of(Path::new(&known.root), &id)
+            {
+                id = layout::new_id().map_err(workspace_io_error)?;
+                layout::write_id(&root, &id).map_err(workspace_io_error)?;
+            }
+            let record = WorkspaceRecord { id: id.clone(), root: root_text.clone() };
+            if known.as_ref() != Some(&record) {
+                self.store.save_workspace(&record).map_err(RpcError::internal)?;
+            }
+            let already_open = open.get(&id).is_some_and(|w| w.root == root);
+            (id, already_open)
+        };
         if !already_open {
             let (ws_id, ws_root) = (id.clone(), root.clone());
             let workspace = tokio::task::spawn_blocking(move || Workspace::open(ws_id, ws_root))
                 .await
                 .map_err(RpcError::internal)?;
-            let mut open = self.open_workspaces.lock().await;
-            if open.get(&id).is_some_and(|w| w.root == root) {
-                return Ok(WorkspaceInfo { workspace_id: id, root: root_text, open: true }); // opened meanwhile
+            let inserted = {
+                let mut open = crate::sync::lock(&self.open_workspaces);
+                // Opened meanwhile by another call: theirs stands.
+                let fresh = open.get(&id).is_none_or(|w| w.root != root);
+                if fresh {
+                    info!(workspace = %id, root = %root_text, specs = crate::sync::read(&workspace.index).len(), "workspace opened");
+                    open.insert(id.clone(), Arc::new(workspace));
+                }
+                fresh
+            };
+            if inserted {
+                if let Some(watcher) = &self.watcher
+                    && let Err(e) = watcher.watch_workspace(&root)
+                {
+                    warn!(root = %root_text, "cannot watch workspace: {e}");
+                }
+                self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
             }
-            if let Some(watcher) = &self.watcher
-                && let Err(e) = watcher.watch_workspace(&root)
-            {
-                warn!(root = %root_text, "cannot watch workspace: {e}");
-            }
-            info!(workspace = %id, root = %root_text, specs = crate::sync::read(&workspace.index).len(), "workspace opened");
-            open.insert(id.clone(), Arc::new(workspace));
-            drop(open);
-            self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
         }
         Ok(WorkspaceInfo { workspace_id: id, root: root_text, open: true })
     }
@@ -234,7 +243,7 @@ impl Daemon {
     }
 
     async fn paths_changed(&self, paths: &[PathBuf]) {
-        let workspaces: Vec<Arc<Workspace>> = self.open_workspaces.lock().await.values().cloned().collect();
+        let workspaces: Vec<Arc<Workspace>> = crate::sync::lock(&self.open_workspaces).values().cloned().collect();
         for path in paths {
             let Some(ws) = workspaces.iter().find(|w| path.starts_with(&w.root)) else { continue };
             if path.parent() == Some(&ws.root.join(layout::SCAFLD_DIR)) {

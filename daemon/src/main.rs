@@ -179,11 +179,38 @@ fn init_logging(log_file: &std::path::Path, verbose: u8) -> Result<(), BoxError>
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false);
+    // A log write that fails (a full disk) loses the line and nothing else: no report on
+    // stderr (which is often the same file, and `eprintln!` panics when it cannot write).
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).log_internal_errors(false);
     if std::io::stderr().is_terminal() {
-        builder.with_writer(Mutex::new(file).and(std::io::stderr)).init();
+        builder.with_writer(LogFile(Mutex::new(file)).and(std::io::stderr)).init();
     } else {
-        builder.with_writer(Mutex::new(file)).init();
+        builder.with_writer(LogFile(Mutex::new(file))).init();
     }
     Ok(())
+}
+
+/// The log file as a tracing writer that never panics, not even after a panic elsewhere
+/// poisoned its lock (the stock `Mutex<File>` writer does, and then every later log line
+/// would panic the task that logs it).
+struct LogFile(Mutex<fs::File>);
+
+struct LogLine<'a>(std::sync::MutexGuard<'a, fs::File>);
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogFile {
+    type Writer = LogLine<'a>;
+
+    fn make_writer(&'a self) -> LogLine<'a> {
+        LogLine(self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl std::io::Write for LogLine<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }

@@ -562,3 +562,82 @@ fn a_process_that_left_the_group_dies_with_its_run() {
     env.scafld(&["build", "esc"]).assert_code(0);
     wait_until("the escaped sleeper to be killed", || sleepers("3131").is_empty());
 }
+
+/// A small tmpfs, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(path: std::path::PathBuf, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(&path).unwrap();
+        let status =
+            Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&path).status();
+        status.is_ok_and(|s| s.success()).then_some(Tmpfs(path))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// `scafld args` under `timeout`, so a daemon that hangs fails the test instead of stalling it.
+fn bounded(env: &TestEnv, args: &[&str]) -> scafld_tests::Run {
+    let mut command = Command::new("timeout");
+    env.apply_env(&mut command);
+    command.arg("30").arg(scafld_tests::scafld_bin()).args(args).current_dir(&env.work);
+    scafld_tests::Run::from(command.output().unwrap())
+}
+
+#[test]
+fn a_full_disk_fails_calls_cleanly_and_the_daemon_recovers_when_space_returns() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: needs root to mount a small tmpfs");
+        return;
+    }
+    let mut env = TestEnv::new();
+    let Some(disk) = Tmpfs::mount(env.path("tiny"), "8M") else {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root where tmpfs mounts work");
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    // The database and the log live on the small disk; the workspace does not. Started as
+    // users start it, so the daemon's stderr goes to its log on that disk too.
+    env.state_dir = disk.0.join("state");
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    for i in 1..=4 {
+        let spec = format!(
+            "---\nspec_version: '2.0'\ntask_id: t{i}\nstatus: draft\n---\n\n# T\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - ok\n  - Command: `head -c 3000 /dev/urandom | base64`\n"
+        );
+        std::fs::write(env.work.join(format!(".scafld/specs/drafts/t{i}.md")), spec).unwrap();
+    }
+    // Fill the disk to the last byte.
+    let filler = disk.0.join("filler");
+    let mut file = std::fs::File::create(&filler).unwrap();
+    let block = vec![0u8; 1 << 20];
+    while std::io::Write::write_all(&mut file, &block).is_ok() {}
+    drop(file);
+    // Calls may still fit in space sled set aside, or fail; none may hang.
+    let mut failed = 0;
+    for task in ["t1", "t2"] {
+        for args in [&["approve", task, "--reason", "full"][..], &["build", task], &["build", task], &["status", task]]
+        {
+            let run = bounded(&env, args);
+            assert_ne!(run.code, 124, "`{args:?}` hung on a full disk");
+            failed += usize::from(run.code != 0);
+        }
+    }
+    assert!(failed > 0, "the disk never filled up for the daemon");
+    assert_ne!(bounded(&env, &["daemon", "status"]).code, 124);
+    // Space comes back: the very next calls work, without a restart.
+    std::fs::remove_file(&filler).unwrap();
+    for task in ["t3", "t4"] {
+        let run = bounded(&env, &["approve", task, "--reason", "space again"]);
+        assert_eq!(run.code, 0, "{run:?}");
+    }
+    let session = bounded(&env, &["session", "t3", "--json"]);
+    assert!(session.stdout.contains("\"approval\""), "{}", session.stdout);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}

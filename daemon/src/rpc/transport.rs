@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use jsonrpsee::core::id_providers::RandomIntegerIdProvider;
 use jsonrpsee::core::server::{
     BoundedSubscriptions, ConnectionId, Extensions, MethodCallback, MethodResponse, MethodSink, Methods,
@@ -374,7 +374,24 @@ impl Connection {
             return self.send(MethodResponse::error(Id::Null, ErrorObjectOwned::from(error))).await;
         }
         let response = match serde_json::from_str::<Request>(trimmed) {
-            Ok(request) => self.dispatch(request).await,
+            Ok(request) => {
+                // A bug in a handler must cost its caller an error, not a reply that never
+                // comes, and must not touch any other call.
+                let id = request.id().into_owned();
+                let method = request.method_name().to_string();
+                match std::panic::AssertUnwindSafe(self.dispatch(request)).catch_unwind().await {
+                    Ok(response) => response,
+                    Err(_) => {
+                        tracing::error!(method, "a handler panicked");
+                        let error = RpcError::new(
+                            ErrorKind::Internal,
+                            format!("the daemon hit a bug handling `{method}`; nothing else was affected"),
+                        )
+                        .with_hint("the daemon's log has the details; please report it");
+                        MethodResponse::error(id, ErrorObjectOwned::from(error))
+                    }
+                }
+            }
             Err(parse_error) => {
                 // A notification has no `id` at all; one with an `id` that is not a string, a
                 // number or null (an object, say) is an invalid request and gets an answer.

@@ -9,7 +9,7 @@ pub mod recover;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -87,14 +87,39 @@ pub trait Store: Send + Sync + 'static {
 }
 
 pub struct SledStore {
+    dir: PathBuf,
+    /// The open database; `None` after a failed reopen (the next call tries again).
+    trees: std::sync::RwLock<Option<Arc<Trees>>>,
+    /// The manifest as last written, and where (see [`manifest`]).
+    manifest: Mutex<Manifest>,
+    manifest_path: PathBuf,
+}
+
+/// The sled handles of one opening of the database.
+struct Trees {
     db: sled::Db,
     workspaces: sled::Tree,
     ledger: sled::Tree,
     jobs: sled::Tree,
     sessions: sled::Tree,
-    /// The manifest as last written, and where (see [`manifest`]).
-    manifest: Mutex<Manifest>,
-    manifest_path: PathBuf,
+}
+
+impl Trees {
+    fn open(dir: &Path) -> Result<Trees, StoreError> {
+        let db = sled::Config::new().path(dir).mode(sled::Mode::LowSpace).open()?;
+        Ok(Trees {
+            workspaces: db.open_tree("workspaces")?,
+            ledger: db.open_tree("ledger")?,
+            jobs: db.open_tree("jobs")?,
+            sessions: db.open_tree("sessions")?,
+            db,
+        })
+    }
+
+    fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        Ok(())
+    }
 }
 
 impl SledStore {
@@ -123,17 +148,14 @@ impl SledStore {
             damaged(problems, kept)
         };
         let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(SledStore, Manifest), StoreError> {
-            let db = sled::Config::new().path(dir).mode(sled::Mode::LowSpace).open()?;
+            let trees = Trees::open(dir)?;
+            let actual = census(&trees)?;
             let store = SledStore {
-                workspaces: db.open_tree("workspaces")?,
-                ledger: db.open_tree("ledger")?,
-                jobs: db.open_tree("jobs")?,
-                sessions: db.open_tree("sessions")?,
-                db,
+                dir: dir.to_path_buf(),
+                trees: std::sync::RwLock::new(Some(Arc::new(trees))),
                 manifest: Mutex::new(Manifest::default()),
                 manifest_path: manifest_path.clone(),
             };
-            let actual = store.census()?;
             Ok((store, actual))
         }));
         let (store, actual) = match opened {
@@ -166,32 +188,56 @@ impl SledStore {
         Ok(store)
     }
 
-    /// What the database holds, reading every workspace and ledger record (so a corrupt one
-    /// is found now, not in the middle of a command).
-    fn census(&self) -> Result<Manifest, StoreError> {
-        let mut found = Manifest::default();
-        for entry in self.workspaces.iter() {
-            let record: WorkspaceRecord = serde_json::from_slice(&entry?.1)?;
-            found.workspaces.insert(record.id, record.root);
+    /// Run `op` on the open database. An I/O failure (a full disk, say) can leave sled failing
+    /// every later write even once the cause is gone, so after one the database is reopened:
+    /// this call still fails, the next ones work again as soon as the disk does.
+    fn run<T>(&self, op: impl FnOnce(&Trees) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let trees = self.trees()?;
+        let result = op(&trees);
+        drop(trees);
+        if let Err(StoreError::Backend(sled::Error::Io(e))) = &result {
+            tracing::warn!("state database I/O error ({e}); reopening it");
+            self.reopen();
         }
-        for entry in self.ledger.iter() {
-            let (key, value) = entry?;
-            let record: LedgerEntry = serde_json::from_slice(&value)?;
-            let task_key = key.get(..key.len().saturating_sub(8)).and_then(|k| std::str::from_utf8(k).ok());
-            let Some(task_key) = task_key.and_then(|k| k.strip_suffix('/')) else {
-                let problems = vec!["a ledger key is malformed".into()];
-                return Err(StoreError::Damaged { db: PathBuf::new(), problems, kept: None });
-            };
-            found.heads.insert(task_key.to_string(), record.seq);
-        }
-        Ok(found)
+        result
     }
 
-    /// Record a change in the manifest (after the database flushed it).
+    fn trees(&self) -> Result<Arc<Trees>, StoreError> {
+        if let Some(trees) = self.trees.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            return Ok(trees.clone());
+        }
+        self.reopen();
+        self.trees.read().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(|| {
+            StoreError::Backend(sled::Error::Io(std::io::Error::other("the state database could not be reopened")))
+        })
+    }
+
+    /// Drop the current handles and open the database again (the old ones must be gone first:
+    /// sled locks its directory). Calls in flight keep the old handles until they finish; a
+    /// reopen that fails leaves none, and the next call tries again.
+    fn reopen(&self) {
+        let mut slot = self.trees.write().unwrap_or_else(|e| e.into_inner());
+        // sled may panic closing a database whose writes failed; the handles are gone anyway.
+        let old = slot.take();
+        if catch_unwind(AssertUnwindSafe(move || drop(old))).is_err() {
+            tracing::warn!("closing the failed state database panicked");
+        }
+        match catch_unwind(AssertUnwindSafe(|| Trees::open(&self.dir))) {
+            Ok(Ok(trees)) => *slot = Some(Arc::new(trees)),
+            Ok(Err(e)) => tracing::warn!("cannot reopen the state database: {e}"),
+            Err(_) => tracing::warn!("cannot reopen the state database: the engine panicked"),
+        }
+    }
+
+    /// Record a change in the manifest (after the database flushed it). The write is taken
+    /// for a success even when the manifest cannot be saved (a full disk): the database holds
+    /// it, a lagging manifest only checks less, and the next change saves it whole again.
     fn note(&self, change: impl FnOnce(&mut Manifest)) -> Result<(), StoreError> {
         let mut manifest = self.manifest.lock().unwrap_or_else(|e| e.into_inner());
         change(&mut manifest);
-        manifest.save(&self.manifest_path)?;
+        if let Err(e) = manifest.save(&self.manifest_path) {
+            tracing::warn!("cannot update the database manifest {}: {e}", self.manifest_path.display());
+        }
         Ok(())
     }
 }
@@ -246,24 +292,47 @@ fn ledger_prefix(workspace_id: &str, task_id: &str) -> Vec<u8> {
     format!("{workspace_id}/{task_id}/").into_bytes()
 }
 
+/// What the database holds, reading every workspace and ledger record (so a corrupt one is
+/// found now, not in the middle of a command).
+fn census(trees: &Trees) -> Result<Manifest, StoreError> {
+    let mut found = Manifest::default();
+    for entry in trees.workspaces.iter() {
+        let record: WorkspaceRecord = serde_json::from_slice(&entry?.1)?;
+        found.workspaces.insert(record.id, record.root);
+    }
+    for entry in trees.ledger.iter() {
+        let (key, value) = entry?;
+        let record: LedgerEntry = serde_json::from_slice(&value)?;
+        let task_key = key.get(..key.len().saturating_sub(8)).and_then(|k| std::str::from_utf8(k).ok());
+        let Some(task_key) = task_key.and_then(|k| k.strip_suffix('/')) else {
+            let problems = vec!["a ledger key is malformed".into()];
+            return Err(StoreError::Damaged { db: PathBuf::new(), problems, kept: None });
+        };
+        found.heads.insert(task_key.to_string(), record.seq);
+    }
+    Ok(found)
+}
+
 impl Store for SledStore {
     fn save_workspace(&self, record: &WorkspaceRecord) -> Result<(), StoreError> {
-        self.workspaces.insert(record.id.as_bytes(), serde_json::to_vec(record)?)?;
-        self.flush()?;
+        self.run(|t| {
+            t.workspaces.insert(record.id.as_bytes(), serde_json::to_vec(record)?)?;
+            t.flush()
+        })?;
         self.note(|m| {
             m.workspaces.insert(record.id.clone(), record.root.clone());
         })
     }
 
     fn workspace(&self, id: &str) -> Result<Option<WorkspaceRecord>, StoreError> {
-        match self.workspaces.get(id.as_bytes())? {
+        self.run(|t| match t.workspaces.get(id.as_bytes())? {
             Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
             None => Ok(None),
-        }
+        })
     }
 
     fn workspaces(&self) -> Result<Vec<WorkspaceRecord>, StoreError> {
-        self.workspaces.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
+        self.run(|t| t.workspaces.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect())
     }
 
     fn append(
@@ -274,21 +343,24 @@ impl Store for SledStore {
         events: Vec<LedgerEvent>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
         let prefix = ledger_prefix(workspace_id, task_id);
-        let last = match self.ledger.scan_prefix(&prefix).next_back() {
-            Some(entry) => serde_json::from_slice::<LedgerEntry>(&entry?.1)?.seq,
-            None => 0,
-        };
-        let mut batch = sled::Batch::default();
-        let mut written = Vec::with_capacity(events.len());
-        for (i, event) in events.into_iter().enumerate() {
-            let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
-            let mut key = prefix.clone();
-            key.extend_from_slice(&entry.seq.to_be_bytes());
-            batch.insert(key, serde_json::to_vec(&entry)?);
-            written.push(entry);
-        }
-        self.ledger.apply_batch(batch)?;
-        self.flush()?;
+        let written = self.run(|t| {
+            let last = match t.ledger.scan_prefix(&prefix).next_back() {
+                Some(entry) => serde_json::from_slice::<LedgerEntry>(&entry?.1)?.seq,
+                None => 0,
+            };
+            let mut batch = sled::Batch::default();
+            let mut written = Vec::with_capacity(events.len());
+            for (i, event) in events.into_iter().enumerate() {
+                let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
+                let mut key = prefix.clone();
+                key.extend_from_slice(&entry.seq.to_be_bytes());
+                batch.insert(key, serde_json::to_vec(&entry)?);
+                written.push(entry);
+            }
+            t.ledger.apply_batch(batch)?;
+            t.flush()?;
+            Ok(written)
+        })?;
         if let Some(last) = written.last() {
             self.note(|m| {
                 m.heads.insert(head_key(workspace_id, task_id), last.seq);
@@ -298,10 +370,12 @@ impl Store for SledStore {
     }
 
     fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.ledger
-            .scan_prefix(ledger_prefix(workspace_id, task_id))
-            .map(|entry| Ok(serde_json::from_slice(&entry?.1)?))
-            .collect()
+        self.run(|t| {
+            t.ledger
+                .scan_prefix(ledger_prefix(workspace_id, task_id))
+                .map(|entry| Ok(serde_json::from_slice(&entry?.1)?))
+                .collect()
+        })
     }
 
     fn import(
@@ -311,19 +385,22 @@ impl Store for SledStore {
         events: Vec<(String, LedgerEvent)>,
     ) -> Result<usize, StoreError> {
         let prefix = ledger_prefix(workspace_id, task_id);
-        if self.ledger.scan_prefix(&prefix).next().is_some() {
-            return Ok(0);
-        }
-        let mut batch = sled::Batch::default();
-        let count = events.len();
-        for (i, (recorded_at, event)) in events.into_iter().enumerate() {
-            let entry = LedgerEntry { seq: 1 + i as u64, recorded_at, event };
-            let mut key = prefix.clone();
-            key.extend_from_slice(&entry.seq.to_be_bytes());
-            batch.insert(key, serde_json::to_vec(&entry)?);
-        }
-        self.ledger.apply_batch(batch)?;
-        self.flush()?;
+        let count = self.run(|t| {
+            if t.ledger.scan_prefix(&prefix).next().is_some() {
+                return Ok(0);
+            }
+            let mut batch = sled::Batch::default();
+            let count = events.len();
+            for (i, (recorded_at, event)) in events.into_iter().enumerate() {
+                let entry = LedgerEntry { seq: 1 + i as u64, recorded_at, event };
+                let mut key = prefix.clone();
+                key.extend_from_slice(&entry.seq.to_be_bytes());
+                batch.insert(key, serde_json::to_vec(&entry)?);
+            }
+            t.ledger.apply_batch(batch)?;
+            t.flush()?;
+            Ok(count)
+        })?;
         if count > 0 {
             self.note(|m| {
                 m.heads.insert(head_key(workspace_id, task_id), count as u64);
@@ -333,17 +410,21 @@ impl Store for SledStore {
     }
 
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError> {
-        self.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
-        self.flush()
+        self.run(|t| {
+            t.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
+            t.flush()
+        })
     }
 
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
-        self.jobs.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
+        self.run(|t| t.jobs.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect())
     }
 
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
-        self.sessions.insert(session.key.as_bytes(), serde_json::to_vec(session)?)?;
-        self.flush()
+        self.run(|t| {
+            t.sessions.insert(session.key.as_bytes(), serde_json::to_vec(session)?)?;
+            t.flush()
+        })
     }
 
     fn forget(&self, job_ids: &[String], session_keys: &[String]) -> Result<(), StoreError> {
@@ -352,17 +433,18 @@ impl Store for SledStore {
             keys.iter().for_each(|k| batch.remove(k.as_bytes()));
             batch
         };
-        self.jobs.apply_batch(batch(job_ids))?;
-        self.sessions.apply_batch(batch(session_keys))?;
-        self.flush()
+        self.run(|t| {
+            t.jobs.apply_batch(batch(job_ids))?;
+            t.sessions.apply_batch(batch(session_keys))?;
+            t.flush()
+        })
     }
 
     fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError> {
-        self.sessions.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect()
+        self.run(|t| t.sessions.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect())
     }
 
     fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
-        Ok(())
+        self.run(Trees::flush)
     }
 }
