@@ -110,6 +110,19 @@ fn usage_errors_exit_2_with_an_envelope() {
     let run = env.scafld(&["daemon"]);
     run.assert_code(2);
     env.scafld(&["--help"]).assert_code(0);
+    // The envelope's exit_code is always the process's: spawn/wait usage errors exit 64.
+    for (args, code) in [
+        (&["review", "wait", "--timeout", "-5", "--json"][..], 64),
+        (&["review", "--diff", "--json"], 64),
+        (&["build", "--bogus", "--json"], 2),
+    ] {
+        let run = env.scafld(args);
+        run.assert_code(code);
+        let envelope = run.json();
+        assert_eq!(envelope["error"]["exit_code"], code, "{args:?}: {envelope}");
+        assert!(!envelope["error"]["message"].as_str().unwrap().starts_with("error:"), "{envelope}");
+    }
+    assert_eq!(env.scafld(&["review", "wait", "--bogus", "--json"]).json()["command"], "review wait");
 }
 
 #[test]

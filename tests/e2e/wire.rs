@@ -283,3 +283,36 @@ fn a_full_daemon_closes_its_longest_idle_connection_to_serve_a_new_one() {
     env.init();
     assert_eq!(subscriber.next_event()["kind"], "workspace_opened");
 }
+
+/// Every method `protocol/` declares (`method!(Marker = "name", ...)`) and the event
+/// subscription pair.
+fn declared_methods() -> Vec<String> {
+    let source = include_str!("../../protocol/src/methods.rs");
+    let mut names: Vec<String> = source
+        .split("method!(")
+        .skip(1)
+        .filter_map(|block| {
+            // After the doc comments: `Marker = "name", Params => Result`.
+            let declared = &block[block.find("= \"")? + 3..];
+            Some(declared.split('"').next()?.to_string())
+        })
+        .collect();
+    names.extend(["events.subscribe".to_string(), "events.unsubscribe".to_string()]);
+    names
+}
+
+#[test]
+fn every_method_the_protocol_declares_is_registered() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let names = declared_methods();
+    assert!(names.len() > 40, "{names:?}");
+    let mut client = env.client();
+    for name in &names {
+        // An unknown parameter: every method refuses it (-32602) before doing anything, so
+        // probing has no effect; an unregistered one answers -32601.
+        let reply = client.call(name, json!({"probe_only": true}));
+        assert_ne!(reply["error"]["code"], -32601, "`{name}` is declared in protocol/ but not registered: {reply}");
+    }
+    client.result("daemon.status", json!({}));
+}

@@ -618,13 +618,32 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
     }
     let code = if spawn_wait_family(args) { exit::spawn_wait::USAGE } else { exit::workflow::USAGE };
     if json {
-        let message = error.kind().as_str().map(str::to_string).unwrap_or_else(|| "invalid command line".into());
-        let detail = error.render().to_string();
-        let cli_error = CliError::usage(format!("{message}: {}", detail.lines().next().unwrap_or_default()))
-            .with_hint("run `scafld --help` for usage");
-        Output::new(true, "").failure(&cli_error, None);
+        // clap's own first line ("error: unexpected argument '-5' found"), without its prefix.
+        let rendered = error.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first).to_string();
+        let command = command_path(args);
+        let help = if command.is_empty() { "scafld --help".to_string() } else { format!("scafld {command} --help") };
+        // The envelope's exit_code is the one the process exits with.
+        let cli_error = CliError::new("usage", message, code).with_hint(format!("run `{help}` for usage"));
+        Output::new(true, &command).failure(&cli_error, None);
     } else {
         let _ = error.print();
     }
     code
+}
+
+/// The subcommands named on the command line (`review wait`), as far as they are valid.
+fn command_path(args: &[OsString]) -> String {
+    let mut command = Cli::command();
+    let mut path = Vec::new();
+    for word in args.iter().skip(1).filter_map(|a| a.to_str()) {
+        if word.starts_with('-') {
+            continue;
+        }
+        let Some(sub) = command.find_subcommand(word).cloned() else { break };
+        path.push(sub.get_name().to_string());
+        command = sub;
+    }
+    path.join(" ")
 }
