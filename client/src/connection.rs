@@ -11,8 +11,6 @@ use scafld_protocol::{ErrorData, ErrorKind, Event, Method, PROTOCOL_VERSION};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::paths::with_socket_address;
-
 const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +82,7 @@ fn trusted(socket: &Path, stream: &UnixStream) -> Result<(), String> {
 impl Connection {
     /// Connect without the handshake; used to probe whether something listens at `socket`.
     pub fn probe(socket: &Path) -> io::Result<UnixStream> {
-        with_socket_address(socket, |address| UnixStream::connect(address))
+        scafld_local::probe(socket)
     }
 
     /// Connect and check that the daemon speaks our protocol version. Before anything is sent

@@ -1,9 +1,9 @@
-//! Library half of the `scafld` client: where the daemon lives ([`paths`]) and how to talk to it
-//! ([`Connection`]). Blocking std IO only, so the client starts in a millisecond or two; the
-//! daemon links this crate too, for path resolution and its "is another daemon alive?" probe.
+//! Library half of the `scafld` client: how to talk to the daemon ([`Connection`]), with where it
+//! lives ([`paths`], from the `scafld-local` crate the daemon shares). Blocking std IO only, so
+//! the client starts in a millisecond or two.
 
 pub mod connection;
-pub mod paths;
 
 pub use connection::{ClientError, Connection};
-pub use paths::Paths;
+pub use scafld_local::paths;
+pub use scafld_local::paths::Paths;

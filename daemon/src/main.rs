@@ -8,11 +8,11 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use clap::Parser;
-use scafld_client::Paths;
 use scafld_daemon::rpc::transport::Limits;
 use scafld_daemon::socket::{self, SocketError};
 use scafld_daemon::store::{RECOVERY_HINT, SledStore, StoreError};
 use scafld_daemon::{BoxError, DaemonOptions};
+use scafld_local::Paths;
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::writer::MakeWriterExt;
@@ -73,7 +73,7 @@ fn start(args: Args) -> Result<(), BoxError> {
         .mode(0o700)
         .create(&state_dir)
         .map_err(|e| format!("cannot create state directory {}: {e}", state_dir.display()))?;
-    if let Some(why) = scafld_client::paths::unsafe_dir(&state_dir) {
+    if let Some(why) = scafld_local::paths::unsafe_dir(&state_dir) {
         return Err(format!("refusing the state directory: {why}").into());
     }
     // Earlier versions created it 0755; what is in it (ledgers, logs) is the user's alone.
@@ -128,7 +128,7 @@ fn start(args: Args) -> Result<(), BoxError> {
 /// `scafldd --recover`: refuse while a daemon answers (it holds the database), else rebuild
 /// and say what was restored and what was lost.
 fn recover(socket: &std::path::Path, db_dir: &std::path::Path) -> Result<(), BoxError> {
-    if scafld_client::Connection::probe(socket).is_ok() {
+    if scafld_local::probe(socket).is_ok() {
         return Err(
             format!("a daemon is answering at {}; stop it first (`scafld daemon stop`)", socket.display()).into()
         );

@@ -9,8 +9,7 @@ use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
-use scafld_client::Connection;
-use scafld_client::paths::with_socket_address;
+use scafld_local::paths::with_socket_address;
 
 /// First file descriptor passed by systemd socket activation.
 const SD_LISTEN_FDS_START: RawFd = 3;
@@ -96,7 +95,7 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
         // Independent of the umask: the directory is the first line of defence.
         fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(dir_error)?;
     }
-    if let Some(why) = scafld_client::paths::unsafe_dir(dir) {
+    if let Some(why) = scafld_local::paths::unsafe_dir(dir) {
         return Err(SocketError::UnsafeDirectory(why));
     }
     let lock_path = path.with_extension("lock");
@@ -109,7 +108,7 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
     match fs::symlink_metadata(path) {
         Ok(meta) if !meta.file_type().is_socket() => return Err(SocketError::NotASocket(path.to_path_buf())),
         Ok(_) => {
-            if Connection::probe(path).is_ok() {
+            if scafld_local::probe(path).is_ok() {
                 return Err(SocketError::AlreadyRunning(path.to_path_buf()));
             }
             // Nobody answers and we hold the lock: the file is left over from a dead daemon.

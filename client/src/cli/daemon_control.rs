@@ -55,16 +55,9 @@ fn unreachable(socket: &Path) -> CliError {
 
 /// Map an error from a call to the workflow family's exit codes.
 pub fn rpc_error(error: ClientError) -> CliError {
-    use scafld_protocol::ErrorKind as K;
     match &error {
         ClientError::Rpc { data, .. } => {
-            let exit_code = match data.kind {
-                K::InvalidInput | K::InvalidParams => workflow::USAGE,
-                K::ValidationFailed | K::AlreadyExists => workflow::VALIDATION,
-                K::WorkspaceError => workflow::UNREACHABLE,
-                K::ReviewFailed => workflow::REVIEW_GATE,
-                _ => workflow::RUNTIME,
-            };
+            let exit_code = super::exit::for_kind(data.kind);
             let mut cli = CliError::new(data.kind.as_str(), data.message.clone(), exit_code);
             cli.hint = data.hint.clone();
             cli.details = data.details.clone();

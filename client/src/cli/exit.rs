@@ -1,4 +1,10 @@
-//! The one table of exit codes, a row per command family (README "Exit codes" mirrors it).
+//! The one table of exit codes, a row per command family (README "Exit codes" mirrors it), and
+//! the one place an error's exit code is decided: from the daemon's error kind
+//! ([`for_kind`]), then moved into a command's family ([`in_family`]).
+
+use scafld_protocol::ErrorKind;
+
+use super::output::CliError;
 
 /// Workflow commands: init, plan, validate, approve, build, review <task>, complete, daemon ...
 pub mod workflow {
@@ -39,4 +45,47 @@ pub mod wait {
     pub const FINISHED_OK: u8 = 0;
     pub const FINISHED_FAILED: u8 = 3;
     pub const STILL_RUNNING: u8 = 75;
+}
+
+/// The workflow exit code of a daemon error kind.
+pub fn for_kind(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::InvalidInput | ErrorKind::InvalidParams => workflow::USAGE,
+        ErrorKind::ValidationFailed | ErrorKind::AlreadyExists => workflow::VALIDATION,
+        ErrorKind::WorkspaceError => workflow::UNREACHABLE,
+        ErrorKind::ReviewFailed => workflow::REVIEW_GATE,
+        _ => workflow::RUNTIME,
+    }
+}
+
+/// The command families whose codes differ from the workflow table.
+#[derive(Debug, Clone, Copy)]
+pub enum Family {
+    /// Spawn/wait: usage errors exit 64, anything else `otherwise`.
+    SpawnWait { otherwise: u8 },
+    /// Template reviews: usage errors exit 2, anything else counts as UNKNOWN.
+    Template,
+}
+
+/// Move a workflow-coded error into `family`'s table: what the caller got wrong (usage, an
+/// unknown or invalid name) is that family's usage code, anything else its failure code.
+pub fn in_family(error: CliError, family: Family) -> CliError {
+    let usage = error.exit_code == workflow::USAGE || matches!(error.code.as_str(), "not_found" | "invalid_input");
+    let exit_code = match family {
+        Family::SpawnWait { otherwise } => {
+            if usage {
+                spawn_wait::USAGE
+            } else {
+                otherwise
+            }
+        }
+        Family::Template => {
+            if usage {
+                template::USAGE
+            } else {
+                template::UNKNOWN
+            }
+        }
+    };
+    CliError { exit_code, ..error }
 }

@@ -43,10 +43,21 @@ pub(crate) fn record(
     events: Vec<LedgerEvent>,
     cause: &str,
 ) -> RpcResult<Vec<LedgerEntry>> {
-    let now = clock::now_rfc3339();
-    let written = daemon.store().append(&ws.id, task, &now, events).map_err(internal)?;
+    let written = append(daemon, ws, task, events)?;
     project_from_ledger(daemon, ws, task, cause)?;
     Ok(written)
+}
+
+/// Append `events` to the task's ledger (flushed) without projecting the spec yet: a build job
+/// records each result as it comes and projects once at the end of the step. With [`record`],
+/// the only way an event reaches a ledger (imports aside: `Store::import`).
+pub(crate) fn append(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    events: Vec<LedgerEvent>,
+) -> RpcResult<Vec<LedgerEntry>> {
+    daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)
 }
 
 /// Rebuild the spec's runner-owned sections (and its folder) from the ledger.
@@ -533,7 +544,7 @@ impl BuildRun {
         let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
         let events = material_event(&entries, &self.material);
         if !events.is_empty() {
-            self.daemon.store().append(&self.ws.id, &self.task, &clock::now_rfc3339(), events).map_err(internal)?;
+            append(&self.daemon, &self.ws, &self.task, events)?;
         }
         let mut results = Vec::new();
         let mut timed_out = false;
@@ -804,7 +815,7 @@ impl BuildRun {
             material: self.material.digest.clone(),
             redacted,
         };
-        self.daemon.store().append(&self.ws.id, &self.task, &clock::now_rfc3339(), vec![event]).map_err(internal)?;
+        append(&self.daemon, &self.ws, &self.task, vec![event])?;
         Ok(())
     }
 }

@@ -102,8 +102,7 @@ fn note_task_collision(ctx: &Context, name: &str) {
 
 /// Errors of the spawn/wait family keep its exit table: usage 64; otherwise `otherwise`.
 fn family(error: CliError, otherwise: u8) -> CliError {
-    let usage = error.exit_code == workflow::USAGE || matches!(error.code.as_str(), "not_found" | "invalid_input");
-    CliError { exit_code: if usage { spawn_wait::USAGE } else { otherwise }, ..error }
+    crate::cli::exit::in_family(error, crate::cli::exit::Family::SpawnWait { otherwise })
 }
 
 fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {

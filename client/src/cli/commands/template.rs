@@ -160,8 +160,7 @@ pub fn result(ctx: &Context, session_key: Option<String>, timeout: f64, output: 
 /// Daemon errors keep the template exit table: usage (an unknown name or key, bad input) 2,
 /// anything else 1.
 fn in_template_table(e: CliError) -> CliError {
-    let usage = e.exit_code == workflow::USAGE || matches!(e.code.as_str(), "not_found" | "invalid_input");
-    CliError { exit_code: if usage { codes::USAGE } else { codes::UNKNOWN }, ..e }
+    crate::cli::exit::in_family(e, crate::cli::exit::Family::Template)
 }
 
 /// Print or write a result; its verdict decides the exit code, and a FAIL or UNKNOWN result

@@ -1,0 +1,16 @@
+//! What the client and the daemon both need to agree on about this machine: where the daemon's
+//! socket and state live ([`paths`]), whether a directory is safe to hold them, and how to reach
+//! the socket. A separate small crate so that the daemon does not depend on the client.
+
+pub mod paths;
+
+pub use paths::Paths;
+
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+/// Connect to `socket` without speaking to whatever listens there (paths longer than the
+/// kernel's limit included): used to find out whether a daemon answers.
+pub fn probe(socket: &Path) -> std::io::Result<UnixStream> {
+    paths::with_socket_address(socket, |address| UnixStream::connect(address))
+}
