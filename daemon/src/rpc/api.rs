@@ -19,7 +19,6 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::daemon::{DAEMON_VERSION, Daemon, workspace_io_error};
 use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
-use crate::jobs;
 use crate::review;
 use crate::rpc::transport::{PeerGone, SubscriptionSettled};
 use crate::tasks;
@@ -87,29 +86,10 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::WorkerSubmit, _, _>(&mut module, |d, p| async move { review::worker::submit(&d, p).await });
     register::<m::WorkerRelease, _, _>(&mut module, |d, p| async move { review::worker::release(&d, p) });
     register::<m::TaskSession, _, _>(&mut module, |d, p| async move { tasks::session(&d, p).await });
-    register::<m::JobList, _, _>(&mut module, |d, p| async move {
-        let root = match p.root {
-            Some(root) => Some(d.workspace(&root).await?.id.clone()),
-            None => None,
-        };
-        let jobs = d
-            .jobs
-            .all()
-            .iter()
-            .filter(|j| root.as_ref().is_none_or(|id| *id == j.workspace_id))
-            .map(jobs::info)
-            .collect();
-        Ok(m::JobListResult { jobs })
-    });
-    register::<m::JobStatus, _, _>(&mut module, |d, p| async move {
-        d.jobs.get(&p.job_id).map(|r| jobs::info(&r)).ok_or_else(|| tasks::unknown_job(&p.job_id))
-    });
-    register::<m::JobWait, _, _>(&mut module, |d, p| async move { tasks::job_wait(&d, p).await });
-    register::<m::JobCancel, _, _>(&mut module, |d, p| async move {
-        let record = d.jobs.cancel(d.store(), &p.job_id).ok_or_else(|| tasks::unknown_job(&p.job_id))?;
-        review::cancelled(&d, &record).await;
-        Ok(jobs::info(&d.jobs.get(&p.job_id).unwrap_or(record)))
-    });
+    register::<m::JobList, _, _>(&mut module, |d, p| async move { tasks::job::list(&d, p).await });
+    register::<m::JobStatus, _, _>(&mut module, |d, p| async move { tasks::job::status(&d, p) });
+    register::<m::JobWait, _, _>(&mut module, |d, p| async move { tasks::job::wait(&d, p).await });
+    register::<m::JobCancel, _, _>(&mut module, |d, p| async move { tasks::job::cancel(&d, p).await });
     module
         .register_subscription(m::EVENTS_SUBSCRIBE, m::EVENTS_NOTIFICATION, m::EVENTS_UNSUBSCRIBE, subscribe_events)
         .expect("subscription names are unique");

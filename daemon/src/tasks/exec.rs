@@ -22,7 +22,6 @@ use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec, parse};
 use crate::error::{RpcError, RpcResult};
-use crate::jobs;
 use crate::runner::{self, RunRequest};
 use crate::workspace::{Workspace, specfile};
 
@@ -953,15 +952,6 @@ fn export_path(daemon: &Daemon, ws: &Workspace, task: &str, path: &str, force: b
         }
         _ => Ok(resolved),
     }
-}
-
-pub async fn job_wait(daemon: &Daemon, p: m::JobWaitParams) -> RpcResult<m::JobInfo> {
-    let timeout = Duration::from_secs_f64(p.timeout_seconds.clamp(0.0, 3600.0));
-    daemon.jobs.wait(&p.job_id, timeout).await.map(|r| jobs::info(&r)).ok_or_else(|| unknown_job(&p.job_id))
-}
-
-pub fn unknown_job(id: &str) -> RpcError {
-    RpcError::new(ErrorKind::NotFound, format!("no job `{id}`")).with_hint("`scafld job list` shows the jobs")
 }
 
 /// At start-up: abandon jobs that lost their runner and record it in their tasks' ledgers.

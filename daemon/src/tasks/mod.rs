@@ -3,12 +3,14 @@
 
 mod evidence;
 mod exec;
+pub mod job;
 mod read;
 pub(crate) mod review;
 mod write;
 
 pub(crate) use exec::implementer;
-pub use exec::{approve, archive, build, job_wait, recover_jobs, session, unknown_job};
+pub use exec::{approve, archive, build, recover_jobs, session};
+pub use job::unknown_job;
 pub use read::{handoff, list, report, status, validate, validate_all};
 pub use review::{complete, decide, review};
 pub use write::{harden, plan, reconcile};

@@ -1,0 +1,113 @@
+//! `daemon.*` and `workspace.*`: the daemon itself and the workspaces it serves.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// daemon.*
+
+method!(
+    /// First call of every client: compare protocol versions.
+    Hello = "daemon.hello", HelloParams => HelloResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HelloParams {
+    pub protocol_version: u32,
+    pub client_version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HelloResult {
+    pub protocol_version: u32,
+    pub daemon_version: String,
+    pub pid: u32,
+}
+
+method!(
+    /// Health and inventory of the running daemon.
+    DaemonStatus = "daemon.status", NoParams => DaemonStatusResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonStatusResult {
+    pub daemon_version: String,
+    pub protocol_version: u32,
+    pub pid: u32,
+    pub uptime_seconds: f64,
+    pub socket_path: String,
+    /// True when systemd handed the daemon its socket.
+    pub socket_activated: bool,
+    pub state_dir: String,
+    pub log_file: String,
+    pub workspaces: Vec<WorkspaceInfo>,
+    pub jobs: JobCounts,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobCounts {
+    pub queued: u64,
+    pub running: u64,
+    pub finished: u64,
+}
+
+method!(
+    /// Stop accepting work, finish in-flight calls, flush state, remove the socket and exit 0.
+    DaemonShutdown = "daemon.shutdown", NoParams => ShutdownResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShutdownResult {
+    pub stopping: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// workspace.*
+
+method!(
+    /// Create (or complete) the `.scafld/` layout of a workspace and register it. Idempotent.
+    WorkspaceInit = "workspace.init", WorkspaceRootParams => WorkspaceInitResult
+);
+
+method!(
+    /// Register an existing workspace by root and return its identity.
+    WorkspaceOpen = "workspace.open", WorkspaceRootParams => WorkspaceInfo
+);
+
+method!(
+    /// Every workspace the daemon knows.
+    WorkspaceList = "workspace.list", NoParams => WorkspaceListResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceRootParams {
+    /// Absolute path of the directory that holds (or will hold) `.scafld/`.
+    pub root: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceInfo {
+    pub workspace_id: String,
+    pub root: String,
+    /// Whether the daemon currently holds the workspace open (index and watcher live).
+    pub open: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceInitResult {
+    pub workspace: WorkspaceInfo,
+    /// Workspace-relative paths created by this call.
+    pub created: Vec<String>,
+    /// Paths whose content this call changed (for example `.gitignore`).
+    pub updated: Vec<String>,
+    /// Paths that already existed and were left untouched.
+    pub skipped: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceListResult {
+    pub workspaces: Vec<WorkspaceInfo>,
+}

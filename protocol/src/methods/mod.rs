@@ -1,0 +1,47 @@
+//! Every RPC method: its name and the types of its params and result, one file per namespace
+//! (all re-exported here, so `methods::X` names any of them).
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// A JSON-RPC method of the daemon. Implemented by uninhabited marker types so that a method's
+/// name and both of its payload types are declared together.
+pub trait Method {
+    const NAME: &'static str;
+    type Params: Serialize + DeserializeOwned + Send + 'static;
+    type Result: Serialize + DeserializeOwned + Clone + Send + 'static;
+}
+
+macro_rules! method {
+    ($(#[$doc:meta])* $marker:ident = $name:literal, $params:ty => $result:ty) => {
+        $(#[$doc])*
+        pub enum $marker {}
+        impl Method for $marker {
+            const NAME: &'static str = $name;
+            type Params = $params;
+            type Result = $result;
+        }
+    };
+}
+
+/// Params of methods that take none. Absent params are treated as `{}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+/// Name of the subscription method, its notifications and its unsubscribe method.
+pub const EVENTS_SUBSCRIBE: &str = "events.subscribe";
+pub const EVENTS_NOTIFICATION: &str = "events.event";
+pub const EVENTS_UNSUBSCRIBE: &str = "events.unsubscribe";
+
+mod daemon;
+mod review;
+mod task;
+mod template;
+mod worker;
+
+pub use daemon::*;
+pub use review::*;
+pub use task::*;
+pub use template::*;
+pub use worker::*;

@@ -1,0 +1,638 @@
+//! `task.*` and `job.*`: specs (plan, validate, harden, status, handoff, reconcile) and their
+//! execution (approve, build, fail, cancel, the session ledger, jobs).
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// task.*: specs. Every task method names its workspace by root and its task by id.
+
+/// Params of task methods that need nothing but the task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskParams {
+    pub root: String,
+    pub task_id: String,
+}
+
+method!(
+    /// Create a draft spec from the template. Never overwrites.
+    TaskPlan = "task.plan", PlanParams => PlanResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanParams {
+    pub root: String,
+    pub task_id: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub summary: Option<String>,
+    #[serde(default)]
+    pub size: Option<String>,
+    #[serde(default)]
+    pub risk: Option<String>,
+    #[serde(default)]
+    pub command: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanResult {
+    pub task_id: String,
+    /// Workspace-relative path of the new spec.
+    pub path: String,
+    pub status: String,
+    /// What `validate` reports for the fresh draft (its TODO placeholders).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A problem found in a spec; `line` is 1-based, 0 for the file as a whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    pub line: usize,
+    /// `error` or `warning`.
+    pub severity: String,
+    pub message: String,
+}
+
+method!(
+    /// Full structure of a spec and every diagnostic.
+    TaskValidate = "task.validate", TaskParams => ValidateResult
+);
+
+method!(
+    /// Every spec's diagnostics at once (archive included): how an existing workspace reads.
+    TaskValidateAll = "task.validate_all", WorkspaceRootParams => ValidateAllResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateAllResult {
+    /// One entry per spec file, ordered by path.
+    pub specs: Vec<SpecDiagnostics>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpecDiagnostics {
+    pub task_id: String,
+    pub path: String,
+    /// Empty when the spec is too broken to say.
+    pub status: String,
+    pub valid: bool,
+    /// Errors and warnings, by line.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidateResult {
+    pub task_id: String,
+    pub path: String,
+    pub valid: bool,
+    pub diagnostics: Vec<Diagnostic>,
+    pub title: String,
+    pub status: String,
+    pub phases: Vec<PhaseStructure>,
+    /// Task-level validation criteria (final acceptance).
+    pub criteria: Vec<CriterionStructure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStructure {
+    pub id: String,
+    pub name: String,
+    pub objective: String,
+    pub criteria: Vec<CriterionStructure>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionStructure {
+    pub id: String,
+    /// The type word of the criterion line.
+    pub kind: String,
+    pub title: String,
+    pub expected_kind: String,
+    pub command: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    pub line: usize,
+}
+
+method!(
+    /// Lifecycle and progress of one task, and the one command it should see next.
+    TaskStatus = "task.status", TaskParams => StatusResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusResult {
+    pub task_id: String,
+    /// What the task needs next (blockers first), as the original's `next_action`.
+    pub next_action: NextAction,
+    /// Files in the task's scope that changed since the stale evidence ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_changes: Vec<String>,
+    pub title: String,
+    pub status: String,
+    pub harden_status: String,
+    pub path: String,
+    pub current_phase: String,
+    /// The next step (`approve`, `build`, `repair`, `review`, ...).
+    pub next: String,
+    /// The one allowed follow-up command.
+    pub next_command: String,
+    pub review_gate: String,
+    pub phases: Vec<PhaseProgress>,
+    pub criteria: Vec<CriterionState>,
+    pub counts: Counts,
+    pub valid: bool,
+    /// Errors that make the spec unusable until fixed (empty when valid).
+    pub errors: Vec<Diagnostic>,
+    /// The latest accepted review: verdict, provider, summary and findings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseProgress {
+    pub id: String,
+    pub name: String,
+    pub status: String,
+    pub criteria_total: usize,
+    pub criteria_passed: usize,
+}
+
+/// Who acts next on a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextRole {
+    /// The implementing agent.
+    Agent,
+    /// An independent reviewer.
+    Reviewer,
+    /// A person: approvals, manual evidence, review decisions.
+    Human,
+    /// Nobody: the task is finished.
+    None,
+}
+
+/// What a task needs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextStep {
+    FixSpec,
+    Harden,
+    FinishHarden,
+    Approve,
+    AmendContract,
+    Implement,
+    RerunStale,
+    Repair,
+    RecordManualEvidence,
+    Review,
+    WaitForReview,
+    RetryReview,
+    DecideReview,
+    Complete,
+    Done,
+    Inspect,
+}
+
+/// The next action: who, what, the command (`none` when there is nothing to run), and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NextAction {
+    pub role: NextRole,
+    pub action: NextStep,
+    pub command: String,
+    pub reason: String,
+}
+
+/// Freshness of a criterion's recorded result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Freshness {
+    /// Nothing recorded yet.
+    #[default]
+    None,
+    /// Bound to the current definition and the current files.
+    Current,
+    /// The definition or the files changed since it ran (or it was never bound to them).
+    Stale,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CriterionState {
+    pub id: String,
+    /// Empty for task-level criteria.
+    pub phase_id: String,
+    pub title: String,
+    pub command: String,
+    pub expected_kind: String,
+    /// `pending`, `pass`, `fail` or `invalid`.
+    pub status: String,
+    pub evidence: String,
+    /// Whether the recorded result still speaks for the current definition and files.
+    pub freshness: Freshness,
+    /// Why the result is stale.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stale_reason: String,
+    /// From the latest recorded run, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output_excerpt: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diagnostic: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    pub phases_total: usize,
+    pub phases_completed: usize,
+    pub criteria_total: usize,
+    pub criteria_passed: usize,
+    pub criteria_failed: usize,
+    pub criteria_pending: usize,
+}
+
+method!(
+    /// Every task of a workspace, from the daemon's index.
+    TaskList = "task.list", ListParams => ListResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    pub root: String,
+    /// Only tasks with this lifecycle status.
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ListResult {
+    pub tasks: Vec<TaskSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskSummary {
+    pub task_id: String,
+    /// Empty when the spec is too broken to say.
+    pub status: String,
+    pub title: String,
+    pub path: String,
+    pub counts: Counts,
+    /// The first error of a broken spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+method!(
+    /// Open a harden round (or with `mark_passed`, check and close the latest one).
+    TaskHarden = "task.harden", HardenParams => HardenResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardenParams {
+    pub root: String,
+    pub task_id: String,
+    #[serde(default)]
+    pub mark_passed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HardenResult {
+    pub task_id: String,
+    pub path: String,
+    pub harden_status: String,
+    pub round_id: String,
+    pub marked_passed: bool,
+    pub next_command: String,
+    /// The harden prompt (when a round was opened).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prompt: String,
+}
+
+method!(
+    /// The compact model-facing summary of a task.
+    TaskHandoff = "task.handoff", TaskParams => HandoffResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffResult {
+    pub task_id: String,
+    pub markdown: String,
+}
+
+method!(
+    /// Counts by status and simple quality figures for a workspace.
+    TaskReport = "task.report", WorkspaceRootParams => ReportResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReportResult {
+    pub total: usize,
+    pub by_status: std::collections::BTreeMap<String, usize>,
+    pub invalid_specs: usize,
+    pub harden_passed: usize,
+    pub phases_total: usize,
+    pub phases_completed: usize,
+    pub criteria_total: usize,
+    pub criteria_passed: usize,
+    pub criteria_failed: usize,
+    /// criteria_passed / criteria_total (0 when there are none).
+    pub criteria_pass_rate: f64,
+}
+
+method!(
+    /// Rebuild the runner-owned sections of a spec (and its folder) from the runner's record.
+    TaskReconcile = "task.reconcile", TaskParams => ReconcileResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReconcileResult {
+    pub task_id: String,
+    pub path: String,
+    /// Whether the file changed.
+    pub changed: bool,
+    /// Whether the file moved to the folder its status belongs in.
+    pub moved: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Execution: approve, build, fail, cancel, the session ledger and jobs.
+
+/// The calling client's working directory and environment: the base environment of every
+/// process the daemon runs for this call (never the daemon's own).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerContext {
+    pub cwd: String,
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Path of the calling `scafld` executable (review providers start its MCP server).
+    #[serde(default)]
+    pub client_exe: String,
+    /// Who is calling, so that "the latest session" means the latest this caller started:
+    /// the host agent's session id when there is one, else the terminal (see the client's
+    /// `caller_identity`). Empty when unknown.
+    #[serde(default)]
+    pub identity: String,
+}
+
+method!(
+    /// Approve a draft: validate, check hardening (or record the override reason), capture the
+    /// git baseline, move the spec to approved/.
+    TaskApprove = "task.approve", ApproveParams => ApproveResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveParams {
+    pub root: String,
+    pub task_id: String,
+    /// Required to approve without a passed harden round, and to amend; recorded in the ledger.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Re-pin the contract of an approved task whose acceptance criteria changed.
+    #[serde(default)]
+    pub amend: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApproveResult {
+    pub task_id: String,
+    pub status: String,
+    pub path: String,
+    /// HEAD commit at approval, if the repository has one.
+    pub head: Option<String>,
+    /// Dirty and untracked paths recorded in the baseline.
+    pub baseline_paths: usize,
+    pub harden_override: bool,
+    pub next_command: String,
+}
+
+method!(
+    /// One step of the build loop. Opening a phase answers at once; running acceptance starts
+    /// (or attaches to) a job whose id is returned.
+    TaskBuild = "task.build", BuildParams => BuildResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildParams {
+    pub root: String,
+    pub task_id: String,
+    pub caller: CallerContext,
+    /// Record a person's evidence for a `manual` criterion instead of running a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual: Option<ManualEvidence>,
+}
+
+/// `build --criterion ID --disposition pass|fail --reason R [--evidence-digest D] [--actor A]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManualEvidence {
+    pub criterion_id: String,
+    pub disposition: Disposition,
+    pub reason: String,
+    /// sha256 of an artefact the person checked (a screenshot, a signed checklist).
+    #[serde(default)]
+    pub evidence_digest: Option<String>,
+    /// Who decided (default: the caller's user name).
+    #[serde(default)]
+    pub actor: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Disposition {
+    Pass,
+    Fail,
+}
+
+impl Disposition {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disposition::Pass => "pass",
+            Disposition::Fail => "fail",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildResult {
+    pub task_id: String,
+    /// The acceptance job, when this step runs commands.
+    #[serde(default)]
+    pub job_id: Option<String>,
+    /// True when a build of this task was already running and this call joined it.
+    #[serde(default)]
+    pub attached: bool,
+    /// The finished step, when it needed no job.
+    #[serde(default)]
+    pub outcome: Option<BuildOutcome>,
+}
+
+/// What one build step did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BuildOutcome {
+    pub task_id: String,
+    /// Lifecycle status after the step: active, blocked or review.
+    pub status: String,
+    /// The phase the step ran or opened (`final` for task-level acceptance).
+    pub phase: String,
+    pub passed: usize,
+    pub failed: usize,
+    pub criteria: Vec<CriterionResult>,
+    pub next_command: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CriterionResult {
+    pub criterion_id: String,
+    pub phase_id: String,
+    pub command: String,
+    pub status: String,
+    pub reason: String,
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+    pub output_excerpt: String,
+    pub diagnostic: String,
+}
+
+method!(
+    /// Archive a task as failed, with the reason recorded.
+    TaskFail = "task.fail", ReasonParams => ArchiveResult
+);
+
+method!(
+    /// Archive a task as cancelled, with the reason recorded.
+    TaskCancel = "task.cancel", ReasonParams => ArchiveResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReasonParams {
+    pub root: String,
+    pub task_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArchiveResult {
+    pub task_id: String,
+    pub status: String,
+    pub path: String,
+}
+
+method!(
+    /// The task's session ledger; with `export`, also written as JSON to that path (relative
+    /// paths are under the workspace; default `.scafld/runs/<task-id>/ledger.json`).
+    TaskSession = "task.session", SessionParams => SessionResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionParams {
+    pub root: String,
+    pub task_id: String,
+    /// Write the ledger as JSON here: an absolute path, or empty for the default
+    /// `.scafld/runs/<task-id>/ledger.json`.
+    #[serde(default)]
+    pub export: Option<String>,
+    /// Replace an existing file at `export`.
+    #[serde(default)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionResult {
+    pub task_id: String,
+    pub entries: Vec<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exported: Option<String>,
+}
+
+method!(
+    /// Jobs of one workspace (or all, without a root), newest first.
+    JobList = "job.list", JobListParams => JobListResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobListParams {
+    #[serde(default)]
+    pub root: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobListResult {
+    pub jobs: Vec<JobInfo>,
+}
+
+method!(
+    /// One job's current record.
+    JobStatus = "job.status", JobParams => JobInfo
+);
+
+method!(
+    /// Wait until the job is finished or `timeout_seconds` pass; either way return its record.
+    JobWait = "job.wait", JobWaitParams => JobInfo
+);
+
+method!(
+    /// Kill the job's process group and record it cancelled.
+    JobCancel = "job.cancel", JobParams => JobInfo
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobParams {
+    pub job_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobWaitParams {
+    pub job_id: String,
+    pub timeout_seconds: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobInfo {
+    pub job_id: String,
+    /// `acceptance`.
+    pub kind: String,
+    pub workspace_id: String,
+    pub root: String,
+    pub task_id: String,
+    /// queued, running, succeeded, failed, timed_out, cancelled or abandoned.
+    pub state: String,
+    pub finished: bool,
+    pub owner: String,
+    pub attempt: u32,
+    pub created_at: String,
+    #[serde(default)]
+    pub started_at: Option<String>,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    #[serde(default)]
+    pub last_heartbeat: Option<String>,
+    /// What the job is doing now (the criterion being run).
+    #[serde(default)]
+    pub activity: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub outcome: Option<BuildOutcome>,
+    /// The error kind of a job that ended without a result (for example `review_failed`).
+    #[serde(default)]
+    pub error_kind: Option<String>,
+    /// For a reviewer job: its reviewer and review session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+}

@@ -1,0 +1,189 @@
+//! `worker.*`: reviewer workers claim review jobs under a lease.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// worker.*: reviewer workers claim review jobs with a lease.
+
+method!(
+    /// Claim a queued review job (waiting at most `timeout_seconds`); null when none came.
+    WorkerClaim = "worker.claim", ClaimParams => Option<Claim>
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimParams {
+    pub worker_id: String,
+    /// What the worker reviews with: codex, claude, gemini, command, or `agent` (an agent that
+    /// reviews by itself and only needs the packet).
+    pub provider: String,
+    #[serde(default)]
+    pub provider_command: Option<String>,
+    /// Only jobs of this workspace (default: any).
+    #[serde(default)]
+    pub root: Option<String>,
+    #[serde(default)]
+    pub timeout_seconds: f64,
+    /// Lease length (default: review.workers.lease_seconds of the job's workspace).
+    #[serde(default)]
+    pub lease_seconds: Option<u64>,
+    pub caller: CallerContext,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Claim {
+    pub job_id: String,
+    pub lease_token: String,
+    pub lease_seconds: u64,
+    pub session_key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
+    pub root: String,
+    pub attempt: u32,
+    /// The review packet (the same text a provider receives on stdin).
+    pub packet: String,
+    /// The files under review.
+    pub files: Vec<String>,
+    /// The acceptance-evidence preflight for the reviewed tree.
+    pub preflight: String,
+    /// Set when an earlier worker left a checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<ResumeBriefing>,
+    /// For automated workers: the provider process to run (the packet goes to its stdin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<WorkerInvocation>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResumeBriefing {
+    pub phase: String,
+    pub files_total: usize,
+    /// Files already reviewed, with their finding counts.
+    pub reviewed: Vec<ReviewedCount>,
+    pub remaining: Vec<String>,
+    pub findings_so_far: usize,
+    /// Where to continue.
+    #[serde(default)]
+    pub next_file: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReviewedCount {
+    pub path: String,
+    pub findings: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerInvocation {
+    /// A `sh -c` command line.
+    pub command: String,
+    /// Environment added to the worker's own.
+    pub env: std::collections::BTreeMap<String, String>,
+    pub cwd: String,
+    pub timeout_seconds: u64,
+    pub idle_timeout_seconds: u64,
+    /// Where the answer is: stdout, or this file (codex's last message).
+    #[serde(default)]
+    pub answer_file: Option<String>,
+    /// Judge idleness on stdout alone (codex's event stream; its stderr chatter does not count).
+    #[serde(default)]
+    pub idle_on_stdout: bool,
+}
+
+method!(
+    /// Extend a lease; refused unless `lease_token` is the job's current lease.
+    WorkerHeartbeat = "worker.heartbeat", LeaseParams => LeaseResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseParams {
+    pub job_id: String,
+    pub lease_token: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeaseResult {
+    pub job_id: String,
+    pub state: String,
+    pub lease_expires_in_seconds: f64,
+}
+
+method!(
+    /// Record progress: a reviewed file with its findings, and/or the phase.
+    WorkerCheckpoint = "worker.checkpoint", CheckpointParams => CheckpointResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointParams {
+    pub job_id: String,
+    pub lease_token: String,
+    /// preflight, reviewing, writing_report or done.
+    #[serde(default)]
+    pub phase: Option<String>,
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Dossier findings for `file`.
+    #[serde(default)]
+    pub findings: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointResult {
+    pub job_id: String,
+    pub phase: String,
+    pub files_reviewed: usize,
+    pub files_remaining: Vec<String>,
+    pub findings_so_far: usize,
+    pub report_path: String,
+}
+
+method!(
+    /// Deliver the reviewer's answer: a dossier, or an automated worker's raw provider output.
+    WorkerSubmit = "worker.submit", WorkerSubmitParams => WorkerSubmitResult
+);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSubmitParams {
+    pub job_id: String,
+    pub lease_token: String,
+    #[serde(default)]
+    pub dossier: Option<serde_json::Value>,
+    /// An automated worker's provider run: its stdout, answer file, exit code, timeout.
+    #[serde(default)]
+    pub run: Option<WorkerRun>,
+    #[serde(default)]
+    pub model: Option<String>,
+    pub caller: CallerContext,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerRun {
+    pub exit_code: Option<i32>,
+    pub stdout: String,
+    #[serde(default)]
+    pub answer_file: Option<String>,
+    #[serde(default)]
+    pub timed_out: bool,
+    /// The tail of stderr, for the error message.
+    #[serde(default)]
+    pub stderr_tail: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerSubmitResult {
+    pub job_id: String,
+    pub accepted: bool,
+    pub verdict: String,
+    /// Why the submission was refused or the answer did not count.
+    pub problems: Vec<String>,
+}
+
+method!(
+    /// Give a claimed job back to the queue (its checkpoint is kept).
+    WorkerRelease = "worker.release", LeaseParams => LeaseResult
+);
