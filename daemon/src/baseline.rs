@@ -562,6 +562,22 @@ fn patch(diff: &git2::Diff<'_>, prefix: &str) -> Result<String, String> {
     Ok(text)
 }
 
+/// Run a git or hashing step on a blocking thread (they block: git2, file hashing). The step's
+/// own failure is returned as it is; the thread failing (a panic) is an internal error.
+pub async fn off_runtime<T: Send + 'static>(
+    step: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> crate::error::RpcResult<Result<T, String>> {
+    tokio::task::spawn_blocking(step).await.map_err(crate::error::RpcError::internal)
+}
+
+/// [`off_runtime`], with the step's failure reported as a workspace error (git cannot read the
+/// workspace, say).
+pub async fn in_workspace<T: Send + 'static>(
+    step: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> crate::error::RpcResult<T> {
+    off_runtime(step).await?.map_err(|e| crate::error::RpcError::new(scafld_protocol::ErrorKind::WorkspaceError, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

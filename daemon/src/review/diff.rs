@@ -35,12 +35,9 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
     let approval = approval_mode(Some("auto"), &config)?;
     let root = ws.root.clone();
     let range = p.range.clone();
-    let (files, patch) = tokio::task::spawn_blocking(move || baseline::range_diff(&root, &range))
-        .await
-        .map_err(RpcError::internal)?
-        .map_err(|e| {
-            RpcError::new(ErrorKind::InvalidInput, e).with_hint("pass --diff BASE..HEAD with two revisions git knows")
-        })?;
+    let (files, patch) = baseline::off_runtime(move || baseline::range_diff(&root, &range)).await?.map_err(|e| {
+        RpcError::new(ErrorKind::InvalidInput, e).with_hint("pass --diff BASE..HEAD with two revisions git knows")
+    })?;
     let context_digest = format!("{:x}", Sha256::digest(context.as_bytes()));
     if files.is_empty() {
         return Ok(empty_range(daemon, &ws, &p.range, context_digest));

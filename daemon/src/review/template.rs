@@ -71,24 +71,20 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
     }
     // The read-only guard needs a snapshot to compare with; without one the review fails closed.
     let root = ws.root.clone();
-    let snapshot = tokio::task::spawn_blocking(move || baseline::guard_snapshot(&root, &[], &[]))
-        .await
-        .map_err(RpcError::internal)?
-        .map_err(|e| {
-            RpcError::new(
-                ErrorKind::WorkspaceError,
-                format!("template reviews run under the mutation guard, which needs git: {e}"),
-            )
-            .with_hint("run template reviews inside a git repository (`git init`)")
-        })?;
+    let snapshot = baseline::off_runtime(move || baseline::guard_snapshot(&root, &[], &[])).await?.map_err(|e| {
+        RpcError::new(
+            ErrorKind::WorkspaceError,
+            format!("template reviews run under the mutation guard, which needs git: {e}"),
+        )
+        .with_hint("run template reviews inside a git repository (`git init`)")
+    })?;
     let packet = template::packet(&chosen, &chosen.build_prompt(&inputs));
     let dossier = &config.review.dossier;
     let files = match inputs.get("diff").filter(|d| d.contains("..")).cloned() {
         Some(range) => {
             let root = ws.root.clone();
-            tokio::task::spawn_blocking(move || baseline::range_diff(&root, &range).map(|(files, _)| files))
-                .await
-                .map_err(RpcError::internal)?
+            baseline::off_runtime(move || baseline::range_diff(&root, &range).map(|(files, _)| files))
+                .await?
                 .unwrap_or_default()
         }
         None => Vec::new(),

@@ -130,10 +130,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         }
     };
     let root = ws.root.clone();
-    let snapshot = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
-        .await
-        .map_err(internal)?
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
     let count = snapshot.paths.len();
     let head = snapshot.head.clone();
     let events = vec![
@@ -212,10 +209,7 @@ async fn adopt(daemon: &Daemon, ws: &Workspace, task: &str, spec: &Spec, entries
         return Ok(false);
     }
     let root = ws.root.clone();
-    let snapshot = tokio::task::spawn_blocking(move || baseline::snapshot(&root))
-        .await
-        .map_err(internal)?
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
     let count = snapshot.paths.len();
     let mut events = vec![LedgerEvent::WorkspaceBaseline {
         head: snapshot.head,

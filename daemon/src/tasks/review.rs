@@ -145,19 +145,14 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     let (base_head, baseline) = approval_baseline(&entries);
     let root = ws.root.clone();
     let (head, base) = (base_head.clone(), baseline.clone());
-    let changes = tokio::task::spawn_blocking(move || baseline::changes_since(&root, head.as_deref(), &base))
-        .await
-        .map_err(RpcError::internal)?
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base)).await?;
     let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
     let scope = review::scope(&spec, &p.review_scope);
     let classes = review::classify(&changed, &baseline, &scope);
     let known = (mode == "verify").then(|| previous.as_ref().and_then(|(d, _, _)| d.clone())).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
     let (root, head, paths) = (ws.root.clone(), base_head.clone(), classes.task_changes.clone());
-    let diff = tokio::task::spawn_blocking(move || baseline::diff(&root, head.as_deref(), &paths))
-        .await
-        .map_err(RpcError::internal)?;
+    let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &paths)).await?;
     let facts = PacketFacts { base_head: base_head.as_deref(), diff: &diff, fresh: &fresh, known: known.as_ref() };
     let packet = build_packet(&ws, &spec, &request, &config, &scope, &classes, &facts)
         .map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e))?;
@@ -254,10 +249,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
 async fn guard_snapshot(ws: &Workspace, task: &str, scope: &[String]) -> RpcResult<Vec<BaselinePath>> {
     let spec_path = crate::sync::read(&ws.index).get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
     let (root, scope) = (ws.root.clone(), scope.to_vec());
-    tokio::task::spawn_blocking(move || baseline::guard_snapshot(&root, &scope, &[spec_path]))
-        .await
-        .map_err(RpcError::internal)?
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))
+    baseline::in_workspace(move || baseline::guard_snapshot(&root, &scope, &[spec_path])).await
 }
 
 /// The template passes `review.templates` adds to the gate, with the inputs the gate fills:
