@@ -8,7 +8,7 @@ use std::process::Command;
 use scafld_tests::{RawClient, Run, TestEnv, wait_until};
 use serde_json::{Value, json};
 
-const DOSSIER: &str = r#"{"verdict":"pass","mode":"discover","summary":"Checked the flag path.","findings":[],"attack_log":[{"target":"diff","attack":"trace the flag","result":"clean"}],"budget":{}}"#;
+pub(crate) const DOSSIER: &str = r#"{"verdict":"pass","mode":"discover","summary":"Checked the flag path.","findings":[],"attack_log":[{"target":"diff","attack":"trace the flag","result":"clean"}],"budget":{}}"#;
 
 /// Fake codex: insists on the read-only, ephemeral invocation and answers in the output file.
 const FAKE_CODEX: &str = include_str!("../fixtures/fake-codex.sh");
