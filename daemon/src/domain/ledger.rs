@@ -106,32 +106,10 @@ pub enum LedgerEvent {
         status: String,
         reason: String,
     },
-    /// An accepted review: verdict, who gave it, and the accepted dossier (none for `human`).
-    Review {
-        verdict: String,
-        provider: String,
-        reason: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        dossier: Option<serde_json::Value>,
-        /// Fingerprint of the workspace snapshot the review judged.
-        #[serde(default, skip_serializing_if = "String::is_empty")]
-        tree: String,
-        /// Each reviewer of the session, with provenance (empty for human overrides).
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        reviewers: Vec<ReviewerRecord>,
-    },
+    /// An accepted review (the dossier is none for `human`).
+    Review(RecordedReview),
     /// Manual approval: the consensus a human must accept or reject (`review accept|reject`).
-    ReviewProposed {
-        verdict: String,
-        provider: String,
-        reason: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        dossier: Option<serde_json::Value>,
-        #[serde(default, skip_serializing_if = "String::is_empty")]
-        tree: String,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        reviewers: Vec<ReviewerRecord>,
-    },
+    ReviewProposed(RecordedReview),
     /// A human's decision on a proposed review; always immediately followed by the `Review`.
     ReviewDecision {
         decision: String,
@@ -162,6 +140,23 @@ pub enum LedgerEvent {
     },
 }
 
+/// A review as the ledger records it, accepted or proposed: verdict, who gave it, the dossier
+/// and the tree it judged, and every reviewer of the session with provenance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedReview {
+    pub verdict: String,
+    pub provider: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dossier: Option<serde_json::Value>,
+    /// Fingerprint of the workspace snapshot the review judged.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tree: String,
+    /// Each reviewer of the session, with provenance (empty for human overrides).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviewers: Vec<ReviewerRecord>,
+}
+
 impl LedgerEvent {
     pub fn reason(&self) -> &str {
         match self {
@@ -172,8 +167,8 @@ impl LedgerEvent {
             | LedgerEvent::Criterion { reason, .. }
             | LedgerEvent::Job { reason, .. }
             | LedgerEvent::ReviewAttempt { reason, .. }
-            | LedgerEvent::Review { reason, .. }
-            | LedgerEvent::ReviewProposed { reason, .. }
+            | LedgerEvent::Review(RecordedReview { reason, .. })
+            | LedgerEvent::ReviewProposed(RecordedReview { reason, .. })
             | LedgerEvent::ReviewDecision { reason, .. }
             | LedgerEvent::Implementer { reason, .. }
             | LedgerEvent::ReviewOverride { reason }
@@ -277,14 +272,14 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
                 let reason = format!("manual evidence by {actor}: {reason}");
                 r.criteria.insert(criterion_id.clone(), mark(disposition, &reason));
             }
-            LedgerEvent::Review { verdict, provider, dossier, .. } => {
+            LedgerEvent::Review(RecordedReview { verdict, provider, dossier, .. }) => {
                 r.status = Some(Status::Review);
                 r.review = Some((verdict.clone(), provider.clone(), dossier.clone()));
                 r.review_current = true;
                 r.awaiting_approval = None;
                 r.failed_attempt = None;
             }
-            LedgerEvent::ReviewProposed { verdict, .. } => r.awaiting_approval = Some(verdict.clone()),
+            LedgerEvent::ReviewProposed(RecordedReview { verdict, .. }) => r.awaiting_approval = Some(verdict.clone()),
             LedgerEvent::Complete { .. } => r.status = Some(Status::Completed),
             LedgerEvent::Fail { .. } => r.status = Some(Status::Failed),
             LedgerEvent::Cancel { .. } => r.status = Some(Status::Cancelled),
@@ -388,5 +383,23 @@ fn apply_mark(c: &mut crate::domain::spec::Criterion, mark: Option<&Mark>) {
             c.evidence = String::new();
             c.source_event = String::new();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_and_proposed_reviews_keep_their_flat_stored_form() {
+        // Ledgers already on disk hold `{"type": "review", "verdict": ...}`: the shared record
+        // must read and write exactly that shape.
+        let stored = r#"{"type":"review_proposed","verdict":"pass","provider":"consensus","reason":"r","tree":"t"}"#;
+        let event: LedgerEvent = serde_json::from_str(stored).unwrap();
+        let LedgerEvent::ReviewProposed(review) = &event else { panic!("{event:?}") };
+        assert_eq!((review.verdict.as_str(), review.tree.as_str(), review.dossier.as_ref()), ("pass", "t", None));
+        assert_eq!(serde_json::to_string(&event).unwrap(), stored);
+        let accepted = LedgerEvent::Review(review.clone());
+        assert_eq!(serde_json::to_string(&accepted).unwrap(), stored.replace("review_proposed", "review"));
     }
 }

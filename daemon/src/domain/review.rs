@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::domain::dossier::Dossier;
-use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, ReviewerRecord};
+use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview, ReviewerRecord};
 use crate::domain::spec::{ReviewProjection, Spec};
 
 /// Providers whose passing review can complete a task (`local` and the guard's `scafld` cannot);
@@ -185,7 +185,7 @@ pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
     let invalid = |reason: &str| Authority::Invalid { reason: reason.to_string() };
     for (i, entry) in entries.iter().enumerate().rev() {
         match &entry.event {
-            LedgerEvent::Review { verdict, provider, dossier, reason, reviewers, .. } => {
+            LedgerEvent::Review(RecordedReview { verdict, provider, dossier, reason, reviewers, .. }) => {
                 if verdict != "pass" {
                     return invalid("the latest review did not pass");
                 }
@@ -217,7 +217,7 @@ pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
                 }
                 return Authority::Valid { provider: provider.clone(), review_entry: entry.id(), summary };
             }
-            LedgerEvent::ReviewProposed { .. } => {
+            LedgerEvent::ReviewProposed(_) => {
                 return invalid("a review awaits approval: record `scafld review accept|reject` first");
             }
             LedgerEvent::ReviewOverride { .. }
@@ -241,14 +241,14 @@ mod tests {
     }
 
     fn review(verdict: &str, provider: &str, dossier: Option<&str>) -> LedgerEvent {
-        LedgerEvent::Review {
+        LedgerEvent::Review(RecordedReview {
             verdict: verdict.into(),
             provider: provider.into(),
             reason: "r".into(),
             dossier: dossier.map(|d| serde_json::from_str(d).unwrap()),
             tree: String::new(),
             reviewers: Vec::new(),
-        }
+        })
     }
 
     const CLEAN: &str = r#"{"verdict":"pass","mode":"discover","summary":"clean","findings":[],"attack_log":[{"target":"t","attack":"a","result":"clean"}],"budget":{}}"#;

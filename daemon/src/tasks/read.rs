@@ -8,7 +8,7 @@ use scafld_protocol::methods as m;
 use super::{entry, entry_errors, wire};
 use crate::daemon::Daemon;
 use crate::domain::handoff;
-use crate::domain::ledger::{LedgerEntry, LedgerEvent};
+use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
@@ -73,7 +73,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
 /// Verdict, provider, summary and findings of the latest accepted review.
 fn latest_review(entries: &[LedgerEntry]) -> Option<serde_json::Value> {
     entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Review { verdict, provider, reason, dossier, .. } => Some(serde_json::json!({
+        LedgerEvent::Review(RecordedReview { verdict, provider, reason, dossier, .. }) => Some(serde_json::json!({
             "verdict": verdict,
             "provider": provider,
             "summary": dossier.as_ref().and_then(|d| d.get("summary")).cloned().unwrap_or_else(|| reason.clone().into()),

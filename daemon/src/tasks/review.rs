@@ -17,7 +17,7 @@ use crate::daemon::Daemon;
 use crate::domain::consensus;
 use crate::domain::dossier::{Attack, Dossier, Finding, Location, Request};
 use crate::domain::job::{Provenance, SessionRecord, TemplateJob};
-use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, ReviewerRecord};
+use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview, ReviewerRecord};
 use crate::domain::lifecycle::Status;
 use crate::domain::packet::{self, Section};
 use crate::domain::review::{self, Authority};
@@ -32,7 +32,7 @@ const CONTEXT_FILES: [&str; 5] = ["AGENTS.md", "CLAUDE.md", ".claude/rules", "RE
 /// The latest accepted review in the ledger: (dossier, tree, verdict).
 fn latest_review(entries: &[LedgerEntry]) -> Option<(Option<Dossier>, String, String)> {
     entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Review { verdict, dossier, tree, .. } => {
+        LedgerEvent::Review(RecordedReview { verdict, dossier, tree, .. }) => {
             Some((dossier.clone().and_then(|d| serde_json::from_value(d).ok()), tree.clone(), verdict.clone()))
         }
         _ => None,
@@ -433,23 +433,23 @@ pub async fn record_consensus(
     let manual = session.approval == "manual" && mutated.is_empty();
     let value = serde_json::to_value(&dossier).ok();
     let event = if manual {
-        LedgerEvent::ReviewProposed {
+        LedgerEvent::ReviewProposed(RecordedReview {
             verdict: verdict.clone(),
             provider: provider.clone(),
             reason: format!("proposed, awaiting approval: {reason}"),
             dossier: value,
             tree: session.tree.clone(),
             reviewers: records,
-        }
+        })
     } else {
-        LedgerEvent::Review {
+        LedgerEvent::Review(RecordedReview {
             verdict: verdict.clone(),
             provider: provider.clone(),
             reason,
             dossier: value,
             tree: session.tree.clone(),
             reviewers: records,
-        }
+        })
     };
     record(daemon, &ws, &task, vec![event], "command:review")?;
     let state = if manual { "awaiting_approval".to_string() } else { verdict.clone() };
@@ -518,30 +518,23 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     let _guard = lock.lock().await;
     let (_, entries) = projected_spec(daemon, &ws, &task)?;
     let proposal = entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Review { .. } => Some(None),
-        LedgerEvent::ReviewProposed { verdict, provider, dossier, tree, reviewers, .. } => {
-            Some(Some((verdict.clone(), provider.clone(), dossier.clone(), tree.clone(), reviewers.clone())))
-        }
+        LedgerEvent::Review(_) => Some(None),
+        LedgerEvent::ReviewProposed(proposed) => Some(Some(proposed.clone())),
         _ => None,
     });
-    let Some(Some((proposed, provider, dossier, tree, reviewers))) = proposal else {
+    let Some(Some(proposed)) = proposal else {
         return Err(RpcError::new(ErrorKind::InvalidState, format!("no review of {task} awaits approval"))
             .with_hint(format!("run `scafld review {task} --approval manual` first")));
     };
-    let verdict = if p.decision == "accept" { proposed.clone() } else { "fail".to_string() };
+    let verdict = if p.decision == "accept" { proposed.verdict.clone() } else { "fail".to_string() };
+    let reason_text = format!(
+        "human {} of the proposed {} verdict: {reason}",
+        if p.decision == "accept" { "acceptance" } else { "rejection" },
+        proposed.verdict
+    );
     let events = vec![
         LedgerEvent::ReviewDecision { decision: p.decision.clone(), reason: reason.clone() },
-        LedgerEvent::Review {
-            verdict: verdict.clone(),
-            provider,
-            reason: format!(
-                "human {} of the proposed {proposed} verdict: {reason}",
-                if p.decision == "accept" { "acceptance" } else { "rejection" }
-            ),
-            dossier,
-            tree,
-            reviewers,
-        },
+        LedgerEvent::Review(RecordedReview { verdict: verdict.clone(), reason: reason_text, ..proposed }),
     ];
     record(daemon, &ws, &task, events, "command:review")?;
     if let Some(session) = daemon.sessions.latest(&ws.id, Some(&task)) {
@@ -567,14 +560,14 @@ fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&s
     })?;
     let events = vec![
         LedgerEvent::ReviewOverride { reason: reason.to_string() },
-        LedgerEvent::Review {
+        LedgerEvent::Review(RecordedReview {
             verdict: "pass".into(),
             provider: "human".into(),
             reason: format!("human-reviewed override: {reason}"),
             dossier: None,
             tree: String::new(),
             reviewers: Vec::new(),
-        },
+        }),
     ];
     record(daemon, ws, task, events, "command:review")?;
     Ok(m::ReviewResult {
