@@ -587,4 +587,20 @@ fn parallel_transitions_take_effect_once() {
     let archived = std::fs::read_dir(env.work.join(".scafld/specs/archive")).unwrap().count();
     assert_eq!(archived, 1);
     assert!(!env.work.join(".scafld/specs/approved/race.md").exists());
+    // More rounds of the archive race: the winner's move must never be mistaken for a crash's
+    // leftover by a loser (which once moved the old copy aside mid-move: "cannot write the
+    // spec: No such file or directory", exit 6).
+    for round in 1..=5 {
+        let task = format!("race{round}");
+        std::fs::write(
+            env.work.join(format!(".scafld/specs/drafts/{task}.md")),
+            spec(&task, &[&[("a1", "true", "")]], &[]),
+        )
+        .unwrap();
+        env.scafld(&["approve", &task, "--reason", "race"]).assert_code(0);
+        let mut codes = parallel(&["fail", &task, "--reason", "race"]);
+        codes.extend(parallel(&["cancel", &task, "--reason", "race"]));
+        assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "round {round}: {codes:?}");
+        assert!(codes.iter().all(|c| [0, 1].contains(c)), "round {round}: {codes:?}");
+    }
 }

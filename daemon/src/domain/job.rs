@@ -295,7 +295,36 @@ pub struct SessionRecord {
     pub template: Option<String>,
 }
 
+/// What a review session reviews.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject<'a> {
+    /// A task's build, through the gate (its id).
+    Task(&'a str),
+    /// A git range (`BASE..HEAD`), with no spec.
+    Range(&'a str),
+    /// A standalone template review (the template's name).
+    Template(&'a str),
+}
+
 impl SessionRecord {
+    /// What the session reviews, read from its stored fields (a task id, else a template, else
+    /// the range).
+    pub fn subject(&self) -> Subject<'_> {
+        match (&self.task_id, &self.template) {
+            (task, _) if !task.is_empty() => Subject::Task(task),
+            (_, Some(template)) => Subject::Template(template),
+            _ => Subject::Range(&self.range),
+        }
+    }
+
+    /// The task a session reviews, if it reviews one.
+    pub fn task(&self) -> Option<&str> {
+        match self.subject() {
+            Subject::Task(task) => Some(task),
+            _ => None,
+        }
+    }
+
     /// Session keys are daemon-generated ids (hex, or a timestamp when no randomness was to
     /// be had); only such a key may name a file or folder.
     pub fn is_plain_key(key: &str) -> bool {

@@ -357,8 +357,10 @@ fn new_job(
 /// Where a session's reviewer runs keep diagnostics and scratch files: the task's runs folder,
 /// or one per range or template session.
 fn runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
-    let label =
-        if session.task_id.is_empty() { format!("review-{}", &session.key[..8]) } else { session.task_id.clone() };
+    let label = match session.task() {
+        Some(task) => task.to_string(),
+        None => format!("review-{}", &session.key[..8]),
+    };
     ws.root.join(".scafld/runs").join(label)
 }
 
@@ -541,7 +543,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
     result.task_id = session.task_id.clone();
     result.report_path = session.report_path.clone();
     result.gate = outcome.as_str().to_string();
-    if !session.task_id.is_empty() {
+    if session.task().is_some() {
         match crate::tasks::review::record_consensus(daemon, &session, &reviewers, outcome).await {
             Ok(gate) => {
                 if let Some(issue) = gate.guard_issue {
@@ -654,7 +656,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         )
         .with_hint("a failing verdict is fixed in the code, then reviewed in a new session"));
     }
-    if !session.task_id.is_empty() {
+    if session.task().is_some() {
         session.snapshot = crate::tasks::review::check_retry(daemon, &ws, &session).await?;
     }
     session.caller_env = p.caller.env.clone();

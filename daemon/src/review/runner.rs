@@ -214,7 +214,7 @@ async fn run(
     let run = providers::Run {
         on_spawn,
         on_event,
-        task: if session.task_id.is_empty() { &session.key } else { &session.task_id },
+        task: session.task().unwrap_or(&session.key),
         cwd: &cwd,
         caller_env: &caller_env,
         packet: &packet,

@@ -12,7 +12,7 @@ use super::runner::{self, now_ms};
 use crate::daemon::Daemon;
 use crate::domain::consensus::{self, ReportPart};
 use crate::domain::dossier::Dossier;
-use crate::domain::job::{JobRecord, JobState, SessionRecord};
+use crate::domain::job::{JobRecord, JobState, SessionRecord, Subject};
 use crate::error::{RpcError, RpcResult};
 
 /// `review.status`: a session's reviewers with liveness and progress.
@@ -118,10 +118,10 @@ pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
             }
         })
         .collect();
-    let target = if session.task_id.is_empty() {
-        format!("Range: {}", session.range)
-    } else {
-        format!("Task: {}", session.task_id)
+    let target = match session.subject() {
+        Subject::Task(task) => format!("Task: {task}"),
+        Subject::Range(range) => format!("Range: {range}"),
+        Subject::Template(template) => format!("Template: {template}"),
     };
     let mut text = consensus::report(
         &format!(

@@ -68,12 +68,21 @@ pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcRes
 /// before the old one is removed). When the ledger says which status is current and exactly
 /// one copy is in that status's folder, the other is a leftover: it is moved aside to
 /// `.scafld/runs/<task>/superseded/` (never deleted) and the task reads again.
+///
+/// Only with the task's lock: a move in progress (new copy written, old one not yet removed)
+/// looks exactly like a crash's leftover. While anyone holds the lock nothing is touched; the
+/// next call resolves a real leftover.
 fn resolve_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
-    let Some((current, other)) =
-        crate::sync::read(&ws.index).get(task).and_then(|e| Some((e.path.clone(), e.duplicate.clone()?)))
-    else {
+    let duplicate =
+        || crate::sync::read(&ws.index).get(task).and_then(|e| Some((e.path.clone(), e.duplicate.clone()?)));
+    if duplicate().is_none() {
         return Ok(());
-    };
+    }
+    let lock = daemon.jobs.task_lock(ws, task);
+    let Ok(_no_move_in_progress) = lock.try_lock() else { return Ok(()) };
+    // Seen again with the lock held: a move that just finished leaves no duplicate.
+    crate::sync::write(&ws.index).sync_task(task);
+    let Some((current, other)) = duplicate() else { return Ok(()) };
     let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
     let Some(status) = crate::domain::ledger::replay(&entries).status else { return Ok(()) };
     let folder_of = |p: &std::path::Path| specfile::folder_of(&ws.root, p);
