@@ -42,6 +42,12 @@ struct Inherited {
 
 static INHERITED: std::sync::OnceLock<Inherited> = std::sync::OnceLock::new();
 
+/// The umask the daemon was started with (what the user's own files are created under), or
+/// the usual 0022 before [`adopt_daemon_settings`] ran.
+pub fn inherited_umask() -> u32 {
+    INHERITED.get().map(|i| i.umask.bits()).unwrap_or(0o022)
+}
+
 /// Set up the daemon's own process, remembering what it inherited for the commands it runs:
 /// umask 0077 (its database, log and diagnostics are private), and the soft open-file limit
 /// raised to the hard one (every client, job and reviewer holds descriptors; running out would
@@ -457,7 +463,7 @@ fn diagnostics_text(request: &RunRequest, outcome: &RunOutcome, since_last_byte:
 async fn write_diagnostics(dir: PathBuf, path: PathBuf, text: String) {
     let _ = tokio::task::spawn_blocking(move || {
         if crate::workspace::layout::create_real_dir(&dir).is_ok() {
-            let _ = std::fs::write(&path, text);
+            let _ = crate::workspace::layout::write_user_file(&path, text.as_bytes());
         }
     })
     .await;

@@ -64,6 +64,23 @@ fn commands_get_the_callers_umask_and_file_limit_not_the_daemons() {
     env.scafld(&["build", "um"]).assert_code(0); // runs phase 1
     assert_eq!(std::fs::read_to_string(env.work.join("umask.txt")).unwrap().trim(), "0002");
     assert_eq!(mode(&env.work.join("made")), 0o664);
+    // What the daemon itself writes into the workspace is the user's too: created as under
+    // the user's umask, and a file's own mode kept when the daemon rewrites it.
+    assert_eq!(mode(&env.work.join(".scafld/config.yaml")), 0o664);
+    assert_eq!(mode(&env.work.join(".scafld/specs")), 0o775);
+    let spec_path = || {
+        let specs = env.work.join(".scafld/specs");
+        specs.join(scafld_tests::tree(&specs).into_keys().find(|k| k.ends_with("um.md")).unwrap())
+    };
+    // The draft was written here (0644): approving and building moved and rewrote it, mode kept.
+    assert_eq!(mode(&spec_path()), 0o644);
+    assert_eq!(mode(&env.work.join(".scafld/runs/um")), 0o775);
+    let diagnostics = std::fs::read_dir(env.work.join(".scafld/runs/um/diagnostics")).unwrap().next().unwrap().unwrap();
+    assert_eq!(mode(&diagnostics.path()), 0o664);
+    std::fs::set_permissions(spec_path(), std::fs::Permissions::from_mode(0o640)).unwrap();
+    env.scafld(&["fail", "um", "--reason", "mode"]).assert_code(0);
+    assert!(spec_path().to_string_lossy().contains("/archive/"), "{}", spec_path().display());
+    assert_eq!(mode(&spec_path()), 0o640);
     // The daemon raised its own open-file limit; the command has the one it was started with.
     assert_eq!(std::fs::read_to_string(env.work.join("nofile.txt")).unwrap().trim(), "512");
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::domain::job::SessionRecord;
@@ -35,11 +35,7 @@ impl CallerEnvFiles {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("not a session key: {key:?}")));
         };
         fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir)?;
-        let temp = file.with_extension("json.tmp");
-        let mut out = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&temp)?;
-        out.write_all(&serde_json::to_vec(env)?)?;
-        out.sync_all()?;
-        fs::rename(&temp, &file)
+        crate::workspace::specfile::write_atomic_mode(&file, &serde_json::to_vec(env)?, 0o600)
     }
 
     /// The stored environment; empty when there is none or it cannot be read.

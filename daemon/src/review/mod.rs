@@ -264,7 +264,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
     let key = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
     let dir = s.ws.root.join(".scafld/reviews").join(&key);
     crate::workspace::layout::create_real_dir(&dir)
-        .and_then(|_| std::fs::write(dir.join("packet.md"), &s.packet))
+        .and_then(|_| crate::workspace::layout::write_user_file(&dir.join("packet.md"), s.packet.as_bytes()))
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the review packet: {e}")))?;
     let report_path = if s.task_id.is_empty() {
         format!(".scafld/reviews/{key}/review_report.md")

@@ -10,6 +10,29 @@ pub const ID_FILE: &str = ".scafld/workspace_id";
 pub const CONFIG_FILE: &str = ".scafld/config.yaml";
 pub const LOCAL_CONFIG_FILE: &str = ".scafld/config.local.yaml";
 
+/// The daemon runs under a private umask (its own state is the user's alone), but what it
+/// writes into a workspace belongs to the user's project: new files and folders there get the
+/// modes the user's umask gives, as if the user had made them.
+pub fn user_mode(dir: bool) -> u32 {
+    (if dir { 0o777 } else { 0o666 }) & !crate::runner::inherited_umask()
+}
+
+/// Make a new directory of the workspace with the user's mode.
+fn create_user_dir(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::create_dir(path)?;
+    fs::set_permissions(path, fs::Permissions::from_mode(user_mode(true)))
+}
+
+/// Write a new workspace file (or replace one) with the user's mode; not atomic (diagnostics,
+/// packets: files nothing reads while they are written).
+pub fn write_user_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+    file.set_permissions(fs::Permissions::from_mode(user_mode(false)))?;
+    file.write_all(bytes)
+}
+
 /// Create `dir` and its missing parents like `create_dir_all`, except that from a workspace's
 /// `.scafld` folder down every directory must be a real one: a symlink there (say
 /// `.scafld/runs` pointing at `/etc`) would make the daemon write wherever it points, so it is
@@ -31,7 +54,7 @@ pub fn create_real_dir(dir: &Path) -> io::Result<()> {
             }
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => return Err(io::Error::other(format!("{} is not a directory", at.display()))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&at) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match create_user_dir(&at) {
                 Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
                 _ => {}
             },
@@ -75,7 +98,7 @@ pub fn init_layout(root: &Path) -> io::Result<InitReport> {
         if path.is_dir() {
             report.skipped.push(dir.to_string());
         } else {
-            fs::create_dir(&path)?;
+            create_user_dir(&path)?;
             report.created.push(dir.to_string());
         }
     }
@@ -122,7 +145,7 @@ pub fn read_or_create_id(root: &Path) -> io::Result<(String, bool)> {
 
 /// Replace the workspace id (used when a copied workspace turns up with its original's id).
 pub fn write_id(root: &Path, id: &str) -> io::Result<()> {
-    fs::write(root.join(ID_FILE), format!("{id}\n"))
+    write_user_file(&root.join(ID_FILE), format!("{id}\n").as_bytes())
 }
 
 pub fn new_id() -> io::Result<String> {
@@ -139,6 +162,8 @@ fn is_valid_id(id: &str) -> bool {
 fn create_new(path: &Path, content: &[u8]) -> io::Result<bool> {
     match OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(mut file) => {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(fs::Permissions::from_mode(user_mode(false)))?;
             file.write_all(content)?;
             Ok(true)
         }
@@ -182,6 +207,10 @@ fn ensure_gitignore(path: &Path) -> io::Result<GitignoreChange> {
         block.push('\n');
     }
     let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+    if existing.is_none() {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(fs::Permissions::from_mode(user_mode(false)))?;
+    }
     file.write_all(block.as_bytes())?;
     Ok(if existing.is_some() { GitignoreChange::Updated } else { GitignoreChange::Created })
 }

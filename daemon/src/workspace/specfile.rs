@@ -3,6 +3,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -87,16 +88,24 @@ fn markdown_files(dir: &Path) -> Vec<PathBuf> {
 
 /// Write `text` to `path` atomically: temp file in the same directory, fsync, rename, fsync
 /// the directory. Creates the directory if needed, never through a symlink inside `.scafld`
-/// ([`super::layout::create_real_dir`]).
+/// ([`super::layout::create_real_dir`]). The file keeps the mode it had; a new one gets the
+/// user's usual mode (the daemon's own umask is private, see `runner::adopt_daemon_settings`).
 pub fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
+    let mode = fs::metadata(path).map(|m| m.permissions().mode() & 0o7777);
+    write_atomic_mode(path, text.as_bytes(), mode.unwrap_or(0o666 & !crate::runner::inherited_umask()))
+}
+
+/// [`write_atomic`] with the file's mode given (0600 for what only the daemon may read).
+pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().ok_or_else(|| io::Error::other("path has no directory"))?;
     super::layout::create_real_dir(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("spec");
     let temp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let result = (|| {
-        let mut file = OpenOptions::new().write(true).create_new(true).open(&temp)?;
-        file.write_all(text.as_bytes())?;
+        let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&temp, path)?;
         File::open(dir)?.sync_all()
@@ -117,7 +126,12 @@ pub fn write_spec(current: Option<&Path>, target: &Path, text: &str) -> io::Resu
             format!("{} already exists; resolve the duplicate spec by hand", target.display()),
         ));
     }
-    write_atomic(target, text)?;
+    // A moved spec keeps the mode it had where it was.
+    let mode = current.and_then(|c| fs::metadata(c).ok()).map(|m| m.permissions().mode() & 0o7777);
+    match mode {
+        Some(mode) => write_atomic_mode(target, text.as_bytes(), mode)?,
+        None => write_atomic(target, text)?,
+    }
     if let Some(current) = current.filter(|_| moving) {
         fs::remove_file(current)?;
         if let Some(dir) = current.parent() {
