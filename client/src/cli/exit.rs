@@ -58,6 +58,19 @@ pub fn for_kind(kind: ErrorKind) -> u8 {
     }
 }
 
+/// The spawn/wait exit code of a review session's outcome (`review wait`).
+pub fn for_outcome(outcome: scafld_protocol::methods::Outcome) -> u8 {
+    use scafld_protocol::methods::Outcome;
+    match outcome {
+        Outcome::Pass => spawn_wait::PASS,
+        Outcome::Fail | Outcome::NeedsWork => spawn_wait::FAIL,
+        Outcome::ParseError => spawn_wait::PARSE_ERROR,
+        Outcome::Timeout | Outcome::Pending => spawn_wait::TIMEOUT,
+        Outcome::NoReviewers => spawn_wait::NO_REVIEWERS,
+        Outcome::Internal => spawn_wait::INTERNAL,
+    }
+}
+
 /// The command families whose codes differ from the workflow table.
 #[derive(Debug, Clone, Copy)]
 pub enum Family {

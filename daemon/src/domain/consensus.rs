@@ -26,33 +26,7 @@ pub struct Reviewer {
     pub answer: Answer,
 }
 
-/// How a session ended; the client derives its exit code from this alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Pending,
-    Pass,
-    Fail,
-    NeedsWork,
-    NoReviewers,
-    ParseError,
-    Timeout,
-    Internal,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Pending => "pending",
-            Outcome::Pass => "pass",
-            Outcome::Fail => "fail",
-            Outcome::NeedsWork => "needs_work",
-            Outcome::NoReviewers => "no_reviewers",
-            Outcome::ParseError => "parse_error",
-            Outcome::Timeout => "timeout",
-            Outcome::Internal => "internal_error",
-        }
-    }
-}
+pub use scafld_protocol::methods::{Outcome, WaitStatus};
 
 /// Priority of a dossier severity: critical 0, high 1, medium 2, low 3.
 pub fn priority(severity: &str) -> Option<u8> {
@@ -148,7 +122,7 @@ pub fn decide(reviewers: &[Reviewer]) -> Outcome {
 pub fn wait_result(session_key: &str, iteration: u32, reviewers: &[Reviewer], outcome: Outcome) -> WaitResult {
     let mut result = WaitResult {
         session_key: session_key.to_string(),
-        outcome: outcome.as_str().to_string(),
+        outcome,
         consensus: Consensus {
             verdict: match outcome {
                 Outcome::Pending => None,
@@ -160,11 +134,10 @@ pub fn wait_result(session_key: &str, iteration: u32, reviewers: &[Reviewer], ou
             iteration,
         },
         status: match outcome {
-            Outcome::Pending => "timeout",
-            Outcome::ParseError | Outcome::Timeout | Outcome::Internal => "error",
-            _ => "resolved",
-        }
-        .into(),
+            Outcome::Pending => WaitStatus::Timeout,
+            Outcome::ParseError | Outcome::Timeout | Outcome::Internal => WaitStatus::Error,
+            _ => WaitStatus::Resolved,
+        },
         ..WaitResult::default()
     };
     for r in reviewers {
@@ -452,7 +425,7 @@ mod tests {
             reviewer("claude", failure(FailureClass::Parse)),
         ];
         let result = wait_result("k", 2, &reviewers, decide(&reviewers));
-        assert_eq!(result.status, "error");
+        assert_eq!(result.status, WaitStatus::Error);
         assert_eq!(result.consensus.verdict.as_deref(), Some("FAIL"));
         assert_eq!(result.consensus.iteration, 2);
         assert_eq!(result.parse_errors, vec!["claude: boom".to_string()]);

@@ -548,8 +548,8 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
             Ok(gate) => {
                 if let Some(issue) = gate.guard_issue {
                     result.issues.insert(0, issue);
-                    result.outcome = Outcome::Fail.as_str().into();
-                    result.status = "resolved".into();
+                    result.outcome = Outcome::Fail;
+                    result.status = consensus::WaitStatus::Resolved;
                     result.consensus.verdict = Some("FAIL".into());
                 }
                 result.gate = gate.state;
@@ -557,8 +557,8 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
             }
             Err(e) => {
                 warn!(session = %key, "cannot record the review: {}", e.0.message);
-                result.outcome = Outcome::Internal.as_str().into();
-                result.status = "error".into();
+                result.outcome = Outcome::Internal;
+                result.status = consensus::WaitStatus::Error;
                 result.parse_errors.push(format!("scafld: cannot record the review: {}", e.0.message));
             }
         }

@@ -184,15 +184,74 @@ pub struct ReviewWaitParams {
     pub caller_identity: String,
 }
 
+/// What a review session came to: the wait document's `outcome`, from which `review wait`'s
+/// exit code is derived.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    #[default]
+    Pending,
+    Pass,
+    Fail,
+    NeedsWork,
+    NoReviewers,
+    ParseError,
+    Timeout,
+    #[serde(rename = "internal_error")]
+    Internal,
+}
+
+impl Outcome {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pending => "pending",
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::NeedsWork => "needs_work",
+            Outcome::NoReviewers => "no_reviewers",
+            Outcome::ParseError => "parse_error",
+            Outcome::Timeout => "timeout",
+            Outcome::Internal => "internal_error",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a wait ended: the session resolved, the wait timed out, or an error settled it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitStatus {
+    #[default]
+    Resolved,
+    Timeout,
+    Error,
+}
+
+impl std::fmt::Display for WaitStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WaitStatus::Resolved => "resolved",
+            WaitStatus::Timeout => "timeout",
+            WaitStatus::Error => "error",
+        })
+    }
+}
+
 /// The seed-004 wait document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WaitResult {
     /// resolved, timeout or error.
-    pub status: String,
+    pub status: WaitStatus,
     pub session_key: String,
     /// pass, fail, needs_work, no_reviewers, parse_error, timeout, internal_error or pending:
     /// what the exit code is derived from.
-    pub outcome: String,
+    pub outcome: Outcome,
     pub consensus: Consensus,
     pub reviewers: std::collections::BTreeMap<String, ReviewerReport>,
     pub issues: Vec<ReviewIssue>,

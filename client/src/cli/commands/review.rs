@@ -153,7 +153,7 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
             } else {
                 format!("{task_id}: the review produced no verdict: {}", result.parse_errors.join("; "))
             };
-            let hint = if result.outcome == "no_reviewers" {
+            let hint = if result.outcome == m::Outcome::NoReviewers {
                 "install codex, claude or gemini, or name reviewers that exist with --reviewers".to_string()
             } else {
                 format!(
@@ -199,7 +199,7 @@ pub(super) fn follow(
             caller_identity: String::new(),
         };
         let result = call::<m::ReviewWait>(conn, &params)?;
-        if result.outcome != "pending" {
+        if result.outcome != m::Outcome::Pending {
             return Ok(result);
         }
         if ctx.out.json {
@@ -336,14 +336,7 @@ fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, 
 
 /// The wait document and its exit code.
 fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
-    let code = match r.outcome.as_str() {
-        "pass" => spawn_wait::PASS,
-        "fail" | "needs_work" => spawn_wait::FAIL,
-        "parse_error" => spawn_wait::PARSE_ERROR,
-        "timeout" | "pending" => spawn_wait::TIMEOUT,
-        "no_reviewers" => spawn_wait::NO_REVIEWERS,
-        _ => spawn_wait::INTERNAL,
-    };
+    let code = crate::cli::exit::for_outcome(r.outcome);
     ctx.out.document(r, code == spawn_wait::PASS, || {
         let verdict = r.consensus.verdict.as_deref().unwrap_or("PENDING");
         let painted = ctx.out.paint(verdict, if verdict == "PASS" { Style::Good } else { Style::Bad });
@@ -371,7 +364,7 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
                 issue.file, issue.line_start, issue.title, issue.reviewer
             );
         }
-        if r.outcome == "pending" {
+        if r.outcome == m::Outcome::Pending {
             let _ =
                 writeln!(text, "still running; wait again with `scafld review wait --session-key {}`", r.session_key);
         }
