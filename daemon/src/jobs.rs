@@ -307,16 +307,13 @@ fn creation_number(id: &str) -> u64 {
 pub fn info(record: &JobRecord) -> JobInfo {
     JobInfo {
         job_id: record.id.clone(),
-        kind: match record.kind {
-            JobKind::Acceptance => "acceptance".into(),
-            JobKind::Review => "review".into(),
-        },
+        kind: record.kind,
         reviewer: record.review.as_ref().map(|w| w.reviewer.clone()),
         session_key: record.review.as_ref().map(|w| w.session_key.clone()),
         workspace_id: record.workspace_id.clone(),
         root: record.root.clone(),
         task_id: record.task_id.clone(),
-        state: record.state.as_str().into(),
+        state: record.state,
         finished: record.state.is_finished(),
         owner: record.owner.clone(),
         attempt: record.attempt,

@@ -20,12 +20,13 @@ pub enum Answer {
 pub struct Reviewer {
     pub name: String,
     pub job_id: String,
-    pub state: String,
+    pub state: JobState,
     pub provider: Option<String>,
     pub model: Option<String>,
     pub answer: Answer,
 }
 
+use scafld_protocol::methods::JobState;
 pub use scafld_protocol::methods::{Outcome, WaitStatus};
 
 /// Priority of a dossier severity: critical 0, high 1, medium 2, low 3.
@@ -143,7 +144,7 @@ pub fn wait_result(session_key: &str, iteration: u32, reviewers: &[Reviewer], ou
     for r in reviewers {
         let mut report = ReviewerReport {
             job_id: r.job_id.clone(),
-            state: r.state.clone(),
+            state: r.state,
             provider: r.provider.clone(),
             model: r.model.clone(),
             ..ReviewerReport::default()
@@ -377,7 +378,7 @@ mod tests {
         Reviewer {
             name: name.into(),
             job_id: format!("job-{name}"),
-            state: "succeeded".into(),
+            state: JobState::Succeeded,
             provider: None,
             model: None,
             answer,

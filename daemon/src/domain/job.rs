@@ -4,46 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    Queued,
-    Running,
-    /// Ran to the end and every criterion passed.
-    Succeeded,
-    /// Ran to the end with failing criteria.
-    Failed,
-    /// A criterion hit its timeout.
-    TimedOut,
-    Cancelled,
-    /// The daemon stopped or died while the job ran; it has no result.
-    Abandoned,
-}
-
-impl JobState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Running => "running",
-            JobState::Succeeded => "succeeded",
-            JobState::Failed => "failed",
-            JobState::TimedOut => "timed_out",
-            JobState::Cancelled => "cancelled",
-            JobState::Abandoned => "abandoned",
-        }
-    }
-
-    pub fn is_finished(self) -> bool {
-        !matches!(self, JobState::Queued | JobState::Running)
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobKind {
-    Acceptance,
-    Review,
-}
+pub use scafld_protocol::methods::{JobKind, JobState};
 
 /// A process group and the identity of its leader: its start time in clock ticks since boot
 /// (field 22 of `/proc/PID/stat`) and the boot it started in. A pid is reused; this pair is not.

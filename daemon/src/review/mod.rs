@@ -516,7 +516,8 @@ pub fn reviewers_of(daemon: &Daemon, session: &SessionRecord) -> Vec<Reviewer> {
             Reviewer {
                 name: name.clone(),
                 job_id: job_id.clone(),
-                state: state.map(|s| s.as_str().to_string()).unwrap_or_default(),
+                // A job no longer in the table (forgotten) has no result: abandoned.
+                state: state.unwrap_or(JobState::Abandoned),
                 provider: work.provenance.as_ref().map(|p| p.provider.clone()),
                 model: work.provenance.as_ref().and_then(|p| p.model.clone()),
                 answer,

@@ -46,7 +46,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
             Some(ReviewerProgress {
                 reviewer: name.clone(),
                 job_id: id.clone(),
-                state: job.state.as_str().into(),
+                state: job.state,
                 attempt: job.attempt,
                 liveness: age.map(|a| consensus::liveness(a, lease_ms(&job)).to_string()).unwrap_or_default(),
                 heartbeat_age_seconds: age.map(|a| a as f64 / 1000.0),

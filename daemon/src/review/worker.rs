@@ -243,7 +243,7 @@ fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
 
 pub fn heartbeat(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> {
     let left = extend(daemon, &p.job_id, &p.lease_token)?;
-    Ok(m::LeaseResult { job_id: p.job_id, state: "running".into(), lease_expires_in_seconds: left })
+    Ok(m::LeaseResult { job_id: p.job_id, state: m::JobState::Running, lease_expires_in_seconds: left })
 }
 
 pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::CheckpointResult> {
@@ -456,7 +456,7 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
     crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
     publish(daemon, &session, &job.id, "requeued", &format!("released by worker {}", lease.worker_id));
     daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: "queued".into() });
-    Ok(m::LeaseResult { job_id: job.id, state: "queued".into(), lease_expires_in_seconds: 0.0 })
+    Ok(m::LeaseResult { job_id: job.id, state: m::JobState::Queued, lease_expires_in_seconds: 0.0 })
 }
 
 /// Expired leases: the job goes back to the queue with its checkpoint for the next worker.

@@ -219,7 +219,7 @@ impl Outcome {
 
 impl std::fmt::Display for Outcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -235,7 +235,7 @@ pub enum WaitStatus {
 
 impl std::fmt::Display for WaitStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+        f.pad(match self {
             WaitStatus::Resolved => "resolved",
             WaitStatus::Timeout => "timeout",
             WaitStatus::Error => "error",
@@ -292,8 +292,7 @@ pub struct ReviewerReport {
     pub issues: Vec<ReviewIssue>,
     pub error: Option<String>,
     pub job_id: String,
-    /// queued, running, succeeded, failed, timed_out, cancelled or abandoned.
-    pub state: String,
+    pub state: JobState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -364,7 +363,7 @@ pub struct ReviewStatusResult {
 pub struct ReviewerProgress {
     pub reviewer: String,
     pub job_id: String,
-    pub state: String,
+    pub state: JobState,
     pub attempt: u32,
     /// fresh, quiet or stale (by the age of the last heartbeat); empty when not running.
     pub liveness: String,

@@ -600,16 +600,73 @@ pub struct JobWaitParams {
     pub timeout_seconds: f64,
 }
 
+/// Where a job is in its life. Terminal states never read as a pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    #[default]
+    Queued,
+    Running,
+    /// Ran to the end and every criterion passed.
+    Succeeded,
+    /// Ran to the end with failing criteria.
+    Failed,
+    /// A criterion hit its timeout.
+    TimedOut,
+    Cancelled,
+    /// The daemon stopped or died while the job ran; it has no result.
+    Abandoned,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::TimedOut => "timed_out",
+            JobState::Cancelled => "cancelled",
+            JobState::Abandoned => "abandoned",
+        }
+    }
+
+    pub fn is_finished(self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// What a job does: run a task's acceptance criteria, or one reviewer's review.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    Acceptance,
+    Review,
+}
+
+impl std::fmt::Display for JobKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(match self {
+            JobKind::Acceptance => "acceptance",
+            JobKind::Review => "review",
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobInfo {
     pub job_id: String,
-    /// `acceptance`.
-    pub kind: String,
+    pub kind: JobKind,
     pub workspace_id: String,
     pub root: String,
     pub task_id: String,
-    /// queued, running, succeeded, failed, timed_out, cancelled or abandoned.
-    pub state: String,
+    pub state: JobState,
     pub finished: bool,
     pub owner: String,
     pub attempt: u32,

@@ -107,7 +107,7 @@ pub struct LeaseParams {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LeaseResult {
     pub job_id: String,
-    pub state: String,
+    pub state: JobState,
     pub lease_expires_in_seconds: f64,
 }
 

@@ -127,10 +127,10 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
         return match &info.outcome {
             Some(outcome) => Ok(print_outcome(ctx, outcome)),
             None => {
-                let code = if info.state == "cancelled" { workflow::CANCELLED } else { workflow::RUNTIME };
-                let reason = info.reason.clone().unwrap_or_else(|| info.state.clone());
+                let code = if info.state == m::JobState::Cancelled { workflow::CANCELLED } else { workflow::RUNTIME };
+                let reason = info.reason.clone().unwrap_or_else(|| info.state.to_string());
                 Err(CliError::new(
-                    info.state.clone(),
+                    info.state.as_str(),
                     format!("build job {} ended {}: {reason}", info.job_id, info.state),
                     code,
                 ))

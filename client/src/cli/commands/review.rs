@@ -349,10 +349,10 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
                 (Some(v), _) => format!("{v} - {}", reviewer.summary),
                 (None, Some(e)) => format!("error: {e}"),
                 // Nothing runs a queued worker job but `scafld worker`; say so.
-                (None, None) if name == "worker" && reviewer.state == "queued" => {
+                (None, None) if name == "worker" && reviewer.state == m::JobState::Queued => {
                     "queued, waiting for `scafld worker` (or an agent's `scafld worker claim`) to take it".into()
                 }
-                (None, None) => reviewer.state.clone(),
+                (None, None) => reviewer.state.to_string(),
             };
             let _ = writeln!(text, "  {name}: {state}");
         }
