@@ -93,8 +93,8 @@ impl Sessions {
         crate::sync::lock(&self.records).get(key).cloned()
     }
 
-    pub(crate) fn put(&self, daemon: &Daemon, session: SessionRecord) {
-        if let Err(e) = daemon.store().save_session(&session) {
+    pub(crate) fn put(&self, store: &dyn crate::store::Store, session: SessionRecord) {
+        if let Err(e) = store.save_session(&session) {
             warn!(session = %session.key, "cannot persist review session: {e}");
         }
         crate::sync::lock(&self.records).insert(session.key.clone(), session);
@@ -148,7 +148,7 @@ impl Sessions {
     /// record it. One step under the lock, so concurrent spawns never share a number.
     pub(crate) fn add(
         &self,
-        daemon: &Daemon,
+        store: &dyn crate::store::Store,
         mut session: SessionRecord,
         complete: impl FnOnce(&mut SessionRecord),
     ) -> SessionRecord {
@@ -158,7 +158,7 @@ impl Sessions {
         let last_round = records.values().filter(|s| review_group(s) == group).map(|s| s.iteration).max();
         session.iteration = 1 + last_round.unwrap_or(0);
         complete(&mut session);
-        if let Err(e) = daemon.store().save_session(&session) {
+        if let Err(e) = store.save_session(&session) {
             warn!(session = %session.key, "cannot persist review session: {e}");
         }
         records.insert(session.key.clone(), session.clone());
@@ -312,7 +312,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         session.job_ids.push(new_job(daemon, &s.ws, &session, reviewer, 1, template));
     }
     daemon.sessions.keep_caller_env(&session);
-    let session = daemon.sessions.add(daemon, session, |_| {});
+    let session = daemon.sessions.add(daemon.store(), session, |_| {});
     write_report(daemon, &session);
     start_jobs(daemon, &session);
     if spawned.is_empty() {
@@ -572,7 +572,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
     // retry brings its own.
     session.caller_env.clear();
     daemon.sessions.drop_caller_env(&session.key);
-    daemon.sessions.put(daemon, session.clone());
+    daemon.sessions.put(daemon.store(), session.clone());
     write_report(daemon, &session);
     publish(daemon, &session, "", "resolved", &format!("consensus {}", result.outcome));
     if result.gate == "awaiting_approval" {
@@ -675,7 +675,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
     }
     session.result = None;
     daemon.sessions.keep_caller_env(&session);
-    daemon.sessions.put(daemon, session.clone());
+    daemon.sessions.put(daemon.store(), session.clone());
     write_report(daemon, &session);
     start_jobs(daemon, &session);
     Ok(m::SpawnResult {
