@@ -43,6 +43,14 @@ impl fmt::Display for RpcError {
 
 impl std::error::Error for RpcError {}
 
+/// A workspace whose configuration cannot be read: every handler that needs it answers so.
+impl From<crate::config::ConfigError> for RpcError {
+    fn from(e: crate::config::ConfigError) -> RpcError {
+        let hint = format!("fix {}: it must be valid YAML with the fields `scafld init` writes", e.file);
+        RpcError::new(ErrorKind::WorkspaceError, e.to_string()).with_hint(hint)
+    }
+}
+
 impl From<RpcError> for ErrorObjectOwned {
     fn from(error: RpcError) -> ErrorObjectOwned {
         ErrorObjectOwned::owned(error.0.kind.code(), error.0.message.clone(), Some(error.0))

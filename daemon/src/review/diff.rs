@@ -23,7 +23,7 @@ const MAX_CONTEXT_BYTES: usize = 256 * 1024;
 
 pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcResult<m::SpawnResult> {
     let ws = daemon.workspace(&p.root).await?;
-    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let config = ws.config()?;
     let context = p.context.unwrap_or_default();
     if context.len() > MAX_CONTEXT_BYTES {
         return Err(RpcError::new(

@@ -26,7 +26,7 @@ pub async fn list(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResult<
 
 pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResult<m::TemplateReviewStarted> {
     let ws = daemon.workspace(&p.root).await?;
-    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let config = ws.config()?;
     let chosen = templates::find(&ws.root, &p.template)?;
     let cwd = match p.cwd.as_deref().filter(|c| !c.is_empty()) {
         Some(dir) => std::path::PathBuf::from(&p.caller.cwd).join(dir),

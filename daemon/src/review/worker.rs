@@ -131,7 +131,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         why
     };
     let ws = daemon.workspace(&session.root).await.map_err(give_back)?;
-    let config = ws.config().map_err(|e| give_back(RpcError::new(ErrorKind::WorkspaceError, e.to_string())))?;
+    let config = ws.config().map_err(|e| give_back(e.into()))?;
     let seconds = p.lease_seconds.unwrap_or(config.review.workers.lease_seconds).max(1);
     let resume = consensus::briefing(&session.files, &work.checkpoint);
     let packet = std::fs::read_to_string(&session.packet_path).map_err(|e| {

@@ -247,7 +247,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
     }
     let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(&ws, &entry)?;
-    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let config = ws.config()?;
     let (mut spec, mut entries) = projected_spec(daemon, &ws, &task)?;
     if let Some(manual) = p.manual {
         return manual_evidence(daemon, &ws, &task, manual, &p.caller.env).await;

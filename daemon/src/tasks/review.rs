@@ -83,7 +83,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     if p.human_reviewed {
         return human_override(daemon, &ws, &task, p.reason.as_deref());
     }
-    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let config = ws.config()?;
     let previous = latest_review(&entries);
     let mode = match p.mode.clone() {
         Some(mode) => mode,

@@ -103,7 +103,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     let next = harden::open_round(&spec, &now);
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
     let written = write_projection(daemon, &ws, &path, &text, &next, "command:harden")?;
-    let config = ws.config().map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e.to_string()))?;
+    let config = ws.config()?;
     let invariants: Vec<(String, String)> = config.invariants.canonical.into_iter().collect();
     let prompt =
         harden::prompt(&ws.relative(&written), &round_id, &id, config.harden.max_questions_per_round, &invariants);
