@@ -146,7 +146,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         },
     ];
     record(daemon, &ws, &task, events, "command:approve")?;
-    let path = crate::sync::read(&ws.index).get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let path = ws.spec_path(&task);
     Ok(m::ApproveResult {
         task_id: task.clone(),
         status: "approved".into(),
@@ -188,7 +188,7 @@ fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> R
     }
     let event = LedgerEvent::ContractAmended { reason: reason.to_string(), criteria: evidence::pins(&spec), changed };
     record(daemon, ws, task, vec![event], "command:approve")?;
-    let path = crate::sync::read(&ws.index).get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let path = ws.spec_path(task);
     Ok(m::ApproveResult {
         task_id: task.to_string(),
         status: status.to_string(),
@@ -875,7 +875,7 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
     let cause = if status == Status::Failed { "command:fail" } else { "command:cancel" };
     let path = {
         record(daemon, &ws, &task, vec![event], cause)?;
-        crate::sync::read(&ws.index).get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default()
+        ws.spec_path(&task)
     };
     Ok(m::ArchiveResult { task_id: task, status: status.to_string(), path })
 }

@@ -247,7 +247,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
 /// The mutation guard's view of the task: the material of the review scope and the task's
 /// own spec file.
 async fn guard_snapshot(ws: &Workspace, task: &str, scope: &[String]) -> RpcResult<Vec<BaselinePath>> {
-    let spec_path = crate::sync::read(&ws.index).get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let spec_path = ws.spec_path(task);
     let (root, scope) = (ws.root.clone(), scope.to_vec());
     baseline::in_workspace(move || baseline::guard_snapshot(&root, &scope, &[spec_path])).await
 }
@@ -259,7 +259,7 @@ fn gate_passes(ws: &Workspace, config: &Config, task: &str, entries: &[LedgerEnt
         LedgerEvent::WorkspaceBaseline { head, .. } => head.clone(),
         _ => None,
     });
-    let spec = crate::sync::read(&ws.index).get(task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let spec = ws.spec_path(task);
     let mut passes = Vec::new();
     for name in &config.review.templates {
         let template = crate::templates::find(&ws.root, name)?;
@@ -339,7 +339,7 @@ pub async fn record_consensus(
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     let after = guard_snapshot(&ws, &task, &session.scope).await;
-    let spec_path = crate::sync::read(&ws.index).get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let spec_path = ws.spec_path(&task);
     let mutated = match &after {
         Ok(after) => mutations(&session.snapshot, after, &session.scope, &spec_path),
         Err(e) => {
@@ -490,8 +490,7 @@ pub async fn check_retry(
             format!("{} is {} now; only a task in review can retry its reviewers", session.task_id, spec.front.status),
         ));
     }
-    let spec_path =
-        crate::sync::read(&ws.index).get(&session.task_id).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let spec_path = ws.spec_path(&session.task_id);
     let now = guard_snapshot(ws, &session.task_id, &session.scope).await?;
     let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
     snapshot.extend(now.into_iter().filter(|p| p.path == spec_path));
@@ -689,10 +688,7 @@ fn build_packet(
     facts: &PacketFacts<'_>,
 ) -> Result<String, String> {
     let task = &spec.front.task_id;
-    let spec_source = format!(
-        "{}#task_contract",
-        crate::sync::read(&ws.index).get(task).map(|e| ws.relative(&e.path)).unwrap_or_default()
-    );
+    let spec_source = format!("{}#task_contract", ws.spec_path(task));
     let objectives = spec.objectives.iter().map(|o| format!("- {o}")).collect::<Vec<_>>().join("\n");
     let mut sections = vec![
         Section::derived(
@@ -857,7 +853,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
                 vec![LedgerEvent::Complete { reason: "task completed".into() }],
                 "command:complete",
             )?;
-            let path = crate::sync::read(&ws.index).get(&task).map(|e| ws.relative(&e.path)).unwrap_or_default();
+            let path = ws.spec_path(&task);
             Ok(m::CompleteResult { task_id: task, status: "completed".into(), path, provider, review_entry })
         }
         Authority::Invalid { reason } => {

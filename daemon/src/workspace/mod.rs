@@ -67,6 +67,12 @@ impl Workspace {
         *crate::sync::lock(&self.config) = None;
     }
 
+    /// The spec path of `task` relative to the root, as packets, ledgers and hints show it
+    /// (empty when the task has no spec).
+    pub fn spec_path(&self, task: &str) -> String {
+        crate::sync::read(&self.index).get(task).map(|e| self.relative(&e.path)).unwrap_or_default()
+    }
+
     /// `path` relative to the workspace root, for display.
     pub fn relative(&self, path: &Path) -> String {
         path.strip_prefix(&self.root).unwrap_or(path).display().to_string()
