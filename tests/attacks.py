@@ -317,7 +317,7 @@ def main():
     args.bin = os.path.abspath(args.bin)
     fresh = [
         ("malformed RPC lines", lambda d: malformed_rpc(d, 200 if q else 2000)),
-        ("pipelining without reading (MiB)", lambda d: pipelining(d, 8 if q else 40)),
+        ("requests taken from a client never reading", lambda d: pipelining(d, 8 if q else 40)),
         ("partial 9 MiB lines", lambda d: partial_lines(d, 20 if q else 100, 9)),
         ("idle connections", lambda d: idle_connections(d, 200 if q else 2000)),
         ("half-closed requests", lambda d: half_close(d, 100 if q else 900)),
