@@ -331,6 +331,12 @@ pub fn info(record: &JobRecord) -> JobInfo {
     }
 }
 
+/// The error for a job id the table does not know.
+pub fn unknown_job(id: &str) -> crate::error::RpcError {
+    crate::error::RpcError::new(scafld_protocol::ErrorKind::NotFound, format!("no job `{id}`"))
+        .with_hint("`scafld job list` shows the jobs")
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -9,6 +9,7 @@ pub mod daemon;
 pub mod domain;
 pub mod error;
 pub mod jobs;
+pub mod ledger;
 pub mod providers;
 pub mod review;
 pub mod rpc;

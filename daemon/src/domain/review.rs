@@ -231,6 +231,36 @@ pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
     invalid("no review has been recorded")
 }
 
+/// Paths changed during the review that matter: the task's own spec, or anything in scope that
+/// is not runner or spec state.
+pub fn mutations(before: &[BaselinePath], after: &[BaselinePath], scope: &[String], spec_path: &str) -> Vec<String> {
+    let key = |p: &BaselinePath| (p.path.clone(), (p.status.clone(), p.fingerprint.clone()));
+    let before: std::collections::BTreeMap<_, _> = before.iter().map(key).collect();
+    let after: std::collections::BTreeMap<_, _> = after.iter().map(key).collect();
+    let mut changed: Vec<String> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|path| before.get(*path) != after.get(*path))
+        .filter(|path| {
+            *path == spec_path
+                || (!path.starts_with(".scafld/runs/")
+                    && !path.starts_with(".scafld/reviews/")
+                    && !path.starts_with(".scafld/specs/")
+                    && in_scope(path, scope))
+        })
+        .cloned()
+        .collect();
+    changed.sort();
+    changed.dedup();
+    changed
+}
+
+/// Every path whose state differs between two snapshots, outside scafld's own run and review
+/// directories (the mutation guard of template reviews, which have no task scope).
+pub fn changed_paths(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<String> {
+    mutations(before, after, &[], "")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

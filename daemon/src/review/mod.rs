@@ -7,6 +7,7 @@
 
 pub mod caller_env;
 pub mod diff;
+pub mod gate;
 pub mod runner;
 pub mod status;
 pub mod template;
@@ -545,7 +546,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
     result.report_path = session.report_path.clone();
     result.gate = outcome.as_str().to_string();
     if session.task().is_some() {
-        match crate::tasks::review::record_consensus(daemon, &session, &reviewers, outcome).await {
+        match gate::record_consensus(daemon, &session, &reviewers, outcome).await {
             Ok(gate) => {
                 if let Some(issue) = gate.guard_issue {
                     result.issues.insert(0, issue);
@@ -658,7 +659,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         .with_hint("a failing verdict is fixed in the code, then reviewed in a new session"));
     }
     if session.task().is_some() {
-        session.snapshot = crate::tasks::review::check_retry(daemon, &ws, &session).await?;
+        session.snapshot = gate::check_retry(daemon, &ws, &session).await?;
     }
     session.caller_env = p.caller.env.clone();
     session.caller_cwd = p.caller.cwd.clone();

@@ -228,7 +228,7 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
         .ok()
         .and_then(Result::ok);
     let changed = match after {
-        Some(after) => crate::tasks::review::changed_paths(&session.snapshot, &after),
+        Some(after) => crate::domain::review::changed_paths(&session.snapshot, &after),
         None => vec!["(the workspace could not be snapshotted after the review)".into()],
     };
     if !changed.is_empty() {

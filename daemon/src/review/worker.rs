@@ -31,7 +31,7 @@ fn stale_lease(job_id: &str) -> RpcError {
 
 /// The job and session of a call, if `token` is the job's current lease.
 fn leased(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<(JobRecord, Lease, SessionRecord)> {
-    let job = daemon.jobs.get(job_id).ok_or_else(|| crate::tasks::unknown_job(job_id))?;
+    let job = daemon.jobs.get(job_id).ok_or_else(|| crate::jobs::unknown_job(job_id))?;
     let lease = job
         .review
         .as_ref()
@@ -333,7 +333,7 @@ fn independent(daemon: &Daemon, job: &JobRecord, lease: &Lease, caller: &m::Call
         return Ok(());
     }
     let entries = daemon.store().ledger(&job.workspace_id, &job.task_id).map_err(RpcError::internal)?;
-    let Some(implementer) = crate::tasks::implementer(&entries) else { return Ok(()) };
+    let Some(implementer) = crate::ledger::implementer(&entries) else { return Ok(()) };
     let submitter = providers::host_agent(&caller.env).map(str::to_string).or(lease.host_agent.clone());
     let same = submitter.as_deref() == Some(implementer.as_str()) || lease.provider == implementer;
     if same {

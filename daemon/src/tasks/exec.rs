@@ -10,7 +10,7 @@ use scafld_protocol::{ErrorKind, Event};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use super::{entry, require_valid, spec_file, write_projection};
+use super::{entry, require_valid};
 use crate::baseline;
 use crate::clock;
 use crate::daemon::Daemon;
@@ -20,8 +20,9 @@ use crate::domain::evidence;
 use crate::domain::job::{JobKind, JobState};
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{HardenStatus, Status};
-use crate::domain::spec::{Criterion, Spec, parse};
+use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
+use crate::ledger::{append, implementer, projected_spec, record};
 use crate::runner::{self, RunRequest};
 use crate::workspace::{Workspace, specfile};
 
@@ -32,49 +33,6 @@ const HEARTBEAT: Duration = Duration::from_secs(2);
 
 fn internal(e: impl std::fmt::Display) -> RpcError {
     RpcError::internal(e)
-}
-
-/// Append `events` to the task's ledger, then write the spec as the whole ledger says it is.
-pub(crate) fn record(
-    daemon: &Daemon,
-    ws: &Workspace,
-    task: &str,
-    events: Vec<LedgerEvent>,
-    cause: &str,
-) -> RpcResult<Vec<LedgerEntry>> {
-    let written = append(daemon, ws, task, events)?;
-    project_from_ledger(daemon, ws, task, cause)?;
-    Ok(written)
-}
-
-/// Append `events` to the task's ledger (flushed) without projecting the spec yet: a build job
-/// records each result as it comes and projects once at the end of the step. With [`record`],
-/// the only way an event reaches a ledger (imports aside: `Store::import`).
-pub(crate) fn append(
-    daemon: &Daemon,
-    ws: &Workspace,
-    task: &str,
-    events: Vec<LedgerEvent>,
-) -> RpcResult<Vec<LedgerEntry>> {
-    daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)
-}
-
-/// Rebuild the spec's runner-owned sections (and its folder) from the ledger.
-pub(crate) fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<PathBuf> {
-    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
-    let (path, text) = spec_file(ws, task)?;
-    let next = ledger::project(&parse(&text).spec, &entries, &clock::now_rfc3339());
-    write_projection(daemon, ws, &path, &text, &next, cause)
-}
-
-/// The spec as its ledger says it is (what build decisions are made from).
-pub(crate) fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
-    let entry = crate::sync::read(&ws.index)
-        .get(task)
-        .cloned()
-        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
-    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
-    Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339()), entries))
 }
 
 pub(crate) fn refuse_while_running(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
@@ -449,13 +407,6 @@ fn record_implementer(
 }
 
 /// The host agent recorded for the task's builds, if any.
-pub(crate) fn implementer(entries: &[crate::domain::ledger::LedgerEntry]) -> Option<String> {
-    entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Implementer { host_agent, .. } => Some(host_agent.clone()),
-        _ => None,
-    })
-}
-
 /// One acceptance job: run a step's criteria, record evidence, conclude.
 struct BuildRun {
     daemon: Arc<Daemon>,

@@ -4,12 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 
 use crate::daemon::Daemon;
-use crate::error::{RpcError, RpcResult};
-use crate::jobs;
+use crate::error::RpcResult;
+use crate::jobs::{self, unknown_job};
 
 pub async fn list(daemon: &Daemon, p: m::JobListParams) -> RpcResult<m::JobListResult> {
     let root = match p.root {
@@ -40,8 +39,4 @@ pub async fn cancel(daemon: &Arc<Daemon>, p: m::JobParams) -> RpcResult<m::JobIn
     let record = daemon.jobs.cancel(daemon.store(), &p.job_id).ok_or_else(|| unknown_job(&p.job_id))?;
     crate::review::cancelled(daemon, &record).await;
     Ok(jobs::info(&daemon.jobs.get(&p.job_id).unwrap_or(record)))
-}
-
-pub fn unknown_job(id: &str) -> RpcError {
-    RpcError::new(ErrorKind::NotFound, format!("no job `{id}`")).with_hint("`scafld job list` shows the jobs")
 }

@@ -8,9 +8,8 @@ mod read;
 pub(crate) mod review;
 mod write;
 
-pub(crate) use exec::implementer;
+pub(crate) use crate::ledger::{projected_spec, record, spec_file, target_for, write_error, write_projection};
 pub use exec::{approve, archive, build, recover_jobs, session};
-pub use job::unknown_job;
 pub use read::{handoff, list, report, status, validate, validate_all};
 pub use review::{complete, decide, review};
 pub use write::{harden, plan, reconcile};
@@ -21,9 +20,7 @@ use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::Diagnostic as WireDiagnostic;
 
 use crate::daemon::Daemon;
-use crate::domain::lifecycle::Status;
-use crate::domain::spec::project::project;
-use crate::domain::spec::{Diagnostic, Severity, Spec};
+use crate::domain::spec::{Diagnostic, Severity};
 use crate::domain::task_id::TaskId;
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
@@ -138,61 +135,6 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
         tracing::info!(task, imported, "imported the original session ledger from {}", path.display());
     }
     Ok(())
-}
-
-/// The task's spec file and its bytes as they are on disk (writes start from these, not from
-/// the index).
-pub(crate) fn spec_file(ws: &Workspace, task: &str) -> RpcResult<(std::path::PathBuf, String)> {
-    let path = crate::sync::read(&ws.index)
-        .get(task)
-        .map(|e| e.path.clone())
-        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
-    let unreadable = |e: String| RpcError::new(ErrorKind::WorkspaceError, format!("{}: {e}", ws.relative(&path)));
-    let bytes = crate::workspace::index::read_spec(&ws.root, &path).map_err(unreadable)?;
-    let text = String::from_utf8(bytes).map_err(|_| unreadable("the spec file is not valid UTF-8".into()))?;
-    Ok((path, text))
-}
-
-/// Where the spec belongs for its status (archive month from `updated`).
-pub(crate) fn target_for(ws: &Workspace, task: &str, spec: &Spec) -> std::path::PathBuf {
-    let status = spec.status().unwrap_or(Status::Draft);
-    let now = crate::clock::now_rfc3339();
-    let month = crate::clock::month_of(&spec.front.updated)
-        .or_else(|| crate::clock::month_of(&now))
-        .unwrap_or("unknown")
-        .to_string();
-    specfile::target_path(&ws.root, task, status, &month)
-}
-
-/// Project `next` into `text` (the bytes at `path`) and write it where its status belongs;
-/// nothing is written when neither the bytes nor the place change.
-pub(crate) fn write_projection(
-    daemon: &Daemon,
-    ws: &Workspace,
-    path: &std::path::Path,
-    text: &str,
-    next: &Spec,
-    cause: &str,
-) -> RpcResult<std::path::PathBuf> {
-    let new_text = project(text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
-    let task = &next.front.task_id;
-    let target = target_for(ws, task, next);
-    if target == path && new_text == text {
-        return Ok(target);
-    }
-    specfile::write_spec(Some(path), &target, &new_text).map_err(write_error)?;
-    crate::sync::write(&ws.index).record_write(&target, &new_text, Some(path));
-    daemon.publish_task_changed(ws, task, cause);
-    Ok(target)
-}
-
-pub(crate) fn write_error(e: std::io::Error) -> RpcError {
-    let kind = if e.kind() == std::io::ErrorKind::AlreadyExists {
-        ErrorKind::AlreadyExists
-    } else {
-        ErrorKind::WorkspaceError
-    };
-    RpcError::new(kind, format!("cannot write the spec: {e}"))
 }
 
 pub(crate) fn wire(d: &Diagnostic) -> WireDiagnostic {

@@ -9,21 +9,22 @@ use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 
 use super::evidence::Freshness;
-use super::exec::{projected_spec, record, refuse_while_running};
+use super::exec::refuse_while_running;
 use super::{entry, require_valid};
+use super::{projected_spec, record};
 use crate::baseline;
 use crate::config::Config;
 use crate::daemon::Daemon;
-use crate::domain::consensus;
-use crate::domain::dossier::{Attack, Dossier, Finding, Location, Request};
-use crate::domain::job::{Provenance, SessionRecord, TemplateJob};
-use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview, ReviewerRecord};
+use crate::domain::dossier::{Dossier, Request};
+use crate::domain::job::TemplateJob;
+use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::Status;
 use crate::domain::packet::{self, Section};
 use crate::domain::review::{self, Authority};
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
 use crate::providers;
+use crate::review::gate::{attempt_failed, guard_snapshot};
 use crate::workspace::Workspace;
 
 /// Project files offered to the reviewer, before `review.context.files`.
@@ -244,14 +245,6 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     })
 }
 
-/// The mutation guard's view of the task: the material of the review scope and the task's
-/// own spec file.
-async fn guard_snapshot(ws: &Workspace, task: &str, scope: &[String]) -> RpcResult<Vec<BaselinePath>> {
-    let spec_path = ws.spec_path(task);
-    let (root, scope) = (ws.root.clone(), scope.to_vec());
-    baseline::in_workspace(move || baseline::guard_snapshot(&root, &scope, &[spec_path])).await
-}
-
 /// The template passes `review.templates` adds to the gate, with the inputs the gate fills:
 /// `diff` (the approval baseline's HEAD, compared with the working tree), `spec`, `task`, `cwd`.
 fn gate_passes(ws: &Workspace, config: &Config, task: &str, entries: &[LedgerEntry]) -> RpcResult<Vec<TemplateJob>> {
@@ -313,188 +306,6 @@ fn preflight(fresh: &Freshness, entries: &[LedgerEntry]) -> String {
             fresh.stale.keys().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
         )
     }
-}
-
-/// What a settled task session did to the gate.
-pub struct Gate {
-    /// pass, fail, awaiting_approval, retry or no_reviewers.
-    pub state: String,
-    pub review: Option<m::ReviewResult>,
-    /// The mutation guard's finding, when the workspace changed during the review.
-    pub guard_issue: Option<m::ReviewIssue>,
-}
-
-/// Record a settled session in the task's ledger: the accepted (or proposed) review, or a
-/// failed attempt that asks for the review to be retried. Nothing here reports a pass that no
-/// reviewer gave.
-pub async fn record_consensus(
-    daemon: &Arc<Daemon>,
-    session: &SessionRecord,
-    reviewers: &[consensus::Reviewer],
-    outcome: consensus::Outcome,
-) -> RpcResult<Gate> {
-    use consensus::{Answer, Outcome};
-    let ws = daemon.workspace(&session.root).await?;
-    let task = session.task_id.clone();
-    let lock = daemon.jobs.task_lock(&ws, &task);
-    let _guard = lock.lock().await;
-    let after = guard_snapshot(&ws, &task, &session.scope).await;
-    let spec_path = ws.spec_path(&task);
-    let mutated = match &after {
-        Ok(after) => mutations(&session.snapshot, after, &session.scope, &spec_path),
-        Err(e) => {
-            attempt_failed(daemon, &ws, &task, format!("review workspace snapshot failed: {}", e.0.message))?;
-            return Ok(Gate { state: "retry".into(), review: None, guard_issue: None });
-        }
-    };
-    let answers: Vec<(String, Dossier)> = reviewers
-        .iter()
-        .filter_map(|r| match &r.answer {
-            Answer::Answered(d) => Some((r.name.clone(), d.as_ref().clone())),
-            _ => None,
-        })
-        .collect();
-    if mutated.is_empty() {
-        let why = match outcome {
-            Outcome::NoReviewers => Some(format!(
-                "no reviewer available ({} missing); the review fails closed",
-                if session.missing.is_empty() { "none requested".into() } else { session.missing.join(", ") }
-            )),
-            Outcome::ParseError | Outcome::Timeout | Outcome::Internal => Some(
-                reviewers
-                    .iter()
-                    .filter_map(|r| match &r.answer {
-                        Answer::Failed(f) => Some(format!("{}: {}", r.name, f.message)),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
-            _ => None,
-        };
-        if let Some(why) = why {
-            attempt_failed(daemon, &ws, &task, why)?;
-            let state = if outcome == Outcome::NoReviewers { "no_reviewers" } else { "retry" };
-            return Ok(Gate { state: state.into(), review: None, guard_issue: None });
-        }
-    }
-    let mut dossier = if answers.is_empty() {
-        Dossier {
-            verdict: "fail".into(),
-            mode: session.request.mode.clone(),
-            summary: "No reviewer answered.".into(),
-            provider: Some("scafld".into()),
-            ..Dossier::default()
-        }
-    } else {
-        consensus::merge(&answers)
-    };
-    let mut guard_issue = None;
-    if !mutated.is_empty() {
-        guard(&mut dossier, &mutated);
-        guard_issue = consensus::issues("scafld", &dossier).into_iter().find(|i| i.title.contains("workspace changed"));
-    }
-    let provider = if !mutated.is_empty() {
-        "scafld".to_string()
-    } else if answers.len() == 1 {
-        answers[0].0.clone()
-    } else {
-        "consensus".to_string()
-    };
-    let records: Vec<ReviewerRecord> = session
-        .reviewers
-        .iter()
-        .zip(&session.job_ids)
-        .zip(reviewers)
-        .map(|((name, job_id), r)| ReviewerRecord {
-            reviewer: name.clone(),
-            provenance: daemon
-                .jobs
-                .get(job_id)
-                .and_then(|j| j.review.and_then(|w| w.provenance))
-                .unwrap_or(Provenance { provider: name.clone(), channel: "none".into(), ..Provenance::default() }),
-            verdict: match &r.answer {
-                Answer::Answered(d) => consensus::reviewer_verdict(d).to_string(),
-                Answer::Failed(f) => format!("no verdict: {}", f.message),
-                Answer::Pending => "pending".into(),
-            },
-        })
-        .collect();
-    let verdict = if dossier.verdict == "pass" && dossier.open_blockers() == 0 { "pass" } else { "fail" }.to_string();
-    let reason = if verdict == "pass" {
-        "review gate pass".to_string()
-    } else {
-        format!(
-            "review gate fail: {} finding(s), {} completion blocker(s)",
-            dossier.findings.len(),
-            dossier.open_blockers()
-        )
-    };
-    let manual = session.approval == "manual" && mutated.is_empty();
-    let value = serde_json::to_value(&dossier).ok();
-    let event = if manual {
-        LedgerEvent::ReviewProposed(RecordedReview {
-            verdict: verdict.clone(),
-            provider: provider.clone(),
-            reason: format!("proposed, awaiting approval: {reason}"),
-            dossier: value,
-            tree: session.tree.clone(),
-            reviewers: records,
-        })
-    } else {
-        LedgerEvent::Review(RecordedReview {
-            verdict: verdict.clone(),
-            provider: provider.clone(),
-            reason,
-            dossier: value,
-            tree: session.tree.clone(),
-            reviewers: records,
-        })
-    };
-    record(daemon, &ws, &task, vec![event], "command:review")?;
-    let state = if manual { "awaiting_approval".to_string() } else { verdict.clone() };
-    let review = m::ReviewResult {
-        task_id: task.clone(),
-        job_id: None,
-        verdict: verdict.clone(),
-        mode: session.request.mode.clone(),
-        provider,
-        summary: dossier.summary.clone(),
-        output_format: dossier.output_format.clone().unwrap_or_default(),
-        open_blockers: dossier.open_blockers(),
-        findings: dossier.findings.iter().filter_map(|f| serde_json::to_value(f).ok()).collect(),
-        next_command: match (manual, verdict.as_str()) {
-            (true, _) => format!("scafld review accept {task} --reason R (or: scafld review reject {task} --reason R)"),
-            (false, "pass") => format!("scafld complete {task}"),
-            _ => format!("scafld handoff {task}"),
-        },
-        context: None,
-        session: None,
-        gate: state.clone(),
-    };
-    Ok(Gate { state, review: Some(review), guard_issue })
-}
-
-/// A retry re-runs reviewers on the tree the session started with; the task must still be in
-/// review. Returns the snapshot to guard against: the original one, with the task's own spec
-/// refreshed (settling the first round wrote it; that write is ours, not a reviewer's).
-pub async fn check_retry(
-    daemon: &Arc<Daemon>,
-    ws: &Workspace,
-    session: &SessionRecord,
-) -> RpcResult<Vec<BaselinePath>> {
-    let (spec, _) = projected_spec(daemon, ws, &session.task_id)?;
-    if spec.status() != Some(Status::Review) {
-        return Err(RpcError::new(
-            ErrorKind::InvalidState,
-            format!("{} is {} now; only a task in review can retry its reviewers", session.task_id, spec.front.status),
-        ));
-    }
-    let spec_path = ws.spec_path(&session.task_id);
-    let now = guard_snapshot(ws, &session.task_id, &session.scope).await?;
-    let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
-    snapshot.extend(now.into_iter().filter(|p| p.path == spec_path));
-    Ok(snapshot)
 }
 
 /// `review accept|reject`: a human decides on the verdict that awaits approval.
@@ -578,68 +389,6 @@ fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&s
         next_command: format!("scafld complete {task}"),
         ..m::ReviewResult::default()
     })
-}
-
-/// Record a review that ended without an accepted verdict ("retry the review").
-fn attempt_failed(daemon: &Daemon, ws: &Workspace, task: &str, reason: String) -> RpcResult<()> {
-    record(daemon, ws, task, vec![LedgerEvent::ReviewAttempt { status: "failed".into(), reason }], "command:review")
-        .map(drop)
-}
-
-/// Paths changed during the review that matter: the task's own spec, or anything in scope that
-/// is not runner or spec state.
-fn mutations(before: &[BaselinePath], after: &[BaselinePath], scope: &[String], spec_path: &str) -> Vec<String> {
-    let key = |p: &BaselinePath| (p.path.clone(), (p.status.clone(), p.fingerprint.clone()));
-    let before: std::collections::BTreeMap<_, _> = before.iter().map(key).collect();
-    let after: std::collections::BTreeMap<_, _> = after.iter().map(key).collect();
-    let mut changed: Vec<String> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|path| before.get(*path) != after.get(*path))
-        .filter(|path| {
-            *path == spec_path
-                || (!path.starts_with(".scafld/runs/")
-                    && !path.starts_with(".scafld/reviews/")
-                    && !path.starts_with(".scafld/specs/")
-                    && review::in_scope(path, scope))
-        })
-        .cloned()
-        .collect();
-    changed.sort();
-    changed.dedup();
-    changed
-}
-
-/// Every path whose state differs between two snapshots, outside scafld's own run and review
-/// directories (the mutation guard of template reviews, which have no task scope).
-pub fn changed_paths(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<String> {
-    mutations(before, after, &[], "")
-}
-
-/// Turn workspace changes made during the review into a blocking finding.
-fn guard(dossier: &mut Dossier, mutated: &[String]) {
-    dossier.findings.push(Finding {
-        id: "workspace-mutation".into(),
-        severity: "critical".into(),
-        blocks_completion: true,
-        status: Some("open".into()),
-        category: Some("review_integrity".into()),
-        confidence: Some("high".into()),
-        location: Some(Location { path: mutated[0].clone(), line: None }),
-        evidence: Some(format!("changed during review: {}", mutated.join(", "))),
-        impact: Some("the reviewer judged moving code, so its verdict cannot be trusted".into()),
-        validation: Some("review again on an unchanged tree".into()),
-        summary: Some("The workspace changed during review".into()),
-        ..Finding::default()
-    });
-    dossier.attack_log.push(Attack {
-        target: "workspace mutation guard".into(),
-        attack: "compare pre-review and post-review workspace snapshots".into(),
-        result: "finding".into(),
-        notes: None,
-    });
-    dossier.summary = format!("{} Workspace changed during review; review failed closed.", dossier.summary.trim());
-    dossier.verdict = "fail".into();
 }
 
 /// The passes a review works through, and the project's invariants.

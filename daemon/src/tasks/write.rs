@@ -128,7 +128,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     let has_ledger = !daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?.is_empty();
     if has_ledger {
         // The ledger is the authority: rebuild every runner-owned section from it.
-        let target = super::exec::project_from_ledger(daemon, &ws, &entry.task_id, "command:reconcile")?;
+        let target = crate::ledger::project_from_ledger(daemon, &ws, &entry.task_id, "command:reconcile")?;
         let changed = std::fs::read_to_string(&target).map(|t| t != text).unwrap_or(true) || target != path;
         return Ok(m::ReconcileResult {
             task_id: entry.task_id.clone(),

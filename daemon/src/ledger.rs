@@ -1,0 +1,122 @@
+//! The task ledger service: the one way events reach a task's ledger (`record`: append, flush,
+//! then project the spec; `append`: a build job's results, projected at the step's end), and
+//! the projection of the ledger onto the spec file. Below the handlers (`tasks/`, `review/`),
+//! above the domain; it calls neither handler module.
+
+use std::path::PathBuf;
+
+use scafld_protocol::ErrorKind;
+
+use crate::clock;
+use crate::daemon::Daemon;
+use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
+use crate::domain::lifecycle::Status;
+use crate::domain::spec::project::project;
+use crate::domain::spec::{Spec, parse};
+use crate::error::{RpcError, RpcResult};
+use crate::workspace::{Workspace, specfile};
+
+fn internal(e: impl std::fmt::Display) -> RpcError {
+    RpcError::internal(e)
+}
+
+/// Append `events` to the task's ledger, then write the spec as the whole ledger says it is.
+pub fn record(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    events: Vec<LedgerEvent>,
+    cause: &str,
+) -> RpcResult<Vec<LedgerEntry>> {
+    let written = append(daemon, ws, task, events)?;
+    project_from_ledger(daemon, ws, task, cause)?;
+    Ok(written)
+}
+
+/// Append `events` to the task's ledger (flushed) without projecting the spec yet: a build job
+/// records each result as it comes and projects once at the end of the step. With [`record`],
+/// the only way an event reaches a ledger (imports aside: `Store::import`).
+pub fn append(daemon: &Daemon, ws: &Workspace, task: &str, events: Vec<LedgerEvent>) -> RpcResult<Vec<LedgerEntry>> {
+    daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)
+}
+
+/// Rebuild the spec's runner-owned sections (and its folder) from the ledger.
+pub fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<PathBuf> {
+    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    let (path, text) = spec_file(ws, task)?;
+    let next = ledger::project(&parse(&text).spec, &entries, &clock::now_rfc3339());
+    write_projection(daemon, ws, &path, &text, &next, cause)
+}
+
+/// The spec as its ledger says it is (what build decisions are made from).
+pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
+    let entry = crate::sync::read(&ws.index)
+        .get(task)
+        .cloned()
+        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
+    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339()), entries))
+}
+
+/// The task's spec file and its bytes as they are on disk (writes start from these, not from
+/// the index).
+pub fn spec_file(ws: &Workspace, task: &str) -> RpcResult<(std::path::PathBuf, String)> {
+    let path = crate::sync::read(&ws.index)
+        .get(task)
+        .map(|e| e.path.clone())
+        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
+    let unreadable = |e: String| RpcError::new(ErrorKind::WorkspaceError, format!("{}: {e}", ws.relative(&path)));
+    let bytes = crate::workspace::index::read_spec(&ws.root, &path).map_err(unreadable)?;
+    let text = String::from_utf8(bytes).map_err(|_| unreadable("the spec file is not valid UTF-8".into()))?;
+    Ok((path, text))
+}
+
+/// Where the spec belongs for its status (archive month from `updated`).
+pub fn target_for(ws: &Workspace, task: &str, spec: &Spec) -> std::path::PathBuf {
+    let status = spec.status().unwrap_or(Status::Draft);
+    let now = crate::clock::now_rfc3339();
+    let month = crate::clock::month_of(&spec.front.updated)
+        .or_else(|| crate::clock::month_of(&now))
+        .unwrap_or("unknown")
+        .to_string();
+    specfile::target_path(&ws.root, task, status, &month)
+}
+
+/// Project `next` into `text` (the bytes at `path`) and write it where its status belongs;
+/// nothing is written when neither the bytes nor the place change.
+pub fn write_projection(
+    daemon: &Daemon,
+    ws: &Workspace,
+    path: &std::path::Path,
+    text: &str,
+    next: &Spec,
+    cause: &str,
+) -> RpcResult<std::path::PathBuf> {
+    let new_text = project(text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
+    let task = &next.front.task_id;
+    let target = target_for(ws, task, next);
+    if target == path && new_text == text {
+        return Ok(target);
+    }
+    specfile::write_spec(Some(path), &target, &new_text).map_err(write_error)?;
+    crate::sync::write(&ws.index).record_write(&target, &new_text, Some(path));
+    daemon.publish_task_changed(ws, task, cause);
+    Ok(target)
+}
+
+pub fn write_error(e: std::io::Error) -> RpcError {
+    let kind = if e.kind() == std::io::ErrorKind::AlreadyExists {
+        ErrorKind::AlreadyExists
+    } else {
+        ErrorKind::WorkspaceError
+    };
+    RpcError::new(kind, format!("cannot write the spec: {e}"))
+}
+
+/// The host agent that last built the task (the implementer a reviewer must differ from).
+pub fn implementer(entries: &[crate::domain::ledger::LedgerEntry]) -> Option<String> {
+    entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Implementer { host_agent, .. } => Some(host_agent.clone()),
+        _ => None,
+    })
+}
