@@ -94,8 +94,8 @@ pub struct Budget {
     pub depth: String,
 }
 
-/// What the review asked for; the dossier is judged against it.
-#[derive(Debug, Clone, PartialEq)]
+/// What the review asked for; the dossier is judged against it. Stored with each session.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Request {
     pub mode: String,
     pub max_findings: u32,

@@ -222,7 +222,7 @@ pub struct SessionRecord {
     pub snapshot: Vec<crate::domain::ledger::BaselinePath>,
     pub tree: String,
     pub scope: Vec<String>,
-    pub request: RequestRecord,
+    pub request: crate::domain::dossier::Request,
     pub packet_path: String,
     pub report_path: String,
     pub preflight: String,
@@ -290,25 +290,5 @@ impl SessionRecord {
     /// be had); only such a key may name a file or folder.
     pub fn is_plain_key(key: &str) -> bool {
         !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':')
-    }
-}
-
-/// The review request of a session, as stored.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RequestRecord {
-    pub mode: String,
-    pub max_findings: u32,
-    pub min_attack_angles: u32,
-    pub depth: String,
-}
-
-impl RequestRecord {
-    pub fn request(&self) -> crate::domain::dossier::Request {
-        crate::domain::dossier::Request {
-            mode: self.mode.clone(),
-            max_findings: self.max_findings,
-            min_attack_angles: self.min_attack_angles,
-            depth: self.depth.clone(),
-        }
     }
 }

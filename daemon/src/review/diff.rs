@@ -14,7 +14,7 @@ use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::consensus::{self, Outcome};
 use crate::domain::dossier::Request;
-use crate::domain::job::{RequestRecord, SessionRecord};
+use crate::domain::job::SessionRecord;
 use crate::domain::packet::{self, Section};
 use crate::error::{RpcError, RpcResult};
 
@@ -93,7 +93,7 @@ fn empty_range(
         range: range.to_string(),
         created_at: clock::now_rfc3339(),
         approval: "auto".into(),
-        request: RequestRecord::default(),
+        request: Request::default(),
         preflight: "empty diff: nothing to review".into(),
         context_digest,
         ..SessionRecord::default()

@@ -29,8 +29,7 @@ use crate::daemon::Daemon;
 use crate::domain::consensus::{self, Answer, Outcome, Reviewer};
 use crate::domain::dossier::{Dossier, Request};
 use crate::domain::job::{
-    FailureClass, JobKind, JobRecord, JobState, Provenance, RequestRecord, ReviewWork, ReviewerFailure, SessionRecord,
-    TemplateJob,
+    FailureClass, JobKind, JobRecord, JobState, Provenance, ReviewWork, ReviewerFailure, SessionRecord, TemplateJob,
 };
 use crate::domain::ledger::BaselinePath;
 use crate::domain::retention::review_group;
@@ -289,12 +288,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         snapshot: s.snapshot,
         tree: s.tree,
         scope: s.scope,
-        request: RequestRecord {
-            mode: s.request.mode.clone(),
-            max_findings: s.request.max_findings,
-            min_attack_angles: s.request.min_attack_angles,
-            depth: s.request.depth.clone(),
-        },
+        request: s.request.clone(),
         packet_path: dir.join("packet.md").display().to_string(),
         report_path,
         preflight: s.preflight,

@@ -110,7 +110,7 @@ async fn run(
     work: &ReviewWork,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Outcome {
-    let request = session.request.request();
+    let request = session.request.clone();
     let provider_name = work.template.as_ref().map(|t| t.provider.clone()).unwrap_or_else(|| work.reviewer.clone());
     let provenance = Provenance { provider: provider_name.clone(), channel: "local".into(), ..Provenance::default() };
     let failed = |message: String, provenance: Provenance| Outcome {

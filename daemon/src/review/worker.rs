@@ -153,7 +153,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
                 "the local provider cannot serve as a worker",
             )));
         }
-        let expect = providers::Expect::Dossier(&session.request.request());
+        let expect = providers::Expect::Dossier(&session.request);
         let (_, invocation) = super::prepare_run(
             daemon,
             &ws,
@@ -353,7 +353,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
     let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
     independent(daemon, &job, &lease, &p.caller)?;
     let checkpoint = job.review.as_ref().map(|w| w.checkpoint.clone()).unwrap_or_default();
-    let request = session.request.request();
+    let request = session.request.clone();
     let refused = |problems: Vec<String>| m::WorkerSubmitResult {
         job_id: job.id.clone(),
         accepted: false,
