@@ -412,7 +412,7 @@ pub fn invocation(
 ) -> std::io::Result<Invocation> {
     let Place { scratch, root, client_exe, socket, env: caller_env } = *place;
     std::fs::create_dir_all(scratch)?;
-    let mut env = BTreeMap::new();
+    let env = BTreeMap::new();
     let template = match expect {
         Expect::Template(t) => Some(t),
         Expect::Dossier(_) => None,
@@ -439,150 +439,179 @@ pub fn invocation(
             idle_on_stdout: false,
         },
         Provider::Local => return Err(std::io::Error::other("the local provider runs no process")),
-        Provider::Codex(cli) => {
-            let out = scratch.join("last-message.json");
-            let schema_path = scratch.join("output-schema.json");
-            let schema = match template {
-                Some(_) => strict(scafld_protocol::schemas::template_answer()),
-                None => strict_schema(),
-            };
-            std::fs::write(&schema_path, serde_json::to_vec_pretty(&schema)?)?;
-            let mut args: Vec<String> = ["exec", "--sandbox", "read-only", "--skip-git-repo-check", "--cd"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect();
-            args.push(root.display().to_string());
-            // --json: events on stdout (idleness is judged on them, and they name the model
-            // and session); the hosted web search and skills are off; AGENTS.md stays out of the prompt
-            // unless a template asks for project settings.
-            args.extend(["--ephemeral", "--ignore-user-config", "--json"].map(String::from));
-            args.extend(["-c".to_string(), "web_search=\"disabled\"".to_string()]);
-            // The user's and the project's skills would be listed to the reviewer.
-            args.extend(["-c".to_string(), "skills.include_instructions=false".to_string()]);
-            if template.is_none_or(template::codex_ignores_rules) {
-                args.push("--ignore-rules".into());
-                args.extend(["-c".to_string(), "project_doc_max_bytes=0".to_string()]);
-            }
-            args.extend(["--color", "never", "--output-last-message"].map(String::from));
-            args.push(out.display().to_string());
-            args.push("--output-schema".into());
-            args.push(schema_path.display().to_string());
-            if !cli.model.is_empty() {
-                args.extend(["-m".to_string(), cli.model.clone()]);
-            }
-            if !cli.reasoning.is_empty() {
-                args.extend(["-c".to_string(), format!("model_reasoning_effort=\"{}\"", cli.reasoning)]);
-            }
-            Invocation {
-                command: command_line(&cli.binary, &args),
-                env,
-                answer: Answer::File(out),
-                output_format: "codex.output_file",
-                idle_on_stdout: true,
-            }
-        }
+        Provider::Codex(cli) => codex_invocation(cli, root, scratch, template, env)?,
         Provider::Claude(cli) => {
             let (token, server) = mcp_server()?;
-            let config_path = scratch.join("mcp.json");
-            std::fs::write(&config_path, serde_json::to_vec_pretty(&json!({"mcpServers": {"scafld": server}}))?)?;
-            let session = crate::workspace::layout::new_id()?;
-            let session = format!(
-                "{}-{}-4{}-a{}-{}",
-                &session[..8],
-                &session[8..12],
-                &session[13..16],
-                &session[17..20],
-                &session[20..32]
-            );
-            let (tools, allowed, disallowed) = match template {
-                Some(t) => template::claude_tools(t),
-                None => (
-                    "Read,Grep,Glob".into(),
-                    "Read,Grep,Glob,mcp__scafld__submit_review".into(),
-                    "Agent,Task,Bash,Edit,Write,NotebookEdit".into(),
-                ),
-            };
-            let mut args: Vec<String> = [
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--include-partial-messages",
-                "--no-session-persistence",
-                "--disable-slash-commands",
-                "--no-chrome",
-            ]
-            .map(String::from)
-            .to_vec();
-            args.extend([
-                "--tools".into(),
-                tools,
-                "--allowedTools".into(),
-                allowed,
-                "--disallowedTools".into(),
-                disallowed,
-            ]);
-            if template.is_some() {
-                // Never more than the allow list: tools outside it are denied, not prompted.
-                args.extend(["--permission-mode".to_string(), "default".to_string()]);
-            }
-            // The user's own settings (hooks, CLAUDE.md, permissions) never reach a reviewer:
-            // only the project's, when a template asks for them; auth settings are carried
-            // over on their own.
-            let sources = if template.is_some_and(|t| t.loads_project_settings()) { "project" } else { "" };
-            args.extend(["--setting-sources".to_string(), sources.to_string()]);
-            if let Some(auth) = claude_auth_settings(caller_env) {
-                let path = scratch.join("claude-settings.json");
-                write_private(&path, &serde_json::to_vec_pretty(&auth)?)?;
-                args.extend(["--settings".to_string(), path.display().to_string()]);
-            }
-            args.push("--mcp-config".into());
-            args.push(config_path.display().to_string());
-            args.extend(["--strict-mcp-config".to_string(), "--session-id".to_string(), session]);
-            if !cli.model.is_empty() {
-                args.extend(["--model".to_string(), cli.model.clone()]);
-            }
-            Invocation {
-                command: command_line(&cli.binary, &args),
-                env,
-                answer: Answer::Submission(token),
-                output_format: "claude.mcp_submit_review",
-                idle_on_stdout: false,
-            }
+            claude_invocation(cli, scratch, template, caller_env, env, token, server)?
         }
         Provider::Gemini(cli) => {
             let (token, server) = mcp_server()?;
-            // A scratch Gemini home holds our MCP server: a system settings file would be
-            // skipped unless root owns it and every parent directory.
-            let home = gemini_home(scratch, &server, caller_env)?;
-            env.insert("GEMINI_CLI_HOME".into(), home.display().to_string());
-            let policy = scratch.join("policy.toml");
-            std::fs::write(&policy, template::gemini_policy(template))?;
-            let mut args: Vec<String> = [
-                "--skip-trust",
-                "--approval-mode",
-                "plan",
-                "--output-format",
-                "stream-json",
-                "--allowed-mcp-server-names",
-                "scafld",
-                "--policy",
-            ]
-            .map(String::from)
-            .to_vec();
-            args.push(policy.display().to_string());
-            args.extend(["--prompt".to_string(), String::new()]);
-            if !cli.model.is_empty() {
-                args.extend(["--model".to_string(), cli.model.clone()]);
-            }
-            Invocation {
-                command: command_line(&cli.binary, &args),
-                env,
-                answer: Answer::Submission(token),
-                output_format: "gemini.mcp_submit_review",
-                idle_on_stdout: false,
-            }
+            gemini_invocation(cli, scratch, template, caller_env, env, token, server)?
         }
+    })
+}
+
+/// Codex: `exec` in its read-only sandbox, answering in its last-message file under a strict
+/// output schema; events on stdout (`--json`), no web search, skills or AGENTS.md.
+fn codex_invocation(
+    cli: &Cli,
+    root: &Path,
+    scratch: &Path,
+    template: Option<&Template>,
+    env: BTreeMap<String, String>,
+) -> std::io::Result<Invocation> {
+    let out = scratch.join("last-message.json");
+    let schema_path = scratch.join("output-schema.json");
+    let schema = match template {
+        Some(_) => strict(scafld_protocol::schemas::template_answer()),
+        None => strict_schema(),
+    };
+    std::fs::write(&schema_path, serde_json::to_vec_pretty(&schema)?)?;
+    let mut args: Vec<String> =
+        ["exec", "--sandbox", "read-only", "--skip-git-repo-check", "--cd"].iter().map(|s| s.to_string()).collect();
+    args.push(root.display().to_string());
+    // --json: events on stdout (idleness is judged on them, and they name the model
+    // and session); the hosted web search and skills are off; AGENTS.md stays out of the prompt
+    // unless a template asks for project settings.
+    args.extend(["--ephemeral", "--ignore-user-config", "--json"].map(String::from));
+    args.extend(["-c".to_string(), "web_search=\"disabled\"".to_string()]);
+    // The user's and the project's skills would be listed to the reviewer.
+    args.extend(["-c".to_string(), "skills.include_instructions=false".to_string()]);
+    if template.is_none_or(template::codex_ignores_rules) {
+        args.push("--ignore-rules".into());
+        args.extend(["-c".to_string(), "project_doc_max_bytes=0".to_string()]);
+    }
+    args.extend(["--color", "never", "--output-last-message"].map(String::from));
+    args.push(out.display().to_string());
+    args.push("--output-schema".into());
+    args.push(schema_path.display().to_string());
+    if !cli.model.is_empty() {
+        args.extend(["-m".to_string(), cli.model.clone()]);
+    }
+    if !cli.reasoning.is_empty() {
+        args.extend(["-c".to_string(), format!("model_reasoning_effort=\"{}\"", cli.reasoning)]);
+    }
+    Ok(Invocation {
+        command: command_line(&cli.binary, &args),
+        env,
+        answer: Answer::File(out),
+        output_format: "codex.output_file",
+        idle_on_stdout: true,
+    })
+}
+
+/// Claude: print mode with only the read tools and the `submit_review` MCP tool, none of the
+/// user's settings but their auth.
+fn claude_invocation(
+    cli: &Cli,
+    scratch: &Path,
+    template: Option<&Template>,
+    caller_env: &BTreeMap<String, String>,
+    env: BTreeMap<String, String>,
+    token: String,
+    server: Value,
+) -> std::io::Result<Invocation> {
+    let config_path = scratch.join("mcp.json");
+    std::fs::write(&config_path, serde_json::to_vec_pretty(&json!({"mcpServers": {"scafld": server}}))?)?;
+    let session = crate::workspace::layout::new_id()?;
+    let session = format!(
+        "{}-{}-4{}-a{}-{}",
+        &session[..8],
+        &session[8..12],
+        &session[13..16],
+        &session[17..20],
+        &session[20..32]
+    );
+    let (tools, allowed, disallowed) = match template {
+        Some(t) => template::claude_tools(t),
+        None => (
+            "Read,Grep,Glob".into(),
+            "Read,Grep,Glob,mcp__scafld__submit_review".into(),
+            "Agent,Task,Bash,Edit,Write,NotebookEdit".into(),
+        ),
+    };
+    let mut args: Vec<String> = [
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+        "--no-session-persistence",
+        "--disable-slash-commands",
+        "--no-chrome",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(["--tools".into(), tools, "--allowedTools".into(), allowed, "--disallowedTools".into(), disallowed]);
+    if template.is_some() {
+        // Never more than the allow list: tools outside it are denied, not prompted.
+        args.extend(["--permission-mode".to_string(), "default".to_string()]);
+    }
+    // The user's own settings (hooks, CLAUDE.md, permissions) never reach a reviewer:
+    // only the project's, when a template asks for them; auth settings are carried
+    // over on their own.
+    let sources = if template.is_some_and(|t| t.loads_project_settings()) { "project" } else { "" };
+    args.extend(["--setting-sources".to_string(), sources.to_string()]);
+    if let Some(auth) = claude_auth_settings(caller_env) {
+        let path = scratch.join("claude-settings.json");
+        write_private(&path, &serde_json::to_vec_pretty(&auth)?)?;
+        args.extend(["--settings".to_string(), path.display().to_string()]);
+    }
+    args.push("--mcp-config".into());
+    args.push(config_path.display().to_string());
+    args.extend(["--strict-mcp-config".to_string(), "--session-id".to_string(), session]);
+    if !cli.model.is_empty() {
+        args.extend(["--model".to_string(), cli.model.clone()]);
+    }
+    Ok(Invocation {
+        command: command_line(&cli.binary, &args),
+        env,
+        answer: Answer::Submission(token),
+        output_format: "claude.mcp_submit_review",
+        idle_on_stdout: false,
+    })
+}
+
+/// Gemini: plan mode under a policy that allows reading and submitting only, in a scratch
+/// `GEMINI_CLI_HOME` that declares the MCP server and carries the user's auth.
+fn gemini_invocation(
+    cli: &Cli,
+    scratch: &Path,
+    template: Option<&Template>,
+    caller_env: &BTreeMap<String, String>,
+    mut env: BTreeMap<String, String>,
+    token: String,
+    server: Value,
+) -> std::io::Result<Invocation> {
+    // A scratch Gemini home holds our MCP server: a system settings file would be
+    // skipped unless root owns it and every parent directory.
+    let home = gemini_home(scratch, &server, caller_env)?;
+    env.insert("GEMINI_CLI_HOME".into(), home.display().to_string());
+    let policy = scratch.join("policy.toml");
+    std::fs::write(&policy, template::gemini_policy(template))?;
+    let mut args: Vec<String> = [
+        "--skip-trust",
+        "--approval-mode",
+        "plan",
+        "--output-format",
+        "stream-json",
+        "--allowed-mcp-server-names",
+        "scafld",
+        "--policy",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(policy.display().to_string());
+    args.extend(["--prompt".to_string(), String::new()]);
+    if !cli.model.is_empty() {
+        args.extend(["--model".to_string(), cli.model.clone()]);
+    }
+    Ok(Invocation {
+        command: command_line(&cli.binary, &args),
+        env,
+        answer: Answer::Submission(token),
+        output_format: "gemini.mcp_submit_review",
+        idle_on_stdout: false,
     })
 }
 
