@@ -207,7 +207,7 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
                 Role::Reviewer,
                 Action::RetryReview,
                 format!("scafld review {id}"),
-                format!("the last review gave no verdict ({why}); run it again"),
+                format!("the last review gave no verdict ({}); run it again", brief(why)),
             ),
             None => next(
                 Role::Reviewer,
@@ -216,5 +216,33 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
                 "the build finished: an independent reviewer judges it",
             ),
         },
+    }
+}
+
+/// A failure's first line, at most 160 characters: a reason, not a log (the whole text is in
+/// the ledger and the diagnostics file).
+fn brief(text: &str) -> String {
+    const MAX: usize = 160;
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
+    match first.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &first[..cut]),
+        None if text.trim().lines().count() > 1 => format!("{first} …"),
+        None => first.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::brief;
+
+    #[test]
+    fn a_failure_reads_as_one_short_line() {
+        assert_eq!(brief("codex: exit code 9"), "codex: exit code 9");
+        assert_eq!(
+            brief("codex: exit code 9 ({\"type\":\"x\"}\nauth missing)"),
+            "codex: exit code 9 ({\"type\":\"x\"} …"
+        );
+        let long = "é".repeat(300);
+        assert_eq!(brief(&long).chars().count(), 161);
     }
 }
