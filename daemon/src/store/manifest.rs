@@ -20,7 +20,7 @@ pub struct Manifest {
 /// Where the manifest of the database in `db_dir` lives: beside it, so that losing the
 /// database directory does not lose the manifest too.
 pub fn path_for(db_dir: &Path) -> PathBuf {
-    let name = db_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "db".into());
+    let name = super::dir_name(db_dir);
     db_dir.with_file_name(format!("{name}.manifest.json"))
 }
 

@@ -160,7 +160,13 @@ impl SledStore {
         }));
         let (store, actual) = match opened {
             Ok(Ok(opened)) => opened,
-            Ok(Err(StoreError::Backend(sled::Error::Io(e)))) => return Err(StoreError::Backend(sled::Error::Io(e))),
+            Ok(Err(StoreError::Backend(sled::Error::Io(e)))) => {
+                // Not damage (another process holds it, say): the copy is not needed.
+                if let Some(copy) = &pristine {
+                    let _ = std::fs::remove_dir_all(copy);
+                }
+                return Err(StoreError::Backend(sled::Error::Io(e)));
+            }
             Ok(Err(StoreError::Damaged { problems, .. })) => return Err(damaged(problems)),
             Ok(Err(e)) => return Err(damaged(vec![e.to_string()])),
             Err(panic) => {
@@ -252,7 +258,8 @@ fn pristine_copy(dir: &Path) -> Option<PathBuf> {
     if size == 0 || size > PRISTINE_COPY_LIMIT {
         return None;
     }
-    let copy = aside(dir, "opening");
+    // One fixed name: a copy left by a start that died is replaced, not accumulated.
+    let copy = dir.with_file_name(format!("{}.opening", dir_name(dir)));
     let _ = std::fs::remove_dir_all(&copy);
     recover::copy_dir(dir, &copy).ok()?;
     Some(copy)
@@ -268,12 +275,13 @@ fn dir_size(dir: &Path) -> std::io::Result<u64> {
     Ok(total)
 }
 
+pub(super) fn dir_name(dir: &Path) -> String {
+    dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "db".into())
+}
+
 /// A fresh name beside `dir`: `<name>.<what>-<time>` (with a counter if that is taken).
 pub fn aside(dir: &Path, what: &str) -> PathBuf {
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "db".into());
-    if what == "opening" {
-        return dir.with_file_name(format!("{name}.opening"));
-    }
+    let name = dir_name(dir);
     let stamp = crate::clock::now_rfc3339().replace(':', "");
     (1..)
         .map(|n| {

@@ -36,7 +36,7 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let mut found = Found::new();
 
     // Copies kept by refused starts (as they were before sled touched them) are read too.
-    let name = db_dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "db".into());
+    let name = super::dir_name(db_dir);
     let earlier: Vec<PathBuf> = std::fs::read_dir(db_dir.parent().unwrap_or(Path::new(".")))
         .map(|entries| {
             entries
