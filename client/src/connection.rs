@@ -80,17 +80,12 @@ fn trusted(socket: &Path, stream: &UnixStream) -> Result<(), String> {
 }
 
 impl Connection {
-    /// Connect without the handshake; used to probe whether something listens at `socket`.
-    pub fn probe(socket: &Path) -> io::Result<UnixStream> {
-        scafld_local::probe(socket)
-    }
-
     /// Connect and check that the daemon speaks our protocol version. Before anything is sent
     /// (requests carry the caller's environment), the socket's directory must be ours and
     /// closed to others, and the process listening must run as our user: a directory another
     /// user created first (the `/tmp` fallback) cannot receive our requests.
     pub fn connect(socket: &Path) -> Result<Connection, ClientError> {
-        let stream = Connection::probe(socket)
+        let stream = scafld_local::probe(socket)
             .map_err(|source| ClientError::Unreachable { socket: socket.to_path_buf(), source })?;
         trusted(socket, &stream).map_err(|why| ClientError::Untrusted { socket: socket.to_path_buf(), why })?;
         let writer = stream.try_clone()?;
