@@ -728,9 +728,8 @@ pub async fn run(
         env,
         absolute_timeout: Duration::from_secs(external.absolute_max_seconds.max(1)),
         idle_timeout: (external.idle_timeout_seconds > 0).then(|| Duration::from_secs(external.idle_timeout_seconds)),
-        diagnostics_dir,
-        env_overrides: overrides,
         stdin: Some(packet.as_bytes().to_vec()),
+        die_with_parent: false,
         idle_on_stdout: invocation.idle_on_stdout,
         on_stdout: Some(Box::new({
             let mut pending = Vec::new();
@@ -752,7 +751,8 @@ pub async fn run(
             }
         })),
     };
-    let outcome = runner::run(request, cancel, on_spawn).await;
+    let diagnostics = runner::Diagnostics { dir: diagnostics_dir, env_overrides: overrides };
+    let (outcome, diagnostic) = runner::run(request, diagnostics, cancel, on_spawn).await;
     let submitted = match &invocation.answer {
         Answer::Submission(token) => submissions.close(token),
         _ => None,
@@ -768,7 +768,7 @@ pub async fn run(
         stdout: String::from_utf8_lossy(&outcome.stdout.bytes).into_owned(),
         submitted,
         tail: outcome.tail(1200),
-        diagnostic: outcome.diagnostic.display().to_string(),
+        diagnostic: diagnostic.display().to_string(),
         reported: crate::sync::lock(&reported).clone(),
     };
     if cancelled {

@@ -23,7 +23,7 @@ use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::ledger::{append, implementer, projected_spec, record};
-use crate::runner::{self, RunRequest};
+use crate::runner::{self, Diagnostics, RunRequest};
 use crate::workspace::{Workspace, specfile};
 
 /// Bytes of output kept in a ledger entry (the whole output is in the diagnostics file).
@@ -661,14 +661,17 @@ impl BuildRun {
             absolute_timeout: Duration::from_secs(timeout),
             idle_timeout: (execution.idle_timeout_seconds > 0)
                 .then(|| Duration::from_secs(execution.idle_timeout_seconds)),
-            diagnostics_dir: self.ws.root.join(".scafld/runs").join(&self.task).join("diagnostics"),
-            env_overrides: overrides,
             stdin: None,
             on_stdout: None,
             idle_on_stdout: false,
+            die_with_parent: false,
+        };
+        let diagnostics = Diagnostics {
+            dir: self.ws.root.join(".scafld/runs").join(&self.task).join("diagnostics"),
+            env_overrides: overrides,
         };
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
-        let o = runner::run(request, self.cancel.clone(), move |group| {
+        let (o, diagnostic) = runner::run(request, diagnostics, self.cancel.clone(), move |group| {
             daemon.jobs.update(daemon.store(), &job_id, true, |r| r.group = Some(group));
         })
         .await;
@@ -695,7 +698,7 @@ impl BuildRun {
             reason = format!("{reason} (redacted before recording: {})", redacted.join(", "));
         }
         let exit_code = o.exit_code.or(Some(-1));
-        let diagnostic = self.ws.relative(&o.diagnostic);
+        let diagnostic = self.ws.relative(&diagnostic);
         let duration_ms = o.duration.as_millis() as u64;
         self.record_evidence(
             phase_id,

@@ -1,7 +1,7 @@
 //! The on-disk workspace layout: creating `.scafld/` for `init` and reading the workspace id.
 
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::Path;
 
 pub const SCAFLD_DIR: &str = ".scafld";
@@ -148,11 +148,7 @@ pub fn write_id(root: &Path, id: &str) -> io::Result<()> {
     write_user_file(&root.join(ID_FILE), format!("{id}\n").as_bytes())
 }
 
-pub fn new_id() -> io::Result<String> {
-    let mut bytes = [0u8; 16];
-    fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
+pub use scafld_local::new_id;
 
 fn is_valid_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())

@@ -3,6 +3,7 @@
 //! the socket. A separate small crate so that the daemon does not depend on the client.
 
 pub mod paths;
+pub mod runner;
 
 pub use paths::Paths;
 
@@ -13,4 +14,12 @@ use std::path::Path;
 /// kernel's limit included): used to find out whether a daemon answers.
 pub fn probe(socket: &Path) -> std::io::Result<UnixStream> {
     paths::with_socket_address(socket, |address| UnixStream::connect(address))
+}
+
+/// A fresh random id: 32 hex digits from the kernel's random source.
+pub fn new_id() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -2,26 +2,20 @@
 //! the daemon prepared (in its own process group, heartbeating the lease), and submits what it
 //! left. The subcommands let an agent do the same by hand, one prompt call at a time.
 
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use scafld_local::runner::{self, KillReason, RunRequest};
 use scafld_protocol::methods::{self as m, Claim};
-use scafld_protocol::progress::ProgressWatch;
+use tokio_util::sync::CancellationToken;
 
 use super::exec::caller;
 use super::tasks::call;
 use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 use crate::cli::{Context, LeaseArgs, WorkerArgs, WorkerCommand};
-
-/// The most provider output kept for the submission (the daemon caps lines anyway).
-const OUTPUT_CAP: usize = 8 << 20;
 
 pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     match &args.command {
@@ -270,90 +264,27 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     Ok(workflow::OK)
 }
 
-/// The provider's leader: keep stdin for the command (a background job would get /dev/null),
-/// run it, and on TERM or HUP (the worker's death) kill the whole process group.
-const GROUP_GUARD: &str = r#"trap 'kill -KILL 0' TERM HUP; exec 3<&0; eval "$1" 0<&3 3<&- & wait $!"#;
-
-/// Run the provider invocation the daemon prepared: packet on stdin, own process group,
-/// lease heartbeats from a second connection, absolute and idle timeouts.
+/// Run the provider invocation the daemon prepared with the shared runner: packet on stdin, own
+/// process group that dies with this worker, lease heartbeats from a second connection, absolute
+/// and idle timeouts.
 fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
     let invocation = claim.invocation.clone().ok_or_else(|| CliError::usage("the claim carries no provider to run"))?;
-    // The provider runs under a shell that leads its own process group and dies with the
-    // worker: the parent-death signal reaches it however the worker ends (even `kill -9`), and
-    // its trap kills the whole group, so no provider outlives the worker that ran it.
-    let mut command = Command::new("sh");
-    command
-        .arg("-c")
-        .arg(GROUP_GUARD)
-        .arg("sh")
-        .arg(&invocation.command)
-        .current_dir(&invocation.cwd)
-        .envs(&invocation.env)
-        .env("SCAFLD_TASK_ID", &claim.task_id)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // A worker that died before the signal was armed would never send it, so the child also
-    // checks that its parent is still this worker.
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure only calls prctl(2) and getppid(2), which are async-signal-safe, and
-    // allocates nothing (the error is a raw errno).
-    unsafe {
-        command.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
-            if nix::unistd::getppid() != parent {
-                return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
-            }
-            Ok(())
-        });
-    }
-    let mut child = command
-        .spawn()
-        .map_err(|e| CliError::new("worker", format!("cannot start the provider: {e}"), workflow::RUNTIME))?;
-    let group = Pid::from_raw(child.id() as i32);
-    let activity = Arc::new(Mutex::new(Instant::now()));
-    let mut stdin = child.stdin.take().expect("piped");
-    let packet = claim.packet.clone();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(packet.as_bytes());
-    });
-    // `counts`: which of this stream's bytes show the provider is alive: all of them, none
-    // (codex's stderr chatter) or only progress events (codex's stdout, see `ProgressWatch`).
-    #[derive(Clone, Copy)]
-    enum Counts {
-        All,
-        Nothing,
-        Progress,
-    }
-    let reader = |mut stream: Box<dyn Read + Send>, activity: Arc<Mutex<Instant>>, counts: Counts| {
-        std::thread::spawn(move || {
-            let mut kept = Vec::new();
-            let mut buf = [0u8; 16 * 1024];
-            let mut watch = ProgressWatch::default();
-            while let Ok(n) = stream.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                let alive = match counts {
-                    Counts::All => true,
-                    Counts::Nothing => false,
-                    Counts::Progress => watch.feed(&buf[..n]),
-                };
-                if alive {
-                    *activity.lock().expect("activity") = Instant::now();
-                }
-                if kept.len() < OUTPUT_CAP {
-                    kept.extend_from_slice(&buf[..n.min(OUTPUT_CAP - kept.len())]);
-                }
-            }
-            kept
-        })
+    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    env.extend(invocation.env.clone());
+    env.insert("SCAFLD_TASK_ID".into(), claim.task_id.clone());
+    let request = RunRequest {
+        command: invocation.command.clone(),
+        cwd: invocation.cwd.clone().into(),
+        env,
+        absolute_timeout: Duration::from_secs(invocation.timeout_seconds.max(1)),
+        idle_timeout: (invocation.idle_timeout_seconds > 0)
+            .then(|| Duration::from_secs(invocation.idle_timeout_seconds)),
+        stdin: Some(claim.packet.clone().into_bytes()),
+        on_stdout: None,
+        idle_on_stdout: invocation.idle_on_stdout,
+        // However this worker ends (even `kill -9`), its provider ends with it.
+        die_with_parent: true,
     };
-    let (out_counts, err_counts) =
-        if invocation.idle_on_stdout { (Counts::Progress, Counts::Nothing) } else { (Counts::All, Counts::All) };
-    let stdout = reader(Box::new(child.stdout.take().expect("piped")), activity.clone(), out_counts);
-    let stderr = reader(Box::new(child.stderr.take().expect("piped")), activity.clone(), err_counts);
     let done = Arc::new(AtomicBool::new(false));
     let heartbeat = {
         let (done, paths, lease) = (done.clone(), ctx.paths.clone(), claim.lease_token.clone());
@@ -374,36 +305,25 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
             }
         })
     };
-    let started = Instant::now();
-    let absolute = Duration::from_secs(invocation.timeout_seconds.max(1));
-    let idle = (invocation.idle_timeout_seconds > 0).then(|| Duration::from_secs(invocation.idle_timeout_seconds));
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(status) = child.try_wait().ok().flatten() {
-            break Some(status);
-        }
-        let silent = activity.lock().expect("activity").elapsed();
-        if started.elapsed() >= absolute || idle.is_some_and(|idle| silent >= idle) {
-            timed_out = true;
-            let _ = killpg(group, Signal::SIGTERM);
-            std::thread::sleep(Duration::from_millis(500));
-            let _ = killpg(group, Signal::SIGKILL);
-            break child.wait().ok();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // Nothing the provider started outlives its run.
-    let _ = killpg(group, Signal::SIGKILL);
+    // A current-thread runtime: the provider is spawned from this thread, which lives as long as
+    // the worker, so the parent-death signal fires exactly when the worker dies.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::new("worker", format!("cannot start the runner: {e}"), workflow::RUNTIME))?;
+    let outcome = runtime.block_on(runner::run(request, CancellationToken::new(), |_| {}));
     done.store(true, Ordering::SeqCst);
-    let _ = (feeder.join(), heartbeat.join());
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
+    let _ = heartbeat.join();
+    if let Some(error) = outcome.start_error {
+        return Err(CliError::new("worker", format!("cannot start the provider: {error}"), workflow::RUNTIME));
+    }
+    let stderr = &outcome.stderr.bytes;
     let tail_start = stderr.len().saturating_sub(1200);
     Ok(m::WorkerRun {
-        exit_code: status.and_then(|s| s.code()),
-        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        exit_code: outcome.exit_code,
+        stdout: String::from_utf8_lossy(&outcome.stdout.bytes).into_owned(),
         answer_file: invocation.answer_file.clone(),
-        timed_out,
+        timed_out: matches!(outcome.kill_reason, Some(KillReason::AbsoluteTimeout | KillReason::IdleTimeout)),
         stderr_tail: String::from_utf8_lossy(&stderr[tail_start..]).into_owned(),
     })
 }

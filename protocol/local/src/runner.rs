@@ -1,0 +1,557 @@
+//! Running one command: `sh -c` in its own process group, with a given environment and working
+//! directory, stdin closed or fed, output captured with caps, absolute and idle timeouts that
+//! kill the whole group (TERM, grace, KILL), and nothing of it left behind. The one runner of
+//! both the daemon (acceptance criteria, reviewers) and `scafld worker` (a leased reviewer).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+/// Bytes kept in memory per stream (the tail is kept; earlier bytes are counted as dropped).
+pub const CAPTURE_CAP: usize = 8 * 1024 * 1024;
+/// Grace between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_millis(250);
+/// How long pipes may stay open after the leader exited (background children holding them).
+const PIPE_GRACE: Duration = Duration::from_millis(500);
+
+/// The shell the command runs under first waits for one line on stdin: the daemon sends it only
+/// after `on_spawn` has put the process group on record, so a daemon killed in between leaves no
+/// command running that recovery could not find (the wrapper sees EOF and exits). The command
+/// arrives as `$1` and is evaluated by the same shell (no second exec), with no positional
+/// parameters left, as under a plain `sh -c`.
+const GATED: &str = r#"IFS= read -r _ || exit 125; eval "shift; $1""#;
+const GATED_NO_STDIN: &str = r#"IFS= read -r _ || exit 125; exec </dev/null; eval "shift; $1""#;
+/// The same for a run that dies with its parent: the shell stays to receive the parent-death
+/// TERM (a foreground command would delay the trap until it ends) and kills its whole group.
+const GUARDED: &str =
+    r#"trap 'kill -KILL 0' TERM HUP; IFS= read -r _ || exit 125; exec 3<&0; eval "shift; $1" 0<&3 3<&- & wait $!"#;
+const GUARDED_NO_STDIN: &str = r#"trap 'kill -KILL 0' TERM HUP; IFS= read -r _ || exit 125; exec 3</dev/null; eval "shift; $1" 0<&3 3<&- & wait $!"#;
+
+fn wrapper(stdin: bool, die_with_parent: bool) -> &'static str {
+    match (stdin, die_with_parent) {
+        (true, false) => GATED,
+        (false, false) => GATED_NO_STDIN,
+        (true, true) => GUARDED,
+        (false, true) => GUARDED_NO_STDIN,
+    }
+}
+
+/// What the daemon changed about its own process at start, as it was before: every command
+/// gets these back, so it runs exactly as it would from the user's shell.
+#[derive(Debug, Clone, Copy)]
+struct Inherited {
+    umask: nix::sys::stat::Mode,
+    /// The soft and hard open-file limits, when the daemon raised the soft one.
+    open_files: Option<(u64, u64)>,
+}
+
+static INHERITED: std::sync::OnceLock<Inherited> = std::sync::OnceLock::new();
+
+/// The umask the daemon was started with (what the user's own files are created under), or
+/// the usual 0022 before [`adopt_daemon_settings`] ran.
+pub fn inherited_umask() -> u32 {
+    INHERITED.get().map(|i| i.umask.bits()).unwrap_or(0o022)
+}
+
+/// Set up the daemon's own process, remembering what it inherited for the commands it runs:
+/// umask 0077 (its database, log and diagnostics are private), and the soft open-file limit
+/// raised to the hard one (every client, job and reviewer holds descriptors; running out would
+/// lock every client out).
+pub fn adopt_daemon_settings() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+    let open_files = match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => Some((soft, hard)),
+            Err(e) => {
+                eprintln!("scafldd: warning: cannot raise the open-file limit from {soft} to {hard}: {e}");
+                None
+            }
+        },
+        _ => None,
+    };
+    let _ = INHERITED.set(Inherited { umask, open_files });
+}
+
+/// Sees each chunk of a command's stdout as it arrives.
+pub type OutputObserver = Box<dyn FnMut(&[u8]) + Send>;
+
+pub struct RunRequest {
+    pub command: String,
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, String>,
+    pub absolute_timeout: Duration,
+    pub idle_timeout: Option<Duration>,
+    /// Bytes written to the command's stdin (then closed); `None` means stdin is /dev/null.
+    pub stdin: Option<Vec<u8>>,
+    /// Called with each chunk of stdout as it arrives (provider progress events).
+    pub on_stdout: Option<OutputObserver>,
+    /// Judge idleness on stdout alone: a program that prints structured events there and
+    /// chatter on stderr (codex repeats "waiting for network") is idle when the events stop.
+    pub idle_on_stdout: bool,
+    /// Kill the whole run when the process that started it dies, however it dies (a worker
+    /// killed with `kill -9` must not leave its provider running). The parent-death signal
+    /// belongs to the spawning thread: call [`run`] from a runtime on the thread that lives as
+    /// long as the process (a current-thread runtime's `block_on`).
+    pub die_with_parent: bool,
+}
+
+/// The run as it started: its process group and the token its processes carry.
+#[derive(Debug, Clone)]
+pub struct Spawned {
+    pub pgid: i32,
+    pub token: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillReason {
+    AbsoluteTimeout,
+    IdleTimeout,
+    Cancelled,
+}
+
+impl KillReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KillReason::AbsoluteTimeout => "absolute_timeout",
+            KillReason::IdleTimeout => "idle_timeout",
+            KillReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// `None` when killed or not started.
+    pub exit_code: Option<i32>,
+    pub kill_reason: Option<KillReason>,
+    pub start_error: Option<String>,
+    pub stdout: Capture,
+    pub stderr: Capture,
+    pub duration: Duration,
+    /// How long the command had been silent (by the idleness rule) when the run ended.
+    pub silent_for: Duration,
+}
+
+impl RunOutcome {
+    /// A runner-level failure that decides the verdict whatever the matcher.
+    pub fn runner_error(&self) -> Option<String> {
+        if let Some(e) = &self.start_error {
+            return Some(format!("could not start the command: {e}"));
+        }
+        self.kill_reason.map(|k| match k {
+            KillReason::AbsoluteTimeout => "process timeout".to_string(),
+            KillReason::IdleTimeout => "process idle timeout".to_string(),
+            KillReason::Cancelled => "cancelled".to_string(),
+        })
+    }
+
+    /// Up to `max` bytes from the end of the combined output, as text.
+    pub fn tail(&self, max: usize) -> String {
+        let mut text = self.stdout.text();
+        let err = self.stderr.text();
+        if !err.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&err);
+        }
+        if text.len() <= max {
+            return text;
+        }
+        let mut start = text.len() - max;
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        format!("[... {start} earlier bytes]\n{}", &text[start..])
+    }
+}
+
+/// The retained tail of one output stream.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub bytes: Vec<u8>,
+    pub dropped: u64,
+}
+
+impl Capture {
+    fn push(&mut self, chunk: &[u8]) {
+        self.bytes.extend_from_slice(chunk);
+        if self.bytes.len() > CAPTURE_CAP {
+            let excess = self.bytes.len() - CAPTURE_CAP;
+            self.bytes.drain(..excess);
+            self.dropped += excess as u64;
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.dropped + self.bytes.len() as u64
+    }
+
+    /// Lossy text: invalid UTF-8 becomes U+FFFD, so it never decides a verdict.
+    pub fn text(&self) -> String {
+        let mut text = String::from_utf8_lossy(&self.bytes).into_owned();
+        if self.dropped > 0 {
+            text.insert_str(0, &format!("[truncated {} earlier bytes]\n", self.dropped));
+        }
+        text
+    }
+}
+
+/// Run the command; `on_spawn` gets its process group as soon as it exists, before the command
+/// may start.
+pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: impl FnOnce(&Spawned)) -> RunOutcome {
+    let started = Instant::now();
+    let mut outcome = RunOutcome {
+        exit_code: None,
+        kill_reason: None,
+        start_error: None,
+        stdout: Capture::default(),
+        stderr: Capture::default(),
+        duration: Duration::ZERO,
+        silent_for: Duration::ZERO,
+    };
+    // Every descendant inherits it (unless it clears its environment): found by it, a process
+    // that left the group with setsid is killed with the group.
+    let token = crate::new_id().unwrap_or_else(|_| format!("{}-{}", std::process::id(), unix_nanos()));
+    let mut command = Command::new("sh");
+    let inherited = INHERITED.get().copied();
+    let parent = request.die_with_parent.then(nix::unistd::getpid);
+    // SAFETY: umask(2), setrlimit(2), prctl(2) and getppid(2) are async-signal-safe, touch only
+    // this child, and nothing here allocates (an error is a raw errno).
+    unsafe {
+        command.pre_exec(move || {
+            if let Some(inherited) = inherited {
+                nix::sys::stat::umask(inherited.umask);
+                if let Some((soft, hard)) = inherited.open_files {
+                    let _ = nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, soft, hard);
+                }
+            }
+            if let Some(parent) = parent {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+                // A parent that died before the signal was armed would never send it.
+                if nix::unistd::getppid() != parent {
+                    return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
+                }
+            }
+            Ok(())
+        });
+    }
+    let spawned = command
+        .arg("-c")
+        .arg(wrapper(request.stdin.is_some(), request.die_with_parent))
+        .arg("sh")
+        .arg(&request.command)
+        .current_dir(&request.cwd)
+        .env_clear()
+        .envs(&request.env)
+        .env(RUN_TOKEN, &token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            outcome.start_error = Some(e.to_string());
+            return outcome;
+        }
+    };
+    let pgid = child.id().map(|id| id as i32).unwrap_or(0);
+    on_spawn(&Spawned { pgid, token: token.clone() });
+    if let Some(mut pipe) = child.stdin.take() {
+        let mut input = b"\n".to_vec();
+        input.extend_from_slice(request.stdin.as_deref().unwrap_or_default());
+        // Fed from its own task so a reader that does not drain stdin cannot stall the run.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = pipe.write_all(&input).await;
+        });
+    }
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let (mut out_open, mut err_open) = (true, true);
+    let mut out_buf = vec![0u8; 64 * 1024];
+    let mut err_buf = vec![0u8; 64 * 1024];
+    let deadline = tokio::time::Instant::now() + request.absolute_timeout;
+    let far = Duration::from_secs(365 * 24 * 3600);
+    let idle_sleep = tokio::time::sleep(request.idle_timeout.unwrap_or(far));
+    tokio::pin!(idle_sleep);
+    let mut last_byte = Instant::now();
+    // With `idle_on_stdout`, only stdout events that show progress count (not codex's
+    // endless reconnect errors).
+    let mut progress = scafld_protocol::progress::ProgressWatch::default();
+    let mut status = None;
+    let mut exited_at: Option<tokio::time::Instant> = None;
+
+    loop {
+        if status.is_some() && !out_open && !err_open {
+            break;
+        }
+        let pipe_deadline = exited_at.map(|t| t + PIPE_GRACE).unwrap_or(deadline);
+        tokio::select! {
+            read = read_chunk(&mut stdout, &mut out_buf), if out_open => match read {
+                Some(n) => {
+                    outcome.stdout.push(&out_buf[..n]);
+                    if let Some(observe) = request.on_stdout.as_mut() { observe(&out_buf[..n]); }
+                    if !request.idle_on_stdout || progress.feed(&out_buf[..n]) {
+                        last_byte = Instant::now();
+                        if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                    }
+                }
+                None => out_open = false,
+            },
+            read = read_chunk(&mut stderr, &mut err_buf), if err_open => match read {
+                Some(n) => {
+                    outcome.stderr.push(&err_buf[..n]);
+                    if !request.idle_on_stdout {
+                        last_byte = Instant::now();
+                        if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                    }
+                }
+                None => err_open = false,
+            },
+            exit = child.wait(), if status.is_none() => {
+                status = Some(exit);
+                exited_at = Some(tokio::time::Instant::now());
+            },
+            _ = tokio::time::sleep_until(pipe_deadline), if exited_at.is_some() => {
+                // The leader is gone but something in its group still holds the pipes.
+                break;
+            },
+            _ = tokio::time::sleep_until(deadline), if status.is_none() => {
+                outcome.kill_reason = Some(KillReason::AbsoluteTimeout);
+                break;
+            },
+            _ = &mut idle_sleep, if status.is_none() && request.idle_timeout.is_some() => {
+                outcome.kill_reason = Some(KillReason::IdleTimeout);
+                break;
+            },
+            _ = cancel.cancelled(), if status.is_none() => {
+                outcome.kill_reason = Some(KillReason::Cancelled);
+                break;
+            },
+        }
+    }
+    if outcome.kill_reason.is_some() {
+        terminate_group(pgid).await;
+    }
+    // Nothing of the run outlives it, whatever the leader did: not its group, and not what
+    // left the group.
+    kill_group(pgid);
+    kill_carriers(&token);
+    let status = match status {
+        Some(status) => status.ok(),
+        None => child.wait().await.ok(),
+    };
+    outcome.exit_code = if outcome.kill_reason.is_some() { None } else { status.and_then(|s| s.code()) };
+    outcome.duration = started.elapsed();
+    outcome.silent_for = last_byte.elapsed();
+    outcome
+}
+
+async fn read_chunk(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> Option<usize> {
+    match stream.read(buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => Some(n),
+    }
+}
+
+/// SIGTERM to the group, a grace period, then SIGKILL.
+pub async fn terminate_group(pgid: i32) {
+    if pgid <= 0 {
+        return;
+    }
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+    tokio::time::sleep(KILL_GRACE).await;
+    kill_group(pgid);
+}
+
+/// SIGKILL to the group (harmless if it is already gone).
+pub fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+/// The variable that marks every process of one run.
+pub const RUN_TOKEN: &str = "SCAFLD_RUN_TOKEN";
+
+/// SIGKILL every process of ours whose environment carries `token` (see [`RUN_TOKEN`]); returns
+/// how many. Only our own processes' environments are readable, and a random token cannot
+/// name anything else.
+pub fn kill_carriers(token: &str) -> usize {
+    if token.is_empty() {
+        return 0;
+    }
+    let needle = format!("{RUN_TOKEN}={token}");
+    let own = std::process::id().to_string();
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && *n != own) else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        if environ.split(|b| *b == 0).any(|var| var == needle.as_bytes())
+            && let Ok(pid) = pid.parse::<i32>()
+            && nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok()
+        {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// Field 22 of `/proc/PID/stat`: the start time in clock ticks since boot. The command name
+/// (field 2) may hold spaces and parentheses, so fields are counted after its last `)`.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// This boot's id: a process group id only names the same group within one boot.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_string())
+}
+
+fn unix_nanos() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Output, Stdio};
+
+    use super::{GATED, GATED_NO_STDIN, GUARDED, GUARDED_NO_STDIN};
+
+    fn gated(wrapper: &str, command: &str, stdin: &[u8]) -> Output {
+        let mut child = Command::new("sh")
+            .args(["-c", wrapper, "sh", command])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The wrapper may already have exited (EPIPE); what it read is what matters.
+        let _ = child.stdin.take().unwrap().write_all(stdin);
+        child.wait_with_output().unwrap()
+    }
+
+    #[test]
+    fn the_gate_holds_the_command_until_the_go_ahead_line() {
+        // EOF first: the daemon died before recording the process group, so nothing runs.
+        let out = gated(GATED, "echo ran", b"");
+        assert_eq!((out.status.code(), out.stdout.as_slice()), (Some(125), &b""[..]));
+
+        // The go-ahead line, then the command's own input; quoting survives the hand-over.
+        let out = gated(GATED, r#"printf '%s|' "a b" 'c' "$#"; cat"#, b"\nline one\nline two\n");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|c|0|line one\nline two\n");
+        assert_eq!(out.status.code(), Some(0));
+
+        // Without input the command reads /dev/null, not what follows the line.
+        let out = gated(GATED_NO_STDIN, "cat; echo done; exit 7", b"\nleft over\n");
+        assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).as_ref()), (Some(7), "done\n"));
+    }
+
+    #[test]
+    fn the_guarded_gate_hands_over_input_arguments_and_exit_status_alike() {
+        let out = gated(GUARDED, "echo ran", b"");
+        assert_eq!((out.status.code(), out.stdout.as_slice()), (Some(125), &b""[..]));
+        let out = gated(GUARDED, r#"printf '%s|' "a b" 'c' "$#"; cat; exit 3"#, b"\nline one\n");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|c|0|line one\n");
+        assert_eq!(out.status.code(), Some(3));
+        let out = gated(GUARDED_NO_STDIN, "cat; echo done", b"\nleft over\n");
+        assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stdout).as_ref()), (Some(0), "done\n"));
+    }
+
+    /// TERM to the guarded shell (what the parent's death sends) kills the whole group at once,
+    /// not after the foreground command ends.
+    #[test]
+    fn the_guarded_shell_kills_its_group_on_term() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("survived");
+        let command = format!("sleep 3 & sleep 3; touch {}", marker.display());
+        let mut child = Command::new("sh")
+            .args(["-c", GUARDED, "sh", &command])
+            .stdin(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"\n").unwrap();
+        let group = nix::unistd::Pid::from_raw(child.id() as i32);
+        // Wait until the command's sleeps run in the group, then send what a dying parent sends.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while members(child.id()) < 3 {
+            assert!(std::time::Instant::now() < deadline, "the command never started");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let started = std::time::Instant::now();
+        let _ = child.wait().unwrap();
+        while members(child.id()) > 0 {
+            assert!(started.elapsed() < std::time::Duration::from_secs(2), "the group outlived the TERM");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!marker.exists());
+    }
+
+    /// Live processes in process group `pgid`.
+    fn members(pgid: u32) -> usize {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                let after = &stat[stat.rfind(')').unwrap() + 1..];
+                let fields: Vec<&str> = after.split_whitespace().collect();
+                fields.first() != Some(&"Z") && fields.get(2) == Some(&pgid.to_string().as_str())
+            })
+            .count()
+    }
+
+    /// A program that chatters on stderr but prints no events is idle when stdout alone
+    /// counts (codex's "waiting for network" line never stops), and alive when both count.
+    #[tokio::test]
+    async fn idleness_can_be_judged_on_stdout_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let chatter = "i=0; while [ $i -lt 25 ]; do echo waiting >&2; sleep 0.1; i=$((i+1)); done";
+        let request = |idle_on_stdout| super::RunRequest {
+            command: chatter.into(),
+            cwd: dir.path().to_path_buf(),
+            env: std::env::vars().collect(),
+            absolute_timeout: std::time::Duration::from_secs(20),
+            idle_timeout: Some(std::time::Duration::from_millis(1500)),
+            stdin: None,
+            on_stdout: None,
+            idle_on_stdout,
+            die_with_parent: false,
+        };
+        let cancel = tokio_util::sync::CancellationToken::new;
+        let events_only = super::run(request(true), cancel(), |_| {}).await;
+        assert_eq!(events_only.kill_reason, Some(super::KillReason::IdleTimeout));
+        let any_output = super::run(request(false), cancel(), |_| {}).await;
+        assert_eq!((any_output.kill_reason, any_output.exit_code), (None, Some(0)));
+
+        // Offline, codex repeats an error event on stdout itself: that is no progress either,
+        // while real events are.
+        let offline = r#"i=0; while [ $i -lt 25 ]; do echo '{"type":"error","message":"Reconnecting..."}'; sleep 0.1; i=$((i+1)); done"#;
+        let working = offline.replace("\"error\"", "\"item.updated\"");
+        let with = |command: &str| super::RunRequest { command: command.into(), ..request(true) };
+        let stalled = super::run(with(offline), cancel(), |_| {}).await;
+        assert_eq!(stalled.kill_reason, Some(super::KillReason::IdleTimeout));
+        let alive = super::run(with(&working), cancel(), |_| {}).await;
+        assert_eq!((alive.kill_reason, alive.exit_code), (None, Some(0)));
+    }
+}
