@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use scafld_protocol::methods::{BuildOutcome, JobCounts, JobInfo};
+use scafld_protocol::methods::{JobCounts, JobInfo};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -324,7 +324,7 @@ pub fn info(record: &JobRecord) -> JobInfo {
         activity: record.activity.clone(),
         reason: record.reason.clone(),
         outcome: match record.kind {
-            JobKind::Acceptance => record.outcome.clone().and_then(|o| serde_json::from_value::<BuildOutcome>(o).ok()),
+            JobKind::Acceptance => record.outcome.clone(),
             JobKind::Review => None,
         },
         error_kind: record.error_kind.clone(),

@@ -40,8 +40,8 @@ pub struct JobRecord {
     pub group: Option<ProcessGroup>,
     pub activity: Option<String>,
     pub reason: Option<String>,
-    /// The build outcome or review result, as sent to clients.
-    pub outcome: Option<serde_json::Value>,
+    /// A build job's outcome, as sent to clients.
+    pub outcome: Option<scafld_protocol::methods::BuildOutcome>,
     /// The error kind (snake_case) of a job that ended without a result.
     #[serde(default)]
     pub error_kind: Option<String>,
@@ -99,18 +99,18 @@ pub struct ReviewWork {
     /// Who gave the answer, through which channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
-    /// The accepted dossier (JSON), when the reviewer answered.
+    /// The accepted dossier, when the reviewer answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dossier: Option<serde_json::Value>,
+    pub dossier: Option<crate::domain::dossier::Dossier>,
     /// Why the reviewer produced no verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<ReviewerFailure>,
     /// Set when this reviewer runs a review template (standalone or as a gate pass).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<TemplateJob>,
-    /// The template result (JSON of `TemplateReviewResult`), UNKNOWN ones included.
+    /// The template result, UNKNOWN ones included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template_result: Option<serde_json::Value>,
+    pub template_result: Option<scafld_protocol::methods::TemplateReviewResult>,
 }
 
 /// A template a reviewer job runs: which one, with which inputs, where, with which provider.
@@ -202,12 +202,9 @@ pub struct SessionRecord {
     pub seq: u64,
     pub workspace_id: String,
     pub root: String,
-    /// The task under review (empty for a range).
-    #[serde(default)]
-    pub task_id: String,
-    /// `BASE..HEAD` (empty for a task).
-    #[serde(default)]
-    pub range: String,
+    /// What the session reviews (stored as the `task_id`, `range` and `template` fields).
+    #[serde(flatten)]
+    pub subject: Subject,
     pub iteration: u32,
     pub created_at: String,
     /// auto or manual.
@@ -245,50 +242,134 @@ pub struct SessionRecord {
     pub reasoning: Option<String>,
     #[serde(default)]
     pub provider_command: Option<String>,
-    /// The wait document once settled (JSON of `WaitResult`).
+    /// The wait document once settled.
     #[serde(default)]
-    pub result: Option<serde_json::Value>,
+    pub result: Option<scafld_protocol::methods::WaitResult>,
     /// A digest of the context file of a range review (iterations count per issue).
     #[serde(default)]
     pub context_digest: String,
-    /// The template of a standalone template review.
-    #[serde(default)]
-    pub template: Option<String>,
 }
 
 /// What a review session reviews.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subject<'a> {
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SubjectFields", into = "SubjectFields")]
+pub enum Subject {
     /// A task's build, through the gate (its id).
-    Task(&'a str),
+    Task(String),
     /// A git range (`BASE..HEAD`), with no spec.
-    Range(&'a str),
-    /// A standalone template review (the template's name).
-    Template(&'a str),
+    Range(String),
+    /// A standalone template review: the template's name, and the range it was given (empty
+    /// when it reviews no diff).
+    Template { name: String, range: String },
 }
 
-impl SessionRecord {
-    /// What the session reviews, read from its stored fields (a task id, else a template, else
-    /// the range).
-    pub fn subject(&self) -> Subject<'_> {
-        match (&self.task_id, &self.template) {
-            (task, _) if !task.is_empty() => Subject::Task(task),
-            (_, Some(template)) => Subject::Template(template),
-            _ => Subject::Range(&self.range),
-        }
+impl Default for Subject {
+    fn default() -> Subject {
+        Subject::Range(String::new())
     }
+}
 
-    /// The task a session reviews, if it reviews one.
+impl Subject {
+    /// The task reviewed, if a task is.
     pub fn task(&self) -> Option<&str> {
-        match self.subject() {
+        match self {
             Subject::Task(task) => Some(task),
             _ => None,
         }
+    }
+
+    /// The template of a standalone template review.
+    pub fn template(&self) -> Option<&str> {
+        match self {
+            Subject::Template { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The git range reviewed (empty for a task, or a template given no diff).
+    pub fn range(&self) -> &str {
+        match self {
+            Subject::Task(_) => "",
+            Subject::Range(range) | Subject::Template { range, .. } => range,
+        }
+    }
+}
+
+/// The stored form of [`Subject`]: the fields records have always had, so records written
+/// before the enum read unchanged.
+#[derive(Serialize, Deserialize)]
+struct SubjectFields {
+    #[serde(default)]
+    task_id: String,
+    #[serde(default)]
+    range: String,
+    #[serde(default)]
+    template: Option<String>,
+}
+
+impl From<SubjectFields> for Subject {
+    fn from(f: SubjectFields) -> Subject {
+        match (f.task_id, f.template) {
+            (task, _) if !task.is_empty() => Subject::Task(task),
+            (_, Some(name)) => Subject::Template { name, range: f.range },
+            _ => Subject::Range(f.range),
+        }
+    }
+}
+
+impl From<Subject> for SubjectFields {
+    fn from(subject: Subject) -> SubjectFields {
+        match subject {
+            Subject::Task(task_id) => SubjectFields { task_id, range: String::new(), template: None },
+            Subject::Range(range) => SubjectFields { task_id: String::new(), range, template: None },
+            Subject::Template { name, range } => SubjectFields { task_id: String::new(), range, template: Some(name) },
+        }
+    }
+}
+
+impl SessionRecord {
+    /// The task a session reviews, if it reviews one.
+    pub fn task(&self) -> Option<&str> {
+        self.subject.task()
     }
 
     /// Session keys are daemon-generated ids (hex, or a timestamp when no randomness was to
     /// be had); only such a key may name a file or folder.
     pub fn is_plain_key(key: &str) -> bool {
         !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == ':')
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SessionRecord, Subject};
+
+    /// The subject is stored as the three fields records have always had: records written before
+    /// the enum read back as the same subject, and new ones write the same bytes.
+    #[test]
+    fn a_session_subject_is_stored_as_its_old_fields() {
+        let read = |fields: &str| {
+            let json = format!(
+                r#"{{"key":"k","workspace_id":"w","root":"/r",{fields}"iteration":1,"created_at":"t","approval":"auto","reviewers":[],"job_ids":[],"missing":[],"files":[],"snapshot":[],"tree":"","scope":[],"request":{{"mode":"discover","max_findings":5,"min_attack_angles":1,"depth":"standard"}},"packet_path":"","report_path":"","preflight":"","caller_cwd":"","client_exe":""}}"#
+            );
+            serde_json::from_str::<SessionRecord>(&json).unwrap()
+        };
+        let cases = [
+            (r#""task_id":"add-login","range":"","#, Subject::Task("add-login".into())),
+            (r#""range":"main..HEAD","#, Subject::Range("main..HEAD".into())),
+            (
+                r#""task_id":"","range":"a..b","template":"security","#,
+                Subject::Template { name: "security".into(), range: "a..b".into() },
+            ),
+            ("", Subject::Range(String::new())),
+        ];
+        for (fields, subject) in cases {
+            let session = read(fields);
+            assert_eq!(session.subject, subject, "{fields}");
+            let written = serde_json::to_value(&session).unwrap();
+            let again: SessionRecord = serde_json::from_value(written.clone()).unwrap();
+            assert_eq!(again.subject, subject);
+            assert!(written.get("task_id").is_some() && written.get("range").is_some(), "{written}");
+        }
     }
 }

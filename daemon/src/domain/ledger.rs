@@ -147,6 +147,8 @@ pub struct RecordedReview {
     pub verdict: String,
     pub provider: String,
     pub reason: String,
+    /// Kept as the ledger file holds it: a ledger is a user-visible file (imported, exported,
+    /// hand-edited), so a dossier in it is not held to the strict submission schema on read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dossier: Option<serde_json::Value>,
     /// Fingerprint of the workspace snapshot the review judged.

@@ -24,8 +24,8 @@ impl Prune {
 
 /// Sessions whose iteration numbers count together: one task, or one range base and context.
 pub fn review_group(session: &SessionRecord) -> (&str, &str, &str, &str) {
-    let base = session.range.split("..").next().unwrap_or_default();
-    (&session.workspace_id, &session.task_id, &session.context_digest, base)
+    let base = session.subject.range().split("..").next().unwrap_or_default();
+    (&session.workspace_id, session.task().unwrap_or_default(), &session.context_digest, base)
 }
 
 /// Records last touched at or before `cutoff` (an RFC 3339 UTC timestamp, which orders as text).
@@ -77,10 +77,10 @@ mod tests {
             key: key.into(),
             seq,
             workspace_id: "ws".into(),
-            task_id: task.into(),
+            subject: crate::domain::job::Subject::Task(task.into()),
             created_at: created_at.into(),
             job_ids: jobs.iter().map(|j| j.to_string()).collect(),
-            result: settled.then(|| serde_json::json!({"status": "resolved"})),
+            result: settled.then(scafld_protocol::methods::WaitResult::default),
             ..SessionRecord::default()
         }
     }
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn ranges_group_by_base_and_context() {
         let range = |key: &str, seq, range: &str, digest: &str| SessionRecord {
-            range: range.into(),
+            subject: crate::domain::job::Subject::Range(range.into()),
             context_digest: digest.into(),
             ..session(key, seq, "", OLD, &[], true)
         };

@@ -8,13 +8,13 @@ use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::{self as m};
 use sha2::{Digest, Sha256};
 
-use super::{Spawn, approval_mode, requested_reviewers};
+use super::{Baseline, Overrides, Packet, Spawn, Templates, approval_mode, requested_reviewers};
 use crate::baseline;
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::consensus::{self, Outcome};
 use crate::domain::dossier::Request;
-use crate::domain::job::SessionRecord;
+use crate::domain::job::{SessionRecord, Subject};
 use crate::domain::packet::{self, Section};
 use crate::error::{RpcError, RpcResult};
 
@@ -56,24 +56,20 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
         Spawn {
             ws: ws.clone(),
             config: &config,
-            task_id: String::new(),
-            range: p.range,
-            context_digest,
+            caller: &p.caller,
+            subject: Subject::Range(p.range),
             reviewers,
             approval,
-            request,
-            packet,
-            files,
-            scope: Vec::new(),
-            snapshot: Vec::new(),
-            tree: String::new(),
-            preflight: "no acceptance evidence applies to a plain diff range".into(),
-            caller: &p.caller,
-            model: None,
-            reasoning: p.codex_reasoning,
-            provider_command: p.provider_command,
-            template: None,
-            passes: Vec::new(),
+            packet: Packet {
+                text: packet,
+                request,
+                preflight: "no acceptance evidence applies to a plain diff range".into(),
+                files,
+            },
+            baseline: Baseline::default(),
+            overrides: Overrides { model: None, reasoning: p.codex_reasoning, provider_command: p.provider_command },
+            context_digest,
+            templates: Templates::default(),
         },
     )
 }
@@ -90,7 +86,7 @@ fn empty_range(
         key: key.clone(),
         workspace_id: ws.id.clone(),
         root: ws.root.display().to_string(),
-        range: range.to_string(),
+        subject: Subject::Range(range.to_string()),
         created_at: clock::now_rfc3339(),
         approval: "auto".into(),
         request: Request::default(),
@@ -101,7 +97,7 @@ fn empty_range(
     daemon.sessions.add(daemon.store(), session, |session| {
         let mut result = consensus::wait_result(&session.key, session.iteration, &[], Outcome::Pass);
         result.gate = Outcome::Pass.as_str().into();
-        session.result = serde_json::to_value(&result).ok();
+        session.result = Some(result);
     });
     daemon.jobs.touch();
     m::SpawnResult { session_key: key, resolved: Some("pass".into()), ..m::SpawnResult::default() }

@@ -44,12 +44,13 @@ pub struct Gate {
 pub async fn record_consensus(
     daemon: &Arc<Daemon>,
     session: &SessionRecord,
+    task: &str,
     reviewers: &[consensus::Reviewer],
     outcome: consensus::Outcome,
 ) -> RpcResult<Gate> {
     use consensus::{Answer, Outcome};
     let ws = daemon.workspace(&session.root).await?;
-    let task = session.task_id.clone();
+    let task = task.to_string();
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     let after = guard_snapshot(&ws, &task, &session.scope).await;
@@ -196,16 +197,17 @@ pub async fn check_retry(
     daemon: &Arc<Daemon>,
     ws: &Workspace,
     session: &SessionRecord,
+    task: &str,
 ) -> RpcResult<Vec<BaselinePath>> {
-    let (spec, _) = projected_spec(daemon, ws, &session.task_id)?;
+    let (spec, _) = projected_spec(daemon, ws, task)?;
     if spec.status() != Some(Status::Review) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
-            format!("{} is {} now; only a task in review can retry its reviewers", session.task_id, spec.front.status),
+            format!("{task} is {} now; only a task in review can retry its reviewers", spec.front.status),
         ));
     }
-    let spec_path = ws.spec_path(&session.task_id);
-    let now = guard_snapshot(ws, &session.task_id, &session.scope).await?;
+    let spec_path = ws.spec_path(task);
+    let now = guard_snapshot(ws, task, &session.scope).await?;
     let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
     snapshot.extend(now.into_iter().filter(|p| p.path == spec_path));
     Ok(snapshot)

@@ -29,7 +29,8 @@ use crate::daemon::Daemon;
 use crate::domain::consensus::{self, Answer, Outcome, Reviewer};
 use crate::domain::dossier::{Dossier, Request};
 use crate::domain::job::{
-    FailureClass, JobKind, JobRecord, JobState, Provenance, ReviewWork, ReviewerFailure, SessionRecord, TemplateJob,
+    FailureClass, JobKind, JobRecord, JobState, Provenance, ReviewWork, ReviewerFailure, SessionRecord, Subject,
+    TemplateJob,
 };
 use crate::domain::ledger::BaselinePath;
 use crate::domain::retention::review_group;
@@ -122,7 +123,7 @@ impl Sessions {
 
     /// The most recent session of a workspace (optionally of one task).
     pub fn latest(&self, workspace_id: &str, task: Option<&str>) -> Option<SessionRecord> {
-        self.latest_where(|s| s.workspace_id == workspace_id && task.is_none_or(|t| s.task_id == t))
+        self.latest_where(|s| s.workspace_id == workspace_id && task.is_none_or(|t| s.task() == Some(t)))
     }
 
     fn latest_where(&self, keep: impl Fn(&SessionRecord) -> bool) -> Option<SessionRecord> {
@@ -170,25 +171,51 @@ impl Sessions {
 pub struct Spawn<'a> {
     pub ws: Arc<Workspace>,
     pub config: &'a Config,
-    pub task_id: String,
-    pub range: String,
-    pub context_digest: String,
+    pub caller: &'a m::CallerContext,
+    pub subject: Subject,
     /// Requested reviewer names (already validated).
     pub reviewers: Vec<String>,
     pub approval: String,
+    pub packet: Packet,
+    pub baseline: Baseline,
+    /// Model, reasoning and command overrides given at spawn.
+    pub overrides: Overrides,
+    /// Rounds of a range or template review count per base and context file (see retention).
+    pub context_digest: String,
+    pub templates: Templates,
+}
+
+/// What every reviewer of a session is given.
+pub struct Packet {
+    pub text: String,
     pub request: Request,
-    pub packet: String,
+    /// The acceptance-evidence preflight for the reviewed tree.
+    pub preflight: String,
+    /// The files under review.
     pub files: Vec<String>,
+}
+
+/// The workspace as the session starts: the mutation guard compares against it (empty for a
+/// plain range, which no guard watches).
+#[derive(Default)]
+pub struct Baseline {
     pub scope: Vec<String>,
     pub snapshot: Vec<BaselinePath>,
     pub tree: String,
-    pub preflight: String,
-    pub caller: &'a m::CallerContext,
+}
+
+#[derive(Default)]
+pub struct Overrides {
     pub model: Option<String>,
     pub reasoning: Option<String>,
     pub provider_command: Option<String>,
+}
+
+/// Review templates the session's jobs run.
+#[derive(Default)]
+pub struct Templates {
     /// A standalone template review: every reviewer runs this template.
-    pub template: Option<TemplateJob>,
+    pub standalone: Option<TemplateJob>,
     /// Template passes of a task's gate: each runs with the first daemon-run reviewer.
     pub passes: Vec<TemplateJob>,
 }
@@ -244,15 +271,16 @@ fn available(
 /// Start a session: persist its packet, create one job per available reviewer and start the
 /// daemon-run ones. With no reviewer available the session settles at once (`no_reviewers`).
 pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
-    let (mut spawned, mut missing) = available(&s.reviewers, s.config, s.caller, s.provider_command.as_deref())?;
+    let (mut spawned, mut missing) =
+        available(&s.reviewers, s.config, s.caller, s.overrides.provider_command.as_deref())?;
     // Which job runs which template: every reviewer the standalone template, plus one job per
     // gate pass with the first reviewer the daemon runs.
     let mut templates: Vec<Option<TemplateJob>> = spawned
         .iter()
-        .map(|reviewer| s.template.clone().map(|t| TemplateJob { provider: reviewer.clone(), ..t }))
+        .map(|reviewer| s.templates.standalone.clone().map(|t| TemplateJob { provider: reviewer.clone(), ..t }))
         .collect();
     let pass_provider = spawned.iter().find(|r| *r != "worker").cloned();
-    for pass in &s.passes {
+    for pass in &s.templates.passes {
         match &pass_provider {
             Some(provider) => {
                 spawned.push(format!("{}:{provider}", pass.name));
@@ -264,44 +292,41 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
     let key = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
     let dir = s.ws.root.join(".scafld/reviews").join(&key);
     crate::workspace::layout::create_real_dir(&dir)
-        .and_then(|_| crate::workspace::layout::write_user_file(&dir.join("packet.md"), s.packet.as_bytes()))
+        .and_then(|_| crate::workspace::layout::write_user_file(&dir.join("packet.md"), s.packet.text.as_bytes()))
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the review packet: {e}")))?;
-    let report_path = if s.task_id.is_empty() {
-        format!(".scafld/reviews/{key}/review_report.md")
-    } else {
-        format!(".scafld/runs/{}/review_report.md", s.task_id)
+    let report_path = match s.subject.task() {
+        Some(task) => format!(".scafld/runs/{task}/review_report.md"),
+        None => format!(".scafld/reviews/{key}/review_report.md"),
     };
     let mut session = SessionRecord {
         key: key.clone(),
         seq: 0,
         workspace_id: s.ws.id.clone(),
         root: s.ws.root.display().to_string(),
-        task_id: s.task_id.clone(),
-        range: s.range,
+        subject: s.subject,
         iteration: 0,
         created_at: clock::now_rfc3339(),
         approval: s.approval,
         reviewers: spawned.clone(),
         job_ids: Vec::new(),
         missing: missing.clone(),
-        files: s.files,
-        snapshot: s.snapshot,
-        tree: s.tree,
-        scope: s.scope,
-        request: s.request.clone(),
+        files: s.packet.files,
+        snapshot: s.baseline.snapshot,
+        tree: s.baseline.tree,
+        scope: s.baseline.scope,
+        request: s.packet.request,
         packet_path: dir.join("packet.md").display().to_string(),
         report_path,
-        preflight: s.preflight,
+        preflight: s.packet.preflight,
         caller_cwd: s.caller.cwd.clone(),
         caller_env: s.caller.env.clone(),
         caller_identity: s.caller.identity.clone(),
         client_exe: s.caller.client_exe.clone(),
-        model: s.model,
-        reasoning: s.reasoning,
-        provider_command: s.provider_command,
+        model: s.overrides.model,
+        reasoning: s.overrides.reasoning,
+        provider_command: s.overrides.provider_command,
         result: None,
         context_digest: s.context_digest,
-        template: s.template.as_ref().map(|t| t.name.clone()),
     };
     for (reviewer, template) in spawned.iter().zip(templates) {
         session.job_ids.push(new_job(daemon, &s.ws, &session, reviewer, 1, template));
@@ -338,7 +363,8 @@ fn new_job(
         template,
         ..ReviewWork::default()
     };
-    let (job, _) = daemon.jobs.create(daemon.store(), JobKind::Review, ws, &session.task_id, Some(work));
+    let (job, _) =
+        daemon.jobs.create(daemon.store(), JobKind::Review, ws, session.task().unwrap_or_default(), Some(work));
     if attempt > 1 {
         daemon.jobs.update(daemon.store(), &job.id, true, |r| r.attempt = attempt);
     }
@@ -401,7 +427,7 @@ fn start_jobs(daemon: &Arc<Daemon>, session: &SessionRecord) {
 pub fn publish(daemon: &Daemon, session: &SessionRecord, job_id: &str, what: &str, detail: &str) {
     daemon.publish(Event::Review {
         session_key: session.key.clone(),
-        task_id: session.task_id.clone(),
+        task_id: session.task().unwrap_or_default().to_string(),
         job_id: job_id.to_string(),
         what: what.to_string(),
         detail: detail.to_string(),
@@ -438,7 +464,7 @@ pub async fn conclude(
             work.checkpoint.phase = "done".into();
             match &answer {
                 Ok(d) => {
-                    work.dossier = serde_json::to_value(d).ok();
+                    work.dossier = Some(d.clone());
                     work.provenance = Some(provenance.clone());
                 }
                 Err(f) => {
@@ -458,7 +484,7 @@ pub async fn conclude(
     });
     daemon.publish(Event::JobChanged {
         job_id: job_id.into(),
-        task_id: session.task_id.clone(),
+        task_id: session.task().unwrap_or_default().to_string(),
         state: state.as_str().into(),
     });
     publish(daemon, &session, job_id, "verdict", &detail);
@@ -493,10 +519,7 @@ pub fn reviewers_of(daemon: &Daemon, session: &SessionRecord) -> Vec<Reviewer> {
             let work = job.as_ref().and_then(|j| j.review.clone()).unwrap_or_default();
             let state = job.as_ref().map(|j| j.state);
             let answer = match (state, &work.dossier, &work.failure) {
-                (_, Some(d), _) => match serde_json::from_value::<Dossier>(d.clone()) {
-                    Ok(d) => Answer::Answered(Box::new(d)),
-                    Err(e) => Answer::Failed(ReviewerFailure { class: FailureClass::Internal, message: e.to_string() }),
-                },
+                (_, Some(d), _) => Answer::Answered(Box::new(d.clone())),
                 (_, None, Some(f)) => Answer::Failed(f.clone()),
                 (Some(s), None, None) if s.is_finished() => Answer::Failed(ReviewerFailure {
                     class: if s == JobState::Cancelled { FailureClass::Cancelled } else { FailureClass::Internal },
@@ -536,11 +559,11 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
         return;
     }
     let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, outcome);
-    result.task_id = session.task_id.clone();
+    result.task_id = session.task().unwrap_or_default().to_string();
     result.report_path = session.report_path.clone();
     result.gate = outcome.as_str().to_string();
-    if session.task().is_some() {
-        match gate::record_consensus(daemon, &session, &reviewers, outcome).await {
+    if let Some(task) = session.task() {
+        match gate::record_consensus(daemon, &session, task, &reviewers, outcome).await {
             Ok(gate) => {
                 if let Some(issue) = gate.guard_issue {
                     result.issues.insert(0, issue);
@@ -559,10 +582,10 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
             }
         }
     }
-    if session.template.is_some() {
+    if session.subject.template().is_some() {
         result.template_result = Some(template::outcome(daemon, &session).await);
     }
-    session.result = serde_json::to_value(&result).ok();
+    session.result = Some(result.clone());
     // The caller's environment (auth variables included) was kept only to start reviewers; a
     // retry brings its own.
     session.caller_env.clear();
@@ -619,13 +642,13 @@ async fn wait_for(daemon: &Arc<Daemon>, key: &str, timeout_seconds: f64) -> RpcR
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(timeout_seconds.min(86_400.0));
     loop {
         let session = daemon.sessions.get(key).ok_or_else(|| RpcError::internal("session vanished"))?;
-        if let Some(result) = session.result.as_ref().and_then(|r| serde_json::from_value(r.clone()).ok()) {
+        if let Some(result) = session.result {
             return Ok(result);
         }
         if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
             let reviewers = reviewers_of(daemon, &session);
             let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, Outcome::Pending);
-            result.task_id = session.task_id.clone();
+            result.task_id = session.task().unwrap_or_default().to_string();
             result.report_path = session.report_path.clone();
             return Ok(result);
         }
@@ -652,8 +675,8 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         )
         .with_hint("a failing verdict is fixed in the code, then reviewed in a new session"));
     }
-    if session.task().is_some() {
-        session.snapshot = gate::check_retry(daemon, &ws, &session).await?;
+    if let Some(task) = session.task().map(str::to_string) {
+        session.snapshot = gate::check_retry(daemon, &ws, &session, &task).await?;
     }
     session.caller_env = p.caller.env.clone();
     session.caller_cwd = p.caller.cwd.clone();

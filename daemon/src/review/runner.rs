@@ -74,10 +74,9 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
         let outcome = run(&daemon, &job_id, &session, &work, cancel).await;
         heartbeat.abort();
         if let Some(result) = &outcome.template_result {
-            let value = serde_json::to_value(result).ok();
             daemon.jobs.update(daemon.store(), &job_id, true, |r| {
                 if let Some(w) = r.review.as_mut() {
-                    w.template_result = value;
+                    w.template_result = Some(result.clone());
                 }
             });
         }

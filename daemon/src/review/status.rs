@@ -11,7 +11,6 @@ use super::find;
 use super::runner::{self, now_ms};
 use crate::daemon::Daemon;
 use crate::domain::consensus::{self, ReportPart};
-use crate::domain::dossier::Dossier;
 use crate::domain::job::{JobRecord, JobState, SessionRecord, Subject};
 use crate::error::{RpcError, RpcResult};
 
@@ -69,19 +68,16 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
                     consensus::remaining(&session.files, &work.checkpoint)
                 },
                 preflight: work.checkpoint.preflight.clone(),
-                verdict: work
-                    .dossier
-                    .and_then(|d| serde_json::from_value::<Dossier>(d).ok())
-                    .map(|d| consensus::reviewer_verdict(&d).to_string()),
+                verdict: work.dossier.map(|d| consensus::reviewer_verdict(&d).to_string()),
                 error: work.failure.map(|f| f.message),
             })
         })
         .collect();
-    let gate = session.result.as_ref().and_then(|r| r.get("gate")).and_then(|g| g.as_str()).unwrap_or("");
+    let gate = session.result.as_ref().map(|r| r.gate.as_str()).unwrap_or("");
     Ok(m::ReviewStatusResult {
         session_key: session.key.clone(),
-        task_id: session.task_id.clone(),
-        range: session.range.clone(),
+        task_id: session.task().unwrap_or_default().to_string(),
+        range: session.subject.range().to_string(),
         iteration: session.iteration,
         approval: session.approval.clone(),
         state: match (&session.result, gate) {
@@ -111,17 +107,16 @@ pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
                 verdict: work.and_then(|w| {
                     w.dossier
                         .as_ref()
-                        .and_then(|d| serde_json::from_value::<Dossier>(d.clone()).ok())
-                        .map(|d| format!("{} - {}", consensus::reviewer_verdict(&d), d.summary.trim()))
+                        .map(|d| format!("{} - {}", consensus::reviewer_verdict(d), d.summary.trim()))
                         .or_else(|| w.failure.as_ref().map(|f| format!("NO VERDICT - {}", f.message)))
                 }),
             }
         })
         .collect();
-    let target = match session.subject() {
+    let target = match &session.subject {
         Subject::Task(task) => format!("Task: {task}"),
         Subject::Range(range) => format!("Range: {range}"),
-        Subject::Template(template) => format!("Template: {template}"),
+        Subject::Template { name, .. } => format!("Template: {name}"),
     };
     let mut text = consensus::report(
         &format!(
@@ -131,7 +126,7 @@ pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
         &session.files,
         &parts,
     );
-    if let Some(outcome) = session.result.as_ref().and_then(|r| r.get("outcome")).and_then(|o| o.as_str()) {
+    if let Some(outcome) = session.result.as_ref().map(|r| r.outcome) {
         text.push_str(&format!("\n## Consensus\n{outcome}\n"));
     }
     let path = std::path::Path::new(&session.root).join(&session.report_path);

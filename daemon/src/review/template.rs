@@ -8,12 +8,12 @@ use std::sync::Arc;
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 
-use super::{Spawn, requested_reviewers};
+use super::{Baseline, Overrides, Packet, Spawn, Templates, requested_reviewers};
 use crate::baseline;
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::dossier::Request;
-use crate::domain::job::{SessionRecord, TemplateJob};
+use crate::domain::job::{SessionRecord, Subject, TemplateJob};
 use crate::domain::template;
 use crate::error::{RpcError, RpcResult};
 use crate::templates;
@@ -94,34 +94,36 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
         Spawn {
             ws: ws.clone(),
             config: &config,
-            task_id: String::new(),
-            range: inputs.get("diff").cloned().unwrap_or_default(),
-            context_digest: format!("template:{}", chosen.name),
+            caller: &p.caller,
+            subject: Subject::Template {
+                name: chosen.name.clone(),
+                range: inputs.get("diff").cloned().unwrap_or_default(),
+            },
             reviewers,
             approval: "auto".into(),
-            request: Request {
-                mode: "discover".into(),
-                max_findings: dossier.max_findings,
-                min_attack_angles: 1,
-                depth: dossier.review_depth.clone(),
+            packet: Packet {
+                text: packet,
+                request: Request {
+                    mode: "discover".into(),
+                    max_findings: dossier.max_findings,
+                    min_attack_angles: 1,
+                    depth: dossier.review_depth.clone(),
+                },
+                preflight: format!("template review `{}`; no acceptance evidence applies", chosen.name),
+                files,
             },
-            packet,
-            files,
-            scope: Vec::new(),
-            snapshot,
-            tree: String::new(),
-            preflight: format!("template review `{}`; no acceptance evidence applies", chosen.name),
-            caller: &p.caller,
-            model: None,
-            reasoning: None,
-            provider_command: p.provider_command.clone(),
-            template: Some(TemplateJob {
-                name: chosen.name.clone(),
-                inputs,
-                cwd: cwd.display().to_string(),
-                provider: String::new(),
-            }),
-            passes: Vec::new(),
+            baseline: Baseline { scope: Vec::new(), snapshot, tree: String::new() },
+            overrides: Overrides { provider_command: p.provider_command.clone(), ..Overrides::default() },
+            context_digest: format!("template:{}", chosen.name),
+            templates: Templates {
+                standalone: Some(TemplateJob {
+                    name: chosen.name.clone(),
+                    inputs,
+                    cwd: cwd.display().to_string(),
+                    provider: String::new(),
+                }),
+                passes: Vec::new(),
+            },
         },
     )?;
     let result = if p.wait_seconds > 0.0 {
@@ -146,7 +148,7 @@ pub async fn result(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<O
         key => Some(super::find(daemon, &ws, key, None)?),
     };
     let session = session.map(Ok).unwrap_or_else(|| super::find(daemon, &ws, None, None))?;
-    if session.template.is_none() {
+    if session.subject.template().is_none() {
         return Err(RpcError::new(
             ErrorKind::InvalidInput,
             format!("session {} is not a template review", session.key),
@@ -160,14 +162,14 @@ pub async fn result(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<O
 /// `review.history`: the workspace's settled template reviews, newest first.
 pub async fn history(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResult<m::ReviewHistoryResult> {
     let ws = daemon.workspace(&p.root).await?;
-    let mut sessions: Vec<_> =
-        daemon.sessions.all().into_iter().filter(|s| s.workspace_id == ws.id && s.template.is_some()).collect();
-    sessions.sort_by_key(|s| std::cmp::Reverse(s.seq));
-    let reviews = sessions
+    let mut sessions: Vec<_> = daemon
+        .sessions
+        .all()
         .into_iter()
-        .filter_map(|s| s.result.and_then(|r| serde_json::from_value::<m::WaitResult>(r).ok()))
-        .filter_map(|w| w.template_result)
+        .filter(|s| s.workspace_id == ws.id && s.subject.template().is_some())
         .collect();
+    sessions.sort_by_key(|s| std::cmp::Reverse(s.seq));
+    let reviews = sessions.into_iter().filter_map(|s| s.result.and_then(|w| w.template_result)).collect();
     Ok(m::ReviewHistoryResult { reviews })
 }
 
@@ -177,15 +179,12 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
     let mut results = Vec::new();
     for (name, job_id) in session.reviewers.iter().zip(&session.job_ids) {
         let work = daemon.jobs.get(job_id).and_then(|j| j.review).unwrap_or_default();
-        let result = work
-            .template_result
-            .and_then(|v| serde_json::from_value::<m::TemplateReviewResult>(v).ok())
-            .unwrap_or_else(|| m::TemplateReviewResult {
-                verdict: "UNKNOWN".into(),
-                raw_output: work.failure.map(|f| f.message).unwrap_or_default(),
-                provider: name.clone(),
-                ..m::TemplateReviewResult::default()
-            });
+        let result = work.template_result.unwrap_or_else(|| m::TemplateReviewResult {
+            verdict: "UNKNOWN".into(),
+            raw_output: work.failure.map(|f| f.message).unwrap_or_default(),
+            provider: name.clone(),
+            ..m::TemplateReviewResult::default()
+        });
         results.push((name.clone(), result));
     }
     let several = results.len() > 1;
@@ -214,7 +213,7 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
         } else {
             results.first().map(|(_, r)| r.raw_output.clone()).unwrap_or_default()
         },
-        template: session.template.clone().unwrap_or_default(),
+        template: session.subject.template().unwrap_or_default().to_string(),
         inputs: results.iter().map(|(_, r)| r.inputs.clone()).find(|i| !i.is_empty()).unwrap_or_default(),
         timestamp: clock::now_rfc3339(),
         provider: session.reviewers.join(","),

@@ -207,7 +207,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         lease_token: lease.token,
         lease_seconds: seconds,
         session_key: session.key.clone(),
-        task_id: session.task_id.clone(),
+        task_id: session.task().unwrap_or_default().to_string(),
         root: session.root.clone(),
         attempt: job.attempt,
         packet,

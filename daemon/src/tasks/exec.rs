@@ -457,13 +457,12 @@ impl BuildRun {
         match result {
             Ok((outcome, state)) => {
                 let reason = outcome.message.clone();
-                let outcome_json = serde_json::to_value(&outcome).ok();
                 self.set_state(state, |r| {
                     r.finished_at = Some(clock::now_rfc3339());
                     r.activity = None;
                     r.group = None;
                     r.reason = Some(reason);
-                    r.outcome = outcome_json;
+                    r.outcome = Some(outcome);
                 });
             }
             Err(e) => {

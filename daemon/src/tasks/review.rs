@@ -16,7 +16,7 @@ use crate::baseline;
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::domain::dossier::{Dossier, Request};
-use crate::domain::job::TemplateJob;
+use crate::domain::job::{Subject, TemplateJob};
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::Status;
 use crate::domain::packet::{self, Section};
@@ -207,24 +207,19 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         crate::review::Spawn {
             ws: ws.clone(),
             config: &config,
-            task_id: task.clone(),
-            range: String::new(),
-            context_digest: String::new(),
+            caller: &p.caller,
+            subject: Subject::Task(task.clone()),
             reviewers: provider_names,
             approval,
-            request,
-            packet,
-            files: classes.task_changes.clone(),
-            scope,
-            snapshot: start,
-            tree,
-            preflight,
-            caller: &p.caller,
-            model: p.model.clone(),
-            reasoning: p.codex_reasoning.clone(),
-            provider_command: p.provider_command.clone(),
-            template: None,
-            passes,
+            packet: crate::review::Packet { text: packet, request, preflight, files: classes.task_changes.clone() },
+            baseline: crate::review::Baseline { scope, snapshot: start, tree },
+            overrides: crate::review::Overrides {
+                model: p.model.clone(),
+                reasoning: p.codex_reasoning.clone(),
+                provider_command: p.provider_command.clone(),
+            },
+            context_digest: String::new(),
+            templates: crate::review::Templates { standalone: None, passes },
         },
     );
     drop(guard);
