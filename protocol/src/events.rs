@@ -15,7 +15,7 @@ pub enum Event {
     /// empty when the spec was removed or cannot be parsed.
     TaskChanged { workspace_id: String, root: String, task_id: String, status: String, cause: String },
     /// A job changed state (queued, running, succeeded, failed, timed_out, cancelled, abandoned).
-    JobChanged { job_id: String, task_id: String, state: String },
+    JobChanged { job_id: String, task_id: String, state: crate::vocab::JobState },
     /// A review session moved: `what` is queued, claimed, heartbeat_stale, requeued,
     /// checkpoint, verdict, resolved, awaiting_approval or decided.
     Review { session_key: String, task_id: String, job_id: String, what: String, detail: String },

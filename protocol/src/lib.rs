@@ -10,6 +10,7 @@ pub mod events;
 pub mod methods;
 pub mod progress;
 pub mod schemas;
+pub mod vocab;
 
 pub use error::{ErrorData, ErrorKind};
 pub use events::Event;

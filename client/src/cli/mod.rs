@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use scafld_client::Paths;
+use scafld_protocol::vocab::{Approval, Disposition, ReviewMode, Vocabulary};
 
 use output::{CliError, Output};
 
@@ -110,8 +111,8 @@ pub struct BuildArgs {
     #[arg(long, value_name = "ID", requires_all = ["disposition", "reason"])]
     pub criterion: Option<String>,
     /// The manual criterion's result: pass or fail.
-    #[arg(long, value_parser = ["pass", "fail"], requires = "criterion")]
-    pub disposition: Option<String>,
+    #[arg(long, value_parser = word::<Disposition>(), requires = "criterion")]
+    pub disposition: Option<Disposition>,
     /// What was checked and how (recorded with the evidence).
     #[arg(long, requires = "criterion")]
     pub reason: Option<String>,
@@ -144,8 +145,8 @@ pub struct ReviewArgs {
     #[arg(long)]
     pub detach: bool,
     /// auto (the verdict stands) or manual (it waits for `scafld review accept|reject`).
-    #[arg(long, value_parser = ["auto", "manual"])]
-    pub approval: Option<String>,
+    #[arg(long, value_parser = word::<Approval>())]
+    pub approval: Option<Approval>,
     /// Inputs of a user template named as the positional argument (NAME=VALUE, repeatable).
     #[arg(long = "input", value_name = "NAME=VALUE")]
     pub inputs: Vec<String>,
@@ -182,8 +183,8 @@ pub struct ReviewArgs {
     #[arg(long, value_delimiter = ',')]
     pub review_scope: Vec<String>,
     /// discover or verify (default: verify when the last review left open blockers).
-    #[arg(long)]
-    pub mode: Option<String>,
+    #[arg(long, value_parser = word::<ReviewMode>())]
+    pub mode: Option<ReviewMode>,
     /// Print exactly the packet a provider would receive, and run nothing.
     #[arg(long)]
     pub print_context: bool,
@@ -583,6 +584,12 @@ impl Context {
 }
 
 /// Parse `args`, run the command, print its output and return the process exit code.
+/// A parser for one of the protocol's vocabularies: its words are the choices clap lists.
+fn word<T: Vocabulary>() -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(T::WORDS).try_map(|word| word.parse::<T>())
+}
+
 pub fn main(args: Vec<OsString>) -> u8 {
     let wants_json = args.iter().any(|a| a == "--json");
     let cli = match Cli::try_parse_from(&args) {

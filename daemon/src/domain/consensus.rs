@@ -2,7 +2,9 @@
 //! orchestrators read, reviewer liveness, resume briefings, checkpoint merging and the
 //! incremental `review_report.md`.
 
-use scafld_protocol::methods::{Consensus, ResumeBriefing, ReviewIssue, ReviewedCount, ReviewerReport, WaitResult};
+use scafld_protocol::methods::{
+    Consensus, ConsensusVerdict, ResumeBriefing, ReviewIssue, ReviewedCount, ReviewerReport, WaitResult,
+};
 
 use crate::domain::dossier::{Attack, Dossier, Finding};
 use crate::domain::job::{Checkpoint, FailureClass, ReviewerFailure};
@@ -73,13 +75,13 @@ pub fn issues(reviewer: &str, dossier: &Dossier) -> Vec<ReviewIssue> {
 }
 
 /// PASS, FAIL (an open blocker or a failing verdict) or NEEDS_WORK (open non-blocking findings).
-pub fn reviewer_verdict(dossier: &Dossier) -> &'static str {
+pub fn reviewer_verdict(dossier: &Dossier) -> ConsensusVerdict {
     if dossier.verdict != "pass" || dossier.open_blockers() > 0 {
-        "FAIL"
+        ConsensusVerdict::Fail
     } else if dossier.findings.iter().any(is_open) {
-        "NEEDS_WORK"
+        ConsensusVerdict::NeedsWork
     } else {
-        "PASS"
+        ConsensusVerdict::Pass
     }
 }
 
@@ -103,16 +105,16 @@ pub fn decide(reviewers: &[Reviewer]) -> Outcome {
     if failed(FailureClass::Timeout) {
         return Outcome::Timeout;
     }
-    let verdicts: Vec<&str> = reviewers
+    let verdicts: Vec<ConsensusVerdict> = reviewers
         .iter()
         .filter_map(|r| match &r.answer {
             Answer::Answered(d) => Some(reviewer_verdict(d)),
             _ => None,
         })
         .collect();
-    if verdicts.contains(&"FAIL") {
+    if verdicts.contains(&ConsensusVerdict::Fail) {
         Outcome::Fail
-    } else if verdicts.contains(&"NEEDS_WORK") {
+    } else if verdicts.contains(&ConsensusVerdict::NeedsWork) {
         Outcome::NeedsWork
     } else {
         Outcome::Pass
@@ -127,10 +129,10 @@ pub fn wait_result(session_key: &str, iteration: u32, reviewers: &[Reviewer], ou
         consensus: Consensus {
             verdict: match outcome {
                 Outcome::Pending => None,
-                Outcome::Pass => Some("PASS".into()),
-                Outcome::NeedsWork => Some("NEEDS_WORK".into()),
-                Outcome::NoReviewers => Some("no_reviewers".into()),
-                _ => Some("FAIL".into()),
+                Outcome::Pass => Some(ConsensusVerdict::Pass),
+                Outcome::NeedsWork => Some(ConsensusVerdict::NeedsWork),
+                Outcome::NoReviewers => Some(ConsensusVerdict::NoReviewers),
+                _ => Some(ConsensusVerdict::Fail),
             },
             iteration,
         },
@@ -152,7 +154,7 @@ pub fn wait_result(session_key: &str, iteration: u32, reviewers: &[Reviewer], ou
         match &r.answer {
             Answer::Pending => {}
             Answer::Answered(d) => {
-                report.verdict = Some(reviewer_verdict(d).into());
+                report.verdict = Some(reviewer_verdict(d));
                 report.summary = d.summary.clone();
                 report.issues = issues(&r.name, d);
                 result.issues.extend(report.issues.iter().cloned());
@@ -427,7 +429,7 @@ mod tests {
         ];
         let result = wait_result("k", 2, &reviewers, decide(&reviewers));
         assert_eq!(result.status, WaitStatus::Error);
-        assert_eq!(result.consensus.verdict.as_deref(), Some("FAIL"));
+        assert_eq!(result.consensus.verdict.map(|v| v.as_str()), Some("FAIL"));
         assert_eq!(result.consensus.iteration, 2);
         assert_eq!(result.parse_errors, vec!["claude: boom".to_string()]);
         let first = &result.issues[0];
@@ -440,8 +442,8 @@ mod tests {
             (Some(0), "f1 summary", "evidence\n\nimpact")
         );
         assert_eq!(result.issues[1].priority, Some(3));
-        assert_eq!(result.reviewers["gemini"].verdict.as_deref(), Some("FAIL"));
-        assert_eq!(result.reviewers["codex"].verdict.as_deref(), Some("NEEDS_WORK"));
+        assert_eq!(result.reviewers["gemini"].verdict.map(|v| v.as_str()), Some("FAIL"));
+        assert_eq!(result.reviewers["codex"].verdict.map(|v| v.as_str()), Some("NEEDS_WORK"));
         assert!(result.reviewers["claude"].verdict.is_none());
     }
 

@@ -97,7 +97,7 @@ pub struct Budget {
 /// What the review asked for; the dossier is judged against it. Stored with each session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Request {
-    pub mode: String,
+    pub mode: scafld_protocol::vocab::ReviewMode,
     pub max_findings: u32,
     pub min_attack_angles: u32,
     pub depth: String,
@@ -222,8 +222,8 @@ pub fn validate(d: &Dossier, request: &Request) -> Vec<String> {
     if !matches!(d.verdict.as_str(), "pass" | "fail") {
         problems.push(format!("verdict must be pass or fail (got {:?})", d.verdict));
     }
-    if d.mode != request.mode {
-        problems.push(format!("mode is {:?} but the review asked for {:?}", d.mode, request.mode));
+    if d.mode != request.mode.as_str() {
+        problems.push(format!("mode is {:?} but the review asked for {:?}", d.mode, request.mode.as_str()));
     }
     if d.summary.trim().is_empty() {
         problems.push("summary is empty".into());
@@ -268,7 +268,12 @@ mod tests {
     use super::*;
 
     fn request() -> Request {
-        Request { mode: "discover".into(), max_findings: 3, min_attack_angles: 2, depth: "standard".into() }
+        Request {
+            mode: scafld_protocol::vocab::ReviewMode::Discover,
+            max_findings: 3,
+            min_attack_angles: 2,
+            depth: "standard".into(),
+        }
     }
 
     const PASS: &str = r#"{"verdict":"pass","mode":"discover","summary":"No blockers.","findings":[],

@@ -207,8 +207,7 @@ pub struct SessionRecord {
     pub subject: Subject,
     pub iteration: u32,
     pub created_at: String,
-    /// auto or manual.
-    pub approval: String,
+    pub approval: scafld_protocol::vocab::Approval,
     /// Spawned reviewers and their current jobs, in the same order.
     pub reviewers: Vec<String>,
     pub job_ids: Vec<String>,

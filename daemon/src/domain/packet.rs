@@ -89,7 +89,7 @@ pub fn answer_sections(request: &crate::domain::dossier::Request) -> [Section; 2
             "provider_instruction",
             "Provider Instruction",
             "scafld#provider_instruction",
-            instructions(&request.mode, &request.depth, request.max_findings, request.min_attack_angles),
+            instructions(request.mode.as_str(), &request.depth, request.max_findings, request.min_attack_angles),
             true,
         ),
         Section::derived(

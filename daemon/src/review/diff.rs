@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::{self as m};
+use scafld_protocol::vocab::{Approval, ReviewMode};
 use sha2::{Digest, Sha256};
 
-use super::{Baseline, Overrides, Packet, Spawn, Templates, approval_mode, requested_reviewers};
+use super::{Baseline, Overrides, Packet, Spawn, Templates, requested_reviewers};
 use crate::baseline;
 use crate::clock;
 use crate::daemon::Daemon;
@@ -32,7 +33,7 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
         ));
     }
     let reviewers = requested_reviewers(&p.reviewers, None, &config)?;
-    let approval = approval_mode(Some("auto"), &config)?;
+    let approval = Approval::Auto;
     let root = ws.root.clone();
     let range = p.range.clone();
     let (files, patch) = baseline::off_runtime(move || baseline::range_diff(&root, &range)).await?.map_err(|e| {
@@ -44,7 +45,7 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
     }
     let dossier = &config.review.dossier;
     let request = Request {
-        mode: "discover".into(),
+        mode: ReviewMode::Discover,
         max_findings: dossier.max_findings,
         min_attack_angles: dossier.min_attack_angles,
         depth: dossier.review_depth.clone(),
@@ -88,7 +89,7 @@ fn empty_range(
         root: ws.root.display().to_string(),
         subject: Subject::Range(range.to_string()),
         created_at: clock::now_rfc3339(),
-        approval: "auto".into(),
+        approval: Approval::Auto,
         request: Request::default(),
         preflight: "empty diff: nothing to review".into(),
         context_digest,

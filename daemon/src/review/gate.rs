@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
+use scafld_protocol::vocab::Approval;
 
 use crate::baseline;
 use crate::daemon::Daemon;
@@ -96,7 +97,7 @@ pub async fn record_consensus(
     let mut dossier = if answers.is_empty() {
         Dossier {
             verdict: "fail".into(),
-            mode: session.request.mode.clone(),
+            mode: session.request.mode.as_str().to_string(),
             summary: "No reviewer answered.".into(),
             provider: Some("scafld".into()),
             ..Dossier::default()
@@ -145,7 +146,7 @@ pub async fn record_consensus(
             dossier.open_blockers()
         )
     };
-    let manual = session.approval == "manual" && mutated.is_empty();
+    let manual = session.approval == Approval::Manual && mutated.is_empty();
     let value = serde_json::to_value(&dossier).ok();
     let event = if manual {
         LedgerEvent::ReviewProposed(RecordedReview {
@@ -172,7 +173,7 @@ pub async fn record_consensus(
         task_id: task.clone(),
         job_id: None,
         verdict: verdict.clone(),
-        mode: session.request.mode.clone(),
+        mode: session.request.mode,
         provider,
         summary: dossier.summary.clone(),
         output_format: dossier.output_format.clone().unwrap_or_default(),

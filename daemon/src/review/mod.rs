@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use scafld_protocol::methods as m;
+use scafld_protocol::vocab::Approval;
 use scafld_protocol::{ErrorKind, Event};
 use tracing::warn;
 
@@ -175,7 +176,7 @@ pub struct Spawn<'a> {
     pub subject: Subject,
     /// Requested reviewer names (already validated).
     pub reviewers: Vec<String>,
-    pub approval: String,
+    pub approval: Approval,
     pub packet: Packet,
     pub baseline: Baseline,
     /// Model, reasoning and command overrides given at spawn.
@@ -235,11 +236,12 @@ pub fn requested_reviewers(explicit: &[String], provider: Option<&str>, config: 
 }
 
 /// `auto` or manual approval, from the call or config.
-pub fn approval_mode(explicit: Option<&str>, config: &Config) -> RpcResult<String> {
-    let mode = explicit.unwrap_or(&config.review.approval);
-    match mode {
-        "auto" | "manual" => Ok(mode.to_string()),
-        other => Err(RpcError::new(ErrorKind::InvalidInput, format!("approval {other:?} is not auto or manual"))),
+pub fn approval_mode(explicit: Option<Approval>, config: &Config) -> RpcResult<Approval> {
+    match explicit {
+        Some(approval) => Ok(approval),
+        None => config.review.approval.parse().map_err(|e: scafld_protocol::vocab::UnknownWord| {
+            RpcError::new(ErrorKind::InvalidInput, format!("review.approval in the config: {e}"))
+        }),
     }
 }
 
@@ -485,7 +487,7 @@ pub async fn conclude(
     daemon.publish(Event::JobChanged {
         job_id: job_id.into(),
         task_id: session.task().unwrap_or_default().to_string(),
-        state: state.as_str().into(),
+        state,
     });
     publish(daemon, &session, job_id, "verdict", &detail);
     write_report(daemon, &session);
@@ -569,7 +571,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
                     result.issues.insert(0, issue);
                     result.outcome = Outcome::Fail;
                     result.status = consensus::WaitStatus::Resolved;
-                    result.consensus.verdict = Some("FAIL".into());
+                    result.consensus.verdict = Some(m::ConsensusVerdict::Fail);
                 }
                 result.gate = gate.state;
                 result.review = gate.review;

@@ -55,7 +55,7 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
         daemon.publish(Event::JobChanged {
             job_id: job_id.clone(),
             task_id: job.task_id.clone(),
-            state: "running".into(),
+            state: JobState::Running,
         });
         let heartbeat = {
             let (daemon, id) = (daemon.clone(), job_id.clone());
@@ -160,7 +160,7 @@ async fn run(
                 };
                 let result = template_result(t, job, Some(&answer), String::new(), &provenance, &session.key);
                 Outcome {
-                    answer: Ok(template::to_dossier(&t.name, &answer, &request.mode)),
+                    answer: Ok(template::to_dossier(&t.name, &answer, request.mode.as_str())),
                     provenance,
                     template_result: Some(result),
                 }
@@ -273,7 +273,7 @@ fn read_answer(
             Ok((parsed, raw)) => {
                 let result = template_result(t, job, parsed.as_ref(), raw, &provenance, session_key);
                 let answer = match &parsed {
-                    Some(a) => Ok(template::to_dossier(&t.name, a, &request.mode)),
+                    Some(a) => Ok(template::to_dossier(&t.name, a, request.mode.as_str())),
                     None => Err(ReviewerFailure {
                         class: FailureClass::Parse,
                         message: format!(
@@ -330,7 +330,7 @@ pub fn accept(dossier: Dossier, request: &dossier::Request) -> Result<Dossier, R
 fn local_dossier(request: &dossier::Request) -> Dossier {
     Dossier {
         verdict: "pass".into(),
-        mode: request.mode.clone(),
+        mode: request.mode.as_str().to_string(),
         summary: "Local provider smoke review passed.".into(),
         attack_log: vec![Attack {
             target: "local provider".into(),

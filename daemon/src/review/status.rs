@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
-use scafld_protocol::methods::{self as m, ReviewerProgress};
+use scafld_protocol::methods::{self as m, ReviewerProgress, SessionState};
 use tracing::warn;
 
 use super::find;
@@ -68,7 +68,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
                     consensus::remaining(&session.files, &work.checkpoint)
                 },
                 preflight: work.checkpoint.preflight.clone(),
-                verdict: work.dossier.map(|d| consensus::reviewer_verdict(&d).to_string()),
+                verdict: work.dossier.map(|d| consensus::reviewer_verdict(&d)),
                 error: work.failure.map(|f| f.message),
             })
         })
@@ -79,11 +79,11 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
         task_id: session.task().unwrap_or_default().to_string(),
         range: session.subject.range().to_string(),
         iteration: session.iteration,
-        approval: session.approval.clone(),
+        approval: session.approval,
         state: match (&session.result, gate) {
-            (None, _) => "running".into(),
-            (Some(_), "awaiting_approval") => "awaiting_approval".into(),
-            (Some(_), _) => "resolved".into(),
+            (None, _) => SessionState::Running,
+            (Some(_), "awaiting_approval") => SessionState::AwaitingApproval,
+            (Some(_), _) => SessionState::Resolved,
         },
         files_total: session.files.len(),
         reviewers,

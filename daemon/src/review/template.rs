@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
+use scafld_protocol::vocab::{Approval, ReviewMode};
 
 use super::{Baseline, Overrides, Packet, Spawn, Templates, requested_reviewers};
 use crate::baseline;
@@ -100,11 +101,11 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
                 range: inputs.get("diff").cloned().unwrap_or_default(),
             },
             reviewers,
-            approval: "auto".into(),
+            approval: Approval::Auto,
             packet: Packet {
                 text: packet,
                 request: Request {
-                    mode: "discover".into(),
+                    mode: ReviewMode::Discover,
                     max_findings: dossier.max_findings,
                     min_attack_angles: 1,
                     depth: dossier.review_depth.clone(),

@@ -199,7 +199,11 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         None => format!("worker {} claimed it", p.worker_id),
     };
     publish(daemon, &session, &job.id, "claimed", &detail);
-    daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: "running".into() });
+    daemon.publish(Event::JobChanged {
+        job_id: job.id.clone(),
+        task_id: job.task_id.clone(),
+        state: JobState::Running,
+    });
     write_report(daemon, &session);
     let lease = job.review.as_ref().and_then(|w| w.lease.clone()).unwrap_or_default();
     Ok(m::Claim {
@@ -455,7 +459,7 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
         .ok_or_else(|| stale_lease(&job.id))?;
     crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
     publish(daemon, &session, &job.id, "requeued", &format!("released by worker {}", lease.worker_id));
-    daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: "queued".into() });
+    daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: JobState::Queued });
     Ok(m::LeaseResult { job_id: job.id, state: m::JobState::Queued, lease_expires_in_seconds: 0.0 })
 }
 
@@ -504,7 +508,7 @@ pub fn reap(daemon: &Arc<Daemon>) {
         daemon.publish(Event::JobChanged {
             job_id: job.id.clone(),
             task_id: job.task_id.clone(),
-            state: "queued".into(),
+            state: JobState::Queued,
         });
         write_report(daemon, &session);
     }

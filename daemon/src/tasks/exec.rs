@@ -107,7 +107,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     let path = ws.spec_path(&task);
     Ok(m::ApproveResult {
         task_id: task.clone(),
-        status: "approved".into(),
+        status: Status::Approved,
         path,
         head,
         baseline_paths: count,
@@ -149,7 +149,7 @@ fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> R
     let path = ws.spec_path(task);
     Ok(m::ApproveResult {
         task_id: task.to_string(),
-        status: status.to_string(),
+        status,
         path,
         head: None,
         baseline_paths: 0,
@@ -256,7 +256,11 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
                     .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?,
             };
             let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task, None);
-            daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: task.clone(), state: "queued".into() });
+            daemon.publish(Event::JobChanged {
+                job_id: job.id.clone(),
+                task_id: task.clone(),
+                state: JobState::Queued,
+            });
             let run = BuildRun {
                 daemon: daemon.clone(),
                 ws: ws.clone(),
@@ -427,11 +431,7 @@ impl BuildRun {
             r.state = state;
             change(r);
         });
-        self.daemon.publish(Event::JobChanged {
-            job_id: self.job_id.clone(),
-            task_id: self.task.clone(),
-            state: state.as_str().into(),
-        });
+        self.daemon.publish(Event::JobChanged { job_id: self.job_id.clone(), task_id: self.task.clone(), state });
     }
 
     async fn execute(self, target: Target, criteria: Vec<Criterion>, recheck: Vec<(String, Criterion)>) {
@@ -540,7 +540,7 @@ impl BuildRun {
                     vec![
                         LedgerEvent::Job {
                             job_id: self.job_id.clone(),
-                            state: "cancelled".into(),
+                            state: JobState::Cancelled.to_string(),
                             reason: "cancelled by a client".into(),
                         },
                         LedgerEvent::Build {
@@ -830,7 +830,7 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
         record(daemon, &ws, &task, vec![event], cause)?;
         ws.spec_path(&task)
     };
-    Ok(m::ArchiveResult { task_id: task, status: status.to_string(), path })
+    Ok(m::ArchiveResult { task_id: task, status, path })
 }
 
 pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::SessionResult> {
@@ -909,7 +909,7 @@ pub async fn recover_jobs(daemon: &Arc<Daemon>) {
         let _guard = lock.lock().await;
         let event = LedgerEvent::Job {
             job_id: job.id.clone(),
-            state: "abandoned".into(),
+            state: JobState::Abandoned.to_string(),
             reason: job.reason.clone().unwrap_or_default(),
         };
         if let Err(e) = record(daemon, &ws, &job.task_id, vec![event], "recovery") {

@@ -83,7 +83,7 @@ fn resolve_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()
     let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
     let Some(status) = crate::domain::ledger::replay(&entries).status else { return Ok(()) };
     let folder_of = |p: &std::path::Path| specfile::folder_of(&ws.root, p);
-    let expected = Some(status.folder());
+    let expected = Some(crate::domain::lifecycle::Folder::of(status));
     let leftover = match (folder_of(&current) == expected, folder_of(&other) == expected) {
         (true, false) => other,
         (false, true) => current,
@@ -138,29 +138,21 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
 }
 
 pub(crate) fn wire(d: &Diagnostic) -> WireDiagnostic {
-    WireDiagnostic {
-        line: d.line,
-        severity: match d.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        }
-        .to_string(),
-        message: d.message.clone(),
-    }
+    WireDiagnostic { line: d.line, severity: d.severity, message: d.message.clone() }
 }
 
 /// Every error of an entry (read, duplicate and parse errors) as wire diagnostics.
 pub(crate) fn entry_errors(entry: &SpecEntry) -> Vec<WireDiagnostic> {
     let mut errors: Vec<WireDiagnostic> = entry.parsed.errors().map(wire).collect();
     if let Some(e) = &entry.read_error {
-        errors.insert(0, WireDiagnostic { line: 0, severity: "error".into(), message: e.clone() });
+        errors.insert(0, WireDiagnostic { line: 0, severity: Severity::Error, message: e.clone() });
     }
     if let Some(other) = &entry.duplicate {
         errors.insert(
             0,
             WireDiagnostic {
                 line: 0,
-                severity: "error".into(),
+                severity: Severity::Error,
                 message: format!("the task also exists at {}; keep one of the two files", other.display()),
             },
         );

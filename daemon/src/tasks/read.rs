@@ -39,7 +39,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
         task_id: entry.task_id.clone(),
         title: spec.title.clone(),
         status: spec.front.status.clone(),
-        harden_status: spec.harden_status().as_str().to_string(),
+        harden_status: spec.harden_status(),
         path: ws.relative(&entry.path),
         current_phase: if current_phase.is_empty() { "none".into() } else { current_phase },
         next: crate::domain::next::word(next_action.action).to_string(),
@@ -156,7 +156,7 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
                 task_id: e.task_id.clone(),
                 path: ws.relative(&e.path),
                 status: e.parsed.spec.status().map(|s| s.to_string()).unwrap_or_default(),
-                valid: diagnostics.iter().all(|d| d.severity != "error"),
+                valid: diagnostics.iter().all(|d| d.severity != m::Severity::Error),
                 diagnostics,
             }
         })
@@ -182,7 +182,7 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
     Ok(m::ValidateResult {
         task_id: entry.task_id.clone(),
         path: ws.relative(&entry.path),
-        valid: diagnostics.iter().all(|d| d.severity != "error"),
+        valid: diagnostics.iter().all(|d| d.severity != m::Severity::Error),
         diagnostics,
         title: spec.title.clone(),
         status: spec.front.status.clone(),
@@ -202,7 +202,7 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
 
 pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult> {
     let filter = match p.status.as_deref() {
-        Some(raw) => Some(raw.parse::<Status>().map_err(|e| RpcError::new(ErrorKind::InvalidInput, e))?),
+        Some(raw) => Some(raw.parse::<Status>().map_err(|e| RpcError::new(ErrorKind::InvalidInput, e.to_string()))?),
         None => None,
     };
     let ws = daemon.workspace(&p.root).await?;

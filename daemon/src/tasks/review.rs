@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
+use scafld_protocol::vocab::{Decision, ReviewMode, Verdict};
 
 use super::evidence::Freshness;
 use super::exec::refuse_while_running;
@@ -86,21 +87,17 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     }
     let config = ws.config()?;
     let previous = latest_review(&entries);
-    let mode = match p.mode.clone() {
+    let mode = match p.mode {
         Some(mode) => mode,
-        None => match config.review.dossier.rerun_policy.as_str() {
-            "discover" => "discover".into(),
-            "verify" => "verify".into(),
-            _ => {
+        None => match config.review.dossier.rerun_policy.parse::<ReviewMode>() {
+            Ok(mode) => mode,
+            Err(_) => {
                 let open = previous.as_ref().and_then(|(d, _, _)| d.as_ref()).is_some_and(|d| d.open_blockers() > 0);
-                if open { "verify".into() } else { "discover".into() }
+                if open { ReviewMode::Verify } else { ReviewMode::Discover }
             }
         },
     };
     let depth = p.review_depth.clone().unwrap_or_else(|| config.review.dossier.review_depth.clone());
-    if !matches!(mode.as_str(), "discover" | "verify") {
-        return Err(RpcError::new(ErrorKind::InvalidInput, format!("mode {mode:?} is not discover or verify")));
-    }
     if !matches!(depth.as_str(), "light" | "standard" | "deep") {
         return Err(RpcError::new(
             ErrorKind::InvalidInput,
@@ -108,7 +105,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
         ));
     }
     let request = Request {
-        mode: mode.clone(),
+        mode,
         max_findings: p.max_findings.unwrap_or(config.review.dossier.max_findings),
         min_attack_angles: p.min_attack_angles.unwrap_or(config.review.dossier.min_attack_angles),
         depth,
@@ -150,7 +147,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
     let scope = review::scope(&spec, &p.review_scope);
     let classes = review::classify(&changed, &baseline, &scope);
-    let known = (mode == "verify").then(|| previous.as_ref().and_then(|(d, _, _)| d.clone())).flatten();
+    let known = (mode == ReviewMode::Verify).then(|| previous.as_ref().and_then(|(d, _, _)| d.clone())).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
     let (root, head, paths) = (ws.root.clone(), base_head.clone(), classes.task_changes.clone());
     let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &paths)).await?;
@@ -169,7 +166,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     }
 
     let reviewers = crate::review::requested_reviewers(&p.reviewers, p.provider.as_deref(), &config)?;
-    let approval = crate::review::approval_mode(p.approval.as_deref(), &config)?;
+    let approval = crate::review::approval_mode(p.approval, &config)?;
     let mut provider_names = reviewers.clone();
     if let [only] = reviewers.as_slice()
         && only != "worker"
@@ -313,12 +310,6 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
             RpcError::new(ErrorKind::InvalidInput, "a decision needs --reason").with_hint("say who decided and why")
         );
     }
-    if !matches!(p.decision.as_str(), "accept" | "reject") {
-        return Err(RpcError::new(
-            ErrorKind::InvalidInput,
-            format!("decision {:?} is not accept or reject", p.decision),
-        ));
-    }
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     let (_, entries) = projected_spec(daemon, &ws, &task)?;
@@ -331,15 +322,22 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
         return Err(RpcError::new(ErrorKind::InvalidState, format!("no review of {task} awaits approval"))
             .with_hint(format!("run `scafld review {task} --approval manual` first")));
     };
-    let verdict = if p.decision == "accept" { proposed.verdict.clone() } else { "fail".to_string() };
+    // Accepting keeps the proposed verdict (anything but a pass fails); rejecting fails.
+    let verdict = match p.decision {
+        Decision::Accept if proposed.verdict == Verdict::Pass.as_str() => Verdict::Pass,
+        _ => Verdict::Fail,
+    };
     let reason_text = format!(
         "human {} of the proposed {} verdict: {reason}",
-        if p.decision == "accept" { "acceptance" } else { "rejection" },
+        match p.decision {
+            Decision::Accept => "acceptance",
+            Decision::Reject => "rejection",
+        },
         proposed.verdict
     );
     let events = vec![
-        LedgerEvent::ReviewDecision { decision: p.decision.clone(), reason: reason.clone() },
-        LedgerEvent::Review(RecordedReview { verdict: verdict.clone(), reason: reason_text, ..proposed }),
+        LedgerEvent::ReviewDecision { decision: p.decision.to_string(), reason: reason.clone() },
+        LedgerEvent::Review(RecordedReview { verdict: verdict.to_string(), reason: reason_text, ..proposed }),
     ];
     record(daemon, &ws, &task, events, "command:review")?;
     if let Some(session) = daemon.sessions.latest(&ws.id, Some(&task)) {
@@ -349,10 +347,9 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     Ok(m::DecideResult {
         task_id: task.clone(),
         decision: p.decision,
-        next_command: if verdict == "pass" {
-            format!("scafld complete {task}")
-        } else {
-            format!("scafld handoff {task}")
+        next_command: match verdict {
+            Verdict::Pass => format!("scafld complete {task}"),
+            Verdict::Fail => format!("scafld handoff {task}"),
         },
         verdict,
     })
@@ -378,7 +375,7 @@ fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&s
     Ok(m::ReviewResult {
         task_id: task.to_string(),
         verdict: "pass".into(),
-        mode: "verify".into(),
+        mode: ReviewMode::Verify,
         provider: "human".into(),
         summary: format!("Human-reviewed override accepted: {reason}"),
         next_command: format!("scafld complete {task}"),
@@ -598,7 +595,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
                 "command:complete",
             )?;
             let path = ws.spec_path(&task);
-            Ok(m::CompleteResult { task_id: task, status: "completed".into(), path, provider, review_entry })
+            Ok(m::CompleteResult { task_id: task, status: Status::Completed, path, provider, review_entry })
         }
         Authority::Invalid { reason } => {
             let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);

@@ -10,7 +10,7 @@ use super::{entry, require_valid, spec_file, target_for, task_id, wire, write_er
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::harden::{self, Ground};
-use crate::domain::lifecycle::{Folder, Status};
+use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::project::project;
 use crate::domain::spec::render::{PlanInput, new_spec};
 use crate::domain::spec::{Spec, parse};
@@ -59,7 +59,7 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
     crate::sync::write(&ws.index).record_write(&target, &text, None);
     daemon.publish_task_changed(&ws, task.as_str(), "command:plan");
     let diagnostics = parse(&text).diagnostics.iter().map(wire).collect();
-    Ok(m::PlanResult { task_id: task.to_string(), path: ws.relative(&target), status: "draft".into(), diagnostics })
+    Ok(m::PlanResult { task_id: task.to_string(), path: ws.relative(&target), status: Status::Draft, diagnostics })
 }
 
 pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenResult> {
@@ -93,7 +93,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
         return Ok(m::HardenResult {
             task_id: id.clone(),
             path: ws.relative(&written),
-            harden_status: "passed".into(),
+            harden_status: HardenStatus::Passed,
             round_id,
             marked_passed: true,
             next_command: format!("scafld approve {id}"),
@@ -110,7 +110,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     Ok(m::HardenResult {
         task_id: id.clone(),
         path: ws.relative(&written),
-        harden_status: "in_progress".into(),
+        harden_status: HardenStatus::InProgress,
         round_id,
         marked_passed: false,
         next_command: format!("scafld harden {id} --mark-passed"),

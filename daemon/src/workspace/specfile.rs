@@ -17,8 +17,8 @@ pub fn specs_dir(root: &Path) -> PathBuf {
 
 /// Where a spec with `status` belongs; archived specs go under `archive/<month>/`.
 pub fn target_path(root: &Path, task_id: &str, status: Status, month: &str) -> PathBuf {
-    let folder = specs_dir(root).join(status.folder().dir_name());
-    let folder = if status.folder() == Folder::Archive { folder.join(month) } else { folder };
+    let folder = specs_dir(root).join(Folder::of(status).dir_name());
+    let folder = if Folder::of(status) == Folder::Archive { folder.join(month) } else { folder };
     folder.join(format!("{task_id}.md"))
 }
 

@@ -45,3 +45,5 @@ pub use review::*;
 pub use task::*;
 pub use template::*;
 pub use worker::*;
+// The vocabularies the method types use, reachable beside them.
+pub use crate::vocab::*;

@@ -41,9 +41,9 @@ pub struct ReviewParams {
     pub min_attack_angles: Option<u32>,
     #[serde(default)]
     pub review_scope: Vec<String>,
-    /// discover or verify (default: by review.dossier.rerun_policy).
+    /// Default: by review.dossier.rerun_policy.
     #[serde(default)]
-    pub mode: Option<String>,
+    pub mode: Option<ReviewMode>,
     /// Return the packet a provider would receive; run nothing, record nothing.
     #[serde(default)]
     pub print_context: bool,
@@ -53,9 +53,9 @@ pub struct ReviewParams {
     /// Several reviewers, one job each (default: review.external.reviewers, else `provider`).
     #[serde(default)]
     pub reviewers: Vec<String>,
-    /// auto (the verdict stands) or manual (it awaits `review accept|reject`).
+    /// Whether the verdict stands or awaits `review accept|reject` (default: review.approval).
     #[serde(default)]
-    pub approval: Option<String>,
+    pub approval: Option<Approval>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -66,7 +66,7 @@ pub struct ReviewResult {
     pub job_id: Option<String>,
     /// pass, fail, or `not_run` for --print-context.
     pub verdict: String,
-    pub mode: String,
+    pub mode: ReviewMode,
     pub provider: String,
     pub summary: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -94,7 +94,7 @@ method!(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompleteResult {
     pub task_id: String,
-    pub status: String,
+    pub status: Status,
     pub path: String,
     pub provider: String,
     pub review_entry: String,
@@ -184,65 +184,6 @@ pub struct ReviewWaitParams {
     pub caller_identity: String,
 }
 
-/// What a review session came to: the wait document's `outcome`, from which `review wait`'s
-/// exit code is derived.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    #[default]
-    Pending,
-    Pass,
-    Fail,
-    NeedsWork,
-    NoReviewers,
-    ParseError,
-    Timeout,
-    #[serde(rename = "internal_error")]
-    Internal,
-}
-
-impl Outcome {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Pending => "pending",
-            Outcome::Pass => "pass",
-            Outcome::Fail => "fail",
-            Outcome::NeedsWork => "needs_work",
-            Outcome::NoReviewers => "no_reviewers",
-            Outcome::ParseError => "parse_error",
-            Outcome::Timeout => "timeout",
-            Outcome::Internal => "internal_error",
-        }
-    }
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-/// Where a wait ended: the session resolved, the wait timed out, or an error settled it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WaitStatus {
-    #[default]
-    Resolved,
-    Timeout,
-    Error,
-}
-
-impl std::fmt::Display for WaitStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(match self {
-            WaitStatus::Resolved => "resolved",
-            WaitStatus::Timeout => "timeout",
-            WaitStatus::Error => "error",
-        })
-    }
-}
-
 /// The seed-004 wait document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WaitResult {
@@ -278,8 +219,8 @@ pub struct WaitResult {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Consensus {
-    /// PASS, FAIL, NEEDS_WORK or no_reviewers (null while pending).
-    pub verdict: Option<String>,
+    /// Null while pending.
+    pub verdict: Option<ConsensusVerdict>,
     /// The review round of this task or range (1 for the first).
     pub iteration: u32,
 }
@@ -287,7 +228,7 @@ pub struct Consensus {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReviewerReport {
     /// PASS, FAIL or NEEDS_WORK; null when the reviewer gave no verdict.
-    pub verdict: Option<String>,
+    pub verdict: Option<ConsensusVerdict>,
     pub summary: String,
     pub issues: Vec<ReviewIssue>,
     pub error: Option<String>,
@@ -342,7 +283,7 @@ pub struct ReviewStatusParams {
     pub session_key: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewStatusResult {
     pub session_key: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -350,10 +291,8 @@ pub struct ReviewStatusResult {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub range: String,
     pub iteration: u32,
-    /// auto or manual.
-    pub approval: String,
-    /// running, resolved, awaiting_approval or decided.
-    pub state: String,
+    pub approval: Approval,
+    pub state: SessionState,
     pub files_total: usize,
     pub reviewers: Vec<ReviewerProgress>,
     pub report_path: String,
@@ -377,7 +316,7 @@ pub struct ReviewerProgress {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preflight: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<String>,
+    pub verdict: Option<ConsensusVerdict>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -387,21 +326,20 @@ method!(
     ReviewDecide = "review.decide", DecideParams => DecideResult
 );
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecideParams {
     pub root: String,
     pub task_id: String,
-    /// accept or reject.
-    pub decision: String,
+    pub decision: Decision,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecideResult {
     pub task_id: String,
-    pub decision: String,
-    /// The gate verdict that now stands: pass or fail.
-    pub verdict: String,
+    pub decision: Decision,
+    /// The gate verdict that now stands.
+    pub verdict: Verdict,
     pub next_command: String,
 }

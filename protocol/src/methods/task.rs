@@ -43,7 +43,7 @@ pub struct PlanResult {
     pub task_id: String,
     /// Workspace-relative path of the new spec.
     pub path: String,
-    pub status: String,
+    pub status: Status,
     /// What `validate` reports for the fresh draft (its TODO placeholders).
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -52,8 +52,7 @@ pub struct PlanResult {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
     pub line: usize,
-    /// `error` or `warning`.
-    pub severity: String,
+    pub severity: Severity,
     pub message: String,
 }
 
@@ -134,8 +133,9 @@ pub struct StatusResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stale_changes: Vec<String>,
     pub title: String,
+    /// As the spec's front matter says (a Python scafld name included).
     pub status: String,
-    pub harden_status: String,
+    pub harden_status: HardenStatus,
     pub path: String,
     pub current_phase: String,
     /// The next step (`approve`, `build`, `repair`, `review`, ...).
@@ -306,7 +306,7 @@ pub struct HardenParams {
 pub struct HardenResult {
     pub task_id: String,
     pub path: String,
-    pub harden_status: String,
+    pub harden_status: HardenStatus,
     pub round_id: String,
     pub marked_passed: bool,
     pub next_command: String,
@@ -403,7 +403,7 @@ pub struct ApproveParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApproveResult {
     pub task_id: String,
-    pub status: String,
+    pub status: Status,
     pub path: String,
     /// HEAD commit at approval, if the repository has one.
     pub head: Option<String>,
@@ -442,22 +442,6 @@ pub struct ManualEvidence {
     /// Who decided (default: the caller's user name).
     #[serde(default)]
     pub actor: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Disposition {
-    Pass,
-    Fail,
-}
-
-impl Disposition {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Disposition::Pass => "pass",
-            Disposition::Fail => "fail",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -523,7 +507,7 @@ pub struct ReasonParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArchiveResult {
     pub task_id: String,
-    pub status: String,
+    pub status: Status,
     pub path: String,
 }
 
@@ -598,65 +582,6 @@ pub struct JobParams {
 pub struct JobWaitParams {
     pub job_id: String,
     pub timeout_seconds: f64,
-}
-
-/// Where a job is in its life. Terminal states never read as a pass.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    #[default]
-    Queued,
-    Running,
-    /// Ran to the end and every criterion passed.
-    Succeeded,
-    /// Ran to the end with failing criteria.
-    Failed,
-    /// A criterion hit its timeout.
-    TimedOut,
-    Cancelled,
-    /// The daemon stopped or died while the job ran; it has no result.
-    Abandoned,
-}
-
-impl JobState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Queued => "queued",
-            JobState::Running => "running",
-            JobState::Succeeded => "succeeded",
-            JobState::Failed => "failed",
-            JobState::TimedOut => "timed_out",
-            JobState::Cancelled => "cancelled",
-            JobState::Abandoned => "abandoned",
-        }
-    }
-
-    pub fn is_finished(self) -> bool {
-        !matches!(self, JobState::Queued | JobState::Running)
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(self.as_str())
-    }
-}
-
-/// What a job does: run a task's acceptance criteria, or one reviewer's review.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobKind {
-    Acceptance,
-    Review,
-}
-
-impl std::fmt::Display for JobKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(match self {
-            JobKind::Acceptance => "acceptance",
-            JobKind::Review => "review",
-        })
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -81,10 +81,10 @@ pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
 pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = connect_workspace(ctx)?;
-    let manual = match (&args.criterion, args.disposition.as_deref(), &args.reason) {
+    let manual = match (&args.criterion, args.disposition, &args.reason) {
         (Some(criterion_id), Some(disposition), Some(reason)) => Some(m::ManualEvidence {
             criterion_id: criterion_id.clone(),
-            disposition: if disposition == "pass" { m::Disposition::Pass } else { m::Disposition::Fail },
+            disposition,
             reason: reason.clone(),
             evidence_digest: args.evidence_digest.clone(),
             actor: args.actor.clone(),

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use scafld_client::Connection;
 use scafld_protocol::methods::{self as m, SpawnResult, WaitResult};
+use scafld_protocol::vocab::Decision;
 
 use super::exec::caller;
 use super::tasks::{call, findings_text, session as connect_workspace};
@@ -24,8 +25,8 @@ pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         Some(ReviewCommand::Wait { session_key, timeout }) => wait(ctx, session_key.clone(), *timeout),
         Some(ReviewCommand::Retry { session_key }) => retry(ctx, session_key),
         Some(ReviewCommand::Status { task, session_key }) => status(ctx, task, session_key.clone()),
-        Some(ReviewCommand::Accept(reason)) => decide(ctx, reason, "accept"),
-        Some(ReviewCommand::Reject(reason)) => decide(ctx, reason, "reject"),
+        Some(ReviewCommand::Accept(reason)) => decide(ctx, reason, Decision::Accept),
+        Some(ReviewCommand::Reject(reason)) => decide(ctx, reason, Decision::Reject),
         Some(ReviewCommand::List) => template::list(ctx),
         Some(ReviewCommand::History) => template::history(ctx),
         Some(ReviewCommand::Result { session_key, timeout, output }) => {
@@ -123,11 +124,11 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         max_findings: args.max_findings,
         min_attack_angles: args.min_attack_angles,
         review_scope: args.review_scope.clone(),
-        mode: args.mode.clone(),
+        mode: args.mode,
         print_context: args.print_context,
         force: args.force,
         reviewers: args.reviewers.clone(),
-        approval: args.approval.clone(),
+        approval: args.approval,
     };
     let task_id = params.task_id.clone();
     let r = call::<m::TaskReview>(&mut conn, &params)
@@ -338,7 +339,7 @@ fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, 
 fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
     let code = crate::cli::exit::for_outcome(r.outcome);
     ctx.out.document(r, code == spawn_wait::PASS, || {
-        let verdict = r.consensus.verdict.as_deref().unwrap_or("PENDING");
+        let verdict = r.consensus.verdict.map(|v| v.as_str()).unwrap_or("PENDING");
         let painted = ctx.out.paint(verdict, if verdict == "PASS" { Style::Good } else { Style::Bad });
         let mut text = format!(
             "review session {} (iteration {}): {painted} [{}]\n",
@@ -433,10 +434,10 @@ fn status(ctx: &Context, task: &TaskArg, session_key: Option<String>) -> Result<
     Ok(workflow::OK)
 }
 
-fn decide(ctx: &Context, args: &ReasonArgs, decision: &str) -> Result<u8, CliError> {
+fn decide(ctx: &Context, args: &ReasonArgs, decision: Decision) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = connect_workspace(ctx)?;
-    let params = m::DecideParams { root, task_id, decision: decision.into(), reason: args.reason.clone() };
+    let params = m::DecideParams { root, task_id, decision, reason: args.reason.clone() };
     let r = call::<m::ReviewDecide>(&mut conn, &params)?;
     ctx.out.success(&r, || {
         format!("{} {}: the review gate is {}\nnext: {}", r.decision, r.task_id, r.verdict, r.next_command)

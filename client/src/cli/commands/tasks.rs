@@ -83,7 +83,7 @@ pub fn validate_all(ctx: &Context) -> Result<u8, CliError> {
         for spec in &result.specs {
             let verdict =
                 if spec.valid { ctx.out.paint("valid", Style::Good) } else { ctx.out.paint("invalid", Style::Bad) };
-            let warnings = spec.diagnostics.iter().filter(|d| d.severity == "warning").count();
+            let warnings = spec.diagnostics.iter().filter(|d| d.severity == m::Severity::Warning).count();
             let _ = writeln!(text, "{} ({}): {verdict}, {warnings} warning(s)", spec.task_id, spec.path);
             if !spec.diagnostics.is_empty() {
                 let _ = writeln!(text, "{}", diagnostics_text(&spec.diagnostics));
@@ -114,7 +114,7 @@ pub fn validate(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     let result = call::<m::TaskValidate>(&mut conn, &params)?;
     let criteria: usize = result.phases.iter().map(|p| p.criteria.len()).sum::<usize>() + result.criteria.len();
     if !result.valid {
-        let errors = result.diagnostics.iter().filter(|d| d.severity == "error").count();
+        let errors = result.diagnostics.iter().filter(|d| d.severity == m::Severity::Error).count();
         let mut error = invalid(&result.task_id, errors);
         if !ctx.out.json {
             eprintln!(

@@ -23,11 +23,11 @@ pub struct Spec {
 
 impl Spec {
     pub fn status(&self) -> Option<Status> {
-        Status::read(&self.front.status)
+        crate::domain::lifecycle::read_status(&self.front.status)
     }
 
     pub fn harden_status(&self) -> HardenStatus {
-        self.front.harden_status.parse().unwrap_or(HardenStatus::NotRun)
+        crate::domain::lifecycle::read_harden_status(&self.front.harden_status).unwrap_or(HardenStatus::NotRun)
     }
 
     pub fn phase(&self, id: &str) -> Option<&Phase> {

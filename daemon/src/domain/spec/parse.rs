@@ -10,15 +10,10 @@ use std::ops::Range;
 use serde::Serialize;
 
 use super::model::*;
-use crate::domain::lifecycle::{HardenStatus, Status};
+use crate::domain::lifecycle::Status;
 use crate::domain::task_id::TaskId;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Error,
-    Warning,
-}
+pub use scafld_protocol::vocab::Severity;
 
 /// Which rules a diagnostic belongs to, which decides its severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1104,7 +1099,7 @@ impl<'a> Parser<'a> {
             if fm.status.is_empty() {
                 self.diag(status_line, Rule::Structure, "front matter status is required");
             } else if let Err(e) = fm.status.parse::<Status>() {
-                match Status::read(&fm.status) {
+                match crate::domain::lifecycle::read_status(&fm.status) {
                     Some(read) => self.diag(
                         status_line,
                         Rule::Reading,
@@ -1113,7 +1108,7 @@ impl<'a> Parser<'a> {
                     None => self.diag(status_line, Rule::Structure, format!("front matter {e}")),
                 }
             }
-            if let Err(e) = fm.harden_status.parse::<HardenStatus>() {
+            if let Err(e) = crate::domain::lifecycle::read_harden_status(&fm.harden_status) {
                 self.diag(harden_line, Rule::Reading, format!("front matter {e}; read as not_run"));
             }
             if !is_unset(&fm.size) && !["micro", "small", "medium", "large"].contains(&fm.size.as_str()) {

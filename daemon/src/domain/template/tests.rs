@@ -183,7 +183,7 @@ fn verdicts_combine_and_template_findings_reach_the_gate() {
     assert_eq!(d.findings[0].location.as_ref().map(|l| (l.path.as_str(), l.line)), Some(("src/a.rs", Some(7))));
     assert!(!d.findings[1].blocks_completion);
     let request = crate::domain::dossier::Request {
-        mode: "discover".into(),
+        mode: scafld_protocol::vocab::ReviewMode::Discover,
         max_findings: 12,
         min_attack_angles: 1,
         depth: "standard".into(),
