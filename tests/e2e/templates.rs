@@ -157,7 +157,7 @@ fn answers_decide_the_exit_code_and_output_modes_deliver_the_result() {
     assert_eq!(result["verdict"], "UNKNOWN");
     assert!(result["raw_output"].as_str().unwrap().contains("ship it"), "the raw text is kept");
 
-    // Programs get the ReviewResult straight from the RPC, with two reviewers combined.
+    // Programs get the TaskReviewResult straight from the RPC, with two reviewers combined.
     let mut client = env.client();
     let root = env.work.display().to_string();
     let caller = json!({"cwd": root, "env": {"PATH": std::env::var("PATH").unwrap()}});

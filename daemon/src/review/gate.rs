@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
-use scafld_protocol::vocab::Approval;
+use scafld_protocol::vocab::{Approval, Verdict};
 
 use crate::baseline;
 use crate::daemon::Daemon;
@@ -34,7 +34,7 @@ pub(crate) async fn guard_snapshot(ws: &Workspace, task: &str, scope: &[String])
 pub struct Gate {
     /// pass, fail, awaiting_approval, retry or no_reviewers.
     pub state: String,
-    pub review: Option<m::ReviewResult>,
+    pub review: Option<m::TaskReviewResult>,
     /// The mutation guard's finding, when the workspace changed during the review.
     pub guard_issue: Option<m::ReviewIssue>,
 }
@@ -49,51 +49,120 @@ pub async fn record_consensus(
     reviewers: &[consensus::Reviewer],
     outcome: consensus::Outcome,
 ) -> RpcResult<Gate> {
-    use consensus::{Answer, Outcome};
     let ws = daemon.workspace(&session.root).await?;
-    let task = task.to_string();
-    let lock = daemon.jobs.task_lock(&ws, &task);
+    let lock = daemon.jobs.task_lock(&ws, task);
     let _guard = lock.lock().await;
-    let after = guard_snapshot(&ws, &task, &session.scope).await;
-    let spec_path = ws.spec_path(&task);
-    let mutated = match &after {
-        Ok(after) => review::mutations(&session.snapshot, after, &session.scope, &spec_path),
+    let mutated = match guard_snapshot(&ws, task, &session.scope).await {
+        Ok(after) => review::mutations(&session.snapshot, &after, &session.scope, &ws.spec_path(task)),
         Err(e) => {
-            attempt_failed(daemon, &ws, &task, format!("review workspace snapshot failed: {}", e.0.message))?;
+            attempt_failed(daemon, &ws, task, format!("review workspace snapshot failed: {}", e.0.message))?;
             return Ok(Gate { state: "retry".into(), review: None, guard_issue: None });
         }
     };
+    if mutated.is_empty()
+        && let Some(why) = no_verdict(session, reviewers, outcome)
+    {
+        attempt_failed(daemon, &ws, task, why)?;
+        let state = if outcome == consensus::Outcome::NoReviewers { "no_reviewers" } else { "retry" };
+        return Ok(Gate { state: state.into(), review: None, guard_issue: None });
+    }
     let answers: Vec<(String, Dossier)> = reviewers
         .iter()
         .filter_map(|r| match &r.answer {
-            Answer::Answered(d) => Some((r.name.clone(), d.as_ref().clone())),
+            consensus::Answer::Answered(d) => Some((r.name.clone(), d.as_ref().clone())),
             _ => None,
         })
         .collect();
-    if mutated.is_empty() {
-        let why = match outcome {
-            Outcome::NoReviewers => Some(format!(
-                "no reviewer available ({} missing); the review fails closed",
-                if session.missing.is_empty() { "none requested".into() } else { session.missing.join(", ") }
-            )),
-            Outcome::ParseError | Outcome::Timeout | Outcome::Internal => Some(
-                reviewers
-                    .iter()
-                    .filter_map(|r| match &r.answer {
-                        Answer::Failed(f) => Some(format!("{}: {}", r.name, f.message)),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
-            _ => None,
-        };
-        if let Some(why) = why {
-            attempt_failed(daemon, &ws, &task, why)?;
-            let state = if outcome == Outcome::NoReviewers { "no_reviewers" } else { "retry" };
-            return Ok(Gate { state: state.into(), review: None, guard_issue: None });
-        }
+    let (dossier, guard_issue) = gate_dossier(session, &answers, &mutated);
+    let provider = match answers.as_slice() {
+        _ if !mutated.is_empty() => "scafld".to_string(),
+        [(only, _)] => only.clone(),
+        _ => "consensus".to_string(),
+    };
+    let verdict = if dossier.verdict == "pass" && dossier.open_blockers() == 0 { Verdict::Pass } else { Verdict::Fail };
+    let reason = match verdict {
+        Verdict::Pass => "review gate pass".to_string(),
+        Verdict::Fail => format!(
+            "review gate fail: {} finding(s), {} completion blocker(s)",
+            dossier.findings.len(),
+            dossier.open_blockers()
+        ),
+    };
+    let manual = session.approval == Approval::Manual && mutated.is_empty();
+    let recorded = RecordedReview {
+        verdict: verdict.to_string(),
+        provider: provider.clone(),
+        reason,
+        dossier: serde_json::to_value(&dossier).ok(),
+        tree: session.tree.clone(),
+        reviewers: reviewer_records(daemon, session, reviewers),
+    };
+    let event = if manual {
+        LedgerEvent::ReviewProposed(RecordedReview {
+            reason: format!("proposed, awaiting approval: {}", recorded.reason),
+            ..recorded
+        })
+    } else {
+        LedgerEvent::Review(recorded)
+    };
+    record(daemon, &ws, task, vec![event], "command:review")?;
+    let state = if manual { "awaiting_approval".to_string() } else { verdict.to_string() };
+    let review = m::TaskReviewResult {
+        task_id: task.to_string(),
+        job_id: None,
+        verdict: verdict.to_string(),
+        mode: session.request.mode,
+        provider,
+        summary: dossier.summary.clone(),
+        output_format: dossier.output_format.clone().unwrap_or_default(),
+        open_blockers: dossier.open_blockers(),
+        findings: dossier.findings.iter().filter_map(|f| serde_json::to_value(f).ok()).collect(),
+        next_command: match (manual, verdict) {
+            (true, _) => format!("scafld review accept {task} --reason R (or: scafld review reject {task} --reason R)"),
+            (false, Verdict::Pass) => format!("scafld complete {task}"),
+            (false, Verdict::Fail) => format!("scafld handoff {task}"),
+        },
+        context: None,
+        session: None,
+        gate: state.clone(),
+    };
+    Ok(Gate { state, review: Some(review), guard_issue })
+}
+
+/// Why a session that left the workspace alone has no verdict to record (no reviewer ran, or
+/// some reviewer gave none): the attempt fails and asks for a retry.
+fn no_verdict(
+    session: &SessionRecord,
+    reviewers: &[consensus::Reviewer],
+    outcome: consensus::Outcome,
+) -> Option<String> {
+    use consensus::{Answer, Outcome};
+    match outcome {
+        Outcome::NoReviewers => Some(format!(
+            "no reviewer available ({} missing); the review fails closed",
+            if session.missing.is_empty() { "none requested".into() } else { session.missing.join(", ") }
+        )),
+        Outcome::ParseError | Outcome::Timeout | Outcome::Internal => Some(
+            reviewers
+                .iter()
+                .filter_map(|r| match &r.answer {
+                    Answer::Failed(f) => Some(format!("{}: {}", r.name, f.message)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        _ => None,
     }
+}
+
+/// The one dossier the ledger records: the reviewers' answers merged (a fail when none
+/// answered), failed by the mutation guard when the workspace changed, with the guard's issue.
+fn gate_dossier(
+    session: &SessionRecord,
+    answers: &[(String, Dossier)],
+    mutated: &[String],
+) -> (Dossier, Option<m::ReviewIssue>) {
     let mut dossier = if answers.is_empty() {
         Dossier {
             verdict: "fail".into(),
@@ -103,21 +172,23 @@ pub async fn record_consensus(
             ..Dossier::default()
         }
     } else {
-        consensus::merge(&answers)
+        consensus::merge(answers)
     };
-    let mut guard_issue = None;
-    if !mutated.is_empty() {
-        guard(&mut dossier, &mutated);
-        guard_issue = consensus::issues("scafld", &dossier).into_iter().find(|i| i.title.contains("workspace changed"));
+    if mutated.is_empty() {
+        return (dossier, None);
     }
-    let provider = if !mutated.is_empty() {
-        "scafld".to_string()
-    } else if answers.len() == 1 {
-        answers[0].0.clone()
-    } else {
-        "consensus".to_string()
-    };
-    let records: Vec<ReviewerRecord> = session
+    guard(&mut dossier, mutated);
+    let issue = consensus::issues("scafld", &dossier).into_iter().find(|i| i.title.contains("workspace changed"));
+    (dossier, issue)
+}
+
+/// Each reviewer of the session as the ledger records it: provenance and verdict.
+fn reviewer_records(
+    daemon: &Daemon,
+    session: &SessionRecord,
+    reviewers: &[consensus::Reviewer],
+) -> Vec<ReviewerRecord> {
+    session
         .reviewers
         .iter()
         .zip(&session.job_ids)
@@ -130,65 +201,12 @@ pub async fn record_consensus(
                 .and_then(|j| j.review.and_then(|w| w.provenance))
                 .unwrap_or(Provenance { provider: name.clone(), channel: "none".into(), ..Provenance::default() }),
             verdict: match &r.answer {
-                Answer::Answered(d) => consensus::reviewer_verdict(d).to_string(),
-                Answer::Failed(f) => format!("no verdict: {}", f.message),
-                Answer::Pending => "pending".into(),
+                consensus::Answer::Answered(d) => consensus::reviewer_verdict(d).to_string(),
+                consensus::Answer::Failed(f) => format!("no verdict: {}", f.message),
+                consensus::Answer::Pending => "pending".into(),
             },
         })
-        .collect();
-    let verdict = if dossier.verdict == "pass" && dossier.open_blockers() == 0 { "pass" } else { "fail" }.to_string();
-    let reason = if verdict == "pass" {
-        "review gate pass".to_string()
-    } else {
-        format!(
-            "review gate fail: {} finding(s), {} completion blocker(s)",
-            dossier.findings.len(),
-            dossier.open_blockers()
-        )
-    };
-    let manual = session.approval == Approval::Manual && mutated.is_empty();
-    let value = serde_json::to_value(&dossier).ok();
-    let event = if manual {
-        LedgerEvent::ReviewProposed(RecordedReview {
-            verdict: verdict.clone(),
-            provider: provider.clone(),
-            reason: format!("proposed, awaiting approval: {reason}"),
-            dossier: value,
-            tree: session.tree.clone(),
-            reviewers: records,
-        })
-    } else {
-        LedgerEvent::Review(RecordedReview {
-            verdict: verdict.clone(),
-            provider: provider.clone(),
-            reason,
-            dossier: value,
-            tree: session.tree.clone(),
-            reviewers: records,
-        })
-    };
-    record(daemon, &ws, &task, vec![event], "command:review")?;
-    let state = if manual { "awaiting_approval".to_string() } else { verdict.clone() };
-    let review = m::ReviewResult {
-        task_id: task.clone(),
-        job_id: None,
-        verdict: verdict.clone(),
-        mode: session.request.mode,
-        provider,
-        summary: dossier.summary.clone(),
-        output_format: dossier.output_format.clone().unwrap_or_default(),
-        open_blockers: dossier.open_blockers(),
-        findings: dossier.findings.iter().filter_map(|f| serde_json::to_value(f).ok()).collect(),
-        next_command: match (manual, verdict.as_str()) {
-            (true, _) => format!("scafld review accept {task} --reason R (or: scafld review reject {task} --reason R)"),
-            (false, "pass") => format!("scafld complete {task}"),
-            _ => format!("scafld handoff {task}"),
-        },
-        context: None,
-        session: None,
-        gate: state.clone(),
-    };
-    Ok(Gate { state, review: Some(review), guard_issue })
+        .collect()
 }
 
 /// A retry re-runs reviewers on the tree the session started with; the task must still be in

@@ -109,91 +109,123 @@ async fn run(
     work: &ReviewWork,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Outcome {
-    let request = session.request.clone();
     let provider_name = work.template.as_ref().map(|t| t.provider.clone()).unwrap_or_else(|| work.reviewer.clone());
-    let provenance = Provenance { provider: provider_name.clone(), channel: "local".into(), ..Provenance::default() };
-    let failed = |message: String, provenance: Provenance| Outcome {
-        answer: Err(internal(message)),
-        provenance,
-        template_result: None,
+    let mut provenance =
+        Provenance { provider: provider_name.clone(), channel: "local".into(), ..Provenance::default() };
+    let reviewer = match Reviewer::resolve(daemon, session, work, &provider_name).await {
+        Ok(reviewer) => reviewer,
+        Err(message) => return Outcome { answer: Err(internal(message)), provenance, template_result: None },
     };
-    let ws = match daemon.workspace(&session.root).await {
-        Ok(ws) => ws,
-        Err(e) => return failed(format!("workspace unavailable: {}", e.0.message), provenance),
-    };
-    let config = match ws.config() {
-        Ok(c) => c,
-        Err(e) => return failed(e.to_string(), provenance),
-    };
-    let template = match &work.template {
-        Some(job) => match crate::templates::find(&ws.root, &job.name) {
-            Ok(t) => Some((t, job)),
-            Err(e) => return failed(e.0.message, provenance),
-        },
-        None => None,
-    };
-    let choice = providers::Choice {
-        provider: Some(&provider_name),
-        command: session.provider_command.as_deref(),
-        model: session.model.as_deref(),
-        reasoning: session.reasoning.as_deref(),
-    };
-    let provider = match providers::select(&choice, &config, &session.caller_env) {
-        Ok(p) => p,
-        Err(e) => return failed(e.0.message, provenance),
-    };
-    let mut provenance = provenance;
-    if let Provider::Codex(cli) | Provider::Claude(cli) | Provider::Gemini(cli) = &provider {
+    if let Provider::Codex(cli) | Provider::Claude(cli) | Provider::Gemini(cli) = &reviewer.provider {
         provenance.model = Some(cli.model.clone()).filter(|m| !m.is_empty());
     }
-    if let Provider::Codex(cli) = &provider {
+    if let Provider::Codex(cli) = &reviewer.provider {
         provenance.reasoning = Some(cli.reasoning.clone()).filter(|r| !r.is_empty());
     }
-    if let Provider::Local = provider {
-        return match &template {
-            None => Outcome { answer: Ok(local_dossier(&request)), provenance, template_result: None },
-            Some((t, job)) => {
-                let answer = template::Answer {
-                    verdict: "PASS".into(),
-                    summary: "Local provider smoke review; it reviews nothing and never counts.".into(),
-                    findings: Vec::new(),
-                };
-                let result = template_result(t, job, Some(&answer), String::new(), &provenance, &session.key);
-                Outcome {
-                    answer: Ok(template::to_dossier(&t.name, &answer, request.mode.as_str())),
-                    provenance,
-                    template_result: Some(result),
-                }
-            }
-        };
+    if let Provider::Local = reviewer.provider {
+        return local_outcome(session, reviewer.template.as_ref(), provenance);
     }
+    match run_external(daemon, job_id, session, &reviewer, &mut provenance, cancel).await {
+        Ok(outcome) => outcome,
+        Err(failure) => Outcome { answer: Err(failure), provenance, template_result: None },
+    }
+}
+
+/// What a reviewer job runs with, resolved from its session and the workspace config.
+struct Reviewer<'a> {
+    ws: Arc<crate::workspace::Workspace>,
+    config: crate::config::Config,
+    template: Option<(template::Template, &'a TemplateJob)>,
+    provider: Provider,
+}
+
+impl<'a> Reviewer<'a> {
+    async fn resolve(
+        daemon: &Daemon,
+        session: &SessionRecord,
+        work: &'a ReviewWork,
+        provider_name: &str,
+    ) -> Result<Reviewer<'a>, String> {
+        let ws =
+            daemon.workspace(&session.root).await.map_err(|e| format!("workspace unavailable: {}", e.0.message))?;
+        let config = ws.config().map_err(|e| e.to_string())?;
+        let template = match &work.template {
+            Some(job) => Some((crate::templates::find(&ws.root, &job.name).map_err(|e| e.0.message)?, job)),
+            None => None,
+        };
+        let choice = providers::Choice {
+            provider: Some(provider_name),
+            command: session.provider_command.as_deref(),
+            model: session.model.as_deref(),
+            reasoning: session.reasoning.as_deref(),
+        };
+        let provider = providers::select(&choice, &config, &session.caller_env).map_err(|e| e.0.message)?;
+        Ok(Reviewer { ws, config, template, provider })
+    }
+}
+
+/// The local provider's smoke answer: it reviews nothing and never counts.
+fn local_outcome(
+    session: &SessionRecord,
+    template: Option<&(template::Template, &TemplateJob)>,
+    provenance: Provenance,
+) -> Outcome {
+    let request = &session.request;
+    match template {
+        None => Outcome { answer: Ok(local_dossier(request)), provenance, template_result: None },
+        Some((t, job)) => {
+            let answer = template::Answer {
+                verdict: "PASS".into(),
+                summary: "Local provider smoke review; it reviews nothing and never counts.".into(),
+                findings: Vec::new(),
+            };
+            let result = template_result(t, job, Some(&answer), String::new(), &provenance, &session.key);
+            Outcome {
+                answer: Ok(template::to_dossier(&t.name, &answer, request.mode.as_str())),
+                provenance,
+                template_result: Some(result),
+            }
+        }
+    }
+}
+
+/// Run an external provider on the packet and read its answer. Failure messages name paths
+/// relative to the workspace.
+async fn run_external(
+    daemon: &Arc<Daemon>,
+    job_id: &str,
+    session: &SessionRecord,
+    reviewer: &Reviewer<'_>,
+    provenance: &mut Provenance,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<Outcome, ReviewerFailure> {
+    let Reviewer { ws, config, template, provider } = reviewer;
+    let root = format!("{}/", ws.root.display());
+    let relative = |mut f: ReviewerFailure| {
+        f.message = f.message.replace(&root, "");
+        f
+    };
     // A template job's packet is its own (a gate pass shares the session with the dossier
     // reviewers); the others read the session's.
-    let packet = match &template {
+    let packet = match template {
         Some((t, job)) => template::packet(t, &t.build_prompt(&job.inputs)),
-        None => match std::fs::read_to_string(&session.packet_path) {
-            Ok(p) => p,
-            Err(e) => return failed(format!("cannot read the review packet: {e}"), provenance),
-        },
+        None => std::fs::read_to_string(&session.packet_path)
+            .map_err(|e| internal(format!("cannot read the review packet: {e}")))?,
     };
-    let runs = super::runs_dir(&ws, session);
-    let expect = match &template {
+    let expect = match template {
         Some((t, _)) => providers::Expect::Template(t),
-        None => providers::Expect::Dossier(&request),
+        None => providers::Expect::Dossier(&session.request),
     };
-    let prepared = super::prepare_run(
+    let (scratch, invocation) = super::prepare_run(
         daemon,
-        &ws,
+        ws,
         session,
         &format!("review-{job_id}"),
-        &provider,
+        provider,
         super::Runner { client_exe: &session.client_exe, env: &session.caller_env },
         expect,
-    );
-    let (scratch, invocation) = match prepared {
-        Ok(prepared) => prepared,
-        Err(e) => return failed(format!("cannot prepare the {} run: {e}", provider.name()), provenance),
-    };
+    )
+    .map_err(|e| internal(format!("cannot prepare the {} run: {e}", provider.name())))?;
     provenance.channel = invocation.output_format.to_string();
     let on_spawn = {
         let (daemon, id) = (daemon.clone(), job_id.to_string());
@@ -208,39 +240,33 @@ async fn run(
             daemon.jobs.update(daemon.store(), &id, false, |r| r.activity = Some(activity));
         })
     };
-    let caller_env = session.caller_env.clone();
     let cwd = template.as_ref().map(|(_, job)| std::path::PathBuf::from(&job.cwd)).unwrap_or_else(|| ws.root.clone());
     let run = providers::Run {
         on_spawn,
         on_event,
         task: session.task().unwrap_or(&session.key),
         cwd: &cwd,
-        caller_env: &caller_env,
+        caller_env: &session.caller_env,
         packet: &packet,
-        diagnostics_dir: runs.join("diagnostics"),
+        diagnostics_dir: super::runs_dir(ws, session).join("diagnostics"),
     };
-    let left = providers::run(&invocation, run, &config, &daemon.submissions, cancel).await;
-    let root = format!("{}/", ws.root.display());
-    let relative = |mut f: ReviewerFailure| {
-        f.message = f.message.replace(&root, "");
-        f
-    };
-    let left = match left {
-        Ok(left) => left,
-        Err(f) => {
-            let _ = std::fs::remove_dir_all(&scratch);
-            return Outcome { answer: Err(relative(f)), provenance, template_result: None };
-        }
-    };
+    let left = providers::run(&invocation, run, config, &daemon.submissions, cancel).await;
     // The scratch directory (codex's answer file among it) goes once the answer is read.
-    let outcome =
-        read_answer(&invocation, left, template.as_ref(), &request, &session.key, provider.name(), provenance);
+    let outcome = left.map(|left| {
+        read_answer(
+            &invocation,
+            left,
+            template.as_ref(),
+            &session.request,
+            &session.key,
+            provider.name(),
+            provenance.clone(),
+        )
+    });
     let _ = std::fs::remove_dir_all(&scratch);
-    let mut outcome = outcome;
-    if let Err(f) = outcome.answer {
-        outcome.answer = Err(relative(f));
-    }
-    outcome
+    let mut outcome = outcome.map_err(relative)?;
+    outcome.answer = outcome.answer.map_err(relative);
+    Ok(outcome)
 }
 
 /// Read what a run left: a dossier for the gate, or a template answer (UNKNOWN included).

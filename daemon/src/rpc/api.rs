@@ -75,7 +75,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::ReviewStatus, _, _>(&mut module, |d, p| async move { review::status::status(&d, p).await });
     register::<m::ReviewTemplates, _, _>(&mut module, |d, p| async move { review::template::list(&d, p).await });
     register::<m::ReviewTemplate, _, _>(&mut module, |d, p| async move { review::template::start(&d, p).await });
-    register::<m::ReviewResultOf, _, _>(&mut module, |d, p| async move { review::template::result(&d, p).await });
+    register::<m::ReviewResult, _, _>(&mut module, |d, p| async move { review::template::result(&d, p).await });
     register::<m::ReviewHistory, _, _>(&mut module, |d, p| async move { review::template::history(&d, p).await });
     register::<m::ReviewDecide, _, _>(&mut module, |d, p| async move { tasks::decide(&d, p).await });
     register_with_peer::<m::WorkerClaim, _, _>(&mut module, |d, p, gone| async move {

@@ -23,7 +23,7 @@ use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::ledger::{append, implementer, projected_spec, record};
-use crate::runner::{self, Diagnostics, RunRequest};
+use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::{Workspace, specfile};
 
 /// Bytes of output kept in a ledger entry (the whole output is in the diagnostics file).
@@ -595,7 +595,6 @@ impl BuildRun {
     /// one is never run: it passes on a person's current evidence and waits otherwise.
     async fn run_criterion(&self, phase_id: &str, criterion: &Criterion) -> RpcResult<CriterionResult> {
         let kind = criterion.effective_kind().to_string();
-        let definition = evidence::definition_digest(criterion);
         let result = |status: &str, reason: String| CriterionResult {
             criterion_id: criterion.id.clone(),
             phase_id: phase_id.to_string(),
@@ -605,41 +604,57 @@ impl BuildRun {
             ..CriterionResult::default()
         };
         if kind == "manual" {
-            let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
-            return Ok(match evidence::latest_result(&entries, &criterion.id) {
-                Some((status, def, mat)) if def == definition && mat == self.material.digest => {
-                    result(status, format!("manual evidence recorded: {status}"))
-                }
-                _ => result(
-                    "pending",
-                    format!(
-                        "needs a person's evidence: `scafld build {} --criterion {} --disposition pass|fail --reason R`",
-                        self.task, criterion.id
-                    ),
-                ),
-            });
+            let (status, reason) = self.manual_result(criterion)?;
+            return Ok(result(&status, reason));
         }
         let problems = crate::domain::spec::criterion_problems(criterion);
         if !problems.is_empty() {
             let reason = format!("not run: {}", problems.join("; "));
-            self.record_evidence(
-                phase_id,
-                criterion,
-                &kind,
-                "invalid",
-                &reason,
-                None,
-                String::new(),
-                String::new(),
-                0,
-                Vec::new(),
-            )?;
+            let observed = Observed { status: "invalid", reason: reason.clone(), ..Observed::default() };
+            self.record_evidence(phase_id, criterion, &kind, observed)?;
             return Ok(result("invalid", reason));
         }
         let store = self.daemon.store();
         self.daemon.jobs.update(store, &self.job_id, false, |r| {
             r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command))
         });
+        let (request, diagnostics) = self.command_run(criterion);
+        let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
+        let (o, diagnostic) = runner::run(request, diagnostics, self.cancel.clone(), move |group| {
+            daemon.jobs.update(daemon.store(), &job_id, true, |r| r.group = Some(group));
+        })
+        .await;
+        let observed = Observed { diagnostic: self.ws.relative(&diagnostic), ..judge(&kind, criterion, &o) };
+        let (status, reason) = (observed.status, observed.reason.clone());
+        let (exit_code, duration_ms) = (observed.exit_code, observed.duration_ms);
+        let (excerpt, diagnostic) = (tail_text(&observed.output, 400), observed.diagnostic.clone());
+        self.record_evidence(phase_id, criterion, &kind, observed)?;
+        self.daemon.jobs.update(store, &self.job_id, true, |r| r.group = None);
+        Ok(CriterionResult { exit_code, duration_ms, output_excerpt: excerpt, diagnostic, ..result(status, reason) })
+    }
+
+    /// A manual criterion's result: the person's evidence while it is current for this
+    /// definition and material, else pending with the command that records it.
+    fn manual_result(&self, criterion: &Criterion) -> RpcResult<(String, String)> {
+        let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
+        let definition = evidence::definition_digest(criterion);
+        Ok(match evidence::latest_result(&entries, &criterion.id) {
+            Some((status, def, mat)) if def == definition && mat == self.material.digest => {
+                (status.to_string(), format!("manual evidence recorded: {status}"))
+            }
+            _ => (
+                "pending".to_string(),
+                format!(
+                    "needs a person's evidence: `scafld build {} --criterion {} --disposition pass|fail --reason R`",
+                    self.task, criterion.id
+                ),
+            ),
+        })
+    }
+
+    /// How a criterion's command runs: the caller's environment with the configured PATH and
+    /// variables, its own or the configured timeouts, diagnostics under the task's runs.
+    fn command_run(&self, criterion: &Criterion) -> (RunRequest, Diagnostics) {
         let execution = &self.config.execution;
         let timeout = criterion
             .timeout_seconds
@@ -669,74 +684,12 @@ impl BuildRun {
             dir: self.ws.root.join(".scafld/runs").join(&self.task).join("diagnostics"),
             env_overrides: overrides,
         };
-        let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
-        let (o, diagnostic) = runner::run(request, diagnostics, self.cancel.clone(), move |group| {
-            daemon.jobs.update(daemon.store(), &job_id, true, |r| r.group = Some(group));
-        })
-        .await;
-        let combined = o.tail(64 * 1024);
-        let facts = RunFacts {
-            exit_code: o.exit_code,
-            stdout: &o.stdout.bytes,
-            output_empty: o.stdout.total() == 0 && o.stderr.total() == 0,
-            runner_error: o.runner_error(),
-            command: &criterion.command,
-            combined_text: &combined,
-        };
-        let (status, mut reason) = acceptance::evaluate(&kind, &facts);
-        let (snippet, redacted) = if kind == "browser_evidence" && !o.stdout.bytes.is_empty() {
-            let (clean, mut redacted) = acceptance::redact_browser_evidence(&o.stdout.text());
-            let (clean_reason, in_reason) = acceptance::redact_text(&reason);
-            reason = clean_reason;
-            redacted.extend(in_reason.into_iter().map(|r| format!("reason: {r}")));
-            (tail_text(&clean, SNIPPET_BYTES), redacted)
-        } else {
-            (o.tail(SNIPPET_BYTES), Vec::new())
-        };
-        if !redacted.is_empty() {
-            reason = format!("{reason} (redacted before recording: {})", redacted.join(", "));
-        }
-        let exit_code = o.exit_code.or(Some(-1));
-        let diagnostic = self.ws.relative(&diagnostic);
-        let duration_ms = o.duration.as_millis() as u64;
-        self.record_evidence(
-            phase_id,
-            criterion,
-            &kind,
-            status,
-            &reason,
-            exit_code,
-            snippet.clone(),
-            diagnostic.clone(),
-            duration_ms,
-            redacted,
-        )?;
-        self.daemon.jobs.update(store, &self.job_id, true, |r| r.group = None);
-        Ok(CriterionResult {
-            exit_code,
-            duration_ms,
-            output_excerpt: tail_text(&snippet, 400),
-            diagnostic,
-            ..result(status, reason)
-        })
+        (request, diagnostics)
     }
 
     /// Append one criterion result to the ledger (flushed) as it happens; the spec is projected
     /// once per step.
-    #[allow(clippy::too_many_arguments)]
-    fn record_evidence(
-        &self,
-        phase_id: &str,
-        criterion: &Criterion,
-        kind: &str,
-        status: &str,
-        reason: &str,
-        exit_code: Option<i32>,
-        output: String,
-        diagnostic: String,
-        duration_ms: u64,
-        redacted: Vec<String>,
-    ) -> RpcResult<()> {
+    fn record_evidence(&self, phase_id: &str, criterion: &Criterion, kind: &str, observed: Observed) -> RpcResult<()> {
         let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
         let attempt = entries
             .iter()
@@ -749,20 +702,70 @@ impl BuildRun {
             criterion_id: criterion.id.clone(),
             phase_id: phase_id.to_string(),
             command: criterion.command.clone(),
-            exit_code,
+            exit_code: observed.exit_code,
             matcher: kind.to_string(),
-            status: status.into(),
-            reason: reason.to_string(),
-            output,
-            diagnostic,
-            duration_ms,
+            status: observed.status.into(),
+            reason: observed.reason,
+            output: observed.output,
+            diagnostic: observed.diagnostic,
+            duration_ms: observed.duration_ms,
             attempt,
             definition: evidence::definition_digest(criterion),
             material: self.material.digest.clone(),
-            redacted,
+            redacted: observed.redacted,
         };
         append(&self.daemon, &self.ws, &self.task, vec![event])?;
         Ok(())
+    }
+}
+
+/// What one criterion run showed, as its evidence records it.
+#[derive(Default)]
+struct Observed {
+    status: &'static str,
+    reason: String,
+    exit_code: Option<i32>,
+    /// The output kept as evidence (browser evidence redacted).
+    output: String,
+    diagnostic: String,
+    duration_ms: u64,
+    /// What was redacted before recording.
+    redacted: Vec<String>,
+}
+
+/// Judge a finished run by the criterion's matcher; browser evidence is redacted before it is
+/// kept, and the reason says so.
+fn judge(kind: &str, criterion: &Criterion, o: &RunOutcome) -> Observed {
+    let combined = o.tail(64 * 1024);
+    let facts = RunFacts {
+        exit_code: o.exit_code,
+        stdout: &o.stdout.bytes,
+        output_empty: o.stdout.total() == 0 && o.stderr.total() == 0,
+        runner_error: o.runner_error(),
+        command: &criterion.command,
+        combined_text: &combined,
+    };
+    let (status, mut reason) = acceptance::evaluate(kind, &facts);
+    let (output, redacted) = if kind == "browser_evidence" && !o.stdout.bytes.is_empty() {
+        let (clean, mut redacted) = acceptance::redact_browser_evidence(&o.stdout.text());
+        let (clean_reason, in_reason) = acceptance::redact_text(&reason);
+        reason = clean_reason;
+        redacted.extend(in_reason.into_iter().map(|r| format!("reason: {r}")));
+        (tail_text(&clean, SNIPPET_BYTES), redacted)
+    } else {
+        (o.tail(SNIPPET_BYTES), Vec::new())
+    };
+    if !redacted.is_empty() {
+        reason = format!("{reason} (redacted before recording: {})", redacted.join(", "));
+    }
+    Observed {
+        status,
+        reason,
+        exit_code: o.exit_code.or(Some(-1)),
+        output,
+        diagnostic: String::new(),
+        duration_ms: o.duration.as_millis() as u64,
+        redacted,
     }
 }
 

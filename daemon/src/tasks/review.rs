@@ -31,8 +31,11 @@ use crate::workspace::Workspace;
 /// Project files offered to the reviewer, before `review.context.files`.
 const CONTEXT_FILES: [&str; 5] = ["AGENTS.md", "CLAUDE.md", ".claude/rules", "README.md", "docs/review.md"];
 
-/// The latest accepted review in the ledger: (dossier, tree, verdict).
-fn latest_review(entries: &[LedgerEntry]) -> Option<(Option<Dossier>, String, String)> {
+/// An accepted review: its dossier (if readable), the tree it judged, its verdict.
+type PreviousReview = (Option<Dossier>, String, String);
+
+/// The latest accepted review in the ledger.
+fn latest_review(entries: &[LedgerEntry]) -> Option<PreviousReview> {
     entries.iter().rev().find_map(|e| match &e.event {
         LedgerEvent::Review(RecordedReview { verdict, dossier, tree, .. }) => {
             Some((dossier.clone().and_then(|d| serde_json::from_value(d).ok()), tree.clone(), verdict.clone()))
@@ -67,7 +70,7 @@ fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResult<()> {
     .with_hint(format!("run `scafld build {task}` to re-run it on the current files")))
 }
 
-pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::ReviewResult> {
+pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m::TaskReviewResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
     refuse_while_running(daemon, &ws, &task)?;
@@ -87,29 +90,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     }
     let config = ws.config()?;
     let previous = latest_review(&entries);
-    let mode = match p.mode {
-        Some(mode) => mode,
-        None => match config.review.dossier.rerun_policy.parse::<ReviewMode>() {
-            Ok(mode) => mode,
-            Err(_) => {
-                let open = previous.as_ref().and_then(|(d, _, _)| d.as_ref()).is_some_and(|d| d.open_blockers() > 0);
-                if open { ReviewMode::Verify } else { ReviewMode::Discover }
-            }
-        },
-    };
-    let depth = p.review_depth.clone().unwrap_or_else(|| config.review.dossier.review_depth.clone());
-    if !matches!(depth.as_str(), "light" | "standard" | "deep") {
-        return Err(RpcError::new(
-            ErrorKind::InvalidInput,
-            format!("review depth {depth:?} is not light, standard or deep"),
-        ));
-    }
-    let request = Request {
-        mode,
-        max_findings: p.max_findings.unwrap_or(config.review.dossier.max_findings),
-        min_attack_angles: p.min_attack_angles.unwrap_or(config.review.dossier.min_attack_angles),
-        depth,
-    };
+    let request = review_request(&p, &config, previous.as_ref())?;
 
     // What the reviewer judges: the evidence must be current, and the change is everything
     // since the approval baseline, committed or not, submodules included.
@@ -126,66 +107,37 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
                 .digest
         }
     };
-    if let Some((_, previous_tree, verdict)) = &previous
-        && verdict == "fail"
-        && *previous_tree == tree
-        && !p.force
-        && !p.print_context
-    {
-        return Err(RpcError::new(
-            ErrorKind::InvalidState,
-            "nothing changed since the failed review; another run would only spend provider quota",
-        )
-        .with_hint(format!(
-            "repair the findings (`scafld handoff {task}`), or pass --force to review the same tree again"
-        )));
+    if !p.force && !p.print_context {
+        refuse_unchanged(&task, previous.as_ref(), &tree)?;
     }
-    let (base_head, baseline) = approval_baseline(&entries);
-    let root = ws.root.clone();
-    let (head, base) = (base_head.clone(), baseline.clone());
-    let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base)).await?;
-    let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
-    let scope = review::scope(&spec, &p.review_scope);
-    let classes = review::classify(&changed, &baseline, &scope);
-    let known = (mode == ReviewMode::Verify).then(|| previous.as_ref().and_then(|(d, _, _)| d.clone())).flatten();
+    let change = TaskChange::since_approval(&ws, &spec, &entries, &p.review_scope).await?;
+    let known = (request.mode == ReviewMode::Verify).then(|| previous.and_then(|(d, _, _)| d)).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
-    let (root, head, paths) = (ws.root.clone(), base_head.clone(), classes.task_changes.clone());
+    let (root, head, paths) = (ws.root.clone(), change.base_head.clone(), change.classes.task_changes.clone());
     let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &paths)).await?;
-    let facts = PacketFacts { base_head: base_head.as_deref(), diff: &diff, fresh: &fresh, known: known.as_ref() };
-    let packet = build_packet(&ws, &spec, &request, &config, &scope, &classes, &facts)
+    let facts =
+        PacketFacts { base_head: change.base_head.as_deref(), diff: &diff, fresh: &fresh, known: known.as_ref() };
+    let packet = build_packet(&ws, &spec, &request, &config, &change.scope, &change.classes, &facts)
         .map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e))?;
     if p.print_context {
         // The exact packet; no provider is chosen or needed.
-        return Ok(m::ReviewResult {
+        return Ok(m::TaskReviewResult {
             task_id: task,
             verdict: "not_run".into(),
-            mode,
+            mode: request.mode,
             context: Some(packet),
-            ..m::ReviewResult::default()
+            ..m::TaskReviewResult::default()
         });
     }
 
-    let reviewers = crate::review::requested_reviewers(&p.reviewers, p.provider.as_deref(), &config)?;
+    let (reviewers, provider_names) = reviewer_names(&p, &config)?;
     let approval = crate::review::approval_mode(p.approval, &config)?;
-    let mut provider_names = reviewers.clone();
-    if let [only] = reviewers.as_slice()
-        && only != "worker"
-    {
-        // One reviewer: a missing CLI is an error now, as it always was.
-        let choice = providers::Choice {
-            provider: Some(only),
-            command: p.provider_command.as_deref(),
-            model: p.model.as_deref(),
-            reasoning: p.codex_reasoning.as_deref(),
-        };
-        provider_names = vec![providers::select(&choice, &config, &p.caller.env)?.name().to_string()];
-    }
     let running = format!(
         "review started ({}); baseline {} path(s), {} task change(s), {} ambient drift change(s)",
         reviewers.join(", "),
-        baseline.len(),
-        classes.task_changes.len(),
-        classes.ambient_drift.len()
+        change.baseline.len(),
+        change.classes.task_changes.len(),
+        change.classes.ambient_drift.len()
     );
     record(
         daemon,
@@ -196,9 +148,8 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
     )?;
     // The mutation guard compares against the tree after our own projection write, so only
     // changes made while the reviewers ran count.
-    let start = guard_snapshot(&ws, &task, &scope).await?;
-    let preflight = preflight(&fresh, &entries);
-    let passes = gate_passes(&ws, &config, &task, &entries)?;
+    let start = guard_snapshot(&ws, &task, &change.scope).await?;
+    let mode = request.mode;
     let spawned = crate::review::spawn(
         daemon,
         crate::review::Spawn {
@@ -208,15 +159,23 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
             subject: Subject::Task(task.clone()),
             reviewers: provider_names,
             approval,
-            packet: crate::review::Packet { text: packet, request, preflight, files: classes.task_changes.clone() },
-            baseline: crate::review::Baseline { scope, snapshot: start, tree },
+            packet: crate::review::Packet {
+                text: packet,
+                request,
+                preflight: preflight(&fresh, &entries),
+                files: change.classes.task_changes,
+            },
+            baseline: crate::review::Baseline { scope: change.scope, snapshot: start, tree },
             overrides: crate::review::Overrides {
                 model: p.model.clone(),
                 reasoning: p.codex_reasoning.clone(),
                 provider_command: p.provider_command.clone(),
             },
             context_digest: String::new(),
-            templates: crate::review::Templates { standalone: None, passes },
+            templates: crate::review::Templates {
+                standalone: None,
+                passes: gate_passes(&ws, &config, &task, &entries)?,
+            },
         },
     );
     drop(guard);
@@ -227,14 +186,101 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::ReviewParams) -> RpcResult<m::Re
             return Err(e);
         }
     };
-    Ok(m::ReviewResult {
+    Ok(m::TaskReviewResult {
         task_id: task,
         job_id: spawned.job_ids.first().cloned(),
         mode,
         provider: spawned.reviewers_spawned.join(","),
         session: Some(spawned),
-        ..m::ReviewResult::default()
+        ..m::TaskReviewResult::default()
     })
+}
+
+/// What the reviewer is asked for: the mode (given, else by `rerun_policy`, else verify while
+/// the last review left open blockers), the depth and the budgets.
+fn review_request(p: &m::TaskReviewParams, config: &Config, previous: Option<&PreviousReview>) -> RpcResult<Request> {
+    let dossier = &config.review.dossier;
+    let mode = match p.mode {
+        Some(mode) => mode,
+        None => match dossier.rerun_policy.parse::<ReviewMode>() {
+            Ok(mode) => mode,
+            Err(_) => {
+                let open = previous.and_then(|(d, _, _)| d.as_ref()).is_some_and(|d| d.open_blockers() > 0);
+                if open { ReviewMode::Verify } else { ReviewMode::Discover }
+            }
+        },
+    };
+    let depth = p.review_depth.clone().unwrap_or_else(|| dossier.review_depth.clone());
+    if !matches!(depth.as_str(), "light" | "standard" | "deep") {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("review depth {depth:?} is not light, standard or deep"),
+        ));
+    }
+    Ok(Request {
+        mode,
+        max_findings: p.max_findings.unwrap_or(dossier.max_findings),
+        min_attack_angles: p.min_attack_angles.unwrap_or(dossier.min_attack_angles),
+        depth,
+    })
+}
+
+/// A failed review of this very tree would only be repeated: refuse (unless forced).
+fn refuse_unchanged(task: &str, previous: Option<&PreviousReview>, tree: &str) -> RpcResult<()> {
+    match previous {
+        Some((_, previous_tree, verdict)) if verdict == "fail" && previous_tree == tree => Err(RpcError::new(
+            ErrorKind::InvalidState,
+            "nothing changed since the failed review; another run would only spend provider quota",
+        )
+        .with_hint(format!(
+            "repair the findings (`scafld handoff {task}`), or pass --force to review the same tree again"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The requested reviewers, and the names to spawn: a single named reviewer is resolved now,
+/// so a missing CLI is an error at once, as it always was.
+fn reviewer_names(p: &m::TaskReviewParams, config: &Config) -> RpcResult<(Vec<String>, Vec<String>)> {
+    let reviewers = crate::review::requested_reviewers(&p.reviewers, p.provider.as_deref(), config)?;
+    let names = match reviewers.as_slice() {
+        [only] if only != "worker" => {
+            let choice = providers::Choice {
+                provider: Some(only),
+                command: p.provider_command.as_deref(),
+                model: p.model.as_deref(),
+                reasoning: p.codex_reasoning.as_deref(),
+            };
+            vec![providers::select(&choice, config, &p.caller.env)?.name().to_string()]
+        }
+        _ => reviewers.clone(),
+    };
+    Ok((reviewers, names))
+}
+
+/// What changed since approval, classified against the review scope.
+struct TaskChange {
+    base_head: Option<String>,
+    baseline: Vec<BaselinePath>,
+    scope: Vec<String>,
+    classes: review::Classification,
+}
+
+impl TaskChange {
+    async fn since_approval(
+        ws: &Workspace,
+        spec: &Spec,
+        entries: &[LedgerEntry],
+        requested_scope: &[String],
+    ) -> RpcResult<TaskChange> {
+        let (base_head, baseline) = approval_baseline(entries);
+        let (root, head, base) = (ws.root.clone(), base_head.clone(), baseline.clone());
+        let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base)).await?;
+        let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
+        let scope = review::scope(spec, requested_scope);
+        let classes = review::classify(&changed, &baseline, &scope);
+        Ok(TaskChange { base_head, baseline, scope, classes })
+    }
 }
 
 /// The template passes `review.templates` adds to the gate, with the inputs the gate fills:
@@ -355,7 +401,7 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     })
 }
 
-fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> RpcResult<m::ReviewResult> {
+fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> RpcResult<m::TaskReviewResult> {
     let reason = reason.map(str::trim).filter(|r| !r.is_empty()).ok_or_else(|| {
         RpcError::new(ErrorKind::InvalidInput, "--human-reviewed requires --reason")
             .with_hint("say who reviewed what, e.g. --reason \"reviewed PR 123\"")
@@ -372,14 +418,14 @@ fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&s
         }),
     ];
     record(daemon, ws, task, events, "command:review")?;
-    Ok(m::ReviewResult {
+    Ok(m::TaskReviewResult {
         task_id: task.to_string(),
         verdict: "pass".into(),
         mode: ReviewMode::Verify,
         provider: "human".into(),
         summary: format!("Human-reviewed override accepted: {reason}"),
         next_command: format!("scafld complete {task}"),
-        ..m::ReviewResult::default()
+        ..m::TaskReviewResult::default()
     })
 }
 

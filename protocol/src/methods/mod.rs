@@ -35,12 +35,14 @@ pub const EVENTS_NOTIFICATION: &str = "events.event";
 pub const EVENTS_UNSUBSCRIBE: &str = "events.unsubscribe";
 
 mod daemon;
+mod job;
 mod review;
 mod task;
 mod template;
 mod worker;
 
 pub use daemon::*;
+pub use job::*;
 pub use review::*;
 pub use task::*;
 pub use template::*;

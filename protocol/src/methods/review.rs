@@ -10,12 +10,12 @@ use super::*;
 
 method!(
     /// Run the review gate of a task in `review` status (or record an audited human override).
-    TaskReview = "task.review", ReviewParams => ReviewResult
+    TaskReview = "task.review", TaskReviewParams => TaskReviewResult
 );
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReviewParams {
+pub struct TaskReviewParams {
     pub root: String,
     pub task_id: String,
     pub caller: CallerContext,
@@ -59,7 +59,7 @@ pub struct ReviewParams {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReviewResult {
+pub struct TaskReviewResult {
     pub task_id: String,
     /// The review job, when the review runs a provider (wait for it with `job.wait`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -208,7 +208,7 @@ pub struct WaitResult {
     pub gate: String,
     /// For a task review: the gate's result as `scafld review <task>` prints it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<ReviewResult>,
+    pub review: Option<TaskReviewResult>,
     /// For a template review: its result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_result: Option<TemplateReviewResult>,

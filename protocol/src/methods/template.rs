@@ -120,7 +120,7 @@ pub struct TemplateReviewStarted {
 
 method!(
     /// The result of a template review session, waiting at most `timeout_seconds`.
-    ReviewResultOf = "review.result", ReviewWaitParams => Option<TemplateReviewResult>
+    ReviewResult = "review.result", ReviewWaitParams => Option<TemplateReviewResult>
 );
 
 method!(

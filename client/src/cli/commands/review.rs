@@ -110,7 +110,7 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) =
         connect_workspace(ctx).map_err(|e| if args.detach { family(e, spawn_wait::FAIL) } else { e })?;
-    let params = m::ReviewParams {
+    let params = m::TaskReviewParams {
         root: root.clone(),
         task_id,
         caller: caller(),
@@ -229,7 +229,7 @@ pub(super) fn follow(
 }
 
 /// The task gate's verdict with workflow exit codes (0 pass or awaiting approval, 4 fail).
-fn gate_result(ctx: &Context, r: &m::ReviewResult) -> Result<u8, CliError> {
+fn gate_result(ctx: &Context, r: &m::TaskReviewResult) -> Result<u8, CliError> {
     let human = || {
         let mut text =
             format!("review {}: {} ({}, {} mode)\n{}\n", r.task_id, r.verdict, r.provider, r.mode, r.summary);

@@ -147,7 +147,7 @@ pub fn result(ctx: &Context, session_key: Option<String>, timeout: f64, output: 
         timeout_seconds: timeout,
         caller_identity: super::exec::caller_identity(),
     };
-    match call::<m::ReviewResultOf>(&mut conn, &params).map_err(in_template_table)? {
+    match call::<m::ReviewResult>(&mut conn, &params).map_err(in_template_table)? {
         Some(result) => deliver(ctx, &result, destination),
         None => {
             let again = session_key.map(|k| format!(" --session-key {k}")).unwrap_or_default();
