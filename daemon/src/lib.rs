@@ -8,6 +8,7 @@ pub mod config;
 pub mod daemon;
 pub mod domain;
 pub mod error;
+pub mod evidence;
 pub mod jobs;
 pub mod ledger;
 pub mod providers;

@@ -15,10 +15,12 @@ use crate::daemon::Daemon;
 use crate::domain::consensus;
 use crate::domain::dossier::{Attack, Dossier, Finding, Location};
 use crate::domain::job::{Provenance, SessionRecord};
-use crate::domain::ledger::{BaselinePath, LedgerEvent, RecordedReview, ReviewerRecord};
+use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview, ReviewerRecord};
 use crate::domain::lifecycle::Status;
-use crate::domain::review;
+use crate::domain::next::NextAction;
+use crate::domain::review::{self, Authority};
 use crate::error::{RpcError, RpcResult};
+use crate::evidence::Freshness;
 use crate::ledger::{projected_spec, record};
 use crate::workspace::Workspace;
 
@@ -262,4 +264,54 @@ pub(crate) fn guard(dossier: &mut Dossier, mutated: &[String]) {
     });
     dossier.summary = format!("{} Workspace changed during review; review failed closed.", dossier.summary.trim());
     dossier.verdict = "fail".into();
+}
+
+/// Refuse while any criterion's evidence is stale, naming what changed.
+pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResult<()> {
+    if fresh.stale.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<String> = fresh.stale.iter().map(|(id, why)| format!("`{id}` ({})", why.describe())).collect();
+    let changed =
+        if fresh.changes.is_empty() { String::new() } else { format!("; changed: {}", fresh.changes.join(", ")) };
+    Err(RpcError::new(
+        ErrorKind::ReviewFailed,
+        format!("cannot {what} {task}: stale evidence for {}{changed}", ids.join(", ")),
+    )
+    .with_hint(format!("run `scafld build {task}` to re-run it on the current files")))
+}
+
+/// The gate's last word before a task completes: its evidence is current, the review judged the
+/// files as they are now, and a passing review from a trusted channel stands (the completion
+/// authority walk). Returns the reviewing provider and the review's ledger entry.
+pub(crate) fn completion(
+    task: &str,
+    entries: &[LedgerEntry],
+    fresh: &Freshness,
+    next: impl FnOnce() -> NextAction,
+) -> RpcResult<(String, String)> {
+    refuse_stale(task, fresh, "complete")?;
+    let reviewed = entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Review(RecordedReview { tree, .. }) => Some(tree.as_str()),
+        _ => None,
+    });
+    if let (Some(reviewed), Ok(now)) = (reviewed.filter(|tree| !tree.is_empty()), &fresh.material)
+        && reviewed != now.digest
+    {
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot complete {task}: the files in its scope changed after the review passed"),
+        )
+        .with_hint(format!("run `scafld build {task}` and `scafld review {task}` again")));
+    }
+    match review::completion_authority(entries) {
+        Authority::Valid { provider, review_entry, .. } => Ok((provider, review_entry)),
+        Authority::Invalid { reason } => {
+            let next = next();
+            Err(RpcError::new(ErrorKind::ReviewFailed, format!("cannot complete {task}: {reason}")).with_hint(format!(
+                "a passing review from codex, claude, gemini, command or an audited human override is needed; next: `{}` ({})",
+                next.command, next.reason
+            )))
+        }
+    }
 }

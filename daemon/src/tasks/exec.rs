@@ -229,12 +229,12 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
         }
     }
     record_implementer(daemon, &ws, &task, &entries, &p.caller.env)?;
-    let fresh = super::evidence::freshness(&ws, &spec, &entries).await;
+    let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     match build::plan(&spec, &fresh.stale).map_err(|why| RpcError::new(ErrorKind::InvalidState, why))? {
         Step::Open(target) => {
             record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
             let (spec, entries) = projected_spec(daemon, &ws, &task)?;
-            let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
+            let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
             let outcome = BuildOutcome {
                 task_id: task.clone(),
                 status: "active".into(),
@@ -251,7 +251,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
         Step::Run { target, criteria, recheck } => {
             let material = match fresh.material {
                 Ok(material) => material,
-                Err(_) => super::evidence::material_now(&ws, &spec)
+                Err(_) => crate::evidence::material_now(&ws, &spec)
                     .await
                     .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?,
             };
@@ -334,7 +334,7 @@ async fn manual_evidence(
         .or_else(|| env.get("USER").or_else(|| env.get("LOGNAME")).cloned())
         .unwrap_or_else(|| "unknown".into());
     let material =
-        super::evidence::material_now(ws, &spec).await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+        crate::evidence::material_now(ws, &spec).await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
     let definition = evidence::definition_digest(criterion);
     let disposition = manual.disposition.as_str().to_string();
     let repeat = entries.iter().rev().find_map(|e| match &e.event {
@@ -371,7 +371,7 @@ async fn manual_evidence(
         record(daemon, ws, task, conclusion.events, "command:build")?;
     }
     let (spec, entries) = projected_spec(daemon, ws, task)?;
-    let next = super::evidence::next_for(daemon, ws, &spec, &entries, 0, &Default::default());
+    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &Default::default());
     let outcome = BuildOutcome {
         task_id: task.to_string(),
         status: spec.front.status.clone(),
@@ -563,7 +563,7 @@ impl BuildRun {
             let (spec, entries) = projected_spec(&self.daemon, &self.ws, &self.task)?;
             let status = spec.status().unwrap_or(Status::Active);
             let stale = evidence::stale(&spec, &entries, Some(&self.material.digest));
-            let next = super::evidence::next_for(&self.daemon, &self.ws, &spec, &entries, 0, &stale);
+            let next = crate::evidence::next_for(&self.daemon, &self.ws, &spec, &entries, 0, &stale);
             let passed = results.iter().filter(|r| r.status == "pass").count();
             let failed = results.len() - passed;
             let message = match status {

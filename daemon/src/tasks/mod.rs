@@ -1,7 +1,6 @@
 //! Handlers of the `task.*` methods: resolve the workspace and the task, call the domain, and
 //! (for writes) project the result back into the spec file.
 
-mod evidence;
 mod exec;
 pub mod job;
 mod read;

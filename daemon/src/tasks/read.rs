@@ -29,8 +29,8 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let spec = &spec;
     let errors = entry_errors(&entry);
-    let fresh = super::evidence::freshness(&ws, spec, &entries).await;
-    let next_action = super::evidence::next_for(daemon, &ws, spec, &entries, errors.len(), &fresh.stale);
+    let fresh = crate::evidence::freshness(&ws, spec, &entries).await;
+    let next_action = crate::evidence::next_for(daemon, &ws, spec, &entries, errors.len(), &fresh.stale);
     let current_phase = match handoff::current_phase(spec) {
         Some(phase) if spec.status().is_some_and(|s| !s.is_terminal() && s != Status::Draft) => phase.id(),
         _ => spec.current_state.current_phase.clone(),
@@ -249,8 +249,8 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
             runs.insert(criterion_id.clone(), (*exit_code, excerpt));
         }
     }
-    let fresh = super::evidence::freshness(&ws, &spec, &entries).await;
-    let next = super::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale);
+    let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
+    let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale);
     let context = handoff::Context { errors: &errors, runs: &runs, next: &next, stale: &fresh.stale };
     Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&spec, &context) })
 }

@@ -9,7 +9,6 @@ use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 use scafld_protocol::vocab::{Decision, ReviewMode, Verdict};
 
-use super::evidence::Freshness;
 use super::exec::refuse_while_running;
 use super::{entry, require_valid};
 use super::{projected_spec, record};
@@ -21,11 +20,12 @@ use crate::domain::job::{Subject, TemplateJob};
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::Status;
 use crate::domain::packet::{self, Section};
-use crate::domain::review::{self, Authority};
+use crate::domain::review;
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
+use crate::evidence::Freshness;
 use crate::providers;
-use crate::review::gate::{attempt_failed, guard_snapshot};
+use crate::review::gate::{self, attempt_failed, guard_snapshot};
 use crate::workspace::Workspace;
 
 /// Project files offered to the reviewer, before `review.context.files`.
@@ -55,21 +55,6 @@ fn approval_baseline(entries: &[LedgerEntry]) -> (Option<String>, Vec<BaselinePa
         .unwrap_or_default()
 }
 
-/// Refuse while any criterion's evidence is stale, naming what changed.
-fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResult<()> {
-    if fresh.stale.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<String> = fresh.stale.iter().map(|(id, why)| format!("`{id}` ({})", why.describe())).collect();
-    let changed =
-        if fresh.changes.is_empty() { String::new() } else { format!("; changed: {}", fresh.changes.join(", ")) };
-    Err(RpcError::new(
-        ErrorKind::ReviewFailed,
-        format!("cannot {what} {task}: stale evidence for {}{changed}", ids.join(", ")),
-    )
-    .with_hint(format!("run `scafld build {task}` to re-run it on the current files")))
-}
-
 pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m::TaskReviewResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
@@ -78,7 +63,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     require_valid(&ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     if spec.status() != Some(Status::Review) {
-        let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
+        let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("review requires task status review; {task} is {}", spec.front.status),
@@ -94,14 +79,14 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
 
     // What the reviewer judges: the evidence must be current, and the change is everything
     // since the approval baseline, committed or not, submodules included.
-    let fresh = super::evidence::freshness(&ws, &spec, &entries).await;
+    let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     if !p.print_context {
-        refuse_stale(&task, &fresh, "review")?;
+        gate::refuse_stale(&task, &fresh, "review")?;
     }
     let tree = match &fresh.material {
         Ok(material) => material.digest.clone(),
         Err(_) => {
-            super::evidence::material_now(&ws, &spec)
+            crate::evidence::material_now(&ws, &spec)
                 .await
                 .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?
                 .digest
@@ -611,7 +596,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     let _guard = lock.lock().await;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     if spec.status() != Some(Status::Review) {
-        let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
+        let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
         return Err(RpcError::new(
             ErrorKind::ReviewFailed,
             format!("complete requires task status review; {task} is {}", spec.front.status),
@@ -619,36 +604,10 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
         .with_hint(format!("next: `{}` ({})", next.command, next.reason)));
     }
     // The evidence and the review must speak for the files as they are now.
-    let fresh = super::evidence::freshness(&ws, &spec, &entries).await;
-    refuse_stale(&task, &fresh, "complete")?;
-    let reviewed = latest_review(&entries).map(|(_, tree, _)| tree).filter(|tree| !tree.is_empty());
-    if let (Some(reviewed), Ok(now)) = (&reviewed, &fresh.material)
-        && *reviewed != now.digest
-    {
-        return Err(RpcError::new(
-            ErrorKind::ReviewFailed,
-            format!("cannot complete {task}: the files in its scope changed after the review passed"),
-        )
-        .with_hint(format!("run `scafld build {task}` and `scafld review {task}` again")));
-    }
-    match review::completion_authority(&entries) {
-        Authority::Valid { provider, review_entry, .. } => {
-            record(
-                daemon,
-                &ws,
-                &task,
-                vec![LedgerEvent::Complete { reason: "task completed".into() }],
-                "command:complete",
-            )?;
-            let path = ws.spec_path(&task);
-            Ok(m::CompleteResult { task_id: task, status: Status::Completed, path, provider, review_entry })
-        }
-        Authority::Invalid { reason } => {
-            let next = super::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
-            Err(RpcError::new(ErrorKind::ReviewFailed, format!("cannot complete {task}: {reason}")).with_hint(format!(
-                "a passing review from codex, claude, gemini, command or an audited human override is needed; next: `{}` ({})",
-                next.command, next.reason
-            )))
-        }
-    }
+    let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
+    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
+    let (provider, review_entry) = gate::completion(&task, &entries, &fresh, next)?;
+    record(daemon, &ws, &task, vec![LedgerEvent::Complete { reason: "task completed".into() }], "command:complete")?;
+    let path = ws.spec_path(&task);
+    Ok(m::CompleteResult { task_id: task, status: Status::Completed, path, provider, review_entry })
 }
