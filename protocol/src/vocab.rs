@@ -63,6 +63,13 @@ macro_rules! vocabulary {
             }
         }
 
+        /// A vocabulary word compares equal to its spelling.
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
         impl std::str::FromStr for $name {
             type Err = UnknownWord;
             fn from_str(s: &str) -> Result<$name, UnknownWord> {
@@ -127,6 +134,18 @@ vocabulary! {
         Reject = "reject",
     }
 
+    /// What a criterion's run (or a person's evidence) came to.
+    #[derive(Default)]
+    pub enum CriterionStatus("status") {
+        /// Not run yet, or waiting for a person's evidence.
+        #[default]
+        Pending = "pending",
+        Pass = "pass",
+        Fail = "fail",
+        /// The criterion cannot run as written (it names no command, or an unknown matcher).
+        Invalid = "invalid",
+    }
+
     /// A person's result for a manual criterion.
     pub enum Disposition("disposition") {
         Pass = "pass",
@@ -137,6 +156,21 @@ vocabulary! {
     pub enum Verdict("verdict") {
         Pass = "pass",
         Fail = "fail",
+    }
+
+    /// Where the review gate stands after a session: a task's verdict (or that it awaits a
+    /// human decision, or that the review must be retried), or a range review's outcome.
+    pub enum GateState("gate") {
+        Pass = "pass",
+        Fail = "fail",
+        AwaitingApproval = "awaiting_approval",
+        Retry = "retry",
+        NeedsWork = "needs_work",
+        NoReviewers = "no_reviewers",
+        ParseError = "parse_error",
+        Timeout = "timeout",
+        Internal = "internal_error",
+        Pending = "pending",
     }
 
     /// Where a review session is.
@@ -214,6 +248,31 @@ impl Status {
     /// Completed, failed or cancelled: the task's life is over.
     pub fn is_terminal(self) -> bool {
         matches!(self, Status::Completed | Status::Failed | Status::Cancelled)
+    }
+}
+
+impl From<Outcome> for GateState {
+    /// A session's outcome as the gate state of a review that records no task verdict.
+    fn from(outcome: Outcome) -> GateState {
+        match outcome {
+            Outcome::Pending => GateState::Pending,
+            Outcome::Pass => GateState::Pass,
+            Outcome::Fail => GateState::Fail,
+            Outcome::NeedsWork => GateState::NeedsWork,
+            Outcome::NoReviewers => GateState::NoReviewers,
+            Outcome::ParseError => GateState::ParseError,
+            Outcome::Timeout => GateState::Timeout,
+            Outcome::Internal => GateState::Internal,
+        }
+    }
+}
+
+impl From<Verdict> for GateState {
+    fn from(verdict: Verdict) -> GateState {
+        match verdict {
+            Verdict::Pass => GateState::Pass,
+            Verdict::Fail => GateState::Fail,
+        }
     }
 }
 

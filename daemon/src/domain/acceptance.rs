@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use scafld_protocol::vocab::CriterionStatus;
 use serde_json::Value;
 
 /// What a finished (or failed-to-finish) command produced.
@@ -18,28 +19,32 @@ pub struct RunFacts<'a> {
     pub combined_text: &'a str,
 }
 
-/// `(status, reason)` for `expected_kind`. Status is `pass`, `fail`, `pending` or `invalid`.
-pub fn evaluate(expected_kind: &str, facts: &RunFacts<'_>) -> (&'static str, String) {
+fn pass_if(passed: bool) -> CriterionStatus {
+    if passed { CriterionStatus::Pass } else { CriterionStatus::Fail }
+}
+
+/// `(status, reason)` for `expected_kind`.
+pub fn evaluate(expected_kind: &str, facts: &RunFacts<'_>) -> (CriterionStatus, String) {
     if let Some(error) = &facts.runner_error {
-        return ("fail", error.clone());
+        return (CriterionStatus::Fail, error.clone());
     }
     let code = facts.exit_code.unwrap_or(-1);
     match expected_kind {
-        "exit_code_zero" => (if code == 0 { "pass" } else { "fail" }, format!("exit code was {code}")),
-        "exit_code_nonzero" => (if code != 0 { "pass" } else { "fail" }, format!("exit code was {code}")),
+        "exit_code_zero" => (pass_if(code == 0), format!("exit code was {code}")),
+        "exit_code_nonzero" => (pass_if(code != 0), format!("exit code was {code}")),
         "no_matches" => {
             if facts.output_empty {
-                ("pass", "output was empty".into())
+                (CriterionStatus::Pass, "output was empty".into())
             } else {
-                ("fail", "output was not empty".into())
+                (CriterionStatus::Fail, "output was not empty".into())
             }
         }
         "browser_evidence" => match browser_evidence(code, facts.stdout) {
-            Ok(reason) => ("pass", reason),
-            Err(reason) => ("fail", with_playwright_hint(reason, facts.command, facts.combined_text)),
+            Ok(reason) => (CriterionStatus::Pass, reason),
+            Err(reason) => (CriterionStatus::Fail, with_playwright_hint(reason, facts.command, facts.combined_text)),
         },
-        "manual" => ("pending", "manual criterion requires human evidence".into()),
-        other => ("invalid", format!("unknown expected_kind {other:?}")),
+        "manual" => (CriterionStatus::Pending, "manual criterion requires human evidence".into()),
+        other => (CriterionStatus::Invalid, format!("unknown expected_kind {other:?}")),
     }
 }
 
@@ -389,7 +394,7 @@ mod tests {
     #[test]
     fn matchers() {
         assert_eq!(evaluate("exit_code_zero", &facts(0, "")).0, "pass");
-        assert_eq!(evaluate("exit_code_zero", &facts(2, "")), ("fail", "exit code was 2".into()));
+        assert_eq!(evaluate("exit_code_zero", &facts(2, "")), (CriterionStatus::Fail, "exit code was 2".into()));
         assert_eq!(evaluate("exit_code_nonzero", &facts(1, "")).0, "pass");
         assert_eq!(evaluate("no_matches", &facts(1, "")).0, "pass");
         assert_eq!(evaluate("no_matches", &facts(0, "x")).0, "fail");
@@ -397,7 +402,7 @@ mod tests {
         assert_eq!(evaluate("bogus", &facts(0, "")).0, "invalid");
         let mut timed_out = facts(0, "");
         timed_out.runner_error = Some("process timeout".into());
-        assert_eq!(evaluate("exit_code_zero", &timed_out), ("fail", "process timeout".into()));
+        assert_eq!(evaluate("exit_code_zero", &timed_out), (CriterionStatus::Fail, "process timeout".into()));
     }
 
     #[test]

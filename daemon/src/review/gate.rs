@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
-use scafld_protocol::vocab::{Approval, Verdict};
+use scafld_protocol::vocab::{Approval, GateState, Verdict};
 
 use crate::baseline;
 use crate::daemon::Daemon;
@@ -34,8 +34,7 @@ pub(crate) async fn guard_snapshot(ws: &Workspace, task: &str, scope: &[String])
 
 /// What a settled task session did to the gate.
 pub struct Gate {
-    /// pass, fail, awaiting_approval, retry or no_reviewers.
-    pub state: String,
+    pub state: GateState,
     pub review: Option<m::TaskReviewResult>,
     /// The mutation guard's finding, when the workspace changed during the review.
     pub guard_issue: Option<m::ReviewIssue>,
@@ -58,15 +57,15 @@ pub async fn record_consensus(
         Ok(after) => review::mutations(&session.snapshot, &after, &session.scope, &ws.spec_path(task)),
         Err(e) => {
             attempt_failed(daemon, &ws, task, format!("review workspace snapshot failed: {}", e.0.message))?;
-            return Ok(Gate { state: "retry".into(), review: None, guard_issue: None });
+            return Ok(Gate { state: GateState::Retry, review: None, guard_issue: None });
         }
     };
     if mutated.is_empty()
         && let Some(why) = no_verdict(session, reviewers, outcome)
     {
         attempt_failed(daemon, &ws, task, why)?;
-        let state = if outcome == consensus::Outcome::NoReviewers { "no_reviewers" } else { "retry" };
-        return Ok(Gate { state: state.into(), review: None, guard_issue: None });
+        let state = if outcome == consensus::Outcome::NoReviewers { GateState::NoReviewers } else { GateState::Retry };
+        return Ok(Gate { state, review: None, guard_issue: None });
     }
     let answers: Vec<(String, Dossier)> = reviewers
         .iter()
@@ -108,7 +107,7 @@ pub async fn record_consensus(
         LedgerEvent::Review(recorded)
     };
     record(daemon, &ws, task, vec![event], "command:review")?;
-    let state = if manual { "awaiting_approval".to_string() } else { verdict.to_string() };
+    let state = if manual { GateState::AwaitingApproval } else { verdict.into() };
     let review = m::TaskReviewResult {
         task_id: task.to_string(),
         job_id: None,
@@ -126,7 +125,7 @@ pub async fn record_consensus(
         },
         context: None,
         session: None,
-        gate: state.clone(),
+        gate: Some(state),
     };
     Ok(Gate { state, review: Some(review), guard_issue })
 }

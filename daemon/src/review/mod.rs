@@ -563,7 +563,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
     let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, outcome);
     result.task_id = session.task().unwrap_or_default().to_string();
     result.report_path = session.report_path.clone();
-    result.gate = outcome.as_str().to_string();
+    result.gate = Some(outcome.into());
     if let Some(task) = session.task() {
         match gate::record_consensus(daemon, &session, task, &reviewers, outcome).await {
             Ok(gate) => {
@@ -573,7 +573,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
                     result.status = consensus::WaitStatus::Resolved;
                     result.consensus.verdict = Some(m::ConsensusVerdict::Fail);
                 }
-                result.gate = gate.state;
+                result.gate = Some(gate.state);
                 result.review = gate.review;
             }
             Err(e) => {
@@ -595,7 +595,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
     daemon.sessions.put(daemon.store(), session.clone());
     write_report(daemon, &session);
     publish(daemon, &session, "", "resolved", &format!("consensus {}", result.outcome));
-    if result.gate == "awaiting_approval" {
+    if result.gate == Some(m::GateState::AwaitingApproval) {
         publish(daemon, &session, "", "awaiting_approval", "a human must accept or reject the proposed verdict");
     }
     daemon.jobs.touch();

@@ -73,7 +73,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
             })
         })
         .collect();
-    let gate = session.result.as_ref().map(|r| r.gate.as_str()).unwrap_or("");
+    let gate = session.result.as_ref().and_then(|r| r.gate);
     Ok(m::ReviewStatusResult {
         session_key: session.key.clone(),
         task_id: session.task().unwrap_or_default().to_string(),
@@ -82,7 +82,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
         approval: session.approval,
         state: match (&session.result, gate) {
             (None, _) => SessionState::Running,
-            (Some(_), "awaiting_approval") => SessionState::AwaitingApproval,
+            (Some(_), Some(m::GateState::AwaitingApproval)) => SessionState::AwaitingApproval,
             (Some(_), _) => SessionState::Resolved,
         },
         files_total: session.files.len(),

@@ -25,6 +25,7 @@ use crate::error::{RpcError, RpcResult};
 use crate::ledger::{append, implementer, projected_spec, record};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::{Workspace, specfile};
+use scafld_protocol::vocab::CriterionStatus;
 
 /// Bytes of output kept in a ledger entry (the whole output is in the diagnostics file).
 const SNIPPET_BYTES: usize = 1000;
@@ -512,7 +513,7 @@ impl BuildRun {
                 }
                 let result = self.run_criterion(phase, criterion).await?;
                 timed_out |= result.reason.contains("timeout");
-                if result.status != "pass" && recheck_failed.is_none() {
+                if result.status != CriterionStatus::Pass && recheck_failed.is_none() {
                     recheck_failed = Some(phase.clone());
                 }
                 results.push(result);
@@ -528,7 +529,7 @@ impl BuildRun {
                     }
                     let result = self.run_criterion(&target.phase_id(), criterion).await?;
                     timed_out |= result.reason.contains("timeout");
-                    all_passed &= result.status == "pass";
+                    all_passed &= result.status == CriterionStatus::Pass;
                     results.push(result);
                 }
             }
@@ -564,7 +565,7 @@ impl BuildRun {
             let status = spec.status().unwrap_or(Status::Active);
             let stale = evidence::stale(&spec, &entries, Some(&self.material.digest));
             let next = crate::evidence::next_for(&self.daemon, &self.ws, &spec, &entries, 0, &stale);
-            let passed = results.iter().filter(|r| r.status == "pass").count();
+            let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
             let failed = results.len() - passed;
             let message = match status {
                 Status::Blocked => spec.current_state.reason.clone(),
@@ -595,24 +596,24 @@ impl BuildRun {
     /// one is never run: it passes on a person's current evidence and waits otherwise.
     async fn run_criterion(&self, phase_id: &str, criterion: &Criterion) -> RpcResult<CriterionResult> {
         let kind = criterion.effective_kind().to_string();
-        let result = |status: &str, reason: String| CriterionResult {
+        let result = |status: CriterionStatus, reason: String| CriterionResult {
             criterion_id: criterion.id.clone(),
             phase_id: phase_id.to_string(),
             command: criterion.command.clone(),
-            status: status.into(),
+            status,
             reason,
             ..CriterionResult::default()
         };
         if kind == "manual" {
             let (status, reason) = self.manual_result(criterion)?;
-            return Ok(result(&status, reason));
+            return Ok(result(status, reason));
         }
         let problems = crate::domain::spec::criterion_problems(criterion);
         if !problems.is_empty() {
             let reason = format!("not run: {}", problems.join("; "));
-            let observed = Observed { status: "invalid", reason: reason.clone(), ..Observed::default() };
+            let observed = Observed { status: CriterionStatus::Invalid, reason: reason.clone(), ..Observed::default() };
             self.record_evidence(phase_id, criterion, &kind, observed)?;
-            return Ok(result("invalid", reason));
+            return Ok(result(CriterionStatus::Invalid, reason));
         }
         let store = self.daemon.store();
         self.daemon.jobs.update(store, &self.job_id, false, |r| {
@@ -635,15 +636,16 @@ impl BuildRun {
 
     /// A manual criterion's result: the person's evidence while it is current for this
     /// definition and material, else pending with the command that records it.
-    fn manual_result(&self, criterion: &Criterion) -> RpcResult<(String, String)> {
+    fn manual_result(&self, criterion: &Criterion) -> RpcResult<(CriterionStatus, String)> {
         let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
         let definition = evidence::definition_digest(criterion);
         Ok(match evidence::latest_result(&entries, &criterion.id) {
             Some((status, def, mat)) if def == definition && mat == self.material.digest => {
-                (status.to_string(), format!("manual evidence recorded: {status}"))
+                // Recorded dispositions are pass or fail; anything else never reads as a pass.
+                (status.parse().unwrap_or(CriterionStatus::Fail), format!("manual evidence recorded: {status}"))
             }
             _ => (
-                "pending".to_string(),
+                CriterionStatus::Pending,
                 format!(
                     "needs a person's evidence: `scafld build {} --criterion {} --disposition pass|fail --reason R`",
                     self.task, criterion.id
@@ -704,7 +706,7 @@ impl BuildRun {
             command: criterion.command.clone(),
             exit_code: observed.exit_code,
             matcher: kind.to_string(),
-            status: observed.status.into(),
+            status: observed.status.to_string(),
             reason: observed.reason,
             output: observed.output,
             diagnostic: observed.diagnostic,
@@ -722,7 +724,7 @@ impl BuildRun {
 /// What one criterion run showed, as its evidence records it.
 #[derive(Default)]
 struct Observed {
-    status: &'static str,
+    status: CriterionStatus,
     reason: String,
     exit_code: Option<i32>,
     /// The output kept as evidence (browser evidence redacted).

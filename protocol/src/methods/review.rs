@@ -82,8 +82,8 @@ pub struct TaskReviewResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SpawnResult>,
     /// The gate state: pass, fail, or awaiting_approval (manual approval).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub gate: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateState>,
 }
 
 method!(
@@ -203,9 +203,10 @@ pub struct WaitResult {
     /// Where the incremental report is kept.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub report_path: String,
-    /// The task gate state after the session: pass, fail, awaiting_approval or retry.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub gate: String,
+    /// The task gate state after the session: pass, fail, awaiting_approval or retry (a range
+    /// review's: its outcome).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateState>,
     /// For a task review: the gate's result as `scafld review <task>` prints it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<TaskReviewResult>,

@@ -478,7 +478,7 @@ pub struct CriterionResult {
     pub criterion_id: String,
     pub phase_id: String,
     pub command: String,
-    pub status: String,
+    pub status: CriterionStatus,
     pub reason: String,
     pub exit_code: Option<i32>,
     pub duration_ms: u64,

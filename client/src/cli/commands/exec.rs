@@ -153,7 +153,7 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
             let mark = if c.status == "pass" {
                 ctx.out.paint("pass", Style::Good)
             } else {
-                ctx.out.paint(&c.status, Style::Bad)
+                ctx.out.paint(c.status.as_str(), Style::Bad)
             };
             let _ =
                 writeln!(text, "  {mark:<4} {:<12} {} ({}, {} ms)", c.criterion_id, c.command, c.reason, c.duration_ms);

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use scafld_client::Connection;
 use scafld_protocol::methods::{self as m, SpawnResult, WaitResult};
-use scafld_protocol::vocab::Decision;
+use scafld_protocol::vocab::{Decision, GateState};
 
 use super::exec::caller;
 use super::tasks::{call, findings_text, session as connect_workspace};
@@ -233,14 +233,14 @@ fn gate_result(ctx: &Context, r: &m::TaskReviewResult) -> Result<u8, CliError> {
     let human = || {
         let mut text =
             format!("review {}: {} ({}, {} mode)\n{}\n", r.task_id, r.verdict, r.provider, r.mode, r.summary);
-        if r.gate == "awaiting_approval" {
+        if r.gate == Some(GateState::AwaitingApproval) {
             let _ = writeln!(text, "proposed verdict {} awaits human approval", r.verdict);
         }
         text.push_str(&findings_text(&r.findings));
         let _ = write!(text, "next: {}", r.next_command);
         text
     };
-    if r.verdict != "pass" && r.gate != "awaiting_approval" {
+    if r.verdict != "pass" && r.gate != Some(GateState::AwaitingApproval) {
         let error = CliError::new(
             "review_failed",
             format!("{}: the review gate failed with {} open blocker(s)", r.task_id, r.open_blockers),
