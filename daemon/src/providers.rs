@@ -255,7 +255,7 @@ impl Submissions {
                 let parsed = template::answer_from_json(&answer).ok_or_else(|| {
                     vec!["an answer is {verdict: PASS|CONCERNS|FAIL, summary, findings: [{severity: PASS|CONCERN|FAIL, title, description, file}]}".to_string()]
                 })?;
-                (parsed.verdict, Submitted::TemplateAnswer(answer))
+                (parsed.verdict.to_string(), Submitted::TemplateAnswer(answer))
             }
         };
         slot.accepted = Some(accepted);

@@ -71,10 +71,10 @@ mod tests {
     fn review_result_schema_matches_the_rust_types() {
         let schema: Value = serde_json::from_str(REVIEW_RESULT).unwrap();
         let full = TemplateReviewResult {
-            verdict: "PASS".into(),
+            verdict: crate::vocab::TemplateVerdict::Pass,
             summary: "s".into(),
             findings: vec![TemplateFinding {
-                severity: "PASS".into(),
+                severity: crate::vocab::TemplateSeverity::Pass,
                 title: "t".into(),
                 description: "d".into(),
                 file: Some("a.rs:1".into()),

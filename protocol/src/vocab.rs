@@ -173,6 +173,25 @@ vocabulary! {
         Pending = "pending",
     }
 
+    /// A template review's verdict; UNKNOWN when no answer could be read (never a pass).
+    #[derive(Default)]
+    pub enum TemplateVerdict("verdict") {
+        Pass = "PASS",
+        Concerns = "CONCERNS",
+        Fail = "FAIL",
+        #[default]
+        Unknown = "UNKNOWN",
+    }
+
+    /// How a template review's finding weighs.
+    #[derive(Default)]
+    pub enum TemplateSeverity("severity") {
+        Pass = "PASS",
+        #[default]
+        Concern = "CONCERN",
+        Fail = "FAIL",
+    }
+
     /// Where a review session is.
     pub enum SessionState("state") {
         Running = "running",

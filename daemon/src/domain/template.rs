@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use scafld_protocol::methods::TemplateFinding;
+use scafld_protocol::vocab::{TemplateSeverity, TemplateVerdict};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -425,13 +426,19 @@ pub fn codex_ignores_rules(template: &Template) -> bool {
 /// What a reviewer answered, before the daemon adds provenance.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
-    pub verdict: String,
+    pub verdict: TemplateVerdict,
     pub summary: String,
     pub findings: Vec<TemplateFinding>,
 }
 
-const VERDICTS: [&str; 3] = ["PASS", "CONCERNS", "FAIL"];
-const SEVERITIES: [&str; 3] = ["PASS", "CONCERN", "FAIL"];
+/// A verdict a reviewer may give (UNKNOWN is scafld's word for no readable answer).
+fn answered_verdict(word: &str) -> Option<TemplateVerdict> {
+    word.trim().to_uppercase().parse().ok().filter(|v| *v != TemplateVerdict::Unknown)
+}
+
+fn severity(word: &str) -> Option<TemplateSeverity> {
+    word.trim().to_uppercase().parse().ok()
+}
 
 /// Parse an answer: one JSON object (`verdict`, `summary`, `findings`), or the Markdown format
 /// (`## Summary` with the verdict, `### [SEVERITY] Title` findings). `None` when it is neither:
@@ -452,18 +459,11 @@ pub fn parse_answer(text: &str) -> Option<Answer> {
 
 /// An answer from a JSON value (a submission or codex's output file).
 pub fn answer_from_json(value: &Value) -> Option<Answer> {
-    let verdict = value.get("verdict")?.as_str()?.trim().to_uppercase();
-    if !VERDICTS.contains(&verdict.as_str()) {
-        return None;
-    }
+    let verdict = answered_verdict(value.get("verdict")?.as_str()?)?;
     let mut findings = Vec::new();
     for f in value.get("findings")?.as_array()? {
-        let severity = f.get("severity")?.as_str()?.trim().to_uppercase();
-        if !SEVERITIES.contains(&severity.as_str()) {
-            return None;
-        }
         findings.push(TemplateFinding {
-            severity,
+            severity: severity(f.get("severity")?.as_str()?)?,
             title: f.get("title")?.as_str()?.trim().to_string(),
             description: f.get("description").and_then(Value::as_str).unwrap_or_default().trim().to_string(),
             file: f.get("file").and_then(Value::as_str).map(str::to_string).filter(|s| !s.is_empty()),
@@ -490,10 +490,8 @@ fn parse_markdown(text: &str) -> Option<Answer> {
             let (severity, title) = heading
                 .strip_prefix('[')
                 .and_then(|h| h.split_once(']'))
-                .map(|(s, t)| (s.trim().to_uppercase(), t.trim().to_string()))?;
-            if !SEVERITIES.contains(&severity.as_str()) {
-                return None;
-            }
+                .map(|(s, t)| (severity(s), t.trim().to_string()))?;
+            let severity = severity?;
             findings.push(TemplateFinding { severity, title, ..TemplateFinding::default() });
             section = "finding";
             continue;
@@ -527,8 +525,8 @@ fn parse_markdown(text: &str) -> Option<Answer> {
 }
 
 /// The first PASS, CONCERNS or FAIL word of a summary line (`[overall assessment: FAIL]`).
-fn first_verdict(line: &str) -> Option<String> {
-    line.split(|c: char| !c.is_ascii_alphabetic()).map(str::to_uppercase).find(|w| VERDICTS.contains(&w.as_str()))
+fn first_verdict(line: &str) -> Option<TemplateVerdict> {
+    line.split(|c: char| !c.is_ascii_alphabetic()).find_map(answered_verdict)
 }
 
 /// A `path:line` (or `path`) reference in a line of prose: the first token with a `/` or a
@@ -548,20 +546,19 @@ fn file_reference(line: &str) -> Option<String> {
 
 /// Several reviewers' verdicts: FAIL if any failed, else UNKNOWN if any could not be read,
 /// else CONCERNS if any had concerns, else PASS.
-pub fn combine(verdicts: &[&str]) -> String {
-    let any = |v: &str| verdicts.contains(&v);
+pub fn combine(verdicts: &[TemplateVerdict]) -> TemplateVerdict {
+    let any = |v: TemplateVerdict| verdicts.contains(&v);
     if verdicts.is_empty() {
-        "UNKNOWN"
-    } else if any("FAIL") {
-        "FAIL"
-    } else if any("UNKNOWN") {
-        "UNKNOWN"
-    } else if any("CONCERNS") {
-        "CONCERNS"
+        TemplateVerdict::Unknown
+    } else if any(TemplateVerdict::Fail) {
+        TemplateVerdict::Fail
+    } else if any(TemplateVerdict::Unknown) {
+        TemplateVerdict::Unknown
+    } else if any(TemplateVerdict::Concerns) {
+        TemplateVerdict::Concerns
     } else {
-        "PASS"
+        TemplateVerdict::Pass
     }
-    .to_string()
 }
 
 /// A template pass as a dossier for the review gate: FAIL findings block completion, CONCERN
@@ -570,10 +567,10 @@ pub fn to_dossier(template: &str, answer: &Answer, mode: &str) -> Dossier {
     let findings: Vec<Finding> = answer
         .findings
         .iter()
-        .filter(|f| f.severity != "PASS")
+        .filter(|f| f.severity != TemplateSeverity::Pass)
         .enumerate()
         .map(|(i, f)| {
-            let blocks = f.severity == "FAIL";
+            let blocks = f.severity == TemplateSeverity::Fail;
             let (path, line) = match f.file.as_deref().map(|r| r.rsplit_once(':').unwrap_or((r, ""))) {
                 Some((path, line)) => (path.to_string(), line.split('-').next().and_then(|l| l.parse().ok())),
                 None => (format!("(template {template})"), None),

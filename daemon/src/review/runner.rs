@@ -175,7 +175,7 @@ fn local_outcome(
         None => Outcome { answer: Ok(local_dossier(request)), provenance, template_result: None },
         Some((t, job)) => {
             let answer = template::Answer {
-                verdict: "PASS".into(),
+                verdict: scafld_protocol::vocab::TemplateVerdict::Pass,
                 summary: "Local provider smoke review; it reviews nothing and never counts.".into(),
                 findings: Vec::new(),
             };
@@ -323,7 +323,7 @@ fn template_result(
     session_key: &str,
 ) -> TemplateReviewResult {
     TemplateReviewResult {
-        verdict: answer.map(|a| a.verdict.clone()).unwrap_or_else(|| "UNKNOWN".into()),
+        verdict: answer.map(|a| a.verdict).unwrap_or_default(),
         summary: answer.map(|a| a.summary.clone()).unwrap_or_default(),
         findings: answer.map(|a| a.findings.clone()).unwrap_or_default(),
         raw_output,

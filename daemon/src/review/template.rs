@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
-use scafld_protocol::vocab::{Approval, ReviewMode};
+use scafld_protocol::vocab::{Approval, ReviewMode, TemplateSeverity, TemplateVerdict};
 
 use super::{Baseline, Overrides, Packet, Spawn, Templates, requested_reviewers};
 use crate::baseline;
@@ -181,7 +181,7 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
     for (name, job_id) in session.reviewers.iter().zip(&session.job_ids) {
         let work = daemon.jobs.get(job_id).and_then(|j| j.review).unwrap_or_default();
         let result = work.template_result.unwrap_or_else(|| m::TemplateReviewResult {
-            verdict: "UNKNOWN".into(),
+            verdict: TemplateVerdict::Unknown,
             raw_output: work.failure.map(|f| f.message).unwrap_or_default(),
             provider: name.clone(),
             ..m::TemplateReviewResult::default()
@@ -189,7 +189,7 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
         results.push((name.clone(), result));
     }
     let several = results.len() > 1;
-    let verdicts: Vec<&str> = results.iter().map(|(_, r)| r.verdict.as_str()).collect();
+    let verdicts: Vec<TemplateVerdict> = results.iter().map(|(_, r)| r.verdict).collect();
     let mut combined = m::TemplateReviewResult {
         verdict: crate::domain::template::combine(&verdicts),
         summary: results
@@ -232,11 +232,11 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
         None => vec!["(the workspace could not be snapshotted after the review)".into()],
     };
     if !changed.is_empty() {
-        combined.verdict = "FAIL".into();
+        combined.verdict = TemplateVerdict::Fail;
         combined.findings.insert(
             0,
             m::TemplateFinding {
-                severity: "FAIL".into(),
+                severity: TemplateSeverity::Fail,
                 title: "The workspace changed during review".into(),
                 description: format!(
                     "changed while the reviewer ran: {}; a review must not modify files, so its verdict cannot be trusted",

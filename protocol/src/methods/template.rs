@@ -12,8 +12,7 @@ use super::*;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TemplateReviewResult {
-    /// PASS, CONCERNS, FAIL, or UNKNOWN when no answer could be parsed (never a pass).
-    pub verdict: String,
+    pub verdict: TemplateVerdict,
     #[serde(default)]
     pub summary: String,
     pub findings: Vec<TemplateFinding>,
@@ -38,8 +37,9 @@ pub struct TemplateReviewResult {
 impl TemplateReviewResult {
     /// The result with its derived counts (`has_failures`, `concern_count`) filled in.
     pub fn counted(mut self) -> TemplateReviewResult {
-        self.has_failures = self.verdict == "FAIL" || self.findings.iter().any(|f| f.severity == "FAIL");
-        self.concern_count = self.findings.iter().filter(|f| f.severity == "CONCERN").count();
+        self.has_failures =
+            self.verdict == TemplateVerdict::Fail || self.findings.iter().any(|f| f.severity == TemplateSeverity::Fail);
+        self.concern_count = self.findings.iter().filter(|f| f.severity == TemplateSeverity::Concern).count();
         self
     }
 }
@@ -47,8 +47,7 @@ impl TemplateReviewResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TemplateFinding {
-    /// PASS, CONCERN or FAIL.
-    pub severity: String,
+    pub severity: TemplateSeverity,
     pub title: String,
     pub description: String,
     /// A file (and line) reference, e.g. `src/lib.rs:12`.

@@ -1,6 +1,7 @@
 //! Template reviews: `review list`, `review history`, `review arch|tasks|code`, user templates
 //! (`review run NAME` or `review NAME --input k=v`), with `--output terminal|json|file PATH`.
 
+use scafld_protocol::vocab::{TemplateSeverity, TemplateVerdict};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -50,7 +51,7 @@ pub fn history(ctx: &Context) -> Result<u8, CliError> {
                     "{}  {:<8} {:<9} {} finding(s)  {}  {}",
                     h.timestamp,
                     h.template,
-                    paint_verdict(ctx, &h.verdict),
+                    paint_verdict(ctx, h.verdict),
                     h.findings.len(),
                     h.provider,
                     h.session_key
@@ -166,10 +167,10 @@ fn in_template_table(e: CliError) -> CliError {
 /// Print or write a result; its verdict decides the exit code, and a FAIL or UNKNOWN result
 /// is not a success in the `--json` envelope either.
 fn deliver(ctx: &Context, result: &TemplateReviewResult, destination: Destination) -> Result<u8, CliError> {
-    let code = match result.verdict.as_str() {
-        "PASS" | "CONCERNS" => codes::PASS,
-        "FAIL" => codes::FAIL,
-        _ => codes::UNKNOWN,
+    let code = match result.verdict {
+        TemplateVerdict::Pass | TemplateVerdict::Concerns => codes::PASS,
+        TemplateVerdict::Fail => codes::FAIL,
+        TemplateVerdict::Unknown => codes::UNKNOWN,
     };
     let human = match destination {
         Destination::Json => {
@@ -199,25 +200,34 @@ fn deliver(ctx: &Context, result: &TemplateReviewResult, destination: Destinatio
     Ok(code)
 }
 
-fn paint_verdict(ctx: &Context, verdict: &str) -> String {
+fn paint_verdict(ctx: &Context, verdict: TemplateVerdict) -> String {
     let style = match verdict {
-        "PASS" => Style::Good,
-        "CONCERNS" | "CONCERN" => Style::Warn,
-        _ => Style::Bad,
+        TemplateVerdict::Pass => Style::Good,
+        TemplateVerdict::Concerns => Style::Warn,
+        TemplateVerdict::Fail | TemplateVerdict::Unknown => Style::Bad,
     };
-    ctx.out.paint(verdict, style)
+    ctx.out.paint(verdict.as_str(), style)
+}
+
+fn paint_severity(ctx: &Context, severity: TemplateSeverity) -> String {
+    let style = match severity {
+        TemplateSeverity::Pass => Style::Good,
+        TemplateSeverity::Concern => Style::Warn,
+        TemplateSeverity::Fail => Style::Bad,
+    };
+    ctx.out.paint(severity.as_str(), style)
 }
 
 /// The terminal rendering: verdict, summary, findings by severity.
 fn render(ctx: &Context, r: &TemplateReviewResult) -> String {
-    let mut text = format!("{} review: {}", r.template, paint_verdict(ctx, &r.verdict));
+    let mut text = format!("{} review: {}", r.template, paint_verdict(ctx, r.verdict));
     if !r.summary.is_empty() {
         let _ = write!(text, " - {}", r.summary);
     }
     let _ = writeln!(text, "\n({}, session {})", r.provider, r.session_key);
     for f in &r.findings {
         let by = f.reviewer.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default();
-        let _ = writeln!(text, "\n  {} {}{by}", paint_verdict(ctx, &f.severity), f.title);
+        let _ = writeln!(text, "\n  {} {}{by}", paint_severity(ctx, f.severity), f.title);
         if let Some(file) = &f.file {
             let _ = writeln!(text, "    at {file}");
         }
@@ -225,7 +235,7 @@ fn render(ctx: &Context, r: &TemplateReviewResult) -> String {
             let _ = writeln!(text, "    {line}");
         }
     }
-    if r.verdict == "UNKNOWN" {
+    if r.verdict == TemplateVerdict::Unknown {
         let _ = writeln!(text, "\nThe answer could not be parsed; raw output:\n{}", r.raw_output.trim_end());
     }
     text.trim_end().to_string()

@@ -170,9 +170,10 @@ fn answers_parse_from_json_or_markdown_and_anything_else_is_unknown() {
 
 #[test]
 fn verdicts_combine_and_template_findings_reach_the_gate() {
-    assert_eq!(combine(&["PASS", "CONCERNS"]), "CONCERNS");
-    assert_eq!(combine(&["PASS", "UNKNOWN"]), "UNKNOWN");
-    assert_eq!(combine(&["UNKNOWN", "FAIL"]), "FAIL");
+    let words = |w: &[&str]| w.iter().map(|w| w.parse().unwrap()).collect::<Vec<_>>();
+    assert_eq!(combine(&words(&["PASS", "CONCERNS"])), "CONCERNS");
+    assert_eq!(combine(&words(&["PASS", "UNKNOWN"])), "UNKNOWN");
+    assert_eq!(combine(&words(&["UNKNOWN", "FAIL"])), "FAIL");
     assert_eq!(combine(&[]), "UNKNOWN");
     let answer = parse_answer(
         r#"{"verdict":"FAIL","summary":"s","findings":[{"severity":"FAIL","title":"Broken","description":"d","file":"src/a.rs:7"},{"severity":"CONCERN","title":"Thin","description":"d2"},{"severity":"PASS","title":"ok","description":""}]}"#,
