@@ -9,6 +9,7 @@ pub mod error;
 pub mod events;
 pub mod methods;
 pub mod progress;
+pub mod receipt;
 pub mod schemas;
 pub mod vocab;
 

@@ -14,6 +14,7 @@ pub mod ledger;
 pub mod lifecycle;
 pub mod next;
 pub mod packet;
+pub mod receipt;
 pub mod retention;
 pub mod review;
 pub mod spec;

@@ -1,0 +1,350 @@
+//! Receipts without IO: the canonical JSON both tools sign, the receipt digest and the ledger
+//! head chain, key ids, the trusted-keys file and its lifecycle (revoked, expired), the body's
+//! own rules, and checking a signature. Minting (the host key) and the tree facts live at the
+//! edges (`crate::receipts`).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use ed25519_dalek::{Signature as EdSignature, Verifier, VerifyingKey};
+use scafld_protocol::receipt::{Body, Envelope, RECEIPT_SCHEMA_VERSION, SIGNATURE_ALG};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The domain string of the ledger head chain.
+const LEDGER_DOMAIN: &str = "scafld-ledger-v1";
+
+/// Compact JSON with object keys in byte order and strings escaped as Go's encoding/json
+/// escapes them (`<`, `>`, `&`, U+2028 and U+2029 as `\u` escapes): the bytes both tools sign.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(&mut out, value);
+    out
+}
+
+fn write_canonical(out: &mut String, value: &Value) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, key);
+                out.push(':');
+                write_canonical(out, &map[key]);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// The canonical bytes of a body: what is signed.
+pub fn canonical_body(body: &Body) -> String {
+    canonical_json(&serde_json::to_value(body).unwrap_or(Value::Null))
+}
+
+/// sha256 (hex) of the canonical body with `ledger_head` cleared: the head cannot cover itself.
+pub fn receipt_digest(body: &Body) -> String {
+    let cleared = Body { ledger_head: String::new(), ..body.clone() };
+    sha256_hex(canonical_body(&cleared).as_bytes())
+}
+
+/// The head of a ledger with no receipt yet.
+pub fn genesis_head() -> String {
+    sha256_hex(format!("{LEDGER_DOMAIN} genesis").as_bytes())
+}
+
+/// The head after appending a receipt with `digest` to a ledger whose head was `prior`.
+pub fn next_head(prior: &str, digest: &str) -> String {
+    sha256_hex(format!("{LEDGER_DOMAIN}\n{prior}\n{digest}").as_bytes())
+}
+
+/// The fingerprint of a tree's files: sha256 of the canonical JSON of its path → digest map.
+pub fn tree_sha(file_digests: &BTreeMap<String, String>) -> String {
+    let value = serde_json::to_value(file_digests).unwrap_or(Value::Null);
+    sha256_hex(canonical_json(&value).as_bytes())
+}
+
+/// `ed25519:` and the unpadded base64url sha256 of a raw public key.
+pub fn key_id(public_key: &[u8; 32]) -> String {
+    format!("{SIGNATURE_ALG}:{}", URL_SAFE_NO_PAD.encode(Sha256::digest(public_key)))
+}
+
+/// The body's own rules: the schema version, the fields that may not be empty, and every
+/// signed file accounted for (shown to the reviewer, or declared unreviewed), with the digest
+/// the reviewer saw.
+pub fn validate_body(body: &Body) -> Result<(), String> {
+    if body.schema_version != RECEIPT_SCHEMA_VERSION {
+        return Err(format!("schema_version must be {RECEIPT_SCHEMA_VERSION} (got {})", body.schema_version));
+    }
+    let required = [
+        ("task_id", &body.task_id),
+        ("session_id", &body.session_id),
+        ("base_commit", &body.base_commit),
+        ("head_commit", &body.head_commit),
+        ("tree_sha", &body.tree_sha),
+        ("spec_fingerprint", &body.spec_fingerprint),
+        ("minted_at", &body.minted_at),
+        ("reviewer.provider", &body.reviewer.provider),
+        ("host_under_review.agent", &body.host_under_review.agent),
+        ("mutation_guard.status", &body.mutation_guard.status),
+        ("ledger_head", &body.ledger_head),
+    ];
+    let missing: Vec<&str> = required.iter().filter(|(_, v)| v.trim().is_empty()).map(|(name, _)| *name).collect();
+    if !missing.is_empty() {
+        return Err(format!("missing required receipt fields: {}", missing.join(", ")));
+    }
+    let mut covered: BTreeMap<&str, &str> = BTreeMap::new();
+    for p in &body.reviewed_context_provenance {
+        if !p.path.is_empty() {
+            covered.insert(&p.path, &p.sha256);
+        }
+    }
+    for path in &body.ignored_unreviewed {
+        covered.entry(path).or_insert("");
+    }
+    let uncovered: Vec<&str> =
+        body.file_digests.keys().filter(|p| !covered.contains_key(p.as_str())).map(String::as_str).collect();
+    if !uncovered.is_empty() {
+        return Err(format!(
+            "file_digests not covered by review provenance or ignored_unreviewed: {}",
+            uncovered.join(", ")
+        ));
+    }
+    let mismatched: Vec<&str> = body
+        .file_digests
+        .iter()
+        .filter(|(path, digest)| covered.get(path.as_str()).is_some_and(|seen| !seen.is_empty() && seen != digest))
+        .map(|(path, _)| path.as_str())
+        .collect();
+    if !mismatched.is_empty() {
+        return Err(format!("file_digests do not match reviewed provenance digest: {}", mismatched.join(", ")));
+    }
+    Ok(())
+}
+
+/// `.scafld/trusted-keys.json`: the public keys whose receipts count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustedKeys {
+    pub version: u32,
+    pub keys: Vec<TrustedKey>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrustedKey {
+    pub key_id: String,
+    pub alg: String,
+    /// The raw 32-byte public key, base64 (standard, padded).
+    pub public_key: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revoked: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub revoked_at: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub expires_at: String,
+}
+
+impl TrustedKeys {
+    pub const VERSION: u32 = 1;
+
+    /// Parse and check the file: version, algorithm, key length, and ids that match their keys
+    /// and are not repeated.
+    pub fn parse(text: &str) -> Result<TrustedKeys, String> {
+        let keys: TrustedKeys = serde_json::from_str(text).map_err(|e| format!("trusted keys: {e}"))?;
+        if keys.version != Self::VERSION {
+            return Err(format!("trusted keys: version must be {} (got {})", Self::VERSION, keys.version));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for key in &keys.keys {
+            if key.alg != SIGNATURE_ALG {
+                return Err(format!("trusted key {}: alg must be {SIGNATURE_ALG}", key.key_id));
+            }
+            let raw = key.raw()?;
+            if key_id(&raw) != key.key_id {
+                return Err(format!("trusted key {}: the key_id does not match its public key", key.key_id));
+            }
+            if !seen.insert(key.key_id.clone()) {
+                return Err(format!("trusted key {} is listed twice", key.key_id));
+            }
+        }
+        Ok(keys)
+    }
+
+    /// The file's text: sorted by key id, two-space indented, one trailing newline.
+    pub fn render(&self) -> String {
+        let mut sorted = self.clone();
+        sorted.keys.sort_by(|a, b| a.key_id.cmp(&b.key_id));
+        let mut text = serde_json::to_string_pretty(&sorted).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// Add a public key unless it is already listed (a listed key, revoked or not, is left as
+    /// the file says). Returns whether it was added.
+    pub fn upsert(&mut self, public_key: &[u8; 32]) -> bool {
+        let id = key_id(public_key);
+        if self.keys.iter().any(|k| k.key_id == id) {
+            return false;
+        }
+        self.keys.push(TrustedKey {
+            key_id: id,
+            alg: SIGNATURE_ALG.into(),
+            public_key: STANDARD.encode(public_key),
+            revoked: false,
+            revoked_at: String::new(),
+            expires_at: String::new(),
+        });
+        true
+    }
+
+    /// The key `id` if it was active at `at` (RFC 3339 UTC, compared as text like every
+    /// timestamp here): listed, not revoked by then, not expired by then.
+    pub fn active_at(&self, id: &str, at: &str) -> Result<[u8; 32], String> {
+        let key = self.keys.iter().find(|k| k.key_id == id).ok_or_else(|| format!("key {id} is not trusted"))?;
+        if key.revoked && (key.revoked_at.is_empty() || key.revoked_at.as_str() <= at) {
+            let when = if key.revoked_at.is_empty() { String::new() } else { format!(" at {}", key.revoked_at) };
+            return Err(format!("key {id} was revoked{when}"));
+        }
+        if !key.expires_at.is_empty() && key.expires_at.as_str() <= at {
+            return Err(format!("key {id} expired at {}, before the receipt was minted ({at})", key.expires_at));
+        }
+        key.raw()
+    }
+}
+
+impl TrustedKey {
+    fn raw(&self) -> Result<[u8; 32], String> {
+        let bytes =
+            STANDARD.decode(&self.public_key).map_err(|e| format!("trusted key {}: public_key: {e}", self.key_id))?;
+        bytes
+            .try_into()
+            .map_err(|b: Vec<u8>| format!("trusted key {}: public key is {} bytes, not 32", self.key_id, b.len()))
+    }
+}
+
+impl Default for TrustedKeys {
+    fn default() -> TrustedKeys {
+        TrustedKeys { version: Self::VERSION, keys: Vec::new() }
+    }
+}
+
+/// Check a receipt's signature against the trusted keys, as of its `minted_at`.
+pub fn check_signature(envelope: &Envelope, keys: &TrustedKeys) -> Result<(), String> {
+    let sig = &envelope.signature;
+    if sig.alg != SIGNATURE_ALG {
+        return Err(format!("signature alg {:?} is not {SIGNATURE_ALG}", sig.alg));
+    }
+    let raw = keys.active_at(&sig.key_id, &envelope.body.minted_at)?;
+    let key =
+        VerifyingKey::from_bytes(&raw).map_err(|e| format!("key {} is not a valid Ed25519 key: {e}", sig.key_id))?;
+    let bytes = STANDARD.decode(&sig.sig).map_err(|e| format!("the signature is not base64: {e}"))?;
+    let signature = EdSignature::from_slice(&bytes).map_err(|_| "the signature is not 64 bytes".to_string())?;
+    key.verify(canonical_body(&envelope.body).as_bytes(), &signature)
+        .map_err(|_| format!("the signature does not match the receipt body (key {})", sig.key_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_json_sorts_keys_and_escapes_as_go_does() {
+        let value: Value =
+            serde_json::from_str(r#"{"b":[1,{"z":null,"a":true}],"a":"<x & y>\u2028\n\u0001é"}"#).unwrap();
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"a":"\u003cx \u0026 y\u003e\u2028\n\u0001é","b":[1,{"a":true,"z":null}]}"#
+        );
+    }
+
+    /// The chain's constants, against digests of the literal strings computed here.
+    #[test]
+    fn the_ledger_head_chain_matches_the_published_formula() {
+        let sha = |s: &str| format!("{:x}", Sha256::digest(s.as_bytes()));
+        assert_eq!(genesis_head(), sha("scafld-ledger-v1 genesis"));
+        // Computed once, outside this code: `printf 'scafld-ledger-v1 genesis' | sha256sum`.
+        assert_eq!(genesis_head(), "c7180e7beadce77a59ea98dc15f48b4654d44ea33533be41e3eedb346607f166");
+        let digest = "ab".repeat(32);
+        assert_eq!(
+            next_head(&genesis_head(), &digest),
+            sha(&format!("scafld-ledger-v1\n{}\n{digest}", genesis_head()))
+        );
+    }
+
+    #[test]
+    fn key_ids_are_the_unpadded_base64url_sha256_of_the_raw_key() {
+        let raw = [7u8; 32];
+        let id = key_id(&raw);
+        assert!(id.starts_with("ed25519:") && !id.ends_with('='));
+        assert_eq!(URL_SAFE_NO_PAD.decode(&id["ed25519:".len()..]).unwrap(), Sha256::digest(raw).to_vec());
+    }
+
+    #[test]
+    fn trusted_keys_judge_revocation_and_expiry_at_the_minting_time() {
+        let mut keys = TrustedKeys::default();
+        assert!(keys.upsert(&[9u8; 32]) && !keys.upsert(&[9u8; 32]));
+        let id = keys.keys[0].key_id.clone();
+        assert!(keys.active_at(&id, "2026-01-01T00:00:00Z").is_ok());
+        keys.keys[0].expires_at = "2026-06-01T00:00:00Z".into();
+        assert!(keys.active_at(&id, "2026-05-31T23:59:59Z").is_ok());
+        assert!(keys.active_at(&id, "2026-06-02T00:00:00Z").unwrap_err().contains("expired"));
+        keys.keys[0].revoked = true;
+        keys.keys[0].revoked_at = "2026-03-01T00:00:00Z".into();
+        assert!(keys.active_at(&id, "2026-02-01T00:00:00Z").is_ok(), "a receipt minted before the revocation stands");
+        assert!(keys.active_at(&id, "2026-04-01T00:00:00Z").unwrap_err().contains("revoked"));
+        assert!(keys.active_at("ed25519:nope", "2026-01-01T00:00:00Z").unwrap_err().contains("not trusted"));
+        let reread = TrustedKeys::parse(&keys.render()).unwrap();
+        assert_eq!(reread, keys);
+        let forged = keys.render().replace(&id, "ed25519:AAAA");
+        assert!(TrustedKeys::parse(&forged).unwrap_err().contains("does not match"));
+    }
+}
