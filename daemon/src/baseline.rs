@@ -298,6 +298,94 @@ fn collect_material(
     Ok(())
 }
 
+/// The files of a scope and the sha256 of each one's content: what a receipt signs and what
+/// `verify` recomputes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeFiles {
+    /// The commit the files were read at (the working tree's HEAD for the working tree).
+    pub commit: String,
+    pub files: BTreeMap<String, String>,
+}
+
+/// The files of `scope` (workspace-relative paths; the whole tree but `.scafld/` when empty):
+/// at the commit `at` names, or in the working tree (HEAD's files with every changed and
+/// untracked, not ignored, file on top; deleted ones left out). A symlink counts as its target
+/// text, as git stores it, so both readings agree on the same content.
+pub fn tree_files(root: &Path, scope: &[String], at: Option<&str>) -> Result<TreeFiles, String> {
+    let repo = open(root)?;
+    let commit = match at {
+        Some(rev) => repo
+            .revparse_single(rev)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(|e| format!("cannot resolve {rev:?} to a commit: {}", e.message()))?,
+        None => head_commit(&repo).ok_or("the repository has no commit yet; commit the work first")?,
+    };
+    let keep = |path: &str| !path.starts_with(".scafld/") && in_scope(path, scope);
+    let mut files = BTreeMap::new();
+    let tree = commit.tree().map_err(|e| format!("cannot read the commit's tree: {}", e.message()))?;
+    let mut failure = None;
+    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        let path = format!("{dir}{}", entry.name().unwrap_or_default());
+        if entry.kind() == Some(ObjectType::Blob) && keep(&path) {
+            match repo.find_blob(entry.id()) {
+                Ok(blob) => {
+                    files.insert(path, format!("{:x}", Sha256::digest(blob.content())));
+                }
+                Err(e) => failure = Some(format!("cannot read {path}: {}", e.message())),
+            }
+        }
+        git2::TreeWalkResult::Ok
+    })
+    .map_err(|e| format!("cannot walk the commit's tree: {}", e.message()))?;
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    if at.is_none() {
+        let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+        let statuses =
+            repo.statuses(Some(&mut status_options())).map_err(|e| format!("git status failed: {}", e.message()))?;
+        for status in statuses.iter() {
+            let Ok(path) = status.path() else { continue };
+            if !keep(path) {
+                continue;
+            }
+            let full = workdir.join(path);
+            let content = match std::fs::symlink_metadata(&full) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(format!("cannot read {path}: {e}")),
+                Ok(meta) if meta.file_type().is_symlink() => Some(
+                    std::fs::read_link(&full)
+                        .map_err(|e| format!("cannot read {path}: {e}"))?
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                ),
+                Ok(meta) if meta.is_file() => {
+                    Some(std::fs::read(&full).map_err(|e| format!("cannot read {path}: {e}"))?)
+                }
+                Ok(_) => None,
+            };
+            match content {
+                Some(bytes) => files.insert(path.to_string(), format!("{:x}", Sha256::digest(&bytes))),
+                None => files.remove(path),
+            };
+        }
+    }
+    Ok(TreeFiles { commit: commit.id().to_string(), files })
+}
+
+/// Whether `ancestor` is `descendant` or one of its ancestors.
+pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool, String> {
+    let repo = open(root)?;
+    let resolve = |rev: &str| {
+        repo.revparse_single(rev)
+            .and_then(|o| o.peel_to_commit())
+            .map(|c| c.id())
+            .map_err(|e| format!("cannot resolve {rev:?} to a commit: {}", e.message()))
+    };
+    let (a, d) = (resolve(ancestor)?, resolve(descendant)?);
+    Ok(a == d || repo.graph_descendant_of(d, a).map_err(|e| e.message().to_string())?)
+}
+
 /// What the mutation guard compares before and after a review: the material of `scope` (the
 /// whole tree when empty; committed, working-tree and submodule content) and the fingerprints
 /// of `files` (the task's own spec, which the material leaves out).

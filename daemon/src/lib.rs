@@ -12,6 +12,7 @@ pub mod evidence;
 pub mod jobs;
 pub mod ledger;
 pub mod providers;
+pub mod receipts;
 pub mod review;
 pub mod rpc;
 pub mod runner;

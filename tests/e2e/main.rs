@@ -8,6 +8,7 @@ mod exec;
 mod gate;
 mod output;
 mod providers;
+mod receipts;
 mod real_clis;
 mod review;
 mod sessions;

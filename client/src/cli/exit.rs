@@ -40,6 +40,14 @@ pub mod template {
     pub const FAIL: u8 = 4;
 }
 
+/// `verify`: the merge wall's three answers.
+pub mod verify {
+    pub const VERIFIED: u8 = 0;
+    /// Usage errors and runtime errors alike: nothing was verified.
+    pub const ERROR: u8 = 2;
+    pub const FAILED: u8 = 3;
+}
+
 /// Bounded waits (`job wait`).
 pub mod wait {
     pub const FINISHED_OK: u8 = 0;

@@ -74,8 +74,14 @@ pub enum Command {
     Session(SessionArgs),
     /// Run the review gate of a task, review a git range, or manage review sessions.
     Review(Box<ReviewArgs>),
-    /// Archive a task whose latest review passed.
+    /// Archive a task whose latest review passed (no receipt; `finalize` closes with one).
     Complete(TaskArg),
+    /// Close a reviewed task with a signed receipt: re-run acceptance, fingerprint its scope,
+    /// sign, anchor in the ledger, complete.
+    Finalize(FinalizeArgs),
+    /// Check a receipt: signature, files at a commit, base ancestry, acceptance
+    /// (exit 0 verified, 3 failed, 2 usage or runtime error).
+    Verify(VerifyArgs),
     /// Stdio MCP servers that review providers start (not for interactive use).
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -427,6 +433,43 @@ pub enum JobCommand {
     Cancel { job_id: String },
 }
 
+#[derive(Args, Debug)]
+pub struct FinalizeArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Fingerprint only the change from this ref (`base_delta`), not the whole scope.
+    #[arg(long, value_name = "REF")]
+    pub base_ref: Option<String>,
+    /// A path the receipt covers (repeatable; default: the spec's declared scope).
+    #[arg(long = "scope-hint", value_name = "PATH")]
+    pub scope_hints: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The receipt (default: $SCAFLD_RECEIPT_PATH, else .scafld/receipts/latest.json).
+    #[arg(value_name = "RECEIPT")]
+    pub receipt: Option<String>,
+    /// The protected commit-ish the receipt must hold for (default HEAD; required with --ci).
+    #[arg(long, value_name = "COMMIT")]
+    pub target: Option<String>,
+    /// Read the files at this commit instead of the target.
+    #[arg(long, value_name = "COMMIT")]
+    pub material_ref: Option<String>,
+    /// The trusted keys (default: $SCAFLD_TRUSTED_KEYS, else .scafld/trusted-keys.json).
+    #[arg(long, value_name = "PATH")]
+    pub trusted_keys: Option<String>,
+    /// Check the signature and the files only; do not re-run acceptance commands.
+    #[arg(long)]
+    pub material_only: bool,
+    /// Fail closed without --target or trusted keys (implied by a truthy CI variable).
+    #[arg(long)]
+    pub ci: bool,
+    /// Report the receipt, trusted keys and host key wiring instead of checking a receipt.
+    #[arg(long)]
+    pub self_check: bool,
+}
+
 /// A task id, positional or as `--task` (for ids that equal a subcommand word).
 #[derive(Args, Debug, Clone)]
 pub struct TaskArg {
@@ -556,6 +599,8 @@ impl Command {
                 Some(WorkerCommand::Release(_)) => "worker release",
             },
             Command::Complete(_) => "complete",
+            Command::Finalize(_) => "finalize",
+            Command::Verify(_) => "verify",
             Command::Mcp(_) => "mcp submit-review",
             Command::Job(JobCommand::List) => "job list",
             Command::Job(JobCommand::Status { .. }) => "job status",

@@ -127,6 +127,14 @@ pub enum LedgerEvent {
     Complete {
         reason: String,
     },
+    /// A signed receipt (`finalize`): its digest, the ledger head it anchors, where it was
+    /// written, and the whole envelope (so a half-finished write can be repaired).
+    Receipt {
+        digest: String,
+        ledger_head: String,
+        path: String,
+        envelope: serde_json::Value,
+    },
     Fail {
         reason: String,
     },
@@ -179,7 +187,7 @@ impl LedgerEvent {
             | LedgerEvent::Complete { reason }
             | LedgerEvent::Fail { reason }
             | LedgerEvent::Cancel { reason } => reason,
-            LedgerEvent::Imported { .. } | LedgerEvent::Material { .. } => "",
+            LedgerEvent::Imported { .. } | LedgerEvent::Material { .. } | LedgerEvent::Receipt { .. } => "",
         }
     }
 }
@@ -240,6 +248,18 @@ pub struct Replay {
     pub failed_attempt: Option<String>,
 }
 
+/// The head of the receipt chain: the last receipt's `ledger_head`, or genesis.
+pub fn receipt_head(entries: &[LedgerEntry]) -> String {
+    entries
+        .iter()
+        .rev()
+        .find_map(|e| match &e.event {
+            LedgerEvent::Receipt { ledger_head, .. } => Some(ledger_head.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(crate::domain::receipt::genesis_head)
+}
+
 pub fn replay(entries: &[LedgerEntry]) -> Replay {
     let mut r = Replay::default();
     for entry in entries {
@@ -291,6 +311,7 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             | LedgerEvent::ReviewDecision { .. }
             | LedgerEvent::Implementer { .. }
             | LedgerEvent::ReviewOverride { .. }
+            | LedgerEvent::Receipt { .. }
             | LedgerEvent::Imported { .. } => {}
         }
         if matches!(

@@ -63,6 +63,8 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::TaskCancel, _, _>(&mut module, |d, p| async move { tasks::archive(&d, p, Status::Cancelled).await });
     register::<m::TaskReview, _, _>(&mut module, |d, p| async move { tasks::review(&d, p).await });
     register::<m::TaskComplete, _, _>(&mut module, |d, p| async move { tasks::complete(&d, p).await });
+    register::<m::TaskFinalize, _, _>(&mut module, |d, p| async move { tasks::finalize(&d, p).await });
+    register::<m::ReceiptVerify, _, _>(&mut module, |d, p| async move { tasks::verify(&d, p).await });
     register::<m::ReviewSubmit, _, _>(&mut module, |d, p| async move {
         Ok(match d.submissions.submit(&p.token, p.dossier) {
             Ok(verdict) => m::SubmitResult { accepted: true, verdict, problems: Vec::new() },

@@ -1,6 +1,7 @@
 //! Execution: approve, build (the acceptance job), fail, cancel, the session ledger, and the
 //! one path every ledger-backed mutation takes: append events (flushed), then project.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use tracing::warn;
 use super::{entry, require_valid};
 use crate::baseline;
 use crate::clock;
+use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::domain::acceptance::{self, RunFacts};
 use crate::domain::build::{self, Step, Target};
@@ -619,7 +621,7 @@ impl BuildRun {
         self.daemon.jobs.update(store, &self.job_id, false, |r| {
             r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command))
         });
-        let (request, diagnostics) = self.command_run(criterion);
+        let (request, diagnostics) = command_run(&self.ws, &self.config, &self.caller.env, &self.task, criterion);
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
         let (o, diagnostic) = runner::run(request, diagnostics, self.cancel.clone(), move |group| {
             daemon.jobs.update(daemon.store(), &job_id, true, |r| r.group = Some(group));
@@ -654,41 +656,6 @@ impl BuildRun {
         })
     }
 
-    /// How a criterion's command runs: the caller's environment with the configured PATH and
-    /// variables, its own or the configured timeouts, diagnostics under the task's runs.
-    fn command_run(&self, criterion: &Criterion) -> (RunRequest, Diagnostics) {
-        let execution = &self.config.execution;
-        let timeout = criterion
-            .timeout_seconds
-            .parse::<u64>()
-            .ok()
-            .filter(|t| *t > 0)
-            .unwrap_or(execution.absolute_timeout_seconds.max(1));
-        let cwd = if criterion.cwd.is_empty() { self.ws.root.clone() } else { self.ws.root.join(&criterion.cwd) };
-        let found = shim_files(&self.ws.root);
-        let found: Vec<&str> = found.iter().map(String::as_str).collect();
-        let env = acceptance::environment(&self.caller.env, &execution.path_prepend, &found, &execution.env);
-        let mut overrides: Vec<String> = execution.env.keys().cloned().collect();
-        overrides.push("PATH".into());
-        let request = RunRequest {
-            command: criterion.command.clone(),
-            cwd,
-            env,
-            absolute_timeout: Duration::from_secs(timeout),
-            idle_timeout: (execution.idle_timeout_seconds > 0)
-                .then(|| Duration::from_secs(execution.idle_timeout_seconds)),
-            stdin: None,
-            on_stdout: None,
-            idle_on_stdout: false,
-            die_with_parent: false,
-        };
-        let diagnostics = Diagnostics {
-            dir: self.ws.root.join(".scafld/runs").join(&self.task).join("diagnostics"),
-            env_overrides: overrides,
-        };
-        (request, diagnostics)
-    }
-
     /// Append one criterion result to the ledger (flushed) as it happens; the spec is projected
     /// once per step.
     fn record_evidence(&self, phase_id: &str, criterion: &Criterion, kind: &str, observed: Observed) -> RpcResult<()> {
@@ -721,23 +688,61 @@ impl BuildRun {
     }
 }
 
+/// How a criterion's command runs: the caller's environment with the configured PATH and
+/// variables, its own or the configured timeouts, diagnostics under the task's runs.
+pub(crate) fn command_run(
+    ws: &Workspace,
+    config: &Config,
+    caller_env: &BTreeMap<String, String>,
+    task: &str,
+    criterion: &Criterion,
+) -> (RunRequest, Diagnostics) {
+    let execution = &config.execution;
+    let timeout = criterion
+        .timeout_seconds
+        .parse::<u64>()
+        .ok()
+        .filter(|t| *t > 0)
+        .unwrap_or(execution.absolute_timeout_seconds.max(1));
+    let cwd = if criterion.cwd.is_empty() { ws.root.clone() } else { ws.root.join(&criterion.cwd) };
+    let found = shim_files(&ws.root);
+    let found: Vec<&str> = found.iter().map(String::as_str).collect();
+    let env = acceptance::environment(caller_env, &execution.path_prepend, &found, &execution.env);
+    let mut overrides: Vec<String> = execution.env.keys().cloned().collect();
+    overrides.push("PATH".into());
+    let request = RunRequest {
+        command: criterion.command.clone(),
+        cwd,
+        env,
+        absolute_timeout: Duration::from_secs(timeout),
+        idle_timeout: (execution.idle_timeout_seconds > 0).then(|| Duration::from_secs(execution.idle_timeout_seconds)),
+        stdin: None,
+        on_stdout: None,
+        idle_on_stdout: false,
+        die_with_parent: false,
+    };
+    let diagnostics =
+        Diagnostics { dir: ws.root.join(".scafld/runs").join(task).join("diagnostics"), env_overrides: overrides };
+    (request, diagnostics)
+}
+
 /// What one criterion run showed, as its evidence records it.
 #[derive(Default)]
-struct Observed {
-    status: CriterionStatus,
-    reason: String,
-    exit_code: Option<i32>,
+pub(crate) struct Observed {
+    pub status: CriterionStatus,
+    pub reason: String,
+    pub exit_code: Option<i32>,
     /// The output kept as evidence (browser evidence redacted).
-    output: String,
-    diagnostic: String,
-    duration_ms: u64,
+    pub output: String,
+    pub diagnostic: String,
+    pub duration_ms: u64,
     /// What was redacted before recording.
-    redacted: Vec<String>,
+    pub redacted: Vec<String>,
 }
 
 /// Judge a finished run by the criterion's matcher; browser evidence is redacted before it is
 /// kept, and the reason says so.
-fn judge(kind: &str, criterion: &Criterion, o: &RunOutcome) -> Observed {
+pub(crate) fn judge(kind: &str, criterion: &Criterion, o: &RunOutcome) -> Observed {
     let combined = o.tail(64 * 1024);
     let facts = RunFacts {
         exit_code: o.exit_code,

@@ -2,15 +2,19 @@
 //! (for writes) project the result back into the spec file.
 
 mod exec;
+mod finalize;
 pub mod job;
 mod read;
 pub(crate) mod review;
+mod verify;
 mod write;
 
 pub(crate) use crate::ledger::{projected_spec, record, spec_file, target_for, write_error, write_projection};
 pub use exec::{approve, archive, build, recover_jobs, session};
+pub use finalize::finalize;
 pub use read::{handoff, list, report, status, validate, validate_all};
 pub use review::{complete, decide, review};
+pub use verify::verify;
 pub use write::{harden, plan, reconcile};
 
 use std::sync::Arc;

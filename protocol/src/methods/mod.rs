@@ -36,6 +36,7 @@ pub const EVENTS_UNSUBSCRIBE: &str = "events.unsubscribe";
 
 mod daemon;
 mod job;
+mod receipt;
 mod review;
 mod task;
 mod template;
@@ -43,6 +44,7 @@ mod worker;
 
 pub use daemon::*;
 pub use job::*;
+pub use receipt::*;
 pub use review::*;
 pub use task::*;
 pub use template::*;

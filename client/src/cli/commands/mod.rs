@@ -5,6 +5,7 @@ mod doctor;
 mod exec;
 mod init;
 mod mcp;
+mod receipt;
 mod review;
 mod tasks;
 mod template;
@@ -36,6 +37,8 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Session(args) => exec::session(ctx, &args),
         Command::Review(args) => review::review(ctx, &args),
         Command::Complete(task) => exec::complete(ctx, &task),
+        Command::Finalize(args) => receipt::finalize(ctx, &args),
+        Command::Verify(args) => receipt::verify(ctx, &args),
         Command::Mcp(McpCommand::SubmitReview { token, answer }) => mcp::submit_review(ctx, &token, &answer),
         Command::Job(JobCommand::List) => exec::job_list(ctx),
         Command::Job(JobCommand::Status { job_id }) => exec::job_status(ctx, &job_id),

@@ -1,0 +1,318 @@
+//! `task.finalize`: close a reviewed task with a signed receipt. The gate's completion checks
+//! first, then every acceptance criterion again, the scope's files fingerprinted, the receipt
+//! minted, anchored in the ledger (with the completion, in one append), and written out:
+//! `.scafld/receipts/<task>.json`, then `latest.json`. Anchored once; a repeat call repairs
+//! the files and returns the same receipt.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods::{self as m, CriterionResult};
+use scafld_protocol::receipt::{
+    AcceptanceRecord, Blocker, Body, ContextProvenance, Envelope, HostUnderReview, MutationGuard,
+    RECEIPT_SCHEMA_VERSION, ReceiptReviewer, SnapshotMode,
+};
+use scafld_protocol::vocab::{CriterionStatus, Verdict};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use super::exec::{command_run, judge, refuse_while_running};
+use super::{entry, projected_spec, record};
+use crate::baseline;
+use crate::clock;
+use crate::daemon::Daemon;
+use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview, receipt_head};
+use crate::domain::lifecycle::Status;
+use crate::domain::receipt;
+use crate::domain::spec::Spec;
+use crate::error::{RpcError, RpcResult};
+use crate::receipts;
+use crate::review::gate;
+use crate::workspace::Workspace;
+
+pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m::FinalizeResult> {
+    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let task = entry.task_id.clone();
+    refuse_while_running(daemon, &ws, &task)?;
+    let lock = daemon.jobs.task_lock(&ws, &task);
+    let _guard = lock.lock().await;
+    let (spec, entries) = projected_spec(daemon, &ws, &task)?;
+    if let Some(anchored) = anchored_receipt(&entries) {
+        let path = write_receipt_files(&ws, &task, &anchored)?;
+        return Ok(finalized(&task, anchored, path, true, Vec::new()));
+    }
+    if spec.status() != Some(Status::Review) {
+        let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("finalize requires task status review; {task} is {}", spec.front.status),
+        )
+        .with_hint(format!("next: `{}` ({})", next.command, next.reason)));
+    }
+    let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
+    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
+    let (provider, review_entry) = gate::completion(&task, &entries, &fresh, next)?;
+    let scope = if p.scope_hints.is_empty() { crate::domain::review::scope(&spec, &[]) } else { p.scope_hints.clone() };
+    if scope.is_empty() {
+        return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} declares no scope to fingerprint"))
+            .with_hint("list the task's files in its spec's Scope, or pass --scope-hint PATH"));
+    }
+
+    // Every criterion again, on the files as they are: a receipt never rests on old runs.
+    let (criteria, records) = rerun_acceptance(&ws, &spec, &entries, &p.caller.env, &task).await?;
+    if let Some(failed) = criteria.iter().find(|c| c.status != CriterionStatus::Pass) {
+        return Ok(m::FinalizeResult {
+            task_id: task.clone(),
+            finalized: false,
+            already: false,
+            receipt_path: None,
+            receipt: None,
+            blocked: Some(format!(
+                "acceptance criterion `{}` is {}: {}",
+                failed.criterion_id, failed.status, failed.reason
+            )),
+            criteria,
+            next_command: format!("scafld build {task}"),
+        });
+    }
+
+    let (root, scope_now, base_ref) = (ws.root.clone(), scope.clone(), p.base_ref.clone());
+    let tree = baseline::in_workspace(move || baseline::tree_files(&root, &scope_now, None)).await?;
+    let (snapshot_mode, base_commit, file_digests) = match base_ref.as_deref() {
+        Some(base) => {
+            let (root, scope_now, base_owned) = (ws.root.clone(), scope.clone(), base.to_string());
+            let at_base =
+                baseline::in_workspace(move || baseline::tree_files(&root, &scope_now, Some(&base_owned))).await?;
+            let changed = tree.files.iter().filter(|(path, digest)| at_base.files.get(*path) != Some(digest));
+            (SnapshotMode::BaseDelta, at_base.commit.clone(), changed.map(|(p, d)| (p.clone(), d.clone())).collect())
+        }
+        None => {
+            let base = approval_head(&entries).unwrap_or_else(|| tree.commit.clone());
+            (SnapshotMode::WorkingTree, base, tree.files.clone())
+        }
+    };
+    let session = daemon.sessions.latest(&ws.id, Some(&task));
+    let reviewed: Vec<String> = session.as_ref().map(|s| s.files.clone()).unwrap_or_default();
+    let mut provenance: Vec<ContextProvenance> = Vec::new();
+    if let Some(packet) = session.as_ref().and_then(|s| std::fs::read(&s.packet_path).ok().map(|b| (s, b))) {
+        provenance.push(ContextProvenance {
+            kind: "packet".into(),
+            path: ws.relative(std::path::Path::new(&packet.0.packet_path)),
+            sha256: format!("{:x}", Sha256::digest(&packet.1)),
+            bytes: packet.1.len() as u64,
+        });
+    }
+    let mut ignored = Vec::new();
+    for (path, digest) in &file_digests {
+        if reviewed.contains(path) {
+            provenance.push(ContextProvenance {
+                kind: "file".into(),
+                path: path.clone(),
+                sha256: digest.clone(),
+                bytes: 0,
+            });
+        } else {
+            ignored.push(path.clone());
+        }
+    }
+    let spec_bytes = std::fs::read(ws.spec_path(&task))
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the spec: {e}")))?;
+    let host = receipts::host_agent(&p.caller.env);
+    let mut body = Body {
+        schema_version: RECEIPT_SCHEMA_VERSION,
+        task_id: task.clone(),
+        session_id: session.as_ref().map(|s| s.key.clone()).unwrap_or_else(|| review_entry.clone()),
+        verdict: Verdict::Pass,
+        snapshot_mode,
+        base_ref: base_ref.unwrap_or_default(),
+        base_commit,
+        head_commit: tree.commit.clone(),
+        tree_sha: receipt::tree_sha(&file_digests),
+        scope,
+        file_digests,
+        ignored_unreviewed: ignored,
+        reviewed_context_provenance: provenance,
+        reviewer: ReceiptReviewer { provider: provider.clone(), model: reviewer_model(&entries), ..Default::default() },
+        host_under_review: HostUnderReview { agent: host.unwrap_or("unknown").into(), ..Default::default() },
+        independence: receipts::independence(host, &provider),
+        spec_fingerprint: format!("{:x}", Sha256::digest(&spec_bytes)),
+        acceptance_declared: !records.is_empty(),
+        acceptance: records,
+        open_blockers: open_blockers(&entries),
+        mutation_guard: MutationGuard { status: "clean".into(), ..Default::default() },
+        ledger_head: String::new(),
+        minted_at: clock::now_rfc3339(),
+    };
+    body.ledger_head = receipt::next_head(&receipt_head(&entries), &receipt::receipt_digest(&body));
+    receipt::validate_body(&body).map_err(RpcError::internal)?;
+    let key_path = receipts::host_key_path(&p.caller.env).ok_or_else(|| {
+        RpcError::new(ErrorKind::InvalidState, "no config folder for the receipt key (HOME is unset)")
+    })?;
+    let key = receipts::host_key(&key_path, true).map_err(|e| RpcError::new(ErrorKind::InvalidState, e))?;
+    receipts::trust_host_key(&ws.root, &key).map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let envelope = receipts::sign(body, &key);
+    let relative = format!(".scafld/receipts/{task}.json");
+    let anchor = LedgerEvent::Receipt {
+        digest: receipt::receipt_digest(&envelope.body),
+        ledger_head: envelope.body.ledger_head.clone(),
+        path: relative,
+        envelope: serde_json::to_value(&envelope).map_err(RpcError::internal)?,
+    };
+    // The anchor and the completion in one append: there is no completed task without its
+    // receipt in the ledger, and no anchored receipt of a task still in review.
+    let completion = LedgerEvent::Complete { reason: format!("finalized with a signed receipt ({provider})") };
+    record(daemon, &ws, &task, vec![anchor, completion], "command:finalize")?;
+    let path = write_receipt_files(&ws, &task, &envelope)?;
+    Ok(finalized(&task, envelope, path, false, criteria))
+}
+
+fn finalized(
+    task: &str,
+    envelope: Envelope,
+    path: String,
+    already: bool,
+    criteria: Vec<CriterionResult>,
+) -> m::FinalizeResult {
+    m::FinalizeResult {
+        task_id: task.to_string(),
+        finalized: true,
+        already,
+        receipt_path: Some(path.clone()),
+        receipt: Some(envelope),
+        blocked: None,
+        criteria,
+        next_command: format!("scafld verify {path} --target HEAD"),
+    }
+}
+
+/// The receipt this task's ledger anchors, if any (the last one).
+fn anchored_receipt(entries: &[LedgerEntry]) -> Option<Envelope> {
+    entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Receipt { envelope, .. } => serde_json::from_value(envelope.clone()).ok(),
+        _ => None,
+    })
+}
+
+/// Write the receipt, then `latest.json`, both only when they differ (a repeat call repairs a
+/// write a crash cut short). Returns the receipt's workspace-relative path.
+fn write_receipt_files(ws: &Workspace, task: &str, envelope: &Envelope) -> RpcResult<String> {
+    let dir = ws.root.join(".scafld/receipts");
+    let io = |e: std::io::Error| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the receipt: {e}"));
+    crate::workspace::layout::create_real_dir(&dir).map_err(io)?;
+    let mut text = serde_json::to_string_pretty(envelope).map_err(RpcError::internal)?;
+    text.push('\n');
+    for name in [format!("{task}.json"), "latest.json".to_string()] {
+        let path = dir.join(name);
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            crate::workspace::specfile::write_atomic(&path, &text).map_err(io)?;
+        }
+    }
+    Ok(format!(".scafld/receipts/{task}.json"))
+}
+
+/// Run every criterion again (manual ones count their current evidence) and record each as the
+/// receipt shows it.
+async fn rerun_acceptance(
+    ws: &Workspace,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    caller_env: &BTreeMap<String, String>,
+    task: &str,
+) -> RpcResult<(Vec<CriterionResult>, Vec<AcceptanceRecord>)> {
+    let config = ws.config()?;
+    let phases: Vec<(String, &crate::domain::spec::Criterion)> = spec
+        .phases
+        .iter()
+        .flat_map(|p| p.criteria.iter().map(move |c| (p.id(), c)))
+        .chain(spec.acceptance.criteria.iter().map(|c| ("final".to_string(), c)))
+        .collect();
+    let (mut results, mut records) = (Vec::new(), Vec::new());
+    for (phase_id, criterion) in phases {
+        let kind = criterion.effective_kind().to_string();
+        let (status, reason, exit_code, output, diagnostic) = if kind == "manual" {
+            let status = crate::domain::evidence::latest_result(entries, &criterion.id)
+                .and_then(|(status, _, _)| status.parse().ok())
+                .unwrap_or(CriterionStatus::Pending);
+            (status, "manual evidence recorded".to_string(), None, String::new(), String::new())
+        } else {
+            let (request, diagnostics) = command_run(ws, &config, caller_env, task, criterion);
+            let (outcome, diagnostic) =
+                crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
+            let observed = judge(&kind, criterion, &outcome);
+            (observed.status, observed.reason, observed.exit_code, observed.output, ws.relative(&diagnostic))
+        };
+        records.push(AcceptanceRecord {
+            id: criterion.id.clone(),
+            phase_id: phase_id.clone(),
+            command: criterion.command.clone(),
+            expected_kind: kind,
+            status: status.to_string(),
+            reason: reason.clone(),
+            exit_code: exit_code.unwrap_or(0).into(),
+            output_sha256: if output.is_empty() {
+                String::new()
+            } else {
+                format!("{:x}", Sha256::digest(output.as_bytes()))
+            },
+            diagnostic: diagnostic.clone(),
+            ..Default::default()
+        });
+        results.push(CriterionResult {
+            criterion_id: criterion.id.clone(),
+            phase_id,
+            command: criterion.command.clone(),
+            status,
+            reason,
+            exit_code,
+            duration_ms: 0,
+            output_excerpt: String::new(),
+            diagnostic,
+        });
+    }
+    Ok((results, records))
+}
+
+/// HEAD when the task was approved (the approval baseline), if recorded.
+fn approval_head(entries: &[LedgerEntry]) -> Option<String> {
+    entries.iter().find_map(|e| match &e.event {
+        LedgerEvent::WorkspaceBaseline { head, .. } => head.clone(),
+        _ => None,
+    })
+}
+
+/// The model of the accepted review's first reviewer, when it was recorded.
+fn reviewer_model(entries: &[LedgerEntry]) -> String {
+    entries
+        .iter()
+        .rev()
+        .find_map(|e| match &e.event {
+            LedgerEvent::Review(RecordedReview { reviewers, .. }) => {
+                Some(reviewers.first().and_then(|r| r.provenance.model.clone()).unwrap_or_default())
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// The open blocking findings of the accepted review (none for a pass; listed if any).
+fn open_blockers(entries: &[LedgerEntry]) -> Vec<Blocker> {
+    let dossier = entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Review(RecordedReview { dossier, .. }) => Some(dossier.clone()),
+        _ => None,
+    });
+    let Some(Some(dossier)) = dossier else { return Vec::new() };
+    let Ok(dossier) = serde_json::from_value::<crate::domain::dossier::Dossier>(dossier) else { return Vec::new() };
+    dossier
+        .findings
+        .iter()
+        .filter(|f| f.blocks_completion && f.is_open())
+        .map(|f| Blocker {
+            id: f.id.clone(),
+            severity: f.severity.clone(),
+            location: f.location.as_ref().map(|l| l.path.clone()).unwrap_or_default(),
+            summary: f.summary.clone().unwrap_or_default(),
+            validation: f.validation.clone().unwrap_or_default(),
+        })
+        .collect()
+}

@@ -1,0 +1,187 @@
+//! Signed receipts through the real binaries: `finalize` mints, anchors and writes one (and
+//! repairs a half-finished write), `verify` accepts it at the commit that holds the work, and
+//! every tampering fails with its own message and exit 3.
+
+use scafld_tests::{Run, TestEnv, git};
+use serde_json::Value;
+
+use crate::gate::{opened, write};
+use crate::review::{command_review, pass, reviewer};
+
+const GREET: &str = "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n";
+
+/// Task `rev` reviewed with a pass, finalized, and its work committed.
+fn finalized(env: &TestEnv) -> Value {
+    opened(env, "src/lib.rs", GREET);
+    write(env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(env, &reviewer(env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    result
+}
+
+fn verify(env: &TestEnv, args: &[&str]) -> Run {
+    let mut all = vec!["verify"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    env.scafld(&all)
+}
+
+/// The detail of the first failed check, after asserting exit 3 and that it is `name`.
+fn failed_check(run: &Run, name: &str) -> String {
+    run.assert_code(3);
+    let result = run.json()["result"].clone();
+    assert_eq!(result["verified"], false, "{result}");
+    let failed: Vec<&Value> = result["checks"].as_array().unwrap().iter().filter(|c| c["ok"] == false).collect();
+    assert!(!failed.is_empty(), "{result}");
+    assert_eq!(failed[0]["name"], name, "{result}");
+    failed[0]["detail"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn finalize_mints_an_anchored_receipt_and_is_idempotent() {
+    let env = TestEnv::new();
+    let result = finalized(&env);
+    assert_eq!(result["finalized"], true);
+    let body = &result["receipt"]["body"];
+    assert_eq!(body["schema_version"], 1);
+    assert_eq!(body["verdict"], "pass");
+    assert_eq!(body["snapshot_mode"], "working_tree");
+    assert_eq!(body["scope"], serde_json::json!(["src/lib.rs"]));
+    assert_eq!(body["acceptance"][0]["id"], "a1");
+    assert_eq!(body["acceptance"][0]["status"], "pass");
+    assert!(body["file_digests"]["src/lib.rs"].as_str().unwrap().len() == 64, "{body}");
+    assert_eq!(body["reviewer"]["provider"], "command");
+    assert_eq!(body["independence"]["level"], "isolation_only");
+    let signature = &result["receipt"]["signature"];
+    assert_eq!(signature["alg"], "ed25519");
+    assert!(signature["key_id"].as_str().unwrap().starts_with("ed25519:"));
+
+    // The files, the key and the trust anchor.
+    let receipt = std::fs::read_to_string(env.work.join(".scafld/receipts/rev.json")).unwrap();
+    assert_eq!(std::fs::read_to_string(env.work.join(".scafld/receipts/latest.json")).unwrap(), receipt);
+    let trusted: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.work.join(".scafld/trusted-keys.json")).unwrap()).unwrap();
+    assert_eq!(trusted["keys"][0]["key_id"], signature["key_id"]);
+    use std::os::unix::fs::PermissionsExt;
+    let key = env.path("home/.config/scafld/keys/receipt-ed25519");
+    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+
+    // Completed, with the anchor in the ledger before the completion.
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "completed");
+    let ledger = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let types: Vec<&str> = ledger.as_array().unwrap().iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(&types[types.len() - 2..], ["receipt", "complete"], "{types:?}");
+    let anchor = &ledger.as_array().unwrap()[types.len() - 2];
+    assert_eq!(anchor["ledger_head"], body["ledger_head"]);
+
+    // Again: the same receipt, nothing new; a lost latest.json is written back.
+    std::fs::remove_file(env.work.join(".scafld/receipts/latest.json")).unwrap();
+    let again = env.scafld(&["finalize", "rev", "--json"]);
+    again.assert_code(0);
+    assert_eq!(again.json()["result"]["already"], true);
+    assert_eq!(again.json()["result"]["receipt"], result["receipt"]);
+    assert_eq!(std::fs::read_to_string(env.work.join(".scafld/receipts/latest.json")).unwrap(), receipt);
+}
+
+#[test]
+fn verify_accepts_the_receipt_and_names_every_tampering() {
+    let env = TestEnv::new();
+    finalized(&env);
+    let ok = verify(&env, &["--target", "HEAD"]);
+    ok.assert_code(0);
+    let checks = ok.json()["result"]["checks"].clone();
+    assert!(checks.as_array().unwrap().iter().all(|c| c["ok"] == true), "{checks}");
+    let human = env.scafld(&["verify", "--target", "HEAD"]);
+    human.assert_code(0);
+    assert!(human.stdout.contains("verified") && human.stdout.contains("files"), "{}", human.stdout);
+
+    let receipt_text = std::fs::read_to_string(env.work.join(".scafld/receipts/rev.json")).unwrap();
+    let tampered = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut value: Value = serde_json::from_str(&receipt_text).unwrap();
+        edit(&mut value);
+        let path = env.path(name);
+        std::fs::write(&path, serde_json::to_string(&value).unwrap()).unwrap();
+        path.display().to_string()
+    };
+    // One byte of the body.
+    let body = tampered("body.json", &|v| v["body"]["minted_at"] = "2020-01-01T00:00:00Z".into());
+    let detail = failed_check(&verify(&env, &[&body, "--target", "HEAD"]), "signature");
+    assert!(detail.contains("does not match the receipt body"), "{detail}");
+    // The signature.
+    let sig = tampered("sig.json", &|v| v["signature"]["sig"] = base64_of(&[1u8; 64]).into());
+    let detail = failed_check(&verify(&env, &[&sig, "--target", "HEAD"]), "signature");
+    assert!(detail.contains("does not match"), "{detail}");
+
+    // The trust anchors: unknown, revoked, expired.
+    let keys_text = std::fs::read_to_string(env.work.join(".scafld/trusted-keys.json")).unwrap();
+    let keys = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut value: Value = serde_json::from_str(&keys_text).unwrap();
+        edit(&mut value);
+        let path = env.path(name);
+        std::fs::write(&path, serde_json::to_string(&value).unwrap()).unwrap();
+        path.display().to_string()
+    };
+    let untrusted = keys("none.json", &|v| v["keys"] = serde_json::json!([]));
+    let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &untrusted]), "signature");
+    assert!(detail.contains("is not trusted"), "{detail}");
+    let revoked = keys("revoked.json", &|v| v["keys"][0]["revoked"] = true.into());
+    let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &revoked]), "signature");
+    assert!(detail.contains("was revoked"), "{detail}");
+    let expired = keys("expired.json", &|v| v["keys"][0]["expires_at"] = "2000-01-01T00:00:00Z".into());
+    let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &expired]), "signature");
+    assert!(detail.contains("expired"), "{detail}");
+
+    // A base the target does not descend from.
+    let branch = git(&env.work, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    let work = git(&env.work, &["rev-parse", "HEAD"]);
+    git(&env.work, &["checkout", "-q", "--orphan", "elsewhere"]);
+    git(&env.work, &["commit", "-qm", "unrelated"]);
+    let detail = failed_check(&verify(&env, &["--target", "elsewhere", "--material-ref", &work]), "base");
+    assert!(detail.contains("is not an ancestor of elsewhere"), "{detail}");
+    git(&env.work, &["checkout", "-q", "-f", &branch]);
+
+    // A scoped file changed after the receipt: its digest, and the acceptance command, fail.
+    write(&env, "src/lib.rs", "pub fn hello() {}\n");
+    git(&env.work, &["commit", "-qam", "drift"]);
+    let run = verify(&env, &["--target", "HEAD"]);
+    let detail = failed_check(&run, "files");
+    assert!(detail.contains("src/lib.rs: digest differs"), "{detail}");
+    let checks = run.json()["result"]["checks"].clone();
+    let acceptance = checks.as_array().unwrap().iter().find(|c| c["name"] == "acceptance").unwrap().clone();
+    assert_eq!(acceptance["ok"], false, "{checks}");
+    assert!(acceptance["detail"].as_str().unwrap().contains("criterion `a1`"), "{acceptance}");
+    let material_only = verify(&env, &["--target", "HEAD", "--material-only"]);
+    let checks = material_only.json()["result"]["checks"].clone();
+    let acceptance = checks.as_array().unwrap().iter().find(|c| c["name"] == "acceptance").unwrap().clone();
+    assert_eq!(acceptance["ok"], true, "--material-only runs no command: {checks}");
+
+    // CI fails closed without a target.
+    let mut ci = env.scafld_command(&["verify", "--json"]);
+    ci.env("CI", "true");
+    let ci = Run::from(ci.output().unwrap());
+    ci.assert_code(2);
+    assert!(ci.json()["error"]["message"].as_str().unwrap().contains("needs --target"), "{}", ci.stdout);
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(TABLE[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
