@@ -124,6 +124,44 @@ pub fn trust_host_key(root: &Path, key: &SigningKey) -> Result<bool, String> {
     Ok(true)
 }
 
+/// `init`: create the caller's host key when missing and trust it in the workspace.
+pub fn init_trust(
+    root: &Path,
+    env: &BTreeMap<String, String>,
+    report: &mut crate::workspace::layout::InitReport,
+) -> Result<(), String> {
+    let Some(path) = host_key_path(env) else { return Ok(()) };
+    let key = host_key(&path, true)?;
+    let existed = trusted_keys_path(root).exists();
+    let name = ".scafld/trusted-keys.json".to_string();
+    match (trust_host_key(root, &key)?, existed) {
+        (true, false) => report.created.push(name),
+        (true, true) => report.updated.push(name),
+        (false, _) => report.skipped.push(name),
+    }
+    Ok(())
+}
+
+/// The CI workflow `init --ci` writes.
+const CI_WORKFLOW: &str = include_str!("../assets/scafld-verify.yml");
+const CI_WORKFLOW_PATH: &str = ".github/workflows/scafld-verify.yml";
+
+/// `init --ci`: write the verify workflow unless a file is already there (idempotent; a file
+/// the user changed is theirs).
+pub fn init_ci(root: &Path, report: &mut crate::workspace::layout::InitReport) -> Result<(), String> {
+    let path = root.join(CI_WORKFLOW_PATH);
+    if path.exists() {
+        report.skipped.push(CI_WORKFLOW_PATH.into());
+        return Ok(());
+    }
+    let dir = path.parent().ok_or("no folder for the workflow")?;
+    crate::workspace::layout::create_real_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    crate::workspace::layout::write_user_file(&path, CI_WORKFLOW.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    report.created.push(CI_WORKFLOW_PATH.into());
+    Ok(())
+}
+
 /// Sign a body (its `ledger_head` set) with the host key.
 pub fn sign(body: Body, key: &SigningKey) -> Envelope {
     let signature = key.sign(receipt::canonical_body(&body).as_bytes());

@@ -87,6 +87,14 @@ fn finalize_mints_an_anchored_receipt_and_is_idempotent() {
     assert_eq!(again.json()["result"]["already"], true);
     assert_eq!(again.json()["result"]["receipt"], result["receipt"]);
     assert_eq!(std::fs::read_to_string(env.work.join(".scafld/receipts/latest.json")).unwrap(), receipt);
+
+    // For a person.
+    let shown = env.scafld(&["receipt", "show"]);
+    shown.assert_code(0);
+    for part in ["receipt for rev: pass", "scope: src/lib.rs", "reviewer: command", "pass  a1", "signed by ed25519:"] {
+        assert!(shown.stdout.contains(part), "{part}: {}", shown.stdout);
+    }
+    env.scafld(&["receipt", "show", "/nonexistent.json"]).assert_code(1);
 }
 
 #[test]
@@ -184,4 +192,77 @@ fn base64_of(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+#[test]
+fn init_creates_the_key_and_its_trust_and_init_ci_the_workflow() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    let first = env.init();
+    let created = first["result"]["created"].as_array().unwrap().clone();
+    assert!(created.iter().any(|p| p == ".scafld/trusted-keys.json"), "{first}");
+    use std::os::unix::fs::PermissionsExt;
+    let key = env.path("home/.config/scafld/keys/receipt-ed25519");
+    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+    let again = env.init();
+    assert!(again["result"]["skipped"].as_array().unwrap().iter().any(|p| p == ".scafld/trusted-keys.json"));
+    assert!(!env.work.join(".github").exists(), "plain init writes no workflow");
+
+    let ci = env.scafld(&["init", "--ci", "--json"]);
+    ci.assert_code(0);
+    assert!(
+        ci.json()["result"]["created"].as_array().unwrap().iter().any(|p| p == ".github/workflows/scafld-verify.yml")
+    );
+    let workflow = env.work.join(".github/workflows/scafld-verify.yml");
+    let text = std::fs::read_to_string(&workflow).unwrap();
+    assert!(
+        text.contains("pull_request_target") && text.contains("--material-only") && text.contains("scafld verify --ci")
+    );
+    // The user's edits are theirs.
+    std::fs::write(&workflow, "# mine\n").unwrap();
+    let kept = env.scafld(&["init", "--ci", "--json"]);
+    assert!(
+        kept.json()["result"]["skipped"].as_array().unwrap().iter().any(|p| p == ".github/workflows/scafld-verify.yml")
+    );
+    assert_eq!(std::fs::read_to_string(&workflow).unwrap(), "# mine\n");
+
+    // A key others can read is refused, with the fix.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = env.scafld(&["init", "--json"]);
+    refused.assert_code(1);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains("chmod 600"), "{}", refused.stdout);
+}
+
+#[test]
+fn finalize_refuses_without_a_pass_and_mints_nothing_when_acceptance_fails() {
+    let env = TestEnv::new();
+    // The criterion also reads a file outside the task's scope, so it can fail at finalize
+    // while the recorded evidence stays current.
+    let flag = env.path("flag");
+    let phase = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && test ! -e {}`\n",
+        flag.display()
+    );
+    opened(&env, "src/lib.rs", &phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let early = env.scafld(&["finalize", "rev", "--json"]);
+    early.assert_code(4);
+    assert!(early.json()["error"]["message"].as_str().unwrap().contains("cannot complete rev"), "{}", early.stdout);
+
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    std::fs::write(&flag, "").unwrap();
+    let blocked = env.scafld(&["finalize", "rev", "--json"]);
+    blocked.assert_code(4);
+    let result = blocked.json()["result"].clone();
+    assert_eq!(result["finalized"], false, "{result}");
+    assert!(result["blocked"].as_str().unwrap().contains("`a1` is fail"), "{result}");
+    assert_eq!(result["criteria"][0]["status"], "fail");
+    assert!(result.get("receipt").is_none());
+    assert!(!env.work.join(".scafld/receipts").exists());
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["status"], "review");
+
+    // Fixed: it finalizes.
+    std::fs::remove_file(&flag).unwrap();
+    env.scafld(&["finalize", "rev"]).assert_code(0);
 }

@@ -41,8 +41,9 @@ pub struct GlobalArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Create .scafld/ in the workspace root (default: the current directory) and register it.
-    Init,
+    /// Create .scafld/ in the workspace root (default: the current directory), the receipt key
+    /// and its trust anchor, and register the workspace.
+    Init(InitArgs),
     /// Start, stop or inspect the daemon.
     #[command(subcommand)]
     Daemon(DaemonCommand),
@@ -82,6 +83,9 @@ pub enum Command {
     /// Check a receipt: signature, files at a commit, base ancestry, acceptance
     /// (exit 0 verified, 3 failed, 2 usage or runtime error).
     Verify(VerifyArgs),
+    /// Read receipts.
+    #[command(subcommand)]
+    Receipt(ReceiptCommand),
     /// Stdio MCP servers that review providers start (not for interactive use).
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -433,6 +437,24 @@ pub enum JobCommand {
     Cancel { job_id: String },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum ReceiptCommand {
+    /// Render a receipt for a person: what it covers, who reviewed, what ran, who signed.
+    Show {
+        /// The receipt (default: .scafld/receipts/latest.json of the workspace).
+        #[arg(value_name = "RECEIPT")]
+        receipt: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct InitArgs {
+    /// Also write .github/workflows/scafld-verify.yml, which runs `scafld verify` on pull
+    /// requests (kept as it is when it exists).
+    #[arg(long)]
+    pub ci: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct FinalizeArgs {
     #[command(flatten)]
@@ -557,7 +579,7 @@ impl Command {
     /// Name used in the JSON envelope's `command` field.
     pub fn name(&self) -> &'static str {
         match self {
-            Command::Init => "init",
+            Command::Init(_) => "init",
             Command::Doctor => "doctor",
             Command::Daemon(DaemonCommand::Start) => "daemon start",
             Command::Daemon(DaemonCommand::Stop) => "daemon stop",
@@ -601,6 +623,7 @@ impl Command {
             Command::Complete(_) => "complete",
             Command::Finalize(_) => "finalize",
             Command::Verify(_) => "verify",
+            Command::Receipt(ReceiptCommand::Show { .. }) => "receipt show",
             Command::Mcp(_) => "mcp submit-review",
             Command::Job(JobCommand::List) => "job list",
             Command::Job(JobCommand::Status { .. }) => "job status",

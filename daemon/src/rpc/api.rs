@@ -142,7 +142,7 @@ fn decode_params<T: DeserializeOwned>(method: &str, params: &Params<'_>) -> Resu
     })
 }
 
-async fn workspace_init(daemon: &Daemon, params: m::WorkspaceRootParams) -> RpcResult<m::WorkspaceInitResult> {
+async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcResult<m::WorkspaceInitResult> {
     let root = Path::new(&params.root);
     if !root.is_absolute() {
         return Err(RpcError::new(ErrorKind::InvalidInput, "workspace root must be an absolute path"));
@@ -151,7 +151,14 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceRootParams) -> RpcR
         return Err(RpcError::new(ErrorKind::WorkspaceError, format!("{} is not a directory", root.display()))
             .with_hint("create the directory first, or pass --root with an existing directory"));
     }
-    let report = layout::init_layout(root).map_err(workspace_io_error)?;
+    let mut report = layout::init_layout(root).map_err(workspace_io_error)?;
+    if let Some(caller) = &params.caller {
+        crate::receipts::init_trust(root, &caller.env, &mut report)
+            .map_err(|e| RpcError::new(ErrorKind::InvalidState, e))?;
+    }
+    if params.ci {
+        crate::receipts::init_ci(root, &mut report).map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    }
     let workspace = daemon.open_workspace(root).await?;
     Ok(m::WorkspaceInitResult { workspace, created: report.created, updated: report.updated, skipped: report.skipped })
 }

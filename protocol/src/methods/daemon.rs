@@ -68,7 +68,7 @@ pub struct ShutdownResult {
 
 method!(
     /// Create (or complete) the `.scafld/` layout of a workspace and register it. Idempotent.
-    WorkspaceInit = "workspace.init", WorkspaceRootParams => WorkspaceInitResult
+    WorkspaceInit = "workspace.init", WorkspaceInitParams => WorkspaceInitResult
 );
 
 method!(
@@ -80,6 +80,19 @@ method!(
     /// Every workspace the daemon knows.
     WorkspaceList = "workspace.list", NoParams => WorkspaceListResult
 );
+
+/// `workspace.init`: the root, and optionally the caller (whose config dir holds the receipt
+/// key to create and trust) and the CI verify workflow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceInitParams {
+    pub root: String,
+    /// Also write the CI workflow that runs `scafld verify` on pull requests.
+    #[serde(default)]
+    pub ci: bool,
+    #[serde(default)]
+    pub caller: Option<CallerContext>,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

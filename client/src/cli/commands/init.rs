@@ -1,17 +1,18 @@
 //! `scafld init`: create `.scafld/` and register the workspace with the daemon.
 
-use scafld_protocol::methods::{WorkspaceInit, WorkspaceRootParams};
+use scafld_protocol::methods::{WorkspaceInit, WorkspaceInitParams};
 
-use crate::cli::Context;
+use super::exec::caller;
 use crate::cli::daemon_control::rpc_error;
 use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 use crate::cli::workspace::init_root;
+use crate::cli::{Context, InitArgs};
 
-pub fn run(ctx: &Context) -> Result<u8, CliError> {
+pub fn run(ctx: &Context, args: &InitArgs) -> Result<u8, CliError> {
     let root = init_root(ctx.global.root.as_deref())?;
     let mut conn = ctx.connect()?;
-    let params = WorkspaceRootParams { root: root.display().to_string() };
+    let params = WorkspaceInitParams { root: root.display().to_string(), ci: args.ci, caller: Some(caller()) };
     let result = conn.call::<WorkspaceInit>(&params).map_err(rpc_error)?;
     ctx.out.success(&result, || {
         let headline = if result.created.is_empty() && result.updated.is_empty() {

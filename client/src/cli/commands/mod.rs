@@ -12,11 +12,11 @@ mod template;
 mod worker;
 
 use super::output::CliError;
-use super::{Command, Context, DaemonCommand, JobCommand, McpCommand};
+use super::{Command, Context, DaemonCommand, JobCommand, McpCommand, ReceiptCommand};
 
 pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
     match command {
-        Command::Init => init::run(ctx),
+        Command::Init(args) => init::run(ctx, &args),
         Command::Doctor => doctor::run(ctx),
         Command::Daemon(DaemonCommand::Start) => daemon::start(ctx),
         Command::Daemon(DaemonCommand::Stop) => daemon::stop(ctx),
@@ -39,6 +39,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Complete(task) => exec::complete(ctx, &task),
         Command::Finalize(args) => receipt::finalize(ctx, &args),
         Command::Verify(args) => receipt::verify(ctx, &args),
+        Command::Receipt(ReceiptCommand::Show { receipt }) => receipt::show(ctx, receipt.as_deref()),
         Command::Mcp(McpCommand::SubmitReview { token, answer }) => mcp::submit_review(ctx, &token, &answer),
         Command::Job(JobCommand::List) => exec::job_list(ctx),
         Command::Job(JobCommand::Status { job_id }) => exec::job_status(ctx, &job_id),

@@ -2,11 +2,13 @@
 //! exit 0 verified, 3 failed, 2 usage or runtime error).
 
 use scafld_protocol::methods as m;
+use scafld_protocol::receipt::Envelope;
 
 use super::exec::caller;
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{verify as codes, workflow};
 use crate::cli::output::CliError;
+use crate::cli::workspace::find_root;
 use crate::cli::{Context, FinalizeArgs, VerifyArgs};
 
 pub fn finalize(ctx: &Context, args: &FinalizeArgs) -> Result<u8, CliError> {
@@ -77,4 +79,81 @@ pub fn verify(ctx: &Context, args: &VerifyArgs) -> Result<u8, CliError> {
         text
     });
     Ok(if r.verified { codes::VERIFIED } else { codes::FAILED })
+}
+
+/// Render a receipt file; nothing is checked here (that is `verify`).
+pub fn show(ctx: &Context, path: Option<&std::path::Path>) -> Result<u8, CliError> {
+    let path = match path {
+        Some(path) => path.to_path_buf(),
+        None => find_root(ctx.global.root.as_deref())?.join(".scafld/receipts/latest.json"),
+    };
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| CliError::new("not_found", format!("cannot read {}: {e}", path.display()), workflow::RUNTIME))?;
+    let receipt: Envelope = serde_json::from_str(&text).map_err(|e| {
+        CliError::new("invalid_input", format!("{} is not a receipt: {e}", path.display()), workflow::VALIDATION)
+    })?;
+    ctx.out.success(&receipt, || render(&receipt));
+    Ok(workflow::OK)
+}
+
+fn render(receipt: &Envelope) -> String {
+    let b = &receipt.body;
+    let mut text = format!(
+        "receipt for {}: {} (minted {})
+  scope: {}
+  files: {} ({} shown to the reviewer, {} not), tree {}
+  commits: base {} -> head {} ({:?})",
+        b.task_id,
+        b.verdict,
+        b.minted_at,
+        b.scope.join(", "),
+        b.file_digests.len(),
+        b.reviewed_context_provenance.iter().filter(|p| p.kind == "file").count(),
+        b.ignored_unreviewed.len(),
+        short(&b.tree_sha),
+        short(&b.base_commit),
+        short(&b.head_commit),
+        b.snapshot_mode,
+    );
+    let model = if b.reviewer.model.is_empty() { String::new() } else { format!(" ({})", b.reviewer.model) };
+    text.push_str(&format!(
+        "
+  reviewer: {}{model}; host: {}; independence: {:?}{}",
+        b.reviewer.provider,
+        b.host_under_review.agent,
+        b.independence.level,
+        if b.independence.reason.is_empty() { String::new() } else { format!(" ({})", b.independence.reason) }
+    ));
+    text.push_str(&format!(
+        "
+  acceptance ({}):",
+        b.acceptance.len()
+    ));
+    for a in &b.acceptance {
+        text.push_str(&format!(
+            "
+    {:<5} {:<12} {}",
+            a.status, a.id, a.command
+        ));
+    }
+    if !b.open_blockers.is_empty() {
+        text.push_str(&format!(
+            "
+  open blockers: {}",
+            b.open_blockers.len()
+        ));
+    }
+    text.push_str(&format!(
+        "
+  ledger head: {}
+  signed by {} ({})",
+        short(&b.ledger_head),
+        receipt.signature.key_id,
+        receipt.signature.alg
+    ));
+    text
+}
+
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(12)]
 }
