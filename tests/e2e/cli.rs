@@ -123,6 +123,34 @@ fn usage_errors_exit_2_with_an_envelope() {
         assert!(!envelope["error"]["message"].as_str().unwrap().starts_with("error:"), "{envelope}");
     }
     assert_eq!(env.scafld(&["review", "wait", "--bogus", "--json"]).json()["command"], "review wait");
+    // clap's advice survives into the envelope: the near miss, and the words a value may take.
+    let hint = env.scafld(&["revew", "--json"]).json()["error"]["hint"].as_str().unwrap().to_string();
+    assert!(hint.contains("a similar subcommand exists: 'review'"), "{hint}");
+    let hint =
+        env.scafld(&["review", "t", "--mode", "verfy", "--json"]).json()["error"]["hint"].as_str().unwrap().to_string();
+    assert!(hint.contains("possible values: discover, verify"), "{hint}");
+}
+
+/// Every flag of every command says what it does.
+#[test]
+fn every_flag_has_help() {
+    let env = TestEnv::new();
+    let commands: &[&[&str]] =
+        &[&["review"], &["build"], &["approve"], &["finalize"], &["verify"], &["init"], &["worker"]];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let help = env.scafld(&args).stdout;
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let flag = line.trim_start();
+            // Long help puts the description on the next line, indented further.
+            if flag.starts_with("--") && !flag.contains("  ") {
+                let next = lines.get(i + 1).map(|l| l.trim()).unwrap_or_default();
+                assert!(!next.is_empty(), "{command:?}: `{flag}` has no description");
+            }
+        }
+    }
 }
 
 #[test]

@@ -172,6 +172,7 @@ pub struct ReviewArgs {
     /// Reviewer command line (the packet on stdin, one dossier on stdout).
     #[arg(long)]
     pub provider_command: Option<String>,
+    /// The reviewer's model (default: the provider's configured one, else the CLI's own).
     #[arg(long)]
     pub model: Option<String>,
     /// Reasoning effort passed to codex: low, medium or high.
@@ -180,13 +181,17 @@ pub struct ReviewArgs {
     /// Record an audited human review instead of running a provider (needs --reason).
     #[arg(long)]
     pub human_reviewed: bool,
+    /// Who reviewed what, recorded with --human-reviewed (required with it).
     #[arg(long)]
     pub reason: Option<String>,
-    /// light, standard or deep.
-    #[arg(long)]
+    /// How hard the reviewer looks: light, standard or deep (default: review.dossier.review_depth).
+    #[arg(long, value_parser = ["light", "standard", "deep"])]
     pub review_depth: Option<String>,
+    /// The most findings a dossier may carry (default: review.dossier.max_findings).
     #[arg(long)]
     pub max_findings: Option<u32>,
+    /// The fewest attack-log entries a passing dossier needs (default:
+    /// review.dossier.min_attack_angles).
     #[arg(long)]
     pub min_attack_angles: Option<u32>,
     /// Comma-separated paths that bound the review (default: derived from the spec).
@@ -697,10 +702,20 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
         let rendered = error.render().to_string();
         let first = rendered.lines().next().unwrap_or_default();
         let message = first.strip_prefix("error: ").unwrap_or(first).to_string();
+        // clap's advice after the first line ("tip: a similar subcommand exists: 'review'",
+        // "[possible values: ...]"), up to its usage block.
+        let advice: Vec<&str> = rendered
+            .lines()
+            .skip(1)
+            .map(str::trim)
+            .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+            .filter(|l| !l.is_empty())
+            .collect();
         let command = command_path(args);
         let help = if command.is_empty() { "scafld --help".to_string() } else { format!("scafld {command} --help") };
+        let hint = advice.iter().map(|a| format!("{a}; ")).collect::<String>() + &format!("run `{help}` for usage");
         // The envelope's exit_code is the one the process exits with.
-        let cli_error = CliError::new("usage", message, code).with_hint(format!("run `{help}` for usage"));
+        let cli_error = CliError::new("usage", message, code).with_hint(hint);
         Output::new(true, &command).failure(&cli_error, None);
     } else {
         let _ = error.print();
