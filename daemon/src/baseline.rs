@@ -39,6 +39,16 @@ fn open(root: &Path) -> Result<Repository, String> {
     })
 }
 
+/// Whether `root` is inside a git repository: approval records a git baseline, so a workspace
+/// outside one can be planned and validated but not approved (a precondition, not an
+/// unreachable workspace).
+pub fn require_git(root: &Path) -> crate::error::RpcResult<()> {
+    open(root).map(|_| ()).map_err(|e| {
+        crate::error::RpcError::new(scafld_protocol::ErrorKind::InvalidState, e)
+            .with_hint("run `git init` (and commit what you have) in the workspace, then approve again")
+    })
+}
+
 fn head_commit(repo: &Repository) -> Option<git2::Commit<'_>> {
     repo.head().ok().and_then(|h| h.peel_to_commit().ok())
 }

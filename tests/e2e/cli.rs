@@ -191,3 +191,27 @@ fn killed_daemon_is_detected_and_replaced_by_autostart() {
     assert!(run.stderr.contains("started the daemon"));
     wait_until("new daemon", || RawClient::connect(&env.socket).is_ok());
 }
+
+/// The exit codes the README's table gives, where they used to differ: an unknown task is a
+/// usage error, approving outside git an unmet precondition (not "unreachable"), and `init`
+/// says at once that approval will need git.
+#[test]
+fn exit_codes_follow_the_table() {
+    let env = TestEnv::new();
+    let init = env.scafld(&["init"]);
+    init.assert_code(0);
+    assert!(init.stdout.contains("warning:") && init.stdout.contains("git init"), "{}", init.stdout);
+    let unknown = env.scafld(&["status", "nope", "--json"]);
+    unknown.assert_code(2);
+    assert_eq!(unknown.json()["error"]["code"], "not_found");
+    std::fs::write(
+        env.work.join(".scafld/specs/drafts/t.md"),
+        "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Summary\n\nS.\n\n## Phase 1: Do\n\nObjective: do.\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n",
+    )
+    .unwrap();
+    let approve = env.scafld(&["approve", "t", "--reason", "no git", "--json"]);
+    approve.assert_code(1);
+    let error = &approve.json()["error"];
+    assert!(error["message"].as_str().unwrap().contains("not inside a git repository"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("git init"), "{error}");
+}

@@ -377,7 +377,7 @@ fn jobs_detach_attach_wait_and_cancel() {
 
     std::fs::write(env.work.join("release"), "").unwrap();
     assert_eq!(build(&env, "long")["result"]["status"], "review");
-    env.scafld(&["job", "wait", "job-nope", "--json"]).assert_code(1);
+    env.scafld(&["job", "wait", "job-nope", "--json"]).assert_code(2);
 }
 
 #[test]

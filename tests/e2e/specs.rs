@@ -193,7 +193,7 @@ fn status_reports_lifecycle_progress_and_next_command() {
     assert!(human.stdout.contains("blocked ac2_1 `test -f README.md`: exit code was 1"), "{}", human.stdout);
 
     let run = env.scafld(&["status", "missing", "--json"]);
-    run.assert_code(1);
+    run.assert_code(2);
     assert_eq!(run.json()["error"]["code"], "not_found");
 }
 

@@ -58,7 +58,8 @@ pub mod wait {
 /// The workflow exit code of a daemon error kind.
 pub fn for_kind(kind: ErrorKind) -> u8 {
     match kind {
-        ErrorKind::InvalidInput | ErrorKind::InvalidParams => workflow::USAGE,
+        // Naming a task, job or session that does not exist is the caller's mistake.
+        ErrorKind::InvalidInput | ErrorKind::InvalidParams | ErrorKind::NotFound => workflow::USAGE,
         ErrorKind::ValidationFailed | ErrorKind::AlreadyExists => workflow::VALIDATION,
         ErrorKind::WorkspaceError => workflow::UNREACHABLE,
         ErrorKind::ReviewFailed => workflow::REVIEW_GATE,

@@ -160,7 +160,20 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
         crate::receipts::init_ci(root, &mut report).map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
     }
     let workspace = daemon.open_workspace(root).await?;
-    Ok(m::WorkspaceInitResult { workspace, created: report.created, updated: report.updated, skipped: report.skipped })
+    let warnings = match crate::baseline::require_git(root) {
+        Ok(()) => Vec::new(),
+        Err(_) => vec![format!(
+            "{} is not a git repository: plan and validate work, but approval records a git baseline; run `git init` before `scafld approve`",
+            root.display()
+        )],
+    };
+    Ok(m::WorkspaceInitResult {
+        workspace,
+        created: report.created,
+        updated: report.updated,
+        skipped: report.skipped,
+        warnings,
+    })
 }
 
 /// `events.subscribe`: forward daemon events until the client unsubscribes, disconnects or

@@ -90,6 +90,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
                 .with_hint(format!("run `scafld harden {task}` and `scafld harden {task} --mark-passed`, or approve anyway with `scafld approve {task} --reason \"why\"`")));
         }
     };
+    baseline::require_git(&ws.root)?;
     let root = ws.root.clone();
     let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
     let count = snapshot.paths.len();
@@ -169,6 +170,7 @@ async fn adopt(daemon: &Daemon, ws: &Workspace, task: &str, spec: &Spec, entries
     if has_baseline && !entries.is_empty() {
         return Ok(false);
     }
+    baseline::require_git(&ws.root)?;
     let root = ws.root.clone();
     let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
     let count = snapshot.paths.len();

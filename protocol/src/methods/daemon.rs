@@ -118,6 +118,9 @@ pub struct WorkspaceInitResult {
     pub updated: Vec<String>,
     /// Paths that already existed and were left untouched.
     pub skipped: Vec<String>,
+    /// What the user should know now (the workspace is not a git repository, ...).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

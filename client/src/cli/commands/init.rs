@@ -30,6 +30,9 @@ pub fn run(ctx: &Context, args: &InitArgs) -> Result<u8, CliError> {
             text.push_str(&format!("  updated {path}\n"));
         }
         text.push_str(&format!("workspace id: {}", result.workspace.workspace_id));
+        for warning in &result.warnings {
+            text.push_str(&format!("\nwarning: {warning}"));
+        }
         text
     });
     Ok(workflow::OK)
