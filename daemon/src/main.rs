@@ -44,10 +44,28 @@ struct Args {
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Print this program's man page (roff) and exit (`scafld man` collects it).
+    #[arg(long, hide = true)]
+    man: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.man {
+        use clap::CommandFactory;
+        let mut page = Vec::new();
+        return match clap_mangen::Man::new(Args::command()).render(&mut page) {
+            Ok(()) => {
+                use std::io::Write;
+                let _ = std::io::stdout().write_all(&page);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("scafldd: error: cannot render the man page: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     match start(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

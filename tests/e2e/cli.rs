@@ -215,3 +215,25 @@ fn exit_codes_follow_the_table() {
     assert!(error["message"].as_str().unwrap().contains("not inside a git repository"), "{error}");
     assert!(error["hint"].as_str().unwrap().contains("git init"), "{error}");
 }
+
+/// Completions and man pages come from the one CLI definition.
+#[test]
+fn completions_and_man_pages_are_generated() {
+    let env = TestEnv::new();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let run = env.scafld(&["completions", shell]);
+        run.assert_code(0);
+        assert!(run.stdout.contains("finalize") && run.stdout.contains("min-attack-angles"), "{shell}");
+    }
+    env.scafld(&["completions", "tcsh"]).assert_code(2);
+    let out = env.path("man");
+    let run = env.scafld(&["man", "--out", out.to_str().unwrap(), "--json"]);
+    run.assert_code(0);
+    let pages = run.json()["result"]["pages"].clone();
+    for page in ["scafld.1", "scafld-review-wait.1", "scafld-finalize.1", "scafldd.1"] {
+        assert!(pages.as_array().unwrap().iter().any(|p| p == page), "{page}: {pages}");
+        assert!(std::fs::read_to_string(out.join(page)).unwrap().starts_with(".ie"), "{page} is roff");
+    }
+    let daemon = std::fs::read_to_string(out.join("scafldd.1")).unwrap();
+    assert!(daemon.contains("retention") && !daemon.contains("\\-\\-man"), "the hidden flag stays hidden");
+}

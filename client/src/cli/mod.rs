@@ -86,6 +86,17 @@ pub enum Command {
     /// Read receipts.
     #[command(subcommand)]
     Receipt(ReceiptCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell) to stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages for scafld, each of its commands, and scafldd.
+    Man {
+        /// The folder to write them to (default: ./man).
+        #[arg(long, value_name = "DIR", default_value = "man")]
+        out: PathBuf,
+    },
     /// Stdio MCP servers that review providers start (not for interactive use).
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -629,6 +640,8 @@ impl Command {
             Command::Finalize(_) => "finalize",
             Command::Verify(_) => "verify",
             Command::Receipt(ReceiptCommand::Show { .. }) => "receipt show",
+            Command::Completions { .. } => "completions",
+            Command::Man { .. } => "man",
             Command::Mcp(_) => "mcp submit-review",
             Command::Job(JobCommand::List) => "job list",
             Command::Job(JobCommand::Status { .. }) => "job status",
