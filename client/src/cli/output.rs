@@ -119,6 +119,12 @@ impl Output {
         };
         format!("\x1b[{code}m{text}\x1b[0m")
     }
+
+    /// A table cell: `text` padded to `width` visible columns, then painted, so escape codes
+    /// never count as width and coloured columns line up with plain ones.
+    pub fn cell(&self, text: &str, style: Style, width: usize) -> String {
+        self.paint(&format!("{text:<width$}"), style)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -137,4 +143,32 @@ fn print_stdout(text: &str) {
         let _ = out.write_all(b"\n");
     }
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Output, Style};
+
+    /// Padding counts what a terminal shows: a painted cell is as wide as a plain one.
+    #[test]
+    fn painted_cells_line_up_with_plain_ones() {
+        let visible = |s: &str| {
+            let mut out = String::new();
+            let mut chars = s.chars();
+            while let Some(c) = chars.next() {
+                if c == '\x1b' {
+                    chars.by_ref().find(|c| *c == 'm');
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        };
+        let coloured = Output { json: false, command: String::new(), color: true };
+        let plain = Output { json: false, command: String::new(), color: false };
+        let painted = coloured.cell("fail", Style::Bad, 9);
+        assert!(painted.contains('\x1b'));
+        assert_eq!(visible(&painted), plain.cell("fail", Style::Bad, 9));
+        assert_eq!(visible(&format!("{painted}|")), "fail     |");
+    }
 }

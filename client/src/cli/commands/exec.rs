@@ -150,13 +150,10 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
             outcome.task_id, outcome.phase, outcome.passed, outcome.failed
         );
         for c in &outcome.criteria {
-            let mark = if c.status == "pass" {
-                ctx.out.paint("pass", Style::Good)
-            } else {
-                ctx.out.paint(c.status.as_str(), Style::Bad)
-            };
+            let style = if c.status == m::CriterionStatus::Pass { Style::Good } else { Style::Bad };
+            let mark = ctx.out.cell(c.status.as_str(), style, 4);
             let _ =
-                writeln!(text, "  {mark:<4} {:<12} {} ({}, {} ms)", c.criterion_id, c.command, c.reason, c.duration_ms);
+                writeln!(text, "  {mark} {:<12} {} ({}, {} ms)", c.criterion_id, c.command, c.reason, c.duration_ms);
             if c.status != "pass" {
                 if !c.output_excerpt.trim().is_empty() {
                     for line in c.output_excerpt.trim_end().lines().rev().take(5).collect::<Vec<_>>().into_iter().rev()

@@ -217,7 +217,7 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
             match &t.error {
                 Some(error) => {
                     let _ =
-                        writeln!(text, "{:<width$}  {:<9} {}", t.task_id, ctx.out.paint("invalid", Style::Bad), error);
+                        writeln!(text, "{:<width$}  {} {}", t.task_id, ctx.out.cell("invalid", Style::Bad, 9), error);
                 }
                 None => {
                     let _ = writeln!(text, "{:<width$}  {:<9} {:>7}  {}", t.task_id, t.status, progress, t.title);

@@ -48,10 +48,10 @@ pub fn history(ctx: &Context) -> Result<u8, CliError> {
             .iter()
             .map(|h| {
                 format!(
-                    "{}  {:<8} {:<9} {} finding(s)  {}  {}",
+                    "{}  {:<8} {} {} finding(s)  {}  {}",
                     h.timestamp,
                     h.template,
-                    paint_verdict(ctx, h.verdict),
+                    ctx.out.cell(h.verdict.as_str(), verdict_style(h.verdict), 9),
                     h.findings.len(),
                     h.provider,
                     h.session_key
@@ -200,13 +200,16 @@ fn deliver(ctx: &Context, result: &TemplateReviewResult, destination: Destinatio
     Ok(code)
 }
 
-fn paint_verdict(ctx: &Context, verdict: TemplateVerdict) -> String {
-    let style = match verdict {
+fn verdict_style(verdict: TemplateVerdict) -> Style {
+    match verdict {
         TemplateVerdict::Pass => Style::Good,
         TemplateVerdict::Concerns => Style::Warn,
         TemplateVerdict::Fail | TemplateVerdict::Unknown => Style::Bad,
-    };
-    ctx.out.paint(verdict.as_str(), style)
+    }
+}
+
+fn paint_verdict(ctx: &Context, verdict: TemplateVerdict) -> String {
+    ctx.out.paint(verdict.as_str(), verdict_style(verdict))
 }
 
 fn paint_severity(ctx: &Context, severity: TemplateSeverity) -> String {
