@@ -237,3 +237,35 @@ fn completions_and_man_pages_are_generated() {
     let daemon = std::fs::read_to_string(out.join("scafldd.1")).unwrap();
     assert!(daemon.contains("retention") && !daemon.contains("\\-\\-man"), "the hidden flag stays hidden");
 }
+
+/// `scafld demo` walks the whole gate in a temp folder of its own, through a private daemon
+/// it stops, and touches nothing else: not HOME (the receipt key included), not the user's
+/// daemon.
+#[test]
+fn the_demo_walks_the_gate_and_leaves_nothing_behind() {
+    let env = TestEnv::new();
+    let tmp = env.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut demo = env.scafld_command(&["demo"]);
+    demo.env("TMPDIR", &tmp);
+    let run = scafld_tests::Run::from(demo.output().unwrap());
+    run.assert_code(0);
+    for step in [
+        "$ scafld harden greet --mark-passed",
+        "blocked: a1 failed",
+        "scripted stand-in",
+        "blocked by the reviewer",
+        "refused: no passing review",
+        "pass (command)",
+        "completed with receipt",
+        "verified:",
+    ] {
+        assert!(run.stdout.contains(step), "{step}: {}", run.stdout);
+    }
+    let root = std::fs::read_dir(&tmp).unwrap().next().unwrap().unwrap().path();
+    assert!(root.join("repo/.scafld/receipts/greet.json").is_file());
+    assert!(!env.path("home/.config").exists(), "HOME untouched");
+    assert!(!env.socket.exists(), "the user's daemon was never started");
+    // Its private daemon is gone: nothing answers on its socket.
+    assert!(std::os::unix::net::UnixStream::connect(root.join("scafldd.sock")).is_err());
+}

@@ -44,6 +44,13 @@ pub enum Command {
     /// Create .scafld/ in the workspace root (default: the current directory), the receipt key
     /// and its trust anchor, and register the workspace.
     Init(InitArgs),
+    /// Walk the whole gate in a throwaway repository (plan, harden, approve, a failing and a
+    /// repaired build, a blocking and a passing review by a scripted stand-in, a signed receipt).
+    Demo {
+        /// Leave the demo's private daemon running afterwards (to inspect its ledger).
+        #[arg(long)]
+        keep: bool,
+    },
     /// Start, stop or inspect the daemon.
     #[command(subcommand)]
     Daemon(DaemonCommand),
@@ -641,6 +648,7 @@ impl Command {
             Command::Verify(_) => "verify",
             Command::Receipt(ReceiptCommand::Show { .. }) => "receipt show",
             Command::Completions { .. } => "completions",
+            Command::Demo { .. } => "demo",
             Command::Man { .. } => "man",
             Command::Mcp(_) => "mcp submit-review",
             Command::Job(JobCommand::List) => "job list",

@@ -1,6 +1,7 @@
 //! One function per command; each returns its exit code or a [`CliError`].
 
 mod daemon;
+mod demo;
 mod docs;
 mod doctor;
 mod exec;
@@ -42,6 +43,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Verify(args) => receipt::verify(ctx, &args),
         Command::Receipt(ReceiptCommand::Show { receipt }) => receipt::show(ctx, receipt.as_deref()),
         Command::Completions { shell } => docs::completions(shell),
+        Command::Demo { keep } => demo::run(ctx, keep),
         Command::Man { out } => docs::man(ctx, &out),
         Command::Mcp(McpCommand::SubmitReview { token, answer }) => mcp::submit_review(ctx, &token, &answer),
         Command::Job(JobCommand::List) => exec::job_list(ctx),
