@@ -175,7 +175,7 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     d.step(&["build", "greet"], 0, |r| format!("{} opened", r["phase"].as_str().unwrap_or("phase1")))?;
     d.write("greet.txt", "hi\n")?;
     println!("  (the agent writes greet.txt: \"hi\")");
-    d.step(&["build", "greet"], 3, |r| failing(r))?;
+    d.step(&["build", "greet"], 3, failing)?;
     d.write("greet.txt", "hello\n")?;
     println!("  (the agent repairs it: \"hello\")");
     d.step(&["build", "greet"], 0, |r| {
