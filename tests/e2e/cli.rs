@@ -131,26 +131,56 @@ fn usage_errors_exit_2_with_an_envelope() {
     assert!(hint.contains("possible values: discover, verify"), "{hint}");
 }
 
-/// Every flag of every command says what it does.
+/// Every flag and argument of every command and subcommand says what it does.
 #[test]
 fn every_flag_has_help() {
     let env = TestEnv::new();
-    let commands: &[&[&str]] =
-        &[&["review"], &["build"], &["approve"], &["finalize"], &["verify"], &["init"], &["worker"]];
-    for command in commands {
-        let mut args = command.to_vec();
+    fn walk(env: &TestEnv, path: Vec<String>, missing: &mut Vec<String>) {
+        let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
         args.push("--help");
         let help = env.scafld(&args).stdout;
         let lines: Vec<&str> = help.lines().collect();
+        let mut section = "";
+        let mut subcommands = Vec::new();
         for (i, line) in lines.iter().enumerate() {
-            let flag = line.trim_start();
-            // Long help puts the description on the next line, indented further.
-            if flag.starts_with("--") && !flag.contains("  ") {
-                let next = lines.get(i + 1).map(|l| l.trim()).unwrap_or_default();
-                assert!(!next.is_empty(), "{command:?}: `{flag}` has no description");
+            if !line.starts_with(' ') && line.ends_with(':') {
+                section = line;
+                continue;
+            }
+            let item = line.trim_start();
+            if item.is_empty() {
+                continue;
+            }
+            let indent = line.len() - item.len();
+            let described = |i: usize| {
+                // Short help: `--flag <X>  description` on one line; long help: on the next.
+                item.trim_end().contains("  ")
+                    || lines.get(i + 1).is_some_and(|n| n.len() - n.trim_start().len() > indent && !n.trim().is_empty())
+            };
+            match section {
+                "Commands:" if indent == 2 => {
+                    let name = item.split_whitespace().next().unwrap_or_default();
+                    if name != "help" {
+                        subcommands.push(name.to_string());
+                    }
+                }
+                "Options:" | "Arguments:" if indent == 2 || item.starts_with("--") => {
+                    if !described(i) && !item.starts_with("-h, --help") && !item.starts_with("-V, --version") {
+                        missing.push(format!("scafld {}: {item}", path.join(" ")));
+                    }
+                }
+                _ => {}
             }
         }
+        for sub in subcommands {
+            let mut next = path.clone();
+            next.push(sub);
+            walk(env, next, missing);
+        }
     }
+    let mut missing = Vec::new();
+    walk(&env, Vec::new(), &mut missing);
+    assert!(missing.is_empty(), "without a description:\n{}", missing.join("\n"));
 }
 
 #[test]
@@ -268,4 +298,23 @@ fn the_demo_walks_the_gate_and_leaves_nothing_behind() {
     assert!(!env.socket.exists(), "the user's daemon was never started");
     // Its private daemon is gone: nothing answers on its socket.
     assert!(std::os::unix::net::UnixStream::connect(root.join("scafldd.sock")).is_err());
+}
+
+/// `init --agents` appends the agent guide once, to AGENTS.md and an existing CLAUDE.md, and
+/// keeps what the files said.
+#[test]
+fn init_agents_adds_the_guide_once() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join("CLAUDE.md"), "# house rules\nBe kind.").unwrap();
+    let run = env.scafld(&["init", "--agents", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert!(result["created"].as_array().unwrap().iter().any(|p| p == "AGENTS.md"), "{result}");
+    assert!(result["updated"].as_array().unwrap().iter().any(|p| p == "CLAUDE.md"), "{result}");
+    let claude = std::fs::read_to_string(env.work.join("CLAUDE.md")).unwrap();
+    assert!(claude.starts_with("# house rules\nBe kind.\n\n<!-- scafld:agent-guide"), "{claude}");
+    assert!(claude.contains("scafld review wait --timeout") && claude.contains("never sleep in a loop"));
+    let again = env.scafld(&["init", "--agents", "--json"]).json()["result"].clone();
+    assert!(again["skipped"].as_array().unwrap().iter().any(|p| p == "CLAUDE.md"), "{again}");
+    assert_eq!(std::fs::read_to_string(env.work.join("CLAUDE.md")).unwrap(), claude);
 }

@@ -239,11 +239,15 @@ pub enum ReviewCommand {
         timeout: f64,
     },
     /// Re-run the reviewers of a session that failed to parse, timed out or crashed.
-    Retry { session_key: String },
+    Retry {
+        /// The session to retry (`review status` and `review wait` print keys).
+        session_key: String,
+    },
     /// A task's latest review session (or --session-key): reviewers, liveness, progress.
     Status {
         #[command(flatten)]
         task: TaskArg,
+        /// A session by key instead of the task's latest.
         #[arg(long)]
         session_key: Option<String>,
     },
@@ -301,6 +305,7 @@ pub enum ReviewCommand {
     },
     /// Run any template (a user template) by name with --input NAME=VALUE.
     Run {
+        /// The template's name (`review list` shows them).
         template: String,
         #[command(flatten)]
         run: TemplateRunArgs,
@@ -368,11 +373,13 @@ pub enum WorkerCommand {
         /// Seconds to wait for work.
         #[arg(long, default_value_t = 0.0)]
         timeout: f64,
+        /// Lease length; the job goes back to the queue if no heartbeat comes this long.
         #[arg(long)]
         lease_seconds: Option<u64>,
         /// What reviews it: agent (you, reading the packet), codex, claude or gemini.
         #[arg(long, default_value = "agent")]
         provider: String,
+        /// Worker name shown in status and recorded in the ledger (default: $SCAFLD_WORKER_ID or host:pid).
         #[arg(long)]
         id: Option<String>,
     },
@@ -382,8 +389,10 @@ pub enum WorkerCommand {
     Checkpoint {
         #[command(flatten)]
         lease: LeaseArgs,
+        /// A file of the packet you finished reviewing.
         #[arg(long)]
         file: Option<String>,
+        /// A finding in that file, as dossier finding JSON (repeatable).
         #[arg(long = "finding", value_name = "JSON")]
         findings: Vec<String>,
         /// preflight, reviewing, writing_report or done.
@@ -394,6 +403,7 @@ pub enum WorkerCommand {
     Submit {
         #[command(flatten)]
         lease: LeaseArgs,
+        /// The ReviewDossier JSON file (one dossier; exactly one submission is accepted).
         #[arg(long, value_name = "FILE")]
         dossier: PathBuf,
     },
@@ -403,6 +413,7 @@ pub enum WorkerCommand {
 
 #[derive(Args, Debug, Clone)]
 pub struct LeaseArgs {
+    /// The claimed job (`worker claim` printed it).
     pub job_id: String,
     /// The lease token `worker claim` printed (default: $SCAFLD_LEASE_TOKEN).
     #[arg(long, env = "SCAFLD_LEASE_TOKEN", hide_env_values = true)]
@@ -448,16 +459,23 @@ pub enum JobCommand {
     /// Jobs of this workspace, newest first.
     List,
     /// One job's record.
-    Status { job_id: String },
+    Status {
+        /// The job (`job list` shows them; `build --detach` prints one).
+        job_id: String,
+    },
     /// Wait for a job to finish (exit 0 ok, 3 failed, 75 still running at the timeout).
     Wait {
+        /// The job to wait for.
         job_id: String,
         /// Seconds to wait before returning the current state.
         #[arg(long, default_value_t = 300.0)]
         timeout: f64,
     },
     /// Kill a job's process group and record it cancelled.
-    Cancel { job_id: String },
+    Cancel {
+        /// The job to cancel.
+        job_id: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -476,6 +494,10 @@ pub struct InitArgs {
     /// requests (kept as it is when it exists).
     #[arg(long)]
     pub ci: bool,
+    /// Also append a short guide for coding agents (the loop, bounded waits, worker cadence) to
+    /// AGENTS.md, and to CLAUDE.md when there is one (once; your edits are kept).
+    #[arg(long)]
+    pub agents: bool,
 }
 
 #[derive(Args, Debug)]

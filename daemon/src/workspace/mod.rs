@@ -1,6 +1,7 @@
 //! Workspaces on disk: the `.scafld/` layout, spec files, the in-memory spec index and the
 //! file watcher that keeps it current.
 
+pub mod agent_guide;
 pub mod index;
 pub mod layout;
 pub mod slots;

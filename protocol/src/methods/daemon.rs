@@ -90,6 +90,9 @@ pub struct WorkspaceInitParams {
     /// Also write the CI workflow that runs `scafld verify` on pull requests.
     #[serde(default)]
     pub ci: bool,
+    /// Also append the guide for coding agents to AGENTS.md (and an existing CLAUDE.md).
+    #[serde(default)]
+    pub agents: bool,
     #[serde(default)]
     pub caller: Option<CallerContext>,
 }

@@ -12,7 +12,12 @@ use crate::cli::{Context, InitArgs};
 pub fn run(ctx: &Context, args: &InitArgs) -> Result<u8, CliError> {
     let root = init_root(ctx.global.root.as_deref())?;
     let mut conn = ctx.connect()?;
-    let params = WorkspaceInitParams { root: root.display().to_string(), ci: args.ci, caller: Some(caller()) };
+    let params = WorkspaceInitParams {
+        root: root.display().to_string(),
+        ci: args.ci,
+        agents: args.agents,
+        caller: Some(caller()),
+    };
     let result = conn.call::<WorkspaceInit>(&params).map_err(rpc_error)?;
     ctx.out.success(&result, || {
         let headline = if result.created.is_empty() && result.updated.is_empty() {
