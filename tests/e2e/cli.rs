@@ -164,10 +164,13 @@ fn every_flag_has_help() {
                         subcommands.push(name.to_string());
                     }
                 }
-                "Options:" | "Arguments:" if indent == 2 || item.starts_with("--") => {
-                    if !described(i) && !item.starts_with("-h, --help") && !item.starts_with("-V, --version") {
-                        missing.push(format!("scafld {}: {item}", path.join(" ")));
-                    }
+                "Options:" | "Arguments:"
+                    if (indent == 2 || item.starts_with("--"))
+                        && !described(i)
+                        && !item.starts_with("-h, --help")
+                        && !item.starts_with("-V, --version") =>
+                {
+                    missing.push(format!("scafld {}: {item}", path.join(" ")));
                 }
                 _ => {}
             }
