@@ -256,9 +256,34 @@ fn completions_and_man_pages_are_generated() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let run = env.scafld(&["completions", shell]);
         run.assert_code(0);
-        assert!(run.stdout.contains("finalize") && run.stdout.contains("min-attack-angles"), "{shell}");
+        assert!(run.stdout.contains("COMPLETE") && run.stdout.contains("scafld"), "{shell}: {}", run.stdout);
     }
     env.scafld(&["completions", "tcsh"]).assert_code(2);
+    // What the script asks at completion time: commands and flags from the definition, task
+    // ids from a daemon that runs, and nothing (no daemon started) when none does.
+    let complete = |words: &[&str]| {
+        let mut command = env.scafld_command(&[]);
+        command.env("COMPLETE", "fish").arg("--").args(words);
+        scafld_tests::Run::from(command.output().unwrap())
+    };
+    let fin = complete(&["scafld", "fin"]);
+    assert!(fin.stdout.lines().any(|l| l.starts_with("finalize")), "{}", fin.stdout);
+    let flags = complete(&["scafld", "review", "t", "--min-att"]);
+    assert!(flags.stdout.contains("--min-attack-angles"), "{}", flags.stdout);
+    std::fs::create_dir_all(env.work.join(".scafld/specs/drafts")).unwrap();
+    let silent = complete(&["scafld", "status", ""]);
+    assert!(!silent.stdout.contains("greet"), "{}", silent.stdout);
+    assert!(!env.socket.exists(), "completion never starts a daemon");
+    env.init();
+    std::fs::write(
+        env.work.join(".scafld/specs/drafts/greet.md"),
+        "---\nspec_version: '2.0'\ntask_id: greet\nstatus: draft\n---\n\n# Greet\n",
+    )
+    .unwrap();
+    // The daemon's watcher indexes the new spec; completion reads the index.
+    scafld_tests::wait_until("the task id completed", || {
+        complete(&["scafld", "status", "gr"]).stdout.lines().any(|l| l == "greet")
+    });
     let out = env.path("man");
     let run = env.scafld(&["man", "--out", out.to_str().unwrap(), "--json"]);
     run.assert_code(0);

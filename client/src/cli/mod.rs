@@ -6,6 +6,7 @@ pub mod output;
 pub mod workspace;
 
 mod commands;
+mod completion;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -232,7 +233,7 @@ pub enum ReviewCommand {
     /// 2 parse error, 3 timeout, 4 no reviewers, 5 internal error, 64 usage).
     Wait {
         /// Default: the most recent session of this workspace.
-        #[arg(long)]
+        #[arg(long, add = clap_complete::ArgValueCompleter::new(completion::session_keys))]
         session_key: Option<String>,
         /// Seconds to wait; the review keeps running when they run out.
         #[arg(long, default_value_t = 300.0)]
@@ -241,6 +242,7 @@ pub enum ReviewCommand {
     /// Re-run the reviewers of a session that failed to parse, timed out or crashed.
     Retry {
         /// The session to retry (`review status` and `review wait` print keys).
+        #[arg(add = clap_complete::ArgValueCompleter::new(completion::session_keys))]
         session_key: String,
     },
     /// A task's latest review session (or --session-key): reviewers, liveness, progress.
@@ -248,7 +250,7 @@ pub enum ReviewCommand {
         #[command(flatten)]
         task: TaskArg,
         /// A session by key instead of the task's latest.
-        #[arg(long)]
+        #[arg(long, add = clap_complete::ArgValueCompleter::new(completion::session_keys))]
         session_key: Option<String>,
     },
     /// Accept the verdict that awaits approval (manual approval).
@@ -263,7 +265,7 @@ pub enum ReviewCommand {
     /// 1 UNKNOWN or still running when the timeout runs out, 2 usage.
     Result {
         /// Default: the most recent session of this workspace.
-        #[arg(long)]
+        #[arg(long, add = clap_complete::ArgValueCompleter::new(completion::session_keys))]
         session_key: Option<String>,
         /// Seconds to wait for the review to settle; it keeps running when they run out.
         #[arg(long, default_value_t = 300.0)]
@@ -541,7 +543,7 @@ pub struct VerifyArgs {
 #[derive(Args, Debug, Clone)]
 pub struct TaskArg {
     /// The task id (the spec's file name without .md).
-    #[arg(value_name = "TASK_ID")]
+    #[arg(value_name = "TASK_ID", add = clap_complete::ArgValueCompleter::new(completion::task_ids))]
     pub task_id: Option<String>,
     /// The task id, for ids that would read as a subcommand.
     #[arg(long = "task", value_name = "TASK_ID", conflicts_with = "task_id")]
@@ -707,6 +709,9 @@ fn word<T: Vocabulary>() -> impl clap::builder::TypedValueParser<Value = T> {
 }
 
 pub fn main(args: Vec<OsString>) -> u8 {
+    // A shell asking for completions (COMPLETE=<shell>, set by `scafld completions`' script)
+    // is answered here, and the process exits.
+    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
     let wants_json = args.iter().any(|a| a == "--json");
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

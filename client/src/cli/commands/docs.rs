@@ -9,9 +9,21 @@ use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 use crate::cli::{Cli, Context};
 
+/// The shell's registration script: at completion time the shell runs `scafld` again with
+/// `COMPLETE=<shell>`, which completes commands and flags from the CLI definition and task ids
+/// and session keys from the daemon (only one that already runs; nothing when none answers).
 pub fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
-    let mut command = Cli::command();
-    clap_complete::generate(shell, &mut command, "scafld", &mut std::io::stdout());
+    let name = shell.to_string();
+    let shells = clap_complete::env::Shells::builtins();
+    let completer = shells
+        .completer(&name)
+        .ok_or_else(|| CliError::new("usage", format!("no completion support for {name}"), workflow::USAGE))?;
+    let mut script = Vec::new();
+    completer
+        .write_registration("COMPLETE", "scafld", "scafld", "scafld", &mut script)
+        .map_err(|e| CliError::new("io", format!("cannot write the script: {e}"), workflow::RUNTIME))?;
+    use std::io::Write as _;
+    let _ = std::io::stdout().write_all(&script);
     Ok(workflow::OK)
 }
 
