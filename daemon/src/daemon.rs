@@ -153,6 +153,9 @@ impl Daemon {
         {
             let mut open = crate::sync::lock(&self.open_workspaces);
             if let Some(ws) = open.values().find(|w| w.root == canonical).cloned() {
+                if ws.is_bare() && !canonical.join(layout::SCAFLD_DIR).is_dir() {
+                    return Ok(ws);
+                }
                 // The same folder may hold a different workspace now (deleted and initialised
                 // again, or re-cloned): its id file says which one it is.
                 let current = std::fs::read_to_string(canonical.join(layout::ID_FILE)).ok();
@@ -162,9 +165,46 @@ impl Daemon {
                 open.remove(&ws.id);
             }
         }
+        // A plain repository whose range reviews this daemon keeps (after a restart too).
+        if !canonical.join(layout::SCAFLD_DIR).is_dir() && self.bare_data(&canonical).1.is_dir() {
+            return self.open_bare(&canonical);
+        }
         self.open_workspace(&canonical).await?;
         let open = crate::sync::lock(&self.open_workspaces);
         open.values().find(|w| w.root == canonical).cloned().ok_or_else(|| RpcError::internal("workspace vanished"))
+    }
+
+    /// The id and data folder of a plain git repository's range reviews: in the state dir,
+    /// named by a digest of the repository's path.
+    fn bare_data(&self, root: &Path) -> (String, PathBuf) {
+        use sha2::{Digest, Sha256};
+        let digest = format!("{:x}", Sha256::digest(root.display().to_string().as_bytes()));
+        let id = format!("repo-{}", &digest[..24]);
+        let data = self.options.state_dir.join("repos").join(&id);
+        (id, data)
+    }
+
+    /// Where a range review of `root` runs: its workspace when it has `.scafld/`, else the git
+    /// repository itself with its review data kept in the daemon's state dir (no `scafld init`
+    /// needed to review a range).
+    pub async fn review_workspace(&self, root: &str) -> RpcResult<Arc<Workspace>> {
+        let canonical = canonical_root(Path::new(root))?;
+        if canonical.join(layout::SCAFLD_DIR).is_dir() {
+            return self.workspace(root).await;
+        }
+        self.open_bare(&canonical)
+    }
+
+    fn open_bare(&self, canonical: &Path) -> RpcResult<Arc<Workspace>> {
+        crate::baseline::require_git(canonical)?;
+        let (id, data) = self.bare_data(canonical);
+        std::fs::create_dir_all(&data).map_err(workspace_io_error)?;
+        let mut open = crate::sync::lock(&self.open_workspaces);
+        let ws = open
+            .entry(id.clone())
+            .or_insert_with(|| Arc::new(Workspace::bare(id, canonical.to_path_buf(), data)))
+            .clone();
+        Ok(ws)
     }
 
     /// Register the workspace at `root` (which must already hold `.scafld/`), build its spec

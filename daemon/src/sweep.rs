@@ -53,7 +53,15 @@ pub fn sweep(daemon: &Daemon) -> Prune {
         if !SessionRecord::is_plain_key(&session.key) {
             continue;
         }
-        let folder = Path::new(&session.root).join(".scafld/reviews").join(&session.key);
+        // The session's own folder (in the workspace, or in the state dir for a repository
+        // reviewed without `scafld init`): the packet's, and only if it is named by the key.
+        let Some(folder) = Path::new(&session.packet_path)
+            .parent()
+            .filter(|f| f.file_name().is_some_and(|n| n == session.key.as_str()))
+            .map(Path::to_path_buf)
+        else {
+            continue;
+        };
         if let Err(e) = std::fs::remove_dir_all(&folder)
             && e.kind() != std::io::ErrorKind::NotFound
         {

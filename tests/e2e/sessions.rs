@@ -800,3 +800,42 @@ fn review_wait_without_a_key_takes_the_callers_own_latest_session() {
     assert_eq!(run.json()["session_key"], theirs.as_str());
     assert!(run.stderr.contains("the latest session of the workspace"), "{}", run.stderr);
 }
+
+/// A range is reviewed in any git repository, without `scafld init`: nothing is written into
+/// the repository, the session's data lives in the daemon's state dir (and the client says
+/// where), and the session can be waited on, inspected and found again after a restart.
+#[test]
+fn a_range_is_reviewed_without_scafld_init() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    let base = commit(&env, "base");
+    std::fs::write(env.work.join("lib.py"), "def f(x):\n    return x.y\n").unwrap();
+    let head = commit(&env, "change");
+    let reviewer = env.path("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!("#!/bin/sh\ncat > /dev/null\ncat <<'JSON'\n{}\nJSON\n", dossier("fail", &blocker("lib.py", 2))),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let range = format!("{base}..{head}");
+    let reviewer = reviewer.display().to_string();
+    let run =
+        env.scafld(&["review", "--diff", &range, "--reviewers", "command", "--provider-command", &reviewer, "--json"]);
+    run.assert_code(1);
+    assert_eq!(run.json()["issues"][0]["file"], "lib.py", "{}", run.stdout);
+    assert!(run.stderr.contains("has no .scafld/") && run.stderr.contains("kept in"), "{}", run.stderr);
+    assert!(!env.work.join(".scafld").exists(), "nothing is written into the repository");
+    let key = run.json()["session_key"].as_str().unwrap().to_string();
+    let repos = env.state_dir.join("repos");
+    let kept = std::fs::read_dir(&repos).unwrap().next().unwrap().unwrap().path();
+    assert!(kept.join("reviews").join(&key).join("packet.md").is_file());
+
+    let status = env.scafld(&["review", "status", "--session-key", &key, "--json"]);
+    status.assert_code(0);
+    assert_eq!(status.json()["result"]["range"], range.as_str());
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    wait(&env, &key).assert_code(1);
+    // Task commands still need a workspace.
+    env.scafld(&["status", "anything"]).assert_code(6);
+}

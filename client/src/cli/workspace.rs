@@ -27,6 +27,21 @@ pub fn find_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
     })
 }
 
+/// The root a range review (`review --diff`) runs in: the workspace, else the git repository
+/// around the current directory (a range needs no `scafld init`; the daemon keeps its data).
+pub fn find_review_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
+    match find_root(flag) {
+        Ok(root) => Ok(root),
+        Err(e) if flag.is_none() && std::env::var_os("SCAFLD_ROOT").is_none() => {
+            let cwd = current_dir()?;
+            cwd.ancestors().find(|dir| dir.join(".git").exists()).map(Path::to_path_buf).ok_or_else(|| {
+                e.with_hint("review --diff runs in a git repository (or a scafld workspace)".to_string())
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The root `init` works on: `--root` or the current directory (never walks up).
 pub fn init_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
     match flag {

@@ -23,7 +23,8 @@ use crate::error::{RpcError, RpcResult};
 const MAX_CONTEXT_BYTES: usize = 256 * 1024;
 
 pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcResult<m::SpawnResult> {
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.review_workspace(&p.root).await?;
+    let kept_in = ws.is_bare().then(|| ws.data.display().to_string());
     let config = ws.config()?;
     let context = p.context.unwrap_or_default();
     if context.len() > MAX_CONTEXT_BYTES {
@@ -41,7 +42,7 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
     })?;
     let context_digest = format!("{:x}", Sha256::digest(context.as_bytes()));
     if files.is_empty() {
-        return Ok(empty_range(daemon, &ws, &p.range, context_digest));
+        return Ok(m::SpawnResult { kept_in, ..empty_range(daemon, &ws, &p.range, context_digest) });
     }
     let dossier = &config.review.dossier;
     let request = Request {
@@ -73,6 +74,7 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
             templates: Templates::default(),
         },
     )
+    .map(|spawned| m::SpawnResult { kept_in, ..spawned })
 }
 
 /// An empty range is a pass with no reviewer spawned; the session records it so `wait` finds it.

@@ -292,13 +292,13 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         }
     }
     let key = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
-    let dir = s.ws.root.join(".scafld/reviews").join(&key);
+    let dir = s.ws.data.join("reviews").join(&key);
     crate::workspace::layout::create_real_dir(&dir)
         .and_then(|_| crate::workspace::layout::write_user_file(&dir.join("packet.md"), s.packet.text.as_bytes()))
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the review packet: {e}")))?;
     let report_path = match s.subject.task() {
         Some(task) => format!(".scafld/runs/{task}/review_report.md"),
-        None => format!(".scafld/reviews/{key}/review_report.md"),
+        None => s.ws.relative(&dir.join("review_report.md")),
     };
     let mut session = SessionRecord {
         key: key.clone(),
@@ -348,6 +348,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         reviewers_missing: missing,
         job_ids: session.job_ids,
         resolved: None,
+        kept_in: None,
     })
 }
 
@@ -384,7 +385,7 @@ fn runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
         Some(task) => task.to_string(),
         None => format!("review-{}", &session.key[..8]),
     };
-    ws.root.join(".scafld/runs").join(label)
+    ws.data.join("runs").join(label)
 }
 
 /// Who will run a prepared provider: the client executable its MCP server is started from,
@@ -704,6 +705,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         reviewers_missing: session.missing.clone(),
         job_ids: session.job_ids.clone(),
         resolved: None,
+        kept_in: None,
     })
 }
 

@@ -20,6 +20,9 @@ use index::{Index, Stamp};
 pub struct Workspace {
     pub id: String,
     pub root: PathBuf,
+    /// Where its scafld data lives (review packets, run output): `<root>/.scafld`, or for a
+    /// plain git repository reviewed without `scafld init`, a folder in the daemon's state dir.
+    pub data: PathBuf,
     pub index: RwLock<Index>,
     /// Jobs of this workspace that may run at once (`execution.max_parallel_jobs`).
     job_slots: slots::JobSlots,
@@ -29,10 +32,26 @@ pub struct Workspace {
 
 impl Workspace {
     pub fn open(id: String, root: PathBuf) -> Workspace {
+        let data = root.join(layout::SCAFLD_DIR);
+        Workspace::with_data(id, root, data)
+    }
+
+    /// A plain git repository (no `.scafld/`), reviewed by range with its data in `data`.
+    pub fn bare(id: String, root: PathBuf, data: PathBuf) -> Workspace {
+        Workspace::with_data(id, root, data)
+    }
+
+    /// Whether this is a plain repository without `.scafld/` (only range reviews run here).
+    pub fn is_bare(&self) -> bool {
+        self.data != self.root.join(layout::SCAFLD_DIR)
+    }
+
+    fn with_data(id: String, root: PathBuf, data: PathBuf) -> Workspace {
         let index = Index::build(&root);
         Workspace {
             id,
             root,
+            data,
             index: RwLock::new(index),
             // Sized from the config at each acquisition; this is only the starting point.
             job_slots: slots::JobSlots::new(config::Execution::default().max_parallel_jobs as usize),

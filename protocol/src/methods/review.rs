@@ -139,6 +139,10 @@ pub struct SpawnResult {
     /// Set when the session was decided without spawning (an empty diff passes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved: Option<String>,
+    /// Where the review's data is kept when the repository has no `.scafld/` (a range review
+    /// without `scafld init`): a folder in the daemon's state dir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_in: Option<String>,
 }
 
 method!(

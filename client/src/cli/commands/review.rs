@@ -272,7 +272,11 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         })?),
         None => None,
     };
-    let (root, mut conn) = connect_workspace(ctx).map_err(|e| family(e, spawn_wait::FAIL))?;
+    let root = crate::cli::workspace::find_review_root(ctx.global.root.as_deref())
+        .map_err(|e| family(e, spawn_wait::FAIL))?
+        .display()
+        .to_string();
+    let mut conn = ctx.connect().map_err(|e| family(e, spawn_wait::FAIL))?;
     let params = m::DiffReviewParams {
         root: root.clone(),
         range: range.clone(),
@@ -283,6 +287,9 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         caller: caller(),
     };
     let spawned = call::<m::ReviewDiff>(&mut conn, &params).map_err(|e| family(e, spawn_wait::FAIL))?;
+    if let Some(kept_in) = &spawned.kept_in {
+        eprintln!("scafld: {root} has no .scafld/; this range review's packet and report are kept in {kept_in}");
+    }
     if args.detach {
         return Ok(spawn_output(ctx, &spawned));
     }
@@ -313,11 +320,18 @@ fn or_none(items: &[String]) -> String {
     if items.is_empty() { "none".into() } else { items.join(", ") }
 }
 
+/// The root and a connection for the session commands, which work where range reviews run
+/// (a workspace, or a plain git repository).
+fn review_session(ctx: &Context) -> Result<(String, scafld_client::Connection), CliError> {
+    let root = crate::cli::workspace::find_review_root(ctx.global.root.as_deref())?;
+    Ok((root.display().to_string(), ctx.connect()?))
+}
+
 fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, CliError> {
     if !(timeout.is_finite() && timeout >= 0.0) {
         return Err(CliError::new("usage", "--timeout must be a non-negative number of seconds", spawn_wait::USAGE));
     }
-    let (root, mut conn) = connect_workspace(ctx).map_err(|e| family(e, spawn_wait::INTERNAL))?;
+    let (root, mut conn) = review_session(ctx).map_err(|e| family(e, spawn_wait::INTERNAL))?;
     let given = session_key.is_some();
     let params = m::ReviewWaitParams {
         root,
@@ -375,7 +389,7 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
 }
 
 fn retry(ctx: &Context, session_key: &str) -> Result<u8, CliError> {
-    let (root, mut conn) = connect_workspace(ctx).map_err(|e| family(e, spawn_wait::FAIL))?;
+    let (root, mut conn) = review_session(ctx).map_err(|e| family(e, spawn_wait::FAIL))?;
     let params = m::ReviewRetryParams { root, session_key: session_key.to_string(), caller: caller() };
     let spawned = call::<m::ReviewRetry>(&mut conn, &params).map_err(|e| family(e, spawn_wait::FAIL))?;
     Ok(spawn_output(ctx, &spawned))
@@ -384,7 +398,7 @@ fn retry(ctx: &Context, session_key: &str) -> Result<u8, CliError> {
 fn status(ctx: &Context, task: &TaskArg, session_key: Option<String>) -> Result<u8, CliError> {
     let task_id =
         if session_key.is_some() { task.task_id.clone().or(task.task.clone()) } else { Some(task.resolve()?) };
-    let (root, mut conn) = connect_workspace(ctx)?;
+    let (root, mut conn) = review_session(ctx)?;
     let r = call::<m::ReviewStatus>(&mut conn, &m::ReviewStatusParams { root, task_id, session_key })?;
     ctx.out.success(&r, || {
         let target = if r.task_id.is_empty() { r.range.clone() } else { r.task_id.clone() };
