@@ -163,6 +163,10 @@ pub struct Execution {
 #[serde(default)]
 pub struct Harden {
     pub max_questions_per_round: u32,
+    /// Advisory or blocking observations a delegated round may carry.
+    pub max_issues_per_round: u32,
+    /// The most spec bytes a delegated round's packet carries.
+    pub context_max_bytes: usize,
 }
 
 impl Default for Invariants {
@@ -192,7 +196,7 @@ impl Default for Execution {
 
 impl Default for Harden {
     fn default() -> Harden {
-        Harden { max_questions_per_round: 8 }
+        Harden { max_questions_per_round: 8, max_issues_per_round: 8, context_max_bytes: 16384 }
     }
 }
 

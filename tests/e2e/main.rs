@@ -6,6 +6,7 @@ mod corpus;
 mod daemon;
 mod exec;
 mod gate;
+mod harden;
 mod output;
 mod providers;
 mod real_clis;

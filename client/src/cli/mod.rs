@@ -608,8 +608,15 @@ pub struct HardenArgs {
     #[command(flatten)]
     pub task: TaskArg,
     /// Check the latest round's evidence and close it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "provider")]
     pub mark_passed: bool,
+    /// Let a read-only provider judge the draft (command or local; exit 0 passed, 3 needs
+    /// revision, 1 when its answer could not be used).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// The command of `--provider command`: the packet on stdin, one HardenDossier JSON on stdout.
+    #[arg(long, requires = "provider")]
+    pub provider_command: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -177,3 +177,349 @@ Grounded in, a Recommended answer, If unanswered, and, once settled, Answered wi
     ));
     text
 }
+
+/// A delegated round's answer (the original's HardenDossier): the shape of the task, and one
+/// observation per dimension, each anchored in the spec, the code or an archived task.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardenDossier {
+    pub summary: String,
+    pub shape: Shape,
+    pub observations: Vec<Observation>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shape {
+    pub decision: ShapeDecision,
+    pub true_shape: String,
+    pub minimal_plan: String,
+    #[serde(default)]
+    pub shared_owner: String,
+    #[serde(default)]
+    pub adapter_boundaries: Vec<String>,
+    #[serde(default)]
+    pub required_spec_edits: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShapeDecision {
+    Keep,
+    Shrink,
+    Reframe,
+    Reject,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observation {
+    pub dimension: Dimension,
+    pub result: ObservationResult,
+    /// `spec_gap:<text>`, `code:<path>:<line>` or `archive:<task-id>`.
+    pub anchor: String,
+    #[serde(default)]
+    pub note: String,
+    #[serde(default)]
+    pub question: String,
+    #[serde(default)]
+    pub recommended: String,
+    #[serde(default)]
+    pub status: Option<ObservationStatus>,
+}
+
+/// The six things a round looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dimension {
+    Design,
+    Scope,
+    Path,
+    Command,
+    Timing,
+    Rollback,
+}
+
+impl Dimension {
+    pub const ALL: [Dimension; 6] = [
+        Dimension::Design,
+        Dimension::Scope,
+        Dimension::Path,
+        Dimension::Command,
+        Dimension::Timing,
+        Dimension::Rollback,
+    ];
+
+    /// The round check a dimension is written as (the names `--mark-passed` requires).
+    pub fn check(self) -> &'static str {
+        match self {
+            Dimension::Design => "Design challenge",
+            Dimension::Scope => "Scope/migration audit",
+            Dimension::Path => "Path audit",
+            Dimension::Command => "Command audit",
+            Dimension::Timing => "Acceptance timing audit",
+            Dimension::Rollback => "Rollback/repair audit",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ObservationResult {
+    #[serde(rename = "clean")]
+    Clean,
+    #[serde(rename = "advisory")]
+    Advisory,
+    #[serde(rename = "blocks")]
+    Blocks,
+    #[serde(rename = "n/a")]
+    NotApplicable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservationStatus {
+    Open,
+    Fixed,
+    AcceptedRisk,
+    Superseded,
+}
+
+/// What a delegated round came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub status: HardenStatus,
+    /// Why it is not a pass (missing dimensions, unresolved blockers), or why it is an error
+    /// (unreadable answer, ungrounded anchors, too many issues).
+    pub problems: Vec<String>,
+}
+
+/// Parse a provider's answer strictly.
+pub fn parse_dossier(value: serde_json::Value) -> Result<HardenDossier, String> {
+    serde_json::from_value(value).map_err(|e| format!("the harden dossier does not match its schema: {e}"))
+}
+
+/// Judge an answer: every anchor must hold (else `error`, with each bad anchor named), at most
+/// `max_issues` observations may be advisory or blocking (else `error`); then `passed` when all
+/// six dimensions are covered and no blocker is unresolved, else `needs_revision`.
+pub fn judge(dossier: &HardenDossier, ground: &dyn Ground, max_issues: usize) -> Judgement {
+    let mut errors: Vec<String> = dossier
+        .observations
+        .iter()
+        .filter_map(|o| citation(&o.anchor, ground).err().map(|why| format!("{:?} observation: {why}", o.dimension)))
+        .collect();
+    let issues = dossier
+        .observations
+        .iter()
+        .filter(|o| matches!(o.result, ObservationResult::Advisory | ObservationResult::Blocks))
+        .count();
+    if issues > max_issues {
+        errors.push(format!("{issues} advisory or blocking observations; a round carries at most {max_issues}"));
+    }
+    if !errors.is_empty() {
+        return Judgement { status: HardenStatus::Error, problems: errors };
+    }
+    let mut problems: Vec<String> = Dimension::ALL
+        .iter()
+        .filter(|d| !dossier.observations.iter().any(|o| o.dimension == **d))
+        .map(|d| format!("the {d:?} dimension has no observation"))
+        .collect();
+    problems.extend(
+        dossier
+            .observations
+            .iter()
+            .filter(|o| o.result == ObservationResult::Blocks && o.status.is_none_or(|s| s == ObservationStatus::Open))
+            .map(|o| {
+                format!(
+                    "{:?} blocks: {} ({})",
+                    o.dimension,
+                    if o.note.is_empty() { &o.question } else { &o.note },
+                    o.anchor
+                )
+            }),
+    );
+    let status = if problems.is_empty() { HardenStatus::Passed } else { HardenStatus::NeedsRevision };
+    Judgement { status, problems }
+}
+
+/// A digest of what the author wrote (everything but the runner-owned state and the harden
+/// rounds themselves): a round is bound to it, so an unchanged draft reuses its round.
+pub fn draft_digest(spec: &Spec) -> String {
+    use sha2::{Digest, Sha256};
+    let authored = without_runner_state(serde_json::json!({
+        "title": spec.title,
+        "summary": spec.summary,
+        "objectives": spec.objectives,
+        "scope": spec.scope,
+        "touchpoints": spec.touchpoints,
+        "context": serde_json::to_value(&spec.context).unwrap_or_default(),
+        "acceptance": serde_json::to_value(&spec.acceptance).unwrap_or_default(),
+        "phases": serde_json::to_value(&spec.phases).unwrap_or_default(),
+    }));
+    format!("{:x}", Sha256::digest(authored.to_string().as_bytes()))
+}
+
+/// Drop what the runner writes or where things sit (line numbers move when a round is added).
+fn without_runner_state(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "line" | "status" | "evidence" | "source_event"))
+                .map(|(k, v)| (k, without_runner_state(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_runner_state).collect()),
+        other => other,
+    }
+}
+
+/// Write a delegated round's outcome as the spec's latest round: the open round bound to the
+/// same draft is replaced, anything else gets a new round. Checks come from the observations
+/// (one per dimension, the first given); an error round carries its problems as evidence.
+pub fn delegated_round(
+    spec: &Spec,
+    digest: &str,
+    provider: &str,
+    dossier: Option<&HardenDossier>,
+    judgement: &Judgement,
+    now: &str,
+) -> Spec {
+    let mut next = spec.clone();
+    // A round of this very draft that is still open is the one to fill; anything else (a
+    // judged round keeps what it said) gets a new round.
+    let reuse = next.harden_rounds.last().is_some_and(|r| r.digest == digest && r.status == "in_progress");
+    if !reuse {
+        next = open_round(&next, now);
+    }
+    let round = next.harden_rounds.last_mut().expect("a round exists");
+    round.digest = digest.to_string();
+    round.status = judgement.status.as_str().into();
+    round.ended = now.into();
+    round.checks = match dossier {
+        Some(d) => Dimension::ALL
+            .iter()
+            .filter_map(|dim| d.observations.iter().find(|o| o.dimension == *dim))
+            .map(|o| crate::domain::spec::HardenCheck {
+                name: o.dimension.check().into(),
+                grounded_in: o.anchor.clone(),
+                result: match o.result {
+                    ObservationResult::Clean | ObservationResult::Advisory => "passed".into(),
+                    ObservationResult::NotApplicable => "not_applicable".into(),
+                    ObservationResult::Blocks => "blocks".into(),
+                },
+                evidence: format!(
+                    "{provider}: {}",
+                    if o.note.is_empty() { d.summary.as_str() } else { o.note.as_str() }
+                ),
+                line: 0,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let id = next.front.task_id.clone();
+    next.front.harden_status = judgement.status.as_str().into();
+    next.front.updated = now.into();
+    let (step, reason, follow) = match judgement.status {
+        HardenStatus::Passed => ("approve", "hardening passed".to_string(), format!("scafld approve {id}")),
+        HardenStatus::NeedsRevision => (
+            "harden",
+            format!("the {provider} round asks for revision: {}", judgement.problems.join("; ")),
+            format!("edit the draft, then `scafld harden {id} --provider {provider}`"),
+        ),
+        _ => (
+            "harden",
+            format!("the {provider} round could not be used: {}", judgement.problems.join("; ")),
+            format!("scafld harden {id} --provider {provider}"),
+        ),
+    };
+    next.current_state.next = step.into();
+    next.current_state.reason = reason;
+    next.current_state.allowed_follow_up = follow;
+    next
+}
+
+#[cfg(test)]
+mod delegated_tests {
+    use super::*;
+
+    struct Files;
+    impl Ground for Files {
+        fn line_count(&self, path: &str) -> Option<usize> {
+            (path == "src/a.rs").then_some(3)
+        }
+        fn archived(&self, _: &str) -> bool {
+            false
+        }
+    }
+
+    fn dossier(results: &[(Dimension, ObservationResult, &str, Option<ObservationStatus>)]) -> HardenDossier {
+        HardenDossier {
+            summary: "s".into(),
+            shape: Shape {
+                decision: ShapeDecision::Keep,
+                true_shape: "t".into(),
+                minimal_plan: "m".into(),
+                shared_owner: String::new(),
+                adapter_boundaries: Vec::new(),
+                required_spec_edits: Vec::new(),
+            },
+            observations: results
+                .iter()
+                .map(|(d, r, a, s)| Observation {
+                    dimension: *d,
+                    result: *r,
+                    anchor: a.to_string(),
+                    note: String::new(),
+                    question: String::new(),
+                    recommended: String::new(),
+                    status: *s,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_round_passes_only_with_every_dimension_and_no_open_blocker() {
+        use ObservationResult::*;
+        let clean: Vec<_> = Dimension::ALL.iter().map(|d| (*d, Clean, "spec_gap:ok", None)).collect();
+        assert_eq!(judge(&dossier(&clean), &Files, 8).status, HardenStatus::Passed);
+        let missing = judge(&dossier(&clean[1..]), &Files, 8);
+        assert_eq!(missing.status, HardenStatus::NeedsRevision);
+        assert!(missing.problems[0].contains("Design"), "{:?}", missing.problems);
+        let mut blocked = clean.clone();
+        blocked[2] = (Dimension::Path, Blocks, "code:src/a.rs:3", None);
+        assert_eq!(judge(&dossier(&blocked), &Files, 8).status, HardenStatus::NeedsRevision);
+        blocked[2].3 = Some(ObservationStatus::Fixed);
+        assert_eq!(
+            judge(&dossier(&blocked), &Files, 8).status,
+            HardenStatus::Passed,
+            "a fixed blocker no longer blocks"
+        );
+        blocked[2].2 = "code:src/a.rs:4";
+        let ungrounded = judge(&dossier(&blocked), &Files, 8);
+        assert_eq!(ungrounded.status, HardenStatus::Error);
+        assert!(ungrounded.problems[0].contains("has only 3 lines"), "{:?}", ungrounded.problems);
+        let noisy: Vec<_> = Dimension::ALL.iter().map(|d| (*d, Advisory, "spec_gap:meh", None)).collect();
+        assert_eq!(judge(&dossier(&noisy), &Files, 5).status, HardenStatus::Error);
+        let strict = parse_dossier(serde_json::json!({"summary": "s", "shape": {}, "observations": [], "extra": 1}));
+        assert!(strict.is_err());
+    }
+
+    #[test]
+    fn the_draft_digest_ignores_what_the_runner_writes() {
+        let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Summary\n\nS.\n\n## Phase 1: Do\n\nObjective: o.\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+        let spec = crate::domain::spec::parse(text).spec;
+        let before = draft_digest(&spec);
+        let judged = delegated_round(
+            &spec,
+            &before,
+            "command",
+            None,
+            &Judgement { status: HardenStatus::Error, problems: vec!["x".into()] },
+            "2026-01-01T00:00:00Z",
+        );
+        assert_eq!(draft_digest(&judged), before, "a round and the state lines change nothing authored");
+        let edited = crate::domain::spec::parse(&text.replace("S.", "S, edited.")).spec;
+        assert_ne!(draft_digest(&edited), before);
+    }
+}

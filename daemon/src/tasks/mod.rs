@@ -1,6 +1,7 @@
 //! Handlers of the `task.*` methods: resolve the workspace and the task, call the domain, and
 //! (for writes) project the result back into the spec file.
 
+mod delegated_harden;
 mod exec;
 mod finalize;
 pub mod job;

@@ -66,6 +66,9 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
     let _guard = lock.lock().await;
+    if let Some(provider) = p.provider.as_deref() {
+        return super::delegated_harden::harden(daemon, &ws, &entry.task_id, &p, provider).await;
+    }
     let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
     if spec.status() != Some(Status::Draft) {
         return Err(RpcError::new(
@@ -98,6 +101,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
             marked_passed: true,
             next_command: format!("scafld approve {id}"),
             prompt: String::new(),
+            problems: Vec::new(),
         });
     }
     let next = harden::open_round(&spec, &now);
@@ -115,6 +119,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
         marked_passed: false,
         next_command: format!("scafld harden {id} --mark-passed"),
         prompt,
+        problems: Vec::new(),
     })
 }
 
@@ -165,7 +170,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
 
 /// Read the task's spec from disk (not the index: the write must start from the file's bytes).
 /// Unfilled placeholders are allowed; anything that makes the file unsafe to rewrite is not.
-fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(PathBuf, String, Spec)> {
+pub(super) fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(PathBuf, String, Spec)> {
     let (path, text) = spec_file(ws, task)?;
     let mut parsed = parse(&text);
     parsed.check_file_name(task);
@@ -177,8 +182,8 @@ fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(PathBuf, String, Spec)> 
 }
 
 /// Answers citation checks from the workspace's files and archive.
-struct WorkspaceGround<'a> {
-    ws: &'a Workspace,
+pub(super) struct WorkspaceGround<'a> {
+    pub(super) ws: &'a Workspace,
 }
 
 impl Ground for WorkspaceGround<'_> {

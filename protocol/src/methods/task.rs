@@ -300,6 +300,15 @@ pub struct HardenParams {
     pub task_id: String,
     #[serde(default)]
     pub mark_passed: bool,
+    /// Delegate the round to a read-only provider: command or local (codex, claude and gemini
+    /// are not wired for hardening yet).
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// The command line of a `command` provider (the packet on stdin, one HardenDossier on stdout).
+    #[serde(default)]
+    pub provider_command: Option<String>,
+    #[serde(default)]
+    pub caller: Option<CallerContext>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -313,6 +322,9 @@ pub struct HardenResult {
     /// The harden prompt (when a round was opened).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub prompt: String,
+    /// Why a delegated round did not pass (or could not be used).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 method!(

@@ -232,7 +232,14 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
 pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = session(ctx)?;
-    let params = m::HardenParams { root, task_id, mark_passed: args.mark_passed };
+    let params = m::HardenParams {
+        root,
+        task_id,
+        mark_passed: args.mark_passed,
+        provider: args.provider.clone(),
+        provider_command: args.provider_command.clone(),
+        caller: args.provider.is_some().then(super::exec::caller),
+    };
     let result = match conn.call::<m::TaskHarden>(&params) {
         Ok(result) => result,
         Err(e) => {
@@ -247,6 +254,22 @@ pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
             return Err(error);
         }
     };
+    if let Some(provider) = &args.provider {
+        let code = match result.harden_status {
+            m::HardenStatus::Passed => workflow::OK,
+            m::HardenStatus::NeedsRevision => workflow::VALIDATION,
+            _ => workflow::RUNTIME,
+        };
+        ctx.out.document(&result, code == workflow::OK, || {
+            let mut text = format!("{} of {} by {provider}: {}", result.round_id, result.task_id, result.harden_status);
+            for problem in &result.problems {
+                text.push_str(&format!("\n  - {problem}"));
+            }
+            text.push_str(&format!("\nnext: {}", result.next_command));
+            text
+        });
+        return Ok(code);
+    }
     ctx.out.success(&result, || {
         if result.marked_passed {
             format!("{} passed for {}\nnext: {}", result.round_id, result.task_id, result.next_command)

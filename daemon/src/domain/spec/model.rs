@@ -181,6 +181,8 @@ pub struct HardenRound {
     pub status: String,
     pub started: String,
     pub ended: String,
+    /// The digest of the draft a delegated round judged (empty for a round written by hand).
+    pub digest: String,
     pub checks: Vec<HardenCheck>,
     pub questions: Vec<HardenQuestion>,
     pub line: usize,

@@ -137,16 +137,20 @@ pub enum RoundField {
     Status,
     Started,
     Ended,
+    /// The draft a delegated round judged (absent on rounds written by hand).
+    SpecDigest,
 }
 
 impl RoundField {
-    pub const ALL: [RoundField; 3] = [RoundField::Status, RoundField::Started, RoundField::Ended];
+    pub const ALL: [RoundField; 4] =
+        [RoundField::Status, RoundField::Started, RoundField::Ended, RoundField::SpecDigest];
 
     pub fn label(self) -> &'static str {
         match self {
             RoundField::Status => "Status",
             RoundField::Started => "Started",
             RoundField::Ended => "Ended",
+            RoundField::SpecDigest => "Spec digest",
         }
     }
 }
@@ -1002,6 +1006,7 @@ impl<'a> Parser<'a> {
                     "status" => Some((RoundField::Status, &mut round.status)),
                     "started" => Some((RoundField::Started, &mut round.started)),
                     "ended" => Some((RoundField::Ended, &mut round.ended)),
+                    "spec digest" => Some((RoundField::SpecDigest, &mut round.digest)),
                     "checks" => {
                         mode = Mode::Checks;
                         None

@@ -70,6 +70,7 @@ pub fn round_value(round: &HardenRound, field: RoundField) -> String {
         RoundField::Status => or(&round.status, "in_progress").to_string(),
         RoundField::Started => or(&round.started, "none").to_string(),
         RoundField::Ended => or(&round.ended, "none").to_string(),
+        RoundField::SpecDigest => round.digest.clone(),
     }
 }
 
@@ -208,7 +209,12 @@ pub fn harden_rounds(rounds: &[HardenRound]) -> String {
 pub fn harden_round(round: &HardenRound) -> String {
     let mut out = format!("### {}\n\n", round.id);
     for field in RoundField::ALL {
-        let _ = writeln!(out, "{}: {}", field.label(), round_value(round, field));
+        let value = round_value(round, field);
+        // A round written by hand has no digest line, and gets none.
+        if field == RoundField::SpecDigest && value.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{}: {value}", field.label());
     }
     out.push_str("\nChecks:\n");
     if round.checks.is_empty() {
