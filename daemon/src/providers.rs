@@ -210,6 +210,7 @@ struct Slot {
 enum Expected {
     Dossier(Request),
     TemplateAnswer,
+    HardenDossier,
 }
 
 /// An accepted submission.
@@ -218,6 +219,8 @@ pub enum Submitted {
     Dossier(Box<Dossier>),
     /// A template answer (verdict, summary, findings), as submitted.
     TemplateAnswer(Value),
+    /// A delegated harden round's HardenDossier (checked against its schema).
+    HardenDossier(Value),
 }
 
 impl Submissions {
@@ -256,6 +259,11 @@ impl Submissions {
                     vec!["an answer is {verdict: PASS|CONCERNS|FAIL, summary, findings: [{severity: PASS|CONCERN|FAIL, title, description, file}]}".to_string()]
                 })?;
                 (parsed.verdict.to_string(), Submitted::TemplateAnswer(answer))
+            }
+            Expected::HardenDossier => {
+                let answer = strip_nulls(answer);
+                crate::domain::harden::parse_dossier(answer.clone()).map_err(|e| vec![e])?;
+                ("harden dossier".to_string(), Submitted::HardenDossier(answer))
             }
         };
         slot.accepted = Some(accepted);
@@ -389,6 +397,18 @@ pub enum Expect<'a> {
     Dossier(&'a Request),
     /// A template answer; the template's tools and settings shape the command line.
     Template(&'a Template),
+    /// A HardenDossier for a delegated harden round (the `submit_harden` tool).
+    Harden,
+}
+
+impl Expect<'_> {
+    /// The MCP tool that takes the answer.
+    fn submit_tool(self) -> &'static str {
+        match self {
+            Expect::Harden => "submit_harden",
+            Expect::Dossier(_) | Expect::Template(_) => "submit_review",
+        }
+    }
 }
 
 /// Prepare the external CLI run in `scratch` (a directory of its own for this run).
@@ -413,14 +433,11 @@ pub fn invocation(
     let Place { scratch, root, client_exe, socket, env: caller_env } = *place;
     std::fs::create_dir_all(scratch)?;
     let env = BTreeMap::new();
-    let template = match expect {
-        Expect::Template(t) => Some(t),
-        Expect::Dossier(_) => None,
-    };
     let mcp_server = || -> std::io::Result<(String, Value)> {
         let (expected, answer) = match expect {
             Expect::Dossier(request) => (Expected::Dossier(request.clone()), "dossier"),
             Expect::Template(_) => (Expected::TemplateAnswer, "template"),
+            Expect::Harden => (Expected::HardenDossier, "harden"),
         };
         let token = submissions.open(expected);
         let server = json!({
@@ -439,14 +456,14 @@ pub fn invocation(
             idle_on_stdout: false,
         },
         Provider::Local => return Err(std::io::Error::other("the local provider runs no process")),
-        Provider::Codex(cli) => codex_invocation(cli, root, scratch, template, env)?,
+        Provider::Codex(cli) => codex_invocation(cli, root, scratch, expect, env)?,
         Provider::Claude(cli) => {
             let (token, server) = mcp_server()?;
-            claude_invocation(cli, scratch, template, caller_env, env, token, server)?
+            claude_invocation(cli, scratch, expect, caller_env, env, token, server)?
         }
         Provider::Gemini(cli) => {
             let (token, server) = mcp_server()?;
-            gemini_invocation(cli, scratch, template, caller_env, env, token, server)?
+            gemini_invocation(cli, scratch, expect, caller_env, env, token, server)?
         }
     })
 }
@@ -457,14 +474,19 @@ fn codex_invocation(
     cli: &Cli,
     root: &Path,
     scratch: &Path,
-    template: Option<&Template>,
+    expect: Expect<'_>,
     env: BTreeMap<String, String>,
 ) -> std::io::Result<Invocation> {
+    let template = match expect {
+        Expect::Template(t) => Some(t),
+        _ => None,
+    };
     let out = scratch.join("last-message.json");
     let schema_path = scratch.join("output-schema.json");
-    let schema = match template {
-        Some(_) => strict(scafld_protocol::schemas::template_answer()),
-        None => strict_schema(),
+    let schema = match expect {
+        Expect::Template(_) => strict(scafld_protocol::schemas::template_answer()),
+        Expect::Harden => strict(scafld_protocol::schemas::harden_dossier()),
+        Expect::Dossier(_) => strict_schema(),
     };
     std::fs::write(&schema_path, serde_json::to_vec_pretty(&schema)?)?;
     let mut args: Vec<String> =
@@ -505,7 +527,7 @@ fn codex_invocation(
 fn claude_invocation(
     cli: &Cli,
     scratch: &Path,
-    template: Option<&Template>,
+    expect: Expect<'_>,
     caller_env: &BTreeMap<String, String>,
     env: BTreeMap<String, String>,
     token: String,
@@ -522,11 +544,15 @@ fn claude_invocation(
         &session[17..20],
         &session[20..32]
     );
+    let template = match expect {
+        Expect::Template(t) => Some(t),
+        _ => None,
+    };
     let (tools, allowed, disallowed) = match template {
         Some(t) => template::claude_tools(t),
         None => (
             "Read,Grep,Glob".into(),
-            "Read,Grep,Glob,mcp__scafld__submit_review".into(),
+            format!("Read,Grep,Glob,mcp__scafld__{}", expect.submit_tool()),
             "Agent,Task,Bash,Edit,Write,NotebookEdit".into(),
         ),
     };
@@ -577,7 +603,7 @@ fn claude_invocation(
 fn gemini_invocation(
     cli: &Cli,
     scratch: &Path,
-    template: Option<&Template>,
+    expect: Expect<'_>,
     caller_env: &BTreeMap<String, String>,
     mut env: BTreeMap<String, String>,
     token: String,
@@ -588,7 +614,11 @@ fn gemini_invocation(
     let home = gemini_home(scratch, &server, caller_env)?;
     env.insert("GEMINI_CLI_HOME".into(), home.display().to_string());
     let policy = scratch.join("policy.toml");
-    std::fs::write(&policy, template::gemini_policy(template))?;
+    let template = match expect {
+        Expect::Template(t) => Some(t),
+        _ => None,
+    };
+    std::fs::write(&policy, template::gemini_policy(template, expect.submit_tool()))?;
     let mut args: Vec<String> = [
         "--skip-trust",
         "--approval-mode",
@@ -832,6 +862,50 @@ pub struct Leftovers {
     pub diagnostic: String,
     /// What the provider's stream said about itself.
     pub reported: Provenance,
+}
+
+/// A delegated harden round's answer from what its run left (the `submit_harden` submission,
+/// codex's output file, or the last JSON object on stdout), or why there is none.
+pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Value, String> {
+    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, diagnostic, .. } = left;
+    if let Some(error) = runner_error {
+        let what = if timed_out { "timed out" } else { "failed" };
+        return Err(format!("the harden provider {what}: {error} (diagnostic: {diagnostic})"));
+    }
+    let answer = match &invocation.answer {
+        Answer::Submission(_) => match submitted {
+            Some(Submitted::HardenDossier(value)) => Some(value),
+            _ => None,
+        },
+        Answer::File(path) => std::fs::read_to_string(path)
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(text.trim()).ok())
+            .or_else(|| last_json_object(&stdout))
+            .map(strip_nulls),
+        Answer::Stdout => last_json_object(&stdout).map(strip_nulls),
+    };
+    match (answer, exit_code) {
+        (Some(answer), _) => Ok(answer),
+        (None, Some(0)) => Err(match &invocation.answer {
+            Answer::Submission(_) => "the provider submitted nothing through submit_harden".to_string(),
+            _ => "the provider printed no JSON object".to_string(),
+        }),
+        (None, code) => Err(format!(
+            "the harden provider exited {} without an answer (diagnostic: {diagnostic})",
+            code.map(|c| c.to_string()).unwrap_or_else(|| "abnormally".into())
+        )),
+    }
+}
+
+/// The whole text when it is one JSON object, else its last line that is one.
+fn last_json_object(text: &str) -> Option<Value> {
+    if let Ok(value @ Value::Object(_)) = serde_json::from_str(text.trim()) {
+        return Some(value);
+    }
+    text.lines().rev().find_map(|line| match serde_json::from_str(line.trim()) {
+        Ok(value @ Value::Object(_)) => Some(value),
+        _ => None,
+    })
 }
 
 /// The provider's dossier from what its run left, or why there is none. A non-zero exit only

@@ -34,6 +34,51 @@ pub fn provider_dossier() -> Value {
     schema
 }
 
+/// The HardenDossier a delegated harden round answers with (the `submit_harden` tool's input,
+/// and codex's output schema): the task's shape and one observation per dimension.
+pub fn harden_dossier() -> Value {
+    let text = |description: &str| json!({"type": "string", "description": description});
+    let list = |description: &str| json!({"type": "array", "items": {"type": "string"}, "description": description});
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["summary", "shape", "observations"],
+        "properties": {
+            "summary": text("What the draft is, in a sentence or two."),
+            "shape": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["decision", "true_shape", "minimal_plan", "shared_owner", "adapter_boundaries", "required_spec_edits"],
+                "properties": {
+                    "decision": {"type": "string", "enum": ["keep", "shrink", "reframe", "reject"]},
+                    "true_shape": text("What the task really is."),
+                    "minimal_plan": text("The smallest plan that does it."),
+                    "shared_owner": text("Who else owns what it touches (empty when no one)."),
+                    "adapter_boundaries": list("Boundaries it must cross through an adapter."),
+                    "required_spec_edits": list("Edits the spec needs before approval."),
+                },
+            },
+            "observations": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["dimension", "result", "anchor", "note", "question", "recommended", "status"],
+                    "properties": {
+                        "dimension": {"type": "string", "enum": ["design", "scope", "path", "command", "timing", "rollback"]},
+                        "result": {"type": "string", "enum": ["clean", "advisory", "blocks", "n/a"]},
+                        "anchor": text("spec_gap:<what the spec leaves open>, code:<path>:<line> (a real line) or archive:<task-id>."),
+                        "note": text("What was found."),
+                        "question": text("What the author must answer (empty when nothing)."),
+                        "recommended": text("The recommended answer or change."),
+                        "status": {"type": ["string", "null"], "enum": ["open", "fixed", "accepted_risk", "superseded", null]},
+                    },
+                },
+            },
+        },
+    })
+}
+
 /// What a template reviewer answers (verdict, summary, findings); scafld adds the rest of the
 /// ReviewResult.
 pub fn template_answer() -> Value {

@@ -117,9 +117,8 @@ fn approving_over_a_round_that_asks_for_revision_is_an_audited_override() {
     git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
-    // Unknown providers and the CLIs not wired yet are refused before anything runs.
+    // An unknown provider is refused before anything runs.
     env.scafld(&["harden", "shape", "--provider", "bogus"]).assert_code(2);
-    env.scafld(&["harden", "shape", "--provider", "codex"]).assert_code(2);
     let mut observations: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
     observations[0] = ("design", "blocks", "spec_gap:two owners");
     harden(&env, &provider(&env, "blocks", &dossier(&observations))).assert_code(3);

@@ -286,6 +286,30 @@ fn review_with(env: &TestEnv, vars: &[(String, String)], server: &ModelServer, p
     assert_no_skills(server, provider);
 }
 
+/// A delegated harden round through the same CLI: the answer arrives through `submit_harden`
+/// (claude, gemini) or codex's output file under the HardenDossier schema, and is judged.
+fn harden_with(env: &TestEnv, vars: &[(String, String)], server: &ModelServer, provider: &str) {
+    let draft = "---\nspec_version: '2.0'\ntask_id: shape\nstatus: draft\nharden_status: not_run\n---\n\n# Shape\n\n## Summary\n\nA second task.\n\n## Scope\n\n- `src/lib.rs` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `s1` test - lib exists\n  - Command: `test -f src/lib.rs`\n";
+    write(env, ".scafld/specs/drafts/shape.md", draft);
+    let observations: Vec<Value> = ["design", "scope", "path", "command", "timing", "rollback"]
+        .iter()
+        .map(|d| {
+            json!({"dimension": d, "result": "clean", "anchor": "code:src/lib.rs:1", "note": format!("{d} holds"),
+            "question": "", "recommended": "", "status": null})
+        })
+        .collect();
+    let dossier = json!({"summary": "A small, well-bounded task.", "shape": {"decision": "keep", "true_shape": "one function",
+        "minimal_plan": "one phase", "shared_owner": "", "adapter_boundaries": [], "required_spec_edits": []},
+        "observations": observations});
+    server.answer(script(provider, &dossier));
+    let run = scafld(env, vars, &["harden", "shape", "--provider", provider, "--json"]);
+    assert_eq!(run.code, 0, "{provider}: {}{}", run.stdout, run.stderr);
+    let result = run.json()["result"].clone();
+    assert_eq!(result["harden_status"], "passed", "{provider}: {result}");
+    let spec = std::fs::read_to_string(env.work.join(".scafld/specs/drafts/shape.md")).unwrap();
+    assert!(spec.contains("Spec digest: ") && spec.contains(&format!("Evidence: {provider}")), "{spec}");
+}
+
 #[test]
 fn claude_reviews_through_its_submit_tool_with_no_user_settings() {
     let Some(clis) = clis() else { return };
@@ -295,12 +319,14 @@ fn claude_reviews_through_its_submit_tool_with_no_user_settings() {
     let vars = cli_env(&env, &clis, &server);
     workspace(&env);
     review_with(&env, &vars, &server, "claude");
+    harden_with(&env, &vars, &server, "claude");
     let requests = server.requests("claude");
     assert!(!requests.is_empty());
     for r in &requests {
         let tools: Vec<&str> = r["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-        assert!(tools.contains(&"mcp__scafld__submit_review"), "{tools:?}");
-        assert!(tools.iter().all(|t| ["Glob", "Grep", "Read", "mcp__scafld__submit_review"].contains(t)), "{tools:?}");
+        let submit = ["mcp__scafld__submit_review", "mcp__scafld__submit_harden"];
+        assert!(tools.iter().any(|t| submit.contains(t)), "{tools:?}");
+        assert!(tools.iter().all(|t| ["Glob", "Grep", "Read"].contains(t) || submit.contains(t)), "{tools:?}");
         assert!(!r.to_string().contains("USER-MEMORY-MARKER"), "the user's CLAUDE.md reached the model");
     }
 }
@@ -314,6 +340,7 @@ fn codex_reviews_under_a_strict_schema_without_web_search_or_agents_md() {
     let vars = cli_env(&env, &clis, &server);
     workspace(&env);
     review_with(&env, &vars, &server, "codex");
+    harden_with(&env, &vars, &server, "codex");
     let requests = server.requests("codex");
     assert!(!requests.is_empty());
     for r in &requests {
@@ -336,6 +363,7 @@ fn gemini_reviews_through_its_submit_tool() {
     let vars = cli_env(&env, &clis, &server);
     workspace(&env);
     review_with(&env, &vars, &server, "gemini");
+    harden_with(&env, &vars, &server, "gemini");
     let streamed: Vec<Value> = server
         .requests("gemini")
         .into_iter()
@@ -344,7 +372,7 @@ fn gemini_reviews_through_its_submit_tool() {
     assert!(!streamed.is_empty());
     for r in &streamed {
         let tools: Vec<&str> = r["tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-        assert!(tools.iter().any(|t| t.contains("submit_review")), "{tools:?}");
+        assert!(tools.iter().any(|t| t.contains("submit_review") || t.contains("submit_harden")), "{tools:?}");
         for denied in ["write_file", "replace", "exit_plan_mode", "google_web_search", "invoke_agent"] {
             assert!(!tools.contains(&denied), "gemini was offered {denied}: {tools:?}");
         }

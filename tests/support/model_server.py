@@ -4,7 +4,7 @@
 It speaks the three wire APIs the CLIs use, with server-sent events: the Anthropic Messages
 API (claude), the OpenAI Responses API (codex) and the Gemini generateContent API (gemini).
 The "model" is a script (re-read on every request): for each provider, the answer to give (a tool call to the tool whose
-name contains `submit_review`, or a final text message). Every request is logged as one JSON
+name contains `submit_review` or `submit_harden`, or a final text message). Every request is logged as one JSON
 line so tests can assert what each CLI was given: the tools offered, the output schema, the
 system prompt and messages. Codex's output schema is checked against OpenAI's strict
 structured-output rules and refused with HTTP 400 the way the service refuses it.
@@ -177,7 +177,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         calls = [block.get("name") for m in messages if m.get("role") == "assistant"
                  for block in (m.get("content") if isinstance(m.get("content"), list) else [])
                  if isinstance(block, dict) and block.get("type") == "tool_use"]
-        submit = next((t for t in tools if t and "submit_review" in t), None)
+        submit = next((t for t in tools if t and ("submit_review" in t or "submit_harden" in t)), None)
         submitted = submit in calls
         answer = script().get("claude", {})
         steps = answer.get("steps", [])
@@ -283,7 +283,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         calls = [part["functionCall"].get("name") for c in contents if c.get("role") == "model"
                  for part in c.get("parts", []) if "functionCall" in part]
-        submit = next((d for d in declarations if d and "submit_review" in d), None)
+        submit = next((d for d in declarations if d and ("submit_review" in d or "submit_harden" in d)), None)
         answer = script().get("gemini", {})
         steps = answer.get("steps", [])
         if len(calls) < len(steps):

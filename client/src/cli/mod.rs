@@ -445,13 +445,15 @@ pub struct SessionArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum McpCommand {
-    /// Serve the `submit_review` tool over stdio and relay the dossier to the daemon.
+    /// Serve the submit tool over stdio (`submit_review`, or `submit_harden` for a harden
+    /// round) and relay the answer to the daemon.
     SubmitReview {
         /// The submission token of the review this reviewer answers.
         #[arg(long)]
         token: String,
-        /// What the tool accepts: a review-gate dossier, or a template review answer.
-        #[arg(long, default_value = "dossier", value_parser = ["dossier", "template"])]
+        /// What the tool accepts: a review-gate dossier, a template review answer, or a
+        /// HardenDossier.
+        #[arg(long, default_value = "dossier", value_parser = ["dossier", "template", "harden"])]
         answer: String,
     },
 }
@@ -610,8 +612,8 @@ pub struct HardenArgs {
     /// Check the latest round's evidence and close it.
     #[arg(long, conflicts_with = "provider")]
     pub mark_passed: bool,
-    /// Let a read-only provider judge the draft (command or local; exit 0 passed, 3 needs
-    /// revision, 1 when its answer could not be used).
+    /// Let a read-only provider judge the draft: auto, codex, claude, gemini, command or local
+    /// (exit 0 passed, 3 needs revision, 1 when its answer could not be used).
     #[arg(long)]
     pub provider: Option<String>,
     /// The command of `--provider command`: the packet on stdin, one HardenDossier JSON on stdout.

@@ -386,7 +386,7 @@ pub const GEMINI_DENIED_TOOLS: [&str; 10] = [
 /// [`GEMINI_DENIED_TOOLS`] and the read tools the template leaves out are denied. Every rule
 /// has a priority (the CLI refuses the whole file otherwise). No `*` rule: it would also hide
 /// the submit tool.
-pub fn gemini_policy(template: Option<&Template>) -> String {
+pub fn gemini_policy(template: Option<&Template>, submit_tool: &str) -> String {
     const GUARD: u32 = 200;
     const ALLOW: u32 = 100;
     const DENY: u32 = 50;
@@ -410,7 +410,7 @@ pub fn gemini_policy(template: Option<&Template>) -> String {
         let allowed = template.is_none_or(|t| t.allowed_tools.iter().any(|a| a == tool));
         rule(&[("toolName", gemini)], if allowed { "allow" } else { "deny" }, if allowed { ALLOW } else { DENY });
     }
-    rule(&[("mcpName", "scafld"), ("toolName", "submit_review")], "allow", ALLOW);
+    rule(&[("mcpName", "scafld"), ("toolName", submit_tool)], "allow", ALLOW);
     for tool in GEMINI_DENIED_TOOLS {
         rule(&[("toolName", tool)], "deny", DENY);
     }

@@ -4,8 +4,6 @@
 //! round on the same draft is reused; a `needs_revision` round blocks another pass until the
 //! draft changes.
 
-use std::path::PathBuf;
-
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 use scafld_protocol::vocab::HardenStatus;
@@ -18,7 +16,7 @@ use crate::daemon::Daemon;
 use crate::domain::harden::{self, HardenDossier, Judgement};
 use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
-use crate::runner::{self, Diagnostics, RunRequest};
+use crate::providers::{self, Provider};
 use crate::workspace::Workspace;
 
 pub async fn harden(
@@ -47,16 +45,14 @@ pub async fn harden(
         .with_hint(format!("edit {} as the round says, then harden again", ws.relative(&path))));
     }
     let config = ws.config()?;
-    let caller_env = p.caller.as_ref().map(|c| c.env.clone()).unwrap_or_default();
-    let (dossier, judgement) =
-        match ask(ws, &config, task, &text, provider, p.provider_command.as_deref(), &caller_env).await? {
-            Ok(dossier) => {
-                let ground = WorkspaceGround { ws };
-                let judgement = harden::judge(&dossier, &ground, config.harden.max_issues_per_round as usize);
-                (Some(dossier), judgement)
-            }
-            Err(problem) => (None, Judgement { status: HardenStatus::Error, problems: vec![problem] }),
-        };
+    let (dossier, judgement) = match ask(daemon, ws, &config, task, &text, p, provider).await? {
+        Ok(dossier) => {
+            let ground = WorkspaceGround { ws };
+            let judgement = harden::judge(&dossier, &ground, config.harden.max_issues_per_round as usize);
+            (Some(dossier), judgement)
+        }
+        Err(problem) => (None, Judgement { status: HardenStatus::Error, problems: vec![problem] }),
+    };
     let now = clock::now_rfc3339();
     let next = harden::delegated_round(&spec, &digest, provider, dossier.as_ref(), &judgement, &now);
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
@@ -81,35 +77,56 @@ pub async fn harden(
 /// The provider's answer, or why there is none (a transport problem is the round's `error`).
 /// Only a refused request (an unknown or unavailable provider) is an error of the call.
 async fn ask(
+    daemon: &Daemon,
     ws: &Workspace,
     config: &crate::config::Config,
     task: &str,
     spec_text: &str,
+    p: &m::HardenParams,
     provider: &str,
-    command: Option<&str>,
-    caller_env: &std::collections::BTreeMap<String, String>,
 ) -> RpcResult<Result<HardenDossier, String>> {
-    match provider {
-        "local" => Ok(Ok(local_answer())),
-        "command" => {
-            let command = command.map(str::to_string).ok_or_else(|| {
-                RpcError::new(ErrorKind::InvalidInput, "--provider command needs --provider-command CMD")
-                    .with_hint("the command gets the packet on stdin and prints one HardenDossier JSON on stdout")
-            })?;
-            let packet = packet(task, spec_text, config.harden.context_max_bytes, config.harden.max_issues_per_round);
-            Ok(run_command(ws, task, &command, &packet, caller_env).await.and_then(|stdout| {
-                let value = last_json(&stdout).ok_or("the provider printed no JSON object")?;
-                harden::parse_dossier(value)
-            }))
-        }
-        "codex" | "claude" | "gemini" | "auto" => Err(RpcError::new(
-            ErrorKind::InvalidInput,
-            format!("delegated hardening with {provider} is not available in this release"),
-        )
-        .with_hint("use --provider command --provider-command CMD (a reviewer you wrap), or harden by hand")),
-        other => Err(RpcError::new(ErrorKind::InvalidInput, format!("unknown harden provider {other:?}"))
-            .with_hint("one of command, local (codex, claude and gemini are not wired for hardening yet)")),
+    let caller_env = p.caller.as_ref().map(|c| c.env.clone()).unwrap_or_default();
+    let choice = providers::Choice {
+        provider: Some(provider),
+        command: p.provider_command.as_deref(),
+        model: None,
+        reasoning: None,
+    };
+    let selected = providers::select(&choice, config, &caller_env)?;
+    if let Provider::Local = selected {
+        return Ok(Ok(local_answer()));
     }
+    let packet = packet(task, spec_text, config.harden.context_max_bytes, config.harden.max_issues_per_round);
+    let scratch = ws.data.join("runs").join(task).join("harden");
+    let client_exe = p.caller.as_ref().map(|c| c.client_exe.as_str()).filter(|e| !e.is_empty()).unwrap_or("scafld");
+    let place = providers::Place {
+        scratch: &scratch,
+        root: &ws.root,
+        client_exe,
+        socket: &daemon.options.socket_path,
+        env: &caller_env,
+    };
+    let invocation =
+        providers::invocation(&selected, &place, &daemon.submissions, providers::Expect::Harden).map_err(|e| {
+            RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the {} run: {e}", selected.name()))
+        })?;
+    let run = providers::Run {
+        task,
+        cwd: &ws.root,
+        caller_env: &caller_env,
+        packet: &packet,
+        diagnostics_dir: ws.data.join("runs").join(task).join("diagnostics"),
+        on_spawn: Box::new(|_| {}),
+        on_event: Box::new(|_| {}),
+    };
+    let left = providers::run(&invocation, run, config, &daemon.submissions, CancellationToken::new()).await;
+    let answer = match left {
+        Ok(left) => providers::interpret_harden(&invocation, left),
+        Err(failure) => Err(failure.message),
+    };
+    // Scratch files (codex's answer among them) go once the answer is read.
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(answer.and_then(harden::parse_dossier))
 }
 
 /// The local provider reviews nothing: every dimension `clean`, grounded in what it is.
@@ -159,59 +176,4 @@ fn packet(task: &str, spec_text: &str, max_bytes: usize, max_issues: u32) -> Str
          Cover all six dimensions. A `code:` anchor must name a real line of a real file. At most {max_issues} observations may be advisory or blocking.\n\n\
          ## The draft\n\n{spec}"
     )
-}
-
-/// Run the provider command with the packet on stdin, as the daemon runs any command.
-async fn run_command(
-    ws: &Workspace,
-    task: &str,
-    command: &str,
-    packet: &str,
-    caller_env: &std::collections::BTreeMap<String, String>,
-) -> Result<String, String> {
-    let mut env = caller_env.clone();
-    if env.is_empty() {
-        env.insert("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into());
-    }
-    env.insert("SCAFLD_TASK_ID".into(), task.to_string());
-    let request = RunRequest {
-        command: command.to_string(),
-        cwd: ws.root.clone(),
-        env,
-        absolute_timeout: std::time::Duration::from_secs(600),
-        idle_timeout: None,
-        stdin: Some(packet.as_bytes().to_vec()),
-        on_stdout: None,
-        idle_on_stdout: false,
-        die_with_parent: false,
-    };
-    let diagnostics = Diagnostics { dir: runs_dir(ws, task), env_overrides: vec!["SCAFLD_TASK_ID".into()] };
-    let (outcome, diagnostic) = runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
-    if let Some(error) = outcome.runner_error() {
-        return Err(format!("the harden provider failed: {error} (diagnostic: {})", ws.relative(&diagnostic)));
-    }
-    if outcome.exit_code != Some(0) {
-        return Err(format!(
-            "the harden provider exited {} (diagnostic: {})",
-            outcome.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "abnormally".into()),
-            ws.relative(&diagnostic)
-        ));
-    }
-    Ok(outcome.stdout.text())
-}
-
-fn runs_dir(ws: &Workspace, task: &str) -> PathBuf {
-    ws.data.join("runs").join(task).join("harden")
-}
-
-/// The last line of `text` that is a JSON object, or the whole text when it is one.
-fn last_json(text: &str) -> Option<serde_json::Value> {
-    let whole = text.trim();
-    if let Ok(value @ serde_json::Value::Object(_)) = serde_json::from_str(whole) {
-        return Some(value);
-    }
-    text.lines().rev().find_map(|line| match serde_json::from_str(line.trim()) {
-        Ok(value @ serde_json::Value::Object(_)) => Some(value),
-        _ => None,
-    })
 }

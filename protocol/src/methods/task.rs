@@ -300,8 +300,8 @@ pub struct HardenParams {
     pub task_id: String,
     #[serde(default)]
     pub mark_passed: bool,
-    /// Delegate the round to a read-only provider: command or local (codex, claude and gemini
-    /// are not wired for hardening yet).
+    /// Delegate the round to a read-only provider: auto, codex, claude, gemini, command or
+    /// local (chosen like a reviewer).
     #[serde(default)]
     pub provider: Option<String>,
     /// The command line of a `command` provider (the packet on stdin, one HardenDossier on stdout).

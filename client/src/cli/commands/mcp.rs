@@ -19,9 +19,10 @@ const PROTOCOL_VERSION: &str = "2025-06-18";
 /// Serve `submit_review` for `answer`: `dossier` (the review gate) or `template` (a template
 /// review's verdict, summary and findings).
 pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, CliError> {
-    let (schema, what) = match answer {
-        "template" => (scafld_protocol::schemas::template_answer(), "template review answer"),
-        _ => (scafld_protocol::schemas::provider_dossier(), "ReviewDossier"),
+    let (schema, what, tool) = match answer {
+        "template" => (scafld_protocol::schemas::template_answer(), "template review answer", "submit_review"),
+        "harden" => (scafld_protocol::schemas::harden_dossier(), "HardenDossier", "submit_harden"),
+        _ => (scafld_protocol::schemas::provider_dossier(), "ReviewDossier", "submit_review"),
     };
     let mut daemon: Option<Connection> = None;
     let stdin = std::io::stdin();
@@ -53,11 +54,11 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
             })),
             "ping" => Ok(json!({})),
             "tools/list" => Ok(json!({"tools": [{
-                "name": "submit_review",
+                "name": tool,
                 "description": format!("Submit your one final {what}. Call exactly once, after your review is complete."),
                 "inputSchema": schema,
             }]})),
-            "tools/call" if message["params"]["name"] == "submit_review" => {
+            "tools/call" if message["params"]["name"] == tool => {
                 let dossier = message["params"]["arguments"].clone();
                 if daemon.is_none() {
                     daemon = Connection::connect(&ctx.paths.socket).ok();
@@ -87,7 +88,7 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
                     ),
                 }
             }
-            "tools/call" => Err((-32602, "unknown tool; the only tool is submit_review")),
+            "tools/call" => Err((-32602, "unknown tool; there is one submit tool (see tools/list)")),
             _ => Err((-32601, "method not found")),
         };
         let message = match result {

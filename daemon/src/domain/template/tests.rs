@@ -129,10 +129,10 @@ fn tools_map_onto_each_provider() {
     assert_eq!(tools, "Read,Grep,Glob,Bash");
     assert_eq!(allowed, "Read,Grep,Glob,Bash(git diff:*),Bash(git log:*),Bash(git show:*),mcp__scafld__submit_review");
     assert!(!disallowed.split(',').any(|t| t == "Bash"));
-    snapshot("gemini-policy-code", &gemini_policy(Some(&builtin("code"))));
-    snapshot("gemini-policy-gate", &gemini_policy(None));
+    snapshot("gemini-policy-code", &gemini_policy(Some(&builtin("code")), "submit_review"));
+    snapshot("gemini-policy-gate", &gemini_policy(None, "submit_review"));
     assert!(disallowed.split(',').any(|t| t == "Bash(git *--output*)"));
-    let arch = gemini_policy(Some(&builtin("arch")));
+    let arch = gemini_policy(Some(&builtin("arch")), "submit_review");
     assert!(arch.contains("toolName = \"run_shell_command\"\ndecision = \"deny\""), "{arch}");
     assert!(!arch.contains("commandPrefix"), "{arch}");
     assert!(!codex_ignores_rules(&builtin("code")), "code loads AGENTS.md");
