@@ -167,6 +167,9 @@ pub struct Harden {
     pub max_issues_per_round: u32,
     /// The most spec bytes a delegated round's packet carries.
     pub context_max_bytes: usize,
+    /// Delegated rounds' provider settings, shaped as `review.external` (provider empty:
+    /// rounds are written by hand unless `--provider` is given).
+    pub external: External,
 }
 
 impl Default for Invariants {
@@ -196,7 +199,12 @@ impl Default for Execution {
 
 impl Default for Harden {
     fn default() -> Harden {
-        Harden { max_questions_per_round: 8, max_issues_per_round: 8, context_max_bytes: 16384 }
+        Harden {
+            max_questions_per_round: 8,
+            max_issues_per_round: 8,
+            context_max_bytes: 16384,
+            external: External { provider: String::new(), ..External::default() },
+        }
     }
 }
 

@@ -129,3 +129,23 @@ fn approving_over_a_round_that_asks_for_revision_is_an_audited_override() {
     let approval = ledger.as_array().unwrap().iter().find(|e| e["type"] == "approval").unwrap().clone();
     assert!(approval["harden_override"].as_str().unwrap().contains("needs_revision"), "{approval}");
 }
+
+/// `harden.external` (shaped as `review.external`) makes delegation the default: a plain
+/// `scafld harden` runs the configured provider.
+#[test]
+fn a_configured_harden_provider_is_used_without_the_flag() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let clean: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
+    let script = provider(&env, "configured", &dossier(&clean));
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        format!("harden:\n  external:\n    provider: command\n    command: \"{script}\"\n"),
+    )
+    .unwrap();
+    let run = env.scafld(&["harden", "shape", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["harden_status"], "passed", "{}", run.stdout);
+}

@@ -92,6 +92,10 @@ async fn ask(
         model: None,
         reasoning: None,
     };
+    // Chosen like a reviewer, with the harden settings in the reviewer's place.
+    let mut settings = config.clone();
+    settings.review.external = config.harden.external.clone();
+    let config = &settings;
     let selected = providers::select(&choice, config, &caller_env)?;
     if let Provider::Local = selected {
         return Ok(Ok(local_answer()));

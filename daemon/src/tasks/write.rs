@@ -66,8 +66,13 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
     let _guard = lock.lock().await;
-    if let Some(provider) = p.provider.as_deref() {
-        return super::delegated_harden::harden(daemon, &ws, &entry.task_id, &p, provider).await;
+    // Delegated when asked, or by configuration (unless a hand-written round is being closed).
+    let configured = match p.mark_passed {
+        false => ws.config().ok().map(|c| c.harden.external.provider).filter(|p| !p.is_empty()),
+        true => None,
+    };
+    if let Some(provider) = p.provider.clone().or(configured) {
+        return super::delegated_harden::harden(daemon, &ws, &entry.task_id, &p, &provider).await;
     }
     let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
     if spec.status() != Some(Status::Draft) {
