@@ -57,6 +57,7 @@ fn is_runner_line(line: &str) -> bool {
     let t = line.trim_start().trim_start_matches("- ");
     let keys = [
         "status:",
+        "harden_status:",
         "updated:",
         "Status:",
         "Reason:",

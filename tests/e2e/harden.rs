@@ -128,6 +128,8 @@ fn approving_over_a_round_that_asks_for_revision_is_an_audited_override() {
     let ledger = env.scafld(&["session", "shape", "--json"]).json()["result"]["entries"].clone();
     let approval = ledger.as_array().unwrap().iter().find(|e| e["type"] == "approval").unwrap().clone();
     assert!(approval["harden_override"].as_str().unwrap().contains("needs_revision"), "{approval}");
+    let status = env.scafld(&["status", "shape", "--json"]).json()["result"].clone();
+    assert_eq!(status["harden_status"], "overridden", "{status}");
 }
 
 /// `harden.external` (shaped as `review.external`) makes delegation the default: a plain

@@ -235,6 +235,8 @@ pub struct Replay {
     pub last_reason: String,
     pub last_recorded_at: String,
     pub approved: bool,
+    /// The task was approved over hardening that had not passed (the reason is in the entry).
+    pub harden_overridden: bool,
     /// The latest accepted review (`verdict`, `provider`, dossier), if any.
     pub review: Option<(String, String, Option<serde_json::Value>)>,
     /// Whether nothing newer (a build step, evidence, approval) has superseded that review.
@@ -266,9 +268,10 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
         let mark =
             |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
         match &entry.event {
-            LedgerEvent::Approval { criteria, .. } => {
+            LedgerEvent::Approval { criteria, harden_override, .. } => {
                 r.status = Some(Status::Approved);
                 r.approved = true;
+                r.harden_overridden = harden_override.is_some();
                 r.pins = (!criteria.is_empty()).then(|| criteria.clone());
             }
             LedgerEvent::ContractAmended { criteria, .. } => r.pins = Some(criteria.clone()),
@@ -359,6 +362,9 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     }
     next.current_state.status = status.as_str().into();
     next.front.updated = now.into();
+    if r.harden_overridden {
+        next.front.harden_status = crate::domain::lifecycle::HardenStatus::Overridden.as_str().into();
+    }
     if let Some((verdict, provider, dossier)) = &r.review {
         next.review = crate::domain::review::projection(verdict, provider, dossier.as_ref());
     }
