@@ -121,7 +121,15 @@ fn approving_over_a_round_that_asks_for_revision_is_an_audited_override() {
     env.scafld(&["harden", "shape", "--provider", "bogus"]).assert_code(2);
     let mut observations: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
     observations[0] = ("design", "blocks", "spec_gap:two owners");
-    harden(&env, &provider(&env, "blocks", &dossier(&observations))).assert_code(3);
+    // A round opened by hand on this draft is the one a delegated run on it fills.
+    let opened = env.scafld(&["harden", "shape", "--json"]).json()["result"]["round_id"].clone();
+    let run = harden(&env, &provider(&env, "blocks", &dossier(&observations)));
+    run.assert_code(3);
+    assert_eq!(run.json()["result"]["round_id"], opened, "the open round of the same draft was filled");
+    let text = spec(&env);
+    assert_eq!(text.matches("### round-").count(), 1, "{text}");
+    assert!(text.contains("- Design challenge\n  - Grounded in: spec_gap:two owners\n  - Result: blocks"), "{text}");
+    assert!(text.contains("Status: needs_revision") && !text.contains("Checks:\n- none"), "{text}");
     let approved = env.scafld(&["approve", "shape", "--reason", "accepted: one owner later", "--json"]);
     approved.assert_code(0);
     assert_eq!(approved.json()["result"]["harden_override"], true);

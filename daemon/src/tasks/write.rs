@@ -109,7 +109,11 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
             problems: Vec::new(),
         });
     }
-    let next = harden::open_round(&spec, &now);
+    let mut next = harden::open_round(&spec, &now);
+    // Bound to the draft as it is, so a delegated run on the same draft fills this round.
+    if let Some(round) = next.harden_rounds.last_mut() {
+        round.digest = harden::draft_digest(&spec);
+    }
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
     let written = write_projection(daemon, &ws, &path, &text, &next, "command:harden")?;
     let config = ws.config()?;

@@ -236,6 +236,17 @@ fn review(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &Spec, n
     edits.insert_after(body_end - 1, new_lines.collect::<Vec<_>>());
 }
 
+/// What a round says beyond its fields, without where it sits.
+fn round_content(round: &HardenRound) -> (Vec<[&str; 4]>, Vec<[&str; 4]>) {
+    let checks = round.checks.iter().map(|c| [c.name.as_str(), &c.grounded_in, &c.result, &c.evidence]).collect();
+    let questions = round
+        .questions
+        .iter()
+        .map(|q| [q.text.as_str(), &q.grounded_in, &q.recommended_answer, &q.answered_with])
+        .collect();
+    (checks, questions)
+}
+
 fn harden_rounds(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &[HardenRound], next: &[HardenRound]) {
     if previous == next {
         return;
@@ -249,6 +260,16 @@ fn harden_rounds(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &
     for (n, round) in next.iter().enumerate().take(previous.len()) {
         let (Some(slot), before) = (layout.rounds.get(n), &previous[n]) else { continue };
         if before.id != round.id {
+            continue;
+        }
+        // New checks or questions (a delegated run filling an open round): the round's block is
+        // written whole, its trailing blank lines kept.
+        if round_content(before) != round_content(round) {
+            let last = (slot.heading..slot.end).rev().find(|&i| !lines[i].trim().is_empty()).unwrap_or(slot.heading);
+            for i in slot.heading..=last {
+                edits.at(i).remove = true;
+            }
+            edits.insert_after(slot.heading, render::harden_round(round).lines().map(str::to_string));
             continue;
         }
         let mut missing = Vec::new();
