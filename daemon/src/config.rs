@@ -218,6 +218,13 @@ pub struct ConfigError {
 pub const BASE_FILE: &str = ".scafld/config.yaml";
 pub const LOCAL_FILE: &str = ".scafld/config.local.yaml";
 
+/// `verify.min_independence` from the committed file only: a local file cannot lower what a
+/// receipt must prove (default `isolation_only`).
+pub fn verify_min_independence(root: &Path) -> Result<String, ConfigError> {
+    let base = read_yaml(root, BASE_FILE)?;
+    Ok(base.pointer("/verify/min_independence").and_then(Value::as_str).unwrap_or("isolation_only").to_string())
+}
+
 /// Read both files of the workspace at `root` and merge them.
 pub fn load(root: &Path) -> Result<Config, ConfigError> {
     let base = read_yaml(root, BASE_FILE)?;

@@ -169,6 +169,18 @@ fn verify_accepts_the_receipt_and_names_every_tampering() {
     let acceptance = checks.as_array().unwrap().iter().find(|c| c["name"] == "acceptance").unwrap().clone();
     assert_eq!(acceptance["ok"], true, "--material-only runs no command: {checks}");
 
+    // The committed config can demand more independence than a same-host review gives; a
+    // local file cannot lower it.
+    let config = env.work.join(".scafld/config.yaml");
+    let committed = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, committed.replace("min_independence: isolation_only", "min_independence: cross_vendor"))
+        .unwrap();
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "verify:\n  min_independence: isolation_only\n")
+        .unwrap();
+    let detail = failed_check(&verify(&env, &["--target", "HEAD~1", "--material-only"]), "independence");
+    assert!(detail.contains("requires CrossVendor"), "{detail}");
+    std::fs::write(&config, committed).unwrap();
+
     // CI fails closed without a target.
     let mut ci = env.scafld_command(&["verify", "--json"]);
     ci.env("CI", "true");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::{self as m, VerifyCheck};
-use scafld_protocol::receipt::{Envelope, SnapshotMode};
+use scafld_protocol::receipt::{Envelope, IndependenceLevel, SnapshotMode};
 use scafld_protocol::vocab::CriterionStatus;
 use tokio_util::sync::CancellationToken;
 
@@ -90,10 +90,24 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
     } else {
         check("acceptance", rerun_recorded(daemon, &root, &envelope, env).await);
     }
-    check("independence", Ok(format!("{:?}{}", body.independence.level, downgraded(&envelope))));
+    check("independence", check_independence(&root, &envelope));
     result.task_id = body.task_id.clone();
     result.verified = result.checks.iter().all(|c| c.ok);
     Ok(result)
+}
+
+/// The receipt's independence against `verify.min_independence` of the committed config.
+fn check_independence(root: &Path, envelope: &Envelope) -> Result<String, String> {
+    let required = crate::config::verify_min_independence(root).map_err(|e| e.to_string())?;
+    let required: IndependenceLevel = serde_json::from_value(serde_json::Value::String(required.clone()))
+        .map_err(|_| format!("verify.min_independence {required:?} is not isolation_only or cross_vendor"))?;
+    let level = envelope.body.independence.level;
+    let shown = format!("{level:?}{}", downgraded(envelope));
+    if level >= required {
+        Ok(format!("{shown}; required {required:?}"))
+    } else {
+        Err(format!("{shown}; verify.min_independence requires {required:?}"))
+    }
 }
 
 fn downgraded(envelope: &Envelope) -> String {
