@@ -1,6 +1,8 @@
 //! Build benchmark: whole-process time of `scafld build` running a phase of 1 and of 10 `true`
-//! criteria, beside the Python scafld 2.0.0 when `SCAFLD_PY` names it (tests/bench/build.sh
-//! installs it), and the ledger's append+flush latency. Prints figures only.
+//! criteria, each next to its floor measured in the same run (that many `sh -c true` spawned
+//! back to back, plus one client round trip), beside the Python scafld 2.0.0 when `SCAFLD_PY`
+//! names it (tests/bench/build.sh installs it), and the ledger's append+flush latency. Prints
+//! figures only.
 
 use std::path::Path;
 use std::process::Command;
@@ -9,8 +11,7 @@ use std::time::{Duration, Instant};
 use scafld_daemon::domain::ledger::LedgerEvent;
 use scafld_daemon::store::{SledStore, Store};
 use scafld_tests::TestEnv;
-
-const RUNS: usize = 15;
+use scafld_tests::bench::{self, RUNS, Stats};
 
 fn spec(task: &str, criteria: usize) -> String {
     let mut text = format!(
@@ -30,12 +31,11 @@ fn git_init(dir: &Path) {
     assert!(Command::new("git").args(["init", "-q"]).current_dir(dir).status().unwrap().success());
 }
 
-fn median(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64() * 1000.0
+fn median(samples: Vec<Duration>) -> f64 {
+    Stats::of(samples).median
 }
 
-fn ours(env: &TestEnv, criteria: usize) -> f64 {
+fn ours(env: &TestEnv, criteria: usize) -> Stats {
     let samples = (0..RUNS)
         .map(|i| {
             let task = format!("t{criteria}-{i}");
@@ -50,7 +50,7 @@ fn ours(env: &TestEnv, criteria: usize) -> f64 {
             elapsed
         })
         .collect();
-    median(samples)
+    Stats::of(samples)
 }
 
 fn python(py: &std::ffi::OsStr, dir: &Path, criteria: usize) -> f64 {
@@ -88,11 +88,13 @@ fn main() {
     env.init();
     let one = ours(&env, 1);
     let ten = ours(&env, 10);
-    println!("scafld (this) build, 1 criterion:   median {one:.1} ms");
-    println!(
-        "scafld (this) build, 10 criteria:   median {ten:.1} ms ({:.1} ms per extra criterion)",
-        (ten - one) / 9.0
-    );
+    // The floor: the shells the criteria need, and one client round trip to the daemon.
+    let round_trip = || bench::time(env.scafld_command(&["daemon", "status", "--json"]));
+    let floor = |n: usize| bench::sample(RUNS, || bench::shells(n) + round_trip());
+    bench::report("scafld (this) build, 1 criterion", one, "1 sh -c true + 1 round trip", floor(1));
+    bench::report("scafld (this) build, 10 criteria", ten, "10 sh -c true + 1 round trip", floor(10));
+    println!("    {:.2} ms per extra criterion", (ten.median - one.median) / 9.0);
+    let (one, ten) = (one.median, ten.median);
     if let Some(py) = std::env::var_os("SCAFLD_PY") {
         let dir = env.path("python-ws");
         std::fs::create_dir_all(&dir).unwrap();
@@ -100,9 +102,10 @@ fn main() {
         assert!(Command::new(&py).arg("init").current_dir(&dir).output().unwrap().status.success());
         let p1 = python(&py, &dir, 1);
         let p10 = python(&py, &dir, 10);
-        println!("python scafld 2.0.0 build, 1 criterion: median {p1:.1} ms");
+        println!("python scafld 2.0.0 build, 1 criterion: median {p1:.1} ms ({:.1}x this)", p1 / one);
         println!(
-            "python scafld 2.0.0 build, 10 criteria: median {p10:.1} ms ({:.1} ms per extra criterion)",
+            "python scafld 2.0.0 build, 10 criteria: median {p10:.1} ms ({:.1}x this; {:.1} ms per extra criterion)",
+            p10 / ten,
             (p10 - p1) / 9.0
         );
     } else {

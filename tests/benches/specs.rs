@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use scafld_tests::TestEnv;
+use scafld_tests::bench::{self, Stats};
 use serde_json::json;
 
 const RUNS: usize = 30;
@@ -42,19 +43,12 @@ fn generate(work: &Path, range: std::ops::Range<usize>) {
     }
 }
 
-fn median(mut command: impl FnMut() -> Command) -> Duration {
-    let mut samples: Vec<Duration> = (0..RUNS)
-        .map(|_| {
-            let mut c = command();
-            let t = Instant::now();
-            let out = c.output().unwrap();
-            let elapsed = t.elapsed();
-            assert!(out.status.success(), "{:?}: {}", c, String::from_utf8_lossy(&out.stderr));
-            elapsed
-        })
-        .collect();
-    samples.sort();
-    samples[samples.len() / 2]
+fn stats(mut command: impl FnMut() -> Command) -> Stats {
+    bench::sample(RUNS, || bench::time(command()))
+}
+
+fn median(command: impl FnMut() -> Command) -> Duration {
+    Duration::from_secs_f64(stats(command).median / 1000.0)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -68,9 +62,15 @@ fn rss_mib(pid: u32) -> f64 {
     kib / 1024.0
 }
 
+/// The pid of the daemon answering now.
+fn daemon_pid(env: &TestEnv) -> u32 {
+    let status = env.scafld(&["daemon", "status", "--json"]).json();
+    status["result"]["pid"].as_u64().expect("a pid") as u32
+}
+
 fn main() {
     let mut env = TestEnv::new();
-    let pid = env.start_daemon();
+    env.start_daemon();
     let python = std::env::var_os("SCAFLD_PY");
     Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap();
     if let Some(py) = &python {
@@ -82,10 +82,16 @@ fn main() {
     env.scafld(&["list", "--json"]).assert_code(0);
     println!("first list after writing 1000 specs (index catch-up): {:.1} ms", ms(t.elapsed()));
 
-    let ours_status = median(|| env.scafld_command(&["status", "bench-00500", "--json"]));
-    let ours_list = median(|| env.scafld_command(&["list", "--json"]));
-    println!("scafld (this) status --json, 1000 specs: median {:.2} ms", ms(ours_status));
-    println!("scafld (this) list --json,   1000 specs: median {:.2} ms", ms(ours_list));
+    // The floor of every command: the client process itself.
+    let floor = stats(|| env.scafld_command(&["--version"]));
+    let status = stats(|| env.scafld_command(&["status", "bench-00500", "--json"]));
+    let list = stats(|| env.scafld_command(&["list", "--json"]));
+    bench::report("scafld (this) status --json, 1000 specs", status, "scafld --version", floor);
+    bench::report("scafld (this) list --json, 1000 specs", list, "scafld --version", floor);
+    let list_bytes = env.scafld(&["list", "--json"]).stdout.len();
+    println!("    list --json prints {} KB", list_bytes / 1024);
+    let (ours_status, ours_list) =
+        (Duration::from_secs_f64(status.median / 1000.0), Duration::from_secs_f64(list.median / 1000.0));
     if let Some(py) = &python {
         let py_cmd = |args: &[&str]| {
             let mut c = Command::new(py);
@@ -131,6 +137,14 @@ fn main() {
         ms(latencies[10]),
         ms(latencies[19])
     );
+
+    // The first call when no daemon runs: it starts one (and waits for it) before answering.
+    let first = bench::sample(bench::RUNS, || {
+        env.scafld(&["daemon", "stop"]).assert_code(0);
+        bench::time(env.scafld_command(&["status", "bench-00500", "--json"]))
+    });
+    bench::report("first call with no daemon (status, 1000 specs)", first, "scafld --version", floor);
+    let pid = daemon_pid(&env);
 
     generate(&env.work, 1000..10_000);
     let t = Instant::now();

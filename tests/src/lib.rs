@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
+pub mod bench;
+
 /// How long any single wait in a test may take before it fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
