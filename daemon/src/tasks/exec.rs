@@ -634,7 +634,9 @@ impl BuildRun {
         let (exit_code, duration_ms) = (observed.exit_code, observed.duration_ms);
         let (excerpt, diagnostic) = (tail_text(&observed.output, 400), observed.diagnostic.clone());
         self.record_evidence(phase_id, criterion, &kind, observed)?;
-        self.daemon.jobs.update(store, &self.job_id, true, |r| r.group = None);
+        // Not flushed: a restart that still finds the finished group on record sees its leader
+        // gone and leaves it alone, so this need not cost a flush per criterion.
+        self.daemon.jobs.update(store, &self.job_id, false, |r| r.group = None);
         Ok(CriterionResult { exit_code, duration_ms, output_excerpt: excerpt, diagnostic, ..result(status, reason) })
     }
 
