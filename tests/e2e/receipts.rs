@@ -121,6 +121,10 @@ fn verify_accepts_the_receipt_and_names_every_tampering() {
     let body = tampered("body.json", &|v| v["body"]["minted_at"] = "2020-01-01T00:00:00Z".into());
     let detail = failed_check(&verify(&env, &[&body, "--target", "HEAD"]), "signature");
     assert!(detail.contains("does not match the receipt body"), "{detail}");
+    // A digest too short to be one (receipts are input): a clean failure, not a crash.
+    let short = tampered("short.json", &|v| v["body"]["file_digests"]["src/lib.rs"] = "ab".into());
+    let run = verify(&env, &[&short, "--target", "HEAD"]);
+    run.assert_code(3);
     // The signature.
     let sig = tampered("sig.json", &|v| v["signature"]["sig"] = base64_of(&[1u8; 64]).into());
     let detail = failed_check(&verify(&env, &[&sig, "--target", "HEAD"]), "signature");

@@ -118,6 +118,11 @@ fn downgraded(envelope: &Envelope) -> String {
     }
 }
 
+/// The first 12 characters of a digest or commit (all of a shorter one: receipts are input).
+fn short(text: &str) -> &str {
+    text.char_indices().nth(12).map_or(text, |(i, _)| &text[..i])
+}
+
 fn read_envelope(path: &Path) -> Result<Envelope, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not a receipt: {e}", path.display()))
@@ -143,7 +148,7 @@ async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<Strin
         match now.files.get(path) {
             None => problems.push(format!("{path}: signed but missing at {at}")),
             Some(digest) if digest != signed => {
-                problems.push(format!("{path}: digest differs (signed {}, {at} has {})", &signed[..12], &digest[..12]))
+                problems.push(format!("{path}: digest differs (signed {}, {at} has {})", short(signed), short(digest)))
             }
             Some(_) => {}
         }
@@ -154,7 +159,7 @@ async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<Strin
         }
     }
     if problems.is_empty() {
-        return Ok(format!("{} file(s) match at {at} ({}; {tree})", body.file_digests.len(), &now.commit[..12]));
+        return Ok(format!("{} file(s) match at {at} ({}; {tree})", body.file_digests.len(), short(&now.commit)));
     }
     let more = problems.len().saturating_sub(FILES_NAMED);
     problems.truncate(FILES_NAMED);
@@ -170,9 +175,9 @@ async fn check_base(root: &Path, base: &str, target: &str) -> Result<String, Str
         .await
         .map_err(|e| e.to_string())??;
     if ancestor {
-        Ok(format!("base {} is an ancestor of {target}", &base[..base.len().min(12)]))
+        Ok(format!("base {} is an ancestor of {target}", short(base)))
     } else {
-        Err(format!("base {} is not an ancestor of {target}", &base[..base.len().min(12)]))
+        Err(format!("base {} is not an ancestor of {target}", short(base)))
     }
 }
 

@@ -34,8 +34,8 @@ pub fn finalize(ctx: &Context, args: &FinalizeArgs) -> Result<u8, CliError> {
             text.push_str(&format!(
                 "\n  {} file(s), tree {}, ledger head {}\n  reviewer {}, independence {:?}\n  signed by {}",
                 b.file_digests.len(),
-                &b.tree_sha[..12],
-                &b.ledger_head[..12],
+                short(&b.tree_sha),
+                short(&b.ledger_head),
                 b.reviewer.provider,
                 b.independence.level,
                 receipt.signature.key_id
@@ -155,5 +155,5 @@ fn render(receipt: &Envelope) -> String {
 }
 
 fn short(digest: &str) -> &str {
-    &digest[..digest.len().min(12)]
+    digest.char_indices().nth(12).map_or(digest, |(i, _)| &digest[..i])
 }
