@@ -135,10 +135,12 @@ impl Index {
     pub fn refresh(&mut self, path: &Path) -> Option<String> {
         let folder = specfile::folder_of(&self.root, path)?;
         let task_id = task_id_of(path)?;
-        if std::fs::symlink_metadata(path).is_ok() {
+        // One stat in the usual case: a file that has a stamp exists; only without one is the
+        // path looked at again (a dangling symlink still exists, and is reported).
+        let stamp = Stamp::of(path);
+        if stamp.is_some() || std::fs::symlink_metadata(path).is_ok() {
             let unchanged = self.entries.get(&task_id).is_some_and(|e| {
-                (e.path == path && e.stamp.is_some() && e.stamp == Stamp::of(path))
-                    || e.duplicate.as_deref() == Some(path)
+                (e.path == path && e.stamp.is_some() && e.stamp == stamp) || e.duplicate.as_deref() == Some(path)
             });
             if unchanged {
                 return None;

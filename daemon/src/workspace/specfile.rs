@@ -80,10 +80,22 @@ fn read_dir_sorted(dir: &Path) -> Vec<PathBuf> {
 /// Every `*.md` entry of `dir` but directories: a FIFO, a device or a dangling symlink named
 /// like a spec is listed too, so the index reports it instead of skipping it silently.
 fn markdown_files(dir: &Path) -> Vec<PathBuf> {
-    read_dir_sorted(dir)
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "md") && !is_temp(p) && !p.is_dir())
-        .collect()
+    // The entry's own type needs no stat; only a symlink is followed to see what it names.
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| match e.file_type() {
+                    Ok(kind) if kind.is_symlink() => !e.path().is_dir(),
+                    Ok(kind) => !kind.is_dir(),
+                    Err(_) => !e.path().is_dir(),
+                })
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "md") && !is_temp(p))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
 }
 
 /// Write `text` to `path` atomically: temp file in the same directory, fsync, rename, fsync
