@@ -144,7 +144,11 @@ impl Connection {
             if let Some(error) = message.get("error") {
                 return Err(decode_error(error));
             }
-            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+            // Moved out, not cloned: a result can be hundreds of kilobytes.
+            return Ok(match message {
+                Value::Object(mut fields) => fields.remove("result").unwrap_or(Value::Null),
+                _ => Value::Null,
+            });
         }
     }
 

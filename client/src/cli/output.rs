@@ -52,7 +52,20 @@ impl Output {
     /// Print a successful result: the envelope with `--json`, else `human` (if non-empty).
     pub fn success<T: Serialize>(&self, result: &T, human: impl FnOnce() -> String) {
         if self.json {
-            self.envelope(true, serde_json::to_value(result).unwrap_or(Value::Null), Value::Null);
+            // Written straight from the result: no intermediate JSON tree of it. The fields in
+            // the order every other envelope has (sorted).
+            #[derive(Serialize)]
+            struct Envelope<'a, T> {
+                command: &'a str,
+                error: Option<()>,
+                ok: bool,
+                result: &'a T,
+            }
+            let envelope = Envelope { command: &self.command, error: None, ok: true, result };
+            match serde_json::to_string(&envelope) {
+                Ok(text) => print_stdout(&format!("{text}\n")),
+                Err(_) => self.envelope(true, Value::Null, Value::Null),
+            }
         } else {
             let text = human();
             if !text.is_empty() {
