@@ -23,7 +23,6 @@ use crate::baseline;
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview, receipt_head};
-use crate::domain::lifecycle::Status;
 use crate::domain::receipt;
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
@@ -42,14 +41,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
         let path = write_receipt_files(&ws, &task, &anchored)?;
         return Ok(finalized(&task, anchored, path, true, Vec::new()));
     }
-    if spec.status() != Some(Status::Review) {
-        let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
-        return Err(RpcError::new(
-            ErrorKind::ReviewFailed,
-            format!("finalize requires task status review; {task} is {}", spec.front.status),
-        )
-        .with_hint(format!("next: `{}` ({})", next.command, next.reason)));
-    }
+    super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
     let (provider, review_entry) = gate::completion(&task, &entries, &fresh, next)?;

@@ -62,14 +62,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     let guard = daemon.jobs.task_lock(&ws, &task).lock_owned().await;
     require_valid(&ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
-    if spec.status() != Some(Status::Review) {
-        let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
-        return Err(RpcError::new(
-            ErrorKind::InvalidState,
-            format!("review requires task status review; {task} is {}", spec.front.status),
-        )
-        .with_hint(format!("next: `{}` ({})", next.command, next.reason)));
-    }
+    require_review_status(daemon, &ws, &spec, &entries, &task, "review", ErrorKind::InvalidState)?;
     if p.human_reviewed {
         return human_override(daemon, &ws, &task, p.reason.as_deref());
     }
@@ -588,6 +581,25 @@ fn context_file(root: &std::path::Path, relative: &str) -> Vec<(String, String)>
     std::fs::read_to_string(&full).map(|text| vec![(relative.to_string(), text)]).unwrap_or_default()
 }
 
+/// Review, complete and finalize act only on a task in review; anything else is refused with
+/// the step the task needs next.
+pub(super) fn require_review_status(
+    daemon: &Daemon,
+    ws: &Workspace,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    task: &str,
+    what: &str,
+    kind: ErrorKind,
+) -> RpcResult<()> {
+    if spec.status() == Some(Status::Review) {
+        return Ok(());
+    }
+    let next = crate::evidence::next_for(daemon, ws, spec, entries, 0, &Default::default());
+    Err(RpcError::new(kind, format!("{what} requires task status review; {task} is {}", spec.front.status))
+        .with_hint(format!("next: `{}` ({})", next.command, next.reason)))
+}
+
 pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::CompleteResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
@@ -595,14 +607,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
-    if spec.status() != Some(Status::Review) {
-        let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
-        return Err(RpcError::new(
-            ErrorKind::ReviewFailed,
-            format!("complete requires task status review; {task} is {}", spec.front.status),
-        )
-        .with_hint(format!("next: `{}` ({})", next.command, next.reason)));
-    }
+    require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed)?;
     // The evidence and the review must speak for the files as they are now.
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
