@@ -401,7 +401,15 @@ pub enum Expect<'a> {
     Harden,
 }
 
-impl Expect<'_> {
+impl<'a> Expect<'a> {
+    /// The template whose tools and settings shape the command line, if this is a template run.
+    fn template(self) -> Option<&'a Template> {
+        match self {
+            Expect::Template(t) => Some(t),
+            Expect::Dossier(_) | Expect::Harden => None,
+        }
+    }
+
     /// The MCP tool that takes the answer.
     fn submit_tool(self) -> &'static str {
         match self {
@@ -477,10 +485,7 @@ fn codex_invocation(
     expect: Expect<'_>,
     env: BTreeMap<String, String>,
 ) -> std::io::Result<Invocation> {
-    let template = match expect {
-        Expect::Template(t) => Some(t),
-        _ => None,
-    };
+    let template = expect.template();
     let out = scratch.join("last-message.json");
     let schema_path = scratch.join("output-schema.json");
     let schema = match expect {
@@ -544,10 +549,7 @@ fn claude_invocation(
         &session[17..20],
         &session[20..32]
     );
-    let template = match expect {
-        Expect::Template(t) => Some(t),
-        _ => None,
-    };
+    let template = expect.template();
     let (tools, allowed, disallowed) = match template {
         Some(t) => template::claude_tools(t),
         None => (
@@ -614,10 +616,7 @@ fn gemini_invocation(
     let home = gemini_home(scratch, &server, caller_env)?;
     env.insert("GEMINI_CLI_HOME".into(), home.display().to_string());
     let policy = scratch.join("policy.toml");
-    let template = match expect {
-        Expect::Template(t) => Some(t),
-        _ => None,
-    };
+    let template = expect.template();
     std::fs::write(&policy, template::gemini_policy(template, expect.submit_tool()))?;
     let mut args: Vec<String> = [
         "--skip-trust",
