@@ -4,35 +4,39 @@
 //! round on the same draft is reused; a `needs_revision` round blocks another pass until the
 //! draft changes.
 
+use std::path::PathBuf;
+
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 use scafld_protocol::vocab::HardenStatus;
 use tokio_util::sync::CancellationToken;
 
-use super::write::{WorkspaceGround, read_fresh};
+use super::write::WorkspaceGround;
 use super::write_projection;
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::harden::{self, HardenDossier, Judgement};
-use crate::domain::lifecycle::Status;
+use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
 use crate::providers::{self, Provider};
 use crate::workspace::Workspace;
+
+/// The draft as read under the task lock: its file, its text and what it parses to.
+pub struct Draft {
+    pub path: PathBuf,
+    pub text: String,
+    pub spec: Spec,
+}
 
 pub async fn harden(
     daemon: &Daemon,
     ws: &Workspace,
     task: &str,
+    draft: Draft,
     p: &m::HardenParams,
     provider: &str,
 ) -> RpcResult<m::HardenResult> {
-    let (path, text, spec) = read_fresh(ws, task)?;
-    if spec.status() != Some(Status::Draft) {
-        return Err(RpcError::new(
-            ErrorKind::InvalidState,
-            format!("harden only operates on drafts; {task} is {}", spec.front.status),
-        ));
-    }
+    let Draft { path, text, spec } = draft;
     let digest = harden::draft_digest(&spec);
     if let Some(last) = spec.harden_rounds.last()
         && last.digest == digest

@@ -71,15 +71,16 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
         false => ws.config().ok().map(|c| c.harden.external.provider).filter(|p| !p.is_empty()),
         true => None,
     };
-    if let Some(provider) = p.provider.clone().or(configured) {
-        return super::delegated_harden::harden(daemon, &ws, &entry.task_id, &p, &provider).await;
-    }
     let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
     if spec.status() != Some(Status::Draft) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("harden only operates on drafts; {} is {}", entry.task_id, spec.front.status),
         ));
+    }
+    if let Some(provider) = p.provider.clone().or(configured) {
+        let draft = super::delegated_harden::Draft { path, text, spec };
+        return super::delegated_harden::harden(daemon, &ws, &entry.task_id, draft, &p, &provider).await;
     }
     let now = clock::now_rfc3339();
     let id = entry.task_id.clone();
