@@ -56,13 +56,7 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
         task_id: String::new(),
         checks: Vec::new(),
     };
-    let mut check = |name: &str, outcome: Result<String, String>| {
-        let (ok, detail) = match outcome {
-            Ok(detail) => (true, detail),
-            Err(detail) => (false, detail),
-        };
-        result.checks.push(VerifyCheck { name: name.into(), ok, detail });
-    };
+    let mut check = |name: &str, outcome: Result<String, String>| result.checks.push(named(name, outcome));
     let envelope = match read_envelope(&receipt_path) {
         Ok(envelope) => envelope,
         Err(e) => {
@@ -215,16 +209,19 @@ async fn rerun_recorded(
     Ok(format!("{ran} recorded command(s) pass"))
 }
 
+/// One check's line: passed with a detail, or failed with the reason.
+fn named(name: &str, outcome: Result<String, String>) -> VerifyCheck {
+    let (ok, detail) = match outcome {
+        Ok(detail) => (true, detail),
+        Err(detail) => (false, detail),
+    };
+    VerifyCheck { name: name.into(), ok, detail }
+}
+
 /// The wiring: the receipt and keys files, and this host's key.
 fn self_check(receipt: &Path, keys: &Path, env: &BTreeMap<String, String>, shown: &str) -> m::VerifyResult {
     let mut checks = Vec::new();
-    let mut push = |name: &str, outcome: Result<String, String>| {
-        let (ok, detail) = match outcome {
-            Ok(d) => (true, d),
-            Err(d) => (false, d),
-        };
-        checks.push(VerifyCheck { name: name.into(), ok, detail });
-    };
+    let mut push = |name: &str, outcome: Result<String, String>| checks.push(named(name, outcome));
     push(
         "receipt",
         if receipt.exists() {
