@@ -147,7 +147,7 @@ impl Daemon {
         Ok(list)
     }
 
-    /// The open workspace at `root`, opening it (and building its index) if needed.
+    /// The open workspace at `root`, opening it if needed.
     pub async fn workspace(&self, root: &str) -> RpcResult<Arc<Workspace>> {
         let canonical = canonical_root(Path::new(root))?;
         {
@@ -207,8 +207,8 @@ impl Daemon {
         Ok(ws)
     }
 
-    /// Register the workspace at `root` (which must already hold `.scafld/`), build its spec
-    /// index and watch it.
+    /// Register the workspace at `root` (which must already hold `.scafld/`), watch it, and
+    /// start building its spec index in the background.
     ///
     /// Identity comes from `.scafld/workspace_id`, so a moved workspace keeps its id and its
     /// history. A copy (same id, and the original still in place) gets a fresh id.
@@ -222,8 +222,7 @@ impl Daemon {
             .with_hint("run `scafld init` there first"));
         }
         let root_text = root.display().to_string();
-        // Identity is settled with the table locked (two opens of one folder agree on its id);
-        // the index is built without it, so other workspaces stay usable meanwhile.
+        // Identity is settled with the table locked, so two opens of one folder agree on its id.
         let (id, already_open) = {
             let open = crate::sync::lock(&self.open_workspaces);
             let (mut id, _) = layout::read_or_create_id(&root).map_err(workspace_io_error)?;
@@ -243,21 +242,24 @@ impl Daemon {
             (id, already_open)
         };
         if !already_open {
-            let (ws_id, ws_root) = (id.clone(), root.clone());
-            let workspace = tokio::task::spawn_blocking(move || Workspace::open(ws_id, ws_root))
-                .await
-                .map_err(RpcError::internal)?;
             let inserted = {
                 let mut open = crate::sync::lock(&self.open_workspaces);
                 // Opened meanwhile by another call: theirs stands.
                 let fresh = open.get(&id).is_none_or(|w| w.root != root);
                 if fresh {
-                    info!(workspace = %id, root = %root_text, specs = crate::sync::read(&workspace.index).len(), "workspace opened");
-                    open.insert(id.clone(), Arc::new(workspace));
+                    let workspace = Arc::new(Workspace::open(id.clone(), root.clone()));
+                    open.insert(id.clone(), workspace.clone());
+                    Some(workspace)
+                } else {
+                    None
                 }
-                fresh
             };
-            if inserted {
+            if let Some(workspace) = inserted {
+                // The index fills in the background; calls are served meanwhile (see index.rs).
+                tokio::task::spawn_blocking(move || {
+                    workspace.warm_index();
+                    info!(workspace = %workspace.id, root = %workspace.root.display(), specs = crate::sync::read(&workspace.index).len(), "workspace indexed");
+                });
                 if let Some(watcher) = &self.watcher
                     && let Err(e) = watcher.watch_workspace(&root)
                 {

@@ -488,3 +488,36 @@ fn symlinked_folders_inside_scafld_are_never_written_through() {
     let written: Vec<String> = tree(&elsewhere).into_keys().filter(|k| !k.ends_with('/')).collect();
     assert!(written.is_empty(), "written through a link: {written:?}");
 }
+
+#[test]
+fn after_a_restart_specs_are_known_before_the_index_is_built_and_none_is_reported_changed() {
+    let mut env = TestEnv::new();
+    env.init();
+    for i in 0..40 {
+        write_spec(&env, "drafts", &format!("task-{i}"), &spec_text(&format!("task-{i}"), "draft"));
+    }
+    write_spec(&env, "active", "running", &spec_text("running", "in_progress"));
+    env.scafld(&["list", "--json"]).assert_code(0);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+
+    env.start_daemon();
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    // A spec the new daemon has not indexed yet still exists: plan refuses a second copy.
+    let run = env.scafld(&["plan", "running"]);
+    run.assert_code(3);
+    assert!(run.stderr.contains("spec already exists: .scafld/specs/active/running.md"), "{}", run.stderr);
+    assert!(!env.work.join(".scafld/specs/drafts/running.md").exists());
+    let status = env.scafld(&["status", "task-31", "--json"]);
+    status.assert_code(0);
+    assert_eq!(status.json()["result"]["task_id"], "task-31");
+    let list = env.scafld(&["list", "--json"]);
+    list.assert_code(0);
+    assert_eq!(list.json()["result"]["tasks"].as_array().unwrap().len(), 41);
+
+    // Loading specs for the first time is not a change: the first event is the real edit.
+    let path = env.work.join(".scafld/specs/drafts/task-3.md");
+    std::fs::write(&path, spec_text("task-3", "draft").replace("# Task task-3", "# Task task-3, edited")).unwrap();
+    let event = subscriber.next_event();
+    assert_eq!((event["kind"].as_str(), event["task_id"].as_str()), (Some("task_changed"), Some("task-3")), "{event}");
+}

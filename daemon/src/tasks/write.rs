@@ -34,7 +34,7 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
     let ws = daemon.workspace(&p.root).await?;
     let lock = daemon.jobs.task_lock(&ws, task.as_str());
     let _guard = lock.lock().await;
-    if let Some(existing) = crate::sync::read(&ws.index).get(task.as_str()) {
+    if let Some(existing) = ws.indexed(task.as_str()) {
         return Err(RpcError::new(
             ErrorKind::AlreadyExists,
             format!("spec already exists: {}", ws.relative(&existing.path)),
@@ -212,6 +212,6 @@ impl Ground for WorkspaceGround<'_> {
     }
 
     fn archived(&self, task_id: &str) -> bool {
-        crate::sync::read(&self.ws.index).get(task_id).is_some_and(|e| e.folder == Folder::Archive)
+        self.ws.indexed(task_id).is_some_and(|e| e.folder == Folder::Archive)
     }
 }

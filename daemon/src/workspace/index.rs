@@ -1,6 +1,8 @@
-//! The in-memory index of every spec of one workspace: built once when the workspace opens,
-//! then updated one file at a time (by the watcher and by the daemon's own writes), so that
-//! requests never re-parse the whole workspace.
+//! The in-memory index of every spec of one workspace. It starts empty when the workspace
+//! opens (so the first call does not wait for a whole workspace to be parsed): single-task
+//! calls load their one spec on demand, a background warm-up or the first whole-workspace call
+//! loads the rest, and from then on it is updated one file at a time (by the watcher and by
+//! the daemon's own writes), so that requests never re-parse the whole workspace.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -66,15 +68,42 @@ impl SpecEntry {
 pub struct Index {
     root: PathBuf,
     entries: BTreeMap<String, SpecEntry>,
+    /// Every spec on disk has been loaded at least once. Until then `entries` holds only the
+    /// tasks single-task calls asked for, and a task missing from it may still exist.
+    complete: bool,
 }
 
 impl Index {
+    /// An index that has loaded nothing yet.
+    pub fn new(root: &Path) -> Index {
+        Index { root: root.to_path_buf(), entries: BTreeMap::new(), complete: false }
+    }
+
+    /// An index of every spec under `root`, read now.
     pub fn build(root: &Path) -> Index {
-        let mut index = Index { root: root.to_path_buf(), entries: BTreeMap::new() };
+        let mut index = Index::new(root);
         for (path, folder) in specfile::scan(root) {
             index.load(&path, folder);
         }
+        index.complete = true;
         index
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Take in a full index built without the lock held (the warm-up). Entries loaded here
+    /// meanwhile are newer and stay; the rest come from `built`. One that went stale between
+    /// the two is still caught: every use stats its file first.
+    pub fn absorb(&mut self, built: Index) {
+        if self.complete {
+            return;
+        }
+        for (task_id, entry) in built.entries {
+            self.entries.entry(task_id).or_insert(entry);
+        }
+        self.complete = true;
     }
 
     pub fn get(&self, task_id: &str) -> Option<&SpecEntry> {
@@ -95,15 +124,20 @@ impl Index {
 
     /// Bring the index in line with the disk without waiting for the watcher: list the spec
     /// folders, re-read only files whose stamp changed, drop vanished ones. Returns the
-    /// task ids whose entries changed.
+    /// task ids whose entries changed (a first load of a task nobody has seen yet is not a
+    /// change).
     pub fn sync(&mut self) -> Vec<String> {
         let on_disk = specfile::scan(&self.root);
         let mut changed = Vec::new();
         for (path, _) in &on_disk {
-            if let Some(id) = self.refresh(path) {
+            let seen = self.complete || task_id_of(path).is_some_and(|id| self.entries.contains_key(&id));
+            if let Some(id) = self.refresh(path)
+                && seen
+            {
                 changed.push(id);
             }
         }
+        self.complete = true;
         let present: HashSet<&Path> = on_disk.iter().map(|(p, _)| p.as_path()).collect();
         let vanished: Vec<PathBuf> =
             self.entries.values().filter(|e| !present.contains(e.path.as_path())).map(|e| e.path.clone()).collect();
@@ -118,8 +152,11 @@ impl Index {
     /// [`Index::sync`] for one task: only its possible paths are looked at.
     /// A second copy in another folder (an interrupted move) is noticed here too, without
     /// waiting for the watcher.
+    /// As with `sync`, loading a task for the first time before the index is complete is not
+    /// reported as a change.
     pub fn sync_task(&mut self, task_id: &str) -> Option<String> {
         let file = format!("{task_id}.md");
+        let seen = self.complete || self.entries.contains_key(task_id);
         let mut changed = None;
         for path in specfile::candidates(&self.root, &file) {
             let known =
@@ -128,7 +165,7 @@ impl Index {
                 changed = self.refresh(&path).or(changed);
             }
         }
-        changed
+        changed.filter(|_| seen)
     }
 
     /// Re-read one changed path. Returns the task id whose entry changed, if any.
@@ -275,4 +312,60 @@ pub fn read_spec(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
 
 fn task_id_of(path: &Path) -> Option<String> {
     path.file_stem().and_then(|s| s.to_str()).map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(task: &str, title: &str) -> String {
+        format!("---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# {title}\n")
+    }
+
+    fn workspace_with(tasks: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let drafts = dir.path().join(".scafld/specs/drafts");
+        std::fs::create_dir_all(&drafts).unwrap();
+        for task in tasks {
+            std::fs::write(drafts.join(format!("{task}.md")), spec(task, task)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn a_lazy_index_loads_one_task_on_demand_and_the_rest_without_reporting_them_changed() {
+        let dir = workspace_with(&["a", "b", "c"]);
+        let mut index = Index::new(dir.path());
+        assert!(index.get("b").is_none() && !index.is_complete());
+        assert_eq!(index.sync_task("b"), None);
+        assert_eq!(index.len(), 1);
+        // b changes on disk before the first whole sync: that is a change; a and c are not.
+        std::fs::write(dir.path().join(".scafld/specs/drafts/b.md"), spec("b", "b edited at length")).unwrap();
+        assert_eq!(index.sync(), vec!["b".to_string()]);
+        assert!(index.is_complete());
+        assert_eq!(index.len(), 3);
+        // Once complete, a new spec is a change.
+        std::fs::write(dir.path().join(".scafld/specs/drafts/d.md"), spec("d", "d")).unwrap();
+        assert_eq!(index.sync(), vec!["d".to_string()]);
+    }
+
+    #[test]
+    fn absorbing_a_warm_up_keeps_what_was_loaded_meanwhile() {
+        let dir = workspace_with(&["a", "b"]);
+        let built = Index::build(dir.path());
+        let mut index = Index::new(dir.path());
+        let path = dir.path().join(".scafld/specs/drafts/a.md");
+        index.record_write(&path, &spec("a", "written after the warm-up read it"), None);
+        index.absorb(built);
+        assert!(index.is_complete());
+        assert_eq!(index.len(), 2);
+        assert_eq!(index.get("a").unwrap().parsed.spec.title, "written after the warm-up read it");
+        // A warm-up that lands after a whole sync adds nothing (it may hold removed specs).
+        let stale = Index::build(dir.path());
+        std::fs::remove_file(dir.path().join(".scafld/specs/drafts/b.md")).unwrap();
+        let mut synced = Index::new(dir.path());
+        synced.sync();
+        synced.absorb(stale);
+        assert!(synced.get("b").is_none());
+    }
 }

@@ -47,7 +47,7 @@ impl Workspace {
     }
 
     fn with_data(id: String, root: PathBuf, data: PathBuf) -> Workspace {
-        let index = Index::build(&root);
+        let index = Index::new(&root);
         Workspace {
             id,
             root,
@@ -90,7 +90,35 @@ impl Workspace {
     /// The spec path of `task` relative to the root, as packets, ledgers and hints show it
     /// (empty when the task has no spec).
     pub fn spec_path(&self, task: &str) -> String {
-        crate::sync::read(&self.index).get(task).map(|e| self.relative(&e.path)).unwrap_or_default()
+        self.indexed(task).map(|e| self.relative(&e.path)).unwrap_or_default()
+    }
+
+    /// The index's entry for `task`, loading it first when the index has not seen the whole
+    /// workspace yet (it may exist on disk all the same). Callers that must see the file as it
+    /// is now use `tasks::fresh_entry`, which stats it every time.
+    pub fn indexed(&self, task: &str) -> Option<index::SpecEntry> {
+        {
+            let index = crate::sync::read(&self.index);
+            if let Some(entry) = index.get(task) {
+                return Some(entry.clone());
+            }
+            if index.is_complete() {
+                return None;
+            }
+        }
+        let mut index = crate::sync::write(&self.index);
+        index.sync_task(task);
+        index.get(task).cloned()
+    }
+
+    /// Load every spec not loaded yet, parsing without the lock held so calls are served
+    /// meanwhile. Blocking: run it off the async workers.
+    pub fn warm_index(&self) {
+        if crate::sync::read(&self.index).is_complete() {
+            return;
+        }
+        let built = Index::build(&self.root);
+        crate::sync::write(&self.index).absorb(built);
     }
 
     /// `path` relative to the workspace root, for display.
