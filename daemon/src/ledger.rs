@@ -1,7 +1,7 @@
 //! The task ledger service: the one way events reach a task's ledger (`record`: append, flush,
-//! then project the spec; `append`: a build job's results, projected at the step's end), and
-//! the projection of the ledger onto the spec file. Below the handlers (`tasks/`, `review/`),
-//! above the domain; it calls neither handler module.
+//! then project the spec; a build step gathers its results and records them with its
+//! conclusion), and the projection of the ledger onto the spec file. Below the handlers
+//! (`tasks/`, `review/`), above the domain; it calls neither handler module.
 
 use std::path::PathBuf;
 
@@ -28,16 +28,9 @@ pub fn record(
     events: Vec<LedgerEvent>,
     cause: &str,
 ) -> RpcResult<Vec<LedgerEntry>> {
-    let written = append(daemon, ws, task, events)?;
+    let written = daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)?;
     project_from_ledger(daemon, ws, task, cause)?;
     Ok(written)
-}
-
-/// Append `events` to the task's ledger (flushed) without projecting the spec yet: a build job
-/// records each result as it comes and projects once at the end of the step. With [`record`],
-/// the only way an event reaches a ledger (imports aside: `Store::import`).
-pub fn append(daemon: &Daemon, ws: &Workspace, task: &str, events: Vec<LedgerEvent>) -> RpcResult<Vec<LedgerEntry>> {
-    daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)
 }
 
 /// Rebuild the spec's runner-owned sections (and its folder) from the ledger.

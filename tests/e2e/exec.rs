@@ -412,7 +412,7 @@ fn glob(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
 fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
     let mut env = TestEnv::new();
     let pid = env.start_daemon();
-    ready(&env, "crash", &spec("crash", &[&[("wait", "test -f go || sleep 1005", "")]], &[]));
+    ready(&env, "crash", &spec("crash", &[&[("first", "true", ""), ("wait", "test -f go || sleep 1005", "")]], &[]));
     let job =
         env.scafld(&["build", "crash", "--detach", "--json"]).json()["result"]["job_id"].as_str().unwrap().to_string();
     wait_until("the sleep to start", || running("sleep 1005"));
@@ -427,10 +427,43 @@ fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
     assert!(job_status["reason"].as_str().unwrap().contains("process group"), "{job_status}");
     let entries = ledger(&env, "crash");
     assert!(entries.iter().any(|e| e["type"] == "job" && e["state"] == "abandoned"));
+    // A step's evidence is recorded with its conclusion or not at all: `first` passed, but its
+    // step never concluded.
+    assert!(!entries.iter().any(|e| e["type"] == "criterion"), "{entries:?}");
     assert_eq!(env.scafld(&["status", "crash", "--json"]).json()["result"]["status"], "active");
 
     std::fs::write(env.work.join("go"), "").unwrap();
     assert_eq!(build(&env, "crash")["result"]["status"], "review");
+    let entries = ledger(&env, "crash");
+    let kinds: Vec<(&str, u64)> =
+        entries.iter().map(|e| (e["type"].as_str().unwrap(), e["seq"].as_u64().unwrap())).collect();
+    let first = kinds.iter().position(|(kind, _)| *kind == "criterion").unwrap();
+    assert_eq!(
+        kinds[first..first + 3].iter().map(|(kind, _)| *kind).collect::<Vec<_>>(),
+        ["criterion", "criterion", "phase"],
+        "the step's evidence and its conclusion are one append: {kinds:?}"
+    );
+    let recorded_at: BTreeSet<&str> =
+        entries[first..first + 3].iter().map(|e| e["recorded_at"].as_str().unwrap()).collect();
+    assert_eq!(recorded_at.len(), 1, "one append has one time: {recorded_at:?}");
+}
+
+#[test]
+fn attempts_count_every_recorded_result_of_a_criterion() {
+    let env = TestEnv::new();
+    ready(&env, "retry", &spec("retry", &[&[("ok", "true", ""), ("flaky", "test -f fixed", "")]], &[]));
+    assert_eq!(build(&env, "retry")["result"]["status"], "blocked");
+    assert_eq!(build(&env, "retry")["result"]["status"], "blocked");
+    std::fs::write(env.work.join("fixed"), "").unwrap();
+    assert_eq!(build(&env, "retry")["result"]["status"], "review");
+    let attempts: Vec<(String, u64)> = ledger(&env, "retry")
+        .iter()
+        .filter(|e| e["type"] == "criterion")
+        .map(|e| (e["criterion_id"].as_str().unwrap().to_string(), e["attempt"].as_u64().unwrap()))
+        .collect();
+    let expected: Vec<(String, u64)> =
+        [1, 2, 3].iter().flat_map(|n| [("ok".to_string(), *n), ("flaky".to_string(), *n)]).collect();
+    assert_eq!(attempts, expected);
 }
 
 #[test]

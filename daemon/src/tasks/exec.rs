@@ -24,7 +24,7 @@ use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
-use crate::ledger::{append, implementer, projected_spec, record};
+use crate::ledger::{implementer, projected_spec, record};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::{Workspace, specfile};
 use scafld_protocol::vocab::CriterionStatus;
@@ -490,10 +490,9 @@ impl BuildRun {
         recheck: Vec<(String, Criterion)>,
     ) -> RpcResult<(BuildOutcome, JobState)> {
         let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
-        let events = material_event(&entries, &self.material);
-        if !events.is_empty() {
-            append(&self.daemon, &self.ws, &self.task, events)?;
-        }
+        // Recorded with the step's first event: one flush, not one of its own.
+        let mut opening = material_event(&entries, &self.material);
+        let mut evidence = StepEvidence::new(&entries);
         let mut results = Vec::new();
         let mut timed_out = false;
         // Completed phases whose evidence went stale run again first; the first one that fails
@@ -504,18 +503,13 @@ impl BuildRun {
                 "re-running stale evidence of {}",
                 recheck.iter().map(|(_, c)| format!("`{}`", c.id)).collect::<Vec<_>>().join(", ")
             );
-            record(
-                &self.daemon,
-                &self.ws,
-                &self.task,
-                vec![LedgerEvent::Build { status: "active".into(), reason }],
-                "command:build",
-            )?;
+            opening.push(LedgerEvent::Build { status: "active".into(), reason });
+            record(&self.daemon, &self.ws, &self.task, std::mem::take(&mut opening), "command:build")?;
             for (phase, criterion) in &recheck {
                 if self.cancel.is_cancelled() {
                     break;
                 }
-                let result = self.run_criterion(phase, criterion).await?;
+                let result = self.run_criterion(phase, criterion, &mut evidence).await?;
                 timed_out |= result.reason.contains("timeout");
                 if result.status != CriterionStatus::Pass && recheck_failed.is_none() {
                     recheck_failed = Some(phase.clone());
@@ -526,40 +520,40 @@ impl BuildRun {
         loop {
             let mut all_passed = true;
             if recheck_failed.is_none() {
-                record(&self.daemon, &self.ws, &self.task, vec![build::running_event(&target)], "command:build")?;
+                opening.push(build::running_event(&target));
+                record(&self.daemon, &self.ws, &self.task, std::mem::take(&mut opening), "command:build")?;
                 for criterion in &criteria {
                     if self.cancel.is_cancelled() {
                         break;
                     }
-                    let result = self.run_criterion(&target.phase_id(), criterion).await?;
+                    let result = self.run_criterion(&target.phase_id(), criterion, &mut evidence).await?;
                     timed_out |= result.reason.contains("timeout");
                     all_passed &= result.status == CriterionStatus::Pass;
                     results.push(result);
                 }
             }
+            // The step's evidence is recorded with its conclusion: one append and one flush.
+            let mut events = evidence.take();
             if self.cancel.is_cancelled() {
-                record(
-                    &self.daemon,
-                    &self.ws,
-                    &self.task,
-                    vec![
-                        LedgerEvent::Job {
-                            job_id: self.job_id.clone(),
-                            state: JobState::Cancelled.to_string(),
-                            reason: "cancelled by a client".into(),
-                        },
-                        LedgerEvent::Build {
-                            status: "blocked".into(),
-                            reason: format!("{} evidence cancelled", target.label()),
-                        },
-                    ],
-                    "command:build",
-                )?;
+                events.extend([
+                    LedgerEvent::Job {
+                        job_id: self.job_id.clone(),
+                        state: JobState::Cancelled.to_string(),
+                        reason: "cancelled by a client".into(),
+                    },
+                    LedgerEvent::Build {
+                        status: "blocked".into(),
+                        reason: format!("{} evidence cancelled", target.label()),
+                    },
+                ]);
+                record(&self.daemon, &self.ws, &self.task, events, "command:build")?;
                 return Err(RpcError::new(ErrorKind::InvalidState, "the build was cancelled"));
             }
+            // The conclusion reads phase states only, which evidence does not change.
             let (spec, _) = projected_spec(&self.daemon, &self.ws, &self.task)?;
             let conclusion = build::conclude(&spec, &target, all_passed, recheck_failed.as_deref());
-            record(&self.daemon, &self.ws, &self.task, conclusion.events, "command:build")?;
+            events.extend(conclusion.events);
+            record(&self.daemon, &self.ws, &self.task, events, "command:build")?;
             if conclusion.run_final_next {
                 target = Target::Final;
                 criteria = spec.acceptance.criteria.clone();
@@ -598,7 +592,12 @@ impl BuildRun {
     /// Run one criterion and record its evidence, bound to its definition and the step's
     /// material. A criterion that cannot run is recorded `invalid` without running; a manual
     /// one is never run: it passes on a person's current evidence and waits otherwise.
-    async fn run_criterion(&self, phase_id: &str, criterion: &Criterion) -> RpcResult<CriterionResult> {
+    async fn run_criterion(
+        &self,
+        phase_id: &str,
+        criterion: &Criterion,
+        evidence: &mut StepEvidence,
+    ) -> RpcResult<CriterionResult> {
         let kind = criterion.effective_kind().to_string();
         let result = |status: CriterionStatus, reason: String| CriterionResult {
             criterion_id: criterion.id.clone(),
@@ -616,7 +615,7 @@ impl BuildRun {
         if !problems.is_empty() {
             let reason = format!("not run: {}", problems.join("; "));
             let observed = Observed { status: CriterionStatus::Invalid, reason: reason.clone(), ..Observed::default() };
-            self.record_evidence(phase_id, criterion, &kind, observed)?;
+            evidence.push(self.evidence_event(phase_id, criterion, &kind, observed));
             return Ok(result(CriterionStatus::Invalid, reason));
         }
         let store = self.daemon.store();
@@ -633,7 +632,7 @@ impl BuildRun {
         let (status, reason) = (observed.status, observed.reason.clone());
         let (exit_code, duration_ms) = (observed.exit_code, observed.duration_ms);
         let (excerpt, diagnostic) = (tail_text(&observed.output, 400), observed.diagnostic.clone());
-        self.record_evidence(phase_id, criterion, &kind, observed)?;
+        evidence.push(self.evidence_event(phase_id, criterion, &kind, observed));
         // Not flushed: a restart that still finds the finished group on record sees its leader
         // gone and leaves it alone, so this need not cost a flush per criterion.
         self.daemon.jobs.update(store, &self.job_id, false, |r| r.group = None);
@@ -660,18 +659,10 @@ impl BuildRun {
         })
     }
 
-    /// Append one criterion result to the ledger (flushed) as it happens; the spec is projected
-    /// once per step.
-    fn record_evidence(&self, phase_id: &str, criterion: &Criterion, kind: &str, observed: Observed) -> RpcResult<()> {
-        let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
-        let attempt = entries
-            .iter()
-            .filter(
-                |e| matches!(&e.event, LedgerEvent::Criterion { criterion_id, .. } if *criterion_id == criterion.id),
-            )
-            .count() as u32
-            + 1;
-        let event = LedgerEvent::Criterion {
+    /// One criterion result as a ledger event, bound to its definition and the step's material
+    /// (its attempt number is set when the step takes it).
+    fn evidence_event(&self, phase_id: &str, criterion: &Criterion, kind: &str, observed: Observed) -> LedgerEvent {
+        LedgerEvent::Criterion {
             criterion_id: criterion.id.clone(),
             phase_id: phase_id.to_string(),
             command: criterion.command.clone(),
@@ -682,13 +673,46 @@ impl BuildRun {
             output: observed.output,
             diagnostic: observed.diagnostic,
             duration_ms: observed.duration_ms,
-            attempt,
+            attempt: 0,
             definition: evidence::definition_digest(criterion),
             material: self.material.digest.clone(),
             redacted: observed.redacted,
-        };
-        append(&self.daemon, &self.ws, &self.task, vec![event])?;
-        Ok(())
+        }
+    }
+}
+
+/// The evidence of one build step, held until the step concludes and recorded with its
+/// conclusion in one append. A daemon that dies mid-step loses it with the step (its job is
+/// then abandoned and the step runs again), never a result without the rest of its step.
+struct StepEvidence {
+    /// How many results each criterion has on record, this step's included.
+    attempts: BTreeMap<String, u32>,
+    events: Vec<LedgerEvent>,
+}
+
+impl StepEvidence {
+    fn new(entries: &[LedgerEntry]) -> StepEvidence {
+        let mut attempts = BTreeMap::new();
+        for entry in entries {
+            if let LedgerEvent::Criterion { criterion_id, .. } = &entry.event {
+                *attempts.entry(criterion_id.clone()).or_default() += 1;
+            }
+        }
+        StepEvidence { attempts, events: Vec::new() }
+    }
+
+    /// Take a criterion's result, numbered as its next attempt.
+    fn push(&mut self, mut event: LedgerEvent) {
+        if let LedgerEvent::Criterion { criterion_id, attempt, .. } = &mut event {
+            let count = self.attempts.entry(criterion_id.clone()).or_default();
+            *count += 1;
+            *attempt = *count;
+        }
+        self.events.push(event);
+    }
+
+    fn take(&mut self) -> Vec<LedgerEvent> {
+        std::mem::take(&mut self.events)
     }
 }
 

@@ -221,7 +221,8 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     // Every descendant inherits it (unless it clears its environment): found by it, a process
     // that left the group with setsid is killed with the group.
     let token = crate::new_id().unwrap_or_else(|_| format!("{}-{}", std::process::id(), unix_nanos()));
-    let mut command = Command::new("sh");
+    // By path: a PATH lookup tries (and fails) every earlier directory first, for each run.
+    let mut command = Command::new("/bin/sh");
     let inherited = INHERITED.get().copied();
     let parent = request.die_with_parent.then(nix::unistd::getpid);
     // SAFETY: umask(2), setrlimit(2), prctl(2) and getppid(2) are async-signal-safe, touch only
