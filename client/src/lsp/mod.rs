@@ -400,12 +400,10 @@ impl Server {
     /// Re-read everything shown: every open buffer and every root's findings. `force`
     /// republishes even unchanged lists (after a reconnection the editor is told again).
     fn refresh_all(&mut self, force: bool) {
+        // An open buffer is what the editor shows: its text is checked, not the file's.
         let docs: Vec<Document> = self.docs.all().cloned().collect();
         for doc in docs {
-            match self.root_of(&doc.spec) {
-                Some(root) if !doc.dirty => self.refresh_spec(&root, &doc.spec.task_id, force),
-                _ => self.check_buffer(&doc),
-            }
+            self.check_buffer(&doc);
         }
         let roots: Vec<PathBuf> = self.roots.iter().map(|r| r.path.clone()).collect();
         let before = self.published.tasks_with_findings();
