@@ -191,9 +191,8 @@ pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateR
     let mut parsed = crate::domain::spec::parse(&text);
     parsed.check_file_name(task.as_str());
     let mut diagnostics: Vec<m::Diagnostic> = parsed.errors().map(wire).collect();
-    diagnostics.extend(
-        parsed.diagnostics.iter().filter(|d| d.severity != crate::domain::spec::Severity::Error).map(wire),
-    );
+    diagnostics
+        .extend(parsed.diagnostics.iter().filter(|d| d.severity != crate::domain::spec::Severity::Error).map(wire));
     diagnostics.sort_by_key(|d| d.line);
     Ok(structure(task.as_str().to_string(), path, &parsed.spec, diagnostics))
 }
