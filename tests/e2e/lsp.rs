@@ -242,9 +242,27 @@ fn lsp_diagnostics_follow_the_buffer_and_the_file_on_disk() {
 fn lsp_publishes_open_review_findings_on_the_cited_lines_until_resolved() {
     let env = TestEnv::new();
     to_review(&env);
-    command_review(&env, &reviewer(&env, "fail", &fail(), ""), &["--json"]).assert_code(4);
+    // The review runs from the editor (scafld.review), with the reviewer the config names.
+    let script = reviewer(&env, "fail", &fail(), "");
+    write(
+        &env,
+        ".scafld/config.local.yaml",
+        &format!("review:\n  external:\n    provider: command\n    command: {script}\n"),
+    );
+    let spec = env.scafld(&["status", "rev", "--json"]).json()["result"]["path"].as_str().unwrap().to_string();
     let mut lsp = Lsp::start(&env, &env.work);
     let lib = uri(&env.work.join("src/lib.rs"));
+    let id = lsp.request(
+        "workspace/executeCommand",
+        json!({"command": "scafld.review", "arguments": [uri(&env.work.join(spec))]}),
+    );
+    let review = lsp.response(id);
+    assert_eq!(review["result"]["outcome"], "fail", "{review}");
+    assert_eq!(review["result"]["review"]["verdict"], "fail", "{review}");
+    let progress = |m: &Value, kind: &str| m["method"] == "$/progress" && m["params"]["value"]["kind"] == kind;
+    let begin = lsp.wait_for("review progress begin", |m| progress(m, "begin"));
+    assert_eq!(begin["params"]["value"]["title"], "scafld.review rev");
+    lsp.wait_for("review progress end", |m| progress(m, "end"));
 
     let findings = lsp.diagnostics(&lib, "the finding on src/lib.rs", |d| !d.is_empty());
     assert_eq!(findings.len(), 1, "{findings:?}");
@@ -507,4 +525,30 @@ vim.cmd("qa!")
             !cmdline.ends_with("scafld\0lsp\0") || !environ.contains(&marker)
         })
     });
+}
+
+#[test]
+fn task_check_validates_the_given_text_writes_nothing_and_bounds_its_size() {
+    let env = TestEnv::new();
+    env.init();
+    write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let root = env.work.canonicalize().unwrap().display().to_string();
+    let before = scafld_tests::tree(&env.work);
+    let mut client = env.client();
+    let checked = client.result("task.check", json!({"root": root, "task_id": "greet", "text": broken("greet")}));
+    assert_eq!(checked["valid"], false);
+    assert_eq!(checked["path"], ".scafld/specs/drafts/greet.md");
+    assert_eq!(checked["diagnostics"][0]["line"], DUPLICATE_LINE + 1, "{checked}");
+    assert_eq!(checked["phases"][1]["line"], 53, "the phase heading's line: {checked}");
+    // Without text: the file, as task.validate reads it. A task with no file yet: its text.
+    let file = client.result("task.check", json!({"root": root, "task_id": "greet"}));
+    assert_eq!(file["valid"], true, "{file}");
+    let new =
+        client.result("task.check", json!({"root": root, "task_id": "fresh", "text": spec_text("fresh", "draft")}));
+    assert_eq!((new["valid"].clone(), new["path"].clone()), (json!(true), json!("")), "{new}");
+    let big = "x".repeat((4 << 20) + 1);
+    let refused = client.call("task.check", json!({"root": root, "task_id": "greet", "text": big}));
+    assert_eq!(refused["error"]["data"]["kind"], "invalid_input", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("at most 4194304 bytes"), "{refused}");
+    assert_eq!(scafld_tests::tree(&env.work), before, "task.check wrote something");
 }

@@ -187,6 +187,11 @@ pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateR
     }
     let task = super::task_id(&p.task_id)?;
     let ws = daemon.workspace(&p.root).await?;
+    // Catch up with the file (stat first), as validate does, for the path it is under now.
+    let changed = crate::sync::write(&ws.index).sync_task(task.as_str());
+    if let Some(changed) = changed {
+        daemon.publish_task_changed(&ws, &changed, "hand_edit");
+    }
     let path = crate::sync::read(&ws.index).get(task.as_str()).map(|e| ws.relative(&e.path)).unwrap_or_default();
     let mut parsed = crate::domain::spec::parse(&text);
     parsed.check_file_name(task.as_str());
