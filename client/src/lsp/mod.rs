@@ -24,7 +24,7 @@ use lsp_types::{
     LogMessageParams, MessageType, OneOf, PublishDiagnosticsParams, SaveOptions, ServerCapabilities,
     TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions, Uri,
 };
-use scafld_protocol::methods::{self as m, CallerContext};
+use scafld_protocol::methods::{self as m, CallerContext, Status};
 use scafld_protocol::{ErrorKind, Event};
 use serde::de::DeserializeOwned;
 
@@ -188,14 +188,14 @@ impl Server {
         self.send(Notification::new("window/logMessage".into(), LogMessageParams { typ, message }));
     }
 
-    fn add_root(&mut self, path: &Path) -> Option<Root> {
-        let canonical = path.canonicalize().ok()?;
-        if let Some(known) = self.roots.iter().find(|r| r.canonical == canonical) {
-            return Some(known.clone());
+    /// Remember a workspace root; whether it is new.
+    fn add_root(&mut self, path: &Path) -> bool {
+        let Ok(canonical) = path.canonicalize() else { return false };
+        if self.roots.iter().any(|r| r.canonical == canonical) {
+            return false;
         }
-        let root = Root { path: path.to_path_buf(), canonical };
-        self.roots.push(root.clone());
-        Some(root)
+        self.roots.push(Root { path: path.to_path_buf(), canonical });
+        true
     }
 
     // --- editor messages -------------------------------------------------------------------
@@ -256,7 +256,7 @@ impl Server {
             "textDocument/didOpen" => {
                 let Ok(p) = n.extract::<DidOpenTextDocumentParams>("textDocument/didOpen") else { return };
                 if let Some(doc) = self.docs.open(p.text_document.uri, p.text_document.text).cloned() {
-                    if self.add_root(&doc.spec.root).is_some() {
+                    if self.add_root(&doc.spec.root) {
                         self.refresh_root_findings(&doc.spec.root.clone());
                     }
                     self.check_buffer(&doc);
@@ -387,7 +387,12 @@ impl Server {
         let params = m::ListParams { root: root.path.display().to_string(), status: None };
         match self.link.call::<m::TaskList>(&params) {
             Ok(list) => {
-                for task in list.tasks {
+                // Only a task that got as far as review can have findings to show (a completed
+                // one shows none; a failed or cancelled one is archived).
+                let reviewed = |status: &str| {
+                    matches!(status.parse::<Status>(), Ok(Status::Active | Status::Blocked | Status::Review))
+                };
+                for task in list.tasks.into_iter().filter(|t| reviewed(&t.status)) {
                     self.refresh_findings(&root, &task.task_id);
                 }
             }
