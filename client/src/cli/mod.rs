@@ -108,6 +108,9 @@ pub enum Command {
     /// Stdio MCP servers that review providers start (not for interactive use).
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Serve the Language Server Protocol on stdin/stdout for editors: spec diagnostics,
+    /// review findings in place, hover, outline and scafld commands (started by the editor).
+    Lsp,
     /// Inspect, wait for or cancel daemon jobs.
     #[command(subcommand)]
     Job(JobCommand),
@@ -637,6 +640,7 @@ impl Command {
         match self {
             Command::Init(_) => "init",
             Command::Doctor => "doctor",
+            Command::Lsp => "lsp",
             Command::Daemon(DaemonCommand::Start) => "daemon start",
             Command::Daemon(DaemonCommand::Stop) => "daemon stop",
             Command::Daemon(DaemonCommand::Status) => "daemon status",

@@ -50,6 +50,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     });
     register::<m::TaskPlan, _, _>(&mut module, |d, p| async move { tasks::plan(&d, p).await });
     register::<m::TaskValidate, _, _>(&mut module, |d, p| async move { tasks::validate(&d, p).await });
+    register::<m::TaskCheck, _, _>(&mut module, |d, p| async move { tasks::check(&d, p).await });
     register::<m::TaskValidateAll, _, _>(&mut module, |d, p| async move { tasks::validate_all(&d, p).await });
     register::<m::TaskStatus, _, _>(&mut module, |d, p| async move { tasks::status(&d, p).await });
     register::<m::TaskList, _, _>(&mut module, |d, p| async move { tasks::list(&d, p).await });

@@ -91,12 +91,14 @@ fn criterion_states(
 ) -> Vec<m::CriterionState> {
     let state = |c: &Criterion, phase_id: String| {
         let last_run = entries.iter().rev().find_map(|e| match &e.event {
-            LedgerEvent::Criterion { criterion_id, exit_code, output, diagnostic, .. } if *criterion_id == c.id => {
-                Some((*exit_code, output.clone(), diagnostic.clone()))
+            LedgerEvent::Criterion { criterion_id, exit_code, output, diagnostic, duration_ms, .. }
+                if *criterion_id == c.id =>
+            {
+                Some((*exit_code, output.clone(), diagnostic.clone(), Some(*duration_ms)))
             }
             _ => None,
         });
-        let (exit_code, output, diagnostic) = last_run.unwrap_or_default();
+        let (exit_code, output, diagnostic, duration_ms) = last_run.unwrap_or_default();
         m::CriterionState {
             id: c.id.clone(),
             phase_id,
@@ -112,6 +114,7 @@ fn criterion_states(
             },
             stale_reason: stale.get(&c.id).map(|s| s.describe().to_string()).unwrap_or_default(),
             exit_code,
+            duration_ms,
             output_excerpt: output.chars().rev().take(400).collect::<Vec<_>>().into_iter().rev().collect(),
             diagnostic,
         }
@@ -167,8 +170,40 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
 
 pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let spec = &entry.parsed.spec;
-    let diagnostics = all_diagnostics(&entry);
+    Ok(structure(entry.task_id.clone(), ws.relative(&entry.path), &entry.parsed.spec, all_diagnostics(&entry)))
+}
+
+/// `task.check`: `task.validate` on given text (an editor's buffer). Reads the index for the
+/// spec's path only; parses the text in memory and writes nothing.
+pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateResult> {
+    let Some(text) = p.text else {
+        return validate(daemon, m::TaskParams { root: p.root, task_id: p.task_id }).await;
+    };
+    if text.len() > m::MAX_CHECK_TEXT_BYTES {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("the text is {} bytes; task.check takes at most {} bytes", text.len(), m::MAX_CHECK_TEXT_BYTES),
+        ));
+    }
+    let task = super::task_id(&p.task_id)?;
+    let ws = daemon.workspace(&p.root).await?;
+    // Catch up with the file (stat first), as validate does, for the path it is under now.
+    let changed = crate::sync::write(&ws.index).sync_task(task.as_str());
+    if let Some(changed) = changed {
+        daemon.publish_task_changed(&ws, &changed, "hand_edit");
+    }
+    let path = crate::sync::read(&ws.index).get(task.as_str()).map(|e| ws.relative(&e.path)).unwrap_or_default();
+    let mut parsed = crate::domain::spec::parse(&text);
+    parsed.check_file_name(task.as_str());
+    let mut diagnostics: Vec<m::Diagnostic> = parsed.errors().map(wire).collect();
+    diagnostics
+        .extend(parsed.diagnostics.iter().filter(|d| d.severity != crate::domain::spec::Severity::Error).map(wire));
+    diagnostics.sort_by_key(|d| d.line);
+    Ok(structure(task.as_str().to_string(), path, &parsed.spec, diagnostics))
+}
+
+/// What `validate` and `check` answer: the diagnostics and the spec's outline with lines.
+fn structure(task_id: String, path: String, spec: &Spec, diagnostics: Vec<m::Diagnostic>) -> m::ValidateResult {
     let structure = |c: &Criterion| m::CriterionStructure {
         id: c.id.clone(),
         kind: c.kind.clone(),
@@ -179,9 +214,9 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
         timeout_seconds: c.timeout_seconds.parse().ok(),
         line: c.line,
     };
-    Ok(m::ValidateResult {
-        task_id: entry.task_id.clone(),
-        path: ws.relative(&entry.path),
+    m::ValidateResult {
+        task_id,
+        path,
         valid: diagnostics.iter().all(|d| d.severity != m::Severity::Error),
         diagnostics,
         title: spec.title.clone(),
@@ -194,10 +229,11 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
                 name: ph.name.clone(),
                 objective: ph.objective.clone(),
                 criteria: ph.criteria.iter().map(structure).collect(),
+                line: ph.line,
             })
             .collect(),
         criteria: spec.acceptance.criteria.iter().map(structure).collect(),
-    })
+    }
 }
 
 pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult> {

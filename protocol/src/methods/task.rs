@@ -62,6 +62,25 @@ method!(
 );
 
 method!(
+    /// Check a spec like `task.validate`, but on the given text (an editor's unsaved buffer)
+    /// when there is one. Writes nothing; the spec need not exist on disk yet.
+    TaskCheck = "task.check", CheckParams => ValidateResult
+);
+
+/// The largest `text` `task.check` takes (the daemon's spec read limit).
+pub const MAX_CHECK_TEXT_BYTES: usize = 4 << 20;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckParams {
+    pub root: String,
+    pub task_id: String,
+    /// The spec's text; absent: the file on disk, as `task.validate` reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+method!(
     /// Every spec's diagnostics at once (archive included): how an existing workspace reads.
     TaskValidateAll = "task.validate_all", WorkspaceRootParams => ValidateAllResult
 );
@@ -102,6 +121,9 @@ pub struct PhaseStructure {
     pub name: String,
     pub objective: String,
     pub criteria: Vec<CriterionStructure>,
+    /// 1-based line of the phase heading (0 when unknown: an older daemon).
+    #[serde(default)]
+    pub line: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -240,6 +262,9 @@ pub struct CriterionState {
     /// From the latest recorded run, when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// How long the latest recorded run took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub output_excerpt: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]

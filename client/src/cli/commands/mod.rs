@@ -6,6 +6,7 @@ mod docs;
 mod doctor;
 mod exec;
 mod init;
+mod lsp;
 mod mcp;
 mod receipt;
 mod review;
@@ -20,6 +21,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
     match command {
         Command::Init(args) => init::run(ctx, &args),
         Command::Doctor => doctor::run(ctx),
+        Command::Lsp => lsp::run(ctx),
         Command::Daemon(DaemonCommand::Start) => daemon::start(ctx),
         Command::Daemon(DaemonCommand::Stop) => daemon::stop(ctx),
         Command::Daemon(DaemonCommand::Status) => daemon::status(ctx),

@@ -1,0 +1,30 @@
+//! `scafld lsp`: the command line's side of the language server (the library's `lsp`
+//! module): how it reaches the daemon, with which environment, and its exit code.
+
+use std::sync::Arc;
+
+use scafld_client::lsp::{Connector, Options};
+
+use crate::cli::Context;
+use crate::cli::daemon_control;
+use crate::cli::exit::workflow;
+use crate::cli::output::CliError;
+use crate::cli::workspace::find_root;
+
+pub fn run(ctx: &Context) -> Result<u8, CliError> {
+    let paths = ctx.paths.clone();
+    let allowed = ctx.autostart();
+    // The event thread asks without autostart (a stopped daemon stays stopped until a request
+    // needs one); requests start it unless --no-autostart / SCAFLD_NO_AUTOSTART forbid it.
+    let connect: Connector =
+        Arc::new(move |autostart: bool| daemon_control::connect(&paths, autostart && allowed).map_err(|e| e.message));
+    let root = ctx.global.root.clone().or_else(|| find_root(None).ok());
+    match scafld_client::lsp::run(Options { connect, caller: super::exec::caller(), root }) {
+        Ok(exit) => Ok(exit.code()),
+        // stdout belongs to the protocol: the failure goes to stderr only.
+        Err(e) => {
+            eprintln!("scafld lsp: {e}");
+            Ok(workflow::RUNTIME)
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! `workspace/executeCommand`: scafld build, review, status and handoff of a spec, each on a
+//! thread of its own (a build or review runs for minutes while the editor keeps typing),
+//! reporting long jobs with `$/progress` and answering with the daemon's result or error.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_channel::Sender;
+use lsp_server::{Message, Notification, Request, RequestId, Response};
+use lsp_types::{
+    ProgressParams, ProgressParamsValue, ProgressToken, WorkDoneProgress, WorkDoneProgressBegin,
+    WorkDoneProgressCreateParams, WorkDoneProgressEnd, WorkDoneProgressReport,
+};
+use scafld_protocol::methods::{self as m, CallerContext};
+use serde_json::Value;
+
+use super::daemon::{Connector, Link, LinkError};
+use super::documents::SpecFile;
+use super::outline::ScafldCommand;
+
+/// How long one bounded `job.wait` / `review.wait` blocks before progress is reported again.
+const WAIT_SECONDS: f64 = 2.0;
+
+/// LSP's `RequestFailed`: the request was valid but the daemon refused or failed it.
+pub const REQUEST_FAILED: i32 = -32803;
+
+static TOKENS: AtomicU64 = AtomicU64::new(1);
+
+/// A command to run for one spec.
+pub struct Job {
+    pub request: RequestId,
+    pub command: ScafldCommand,
+    pub spec: SpecFile,
+    /// Whether the editor accepts `window/workDoneProgress/create`.
+    pub progress: bool,
+}
+
+/// Run `job` on its own thread; its answer (and progress) go to `out`.
+pub fn spawn(job: Job, connect: Connector, caller: CallerContext, out: Sender<Message>) {
+    let request = job.request.clone();
+    let fallback = out.clone();
+    let spawned = std::thread::Builder::new().name("scafld-lsp-command".into()).spawn(move || {
+        let progress = job.progress.then(|| Progress::begin(&out, job.command, &job.spec.task_id));
+        let mut link = Link::new(connect);
+        let result = run(&mut link, &job, &caller, |message| {
+            if let Some(p) = &progress {
+                p.report(&out, message);
+            }
+        });
+        if let Some(p) = progress {
+            p.end(&out, result.as_ref().map_or_else(|e| format!("failed: {e}"), |_| "done".into()));
+        }
+        let response = match result {
+            Ok(value) => Response::new_ok(job.request, value),
+            Err(e) => Response::new_err(job.request, REQUEST_FAILED, e.to_string()),
+        };
+        let _ = out.send(response.into());
+    });
+    if let Err(e) = spawned {
+        let _ = fallback.send(Response::new_err(request, REQUEST_FAILED, format!("cannot start a thread: {e}")).into());
+    }
+}
+
+fn run(link: &mut Link, job: &Job, caller: &CallerContext, mut report: impl FnMut(String)) -> Result<Value, LinkError> {
+    let root = job.spec.root.display().to_string();
+    let task_id = job.spec.task_id.clone();
+    match job.command {
+        ScafldCommand::Status => Ok(json(&link.call::<m::TaskStatus>(&m::TaskParams { root, task_id })?)),
+        ScafldCommand::Handoff => Ok(json(&link.call::<m::TaskHandoff>(&m::TaskParams { root, task_id })?)),
+        ScafldCommand::Build => {
+            let params = m::BuildParams { root, task_id, caller: caller.clone(), manual: None };
+            let started = link.call_once::<m::TaskBuild>(&params)?;
+            if let Some(outcome) = started.outcome {
+                return Ok(json(&outcome));
+            }
+            let Some(job_id) = started.job_id else {
+                return Err(LinkError::Unavailable("the daemon returned neither a job nor an outcome".into()));
+            };
+            loop {
+                let info = link
+                    .call::<m::JobWait>(&m::JobWaitParams { job_id: job_id.clone(), timeout_seconds: WAIT_SECONDS })?;
+                if !info.finished {
+                    report(info.activity.clone().unwrap_or_else(|| info.state.to_string()));
+                    continue;
+                }
+                return match info.outcome {
+                    Some(outcome) => Ok(json(&outcome)),
+                    None => Err(LinkError::Refused {
+                        kind: scafld_protocol::ErrorKind::Internal,
+                        message: format!(
+                            "build job {job_id} ended {}: {}",
+                            info.state,
+                            info.reason.unwrap_or_else(|| info.state.to_string())
+                        ),
+                    }),
+                };
+            }
+        }
+        ScafldCommand::Review => {
+            let params =
+                m::TaskReviewParams { root: root.clone(), task_id, caller: caller.clone(), ..Default::default() };
+            let started = link.call_once::<m::TaskReview>(&params)?;
+            let Some(session) = started.session.clone() else { return Ok(json(&started)) };
+            report(format!("reviewers: {}", session.reviewers_spawned.join(", ")));
+            loop {
+                let wait = m::ReviewWaitParams {
+                    root: root.clone(),
+                    session_key: Some(session.session_key.clone()),
+                    timeout_seconds: WAIT_SECONDS,
+                    caller_identity: caller.identity.clone(),
+                };
+                let result = link.call::<m::ReviewWait>(&wait)?;
+                if result.outcome != m::Outcome::Pending {
+                    return Ok(json(&result));
+                }
+                report(format!("waiting for {}", session.reviewers_spawned.join(", ")));
+            }
+        }
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// One `$/progress` token: created, begun, reported, ended.
+struct Progress {
+    token: ProgressToken,
+}
+
+impl Progress {
+    fn begin(out: &Sender<Message>, command: ScafldCommand, task_id: &str) -> Progress {
+        let n = TOKENS.fetch_add(1, Ordering::Relaxed);
+        let token = ProgressToken::String(format!("scafld/{n}"));
+        let create = Request::new(
+            RequestId::from(format!("scafld-progress-{n}")),
+            "window/workDoneProgress/create".into(),
+            WorkDoneProgressCreateParams { token: token.clone() },
+        );
+        let _ = out.send(create.into());
+        let progress = Progress { token };
+        progress.send(
+            out,
+            WorkDoneProgress::Begin(WorkDoneProgressBegin {
+                title: format!("{} {task_id}", command.name()),
+                cancellable: Some(false),
+                message: None,
+                percentage: None,
+            }),
+        );
+        progress
+    }
+
+    fn report(&self, out: &Sender<Message>, message: String) {
+        self.send(
+            out,
+            WorkDoneProgress::Report(WorkDoneProgressReport {
+                cancellable: Some(false),
+                message: Some(message),
+                percentage: None,
+            }),
+        );
+    }
+
+    fn end(&self, out: &Sender<Message>, message: String) {
+        self.send(out, WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) }));
+    }
+
+    fn send(&self, out: &Sender<Message>, value: WorkDoneProgress) {
+        let params = ProgressParams { token: self.token.clone(), value: ProgressParamsValue::WorkDone(value) };
+        let _ = out.send(Notification::new("$/progress".into(), params).into());
+    }
+}

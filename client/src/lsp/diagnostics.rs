@@ -1,0 +1,249 @@
+//! scafld's spec diagnostics and review findings as LSP diagnostics, and what has been
+//! published where: a URI's diagnostics are its spec's plus every finding citing it, so one
+//! source changing republishes the whole list (and an emptied URI gets an empty list).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use lsp_types::{
+    Diagnostic, DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Position, Range, Uri,
+};
+use scafld_protocol::methods as m;
+use serde::Deserialize;
+
+use super::documents::path_to_uri;
+
+pub const SOURCE: &str = "scafld";
+
+/// A whole line (0-based), start to end of line.
+pub fn line_range(line: u32) -> Range {
+    Range::new(Position::new(line, 0), Position::new(line, u32::MAX))
+}
+
+/// scafld's lines are 1-based with 0 for the whole file; LSP's are 0-based.
+pub fn lsp_line(scafld_line: usize) -> u32 {
+    u32::try_from(scafld_line.saturating_sub(1)).unwrap_or(u32::MAX)
+}
+
+pub fn spec_diagnostic(d: &m::Diagnostic) -> Diagnostic {
+    Diagnostic {
+        range: line_range(lsp_line(d.line)),
+        severity: Some(match d.severity {
+            m::Severity::Error => DiagnosticSeverity::ERROR,
+            m::Severity::Warning => DiagnosticSeverity::WARNING,
+        }),
+        source: Some(SOURCE.into()),
+        message: d.message.clone(),
+        ..Diagnostic::default()
+    }
+}
+
+/// The fields of a review finding this server reads (the dossier's `finding`; the rest is
+/// ignored).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Finding {
+    id: String,
+    severity: FindingSeverity,
+    status: FindingStatus,
+    blocks_completion: bool,
+    summary: String,
+    evidence: String,
+    location: Option<FindingLocation>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct FindingLocation {
+    path: String,
+    #[serde(default)]
+    line: Option<usize>,
+}
+
+/// The dossier's finding severities.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FindingSeverity {
+    Critical,
+    High,
+    #[default]
+    Medium,
+    Low,
+}
+
+/// The dossier's finding statuses; absent means open.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum FindingStatus {
+    #[default]
+    Open,
+    Fixed,
+    AcceptedRisk,
+    Superseded,
+}
+
+/// The open findings of a task's latest review, each on the file and line it cites (the
+/// spec's first line when it cites none). Nothing once the task is completed.
+pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<(Uri, Diagnostic)> {
+    if status.status == "completed" {
+        return Vec::new();
+    }
+    let Some(review) = &status.review else { return Vec::new() };
+    let Some(list) = review.get("findings").and_then(|f| f.as_array()) else { return Vec::new() };
+    let Some(spec_uri) = path_to_uri(spec_path) else { return Vec::new() };
+    list.iter()
+        .filter_map(|value| serde_json::from_value::<Finding>(value.clone()).ok())
+        .filter(|f| f.status == FindingStatus::Open)
+        .filter_map(|f| {
+            let (uri, line) = match &f.location {
+                Some(location) => {
+                    let cited = Path::new(&location.path);
+                    let path = if cited.is_absolute() { cited.to_path_buf() } else { root.join(cited) };
+                    (path_to_uri(&path)?, location.line.map(lsp_line).unwrap_or(0))
+                }
+                None => (spec_uri.clone(), 0),
+            };
+            let severity = match (f.severity, f.blocks_completion) {
+                (FindingSeverity::Critical | FindingSeverity::High, _) | (_, true) => DiagnosticSeverity::ERROR,
+                (FindingSeverity::Medium, _) => DiagnosticSeverity::WARNING,
+                (FindingSeverity::Low, _) => DiagnosticSeverity::INFORMATION,
+            };
+            let message = [&f.summary, &f.evidence, &f.id].into_iter().find(|t| !t.is_empty()).cloned()?;
+            let diagnostic = Diagnostic {
+                range: line_range(line),
+                severity: Some(severity),
+                code: (!f.id.is_empty()).then(|| NumberOrString::String(f.id.clone())),
+                source: Some(SOURCE.into()),
+                message,
+                related_information: Some(vec![DiagnosticRelatedInformation {
+                    location: Location::new(spec_uri.clone(), line_range(0)),
+                    message: format!("review finding of task `{}`", status.task_id),
+                }]),
+                ..Diagnostic::default()
+            };
+            Some((uri, diagnostic))
+        })
+        .collect()
+}
+
+/// A task, by the workspace root the server knows it under.
+pub type TaskKey = (PathBuf, String);
+
+/// Every published source of diagnostics, so that each URI's full list can be rebuilt.
+#[derive(Debug, Default)]
+pub struct Published {
+    /// Spec diagnostics by the spec's URI.
+    specs: BTreeMap<String, (Uri, Vec<Diagnostic>)>,
+    /// Where each task's spec was last published (a moved spec clears its old URI).
+    spec_of_task: BTreeMap<TaskKey, Uri>,
+    /// Each task's open findings.
+    findings: BTreeMap<TaskKey, Vec<(Uri, Diagnostic)>>,
+    /// URIs last published with something on them.
+    shown: BTreeSet<String>,
+}
+
+impl Published {
+    /// Replace a task's spec diagnostics (`None` when its spec is gone); the URIs to republish.
+    pub fn set_spec(&mut self, task: TaskKey, spec: Option<(Uri, Vec<Diagnostic>)>) -> Vec<Uri> {
+        let mut touched = Vec::new();
+        if let Some(old) = self.spec_of_task.remove(&task) {
+            self.specs.remove(old.as_str());
+            touched.push(old);
+        }
+        if let Some((uri, diagnostics)) = spec {
+            self.spec_of_task.insert(task, uri.clone());
+            self.specs.insert(uri.as_str().to_string(), (uri.clone(), diagnostics));
+            touched.push(uri);
+        }
+        touched
+    }
+
+    /// Replace a task's findings; the URIs to republish (where they were and where they are).
+    pub fn set_findings(&mut self, task: TaskKey, findings: Vec<(Uri, Diagnostic)>) -> Vec<Uri> {
+        let mut touched: Vec<Uri> =
+            self.findings.remove(&task).unwrap_or_default().into_iter().map(|(u, _)| u).collect();
+        touched.extend(findings.iter().map(|(u, _)| u.clone()));
+        if !findings.is_empty() {
+            self.findings.insert(task, findings);
+        }
+        touched
+    }
+
+    /// The full list of `uri` now, when it must be sent: it has something, had something, or
+    /// `force` (a buffer was just checked: its editor expects an answer, even an empty one).
+    pub fn compose(&mut self, uri: &Uri, force: bool) -> Option<Vec<Diagnostic>> {
+        let mut all: Vec<Diagnostic> = self.specs.get(uri.as_str()).map(|(_, d)| d.clone()).unwrap_or_default();
+        for list in self.findings.values() {
+            all.extend(list.iter().filter(|(u, _)| u == uri).map(|(_, d)| d.clone()));
+        }
+        let had =
+            if all.is_empty() { self.shown.remove(uri.as_str()) } else { !self.shown.insert(uri.as_str().into()) };
+        (force || had || !all.is_empty()).then_some(all)
+    }
+
+    /// Every URI with something on it (to republish after a reconnection).
+    pub fn uris(&self) -> Vec<Uri> {
+        let mut uris: BTreeMap<String, Uri> =
+            self.specs.values().map(|(u, _)| (u.as_str().to_string(), u.clone())).collect();
+        for list in self.findings.values() {
+            uris.extend(list.iter().map(|(u, _)| (u.as_str().to_string(), u.clone())));
+        }
+        uris.into_values().collect()
+    }
+
+    /// The tasks whose findings are published.
+    pub fn tasks_with_findings(&self) -> Vec<TaskKey> {
+        self.findings.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn status(review: serde_json::Value, task_status: &str) -> m::StatusResult {
+        serde_json::from_value(serde_json::json!({
+            "task_id": "t", "next_action": {"role": "agent", "action": "repair", "command": "", "reason": ""},
+            "title": "", "status": task_status, "harden_status": "not_run", "path": "", "current_phase": "",
+            "next": "", "next_command": "", "review_gate": "", "phases": [], "criteria": [], "counts": {
+                "phases_total": 0, "phases_completed": 0, "criteria_total": 0, "criteria_passed": 0,
+                "criteria_failed": 0, "criteria_pending": 0},
+            "valid": true, "errors": [], "review": review,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn open_findings_land_on_the_cited_line_and_resolved_ones_do_not() {
+        let review = serde_json::json!({"findings": [
+            {"id": "f1", "severity": "high", "blocks_completion": true, "summary": "broken", "location": {"path": "src/a.rs", "line": 3}},
+            {"id": "f2", "severity": "low", "blocks_completion": false, "summary": "nit", "status": "open"},
+            {"id": "f3", "severity": "high", "blocks_completion": true, "summary": "done", "status": "fixed"},
+        ]});
+        let spec = Path::new("/w/.scafld/specs/review/t.md");
+        let found = findings(Path::new("/w"), spec, &status(review.clone(), "review"));
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0].0.as_str(), "file:///w/src/a.rs");
+        assert_eq!(found[0].1.range.start.line, 2);
+        assert_eq!(found[0].1.severity, Some(DiagnosticSeverity::ERROR));
+        assert_eq!(found[0].1.code, Some(NumberOrString::String("f1".into())));
+        assert_eq!(found[1].0.as_str(), "file:///w/.scafld/specs/review/t.md");
+        assert_eq!(found[1].1.severity, Some(DiagnosticSeverity::INFORMATION));
+        assert!(findings(Path::new("/w"), spec, &status(review, "completed")).is_empty());
+    }
+
+    #[test]
+    fn a_uri_emptied_of_everything_gets_one_empty_list() {
+        let mut published = Published::default();
+        let uri = Uri::from_str("file:///w/.scafld/specs/drafts/t.md").unwrap();
+        let task: TaskKey = ("/w".into(), "t".into());
+        let d = spec_diagnostic(&m::Diagnostic { line: 0, severity: m::Severity::Error, message: "x".into() });
+        assert_eq!(d.range.start.line, 0);
+        published.set_spec(task.clone(), Some((uri.clone(), vec![d])));
+        assert_eq!(published.compose(&uri, false).unwrap().len(), 1);
+        published.set_spec(task, Some((uri.clone(), vec![])));
+        assert_eq!(published.compose(&uri, false), Some(vec![]));
+        assert_eq!(published.compose(&uri, false), None);
+        assert_eq!(published.compose(&uri, true), Some(vec![]));
+    }
+}

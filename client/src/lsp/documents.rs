@@ -1,0 +1,204 @@
+//! Open spec buffers (text, version, whether they differ from the file) with their change
+//! debounce, and the mapping between `file:` URIs, paths and (workspace root, task id).
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use lsp_types::Uri;
+
+/// How long typing must pause before a changed buffer is checked.
+pub const DEBOUNCE: Duration = Duration::from_millis(150);
+
+/// Where a spec file belongs: its workspace root (as the editor names it) and its task id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecFile {
+    pub root: PathBuf,
+    pub task_id: String,
+}
+
+/// A file under `<root>/.scafld/specs/**/<task>.md`, or `None` for any other path.
+pub fn spec_file(path: &Path) -> Option<SpecFile> {
+    if path.extension().is_none_or(|e| e != "md") {
+        return None;
+    }
+    let task_id = path.file_stem()?.to_str()?.to_string();
+    let components: Vec<Component> = path.components().collect();
+    // The last `.scafld/specs` pair on the path: a workspace nested inside another is its own.
+    let at = components.windows(2).rposition(|w| w[0].as_os_str() == ".scafld" && w[1].as_os_str() == "specs")?;
+    let root: PathBuf = components[..at].iter().collect();
+    Some(SpecFile { root, task_id })
+}
+
+/// Bytes a path keeps unescaped in a `file:` URI (RFC 3986 unreserved, `/` and a few safe
+/// sub-delimiters editors leave alone).
+fn keep(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&byte)
+}
+
+/// The `file:` URI of an absolute path.
+pub fn path_to_uri(path: &Path) -> Option<Uri> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut text = String::from("file://");
+    for &byte in path.as_os_str().as_bytes() {
+        if keep(byte) {
+            text.push(byte as char);
+        } else {
+            text.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    Uri::from_str(&text).ok()
+}
+
+/// The path of a `file:` URI (percent-decoded); `None` for other schemes or a remote host.
+pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStringExt;
+    let rest = uri.as_str().strip_prefix("file://")?;
+    // `file:///p` (empty authority) or `file://localhost/p`.
+    let path = rest.strip_prefix("localhost").unwrap_or(rest);
+    if !path.starts_with('/') {
+        return None;
+    }
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = path.get(i + 1..i + 3)
+            && let Ok(byte) = u8::from_str_radix(hex, 16)
+        {
+            out.push(byte);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    Some(PathBuf::from(std::ffi::OsString::from_vec(out)))
+}
+
+/// One open spec buffer.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub uri: Uri,
+    pub spec: SpecFile,
+    pub text: String,
+    /// Whether the buffer has edits the file does not (yet) have: the file's own changes are
+    /// then not this buffer's diagnostics.
+    pub dirty: bool,
+    /// When the pending change should be checked (debounce), if one is pending.
+    due: Option<Instant>,
+}
+
+/// The open spec buffers, by URI.
+#[derive(Debug, Default)]
+pub struct Documents {
+    open: BTreeMap<String, Document>,
+}
+
+impl Documents {
+    /// Track an opened buffer; `None` when it is not a spec.
+    pub fn open(&mut self, uri: Uri, text: String) -> Option<&Document> {
+        let spec = spec_file(&uri_to_path(&uri)?)?;
+        let key = uri.as_str().to_string();
+        self.open.insert(key.clone(), Document { uri, spec, text, dirty: false, due: None });
+        self.open.get(&key)
+    }
+
+    /// A new full text for an open buffer; checked after [`DEBOUNCE`].
+    pub fn change(&mut self, uri: &Uri, text: String, now: Instant) -> bool {
+        let Some(doc) = self.open.get_mut(uri.as_str()) else { return false };
+        doc.text = text;
+        doc.dirty = true;
+        doc.due = Some(now + DEBOUNCE);
+        true
+    }
+
+    /// The buffer was written to its file (with its text when the editor sends it).
+    pub fn saved(&mut self, uri: &Uri, text: Option<String>) -> Option<&Document> {
+        let doc = self.open.get_mut(uri.as_str())?;
+        if let Some(text) = text {
+            doc.text = text;
+        }
+        doc.dirty = false;
+        doc.due = None;
+        Some(doc)
+    }
+
+    pub fn close(&mut self, uri: &Uri) -> Option<Document> {
+        self.open.remove(uri.as_str())
+    }
+
+    pub fn get(&self, uri: &Uri) -> Option<&Document> {
+        self.open.get(uri.as_str())
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Document> {
+        self.open.values()
+    }
+
+    /// The open buffer of a task, if any.
+    pub fn of_task(&self, root: &Path, task_id: &str) -> Option<&Document> {
+        self.open.values().find(|d| d.spec.task_id == task_id && d.spec.root == root)
+    }
+
+    /// The earliest pending check.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.open.values().filter_map(|d| d.due).min()
+    }
+
+    /// The buffers whose debounce ran out by `now` (their pending check taken).
+    pub fn take_due(&mut self, now: Instant) -> Vec<Document> {
+        self.open
+            .values_mut()
+            .filter(|d| d.due.is_some_and(|due| due <= now))
+            .map(|d| {
+                d.due = None;
+                d.clone()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_files_are_markdown_under_dot_scafld_specs() {
+        let spec = spec_file(Path::new("/w/a b/.scafld/specs/drafts/add-x.md")).unwrap();
+        assert_eq!(spec, SpecFile { root: PathBuf::from("/w/a b"), task_id: "add-x".into() });
+        assert!(spec_file(Path::new("/w/.scafld/specs/active/t.md")).is_some());
+        assert!(spec_file(Path::new("/w/.scafld/specs/t.txt")).is_none());
+        assert!(spec_file(Path::new("/w/.scafld/reviews/t.md")).is_none());
+        assert!(spec_file(Path::new("/w/src/t.md")).is_none());
+    }
+
+    #[test]
+    fn uris_round_trip_through_paths_with_spaces_and_unicode() {
+        let path = Path::new("/tmp/a b/ünï%/x.md");
+        let uri = path_to_uri(path).unwrap();
+        assert_eq!(uri.as_str(), "file:///tmp/a%20b/%C3%BCn%C3%AF%25/x.md");
+        assert_eq!(uri_to_path(&uri).unwrap(), path);
+        assert_eq!(uri_to_path(&Uri::from_str("file://localhost/x/y.md").unwrap()).unwrap(), Path::new("/x/y.md"));
+        assert!(uri_to_path(&Uri::from_str("untitled:Untitled-1").unwrap()).is_none());
+    }
+
+    #[test]
+    fn a_change_waits_for_the_debounce() {
+        let mut docs = Documents::default();
+        let uri = Uri::from_str("file:///w/.scafld/specs/drafts/t.md").unwrap();
+        assert!(docs.open(uri.clone(), "a".into()).is_some());
+        let now = Instant::now();
+        assert!(docs.change(&uri, "b".into(), now));
+        assert!(docs.take_due(now).is_empty());
+        assert_eq!(docs.next_due(), Some(now + DEBOUNCE));
+        let due = docs.take_due(now + DEBOUNCE);
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].text, "b");
+        assert!(docs.get(&uri).unwrap().dirty);
+        assert_eq!(docs.next_due(), None);
+    }
+}

@@ -1,0 +1,510 @@
+//! `scafld lsp`: a Language Server over stdio, backed by the daemon. It publishes spec
+//! diagnostics (of the editor's buffer, debounced) and the open findings of each task's latest
+//! review, answers hover, document symbols and code lenses, and runs scafld commands. It never
+//! writes a spec: every change goes through the daemon, whose events keep it current.
+//!
+//! One thread runs the loop below over three sources: the editor's messages (lsp-server's
+//! stdio threads), the daemon's events (`daemon::spawn_events`) and the debounce timer.
+
+mod commands;
+mod daemon;
+mod diagnostics;
+mod documents;
+mod outline;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender, select};
+use lsp_server::{ErrorCode, Message, Notification, Request, RequestId, Response};
+use lsp_types::{
+    CodeLensOptions, CodeLensParams, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, DidSaveTextDocumentParams, DocumentSymbolParams, DocumentSymbolResponse,
+    ExecuteCommandOptions, ExecuteCommandParams, HoverParams, HoverProviderCapability, InitializeParams,
+    LogMessageParams, MessageType, OneOf, PublishDiagnosticsParams, SaveOptions, ServerCapabilities,
+    TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions, Uri,
+};
+use scafld_protocol::methods::{self as m, CallerContext, Status};
+use scafld_protocol::{ErrorKind, Event};
+use serde::de::DeserializeOwned;
+
+pub use daemon::Connector;
+use daemon::{Link, LinkError, LinkEvent};
+use diagnostics::{Published, TaskKey};
+use documents::{Document, Documents, SpecFile, path_to_uri, spec_file, uri_to_path};
+use outline::ScafldCommand;
+
+/// What `scafld lsp` needs from the command line.
+pub struct Options {
+    /// Opens a daemon connection (starting the daemon when the argument allows it).
+    pub connect: Connector,
+    /// The environment build and review commands run with (the editor's, as it started us).
+    pub caller: CallerContext,
+    /// The workspace root when the editor names none (`--root`, else the nearest `.scafld/`).
+    pub root: Option<PathBuf>,
+}
+
+/// How the server ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// `shutdown` then `exit`.
+    Clean,
+    /// `exit` without `shutdown` (LSP asks for exit code 1).
+    WithoutShutdown,
+    /// The editor closed our stdin.
+    InputClosed,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Clean | Exit::InputClosed => 0,
+            Exit::WithoutShutdown => 1,
+        }
+    }
+}
+
+/// A workspace root as the editor names it, and as the daemon does (canonical).
+#[derive(Debug, Clone)]
+struct Root {
+    path: PathBuf,
+    canonical: PathBuf,
+}
+
+/// Serve LSP on stdin/stdout until the editor exits or closes stdin.
+pub fn run(options: Options) -> Result<Exit, String> {
+    let (connection, _io_threads) = lsp_server::Connection::stdio();
+    let (id, params) = match connection.initialize_start() {
+        Ok(start) => start,
+        Err(e) if connection.receiver.is_empty() => {
+            eprintln!("scafld lsp: no initialize request ({e})");
+            return Ok(Exit::InputClosed);
+        }
+        Err(e) => return Err(e.to_string()),
+    };
+    let init: InitializeParams = serde_json::from_value(params).map_err(|e| format!("bad initialize params: {e}"))?;
+    let capabilities = ServerCapabilities {
+        text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+            open_close: Some(true),
+            change: Some(TextDocumentSyncKind::FULL),
+            save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions { include_text: Some(true) })),
+            ..TextDocumentSyncOptions::default()
+        })),
+        hover_provider: Some(HoverProviderCapability::Simple(true)),
+        document_symbol_provider: Some(OneOf::Left(true)),
+        code_lens_provider: Some(CodeLensOptions { resolve_provider: Some(false) }),
+        execute_command_provider: Some(ExecuteCommandOptions {
+            commands: ScafldCommand::ALL.iter().map(|c| c.name().to_string()).collect(),
+            ..ExecuteCommandOptions::default()
+        }),
+        ..ServerCapabilities::default()
+    };
+    let result = serde_json::json!({
+        "capabilities": capabilities,
+        "serverInfo": {"name": "scafld", "version": env!("CARGO_PKG_VERSION")},
+    });
+    connection.initialize_finish(id, result).map_err(|e| e.to_string())?;
+
+    let (events_tx, events_rx) = crossbeam_channel::unbounded();
+    daemon::spawn_events(options.connect.clone(), events_tx).map_err(|e| format!("cannot start a thread: {e}"))?;
+    let mut server = Server {
+        out: connection.sender.clone(),
+        link: Link::new(options.connect.clone()),
+        connect: options.connect,
+        caller: options.caller,
+        roots: Vec::new(),
+        docs: Documents::default(),
+        published: Published::default(),
+        shutdown: false,
+        progress: init.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false),
+    };
+    for root in initial_roots(&init).into_iter().chain(options.root) {
+        server.add_root(&root);
+    }
+    Ok(server.main_loop(&connection.receiver, &events_rx))
+}
+
+/// The workspace folders of `initialize` (or its older `rootUri`).
+fn initial_roots(init: &InitializeParams) -> Vec<PathBuf> {
+    let folders: Vec<PathBuf> = init.workspace_folders.iter().flatten().filter_map(|f| uri_to_path(&f.uri)).collect();
+    if !folders.is_empty() {
+        return folders;
+    }
+    #[allow(deprecated)] // the only root older clients (Neovim 0.7) send without folders
+    init.root_uri.as_ref().and_then(uri_to_path).into_iter().collect()
+}
+
+struct Server {
+    out: Sender<Message>,
+    /// Requests of this thread (reads, checks).
+    link: Link,
+    connect: Connector,
+    caller: CallerContext,
+    roots: Vec<Root>,
+    docs: Documents,
+    published: Published,
+    shutdown: bool,
+    /// Whether the editor takes `window/workDoneProgress/create`.
+    progress: bool,
+}
+
+impl Server {
+    fn main_loop(&mut self, editor: &Receiver<Message>, events: &Receiver<LinkEvent>) -> Exit {
+        loop {
+            let timer = match self.docs.next_due() {
+                Some(due) => crossbeam_channel::at(due),
+                None => crossbeam_channel::never(),
+            };
+            select! {
+                recv(editor) -> message => match message {
+                    Ok(message) => {
+                        if let Some(exit) = self.on_message(message) {
+                            return exit;
+                        }
+                    }
+                    // lsp-server's reader ended: stdin closed.
+                    Err(_) => return Exit::InputClosed,
+                },
+                recv(events) -> event => {
+                    if let Ok(event) = event {
+                        self.on_link(event);
+                    }
+                }
+                recv(timer) -> _ => {
+                    for doc in self.docs.take_due(Instant::now()) {
+                        self.check_buffer(&doc);
+                    }
+                }
+            }
+        }
+    }
+
+    fn send(&self, message: impl Into<Message>) {
+        let _ = self.out.send(message.into());
+    }
+
+    fn log(&self, typ: MessageType, message: String) {
+        eprintln!("scafld lsp: {message}");
+        self.send(Notification::new("window/logMessage".into(), LogMessageParams { typ, message }));
+    }
+
+    /// Remember a workspace root; whether it is new.
+    fn add_root(&mut self, path: &Path) -> bool {
+        let Ok(canonical) = path.canonicalize() else { return false };
+        if self.roots.iter().any(|r| r.canonical == canonical) {
+            return false;
+        }
+        self.roots.push(Root { path: path.to_path_buf(), canonical });
+        true
+    }
+
+    // --- editor messages -------------------------------------------------------------------
+
+    fn on_message(&mut self, message: Message) -> Option<Exit> {
+        match message {
+            Message::Request(request) => {
+                self.on_request(request);
+                None
+            }
+            // Answers to our `window/workDoneProgress/create`: nothing to do.
+            Message::Response(_) => None,
+            Message::Notification(n) if n.method == "exit" => {
+                Some(if self.shutdown { Exit::Clean } else { Exit::WithoutShutdown })
+            }
+            Message::Notification(n) => {
+                self.on_notification(n);
+                None
+            }
+        }
+    }
+
+    fn on_request(&mut self, request: Request) {
+        let id = request.id.clone();
+        if self.shutdown {
+            return self.send(Response::new_err(id, ErrorCode::InvalidRequest as i32, "shutting down".into()));
+        }
+        let answer: Result<serde_json::Value, (i32, String)> = match request.method.as_str() {
+            "shutdown" => {
+                self.shutdown = true;
+                Ok(serde_json::Value::Null)
+            }
+            "textDocument/hover" => params::<HoverParams>(request).and_then(|p| self.hover(p)),
+            "textDocument/documentSymbol" => params::<DocumentSymbolParams>(request).and_then(|p| self.symbols(p)),
+            "textDocument/codeLens" => params::<CodeLensParams>(request).map(|p| {
+                let is_spec = uri_to_path(&p.text_document.uri).and_then(|path| spec_file(&path)).is_some();
+                let lenses = if is_spec { outline::lenses(&p.text_document.uri) } else { Vec::new() };
+                serde_json::to_value(lenses).unwrap_or_default()
+            }),
+            "workspace/executeCommand" => match params::<ExecuteCommandParams>(request).and_then(|p| self.command(p)) {
+                // Answered by the command's thread.
+                Ok(job) => {
+                    return commands::spawn(job.with(id), self.connect.clone(), self.caller.clone(), self.out.clone());
+                }
+                Err(e) => Err(e),
+            },
+            other => Err((ErrorCode::MethodNotFound as i32, format!("scafld lsp does not handle {other}"))),
+        };
+        self.send(match answer {
+            Ok(value) => Response::new_ok(id, value),
+            Err((code, message)) => Response::new_err(id, code, message),
+        });
+    }
+
+    fn on_notification(&mut self, n: Notification) {
+        match n.method.as_str() {
+            "initialized" => self.refresh_all(false),
+            "textDocument/didOpen" => {
+                let Ok(p) = n.extract::<DidOpenTextDocumentParams>("textDocument/didOpen") else { return };
+                if let Some(doc) = self.docs.open(p.text_document.uri, p.text_document.text).cloned() {
+                    if self.add_root(&doc.spec.root) {
+                        self.refresh_root_findings(&doc.spec.root.clone());
+                    }
+                    self.check_buffer(&doc);
+                }
+            }
+            "textDocument/didChange" => {
+                let Ok(p) = n.extract::<DidChangeTextDocumentParams>("textDocument/didChange") else { return };
+                // Full sync: the last change holds the whole text.
+                if let Some(change) = p.content_changes.into_iter().last() {
+                    self.docs.change(&p.text_document.uri, change.text, Instant::now());
+                }
+            }
+            "textDocument/didSave" => {
+                let Ok(p) = n.extract::<DidSaveTextDocumentParams>("textDocument/didSave") else { return };
+                if let Some(doc) = self.docs.saved(&p.text_document.uri, p.text).cloned() {
+                    self.check_buffer(&doc);
+                }
+            }
+            "textDocument/didClose" => {
+                let Ok(p) = n.extract::<DidCloseTextDocumentParams>("textDocument/didClose") else { return };
+                if let Some(doc) = self.docs.close(&p.text_document.uri)
+                    && let Some(root) = self.root_of(&doc.spec)
+                {
+                    // The file's diagnostics replace the buffer's.
+                    self.refresh_spec(&root, &doc.spec.task_id, false);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn root_of(&self, spec: &SpecFile) -> Option<Root> {
+        let canonical = spec.root.canonicalize().ok()?;
+        self.roots.iter().find(|r| r.canonical == canonical).cloned()
+    }
+
+    // --- daemon events ---------------------------------------------------------------------
+
+    fn on_link(&mut self, event: LinkEvent) {
+        match event {
+            // Whatever changed while we were not listening: read it all again.
+            LinkEvent::Connected => self.refresh_all(true),
+            LinkEvent::Lost(why) => self.log(MessageType::WARNING, format!("lost the daemon ({why}); reconnecting")),
+            LinkEvent::Event(Event::TaskChanged { root, task_id, .. }) => {
+                let roots: Vec<Root> = self.roots.iter().filter(|r| r.canonical == Path::new(&root)).cloned().collect();
+                for root in roots {
+                    self.refresh_spec(&root, &task_id, false);
+                    self.refresh_findings(&root, &task_id);
+                }
+            }
+            LinkEvent::Event(Event::EventsLagged { .. }) => self.refresh_all(false),
+            LinkEvent::Event(_) => {}
+        }
+    }
+
+    // --- publishing ------------------------------------------------------------------------
+
+    fn publish(&mut self, uris: Vec<Uri>, force: bool) {
+        for uri in uris {
+            if let Some(diagnostics) = self.published.compose(&uri, force) {
+                let params = PublishDiagnosticsParams { uri, diagnostics, version: None };
+                self.send(Notification::new("textDocument/publishDiagnostics".into(), params));
+            }
+        }
+    }
+
+    /// Check an open buffer's text and publish its diagnostics (always, even none).
+    fn check_buffer(&mut self, doc: &Document) {
+        let key: TaskKey = (doc.spec.root.clone(), doc.spec.task_id.clone());
+        let diagnostics = if doc.text.len() > m::MAX_CHECK_TEXT_BYTES {
+            vec![problem(format!(
+                "this spec is {} bytes; scafld checks at most {}",
+                doc.text.len(),
+                m::MAX_CHECK_TEXT_BYTES
+            ))]
+        } else {
+            let params = m::CheckParams {
+                root: doc.spec.root.display().to_string(),
+                task_id: doc.spec.task_id.clone(),
+                text: Some(doc.text.clone()),
+            };
+            match self.link.call::<m::TaskCheck>(&params) {
+                Ok(result) => result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect(),
+                // The daemon refuses the file itself (a bad task id, an unknown workspace): say so on it.
+                Err(LinkError::Refused { message, .. }) => vec![problem(message)],
+                Err(e) => return self.log(MessageType::WARNING, format!("cannot check {}: {e}", doc.uri.as_str())),
+            }
+        };
+        let touched = self.published.set_spec(key, Some((doc.uri.clone(), diagnostics)));
+        self.publish(touched, true);
+    }
+
+    /// Publish a task's spec diagnostics as its file on disk reads, unless its open buffer has
+    /// unsaved edits (the buffer's are the ones that matter then).
+    fn refresh_spec(&mut self, root: &Root, task_id: &str, force: bool) {
+        if let Some(doc) = self.docs.of_task(&root.path, task_id).cloned()
+            && doc.dirty
+        {
+            return self.check_buffer(&doc);
+        }
+        let key: TaskKey = (root.path.clone(), task_id.to_string());
+        let params = m::CheckParams { root: root.path.display().to_string(), task_id: task_id.into(), text: None };
+        let spec = match self.link.call::<m::TaskCheck>(&params) {
+            Ok(result) => path_to_uri(&root.path.join(&result.path))
+                .map(|uri| (uri, result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect())),
+            Err(LinkError::Refused { kind: ErrorKind::NotFound, .. }) => None,
+            Err(e) => return self.log(MessageType::WARNING, format!("cannot validate {task_id}: {e}")),
+        };
+        let touched = self.published.set_spec(key, spec);
+        self.publish(touched, force);
+    }
+
+    fn refresh_findings(&mut self, root: &Root, task_id: &str) {
+        let key: TaskKey = (root.path.clone(), task_id.to_string());
+        let params = m::TaskParams { root: root.path.display().to_string(), task_id: task_id.into() };
+        let found = match self.link.call::<m::TaskStatus>(&params) {
+            Ok(status) => diagnostics::findings(&root.path, &root.path.join(&status.path), &status),
+            Err(LinkError::Refused { .. }) => Vec::new(),
+            Err(e) => return self.log(MessageType::WARNING, format!("cannot read the review of {task_id}: {e}")),
+        };
+        let touched = self.published.set_findings(key, found);
+        self.publish(touched, false);
+    }
+
+    /// The findings of every task of a root.
+    fn refresh_root_findings(&mut self, root_path: &Path) {
+        let Some(root) = self.roots.iter().find(|r| r.path == root_path).cloned() else { return };
+        let params = m::ListParams { root: root.path.display().to_string(), status: None };
+        match self.link.call::<m::TaskList>(&params) {
+            Ok(list) => {
+                // Only a task that got as far as review can have findings to show (a completed
+                // one shows none; a failed or cancelled one is archived).
+                let reviewed = |status: &str| {
+                    matches!(status.parse::<Status>(), Ok(Status::Active | Status::Blocked | Status::Review))
+                };
+                for task in list.tasks.into_iter().filter(|t| reviewed(&t.status)) {
+                    self.refresh_findings(&root, &task.task_id);
+                }
+            }
+            // Not a scafld workspace (yet): nothing to show.
+            Err(LinkError::Refused { .. }) => {}
+            Err(e) => self.log(MessageType::WARNING, format!("cannot list the tasks of {}: {e}", root.path.display())),
+        }
+    }
+
+    /// Re-read everything shown: every open buffer and every root's findings. `force`
+    /// republishes even unchanged lists (after a reconnection the editor is told again).
+    fn refresh_all(&mut self, force: bool) {
+        // An open buffer is what the editor shows: its text is checked, not the file's.
+        let docs: Vec<Document> = self.docs.all().cloned().collect();
+        for doc in docs {
+            self.check_buffer(&doc);
+        }
+        let roots: Vec<PathBuf> = self.roots.iter().map(|r| r.path.clone()).collect();
+        let before = self.published.tasks_with_findings();
+        for root in roots {
+            self.refresh_root_findings(&root);
+        }
+        // A task gone from the list (removed while we were away) keeps no findings.
+        for (root_path, task_id) in before {
+            if let Some(root) = self.roots.iter().find(|r| r.path == root_path).cloned() {
+                self.refresh_findings(&root, &task_id);
+            }
+        }
+        if force {
+            let uris = self.published.uris();
+            self.publish(uris, true);
+        }
+    }
+
+    // --- requests --------------------------------------------------------------------------
+
+    /// The spec behind a request's document: its buffer (or file) text, its structure and,
+    /// when the daemon knows the task, its status.
+    fn spec_of(&mut self, uri: &Uri) -> Result<(String, m::ValidateResult, Option<m::StatusResult>), (i32, String)> {
+        let not_a_spec = || (ErrorCode::InvalidParams as i32, format!("{} is not a scafld spec", uri.as_str()));
+        let path = uri_to_path(uri).ok_or_else(not_a_spec)?;
+        let spec = spec_file(&path).ok_or_else(not_a_spec)?;
+        let text = match self.docs.get(uri) {
+            Some(doc) => doc.text.clone(),
+            None => std::fs::read_to_string(&path)
+                .map_err(|e| (REQUEST_FAILED, format!("cannot read {}: {e}", path.display())))?,
+        };
+        let root = spec.root.display().to_string();
+        let params = m::CheckParams { root: root.clone(), task_id: spec.task_id.clone(), text: Some(text.clone()) };
+        let structure = self.link.call::<m::TaskCheck>(&params).map_err(failed)?;
+        let status = self.link.call::<m::TaskStatus>(&m::TaskParams { root, task_id: spec.task_id }).ok();
+        Ok((text, structure, status))
+    }
+
+    fn hover(&mut self, p: HoverParams) -> Result<serde_json::Value, (i32, String)> {
+        let uri = p.text_document_position_params.text_document.uri;
+        let line = p.text_document_position_params.position.line;
+        let (text, structure, status) = self.spec_of(&uri)?;
+        Ok(serde_json::to_value(outline::hover(&structure, status.as_ref(), &text, line)).unwrap_or_default())
+    }
+
+    fn symbols(&mut self, p: DocumentSymbolParams) -> Result<serde_json::Value, (i32, String)> {
+        let (text, structure, _) = self.spec_of(&p.text_document.uri)?;
+        let symbols = DocumentSymbolResponse::Nested(outline::symbols(&structure, &text));
+        Ok(serde_json::to_value(symbols).unwrap_or_default())
+    }
+
+    fn command(&mut self, p: ExecuteCommandParams) -> Result<PendingJob, (i32, String)> {
+        let invalid = |message: String| (ErrorCode::InvalidParams as i32, message);
+        let command =
+            ScafldCommand::parse(&p.command).ok_or_else(|| invalid(format!("unknown command {}", p.command)))?;
+        let uri = p
+            .arguments
+            .first()
+            .and_then(|a| a.as_str().or_else(|| a.get("uri").and_then(|u| u.as_str())))
+            .and_then(|u| u.parse::<Uri>().ok())
+            .ok_or_else(|| invalid(format!("{} takes the spec's URI as its argument", p.command)))?;
+        let spec = uri_to_path(&uri)
+            .and_then(|path| spec_file(&path))
+            .ok_or_else(|| invalid(format!("{} is not a scafld spec", uri.as_str())))?;
+        Ok(PendingJob { command, spec, progress: self.progress && command.is_long() })
+    }
+}
+
+/// A command ready to run once its request id is attached.
+struct PendingJob {
+    command: ScafldCommand,
+    spec: SpecFile,
+    progress: bool,
+}
+
+impl PendingJob {
+    fn with(self, request: RequestId) -> commands::Job {
+        commands::Job { request, command: self.command, spec: self.spec, progress: self.progress }
+    }
+}
+
+use commands::REQUEST_FAILED;
+
+fn failed(error: LinkError) -> (i32, String) {
+    (REQUEST_FAILED, error.to_string())
+}
+
+fn params<P: DeserializeOwned>(request: Request) -> Result<P, (i32, String)> {
+    let method = request.method.clone();
+    request
+        .extract::<P>(&method)
+        .map(|(_, p)| p)
+        .map_err(|e| (ErrorCode::InvalidParams as i32, format!("{method}: {e:?}")))
+}
+
+/// A problem with the whole file, on its first line.
+fn problem(message: String) -> lsp_types::Diagnostic {
+    diagnostics::spec_diagnostic(&m::Diagnostic { line: 0, severity: m::Severity::Error, message })
+}

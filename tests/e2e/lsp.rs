@@ -1,0 +1,559 @@
+//! `scafld lsp` through the real binary: a small LSP client of ours (Content-Length frames over
+//! pipes) against a real daemon: buffer diagnostics at their 0-based lines (cleared with an
+//! empty list, republished when the file changes on disk), review findings on the cited lines
+//! until resolved, hover, document symbols, executeCommand with `$/progress`, a daemon
+//! restart, a clean exit; and the Neovim reference client, headless (`nvim` must be installed
+//! in CI; elsewhere its test is skipped with a notice).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use scafld_tests::{DEADLINE, TestEnv, wait_until};
+use serde_json::{Value, json};
+
+use crate::gate::{opened, write};
+use crate::review::{ATTACKS, command_review, fail, reviewer, to_review};
+use crate::specs::{spec_text, write_spec};
+
+fn uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// A running `scafld lsp` and our end of its pipes.
+struct Lsp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    messages: mpsc::Receiver<Value>,
+    /// Messages read while looking for another one.
+    backlog: Vec<Value>,
+    next_id: u64,
+}
+
+impl Lsp {
+    /// Start `scafld lsp` in the work directory and initialise it with `root` as its workspace.
+    fn start(env: &TestEnv, root: &Path) -> Lsp {
+        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(env.path("lsp.stderr")).unwrap();
+        let mut child = env
+            .scafld_command(&["lsp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn scafld lsp");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, messages) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            while let Some(message) = read_frame(&mut reader) {
+                if tx.send(message).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut lsp = Lsp { stdin: child.stdin.take(), child, messages, backlog: Vec::new(), next_id: 1 };
+        let id = lsp.request(
+            "initialize",
+            json!({"processId": null, "rootUri": uri(root), "capabilities": {"window": {"workDoneProgress": true}}}),
+        );
+        let init = lsp.response(id);
+        let capabilities = &init["result"]["capabilities"];
+        assert_eq!(capabilities["hoverProvider"], true, "{init}");
+        assert_eq!(capabilities["executeCommandProvider"]["commands"][0], "scafld.build", "{init}");
+        lsp.notify("initialized", json!({}));
+        lsp
+    }
+
+    fn send(&mut self, message: Value) {
+        let body = message.to_string();
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// The next message that satisfies `wanted` (others are kept for later); requests from the
+    /// server (progress tokens) are answered as an editor would.
+    fn wait_for(&mut self, what: &str, mut wanted: impl FnMut(&Value) -> bool) -> Value {
+        if let Some(at) = self.backlog.iter().position(&mut wanted) {
+            return self.backlog.remove(at);
+        }
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = match self.messages.recv_timeout(left) {
+                Ok(message) => message,
+                Err(e) => panic!("waiting for {what}: {e:?}; unread: {:#?}", self.backlog),
+            };
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": null}));
+            }
+            if wanted(&message) {
+                return message;
+            }
+            self.backlog.push(message);
+        }
+    }
+
+    fn response(&mut self, id: u64) -> Value {
+        self.wait_for(&format!("the response to request {id}"), |m| m["id"] == json!(id) && m.get("method").is_none())
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params);
+        self.response(id)
+    }
+
+    /// The next diagnostics published for `uri` that satisfy `wanted`.
+    fn diagnostics(&mut self, uri: &str, what: &str, mut wanted: impl FnMut(&[Value]) -> bool) -> Vec<Value> {
+        let message = self.wait_for(what, |m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == uri
+                && wanted(m["params"]["diagnostics"].as_array().unwrap())
+        });
+        message["params"]["diagnostics"].as_array().unwrap().clone()
+    }
+
+    fn open(&mut self, uri: &str, text: &str) {
+        self.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": text}}),
+        );
+    }
+
+    /// Wait (bounded) for the process to end and return its exit code.
+    fn exit_code(&mut self) -> i32 {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(Instant::now() < deadline, "scafld lsp did not exit");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Lsp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One Content-Length framed message; `None` at end of stream.
+fn read_frame(reader: &mut impl BufRead) -> Option<Value> {
+    let mut length = None;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(value) = line.strip_prefix("Content-Length: ") {
+            length = value.parse::<usize>().ok();
+        }
+    }
+    let mut body = vec![0; length?];
+    reader.read_exact(&mut body).ok()?;
+    Some(serde_json::from_slice(&body).expect("the server sent JSON"))
+}
+
+/// The two-phase spec with a duplicated criterion id on line 66 (1-based) → LSP line 65.
+fn broken(task_id: &str) -> String {
+    spec_text(task_id, "draft").replace("`ac2_2` boundary", "`ac2_1` boundary")
+}
+
+const DUPLICATE_LINE: u64 = 65;
+
+fn has_duplicate(diagnostics: &[Value]) -> bool {
+    diagnostics.iter().any(|d| {
+        d["range"]["start"]["line"] == DUPLICATE_LINE
+            && d["severity"] == 1
+            && d["source"] == "scafld"
+            && d["message"].as_str().unwrap_or_default().contains("`ac2_1` is already used")
+    })
+}
+
+#[test]
+fn lsp_diagnostics_follow_the_buffer_and_the_file_on_disk() {
+    let env = TestEnv::new();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    // Nobody answers: the server starts the daemon itself when the buffer needs checking.
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+
+    // The broken buffer (not the file: it is fine on disk) → the error at its 0-based line.
+    lsp.open(&uri, &broken("greet"));
+    let diagnostics = lsp.diagnostics(&uri, "the duplicate id", has_duplicate);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), spec_text("greet", "draft"), "the server wrote the spec");
+
+    // Fixed in the buffer (two quick edits, one check after the debounce) → an empty list.
+    for (version, text) in [(2, broken("greet").replace("---\nspec", "---\n\nspec")), (3, spec_text("greet", "draft"))]
+    {
+        lsp.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+        );
+    }
+    lsp.diagnostics(&uri, "the cleared list", |d| d.is_empty());
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}, "text": spec_text("greet", "draft")}));
+    lsp.diagnostics(&uri, "the saved buffer's empty list", |d| d.is_empty());
+
+    // Someone else breaks the file on disk: the daemon's event republishes it.
+    std::fs::write(&path, broken("greet")).unwrap();
+    lsp.diagnostics(&uri, "the file's diagnostics", has_duplicate);
+    // Another spec changed on disk while not open: it is published too.
+    let other = write_spec(&env, "drafts", "other", &broken("other"));
+    lsp.diagnostics(&crate::lsp::uri(&other), "the unopened spec's diagnostics", has_duplicate);
+
+    // A whole-file problem (line 0 in scafld) lands on line 0.
+    let wrong_id = spec_text("greet", "draft").replace("task_id: greet", "task_id: other-name");
+    lsp.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 4}, "contentChanges": [{"text": wrong_id}]}),
+    );
+    let names_it = |d: &Value| d["message"].as_str().unwrap_or_default().contains("other-name");
+    let diagnostics = lsp.diagnostics(&uri, "the file name problem", |d| d.iter().any(names_it));
+    let problem = diagnostics.iter().find(|d| names_it(d)).unwrap();
+    assert!(problem["range"]["start"]["line"].as_u64().unwrap() < 10, "{diagnostics:?}");
+    assert!(!has_duplicate(&diagnostics), "{diagnostics:?}");
+}
+
+#[test]
+fn lsp_publishes_open_review_findings_on_the_cited_lines_until_resolved() {
+    let env = TestEnv::new();
+    to_review(&env);
+    // The review runs from the editor (scafld.review), with the reviewer the config names.
+    let script = reviewer(&env, "fail", &fail(), "");
+    write(
+        &env,
+        ".scafld/config.local.yaml",
+        &format!("review:\n  external:\n    provider: command\n    command: {script}\n"),
+    );
+    let spec = env.scafld(&["status", "rev", "--json"]).json()["result"]["path"].as_str().unwrap().to_string();
+    let mut lsp = Lsp::start(&env, &env.work);
+    let lib = uri(&env.work.join("src/lib.rs"));
+    let id = lsp.request(
+        "workspace/executeCommand",
+        json!({"command": "scafld.review", "arguments": [uri(&env.work.join(spec))]}),
+    );
+    let review = lsp.response(id);
+    assert_eq!(review["result"]["outcome"], "fail", "{review}");
+    assert_eq!(review["result"]["review"]["verdict"], "fail", "{review}");
+    let progress = |m: &Value, kind: &str| m["method"] == "$/progress" && m["params"]["value"]["kind"] == kind;
+    let begin = lsp.wait_for("review progress begin", |m| progress(m, "begin"));
+    assert_eq!(begin["params"]["value"]["title"], "scafld.review rev");
+    lsp.wait_for("review progress end", |m| progress(m, "end"));
+
+    let findings = lsp.diagnostics(&lib, "the finding on src/lib.rs", |d| !d.is_empty());
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    let finding = &findings[0];
+    assert_eq!(finding["range"]["start"]["line"], 1, "line 2 in the dossier is LSP line 1");
+    assert_eq!(finding["severity"], 1);
+    assert_eq!(finding["source"], "scafld");
+    assert_eq!(finding["code"], "greeting-ignored");
+    assert_eq!(finding["message"], "flag value never printed");
+    let related = finding["relatedInformation"][0]["location"]["uri"].as_str().unwrap();
+    assert!(related.ends_with("/rev.md"), "{related}");
+    // An editor started later sees the same finding at once.
+    let mut later = Lsp::start(&env, &env.work);
+    let at_start = later.diagnostics(&lib, "the finding at start-up", |d| !d.is_empty());
+    assert_eq!(at_start, findings);
+    drop(later);
+
+    // The repair and a verify review marking it fixed: the finding is cleared.
+    write(&env, "src/lib.rs", "pub fn greet() -> &'static str { \"hi\" }\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let fixed = format!(
+        r#"{{"verdict":"pass","mode":"verify","summary":"s","findings":[{{"id":"greeting-ignored","severity":"high","blocks_completion":true,"status":"fixed","summary":"now printed"}}],"attack_log":{ATTACKS},"budget":{{}}}}"#
+    );
+    command_review(&env, &reviewer(&env, "verify", &fixed, ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    lsp.diagnostics(&lib, "the resolved finding cleared", |d| d.is_empty());
+}
+
+#[test]
+fn lsp_hover_symbols_and_commands_speak_for_the_daemon() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let phase = "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n";
+    opened(&env, "src/lib.rs", phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    let path = env.work.join(status["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() as u64;
+    let (phase_line, criterion_line) = (line_of("## Phase 1: Do"), line_of("`a1`"));
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+    lsp.open(&uri, &text);
+    lsp.diagnostics(&uri, "the open spec's diagnostics", |_| true);
+
+    // Outline: the phase with its criterion, at their lines.
+    let symbols = lsp.call("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}}))["result"].clone();
+    assert_eq!(symbols[0]["name"], "Phase 1: Do", "{symbols}");
+    assert_eq!(symbols[0]["selectionRange"]["start"]["line"], phase_line);
+    assert_eq!(symbols[0]["children"][0]["name"], "a1");
+    assert_eq!(symbols[0]["children"][0]["selectionRange"]["start"]["line"], criterion_line);
+
+    let hover = |lsp: &mut Lsp, line: u64| {
+        let reply = lsp.call(
+            "textDocument/hover",
+            json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": 3}}),
+        );
+        reply["result"]["contents"]["value"].as_str().unwrap_or_default().to_string()
+    };
+    let before = hover(&mut lsp, criterion_line);
+    assert!(before.contains("status: **pending**") && before.contains("no evidence yet"), "{before}");
+    assert!(before.contains("command: `grep -q greet src/lib.rs`") && before.contains("expected: exit_code_zero"));
+
+    // scafld.build through the editor: progress begins and ends, the outcome is the answer.
+    let id = lsp.request("workspace/executeCommand", json!({"command": "scafld.build", "arguments": [uri]}));
+    let outcome = lsp.response(id);
+    assert_eq!(outcome["result"]["status"], "review", "{outcome}");
+    assert_eq!(outcome["result"]["criteria"][0]["status"], "pass", "{outcome}");
+    let kind = |m: &Value| m["method"] == "$/progress" && m["params"]["token"].is_string();
+    let begin = lsp.wait_for("progress begin", |m| kind(m) && m["params"]["value"]["kind"] == "begin");
+    assert_eq!(begin["params"]["value"]["title"], "scafld.build rev");
+    lsp.wait_for("progress end", |m| kind(m) && m["params"]["value"]["kind"] == "end");
+
+    // Hover now tells the run: exit code, duration, current evidence; the phase its progress.
+    let after = hover(&mut lsp, criterion_line + 1);
+    assert!(after.contains("status: **pass** (evidence current)"), "{after}");
+    assert!(after.contains("last run: exit code 0, ") && after.contains(" ms"), "{after}");
+    let heading = hover(&mut lsp, phase_line);
+    assert!(heading.contains("1/1 criteria passed"), "{heading}");
+
+    let status = lsp.call("workspace/executeCommand", json!({"command": "scafld.status", "arguments": [uri]}));
+    assert_eq!(status["result"]["status"], "review", "{status}");
+    let handoff = lsp.call("workspace/executeCommand", json!({"command": "scafld.handoff", "arguments": [uri]}));
+    assert!(handoff["result"]["markdown"].as_str().unwrap().contains("rev"), "{handoff}");
+    let lenses = lsp.call("textDocument/codeLens", json!({"textDocument": {"uri": uri}}));
+    let commands: Vec<&str> =
+        lenses["result"].as_array().unwrap().iter().map(|l| l["command"]["command"].as_str().unwrap()).collect();
+    assert_eq!(commands, ["scafld.build", "scafld.review", "scafld.status", "scafld.handoff"]);
+
+    // A daemon refusal is an LSP error carrying the daemon's message.
+    let missing = uri.replace("/rev.md", "/nope.md");
+    let refused = lsp.call("workspace/executeCommand", json!({"command": "scafld.status", "arguments": [missing]}));
+    assert_eq!(refused["error"]["code"], -32803, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("no spec for task `nope`"), "{refused}");
+    let unknown = lsp.call("workspace/executeCommand", json!({"command": "scafld.nope", "arguments": [uri]}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+}
+
+#[test]
+fn lsp_reconnects_after_a_daemon_restart_and_republishes() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &broken("greet"));
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+    lsp.open(&uri, &broken("greet"));
+    lsp.diagnostics(&uri, "the duplicate id", has_duplicate);
+
+    let mut daemon = env.take_daemon();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    lsp.wait_for("the lost daemon logged", |m| {
+        m["method"] == "window/logMessage"
+            && m["params"]["message"].as_str().unwrap_or_default().contains("lost the daemon")
+    });
+    // Only what the server says from now on counts.
+    lsp.backlog.clear();
+    env.start_daemon();
+    lsp.diagnostics(&uri, "the buffer's diagnostics republished", has_duplicate);
+    // Events flow again from the new daemon: the file fixed on disk, a new broken spec.
+    std::fs::write(&path, spec_text("greet", "draft")).unwrap();
+    lsp.diagnostics(&uri, "the file's empty list", |d| d.is_empty());
+    let other = write_spec(&env, "drafts", "other", &broken("other"));
+    lsp.diagnostics(&crate::lsp::uri(&other), "the new spec's diagnostics", has_duplicate);
+}
+
+/// Child processes of `pid` (from /proc).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("children")).ok())
+        .flat_map(|c| c.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
+        .collect()
+}
+
+#[test]
+fn lsp_exits_cleanly_on_shutdown_and_exit_and_when_stdin_closes() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+
+    let mut lsp = Lsp::start(&env, &env.work);
+    lsp.open(&uri(&path), &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri(&path), "the open spec's (empty) list", |d| d.is_empty());
+    assert_eq!(children(lsp.child.id()), Vec::<u32>::new(), "the server started a process");
+    let shutdown = lsp.call("shutdown", json!(null));
+    assert!(shutdown.get("error").is_none() && shutdown["result"].is_null(), "{shutdown}");
+    let after = lsp.call("textDocument/codeLens", json!({"textDocument": {"uri": uri(&path)}}));
+    assert_eq!(after["error"]["code"], -32600, "requests after shutdown are refused: {after}");
+    lsp.notify("exit", json!(null));
+    assert_eq!(lsp.exit_code(), 0);
+
+    // The editor just goes away: stdin closes and the server exits.
+    let mut lsp = Lsp::start(&env, &env.work);
+    let pid = lsp.child.id();
+    lsp.stdin.take();
+    assert_eq!(lsp.exit_code(), 0);
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+
+    // `exit` without `shutdown`: exit code 1, as the protocol says.
+    let mut lsp = Lsp::start(&env, &env.work);
+    lsp.notify("exit", json!(null));
+    assert_eq!(lsp.exit_code(), 1);
+}
+
+/// `nvim`, or `None` when this machine has none and may skip (never in CI).
+fn nvim() -> Option<PathBuf> {
+    let found = Command::new("nvim")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        assert!(!ci, "nvim is not installed; bash .ci/run installs it (apt-get install neovim)");
+        eprintln!(
+            "\n*** SKIPPED: nvim is not installed (apt-get install neovim); the Neovim client was not tested ***\n"
+        );
+        return None;
+    }
+    Some(PathBuf::from("nvim"))
+}
+
+#[test]
+fn neovim_shows_a_broken_specs_diagnostic_and_clears_it_once_fixed() {
+    let Some(nvim) = nvim() else { return };
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &broken("greet"));
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../client/editors/nvim");
+    let results = env.path("nvim-results.txt");
+    // Open the broken spec, wait for the diagnostic, fix the buffer, wait for none.
+    let script = format!(
+        r#"
+vim.opt.runtimepath:append({plugin:?})
+require("scafld").setup({{ cmd = {{ {scafld:?}, "lsp" }} }})
+local out = io.open({results:?}, "w")
+vim.cmd("edit " .. vim.fn.fnameescape({spec:?}))
+local buf = vim.api.nvim_get_current_buf()
+local seen = vim.wait(15000, function() return #vim.diagnostic.get(buf) > 0 end, 20)
+for _, d in ipairs(vim.diagnostic.get(buf)) do
+  out:write(string.format("diagnostic %d %d %s\n", d.lnum, d.severity, d.message))
+end
+if seen then
+  local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
+  for i, l in ipairs(lines) do
+    lines[i] = l:gsub("`ac2_1` boundary", "`ac2_2` boundary")
+  end
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, lines)
+  if vim.wait(15000, function() return #vim.diagnostic.get(buf) == 0 end, 20) then
+    out:write("cleared\n")
+  end
+end
+out:close()
+vim.cmd("qa!")
+"#,
+        plugin = plugin.display().to_string(),
+        scafld = scafld_tests::scafld_bin().display().to_string(),
+        results = results.display().to_string(),
+        spec = path.display().to_string(),
+    );
+    let script_path = env.path("test.lua");
+    std::fs::write(&script_path, script).unwrap();
+    let mut command = Command::new(nvim);
+    env.apply_env(&mut command);
+    let mut child = command
+        .args(["--headless", "-u", "NONE", "-i", "NONE", "-n", "-c"])
+        .arg(format!("luafile {}", script_path.display()))
+        .current_dir(&env.work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run nvim");
+    let deadline = Instant::now() + DEADLINE * 2;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("nvim did not finish; results so far: {:?}", std::fs::read_to_string(&results));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let text = std::fs::read_to_string(&results).unwrap_or_default();
+    assert!(status.success(), "nvim: {status}; {text}");
+    assert!(
+        text.lines().any(|l| l.starts_with(&format!("diagnostic {DUPLICATE_LINE} 1 ")) && l.contains("`ac2_1` is already used")),
+        "{text}\nlsp stderr: {}",
+        std::fs::read_to_string(env.path("lsp.stderr")).unwrap_or_default()
+    );
+    assert!(text.lines().any(|l| l == "cleared"), "{text}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), broken("greet"), "nothing wrote the spec");
+    // Neovim stopped its server on the way out: no `scafld lsp` of this environment is left.
+    let marker = env.dir.path().display().to_string();
+    wait_until("no scafld lsp left", || {
+        std::fs::read_dir("/proc").unwrap().filter_map(|e| e.ok()).all(|e| {
+            let read = |name: &str| std::fs::read(e.path().join(name)).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&read("cmdline")).into_owned();
+            let environ = String::from_utf8_lossy(&read("environ")).into_owned();
+            !cmdline.ends_with("scafld\0lsp\0") || !environ.contains(&marker)
+        })
+    });
+}
+
+#[test]
+fn task_check_validates_the_given_text_writes_nothing_and_bounds_its_size() {
+    let env = TestEnv::new();
+    env.init();
+    write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let root = env.work.canonicalize().unwrap().display().to_string();
+    let before = scafld_tests::tree(&env.work);
+    let mut client = env.client();
+    let checked = client.result("task.check", json!({"root": root, "task_id": "greet", "text": broken("greet")}));
+    assert_eq!(checked["valid"], false);
+    assert_eq!(checked["path"], ".scafld/specs/drafts/greet.md");
+    assert_eq!(checked["diagnostics"][0]["line"], DUPLICATE_LINE + 1, "{checked}");
+    assert_eq!(checked["phases"][1]["line"], 53, "the phase heading's line: {checked}");
+    // Without text: the file, as task.validate reads it. A task with no file yet: its text.
+    let file = client.result("task.check", json!({"root": root, "task_id": "greet"}));
+    assert_eq!(file["valid"], true, "{file}");
+    let new =
+        client.result("task.check", json!({"root": root, "task_id": "fresh", "text": spec_text("fresh", "draft")}));
+    assert_eq!((new["valid"].clone(), new["path"].clone()), (json!(true), json!("")), "{new}");
+    let big = "x".repeat((4 << 20) + 1);
+    let refused = client.call("task.check", json!({"root": root, "task_id": "greet", "text": big}));
+    assert_eq!(refused["error"]["data"]["kind"], "invalid_input", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("at most 4194304 bytes"), "{refused}");
+    assert_eq!(scafld_tests::tree(&env.work), before, "task.check wrote something");
+}
