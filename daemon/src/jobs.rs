@@ -59,6 +59,7 @@ impl Jobs {
         *next += 1;
         let record = JobRecord {
             review,
+            run_token: crate::workspace::layout::new_id().unwrap_or_default(),
             ..JobRecord::queued(
                 id.clone(),
                 kind,
@@ -260,7 +261,8 @@ impl Jobs {
         let unfinished: Vec<JobRecord> = self.all().into_iter().filter(|r| !r.state.is_finished()).collect();
         let mut abandoned = Vec::new();
         for job in unfinished {
-            let killed = job.group.as_ref().is_some_and(|g| g.kill_if_ours());
+            let killed = job.group.as_ref().is_some_and(|g| g.kill_if_ours())
+                | (!job.run_token.is_empty() && crate::runner::kill_carriers(&job.run_token) > 0);
             if let Some(work) = &job.review {
                 let ours = work.lease.is_none();
                 self.token(&job.id);
@@ -283,7 +285,8 @@ impl Jobs {
                     "the daemon stopped while the job ran; its process group {} had already ended (a process now using that id was left alone)",
                     g.pgid
                 ),
-                (None, _) => "the daemon stopped before the job finished".to_string(),
+                (None, true) => "the daemon stopped while the job ran; its processes were killed".to_string(),
+                (None, false) => "the daemon stopped before the job finished".to_string(),
             };
             info!(job = %job.id, "abandoned: {reason}");
             if let Some(record) = self.update(store, &job.id, true, |r| {
@@ -395,5 +398,51 @@ mod tests {
         assert_eq!(jobs.get("job-1-a").unwrap().attempt, 1);
         assert!(jobs.update_leased(&store, "job-1-a", "current", |r| r.attempt = 2).is_some());
         assert_eq!(jobs.get("job-1-a").unwrap().attempt, 2);
+    }
+
+    /// A build job whose running command's group never reached the disk: recovery finds its
+    /// processes by the job's run token, with what they started under a cleared environment.
+    #[test]
+    fn recovery_kills_a_build_jobs_processes_by_its_run_token() {
+        use std::os::unix::process::CommandExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(&dir.path().join("db")).unwrap();
+        let mut record =
+            JobRecord::queued("job-1-b".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
+        record.state = JobState::Running;
+        record.run_token = crate::workspace::layout::new_id().unwrap();
+        let mut orphan = std::process::Command::new("/bin/sh")
+            .args(["-c", "env -i /bin/sleep 1093 & wait"])
+            .env(scafld_local::runner::RUN_TOKEN, &record.run_token)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = nix::unistd::Pid::from_raw(orphan.id() as i32);
+        let members = || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| {
+                    let pid = nix::unistd::Pid::from_raw(*pid);
+                    nix::unistd::getpgid(Some(pid)) == Ok(pgid)
+                        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z")
+                })
+                .count()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while members() < 2 {
+            assert!(std::time::Instant::now() < deadline, "the orphan's child never started");
+            std::thread::yield_now();
+        }
+        let jobs = Jobs::new(vec![record]);
+        let abandoned = jobs.recover(&store);
+        assert_eq!(abandoned.len(), 1);
+        assert!(abandoned[0].reason.as_deref().unwrap().contains("its processes were killed"), "{abandoned:?}");
+        orphan.wait().unwrap();
+        while members() > 0 {
+            assert!(std::time::Instant::now() < deadline, "the child with a cleared environment survived");
+            std::thread::yield_now();
+        }
     }
 }

@@ -759,6 +759,7 @@ pub async fn run(
         idle_timeout: (external.idle_timeout_seconds > 0).then(|| Duration::from_secs(external.idle_timeout_seconds)),
         stdin: Some(packet.as_bytes().to_vec()),
         die_with_parent: false,
+        token: None,
         idle_on_stdout: invocation.idle_on_stdout,
         on_stdout: Some(Box::new({
             let mut pending = Vec::new();

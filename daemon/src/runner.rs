@@ -8,9 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use crate::domain::job::ProcessGroup;
 pub use scafld_local::runner::{
-    Capture, KillReason, RunOutcome, RunRequest, adopt_daemon_settings, inherited_umask, terminate_group,
+    Capture, KillReason, RunOutcome, RunRequest, adopt_daemon_settings, inherited_umask, kill_carriers, terminate_group,
 };
-use scafld_local::runner::{boot_id, kill_carriers, kill_group, start_ticks};
+use scafld_local::runner::{boot_id, kill_group, start_ticks};
 use tokio_util::sync::CancellationToken;
 
 /// Where a run's diagnostics file goes, and what it should say about the environment.

@@ -38,6 +38,11 @@ pub struct JobRecord {
     /// kills an orphan only while the recorded leader still owns that group id.
     #[serde(default)]
     pub group: Option<ProcessGroup>,
+    /// The token every process of a build job's commands carries, on record from the job's
+    /// creation: a restarted daemon finds them by it, so the group of each command need not
+    /// be flushed before it starts.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run_token: String,
     pub activity: Option<String>,
     pub reason: Option<String>,
     /// A build job's outcome, as sent to clients.
@@ -74,6 +79,7 @@ impl JobRecord {
             finished_at: None,
             last_heartbeat: None,
             group: None,
+            run_token: String::new(),
             activity: None,
             reason: None,
             outcome: None,

@@ -271,6 +271,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
                 ws: ws.clone(),
                 task: task.clone(),
                 job_id: job.id.clone(),
+                run_token: job.run_token.clone(),
                 caller: p.caller,
                 config,
                 cancel,
@@ -422,6 +423,8 @@ struct BuildRun {
     ws: Arc<Workspace>,
     task: String,
     job_id: String,
+    /// Carried by every process the job starts (see `JobRecord::run_token`).
+    run_token: String,
     caller: m::CallerContext,
     config: crate::config::Config,
     cancel: CancellationToken,
@@ -622,10 +625,13 @@ impl BuildRun {
         self.daemon.jobs.update(store, &self.job_id, false, |r| {
             r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command))
         });
-        let (request, diagnostics) = command_run(&self.ws, &self.config, &self.caller.env, &self.task, criterion);
+        let (mut request, diagnostics) = command_run(&self.ws, &self.config, &self.caller.env, &self.task, criterion);
+        request.token = Some(self.run_token.clone());
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
+        // Not flushed: the job's run token, durable since the job was created, already finds
+        // this run's processes after a crash; the group only sharpens what a restart reports.
         let (o, diagnostic) = runner::run(request, diagnostics, self.cancel.clone(), move |group| {
-            daemon.jobs.update(daemon.store(), &job_id, true, |r| r.group = Some(group));
+            daemon.jobs.update(daemon.store(), &job_id, false, |r| r.group = Some(group));
         })
         .await;
         let observed = Observed { diagnostic: self.ws.relative(&diagnostic), ..judge(&kind, criterion, &o) };
@@ -748,6 +754,7 @@ pub(crate) fn command_run(
         on_stdout: None,
         idle_on_stdout: false,
         die_with_parent: false,
+        token: None,
     };
     let diagnostics =
         Diagnostics { dir: ws.root.join(".scafld/runs").join(task).join("diagnostics"), env_overrides: overrides };

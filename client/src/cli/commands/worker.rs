@@ -284,6 +284,7 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
         idle_on_stdout: invocation.idle_on_stdout,
         // However this worker ends (even `kill -9`), its provider ends with it.
         die_with_parent: true,
+        token: None,
     };
     let done = Arc::new(AtomicBool::new(false));
     let heartbeat = {
