@@ -82,7 +82,15 @@ pub fn run(options: Options) -> Result<Exit, String> {
         }
         Err(e) => return Err(e.to_string()),
     };
-    let init: InitializeParams = serde_json::from_value(params).map_err(|e| format!("bad initialize params: {e}"))?;
+    let init: InitializeParams = match serde_json::from_value(params) {
+        Ok(init) => init,
+        Err(e) => {
+            let message = format!("bad initialize params: {e}");
+            let refusal = Response::new_err(id, ErrorCode::InvalidParams as i32, message.clone());
+            let _ = connection.sender.send(refusal.into());
+            return Err(message);
+        }
+    };
     let capabilities = ServerCapabilities {
         text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
             open_close: Some(true),
@@ -479,7 +487,9 @@ impl Server {
         let spec = spec_file(&path).ok_or_else(not_a_spec)?;
         let text = match self.docs.get(uri) {
             Some(doc) => doc.text.clone(),
-            None => std::fs::read_to_string(&path)
+            // Not UTF-8 on disk: its text as the editor would show it (invalid bytes replaced).
+            None => std::fs::read(&path)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
                 .map_err(|e| (REQUEST_FAILED, format!("cannot read {}: {e}", path.display())))?,
         };
         let root = spec.root.display().to_string();
