@@ -427,6 +427,7 @@ fn lsp_fails_a_request_to_a_hung_daemon_in_bounded_time_and_recovers() {
     // ... and the next request, over a new connection, too (the handshake is bounded as well).
     let again = lsp.call("textDocument/documentSymbol", symbols.clone());
     assert_eq!(again["error"]["code"], -32803, "{again}");
+    assert!(again["error"]["message"].as_str().unwrap().contains("not responding"), "{again}");
     drop(hung);
     let answered = lsp.call("textDocument/documentSymbol", symbols);
     assert_eq!(answered["result"][0]["name"], "Phase 1: First", "{answered}");

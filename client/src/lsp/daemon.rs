@@ -172,3 +172,41 @@ pub fn spawn_events(connect: Connector, events: Sender<LinkEvent>) -> std::io::R
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use scafld_protocol::methods as m;
+
+    use super::*;
+
+    /// A link whose every dial fails with `error`; how many dials it made.
+    fn failing_link(error: LinkError) -> (Link, Arc<AtomicUsize>) {
+        let dials = Arc::new(AtomicUsize::new(0));
+        let counted = dials.clone();
+        let connect: Connector = Arc::new(move |dial: Dial| {
+            assert_eq!(dial, Dial { autostart: true, timeout: Some(REQUEST_TIMEOUT) });
+            counted.fetch_add(1, Ordering::SeqCst);
+            Err(error.clone())
+        });
+        (Link::with_timeout(connect, REQUEST_TIMEOUT), dials)
+    }
+
+    fn status(link: &mut Link) -> Result<m::StatusResult, LinkError> {
+        link.call::<m::TaskStatus>(&m::TaskParams { root: "/w".into(), task_id: "t".into() })
+    }
+
+    #[test]
+    fn a_lost_daemon_is_dialled_again_but_a_hung_one_is_not() {
+        let (mut link, dials) = failing_link(LinkError::Unavailable("gone".into()));
+        assert!(matches!(status(&mut link), Err(LinkError::Unavailable(_))));
+        assert_eq!(dials.load(Ordering::SeqCst), 2, "one retry after a lost connection");
+
+        let (mut link, dials) = failing_link(LinkError::TimedOut("hung".into()));
+        assert!(matches!(status(&mut link), Err(LinkError::TimedOut(_))));
+        assert_eq!(dials.load(Ordering::SeqCst), 1, "no retry after a time-out");
+        assert!(matches!(status(&mut link), Err(LinkError::TimedOut(_))));
+        assert_eq!(dials.load(Ordering::SeqCst), 2, "the next call dials afresh");
+    }
+}
