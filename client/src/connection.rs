@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use scafld_protocol::methods::{self, EVENTS_NOTIFICATION, EVENTS_SUBSCRIBE, HelloParams};
 use scafld_protocol::{ErrorData, ErrorKind, Event, Method, PROTOCOL_VERSION};
@@ -28,6 +29,8 @@ pub enum ClientError {
     Untrusted { socket: PathBuf, why: String },
     #[error("{}", data.message)]
     Rpc { code: i32, data: ErrorData },
+    #[error("the daemon did not answer within {} ms", .0.as_millis())]
+    TimedOut(Duration),
     #[error("lost the connection to the daemon: {0}")]
     Io(#[from] io::Error),
     #[error("the daemon sent a reply this client cannot read: {0}")]
@@ -52,6 +55,8 @@ pub struct Connection {
     next_id: u64,
     /// Notifications that arrived while waiting for a reply.
     pending_events: VecDeque<Event>,
+    /// How long a read or write may block (see [`Connection::connect_with_timeout`]).
+    timeout: Option<Duration>,
     pub daemon: methods::HelloResult,
 }
 
@@ -85,9 +90,19 @@ impl Connection {
     /// closed to others, and the process listening must run as our user: a directory another
     /// user created first (the `/tmp` fallback) cannot receive our requests.
     pub fn connect(socket: &Path) -> Result<Connection, ClientError> {
+        Connection::connect_with_timeout(socket, None)
+    }
+
+    /// [`Connection::connect`], where every read and write (the handshake's too) gives up after
+    /// `timeout` with [`ClientError::TimedOut`]: a daemon that accepts but never answers (hung,
+    /// stopped) cannot block the caller for longer. After a time-out the connection is
+    /// unusable (a late reply would answer the wrong call): drop it.
+    pub fn connect_with_timeout(socket: &Path, timeout: Option<Duration>) -> Result<Connection, ClientError> {
         let stream = scafld_local::probe(socket)
             .map_err(|source| ClientError::Unreachable { socket: socket.to_path_buf(), source })?;
         trusted(socket, &stream).map_err(|why| ClientError::Untrusted { socket: socket.to_path_buf(), why })?;
+        stream.set_read_timeout(timeout)?;
+        stream.set_write_timeout(timeout)?;
         let writer = stream.try_clone()?;
         let mut conn = Connection {
             reader: BufReader::new(stream),
@@ -95,6 +110,7 @@ impl Connection {
             socket: socket.to_path_buf(),
             next_id: 1,
             pending_events: VecDeque::new(),
+            timeout,
             daemon: methods::HelloResult { protocol_version: 0, daemon_version: String::new(), pid: 0 },
         };
         let params = HelloParams { protocol_version: PROTOCOL_VERSION, client_version: CLIENT_VERSION.into() };
@@ -124,6 +140,17 @@ impl Connection {
 
     /// Call a method by name with JSON params.
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        self.exchange(method, params).map_err(|error| match (error, self.timeout) {
+            (ClientError::Io(e), Some(timeout))
+                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+            {
+                ClientError::TimedOut(timeout)
+            }
+            (error, _) => error,
+        })
+    }
+
+    fn exchange(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});

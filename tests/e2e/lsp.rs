@@ -2,7 +2,8 @@
 //! pipes) against a real daemon: buffer diagnostics at their 0-based lines (cleared with an
 //! empty list, republished when the file changes on disk), review findings on the cited lines
 //! until resolved, hover, document symbols, executeCommand with `$/progress`, a daemon
-//! restart, a clean exit; and the Neovim reference client, headless (`nvim` must be installed
+//! restart, a hung daemon, a workspace opened through a linked path with a space and
+//! non-ASCII in it (didClose back to the file's list), a clean exit; and the Neovim reference client, headless (`nvim` must be installed
 //! in CI; elsewhere its test is skipped with a notice).
 
 use std::io::{BufRead, BufReader, Write};
@@ -387,6 +388,97 @@ fn lsp_reconnects_after_a_daemon_restart_and_republishes() {
     lsp.diagnostics(&uri, "the file's empty list", |d| d.is_empty());
     let other = write_spec(&env, "drafts", "other", &broken("other"));
     lsp.diagnostics(&crate::lsp::uri(&other), "the new spec's diagnostics", has_duplicate);
+}
+
+/// A stopped (SIGSTOP) process, continued when dropped: a hung daemon, even if the test fails.
+struct Stopped(nix::unistd::Pid);
+
+impl Stopped {
+    fn new(pid: u32) -> Stopped {
+        let pid = nix::unistd::Pid::from_raw(pid as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn lsp_fails_a_request_to_a_hung_daemon_in_bounded_time_and_recovers() {
+    let mut env = TestEnv::new();
+    let daemon = env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+    lsp.open(&uri, &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri, "the open spec's (empty) list", |d| d.is_empty());
+    let symbols = json!({"textDocument": {"uri": uri}});
+
+    let hung = Stopped::new(daemon);
+    // The daemon accepts but never answers: an LSP error (not a frozen server) ...
+    let failed = lsp.call("textDocument/documentSymbol", symbols.clone());
+    assert_eq!(failed["error"]["code"], -32803, "{failed}");
+    assert!(failed["error"]["message"].as_str().unwrap().contains("not responding"), "{failed}");
+    // ... and the next request, over a new connection, too (the handshake is bounded as well).
+    let again = lsp.call("textDocument/documentSymbol", symbols.clone());
+    assert_eq!(again["error"]["code"], -32803, "{again}");
+    assert!(again["error"]["message"].as_str().unwrap().contains("not responding"), "{again}");
+    drop(hung);
+    let answered = lsp.call("textDocument/documentSymbol", symbols);
+    assert_eq!(answered["result"][0]["name"], "Phase 1: First", "{answered}");
+}
+
+#[test]
+fn lsp_follows_a_spec_opened_through_a_linked_path_with_a_space_and_non_ascii() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    std::os::unix::fs::symlink(&env.work, env.dir.path().join("my wörk")).unwrap();
+    // The editor names the workspace by its real path but opens the spec through the link.
+    let mut lsp = Lsp::start(&env, &env.work);
+    let linked = format!("{}/my%20w%C3%B6rk/.scafld/specs/drafts/greet.md", uri(env.dir.path()));
+
+    // A Markdown file outside .scafld/specs is no spec: nothing is published for it.
+    write(&env, "notes.md", "# notes\n");
+    let notes = uri(&env.work.join("notes.md"));
+    lsp.open(&notes, "# notes\n");
+    lsp.open(&linked, &spec_text("greet", "draft"));
+    lsp.diagnostics(&linked, "the linked buffer's (empty) list", |d| d.is_empty());
+    assert!(!lsp.backlog.iter().any(|m| m["params"]["uri"] == notes), "{:#?}", lsp.backlog);
+
+    // The file changes on disk: republished on the URI the editor opened, not the real path.
+    std::fs::write(&path, broken("greet")).unwrap();
+    lsp.diagnostics(&linked, "the file's diagnostics on the linked URI", has_duplicate);
+    std::fs::write(&path, spec_text("greet", "draft")).unwrap();
+    lsp.diagnostics(&linked, "the fixed file's empty list", |d| d.is_empty());
+
+    // The buffer breaks, then closes unsaved: the file's (empty) list replaces the buffer's.
+    lsp.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": linked, "version": 2}, "contentChanges": [{"text": broken("greet")}]}),
+    );
+    lsp.diagnostics(&linked, "the buffer's diagnostics", has_duplicate);
+    lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": linked}}));
+    lsp.diagnostics(&linked, "the closed buffer back to the file's list", |d| d.is_empty());
+    assert!(!lsp.backlog.iter().any(|m| m["params"]["uri"] == uri(&path)), "published under the real path too");
+
+    // Protocol edges: a cancellation of nothing is ignored, an unknown request is
+    // MethodNotFound, a path climbing out of .scafld/specs is no spec.
+    lsp.notify("$/cancelRequest", json!({"id": 999}));
+    let unknown = lsp.call(
+        "textDocument/definition",
+        json!({"textDocument": {"uri": linked}, "position": {"line": 0, "character": 0}}),
+    );
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let outside = format!("{}/.scafld/specs/../../src/greet.md", uri(&env.work));
+    let refused = lsp.call("workspace/executeCommand", json!({"command": "scafld.status", "arguments": [outside]}));
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
 
 /// Child processes of `pid` (from /proc).

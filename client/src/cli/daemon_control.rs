@@ -19,12 +19,18 @@ const POLL: Duration = Duration::from_millis(5);
 
 /// Connect to the daemon, starting one if `autostart` and nobody answers.
 pub fn connect(paths: &Paths, autostart: bool) -> Result<Connection, CliError> {
-    match Connection::connect(&paths.socket) {
+    connect_with_timeout(paths, autostart, None)
+}
+
+/// [`connect`] with a bound on every read and write of the connection (see
+/// [`Connection::connect_with_timeout`]).
+pub fn connect_with_timeout(paths: &Paths, autostart: bool, timeout: Option<Duration>) -> Result<Connection, CliError> {
+    match Connection::connect_with_timeout(&paths.socket, timeout) {
         Ok(conn) => Ok(conn),
         Err(ClientError::Unreachable { .. }) if autostart => {
             let pid = start(paths)?;
             eprintln!("scafld: started the daemon (pid {pid}) at {}", paths.socket.display());
-            Connection::connect(&paths.socket).map_err(connect_error)
+            Connection::connect_with_timeout(&paths.socket, timeout).map_err(connect_error)
         }
         Err(ClientError::Unreachable { socket, .. }) => Err(unreachable(&socket).with_hint(
             "start it with `scafld daemon start`, or drop --no-autostart / SCAFLD_NO_AUTOSTART to let scafld start it",
@@ -66,6 +72,8 @@ pub fn rpc_error(error: ClientError) -> CliError {
         ClientError::Unreachable { .. } | ClientError::ProtocolMismatch { .. } | ClientError::Untrusted { .. } => {
             connect_error(error)
         }
+        ClientError::TimedOut(_) => CliError::new("daemon_timeout", error.to_string(), workflow::UNREACHABLE)
+            .with_hint("the daemon may be hung; `scafld daemon stop` then `scafld daemon start` restarts it"),
         ClientError::Io(_) | ClientError::Decode(_) => {
             CliError::new("daemon_connection", error.to_string(), workflow::UNREACHABLE)
                 .with_hint("the daemon may have stopped; `scafld daemon status` shows whether it runs")

@@ -10,14 +10,30 @@ use scafld_protocol::{ErrorKind, Event, Method};
 
 use crate::{ClientError, Connection};
 
-/// Opens a connection to the daemon; `autostart` allows starting one when none answers.
-pub type Connector = Arc<dyn Fn(bool) -> Result<Connection, String> + Send + Sync>;
+/// Opens a connection to the daemon as [`Dial`] says; fails with
+/// [`LinkError::Unavailable`] or [`LinkError::TimedOut`].
+pub type Connector = Arc<dyn Fn(Dial) -> Result<Connection, LinkError> + Send + Sync>;
+
+/// How to open a connection to the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dial {
+    /// Start a daemon when none answers.
+    pub autostart: bool,
+    /// Give up on any read or write (the handshake's too) after this long.
+    pub timeout: Option<Duration>,
+}
+
+/// How long the main loop waits for any one answer of the daemon: a hung daemon costs the
+/// editor one failed request, not a frozen server.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a call to the daemon failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkError {
     /// No daemon could be reached (or the connection broke).
     Unavailable(String),
+    /// The daemon did not answer in time; the next call opens a new connection.
+    TimedOut(String),
     /// The daemon answered with an error.
     Refused { kind: ErrorKind, message: String },
 }
@@ -26,6 +42,7 @@ impl std::fmt::Display for LinkError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LinkError::Unavailable(why) => write!(f, "the scafld daemon is unavailable: {why}"),
+            LinkError::TimedOut(why) => write!(f, "the scafld daemon is not responding: {why}"),
             LinkError::Refused { message, .. } => f.write_str(message),
         }
     }
@@ -41,24 +58,33 @@ impl From<ClientError> for LinkError {
                 };
                 LinkError::Refused { kind: data.kind, message }
             }
+            ClientError::TimedOut(_) => LinkError::TimedOut(error.to_string()),
             _ => LinkError::Unavailable(error.to_string()),
         }
     }
 }
 
-/// A request connection, opened on first use and again after it broke.
+/// A request connection, opened on first use and again after it broke or timed out.
 pub struct Link {
     connect: Connector,
+    timeout: Option<Duration>,
     conn: Option<Connection>,
 }
 
 impl Link {
+    /// A link whose calls may wait for the daemon as long as they take.
     pub fn new(connect: Connector) -> Link {
-        Link { connect, conn: None }
+        Link { connect, timeout: None, conn: None }
+    }
+
+    /// A link whose calls fail with [`LinkError::TimedOut`] after `timeout`.
+    pub fn with_timeout(connect: Connector, timeout: Duration) -> Link {
+        Link { connect, timeout: Some(timeout), conn: None }
     }
 
     /// Call a read-only method; a broken connection is reopened and the call tried once more
-    /// (a restarted daemon answers it as the old one would have).
+    /// (a restarted daemon answers it as the old one would have). A time-out is not retried:
+    /// a hung daemon would only hang the retry too.
     pub fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, LinkError> {
         match self.call_once::<M>(params) {
             Err(LinkError::Unavailable(_)) => self.call_once::<M>(params),
@@ -66,14 +92,21 @@ impl Link {
         }
     }
 
+    /// Connect (starting the daemon when allowed) unless connected already.
+    pub fn ensure(&mut self) -> Result<&mut Connection, LinkError> {
+        if self.conn.is_none() {
+            let dial = Dial { autostart: true, timeout: self.timeout };
+            self.conn = Some((self.connect)(dial)?);
+        }
+        self.conn.as_mut().ok_or_else(|| LinkError::Unavailable("not connected".into()))
+    }
+
     /// Call a method once (for calls that change something: never repeated blindly).
     pub fn call_once<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, LinkError> {
-        if self.conn.is_none() {
-            self.conn = Some((self.connect)(true).map_err(LinkError::Unavailable)?);
-        }
-        let conn = self.conn.as_mut().expect("connected above");
+        let conn = self.ensure()?;
         let result = conn.call::<M>(params).map_err(LinkError::from);
-        if matches!(result, Err(LinkError::Unavailable(_))) {
+        // The connection is unusable after either (a late reply would answer the wrong call).
+        if matches!(result, Err(LinkError::Unavailable(_) | LinkError::TimedOut(_))) {
             self.conn = None;
         }
         result
@@ -101,14 +134,14 @@ pub fn spawn_events(connect: Connector, events: Sender<LinkEvent>) -> std::io::R
         let mut backoff = Duration::from_millis(10);
         let mut lost_reported = false;
         loop {
-            let subscribed =
-                connect(false).and_then(|mut conn| conn.subscribe().map(|_| conn).map_err(|e| e.to_string()));
+            let subscribed = connect(Dial { autostart: false, timeout: None })
+                .and_then(|mut conn| conn.subscribe().map(|_| conn).map_err(LinkError::from));
             let mut conn = match subscribed {
                 Ok(conn) => conn,
                 Err(why) => {
                     if !lost_reported {
                         lost_reported = true;
-                        if events.send(LinkEvent::Lost(why)).is_err() {
+                        if events.send(LinkEvent::Lost(why.to_string())).is_err() {
                             return;
                         }
                     }
@@ -138,4 +171,42 @@ pub fn spawn_events(connect: Connector, events: Sender<LinkEvent>) -> std::io::R
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use scafld_protocol::methods as m;
+
+    use super::*;
+
+    /// A link whose every dial fails with `error`; how many dials it made.
+    fn failing_link(error: LinkError) -> (Link, Arc<AtomicUsize>) {
+        let dials = Arc::new(AtomicUsize::new(0));
+        let counted = dials.clone();
+        let connect: Connector = Arc::new(move |dial: Dial| {
+            assert_eq!(dial, Dial { autostart: true, timeout: Some(REQUEST_TIMEOUT) });
+            counted.fetch_add(1, Ordering::SeqCst);
+            Err(error.clone())
+        });
+        (Link::with_timeout(connect, REQUEST_TIMEOUT), dials)
+    }
+
+    fn status(link: &mut Link) -> Result<m::StatusResult, LinkError> {
+        link.call::<m::TaskStatus>(&m::TaskParams { root: "/w".into(), task_id: "t".into() })
+    }
+
+    #[test]
+    fn a_lost_daemon_is_dialled_again_but_a_hung_one_is_not() {
+        let (mut link, dials) = failing_link(LinkError::Unavailable("gone".into()));
+        assert!(matches!(status(&mut link), Err(LinkError::Unavailable(_))));
+        assert_eq!(dials.load(Ordering::SeqCst), 2, "one retry after a lost connection");
+
+        let (mut link, dials) = failing_link(LinkError::TimedOut("hung".into()));
+        assert!(matches!(status(&mut link), Err(LinkError::TimedOut(_))));
+        assert_eq!(dials.load(Ordering::SeqCst), 1, "no retry after a time-out");
+        assert!(matches!(status(&mut link), Err(LinkError::TimedOut(_))));
+        assert_eq!(dials.load(Ordering::SeqCst), 2, "the next call dials afresh");
+    }
 }

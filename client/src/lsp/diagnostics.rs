@@ -3,7 +3,7 @@
 //! source changing republishes the whole list (and an emptied URI gets an empty list).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use lsp_types::{
     Diagnostic, DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Position, Range, Uri,
@@ -11,7 +11,7 @@ use lsp_types::{
 use scafld_protocol::methods as m;
 use serde::Deserialize;
 
-use super::documents::path_to_uri;
+use super::documents::{TaskKey, path_to_uri};
 
 pub const SOURCE: &str = "scafld";
 
@@ -81,10 +81,16 @@ enum FindingStatus {
     Superseded,
 }
 
+/// Whether a task in this status can have findings to show: it is under way (active, blocked
+/// or in review). A completed task shows none, nor a failed or cancelled one.
+pub fn may_have_findings(status: &str) -> bool {
+    matches!(status.parse::<m::Status>(), Ok(m::Status::Active | m::Status::Blocked | m::Status::Review))
+}
+
 /// The open findings of a task's latest review, each on the file and line it cites (the
-/// spec's first line when it cites none). Nothing once the task is completed.
+/// spec's first line when it cites none). Nothing once the task is no longer under way.
 pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<(Uri, Diagnostic)> {
-    if status.status == "completed" {
+    if !may_have_findings(&status.status) {
         return Vec::new();
     }
     let Some(review) = &status.review else { return Vec::new() };
@@ -124,9 +130,6 @@ pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<
         })
         .collect()
 }
-
-/// A task, by the workspace root the server knows it under.
-pub type TaskKey = (PathBuf, String);
 
 /// Every published source of diagnostics, so that each URI's full list can be rebuilt.
 #[derive(Debug, Default)]
@@ -229,7 +232,9 @@ mod tests {
         assert_eq!(found[0].1.code, Some(NumberOrString::String("f1".into())));
         assert_eq!(found[1].0.as_str(), "file:///w/.scafld/specs/review/t.md");
         assert_eq!(found[1].1.severity, Some(DiagnosticSeverity::INFORMATION));
-        assert!(findings(Path::new("/w"), spec, &status(review, "completed")).is_empty());
+        for over in ["completed", "failed", "cancelled"] {
+            assert!(findings(Path::new("/w"), spec, &status(review.clone(), over)).is_empty(), "{over}");
+        }
     }
 
     #[test]

@@ -18,7 +18,20 @@ pub struct SpecFile {
     pub task_id: String,
 }
 
-/// A file under `<root>/.scafld/specs/**/<task>.md`, or `None` for any other path.
+impl SpecFile {
+    /// The task as the daemon knows it: under its root's canonical path (a workspace reached
+    /// through a symbolic link is the same workspace).
+    pub fn key(&self) -> TaskKey {
+        let root = self.root.canonicalize().unwrap_or_else(|_| self.root.clone());
+        (root, self.task_id.clone())
+    }
+}
+
+/// A task: its workspace root's canonical path and its id.
+pub type TaskKey = (PathBuf, String);
+
+/// A file under `<root>/.scafld/specs/**/<task>.md`, or `None` for any other path (one that
+/// climbs out with `..` included).
 pub fn spec_file(path: &Path) -> Option<SpecFile> {
     if path.extension().is_none_or(|e| e != "md") {
         return None;
@@ -27,6 +40,9 @@ pub fn spec_file(path: &Path) -> Option<SpecFile> {
     let components: Vec<Component> = path.components().collect();
     // The last `.scafld/specs` pair on the path: a workspace nested inside another is its own.
     let at = components.windows(2).rposition(|w| w[0].as_os_str() == ".scafld" && w[1].as_os_str() == "specs")?;
+    if !components[at + 2..].iter().all(|c| matches!(c, Component::Normal(_))) {
+        return None;
+    }
     let root: PathBuf = components[..at].iter().collect();
     Some(SpecFile { root, task_id })
 }
@@ -84,6 +100,8 @@ pub fn uri_to_path(uri: &Uri) -> Option<PathBuf> {
 pub struct Document {
     pub uri: Uri,
     pub spec: SpecFile,
+    /// `spec.key()`, once, when opened.
+    pub key: TaskKey,
     pub text: String,
     /// Whether the buffer has edits the file does not (yet) have: the file's own changes are
     /// then not this buffer's diagnostics.
@@ -102,9 +120,10 @@ impl Documents {
     /// Track an opened buffer; `None` when it is not a spec.
     pub fn open(&mut self, uri: Uri, text: String) -> Option<&Document> {
         let spec = spec_file(&uri_to_path(&uri)?)?;
-        let key = uri.as_str().to_string();
-        self.open.insert(key.clone(), Document { uri, spec, text, dirty: false, due: None });
-        self.open.get(&key)
+        let at = uri.as_str().to_string();
+        let key = spec.key();
+        self.open.insert(at.clone(), Document { uri, spec, key, text, dirty: false, due: None });
+        self.open.get(&at)
     }
 
     /// A new full text for an open buffer; checked after [`DEBOUNCE`].
@@ -140,8 +159,8 @@ impl Documents {
     }
 
     /// The open buffer of a task, if any.
-    pub fn of_task(&self, root: &Path, task_id: &str) -> Option<&Document> {
-        self.open.values().find(|d| d.spec.task_id == task_id && d.spec.root == root)
+    pub fn of_task(&self, key: &TaskKey) -> Option<&Document> {
+        self.open.values().find(|d| &d.key == key)
     }
 
     /// The earliest pending check.
@@ -174,6 +193,8 @@ mod tests {
         assert!(spec_file(Path::new("/w/.scafld/specs/t.txt")).is_none());
         assert!(spec_file(Path::new("/w/.scafld/reviews/t.md")).is_none());
         assert!(spec_file(Path::new("/w/src/t.md")).is_none());
+        assert!(spec_file(Path::new("/w/.scafld/specs/../../etc/t.md")).is_none());
+        assert!(spec_file(Path::new("/w/.scafld/specs/./t.md")).is_some(), "`.` inside a path is dropped");
     }
 
     #[test]

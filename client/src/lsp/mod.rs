@@ -24,14 +24,14 @@ use lsp_types::{
     LogMessageParams, MessageType, OneOf, PublishDiagnosticsParams, SaveOptions, ServerCapabilities,
     TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions, Uri,
 };
-use scafld_protocol::methods::{self as m, CallerContext, Status};
+use scafld_protocol::methods::{self as m, CallerContext};
 use scafld_protocol::{ErrorKind, Event};
 use serde::de::DeserializeOwned;
 
-pub use daemon::Connector;
-use daemon::{Link, LinkError, LinkEvent};
-use diagnostics::{Published, TaskKey};
-use documents::{Document, Documents, SpecFile, path_to_uri, spec_file, uri_to_path};
+pub use daemon::{Connector, Dial, LinkError};
+use daemon::{Link, LinkEvent};
+use diagnostics::Published;
+use documents::{Document, Documents, SpecFile, TaskKey, path_to_uri, spec_file, uri_to_path};
 use outline::ScafldCommand;
 
 /// What `scafld lsp` needs from the command line.
@@ -82,7 +82,15 @@ pub fn run(options: Options) -> Result<Exit, String> {
         }
         Err(e) => return Err(e.to_string()),
     };
-    let init: InitializeParams = serde_json::from_value(params).map_err(|e| format!("bad initialize params: {e}"))?;
+    let init: InitializeParams = match serde_json::from_value(params) {
+        Ok(init) => init,
+        Err(e) => {
+            let message = format!("bad initialize params: {e}");
+            let refusal = Response::new_err(id, ErrorCode::InvalidParams as i32, message.clone());
+            let _ = connection.sender.send(refusal.into());
+            return Err(message);
+        }
+    };
     let capabilities = ServerCapabilities {
         text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
             open_close: Some(true),
@@ -109,17 +117,18 @@ pub fn run(options: Options) -> Result<Exit, String> {
     daemon::spawn_events(options.connect.clone(), events_tx).map_err(|e| format!("cannot start a thread: {e}"))?;
     let mut server = Server {
         out: connection.sender.clone(),
-        link: Link::new(options.connect.clone()),
+        link: Link::with_timeout(options.connect.clone(), daemon::REQUEST_TIMEOUT),
         connect: options.connect,
         caller: options.caller,
         roots: Vec::new(),
         docs: Documents::default(),
         published: Published::default(),
         shutdown: false,
+        subscribed: false,
         progress: init.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false),
     };
     for root in initial_roots(&init).into_iter().chain(options.root) {
-        server.add_root(&root);
+        let _ = server.add_root(&root);
     }
     Ok(server.main_loop(&connection.receiver, &events_rx))
 }
@@ -144,6 +153,8 @@ struct Server {
     docs: Documents,
     published: Published,
     shutdown: bool,
+    /// Whether the event thread is subscribed (it has read everything since).
+    subscribed: bool,
     /// Whether the editor takes `window/workDoneProgress/create`.
     progress: bool,
 }
@@ -188,14 +199,27 @@ impl Server {
         self.send(Notification::new("window/logMessage".into(), LogMessageParams { typ, message }));
     }
 
-    /// Remember a workspace root; whether it is new.
-    fn add_root(&mut self, path: &Path) -> bool {
-        let Ok(canonical) = path.canonicalize() else { return false };
+    /// Remember a workspace root (once per canonical path); the root when it is new.
+    fn add_root(&mut self, path: &Path) -> Option<Root> {
+        let canonical = path.canonicalize().ok()?;
         if self.roots.iter().any(|r| r.canonical == canonical) {
-            return false;
+            return None;
         }
-        self.roots.push(Root { path: path.to_path_buf(), canonical });
-        true
+        let root = Root { path: path.to_path_buf(), canonical };
+        self.roots.push(root.clone());
+        Some(root)
+    }
+
+    /// The known root whose canonical path is `canonical`.
+    fn root(&self, canonical: &Path) -> Option<Root> {
+        self.roots.iter().find(|r| r.canonical == canonical).cloned()
+    }
+
+    /// Log a failed read of the daemon (what was being read, and why).
+    fn report(&self, result: Result<(), LinkError>, what: impl FnOnce() -> String) {
+        if let Err(e) = result {
+            self.log(MessageType::WARNING, format!("cannot {}: {e}", what()));
+        }
     }
 
     // --- editor messages -------------------------------------------------------------------
@@ -252,12 +276,19 @@ impl Server {
 
     fn on_notification(&mut self, n: Notification) {
         match n.method.as_str() {
-            "initialized" => self.refresh_all(false),
+            // Everything is read once the event thread subscribes (`LinkEvent::Connected`):
+            // reading it before would only read it twice. Until then, make sure a daemon runs
+            // for it to subscribe to.
+            "initialized" if !self.subscribed => {
+                let started = self.link.ensure().map(|_| ());
+                self.report(started, || "reach the daemon".into());
+            }
             "textDocument/didOpen" => {
                 let Ok(p) = n.extract::<DidOpenTextDocumentParams>("textDocument/didOpen") else { return };
                 if let Some(doc) = self.docs.open(p.text_document.uri, p.text_document.text).cloned() {
-                    if self.add_root(&doc.spec.root) {
-                        self.refresh_root_findings(&doc.spec.root.clone());
+                    if let Some(root) = self.add_root(&doc.spec.root) {
+                        let read = self.refresh_root_findings(&root);
+                        self.report(read, || format!("read the findings of {}", root.path.display()));
                     }
                     self.check_buffer(&doc);
                 }
@@ -277,20 +308,20 @@ impl Server {
             }
             "textDocument/didClose" => {
                 let Ok(p) = n.extract::<DidCloseTextDocumentParams>("textDocument/didClose") else { return };
-                if let Some(doc) = self.docs.close(&p.text_document.uri)
-                    && let Some(root) = self.root_of(&doc.spec)
-                {
-                    // The file's diagnostics replace the buffer's.
-                    self.refresh_spec(&root, &doc.spec.task_id, false);
+                let Some(doc) = self.docs.close(&p.text_document.uri) else { return };
+                // The file's diagnostics replace the buffer's; none when it cannot be read.
+                let read = match self.root(&doc.key.0) {
+                    Some(root) => self.refresh_spec(&root, &doc.key.1, false),
+                    None => Err(LinkError::Unavailable("its workspace is unknown".into())),
+                };
+                if read.is_err() {
+                    let touched = self.published.set_spec(doc.key.clone(), None);
+                    self.publish(touched, false);
                 }
+                self.report(read, || format!("validate {}", doc.uri.as_str()));
             }
             _ => {}
         }
-    }
-
-    fn root_of(&self, spec: &SpecFile) -> Option<Root> {
-        let canonical = spec.root.canonicalize().ok()?;
-        self.roots.iter().find(|r| r.canonical == canonical).cloned()
     }
 
     // --- daemon events ---------------------------------------------------------------------
@@ -298,14 +329,19 @@ impl Server {
     fn on_link(&mut self, event: LinkEvent) {
         match event {
             // Whatever changed while we were not listening: read it all again.
-            LinkEvent::Connected => self.refresh_all(true),
-            LinkEvent::Lost(why) => self.log(MessageType::WARNING, format!("lost the daemon ({why}); reconnecting")),
+            LinkEvent::Connected => {
+                self.subscribed = true;
+                self.refresh_all(true);
+            }
+            LinkEvent::Lost(why) => {
+                self.subscribed = false;
+                self.log(MessageType::WARNING, format!("lost the daemon ({why}); reconnecting"));
+            }
             LinkEvent::Event(Event::TaskChanged { root, task_id, .. }) => {
-                let roots: Vec<Root> = self.roots.iter().filter(|r| r.canonical == Path::new(&root)).cloned().collect();
-                for root in roots {
-                    self.refresh_spec(&root, &task_id, false);
-                    self.refresh_findings(&root, &task_id);
-                }
+                let Some(root) = self.root(Path::new(&root)) else { return };
+                let read =
+                    self.refresh_spec(&root, &task_id, false).and_then(|()| self.refresh_findings(&root, &task_id));
+                self.report(read, || format!("read task {task_id}"));
             }
             LinkEvent::Event(Event::EventsLagged { .. }) => self.refresh_all(false),
             LinkEvent::Event(_) => {}
@@ -323,9 +359,14 @@ impl Server {
         }
     }
 
-    /// Check an open buffer's text and publish its diagnostics (always, even none).
+    /// [`Server::check_buffer_or_fail`], a failure logged.
     fn check_buffer(&mut self, doc: &Document) {
-        let key: TaskKey = (doc.spec.root.clone(), doc.spec.task_id.clone());
+        let checked = self.check_buffer_or_fail(doc);
+        self.report(checked, || format!("check {}", doc.uri.as_str()));
+    }
+
+    /// Check an open buffer's text and publish its diagnostics (always, even none).
+    fn check_buffer_or_fail(&mut self, doc: &Document) -> Result<(), LinkError> {
         let diagnostics = if doc.text.len() > m::MAX_CHECK_TEXT_BYTES {
             vec![problem(format!(
                 "this spec is {} bytes; scafld checks at most {}",
@@ -342,89 +383,98 @@ impl Server {
                 Ok(result) => result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect(),
                 // The daemon refuses the file itself (a bad task id, an unknown workspace): say so on it.
                 Err(LinkError::Refused { message, .. }) => vec![problem(message)],
-                Err(e) => return self.log(MessageType::WARNING, format!("cannot check {}: {e}", doc.uri.as_str())),
+                Err(e) => return Err(e),
             }
         };
-        let touched = self.published.set_spec(key, Some((doc.uri.clone(), diagnostics)));
+        let touched = self.published.set_spec(doc.key.clone(), Some((doc.uri.clone(), diagnostics)));
         self.publish(touched, true);
+        Ok(())
     }
 
     /// Publish a task's spec diagnostics as its file on disk reads, unless its open buffer has
-    /// unsaved edits (the buffer's are the ones that matter then).
-    fn refresh_spec(&mut self, root: &Root, task_id: &str, force: bool) {
-        if let Some(doc) = self.docs.of_task(&root.path, task_id).cloned()
+    /// unsaved edits (the buffer's are the ones that matter then). An open buffer's own URI
+    /// is kept (the editor may name the workspace through another path).
+    fn refresh_spec(&mut self, root: &Root, task_id: &str, force: bool) -> Result<(), LinkError> {
+        let key: TaskKey = (root.canonical.clone(), task_id.to_string());
+        let open = self.docs.of_task(&key).cloned();
+        if let Some(doc) = &open
             && doc.dirty
         {
-            return self.check_buffer(&doc);
+            return self.check_buffer_or_fail(doc);
         }
-        let key: TaskKey = (root.path.clone(), task_id.to_string());
         let params = m::CheckParams { root: root.path.display().to_string(), task_id: task_id.into(), text: None };
         let spec = match self.link.call::<m::TaskCheck>(&params) {
-            Ok(result) => path_to_uri(&root.path.join(&result.path))
-                .map(|uri| (uri, result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect())),
+            Ok(result) => {
+                let named_by = open.as_ref().map_or(&root.path, |doc| &doc.spec.root);
+                path_to_uri(&named_by.join(&result.path))
+                    .map(|uri| (uri, result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect()))
+            }
             Err(LinkError::Refused { kind: ErrorKind::NotFound, .. }) => None,
-            Err(e) => return self.log(MessageType::WARNING, format!("cannot validate {task_id}: {e}")),
+            Err(e) => return Err(e),
         };
         let touched = self.published.set_spec(key, spec);
         self.publish(touched, force);
+        Ok(())
     }
 
-    fn refresh_findings(&mut self, root: &Root, task_id: &str) {
-        let key: TaskKey = (root.path.clone(), task_id.to_string());
+    fn refresh_findings(&mut self, root: &Root, task_id: &str) -> Result<(), LinkError> {
+        let key: TaskKey = (root.canonical.clone(), task_id.to_string());
         let params = m::TaskParams { root: root.path.display().to_string(), task_id: task_id.into() };
         let found = match self.link.call::<m::TaskStatus>(&params) {
             Ok(status) => diagnostics::findings(&root.path, &root.path.join(&status.path), &status),
             Err(LinkError::Refused { .. }) => Vec::new(),
-            Err(e) => return self.log(MessageType::WARNING, format!("cannot read the review of {task_id}: {e}")),
+            Err(e) => return Err(e),
         };
         let touched = self.published.set_findings(key, found);
         self.publish(touched, false);
+        Ok(())
     }
 
-    /// The findings of every task of a root.
-    fn refresh_root_findings(&mut self, root_path: &Path) {
-        let Some(root) = self.roots.iter().find(|r| r.path == root_path).cloned() else { return };
+    /// The findings of every task of a root that may have some (one `task.status` each).
+    fn refresh_root_findings(&mut self, root: &Root) -> Result<(), LinkError> {
         let params = m::ListParams { root: root.path.display().to_string(), status: None };
-        match self.link.call::<m::TaskList>(&params) {
-            Ok(list) => {
-                // Only a task that got as far as review can have findings to show (a completed
-                // one shows none; a failed or cancelled one is archived).
-                let reviewed = |status: &str| {
-                    matches!(status.parse::<Status>(), Ok(Status::Active | Status::Blocked | Status::Review))
-                };
-                for task in list.tasks.into_iter().filter(|t| reviewed(&t.status)) {
-                    self.refresh_findings(&root, &task.task_id);
-                }
-            }
+        let list = match self.link.call::<m::TaskList>(&params) {
+            Ok(list) => list,
             // Not a scafld workspace (yet): nothing to show.
-            Err(LinkError::Refused { .. }) => {}
-            Err(e) => self.log(MessageType::WARNING, format!("cannot list the tasks of {}: {e}", root.path.display())),
+            Err(LinkError::Refused { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for task in list.tasks.into_iter().filter(|t| diagnostics::may_have_findings(&t.status)) {
+            self.refresh_findings(root, &task.task_id)?;
         }
+        Ok(())
     }
 
     /// Re-read everything shown: every open buffer and every root's findings. `force`
     /// republishes even unchanged lists (after a reconnection the editor is told again).
     fn refresh_all(&mut self, force: bool) {
-        // An open buffer is what the editor shows: its text is checked, not the file's.
-        let docs: Vec<Document> = self.docs.all().cloned().collect();
-        for doc in docs {
-            self.check_buffer(&doc);
-        }
-        let roots: Vec<PathBuf> = self.roots.iter().map(|r| r.path.clone()).collect();
-        let before = self.published.tasks_with_findings();
-        for root in roots {
-            self.refresh_root_findings(&root);
-        }
-        // A task gone from the list (removed while we were away) keeps no findings.
-        for (root_path, task_id) in before {
-            if let Some(root) = self.roots.iter().find(|r| r.path == root_path).cloned() {
-                self.refresh_findings(&root, &task_id);
-            }
-        }
+        let read = self.refresh_all_or_fail();
+        self.report(read, || "read the workspace".into());
         if force {
             let uris = self.published.uris();
             self.publish(uris, true);
         }
+    }
+
+    /// [`Server::refresh_all`]'s reads; the first failure ends them (a daemon that did not
+    /// answer one would not answer the next either).
+    fn refresh_all_or_fail(&mut self) -> Result<(), LinkError> {
+        // An open buffer is what the editor shows: its text is checked, not the file's.
+        let docs: Vec<Document> = self.docs.all().cloned().collect();
+        for doc in docs {
+            self.check_buffer_or_fail(&doc)?;
+        }
+        let before = self.published.tasks_with_findings();
+        for root in self.roots.clone() {
+            self.refresh_root_findings(&root)?;
+        }
+        // A task gone from the list (removed while we were away) keeps no findings.
+        for (canonical, task_id) in before {
+            if let Some(root) = self.root(&canonical) {
+                self.refresh_findings(&root, &task_id)?;
+            }
+        }
+        Ok(())
     }
 
     // --- requests --------------------------------------------------------------------------
@@ -437,7 +487,9 @@ impl Server {
         let spec = spec_file(&path).ok_or_else(not_a_spec)?;
         let text = match self.docs.get(uri) {
             Some(doc) => doc.text.clone(),
-            None => std::fs::read_to_string(&path)
+            // Not UTF-8 on disk: its text as the editor would show it (invalid bytes replaced).
+            None => std::fs::read(&path)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
                 .map_err(|e| (REQUEST_FAILED, format!("cannot read {}: {e}", path.display())))?,
         };
         let root = spec.root.display().to_string();

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use scafld_client::lsp::{Connector, Options};
+use scafld_client::lsp::{Connector, Dial, LinkError, Options};
 
 use crate::cli::Context;
 use crate::cli::daemon_control;
@@ -16,8 +16,14 @@ pub fn run(ctx: &Context) -> Result<u8, CliError> {
     let allowed = ctx.autostart();
     // The event thread asks without autostart (a stopped daemon stays stopped until a request
     // needs one); requests start it unless --no-autostart / SCAFLD_NO_AUTOSTART forbid it.
-    let connect: Connector =
-        Arc::new(move |autostart: bool| daemon_control::connect(&paths, autostart && allowed).map_err(|e| e.message));
+    let connect: Connector = Arc::new(move |dial: Dial| {
+        daemon_control::connect_with_timeout(&paths, dial.autostart && allowed, dial.timeout).map_err(|e| {
+            match e.code.as_str() {
+                "daemon_timeout" => LinkError::TimedOut(e.message),
+                _ => LinkError::Unavailable(e.message),
+            }
+        })
+    });
     let root = ctx.global.root.clone().or_else(|| find_root(None).ok());
     match scafld_client::lsp::run(Options { connect, caller: super::exec::caller(), root }) {
         Ok(exit) => Ok(exit.code()),
