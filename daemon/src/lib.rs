@@ -48,22 +48,24 @@ pub async fn run(
 ) -> Result<(), BoxError> {
     let stop = CancellationToken::new();
     let daemon = Arc::new(Daemon::new(options, store.clone(), stop.clone()));
-    // Workspaces registered before a restart are reopened.
-    for record in store.workspaces()? {
-        if let Err(e) = daemon.open_workspace(Path::new(&record.root)).await {
-            info!(workspace = %record.id, root = %record.root, "not reopening workspace: {e}");
-        }
-    }
+    // Before any call: jobs and reviews cut short by the last stop are settled, and what the
+    // retention period let go is forgotten.
     tasks::recover_jobs(&daemon).await;
     review::recover(&daemon).await;
     sweep::sweep(&daemon);
     let reaper = tokio::spawn(review::worker::reaper_loop(daemon.clone()));
-    let sweeper = tokio::spawn(sweep::sweep_loop(daemon.clone()));
     let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");
     let server =
         tokio::spawn(rpc::transport::serve(listener, methods.into(), stop.clone(), daemon.options.limits.clone()));
+    // Then, while calls are served (a call opens its own workspace if it comes first), the
+    // workspaces registered before a restart are reopened: watched and indexed.
+    let reopener = tokio::spawn({
+        let daemon = daemon.clone();
+        async move { reopen_workspaces(&daemon).await }
+    });
+    let sweeper = tokio::spawn(sweep::sweep_loop(daemon.clone()));
     tokio::select! {
         reason = shutdown => daemon.request_shutdown(&reason),
         _ = stop.cancelled() => {}
@@ -71,6 +73,7 @@ pub async fn run(
     if let Err(e) = server.await {
         error!("server task failed: {e}");
     }
+    let _ = reopener.await;
     let _ = watcher.await;
     let _ = reaper.await;
     let _ = sweeper.await;
@@ -84,4 +87,19 @@ pub async fn run(
     store.flush()?;
     info!("stopped");
     Ok(())
+}
+
+async fn reopen_workspaces(daemon: &Daemon) {
+    let records = daemon.store().workspaces().unwrap_or_else(|e| {
+        tracing::warn!("cannot read the registered workspaces: {e}");
+        Vec::new()
+    });
+    for record in records {
+        if daemon.shutdown_token().is_cancelled() {
+            return;
+        }
+        if let Err(e) = daemon.open_workspace(Path::new(&record.root)).await {
+            info!(workspace = %record.id, root = %record.root, "not reopening workspace: {e}");
+        }
+    }
 }

@@ -47,6 +47,10 @@ struct Args {
     /// Print this program's man page (roff) and exit (`scafld man` collects it).
     #[arg(long, hide = true)]
     man: bool,
+    /// A pipe to write one line to once the socket is bound and the database open, then close
+    /// (how `scafld` waits for a daemon it starts without polling; set by the client).
+    #[arg(long, hide = true, value_parser = clap::value_parser!(i32).range(3..))]
+    ready_fd: Option<i32>,
 }
 
 fn main() -> ExitCode {
@@ -99,12 +103,13 @@ fn start(args: Args) -> Result<(), BoxError> {
         .map_err(|e| format!("cannot make {} private: {e}", state_dir.display()))?;
     let log_file = state_dir.join("scafldd.log");
     init_logging(&log_file, args.verbose)?;
+    let ready_fd = args.ready_fd;
     if args.recover {
         return recover(&socket_path, &state_dir.join("db"));
     }
 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         // Handlers go in before the socket exists: a client may signal us as soon as it connects.
         let shutdown = shutdown_signal()?;
         let listener = match socket::from_systemd(&socket_path)? {
@@ -137,10 +142,30 @@ fn start(args: Args) -> Result<(), BoxError> {
         };
         listener.listener.set_nonblocking(true)?;
         let tokio_listener = tokio::net::UnixListener::from_std(listener.listener.try_clone()?)?;
+        if let Some(fd) = ready_fd {
+            signal_ready(fd);
+        }
         let result = scafld_daemon::run(tokio_listener, options, Arc::new(store), shutdown).await;
         drop(listener); // removes the socket file we created
         result
-    })
+    });
+    // What is left is background reading (a workspace's index warm-up): the store is flushed
+    // and no caller waits for it, so the process ends now instead of after it.
+    runtime.shutdown_background();
+    result
+}
+
+/// Tell the process that started us that calls will be answered: one line down the pipe it
+/// gave us, then close it. A starter that is gone already changes nothing.
+fn signal_ready(fd: i32) {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    // SAFETY: the fd was inherited for this purpose alone (`--ready-fd`, checked above 2) and
+    // nothing else in this process uses it; the file takes ownership and closes it.
+    let mut pipe = unsafe { fs::File::from_raw_fd(fd) };
+    if let Err(e) = pipe.write_all(b"ready\n") {
+        tracing::debug!("the ready pipe is gone ({e})");
+    }
 }
 
 /// `scafldd --recover`: refuse while a daemon answers (it holds the database), else rebuild

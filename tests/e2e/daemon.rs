@@ -340,7 +340,10 @@ fn restart_remembers_workspaces() {
     env.start_daemon();
     let list = env.client().result("workspace.list", json!({}));
     assert_eq!(list["workspaces"][0]["workspace_id"], id);
-    assert_eq!(list["workspaces"][0]["open"], true);
+    // Reopened (watched, indexed) in the background once the daemon serves.
+    scafld_tests::wait_until("the workspace to be reopened", || {
+        env.client().result("workspace.list", json!({}))["workspaces"][0]["open"] == true
+    });
 }
 
 #[test]
@@ -653,4 +656,20 @@ fn a_full_disk_fails_calls_cleanly_and_the_daemon_recovers_when_space_returns() 
     let session = bounded(&env, &["session", "t3", "--json"]);
     assert!(session.stdout.contains("\"approval\""), "{}", session.stdout);
     env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
+#[test]
+fn an_autostarted_daemon_says_when_it_is_ready_and_keeps_no_pipe_open() {
+    let env = TestEnv::new();
+    env.init();
+    let pid = env.client().result("daemon.status", json!({}))["pid"].as_u64().unwrap();
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap().replace('\0', " ");
+    let fd = cmdline
+        .split(" --ready-fd ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("the client waits on a ready pipe, not by polling: {cmdline}"));
+    // Written once and closed (the number may serve something else since).
+    let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).map(|l| l.display().to_string());
+    assert!(!link.as_deref().is_ok_and(|l| l.starts_with("pipe:")), "the ready pipe is still open: {link:?}");
 }

@@ -3,6 +3,7 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -81,7 +82,9 @@ pub fn rpc_error(error: ClientError) -> CliError {
     }
 }
 
-/// Start `scafldd` detached from this process and wait until its socket answers.
+/// Start `scafldd` detached from this process and wait until its socket answers: the daemon
+/// writes a line down a pipe once it is ready (or the pipe closes when it exits first), so the
+/// wait ends the moment it can, with no polling.
 pub fn start(paths: &Paths) -> Result<u32, CliError> {
     let daemon = daemon_binary();
     fs::create_dir_all(&paths.state_dir).map_err(|e| {
@@ -96,25 +99,40 @@ pub fn start(paths: &Paths) -> Result<u32, CliError> {
         CliError::new("state_dir", format!("cannot open {}: {e}", log_path.display()), workflow::RUNTIME)
     })?;
     let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let start_error = |why: String| CliError::new("daemon_start", why, workflow::UNREACHABLE);
+    let (ready, ready_writer) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| start_error(format!("cannot create a pipe: {e}")))?;
+    let writer_fd = ready_writer.as_raw_fd();
     let mut command = Command::new(&daemon);
     command
         .arg("--socket")
         .arg(&paths.socket)
         .arg("--state-dir")
         .arg(&paths.state_dir)
+        .arg("--ready-fd")
+        .arg(writer_fd.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
-    // SAFETY: setsid is async-signal-safe; it detaches the daemon from our terminal and session
-    // so that Ctrl-C in the caller's shell does not reach it.
+    // SAFETY: setsid and fcntl are async-signal-safe. setsid detaches the daemon from our
+    // terminal and session so that Ctrl-C in the caller's shell does not reach it; the ready
+    // pipe is left open across exec in the child only.
     unsafe {
-        command.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
+        command.pre_exec(move || {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            let fd = std::os::fd::BorrowedFd::borrow_raw(writer_fd);
+            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
+                .map_err(std::io::Error::from)?;
+            Ok(())
+        });
     }
     let mut child = command.spawn().map_err(|e| {
-        CliError::new("daemon_start", format!("cannot run {}: {e}", daemon.display()), workflow::UNREACHABLE)
+        start_error(format!("cannot run {}: {e}", daemon.display()))
             .with_hint("install scafldd next to scafld or on PATH (see README)")
     })?;
+    drop(ready_writer); // the daemon holds the only writer now: its exit closes the pipe
     let deadline = Instant::now() + START_DEADLINE;
+    wait_ready(&ready, deadline);
     loop {
         if let Ok(conn) = Connection::connect(&paths.socket) {
             // The child is reaped by init once we exit; it runs on as the daemon.
@@ -139,6 +157,17 @@ pub fn start(paths: &Paths) -> Result<u32, CliError> {
         }
         std::thread::sleep(POLL);
     }
+}
+
+/// Block until the daemon says it is ready or its end of the pipe closes (it exited), or the
+/// deadline passes; what happened is then read off the socket and the child.
+fn wait_ready(ready: &std::os::fd::OwnedFd, deadline: Instant) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(ready.as_fd(), PollFlags::POLLIN)];
+    let left = deadline.saturating_duration_since(Instant::now());
+    let timeout = PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX);
+    // Interrupted or failed: the polling loop below still finds out, only less promptly.
+    let _ = poll(&mut fds, timeout);
 }
 
 /// Ask the daemon to shut down and wait until its socket stops answering. `Ok(None)` when no
