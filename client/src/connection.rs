@@ -11,6 +11,7 @@ use scafld_protocol::methods::{self, EVENTS_NOTIFICATION, EVENTS_SUBSCRIBE, Hell
 use scafld_protocol::{ErrorData, ErrorKind, Event, Method, PROTOCOL_VERSION};
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -58,6 +59,23 @@ pub struct Connection {
     /// How long a read or write may block (see [`Connection::connect_with_timeout`]).
     timeout: Option<Duration>,
     pub daemon: methods::HelloResult,
+}
+
+/// One line from the daemon: a reply (`id` with `result` or `error`) or a notification
+/// (`method`, `params`). The result stays raw text, so a typed call parses it once, straight
+/// into its type (not into a JSON tree first: a `list` reply is hundreds of kilobytes).
+#[derive(Deserialize)]
+struct Incoming {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -133,13 +151,19 @@ impl Connection {
 
     /// Call `M` and wait for its reply.
     pub fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
-        let value =
-            self.call_raw(M::NAME, serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?)?;
-        serde_json::from_value(value).map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
+        let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let raw = self.call_text(M::NAME, params)?;
+        serde_json::from_str(raw.get()).map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
     }
 
     /// Call a method by name with JSON params.
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+        let raw = self.call_text(method, params)?;
+        serde_json::from_str(raw.get()).map_err(|e| ClientError::Decode(format!("{method}: {e}")))
+    }
+
+    /// The result of a call as the daemon wrote it.
+    fn call_text(&mut self, method: &str, params: Value) -> Result<Box<RawValue>, ClientError> {
         self.exchange(method, params).map_err(|error| match (error, self.timeout) {
             (ClientError::Io(e), Some(timeout))
                 if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
@@ -150,7 +174,7 @@ impl Connection {
         })
     }
 
-    fn exchange(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
+    fn exchange(&mut self, method: &str, params: Value) -> Result<Box<RawValue>, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -161,21 +185,20 @@ impl Connection {
             let message = self.read_message()?;
             // An error with a null id concerns the connection itself (the daemon refused us,
             // or could not parse what we sent): it answers this call too.
-            if let (Some(Value::Null), Some(error)) = (message.get("id"), message.get("error")) {
+            if let (None, Some(error)) = (&message.id, &message.error) {
                 return Err(decode_error(error));
             }
-            if message.get("id").and_then(Value::as_u64) != Some(id) {
+            if message.id.as_ref().and_then(Value::as_u64) != Some(id) {
                 self.stash_notification(message);
                 continue;
             }
-            if let Some(error) = message.get("error") {
+            if let Some(error) = &message.error {
                 return Err(decode_error(error));
             }
-            // Moved out, not cloned: a result can be hundreds of kilobytes.
-            return Ok(match message {
-                Value::Object(mut fields) => fields.remove("result").unwrap_or(Value::Null),
-                _ => Value::Null,
-            });
+            return match message.result {
+                Some(result) => Ok(result),
+                None => RawValue::from_string("null".into()).map_err(|e| ClientError::Decode(e.to_string())),
+            };
         }
     }
 
@@ -198,18 +221,18 @@ impl Connection {
         }
     }
 
-    fn stash_notification(&mut self, message: Value) {
-        if message.get("method").and_then(Value::as_str) != Some(EVENTS_NOTIFICATION) {
+    fn stash_notification(&mut self, message: Incoming) {
+        if message.method.as_deref() != Some(EVENTS_NOTIFICATION) {
             return;
         }
-        let result = message.pointer("/params/result").cloned().unwrap_or(Value::Null);
+        let result = message.params.and_then(|p| p.pointer("/result").cloned()).unwrap_or(Value::Null);
         // Unknown event kinds come from a newer daemon; skipping them is the compatible choice.
         if let Ok(event) = serde_json::from_value::<Event>(result) {
             self.pending_events.push_back(event);
         }
     }
 
-    fn read_message(&mut self) -> Result<Value, ClientError> {
+    fn read_message(&mut self) -> Result<Incoming, ClientError> {
         let mut line = String::new();
         if self.reader.read_line(&mut line)? == 0 {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the daemon closed the connection").into());
