@@ -136,14 +136,8 @@ impl Lsp {
 
     /// Wait (bounded) for the process to end and return its exit code.
     fn exit_code(&mut self) -> i32 {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code().unwrap_or(-1);
-            }
-            assert!(Instant::now() < deadline, "scafld lsp did not exit");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let status = scafld_tests::wait_for_exit(&mut self.child, DEADLINE).expect("scafld lsp did not exit");
+        status.code().unwrap_or(-1)
     }
 }
 
@@ -592,16 +586,9 @@ vim.cmd("qa!")
         .stderr(Stdio::null())
         .spawn()
         .expect("run nvim");
-    let deadline = Instant::now() + DEADLINE * 2;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("nvim did not finish; results so far: {:?}", std::fs::read_to_string(&results));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let Some(status) = scafld_tests::wait_for_exit(&mut child, DEADLINE * 2) else {
+        let _ = child.kill();
+        panic!("nvim did not finish; results so far: {:?}", std::fs::read_to_string(&results));
     };
     let text = std::fs::read_to_string(&results).unwrap_or_default();
     assert!(status.success(), "nvim: {status}; {text}");

@@ -71,6 +71,20 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Poll until `child` exits and return how; `None` once `within` has passed.
+pub fn wait_for_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().ok().flatten() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Every file and directory under `dir` with its content (directories end in `/`), to check
 /// that something changed nothing.
 pub fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
@@ -231,10 +245,7 @@ impl Drop for TestEnv {
             let _ = client.try_read_wire();
         }
         for mut child in self.daemons.drain(..) {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            wait_for_exit(&mut child, Duration::from_secs(5));
             let _ = child.kill();
             let _ = child.wait();
         }
