@@ -58,8 +58,13 @@ impl Jobs {
         let id = format!("job-{}-{}", *next, &crate::workspace::layout::new_id().unwrap_or_default()[..6]);
         *next += 1;
         let record = JobRecord {
+            // A reviewer run records its own group (and token) durably instead.
+            run_token: if review.is_none() {
+                crate::workspace::layout::new_id().unwrap_or_default()
+            } else {
+                String::new()
+            },
             review,
-            run_token: crate::workspace::layout::new_id().unwrap_or_default(),
             ..JobRecord::queued(
                 id.clone(),
                 kind,
@@ -261,8 +266,12 @@ impl Jobs {
         let unfinished: Vec<JobRecord> = self.all().into_iter().filter(|r| !r.state.is_finished()).collect();
         let mut abandoned = Vec::new();
         for job in unfinished {
-            let killed = job.group.as_ref().is_some_and(|g| g.kill_if_ours())
-                | (!job.run_token.is_empty() && crate::runner::kill_carriers(&job.run_token) > 0);
+            // A recorded group carries its run's token (a build job's is the job's own), and
+            // killing it looks for that token's carriers too.
+            let killed = match &job.group {
+                Some(group) => group.kill_if_ours(),
+                None => !job.run_token.is_empty() && crate::runner::kill_carriers(&job.run_token) > 0,
+            };
             if let Some(work) = &job.review {
                 let ours = work.lease.is_none();
                 self.token(&job.id);
@@ -431,18 +440,18 @@ mod tests {
                 .count()
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while members() < 2 {
-            assert!(std::time::Instant::now() < deadline, "the orphan's child never started");
-            std::thread::yield_now();
-        }
+        let wait = |done: &dyn Fn() -> bool, what: &str| {
+            while !done() {
+                assert!(std::time::Instant::now() < deadline, "{what}");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        wait(&|| members() == 2, "the orphan's child never started");
         let jobs = Jobs::new(vec![record]);
         let abandoned = jobs.recover(&store);
         assert_eq!(abandoned.len(), 1);
         assert!(abandoned[0].reason.as_deref().unwrap().contains("its processes were killed"), "{abandoned:?}");
         orphan.wait().unwrap();
-        while members() > 0 {
-            assert!(std::time::Instant::now() < deadline, "the child with a cleared environment survived");
-            std::thread::yield_now();
-        }
+        wait(&|| members() == 0, "the child with a cleared environment survived");
     }
 }
