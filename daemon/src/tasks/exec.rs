@@ -433,9 +433,11 @@ struct BuildRun {
 }
 
 impl BuildRun {
+    /// A build job's state change; only a finished state need reach the disk before it is
+    /// reported (a restart abandons a queued build job and a running one alike).
     fn set_state(&self, state: JobState, change: impl FnOnce(&mut crate::domain::job::JobRecord)) {
         let store = self.daemon.store();
-        self.daemon.jobs.update(store, &self.job_id, true, |r| {
+        self.daemon.jobs.update(store, &self.job_id, state.is_finished(), |r| {
             r.state = state;
             change(r);
         });
@@ -493,9 +495,10 @@ impl BuildRun {
         recheck: Vec<(String, Criterion)>,
     ) -> RpcResult<(BuildOutcome, JobState)> {
         let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
-        // Recorded with the step's first event: one flush, not one of its own.
-        let mut opening = material_event(&entries, &self.material);
         let mut evidence = StepEvidence::new(&entries);
+        for event in material_event(&entries, &self.material) {
+            evidence.push(event);
+        }
         let mut results = Vec::new();
         let mut timed_out = false;
         // Completed phases whose evidence went stale run again first; the first one that fails
@@ -506,8 +509,7 @@ impl BuildRun {
                 "re-running stale evidence of {}",
                 recheck.iter().map(|(_, c)| format!("`{}`", c.id)).collect::<Vec<_>>().join(", ")
             );
-            opening.push(LedgerEvent::Build { status: "active".into(), reason });
-            record(&self.daemon, &self.ws, &self.task, std::mem::take(&mut opening), "command:build")?;
+            evidence.push(LedgerEvent::Build { status: "active".into(), reason });
             for (phase, criterion) in &recheck {
                 if self.cancel.is_cancelled() {
                     break;
@@ -523,8 +525,7 @@ impl BuildRun {
         loop {
             let mut all_passed = true;
             if recheck_failed.is_none() {
-                opening.push(build::running_event(&target));
-                record(&self.daemon, &self.ws, &self.task, std::mem::take(&mut opening), "command:build")?;
+                evidence.push(build::running_event(&target));
                 for criterion in &criteria {
                     if self.cancel.is_cancelled() {
                         break;
@@ -535,7 +536,8 @@ impl BuildRun {
                     results.push(result);
                 }
             }
-            // The step's evidence is recorded with its conclusion: one append and one flush.
+            // The step (its opening, its evidence) is recorded with its conclusion: one append,
+            // one flush and one projection of the spec.
             let mut events = evidence.take();
             if self.cancel.is_cancelled() {
                 events.extend([
@@ -687,9 +689,10 @@ impl BuildRun {
     }
 }
 
-/// The evidence of one build step, held until the step concludes and recorded with its
-/// conclusion in one append. A daemon that dies mid-step loses it with the step (its job is
-/// then abandoned and the step runs again), never a result without the rest of its step.
+/// The ledger events of one build step (its material, its opening, each criterion's result),
+/// held until the step concludes and recorded with its conclusion in one append. A daemon that
+/// dies mid-step loses them with the step (its job is then abandoned and the step runs again),
+/// never a result without the rest of its step. While the step runs, the job says so.
 struct StepEvidence {
     /// How many results each criterion has on record, this step's included.
     attempts: BTreeMap<String, u32>,
@@ -707,7 +710,7 @@ impl StepEvidence {
         StepEvidence { attempts, events: Vec::new() }
     }
 
-    /// Take a criterion's result, numbered as its next attempt.
+    /// Take the step's next event; a criterion's result is numbered as its next attempt.
     fn push(&mut self, mut event: LedgerEvent) {
         if let LedgerEvent::Criterion { criterion_id, attempt, .. } = &mut event {
             let count = self.attempts.entry(criterion_id.clone()).or_default();
