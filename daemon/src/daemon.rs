@@ -309,7 +309,7 @@ impl Daemon {
     pub fn publish_task_changed(&self, ws: &Workspace, task_id: &str, cause: &str) {
         let status = crate::sync::read(&ws.index)
             .get(task_id)
-            .and_then(|e| e.parsed.spec.status())
+            .and_then(|e| e.listing.status)
             .map(|s| s.to_string())
             .unwrap_or_default();
         self.publish(Event::TaskChanged {

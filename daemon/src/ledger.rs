@@ -43,9 +43,8 @@ pub fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &
 
 /// The spec as its ledger says it is (what build decisions are made from).
 pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
-    let entry = crate::sync::read(&ws.index)
-        .get(task)
-        .cloned()
+    let entry = crate::sync::write(&ws.index)
+        .loaded(task)
         .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339()), entries))

@@ -28,7 +28,7 @@ use crate::domain::spec::{Diagnostic, Severity};
 use crate::domain::task_id::TaskId;
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
-use crate::workspace::index::SpecEntry;
+use crate::workspace::index::{LoadedSpec, SpecEntry};
 use crate::workspace::specfile;
 
 /// Validate a task id from any caller.
@@ -39,7 +39,7 @@ pub fn task_id(raw: &str) -> RpcResult<TaskId> {
 }
 
 /// The workspace and the indexed spec of `task`, re-read first if the file changed on disk.
-pub(crate) async fn entry(daemon: &Daemon, root: &str, raw_task: &str) -> RpcResult<(Arc<Workspace>, SpecEntry)> {
+pub(crate) async fn entry(daemon: &Daemon, root: &str, raw_task: &str) -> RpcResult<(Arc<Workspace>, LoadedSpec)> {
     let task = task_id(raw_task)?;
     let ws = daemon.workspace(root).await?;
     let entry = fresh_entry(daemon, &ws, task.as_str())?;
@@ -50,13 +50,13 @@ pub(crate) async fn entry(daemon: &Daemon, root: &str, raw_task: &str) -> RpcRes
 /// The indexed spec of `task` as the file is now (stat first, re-read if it changed). A
 /// transition calls it again once it holds the task's lock, so it decides on the state as it
 /// is then, not as it was before another command finished.
-pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<SpecEntry> {
+pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<LoadedSpec> {
     let changed = crate::sync::write(&ws.index).sync_task(task);
     if let Some(task_id) = changed {
         daemon.publish_task_changed(ws, &task_id, "hand_edit");
     }
     resolve_leftover(daemon, ws, task)?;
-    crate::sync::read(&ws.index).get(task).cloned().ok_or_else(|| {
+    crate::sync::write(&ws.index).loaded(task).ok_or_else(|| {
         RpcError::new(
             ErrorKind::NotFound,
             format!("no spec for task `{task}` under {}/.scafld/specs", ws.root.display()),
@@ -147,7 +147,7 @@ pub(crate) fn wire(d: &Diagnostic) -> WireDiagnostic {
 
 /// Every error of an entry (read, duplicate and parse errors) as wire diagnostics.
 pub(crate) fn entry_errors(entry: &SpecEntry) -> Vec<WireDiagnostic> {
-    let mut errors: Vec<WireDiagnostic> = entry.parsed.errors().map(wire).collect();
+    let mut errors: Vec<WireDiagnostic> = entry.listing.errors().map(wire).collect();
     if let Some(e) = &entry.read_error {
         errors.insert(0, WireDiagnostic { line: 0, severity: Severity::Error, message: e.clone() });
     }

@@ -10,15 +10,15 @@ use crate::daemon::Daemon;
 use crate::domain::handoff;
 use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::{HardenStatus, Status};
-use crate::domain::spec::{Criterion, Spec};
+use crate::domain::spec::{Criterion, Progress, Spec};
 use crate::error::{RpcError, RpcResult};
-use crate::workspace::index::SpecEntry;
+use crate::workspace::index::{LoadedSpec, SpecEntry};
 
 /// The spec as the ledger says it is (hand edits to runner-owned fields do not count).
 fn ledger_view(
     daemon: &Daemon,
     ws: &crate::workspace::Workspace,
-    entry: &SpecEntry,
+    entry: &LoadedSpec,
 ) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
     let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
     Ok((crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated), entries))
@@ -63,7 +63,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
             })
             .collect(),
         criteria: criterion_states(spec, &entries, &fresh.stale),
-        counts: counts(spec),
+        counts: counts(spec.progress()),
         valid: errors.is_empty(),
         errors,
         review: latest_review(&entries),
@@ -125,15 +125,14 @@ fn criterion_states(
     out
 }
 
-pub fn counts(spec: &Spec) -> m::Counts {
-    let criteria: Vec<&Criterion> = spec.criteria().collect();
+pub fn counts(p: Progress) -> m::Counts {
     m::Counts {
-        phases_total: spec.phases.len(),
-        phases_completed: spec.phases.iter().filter(|p| p.status == "completed").count(),
-        criteria_total: criteria.len(),
-        criteria_passed: criteria.iter().filter(|c| c.passed()).count(),
-        criteria_failed: criteria.iter().filter(|c| matches!(c.status.as_str(), "fail" | "invalid")).count(),
-        criteria_pending: criteria.iter().filter(|c| c.state() == "pending").count(),
+        phases_total: p.phases_total,
+        phases_completed: p.phases_completed,
+        criteria_total: p.criteria_total,
+        criteria_passed: p.criteria_passed,
+        criteria_failed: p.criteria_failed,
+        criteria_pending: p.criteria_pending,
     }
 }
 
@@ -141,7 +140,7 @@ pub fn counts(spec: &Spec) -> m::Counts {
 fn all_diagnostics(entry: &SpecEntry) -> Vec<m::Diagnostic> {
     let mut diagnostics = entry_errors(entry);
     diagnostics.extend(
-        entry.parsed.diagnostics.iter().filter(|d| d.severity != crate::domain::spec::Severity::Error).map(wire),
+        entry.listing.diagnostics.iter().filter(|d| d.severity != crate::domain::spec::Severity::Error).map(wire),
     );
     diagnostics.sort_by_key(|d| d.line);
     diagnostics
@@ -158,7 +157,7 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
             m::SpecDiagnostics {
                 task_id: e.task_id.clone(),
                 path: ws.relative(&e.path),
-                status: e.parsed.spec.status().map(|s| s.to_string()).unwrap_or_default(),
+                status: e.listing.status.map(|s| s.to_string()).unwrap_or_default(),
                 valid: diagnostics.iter().all(|d| d.severity != m::Severity::Error),
                 diagnostics,
             }
@@ -246,8 +245,8 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult>
     let index = crate::sync::read(&ws.index);
     let mut tasks: Vec<(Option<Status>, m::TaskSummary)> = index
         .entries()
-        .filter(|e| filter.is_none() || e.parsed.spec.status() == filter)
-        .map(|e| (e.parsed.spec.status(), summary(&ws.relative(&e.path), e)))
+        .filter(|e| filter.is_none() || e.listing.status == filter)
+        .map(|e| (e.listing.status, summary(&ws.relative(&e.path), e)))
         .collect();
     tasks.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.task_id.cmp(&b.1.task_id)));
     Ok(m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
@@ -262,13 +261,13 @@ fn sync(daemon: &Daemon, ws: &crate::workspace::Workspace) {
 }
 
 fn summary(path: &str, entry: &SpecEntry) -> m::TaskSummary {
-    let spec = &entry.parsed.spec;
+    let listing = &entry.listing;
     m::TaskSummary {
         task_id: entry.task_id.clone(),
-        status: spec.status().map(|s| s.to_string()).unwrap_or_default(),
-        title: spec.title.clone(),
+        status: listing.status.map(|s| s.to_string()).unwrap_or_default(),
+        title: listing.title.clone(),
         path: path.to_string(),
-        counts: counts(spec),
+        counts: counts(listing.progress),
         error: entry.first_error(),
     }
 }
@@ -301,17 +300,17 @@ pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::
     }
     for entry in index.entries() {
         report.total += 1;
-        let spec = &entry.parsed.spec;
+        let listing = &entry.listing;
         if entry.first_error().is_some() {
             report.invalid_specs += 1;
         }
-        if let Some(status) = spec.status() {
+        if let Some(status) = listing.status {
             *report.by_status.entry(status.to_string()).or_default() += 1;
         }
-        if spec.harden_status() == HardenStatus::Passed {
+        if listing.harden == HardenStatus::Passed {
             report.harden_passed += 1;
         }
-        let c = counts(spec);
+        let c = listing.progress;
         report.phases_total += c.phases_total;
         report.phases_completed += c.phases_completed;
         report.criteria_total += c.criteria_total;

@@ -3,16 +3,22 @@
 //! calls load their one spec on demand, a background warm-up or the first whole-workspace call
 //! loads the rest, and from then on it is updated one file at a time (by the watcher and by
 //! the daemon's own writes), so that requests never re-parse the whole workspace.
+//!
+//! An entry keeps only what whole-workspace reads need (a [`Listing`]: a few hundred bytes);
+//! the full parse is kept for the specs used most recently ([`RECENT_PARSES`]) and read again
+//! from the file when a single-task call needs one that was let go.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::domain::lifecycle::Folder;
-use crate::domain::spec::{Parsed, parse};
+use crate::domain::lifecycle::{Folder, HardenStatus, Status};
+use crate::domain::spec::{Diagnostic, Parsed, Progress, Severity, parse};
 use crate::workspace::specfile;
 
-/// Size and modification time: enough to tell our own write from a later edit.
+/// How many specs keep their whole parse in memory, most recently used first.
+pub const RECENT_PARSES: usize = 64;
+
 /// Whether a file may have changed since it was read: size, inode and both nanosecond
 /// timestamps. The change time cannot be set by a user (unlike the modification time), and an
 /// atomic rename gives a new inode, so a rewrite of the same size within one clock tick is
@@ -27,14 +33,47 @@ pub struct Stamp {
 
 impl Stamp {
     pub fn of(path: &Path) -> Option<Stamp> {
+        std::fs::metadata(path).ok().map(|meta| Stamp::from(&meta))
+    }
+}
+
+impl From<&std::fs::Metadata> for Stamp {
+    fn from(meta: &std::fs::Metadata) -> Stamp {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Stamp {
+        Stamp {
             len: meta.len(),
             inode: meta.ino(),
             modified: (meta.mtime(), meta.mtime_nsec()),
             changed: (meta.ctime(), meta.ctime_nsec()),
-        })
+        }
+    }
+}
+
+/// What an entry keeps of its spec's parse: what `list`, `report` and `validate --all` read.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    pub status: Option<Status>,
+    pub harden: HardenStatus,
+    pub title: String,
+    pub progress: Progress,
+    /// Every diagnostic of the parse (the file-name check included), in document order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Listing {
+    fn of(parsed: &Parsed) -> Listing {
+        let spec = &parsed.spec;
+        Listing {
+            status: spec.status(),
+            harden: spec.harden_status(),
+            title: spec.title.clone(),
+            progress: spec.progress(),
+            diagnostics: parsed.diagnostics.clone(),
+        }
+    }
+
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.severity == Severity::Error)
     }
 }
 
@@ -43,12 +82,14 @@ pub struct SpecEntry {
     pub task_id: String,
     pub path: PathBuf,
     pub folder: Folder,
-    pub parsed: Arc<Parsed>,
+    pub listing: Arc<Listing>,
     /// A read error (the file vanished, is not UTF-8, ...) instead of a parse.
     pub read_error: Option<String>,
     /// Another file claiming the same task id.
     pub duplicate: Option<PathBuf>,
     stamp: Option<Stamp>,
+    /// The whole parse, while the spec is among the most recently used.
+    parsed: Option<Arc<Parsed>>,
 }
 
 impl SpecEntry {
@@ -60,7 +101,22 @@ impl SpecEntry {
         if let Some(other) = &self.duplicate {
             return Some(format!("the task also exists at {}", other.display()));
         }
-        self.parsed.errors().next().map(ToString::to_string)
+        self.listing.errors().next().map(ToString::to_string)
+    }
+}
+
+/// One task's entry with its whole parse: what single-task calls work from.
+#[derive(Debug, Clone)]
+pub struct LoadedSpec {
+    pub entry: SpecEntry,
+    pub parsed: Arc<Parsed>,
+}
+
+impl std::ops::Deref for LoadedSpec {
+    type Target = SpecEntry;
+
+    fn deref(&self) -> &SpecEntry {
+        &self.entry
     }
 }
 
@@ -71,12 +127,14 @@ pub struct Index {
     /// Every spec on disk has been loaded at least once. Until then `entries` holds only the
     /// tasks single-task calls asked for, and a task missing from it may still exist.
     complete: bool,
+    /// The tasks whose entries keep their parse, least recently used first.
+    recent: VecDeque<String>,
 }
 
 impl Index {
     /// An index that has loaded nothing yet.
     pub fn new(root: &Path) -> Index {
-        Index { root: root.to_path_buf(), entries: BTreeMap::new(), complete: false }
+        Index { root: root.to_path_buf(), ..Index::default() }
     }
 
     /// An index of every spec under `root`, read now.
@@ -108,6 +166,42 @@ impl Index {
 
     pub fn get(&self, task_id: &str) -> Option<&SpecEntry> {
         self.entries.get(task_id)
+    }
+
+    /// `task_id`'s entry with its whole parse, read again from the file when it was let go.
+    /// It becomes the most recently used; the least recent beyond [`RECENT_PARSES`] lets go.
+    pub fn loaded(&mut self, task_id: &str) -> Option<LoadedSpec> {
+        let entry = self.entries.get(task_id)?;
+        if entry.parsed.is_none() {
+            let (path, folder) = (entry.path.clone(), entry.folder);
+            let fresh = self.read_entry(task_id.to_string(), &path, folder, true);
+            let entry = self.entries.get_mut(task_id)?;
+            // Only the content is read again: a duplicate found earlier stays on record.
+            *entry = SpecEntry { duplicate: entry.duplicate.take(), ..fresh };
+        }
+        self.touch(task_id);
+        let entry = self.entries.get(task_id)?.clone();
+        let parsed = entry.parsed.clone().unwrap_or_else(|| Arc::new(parse("")));
+        Some(LoadedSpec { entry, parsed })
+    }
+
+    /// Mark `task_id` most recently used; the least recent parse beyond the bound is dropped.
+    fn touch(&mut self, task_id: &str) {
+        if let Some(at) = self.recent.iter().position(|t| t == task_id) {
+            self.recent.remove(at);
+        }
+        self.recent.push_back(task_id.to_string());
+        while self.recent.len() > RECENT_PARSES {
+            if let Some(old) = self.recent.pop_front()
+                && let Some(entry) = self.entries.get_mut(&old)
+            {
+                entry.parsed = None;
+            }
+        }
+    }
+
+    fn keeps_parse(&self, task_id: &str) -> bool {
+        self.recent.iter().any(|t| t == task_id)
     }
 
     pub fn entries(&self) -> impl Iterator<Item = &SpecEntry> {
@@ -217,21 +311,15 @@ impl Index {
         {
             self.entries.remove(&task_id);
         }
-        let entry = self.entry_from_text(task_id.clone(), path, folder, text);
+        let keep = self.keeps_parse(&task_id);
+        let entry = self.entry_from_text(task_id.clone(), path, folder, text, keep);
         self.entries.insert(task_id, entry);
     }
 
     fn load(&mut self, path: &Path, folder: Folder) {
         let Some(task_id) = task_id_of(path) else { return };
-        let stamp = Stamp::of(path);
-        let mut entry = match read_spec(&self.root, path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => self.entry_from_text(task_id.clone(), path, folder, &text),
-                Err(_) => self.broken(task_id.clone(), path, folder, "the spec file is not valid UTF-8".into()),
-            },
-            Err(e) => self.broken(task_id.clone(), path, folder, e),
-        };
-        entry.stamp = stamp;
+        let keep = self.keeps_parse(&task_id);
+        let entry = self.read_entry(task_id.clone(), path, folder, keep);
         match self.entries.get(&task_id) {
             // The first file in lookup order owns the id; a second one is a conflict.
             Some(existing) if existing.path != path && existing.path.exists() => {
@@ -244,17 +332,33 @@ impl Index {
         }
     }
 
-    fn entry_from_text(&self, task_id: String, path: &Path, folder: Folder, text: &str) -> SpecEntry {
+    /// Read and parse one spec file (stamped before it is read, so an edit during the read is
+    /// seen next time); its parse is kept only when `keep`.
+    fn read_entry(&self, task_id: String, path: &Path, folder: Folder, keep: bool) -> SpecEntry {
+        let stamp = Stamp::of(path);
+        let mut entry = match read_spec(&self.root, path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => self.entry_from_text(task_id, path, folder, &text, keep),
+                Err(_) => self.broken(task_id, path, folder, "the spec file is not valid UTF-8".into()),
+            },
+            Err(e) => self.broken(task_id, path, folder, e),
+        };
+        entry.stamp = stamp;
+        entry
+    }
+
+    fn entry_from_text(&self, task_id: String, path: &Path, folder: Folder, text: &str, keep: bool) -> SpecEntry {
         let mut parsed = parse(text);
         parsed.check_file_name(&task_id);
         SpecEntry {
             task_id,
             path: path.to_path_buf(),
             folder,
-            parsed: Arc::new(parsed),
+            listing: Arc::new(Listing::of(&parsed)),
             read_error: None,
             duplicate: None,
             stamp: Stamp::of(path),
+            parsed: keep.then(|| Arc::new(parsed)),
         }
     }
 
@@ -263,10 +367,11 @@ impl Index {
             task_id,
             path: path.to_path_buf(),
             folder,
-            parsed: Arc::new(parse("")),
+            listing: Arc::new(Listing::default()),
             read_error: Some(error),
             duplicate: None,
             stamp: None,
+            parsed: None,
         }
     }
 }
@@ -350,6 +455,36 @@ mod tests {
     }
 
     #[test]
+    fn only_the_most_recently_used_specs_keep_their_parse() {
+        let tasks: Vec<String> = (0..=RECENT_PARSES).map(|n| format!("t{n}")).collect();
+        let dir = workspace_with(&tasks.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut index = Index::new(dir.path());
+        index.sync();
+        assert!(index.entries().all(|e| e.parsed.is_none()), "a whole sync keeps listings only");
+        assert_eq!(index.get("t3").unwrap().listing.title, "t3");
+        // A second file for t0 in another folder: a duplicate the entry keeps.
+        let approved = dir.path().join(".scafld/specs/approved");
+        std::fs::create_dir_all(&approved).unwrap();
+        std::fs::write(approved.join("t0.md"), spec("t0", "t0")).unwrap();
+        index.sync();
+        assert!(index.get("t0").unwrap().duplicate.is_some());
+        assert_eq!(index.loaded("t0").unwrap().parsed.spec.title, "t0");
+        for task in &tasks[1..] {
+            assert_eq!(&index.loaded(task).unwrap().parsed.spec.title, task);
+        }
+        let kept = index.entries().filter(|e| e.parsed.is_some()).count();
+        assert_eq!(kept, RECENT_PARSES);
+        assert!(index.get("t0").unwrap().parsed.is_none(), "the least recently used lets go");
+        // Loaded again from the file, as it is now, with its duplicate still on record.
+        std::fs::write(dir.path().join(".scafld/specs/drafts/t0.md"), spec("t0", "t0 edited")).unwrap();
+        let again = index.loaded("t0").unwrap();
+        assert_eq!(again.parsed.spec.title, "t0 edited");
+        assert_eq!(again.listing.title, "t0 edited");
+        assert!(again.duplicate.is_some());
+        assert!(index.get("t1").unwrap().parsed.is_none());
+    }
+
+    #[test]
     fn absorbing_a_warm_up_keeps_what_was_loaded_meanwhile() {
         let dir = workspace_with(&["a", "b"]);
         let built = Index::build(dir.path());
@@ -359,7 +494,7 @@ mod tests {
         index.absorb(built);
         assert!(index.is_complete());
         assert_eq!(index.len(), 2);
-        assert_eq!(index.get("a").unwrap().parsed.spec.title, "written after the warm-up read it");
+        assert_eq!(index.get("a").unwrap().listing.title, "written after the warm-up read it");
         // A warm-up that lands after a whole sync adds nothing (it may hold removed specs).
         let stale = Index::build(dir.path());
         std::fs::remove_file(dir.path().join(".scafld/specs/drafts/b.md")).unwrap();

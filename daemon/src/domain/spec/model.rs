@@ -38,6 +38,33 @@ impl Spec {
     pub fn criteria(&self) -> impl Iterator<Item = &Criterion> {
         self.phases.iter().flat_map(|p| p.criteria.iter()).chain(self.acceptance.criteria.iter())
     }
+
+    /// How far the spec's phases and criteria are, as written.
+    pub fn progress(&self) -> Progress {
+        let mut progress = Progress {
+            phases_total: self.phases.len(),
+            phases_completed: self.phases.iter().filter(|p| p.status == "completed").count(),
+            ..Progress::default()
+        };
+        for criterion in self.criteria() {
+            progress.criteria_total += 1;
+            progress.criteria_passed += usize::from(criterion.passed());
+            progress.criteria_failed += usize::from(matches!(criterion.status.as_str(), "fail" | "invalid"));
+            progress.criteria_pending += usize::from(criterion.state() == "pending");
+        }
+        progress
+    }
+}
+
+/// Counts of a spec's phases and criteria by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub phases_total: usize,
+    pub phases_completed: usize,
+    pub criteria_total: usize,
+    pub criteria_passed: usize,
+    pub criteria_failed: usize,
+    pub criteria_pending: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
