@@ -13,20 +13,6 @@ use scafld_daemon::store::{SledStore, Store};
 use scafld_tests::TestEnv;
 use scafld_tests::bench::{self, RUNS, Stats};
 
-fn spec(task: &str, criteria: usize) -> String {
-    let mut text = format!(
-        "---\nspec_version: '2.0'\ntask_id: {task}\ncreated: '2026-05-15T09:00:00Z'\nupdated: '2026-05-15T09:00:00Z'\n\
-         status: draft\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# {task}\n\n## Summary\n\nBench.\n\n\
-         ## Phase 1: Only\n\nStatus: pending\nDependencies: none\n\nObjective: bench.\n\nChanges:\n- `a` - a\n\nAcceptance:\n"
-    );
-    for c in 0..criteria {
-        text.push_str(&format!(
-            "- [ ] `ac{c}` test - true {c}\n  - Command: `true`\n  - Expected kind: `exit_code_zero`\n"
-        ));
-    }
-    text
-}
-
 fn git_init(dir: &Path) {
     assert!(Command::new("git").args(["init", "-q"]).current_dir(dir).status().unwrap().success());
 }
@@ -36,21 +22,13 @@ fn median(samples: Vec<Duration>) -> f64 {
 }
 
 fn ours(env: &TestEnv, criteria: usize) -> Stats {
-    let samples = (0..RUNS)
-        .map(|i| {
-            let task = format!("t{criteria}-{i}");
-            std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), spec(&task, criteria)).unwrap();
-            env.scafld(&["approve", &task, "--reason", "bench"]).assert_code(0);
-            env.scafld(&["build", &task]).assert_code(0); // opens phase 1
-            let mut command = env.scafld_command(&["build", &task]);
-            let t = Instant::now();
-            let out = command.output().unwrap();
-            let elapsed = t.elapsed();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            elapsed
-        })
-        .collect();
-    Stats::of(samples)
+    let mut i = 0;
+    bench::sample(RUNS, || {
+        let task = format!("t{criteria}-{i}");
+        i += 1;
+        bench::open_build(env, &task, criteria);
+        bench::time(env.scafld_command(&["build", &task]))
+    })
 }
 
 fn python(py: &std::ffi::OsStr, dir: &Path, criteria: usize) -> f64 {
@@ -64,7 +42,7 @@ fn python(py: &std::ffi::OsStr, dir: &Path, criteria: usize) -> f64 {
             assert!(run(&["plan", &task]).status.success());
             let path = dir.join(format!(".scafld/specs/drafts/{task}.md"));
             let planned = std::fs::read_to_string(&path).unwrap();
-            let ours = spec(&task, criteria);
+            let ours = bench::build_spec(&task, criteria);
             let phase = &ours[ours.find("## Phase 1:").unwrap()..];
             let (start, end) = (planned.find("## Phase 1:").unwrap(), planned.find("## Rollback").unwrap());
             let text = format!("{}{}\n{}", &planned[..start], phase.replace("Objective:", "Goal:"), &planned[end..]);
@@ -122,6 +100,6 @@ fn main() {
         })
         .collect();
     samples.sort();
-    let at = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6;
-    println!("ledger append+flush: p50 {:.0} us, p99 {:.0} us (2000 appends)", at(0.5), at(0.99));
+    let at = |p: f64| bench::percentile(&samples, p).as_secs_f64() * 1e6;
+    println!("ledger append+flush: p50 {:.0} us, p99 {:.0} us (2000 appends)", at(50.0), at(99.0));
 }

@@ -7,6 +7,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::time::{Duration, Instant};
 
+use scafld_tests::bench::percentile;
 use scafld_tests::{TestEnv, connect_socket};
 
 const WARMUP: usize = 500;
@@ -73,11 +74,6 @@ fn whole_process(env: &TestEnv) {
         micros(percentile(&samples, 50.0)) / 1000.0,
         micros(percentile(&samples, 90.0)) / 1000.0,
     );
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p / 100.0).round() as usize;
-    sorted[index]
 }
 
 fn micros(d: Duration) -> f64 {

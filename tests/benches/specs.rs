@@ -3,7 +3,6 @@
 //! 2.0.0 when `SCAFLD_PY` names its executable (tests/bench/specs.sh installs it), the
 //! hand-edit-to-event latency, and daemon RSS with 10,000 specs indexed. Prints figures only.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -12,36 +11,6 @@ use scafld_tests::bench::{self, Stats};
 use serde_json::json;
 
 const RUNS: usize = 30;
-
-fn spec(n: usize, status: &str) -> String {
-    let id = format!("bench-{n:05}");
-    let mut text = format!(
-        "---\nspec_version: '2.0'\ntask_id: {id}\ncreated: '2026-05-15T09:00:00Z'\nupdated: '2026-05-15T09:00:00Z'\n\
-         status: {status}\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# Bench task {n}\n\n\
-         ## Summary\n\nA generated task used to measure scafld on a large workspace.\n\n\
-         ## Scope\n\n- `src/module_{n}.rs` - the code of task {n}.\n"
-    );
-    for phase in 1..=2 {
-        text.push_str(&format!(
-            "\n## Phase {phase}: Step {phase}\n\nStatus: pending\nDependencies: none\n\nObjective: Do step {phase}.\n\n\
-             Changes:\n- `src/module_{n}.rs` - part {phase}.\n\nAcceptance:\n"
-        ));
-        for c in 1..=2 {
-            text.push_str(&format!(
-                "- [ ] `ac{phase}_{c}` test - check {c} of step {phase}\n  - Command: `true`\n  - Expected kind: `exit_code_zero`\n"
-            ));
-        }
-    }
-    text
-}
-
-fn generate(work: &Path, range: std::ops::Range<usize>) {
-    for n in range {
-        let (folder, status) = if n % 5 < 3 { ("drafts", "draft") } else { ("approved", "approved") };
-        let path = work.join(".scafld/specs").join(folder).join(format!("bench-{n:05}.md"));
-        std::fs::write(path, spec(n, status)).unwrap();
-    }
-}
 
 fn stats(mut command: impl FnMut() -> Command) -> Stats {
     bench::sample(RUNS, || bench::time(command()))
@@ -77,7 +46,7 @@ fn main() {
         assert!(Command::new(py).arg("init").current_dir(&env.work).output().unwrap().status.success());
     }
     env.init();
-    generate(&env.work, 0..1000);
+    bench::generate(&env.work, 0..1000);
     let t = Instant::now();
     env.scafld(&["list", "--json"]).assert_code(0);
     println!("first list after writing 1000 specs (index catch-up): {:.1} ms", ms(t.elapsed()));
@@ -120,7 +89,7 @@ fn main() {
     let mut latencies = Vec::new();
     for n in 0..20 {
         let path = env.work.join(".scafld/specs/drafts/bench-00000.md");
-        let text = spec(0, "draft").replace("Bench task 0", &format!("Bench task 0 edit {n}"));
+        let text = bench::task_spec(0, "draft").replace("Bench task 0", &format!("Bench task 0 edit {n}"));
         let t = Instant::now();
         std::fs::write(&path, text).unwrap();
         loop {
@@ -146,7 +115,7 @@ fn main() {
     bench::report("first call with no daemon (status, 1000 specs)", first, "scafld --version", floor);
     let pid = daemon_pid(&env);
 
-    generate(&env.work, 1000..10_000);
+    bench::generate(&env.work, 1000..10_000);
     let t = Instant::now();
     env.scafld(&["list", "--json"]).assert_code(0);
     println!("list catching up 9000 new specs: {:.0} ms", ms(t.elapsed()));

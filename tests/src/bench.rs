@@ -1,8 +1,12 @@
 //! Benchmark figures: each measured over many runs (median, min, max) and printed next to its
 //! floor, the cost of the least the machine must do for it, measured in the same run.
 
+use std::ops::Range;
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use crate::TestEnv;
 
 /// Runs per figure (the issue asks for at least 15).
 pub const RUNS: usize = 21;
@@ -58,4 +62,66 @@ pub fn report(what: &str, figure: Stats, floor_what: &str, floor: Stats) {
         "{what}: {figure}\n    floor ({floor_what}): {floor}; above the floor by {:.2} ms (median)",
         figure.median - floor.median
     );
+}
+
+/// The sample at percentile `p` (0 to 100) of samples sorted ascending (nearest rank).
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p / 100.0).round() as usize;
+    sorted[index]
+}
+
+/// Task `n` of a generated large workspace (`bench-{n:05}`): 2 phases of 2 `true` criteria.
+pub fn task_spec(n: usize, status: &str) -> String {
+    let id = format!("bench-{n:05}");
+    let mut text = format!(
+        "---\nspec_version: '2.0'\ntask_id: {id}\ncreated: '2026-05-15T09:00:00Z'\nupdated: '2026-05-15T09:00:00Z'\n\
+         status: {status}\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# Bench task {n}\n\n\
+         ## Summary\n\nA generated task used to measure scafld on a large workspace.\n\n\
+         ## Scope\n\n- `src/module_{n}.rs` - the code of task {n}.\n"
+    );
+    for phase in 1..=2 {
+        text.push_str(&format!(
+            "\n## Phase {phase}: Step {phase}\n\nStatus: pending\nDependencies: none\n\nObjective: Do step {phase}.\n\n\
+             Changes:\n- `src/module_{n}.rs` - part {phase}.\n\nAcceptance:\n"
+        ));
+        for c in 1..=2 {
+            text.push_str(&format!(
+                "- [ ] `ac{phase}_{c}` test - check {c} of step {phase}\n  - Command: `true`\n  - Expected kind: `exit_code_zero`\n"
+            ));
+        }
+    }
+    text
+}
+
+/// Write the generated tasks `range` ([`task_spec`]) into the workspace `work`: 3 in 5 drafts,
+/// the rest approved.
+pub fn generate(work: &Path, range: Range<usize>) {
+    for n in range {
+        let (folder, status) = if n % 5 < 3 { ("drafts", "draft") } else { ("approved", "approved") };
+        let path = work.join(".scafld/specs").join(folder).join(format!("bench-{n:05}.md"));
+        std::fs::write(path, task_spec(n, status)).unwrap();
+    }
+}
+
+/// A draft task with one phase of `criteria` `true` criteria, for the build benchmarks.
+pub fn build_spec(task: &str, criteria: usize) -> String {
+    let mut text = format!(
+        "---\nspec_version: '2.0'\ntask_id: {task}\ncreated: '2026-05-15T09:00:00Z'\nupdated: '2026-05-15T09:00:00Z'\n\
+         status: draft\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# {task}\n\n## Summary\n\nBench.\n\n\
+         ## Phase 1: Only\n\nStatus: pending\nDependencies: none\n\nObjective: bench.\n\nChanges:\n- `a` - a\n\nAcceptance:\n"
+    );
+    for c in 0..criteria {
+        text.push_str(&format!(
+            "- [ ] `ac{c}` test - true {c}\n  - Command: `true`\n  - Expected kind: `exit_code_zero`\n"
+        ));
+    }
+    text
+}
+
+/// Write `task` ([`build_spec`]) into `env`'s workspace, approve it and open its phase (the
+/// first `scafld build`): the next `scafld build <task>` is a build step running its criteria.
+pub fn open_build(env: &TestEnv, task: &str, criteria: usize) {
+    std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), build_spec(task, criteria)).unwrap();
+    env.scafld(&["approve", task, "--reason", "bench"]).assert_code(0);
+    env.scafld(&["build", task]).assert_code(0);
 }
