@@ -140,8 +140,8 @@ impl Index {
     /// An index of every spec under `root`, read now.
     pub fn build(root: &Path) -> Index {
         let mut index = Index::new(root);
-        for (path, folder) in specfile::scan(root) {
-            index.load(&path, folder);
+        for found in specfile::scan(root) {
+            index.load(&found.path, found.folder);
         }
         index.complete = true;
         index
@@ -223,18 +223,25 @@ impl Index {
     pub fn sync(&mut self) -> Vec<String> {
         let on_disk = specfile::scan(&self.root);
         let mut changed = Vec::new();
-        for (path, _) in &on_disk {
-            let seen = self.complete || task_id_of(path).is_some_and(|id| self.entries.contains_key(&id));
-            if let Some(id) = self.refresh(path)
+        for found in &on_disk {
+            let Some(task_id) = found.path.file_stem().and_then(|s| s.to_str()) else { continue };
+            let seen = self.complete || self.entries.contains_key(task_id);
+            // The metadata read through the directory is the stamp, unless the entry is a
+            // symlink: its stamp is what it names.
+            let stamp = match &found.meta {
+                Some(meta) if !meta.file_type().is_symlink() => Some(Stamp::from(meta)),
+                _ => Stamp::of(&found.path),
+            };
+            if let Some(id) = self.refresh_found(&found.path, found.folder, task_id, stamp)
                 && seen
             {
                 changed.push(id);
             }
         }
         self.complete = true;
-        let present: HashSet<&Path> = on_disk.iter().map(|(p, _)| p.as_path()).collect();
+        let present: HashSet<&std::ffi::OsStr> = on_disk.iter().map(|f| f.path.as_os_str()).collect();
         let vanished: Vec<PathBuf> =
-            self.entries.values().filter(|e| !present.contains(e.path.as_path())).map(|e| e.path.clone()).collect();
+            self.entries.values().filter(|e| !present.contains(e.path.as_os_str())).map(|e| e.path.clone()).collect();
         for path in vanished {
             if let Some(id) = self.refresh(&path) {
                 changed.push(id);
@@ -266,19 +273,25 @@ impl Index {
     pub fn refresh(&mut self, path: &Path) -> Option<String> {
         let folder = specfile::folder_of(&self.root, path)?;
         let task_id = task_id_of(path)?;
+        self.refresh_found(path, folder, &task_id, Stamp::of(path))
+    }
+
+    /// [`Index::refresh`] with the path's folder, task id and stamp (`None`: it could not be
+    /// read) known.
+    fn refresh_found(&mut self, path: &Path, folder: Folder, task_id: &str, stamp: Option<Stamp>) -> Option<String> {
         // One stat in the usual case: a file that has a stamp exists; only without one is the
         // path looked at again (a dangling symlink still exists, and is reported).
-        let stamp = Stamp::of(path);
         if stamp.is_some() || std::fs::symlink_metadata(path).is_ok() {
-            let unchanged = self.entries.get(&task_id).is_some_and(|e| {
+            let unchanged = self.entries.get(task_id).is_some_and(|e| {
                 (e.path == path && e.stamp.is_some() && e.stamp == stamp) || e.duplicate.as_deref() == Some(path)
             });
             if unchanged {
                 return None;
             }
             self.load(path, folder);
-            return Some(task_id);
+            return Some(task_id.to_string());
         }
+        let task_id = task_id.to_string();
         // Removed (or moved away): drop the entry if it pointed here, then look for the task
         // in the other folders in case it moved.
         let pointed_here = self.entries.get(&task_id).is_some_and(|e| e.path == path);
@@ -293,9 +306,9 @@ impl Index {
         }
         self.entries.remove(&task_id);
         let elsewhere =
-            specfile::scan(&self.root).into_iter().find(|(p, _)| task_id_of(p).as_deref() == Some(task_id.as_str()));
-        if let Some((other, folder)) = elsewhere {
-            self.load(&other, folder);
+            specfile::scan(&self.root).into_iter().find(|f| task_id_of(&f.path).as_deref() == Some(task_id.as_str()));
+        if let Some(other) = elsewhere {
+            self.load(&other.path, other.folder);
         }
         Some(task_id)
     }

@@ -22,8 +22,17 @@ pub fn target_path(root: &Path, task_id: &str, status: Status, month: &str) -> P
     folder.join(format!("{task_id}.md"))
 }
 
+/// A spec file found by [`scan`].
+pub struct Found {
+    pub path: PathBuf,
+    pub folder: Folder,
+    /// The entry's own metadata (not following a symlink), read through its directory:
+    /// `None` when it could not be read.
+    pub meta: Option<fs::Metadata>,
+}
+
 /// Every `*.md` under the four lifecycle folders (archive one level down), in lookup order.
-pub fn scan(root: &Path) -> Vec<(PathBuf, Folder)> {
+pub fn scan(root: &Path) -> Vec<Found> {
     let specs = specs_dir(root);
     let mut found = Vec::new();
     for folder in Folder::ALL {
@@ -32,10 +41,10 @@ pub fn scan(root: &Path) -> Vec<(PathBuf, Folder)> {
             let mut months: Vec<PathBuf> = read_dir_sorted(&dir).into_iter().filter(|p| p.is_dir()).collect();
             months.sort();
             for month in months {
-                found.extend(markdown_files(&month).into_iter().map(|p| (p, folder)));
+                found.extend(markdown_files(&month, folder));
             }
         } else {
-            found.extend(markdown_files(&dir).into_iter().map(|p| (p, folder)));
+            found.extend(markdown_files(&dir, folder));
         }
     }
     found
@@ -77,25 +86,27 @@ fn read_dir_sorted(dir: &Path) -> Vec<PathBuf> {
     entries
 }
 
-/// Every `*.md` entry of `dir` but directories: a FIFO, a device or a dangling symlink named
-/// like a spec is listed too, so the index reports it instead of skipping it silently.
-fn markdown_files(dir: &Path) -> Vec<PathBuf> {
-    // The entry's own type needs no stat; only a symlink is followed to see what it names.
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .filter(|e| match e.file_type() {
-                    Ok(kind) if kind.is_symlink() => !e.path().is_dir(),
-                    Ok(kind) => !kind.is_dir(),
-                    Err(_) => !e.path().is_dir(),
-                })
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "md") && !is_temp(p))
-                .collect()
+/// Every `*.md` entry of `dir` but directories, sorted by name: a FIFO, a device or a dangling
+/// symlink named like a spec is listed too, so the index reports it instead of skipping it
+/// silently. Names are filtered before anything is read; the entry's own type needs no stat,
+/// and its metadata is read relative to the directory (no walk of the whole path per file).
+fn markdown_files(dir: &Path, folder: Folder) -> Vec<Found> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut files: Vec<(std::ffi::OsString, fs::DirEntry)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name();
+            let bytes = name.as_encoded_bytes();
+            (bytes.ends_with(b".md") && bytes.len() > 3 && !bytes.starts_with(b".")).then_some((name, e))
         })
-        .unwrap_or_default();
-    files.sort();
-    files
+        .filter(|(_, e)| match e.file_type() {
+            Ok(kind) if kind.is_symlink() => !e.path().is_dir(),
+            Ok(kind) => !kind.is_dir(),
+            Err(_) => !e.path().is_dir(),
+        })
+        .collect();
+    files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    files.into_iter().map(|(_, e)| Found { path: e.path(), folder, meta: e.metadata().ok() }).collect()
 }
 
 /// Write `text` to `path` atomically: temp file in the same directory, fsync, rename, fsync
