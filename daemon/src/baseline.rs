@@ -59,19 +59,35 @@ fn status_options() -> StatusOptions {
     options
 }
 
+/// [`status_options`] whose walk is pruned to `paths` (each taken literally, with everything
+/// below it): the work tree outside them is never read. Empty means the whole tree.
+fn scoped_status_options(paths: &[String]) -> StatusOptions {
+    let mut options = status_options();
+    if !paths.is_empty() {
+        for path in paths {
+            options.pathspec(path);
+        }
+        options.disable_pathspec_match(true);
+    }
+    options
+}
+
 /// Snapshot the git repository containing `root`: HEAD and every dirty or untracked path with
-/// its fingerprint. Paths under `.scafld/runs/` are left out (the runner writes there).
+/// its fingerprint. The runner's folders (`.scafld/runs/`, `reviews/`, `specs/`) are left out
+/// and never walked: the runner writes there, and what changed since a baseline never counts
+/// them (a workspace of thousands of specs would otherwise weigh on every ledger read).
 pub fn snapshot(root: &Path) -> Result<Snapshot, String> {
     let repo = open(root)?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let head = head_commit(&repo).map(|c| c.id().to_string());
-    let statuses =
-        repo.statuses(Some(&mut status_options())).map_err(|e| format!("git status failed: {}", e.message()))?;
+    let statuses = repo
+        .statuses(Some(&mut scoped_status_options(&outside_runner_dirs(&repo, &workdir))))
+        .map_err(|e| format!("git status failed: {}", e.message()))?;
     let mut paths = Vec::new();
     for entry in statuses.iter() {
         let Ok(path) = entry.path() else { continue };
         let path = path.trim_end_matches('/');
-        if path.starts_with(".scafld/runs/") {
+        if runner_path(path) {
             continue;
         }
         paths.push(BaselinePath {
@@ -221,9 +237,15 @@ fn in_scope(path: &str, scope: &[String]) -> bool {
 /// The material of `scope` (workspace-relative paths; empty means the whole tree outside
 /// `.scafld/`) in the repository containing `root`.
 pub fn material(root: &Path, scope: &[String]) -> Result<Material, String> {
+    material_walked(root, scope, true)
+}
+
+/// [`material`], with the status walk pruned to the scope or (for tests to compare against)
+/// over the whole work tree.
+fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Material, String> {
     let repo = open(root)?;
     let mut entries = Vec::new();
-    collect_material(&repo, "", scope, &mut entries)?;
+    collect_material(&repo, "", scope, prune, &mut entries)?;
     entries.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.status.cmp(&b.status)));
     entries.dedup();
     let mut hasher = Sha256::new();
@@ -237,6 +259,7 @@ fn collect_material(
     repo: &Repository,
     prefix: &str,
     scope: &[String],
+    prune: bool,
     out: &mut Vec<BaselinePath>,
 ) -> Result<(), String> {
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
@@ -273,10 +296,17 @@ fn collect_material(
         }
         None => out.push(entry(full(""), "tree", "no-head".into())),
     }
-    // Working-tree content: every dirty or untracked path in scope.
-    let statuses =
-        repo.statuses(Some(&mut status_options())).map_err(|e| format!("git status failed: {}", e.message()))?;
+    // Working-tree content: every dirty or untracked path in scope. The walk is pruned to the
+    // scope (a large repository costs what its scope costs); `in_scope` still decides.
     let scope_here: Vec<String> = if whole { Vec::new() } else { local_scope.clone() };
+    let walk = match (prune, whole) {
+        (true, true) if prefix.is_empty() => outside_runner_dirs(repo, &workdir),
+        (true, false) => walk_paths(&workdir, &scope_here),
+        _ => Vec::new(),
+    };
+    let statuses = repo
+        .statuses(Some(&mut scoped_status_options(&walk)))
+        .map_err(|e| format!("git status failed: {}", e.message()))?;
     let submodules: BTreeSet<String> =
         repo.submodules().map(|subs| subs.iter().map(|s| s.path().display().to_string()).collect()).unwrap_or_default();
     for status in statuses.iter() {
@@ -303,9 +333,78 @@ fn collect_material(
         } else {
             scope.to_vec()
         };
-        collect_material(&nested, &nested_prefix, &nested_scope, out)?;
+        collect_material(&nested, &nested_prefix, &nested_scope, prune, out)?;
     }
     Ok(())
+}
+
+/// What a status walk pruned to `scope` must visit to report what the whole walk reports in
+/// it: the scope's paths, and any folder above one of them that is a nested repository (git
+/// reports such a folder whole, as `dir/`, and never looks inside).
+fn walk_paths(workdir: &Path, scope: &[String]) -> Vec<String> {
+    let mut paths = scope.to_vec();
+    for path in scope {
+        let mut above = Path::new(path).parent();
+        while let Some(dir) = above.filter(|d| !d.as_os_str().is_empty()) {
+            if std::fs::symlink_metadata(workdir.join(dir).join(".git")).is_ok() {
+                paths.push(dir.display().to_string());
+            }
+            above = dir.parent();
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
+/// The whole work tree but the runner's folders, as the paths of a pruned walk: every name at
+/// the top and in `.scafld/` that the disk, the index or HEAD has, but `.git` and the runner's
+/// folders (whose thousands of specs and run logs never count as task content).
+fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> Vec<String> {
+    let scafld_is_dir = workdir.join(".scafld").is_dir();
+    let mut names = BTreeSet::new();
+    let mut add = |path: &str| {
+        let mut parts = path.split('/');
+        match (parts.next(), parts.next()) {
+            (None | Some("" | ".git"), _) => {}
+            (Some(".scafld"), None) if scafld_is_dir => {}
+            (Some(".scafld"), Some(name)) if !name.is_empty() => {
+                let path = format!(".scafld/{name}");
+                if !runner_path(&format!("{path}/")) {
+                    names.insert(path);
+                }
+            }
+            (Some(first), _) => {
+                names.insert(first.to_string());
+            }
+        }
+    };
+    for (dir, prefix) in [(workdir.to_path_buf(), ""), (workdir.join(".scafld"), ".scafld/")] {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if let Some(name) = entry.file_name().to_str() {
+                add(&format!("{prefix}{name}"));
+            }
+        }
+    }
+    if let Ok(index) = repo.index() {
+        for entry in index.iter() {
+            add(&String::from_utf8_lossy(&entry.path));
+        }
+    }
+    if let Some(tree) = head_commit(repo).and_then(|c| c.tree().ok()) {
+        for item in tree.iter() {
+            let name = item.name().unwrap_or_default();
+            add(name);
+            if name == ".scafld"
+                && let Ok(sub) = item.to_object(repo).and_then(|o| o.peel_to_tree())
+            {
+                for child in sub.iter() {
+                    add(&format!(".scafld/{}", child.name().unwrap_or_default()));
+                }
+            }
+        }
+    }
+    names.into_iter().collect()
 }
 
 /// The files of a scope and the sha256 of each one's content: what a receipt signs and what
@@ -679,6 +778,133 @@ pub async fn in_workspace<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "protocol.file.allow=always"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    fn write(dir: &Path, path: &str, text: &str) {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// The walk pruned to the scope finds exactly what the whole-tree walk finds in it: every
+    /// kind of change git reports, in files, folders, untracked folders, a nested repository,
+    /// a submodule, names with glob characters and spaces, and scopes that do not exist.
+    #[test]
+    fn the_material_walk_pruned_to_the_scope_matches_the_whole_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, other) = (dir.path().join("repo"), dir.path().join("other"));
+        for repo in [&root, &other] {
+            std::fs::create_dir_all(repo).unwrap();
+            git(repo, &["init", "-q"]);
+        }
+        write(&other, "f.txt", "sub");
+        git(&other, &["add", "."]);
+        git(&other, &["commit", "-qm", "sub"]);
+        for (path, text) in [
+            ("src/a.rs", "a"),
+            ("src/b.rs", "b"),
+            ("src/deep/c.rs", "c"),
+            ("docs/x.md", "x"),
+            ("docs/y.md", "y"),
+            ("glob[1]*.txt", "g"),
+            ("sp ace/f.txt", "s"),
+            ("lib.rs", "l"),
+            (".scafld/config.yaml", "committed config"),
+            (".scafld/specs/drafts/committed.md", "committed spec"),
+        ] {
+            write(&root, path, text);
+        }
+        git(&root, &["add", "."]);
+        git(&root, &["submodule", "add", "-q", other.to_str().unwrap(), "sub"]);
+        git(&root, &["commit", "-qm", "base"]);
+        write(&root, "src/a.rs", "a changed");
+        write(&root, "docs/x.md", "x staged");
+        git(&root, &["add", "docs/x.md"]);
+        std::fs::remove_file(root.join("src/b.rs")).unwrap();
+        git(&root, &["rm", "-q", "lib.rs"]);
+        git(&root, &["mv", "docs/y.md", "docs/z.md"]);
+        // Staged, then removed from the disk: only the index knows the name.
+        write(&root, "staged/only.txt", "s");
+        git(&root, &["add", "staged/only.txt"]);
+        std::fs::remove_dir_all(root.join("staged")).unwrap();
+        write(&root, ".scafld/specs/drafts/committed.md", "edited spec");
+        for (path, text) in [
+            ("src/new.rs", "n"),
+            ("src/deep/new.rs", "n"),
+            ("newdir/inner/f.txt", "f"),
+            ("glob1x.txt", "matches the glob, not the name"),
+            (".scafld/runs/t/out.log", "runner"),
+            (".scafld/specs/drafts/t.md", "spec"),
+            (".scafld/config.yaml", "config"),
+            ("sub/f.txt", "sub changed"),
+            ("sub/untracked.txt", "u"),
+        ] {
+            write(&root, path, text);
+        }
+        std::fs::create_dir_all(root.join("nested")).unwrap();
+        git(&root.join("nested"), &["init", "-q"]);
+        write(&root, "nested/file", "nested");
+        std::os::unix::fs::symlink("src/a.rs", root.join("link")).unwrap();
+        write(&root, ".gitignore", "*.log\n");
+        write(&root, "ignored.log", "ignored");
+        let scopes: &[&[&str]] = &[
+            &[],
+            &["src"],
+            &["src/a.rs"],
+            &["src/b.rs"],
+            &["lib.rs"],
+            &["src/deep"],
+            &["src", "docs"],
+            &["docs/y.md", "docs/z.md"],
+            &["newdir"],
+            &["newdir/inner/f.txt"],
+            &["nested"],
+            &["nested/file"],
+            &["nested/deeper/x"],
+            &["sp ace/f.txt"],
+            &["ignored.log", "src"],
+            &["sub"],
+            &["sub/f.txt"],
+            &["glob[1]*.txt"],
+            &["glob1x.txt"],
+            &["sp ace"],
+            &["missing/path"],
+            &["src/"],
+            &[".scafld"],
+            &["link"],
+        ];
+        for scope in scopes {
+            let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
+            let pruned = material_walked(&root, &scope, true).unwrap();
+            let whole = material_walked(&root, &scope, false).unwrap();
+            assert_eq!(pruned, whole, "scope {scope:?}");
+        }
+        // The comparison is not vacuous: scoped walks see working-tree changes.
+        let src = material(&root, &["src".to_string()]).unwrap();
+        assert!(src.entries.iter().any(|e| e.path == "src/new.rs" && e.status == "file"));
+        assert!(src.entries.iter().any(|e| e.path == "src/b.rs" && e.fingerprint == "deleted"));
+        let all = material(&root, &[]).unwrap();
+        assert!(all.entries.iter().any(|e| e.path == ".scafld/config.yaml" && e.status == "file"));
+        assert!(all.entries.iter().any(|e| e.path == "lib.rs" && e.fingerprint == "deleted"));
+        assert!(all.entries.iter().any(|e| e.path == "staged/only.txt" && e.fingerprint == "deleted"));
+        // The approval snapshot walks the same way: every dirty path but the runner's.
+        let snap: Vec<String> = snapshot(&root).unwrap().paths.into_iter().map(|p| p.path).collect();
+        for dirty in ["src/a.rs", "src/b.rs", "lib.rs", "staged/only.txt", "newdir/inner/f.txt", "nested", "sub"] {
+            assert!(snap.iter().any(|p| p == dirty), "{dirty} missing from {snap:?}");
+        }
+        assert!(snap.iter().any(|p| p == ".scafld/config.yaml"));
+        assert!(!snap.iter().any(|p| runner_path(p)), "{snap:?}");
+        assert!(!all.entries.iter().any(|e| e.path.starts_with(".scafld/specs/")));
+    }
 
     #[test]
     fn symlinks_devices_and_big_files_are_fingerprinted_without_reading_them_whole() {
