@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, mpsc};
 
 use serde::{Deserialize, Serialize};
 
@@ -66,9 +67,114 @@ impl Manifest {
     }
 }
 
+/// The manifest in memory and its saving. A ledger head changes on every append, and a save
+/// (a temp file, two fsyncs, a rename) costs more than the database's own flush, so heads are
+/// saved by a writer thread that writes the latest state after each burst of changes. The
+/// manifest on disk may lag the database, which only makes the check at open weaker for the
+/// last moments before a crash; it never leads it (a change is noted after the database holds
+/// it). [`Keeper::save`] writes it at once (a workspace registration, the daemon stopping).
+pub struct Keeper {
+    shared: Arc<Shared>,
+    wake: Option<mpsc::Sender<()>>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    path: PathBuf,
+    /// The manifest now, and how many changes it has had.
+    now: Mutex<(Manifest, u64)>,
+    /// How many of those changes are on disk; held while saving, so saves never cross.
+    saved: Mutex<u64>,
+}
+
+impl Shared {
+    fn save_latest(&self) {
+        let mut saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
+        let (manifest, changes) = {
+            let now = self.now.lock().unwrap_or_else(|e| e.into_inner());
+            if now.1 == *saved {
+                return;
+            }
+            (now.0.clone(), now.1)
+        };
+        // A failed save (a full disk) is retried with the next change or save.
+        match manifest.save(&self.path) {
+            Ok(()) => *saved = changes,
+            Err(e) => tracing::warn!("cannot update the database manifest {}: {e}", self.path.display()),
+        }
+    }
+}
+
+impl Keeper {
+    /// Keep `manifest`, which is on disk at `path` as it is.
+    pub fn start(path: PathBuf, manifest: Manifest) -> Keeper {
+        let shared = Arc::new(Shared { path, now: Mutex::new((manifest, 0)), saved: Mutex::new(0) });
+        let (wake, woken) = mpsc::channel::<()>();
+        let writer = {
+            let shared = shared.clone();
+            std::thread::Builder::new().name("manifest".into()).spawn(move || {
+                while woken.recv().is_ok() {
+                    while woken.try_recv().is_ok() {}
+                    shared.save_latest();
+                }
+                shared.save_latest();
+            })
+        };
+        Keeper { shared, wake: Some(wake), writer: writer.ok() }
+    }
+
+    /// Change the manifest; it is saved soon, off the caller's path.
+    pub fn note(&self, change: impl FnOnce(&mut Manifest)) {
+        {
+            let mut now = self.shared.now.lock().unwrap_or_else(|e| e.into_inner());
+            change(&mut now.0);
+            now.1 += 1;
+        }
+        match (&self.wake, &self.writer) {
+            (Some(wake), Some(_)) => {
+                let _ = wake.send(());
+            }
+            _ => self.shared.save_latest(),
+        }
+    }
+
+    /// Save every change noted so far before returning.
+    pub fn save(&self) {
+        self.shared.save_latest();
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.wake.take();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_keeper_saves_every_change_off_the_callers_path_and_at_once_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.manifest.json");
+        let keeper = Keeper::start(path.clone(), Manifest::default());
+        for seq in 1..=50 {
+            keeper.note(|m| {
+                m.heads.insert("w/t".into(), seq);
+            });
+        }
+        keeper.save();
+        assert_eq!(Manifest::load(&path).unwrap().unwrap().heads["w/t"], 50);
+        keeper.note(|m| {
+            m.heads.insert("w/t".into(), 51);
+        });
+        drop(keeper); // the writer saves what is left before it ends
+        assert_eq!(Manifest::load(&path).unwrap().unwrap().heads["w/t"], 51);
+    }
 
     #[test]
     fn only_losses_count_as_missing() {

@@ -9,7 +9,7 @@ pub mod recover;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -90,9 +90,8 @@ pub struct SledStore {
     dir: PathBuf,
     /// The open database; `None` after a failed reopen (the next call tries again).
     trees: std::sync::RwLock<Option<Arc<Trees>>>,
-    /// The manifest as last written, and where (see [`manifest`]).
-    manifest: Mutex<Manifest>,
-    manifest_path: PathBuf,
+    /// The manifest, saved beside the database (see [`manifest`]).
+    manifest: manifest::Keeper,
 }
 
 /// The sled handles of one opening of the database.
@@ -147,18 +146,12 @@ impl SledStore {
             });
             damaged(problems, kept)
         };
-        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(SledStore, Manifest), StoreError> {
+        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(Trees, Manifest), StoreError> {
             let trees = Trees::open(dir)?;
             let actual = census(&trees)?;
-            let store = SledStore {
-                dir: dir.to_path_buf(),
-                trees: std::sync::RwLock::new(Some(Arc::new(trees))),
-                manifest: Mutex::new(Manifest::default()),
-                manifest_path: manifest_path.clone(),
-            };
-            Ok((store, actual))
+            Ok((trees, actual))
         }));
-        let (store, actual) = match opened {
+        let (trees, actual) = match opened {
             Ok(Ok(opened)) => opened,
             Ok(Err(StoreError::Backend(sled::Error::Io(e)))) => {
                 // Not damage (another process holds it, say): the copy is not needed.
@@ -190,8 +183,11 @@ impl SledStore {
         if recorded.as_ref() != Some(&actual) {
             actual.save(&manifest_path)?;
         }
-        *store.manifest.lock().unwrap_or_else(|e| e.into_inner()) = actual;
-        Ok(store)
+        Ok(SledStore {
+            dir: dir.to_path_buf(),
+            trees: std::sync::RwLock::new(Some(Arc::new(trees))),
+            manifest: manifest::Keeper::start(manifest_path, actual),
+        })
     }
 
     /// Run `op` on the open database. An I/O failure (a full disk, say) can leave sled failing
@@ -235,16 +231,11 @@ impl SledStore {
         }
     }
 
-    /// Record a change in the manifest (after the database flushed it). The write is taken
-    /// for a success even when the manifest cannot be saved (a full disk): the database holds
-    /// it, a lagging manifest only checks less, and the next change saves it whole again.
-    fn note(&self, change: impl FnOnce(&mut Manifest)) -> Result<(), StoreError> {
-        let mut manifest = self.manifest.lock().unwrap_or_else(|e| e.into_inner());
-        change(&mut manifest);
-        if let Err(e) = manifest.save(&self.manifest_path) {
-            tracing::warn!("cannot update the database manifest {}: {e}", self.manifest_path.display());
-        }
-        Ok(())
+    /// Record a change in the manifest (after the database flushed it). It is saved off the
+    /// caller's path; a save that fails (a full disk) does not fail the write: the database
+    /// holds it, a lagging manifest only checks less, and the next save writes it whole.
+    fn note(&self, change: impl FnOnce(&mut Manifest)) {
+        self.manifest.note(change);
     }
 }
 
@@ -329,7 +320,10 @@ impl Store for SledStore {
         })?;
         self.note(|m| {
             m.workspaces.insert(record.id.clone(), record.root.clone());
-        })
+        });
+        // Where a rebuild starts: on disk before the registration is acknowledged.
+        self.manifest.save();
+        Ok(())
     }
 
     fn workspace(&self, id: &str) -> Result<Option<WorkspaceRecord>, StoreError> {
@@ -372,7 +366,7 @@ impl Store for SledStore {
         if let Some(last) = written.last() {
             self.note(|m| {
                 m.heads.insert(head_key(workspace_id, task_id), last.seq);
-            })?;
+            });
         }
         Ok(written)
     }
@@ -412,7 +406,7 @@ impl Store for SledStore {
         if count > 0 {
             self.note(|m| {
                 m.heads.insert(head_key(workspace_id, task_id), count as u64);
-            })?;
+            });
         }
         Ok(count)
     }
@@ -453,6 +447,8 @@ impl Store for SledStore {
     }
 
     fn flush(&self) -> Result<(), StoreError> {
-        self.run(Trees::flush)
+        self.run(Trees::flush)?;
+        self.manifest.save();
+        Ok(())
     }
 }
