@@ -16,6 +16,10 @@ pub struct Manifest {
     pub workspaces: BTreeMap<String, String>,
     /// `<workspace id>/<task id>` → the sequence number of its last ledger entry.
     pub heads: BTreeMap<String, u64>,
+    /// Job id → the state a finished job ended in (until retention forgets the job): a lost
+    /// final state would read as a job the daemon abandoned.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub finished_jobs: BTreeMap<String, String>,
 }
 
 /// Where the manifest of the database in `db_dir` lives: beside it, so that losing the
@@ -63,6 +67,13 @@ impl Manifest {
                 Some(_) => {}
             }
         }
+        for (id, state) in &self.finished_jobs {
+            match actual.finished_jobs.get(id) {
+                Some(now) if now == state => {}
+                Some(now) => missing.push(format!("job {id} ended {state}, the database says {now}")),
+                None => missing.push(format!("job {id} ended {state}, the database holds no end for it")),
+            }
+        }
         missing
     }
 }
@@ -88,20 +99,22 @@ struct Shared {
 }
 
 impl Shared {
-    fn save_latest(&self) {
+    /// Save the latest state unless it is on disk already. A failure (a full disk) is logged
+    /// and retried with the next change or save.
+    fn save_latest(&self) -> std::io::Result<()> {
         let mut saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
         let (manifest, changes) = {
             let now = self.now.lock().unwrap_or_else(|e| e.into_inner());
             if now.1 == *saved {
-                return;
+                return Ok(());
             }
             (now.0.clone(), now.1)
         };
-        // A failed save (a full disk) is retried with the next change or save.
-        match manifest.save(&self.path) {
-            Ok(()) => *saved = changes,
-            Err(e) => tracing::warn!("cannot update the database manifest {}: {e}", self.path.display()),
-        }
+        manifest.save(&self.path).inspect_err(|e| {
+            tracing::warn!("cannot update the database manifest {}: {e}", self.path.display());
+        })?;
+        *saved = changes;
+        Ok(())
     }
 }
 
@@ -115,9 +128,9 @@ impl Keeper {
             std::thread::Builder::new().name("manifest".into()).spawn(move || {
                 while woken.recv().is_ok() {
                     while woken.try_recv().is_ok() {}
-                    shared.save_latest();
+                    let _ = shared.save_latest();
                 }
-                shared.save_latest();
+                let _ = shared.save_latest();
             })
         };
         Keeper { shared, wake: Some(wake), writer: writer.ok() }
@@ -134,13 +147,15 @@ impl Keeper {
             (Some(wake), Some(_)) => {
                 let _ = wake.send(());
             }
-            _ => self.shared.save_latest(),
+            _ => {
+                let _ = self.shared.save_latest();
+            }
         }
     }
 
     /// Save every change noted so far before returning.
-    pub fn save(&self) {
-        self.shared.save_latest();
+    pub fn save(&self) -> std::io::Result<()> {
+        self.shared.save_latest()
     }
 }
 
@@ -167,7 +182,7 @@ mod tests {
                 m.heads.insert("w/t".into(), seq);
             });
         }
-        keeper.save();
+        keeper.save().unwrap();
         assert_eq!(Manifest::load(&path).unwrap().unwrap().heads["w/t"], 50);
         keeper.note(|m| {
             m.heads.insert("w/t".into(), 51);
@@ -187,8 +202,16 @@ mod tests {
         assert!(recorded.missing_from(&actual).is_empty());
         actual.heads.insert("w/b".into(), 1);
         actual.workspaces.clear();
+        recorded.finished_jobs.insert("job-1".into(), "succeeded".into());
         let missing = recorded.missing_from(&actual);
-        assert_eq!(missing, ["workspace w (/r) is gone", "the ledger of w/b ends at 1 of 2 entries"]);
+        assert_eq!(
+            missing,
+            [
+                "workspace w (/r) is gone",
+                "the ledger of w/b ends at 1 of 2 entries",
+                "job job-1 ended succeeded, the database holds no end for it"
+            ]
+        );
         assert_eq!(path_for(Path::new("/s/db")), Path::new("/s/db.manifest.json"));
     }
 }

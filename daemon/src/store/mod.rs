@@ -291,8 +291,8 @@ fn ledger_prefix(workspace_id: &str, task_id: &str) -> Vec<u8> {
     format!("{workspace_id}/{task_id}/").into_bytes()
 }
 
-/// What the database holds, reading every workspace and ledger record (so a corrupt one is
-/// found now, not in the middle of a command).
+/// What the database holds, reading every workspace, ledger and job record (so a corrupt one
+/// is found now, not in the middle of a command).
 fn census(trees: &Trees) -> Result<Manifest, StoreError> {
     let mut found = Manifest::default();
     for entry in trees.workspaces.iter() {
@@ -309,6 +309,12 @@ fn census(trees: &Trees) -> Result<Manifest, StoreError> {
         };
         found.heads.insert(task_key.to_string(), record.seq);
     }
+    for entry in trees.jobs.iter() {
+        let job: JobRecord = serde_json::from_slice(&entry?.1)?;
+        if job.state.is_finished() {
+            found.finished_jobs.insert(job.id, job.state.to_string());
+        }
+    }
     Ok(found)
 }
 
@@ -321,8 +327,9 @@ impl Store for SledStore {
         self.note(|m| {
             m.workspaces.insert(record.id.clone(), record.root.clone());
         });
-        // Where a rebuild starts: on disk before the registration is acknowledged.
-        self.manifest.save();
+        // Where a rebuild starts: on disk before the registration is acknowledged (a lagging
+        // manifest only checks less, so a failed save does not fail the registration).
+        let _ = self.manifest.save();
         Ok(())
     }
 
@@ -415,7 +422,13 @@ impl Store for SledStore {
         self.run(|t| {
             t.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
             t.flush()
-        })
+        })?;
+        if job.state.is_finished() {
+            self.note(|m| {
+                m.finished_jobs.insert(job.id.clone(), job.state.to_string());
+            });
+        }
+        Ok(())
     }
 
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
@@ -435,6 +448,10 @@ impl Store for SledStore {
             keys.iter().for_each(|k| batch.remove(k.as_bytes()));
             batch
         };
+        // Out of the manifest first, and on disk: a manifest must never promise a job the
+        // database no longer holds (if it cannot be saved, nothing is forgotten this time).
+        self.note(|m| job_ids.iter().for_each(|id| drop(m.finished_jobs.remove(id))));
+        self.manifest.save()?;
         self.run(|t| {
             t.jobs.apply_batch(batch(job_ids))?;
             t.sessions.apply_batch(batch(session_keys))?;
@@ -448,7 +465,8 @@ impl Store for SledStore {
 
     fn flush(&self) -> Result<(), StoreError> {
         self.run(Trees::flush)?;
-        self.manifest.save();
+        // A manifest that cannot be saved (a full disk) only lags; the database is flushed.
+        let _ = self.manifest.save();
         Ok(())
     }
 }
