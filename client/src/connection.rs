@@ -123,7 +123,8 @@ impl Connection {
         stream.set_write_timeout(timeout)?;
         let writer = stream.try_clone()?;
         let mut conn = Connection {
-            reader: BufReader::new(stream),
+            // Replies can be megabytes (a large workspace's list): fewer, larger reads.
+            reader: BufReader::with_capacity(64 * 1024, stream),
             writer,
             socket: socket.to_path_buf(),
             next_id: 1,
@@ -154,6 +155,13 @@ impl Connection {
         let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
         let raw = self.call_text(M::NAME, params)?;
         serde_json::from_str(raw.get()).map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
+    }
+
+    /// Call `M` and return its result as the daemon wrote it, unparsed: for a caller that only
+    /// passes it on (`list --json` over thousands of specs).
+    pub fn call_verbatim<M: Method>(&mut self, params: &M::Params) -> Result<Box<RawValue>, ClientError> {
+        let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.call_text(M::NAME, params)
     }
 
     /// Call a method by name with JSON params.

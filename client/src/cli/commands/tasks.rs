@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use scafld_client::Connection;
+use scafld_client::{ClientError, Connection};
 use scafld_protocol::Method;
 use scafld_protocol::methods::{self as m, Diagnostic};
 
@@ -205,7 +205,16 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
 
 pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
     let (root, mut conn) = session(ctx)?;
-    let result = call::<m::TaskList>(&mut conn, &m::ListParams { root, status: args.status.clone() })?;
+    let params = m::ListParams { root, status: args.status.clone() };
+    let raw = conn.call_verbatim::<m::TaskList>(&params).map_err(rpc_error)?;
+    if ctx.out.json {
+        // Printed as the daemon wrote it: parsing thousands of summaries only to print them
+        // again would cost more than the rest of the call.
+        ctx.out.success(&raw, String::new);
+        return Ok(workflow::OK);
+    }
+    let result: m::ListResult = serde_json::from_str(raw.get())
+        .map_err(|e| rpc_error(ClientError::Decode(format!("{}: {e}", m::TaskList::NAME))))?;
     ctx.out.success(&result, || {
         if result.tasks.is_empty() {
             return "no tasks".to_string();
