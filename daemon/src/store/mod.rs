@@ -291,6 +291,13 @@ fn ledger_prefix(workspace_id: &str, task_id: &str) -> Vec<u8> {
     format!("{workspace_id}/{task_id}/").into_bytes()
 }
 
+/// The sequence number a ledger key ends with (big-endian, so keys sort in ledger order).
+fn seq_of_key(key: &[u8]) -> Result<u64, StoreError> {
+    key.len().checked_sub(8).and_then(|at| key[at..].try_into().ok()).map(u64::from_be_bytes).ok_or_else(|| {
+        StoreError::Damaged { db: PathBuf::new(), problems: vec!["a ledger key is malformed".into()], kept: None }
+    })
+}
+
 /// What the database holds, reading every workspace, ledger and job record (so a corrupt one
 /// is found now, not in the middle of a command).
 fn census(trees: &Trees) -> Result<Manifest, StoreError> {
@@ -353,8 +360,9 @@ impl Store for SledStore {
     ) -> Result<Vec<LedgerEntry>, StoreError> {
         let prefix = ledger_prefix(workspace_id, task_id);
         let written = self.run(|t| {
+            // The last entry's sequence number is the end of its key: nothing to parse.
             let last = match t.ledger.scan_prefix(&prefix).next_back() {
-                Some(entry) => serde_json::from_slice::<LedgerEntry>(&entry?.1)?.seq,
+                Some(entry) => seq_of_key(&entry?.0)?,
                 None => 0,
             };
             let mut batch = sled::Batch::default();
