@@ -301,7 +301,7 @@ fn collect_material(
     let scope_here: Vec<String> = if whole { Vec::new() } else { local_scope.clone() };
     let walk = match (prune, whole) {
         (true, true) if prefix.is_empty() => outside_runner_dirs(repo, &workdir),
-        (true, false) => walk_paths(&workdir, &scope_here),
+        (true, false) => walk_paths(repo, &workdir, &scope_here),
         _ => Vec::new(),
     };
     let statuses = repo
@@ -339,14 +339,29 @@ fn collect_material(
 }
 
 /// What a status walk pruned to `scope` must visit to report what the whole walk reports in
-/// it: the scope's paths, and any folder above one of them that is a nested repository (git
-/// reports such a folder whole, as `dir/`, and never looks inside).
-fn walk_paths(workdir: &Path, scope: &[String]) -> Vec<String> {
+/// it: the scope's paths, and any folder above one of them that git may report whole: a
+/// nested repository (reported as `dir/`, never looked inside), or a name that is not a plain
+/// folder on disk or that the index or HEAD holds as a file, a link or a submodule (a folder
+/// replaced by a file or a symlink, a file replaced by a folder: reported by its own name).
+/// Empty (the whole walk) when a path's name would not be taken literally (see
+/// [`literal_walk`]).
+fn walk_paths(repo: &Repository, workdir: &Path, scope: &[String]) -> Vec<String> {
+    let index = repo.index().ok();
+    let head_tree = head_commit(repo).and_then(|c| c.tree().ok());
+    let reported_whole = |dir: &Path| {
+        let plain_folder = std::fs::symlink_metadata(workdir.join(dir)).is_ok_and(|m| m.is_dir());
+        !plain_folder
+            || std::fs::symlink_metadata(workdir.join(dir).join(".git")).is_ok()
+            || index.as_ref().is_some_and(|index| (0..=3).any(|stage| index.get_path(dir, stage).is_some()))
+            || head_tree
+                .as_ref()
+                .is_some_and(|tree| tree.get_path(dir).is_ok_and(|e| e.kind() != Some(ObjectType::Tree)))
+    };
     let mut paths = scope.to_vec();
     for path in scope {
         let mut above = Path::new(path).parent();
         while let Some(dir) = above.filter(|d| !d.as_os_str().is_empty()) {
-            if std::fs::symlink_metadata(workdir.join(dir).join(".git")).is_ok() {
+            if reported_whole(dir) {
                 paths.push(dir.display().to_string());
             }
             above = dir.parent();
@@ -354,14 +369,32 @@ fn walk_paths(workdir: &Path, scope: &[String]) -> Vec<String> {
     }
     paths.sort();
     paths.dedup();
-    paths
+    literal_walk(workdir, paths)
+}
+
+/// `paths` as the paths of a pruned walk, or empty (the whole walk) when one of them is a
+/// folder (a nested repository, a submodule) whose name libgit2 would not match literally:
+/// with `disable_pathspec_match` files are matched by name, but a folder git reports whole is
+/// matched against the pathspec parsed as a pattern, which drops a name starting with `#`
+/// (a comment) or ending in a space and never matches one with glob characters.
+fn literal_walk(workdir: &Path, paths: Vec<String>) -> Vec<String> {
+    let special = |p: &str| {
+        p.starts_with(['#', '!'])
+            || p.contains(['*', '?', '[', ']', '\\'])
+            || p.starts_with(char::is_whitespace)
+            || p.ends_with(char::is_whitespace)
+            || p.contains(char::is_control)
+    };
+    let file = |p: &str| std::fs::symlink_metadata(workdir.join(p)).is_ok_and(|m| m.is_file() || m.is_symlink());
+    if paths.iter().any(|p| special(p) && !file(p)) { Vec::new() } else { paths }
 }
 
 /// The whole work tree but the runner's folders, as the paths of a pruned walk: every name at
 /// the top and in `.scafld/` that the disk, the index or HEAD has, but `.git` and the runner's
 /// folders (whose thousands of specs and run logs never count as task content).
 fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> Vec<String> {
-    let scafld_is_dir = workdir.join(".scafld").is_dir();
+    // A symlink named `.scafld` is reported by its own name, never walked through.
+    let scafld_is_dir = std::fs::symlink_metadata(workdir.join(".scafld")).is_ok_and(|m| m.is_dir());
     let mut names = BTreeSet::new();
     let mut add = |path: &str| {
         let mut parts = path.split('/');
@@ -404,7 +437,7 @@ fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> Vec<String> {
             }
         }
     }
-    names.into_iter().collect()
+    literal_walk(workdir, names.into_iter().collect())
 }
 
 /// The files of a scope and the sha256 of each one's content: what a receipt signs and what
@@ -820,6 +853,7 @@ mod tests {
             ("lib.rs", "l"),
             (".scafld/config.yaml", "committed config"),
             (".scafld/specs/drafts/committed.md", "committed spec"),
+            ("conf", "a file, replaced by a folder below"),
         ] {
             write(&root, path, text);
         }
@@ -837,6 +871,11 @@ mod tests {
         git(&root, &["add", "staged/only.txt"]);
         std::fs::remove_dir_all(root.join("staged")).unwrap();
         write(&root, ".scafld/specs/drafts/committed.md", "edited spec");
+        // Names git reports whole above a scope path: a tracked file now a folder, an
+        // untracked file (and the symlink `link` below) where a scope expects a folder.
+        std::fs::remove_file(root.join("conf")).unwrap();
+        write(&root, "conf/new.yaml", "n");
+        write(&root, "plain", "untracked file");
         for (path, text) in [
             ("src/new.rs", "n"),
             ("src/deep/new.rs", "n"),
@@ -881,6 +920,9 @@ mod tests {
             &["src/"],
             &[".scafld"],
             &["link"],
+            &["conf/new.yaml"],
+            &["plain/x"],
+            &["link/x"],
         ];
         for scope in scopes {
             let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
@@ -904,6 +946,44 @@ mod tests {
         assert!(snap.iter().any(|p| p == ".scafld/config.yaml"));
         assert!(!snap.iter().any(|p| runner_path(p)), "{snap:?}");
         assert!(!all.entries.iter().any(|e| e.path.starts_with(".scafld/specs/")));
+        let conf = material(&root, &["conf/new.yaml".to_string()]).unwrap();
+        assert!(conf.entries.iter().any(|e| e.path == "conf" && e.status == "file"), "{conf:?}");
+    }
+
+    /// Folders git reports whole whose names libgit2 would not match literally (a comment
+    /// `#`, glob characters, a trailing space), and a `.scafld` that is a symlink: the pruned
+    /// walk still finds what the whole walk finds.
+    #[test]
+    fn the_pruned_walk_matches_the_whole_walk_for_names_a_pathspec_would_not_take_literally() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir_all(&root).unwrap();
+        git(&root, &["init", "-q"]);
+        write(&root, "a/b.txt", "b");
+        write(&root, "elsewhere/config.yaml", "c");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "base"]);
+        write(&root, "a/b.txt", "changed");
+        for name in ["#nest", "x*y", "q?", "trail "] {
+            std::fs::create_dir_all(root.join(name)).unwrap();
+            git(&root.join(name), &["init", "-q"]);
+            write(&root, &format!("{name}/f"), "n");
+        }
+        let scopes: &[&[&str]] = &[&[], &["x*y/f"], &["#nest/f", "a"], &["trail /f"], &["q?", "a"]];
+        for scope in scopes {
+            let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
+            let pruned = material_walked(&root, &scope, true).unwrap();
+            assert_eq!(pruned, material_walked(&root, &scope, false).unwrap(), "scope {scope:?}");
+            assert!(pruned.entries.iter().any(|e| e.status == "file"), "scope {scope:?}: {pruned:?}");
+        }
+        std::os::unix::fs::symlink("elsewhere", root.join(".scafld")).unwrap();
+        let pruned = material_walked(&root, &[], true).unwrap();
+        assert_eq!(pruned, material_walked(&root, &[], false).unwrap());
+        assert!(pruned.entries.iter().any(|e| e.path == ".scafld"), "{pruned:?}");
+        let snap = snapshot(&root).unwrap();
+        for name in [".scafld", "#nest", "x*y", "q?", "trail "] {
+            assert!(snap.paths.iter().any(|p| p.path == name), "{name} missing from the snapshot");
+        }
     }
 
     #[test]

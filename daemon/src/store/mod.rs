@@ -478,3 +478,33 @@ impl Store for SledStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::job::{JobKind, JobState};
+
+    /// The manifest on disk may lag the database by the changes its writer had not saved
+    /// when the daemon died. A job that ended twice (a reviewer's answer and a cancellation
+    /// crossing) leaves a manifest holding the first end and a database holding the second:
+    /// a healthy database, which must open.
+    #[test]
+    fn a_manifest_that_lags_a_jobs_second_end_does_not_refuse_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let store = SledStore::open(&db).unwrap();
+        let mut job =
+            JobRecord::queued("job-1-a".into(), JobKind::Review, "w".into(), "/r".into(), "t".into(), "now".into());
+        job.state = JobState::Succeeded;
+        store.save_job(&job).unwrap();
+        store.flush().unwrap();
+        let lagging = std::fs::read(manifest::path_for(&db)).unwrap();
+        job.state = JobState::Cancelled;
+        store.save_job(&job).unwrap();
+        drop(store);
+        // The crash: the writer had not saved the second end yet.
+        std::fs::write(manifest::path_for(&db), lagging).unwrap();
+        let store = SledStore::open(&db).expect("a lagging manifest is no damage");
+        assert_eq!(store.jobs().unwrap()[0].state, JobState::Cancelled);
+    }
+}

@@ -240,8 +240,14 @@ impl Index {
         }
         self.complete = true;
         let present: HashSet<&std::ffi::OsStr> = on_disk.iter().map(|f| f.path.as_os_str()).collect();
-        let vanished: Vec<PathBuf> =
-            self.entries.values().filter(|e| !present.contains(e.path.as_os_str())).map(|e| e.path.clone()).collect();
+        // An entry's file, or the second file its duplicate names, no longer listed.
+        let vanished: Vec<PathBuf> = self
+            .entries
+            .values()
+            .flat_map(|e| std::iter::once(&e.path).chain(e.duplicate.as_ref()))
+            .filter(|path| !present.contains(path.as_os_str()))
+            .cloned()
+            .collect();
         for path in vanished {
             if let Some(id) = self.refresh(&path) {
                 changed.push(id);
@@ -495,6 +501,22 @@ mod tests {
         assert_eq!(again.listing.title, "t0 edited");
         assert!(again.duplicate.is_some());
         assert!(index.get("t1").unwrap().parsed.is_none());
+    }
+
+    #[test]
+    fn a_whole_sync_notices_that_a_duplicate_was_removed() {
+        let dir = workspace_with(&["x"]);
+        let approved = dir.path().join(".scafld/specs/approved");
+        std::fs::create_dir_all(&approved).unwrap();
+        std::fs::write(approved.join("x.md"), spec("x", "the second copy")).unwrap();
+        let mut index = Index::new(dir.path());
+        index.sync();
+        assert_eq!(index.get("x").unwrap().duplicate.as_deref(), Some(approved.join("x.md").as_path()));
+        std::fs::remove_file(approved.join("x.md")).unwrap();
+        assert_eq!(index.sync(), vec!["x".to_string()]);
+        assert_eq!(index.get("x").unwrap().duplicate, None);
+        assert_eq!(index.get("x").unwrap().first_error(), None);
+        assert_eq!(index.sync(), Vec::<String>::new());
     }
 
     #[test]
