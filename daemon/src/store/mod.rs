@@ -92,6 +92,10 @@ pub struct SledStore {
     trees: std::sync::RwLock<Option<Arc<Trees>>>,
     /// The manifest, saved beside the database (see [`manifest`]).
     manifest: manifest::Keeper,
+    /// Held by a finished job's save and by retention, so that a save cannot slip between
+    /// retention's manifest save and its delete (and leave the manifest promising a job the
+    /// database no longer holds).
+    finished_jobs: std::sync::Mutex<()>,
 }
 
 /// The sled handles of one opening of the database.
@@ -187,6 +191,7 @@ impl SledStore {
             dir: dir.to_path_buf(),
             trees: std::sync::RwLock::new(Some(Arc::new(trees))),
             manifest: manifest::Keeper::start(manifest_path, actual),
+            finished_jobs: std::sync::Mutex::new(()),
         })
     }
 
@@ -427,6 +432,7 @@ impl Store for SledStore {
     }
 
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError> {
+        let _retention = job.state.is_finished().then(|| crate::sync::lock(&self.finished_jobs));
         self.run(|t| {
             t.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
             t.flush()
@@ -458,6 +464,7 @@ impl Store for SledStore {
         };
         // Out of the manifest first, and on disk: a manifest must never promise a job the
         // database no longer holds (if it cannot be saved, nothing is forgotten this time).
+        let _saves = crate::sync::lock(&self.finished_jobs);
         self.note(|m| job_ids.iter().for_each(|id| drop(m.finished_jobs.remove(id))));
         self.manifest.save()?;
         self.run(|t| {
