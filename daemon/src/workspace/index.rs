@@ -173,11 +173,20 @@ impl Index {
     pub fn loaded(&mut self, task_id: &str) -> Option<LoadedSpec> {
         let entry = self.entries.get(task_id)?;
         if entry.parsed.is_none() {
-            let (path, folder) = (entry.path.clone(), entry.folder);
-            let fresh = self.read_entry(task_id.to_string(), &path, folder, true);
-            let entry = self.entries.get_mut(task_id)?;
+            let (path, folder, stamp) = (entry.path.clone(), entry.folder, entry.stamp);
             // Only the content is read again: a duplicate found earlier stays on record.
-            *entry = SpecEntry { duplicate: entry.duplicate.take(), ..fresh };
+            let fresh = SpecEntry {
+                duplicate: entry.duplicate.clone(),
+                ..self.read_entry(task_id.to_string(), &path, folder, true)
+            };
+            if fresh.stamp != stamp || stamp.is_none() {
+                // The file changed since it was indexed (or could not be read): the caller gets
+                // it as it is now, and the entry is left for the watcher or the next sync to
+                // take in and announce as a change.
+                let parsed = fresh.parsed.clone().unwrap_or_else(|| Arc::new(parse("")));
+                return Some(LoadedSpec { entry: fresh, parsed });
+            }
+            *self.entries.get_mut(task_id)? = fresh;
         }
         self.touch(task_id);
         let entry = self.entries.get(task_id)?.clone();
@@ -232,8 +241,10 @@ impl Index {
                 Some(meta) if !meta.file_type().is_symlink() => Some(Stamp::from(meta)),
                 _ => Stamp::of(&found.path),
             };
+            // A task seen twice (its file and a duplicate's) is one change.
             if let Some(id) = self.refresh_found(&found.path, found.folder, task_id, stamp)
                 && seen
+                && !changed.contains(&id)
             {
                 changed.push(id);
             }
@@ -249,7 +260,9 @@ impl Index {
             .cloned()
             .collect();
         for path in vanished {
-            if let Some(id) = self.refresh(&path) {
+            if let Some(id) = self.refresh(&path)
+                && !changed.contains(&id)
+            {
                 changed.push(id);
             }
         }
@@ -494,13 +507,18 @@ mod tests {
         let kept = index.entries().filter(|e| e.parsed.is_some()).count();
         assert_eq!(kept, RECENT_PARSES);
         assert!(index.get("t0").unwrap().parsed.is_none(), "the least recently used lets go");
-        // Loaded again from the file, as it is now, with its duplicate still on record.
+        // Read again from the file as it is now, with its duplicate still on record; an edit
+        // found that way is left for sync to take in and report, never swallowed.
         std::fs::write(dir.path().join(".scafld/specs/drafts/t0.md"), spec("t0", "t0 edited")).unwrap();
         let again = index.loaded("t0").unwrap();
         assert_eq!(again.parsed.spec.title, "t0 edited");
         assert_eq!(again.listing.title, "t0 edited");
         assert!(again.duplicate.is_some());
-        assert!(index.get("t1").unwrap().parsed.is_none());
+        assert_eq!(index.get("t0").unwrap().listing.title, "t0");
+        assert_eq!(index.sync(), vec!["t0".to_string()]);
+        assert_eq!(index.loaded("t0").unwrap().listing.title, "t0 edited");
+        assert!(index.get("t0").unwrap().parsed.is_some(), "an unchanged file's parse is kept");
+        assert!(index.get("t0").unwrap().duplicate.is_some());
     }
 
     #[test]
