@@ -389,8 +389,19 @@ struct Stopped(nix::unistd::Pid);
 
 impl Stopped {
     fn new(pid: u32) -> Stopped {
+        let raw = pid;
         let pid = nix::unistd::Pid::from_raw(pid as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        // A stop reaches each thread on its own: wait until every one of them is stopped.
+        let all_stopped = || {
+            std::fs::read_dir(format!("/proc/{raw}/task")).is_ok_and(|tasks| {
+                tasks.flatten().all(|t| {
+                    std::fs::read_to_string(t.path().join("stat"))
+                        .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')))
+                })
+            })
+        };
+        scafld_tests::wait_until("the daemon's threads to stop", all_stopped);
         Stopped(pid)
     }
 }
