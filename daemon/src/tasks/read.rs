@@ -10,7 +10,7 @@ use crate::daemon::Daemon;
 use crate::domain::handoff;
 use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::{HardenStatus, Status};
-use crate::domain::spec::{Criterion, Progress, Spec};
+use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::index::{LoadedSpec, SpecEntry};
 
@@ -63,7 +63,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
             })
             .collect(),
         criteria: criterion_states(spec, &entries, &fresh.stale),
-        counts: counts(spec.progress()),
+        counts: spec.progress(),
         valid: errors.is_empty(),
         errors,
         review: latest_review(&entries),
@@ -123,17 +123,6 @@ fn criterion_states(
         spec.phases.iter().flat_map(|p| p.criteria.iter().map(move |c| state(c, p.id()))).collect();
     out.extend(spec.acceptance.criteria.iter().map(|c| state(c, String::new())));
     out
-}
-
-pub fn counts(p: Progress) -> m::Counts {
-    m::Counts {
-        phases_total: p.phases_total,
-        phases_completed: p.phases_completed,
-        criteria_total: p.criteria_total,
-        criteria_passed: p.criteria_passed,
-        criteria_failed: p.criteria_failed,
-        criteria_pending: p.criteria_pending,
-    }
 }
 
 /// Every diagnostic of an entry (read, duplicate and parse errors, then warnings), by line.
@@ -267,7 +256,7 @@ fn summary(path: &str, entry: &SpecEntry) -> m::TaskSummary {
         status: listing.status.map(|s| s.to_string()).unwrap_or_default(),
         title: listing.title.clone(),
         path: path.to_string(),
-        counts: counts(listing.progress),
+        counts: listing.progress.clone(),
         error: entry.first_error(),
     }
 }
@@ -310,7 +299,7 @@ pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::
         if listing.harden == HardenStatus::Passed {
             report.harden_passed += 1;
         }
-        let c = listing.progress;
+        let c = &listing.progress;
         report.phases_total += c.phases_total;
         report.phases_completed += c.phases_completed;
         report.criteria_total += c.criteria_total;

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
-use crate::domain::spec::{Diagnostic, Parsed, Progress, Severity, parse};
+use crate::domain::spec::{Diagnostic, Parsed, Severity, parse};
 use crate::workspace::specfile;
+use scafld_protocol::methods::Counts;
 
 /// How many specs keep their whole parse in memory, most recently used first.
 pub const RECENT_PARSES: usize = 64;
@@ -55,7 +56,7 @@ pub struct Listing {
     pub status: Option<Status>,
     pub harden: HardenStatus,
     pub title: String,
-    pub progress: Progress,
+    pub progress: Counts,
     /// Every diagnostic of the parse (the file-name check included), in document order.
     pub diagnostics: Vec<Diagnostic>,
 }

@@ -1,6 +1,7 @@
 //! Spec model types. Field values are kept as written (strings) where the file may hold
 //! anything; typed accessors interpret them and the parser reports what does not parse.
 
+use scafld_protocol::methods::Counts;
 use serde::Serialize;
 
 use crate::domain::lifecycle::{HardenStatus, Status};
@@ -40,11 +41,11 @@ impl Spec {
     }
 
     /// How far the spec's phases and criteria are, as written.
-    pub fn progress(&self) -> Progress {
-        let mut progress = Progress {
+    pub fn progress(&self) -> Counts {
+        let mut progress = Counts {
             phases_total: self.phases.len(),
             phases_completed: self.phases.iter().filter(|p| p.status == "completed").count(),
-            ..Progress::default()
+            ..Counts::default()
         };
         for criterion in self.criteria() {
             progress.criteria_total += 1;
@@ -54,17 +55,6 @@ impl Spec {
         }
         progress
     }
-}
-
-/// Counts of a spec's phases and criteria by state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Progress {
-    pub phases_total: usize,
-    pub phases_completed: usize,
-    pub criteria_total: usize,
-    pub criteria_passed: usize,
-    pub criteria_failed: usize,
-    pub criteria_pending: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
