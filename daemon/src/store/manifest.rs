@@ -137,7 +137,9 @@ impl Keeper {
         Keeper { shared, wake: Some(wake), writer: writer.ok() }
     }
 
-    /// Change the manifest; it is saved soon, off the caller's path.
+    /// Change the manifest, after the database holds the change; it is saved soon, off the
+    /// caller's path. A save that fails (a full disk) never fails the caller's write: the
+    /// database holds it, a lagging manifest only checks less, and the next save writes it whole.
     pub fn note(&self, change: impl FnOnce(&mut Manifest)) {
         {
             let mut now = self.shared.now.lock().unwrap_or_else(|e| e.into_inner());

@@ -235,13 +235,6 @@ impl SledStore {
             Err(_) => tracing::warn!("cannot reopen the state database: the engine panicked"),
         }
     }
-
-    /// Record a change in the manifest (after the database flushed it). It is saved off the
-    /// caller's path; a save that fails (a full disk) does not fail the write: the database
-    /// holds it, a lagging manifest only checks less, and the next save writes it whole.
-    fn note(&self, change: impl FnOnce(&mut Manifest)) {
-        self.manifest.note(change);
-    }
 }
 
 /// Databases larger than this are opened without a copy made first (a damaged one is then
@@ -336,7 +329,7 @@ impl Store for SledStore {
             t.workspaces.insert(record.id.as_bytes(), serde_json::to_vec(record)?)?;
             t.flush()
         })?;
-        self.note(|m| {
+        self.manifest.note(|m| {
             m.workspaces.insert(record.id.clone(), record.root.clone());
         });
         // Where a rebuild starts: on disk before the registration is acknowledged (a lagging
@@ -384,7 +377,7 @@ impl Store for SledStore {
             Ok(written)
         })?;
         if let Some(last) = written.last() {
-            self.note(|m| {
+            self.manifest.note(|m| {
                 m.heads.insert(head_key(workspace_id, task_id), last.seq);
             });
         }
@@ -424,7 +417,7 @@ impl Store for SledStore {
             Ok(count)
         })?;
         if count > 0 {
-            self.note(|m| {
+            self.manifest.note(|m| {
                 m.heads.insert(head_key(workspace_id, task_id), count as u64);
             });
         }
@@ -438,7 +431,7 @@ impl Store for SledStore {
             t.flush()
         })?;
         if job.state.is_finished() {
-            self.note(|m| {
+            self.manifest.note(|m| {
                 m.finished_jobs.insert(job.id.clone(), job.state.to_string());
             });
         }
@@ -465,7 +458,7 @@ impl Store for SledStore {
         // Out of the manifest first, and on disk: a manifest must never promise a job the
         // database no longer holds (if it cannot be saved, nothing is forgotten this time).
         let _saves = crate::sync::lock(&self.finished_jobs);
-        self.note(|m| job_ids.iter().for_each(|id| drop(m.finished_jobs.remove(id))));
+        self.manifest.note(|m| job_ids.iter().for_each(|id| drop(m.finished_jobs.remove(id))));
         self.manifest.save()?;
         self.run(|t| {
             t.jobs.apply_batch(batch(job_ids))?;
