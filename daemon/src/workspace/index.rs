@@ -345,7 +345,7 @@ impl Index {
             self.entries.remove(&task_id);
         }
         let keep = self.keeps_parse(&task_id);
-        let entry = self.entry_from_text(task_id.clone(), path, folder, text, keep);
+        let entry = self.entry_from_text(task_id.clone(), path, folder, text, Stamp::of(path), keep);
         self.entries.insert(task_id, entry);
     }
 
@@ -369,18 +369,35 @@ impl Index {
     /// seen next time); its parse is kept only when `keep`.
     fn read_entry(&self, task_id: String, path: &Path, folder: Folder, keep: bool) -> SpecEntry {
         let stamp = Stamp::of(path);
-        let mut entry = match read_spec(&self.root, path) {
-            Ok(bytes) => match String::from_utf8(bytes) {
-                Ok(text) => self.entry_from_text(task_id, path, folder, &text, keep),
-                Err(_) => self.broken(task_id, path, folder, "the spec file is not valid UTF-8".into()),
-            },
-            Err(e) => self.broken(task_id, path, folder, e),
+        let broken = |error: String| SpecEntry {
+            task_id: task_id.clone(),
+            path: path.to_path_buf(),
+            folder,
+            listing: Arc::new(Listing::default()),
+            read_error: Some(error),
+            duplicate: None,
+            stamp,
+            parsed: None,
         };
-        entry.stamp = stamp;
-        entry
+        match read_spec(&self.root, path) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(text) => self.entry_from_text(task_id, path, folder, &text, stamp, keep),
+                Err(_) => broken("the spec file is not valid UTF-8".into()),
+            },
+            Err(e) => broken(e),
+        }
     }
 
-    fn entry_from_text(&self, task_id: String, path: &Path, folder: Folder, text: &str, keep: bool) -> SpecEntry {
+    /// The entry of `text`, read from `path` when it had `stamp`.
+    fn entry_from_text(
+        &self,
+        task_id: String,
+        path: &Path,
+        folder: Folder,
+        text: &str,
+        stamp: Option<Stamp>,
+        keep: bool,
+    ) -> SpecEntry {
         let mut parsed = parse(text);
         parsed.check_file_name(&task_id);
         SpecEntry {
@@ -390,21 +407,8 @@ impl Index {
             listing: Arc::new(Listing::of(&parsed)),
             read_error: None,
             duplicate: None,
-            stamp: Stamp::of(path),
+            stamp,
             parsed: keep.then(|| Arc::new(parsed)),
-        }
-    }
-
-    fn broken(&self, task_id: String, path: &Path, folder: Folder, error: String) -> SpecEntry {
-        SpecEntry {
-            task_id,
-            path: path.to_path_buf(),
-            folder,
-            listing: Arc::new(Listing::default()),
-            read_error: Some(error),
-            duplicate: None,
-            stamp: None,
-            parsed: None,
         }
     }
 }
