@@ -29,6 +29,19 @@ pub async fn run(
     cancel: CancellationToken,
     on_spawn: impl FnOnce(ProcessGroup),
 ) -> (RunOutcome, PathBuf) {
+    let (outcome, file) = run_deferred(request, diagnostics, cancel, on_spawn).await;
+    (outcome, file.written().await)
+}
+
+/// [`run`], returning as soon as the command ends: its diagnostics file is still being written
+/// (a build step starts its next criterion meanwhile, and waits for its files before it records
+/// evidence that names them).
+pub async fn run_deferred(
+    request: RunRequest,
+    diagnostics: Diagnostics,
+    cancel: CancellationToken,
+    on_spawn: impl FnOnce(ProcessGroup),
+) -> (RunOutcome, DiagnosticsFile) {
     let described = Described {
         command: request.command.clone(),
         cwd: request.cwd.clone(),
@@ -45,13 +58,26 @@ pub async fn run(
     let text = diagnostics_text(&described, &diagnostics.env_overrides, &outcome);
     let (dir, file) = (diagnostics.dir, path.clone());
     // Up to twice the capture cap: written on a blocking thread.
-    let _ = tokio::task::spawn_blocking(move || {
+    let write = tokio::task::spawn_blocking(move || {
         if crate::workspace::layout::create_real_dir(&dir).is_ok() {
             let _ = crate::workspace::layout::write_user_file(&file, text.as_bytes());
         }
-    })
-    .await;
-    (outcome, path)
+    });
+    (outcome, DiagnosticsFile { path, write })
+}
+
+/// A run's diagnostics file, possibly still being written.
+pub struct DiagnosticsFile {
+    pub path: PathBuf,
+    write: tokio::task::JoinHandle<()>,
+}
+
+impl DiagnosticsFile {
+    /// Wait until the file is written (or failed to be: a diagnostics file is best effort).
+    pub async fn written(self) -> PathBuf {
+        let _ = self.write.await;
+        self.path
+    }
 }
 
 /// What the diagnostics file says about the request (the request itself moves into the run).

@@ -272,8 +272,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
                 task: task.clone(),
                 job_id: job.id.clone(),
                 run_token: job.run_token.clone(),
-                caller: p.caller,
-                config,
+                commands: CommandSetup::new(&ws, &config, &p.caller.env),
                 cancel,
                 material,
             };
@@ -425,8 +424,8 @@ struct BuildRun {
     job_id: String,
     /// Carried by every process the job starts (see `JobRecord::run_token`).
     run_token: String,
-    caller: m::CallerContext,
-    config: crate::config::Config,
+    /// How its commands run (the caller's environment as configured).
+    commands: CommandSetup,
     cancel: CancellationToken,
     /// The scoped files as the step starts: every result it records is bound to them.
     material: baseline::Material,
@@ -538,7 +537,7 @@ impl BuildRun {
             }
             // The step (its opening, its evidence) is recorded with its conclusion: one append,
             // one flush and one projection of the spec.
-            let mut events = evidence.take();
+            let mut events = evidence.take().await;
             if self.cancel.is_cancelled() {
                 events.extend([
                     LedgerEvent::Job {
@@ -627,16 +626,17 @@ impl BuildRun {
         self.daemon.jobs.update(store, &self.job_id, false, |r| {
             r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command))
         });
-        let (mut request, diagnostics) = command_run(&self.ws, &self.config, &self.caller.env, &self.task, criterion);
+        let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
         request.token = Some(self.run_token.clone());
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
         // Not flushed: the job's run token, durable since the job was created, already finds
         // this run's processes after a crash; the group only sharpens what a restart reports.
-        let (o, diagnostic) = runner::run(request, diagnostics, self.cancel.clone(), move |group| {
+        let (o, file) = runner::run_deferred(request, diagnostics, self.cancel.clone(), move |group| {
             daemon.jobs.update(daemon.store(), &job_id, false, |r| r.group = Some(group));
         })
         .await;
-        let observed = Observed { diagnostic: self.ws.relative(&diagnostic), ..judge(&kind, criterion, &o) };
+        let observed = Observed { diagnostic: self.ws.relative(&file.path), ..judge(&kind, criterion, &o) };
+        evidence.files.push(file);
         let (status, reason) = (observed.status, observed.reason.clone());
         let (exit_code, duration_ms) = (observed.exit_code, observed.duration_ms);
         let (excerpt, diagnostic) = (tail_text(&observed.output, 400), observed.diagnostic.clone());
@@ -697,6 +697,8 @@ struct StepEvidence {
     /// How many results each criterion has on record, this step's included.
     attempts: BTreeMap<String, u32>,
     events: Vec<LedgerEvent>,
+    /// The diagnostics files the events name, written while the next criterion runs.
+    files: Vec<runner::DiagnosticsFile>,
 }
 
 impl StepEvidence {
@@ -707,7 +709,7 @@ impl StepEvidence {
                 *attempts.entry(criterion_id.clone()).or_default() += 1;
             }
         }
-        StepEvidence { attempts, events: Vec::new() }
+        StepEvidence { attempts, events: Vec::new(), files: Vec::new() }
     }
 
     /// Take the step's next event; a criterion's result is numbered as its next attempt.
@@ -720,48 +722,67 @@ impl StepEvidence {
         self.events.push(event);
     }
 
-    fn take(&mut self) -> Vec<LedgerEvent> {
+    /// The step's events, once every diagnostics file they name is written.
+    async fn take(&mut self) -> Vec<LedgerEvent> {
+        for file in self.files.drain(..) {
+            file.written().await;
+        }
         std::mem::take(&mut self.events)
     }
 }
 
-/// How a criterion's command runs: the caller's environment with the configured PATH and
-/// variables, its own or the configured timeouts, diagnostics under the task's runs.
-pub(crate) fn command_run(
-    ws: &Workspace,
-    config: &Config,
-    caller_env: &BTreeMap<String, String>,
-    task: &str,
-    criterion: &Criterion,
-) -> (RunRequest, Diagnostics) {
-    let execution = &config.execution;
-    let timeout = criterion
-        .timeout_seconds
-        .parse::<u64>()
-        .ok()
-        .filter(|t| *t > 0)
-        .unwrap_or(execution.absolute_timeout_seconds.max(1));
-    let cwd = if criterion.cwd.is_empty() { ws.root.clone() } else { ws.root.join(&criterion.cwd) };
-    let found = shim_files(&ws.root);
-    let found: Vec<&str> = found.iter().map(String::as_str).collect();
-    let env = acceptance::environment(caller_env, &execution.path_prepend, &found, &execution.env);
-    let mut overrides: Vec<String> = execution.env.keys().cloned().collect();
-    overrides.push("PATH".into());
-    let request = RunRequest {
-        command: criterion.command.clone(),
-        cwd,
-        env,
-        absolute_timeout: Duration::from_secs(timeout),
-        idle_timeout: (execution.idle_timeout_seconds > 0).then(|| Duration::from_secs(execution.idle_timeout_seconds)),
-        stdin: None,
-        on_stdout: None,
-        idle_on_stdout: false,
-        die_with_parent: false,
-        token: None,
-    };
-    let diagnostics =
-        Diagnostics { dir: ws.root.join(".scafld/runs").join(task).join("diagnostics"), env_overrides: overrides };
-    (request, diagnostics)
+/// How criteria's commands run, worked out once for a set of runs (a build job, a receipt's
+/// rerun, a verify): the caller's environment with the configured PATH and variables (toolchain
+/// shims found by a few dozen stats, which a real repository's top-level folders multiply),
+/// the configured timeouts, diagnostics under the task's runs.
+pub(crate) struct CommandSetup {
+    env: BTreeMap<String, String>,
+    env_overrides: Vec<String>,
+    absolute_timeout_seconds: u64,
+    idle_timeout: Option<Duration>,
+    root: PathBuf,
+}
+
+impl CommandSetup {
+    pub(crate) fn new(ws: &Workspace, config: &Config, caller_env: &BTreeMap<String, String>) -> CommandSetup {
+        let execution = &config.execution;
+        let found = shim_files(&ws.root);
+        let found: Vec<&str> = found.iter().map(String::as_str).collect();
+        let mut env_overrides: Vec<String> = execution.env.keys().cloned().collect();
+        env_overrides.push("PATH".into());
+        CommandSetup {
+            env: acceptance::environment(caller_env, &execution.path_prepend, &found, &execution.env),
+            env_overrides,
+            absolute_timeout_seconds: execution.absolute_timeout_seconds.max(1),
+            idle_timeout: (execution.idle_timeout_seconds > 0)
+                .then(|| Duration::from_secs(execution.idle_timeout_seconds)),
+            root: ws.root.clone(),
+        }
+    }
+
+    /// One criterion's run: its own timeout and working directory when it names them.
+    pub(crate) fn request(&self, task: &str, criterion: &Criterion) -> (RunRequest, Diagnostics) {
+        let timeout =
+            criterion.timeout_seconds.parse::<u64>().ok().filter(|t| *t > 0).unwrap_or(self.absolute_timeout_seconds);
+        let cwd = if criterion.cwd.is_empty() { self.root.clone() } else { self.root.join(&criterion.cwd) };
+        let request = RunRequest {
+            command: criterion.command.clone(),
+            cwd,
+            env: self.env.clone(),
+            absolute_timeout: Duration::from_secs(timeout),
+            idle_timeout: self.idle_timeout,
+            stdin: None,
+            on_stdout: None,
+            idle_on_stdout: false,
+            die_with_parent: false,
+            token: None,
+        };
+        let diagnostics = Diagnostics {
+            dir: self.root.join(".scafld/runs").join(task).join("diagnostics"),
+            env_overrides: self.env_overrides.clone(),
+        };
+        (request, diagnostics)
+    }
 }
 
 /// What one criterion run showed, as its evidence records it.

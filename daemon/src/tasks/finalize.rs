@@ -17,7 +17,7 @@ use scafld_protocol::vocab::{CriterionStatus, Verdict};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::exec::{command_run, judge, refuse_while_running};
+use super::exec::{CommandSetup, judge, refuse_while_running};
 use super::{entry, projected_spec, record};
 use crate::baseline;
 use crate::clock;
@@ -219,6 +219,7 @@ async fn rerun_acceptance(
         .flat_map(|p| p.criteria.iter().map(move |c| (p.id(), c)))
         .chain(spec.acceptance.criteria.iter().map(|c| ("final".to_string(), c)))
         .collect();
+    let commands = CommandSetup::new(ws, &config, caller_env);
     let (mut results, mut records) = (Vec::new(), Vec::new());
     for (phase_id, criterion) in phases {
         let kind = criterion.effective_kind().to_string();
@@ -228,7 +229,7 @@ async fn rerun_acceptance(
                 .unwrap_or(CriterionStatus::Pending);
             (status, "manual evidence recorded".to_string(), None, String::new(), String::new())
         } else {
-            let (request, diagnostics) = command_run(ws, &config, caller_env, task, criterion);
+            let (request, diagnostics) = commands.request(task, criterion);
             let (outcome, diagnostic) =
                 crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
             let observed = judge(&kind, criterion, &outcome);

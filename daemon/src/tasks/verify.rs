@@ -184,6 +184,7 @@ async fn rerun_recorded(
 ) -> Result<String, String> {
     let ws = daemon.workspace(&root.display().to_string()).await.map_err(|e| e.0.message)?;
     let config = ws.config().map_err(|e| e.to_string())?;
+    let commands = super::exec::CommandSetup::new(&ws, &config, env);
     let mut ran = 0;
     for record in &envelope.body.acceptance {
         if record.command.is_empty() || record.expected_kind == "manual" {
@@ -195,7 +196,7 @@ async fn rerun_recorded(
             expected_kind: record.expected_kind.clone(),
             ..Default::default()
         };
-        let (request, diagnostics) = super::exec::command_run(&ws, &config, env, &envelope.body.task_id, &criterion);
+        let (request, diagnostics) = commands.request(&envelope.body.task_id, &criterion);
         let (outcome, _) = crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
         let observed = super::exec::judge(criterion.effective_kind(), &criterion, &outcome);
         if observed.status != CriterionStatus::Pass {

@@ -444,6 +444,23 @@ impl PidRange {
             PidRange::Since { leader, last } => pid >= leader || pid <= last,
         }
     }
+
+    /// The pids to look at: a short unwrapped range is counted out (a quick run's handful of
+    /// pids, without listing every process in `/proc`); anything else is the live processes
+    /// in the range.
+    fn candidates(self) -> Vec<i32> {
+        const COUNTED: i32 = 1024;
+        match self {
+            PidRange::Since { leader, last } if leader <= last && last - leader < COUNTED => (leader..=last).collect(),
+            _ => std::fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| *pid > 0 && self.contains(*pid))
+                .collect(),
+        }
+    }
 }
 
 /// [`kill_carriers`] among the pids in `range`.
@@ -452,18 +469,10 @@ pub fn kill_carriers_in(token: &str, range: PidRange) -> usize {
         return 0;
     }
     let needle = format!("{RUN_TOKEN}={token}");
-    let own = std::process::id().to_string();
+    let own = std::process::id() as i32;
     let mut killed = 0;
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit()) && *n != own) else {
-            continue;
-        };
-        let Ok(pid) = pid.parse::<i32>() else { continue };
-        if !range.contains(pid) {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+    for pid in range.candidates().into_iter().filter(|pid| *pid != own) {
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
         if environ.split(|b| *b == 0).any(|var| var == needle.as_bytes()) {
             let pid = Pid::from_raw(pid);
             if nix::unistd::getpgid(Some(pid)) == Ok(pid) {
@@ -485,9 +494,13 @@ pub fn start_ticks(pid: i32) -> Option<u64> {
     after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// This boot's id: a process group id only names the same group within one boot.
+/// This boot's id: a process group id only names the same group within one boot. Read once (a
+/// process lives within one boot).
 pub fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_string())
+    static BOOT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT_ID
+        .get_or_init(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_string()))
+        .clone()
 }
 
 fn unix_nanos() -> u128 {
@@ -524,6 +537,12 @@ mod tests {
         assert!(wrapped.contains(32_000) && wrapped.contains(32_767) && wrapped.contains(2) && wrapped.contains(50));
         assert!(!wrapped.contains(51) && !wrapped.contains(31_999));
         assert!(PidRange::All.contains(1));
+        // A short range is counted out; a long or wrapped one (and All) lists /proc.
+        assert_eq!(PidRange::Since { leader: 100, last: 103 }.candidates(), vec![100, 101, 102, 103]);
+        let own = std::process::id() as i32;
+        let listed = PidRange::Since { leader: own - 5000, last: own }.candidates();
+        assert!(listed.contains(&own) && listed.iter().all(|p| (own - 5000..=own).contains(p)), "{listed:?}");
+        assert!(PidRange::All.candidates().contains(&own));
         // A long run may have seen the pid space go round: everything is read.
         assert_eq!(PidRange::of_run(100, std::time::Duration::from_secs(5)), PidRange::All);
         // A process started now has a pid inside the range of a short run that began before it.
