@@ -249,13 +249,16 @@ impl Jobs {
         if let Some(token) = lock(&self.cancels).get(id) {
             token.cancel();
         }
-        self.update(store, id, true, |r| {
-            if r.state == JobState::Queued {
-                r.state = JobState::Cancelled;
-                r.finished_at = Some(clock::now_rfc3339());
-                r.reason = Some("cancelled before it started".into());
-            }
+        // Only a queued job ends here (a running one ends on its own path, told by the token),
+        // and nothing else is written: a save of a running job's record could land after its
+        // own end was saved.
+        let queued = |r: &JobRecord| r.state == JobState::Queued;
+        self.update_if(store, id, true, queued, |r| {
+            r.state = JobState::Cancelled;
+            r.finished_at = Some(clock::now_rfc3339());
+            r.reason = Some("cancelled before it started".into());
         })
+        .or_else(|| self.get(id))
     }
 
     /// After a restart: acceptance jobs that were queued or running have lost their runner:

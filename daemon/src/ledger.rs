@@ -1,7 +1,8 @@
 //! The task ledger service: the one way events reach a task's ledger (`record`: append, flush,
-//! then project the spec; a build step gathers its results and records them with its
-//! conclusion), and the projection of the ledger onto the spec file. Below the handlers
-//! (`tasks/`, `review/`), above the domain; it calls neither handler module.
+//! then project the spec; `record_ending`: the same with a job's end in the flush; a build
+//! step gathers its results and records them with its conclusion), and the projection of the
+//! ledger onto the spec file. Below the handlers (`tasks/`, `review/`), above the domain; it
+//! calls neither handler module.
 
 use std::path::PathBuf;
 
@@ -9,6 +10,7 @@ use scafld_protocol::ErrorKind;
 
 use crate::clock;
 use crate::daemon::Daemon;
+use crate::domain::job::JobRecord;
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::Status;
 use crate::domain::spec::project::project;
@@ -31,6 +33,39 @@ pub fn record(
     let written = daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)?;
     project_from_ledger(daemon, ws, task, cause)?;
     Ok(written)
+}
+
+/// [`record`] for the events that end a job: `end` gets the spec and the ledger as the events
+/// leave them and returns the job's final record, which reaches the disk in the same flush as
+/// the events; the spec is written after. Returns that record (for the caller to publish once
+/// the spec is on disk). Callers hold the task's lock, so nothing appends in between.
+pub fn record_ending(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    events: Vec<LedgerEvent>,
+    cause: &str,
+    end: impl FnOnce(&Spec, &[LedgerEntry]) -> JobRecord,
+) -> RpcResult<JobRecord> {
+    let mut entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    let (path, text) = spec_file(ws, task)?;
+    let recorded_at = clock::now_rfc3339();
+    let first = entries.last().map_or(1, |e| e.seq + 1);
+    entries.extend(events.iter().zip(first..).map(|(event, seq)| LedgerEntry {
+        seq,
+        recorded_at: recorded_at.clone(),
+        event: event.clone(),
+    }));
+    let next = ledger::project(&parse(&text).spec, &entries, &recorded_at);
+    let job = end(&next, &entries);
+    let written = daemon.store().append_ending(&ws.id, task, &recorded_at, events, &job).map_err(internal)?;
+    if written.first().is_some_and(|w| w.seq != first) {
+        // Only a caller that broke the lock rule gets here: project what the ledger holds.
+        project_from_ledger(daemon, ws, task, cause)?;
+    } else {
+        write_projection(daemon, ws, &path, &text, &next, cause)?;
+    }
+    Ok(job)
 }
 
 /// Rebuild the spec's runner-owned sections (and its folder) from the ledger.

@@ -66,6 +66,16 @@ pub trait Store: Send + Sync + 'static {
         recorded_at: &str,
         events: Vec<LedgerEvent>,
     ) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// [`Store::append`] for the events that end a job: `job` (its final record) is written
+    /// after them and reaches the disk in the same flush, never before them.
+    fn append_ending(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        recorded_at: &str,
+        events: Vec<LedgerEvent>,
+        job: &JobRecord,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
     fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
     /// Write an imported ledger (each event with its own time) in one atomic batch, only when
     /// the task has no ledger yet; returns how many entries were written (0: already there).
@@ -284,6 +294,54 @@ pub fn aside(dir: &Path, what: &str) -> PathBuf {
         .expect("some name is free")
 }
 
+impl SledStore {
+    /// Append `events` to a task's ledger, then (when given) save the job they end, with one
+    /// flush for both: sled's log keeps their order, so a crash mid-flush can lose the job's
+    /// end but never keep it without the events.
+    fn append_then(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        recorded_at: &str,
+        events: Vec<LedgerEvent>,
+        job: Option<&JobRecord>,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let prefix = ledger_prefix(workspace_id, task_id);
+        let _retention = job.filter(|j| j.state.is_finished()).map(|_| crate::sync::lock(&self.finished_jobs));
+        let written = self.run(|t| {
+            // The last entry's sequence number is the end of its key: nothing to parse.
+            let last = match t.ledger.scan_prefix(&prefix).next_back() {
+                Some(entry) => seq_of_key(&entry?.0)?,
+                None => 0,
+            };
+            let mut batch = sled::Batch::default();
+            let mut written = Vec::with_capacity(events.len());
+            for (i, event) in events.into_iter().enumerate() {
+                let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
+                let mut key = prefix.clone();
+                key.extend_from_slice(&entry.seq.to_be_bytes());
+                batch.insert(key, serde_json::to_vec(&entry)?);
+                written.push(entry);
+            }
+            t.ledger.apply_batch(batch)?;
+            if let Some(job) = job {
+                t.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
+            }
+            t.flush()?;
+            Ok(written)
+        })?;
+        self.manifest.note(|m| {
+            if let Some(last) = written.last() {
+                m.heads.insert(head_key(workspace_id, task_id), last.seq);
+            }
+            if let Some(job) = job.filter(|j| j.state.is_finished()) {
+                m.finished_jobs.insert(job.id.clone(), job.state.to_string());
+            }
+        });
+        Ok(written)
+    }
+}
+
 /// `<workspace id>/<task id>/` — task ids cannot contain `/`, so prefixes never overlap.
 fn ledger_prefix(workspace_id: &str, task_id: &str) -> Vec<u8> {
     format!("{workspace_id}/{task_id}/").into_bytes()
@@ -356,32 +414,18 @@ impl Store for SledStore {
         recorded_at: &str,
         events: Vec<LedgerEvent>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
-        let prefix = ledger_prefix(workspace_id, task_id);
-        let written = self.run(|t| {
-            // The last entry's sequence number is the end of its key: nothing to parse.
-            let last = match t.ledger.scan_prefix(&prefix).next_back() {
-                Some(entry) => seq_of_key(&entry?.0)?,
-                None => 0,
-            };
-            let mut batch = sled::Batch::default();
-            let mut written = Vec::with_capacity(events.len());
-            for (i, event) in events.into_iter().enumerate() {
-                let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
-                let mut key = prefix.clone();
-                key.extend_from_slice(&entry.seq.to_be_bytes());
-                batch.insert(key, serde_json::to_vec(&entry)?);
-                written.push(entry);
-            }
-            t.ledger.apply_batch(batch)?;
-            t.flush()?;
-            Ok(written)
-        })?;
-        if let Some(last) = written.last() {
-            self.manifest.note(|m| {
-                m.heads.insert(head_key(workspace_id, task_id), last.seq);
-            });
-        }
-        Ok(written)
+        self.append_then(workspace_id, task_id, recorded_at, events, None)
+    }
+
+    fn append_ending(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        recorded_at: &str,
+        events: Vec<LedgerEvent>,
+        job: &JobRecord,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.append_then(workspace_id, task_id, recorded_at, events, Some(job))
     }
 
     fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
@@ -506,5 +550,30 @@ mod tests {
         std::fs::write(manifest::path_for(&db), lagging).unwrap();
         let store = SledStore::open(&db).expect("a lagging manifest is no damage");
         assert_eq!(store.jobs().unwrap()[0].state, JobState::Cancelled);
+    }
+
+    /// A build step's events and the end of its job share one flush: both read back after a
+    /// reopen, numbered after what the ledger held, and the manifest (saved at close) promises
+    /// both, so a reopen checks them.
+    #[test]
+    fn a_jobs_end_is_saved_with_the_events_that_end_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let store = SledStore::open(&db).unwrap();
+        let event = |reason: &str| LedgerEvent::Build { status: "active".into(), reason: reason.into() };
+        store.append("w", "t", "now", vec![event("opened")]).unwrap();
+        let mut job =
+            JobRecord::queued("job-1-a".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
+        job.state = JobState::Succeeded;
+        let written = store.append_ending("w", "t", "later", vec![event("ran"), event("done")], &job).unwrap();
+        assert_eq!(written.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3]);
+        store.flush().unwrap();
+        let saved = manifest::Manifest::load(&manifest::path_for(&db)).unwrap().unwrap();
+        assert_eq!(saved.heads.get("w/t"), Some(&3));
+        assert_eq!(saved.finished_jobs.get("job-1-a").map(String::as_str), Some("succeeded"));
+        drop(store);
+        let store = SledStore::open(&db).expect("the manifest agrees with the database");
+        assert_eq!(store.ledger("w", "t").unwrap().len(), 3);
+        assert_eq!(store.jobs().unwrap()[0].state, JobState::Succeeded);
     }
 }

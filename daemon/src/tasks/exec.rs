@@ -24,7 +24,7 @@ use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
-use crate::ledger::{implementer, projected_spec, record};
+use crate::ledger::{implementer, projected_spec, record, record_ending};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::{Workspace, specfile};
 use scafld_protocol::vocab::CriterionStatus;
@@ -463,15 +463,18 @@ impl BuildRun {
         };
         let result = self.steps(target, criteria, recheck).await;
         heartbeat.abort();
-        match result {
-            Ok((outcome, state)) => {
-                let reason = outcome.message.clone();
-                self.set_state(state, |r| {
-                    r.finished_at = Some(clock::now_rfc3339());
-                    r.activity = None;
-                    r.group = None;
-                    r.reason = Some(reason);
-                    r.outcome = Some(outcome);
+        // No heartbeat's save of the running job may land after its end.
+        let _ = heartbeat.await;
+        match result.and_then(|end| self.record_end(end)) {
+            Ok(record) => {
+                // On disk already (with the step's events): only the table and the clients
+                // are told now, once the spec says so too.
+                let state = record.state;
+                self.daemon.jobs.update(self.daemon.store(), &self.job_id, false, |r| *r = record);
+                self.daemon.publish(Event::JobChanged {
+                    job_id: self.job_id.clone(),
+                    task_id: self.task.clone(),
+                    state,
                 });
             }
             Err(e) => {
@@ -487,12 +490,54 @@ impl BuildRun {
         }
     }
 
+    /// Record the last step with the job's end (one flush for both), and the job's final
+    /// record: its outcome read off the spec and ledger as the step leaves them.
+    fn record_end(&self, end: StepEnd) -> RpcResult<crate::domain::job::JobRecord> {
+        let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
+        let StepEnd { events, target, results, timed_out } = end;
+        record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", |spec, entries| {
+            let status = spec.status().unwrap_or(Status::Active);
+            let stale = evidence::stale(spec, entries, Some(&self.material.digest));
+            let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, 0, &stale);
+            let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
+            let failed = results.len() - passed;
+            let message = match status {
+                Status::Review => "build completed; ready for review".into(),
+                _ => spec.current_state.reason.clone(),
+            };
+            let state = match (status, timed_out) {
+                (Status::Blocked, true) => JobState::TimedOut,
+                (Status::Blocked, false) => JobState::Failed,
+                _ => JobState::Succeeded,
+            };
+            let outcome = BuildOutcome {
+                task_id: self.task.clone(),
+                status: status.to_string(),
+                phase: target.label(),
+                passed,
+                failed,
+                criteria: results,
+                next_command: next.command,
+                message: message.clone(),
+            };
+            crate::domain::job::JobRecord {
+                state,
+                finished_at: Some(clock::now_rfc3339()),
+                activity: None,
+                group: None,
+                reason: Some(message),
+                outcome: Some(outcome),
+                ..job
+            }
+        })
+    }
+
     async fn steps(
         &self,
         mut target: Target,
         mut criteria: Vec<Criterion>,
         recheck: Vec<(String, Criterion)>,
-    ) -> RpcResult<(BuildOutcome, JobState)> {
+    ) -> RpcResult<StepEnd> {
         let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
         let mut evidence = StepEvidence::new(&entries);
         for event in material_event(&entries, &self.material) {
@@ -557,39 +602,13 @@ impl BuildRun {
             let (spec, _) = projected_spec(&self.daemon, &self.ws, &self.task)?;
             let conclusion = build::conclude(&spec, &target, all_passed, recheck_failed.as_deref());
             events.extend(conclusion.events);
-            record(&self.daemon, &self.ws, &self.task, events, "command:build")?;
             if conclusion.run_final_next {
+                record(&self.daemon, &self.ws, &self.task, events, "command:build")?;
                 target = Target::Final;
                 criteria = spec.acceptance.criteria.clone();
                 continue;
             }
-            let (spec, entries) = projected_spec(&self.daemon, &self.ws, &self.task)?;
-            let status = spec.status().unwrap_or(Status::Active);
-            let stale = evidence::stale(&spec, &entries, Some(&self.material.digest));
-            let next = crate::evidence::next_for(&self.daemon, &self.ws, &spec, &entries, 0, &stale);
-            let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
-            let failed = results.len() - passed;
-            let message = match status {
-                Status::Blocked => spec.current_state.reason.clone(),
-                Status::Review => "build completed; ready for review".into(),
-                _ => spec.current_state.reason.clone(),
-            };
-            let state = match (status, timed_out) {
-                (Status::Blocked, true) => JobState::TimedOut,
-                (Status::Blocked, false) => JobState::Failed,
-                _ => JobState::Succeeded,
-            };
-            let outcome = BuildOutcome {
-                task_id: self.task.clone(),
-                status: status.to_string(),
-                phase: target.label(),
-                passed,
-                failed,
-                criteria: results,
-                next_command: next.command,
-                message,
-            };
-            return Ok((outcome, state));
+            return Ok(StepEnd { events, target, results, timed_out });
         }
     }
 
@@ -687,6 +706,14 @@ impl BuildRun {
             redacted: observed.redacted,
         }
     }
+}
+
+/// How a build job's last step ended, still to be recorded with the job's end.
+struct StepEnd {
+    events: Vec<LedgerEvent>,
+    target: Target,
+    results: Vec<CriterionResult>,
+    timed_out: bool,
 }
 
 /// The ledger events of one build step (its material, its opening, each criterion's result),
