@@ -93,6 +93,14 @@ impl Jobs {
         self.update_if(store, id, durable, |_| true, change)
     }
 
+    /// Apply `change` to the job in memory only, waking no waiter: what a running job is doing
+    /// (its activity, its current process group), which nobody waits on.
+    pub fn note(&self, id: &str, change: impl FnOnce(&mut JobRecord)) {
+        if let Some(record) = lock(&self.records).get_mut(id) {
+            change(record);
+        }
+    }
+
     /// Apply `change` only if `check` holds for the job as it is now: one compare-and-update.
     pub fn update_if(
         &self,

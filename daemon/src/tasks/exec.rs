@@ -641,8 +641,7 @@ impl BuildRun {
             evidence.push(self.evidence_event(phase_id, criterion, &kind, observed));
             return Ok(result(CriterionStatus::Invalid, reason));
         }
-        let store = self.daemon.store();
-        self.daemon.jobs.update(store, &self.job_id, false, |r| {
+        self.daemon.jobs.note(&self.job_id, |r| {
             r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command))
         });
         let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
@@ -651,7 +650,7 @@ impl BuildRun {
         // Not flushed: the job's run token, durable since the job was created, already finds
         // this run's processes after a crash; the group only sharpens what a restart reports.
         let (o, file) = runner::run_deferred(request, diagnostics, self.cancel.clone(), move |group| {
-            daemon.jobs.update(daemon.store(), &job_id, false, |r| r.group = Some(group));
+            daemon.jobs.note(&job_id, |r| r.group = Some(group));
         })
         .await;
         let observed = Observed { diagnostic: self.ws.relative(&file.path), ..judge(&kind, criterion, &o) };
@@ -662,7 +661,7 @@ impl BuildRun {
         evidence.push(self.evidence_event(phase_id, criterion, &kind, observed));
         // Not flushed: a restart that still finds the finished group on record sees its leader
         // gone and leaves it alone, so this need not cost a flush per criterion.
-        self.daemon.jobs.update(store, &self.job_id, false, |r| r.group = None);
+        self.daemon.jobs.note(&self.job_id, |r| r.group = None);
         Ok(CriterionResult { exit_code, duration_ms, output_excerpt: excerpt, diagnostic, ..result(status, reason) })
     }
 
