@@ -37,9 +37,11 @@ pub fn record(
 
 /// [`record`] for the events that end a job: `end` gets the spec and the ledger as the events
 /// leave them and returns the job's final record, which reaches the disk in the same flush as
-/// the events; the spec is written after. Returns that record (for the caller to publish once
-/// the spec is on disk). Callers hold the task's lock, so nothing appends in between.
-pub fn record_ending(
+/// the events. The spec's new bytes are written and synced under a temporary name meanwhile,
+/// and put in place once the flush is done (never showing what the ledger does not hold).
+/// Returns the job's record, for the caller to publish now that the spec says so too. Callers
+/// hold the task's lock, so nothing appends in between.
+pub async fn record_ending(
     daemon: &Daemon,
     ws: &Workspace,
     task: &str,
@@ -58,12 +60,24 @@ pub fn record_ending(
     }));
     let next = ledger::project(&parse(&text).spec, &entries, &recorded_at);
     let job = end(&next, &entries);
+    // A spec that cannot take the projection still gets its events recorded (then the error).
+    let rendered = render(ws, &path, &text, &next);
+    let staging = rendered.as_ref().ok().and_then(Option::as_ref).map(|r| {
+        let (path, target, text) = (path.clone(), r.target.clone(), r.text.clone());
+        tokio::task::spawn_blocking(move || specfile::stage_spec(Some(&path), &target, &text))
+    });
     let written = daemon.store().append_ending(&ws.id, task, &recorded_at, events, &job).map_err(internal)?;
+    let staged = match staging {
+        Some(staging) => Some(staging.await.map_err(internal)?.map_err(write_error)?),
+        None => None,
+    };
     if written.first().is_some_and(|w| w.seq != first) {
         // Only a caller that broke the lock rule gets here: project what the ledger holds.
+        drop(staged);
         project_from_ledger(daemon, ws, task, cause)?;
-    } else {
-        write_projection(daemon, ws, &path, &text, &next, cause)?;
+    } else if let (Some(rendered), Some(staged)) = (rendered?, staged) {
+        staged.commit().map_err(write_error)?;
+        rendered.announce(daemon, ws, &path, task, cause);
     }
     Ok(job)
 }
@@ -119,16 +133,34 @@ pub fn write_projection(
     next: &Spec,
     cause: &str,
 ) -> RpcResult<std::path::PathBuf> {
+    let Some(rendered) = render(ws, path, text, next)? else {
+        return Ok(path.to_path_buf());
+    };
+    specfile::write_spec(Some(path), &rendered.target, &rendered.text).map_err(write_error)?;
+    rendered.announce(daemon, ws, path, &next.front.task_id, cause);
+    Ok(rendered.target)
+}
+
+/// A projection that changes the spec: where it belongs now and its new bytes.
+struct Rendered {
+    target: PathBuf,
+    text: String,
+}
+
+/// `next` projected into `text` (the bytes at `path`); `None` when neither the bytes nor the
+/// place change.
+fn render(ws: &Workspace, path: &std::path::Path, text: &str, next: &Spec) -> RpcResult<Option<Rendered>> {
     let new_text = project(text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
-    let task = &next.front.task_id;
-    let target = target_for(ws, task, next);
-    if target == path && new_text == text {
-        return Ok(target);
+    let target = target_for(ws, &next.front.task_id, next);
+    Ok((target != path || new_text != text).then_some(Rendered { target, text: new_text }))
+}
+
+impl Rendered {
+    /// The written spec, told to the index and to subscribers.
+    fn announce(&self, daemon: &Daemon, ws: &Workspace, from: &std::path::Path, task: &str, cause: &str) {
+        crate::sync::write(&ws.index).record_write(&self.target, &self.text, Some(from));
+        daemon.publish_task_changed(ws, task, cause);
     }
-    specfile::write_spec(Some(path), &target, &new_text).map_err(write_error)?;
-    crate::sync::write(&ws.index).record_write(&target, &new_text, Some(path));
-    daemon.publish_task_changed(ws, task, cause);
-    Ok(target)
 }
 
 pub fn write_error(e: std::io::Error) -> RpcError {

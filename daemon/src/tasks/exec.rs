@@ -465,7 +465,11 @@ impl BuildRun {
         heartbeat.abort();
         // No heartbeat's save of the running job may land after its end.
         let _ = heartbeat.await;
-        match result.and_then(|end| self.record_end(end)) {
+        let ended = match result {
+            Ok(end) => self.record_end(end).await,
+            Err(e) => Err(e),
+        };
+        match ended {
             Ok(record) => {
                 // On disk already (with the step's events): only the table and the clients
                 // are told now, once the spec says so too.
@@ -492,7 +496,7 @@ impl BuildRun {
 
     /// Record the last step with the job's end (one flush for both), and the job's final
     /// record: its outcome read off the spec and ledger as the step leaves them.
-    fn record_end(&self, end: StepEnd) -> RpcResult<crate::domain::job::JobRecord> {
+    async fn record_end(&self, end: StepEnd) -> RpcResult<crate::domain::job::JobRecord> {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
         let StepEnd { events, target, results, timed_out } = end;
         record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", |spec, entries| {
@@ -530,6 +534,7 @@ impl BuildRun {
                 ..job
             }
         })
+        .await
     }
 
     async fn steps(
@@ -641,9 +646,9 @@ impl BuildRun {
             evidence.push(self.evidence_event(phase_id, criterion, &kind, observed));
             return Ok(result(CriterionStatus::Invalid, reason));
         }
-        self.daemon.jobs.note(&self.job_id, |r| {
-            r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command))
-        });
+        self.daemon
+            .jobs
+            .note(&self.job_id, |r| r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command)));
         let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
         request.token = Some(self.run_token.clone());
         let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());

@@ -120,46 +120,143 @@ pub fn write_atomic(path: &Path, text: &str) -> io::Result<()> {
 
 /// [`write_atomic`] with the file's mode given (0600 for what only the daemon may read).
 pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().ok_or_else(|| io::Error::other("path has no directory"))?;
-    super::layout::create_real_dir(dir)?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("spec");
-    let temp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
-    let result = (|| {
-        let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
+    stage(path, bytes, mode, None)?.commit()
 }
 
 /// Write the spec to `target`, and when it moved from `current`, remove the old file. Refuses
 /// to replace an existing file at a new location.
 pub fn write_spec(current: Option<&Path>, target: &Path, text: &str) -> io::Result<()> {
-    let moving = current.is_some_and(|c| c != target);
-    if moving && target.exists() {
+    stage_spec(current, target, text)?.commit()
+}
+
+/// The first half of [`write_spec`]: the new bytes written and synced under a temporary name
+/// beside `target`, nothing visible yet (a caller can make something else durable first, and
+/// meanwhile the disk syncs this).
+pub fn stage_spec(current: Option<&Path>, target: &Path, text: &str) -> io::Result<Staged> {
+    let moving = current.filter(|c| *c != target);
+    if moving.is_some() {
+        refuse_existing(target)?;
+    }
+    // A moved spec keeps the mode it had where it was.
+    let mode = current.and_then(|c| fs::metadata(c).ok()).map(|m| m.permissions().mode() & 0o7777);
+    let mode = mode.or_else(|| fs::metadata(target).ok().map(|m| m.permissions().mode() & 0o7777));
+    stage(target, text.as_bytes(), mode.unwrap_or(0o666 & !crate::runner::inherited_umask()), moving)
+}
+
+fn refuse_existing(target: &Path) -> io::Result<()> {
+    if target.exists() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
             format!("{} already exists; resolve the duplicate spec by hand", target.display()),
         ));
     }
-    // A moved spec keeps the mode it had where it was.
-    let mode = current.and_then(|c| fs::metadata(c).ok()).map(|m| m.permissions().mode() & 0o7777);
-    match mode {
-        Some(mode) => write_atomic_mode(target, text.as_bytes(), mode)?,
-        None => write_atomic(target, text)?,
+    Ok(())
+}
+
+/// New bytes on disk under a temporary name beside `path`, synced; [`Staged::commit`] puts
+/// them in place. Dropped uncommitted, the temporary file is removed.
+pub struct Staged {
+    temp: PathBuf,
+    path: PathBuf,
+    /// The file this one moves from (removed once it is in place).
+    moving_from: Option<PathBuf>,
+    committed: bool,
+}
+
+/// Temp file in the same directory (created when missing, never through a symlink inside
+/// `.scafld`: [`super::layout::create_real_dir`]), written with `mode`, fsynced.
+fn stage(path: &Path, bytes: &[u8], mode: u32, moving_from: Option<&Path>) -> io::Result<Staged> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().ok_or_else(|| io::Error::other("path has no directory"))?;
+    super::layout::create_real_dir(dir)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("spec");
+    let temp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
+    let staged =
+        Staged { temp, path: path.to_path_buf(), moving_from: moving_from.map(Path::to_path_buf), committed: false };
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    Ok(staged)
+}
+
+impl Staged {
+    /// Rename into place and fsync the directory (and, for a move, remove the old file and
+    /// fsync its directory).
+    pub fn commit(mut self) -> io::Result<()> {
+        if self.moving_from.is_some() {
+            refuse_existing(&self.path)?;
+        }
+        fs::rename(&self.temp, &self.path)?;
+        self.committed = true;
+        let dir = self.path.parent().ok_or_else(|| io::Error::other("path has no directory"))?;
+        File::open(dir)?.sync_all()?;
+        if let Some(old) = &self.moving_from {
+            fs::remove_file(old)?;
+            if let Some(dir) = old.parent() {
+                File::open(dir)?.sync_all()?;
+            }
+        }
+        Ok(())
     }
-    if let Some(current) = current.filter(|_| moving) {
-        fs::remove_file(current)?;
-        if let Some(dir) = current.parent() {
-            File::open(dir)?.sync_all()?;
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = fs::remove_file(&self.temp);
         }
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    /// A staged write shows nothing until it is committed, and leaves nothing behind when it
+    /// is dropped instead.
+    #[test]
+    fn a_staged_spec_is_invisible_until_committed_and_gone_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("active/t.md");
+        fs::create_dir_all(spec.parent().unwrap()).unwrap();
+        fs::write(&spec, "old").unwrap();
+        let staged = stage_spec(Some(&spec), &spec, "new").unwrap();
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "old");
+        staged.commit().unwrap();
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "new");
+        assert_eq!(names(spec.parent().unwrap()), vec!["t.md"]);
+
+        drop(stage_spec(Some(&spec), &spec, "newer").unwrap());
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "new");
+        assert_eq!(names(spec.parent().unwrap()), vec!["t.md"], "the dropped temporary file is removed");
+    }
+
+    /// A move removes the old file once the new one is in place, and refuses a target that
+    /// appeared while the write was staged.
+    #[test]
+    fn a_staged_move_refuses_a_target_that_appeared_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("approved/t.md"), dir.path().join("active/t.md"));
+        fs::create_dir_all(from.parent().unwrap()).unwrap();
+        fs::write(&from, "spec").unwrap();
+        stage_spec(Some(&from), &to, "moved").unwrap().commit().unwrap();
+        assert!(!from.exists());
+        assert_eq!(fs::read_to_string(&to).unwrap(), "moved");
+
+        let back = dir.path().join("approved/t.md");
+        let staged = stage_spec(Some(&to), &back, "back").unwrap();
+        fs::write(&back, "someone else's").unwrap();
+        assert_eq!(staged.commit().unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read_to_string(&back).unwrap(), "someone else's");
+        assert_eq!(fs::read_to_string(&to).unwrap(), "moved");
+        assert_eq!(names(back.parent().unwrap()), vec!["t.md"], "the refused temporary file is removed");
+    }
 }
