@@ -45,7 +45,9 @@ impl Jobs {
         lock(&self.task_locks).entry(key).or_default().clone()
     }
 
-    /// Create a queued job (`review` is set for the reviewer jobs of a review session).
+    /// Create a queued job (`review` is set for the reviewer jobs of a review session), saved
+    /// now when `durable` (a build job is saved as its first command is about to start, or
+    /// with its end, whichever comes first: see [`Jobs::save`]).
     pub fn create(
         &self,
         store: &dyn Store,
@@ -53,6 +55,7 @@ impl Jobs {
         ws: &Workspace,
         task: &str,
         review: Option<ReviewWork>,
+        durable: bool,
     ) -> (JobRecord, CancellationToken) {
         let mut next = lock(&self.next_id);
         let id = format!("job-{}-{}", *next, &crate::workspace::layout::new_id().unwrap_or_default()[..6]);
@@ -76,7 +79,7 @@ impl Jobs {
         };
         let token = CancellationToken::new();
         lock(&self.cancels).insert(id.clone(), token.clone());
-        self.put(store, record.clone(), true);
+        self.put(store, record.clone(), durable);
         (record, token)
     }
 
@@ -91,6 +94,14 @@ impl Jobs {
         change: impl FnOnce(&mut JobRecord),
     ) -> Option<JobRecord> {
         self.update_if(store, id, durable, |_| true, change)
+    }
+
+    /// Save the job as it is now (under the table's lock, like every durable update).
+    pub fn save(&self, store: &dyn Store, id: &str) {
+        let records = lock(&self.records);
+        if let Some(record) = records.get(id) {
+            self.persist(store, record, true);
+        }
     }
 
     /// Apply `change` to the job in memory only, waking no waiter: what a running job is doing

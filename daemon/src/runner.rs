@@ -22,7 +22,7 @@ pub struct Diagnostics {
 }
 
 /// Run the command with the shared runner; `on_spawn` gets its process group (with the leader's
-/// identity) before the command may start. Returns the outcome and the diagnostics file written.
+/// identity) before the command may start, whenever a process was started. Returns the outcome and the diagnostics file written.
 pub async fn run(
     request: RunRequest,
     diagnostics: Diagnostics,
@@ -49,9 +49,16 @@ pub async fn run_deferred(
         absolute_timeout: request.absolute_timeout,
     };
     let outcome = scafld_local::runner::run(request, cancel, |spawned| {
-        if let Some(group) = ProcessGroup::led_by(spawned.pgid, &spawned.token) {
-            on_spawn(group);
-        }
+        // Always called (a caller may have more to do before the go-ahead): a leader whose
+        // identity cannot be read gets one no process has, so the group never reads as alive
+        // and only the run's token finds what is left of it.
+        let unknown = || ProcessGroup {
+            pgid: spawned.pgid,
+            start_ticks: 0,
+            boot_id: String::new(),
+            token: spawned.token.clone(),
+        };
+        on_spawn(ProcessGroup::led_by(spawned.pgid, &spawned.token).unwrap_or_else(unknown));
     })
     .await;
     let path = diagnostics.dir.join(format!("command-{}.txt", unix_nanos()));

@@ -367,7 +367,7 @@ fn new_job(
         ..ReviewWork::default()
     };
     let (job, _) =
-        daemon.jobs.create(daemon.store(), JobKind::Review, ws, session.task().unwrap_or_default(), Some(work));
+        daemon.jobs.create(daemon.store(), JobKind::Review, ws, session.task().unwrap_or_default(), Some(work), true);
     if attempt > 1 {
         daemon.jobs.update(daemon.store(), &job.id, true, |r| r.attempt = attempt);
     }

@@ -260,7 +260,8 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
                     .await
                     .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?,
             };
-            let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task, None);
+            // Saved by its first command (see `BuildRun::saved`), not now.
+            let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task, None, false);
             daemon.publish(Event::JobChanged {
                 job_id: job.id.clone(),
                 task_id: task.clone(),
@@ -273,6 +274,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
                 job_id: job.id.clone(),
                 run_token: job.run_token.clone(),
                 commands: CommandSetup::new(&ws, &config, &p.caller.env),
+                saved: Arc::new(std::sync::atomic::AtomicBool::new(false)),
                 cancel,
                 material,
             };
@@ -426,6 +428,10 @@ struct BuildRun {
     run_token: String,
     /// How its commands run (the caller's environment as configured).
     commands: CommandSetup,
+    /// Whether the job is on disk. Its run token must be before any command of it may start,
+    /// so the first command's spawn saves it (the disk syncs while that shell starts up); a
+    /// job that starts none is saved with its end.
+    saved: Arc<std::sync::atomic::AtomicBool>,
     cancel: CancellationToken,
     /// The scoped files as the step starts: every result it records is bound to them.
     material: baseline::Material,
@@ -651,11 +657,15 @@ impl BuildRun {
             .note(&self.job_id, |r| r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command)));
         let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
         request.token = Some(self.run_token.clone());
-        let (daemon, job_id) = (self.daemon.clone(), self.job_id.clone());
-        // Not flushed: the job's run token, durable since the job was created, already finds
-        // this run's processes after a crash; the group only sharpens what a restart reports.
+        let (daemon, job_id, saved) = (self.daemon.clone(), self.job_id.clone(), self.saved.clone());
+        // Called before the command gets its go-ahead. Later groups are not saved: the job's
+        // run token, on disk since the first, finds this run's processes after a crash; the
+        // group only sharpens what a restart reports.
         let (o, file) = runner::run_deferred(request, diagnostics, self.cancel.clone(), move |group| {
             daemon.jobs.note(&job_id, |r| r.group = Some(group));
+            if !saved.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                daemon.jobs.save(daemon.store(), &job_id);
+            }
         })
         .await;
         let observed = Observed { diagnostic: self.ws.relative(&file.path), ..judge(&kind, criterion, &o) };
