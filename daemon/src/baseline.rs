@@ -301,7 +301,7 @@ fn collect_material(
     let scope_here: Vec<String> = if whole { Vec::new() } else { local_scope.clone() };
     let walk = match (prune, whole) {
         (true, true) if prefix.is_empty() => outside_runner_dirs(repo, &workdir),
-        (true, false) => walk_paths(repo, &workdir, &scope_here),
+        (true, false) => walk_paths(repo, head_tree.as_ref(), &workdir, &scope_here),
         _ => Vec::new(),
     };
     let statuses = repo
@@ -345,17 +345,18 @@ fn collect_material(
 /// replaced by a file or a symlink, a file replaced by a folder: reported by its own name).
 /// Empty (the whole walk) when a path's name would not be taken literally (see
 /// [`literal_walk`]).
-fn walk_paths(repo: &Repository, workdir: &Path, scope: &[String]) -> Vec<String> {
-    let index = repo.index().ok();
-    let head_tree = head_commit(repo).and_then(|c| c.tree().ok());
+fn walk_paths(repo: &Repository, head_tree: Option<&git2::Tree>, workdir: &Path, scope: &[String]) -> Vec<String> {
+    // Read only when a scope path has a folder above it.
+    let index = std::cell::OnceCell::new();
     let reported_whole = |dir: &Path| {
         let plain_folder = std::fs::symlink_metadata(workdir.join(dir)).is_ok_and(|m| m.is_dir());
         !plain_folder
             || std::fs::symlink_metadata(workdir.join(dir).join(".git")).is_ok()
-            || index.as_ref().is_some_and(|index| (0..=3).any(|stage| index.get_path(dir, stage).is_some()))
-            || head_tree
+            || index
+                .get_or_init(|| repo.index().ok())
                 .as_ref()
-                .is_some_and(|tree| tree.get_path(dir).is_ok_and(|e| e.kind() != Some(ObjectType::Tree)))
+                .is_some_and(|index| (0..=3).any(|stage| index.get_path(dir, stage).is_some()))
+            || head_tree.is_some_and(|tree| tree.get_path(dir).is_ok_and(|e| e.kind() != Some(ObjectType::Tree)))
     };
     let mut paths = scope.to_vec();
     for path in scope {
