@@ -284,13 +284,23 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     let pgid = child.id().map(|id| id as i32).unwrap_or(0);
     on_spawn(&Spawned { pgid, token: token.clone() });
     if let Some(mut pipe) = child.stdin.take() {
-        let mut input = b"\n".to_vec();
-        input.extend_from_slice(request.stdin.as_deref().unwrap_or_default());
-        // Fed from its own task so a reader that does not drain stdin cannot stall the run.
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt;
-            let _ = pipe.write_all(&input).await;
-        });
+        use tokio::io::AsyncWriteExt;
+        match request.stdin.take() {
+            // Input is fed from its own task, so a reader that does not drain stdin cannot
+            // stall the run.
+            Some(stdin) => {
+                let mut input = b"\n".to_vec();
+                input.extend_from_slice(&stdin);
+                tokio::spawn(async move {
+                    let _ = pipe.write_all(&input).await;
+                });
+            }
+            // The go-ahead line alone always fits in an empty pipe; the wrapper then reads
+            // its input from /dev/null.
+            None => {
+                let _ = pipe.write_all(b"\n").await;
+            }
+        }
     }
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
