@@ -416,6 +416,10 @@ fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
     let job =
         env.scafld(&["build", "crash", "--detach", "--json"]).json()["result"]["job_id"].as_str().unwrap().to_string();
     wait_until("the sleep to start", || running("sleep 1005"));
+    // What the job is doing is in its record while it runs (noted in memory only).
+    let running_job = env.scafld(&["job", "status", &job, "--json"]).json()["result"].clone();
+    assert_eq!(running_job["state"], "running", "{running_job}");
+    assert!(running_job["activity"].as_str().unwrap_or_default().contains("running `wait`"), "{running_job}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
     env.take_daemon().wait().unwrap();
     assert!(running("sleep 1005"), "the orphan should outlive the daemon until recovery");
