@@ -1017,6 +1017,9 @@ pub async fn recover_jobs(daemon: &Arc<Daemon>) {
         let Ok(ws) = daemon.workspace(&job.root).await else { continue };
         let lock = daemon.jobs.task_lock(&ws, &job.task_id);
         let _guard = lock.lock().await;
+        // The workspace may still be indexing in the background: have the index read this
+        // task's spec first, so the projection finds it.
+        let _ = super::fresh_entry(daemon, &ws, &job.task_id);
         let event = LedgerEvent::Job {
             job_id: job.id.clone(),
             state: JobState::Abandoned.to_string(),
