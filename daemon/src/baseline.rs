@@ -455,6 +455,12 @@ pub struct TreeFiles {
 /// untracked, not ignored, file on top; deleted ones left out). A symlink counts as its target
 /// text, as git stores it, so both readings agree on the same content.
 pub fn tree_files(root: &Path, scope: &[String], at: Option<&str>) -> Result<TreeFiles, String> {
+    tree_files_walked(root, scope, at, true)
+}
+
+/// [`tree_files`], with the tree walk and the status walk pruned to the scope (and never into
+/// `.scafld/`), or (for tests to compare against) over the whole tree.
+fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: bool) -> Result<TreeFiles, String> {
     let repo = open(root)?;
     let commit = match at {
         Some(rev) => repo
@@ -469,6 +475,9 @@ pub fn tree_files(root: &Path, scope: &[String], at: Option<&str>) -> Result<Tre
     let mut failure = None;
     tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
         let path = format!("{dir}{}", entry.name().unwrap_or_default());
+        if prune && entry.kind() == Some(ObjectType::Tree) && (path == ".scafld" || !in_scope(&path, scope)) {
+            return git2::TreeWalkResult::Skip;
+        }
         if entry.kind() == Some(ObjectType::Blob) && keep(&path) {
             match repo.find_blob(entry.id()) {
                 Ok(blob) => {
@@ -485,8 +494,15 @@ pub fn tree_files(root: &Path, scope: &[String], at: Option<&str>) -> Result<Tre
     }
     if at.is_none() {
         let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
-        let statuses =
-            repo.statuses(Some(&mut status_options())).map_err(|e| format!("git status failed: {}", e.message()))?;
+        // The same pruned walk as the material's (`keep` still decides).
+        let walk = match (prune, scope.is_empty() || scope.iter().any(String::is_empty)) {
+            (false, _) => Vec::new(),
+            (true, true) => outside_runner_dirs(&repo, &workdir),
+            (true, false) => walk_paths(&repo, Some(&tree), &workdir, scope),
+        };
+        let statuses = repo
+            .statuses(Some(&mut scoped_status_options(&walk)))
+            .map_err(|e| format!("git status failed: {}", e.message()))?;
         for status in statuses.iter() {
             let Ok(path) = status.path() else { continue };
             if !keep(path) {
@@ -930,7 +946,17 @@ mod tests {
             let pruned = material_walked(&root, &scope, true).unwrap();
             let whole = material_walked(&root, &scope, false).unwrap();
             assert_eq!(pruned, whole, "scope {scope:?}");
+            // What a receipt signs: the same files whether its walks are pruned or not.
+            for at in [None, Some("HEAD")] {
+                let pruned = tree_files_walked(&root, &scope, at, true).unwrap();
+                assert_eq!(pruned, tree_files_walked(&root, &scope, at, false).unwrap(), "scope {scope:?} at {at:?}");
+            }
         }
+        let files = tree_files(&root, &["src".to_string()], None).unwrap().files;
+        assert!(
+            files.contains_key("src/new.rs") && files.contains_key("src/deep/c.rs") && !files.contains_key("src/b.rs")
+        );
+        assert!(!tree_files(&root, &[], None).unwrap().files.keys().any(|f| f.starts_with(".scafld/")));
         // The comparison is not vacuous: scoped walks see working-tree changes.
         let src = material(&root, &["src".to_string()]).unwrap();
         assert!(src.entries.iter().any(|e| e.path == "src/new.rs" && e.status == "file"));
@@ -976,6 +1002,7 @@ mod tests {
             let pruned = material_walked(&root, &scope, true).unwrap();
             assert_eq!(pruned, material_walked(&root, &scope, false).unwrap(), "scope {scope:?}");
             assert!(pruned.entries.iter().any(|e| e.status == "file"), "scope {scope:?}: {pruned:?}");
+            assert_eq!(tree_files(&root, &scope, None), tree_files_walked(&root, &scope, None, false), "{scope:?}");
         }
         std::os::unix::fs::symlink("elsewhere", root.join(".scafld")).unwrap();
         let pruned = material_walked(&root, &[], true).unwrap();
