@@ -50,8 +50,16 @@ pub async fn record_ending(
     end: impl FnOnce(&Spec, &[LedgerEntry]) -> JobRecord,
 ) -> RpcResult<JobRecord> {
     let mut entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
-    let (path, text) = spec_file(ws, task)?;
     let recorded_at = clock::now_rfc3339();
+    let (path, text) = match spec_file(ws, task) {
+        Ok(found) => found,
+        Err(e) => {
+            // A spec that cannot be read still gets the events recorded (then the error): the
+            // caller ends the job on its error path, after them.
+            daemon.store().append(&ws.id, task, &recorded_at, events).map_err(internal)?;
+            return Err(e);
+        }
+    };
     let first = entries.last().map_or(1, |e| e.seq + 1);
     entries.extend(events.iter().zip(first..).map(|(event, seq)| LedgerEntry {
         seq,

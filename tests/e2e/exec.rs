@@ -646,3 +646,32 @@ fn parallel_transitions_take_effect_once() {
         assert!(codes.iter().all(|c| [0, 1].contains(c)), "round {round}: {codes:?}");
     }
 }
+
+/// A step whose spec cannot be read when it ends (a hand edit left it unreadable) still has its
+/// evidence recorded in the ledger, then fails with the error: the spec can be rebuilt from the
+/// ledger, but evidence the ledger never got is gone and the commands must run again.
+#[test]
+fn a_step_whose_spec_is_unreadable_at_its_end_keeps_its_evidence() {
+    let env = TestEnv::new();
+    let text = spec("unread", &[&[("gate", "touch started; while [ ! -f go ]; do sleep 0.01; done", "")]], &[]);
+    ready(&env, "unread", &text);
+    let job =
+        env.scafld(&["build", "unread", "--detach", "--json"]).json()["result"]["job_id"].as_str().unwrap().to_string();
+    wait_until("the criterion to start", || env.work.join("started").exists());
+    let path = env.work.join(".scafld/specs/active/unread.md");
+    let good = std::fs::read(&path).unwrap();
+    let mut broken = good.clone();
+    broken.extend_from_slice(b"\n\xff\xfe not UTF-8\n");
+    std::fs::write(&path, &broken).unwrap();
+    std::fs::write(env.work.join("go"), "").unwrap();
+    let finished = env.scafld(&["job", "wait", &job, "--timeout", "20", "--json"]).json()["result"].clone();
+    assert_eq!(finished["state"], "failed", "{finished}");
+    assert!(finished["reason"].as_str().unwrap_or_default().contains("UTF-8"), "{finished}");
+    // The hand edit undone: the ledger holds what the step ran.
+    std::fs::write(&path, &good).unwrap();
+    let entries = ledger(&env, "unread");
+    assert!(
+        entries.iter().any(|e| e["type"] == "criterion" && e["criterion_id"] == "gate" && e["status"] == "pass"),
+        "the step's evidence was lost: {entries:?}"
+    );
+}
