@@ -50,14 +50,9 @@ pub async fn run_deferred(
     };
     let outcome = scafld_local::runner::run(request, cancel, |spawned| {
         // Always called (a caller may have more to do before the go-ahead): a leader whose
-        // identity cannot be read gets one no process has, so the group never reads as alive
-        // and only the run's token finds what is left of it.
-        let unknown = || ProcessGroup {
-            pgid: spawned.pgid,
-            start_ticks: 0,
-            boot_id: String::new(),
-            token: spawned.token.clone(),
-        };
+        // start cannot be read gets a start no process has, so the group never reads as alive
+        // and only the run's token (within this boot) finds what is left of it.
+        let unknown = || ProcessGroup::unknown_leader(spawned.pgid, &spawned.token);
         on_spawn(ProcessGroup::led_by(spawned.pgid, &spawned.token).unwrap_or_else(unknown));
     })
     .await;
@@ -99,6 +94,12 @@ impl ProcessGroup {
     /// The group `pid` leads, with the leader's identity read from `/proc`, and the run's token.
     pub fn led_by(pid: i32, token: &str) -> Option<ProcessGroup> {
         Some(ProcessGroup { pgid: pid, start_ticks: start_ticks(pid)?, boot_id: boot_id()?, token: token.to_string() })
+    }
+
+    /// The group `pid` leads when its leader's start cannot be read: a start no process has, so
+    /// it never reads as alive and only the run's token (within this boot) finds its processes.
+    fn unknown_leader(pid: i32, token: &str) -> ProcessGroup {
+        ProcessGroup { pgid: pid, start_ticks: 0, boot_id: boot_id().unwrap_or_default(), token: token.to_string() }
     }
 
     /// Whether the recorded leader still runs (same pid, same start, same boot): only then does
@@ -148,4 +149,23 @@ fn diagnostics_text(request: &Described, env_overrides: &[String], outcome: &Run
     let _ = writeln!(text, "stderr_bytes: {} (dropped {})", outcome.stderr.total(), outcome.stderr.dropped);
     let _ = write!(text, "stdout:\n{}\nstderr:\n{}\n", outcome.stdout.text(), outcome.stderr.text());
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group recorded without its leader's start is never taken for alive, and recovery still
+    /// finds its processes by the run's token.
+    #[test]
+    fn a_group_whose_leader_was_unknown_is_found_by_its_token() {
+        let token = format!("unknown-leader-{}", std::process::id());
+        let mut child =
+            std::process::Command::new("sleep").arg("30").env(scafld_local::runner::RUN_TOKEN, &token).spawn().unwrap();
+        let group = ProcessGroup::unknown_leader(child.id() as i32, &token);
+        assert!(!group.is_alive());
+        assert!(group.kill_if_ours(), "the token's carrier is killed");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.wait().unwrap().signal(), Some(9));
+    }
 }

@@ -454,10 +454,19 @@ impl BuildRun {
         if self.cancel.is_cancelled() {
             return;
         }
-        self.set_state(JobState::Running, |r| {
+        // Running only while still queued: a cancel that ended the job meanwhile stands.
+        let queued = |r: &crate::domain::job::JobRecord| r.state == JobState::Queued;
+        let started = self.daemon.jobs.update_if(self.daemon.store(), &self.job_id, false, queued, |r| {
+            r.state = JobState::Running;
             r.started_at = Some(clock::now_rfc3339());
             r.last_heartbeat = r.started_at.clone();
         });
+        if started.is_none() {
+            return;
+        }
+        let running =
+            Event::JobChanged { job_id: self.job_id.clone(), task_id: self.task.clone(), state: JobState::Running };
+        self.daemon.publish(running);
         let heartbeat = {
             let (daemon, id) = (self.daemon.clone(), self.job_id.clone());
             tokio::spawn(async move {

@@ -504,13 +504,15 @@ pub fn start_ticks(pid: i32) -> Option<u64> {
     after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// This boot's id: a process group id only names the same group within one boot. Read once (a
-/// process lives within one boot).
+/// This boot's id: a process group id only names the same group within one boot. Kept once
+/// read (a process lives within one boot); a failed read is tried again next time.
 pub fn boot_id() -> Option<String> {
-    static BOOT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    BOOT_ID
-        .get_or_init(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok().map(|s| s.trim().to_string()))
-        .clone()
+    static BOOT_ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if let Some(id) = BOOT_ID.get() {
+        return Some(id.clone());
+    }
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?.trim().to_string();
+    Some(BOOT_ID.get_or_init(|| id).clone())
 }
 
 fn unix_nanos() -> u128 {
