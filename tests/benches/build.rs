@@ -21,14 +21,18 @@ fn median(samples: Vec<Duration>) -> f64 {
     Stats::of(samples).median
 }
 
-fn ours(env: &TestEnv, criteria: usize) -> Stats {
+/// A build step of `criteria` criteria and its floor (that many shells and one client round
+/// trip), sampled in turn; and the median of the pairs' differences.
+fn ours(env: &TestEnv, criteria: usize) -> (Stats, Stats, f64) {
     let mut i = 0;
-    bench::sample(RUNS, || {
+    let step = || {
         let task = format!("t{criteria}-{i}");
         i += 1;
         bench::open_build(env, &task, criteria);
         bench::time(env.scafld_command(&["build", &task]))
-    })
+    };
+    let floor = || bench::shells(criteria) + bench::time(env.scafld_command(&["daemon", "status", "--json"]));
+    bench::paired(RUNS, step, floor)
 }
 
 fn python(py: &std::ffi::OsStr, dir: &Path, criteria: usize) -> f64 {
@@ -64,14 +68,22 @@ fn main() {
     env.start_daemon();
     git_init(&env.work);
     env.init();
-    let one = ours(&env, 1);
-    let ten = ours(&env, 10);
     // The floor: the shells the criteria need, and one client round trip to the daemon.
-    let round_trip = || bench::time(env.scafld_command(&["daemon", "status", "--json"]));
-    let floor = |n: usize| bench::sample(RUNS, || bench::shells(n) + round_trip());
-    bench::report("scafld (this) build, 1 criterion", one, "1 sh -c true + 1 round trip", floor(1));
-    bench::report("scafld (this) build, 10 criteria", ten, "10 sh -c true + 1 round trip", floor(10));
-    println!("    {:.2} ms per extra criterion", (ten.median - one.median) / 9.0);
+    let (one, floor_one, above_one) = ours(&env, 1);
+    let (ten, floor_ten, above_ten) = ours(&env, 10);
+    bench::report("scafld (this) build, 1 criterion", one, "1 sh -c true + 1 round trip", floor_one);
+    println!("    paired with its floor run by run: above it by {above_one:.2} ms (median)");
+    bench::report("scafld (this) build, 10 criteria", ten, "10 sh -c true + 1 round trip", floor_ten);
+    println!("    paired with its floor run by run: above it by {above_ten:.2} ms (median)");
+    println!(
+        "    {:.2} ms per extra criterion ({:.2} for a bare sh -c true)",
+        (ten.median - one.median) / 9.0,
+        (floor_ten.median - floor_one.median) / 9.0
+    );
+    println!(
+        "    creating a file in the workspace's folder costs {:.0} us here (a step creates one per criterion, and one more)",
+        bench::file_create(&env.work.join(".scafld/runs")).as_secs_f64() * 1e6
+    );
     let (one, ten) = (one.median, ten.median);
     if let Some(py) = std::env::var_os("SCAFLD_PY") {
         let dir = env.path("python-ws");

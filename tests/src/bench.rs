@@ -38,6 +38,43 @@ pub fn sample(runs: usize, mut step: impl FnMut() -> Duration) -> Stats {
     Stats::of((0..runs).map(|_| step()).collect())
 }
 
+/// `runs` samples of a figure and of its floor taken in turn, so that a machine whose speed
+/// drifts during the run weighs on both alike; also the median of the pairs' differences.
+pub fn paired(
+    runs: usize,
+    mut figure: impl FnMut() -> Duration,
+    mut floor: impl FnMut() -> Duration,
+) -> (Stats, Stats, f64) {
+    let (mut figures, mut floors, mut above) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (f, b) = (figure(), floor());
+        above.push(f.as_secs_f64() - b.as_secs_f64());
+        figures.push(f);
+        floors.push(b);
+    }
+    above.sort_by(f64::total_cmp);
+    (Stats::of(figures), Stats::of(floors), above[above.len() / 2] * 1000.0)
+}
+
+/// What creating (and writing, closing) a small file in `dir` costs, median of 50: a build
+/// step creates one per criterion (its diagnostics) and one for the spec's atomic write, and on
+/// some file systems (ext4 without a journal, shortly after many deletions nearby) a create
+/// costs hundreds of microseconds where it usually costs tens.
+pub fn file_create(dir: &Path) -> Duration {
+    let dir = dir.join("bench-creates");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut samples: Vec<Duration> = (0..50)
+        .map(|i| {
+            let t = Instant::now();
+            std::fs::write(dir.join(format!("f{i}")), [b'x'; 600]).unwrap();
+            t.elapsed()
+        })
+        .collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
 /// The whole-process time of a command that must succeed.
 pub fn time(mut command: Command) -> Duration {
     let t = Instant::now();
