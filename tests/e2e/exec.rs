@@ -675,3 +675,35 @@ fn a_step_whose_spec_is_unreadable_at_its_end_keeps_its_evidence() {
         "the step's evidence was lost: {entries:?}"
     );
 }
+
+/// `task.build` answers at once with the step's job, or, given `wait_seconds`, with the step's
+/// outcome when its job finishes within them (what the CLI asks for, saving a round trip).
+#[test]
+fn a_build_call_can_wait_for_its_step_and_answer_with_the_outcome() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let steps: &[(&str, &str, &str)] = &[("short", "sleep 0.3", "")];
+    let params = |task: &str, wait: Option<f64>| {
+        let path = std::env::var("PATH").unwrap_or_default();
+        let caller = json!({"cwd": env.work.display().to_string(), "env": {"PATH": path}});
+        let mut params = json!({"root": env.work.display().to_string(), "task_id": task, "caller": caller});
+        if let Some(wait) = wait {
+            params["wait_seconds"] = json!(wait);
+        }
+        params
+    };
+    let mut client = env.client();
+
+    ready(&env, "waits", &spec("waits", &[steps], &[]));
+    let waited = client.result("task.build", params("waits", Some(20.0)));
+    assert!(waited["job_id"].is_string(), "{waited}");
+    assert_eq!(waited["outcome"]["status"], "review", "{waited}");
+    assert_eq!(waited["outcome"]["passed"], 1, "{waited}");
+
+    ready(&env, "returns", &spec("returns", &[steps], &[]));
+    let started = client.result("task.build", params("returns", None));
+    assert!(started["job_id"].is_string() && started["outcome"].is_null(), "{started}");
+    let job = started["job_id"].as_str().unwrap().to_string();
+    let finished = client.result("job.wait", json!({"job_id": job, "timeout_seconds": 20}));
+    assert_eq!(finished["outcome"]["status"], "review", "{finished}");
+}

@@ -67,7 +67,7 @@ fn run(link: &mut Link, job: &Job, caller: &CallerContext, mut report: impl FnMu
         ScafldCommand::Status => Ok(json(&link.call::<m::TaskStatus>(&m::TaskParams { root, task_id })?)),
         ScafldCommand::Handoff => Ok(json(&link.call::<m::TaskHandoff>(&m::TaskParams { root, task_id })?)),
         ScafldCommand::Build => {
-            let params = m::BuildParams { root, task_id, caller: caller.clone(), manual: None };
+            let params = m::BuildParams { root, task_id, caller: caller.clone(), manual: None, wait_seconds: None };
             let started = link.call_once::<m::TaskBuild>(&params)?;
             if let Some(outcome) = started.outcome {
                 return Ok(json(&outcome));

@@ -190,7 +190,19 @@ async fn adopt(daemon: &Daemon, ws: &Workspace, task: &str, spec: &Spec, entries
     Ok(true)
 }
 
+/// `build`: start (or join) the step, and with `wait_seconds` answer with its outcome when its
+/// job finishes within them.
 pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::BuildResult> {
+    let wait = p.wait_seconds.and_then(|s| Duration::try_from_secs_f64(s.clamp(0.0, 3600.0)).ok());
+    let mut started = start_build(daemon, p).await?;
+    if let (Some(wait), Some(job_id), None) = (wait, &started.job_id, &started.outcome) {
+        let finished = daemon.jobs.wait(job_id, wait).await.filter(|r| r.state.is_finished());
+        started.outcome = finished.and_then(|r| r.outcome);
+    }
+    Ok(started)
+}
+
+async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::BuildResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {

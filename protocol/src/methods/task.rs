@@ -465,6 +465,10 @@ pub struct BuildParams {
     /// Record a person's evidence for a `manual` criterion instead of running a step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manual: Option<ManualEvidence>,
+    /// Wait up to this many seconds for the step's job to finish and answer with its outcome
+    /// (saves a short step's `job.wait` round trip); without it, the job's id comes back at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<f64>,
 }
 
 /// `build --criterion ID --disposition pass|fail --reason R [--evidence-digest D] [--actor A]`.
@@ -490,7 +494,7 @@ pub struct BuildResult {
     /// True when a build of this task was already running and this call joined it.
     #[serde(default)]
     pub attached: bool,
-    /// The finished step, when it needed no job.
+    /// The finished step: when it needed no job, or its job finished within `wait_seconds`.
     #[serde(default)]
     pub outcome: Option<BuildOutcome>,
 }

@@ -13,6 +13,8 @@ use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, SessionArgs, TaskA
 
 /// How long one `job.wait` call blocks before the client prints a heartbeat line.
 const HEARTBEAT_SECONDS: f64 = 3.0;
+/// How long the `build` call itself waits for its step before the heartbeat waits begin.
+const FIRST_WAIT_SECONDS: f64 = 1.0;
 
 /// The caller's working directory and environment, sent with every command that runs processes.
 pub(super) fn caller() -> CallerContext {
@@ -91,17 +93,21 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
         }),
         _ => None,
     };
-    let params = m::BuildParams { root, task_id: task_id.clone(), caller: caller(), manual };
+    // Most steps end within the first wait, answered by the build call itself.
+    let wait_seconds = (!args.detach).then_some(FIRST_WAIT_SECONDS);
+    let params = m::BuildParams { root, task_id: task_id.clone(), caller: caller(), manual, wait_seconds };
     let started = call::<m::TaskBuild>(&mut conn, &params)?;
+    if started.attached
+        && let Some(job_id) = &started.job_id
+    {
+        eprintln!("scafld: a build of {task_id} is already running; attached to job {job_id}");
+    }
     if let Some(outcome) = started.outcome {
         return Ok(print_outcome(ctx, &outcome));
     }
     let job_id = started.job_id.ok_or_else(|| {
         CliError::new("internal", "the daemon returned neither a job nor an outcome", workflow::RUNTIME)
     })?;
-    if started.attached {
-        eprintln!("scafld: a build of {task_id} is already running; attached to job {job_id}");
-    }
     if args.detach {
         ctx.out
             .success(&serde_json::json!({"task_id": task_id, "job_id": job_id, "attached": started.attached}), || {
