@@ -79,9 +79,14 @@ impl Manifest {
     }
 }
 
+/// A burst of changes ends after this long without one (or after [`BURST_MAX`]).
+const BURST_QUIET: std::time::Duration = std::time::Duration::from_millis(25);
+const BURST_MAX: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The manifest in memory and its saving. A ledger head changes on every append, and a save
 /// (a temp file, two fsyncs, a rename) costs more than the database's own flush, so heads are
-/// saved by a writer thread that writes the latest state after each burst of changes. The
+/// saved by a writer thread that writes the latest state once a burst of changes has ended
+/// (25 ms without one, or 250 ms on), off the disk while the burst's writer syncs its files. The
 /// manifest on disk may lag the database, which only makes the check at open weaker for the
 /// last moments before a crash; it never leads it (a change is noted after the database holds
 /// it). [`Keeper::save`] writes it at once (a workspace registration, the daemon stopping).
@@ -128,7 +133,16 @@ impl Keeper {
             let shared = shared.clone();
             std::thread::Builder::new().name("manifest".into()).spawn(move || {
                 while woken.recv().is_ok() {
-                    while woken.try_recv().is_ok() {}
+                    // Wait for the burst to end (its writer is still syncing its own files,
+                    // and a save meanwhile would queue behind or ahead of them on the disk).
+                    let burst = std::time::Instant::now() + BURST_MAX;
+                    while std::time::Instant::now() < burst {
+                        match woken.recv_timeout(BURST_QUIET) {
+                            Ok(()) => continue,
+                            Err(mpsc::RecvTimeoutError::Timeout) => break,
+                            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                        }
+                    }
                     let _ = shared.save_latest();
                 }
                 let _ = shared.save_latest();
