@@ -673,3 +673,24 @@ fn an_autostarted_daemon_says_when_it_is_ready_and_keeps_no_pipe_open() {
     let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).map(|l| l.display().to_string());
     assert!(!link.as_deref().is_ok_and(|l| l.starts_with("pipe:")), "the ready pipe is still open: {link:?}");
 }
+
+/// A daemon killed between writing a spec's new bytes and renaming them into place leaves a
+/// hidden temporary file; the next daemon removes it once it is clearly nobody's (a minute old).
+#[test]
+fn an_interrupted_writes_temporary_file_is_removed_by_the_next_daemon() {
+    let env = TestEnv::new();
+    env.init();
+    let folder = env.work.join(".scafld/specs/active");
+    std::fs::create_dir_all(&folder).unwrap();
+    let (left, fresh) = (folder.join(".t.md.tmp-4242-0"), folder.join(".t.md.tmp-4242-1"));
+    for path in [&left, &fresh] {
+        std::fs::write(path, "half a spec").unwrap();
+    }
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&left).unwrap().set_modified(hour_ago).unwrap();
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    wait_until("the leftover to go", || !left.exists());
+    assert!(fresh.exists(), "a temporary file that may still be written is left alone");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}

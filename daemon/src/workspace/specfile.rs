@@ -153,6 +153,27 @@ fn refuse_existing(target: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// What an atomic write's temporary name carries: `.<name>.tmp-<pid>-<n>`.
+const TEMP_MARK: &str = ".tmp-";
+
+/// Whether `name` is an atomic write's temporary file (left behind when the writer died
+/// between writing it and renaming it into place).
+pub fn is_write_leftover(name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some((_, tail)) = name.strip_prefix('.').and_then(|rest| rest.rsplit_once(TEMP_MARK)) else { return false };
+    tail.split_once('-').is_some_and(|(pid, n)| digits(pid) && digits(n))
+}
+
+/// The folders of a workspace that atomic writes go to: every spec folder (archive months
+/// too), `.scafld/`, `.scafld/receipts/` and the root (the agent guide).
+pub fn write_dirs(root: &Path) -> Vec<PathBuf> {
+    let specs = specs_dir(root);
+    let mut dirs = vec![root.to_path_buf(), root.join(".scafld"), root.join(".scafld/receipts")];
+    dirs.extend(Folder::ALL.iter().map(|f| specs.join(f.dir_name())));
+    dirs.extend(read_dir_sorted(&specs.join(Folder::Archive.dir_name())).into_iter().filter(|p| p.is_dir()));
+    dirs
+}
+
 /// New bytes on disk under a temporary name beside `path`, synced; [`Staged::commit`] puts
 /// them in place. Dropped uncommitted, the temporary file is removed.
 pub struct Staged {
@@ -170,7 +191,8 @@ fn stage(path: &Path, bytes: &[u8], mode: u32, moving_from: Option<&Path>) -> io
     let dir = path.parent().ok_or_else(|| io::Error::other("path has no directory"))?;
     super::layout::create_real_dir(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("spec");
-    let temp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let temp =
+        dir.join(format!(".{name}{TEMP_MARK}{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
     let staged =
         Staged { temp, path: path.to_path_buf(), moving_from: moving_from.map(Path::to_path_buf), committed: false };
@@ -230,6 +252,8 @@ mod tests {
         fs::write(&spec, "old").unwrap();
         let staged = stage_spec(Some(&spec), &spec, "new").unwrap();
         assert_eq!(fs::read_to_string(&spec).unwrap(), "old");
+        // Named so that a sweep can tell it from anything else once its writer is gone.
+        assert!(is_write_leftover(staged.temp.file_name().unwrap().to_str().unwrap()), "{:?}", staged.temp);
         staged.commit().unwrap();
         assert_eq!(fs::read_to_string(&spec).unwrap(), "new");
         assert_eq!(names(spec.parent().unwrap()), vec!["t.md"]);
