@@ -162,6 +162,18 @@ mod tests {
         let token = format!("unknown-leader-{}", std::process::id());
         let mut child =
             std::process::Command::new("sleep").arg("30").env(scafld_local::runner::RUN_TOKEN, &token).spawn().unwrap();
+        // Carrying the token once its environment reads so (a loaded machine may show the
+        // parent's for a moment after the spawn).
+        let needle = format!("{}={token}", scafld_local::runner::RUN_TOKEN);
+        let carries = || {
+            std::fs::read(format!("/proc/{}/environ", child.id()))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == needle.as_bytes()))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !carries() {
+            assert!(std::time::Instant::now() < deadline, "the child never showed its token");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let group = ProcessGroup::unknown_leader(child.id() as i32, &token);
         assert!(!group.is_alive());
         assert!(group.kill_if_ours(), "the token's carrier is killed");
