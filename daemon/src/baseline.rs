@@ -358,7 +358,12 @@ fn walk_paths(repo: &Repository, head_tree: Option<&git2::Tree>, workdir: &Path,
                 .is_some_and(|index| (0..=3).any(|stage| index.get_path(dir, stage).is_some()))
             || head_tree.is_some_and(|tree| tree.get_path(dir).is_ok_and(|e| e.kind() != Some(ObjectType::Tree)))
     };
-    let mut paths = scope.to_vec();
+    // A scope path's name without its trailing slash: `in_scope` counts a file `conf` in the
+    // scope `conf/`, which libgit2 takes for a folder only.
+    let mut paths: Vec<String> = scope
+        .iter()
+        .map(|p| if p.trim_end_matches('/').is_empty() { p } else { p.trim_end_matches('/') }.to_string())
+        .collect();
     for path in scope {
         let mut above = Path::new(path).parent();
         while let Some(dir) = above.filter(|d| !d.as_os_str().is_empty()) {
@@ -961,6 +966,8 @@ mod tests {
             // A folder beside a name that extends its own with a character sorting before `/`:
             // libgit2's walk of the index and of the tree would skip the folder.
             &["src/deep", "src/deep.rs"],
+            // A trailing slash on a file's name (`conf` was a file at HEAD).
+            &["conf/"],
         ];
         for scope in scopes {
             let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
