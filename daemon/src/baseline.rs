@@ -352,7 +352,9 @@ fn walk_paths(repo: &Repository, head_tree: Option<&git2::Tree>, workdir: &Path,
         let plain_folder = std::fs::symlink_metadata(workdir.join(dir)).is_ok_and(|m| m.is_dir());
         !plain_folder
             || std::fs::symlink_metadata(workdir.join(dir).join(".git")).is_ok()
-            || index
+            // git2 panics on a path the index cannot hold (absolute, `./`, `../`): it holds none.
+            || dir.components().all(|c| matches!(c, std::path::Component::Normal(_)))
+                && index
                 .get_or_init(|| repo.index().ok())
                 .as_ref()
                 .is_some_and(|index| (0..=3).any(|stage| index.get_path(dir, stage).is_some()))
@@ -968,6 +970,10 @@ mod tests {
             &["src/deep", "src/deep.rs"],
             // A trailing slash on a file's name (`conf` was a file at HEAD).
             &["conf/"],
+            // Paths git2 will not look up (absolute, `./`, `../`): the walk must not panic.
+            &["../other/f.txt"],
+            &["/abs/x"],
+            &["./src/a.rs"],
         ];
         for scope in scopes {
             let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
