@@ -162,6 +162,15 @@ mod tests {
         let token = format!("unknown-leader-{}", std::process::id());
         let mut child =
             std::process::Command::new("sleep").arg("30").env(scafld_local::runner::RUN_TOKEN, &token).spawn().unwrap();
+        // `spawn` returns while the child may still be in its `exec`, before the kernel shows
+        // its new environment: the token is looked for once it is there (as after a crash).
+        let (environ, carried) =
+            (format!("/proc/{}/environ", child.id()), format!("{}={token}", scafld_local::runner::RUN_TOKEN));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(&environ).unwrap_or_default().split(|b| *b == 0).any(|v| v == carried.as_bytes()) {
+            assert!(std::time::Instant::now() < deadline, "the child never showed its environment");
+            std::thread::yield_now();
+        }
         let group = ProcessGroup::unknown_leader(child.id() as i32, &token);
         assert!(!group.is_alive());
         assert!(group.kill_if_ours(), "the token's carrier is killed");
