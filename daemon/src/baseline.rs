@@ -352,13 +352,20 @@ fn walk_paths(repo: &Repository, head_tree: Option<&git2::Tree>, workdir: &Path,
         let plain_folder = std::fs::symlink_metadata(workdir.join(dir)).is_ok_and(|m| m.is_dir());
         !plain_folder
             || std::fs::symlink_metadata(workdir.join(dir).join(".git")).is_ok()
-            || index
+            // git2 panics on a path the index cannot hold (absolute, `./`, `../`): it holds none.
+            || dir.components().all(|c| matches!(c, std::path::Component::Normal(_)))
+                && index
                 .get_or_init(|| repo.index().ok())
                 .as_ref()
                 .is_some_and(|index| (0..=3).any(|stage| index.get_path(dir, stage).is_some()))
             || head_tree.is_some_and(|tree| tree.get_path(dir).is_ok_and(|e| e.kind() != Some(ObjectType::Tree)))
     };
-    let mut paths = scope.to_vec();
+    // A scope path's name without its trailing slash: `in_scope` counts a file `conf` in the
+    // scope `conf/`, which libgit2 takes for a folder only.
+    let mut paths: Vec<String> = scope
+        .iter()
+        .map(|p| if p.trim_end_matches('/').is_empty() { p } else { p.trim_end_matches('/') }.to_string())
+        .collect();
     for path in scope {
         let mut above = Path::new(path).parent();
         while let Some(dir) = above.filter(|d| !d.as_os_str().is_empty()) {
@@ -387,7 +394,21 @@ fn literal_walk(workdir: &Path, paths: Vec<String>) -> Vec<String> {
             || p.contains(char::is_control)
     };
     let file = |p: &str| std::fs::symlink_metadata(workdir.join(p)).is_ok_and(|m| m.is_file() || m.is_symlink());
-    if paths.iter().any(|p| special(p) && !file(p)) { Vec::new() } else { paths }
+    if paths.iter().any(|p| special(p) && !file(p)) || extended_name(&paths) { Vec::new() } else { paths }
+}
+
+/// Whether a path of `paths` is followed by a longer one that extends it with a character
+/// sorting before `/` (`src` and `src.rs`, `src-x/f`). libgit2's walk of the index and of a
+/// commit tree along such a list loses `src` once it passes a name between the two (its
+/// pathlist walk steps past the wrong entry), so tracked files below `src/` go unreported: a
+/// deletion is lost, an unchanged file is reported untracked. Compared without case, as a
+/// repository that ignores case sorts.
+fn extended_name(paths: &[String]) -> bool {
+    let mut names: Vec<String> = paths.iter().map(|p| p.strip_suffix('/').unwrap_or(p).to_ascii_lowercase()).collect();
+    names.sort();
+    names.dedup();
+    // Sorted, a name between the two extends the shorter one the same way.
+    names.windows(2).any(|w| w[1].starts_with(w[0].as_str()) && w[1].as_bytes()[w[0].len()] < b'/')
 }
 
 /// The whole work tree but the runner's folders, as the paths of a pruned walk: every name at
@@ -863,6 +884,9 @@ mod tests {
             ("src/a.rs", "a"),
             ("src/b.rs", "b"),
             ("src/deep/c.rs", "c"),
+            ("src/deep/gone.rs", "deleted below"),
+            ("src/deep.rs", "a name that extends the folder's"),
+            ("src/deep.txt", "another"),
             ("docs/x.md", "x"),
             ("docs/y.md", "y"),
             ("glob[1]*.txt", "g"),
@@ -881,6 +905,7 @@ mod tests {
         write(&root, "docs/x.md", "x staged");
         git(&root, &["add", "docs/x.md"]);
         std::fs::remove_file(root.join("src/b.rs")).unwrap();
+        std::fs::remove_file(root.join("src/deep/gone.rs")).unwrap();
         git(&root, &["rm", "-q", "lib.rs"]);
         git(&root, &["mv", "docs/y.md", "docs/z.md"]);
         // Staged, then removed from the disk: only the index knows the name.
@@ -940,6 +965,15 @@ mod tests {
             &["conf/new.yaml"],
             &["plain/x"],
             &["link/x"],
+            // A folder beside a name that extends its own with a character sorting before `/`:
+            // libgit2's walk of the index and of the tree would skip the folder.
+            &["src/deep", "src/deep.rs"],
+            // A trailing slash on a file's name (`conf` was a file at HEAD).
+            &["conf/"],
+            // Paths git2 will not look up (absolute, `./`, `../`): the walk must not panic.
+            &["../other/f.txt"],
+            &["/abs/x"],
+            &["./src/a.rs"],
         ];
         for scope in scopes {
             let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
@@ -1012,6 +1046,36 @@ mod tests {
         for name in [".scafld", "#nest", "x*y", "q?", "trail "] {
             assert!(snap.paths.iter().any(|p| p.path == name), "{name} missing from the snapshot");
         }
+    }
+
+    /// Top-level names that extend a folder's name with a character sorting before `/`
+    /// (`config` beside `config.yaml` and `config.example.yaml`): libgit2's pathlist walk of
+    /// the index and of HEAD would skip the folder, losing a deletion below it and reporting
+    /// its unchanged files as untracked. The whole-tree walks (the approval snapshot, the
+    /// material and the files a receipt signs) still match the whole walk.
+    #[test]
+    fn the_whole_tree_walk_matches_beside_names_that_extend_a_folder_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir_all(&root).unwrap();
+        git(&root, &["init", "-q"]);
+        for path in ["config/gone", "config/kept", "config.example.yaml", "config.yaml"] {
+            write(&root, path, path);
+        }
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "base"]);
+        std::fs::remove_file(root.join("config/gone")).unwrap();
+        assert_eq!(material_walked(&root, &[], true).unwrap(), material_walked(&root, &[], false).unwrap());
+        for at in [None, Some("HEAD")] {
+            assert_eq!(
+                tree_files_walked(&root, &[], at, true).unwrap(),
+                tree_files_walked(&root, &[], at, false).unwrap()
+            );
+        }
+        assert!(!tree_files(&root, &[], None).unwrap().files.contains_key("config/gone"));
+        let snap: Vec<(String, String)> =
+            snapshot(&root).unwrap().paths.into_iter().map(|p| (p.path, p.status)).collect();
+        assert_eq!(snap, [("config/gone".to_string(), " D".to_string())]);
     }
 
     #[test]

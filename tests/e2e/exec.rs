@@ -707,3 +707,18 @@ fn a_build_call_can_wait_for_its_step_and_answer_with_the_outcome() {
     let finished = client.result("job.wait", json!({"job_id": job, "timeout_seconds": 20}));
     assert_eq!(finished["outcome"]["status"], "review", "{finished}");
 }
+
+/// A long step's heartbeat lines count the time since the build began, the build call's own
+/// wait included: the first comes after that wait (1 s) and one `job.wait` (3 s), so it says
+/// at least 4 s.
+#[test]
+fn a_build_heartbeat_counts_the_time_since_the_build_began() {
+    let env = TestEnv::new();
+    let steps: &[(&str, &str, &str)] = &[("long", "sleep 5.5", "")];
+    ready(&env, "beats", &spec("beats", &[steps], &[]));
+    let run = env.scafld(&["build", "beats"]);
+    run.assert_code(0);
+    let first = run.stderr.lines().find_map(|l| l.split("(elapsed ").nth(1)).expect("a heartbeat line");
+    let seconds: u64 = first.trim_end_matches("s)").parse().unwrap();
+    assert!(seconds >= 4, "the first heartbeat came after at least 4 s of the build, yet says: {}", run.stderr);
+}

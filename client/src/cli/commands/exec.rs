@@ -96,6 +96,8 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
     // Most steps end within the first wait, answered by the build call itself.
     let wait_seconds = (!args.detach).then_some(FIRST_WAIT_SECONDS);
     let params = m::BuildParams { root, task_id: task_id.clone(), caller: caller(), manual, wait_seconds };
+    // The heartbeat's elapsed time counts the build call's own wait.
+    let t0 = Instant::now();
     let started = call::<m::TaskBuild>(&mut conn, &params)?;
     if started.attached
         && let Some(job_id) = &started.job_id
@@ -117,7 +119,6 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
             });
         return Ok(workflow::OK);
     }
-    let t0 = Instant::now();
     loop {
         let info = call::<m::JobWait>(
             &mut conn,
