@@ -80,18 +80,15 @@ pub fn snapshot(root: &Path) -> Result<Snapshot, String> {
     let repo = open(root)?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let head = head_commit(&repo).map(|c| c.id().to_string());
-    let statuses = repo
-        .statuses(Some(&mut scoped_status_options(&outside_runner_dirs(&repo, &workdir))))
-        .map_err(|e| format!("git status failed: {}", e.message()))?;
+    let statuses = scoped_statuses(&repo, &outside_runner_dirs(&repo, &workdir))?;
     let mut paths = Vec::new();
-    for entry in statuses.iter() {
-        let Ok(path) = entry.path() else { continue };
+    for (path, status) in &statuses {
         let path = path.trim_end_matches('/');
         if runner_path(path) {
             continue;
         }
         paths.push(BaselinePath {
-            status: porcelain(entry.status()),
+            status: porcelain(*status),
             fingerprint: fingerprint(&workdir, path),
             path: path.to_string(),
         });
@@ -304,13 +301,10 @@ fn collect_material(
         (true, false) => walk_paths(repo, head_tree.as_ref(), &workdir, &scope_here),
         _ => Vec::new(),
     };
-    let statuses = repo
-        .statuses(Some(&mut scoped_status_options(&walk)))
-        .map_err(|e| format!("git status failed: {}", e.message()))?;
+    let statuses = scoped_statuses(repo, &walk)?;
     let submodules: BTreeSet<String> =
         repo.submodules().map(|subs| subs.iter().map(|s| s.path().display().to_string()).collect()).unwrap_or_default();
-    for status in statuses.iter() {
-        let Ok(path) = status.path() else { continue };
+    for (path, _) in &statuses {
         let path = path.trim_end_matches('/');
         if (prefix.is_empty() && runner_path(path)) || !in_scope(path, &scope_here) || submodules.contains(path) {
             continue;
@@ -394,21 +388,53 @@ fn literal_walk(workdir: &Path, paths: Vec<String>) -> Vec<String> {
             || p.contains(char::is_control)
     };
     let file = |p: &str| std::fs::symlink_metadata(workdir.join(p)).is_ok_and(|m| m.is_file() || m.is_symlink());
-    if paths.iter().any(|p| special(p) && !file(p)) || extended_name(&paths) { Vec::new() } else { paths }
+    if paths.iter().any(|p| special(p) && !file(p)) { Vec::new() } else { paths }
 }
 
-/// Whether a path of `paths` is followed by a longer one that extends it with a character
-/// sorting before `/` (`src` and `src.rs`, `src-x/f`). libgit2's walk of the index and of a
-/// commit tree along such a list loses `src` once it passes a name between the two (its
-/// pathlist walk steps past the wrong entry), so tracked files below `src/` go unreported: a
-/// deletion is lost, an unchanged file is reported untracked. Compared without case, as a
-/// repository that ignores case sorts.
-fn extended_name(paths: &[String]) -> bool {
-    let mut names: Vec<String> = paths.iter().map(|p| p.strip_suffix('/').unwrap_or(p).to_ascii_lowercase()).collect();
-    names.sort();
-    names.dedup();
-    // Sorted, a name between the two extends the shorter one the same way.
-    names.windows(2).any(|w| w[1].starts_with(w[0].as_str()) && w[1].as_bytes()[w[0].len()] < b'/')
+/// The status of every path a walk of `paths` finds (the whole work tree when empty). A list
+/// holding a name and a longer one that extends it with a character sorting before `/` (`src`
+/// and `src.rs`, `src-x/f`) is walked in groups that never hold both: libgit2's walk of the
+/// index and of a commit tree along such a list loses `src` once it passes the longer name
+/// (its pathlist walk steps past the wrong entry), so tracked files below `src/` would go
+/// unreported (a deletion lost, an unchanged file reported untracked). Names are compared
+/// without case, as a repository that ignores case sorts them.
+fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, Status)>, String> {
+    let key = |p: &String| p.strip_suffix('/').unwrap_or(p).to_ascii_lowercase();
+    let extends = |short: &str, long: &str| {
+        long.len() > short.len() && long.starts_with(short) && long.as_bytes()[short.len()] < b'/'
+    };
+    let mut groups: Vec<Vec<&String>> = Vec::new();
+    let mut sorted: Vec<&String> = paths.iter().collect();
+    sorted.sort_by_key(|p| key(p));
+    for path in sorted {
+        let name = key(path);
+        let free = groups.iter_mut().find(|group| {
+            group.iter().all(|other| {
+                let other = key(other);
+                !extends(&other, &name) && !extends(&name, &other)
+            })
+        });
+        match free {
+            Some(group) => group.push(path),
+            None => groups.push(vec![path]),
+        }
+    }
+    if groups.is_empty() {
+        groups.push(Vec::new());
+    }
+    let mut found = BTreeMap::new();
+    for group in groups {
+        let group: Vec<String> = group.into_iter().cloned().collect();
+        let statuses = repo
+            .statuses(Some(&mut scoped_status_options(&group)))
+            .map_err(|e| format!("git status failed: {}", e.message()))?;
+        for entry in statuses.iter() {
+            if let Ok(path) = entry.path() {
+                found.insert(path.to_string(), entry.status());
+            }
+        }
+    }
+    Ok(found.into_iter().collect())
 }
 
 /// The whole work tree but the runner's folders, as the paths of a pruned walk: every name at
@@ -521,11 +547,8 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
             (true, true) => outside_runner_dirs(&repo, &workdir),
             (true, false) => walk_paths(&repo, Some(&tree), &workdir, scope),
         };
-        let statuses = repo
-            .statuses(Some(&mut scoped_status_options(&walk)))
-            .map_err(|e| format!("git status failed: {}", e.message()))?;
-        for status in statuses.iter() {
-            let Ok(path) = status.path() else { continue };
+        for (path, _) in &scoped_statuses(&repo, &walk)? {
+            let path = path.as_str();
             if !keep(path) {
                 continue;
             }
