@@ -206,7 +206,8 @@ fn protocol_mismatch_is_explained() {
     let error = &run.json()["error"];
     assert_eq!(error["code"], "protocol_mismatch");
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("protocol 1") && message.contains("protocol 999"), "{message}");
+    let ours = format!("protocol {}", scafld_protocol::PROTOCOL_VERSION);
+    assert!(message.contains(&ours) && message.contains("protocol 999"), "{message}");
     assert!(message.contains("scafld daemon stop"), "{message}");
 }
 

@@ -8,8 +8,9 @@ fn raw_client_calls_methods_and_pipelines() {
     let mut env = TestEnv::new();
     env.start_daemon();
     let mut client = env.client();
-    let hello = client.result("daemon.hello", json!({"protocol_version": 1, "client_version": "raw"}));
-    assert_eq!(hello["protocol_version"], 1);
+    let version = scafld_protocol::PROTOCOL_VERSION;
+    let hello = client.result("daemon.hello", json!({"protocol_version": version, "client_version": "raw"}));
+    assert_eq!(hello["protocol_version"], version);
 
     // Three requests written back to back; every reply arrives, matched by id.
     client.send_line(
