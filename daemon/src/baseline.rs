@@ -227,8 +227,13 @@ fn runner_path(path: &str) -> bool {
 }
 
 fn in_scope(path: &str, scope: &[String]) -> bool {
+    // `src/` names the same folder as `src`.
+    let name = |s: &String| if s.len() > 1 { s.trim_end_matches('/').to_string() } else { s.clone() };
     scope.is_empty()
-        || scope.iter().any(|s| path == s || path.starts_with(&format!("{s}/")) || s.starts_with(&format!("{path}/")))
+        || scope
+            .iter()
+            .map(name)
+            .any(|s| path == s || path.starts_with(&format!("{s}/")) || s.starts_with(&format!("{path}/")))
 }
 
 /// The material of `scope` (workspace-relative paths; empty means the whole tree outside
@@ -1009,6 +1014,7 @@ mod tests {
                 assert_eq!(pruned, tree_files_walked(&root, &scope, at, false).unwrap(), "scope {scope:?} at {at:?}");
             }
         }
+        assert_eq!(tree_files(&root, &["src/".to_string()], None), tree_files(&root, &["src".to_string()], None));
         let files = tree_files(&root, &["src".to_string()], None).unwrap().files;
         assert!(
             files.contains_key("src/new.rs") && files.contains_key("src/deep/c.rs") && !files.contains_key("src/b.rs")
