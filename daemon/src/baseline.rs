@@ -301,10 +301,11 @@ fn collect_material(
     // Working-tree content: every dirty or untracked path in scope. The walk is pruned to the
     // scope (a large repository costs what its scope costs); `in_scope` still decides.
     let scope_here: Vec<String> = if whole { Vec::new() } else { local_scope.clone() };
-    let walk = match (prune, whole) {
-        (true, true) if prefix.is_empty() => outside_runner_dirs(repo, &workdir),
-        (true, false) => walk_paths(repo, head_tree.as_ref(), &workdir, &scope_here),
-        _ => Vec::new(),
+    // A submodule's whole tree is walked whole (its runner folders are not the runner's).
+    let walk = if prune && (prefix.is_empty() || !whole) {
+        pruned_walk(repo, head_tree.as_ref(), &workdir, &scope_here, whole)
+    } else {
+        Vec::new()
     };
     let statuses = scoped_statuses(repo, &walk)?;
     let submodules: BTreeSet<String> =
@@ -442,6 +443,18 @@ fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, S
     Ok(found.into_iter().collect())
 }
 
+/// The paths a status walk of `scope` is pruned to: the whole tree but the runner's folders
+/// when `whole`, else the scope's own paths (see [`walk_paths`]); empty means the whole walk.
+fn pruned_walk(
+    repo: &Repository,
+    head_tree: Option<&Tree>,
+    workdir: &Path,
+    scope: &[String],
+    whole: bool,
+) -> Vec<String> {
+    if whole { outside_runner_dirs(repo, workdir) } else { walk_paths(repo, head_tree, workdir, scope) }
+}
+
 /// The whole work tree but the runner's folders, as the paths of a pruned walk: every name at
 /// the top and in `.scafld/` that the disk, the index or HEAD has, but `.git` and the runner's
 /// folders (whose thousands of specs and run logs never count as task content).
@@ -547,11 +560,8 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
     if at.is_none() {
         let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
         // The same pruned walk as the material's (`keep` still decides).
-        let walk = match (prune, scope.is_empty() || scope.iter().any(String::is_empty)) {
-            (false, _) => Vec::new(),
-            (true, true) => outside_runner_dirs(&repo, &workdir),
-            (true, false) => walk_paths(&repo, Some(&tree), &workdir, scope),
-        };
+        let whole = scope.is_empty() || scope.iter().any(String::is_empty);
+        let walk = if prune { pruned_walk(&repo, Some(&tree), &workdir, scope, whole) } else { Vec::new() };
         for (path, _) in &scoped_statuses(&repo, &walk)? {
             let path = path.as_str();
             if !keep(path) {
@@ -888,6 +898,15 @@ mod tests {
         assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// A fresh repository in a temporary folder (kept alive by the first value).
+    fn new_repo() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir_all(&root).unwrap();
+        git(&root, &["init", "-q"]);
+        (dir, root)
+    }
+
     fn write(dir: &Path, path: &str, text: &str) {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -1045,10 +1064,7 @@ mod tests {
     /// walk still finds what the whole walk finds.
     #[test]
     fn the_pruned_walk_matches_the_whole_walk_for_names_a_pathspec_would_not_take_literally() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("repo");
-        std::fs::create_dir_all(&root).unwrap();
-        git(&root, &["init", "-q"]);
+        let (_dir, root) = new_repo();
         write(&root, "a/b.txt", "b");
         write(&root, "elsewhere/config.yaml", "c");
         git(&root, &["add", "."]);
@@ -1084,10 +1100,7 @@ mod tests {
     /// material and the files a receipt signs) still match the whole walk.
     #[test]
     fn the_whole_tree_walk_matches_beside_names_that_extend_a_folder_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("repo");
-        std::fs::create_dir_all(&root).unwrap();
-        git(&root, &["init", "-q"]);
+        let (_dir, root) = new_repo();
         for path in ["config/gone", "config/kept", "config.example.yaml", "config.yaml"] {
             write(&root, path, path);
         }

@@ -4,6 +4,7 @@
 //! then hourly; the temporary files of atomic writes a crash cut short go soon after start-up
 //! and then hourly. Which records go is decided in `domain::retention`.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -96,55 +97,48 @@ pub fn sweep(daemon: &Daemon) -> Prune {
 /// (`specfile::is_write_leftover`) in the folders they write to, when last written before
 /// `before`. Regular files only, in real folders: nothing is followed through a symlink.
 fn sweep_write_leftovers(root: &Path, before: SystemTime) -> usize {
-    // Every folder from the root down must be a real one.
-    let real = |dir: &Path| {
-        let mut at = root.to_path_buf();
-        dir.strip_prefix(root).is_ok_and(|below| {
-            below.components().all(|part| {
-                at.push(part);
-                std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
-            })
-        })
-    };
-    let mut removed = 0;
-    for dir in crate::workspace::specfile::write_dirs(root).into_iter().filter(|d| real(d)) {
-        for file in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let leftover = file.file_name().to_str().is_some_and(crate::workspace::specfile::is_write_leftover);
-            let old = leftover
-                && std::fs::symlink_metadata(file.path())
-                    .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < before));
-            if old && std::fs::remove_file(file.path()).is_ok() {
-                removed += 1;
-            }
-        }
-    }
-    removed
+    let leftover = |name: &OsStr| name.to_str().is_some_and(crate::workspace::specfile::is_write_leftover);
+    let dirs = crate::workspace::specfile::write_dirs(root).into_iter().filter(|d| real_folder(root, d));
+    dirs.map(|dir| remove_old_files(&dir, leftover, before)).sum()
 }
 
 /// Remove the diagnostics files (command output kept for debugging, under
 /// `.scafld/runs/<task>/diagnostics/`) last written before `oldest_kept`. Only regular files
 /// in real directories: a symlink anywhere on the way is left alone. Returns how many went.
 fn sweep_diagnostics(root: &Path, oldest_kept: SystemTime) -> usize {
-    let is_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     let runs = root.join(".scafld/runs");
-    if !is_dir(&root.join(".scafld")) || !is_dir(&runs) {
+    if !real_folder(root, &runs) {
         return 0;
     }
-    let mut removed = 0;
-    for task in std::fs::read_dir(&runs).into_iter().flatten().flatten() {
-        let dir = task.path().join("diagnostics");
-        if !is_dir(&task.path()) || !is_dir(&dir) {
-            continue;
-        }
-        for file in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let old = std::fs::symlink_metadata(file.path())
-                .is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < oldest_kept));
-            if old && std::fs::remove_file(file.path()).is_ok() {
-                removed += 1;
-            }
-        }
-    }
-    removed
+    let tasks = std::fs::read_dir(&runs).into_iter().flatten().flatten();
+    let dirs = tasks.map(|task| task.path().join("diagnostics")).filter(|dir| real_folder(root, dir));
+    dirs.map(|dir| remove_old_files(&dir, |_| true, oldest_kept)).sum()
+}
+
+/// Whether `dir` (below `root`) is a folder reached without a symlink on the way.
+fn real_folder(root: &Path, dir: &Path) -> bool {
+    let mut at = root.to_path_buf();
+    dir.strip_prefix(root).is_ok_and(|below| {
+        below.components().all(|part| {
+            at.push(part);
+            std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
+        })
+    })
+}
+
+/// Remove the regular files of `dir` whose names `matches` accepts and that were last written
+/// before `before`; returns how many went.
+fn remove_old_files(dir: &Path, matches: impl Fn(&OsStr) -> bool, before: SystemTime) -> usize {
+    let old = |path: &Path| {
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < before))
+    };
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|file| matches(&file.file_name()))
+        .filter(|file| old(&file.path()) && std::fs::remove_file(file.path()).is_ok())
+        .count()
 }
 
 #[cfg(test)]

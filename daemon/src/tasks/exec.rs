@@ -286,7 +286,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Bu
                 job_id: job.id.clone(),
                 run_token: job.run_token.clone(),
                 commands: CommandSetup::new(&ws, &config, &p.caller.env),
-                saved: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+                saved: std::sync::atomic::AtomicBool::new(false),
                 cancel,
                 material,
             };
@@ -443,7 +443,7 @@ struct BuildRun {
     /// Whether the job is on disk. Its run token must be before any command of it may start,
     /// so the first command's spawn saves it (the disk syncs while that shell starts up); a
     /// job that starts none is saved with its end.
-    saved: Arc<std::sync::atomic::AtomicBool>,
+    saved: std::sync::atomic::AtomicBool,
     cancel: CancellationToken,
     /// The scoped files as the step starts: every result it records is bound to them.
     material: baseline::Material,
@@ -678,14 +678,13 @@ impl BuildRun {
             .note(&self.job_id, |r| r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command)));
         let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
         request.token = Some(self.run_token.clone());
-        let (daemon, job_id, saved) = (self.daemon.clone(), self.job_id.clone(), self.saved.clone());
         // Called before the command gets its go-ahead. Later groups are not saved: the job's
         // run token, on disk since the first, finds this run's processes after a crash; the
         // group only sharpens what a restart reports.
-        let (o, file) = runner::run_deferred(request, diagnostics, self.cancel.clone(), move |group| {
-            daemon.jobs.note(&job_id, |r| r.group = Some(group));
-            if !saved.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                daemon.jobs.save(daemon.store(), &job_id);
+        let (o, file) = runner::run_deferred(request, diagnostics, self.cancel.clone(), |group| {
+            self.daemon.jobs.note(&self.job_id, |r| r.group = Some(group));
+            if !self.saved.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                self.daemon.jobs.save(self.daemon.store(), &self.job_id);
             }
         })
         .await;
