@@ -3,6 +3,11 @@
 //! action with all of that known. Build, status, handoff, review and complete ask here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::{self, BoxFuture, FutureExt, Shared};
+use scafld_local::runner::Gate;
+use scafld_protocol::ErrorKind;
 
 use crate::baseline::{self, Material};
 use crate::daemon::Daemon;
@@ -11,6 +16,7 @@ use crate::domain::ledger::{self, LedgerEntry};
 use crate::domain::next::{Facts, NextAction, next_action};
 use crate::domain::review;
 use crate::domain::spec::Spec;
+use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
 
 /// What the task's evidence says about the files as they are now.
@@ -29,10 +35,43 @@ pub(crate) fn evidence_scope(spec: &Spec) -> Vec<String> {
 }
 
 pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material, String> {
+    read_material(ws, spec).await.map_err(|e| format!("cannot read the workspace: {e}"))?
+}
+
+/// The material of `spec`'s scope, read on a blocking thread from now on.
+fn read_material(ws: &Workspace, spec: &Spec) -> tokio::task::JoinHandle<Result<Material, String>> {
     let (root, scope) = (ws.root.clone(), evidence_scope(spec));
     tokio::task::spawn_blocking(move || baseline::material(&root, &scope))
-        .await
-        .map_err(|e| format!("cannot read the workspace: {e}"))?
+}
+
+/// A build step's material, possibly still being read: the step starts its first command's
+/// shell meanwhile and holds the command until the read is done (its run's gate), so every
+/// command still runs on the files the material describes.
+#[derive(Clone)]
+pub(crate) struct StepMaterial(Shared<BoxFuture<'static, Result<Arc<Material>, String>>>);
+
+impl StepMaterial {
+    pub(crate) fn ready(material: Material) -> StepMaterial {
+        StepMaterial(future::ready(Ok(Arc::new(material))).boxed().shared())
+    }
+
+    /// Start reading the material of `spec`'s scope.
+    pub(crate) fn read(ws: &Workspace, spec: &Spec) -> StepMaterial {
+        let read = read_material(ws, spec);
+        let material = async move { read.await.map_err(|e| format!("cannot read the workspace: {e}"))?.map(Arc::new) };
+        StepMaterial(material.boxed().shared())
+    }
+
+    /// The material, once read.
+    pub(crate) async fn get(&self) -> RpcResult<Arc<Material>> {
+        self.0.clone().await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))
+    }
+
+    /// What a command of the step waits for before it may run.
+    pub(crate) fn gate(&self) -> Gate {
+        let read = self.0.clone();
+        Box::pin(async move { read.await.map(drop) })
+    }
 }
 
 /// Freshness of every recorded result of `spec` (projected from `entries`).

@@ -760,6 +760,7 @@ pub async fn run(
         stdin: Some(packet.as_bytes().to_vec()),
         die_with_parent: false,
         token: None,
+        gate: None,
         idle_on_stdout: invocation.idle_on_stdout,
         on_stdout: Some(Box::new({
             let mut pending = Vec::new();

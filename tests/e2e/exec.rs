@@ -722,3 +722,26 @@ fn a_build_heartbeat_counts_the_time_since_the_build_began() {
     let seconds: u64 = first.trim_end_matches("s)").parse().unwrap();
     assert!(seconds >= 4, "the first heartbeat came after at least 4 s of the build, yet says: {}", run.stderr);
 }
+
+/// A step's material is read while its first command's shell starts, and the command waits for
+/// it: when the workspace cannot be read (its repository gone), no command runs, nothing is
+/// recorded, and the build says why.
+#[test]
+fn a_step_whose_material_cannot_be_read_runs_nothing() {
+    let env = TestEnv::new();
+    ready(&env, "nogit", &spec("nogit", &[&[("mark", "touch ran", "")]], &[]));
+    std::fs::rename(env.work.join(".git"), env.work.join("moved.git")).unwrap();
+    let run = env.scafld(&["build", "nogit"]);
+    assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("not inside a git repository"), "{}", run.stderr);
+    assert!(!env.work.join("ran").exists(), "the criterion ran before the material was read");
+    std::fs::rename(env.work.join("moved.git"), env.work.join(".git")).unwrap();
+    let entries = ledger(&env, "nogit");
+    assert!(!entries.iter().any(|e| e["type"] == "criterion" || e["type"] == "material"), "{entries:?}");
+    // With the repository back, the step runs and its material is recorded before its evidence.
+    assert_eq!(build(&env, "nogit")["result"]["passed"], 1);
+    assert!(env.work.join("ran").exists());
+    let types: Vec<Value> = ledger(&env, "nogit").iter().map(|e| e["type"].clone()).collect();
+    let at = |t: &str| types.iter().position(|x| x == t).unwrap_or_else(|| panic!("no {t} in {types:?}"));
+    assert!(at("material") < at("criterion"), "{types:?}");
+}

@@ -24,6 +24,7 @@ use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
+use crate::evidence::StepMaterial;
 use crate::ledger::{implementer, projected_spec, record, record_ending};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::{Workspace, specfile};
@@ -266,11 +267,10 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Bu
             Ok(m::BuildResult { task_id: task, job_id: None, attached: false, outcome: Some(outcome) })
         }
         Step::Run { target, criteria, recheck } => {
+            // Read while the first command's shell starts up (and before the command runs).
             let material = match fresh.material {
-                Ok(material) => material,
-                Err(_) => crate::evidence::material_now(&ws, &spec)
-                    .await
-                    .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?,
+                Ok(material) => StepMaterial::ready(material),
+                Err(_) => StepMaterial::read(&ws, &spec),
             };
             // Saved by its first command (see `BuildRun::saved`), not now.
             let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task, None, false);
@@ -446,7 +446,7 @@ struct BuildRun {
     saved: std::sync::atomic::AtomicBool,
     cancel: CancellationToken,
     /// The scoped files as the step starts: every result it records is bound to them.
-    material: baseline::Material,
+    material: StepMaterial,
 }
 
 impl BuildRun {
@@ -526,9 +526,10 @@ impl BuildRun {
     async fn record_end(&self, end: StepEnd) -> RpcResult<crate::domain::job::JobRecord> {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
         let StepEnd { events, target, results, timed_out } = end;
+        let material = self.material.get().await?;
         record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", |spec, entries| {
             let status = spec.status().unwrap_or(Status::Active);
-            let stale = evidence::stale(spec, entries, Some(&self.material.digest));
+            let stale = evidence::stale(spec, entries, Some(&material.digest));
             let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, 0, &stale);
             let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
             let failed = results.len() - passed;
@@ -572,9 +573,8 @@ impl BuildRun {
     ) -> RpcResult<StepEnd> {
         let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
         let mut evidence = StepEvidence::new(&entries);
-        for event in material_event(&entries, &self.material) {
-            evidence.push(event);
-        }
+        // The material goes first, once known (it is still being read as the step starts).
+        let mut material_first = true;
         let mut results = Vec::new();
         let mut timed_out = false;
         // Completed phases whose evidence went stale run again first; the first one that fails
@@ -615,6 +615,10 @@ impl BuildRun {
             // The step (its opening, its evidence) is recorded with its conclusion: one append,
             // one flush and one projection of the spec.
             let mut events = evidence.take().await;
+            if std::mem::take(&mut material_first) {
+                let material = self.material.get().await?;
+                events.splice(0..0, material_event(&entries, &material));
+            }
             if self.cancel.is_cancelled() {
                 events.extend([
                     LedgerEvent::Job {
@@ -663,14 +667,15 @@ impl BuildRun {
             ..CriterionResult::default()
         };
         if kind == "manual" {
-            let (status, reason) = self.manual_result(criterion)?;
+            let (status, reason) = self.manual_result(criterion).await?;
             return Ok(result(status, reason));
         }
         let problems = crate::domain::spec::criterion_problems(criterion);
         if !problems.is_empty() {
             let reason = format!("not run: {}", problems.join("; "));
             let observed = Observed { status: CriterionStatus::Invalid, reason: reason.clone(), ..Observed::default() };
-            evidence.push(self.evidence_event(phase_id, criterion, &kind, observed));
+            let material = self.material.get().await?;
+            evidence.push(self.evidence_event(phase_id, criterion, &kind, observed, &material.digest));
             return Ok(result(CriterionStatus::Invalid, reason));
         }
         self.daemon
@@ -678,6 +683,7 @@ impl BuildRun {
             .note(&self.job_id, |r| r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command)));
         let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
         request.token = Some(self.run_token.clone());
+        request.gate = Some(self.material.gate());
         // Called before the command gets its go-ahead. Later groups are not saved: the job's
         // run token, on disk since the first, finds this run's processes after a crash; the
         // group only sharpens what a restart reports.
@@ -688,12 +694,14 @@ impl BuildRun {
             }
         })
         .await;
+        // The command ran only once the material was read (or never, when it could not be).
+        let material = self.material.get().await?;
         let observed = Observed { diagnostic: self.ws.relative(&file.path), ..judge(&kind, criterion, &o) };
         evidence.files.push(file);
         let (status, reason) = (observed.status, observed.reason.clone());
         let (exit_code, duration_ms) = (observed.exit_code, observed.duration_ms);
         let (excerpt, diagnostic) = (tail_text(&observed.output, 400), observed.diagnostic.clone());
-        evidence.push(self.evidence_event(phase_id, criterion, &kind, observed));
+        evidence.push(self.evidence_event(phase_id, criterion, &kind, observed, &material.digest));
         // Not flushed: a restart that still finds the finished group on record sees its leader
         // gone and leaves it alone, so this need not cost a flush per criterion.
         self.daemon.jobs.note(&self.job_id, |r| r.group = None);
@@ -702,11 +710,12 @@ impl BuildRun {
 
     /// A manual criterion's result: the person's evidence while it is current for this
     /// definition and material, else pending with the command that records it.
-    fn manual_result(&self, criterion: &Criterion) -> RpcResult<(CriterionStatus, String)> {
+    async fn manual_result(&self, criterion: &Criterion) -> RpcResult<(CriterionStatus, String)> {
+        let material = self.material.get().await?;
         let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
         let definition = evidence::definition_digest(criterion);
         Ok(match evidence::latest_result(&entries, &criterion.id) {
-            Some((status, def, mat)) if def == definition && mat == self.material.digest => {
+            Some((status, def, mat)) if def == definition && mat == material.digest => {
                 // Recorded dispositions are pass or fail; anything else never reads as a pass.
                 (status.parse().unwrap_or(CriterionStatus::Fail), format!("manual evidence recorded: {status}"))
             }
@@ -722,7 +731,14 @@ impl BuildRun {
 
     /// One criterion result as a ledger event, bound to its definition and the step's material
     /// (its attempt number is set when the step takes it).
-    fn evidence_event(&self, phase_id: &str, criterion: &Criterion, kind: &str, observed: Observed) -> LedgerEvent {
+    fn evidence_event(
+        &self,
+        phase_id: &str,
+        criterion: &Criterion,
+        kind: &str,
+        observed: Observed,
+        material: &str,
+    ) -> LedgerEvent {
         LedgerEvent::Criterion {
             criterion_id: criterion.id.clone(),
             phase_id: phase_id.to_string(),
@@ -736,7 +752,7 @@ impl BuildRun {
             duration_ms: observed.duration_ms,
             attempt: 0,
             definition: evidence::definition_digest(criterion),
-            material: self.material.digest.clone(),
+            material: material.to_string(),
             redacted: observed.redacted,
         }
     }
@@ -837,6 +853,7 @@ impl CommandSetup {
             idle_on_stdout: false,
             die_with_parent: false,
             token: None,
+            gate: None,
         };
         let diagnostics = Diagnostics {
             dir: self.root.join(".scafld/runs").join(task).join("diagnostics"),

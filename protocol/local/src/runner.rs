@@ -96,6 +96,9 @@ pub fn adopt_daemon_settings() {
 /// Sees each chunk of a command's stdout as it arrives.
 pub type OutputObserver = Box<dyn FnMut(&[u8]) + Send>;
 
+/// What a started command waits for before its go-ahead (see [`RunRequest::gate`]).
+pub type Gate = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
 pub struct RunRequest {
     pub command: String,
     pub cwd: PathBuf,
@@ -117,6 +120,11 @@ pub struct RunRequest {
     /// The token every process of the run carries (see [`RUN_TOKEN`]): a job's own, so that a
     /// restarted daemon finds all its runs by the one token on record; a fresh one when `None`.
     pub token: Option<String>,
+    /// Awaited once the shell has started (after `on_spawn`), before the go-ahead, so that
+    /// the shell's start-up overlaps whatever the caller still has to do first. On `Err` the
+    /// command never runs: the shell gets EOF and exits, and the outcome's `start_error` says
+    /// why. A cancel meanwhile ends the run the same way.
+    pub gate: Option<Gate>,
 }
 
 /// The run as it started: its process group and the token its processes carry.
@@ -283,6 +291,20 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     };
     let pgid = child.id().map(|id| id as i32).unwrap_or(0);
     on_spawn(&Spawned { pgid, token: token.clone() });
+    let held = match request.gate.take() {
+        Some(gate) => tokio::select! {
+            opened = gate => opened.err(),
+            _ = cancel.cancelled() => {
+                outcome.kill_reason = Some(KillReason::Cancelled);
+                Some("cancelled before it started".to_string())
+            }
+        },
+        None => None,
+    };
+    if held.is_some() {
+        // No go-ahead: the wrapper reads EOF and exits without running the command.
+        drop(child.stdin.take());
+    }
     if let Some(mut pipe) = child.stdin.take() {
         use tokio::io::AsyncWriteExt;
         match request.stdin.take() {
@@ -378,7 +400,9 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
         Some(status) => status.ok(),
         None => child.wait().await.ok(),
     };
-    outcome.exit_code = if outcome.kill_reason.is_some() { None } else { status.and_then(|s| s.code()) };
+    outcome.exit_code =
+        if outcome.kill_reason.is_some() || held.is_some() { None } else { status.and_then(|s| s.code()) };
+    outcome.start_error = outcome.start_error.or(held);
     outcome.duration = started.elapsed();
     outcome.silent_for = last_byte.elapsed();
     outcome
@@ -656,6 +680,7 @@ mod tests {
             idle_on_stdout,
             die_with_parent: false,
             token: None,
+            gate: None,
         };
         let cancel = tokio_util::sync::CancellationToken::new;
         let events_only = super::run(request(true), cancel(), |_| {}).await;
@@ -672,5 +697,48 @@ mod tests {
         assert_eq!(stalled.kill_reason, Some(super::KillReason::IdleTimeout));
         let alive = super::run(with(&working), cancel(), |_| {}).await;
         assert_eq!((alive.kill_reason, alive.exit_code), (None, Some(0)));
+    }
+
+    /// A gated run's command waits for its gate and runs only when it opens; a gate that fails
+    /// or a cancel while it waits leaves the command unrun, saying why.
+    #[tokio::test]
+    async fn a_gated_command_runs_only_once_its_gate_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let request = |gate: super::Gate| super::RunRequest {
+            command: "touch ran".into(),
+            cwd: dir.path().to_path_buf(),
+            env: std::env::vars().collect(),
+            absolute_timeout: std::time::Duration::from_secs(20),
+            idle_timeout: None,
+            stdin: None,
+            on_stdout: None,
+            idle_on_stdout: false,
+            die_with_parent: false,
+            token: None,
+            gate: Some(gate),
+        };
+        let cancel = tokio_util::sync::CancellationToken::new;
+
+        let refused = super::run(request(Box::pin(async { Err("no material".to_string()) })), cancel(), |_| {}).await;
+        assert_eq!((refused.exit_code, refused.start_error.as_deref()), (None, Some("no material")));
+        assert!(!marker.exists(), "the command ran although its gate failed");
+
+        let stopped = cancel();
+        let (stop, pending) = (stopped.clone(), Box::pin(std::future::pending()));
+        let cancelled = tokio::spawn(super::run(request(pending), stopped, move |_| stop.cancel()));
+        let cancelled = cancelled.await.unwrap();
+        assert_eq!(cancelled.kill_reason, Some(super::KillReason::Cancelled));
+        assert!(cancelled.start_error.is_some() && !marker.exists(), "{:?}", cancelled.start_error);
+
+        // Opened only once the shell is up and waiting: the command runs then.
+        let (open, opened) = tokio::sync::oneshot::channel::<()>();
+        let gate = Box::pin(async move { opened.await.map_err(|e| e.to_string()) });
+        let ran = super::run(request(gate), cancel(), move |_| {
+            let _ = open.send(());
+        })
+        .await;
+        assert_eq!((ran.exit_code, ran.start_error), (Some(0), None));
+        assert!(marker.exists());
     }
 }

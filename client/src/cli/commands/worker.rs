@@ -285,6 +285,7 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
         // However this worker ends (even `kill -9`), its provider ends with it.
         die_with_parent: true,
         token: None,
+        gate: None,
     };
     let done = Arc::new(AtomicBool::new(false));
     let heartbeat = {
