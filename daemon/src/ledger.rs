@@ -16,7 +16,8 @@ use crate::domain::lifecycle::Status;
 use crate::domain::spec::project::project;
 use crate::domain::spec::{Spec, parse};
 use crate::error::{RpcError, RpcResult};
-use crate::workspace::{Workspace, specfile};
+use crate::workspace::Workspace;
+use crate::workspace::specfile::{self, InPlace};
 
 fn internal(e: impl std::fmt::Display) -> RpcError {
     RpcError::internal(e)
@@ -39,8 +40,10 @@ pub fn record(
 /// leave them and returns the job's final record, which reaches the disk in the same flush as
 /// the events. The spec's new bytes are written and synced under a temporary name meanwhile,
 /// and put in place once the flush is done (never showing what the ledger does not hold).
-/// Returns the job's record, for the caller to publish now that the spec says so too. Callers
-/// hold the task's lock, so nothing appends in between.
+/// Returns the job's record, for the caller to publish now that the spec says so too, and the
+/// spec's rename, whose directory the caller syncs once it has answered (until then a power
+/// loss may bring back the previous spec, which the ledger is ahead of). Callers hold the
+/// task's lock, so nothing appends in between.
 pub async fn record_ending(
     daemon: &Daemon,
     ws: &Workspace,
@@ -48,7 +51,7 @@ pub async fn record_ending(
     events: Vec<LedgerEvent>,
     cause: &str,
     end: impl FnOnce(&Spec, &[LedgerEntry]) -> JobRecord,
-) -> RpcResult<JobRecord> {
+) -> RpcResult<(JobRecord, InPlace)> {
     let mut entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     let recorded_at = clock::now_rfc3339();
     let (path, text) = match spec_file(ws, task) {
@@ -79,15 +82,16 @@ pub async fn record_ending(
         Some(staging) => Some(staging.await.map_err(internal)?.map_err(write_error)?),
         None => None,
     };
+    let mut in_place = InPlace::default();
     if written.first().is_some_and(|w| w.seq != first) {
         // Only a caller that broke the lock rule gets here: project what the ledger holds.
         drop(staged);
         project_from_ledger(daemon, ws, task, cause)?;
     } else if let (Some(rendered), Some(staged)) = (rendered?, staged) {
-        staged.commit().map_err(write_error)?;
+        in_place = staged.put_in_place().map_err(write_error)?;
         rendered.announce(daemon, ws, &path, task, cause);
     }
-    Ok(job)
+    Ok((job, in_place))
 }
 
 /// Rebuild the spec's runner-owned sections (and its folder) from the ledger.

@@ -27,7 +27,8 @@ use crate::error::{RpcError, RpcResult};
 use crate::evidence::StepMaterial;
 use crate::ledger::{implementer, projected_spec, record, record_ending};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
-use crate::workspace::{Workspace, specfile};
+use crate::workspace::Workspace;
+use crate::workspace::specfile::{self, InPlace};
 use scafld_protocol::vocab::CriterionStatus;
 
 /// Bytes of output kept in a ledger entry (the whole output is in the diagnostics file).
@@ -497,7 +498,7 @@ impl BuildRun {
             Err(e) => Err(e),
         };
         match ended {
-            Ok(record) => {
+            Ok((record, in_place)) => {
                 // On disk already (with the step's events): only the table and the clients
                 // are told now, once the spec says so too.
                 let state = record.state;
@@ -507,6 +508,11 @@ impl BuildRun {
                     task_id: self.task.clone(),
                     state,
                 });
+                // While the answer goes out; the task stays locked until the rename is durable.
+                let synced = tokio::task::spawn_blocking(move || in_place.sync()).await;
+                if let Err(e) = synced.map_err(std::io::Error::other).and_then(|synced| synced) {
+                    warn!(job = %self.job_id, "cannot sync the spec's folder: {e}");
+                }
             }
             Err(e) => {
                 warn!(job = %self.job_id, "build job failed: {e}");
@@ -523,7 +529,7 @@ impl BuildRun {
 
     /// Record the last step with the job's end (one flush for both), and the job's final
     /// record: its outcome read off the spec and ledger as the step leaves them.
-    async fn record_end(&self, end: StepEnd) -> RpcResult<crate::domain::job::JobRecord> {
+    async fn record_end(&self, end: StepEnd) -> RpcResult<(crate::domain::job::JobRecord, InPlace)> {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
         let StepEnd { events, target, results, timed_out } = end;
         let material = self.material.get().await?;
