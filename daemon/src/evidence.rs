@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::future::{self, BoxFuture, FutureExt, Shared};
-use scafld_local::runner::Gate;
 use scafld_protocol::ErrorKind;
 
 use crate::baseline::{self, Material};
@@ -65,12 +64,6 @@ impl StepMaterial {
     /// The material, once read.
     pub(crate) async fn get(&self) -> RpcResult<Arc<Material>> {
         self.0.clone().await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))
-    }
-
-    /// What a command of the step waits for before it may run.
-    pub(crate) fn gate(&self) -> Gate {
-        let read = self.0.clone();
-        Box::pin(async move { read.await.map(drop) })
     }
 }
 

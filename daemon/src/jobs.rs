@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use crate::clock;
 use crate::domain::job::{JobKind, JobRecord, JobState, ReviewWork};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::sync::lock;
 use crate::workspace::Workspace;
 
@@ -96,11 +96,12 @@ impl Jobs {
         self.update_if(store, id, durable, |_| true, change)
     }
 
-    /// Save the job as it is now (under the table's lock, like every durable update).
-    pub fn save(&self, store: &dyn Store, id: &str) {
-        let records = lock(&self.records);
-        if let Some(record) = records.get(id) {
-            self.persist(store, record, true);
+    /// Put the unfinished job as it is now in the store (under the table's lock, so in order
+    /// with every durable update of it), leaving the disk to [`Store::sync_job`].
+    pub fn write_unsynced(&self, store: &dyn Store, id: &str) -> Result<(), StoreError> {
+        match lock(&self.records).get(id) {
+            Some(record) => store.put_job(record),
+            None => Ok(()),
         }
     }
 

@@ -87,6 +87,12 @@ pub trait Store: Send + Sync + 'static {
         events: Vec<(String, LedgerEvent)>,
     ) -> Result<usize, StoreError>;
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError>;
+    /// Put an unfinished job's record in the database without waiting for the disk: it
+    /// lands in order with every other write, and [`Store::sync_job`] makes it durable.
+    fn put_job(&self, job: &JobRecord) -> Result<(), StoreError>;
+    /// Make the job's record durable: an error when it is not in the database any more (a
+    /// reopen after an I/O error dropped what was not yet on disk).
+    fn sync_job(&self, id: &str) -> Result<(), StoreError>;
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
     fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
@@ -468,6 +474,23 @@ impl Store for SledStore {
         Ok(count)
     }
 
+    fn put_job(&self, job: &JobRecord) -> Result<(), StoreError> {
+        debug_assert!(!job.state.is_finished(), "a finished job's save also notes it in the manifest");
+        self.run(|t| Ok(t.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?).map(drop)?))
+    }
+
+    fn sync_job(&self, id: &str) -> Result<(), StoreError> {
+        self.run(|t| {
+            t.flush()?;
+            match t.jobs.contains_key(id.as_bytes())? {
+                true => Ok(()),
+                false => Err(StoreError::Backend(sled::Error::Io(std::io::Error::other(format!(
+                    "job {id} was lost before it reached the disk"
+                ))))),
+            }
+        })
+    }
+
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError> {
         let _retention = job.state.is_finished().then(|| crate::sync::lock(&self.finished_jobs));
         self.run(|t| {
@@ -550,6 +573,24 @@ mod tests {
         std::fs::write(manifest::path_for(&db), lagging).unwrap();
         let store = SledStore::open(&db).expect("a lagging manifest is no damage");
         assert_eq!(store.jobs().unwrap()[0].state, JobState::Cancelled);
+    }
+
+    /// A job put without waiting for the disk is synced by its id, and read back after a
+    /// reopen; syncing a job the database does not hold (a reopen dropped it) is an error,
+    /// never a silent success.
+    #[test]
+    fn a_put_job_is_durable_once_synced_and_a_lost_one_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let store = SledStore::open(&db).unwrap();
+        let job =
+            JobRecord::queued("job-1-a".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
+        store.put_job(&job).unwrap();
+        store.sync_job("job-1-a").unwrap();
+        assert!(store.sync_job("job-2-b").unwrap_err().to_string().contains("job-2-b"));
+        drop(store);
+        let store = SledStore::open(&db).unwrap();
+        assert_eq!(store.jobs().unwrap().iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), vec!["job-1-a"]);
     }
 
     /// A build step's events and the end of its job share one flush: both read back after a

@@ -29,6 +29,7 @@ use crate::ledger::{implementer, projected_spec, record, record_ending};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::Workspace;
 use crate::workspace::specfile::{self, InPlace};
+use futures::future::{BoxFuture, FutureExt, Shared};
 use scafld_protocol::vocab::CriterionStatus;
 
 /// Bytes of output kept in a ledger entry (the whole output is in the diagnostics file).
@@ -273,8 +274,8 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Bu
                 Ok(material) => StepMaterial::ready(material),
                 Err(_) => StepMaterial::read(&ws, &spec),
             };
-            // Saved by its first command (see `BuildRun::saved`), not now.
             let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Acceptance, &ws, &task, None, false);
+            let ready = ready_to_run(daemon, &job.id, material.clone());
             daemon.publish(Event::JobChanged {
                 job_id: job.id.clone(),
                 task_id: task.clone(),
@@ -287,9 +288,9 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Bu
                 job_id: job.id.clone(),
                 run_token: job.run_token.clone(),
                 commands: CommandSetup::new(&ws, &config, &p.caller.env),
-                saved: std::sync::atomic::AtomicBool::new(false),
                 cancel,
                 material,
+                ready,
             };
             tokio::spawn(async move {
                 let _guard = guard; // the task stays locked until the job ends
@@ -441,13 +442,35 @@ struct BuildRun {
     run_token: String,
     /// How its commands run (the caller's environment as configured).
     commands: CommandSetup,
-    /// Whether the job is on disk. Its run token must be before any command of it may start,
-    /// so the first command's spawn saves it (the disk syncs while that shell starts up); a
-    /// job that starts none is saved with its end.
-    saved: std::sync::atomic::AtomicBool,
     cancel: CancellationToken,
     /// The scoped files as the step starts: every result it records is bound to them.
     material: StepMaterial,
+    /// What each of its commands waits for before it may run.
+    ready: Ready,
+}
+
+/// What every command of a build job waits for (its run's gate): the job on disk, so that its
+/// run token finds the command after a crash, and the step's material read, so that the
+/// command runs on the files its evidence is bound to. Both begin with the job and proceed
+/// while the first command's shell starts up.
+type Ready = Shared<BoxFuture<'static, RpcResult<()>>>;
+
+fn ready_to_run(daemon: &Arc<Daemon>, job_id: &str, material: StepMaterial) -> Ready {
+    // Put now, in order with the job's later saves; synced on a blocking thread.
+    let saving = daemon.jobs.write_unsynced(daemon.store(), job_id).map(|()| {
+        let (daemon, id) = (daemon.clone(), job_id.to_string());
+        tokio::task::spawn_blocking(move || daemon.store().sync_job(&id))
+    });
+    async move {
+        let saved = match saving {
+            Ok(sync) => sync.await.map_err(internal)?,
+            Err(e) => Err(e),
+        };
+        saved.map_err(|e| internal(format!("cannot save the build job: {e}")))?;
+        material.get().await.map(drop)
+    }
+    .boxed()
+    .shared()
 }
 
 impl BuildRun {
@@ -689,18 +712,16 @@ impl BuildRun {
             .note(&self.job_id, |r| r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command)));
         let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
         request.token = Some(self.run_token.clone());
-        request.gate = Some(self.material.gate());
-        // Called before the command gets its go-ahead. Later groups are not saved: the job's
-        // run token, on disk since the first, finds this run's processes after a crash; the
-        // group only sharpens what a restart reports.
+        request.gate = Some(Box::pin(self.ready.clone().map(|ready| ready.map_err(|e| e.to_string()))));
+        // The group is noted, not saved: the job's run token, on disk before the command may
+        // run, finds this run's processes after a crash; the group only sharpens what a
+        // restart reports.
         let (o, file) = runner::run_deferred(request, diagnostics, self.cancel.clone(), |group| {
             self.daemon.jobs.note(&self.job_id, |r| r.group = Some(group));
-            if !self.saved.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                self.daemon.jobs.save(self.daemon.store(), &self.job_id);
-            }
         })
         .await;
-        // The command ran only once the material was read (or never, when it could not be).
+        // The command ran only once the job was saved and the material read (or never).
+        self.ready.clone().await?;
         let material = self.material.get().await?;
         let observed = Observed { diagnostic: self.ws.relative(&file.path), ..judge(&kind, criterion, &o) };
         evidence.files.push(file);
