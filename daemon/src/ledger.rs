@@ -4,7 +4,7 @@
 //! ledger onto the spec file. Below the handlers (`tasks/`, `review/`), above the domain; it
 //! calls neither handler module.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use scafld_protocol::ErrorKind;
 
@@ -14,7 +14,7 @@ use crate::domain::job::JobRecord;
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::Status;
 use crate::domain::spec::project::project;
-use crate::domain::spec::{Spec, parse};
+use crate::domain::spec::{Parsed, Spec, parse};
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
 use crate::workspace::specfile::{self, InPlace};
@@ -69,13 +69,17 @@ pub async fn record_ending(
         recorded_at: recorded_at.clone(),
         event: event.clone(),
     }));
-    let next = ledger::project(&parse(&text).spec, &entries, &recorded_at);
+    let parsed = parse(&text).spec;
+    let next = ledger::project(&parsed, &entries, &recorded_at);
     let job = end(&next, &entries);
     // A spec that cannot take the projection still gets its events recorded (then the error).
     let rendered = render(ws, &path, &text, &next);
+    // Staged, and parsed for the index, while the ledger flushes.
     let staging = rendered.as_ref().ok().and_then(Option::as_ref).map(|r| {
         let (path, target, text) = (path.clone(), r.target.clone(), r.text.clone());
-        tokio::task::spawn_blocking(move || specfile::stage_spec(Some(&path), &target, &text))
+        tokio::task::spawn_blocking(move || {
+            specfile::stage_spec(Some(&path), &target, &text).map(|s| (s, parse(&text)))
+        })
     });
     let written = daemon.store().append_ending(&ws.id, task, &recorded_at, events, &job).map_err(internal)?;
     let staged = match staging {
@@ -87,9 +91,9 @@ pub async fn record_ending(
         // Only a caller that broke the lock rule gets here: project what the ledger holds.
         drop(staged);
         project_from_ledger(daemon, ws, task, cause)?;
-    } else if let (Some(rendered), Some(staged)) = (rendered?, staged) {
+    } else if let (Some(rendered), Some((staged, parsed))) = (rendered?, staged) {
         in_place = staged.put_in_place().map_err(write_error)?;
-        rendered.announce(daemon, ws, &path, task, cause);
+        rendered.announce(daemon, ws, &path, task, cause, Some(parsed));
     }
     Ok((job, in_place))
 }
@@ -149,7 +153,7 @@ pub fn write_projection(
         return Ok(path.to_path_buf());
     };
     specfile::write_spec(Some(path), &rendered.target, &rendered.text).map_err(write_error)?;
-    rendered.announce(daemon, ws, path, &next.front.task_id, cause);
+    rendered.announce(daemon, ws, path, &next.front.task_id, cause, None);
     Ok(rendered.target)
 }
 
@@ -168,9 +172,11 @@ fn render(ws: &Workspace, path: &std::path::Path, text: &str, next: &Spec) -> Rp
 }
 
 impl Rendered {
-    /// The written spec, told to the index and to subscribers.
-    fn announce(&self, daemon: &Daemon, ws: &Workspace, from: &std::path::Path, task: &str, cause: &str) {
-        crate::sync::write(&ws.index).record_write(&self.target, &self.text, Some(from));
+    /// The written spec, told to the index (`parsed`: its text, parsed already) and to
+    /// subscribers.
+    fn announce(&self, daemon: &Daemon, ws: &Workspace, from: &Path, task: &str, cause: &str, parsed: Option<Parsed>) {
+        let parsed = parsed.unwrap_or_else(|| parse(&self.text));
+        crate::sync::write(&ws.index).record_parsed(&self.target, parsed, Some(from));
         daemon.publish_task_changed(ws, task, cause);
     }
 }

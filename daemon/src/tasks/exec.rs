@@ -643,7 +643,7 @@ impl BuildRun {
             }
             // The step (its opening, its evidence) is recorded with its conclusion: one append,
             // one flush and one projection of the spec.
-            let mut events = evidence.take().await;
+            let mut events = evidence.take();
             if std::mem::take(&mut material_first) {
                 let material = self.material.get().await?;
                 events.splice(0..0, material_event(&entries, &material));
@@ -660,6 +660,7 @@ impl BuildRun {
                         reason: format!("{} evidence cancelled", target.label()),
                     },
                 ]);
+                evidence.written().await;
                 record(&self.daemon, &self.ws, &self.task, events, "command:build")?;
                 return Err(RpcError::new(ErrorKind::InvalidState, "the build was cancelled"));
             }
@@ -667,6 +668,9 @@ impl BuildRun {
             let (spec, _) = projected_spec(&self.daemon, &self.ws, &self.task)?;
             let conclusion = build::conclude(&spec, &target, all_passed, recheck_failed.as_deref());
             events.extend(conclusion.events);
+            // Every diagnostics file the events name is on disk before they are recorded (the
+            // last one was written while the conclusion was worked out).
+            evidence.written().await;
             if conclusion.run_final_next {
                 record(&self.daemon, &self.ws, &self.task, events, "command:build")?;
                 target = Target::Final;
@@ -826,12 +830,16 @@ impl StepEvidence {
         self.events.push(event);
     }
 
-    /// The step's events, once every diagnostics file they name is written.
-    async fn take(&mut self) -> Vec<LedgerEvent> {
+    /// The step's events so far; see [`StepEvidence::written`].
+    fn take(&mut self) -> Vec<LedgerEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Wait until every diagnostics file the events taken name is written.
+    async fn written(&mut self) {
         for file in self.files.drain(..) {
             file.written().await;
         }
-        std::mem::take(&mut self.events)
     }
 }
 

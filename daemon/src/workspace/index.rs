@@ -335,6 +335,11 @@ impl Index {
 
     /// Record a spec the daemon itself just wrote (`previous` is where it was before a move).
     pub fn record_write(&mut self, path: &Path, text: &str, previous: Option<&Path>) {
+        self.record_parsed(path, parse(text), previous);
+    }
+
+    /// [`Index::record_write`] with the written text already parsed (off the caller's path).
+    pub fn record_parsed(&mut self, path: &Path, parsed: Parsed, previous: Option<&Path>) {
         let Some(folder) = specfile::folder_of(&self.root, path) else { return };
         let Some(task_id) = task_id_of(path) else { return };
         if let Some(previous) = previous
@@ -345,7 +350,7 @@ impl Index {
             self.entries.remove(&task_id);
         }
         let keep = self.keeps_parse(&task_id);
-        let entry = self.entry_from_text(task_id.clone(), path, folder, text, Stamp::of(path), keep);
+        let entry = self.entry_from_parsed(task_id.clone(), path, folder, parsed, Stamp::of(path), keep);
         self.entries.insert(task_id, entry);
     }
 
@@ -398,7 +403,18 @@ impl Index {
         stamp: Option<Stamp>,
         keep: bool,
     ) -> SpecEntry {
-        let mut parsed = parse(text);
+        self.entry_from_parsed(task_id, path, folder, parse(text), stamp, keep)
+    }
+
+    fn entry_from_parsed(
+        &self,
+        task_id: String,
+        path: &Path,
+        folder: Folder,
+        mut parsed: Parsed,
+        stamp: Option<Stamp>,
+        keep: bool,
+    ) -> SpecEntry {
         parsed.check_file_name(&task_id);
         SpecEntry {
             task_id,
