@@ -68,6 +68,7 @@ fn main() {
     env.start_daemon();
     git_init(&env.work);
     env.init();
+    bench::settle(&env.work.join(".scafld/runs"));
     // The floor: the shells the criteria need, and one client round trip to the daemon.
     let (one, floor_one, above_one) = ours(&env, 1);
     let (ten, floor_ten, above_ten) = ours(&env, 10);

@@ -98,6 +98,7 @@ fn main() {
     }
     bench::generate(&env.work, 0..SPECS - builds);
     env.scafld(&["list", "--json"]).assert_code(0); // the index catches up
+    bench::settle(&env.work.join(".scafld/runs"));
     println!("workspace: {SPECS} specs ({} generated, {builds} build tasks with phase 1 open)", SPECS - builds);
 
     // One client.

@@ -75,6 +75,28 @@ pub fn file_create(dir: &Path) -> Duration {
     samples[samples.len() / 2]
 }
 
+/// Wait, at most a minute, until creating a file in `dir` costs what it usually does (under
+/// `SETTLED`), and say how long that took. Right after many deletions nearby (the previous
+/// benchmark's workspace removed), ext4 without a journal scans the recently deleted inodes on
+/// every create for about half a minute: a build step measured then carries that cost, not its
+/// own.
+pub fn settle(dir: &Path) {
+    const SETTLED: Duration = Duration::from_micros(150);
+    let (start, deadline) = (Instant::now(), Instant::now() + Duration::from_secs(60));
+    let mut cost = file_create(dir);
+    while cost > SETTLED && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(1)); // a poll interval, under a deadline
+        cost = file_create(dir);
+    }
+    if start.elapsed() > Duration::from_secs(1) {
+        println!(
+            "waited {:.0} s for creating a file to settle after recent deletions ({:.0} us now)",
+            start.elapsed().as_secs_f64(),
+            cost.as_secs_f64() * 1e6
+        );
+    }
+}
+
 /// The whole-process time of a command that must succeed.
 pub fn time(mut command: Command) -> Duration {
     let t = Instant::now();

@@ -30,6 +30,10 @@ pub enum StoreError {
     Damaged { db: PathBuf, problems: Vec<String>, kept: Option<PathBuf> },
     #[error("cannot update the database manifest: {0}")]
     Manifest(#[from] std::io::Error),
+    /// A record written without a flush was not there to flush (a reopen after an I/O error
+    /// drops what had not reached the disk).
+    #[error("{0} was lost before it reached the disk")]
+    Lost(String),
 }
 
 fn summary(problems: &[String]) -> String {
@@ -484,9 +488,7 @@ impl Store for SledStore {
             t.flush()?;
             match t.jobs.contains_key(id.as_bytes())? {
                 true => Ok(()),
-                false => Err(StoreError::Backend(sled::Error::Io(std::io::Error::other(format!(
-                    "job {id} was lost before it reached the disk"
-                ))))),
+                false => Err(StoreError::Lost(format!("job {id}"))),
             }
         })
     }

@@ -7,6 +7,8 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use nix::fcntl::OFlag;
+
 use crate::domain::lifecycle::{Folder, Status};
 
 pub const SPECS_DIR: &str = ".scafld/specs";
@@ -197,7 +199,11 @@ fn stage(path: &Path, bytes: &[u8], mode: u32, moving_from: Option<&Path>) -> io
     let temp =
         dir.join(format!(".{name}{TEMP_MARK}{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
-    let replaced = if moving_from.is_none() { File::open(path).ok() } else { None };
+    // By path only (O_PATH): nothing opened for reading, so no FIFO or device swapped in
+    // meanwhile can block or notice it; not through a symlink either.
+    let hold =
+        || OpenOptions::new().read(true).custom_flags((OFlag::O_PATH | OFlag::O_NOFOLLOW).bits()).open(path).ok();
+    let replaced = if moving_from.is_none() { hold() } else { None };
     let staged = Staged {
         temp,
         path: path.to_path_buf(),
@@ -338,5 +344,24 @@ mod tests {
         let moved = stage_spec(Some(&spec), &to, "moved").unwrap().put_in_place().unwrap();
         assert!(!spec.exists() && moved.dir.is_none(), "a move is synced and finished in place");
         assert_eq!(fs::read_to_string(&to).unwrap(), "moved");
+    }
+
+    /// The replaced file is held by path only: a FIFO put where the spec was (a hostile or
+    /// broken workspace) neither blocks the write nor is opened for reading.
+    #[test]
+    fn holding_the_replaced_file_never_opens_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().join("active/t.md");
+        fs::create_dir_all(spec.parent().unwrap()).unwrap();
+        nix::unistd::mkfifo(&spec, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        let path = spec.clone();
+        std::thread::spawn(move || {
+            let written = stage(&path, b"new", 0o644, None).and_then(Staged::put_in_place).map(drop);
+            let _ = done.send(written);
+        });
+        let written = finished.recv_timeout(std::time::Duration::from_secs(20)).expect("the write blocked on the FIFO");
+        written.unwrap();
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "new");
     }
 }
