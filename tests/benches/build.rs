@@ -82,7 +82,7 @@ fn main() {
         (floor_ten.median - floor_one.median) / 9.0
     );
     println!(
-        "    creating a file in the workspace's folder costs {:.0} us here (a step creates one per criterion, and one more)",
+        "    creating a folder and a file in it costs {:.0} us in the workspace here (a step creates a file per criterion, and one more)",
         bench::file_create(&env.work.join(".scafld/runs")).as_secs_f64() * 1e6
     );
     let (one, ten) = (one.median, ten.median);

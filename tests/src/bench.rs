@@ -56,17 +56,20 @@ pub fn paired(
     (Stats::of(figures), Stats::of(floors), above[above.len() / 2] * 1000.0)
 }
 
-/// What creating (and writing, closing) a small file in `dir` costs, median of 50: a build
-/// step creates one per criterion (its diagnostics) and one for the spec's atomic write, and on
-/// some file systems (ext4 without a journal, shortly after many deletions nearby) a create
-/// costs hundreds of microseconds where it usually costs tens.
+/// What creating a folder and a small file in it costs in `dir`, median of 50: a build step
+/// creates a file per criterion (its diagnostics) and one for the spec's atomic write, a task's
+/// first step its diagnostics folder too, and on some file systems (ext4 without a journal,
+/// for about half a minute after many deletions nearby) a create costs hundreds of
+/// microseconds where it usually costs tens.
 pub fn file_create(dir: &Path) -> Duration {
     let dir = dir.join("bench-creates");
     std::fs::create_dir_all(&dir).unwrap();
     let mut samples: Vec<Duration> = (0..50)
         .map(|i| {
             let t = Instant::now();
-            std::fs::write(dir.join(format!("f{i}")), [b'x'; 600]).unwrap();
+            let folder = dir.join(format!("d{i}"));
+            std::fs::create_dir(&folder).unwrap();
+            std::fs::write(folder.join("f"), [b'x'; 600]).unwrap();
             t.elapsed()
         })
         .collect();
@@ -75,13 +78,13 @@ pub fn file_create(dir: &Path) -> Duration {
     samples[samples.len() / 2]
 }
 
-/// Wait, at most a minute, until creating a file in `dir` costs what it usually does (under
-/// `SETTLED`), and say how long that took. Right after many deletions nearby (the previous
-/// benchmark's workspace removed), ext4 without a journal scans the recently deleted inodes on
-/// every create for about half a minute: a build step measured then carries that cost, not its
-/// own.
+/// Wait, at most a minute, until creating a folder and a file in `dir` costs what it usually
+/// does (under `SETTLED`; 20-70 us here), and say how long that took. After many deletions
+/// nearby (the previous benchmark's workspace removed), ext4 without a journal scans the
+/// recently deleted inodes on every create for a minute or so: a build step measured then
+/// carries that cost, not its own.
 pub fn settle(dir: &Path) {
-    const SETTLED: Duration = Duration::from_micros(150);
+    const SETTLED: Duration = Duration::from_micros(100);
     let (start, deadline) = (Instant::now(), Instant::now() + Duration::from_secs(60));
     let mut cost = file_create(dir);
     while cost > SETTLED && Instant::now() < deadline {
