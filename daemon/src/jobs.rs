@@ -46,8 +46,8 @@ impl Jobs {
     }
 
     /// Create a queued job (`review` is set for the reviewer jobs of a review session), saved
-    /// now when `durable` (a build job is saved as its first command is about to start, or
-    /// with its end, whichever comes first: see [`Jobs::save`]).
+    /// now when `durable` (a build job is put in the store at once and synced on a blocking
+    /// thread instead: see [`Jobs::write_unsynced`]).
     pub fn create(
         &self,
         store: &dyn Store,
@@ -97,11 +97,13 @@ impl Jobs {
     }
 
     /// Put the unfinished job as it is now in the store (under the table's lock, so in order
-    /// with every durable update of it), leaving the disk to [`Store::sync_job`].
+    /// with every durable update of it), leaving the disk to [`Store::sync_job`]. A job that
+    /// already ended (cancelled between its creation and this call, by a client that found it
+    /// in the table) was saved by its end, with the manifest: it is left as it is.
     pub fn write_unsynced(&self, store: &dyn Store, id: &str) -> Result<(), StoreError> {
         match lock(&self.records).get(id) {
-            Some(record) => store.put_job(record),
-            None => Ok(()),
+            Some(record) if !record.state.is_finished() => store.put_job(record),
+            _ => Ok(()),
         }
     }
 
@@ -411,6 +413,23 @@ mod tests {
         assert_eq!((memory.attempt, memory.activity.as_deref()), (301, Some("300")));
         let stored = store.jobs().unwrap().into_iter().find(|r| r.id == "job-1-a").unwrap();
         assert_eq!((stored.attempt, stored.activity.as_deref()), (301, Some("300")));
+    }
+
+    /// A build job cancelled in the instant between its creation and its first write (a
+    /// client that listed it) has saved its end already: the unsynced write leaves that end
+    /// alone instead of putting a finished record past the manifest (a debug build's assertion
+    /// fired here), and the sync still finds the job on disk.
+    #[test]
+    fn an_unsynced_write_of_a_job_cancelled_meanwhile_keeps_its_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(&dir.path().join("db")).unwrap();
+        let record =
+            JobRecord::queued("job-1-a".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
+        let jobs = Jobs::new(vec![record]);
+        assert_eq!(jobs.cancel(&store, "job-1-a").unwrap().state, JobState::Cancelled);
+        jobs.write_unsynced(&store, "job-1-a").unwrap();
+        store.sync_job("job-1-a").unwrap();
+        assert_eq!(store.jobs().unwrap()[0].state, JobState::Cancelled);
     }
 
     #[test]
