@@ -731,9 +731,12 @@ fn a_step_whose_material_cannot_be_read_runs_nothing() {
     let env = TestEnv::new();
     ready(&env, "nogit", &spec("nogit", &[&[("mark", "touch ran", "")]], &[]));
     std::fs::rename(env.work.join(".git"), env.work.join("moved.git")).unwrap();
-    let run = env.scafld(&["build", "nogit"]);
-    assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert!(run.stderr.contains("not inside a git repository"), "{}", run.stderr);
+    // The call's error, as when the material was read before the job existed: exit 6.
+    let run = env.scafld(&["build", "nogit", "--json"]);
+    run.assert_code(6);
+    let error = &run.json()["error"];
+    assert_eq!(error["code"], "workspace_error", "{error}");
+    assert!(error["message"].as_str().unwrap_or_default().contains("not inside a git repository"), "{error}");
     assert!(!env.work.join("ran").exists(), "the criterion ran before the material was read");
     std::fs::rename(env.work.join("moved.git"), env.work.join(".git")).unwrap();
     let entries = ledger(&env, "nogit");

@@ -197,22 +197,31 @@ async fn adopt(daemon: &Daemon, ws: &Workspace, task: &str, spec: &Spec, entries
 /// job finishes within them.
 pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::BuildResult> {
     let wait = p.wait_seconds.and_then(|s| Duration::try_from_secs_f64(s.clamp(0.0, 3600.0)).ok());
-    let mut started = start_build(daemon, p).await?;
+    let (mut started, material) = start_build(daemon, p).await?;
     if let (Some(wait), Some(job_id), None) = (wait, &started.job_id, &started.outcome) {
         let finished = daemon.jobs.wait(job_id, wait).await.filter(|r| r.state.is_finished());
+        if let (Some(failed), Some(material)) = (&finished, &material)
+            && failed.outcome.is_none()
+        {
+            // A workspace whose files cannot be read ran nothing: its error is the call's, as
+            // when it was read before the job existed.
+            material.get().await?;
+        }
         started.outcome = finished.and_then(|r| r.outcome);
     }
     Ok(started)
 }
 
-async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::BuildResult> {
+/// Start the call's step: its result, and for a step that runs commands the material it is
+/// reading (whose failure is the call's error, see [`build`]).
+async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::BuildResult, Option<StepMaterial>)> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
         if job.review.is_some() {
             return Err(busy(&job, &task));
         }
-        return Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None });
+        return Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None }, None));
     }
     let lock = daemon.jobs.task_lock(&ws, &task);
     let guard = lock.clone().lock_owned().await;
@@ -221,14 +230,14 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Bu
         if job.review.is_some() {
             return Err(busy(&job, &task));
         }
-        return Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None });
+        return Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None }, None));
     }
     let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(&ws, &entry)?;
     let config = ws.config()?;
     let (mut spec, mut entries) = projected_spec(daemon, &ws, &task)?;
     if let Some(manual) = p.manual {
-        return manual_evidence(daemon, &ws, &task, manual, &p.caller.env).await;
+        return Ok((manual_evidence(daemon, &ws, &task, manual, &p.caller.env).await?, None));
     }
     if spec.status() != Some(Status::Draft)
         && !spec.status().is_some_and(Status::is_terminal)
@@ -266,7 +275,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Bu
                 ),
                 ..BuildOutcome::default()
             };
-            Ok(m::BuildResult { task_id: task, job_id: None, attached: false, outcome: Some(outcome) })
+            Ok((m::BuildResult { task_id: task, job_id: None, attached: false, outcome: Some(outcome) }, None))
         }
         Step::Run { target, criteria, recheck } => {
             // Read while the first command's shell starts up (and before the command runs).
@@ -292,11 +301,12 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Bu
                 material,
                 ready,
             };
+            let reading = run.material.clone();
             tokio::spawn(async move {
                 let _guard = guard; // the task stays locked until the job ends
                 run.execute(target, criteria, recheck).await;
             });
-            Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: false, outcome: None })
+            Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: false, outcome: None }, Some(reading)))
         }
     }
 }
