@@ -3,7 +3,7 @@
 //! that recovery never kills a stranger, and a diagnostics file for every run.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use crate::domain::job::ProcessGroup;
@@ -33,9 +33,9 @@ pub async fn run(
     (outcome, file.written().await)
 }
 
-/// [`run`], returning as soon as the command ends: its diagnostics file is still being written
-/// (a build step starts its next criterion meanwhile, and waits for its files before it records
-/// evidence that names them).
+/// [`run`], returning as soon as the command ends, its diagnostics file not written yet (a
+/// build step writes it while its next criterion's shell starts, and has all its files written
+/// before it records evidence that names them).
 pub async fn run_deferred(
     request: RunRequest,
     diagnostics: Diagnostics,
@@ -58,27 +58,57 @@ pub async fn run_deferred(
     .await;
     let path = diagnostics.dir.join(format!("command-{}.txt", unix_nanos()));
     let text = diagnostics_text(&described, &diagnostics.env_overrides, &outcome);
-    let (dir, file) = (diagnostics.dir, path.clone());
-    // Up to twice the capture cap: written on a blocking thread.
-    let write = tokio::task::spawn_blocking(move || {
-        if crate::workspace::layout::create_real_dir(&dir).is_ok() {
-            let _ = crate::workspace::layout::write_user_file(&file, text.as_bytes());
-        }
-    });
-    (outcome, DiagnosticsFile { path, write })
+    (outcome, DiagnosticsFile::new(path, diagnostics.dir, text))
 }
 
-/// A run's diagnostics file, possibly still being written.
+/// Diagnostics text up to this size is written by whoever holds the file, when it suits it (a
+/// build step: while its next command's shell starts up, a few syscalls with no thread
+/// hand-off); anything bigger (up to twice the capture cap) at once on a blocking thread.
+const WRITTEN_INLINE: usize = 64 * 1024;
+
+/// A run's diagnostics file, still to be written or being written (best effort: a file that
+/// cannot be written is no error).
 pub struct DiagnosticsFile {
     pub path: PathBuf,
-    write: tokio::task::JoinHandle<()>,
+    write: Write,
+}
+
+enum Write {
+    Pending { dir: PathBuf, text: String },
+    Started(tokio::task::JoinHandle<()>),
+    Done,
 }
 
 impl DiagnosticsFile {
-    /// Wait until the file is written (or failed to be: a diagnostics file is best effort).
-    pub async fn written(self) -> PathBuf {
-        let _ = self.write.await;
+    fn new(path: PathBuf, dir: PathBuf, text: String) -> DiagnosticsFile {
+        if text.len() <= WRITTEN_INLINE {
+            return DiagnosticsFile { path, write: Write::Pending { dir, text } };
+        }
+        let file = path.clone();
+        let write = tokio::task::spawn_blocking(move || write_diagnostics(&dir, &file, &text));
+        DiagnosticsFile { path, write: Write::Started(write) }
+    }
+
+    /// Write a small file now; a big one is being written already.
+    pub fn write_small(&mut self) {
+        if let Write::Pending { dir, text } = std::mem::replace(&mut self.write, Write::Done) {
+            write_diagnostics(&dir, &self.path, &text);
+        }
+    }
+
+    /// Wait until the file is written (or failed to be).
+    pub async fn written(mut self) -> PathBuf {
+        self.write_small();
+        if let Write::Started(write) = self.write {
+            let _ = write.await;
+        }
         self.path
+    }
+}
+
+fn write_diagnostics(dir: &Path, file: &Path, text: &str) {
+    if crate::workspace::layout::create_real_dir(dir).is_ok() {
+        let _ = crate::workspace::layout::write_user_file(file, text.as_bytes());
     }
 }
 

@@ -748,3 +748,26 @@ fn a_step_whose_material_cannot_be_read_runs_nothing() {
     let at = |t: &str| types.iter().position(|x| x == t).unwrap_or_else(|| panic!("no {t} in {types:?}"));
     assert!(at("material") < at("criterion"), "{types:?}");
 }
+
+/// Every criterion of a step has its own diagnostics file on disk when the step answers: the
+/// earlier ones written while the next command's shell starts, the last with the step's end,
+/// a big one on a blocking thread.
+#[test]
+fn every_criterion_of_a_step_has_its_diagnostics_file() {
+    let env = TestEnv::new();
+    let big = "head -c 300000 /dev/zero | tr '\\\\0' x";
+    let steps: &[(&str, &str, &str)] =
+        &[("one", "echo one", ""), ("big", big, ""), ("two", "echo two", ""), ("last", "echo last", "")];
+    ready(&env, "diags", &spec("diags", &[steps], &[]));
+    let result = build(&env, "diags")["result"].clone();
+    let criteria = result["criteria"].as_array().unwrap();
+    assert_eq!(criteria.len(), 4, "{result}");
+    let mut paths = BTreeSet::new();
+    for c in criteria {
+        let path = c["diagnostic"].as_str().unwrap();
+        let text = std::fs::read_to_string(env.work.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(text.contains(&format!("command: {}", c["command"].as_str().unwrap())), "{path}: {}", &text[..200]);
+        paths.insert(path.to_string());
+    }
+    assert_eq!(paths.len(), 4, "one file per criterion: {paths:?}");
+}

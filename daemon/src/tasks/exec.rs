@@ -730,8 +730,11 @@ impl BuildRun {
         // The group is noted, not saved: the job's run token, on disk before the command may
         // run, finds this run's processes after a crash; the group only sharpens what a
         // restart reports.
+        let pending = &mut evidence.files;
         let (o, file) = runner::run_deferred(request, diagnostics, self.cancel.clone(), |group| {
             self.daemon.jobs.note(&self.job_id, |r| r.group = Some(group));
+            // While this shell starts up on another core.
+            pending.iter_mut().for_each(runner::DiagnosticsFile::write_small);
         })
         .await;
         // The command ran only once the job was saved and the material read (or never).
@@ -815,7 +818,8 @@ struct StepEvidence {
     /// How many results each criterion has on record, this step's included.
     attempts: BTreeMap<String, u32>,
     events: Vec<LedgerEvent>,
-    /// The diagnostics files the events name, written while the next criterion runs.
+    /// The diagnostics files the events name, written while the next criterion's shell
+    /// starts up.
     files: Vec<runner::DiagnosticsFile>,
 }
 

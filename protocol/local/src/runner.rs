@@ -463,7 +463,10 @@ impl PidRange {
     /// (Reading every process's environment costs about 0.35 ms a run; this is most of it.)
     pub fn of_run(leader: i32, lasted: Duration) -> PidRange {
         let read = |file: &str| std::fs::read_to_string(file).ok()?.trim().parse::<i32>().ok();
-        match (read("/proc/sys/kernel/pid_max"), read("/proc/sys/kernel/ns_last_pid")) {
+        // Read once: it is only held against a floor (lowered below it later, unnoticed).
+        static PID_MAX: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+        let pid_max = *PID_MAX.get_or_init(|| read("/proc/sys/kernel/pid_max"));
+        match (pid_max, read("/proc/sys/kernel/ns_last_pid")) {
             (Some(max), Some(last)) if leader > 0 && max >= 32_768 && lasted < Duration::from_secs(1) => {
                 PidRange::Since { leader, last }
             }
