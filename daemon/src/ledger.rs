@@ -69,8 +69,7 @@ pub async fn record_ending(
         recorded_at: recorded_at.clone(),
         event: event.clone(),
     }));
-    let parsed = parse(&text).spec;
-    let next = ledger::project(&parsed, &entries, &recorded_at);
+    let next = ledger::project(&parse(&text).spec, &entries, &recorded_at);
     let job = end(&next, &entries);
     // A spec that cannot take the projection still gets its events recorded (then the error).
     let rendered = render(ws, &path, &text, &next);

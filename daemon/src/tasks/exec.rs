@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::{BoxFuture, FutureExt, Shared};
 use scafld_protocol::methods::{self as m, BuildOutcome, CriterionResult};
 use scafld_protocol::{ErrorKind, Event};
 use tokio_util::sync::CancellationToken;
@@ -29,7 +30,6 @@ use crate::ledger::{implementer, projected_spec, record, record_ending};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::Workspace;
 use crate::workspace::specfile::{self, InPlace};
-use futures::future::{BoxFuture, FutureExt, Shared};
 use scafld_protocol::vocab::CriterionStatus;
 
 /// Bytes of output kept in a ledger entry (the whole output is in the diagnostics file).

@@ -183,8 +183,8 @@ pub struct Staged {
     path: PathBuf,
     /// The file this one moves from (removed once it is in place).
     moving_from: Option<PathBuf>,
-    /// The file this one replaces, held open: its storage is freed when the last descriptor
-    /// closes, so this moves that work out of the rename (a third of its cost here).
+    /// The file this one replaces, held (by path, O_PATH): its storage is freed when the last
+    /// descriptor closes, so this moves that work out of the rename (most of its cost here).
     replaced: Option<File>,
     committed: bool,
 }
