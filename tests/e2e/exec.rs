@@ -738,6 +738,14 @@ fn a_step_whose_material_cannot_be_read_runs_nothing() {
     assert_eq!(error["code"], "workspace_error", "{error}");
     assert!(error["message"].as_str().unwrap_or_default().contains("not inside a git repository"), "{error}");
     assert!(!env.work.join("ran").exists(), "the criterion ran before the material was read");
+    // Nor is there a diagnostics file for the command that never ran.
+    let diagnostics: Vec<_> = std::fs::read_dir(env.work.join(".scafld/runs/nogit/diagnostics"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(diagnostics.is_empty(), "{diagnostics:?}");
     std::fs::rename(env.work.join("moved.git"), env.work.join(".git")).unwrap();
     let entries = ledger(&env, "nogit");
     assert!(!entries.iter().any(|e| e["type"] == "criterion" || e["type"] == "material"), "{entries:?}");
