@@ -34,13 +34,15 @@ pub(crate) fn evidence_scope(spec: &Spec) -> Vec<String> {
 }
 
 pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material, String> {
-    read_material(ws, spec).await.map_err(|e| format!("cannot read the workspace: {e}"))?
+    read_material(ws, spec).await
 }
 
-/// The material of `spec`'s scope, read on a blocking thread from now on.
-fn read_material(ws: &Workspace, spec: &Spec) -> tokio::task::JoinHandle<Result<Material, String>> {
+/// The material of `spec`'s scope, read on a blocking thread that starts now (not when the
+/// future is first polled).
+fn read_material(ws: &Workspace, spec: &Spec) -> impl Future<Output = Result<Material, String>> + Send + 'static {
     let (root, scope) = (ws.root.clone(), evidence_scope(spec));
-    tokio::task::spawn_blocking(move || baseline::material(&root, &scope))
+    let read = tokio::task::spawn_blocking(move || baseline::material(&root, &scope));
+    async move { read.await.map_err(|e| format!("cannot read the workspace: {e}"))? }
 }
 
 /// A build step's material, possibly still being read: the step starts its first command's
@@ -56,9 +58,7 @@ impl StepMaterial {
 
     /// Start reading the material of `spec`'s scope.
     pub(crate) fn read(ws: &Workspace, spec: &Spec) -> StepMaterial {
-        let read = read_material(ws, spec);
-        let material = async move { read.await.map_err(|e| format!("cannot read the workspace: {e}"))?.map(Arc::new) };
-        StepMaterial(material.boxed().shared())
+        StepMaterial(read_material(ws, spec).map(|read| read.map(Arc::new)).boxed().shared())
     }
 
     /// The material, once read.
