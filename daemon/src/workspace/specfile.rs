@@ -277,6 +277,13 @@ impl Drop for Staged {
 mod tests {
     use super::*;
 
+    /// `active/t.md` under `dir`, its folder made.
+    fn active_spec(dir: &Path) -> PathBuf {
+        let spec = dir.join("active/t.md");
+        fs::create_dir_all(spec.parent().unwrap()).unwrap();
+        spec
+    }
+
     fn names(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> =
             fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
@@ -289,8 +296,7 @@ mod tests {
     #[test]
     fn a_staged_spec_is_invisible_until_committed_and_gone_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
-        let spec = dir.path().join("active/t.md");
-        fs::create_dir_all(spec.parent().unwrap()).unwrap();
+        let spec = active_spec(dir.path());
         fs::write(&spec, "old").unwrap();
         let staged = stage_spec(Some(&spec), &spec, "new").unwrap();
         assert_eq!(fs::read_to_string(&spec).unwrap(), "old");
@@ -331,8 +337,7 @@ mod tests {
     #[test]
     fn put_in_place_finishes_a_move_and_leaves_only_a_replacements_sync() {
         let dir = tempfile::tempdir().unwrap();
-        let spec = dir.path().join("active/t.md");
-        fs::create_dir_all(spec.parent().unwrap()).unwrap();
+        let spec = active_spec(dir.path());
         fs::write(&spec, "old").unwrap();
         let in_place = stage_spec(Some(&spec), &spec, "new").unwrap().put_in_place().unwrap();
         assert_eq!(fs::read_to_string(&spec).unwrap(), "new");
@@ -351,8 +356,7 @@ mod tests {
     #[test]
     fn holding_the_replaced_file_never_opens_a_fifo() {
         let dir = tempfile::tempdir().unwrap();
-        let spec = dir.path().join("active/t.md");
-        fs::create_dir_all(spec.parent().unwrap()).unwrap();
+        let spec = active_spec(dir.path());
         nix::unistd::mkfifo(&spec, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let (done, finished) = std::sync::mpsc::channel();
         let path = spec.clone();
