@@ -16,6 +16,7 @@ use tracing::{info, warn};
 use crate::error::{RpcError, RpcResult};
 use crate::jobs::Jobs;
 use crate::store::{Store, WorkspaceRecord};
+use crate::workspace::tripwire::Tripwire;
 use crate::workspace::watch::{self, SpecWatcher};
 use crate::workspace::{Workspace, layout};
 
@@ -46,6 +47,8 @@ pub struct Daemon {
     /// Never held across an `.await` (a std lock: the compiler and clippy keep it so).
     open_workspaces: StdMutex<HashMap<String, Arc<Workspace>>>,
     watcher: Option<SpecWatcher>,
+    /// What lets whole-workspace reads skip their stats (see `workspace/tripwire.rs`).
+    tripwire: Option<Arc<Tripwire>>,
     watch_events: StdMutex<Option<mpsc::UnboundedReceiver<PathBuf>>>,
     pub jobs: Jobs,
     /// Dossiers relayed by `scafld mcp submit-review` for running reviews.
@@ -81,6 +84,7 @@ impl Daemon {
             shutdown_announced: AtomicBool::new(false),
             open_workspaces: StdMutex::default(),
             watcher,
+            tripwire: Tripwire::new(),
             watch_events: StdMutex::new(watch_events),
             jobs,
             submissions: Default::default(),
@@ -247,7 +251,7 @@ impl Daemon {
                 // Opened meanwhile by another call: theirs stands.
                 let fresh = open.get(&id).is_none_or(|w| w.root != root);
                 if fresh {
-                    let workspace = Arc::new(Workspace::open(id.clone(), root.clone()));
+                    let workspace = Arc::new(Workspace::open(id.clone(), root.clone(), self.tripwire.clone()));
                     open.insert(id.clone(), workspace.clone());
                     Some(workspace)
                 } else {

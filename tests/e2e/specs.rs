@@ -258,6 +258,44 @@ fn list_survives_a_broken_spec_and_shows_its_error() {
     env.scafld(&["list", "--status", "finished"]).assert_code(2);
 }
 
+/// `list` and `report` answer from the index while the daemon's change queue is quiet; every
+/// hand change to the spec folders must still show in the very next call, with no wait.
+#[test]
+fn whole_workspace_reads_see_each_hand_change_at_once() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "kept", &spec_text("kept", "draft"));
+    let list = |env: &TestEnv| -> BTreeMap<String, (String, String)> {
+        let run = env.scafld(&["list", "--json"]);
+        run.assert_code(0);
+        let tasks = run.json()["result"]["tasks"].as_array().unwrap().clone();
+        tasks
+            .iter()
+            .map(|t| {
+                let field = |name: &str| t[name].as_str().unwrap_or_default().to_string();
+                (field("task_id"), (field("status"), field("path")))
+            })
+            .collect()
+    };
+    assert_eq!(list(&env)["kept"].0, "draft");
+    assert_eq!(list(&env).len(), 1, "a quiet second call answers the same");
+
+    std::fs::write(&path, spec_text("kept", "draft").replace("status: draft", "status: approved")).unwrap();
+    assert_eq!(list(&env)["kept"].0, "approved", "an edit in place");
+    write_spec(&env, "drafts", "added", &spec_text("added", "draft"));
+    assert!(list(&env).contains_key("added"), "a new spec");
+    let moved = env.work.join(".scafld/specs/approved/added.md");
+    std::fs::rename(env.work.join(".scafld/specs/drafts/added.md"), &moved).unwrap();
+    assert_eq!(list(&env)["added"].1, ".scafld/specs/approved/added.md", "a move between folders");
+    std::fs::remove_file(&moved).unwrap();
+    assert!(!list(&env).contains_key("added"), "a removal");
+    write_spec(&env, "archive/2026-11", "old", &spec_text("old", "completed"));
+    assert_eq!(list(&env)["old"].0, "completed", "a spec in a new archive month");
+    let report = env.scafld(&["report", "--json"]).json();
+    assert_eq!(report["result"]["total"], 2, "{report}");
+}
+
 #[test]
 fn a_hand_edit_is_published_to_subscribers() {
     let mut env = TestEnv::new();

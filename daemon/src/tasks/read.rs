@@ -241,9 +241,10 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult>
     Ok(m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
 }
 
-/// Catch up with edits the watcher has not delivered yet (stat only; changed files re-parsed).
+/// Catch up with edits the watcher has not delivered yet (changed files re-parsed; the stats
+/// are skipped while the change queue vouches for the spec folders).
 fn sync(daemon: &Daemon, ws: &crate::workspace::Workspace) {
-    let changed = crate::sync::write(&ws.index).sync();
+    let changed = crate::sync::write(&ws.index).catch_up();
     for task_id in changed {
         daemon.publish_task_changed(ws, &task_id, "hand_edit");
     }

@@ -11,10 +11,12 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::{Diagnostic, Parsed, Severity, parse};
 use crate::workspace::specfile;
+use crate::workspace::tripwire::{TRUST_FOR, Tripwire};
 use scafld_protocol::methods::Counts;
 
 /// How many specs keep their whole parse in memory, most recently used first.
@@ -130,12 +132,24 @@ pub struct Index {
     complete: bool,
     /// The tasks whose entries keep their parse, least recently used first.
     recent: VecDeque<String>,
+    /// The change queue that lets [`Index::catch_up`] skip its stats while it stays quiet.
+    tripwire: Option<Arc<Tripwire>>,
+    /// When the last whole sync began with the queue armed over every folder and found only
+    /// specs the queue can vouch for (regular files with one link); `None` otherwise.
+    trusted_since: Option<Instant>,
+    /// The last whole sync found only such specs.
+    all_vouched: bool,
 }
 
 impl Index {
     /// An index that has loaded nothing yet.
     pub fn new(root: &Path) -> Index {
         Index { root: root.to_path_buf(), ..Index::default() }
+    }
+
+    /// [`Index::new`] whose whole-workspace reads may rely on `tripwire`.
+    pub fn watched(root: &Path, tripwire: Option<Arc<Tripwire>>) -> Index {
+        Index { tripwire, ..Index::new(root) }
     }
 
     /// An index of every spec under `root`, read now.
@@ -226,12 +240,38 @@ impl Index {
         self.entries.is_empty()
     }
 
+    /// [`Index::sync`] for a whole-workspace read, skipped when the change queue reports
+    /// nothing in the spec folders since the last one (see `tripwire.rs` for why that is
+    /// sound, and for what is never trusted to it).
+    pub fn catch_up(&mut self) -> Vec<String> {
+        let Some(wire) = self.tripwire.clone() else { return self.sync() };
+        // Drained every time, so that an event is never left to trip a later read instead.
+        let quiet = wire.quiet(&self.root);
+        let recent = self.trusted_since.is_some_and(|since| since.elapsed() < TRUST_FOR);
+        if quiet && recent && self.complete {
+            return Vec::new();
+        }
+        self.trusted_since = None;
+        let started = Instant::now();
+        // Armed before the stats, so that whatever changes during them trips the next read.
+        let armed = wire.arm(&self.root);
+        let changed = self.sync();
+        if armed && self.all_vouched {
+            self.trusted_since = Some(started);
+        }
+        changed
+    }
+
     /// Bring the index in line with the disk without waiting for the watcher: list the spec
     /// folders, re-read only files whose stamp changed, drop vanished ones. Returns the
     /// task ids whose entries changed (a first load of a task nobody has seen yet is not a
     /// change).
     pub fn sync(&mut self) -> Vec<String> {
         let on_disk = specfile::scan(&self.root);
+        self.all_vouched = on_disk.iter().all(|found| {
+            use std::os::unix::fs::MetadataExt;
+            found.meta.as_ref().is_some_and(|meta| meta.file_type().is_file() && meta.nlink() == 1)
+        });
         let mut changed = Vec::new();
         for found in &on_disk {
             let Some(task_id) = found.path.file_stem().and_then(|s| s.to_str()) else { continue };
@@ -576,5 +616,103 @@ mod tests {
         synced.sync();
         synced.absorb(stale);
         assert!(synced.get("b").is_none());
+    }
+
+    /// A watched index over `dir`, caught up once: from here on only the queue says when to stat.
+    fn watched(dir: &Path) -> Index {
+        let mut index = Index::watched(dir, Tripwire::new());
+        index.catch_up();
+        let fs = nix::sys::statfs::statfs(dir).map(|s| s.filesystem_type());
+        assert!(index.trusted_since.is_some(), "the queue should vouch for a temp dir on {fs:?}");
+        index
+    }
+
+    fn edit(path: &Path, title: &str) {
+        std::fs::write(path, spec(path.file_stem().unwrap().to_str().unwrap(), title)).unwrap();
+    }
+
+    #[test]
+    fn every_change_in_the_spec_folders_trips_the_queue_and_is_seen_at_once() {
+        let dir = workspace_with(&["a", "b"]);
+        let specs = dir.path().join(".scafld/specs");
+        let mut index = watched(dir.path());
+        assert_eq!(index.catch_up(), Vec::<String>::new());
+        // Written in place, replaced by a rename, added, moved to another folder, removed.
+        edit(&specs.join("drafts/a.md"), "a in place");
+        assert_eq!(index.catch_up(), vec!["a".to_string()]);
+        assert_eq!(index.get("a").unwrap().listing.title, "a in place");
+        std::fs::write(specs.join("drafts/.b.tmp"), spec("b", "b renamed over")).unwrap();
+        std::fs::rename(specs.join("drafts/.b.tmp"), specs.join("drafts/b.md")).unwrap();
+        assert_eq!(index.catch_up(), vec!["b".to_string()]);
+        assert_eq!(index.get("b").unwrap().listing.title, "b renamed over");
+        edit(&specs.join("drafts/c.md"), "c");
+        assert_eq!(index.catch_up(), vec!["c".to_string()]);
+        std::fs::create_dir_all(specs.join("approved")).unwrap();
+        std::fs::rename(specs.join("drafts/c.md"), specs.join("approved/c.md")).unwrap();
+        assert_eq!(index.catch_up(), vec!["c".to_string()]);
+        assert_eq!(index.get("c").unwrap().folder, Folder::Approved);
+        std::fs::remove_file(specs.join("approved/c.md")).unwrap();
+        assert_eq!(index.catch_up(), vec!["c".to_string()]);
+        assert!(index.get("c").is_none());
+        // A new archive month gets its own watch: an edit inside it later is seen too.
+        std::fs::create_dir_all(specs.join("archive/2026-11")).unwrap();
+        edit(&specs.join("archive/2026-11/d.md"), "d");
+        assert_eq!(index.catch_up(), vec!["d".to_string()]);
+        edit(&specs.join("archive/2026-11/d.md"), "d edited");
+        assert_eq!(index.catch_up(), vec!["d".to_string()]);
+        // A folder removed and made again is watched again.
+        std::fs::remove_dir_all(specs.join("approved")).unwrap();
+        assert_eq!(index.catch_up(), Vec::<String>::new());
+        std::fs::create_dir_all(specs.join("approved")).unwrap();
+        index.catch_up();
+        edit(&specs.join("approved/e.md"), "e");
+        assert_eq!(index.catch_up(), vec!["e".to_string()]);
+        assert!(index.trusted_since.is_some());
+    }
+
+    #[test]
+    fn what_the_queue_cannot_see_is_never_left_to_it() {
+        let dir = workspace_with(&["a", "b"]);
+        let drafts = dir.path().join(".scafld/specs/drafts");
+        let mut index = watched(dir.path());
+        // A hard link made elsewhere after the sync raises no event in the folder, nor does a
+        // write through it: the index may miss it, but for no longer than TRUST_FOR.
+        let outside = dir.path().join("a-elsewhere.md");
+        std::fs::hard_link(drafts.join("a.md"), &outside).unwrap();
+        edit(&outside, "a through another link");
+        let deadline = Instant::now() + TRUST_FOR * 5;
+        while index.catch_up().is_empty() {
+            assert!(Instant::now() < deadline, "an unseen write must show within {TRUST_FOR:?}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(index.get("a").unwrap().listing.title, "a through another link");
+        // Now that the sync has seen the second link, the queue is not trusted for this folder.
+        assert!(index.trusted_since.is_none());
+        edit(&outside, "a again");
+        assert_eq!(index.catch_up(), vec!["a".to_string()]);
+        // Nor for a spec that is a symlink to a file elsewhere.
+        std::fs::remove_file(&outside).unwrap();
+        index.catch_up();
+        assert!(index.trusted_since.is_some());
+        let target = dir.path().join("b-target.md");
+        std::fs::rename(drafts.join("b.md"), &target).unwrap();
+        std::os::unix::fs::symlink(&target, drafts.join("b.md")).unwrap();
+        index.catch_up();
+        assert!(index.trusted_since.is_none());
+        edit(&target, "b through its symlink");
+        assert_eq!(index.catch_up(), vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn without_a_queue_or_a_spec_folder_every_catch_up_stats() {
+        let dir = workspace_with(&["a"]);
+        let mut index = Index::new(dir.path());
+        index.catch_up();
+        edit(&dir.path().join(".scafld/specs/drafts/a.md"), "a edited");
+        assert_eq!(index.catch_up(), vec!["a".to_string()]);
+        let bare = tempfile::tempdir().unwrap();
+        let mut index = Index::watched(bare.path(), Tripwire::new());
+        index.catch_up();
+        assert!(index.trusted_since.is_none(), "no .scafld/specs: nothing to vouch for");
     }
 }

@@ -6,10 +6,11 @@ pub mod index;
 pub mod layout;
 pub mod slots;
 pub mod specfile;
+pub mod tripwire;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 pub use layout::{ID_FILE, SCAFLD_DIR};
 
@@ -31,14 +32,17 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    pub fn open(id: String, root: PathBuf) -> Workspace {
+    /// A workspace with `.scafld/`; its whole-workspace reads rely on `tripwire` when given.
+    pub fn open(id: String, root: PathBuf, tripwire: Option<Arc<tripwire::Tripwire>>) -> Workspace {
         let data = root.join(layout::SCAFLD_DIR);
-        Workspace::with_data(id, root, data)
+        let index = Index::watched(&root, tripwire);
+        Workspace::with_data(id, root, data, index)
     }
 
     /// A plain git repository (no `.scafld/`), reviewed by range with its data in `data`.
     pub fn bare(id: String, root: PathBuf, data: PathBuf) -> Workspace {
-        Workspace::with_data(id, root, data)
+        let index = Index::new(&root);
+        Workspace::with_data(id, root, data, index)
     }
 
     /// Whether this is a plain repository without `.scafld/` (only range reviews run here).
@@ -46,8 +50,7 @@ impl Workspace {
         self.data != self.root.join(layout::SCAFLD_DIR)
     }
 
-    fn with_data(id: String, root: PathBuf, data: PathBuf) -> Workspace {
-        let index = Index::new(&root);
+    fn with_data(id: String, root: PathBuf, data: PathBuf, index: Index) -> Workspace {
         Workspace {
             id,
             root,

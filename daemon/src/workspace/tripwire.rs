@@ -1,0 +1,190 @@
+//! One kernel change queue (inotify) over the spec folders of every open workspace, read
+//! without blocking. A whole-workspace read (`list`, `report`, `validate --all`) asks it
+//! whether anything there changed since its last full sync; when nothing did, the index
+//! answers as it is, without a stat per spec.
+//!
+//! This is sound because the kernel queues the event inside the writing system call: a change
+//! that finished before the read began is already in the queue. What the kernel does not
+//! report (a memory-mapped write, a write through a hard link in another folder, another
+//! machine writing over a network file system) is covered by [`Index::catch_up`]'s fallbacks:
+//! specs that are symlinks or have other links, and folders on other file systems, are never
+//! trusted to the queue, and every [`TRUST_FOR`] the stats run anyway.
+//!
+//! [`Index::catch_up`]: super::index::Index::catch_up
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::inotify::{AddWatchFlags as Mask, InitFlags, Inotify, WatchDescriptor};
+use nix::sys::statfs::{self, FsType};
+use tracing::warn;
+
+use crate::domain::lifecycle::Folder;
+use crate::workspace::{layout, specfile};
+
+/// Longest a whole-workspace read relies on the queue alone before it stats every spec again.
+pub const TRUST_FOR: Duration = Duration::from_secs(1);
+
+/// File systems whose every local write raises its event. A network or FUSE file system
+/// does not report what another machine or process behind it writes.
+const LOCAL_FILE_SYSTEMS: [FsType; 6] = [
+    statfs::EXT4_SUPER_MAGIC, // ext2, ext3 and ext4 share it
+    statfs::XFS_SUPER_MAGIC,
+    statfs::BTRFS_SUPER_MAGIC,
+    statfs::TMPFS_MAGIC,
+    statfs::F2FS_SUPER_MAGIC,
+    statfs::OVERLAYFS_SUPER_MAGIC,
+];
+
+pub struct Tripwire {
+    inotify: Inotify,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for Tripwire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tripwire").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// The workspace root each watch serves.
+    roots: HashMap<WatchDescriptor, PathBuf>,
+    /// Every root armed at least once: all of them trip when the queue overflows.
+    armed: HashSet<PathBuf>,
+    /// Roots with an event that [`Tripwire::quiet`] has not handed out yet.
+    tripped: HashSet<PathBuf>,
+}
+
+impl Tripwire {
+    /// The daemon's queue; `None` (every read stats) when the kernel refuses one, e.g. at the
+    /// user's limit of inotify instances.
+    pub fn new() -> Option<Arc<Tripwire>> {
+        match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
+            Ok(inotify) => Some(Arc::new(Tripwire { inotify, state: Mutex::default() })),
+            Err(e) => {
+                warn!("no change queue ({e}); whole-workspace reads stat every spec");
+                None
+            }
+        }
+    }
+
+    /// Watch `root`'s spec folders, again each time: a folder re-created or a new archive
+    /// month gets its watch here. Call it before the stats it is to cover. True when every
+    /// folder that exists is watched on a local file system, so that a quiet queue from now
+    /// on means nothing in them changed.
+    pub fn arm(&self, root: &Path) -> bool {
+        let scafld = root.join(layout::SCAFLD_DIR);
+        let specs = specfile::specs_dir(root);
+        // Renames, creations and removals of the folders themselves show in their parent.
+        let names = Mask::IN_CREATE
+            | Mask::IN_DELETE
+            | Mask::IN_MOVED_FROM
+            | Mask::IN_MOVED_TO
+            | Mask::IN_DELETE_SELF
+            | Mask::IN_MOVE_SELF
+            | Mask::IN_ONLYDIR;
+        let contents = names | Mask::IN_MODIFY | Mask::IN_ATTRIB;
+        let mut dirs = vec![(scafld, names), (specs.clone(), names)];
+        for folder in Folder::ALL {
+            dirs.push((specs.join(folder.dir_name()), contents));
+        }
+        if let Ok(months) = std::fs::read_dir(specs.join(Folder::Archive.dir_name())) {
+            dirs.extend(months.filter_map(Result::ok).map(|m| m.path()).filter(|p| p.is_dir()).map(|p| (p, contents)));
+        }
+        let mut state = crate::sync::lock(&self.state);
+        state.armed.insert(root.to_path_buf());
+        let mut trusted = true;
+        for (at, (dir, mask)) in dirs.into_iter().enumerate() {
+            let watched = match statfs::statfs(&dir) {
+                Ok(fs) if !LOCAL_FILE_SYSTEMS.contains(&fs.filesystem_type()) => Err(Errno::EREMOTE),
+                Ok(_) => self.inotify.add_watch(&dir, mask),
+                Err(e) => Err(e),
+            };
+            match watched {
+                Ok(wd) => {
+                    state.roots.insert(wd, root.to_path_buf());
+                }
+                // A lifecycle folder that does not exist yet: its parent reports its creation.
+                // Without `.scafld/specs` itself there is nothing to trust.
+                Err(Errno::ENOENT) if at >= 2 => {}
+                Err(_) => trusted = false,
+            }
+        }
+        trusted
+    }
+
+    /// Take every event queued so far; true when none of them was `root`'s since the last
+    /// call (nor was any lost to an overflow of the queue).
+    pub fn quiet(&self, root: &Path) -> bool {
+        let mut state = crate::sync::lock(&self.state);
+        loop {
+            match self.inotify.read_events() {
+                Ok(events) if !events.is_empty() => {
+                    for event in events {
+                        state.note(event.wd, event.mask);
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                Ok(_) | Err(Errno::EAGAIN) => break,
+                // Nothing can be trusted after a failed read.
+                Err(_) => {
+                    state.trip_all();
+                    break;
+                }
+            }
+        }
+        !state.tripped.remove(root)
+    }
+}
+
+impl State {
+    fn note(&mut self, wd: WatchDescriptor, mask: Mask) {
+        if mask.contains(Mask::IN_Q_OVERFLOW) {
+            self.trip_all();
+            return;
+        }
+        if let Some(root) = self.roots.get(&wd) {
+            self.tripped.insert(root.clone());
+        }
+        // The watch is gone (its folder was removed): the next arm adds one if it comes back.
+        if mask.contains(Mask::IN_IGNORED) {
+            self.roots.remove(&wd);
+        }
+    }
+
+    fn trip_all(&mut self) {
+        self.tripped.extend(self.armed.iter().cloned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overflow_trips_every_armed_root_and_a_removed_watch_is_forgotten() {
+        let wire = Tripwire::new().expect("inotify");
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for root in [a.path(), b.path()] {
+            std::fs::create_dir_all(specfile::specs_dir(root).join("drafts")).unwrap();
+            assert!(wire.arm(root));
+        }
+        assert!(wire.quiet(a.path()) && wire.quiet(b.path()));
+        // The kernel's overflow event names no watch of ours.
+        let other = wire.inotify.add_watch(a.path(), Mask::IN_ONLYDIR | Mask::IN_DELETE_SELF).unwrap();
+        crate::sync::lock(&wire.state).note(other, Mask::IN_Q_OVERFLOW);
+        assert!(!wire.quiet(a.path()) && !wire.quiet(b.path()), "events were lost: no root is quiet");
+        assert!(wire.quiet(a.path()), "and once told, quiet again");
+        std::fs::remove_dir_all(specfile::specs_dir(a.path()).join("drafts")).unwrap();
+        assert!(!wire.quiet(a.path()));
+        assert!(wire.quiet(b.path()), "b's folders did not change");
+        let watches = |root: &Path| crate::sync::lock(&wire.state).roots.values().filter(|r| *r == root).count();
+        assert_eq!(watches(a.path()), 2, "the removed folder's watch is forgotten");
+        assert_eq!(watches(b.path()), 3);
+    }
+}
