@@ -269,7 +269,15 @@ fn whole_workspace_reads_see_each_hand_change_at_once() {
     let list = |env: &TestEnv| -> BTreeMap<String, (String, String)> {
         let run = env.scafld(&["list", "--json"]);
         run.assert_code(0);
-        let tasks = run.json()["result"]["tasks"].as_array().unwrap().clone();
+        // The envelope written around the daemon's own result: one line, like every other.
+        let envelope = run.json();
+        assert_eq!(
+            (&envelope["command"], &envelope["ok"], &envelope["error"]),
+            (&json!("list"), &json!(true), &json!(null))
+        );
+        assert_eq!(run.stdout.lines().count(), 1);
+        assert!(run.stdout.starts_with("{\"command\":\"list\",\"error\":null,\"ok\":true,\"result\":{"));
+        let tasks = envelope["result"]["tasks"].as_array().unwrap().clone();
         tasks
             .iter()
             .map(|t| {

@@ -126,6 +126,13 @@ impl Workspace {
 
     /// `path` relative to the workspace root, for display.
     pub fn relative(&self, path: &Path) -> String {
+        use std::os::unix::ffi::OsStrExt;
+        // Byte for byte first: the index's paths are the root joined with more, and comparing
+        // component by component was a tenth of `list`'s time.
+        let rest = path.as_os_str().as_bytes().strip_prefix(self.root.as_os_str().as_bytes());
+        if let Some(Ok(text)) = rest.and_then(|rest| rest.strip_prefix(b"/")).map(std::str::from_utf8) {
+            return text.to_string();
+        }
         path.strip_prefix(&self.root).unwrap_or(path).display().to_string()
     }
 }

@@ -210,7 +210,7 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
     if ctx.out.json {
         // Printed as the daemon wrote it: parsing thousands of summaries only to print them
         // again would cost more than the rest of the call.
-        ctx.out.success(&raw, String::new);
+        ctx.out.success_verbatim(&raw);
         return Ok(workflow::OK);
     }
     let result: m::ListResult = serde_json::from_str(raw.get())
