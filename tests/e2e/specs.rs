@@ -218,12 +218,16 @@ fn list_survives_a_broken_spec_and_shows_its_error() {
     );
     write_spec(&env, "drafts", "misnamed", &spec_text("other-name", "draft"));
 
-    let run = env.scafld(&["list", "--json"]);
+    let run = env.scafld(&["list", "--json", "--counts"]);
     run.assert_code(0);
     let tasks = run.json()["result"]["tasks"].as_array().unwrap().clone();
     let by_id: BTreeMap<String, Value> =
         tasks.iter().map(|t| (t["task_id"].as_str().unwrap().to_string(), t.clone())).collect();
     assert_eq!(by_id.len(), 7, "{tasks:?}");
+    // Without --counts, the lean shape: the same tasks, no counts.
+    let lean = env.scafld(&["list", "--json"]).json()["result"]["tasks"].as_array().unwrap().clone();
+    assert_eq!(lean.len(), 7);
+    assert!(lean.iter().all(|t| t.get("counts").is_none() && t["path"].is_string()), "{lean:?}");
     assert_eq!(by_id["task-2"]["status"], "active");
     assert_eq!(by_id["task-2"]["counts"]["criteria_total"], 3);
     assert_eq!(by_id["old"]["status"], "completed");
@@ -255,6 +259,7 @@ fn list_survives_a_broken_spec_and_shows_its_error() {
     assert_eq!(broken.json()["result"]["valid"], false);
     let human = env.scafld(&["list"]);
     assert!(human.stdout.contains("invalid"), "{}", human.stdout);
+    assert!(human.stdout.lines().any(|l| l.starts_with("task-2") && l.contains(" 0/3 ")), "{}", human.stdout);
     env.scafld(&["list", "--status", "finished"]).assert_code(2);
 }
 

@@ -24,7 +24,9 @@ fn session() -> Option<(String, scafld_client::Connection)> {
 
 pub fn task_ids(current: &OsStr) -> Vec<CompletionCandidate> {
     let Some((root, mut conn)) = session() else { return Vec::new() };
-    let Ok(list) = conn.call::<m::TaskList>(&m::ListParams { root, status: None }) else { return Vec::new() };
+    let Ok(list) = conn.call::<m::TaskList>(&m::ListParams { root, status: None, counts: false }) else {
+        return Vec::new();
+    };
     candidates(current, list.tasks.into_iter().map(|t| t.task_id))
 }
 

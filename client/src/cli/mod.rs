@@ -606,6 +606,9 @@ pub struct ListArgs {
     /// Only tasks with this status (draft, approved, active, blocked, review, completed, failed, cancelled).
     #[arg(long)]
     pub status: Option<String>,
+    /// With --json: each task's phase and criterion counts too (the text listing always shows progress).
+    #[arg(long)]
+    pub counts: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -432,7 +432,7 @@ impl Server {
 
     /// The findings of every task of a root that may have some (one `task.status` each).
     fn refresh_root_findings(&mut self, root: &Root) -> Result<(), LinkError> {
-        let params = m::ListParams { root: root.path.display().to_string(), status: None };
+        let params = m::ListParams { root: root.path.display().to_string(), status: None, counts: false };
         let list = match self.link.call::<m::TaskList>(&params) {
             Ok(list) => list,
             // Not a scafld workspace (yet): nothing to show.

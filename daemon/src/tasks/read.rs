@@ -235,7 +235,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult>
     let mut tasks: Vec<(Option<Status>, m::TaskSummary)> = index
         .entries()
         .filter(|e| filter.is_none() || e.listing.status == filter)
-        .map(|e| (e.listing.status, summary(&ws.relative(&e.path), e)))
+        .map(|e| (e.listing.status, summary(&ws.relative(&e.path), e, p.counts)))
         .collect();
     tasks.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.task_id.cmp(&b.1.task_id)));
     Ok(m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
@@ -250,14 +250,14 @@ fn sync(daemon: &Daemon, ws: &crate::workspace::Workspace) {
     }
 }
 
-fn summary(path: &str, entry: &SpecEntry) -> m::TaskSummary {
+fn summary(path: &str, entry: &SpecEntry, counts: bool) -> m::TaskSummary {
     let listing = &entry.listing;
     m::TaskSummary {
         task_id: entry.task_id.clone(),
         status: listing.status.map(|s| s.to_string()).unwrap_or_default(),
         title: listing.title.clone(),
         path: path.to_string(),
-        counts: listing.progress.clone(),
+        counts: counts.then(|| listing.progress.clone()),
         error: entry.first_error(),
     }
 }

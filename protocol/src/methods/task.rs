@@ -293,6 +293,9 @@ pub struct ListParams {
     /// Only tasks with this lifecycle status.
     #[serde(default)]
     pub status: Option<String>,
+    /// Each task's phase and criterion counts too (they are more than half of the reply).
+    #[serde(default)]
+    pub counts: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,7 +310,9 @@ pub struct TaskSummary {
     pub status: String,
     pub title: String,
     pub path: String,
-    pub counts: Counts,
+    /// Only when the call asked for them (`ListParams::counts`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Counts>,
     /// The first error of a broken spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -205,7 +205,8 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
 
 pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
     let (root, mut conn) = session(ctx)?;
-    let params = m::ListParams { root, status: args.status.clone() };
+    // The text listing shows each task's progress; JSON carries counts only when asked.
+    let params = m::ListParams { root, status: args.status.clone(), counts: args.counts || !ctx.out.json };
     let raw = conn.call_verbatim::<m::TaskList>(&params).map_err(rpc_error)?;
     if ctx.out.json {
         // Printed as the daemon wrote it: parsing thousands of summaries only to print them
@@ -222,7 +223,8 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
         let width = result.tasks.iter().map(|t| t.task_id.len()).max().unwrap_or(0);
         let mut text = String::new();
         for t in &result.tasks {
-            let progress = format!("{}/{}", t.counts.criteria_passed, t.counts.criteria_total);
+            let counts = t.counts.clone().unwrap_or_default();
+            let progress = format!("{}/{}", counts.criteria_passed, counts.criteria_total);
             match &t.error {
                 Some(error) => {
                     let _ =
