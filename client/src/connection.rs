@@ -1,5 +1,6 @@
 //! A blocking JSON-RPC connection to the daemon: one request at a time, typed by
-//! [`scafld_protocol::Method`], with the protocol-version handshake done on connect.
+//! [`scafld_protocol::Method`], with the protocol-version handshake done on connect (or, for
+//! [`Connection::connect_pipelined`], answered together with the first read-only call).
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Write};
@@ -58,7 +59,11 @@ pub struct Connection {
     pending_events: VecDeque<Event>,
     /// How long a read or write may block (see [`Connection::connect_with_timeout`]).
     timeout: Option<Duration>,
-    pub daemon: methods::HelloResult,
+    /// The daemon's answer to the handshake: `Err(id)` while it is still to be read.
+    daemon: Result<methods::HelloResult, u64>,
+    /// A reply that arrived while another was awaited (the daemon answers pipelined calls in
+    /// the order they finish).
+    early: Option<(u64, Incoming)>,
 }
 
 /// One line from the daemon: a reply (`id` with `result` or `error`) or a notification
@@ -116,6 +121,16 @@ impl Connection {
     /// stopped) cannot block the caller for longer. After a time-out the connection is
     /// unusable (a late reply would answer the wrong call): drop it.
     pub fn connect_with_timeout(socket: &Path, timeout: Option<Duration>) -> Result<Connection, ClientError> {
+        let mut conn = Connection::connect_pipelined(socket, timeout)?;
+        conn.daemon()?;
+        Ok(conn)
+    }
+
+    /// [`Connection::connect_with_timeout`], but the handshake's answer is read only with the
+    /// first call's: a read-only call ([`Method::READ_ONLY`]) goes out right behind the
+    /// handshake, any other waits for its answer. A daemon of another protocol is still
+    /// refused before a call's result is used.
+    pub fn connect_pipelined(socket: &Path, timeout: Option<Duration>) -> Result<Connection, ClientError> {
         let stream = scafld_local::probe(socket)
             .map_err(|source| ClientError::Unreachable { socket: socket.to_path_buf(), source })?;
         trusted(socket, &stream).map_err(|why| ClientError::Untrusted { socket: socket.to_path_buf(), why })?;
@@ -130,20 +145,33 @@ impl Connection {
             next_id: 1,
             pending_events: VecDeque::new(),
             timeout,
-            daemon: methods::HelloResult { protocol_version: 0, daemon_version: String::new(), pid: 0 },
+            daemon: Err(0),
+            early: None,
         };
         let params = HelloParams { protocol_version: PROTOCOL_VERSION, client_version: CLIENT_VERSION.into() };
-        let hello = conn.call::<methods::Hello>(&params)?;
-        if hello.protocol_version != PROTOCOL_VERSION {
-            return Err(ClientError::ProtocolMismatch {
-                client: PROTOCOL_VERSION,
-                daemon: hello.protocol_version,
-                daemon_version: hello.daemon_version,
-                socket: socket.to_path_buf(),
-            });
-        }
-        conn.daemon = hello;
+        let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
+        conn.daemon = Err(conn.send(methods::Hello::NAME, params)?);
         Ok(conn)
+    }
+
+    /// The daemon's answer to the handshake, read now if it has not been yet. A daemon that
+    /// speaks another protocol is an error.
+    pub fn daemon(&mut self) -> Result<&methods::HelloResult, ClientError> {
+        if let Err(id) = self.daemon {
+            let raw = self.guard_timeout(|conn| conn.reply(id))?;
+            let hello: methods::HelloResult = serde_json::from_str(raw.get())
+                .map_err(|e| ClientError::Decode(format!("{}: {e}", methods::Hello::NAME)))?;
+            if hello.protocol_version != PROTOCOL_VERSION {
+                return Err(ClientError::ProtocolMismatch {
+                    client: PROTOCOL_VERSION,
+                    daemon: hello.protocol_version,
+                    daemon_version: hello.daemon_version,
+                    socket: self.socket.clone(),
+                });
+            }
+            self.daemon = Ok(hello);
+        }
+        Ok(self.daemon.as_ref().expect("answered above"))
     }
 
     pub fn socket(&self) -> &Path {
@@ -153,7 +181,7 @@ impl Connection {
     /// Call `M` and wait for its reply.
     pub fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
         let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
-        let raw = self.call_text(M::NAME, params)?;
+        let raw = self.call_text(M::NAME, M::READ_ONLY, params)?;
         serde_json::from_str(raw.get()).map_err(|e| ClientError::Decode(format!("{}: {e}", M::NAME)))
     }
 
@@ -161,18 +189,29 @@ impl Connection {
     /// passes it on (`list --json` over thousands of specs).
     pub fn call_verbatim<M: Method>(&mut self, params: &M::Params) -> Result<Box<RawValue>, ClientError> {
         let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
-        self.call_text(M::NAME, params)
+        self.call_text(M::NAME, M::READ_ONLY, params)
     }
 
     /// Call a method by name with JSON params.
     pub fn call_raw(&mut self, method: &str, params: Value) -> Result<Value, ClientError> {
-        let raw = self.call_text(method, params)?;
+        let raw = self.call_text(method, false, params)?;
         serde_json::from_str(raw.get()).map_err(|e| ClientError::Decode(format!("{method}: {e}")))
     }
 
-    /// The result of a call as the daemon wrote it.
-    fn call_text(&mut self, method: &str, params: Value) -> Result<Box<RawValue>, ClientError> {
-        self.exchange(method, params).map_err(|error| match (error, self.timeout) {
+    /// The result of a call as the daemon wrote it, after the handshake's answer (read before
+    /// the call is sent unless the call is `read_only`).
+    fn call_text(&mut self, method: &str, read_only: bool, params: Value) -> Result<Box<RawValue>, ClientError> {
+        if !read_only {
+            self.daemon()?;
+        }
+        let id = self.guard_timeout(|conn| conn.send(method, params))?;
+        self.daemon()?;
+        self.guard_timeout(|conn| conn.reply(id))
+    }
+
+    /// `step`, with a read or write that ran out of time reported as [`ClientError::TimedOut`].
+    fn guard_timeout<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T, ClientError>) -> Result<T, ClientError> {
+        step(self).map_err(|error| match (error, self.timeout) {
             (ClientError::Io(e), Some(timeout))
                 if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
             {
@@ -182,31 +221,47 @@ impl Connection {
         })
     }
 
-    fn exchange(&mut self, method: &str, params: Value) -> Result<Box<RawValue>, ClientError> {
+    /// Write one request; its id is returned.
+    fn send(&mut self, method: &str, params: Value) -> Result<u64, ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let mut line = serde_json::to_vec(&request).map_err(|e| ClientError::Decode(e.to_string()))?;
         line.push(b'\n');
         self.writer.write_all(&line)?;
-        loop {
-            let message = self.read_message()?;
-            // An error with a null id concerns the connection itself (the daemon refused us,
-            // or could not parse what we sent): it answers this call too.
-            if let (None, Some(error)) = (&message.id, &message.error) {
-                return Err(decode_error(error));
+        Ok(id)
+    }
+
+    /// Read until the reply to request `id` arrives; a reply to another pending request is
+    /// kept for its own turn, notifications are stashed.
+    fn reply(&mut self, id: u64) -> Result<Box<RawValue>, ClientError> {
+        let message = match self.early.take() {
+            Some((early, message)) if early == id => message,
+            other => {
+                self.early = other;
+                loop {
+                    let message = self.read_message()?;
+                    // An error with a null id concerns the connection itself (the daemon
+                    // refused us, or could not parse what we sent): it answers this call too.
+                    if let (None, Some(error)) = (&message.id, &message.error) {
+                        return Err(decode_error(error));
+                    }
+                    match message.id.as_ref().and_then(Value::as_u64) {
+                        Some(answered) if answered == id => break message,
+                        Some(answered) if answered < self.next_id && message.method.is_none() => {
+                            self.early = Some((answered, message));
+                        }
+                        _ => self.stash_notification(message),
+                    }
+                }
             }
-            if message.id.as_ref().and_then(Value::as_u64) != Some(id) {
-                self.stash_notification(message);
-                continue;
-            }
-            if let Some(error) = &message.error {
-                return Err(decode_error(error));
-            }
-            return match message.result {
-                Some(result) => Ok(result),
-                None => RawValue::from_string("null".into()).map_err(|e| ClientError::Decode(e.to_string())),
-            };
+        };
+        if let Some(error) = &message.error {
+            return Err(decode_error(error));
+        }
+        match message.result {
+            Some(result) => Ok(result),
+            None => RawValue::from_string("null".into()).map_err(|e| ClientError::Decode(e.to_string())),
         }
     }
 

@@ -211,6 +211,76 @@ fn protocol_mismatch_is_explained() {
     assert!(message.contains("scafld daemon stop"), "{message}");
 }
 
+/// A daemon from a future release on `env`'s socket for one connection: `answer` gets the
+/// request lines read so far and returns the replies to write (none: read another line).
+/// Returns every line the client sent, up to its hanging up.
+fn future_daemon(
+    env: &TestEnv,
+    mut answer: impl FnMut(&[serde_json::Value]) -> Vec<serde_json::Value> + Send + 'static,
+) -> std::thread::JoinHandle<Vec<serde_json::Value>> {
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        // A deadline, so that a client waiting for an answer this script withholds fails the
+        // test instead of hanging it.
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut seen = Vec::new();
+        loop {
+            let mut line = String::new();
+            match reader.read_line(&mut line) {
+                Ok(0) => return seen,
+                Ok(_) => seen.push(serde_json::from_str(&line).unwrap()),
+                Err(e) => panic!("the client neither sent more nor hung up: {e}; it sent {seen:?}"),
+            }
+            for reply in answer(&seen) {
+                (&stream).write_all(format!("{reply}\n").as_bytes()).unwrap();
+            }
+        }
+    })
+}
+
+fn hello_999(request: &serde_json::Value) -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": request["id"], "result": {"protocol_version": 999, "daemon_version": "9.0.0", "pid": 1}})
+}
+
+/// A read-only call goes out right behind the handshake; a mismatched daemon's answer to it is
+/// never used, even when it comes before the handshake's.
+#[test]
+fn a_pipelined_read_is_refused_by_a_daemon_of_another_protocol() {
+    let env = TestEnv::new();
+    let fake = future_daemon(&env, |seen| match seen {
+        [hello, call] => {
+            assert_eq!((hello["method"].as_str(), call["method"].as_str()), (Some("daemon.hello"), Some("task.list")));
+            let tasks = json!({"tasks": [{"task_id": "from-the-future", "status": "draft", "title": "", "path": ""}]});
+            vec![json!({"jsonrpc": "2.0", "id": call["id"], "result": tasks}), hello_999(hello)]
+        }
+        _ => Vec::new(),
+    });
+    std::fs::create_dir_all(env.work.join(".scafld/specs")).unwrap();
+    let run = env.scafld(&["list", "--json"]);
+    assert_eq!(fake.join().unwrap().len(), 2);
+    run.assert_code(6);
+    assert_eq!(run.json()["error"]["code"], "protocol_mismatch");
+    assert!(!run.stdout.contains("from-the-future"), "{}", run.stdout);
+}
+
+/// Any other call waits for the handshake's answer, so a mismatched daemon never receives it.
+#[test]
+fn a_mutation_is_never_sent_before_the_handshake_is_answered() {
+    let env = TestEnv::new();
+    let fake = future_daemon(&env, |seen| match seen {
+        [hello] => vec![hello_999(hello)],
+        _ => Vec::new(),
+    });
+    std::fs::create_dir_all(env.work.join(".scafld/specs")).unwrap();
+    let run = env.scafld(&["approve", "some-task", "--json"]);
+    let sent = fake.join().unwrap();
+    assert_eq!(sent.len(), 1, "only the handshake: {sent:?}");
+    run.assert_code(6);
+    assert_eq!(run.json()["error"]["code"], "protocol_mismatch");
+}
+
 #[test]
 fn killed_daemon_is_detected_and_replaced_by_autostart() {
     let mut env = TestEnv::new();

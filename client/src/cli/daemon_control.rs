@@ -26,12 +26,13 @@ pub fn connect(paths: &Paths, autostart: bool) -> Result<Connection, CliError> {
 /// [`connect`] with a bound on every read and write of the connection (see
 /// [`Connection::connect_with_timeout`]).
 pub fn connect_with_timeout(paths: &Paths, autostart: bool, timeout: Option<Duration>) -> Result<Connection, CliError> {
-    match Connection::connect_with_timeout(&paths.socket, timeout) {
+    // The handshake's answer comes with the first call's (see `Connection::connect_pipelined`).
+    match Connection::connect_pipelined(&paths.socket, timeout) {
         Ok(conn) => Ok(conn),
         Err(ClientError::Unreachable { .. }) if autostart => {
             let pid = start(paths)?;
             eprintln!("scafld: started the daemon (pid {pid}) at {}", paths.socket.display());
-            Connection::connect_with_timeout(&paths.socket, timeout).map_err(connect_error)
+            Connection::connect_pipelined(&paths.socket, timeout).map_err(connect_error)
         }
         Err(ClientError::Unreachable { socket, .. }) => Err(unreachable(&socket).with_hint(
             "start it with `scafld daemon start`, or drop --no-autostart / SCAFLD_NO_AUTOSTART to let scafld start it",
@@ -134,9 +135,11 @@ pub fn start(paths: &Paths) -> Result<u32, CliError> {
     let deadline = Instant::now() + START_DEADLINE;
     wait_ready(&ready, deadline);
     loop {
-        if let Ok(conn) = Connection::connect(&paths.socket) {
+        if let Ok(mut conn) = Connection::connect(&paths.socket)
+            && let Ok(daemon) = conn.daemon()
+        {
             // The child is reaped by init once we exit; it runs on as the daemon.
-            return Ok(conn.daemon.pid);
+            return Ok(daemon.pid);
         }
         if let Ok(Some(status)) = child.try_wait() {
             let tail = log_tail(&log_path, log_start);
@@ -178,7 +181,7 @@ pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
         Err(ClientError::Unreachable { .. }) => return Ok(None),
         Err(e) => return Err(connect_error(e)),
     };
-    let pid = conn.daemon.pid;
+    let pid = conn.daemon().map_err(connect_error)?.pid;
     conn.call::<scafld_protocol::methods::DaemonShutdown>(&Default::default()).map_err(rpc_error)?;
     let deadline = Instant::now() + STOP_DEADLINE;
     // Done when the process is gone, or when it removed its socket (its last step; a zombie

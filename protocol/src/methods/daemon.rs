@@ -28,7 +28,7 @@ pub struct HelloResult {
 
 method!(
     /// Health and inventory of the running daemon.
-    DaemonStatus = "daemon.status", NoParams => DaemonStatusResult
+    read_only DaemonStatus = "daemon.status", NoParams => DaemonStatusResult
 );
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

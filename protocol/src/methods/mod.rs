@@ -8,16 +8,26 @@ use serde::{Deserialize, Serialize};
 /// name and both of its payload types are declared together.
 pub trait Method {
     const NAME: &'static str;
+    /// A read that changes no task: a client may send it before the handshake's answer
+    /// arrives (saving a round trip), since a daemon of another protocol may then run it.
+    const READ_ONLY: bool;
     type Params: Serialize + DeserializeOwned + Send + 'static;
     type Result: Serialize + DeserializeOwned + Clone + Send + 'static;
 }
 
 macro_rules! method {
+    ($(#[$doc:meta])* read_only $marker:ident = $name:literal, $params:ty => $result:ty) => {
+        method!(@ true, $(#[$doc])* $marker = $name, $params => $result);
+    };
     ($(#[$doc:meta])* $marker:ident = $name:literal, $params:ty => $result:ty) => {
+        method!(@ false, $(#[$doc])* $marker = $name, $params => $result);
+    };
+    (@ $read_only:literal, $(#[$doc:meta])* $marker:ident = $name:literal, $params:ty => $result:ty) => {
         $(#[$doc])*
         pub enum $marker {}
         impl Method for $marker {
             const NAME: &'static str = $name;
+            const READ_ONLY: bool = $read_only;
             type Params = $params;
             type Result = $result;
         }

@@ -58,7 +58,7 @@ pub struct Diagnostic {
 
 method!(
     /// Full structure of a spec and every diagnostic.
-    TaskValidate = "task.validate", TaskParams => ValidateResult
+    read_only TaskValidate = "task.validate", TaskParams => ValidateResult
 );
 
 method!(
@@ -82,7 +82,7 @@ pub struct CheckParams {
 
 method!(
     /// Every spec's diagnostics at once (archive included): how an existing workspace reads.
-    TaskValidateAll = "task.validate_all", WorkspaceRootParams => ValidateAllResult
+    read_only TaskValidateAll = "task.validate_all", WorkspaceRootParams => ValidateAllResult
 );
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -143,7 +143,7 @@ pub struct CriterionStructure {
 
 method!(
     /// Lifecycle and progress of one task, and the one command it should see next.
-    TaskStatus = "task.status", TaskParams => StatusResult
+    read_only TaskStatus = "task.status", TaskParams => StatusResult
 );
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,7 +283,7 @@ pub struct Counts {
 
 method!(
     /// Every task of a workspace, from the daemon's index.
-    TaskList = "task.list", ListParams => ListResult
+    read_only TaskList = "task.list", ListParams => ListResult
 );
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -359,7 +359,7 @@ pub struct HardenResult {
 
 method!(
     /// The compact model-facing summary of a task.
-    TaskHandoff = "task.handoff", TaskParams => HandoffResult
+    read_only TaskHandoff = "task.handoff", TaskParams => HandoffResult
 );
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -370,7 +370,7 @@ pub struct HandoffResult {
 
 method!(
     /// Counts by status and simple quality figures for a workspace.
-    TaskReport = "task.report", WorkspaceRootParams => ReportResult
+    read_only TaskReport = "task.report", WorkspaceRootParams => ReportResult
 );
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use crate::cli::output::CliError;
 
 pub fn start(ctx: &Context) -> Result<u8, CliError> {
     let (pid, already) = match Connection::connect(&ctx.paths.socket) {
-        Ok(conn) => (conn.daemon.pid, true),
+        Ok(mut conn) => (conn.daemon().map_err(connect_error)?.pid, true),
         Err(ClientError::Unreachable { .. }) => (daemon_control::start(&ctx.paths)?, false),
         Err(e) => return Err(connect_error(e)),
     };

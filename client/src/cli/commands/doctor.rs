@@ -180,11 +180,11 @@ fn private_dir(name: &str, dir: &Path) -> Check {
 }
 
 fn daemon(ctx: &Context) -> Check {
-    match Connection::connect(&ctx.paths.socket) {
-        Ok(conn) => {
-            let (daemon, client) = (conn.daemon.daemon_version.clone(), env!("CARGO_PKG_VERSION"));
+    match Connection::connect(&ctx.paths.socket).and_then(|mut conn| conn.daemon().cloned()) {
+        Ok(hello) => {
+            let (daemon, client) = (hello.daemon_version, env!("CARGO_PKG_VERSION"));
             if daemon == client {
-                check("daemon", Health::Ok, format!("scafldd {daemon} (pid {}) answers", conn.daemon.pid), None)
+                check("daemon", Health::Ok, format!("scafldd {daemon} (pid {}) answers", hello.pid), None)
             } else {
                 check(
                     "daemon",
