@@ -328,3 +328,42 @@ fn kind_of_code(code: i32) -> ErrorKind {
         _ => ErrorKind::Internal,
     }
 }
+
+#[cfg(test)]
+mod review_tests {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::net::UnixListener;
+
+    use super::*;
+
+    /// Review: a daemon that refuses the connection (busy, like `transport::refuse`) answers the
+    /// hello line with a null-id error and closes. A pipelined read-only call written after that
+    /// close fails with EPIPE in `send`, and the refusal already waiting in the socket is never
+    /// read: the user sees "Broken pipe" instead of the daemon's reason and hint.
+    #[test]
+    fn review_a_refusal_after_the_hello_is_reported_not_a_broken_pipe() {
+        let dir = std::env::temp_dir().join(format!("scafld-review-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let socket = dir.join("s.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let server = std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(stream.try_clone().unwrap()).read_line(&mut line).unwrap();
+            let refusal = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000,
+                "message": "the daemon already serves 1024 connections",
+                "data": {"kind": "busy", "message": "the daemon already serves 1024 connections"}}});
+            (&stream).write_all(format!("{refusal}\n").as_bytes()).unwrap();
+            // closed here
+        });
+        let mut conn = Connection::connect_pipelined(&socket, None).unwrap();
+        server.join().unwrap();
+        let params = methods::ListParams { root: "/w".into(), status: None, counts: false };
+        let error = conn.call::<methods::TaskList>(&params).err().expect("refused");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(matches!(error, ClientError::Rpc { .. }), "the refusal is lost: {error:?}");
+    }
+}

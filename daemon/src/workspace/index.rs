@@ -703,6 +703,63 @@ mod tests {
         assert_eq!(index.catch_up(), vec!["b".to_string()]);
     }
 
+    /// Review: two workspaces whose drafts are one folder (a symlink, e.g. git worktrees
+    /// sharing their specs). The kernel gives one watch descriptor per inode, and `roots` maps
+    /// it to the root armed last, so an edit there trips only that workspace: the other one's
+    /// list answers from its index although the edit finished before the call.
+    #[test]
+    fn review_a_folder_shared_by_two_workspaces_trips_both() {
+        let wire = Tripwire::new().expect("inotify");
+        let a = workspace_with(&["a"]);
+        let b = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(b.path().join(".scafld/specs")).unwrap();
+        std::os::unix::fs::symlink(a.path().join(".scafld/specs/drafts"), b.path().join(".scafld/specs/drafts"))
+            .unwrap();
+        let mut index_a = Index::watched(a.path(), Some(wire.clone()));
+        let mut index_b = Index::watched(b.path(), Some(wire.clone()));
+        index_a.catch_up();
+        index_b.catch_up();
+        assert!(index_a.trusted_since.is_some() && index_b.trusted_since.is_some());
+        edit(&a.path().join(".scafld/specs/drafts/a.md"), "a edited");
+        // Within TRUST_FOR of the last full sync, as a scripted edit-then-list is.
+        assert_eq!(index_a.catch_up(), vec!["a".to_string()], "the edit in a's own folder is missed");
+        assert_eq!(index_a.get("a").unwrap().listing.title, "a edited");
+    }
+
+    /// Review: `.scafld` is a symlink, pointed elsewhere (`ln -sfn other .scafld`, a rename in
+    /// the workspace root). Nothing watched changes: the root is not watched, and the old
+    /// target's folders are untouched.
+    #[test]
+    fn review_a_scafld_symlink_pointed_elsewhere_trips_the_queue() {
+        let root = tempfile::tempdir().unwrap();
+        let (one, two) = (workspace_with(&["a"]), workspace_with(&["b"]));
+        std::os::unix::fs::symlink(one.path().join(".scafld"), root.path().join(".scafld")).unwrap();
+        let mut index = Index::watched(root.path(), Tripwire::new());
+        index.catch_up();
+        assert!(index.trusted_since.is_some());
+        std::os::unix::fs::symlink(two.path().join(".scafld"), root.path().join(".scafld.new")).unwrap();
+        std::fs::rename(root.path().join(".scafld.new"), root.path().join(".scafld")).unwrap();
+        index.catch_up();
+        assert!(index.get("b").is_some() && index.get("a").is_none(), "still listing the old .scafld");
+    }
+
+    /// Review: a lifecycle folder that is a dangling symlink when armed (ENOENT is taken as
+    /// "does not exist yet, its parent reports its creation"), whose target is made later:
+    /// the parent sees nothing, since the symlink itself did not change.
+    #[test]
+    fn review_a_dangling_folder_symlink_that_comes_to_life_trips_the_queue() {
+        let root = workspace_with(&["a"]);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let target = elsewhere.path().join("approved");
+        std::os::unix::fs::symlink(&target, root.path().join(".scafld/specs/approved")).unwrap();
+        let mut index = Index::watched(root.path(), Tripwire::new());
+        index.catch_up();
+        assert!(index.trusted_since.is_some());
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("c.md"), spec("c", "c")).unwrap();
+        assert_eq!(index.catch_up(), vec!["c".to_string()], "c is on disk before the call");
+    }
+
     #[test]
     fn without_a_queue_or_a_spec_folder_every_catch_up_stats() {
         let dir = workspace_with(&["a"]);
