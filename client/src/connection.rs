@@ -204,7 +204,15 @@ impl Connection {
         if !read_only {
             self.daemon()?;
         }
-        let id = self.guard_timeout(|conn| conn.send(method, params))?;
+        let id = match self.guard_timeout(|conn| conn.send(method, params)) {
+            Ok(id) => id,
+            Err(e) => {
+                // A daemon that refuses the connection (busy) answers the handshake with why
+                // and hangs up: that answer says more than the broken pipe.
+                self.daemon()?;
+                return Err(e);
+            }
+        };
         self.daemon()?;
         self.guard_timeout(|conn| conn.reply(id))
     }
@@ -330,20 +338,19 @@ fn kind_of_code(code: i32) -> ErrorKind {
 }
 
 #[cfg(test)]
-mod review_tests {
+mod tests {
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::net::UnixListener;
 
     use super::*;
 
-    /// Review: a daemon that refuses the connection (busy, like `transport::refuse`) answers the
-    /// hello line with a null-id error and closes. A pipelined read-only call written after that
-    /// close fails with EPIPE in `send`, and the refusal already waiting in the socket is never
-    /// read: the user sees "Broken pipe" instead of the daemon's reason and hint.
+    /// A daemon that refuses the connection (busy, like the daemon's `transport::refuse`)
+    /// answers the hello with a null-id error and hangs up. A pipelined read-only call written
+    /// after that fails with EPIPE; the refusal waiting in the socket is what the caller gets.
     #[test]
-    fn review_a_refusal_after_the_hello_is_reported_not_a_broken_pipe() {
-        let dir = std::env::temp_dir().join(format!("scafld-review-{}", std::process::id()));
+    fn a_refusal_of_a_pipelined_connection_is_reported_not_a_broken_pipe() {
+        let dir = std::env::temp_dir().join(format!("scafld-refusal-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -357,13 +364,13 @@ mod review_tests {
                 "message": "the daemon already serves 1024 connections",
                 "data": {"kind": "busy", "message": "the daemon already serves 1024 connections"}}});
             (&stream).write_all(format!("{refusal}\n").as_bytes()).unwrap();
-            // closed here
+            // Dropped here: the connection closes.
         });
         let mut conn = Connection::connect_pipelined(&socket, None).unwrap();
         server.join().unwrap();
         let params = methods::ListParams { root: "/w".into(), status: None, counts: false };
-        let error = conn.call::<methods::TaskList>(&params).err().expect("refused");
+        let error = conn.call::<methods::TaskList>(&params).expect_err("refused");
         let _ = std::fs::remove_dir_all(&dir);
-        assert!(matches!(error, ClientError::Rpc { .. }), "the refusal is lost: {error:?}");
+        assert_eq!(error.kind(), Some(ErrorKind::Busy), "the refusal is lost: {error:?}");
     }
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::{Diagnostic, Parsed, Severity, parse};
 use crate::workspace::specfile;
-use crate::workspace::tripwire::{TRUST_FOR, Tripwire};
+use crate::workspace::tripwire::{Armed, TRUST_FOR, Tripwire};
 use scafld_protocol::methods::Counts;
 
 /// How many specs keep their whole parse in memory, most recently used first.
@@ -134,9 +134,9 @@ pub struct Index {
     recent: VecDeque<String>,
     /// The change queue that lets [`Index::catch_up`] skip its stats while it stays quiet.
     tripwire: Option<Arc<Tripwire>>,
-    /// When the last whole sync began with the queue armed over every folder and found only
-    /// specs the queue can vouch for (regular files with one link); `None` otherwise.
-    trusted_since: Option<Instant>,
+    /// When the last whole sync began with the queue armed over every folder (and on which
+    /// folders), if it found only specs the queue can vouch for (regular files with one link).
+    trust: Option<(Instant, Armed)>,
     /// The last whole sync found only such specs.
     all_vouched: bool,
 }
@@ -247,17 +247,19 @@ impl Index {
         let Some(wire) = self.tripwire.clone() else { return self.sync() };
         // Drained every time, so that an event is never left to trip a later read instead.
         let quiet = wire.quiet(&self.root);
-        let recent = self.trusted_since.is_some_and(|since| since.elapsed() < TRUST_FOR);
-        if quiet && recent && self.complete {
+        let trusted = self.trust.as_ref().is_some_and(|(since, armed)| since.elapsed() < TRUST_FOR && armed.in_place());
+        if quiet && trusted && self.complete {
             return Vec::new();
         }
-        self.trusted_since = None;
+        self.trust = None;
         let started = Instant::now();
         // Armed before the stats, so that whatever changes during them trips the next read.
         let armed = wire.arm(&self.root);
         let changed = self.sync();
-        if armed && self.all_vouched {
-            self.trusted_since = Some(started);
+        if let Some(armed) = armed
+            && self.all_vouched
+        {
+            self.trust = Some((started, armed));
         }
         changed
     }
@@ -623,7 +625,7 @@ mod tests {
         let mut index = Index::watched(dir, Tripwire::new());
         index.catch_up();
         let fs = nix::sys::statfs::statfs(dir).map(|s| s.filesystem_type());
-        assert!(index.trusted_since.is_some(), "the queue should vouch for a temp dir on {fs:?}");
+        assert!(index.trust.is_some(), "the queue should vouch for a temp dir on {fs:?}");
         index
     }
 
@@ -667,7 +669,7 @@ mod tests {
         index.catch_up();
         edit(&specs.join("approved/e.md"), "e");
         assert_eq!(index.catch_up(), vec!["e".to_string()]);
-        assert!(index.trusted_since.is_some());
+        assert!(index.trust.is_some());
     }
 
     #[test]
@@ -687,28 +689,26 @@ mod tests {
         }
         assert_eq!(index.get("a").unwrap().listing.title, "a through another link");
         // Now that the sync has seen the second link, the queue is not trusted for this folder.
-        assert!(index.trusted_since.is_none());
+        assert!(index.trust.is_none());
         edit(&outside, "a again");
         assert_eq!(index.catch_up(), vec!["a".to_string()]);
         // Nor for a spec that is a symlink to a file elsewhere.
         std::fs::remove_file(&outside).unwrap();
         index.catch_up();
-        assert!(index.trusted_since.is_some());
+        assert!(index.trust.is_some());
         let target = dir.path().join("b-target.md");
         std::fs::rename(drafts.join("b.md"), &target).unwrap();
         std::os::unix::fs::symlink(&target, drafts.join("b.md")).unwrap();
         index.catch_up();
-        assert!(index.trusted_since.is_none());
+        assert!(index.trust.is_none());
         edit(&target, "b through its symlink");
         assert_eq!(index.catch_up(), vec!["b".to_string()]);
     }
 
-    /// Review: two workspaces whose drafts are one folder (a symlink, e.g. git worktrees
-    /// sharing their specs). The kernel gives one watch descriptor per inode, and `roots` maps
-    /// it to the root armed last, so an edit there trips only that workspace: the other one's
-    /// list answers from its index although the edit finished before the call.
+    /// Two workspaces whose drafts are one folder (a symlink, e.g. git worktrees sharing their
+    /// specs): the kernel gives the folder one watch, and an edit there trips both.
     #[test]
-    fn review_a_folder_shared_by_two_workspaces_trips_both() {
+    fn a_folder_shared_by_two_workspaces_trips_both() {
         let wire = Tripwire::new().expect("inotify");
         let a = workspace_with(&["a"]);
         let b = tempfile::tempdir().unwrap();
@@ -719,42 +719,40 @@ mod tests {
         let mut index_b = Index::watched(b.path(), Some(wire.clone()));
         index_a.catch_up();
         index_b.catch_up();
-        assert!(index_a.trusted_since.is_some() && index_b.trusted_since.is_some());
+        assert!(index_a.trust.is_some() && index_b.trust.is_some());
         edit(&a.path().join(".scafld/specs/drafts/a.md"), "a edited");
         // Within TRUST_FOR of the last full sync, as a scripted edit-then-list is.
         assert_eq!(index_a.catch_up(), vec!["a".to_string()], "the edit in a's own folder is missed");
         assert_eq!(index_a.get("a").unwrap().listing.title, "a edited");
     }
 
-    /// Review: `.scafld` is a symlink, pointed elsewhere (`ln -sfn other .scafld`, a rename in
-    /// the workspace root). Nothing watched changes: the root is not watched, and the old
-    /// target's folders are untouched.
+    /// `.scafld` is a symlink, pointed elsewhere (`ln -sfn other .scafld`, a rename in the
+    /// workspace root, which is not watched): no event, but the watched paths moved.
     #[test]
-    fn review_a_scafld_symlink_pointed_elsewhere_trips_the_queue() {
+    fn a_scafld_symlink_pointed_elsewhere_is_noticed() {
         let root = tempfile::tempdir().unwrap();
         let (one, two) = (workspace_with(&["a"]), workspace_with(&["b"]));
         std::os::unix::fs::symlink(one.path().join(".scafld"), root.path().join(".scafld")).unwrap();
         let mut index = Index::watched(root.path(), Tripwire::new());
         index.catch_up();
-        assert!(index.trusted_since.is_some());
+        assert!(index.trust.is_some());
         std::os::unix::fs::symlink(two.path().join(".scafld"), root.path().join(".scafld.new")).unwrap();
         std::fs::rename(root.path().join(".scafld.new"), root.path().join(".scafld")).unwrap();
         index.catch_up();
         assert!(index.get("b").is_some() && index.get("a").is_none(), "still listing the old .scafld");
     }
 
-    /// Review: a lifecycle folder that is a dangling symlink when armed (ENOENT is taken as
-    /// "does not exist yet, its parent reports its creation"), whose target is made later:
-    /// the parent sees nothing, since the symlink itself did not change.
+    /// A lifecycle folder that is a dangling symlink when armed, whose target is made later:
+    /// its parent sees nothing (the symlink did not change), but the path now names a folder.
     #[test]
-    fn review_a_dangling_folder_symlink_that_comes_to_life_trips_the_queue() {
+    fn a_dangling_folder_symlink_that_comes_to_life_is_noticed() {
         let root = workspace_with(&["a"]);
         let elsewhere = tempfile::tempdir().unwrap();
         let target = elsewhere.path().join("approved");
         std::os::unix::fs::symlink(&target, root.path().join(".scafld/specs/approved")).unwrap();
         let mut index = Index::watched(root.path(), Tripwire::new());
         index.catch_up();
-        assert!(index.trusted_since.is_some());
+        assert!(index.trust.is_some());
         std::fs::create_dir_all(&target).unwrap();
         std::fs::write(target.join("c.md"), spec("c", "c")).unwrap();
         assert_eq!(index.catch_up(), vec!["c".to_string()], "c is on disk before the call");
@@ -770,6 +768,6 @@ mod tests {
         let bare = tempfile::tempdir().unwrap();
         let mut index = Index::watched(bare.path(), Tripwire::new());
         index.catch_up();
-        assert!(index.trusted_since.is_none(), "no .scafld/specs: nothing to vouch for");
+        assert!(index.trust.is_none(), "no .scafld/specs: nothing to vouch for");
     }
 }

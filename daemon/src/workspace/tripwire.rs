@@ -4,7 +4,10 @@
 //! answers as it is, without a stat per spec.
 //!
 //! This is sound because the kernel queues the event inside the writing system call: a change
-//! that finished before the read began is already in the queue. What the kernel does not
+//! that finished before the read began is already in the queue. A watch follows a folder's
+//! inode, not its path, so each read also checks that the few watched paths still name the
+//! folders watched ([`Armed::in_place`]: a `.scafld` symlink pointed elsewhere, a workspace
+//! swapped for another, a dangling folder symlink come to life). What the kernel does not
 //! report (a memory-mapped write, a write through a hard link in another folder, another
 //! machine writing over a network file system) is covered by [`Index::catch_up`]'s fallbacks:
 //! specs that are symlinks or have other links, and folders on other file systems, are never
@@ -13,6 +16,7 @@
 //! [`Index::catch_up`]: super::index::Index::catch_up
 
 use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +24,7 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags as Mask, InitFlags, Inotify, WatchDescriptor};
 use nix::sys::statfs::{self, FsType};
-use tracing::warn;
+use tracing::{debug, warn};
 
 use crate::domain::lifecycle::Folder;
 use crate::workspace::{layout, specfile};
@@ -50,10 +54,31 @@ impl std::fmt::Debug for Tripwire {
     }
 }
 
+/// The folders a workspace's watches were put on, each with the (device, inode) its path named
+/// then (`None`: nothing was there).
+#[derive(Debug)]
+pub struct Armed {
+    folders: Vec<(PathBuf, Option<(u64, u64)>)>,
+}
+
+impl Armed {
+    /// Whether every watched path still names the folder watched: a few stats, where a full
+    /// sync takes one per spec.
+    pub fn in_place(&self) -> bool {
+        self.folders.iter().all(|(path, id)| identity(path) == *id)
+    }
+}
+
+/// What `path` names now, through symlinks, as a watch on it would follow.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|meta| (meta.dev(), meta.ino()))
+}
+
 #[derive(Default)]
 struct State {
-    /// The workspace root each watch serves.
-    roots: HashMap<WatchDescriptor, PathBuf>,
+    /// The workspace roots each watch serves: one folder may belong to several (worktrees
+    /// sharing their specs through a symlink), and the kernel gives it one watch.
+    roots: HashMap<WatchDescriptor, HashSet<PathBuf>>,
     /// Every root armed at least once: all of them trip when the queue overflows.
     armed: HashSet<PathBuf>,
     /// Roots with an event that [`Tripwire::quiet`] has not handed out yet.
@@ -74,10 +99,10 @@ impl Tripwire {
     }
 
     /// Watch `root`'s spec folders, again each time: a folder re-created or a new archive
-    /// month gets its watch here. Call it before the stats it is to cover. True when every
-    /// folder that exists is watched on a local file system, so that a quiet queue from now
-    /// on means nothing in them changed.
-    pub fn arm(&self, root: &Path) -> bool {
+    /// month gets its watch here. Call it before the stats it is to cover. `Some` when every
+    /// folder that exists is watched on a local file system, so that from now on a quiet
+    /// queue, with the folders still in place, means nothing in them changed.
+    pub fn arm(&self, root: &Path) -> Option<Armed> {
         let scafld = root.join(layout::SCAFLD_DIR);
         let specs = specfile::specs_dir(root);
         // Renames, creations and removals of the folders themselves show in their parent.
@@ -89,33 +114,42 @@ impl Tripwire {
             | Mask::IN_MOVE_SELF
             | Mask::IN_ONLYDIR;
         let contents = names | Mask::IN_MODIFY | Mask::IN_ATTRIB;
-        let mut dirs = vec![(scafld, names), (specs.clone(), names)];
-        for folder in Folder::ALL {
-            dirs.push((specs.join(folder.dir_name()), contents));
-        }
-        if let Ok(months) = std::fs::read_dir(specs.join(Folder::Archive.dir_name())) {
-            dirs.extend(months.filter_map(Result::ok).map(|m| m.path()).filter(|p| p.is_dir()).map(|p| (p, contents)));
-        }
+        let archive = specs.join(Folder::Archive.dir_name());
         let mut state = crate::sync::lock(&self.state);
         state.armed.insert(root.to_path_buf());
-        let mut trusted = true;
-        for (at, (dir, mask)) in dirs.into_iter().enumerate() {
-            let watched = match statfs::statfs(&dir) {
-                Ok(fs) if !LOCAL_FILE_SYSTEMS.contains(&fs.filesystem_type()) => Err(Errno::EREMOTE),
-                Ok(_) => self.inotify.add_watch(&dir, mask),
-                Err(e) => Err(e),
-            };
-            match watched {
-                Ok(wd) => {
-                    state.roots.insert(wd, root.to_path_buf());
-                }
-                // A lifecycle folder that does not exist yet: its parent reports its creation.
-                // Without `.scafld/specs` itself there is nothing to trust.
-                Err(Errno::ENOENT) if at >= 2 => {}
-                Err(_) => trusted = false,
+        let mut armed = Armed { folders: Vec::new() };
+        // Without `.scafld/specs` itself there is nothing to vouch for.
+        let mut trusted = self.watch(&mut state, root, &scafld, names, &mut armed) == Some(true);
+        trusted &= self.watch(&mut state, root, &specs, names, &mut armed) == Some(true);
+        for folder in Folder::ALL {
+            // A folder that does not exist yet is fine: its creation shows in `specs`, and a
+            // dangling symlink coming to life shows in `Armed::in_place`.
+            trusted &=
+                self.watch(&mut state, root, &specs.join(folder.dir_name()), contents, &mut armed) != Some(false);
+        }
+        // Listed once the archive is watched, so that a month made meanwhile trips the queue.
+        if let Ok(months) = std::fs::read_dir(&archive) {
+            for month in months.filter_map(Result::ok).map(|m| m.path()).filter(|p| p.is_dir()) {
+                trusted &= self.watch(&mut state, root, &month, contents, &mut armed) != Some(false);
             }
         }
-        trusted
+        trusted.then_some(armed)
+    }
+
+    /// Watch `dir` for `root` and note it in `armed`: `None` when it does not exist, `Some`
+    /// whether it is watched now (not on a file system this queue can vouch for, or it changed
+    /// while the watch was being put on it: no).
+    fn watch(&self, state: &mut State, root: &Path, dir: &Path, mask: Mask, armed: &mut Armed) -> Option<bool> {
+        let before = identity(dir);
+        armed.folders.push((dir.to_path_buf(), before));
+        before?;
+        let local = statfs::statfs(dir).is_ok_and(|fs| LOCAL_FILE_SYSTEMS.contains(&fs.filesystem_type()));
+        let Ok(wd) = self.inotify.add_watch(dir, mask).map_err(|e| debug!(dir = %dir.display(), "no watch: {e}"))
+        else {
+            return Some(false);
+        };
+        state.roots.entry(wd).or_default().insert(root.to_path_buf());
+        Some(local && identity(dir) == before)
     }
 
     /// Take every event queued so far; true when none of them was `root`'s since the last
@@ -148,8 +182,8 @@ impl State {
             self.trip_all();
             return;
         }
-        if let Some(root) = self.roots.get(&wd) {
-            self.tripped.insert(root.clone());
+        if let Some(roots) = self.roots.get(&wd) {
+            self.tripped.extend(roots.iter().cloned());
         }
         // The watch is gone (its folder was removed): the next arm adds one if it comes back.
         if mask.contains(Mask::IN_IGNORED) {
@@ -172,7 +206,7 @@ mod tests {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         for root in [a.path(), b.path()] {
             std::fs::create_dir_all(specfile::specs_dir(root).join("drafts")).unwrap();
-            assert!(wire.arm(root));
+            assert!(wire.arm(root).is_some_and(|armed| armed.in_place()));
         }
         assert!(wire.quiet(a.path()) && wire.quiet(b.path()));
         // The kernel's overflow event names no watch of ours.
@@ -183,7 +217,7 @@ mod tests {
         std::fs::remove_dir_all(specfile::specs_dir(a.path()).join("drafts")).unwrap();
         assert!(!wire.quiet(a.path()));
         assert!(wire.quiet(b.path()), "b's folders did not change");
-        let watches = |root: &Path| crate::sync::lock(&wire.state).roots.values().filter(|r| *r == root).count();
+        let watches = |root: &Path| crate::sync::lock(&wire.state).roots.values().filter(|r| r.contains(root)).count();
         assert_eq!(watches(a.path()), 2, "the removed folder's watch is forgotten");
         assert_eq!(watches(b.path()), 3);
     }
