@@ -27,6 +27,9 @@ pub struct Dial {
 /// editor one failed request, not a frozen server.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Longest the answer to `initialize` waits for the first subscription to the daemon's events.
+pub const SUBSCRIBE_WAIT: Duration = Duration::from_secs(2);
+
 /// Why a call to the daemon failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkError {

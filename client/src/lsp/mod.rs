@@ -111,10 +111,14 @@ pub fn run(options: Options) -> Result<Exit, String> {
         "capabilities": capabilities,
         "serverInfo": {"name": "scafld", "version": env!("CARGO_PKG_VERSION")},
     });
-    connection.initialize_finish(id, result).map_err(|e| e.to_string())?;
-
     let (events_tx, events_rx) = crossbeam_channel::unbounded();
     daemon::spawn_events(options.connect.clone(), events_tx).map_err(|e| format!("cannot start a thread: {e}"))?;
+    // Answered once the daemon's events are followed (or the first attempt failed), so that no
+    // change made after the editor has its answer goes unseen; bounded, so that a hung daemon
+    // cannot hold the editor.
+    let first_event = events_rx.recv_timeout(daemon::SUBSCRIBE_WAIT).ok();
+    connection.initialize_finish(id, result).map_err(|e| e.to_string())?;
+
     let mut server = Server {
         out: connection.sender.clone(),
         link: Link::with_timeout(options.connect.clone(), daemon::REQUEST_TIMEOUT),
@@ -129,6 +133,9 @@ pub fn run(options: Options) -> Result<Exit, String> {
     };
     for root in initial_roots(&init).into_iter().chain(options.root) {
         let _ = server.add_root(&root);
+    }
+    if let Some(event) = first_event {
+        server.on_link(event);
     }
     Ok(server.main_loop(&connection.receiver, &events_rx))
 }
@@ -350,7 +357,10 @@ impl Server {
 
     // --- publishing ------------------------------------------------------------------------
 
-    fn publish(&mut self, uris: Vec<Uri>, force: bool) {
+    /// Publish the lists of `uris`, each once (a list that stays on its URI is touched twice).
+    fn publish(&mut self, mut uris: Vec<Uri>, force: bool) {
+        let mut seen = std::collections::HashSet::new();
+        uris.retain(|uri| seen.insert(uri.as_str().to_string()));
         for uri in uris {
             if let Some(diagnostics) = self.published.compose(&uri, force) {
                 let params = PublishDiagnosticsParams { uri, diagnostics, version: None };
@@ -387,7 +397,11 @@ impl Server {
             }
         };
         let touched = self.published.set_spec(doc.key.clone(), Some((doc.uri.clone(), diagnostics)));
-        self.publish(touched, true);
+        // The editor expects an answer for the buffer, even an empty one; a URI the task's
+        // list moves away from gets one only if it showed something.
+        let (buffer, vacated): (Vec<Uri>, Vec<Uri>) = touched.into_iter().partition(|uri| *uri == doc.uri);
+        self.publish(vacated, false);
+        self.publish(buffer, true);
         Ok(())
     }
 
