@@ -4,7 +4,7 @@
 //! ledger onto the spec file. Below the handlers (`tasks/`, `review/`), above the domain; it
 //! calls neither handler module.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use scafld_protocol::ErrorKind;
 
@@ -91,8 +91,9 @@ pub async fn record_ending(
         drop(staged);
         project_from_ledger(daemon, ws, task, cause)?;
     } else if let (Some(rendered), Some((staged, parsed))) = (rendered?, staged) {
+        let written = staged.written().clone();
         in_place = staged.put_in_place().map_err(write_error)?;
-        rendered.announce(daemon, ws, &path, task, cause, Some(parsed));
+        rendered.announce(daemon, ws, task, cause, Some(parsed), &written);
     }
     Ok((job, in_place))
 }
@@ -151,13 +152,15 @@ pub fn write_projection(
     let Some(rendered) = render(ws, path, text, next)? else {
         return Ok(path.to_path_buf());
     };
-    specfile::write_spec(Some(path), &rendered.target, &rendered.text).map_err(write_error)?;
-    rendered.announce(daemon, ws, path, &next.front.task_id, cause, None);
+    let written = specfile::write_spec(Some(path), &rendered.target, &rendered.text).map_err(write_error)?;
+    rendered.announce(daemon, ws, &next.front.task_id, cause, None, &written);
     Ok(rendered.target)
 }
 
 /// A projection that changes the spec: where it belongs now and its new bytes.
 struct Rendered {
+    /// Where the spec was.
+    from: PathBuf,
     target: PathBuf,
     text: String,
 }
@@ -167,15 +170,23 @@ struct Rendered {
 fn render(ws: &Workspace, path: &std::path::Path, text: &str, next: &Spec) -> RpcResult<Option<Rendered>> {
     let new_text = project(text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
     let target = target_for(ws, &next.front.task_id, next);
-    Ok((target != path || new_text != text).then_some(Rendered { target, text: new_text }))
+    Ok((target != path || new_text != text).then_some(Rendered { from: path.to_path_buf(), target, text: new_text }))
 }
 
 impl Rendered {
-    /// The written spec, told to the index (`parsed`: its text, parsed already) and to
-    /// subscribers.
-    fn announce(&self, daemon: &Daemon, ws: &Workspace, from: &Path, task: &str, cause: &str, parsed: Option<Parsed>) {
+    /// The written spec, told to the index (`parsed`: its text, parsed already; `written`: the
+    /// file's metadata as written) and to subscribers.
+    fn announce(
+        &self,
+        daemon: &Daemon,
+        ws: &Workspace,
+        task: &str,
+        cause: &str,
+        parsed: Option<Parsed>,
+        written: &std::fs::Metadata,
+    ) {
         let parsed = parsed.unwrap_or_else(|| parse(&self.text));
-        crate::sync::write(&ws.index).record_parsed(&self.target, parsed, Some(from));
+        crate::sync::write(&ws.index).record_parsed(&self.target, parsed, Some(&self.from), written);
         daemon.publish_task_changed(ws, task, cause);
     }
 }

@@ -55,8 +55,8 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
     if target.exists() {
         return Err(RpcError::new(ErrorKind::AlreadyExists, format!("spec already exists: {}", ws.relative(&target))));
     }
-    specfile::write_spec(None, &target, &text).map_err(write_error)?;
-    crate::sync::write(&ws.index).record_write(&target, &text, None);
+    let written = specfile::write_spec(None, &target, &text).map_err(write_error)?;
+    crate::sync::write(&ws.index).record_write(&target, &text, None, &written);
     daemon.publish_task_changed(&ws, task.as_str(), "command:plan");
     let diagnostics = parse(&text).diagnostics.iter().map(wire).collect();
     Ok(m::PlanResult { task_id: task.to_string(), path: ws.relative(&target), status: Status::Draft, diagnostics })

@@ -38,6 +38,12 @@ impl Stamp {
     pub fn of(path: &Path) -> Option<Stamp> {
         std::fs::metadata(path).ok().map(|meta| Stamp::from(&meta))
     }
+
+    /// Whether both name the same file with the same content, as far as a stamp tells: all
+    /// but the change time, which a rename sets.
+    fn same_file(&self, other: &Stamp) -> bool {
+        (self.len, self.inode, self.modified) == (other.len, other.inode, other.modified)
+    }
 }
 
 impl From<&std::fs::Metadata> for Stamp {
@@ -375,13 +381,14 @@ impl Index {
         Some(task_id)
     }
 
-    /// Record a spec the daemon itself just wrote (`previous` is where it was before a move).
-    pub fn record_write(&mut self, path: &Path, text: &str, previous: Option<&Path>) {
-        self.record_parsed(path, parse(text), previous);
+    /// Record a spec the daemon itself just wrote (`previous` is where it was before a move;
+    /// `written`, the new file's metadata as written).
+    pub fn record_write(&mut self, path: &Path, text: &str, previous: Option<&Path>, written: &std::fs::Metadata) {
+        self.record_parsed(path, parse(text), previous, written);
     }
 
     /// [`Index::record_write`] with the written text already parsed (off the caller's path).
-    pub fn record_parsed(&mut self, path: &Path, parsed: Parsed, previous: Option<&Path>) {
+    pub fn record_parsed(&mut self, path: &Path, parsed: Parsed, previous: Option<&Path>, written: &std::fs::Metadata) {
         let Some(folder) = specfile::folder_of(&self.root, path) else { return };
         let Some(task_id) = task_id_of(path) else { return };
         if let Some(previous) = previous
@@ -392,7 +399,10 @@ impl Index {
             self.entries.remove(&task_id);
         }
         let keep = self.keeps_parse(&task_id);
-        let entry = self.entry_from_parsed(task_id.clone(), path, folder, parsed, Stamp::of(path), keep);
+        // A hand edit that replaced the file since it was written is not what was parsed: no
+        // stamp, so that the next look at it reads it.
+        let stamp = Stamp::of(path).filter(|now| now.same_file(&Stamp::from(written)));
+        let entry = self.entry_from_parsed(task_id.clone(), path, folder, parsed, stamp, keep);
         self.entries.insert(task_id, entry);
     }
 
@@ -600,13 +610,36 @@ mod tests {
         assert_eq!(index.sync(), Vec::<String>::new());
     }
 
+    /// A hand edit that replaces the spec between the daemon's rename and its record of the
+    /// write is not taken for the daemon's own bytes: the next sync reads it.
+    #[test]
+    fn a_hand_edit_right_after_a_write_of_the_daemon_is_read_again() {
+        let dir = workspace_with(&["a"]);
+        let mut index = Index::new(dir.path());
+        index.sync();
+        let path = dir.path().join(".scafld/specs/drafts/a.md");
+        let text = spec("a", "the daemon's projection");
+        let written = specfile::write_spec(Some(&path), &path, &text).unwrap();
+        edit(&path, "the hand edit");
+        index.record_write(&path, &text, None, &written);
+        assert_eq!(index.sync(), vec!["a".to_string()]);
+        assert_eq!(index.get("a").unwrap().listing.title, "the hand edit");
+        // The daemon's own write, untouched since, is not read again.
+        let written = specfile::write_spec(Some(&path), &path, &text).unwrap();
+        index.record_write(&path, &text, None, &written);
+        assert_eq!(index.sync(), Vec::<String>::new());
+        assert_eq!(index.get("a").unwrap().listing.title, "the daemon's projection");
+    }
+
     #[test]
     fn absorbing_a_warm_up_keeps_what_was_loaded_meanwhile() {
         let dir = workspace_with(&["a", "b"]);
         let built = Index::build(dir.path());
         let mut index = Index::new(dir.path());
         let path = dir.path().join(".scafld/specs/drafts/a.md");
-        index.record_write(&path, &spec("a", "written after the warm-up read it"), None);
+        let text = spec("a", "written after the warm-up read it");
+        let written = specfile::write_spec(Some(&path), &path, &text).unwrap();
+        index.record_write(&path, &text, None, &written);
         index.absorb(built);
         assert!(index.is_complete());
         assert_eq!(index.len(), 2);

@@ -127,8 +127,12 @@ pub fn write_atomic_mode(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()>
 
 /// Write the spec to `target`, and when it moved from `current`, remove the old file. Refuses
 /// to replace an existing file at a new location.
-pub fn write_spec(current: Option<&Path>, target: &Path, text: &str) -> io::Result<()> {
-    stage_spec(current, target, text)?.commit()
+/// Returns the new file's metadata as written ([`Staged::written`]).
+pub fn write_spec(current: Option<&Path>, target: &Path, text: &str) -> io::Result<fs::Metadata> {
+    let staged = stage_spec(current, target, text)?;
+    let written = staged.written().clone();
+    staged.commit()?;
+    Ok(written)
 }
 
 /// The first half of [`write_spec`]: the new bytes written and synced under a temporary name
@@ -186,6 +190,8 @@ pub struct Staged {
     /// The file this one replaces, held (by path, O_PATH): its storage is freed when the last
     /// descriptor closes, so this moves that work out of the rename (most of its cost here).
     replaced: Option<File>,
+    /// The new file as written, to tell it from a hand edit that replaces it afterwards.
+    written: fs::Metadata,
     committed: bool,
 }
 
@@ -204,16 +210,18 @@ fn stage(path: &Path, bytes: &[u8], mode: u32, moving_from: Option<&Path>) -> io
     let hold =
         || OpenOptions::new().read(true).custom_flags((OFlag::O_PATH | OFlag::O_NOFOLLOW).bits()).open(path).ok();
     let replaced = if moving_from.is_none() { hold() } else { None };
-    let staged = Staged {
+    let mut staged = Staged {
         temp,
         path: path.to_path_buf(),
         moving_from: moving_from.map(Path::to_path_buf),
         replaced,
+        written: file.metadata()?,
         committed: false,
     };
     file.set_permissions(fs::Permissions::from_mode(mode))?;
     file.write_all(bytes)?;
     file.sync_all()?;
+    staged.written = file.metadata()?;
     Ok(staged)
 }
 
@@ -222,6 +230,12 @@ impl Staged {
     /// fsync its directory).
     pub fn commit(self) -> io::Result<()> {
         self.put_in_place()?.sync()
+    }
+
+    /// The new file's metadata as written (a rename keeps its inode, size and modification
+    /// time): what the index compares the file in place with.
+    pub fn written(&self) -> &fs::Metadata {
+        &self.written
     }
 
     /// [`Staged::commit`], except that an in-place replacement leaves its directory's fsync to
