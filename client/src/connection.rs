@@ -26,7 +26,14 @@ pub enum ClientError {
          `scafld daemon start` so both come from the same installation",
         socket.display()
     )]
-    ProtocolMismatch { client: u32, daemon: u32, daemon_version: String, socket: PathBuf },
+    ProtocolMismatch {
+        client: u32,
+        daemon: u32,
+        daemon_version: String,
+        socket: PathBuf,
+        /// The process the daemon says it is.
+        pid: u32,
+    },
     #[error("refusing to talk to {}: {why}", socket.display())]
     Untrusted { socket: PathBuf, why: String },
     #[error("{}", data.message)]
@@ -167,6 +174,7 @@ impl Connection {
                     daemon: hello.protocol_version,
                     daemon_version: hello.daemon_version,
                     socket: self.socket.clone(),
+                    pid: hello.pid,
                 });
             }
             self.daemon = Ok(hello);

@@ -281,6 +281,63 @@ fn a_mutation_is_never_sent_before_the_handshake_is_answered() {
     assert_eq!(run.json()["error"]["code"], "protocol_mismatch");
 }
 
+/// Right after an upgrade the daemon still running speaks the old protocol: `daemon stop` must
+/// still stop it (by SIGTERM, to the pid it names, only if that process is a scafldd).
+#[test]
+fn daemon_stop_stops_a_daemon_of_another_protocol() {
+    let env = TestEnv::new();
+    // A stand-in process named scafldd (the kernel's name for it is its file's), and a socket
+    // on which a daemon of a future release answers the handshake with that process's pid.
+    let fake = env.path("bin/scafldd");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::copy("/bin/sleep", &fake).unwrap();
+    let mut stand_in = std::process::Command::new(&fake).arg("300").spawn().unwrap();
+    let pid = stand_in.id();
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    let socket = env.socket.clone();
+    let daemon = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(stream.try_clone().unwrap()).read_line(&mut line).unwrap();
+        let request: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let hello = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"protocol_version": 999, "daemon_version": "9.0.0", "pid": pid}});
+        (&stream).write_all(format!("{hello}\n").as_bytes()).unwrap();
+        // Ends on SIGTERM alone; then the socket goes, as the real daemon's last step.
+        let status = stand_in.wait().unwrap();
+        std::fs::remove_file(&socket).unwrap();
+        status
+    });
+    let run = env.scafld(&["daemon", "stop", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["stopped"], true, "{}", run.stdout);
+    assert_eq!(run.json()["result"]["pid"], pid);
+    let status = daemon.join().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+}
+
+/// A daemon of another protocol naming a process that is not a scafldd gets no signal: the
+/// mismatch is reported as it is.
+#[test]
+fn daemon_stop_never_signals_a_process_that_is_not_a_scafldd() {
+    let env = TestEnv::new();
+    let mut bystander = std::process::Command::new("sleep").arg("300").spawn().unwrap();
+    let pid = bystander.id();
+    let fake = future_daemon(&env, move |seen| match seen {
+        [hello] => vec![
+            json!({"jsonrpc": "2.0", "id": hello["id"], "result": {"protocol_version": 999, "daemon_version": "9.0.0", "pid": pid}}),
+        ],
+        _ => Vec::new(),
+    });
+    let run = env.scafld(&["daemon", "stop", "--json"]);
+    fake.join().unwrap();
+    run.assert_code(6);
+    assert_eq!(run.json()["error"]["code"], "protocol_mismatch");
+    assert!(bystander.try_wait().unwrap().is_none(), "the bystander was signalled");
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+}
+
 #[test]
 fn killed_daemon_is_detected_and_replaced_by_autostart() {
     let mut env = TestEnv::new();

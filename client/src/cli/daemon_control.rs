@@ -176,13 +176,27 @@ fn wait_ready(ready: &std::os::fd::OwnedFd, deadline: Instant) {
 /// Ask the daemon to shut down and wait until its socket stops answering. `Ok(None)` when no
 /// daemon was running.
 pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
-    let mut conn = match Connection::connect(&paths.socket) {
-        Ok(conn) => conn,
+    let pid = match Connection::connect(&paths.socket) {
+        Ok(mut conn) => {
+            let pid = conn.daemon().map_err(connect_error)?.pid;
+            conn.call::<scafld_protocol::methods::DaemonShutdown>(&Default::default()).map_err(rpc_error)?;
+            pid
+        }
         Err(ClientError::Unreachable { .. }) => return Ok(None),
+        // A daemon of another release (the usual case right after an upgrade) cannot be asked
+        // in our protocol: it is told the way a service manager would, by SIGTERM, which it
+        // answers with the same orderly shutdown.
+        Err(ClientError::ProtocolMismatch { pid, .. }) if is_scafldd(pid) => {
+            let signalled = i32::try_from(pid).map_err(|_| nix::errno::Errno::ESRCH).and_then(|raw| {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), nix::sys::signal::Signal::SIGTERM)
+            });
+            signalled.map_err(|e| {
+                CliError::new("daemon_stop", format!("cannot signal the daemon (pid {pid}): {e}"), workflow::RUNTIME)
+            })?;
+            pid
+        }
         Err(e) => return Err(connect_error(e)),
     };
-    let pid = conn.daemon().map_err(connect_error)?.pid;
-    conn.call::<scafld_protocol::methods::DaemonShutdown>(&Default::default()).map_err(rpc_error)?;
     let deadline = Instant::now() + STOP_DEADLINE;
     // Done when the process is gone, or when it removed its socket (its last step; a zombie
     // child of the caller would otherwise look alive).
@@ -197,6 +211,12 @@ pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
         std::thread::sleep(POLL);
     }
     Ok(Some(pid))
+}
+
+/// Whether `pid` runs `scafldd` (the name the kernel keeps for it), so that a pid a daemon of
+/// another release claims is never signalled unless it is one.
+fn is_scafldd(pid: u32) -> bool {
+    pid > 1 && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|name| name.trim_end() == "scafldd")
 }
 
 fn process_alive(pid: u32) -> bool {
