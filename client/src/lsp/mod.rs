@@ -128,14 +128,22 @@ pub fn run(options: Options) -> Result<Exit, String> {
         docs: Documents::default(),
         published: Published::default(),
         shutdown: false,
-        subscribed: false,
         progress: init.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false),
     };
     for root in initial_roots(&init).into_iter().chain(options.root) {
         let _ = server.add_root(&root);
     }
-    if let Some(event) = first_event {
-        server.on_link(event);
+    match first_event {
+        Some(LinkEvent::Connected) => server.on_link(LinkEvent::Connected),
+        // Nobody answers: start a daemon for the events thread to subscribe to (its next try
+        // is milliseconds away). Everything is read once it has (`LinkEvent::Connected`).
+        other => {
+            if let Some(event) = other {
+                server.on_link(event);
+            }
+            let started = server.link.ensure().map(|_| ());
+            server.report(started, || "reach the daemon".into());
+        }
     }
     Ok(server.main_loop(&connection.receiver, &events_rx))
 }
@@ -160,8 +168,6 @@ struct Server {
     docs: Documents,
     published: Published,
     shutdown: bool,
-    /// Whether the event thread is subscribed (it has read everything since).
-    subscribed: bool,
     /// Whether the editor takes `window/workDoneProgress/create`.
     progress: bool,
 }
@@ -283,13 +289,6 @@ impl Server {
 
     fn on_notification(&mut self, n: Notification) {
         match n.method.as_str() {
-            // Everything is read once the event thread subscribes (`LinkEvent::Connected`):
-            // reading it before would only read it twice. Until then, make sure a daemon runs
-            // for it to subscribe to.
-            "initialized" if !self.subscribed => {
-                let started = self.link.ensure().map(|_| ());
-                self.report(started, || "reach the daemon".into());
-            }
             "textDocument/didOpen" => {
                 let Ok(p) = n.extract::<DidOpenTextDocumentParams>("textDocument/didOpen") else { return };
                 if let Some(doc) = self.docs.open(p.text_document.uri, p.text_document.text).cloned() {
@@ -336,12 +335,8 @@ impl Server {
     fn on_link(&mut self, event: LinkEvent) {
         match event {
             // Whatever changed while we were not listening: read it all again.
-            LinkEvent::Connected => {
-                self.subscribed = true;
-                self.refresh_all(true);
-            }
+            LinkEvent::Connected => self.refresh_all(true),
             LinkEvent::Lost(why) => {
-                self.subscribed = false;
                 self.log(MessageType::WARNING, format!("lost the daemon ({why}); reconnecting"));
             }
             LinkEvent::Event(Event::TaskChanged { root, task_id, .. }) => {
@@ -473,10 +468,15 @@ impl Server {
     /// [`Server::refresh_all`]'s reads; the first failure ends them (a daemon that did not
     /// answer one would not answer the next either).
     fn refresh_all_or_fail(&mut self) -> Result<(), LinkError> {
-        // An open buffer is what the editor shows: its text is checked, not the file's.
+        // An edited buffer is what the editor shows: its text is checked. A saved one shows the
+        // file, which may have changed while no events came: the file is read, as an event
+        // about it would have.
         let docs: Vec<Document> = self.docs.all().cloned().collect();
         for doc in docs {
-            self.check_buffer_or_fail(&doc)?;
+            match self.root(&doc.key.0) {
+                Some(root) if !doc.dirty => self.refresh_spec(&root, &doc.key.1, true)?,
+                _ => self.check_buffer_or_fail(&doc)?,
+            }
         }
         let before = self.published.tasks_with_findings();
         for root in self.roots.clone() {
