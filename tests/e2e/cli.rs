@@ -190,9 +190,11 @@ fn every_flag_has_help() {
 fn protocol_mismatch_is_explained() {
     let env = TestEnv::new();
     let listener = UnixListener::bind(&env.socket).unwrap();
+    let socket = env.socket.clone();
     // A daemon from a future release: answers every request with protocol 999.
     let fake = std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
+        std::fs::remove_file(&socket).unwrap();
         let mut reader = BufReader::new(stream.try_clone().unwrap());
         let mut line = String::new();
         reader.read_line(&mut line).unwrap();
@@ -219,8 +221,11 @@ fn future_daemon(
     mut answer: impl FnMut(&[serde_json::Value]) -> Vec<serde_json::Value> + Send + 'static,
 ) -> std::thread::JoinHandle<Vec<serde_json::Value>> {
     let listener = UnixListener::bind(&env.socket).unwrap();
+    let socket = env.socket.clone();
     std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
+        // Gone when this daemon is, as the real one's (the test's end waits for that).
+        std::fs::remove_file(&socket).unwrap();
         // A deadline, so that a client waiting for an answer this script withholds fails the
         // test instead of hanging it.
         stream.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
