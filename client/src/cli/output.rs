@@ -63,11 +63,7 @@ impl Output {
             }
             let envelope = Envelope { command: &self.command, error: None, ok: true, result };
             match serde_json::to_vec(&envelope) {
-                Ok(mut text) => {
-                    // One buffer, one write: a `list` of 1000 specs is a quarter megabyte.
-                    text.push(b'\n');
-                    print_stdout_bytes(&text);
-                }
+                Ok(text) => print_stdout_parts(&[&text]),
                 Err(_) => self.envelope(true, Value::Null, Value::Null),
             }
         } else {
@@ -84,13 +80,7 @@ impl Output {
     pub fn success_verbatim(&self, result: &serde_json::value::RawValue) {
         let command = serde_json::to_string(&self.command).unwrap_or_else(|_| "\"\"".into());
         let head = format!("{{\"command\":{command},\"error\":null,\"ok\":true,\"result\":");
-        let mut out = std::io::stdout().lock();
-        // A closed pipe is not an error worth reporting (see `print_stdout_bytes`).
-        let _ = out
-            .write_all(head.as_bytes())
-            .and_then(|()| out.write_all(result.get().as_bytes()))
-            .and_then(|()| out.write_all(b"}\n"))
-            .and_then(|()| out.flush());
+        print_stdout_parts(&[head.as_bytes(), result.get().as_bytes(), b"}"]);
     }
 
     /// Print a failure: the envelope on stdout with `--json`, else `error:`/`hint:` on stderr.
@@ -130,12 +120,12 @@ impl Output {
                 top.entry(key).or_insert(value);
             }
         }
-        print_stdout(&format!("{envelope}\n"));
+        print_stdout(&envelope.to_string());
     }
 
     fn envelope(&self, ok: bool, result: Value, error: Value) {
         let envelope = json!({"ok": ok, "command": self.command, "result": result, "error": error});
-        print_stdout(&format!("{envelope}\n"));
+        print_stdout(&envelope.to_string());
     }
 
     /// `text` in `style` when printing to a terminal.
@@ -168,17 +158,21 @@ pub enum Style {
 }
 
 fn print_stdout(text: &str) {
-    if text.ends_with('\n') {
-        print_stdout_bytes(text.as_bytes());
-    } else {
-        print_stdout_bytes(format!("{text}\n").as_bytes());
-    }
+    print_stdout_parts(&[text.as_bytes()]);
 }
 
-fn print_stdout_bytes(bytes: &[u8]) {
+/// Write `parts` to stdout one after the other, as they are (no copy into one buffer), ended
+/// by a newline unless the last one has it.
+fn print_stdout_parts(parts: &[&[u8]]) {
     let mut out = std::io::stdout().lock();
+    let newline = !parts.last().is_some_and(|last| last.ends_with(b"\n"));
     // A closed pipe (`scafld list | head`) is not an error worth reporting.
-    let _ = out.write_all(bytes);
+    for part in parts {
+        let _ = out.write_all(part);
+    }
+    if newline {
+        let _ = out.write_all(b"\n");
+    }
     let _ = out.flush();
 }
 
