@@ -143,8 +143,6 @@ pub struct Index {
     /// When the last whole sync began with the queue armed over every folder (and on which
     /// folders), if it found only specs the queue can vouch for (regular files with one link).
     trust: Option<(Instant, Armed)>,
-    /// The last whole sync found only such specs.
-    all_vouched: bool,
 }
 
 impl Index {
@@ -261,9 +259,9 @@ impl Index {
         let started = Instant::now();
         // Armed before the stats, so that whatever changes during them trips the next read.
         let armed = wire.arm(&self.root);
-        let changed = self.sync();
+        let (changed, all_vouched) = self.sync_scanned();
         if let Some(armed) = armed
-            && self.all_vouched
+            && all_vouched
         {
             self.trust = Some((started, armed));
         }
@@ -275,8 +273,15 @@ impl Index {
     /// task ids whose entries changed (a first load of a task nobody has seen yet is not a
     /// change).
     pub fn sync(&mut self) -> Vec<String> {
+        self.sync_scanned().0
+    }
+
+    /// [`Index::sync`], and whether every spec found is one the change queue can vouch for: a
+    /// regular file with one link (not a symlink to elsewhere, no second name it may be
+    /// written through).
+    fn sync_scanned(&mut self) -> (Vec<String>, bool) {
         let on_disk = specfile::scan(&self.root);
-        self.all_vouched = on_disk.iter().all(|found| {
+        let all_vouched = on_disk.iter().all(|found| {
             use std::os::unix::fs::MetadataExt;
             found.meta.as_ref().is_some_and(|meta| meta.file_type().is_file() && meta.nlink() == 1)
         });
@@ -315,7 +320,7 @@ impl Index {
                 changed.push(id);
             }
         }
-        changed
+        (changed, all_vouched)
     }
 
     /// [`Index::sync`] for one task: only its possible paths are looked at.
