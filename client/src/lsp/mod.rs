@@ -133,17 +133,15 @@ pub fn run(options: Options) -> Result<Exit, String> {
     for root in initial_roots(&init).into_iter().chain(options.root) {
         let _ = server.add_root(&root);
     }
-    match first_event {
-        Some(LinkEvent::Connected) => server.on_link(LinkEvent::Connected),
-        // Nobody answers: start a daemon for the events thread to subscribe to (its next try
+    let subscribed = matches!(first_event, Some(LinkEvent::Connected));
+    if let Some(event) = first_event {
+        server.on_link(event);
+    }
+    if !subscribed {
+        // Nobody answered: start a daemon for the events thread to subscribe to (its next try
         // is milliseconds away). Everything is read once it has (`LinkEvent::Connected`).
-        other => {
-            if let Some(event) = other {
-                server.on_link(event);
-            }
-            let started = server.link.ensure().map(|_| ());
-            server.report(started, || "reach the daemon".into());
-        }
+        let started = server.link.ensure().map(|_| ());
+        server.report(started, || "reach the daemon".into());
     }
     Ok(server.main_loop(&connection.receiver, &events_rx))
 }
