@@ -71,6 +71,9 @@ pub struct Connection {
     /// A reply that arrived while another was awaited (the daemon answers pipelined calls in
     /// the order they finish).
     early: Option<(u64, Incoming)>,
+    /// The handshake of a pipelined connection, held back to go out in one write with the
+    /// first call (one wake-up of the daemon, not two).
+    unsent: Vec<u8>,
 }
 
 /// One line from the daemon: a reply (`id` with `result` or `error`) or a notification
@@ -154,10 +157,12 @@ impl Connection {
             timeout,
             daemon: Err(0),
             early: None,
+            unsent: Vec::new(),
         };
         let params = HelloParams { protocol_version: PROTOCOL_VERSION, client_version: CLIENT_VERSION.into() };
         let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
-        conn.daemon = Err(conn.send(methods::Hello::NAME, params)?);
+        let (id, line) = conn.request_line(methods::Hello::NAME, params)?;
+        (conn.daemon, conn.unsent) = (Err(id), line);
         Ok(conn)
     }
 
@@ -239,13 +244,29 @@ impl Connection {
 
     /// Write one request; its id is returned.
     fn send(&mut self, method: &str, params: Value) -> Result<u64, ClientError> {
+        let (id, line) = self.request_line(method, params)?;
+        if self.unsent.is_empty() {
+            self.writer.write_all(&line)?;
+        } else {
+            self.unsent.extend_from_slice(&line);
+            self.send_unsent()?;
+        }
+        Ok(id)
+    }
+
+    /// The next request's id and its line.
+    fn request_line(&mut self, method: &str, params: Value) -> Result<(u64, Vec<u8>), ClientError> {
         let id = self.next_id;
         self.next_id += 1;
         let request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let mut line = serde_json::to_vec(&request).map_err(|e| ClientError::Decode(e.to_string()))?;
         line.push(b'\n');
-        self.writer.write_all(&line)?;
-        Ok(id)
+        Ok((id, line))
+    }
+
+    fn send_unsent(&mut self) -> io::Result<()> {
+        let unsent = std::mem::take(&mut self.unsent);
+        self.writer.write_all(&unsent)
     }
 
     /// Read until the reply to request `id` arrives; a reply to another pending request is
@@ -312,6 +333,9 @@ impl Connection {
     }
 
     fn read_message(&mut self) -> Result<Incoming, ClientError> {
+        if !self.unsent.is_empty() {
+            self.send_unsent()?;
+        }
         let mut line = String::new();
         if self.reader.read_line(&mut line)? == 0 {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the daemon closed the connection").into());
@@ -364,21 +388,41 @@ mod tests {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let socket = dir.join("s.sock");
         let listener = UnixListener::bind(&socket).unwrap();
-        let server = std::thread::spawn(move || {
-            let (stream, _) = listener.accept().unwrap();
-            let mut line = String::new();
-            BufReader::new(stream.try_clone().unwrap()).read_line(&mut line).unwrap();
-            let refusal = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000,
-                "message": "the daemon already serves 1024 connections",
-                "data": {"kind": "busy", "message": "the daemon already serves 1024 connections"}}});
-            (&stream).write_all(format!("{refusal}\n").as_bytes()).unwrap();
-            // Dropped here: the connection closes.
-        });
-        let mut conn = Connection::connect_pipelined(&socket, None).unwrap();
-        server.join().unwrap();
-        let params = methods::ListParams { root: "/w".into(), status: None, counts: false };
-        let error = conn.call::<methods::TaskList>(&params).expect_err("refused");
+        // A busy daemon reads the first line (when it comes soon) and answers with a refusal;
+        // here it answers once before the client writes (its write then fails: a broken pipe)
+        // and once after reading the handshake and the call, sent together.
+        for reads_first in [false, true] {
+            let server = std::thread::scope(|scope| {
+                let server = scope.spawn(|| {
+                    let (stream, _) = listener.accept().unwrap();
+                    let mut line = String::new();
+                    if reads_first {
+                        let mut reader = BufReader::new(stream.try_clone().unwrap());
+                        reader.read_line(&mut line).unwrap();
+                        assert!(line.contains(methods::Hello::NAME), "the handshake comes first: {line}");
+                        line.clear();
+                        reader.read_line(&mut line).unwrap();
+                    }
+                    let refusal = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000,
+                        "message": "the daemon already serves 1024 connections",
+                        "data": {"kind": "busy", "message": "the daemon already serves 1024 connections"}}});
+                    (&stream).write_all(format!("{refusal}\n").as_bytes()).unwrap();
+                    line // the call, when read; the connection closes as the stream drops
+                });
+                let mut conn = Connection::connect_pipelined(&socket, None).unwrap();
+                if !reads_first {
+                    // The refusal is there and the daemon's end closed before the call is sent.
+                    while !server.is_finished() {
+                        std::thread::yield_now();
+                    }
+                }
+                let params = methods::ListParams { root: "/w".into(), status: None, counts: false };
+                let error = conn.call::<methods::TaskList>(&params).expect_err("refused");
+                assert_eq!(error.kind(), Some(ErrorKind::Busy), "the refusal is lost: {error:?}");
+                server.join().unwrap()
+            });
+            assert_eq!(server.contains(methods::TaskList::NAME), reads_first, "{server}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(error.kind(), Some(ErrorKind::Busy), "the refusal is lost: {error:?}");
     }
 }

@@ -160,10 +160,7 @@ impl Daemon {
                 if ws.is_bare() && !canonical.join(layout::SCAFLD_DIR).is_dir() {
                     return Ok(ws);
                 }
-                // The same folder may hold a different workspace now (deleted and initialised
-                // again, or re-cloned): its id file says which one it is.
-                let current = std::fs::read_to_string(canonical.join(layout::ID_FILE)).ok();
-                if current.as_deref().map(str::trim) == Some(ws.id.as_str()) {
+                if ws.id_file_names_this() {
                     return Ok(ws);
                 }
                 open.remove(&ws.id);

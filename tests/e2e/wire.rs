@@ -39,6 +39,24 @@ fn raw_client_calls_methods_and_pipelines() {
 }
 
 #[test]
+fn a_long_call_does_not_hold_back_the_calls_pipelined_behind_it() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut client = env.client();
+    // A claim that waits for review work (there is none) and a status call, on one connection:
+    // the status is answered while the claim still waits.
+    let caller = json!({"cwd": "/", "env": {}});
+    let claim = json!({"jsonrpc": "2.0", "id": "claim", "method": "worker.claim",
+        "params": {"worker_id": "w", "provider": "agent", "caller": caller, "timeout_seconds": 60}});
+    client.send_line(&claim.to_string());
+    client.send_line(r#"{"jsonrpc":"2.0","id":"status","method":"daemon.status"}"#);
+    let first = client.read();
+    assert_eq!(first["id"], "status", "{first}");
+    // The connection stays usable meanwhile.
+    assert!(client.result("daemon.status", json!({}))["pid"].is_number());
+}
+
+#[test]
 fn garbage_unknown_methods_and_bad_params_get_errors_and_the_connection_survives() {
     let mut env = TestEnv::new();
     env.start_daemon();

@@ -165,13 +165,17 @@ fn print_stdout(text: &str) {
 /// by a newline unless the last one has it.
 fn print_stdout_parts(parts: &[&[u8]]) {
     let mut out = std::io::stdout().lock();
-    let newline = !parts.last().is_some_and(|last| last.ends_with(b"\n"));
-    // A closed pipe (`scafld list | head`) is not an error worth reporting.
-    for part in parts {
-        let _ = out.write_all(part);
-    }
-    if newline {
-        let _ = out.write_all(b"\n");
+    let newline: &[u8] = if parts.last().is_some_and(|last| last.ends_with(b"\n")) { b"" } else { b"\n" };
+    let parts = parts.iter().copied().chain([newline]);
+    // A closed pipe (`scafld list | head`) is not an error worth reporting. A short text goes
+    // out in one write; a long one (a large `list`) is not copied for it.
+    let len: usize = parts.clone().map(<[u8]>::len).sum();
+    if len <= 64 * 1024 {
+        let _ = out.write_all(&parts.collect::<Vec<_>>().concat());
+    } else {
+        for part in parts {
+            let _ = out.write_all(part);
+        }
     }
     let _ = out.flush();
 }

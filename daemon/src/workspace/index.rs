@@ -44,6 +44,14 @@ impl Stamp {
     fn same_file(&self, other: &Stamp) -> bool {
         (self.len, self.inode, self.modified) == (other.len, other.inode, other.modified)
     }
+
+    /// Whether the file was last changed long enough ago (more than a second) that a later
+    /// change cannot share its modification time: only then may an unchanged stamp stand for
+    /// unchanged content.
+    pub fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        i64::try_from(now.as_secs()).unwrap_or(i64::MAX).saturating_sub(self.modified.0) >= 2
+    }
 }
 
 impl From<&std::fs::Metadata> for Stamp {
@@ -143,6 +151,10 @@ pub struct Index {
     /// When the last whole sync began with the queue armed over every folder (and on which
     /// folders), if it found only specs the queue can vouch for (regular files with one link).
     trust: Option<(Instant, Armed)>,
+    /// The archive's month folders and the archive folder's stamp when they were listed
+    /// (settled stamps only). Listing opens the folder, which wakes every inotify watcher of
+    /// it; checking the stamp is a stat.
+    months: Option<(Stamp, Vec<PathBuf>)>,
 }
 
 impl Index {
@@ -332,7 +344,8 @@ impl Index {
         let file = format!("{task_id}.md");
         let seen = self.complete || self.entries.contains_key(task_id);
         let mut changed = None;
-        for path in specfile::candidates(&self.root, &file) {
+        let months = self.archive_months();
+        for path in specfile::candidates(&self.root, &file, &months) {
             let known =
                 self.entries.get(task_id).is_some_and(|e| e.path == path || e.duplicate.as_deref() == Some(&*path));
             if known || std::fs::symlink_metadata(&path).is_ok() {
@@ -340,6 +353,20 @@ impl Index {
             }
         }
         changed.filter(|_| seen)
+    }
+
+    /// The archive's month folders, listed again only when the archive folder changed.
+    fn archive_months(&mut self) -> Vec<PathBuf> {
+        let archive = specfile::specs_dir(&self.root).join(Folder::Archive.dir_name());
+        let stamp = Stamp::of(&archive);
+        if let Some((kept, months)) = &self.months
+            && Some(kept) == stamp.as_ref()
+        {
+            return months.clone();
+        }
+        let months = specfile::archive_months(&archive);
+        self.months = stamp.filter(Stamp::settled).map(|stamp| (stamp, months.clone()));
+        months
     }
 
     /// Re-read one changed path. Returns the task id whose entry changed, if any.
@@ -562,6 +589,40 @@ mod tests {
         // Once complete, a new spec is a change.
         std::fs::write(dir.path().join(".scafld/specs/drafts/d.md"), spec("d", "d")).unwrap();
         assert_eq!(index.sync(), vec!["d".to_string()]);
+    }
+
+    #[test]
+    fn a_settled_archive_is_not_listed_again_until_it_changes() {
+        let dir = workspace_with(&[]);
+        let archive = dir.path().join(".scafld/specs/archive");
+        let month = |name: &str, task: &str| {
+            std::fs::create_dir_all(archive.join(name)).unwrap();
+            std::fs::write(archive.join(name).join(format!("{task}.md")), spec(task, task)).unwrap();
+        };
+        let age = |path: &Path| {
+            let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+            std::fs::File::open(path).unwrap().set_modified(old).unwrap();
+        };
+        month("2026-01", "a");
+        let mut index = Index::new(dir.path());
+        // A folder changed within the last second is listed on every lookup.
+        index.sync_task("a");
+        assert!(index.months.is_none());
+        age(&archive);
+        index.sync_task("a");
+        assert_eq!(index.months.as_ref().map(|(_, months)| months.len()), Some(1), "a settled archive is kept");
+        assert!(index.get("a").is_some());
+        // A month added later changes the archive folder's stamp: it is listed again.
+        month("2026-02", "b");
+        index.sync_task("b");
+        assert!(index.get("b").is_some(), "a spec in a new month is found");
+        // As does a month folder swapped for another of the same name count.
+        age(&archive);
+        index.sync_task("b");
+        std::fs::rename(archive.join("2026-02"), archive.join("2026-03")).unwrap();
+        age(&archive);
+        index.sync_task("b");
+        assert!(index.get("b").unwrap().path.starts_with(archive.join("2026-03")), "the renamed month is followed");
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct Workspace {
     job_slots: slots::JobSlots,
     /// The merged config and the stamps of the two files it was read from.
     config: Mutex<Option<(Config, [Option<Stamp>; 2])>>,
+    /// The id file's stamp when it last named this workspace (settled stamps only).
+    id_seen: Mutex<Option<Stamp>>,
 }
 
 impl Workspace {
@@ -45,6 +47,21 @@ impl Workspace {
         Workspace::with_data(id, root, data, index)
     }
 
+    /// Whether `.scafld/workspace_id` still names this workspace (the folder may hold another
+    /// one now: deleted and initialised again, or re-cloned). An unchanged settled file is not
+    /// read again: reading opens it, which wakes every inotify watcher of `.scafld/`.
+    pub fn id_file_names_this(&self) -> bool {
+        let path = self.root.join(layout::ID_FILE);
+        let stamp = Stamp::of(&path);
+        if stamp.is_some() && *crate::sync::lock(&self.id_seen) == stamp {
+            return true;
+        }
+        let current = std::fs::read_to_string(&path).ok();
+        let names = current.as_deref().map(str::trim) == Some(self.id.as_str());
+        *crate::sync::lock(&self.id_seen) = stamp.filter(|stamp| names && stamp.settled());
+        names
+    }
+
     /// Whether this is a plain repository without `.scafld/` (only range reviews run here).
     pub fn is_bare(&self) -> bool {
         self.data != self.root.join(layout::SCAFLD_DIR)
@@ -59,6 +76,7 @@ impl Workspace {
             // Sized from the config at each acquisition; this is only the starting point.
             job_slots: slots::JobSlots::new(config::Execution::default().max_parallel_jobs as usize),
             config: Mutex::new(None),
+            id_seen: Mutex::new(None),
         }
     }
 

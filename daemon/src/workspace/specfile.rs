@@ -52,16 +52,21 @@ pub fn scan(root: &Path) -> Vec<Found> {
     found
 }
 
-/// Every path a spec file named `file` could have, in lookup order.
-pub fn candidates(root: &Path, file: &str) -> Vec<PathBuf> {
+/// Every path a spec file named `file` could have, in lookup order, given the archive's month
+/// folders ([`archive_months`]).
+pub fn candidates(root: &Path, file: &str, months: &[PathBuf]) -> Vec<PathBuf> {
     let specs = specs_dir(root);
     let mut paths: Vec<PathBuf> = [Folder::Drafts, Folder::Approved, Folder::Active]
         .iter()
         .map(|f| specs.join(f.dir_name()).join(file))
         .collect();
-    let archive = specs.join(Folder::Archive.dir_name());
-    paths.extend(read_dir_sorted(&archive).into_iter().filter(|p| p.is_dir()).map(|month| month.join(file)));
+    paths.extend(months.iter().map(|month| month.join(file)));
     paths
+}
+
+/// The month folders of the archive folder `archive`, sorted.
+pub fn archive_months(archive: &Path) -> Vec<PathBuf> {
+    read_dir_sorted(archive).into_iter().filter(|p| p.is_dir()).collect()
 }
 
 /// The lifecycle folder of a path under `.scafld/specs/`, if it is a spec file there.
