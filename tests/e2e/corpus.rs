@@ -98,6 +98,15 @@ fn every_spec_of_a_real_workspace_reads() {
     let tasks = list["result"]["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), CORPUS.len());
     assert!(tasks.iter().all(|t| t.get("error").is_none()), "{tasks:?}");
+    // Listed by lifecycle status, then by id.
+    let rank = |t: &serde_json::Value| {
+        scafld_protocol::vocab::Status::ALL.iter().position(|s| t["status"] == s.as_str()).unwrap()
+    };
+    let order: Vec<_> = tasks.iter().map(|t| (rank(t), t["task_id"].as_str().unwrap())).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+    assert_eq!(order.iter().map(|(_, id)| *id).collect::<Vec<_>>()[..2], ["fenced-command", "error-envelope"]);
     for (_, task, _) in CORPUS {
         env.scafld(&["status", task, "--json"]).assert_code(0);
         let handoff = env.scafld(&["handoff", task]);

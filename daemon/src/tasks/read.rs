@@ -237,7 +237,9 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult>
         .filter(|e| filter.is_none() || e.listing.status == filter)
         .map(|e| (e.listing.status, summary(&ws.relative(&e.path), e, p.counts)))
         .collect();
-    tasks.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.task_id.cmp(&b.1.task_id)));
+    // The index yields entries by task id, so a stable sort by status alone orders them by
+    // status, then id, without comparing ids again.
+    tasks.sort_by_key(|(status, _)| *status);
     Ok(m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
 }
 
