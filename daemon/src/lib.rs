@@ -13,6 +13,7 @@ pub mod jobs;
 pub mod ledger;
 pub mod providers;
 pub mod receipts;
+pub mod rendered;
 pub mod review;
 pub mod rpc;
 pub mod runner;

@@ -19,6 +19,7 @@ use tokio::sync::broadcast::error::RecvError;
 use crate::daemon::{DAEMON_VERSION, Daemon, workspace_io_error};
 use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
+use crate::rendered::Rendered;
 use crate::review;
 use crate::rpc::transport::{PeerGone, SubscriptionSettled};
 use crate::tasks;
@@ -53,7 +54,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::TaskCheck, _, _>(&mut module, |d, p| async move { tasks::check(&d, p).await });
     register::<m::TaskValidateAll, _, _>(&mut module, |d, p| async move { tasks::validate_all(&d, p).await });
     register::<m::TaskStatus, _, _>(&mut module, |d, p| async move { tasks::status(&d, p).await });
-    register::<m::TaskList, _, _>(&mut module, |d, p| async move { tasks::list(&d, p).await });
+    register_rendered::<m::TaskList, _, _>(&mut module, |d, p| async move { tasks::list(&d, p).await });
     register::<m::TaskHarden, _, _>(&mut module, |d, p| async move { tasks::harden(&d, p).await });
     register::<m::TaskHandoff, _, _>(&mut module, |d, p| async move { tasks::handoff(&d, p).await });
     register::<m::TaskReport, _, _>(&mut module, |d, p| async move { tasks::report(&d, p).await });
@@ -106,7 +107,17 @@ where
     F: Fn(Arc<Daemon>, M::Params) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = RpcResult<M::Result>> + Send + 'static,
 {
-    register_with_peer::<M, _, _>(module, move |daemon, params, _| handler(daemon, params));
+    register_answer::<M, _, _, _>(module, move |daemon, params, _| handler(daemon, params));
+}
+
+/// [`register`] for a handler that answers with `M::Result` already serialized.
+fn register_rendered<M, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+where
+    M: Method,
+    F: Fn(Arc<Daemon>, M::Params) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = RpcResult<Rendered<M::Result>>> + Send + 'static,
+{
+    register_answer::<M, _, _, _>(module, move |daemon, params, _| handler(daemon, params));
 }
 
 /// Bind method `M` to a handler that also gets a token cancelled when the caller hangs up, so
@@ -116,6 +127,17 @@ where
     M: Method,
     F: Fn(Arc<Daemon>, M::Params, CancellationToken) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = RpcResult<M::Result>> + Send + 'static,
+{
+    register_answer::<M, _, _, _>(module, handler);
+}
+
+/// Bind method `M` to a handler answering with `A`: `M::Result` itself, or it rendered.
+fn register_answer<M, A, F, Fut>(module: &mut RpcModule<Daemon>, handler: F)
+where
+    M: Method,
+    A: serde::Serialize + Clone + Send + 'static,
+    F: Fn(Arc<Daemon>, M::Params, CancellationToken) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = RpcResult<A>> + Send + 'static,
 {
     module
         .register_async_method(M::NAME, move |params, daemon, extensions| {

@@ -12,6 +12,8 @@ use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
+use crate::rendered::Rendered;
+use crate::workspace::ListKey;
 use crate::workspace::index::{LoadedSpec, SpecEntry};
 
 /// The spec as the ledger says it is (hand edits to runner-owned fields do not count).
@@ -224,7 +226,10 @@ fn structure(task_id: String, path: String, spec: &Spec, diagnostics: Vec<m::Dia
     }
 }
 
-pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult> {
+/// The workspace's tasks. The reply is rendered once and handed out again while the index
+/// and the call's parameters stay the same: a `list` of an unchanged workspace costs the
+/// catch-up and a copy.
+pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::ListResult>> {
     let filter = match p.status.as_deref() {
         Some(raw) => Some(raw.parse::<Status>().map_err(|e| RpcError::new(ErrorKind::InvalidInput, e.to_string()))?),
         None => None,
@@ -232,6 +237,13 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult>
     let ws = daemon.workspace(&p.root).await?;
     sync(daemon, &ws);
     let index = crate::sync::read(&ws.index);
+    let asked = ListKey { generation: index.generation(), filter, counts: p.counts };
+    let mut listed = crate::sync::lock(&ws.listed);
+    if let Some((key, reply)) = listed.as_ref()
+        && *key == asked
+    {
+        return Ok(reply.clone());
+    }
     let mut tasks: Vec<(Option<Status>, m::TaskSummary)> = index
         .entries()
         .filter(|e| filter.is_none() || e.listing.status == filter)
@@ -240,7 +252,10 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<m::ListResult>
     // The index yields entries by task id, so a stable sort by status alone orders them by
     // status, then id, without comparing ids again.
     tasks.sort_by_key(|(status, _)| *status);
-    Ok(m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
+    let reply = Rendered::of(&m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
+        .map_err(RpcError::internal)?;
+    *listed = Some((asked, reply.clone()));
+    Ok(reply)
 }
 
 /// Catch up with edits the watcher has not delivered yet (changed files re-parsed; the stats

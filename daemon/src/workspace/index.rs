@@ -155,6 +155,8 @@ pub struct Index {
     /// (settled stamps only). Listing opens the folder, which wakes every inotify watcher of
     /// it; checking the stamp is a stat.
     months: Option<(Stamp, Vec<PathBuf>)>,
+    /// Bumped by every change to what an entry lists (see [`Index::generation`]).
+    generation: u64,
 }
 
 impl Index {
@@ -182,6 +184,19 @@ impl Index {
         self.complete
     }
 
+    /// A number that changes whenever what any entry lists (its listing, path, duplicate)
+    /// changes, or an entry comes or goes: a rendering of the entries stays true while it holds.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The entries, for a change to what they list. (Keeping or dropping a parse goes to the
+    /// map directly: it lists the same.)
+    fn entries_mut(&mut self) -> &mut BTreeMap<String, SpecEntry> {
+        self.generation += 1;
+        &mut self.entries
+    }
+
     /// Take in a full index built without the lock held (the warm-up). Entries loaded here
     /// meanwhile are newer and stay; the rest come from `built`. One that went stale between
     /// the two is still caught: every use stats its file first.
@@ -190,7 +205,7 @@ impl Index {
             return;
         }
         for (task_id, entry) in built.entries {
-            self.entries.entry(task_id).or_insert(entry);
+            self.entries_mut().entry(task_id).or_insert(entry);
         }
         self.complete = true;
     }
@@ -396,15 +411,15 @@ impl Index {
         // in the other folders in case it moved.
         let pointed_here = self.entries.get(&task_id).is_some_and(|e| e.path == path);
         if !pointed_here {
-            if let Some(entry) = self.entries.get_mut(&task_id)
+            if let Some(entry) = self.entries.get(&task_id)
                 && entry.duplicate.as_deref() == Some(path)
             {
-                entry.duplicate = None;
+                self.entries_mut().get_mut(&task_id).expect("present").duplicate = None;
                 return Some(task_id);
             }
             return None;
         }
-        self.entries.remove(&task_id);
+        self.entries_mut().remove(&task_id);
         let elsewhere =
             specfile::scan(&self.root).into_iter().find(|f| task_id_of(&f.path).as_deref() == Some(task_id.as_str()));
         if let Some(other) = elsewhere {
@@ -428,14 +443,14 @@ impl Index {
             && let Some(entry) = self.entries.get(&task_id)
             && entry.path == previous
         {
-            self.entries.remove(&task_id);
+            self.entries_mut().remove(&task_id);
         }
         let keep = self.keeps_parse(&task_id);
         // A hand edit that replaced the file since it was written is not what was parsed: no
         // stamp, so that the next look at it reads it.
         let stamp = Stamp::of(path).filter(|now| now.same_file(&Stamp::from(written)));
         let entry = self.entry_from_parsed(task_id.clone(), path, folder, parsed, stamp, keep);
-        self.entries.insert(task_id, entry);
+        self.entries_mut().insert(task_id, entry);
     }
 
     fn load(&mut self, path: &Path, folder: Folder) {
@@ -445,11 +460,10 @@ impl Index {
         match self.entries.get(&task_id) {
             // The first file in lookup order owns the id; a second one is a conflict.
             Some(existing) if existing.path != path && existing.path.exists() => {
-                let existing = self.entries.get_mut(&task_id).expect("present");
-                existing.duplicate = Some(path.to_path_buf());
+                self.entries_mut().get_mut(&task_id).expect("present").duplicate = Some(path.to_path_buf());
             }
             _ => {
-                self.entries.insert(task_id, entry);
+                self.entries_mut().insert(task_id, entry);
             }
         }
     }
@@ -589,6 +603,46 @@ mod tests {
         // Once complete, a new spec is a change.
         std::fs::write(dir.path().join(".scafld/specs/drafts/d.md"), spec("d", "d")).unwrap();
         assert_eq!(index.sync(), vec!["d".to_string()]);
+    }
+
+    #[test]
+    fn the_generation_moves_with_every_listed_change_and_only_then() {
+        let dir = workspace_with(&["a", "b"]);
+        let drafts = dir.path().join(".scafld/specs/drafts");
+        let mut index = Index::new(dir.path());
+        index.sync();
+        let seen = std::cell::Cell::new(index.generation());
+        let moved = |index: &Index, what: &str| {
+            assert_ne!(index.generation(), seen.get(), "{what} changed the listing but not the generation");
+            seen.set(index.generation());
+        };
+        // Nothing changed: the same generation (a rendered list stays true).
+        index.sync();
+        index.sync_task("a");
+        index.loaded("a");
+        assert_eq!(index.generation(), seen.get());
+        std::fs::write(drafts.join("a.md"), spec("a", "a, edited at length")).unwrap();
+        index.sync();
+        moved(&index, "an edit");
+        std::fs::write(drafts.join("c.md"), spec("c", "c")).unwrap();
+        index.sync_task("c");
+        moved(&index, "a new spec");
+        let approved = dir.path().join(".scafld/specs/approved");
+        std::fs::create_dir_all(&approved).unwrap();
+        std::fs::copy(drafts.join("b.md"), approved.join("b.md")).unwrap();
+        index.sync();
+        moved(&index, "a duplicate");
+        std::fs::remove_file(approved.join("b.md")).unwrap();
+        index.sync();
+        moved(&index, "a duplicate gone");
+        std::fs::remove_file(drafts.join("c.md")).unwrap();
+        index.sync();
+        moved(&index, "a removal");
+        let text = spec("a", "a, written by the daemon");
+        std::fs::write(drafts.join("a.md"), &text).unwrap();
+        let written = std::fs::metadata(drafts.join("a.md")).unwrap();
+        index.record_write(&drafts.join("a.md"), &text, None, &written);
+        moved(&index, "the daemon's own write");
     }
 
     #[test]

@@ -15,7 +15,10 @@ use std::sync::{Arc, Mutex, RwLock};
 pub use layout::{ID_FILE, SCAFLD_DIR};
 
 use crate::config::{self, Config, ConfigError};
+use crate::domain::lifecycle::Status;
+use crate::rendered::Rendered;
 use index::{Index, Stamp};
+use scafld_protocol::methods::ListResult;
 
 /// An open workspace: its identity, its spec index, its configuration and its job slots.
 pub struct Workspace {
@@ -31,6 +34,16 @@ pub struct Workspace {
     config: Mutex<Option<(Config, [Option<Stamp>; 2])>>,
     /// The id file's stamp when it last named this workspace (settled stamps only).
     id_seen: Mutex<Option<Stamp>>,
+    /// The last `list` reply, with what it was rendered from (see `tasks::read::list`).
+    pub listed: Mutex<Option<(ListKey, Rendered<ListResult>)>>,
+}
+
+/// What a `list` reply was rendered from: the index's generation and the call's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListKey {
+    pub generation: u64,
+    pub filter: Option<Status>,
+    pub counts: bool,
 }
 
 impl Workspace {
@@ -77,6 +90,7 @@ impl Workspace {
             job_slots: slots::JobSlots::new(config::Execution::default().max_parallel_jobs as usize),
             config: Mutex::new(None),
             id_seen: Mutex::new(None),
+            listed: Mutex::new(None),
         }
     }
 
