@@ -339,3 +339,93 @@ fn every_method_the_protocol_declares_is_registered() {
     }
     client.result("daemon.status", json!({}));
 }
+
+/// One request line of `method` with `params`.
+fn request(id: &str, method: &str, params: serde_json::Value) -> String {
+    format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+}
+
+/// A request whose error reply (an unknown method's, which names it) is about `2 * len` bytes.
+fn request_with_big_reply(id: &str, len: usize) -> String {
+    format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": "x".repeat(len)}))
+}
+
+#[test]
+fn a_client_that_stops_reading_holds_back_no_call_already_running() {
+    use std::io::Write;
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let root = env.work.display().to_string();
+    std::fs::write(env.work.join(".scafld/specs/drafts/held.md"), scafld_tests::bench::build_spec("held", 1)).unwrap();
+    // Enough files that approval's git snapshot still runs when the big reply is written.
+    for n in 0..3000 {
+        std::fs::write(env.work.join(format!("f{n}.txt")), n.to_string()).unwrap();
+    }
+    // The approval takes the task's lock; the reply behind it (8 MiB) is never read.
+    let mut hog = scafld_tests::connect_socket(&env.socket).unwrap();
+    let approve = request("approve", "task.approve", json!({"root": root, "task_id": "held", "reason": "r"}));
+    hog.write_all(format!("{approve}{}", request_with_big_reply("big", 4 << 20)).as_bytes()).unwrap();
+    // The approval still finishes (and lets the lock go) while its connection's peer reads nothing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while env.scafld(&["status", "held", "--json"]).json()["result"]["status"] != "approved" {
+        assert!(std::time::Instant::now() < deadline, "the approval was held back by its unread connection");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    env.scafld(&["build", "held"]).assert_code(0);
+    drop(hog);
+}
+
+#[test]
+fn a_reply_being_written_when_the_daemon_stops_arrives_whole_with_the_shutdown_event() {
+    use std::io::{BufRead, Read, Write};
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut reader = scafld_tests::connect_socket(&env.socket).unwrap();
+    reader.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    reader.write_all(request("sub", "events.subscribe", json!([])).as_bytes()).unwrap();
+    let mut subscribed = String::new();
+    std::io::BufReader::new(&reader).read_line(&mut subscribed).unwrap();
+    let pipelined =
+        format!("{}{}", request_with_big_reply("big", 4 << 20), request("status", "daemon.status", json!({})));
+    reader.write_all(pipelined.as_bytes()).unwrap();
+    // The big reply has begun to arrive when the daemon is told to stop.
+    let mut got = vec![0u8; 64 * 1024];
+    let n = reader.read(&mut got).unwrap();
+    got.truncate(n);
+    env.client().result("daemon.shutdown", json!({}));
+    // Read at an unhurried pace until the daemon closes the connection.
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        match reader.read(&mut chunk).unwrap() {
+            0 => break,
+            n => got.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let text = String::from_utf8(got).unwrap();
+    assert!(text.ends_with('\n'), "the stream ends mid-line after {} bytes", text.len());
+    let ids: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].clone()).collect();
+    assert!(ids.contains(&json!("big")) && ids.contains(&json!("status")), "{ids:?}");
+    assert!(text.contains("daemon_shutting_down"), "the subscriber never got the shutdown event");
+}
+
+#[test]
+fn calls_pipelined_with_sizeable_replies_before_any_is_read_all_get_them() {
+    use std::io::{BufRead, Write};
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let stream = scafld_tests::connect_socket(&env.socket).unwrap();
+    stream.set_write_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    // Forty requests of 32 KiB with 64 KiB replies: more than the socket buffers hold.
+    let requests: String = (0..40).map(|i| request_with_big_reply(&i.to_string(), 32 * 1024)).collect();
+    (&stream).write_all(requests.as_bytes()).expect("the daemon stopped reading the pipelined requests");
+    let mut replies = std::io::BufReader::new(&stream);
+    for _ in 0..40 {
+        let mut reply = String::new();
+        assert!(replies.read_line(&mut reply).unwrap() > 0);
+    }
+}

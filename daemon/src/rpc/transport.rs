@@ -5,6 +5,8 @@
 //! Each request line runs in its own task, so pipelined requests proceed concurrently and replies
 //! may come back out of order (clients match them by id).
 
+use std::collections::VecDeque;
+use std::io::IoSlice;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -20,7 +22,7 @@ use jsonrpsee::core::traits::IdProvider;
 use jsonrpsee::types::{ErrorObjectOwned, Id, InvalidRequest, Notification, Request};
 use scafld_protocol::{ErrorKind, MAX_REQUEST_LINE_BYTES};
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
@@ -245,7 +247,9 @@ type Reply = (Box<RawValue>, Option<MethodResponseNotifyTx>);
 /// One connection is one task: it reads request lines, polls the calls in flight and writes
 /// their replies and the subscriptions' notifications itself. A call hops no thread of its own
 /// (profiled: a task per line and a writer task behind a queue cost a status call about six
-/// context switches).
+/// context switches). Nothing in the loop awaits a write: replies wait in the [`Outbox`] and go
+/// out when the socket takes them, so a peer that does not read holds back only its own
+/// requests, never a call already running (nor the locks it holds).
 async fn serve_connection(
     stream: UnixStream,
     methods: Methods,
@@ -254,7 +258,7 @@ async fn serve_connection(
     limits: ConnectionLimits,
 ) {
     debug!(conn = conn_id.0, "connection opened");
-    let (read_half, write_half) = stream.into_split();
+    let (read_half, mut write_half) = stream.into_split();
     // Subscriptions write through this queue; they hold clones of its sender, so more than the
     // connection's own one means the connection is subscribed (and so not idle).
     let (tx, mut notifications) = mpsc::channel::<Box<RawValue>>(OUTBOUND_QUEUE);
@@ -268,7 +272,7 @@ async fn serve_connection(
         subscribing: tokio::sync::RwLock::new(()),
         id_provider: Arc::new(RandomIntegerIdProvider),
     });
-    let mut out = Writer { out: BufWriter::new(write_half), shutdown: shutdown.clone(), broken: false };
+    let mut out = Outbox::default();
     let mut calls = FuturesUnordered::new();
     let decoder = LineDecoder::new(MAX_REQUEST_LINE_BYTES)
         .with_shared_budget(limits.partial_bytes.clone(), limits.limits.partial_line_budget);
@@ -276,34 +280,28 @@ async fn serve_connection(
     let (idle_timeout, in_flight_cap) = (limits.limits.idle_timeout, limits.limits.in_flight_per_connection);
     let evicted = limits.evicted.clone();
     let ending = loop {
-        let is_idle = calls.is_empty() && senders.strong_count() <= 1;
+        let is_idle = calls.is_empty() && out.is_empty() && senders.strong_count() <= 1;
         limits.idle.set(conn_id.0, is_idle.then_some(&evicted));
-        let written = tokio::select! {
-            // Work first; what it wrote is flushed when none is ready.
+        tokio::select! {
+            // Work first, so that what it produced goes out in one write when none is ready.
             biased;
             _ = shutdown.cancelled() => break Ending::Daemon,
             _ = evicted.cancelled() => {
                 info!(conn = conn_id.0, "closing the longest idle connection to make room for a new one");
                 break Ending::Connection;
             }
-            Some(reply) = calls.next(), if !calls.is_empty() => match reply {
-                Some(reply) => out.reply(reply).await,
-                None => true,
-            },
-            Some(message) = notifications.recv() => out.reply((message, None)).await,
-            // No more than the cap in flight: the next request is read once one finishes.
-            frame = frames.next(), if calls.len() < in_flight_cap => match frame {
-                Some(Ok(Frame::Line(line))) => {
-                    calls.push(conn.clone().handle_line(line));
-                    true
-                }
+            Some(reply) = calls.next(), if !calls.is_empty() => out.push(reply),
+            Some(message) = notifications.recv(), if out.has_room() => out.push(Some((message, None))),
+            // No more than the cap in flight, and no more read while replies back up.
+            frame = frames.next(), if calls.len() < in_flight_cap && out.has_room() => match frame {
+                Some(Ok(Frame::Line(line))) => calls.push(conn.clone().handle_line(line)),
                 Some(Ok(Frame::OverBudget)) => {
                     let error = RpcError::new(
                         ErrorKind::Busy,
                         "the daemon holds too many unfinished request lines; this connection's was dropped",
                     )
                     .with_hint("send each request as one line ending in a newline");
-                    out.error(error).await;
+                    out.push(reply(MethodResponse::error(Id::Null, ErrorObjectOwned::from(error))));
                     break Ending::Connection;
                 }
                 Some(Ok(Frame::Oversized)) => {
@@ -311,11 +309,11 @@ async fn serve_connection(
                         ErrorKind::OversizedRequest,
                         format!("request line exceeds the {MAX_REQUEST_LINE_BYTES}-byte limit and was discarded"),
                     );
-                    out.error(error).await
+                    out.push(reply(MethodResponse::error(Id::Null, ErrorObjectOwned::from(error))));
                 }
                 Some(Ok(Frame::NotUtf8)) => {
                     let error = RpcError::new(ErrorKind::ParseError, "parse error: the line is not valid UTF-8");
-                    out.error(error).await
+                    out.push(reply(MethodResponse::error(Id::Null, ErrorObjectOwned::from(error))));
                 }
                 Some(Err(e)) => {
                     debug!(conn = conn_id.0, "read error: {e}");
@@ -323,114 +321,141 @@ async fn serve_connection(
                 }
                 None => break Ending::Connection,
             },
-            flushed = out.flush(), if out.holds() => flushed,
+            written = out.write_some(&mut write_half), if out.can_write() => {
+                if written.is_err() {
+                    break Ending::Connection; // the peer reads no more
+                }
+            }
             _ = tokio::time::sleep(idle_timeout), if is_idle => {
                 info!(conn = conn_id.0, "closing a connection idle for {}s", idle_timeout.as_secs());
                 break Ending::Connection;
             }
-        };
-        if !written {
-            break Ending::Connection; // the peer reads no more
         }
     };
     drop(frames); // gives its share of the partial-line budget back
     limits.idle.set(conn_id.0, None);
     conn.closed.cancel();
     drop(conn);
-    // The peer may only have half-closed and still read: the calls in flight finish (bounded)
-    // and their replies are written. One that outlasts the grace finishes unwatched.
-    let finished = tokio::time::timeout(CLOSE_GRACE, async {
-        while !calls.is_empty() {
-            let reply = tokio::select! {
-                Some(reply) = calls.next() => reply,
-                Some(message) = notifications.recv() => Some((message, None)),
-            };
-            if let Some(reply) = reply {
-                out.send(reply).await;
-            }
-        }
-    })
-    .await;
-    if finished.is_err() {
-        tokio::spawn(async move { while calls.next().await.is_some() {} });
-    }
-    // The queued notifications go out. When the daemon stops, subscription tasks end after
-    // forwarding the shutdown event, which closes the queue; otherwise what is queued now is
-    // written and dropping the queue ends this connection's subscriptions.
-    let _ = tokio::time::timeout(CLOSE_GRACE, async {
-        out.flush().await;
+    // The peer may only have half-closed and still read: the calls in flight finish and their
+    // replies are written, with what is queued (bounded). When the daemon stops, subscription
+    // tasks end after forwarding the shutdown event, which closes the queue; otherwise what is
+    // queued now is written and dropping the queue ends this connection's subscriptions.
+    let mut queue_open = ending == Ending::Daemon;
+    let drained = tokio::time::timeout(CLOSE_GRACE, async {
         loop {
-            let message = match ending {
-                Ending::Daemon => notifications.recv().await,
-                Ending::Connection => notifications.try_recv().ok(),
-            };
-            let Some(message) = message else { break };
-            if !out.send((message, None)).await {
+            if !queue_open {
+                while let Ok(message) = notifications.try_recv() {
+                    out.push(Some((message, None)));
+                }
+            }
+            if calls.is_empty() && !queue_open && !out.can_write() {
                 break;
             }
+            tokio::select! {
+                biased;
+                Some(reply) = calls.next(), if !calls.is_empty() => out.push(reply),
+                message = notifications.recv(), if queue_open => match message {
+                    Some(message) => out.push(Some((message, None))),
+                    None => queue_open = false,
+                },
+                written = out.write_some(&mut write_half), if out.can_write() => {
+                    if written.is_err() {
+                        queue_open = false;
+                    }
+                }
+            }
         }
     })
     .await;
+    if drained.is_err() && !calls.is_empty() {
+        tokio::spawn(async move { while calls.next().await.is_some() {} });
+    }
     debug!(conn = conn_id.0, "connection closed");
 }
 
-/// The write half of a connection. Replies are buffered and flushed once the connection has
-/// nothing more ready, so a handshake and the call pipelined behind it are answered in one
-/// write. A write to a peer that does not read waits, which holds back the connection's
-/// reading: backpressure, not memory; a stopping daemon cuts it short.
-struct Writer {
-    out: BufWriter<OwnedWriteHalf>,
-    shutdown: CancellationToken,
-    /// A write failed or was cut short: the stream may end mid-line, so nothing more is sent.
+/// Whole reply and notification lines waiting to be written, in order. The connection writes
+/// them when the socket takes bytes, as many lines at once as are ready (one `writev`).
+#[derive(Default)]
+struct Outbox {
+    lines: VecDeque<(Vec<u8>, Option<MethodResponseNotifyTx>)>,
+    /// Bytes of the first line already written.
+    sent: usize,
+    /// A write failed: the peer reads no more, and lines are dropped instead of queued.
     broken: bool,
 }
 
-impl Writer {
-    /// Write a reply (into the buffer unless it is full); false when the peer reads no more.
-    async fn reply(&mut self, (json, notify): Reply) -> bool {
-        let Writer { out, shutdown, broken } = self;
-        let written = !*broken
-            && tokio::select! {
-                written = write_line(out, &json) => written.is_ok(),
-                _ = shutdown.cancelled(), if !shutdown.is_cancelled() => false,
-            };
-        *broken = !written;
-        if let Some(notify) = notify {
-            notify.notify(written);
+impl Outbox {
+    /// Lines written in one go, at most.
+    const BATCH: usize = 64;
+
+    fn push(&mut self, reply: Option<Reply>) {
+        let Some((json, notify)) = reply else { return };
+        if self.broken {
+            if let Some(notify) = notify {
+                notify.notify(false);
+            }
+            return;
         }
-        written
+        let mut line = Vec::with_capacity(json.get().len() + 1);
+        line.extend_from_slice(json.get().as_bytes());
+        line.push(b'\n');
+        self.lines.push_back((line, notify));
     }
 
-    /// Write a reply and flush it.
-    async fn send(&mut self, reply: Reply) -> bool {
-        self.reply(reply).await && self.flush().await
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty()
     }
 
-    async fn error(&mut self, error: RpcError) -> bool {
-        let (json, ..) = MethodResponse::error(Id::Null, ErrorObjectOwned::from(error)).into_parts();
-        self.reply((json, None)).await
+    fn can_write(&self) -> bool {
+        !self.broken && !self.lines.is_empty()
     }
 
-    /// Whether replies wait in the buffer.
-    fn holds(&self) -> bool {
-        !self.broken && !self.out.buffer().is_empty()
+    /// Whether more may be taken on: past [`OUTBOUND_QUEUE`] lines the connection reads no
+    /// more requests and takes no more notifications until the peer reads (backpressure).
+    fn has_room(&self) -> bool {
+        self.lines.len() < OUTBOUND_QUEUE
     }
 
-    async fn flush(&mut self) -> bool {
-        let Writer { out, shutdown, broken } = self;
-        let flushed = !*broken
-            && tokio::select! {
-                flushed = out.flush() => flushed.is_ok(),
-                _ = shutdown.cancelled(), if !shutdown.is_cancelled() => false,
-            };
-        *broken = !flushed;
-        flushed
+    /// Write what the socket takes now. Cancel-safe: a write that has not completed wrote
+    /// nothing. An error (or a socket that takes nothing) breaks the outbox.
+    async fn write_some(&mut self, socket: &mut OwnedWriteHalf) -> std::io::Result<()> {
+        let slices: Vec<IoSlice<'_>> = self
+            .lines
+            .iter()
+            .take(Self::BATCH)
+            .enumerate()
+            .map(|(i, (line, _))| IoSlice::new(if i == 0 { &line[self.sent..] } else { line }))
+            .collect();
+        let written = match socket.write_vectored(&slices).await {
+            Ok(0) => Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+            other => other,
+        };
+        let mut written = match written {
+            Ok(n) => n,
+            Err(e) => {
+                self.broken = true;
+                for (_, notify) in self.lines.drain(..) {
+                    if let Some(notify) = notify {
+                        notify.notify(false);
+                    }
+                }
+                return Err(e);
+            }
+        };
+        while let Some((line, _)) = self.lines.front() {
+            let left = line.len() - self.sent;
+            if written < left {
+                self.sent += written;
+                break;
+            }
+            written -= left;
+            self.sent = 0;
+            if let Some((_, Some(notify))) = self.lines.pop_front() {
+                notify.notify(true);
+            }
+        }
+        Ok(())
     }
-}
-
-async fn write_line(out: &mut BufWriter<OwnedWriteHalf>, json: &RawValue) -> std::io::Result<()> {
-    out.write_all(json.get().as_bytes()).await?;
-    out.write_all(b"\n").await
 }
 
 impl Connection {
