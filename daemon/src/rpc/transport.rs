@@ -2,8 +2,8 @@
 //!
 //! jsonrpsee ships no IPC transport, so this module does what its own server does per connection:
 //! frame lines, parse requests, call the registered [`MethodCallback`]s and write the replies.
-//! Each request line runs in its own task, so pipelined requests proceed concurrently and replies
-//! may come back out of order (clients match them by id).
+//! The calls of one connection are polled together by its task, so pipelined requests proceed
+//! concurrently and replies may come back out of order (clients match them by id).
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
