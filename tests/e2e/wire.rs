@@ -429,3 +429,24 @@ fn calls_pipelined_with_sizeable_replies_before_any_is_read_all_get_them() {
         assert!(replies.read_line(&mut reply).unwrap() > 0);
     }
 }
+
+#[test]
+fn a_connection_whose_replies_go_unread_is_idle_and_makes_room() {
+    use std::io::{Read, Write};
+    let mut env = TestEnv::new();
+    env.start_daemon_with(&[("SCAFLD_MAX_CONNECTIONS", "2")]);
+    // Two clients ask for 8 MiB replies and read a byte of each: their calls are done, nothing
+    // is in flight and they hold no subscription, but most of each reply waits unread.
+    let _hogs: Vec<std::os::unix::net::UnixStream> = (0..2)
+        .map(|i| {
+            let mut hog = scafld_tests::connect_socket(&env.socket).unwrap();
+            hog.set_read_timeout(Some(scafld_tests::DEADLINE)).unwrap();
+            hog.write_all(request_with_big_reply(&i.to_string(), 4 << 20).as_bytes()).unwrap();
+            hog.read_exact(&mut [0u8; 1]).unwrap();
+            hog
+        })
+        .collect();
+    // The daemon is full; the one idle longest makes room for a new client.
+    let reply = env.client().call("daemon.status", json!({}));
+    assert!(reply.get("result").is_some(), "a new client is refused: {reply}");
+}

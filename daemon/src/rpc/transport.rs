@@ -280,7 +280,8 @@ async fn serve_connection(
     let (idle_timeout, in_flight_cap) = (limits.limits.idle_timeout, limits.limits.in_flight_per_connection);
     let evicted = limits.evicted.clone();
     let ending = loop {
-        let is_idle = calls.is_empty() && out.is_empty() && senders.strong_count() <= 1;
+        // Lines waiting in the outbox do not count: a peer that reads none of them is idle.
+        let is_idle = calls.is_empty() && senders.strong_count() <= 1;
         limits.idle.set(conn_id.0, is_idle.then_some(&evicted));
         tokio::select! {
             // Work first, so that what it produced goes out in one write when none is ready.
