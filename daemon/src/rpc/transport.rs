@@ -403,10 +403,6 @@ impl Outbox {
         self.lines.push_back((line, notify));
     }
 
-    fn is_empty(&self) -> bool {
-        self.lines.is_empty()
-    }
-
     fn can_write(&self) -> bool {
         !self.broken && !self.lines.is_empty()
     }
