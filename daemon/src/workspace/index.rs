@@ -67,7 +67,7 @@ impl From<&std::fs::Metadata> for Stamp {
 }
 
 /// What an entry keeps of its spec's parse: what `list`, `report` and `validate --all` read.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Listing {
     pub status: Option<Status>,
     pub harden: HardenStatus,
@@ -232,7 +232,10 @@ impl Index {
                 let parsed = fresh.parsed.clone().unwrap_or_else(|| Arc::new(parse("")));
                 return Some(LoadedSpec { entry: fresh, parsed });
             }
-            *self.entries.get_mut(task_id)? = fresh;
+            // The same stamp lists the same, unless the file was rewritten within one tick.
+            let relisted = entry.listing != fresh.listing;
+            let entries = if relisted { self.entries_mut() } else { &mut self.entries };
+            *entries.get_mut(task_id)? = fresh;
         }
         self.touch(task_id);
         let entry = self.entries.get(task_id)?.clone();
@@ -643,6 +646,18 @@ mod tests {
         let written = std::fs::metadata(drafts.join("a.md")).unwrap();
         index.record_write(&drafts.join("a.md"), &text, None, &written);
         moved(&index, "the daemon's own write");
+        // A parse read again for a file whose stamp did not change, but whose listing did (a
+        // rewrite within one timestamp tick, simulated): the new listing moves it too.
+        let entry = index.entries.get_mut("a").unwrap();
+        let stale = Listing { title: "as it was".into(), ..(*entry.listing).clone() };
+        (entry.parsed, entry.listing) = (None, Arc::new(stale));
+        index.recent.clear();
+        index.loaded("a");
+        moved(&index, "a listing found changed when a parse was read again");
+        index.entries.get_mut("a").unwrap().parsed = None;
+        index.recent.clear();
+        index.loaded("a");
+        assert_eq!(index.generation(), seen.get(), "a parse read again that lists the same");
     }
 
     #[test]
