@@ -368,11 +368,9 @@ fn a_client_that_stops_reading_holds_back_no_call_already_running() {
     let approve = request("approve", "task.approve", json!({"root": root, "task_id": "held", "reason": "r"}));
     hog.write_all(format!("{approve}{}", request_with_big_reply("big", 4 << 20)).as_bytes()).unwrap();
     // The approval still finishes (and lets the lock go) while its connection's peer reads nothing.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while env.scafld(&["status", "held", "--json"]).json()["result"]["status"] != "approved" {
-        assert!(std::time::Instant::now() < deadline, "the approval was held back by its unread connection");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    scafld_tests::wait_until("the approval held back by its unread connection", || {
+        env.scafld(&["status", "held", "--json"]).json()["result"]["status"] == "approved"
+    });
     env.scafld(&["build", "held"]).assert_code(0);
     drop(hog);
 }
@@ -395,7 +393,8 @@ fn a_reply_being_written_when_the_daemon_stops_arrives_whole_with_the_shutdown_e
     let n = reader.read(&mut got).unwrap();
     got.truncate(n);
     env.client().result("daemon.shutdown", json!({}));
-    // Read at an unhurried pace until the daemon closes the connection.
+    // Read at an unhurried pace (a pause per chunk, so the reply is still being written when
+    // the daemon stops; nothing is waited for by it) until the daemon closes the connection.
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         std::thread::sleep(std::time::Duration::from_millis(1));

@@ -34,7 +34,8 @@ use tracing::{debug, info, warn};
 use crate::error::RpcError;
 use crate::rpc::framing::{Frame, LineDecoder};
 
-/// Replies and notifications queued per connection before a slow reader stalls its senders.
+/// Lines a connection's outbox holds before it reads no more requests and takes no more
+/// notifications; also the notification queue's bound, past which subscriptions wait.
 const OUTBOUND_QUEUE: usize = 256;
 /// Subscriptions one connection may hold.
 const MAX_SUBSCRIPTIONS_PER_CONNECTION: u32 = 64;
