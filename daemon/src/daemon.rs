@@ -17,7 +17,7 @@ use crate::error::{RpcError, RpcResult};
 use crate::jobs::Jobs;
 use crate::store::{Store, WorkspaceRecord};
 use crate::workspace::tripwire::Tripwire;
-use crate::workspace::watch::{self, SpecWatcher};
+use crate::workspace::watch;
 use crate::workspace::{Workspace, layout};
 
 pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -46,9 +46,10 @@ pub struct Daemon {
     /// Workspaces opened since start, by id.
     /// Never held across an `.await` (a std lock: the compiler and clippy keep it so).
     open_workspaces: StdMutex<HashMap<String, Arc<Workspace>>>,
-    watcher: Option<SpecWatcher>,
-    /// What lets whole-workspace reads skip their stats (see `workspace/tripwire.rs`).
+    /// What lets whole-workspace reads skip their stats and reports hand edits (see
+    /// `workspace/tripwire.rs`); `None` when the kernel refused a queue.
     tripwire: Option<Arc<Tripwire>>,
+    /// The paths the queue reports, until the watch loop takes them.
     watch_events: StdMutex<Option<mpsc::UnboundedReceiver<PathBuf>>>,
     pub jobs: Jobs,
     /// Dossiers relayed by `scafld mcp submit-review` for running reviews.
@@ -68,13 +69,7 @@ impl Daemon {
             warn!("cannot read stored jobs: {e}");
             Vec::new()
         }));
-        let (watcher, watch_events) = match SpecWatcher::start() {
-            Ok((watcher, rx)) => (Some(watcher), Some(rx)),
-            Err(e) => {
-                warn!("file watcher unavailable ({e}); specs are re-read when a command touches them");
-                (None, None)
-            }
-        };
+        let (tripwire, watch_events) = Tripwire::new().unzip();
         Daemon {
             options,
             started: Instant::now(),
@@ -83,8 +78,7 @@ impl Daemon {
             shutdown,
             shutdown_announced: AtomicBool::new(false),
             open_workspaces: StdMutex::default(),
-            watcher,
-            tripwire: Tripwire::new(),
+            tripwire,
             watch_events: StdMutex::new(watch_events),
             jobs,
             submissions: Default::default(),
@@ -256,33 +250,42 @@ impl Daemon {
                 }
             };
             if let Some(workspace) = inserted {
+                // Watched before it is read, so that no edit falls between the two.
+                if let Some(wire) = &self.tripwire
+                    && wire.arm(&root).is_none()
+                {
+                    info!(root = %root_text, "the spec folders are not all watched here; whole-workspace reads stat them");
+                }
                 // The index fills in the background; calls are served meanwhile (see index.rs).
                 tokio::task::spawn_blocking(move || {
                     workspace.warm_index();
                     info!(workspace = %workspace.id, root = %workspace.root.display(), specs = crate::sync::read(&workspace.index).len(), "workspace indexed");
                 });
-                if let Some(watcher) = &self.watcher
-                    && let Err(e) = watcher.watch_workspace(&root)
-                {
-                    warn!(root = %root_text, "cannot watch workspace: {e}");
-                }
                 self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
             }
         }
         Ok(WorkspaceInfo { workspace_id: id, root: root_text, open: true })
     }
 
-    /// Process changed paths reported by the watcher until shutdown.
+    /// Read the change queue and process the paths it reports until shutdown.
     pub async fn watch_loop(self: Arc<Self>) {
-        let Some(mut rx) = crate::sync::lock(&self.watch_events).take() else { return };
+        let (Some(wire), Some(mut rx)) = (self.tripwire.clone(), crate::sync::lock(&self.watch_events).take()) else {
+            return;
+        };
+        let reader = tokio::spawn(async move {
+            if let Err(e) = watch::read_queue(wire).await {
+                warn!("cannot poll the change queue ({e}); hand edits are seen when a command reads them");
+            }
+        });
         loop {
             let burst = tokio::select! {
                 burst = watch::next_burst(&mut rx) => burst,
                 _ = self.shutdown.cancelled() => None,
             };
-            let Some(paths) = burst else { return };
+            let Some(paths) = burst else { break };
             self.paths_changed(&paths).await;
         }
+        reader.abort();
     }
 
     async fn paths_changed(&self, paths: &[PathBuf]) {

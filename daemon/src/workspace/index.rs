@@ -152,8 +152,7 @@ pub struct Index {
     /// folders), if it found only specs the queue can vouch for (regular files with one link).
     trust: Option<(Instant, Armed)>,
     /// The archive's month folders and the archive folder's stamp when they were listed
-    /// (settled stamps only). Listing opens the folder, which wakes every inotify watcher of
-    /// it; checking the stamp is a stat.
+    /// (settled stamps only): checking the stamp is a stat, where listing is an open and reads.
     months: Option<(Stamp, Vec<PathBuf>)>,
     /// Bumped by every change to what an entry lists (see [`Index::generation`]).
     generation: u64,
@@ -790,7 +789,7 @@ mod tests {
 
     /// A watched index over `dir`, caught up once: from here on only the queue says when to stat.
     fn watched(dir: &Path) -> Index {
-        let mut index = Index::watched(dir, Tripwire::new());
+        let mut index = Index::watched(dir, Tripwire::new().map(|(wire, _)| wire));
         index.catch_up();
         let fs = nix::sys::statfs::statfs(dir).map(|s| s.filesystem_type());
         assert!(index.trust.is_some(), "the queue should vouch for a temp dir on {fs:?}");
@@ -877,7 +876,7 @@ mod tests {
     /// specs): the kernel gives the folder one watch, and an edit there trips both.
     #[test]
     fn a_folder_shared_by_two_workspaces_trips_both() {
-        let wire = Tripwire::new().expect("inotify");
+        let (wire, _changes) = Tripwire::new().expect("inotify");
         let a = workspace_with(&["a"]);
         let b = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(b.path().join(".scafld/specs")).unwrap();
@@ -901,7 +900,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let (one, two) = (workspace_with(&["a"]), workspace_with(&["b"]));
         std::os::unix::fs::symlink(one.path().join(".scafld"), root.path().join(".scafld")).unwrap();
-        let mut index = Index::watched(root.path(), Tripwire::new());
+        let mut index = Index::watched(root.path(), Tripwire::new().map(|(wire, _)| wire));
         index.catch_up();
         assert!(index.trust.is_some());
         std::os::unix::fs::symlink(two.path().join(".scafld"), root.path().join(".scafld.new")).unwrap();
@@ -918,7 +917,7 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         let target = elsewhere.path().join("approved");
         std::os::unix::fs::symlink(&target, root.path().join(".scafld/specs/approved")).unwrap();
-        let mut index = Index::watched(root.path(), Tripwire::new());
+        let mut index = Index::watched(root.path(), Tripwire::new().map(|(wire, _)| wire));
         index.catch_up();
         assert!(index.trust.is_some());
         std::fs::create_dir_all(&target).unwrap();
@@ -934,7 +933,7 @@ mod tests {
         edit(&dir.path().join(".scafld/specs/drafts/a.md"), "a edited");
         assert_eq!(index.catch_up(), vec!["a".to_string()]);
         let bare = tempfile::tempdir().unwrap();
-        let mut index = Index::watched(bare.path(), Tripwire::new());
+        let mut index = Index::watched(bare.path(), Tripwire::new().map(|(wire, _)| wire));
         index.catch_up();
         assert!(index.trust.is_none(), "no .scafld/specs: nothing to vouch for");
     }

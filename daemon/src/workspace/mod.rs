@@ -62,7 +62,7 @@ impl Workspace {
 
     /// Whether `.scafld/workspace_id` still names this workspace (the folder may hold another
     /// one now: deleted and initialised again, or re-cloned). An unchanged settled file is not
-    /// read again: reading opens it, which wakes every inotify watcher of `.scafld/`.
+    /// read again: a stat, where a read is an open, reads and a close.
     pub fn id_file_names_this(&self) -> bool {
         let path = self.root.join(layout::ID_FILE);
         let stamp = Stamp::of(&path);

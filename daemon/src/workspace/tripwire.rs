@@ -1,7 +1,14 @@
-//! One kernel change queue (inotify) over the spec folders of every open workspace, read
-//! without blocking. A whole-workspace read (`list`, `report`, `validate --all`) asks it
-//! whether anything there changed since its last full sync; when nothing did, the index
-//! answers as it is, without a stat per spec.
+//! One kernel change queue (inotify) over `.scafld/` and the spec folders of every open
+//! workspace, read without blocking. It serves two readers:
+//!
+//! - a whole-workspace read (`list`, `report`, `validate --all`) asks it whether anything there
+//!   changed since its last full sync; when nothing did, the index answers as it is, without a
+//!   stat per spec;
+//! - the daemon's watch loop ([`super::watch`]) receives the path of every change, to re-read a
+//!   spec edited by hand and publish it, or forget a changed config.
+//!
+//! Whichever reader takes an event, both learn of it. Reads are not events (no `IN_OPEN` or
+//! `IN_ACCESS`): a client or editor reading a spec wakes nothing here.
 //!
 //! This is sound because the kernel queues the event inside the writing system call: a change
 //! that finished before the read began is already in the queue. A watch follows a folder's
@@ -16,14 +23,16 @@
 //! [`Index::catch_up`]: super::index::Index::catch_up
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::inotify::{AddWatchFlags as Mask, InitFlags, Inotify, WatchDescriptor};
+use nix::sys::inotify::{AddWatchFlags as Mask, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
 use nix::sys::statfs::{self, FsType};
+use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
 use crate::domain::lifecycle::Folder;
@@ -46,6 +55,8 @@ const LOCAL_FILE_SYSTEMS: [FsType; 6] = [
 pub struct Tripwire {
     inotify: Inotify,
     state: Mutex<State>,
+    /// Where the path of every change goes: the daemon's watch loop.
+    changes: mpsc::UnboundedSender<PathBuf>,
 }
 
 impl std::fmt::Debug for Tripwire {
@@ -76,23 +87,37 @@ fn identity(path: &Path) -> Option<(u64, u64)> {
 
 #[derive(Default)]
 struct State {
-    /// The workspace roots each watch serves: one folder may belong to several (worktrees
-    /// sharing their specs through a symlink), and the kernel gives it one watch.
-    roots: HashMap<WatchDescriptor, HashSet<PathBuf>>,
+    /// The workspace roots each watch serves, each with the folder's path under it: one folder
+    /// may belong to several (worktrees sharing their specs through a symlink), and the kernel
+    /// gives it one watch.
+    roots: HashMap<WatchDescriptor, HashMap<PathBuf, PathBuf>>,
     /// Every root armed at least once: all of them trip when the queue overflows.
     armed: HashSet<PathBuf>,
     /// Roots with an event that [`Tripwire::quiet`] has not handed out yet.
     tripped: HashSet<PathBuf>,
 }
 
+/// What one read of the queue found.
+#[derive(Default)]
+struct Taken {
+    /// The path of each change (a file or folder in a watched folder).
+    paths: Vec<PathBuf>,
+    /// Roots with a new folder, which needs its own watch.
+    to_arm: HashSet<PathBuf>,
+}
+
 impl Tripwire {
-    /// The daemon's queue; `None` (every read stats) when the kernel refuses one, e.g. at the
-    /// user's limit of inotify instances.
-    pub fn new() -> Option<Arc<Tripwire>> {
+    /// The daemon's queue, and where the paths that change arrive; `None` (every read stats,
+    /// and nothing reports hand edits) when the kernel refuses one, e.g. at the user's limit
+    /// of inotify instances.
+    pub fn new() -> Option<(Arc<Tripwire>, mpsc::UnboundedReceiver<PathBuf>)> {
         match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
-            Ok(inotify) => Some(Arc::new(Tripwire { inotify, state: Mutex::default() })),
+            Ok(inotify) => {
+                let (changes, changed) = mpsc::unbounded_channel();
+                Some((Arc::new(Tripwire { inotify, state: Mutex::default(), changes }), changed))
+            }
             Err(e) => {
-                warn!("no change queue ({e}); whole-workspace reads stat every spec");
+                warn!("no change queue ({e}); whole-workspace reads stat every spec, hand edits are seen when read");
                 None
             }
         }
@@ -118,8 +143,9 @@ impl Tripwire {
         let mut state = crate::sync::lock(&self.state);
         state.armed.insert(root.to_path_buf());
         let mut armed = Armed { folders: Vec::new() };
-        // Without `.scafld/specs` itself there is nothing to vouch for.
-        let mut trusted = self.watch(&mut state, root, &scafld, names, &mut armed) == Some(true);
+        // Without `.scafld/specs` itself there is nothing to vouch for. `.scafld/`'s own files
+        // are watched for their contents too: a config edited in place is a change.
+        let mut trusted = self.watch(&mut state, root, &scafld, contents, &mut armed) == Some(true);
         trusted &= self.watch(&mut state, root, &specs, names, &mut armed) == Some(true);
         for folder in Folder::ALL {
             // A folder that does not exist yet is fine: its creation shows in `specs`, and a
@@ -148,7 +174,7 @@ impl Tripwire {
         else {
             return Some(false);
         };
-        state.roots.entry(wd).or_default().insert(root.to_path_buf());
+        state.roots.entry(wd).or_default().insert(root.to_path_buf(), dir.to_path_buf());
         Some(local && identity(dir) == before)
     }
 
@@ -156,11 +182,29 @@ impl Tripwire {
     /// call (nor was any lost to an overflow of the queue).
     pub fn quiet(&self, root: &Path) -> bool {
         let mut state = crate::sync::lock(&self.state);
+        let taken = self.take(&mut state);
+        let quiet = !state.tripped.remove(root);
+        drop(state);
+        // A new folder of `root`'s trips it: its caller arms it as it syncs.
+        self.hand_out(taken, Some(root));
+        quiet
+    }
+
+    /// Take every event queued so far and pass on the paths that changed: what the watch loop
+    /// calls when the kernel says the queue is readable.
+    pub fn read_events(&self) {
+        let taken = self.take(&mut crate::sync::lock(&self.state));
+        self.hand_out(taken, None);
+    }
+
+    /// Read the queue dry, noting every event in `state`.
+    fn take(&self, state: &mut State) -> Taken {
+        let mut taken = Taken::default();
         loop {
             match self.inotify.read_events() {
                 Ok(events) if !events.is_empty() => {
                     for event in events {
-                        state.note(event.wd, event.mask);
+                        state.note(event, &mut taken);
                     }
                 }
                 Err(Errno::EINTR) => {}
@@ -172,22 +216,55 @@ impl Tripwire {
                 }
             }
         }
-        !state.tripped.remove(root)
+        taken
+    }
+
+    /// Send what was taken to the watch loop, and watch the new folders found (`arming`, whose
+    /// caller arms it itself, excepted); outside the state's lock, which arming takes.
+    fn hand_out(&self, taken: Taken, arming: Option<&Path>) {
+        for path in taken.paths {
+            // A closed channel is a daemon stopping (or a test not listening).
+            let _ = self.changes.send(path);
+        }
+        for root in taken.to_arm.iter().filter(|root| Some(root.as_path()) != arming) {
+            self.arm(root);
+        }
+    }
+}
+
+/// The queue's descriptor, for the runtime to poll (the [`Tripwire`] keeps owning it).
+pub struct QueueFd(pub Arc<Tripwire>);
+
+impl AsRawFd for QueueFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.inotify.as_fd().as_raw_fd()
     }
 }
 
 impl State {
-    fn note(&mut self, wd: WatchDescriptor, mask: Mask) {
+    fn note(&mut self, event: InotifyEvent, taken: &mut Taken) {
+        let mask = event.mask;
+        // What was lost cannot be reported: the next whole-workspace read stats every spec,
+        // and a single-task read stats its own file anyway.
         if mask.contains(Mask::IN_Q_OVERFLOW) {
             self.trip_all();
             return;
         }
-        if let Some(roots) = self.roots.get(&wd) {
-            self.tripped.extend(roots.iter().cloned());
+        let new_folder = mask.contains(Mask::IN_ISDIR) && mask.intersects(Mask::IN_CREATE | Mask::IN_MOVED_TO);
+        if let Some(roots) = self.roots.get(&event.wd) {
+            for (root, dir) in roots {
+                self.tripped.insert(root.clone());
+                if let Some(name) = &event.name {
+                    taken.paths.push(dir.join(name));
+                }
+                if new_folder {
+                    taken.to_arm.insert(root.clone());
+                }
+            }
         }
         // The watch is gone (its folder was removed): the next arm adds one if it comes back.
         if mask.contains(Mask::IN_IGNORED) {
-            self.roots.remove(&wd);
+            self.roots.remove(&event.wd);
         }
     }
 
@@ -199,10 +276,52 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
+
+    /// What the watch loop is told: the path of every change in the watched folders (a new
+    /// archive month is watched as it appears), a config edited in place, and never a read.
+    #[test]
+    fn every_change_but_a_read_is_reported_by_its_path() {
+        let (wire, mut changes) = Tripwire::new().expect("inotify");
+        let root = tempfile::tempdir().unwrap();
+        let specs = specfile::specs_dir(root.path());
+        std::fs::create_dir_all(specs.join("drafts")).unwrap();
+        std::fs::create_dir_all(specs.join("archive")).unwrap();
+        assert!(wire.arm(root.path()).is_some());
+        let mut reported = || {
+            wire.read_events();
+            let mut paths = Vec::new();
+            while let Ok(path) = changes.try_recv() {
+                paths.push(path);
+            }
+            paths.dedup();
+            paths
+        };
+        let draft = specs.join("drafts/a.md");
+        std::fs::write(&draft, "# a").unwrap();
+        assert_eq!(reported(), vec![draft.clone()]);
+        std::fs::read(&draft).unwrap();
+        std::fs::read_dir(specs.join("drafts")).unwrap().for_each(drop);
+        assert_eq!(reported(), Vec::<PathBuf>::new(), "a read is no change");
+        let config = root.path().join(".scafld/config.yaml");
+        std::fs::write(&config, "a: 1\n").unwrap();
+        reported();
+        std::fs::OpenOptions::new().append(true).open(&config).unwrap().write_all(b"b: 2\n").unwrap();
+        assert_eq!(reported(), vec![config]);
+        let month = specs.join("archive/2026-11");
+        std::fs::create_dir(&month).unwrap();
+        assert_eq!(reported(), vec![month.clone()]);
+        std::fs::rename(&draft, month.join("a.md")).unwrap();
+        assert_eq!(reported(), vec![draft, month.join("a.md")], "the new month is watched");
+        // A whole-workspace read that takes the events first hands them on too.
+        std::fs::write(month.join("a.md"), "# a, edited").unwrap();
+        assert!(!wire.quiet(root.path()));
+        assert_eq!(changes.try_recv().ok(), Some(month.join("a.md")));
+    }
 
     #[test]
     fn an_overflow_trips_every_armed_root_and_a_removed_watch_is_forgotten() {
-        let wire = Tripwire::new().expect("inotify");
+        let (wire, _changes) = Tripwire::new().expect("inotify");
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         for root in [a.path(), b.path()] {
             std::fs::create_dir_all(specfile::specs_dir(root).join("drafts")).unwrap();
@@ -211,13 +330,15 @@ mod tests {
         assert!(wire.quiet(a.path()) && wire.quiet(b.path()));
         // The kernel's overflow event names no watch of ours.
         let other = wire.inotify.add_watch(a.path(), Mask::IN_ONLYDIR | Mask::IN_DELETE_SELF).unwrap();
-        crate::sync::lock(&wire.state).note(other, Mask::IN_Q_OVERFLOW);
+        let overflow = InotifyEvent { wd: other, mask: Mask::IN_Q_OVERFLOW, cookie: 0, name: None };
+        crate::sync::lock(&wire.state).note(overflow, &mut Taken::default());
         assert!(!wire.quiet(a.path()) && !wire.quiet(b.path()), "events were lost: no root is quiet");
         assert!(wire.quiet(a.path()), "and once told, quiet again");
         std::fs::remove_dir_all(specfile::specs_dir(a.path()).join("drafts")).unwrap();
         assert!(!wire.quiet(a.path()));
         assert!(wire.quiet(b.path()), "b's folders did not change");
-        let watches = |root: &Path| crate::sync::lock(&wire.state).roots.values().filter(|r| r.contains(root)).count();
+        let watches =
+            |root: &Path| crate::sync::lock(&wire.state).roots.values().filter(|r| r.contains_key(root)).count();
         assert_eq!(watches(a.path()), 2, "the removed folder's watch is forgotten");
         assert_eq!(watches(b.path()), 3);
     }

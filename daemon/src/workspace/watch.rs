@@ -1,43 +1,33 @@
-//! One `notify` watcher for every open workspace. It watches `.scafld/specs/` (recursively: the
-//! lifecycle folders and archive months, nothing else) and `.scafld/` itself for the config
-//! files, and forwards changed paths, debounced, to the daemon.
+//! The asynchronous side of the change queue ([`Tripwire`]): wake when the kernel has events
+//! for it, read them, and hand the changed paths to the daemon in debounced bursts.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
+
+use super::tripwire::{QueueFd, Tripwire};
 
 /// Quiet period that ends a burst of events (one save is several events).
 pub const DEBOUNCE: Duration = Duration::from_millis(20);
 /// Longest a burst is held back under a steady stream of events.
 pub const MAX_DELAY: Duration = Duration::from_millis(100);
 
-pub struct SpecWatcher {
-    watcher: Mutex<RecommendedWatcher>,
-}
-
-impl SpecWatcher {
-    /// Start the watcher; changed paths arrive on the returned channel.
-    pub fn start() -> notify::Result<(SpecWatcher, mpsc::UnboundedReceiver<PathBuf>)> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            let Ok(event) = event else { return };
-            if matches!(event.kind, EventKind::Access(_)) {
-                return;
-            }
-            for path in event.paths {
-                let _ = tx.send(path);
-            }
-        })?;
-        Ok((SpecWatcher { watcher: Mutex::new(watcher) }, rx))
-    }
-
-    pub fn watch_workspace(&self, root: &Path) -> notify::Result<()> {
-        let mut watcher = crate::sync::lock(&self.watcher);
-        watcher.watch(&root.join(".scafld/specs"), RecursiveMode::Recursive)?;
-        watcher.watch(&root.join(".scafld"), RecursiveMode::NonRecursive)
+/// Read the queue whenever it is readable, forever: its paths reach the receiver
+/// [`Tripwire::new`] returned. Ends only if the runtime cannot poll the queue.
+pub async fn read_queue(wire: Arc<Tripwire>) -> std::io::Result<()> {
+    // SAFETY: `QueueFd` holds the `Tripwire`, which owns the queue's descriptor: it stays open,
+    // and the same, for as long as the `AsyncFd` lives.
+    let queue = unsafe { AsyncFd::register_with_interest(QueueFd(wire.clone()), Interest::READABLE)? };
+    loop {
+        let mut ready = queue.readable().await?;
+        // Read dry (a whole-workspace read may have taken the events first): the readiness
+        // is cleared only as of this wake, so an event queued meanwhile wakes us again.
+        wire.read_events();
+        ready.clear_ready();
     }
 }
 
