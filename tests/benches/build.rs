@@ -1,8 +1,10 @@
 //! Build benchmark: whole-process time of `scafld build` running a phase of 1 and of 10 `true`
 //! criteria, each next to its floor measured in the same run (that many `sh -c true` spawned
 //! back to back, plus one client round trip), beside the Python scafld 2.0.0 when `SCAFLD_PY`
-//! names it (tests/bench/build.sh installs it), and the ledger's append+flush latency. Prints
-//! figures only.
+//! names it (tests/bench/build.sh installs it), and the ledger's append+flush latency. Then the
+//! same step, and `status` of a task with evidence, in a repository of 3,000 committed files,
+//! where both read the content evidence is bound to: there the floor also holds a `git status`
+//! of the tree. Prints figures only.
 
 use std::path::Path;
 use std::process::Command;
@@ -63,6 +65,69 @@ fn python(py: &std::ffi::OsStr, dir: &Path, criteria: usize) -> f64 {
     median(samples)
 }
 
+/// Folders and files per folder of the repository [`in_a_repository`] measures in.
+const REPO_FOLDERS: usize = 300;
+const REPO_FILES_PER_FOLDER: usize = 10;
+
+/// A build step of one criterion and `status` of a task with evidence in a repository of
+/// 3,000 committed files, whose whole tree is the task's scope: each reads the tree's content
+/// now (a status walk), so each floor also holds `git status` of the same tree.
+fn in_a_repository() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    git_init(&env.work);
+    // Written an hour ago, as a checkout's files are older than its index: a file changed in the
+    // second the index was written is "racily clean", and every status walk hashes it again.
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for folder in 0..REPO_FOLDERS {
+        let dir = env.work.join(format!("src/m{folder:03}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in 0..REPO_FILES_PER_FOLDER {
+            let path = dir.join(format!("f{file}.rs"));
+            std::fs::write(&path, format!("// {folder}/{file}\n{}", "x".repeat(800))).unwrap();
+            std::fs::File::options().append(true).open(&path).unwrap().set_modified(an_hour_ago).unwrap();
+        }
+    }
+    let git = |args: &[&str]| {
+        let out = Command::new("git").args(args).current_dir(&env.work).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    git(&["add", "-A"]);
+    git(&["-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "commit", "-qm", "tree"]);
+    env.init();
+    let files = REPO_FOLDERS * REPO_FILES_PER_FOLDER;
+    let git_status = bench::sample(RUNS, || {
+        let mut status = Command::new("git");
+        status.args(["status", "--porcelain"]).current_dir(&env.work);
+        bench::time(status)
+    });
+    println!("in a repository of {files} committed files: git status --porcelain: {git_status}");
+    let (step, floor, above) = ours(&env, 1);
+    bench::report(
+        &format!("scafld (this) build, 1 criterion, {files} files"),
+        step,
+        "1 sh -c true + 1 round trip",
+        floor,
+    );
+    println!(
+        "    paired with its floor run by run: above it by {above:.2} ms (median); above it and a git status by {:.2} ms",
+        above - git_status.median
+    );
+    let task = "t1-0";
+    let version = bench::sample(RUNS, || bench::time(env.scafld_command(&["--version"])));
+    let status = bench::sample(RUNS, || bench::time(env.scafld_command(&["status", task, "--json"])));
+    bench::report(
+        &format!("scafld (this) status --json of a task with evidence, {files} files"),
+        status,
+        "scafld --version",
+        version,
+    );
+    println!(
+        "    above the floor and a git status by {:.2} ms (median)",
+        status.median - version.median - git_status.median
+    );
+}
+
 fn main() {
     let mut env = TestEnv::new();
     env.start_daemon();
@@ -102,6 +167,8 @@ fn main() {
     } else {
         println!("(set SCAFLD_PY to the Python scafld 2.0.0 executable to compare; tests/bench/build.sh does)");
     }
+
+    in_a_repository();
 
     let store = SledStore::open(&env.path("bench-db")).unwrap();
     let mut samples: Vec<Duration> = (0..2000)

@@ -99,6 +99,48 @@ fn a_repair_after_a_failed_review_is_checked_again_even_within_the_same_second()
     assert!(archived.contains("- [x] `a1`") && archived.contains("status: completed"), "{archived}");
 }
 
+/// The daemon keeps a workspace's repository open once its config files have settled (see
+/// `baseline/kept.rs`): evidence read through a kept repository still goes stale on an edit,
+/// on a file the ignore rules stop hiding, and on a new commit, each within the second.
+#[test]
+fn a_repository_kept_open_still_sees_every_change() {
+    let env = TestEnv::new();
+    opened(&env, "src/", "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n");
+    std::fs::write(env.work.join(".gitignore"), "src/scratch.txt\n").unwrap();
+    write(&env, "src/scratch.txt", "notes\n");
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    // Settled, as a repository's config usually is: from now on the daemon keeps it open.
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(10);
+    for config in [env.work.join(".git/config"), env.path("home/.gitconfig"), env.path("home/.config/git/config")] {
+        if let Ok(file) = std::fs::File::options().append(true).open(&config) {
+            file.set_modified(past).unwrap();
+        }
+    }
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    assert_eq!(status(&env)["criteria"][0]["freshness"], "current");
+    assert_eq!(status(&env)["criteria"][0]["freshness"], "current", "read twice through the kept repository");
+
+    write(&env, "src/lib.rs", "pub fn greet() -> u8 { 1 }\n");
+    let s = status(&env);
+    assert_eq!(s["stale_changes"], serde_json::json!(["src/lib.rs (working tree)"]), "{s}");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+
+    // The same length and, set back, the same modification time: only a fresh read of the
+    // ignore rules sees the change.
+    let ignore = env.work.join(".gitignore");
+    let modified = std::fs::metadata(&ignore).unwrap().modified().unwrap();
+    std::fs::write(&ignore, "src/scrotch.txt\n").unwrap();
+    std::fs::File::options().append(true).open(&ignore).unwrap().set_modified(modified).unwrap();
+    let s = status(&env);
+    assert_eq!(s["stale_changes"], serde_json::json!(["src/scratch.txt (working tree)"]), "{s}");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "a commit changes what HEAD holds: {s}");
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

@@ -29,8 +29,11 @@ pub struct Snapshot {
     pub paths: Vec<BaselinePath>,
 }
 
-fn open(root: &Path) -> Result<Repository, String> {
-    Repository::discover(root).map_err(|e| {
+mod kept;
+
+/// The repository `root` is in (kept open between calls, see [`kept`]).
+fn open(root: &Path) -> Result<kept::Lease, String> {
+    kept::lease(root).map_err(|e| {
         format!(
             "{} is not inside a git repository ({}); scafld records a git baseline at approval, run `git init` first",
             root.display(),
@@ -631,7 +634,7 @@ pub fn material_changes(root: &Path, before: &[BaselinePath], after: &[BaselineP
     let key = |e: &BaselinePath| (e.path.clone(), e.status.clone());
     let before_map: BTreeMap<_, _> = before.iter().map(|e| (key(e), e.fingerprint.as_str())).collect();
     let after_map: BTreeMap<_, _> = after.iter().map(|e| (key(e), e.fingerprint.as_str())).collect();
-    let repo = Repository::discover(root).ok();
+    let repo = kept::lease(root).ok();
     let mut changed = BTreeSet::new();
     for k in before_map.keys().chain(after_map.keys()) {
         let (old, new) = (before_map.get(k).copied(), after_map.get(k).copied());
@@ -830,7 +833,7 @@ pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), Str
         .split_once("..")
         .filter(|(b, h)| !b.is_empty() && !h.is_empty() && !h.starts_with('.'))
         .ok_or_else(|| format!("{range:?} is not a BASE..HEAD range"))?;
-    let repo = Repository::discover(root).map_err(|e| e.message().to_string())?;
+    let repo = kept::lease(root).map_err(|e| e.message().to_string())?;
     let tree = |rev: &str| {
         repo.revparse_single(rev)
             .and_then(|o| o.peel_to_tree())
