@@ -134,10 +134,11 @@ pub fn lease(root: &Path) -> Result<Lease, git2::Error> {
         let mut kept = crate::sync::lock(&KEPT);
         kept.iter().position(|k| k.root == root).map(|at| kept.remove(at))
     };
+    // One that cannot read its index again (a damaged one) is let go: a fresh one says why.
     if let Some(Kept { root, key, repo }) = taken
         && key_of(&root, &repo).as_ref() == Some(&key)
+        && refresh(&repo).is_ok()
     {
-        refresh(&repo)?;
         return Ok(Lease { root, key: Some(key), repo: Some(repo) });
     }
     let repo = Repository::discover(root)?;
