@@ -7,9 +7,14 @@
 //!   nearer repository could appear) and its git directory are still the same files;
 //! - every config file that applies (the repository's, the user's, the system's) has the
 //!   stamp it had, and had it for long enough that a later edit cannot share its time
-//!   (libgit2 reads some settings, such as the work tree's place, only when it opens one);
-//! - the index is read again if its file changed, and the attribute and ignore files are
-//!   dropped from its cache at each lease (libgit2 would trust an unchanged time and size).
+//!   (libgit2 reads some settings, such as the work tree's place or `core.ignorecase`, only
+//!   when it opens one); a config that includes other files (`include.path`, `includeIf`,
+//!   which may follow the branch) is never kept;
+//! - the pack folder has the stamp it had: a repack or `git gc` opens it again, so the packs
+//!   it deleted are let go (libgit2 only ever adds packs to an open repository);
+//! - the index is read again if its file changed (or cleared if it is gone), and the attribute
+//!   and ignore files are dropped from its cache at each lease (libgit2 would trust an
+//!   unchanged time and size).
 //!
 //! HEAD and the references are read afresh by libgit2 at each lookup, and objects never change.
 //! A repository is leased whole to one caller at a time (libgit2's objects are not for
@@ -31,12 +36,13 @@ const KEPT_ROOTS: usize = 16;
 struct Key(Vec<Identity>);
 
 /// One path of a [`Key`]: a folder by identity (its time changes with every git command that
-/// writes in it), a file by its stamp.
+/// writes in it), a file by its stamp, the pack folder by its stamp (what it lists matters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Identity {
     Absent,
     Folder(u64, u64),
     File(Stamp),
+    Packs(Option<Stamp>),
 }
 
 impl Identity {
@@ -51,7 +57,8 @@ impl Identity {
     fn settled(&self) -> bool {
         match self {
             Identity::File(stamp) => stamp.settled(),
-            Identity::Absent | Identity::Folder(..) => true,
+            // A pack missed by a key is only a pack held a while longer, never a wrong answer.
+            Identity::Absent | Identity::Folder(..) | Identity::Packs(_) => true,
         }
     }
 }
@@ -71,8 +78,19 @@ fn global_configs() -> &'static [PathBuf] {
     })
 }
 
+/// Whether `repo`'s config includes other files: their settings are not in the key.
+fn includes_files(repo: &Repository) -> bool {
+    let found = repo.config().and_then(|config| {
+        let mut found = false;
+        config.entries(Some("^include(if)?\\..*path$"))?.for_each(|_| found = true)?;
+        Ok(found)
+    });
+    found.unwrap_or(true)
+}
+
 /// The key of `repo`, discovered from `root`; `None` when it must not be kept (a bare
-/// repository, or a config file changed too recently for its stamp to vouch for it).
+/// repository, a config that includes files, or a config file changed too recently for its
+/// stamp to vouch for it).
 fn key_of(root: &Path, repo: &Repository) -> Option<Key> {
     let top = repo.workdir()?;
     let mut paths = Vec::new();
@@ -87,8 +105,9 @@ fn key_of(root: &Path, repo: &Repository) -> Option<Key> {
         paths.extend([common.to_path_buf(), common.join("config")]);
     }
     paths.extend(global_configs().iter().cloned());
-    let key: Vec<Identity> = paths.iter().map(|p| Identity::of(p)).collect();
-    key.iter().all(Identity::settled).then_some(Key(key))
+    let mut key: Vec<Identity> = paths.iter().map(|p| Identity::of(p)).collect();
+    key.push(Identity::Packs(Stamp::of(&common.join("objects/pack"))));
+    (key.iter().all(Identity::settled) && !includes_files(repo)).then_some(Key(key))
 }
 
 struct Kept {
@@ -159,8 +178,10 @@ fn refresh(repo: &Repository) -> Result<(), git2::Error> {
     if flushed < 0 {
         return Err(git2::Error::from_str("cannot drop the repository's attribute cache"));
     }
-    // Read again only when the file's stamp changed (git replaces it whole, so its inode does).
-    repo.index()?.read(false)
+    // Read again only when the file's stamp changed (git replaces it whole, so its inode does);
+    // libgit2 keeps the old entries of an index whose file is gone unless forced.
+    let gone = !repo.path().join("index").exists();
+    repo.index()?.read(gone)
 }
 
 #[cfg(test)]
@@ -248,5 +269,60 @@ mod tests {
         let staged = lease(&root).unwrap().index().unwrap().get_path(Path::new("b.txt"), 0).is_some();
         assert!(staged, "the index git wrote was not read");
         assert_eq!(status("b.txt"), Some(git2::Status::INDEX_NEW));
+        std::fs::remove_file(root.join(".git/index")).unwrap();
+        assert!(lease(&root).unwrap().index().unwrap().is_empty(), "the index is gone, its entries too");
+    }
+
+    /// Settings from an included file are not in the key (and `includeIf` may follow the
+    /// branch): such a repository is opened afresh every time.
+    #[test]
+    fn a_config_that_includes_files_is_never_kept() {
+        let dir = repo_with_file();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join(".git/extra.cfg"), "[core]\n\tignorecase = true\n").unwrap();
+        git(&root, &["config", "includeIf.onbranch:other.path", "extra.cfg"]);
+        age(&root.join(".git/config"));
+        drop(lease(&root).unwrap());
+        assert!(!kept_for(&root), "kept with a conditional include");
+        git(&root, &["config", "--unset", "includeIf.onbranch:other.path"]);
+        git(&root, &["config", "include.path", "extra.cfg"]);
+        age(&root.join(".git/config"));
+        drop(lease(&root).unwrap());
+        assert!(!kept_for(&root), "kept with an include");
+        git(&root, &["config", "--unset", "include.path"]);
+        age(&root.join(".git/config"));
+        drop(lease(&root).unwrap());
+        assert!(kept_for(&root));
+    }
+
+    /// `git gc` writes a new pack and deletes the old: a kept repository that had read the old
+    /// one is opened again, so no deleted pack stays open (and its disk space taken).
+    #[test]
+    fn a_repack_lets_the_deleted_packs_go() {
+        let dir = repo_with_file();
+        let root = dir.path().canonicalize().unwrap();
+        let held = || {
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .filter(|target| target.starts_with(&root) && target.to_string_lossy().ends_with("(deleted)"))
+                .count()
+        };
+        let read_head = || {
+            let repo = lease(&root).unwrap();
+            let tree = repo.head().unwrap().peel_to_tree().unwrap();
+            assert!(tree.get_name("a.txt").is_some());
+        };
+        git(&root, &["gc", "-q"]);
+        age(&root.join(".git/config"));
+        read_head();
+        assert!(kept_for(&root));
+        for round in 0..3 {
+            std::fs::write(root.join("a.txt"), format!("round {round}\n")).unwrap();
+            git(&root, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "again"]);
+            git(&root, &["gc", "-q", "--prune=now"]);
+            read_head();
+        }
+        assert_eq!(held(), 0, "deleted packs are still open");
     }
 }
