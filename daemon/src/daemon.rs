@@ -16,7 +16,7 @@ use tracing::{info, warn};
 use crate::error::{RpcError, RpcResult};
 use crate::jobs::Jobs;
 use crate::store::{Store, WorkspaceRecord};
-use crate::workspace::tripwire::Tripwire;
+use crate::workspace::tripwire::{Change, Tripwire};
 use crate::workspace::watch;
 use crate::workspace::{Workspace, layout};
 
@@ -50,7 +50,7 @@ pub struct Daemon {
     /// `workspace/tripwire.rs`); `None` when the kernel refused a queue.
     tripwire: Option<Arc<Tripwire>>,
     /// The paths the queue reports, until the watch loop takes them.
-    watch_events: StdMutex<Option<mpsc::UnboundedReceiver<PathBuf>>>,
+    watch_events: StdMutex<Option<mpsc::UnboundedReceiver<Change>>>,
     pub jobs: Jobs,
     /// Dossiers relayed by `scafld mcp submit-review` for running reviews.
     pub submissions: crate::providers::Submissions,
@@ -282,23 +282,38 @@ impl Daemon {
                 burst = watch::next_burst(&mut rx) => burst,
                 _ = self.shutdown.cancelled() => None,
             };
-            let Some(paths) = burst else { break };
-            self.paths_changed(&paths).await;
+            let Some(changes) = burst else { break };
+            self.changed(&changes);
         }
         reader.abort();
     }
 
-    async fn paths_changed(&self, paths: &[PathBuf]) {
+    /// Take in what the change queue reported: a spec re-read (and published if it changed), a
+    /// config forgotten, and a workspace whose folders came or went (or whose events were lost)
+    /// synced whole, once a burst.
+    fn changed(&self, changes: &[Change]) {
         let workspaces: Vec<Arc<Workspace>> = crate::sync::lock(&self.open_workspaces).values().cloned().collect();
-        for path in paths {
-            let Some(ws) = workspaces.iter().find(|w| path.starts_with(&w.root)) else { continue };
-            if path.parent() == Some(&ws.root.join(layout::SCAFLD_DIR)) {
-                if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("config")) {
-                    ws.forget_config();
-                }
+        let mut to_sync: Vec<&Arc<Workspace>> = Vec::new();
+        for change in changes {
+            // The workspace whose watch saw it: a nested one's edits are its own.
+            let Some(ws) = workspaces.iter().find(|w| w.root == change.root && !w.is_bare()) else { continue };
+            let (scafld, specs) = (ws.root.join(layout::SCAFLD_DIR), crate::workspace::specfile::specs_dir(&ws.root));
+            let name = change.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if change.path.parent() == Some(scafld.as_path()) && name.starts_with("config") {
+                ws.forget_config();
+            } else if !change.path.starts_with(&specs) {
                 continue;
+            } else if !change.folder {
+                self.refresh_path(ws, &change.path, "hand_edit");
+            } else if !to_sync.iter().any(|w| Arc::ptr_eq(w, ws)) {
+                to_sync.push(ws);
             }
-            self.refresh_path(ws, path, "hand_edit");
+        }
+        for ws in to_sync {
+            let changed = crate::sync::write(&ws.index).sync();
+            for task_id in changed {
+                self.publish_task_changed(ws, &task_id, "hand_edit");
+            }
         }
     }
 

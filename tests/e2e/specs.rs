@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use scafld_tests::{TestEnv, tree};
+use scafld_tests::{Run, TestEnv, tree};
 use serde_json::{Value, json};
 
 /// A valid two-phase spec with a fenced block that contains `##` headings.
@@ -307,6 +307,65 @@ fn whole_workspace_reads_see_each_hand_change_at_once() {
     assert_eq!(list(&env)["old"].0, "completed", "a spec in a new archive month");
     let report = env.scafld(&["report", "--json"]).json();
     assert_eq!(report["result"]["total"], 2, "{report}");
+}
+
+/// The next `task_changed` event a subscriber gets.
+fn next_task_change(subscriber: &mut scafld_tests::RawClient) -> Value {
+    loop {
+        let event = subscriber.next_event();
+        if event["kind"] == "task_changed" {
+            return event;
+        }
+    }
+}
+
+/// A workspace inside another's folder: a hand edit to the inner one's spec is the inner
+/// one's (the event names its workspace, and its index has the edit), whichever was opened
+/// first.
+#[test]
+fn a_hand_edit_in_a_nested_workspace_is_that_workspaces() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let inner = env.work.join("sub");
+    std::fs::create_dir_all(&inner).unwrap();
+    let scafld_in = |args: &[&str]| Run::from(env.scafld_command(args).current_dir(&inner).output().unwrap());
+    scafld_in(&["init"]).assert_code(0);
+    write_spec(&env, "drafts", "outer", &spec_text("outer", "draft"));
+    let path = inner.join(".scafld/specs/drafts/inner.md");
+    std::fs::write(&path, spec_text("inner", "draft")).unwrap();
+    env.scafld(&["status", "outer"]).assert_code(0);
+    let inner_id = scafld_in(&["status", "inner", "--json"]).json()["result"]["task_id"].clone();
+    assert_eq!(inner_id, "inner");
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    for round in 0..5 {
+        let edited = spec_text("inner", "draft").replace("# ", &format!("# round {round} "));
+        std::fs::write(&path, edited).unwrap();
+        let event = next_task_change(&mut subscriber);
+        assert_eq!((event["task_id"].as_str(), event["cause"].as_str()), (Some("inner"), Some("hand_edit")), "{event}");
+        assert_eq!(event["root"], inner.canonicalize().unwrap().display().to_string(), "{event}");
+    }
+}
+
+/// Specs that arrive inside a folder (a backup copied back, an archive month moved in whole)
+/// were never written one by one in a watched folder: they are published all the same.
+#[test]
+fn specs_that_arrive_inside_a_folder_are_published() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    write_spec(&env, "drafts", "kept", &spec_text("kept", "draft"));
+    env.scafld(&["status", "kept"]).assert_code(0);
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    let staged = env.path("staged/2026-10");
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::write(staged.join("moved-in.md"), spec_text("moved-in", "completed")).unwrap();
+    std::fs::create_dir_all(env.work.join(".scafld/specs/archive")).unwrap();
+    std::fs::rename(&staged, env.work.join(".scafld/specs/archive/2026-10")).unwrap();
+    let event = next_task_change(&mut subscriber);
+    assert_eq!((event["task_id"].as_str(), event["status"].as_str()), (Some("moved-in"), Some("completed")), "{event}");
 }
 
 #[test]

@@ -55,8 +55,18 @@ const LOCAL_FILE_SYSTEMS: [FsType; 6] = [
 pub struct Tripwire {
     inotify: Inotify,
     state: Mutex<State>,
-    /// Where the path of every change goes: the daemon's watch loop.
-    changes: mpsc::UnboundedSender<PathBuf>,
+    /// Where every change goes: the daemon's watch loop.
+    changes: mpsc::UnboundedSender<Change>,
+}
+
+/// One change the queue reported, in the workspace whose watch saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Change {
+    pub root: PathBuf,
+    pub path: PathBuf,
+    /// A folder came, went or moved (or the queue lost events, and `path` is the spec
+    /// folders): the files in it were never reported one by one.
+    pub folder: bool,
 }
 
 impl std::fmt::Debug for Tripwire {
@@ -100,8 +110,7 @@ struct State {
 /// What one read of the queue found.
 #[derive(Default)]
 struct Taken {
-    /// The path of each change (a file or folder in a watched folder).
-    paths: Vec<PathBuf>,
+    changes: Vec<Change>,
     /// Roots with a new folder, which needs its own watch.
     to_arm: HashSet<PathBuf>,
 }
@@ -110,7 +119,7 @@ impl Tripwire {
     /// The daemon's queue, and where the paths that change arrive; `None` (every read stats,
     /// and nothing reports hand edits) when the kernel refuses one, e.g. at the user's limit
     /// of inotify instances.
-    pub fn new() -> Option<(Arc<Tripwire>, mpsc::UnboundedReceiver<PathBuf>)> {
+    pub fn new() -> Option<(Arc<Tripwire>, mpsc::UnboundedReceiver<Change>)> {
         match Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC) {
             Ok(inotify) => {
                 let (changes, changed) = mpsc::unbounded_channel();
@@ -219,15 +228,16 @@ impl Tripwire {
         taken
     }
 
-    /// Send what was taken to the watch loop, and watch the new folders found (`arming`, whose
-    /// caller arms it itself, excepted); outside the state's lock, which arming takes.
+    /// Watch the new folders found (`arming`, whose caller arms it itself, excepted), then
+    /// send what was taken to the watch loop: what it reads of a new folder is then covered by
+    /// its watch. Outside the state's lock, which arming takes.
     fn hand_out(&self, taken: Taken, arming: Option<&Path>) {
-        for path in taken.paths {
-            // A closed channel is a daemon stopping (or a test not listening).
-            let _ = self.changes.send(path);
-        }
         for root in taken.to_arm.iter().filter(|root| Some(root.as_path()) != arming) {
             self.arm(root);
+        }
+        for change in taken.changes {
+            // A closed channel is a daemon stopping (or a test not listening).
+            let _ = self.changes.send(change);
         }
     }
 }
@@ -244,18 +254,24 @@ impl AsRawFd for QueueFd {
 impl State {
     fn note(&mut self, event: InotifyEvent, taken: &mut Taken) {
         let mask = event.mask;
-        // What was lost cannot be reported: the next whole-workspace read stats every spec,
-        // and a single-task read stats its own file anyway.
+        // Events were lost: every root's spec folders are a change to look at whole.
         if mask.contains(Mask::IN_Q_OVERFLOW) {
             self.trip_all();
+            let lost = self.armed.iter().map(|root| Change {
+                root: root.clone(),
+                path: specfile::specs_dir(root),
+                folder: true,
+            });
+            taken.changes.extend(lost);
             return;
         }
-        let new_folder = mask.contains(Mask::IN_ISDIR) && mask.intersects(Mask::IN_CREATE | Mask::IN_MOVED_TO);
+        let folder = mask.contains(Mask::IN_ISDIR);
+        let new_folder = folder && mask.intersects(Mask::IN_CREATE | Mask::IN_MOVED_TO);
         if let Some(roots) = self.roots.get(&event.wd) {
             for (root, dir) in roots {
                 self.tripped.insert(root.clone());
                 if let Some(name) = &event.name {
-                    taken.paths.push(dir.join(name));
+                    taken.changes.push(Change { root: root.clone(), path: dir.join(name), folder });
                 }
                 if new_folder {
                     taken.to_arm.insert(root.clone());
@@ -291,8 +307,10 @@ mod tests {
         let mut reported = || {
             wire.read_events();
             let mut paths = Vec::new();
-            while let Ok(path) = changes.try_recv() {
-                paths.push(path);
+            while let Ok(change) = changes.try_recv() {
+                assert_eq!(change.root, root.path());
+                assert_eq!(change.folder, change.path.is_dir() || change.path.ends_with("2026-11"), "{change:?}");
+                paths.push(change.path);
             }
             paths.dedup();
             paths
@@ -316,7 +334,7 @@ mod tests {
         // A whole-workspace read that takes the events first hands them on too.
         std::fs::write(month.join("a.md"), "# a, edited").unwrap();
         assert!(!wire.quiet(root.path()));
-        assert_eq!(changes.try_recv().ok(), Some(month.join("a.md")));
+        assert_eq!(changes.try_recv().ok().map(|c| c.path), Some(month.join("a.md")));
     }
 
     #[test]
@@ -331,7 +349,13 @@ mod tests {
         // The kernel's overflow event names no watch of ours.
         let other = wire.inotify.add_watch(a.path(), Mask::IN_ONLYDIR | Mask::IN_DELETE_SELF).unwrap();
         let overflow = InotifyEvent { wd: other, mask: Mask::IN_Q_OVERFLOW, cookie: 0, name: None };
-        crate::sync::lock(&wire.state).note(overflow, &mut Taken::default());
+        let mut taken = Taken::default();
+        crate::sync::lock(&wire.state).note(overflow, &mut taken);
+        let mut lost: Vec<PathBuf> = taken.changes.iter().filter(|c| c.folder).map(|c| c.root.clone()).collect();
+        lost.sort();
+        let mut both = vec![a.path().to_path_buf(), b.path().to_path_buf()];
+        both.sort();
+        assert_eq!(lost, both, "every root's spec folders are to be looked at whole");
         assert!(!wire.quiet(a.path()) && !wire.quiet(b.path()), "events were lost: no root is quiet");
         assert!(wire.quiet(a.path()), "and once told, quiet again");
         std::fs::remove_dir_all(specfile::specs_dir(a.path()).join("drafts")).unwrap();
