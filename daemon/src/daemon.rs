@@ -283,7 +283,10 @@ impl Daemon {
                 _ = self.shutdown.cancelled() => None,
             };
             let Some(changes) = burst else { break };
-            self.changed(&changes);
+            // Re-reading specs (a whole workspace after a folder event) is file work: off the
+            // runtime's threads, one burst at a time.
+            let daemon = self.clone();
+            let _ = tokio::task::spawn_blocking(move || daemon.changed(&changes)).await;
         }
         reader.abort();
     }
