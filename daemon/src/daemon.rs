@@ -243,6 +243,10 @@ impl Daemon {
                 let fresh = open.get(&id).is_none_or(|w| w.root != root);
                 if fresh {
                     let workspace = Arc::new(Workspace::open(id.clone(), root.clone(), self.tripwire.clone()));
+                    // One workspace per folder: one initialised again in place (a new id) or a
+                    // plain repository's range-review stand-in is replaced, not kept beside it
+                    // to take its hand edits.
+                    open.retain(|_, other| other.root != root);
                     open.insert(id.clone(), workspace.clone());
                     Some(workspace)
                 } else {
@@ -292,11 +296,11 @@ impl Daemon {
     }
 
     /// Take in what the change queue reported: a spec re-read (and published if it changed), a
-    /// config forgotten, and a workspace whose folders came or went (or whose events were lost)
-    /// synced whole, once a burst.
+    /// config forgotten, the specs of a folder that came or went re-read, and a workspace whose
+    /// spec folders were replaced whole (or whose events were lost) synced whole, once a burst.
     fn changed(&self, changes: &[Change]) {
         let workspaces: Vec<Arc<Workspace>> = crate::sync::lock(&self.open_workspaces).values().cloned().collect();
-        let mut to_sync: Vec<&Arc<Workspace>> = Vec::new();
+        let mut resync: Vec<&Arc<Workspace>> = Vec::new();
         for change in changes {
             // The workspace whose watch saw it: a nested one's edits are its own.
             let Some(ws) = workspaces.iter().find(|w| w.root == change.root && !w.is_bare()) else { continue };
@@ -308,15 +312,40 @@ impl Daemon {
                 continue;
             } else if !change.folder {
                 self.refresh_path(ws, &change.path, "hand_edit");
-            } else if !to_sync.iter().any(|w| Arc::ptr_eq(w, ws)) {
-                to_sync.push(ws);
+            } else if change.path == specs {
+                if !resync.iter().any(|w| Arc::ptr_eq(w, ws)) {
+                    resync.push(ws);
+                }
+            } else {
+                self.folder_changed(ws, &change.path);
             }
         }
-        for ws in to_sync {
-            let changed = crate::sync::write(&ws.index).sync();
+        for ws in resync {
+            let changed = crate::sync::write(&ws.index).resync();
             for task_id in changed {
                 self.publish_task_changed(ws, &task_id, "hand_edit");
             }
+        }
+    }
+
+    /// A folder of `ws`'s specs came, went or moved (a lifecycle folder, an archive month): its
+    /// specs, which no event named one by one, are re-read, and those it held are looked for
+    /// elsewhere. It costs what the folder holds, not the workspace.
+    fn folder_changed(&self, ws: &Workspace, folder: &Path) {
+        let mut paths = crate::sync::read(&ws.index).paths_under(folder);
+        let listed = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path());
+        for entry in listed(folder) {
+            // An archive month's specs are one level further down.
+            if entry.is_dir() {
+                paths.extend(listed(&entry));
+            } else {
+                paths.push(entry);
+            }
+        }
+        paths.sort();
+        paths.dedup();
+        for path in paths {
+            self.refresh_path(ws, &path, "hand_edit");
         }
     }
 

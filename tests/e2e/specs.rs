@@ -348,6 +348,36 @@ fn a_hand_edit_in_a_nested_workspace_is_that_workspaces() {
     }
 }
 
+/// A workspace initialised again in place (a new id) replaces the old one: its hand edits are
+/// published under the new id, and one workspace is open at that folder.
+#[test]
+fn a_workspace_initialised_again_in_place_takes_its_hand_edits() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    write_spec(&env, "drafts", "before", &spec_text("before", "draft"));
+    env.scafld(&["status", "before"]).assert_code(0);
+    std::fs::remove_dir_all(env.work.join(".scafld")).unwrap();
+    env.init();
+    let id = std::fs::read_to_string(env.work.join(".scafld/workspace_id")).unwrap().trim().to_string();
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    for round in 0..4 {
+        write_spec(&env, "drafts", "after", &spec_text("after", "draft").replace("# ", &format!("# {round} ")));
+        let event = next_task_change(&mut subscriber);
+        assert_eq!(
+            (event["task_id"].as_str(), event["workspace_id"].as_str()),
+            (Some("after"), Some(id.as_str())),
+            "{event}"
+        );
+    }
+    let listed = env.scafld(&["daemon", "status", "--json"]).json()["result"]["workspaces"].clone();
+    let open_here: Vec<&Value> =
+        listed.as_array().unwrap().iter().filter(|w| w["root"] == root(&env) && w["open"] == true).collect();
+    assert_eq!(open_here.len(), 1, "{listed}");
+    assert_eq!(open_here[0]["workspace_id"], id.as_str());
+}
+
 /// Specs that arrive inside a folder (a backup copied back, an archive month moved in whole)
 /// were never written one by one in a watched folder: they are published all the same.
 #[test]

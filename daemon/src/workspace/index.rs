@@ -288,7 +288,7 @@ impl Index {
         let started = Instant::now();
         // Armed before the stats, so that whatever changes during them trips the next read.
         let armed = wire.arm(&self.root);
-        let (changed, all_vouched) = self.sync_scanned();
+        let (changed, all_vouched) = self.sync_scanned(false);
         if let Some(armed) = armed
             && all_vouched
         {
@@ -302,22 +302,35 @@ impl Index {
     /// task ids whose entries changed (a first load of a task nobody has seen yet is not a
     /// change).
     pub fn sync(&mut self) -> Vec<String> {
-        self.sync_scanned().0
+        self.sync_scanned(false).0
     }
 
-    /// [`Index::sync`], and whether every spec found is one the change queue can vouch for: a
-    /// regular file with one link (not a symlink to elsewhere, no second name it may be
-    /// written through).
-    fn sync_scanned(&mut self) -> (Vec<String>, bool) {
+    /// [`Index::sync`] for a watcher that lost track of the files one by one (a spec folder
+    /// replaced whole, events lost to an overflow): every task whose entry changed, a first
+    /// load included even while the index is still warming up, since nobody was told of it.
+    pub fn resync(&mut self) -> Vec<String> {
+        self.sync_scanned(true).0
+    }
+
+    /// The files of the entries in `dir` or below it (duplicates' second files included).
+    pub fn paths_under(&self, dir: &Path) -> Vec<PathBuf> {
+        let files = self.entries.values().flat_map(|e| std::iter::once(&e.path).chain(e.duplicate.as_ref()));
+        files.filter(|path| path.starts_with(dir)).cloned().collect()
+    }
+
+    /// [`Index::sync`] (with first loads reported when `first_loads`), and whether every spec
+    /// found is one the change queue can vouch for: a regular file with one link (not a
+    /// symlink to elsewhere, no second name it may be written through).
+    fn sync_scanned(&mut self, first_loads: bool) -> (Vec<String>, bool) {
         let on_disk = specfile::scan(&self.root);
         let all_vouched = on_disk.iter().all(|found| {
             use std::os::unix::fs::MetadataExt;
             found.meta.as_ref().is_some_and(|meta| meta.file_type().is_file() && meta.nlink() == 1)
         });
-        let mut changed = Vec::new();
+        let (mut changed, mut counted) = (Vec::new(), HashSet::new());
         for found in &on_disk {
             let Some(task_id) = found.path.file_stem().and_then(|s| s.to_str()) else { continue };
-            let seen = self.complete || self.entries.contains_key(task_id);
+            let seen = first_loads || self.complete || self.entries.contains_key(task_id);
             // The metadata read through the directory is the stamp, unless the entry is a
             // symlink: its stamp is what it names.
             let stamp = match &found.meta {
@@ -327,7 +340,7 @@ impl Index {
             // A task seen twice (its file and a duplicate's) is one change.
             if let Some(id) = self.refresh_found(&found.path, found.folder, task_id, stamp)
                 && seen
-                && !changed.contains(&id)
+                && counted.insert(id.clone())
             {
                 changed.push(id);
             }
@@ -344,7 +357,7 @@ impl Index {
             .collect();
         for path in vanished {
             if let Some(id) = self.refresh(&path)
-                && !changed.contains(&id)
+                && counted.insert(id.clone())
             {
                 changed.push(id);
             }
@@ -422,10 +435,16 @@ impl Index {
             return None;
         }
         self.entries_mut().remove(&task_id);
-        let elsewhere =
-            specfile::scan(&self.root).into_iter().find(|f| task_id_of(&f.path).as_deref() == Some(task_id.as_str()));
-        if let Some(other) = elsewhere {
-            self.load(&other.path, other.folder);
+        // Where else it may be: a stat per folder (and archive month), not a scan of every
+        // spec, which a thousand files moved by hand would pay a thousand times.
+        let months = self.archive_months();
+        let file = format!("{task_id}.md");
+        let elsewhere = specfile::candidates(&self.root, &file, &months)
+            .into_iter()
+            .filter(|other| other != path && std::fs::symlink_metadata(other).is_ok())
+            .find_map(|other| Some((specfile::folder_of(&self.root, &other)?, other)));
+        if let Some((folder, other)) = elsewhere {
+            self.load(&other, folder);
         }
         Some(task_id)
     }
@@ -794,6 +813,27 @@ mod tests {
         let fs = nix::sys::statfs::statfs(dir).map(|s| s.filesystem_type());
         assert!(index.trust.is_some(), "the queue should vouch for a temp dir on {fs:?}");
         index
+    }
+
+    /// A watcher that lost track syncs with `resync`: while the index is still warming up, a
+    /// plain `sync` takes a task it had not loaded for a first load, nobody's news, but the
+    /// watcher's subscribers were told of none of them. A spec moved away by hand is found in
+    /// its new folder from its old path alone.
+    #[test]
+    fn a_resync_reports_first_loads_and_a_removed_path_finds_where_its_task_went() {
+        let dir = workspace_with(&["a", "b"]);
+        let mut warming = Index::new(dir.path());
+        assert_eq!(warming.sync(), Vec::<String>::new(), "first loads are no change to a sync");
+        let mut warming = Index::new(dir.path());
+        let mut all = warming.resync();
+        all.sort();
+        assert_eq!(all, vec!["a".to_string(), "b".to_string()]);
+        let specs = dir.path().join(".scafld/specs");
+        std::fs::create_dir_all(specs.join("archive/2026-11")).unwrap();
+        std::fs::rename(specs.join("drafts/a.md"), specs.join("archive/2026-11/a.md")).unwrap();
+        assert_eq!(warming.refresh(&specs.join("drafts/a.md")), Some("a".to_string()));
+        assert_eq!(warming.get("a").unwrap().path, specs.join("archive/2026-11/a.md"));
+        assert_eq!(warming.paths_under(&specs.join("archive")), vec![specs.join("archive/2026-11/a.md")]);
     }
 
     fn edit(path: &Path, title: &str) {
