@@ -18,7 +18,7 @@ use crate::jobs::Jobs;
 use crate::store::{Store, WorkspaceRecord};
 use crate::workspace::tripwire::{Change, Tripwire};
 use crate::workspace::watch;
-use crate::workspace::{Workspace, layout};
+use crate::workspace::{Workspace, layout, specfile};
 
 pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
 const EVENT_BUFFER: usize = 1024;
@@ -49,7 +49,7 @@ pub struct Daemon {
     /// What lets whole-workspace reads skip their stats and reports hand edits (see
     /// `workspace/tripwire.rs`); `None` when the kernel refused a queue.
     tripwire: Option<Arc<Tripwire>>,
-    /// The paths the queue reports, until the watch loop takes them.
+    /// The changes the queue reports, until the watch loop takes them.
     watch_events: StdMutex<Option<mpsc::UnboundedReceiver<Change>>>,
     pub jobs: Jobs,
     /// Dossiers relayed by `scafld mcp submit-review` for running reviews.
@@ -271,7 +271,7 @@ impl Daemon {
         Ok(WorkspaceInfo { workspace_id: id, root: root_text, open: true })
     }
 
-    /// Read the change queue and process the paths it reports until shutdown.
+    /// Read the change queue and take in the changes it reports until shutdown.
     pub async fn watch_loop(self: Arc<Self>) {
         let (Some(wire), Some(mut rx)) = (self.tripwire.clone(), crate::sync::lock(&self.watch_events).take()) else {
             return;
@@ -304,7 +304,7 @@ impl Daemon {
         for change in changes {
             // The workspace whose watch saw it: a nested one's edits are its own.
             let Some(ws) = workspaces.iter().find(|w| w.root == change.root && !w.is_bare()) else { continue };
-            let (scafld, specs) = (ws.root.join(layout::SCAFLD_DIR), crate::workspace::specfile::specs_dir(&ws.root));
+            let (scafld, specs) = (ws.root.join(layout::SCAFLD_DIR), specfile::specs_dir(&ws.root));
             let name = change.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if change.path.parent() == Some(scafld.as_path()) && name.starts_with("config") {
                 ws.forget_config();
