@@ -21,6 +21,10 @@ use crate::workspace::watch;
 use crate::workspace::{Workspace, layout, specfile};
 
 pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Specs a changed folder may hold and still be re-read one by one (see
+/// [`Daemon::folder_changed`]).
+const FOLDER_SPECS: usize = 64;
 const EVENT_BUFFER: usize = 1024;
 
 /// Facts about this daemon process that `daemon.status` reports.
@@ -306,18 +310,22 @@ impl Daemon {
             let Some(ws) = workspaces.iter().find(|w| w.root == change.root && !w.is_bare()) else { continue };
             let (scafld, specs) = (ws.root.join(layout::SCAFLD_DIR), specfile::specs_dir(&ws.root));
             let name = change.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let archive = specs.join(crate::domain::lifecycle::Folder::Archive.dir_name());
             if change.path.parent() == Some(scafld.as_path()) && name.starts_with("config") {
                 ws.forget_config();
+            } else if change.folder && (change.path == specs || change.path == scafld) {
+                if !resync.iter().any(|w| Arc::ptr_eq(w, ws)) {
+                    resync.push(ws);
+                }
             } else if !change.path.starts_with(&specs) {
                 continue;
             } else if !change.folder {
                 self.refresh_path(ws, &change.path, "hand_edit");
-            } else if change.path == specs {
-                if !resync.iter().any(|w| Arc::ptr_eq(w, ws)) {
-                    resync.push(ws);
-                }
-            } else {
-                self.folder_changed(ws, &change.path);
+            } else if [specs.as_path(), archive.as_path()].contains(&change.path.parent().unwrap_or(&specs))
+                && !self.folder_changed(ws, &change.path)
+                && !resync.iter().any(|w| Arc::ptr_eq(w, ws))
+            {
+                resync.push(ws);
             }
         }
         for ws in resync {
@@ -330,8 +338,9 @@ impl Daemon {
 
     /// A folder of `ws`'s specs came, went or moved (a lifecycle folder, an archive month): its
     /// specs, which no event named one by one, are re-read, and those it held are looked for
-    /// elsewhere. It costs what the folder holds, not the workspace.
-    fn folder_changed(&self, ws: &Workspace, folder: &Path) {
+    /// elsewhere, which costs a stat per folder and archive month each. Past [`FOLDER_SPECS`]
+    /// specs that is more than one scan of the workspace: `false`, resync it instead.
+    fn folder_changed(&self, ws: &Workspace, folder: &Path) -> bool {
         let mut paths = crate::sync::read(&ws.index).paths_under(folder);
         let listed = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path());
         for entry in listed(folder) {
@@ -344,9 +353,13 @@ impl Daemon {
         }
         paths.sort();
         paths.dedup();
+        if paths.len() > FOLDER_SPECS {
+            return false;
+        }
         for path in paths {
             self.refresh_path(ws, &path, "hand_edit");
         }
+        true
     }
 
     /// Re-read one spec path of `ws`; publish `task.changed` if its entry changed.

@@ -355,10 +355,17 @@ impl Index {
             .filter(|path| !present.contains(path.as_os_str()))
             .cloned()
             .collect();
+        // Whatever of their tasks is elsewhere was found above: no lookup per vanished file.
         for path in vanished {
-            if let Some(id) = self.refresh(&path)
-                && counted.insert(id.clone())
-            {
+            let Some(id) = task_id_of(&path) else { continue };
+            match self.entries.get(&id) {
+                Some(entry) if entry.path == path => drop(self.entries_mut().remove(&id)),
+                Some(entry) if entry.duplicate.as_deref() == Some(path.as_path()) => {
+                    self.entries_mut().get_mut(&id).expect("present").duplicate = None;
+                }
+                _ => continue,
+            }
+            if counted.insert(id.clone()) {
                 changed.push(id);
             }
         }

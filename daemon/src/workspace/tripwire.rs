@@ -168,6 +168,11 @@ impl Tripwire {
                 trusted &= self.watch(&mut state, root, &month, contents, &mut armed) != Some(false);
             }
         }
+        // The workspace folder itself, for `.scafld` replaced whole (its watches die with it);
+        // nothing else there is a change (see `State::note`), and trust never rests on it.
+        if let Ok(wd) = self.inotify.add_watch(root, names) {
+            state.roots.entry(wd).or_default().insert(root.to_path_buf(), root.to_path_buf());
+        }
         trusted.then_some(armed)
     }
 
@@ -265,15 +270,30 @@ impl State {
             taken.changes.extend(lost);
             return;
         }
-        let folder = mask.contains(Mask::IN_ISDIR);
-        let new_folder = folder && mask.intersects(Mask::IN_CREATE | Mask::IN_MOVED_TO);
+        let arrived = mask.intersects(Mask::IN_CREATE | Mask::IN_MOVED_TO);
         if let Some(roots) = self.roots.get(&event.wd) {
             for (root, dir) in roots {
-                self.tripped.insert(root.clone());
-                if let Some(name) = &event.name {
-                    taken.changes.push(Change { root: root.clone(), path: dir.join(name), folder });
+                let Some(name) = &event.name else {
+                    self.tripped.insert(root.clone());
+                    continue;
+                };
+                let path = dir.join(name);
+                // Where a spec folder lives (a lifecycle folder, an archive month, `specs` or
+                // `.scafld` itself), a name is a folder even as a symlink, which the kernel does
+                // not mark as one; it gets its watch if it came.
+                let specs = specfile::specs_dir(root);
+                let folder_place = *dir == specs
+                    || *dir == specs.join(Folder::Archive.dir_name())
+                    || path == specs
+                    || path == root.join(layout::SCAFLD_DIR);
+                if dir == root && !folder_place {
+                    // The workspace folder's other names are not the queue's business.
+                    continue;
                 }
-                if new_folder {
+                self.tripped.insert(root.clone());
+                let folder = folder_place || mask.contains(Mask::IN_ISDIR);
+                taken.changes.push(Change { root: root.clone(), path, folder });
+                if folder_place && arrived {
                     taken.to_arm.insert(root.clone());
                 }
             }
@@ -337,6 +357,43 @@ mod tests {
         assert_eq!(changes.try_recv().ok().map(|c| c.path), Some(month.join("a.md")));
     }
 
+    /// A spec folder that arrives as a symlink, and `.scafld` replaced whole, are folder
+    /// changes whose new folders are watched at once; the workspace folder's other names are
+    /// no change at all.
+    #[test]
+    fn symlinked_folders_and_a_replaced_scafld_are_watched_as_they_come() {
+        let (wire, mut changes) = Tripwire::new().expect("inotify");
+        let root = tempfile::tempdir().unwrap();
+        let (root, elsewhere) = (root.path().join("w"), root.path().join("elsewhere"));
+        let specs = specfile::specs_dir(&root);
+        std::fs::create_dir_all(specs.join("drafts")).unwrap();
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        assert!(wire.arm(&root).is_some());
+        assert!(wire.quiet(&root));
+        let mut taken = || {
+            wire.read_events();
+            let mut all = Vec::new();
+            while let Ok(change) = changes.try_recv() {
+                all.push((change.path.strip_prefix(&root).unwrap().to_path_buf(), change.folder));
+            }
+            all.dedup();
+            all
+        };
+        std::fs::write(root.join("build.log"), "x").unwrap();
+        assert_eq!(taken(), vec![]);
+        assert!(wire.quiet(&root), "a file beside .scafld trips nothing");
+        std::os::unix::fs::symlink(&elsewhere, specs.join("approved")).unwrap();
+        assert_eq!(taken(), vec![(PathBuf::from(".scafld/specs/approved"), true)]);
+        std::fs::write(elsewhere.join("t.md"), "# t").unwrap();
+        assert_eq!(taken(), vec![(PathBuf::from(".scafld/specs/approved/t.md"), false)], "the link was watched");
+        let kept = root.parent().unwrap().join("kept");
+        std::fs::rename(root.join(".scafld"), &kept).unwrap();
+        std::fs::create_dir_all(specs.join("drafts")).unwrap();
+        assert!(taken().contains(&(PathBuf::from(".scafld"), true)));
+        std::fs::write(specs.join("drafts/new.md"), "# new").unwrap();
+        assert_eq!(taken(), vec![(PathBuf::from(".scafld/specs/drafts/new.md"), false)], "the new .scafld was watched");
+    }
+
     #[test]
     fn an_overflow_trips_every_armed_root_and_a_removed_watch_is_forgotten() {
         let (wire, _changes) = Tripwire::new().expect("inotify");
@@ -363,7 +420,8 @@ mod tests {
         assert!(wire.quiet(b.path()), "b's folders did not change");
         let watches =
             |root: &Path| crate::sync::lock(&wire.state).roots.values().filter(|r| r.contains_key(root)).count();
-        assert_eq!(watches(a.path()), 2, "the removed folder's watch is forgotten");
-        assert_eq!(watches(b.path()), 3);
+        // `.scafld`, `specs` and the workspace folder itself are left of a's four.
+        assert_eq!(watches(a.path()), 3, "the removed folder's watch is forgotten");
+        assert_eq!(watches(b.path()), 4);
     }
 }
