@@ -88,12 +88,8 @@ fn in_a_repository() {
             std::fs::File::options().append(true).open(&path).unwrap().set_modified(an_hour_ago).unwrap();
         }
     }
-    let git = |args: &[&str]| {
-        let out = Command::new("git").args(args).current_dir(&env.work).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    git(&["add", "-A"]);
-    git(&["-c", "user.name=bench", "-c", "user.email=bench@example.invalid", "commit", "-qm", "tree"]);
+    scafld_tests::git(&env.work, &["add", "-A"]);
+    scafld_tests::git(&env.work, &["commit", "-qm", "tree"]);
     // A repository's config is as old as its clone: the daemon keeps a repository open only
     // once its config files have settled (see `baseline/kept.rs`).
     std::fs::File::options()
