@@ -359,7 +359,15 @@ impl Index {
         for path in vanished {
             let Some(id) = task_id_of(&path) else { continue };
             match self.entries.get(&id) {
-                Some(entry) if entry.path == path => drop(self.entries_mut().remove(&id)),
+                Some(entry) if entry.path == path => {
+                    // A second copy still there takes the id over.
+                    let second = entry.duplicate.clone().filter(|d| present.contains(d.as_os_str()));
+                    self.entries_mut().remove(&id);
+                    if let Some((folder, second)) = second.and_then(|d| Some((specfile::folder_of(&self.root, &d)?, d)))
+                    {
+                        self.load(&second, folder);
+                    }
+                }
                 Some(entry) if entry.duplicate.as_deref() == Some(path.as_path()) => {
                     self.entries_mut().get_mut(&id).expect("present").duplicate = None;
                 }
@@ -841,6 +849,24 @@ mod tests {
         assert_eq!(warming.refresh(&specs.join("drafts/a.md")), Some("a".to_string()));
         assert_eq!(warming.get("a").unwrap().path, specs.join("archive/2026-11/a.md"));
         assert_eq!(warming.paths_under(&specs.join("archive")), vec![specs.join("archive/2026-11/a.md")]);
+    }
+
+    /// A task in two folders whose first copy is removed: a sync gives the id to the second.
+    #[test]
+    fn a_sync_gives_a_removed_copys_task_to_the_second_copy() {
+        let dir = workspace_with(&["a"]);
+        let specs = dir.path().join(".scafld/specs");
+        std::fs::create_dir_all(specs.join("approved")).unwrap();
+        std::fs::write(specs.join("approved/a.md"), spec("a", "second")).unwrap();
+        let mut index = Index::new(dir.path());
+        index.sync();
+        let first = index.get("a").unwrap().path.clone();
+        assert!(index.get("a").unwrap().duplicate.is_some());
+        std::fs::remove_file(&first).unwrap();
+        assert_eq!(index.sync(), vec!["a".to_string()]);
+        let entry = index.get("a").expect("the second copy holds the task");
+        assert_ne!(entry.path, first);
+        assert!(entry.duplicate.is_none());
     }
 
     fn edit(path: &Path, title: &str) {
