@@ -311,20 +311,22 @@ impl Daemon {
             let (scafld, specs) = (ws.root.join(layout::SCAFLD_DIR), specfile::specs_dir(&ws.root));
             let name = change.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             let archive = specs.join(crate::domain::lifecycle::Folder::Archive.dir_name());
-            if change.path.parent() == Some(scafld.as_path()) && name.starts_with("config") {
+            let whole = if change.path.parent() == Some(scafld.as_path()) && name.starts_with("config") {
                 ws.forget_config();
+                false
             } else if change.folder && (change.path == specs || change.path == scafld) {
-                if !resync.iter().any(|w| Arc::ptr_eq(w, ws)) {
-                    resync.push(ws);
-                }
+                true
             } else if !change.path.starts_with(&specs) {
-                continue;
+                false
             } else if !change.folder {
                 self.refresh_path(ws, &change.path, "hand_edit");
-            } else if [specs.as_path(), archive.as_path()].contains(&change.path.parent().unwrap_or(&specs))
-                && !self.folder_changed(ws, &change.path)
-                && !resync.iter().any(|w| Arc::ptr_eq(w, ws))
-            {
+                false
+            } else {
+                // Only where spec folders live: a folder inside one holds no specs.
+                let place = change.path.parent().is_some_and(|p| p == specs || p == archive);
+                place && !self.folder_changed(ws, &change.path)
+            };
+            if whole && !resync.iter().any(|w| Arc::ptr_eq(w, ws)) {
                 resync.push(ws);
             }
         }

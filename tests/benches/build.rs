@@ -117,6 +117,7 @@ fn in_a_repository() {
         "    paired with its floor run by run: above it by {above:.2} ms (median); above it and a git status by {:.2} ms",
         above - git_status.median
     );
+    // The first step `ours` ran: its evidence is on record.
     let task = "t1-0";
     let version = bench::sample(RUNS, || bench::time(env.scafld_command(&["--version"])));
     let status = bench::sample(RUNS, || bench::time(env.scafld_command(&["status", task, "--json"])));

@@ -89,8 +89,7 @@ fn includes_files(repo: &Repository) -> bool {
 }
 
 /// The key of `repo`, discovered from `root`; `None` when it must not be kept (a bare
-/// repository, a config that includes files, or a config file changed too recently for its
-/// stamp to vouch for it).
+/// repository, or a config file changed too recently for its stamp to vouch for it).
 fn key_of(root: &Path, repo: &Repository) -> Option<Key> {
     let top = repo.workdir()?;
     let mut paths = Vec::new();
@@ -107,7 +106,7 @@ fn key_of(root: &Path, repo: &Repository) -> Option<Key> {
     paths.extend(global_configs().iter().cloned());
     let mut key: Vec<Identity> = paths.iter().map(|p| Identity::of(p)).collect();
     key.push(Identity::Packs(Stamp::of(&common.join("objects/pack"))));
-    (key.iter().all(Identity::settled) && !includes_files(repo)).then_some(Key(key))
+    key.iter().all(Identity::settled).then_some(Key(key))
 }
 
 struct Kept {
@@ -161,7 +160,9 @@ pub fn lease(root: &Path) -> Result<Lease, git2::Error> {
         return Ok(Lease { root, key: Some(key), repo: Some(repo) });
     }
     let repo = Repository::discover(root)?;
-    Ok(Lease { root: root.to_path_buf(), key: key_of(root, &repo), repo: Some(repo) })
+    // Checked once, when opened: a kept one's config files are unchanged, includes and all.
+    let key = key_of(root, &repo).filter(|_| !includes_files(&repo));
+    Ok(Lease { root: root.to_path_buf(), key, repo: Some(repo) })
 }
 
 unsafe extern "C" {
