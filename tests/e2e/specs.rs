@@ -666,3 +666,61 @@ fn after_a_restart_specs_are_known_before_the_index_is_built_and_none_is_reporte
     };
     assert_eq!(event["task_id"], "task-3", "{event}");
 }
+
+/// `list --json` and `status <task> --json` (exit code and envelope) run in `cwd` by `env`'s
+/// client, asking `env`'s daemon.
+fn list_and_status(env: &TestEnv, cwd: &std::path::Path, task: &str) -> Vec<(i32, Value)> {
+    let run = |args: &[&str]| Run::from(env.scafld_command(args).current_dir(cwd).output().unwrap());
+    [run(&["list", "--json"]), run(&["status", task, "--json"])].into_iter().map(|r| (r.code, r.json())).collect()
+}
+
+/// What a daemon started now, with a database of its own, answers over `live`'s workspace:
+/// it scans the spec folders on start, never having watched a file arrive.
+fn fresh_answers(live: &TestEnv, task: &str) -> Vec<(i32, Value)> {
+    let mut fresh = TestEnv::new();
+    fresh.start_daemon();
+    list_and_status(&fresh, &live.work, task)
+}
+
+/// A task whose second file arrives while the daemon runs, in a folder before the first one's
+/// in lookup order: the live daemon, which saw the files come one by one through its watch,
+/// answers `list` and `status` as a daemon started afresh over the same files does (the
+/// first in lookup order owns the task, the duplicate is an error naming the other); and
+/// again once the owning file is removed, when the other takes the task over.
+#[test]
+fn a_task_in_two_folders_reads_the_same_in_a_live_daemon_and_a_fresh_one() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let active = write_spec(
+        &env,
+        "active",
+        "twice",
+        &spec_text("twice", "in_progress").replace("# Task twice", "# Active copy"),
+    );
+    env.scafld(&["status", "twice"]).assert_code(0);
+    env.scafld(&["list"]).assert_code(0);
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+
+    let drafts =
+        write_spec(&env, "drafts", "twice", &spec_text("twice", "draft").replace("# Task twice", "# Draft copy"));
+    let event = next_task_change(&mut subscriber);
+    assert_eq!((event["task_id"].as_str(), event["cause"].as_str()), (Some("twice"), Some("hand_edit")), "{event}");
+    let live = list_and_status(&env, &env.work, "twice");
+    assert_eq!(live, fresh_answers(&env, "twice"), "a live daemon and a fresh one disagree");
+    let task = &live[0].1["result"]["tasks"][0];
+    assert_eq!(task["path"], ".scafld/specs/drafts/twice.md", "{task}");
+    assert!(task["title"].as_str().unwrap().starts_with("Draft copy"), "{task}");
+    let error = task["error"].as_str().unwrap_or_default();
+    assert!(error.contains(&active.display().to_string()), "the duplicate names the other file: {task}");
+
+    std::fs::remove_file(&drafts).unwrap();
+    let event = next_task_change(&mut subscriber);
+    assert_eq!(event["task_id"], "twice", "{event}");
+    let live = list_and_status(&env, &env.work, "twice");
+    assert_eq!(live, fresh_answers(&env, "twice"), "after the removal, a live daemon and a fresh one disagree");
+    let task = &live[0].1["result"]["tasks"][0];
+    assert_eq!((&task["path"], &task["error"]), (&json!(".scafld/specs/active/twice.md"), &json!(null)), "{task}");
+    assert!(active.is_file(), "the remaining copy is left where it is");
+}

@@ -8,7 +8,7 @@
 //! the full parse is kept for the specs used most recently ([`RECENT_PARSES`]) and read again
 //! from the file when a single-task call needs one that was let go.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -102,7 +102,8 @@ pub struct SpecEntry {
     pub listing: Arc<Listing>,
     /// A read error (the file vanished, is not UTF-8, ...) instead of a parse.
     pub read_error: Option<String>,
-    /// Another file claiming the same task id.
+    /// Another file claiming the same task id: the next in lookup order after `path`, which
+    /// owns the id ([`specfile::lookup_order`]).
     pub duplicate: Option<PathBuf>,
     stamp: Option<Stamp>,
     /// The whole parse, while the spec is among the most recently used.
@@ -120,6 +121,14 @@ impl SpecEntry {
         }
         self.listing.errors().next().map(ToString::to_string)
     }
+}
+
+/// A file on disk claiming a task id (its name): where it is, and its stamp (`None`: it could
+/// not be read, a dangling symlink for one).
+struct OnDisk<'a> {
+    path: &'a Path,
+    folder: Folder,
+    stamp: Option<Stamp>,
 }
 
 /// One task's entry with its whole parse: what single-task calls work from.
@@ -172,10 +181,7 @@ impl Index {
     /// An index of every spec under `root`, read now.
     pub fn build(root: &Path) -> Index {
         let mut index = Index::new(root);
-        for found in specfile::scan(root) {
-            index.load(&found.path, found.folder);
-        }
-        index.complete = true;
+        index.sync();
         index
     }
 
@@ -327,77 +333,59 @@ impl Index {
             use std::os::unix::fs::MetadataExt;
             found.meta.as_ref().is_some_and(|meta| meta.file_type().is_file() && meta.nlink() == 1)
         });
-        let (mut changed, mut counted) = (Vec::new(), HashSet::new());
-        for found in &on_disk {
-            let Some(task_id) = found.path.file_stem().and_then(|s| s.to_str()) else { continue };
-            let seen = first_loads || self.complete || self.entries.contains_key(task_id);
+        // Every file by the task it claims (its name), so that a task is settled from all of
+        // its files at once, never from whichever the scan met first.
+        let mut claims: Vec<(&str, usize)> = on_disk
+            .iter()
+            .enumerate()
+            .filter_map(|(at, found)| Some((found.path.file_stem()?.to_str()?, at)))
+            .collect();
+        claims.sort_unstable();
+        let copy = |&(_, at): &(&str, usize)| {
+            let found = &on_disk[at];
             // The metadata read through the directory is the stamp, unless the entry is a
             // symlink: its stamp is what it names.
             let stamp = match &found.meta {
                 Some(meta) if !meta.file_type().is_symlink() => Some(Stamp::from(meta)),
                 _ => Stamp::of(&found.path),
             };
-            // A task seen twice (its file and a duplicate's) is one change.
-            if let Some(id) = self.refresh_found(&found.path, found.folder, task_id, stamp)
+            OnDisk { path: &found.path, folder: found.folder, stamp }
+        };
+        let mut changed = Vec::new();
+        let mut claimed: Vec<&str> = Vec::new();
+        for files in claims.chunk_by(|a, b| a.0 == b.0) {
+            let task_id = files[0].0;
+            claimed.push(task_id);
+            let seen = first_loads || self.complete || self.entries.contains_key(task_id);
+            let settled = match files {
+                [one] => self.settle(task_id, &mut [copy(one)]),
+                _ => self.settle(task_id, &mut files.iter().map(copy).collect::<Vec<_>>()),
+            };
+            if let Some(id) = settled
                 && seen
-                && counted.insert(id.clone())
             {
                 changed.push(id);
             }
         }
         self.complete = true;
-        let present: HashSet<&std::ffi::OsStr> = on_disk.iter().map(|f| f.path.as_os_str()).collect();
-        // An entry's file, or the second file its duplicate names, no longer listed.
-        let vanished: Vec<PathBuf> = self
-            .entries
-            .values()
-            .flat_map(|e| std::iter::once(&e.path).chain(e.duplicate.as_ref()))
-            .filter(|path| !present.contains(path.as_os_str()))
-            .cloned()
-            .collect();
-        // Whatever of their tasks is elsewhere was found above: no lookup per vanished file.
-        for path in vanished {
-            let Some(id) = task_id_of(&path) else { continue };
-            match self.entries.get(&id) {
-                Some(entry) if entry.path == path => {
-                    // A second copy still there takes the id over.
-                    let second = entry.duplicate.clone().filter(|d| present.contains(d.as_os_str()));
-                    self.entries_mut().remove(&id);
-                    if let Some((folder, second)) = second.and_then(|d| Some((specfile::folder_of(&self.root, &d)?, d)))
-                    {
-                        self.load(&second, folder);
-                    }
-                }
-                Some(entry) if entry.duplicate.as_deref() == Some(path.as_path()) => {
-                    self.entries_mut().get_mut(&id).expect("present").duplicate = None;
-                }
-                _ => continue,
-            }
-            if counted.insert(id.clone()) {
-                changed.push(id);
-            }
+        // The tasks no file claims any more (`claimed` is sorted, as the scan's task ids were).
+        let gone: Vec<String> =
+            self.entries.keys().filter(|id| claimed.binary_search(&id.as_str()).is_err()).cloned().collect();
+        for id in gone {
+            self.entries_mut().remove(&id);
+            changed.push(id);
         }
         (changed, all_vouched)
     }
 
-    /// [`Index::sync`] for one task: only its possible paths are looked at.
-    /// A second copy in another folder (an interrupted move) is noticed here too, without
-    /// waiting for the watcher.
+    /// [`Index::sync`] for one task: only its possible paths are looked at (a stat per
+    /// lifecycle folder and archive month). A second copy in another folder (an interrupted
+    /// move) is noticed here too, without waiting for the watcher.
     /// As with `sync`, loading a task for the first time before the index is complete is not
     /// reported as a change.
     pub fn sync_task(&mut self, task_id: &str) -> Option<String> {
-        let file = format!("{task_id}.md");
         let seen = self.complete || self.entries.contains_key(task_id);
-        let mut changed = None;
-        let months = self.archive_months();
-        for path in specfile::candidates(&self.root, &file, &months) {
-            let known =
-                self.entries.get(task_id).is_some_and(|e| e.path == path || e.duplicate.as_deref() == Some(&*path));
-            if known || std::fs::symlink_metadata(&path).is_ok() {
-                changed = self.refresh(&path).or(changed);
-            }
-        }
-        changed.filter(|_| seen)
+        self.settle_on_disk(task_id).filter(|_| seen)
     }
 
     /// The archive's month folders, listed again only when the archive folder changed.
@@ -426,42 +414,76 @@ impl Index {
     fn refresh_found(&mut self, path: &Path, folder: Folder, task_id: &str, stamp: Option<Stamp>) -> Option<String> {
         // One stat in the usual case: a file that has a stamp exists; only without one is the
         // path looked at again (a dangling symlink still exists, and is reported).
-        if stamp.is_some() || std::fs::symlink_metadata(path).is_ok() {
-            let unchanged = self.entries.get(task_id).is_some_and(|e| {
-                (e.path == path && e.stamp.is_some() && e.stamp == stamp) || e.duplicate.as_deref() == Some(path)
-            });
-            if unchanged {
-                return None;
-            }
-            self.load(path, folder);
-            return Some(task_id.to_string());
+        let exists = stamp.is_some() || std::fs::symlink_metadata(path).is_ok();
+        let entry = self.entries.get(task_id);
+        // The one file of its task: the file of an entry without a duplicate, or a new task
+        // when every file on disk has been loaded (another of its files would have an entry).
+        let alone = match entry {
+            Some(entry) => entry.path == path && entry.duplicate.is_none(),
+            None => self.complete,
+        };
+        if exists && alone {
+            return self.settle(task_id, &mut [OnDisk { path, folder, stamp }]);
         }
-        let task_id = task_id.to_string();
-        // Removed (or moved away): drop the entry if it pointed here, then look for the task
-        // in the other folders in case it moved.
-        let pointed_here = self.entries.get(&task_id).is_some_and(|e| e.path == path);
-        if !pointed_here {
-            if let Some(entry) = self.entries.get(&task_id)
-                && entry.duplicate.as_deref() == Some(path)
-            {
-                self.entries_mut().get_mut(&task_id).expect("present").duplicate = None;
-                return Some(task_id);
-            }
+        let on_record = entry.is_some_and(|e| e.path == path || e.duplicate.as_deref() == Some(path));
+        if !exists && !on_record {
             return None;
         }
-        self.entries_mut().remove(&task_id);
-        // Where else it may be: a stat per folder (and archive month), not a scan of every
-        // spec, which a thousand files moved by hand would pay a thousand times.
+        // A second file of a task, one of its files removed (or moved away), a file of a task
+        // with a duplicate edited: its files are looked for in every folder (a stat per folder
+        // and archive month, not a scan of every spec, which a thousand files moved by hand
+        // would pay a thousand times) and the rule decides again.
+        self.settle_on_disk(task_id)
+    }
+
+    /// Settle `task_id` from the files that claim it on disk now.
+    fn settle_on_disk(&mut self, task_id: &str) -> Option<String> {
         let months = self.archive_months();
-        let file = format!("{task_id}.md");
-        let elsewhere = specfile::candidates(&self.root, &file, &months)
-            .into_iter()
-            .filter(|other| other != path && std::fs::symlink_metadata(other).is_ok())
-            .find_map(|other| Some((specfile::folder_of(&self.root, &other)?, other)));
-        if let Some((folder, other)) = elsewhere {
-            self.load(&other, folder);
+        let found: Vec<(Folder, PathBuf, Option<Stamp>)> =
+            specfile::candidates(&self.root, &format!("{task_id}.md"), &months)
+                .into_iter()
+                .filter_map(|(folder, path)| {
+                    // A dangling symlink is still a file claiming the task (and is reported).
+                    let meta = std::fs::symlink_metadata(&path).ok()?;
+                    let stamp = if meta.file_type().is_symlink() { Stamp::of(&path) } else { Some(Stamp::from(&meta)) };
+                    Some((folder, path, stamp))
+                })
+                .collect();
+        let mut copies: Vec<OnDisk<'_>> =
+            found.iter().map(|(folder, path, stamp)| OnDisk { path, folder: *folder, stamp: *stamp }).collect();
+        self.settle(task_id, &mut copies)
+    }
+
+    /// Make `task_id`'s entry what `copies` (every file on disk claiming it, in any order)
+    /// say: the first in lookup order ([`specfile::lookup_order`], the one rule) owns the
+    /// id, the next is its duplicate; no file, no entry. Only the owner is read, and only when
+    /// it is not the file the entry already read (same stamp). Returns the task id when its
+    /// entry changed.
+    fn settle(&mut self, task_id: &str, copies: &mut [OnDisk<'_>]) -> Option<String> {
+        copies.sort_by(|a, b| specfile::lookup_order(a.folder, a.path).cmp(&specfile::lookup_order(b.folder, b.path)));
+        let Some(owner) = copies.first() else {
+            if !self.entries.contains_key(task_id) {
+                return None;
+            }
+            self.entries_mut().remove(task_id);
+            return Some(task_id.to_string());
+        };
+        let duplicate = copies.get(1).map(|other| other.path.to_path_buf());
+        if let Some(entry) = self.entries.get(task_id)
+            && entry.path == owner.path
+            && entry.stamp.is_some()
+            && entry.stamp == owner.stamp
+        {
+            if entry.duplicate == duplicate {
+                return None;
+            }
+            self.entries_mut().get_mut(task_id).expect("present").duplicate = duplicate;
+            return Some(task_id.to_string());
         }
-        Some(task_id)
+        let keep = self.keeps_parse(task_id);
+        let entry = SpecEntry { duplicate, ..self.read_entry(task_id.to_string(), owner.path, owner.folder, keep) };
+        self.entries_mut().insert(task_id.to_string(), entry);
+        Some(task_id.to_string())
     }
 
     /// Record a spec the daemon itself just wrote (`previous` is where it was before a move;
@@ -474,33 +496,21 @@ impl Index {
     pub fn record_parsed(&mut self, path: &Path, parsed: Parsed, previous: Option<&Path>, written: &std::fs::Metadata) {
         let Some(folder) = specfile::folder_of(&self.root, path) else { return };
         let Some(task_id) = task_id_of(path) else { return };
-        if let Some(previous) = previous
-            && previous != path
-            && let Some(entry) = self.entries.get(&task_id)
-            && entry.path == previous
-        {
-            self.entries_mut().remove(&task_id);
-        }
+        // Another file of the task on record, neither the one written nor the one it moved from.
+        let others = self.entries.get(&task_id).is_some_and(|entry| {
+            std::iter::once(&entry.path)
+                .chain(entry.duplicate.as_ref())
+                .any(|other| other != path && Some(other.as_path()) != previous)
+        });
         let keep = self.keeps_parse(&task_id);
         // A hand edit that replaced the file since it was written is not what was parsed: no
         // stamp, so that the next look at it reads it.
         let stamp = Stamp::of(path).filter(|now| now.same_file(&Stamp::from(written)));
         let entry = self.entry_from_parsed(task_id.clone(), path, folder, parsed, stamp, keep);
-        self.entries_mut().insert(task_id, entry);
-    }
-
-    fn load(&mut self, path: &Path, folder: Folder) {
-        let Some(task_id) = task_id_of(path) else { return };
-        let keep = self.keeps_parse(&task_id);
-        let entry = self.read_entry(task_id.clone(), path, folder, keep);
-        match self.entries.get(&task_id) {
-            // The first file in lookup order owns the id; a second one is a conflict.
-            Some(existing) if existing.path != path && existing.path.exists() => {
-                self.entries_mut().get_mut(&task_id).expect("present").duplicate = Some(path.to_path_buf());
-            }
-            _ => {
-                self.entries_mut().insert(task_id, entry);
-            }
+        self.entries_mut().insert(task_id.clone(), entry);
+        if others {
+            // Still a duplicate: the rule decides which file owns the task, as for any other.
+            self.settle_on_disk(&task_id);
         }
     }
 
@@ -867,6 +877,80 @@ mod tests {
         let entry = index.get("a").expect("the second copy holds the task");
         assert_ne!(entry.path, first);
         assert!(entry.duplicate.is_none());
+    }
+
+    /// What a task's entry says of its files: the owner's path and title, and its duplicate.
+    fn files_of(index: &Index, task: &str) -> Option<(PathBuf, String, Option<PathBuf>)> {
+        index.get(task).map(|e| (e.path.clone(), e.listing.title.clone(), e.duplicate.clone()))
+    }
+
+    /// A task in several folders is owned by its first file in lookup order, however its files
+    /// were seen: one by one by a live index (in every order), all at once by a fresh scan, by
+    /// one task's lookup; an edit to the owner keeps the duplicate; and when a file goes, the
+    /// next in that order takes over, as a fresh scan would have it.
+    #[test]
+    fn the_files_of_a_task_settle_the_same_whatever_order_they_are_seen_in() {
+        let folders = ["archive/2026-01", "active", "drafts"];
+        let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+        for order in orders {
+            let dir = tempfile::tempdir().unwrap();
+            let specs = dir.path().join(".scafld/specs");
+            let path = |i: usize| specs.join(folders[i]).join("t.md");
+            for folder in folders {
+                std::fs::create_dir_all(specs.join(folder)).unwrap();
+            }
+            let mut live = Index::new(dir.path());
+            live.sync();
+            let agree = |live: &mut Index, when: &str| {
+                let fresh = Index::build(dir.path());
+                assert_eq!(files_of(live, "t"), files_of(&fresh, "t"), "order {order:?}, {when}: live and fresh");
+                let mut one = Index::new(dir.path());
+                one.sync_task("t");
+                assert_eq!(files_of(&one, "t"), files_of(&fresh, "t"), "order {order:?}, {when}: one task's lookup");
+                assert_eq!(live.sync(), Vec::<String>::new(), "order {order:?}, {when}: a sync finds nothing new");
+            };
+            for &i in &order {
+                std::fs::write(path(i), spec("t", folders[i])).unwrap();
+                live.refresh(&path(i));
+                agree(&mut live, &format!("{} arrived", folders[i]));
+            }
+            assert_eq!(files_of(&live, "t"), Some((path(2), "drafts".to_string(), Some(path(1)))));
+            edit(&path(2), "drafts edited");
+            assert_eq!(live.refresh(&path(2)), Some("t".to_string()));
+            assert_eq!(files_of(&live, "t"), Some((path(2), "drafts edited".to_string(), Some(path(1)))));
+            agree(&mut live, "the owner edited");
+            for &i in &order {
+                std::fs::remove_file(path(i)).unwrap();
+                live.refresh(&path(i));
+                agree(&mut live, &format!("{} removed", folders[i]));
+            }
+            assert!(live.get("t").is_none());
+        }
+    }
+
+    /// The same over whole syncs: a second file arriving before its task's first in lookup
+    /// order takes the task over at the next sync, and a resync agrees.
+    #[test]
+    fn a_sync_gives_a_task_to_its_first_file_in_lookup_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let specs = dir.path().join(".scafld/specs");
+        std::fs::create_dir_all(specs.join("active")).unwrap();
+        std::fs::write(specs.join("active/t.md"), spec("t", "active")).unwrap();
+        let mut index = Index::new(dir.path());
+        index.sync();
+        std::fs::create_dir_all(specs.join("drafts")).unwrap();
+        std::fs::write(specs.join("drafts/t.md"), spec("t", "drafts")).unwrap();
+        assert_eq!(index.sync(), vec!["t".to_string()]);
+        let expected = Some((specs.join("drafts/t.md"), "drafts".to_string(), Some(specs.join("active/t.md"))));
+        assert_eq!(files_of(&index, "t"), expected);
+        assert_eq!(index.resync(), Vec::<String>::new());
+        assert_eq!(files_of(&index, "t"), expected);
+        // The daemon's own write to the owner keeps the duplicate on record.
+        let (owner, text) = (specs.join("drafts/t.md"), spec("t", "drafts written"));
+        let written = specfile::write_spec(Some(&owner), &owner, &text).unwrap();
+        index.record_write(&owner, &text, None, &written);
+        assert_eq!(index.get("t").unwrap().duplicate.as_deref(), Some(specs.join("active/t.md").as_path()));
+        assert_eq!(index.sync(), Vec::<String>::new());
     }
 
     fn edit(path: &Path, title: &str) {

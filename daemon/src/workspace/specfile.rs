@@ -52,16 +52,30 @@ pub fn scan(root: &Path) -> Vec<Found> {
     found
 }
 
-/// Every path a spec file named `file` could have, in lookup order, given the archive's month
-/// folders ([`archive_months`]).
-pub fn candidates(root: &Path, file: &str, months: &[PathBuf]) -> Vec<PathBuf> {
+/// Every path a spec file named `file` could have, with its folder, in lookup order, given the
+/// archive's month folders ([`archive_months`]).
+pub fn candidates(root: &Path, file: &str, months: &[PathBuf]) -> Vec<(Folder, PathBuf)> {
     let specs = specs_dir(root);
-    let mut paths: Vec<PathBuf> = [Folder::Drafts, Folder::Approved, Folder::Active]
-        .iter()
-        .map(|f| specs.join(f.dir_name()).join(file))
-        .collect();
-    paths.extend(months.iter().map(|month| month.join(file)));
+    let mut paths = Vec::with_capacity(Folder::ALL.len() + months.len());
+    for folder in Folder::ALL {
+        match folder {
+            Folder::Archive => paths.extend(months.iter().map(|month| (folder, month.join(file)))),
+            _ => paths.push((folder, specs.join(folder.dir_name()).join(file))),
+        }
+    }
     paths
+}
+
+/// Which of the files claiming one task id (its name in more than one spec folder: an
+/// interrupted move, a copy made by hand) owns the id: the one with the least key, that is the
+/// first in lookup order (drafts, approved, active, then the archive's months oldest first).
+/// The others are duplicates, reported as errors. This is the one rule: the index sorts every
+/// task's files by this key, whatever order they were found or arrived in, so that a daemon
+/// that watched them come and one that scanned them at start agree. ([`scan`] and
+/// [`candidates`] list files in the same order, but nothing relies on that.)
+pub fn lookup_order(folder: Folder, path: &Path) -> (usize, &Path) {
+    let rank = Folder::ALL.iter().position(|f| *f == folder).unwrap_or(Folder::ALL.len());
+    (rank, path)
 }
 
 /// The month folders of the archive folder `archive`, sorted.
