@@ -18,7 +18,7 @@ use crate::jobs::Jobs;
 use crate::store::{Store, WorkspaceRecord};
 use crate::workspace::tripwire::{Change, Tripwire};
 use crate::workspace::watch;
-use crate::workspace::{Workspace, layout, specfile};
+use crate::workspace::{RangeHome, Workspace, layout, specfile};
 
 pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -47,9 +47,11 @@ pub struct Daemon {
     events: broadcast::Sender<Event>,
     shutdown: CancellationToken,
     shutdown_announced: AtomicBool,
-    /// Workspaces opened since start, by id.
+    /// Workspaces opened since start, by canonical root: a folder holds one at a time, and one
+    /// workspace may be open at two folders (a git worktree whose `.scafld` links to the main
+    /// checkout's: one id, one ledger and task locks, two roots to run in).
     /// Never held across an `.await` (a std lock: the compiler and clippy keep it so).
-    open_workspaces: StdMutex<HashMap<String, Arc<Workspace>>>,
+    open_workspaces: StdMutex<HashMap<PathBuf, Arc<Workspace>>>,
     /// What lets whole-workspace reads skip their stats and reports hand edits (see
     /// `workspace/tripwire.rs`); `None` when the kernel refused a queue.
     tripwire: Option<Arc<Tripwire>>,
@@ -140,7 +142,7 @@ impl Daemon {
             .map_err(RpcError::internal)?
             .into_iter()
             .map(|record| WorkspaceInfo {
-                open: open.get(&record.id).is_some_and(|w| w.root.display().to_string() == record.root),
+                open: open.get(Path::new(&record.root)).is_some_and(|w| w.id == record.id),
                 workspace_id: record.id,
                 root: record.root,
             })
@@ -152,35 +154,34 @@ impl Daemon {
     /// The open workspace at `root`, opening it if needed.
     pub async fn workspace(&self, root: &str) -> RpcResult<Arc<Workspace>> {
         let canonical = canonical_root(Path::new(root))?;
+        let initialised = canonical.join(layout::SCAFLD_DIR).is_dir();
         {
             let mut open = crate::sync::lock(&self.open_workspaces);
-            if let Some(ws) = open.values().find(|w| w.root == canonical).cloned() {
-                if ws.is_bare() && !canonical.join(layout::SCAFLD_DIR).is_dir() {
-                    return Ok(ws);
-                }
-                if ws.id_file_names_this() {
-                    return Ok(ws);
-                }
-                open.remove(&ws.id);
+            match open.get(&canonical) {
+                Some(ws) if ws.is_bare() && !initialised => return Ok(ws.clone()),
+                Some(ws) if !ws.is_bare() && ws.id_file_names_this() => return Ok(ws.clone()),
+                // Its `.scafld` is gone: the folder is a plain repository again, or nothing.
+                Some(ws) if !ws.is_bare() && !initialised => drop(open.remove(&canonical)),
+                // Otherwise opening settles what the folder holds now, and replaces it if it
+                // is another workspace.
+                _ => {}
             }
         }
         // A plain repository whose range reviews this daemon keeps (after a restart too).
-        if !canonical.join(layout::SCAFLD_DIR).is_dir() && self.bare_data(&canonical).1.is_dir() {
+        if !initialised && self.range_home(&canonical).data.is_dir() {
             return self.open_bare(&canonical);
         }
         self.open_workspace(&canonical).await?;
         let open = crate::sync::lock(&self.open_workspaces);
-        open.values().find(|w| w.root == canonical).cloned().ok_or_else(|| RpcError::internal("workspace vanished"))
+        open.get(&canonical).cloned().ok_or_else(|| RpcError::internal("workspace vanished"))
     }
 
-    /// The id and data folder of a plain git repository's range reviews: in the state dir,
-    /// named by a digest of the repository's path.
-    fn bare_data(&self, root: &Path) -> (String, PathBuf) {
-        use sha2::{Digest, Sha256};
-        let digest = format!("{:x}", Sha256::digest(root.display().to_string().as_bytes()));
-        let id = format!("repo-{}", &digest[..24]);
+    /// Where a plain git repository's range reviews live: in the state dir, under an id named
+    /// by a digest of the repository's path.
+    fn range_home(&self, root: &Path) -> RangeHome {
+        let id = layout::range_id(root);
         let data = self.options.state_dir.join("repos").join(&id);
-        (id, data)
+        RangeHome { id, data }
     }
 
     /// Where a range review of `root` runs: its workspace when it has `.scafld/`, else the git
@@ -196,22 +197,30 @@ impl Daemon {
 
     fn open_bare(&self, canonical: &Path) -> RpcResult<Arc<Workspace>> {
         crate::baseline::require_git(canonical)?;
-        let (id, data) = self.bare_data(canonical);
-        std::fs::create_dir_all(&data).map_err(workspace_io_error)?;
+        let range = self.range_home(canonical);
+        std::fs::create_dir_all(&range.data).map_err(workspace_io_error)?;
         let mut open = crate::sync::lock(&self.open_workspaces);
-        let ws = open
-            .entry(id.clone())
-            .or_insert_with(|| Arc::new(Workspace::bare(id, canonical.to_path_buf(), data)))
-            .clone();
+        if let Some(ws) = open.get(canonical).filter(|ws| ws.is_bare()) {
+            return Ok(ws.clone());
+        }
+        let ws = Arc::new(Workspace::bare(canonical.to_path_buf(), range));
+        open.insert(canonical.to_path_buf(), ws.clone());
         Ok(ws)
     }
 
     /// Register the workspace at `root` (which must already hold `.scafld/`), watch it, and
     /// start building its spec index in the background.
-    ///
-    /// Identity comes from `.scafld/workspace_id`, so a moved workspace keeps its id and its
-    /// history. A copy (same id, and the original still in place) gets a fresh id.
     pub async fn open_workspace(&self, root: &Path) -> RpcResult<WorkspaceInfo> {
+        self.open_workspace_as(root, Opening::Existing).await.map(|(info, _)| info)
+    }
+
+    /// [`Daemon::open_workspace`], told whether `scafld init` has just made its `.scafld/`
+    /// (a new workspace, which takes no identity the folder had before). Also returns the id
+    /// put back into a missing `.scafld/workspace_id`, if one was.
+    ///
+    /// Identity comes from `.scafld/workspace_id` (see [`Daemon::settle_identity`]), so a
+    /// moved workspace keeps its id and its history; a copy gets a fresh one.
+    pub async fn open_workspace_as(&self, root: &Path, opening: Opening) -> RpcResult<(WorkspaceInfo, Option<String>)> {
         let root = canonical_root(root)?;
         if !root.join(layout::SCAFLD_DIR).is_dir() {
             return Err(RpcError::new(
@@ -222,57 +231,133 @@ impl Daemon {
         }
         let root_text = root.display().to_string();
         // Identity is settled with the table locked, so two opens of one folder agree on its id.
-        let (id, already_open) = {
-            let open = crate::sync::lock(&self.open_workspaces);
-            let (mut id, _) = layout::read_or_create_id(&root).map_err(workspace_io_error)?;
-            let known = self.store.workspace(&id).map_err(RpcError::internal)?;
-            if let Some(known) = &known
-                && known.root != root_text
-                && is_copy_of(Path::new(&known.root), &id)
-            {
-                id = layout::new_id().map_err(workspace_io_error)?;
-                layout::write_id(&root, &id).map_err(workspace_io_error)?;
-            }
-            let record = WorkspaceRecord { id: id.clone(), root: root_text.clone() };
-            if known.as_ref() != Some(&record) {
-                self.store.save_workspace(&record).map_err(RpcError::internal)?;
-            }
-            let already_open = open.get(&id).is_some_and(|w| w.root == root);
-            (id, already_open)
-        };
-        if !already_open {
-            let inserted = {
-                let mut open = crate::sync::lock(&self.open_workspaces);
-                // Opened meanwhile by another call: theirs stands.
-                let fresh = open.get(&id).is_none_or(|w| w.root != root);
-                if fresh {
-                    let workspace = Arc::new(Workspace::open(id.clone(), root.clone(), self.tripwire.clone()));
-                    // One workspace per folder: one initialised again in place (a new id) or a
-                    // plain repository's range-review stand-in is replaced, not kept beside it
-                    // to take its hand edits.
-                    open.retain(|_, other| other.root != root);
-                    open.insert(id.clone(), workspace.clone());
+        let (id, restored, inserted) = {
+            let mut open = crate::sync::lock(&self.open_workspaces);
+            let (id, restored) = self.settle_identity(&root, opening)?;
+            // One workspace per folder: one initialised again in place (a new id) or a plain
+            // repository's range-review stand-in is replaced, not kept beside it to take its
+            // hand edits. Opened meanwhile by another call: theirs stands.
+            let inserted = match open.get(&root) {
+                Some(ws) if ws.id == id && !ws.is_bare() => None,
+                _ => {
+                    let range = self.range_home(&root);
+                    let workspace = Arc::new(Workspace::open(id.clone(), root.clone(), range, self.tripwire.clone()));
+                    open.insert(root.clone(), workspace.clone());
                     Some(workspace)
-                } else {
-                    None
                 }
             };
-            if let Some(workspace) = inserted {
-                // Watched before it is read, so that no edit falls between the two.
-                if let Some(wire) = &self.tripwire
-                    && wire.arm(&root).is_none()
-                {
-                    info!(root = %root_text, "the spec folders are not all watched here; whole-workspace reads stat them");
+            (id, restored, inserted)
+        };
+        if let Some(workspace) = inserted {
+            // Watched before it is read, so that no edit falls between the two.
+            if let Some(wire) = &self.tripwire
+                && wire.arm(&root).is_none()
+            {
+                info!(root = %root_text, "the spec folders are not all watched here; whole-workspace reads stat them");
+            }
+            // The index fills in the background; calls are served meanwhile (see index.rs).
+            tokio::task::spawn_blocking(move || {
+                workspace.warm_index();
+                info!(workspace = %workspace.id, root = %workspace.root.display(), specs = crate::sync::read(&workspace.index).len(), "workspace indexed");
+            });
+            self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
+        }
+        Ok((WorkspaceInfo { workspace_id: id, root: root_text, open: true }, restored))
+    }
+
+    /// The identity of the workspace at `root`, settled (the workspace table locked by the
+    /// caller), with the id file and the store's record brought in line:
+    ///
+    /// - `.scafld/workspace_id` names it. A copy (the id's recorded folder still holds it, in
+    ///   a `.scafld` of its own) gets a fresh id; a `.scafld` reached through a symlink that is
+    ///   the recorded folder's own is the same workspace, not a copy (a git worktree sharing
+    ///   the main checkout's), and its id stays.
+    /// - With no id file in a `.scafld` that is still there (deleted by hand, `git clean -X`),
+    ///   the folder keeps the workspace the store records for it, whose ledgers and running
+    ///   jobs are its own (the id is put back, and returned); only a folder with none on
+    ///   record, or a `.scafld` that `init` has just made, gets a new id.
+    /// - A folder never takes another workspace's identity while a job of the one it held
+    ///   still runs there (their task locks and ledgers would part): `busy`, naming the job,
+    ///   and nothing is written.
+    ///
+    /// The record follows a moved workspace to its new folder, and stays with the folder whose
+    /// `.scafld` is the real directory when several reach it; recording one at a folder
+    /// retires any other recorded there (a folder holds one workspace at a time).
+    fn settle_identity(&self, root: &Path, opening: Opening) -> RpcResult<(String, Option<String>)> {
+        let root_text = root.display().to_string();
+        let records = self.store.workspaces().map_err(RpcError::internal)?;
+        let recorded = |id: &str| records.iter().find(|r| r.id == id);
+        let (id, write, restored) = match layout::read_id(root).map_err(workspace_io_error)? {
+            Some(id) => match recorded(&id) {
+                Some(known) if known.root != root_text && is_copy_of(Path::new(&known.root), root, &id) => {
+                    (layout::new_id().map_err(workspace_io_error)?, true, None)
                 }
-                // The index fills in the background; calls are served meanwhile (see index.rs).
-                tokio::task::spawn_blocking(move || {
-                    workspace.warm_index();
-                    info!(workspace = %workspace.id, root = %workspace.root.display(), specs = crate::sync::read(&workspace.index).len(), "workspace indexed");
-                });
-                self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
+                _ => (id, false, None),
+            },
+            None => match opening {
+                Opening::Existing => match recorded_here(&records, root) {
+                    Some(kept) => {
+                        info!(workspace = %kept, root = %root_text, "the id file was missing: the folder keeps its workspace");
+                        (kept.clone(), true, Some(kept))
+                    }
+                    None => (layout::new_id().map_err(workspace_io_error)?, true, None),
+                },
+                Opening::Created => (layout::new_id().map_err(workspace_io_error)?, true, None),
+            },
+        };
+        self.refuse_while_held(root, Some(&id))?;
+        if write {
+            layout::write_id(root, &id).map_err(workspace_io_error)?;
+        }
+        let known = recorded(&id);
+        let moves = known.is_none_or(|k| k.root != root_text && !stays_with(Path::new(&k.root), root));
+        if moves {
+            self.store
+                .save_workspace(&WorkspaceRecord { id: id.clone(), root: root_text.clone() })
+                .map_err(RpcError::internal)?;
+            let here = |r: &WorkspaceRecord| r.root == root_text || same_scafld(Path::new(&r.root), root);
+            let retired: Vec<String> = records.iter().filter(|r| r.id != id && here(r)).map(|r| r.id.clone()).collect();
+            if !retired.is_empty() {
+                info!(root = %root_text, workspace = %id, ?retired, "the folder holds another workspace now");
+                // A lagging record only means a stale line in `daemon status`.
+                if let Err(e) = self.store.retire_workspaces(&retired) {
+                    warn!("cannot retire the workspaces this folder held before: {e}");
+                }
             }
         }
-        Ok(WorkspaceInfo { workspace_id: id, root: root_text, open: true })
+        Ok((id, restored))
+    }
+
+    /// Refuse (`busy`, naming the job) when a job of another workspace than `id` (any, for
+    /// `None`: `init` is about to make a new one) still runs at `root`: a folder never takes
+    /// another identity under a running build or review of the one it held. The range
+    /// reviews a plain repository ran before `scafld init` are the folder's whatever it holds.
+    pub fn refuse_while_held(&self, root: &Path, id: Option<&str>) -> RpcResult<()> {
+        let (root_text, range) = (root.display().to_string(), layout::range_id(root));
+        let held = self.jobs.matching(|r| {
+            !r.state.is_finished()
+                && r.root == root_text
+                && Some(r.workspace_id.as_str()) != id
+                && r.workspace_id != range
+        });
+        let Some(job) = held.into_iter().min_by(|a, b| a.created_at.cmp(&b.created_at)) else { return Ok(()) };
+        let what = match job.kind {
+            crate::domain::job::JobKind::Acceptance => format!("a build of `{}`", job.task_id),
+            crate::domain::job::JobKind::Review if job.task_id.is_empty() => "a review".to_string(),
+            crate::domain::job::JobKind::Review => format!("a review of `{}`", job.task_id),
+        };
+        Err(RpcError::new(
+            ErrorKind::Busy,
+            format!(
+                "{what} (job {}) is running in {root_text} for workspace {}, which this folder held; it cannot take another workspace identity until that job ends",
+                job.id, job.workspace_id
+            ),
+        )
+        .with_hint(format!(
+            "wait for it with `scafld job wait {id}` or stop it with `scafld job cancel {id}`, then run this again; to keep that workspace, put its id back: `echo {ws} > .scafld/workspace_id`",
+            id = job.id,
+            ws = job.workspace_id
+        )))
     }
 
     /// Read the change queue and take in the changes it reports until shutdown.
@@ -388,9 +473,48 @@ impl Daemon {
     }
 }
 
-/// The previously recorded root still exists and still carries `id`: the new root is a copy.
-fn is_copy_of(previous_root: &Path, id: &str) -> bool {
+/// How a workspace is being opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// Its `.scafld/` was there: a missing id file is the one the folder's record names.
+    Existing,
+    /// `scafld init` has just made its `.scafld/`: a new workspace.
+    Created,
+}
+
+/// The previously recorded root still exists and still carries `id` in a `.scafld` of its own
+/// (not the one `root` reaches too): `root` is a copy.
+fn is_copy_of(previous_root: &Path, root: &Path, id: &str) -> bool {
     std::fs::read_to_string(previous_root.join(layout::ID_FILE)).is_ok_and(|text| text.trim() == id)
+        && !same_scafld(previous_root, root)
+}
+
+/// Whether `a/.scafld` and `b/.scafld` are one folder (one reached through a symlink).
+fn same_scafld(a: &Path, b: &Path) -> bool {
+    layout::scafld_identity(a).is_some_and(|id| Some(id) == layout::scafld_identity(b))
+}
+
+/// Whether the record of a workspace at `recorded` stays there while `root` opens it too: both
+/// reach one `.scafld`, and `root`'s is not the real folder where `recorded`'s is a link (the
+/// workspace is recorded where its `.scafld` is, so switching checkouts rewrites nothing).
+fn stays_with(recorded: &Path, root: &Path) -> bool {
+    let takes_over = layout::scafld_is_link(recorded) && !layout::scafld_is_link(root);
+    same_scafld(recorded, root) && !takes_over
+}
+
+/// The workspace the store records for the folder `root`: the one at that root, else the one at
+/// a root reaching the same `.scafld`. `None` when there is none, or no single one (records
+/// from before a folder was recorded with one workspace at a time: nothing is guessed).
+fn recorded_here(records: &[WorkspaceRecord], root: &Path) -> Option<String> {
+    let root_text = root.display().to_string();
+    let at_root: Vec<&WorkspaceRecord> = records.iter().filter(|r| r.root == root_text).collect();
+    let reaching: Vec<&WorkspaceRecord> =
+        records.iter().filter(|r| r.root != root_text && same_scafld(Path::new(&r.root), root)).collect();
+    match (at_root.as_slice(), reaching.as_slice()) {
+        ([only], _) => Some(only.id.clone()),
+        ([], [only]) => Some(only.id.clone()),
+        _ => None,
+    }
 }
 
 pub fn canonical_root(root: &Path) -> RpcResult<PathBuf> {

@@ -110,6 +110,6 @@ pub(crate) fn next_for(
 ) -> NextAction {
     let replay = ledger::replay(entries);
     let running =
-        daemon.sessions.latest(&ws.id, Some(&spec.front.task_id)).filter(|s| s.result.is_none()).map(|s| s.key.clone());
+        daemon.sessions.latest(ws, Some(&spec.front.task_id)).filter(|s| s.result.is_none()).map(|s| s.key.clone());
     next_action(&Facts { spec, replay: &replay, spec_errors, stale, running_review: running.as_deref() })
 }

@@ -7,6 +7,7 @@ mod daemon;
 mod exec;
 mod gate;
 mod harden;
+mod identity;
 mod lsp;
 mod output;
 mod providers;

@@ -97,7 +97,7 @@ fn empty_range(
         context_digest,
         ..SessionRecord::default()
     };
-    daemon.sessions.add(daemon.store(), session, |session| {
+    daemon.sessions.add(daemon.store(), ws, session, |session| {
         let mut result = consensus::wait_result(&session.key, session.iteration, &[], Outcome::Pass);
         result.gate = Some(Outcome::Pass.into());
         session.result = Some(result);

@@ -51,6 +51,16 @@ pub async fn record_consensus(
     outcome: consensus::Outcome,
 ) -> RpcResult<Gate> {
     let ws = daemon.workspace(&session.root).await?;
+    if ws.id != session.workspace_id {
+        // Never into another workspace's ledger (the folder took a new identity meanwhile).
+        return Err(RpcError::new(
+            ErrorKind::WorkspaceError,
+            format!(
+                "{} holds workspace {} now, not {}, which this review is of",
+                session.root, ws.id, session.workspace_id
+            ),
+        ));
+    }
     let lock = daemon.jobs.task_lock(&ws, task);
     let _guard = lock.lock().await;
     let mutated = match guard_snapshot(&ws, task, &session.scope).await {

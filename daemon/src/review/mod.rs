@@ -122,9 +122,10 @@ impl Sessions {
         crate::sync::lock(&self.settling).entry(key.to_string()).or_default().clone()
     }
 
-    /// The most recent session of a workspace (optionally of one task).
-    pub fn latest(&self, workspace_id: &str, task: Option<&str>) -> Option<SessionRecord> {
-        self.latest_where(|s| s.workspace_id == workspace_id && task.is_none_or(|t| s.task() == Some(t)))
+    /// The most recent session of a workspace (optionally of one task), range reviews its
+    /// folder ran before `scafld init` included.
+    pub fn latest(&self, ws: &Workspace, task: Option<&str>) -> Option<SessionRecord> {
+        self.latest_where(|s| ws.owns(&s.workspace_id) && task.is_none_or(|t| s.task() == Some(t)))
     }
 
     fn latest_where(&self, keep: impl Fn(&SessionRecord) -> bool) -> Option<SessionRecord> {
@@ -135,29 +136,35 @@ impl Sessions {
     /// The session a caller without a key means, and why: its own latest session when it can
     /// be told apart (two agents in one repository must not pick up each other's review), else
     /// the workspace's latest.
-    pub fn latest_for_caller(&self, workspace_id: &str, identity: &str) -> Option<(SessionRecord, &'static str)> {
+    pub fn latest_for_caller(&self, ws: &Workspace, identity: &str) -> Option<(SessionRecord, &'static str)> {
         let own = (!identity.is_empty())
-            .then(|| self.latest_where(|s| s.workspace_id == workspace_id && s.caller_identity == identity))
+            .then(|| self.latest_where(|s| ws.owns(&s.workspace_id) && s.caller_identity == identity))
             .flatten();
         match own {
             Some(session) => Some((session, "the latest session you started")),
-            None => self.latest(workspace_id, None).map(|s| (s, "the latest session of the workspace")),
+            None => self.latest(ws, None).map(|s| (s, "the latest session of the workspace")),
         }
     }
 
-    /// Number a new session (its creation `seq`, and its round: rounds count per task, or per
-    /// range base and context file), let `complete` fill in what depends on the numbers, and
-    /// record it. One step under the lock, so concurrent spawns never share a number.
+    /// Number a new session of `ws` (its creation `seq`, and its round: rounds count per task,
+    /// or per range base and context file, the folder's rounds from before `scafld init`
+    /// included), let `complete` fill in what depends on the numbers, and record it. One step
+    /// under the lock, so concurrent spawns never share a number.
     pub(crate) fn add(
         &self,
         store: &dyn crate::store::Store,
+        ws: &Workspace,
         mut session: SessionRecord,
         complete: impl FnOnce(&mut SessionRecord),
     ) -> SessionRecord {
         let mut records = crate::sync::lock(&self.records);
         session.seq = 1 + records.values().map(|s| s.seq).max().unwrap_or(0);
         let group = review_group(&session);
-        let last_round = records.values().filter(|s| review_group(s) == group).map(|s| s.iteration).max();
+        let same_group = |s: &SessionRecord| {
+            let other = review_group(s);
+            ws.owns(other.0) && (other.1, other.2, other.3) == (group.1, group.2, group.3)
+        };
+        let last_round = records.values().filter(|s| same_group(s)).map(|s| s.iteration).max();
         session.iteration = 1 + last_round.unwrap_or(0);
         complete(&mut session);
         if let Err(e) = store.save_session(&session) {
@@ -334,7 +341,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         session.job_ids.push(new_job(daemon, &s.ws, &session, reviewer, 1, template));
     }
     daemon.sessions.keep_caller_env(&session);
-    let session = daemon.sessions.add(daemon.store(), session, |_| {});
+    let session = daemon.sessions.add(daemon.store(), &s.ws, session, |_| {});
     write_report(daemon, &session);
     start_jobs(daemon, &session);
     if spawned.is_empty() {
@@ -385,7 +392,7 @@ fn runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
         Some(task) => task.to_string(),
         None => format!("review-{}", &session.key[..8]),
     };
-    ws.data.join("runs").join(label)
+    ws.data_of(&session.workspace_id).join("runs").join(label)
 }
 
 /// Who will run a prepared provider: the client executable its MCP server is started from,
@@ -602,11 +609,12 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
     daemon.jobs.touch();
 }
 
-/// The session a call names, checked against the workspace it came from.
+/// The session a call names, checked against the workspace it came from (which owns the range
+/// reviews its folder ran before `scafld init`).
 pub fn find(daemon: &Daemon, ws: &Workspace, key: Option<&str>, task: Option<&str>) -> RpcResult<SessionRecord> {
     let session = match key {
-        Some(key) => daemon.sessions.get(key).filter(|s| s.workspace_id == ws.id),
-        None => daemon.sessions.latest(&ws.id, task),
+        Some(key) => daemon.sessions.get(key).filter(|s| ws.owns(&s.workspace_id)),
+        None => daemon.sessions.latest(ws, task),
     };
     session.ok_or_else(|| {
         let what = match (key, task) {
@@ -629,7 +637,7 @@ pub async fn wait(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<m::
     let ws = daemon.workspace(&p.root).await?;
     let (key, chosen) = match p.session_key.as_deref() {
         Some(key) => (find(daemon, &ws, Some(key), None)?.key, ""),
-        None => match daemon.sessions.latest_for_caller(&ws.id, &p.caller_identity) {
+        None => match daemon.sessions.latest_for_caller(&ws, &p.caller_identity) {
             Some((session, why)) => (session.key, why),
             None => (find(daemon, &ws, None, None)?.key, ""),
         },

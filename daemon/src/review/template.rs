@@ -145,7 +145,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
 pub async fn result(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<Option<m::TemplateReviewResult>> {
     let ws = daemon.workspace(&p.root).await?;
     let session = match p.session_key.as_deref() {
-        None => daemon.sessions.latest_for_caller(&ws.id, &p.caller_identity).map(|(s, _)| s),
+        None => daemon.sessions.latest_for_caller(&ws, &p.caller_identity).map(|(s, _)| s),
         key => Some(super::find(daemon, &ws, key, None)?),
     };
     let session = session.map(Ok).unwrap_or_else(|| super::find(daemon, &ws, None, None))?;
@@ -167,7 +167,7 @@ pub async fn history(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResu
         .sessions
         .all()
         .into_iter()
-        .filter(|s| s.workspace_id == ws.id && s.subject.template().is_some())
+        .filter(|s| ws.owns(&s.workspace_id) && s.subject.template().is_some())
         .collect();
     sessions.sort_by_key(|s| std::cmp::Reverse(s.seq));
     let reviews = sessions.into_iter().filter_map(|s| s.result.and_then(|w| w.template_result)).collect();

@@ -64,7 +64,7 @@ pub async fn claim(
         return Err(RpcError::new(ErrorKind::InvalidInput, "timeout must be a non-negative number of seconds"));
     }
     let only = match &p.root {
-        Some(root) => Some(daemon.workspace(root).await?.id.clone()),
+        Some(root) => Some(daemon.workspace(root).await?),
         None => None,
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(p.timeout_seconds.min(3600.0));
@@ -81,7 +81,7 @@ pub async fn claim(
             daemon.store(),
             |r| {
                 r.review.as_ref().is_some_and(|w| w.reviewer == "worker")
-                    && only.as_ref().is_none_or(|id| *id == r.workspace_id)
+                    && only.as_ref().is_none_or(|ws| ws.owns(&r.workspace_id))
             },
             |r| {
                 r.state = JobState::Running;

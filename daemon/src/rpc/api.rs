@@ -16,7 +16,7 @@ use scafld_protocol::{ErrorKind, Event, Method, PROTOCOL_VERSION};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::daemon::{DAEMON_VERSION, Daemon, workspace_io_error};
+use crate::daemon::{DAEMON_VERSION, Daemon, Opening, workspace_io_error};
 use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
 use crate::rendered::Rendered;
@@ -174,6 +174,15 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
         return Err(RpcError::new(ErrorKind::WorkspaceError, format!("{} is not a directory", root.display()))
             .with_hint("create the directory first, or pass --root with an existing directory"));
     }
+    // A `.scafld` made now is a new workspace: refused before anything is written while a
+    // job of the one this folder held still runs here.
+    let opening = if root.join(layout::SCAFLD_DIR).exists() {
+        Opening::Existing
+    } else {
+        daemon.refuse_while_held(&crate::daemon::canonical_root(root)?, None)?;
+        Opening::Created
+    };
+    let had_id = root.join(layout::ID_FILE).exists();
     let mut report = layout::init_layout(root).map_err(workspace_io_error)?;
     if let Some(caller) = &params.caller {
         crate::receipts::init_trust(root, &caller.env, &mut report)
@@ -185,14 +194,25 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
     if params.ci {
         crate::receipts::init_ci(root, &mut report).map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
     }
-    let workspace = daemon.open_workspace(root).await?;
-    let warnings = match crate::baseline::require_git(root) {
+    let (workspace, restored) = daemon.open_workspace_as(root, opening).await?;
+    if had_id {
+        report.skipped.push(layout::ID_FILE.to_string());
+    } else {
+        report.created.push(layout::ID_FILE.to_string());
+    }
+    let mut warnings = match crate::baseline::require_git(root) {
         Ok(()) => Vec::new(),
         Err(_) => vec![format!(
             "{} is not a git repository: plan and validate work, but approval records a git baseline; run `git init` before `scafld approve`",
             root.display()
         )],
     };
+    if let Some(id) = restored {
+        warnings.push(format!(
+            "{} was missing: it names this folder's workspace {id} again, whose ledgers, reviews and running jobs stay its own",
+            layout::ID_FILE
+        ));
+    }
     Ok(m::WorkspaceInitResult {
         workspace,
         created: report.created,

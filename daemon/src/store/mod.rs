@@ -61,6 +61,9 @@ pub trait Store: Send + Sync + 'static {
     fn save_workspace(&self, record: &WorkspaceRecord) -> Result<(), StoreError>;
     fn workspace(&self, id: &str) -> Result<Option<WorkspaceRecord>, StoreError>;
     fn workspaces(&self) -> Result<Vec<WorkspaceRecord>, StoreError>;
+    /// Forget where workspaces `ids` live (another took their folder); their ledgers stay, and
+    /// opening one of them again records it again.
+    fn retire_workspaces(&self, ids: &[String]) -> Result<(), StoreError>;
     /// Append events to a task's ledger with the next sequence numbers, flushed before return.
     /// Callers serialise appends per task.
     fn append(
@@ -406,6 +409,19 @@ impl Store for SledStore {
         Ok(())
     }
 
+    fn retire_workspaces(&self, ids: &[String]) -> Result<(), StoreError> {
+        // Out of the manifest first, and on disk: it must never promise a workspace the
+        // database no longer holds (if it cannot be saved, nothing is retired this time).
+        self.manifest.note(|m| ids.iter().for_each(|id| drop(m.workspaces.remove(id))));
+        self.manifest.save()?;
+        self.run(|t| {
+            for id in ids {
+                t.workspaces.remove(id.as_bytes())?;
+            }
+            t.flush()
+        })
+    }
+
     fn workspace(&self, id: &str) -> Result<Option<WorkspaceRecord>, StoreError> {
         self.run(|t| match t.workspaces.get(id.as_bytes())? {
             Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
@@ -575,6 +591,26 @@ mod tests {
         std::fs::write(manifest::path_for(&db), lagging).unwrap();
         let store = SledStore::open(&db).expect("a lagging manifest is no damage");
         assert_eq!(store.jobs().unwrap()[0].state, JobState::Cancelled);
+    }
+
+    /// A workspace retired from its folder (another took the folder) leaves the database and
+    /// the manifest together: the next open finds nothing missing, and its ledger stays.
+    #[test]
+    fn a_retired_workspace_leaves_the_manifest_too_and_keeps_its_ledger() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let store = SledStore::open(&db).unwrap();
+        for id in ["old", "new"] {
+            store.save_workspace(&WorkspaceRecord { id: id.into(), root: "/r".into() }).unwrap();
+        }
+        let event = LedgerEvent::Build { status: "active".into(), reason: "kept".into() };
+        store.append("old", "t", "2026-01-01T00:00:00Z", vec![event]).unwrap();
+        store.retire_workspaces(&["old".to_string()]).unwrap();
+        drop(store);
+        let store = SledStore::open(&db).expect("the manifest agrees with the database");
+        let ids: Vec<String> = store.workspaces().unwrap().into_iter().map(|w| w.id).collect();
+        assert_eq!(ids, ["new"]);
+        assert_eq!(store.ledger("old", "t").unwrap().len(), 1);
     }
 
     /// A job put without waiting for the disk is synced by its id, and read back after a

@@ -84,7 +84,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
             (SnapshotMode::WorkingTree, base, tree.files.clone())
         }
     };
-    let session = daemon.sessions.latest(&ws.id, Some(&task));
+    let session = daemon.sessions.latest(&ws, Some(&task));
     let reviewed: Vec<String> = session.as_ref().map(|s| s.files.clone()).unwrap_or_default();
     let mut provenance: Vec<ContextProvenance> = Vec::new();
     if let Some(packet) = session.as_ref().and_then(|s| std::fs::read(&s.packet_path).ok().map(|b| (s, b))) {

@@ -11,15 +11,15 @@ use crate::error::RpcResult;
 use crate::jobs::{self, unknown_job};
 
 pub async fn list(daemon: &Daemon, p: m::JobListParams) -> RpcResult<m::JobListResult> {
-    let root = match p.root {
-        Some(root) => Some(daemon.workspace(&root).await?.id.clone()),
+    let ws = match p.root {
+        Some(root) => Some(daemon.workspace(&root).await?),
         None => None,
     };
     let jobs = daemon
         .jobs
         .all()
         .iter()
-        .filter(|j| root.as_ref().is_none_or(|id| *id == j.workspace_id))
+        .filter(|j| ws.as_ref().is_none_or(|ws| ws.owns(&j.workspace_id)))
         .map(jobs::info)
         .collect();
     Ok(m::JobListResult { jobs })

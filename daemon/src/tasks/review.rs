@@ -364,7 +364,7 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
         LedgerEvent::Review(RecordedReview { verdict: verdict.to_string(), reason: reason_text, ..proposed }),
     ];
     record(daemon, &ws, &task, events, "command:review")?;
-    if let Some(session) = daemon.sessions.latest(&ws.id, Some(&task)) {
+    if let Some(session) = daemon.sessions.latest(&ws, Some(&task)) {
         let detail = format!("human {}: the gate is {verdict}", p.decision);
         crate::review::publish(daemon, &session, "", "decided", &detail);
     }

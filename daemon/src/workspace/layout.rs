@@ -90,7 +90,9 @@ pub struct InitReport {
     pub skipped: Vec<String>,
 }
 
-/// Create whatever part of the layout is missing. Never overwrites an existing file.
+/// Create whatever part of the layout is missing. Never overwrites an existing file. The
+/// workspace id is not written here: the daemon settles it when it opens the workspace
+/// (`Daemon::open_workspace`), under the lock that makes two opens agree.
 pub fn init_layout(root: &Path) -> io::Result<InitReport> {
     let mut report = InitReport::default();
     for dir in LAYOUT_DIRS {
@@ -109,12 +111,6 @@ pub fn init_layout(root: &Path) -> io::Result<InitReport> {
             report.skipped.push(file.to_string());
         }
     }
-    let (_, id_created) = read_or_create_id(root)?;
-    if id_created {
-        report.created.push(ID_FILE.to_string());
-    } else {
-        report.skipped.push(ID_FILE.to_string());
-    }
     match ensure_gitignore(&root.join(GITIGNORE))? {
         GitignoreChange::Created => report.created.push(GITIGNORE.to_string()),
         GitignoreChange::Updated => report.updated.push(GITIGNORE.to_string()),
@@ -123,29 +119,45 @@ pub fn init_layout(root: &Path) -> io::Result<InitReport> {
     Ok(report)
 }
 
-/// Read `.scafld/workspace_id`, creating it when a workspace (for example one made by the
-/// original tool) has none yet. Returns the id and whether it was created.
-pub fn read_or_create_id(root: &Path) -> io::Result<(String, bool)> {
+/// The id in `.scafld/workspace_id`; `None` when there is no such file (a workspace made by
+/// the original tool, or one whose id file was deleted: `git clean -X` removes it).
+pub fn read_id(root: &Path) -> io::Result<Option<String>> {
     let path = root.join(ID_FILE);
     match fs::read_to_string(&path) {
-        Ok(text) if is_valid_id(text.trim()) => return Ok((text.trim().to_string(), false)),
-        Ok(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{} does not hold a workspace id; delete it and run `scafld init` again", path.display()),
-            ));
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+        Ok(text) if is_valid_id(text.trim()) => Ok(Some(text.trim().to_string())),
+        Ok(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} does not hold a workspace id; delete it and run `scafld init` again", path.display()),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
-    let id = new_id()?;
-    write_id(root, &id)?;
-    Ok((id, true))
 }
 
-/// Replace the workspace id (used when a copied workspace turns up with its original's id).
+/// Write the workspace id (a new one, or the one the daemon has on record for the folder).
 pub fn write_id(root: &Path, id: &str) -> io::Result<()> {
     write_user_file(&root.join(ID_FILE), format!("{id}\n").as_bytes())
+}
+
+/// The workspace id of a plain git repository's range reviews (it has no `.scafld/` to keep
+/// one in): derived from its canonical path.
+pub fn range_id(root: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = format!("{:x}", Sha256::digest(root.display().to_string().as_bytes()));
+    format!("repo-{}", &digest[..24])
+}
+
+/// The folder `<root>/.scafld` names, through a symlink (device and inode): two roots with the
+/// same one share one workspace's files (a git worktree whose `.scafld` links to the main
+/// checkout's). `None` when there is none.
+pub fn scafld_identity(root: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(root.join(SCAFLD_DIR)).ok().filter(|m| m.is_dir()).map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether `<root>/.scafld` is a symlink (to another checkout's, say) rather than the folder.
+pub fn scafld_is_link(root: &Path) -> bool {
+    fs::symlink_metadata(root.join(SCAFLD_DIR)).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 pub use scafld_local::new_id;

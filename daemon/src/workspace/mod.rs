@@ -27,6 +27,9 @@ pub struct Workspace {
     /// Where its scafld data lives (review packets, run output): `<root>/.scafld`, or for a
     /// plain git repository reviewed without `scafld init`, a folder in the daemon's state dir.
     pub data: PathBuf,
+    /// The folder's range reviews made before it had `.scafld/` (for a plain repository, the
+    /// workspace itself): they stay the folder's after `scafld init` (see [`Workspace::owns`]).
+    pub range: RangeHome,
     pub index: RwLock<Index>,
     /// Jobs of this workspace that may run at once (`execution.max_parallel_jobs`).
     job_slots: slots::JobSlots,
@@ -36,6 +39,14 @@ pub struct Workspace {
     id_seen: Mutex<Option<Stamp>>,
     /// The last `list` reply, with what it was rendered from (see `tasks::read::list`).
     pub listed: Mutex<Option<(ListKey, Rendered<ListResult>)>>,
+}
+
+/// Where the range reviews of a plain git repository (no `.scafld/`) live: a workspace id
+/// derived from the folder's path and a data folder in the daemon's state dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeHome {
+    pub id: String,
+    pub data: PathBuf,
 }
 
 /// What a `list` reply was rendered from: the index's generation and the call's parameters.
@@ -48,16 +59,32 @@ pub struct ListKey {
 
 impl Workspace {
     /// A workspace with `.scafld/`; its whole-workspace reads rely on `tripwire` when given.
-    pub fn open(id: String, root: PathBuf, tripwire: Option<Arc<tripwire::Tripwire>>) -> Workspace {
+    /// `range` is where the folder's range reviews lived before it was initialised.
+    pub fn open(id: String, root: PathBuf, range: RangeHome, tripwire: Option<Arc<tripwire::Tripwire>>) -> Workspace {
         let data = root.join(layout::SCAFLD_DIR);
         let index = Index::watched(&root, tripwire);
-        Workspace::with_data(id, root, data, index)
+        Workspace::with_data(id, root, data, range, index)
     }
 
-    /// A plain git repository (no `.scafld/`), reviewed by range with its data in `data`.
-    pub fn bare(id: String, root: PathBuf, data: PathBuf) -> Workspace {
+    /// A plain git repository (no `.scafld/`), reviewed by range with its data in the state dir.
+    pub fn bare(root: PathBuf, range: RangeHome) -> Workspace {
         let index = Index::new(&root);
-        Workspace::with_data(id, root, data, index)
+        Workspace::with_data(range.id.clone(), root, range.data.clone(), range, index)
+    }
+
+    /// Whether records of `workspace_id` (review sessions, jobs) belong to this workspace: its
+    /// own, and those of the range reviews its folder had before `scafld init`, which stay
+    /// where they began (nothing the user ran is lost to an init).
+    pub fn owns(&self, workspace_id: &str) -> bool {
+        workspace_id == self.id || workspace_id == self.range.id
+    }
+
+    /// The data folder of the records of `workspace_id` (one this workspace [owns]): a range
+    /// review begun before `scafld init` keeps its packet and runs in the state dir.
+    ///
+    /// [owns]: Workspace::owns
+    pub fn data_of(&self, workspace_id: &str) -> &Path {
+        if workspace_id == self.range.id { &self.range.data } else { &self.data }
     }
 
     /// Whether `.scafld/workspace_id` still names this workspace (the folder may hold another
@@ -80,11 +107,12 @@ impl Workspace {
         self.data != self.root.join(layout::SCAFLD_DIR)
     }
 
-    fn with_data(id: String, root: PathBuf, data: PathBuf, index: Index) -> Workspace {
+    fn with_data(id: String, root: PathBuf, data: PathBuf, range: RangeHome, index: Index) -> Workspace {
         Workspace {
             id,
             root,
             data,
+            range,
             index: RwLock::new(index),
             // Sized from the config at each acquisition; this is only the starting point.
             job_slots: slots::JobSlots::new(config::Execution::default().max_parallel_jobs as usize),

@@ -1,0 +1,224 @@
+//! Workspace identity through the real binaries: a folder keeps what it ran across
+//! `scafld init` (range reviews made before it, a build running while its id file is lost and
+//! put back), never takes a new identity under a running job, and a git worktree whose
+//! `.scafld` links to the main checkout's is the same workspace, with one stable id.
+
+use std::path::Path;
+use std::process::Command;
+
+use scafld_tests::{Run, TestEnv, git, wait_until};
+use serde_json::{Value, json};
+
+/// A shell loop that ends once `file` exists in the command's folder (no fixed sleep).
+fn until(file: &str) -> String {
+    format!("until test -f {file}; do sleep 0.02; done")
+}
+
+/// A draft spec whose phases each hold one criterion running `command`.
+fn spec(task: &str, commands: &[&str]) -> String {
+    let mut text = format!(
+        "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# Task {task}\n\n## Scope\n\n- `src/` - the change.\n"
+    );
+    for (n, command) in commands.iter().enumerate() {
+        text.push_str(&format!(
+            "\n## Phase {p}: Step {p}\n\nAcceptance:\n- [ ] `c{p}` test - step {p}\n  - Command: `{command}`\n",
+            p = n + 1
+        ));
+    }
+    text
+}
+
+fn id_file(root: &Path) -> String {
+    std::fs::read_to_string(root.join(".scafld/workspace_id")).unwrap().trim().to_string()
+}
+
+fn job_state(env: &TestEnv, job: &str) -> Value {
+    env.scafld(&["job", "status", job, "--json"]).json()["result"].clone()
+}
+
+/// `scafld args...` run in `dir` instead of the work directory.
+fn scafld_in(env: &TestEnv, dir: &Path, args: &[&str]) -> Run {
+    Run::from(env.scafld_command(args).current_dir(dir).output().unwrap())
+}
+
+/// A plain git repository reviews a range with `scafld review --diff` (its data in the state
+/// dir), and `scafld init` follows while the reviewer still runs: the session is the folder's
+/// all the same. Status, wait (by key and without one), the job list and the next round's
+/// number find it, after a restart too.
+#[test]
+fn a_range_reviewed_before_scafld_init_stays_the_folders_after_it() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    git(&env.work, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    let base = git(&env.work, &["rev-parse", "HEAD"]);
+    std::fs::write(env.work.join("lib.py"), "def f(x):\n    return x.y\n").unwrap();
+    git(&env.work, &["add", "lib.py"]);
+    git(&env.work, &["commit", "-q", "-m", "change"]);
+    let head = git(&env.work, &["rev-parse", "HEAD"]);
+    let release = env.path("release");
+    let reviewer = env.path("reviewer.sh");
+    let dossier = r#"{"verdict":"fail","mode":"discover","summary":"fail review","findings":[{"id":"null-check","severity":"high","blocks_completion":true,"summary":"Missing null check","location":{"path":"lib.py","line":2},"evidence":"reads input unchecked","impact":"crashes","validation":"call it with None"}],"attack_log":[{"target":"diff","attack":"trace callers","result":"clean"}],"budget":{}}"#;
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\n{}\ncat <<'JSON'\n{dossier}\nJSON\n",
+            until(&release.display().to_string())
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let range = format!("{base}..{head}");
+    let reviewer = reviewer.display().to_string();
+    let review = |extra: &[&str]| {
+        let mut args = vec!["review", "--diff", &range, "--reviewers", "command", "--provider-command", &reviewer];
+        args.extend_from_slice(extra);
+        env.scafld(&args)
+    };
+    let spawned = review(&["--detach", "--json"]);
+    spawned.assert_code(0);
+    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+    let job = spawned.json()["job_ids"][0].as_str().unwrap().to_string();
+    assert!(spawned.json()["kept_in"].as_str().unwrap().contains("/repos/repo-"), "{}", spawned.stdout);
+
+    env.init();
+    let status = env.scafld(&["review", "status", "--session-key", &key, "--json"]);
+    status.assert_code(0);
+    assert_eq!(
+        (status.json()["result"]["range"].as_str(), status.json()["result"]["state"].as_str()),
+        (Some(range.as_str()), Some("running"))
+    );
+    let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    assert!(jobs.as_array().unwrap().iter().any(|j| j["job_id"] == job.as_str()), "{jobs}");
+
+    std::fs::write(&release, "").unwrap();
+    let waited = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "30", "--json"]);
+    waited.assert_code(1);
+    assert_eq!(waited.json()["issues"][0]["file"], "lib.py", "{}", waited.stdout);
+    let unnamed = env.scafld(&["review", "wait", "--timeout", "30", "--json"]);
+    assert_eq!(unnamed.json()["session_key"], key.as_str(), "{}", unnamed.stdout);
+
+    // The same range again, now in the workspace: the folder's next round.
+    let again = review(&["--json"]);
+    again.assert_code(1);
+    assert_eq!(again.json()["consensus"]["iteration"], 2, "{}", again.stdout);
+
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    let after_restart = env.scafld(&["review", "status", "--session-key", &key, "--json"]);
+    after_restart.assert_code(0);
+    assert_eq!(after_restart.json()["result"]["state"], "resolved", "{}", after_restart.stdout);
+}
+
+/// A build runs while `.scafld/workspace_id` is deleted and `scafld init` runs again in the
+/// folder: the folder keeps its workspace (the id is put back and init says so), the next build
+/// attaches to the running job instead of starting a second one, and the task's ledger keeps
+/// its history. While a job runs, the folder is refused another workspace's identity, and
+/// nothing is written.
+#[test]
+fn a_folder_keeps_its_workspace_and_running_build_when_its_id_file_is_lost() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let runs = env.path("runs.log");
+    let step = |file: &str| format!("echo run >> {}; {}", runs.display(), until(&env.path(file).display().to_string()));
+    std::fs::write(env.work.join(".scafld/specs/drafts/long.md"), spec("long", &[&step("one"), &step("two")])).unwrap();
+    env.scafld(&["approve", "long", "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", "long"]).assert_code(0);
+    let id = id_file(&env.work);
+    let started = env.scafld(&["build", "long", "--detach", "--json"]);
+    let job = started.json()["result"]["job_id"].as_str().unwrap().to_string();
+    wait_until("the step's command to run", || std::fs::read_to_string(&runs).is_ok_and(|t| t.lines().count() == 1));
+
+    std::fs::remove_file(env.work.join(".scafld/workspace_id")).unwrap();
+    let init = env.init();
+    assert_eq!(init["result"]["workspace"]["workspace_id"], id.as_str(), "{init}");
+    assert_eq!(id_file(&env.work), id);
+    assert!(init["result"]["warnings"].to_string().contains("was missing"), "{init}");
+    let attached = env.scafld(&["build", "long", "--detach", "--json"]);
+    assert_eq!(
+        (attached.json()["result"]["job_id"].as_str(), attached.json()["result"]["attached"].as_bool()),
+        (Some(job.as_str()), Some(true)),
+        "{}",
+        attached.stdout
+    );
+    let listed = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    assert!(listed.as_array().unwrap().iter().any(|j| j["job_id"] == job.as_str()), "{listed}");
+    std::fs::write(env.path("one"), "").unwrap();
+    let finished = env.scafld(&["job", "wait", &job, "--timeout", "30", "--json"]);
+    finished.assert_code(0);
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 1, "the step ran once");
+    let ledger = env.scafld(&["session", "long", "--json"]).json()["result"]["entries"].clone();
+    let approval = ledger.as_array().unwrap().iter().find(|e| e["type"] == "approval").cloned().unwrap_or_default();
+    assert!(approval.to_string().contains("tests skip hardening"), "the approval stays on record: {ledger}");
+
+    // The next step runs, and the id file comes to name another workspace (one copied in from
+    // elsewhere): the folder is refused that identity while the job of the one it holds runs,
+    // and nothing is written; with the id back, the job ends as usual.
+    let second = env.scafld(&["build", "long", "--detach", "--json"]);
+    let second = second.json()["result"]["job_id"].as_str().unwrap().to_string();
+    wait_until("the second step's command to run", || {
+        std::fs::read_to_string(&runs).is_ok_and(|t| t.lines().count() == 2)
+    });
+    let foreign = "0123456789abcdef0123456789abcdef";
+    std::fs::write(env.work.join(".scafld/workspace_id"), format!("{foreign}\n")).unwrap();
+    let before = scafld_tests::tree(&env.work);
+    for args in [&["status", "long", "--json"][..], &["init", "--json"][..]] {
+        let refused = env.scafld(args);
+        refused.assert_code(1);
+        assert_eq!(refused.json()["error"]["code"], "busy", "{args:?}: {}", refused.stdout);
+        let hint = refused.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+        assert!(hint.contains(&format!("scafld job wait {second}")) && hint.contains(&id), "{hint}");
+    }
+    assert_eq!(scafld_tests::tree(&env.work), before, "a refused identity writes nothing");
+    assert_eq!(job_state(&env, &second)["state"], "running");
+    std::fs::write(env.work.join(".scafld/workspace_id"), format!("{id}\n")).unwrap();
+    std::fs::write(env.path("two"), "").unwrap();
+    env.scafld(&["job", "wait", &second, "--timeout", "30"]).assert_code(0);
+    assert_eq!(env.scafld(&["status", "long", "--json"]).json()["result"]["status"], "review");
+}
+
+/// A git worktree whose `.scafld` is a symlink to the main checkout's: switching between the
+/// two checkouts keeps the one id (it used to be rewritten at every switch, orphaning the
+/// ledger), both read the same task history, and the record stays with the checkout whose
+/// `.scafld` is the real folder, across a restart too.
+#[test]
+fn a_git_worktree_sharing_the_main_checkouts_scafld_keeps_one_id() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shared.md"), spec("shared", &["true"])).unwrap();
+    std::fs::write(env.work.join("README"), "main\n").unwrap();
+    git(&env.work, &["add", "README"]);
+    git(&env.work, &["commit", "-q", "-m", "base"]);
+    env.scafld(&["approve", "shared", "--reason", "tests skip hardening"]).assert_code(0);
+    let worktree = env.path("worktree");
+    git(&env.work, &["worktree", "add", "-q", worktree.to_str().unwrap(), "-b", "side"]);
+    std::os::unix::fs::symlink(env.work.join(".scafld"), worktree.join(".scafld")).unwrap();
+    let id = id_file(&env.work);
+    let entries = |dir: &Path| {
+        let run = scafld_in(&env, dir, &["session", "shared", "--json"]);
+        run.assert_code(0);
+        run.json()["result"]["entries"].clone()
+    };
+    let history = entries(&env.work);
+    for round in 0..3 {
+        for dir in [&worktree, &env.work] {
+            let status = scafld_in(&env, dir, &["status", "shared", "--json"]);
+            status.assert_code(0);
+            assert_eq!(status.json()["result"]["status"], "approved", "round {round} in {}", dir.display());
+            assert_eq!(id_file(&env.work), id, "round {round} in {}", dir.display());
+        }
+    }
+    assert_eq!(entries(&worktree), history);
+    let main_root = env.work.canonicalize().unwrap().display().to_string();
+    let recorded = || env.scafld(&["daemon", "status", "--json"]).json()["result"]["workspaces"].clone();
+    let expected = json!([{"workspace_id": id, "root": main_root, "open": true}]);
+    assert_eq!(recorded(), expected);
+
+    // After a restart, the worktree first: nothing moves.
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    scafld_in(&env, &worktree, &["status", "shared"]).assert_code(0);
+    env.scafld(&["status", "shared"]).assert_code(0);
+    assert_eq!(id_file(&env.work), id);
+    assert_eq!(entries(&worktree), history);
+    assert_eq!(recorded(), expected);
+}
