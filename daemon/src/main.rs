@@ -88,8 +88,12 @@ fn main() -> ExitCode {
 fn start(args: Args) -> Result<(), BoxError> {
     scafld_daemon::runner::adopt_daemon_settings();
     let env_paths = Paths::from_env();
-    let socket_path = args.socket.unwrap_or(env_paths.socket);
-    let state_dir = args.state_dir.unwrap_or(env_paths.state_dir);
+    // Paths made absolute, then the daemon works from `/`: nothing it does may depend on the
+    // folder it was started in (a relative path would read that folder's files, another
+    // workspace's spec say), and it keeps no mount busy.
+    let socket_path = std::path::absolute(args.socket.unwrap_or(env_paths.socket))?;
+    let state_dir = std::path::absolute(args.state_dir.unwrap_or(env_paths.state_dir))?;
+    std::env::set_current_dir("/").map_err(|e| format!("cannot work from /: {e}"))?;
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

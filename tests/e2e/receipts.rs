@@ -16,9 +16,15 @@ fn finalized(env: &TestEnv) -> Value {
     write(env, "src/lib.rs", "pub fn greet() {}\n");
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
     command_review(env, &reviewer(env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    // The digest of the spec as finalize finds it (the daemon works from `/`, never from the
+    // workspace, so a path read relative to its own folder would not find it).
+    let sha =
+        std::process::Command::new("sha256sum").arg(".scafld/specs/active/rev.md").current_dir(&env.work).output();
+    let spec_sha = String::from_utf8_lossy(&sha.expect("run sha256sum").stdout)[..64].to_string();
     let run = env.scafld(&["finalize", "rev", "--json"]);
     run.assert_code(0);
     let result = run.json()["result"].clone();
+    assert_eq!(result["receipt"]["body"]["spec_fingerprint"], spec_sha.as_str(), "{result}");
     git(&env.work, &["add", "-A"]);
     git(&env.work, &["commit", "-qm", "the work"]);
     result

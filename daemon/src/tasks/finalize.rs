@@ -108,7 +108,9 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
             ignored.push(path.clone());
         }
     }
-    let spec_bytes = std::fs::read(ws.spec_path(&task))
+    // The index's path is absolute: the daemon works from `/`, not from any workspace.
+    let spec_file = ws.indexed(&task).map(|entry| entry.path).unwrap_or_default();
+    let spec_bytes = std::fs::read(&spec_file)
         .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the spec: {e}")))?;
     let host = receipts::host_agent(&p.caller.env);
     let mut body = Body {
