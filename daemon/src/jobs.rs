@@ -2,6 +2,7 @@
 //! locks that serialise commands on one task, the parallelism limit, and bounded waits.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ pub struct Jobs {
     /// Bumped on every change; waiters re-check their job when it moves.
     changes: watch::Sender<u64>,
     next_id: Mutex<u64>,
+    /// Set when the daemon stops and kills what its jobs run: from then on nothing a job sees
+    /// is its own doing (see [`Jobs::halt`]).
+    halted: AtomicBool,
 }
 
 impl Jobs {
@@ -36,7 +40,21 @@ impl Jobs {
             task_locks: Mutex::default(),
             changes,
             next_id: Mutex::new(next),
+            halted: AtomicBool::new(false),
         }
+    }
+
+    /// The daemon is stopping and kills the process groups of its running jobs: a command that
+    /// dies now was killed by the stop, not failed by itself. Jobs record nothing more (no
+    /// evidence, no end) and start no further command; their records stay `running`, which the
+    /// next start reports as abandoned, as after a crash.
+    pub fn halt(&self) {
+        self.halted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Jobs::halt`] was called.
+    pub fn halted(&self) -> bool {
+        self.halted.load(Ordering::SeqCst)
     }
 
     /// The lock every mutating command on `task` of `ws` holds.

@@ -79,7 +79,9 @@ pub async fn run(
     let _ = reaper.await;
     let _ = sweeper.await;
     // No process of ours outlives the daemon: kill the groups of jobs still running. Their
-    // records stay `running`; the next start marks them abandoned.
+    // records stay `running`; the next start marks them abandoned. Halted first, so that what
+    // the kill does to their commands is never recorded as their evidence.
+    daemon.jobs.halt();
     for job in daemon.jobs.all() {
         if let Some(group) = job.group.as_ref().filter(|_| !job.state.is_finished()) {
             group.kill_if_ours();

@@ -408,6 +408,35 @@ fn glob(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
     found
 }
 
+/// `daemon stop` kills the commands of the builds still running; what that kill did to them is
+/// not their evidence. Before, a step cut short this way was recorded with each killed
+/// criterion failed (`exit code was -1`) and the task blocked on a command nobody let finish.
+#[test]
+fn a_stopped_daemon_records_nothing_from_the_commands_it_stopped() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let criteria = [("first", "true", ""), ("wait", "test -f go || sleep 1006", ""), ("last", "touch last-ran", "")];
+    ready(&env, "stopped", &spec("stopped", &[&criteria], &[]));
+    let job = env.scafld(&["build", "stopped", "--detach", "--json"]).json()["result"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until("the sleep to start", || running("sleep 1006"));
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.take_daemon().wait().unwrap();
+    assert!(!running("sleep 1006"), "a stopped daemon leaves none of its commands running");
+    assert!(!env.work.join("last-ran").exists(), "a stopping daemon starts no command");
+    env.start_daemon();
+    let job_status = env.scafld(&["job", "status", &job, "--json"]).json()["result"].clone();
+    assert_eq!(job_status["state"], "abandoned", "{job_status}");
+    let entries = ledger(&env, "stopped");
+    assert!(!entries.iter().any(|e| e["type"] == "criterion"), "{entries:?}");
+    let status = env.scafld(&["status", "stopped", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "active", "{status}");
+    std::fs::write(env.work.join("go"), "").unwrap();
+    assert_eq!(build(&env, "stopped")["result"]["status"], "review");
+}
+
 #[test]
 fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
     let mut env = TestEnv::new();

@@ -73,6 +73,10 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
         };
         let outcome = run(&daemon, &job_id, &session, &work, cancel).await;
         heartbeat.abort();
+        if daemon.jobs.halted() {
+            // Killed by the stop: the next start settles the job (see `Jobs::halt`).
+            return;
+        }
         if let Some(result) = &outcome.template_result {
             daemon.jobs.update(daemon.store(), &job_id, true, |r| {
                 if let Some(w) = r.review.as_mut() {

@@ -547,6 +547,8 @@ impl BuildRun {
                     warn!(job = %self.job_id, "cannot sync the spec's folder: {e}");
                 }
             }
+            // Left `running` for the next start to report abandoned (see `Jobs::halt`).
+            Err(_) if self.daemon.jobs.halted() => {}
             Err(e) => {
                 warn!(job = %self.job_id, "build job failed: {e}");
                 let state = if self.cancel.is_cancelled() { JobState::Cancelled } else { JobState::Failed };
@@ -724,6 +726,11 @@ impl BuildRun {
         self.daemon
             .jobs
             .note(&self.job_id, |r| r.activity = Some(format!("running `{}`: {}", criterion.id, criterion.command)));
+        let halted =
+            || RpcError::new(ErrorKind::Busy, "the daemon is stopping; this step runs again on the next build");
+        if self.daemon.jobs.halted() {
+            return Err(halted());
+        }
         let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
         request.token = Some(self.run_token.clone());
         request.gate = Some(Box::pin(self.ready.clone().map(|ready| ready.map_err(|e| e.to_string()))));
@@ -737,6 +744,10 @@ impl BuildRun {
             pending.iter_mut().for_each(runner::DiagnosticsFile::write_small);
         })
         .await;
+        // Cut short by the stop (or ended just as it came): not this criterion's evidence.
+        if self.daemon.jobs.halted() {
+            return Err(halted());
+        }
         // The command ran only once the job was saved and the material read (or never).
         self.ready.clone().await?;
         let material = self.material.get().await?;
