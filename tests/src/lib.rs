@@ -122,11 +122,22 @@ impl Run {
         }
     }
 
-    /// The JSON envelope printed with `--json`.
+    /// The JSON envelope printed with `--json`; every test that reads one also checks that it
+    /// agrees with the exit code: `ok` exactly when it is 0, and an `error` with that exit code
+    /// whenever it is not.
+    #[track_caller]
     pub fn json(&self) -> Value {
-        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+        let envelope: Value = serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
             panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
-        })
+        });
+        if envelope.get("ok").is_some() {
+            let ok = envelope["ok"] == true;
+            assert_eq!(ok, self.code == 0, "`ok` and the exit code {} disagree:\n{}", self.code, self.stdout);
+            if !ok {
+                assert_eq!(envelope["error"]["exit_code"], self.code, "the error's exit code:\n{}", self.stdout);
+            }
+        }
+        envelope
     }
 
     #[track_caller]

@@ -33,6 +33,20 @@ impl CliError {
     pub fn usage(message: impl Into<String>) -> CliError {
         CliError::new("usage", message, workflow::USAGE)
     }
+
+    /// The envelope's `error` object.
+    fn to_json(&self) -> Value {
+        let mut body = json!({
+            "code": self.code,
+            "message": self.message,
+            "exit_code": self.exit_code,
+            "hint": self.hint,
+        });
+        if let Some(details) = &self.details {
+            body["details"] = details.clone();
+        }
+        body
+    }
 }
 
 /// How this invocation prints.
@@ -86,16 +100,7 @@ impl Output {
     /// Print a failure: the envelope on stdout with `--json`, else `error:`/`hint:` on stderr.
     pub fn failure(&self, error: &CliError, result: Option<Value>) {
         if self.json {
-            let mut body = json!({
-                "code": error.code,
-                "message": error.message,
-                "exit_code": error.exit_code,
-                "hint": error.hint,
-            });
-            if let Some(details) = &error.details {
-                body["details"] = details.clone();
-            }
-            self.envelope(false, result.unwrap_or(Value::Null), body);
+            self.envelope(false, result.unwrap_or(Value::Null), error.to_json());
         } else {
             let mut text = format!("error: {}\n", error.message);
             if let Some(hint) = &error.hint {
@@ -105,16 +110,20 @@ impl Output {
         }
     }
 
-    /// Print a seed-004 document (`review --detach`, `review wait`): with `--json`, the
-    /// envelope with the document's fields also at the top level, where orchestrators that
-    /// speak the seed's contract read them.
-    pub fn document<T: Serialize>(&self, document: &T, ok: bool, human: impl FnOnce() -> String) {
+    /// Print a seed-004 document (`review --detach`, `review wait`) or another result that
+    /// can say no (`finalize`, `verify`): with `--json`, the envelope with the document's
+    /// fields also at the top level, where orchestrators that speak the seed's contract read
+    /// them. `failure` is what a "no" means (`ok: false` with its `error`, whose exit code is
+    /// the command's), so the envelope never says `ok` when the exit code does not.
+    pub fn document<T: Serialize>(&self, document: &T, failure: Option<CliError>, human: impl FnOnce() -> String) {
         if !self.json {
             print_stdout(&human());
             return;
         }
         let result = serde_json::to_value(document).unwrap_or(Value::Null);
-        let mut envelope = json!({"ok": ok, "command": self.command, "result": result.clone(), "error": Value::Null});
+        let error = failure.as_ref().map_or(Value::Null, CliError::to_json);
+        let ok = failure.is_none();
+        let mut envelope = json!({"ok": ok, "command": self.command, "result": result.clone(), "error": error});
         if let (Some(top), Value::Object(fields)) = (envelope.as_object_mut(), result) {
             for (key, value) in fields {
                 top.entry(key).or_insert(value);

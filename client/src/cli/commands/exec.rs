@@ -281,12 +281,22 @@ pub fn job_wait(ctx: &Context, job_id: &str, timeout: f64) -> Result<u8, CliErro
     }
     let mut conn = ctx.connect()?;
     let j = call::<m::JobWait>(&mut conn, &m::JobWaitParams { job_id: job_id.into(), timeout_seconds: timeout })?;
-    ctx.out.success(&j, || job_line(&j));
-    Ok(match (j.finished, j.state.as_str()) {
-        (false, _) => wait::STILL_RUNNING,
-        (true, "succeeded") => wait::FINISHED_OK,
-        (true, _) => wait::FINISHED_FAILED,
-    })
+    let not_ok = match (j.finished, j.state.as_str()) {
+        (false, _) => Some(
+            CliError::new("still_running", format!("{} is still {}", j.job_id, j.state), wait::STILL_RUNNING)
+                .with_hint(format!("wait again: `scafld job wait {}`", j.job_id)),
+        ),
+        (true, "succeeded") => None,
+        (true, state) => {
+            Some(CliError::new("job_failed", format!("{} ended {state}", j.job_id), wait::FINISHED_FAILED))
+        }
+    };
+    match &not_ok {
+        // The envelope says `ok` only when the exit code does.
+        Some(error) if ctx.out.json => ctx.out.failure(error, serde_json::to_value(&j).ok()),
+        _ => ctx.out.success(&j, || job_line(&j)),
+    }
+    Ok(not_ok.map_or(wait::FINISHED_OK, |e| e.exit_code))
 }
 
 pub fn job_cancel(ctx: &Context, job_id: &str) -> Result<u8, CliError> {

@@ -47,7 +47,11 @@ pub fn finalize(ctx: &Context, args: &FinalizeArgs) -> Result<u8, CliError> {
         text.push_str(&format!("\nnext: {}", r.next_command));
         text
     };
-    ctx.out.document(&r, r.finalized, human);
+    let refused = (!r.finalized).then(|| {
+        CliError::new("review_gate_blocked", format!("{} is not finalized", r.task_id), workflow::REVIEW_GATE)
+            .with_hint(format!("next: {}", r.next_command))
+    });
+    ctx.out.document(&r, refused, human);
     Ok(if r.finalized { workflow::OK } else { workflow::REVIEW_GATE })
 }
 
@@ -66,7 +70,11 @@ pub fn verify(ctx: &Context, args: &VerifyArgs) -> Result<u8, CliError> {
     let r = connect_workspace(ctx)
         .and_then(|(root, mut conn)| call::<m::ReceiptVerify>(&mut conn, &params(root)))
         .map_err(|e| CliError { exit_code: codes::ERROR, ..e })?;
-    ctx.out.document(&r, r.verified, || {
+    let failed = (!r.verified).then(|| {
+        let check = r.checks.iter().find(|c| !c.ok).map(|c| format!(": {} {}", c.name, c.detail)).unwrap_or_default();
+        CliError::new("verification_failed", format!("{} is not verified{check}", r.receipt_path), codes::FAILED)
+    });
+    ctx.out.document(&r, failed, || {
         let mut text = format!(
             "{} {}{}",
             r.receipt_path,

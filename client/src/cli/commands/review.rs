@@ -300,7 +300,8 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
 /// The spawn document; exit 0 when a reviewer was spawned (or an empty diff passed), 1 when not.
 pub(super) fn spawn_output(ctx: &Context, spawned: &SpawnResult) -> u8 {
     let ok = !spawned.reviewers_spawned.is_empty() || spawned.resolved.is_some();
-    ctx.out.document(spawned, ok, || {
+    let none = (!ok).then(|| CliError::new("no_reviewers", "no reviewer was spawned", spawn_wait::FAIL));
+    ctx.out.document(spawned, none, || {
         let mut text = format!("session_key: {}\n", spawned.session_key);
         match &spawned.resolved {
             Some(verdict) => {
@@ -352,7 +353,14 @@ fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, 
 /// The wait document and its exit code.
 fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
     let code = crate::cli::exit::for_outcome(r.outcome);
-    ctx.out.document(r, code == spawn_wait::PASS, || {
+    let not_passed = (code != spawn_wait::PASS).then(|| {
+        CliError::new(
+            format!("review_{}", r.outcome.as_str()),
+            format!("the review of {} ended {}", r.session_key, r.outcome.as_str()),
+            code,
+        )
+    });
+    ctx.out.document(r, not_passed, || {
         let verdict = r.consensus.verdict.map(|v| v.as_str()).unwrap_or("PENDING");
         let painted = ctx.out.paint(verdict, if verdict == "PASS" { Style::Good } else { Style::Bad });
         let mut text = format!(

@@ -271,7 +271,12 @@ pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
             m::HardenStatus::NeedsRevision => workflow::VALIDATION,
             _ => workflow::RUNTIME,
         };
-        ctx.out.document(&result, code == workflow::OK, || {
+        let not_passed = (code != workflow::OK).then(|| {
+            let word = if code == workflow::VALIDATION { "harden_needs_revision" } else { "harden_failed" };
+            CliError::new(word, format!("{} of {}: {}", result.round_id, result.task_id, result.harden_status), code)
+                .with_hint(format!("next: {}", result.next_command))
+        });
+        ctx.out.document(&result, not_passed, || {
             let mut text = format!("{} of {} by {provider}: {}", result.round_id, result.task_id, result.harden_status);
             for problem in &result.problems {
                 text.push_str(&format!("\n  - {problem}"));
