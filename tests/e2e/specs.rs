@@ -134,6 +134,24 @@ fn plan_creates_a_draft_that_validates_once_filled_and_never_overwrites() {
     run.assert_code(3);
     assert!(run.stderr.contains("spec already exists: .scafld/specs/drafts/greet.md"), "{}", run.stderr);
     assert_eq!(std::fs::read(&path).unwrap(), before);
+
+    // What would write sections of its own into the draft (a phase with its own command) is
+    // refused, and nothing is written.
+    let injected = "x\n## Phase 9: injected\n\n- [ ] `zz` test - injected\n  - Command: `touch pwned`\n";
+    for args in [
+        vec!["--title", injected],
+        vec!["--command", "true\n## Phase 9: injected"],
+        vec!["--command", "echo `id`"],
+        vec!["--summary", injected],
+    ] {
+        let mut all = vec!["plan", "inject"];
+        all.extend(args.iter().copied());
+        let run = env.scafld(&all);
+        run.assert_code(2);
+        assert!(run.stderr.contains("error: the "), "{args:?}: {}", run.stderr);
+        assert!(!env.work.join(".scafld/specs/drafts/inject.md").exists(), "{args:?}");
+    }
+    env.scafld(&["plan", "inject", "--summary", "Two lines\nof summary.", "--command", "cargo test"]).assert_code(0);
 }
 
 #[test]

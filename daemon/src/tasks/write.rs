@@ -12,7 +12,7 @@ use crate::daemon::Daemon;
 use crate::domain::harden::{self, Ground};
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::project::project;
-use crate::domain::spec::render::{PlanInput, new_spec};
+use crate::domain::spec::render::{PlanInput, new_spec, plan_input_problem};
 use crate::domain::spec::{Spec, parse};
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
@@ -42,7 +42,7 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         .with_hint("pick another task id; plan never overwrites a spec"));
     }
     let now = clock::now_rfc3339();
-    let text = new_spec(&PlanInput {
+    let input = PlanInput {
         task_id: task.as_str(),
         title: p.title.as_deref(),
         summary: p.summary.as_deref(),
@@ -50,7 +50,11 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         risk,
         command: p.command.as_deref(),
         now: &now,
-    });
+    };
+    if let Some(problem) = plan_input_problem(&input) {
+        return Err(RpcError::new(ErrorKind::InvalidInput, problem));
+    }
+    let text = new_spec(&input);
     let target = specfile::target_path(&ws.root, task.as_str(), Status::Draft, "");
     if target.exists() {
         return Err(RpcError::new(ErrorKind::AlreadyExists, format!("spec already exists: {}", ws.relative(&target))));

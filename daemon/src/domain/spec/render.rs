@@ -251,6 +251,23 @@ pub struct PlanInput<'a> {
     pub now: &'a str,
 }
 
+/// Why `input` cannot be written into a draft as given, if it cannot: a title or command is one
+/// line (a newline would start another section, a phase with its own command say), a command
+/// holds no backtick (it is written inside one), and no line of the summary is a heading.
+pub fn plan_input_problem(input: &PlanInput<'_>) -> Option<String> {
+    let one_line = |field: &str, value: Option<&str>| {
+        value
+            .filter(|v| v.chars().any(char::is_control))
+            .map(|_| format!("the {field} must be one line without control characters"))
+    };
+    let heading = input.summary.and_then(|summary| summary.lines().find(|line| line.trim_start().starts_with('#')));
+    one_line("title", input.title)
+        .or_else(|| one_line("command", input.command))
+        .or_else(|| input.command.filter(|c| c.contains('`')).map(|_| "the command cannot hold a backtick (it is written inside backticks); put it in a script".to_string()))
+        .or_else(|| input.summary.filter(|s| s.chars().any(|c| c.is_control() && c != '\n' && c != '\t')).map(|_| "the summary holds control characters".to_string()))
+        .or_else(|| heading.map(|line| format!("the summary's line {line:?} would be read as a section heading; write the spec's sections in the file")))
+}
+
 /// The draft `plan` writes: every section of a spec, with `TODO:` placeholders that `validate`
 /// reports until they are filled.
 pub fn new_spec(input: &PlanInput<'_>) -> String {
