@@ -154,6 +154,31 @@ fn plan_creates_a_draft_that_validates_once_filled_and_never_overwrites() {
     env.scafld(&["plan", "inject", "--summary", "Two lines\nof summary.", "--command", "cargo test"]).assert_code(0);
 }
 
+/// A task id whose spec was deleted by hand: its ledger stays (ledgers are never pruned), so a
+/// new draft under it would read as the old task (completed, or approved before it was
+/// written); plan refuses it. A draft with no history is planned again at once, whatever the
+/// watcher has seen yet.
+#[test]
+fn plan_refuses_an_id_whose_task_has_a_history_and_sees_a_spec_just_removed() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    write_spec(&env, "drafts", "old", &spec_text("old", "draft"));
+    env.scafld(&["approve", "old", "--reason", "t"]).assert_code(0);
+    std::fs::remove_file(env.work.join(".scafld/specs/approved/old.md")).unwrap();
+    let run = env.scafld(&["plan", "old", "--json"]);
+    run.assert_code(3);
+    let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("has a history") && message.contains("approved"), "{message}");
+    assert!(!env.work.join(".scafld/specs/drafts/old.md").exists());
+
+    env.scafld(&["plan", "fresh"]).assert_code(0);
+    for _ in 0..5 {
+        std::fs::remove_file(env.work.join(".scafld/specs/drafts/fresh.md")).unwrap();
+        env.scafld(&["plan", "fresh"]).assert_code(0);
+    }
+}
+
 #[test]
 fn path_like_task_ids_are_refused_everywhere_and_change_nothing() {
     let mut env = TestEnv::new();

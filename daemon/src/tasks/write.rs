@@ -34,12 +34,28 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
     let ws = daemon.workspace(&p.root).await?;
     let lock = daemon.jobs.task_lock(&ws, task.as_str());
     let _guard = lock.lock().await;
+    // As the files are now, not as the watcher last reported them (a spec just removed).
+    let _ = crate::sync::write(&ws.index).sync_task(task.as_str());
     if let Some(existing) = ws.indexed(task.as_str()) {
         return Err(RpcError::new(
             ErrorKind::AlreadyExists,
             format!("spec already exists: {}", ws.relative(&existing.path)),
         )
         .with_hint("pick another task id; plan never overwrites a spec"));
+    }
+    // A ledger outlives its spec file (ledgers are never pruned): a new draft under the id
+    // would read as that task, completed or approved before it was written.
+    let history = daemon.store().ledger(&ws.id, task.as_str()).map_err(RpcError::internal)?;
+    if !history.is_empty() {
+        let was = crate::domain::ledger::replay(&history).status.map(|s| format!(", last {s}")).unwrap_or_default();
+        return Err(RpcError::new(
+            ErrorKind::AlreadyExists,
+            format!(
+                "task id `{task}` has a history in this workspace ({} ledger entries{was}) though its spec is gone",
+                history.len()
+            ),
+        )
+        .with_hint(format!("pick another task id; `scafld session {task}` shows that history")));
     }
     let now = clock::now_rfc3339();
     let input = PlanInput {
