@@ -312,6 +312,21 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
     let manual = entries.as_array().unwrap().iter().find(|e| e["type"] == "manual_evidence").expect("audit entry");
     assert_eq!((manual["actor"].as_str(), manual["evidence_digest"].as_str()), (Some("dana"), Some(digest.as_str())));
     assert_eq!(manual["reason"], "copy read against the brief");
+
+    // The copy changes: the person's evidence is stale, and only a person records it again.
+    // Before, every surface said `scafld build rev`, whose step blocked on it again, forever.
+    write(&env, "docs/copy.md", "the copy, rewritten\n");
+    let persons_turn = |env: &TestEnv| {
+        let s = status(env);
+        assert_eq!(s["next_action"]["action"], "record_manual_evidence", "{s}");
+        assert!(s["next_command"].as_str().unwrap().starts_with("scafld build rev --criterion m1"), "{s}");
+    };
+    persons_turn(&env);
+    env.scafld(&["build", "rev"]).assert_code(3);
+    persons_turn(&env);
+    env.scafld(&["build", "rev", "--criterion", "m1", "--disposition", "pass", "--reason", "read again"])
+        .assert_code(0);
+    assert_eq!(status(&env)["status"], "review");
 }
 
 #[test]

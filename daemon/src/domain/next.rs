@@ -131,29 +131,43 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
     }
     if status == Status::Blocked {
         let failing: Vec<String> = blockers.iter().filter(|b| !b.manual).map(|b| b.id.clone()).collect();
-        let manual: Vec<String> = blockers.iter().filter(|b| b.manual).map(|b| b.id.clone()).collect();
+        // A person's evidence gone stale blocks the step as well, though it still says pass:
+        // only a person records it again (a build never runs a manual criterion).
+        let mut manual: Vec<String> = blockers.iter().filter(|b| b.manual).map(|b| b.id.clone()).collect();
+        let stale_manual: Vec<String> =
+            stale.iter().filter(|c| is_manual(f.spec, c) && !manual.contains(c)).cloned().collect();
+        manual.extend(stale_manual);
         if failing.is_empty()
             && let Some(first) = manual.first()
         {
-            return next(
-                Role::Human,
-                Action::RecordManualEvidence,
-                format!("scafld build {id} --criterion {first} --disposition pass --reason \"what was checked\""),
-                format!("{} need(s) a person's evidence (pass or fail)", ids(&manual)),
-            );
+            return record_manual(id, first, &manual);
         }
-        return next(
-            Role::Agent,
-            Action::Repair,
-            format!("scafld build {id}"),
-            format!("repair {} (see `scafld handoff {id}`), then re-run the evidence", ids(&failing)),
-        );
+        let reason = match failing.is_empty() {
+            true => format!("re-run the evidence of {} (see `scafld handoff {id}`)", target.label()),
+            false => format!("repair {} (see `scafld handoff {id}`), then re-run the evidence", ids(&failing)),
+        };
+        return next(Role::Agent, Action::Repair, format!("scafld build {id}"), reason);
     }
     next(
         Role::Agent,
         Action::Implement,
         format!("scafld build {id}"),
         format!("implement {} (see `scafld handoff {id}`), then record its evidence", target.label()),
+    )
+}
+
+/// Whether criterion `criterion_id` of `spec` takes a person's evidence.
+fn is_manual(spec: &Spec, criterion_id: &str) -> bool {
+    spec.criteria().any(|c| c.id == criterion_id && c.effective_kind() == "manual")
+}
+
+/// A person records the evidence of `manual` (`first` among them).
+fn record_manual(id: &str, first: &str, manual: &[String]) -> NextAction {
+    next(
+        Role::Human,
+        Action::RecordManualEvidence,
+        format!("scafld build {id} --criterion {first} --disposition pass --reason \"what was checked\""),
+        format!("{} need(s) a person's evidence (pass or fail)", ids(manual)),
     )
 }
 
@@ -177,6 +191,11 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
     }
     if !f.stale.is_empty() {
         let stale: Vec<String> = f.stale.keys().cloned().collect();
+        // Only a person records a manual criterion's evidence again.
+        if let Some(first) = stale.iter().find(|c| is_manual(f.spec, c)) {
+            let manual: Vec<String> = stale.iter().filter(|c| is_manual(f.spec, c)).cloned().collect();
+            return record_manual(id, first, &manual);
+        }
         return next(
             Role::Agent,
             Action::RerunStale,
