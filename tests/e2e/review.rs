@@ -178,6 +178,8 @@ fn local_human_and_missing_providers() {
     to_review(&env);
     let local = env.scafld(&["review", "rev", "--provider", "local", "--min-attack-angles", "1", "--json"]);
     local.assert_code(0);
+    // Its pass never completes the task, so it does not point at `complete`.
+    assert_eq!(local.json()["result"]["next_command"], "scafld review rev", "{}", local.stdout);
     let refused = env.scafld(&["complete", "rev", "--json"]);
     refused.assert_code(4);
     assert!(refused.json()["error"]["message"].as_str().unwrap().contains("`local`, which cannot complete a task"));

@@ -118,6 +118,8 @@ pub async fn record_consensus(
     };
     record(daemon, &ws, task, vec![event], "command:review")?;
     let state = if manual { GateState::AwaitingApproval } else { verdict.into() };
+    // A pass by a reviewer that never completes a task (`local`) asks for one that does.
+    let completes = provider == "consensus" || crate::domain::review::COMPLETING_PROVIDERS.contains(&provider.as_str());
     let review = m::TaskReviewResult {
         task_id: task.to_string(),
         job_id: None,
@@ -130,7 +132,8 @@ pub async fn record_consensus(
         findings: dossier.findings.iter().filter_map(|f| serde_json::to_value(f).ok()).collect(),
         next_command: match (manual, verdict) {
             (true, _) => format!("scafld review accept {task} --reason R (or: scafld review reject {task} --reason R)"),
-            (false, Verdict::Pass) => format!("scafld complete {task}"),
+            (false, Verdict::Pass) if completes => format!("scafld complete {task}"),
+            (false, Verdict::Pass) => format!("scafld review {task}"),
             (false, Verdict::Fail) => format!("scafld handoff {task}"),
         },
         context: None,
