@@ -322,7 +322,9 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
         assert!(s["next_command"].as_str().unwrap().starts_with("scafld build rev --criterion m1"), "{s}");
     };
     persons_turn(&env);
-    env.scafld(&["build", "rev"]).assert_code(3);
+    let blocked = env.scafld(&["build", "rev"]);
+    blocked.assert_code(3);
+    assert!(blocked.stdout.contains("1 passed, 0 failed, 1 pending"), "{}", blocked.stdout);
     persons_turn(&env);
     env.scafld(&["build", "rev", "--criterion", "m1", "--disposition", "pass", "--reason", "read again"])
         .assert_code(0);

@@ -152,9 +152,15 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
             // A step that ran nothing: a phase opened, or manual evidence recorded.
             return format!("build {}: {}\nnext: {}", outcome.task_id, outcome.message, outcome.next_command);
         }
+        // A manual criterion waiting for a person is pending, not failed.
+        let pending = outcome.criteria.iter().filter(|c| c.status == m::CriterionStatus::Pending).count();
         let mut text = format!(
-            "build {}: {} - {} passed, {} failed\n",
-            outcome.task_id, outcome.phase, outcome.passed, outcome.failed
+            "build {}: {} - {} passed, {} failed{}\n",
+            outcome.task_id,
+            outcome.phase,
+            outcome.passed,
+            outcome.failed.saturating_sub(pending),
+            if pending > 0 { format!(", {pending} pending") } else { String::new() }
         );
         for c in &outcome.criteria {
             let style = if c.status == m::CriterionStatus::Pass { Style::Good } else { Style::Bad };
