@@ -24,6 +24,8 @@ pub enum TaskIdError {
     Control(String),
     #[error("task id {0:?} must start with a lowercase letter or a digit and use only a-z, 0-9, `-`, `_` and `.`")]
     Charset(String),
+    #[error("task id {0:?} ends with `.`; its spec file would be named `<id>..md`")]
+    TrailingDot(String),
 }
 
 impl TaskId {
@@ -33,7 +35,8 @@ impl TaskId {
             return Err(TaskIdError::Empty);
         }
         if raw.chars().any(char::is_control) {
-            return Err(TaskIdError::Control(shown().escape_default().to_string()));
+            // Shown escaped once, by the message's `{:?}`.
+            return Err(TaskIdError::Control(shown()));
         }
         if raw.contains('/') || raw.contains('\\') || raw.contains("..") || raw.starts_with('.') {
             return Err(TaskIdError::PathLike(shown()));
@@ -44,7 +47,7 @@ impl TaskId {
         let mut bytes = raw.bytes();
         // A trailing dot would make `<id>.md` read as `<id>..md`.
         if raw.ends_with('.') {
-            return Err(TaskIdError::Charset(shown()));
+            return Err(TaskIdError::TrailingDot(shown()));
         }
         let first_ok = bytes.next().is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
         let allowed = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.');
@@ -93,7 +96,7 @@ mod tests {
             ("Bad", |e| matches!(e, TaskIdError::Charset(_))),
             (".hidden", |e| matches!(e, TaskIdError::PathLike(_))),
             (".", |e| matches!(e, TaskIdError::PathLike(_))),
-            ("a.", |e| matches!(e, TaskIdError::Charset(_))),
+            ("a.", |e| matches!(e, TaskIdError::TrailingDot(_))),
             ("a b", |e| matches!(e, TaskIdError::Charset(_))),
             ("-a", |e| matches!(e, TaskIdError::Charset(_))),
         ];
@@ -101,5 +104,6 @@ mod tests {
             let error = TaskId::parse(raw).unwrap_err();
             assert!(expected(&error), "{raw:?} gave {error:?}");
         }
+        assert_eq!(TaskId::parse("a\tb").unwrap_err().to_string(), "task id \"a\\tb\" contains a control character");
     }
 }
