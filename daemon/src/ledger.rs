@@ -14,26 +14,68 @@ use crate::domain::job::JobRecord;
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::Status;
 use crate::domain::spec::project::project;
-use crate::domain::spec::{Parsed, Spec, parse};
+use crate::domain::spec::{Parsed, Spec, parse, parse_as};
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
-use crate::workspace::specfile::{self, InPlace};
+use crate::workspace::specfile::{self, FileId, InPlace, Put};
 
 fn internal(e: impl std::fmt::Display) -> RpcError {
     RpcError::internal(e)
 }
 
+/// How many times a projection is computed again from a file that a save replaced while it was
+/// being written, before it leaves the file to the user and says so.
+const ATTEMPTS: usize = 8;
+
+/// What became of projecting the ledger onto the task's spec file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Projected {
+    /// The spec shows the ledger (written now, or already so): where it is.
+    Current(PathBuf),
+    /// The spec was left exactly as it is on disk. The ledger keeps the task's state; the next
+    /// write or `scafld reconcile` projects it once the file reads as the task's spec again.
+    Deferred {
+        /// Why, and what puts it right, in a sentence for answers.
+        note: String,
+        /// The file does not read as the task's spec: it needs fixing before anything else.
+        broken: bool,
+    },
+}
+
+/// The sentence a deferred projection carries: where, why, and what puts it right (`broken`:
+/// the file does not read as the task's spec, so it needs fixing first).
+fn deferred(task: &str, why: impl std::fmt::Display, broken: bool) -> Projected {
+    let remedy = if broken { "fix the file, then run" } else { "run" };
+    let note = format!(
+        "the spec was not updated ({why}); the ledger keeps the task's state: {remedy} `scafld reconcile {task}` to write it"
+    );
+    tracing::warn!(task, "{note}");
+    Projected::Deferred { note, broken }
+}
+
+impl Projected {
+    /// Say in `job`'s answer that the spec was left as it was, and why; a file that needs fixing
+    /// first makes that the next command (a build would refuse it).
+    fn note_in(&self, job: &mut JobRecord, task: &str) {
+        if let Projected::Deferred { note, broken } = self {
+            job.note_unprojected(note, broken.then(|| format!("scafld validate {task}")));
+        }
+    }
+}
+
 /// Append `events` to the task's ledger, then write the spec as the whole ledger says it is.
+/// The events are recorded whatever becomes of the spec: a file that does not read as the
+/// task's spec is left as it is ([`Projected::Deferred`]); one that cannot be written is an
+/// error (after the append, as the ledger is ahead of the spec until the next projection).
 pub fn record(
     daemon: &Daemon,
     ws: &Workspace,
     task: &str,
     events: Vec<LedgerEvent>,
     cause: &str,
-) -> RpcResult<Vec<LedgerEntry>> {
-    let written = daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)?;
-    project_from_ledger(daemon, ws, task, cause)?;
-    Ok(written)
+) -> RpcResult<Projected> {
+    daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)?;
+    project_from_ledger(daemon, ws, task, cause)
 }
 
 /// [`record`] for the events that end a job: `end` gets the spec and the ledger as the events
@@ -44,69 +86,124 @@ pub fn record(
 /// spec's rename, whose directory the caller syncs once it has answered (until then a power
 /// loss may bring back the previous spec, which the ledger is ahead of). Callers hold the
 /// task's lock, so nothing appends in between.
+///
+/// `base` is the spec the job worked from: it stands in for a file that no longer reads as the
+/// task's spec (emptied, broken front matter, another task's id), which is then left as it is
+/// and the job's answer says so ([`JobRecord::note_unprojected`]).
 pub async fn record_ending(
     daemon: &Daemon,
     ws: &Workspace,
     task: &str,
     events: Vec<LedgerEvent>,
     cause: &str,
+    base: &Spec,
     end: impl FnOnce(&Spec, &[LedgerEntry]) -> JobRecord,
 ) -> RpcResult<(JobRecord, InPlace)> {
     let mut entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     let recorded_at = clock::now_rfc3339();
-    let (path, text) = match spec_file(ws, task) {
-        Ok(found) => found,
-        Err(e) => {
-            // A spec that cannot be read still gets the events recorded (then the error): the
-            // caller ends the job on its error path, after them.
-            daemon.store().append(&ws.id, task, &recorded_at, events).map_err(internal)?;
-            return Err(e);
-        }
-    };
     let first = entries.last().map_or(1, |e| e.seq + 1);
     entries.extend(events.iter().zip(first..).map(|(event, seq)| LedgerEntry {
         seq,
         recorded_at: recorded_at.clone(),
         event: event.clone(),
     }));
-    let next = ledger::project(&parse(&text).spec, &entries, &recorded_at);
-    let job = end(&next, &entries);
-    // A spec that cannot take the projection still gets its events recorded (then the error).
-    let rendered = render(ws, &path, &text, &next);
+    let (on_disk, mut unprojected) = match read_as_spec(ws, task) {
+        Ok(found) => (Some(found), None),
+        Err(why) => (None, Some(deferred(task, why, true))),
+    };
+    let next = ledger::project(on_disk.as_ref().map_or(base, |(_, parsed)| &parsed.spec), &entries, &recorded_at);
+    let mut job = end(&next, &entries);
+    let rendered = match &on_disk {
+        Some((file, _)) => render(ws, task, file, &next).unwrap_or_else(|e| {
+            unprojected = Some(deferred(task, e, true));
+            None
+        }),
+        None => None,
+    };
+    if let Some(unprojected) = &unprojected {
+        unprojected.note_in(&mut job, task);
+    }
     // Staged, and parsed for the index, while the ledger flushes.
-    let staging = rendered.as_ref().ok().and_then(Option::as_ref).map(|r| {
-        let (path, target, text) = (path.clone(), r.target.clone(), r.text.clone());
+    let staging = rendered.as_ref().map(|r| {
+        let (path, target, text) = (r.from.clone(), r.target.clone(), r.text.clone());
         tokio::task::spawn_blocking(move || {
             specfile::stage_spec(Some(&path), &target, &text).map(|s| (s, parse(&text)))
         })
     });
     let written = daemon.store().append_ending(&ws.id, task, &recorded_at, events, &job).map_err(internal)?;
     let staged = match staging {
-        Some(staging) => Some(staging.await.map_err(internal)?.map_err(write_error)?),
+        Some(staging) => Some(staging.await.map_err(internal)?),
         None => None,
     };
     let mut in_place = InPlace::default();
-    if written.first().is_some_and(|w| w.seq != first) {
+    let after_flush = if written.first().is_some_and(|w| w.seq != first) {
         // Only a caller that broke the lock rule gets here: project what the ledger holds.
         drop(staged);
-        project_from_ledger(daemon, ws, task, cause)?;
-    } else if let (Some(rendered), Some((staged, parsed))) = (rendered?, staged) {
-        let written = staged.written().clone();
-        in_place = staged.put_in_place().map_err(write_error)?;
-        rendered.announce(daemon, ws, task, cause, Some(parsed), &written);
-    }
+        project_from_ledger(daemon, ws, task, cause).unwrap_or_else(|e| deferred(task, e, false))
+    } else if let (Some(rendered), Some(staged), Some((file, _))) = (rendered, staged, &on_disk) {
+        match staged.and_then(|(staged, parsed)| {
+            let written = staged.written().clone();
+            Ok((staged.put_in_place_over(file.id, file.text.as_bytes())?, parsed, written))
+        }) {
+            Ok((Put::Placed(placed), parsed, written)) => {
+                in_place = placed;
+                rendered.announce(daemon, ws, task, cause, Some(parsed), &written);
+                Projected::Current(rendered.target)
+            }
+            // A save came in after the read: again, from the file as it is now.
+            Ok((Put::Changed, _, _)) => {
+                project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred(task, e, false))
+            }
+            Err(e) => deferred(task, write_error(e), false),
+        }
+    } else {
+        Projected::Current(PathBuf::new())
+    };
+    after_flush.note_in(&mut job, task);
     Ok((job, in_place))
 }
 
-/// Rebuild the spec's runner-owned sections (and its folder) from the ledger.
-pub fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<PathBuf> {
+/// Rebuild the spec's runner-owned sections (and its folder) from the ledger. A spec file that
+/// does not read as the task's spec, or that is saved again each time it is written, is left
+/// as it is ([`Projected::Deferred`]); a file that cannot be written (a full disk, no
+/// permission, a symlink inside `.scafld`) is an error, as is a ledger that cannot be read.
+pub fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<Projected> {
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
-    let (path, text) = spec_file(ws, task)?;
-    let next = ledger::project(&parse(&text).spec, &entries, &clock::now_rfc3339());
-    write_projection(daemon, ws, &path, &text, &next, cause)
+    project_entries(daemon, ws, task, &entries, cause)
 }
 
-/// The spec as its ledger says it is (what build decisions are made from).
+/// Project `entries` onto the task's spec file as it is now: read it, render, stage, and put
+/// the new bytes in place over the very file read; when a save replaced it meanwhile, do it
+/// all again from that save (a bounded number of times), so that no save is ever replaced by
+/// a projection of an older text.
+fn project_entries(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    entries: &[LedgerEntry],
+    cause: &str,
+) -> RpcResult<Projected> {
+    let now = clock::now_rfc3339();
+    for _ in 0..ATTEMPTS {
+        let (file, parsed) = match read_as_spec(ws, task) {
+            Ok(found) => found,
+            Err(why) => return Ok(deferred(task, why, true)),
+        };
+        let next = ledger::project(&parsed.spec, entries, &now);
+        let rendered = match render(ws, task, &file, &next) {
+            Ok(Some(rendered)) => rendered,
+            Ok(None) => return Ok(Projected::Current(file.path)),
+            Err(e) => return Ok(deferred(task, e, true)),
+        };
+        if let Some(in_place) = rendered.put(daemon, ws, task, &file, cause).map_err(write_error)? {
+            in_place.sync().map_err(write_error)?;
+            return Ok(Projected::Current(rendered.target));
+        }
+    }
+    Ok(deferred(task, format!("it was saved again each of the {ATTEMPTS} times it was written"), false))
+}
+
+/// The spec as the ledger says it is (what build decisions are made from).
 pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
     let entry = crate::sync::write(&ws.index)
         .loaded(task)
@@ -115,17 +212,52 @@ pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<
     Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339()), entries))
 }
 
+/// [`projected_spec`] for work under way: `base`, the spec it started from, stands in for a
+/// spec file that no longer reads as the task's spec (a hand edit that empties or breaks it
+/// never decides what the work concludes).
+pub fn projected_spec_or(daemon: &Daemon, ws: &Workspace, task: &str, base: &Spec) -> RpcResult<Spec> {
+    let entry = crate::sync::write(&ws.index).loaded(task);
+    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    let spec = match &entry {
+        Some(entry) if entry.read_error.is_none() && entry.parsed.structural_errors().next().is_none() => {
+            &entry.parsed.spec
+        }
+        _ => base,
+    };
+    Ok(ledger::project(spec, &entries, &clock::now_rfc3339()))
+}
+
+/// The task's spec file as read for a write: where it is, its text, and which file that was
+/// (a write replaces that file only: `specfile::Staged::put_in_place_over`).
+pub struct SpecText {
+    pub path: PathBuf,
+    pub text: String,
+    pub id: FileId,
+}
+
 /// The task's spec file and its bytes as they are on disk (writes start from these, not from
 /// the index).
-pub fn spec_file(ws: &Workspace, task: &str) -> RpcResult<(std::path::PathBuf, String)> {
+pub fn spec_file(ws: &Workspace, task: &str) -> RpcResult<SpecText> {
     let path = crate::sync::read(&ws.index)
         .get(task)
         .map(|e| e.path.clone())
         .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
     let unreadable = |e: String| RpcError::new(ErrorKind::WorkspaceError, format!("{}: {e}", ws.relative(&path)));
+    // Seen before the read: a file put there after it is told apart when the write comes.
+    let id = FileId::at(&path).map_err(|e| unreadable(format!("cannot read the spec: {e}")))?;
     let bytes = crate::workspace::index::read_spec(&ws.root, &path).map_err(unreadable)?;
     let text = String::from_utf8(bytes).map_err(|_| unreadable("the spec file is not valid UTF-8".into()))?;
-    Ok((path, text))
+    Ok(SpecText { path, text, id })
+}
+
+/// The task's spec file read and parsed as its spec ([`crate::domain::spec::parse_as`]), or
+/// why it does not read so (a sentence naming the file).
+fn read_as_spec(ws: &Workspace, task: &str) -> Result<(SpecText, Parsed), String> {
+    let file = spec_file(ws, task).map_err(|e| e.to_string())?;
+    match parse_as(&file.text, task) {
+        Ok(parsed) => Ok((file, parsed)),
+        Err(first) => Err(format!("{}: {first}", ws.relative(&file.path))),
+    }
 }
 
 /// Where the spec belongs for its status (archive month from `updated`).
@@ -139,21 +271,31 @@ pub fn target_for(ws: &Workspace, task: &str, spec: &Spec) -> std::path::PathBuf
     specfile::target_path(&ws.root, task, status, &month)
 }
 
-/// Project `next` into `text` (the bytes at `path`) and write it where its status belongs;
-/// nothing is written when neither the bytes nor the place change.
+/// Project `next` into `file` (the task's spec as read) and write it where its status belongs,
+/// over that very file; nothing is written when neither the bytes nor the place change. A
+/// save that replaced the file since it was read is left alone and the call is refused
+/// (`busy`): its model came from the older text, so it is the caller's to run again.
 pub fn write_projection(
     daemon: &Daemon,
     ws: &Workspace,
-    path: &std::path::Path,
-    text: &str,
+    task: &str,
+    file: &SpecText,
     next: &Spec,
     cause: &str,
 ) -> RpcResult<std::path::PathBuf> {
-    let Some(rendered) = render(ws, path, text, next)? else {
-        return Ok(path.to_path_buf());
+    let Some(rendered) = render(ws, task, file, next)? else {
+        return Ok(file.path.clone());
     };
-    let written = specfile::write_spec(Some(path), &rendered.target, &rendered.text).map_err(write_error)?;
-    rendered.announce(daemon, ws, &next.front.task_id, cause, None, &written);
+    match rendered.put(daemon, ws, task, file, cause).map_err(write_error)? {
+        Some(in_place) => in_place.sync().map_err(write_error)?,
+        None => {
+            return Err(RpcError::new(
+                ErrorKind::Busy,
+                format!("{} was saved while scafld was writing it; nothing was written", ws.relative(&file.path)),
+            )
+            .with_hint("run the command again"));
+        }
+    }
     Ok(rendered.target)
 }
 
@@ -165,15 +307,38 @@ struct Rendered {
     text: String,
 }
 
-/// `next` projected into `text` (the bytes at `path`); `None` when neither the bytes nor the
-/// place change.
-fn render(ws: &Workspace, path: &std::path::Path, text: &str, next: &Spec) -> RpcResult<Option<Rendered>> {
-    let new_text = project(text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
-    let target = target_for(ws, &next.front.task_id, next);
-    Ok((target != path || new_text != text).then_some(Rendered { from: path.to_path_buf(), target, text: new_text }))
+/// `next` projected into `file`; `None` when neither the bytes nor the place change. The place
+/// is the task's own (its file name is the task id), whatever the model's front matter says.
+fn render(ws: &Workspace, task: &str, file: &SpecText, next: &Spec) -> RpcResult<Option<Rendered>> {
+    let new_text = project(&file.text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
+    let target = target_for(ws, task, next);
+    let changed = target != file.path || new_text != file.text;
+    Ok(changed.then(|| Rendered { from: file.path.clone(), target, text: new_text }))
 }
 
 impl Rendered {
+    /// Stage the new bytes and put them in place over `file` (the file they were computed
+    /// from), then tell the index and subscribers. `None`: a save replaced that file
+    /// meanwhile, and nothing was written.
+    fn put(
+        &self,
+        daemon: &Daemon,
+        ws: &Workspace,
+        task: &str,
+        file: &SpecText,
+        cause: &str,
+    ) -> std::io::Result<Option<InPlace>> {
+        let staged = specfile::stage_spec(Some(&self.from), &self.target, &self.text)?;
+        let written = staged.written().clone();
+        match staged.put_in_place_over(file.id, file.text.as_bytes())? {
+            Put::Placed(in_place) => {
+                self.announce(daemon, ws, task, cause, None, &written);
+                Ok(Some(in_place))
+            }
+            Put::Changed => Ok(None),
+        }
+    }
+
     /// The written spec, told to the index (`parsed`: its text, parsed already; `written`: the
     /// file's metadata as written) and to subscribers.
     fn announce(

@@ -87,6 +87,20 @@ impl JobRecord {
             review: None,
         }
     }
+
+    /// Add `note` (the spec file was left as it was, and why) to what the job answers: its
+    /// reason and its build outcome's message, with `next` as the outcome's next command when
+    /// given. The job's state is the ledger's, unchanged.
+    pub fn note_unprojected(&mut self, note: &str, next: Option<String>) {
+        let joined = |said: &str| if said.is_empty() { note.to_string() } else { format!("{said}; {note}") };
+        if let Some(outcome) = &mut self.outcome {
+            outcome.message = joined(&outcome.message);
+            if let Some(next) = next {
+                outcome.next_command = next;
+            }
+        }
+        self.reason = Some(joined(self.reason.as_deref().unwrap_or_default()));
+    }
 }
 
 /// One reviewer's share of a review session.

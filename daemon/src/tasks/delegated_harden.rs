@@ -4,8 +4,6 @@
 //! round on the same draft is reused; a `needs_revision` round blocks another pass until the
 //! draft changes.
 
-use std::path::PathBuf;
-
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 use scafld_protocol::vocab::HardenStatus;
@@ -18,13 +16,13 @@ use crate::daemon::Daemon;
 use crate::domain::harden::{self, HardenDossier, Judgement};
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
+use crate::ledger::SpecText;
 use crate::providers::{self, Provider};
 use crate::workspace::Workspace;
 
-/// The draft as read under the task lock: its file, its text and what it parses to.
+/// The draft as read under the task lock: its file (with its text) and what it parses to.
 pub struct Draft {
-    pub path: PathBuf,
-    pub text: String,
+    pub file: SpecText,
     pub spec: Spec,
 }
 
@@ -36,7 +34,7 @@ pub async fn harden(
     p: &m::HardenParams,
     provider: &str,
 ) -> RpcResult<m::HardenResult> {
-    let Draft { path, text, spec } = draft;
+    let Draft { file, spec } = draft;
     let digest = harden::draft_digest(&spec);
     if let Some(last) = spec.harden_rounds.last()
         && last.digest == digest
@@ -46,10 +44,10 @@ pub async fn harden(
             ErrorKind::InvalidState,
             format!("{} asked for revision of this very draft; another pass would say the same", last.id),
         )
-        .with_hint(format!("edit {} as the round says, then harden again", ws.relative(&path))));
+        .with_hint(format!("edit {} as the round says, then harden again", ws.relative(&file.path))));
     }
     let config = ws.config()?;
-    let (dossier, judgement) = match ask(daemon, ws, &config, task, &text, p, provider).await? {
+    let (dossier, judgement) = match ask(daemon, ws, &config, task, &file.text, p, provider).await? {
         Ok(dossier) => {
             let ground = WorkspaceGround { ws };
             let judgement = harden::judge(&dossier, &ground, config.harden.max_issues_per_round as usize);
@@ -60,7 +58,7 @@ pub async fn harden(
     let now = clock::now_rfc3339();
     let next = harden::delegated_round(&spec, &digest, provider, dossier.as_ref(), &judgement, &now);
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
-    let written = write_projection(daemon, ws, &path, &text, &next, "command:harden")?;
+    let written = write_projection(daemon, ws, task, &file, &next, "command:harden")?;
     let next_command = match judgement.status {
         HardenStatus::Passed => format!("scafld approve {task}"),
         HardenStatus::NeedsRevision => format!("edit the draft, then `scafld harden {task} --provider {provider}`"),

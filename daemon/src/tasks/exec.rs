@@ -26,7 +26,7 @@ use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::evidence::StepMaterial;
-use crate::ledger::{implementer, projected_spec, record, record_ending};
+use crate::ledger::{Projected, implementer, projected_spec, projected_spec_or, record, record_ending};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::Workspace;
 use crate::workspace::specfile::{self, InPlace};
@@ -261,18 +261,17 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     match build::plan(&spec, &fresh.stale).map_err(|why| RpcError::new(ErrorKind::InvalidState, why))? {
         Step::Open(target) => {
-            record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
+            let projected = record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
             let (spec, entries) = projected_spec(daemon, &ws, &task)?;
             let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
+            let message =
+                format!("{} opened; implement it, then run `scafld build {task}` to record evidence", target.label());
             let outcome = BuildOutcome {
                 task_id: task.clone(),
                 status: "active".into(),
                 phase: target.label(),
                 next_command: next.command,
-                message: format!(
-                    "{} opened; implement it, then run `scafld build {task}` to record evidence",
-                    target.label()
-                ),
+                message: with_note(message, &projected),
                 ..BuildOutcome::default()
             };
             Ok((m::BuildResult { task_id: task, job_id: None, attached: false, outcome: Some(outcome) }, None))
@@ -294,6 +293,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
                 daemon: daemon.clone(),
                 ws: ws.clone(),
                 task: task.clone(),
+                base: spec,
                 job_id: job.id.clone(),
                 run_token: job.run_token.clone(),
                 commands: CommandSetup::new(&ws, &config, &p.caller.env),
@@ -376,6 +376,7 @@ async fn manual_evidence(
         }
         _ => None,
     });
+    let mut projected = Projected::Current(PathBuf::new());
     if repeat != Some(true) {
         let mut events = material_event(&entries, &material);
         events.push(LedgerEvent::ManualEvidence {
@@ -388,7 +389,7 @@ async fn manual_evidence(
             definition,
             material: material.digest.clone(),
         });
-        record(daemon, ws, task, events, "command:build")?;
+        projected = record(daemon, ws, task, events, "command:build")?;
     }
     // Re-evaluate the current step: conclude it when every criterion now passes on current
     // evidence (final acceptance, if it comes next, runs at the next `build`).
@@ -399,7 +400,7 @@ async fn manual_evidence(
     let all_passed = criteria.iter().all(|c| c.passed() && !stale.contains_key(&c.id));
     if all_passed && !criteria.is_empty() {
         let conclusion = build::conclude(&spec, &target, true, None);
-        record(daemon, ws, task, conclusion.events, "command:build")?;
+        projected = record(daemon, ws, task, conclusion.events, "command:build")?;
     }
     let (spec, entries) = projected_spec(daemon, ws, task)?;
     let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &Default::default());
@@ -411,9 +412,20 @@ async fn manual_evidence(
         failed: usize::from(disposition == "fail"),
         criteria: Vec::new(),
         next_command: next.command,
-        message: format!("recorded manual evidence for `{}`: {disposition}", manual.criterion_id),
+        message: with_note(
+            format!("recorded manual evidence for `{}`: {disposition}", manual.criterion_id),
+            &projected,
+        ),
     };
     Ok(m::BuildResult { task_id: task.to_string(), job_id: None, attached: false, outcome: Some(outcome) })
+}
+
+/// `message`, and when the spec file was left as it was, why (the answer says so).
+fn with_note(message: String, projected: &Projected) -> String {
+    match projected {
+        Projected::Deferred { note, .. } => format!("{message}; {note}"),
+        Projected::Current(_) => message,
+    }
 }
 
 /// A `Material` event for `material`, unless the latest recorded one is the same.
@@ -447,6 +459,9 @@ struct BuildRun {
     daemon: Arc<Daemon>,
     ws: Arc<Workspace>,
     task: String,
+    /// The spec the step was planned from: what it concludes on should the file stop reading
+    /// as the task's spec while it runs (`ledger::projected_spec_or`).
+    base: Spec,
     job_id: String,
     /// Carried by every process the job starts (see `JobRecord::run_token`).
     run_token: String,
@@ -568,7 +583,8 @@ impl BuildRun {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
         let StepEnd { events, target, results, timed_out } = end;
         let material = self.material.get().await?;
-        record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", |spec, entries| {
+        let base = &self.base;
+        record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", base, |spec, entries| {
             let status = spec.status().unwrap_or(Status::Active);
             let stale = evidence::stale(spec, entries, Some(&material.digest));
             let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, 0, &stale);
@@ -677,7 +693,7 @@ impl BuildRun {
                 return Err(RpcError::new(ErrorKind::InvalidState, "the build was cancelled"));
             }
             // The conclusion reads phase states only, which evidence does not change.
-            let (spec, _) = projected_spec(&self.daemon, &self.ws, &self.task)?;
+            let spec = projected_spec_or(&self.daemon, &self.ws, &self.task, &self.base)?;
             let conclusion = build::conclude(&spec, &target, all_passed, recheck_failed.as_deref());
             events.extend(conclusion.events);
             // Every diagnostics file the events name is on disk before they are recorded (the

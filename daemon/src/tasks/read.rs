@@ -16,21 +16,27 @@ use crate::rendered::Rendered;
 use crate::workspace::ListKey;
 use crate::workspace::index::{LoadedSpec, SpecEntry};
 
-/// The spec as the ledger says it is (hand edits to runner-owned fields do not count).
+/// The spec as the ledger says it is (hand edits to runner-owned fields do not count), named
+/// by its file (a front matter naming no task or another one never names the commands shown).
 fn ledger_view(
     daemon: &Daemon,
     ws: &crate::workspace::Workspace,
     entry: &LoadedSpec,
 ) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
     let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
-    Ok((crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated), entries))
+    let mut spec = crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated);
+    spec.front.task_id.clone_from(&entry.task_id);
+    Ok((spec, entries))
 }
 
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let spec = &spec;
-    let errors = entry_errors(&entry);
+    let mut errors = entry_errors(&entry);
+    if let Some(note) = unprojectable(&entry, &entries) {
+        errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
+    }
     let fresh = crate::evidence::freshness(&ws, spec, &entries).await;
     let next_action = crate::evidence::next_for(daemon, &ws, spec, &entries, errors.len(), &fresh.stale);
     let current_phase = match handoff::current_phase(spec) {
@@ -69,6 +75,21 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
         valid: errors.is_empty(),
         errors,
         review: latest_review(&entries),
+    })
+}
+
+/// A task with a ledger whose spec file does not read as its spec (emptied, broken front
+/// matter, another task's id, unreadable): no projection writes into it, so the file cannot
+/// show what the ledger holds until it is put right. Said in a sentence, the file's own errors
+/// following it.
+fn unprojectable(entry: &LoadedSpec, entries: &[LedgerEntry]) -> Option<String> {
+    let broken = entry.read_error.is_some() || entry.parsed.structural_errors().next().is_some();
+    (broken && !entries.is_empty()).then(|| {
+        format!(
+            "the spec cannot be projected: it does not read as the spec of `{task}` (see below), so it is left as it is and does not show the task's state, which the ledger keeps ({} entries); fix the file, then run `scafld reconcile {task}`",
+            entries.len(),
+            task = entry.task_id
+        )
     })
 }
 

@@ -1,7 +1,7 @@
 //! Write-side task methods: plan, harden, reconcile. Each holds the task's lock (the one lock
 //! of a task's ledger and spec), re-reads the spec from disk, and projects the new model into it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
@@ -13,8 +13,9 @@ use crate::domain::harden::{self, Ground};
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::project::project;
 use crate::domain::spec::render::{PlanInput, new_spec, plan_input_problem};
-use crate::domain::spec::{Spec, parse};
+use crate::domain::spec::{Spec, parse, parse_as};
 use crate::error::{RpcError, RpcResult};
+use crate::ledger::{Projected, SpecText};
 use crate::workspace::Workspace;
 use crate::workspace::specfile;
 
@@ -91,7 +92,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
         false => ws.config().ok().map(|c| c.harden.external.provider).filter(|p| !p.is_empty()),
         true => None,
     };
-    let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
+    let (file, spec) = read_fresh(&ws, &entry.task_id)?;
     if spec.status() != Some(Status::Draft) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
@@ -99,7 +100,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
         ));
     }
     if let Some(provider) = p.provider.clone().or(configured) {
-        let draft = super::delegated_harden::Draft { path, text, spec };
+        let draft = super::delegated_harden::Draft { file, spec };
         return super::delegated_harden::harden(daemon, &ws, &entry.task_id, draft, &p, &provider).await;
     }
     let now = clock::now_rfc3339();
@@ -113,12 +114,12 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
             )
             .with_hint(format!(
                 "complete the round in {}, then run `scafld harden {id} --mark-passed` again",
-                ws.relative(&path)
+                ws.relative(&file.path)
             ))
             .with_details(serde_json::json!({ "problems": problems }))
         })?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
-        let written = write_projection(daemon, &ws, &path, &text, &next, "command:harden")?;
+        let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
         return Ok(m::HardenResult {
             task_id: id.clone(),
             path: ws.relative(&written),
@@ -136,7 +137,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
         round.digest = harden::draft_digest(&spec);
     }
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
-    let written = write_projection(daemon, &ws, &path, &text, &next, "command:harden")?;
+    let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
     let config = ws.config()?;
     let invariants: Vec<(String, String)> = config.invariants.canonical.into_iter().collect();
     let prompt =
@@ -159,17 +160,26 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     let _guard = lock.lock().await;
     let entry = super::fresh_entry(daemon, &ws, &entry.task_id)?;
     require_valid(&ws, &entry)?;
-    let (path, text, spec) = read_fresh(&ws, &entry.task_id)?;
+    let (file, spec) = read_fresh(&ws, &entry.task_id)?;
     let has_ledger = !daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?.is_empty();
     if has_ledger {
         // The ledger is the authority: rebuild every runner-owned section from it.
-        let target = crate::ledger::project_from_ledger(daemon, &ws, &entry.task_id, "command:reconcile")?;
-        let changed = std::fs::read_to_string(&target).map(|t| t != text).unwrap_or(true) || target != path;
+        let target = match crate::ledger::project_from_ledger(daemon, &ws, &entry.task_id, "command:reconcile")? {
+            Projected::Current(target) => target,
+            Projected::Deferred { note, broken: true } => {
+                return Err(RpcError::new(ErrorKind::ValidationFailed, note)
+                    .with_hint(format!("run `scafld validate {}` for every diagnostic", entry.task_id)));
+            }
+            Projected::Deferred { note, broken: false } => {
+                return Err(RpcError::new(ErrorKind::Busy, note).with_hint("run it again once the file is saved"));
+            }
+        };
+        let changed = std::fs::read_to_string(&target).map(|t| t != file.text).unwrap_or(true) || target != file.path;
         return Ok(m::ReconcileResult {
             task_id: entry.task_id.clone(),
             path: ws.relative(&target),
             changed,
-            moved: target != path,
+            moved: target != file.path,
         });
     }
     let status = spec.status().ok_or_else(|| RpcError::internal("valid spec without a status"))?;
@@ -188,27 +198,26 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     if next.current_state.current_phase.is_empty() {
         next.current_state.current_phase = "none".into();
     }
-    let changed_text = project(&text, &next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
+    let changed_text =
+        project(&file.text, &next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
     let target = target_for(&ws, &entry.task_id, &next);
-    let moved = target != path;
-    let changed = changed_text != text || moved;
+    let moved = target != file.path;
+    let changed = changed_text != file.text || moved;
     if changed {
-        write_projection(daemon, &ws, &path, &text, &next, "command:reconcile")?;
+        write_projection(daemon, &ws, &entry.task_id, &file, &next, "command:reconcile")?;
     }
     Ok(m::ReconcileResult { task_id: entry.task_id.clone(), path: ws.relative(&target), changed, moved })
 }
 
 /// Read the task's spec from disk (not the index: the write must start from the file's bytes).
 /// Unfilled placeholders are allowed; anything that makes the file unsafe to rewrite is not.
-pub(super) fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(PathBuf, String, Spec)> {
-    let (path, text) = spec_file(ws, task)?;
-    let mut parsed = parse(&text);
-    parsed.check_file_name(task);
-    if let Some(first) = parsed.structural_errors().next() {
-        return Err(RpcError::new(ErrorKind::ValidationFailed, format!("{}: {first}", ws.relative(&path)))
-            .with_hint(format!("run `scafld validate {task}` for every diagnostic")));
+pub(super) fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(SpecText, Spec)> {
+    let file = spec_file(ws, task)?;
+    match parse_as(&file.text, task) {
+        Ok(parsed) => Ok((file, parsed.spec)),
+        Err(first) => Err(RpcError::new(ErrorKind::ValidationFailed, format!("{}: {first}", ws.relative(&file.path)))
+            .with_hint(format!("run `scafld validate {task}` for every diagnostic"))),
     }
-    Ok((path, text, parsed.spec))
 }
 
 /// Answers citation checks from the workspace's files and archive.

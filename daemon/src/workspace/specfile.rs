@@ -1,9 +1,10 @@
 //! Spec files on disk: where a spec of a given status lives, finding specs, and atomic writes
-//! and moves.
+//! and moves, and the guarded put that never replaces a file other than the one a write was
+//! computed from.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -211,30 +212,40 @@ pub struct Staged {
     replaced: Option<File>,
     /// The new file as written, to tell it from a hand edit that replaces it afterwards.
     written: fs::Metadata,
+    /// The new file, kept open: its inode number is never another file's while it is held
+    /// (how a guarded put tells its own file from a save).
+    _open: File,
     committed: bool,
+}
+
+/// The next number for a temporary name of this process.
+fn next_temp() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    COUNTER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// `path` held by path only (O_PATH): nothing opened for reading, so no FIFO or device swapped
+/// in meanwhile can block or notice it; not through a symlink either.
+fn hold(path: &Path) -> Option<File> {
+    OpenOptions::new().read(true).custom_flags((OFlag::O_PATH | OFlag::O_NOFOLLOW).bits()).open(path).ok()
 }
 
 /// Temp file in the same directory (created when missing, never through a symlink inside
 /// `.scafld`: [`super::layout::create_real_dir`]), written with `mode`, fsynced.
 fn stage(path: &Path, bytes: &[u8], mode: u32, moving_from: Option<&Path>) -> io::Result<Staged> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().ok_or_else(|| io::Error::other("path has no directory"))?;
     super::layout::create_real_dir(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("spec");
-    let temp =
-        dir.join(format!(".{name}{TEMP_MARK}{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let temp = dir.join(format!(".{name}{TEMP_MARK}{}-{}", std::process::id(), next_temp()));
     let mut file = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
-    // By path only (O_PATH): nothing opened for reading, so no FIFO or device swapped in
-    // meanwhile can block or notice it; not through a symlink either.
-    let hold =
-        || OpenOptions::new().read(true).custom_flags((OFlag::O_PATH | OFlag::O_NOFOLLOW).bits()).open(path).ok();
-    let replaced = if moving_from.is_none() { hold() } else { None };
+    let replaced = if moving_from.is_none() { hold(path) } else { None };
     let mut staged = Staged {
         temp,
         path: path.to_path_buf(),
         moving_from: moving_from.map(Path::to_path_buf),
         replaced,
         written: file.metadata()?,
+        _open: file.try_clone()?,
         committed: false,
     };
     file.set_permissions(fs::Permissions::from_mode(mode))?;
@@ -295,6 +306,235 @@ impl InPlace {
             Some(dir) => File::open(dir)?.sync_all(),
             None => Ok(()),
         }
+    }
+}
+
+/// Which file a name led to: its device and inode, not following a symlink (a symlinked spec
+/// is told by the link itself, as a rename replaces the link).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    pub fn of(meta: &fs::Metadata) -> FileId {
+        FileId { dev: meta.dev(), ino: meta.ino() }
+    }
+
+    /// The file `path` names now.
+    pub fn at(path: &Path) -> io::Result<FileId> {
+        fs::symlink_metadata(path).map(|meta| FileId::of(&meta))
+    }
+}
+
+/// How many times a guarded put swaps a newer save back before it stops and lets the last one
+/// it took stand where the spec is (each swap is one system call: only a file saved again
+/// within microseconds, over and over, gets there).
+const MAX_SWAPS: usize = 16;
+
+/// What [`Staged::put_in_place_over`] found.
+#[must_use]
+pub enum Put {
+    /// The new bytes are in place, over the very file they were computed from.
+    Placed(InPlace),
+    /// That file had been replaced or changed (a save landed after it was read): nothing of the
+    /// write stayed; the file there now is the user's, as they saved it. Compute again from it.
+    Changed,
+}
+
+/// Whether `path` still names the file `id` with exactly `bytes` in it. Opened without
+/// blocking (a FIFO swapped in meanwhile is read as empty, never waited on).
+fn holds(path: &Path, id: FileId, bytes: &[u8]) -> io::Result<bool> {
+    match FileId::at(path) {
+        Ok(now) if now == id => {}
+        Ok(_) => return Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    let file = match OpenOptions::new().read(true).custom_flags(OFlag::O_NONBLOCK.bits()).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let mut now = Vec::with_capacity(bytes.len() + 1);
+    match file.take(bytes.len() as u64 + 1).read_to_end(&mut now) {
+        Ok(_) => Ok(now == bytes),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// `renameat2` with `flags`; `EINVAL` where the C library has no such call (as from a file
+/// system without the flag).
+fn rename_with(from: &Path, to: &Path, exchange: bool) -> io::Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+        let flags = if exchange { RenameFlags::RENAME_EXCHANGE } else { RenameFlags::RENAME_NOREPLACE };
+        renameat2(AT_FDCWD, from, AT_FDCWD, to, flags).map_err(io::Error::from)
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = (from, to, exchange);
+        Err(io::Error::from(nix::errno::Errno::EINVAL))
+    }
+}
+
+/// Whether a `renameat2` flag is unsupported here (the file system, the kernel or the C
+/// library), so that the plain rename is all there is.
+fn unsupported(e: &io::Error) -> bool {
+    use nix::errno::Errno;
+    [Errno::EINVAL, Errno::ENOSYS, Errno::EOPNOTSUPP].iter().any(|errno| e.raw_os_error() == Some(*errno as i32))
+}
+
+/// Swap the files at `a` and `b` in one step (both stay, each under the other's name).
+fn exchange(a: &Path, b: &Path) -> io::Result<()> {
+    rename_with(a, b, true)
+}
+
+/// Rename `from` to `to` unless `to` exists (`AlreadyExists`), in one step where the file
+/// system can; elsewhere checked first, then renamed.
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    match rename_with(from, to, false) {
+        Err(e) if unsupported(&e) => {
+            refuse_existing(to)?;
+            fs::rename(from, to)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} already exists; resolve the duplicate spec by hand", to.display()),
+        )),
+        done => done,
+    }
+}
+
+fn sync_dir_of(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) => File::open(dir)?.sync_all(),
+        None => Ok(()),
+    }
+}
+
+impl Staged {
+    /// Put the staged bytes in place, over the file they were computed from and nothing else:
+    /// the file `id` holding `bytes` (for a move, at the path it moves from). A user's save
+    /// that came after the read is never replaced: the answer is [`Put::Changed`], the save is
+    /// where it was, and nothing of this write stays.
+    ///
+    /// In place, the new file is swapped with the one at the path in one step
+    /// (`RENAME_EXCHANGE`), and then the file taken out is looked at: the one read is removed;
+    /// a newer save is swapped back (each file is at one name or the other throughout, so no
+    /// save is ever unlinked by the daemon). A file system without the exchange gets a check
+    /// right before a plain rename, a window of microseconds. A move renames the new file
+    /// into its folder (refusing one there), then takes the old file away by renaming it and
+    /// looks at what it took: a newer save goes back and the new file is removed.
+    pub fn put_in_place_over(self, id: FileId, bytes: &[u8]) -> io::Result<Put> {
+        match self.moving_from.clone() {
+            Some(from) => self.move_over(&from, id, bytes),
+            None => self.exchange_over(id, bytes),
+        }
+    }
+
+    fn exchange_over(mut self, id: FileId, bytes: &[u8]) -> io::Result<Put> {
+        if !holds(&self.path, id, bytes)? {
+            return Ok(Put::Changed);
+        }
+        let dir = self.path.parent().ok_or_else(|| io::Error::other("path has no directory"))?.to_path_buf();
+        match exchange(&self.temp, &self.path) {
+            Ok(()) => self.committed = true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Put::Changed),
+            Err(e) if unsupported(&e) => {
+                fs::rename(&self.temp, &self.path)?;
+                self.committed = true;
+                return Ok(Put::Placed(InPlace { dir: Some(dir), _replaced: self.replaced.take() }));
+            }
+            Err(e) => return Err(e),
+        }
+        self.after_swap(id, bytes, dir)
+    }
+
+    /// Once swapped, the temporary name holds what was at the path: the file read, removed; or
+    /// a newer save, swapped back (again, as long as newer ones come). Each file swapped back
+    /// is held open meanwhile, so that no later file can have its inode number.
+    fn after_swap(&mut self, id: FileId, bytes: &[u8], dir: PathBuf) -> io::Result<Put> {
+        let ours = FileId::of(&self.written);
+        let mut swapped_back: Vec<(FileId, Option<File>)> = Vec::new();
+        for swaps in 0.. {
+            let taken = FileId::at(&self.temp)?;
+            if taken == id && holds(&self.temp, id, bytes)? {
+                // The file read: the new one replaced exactly it.
+                let replaced = hold(&self.temp);
+                fs::remove_file(&self.temp)?;
+                return Ok(Put::Placed(InPlace { dir: Some(dir), _replaced: replaced }));
+            }
+            if taken == ours || swapped_back.iter().any(|(back, _)| *back == taken) {
+                // Ours came back (the user's file is in place again), or a save put back once
+                // that a later one has replaced since: the file at the path is the newest.
+                fs::remove_file(&self.temp)?;
+                return Ok(Put::Changed);
+            }
+            if swaps == MAX_SWAPS {
+                // Newer than what is at the path (saved back there by this loop).
+                fs::rename(&self.temp, &self.path)?;
+                return Ok(Put::Changed);
+            }
+            swapped_back.push((taken, hold(&self.temp)));
+            match exchange(&self.temp, &self.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    // The path was removed meanwhile: the save goes back there.
+                    return match rename_noreplace(&self.temp, &self.path) {
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                            fs::remove_file(&self.temp).map(|()| Put::Changed)
+                        }
+                        done => done.map(|()| Put::Changed),
+                    };
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        unreachable!("the loop returns by MAX_SWAPS")
+    }
+
+    fn move_over(mut self, from: &Path, id: FileId, bytes: &[u8]) -> io::Result<Put> {
+        if !holds(from, id, bytes)? {
+            return Ok(Put::Changed);
+        }
+        rename_noreplace(&self.temp, &self.path)?;
+        self.committed = true;
+        sync_dir_of(&self.path)?;
+        let ours = FileId::of(&self.written);
+        // The old file taken away under a temporary name, in one step, then looked at.
+        let taken = self.temp.with_file_name(format!(
+            ".{}{TEMP_MARK}{}-{}",
+            from.file_name().and_then(|n| n.to_str()).unwrap_or("spec"),
+            std::process::id(),
+            next_temp()
+        ));
+        match fs::rename(from, &taken) {
+            Ok(()) => {}
+            // Removed or moved away by hand meanwhile: the new file is the spec.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Put::Placed(InPlace::default())),
+            Err(e) => return Err(e),
+        }
+        if holds(&taken, id, bytes)? {
+            fs::remove_file(&taken)?;
+            sync_dir_of(from)?;
+            return Ok(Put::Placed(InPlace::default()));
+        }
+        // A newer save: back where it was (unless a still newer one is there), and the new
+        // file goes.
+        match rename_noreplace(&taken, from) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fs::remove_file(&taken)?,
+            done => done?,
+        }
+        if FileId::at(&self.path).is_ok_and(|at| at == ours) {
+            fs::remove_file(&self.path)?;
+        }
+        sync_dir_of(&self.path)?;
+        sync_dir_of(from)?;
+        Ok(Put::Changed)
     }
 }
 
@@ -381,6 +621,108 @@ mod tests {
         let to = dir.path().join("review/t.md");
         let moved = stage_spec(Some(&spec), &to, "moved").unwrap().put_in_place().unwrap();
         assert!(!spec.exists() && moved.dir.is_none(), "a move is synced and finished in place");
+        assert_eq!(fs::read_to_string(&to).unwrap(), "moved");
+    }
+
+    /// `text` saved at `path` as editors save: a temporary file renamed over it.
+    fn save_atomically(path: &Path, text: &str) {
+        let temp = path.with_extension("md~");
+        fs::write(&temp, text).unwrap();
+        fs::rename(&temp, path).unwrap();
+    }
+
+    /// A guarded put replaces the very file its bytes were computed from and nothing else: a
+    /// save that came after the read (renamed over it, or written in place), or a removal,
+    /// leaves the user's file as it is and nothing of the write behind.
+    #[test]
+    fn a_guarded_put_replaces_only_the_file_it_was_computed_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = active_spec(dir.path());
+        fs::write(&spec, "read").unwrap();
+        let read = FileId::at(&spec).unwrap();
+        let staged = stage_spec(Some(&spec), &spec, "projected").unwrap();
+        let Put::Placed(in_place) = staged.put_in_place_over(read, b"read").unwrap() else { panic!("not placed") };
+        in_place.sync().unwrap();
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "projected");
+        assert_eq!(names(spec.parent().unwrap()), vec!["t.md"]);
+
+        let read = FileId::at(&spec).unwrap();
+        let staged = stage_spec(Some(&spec), &spec, "projected again").unwrap();
+        save_atomically(&spec, "the user's save");
+        assert!(matches!(staged.put_in_place_over(read, b"projected").unwrap(), Put::Changed));
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "the user's save");
+        assert_eq!(names(spec.parent().unwrap()), vec!["t.md"], "nothing of the write stays");
+
+        let read = FileId::at(&spec).unwrap();
+        let staged = stage_spec(Some(&spec), &spec, "projected again").unwrap();
+        fs::write(&spec, "written in place").unwrap();
+        assert!(matches!(staged.put_in_place_over(read, b"the user's save").unwrap(), Put::Changed));
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "written in place");
+
+        let read = FileId::at(&spec).unwrap();
+        let staged = stage_spec(Some(&spec), &spec, "projected again").unwrap();
+        fs::remove_file(&spec).unwrap();
+        assert!(matches!(staged.put_in_place_over(read, b"written in place").unwrap(), Put::Changed));
+        assert!(names(spec.parent().unwrap()).is_empty(), "a removed spec is not written back");
+    }
+
+    /// The swap of a guarded put, with a save landing between its check and its swap: the
+    /// save taken out is swapped back, the new file goes, and the save is the spec again. With
+    /// no save, the file read is what the swap takes out, and it goes.
+    #[test]
+    fn a_save_that_lands_between_the_check_and_the_swap_is_swapped_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = active_spec(dir.path());
+        let folder = spec.parent().unwrap().to_path_buf();
+        fs::write(&spec, "read").unwrap();
+        let read = FileId::at(&spec).unwrap();
+        let mut staged = stage_spec(Some(&spec), &spec, "projected").unwrap();
+        // The check passed on the file read; then the user saved, then the swap.
+        save_atomically(&spec, "the user's save");
+        match exchange(&staged.temp, &spec) {
+            Err(e) if unsupported(&e) => return eprintln!("no RENAME_EXCHANGE here: {e}"),
+            swapped => swapped.unwrap(),
+        }
+        staged.committed = true;
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "projected");
+        assert!(matches!(staged.after_swap(read, b"read", folder.clone()).unwrap(), Put::Changed));
+        drop(staged);
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "the user's save");
+        assert_eq!(names(&folder), vec!["t.md"], "the new file is gone");
+
+        let read = FileId::at(&spec).unwrap();
+        let mut staged = stage_spec(Some(&spec), &spec, "projected").unwrap();
+        exchange(&staged.temp, &spec).unwrap();
+        staged.committed = true;
+        let Put::Placed(in_place) = staged.after_swap(read, b"the user's save", folder.clone()).unwrap() else {
+            panic!("the file read was taken out, yet the write was not placed")
+        };
+        in_place.sync().unwrap();
+        drop(staged);
+        assert_eq!(fs::read_to_string(&spec).unwrap(), "projected");
+        assert_eq!(names(&folder), vec!["t.md"], "the file read is gone");
+    }
+
+    /// A guarded move leaves a save made after the read where it was, and removes the copy it
+    /// had put in the new folder; without one, it moves.
+    #[test]
+    fn a_guarded_move_leaves_a_newer_save_where_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("approved/t.md"), dir.path().join("active/t.md"));
+        fs::create_dir_all(from.parent().unwrap()).unwrap();
+        fs::write(&from, "read").unwrap();
+        let read = FileId::at(&from).unwrap();
+        let staged = stage_spec(Some(&from), &to, "moved").unwrap();
+        save_atomically(&from, "the user's save");
+        assert!(matches!(staged.put_in_place_over(read, b"read").unwrap(), Put::Changed));
+        assert_eq!(fs::read_to_string(&from).unwrap(), "the user's save");
+        assert_eq!(names(from.parent().unwrap()), vec!["t.md"]);
+        assert!(names(to.parent().unwrap()).is_empty(), "nothing stays in the new folder");
+
+        let read = FileId::at(&from).unwrap();
+        let staged = stage_spec(Some(&from), &to, "moved").unwrap();
+        let Put::Placed(_) = staged.put_in_place_over(read, b"the user's save").unwrap() else { panic!("not moved") };
+        assert!(names(from.parent().unwrap()).is_empty());
         assert_eq!(fs::read_to_string(&to).unwrap(), "moved");
     }
 

@@ -13,7 +13,7 @@ pub mod project;
 pub mod render;
 
 pub use model::*;
-pub use parse::{Diagnostic, Parsed, Severity, criterion_problems, parse};
+pub use parse::{Diagnostic, Parsed, Severity, criterion_problems, parse, parse_as};
 
 #[cfg(test)]
 mod corpus;

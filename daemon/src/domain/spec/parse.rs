@@ -244,6 +244,29 @@ impl Parsed {
     }
 }
 
+/// `text` read as the spec of `task`, for a write into it: its parse when its front matter
+/// names the task and nothing in it makes the file unsafe to rewrite, else the first
+/// diagnostic that does. A projection writes only into such a file: an emptied file, broken
+/// front matter or another task's id is the user's to put right, never overwritten, renamed
+/// or moved.
+///
+/// The reason given is a line's, when there is one (a broken front matter also hides the
+/// title, whose diagnostic has no line).
+pub fn parse_as(text: &str, task: &str) -> Result<Parsed, Diagnostic> {
+    if text.trim().is_empty() {
+        return Err(Diagnostic {
+            line: 0,
+            severity: Severity::Error,
+            message: "the file is empty".into(),
+            rule: Rule::Structure,
+        });
+    }
+    let mut parsed = parse(text);
+    parsed.check_file_name(task);
+    let first = parsed.structural_errors().min_by_key(|d| d.line == 0).cloned();
+    first.map_or(Ok(parsed), Err)
+}
+
 /// The value a field has when its text says "not set".
 pub(crate) fn is_unset(value: &str) -> bool {
     let v = value.trim();

@@ -317,6 +317,31 @@ fn task_id_must_match_the_file_name() {
     assert!(parsed.errors().any(|e| e.message.contains("does not match the file name other-name.md")));
 }
 
+/// A projection writes only into a file that reads as the task's own spec: emptied, its front
+/// matter broken or naming another task (or none), it is refused, with the line that says why.
+#[test]
+fn only_the_tasks_own_readable_spec_takes_a_write() {
+    let task = "add-greeting-flag";
+    assert_eq!(parse_as(BASIC, task).unwrap().spec.front.task_id, task);
+    let without_first_line = BASIC.split_once('\n').unwrap().1;
+    let cases = [
+        ("emptied", String::new(), "the file is empty"),
+        ("blanked", "\n \n".to_string(), "the file is empty"),
+        ("front matter's first line dropped", without_first_line.to_string(), "front matter is required"),
+        (
+            "another task's id",
+            BASIC.replace("task_id: add-greeting-flag", "task_id: other"),
+            "does not match the file name",
+        ),
+        ("no task id", BASIC.replace("task_id: add-greeting-flag", "task_id: ''"), "task_id is required"),
+        ("front matter never closed", BASIC.replacen("---\n\n# Add", "\n# Add", 1), "not closed"),
+    ];
+    for (what, text, why) in cases {
+        let refused = parse_as(&text, task).err().unwrap_or_else(|| panic!("{what}: taken as the spec of {task}"));
+        assert!(refused.message.contains(why), "{what}: {refused}");
+    }
+}
+
 #[test]
 fn plan_template_validates_once_filled() {
     let input = render::PlanInput {
