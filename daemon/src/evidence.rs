@@ -13,7 +13,6 @@ use crate::daemon::Daemon;
 use crate::domain::evidence::{self, Stale};
 use crate::domain::ledger::{self, LedgerEntry};
 use crate::domain::next::{Facts, NextAction, next_action};
-use crate::domain::review;
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
@@ -27,12 +26,6 @@ pub(crate) struct Freshness {
     pub changes: Vec<String>,
 }
 
-/// The scope evidence is bound to: the paths the spec declares (never an explicit review scope,
-/// which only narrows what a reviewer reads).
-pub(crate) fn evidence_scope(spec: &Spec) -> Vec<String> {
-    review::scope(spec, &[])
-}
-
 pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material, String> {
     read_material(ws, spec).await
 }
@@ -40,7 +33,7 @@ pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material
 /// The material of `spec`'s scope, read on a blocking thread that starts now (not when the
 /// future is first polled).
 fn read_material(ws: &Workspace, spec: &Spec) -> impl Future<Output = Result<Material, String>> + Send + 'static {
-    let (root, scope) = (ws.root.clone(), evidence_scope(spec));
+    let (root, scope) = (ws.root.clone(), evidence::evidence_scope(spec));
     let read = tokio::task::spawn_blocking(move || baseline::material(&root, &scope));
     async move { read.await.map_err(|e| format!("cannot read the workspace: {e}"))? }
 }

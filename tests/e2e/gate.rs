@@ -447,3 +447,167 @@ fn a_leftover_copy_of_an_interrupted_move_is_moved_aside() {
     assert_eq!(kept.len(), 1);
     assert_eq!(std::fs::read_to_string(kept[0].path()).unwrap(), old, "the leftover's bytes are kept");
 }
+
+/// Task `rev` in two phases (`a1`, then `phase2` as given) over `src/lib.rs`, approved and its
+/// first phase opened. Returns the spec's path and text.
+fn opened_in_two_phases(env: &TestEnv, phase2: &str) -> (std::path::PathBuf, String) {
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nTwo phases.\n\n## Scope\n\n- `src/lib.rs` - the change.\n\n## Phase 1: Write\n\nObjective: write it.\n\nAcceptance:\n- [ ] `a1` test - lib exists\n  - Command: `test -f src/lib.rs`\n\n## Phase 2: Check\n\nObjective: check it.\n\nAcceptance:\n{phase2}\n## Rollback\n\n- git revert\n"
+    );
+    write(env, ".scafld/specs/drafts/rev.md", &spec);
+    write(env, "src/lib.rs", "pub fn greet() {}\n");
+    env.scafld(&["approve", "rev", "--reason", "gate tests"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    (path.clone(), std::fs::read_to_string(path).unwrap())
+}
+
+/// The refusal of a command while the spec differs from its approved contract.
+fn refused_for_the_contract(run: &scafld_tests::Run, code: i32, change: &str) {
+    run.assert_code(code);
+    let error = run.json()["error"].clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains(&format!("differ from the approved contract: {change}")), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld approve rev --amend --reason"), "{error}");
+    assert_eq!(error["details"]["contract_changes"], serde_json::json!([change]), "{error}");
+}
+
+#[test]
+fn criteria_changed_after_a_passing_review_block_review_and_complete() {
+    let env = TestEnv::new();
+    let (path, _) = opened_in_two_phases(&env, "- [ ] `a2` test - greets\n  - Command: `grep -q greet src/lib.rs`\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let passing = reviewer(&env, "pass", &pass(), "");
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    let reviewed = std::fs::read_to_string(&path).unwrap();
+    let ledger = ledger_types(&env);
+
+    let added_phase = reviewed.replace(
+        "## Rollback",
+        "## Phase 3: Later\n\nAcceptance:\n- [ ] `a9` test - never run\n  - Command: `false`\n\n## Rollback",
+    );
+    let added_global = reviewed.replace(
+        "## Phase 1: Write",
+        "## Acceptance\n\n- [ ] `g1` test - never run\n  - Command: `false`\n\n## Phase 1: Write",
+    );
+    let without_phase2 = {
+        let (start, end) = (reviewed.find("## Phase 2").unwrap(), reviewed.find("## Rollback").unwrap());
+        format!("{}{}", &reviewed[..start], &reviewed[end..])
+    };
+    for (edited, change) in
+        [(added_phase, "`a9` added"), (added_global, "`g1` added"), (without_phase2, "`a2` removed")]
+    {
+        std::fs::write(&path, edited).unwrap();
+        let s = status(&env);
+        assert_eq!(s["next_action"]["action"], "amend_contract", "{change}: {s}");
+        refused_for_the_contract(&env.scafld(&["complete", "rev", "--json"]), 4, change);
+        refused_for_the_contract(&env.scafld(&["finalize", "rev", "--json"]), 4, change);
+        refused_for_the_contract(&command_review(&env, &passing, &["--min-attack-angles", "2", "--json"]), 4, change);
+        let human = env.scafld(&["review", "rev", "--human-reviewed", "--reason", "looked", "--json"]);
+        refused_for_the_contract(&human, 4, change);
+        assert_eq!(ledger_types(&env), ledger, "{change}: a refusal records nothing");
+    }
+
+    // Restored, the contract holds again and the review still speaks for the files.
+    std::fs::write(&path, &reviewed).unwrap();
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+#[test]
+fn an_amended_criterion_runs_before_the_task_can_complete() {
+    let env = TestEnv::new();
+    let (path, _) = opened_in_two_phases(&env, "- [ ] `a2` test - greets\n  - Command: `grep -q greet src/lib.rs`\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "## Rollback",
+        "## Phase 3: Later\n\nAcceptance:\n- [ ] `a9` test - fails\n  - Command: `false`\n\n## Rollback",
+    );
+    std::fs::write(&path, text).unwrap();
+    env.scafld(&["approve", "rev", "--amend", "--reason", "phase 3 was agreed with the lead"]).assert_code(0);
+    // The amendment supersedes the review; the new criterion runs next, and fails.
+    env.scafld(&["complete", "rev"]).assert_code(4);
+    let s = status(&env);
+    assert_eq!((s["status"].as_str(), s["next_command"].as_str()), (Some("review"), Some("scafld build rev")), "{s}");
+    let built = env.scafld(&["build", "rev", "--json"]);
+    built.assert_code(3);
+    assert_eq!(built.json()["result"]["criteria"][0]["criterion_id"], "a9", "{}", built.stdout);
+    env.scafld(&["complete", "rev"]).assert_code(4);
+}
+
+#[test]
+fn the_scope_evidence_is_bound_to_is_part_of_the_approved_contract() {
+    let env = TestEnv::new();
+    write(&env, "src/a.txt", "one\n");
+    opened(&env, "src/a.txt", "- [ ] `a1` test - a says one\n  - Command: `grep -q one src/a.txt`\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let approval = entries.as_array().unwrap().iter().find(|e| e["type"] == "approval").unwrap().clone();
+    assert_eq!(approval["scope"], serde_json::json!(["src/a.txt"]), "{approval}");
+
+    // Narrowed after approval to a file the criterion never reads: refused everywhere.
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    let approved = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, approved.replace("- `src/a.txt` - the change.", "- `nothing.txt` - the change.")).unwrap();
+    let change = "scope `nothing.txt` added";
+    let build = env.scafld(&["build", "rev", "--json"]);
+    build.assert_code(1);
+    let message = build.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains(&format!("{change}, scope `src/a.txt` removed")), "{message}");
+    let passing = reviewer(&env, "pass", &pass(), "");
+    let review = command_review(&env, &passing, &["--min-attack-angles", "2", "--json"]);
+    review.assert_code(4);
+    assert!(review.json()["error"]["message"].as_str().unwrap().contains(change), "{}", review.stdout);
+    let complete = env.scafld(&["complete", "rev", "--json"]);
+    complete.assert_code(4);
+    assert!(complete.json()["error"]["message"].as_str().unwrap().contains(change), "{}", complete.stdout);
+    assert_eq!(status(&env)["next_action"]["action"], "amend_contract");
+
+    // Put back, the task reviews and completes; a later break of src/a.txt would be caught.
+    std::fs::write(&path, &approved).unwrap();
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    write(&env, "src/a.txt", "two\n");
+    let refused = env.scafld(&["complete", "rev", "--json"]);
+    refused.assert_code(4);
+    assert!(
+        refused.json()["error"]["message"].as_str().unwrap().contains("stale evidence for `a1`"),
+        "{}",
+        refused.stdout
+    );
+}
+
+#[test]
+fn the_review_packet_lists_the_amendments_since_approval() {
+    let env = TestEnv::new();
+    let (path, _) = opened_in_two_phases(&env, "- [ ] `a2` test - checks the wrong thing\n  - Command: `false`\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(3);
+    // The failing criterion is dropped and the scope widened, with a reason on record.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (start, end) = (text.find("## Phase 2").unwrap(), text.find("## Rollback").unwrap());
+    let amended = format!("{}{}", &text[..start], &text[end..])
+        .replace("- `src/lib.rs` - the change.", "- `src/lib.rs` - the change.\n- `docs/greet.md` - its docs.");
+    std::fs::write(&path, amended).unwrap();
+    env.scafld(&["approve", "rev", "--amend", "--reason", "a2 checked the wrong thing"]).assert_code(0);
+    let amendment = ledger_types(&env).iter().filter(|t| *t == "contract_amended").count();
+    assert_eq!(amendment, 1);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+
+    let passing = reviewer(&env, "pass", &pass(), "");
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    let packet = std::fs::read_to_string(format!("{passing}.packet")).unwrap();
+    let section = &packet[packet.find("## Contract Amendments Since Approval").expect("amendments section")..];
+    assert!(section.contains(": reason: a2 checked the wrong thing\n"), "{section}");
+    assert!(
+        section.contains("- `a2` removed; last run before the amendment: `false` -> fail (exit code was 1)"),
+        "{section}"
+    );
+    assert!(section.contains("- scope `docs/greet.md` added"), "{section}");
+    assert!(packet.contains("(Contract Amendments Since Approval): rendered="), "in the manifest: {packet}");
+    let manifest_line = packet.lines().find(|l| l.starts_with("- `contract_amendments`")).unwrap();
+    assert!(manifest_line.ends_with("required"), "{manifest_line}");
+}

@@ -127,7 +127,8 @@ pub struct ApproveArgs {
     /// Approve without a passed harden round (or amend); the reason is recorded in the ledger.
     #[arg(long)]
     pub reason: Option<String>,
-    /// Re-pin the acceptance contract of an approved task whose criteria changed (needs --reason).
+    /// Re-pin the approved contract (criteria and scope) of an approved task whose spec changed
+    /// (needs --reason; the next reviewer is shown the amendment).
     #[arg(long, requires = "reason")]
     pub amend: bool,
 }

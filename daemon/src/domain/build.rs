@@ -1,6 +1,7 @@
 //! The phase-sequenced build loop: which step a `build` call takes, and what it records.
 //! One call does one step: open a phase, or run the current phase's criteria and then block,
-//! open the next phase, or (after the last phase and the task-level criteria) move to review.
+//! open the next phase, or (after the last phase and the task-level criteria) move to review;
+//! in review, criteria an amendment added run before anything is reviewed.
 
 use std::collections::BTreeMap;
 
@@ -54,6 +55,13 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String
             .flat_map(|p| p.criteria.iter().filter(|c| stale.contains_key(&c.id)).map(move |c| (p.id(), c.clone())))
             .collect()
     };
+    // An amendment of the contract added criteria to a task in review: they run first.
+    if spec.status() == Some(Status::Review)
+        && let Some(target) = never_run(spec)
+    {
+        let criteria = criteria_of(spec, &target);
+        return Ok(Step::Run { target, criteria, recheck: recheck(spec) });
+    }
     match spec.status() {
         Some(Status::Approved) => Ok(Step::Open(first_open(spec))),
         Some(Status::Active | Status::Blocked) => {
@@ -120,6 +128,17 @@ pub fn blockers(spec: &Spec, target: &Target) -> Vec<Blocker> {
 /// Whether criterion `id` belongs to a phase that already completed.
 pub fn in_completed_phase(spec: &Spec, id: &str) -> bool {
     spec.phases.iter().any(|p| p.status == "completed" && p.criteria.iter().any(|c| c.id == id))
+}
+
+/// The first target (phases in order, then the task-level criteria) with a criterion that has
+/// no recorded result at all: after the build, only an amendment of the contract adds one.
+pub fn never_run(spec: &Spec) -> Option<Target> {
+    let never = |c: &Criterion| c.status.is_empty();
+    spec.phases
+        .iter()
+        .find(|p| p.criteria.iter().any(never))
+        .map(|p| Target::Phase(p.id()))
+        .or_else(|| spec.acceptance.criteria.iter().any(never).then_some(Target::Final))
 }
 
 fn first_open(spec: &Spec) -> Target {

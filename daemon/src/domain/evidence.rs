@@ -1,7 +1,8 @@
 //! Evidence bound to content: the digest of a criterion's definition, the freshness of each
 //! recorded result (its definition and the material it judged, against the current ones), and
-//! the approved contract (the definitions approval pinned). Values in, values out: the material
-//! digest is computed by the caller (`baseline::material`).
+//! the approved contract (the definitions and the scope approval pinned), its amendments, and
+//! the criteria that have no passing result. Values in, values out: the material digest is
+//! computed by the caller (`baseline::material`).
 
 use std::collections::BTreeMap;
 
@@ -21,21 +22,180 @@ pub fn definition_digest(c: &Criterion) -> String {
     format!("{:x}", hasher.finalize())
 }
 
-/// The contract approval pins: every criterion's id and definition digest.
-pub fn pins(spec: &Spec) -> BTreeMap<String, String> {
+/// The scope evidence is bound to: the paths the spec declares (Context, Scope, Touchpoints,
+/// every phase's Changes; empty means the whole tree), never an explicit review scope, which
+/// only narrows what a reviewer reads.
+pub fn evidence_scope(spec: &Spec) -> Vec<String> {
+    crate::domain::review::scope(spec, &[])
+}
+
+/// Every criterion's id and definition digest.
+fn pins(spec: &Spec) -> BTreeMap<String, String> {
     spec.criteria().map(|c| (c.id.clone(), definition_digest(c))).collect()
 }
 
-/// How the spec's criteria differ from the pinned contract: changed, added and removed ids.
-pub fn contract_changes(spec: &Spec, pinned: &BTreeMap<String, String>) -> Vec<String> {
-    let now = pins(spec);
-    let mut changed: Vec<String> = now
-        .iter()
-        .filter(|(id, digest)| pinned.get(*id) != Some(*digest))
-        .map(|(id, _)| if pinned.contains_key(id) { format!("`{id}` changed") } else { format!("`{id}` added") })
-        .collect();
-    changed.extend(pinned.keys().filter(|id| !now.contains_key(*id)).map(|id| format!("`{id}` removed")));
+/// The contract approval pins (and `approve --amend` re-pins): what each criterion runs, and
+/// the scope whose files its evidence is bound to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Contract {
+    /// Criterion id → definition digest.
+    pub criteria: BTreeMap<String, String>,
+    /// The evidence scope; `None` in approvals recorded before the scope was pinned (and in
+    /// imported ledgers), which leave it unchecked.
+    pub scope: Option<Vec<String>>,
+}
+
+/// The contract of `spec` as it is now.
+pub fn contract(spec: &Spec) -> Contract {
+    Contract { criteria: pins(spec), scope: Some(evidence_scope(spec)) }
+}
+
+/// How the spec differs from the pinned contract: changed, added and removed criteria, then
+/// scope paths added or removed.
+pub fn contract_changes(spec: &Spec, pinned: &Contract) -> Vec<String> {
+    let now = contract(spec);
+    let mut changed = criteria_changes(&now.criteria, &pinned.criteria)
+        .into_iter()
+        .map(|(id, how)| format!("`{id}` {}", how.word()))
+        .collect::<Vec<_>>();
+    if let (Some(before), Some(after)) = (&pinned.scope, &now.scope) {
+        changed.extend(scope_changes(before, after));
+    }
     changed
+}
+
+/// How one criterion of a contract differs from an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CriterionChange {
+    Changed,
+    Added,
+    Removed,
+}
+
+impl CriterionChange {
+    pub fn word(self) -> &'static str {
+        match self {
+            CriterionChange::Changed => "changed",
+            CriterionChange::Added => "added",
+            CriterionChange::Removed => "removed",
+        }
+    }
+}
+
+/// The criteria of `after` that differ from `before` (changed and added, by id), then those
+/// `after` lacks (removed).
+fn criteria_changes(
+    after: &BTreeMap<String, String>,
+    before: &BTreeMap<String, String>,
+) -> Vec<(String, CriterionChange)> {
+    let mut changed: Vec<(String, CriterionChange)> = after
+        .iter()
+        .filter(|(id, digest)| before.get(*id) != Some(*digest))
+        .map(|(id, _)| {
+            (id.clone(), if before.contains_key(id) { CriterionChange::Changed } else { CriterionChange::Added })
+        })
+        .collect();
+    changed
+        .extend(before.keys().filter(|id| !after.contains_key(*id)).map(|id| (id.clone(), CriterionChange::Removed)));
+    changed
+}
+
+/// A scope change in words; an empty scope is the whole tree.
+fn scope_changes(before: &[String], after: &[String]) -> Vec<String> {
+    let list = |paths: &[String]| paths.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+    match (before.is_empty(), after.is_empty()) {
+        _ if before == after => Vec::new(),
+        (true, _) => vec![format!("scope narrowed from the whole tree to {}", list(after))],
+        (_, true) => vec![format!("scope widened from {} to the whole tree", list(before))],
+        _ => {
+            let mut out: Vec<String> =
+                after.iter().filter(|p| !before.contains(p)).map(|p| format!("scope `{p}` added")).collect();
+            out.extend(before.iter().filter(|p| !after.contains(p)).map(|p| format!("scope `{p}` removed")));
+            out
+        }
+    }
+}
+
+/// An amendment of the approved contract (`approve --amend --reason`), as a reviewer needs it:
+/// what it changed against the contract before it, and each changed or removed criterion's last
+/// run before the amendment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Amendment {
+    /// The ledger entry (`entry-N`) and when it was recorded.
+    pub entry: String,
+    pub recorded_at: String,
+    pub reason: String,
+    pub criteria: Vec<AmendedCriterion>,
+    /// Scope changes in words (empty when the scope did not change or was not pinned).
+    pub scope: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmendedCriterion {
+    pub id: String,
+    pub change: CriterionChange,
+    /// The last recorded run before the amendment: command, status and the matcher's reason.
+    pub last_run: Option<(String, String, String)>,
+}
+
+/// Every amendment since the approval, oldest first.
+pub fn amendments(entries: &[LedgerEntry]) -> Vec<Amendment> {
+    let mut contract: Option<Contract> = None;
+    let mut last_runs: BTreeMap<&str, (String, String, String)> = BTreeMap::new();
+    let mut out = Vec::new();
+    for entry in entries {
+        match &entry.event {
+            LedgerEvent::Approval { criteria, scope, .. } => {
+                contract = Some(Contract { criteria: criteria.clone(), scope: scope.clone() });
+                out.clear();
+            }
+            LedgerEvent::ContractAmended { reason, criteria, scope, .. } => {
+                let before = contract.take().unwrap_or_default();
+                let after = Contract { criteria: criteria.clone(), scope: scope.clone().or(before.scope.clone()) };
+                let scope_words = match (&before.scope, &after.scope) {
+                    (Some(b), Some(a)) => scope_changes(b, a),
+                    _ => Vec::new(),
+                };
+                out.push(Amendment {
+                    entry: entry.id(),
+                    recorded_at: entry.recorded_at.clone(),
+                    reason: reason.clone(),
+                    criteria: criteria_changes(&after.criteria, &before.criteria)
+                        .into_iter()
+                        .map(|(id, change)| AmendedCriterion {
+                            last_run: (change != CriterionChange::Added)
+                                .then(|| last_runs.get(id.as_str()).cloned())
+                                .flatten(),
+                            id,
+                            change,
+                        })
+                        .collect(),
+                    scope: scope_words,
+                });
+                contract = Some(after);
+            }
+            LedgerEvent::Criterion { criterion_id, command, status, reason, .. } => {
+                last_runs.insert(criterion_id, (command.clone(), status.clone(), reason.clone()));
+            }
+            LedgerEvent::ManualEvidence { criterion_id, disposition, reason, actor, .. } => {
+                last_runs.insert(
+                    criterion_id,
+                    ("(manual)".into(), disposition.clone(), format!("manual evidence by {actor}: {reason}")),
+                );
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Criteria whose latest result is not a pass (failed, invalid, or never recorded): a task
+/// cannot be done while any is.
+pub fn unproven(spec: &Spec, entries: &[LedgerEntry]) -> Vec<String> {
+    spec.criteria()
+        .filter(|c| latest_result(entries, &c.id).is_none_or(|(status, _, _)| status != "pass"))
+        .map(|c| c.id.clone())
+        .collect()
 }
 
 /// Why a recorded result no longer speaks for the current state.
@@ -183,12 +343,85 @@ mod tests {
     fn contract_changes_name_changed_added_and_removed_criteria() {
         let mut spec = Spec::default();
         spec.acceptance.criteria.push(criterion("cargo test"));
-        let pinned = pins(&spec);
+        let pinned = contract(&spec);
         assert!(contract_changes(&spec, &pinned).is_empty());
         spec.acceptance.criteria[0].command = "true".into();
         spec.acceptance.criteria.push(Criterion { id: "b".into(), command: "x".into(), ..Criterion::default() });
         let mut pinned_more = pinned.clone();
-        pinned_more.insert("gone".into(), "d".into());
+        pinned_more.criteria.insert("gone".into(), "d".into());
         assert_eq!(contract_changes(&spec, &pinned_more), ["`a` changed", "`b` added", "`gone` removed"]);
+    }
+
+    #[test]
+    fn the_scope_is_part_of_the_contract_unless_it_was_never_pinned() {
+        let mut spec = Spec::default();
+        spec.acceptance.criteria.push(criterion("cargo test"));
+        spec.scope = vec!["`src/a.txt` - the source".into(), "`src/b.txt` - more".into()];
+        let pinned = contract(&spec);
+        assert_eq!(pinned.scope.as_deref(), Some(&["src/a.txt".to_string(), "src/b.txt".to_string()][..]));
+        spec.scope = vec!["`nothing.txt` - x".into(), "`src/b.txt` - more".into()];
+        assert_eq!(contract_changes(&spec, &pinned), ["scope `nothing.txt` added", "scope `src/a.txt` removed"]);
+        let unpinned = Contract { scope: None, ..pinned.clone() };
+        assert!(contract_changes(&spec, &unpinned).is_empty(), "an approval without a scope pin checks criteria only");
+        spec.scope.clear();
+        assert_eq!(contract_changes(&spec, &pinned), ["scope widened from `src/a.txt`, `src/b.txt` to the whole tree"]);
+        let whole = contract(&spec);
+        spec.scope = vec!["`x.txt`".into()];
+        assert_eq!(contract_changes(&spec, &whole), ["scope narrowed from the whole tree to `x.txt`"]);
+    }
+
+    #[test]
+    fn amendments_say_what_changed_and_how_a_dropped_criterion_last_ran() {
+        let entry = |seq: u64, event: LedgerEvent| LedgerEntry { seq, recorded_at: format!("t{seq}"), event };
+        let pinned = |ids: &[(&str, &str)]| ids.iter().map(|(i, d)| (i.to_string(), d.to_string())).collect();
+        let mut failed = result("d2", "m");
+        if let LedgerEvent::Criterion { criterion_id, command, status, reason, .. } = &mut failed.event {
+            *criterion_id = "a2".into();
+            *command = "false".into();
+            *status = "fail".into();
+            *reason = "exit code was 1".into();
+        }
+        let entries = vec![
+            entry(
+                1,
+                LedgerEvent::Approval {
+                    reason: "ok".into(),
+                    harden_override: None,
+                    criteria: pinned(&[("a1", "d1"), ("a2", "d2")]),
+                    scope: Some(vec!["src/a.txt".into()]),
+                },
+            ),
+            LedgerEntry { seq: 2, ..failed },
+            entry(
+                3,
+                LedgerEvent::ContractAmended {
+                    reason: "a2 was wrong".into(),
+                    criteria: pinned(&[("a1", "d1b"), ("a3", "d3")]),
+                    scope: Some(vec!["nothing.txt".into()]),
+                    changed: Vec::new(),
+                },
+            ),
+        ];
+        let found = amendments(&entries);
+        assert_eq!(found.len(), 1);
+        let a = &found[0];
+        assert_eq!((a.entry.as_str(), a.recorded_at.as_str(), a.reason.as_str()), ("entry-3", "t3", "a2 was wrong"));
+        let changes: Vec<(&str, CriterionChange)> = a.criteria.iter().map(|c| (c.id.as_str(), c.change)).collect();
+        assert_eq!(
+            changes,
+            [("a1", CriterionChange::Changed), ("a3", CriterionChange::Added), ("a2", CriterionChange::Removed)]
+        );
+        assert_eq!(a.criteria[0].last_run, None, "a1 never ran");
+        assert_eq!(a.criteria[2].last_run, Some(("false".into(), "fail".into(), "exit code was 1".into())));
+        assert_eq!(a.scope, ["scope `nothing.txt` added", "scope `src/a.txt` removed"]);
+        assert!(amendments(&entries[..2]).is_empty());
+    }
+
+    #[test]
+    fn a_criterion_without_a_passing_result_is_unproven() {
+        let mut spec = Spec::default();
+        spec.acceptance.criteria.push(criterion("cargo test"));
+        spec.acceptance.criteria.push(Criterion { id: "b".into(), command: "x".into(), ..Criterion::default() });
+        assert_eq!(unproven(&spec, &[result("d", "m")]), ["b"]);
     }
 }

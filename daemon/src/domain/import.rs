@@ -33,7 +33,9 @@ fn map(entry: &Value) -> LedgerEvent {
                 .collect(),
             reason,
         },
-        "approval" => LedgerEvent::Approval { reason, harden_override: None, criteria: Default::default() },
+        "approval" => {
+            LedgerEvent::Approval { reason, harden_override: None, criteria: Default::default(), scope: None }
+        }
         "phase" if !text(entry, "phase_id").is_empty() => {
             LedgerEvent::Phase { phase_id: text(entry, "phase_id"), status, reason }
         }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::domain::evidence::Contract;
 use crate::domain::lifecycle::Status;
 use crate::domain::next::{Facts, next_action};
 use crate::domain::spec::Spec;
@@ -35,11 +36,19 @@ pub enum LedgerEvent {
         /// pins existed and for imported ledgers.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         criteria: BTreeMap<String, String>,
+        /// The approved evidence scope ([`crate::domain::evidence::evidence_scope`]; empty: the
+        /// whole tree). Absent in approvals recorded before the scope was pinned.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<Vec<String>>,
     },
     /// The approved contract re-pinned after an audited change (`approve --amend --reason`).
     ContractAmended {
         reason: String,
         criteria: BTreeMap<String, String>,
+        /// The evidence scope re-pinned with it (absent in amendments recorded before the
+        /// scope was pinned: the earlier pin stands).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<Vec<String>>,
         /// Ids whose definition changed, was added or removed, for the audit trail.
         changed: Vec<String>,
     },
@@ -243,8 +252,8 @@ pub struct Replay {
     pub review_current: bool,
     /// A proposed verdict waiting for a human decision (manual approval).
     pub awaiting_approval: Option<String>,
-    /// The approved contract (criterion id → definition digest), if approval pinned one.
-    pub pins: Option<BTreeMap<String, String>>,
+    /// The approved contract (criterion definitions and evidence scope), if approval pinned one.
+    pub contract: Option<Contract>,
     /// The latest review attempt that ended without an accepted verdict, if it is the latest
     /// review event: its reason.
     pub failed_attempt: Option<String>,
@@ -268,13 +277,17 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
         let mark =
             |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
         match &entry.event {
-            LedgerEvent::Approval { criteria, harden_override, .. } => {
+            LedgerEvent::Approval { criteria, harden_override, scope, .. } => {
                 r.status = Some(Status::Approved);
                 r.approved = true;
                 r.harden_overridden = harden_override.is_some();
-                r.pins = (!criteria.is_empty()).then(|| criteria.clone());
+                r.contract = (!criteria.is_empty() || scope.is_some())
+                    .then(|| Contract { criteria: criteria.clone(), scope: scope.clone() });
             }
-            LedgerEvent::ContractAmended { criteria, .. } => r.pins = Some(criteria.clone()),
+            LedgerEvent::ContractAmended { criteria, scope, .. } => {
+                let earlier = r.contract.take().and_then(|c| c.scope);
+                r.contract = Some(Contract { criteria: criteria.clone(), scope: scope.clone().or(earlier) });
+            }
             LedgerEvent::ReviewAttempt { status, reason } => {
                 r.failed_attempt = (status == "failed").then(|| reason.clone());
             }

@@ -68,23 +68,28 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
     };
     match status {
         Status::Draft => draft(id, f.spec.harden_status()),
-        Status::Approved => {
-            next(Role::Agent, Action::Implement, format!("scafld build {id}"), "approved: open the first phase")
-        }
-        Status::Active | Status::Blocked | Status::Review => {
-            if let Some(pins) = &f.replay.pins {
-                let changes = evidence::contract_changes(f.spec, pins);
+        Status::Approved | Status::Active | Status::Blocked | Status::Review => {
+            if let Some(contract) = &f.replay.contract {
+                let changes = evidence::contract_changes(f.spec, contract);
                 if !changes.is_empty() {
                     return next(
                         Role::Human,
                         Action::AmendContract,
                         format!("scafld approve {id} --amend --reason \"why\""),
                         format!(
-                            "acceptance criteria differ from the approved contract ({}); restore them, or re-approve",
+                            "acceptance criteria or scope differ from the approved contract ({}); restore them, or re-approve",
                             changes.join(", ")
                         ),
                     );
                 }
+            }
+            if status == Status::Approved {
+                return next(
+                    Role::Agent,
+                    Action::Implement,
+                    format!("scafld build {id}"),
+                    "approved: open the first phase",
+                );
             }
             if status == Status::Review {
                 return review(id, f);
@@ -201,6 +206,14 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
             Action::RerunStale,
             format!("scafld build {id}"),
             format!("evidence of {} is stale: build re-runs it before any review or completion", ids(&stale)),
+        );
+    }
+    if let Some(target) = build::never_run(f.spec) {
+        return next(
+            Role::Agent,
+            Action::Implement,
+            format!("scafld build {id}"),
+            format!("{} has criteria that never ran (the contract was amended): build runs them", target.label()),
         );
     }
     match r.review.as_ref().filter(|_| r.review_current) {

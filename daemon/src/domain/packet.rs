@@ -1,6 +1,7 @@
 //! The review-context packet: the exact Markdown a reviewer receives (and `--print-context`
 //! prints). It opens with the Context Budget Manifest; required sections (the task contract,
-//! the review request, the known findings and the reviewer instructions) are rendered verbatim
+//! the review request, the known findings, the contract's amendments since approval and the
+//! reviewer instructions) are rendered verbatim
 //! up to `review.context.required_max_bytes` together, or the packet is refused before any
 //! provider spends a token; the others share `review.context.max_bytes` in order, and every
 //! truncation or omission is listed.
@@ -277,6 +278,62 @@ pub fn known_findings(findings: &[crate::domain::dossier::Finding]) -> Section {
         }
     }
     Section::derived("known_findings", "Known Findings", "ledger#latest_review", body, true)
+}
+
+/// The amendments of the approved contract since approval (`approve --amend --reason`): each
+/// with its reason, the criteria it added, changed or removed (a removed or changed one with its
+/// last run before the amendment, an added or changed one with what it runs now) and the scope
+/// it moved. A required section whenever the contract was amended: a reviewer judges whether an
+/// amendment weakened what the task must prove.
+pub fn amendments(amendments: &[crate::domain::evidence::Amendment], spec: &crate::domain::spec::Spec) -> Section {
+    use crate::domain::evidence::CriterionChange;
+    let mut body = String::from(
+        "The approved contract was amended after approval, each time with the reason below. Judge every amendment: \
+a removed or loosened criterion, or a narrowed scope, that weakens what the task must prove without a sound reason \
+is a finding that blocks completion.\n",
+    );
+    for a in amendments {
+        let _ = write!(body, "\n- {} at {}: reason: {}\n", a.entry, a.recorded_at, one_line(&a.reason));
+        for c in &a.criteria {
+            let mut line = format!("  - `{}` {}", c.id, c.change.word());
+            if let Some((command, status, reason)) = &c.last_run {
+                let _ = write!(
+                    line,
+                    "; last run before the amendment: {} -> {status} ({})",
+                    code(command),
+                    one_line(reason)
+                );
+            }
+            if c.change != CriterionChange::Removed {
+                match spec.criteria().find(|now| now.id == c.id) {
+                    Some(now) => {
+                        let _ = write!(line, "; now: {} ({})", code(&now.command), now.effective_kind());
+                    }
+                    None => line.push_str("; no longer in the spec"),
+                }
+            }
+            body.push_str(&line);
+            body.push('\n');
+        }
+        for change in &a.scope {
+            let _ = writeln!(body, "  - {change}");
+        }
+        if a.criteria.is_empty() && a.scope.is_empty() {
+            body.push_str("  - (the contract it pinned did not differ from the one before it)\n");
+        }
+    }
+    Section::derived("contract_amendments", "Contract Amendments Since Approval", "ledger#contract_amended", body, true)
+}
+
+/// Text on one line (a reason or a command that spans several).
+fn one_line(text: &str) -> String {
+    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" / ")
+}
+
+/// A command as an inline code span, whatever backticks it holds.
+fn code(command: &str) -> String {
+    let text = one_line(command);
+    if text.contains('`') { format!("`` {text} ``") } else { format!("`{text}`") }
 }
 
 /// What the reviewer is told to do; a required section.

@@ -1,8 +1,9 @@
 //! The review gate's decisions on a settled task session: the mutation guard (did a reviewer
 //! change the workspace?), recording the consensus in the task's ledger (an accepted or
-//! proposed review, or a failed attempt), and the checks before a retry. Called by the
-//! session machinery in this module and by the `task.review` handler; it calls only services
-//! below it (the task ledger, the workspace, git).
+//! proposed review, or a failed attempt), and the checks before a retry; and the refusals that
+//! build, review and complete share (a spec that left its approved contract, stale evidence),
+//! with the completion checks. Called by the session machinery in this module and by the task
+//! handlers; it calls only services below it (the task ledger, the workspace, git).
 
 use std::sync::Arc;
 
@@ -14,11 +15,13 @@ use crate::baseline;
 use crate::daemon::Daemon;
 use crate::domain::consensus;
 use crate::domain::dossier::{Attack, Dossier, Finding, Location};
+use crate::domain::evidence;
 use crate::domain::job::{Provenance, SessionRecord};
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview, ReviewerRecord};
 use crate::domain::lifecycle::Status;
 use crate::domain::next::NextAction;
 use crate::domain::review::{self, Authority};
+use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
 use crate::evidence::Freshness;
 use crate::ledger::{projected_spec, record};
@@ -232,13 +235,14 @@ pub async fn check_retry(
     session: &SessionRecord,
     task: &str,
 ) -> RpcResult<Vec<BaselinePath>> {
-    let (spec, _) = projected_spec(daemon, ws, task)?;
+    let (spec, entries) = projected_spec(daemon, ws, task)?;
     if spec.status() != Some(Status::Review) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("{task} is {} now; only a task in review can retry its reviewers", spec.front.status),
         ));
     }
+    refuse_contract_changes(task, &spec, &entries, "retry the review of", ErrorKind::ReviewFailed)?;
     let spec_path = ws.spec_path(task);
     let now = guard_snapshot(ws, task, &session.scope).await?;
     let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
@@ -293,16 +297,55 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
     .with_hint(format!("run `scafld build {task}` to re-run it on the current files")))
 }
 
-/// The gate's last word before a task completes: its evidence is current, the review judged the
-/// files as they are now, and a passing review from a trusted channel stands (the completion
-/// authority walk). Returns the reviewing provider and the review's ledger entry.
+/// Refuse while the spec differs from its approved contract (a criterion changed, added or
+/// removed, or the evidence scope changed), naming each change: `what` is the refused command.
+/// The changes are in the error's details (`contract_changes`) for callers that branch on them.
+pub(crate) fn refuse_contract_changes(
+    task: &str,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    what: &str,
+    kind: ErrorKind,
+) -> RpcResult<()> {
+    let Some(contract) = crate::domain::ledger::replay(entries).contract else { return Ok(()) };
+    let changes = evidence::contract_changes(spec, &contract);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        kind,
+        format!(
+            "cannot {what} {task}: its acceptance criteria or scope differ from the approved contract: {}",
+            changes.join(", ")
+        ),
+    )
+    .with_hint(format!(
+        "restore them, or re-approve the new ones (recorded, and shown to the reviewer): `scafld approve {task} --amend --reason \"why\"`"
+    ))
+    .with_details(serde_json::json!({ "contract_changes": changes })))
+}
+
+/// The gate's last word before a task completes: the spec is the approved contract, its
+/// evidence is current and every criterion passed, the review judged the files as they are
+/// now, and a passing review from a trusted channel stands (the completion authority walk). Returns the reviewing provider and the review's ledger entry.
 pub(crate) fn completion(
     task: &str,
+    spec: &Spec,
     entries: &[LedgerEntry],
     fresh: &Freshness,
     next: impl FnOnce() -> NextAction,
 ) -> RpcResult<(String, String)> {
+    refuse_contract_changes(task, spec, entries, "complete", ErrorKind::ReviewFailed)?;
     refuse_stale(task, fresh, "complete")?;
+    let unproven = evidence::unproven(spec, entries);
+    if !unproven.is_empty() {
+        let ids: Vec<String> = unproven.iter().map(|id| format!("`{id}`")).collect();
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot complete {task}: no passing evidence for {}", ids.join(", ")),
+        )
+        .with_hint(format!("run `scafld build {task}` until every criterion passes, then review again")));
+    }
     let reviewed = entries.iter().rev().find_map(|e| match &e.event {
         LedgerEvent::Review(RecordedReview { tree, .. }) => Some(tree.as_str()),
         _ => None,

@@ -98,6 +98,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
     let count = snapshot.paths.len();
     let head = snapshot.head.clone();
+    let contract = evidence::contract(spec);
     let events = vec![
         LedgerEvent::WorkspaceBaseline {
             head: snapshot.head,
@@ -107,7 +108,8 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         LedgerEvent::Approval {
             reason: reason.map(str::to_string).unwrap_or_else(|| "spec approved".into()),
             harden_override: harden_override.clone(),
-            criteria: evidence::pins(spec),
+            criteria: contract.criteria,
+            scope: contract.scope,
         },
     ];
     record(daemon, &ws, &task, events, "command:approve")?;
@@ -123,8 +125,8 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     })
 }
 
-/// `approve --amend --reason R`: re-pin the acceptance contract of an approved task whose
-/// criteria changed, with the reason and the changed ids in the ledger.
+/// `approve --amend --reason R`: re-pin the contract (criteria and evidence scope) of an approved
+/// task whose spec changed, with the reason and the changes in the ledger.
 fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> RpcResult<m::ApproveResult> {
     let reason = reason.map(str::trim).filter(|r| !r.is_empty()).ok_or_else(|| {
         RpcError::new(ErrorKind::InvalidInput, "--amend needs --reason")
@@ -143,15 +145,17 @@ fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> R
             "archived tasks are immutable".into()
         }));
     }
-    let pinned = ledger::replay(&entries).pins.unwrap_or_default();
+    let pinned = ledger::replay(&entries).contract.unwrap_or_default();
     let changed = evidence::contract_changes(&spec, &pinned);
     if changed.is_empty() {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
-            format!("the acceptance criteria of {task} match the approved contract; nothing to amend"),
+            format!("the acceptance criteria and scope of {task} match the approved contract; nothing to amend"),
         ));
     }
-    let event = LedgerEvent::ContractAmended { reason: reason.to_string(), criteria: evidence::pins(&spec), changed };
+    let now = evidence::contract(&spec);
+    let event =
+        LedgerEvent::ContractAmended { reason: reason.to_string(), criteria: now.criteria, scope: now.scope, changed };
     record(daemon, ws, task, vec![event], "command:approve")?;
     let path = ws.spec_path(task);
     Ok(m::ApproveResult {
@@ -183,10 +187,12 @@ async fn adopt(daemon: &Daemon, ws: &Workspace, task: &str, spec: &Spec, entries
         reason: format!("workspace baseline captured before build: {count} changed path(s)"),
     }];
     if entries.is_empty() {
+        let contract = evidence::contract(spec);
         events.push(LedgerEvent::Approval {
             reason: format!("adopted at build: {task} was {} without an approval in this ledger", spec.front.status),
             harden_override: None,
-            criteria: evidence::pins(spec),
+            criteria: contract.criteria,
+            scope: contract.scope,
         });
     }
     record(daemon, ws, task, events, "command:build")?;
@@ -245,18 +251,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     {
         (spec, entries) = projected_spec(daemon, &ws, &task)?;
     }
-    if let Some(pinned) = ledger::replay(&entries).pins {
-        let changed = evidence::contract_changes(&spec, &pinned);
-        if !changed.is_empty() {
-            return Err(RpcError::new(
-                ErrorKind::InvalidState,
-                format!("the acceptance criteria of {task} differ from the approved contract: {}", changed.join(", ")),
-            )
-            .with_hint(format!(
-                "restore them, or re-approve the new ones: `scafld approve {task} --amend --reason \"why\"`"
-            )));
-        }
-    }
+    crate::review::gate::refuse_contract_changes(&task, &spec, &entries, "build", ErrorKind::InvalidState)?;
     record_implementer(daemon, &ws, &task, &entries, &p.caller.env)?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     match build::plan(&spec, &fresh.stale).map_err(|why| RpcError::new(ErrorKind::InvalidState, why))? {

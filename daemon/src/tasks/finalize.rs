@@ -44,8 +44,9 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
-    let (provider, review_entry) = gate::completion(&task, &entries, &fresh, next)?;
-    let scope = if p.scope_hints.is_empty() { crate::domain::review::scope(&spec, &[]) } else { p.scope_hints.clone() };
+    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
+    let scope =
+        if p.scope_hints.is_empty() { crate::domain::evidence::evidence_scope(&spec) } else { p.scope_hints.clone() };
     if scope.is_empty() {
         return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} declares no scope to fingerprint"))
             .with_hint("list the task's files in its spec's Scope, or pass --scope-hint PATH"));

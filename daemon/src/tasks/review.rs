@@ -63,6 +63,10 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     require_valid(&ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     require_review_status(daemon, &ws, &spec, &entries, &task, "review", ErrorKind::InvalidState)?;
+    if !p.print_context {
+        // A reviewer judges the approved contract, never criteria or a scope edited since.
+        gate::refuse_contract_changes(&task, &spec, &entries, "review", ErrorKind::ReviewFailed)?;
+    }
     if p.human_reviewed {
         return human_override(daemon, &ws, &task, p.reason.as_deref());
     }
@@ -93,8 +97,14 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
     let (root, head, paths) = (ws.root.clone(), change.base_head.clone(), change.classes.task_changes.clone());
     let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &paths)).await?;
-    let facts =
-        PacketFacts { base_head: change.base_head.as_deref(), diff: &diff, fresh: &fresh, known: known.as_ref() };
+    let amendments = crate::domain::evidence::amendments(&entries);
+    let facts = PacketFacts {
+        base_head: change.base_head.as_deref(),
+        diff: &diff,
+        fresh: &fresh,
+        known: known.as_ref(),
+        amendments: &amendments,
+    };
     let packet = build_packet(&ws, &spec, &request, &config, &change.scope, &change.classes, &facts)
         .map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e))?;
     if p.print_context {
@@ -423,13 +433,16 @@ fn agenda(config: &Config) -> String {
 }
 
 /// What the packet states besides the spec: the approval baseline's HEAD (the diff starts
-/// there), the evidence's freshness, and in verify mode the previous review's findings.
+/// there), the evidence's freshness, in verify mode the previous review's findings, and the
+/// contract's amendments since approval.
 struct PacketFacts<'a> {
     base_head: Option<&'a str>,
     /// The task's changes from the approval baseline's HEAD.
     diff: &'a Result<String, String>,
     fresh: &'a Freshness,
     known: Option<&'a Dossier>,
+    /// The approved contract's amendments since approval.
+    amendments: &'a [crate::domain::evidence::Amendment],
 }
 
 /// The changed paths, then their diff from the approval baseline.
@@ -473,6 +486,9 @@ fn build_packet(
     ];
     if let Some(known) = facts.known {
         sections.push(packet::known_findings(&known.findings));
+    }
+    if !facts.amendments.is_empty() {
+        sections.push(packet::amendments(facts.amendments, spec));
     }
     sections.extend([
         Section::derived("task_scope", "Task Scope", &spec_source, packet::list(scope), false),
@@ -611,7 +627,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     // The evidence and the review must speak for the files as they are now.
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
-    let (provider, review_entry) = gate::completion(&task, &entries, &fresh, next)?;
+    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
     record(daemon, &ws, &task, vec![LedgerEvent::Complete { reason: "task completed".into() }], "command:complete")?;
     let path = ws.spec_path(&task);
     Ok(m::CompleteResult { task_id: task, status: Status::Completed, path, provider, review_entry })
