@@ -1,7 +1,8 @@
 //! Delegated hardening through the real binaries with a `command` provider: the answer is
 //! grounded and judged, the round is bound to the draft's digest (a needs-revision round blocks
-//! another pass until the draft changes; an unusable answer's round is reused), and approving
-//! over anything but a pass is an audited override.
+//! another pass until the draft changes; an unusable answer's round is reused), approving
+//! over anything but a pass is an audited override, and a pass (delegated or by hand) holds
+//! only for the draft it judged.
 
 use scafld_tests::{TestEnv, git};
 use serde_json::Value;
@@ -158,4 +159,88 @@ fn a_configured_harden_provider_is_used_without_the_flag() {
     let run = env.scafld(&["harden", "shape", "--json"]);
     run.assert_code(0);
     assert_eq!(run.json()["result"]["harden_status"], "passed", "{}", run.stdout);
+}
+
+/// The six checks of a round written by hand, each grounded in a spec gap.
+fn answered_checks() -> String {
+    let mut checks = String::from("Checks:\n");
+    for name in [
+        "Path audit",
+        "Command audit",
+        "Scope/migration audit",
+        "Acceptance timing audit",
+        "Rollback/repair audit",
+        "Design challenge",
+    ] {
+        checks.push_str(&format!(
+            "- {name}\n  - Grounded in: spec_gap:read it\n  - Result: passed\n  - Evidence: looked at it\n"
+        ));
+    }
+    checks
+}
+
+/// A draft edited after its round passed is no longer hardened: approve refuses (or records
+/// an override), `--mark-passed` does not pass the old round again, and a new round on the
+/// edited draft passes it.
+#[test]
+fn a_passing_round_speaks_only_for_the_draft_it_judged() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let path = env.work.join(".scafld/specs/drafts/shape.md");
+    std::fs::write(&path, DRAFT.replace("SUMMARY", "First take.")).unwrap();
+    env.scafld(&["harden", "shape"]).assert_code(0);
+    // The author fixes the draft while the round is open: the pass binds the draft it closes on.
+    let text = spec(&env).replace("Checks:\n- none\n", &answered_checks()).replace("First take.", "Fixed take.");
+    std::fs::write(&path, text).unwrap();
+    env.scafld(&["harden", "shape", "--mark-passed"]).assert_code(0);
+    let status = |env: &TestEnv| env.scafld(&["status", "shape", "--json"]).json()["result"].clone();
+    assert_eq!(status(&env)["next_action"]["action"], "approve");
+
+    let edited = spec(&env).replace("Fixed take.", "Rewritten.").replace("Command: `true`", "Command: `false`");
+    std::fs::write(&path, &edited).unwrap();
+    let s = status(&env);
+    assert_eq!(
+        (s["next_action"]["action"].as_str(), s["next_command"].as_str()),
+        (Some("harden"), Some("scafld harden shape")),
+        "{s}"
+    );
+    let refused = env.scafld(&["approve", "shape", "--json"]);
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("the draft changed after round-1 passed"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld harden shape"), "{error}");
+    let again = env.scafld(&["harden", "shape", "--mark-passed", "--json"]);
+    again.assert_code(1);
+    assert!(again.json()["error"]["message"].as_str().unwrap().contains("round-1 already passed, on an earlier draft"));
+    assert_eq!(spec(&env), edited, "refusals change nothing");
+
+    // A new round on the draft as it is passes it.
+    let opened = env.scafld(&["harden", "shape", "--json"]);
+    assert_eq!(opened.json()["result"]["round_id"], "round-2");
+    std::fs::write(&path, spec(&env).replace("Checks:\n- none\n", &answered_checks())).unwrap();
+    env.scafld(&["harden", "shape", "--mark-passed"]).assert_code(0);
+    let approved = env.scafld(&["approve", "shape", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["harden_override"], false);
+}
+
+#[test]
+fn approving_a_draft_edited_after_a_delegated_pass_is_an_audited_override() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let clean: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
+    harden(&env, &provider(&env, "clean", &dossier(&clean))).assert_code(0);
+    let edited = spec(&env).replace("Take.", "Another task entirely.");
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), edited).unwrap();
+    env.scafld(&["approve", "shape"]).assert_code(1);
+    let approved = env.scafld(&["approve", "shape", "--reason", "the edit only fixed a typo", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["harden_override"], true);
+    let ledger = env.scafld(&["session", "shape", "--json"]).json()["result"]["entries"].clone();
+    let approval = ledger.as_array().unwrap().iter().find(|e| e["type"] == "approval").unwrap().clone();
+    let recorded = approval["harden_override"].as_str().unwrap();
+    assert!(recorded.contains("the draft changed after round-1 passed: the edit only fixed a typo"), "{approval}");
 }

@@ -124,7 +124,8 @@ pub enum Command {
 pub struct ApproveArgs {
     #[command(flatten)]
     pub task: TaskArg,
-    /// Approve without a passed harden round (or amend); the reason is recorded in the ledger.
+    /// Approve without a harden round passed on this very draft (or amend); the reason is
+    /// recorded in the ledger.
     #[arg(long)]
     pub reason: Option<String>,
     /// Re-pin the approved contract (criteria and scope) of an approved task whose spec changed

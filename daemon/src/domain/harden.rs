@@ -1,4 +1,5 @@
-//! Hardening: opening a round, the prompt, and the `--mark-passed` evidence check.
+//! Hardening: opening a round, the prompt, the `--mark-passed` evidence check, and whether a
+//! passed round still speaks for the draft (its digest).
 
 use crate::domain::lifecycle::HardenStatus;
 use crate::domain::spec::{HardenRound, Spec};
@@ -45,20 +46,37 @@ pub fn open_round(spec: &Spec, now: &str) -> Spec {
     next
 }
 
-/// Check the latest round; on success return the spec with the round passed, else every
-/// missing piece of evidence.
-pub fn mark_passed(spec: &Spec, ground: &dyn Ground, now: &str) -> Result<Spec, Vec<String>> {
+/// Why `--mark-passed` did not pass the latest round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkRefused {
+    /// Evidence is missing or does not hold: every problem (or that there is no round).
+    Incomplete(Vec<String>),
+    /// The round already passed, on an earlier draft: the changed draft needs a round of its own.
+    PassedEarlier { round: String },
+}
+
+/// Check the latest round; on success return the spec with the round passed and bound to the
+/// draft as it is now (its `Spec digest:`). A round that already passed on an earlier draft is
+/// not passed again.
+pub fn mark_passed(spec: &Spec, ground: &dyn Ground, now: &str) -> Result<Spec, MarkRefused> {
     let Some(round) = spec.harden_rounds.last() else {
-        return Err(vec!["no harden round exists; run `scafld harden <task-id>` first".into()]);
+        return Err(MarkRefused::Incomplete(vec![
+            "no harden round exists; run `scafld harden <task-id>` first".into(),
+        ]));
     };
+    let digest = draft_digest(spec);
+    if round.status == HardenStatus::Passed.as_str() && round.digest != digest {
+        return Err(MarkRefused::PassedEarlier { round: round.id.clone() });
+    }
     let problems = round_problems(round, ground);
     if !problems.is_empty() {
-        return Err(problems);
+        return Err(MarkRefused::Incomplete(problems));
     }
     let mut next = spec.clone();
     let round = next.harden_rounds.last_mut().expect("checked above");
     round.status = "passed".into();
     round.ended = now.into();
+    round.digest = digest;
     let id = next.front.task_id.clone();
     next.front.harden_status = HardenStatus::Passed.as_str().into();
     next.front.updated = now.into();
@@ -66,6 +84,22 @@ pub fn mark_passed(spec: &Spec, ground: &dyn Ground, now: &str) -> Result<Spec, 
     next.current_state.reason = "hardening passed".into();
     next.current_state.allowed_follow_up = format!("scafld approve {id}");
     Ok(next)
+}
+
+/// Why a draft whose front matter says `harden_status: passed` is not hardened as it stands,
+/// if it is not: its latest round must have passed on this very draft (the round's `Spec
+/// digest:` is the draft's digest now). `None` when the pass holds.
+pub fn stale_pass(spec: &Spec) -> Option<String> {
+    let Some(round) = spec.harden_rounds.last() else {
+        return Some("the spec holds no harden round that passed".into());
+    };
+    if round.status != HardenStatus::Passed.as_str() {
+        return Some(format!("its latest harden round, {}, is {}, not passed", round.id, round.status));
+    }
+    if round.digest.is_empty() {
+        return Some(format!("{} is not bound to a draft (it has no `Spec digest:`)", round.id));
+    }
+    (round.digest != draft_digest(spec)).then(|| format!("the draft changed after {} passed", round.id))
 }
 
 fn normalize(name: &str) -> String {
@@ -503,6 +537,46 @@ mod delegated_tests {
         assert_eq!(judge(&dossier(&noisy), &Files, 5).status, HardenStatus::Error);
         let strict = parse_dossier(serde_json::json!({"summary": "s", "shape": {}, "observations": [], "extra": 1}));
         assert!(strict.is_err());
+    }
+
+    /// A round written by hand: the six checks, each grounded in a spec gap.
+    fn answered(spec: &Spec) -> Spec {
+        let mut answered = open_round(spec, "2026-01-01T00:00:00Z");
+        answered.harden_rounds.last_mut().unwrap().checks = REQUIRED_CHECKS
+            .iter()
+            .map(|name| crate::domain::spec::HardenCheck {
+                name: name.to_string(),
+                grounded_in: "spec_gap:fine".into(),
+                result: "passed".into(),
+                evidence: "looked".into(),
+                line: 0,
+            })
+            .collect();
+        answered
+    }
+
+    #[test]
+    fn a_pass_is_bound_to_the_draft_it_judged() {
+        let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Summary\n\nS.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+        let draft = crate::domain::spec::parse(text).spec;
+        assert!(stale_pass(&draft).is_some(), "no round, no pass");
+        let mut answered = answered(&draft);
+        // The author fixes the draft while the round is open: the pass binds the draft it closes on.
+        answered.summary = "S, fixed during the round.".into();
+        let passed = mark_passed(&answered, &Files, "2026-01-01T00:01:00Z").unwrap();
+        assert_eq!(passed.harden_rounds[0].digest, draft_digest(&answered));
+        assert_eq!(stale_pass(&passed), None);
+        let mut edited = passed.clone();
+        edited.phases[0].criteria[0].command = "false".into();
+        assert_eq!(stale_pass(&edited).as_deref(), Some("the draft changed after round-1 passed"));
+        let refused = mark_passed(&edited, &Files, "2026-01-01T00:02:00Z").unwrap_err();
+        assert_eq!(refused, MarkRefused::PassedEarlier { round: "round-1".into() });
+        let mut unbound = passed.clone();
+        unbound.harden_rounds[0].digest.clear();
+        assert!(stale_pass(&unbound).unwrap().contains("not bound to a draft"));
+        // A new round on the edited draft passes it again.
+        let again = mark_passed(&self::answered(&edited), &Files, "2026-01-01T00:03:00Z").unwrap();
+        assert_eq!(stale_pass(&again), None);
     }
 
     #[test]

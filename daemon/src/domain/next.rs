@@ -67,7 +67,7 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
         return next(Role::Agent, Action::FixSpec, format!("scafld validate {id}"), "the spec has no valid status");
     };
     match status {
-        Status::Draft => draft(id, f.spec.harden_status()),
+        Status::Draft => draft(id, f.spec),
         Status::Approved | Status::Active | Status::Blocked | Status::Review => {
             if let Some(contract) = &f.replay.contract {
                 let changes = evidence::contract_changes(f.spec, contract);
@@ -101,7 +101,18 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
     }
 }
 
-fn draft(id: &str, harden: HardenStatus) -> NextAction {
+fn draft(id: &str, spec: &Spec) -> NextAction {
+    let harden = spec.harden_status();
+    if harden == HardenStatus::Passed
+        && let Some(why) = crate::domain::harden::stale_pass(spec)
+    {
+        return next(
+            Role::Agent,
+            Action::Harden,
+            format!("scafld harden {id}"),
+            format!("{why}: harden the draft as it is (or approve with `--reason`)"),
+        );
+    }
     match harden {
         HardenStatus::InProgress => next(
             Role::Agent,

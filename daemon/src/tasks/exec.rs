@@ -20,6 +20,7 @@ use crate::daemon::Daemon;
 use crate::domain::acceptance::{self, RunFacts};
 use crate::domain::build::{self, Step, Target};
 use crate::domain::evidence;
+use crate::domain::harden;
 use crate::domain::job::{JobKind, JobState};
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{HardenStatus, Status};
@@ -85,10 +86,27 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     }
     let spec = &entry.parsed.spec;
     let reason = p.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
-    let harden_override = match (spec.harden_status(), reason) {
-        (HardenStatus::Passed, _) => None,
-        (status, Some(reason)) => Some(format!("approved with harden_status {}: {reason}", status.as_str())),
-        (status, None) => {
+    // A pass counts only for the draft it judged: an edit since makes it stale.
+    let stale = match spec.harden_status() {
+        HardenStatus::Passed => harden::stale_pass(spec),
+        _ => None,
+    };
+    let harden_override = match (spec.harden_status(), stale, reason) {
+        (HardenStatus::Passed, None, _) => None,
+        (HardenStatus::Passed, Some(why), Some(reason)) => {
+            Some(format!("approved with harden_status passed, though {why}: {reason}"))
+        }
+        (HardenStatus::Passed, Some(why), None) => {
+            return Err(RpcError::new(
+                ErrorKind::InvalidState,
+                format!("{task}'s hardening does not speak for the draft as it is: {why}"),
+            )
+            .with_hint(format!(
+                "harden it again: `scafld harden {task}` (a new round on this draft), or approve anyway with `scafld approve {task} --reason \"why\"`"
+            )));
+        }
+        (status, _, Some(reason)) => Some(format!("approved with harden_status {}: {reason}", status.as_str())),
+        (status, _, None) => {
             return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} has not passed hardening (harden_status: {})", status.as_str()))
                 .with_hint(format!("run `scafld harden {task}` and `scafld harden {task} --mark-passed`, or approve anyway with `scafld approve {task} --reason \"why\"`")));
         }

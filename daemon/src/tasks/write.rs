@@ -107,8 +107,8 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     let id = entry.task_id.clone();
     if p.mark_passed {
         let ground = WorkspaceGround { ws: &ws };
-        let next = harden::mark_passed(&spec, &ground, &now).map_err(|problems| {
-            RpcError::new(
+        let next = harden::mark_passed(&spec, &ground, &now).map_err(|refused| match refused {
+            harden::MarkRefused::Incomplete(problems) => RpcError::new(
                 ErrorKind::ValidationFailed,
                 format!("hardening evidence is incomplete ({} problem(s)): {}", problems.len(), problems[0]),
             )
@@ -116,7 +116,12 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
                 "complete the round in {}, then run `scafld harden {id} --mark-passed` again",
                 ws.relative(&file.path)
             ))
-            .with_details(serde_json::json!({ "problems": problems }))
+            .with_details(serde_json::json!({ "problems": problems })),
+            harden::MarkRefused::PassedEarlier { round } => RpcError::new(
+                ErrorKind::InvalidState,
+                format!("{round} already passed, on an earlier draft of {id}; the draft changed since"),
+            )
+            .with_hint(format!("open a new round on the draft as it is: `scafld harden {id}`")),
         })?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
         let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
