@@ -611,3 +611,40 @@ fn the_review_packet_lists_the_amendments_since_approval() {
     let manifest_line = packet.lines().find(|l| l.starts_with("- `contract_amendments`")).unwrap();
     assert!(manifest_line.ends_with("required"), "{manifest_line}");
 }
+
+#[test]
+fn a_task_with_nothing_to_run_is_never_approved_or_completed() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join("README.md"), "# project\n").unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    env.init();
+    let spec = |status: &str| {
+        format!(
+            "---\nspec_version: '2.0'\ntask_id: rev\nstatus: {status}\n---\n\n# Nothing\n\n## Summary\n\nNo phases.\n\n## Scope\n\n- `README.md` - docs.\n"
+        )
+    };
+    write(&env, ".scafld/specs/drafts/rev.md", &spec("draft"));
+    let expected = "no executable acceptance criterion";
+    let validated = env.scafld(&["validate", "rev", "--json"]);
+    validated.assert_code(3);
+    assert!(validated.stdout.contains(expected), "{}", validated.stdout);
+    let refused = env.scafld(&["approve", "rev", "--reason", "no hardening", "--json"]);
+    refused.assert_code(3);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains(expected), "{}", refused.stdout);
+    assert_eq!(ledger_types(&env), Vec::<String>::new(), "a refused approval records nothing");
+
+    // One that got past approval another way (moved by hand) builds to review on no evidence,
+    // and a passing review still cannot complete it.
+    std::fs::remove_file(env.work.join(".scafld/specs/drafts/rev.md")).unwrap();
+    write(&env, ".scafld/specs/approved/rev.md", &spec("approved"));
+    env.scafld(&["build", "rev"]).assert_code(0);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let incomplete = env.scafld(&["complete", "rev", "--json"]);
+    incomplete.assert_code(4);
+    let error = incomplete.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains(expected), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld approve rev --amend"), "{error}");
+}

@@ -21,7 +21,7 @@ use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedRevi
 use crate::domain::lifecycle::Status;
 use crate::domain::next::NextAction;
 use crate::domain::review::{self, Authority};
-use crate::domain::spec::Spec;
+use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::evidence::Freshness;
 use crate::ledger::{projected_spec, record};
@@ -326,8 +326,9 @@ pub(crate) fn refuse_contract_changes(
 }
 
 /// The gate's last word before a task completes: the spec is the approved contract, its
-/// evidence is current and every criterion passed, the review judged the files as they are
-/// now, and a passing review from a trusted channel stands (the completion authority walk). Returns the reviewing provider and the review's ledger entry.
+/// evidence is current and every criterion passed (there is at least one that runs), the review
+/// judged the files as they are now, and a passing review from a trusted channel stands (the
+/// completion authority walk). Returns the reviewing provider and the review's ledger entry.
 pub(crate) fn completion(
     task: &str,
     spec: &Spec,
@@ -337,6 +338,15 @@ pub(crate) fn completion(
 ) -> RpcResult<(String, String)> {
     refuse_contract_changes(task, spec, entries, "complete", ErrorKind::ReviewFailed)?;
     refuse_stale(task, fresh, "complete")?;
+    if !spec.criteria().any(Criterion::is_executable) {
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot complete {task}: it has no executable acceptance criterion, so nothing shows it done"),
+        )
+        .with_hint(format!(
+            "add a criterion with a `- Command:` and re-approve: `scafld approve {task} --amend --reason \"why\"`, then build"
+        )));
+    }
     let unproven = evidence::unproven(spec, entries);
     if !unproven.is_empty() {
         let ids: Vec<String> = unproven.iter().map(|id| format!("`{id}`")).collect();

@@ -621,7 +621,9 @@ mod tests {
     use super::*;
 
     fn spec(task: &str, title: &str) -> String {
-        format!("---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# {title}\n")
+        format!(
+            "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# {title}\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - runs\n  - Command: `true`\n"
+        )
     }
 
     fn workspace_with(tasks: &[&str]) -> tempfile::TempDir {

@@ -1158,7 +1158,17 @@ impl<'a> Parser<'a> {
             self.diag(0, Rule::Structure, "a `# Title` line is required");
         }
         if self.spec.phases.is_empty() {
-            self.diag(0, Rule::Reading, "the spec has no `## Phase N: Name` sections");
+            if self.spec.acceptance.criteria.iter().any(Criterion::is_executable) {
+                self.diag(0, Rule::Reading, "the spec has no `## Phase N: Name` sections");
+            } else {
+                // Nothing would run: the task would be approved, built and completed on no
+                // evidence at all (a phase without one is refused below for the same reason).
+                self.diag(
+                    0,
+                    Rule::Approval,
+                    "the spec has no `## Phase N: Name` sections and no executable acceptance criterion; it would complete without evidence (add a phase whose criterion has a `- Command:`)",
+                );
+            }
         }
         let mut first_line: HashMap<String, usize> = HashMap::new();
         let criteria: Vec<Criterion> = self.spec.criteria().cloned().collect();

@@ -251,7 +251,11 @@ fn unusual_forms_read_with_a_warning_not_an_error() {
             body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: true\n  - Expected kind: none\n"),
             "`Expected kind: none`; read as not set",
         ),
-        ("---\nspec_version: '1.0'\ntask_id: t\nstatus: draft\n---\n# T\n".into(), "spec_version \"1.0\" is not '2.0'"),
+        (
+            // With a phase that runs something: a draft without one is an error of its own.
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: true\n").replace("'2.0'", "'1.0'"),
+            "spec_version \"1.0\" is not '2.0'",
+        ),
         (
             "---\nspec_version: '2.0'\ntask_id: t\nstatus: in_progress\n---\n# T\n".into(),
             "a Python scafld name; read as `active`",
@@ -268,6 +272,24 @@ fn unusual_forms_read_with_a_warning_not_an_error() {
         let found = warnings(&text);
         assert!(found.iter().any(|e| e.contains(expected)), "expected {expected:?} in {found:?} for\n{text}");
     }
+}
+
+#[test]
+fn a_draft_with_nothing_to_run_cannot_be_approved() {
+    let spec = |status: &str, rest: &str| {
+        format!("---\nspec_version: '2.0'\ntask_id: t\nstatus: {status}\n---\n# T\n\n## Summary\n\nS.\n{rest}")
+    };
+    let nothing = "the spec has no `## Phase N: Name` sections and no executable acceptance criterion";
+    assert!(errors(&spec("draft", "")).iter().any(|e| e.contains(nothing)), "{:?}", errors(&spec("draft", "")));
+    let manual_only = "\n## Acceptance\n\n- [ ] `m` manual - a person looks\n";
+    assert!(errors(&spec("draft", manual_only)).iter().any(|e| e.contains(nothing)));
+    // Global criteria alone run as final acceptance, as in the original tool: a warning only.
+    let global = "\n## Acceptance\n\n- [ ] `g` test - runs\n  - Command: `true`\n";
+    assert!(errors(&spec("draft", global)).is_empty(), "{:?}", errors(&spec("draft", global)));
+    assert!(warnings(&spec("draft", global)).iter().any(|w| w.contains("no `## Phase N: Name` sections")));
+    // An approved spec keeps reading: the rule is a warning there.
+    assert!(errors(&spec("active", "")).is_empty());
+    assert!(warnings(&spec("active", "")).iter().any(|w| w.contains(nothing)));
 }
 
 #[test]
