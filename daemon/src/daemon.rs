@@ -328,6 +328,20 @@ impl Daemon {
         Ok((id, restored))
     }
 
+    /// `scafld init` in a folder without `.scafld/`: the folder and a new workspace id in it,
+    /// made with the workspace table locked, so that no open of the folder meanwhile (the
+    /// reopening of known workspaces at start, say) meets a `.scafld` without its id and gives
+    /// the folder back the identity it held before. `false` when `.scafld` appeared meanwhile:
+    /// the folder is then opened as it is.
+    pub fn create_workspace(&self, root: &Path) -> RpcResult<bool> {
+        let _open = crate::sync::lock(&self.open_workspaces);
+        match layout::create_scafld_with_new_id(root) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(workspace_io_error(e)),
+        }
+    }
+
     /// Refuse (`busy`, naming the job) when a job of another workspace than `id` (any, for
     /// `None`: `init` is about to make a new one) still runs at `root`: a folder never takes
     /// another identity under a running build or review of the one it held. The range

@@ -222,3 +222,29 @@ fn a_git_worktree_sharing_the_main_checkouts_scafld_keeps_one_id() {
     assert_eq!(entries(&worktree), history);
     assert_eq!(recorded(), expected);
 }
+
+/// A repository removed and made again at the same path, then `scafld init` there while a
+/// freshly started daemon reopens the workspaces it knows: the new `.scafld` is a new
+/// workspace, never the old one's (whose ledger would make a new draft read as approved, or a
+/// new task's review as passed). Before, a reopen that came between init making `.scafld` and
+/// writing its id gave the folder its old identity back, in about one run of four.
+#[test]
+fn a_repository_made_again_where_one_was_is_a_new_workspace() {
+    let env = TestEnv::new();
+    let repo = env.path("again");
+    let draft = |repo: &Path| {
+        let drafts = repo.join(".scafld/specs/drafts");
+        std::fs::write(drafts.join("p.md"), spec("p", &["true"])).unwrap();
+    };
+    for round in 0..8 {
+        let _ = std::fs::remove_dir_all(&repo);
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q"]);
+        scafld_in(&env, &repo, &["init"]).assert_code(0);
+        draft(&repo);
+        let status = scafld_in(&env, &repo, &["status", "p", "--json"]).json()["result"]["status"].clone();
+        assert_eq!(status, "draft", "round {round}: a new repository's draft");
+        scafld_in(&env, &repo, &["approve", "p", "--reason", "t"]).assert_code(0);
+        scafld_in(&env, &repo, &["daemon", "stop"]).assert_code(0);
+    }
+}

@@ -176,14 +176,20 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
     }
     // A `.scafld` made now is a new workspace: refused before anything is written while a
     // job of the one this folder held still runs here.
+    let had_id = root.join(layout::ID_FILE).exists();
     let opening = if root.join(layout::SCAFLD_DIR).exists() {
         Opening::Existing
     } else {
         daemon.refuse_while_held(&crate::daemon::canonical_root(root)?, None)?;
-        Opening::Created
+        // `.scafld` and its new id in one step, before the rest of the layout.
+        if daemon.create_workspace(root)? { Opening::Created } else { Opening::Existing }
     };
-    let had_id = root.join(layout::ID_FILE).exists();
     let mut report = layout::init_layout(root).map_err(workspace_io_error)?;
+    if opening == Opening::Created {
+        // Made just above, with its id.
+        report.skipped.retain(|path| path != layout::SCAFLD_DIR);
+        report.created.insert(0, layout::SCAFLD_DIR.to_string());
+    }
     if let Some(caller) = &params.caller {
         crate::receipts::init_trust(root, &caller.env, &mut report)
             .map_err(|e| RpcError::new(ErrorKind::InvalidState, e))?;

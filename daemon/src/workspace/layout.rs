@@ -134,6 +134,16 @@ pub fn read_id(root: &Path) -> io::Result<Option<String>> {
     }
 }
 
+/// Make `<root>/.scafld` with a new workspace id in it, for `scafld init` in a folder without
+/// one; `AlreadyExists` when the folder appeared meanwhile. The caller holds the daemon's
+/// workspace table (see `Daemon::create_workspace`).
+pub fn create_scafld_with_new_id(root: &Path) -> io::Result<String> {
+    create_user_dir(&root.join(SCAFLD_DIR))?;
+    let id = new_id()?;
+    write_id(root, &id)?;
+    Ok(id)
+}
+
 /// Write the workspace id (a new one, or the one the daemon has on record for the folder).
 pub fn write_id(root: &Path, id: &str) -> io::Result<()> {
     write_user_file(&root.join(ID_FILE), format!("{id}\n").as_bytes())
