@@ -516,6 +516,41 @@ fn criteria_changed_after_a_passing_review_block_review_and_complete() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// Edits after a passing review that leave the pinned criteria as they were, yet say the task
+/// holds more than was done: a phase with no criterion of its own (work nobody did or
+/// reviewed), and a phase that reuses an approved criterion's id (a spec with errors, which no
+/// longer says what was done). Complete and finalize refuse both; before, both completed.
+#[test]
+fn a_spec_that_says_more_than_was_done_is_never_completed() {
+    let env = TestEnv::new();
+    let (path, _) = opened_in_two_phases(&env, "- [ ] `a2` test - greets\n  - Command: `grep -q greet src/lib.rs`\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let reviewed = std::fs::read_to_string(&path).unwrap();
+    let ledger = ledger_types(&env);
+    let empty_phase = reviewed.replace(
+        "## Rollback",
+        "## Phase 3: Migrate the production database\n\nChanges:\n- `src/lib.rs` - migrate\n\n## Rollback",
+    );
+    let reused_id = reviewed.replace(
+        "## Rollback",
+        "## Phase 3: Again\n\nAcceptance:\n- [ ] `a2` test - greets\n  - Command: `grep -q greet src/lib.rs`\n\n## Rollback",
+    );
+    for (edited, code, said) in [(empty_phase, 4, "not every phase is completed"), (reused_id, 3, "error")] {
+        std::fs::write(&path, edited).unwrap();
+        for command in ["complete", "finalize"] {
+            let run = env.scafld(&[command, "rev", "--json"]);
+            run.assert_code(code);
+            let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(message.contains(said), "{command}: {message}");
+        }
+        assert_eq!(ledger_types(&env), ledger, "a refusal records nothing");
+    }
+    std::fs::write(&path, &reviewed).unwrap();
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 #[test]
 fn an_amended_criterion_runs_before_the_task_can_complete() {
     let env = TestEnv::new();

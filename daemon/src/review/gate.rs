@@ -347,6 +347,21 @@ pub(crate) fn completion(
             "add a criterion with a `- Command:` and re-approve: `scafld approve {task} --amend --reason \"why\"`, then build"
         )));
     }
+    // Every phase done: a phase added after the review (with no criterion of its own, so no
+    // contract change) is work nobody did or reviewed.
+    let open: Vec<String> = spec
+        .phases
+        .iter()
+        .filter(|p| p.status != "completed")
+        .map(|p| format!("phase{} ({})", p.number, p.status))
+        .collect();
+    if !open.is_empty() {
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot complete {task}: not every phase is completed: {}", open.join(", ")),
+        )
+        .with_hint(format!("run `scafld build {task}` until every phase is completed, then review again")));
+    }
     let unproven = evidence::unproven(spec, entries);
     if !unproven.is_empty() {
         let ids: Vec<String> = unproven.iter().map(|id| format!("`{id}`")).collect();

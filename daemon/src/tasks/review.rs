@@ -622,6 +622,9 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     refuse_while_running(daemon, &ws, &task)?;
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
+    // A spec with errors does not say what was done (a phase hidden by a duplicate id, an
+    // unclosed fence): as build and review, complete refuses it, as it is now.
+    require_valid(&ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed)?;
     // The evidence and the review must speak for the files as they are now.
