@@ -566,6 +566,8 @@ local seen = vim.wait(15000, function() return #vim.diagnostic.get(buf) > 0 end,
 for _, d in ipairs(vim.diagnostic.get(buf)) do
   out:write(string.format("diagnostic %d %d %s\n", d.lnum, d.severity, d.message))
 end
+-- What the client said while showing them (an underline out of range is an error here).
+out:write("messages: " .. vim.fn.execute("messages"):gsub("\n", " | ") .. "\n")
 if seen then
   local lines = vim.api.nvim_buf_get_lines(buf, 0, -1, false)
   for i, l in ipairs(lines) do
@@ -609,6 +611,8 @@ vim.cmd("qa!")
         std::fs::read_to_string(env.path("lsp.stderr")).unwrap_or_default()
     );
     assert!(text.lines().any(|l| l == "cleared"), "{text}");
+    let messages = text.lines().find(|l| l.starts_with("messages:")).unwrap_or_default();
+    assert!(!messages.contains("Error") && !messages.contains("outside range"), "{messages}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), broken("greet"), "nothing wrote the spec");
     // Neovim stopped its server on the way out: no `scafld lsp` of this environment is left.
     let marker = env.dir.path().display().to_string();

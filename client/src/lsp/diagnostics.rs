@@ -15,9 +15,16 @@ use super::documents::{TaskKey, path_to_uri};
 
 pub const SOURCE: &str = "scafld";
 
-/// A whole line (0-based), start to end of line.
+/// A whole line (0-based): from its start to the start of the next one, which every client
+/// reads as the line's end (a character past it, such as `u32::MAX`, is beyond the protocol's
+/// 2^31-1 and Neovim 0.7 refuses to draw it).
 pub fn line_range(line: u32) -> Range {
-    Range::new(Position::new(line, 0), Position::new(line, u32::MAX))
+    whole_lines(line, line)
+}
+
+/// Lines `start` to `end` (0-based, inclusive) whole, as [`line_range`].
+pub fn whole_lines(start: u32, end: u32) -> Range {
+    Range::new(Position::new(start, 0), Position::new(end.saturating_add(1), 0))
 }
 
 /// scafld's lines are 1-based with 0 for the whole file; LSP's are 0-based.

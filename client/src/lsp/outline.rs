@@ -7,7 +7,7 @@ use lsp_types::{
 };
 use scafld_protocol::methods as m;
 
-use super::diagnostics::lsp_line;
+use super::diagnostics::{lsp_line, whole_lines};
 
 /// The workspace commands the server runs (`workspace/executeCommand`), by their LSP names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,9 +78,6 @@ fn criterion_end(lines: &[&str], head: u32) -> u32 {
     end
 }
 
-fn whole_lines(start: u32, end: u32) -> Range {
-    Range::new(Position::new(start, 0), Position::new(end, u32::MAX))
-}
 
 fn criterion_symbol(c: &m::CriterionStructure, lines: &[&str]) -> DocumentSymbol {
     let head = lsp_line(c.line);
@@ -229,9 +226,11 @@ mod tests {
         let symbols = symbols(&spec(), TEXT);
         assert_eq!(symbols.len(), 2);
         assert_eq!(symbols[0].name, "Phase 1: One");
-        assert_eq!((symbols[0].range.start.line, symbols[0].range.end.line), (0, 4));
+        // Whole lines: a range ends at the start of the line after its last (0-4, 2-3).
+        let end = |r: Range| (r.end.line, r.end.character);
+        assert_eq!((symbols[0].range.start.line, end(symbols[0].range)), (0, (5, 0)));
         let child = &symbols[0].children.as_ref().unwrap()[0];
-        assert_eq!((child.name.as_str(), child.range.start.line, child.range.end.line), ("a1", 2, 3));
+        assert_eq!((child.name.as_str(), child.range.start.line, end(child.range)), ("a1", 2, (4, 0)));
     }
 
     #[test]
