@@ -78,7 +78,6 @@ fn criterion_end(lines: &[&str], head: u32) -> u32 {
     end
 }
 
-
 fn criterion_symbol(c: &m::CriterionStructure, lines: &[&str]) -> DocumentSymbol {
     let head = lsp_line(c.line);
     #[allow(deprecated)] // `deprecated` is a required field of the type, superseded by tags.
