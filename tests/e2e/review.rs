@@ -155,6 +155,23 @@ fn invalid_dossiers_fail_the_attempt_and_never_pass() {
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
+/// A spec edited while a reviewer runs (a person fixing a typo) voids that review; the files
+/// in scope did not change, so the next step is the same review again, which neither the
+/// next action nor `review` may turn away. Before, status said `build`, build said there was
+/// nothing to run, and review refused the unchanged tree: a loop only `--force` left.
+#[test]
+fn a_review_voided_by_a_spec_edit_is_simply_run_again() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let script = reviewer(&env, "edits-spec", &pass(), "echo '- typo fixed' >> .scafld/specs/active/rev.md");
+    command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(4);
+    let s = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(s["next_command"], "scafld review rev", "{s}");
+    let passing = reviewer(&env, "pass", &pass(), "");
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 #[test]
 fn a_reviewer_that_edits_a_scoped_file_fails_closed() {
     let env = TestEnv::new();

@@ -28,6 +28,9 @@ pub struct Dossier {
     pub event_summary: Option<std::collections::BTreeMap<String, u64>>,
 }
 
+/// The id of the finding the review gate adds when the workspace changed during a review.
+pub const MUTATION_FINDING: &str = "workspace-mutation";
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Finding {
@@ -118,6 +121,14 @@ impl Finding {
 impl Dossier {
     pub fn open_blockers(&self) -> usize {
         self.findings.iter().filter(|f| f.blocks()).count()
+    }
+
+    /// Whether the only findings that block are the mutation guard's ([`MUTATION_FINDING`]):
+    /// the verdict was about a tree that moved during the review, not about the work, and the
+    /// same tree is to be reviewed again.
+    pub fn voided_by_mutation(&self) -> bool {
+        let mut blocking = self.findings.iter().filter(|f| f.blocks()).peekable();
+        blocking.peek().is_some() && blocking.all(|f| f.id == MUTATION_FINDING)
     }
 
     /// `fail` when any finding blocks completion, else `pass`.

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use crate::domain::build;
+use crate::domain::dossier::Dossier;
 use crate::domain::evidence::{self, Stale};
 use crate::domain::ledger::Replay;
 use crate::domain::lifecycle::{HardenStatus, Status};
@@ -238,6 +239,16 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         }
         Some((verdict, _, _)) if verdict == "pass" => {
             next(Role::Human, Action::Complete, format!("scafld complete {id}"), "the review passed")
+        }
+        Some((_, _, Some(dossier)))
+            if serde_json::from_value::<Dossier>(dossier.clone()).is_ok_and(|d| d.voided_by_mutation()) =>
+        {
+            next(
+                Role::Reviewer,
+                Action::RetryReview,
+                format!("scafld review {id}"),
+                "the workspace changed during the last review, which voids its verdict: review the unchanged tree again",
+            )
         }
         Some(_) => next(
             Role::Agent,

@@ -259,7 +259,7 @@ pub(crate) fn attempt_failed(daemon: &Daemon, ws: &Workspace, task: &str, reason
 /// Turn workspace changes made during the review into a blocking finding.
 pub(crate) fn guard(dossier: &mut Dossier, mutated: &[String]) {
     dossier.findings.push(Finding {
-        id: "workspace-mutation".into(),
+        id: crate::domain::dossier::MUTATION_FINDING.into(),
         severity: "critical".into(),
         blocks_completion: true,
         status: Some("open".into()),

@@ -193,7 +193,10 @@ fn review_request(p: &m::TaskReviewParams, config: &Config, previous: Option<&Pr
         None => match dossier.rerun_policy.parse::<ReviewMode>() {
             Ok(mode) => mode,
             Err(_) => {
-                let open = previous.and_then(|(d, _, _)| d.as_ref()).is_some_and(|d| d.open_blockers() > 0);
+                // A review voided by the mutation guard left no finding of the reviewer's to verify.
+                let open = previous
+                    .and_then(|(d, _, _)| d.as_ref())
+                    .is_some_and(|d| d.open_blockers() > 0 && !d.voided_by_mutation());
                 if open { ReviewMode::Verify } else { ReviewMode::Discover }
             }
         },
@@ -216,6 +219,8 @@ fn review_request(p: &m::TaskReviewParams, config: &Config, previous: Option<&Pr
 /// A failed review of this very tree would only be repeated: refuse (unless forced).
 fn refuse_unchanged(task: &str, previous: Option<&PreviousReview>, tree: &str) -> RpcResult<()> {
     match previous {
+        // Voided because the workspace moved under the reviewer: the same tree is due again.
+        Some((Some(dossier), ..)) if dossier.voided_by_mutation() => Ok(()),
         Some((_, previous_tree, verdict)) if verdict == "fail" && previous_tree == tree => Err(RpcError::new(
             ErrorKind::InvalidState,
             "nothing changed since the failed review; another run would only spend provider quota",
