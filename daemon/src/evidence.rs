@@ -78,7 +78,7 @@ pub(crate) async fn freshness(ws: &Workspace, spec: &Spec, entries: &[LedgerEntr
                     && seen.insert(recorded.clone())
                 {
                     match evidence::recorded_material(entries, recorded) {
-                        Some(before) => changes.extend(baseline::material_changes(&ws.root, before, &now.entries)),
+                        Some(before) => changes.extend(baseline::material_changes(before, &now.entries)),
                         None => changes.push("files in scope (the earlier content was not recorded)".into()),
                     }
                 }

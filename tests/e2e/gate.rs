@@ -62,7 +62,7 @@ fn a_repair_after_a_failed_review_is_checked_again_even_within_the_same_second()
     write(&env, "src/lib.rs", "pub fn hello() {}\n");
     let s = status(&env);
     assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
-    assert_eq!(s["stale_changes"], serde_json::json!(["src/lib.rs (working tree)"]));
+    assert_eq!(s["stale_changes"], serde_json::json!(["src/lib.rs (changed)"]));
     assert_eq!(s["next_action"]["action"], "rerun_stale");
     assert_eq!(s["next_command"], "scafld build rev");
     let refused = env.scafld(&["complete", "rev", "--json"]);
@@ -122,7 +122,7 @@ fn a_repository_kept_open_still_sees_every_change() {
 
     write(&env, "src/lib.rs", "pub fn greet() -> u8 { 1 }\n");
     let s = status(&env);
-    assert_eq!(s["stale_changes"], serde_json::json!(["src/lib.rs (working tree)"]), "{s}");
+    assert_eq!(s["stale_changes"], serde_json::json!(["src/lib.rs (changed)"]), "{s}");
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
 
     // The same length and, set back, the same modification time: only a fresh read of the
@@ -132,13 +132,60 @@ fn a_repository_kept_open_still_sees_every_change() {
     std::fs::write(&ignore, "src/scrotch.txt\n").unwrap();
     std::fs::File::options().append(true).open(&ignore).unwrap().set_modified(modified).unwrap();
     let s = status(&env);
-    assert_eq!(s["stale_changes"], serde_json::json!(["src/scratch.txt (working tree)"]), "{s}");
+    assert_eq!(s["stale_changes"], serde_json::json!(["src/scratch.txt (added)"]), "{s}");
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
 
     git(&env.work, &["add", "-A"]);
     git(&env.work, &["commit", "-qm", "the work"]);
     let s = status(&env);
-    assert_eq!(s["criteria"][0]["freshness"], "stale", "a commit changes what HEAD holds: {s}");
+    assert_eq!(s["criteria"][0]["freshness"], "current", "committing leaves the content as it was: {s}");
+    write(&env, "src/lib.rs", "pub fn greet() -> u8 { 2 }\n");
+    git(&env.work, &["commit", "-qam", "more work"]);
+    let s = status(&env);
+    assert_eq!(s["stale_changes"], serde_json::json!(["src/lib.rs (changed)"]), "a committed change: {s}");
+}
+
+/// The reviewed work committed (staged first, then committed, content unchanged): evidence
+/// and review still judge these files, and complete archives the task. The material is the
+/// content, however git holds it.
+#[test]
+fn committing_the_reviewed_work_keeps_its_evidence_and_review() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    git(&env.work, &["add", "-A"]);
+    assert_eq!(status(&env)["criteria"][0]["freshness"], "current", "staged");
+    git(&env.work, &["commit", "-qm", "the reviewed work"]);
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "current", "committed: {s}");
+    assert_eq!(s["next_command"], "scafld complete rev", "{s}");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+/// A file the scope names that git ignores, and the file a symlink in scope points at: a
+/// change to either after the review makes the evidence stale and complete refuses.
+#[test]
+fn an_ignored_named_file_and_a_link_target_bind_the_evidence() {
+    for (scope, edited) in [("y.cfg", "y.cfg"), ("link.txt", "target.txt")] {
+        let env = TestEnv::new();
+        std::fs::write(env.work.join(".gitignore"), "y.cfg\n").unwrap();
+        std::fs::write(env.work.join("target.txt"), "good\n").unwrap();
+        std::os::unix::fs::symlink("target.txt", env.work.join("link.txt")).unwrap();
+        let check = format!("- [ ] `a1` test - it is good\n  - Command: `grep -q good {scope}`\n");
+        // `opened` commits everything there, the link and its target; `y.cfg` comes after.
+        opened(&env, scope, &check);
+        write(&env, "y.cfg", "good\n");
+        assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review", "{scope}");
+        command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"])
+            .assert_code(0);
+        write(&env, edited, "BAD\n");
+        let s = status(&env);
+        assert_eq!(s["criteria"][0]["freshness"], "stale", "{scope}: {s}");
+        assert_eq!(s["stale_changes"], serde_json::json!([format!("{edited} (changed)")]), "{scope}: {s}");
+        env.scafld(&["complete", "rev"]).assert_code(4);
+    }
 }
 
 #[test]

@@ -1,10 +1,11 @@
 //! Workspace facts from git2, the IO side of the gate: snapshots (HEAD and every dirty path with
 //! a content fingerprint, submodules included), the *material* of a scope (what evidence and
-//! reviews are bound to: committed content by git object id, working-tree content by hash),
-//! the changes since an approval baseline (committed or not), and diffs.
+//! reviews are bound to: the content of the scoped files by the id git gives it, however git
+//! holds them), the changes since an approval baseline (committed or not), and diffs.
 //!
 //! Files are hashed by streaming with a cap, symlinks are fingerprinted by their target text and
-//! never followed, special files by their type: nothing here reads a file whole into memory.
+//! never read through (the material resolves one in scope to its target only inside the
+//! workspace), special files by their type: nothing here reads a file whole into memory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -215,10 +216,22 @@ fn porcelain(s: Status) -> String {
     format!("{index}{worktree}")
 }
 
-/// What evidence and reviews are bound to: the content of the paths in a scope, committed or
-/// not, submodules included. Each entry is `(path, kind, fingerprint)` as a [`BaselinePath`]
-/// (`status` holds the kind: `tree`/`blob`/`commit` for content at HEAD, `file` for the working
-/// tree, `submodule` for a submodule's own HEAD and dirt); `digest` covers them all.
+/// What evidence and reviews are bound to: the content of the files in a scope as the working
+/// tree holds them, whether committed, staged or neither (equal content, equal digest), and
+/// submodule content. Each entry is a [`BaselinePath`] whose `status` holds its kind:
+///
+/// - `file`: a file or symlink, fingerprinted `<mode>:<git blob id>` (the id git gives the
+///   content: a clean tracked file's comes from the index, any other is hashed from the disk;
+///   `large:` over [`HASH_CAP`], `special:`/`dir`/`repo:` for what is not a file);
+/// - `absent`: a path the scope names with nothing on the disk (a task may create it: its
+///   appearance changes the material);
+/// - `target`: what a symlink in scope resolves to (`inside:<path>`, whose content is then
+///   material too, `outside the workspace`, never read, or `missing`);
+/// - `submodule`: whether a submodule is checked out (its files are entries of their own).
+///
+/// A file git ignores is material when the scope names it (or a symlink in scope points at
+/// it); below a folder the scope names, git's ignore rules apply (build outputs stay out).
+/// `digest` covers every entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Material {
     pub digest: String,
@@ -239,11 +252,14 @@ fn in_scope(path: &str, scope: &[String]) -> bool {
             .any(|s| path == s || path.starts_with(&format!("{s}/")) || s.starts_with(&format!("{path}/")))
 }
 
-/// The material of `scope` (workspace-relative paths; empty means the whole tree outside
-/// `.scafld/`) in the repository containing `root`.
+/// The material of `scope` (workspace-relative paths; empty means the whole tree but the
+/// runner's folders) in the repository containing `root`.
 pub fn material(root: &Path, scope: &[String]) -> Result<Material, String> {
     material_walked(root, scope, true)
 }
+
+/// How many rounds of symlinks leading to folders with further symlinks are followed.
+const LINK_ROUNDS: usize = 8;
 
 /// [`material`], with the status walk pruned to the scope or (for tests to compare against)
 /// over the whole work tree.
@@ -251,6 +267,40 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
     let repo = open(root)?;
     let mut entries = Vec::new();
     collect_material(&repo, "", scope, prune, &mut entries)?;
+    // Symlinks in scope: what they point at inside the workspace is material too (never read
+    // outside it). Targets are named paths: their content counts even where git ignores it.
+    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let (top, inside) = (workdir.canonicalize().ok(), root.canonicalize().ok());
+    let mut followed = BTreeSet::new();
+    let mut checked = BTreeSet::new();
+    for _ in 0..LINK_ROUNDS {
+        let links: Vec<String> = entries
+            .iter()
+            .filter(|e| e.status == "file" && e.fingerprint.starts_with(LINK_MODE) && checked.insert(e.path.clone()))
+            .map(|e| e.path.clone())
+            .collect();
+        let mut targets = Vec::new();
+        for link in links {
+            let resolved = std::fs::canonicalize(workdir.join(&link));
+            let target = match (&resolved, &top, &inside) {
+                (Ok(t), Some(top), Some(inside)) if t.starts_with(inside) => {
+                    let relative = t.strip_prefix(top).map(|r| r.display().to_string()).unwrap_or_default();
+                    if !relative.is_empty() && followed.insert(relative.clone()) {
+                        targets.push(relative.clone());
+                    }
+                    format!("inside:{relative}")
+                }
+                (Err(e), ..) if e.kind() == std::io::ErrorKind::NotFound => "missing".into(),
+                (Err(e), ..) => format!("unreadable:{:?}", e.kind()),
+                _ => "outside the workspace".into(),
+            };
+            entries.push(BaselinePath { status: "target".into(), fingerprint: target, path: link });
+        }
+        if targets.is_empty() {
+            break;
+        }
+        collect_material(&repo, "", &targets, prune, &mut entries)?;
+    }
     entries.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.status.cmp(&b.status)));
     entries.dedup();
     let mut hasher = Sha256::new();
@@ -258,6 +308,92 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
         hasher.update(format!("{}\t{}\t{}\n", e.path, e.status, e.fingerprint));
     }
     Ok(Material { digest: format!("{:x}", hasher.finalize()), entries })
+}
+
+/// The mode a symlink's material fingerprint starts with (git's mode for one).
+const LINK_MODE: &str = "120000:";
+
+/// The material fingerprint of `relative` under `workdir` as the disk holds it: `<mode>:<git
+/// blob id>` of a file or symlink (never followed; over [`HASH_CAP`] by size and edges), as
+/// git would record it; `None` when nothing is there; [`fingerprint`]'s words for a folder
+/// (a nested repository), a special file or an unreadable one.
+fn content_on_disk(workdir: &Path, relative: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = workdir.join(relative);
+    let meta = match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(format!("unreadable:{:?}", e.kind())),
+        Ok(meta) => meta,
+    };
+    if meta.file_type().is_symlink() {
+        return Some(match std::fs::read_link(&path) {
+            Ok(target) => match Oid::hash_object(ObjectType::Blob, target.as_os_str().as_encoded_bytes()) {
+                Ok(id) => format!("{LINK_MODE}{id}"),
+                Err(e) => format!("unreadable:{}", e.message()),
+            },
+            Err(e) => format!("unreadable:{:?}", e.kind()),
+        });
+    }
+    if !meta.is_file() {
+        return Some(fingerprint(workdir, relative));
+    }
+    let mode = if meta.permissions().mode() & 0o111 != 0 { "100755" } else { "100644" };
+    let id = if meta.len() > HASH_CAP {
+        hash_file(&path, meta.len()).map_err(|e| format!("{:?}", e.kind()))
+    } else {
+        Oid::hash_file(ObjectType::Blob, &path).map(|id| id.to_string()).map_err(|e| e.message().to_string())
+    };
+    Some(match id {
+        Ok(id) => format!("{mode}:{id}"),
+        Err(e) => format!("unreadable:{e}"),
+    })
+}
+
+/// The fingerprint an index entry gives a clean file: the same as [`content_on_disk`] gives
+/// the same content.
+fn content_in_index(entry: &git2::IndexEntry) -> String {
+    let mode = match entry.mode {
+        0o120000 => "120000",
+        mode if mode & 0o111 != 0 => "100755",
+        _ => "100644",
+    };
+    format!("{mode}:{}", entry.id)
+}
+
+/// The index entries (stage 0) of the paths in `scope` (the whole index when `whole`): each
+/// scope path's range, found by its prefix (names are compared without case where the index
+/// sorts them so).
+fn index_entries(index: &git2::Index, scope: &[String], whole: bool) -> BTreeMap<String, git2::IndexEntry> {
+    let mut found = BTreeMap::new();
+    let mut take = |entry: git2::IndexEntry| {
+        let stage = (entry.flags >> 12) & 0x3;
+        if stage == 0 {
+            found.insert(String::from_utf8_lossy(&entry.path).into_owned(), entry);
+        }
+    };
+    if whole {
+        index.iter().for_each(&mut take);
+        return found;
+    }
+    for path in scope {
+        let path = path.trim_end_matches('/');
+        if path.is_empty() || path.contains('\0') {
+            continue;
+        }
+        let Ok(start) = index.find_prefix(path) else { continue };
+        let mut at = start;
+        while let Some(entry) = index.get(at) {
+            let name = entry.path.as_slice();
+            if name.len() < path.len() || !name[..path.len()].eq_ignore_ascii_case(path.as_bytes()) {
+                break;
+            }
+            if name == path.as_bytes() || name.starts_with(format!("{path}/").as_bytes()) {
+                take(entry);
+            }
+            at += 1;
+        }
+    }
+    found
 }
 
 fn collect_material(
@@ -271,9 +407,6 @@ fn collect_material(
     let entry =
         |path: String, status: &str, fingerprint: String| BaselinePath { status: status.into(), fingerprint, path };
     let full = |path: &str| if prefix.is_empty() { path.to_string() } else { format!("{prefix}/{path}") };
-    // Committed content: the object id of each scope path at HEAD (a tree id covers every file
-    // below it), or of every top-level entry but `.scafld/` when the scope is the whole tree.
-    let head_tree = head_commit(repo).and_then(|c| c.tree().ok());
     let local_scope: Vec<String> = scope
         .iter()
         .filter_map(|s| {
@@ -281,29 +414,11 @@ fn collect_material(
         })
         .collect();
     let whole = scope.is_empty() || scope.iter().any(|s| s == prefix);
-    match &head_tree {
-        Some(tree) if whole => {
-            for item in tree.iter() {
-                let name = item.name().unwrap_or_default();
-                if prefix.is_empty() && name == ".scafld" {
-                    continue;
-                }
-                out.push(entry(full(name), kind_name(item.kind()), item.id().to_string()));
-            }
-        }
-        Some(tree) => {
-            for path in &local_scope {
-                match tree.get_path(Path::new(path)) {
-                    Ok(item) => out.push(entry(full(path), kind_name(item.kind()), item.id().to_string())),
-                    Err(_) => out.push(entry(full(path), "absent", String::new())),
-                }
-            }
-        }
-        None => out.push(entry(full(""), "tree", "no-head".into())),
-    }
-    // Working-tree content: every dirty or untracked path in scope. The walk is pruned to the
-    // scope (a large repository costs what its scope costs); `in_scope` still decides.
     let scope_here: Vec<String> = if whole { Vec::new() } else { local_scope.clone() };
+    let counts = |path: &str| !(prefix.is_empty() && runner_path(path)) && in_scope(path, &scope_here);
+    // Every dirty or untracked path in scope is read from the disk. The walk is pruned to the
+    // scope (a large repository costs what its scope costs); `in_scope` still decides.
+    let head_tree = head_commit(repo).and_then(|c| c.tree().ok());
     // A submodule's whole tree is walked whole (its runner folders are not the runner's).
     let walk = if prune && (prefix.is_empty() || !whole) {
         pruned_walk(repo, head_tree.as_ref(), &workdir, &scope_here, whole)
@@ -313,14 +428,45 @@ fn collect_material(
     let statuses = scoped_statuses(repo, &walk)?;
     let submodules: BTreeSet<String> =
         repo.submodules().map(|subs| subs.iter().map(|s| s.path().display().to_string()).collect()).unwrap_or_default();
+    // Paths read from the disk (a deleted one has no entry), then those with an entry.
+    let (mut reported, mut present) = (BTreeSet::new(), BTreeSet::new());
     for (path, _) in &statuses {
         let path = path.trim_end_matches('/');
-        if (prefix.is_empty() && runner_path(path)) || !in_scope(path, &scope_here) || submodules.contains(path) {
+        if !counts(path) || submodules.contains(path) {
             continue;
         }
-        out.push(entry(full(path), "file", fingerprint(&workdir, path)));
+        reported.insert(path.to_string());
+        // A folder where git knew a file holds files of its own, reported one by one.
+        if let Some(content) = content_on_disk(&workdir, path).filter(|c| c != "dir") {
+            present.insert(path.to_string());
+            out.push(entry(full(path), "file", content));
+        }
     }
-    // Submodules in scope: their own HEAD, and their content, recursively.
+    // Every clean tracked file in scope: the index holds the id of its content.
+    let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
+    for (path, item) in index_entries(&index, &scope_here, whole) {
+        if item.mode == 0o160000 || reported.contains(&path) || !counts(&path) {
+            continue;
+        }
+        present.insert(path.clone());
+        out.push(entry(full(&path), "file", content_in_index(&item)));
+    }
+    // A path the scope names, untracked and unreported (git ignores it): read from the disk
+    // all the same; one with nothing on the disk is material by its absence.
+    for path in &scope_here {
+        let path = path.trim_end_matches('/');
+        if path.is_empty() || present.contains(path) || submodules.contains(path) {
+            continue;
+        }
+        match content_on_disk(&workdir, path) {
+            None => out.push(entry(full(path), "absent", String::new())),
+            Some(content) if content != "dir" && !content.starts_with("repo:") => {
+                out.push(entry(full(path), "file", content));
+            }
+            Some(_) => {}
+        }
+    }
+    // Submodules in scope: checked out or not, and their content, recursively.
     for sub in &submodules {
         if !in_scope(sub, &scope_here) {
             continue;
@@ -329,7 +475,7 @@ fn collect_material(
             out.push(entry(full(sub), "submodule", "not checked out".into()));
             continue;
         };
-        out.push(entry(full(sub), "submodule", nested_digest(&nested)));
+        out.push(entry(full(sub), "submodule", "checked out".into()));
         let nested_prefix = full(sub);
         let nested_scope: Vec<String> = if whole || scope.iter().any(|s| s == &nested_prefix) {
             vec![nested_prefix.clone()]
@@ -618,62 +764,36 @@ pub fn guard_snapshot(root: &Path, scope: &[String], files: &[String]) -> Result
     Ok(entries)
 }
 
-fn kind_name(kind: Option<ObjectType>) -> &'static str {
-    match kind {
-        Some(ObjectType::Tree) => "tree",
-        Some(ObjectType::Blob) => "blob",
-        Some(ObjectType::Commit) => "commit",
-        _ => "object",
+/// Paths whose material differs between two records: what changed, for a person to read
+/// (`<path> (changed|added|removed|link target|submodule)`).
+pub fn material_changes(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<String> {
+    // Material recorded by an earlier scafld held committed content by tree and blob ids.
+    if before.iter().any(|e| matches!(e.status.as_str(), "tree" | "blob" | "commit" | "object")) {
+        return vec![
+            "files in scope (the evidence was recorded by an earlier scafld, which read them otherwise)".into(),
+        ];
     }
-}
-
-/// Paths whose material differs between two records: what changed, for a person to read.
-/// Committed changes below a scope directory are listed file by file when both trees are still
-/// in the repository.
-pub fn material_changes(root: &Path, before: &[BaselinePath], after: &[BaselinePath]) -> Vec<String> {
     let key = |e: &BaselinePath| (e.path.clone(), e.status.clone());
     let before_map: BTreeMap<_, _> = before.iter().map(|e| (key(e), e.fingerprint.as_str())).collect();
     let after_map: BTreeMap<_, _> = after.iter().map(|e| (key(e), e.fingerprint.as_str())).collect();
-    let repo = kept::lease(root).ok();
     let mut changed = BTreeSet::new();
     for k in before_map.keys().chain(after_map.keys()) {
         let (old, new) = (before_map.get(k).copied(), after_map.get(k).copied());
-        if old == new {
+        let (path, kind) = k;
+        // A named path's absence shows as its file added or removed.
+        if old == new || kind == "absent" {
             continue;
         }
-        let (path, kind) = k;
-        let expanded = match (kind.as_str(), old, new, &repo) {
-            ("tree", Some(old), Some(new), Some(repo)) => tree_changes(repo, old, new, path),
-            _ => None,
+        let what = match (kind.as_str(), old, new) {
+            ("file", Some(_), Some(_)) => "changed",
+            ("file", None, _) => "added",
+            ("file", _, None) => "removed",
+            ("target", ..) => "link target",
+            _ => "submodule",
         };
-        match expanded {
-            Some(files) if !files.is_empty() => changed.extend(files),
-            _ => {
-                let what = match kind.as_str() {
-                    "file" => "working tree",
-                    "submodule" => "submodule",
-                    _ => "committed",
-                };
-                changed.insert(format!("{} ({what})", if path.is_empty() { "." } else { path }));
-            }
-        }
+        changed.insert(format!("{} ({what})", if path.is_empty() { "." } else { path }));
     }
     changed.into_iter().collect()
-}
-
-fn tree_changes(repo: &Repository, old: &str, new: &str, prefix: &str) -> Option<Vec<String>> {
-    let tree = |id: &str| Oid::from_str(id).ok().and_then(|oid| repo.find_tree(oid).ok());
-    let (old, new) = (tree(old)?, tree(new)?);
-    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None).ok()?;
-    Some(
-        diff.deltas()
-            .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()))
-            .map(|p| {
-                let p = p.display().to_string();
-                if prefix.is_empty() { format!("{p} (committed)") } else { format!("{prefix}/{p} (committed)") }
-            })
-            .collect(),
-    )
 }
 
 /// A path that changed since the approval baseline, and how.
@@ -1045,11 +1165,15 @@ mod tests {
         // The comparison is not vacuous: scoped walks see working-tree changes.
         let src = material(&root, &["src".to_string()]).unwrap();
         assert!(src.entries.iter().any(|e| e.path == "src/new.rs" && e.status == "file"));
-        assert!(src.entries.iter().any(|e| e.path == "src/b.rs" && e.fingerprint == "deleted"));
+        // Content as the disk holds it: a deleted file has no entry, an unchanged one its id.
+        assert!(!src.entries.iter().any(|e| e.path == "src/b.rs"), "{src:?}");
+        assert!(src.entries.iter().any(|e| e.path == "src/deep/c.rs" && e.status == "file"));
         let all = material(&root, &[]).unwrap();
         assert!(all.entries.iter().any(|e| e.path == ".scafld/config.yaml" && e.status == "file"));
-        assert!(all.entries.iter().any(|e| e.path == "lib.rs" && e.fingerprint == "deleted"));
-        assert!(all.entries.iter().any(|e| e.path == "staged/only.txt" && e.fingerprint == "deleted"));
+        assert!(!all.entries.iter().any(|e| e.path == "lib.rs" || e.path == "staged/only.txt"), "{all:?}");
+        assert!(
+            all.entries.iter().any(|e| e.path == "docs/z.md") && !all.entries.iter().any(|e| e.path == "docs/y.md")
+        );
         // The approval snapshot walks the same way: every dirty path but the runner's.
         let snap: Vec<String> = snapshot(&root).unwrap().paths.into_iter().map(|p| p.path).collect();
         for dirty in ["src/a.rs", "src/b.rs", "lib.rs", "staged/only.txt", "newdir/inner/f.txt", "nested", "sub"] {
@@ -1059,7 +1183,8 @@ mod tests {
         assert!(!snap.iter().any(|p| runner_path(p)), "{snap:?}");
         assert!(!all.entries.iter().any(|e| e.path.starts_with(".scafld/specs/")));
         let conf = material(&root, &["conf/new.yaml".to_string()]).unwrap();
-        assert!(conf.entries.iter().any(|e| e.path == "conf" && e.status == "file"), "{conf:?}");
+        assert!(conf.entries.iter().any(|e| e.path == "conf/new.yaml" && e.status == "file"), "{conf:?}");
+        assert!(!conf.entries.iter().any(|e| e.path == "conf"), "{conf:?}");
     }
 
     /// Folders git reports whole whose names libgit2 would not match literally (a comment
@@ -1121,6 +1246,109 @@ mod tests {
         let snap: Vec<(String, String)> =
             snapshot(&root).unwrap().paths.into_iter().map(|p| (p.path, p.status)).collect();
         assert_eq!(snap, [("config/gone".to_string(), " D".to_string())]);
+    }
+
+    fn digest(root: &Path, scope: &[&str]) -> String {
+        let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
+        let pruned = material_walked(root, &scope, true).unwrap();
+        assert_eq!(pruned, material_walked(root, &scope, false).unwrap(), "scope {scope:?}");
+        pruned.digest
+    }
+
+    /// The material is the content: staging, committing, unstaging or a kept repository's
+    /// cached index never change it, a content or mode change always does, and content put
+    /// back is the same material again.
+    #[test]
+    fn the_material_is_the_content_however_git_holds_it() {
+        let (_dir, root) = new_repo();
+        write(&root, "src/a.txt", "one\n");
+        write(&root, "src/gone.txt", "g\n");
+        write(&root, "b.txt", "b\n");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "base"]);
+        let scopes: &[&[&str]] = &[&["src"], &["src/a.txt"], &[], &["src", "b.txt"]];
+        let digests = |root: &Path| scopes.iter().map(|s| digest(root, s)).collect::<Vec<_>>();
+        let base = digests(&root);
+        write(&root, "src/a.txt", "two\n");
+        std::fs::remove_file(root.join("src/gone.txt")).unwrap();
+        write(&root, "src/new.txt", "n\n");
+        let edited = digests(&root);
+        for (before, after) in base.iter().zip(&edited) {
+            assert_ne!(before, after);
+        }
+        assert_eq!(digests(&root), edited, "read again through the kept repository");
+        git(&root, &["add", "-A"]);
+        assert_eq!(digests(&root), edited, "staged");
+        git(&root, &["commit", "-qm", "the work"]);
+        assert_eq!(digests(&root), edited, "committed");
+        git(&root, &["rm", "-q", "--cached", "src/a.txt"]);
+        assert_eq!(digests(&root), edited, "untracked again");
+        git(&root, &["add", "src/a.txt"]);
+        std::fs::set_permissions(root.join("src/a.txt"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        assert_ne!(digests(&root)[1], edited[1], "the mode is material (a script may become runnable)");
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "mode"]);
+        let runnable = digests(&root);
+        std::fs::set_permissions(root.join("src/a.txt"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        assert_eq!(digests(&root), edited, "the mode put back");
+        std::fs::set_permissions(root.join("src/a.txt"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        assert_eq!(digests(&root), runnable);
+        // Back to the first content, uncommitted: the first material again.
+        write(&root, "src/a.txt", "one\n");
+        std::fs::set_permissions(root.join("src/a.txt"), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        write(&root, "src/gone.txt", "g\n");
+        std::fs::remove_file(root.join("src/new.txt")).unwrap();
+        assert_eq!(digests(&root), base);
+    }
+
+    /// A file the scope names is material though git ignores it; ignored files below a named
+    /// folder are not (build outputs). A path named but not there yet is material by its
+    /// absence. A symlink in scope brings what it points at inside the workspace (a file or a
+    /// folder, ignored or not); outside the workspace, only the link's own text counts.
+    #[test]
+    fn named_ignored_files_missing_paths_and_link_targets_are_material() {
+        let (dir, root) = new_repo();
+        write(&root, ".gitignore", "y.cfg\n*.o\nbuilt/\n");
+        write(&root, "src/a.txt", "a\n");
+        write(&root, "shared/s.txt", "s\n");
+        write(&root, "target.txt", "good\n");
+        std::os::unix::fs::symlink("target.txt", root.join("link.txt")).unwrap();
+        std::os::unix::fs::symlink("shared", root.join("dirlink")).unwrap();
+        std::os::unix::fs::symlink("built/out.bin", root.join("tobuilt")).unwrap();
+        std::os::unix::fs::symlink("nowhere.txt", root.join("broken")).unwrap();
+        write(dir.path(), "outside.txt", "o\n");
+        std::os::unix::fs::symlink(dir.path().join("outside.txt"), root.join("out")).unwrap();
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "base"]);
+        write(&root, "y.cfg", "good\n");
+        write(&root, "src/x.o", "object\n");
+        write(&root, "built/out.bin", "v1\n");
+        let changes = |scope: &[&str], change: &dyn Fn()| {
+            let before = digest(&root, scope);
+            change();
+            before != digest(&root, scope)
+        };
+        assert!(changes(&["y.cfg"], &|| write(&root, "y.cfg", "BAD\n")), "a named ignored file");
+        assert!(!changes(&["src"], &|| write(&root, "src/x.o", "other\n")), "an ignored file below a folder");
+        assert!(changes(&["src"], &|| write(&root, "src/a.txt", "b\n")));
+        assert!(changes(&["link.txt"], &|| write(&root, "target.txt", "BAD\n")), "a link's target");
+        assert!(changes(&["dirlink"], &|| write(&root, "shared/s.txt", "t\n")), "a file in a linked folder");
+        assert!(changes(&["dirlink"], &|| write(&root, "shared/new.txt", "n\n")), "a new file in a linked folder");
+        assert!(changes(&["tobuilt"], &|| write(&root, "built/out.bin", "v2\n")), "an ignored target");
+        assert!(changes(&["broken"], &|| write(&root, "nowhere.txt", "here\n")), "a target appearing");
+        assert!(changes(&["later/new.txt"], &|| write(&root, "later/new.txt", "n\n")), "a named path appearing");
+        assert!(!changes(&["out"], &|| write(dir.path(), "outside.txt", "p\n")), "read outside the workspace");
+        let out = material(&root, &["out".to_string()]).unwrap();
+        assert!(
+            out.entries.iter().any(|e| e.status == "target" && e.fingerprint == "outside the workspace"),
+            "{out:?}"
+        );
+        assert!(changes(&["out"], &|| {
+            std::fs::remove_file(root.join("out")).unwrap();
+            std::os::unix::fs::symlink(dir.path().join("elsewhere.txt"), root.join("out")).unwrap();
+        }));
+        let named = material(&root, &["missing.txt".to_string()]).unwrap();
+        assert_eq!(named.entries.iter().map(|e| e.status.as_str()).collect::<Vec<_>>(), ["absent"]);
     }
 
     #[test]
