@@ -11,6 +11,7 @@ use scafld_protocol::ErrorKind;
 use crate::baseline::{self, Material};
 use crate::daemon::Daemon;
 use crate::domain::evidence::{self, Stale};
+use crate::domain::review;
 use crate::domain::ledger::{self, LedgerEntry};
 use crate::domain::next::{Facts, NextAction, next_action};
 use crate::domain::spec::Spec;
@@ -26,6 +27,67 @@ pub(crate) struct Freshness {
     pub changes: Vec<String>,
 }
 
+/// The scope evidence is bound to: the paths the spec declares (never an explicit review scope,
+/// which only narrows what a reviewer reads).
+pub(crate) fn evidence_scope(ws: &Workspace, spec: &Spec) -> Vec<String> {
+    review::scope(spec, &[], &ws.root.to_string_lossy())
+}
+
+/// What a person should know about the task's scope entries: one that names a pattern, a line,
+/// or nothing in the workspace (yet) is a warning; one outside the workspace (nothing outside
+/// is ever read, so no evidence could be bound to it) or differing only in case from a path
+/// there (a typo: the evidence would be bound to the wrong name) is an error, which approval
+/// refuses. `(is_error, message)`.
+pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, String)> {
+    let entries = review::scope_entries(spec, &[], &ws.root.to_string_lossy());
+    let root = ws.root.clone();
+    let missing = tokio::task::spawn_blocking(move || {
+        entries.into_iter().map(|e| (baseline::missing_path(&root, &e.path), e)).collect::<Vec<_>>()
+    });
+    let Ok(entries) = missing.await else { return Vec::new() };
+    let mut notes = Vec::new();
+    for (missing, e) in entries {
+        let (written, path) = (&e.written, &e.path);
+        match e.reading {
+            review::Reading::Outside => notes.push((
+                true,
+                format!(
+                    "scope entry `{written}` is outside the workspace ({}): scafld never reads it, so no evidence can be bound to it; name the files inside the workspace",
+                    ws.root.display()
+                ),
+            )),
+            review::Reading::Pattern if path.is_empty() => notes.push((
+                false,
+                format!("scope entry `{written}` is a pattern: scafld binds evidence and review to the whole workspace"),
+            )),
+            review::Reading::Pattern => notes.push((
+                false,
+                format!(
+                    "scope entry `{written}` is a pattern: scafld binds evidence and review to everything in `{path}`; name the files to narrow it"
+                ),
+            )),
+            review::Reading::LineRemoved => notes
+                .push((false, format!("scope entry `{written}` names a line: scafld takes the whole file `{path}`"))),
+            review::Reading::Path | review::Reading::MadeRelative => {}
+        }
+        match missing {
+            // A name that differs only in case from what is there is a typo, not a new file.
+            Some(Some(like)) => notes.push((
+                true,
+                format!("scope entry `{written}` matches nothing in the workspace; `{like}` differs only in case: name it as it is written"),
+            )),
+            Some(None) => notes.push((
+                false,
+                format!(
+                    "scope entry `{written}` matches nothing in the workspace (yet): evidence is bound to its absence, and its content counts once it exists"
+                ),
+            )),
+            None => {}
+        }
+    }
+    notes
+}
+
 pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material, String> {
     read_material(ws, spec).await
 }
@@ -33,7 +95,7 @@ pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material
 /// The material of `spec`'s scope, read on a blocking thread that starts now (not when the
 /// future is first polled).
 fn read_material(ws: &Workspace, spec: &Spec) -> impl Future<Output = Result<Material, String>> + Send + 'static {
-    let (root, scope) = (ws.root.clone(), evidence::evidence_scope(spec));
+    let (root, scope) = (ws.root.clone(), evidence_scope(ws, spec));
     let read = tokio::task::spawn_blocking(move || baseline::material(&root, &scope));
     async move { read.await.map_err(|e| format!("cannot read the workspace: {e}"))? }
 }

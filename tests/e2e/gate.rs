@@ -218,6 +218,68 @@ fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     assert!(status(&env)["stale_changes"][0].as_str().unwrap().contains("src/lib.rs"), "{}", status(&env));
 }
 
+/// Scope entries that name no file as written still bind the evidence to the files they mean:
+/// a glob (its folder), a path with a line number, an absolute path inside the workspace, and
+/// a path not there yet (its appearance). Approval says how it read them; an entry outside the
+/// workspace or differing only in case from a file there is refused.
+#[test]
+fn every_form_of_scope_entry_binds_the_evidence_to_the_files_it_means() {
+    let forms = [
+        ("src/*.txt", "src/a.txt", "is a pattern"),
+        ("src/a.txt:1", "src/a.txt", "names a line"),
+        ("ABSOLUTE/src/a.txt", "src/a.txt", ""),
+        ("src/new.txt", "src/new.txt", "matches nothing in the workspace (yet)"),
+    ];
+    for (entry, edited, warning) in forms {
+        let env = TestEnv::new();
+        write(&env, "src/a.txt", "one\n");
+        let root = env.work.canonicalize().unwrap().display().to_string();
+        let entry = entry.replace("ABSOLUTE", &root);
+        git(&env.work, &["init", "-q"]);
+        git(&env.work, &["add", "-A"]);
+        git(&env.work, &["commit", "-qm", "initial"]);
+        env.init();
+        let spec = format!(
+            "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Forms\n\n## Scope\n\n- `{entry}` - the change.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - one is there\n  - Command: `grep -q one src/a.txt`\n"
+        );
+        write(&env, ".scafld/specs/drafts/rev.md", &spec);
+        let validated = env.scafld(&["validate", "rev", "--json"]);
+        validated.assert_code(0);
+        let approved = env.scafld(&["approve", "rev", "--reason", "forms", "--json"]);
+        approved.assert_code(0);
+        let warnings = approved.json()["result"]["scope_warnings"].clone();
+        if warning.is_empty() {
+            assert!(warnings.is_null(), "{entry}: {warnings}");
+        } else {
+            assert!(warnings[0].as_str().unwrap().contains(warning), "{entry}: {warnings}");
+            assert!(validated.stdout.contains(warning), "{entry}: {}", validated.stdout);
+        }
+        env.scafld(&["build", "rev"]).assert_code(0);
+        assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review", "{entry}");
+        command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"])
+            .assert_code(0);
+        write(&env, edited, "two\n");
+        let s = status(&env);
+        assert_eq!(s["criteria"][0]["freshness"], "stale", "{entry}: {s}");
+        env.scafld(&["complete", "rev"]).assert_code(4);
+    }
+    for (entry, error) in [("/elsewhere/a.txt", "outside the workspace"), ("SRC/A.TXT", "differs only in case")] {
+        let env = TestEnv::new();
+        opened(&env, "README.md", GREET);
+        write(&env, "src/a.txt", "one\n");
+        let spec = format!(
+            "---\nspec_version: '2.0'\ntask_id: bad\nstatus: draft\nharden_status: not_run\n---\n\n# Bad\n\n## Scope\n\n- `{entry}` - the change.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - x\n  - Command: `true`\n"
+        );
+        write(&env, ".scafld/specs/drafts/bad.md", &spec);
+        let validated = env.scafld(&["validate", "bad"]);
+        validated.assert_code(3);
+        assert!(validated.stdout.contains(error) || validated.stderr.contains(error), "{entry}: {}", validated.stdout);
+        let refused = env.scafld(&["approve", "bad", "--reason", "forms", "--json"]);
+        refused.assert_code(3);
+        assert!(refused.json()["error"]["message"].as_str().unwrap().contains(error), "{}", refused.stdout);
+    }
+}
+
 /// A repository with one committed file, added to the work tree as submodule `vendor/lib`.
 fn submodule(env: &TestEnv) {
     let upstream = env.path("upstream");

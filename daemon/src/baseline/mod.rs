@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileTypeExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid, Repository, Status, StatusOptions, Tree};
 use sha2::{Digest, Sha256};
@@ -360,6 +360,13 @@ fn content_in_index(entry: &git2::IndexEntry) -> String {
     format!("{mode}:{}", entry.id)
 }
 
+/// Whether `path` is a relative path going down only (no `/` first, no `.` or `..`, no NUL).
+fn plain_relative(path: &str) -> bool {
+    !path.is_empty()
+        && !path.contains('\0')
+        && Path::new(path).components().all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// The index entries (stage 0) of the paths in `scope` (the whole index when `whole`): each
 /// scope path's range, found by its prefix (names are compared without case where the index
 /// sorts them so).
@@ -377,7 +384,7 @@ fn index_entries(index: &git2::Index, scope: &[String], whole: bool) -> BTreeMap
     }
     for path in scope {
         let path = path.trim_end_matches('/');
-        if path.is_empty() || path.contains('\0') {
+        if !plain_relative(path) {
             continue;
         }
         let Ok(start) = index.find_prefix(path) else { continue };
@@ -456,6 +463,11 @@ fn collect_material(
     for path in &scope_here {
         let path = path.trim_end_matches('/');
         if path.is_empty() || present.contains(path) || submodules.contains(path) {
+            continue;
+        }
+        // Absolute, or climbing out with `..`: outside the workspace, never read.
+        if !plain_relative(path) {
+            out.push(entry(full(path), "outside", String::new()));
             continue;
         }
         match content_on_disk(&workdir, path) {
@@ -751,6 +763,24 @@ pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool
     };
     let (a, d) = (resolve(ancestor)?, resolve(descendant)?);
     Ok(a == d || repo.graph_descendant_of(d, a).map_err(|e| e.message().to_string())?)
+}
+
+/// Whether nothing is at the workspace-relative `path` under `root` (a symlink counts, even a
+/// broken one); if so, `Some` of a path there that differs from it only in case, if any.
+pub fn missing_path(root: &Path, path: &str) -> Option<Option<String>> {
+    if !plain_relative(path) || std::fs::symlink_metadata(root.join(path)).is_ok() {
+        return None;
+    }
+    let mut found = PathBuf::new();
+    for part in path.split('/') {
+        let names = std::fs::read_dir(root.join(&found)).into_iter().flatten().flatten();
+        let same = names.filter_map(|e| e.file_name().into_string().ok()).find(|n| n.eq_ignore_ascii_case(part));
+        match same {
+            Some(name) => found.push(name),
+            None => return Some(None),
+        }
+    }
+    Some(Some(found.display().to_string()))
 }
 
 /// What the mutation guard compares before and after a review: the material of `scope` (the
@@ -1347,6 +1377,12 @@ mod tests {
             std::fs::remove_file(root.join("out")).unwrap();
             std::os::unix::fs::symlink(dir.path().join("elsewhere.txt"), root.join("out")).unwrap();
         }));
+        // A scope path leading out of the workspace is never read.
+        for outside in ["../outside.txt", &dir.path().join("outside.txt").display().to_string()] {
+            assert!(!changes(&[outside], &|| write(dir.path(), "outside.txt", &format!("{outside}\n"))), "{outside}");
+            let read = material(&root, &[outside.to_string()]).unwrap();
+            assert_eq!(read.entries.iter().map(|e| e.status.as_str()).collect::<Vec<_>>(), ["outside"], "{outside}");
+        }
         let named = material(&root, &["missing.txt".to_string()]).unwrap();
         assert_eq!(named.entries.iter().map(|e| e.status.as_str()).collect::<Vec<_>>(), ["absent"]);
     }

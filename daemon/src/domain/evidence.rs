@@ -22,11 +22,12 @@ pub fn definition_digest(c: &Criterion) -> String {
     format!("{:x}", hasher.finalize())
 }
 
-/// The scope evidence is bound to: the paths the spec declares (Context, Scope, Touchpoints,
-/// every phase's Changes; empty means the whole tree), never an explicit review scope, which
-/// only narrows what a reviewer reads.
-pub fn evidence_scope(spec: &Spec) -> Vec<String> {
-    crate::domain::review::scope(spec, &[])
+/// The scope the contract pins: the paths the spec declares (Context, Scope, Touchpoints,
+/// every phase's Changes; empty means the whole tree) as written, whatever folder the
+/// workspace is in (so a moved workspace keeps its contract); the evidence itself is bound to
+/// these paths read against the workspace (`crate::evidence::evidence_scope`).
+pub fn declared_scope(spec: &Spec) -> Vec<String> {
+    crate::domain::review::scope(spec, &[], "")
 }
 
 /// Every criterion's id and definition digest.
@@ -47,7 +48,7 @@ pub struct Contract {
 
 /// The contract of `spec` as it is now.
 pub fn contract(spec: &Spec) -> Contract {
-    Contract { criteria: pins(spec), scope: Some(evidence_scope(spec)) }
+    Contract { criteria: pins(spec), scope: Some(declared_scope(spec)) }
 }
 
 /// How the spec differs from the pinned contract: changed, added and removed criteria, then

@@ -36,7 +36,7 @@ pub enum LedgerEvent {
         /// pins existed and for imported ledgers.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         criteria: BTreeMap<String, String>,
-        /// The approved evidence scope ([`crate::domain::evidence::evidence_scope`]; empty: the
+        /// The approved evidence scope ([`crate::domain::evidence::declared_scope`]; empty: the
         /// whole tree). Absent in approvals recorded before the scope was pinned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scope: Option<Vec<String>>,

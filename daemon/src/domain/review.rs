@@ -12,9 +12,44 @@ use crate::domain::spec::{ReviewProjection, Spec};
 pub const COMPLETING_PROVIDERS: [&str; 6] = ["codex", "claude", "gemini", "command", "worker", "human"];
 
 /// Paths the task declares: `--review-scope` if given, else path-like tokens from Context,
-/// Scope, Touchpoints and every phase's Changes. Normalised, sorted, without secrets.
-pub fn scope(spec: &Spec, explicit: &[String]) -> Vec<String> {
-    let mut raw: Vec<String> = if explicit.is_empty() {
+/// Scope, Touchpoints and every phase's Changes. Normalised, sorted, without secrets; a
+/// pattern that reaches the workspace's top means the whole tree (empty). `root` is the
+/// workspace's folder: an absolute path inside it is taken relative to it.
+pub fn scope(spec: &Spec, explicit: &[String], root: &str) -> Vec<String> {
+    let entries = scope_entries(spec, explicit, root);
+    if entries.iter().any(|e| e.path.is_empty()) {
+        return Vec::new();
+    }
+    let set: BTreeSet<String> = entries.into_iter().map(|e| e.path).collect();
+    set.into_iter().collect()
+}
+
+/// One scope entry as written and the path scafld takes it for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScopeEntry {
+    pub written: String,
+    /// Workspace-relative; empty for the whole tree; absolute when outside the workspace.
+    pub path: String,
+    pub reading: Reading,
+}
+
+/// How a scope entry was read, when not as the path it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    Path,
+    /// A glob pattern: the folder above its first pattern character, everything in it.
+    Pattern,
+    /// `path:12` (or `:12-20`, `:12:4`): the file, without the line.
+    LineRemoved,
+    /// An absolute path inside the workspace, taken relative to it.
+    MadeRelative,
+    /// An absolute path, or one climbing out with `..`, outside the workspace: never read.
+    Outside,
+}
+
+/// Every scope entry of the task (see [`scope`]), secrets and empty ones left out.
+pub fn scope_entries(spec: &Spec, explicit: &[String], root: &str) -> Vec<ScopeEntry> {
+    let raw: Vec<String> = if explicit.is_empty() {
         let items = spec
             .context
             .packages
@@ -27,9 +62,15 @@ pub fn scope(spec: &Spec, explicit: &[String]) -> Vec<String> {
     } else {
         explicit.to_vec()
     };
-    raw = raw.into_iter().map(|p| normalize(&p)).filter(|p| !p.is_empty() && !secret(p)).collect();
-    let set: BTreeSet<String> = raw.into_iter().collect();
-    set.into_iter().collect()
+    let mut seen = BTreeSet::new();
+    raw.into_iter()
+        .filter(|written| seen.insert(written.clone()))
+        .filter_map(|written| {
+            let (path, reading) = read_path(&written, root);
+            let whole = path.is_empty() && reading == Reading::Pattern;
+            (whole || !path.is_empty() && !secret(&path)).then_some(ScopeEntry { written, path, reading })
+        })
+        .collect()
 }
 
 /// The first backticked token that looks like a path, else the first word if it does.
@@ -43,11 +84,51 @@ fn path_token(item: &str) -> Option<String> {
     looks(word).then(|| word.to_string())
 }
 
-fn normalize(path: &str) -> String {
-    let p = path.replace('\\', "/");
+/// A `:12`, `:12-20` or `:12:4` at the end of a path (a location, not a name).
+fn line_suffix(path: &str) -> Option<usize> {
+    let mut at = path.len();
+    for _ in 0..2 {
+        let Some(colon) = path[..at].rfind(':') else { break };
+        let tail = &path[colon + 1..at];
+        let numbers = tail.split('-').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !numbers || tail.split('-').count() > 2 {
+            break;
+        }
+        at = colon;
+    }
+    (at < path.len() && at > 0).then_some(at)
+}
+
+/// The path a scope entry names (the original's normalisation: `\` to `/`, no `./`, no
+/// trailing `/**` or `/*`, no surrounding slashes), and how it was read.
+fn read_path(written: &str, root: &str) -> (String, Reading) {
+    let mut reading = Reading::Path;
+    let mut p = written.replace('\\', "/");
+    if let Some(at) = line_suffix(&p) {
+        p.truncate(at);
+        reading = Reading::LineRemoved;
+    }
+    if p.starts_with('/') {
+        let root = root.trim_end_matches('/');
+        match p.strip_prefix(root).filter(|rest| !root.is_empty() && (rest.is_empty() || rest.starts_with('/'))) {
+            Some(rest) => {
+                p = rest.to_string();
+                reading = Reading::MadeRelative;
+            }
+            None => return (p, Reading::Outside),
+        }
+    }
     let p = p.trim_start_matches("./");
     let p = p.strip_suffix("/**").or_else(|| p.strip_suffix("/*")).unwrap_or(p);
-    p.trim_matches('/').to_string()
+    let mut p = p.trim_matches('/').to_string();
+    if p.split('/').any(|segment| segment == "..") {
+        return (p, Reading::Outside);
+    }
+    if let Some(at) = p.find(['*', '?', '[']) {
+        p.truncate(p[..at].rfind('/').unwrap_or(0));
+        reading = Reading::Pattern;
+    }
+    (p, reading)
 }
 
 fn secret(path: &str) -> bool {
@@ -316,7 +397,7 @@ mod tests {
             "---\nspec_version: '2.0'\ntask_id: t\nstatus: review\n---\n# T\n## Scope\n\n- `api/handlers/` - handlers\n- `.env.local` - secrets\n\n## Touchpoints\n\n- docs/api.md: reference\n\n## Phase 1: A\n\nChanges:\n- `./api/errors.rs` - codes\n\nAcceptance:\n- [ ] `a` test - x\n  - Command: true\n",
         )
         .spec;
-        let scope = scope(&spec, &[]);
+        let scope = scope(&spec, &[], "/ws");
         assert_eq!(scope, vec!["api/errors.rs", "api/handlers", "docs/api.md"]);
         let p = |status: &str, fp: &str, path: &str| BaselinePath {
             status: status.into(),
@@ -330,5 +411,31 @@ mod tests {
         assert_eq!(c.task_changes, vec!["api/handlers/x.rs"]);
         assert_eq!(c.ambient_drift, vec!["web/app.js"]);
         assert_eq!(c.baseline_dirty, vec!["notes.txt"]);
+    }
+
+    /// Scope entries that name no path as written: a pattern takes its folder (the whole tree
+    /// from the top), a line number is dropped, an absolute path inside the workspace is made
+    /// relative and one outside (or climbing out) is kept apart, never read as relative.
+    #[test]
+    fn scope_entries_name_the_files_they_mean() {
+        let read = |w: &str| read_path(w, "/repo");
+        assert_eq!(read("src/*.txt"), ("src".into(), Reading::Pattern));
+        assert_eq!(read("src/**/x?.rs"), ("src".into(), Reading::Pattern));
+        assert_eq!(read("*.rs"), (String::new(), Reading::Pattern));
+        assert_eq!(read("src/a.txt:1"), ("src/a.txt".into(), Reading::LineRemoved));
+        assert_eq!(read("src/a.txt:12-20"), ("src/a.txt".into(), Reading::LineRemoved));
+        assert_eq!(read("src/a.txt:12:4"), ("src/a.txt".into(), Reading::LineRemoved));
+        assert_eq!(read("src/a:b.txt"), ("src/a:b.txt".into(), Reading::Path));
+        assert_eq!(read("/repo/src/a.txt"), ("src/a.txt".into(), Reading::MadeRelative));
+        assert_eq!(read("/repo/src/a.txt:3"), ("src/a.txt".into(), Reading::MadeRelative));
+        assert_eq!(read("/repository/a.txt"), ("/repository/a.txt".into(), Reading::Outside));
+        assert_eq!(read("../other/a.txt"), ("../other/a.txt".into(), Reading::Outside));
+        assert_eq!(read("./src/"), ("src".into(), Reading::Path));
+        let spec = parse(
+            "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Scope\n\n- `src/*.txt` - texts\n- `lib/a.rs:4` - one\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - x\n  - Command: true\n",
+        )
+        .spec;
+        assert_eq!(scope(&spec, &[], "/repo"), vec!["lib/a.rs", "src"]);
+        assert_eq!(scope(&spec, &["**/*.rs".into(), "x".into()], "/repo"), Vec::<String>::new(), "the whole tree");
     }
 }

@@ -112,6 +112,13 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         }
     };
     baseline::require_git(&ws.root)?;
+    let (errors, scope_warnings): (Vec<_>, Vec<_>) =
+        crate::evidence::scope_notes(&ws, spec).await.into_iter().partition(|(error, _)| *error);
+    if let Some((_, first)) = errors.first() {
+        return Err(RpcError::new(ErrorKind::ValidationFailed, format!("cannot approve {task}: {first}"))
+            .with_hint(format!("fix the spec's Scope, then `scafld approve {task}` again")));
+    }
+    let scope_warnings: Vec<String> = scope_warnings.into_iter().map(|(_, message)| message).collect();
     let root = ws.root.clone();
     let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
     let count = snapshot.paths.len();
@@ -140,6 +147,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         baseline_paths: count,
         harden_override: harden_override.is_some(),
         next_command: format!("scafld build {task}"),
+        scope_warnings,
     })
 }
 
@@ -184,6 +192,7 @@ fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> R
         baseline_paths: 0,
         harden_override: false,
         next_command: format!("scafld build {task}"),
+        scope_warnings: Vec::new(),
     })
 }
 

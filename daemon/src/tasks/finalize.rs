@@ -46,8 +46,11 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
-    let scope =
-        if p.scope_hints.is_empty() { crate::domain::evidence::evidence_scope(&spec) } else { p.scope_hints.clone() };
+    let scope = if p.scope_hints.is_empty() {
+        crate::domain::review::scope(&spec, &[], &ws.root.to_string_lossy())
+    } else {
+        p.scope_hints.clone()
+    };
     if scope.is_empty() {
         return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} declares no scope to fingerprint"))
             .with_hint("list the task's files in its spec's Scope, or pass --scope-hint PATH"));

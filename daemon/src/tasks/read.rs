@@ -181,7 +181,14 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
 
 pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    Ok(structure(entry.task_id.clone(), ws.relative(&entry.path), &entry.parsed.spec, all_diagnostics(&entry)))
+    let mut diagnostics = all_diagnostics(&entry);
+    // Scope entries checked against the workspace: an error only where approval would refuse it.
+    let draft = entry.parsed.spec.status() == Some(Status::Draft);
+    for (error, message) in crate::evidence::scope_notes(&ws, &entry.parsed.spec).await {
+        let severity = if error && draft { m::Severity::Error } else { m::Severity::Warning };
+        diagnostics.push(m::Diagnostic { line: 0, severity, message });
+    }
+    Ok(structure(entry.task_id.clone(), ws.relative(&entry.path), &entry.parsed.spec, diagnostics))
 }
 
 /// `task.check`: `task.validate` on given text (an editor's buffer). Reads the index for the

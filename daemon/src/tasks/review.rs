@@ -270,7 +270,7 @@ impl TaskChange {
         let (root, head, base) = (ws.root.clone(), base_head.clone(), baseline.clone());
         let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base)).await?;
         let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
-        let scope = review::scope(spec, requested_scope);
+        let scope = review::scope(spec, requested_scope, &ws.root.to_string_lossy());
         let classes = review::classify(&changed, &baseline, &scope);
         Ok(TaskChange { base_head, baseline, scope, classes })
     }

@@ -453,6 +453,10 @@ pub struct ApproveResult {
     pub baseline_paths: usize,
     pub harden_override: bool,
     pub next_command: String,
+    /// What to know about the scope's entries: a pattern taken as its folder, a line number
+    /// dropped, a path with nothing there yet (its evidence bound to its absence).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scope_warnings: Vec<String>,
 }
 
 method!(

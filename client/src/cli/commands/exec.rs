@@ -74,6 +74,9 @@ pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
                 ctx.out.paint("override", Style::Bad)
             );
         }
+        for warning in &r.scope_warnings {
+            let _ = writeln!(text, "{}: {warning}", ctx.out.paint("warning", Style::Bad));
+        }
         let _ = write!(text, "next: {}", r.next_command);
         text
     });
