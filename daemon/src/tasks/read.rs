@@ -179,6 +179,8 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
     Ok(m::ValidateAllResult { specs })
 }
 
+/// `task.validate`: the spec file's diagnostics, and its scope entries checked against the
+/// workspace (`task.check`, an editor's, leaves those out: they are not the buffer's lines).
 pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let mut diagnostics = all_diagnostics(&entry);
@@ -195,7 +197,13 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
 /// spec's path only; parses the text in memory and writes nothing.
 pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateResult> {
     let Some(text) = p.text else {
-        return validate(daemon, m::TaskParams { root: p.root, task_id: p.task_id }).await;
+        let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+        return Ok(structure(
+            entry.task_id.clone(),
+            ws.relative(&entry.path),
+            &entry.parsed.spec,
+            all_diagnostics(&entry),
+        ));
     };
     if text.len() > m::MAX_CHECK_TEXT_BYTES {
         return Err(RpcError::new(
