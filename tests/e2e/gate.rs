@@ -164,6 +164,35 @@ fn committing_the_reviewed_work_keeps_its_evidence_and_review() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A task whose scope is a folder of 600 files: the ledger's material event keeps the folder
+/// as one entry (the digest still covers every file), so the ledger `status` replays stays
+/// small; a change in the folder reads stale and names the folder.
+#[test]
+fn a_large_scope_records_a_bounded_material_and_names_the_changed_folder() {
+    let env = TestEnv::new();
+    for i in 0..600 {
+        write(&env, &format!("data/f{i:03}.txt"), &format!("{i}\n"));
+    }
+    opened(&env, "data/", "- [ ] `a1` test - the data is there\n  - Command: `test -f data/f000.txt`\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let materials: Vec<&Value> = entries.as_array().unwrap().iter().filter(|e| e["type"] == "material").collect();
+    assert_eq!(materials.len(), 1, "{entries}");
+    let bytes = serde_json::to_string(materials[0]).unwrap().len();
+    eprintln!("the material event of 600 files: {bytes} bytes");
+    assert!(bytes < 2_000, "a material event of {bytes} bytes: {}", materials[0]);
+    assert_eq!(materials[0]["entries"].as_array().unwrap().len(), 1, "{}", materials[0]);
+    assert_eq!(materials[0]["entries"][0]["path"], "data/");
+    assert_eq!(materials[0]["entries"][0]["status"], "files");
+
+    write(&env, "data/f123.txt", "changed\n");
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
+    assert_eq!(s["stale_changes"], serde_json::json!(["data/ (changed)"]), "{s}");
+    write(&env, "data/f123.txt", "123\n");
+    assert_eq!(status(&env)["criteria"][0]["freshness"], "current", "the same content again");
+}
+
 /// A file the scope names that git ignores, and the file a symlink in scope points at: a
 /// change to either after the review makes the evidence stale and complete refuses.
 #[test]

@@ -17,6 +17,7 @@ use git2::{ObjectType, Oid, Repository, Status, StatusOptions, Tree};
 use sha2::{Digest, Sha256};
 
 use crate::domain::ledger::BaselinePath;
+use crate::domain::material::GROUP;
 
 /// Files up to this size are hashed whole; larger ones by their size, first and last parts.
 pub const HASH_CAP: u64 = 256 << 20;
@@ -232,11 +233,24 @@ fn porcelain(s: Status) -> String {
 /// A file git ignores is material when the scope names it (or a symlink in scope points at
 /// it); below a folder the scope names, git's ignore rules apply (build outputs stay out).
 /// `digest` covers every entry.
+///
+/// `entries` is what the digest is computed from; what is kept of it (a ledger `material`
+/// event, a review session's guard snapshot) is [`Material::stored`], grouped by folder when
+/// large (see [`crate::domain::material`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Material {
     pub digest: String,
     pub entries: Vec<BaselinePath>,
 }
+
+impl Material {
+    /// The entries as they are kept: every one up to [`STORED_BOUND`], else grouped by folder.
+    pub fn stored(&self) -> Vec<BaselinePath> {
+        stored(&self.entries)
+    }
+}
+
+pub use crate::domain::material::{STORED_BOUND, stored};
 
 fn runner_path(path: &str) -> bool {
     RUNNER_DIRS.iter().any(|dir| path.starts_with(dir))
@@ -785,7 +799,9 @@ pub fn missing_path(root: &Path, path: &str) -> Option<Option<String>> {
 
 /// What the mutation guard compares before and after a review: the material of `scope` (the
 /// whole tree when empty; committed, working-tree and submodule content) and the fingerprints
-/// of `files` (the task's own spec, which the material leaves out).
+/// of `files` (the task's own spec, which the material leaves out), an entry per file. A
+/// session keeps it as [`stored`]; `domain::review::mutations` folds the one read after into
+/// the stored one's groups.
 pub fn guard_snapshot(root: &Path, scope: &[String], files: &[String]) -> Result<Vec<BaselinePath>, String> {
     let mut entries = material(root, scope)?.entries;
     for file in files.iter().filter(|f| !f.is_empty()) {
@@ -794,8 +810,11 @@ pub fn guard_snapshot(root: &Path, scope: &[String], files: &[String]) -> Result
     Ok(entries)
 }
 
-/// Paths whose material differs between two records: what changed, for a person to read
-/// (`<path> (changed|added|removed|link target|submodule)`).
+/// Paths whose material differs between a record (`before`, as stored: see
+/// [`Material::stored`]) and the material read now (`after`, an entry per file, folded into
+/// `before`'s groups first): what changed, for a person to read (`<path>
+/// (changed|added|removed|link target|submodule)`, a group as `<folder>/`). The digests decide
+/// whether anything changed; this only explains it.
 pub fn material_changes(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<String> {
     // Material recorded by an earlier scafld held committed content by tree and blob ids.
     if before.iter().any(|e| matches!(e.status.as_str(), "tree" | "blob" | "commit" | "object")) {
@@ -803,6 +822,7 @@ pub fn material_changes(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<
             "files in scope (the evidence was recorded by an earlier scafld, which read them otherwise)".into(),
         ];
     }
+    let after = crate::domain::material::like(before, after);
     let key = |e: &BaselinePath| (e.path.clone(), e.status.clone());
     let before_map: BTreeMap<_, _> = before.iter().map(|e| (key(e), e.fingerprint.as_str())).collect();
     let after_map: BTreeMap<_, _> = after.iter().map(|e| (key(e), e.fingerprint.as_str())).collect();
@@ -815,9 +835,9 @@ pub fn material_changes(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<
             continue;
         }
         let what = match (kind.as_str(), old, new) {
-            ("file", Some(_), Some(_)) => "changed",
-            ("file", None, _) => "added",
-            ("file", _, None) => "removed",
+            ("file" | GROUP, Some(_), Some(_)) => "changed",
+            ("file" | GROUP, None, _) => "added",
+            ("file" | GROUP, _, None) => "removed",
             ("target", ..) => "link target",
             _ => "submodule",
         };
@@ -1402,5 +1422,86 @@ mod tests {
         assert_eq!(fingerprint(dir.path(), "missing"), "deleted");
         std::fs::write(dir.path().join("small"), b"abc").unwrap();
         assert_eq!(fingerprint(dir.path(), "small"), format!("{:x}", Sha256::digest(b"abc")));
+    }
+
+    /// A material past the bound is stored grouped by folder, the same way every time: the
+    /// grouped record against a fresh read names the changed folder, a file added beside it by
+    /// itself, and the digest (over every file) is what tells the change. A small material
+    /// stays an entry per file.
+    #[test]
+    fn a_large_material_is_stored_grouped_and_compared_like_with_like() {
+        let (_dir, root) = new_repo();
+        for i in 0..300 {
+            write(&root, &format!("big/f{i:03}.txt"), &format!("{i}\n"));
+        }
+        write(&root, "big/deep/x.txt", "x");
+        write(&root, "small/a.txt", "a");
+        write(&root, "top.txt", "t");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "c"]);
+        let before = material(&root, &[]).unwrap();
+        assert_eq!(before.entries.len(), 303, "one entry per file is what the digest covers");
+        let stored = before.stored();
+        assert_eq!(stored, before.stored(), "deterministic");
+        let mut shuffled = before.entries.clone();
+        shuffled.reverse();
+        shuffled.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.status.cmp(&b.status)));
+        assert_eq!(super::stored(&shuffled), stored);
+        assert!(stored.len() <= STORED_BOUND, "{}", stored.len());
+        let paths: Vec<(&str, &str)> = stored.iter().map(|e| (e.path.as_str(), e.status.as_str())).collect();
+        assert_eq!(paths, [("big/", "files"), ("small/a.txt", "file"), ("top.txt", "file")]);
+        assert_eq!(super::stored(&stored), stored, "a stored form stays as it is");
+        assert!(material_changes(&stored, &before.entries).is_empty(), "unchanged content, nothing listed");
+
+        write(&root, "big/f007.txt", "changed\n");
+        write(&root, "small/b.txt", "new");
+        let after = material(&root, &[]).unwrap();
+        assert_ne!(after.digest, before.digest);
+        assert_eq!(material_changes(&stored, &after.entries), ["big/ (changed)", "small/b.txt (added)"]);
+        // Deeper in the group, and the group gone.
+        git(&root, &["checkout", "-q", "--", "big"]);
+        std::fs::remove_file(root.join("small/b.txt")).unwrap();
+        write(&root, "big/deep/x.txt", "y");
+        assert_eq!(material_changes(&stored, &material(&root, &[]).unwrap().entries), ["big/ (changed)"]);
+        std::fs::remove_dir_all(root.join("big")).unwrap();
+        assert_eq!(material_changes(&stored, &material(&root, &[]).unwrap().entries), ["big/ (removed)"]);
+
+        // The guard's snapshot: the task's spec (a runner path) is compared by itself.
+        write(&root, ".scafld/specs/active/t.md", "spec");
+        git(&root, &["checkout", "-q", "--", "big"]);
+        let spec = ".scafld/specs/active/t.md".to_string();
+        let kept = stored_guard(&root, &spec);
+        write(&root, ".scafld/specs/active/t.md", "edited");
+        let now = guard_snapshot(&root, &[], std::slice::from_ref(&spec)).unwrap();
+        assert_eq!(crate::domain::review::mutations(&kept, &now, &[], &spec), std::slice::from_ref(&spec));
+        write(&root, "big/f001.txt", "reviewer wrote here");
+        let now = guard_snapshot(&root, &[], std::slice::from_ref(&spec)).unwrap();
+        assert_eq!(crate::domain::review::mutations(&kept, &now, &[], &spec), [spec.clone(), "big/".to_string()]);
+        // A scope below the group: the group's change is in it.
+        let scope = vec!["big/f001.txt".to_string()];
+        assert_eq!(crate::domain::review::mutations(&kept, &now, &scope, &spec), [spec, "big/".to_string()]);
+    }
+
+    fn stored_guard(root: &Path, spec: &String) -> Vec<BaselinePath> {
+        let full = guard_snapshot(root, &[], std::slice::from_ref(spec)).unwrap();
+        let kept = super::stored(&full);
+        assert!(kept.iter().any(|e| &e.path == spec && e.status == "file"), "{kept:?}");
+        assert!(kept.iter().any(|e| e.path == "big/" && e.status == "files"), "{kept:?}");
+        kept
+    }
+
+    #[test]
+    fn a_small_material_is_stored_an_entry_per_file() {
+        let (_dir, root) = new_repo();
+        for i in 0..20 {
+            write(&root, &format!("src/f{i}.rs"), "x");
+        }
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "c"]);
+        let before = material(&root, &[]).unwrap();
+        assert_eq!(before.stored(), before.entries);
+        write(&root, "src/f3.rs", "y");
+        let after = material(&root, &[]).unwrap();
+        assert_eq!(material_changes(&before.stored(), &after.entries), ["src/f3.rs (changed)"]);
     }
 }

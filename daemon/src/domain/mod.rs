@@ -12,6 +12,7 @@ pub mod import;
 pub mod job;
 pub mod ledger;
 pub mod lifecycle;
+pub mod material;
 pub mod next;
 pub mod packet;
 pub mod receipt;

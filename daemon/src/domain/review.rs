@@ -313,11 +313,19 @@ pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
 }
 
 /// Paths changed during the review that matter: the task's own spec, or anything in scope that
-/// is not runner or spec state.
+/// is not runner or spec state. `before` is the snapshot as the session stored it (grouped by
+/// folder when large: `domain::material::stored`), `after` read now, an entry per file: it is
+/// folded into `before`'s groups first, and a changed group is named as its folder (`src/`).
 pub fn mutations(before: &[BaselinePath], after: &[BaselinePath], scope: &[String], spec_path: &str) -> Vec<String> {
+    let after = crate::domain::material::like(before, after);
     let key = |p: &BaselinePath| (p.path.clone(), (p.status.clone(), p.fingerprint.clone()));
     let before: std::collections::BTreeMap<_, _> = before.iter().map(key).collect();
     let after: std::collections::BTreeMap<_, _> = after.iter().map(key).collect();
+    // A group (`src/`) is in scope when it is below a scope entry or holds one.
+    let holds_scope = |path: &str| {
+        path == crate::domain::material::WHOLE
+            || path.ends_with('/') && scope.iter().any(|s| format!("{s}/").starts_with(path))
+    };
     let mut changed: Vec<String> = before
         .keys()
         .chain(after.keys())
@@ -327,7 +335,7 @@ pub fn mutations(before: &[BaselinePath], after: &[BaselinePath], scope: &[Strin
                 || (!path.starts_with(".scafld/runs/")
                     && !path.starts_with(".scafld/reviews/")
                     && !path.starts_with(".scafld/specs/")
-                    && in_scope(path, scope))
+                    && (in_scope(path, scope) || holds_scope(path)))
         })
         .cloned()
         .collect();

@@ -208,6 +208,8 @@ pub struct Packet {
 #[derive(Default)]
 pub struct Baseline {
     pub scope: Vec<String>,
+    /// An entry per file (`baseline::guard_snapshot`); the session keeps it as stored
+    /// (`baseline::stored`: grouped by folder when large).
     pub snapshot: Vec<BaselinePath>,
     pub tree: String,
 }
@@ -320,7 +322,7 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         job_ids: Vec::new(),
         missing: missing.clone(),
         files: s.packet.files,
-        snapshot: s.baseline.snapshot,
+        snapshot: crate::baseline::stored(&s.baseline.snapshot),
         tree: s.baseline.tree,
         scope: s.baseline.scope,
         request: s.packet.request,
@@ -687,7 +689,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         .with_hint("a failing verdict is fixed in the code, then reviewed in a new session"));
     }
     if let Some(task) = session.task().map(str::to_string) {
-        session.snapshot = gate::check_retry(daemon, &ws, &session, &task).await?;
+        session.snapshot = crate::baseline::stored(&gate::check_retry(daemon, &ws, &session, &task).await?);
     }
     session.caller_env = p.caller.env.clone();
     session.caller_cwd = p.caller.cwd.clone();

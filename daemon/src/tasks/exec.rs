@@ -450,12 +450,13 @@ fn with_note(message: String, projected: &Projected) -> String {
     }
 }
 
-/// A `Material` event for `material`, unless the latest recorded one is the same.
+/// A `Material` event for `material` (its entries as stored: grouped by folder when large),
+/// unless one with its digest is recorded.
 fn material_event(entries: &[LedgerEntry], material: &baseline::Material) -> Vec<LedgerEvent> {
     if evidence::recorded_material(entries, &material.digest).is_some() {
         return Vec::new();
     }
-    vec![LedgerEvent::Material { digest: material.digest.clone(), entries: material.entries.clone() }]
+    vec![LedgerEvent::Material { digest: material.digest.clone(), entries: material.stored() }]
 }
 
 /// Remember the host agent that drives the builds, once per change, so that reviews from the
