@@ -52,7 +52,9 @@ fn group_entry(dir: &str, members: &mut [&BaselinePath]) -> BaselinePath {
     members.sort_by(|a, b| (&a.path, &a.status, &a.fingerprint).cmp(&(&b.path, &b.status, &b.fingerprint)));
     let mut hasher = Sha256::new();
     for e in members.iter() {
-        hasher.update(format!("{}\t{}\t{}\n", e.path, e.status, e.fingerprint));
+        for part in [e.path.as_bytes(), b"\t", e.status.as_bytes(), b"\t", e.fingerprint.as_bytes(), b"\n"] {
+            hasher.update(part);
+        }
     }
     BaselinePath { status: GROUP.into(), fingerprint: format!("{:x}", hasher.finalize()), path: dir.to_string() }
 }
@@ -64,13 +66,13 @@ fn split<'e>(
     entries: &'e [BaselinePath],
     dir: &str,
     members: &[usize],
-) -> (Vec<(String, Vec<usize>)>, Vec<&'e BaselinePath>) {
-    let mut folders: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+) -> (Vec<(&'e str, Vec<usize>)>, Vec<&'e BaselinePath>) {
+    let mut folders: BTreeMap<&'e str, Vec<usize>> = BTreeMap::new();
     let mut files = Vec::new();
     for &i in members {
-        let rest = &entries[i].path[dir.len()..];
-        match rest.find('/') {
-            Some(at) => folders.entry(format!("{dir}{}", &rest[..=at])).or_default().push(i),
+        let path = entries[i].path.as_str();
+        match path[dir.len()..].find('/') {
+            Some(at) => folders.entry(&path[..=dir.len() + at]).or_default().push(i),
             None => files.push(&entries[i]),
         }
     }
@@ -108,9 +110,9 @@ pub fn stored(entries: &[BaselinePath]) -> Vec<BaselinePath> {
     }
     out.extend(files.into_iter().cloned());
     let mut total = out.len() + groups.len();
-    let mut queue: VecDeque<(String, Vec<usize>)> = groups.into();
+    let mut queue: VecDeque<(&str, Vec<usize>)> = groups.into();
     while let Some((dir, members)) = queue.pop_front() {
-        let (groups, files) = split(entries, &dir, &members);
+        let (groups, files) = split(entries, dir, &members);
         let opened = groups.len() + files.len();
         if total - 1 + opened <= STORED_BOUND {
             total = total - 1 + opened;
@@ -118,7 +120,7 @@ pub fn stored(entries: &[BaselinePath]) -> Vec<BaselinePath> {
             queue.extend(groups);
         } else {
             let mut members: Vec<&BaselinePath> = members.iter().map(|&i| &entries[i]).collect();
-            out.push(group_entry(&dir, &mut members));
+            out.push(group_entry(dir, &mut members));
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.status.cmp(&b.status)));
