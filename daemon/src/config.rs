@@ -221,8 +221,22 @@ pub const LOCAL_FILE: &str = ".scafld/config.local.yaml";
 /// `verify.min_independence` from the committed file only: a local file cannot lower what a
 /// receipt must prove (default `isolation_only`).
 pub fn verify_min_independence(root: &Path) -> Result<String, ConfigError> {
-    let base = read_yaml(root, BASE_FILE)?;
-    Ok(base.pointer("/verify/min_independence").and_then(Value::as_str).unwrap_or("isolation_only").to_string())
+    Ok(min_independence_of(&read_yaml(root, BASE_FILE)?))
+}
+
+/// `verify.min_independence` from the text of a config.yaml (`None`: no such file), as a
+/// protected commit holds it: `verify --ci` reads the policy there, not in the checkout.
+pub fn verify_min_independence_in(text: Option<&str>) -> Result<String, ConfigError> {
+    let base = match text {
+        Some(text) if !text.trim().is_empty() => serde_saphyr::from_str::<Value>(text)
+            .map_err(|e| ConfigError { file: BASE_FILE.to_string(), message: e.to_string() })?,
+        _ => Value::Null,
+    };
+    Ok(min_independence_of(&base))
+}
+
+fn min_independence_of(base: &Value) -> String {
+    base.pointer("/verify/min_independence").and_then(Value::as_str).unwrap_or("isolation_only").to_string()
 }
 
 /// Read both files of the workspace at `root` and merge them.

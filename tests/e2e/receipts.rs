@@ -240,6 +240,9 @@ fn init_creates_the_key_and_its_trust_and_init_ci_the_workflow() {
     assert!(
         text.contains("pull_request_target") && text.contains("--material-only") && text.contains("scafld verify --ci")
     );
+    // Both lanes take trust from the pull request's base, never from its checkout.
+    assert!(text.contains("BASE_REF: ${{ github.event.pull_request.base.ref }}"), "{text}");
+    assert_eq!(text.matches(r#"--target "origin/${BASE_REF}" --trust-ref "origin/${BASE_REF}""#).count(), 2, "{text}");
     // The user's edits are theirs.
     std::fs::write(&workflow, "# mine\n").unwrap();
     let kept = env.scafld(&["init", "--ci", "--json"]);
@@ -287,4 +290,105 @@ fn finalize_refuses_without_a_pass_and_mints_nothing_when_acceptance_fails() {
     // Fixed: it finalizes.
     std::fs::remove_file(&flag).unwrap();
     env.scafld(&["finalize", "rev"]).assert_code(0);
+}
+
+/// A change signed with a key the protected branch never trusted, which adds that key to its
+/// own trusted-keys.json (finalize does so) and keeps a weaker policy than the branch's: in CI
+/// the keys and `verify.min_independence` are the base commit's, never the checkout's.
+#[test]
+fn ci_verify_takes_trust_and_policy_from_the_base_commit_not_the_change() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let keys_a = std::fs::read_to_string(env.work.join(".scafld/trusted-keys.json")).unwrap();
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    // Key B: a stranger's config folder, which finalize creates and trusts in the checkout.
+    let mut finalize = env.scafld_command(&["finalize", "rev", "--json"]);
+    finalize.env("SCAFLD_CONFIG_HOME", env.path("stranger"));
+    let finalize = Run::from(finalize.output().unwrap());
+    finalize.assert_code(0);
+    let key_b = finalize.json()["result"]["receipt"]["signature"]["key_id"].as_str().unwrap().to_string();
+    let keys_ab = std::fs::read_to_string(env.work.join(".scafld/trusted-keys.json")).unwrap();
+    assert!(!keys_a.contains(&key_b) && keys_ab.contains(&key_b), "{keys_ab}");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the change, its receipt and its own key"]);
+
+    // The protected branch: the commit the change started from, trusting key A only and
+    // demanding cross-vendor independence.
+    let base = env.path("base");
+    git(&env.work, &["worktree", "add", "-q", "-b", "base", base.to_str().unwrap(), "HEAD~1"]);
+    let config = std::fs::read_to_string(env.work.join(".scafld/config.yaml")).unwrap();
+    let strict = config.replace("min_independence: isolation_only", "min_independence: cross_vendor");
+    assert_ne!(strict, config);
+    let commit_base = |keys: &str, config: &str, message: &str| {
+        std::fs::create_dir_all(base.join(".scafld")).unwrap();
+        std::fs::write(base.join(".scafld/trusted-keys.json"), keys).unwrap();
+        std::fs::write(base.join(".scafld/config.yaml"), config).unwrap();
+        git(&base, &["add", ".scafld/trusted-keys.json", ".scafld/config.yaml"]);
+        git(&base, &["commit", "-qm", message]);
+    };
+    commit_base(&keys_a, &strict, "base trusts key A");
+
+    // The checkout's own key is refused, naming the trust source and the way to add a key.
+    for args in [
+        &["--ci", "--material-only", "--target", "base", "--material-ref", "HEAD"][..],
+        &["--ci", "--material-only", "--target", "base", "--trust-ref", "base", "--material-ref", "HEAD"][..],
+        &["--material-only", "--target", "base", "--trust-ref", "base", "--material-ref", "HEAD"][..],
+    ] {
+        let run = verify(&env, args);
+        let detail = failed_check(&run, "signature");
+        for part in [
+            format!("key {key_b} is not trusted by .scafld/trusted-keys.json at base ("),
+            "the checkout's own .scafld/trusted-keys.json lists it".into(),
+            "a commit to the protected branch adds it".into(),
+        ] {
+            assert!(detail.contains(&part), "{args:?}: {part}: {detail}");
+        }
+        let source = run.json()["result"]["trust_source"].as_str().unwrap().to_string();
+        assert!(source.starts_with(".scafld/trusted-keys.json and .scafld/config.yaml at base ("), "{source}");
+    }
+    let human = env.scafld(&["verify", "--ci", "--material-only", "--target", "base", "--material-ref", "HEAD"]);
+    human.assert_code(3);
+    assert!(
+        human.stdout.contains("trust: .scafld/trusted-keys.json and .scafld/config.yaml at base"),
+        "{}",
+        human.stdout
+    );
+    // In CI the checkout's own file is no anchor even when named.
+    let own = verify(&env, &["--ci", "--target", "base", "--trusted-keys", ".scafld/trusted-keys.json"]);
+    own.assert_code(2);
+    assert!(own.json()["error"]["message"].as_str().unwrap().contains("no trust anchor"), "{}", own.stdout);
+    // A developer's local verify reads the working tree, and says so.
+    let local = verify(&env, &["--material-only", "--target", "base", "--material-ref", "HEAD"]);
+    local.assert_code(0);
+    let source = local.json()["result"]["trust_source"].as_str().unwrap().to_string();
+    assert_eq!(source, ".scafld/trusted-keys.json and .scafld/config.yaml in the working tree");
+
+    // Key B committed to the base: trusted. The base's policy still holds, whatever the
+    // change's committed or uncommitted config says.
+    commit_base(&keys_ab, &strict, "base trusts key B");
+    let lowered = "verify:\n  min_independence: isolation_only\n";
+    std::fs::write(env.work.join(".scafld/config.yaml"), lowered).unwrap();
+    let run = verify(&env, &["--ci", "--material-only", "--target", "base", "--material-ref", "HEAD"]);
+    let detail = failed_check(&run, "independence");
+    assert!(detail.contains("requires CrossVendor (.scafld/config.yaml at base ("), "{detail}");
+    let signature = run.json()["result"]["checks"][2].clone();
+    assert_eq!(signature["name"], "signature");
+    assert_eq!(signature["ok"], true, "{signature}");
+    std::fs::write(env.work.join(".scafld/config.yaml"), &config).unwrap();
+
+    // The base's own policy relaxed by a commit there: verified.
+    commit_base(&keys_ab, &config, "base accepts isolation_only");
+    verify(&env, &["--ci", "--material-only", "--target", "base", "--material-ref", "HEAD"]).assert_code(0);
+    verify(&env, &["--ci", "--target", "base", "--material-ref", "HEAD"]).assert_code(0);
+
+    // A trust ref that does not resolve is a usage error, not a pass.
+    let missing = verify(&env, &["--ci", "--target", "base", "--trust-ref", "nowhere"]);
+    missing.assert_code(2);
+    assert!(
+        missing.json()["error"]["message"].as_str().unwrap().contains("trust anchor at nowhere"),
+        "{}",
+        missing.stdout
+    );
 }

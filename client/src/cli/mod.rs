@@ -532,13 +532,19 @@ pub struct VerifyArgs {
     /// Read the files at this commit instead of the target.
     #[arg(long, value_name = "COMMIT")]
     pub material_ref: Option<String>,
-    /// The trusted keys (default: $SCAFLD_TRUSTED_KEYS, else .scafld/trusted-keys.json).
+    /// The trusted keys (default: $SCAFLD_TRUSTED_KEYS, else .scafld/trusted-keys.json at
+    /// --trust-ref, else in the working tree).
     #[arg(long, value_name = "PATH")]
     pub trusted_keys: Option<String>,
+    /// Read the trusted keys and the verify policy (.scafld/config.yaml) from this commit, not
+    /// the working tree (default with --ci: the --target commit; a change never trusts itself).
+    #[arg(long, value_name = "COMMIT")]
+    pub trust_ref: Option<String>,
     /// Check the signature and the files only; do not re-run acceptance commands.
     #[arg(long)]
     pub material_only: bool,
-    /// Fail closed without --target or trusted keys (implied by a truthy CI variable).
+    /// Fail closed without --target or trusted keys, and read trust from the protected commit
+    /// (implied by a truthy CI variable).
     #[arg(long)]
     pub ci: bool,
     /// Report the receipt, trusted keys and host key wiring instead of checking a receipt.

@@ -766,6 +766,48 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
     Ok(TreeFiles { commit: commit.id().to_string(), files })
 }
 
+/// Workspace files as the commit `rev` names holds them, never the working tree: `verify`'s
+/// trust anchor and policy come from the protected commit, not from the change it checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilesAt {
+    /// The commit `rev` resolved to.
+    pub commit: String,
+    /// Each asked-for file's bytes, `None` when the commit has no such file.
+    pub files: Vec<Option<Vec<u8>>>,
+}
+
+/// Read `files` (workspace-relative) from the tree of the commit `rev` names, for the workspace
+/// at `root` (which may sit below the repository's top folder).
+pub fn files_at(root: &Path, rev: &str, files: &[&str]) -> Result<FilesAt, String> {
+    let repo = open(root)?;
+    let commit = repo
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|e| format!("cannot resolve {rev:?} to a commit: {}", e.message()))?;
+    let tree = commit.tree().map_err(|e| format!("cannot read the tree of {rev}: {}", e.message()))?;
+    let workdir = repo.workdir().ok_or("the git repository is bare")?;
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let prefix = canonical(root).strip_prefix(canonical(workdir)).map(Path::to_path_buf).unwrap_or_default();
+    let mut read = Vec::with_capacity(files.len());
+    for file in files {
+        let path = prefix.join(file);
+        let entry = match tree.get_path(&path) {
+            Ok(entry) => entry,
+            Err(e) if e.code() == git2::ErrorCode::NotFound => {
+                read.push(None);
+                continue;
+            }
+            Err(e) => return Err(format!("cannot read {file} at {rev}: {}", e.message())),
+        };
+        let blob = entry
+            .to_object(&repo)
+            .and_then(|o| o.peel_to_blob())
+            .map_err(|e| format!("{file} at {rev} is not a file: {}", e.message()))?;
+        read.push(Some(blob.content().to_vec()));
+    }
+    Ok(FilesAt { commit: commit.id().to_string(), files: read })
+}
+
 /// Whether `ancestor` is `descendant` or one of its ancestors.
 pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool, String> {
     let repo = open(root)?;
@@ -1084,6 +1126,26 @@ mod tests {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
+    }
+
+    /// `files_at` reads the commit's files, never the working tree's, for a workspace at the
+    /// repository's top or in a folder below it; a file the commit lacks is `None`.
+    #[test]
+    fn files_at_reads_the_commit_not_the_working_tree() {
+        let (_dir, root) = new_repo();
+        write(&root, ".scafld/trusted-keys.json", "top committed");
+        write(&root, "sub/.scafld/trusted-keys.json", "sub committed");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "base"]);
+        write(&root, ".scafld/trusted-keys.json", "top edited");
+        write(&root, "sub/.scafld/trusted-keys.json", "sub edited");
+        let want = [".scafld/trusted-keys.json", ".scafld/config.yaml"];
+        let top = files_at(&root, "HEAD", &want).unwrap();
+        assert_eq!(top.files, vec![Some(b"top committed".to_vec()), None]);
+        let sub = files_at(&root.join("sub"), "HEAD", &want).unwrap();
+        assert_eq!(sub.files[0].as_deref(), Some(&b"sub committed"[..]));
+        assert_eq!(sub.commit, top.commit);
+        assert!(files_at(&root, "nowhere", &want).unwrap_err().contains("cannot resolve \"nowhere\""));
     }
 
     /// The walk pruned to the scope finds exactly what the whole-tree walk finds in it: every

@@ -1,7 +1,9 @@
 //! `receipt.verify`: the merge wall. Every check runs and says what it found, so a failure
 //! reads in one screen: which file's digest differs, which criterion failed, which key is
-//! unknown, revoked or expired. Trust anchors come from flags, `SCAFLD_*` variables or the
-//! committed defaults, never from local configuration.
+//! unknown, revoked or expired. Trust anchors come from flags, `SCAFLD_*` variables, a commit
+//! (`--trust-ref`; in CI the protected target, so a change never vouches for its own key or
+//! lowers its own policy) or the working tree, never from local configuration; the answer
+//! says which.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,46 +16,165 @@ use scafld_protocol::vocab::CriterionStatus;
 use tokio_util::sync::CancellationToken;
 
 use crate::baseline;
+use crate::config::BASE_FILE;
 use crate::daemon::Daemon;
-use crate::domain::receipt;
+use crate::domain::receipt::{self, TrustedKeys};
 use crate::error::{RpcError, RpcResult};
 use crate::receipts;
 
 /// How many differing files a failure names before it summarises.
 const FILES_NAMED: usize = 8;
 
+/// The trusted keys file, relative to the workspace.
+const KEYS_FILE: &str = ".scafld/trusted-keys.json";
+
+/// Where the trust anchor and the verify policy were read from, and what they said.
+struct Trust {
+    /// The trusted keys, or why they did not read.
+    keys: Result<TrustedKeys, String>,
+    /// Where the keys came from, for a person.
+    keys_source: String,
+    /// `verify.min_independence`, or why the policy did not read.
+    min_independence: Result<String, String>,
+    /// Where the policy came from, for a person.
+    policy_source: String,
+    /// The trust commit (`origin/main (1a2b3c4d5e6f)`), when there is one.
+    commit: Option<String>,
+    /// Whether the keys came from that commit (the fix for an untrusted key is a commit there).
+    keys_from_commit: bool,
+}
+
+impl Trust {
+    /// One line for the answer: both sources, once when they are the same commit.
+    fn source(&self) -> String {
+        let here = format!("{KEYS_FILE} in the working tree");
+        match &self.commit {
+            Some(label) if self.keys_from_commit => format!("{KEYS_FILE} and {BASE_FILE} at {label}"),
+            None if self.keys_source == here => format!("{KEYS_FILE} and {BASE_FILE} in the working tree"),
+            _ => format!("keys: {}; policy: {}", self.keys_source, self.policy_source),
+        }
+    }
+}
+
+/// Decide and read the trust anchor and policy. The keys: `--trusted-keys`, else
+/// `SCAFLD_TRUSTED_KEYS`, else `.scafld/trusted-keys.json` at the trust commit (`--trust-ref`;
+/// in CI, the target), else in the working tree. The policy: `.scafld/config.yaml` at the
+/// trust commit, else in the working tree (never config.local.yaml).
+async fn read_trust(root: &Path, p: &m::VerifyParams, ci: bool) -> RpcResult<Trust> {
+    // A self-check reports the wiring, whatever it is; only a verification fails closed.
+    let fail_closed = ci && !p.self_check;
+    let env = &p.caller.env;
+    let explicit = p.trusted_keys.clone().map(|path| (path, "--trusted-keys")).or_else(|| {
+        env.get("SCAFLD_TRUSTED_KEYS").filter(|v| !v.is_empty()).map(|v| (v.clone(), "SCAFLD_TRUSTED_KEYS"))
+    });
+    let trust_ref = p.trust_ref.clone().or_else(|| if ci { p.target.clone() } else { None });
+    let at_commit = match &trust_ref {
+        Some(rev) => {
+            let (root, rev_owned) = (root.to_path_buf(), rev.clone());
+            let read = tokio::task::spawn_blocking(move || baseline::files_at(&root, &rev_owned, &[KEYS_FILE, BASE_FILE]))
+                .await
+                .map_err(|e| RpcError::internal(e.to_string()))?
+                .map_err(|e| {
+                    RpcError::new(ErrorKind::InvalidInput, format!("cannot read the trust anchor at {rev}: {e}"))
+                        .with_hint("pass --trust-ref (or, in CI, --target) a commit-ish this clone has: fetch the protected branch first")
+                })?;
+            Some((format!("{rev} ({})", short(&read.commit)), read.files))
+        }
+        None => None,
+    };
+    let (min_independence, policy_source) = match &at_commit {
+        Some((label, files)) => {
+            let text = files[1].as_deref().map(String::from_utf8_lossy);
+            (
+                crate::config::verify_min_independence_in(text.as_deref()).map_err(|e| format!("{e} at {label}")),
+                format!("{BASE_FILE} at {label}"),
+            )
+        }
+        None => (
+            crate::config::verify_min_independence(root).map_err(|e| e.to_string()),
+            format!("{BASE_FILE} in the working tree"),
+        ),
+    };
+    let shown = |path: &Path| path.strip_prefix(root).unwrap_or(path).display().to_string();
+    let own_keys = receipts::trusted_keys_path(root);
+    let (keys, keys_source, keys_from_commit) = match explicit {
+        Some((path, how)) => {
+            let path = root.join(path);
+            if fail_closed && same_file(&path, &own_keys) {
+                return Err(RpcError::new(
+                    ErrorKind::InvalidInput,
+                    format!("in CI the checkout's own {KEYS_FILE} is no trust anchor: the change under verification can add its own key to it"),
+                )
+                .with_hint("drop --trusted-keys (and SCAFLD_TRUSTED_KEYS): verify --ci reads the keys from --trust-ref, by default the --target commit"));
+            }
+            (receipts::read_trusted_keys(&path), format!("{} ({how})", shown(&path)), false)
+        }
+        None => match &at_commit {
+            Some((label, files)) => match &files[0] {
+                Some(bytes) => (
+                    TrustedKeys::parse(&String::from_utf8_lossy(bytes))
+                        .map_err(|e| format!("{KEYS_FILE} at {label}: {e}")),
+                    format!("{KEYS_FILE} at {label}"),
+                    true,
+                ),
+                None if fail_closed => {
+                    return Err(RpcError::new(
+                        ErrorKind::InvalidInput,
+                        format!("verify in CI needs trusted keys; {label} has no {KEYS_FILE}"),
+                    )
+                    .with_hint("commit .scafld/trusted-keys.json (scafld init writes it) to the protected branch, or pass --trusted-keys"));
+                }
+                None => (Err(format!("{label} has no {KEYS_FILE}")), format!("{KEYS_FILE} at {label}"), true),
+            },
+            None => {
+                if fail_closed && !own_keys.exists() {
+                    return Err(RpcError::new(
+                        ErrorKind::InvalidInput,
+                        format!("verify in CI needs trusted keys; {KEYS_FILE} does not exist"),
+                    )
+                    .with_hint("commit .scafld/trusted-keys.json (scafld init writes it) or pass --trusted-keys"));
+                }
+                (receipts::read_trusted_keys(&own_keys), format!("{KEYS_FILE} in the working tree"), false)
+            }
+        },
+    };
+    let commit = at_commit.map(|(label, _)| label);
+    Ok(Trust { keys, keys_source, min_independence, policy_source, commit, keys_from_commit })
+}
+
+/// Whether two paths name the same file (the paths themselves when either does not exist).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::VerifyResult> {
     let root = PathBuf::from(&p.root);
     let env = &p.caller.env;
     let ci = p.ci || env.get("CI").is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "FALSE" | "False"));
-    let chosen = |flag: &Option<String>, var: &str, default: &str| {
-        flag.clone()
-            .or_else(|| env.get(var).filter(|v| !v.is_empty()).cloned())
-            .map(|p| root.join(p))
-            .unwrap_or_else(|| root.join(default))
-    };
-    let receipt_path = chosen(&p.receipt, "SCAFLD_RECEIPT_PATH", ".scafld/receipts/latest.json");
-    let keys_path = chosen(&p.trusted_keys, "SCAFLD_TRUSTED_KEYS", ".scafld/trusted-keys.json");
+    let receipt_path = p
+        .receipt
+        .clone()
+        .or_else(|| env.get("SCAFLD_RECEIPT_PATH").filter(|v| !v.is_empty()).cloned())
+        .map(|p| root.join(p))
+        .unwrap_or_else(|| root.join(".scafld/receipts/latest.json"));
     let shown = |path: &Path| path.strip_prefix(&root).unwrap_or(path).display().to_string();
-    if p.self_check {
-        return Ok(self_check(&receipt_path, &keys_path, env, &shown(&receipt_path)));
-    }
-    if ci && p.target.is_none() {
+    if ci && p.target.is_none() && !p.self_check {
         return Err(RpcError::new(ErrorKind::InvalidInput, "verify in CI needs --target (the protected commit)")
             .with_hint("pass --target origin/main (or the merge base you protect)"));
     }
-    if ci && !keys_path.exists() {
-        return Err(RpcError::new(
-            ErrorKind::InvalidInput,
-            format!("verify in CI needs trusted keys; {} does not exist", shown(&keys_path)),
-        )
-        .with_hint("commit .scafld/trusted-keys.json (scafld init writes it) or pass --trusted-keys"));
+    let trust = read_trust(&root, &p, ci).await?;
+    if p.self_check {
+        return Ok(self_check(&receipt_path, &trust, env, &shown(&receipt_path)));
     }
     let target = p.target.clone().unwrap_or_else(|| "HEAD".into());
     let mut result = m::VerifyResult {
         verified: false,
         receipt_path: shown(&receipt_path),
         task_id: String::new(),
+        trust_source: trust.source(),
         checks: Vec::new(),
     };
     let mut check = |name: &str, outcome: Result<String, String>| result.checks.push(named(name, outcome));
@@ -70,12 +191,7 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
         "body",
         receipt::validate_body(body).map(|_| "required fields present; every signed file accounted for".into()),
     );
-    let keys = receipts::read_trusted_keys(&keys_path);
-    check(
-        "signature",
-        keys.and_then(|keys| receipt::check_signature(&envelope, &keys))
-            .map(|_| format!("signed by trusted key {}", envelope.signature.key_id)),
-    );
+    check("signature", check_signature(&root, &envelope, &trust));
     let at = p.material_ref.clone().unwrap_or_else(|| target.clone());
     check("files", check_files(&root, &envelope, &at).await);
     check("base", check_base(&root, &body.base_commit, &target).await);
@@ -84,23 +200,53 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
     } else {
         check("acceptance", rerun_recorded(daemon, &root, &envelope, env).await);
     }
-    check("independence", check_independence(&root, &envelope));
+    check("independence", check_independence(&envelope, &trust));
     result.task_id = body.task_id.clone();
     result.verified = result.checks.iter().all(|c| c.ok);
     Ok(result)
 }
 
-/// The receipt's independence against `verify.min_independence` of the committed config.
-fn check_independence(root: &Path, envelope: &Envelope) -> Result<String, String> {
-    let required = crate::config::verify_min_independence(root).map_err(|e| e.to_string())?;
+/// The signature against the trusted keys; an unknown key names where trust was read and how
+/// a key becomes trusted there.
+fn check_signature(root: &Path, envelope: &Envelope, trust: &Trust) -> Result<String, String> {
+    let id = &envelope.signature.key_id;
+    let keys = trust.keys.as_ref().map_err(Clone::clone)?;
+    match receipt::check_signature(envelope, keys) {
+        Ok(()) => Ok(format!("signed by trusted key {id} (keys from {})", trust.keys_source)),
+        Err(e) if keys.keys.iter().any(|k| &k.key_id == id) => Err(format!("{e} (keys from {})", trust.keys_source)),
+        Err(_) if trust.keys_from_commit => {
+            let own = receipts::read_trusted_keys(&receipts::trusted_keys_path(root))
+                .is_ok_and(|own| own.keys.iter().any(|k| &k.key_id == id));
+            let own = if own {
+                format!("; the checkout's own {KEYS_FILE} lists it, but a change cannot vouch for its own key")
+            } else {
+                String::new()
+            };
+            Err(format!(
+                "key {id} is not trusted by {}{own}; a key is trusted once a commit to the protected branch adds it \
+                 to {KEYS_FILE} (`scafld init` run there adds the host's key)",
+                trust.keys_source
+            ))
+        }
+        Err(_) => Err(format!(
+            "key {id} is not trusted by {}; add it there, or verify against the protected branch's keys \
+             (--trust-ref origin/main)",
+            trust.keys_source
+        )),
+    }
+}
+
+/// The receipt's independence against `verify.min_independence` of the trusted policy.
+fn check_independence(envelope: &Envelope, trust: &Trust) -> Result<String, String> {
+    let required = trust.min_independence.clone()?;
     let required: IndependenceLevel = serde_json::from_value(serde_json::Value::String(required.clone()))
         .map_err(|_| format!("verify.min_independence {required:?} is not isolation_only or cross_vendor"))?;
     let level = envelope.body.independence.level;
     let shown = format!("{level:?}{}", downgraded(envelope));
     if level >= required {
-        Ok(format!("{shown}; required {required:?}"))
+        Ok(format!("{shown}; required {required:?} ({})", trust.policy_source))
     } else {
-        Err(format!("{shown}; verify.min_independence requires {required:?}"))
+        Err(format!("{shown}; verify.min_independence requires {required:?} ({})", trust.policy_source))
     }
 }
 
@@ -220,7 +366,7 @@ fn named(name: &str, outcome: Result<String, String>) -> VerifyCheck {
 }
 
 /// The wiring: the receipt and keys files, and this host's key.
-fn self_check(receipt: &Path, keys: &Path, env: &BTreeMap<String, String>, shown: &str) -> m::VerifyResult {
+fn self_check(receipt: &Path, trust: &Trust, env: &BTreeMap<String, String>, shown: &str) -> m::VerifyResult {
     let mut checks = Vec::new();
     let mut push = |name: &str, outcome: Result<String, String>| checks.push(named(name, outcome));
     push(
@@ -231,17 +377,17 @@ fn self_check(receipt: &Path, keys: &Path, env: &BTreeMap<String, String>, shown
             Err(format!("{} does not exist", receipt.display()))
         },
     );
-    let trusted = receipts::read_trusted_keys(keys);
+    let trusted = &trust.keys;
     push(
         "trusted keys",
-        trusted.as_ref().map(|k| format!("{} key(s) in {}", k.keys.len(), keys.display())).map_err(Clone::clone),
+        trusted.as_ref().map(|k| format!("{} key(s) in {}", k.keys.len(), trust.keys_source)).map_err(Clone::clone),
     );
     let host = receipts::host_key_path(env)
         .ok_or_else(|| "no config folder for the host key".to_string())
         .and_then(|path| receipts::host_key(&path, false).map(|k| (path, k)));
     push(
         "host key",
-        match (&host, &trusted) {
+        match (&host, trusted) {
             (Ok((path, key)), Ok(keys)) => {
                 let id = receipt::key_id(&key.verifying_key().to_bytes());
                 if keys.keys.iter().any(|k| k.key_id == id) {
@@ -255,5 +401,11 @@ fn self_check(receipt: &Path, keys: &Path, env: &BTreeMap<String, String>, shown
         },
     );
     let verified = checks.iter().all(|c| c.ok);
-    m::VerifyResult { verified, receipt_path: shown.to_string(), task_id: String::new(), checks }
+    m::VerifyResult {
+        verified,
+        receipt_path: shown.to_string(),
+        task_id: String::new(),
+        trust_source: trust.source(),
+        checks,
+    }
 }

@@ -68,6 +68,12 @@ pub struct VerifyParams {
     /// The trusted keys (default: SCAFLD_TRUSTED_KEYS, else `.scafld/trusted-keys.json`).
     #[serde(default)]
     pub trusted_keys: Option<String>,
+    /// Read the trust anchor (`.scafld/trusted-keys.json`) and the verify policy
+    /// (`.scafld/config.yaml`) from this commit's tree, not the working tree. With `ci` it
+    /// defaults to `target`: a change never vouches for itself. Added in protocol 3 as an
+    /// optional field (older clients omit it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_ref: Option<String>,
     /// Skip re-running the acceptance commands (the first of two CI lanes).
     #[serde(default)]
     pub material_only: bool,
@@ -86,6 +92,11 @@ pub struct VerifyResult {
     pub receipt_path: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub task_id: String,
+    /// Where the trusted keys and the verify policy were read from: a commit
+    /// (`.scafld/trusted-keys.json at origin/main (1a2b3c4d5e6f)`) or a file. Optional on the
+    /// wire (older daemons omit it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub trust_source: String,
     /// Every check in order, each with what it found.
     pub checks: Vec<VerifyCheck>,
 }

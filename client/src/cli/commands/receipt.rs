@@ -62,6 +62,7 @@ pub fn verify(ctx: &Context, args: &VerifyArgs) -> Result<u8, CliError> {
         target: args.target.clone(),
         material_ref: args.material_ref.clone(),
         trusted_keys: args.trusted_keys.clone(),
+        trust_ref: args.trust_ref.clone(),
         material_only: args.material_only,
         ci: args.ci,
         self_check: args.self_check,
@@ -81,6 +82,9 @@ pub fn verify(ctx: &Context, args: &VerifyArgs) -> Result<u8, CliError> {
             if r.verified { "verified" } else { "NOT verified" },
             if r.task_id.is_empty() { String::new() } else { format!(" (task {})", r.task_id) }
         );
+        if !r.trust_source.is_empty() {
+            text.push_str(&format!("\n  trust: {}", r.trust_source));
+        }
         for c in &r.checks {
             text.push_str(&format!("\n  {} {:<12} {}", if c.ok { "ok  " } else { "FAIL" }, c.name, c.detail));
         }
