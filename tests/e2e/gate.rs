@@ -567,10 +567,19 @@ fn review_status_counts_a_finished_pass_as_every_file_reviewed() {
     assert!(text.contains("2/2 files reviewed"), "{text}");
 }
 
+/// The files under `.scafld/runs/<task>/superseded/` (git-ignored: whatever lands there is out
+/// of sight).
+fn superseded(env: &TestEnv, task: &str) -> Vec<std::path::PathBuf> {
+    let aside = env.work.join(".scafld/runs").join(task).join("superseded");
+    std::fs::read_dir(aside).map(|d| d.flatten().map(|e| e.path()).collect()).unwrap_or_default()
+}
+
 /// A crash between writing a moved spec and removing the old copy leaves two files; the ledger
-/// says which is current, so the leftover is moved aside (never deleted) and the task works.
+/// says which is current and the other differs from it only in runner-owned lines. Only a
+/// command that writes puts it aside (`reconcile`, which says so), never deleting it; reads and
+/// the refused build move nothing, and the refusal points at `reconcile`.
 #[test]
-fn a_leftover_copy_of_an_interrupted_move_is_moved_aside() {
+fn a_leftover_copy_of_an_interrupted_move_is_moved_aside_by_reconcile_which_says_so() {
     let env = TestEnv::new();
     opened(&env, "src/lib.rs", GREET);
     let active = env.work.join(".scafld/specs/active/rev.md");
@@ -578,12 +587,87 @@ fn a_leftover_copy_of_an_interrupted_move_is_moved_aside() {
     let old = std::fs::read_to_string(&active).unwrap().replace("status: active", "status: approved");
     std::fs::write(&leftover, &old).unwrap();
     write(&env, "src/lib.rs", "pub fn greet() {}\n");
-    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
-    assert!(!leftover.exists() && env.work.join(".scafld/specs/active/rev.md").exists());
-    let aside = env.work.join(".scafld/runs/rev/superseded");
-    let kept: Vec<_> = std::fs::read_dir(&aside).unwrap().flatten().collect();
+    for read in [&["status", "rev"][..], &["list"], &["validate", "rev"], &["handoff", "rev"], &["report"]] {
+        env.scafld(read);
+        assert!(leftover.exists() && superseded(&env, "rev").is_empty(), "`{read:?}` reads, it moves nothing");
+    }
+    let refused = env.scafld(&["build", "rev", "--json"]);
+    refused.assert_code(3);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("only in runner-owned lines"), "{error}");
+    assert!(
+        error["hint"].as_str().unwrap().contains("`scafld reconcile rev` moves .scafld/specs/approved/rev.md aside"),
+        "{error}"
+    );
+    assert!(leftover.exists() && superseded(&env, "rev").is_empty());
+
+    let reconciled = env.scafld(&["reconcile", "rev", "--json"]);
+    reconciled.assert_code(0);
+    let aside = &reconciled.json()["result"]["moved_aside"];
+    assert_eq!(aside["from"], ".scafld/specs/approved/rev.md", "{}", reconciled.stdout);
+    let kept = superseded(&env, "rev");
     assert_eq!(kept.len(), 1);
-    assert_eq!(std::fs::read_to_string(kept[0].path()).unwrap(), old, "the leftover's bytes are kept");
+    assert_eq!(env.work.join(aside["to"].as_str().unwrap()), kept[0]);
+    assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), old, "the leftover's bytes are kept");
+    assert!(!leftover.exists() && active.exists());
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+}
+
+/// The draft is open in an editor when `approve` moves it to approved/; the person adds a line
+/// and saves, so drafts/rev.md is back, with their text. It is not a leftover: no command moves
+/// it (a read least of all), status and list name the same file and error, and the refusal says
+/// how to merge it. Once merged and removed, the task goes on with the person's line.
+#[test]
+fn a_save_to_the_old_place_after_approve_stays_where_it_is_and_is_reported() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let draft = env.work.join(".scafld/specs/drafts/rev.md");
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nKeep me.\n\n## Scope\n\n- `src/lib.rs` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n";
+    std::fs::write(&draft, spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "editor open"]).assert_code(0);
+    let approved = env.work.join(".scafld/specs/approved/rev.md");
+    let approved_text = std::fs::read_to_string(&approved).unwrap();
+    let saved = spec.replace("Keep me.", "Keep me. Also the empty file.");
+    std::fs::write(&draft, &saved).unwrap(); // the editor's :w
+
+    let untouched = |when: &str| {
+        assert_eq!(std::fs::read_to_string(&draft).unwrap(), saved, "{when}: the person's save stays");
+        assert_eq!(std::fs::read_to_string(&approved).unwrap(), approved_text, "{when}");
+        assert!(superseded(&env, "rev").is_empty(), "{when}: nothing is put out of sight");
+    };
+    for read in [&["status", "rev"][..], &["list"], &["validate", "rev"], &["handoff", "rev"], &["report"]] {
+        env.scafld(read);
+        untouched(&format!("{read:?}"));
+    }
+    let s = status(&env);
+    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
+    assert_eq!(s["path"], listed["path"], "status and list name the same file: {s} {listed}");
+    assert_eq!(s["path"], ".scafld/specs/drafts/rev.md");
+    let error = s["errors"][0]["message"].as_str().unwrap();
+    for says in [".scafld/specs/drafts/rev.md", ".scafld/specs/approved/rev.md", "differ in text someone wrote"] {
+        assert!(error.contains(says), "{error}");
+    }
+    assert!(listed["error"].as_str().unwrap().contains(".scafld/specs/approved/rev.md"), "{listed}");
+
+    for write_call in [&["build", "rev", "--json"][..], &["reconcile", "rev", "--json"]] {
+        let refused = env.scafld(write_call);
+        refused.assert_code(3);
+        let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
+        assert!(
+            hint.contains(
+                "merge the edits you want to keep from .scafld/specs/drafts/rev.md into .scafld/specs/approved/rev.md"
+            ),
+            "{hint}"
+        );
+        untouched(&format!("{write_call:?}"));
+    }
+
+    // Merged by hand and the draft removed: the task builds from the spec with the person's line.
+    std::fs::write(&approved, approved_text.replace("Keep me.", "Keep me. Also the empty file.")).unwrap();
+    std::fs::remove_file(&draft).unwrap();
+    env.scafld(&["build", "rev"]).assert_code(0);
+    assert!(spec_text(&env).contains("Also the empty file."));
 }
 
 /// Task `rev` in two phases (`a1`, then `phase2` as given) over `src/lib.rs`, approved and its

@@ -73,7 +73,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     // Decide on the state as it is now that this call holds the task: another approval may
     // have finished while it waited.
     let entry = super::fresh_entry(daemon, &ws, &task)?;
-    require_valid(&ws, &entry)?;
+    require_valid(daemon, &ws, &entry)?;
     if p.amend {
         return amend(daemon, &ws, &task, p.reason.as_deref());
     }
@@ -266,7 +266,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
         return Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None }, None));
     }
     let entry = super::fresh_entry(daemon, &ws, &task)?;
-    require_valid(&ws, &entry)?;
+    require_valid(daemon, &ws, &entry)?;
     let config = ws.config()?;
     let (mut spec, mut entries) = projected_spec(daemon, &ws, &task)?;
     if let Some(manual) = p.manual {
@@ -1068,7 +1068,7 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
         .with_hint("archived tasks are immutable; create a new task to continue"));
     }
     if entry.parsed.structural_errors().next().is_some() {
-        require_valid(&ws, &entry)?;
+        require_valid(daemon, &ws, &entry)?;
     }
     let event = if status == Status::Failed { LedgerEvent::Fail { reason } } else { LedgerEvent::Cancel { reason } };
     let cause = if status == Status::Failed { "command:fail" } else { "command:cancel" };

@@ -41,7 +41,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
         let path = write_receipt_files(&ws, &task, &anchored)?;
         return Ok(finalized(&task, anchored, path, true, Vec::new()));
     }
-    super::require_valid(&ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
+    super::require_valid(daemon, &ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
     super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);

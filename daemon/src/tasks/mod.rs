@@ -18,6 +18,7 @@ pub use review::{complete, decide, review};
 pub use verify::verify;
 pub use write::{harden, plan, reconcile};
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
@@ -55,7 +56,6 @@ pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcRes
     if let Some(task_id) = changed {
         daemon.publish_task_changed(ws, &task_id, "hand_edit");
     }
-    resolve_leftover(daemon, ws, task)?;
     crate::sync::write(&ws.index).loaded(task).ok_or_else(|| {
         RpcError::new(
             ErrorKind::NotFound,
@@ -65,46 +65,103 @@ pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcRes
     })
 }
 
-/// A move interrupted by a crash leaves the spec in two folders (the new copy is written
-/// before the old one is removed). When the ledger says which status is current and exactly
-/// one copy is in that status's folder, the other is a leftover: it is moved aside to
-/// `.scafld/runs/<task>/superseded/` (never deleted) and the task reads again.
-///
-/// Only with the task's lock: a move in progress (new copy written, old one not yet removed)
-/// looks exactly like a crash's leftover. While anyone holds the lock nothing is touched; the
-/// next call resolves a real leftover.
-fn resolve_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
-    let duplicate =
-        || crate::sync::read(&ws.index).get(task).and_then(|e| Some((e.path.clone(), e.duplicate.clone()?)));
-    if duplicate().is_none() {
-        return Ok(());
+/// Two files claim one task (the index's `duplicate`): an interrupted move's leftover, a copy
+/// made by hand, or a save an editor made to the old place after a command moved the spec.
+pub(crate) struct Copies {
+    /// The file the index reads as the task's spec (first in `specfile::lookup_order`).
+    pub owner: PathBuf,
+    /// The other one.
+    pub other: PathBuf,
+    /// The copy in the folder the ledger's status puts the task in, when exactly one is.
+    pub placed: Option<PathBuf>,
+    /// The copy that is only a leftover: it differs from `placed` in runner-owned lines alone
+    /// (`only_runner_parts_differ`), so putting it away loses nothing anyone wrote.
+    pub leftover: Option<PathBuf>,
+}
+
+impl Copies {
+    /// The two files of `entry`, which the ledger places and whether the other is a leftover.
+    /// Reads both files; decides nothing on modification times and moves nothing.
+    pub(crate) fn of(daemon: &Daemon, ws: &Workspace, entry: &SpecEntry) -> RpcResult<Option<Copies>> {
+        let Some(other) = entry.duplicate.clone() else { return Ok(None) };
+        let owner = entry.path.clone();
+        let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
+        let expected = crate::domain::ledger::replay(&entries).status.map(crate::domain::lifecycle::Folder::of);
+        let in_place = |p: &Path| expected.is_some() && specfile::folder_of(&ws.root, p) == expected;
+        let (placed, candidate) = match (in_place(&owner), in_place(&other)) {
+            (true, false) => (owner.clone(), other.clone()),
+            (false, true) => (other.clone(), owner.clone()),
+            _ => return Ok(Some(Copies { owner, other, placed: None, leftover: None })),
+        };
+        let leftover = match (std::fs::read_to_string(&candidate), std::fs::read_to_string(&placed)) {
+            (Ok(old), Ok(current)) => {
+                crate::domain::spec::project::only_runner_parts_differ(&old, &current).then_some(candidate)
+            }
+            _ => None,
+        };
+        Ok(Some(Copies { owner, other, placed: Some(placed), leftover }))
     }
-    let lock = daemon.jobs.task_lock(ws, task);
-    let Ok(_no_move_in_progress) = lock.try_lock() else { return Ok(()) };
-    // Seen again with the lock held: a move that just finished leaves no duplicate.
+
+    /// The error saying so, with the way out: `reconcile` for a leftover, else a merge by hand
+    /// (nothing a person wrote is moved by the runner).
+    pub(crate) fn explain(&self, ws: &Workspace, task: &str) -> (String, String) {
+        let (owner, other) = (ws.relative(&self.owner), ws.relative(&self.other));
+        let both =
+            format!("the task is in two files: {owner} (read as its spec: the first in lookup order) and {other}");
+        match (&self.placed, &self.leftover) {
+            (Some(placed), Some(leftover)) => (
+                format!(
+                    "{both}; {} differs from {} only in runner-owned lines (an interrupted move's leftover)",
+                    ws.relative(leftover),
+                    ws.relative(placed)
+                ),
+                format!(
+                    "`scafld reconcile {task}` moves {} aside to .scafld/runs/{task}/superseded/ and says so; or delete it yourself",
+                    ws.relative(leftover)
+                ),
+            ),
+            (Some(placed), None) => {
+                let stray = if *placed == self.owner { &other } else { &owner };
+                (
+                    format!(
+                        "{both}; they differ in text someone wrote, so neither is moved or removed (the ledger puts the task at {})",
+                        ws.relative(placed)
+                    ),
+                    format!(
+                        "merge the edits you want to keep from {stray} into {placed} (`diff {stray} {placed}` shows them), then delete {stray}",
+                        placed = ws.relative(placed)
+                    ),
+                )
+            }
+            (None, _) => (
+                format!("{both}; neither is moved or removed"),
+                format!(
+                    "keep one: merge what you want from one file into the other, then delete it (`diff {owner} {other}`)"
+                ),
+            ),
+        }
+    }
+}
+
+/// Under the task's lock, in a command that writes (`reconcile`): move an interrupted move's
+/// leftover (see [`Copies`]) aside to `.scafld/runs/<task>/superseded/`, never deleting it.
+/// Returns where it went, for the command's answer. A copy with anyone's text in it stays.
+pub(crate) fn tidy_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<Option<(String, String)>> {
     crate::sync::write(&ws.index).sync_task(task);
-    let Some((current, other)) = duplicate() else { return Ok(()) };
-    let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
-    let Some(status) = crate::domain::ledger::replay(&entries).status else { return Ok(()) };
-    let folder_of = |p: &std::path::Path| specfile::folder_of(&ws.root, p);
-    let expected = Some(crate::domain::lifecycle::Folder::of(status));
-    let leftover = match (folder_of(&current) == expected, folder_of(&other) == expected) {
-        (true, false) => other,
-        (false, true) => current,
-        _ => return Ok(()), // not decidable from the ledger: the user chooses
-    };
+    let Some(entry) = crate::sync::read(&ws.index).get(task).cloned() else { return Ok(None) };
+    let Some(Copies { leftover: Some(leftover), .. }) = Copies::of(daemon, ws, &entry)? else { return Ok(None) };
     let aside = ws.root.join(".scafld/runs").join(task).join("superseded");
     crate::workspace::layout::create_real_dir(&aside).map_err(super::daemon::workspace_io_error)?;
-    let name =
-        format!("{}-{}.md", folder_of(&leftover).map(|f| f.dir_name()).unwrap_or("spec"), crate::clock::now_rfc3339());
-    std::fs::rename(&leftover, aside.join(&name)).map_err(super::daemon::workspace_io_error)?;
-    tracing::warn!(task, leftover = %leftover.display(), "moved an interrupted move's leftover copy aside");
+    let folder = specfile::folder_of(&ws.root, &leftover).map(|f| f.dir_name()).unwrap_or("spec");
+    let to = aside.join(format!("{folder}-{}.md", crate::clock::now_rfc3339()));
+    std::fs::rename(&leftover, &to).map_err(super::daemon::workspace_io_error)?;
+    tracing::info!(task, leftover = %leftover.display(), to = %to.display(), "moved an interrupted move's leftover aside");
     let mut index = crate::sync::write(&ws.index);
     index.refresh(&leftover);
     index.sync_task(task);
     drop(index);
     daemon.publish_task_changed(ws, task, "recovery");
-    Ok(())
+    Ok(Some((ws.relative(&leftover), ws.relative(&to))))
 }
 
 /// Largest original session.json imported (real ones are kilobytes).
@@ -151,22 +208,29 @@ pub(crate) fn entry_errors(entry: &SpecEntry) -> Vec<WireDiagnostic> {
     if let Some(e) = &entry.read_error {
         errors.insert(0, WireDiagnostic { line: 0, severity: Severity::Error, message: e.clone() });
     }
-    if let Some(other) = &entry.duplicate {
-        errors.insert(
-            0,
-            WireDiagnostic {
-                line: 0,
-                severity: Severity::Error,
-                message: format!("the task also exists at {}; keep one of the two files", other.display()),
-            },
-        );
+    if let Some(message) = entry.duplicate_error() {
+        errors.insert(0, WireDiagnostic { line: 0, severity: Severity::Error, message });
     }
     errors
 }
 
+/// [`entry_errors`], with a second file explained from the ledger and both files
+/// ([`Copies::explain`]), and the hint that goes with it.
+pub(crate) fn explained_errors(
+    daemon: &Daemon,
+    ws: &Workspace,
+    entry: &SpecEntry,
+) -> RpcResult<(Vec<WireDiagnostic>, Option<String>)> {
+    let mut errors = entry_errors(entry);
+    let Some(copies) = Copies::of(daemon, ws, entry)? else { return Ok((errors, None)) };
+    let (message, hint) = copies.explain(ws, &entry.task_id);
+    errors[0].message = message;
+    Ok((errors, Some(hint)))
+}
+
 /// Refuse to operate on a spec with errors, listing them.
-pub(crate) fn require_valid(ws: &Workspace, entry: &SpecEntry) -> RpcResult<()> {
-    let errors = entry_errors(entry);
+pub(crate) fn require_valid(daemon: &Daemon, ws: &Workspace, entry: &SpecEntry) -> RpcResult<()> {
+    let (errors, hint) = explained_errors(daemon, ws, entry)?;
     if errors.is_empty() {
         return Ok(());
     }
@@ -175,6 +239,6 @@ pub(crate) fn require_valid(ws: &Workspace, entry: &SpecEntry) -> RpcResult<()> 
         ErrorKind::ValidationFailed,
         format!("{} has {} error(s); first: {first}", ws.relative(&entry.path), errors.len()),
     )
-    .with_hint(format!("run `scafld validate {}` for every diagnostic", entry.task_id))
+    .with_hint(hint.unwrap_or_else(|| format!("run `scafld validate {}` for every diagnostic", entry.task_id)))
     .with_details(serde_json::json!({ "diagnostics": errors })))
 }

@@ -33,7 +33,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let spec = &spec;
-    let mut errors = entry_errors(&entry);
+    let (mut errors, _) = super::explained_errors(daemon, &ws, &entry)?;
     if let Some(note) = unprojectable(&entry, &entries) {
         errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
     }
@@ -184,6 +184,10 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
 pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let mut diagnostics = all_diagnostics(&entry);
+    if entry.duplicate.is_some() {
+        // The duplicate's error comes first (line 0, inserted first); said with the ledger's view.
+        diagnostics[0].message.clone_from(&super::explained_errors(daemon, &ws, &entry)?.0[0].message);
+    }
     // Scope entries checked against the workspace: an error only where approval would refuse it.
     let draft = entry.parsed.spec.status() == Some(Status::Draft);
     for (error, message) in crate::evidence::scope_notes(&ws, &entry.parsed.spec).await {
@@ -317,7 +321,7 @@ fn summary(path: &str, entry: &SpecEntry, counts: bool) -> m::TaskSummary {
 
 pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let errors: Vec<String> = entry_errors(&entry).into_iter().map(|d| d.message).collect();
+    let errors: Vec<String> = super::explained_errors(daemon, &ws, &entry)?.0.into_iter().map(|d| d.message).collect();
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let mut runs = handoff::LastRuns::new();
     for e in &entries {

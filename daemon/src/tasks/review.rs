@@ -60,7 +60,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     let task = entry.task_id.clone();
     refuse_while_running(daemon, &ws, &task)?;
     let guard = daemon.jobs.task_lock(&ws, &task).lock_owned().await;
-    require_valid(&ws, &entry)?;
+    require_valid(daemon, &ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     require_review_status(daemon, &ws, &spec, &entries, &task, "review", ErrorKind::InvalidState)?;
     if !p.print_context {
@@ -629,7 +629,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     let _guard = lock.lock().await;
     // A spec with errors does not say what was done (a phase hidden by a duplicate id, an
     // unclosed fence): as build and review, complete refuses it, as it is now.
-    require_valid(&ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
+    require_valid(daemon, &ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed)?;
     // The evidence and the review must speak for the files as they are now.

@@ -163,8 +163,11 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
     let _guard = lock.lock().await;
+    // With the task held no move is in progress: a second copy that differs from the placed
+    // one only in runner-owned lines is an interrupted move's leftover, put aside and reported.
+    let moved_aside = super::tidy_leftover(daemon, &ws, &entry.task_id)?.map(|(from, to)| m::MovedAside { from, to });
     let entry = super::fresh_entry(daemon, &ws, &entry.task_id)?;
-    require_valid(&ws, &entry)?;
+    require_valid(daemon, &ws, &entry)?;
     let (file, spec) = read_fresh(&ws, &entry.task_id)?;
     let has_ledger = !daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?.is_empty();
     if has_ledger {
@@ -185,6 +188,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
             path: ws.relative(&target),
             changed,
             moved: target != file.path,
+            moved_aside,
         });
     }
     let status = spec.status().ok_or_else(|| RpcError::internal("valid spec without a status"))?;
@@ -211,7 +215,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     if changed {
         write_projection(daemon, &ws, &entry.task_id, &file, &next, "command:reconcile")?;
     }
-    Ok(m::ReconcileResult { task_id: entry.task_id.clone(), path: ws.relative(&target), changed, moved })
+    Ok(m::ReconcileResult { task_id: entry.task_id.clone(), path: ws.relative(&target), changed, moved, moved_aside })
 }
 
 /// Read the task's spec from disk (not the index: the write must start from the file's bytes).

@@ -111,13 +111,23 @@ pub struct SpecEntry {
 }
 
 impl SpecEntry {
+    /// The error of a task in two files, naming both (from `.scafld/` on).
+    pub fn duplicate_error(&self) -> Option<String> {
+        let other = self.duplicate.as_ref()?;
+        Some(format!(
+            "the task is in two files: {} (read as its spec: the first in lookup order) and {}; neither is moved or removed, keep one",
+            specfile::shown(&self.path),
+            specfile::shown(other)
+        ))
+    }
+
     /// The first problem that makes this spec unusable, if any.
     pub fn first_error(&self) -> Option<String> {
         if let Some(e) = &self.read_error {
             return Some(e.clone());
         }
-        if let Some(other) = &self.duplicate {
-            return Some(format!("the task also exists at {}", other.display()));
+        if let Some(message) = self.duplicate_error() {
+            return Some(message);
         }
         self.listing.errors().next().map(ToString::to_string)
     }

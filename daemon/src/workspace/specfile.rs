@@ -84,6 +84,15 @@ pub fn archive_months(archive: &Path) -> Vec<PathBuf> {
     read_dir_sorted(archive).into_iter().filter(|p| p.is_dir()).collect()
 }
 
+/// A spec's path as messages show it: from `.scafld/` on (the whole path for one elsewhere).
+pub fn shown(path: &Path) -> String {
+    let text = path.display().to_string();
+    match text.rfind("/.scafld/specs/") {
+        Some(at) => text[at + 1..].to_string(),
+        None => text,
+    }
+}
+
 /// The lifecycle folder of a path under `.scafld/specs/`, if it is a spec file there.
 pub fn folder_of(root: &Path, path: &Path) -> Option<Folder> {
     let relative = path.strip_prefix(specs_dir(root)).ok()?;

@@ -401,6 +401,18 @@ pub struct ReconcileResult {
     pub changed: bool,
     /// Whether the file moved to the folder its status belongs in.
     pub moved: bool,
+    /// A second copy of the spec put aside first: an interrupted move's leftover, differing
+    /// from the spec only in runner-owned lines (a copy with anyone's text in it stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_aside: Option<MovedAside>,
+}
+
+/// A file the daemon moved out of the spec folders (never deleted): from where, to where
+/// (workspace-relative).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MovedAside {
+    pub from: String,
+    pub to: String,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -329,10 +329,20 @@ pub fn report(ctx: &Context) -> Result<u8, CliError> {
 pub fn reconcile(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     let (params, mut conn) = task_params(ctx, task)?;
     let r = call::<m::TaskReconcile>(&mut conn, &params)?;
-    ctx.out.success(&r, || match (r.changed, r.moved) {
-        (false, _) => format!("{}: already consistent ({})", r.task_id, r.path),
-        (true, true) => format!("{}: reconciled and moved to {}", r.task_id, r.path),
-        (true, false) => format!("{}: reconciled ({})", r.task_id, r.path),
+    ctx.out.success(&r, || {
+        let mut text = match &r.moved_aside {
+            Some(aside) => format!(
+                "{}: moved {} aside to {} (an interrupted move's leftover: it differed from the spec only in runner-owned lines)\n",
+                r.task_id, aside.from, aside.to
+            ),
+            None => String::new(),
+        };
+        text.push_str(&match (r.changed, r.moved) {
+            (false, _) => format!("{}: already consistent ({})", r.task_id, r.path),
+            (true, true) => format!("{}: reconciled and moved to {}", r.task_id, r.path),
+            (true, false) => format!("{}: reconciled ({})", r.task_id, r.path),
+        });
+        text
     });
     Ok(workflow::OK)
 }

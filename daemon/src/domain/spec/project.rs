@@ -56,6 +56,15 @@ impl Edits {
     }
 }
 
+/// Whether `older` differs from `current` only in what the runner owns: projecting `current`'s
+/// model onto `older` gives `current`'s bytes, so every line a person wrote in `older` is in
+/// `current` too, and putting `older` away loses nothing of theirs (an interrupted move's
+/// leftover). Any other difference (a line added, changed or removed outside the runner-owned
+/// fields) is text someone wrote: `false`.
+pub fn only_runner_parts_differ(older: &str, current: &str) -> bool {
+    older == current || project(older, &parse(current).spec).is_ok_and(|text| text == current)
+}
+
 /// Rewrite `text` (the spec as it is on disk) so that it shows `next`.
 pub fn project(text: &str, next: &Spec) -> Result<String, ProjectionError> {
     let parsed = parse(text);

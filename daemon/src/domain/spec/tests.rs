@@ -132,6 +132,23 @@ fn unchanged_model_writes_identical_bytes() {
 }
 
 #[test]
+fn a_copy_differing_only_in_runner_lines_is_told_apart_from_a_person_s_edit() {
+    use super::project::only_runner_parts_differ;
+    let mut spec = parse(BASIC).spec;
+    spec.front.status = "approved".into();
+    spec.front.updated = "2026-05-16T00:00:00Z".into();
+    spec.current_state.next = "build".into();
+    let moved = project(BASIC, &spec).unwrap();
+    assert!(only_runner_parts_differ(BASIC, BASIC));
+    assert!(only_runner_parts_differ(BASIC, &moved), "the copy left behind by a move");
+    let edited = BASIC.replacen("## Summary\n", "## Summary\n\nA line a person added.\n", 1);
+    assert_ne!(edited, BASIC);
+    assert!(!only_runner_parts_differ(&edited, &moved), "a person's line is not the runner's");
+    let removed = BASIC.replacen("Goal: Parse --greeting.", "", 1);
+    assert!(!only_runner_parts_differ(&removed, &moved), "nor is a line a person removed");
+}
+
+#[test]
 fn a_status_change_rewrites_only_runner_sections() {
     for text in [BASIC.to_string(), BASIC.replace('\n', "\r\n")] {
         let mut spec = parse(&text).spec;
