@@ -905,3 +905,30 @@ fn a_task_with_nothing_to_run_is_never_approved_or_completed() {
     assert!(error["message"].as_str().unwrap().contains(expected), "{error}");
     assert!(error["hint"].as_str().unwrap().contains("scafld approve rev --amend"), "{error}");
 }
+
+/// The spec file of a task with a ledger is removed: every command that needs the file says it
+/// is missing and that the ledger keeps the task, with the way back (put it back, then
+/// `reconcile`), never `plan` (which refuses the id); `session` shows the history meanwhile.
+#[test]
+fn a_task_whose_spec_file_is_gone_says_how_to_get_it_back_and_shows_its_history() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let active = env.work.join(".scafld/specs/active/rev.md");
+    let kept = std::fs::read_to_string(&active).unwrap();
+    std::fs::remove_file(&active).unwrap();
+    for call in [&["status", "rev", "--json"][..], &["validate", "rev", "--json"], &["reconcile", "rev", "--json"]] {
+        let refused = env.scafld(call);
+        let error = refused.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("the spec file of `rev` is missing"), "{call:?}: {error}");
+        let hint = error["hint"].as_str().unwrap();
+        assert!(hint.contains("put the file back at .scafld/specs/active/rev.md"), "{call:?}: {hint}");
+        assert!(hint.contains("`scafld reconcile rev`") && !hint.contains("scafld plan"), "{call:?}: {hint}");
+    }
+    let history = env.scafld(&["session", "rev", "--json"]);
+    history.assert_code(0);
+    assert!(!history.json()["result"]["entries"].as_array().unwrap().is_empty(), "{}", history.stdout);
+
+    std::fs::write(&active, &kept).unwrap();
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    assert_eq!(status(&env)["status"], "active");
+}

@@ -1080,16 +1080,27 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
 }
 
 pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::SessionResult> {
-    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(internal)?;
+    // The ledger outlives its spec file: a task whose file is gone still shows its history.
+    let (ws, task) = match entry(daemon, &p.root, &p.task_id).await {
+        Ok((ws, entry)) => (ws, entry.task_id.clone()),
+        Err(e) => {
+            let task = super::task_id(&p.task_id)?;
+            let ws = daemon.workspace(&p.root).await?;
+            if daemon.store().ledger(&ws.id, task.as_str()).map_err(internal)?.is_empty() {
+                return Err(e);
+            }
+            (ws, task.as_str().to_string())
+        }
+    };
+    let entries = daemon.store().ledger(&ws.id, &task).map_err(internal)?;
     let values: Vec<serde_json::Value> = entries.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
     let exported = match p.export {
         None => None,
         Some(path) => {
-            let full = export_path(daemon, &ws, &entry.task_id, &path, p.force)?;
+            let full = export_path(daemon, &ws, &task, &path, p.force)?;
             let document = serde_json::json!({
                 "schema_version": 1,
-                "task_id": entry.task_id,
+                "task_id": task,
                 "workspace_id": ws.id,
                 "exported_at": clock::now_rfc3339(),
                 "entries": values,
@@ -1101,7 +1112,7 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
             Some(full.display().to_string())
         }
     };
-    Ok(m::SessionResult { task_id: entry.task_id.clone(), entries: values, exported })
+    Ok(m::SessionResult { task_id: task.clone(), entries: values, exported })
 }
 
 /// Where `session --export` may write: the default under the task's runs folder, or an

@@ -56,13 +56,39 @@ pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcRes
     if let Some(task_id) = changed {
         daemon.publish_task_changed(ws, &task_id, "hand_edit");
     }
-    crate::sync::write(&ws.index).loaded(task).ok_or_else(|| {
-        RpcError::new(
+    if let Some(entry) = crate::sync::write(&ws.index).loaded(task) {
+        return Ok(entry);
+    }
+    Err(missing_spec(daemon, ws, task))
+}
+
+/// No spec file for `task`: a new id (`plan` makes one), or a task whose file was removed or
+/// moved out while its ledger, the truth, stays (`plan` refuses that id): then the answer says
+/// so and how to go on, never pointing at a command that refuses.
+fn missing_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcError {
+    let history = daemon.store().ledger(&ws.id, task).unwrap_or_default();
+    if history.is_empty() {
+        return RpcError::new(
             ErrorKind::NotFound,
             format!("no spec for task `{task}` under {}/.scafld/specs", ws.root.display()),
         )
-        .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`"))
-    })
+        .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`"));
+    }
+    let status = crate::domain::ledger::replay(&history).status;
+    let place = status
+        .map(|s| format!(".scafld/specs/{}/{task}.md", crate::domain::lifecycle::Folder::of(s).dir_name()))
+        .unwrap_or_else(|| format!(".scafld/specs/drafts/{task}.md"));
+    RpcError::new(
+        ErrorKind::NotFound,
+        format!(
+            "the spec file of `{task}` is missing (removed or moved out of .scafld/specs); its ledger keeps the task ({} entries, last {})",
+            history.len(),
+            status.map_or_else(|| "without a status".to_string(), |s| s.to_string())
+        ),
+    )
+    .with_hint(format!(
+        "put the file back at {place} (from git, a backup or your editor), then run `scafld reconcile {task}`; `scafld session {task}` shows the history meanwhile"
+    ))
 }
 
 /// Two files claim one task (the index's `duplicate`): an interrupted move's leftover, a copy
