@@ -408,7 +408,8 @@ fn index_entries(index: &git2::Index, scope: &[String], whole: bool) -> BTreeMap
             if name.len() < path.len() || !name[..path.len()].eq_ignore_ascii_case(path.as_bytes()) {
                 break;
             }
-            if name == path.as_bytes() || name.starts_with(format!("{path}/").as_bytes()) {
+            // The path itself, or a file below it (no allocation per index entry).
+            if name.starts_with(path.as_bytes()) && matches!(name.get(path.len()), None | Some(b'/')) {
                 take(entry);
             }
             at += 1;
