@@ -324,6 +324,12 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
     Ok(Material { digest: format!("{:x}", hasher.finalize()), entries })
 }
 
+/// Index entry flags (git's `CE_VALID`, set by `update-index --assume-unchanged`) and extended
+/// flags (`CE_SKIP_WORKTREE`, `--skip-worktree`): git's status walk trusts such an entry
+/// without looking at the file.
+const ASSUME_VALID: u16 = 0x8000;
+const SKIP_WORKTREE: u16 = 0x4000;
+
 /// The mode a symlink's material fingerprint starts with (git's mode for one).
 const LINK_MODE: &str = "120000:";
 
@@ -468,6 +474,15 @@ fn collect_material(
     let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
     for (path, item) in index_entries(&index, &scope_here, whole) {
         if item.mode == 0o160000 || reported.contains(&path) || !counts(&path) {
+            continue;
+        }
+        // A file git was told not to look at (`--assume-unchanged`, `--skip-worktree`) is
+        // clean to the walk whatever its content: read from the disk like a changed one.
+        if item.flags & ASSUME_VALID != 0 || item.flags_extended & SKIP_WORKTREE != 0 {
+            if let Some(content) = content_on_disk(&workdir, &path).filter(|c| c != "dir") {
+                present.insert(path.clone());
+                out.push(entry(full(&path), "file", content));
+            }
             continue;
         }
         present.insert(path.clone());
@@ -1412,6 +1427,18 @@ mod tests {
         write(&root, "src/gone.txt", "g\n");
         std::fs::remove_file(root.join("src/new.txt")).unwrap();
         assert_eq!(digests(&root), base);
+
+        // Files git was told not to look at are read all the same.
+        for flag in ["--assume-unchanged", "--skip-worktree"] {
+            let (_dir, root) = new_repo();
+            write(&root, "src/a.txt", "one\n");
+            git(&root, &["add", "."]);
+            git(&root, &["commit", "-qm", "base"]);
+            git(&root, &["update-index", flag, "src/a.txt"]);
+            let before = digest(&root, &["src"]);
+            write(&root, "src/a.txt", "changed behind git's back\n");
+            assert_ne!(digest(&root, &["src"]), before, "{flag}");
+        }
     }
 
     /// A file the scope names is material though git ignores it; ignored files below a named
