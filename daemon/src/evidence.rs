@@ -30,7 +30,7 @@ pub(crate) struct Freshness {
 /// The scope evidence is bound to: the paths the spec declares (never an explicit review scope,
 /// which only narrows what a reviewer reads).
 pub(crate) fn evidence_scope(ws: &Workspace, spec: &Spec) -> Vec<String> {
-    review::scope(spec, &[], &ws.root.to_string_lossy())
+    review::bound_scope(spec, &ws.root.to_string_lossy())
 }
 
 /// What a person should know about the task's scope entries: one that names a pattern, a line,

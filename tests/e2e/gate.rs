@@ -217,6 +217,25 @@ fn an_ignored_named_file_and_a_link_target_bind_the_evidence() {
     }
 }
 
+/// A file kept from reviewers for its secrets (`.env*`) still binds the evidence when the
+/// scope names it: its content is hashed, never shown. Before, the entry was dropped and a
+/// rewritten `.env.example` left the evidence current.
+#[test]
+fn a_secret_looking_file_the_scope_names_binds_the_evidence() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join(".env.example"), "PORT=1\n").unwrap();
+    let check = "- [ ] `a1` test - the port is set\n  - Command: `grep -q PORT=1 .env.example`\n";
+    opened(&env, "README.md` - the readme.\n- `.env.example", check);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    write(&env, ".env.example", "PORT=2\n");
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+    let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
+    assert!(!packet.as_str().unwrap().contains("PORT=2"), "its content is never shown to a reviewer");
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

@@ -16,7 +16,18 @@ pub const COMPLETING_PROVIDERS: [&str; 6] = ["codex", "claude", "gemini", "comma
 /// pattern that reaches the workspace's top means the whole tree (empty). `root` is the
 /// workspace's folder: an absolute path inside it is taken relative to it.
 pub fn scope(spec: &Spec, explicit: &[String], root: &str) -> Vec<String> {
-    let entries = scope_entries(spec, explicit, root);
+    paths(entries(spec, explicit, root, |path| !secret(path)))
+}
+
+/// The paths the task's evidence is bound to: [`scope`]'s, with the files it keeps from
+/// reviewers for their secrets (`.env*`, `.priv`, the local config) bound all the same (their
+/// content is hashed, never shown); only the repository's own `.git` stays out.
+pub fn bound_scope(spec: &Spec, root: &str) -> Vec<String> {
+    paths(entries(spec, &[], root, |path| path != ".git" && !path.starts_with(".git/")))
+}
+
+/// The paths of `entries`, sorted and distinct; empty (the whole tree) when one is the top.
+fn paths(entries: Vec<ScopeEntry>) -> Vec<String> {
     if entries.iter().any(|e| e.path.is_empty()) {
         return Vec::new();
     }
@@ -49,6 +60,11 @@ pub enum Reading {
 
 /// Every scope entry of the task (see [`scope`]), secrets and empty ones left out.
 pub fn scope_entries(spec: &Spec, explicit: &[String], root: &str) -> Vec<ScopeEntry> {
+    entries(spec, explicit, root, |path| !secret(path))
+}
+
+/// Every scope entry of the task whose path `keep` accepts (empty ones left out).
+fn entries(spec: &Spec, explicit: &[String], root: &str, keep: impl Fn(&str) -> bool) -> Vec<ScopeEntry> {
     let raw: Vec<String> = if explicit.is_empty() {
         let items = spec
             .context
@@ -68,7 +84,7 @@ pub fn scope_entries(spec: &Spec, explicit: &[String], root: &str) -> Vec<ScopeE
         .filter_map(|written| {
             let (path, reading) = read_path(&written, root);
             let whole = path.is_empty() && reading == Reading::Pattern;
-            (whole || !path.is_empty() && !secret(&path)).then_some(ScopeEntry { written, path, reading })
+            (whole || !path.is_empty() && keep(&path)).then_some(ScopeEntry { written, path, reading })
         })
         .collect()
 }
