@@ -242,7 +242,12 @@ fn init_creates_the_key_and_its_trust_and_init_ci_the_workflow() {
     );
     // Both lanes take trust from the pull request's base, never from its checkout.
     assert!(text.contains("BASE_REF: ${{ github.event.pull_request.base.ref }}"), "{text}");
-    assert_eq!(text.matches(r#"--target "origin/${BASE_REF}" --trust-ref "origin/${BASE_REF}""#).count(), 2, "{text}");
+    assert_eq!(
+        text.matches(r#"--target "refs/remotes/origin/${BASE_REF}" --trust-ref "refs/remotes/origin/${BASE_REF}""#)
+            .count(),
+        2,
+        "{text}"
+    );
     // The user's edits are theirs.
     std::fs::write(&workflow, "# mine\n").unwrap();
     let kept = env.scafld(&["init", "--ci", "--json"]);

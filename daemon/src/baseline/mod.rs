@@ -796,6 +796,7 @@ pub struct FilesAt {
 /// at `root` (which may sit below the repository's top folder).
 pub fn files_at(root: &Path, rev: &str, files: &[&str]) -> Result<FilesAt, String> {
     let repo = open(root)?;
+    unambiguous(&repo, rev)?;
     let commit = repo
         .revparse_single(rev)
         .and_then(|o| o.peel_to_commit())
@@ -824,10 +825,36 @@ pub fn files_at(root: &Path, rev: &str, files: &[&str]) -> Result<FilesAt, Strin
     Ok(FilesAt { commit: commit.id().to_string(), files: read })
 }
 
+/// Refuse a short ref name that names different commits in more than one place git looks
+/// (`refs/<rev>`, `refs/tags/<rev>`, `refs/heads/<rev>`, `refs/remotes/<rev>`): git takes a tag
+/// before a remote branch, so whoever may push a tag called `origin/main` would choose what
+/// a trust anchor read from `origin/main` says.
+fn unambiguous(repo: &Repository, rev: &str) -> Result<(), String> {
+    if rev.starts_with("refs/") {
+        return Ok(());
+    }
+    let mut found: Vec<(String, Oid)> = Vec::new();
+    for place in ["refs/", "refs/tags/", "refs/heads/", "refs/remotes/"] {
+        let name = format!("{place}{rev}");
+        if let Ok(commit) = repo.revparse_single(&name).and_then(|o| o.peel_to_commit()) {
+            found.push((name, commit.id()));
+        }
+    }
+    if found.windows(2).any(|pair| pair[0].1 != pair[1].1) {
+        let names: Vec<&str> = found.iter().map(|(name, _)| name.as_str()).collect();
+        return Err(format!(
+            "{rev:?} is ambiguous: it names different commits as {}; pass the full ref name (e.g. refs/remotes/{rev})",
+            names.join(" and ")
+        ));
+    }
+    Ok(())
+}
+
 /// Whether `ancestor` is `descendant` or one of its ancestors.
 pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool, String> {
     let repo = open(root)?;
     let resolve = |rev: &str| {
+        unambiguous(&repo, rev)?;
         repo.revparse_single(rev)
             .and_then(|o| o.peel_to_commit())
             .map(|c| c.id())
@@ -1162,6 +1189,17 @@ mod tests {
         assert_eq!(sub.files[0].as_deref(), Some(&b"sub committed"[..]));
         assert_eq!(sub.commit, top.commit);
         assert!(files_at(&root, "nowhere", &want).unwrap_err().contains("cannot resolve \"nowhere\""));
+
+        // A tag named like the remote branch, on another commit: the short name is refused.
+        let base = top.commit.clone();
+        git(&root, &["update-ref", "refs/remotes/origin/main", &base]);
+        assert!(files_at(&root, "origin/main", &want).is_ok(), "one place, one commit");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "the change"]);
+        git(&root, &["tag", "origin/main", "HEAD"]);
+        assert!(files_at(&root, "origin/main", &want).unwrap_err().contains("ambiguous"));
+        let full = files_at(&root, "refs/remotes/origin/main", &want).unwrap();
+        assert_eq!(full.commit, base);
     }
 
     /// The walk pruned to the scope finds exactly what the whole-tree walk finds in it: every
