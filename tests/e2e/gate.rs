@@ -629,6 +629,12 @@ fn a_leftover_copy_of_an_interrupted_move_is_moved_aside_by_reconcile_which_says
     assert_eq!(env.work.join(aside["to"].as_str().unwrap()), kept[0]);
     assert_eq!(std::fs::read_to_string(&kept[0]).unwrap(), old, "the leftover's bytes are kept");
     assert!(!leftover.exists() && active.exists());
+
+    // Another leftover set aside within the same second keeps the first one too.
+    let again = std::fs::read_to_string(&active).unwrap().replace("status: active", "status: approved");
+    std::fs::write(&leftover, &again).unwrap();
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    assert_eq!(superseded(&env, "rev").len(), 2, "nothing set aside is replaced");
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
 }
 

@@ -179,8 +179,8 @@ pub(crate) fn tidy_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcR
     let aside = ws.root.join(".scafld/runs").join(task).join("superseded");
     crate::workspace::layout::create_real_dir(&aside).map_err(super::daemon::workspace_io_error)?;
     let folder = specfile::folder_of(&ws.root, &leftover).map(|f| f.dir_name()).unwrap_or("spec");
-    let to = aside.join(format!("{folder}-{}.md", crate::clock::now_rfc3339()));
-    std::fs::rename(&leftover, &to).map_err(super::daemon::workspace_io_error)?;
+    let to = set_aside(&leftover, &aside, &format!("{folder}-{}", crate::clock::now_rfc3339()))
+        .map_err(super::daemon::workspace_io_error)?;
     tracing::info!(task, leftover = %leftover.display(), to = %to.display(), "moved an interrupted move's leftover aside");
     let mut index = crate::sync::write(&ws.index);
     index.refresh(&leftover);
@@ -188,6 +188,21 @@ pub(crate) fn tidy_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcR
     drop(index);
     daemon.publish_task_changed(ws, task, "recovery");
     Ok(Some((ws.relative(&leftover), ws.relative(&to))))
+}
+
+/// Move `file` into `dir` as `<stem>.md`, or `<stem>-2.md`, `-3`, ... when a copy set aside
+/// before has that name (two in the same second): linked under the new name first, which
+/// fails rather than replace anything, then unlinked from the old.
+fn set_aside(file: &Path, dir: &Path, stem: &str) -> std::io::Result<PathBuf> {
+    for n in 1.. {
+        let to = dir.join(if n == 1 { format!("{stem}.md") } else { format!("{stem}-{n}.md") });
+        match std::fs::hard_link(file, &to) {
+            Ok(()) => return std::fs::remove_file(file).map(|()| to),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    unreachable!("some name is free")
 }
 
 /// Largest original session.json imported (real ones are kilobytes).
