@@ -30,7 +30,16 @@ pub(crate) struct Freshness {
 /// The scope evidence is bound to: the paths the spec declares (never an explicit review scope,
 /// which only narrows what a reviewer reads).
 pub(crate) fn evidence_scope(ws: &Workspace, spec: &Spec) -> Vec<String> {
-    review::bound_scope(spec, &ws.root.to_string_lossy())
+    let mut scope = review::bound_scope(spec, &ws.root.to_string_lossy());
+    // A bare name (`Makefile`) binds the file or folder of that name when there is one; an
+    // empty scope is the whole tree already.
+    if !scope.is_empty() {
+        let present = review::bare_names(spec).into_iter().filter(|name| ws.root.join(name).symlink_metadata().is_ok());
+        scope.extend(present);
+        scope.sort();
+        scope.dedup();
+    }
+    scope
 }
 
 /// What a person should know about the task's scope entries: one that names a pattern, a line,

@@ -236,6 +236,23 @@ fn a_secret_looking_file_the_scope_names_binds_the_evidence() {
     assert!(!packet.as_str().unwrap().contains("PORT=2"), "its content is never shown to a reviewer");
 }
 
+/// A scope entry with neither `/` nor `.` (`Makefile`) is not read as a path by the original's
+/// grammar; when a file of that name is there, it binds the evidence all the same. Before, it
+/// was dropped and a broken Makefile left the evidence current.
+#[test]
+fn a_bare_file_name_the_scope_names_binds_the_evidence() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join("Makefile"), "t:\n\t@echo ok\n").unwrap();
+    let check = "- [ ] `a1` test - make works\n  - Command: `grep -q ok Makefile`\n";
+    opened(&env, "src/lib.rs` - the code.\n- `Makefile", check);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    write(&env, "Makefile", "t:\n\tfalse\n");
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

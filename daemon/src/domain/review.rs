@@ -89,6 +89,28 @@ fn entries(spec: &Spec, explicit: &[String], root: &str, keep: impl Fn(&str) -> 
         .collect()
 }
 
+/// The backticked word of each Context, Scope, Touchpoints or Changes item that holds no
+/// path-like token (no `/` or `.`: `Makefile`, `Dockerfile`, `bin`): it names a file or folder
+/// of that name if one is there, which only the caller can tell.
+pub fn bare_names(spec: &Spec) -> Vec<String> {
+    let items = spec
+        .context
+        .packages
+        .iter()
+        .chain(&spec.context.files_impacted)
+        .chain(&spec.scope)
+        .chain(&spec.touchpoints)
+        .chain(spec.phases.iter().flat_map(|p| &p.changes));
+    let plain = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    let mut names: Vec<String> = items
+        .filter(|item| path_token(item).is_none())
+        .filter_map(|item| item.split('`').nth(1).filter(|t| plain(t)).map(str::to_string))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// The first backticked token that looks like a path, else the first word if it does.
 fn path_token(item: &str) -> Option<String> {
     let looks = |t: &str| !t.contains("://") && (t.contains('/') || t.starts_with('.') || t.contains('.'));
