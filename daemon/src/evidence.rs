@@ -77,7 +77,11 @@ pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, Strin
             )),
             review::Reading::LineRemoved => notes
                 .push((false, format!("scope entry `{written}` names a line: scafld takes the whole file `{path}`"))),
-            review::Reading::Path | review::Reading::MadeRelative => {}
+            review::Reading::MadeRelative => notes.push((
+                false,
+                format!("scope entry `{written}` is an absolute path: scafld takes it as `{path}` in this workspace"),
+            )),
+            review::Reading::Path => {}
         }
         match missing {
             // A name that differs only in case from what is there is a typo, not a new file.

@@ -292,7 +292,7 @@ fn every_form_of_scope_entry_binds_the_evidence_to_the_files_it_means() {
     let forms = [
         ("src/*.txt", "src/a.txt", "is a pattern"),
         ("src/a.txt:1", "src/a.txt", "names a line"),
-        ("ABSOLUTE/src/a.txt", "src/a.txt", ""),
+        ("ABSOLUTE/src/a.txt", "src/a.txt", "is an absolute path"),
         ("src/new.txt", "src/new.txt", "matches nothing in the workspace (yet)"),
     ];
     for (entry, edited, warning) in forms {
