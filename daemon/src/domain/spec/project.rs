@@ -62,7 +62,30 @@ impl Edits {
 /// leftover). Any other difference (a line added, changed or removed outside the runner-owned
 /// fields) is text someone wrote: `false`.
 pub fn only_runner_parts_differ(older: &str, current: &str) -> bool {
-    older == current || project(older, &parse(current).spec).is_ok_and(|text| text == current)
+    if older == current {
+        return true;
+    }
+    let now = parse(current).spec;
+    // A harden round's checks and questions are the author's answers (only the round's and
+    // each check's state are the runner's), though the projection writes rounds whole.
+    authored_rounds(&parse(older).spec) == authored_rounds(&now)
+        && project(older, &now).is_ok_and(|text| text == current)
+}
+
+/// What the author wrote in the harden rounds: each check's name, grounding and evidence, and
+/// each question with its answers.
+fn authored_rounds(spec: &Spec) -> Vec<Vec<[&str; 5]>> {
+    spec.harden_rounds
+        .iter()
+        .map(|round| {
+            let checks = round.checks.iter().map(|c| [c.name.as_str(), &c.grounded_in, &c.evidence, "", ""]);
+            let questions = round
+                .questions
+                .iter()
+                .map(|q| [q.text.as_str(), &q.grounded_in, &q.recommended_answer, &q.if_unanswered, &q.answered_with]);
+            checks.chain(questions).collect()
+        })
+        .collect()
 }
 
 /// Rewrite `text` (the spec as it is on disk) so that it shows `next`.

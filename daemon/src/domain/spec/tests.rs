@@ -146,6 +146,28 @@ fn a_copy_differing_only_in_runner_lines_is_told_apart_from_a_person_s_edit() {
     assert!(!only_runner_parts_differ(&edited, &moved), "a person's line is not the runner's");
     let removed = BASIC.replacen("Goal: Parse --greeting.", "", 1);
     assert!(!only_runner_parts_differ(&removed, &moved), "nor is a line a person removed");
+
+    // A harden round: its state is the runner's, its checks' evidence the author's answer.
+    let round = |evidence: &str, status: &str| {
+        let mut with_round = spec.clone();
+        with_round.harden_rounds.push(crate::domain::spec::HardenRound {
+            id: "round-1".into(),
+            status: status.into(),
+            checks: vec![crate::domain::spec::HardenCheck {
+                name: "Command audit".into(),
+                grounded_in: "spec_gap:phase1".into(),
+                result: "pass".into(),
+                evidence: evidence.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        project(&moved, &with_round).unwrap()
+    };
+    let (answered, closed) = (round("the author's answer", "in_progress"), round("the author's answer", "passed"));
+    assert!(only_runner_parts_differ(&answered, &closed), "a round's state is the runner's");
+    let reworded = round("a different answer", "passed");
+    assert!(!only_runner_parts_differ(&reworded, &closed), "a check's evidence is the author's");
 }
 
 #[test]
