@@ -324,6 +324,18 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
     Ok(Material { digest: format!("{:x}", hasher.finalize()), entries })
 }
 
+/// Whether git may convert content between the working tree and the index here (`core.autocrlf`
+/// or `core.eol` set, or any `.gitattributes`: text, eol, filters such as LFS): then a clean
+/// file's index id is of the converted content, and the material reads every file's bytes.
+fn content_filters(repo: &Repository, index: &git2::Index) -> bool {
+    let config = repo.config().ok();
+    let set = |name: &str| config.as_ref().and_then(|c| c.get_string(name).ok()).is_some_and(|v| v != "false");
+    set("core.autocrlf")
+        || set("core.eol")
+        || repo.path().join("info/attributes").is_file()
+        || index.iter().any(|entry| entry.path.ends_with(b".gitattributes"))
+}
+
 /// Index entry flags (git's `CE_VALID`, set by `update-index --assume-unchanged`) and extended
 /// flags (`CE_SKIP_WORKTREE`, `--skip-worktree`): git's status walk trusts such an entry
 /// without looking at the file.
@@ -472,13 +484,16 @@ fn collect_material(
     }
     // Every clean tracked file in scope: the index holds the id of its content.
     let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
+    let filtered = content_filters(repo, &index);
     for (path, item) in index_entries(&index, &scope_here, whole) {
         if item.mode == 0o160000 || reported.contains(&path) || !counts(&path) {
             continue;
         }
         // A file git was told not to look at (`--assume-unchanged`, `--skip-worktree`) is
-        // clean to the walk whatever its content: read from the disk like a changed one.
-        if item.flags & ASSUME_VALID != 0 || item.flags_extended & SKIP_WORKTREE != 0 {
+        // clean to the walk whatever its content: read from the disk like a changed one. So is
+        // every file where git converts content on its way in (line endings, filters): the
+        // index holds the converted content, which a file with other bytes may share.
+        if filtered || item.flags & ASSUME_VALID != 0 || item.flags_extended & SKIP_WORKTREE != 0 {
             if let Some(content) = content_on_disk(&workdir, &path).filter(|c| c != "dir") {
                 present.insert(path.clone());
                 out.push(entry(full(&path), "file", content));
@@ -1465,6 +1480,22 @@ mod tests {
         write(&root, "src/gone.txt", "g\n");
         std::fs::remove_file(root.join("src/new.txt")).unwrap();
         assert_eq!(digests(&root), base);
+
+        // Where git converts line endings, the bytes on the disk are the material: a file
+        // rewritten with other line endings changes it, and committing the same bytes does not.
+        {
+            let (_dir, root) = new_repo();
+            git(&root, &["config", "core.autocrlf", "true"]);
+            write(&root, "run.sh", "echo one\r\n");
+            git(&root, &["add", "."]);
+            git(&root, &["commit", "-qm", "base"]);
+            let crlf = digest(&root, &[]);
+            write(&root, "run.sh", "echo one\n");
+            let lf = digest(&root, &[]);
+            assert_ne!(lf, crlf, "new bytes, though git stores the same content");
+            git(&root, &["add", "-A"]);
+            assert_eq!(digest(&root, &[]), lf, "staged (git sees nothing to commit): the same bytes");
+        }
 
         // Files git was told not to look at are read all the same.
         for flag in ["--assume-unchanged", "--skip-worktree"] {
