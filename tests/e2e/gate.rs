@@ -234,6 +234,22 @@ fn a_secret_looking_file_the_scope_names_binds_the_evidence() {
     env.scafld(&["complete", "rev"]).assert_code(4);
     let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
     assert!(!packet.as_str().unwrap().contains("PORT=2"), "its content is never shown to a reviewer");
+
+    // Below a folder the scope names, a secret-looking file is named among the changes and
+    // never diffed into the packet.
+    let env = TestEnv::new();
+    write(&env, "config/app.toml", "port = 1\n");
+    write(&env, "config/.env", "TOKEN=OLD\n");
+    let check = "- [ ] `a1` test - configured\n  - Command: `grep -q port config/app.toml`\n";
+    opened(&env, "config", check);
+    write(&env, "config/.env", "TOKEN=SEKRIT\n");
+    write(&env, "config/app.toml", "port = 2\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
+    let packet = packet.as_str().unwrap();
+    assert!(packet.contains("+port = 2"), "the other file is diffed: {packet}");
+    assert!(packet.contains("`config/.env`"), "named: {packet}");
+    assert!(!packet.contains("SEKRIT") && !packet.contains("TOKEN=OLD"), "never its content: {packet}");
 }
 
 /// A scope entry with neither `/` nor `.` (`Makefile`) is not read as a path by the original's

@@ -330,8 +330,18 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
 fn content_filters(repo: &Repository, index: &git2::Index) -> bool {
     let config = repo.config().ok();
     let set = |name: &str| config.as_ref().and_then(|c| c.get_string(name).ok()).is_some_and(|v| v != "false");
+    // git's attributes from outside the repository: the configured file, else the user's
+    // default one, and the system's.
+    let home_attributes = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".config")))
+        .map(|config| config.join("git/attributes"));
     set("core.autocrlf")
         || set("core.eol")
+        || set("core.attributesFile")
+        || home_attributes.is_some_and(|file| file.is_file())
+        || Path::new("/etc/gitattributes").is_file()
         || repo.path().join("info/attributes").is_file()
         || index.iter().any(|entry| entry.path.ends_with(b".gitattributes"))
 }
@@ -855,6 +865,17 @@ fn unambiguous(repo: &Repository, rev: &str) -> Result<(), String> {
             found.push((name, commit.id()));
         }
     }
+    // An abbreviated commit id that a ref also names: git takes the ref (with a warning).
+    let abbreviated = (4..40).contains(&rev.len()) && rev.bytes().all(|b| b.is_ascii_hexdigit());
+    if abbreviated
+        && let Ok(object) = repo.find_object_by_prefix(rev, None)
+        && let Some((name, id)) = found.iter().find(|(_, id)| *id != object.id())
+    {
+        return Err(format!(
+            "{rev:?} is ambiguous: it abbreviates commit {} and names {name} ({id}); pass the full commit id or ref name",
+            object.id()
+        ));
+    }
     if found.windows(2).any(|pair| pair[0].1 != pair[1].1) {
         let names: Vec<&str> = found.iter().map(|(name, _)| name.as_str()).collect();
         return Err(format!(
@@ -1215,6 +1236,10 @@ mod tests {
         assert!(files_at(&root, "origin/main", &want).unwrap_err().contains("ambiguous"));
         let full = files_at(&root, "refs/remotes/origin/main", &want).unwrap();
         assert_eq!(full.commit, base);
+        // A tag named like the base commit's abbreviated id, on the change.
+        git(&root, &["tag", &base[..10], "HEAD"]);
+        assert!(files_at(&root, &base[..10], &want).unwrap_err().contains("ambiguous"));
+        assert_eq!(files_at(&root, &base, &want).unwrap().commit, base, "the full id is the commit");
     }
 
     /// The walk pruned to the scope finds exactly what the whole-tree walk finds in it: every
@@ -1495,6 +1520,20 @@ mod tests {
             assert_ne!(lf, crlf, "new bytes, though git stores the same content");
             git(&root, &["add", "-A"]);
             assert_eq!(digest(&root, &[]), lf, "staged (git sees nothing to commit): the same bytes");
+        }
+
+        // The same with line endings set in an attributes file outside the repository.
+        {
+            let (_dir, root) = new_repo();
+            let attributes = root.parent().unwrap().join("attributes");
+            std::fs::write(&attributes, "*.sh text eol=crlf\n").unwrap();
+            git(&root, &["config", "core.attributesFile", attributes.to_str().unwrap()]);
+            write(&root, "run.sh", "echo one\r\n");
+            git(&root, &["add", "."]);
+            git(&root, &["commit", "-qm", "base"]);
+            let crlf = digest(&root, &[]);
+            write(&root, "run.sh", "echo one\n");
+            assert_ne!(digest(&root, &[]), crlf, "core.attributesFile");
         }
 
         // Files git was told not to look at are read all the same.

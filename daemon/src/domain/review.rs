@@ -169,7 +169,9 @@ fn read_path(written: &str, root: &str) -> (String, Reading) {
     (p, reading)
 }
 
-fn secret(path: &str) -> bool {
+/// Whether `path` is a file kept from reviewers for its secrets (its name, never its content,
+/// may be shown).
+pub fn secret(path: &str) -> bool {
     path == ".git"
         || path.starts_with(".git/")
         || path == ".priv"

@@ -95,7 +95,9 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     let change = TaskChange::since_approval(&ws, &spec, &entries, &p.review_scope).await?;
     let known = (request.mode == ReviewMode::Verify).then(|| previous.and_then(|(d, _, _)| d)).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
-    let (root, head, paths) = (ws.root.clone(), change.base_head.clone(), change.classes.task_changes.clone());
+    // Files kept for their secrets are named among the changes, never diffed into the packet.
+    let shown = change.classes.task_changes.iter().filter(|p| !crate::domain::review::secret(p)).cloned().collect();
+    let (root, head, paths): (_, _, Vec<String>) = (ws.root.clone(), change.base_head.clone(), shown);
     let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &paths)).await?;
     let amendments = crate::domain::evidence::amendments(&entries);
     let facts = PacketFacts {
