@@ -257,16 +257,18 @@ fn a_secret_looking_file_the_scope_names_binds_the_evidence() {
 /// was dropped and a broken Makefile left the evidence current.
 #[test]
 fn a_bare_file_name_the_scope_names_binds_the_evidence() {
-    let env = TestEnv::new();
-    std::fs::write(env.work.join("Makefile"), "t:\n\t@echo ok\n").unwrap();
-    let check = "- [ ] `a1` test - make works\n  - Command: `grep -q ok Makefile`\n";
-    opened(&env, "src/lib.rs` - the code.\n- `Makefile", check);
-    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
-    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
-    write(&env, "Makefile", "t:\n\tfalse\n");
-    let s = status(&env);
-    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
-    env.scafld(&["complete", "rev"]).assert_code(4);
+    for entry in ["Makefile", "Makefile:2"] {
+        let env = TestEnv::new();
+        std::fs::write(env.work.join("Makefile"), "t:\n\t@echo ok\n").unwrap();
+        let check = "- [ ] `a1` test - make works\n  - Command: `grep -q ok Makefile`\n";
+        opened(&env, &format!("src/lib.rs` - the code.\n- `{entry}"), check);
+        assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+        command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+        write(&env, "Makefile", "t:\n\tfalse\n");
+        let s = status(&env);
+        assert_eq!(s["criteria"][0]["freshness"], "stale", "{entry}: {s}");
+        env.scafld(&["complete", "rev"]).assert_code(4);
+    }
 }
 
 #[test]

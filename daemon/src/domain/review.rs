@@ -104,7 +104,11 @@ pub fn bare_names(spec: &Spec) -> Vec<String> {
     let plain = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
     let mut names: Vec<String> = items
         .filter(|item| path_token(item).is_none())
-        .filter_map(|item| item.split('`').nth(1).filter(|t| plain(t)).map(str::to_string))
+        .filter_map(|item| item.split('`').nth(1))
+        // `Makefile:12` is the file, as for any path.
+        .map(|token| line_suffix(token).map_or(token, |at| &token[..at]))
+        .filter(|token| plain(token))
+        .map(str::to_string)
         .collect();
     names.sort();
     names.dedup();
