@@ -49,12 +49,27 @@ pub(crate) fn evidence_scope(ws: &Workspace, spec: &Spec) -> Vec<String> {
 /// refuses. `(is_error, message)`.
 pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, String)> {
     let entries = review::scope_entries(spec, &[], &ws.root.to_string_lossy());
-    let root = ws.root.clone();
+    let (root, bare) = (ws.root.clone(), review::bare_names(spec));
     let missing = tokio::task::spawn_blocking(move || {
-        entries.into_iter().map(|e| (baseline::missing_path(&root, &e.path), e)).collect::<Vec<_>>()
+        // A bare name (`makefile`) binds only a file of exactly that name: one that differs
+        // only in case from a file there is a typo.
+        let typos: Vec<(String, String)> = bare
+            .into_iter()
+            .filter_map(|name| match baseline::missing_path(&root, &name) {
+                Some(Some(like)) => Some((name, like)),
+                _ => None,
+            })
+            .collect();
+        let entries = entries.into_iter().map(|e| (baseline::missing_path(&root, &e.path), e)).collect::<Vec<_>>();
+        (entries, typos)
     });
-    let Ok(entries) = missing.await else { return Vec::new() };
-    let mut notes = Vec::new();
+    let Ok((entries, typos)) = missing.await else { return Vec::new() };
+    let mut notes: Vec<(bool, String)> = typos
+        .into_iter()
+        .map(|(name, like)| {
+            (true, format!("scope entry `{name}` matches nothing in the workspace; `{like}` differs only in case: name it as it is written"))
+        })
+        .collect();
     for (missing, e) in entries {
         let (written, path) = (&e.written, &e.path);
         match e.reading {

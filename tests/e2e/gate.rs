@@ -346,10 +346,16 @@ fn every_form_of_scope_entry_binds_the_evidence_to_the_files_it_means() {
         assert_eq!(s["criteria"][0]["freshness"], "stale", "{entry}: {s}");
         env.scafld(&["complete", "rev"]).assert_code(4);
     }
-    for (entry, error) in [("/elsewhere/a.txt", "outside the workspace"), ("SRC/A.TXT", "differs only in case")] {
+    let refused_forms = [
+        ("/elsewhere/a.txt", "outside the workspace"),
+        ("SRC/A.TXT", "differs only in case"),
+        ("makefile", "differs only in case"),
+    ];
+    for (entry, error) in refused_forms {
         let env = TestEnv::new();
         opened(&env, "README.md", GREET);
         write(&env, "src/a.txt", "one\n");
+        write(&env, "Makefile", "t:\n");
         let spec = format!(
             "---\nspec_version: '2.0'\ntask_id: bad\nstatus: draft\nharden_status: not_run\n---\n\n# Bad\n\n## Scope\n\n- `{entry}` - the change.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - x\n  - Command: `true`\n"
         );
