@@ -762,16 +762,22 @@ fn refused_for_the_contract(run: &scafld_tests::Run, code: i32, change: &str) {
     assert_eq!(error["details"]["contract_changes"], serde_json::json!([change]), "{error}");
 }
 
+/// Task `rev` in two phases, built and reviewed with a pass: its spec's path and text then,
+/// and the ledger's entry types.
+fn reviewed_in_two_phases(env: &TestEnv) -> (std::path::PathBuf, String, Vec<String>) {
+    let (path, _) = opened_in_two_phases(env, "- [ ] `a2` test - greets\n  - Command: `grep -q greet src/lib.rs`\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(env, &reviewer(env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let reviewed = std::fs::read_to_string(&path).unwrap();
+    (path, reviewed, ledger_types(env))
+}
+
 #[test]
 fn criteria_changed_after_a_passing_review_block_review_and_complete() {
     let env = TestEnv::new();
-    let (path, _) = opened_in_two_phases(&env, "- [ ] `a2` test - greets\n  - Command: `grep -q greet src/lib.rs`\n");
-    env.scafld(&["build", "rev"]).assert_code(0);
-    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let (path, reviewed, ledger) = reviewed_in_two_phases(&env);
     let passing = reviewer(&env, "pass", &pass(), "");
-    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
-    let reviewed = std::fs::read_to_string(&path).unwrap();
-    let ledger = ledger_types(&env);
 
     let added_phase = reviewed.replace(
         "## Rollback",
@@ -811,12 +817,7 @@ fn criteria_changed_after_a_passing_review_block_review_and_complete() {
 #[test]
 fn a_spec_that_says_more_than_was_done_is_never_completed() {
     let env = TestEnv::new();
-    let (path, _) = opened_in_two_phases(&env, "- [ ] `a2` test - greets\n  - Command: `grep -q greet src/lib.rs`\n");
-    env.scafld(&["build", "rev"]).assert_code(0);
-    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
-    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
-    let reviewed = std::fs::read_to_string(&path).unwrap();
-    let ledger = ledger_types(&env);
+    let (path, reviewed, ledger) = reviewed_in_two_phases(&env);
     let empty_phase = reviewed.replace(
         "## Rollback",
         "## Phase 3: Migrate the production database\n\nChanges:\n- `src/lib.rs` - migrate\n\n## Rollback",

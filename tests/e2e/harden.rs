@@ -164,14 +164,7 @@ fn a_configured_harden_provider_is_used_without_the_flag() {
 /// The six checks of a round written by hand, each grounded in a spec gap.
 fn answered_checks() -> String {
     let mut checks = String::from("Checks:\n");
-    for name in [
-        "Path audit",
-        "Command audit",
-        "Scope/migration audit",
-        "Acceptance timing audit",
-        "Rollback/repair audit",
-        "Design challenge",
-    ] {
+    for name in scafld_daemon::domain::harden::REQUIRED_CHECKS {
         checks.push_str(&format!(
             "- {name}\n  - Grounded in: spec_gap:read it\n  - Result: passed\n  - Evidence: looked at it\n"
         ));

@@ -66,15 +66,7 @@ pub fn scope_entries(spec: &Spec, explicit: &[String], root: &str) -> Vec<ScopeE
 /// Every scope entry of the task whose path `keep` accepts (empty ones left out).
 fn entries(spec: &Spec, explicit: &[String], root: &str, keep: impl Fn(&str) -> bool) -> Vec<ScopeEntry> {
     let raw: Vec<String> = if explicit.is_empty() {
-        let items = spec
-            .context
-            .packages
-            .iter()
-            .chain(&spec.context.files_impacted)
-            .chain(&spec.scope)
-            .chain(&spec.touchpoints)
-            .chain(spec.phases.iter().flat_map(|p| &p.changes));
-        items.filter_map(|item| path_token(item)).collect()
+        declared_items(spec).filter_map(|item| path_token(item)).collect()
     } else {
         explicit.to_vec()
     };
@@ -89,18 +81,23 @@ fn entries(spec: &Spec, explicit: &[String], root: &str, keep: impl Fn(&str) -> 
         .collect()
 }
 
-/// The backticked word of each Context, Scope, Touchpoints or Changes item that holds no
-/// path-like token (no `/` or `.`: `Makefile`, `Dockerfile`, `bin`): it names a file or folder
-/// of that name if one is there, which only the caller can tell.
-pub fn bare_names(spec: &Spec) -> Vec<String> {
-    let items = spec
-        .context
+/// The items of the sections that declare what a task touches: Context (packages, files
+/// impacted), Scope, Touchpoints and every phase's Changes.
+fn declared_items(spec: &Spec) -> impl Iterator<Item = &String> {
+    spec.context
         .packages
         .iter()
         .chain(&spec.context.files_impacted)
         .chain(&spec.scope)
         .chain(&spec.touchpoints)
-        .chain(spec.phases.iter().flat_map(|p| &p.changes));
+        .chain(spec.phases.iter().flat_map(|p| &p.changes))
+}
+
+/// The backticked word of each Context, Scope, Touchpoints or Changes item that holds no
+/// path-like token (no `/` or `.`: `Makefile`, `Dockerfile`, `bin`): it names a file or folder
+/// of that name if one is there, which only the caller can tell.
+pub fn bare_names(spec: &Spec) -> Vec<String> {
+    let items = declared_items(spec);
     let plain = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
     let mut names: Vec<String> = items
         .filter(|item| path_token(item).is_none())
