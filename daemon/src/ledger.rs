@@ -5,6 +5,7 @@
 //! calls neither handler module.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 
@@ -99,7 +100,7 @@ pub async fn record_ending(
     base: &Spec,
     end: impl FnOnce(&Spec, &[LedgerEntry]) -> JobRecord,
 ) -> RpcResult<(JobRecord, InPlace)> {
-    let mut entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    let mut entries = daemon.store().ledger(&ws.id, task).map_err(internal)?.to_vec();
     let recorded_at = clock::now_rfc3339();
     let first = entries.last().map_or(1, |e| e.seq + 1);
     entries.extend(events.iter().zip(first..).map(|(event, seq)| LedgerEntry {
@@ -204,7 +205,7 @@ fn project_entries(
 }
 
 /// The spec as the ledger says it is (what build decisions are made from).
-pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
+pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Arc<[LedgerEntry]>)> {
     let entry = crate::sync::write(&ws.index)
         .loaded(task)
         .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;

@@ -5,6 +5,7 @@
 //! mutation are flushed before they return.
 
 pub mod manifest;
+mod parsed;
 pub mod recover;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -83,7 +84,8 @@ pub trait Store: Send + Sync + 'static {
         events: Vec<LedgerEvent>,
         job: &JobRecord,
     ) -> Result<Vec<LedgerEntry>, StoreError>;
-    fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError>;
+    /// A task's ledger in order (shared: a ledger read again unchanged is not parsed again).
+    fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Arc<[LedgerEntry]>, StoreError>;
     /// Write an imported ledger (each event with its own time) in one atomic batch, only when
     /// the task has no ledger yet; returns how many entries were written (0: already there).
     /// Callers serialise it with appends to the same task.
@@ -128,6 +130,8 @@ struct Trees {
     ledger: sled::Tree,
     jobs: sled::Tree,
     sessions: sled::Tree,
+    /// Ledgers read through these handles, parsed (a reopen starts afresh).
+    parsed: std::sync::Mutex<parsed::ParsedLedgers>,
 }
 
 impl Trees {
@@ -138,6 +142,7 @@ impl Trees {
             ledger: db.open_tree("ledger")?,
             jobs: db.open_tree("jobs")?,
             sessions: db.open_tree("sessions")?,
+            parsed: Default::default(),
             db,
         })
     }
@@ -454,12 +459,30 @@ impl Store for SledStore {
         self.append_then(workspace_id, task_id, recorded_at, events, Some(job))
     }
 
-    fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Vec<LedgerEntry>, StoreError> {
+    fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Arc<[LedgerEntry]>, StoreError> {
+        let prefix = ledger_prefix(workspace_id, task_id);
         self.run(|t| {
-            t.ledger
-                .scan_prefix(ledger_prefix(workspace_id, task_id))
-                .map(|entry| Ok(serde_json::from_slice(&entry?.1)?))
-                .collect()
+            let last_seq = match t.ledger.scan_prefix(&prefix).next_back() {
+                Some(entry) => seq_of_key(&entry?.0)?,
+                None => 0,
+            };
+            if let Some(entries) = crate::sync::lock(&t.parsed).get(&prefix, last_seq) {
+                return Ok(entries);
+            }
+            // Parsed outside the lock; what is kept is labelled with its own last entry, so an
+            // append meanwhile only makes it miss next time.
+            let mut bytes = 0;
+            let entries = t
+                .ledger
+                .scan_prefix(&prefix)
+                .map(|entry| {
+                    let value = entry?.1;
+                    bytes += value.len();
+                    Ok(serde_json::from_slice(&value)?)
+                })
+                .collect::<Result<Arc<[LedgerEntry]>, StoreError>>()?;
+            crate::sync::lock(&t.parsed).put(prefix.clone(), bytes, entries.clone());
+            Ok(entries)
         })
     }
 

@@ -22,7 +22,7 @@ fn ledger_view(
     daemon: &Daemon,
     ws: &crate::workspace::Workspace,
     entry: &LoadedSpec,
-) -> RpcResult<(Spec, Vec<LedgerEntry>)> {
+) -> RpcResult<(Spec, std::sync::Arc<[LedgerEntry]>)> {
     let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
     let mut spec = crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated);
     spec.front.task_id.clone_from(&entry.task_id);
@@ -324,7 +324,7 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
     let errors: Vec<String> = super::explained_errors(daemon, &ws, &entry)?.0.into_iter().map(|d| d.message).collect();
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let mut runs = handoff::LastRuns::new();
-    for e in &entries {
+    for e in entries.iter() {
         if let LedgerEvent::Criterion { criterion_id, exit_code, output, .. } = &e.event {
             let excerpt: String =
                 output.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
