@@ -486,6 +486,56 @@ fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
     assert_eq!(recorded_at.len(), 1, "one append has one time: {recorded_at:?}");
 }
 
+/// An approved spec keeps room for the runner's records: a spec just under what approve takes
+/// stays readable once its build has written its statuses and evidence into it, and a larger
+/// one is refused at approval with the way out, not stuck after its first build.
+#[test]
+fn an_approved_spec_never_grows_past_what_can_be_read() {
+    let env = TestEnv::new();
+    let criteria: Vec<(String, &str, &str)> = (0..200).map(|i| (format!("c{i}"), "true", "")).collect();
+    let criteria: Vec<(&str, &str, &str)> = criteria.iter().map(|(id, c, e)| (id.as_str(), *c, *e)).collect();
+    let text = spec("big", &[&criteria], &[]);
+    let notes = |len: usize| {
+        let line = "A note kept with the task, long enough to fill the spec up to its limit.\n";
+        format!("{text}\n## Notes\n\n{}", line.repeat(len / line.len()))
+    };
+    let approvable = notes((4 << 20) - text.len() - 200);
+    assert!(approvable.len() <= 4 << 20 && approvable.len() > (4 << 20) - 300);
+    ready(&env, "big", &approvable);
+    let built = build(&env, "big");
+    assert_eq!(built["result"]["passed"], 200, "{built}");
+    let path = env.work.join(".scafld/specs/active/big.md");
+    assert!(std::fs::metadata(&path).unwrap().len() > 4 << 20, "the runner's records are in the spec");
+    env.scafld(&["status", "big", "--json"]).assert_code(0);
+    env.scafld(&["validate", "big", "--json"]).assert_code(0);
+
+    std::fs::write(env.work.join(".scafld/specs/drafts/huge.md"), notes((4 << 20) + 1000).replace("big", "huge"))
+        .unwrap();
+    let refused = env.scafld(&["approve", "huge", "--reason", "tests skip hardening", "--json"]);
+    refused.assert_code(3);
+    let error = &refused.json()["error"];
+    assert!(error["message"].as_str().unwrap().contains("over the 4.0 MiB an approved spec may have"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("split the task"), "{error}");
+}
+
+/// A command that changes the files it checks (a formatter, a snapshot update) leaves the
+/// evidence it just gave stale: the step says so and points to another build, not to a review
+/// that would refuse it; that build finds nothing changed and points to the review.
+#[test]
+fn a_step_whose_command_changes_scoped_files_points_to_another_build() {
+    let env = TestEnv::new();
+    ready(&env, "fmt", &spec("fmt", &[&[("fmt", "printf 'formatted\\n' > greet.txt", "")]], &[]));
+    std::fs::write(env.work.join("greet.txt"), "raw\n").unwrap();
+    let first = build(&env, "fmt");
+    assert_eq!(first["result"]["next_command"], "scafld build fmt", "{first}");
+    assert!(first["result"]["message"].as_str().unwrap().contains("changed files in the task's scope"), "{first}");
+    let status = env.scafld(&["status", "fmt", "--json"]).json();
+    assert_eq!(status["result"]["next_command"], "scafld build fmt", "{status}");
+    let second = build(&env, "fmt");
+    assert_eq!(second["result"]["next_command"], "scafld review fmt", "{second}");
+    assert_eq!(std::fs::read_to_string(env.work.join("greet.txt")).unwrap(), "formatted\n");
+}
+
 #[test]
 fn attempts_count_every_recorded_result_of_a_criterion() {
     let env = TestEnv::new();

@@ -628,7 +628,7 @@ fn oversized_special_and_escaping_specs_are_refused_by_name() {
     write_spec(&env, "drafts", "fine", &spec_text("fine", "draft"));
     let drafts = env.work.join(".scafld/specs/drafts");
     let big = std::fs::File::create(drafts.join("huge.md")).unwrap();
-    big.set_len(5 << 20).unwrap(); // sparse: 5 MiB that cost nothing
+    big.set_len(9 << 20).unwrap(); // sparse: 9 MiB that cost nothing
     nix::unistd::mkfifo(&drafts.join("pipe.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
     std::os::unix::fs::symlink("/dev/zero", drafts.join("zero.md")).unwrap();
     let outside = env.path("outside.md");
@@ -640,7 +640,7 @@ fn oversized_special_and_escaping_specs_are_refused_by_name() {
     let error = |id: &str| {
         tasks.iter().find(|t| t["task_id"] == id).and_then(|t| t["error"].as_str()).unwrap_or_default().to_string()
     };
-    assert!(error("huge").contains("over the 4 MiB a spec may have"), "{tasks:?}");
+    assert!(error("huge").contains("the spec is 9.0 MiB, over the 8.0 MiB a spec may have"), "{tasks:?}");
     assert!(error("pipe").contains("not a regular file"), "{tasks:?}");
     assert!(error("zero").contains("outside the workspace"), "{tasks:?}");
     assert!(error("escape").contains("outside the workspace"), "{tasks:?}");

@@ -74,6 +74,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     // have finished while it waited.
     let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(daemon, &ws, &entry)?;
+    refuse_oversized(&task, &entry.path)?;
     if p.amend {
         return amend(daemon, &ws, &task, p.reason.as_deref());
     }
@@ -149,6 +150,26 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         next_command: format!("scafld build {task}"),
         scope_warnings,
     })
+}
+
+/// An approved spec keeps room for the runner's own records: one larger than an approval
+/// takes is refused before the build could grow it past what can be read.
+fn refuse_oversized(task: &str, path: &Path) -> RpcResult<()> {
+    use crate::workspace::index::{MAX_APPROVED_BYTES, MAX_SPEC_BYTES, mib};
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    if len <= MAX_APPROVED_BYTES {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        ErrorKind::ValidationFailed,
+        format!(
+            "cannot approve {task}: the spec is {}, over the {} an approved spec may have (the rest of the {} a spec is read at is room for the runner's records)",
+            mib(len),
+            mib(MAX_APPROVED_BYTES),
+            mib(MAX_SPEC_BYTES)
+        ),
+    )
+    .with_hint("split the task into smaller ones, or move long notes out of the spec and link them"))
 }
 
 /// `approve --amend --reason R`: re-pin the contract (criteria and evidence scope) of an approved
@@ -606,14 +627,25 @@ impl BuildRun {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
         let StepEnd { events, target, results, timed_out } = end;
         let material = self.material.get().await?;
+        // A command may change the files it checks (a formatter, a snapshot update): what the
+        // step recorded is then stale at once, and the next step is another build, not a review
+        // that would refuse it. Read again only when a command ran.
+        let ran = results.iter().any(|r| r.exit_code.is_some() || r.duration_ms > 0);
+        let now = if ran { crate::evidence::material_now(&self.ws, &self.base).await.ok() } else { None };
+        let digest_now = now.as_ref().map_or(&material.digest, |now| &now.digest);
         let base = &self.base;
         record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", base, |spec, entries| {
             let status = spec.status().unwrap_or(Status::Active);
-            let stale = evidence::stale(spec, entries, Some(&material.digest));
+            let stale = evidence::stale(spec, entries, Some(digest_now));
             let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, 0, &stale);
             let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
             let failed = results.len() - passed;
             let message = match status {
+                Status::Review if !stale.is_empty() => {
+                    "build completed, but its commands changed files in the task's scope since they ran: \
+                     build again to record evidence of the files as they are now"
+                        .into()
+                }
                 Status::Review => "build completed; ready for review".into(),
                 _ => spec.current_state.reason.clone(),
             };

@@ -68,7 +68,7 @@ method!(
 );
 
 /// The largest `text` `task.check` takes (the daemon's spec read limit).
-pub const MAX_CHECK_TEXT_BYTES: usize = 4 << 20;
+pub const MAX_CHECK_TEXT_BYTES: usize = 8 << 20;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
