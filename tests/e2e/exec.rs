@@ -269,6 +269,26 @@ fn big_and_non_utf8_output() {
     assert!(rss_kib < 250 * 1024, "daemon peak RSS {rss_kib} KiB while capturing 50 MB");
 }
 
+/// A command's output that would drive the terminal (set the title, clear the screen, hide a
+/// line behind a carriage return) is shown, not sent: `build` and `handoff` print it in caret
+/// notation, while `--json` and the diagnostics file keep the bytes as they were.
+#[test]
+fn command_output_never_reaches_the_terminal_as_control_sequences() {
+    let env = TestEnv::new();
+    let hostile = r"printf '\033]0;PWNED\007\033[2Jred\rhidden\n'; exit 1";
+    ready(&env, "esc", &spec("esc", &[&[("esc", hostile, "")]], &[]));
+    let run = env.scafld(&["build", "esc"]);
+    run.assert_code(3);
+    assert!(!run.stdout.contains('\x1b') && !run.stdout.contains('\x07'), "{:?}", run.stdout);
+    assert!(run.stdout.contains("^[]0;PWNED^G^[[2Jred^Mhidden"), "{:?}", run.stdout);
+    let handoff = env.scafld(&["handoff", "esc"]);
+    handoff.assert_code(0);
+    assert!(!handoff.stdout.contains('\x1b') && handoff.stdout.contains("^[[2J"), "{:?}", handoff.stdout);
+    let json = env.scafld(&["build", "esc", "--json"]).json();
+    let excerpt = json["error"]["details"].to_string() + &json["result"].to_string();
+    assert!(excerpt.contains("\\u001b]0;PWNED"), "{json}");
+}
+
 #[test]
 fn commands_get_the_callers_environment_not_the_daemons() {
     let env = TestEnv::new();

@@ -1,6 +1,7 @@
 //! Rendering results: human text on stdout, or with `--json` exactly one envelope
 //! `{"ok", "command", "result", "error": {"code", "message", "exit_code", "hint"}}`.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
 
 use serde::Serialize;
@@ -83,9 +84,23 @@ impl Output {
         } else {
             let text = human();
             if !text.is_empty() {
-                print_stdout(&text);
+                self.print_human(&text);
             }
         }
+    }
+
+    /// Print human text on stdout, made safe for a terminal ([`terminal_safe`]).
+    pub fn print_human(&self, text: &str) {
+        print_stdout(&terminal_safe(text, self.color));
+    }
+
+    /// Print human text on stderr, made safe for a terminal ([`terminal_safe`]).
+    pub fn eprint_human(&self, text: &str) {
+        let mut text = terminal_safe(text, self.color).into_owned();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let _ = std::io::stderr().write_all(text.as_bytes());
     }
 
     /// [`Output::success`] with `--json`, for a result kept as the daemon wrote it: the
@@ -106,7 +121,7 @@ impl Output {
             if let Some(hint) = &error.hint {
                 text.push_str(&format!("hint: {hint}\n"));
             }
-            let _ = std::io::stderr().write_all(text.as_bytes());
+            self.eprint_human(&text);
         }
     }
 
@@ -117,7 +132,7 @@ impl Output {
     /// the command's), so the envelope never says `ok` when the exit code does not.
     pub fn document<T: Serialize>(&self, document: &T, failure: Option<CliError>, human: impl FnOnce() -> String) {
         if !self.json {
-            print_stdout(&human());
+            self.print_human(&human());
             return;
         }
         let result = serde_json::to_value(document).unwrap_or(Value::Null);
@@ -158,6 +173,44 @@ impl Output {
     }
 }
 
+/// The escape sequences [`Output::paint`] writes: the only ones human text keeps, and only
+/// when this client paints.
+const PAINTED: [&str; 5] = ["\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[1m", "\x1b[0m"];
+
+/// Human text made safe for a terminal. Commands' output, spec text and file names reach it,
+/// and a raw control character there could set the window title, clear the screen, or hide a
+/// line behind a carriage return: each is shown in caret notation instead (`^[`, `^M`, `^?`,
+/// C1 controls as `<U+009B>`). Newlines and tabs stay, and so does a CR before a newline;
+/// with `color`, so do the colours [`Output::paint`] writes. `--json` output is never passed
+/// through this (JSON escapes control characters itself).
+pub fn terminal_safe(text: &str, color: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}';
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut safe = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if color && let Some(code) = PAINTED.iter().find(|code| rest.starts_with(**code)) {
+            safe.push_str(code);
+            rest = &rest[code.len()..];
+            continue;
+        }
+        match c {
+            '\r' if rest[1..].starts_with('\n') => safe.push('\r'),
+            '\u{7f}' => safe.push_str("^?"),
+            c if c.is_control() && c != '\n' && c != '\t' && (c as u32) < 0x20 => {
+                safe.push('^');
+                safe.push(char::from(b'@' + c as u8));
+            }
+            c if c.is_control() && c != '\n' && c != '\t' => safe.push_str(&format!("<U+{:04X}>", c as u32)),
+            c => safe.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Cow::Owned(safe)
+}
+
 #[derive(Debug, Clone, Copy)]
 pub enum Style {
     Good,
@@ -191,7 +244,18 @@ fn print_stdout_parts(parts: &[&[u8]]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Output, Style};
+    use super::{Output, Style, terminal_safe};
+
+    /// What a command printed never reaches the terminal as control sequences; the client's
+    /// own colours do, when it paints.
+    #[test]
+    fn human_text_shows_control_characters_instead_of_sending_them() {
+        let hostile = "\x1b]0;PWNED\x07\x1b[2Jred\x1b[31m!\rhidden\r\nline\ttab\u{9b}31m\u{7f}";
+        assert_eq!(terminal_safe(hostile, false), "^[]0;PWNED^G^[[2Jred^[[31m!^Mhidden\r\nline\ttab<U+009B>31m^?");
+        let painted = Output { json: false, command: "build".into(), color: true }.paint("pass", Style::Good);
+        assert_eq!(terminal_safe(&format!("{painted} \x1b[2J"), true), format!("{painted} ^[[2J"));
+        assert!(matches!(terminal_safe("plain text\n", true), std::borrow::Cow::Borrowed(_)));
+    }
 
     /// Padding counts what a terminal shows: a painted cell is as wide as a plain one.
     #[test]

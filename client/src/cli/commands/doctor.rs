@@ -80,7 +80,7 @@ pub fn run(ctx: &Context) -> Result<u8, CliError> {
         if ctx.out.json {
             ctx.out.failure(&error, serde_json::to_value(&report).ok());
         } else {
-            println!("{}", human());
+            ctx.out.print_human(&human());
         }
         Ok(workflow::RUNTIME)
     }

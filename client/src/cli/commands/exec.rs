@@ -130,7 +130,8 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
         if !info.finished {
             if !ctx.out.json {
                 let activity = info.activity.as_deref().unwrap_or(info.state.as_str());
-                eprintln!("scafld build {task_id}: {activity} (elapsed {}s)", t0.elapsed().as_secs());
+                ctx.out
+                    .eprint_human(&format!("scafld build {task_id}: {activity} (elapsed {}s)", t0.elapsed().as_secs()));
             }
             continue;
         }
@@ -199,7 +200,7 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
         if ctx.out.json {
             ctx.out.failure(&error, serde_json::to_value(outcome).ok());
         } else {
-            println!("{}", human());
+            ctx.out.print_human(&human());
         }
         return workflow::VALIDATION;
     }

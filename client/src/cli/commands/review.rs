@@ -253,7 +253,7 @@ fn gate_result(ctx: &Context, r: &m::TaskReviewResult) -> Result<u8, CliError> {
         if ctx.out.json {
             ctx.out.failure(&error, serde_json::to_value(r).ok());
         } else {
-            println!("{}", human());
+            ctx.out.print_human(&human());
         }
         return Ok(workflow::REVIEW_GATE);
     }

@@ -97,7 +97,7 @@ pub fn validate_all(ctx: &Context) -> Result<u8, CliError> {
         return Ok(workflow::OK);
     }
     if !ctx.out.json {
-        eprintln!("{}", human());
+        ctx.out.eprint_human(&human());
     }
     let error = CliError::new(
         "validation_failed",
@@ -191,8 +191,12 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     };
     if !s.valid {
         if !ctx.out.json {
-            println!("{}", human());
-            eprintln!("{}:\n{}", ctx.out.paint("spec errors", Style::Bad), diagnostics_text(&s.errors));
+            ctx.out.print_human(&human());
+            ctx.out.eprint_human(&format!(
+                "{}:\n{}",
+                ctx.out.paint("spec errors", Style::Bad),
+                diagnostics_text(&s.errors)
+            ));
         }
         let mut error = invalid(&s.task_id, s.errors.len());
         error.details = Some(serde_json::json!({ "diagnostics": s.errors }));
@@ -259,7 +263,7 @@ pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
                 && !ctx.out.json
             {
                 for problem in problems {
-                    eprintln!("  - {}", problem.as_str().unwrap_or_default());
+                    ctx.out.eprint_human(&format!("  - {}", problem.as_str().unwrap_or_default()));
                 }
             }
             return Err(error);

@@ -195,7 +195,7 @@ fn deliver(ctx: &Context, result: &TemplateReviewResult, destination: Destinatio
         };
         ctx.out.failure(&CliError::new(kind, message, code), serde_json::to_value(result).ok());
     } else {
-        println!("{human}");
+        ctx.out.print_human(&human);
     }
     Ok(code)
 }
