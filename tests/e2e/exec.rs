@@ -187,6 +187,19 @@ fn approve_build_repair_review_path() {
     std::os::unix::fs::symlink(env.path("elsewhere.json"), env.work.join("out/link.json")).unwrap();
     env.scafld(&["session", "flow", "--export", "out/link.json", "--force"]).assert_code(2);
     assert!(!env.path("elsewhere.json").exists());
+    // A folder that does not exist is not made, and a path that cannot be written is the
+    // caller's to change (a usage error with a hint), not an unreachable workspace.
+    let missing = env.scafld(&["session", "flow", "--export", "not/yet/there.json", "--json"]);
+    missing.assert_code(2);
+    assert!(missing.json()["error"]["hint"].as_str().unwrap().contains("create the folder"), "{}", missing.stdout);
+    assert!(!env.work.join("not").exists());
+    let unwritable = env.scafld(&["session", "flow", "--export", "/proc/nope.json", "--json"]);
+    unwritable.assert_code(2);
+    assert!(
+        unwritable.json()["error"]["hint"].as_str().unwrap().contains("a file you can write"),
+        "{}",
+        unwritable.stdout
+    );
 }
 
 #[test]

@@ -192,6 +192,11 @@ fn an_object_id_is_an_invalid_request_that_gets_an_answer() {
     let reply = client.read();
     assert_eq!(reply["error"]["code"], -32600, "{reply}");
     assert_eq!(reply["id"], json!(null));
+    // A number no JSON parser here can hold is an id all the same, not a notification.
+    client.send_line(r#"{"jsonrpc":"2.0","id":1e400,"method":"daemon.status"}"#);
+    let reply = client.read();
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    assert_eq!(reply["id"], json!(null));
     // A real notification (no id) still gets nothing: the next reply is the next call's.
     client.send_line(r#"{"jsonrpc":"2.0","method":"daemon.status"}"#);
     client.result("daemon.status", json!({}));

@@ -491,7 +491,8 @@ impl Connection {
             Err(parse_error) => {
                 // A notification has no `id` at all; one with an `id` that is not a string, a
                 // number or null (an object, say) is an invalid request and gets an answer.
-                let object = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(trimmed).ok();
+                // Values kept raw: an id such as `1e400`, a number no f64 holds, is still an id.
+                let object = serde_json::from_str::<std::collections::HashMap<String, Box<RawValue>>>(trimmed).ok();
                 let has_id = object.as_ref().is_some_and(|object| object.contains_key("id"));
                 if !has_id && serde_json::from_str::<Notification<Option<&RawValue>>>(trimmed).is_ok() {
                     return None; // Notifications get no reply, by the JSON-RPC spec.

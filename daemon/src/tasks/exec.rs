@@ -1139,7 +1139,14 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
             });
             let text = serde_json::to_string_pretty(&document).map_err(internal)? + "\n";
             specfile::write_atomic(&full, &text).map_err(|e| {
-                RpcError::new(ErrorKind::WorkspaceError, format!("cannot write {}: {e}", full.display()))
+                let message = format!("cannot write {}: {e}", full.display());
+                // A path of the caller's that cannot be written is theirs to change; the
+                // default one failing is the workspace's problem.
+                if path.is_empty() {
+                    RpcError::new(ErrorKind::WorkspaceError, message)
+                } else {
+                    RpcError::new(ErrorKind::InvalidInput, message).with_hint("choose a file you can write")
+                }
             })?;
             Some(full.display().to_string())
         }
@@ -1176,6 +1183,11 @@ fn export_path(daemon: &Daemon, ws: &Workspace, task: &str, path: &str, force: b
     if own || name.is_empty() {
         return Err(refuse(format!("refusing to write the ledger over scafld's own files ({})", resolved.display()))
             .with_hint("export under .scafld/runs/ (the default) or anywhere outside .scafld/"));
+    }
+    // A folder of the caller's is never made for them (a typo would scatter files anywhere).
+    if !path.is_empty() && !parent.is_dir() {
+        return Err(refuse(format!("--export {path:?}: there is no folder {}", parent.display()))
+            .with_hint("create the folder first, or export elsewhere"));
     }
     match std::fs::symlink_metadata(&resolved) {
         Ok(meta) if meta.file_type().is_symlink() || meta.is_dir() => Err(refuse(format!(
