@@ -645,9 +645,9 @@ fn task_check_validates_the_given_text_writes_nothing_and_bounds_its_size() {
     let new =
         client.result("task.check", json!({"root": root, "task_id": "fresh", "text": spec_text("fresh", "draft")}));
     assert_eq!((new["valid"].clone(), new["path"].clone()), (json!(true), json!("")), "{new}");
-    let big = "x".repeat((4 << 20) + 1);
+    let big = "x".repeat(scafld_protocol::methods::MAX_CHECK_TEXT_BYTES + 1);
     let refused = client.call("task.check", json!({"root": root, "task_id": "greet", "text": big}));
     assert_eq!(refused["error"]["data"]["kind"], "invalid_input", "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap().contains("at most 4194304 bytes"), "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("at most 8388608 bytes"), "{refused}");
     assert_eq!(scafld_tests::tree(&env.work), before, "task.check wrote something");
 }

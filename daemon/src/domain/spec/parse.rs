@@ -989,6 +989,22 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        // Until a review is recorded the section holds only the template's lines: anything else
+        // there is someone's text, which the first review replaces with its own.
+        if matches!(self.spec.review.status.as_str(), "" | "not_started") {
+            let template = |line: &str| {
+                matches!(line.trim(), "" | "Findings:" | "- none")
+                    || label(line).is_some_and(|(key, _)| matches!(key.as_str(), "status" | "verdict"))
+            };
+            if let Some(i) = body.clone().find(|&i| !template(self.lines[i])) {
+                self.diag(
+                    i + 1,
+                    Rule::Reading,
+                    "`## Review` is written by scafld: the text under it is replaced at the first review; \
+                     move it to another section (a note for the reviewer belongs in `## Context`)",
+                );
+            }
+        }
         let mut lines: Vec<String> = body.map(|i| self.lines[i].to_string()).collect();
         while lines.last().is_some_and(|l| l.trim().is_empty()) {
             lines.pop();

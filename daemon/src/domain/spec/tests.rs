@@ -430,3 +430,24 @@ fn plan_template_validates_once_filled() {
     assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
     assert_eq!(project(&filled, &parsed.spec).unwrap(), filled);
 }
+
+/// `## Review` is the runner's: before any review, text there beyond the template's lines is
+/// someone's, and the first review would replace it, so it is pointed out; the template alone
+/// and a recorded review are not.
+#[test]
+fn text_under_review_before_any_review_is_pointed_out() {
+    let with = |review: &str| format!("{BASIC}\n## Review\n\n{review}");
+    let warned = |review: &str| {
+        warnings(&with(review))
+            .into_iter()
+            .filter(|w| w.contains("`## Review` is written by scafld"))
+            .collect::<Vec<_>>()
+    };
+    let note = warned("Reviewer: please check the tone against docs/style.md\n");
+    assert_eq!(note.len(), 1, "{note:?}");
+    assert!(note[0].starts_with(&format!("line {}:", with("").lines().count() + 1)), "{note:?}");
+    assert_eq!(warned("Status: not_started\nVerdict: none\n\nNotes for whoever reviews.\n").len(), 1);
+    assert!(warned("Status: not_started\nVerdict: none\n\nFindings:\n- none\n").is_empty());
+    assert!(warned("").is_empty());
+    assert!(warned("Status: completed\nVerdict: pass\nSummary: fine.\n\nFindings:\n- none\n").is_empty());
+}
