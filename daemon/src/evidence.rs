@@ -182,7 +182,8 @@ pub(crate) async fn freshness(ws: &Workspace, spec: &Spec, entries: &[LedgerEntr
     Freshness { material, stale, changes }
 }
 
-/// The next action with everything known: spec errors, stale evidence and running reviews.
+/// The next action with everything known: spec errors, stale evidence, running reviews and,
+/// for a draft, the digest of its text (`Parsed::draft_digest`).
 pub(crate) fn next_for(
     daemon: &Daemon,
     ws: &Workspace,
@@ -190,9 +191,10 @@ pub(crate) fn next_for(
     entries: &[LedgerEntry],
     spec_errors: usize,
     stale: &BTreeMap<String, Stale>,
+    draft_digest: Option<&str>,
 ) -> NextAction {
     let replay = ledger::replay(entries);
     let running =
         daemon.sessions.latest(ws, Some(&spec.front.task_id)).filter(|s| s.result.is_none()).map(|s| s.key.clone());
-    next_action(&Facts { spec, replay: &replay, spec_errors, stale, running_review: running.as_deref() })
+    next_action(&Facts { spec, replay: &replay, spec_errors, stale, running_review: running.as_deref(), draft_digest })
 }

@@ -237,3 +237,114 @@ fn approving_a_draft_edited_after_a_delegated_pass_is_an_audited_override() {
     let recorded = approval["harden_override"].as_str().unwrap();
     assert!(recorded.contains("the draft changed after round-1 passed: the edit only fixed a typo"), "{approval}");
 }
+
+/// A draft with the parts an older digest left out: sizing in the front matter, prose
+/// sections and prose under a label.
+const FULL_DRAFT: &str = "---\nspec_version: '2.0'\ntask_id: shape\nstatus: draft\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# Shape\n\n## Summary\n\nThe change.\n\n## Assumptions\n\n- the disk has room\n\n## Risks\n\n- a slow build\n\n## Rollback\n\nRevert the commit.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - it builds\n  - Command: `true`\n\nValidation:\nRun it twice.\n";
+
+/// `FULL_DRAFT` as task `task`, hardened by hand (a round opened, answered and marked passed):
+/// its path and text.
+fn hardened_by_hand(env: &TestEnv, task: &str) -> (std::path::PathBuf, String) {
+    let path = env.work.join(format!(".scafld/specs/drafts/{task}.md"));
+    std::fs::write(&path, FULL_DRAFT.replace("task_id: shape", &format!("task_id: {task}"))).unwrap();
+    env.scafld(&["harden", task]).assert_code(0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("Checks:\n- none\n", &answered_checks())).unwrap();
+    env.scafld(&["harden", task, "--mark-passed"]).assert_code(0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    (path, text)
+}
+
+/// A pass speaks for everything the author wrote and nothing the runner did: runner-owned
+/// lines changed by hand and put back by a projection (`reconcile`), with Windows line endings
+/// besides, leave it standing; any edit by the author after it (a prose section, the sizing,
+/// prose under a label, the round's own checks) makes it stale: `status` says to harden again,
+/// `approve` refuses and `--reason` approves as a recorded override.
+#[test]
+fn a_pass_stands_through_projections_and_falls_to_any_edit_by_the_author() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+
+    let (path, passed) = hardened_by_hand(&env, "projected");
+    let touched = passed
+        .replace("Next: approve", "Next: build")
+        .replace("Reason: hardening passed", "Reason: who knows")
+        .replacen("updated: '", "updated: '1999", 1)
+        .replace('\n', "\r\n");
+    std::fs::write(&path, &touched).unwrap();
+    let reconciled = env.scafld(&["reconcile", "projected", "--json"]);
+    reconciled.assert_code(0);
+    assert_eq!(reconciled.json()["result"]["changed"], true, "{}", reconciled.stdout);
+    assert!(std::fs::read_to_string(&path).unwrap().contains("Next: approve\r\n"));
+    let status = env.scafld(&["status", "projected", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["action"], "approve", "{status}");
+    let approved = env.scafld(&["approve", "projected", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["harden_override"], false);
+
+    let (path, passed) = hardened_by_hand(&env, "shape");
+    let edits = [
+        ("Revert the commit.", "Revert the commit, then the migration."),
+        ("- a slow build", "- a slow build\n- a lost cache"),
+        ("- the disk has room", "- the network is up"),
+        ("risk_level: low", "risk_level: high"),
+        ("size: small", "size: large"),
+        ("Run it twice.", "Run it once."),
+        ("  - Evidence: looked at it\n", "  - Evidence: did not look\n"),
+    ];
+    for (from, to) in edits {
+        let edited = passed.replacen(from, to, 1);
+        assert_ne!(edited, passed, "{from}");
+        std::fs::write(&path, &edited).unwrap();
+        let status = env.scafld(&["status", "shape", "--json"]).json()["result"].clone();
+        assert_eq!(status["next_action"]["action"], "harden", "{from} → {to}: {status}");
+        let refused = env.scafld(&["approve", "shape", "--json"]);
+        refused.assert_code(1);
+        let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("the draft changed after round-1 passed"), "{from} → {to}: {message}");
+        assert_eq!(spec(&env), edited, "a refusal writes nothing");
+    }
+    // The last edit (the round's own check) approved with a reason: an override on record.
+    let approved = env.scafld(&["approve", "shape", "--reason", "the check was re-read", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["harden_override"], true);
+    let ledger = env.scafld(&["session", "shape", "--json"]).json()["result"]["entries"].clone();
+    let approval = ledger.as_array().unwrap().iter().find(|e| e["type"] == "approval").unwrap().clone();
+    let recorded = approval["harden_override"].as_str().unwrap();
+    assert!(recorded.contains("the draft changed after round-1 passed: the check was re-read"), "{approval}");
+}
+
+/// A round an older scafld passed carries a digest of part of the draft only. Unchanged there,
+/// it is not taken as a pass of the whole draft: `status` and `approve` ask for `--mark-passed`,
+/// which checks the round again and binds it to the draft as it is; changed there, the draft
+/// changed after the pass, as before.
+#[test]
+fn a_round_an_older_scafld_passed_is_bound_again_before_approval() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let (path, passed) = hardened_by_hand(&env, "shape");
+    let parsed = scafld_daemon::domain::spec::parse(&passed);
+    let older = scafld_daemon::domain::harden::legacy_draft_digest(&parsed.spec);
+    let digest_line = passed.lines().find(|l| l.starts_with("Spec digest: sha256:")).unwrap();
+    let text = passed.replace(digest_line, &format!("Spec digest: {older}"));
+    std::fs::write(&path, text.replace("The change.", "Another change.")).unwrap();
+    let refused = env.scafld(&["approve", "shape", "--json"]);
+    refused.assert_code(1);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains("the draft changed after round-1 passed"));
+
+    std::fs::write(&path, &text).unwrap();
+    let status = env.scafld(&["status", "shape", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["command"], "scafld harden shape --mark-passed", "{status}");
+    let refused = env.scafld(&["approve", "shape", "--json"]);
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("round-1 was bound by an older scafld"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld harden shape --mark-passed"), "{error}");
+    env.scafld(&["harden", "shape", "--mark-passed"]).assert_code(0);
+    assert!(spec(&env).contains("Spec digest: sha256:"), "{}", spec(&env));
+    let approved = env.scafld(&["approve", "shape", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["harden_override"], false);
+}

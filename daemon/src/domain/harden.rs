@@ -2,7 +2,8 @@
 //! passed round still speaks for the draft (its digest).
 
 use crate::domain::lifecycle::HardenStatus;
-use crate::domain::spec::{HardenRound, Spec};
+use crate::domain::spec::project::{AUTHORED_DIGEST_PREFIX, ProjectionError, authored_digest, project};
+use crate::domain::spec::{HardenRound, Spec, parse};
 
 /// The six checks every round must carry before it can pass.
 pub const REQUIRED_CHECKS: [&str; 6] = [
@@ -56,16 +57,16 @@ pub enum MarkRefused {
 }
 
 /// Check the latest round; on success return the spec with the round passed and bound to the
-/// draft as it is now (its `Spec digest:`). A round that already passed on an earlier draft is
-/// not passed again.
-pub fn mark_passed(spec: &Spec, ground: &dyn Ground, now: &str) -> Result<Spec, MarkRefused> {
+/// draft as it is now (`digest`, the [`draft_digest`] of the text `spec` was read from). A round
+/// that already passed on an earlier draft is not passed again; one an older scafld bound to
+/// part of this very draft ([`PassGap::OlderBinding`]) is bound to all of it.
+pub fn mark_passed(spec: &Spec, digest: &str, ground: &dyn Ground, now: &str) -> Result<Spec, MarkRefused> {
     let Some(round) = spec.harden_rounds.last() else {
         return Err(MarkRefused::Incomplete(vec![
             "no harden round exists; run `scafld harden <task-id>` first".into(),
         ]));
     };
-    let digest = draft_digest(spec);
-    if round.status == HardenStatus::Passed.as_str() && round.digest != digest {
+    if round.status == HardenStatus::Passed.as_str() && round.digest != digest && !older_binding_holds(spec, round) {
         return Err(MarkRefused::PassedEarlier { round: round.id.clone() });
     }
     let problems = round_problems(round, ground);
@@ -76,7 +77,7 @@ pub fn mark_passed(spec: &Spec, ground: &dyn Ground, now: &str) -> Result<Spec, 
     let round = next.harden_rounds.last_mut().expect("checked above");
     round.status = "passed".into();
     round.ended = now.into();
-    round.digest = digest;
+    round.digest = digest.to_string();
     let id = next.front.task_id.clone();
     next.front.harden_status = HardenStatus::Passed.as_str().into();
     next.front.updated = now.into();
@@ -86,20 +87,87 @@ pub fn mark_passed(spec: &Spec, ground: &dyn Ground, now: &str) -> Result<Spec, 
     Ok(next)
 }
 
+/// Why a passed hardening does not speak for the draft as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PassGap {
+    NoRound,
+    NotPassed {
+        round: String,
+        status: String,
+    },
+    /// The round has no `Spec digest:`.
+    Unbound {
+        round: String,
+    },
+    /// The author's text changed after the round passed.
+    Changed {
+        round: String,
+    },
+    /// An older scafld bound the round to part of the draft only (title, summary, objectives,
+    /// scope, touchpoints, context, acceptance and phases), which has not changed; whether the
+    /// rest did (other sections, `risk_level`, `size`, the round's own checks) cannot be told.
+    /// `--mark-passed` binds the round to the whole draft as it is.
+    OlderBinding {
+        round: String,
+    },
+}
+
+impl PassGap {
+    /// The command that makes the draft hardened as it is.
+    pub fn command(&self, task: &str) -> String {
+        match self {
+            PassGap::OlderBinding { .. } => format!("scafld harden {task} --mark-passed"),
+            _ => format!("scafld harden {task}"),
+        }
+    }
+}
+
+impl std::fmt::Display for PassGap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PassGap::NoRound => f.write_str("the spec holds no harden round that passed"),
+            PassGap::NotPassed { round, status } => {
+                write!(f, "its latest harden round, {round}, is {status}, not passed")
+            }
+            PassGap::Unbound { round } => write!(f, "{round} is not bound to a draft (it has no `Spec digest:`)"),
+            PassGap::Changed { round } => write!(f, "the draft changed after {round} passed"),
+            PassGap::OlderBinding { round } => write!(
+                f,
+                "{round} was bound by an older scafld to part of the draft only (not its other sections, front matter or the round's checks), so nothing shows those are what it judged"
+            ),
+        }
+    }
+}
+
 /// Why a draft whose front matter says `harden_status: passed` is not hardened as it stands,
 /// if it is not: its latest round must have passed on this very draft (the round's `Spec
-/// digest:` is the draft's digest now). `None` when the pass holds.
-pub fn stale_pass(spec: &Spec) -> Option<String> {
+/// digest:` is `digest`, the [`draft_digest`] of the draft's text now). `None` when the pass
+/// holds.
+pub fn stale_pass(spec: &Spec, digest: &str) -> Option<PassGap> {
     let Some(round) = spec.harden_rounds.last() else {
-        return Some("the spec holds no harden round that passed".into());
+        return Some(PassGap::NoRound);
     };
+    let id = round.id.clone();
     if round.status != HardenStatus::Passed.as_str() {
-        return Some(format!("its latest harden round, {}, is {}, not passed", round.id, round.status));
+        return Some(PassGap::NotPassed { round: id, status: round.status.clone() });
     }
     if round.digest.is_empty() {
-        return Some(format!("{} is not bound to a draft (it has no `Spec digest:`)", round.id));
+        return Some(PassGap::Unbound { round: id });
     }
-    (round.digest != draft_digest(spec)).then(|| format!("the draft changed after {} passed", round.id))
+    if round.digest == digest {
+        return None;
+    }
+    Some(if older_binding_holds(spec, round) {
+        PassGap::OlderBinding { round: id }
+    } else {
+        PassGap::Changed { round: id }
+    })
+}
+
+/// Whether `round` carries an older scafld's digest (of part of the parsed draft) that still
+/// matches `spec`.
+fn older_binding_holds(spec: &Spec, round: &HardenRound) -> bool {
+    !round.digest.starts_with(AUTHORED_DIGEST_PREFIX) && round.digest == legacy_draft_digest(spec)
 }
 
 fn normalize(name: &str) -> String {
@@ -375,9 +443,28 @@ pub fn judge(dossier: &HardenDossier, ground: &dyn Ground, max_issues: usize) ->
     Judgement { status, problems }
 }
 
-/// A digest of what the author wrote (everything but the runner-owned state and the harden
-/// rounds themselves): a round is bound to it, so an unchanged draft reuses its round.
-pub fn draft_digest(spec: &Spec) -> String {
+/// The digest a round is bound to: what the author wrote, the spec file's text with the
+/// runner-owned parts set aside ([`authored_digest`]). Any edit after a pass changes it (a
+/// prose section, the front matter's `risk_level`, a round's checks); a projection does not.
+pub fn draft_digest(text: &str) -> String {
+    authored_digest(text, &parse(text).layout)
+}
+
+/// `next` with its latest round bound to the draft as it will be written: the [`draft_digest`]
+/// of `text` (the file it is projected onto) with `next` projected, the round's own checks
+/// included. The `Spec digest:` line is the runner's, so writing it changes nothing digested.
+pub fn bind_latest_round(text: &str, mut next: Spec) -> Result<Spec, ProjectionError> {
+    let written = project(text, &next)?;
+    if let Some(round) = next.harden_rounds.last_mut() {
+        round.digest = draft_digest(&written);
+    }
+    Ok(next)
+}
+
+/// What scafld before the digest of the text bound a round to (bare hex): title, summary,
+/// objectives, scope, touchpoints, context, acceptance and phases of the parsed model. Kept only
+/// to recognise those rounds ([`PassGap::OlderBinding`]).
+pub fn legacy_draft_digest(spec: &Spec) -> String {
     use sha2::{Digest, Sha256};
     let authored = without_runner_state(serde_json::json!({
         "title": spec.title,
@@ -408,7 +495,8 @@ fn without_runner_state(value: serde_json::Value) -> serde_json::Value {
 }
 
 /// Write a delegated round's outcome as the spec's latest round: the open round bound to the
-/// same draft is replaced, anything else gets a new round. Checks come from the observations
+/// same draft (`digest`, the draft's digest now) is replaced, anything else gets a new round,
+/// which the caller binds to the text it writes ([`bind_latest_round`]). Checks come from the observations
 /// (one per dimension, the first given); an error round carries its problems as evidence.
 pub fn delegated_round(
     spec: &Spec,
@@ -539,61 +627,127 @@ mod delegated_tests {
         assert!(strict.is_err());
     }
 
-    /// A round written by hand: the six checks, each grounded in a spec gap.
-    fn answered(spec: &Spec) -> Spec {
-        let mut answered = open_round(spec, "2026-01-01T00:00:00Z");
-        answered.harden_rounds.last_mut().unwrap().checks = REQUIRED_CHECKS
-            .iter()
-            .map(|name| crate::domain::spec::HardenCheck {
-                name: name.to_string(),
-                grounded_in: "spec_gap:fine".into(),
-                result: "passed".into(),
-                evidence: "looked".into(),
-                line: 0,
-            })
-            .collect();
-        answered
+    const DRAFT: &str = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\nsize: small\nrisk_level: low\n---\n\n# T\n\n## Summary\n\nS.\n\n## Rollback\n\nRevert it.\n\n## Risks\n\n- none known\n\n## Phase 1: Do\n\nObjective: o.\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n\nValidation:\nRun it twice.\n";
+
+    const T0: &str = "2026-01-01T00:00:00Z";
+
+    /// `text` with `next` written into it (as the daemon writes it).
+    fn write(text: &str, next: &Spec) -> String {
+        project(text, next).unwrap()
+    }
+
+    /// The draft with a round opened and its six checks answered by hand.
+    fn answered(text: &str) -> String {
+        let opened = bind_latest_round(text, open_round(&parse(text).spec, T0)).unwrap();
+        let mut checks = String::from("Checks:\n");
+        for name in REQUIRED_CHECKS {
+            checks.push_str(&format!(
+                "- {name}\n  - Grounded in: spec_gap:fine\n  - Result: passed\n  - Evidence: looked\n"
+            ));
+        }
+        let open = write(text, &opened);
+        let round = open.rfind("Checks:\n- none\n").unwrap();
+        format!("{}{checks}{}", &open[..round], &open[round + "Checks:\n- none\n".len()..])
+    }
+
+    fn gap(text: &str) -> Option<PassGap> {
+        stale_pass(&parse(text).spec, &draft_digest(text))
     }
 
     #[test]
     fn a_pass_is_bound_to_the_draft_it_judged() {
-        let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Summary\n\nS.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
-        let draft = crate::domain::spec::parse(text).spec;
-        assert!(stale_pass(&draft).is_some(), "no round, no pass");
-        let mut answered = answered(&draft);
+        assert_eq!(gap(DRAFT), Some(PassGap::NoRound), "no round, no pass");
         // The author fixes the draft while the round is open: the pass binds the draft it closes on.
-        answered.summary = "S, fixed during the round.".into();
-        let passed = mark_passed(&answered, &Files, "2026-01-01T00:01:00Z").unwrap();
-        assert_eq!(passed.harden_rounds[0].digest, draft_digest(&answered));
-        assert_eq!(stale_pass(&passed), None);
-        let mut edited = passed.clone();
-        edited.phases[0].criteria[0].command = "false".into();
-        assert_eq!(stale_pass(&edited).as_deref(), Some("the draft changed after round-1 passed"));
-        let refused = mark_passed(&edited, &Files, "2026-01-01T00:02:00Z").unwrap_err();
+        let answered = answered(DRAFT).replace("S.", "S, fixed during the round.");
+        let passed = mark_passed(&parse(&answered).spec, &draft_digest(&answered), &Files, T0).unwrap();
+        let text = write(&answered, &passed);
+        assert!(text.contains("Spec digest: sha256:"), "{text}");
+        assert_eq!(gap(&text), None);
+        let changed = Some(PassGap::Changed { round: "round-1".into() });
+        // Every part the author wrote counts, the round's own checks and prose under a label too.
+        for (from, to) in [
+            ("S, fixed", "S, refixed"),
+            ("Revert it.", "Revert it by hand."),
+            ("- none known", "- the disk fills"),
+            ("risk_level: low", "risk_level: high"),
+            ("size: small", "size: large"),
+            ("Run it twice.", "Run it once."),
+            ("Command: `true`", "Command: `false`"),
+            ("  - Evidence: looked\n", "  - Evidence: glanced\n"),
+            ("- Design challenge\n", "- Design challenge (skipped)\n"),
+        ] {
+            let edited = text.replacen(from, to, 1);
+            assert_ne!(edited, text, "{from}");
+            assert_eq!(gap(&edited), changed, "{from} → {to}");
+        }
+        let edited = text.replace("Revert it.", "Revert it twice.");
+        let refused = mark_passed(&parse(&edited).spec, &draft_digest(&edited), &Files, T0).unwrap_err();
         assert_eq!(refused, MarkRefused::PassedEarlier { round: "round-1".into() });
-        let mut unbound = passed.clone();
+        let mut unbound = parse(&text).spec;
         unbound.harden_rounds[0].digest.clear();
-        assert!(stale_pass(&unbound).unwrap().contains("not bound to a draft"));
+        assert_eq!(stale_pass(&unbound, &draft_digest(&text)), Some(PassGap::Unbound { round: "round-1".into() }));
         // A new round on the edited draft passes it again.
-        let again = mark_passed(&self::answered(&edited), &Files, "2026-01-01T00:03:00Z").unwrap();
-        assert_eq!(stale_pass(&again), None);
+        let again = self::answered(&edited);
+        let passed = mark_passed(&parse(&again).spec, &draft_digest(&again), &Files, T0).unwrap();
+        assert_eq!(gap(&write(&again, &passed)), None);
     }
 
     #[test]
     fn the_draft_digest_ignores_what_the_runner_writes() {
-        let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Summary\n\nS.\n\n## Phase 1: Do\n\nObjective: o.\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
-        let spec = crate::domain::spec::parse(text).spec;
-        let before = draft_digest(&spec);
-        let judged = delegated_round(
-            &spec,
-            &before,
-            "command",
-            None,
-            &Judgement { status: HardenStatus::Error, problems: vec!["x".into()] },
-            "2026-01-01T00:00:00Z",
-        );
-        assert_eq!(draft_digest(&judged), before, "a round and the state lines change nothing authored");
-        let edited = crate::domain::spec::parse(&text.replace("S.", "S, edited.")).spec;
-        assert_ne!(draft_digest(&edited), before);
+        let before = draft_digest(DRAFT);
+        let spec = parse(DRAFT).spec;
+        let judged = bind_latest_round(
+            DRAFT,
+            delegated_round(
+                &spec,
+                &before,
+                "command",
+                None,
+                &Judgement { status: HardenStatus::Error, problems: vec!["x".into()] },
+                T0,
+            ),
+        )
+        .unwrap();
+        let text = write(DRAFT, &judged);
+        // The round itself is text of the draft from now on; its state lines are not.
+        let bound = judged.harden_rounds[0].digest.clone();
+        assert_eq!(draft_digest(&text), bound);
+        let mut state = parse(&text).spec;
+        state.front.status = "approved".into();
+        state.front.updated = "2026-02-02T00:00:00Z".into();
+        state.front.harden_status = "passed".into();
+        state.current_state.next = "build".into();
+        state.current_state.blockers = "`a1` failed".into();
+        state.phases[0].status = "blocked".into();
+        let c = &mut state.phases[0].criteria[0];
+        (c.status, c.evidence, c.source_event) = ("pass".into(), "exit 0".into(), "entry-3".into());
+        state.harden_rounds[0].status = "passed".into();
+        state.harden_rounds[0].ended = T0.into();
+        state.review.body = vec!["Status: pass".into()];
+        let projected = write(&text, &state);
+        assert!(projected.contains("- [x] `a1`") && projected.contains("## Review"), "{projected}");
+        assert_eq!(draft_digest(&projected), bound, "the runner's lines change nothing authored");
+        assert_eq!(draft_digest(&projected.replace('\n', "\r\n")), bound, "nor do line endings");
+        assert_ne!(draft_digest(&text.replace("S.", "S, edited.")), bound);
+    }
+
+    /// A round an older scafld bound (a digest of part of the model) still refuses a draft
+    /// changed in that part; unchanged there, the rest cannot be told apart, so it asks for
+    /// `--mark-passed`, which binds the round to the whole draft.
+    #[test]
+    fn a_round_bound_by_an_older_scafld_is_bound_again_by_mark_passed() {
+        let answered = answered(DRAFT);
+        let mut passed = mark_passed(&parse(&answered).spec, &draft_digest(&answered), &Files, T0).unwrap();
+        passed.harden_rounds[0].digest = legacy_draft_digest(&parse(DRAFT).spec);
+        let text = write(&answered, &passed);
+        assert!(!parse(&text).spec.harden_rounds[0].digest.starts_with(AUTHORED_DIGEST_PREFIX));
+        let older = gap(&text).unwrap();
+        assert_eq!(older, PassGap::OlderBinding { round: "round-1".into() });
+        assert_eq!(older.command("t"), "scafld harden t --mark-passed");
+        assert_eq!(gap(&text.replace("S.", "S2.")), Some(PassGap::Changed { round: "round-1".into() }));
+        let rebound = mark_passed(&parse(&text).spec, &draft_digest(&text), &Files, T0).unwrap();
+        assert_eq!(gap(&write(&text, &rebound)), None);
+        let changed = text.replace("S.", "S2.");
+        assert!(mark_passed(&parse(&changed).spec, &draft_digest(&changed), &Files, T0).is_err());
     }
 }

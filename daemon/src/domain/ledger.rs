@@ -407,6 +407,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
         spec_errors: 0,
         stale: &Default::default(),
         running_review: None,
+        draft_digest: None,
     });
     next.current_state.next = crate::domain::next::word(action.action).into();
     next.current_state.allowed_follow_up = action.command;

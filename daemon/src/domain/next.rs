@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use crate::domain::build;
 use crate::domain::dossier::Dossier;
 use crate::domain::evidence::{self, Stale};
+use crate::domain::harden::PassGap;
 use crate::domain::ledger::Replay;
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::review::COMPLETING_PROVIDERS;
@@ -44,6 +45,10 @@ pub struct Facts<'a> {
     pub stale: &'a BTreeMap<String, Stale>,
     /// The key of a review session of this task that has unfinished reviewers.
     pub running_review: Option<&'a str>,
+    /// The digest of the draft's text as it is (`Parsed::draft_digest`), which a passed harden
+    /// round must match; `None` where the text is not at hand (a projection from the ledger),
+    /// which leaves the pass unchecked.
+    pub draft_digest: Option<&'a str>,
 }
 
 fn next(role: Role, action: Action, command: impl Into<String>, reason: impl Into<String>) -> NextAction {
@@ -68,7 +73,7 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
         return next(Role::Agent, Action::FixSpec, format!("scafld validate {id}"), "the spec has no valid status");
     };
     match status {
-        Status::Draft => draft(id, f.spec),
+        Status::Draft => draft(id, f.spec, f.draft_digest),
         Status::Approved | Status::Active | Status::Blocked | Status::Review => {
             if let Some(contract) = &f.replay.contract {
                 let changes = evidence::contract_changes(f.spec, contract);
@@ -102,16 +107,22 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
     }
 }
 
-fn draft(id: &str, spec: &Spec) -> NextAction {
+fn draft(id: &str, spec: &Spec, digest: Option<&str>) -> NextAction {
     let harden = spec.harden_status();
     if harden == HardenStatus::Passed
-        && let Some(why) = crate::domain::harden::stale_pass(spec)
+        && let Some(digest) = digest
+        && let Some(gap) = crate::domain::harden::stale_pass(spec, digest)
     {
         return next(
             Role::Agent,
             Action::Harden,
-            format!("scafld harden {id}"),
-            format!("{why}: harden the draft as it is (or approve with `--reason`)"),
+            gap.command(id),
+            match gap {
+                PassGap::OlderBinding { .. } => format!(
+                    "{gap}: bind it to the draft as it is, its checks checked again (or harden again, or approve with `--reason`)"
+                ),
+                _ => format!("{gap}: harden the draft as it is (or approve with `--reason`)"),
+            },
         );
     }
     match harden {

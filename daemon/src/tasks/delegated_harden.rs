@@ -35,7 +35,7 @@ pub async fn harden(
     provider: &str,
 ) -> RpcResult<m::HardenResult> {
     let Draft { file, spec } = draft;
-    let digest = harden::draft_digest(&spec);
+    let digest = harden::draft_digest(&file.text);
     if let Some(last) = spec.harden_rounds.last()
         && last.digest == digest
         && last.status == HardenStatus::NeedsRevision.as_str()
@@ -57,6 +57,8 @@ pub async fn harden(
     };
     let now = clock::now_rfc3339();
     let next = harden::delegated_round(&spec, &digest, provider, dossier.as_ref(), &judgement, &now);
+    // Bound to the draft as written with the round's checks in it: an edit to them counts too.
+    let next = harden::bind_latest_round(&file.text, next).map_err(super::write::projection_error)?;
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
     let written = write_projection(daemon, ws, task, &file, &next, "command:harden")?;
     let next_command = match judgement.status {

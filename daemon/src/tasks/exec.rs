@@ -87,9 +87,10 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     }
     let spec = &entry.parsed.spec;
     let reason = p.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
-    // A pass counts only for the draft it judged: an edit since makes it stale.
+    // A pass counts only for the draft it judged: an edit since makes it stale. (The parse
+    // keeps the digest of a draft whose front matter says passed; none reads as an edit.)
     let stale = match spec.harden_status() {
-        HardenStatus::Passed => harden::stale_pass(spec),
+        HardenStatus::Passed => harden::stale_pass(spec, entry.parsed.draft_digest.as_deref().unwrap_or_default()),
         _ => None,
     };
     let harden_override = match (spec.harden_status(), stale, reason) {
@@ -98,13 +99,20 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             Some(format!("approved with harden_status passed, though {why}: {reason}"))
         }
         (HardenStatus::Passed, Some(why), None) => {
+            let hint = match why {
+                harden::PassGap::OlderBinding { .. } => format!(
+                    "bind the round to the draft as it is: `{}` (its checks are checked again), or harden again with `scafld harden {task}`, or approve anyway with `scafld approve {task} --reason \"why\"`",
+                    why.command(&task)
+                ),
+                _ => format!(
+                    "harden it again: `scafld harden {task}` (a new round on this draft), or approve anyway with `scafld approve {task} --reason \"why\"`"
+                ),
+            };
             return Err(RpcError::new(
                 ErrorKind::InvalidState,
                 format!("{task}'s hardening does not speak for the draft as it is: {why}"),
             )
-            .with_hint(format!(
-                "harden it again: `scafld harden {task}` (a new round on this draft), or approve anyway with `scafld approve {task} --reason \"why\"`"
-            )));
+            .with_hint(hint));
         }
         (status, _, Some(reason)) => Some(format!("approved with harden_status {}: {reason}", status.as_str())),
         (status, _, None) => {
@@ -306,7 +314,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
         Step::Open(target) => {
             let projected = record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
             let (spec, entries) = projected_spec(daemon, &ws, &task)?;
-            let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default());
+            let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default(), None);
             let message =
                 format!("{} opened; implement it, then run `scafld build {task}` to record evidence", target.label());
             let outcome = BuildOutcome {
@@ -446,7 +454,7 @@ async fn manual_evidence(
         projected = record(daemon, ws, task, conclusion.events, "command:build")?;
     }
     let (spec, entries) = projected_spec(daemon, ws, task)?;
-    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &Default::default());
+    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &Default::default(), None);
     let outcome = BuildOutcome {
         task_id: task.to_string(),
         status: spec.front.status.clone(),
@@ -637,7 +645,7 @@ impl BuildRun {
         record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", base, |spec, entries| {
             let status = spec.status().unwrap_or(Status::Active);
             let stale = evidence::stale(spec, entries, Some(digest_now));
-            let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, 0, &stale);
+            let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, 0, &stale, None);
             let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
             let failed = results.len() - passed;
             let message = match status {

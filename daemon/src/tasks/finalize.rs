@@ -44,7 +44,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     super::require_valid(daemon, &ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
     super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
+    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale, None);
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
     let scope = if p.scope_hints.is_empty() {
         crate::domain::review::scope(&spec, &[], &ws.root.to_string_lossy())

@@ -38,7 +38,8 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
         errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
     }
     let fresh = crate::evidence::freshness(&ws, spec, &entries).await;
-    let next_action = crate::evidence::next_for(daemon, &ws, spec, &entries, errors.len(), &fresh.stale);
+    let digest = entry.parsed.draft_digest.as_deref();
+    let next_action = crate::evidence::next_for(daemon, &ws, spec, &entries, errors.len(), &fresh.stale, digest);
     let current_phase = match handoff::current_phase(spec) {
         Some(phase) if spec.status().is_some_and(|s| !s.is_terminal() && s != Status::Draft) => phase.id(),
         _ => spec.current_state.current_phase.clone(),
@@ -332,7 +333,8 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
         }
     }
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale);
+    let digest = entry.parsed.draft_digest.as_deref();
+    let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale, digest);
     let context = handoff::Context { errors: &errors, runs: &runs, next: &next, stale: &fresh.stale };
     Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&spec, &context) })
 }

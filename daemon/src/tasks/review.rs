@@ -618,7 +618,7 @@ pub(super) fn require_review_status(
     if spec.status() == Some(Status::Review) {
         return Ok(());
     }
-    let next = crate::evidence::next_for(daemon, ws, spec, entries, 0, &Default::default());
+    let next = crate::evidence::next_for(daemon, ws, spec, entries, 0, &Default::default(), None);
     Err(RpcError::new(kind, format!("{what} requires task status review; {task} is {}", spec.front.status))
         .with_hint(format!("next: `{}` ({})", next.command, next.reason)))
 }
@@ -636,7 +636,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed)?;
     // The evidence and the review must speak for the files as they are now.
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale);
+    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale, None);
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
     record(daemon, &ws, &task, vec![LedgerEvent::Complete { reason: "task completed".into() }], "command:complete")?;
     let path = ws.spec_path(&task);

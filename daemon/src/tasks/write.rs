@@ -107,7 +107,8 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     let id = entry.task_id.clone();
     if p.mark_passed {
         let ground = WorkspaceGround { ws: &ws };
-        let next = harden::mark_passed(&spec, &ground, &now).map_err(|refused| match refused {
+        let digest = harden::draft_digest(&file.text);
+        let next = harden::mark_passed(&spec, &digest, &ground, &now).map_err(|refused| match refused {
             harden::MarkRefused::Incomplete(problems) => RpcError::new(
                 ErrorKind::ValidationFailed,
                 format!("hardening evidence is incomplete ({} problem(s)): {}", problems.len(), problems[0]),
@@ -136,11 +137,9 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
             problems: Vec::new(),
         });
     }
-    let mut next = harden::open_round(&spec, &now);
-    // Bound to the draft as it is, so a delegated run on the same draft fills this round.
-    if let Some(round) = next.harden_rounds.last_mut() {
-        round.digest = harden::draft_digest(&spec);
-    }
+    // Bound to the draft as it is (with this round in it), so a delegated run on the same
+    // draft fills this round.
+    let next = harden::bind_latest_round(&file.text, harden::open_round(&spec, &now)).map_err(projection_error)?;
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
     let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
     let config = ws.config()?;
@@ -199,6 +198,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         spec_errors: 0,
         stale: &Default::default(),
         running_review: None,
+        draft_digest: Some(&harden::draft_digest(&file.text)),
     });
     next.current_state.next = crate::domain::next::word(action.action).into();
     next.current_state.allowed_follow_up = action.command;
@@ -207,8 +207,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     if next.current_state.current_phase.is_empty() {
         next.current_state.current_phase = "none".into();
     }
-    let changed_text =
-        project(&file.text, &next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
+    let changed_text = project(&file.text, &next).map_err(projection_error)?;
     let target = target_for(&ws, &entry.task_id, &next);
     let moved = target != file.path;
     let changed = changed_text != file.text || moved;
@@ -216,6 +215,10 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         write_projection(daemon, &ws, &entry.task_id, &file, &next, "command:reconcile")?;
     }
     Ok(m::ReconcileResult { task_id: entry.task_id.clone(), path: ws.relative(&target), changed, moved, moved_aside })
+}
+
+pub(super) fn projection_error(e: crate::domain::spec::project::ProjectionError) -> RpcError {
+    RpcError::new(ErrorKind::ValidationFailed, e.to_string())
 }
 
 /// Read the task's spec from disk (not the index: the write must start from the file's bytes).

@@ -211,6 +211,10 @@ pub struct Parsed {
     pub spec: Spec,
     pub diagnostics: Vec<Diagnostic>,
     pub layout: Layout,
+    /// The digest of what the author wrote ([`super::project::authored_digest`]), which a
+    /// passed harden round must match: kept for a task not yet archived whose front matter
+    /// says `harden_status: passed` (the only specs it is compared for), `None` otherwise.
+    pub draft_digest: Option<String>,
 }
 
 impl Parsed {
@@ -296,7 +300,10 @@ pub fn parse(text: &str) -> Parsed {
         };
     }
     diags.sort_by_key(|d| d.line);
-    Parsed { spec, diagnostics: diags, layout }
+    let judged = spec.harden_status() == crate::domain::lifecycle::HardenStatus::Passed
+        && !spec.status().is_some_and(Status::is_terminal);
+    let draft_digest = judged.then(|| super::project::authored_digest(text, &layout));
+    Parsed { spec, diagnostics: diags, layout, draft_digest }
 }
 
 struct Parser<'a> {

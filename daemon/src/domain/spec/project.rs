@@ -72,6 +72,68 @@ pub fn only_runner_parts_differ(older: &str, current: &str) -> bool {
         && project(older, &now).is_ok_and(|text| text == current)
 }
 
+/// What begins a digest of the authored text ([`authored_digest`]). A `Spec digest:` without it
+/// was written by a scafld that digested part of the parsed model instead.
+pub const AUTHORED_DIGEST_PREFIX: &str = "sha256:";
+
+/// Front matter keys the runner maintains; every other key is the author's.
+const RUNNER_FRONT_KEYS: [&str; 3] = ["status", "updated", "harden_status"];
+
+/// A digest of what the author wrote: the spec's text with the parts this writer owns set
+/// aside (front matter `status`/`updated`/`harden_status`, the `## Current State` and `## Review`
+/// sections, phase `Status:` lines, each criterion's checkbox and `Status`/`Evidence`/`Source
+/// event` details, each harden round's `Status`/`Started`/`Ended`/`Spec digest`), the rest read
+/// line by line without line endings, trailing blanks or blank lines (which the writer inserts
+/// beside its own lines). A projection never changes it; any other edit does (a prose section,
+/// `risk_level`, a round's checks). `layout` is `text`'s own.
+pub fn authored_digest(text: &str, layout: &Layout) -> String {
+    use sha2::{Digest, Sha256};
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut runner = vec![false; layout.line_count];
+    let mut own = |lines: std::ops::Range<usize>| {
+        for line in lines {
+            if let Some(slot) = runner.get_mut(line) {
+                *slot = true;
+            }
+        }
+    };
+    for (key, line) in &layout.front_fields {
+        if RUNNER_FRONT_KEYS.contains(&key.as_str()) {
+            own(*line..line + 1);
+        }
+    }
+    for (key, start, end) in &layout.sections {
+        if matches!(key, SectionKey::CurrentState | SectionKey::Review) {
+            own(*start..*end);
+        }
+    }
+    for line in layout.phases.iter().filter_map(|p| p.status) {
+        own(line..line + 1);
+    }
+    let criteria = layout.criteria.iter().flat_map(|c| c.fields.iter().map(|(_, line)| *line));
+    for line in criteria.chain(layout.rounds.iter().flat_map(|r| r.fields.iter().map(|(_, line)| *line))) {
+        own(line..line + 1);
+    }
+    let heads: std::collections::HashSet<usize> = layout.criteria.iter().map(|c| c.head).collect();
+    let mut hasher = Sha256::new();
+    for (n, line) in body.lines().enumerate() {
+        let line = line.trim_end();
+        if line.is_empty() || runner.get(n).copied().unwrap_or(false) {
+            continue;
+        }
+        // The checkbox is the runner's; what follows it is the author's.
+        match line.strip_prefix("- [x]").or_else(|| line.strip_prefix("- [X]")) {
+            Some(rest) if heads.contains(&n) => {
+                hasher.update("- [ ]");
+                hasher.update(rest);
+            }
+            _ => hasher.update(line),
+        }
+        hasher.update("\n");
+    }
+    format!("{AUTHORED_DIGEST_PREFIX}{:x}", hasher.finalize())
+}
+
 /// What the author wrote in the harden rounds: each check's name, grounding and evidence, and
 /// each question with its answers.
 fn authored_rounds(spec: &Spec) -> Vec<Vec<[&str; 5]>> {

@@ -5,14 +5,15 @@
 //! the parser on growing pathological inputs.
 //!
 //! Properties: nothing panics; projecting the model a text parses to gives the text back; a
-//! projection of runner-owned changes keeps every other non-blank line, in order; and a second
-//! projection of the same model changes nothing.
+//! projection of runner-owned changes keeps every other non-blank line, in order, and the
+//! authored digest a harden round is bound to; and a second projection of the same model
+//! changes nothing.
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
 use super::parse::{Layout, SectionKey};
-use super::project::project;
+use super::project::{authored_digest, project};
 use super::*;
 
 const PROSE: &[&str] = &[
@@ -387,6 +388,15 @@ fn check(text: &str, change: &RunnerChange) -> Result<(), TestCaseError> {
         written
     );
     prop_assert_eq!(project(&written, &next).ok(), Some(written.clone()), "a second projection changed the text");
+    if !change.round {
+        // A new round is the author's to answer; every other runner change leaves a pass bound.
+        prop_assert_eq!(
+            authored_digest(text, &parsed.layout),
+            authored_digest(&written, &parse(&written).layout),
+            "a projection changed the authored digest:\n{}",
+            written
+        );
+    }
     let reread = parse(&written).spec;
     prop_assert_eq!(reread.phases.len(), next.phases.len());
     for (a, b) in reread.criteria().zip(next.criteria()) {
