@@ -529,6 +529,36 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
     assert_eq!(status(&env)["status"], "review");
 }
 
+/// A person's evidence gone stale: once `build` has re-checked it, the spec's Current State
+/// says what `status` says (the person records the evidence again, and it blocks the step),
+/// not that the phase failed and needs a repair.
+#[test]
+fn a_stale_manual_criterion_is_the_persons_step_in_the_spec_too() {
+    let env = TestEnv::new();
+    let phase = "- [ ] `m1` manual - a person checks the copy\n- [ ] `a1` test - runs\n  - Command: `true`\n";
+    opened(&env, "docs/copy.md", phase);
+    write(&env, "docs/copy.md", "the copy\n");
+    env.scafld(&["build", "rev"]).assert_code(3);
+    env.scafld(&["build", "rev", "--criterion", "m1", "--disposition", "pass", "--reason", "read it"]).assert_code(0);
+    write(&env, "docs/copy.md", "the copy, rewritten\n");
+    env.scafld(&["build", "rev"]).assert_code(3);
+    let s = status(&env);
+    assert_eq!(s["next_action"]["action"], "record_manual_evidence", "{s}");
+    let command = s["next_action"]["command"].as_str().unwrap();
+    assert!(command.starts_with("scafld build rev --criterion m1"), "{s}");
+    let text = spec_text(&env);
+    let state = &text[text.find("## Current State").unwrap()..];
+    let state = &state[..state[3..].find("\n## ").map_or(state.len(), |end| end + 3)];
+    assert!(state.contains("\nNext: manual evidence\n"), "{state}\nstatus: {s}");
+    assert!(state.contains(&format!("\nAllowed follow-up command: `{command}`\n")), "{state}\nstatus: {s}");
+    assert!(state.contains("\nBlockers: `m1` needs manual evidence\n"), "{state}");
+    assert!(!state.contains("failed when re-run"), "{state}");
+    // The person records it again: the step goes on.
+    env.scafld(&["build", "rev", "--criterion", "m1", "--disposition", "pass", "--reason", "read again"])
+        .assert_code(0);
+    assert_eq!(status(&env)["status"], "review");
+}
+
 #[test]
 fn every_surface_names_the_same_next_step() {
     let env = TestEnv::new();

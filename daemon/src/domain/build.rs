@@ -197,14 +197,25 @@ pub struct Conclusion {
     pub run_final_next: bool,
 }
 
-/// `recheck_failed` names the first completed phase whose stale evidence failed when re-run: it
+/// The first completed phase whose stale evidence did not pass when re-run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recheck {
+    pub phase: String,
+    /// Only manual criteria kept it from passing: they wait for a person, nothing failed.
+    pub awaits_person: bool,
+}
+
+/// `recheck` names the first completed phase whose stale evidence did not pass when re-run: it
 /// is blocked again, whatever the target did.
-pub fn conclude(spec: &Spec, target: &Target, all_passed: bool, recheck_failed: Option<&str>) -> Conclusion {
+pub fn conclude(spec: &Spec, target: &Target, all_passed: bool, recheck: Option<&Recheck>) -> Conclusion {
     let blocked = |reason: String| LedgerEvent::Build { status: "blocked".into(), reason };
     let to_review =
         || LedgerEvent::Build { status: "review".into(), reason: "build completed; ready for review".into() };
-    if let Some(phase) = recheck_failed {
-        let reason = format!("phase {phase} evidence went stale and failed when re-run");
+    if let Some(Recheck { phase, awaits_person }) = recheck {
+        let reason = match awaits_person {
+            true => format!("phase {phase} evidence went stale: its manual evidence needs a person again"),
+            false => format!("phase {phase} evidence went stale and failed when re-run"),
+        };
         return Conclusion {
             events: vec![
                 LedgerEvent::Phase { phase_id: phase.to_string(), status: "blocked".into(), reason: reason.clone() },

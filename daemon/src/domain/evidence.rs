@@ -237,6 +237,30 @@ pub fn latest_result<'e>(entries: &'e [LedgerEntry], id: &str) -> Option<(&'e st
     })
 }
 
+/// What a build step finds for a manual criterion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ManualResult<'e> {
+    /// A person's result (`pass` or `fail`) current for its definition and the material.
+    Current(&'e str),
+    /// Nothing current: it waits for a person. `superseded` when a result is on record but
+    /// went stale: the step records the wait in its place, so the ledger (and the spec projected
+    /// from it) no longer shows the old result as the criterion's state.
+    Waiting { superseded: bool },
+}
+
+/// The manual criterion `c`'s result against the step's `material`.
+pub fn manual_result<'e>(entries: &'e [LedgerEntry], c: &Criterion, material: &str) -> ManualResult<'e> {
+    let definition = definition_digest(c);
+    match latest_result(entries, &c.id) {
+        Some((status, def, mat)) if def == definition && mat == material => match status {
+            // A wait recorded on this very material is still a wait.
+            "pending" => ManualResult::Waiting { superseded: false },
+            status => ManualResult::Current(status),
+        },
+        recorded => ManualResult::Waiting { superseded: recorded.is_some() },
+    }
+}
+
 /// Every criterion with a recorded result that no longer matches its definition or the current
 /// material, by id. Criteria without a result are pending, not stale.
 /// `material` is `None` when it could not be computed: every recorded result is then stale.
@@ -338,6 +362,28 @@ mod tests {
         assert_eq!(stale(&spec, &[result("", "")], Some("m1"))["a"], Stale::Unbound);
         assert_eq!(stale(&spec, &[result(&digest, "m1")], None)["a"], Stale::Unverifiable);
         assert!(stale(&spec, &[], Some("m1")).is_empty(), "no result is pending, not stale");
+    }
+
+    #[test]
+    fn a_manual_result_counts_while_current_and_a_stale_one_is_replaced_by_a_wait() {
+        let manual = Criterion { id: "a".into(), kind: "manual".into(), ..Criterion::default() };
+        let digest = definition_digest(&manual);
+        let with_status = |status: &str, material: &str| {
+            let mut entry = result(&digest, material);
+            if let LedgerEvent::Criterion { status: s, .. } = &mut entry.event {
+                *s = status.into();
+            }
+            entry
+        };
+        assert_eq!(manual_result(&[], &manual, "m1"), ManualResult::Waiting { superseded: false });
+        assert_eq!(manual_result(&[with_status("pass", "m1")], &manual, "m1"), ManualResult::Current("pass"));
+        assert_eq!(
+            manual_result(&[with_status("pass", "m1")], &manual, "m2"),
+            ManualResult::Waiting { superseded: true }
+        );
+        let waiting = [with_status("pass", "m1"), with_status("pending", "m2")];
+        assert_eq!(manual_result(&waiting, &manual, "m2"), ManualResult::Waiting { superseded: false });
+        assert_eq!(manual_result(&[result("other", "m1")], &manual, "m1"), ManualResult::Waiting { superseded: true });
     }
 
     #[test]

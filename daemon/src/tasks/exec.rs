@@ -699,7 +699,7 @@ impl BuildRun {
         let mut timed_out = false;
         // Completed phases whose evidence went stale run again first; the first one that fails
         // is blocked again.
-        let mut recheck_failed: Option<String> = None;
+        let mut recheck_failed: Option<build::Recheck> = None;
         if !recheck.is_empty() {
             let reason = format!(
                 "re-running stale evidence of {}",
@@ -712,8 +712,13 @@ impl BuildRun {
                 }
                 let result = self.run_criterion(phase, criterion, &mut evidence).await?;
                 timed_out |= result.reason.contains("timeout");
-                if result.status != CriterionStatus::Pass && recheck_failed.is_none() {
-                    recheck_failed = Some(phase.clone());
+                // Only a manual criterion waits (pending); anything else that did not pass failed.
+                let waits = result.status == CriterionStatus::Pending;
+                match &mut recheck_failed {
+                    _ if result.status == CriterionStatus::Pass => {}
+                    None => recheck_failed = Some(build::Recheck { phase: phase.clone(), awaits_person: waits }),
+                    Some(first) if first.phase == *phase => first.awaits_person &= waits,
+                    Some(_) => {}
                 }
                 results.push(result);
             }
@@ -757,7 +762,7 @@ impl BuildRun {
             }
             // The conclusion reads phase states only, which evidence does not change.
             let spec = projected_spec_or(&self.daemon, &self.ws, &self.task, &self.base)?;
-            let conclusion = build::conclude(&spec, &target, all_passed, recheck_failed.as_deref());
+            let conclusion = build::conclude(&spec, &target, all_passed, recheck_failed.as_ref());
             events.extend(conclusion.events);
             // Every diagnostics file the events name is on disk before they are recorded (the
             // last one was written while the conclusion was worked out).
@@ -774,7 +779,8 @@ impl BuildRun {
 
     /// Run one criterion and record its evidence, bound to its definition and the step's
     /// material. A criterion that cannot run is recorded `invalid` without running; a manual
-    /// one is never run: it passes on a person's current evidence and waits otherwise.
+    /// one is never run: it passes on a person's current evidence and waits otherwise (a wait
+    /// that replaces a stale result is recorded, bound like any result).
     async fn run_criterion(
         &self,
         phase_id: &str,
@@ -791,7 +797,29 @@ impl BuildRun {
             ..CriterionResult::default()
         };
         if kind == "manual" {
-            let (status, reason) = self.manual_result(criterion).await?;
+            let material = self.material.get().await?;
+            let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
+            let (status, reason) = match evidence::manual_result(&entries, criterion, &material.digest) {
+                // Recorded dispositions are pass or fail; anything else never reads as a pass.
+                evidence::ManualResult::Current(status) => {
+                    (status.parse().unwrap_or(CriterionStatus::Fail), format!("manual evidence recorded: {status}"))
+                }
+                evidence::ManualResult::Waiting { superseded } => {
+                    let reason = format!(
+                        "needs a person's evidence: `scafld build {} --criterion {} --disposition pass|fail --reason R`",
+                        self.task, criterion.id
+                    );
+                    if superseded {
+                        let waiting = Observed {
+                            status: CriterionStatus::Pending,
+                            reason: reason.clone(),
+                            ..Observed::default()
+                        };
+                        evidence.push(self.evidence_event(phase_id, criterion, &kind, waiting, &material.digest));
+                    }
+                    (CriterionStatus::Pending, reason)
+                }
+            };
             return Ok(result(status, reason));
         }
         let problems = crate::domain::spec::criterion_problems(criterion);
@@ -840,27 +868,6 @@ impl BuildRun {
         // gone and leaves it alone, so this need not cost a flush per criterion.
         self.daemon.jobs.note(&self.job_id, |r| r.group = None);
         Ok(CriterionResult { exit_code, duration_ms, output_excerpt: excerpt, diagnostic, ..result(status, reason) })
-    }
-
-    /// A manual criterion's result: the person's evidence while it is current for this
-    /// definition and material, else pending with the command that records it.
-    async fn manual_result(&self, criterion: &Criterion) -> RpcResult<(CriterionStatus, String)> {
-        let material = self.material.get().await?;
-        let entries = self.daemon.store().ledger(&self.ws.id, &self.task).map_err(internal)?;
-        let definition = evidence::definition_digest(criterion);
-        Ok(match evidence::latest_result(&entries, &criterion.id) {
-            Some((status, def, mat)) if def == definition && mat == material.digest => {
-                // Recorded dispositions are pass or fail; anything else never reads as a pass.
-                (status.parse().unwrap_or(CriterionStatus::Fail), format!("manual evidence recorded: {status}"))
-            }
-            _ => (
-                CriterionStatus::Pending,
-                format!(
-                    "needs a person's evidence: `scafld build {} --criterion {} --disposition pass|fail --reason R`",
-                    self.task, criterion.id
-                ),
-            ),
-        })
     }
 
     /// One criterion result as a ledger event, bound to its definition and the step's material
