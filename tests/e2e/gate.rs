@@ -893,6 +893,57 @@ fn an_amended_criterion_runs_before_the_task_can_complete() {
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
+/// After an amendment added a criterion, a review would judge work whose evidence does not
+/// exist: it is refused until `build` has run the new criterion.
+#[test]
+fn a_review_waits_for_the_criteria_an_amendment_added() {
+    let env = TestEnv::new();
+    let (path, reviewed, _) = reviewed_in_two_phases(&env);
+    let added = reviewed.replace(
+        "## Rollback",
+        "## Phase 3: Later\n\nAcceptance:\n- [ ] `a9` test - passes\n  - Command: `true`\n\n## Rollback",
+    );
+    std::fs::write(&path, added).unwrap();
+    env.scafld(&["approve", "rev", "--amend", "--reason", "phase 3 was agreed with the lead"]).assert_code(0);
+    let ledger = ledger_types(&env);
+    let passing = reviewer(&env, "pass", &pass(), "");
+    let refused = command_review(&env, &passing, &["--min-attack-angles", "2", "--force", "--json"]);
+    refused.assert_code(4);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("`a9` never ran"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld build rev"), "{error}");
+    assert_eq!(ledger_types(&env), ledger, "a refusal records nothing");
+    assert_eq!(status(&env)["next_command"], "scafld build rev");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+/// `approve --amend` re-approves the contract, so it refuses what `approve` refuses: here a
+/// contract left with no criterion that runs.
+#[test]
+fn an_amendment_is_held_to_the_rules_of_approval() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find("- [ ] `a1`").unwrap();
+    let manual = format!("{}- [ ] `m1` manual - a person reads it\n", &text[..start]);
+    std::fs::write(&path, &manual).unwrap();
+    let ledger = ledger_types(&env);
+    let refused = env.scafld(&["approve", "rev", "--amend", "--reason", "a person checks it instead", "--json"]);
+    refused.assert_code(3);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("phase1 has no executable acceptance criteria"), "{error}");
+    assert_eq!(ledger_types(&env), ledger, "a refusal records nothing");
+    // A draft of the same contract is refused the same way by approve.
+    let draft = manual.replace("task_id: rev", "task_id: twin").replace("status: active", "status: draft");
+    write(&env, ".scafld/specs/drafts/twin.md", &draft);
+    let approve = env.scafld(&["approve", "twin", "--reason", "t", "--json"]);
+    approve.assert_code(3);
+    assert!(approve.stdout.contains("phase1 has no executable acceptance criteria"), "{}", approve.stdout);
+}
+
 #[test]
 fn the_scope_evidence_is_bound_to_is_part_of_the_approved_contract() {
     let env = TestEnv::new();

@@ -133,12 +133,16 @@ pub fn in_completed_phase(spec: &Spec, id: &str) -> bool {
 /// The first target (phases in order, then the task-level criteria) with a criterion that has
 /// no recorded result at all: after the build, only an amendment of the contract adds one.
 pub fn never_run(spec: &Spec) -> Option<Target> {
-    let never = |c: &Criterion| c.status.is_empty();
     spec.phases
         .iter()
-        .find(|p| p.criteria.iter().any(never))
+        .find(|p| p.criteria.iter().any(never_ran))
         .map(|p| Target::Phase(p.id()))
-        .or_else(|| spec.acceptance.criteria.iter().any(never).then_some(Target::Final))
+        .or_else(|| spec.acceptance.criteria.iter().any(never_ran).then_some(Target::Final))
+}
+
+/// Whether a criterion has no recorded result at all.
+pub fn never_ran(c: &Criterion) -> bool {
+    c.status.is_empty()
 }
 
 fn first_open(spec: &Spec) -> Target {

@@ -297,6 +297,21 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
     .with_hint(format!("run `scafld build {task}` to re-run it on the current files")))
 }
 
+/// Refuse while criteria have no recorded result at all (in review, only an amendment of the
+/// contract adds one): a reviewer would judge work whose evidence does not exist yet.
+pub(crate) fn refuse_never_run(task: &str, spec: &Spec, what: &str) -> RpcResult<()> {
+    let never: Vec<String> =
+        spec.criteria().filter(|c| crate::domain::build::never_ran(c)).map(|c| format!("`{}`", c.id)).collect();
+    if never.is_empty() {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        ErrorKind::ReviewFailed,
+        format!("cannot {what} {task}: {} never ran (the contract was amended since the build)", never.join(", ")),
+    )
+    .with_hint(format!("run `scafld build {task}` first: it runs them, then review")))
+}
+
 /// Refuse while the spec differs from its approved contract (a criterion changed, added or
 /// removed, or the evidence scope changed), naming each change: `what` is the refused command.
 /// The changes are in the error's details (`contract_changes`) for callers that branch on them.

@@ -76,7 +76,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     require_valid(daemon, &ws, &entry)?;
     refuse_oversized(&task, &entry.path)?;
     if p.amend {
-        return amend(daemon, &ws, &task, p.reason.as_deref());
+        return amend(daemon, &ws, &task, &entry.parsed, p.reason.as_deref());
     }
     let (projected, _) = projected_spec(daemon, &ws, &task)?;
     if projected.status() != Some(Status::Draft) {
@@ -182,7 +182,13 @@ fn refuse_oversized(task: &str, path: &Path) -> RpcResult<()> {
 
 /// `approve --amend --reason R`: re-pin the contract (criteria and evidence scope) of an approved
 /// task whose spec changed, with the reason and the changes in the ledger.
-fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> RpcResult<m::ApproveResult> {
+fn amend(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    parsed: &crate::domain::spec::Parsed,
+    reason: Option<&str>,
+) -> RpcResult<m::ApproveResult> {
     let reason = reason.map(str::trim).filter(|r| !r.is_empty()).ok_or_else(|| {
         RpcError::new(ErrorKind::InvalidInput, "--amend needs --reason")
             .with_hint("say who approved the new criteria and why")
@@ -207,6 +213,22 @@ fn amend(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> R
             ErrorKind::InvalidState,
             format!("the acceptance criteria and scope of {task} match the approved contract; nothing to amend"),
         ));
+    }
+    // The amended contract is approved anew: what approval refuses, amending refuses (a
+    // contract with nothing that runs would complete on no evidence).
+    let problems: Vec<m::Diagnostic> = parsed.approval_problems().map(super::wire).collect();
+    if let Some(first) = problems.first() {
+        let at = if first.line > 0 { format!("line {}: ", first.line) } else { String::new() };
+        return Err(RpcError::new(
+            ErrorKind::ValidationFailed,
+            format!(
+                "cannot amend {task}'s contract: approval would refuse it ({} problem(s)); first: {at}{}",
+                problems.len(),
+                first.message
+            ),
+        )
+        .with_hint(format!("fix the spec (`scafld validate {task}` lists what approval checks), then amend again"))
+        .with_details(serde_json::json!({ "diagnostics": problems })));
     }
     let now = evidence::contract(&spec);
     let event =

@@ -79,6 +79,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     if !p.print_context {
         gate::refuse_stale(&task, &fresh, "review")?;
+        gate::refuse_never_run(&task, &spec, "review")?;
     }
     let tree = match &fresh.material {
         Ok(material) => material.digest.clone(),

@@ -227,6 +227,14 @@ impl Parsed {
         self.errors().filter(|d| d.rule == Rule::Structure)
     }
 
+    /// What approving this text would refuse, whatever its status: its errors, and the rules
+    /// that matter at approval (a phase without an executable criterion, a criterion without a
+    /// command, an unfilled placeholder), which read as warnings once a task is approved.
+    /// `approve --amend` re-approves a contract, so it holds the spec to them too.
+    pub fn approval_problems(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.severity == Severity::Error || d.rule == Rule::Approval)
+    }
+
     pub fn is_valid(&self) -> bool {
         self.errors().next().is_none()
     }
