@@ -158,6 +158,28 @@ fn plan_creates_a_draft_that_validates_once_filled_and_never_overwrites() {
     env.scafld(&["plan", "inject", "--summary", "Two lines\nof summary.", "--command", "cargo test"]).assert_code(0);
 }
 
+/// A summary that opens a code fence and never closes it would turn every section after it
+/// (the phase and its command among them) into code: plan refuses it and writes nothing; a
+/// summary whose fences close is planned, its sections intact.
+#[test]
+fn plan_refuses_a_summary_that_leaves_a_code_fence_open() {
+    let env = TestEnv::new();
+    env.init();
+    let path = env.work.join(".scafld/specs/drafts/fence.md");
+    for summary in ["Run this:\n```sh\nmake build", "Run this:\n~~~\nmake\n```\nstill code"] {
+        let run = env.scafld(&["plan", "fence", "--summary", summary, "--command", "true", "--json"]);
+        run.assert_code(2);
+        let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("opens a code fence on its line 2") && message.contains("never closes"), "{message}");
+        assert!(!path.exists(), "{summary:?}");
+    }
+    let closed = "Run this:\n```sh\nmake build\n```\nThen look.";
+    env.scafld(&["plan", "fence", "--summary", closed, "--command", "true"]).assert_code(0);
+    let status = env.scafld(&["status", "fence", "--json"]).json()["result"].clone();
+    assert_eq!(status["phases"][0]["id"], "phase1", "{status}");
+    assert_eq!(status["criteria"][0]["command"], "true", "{status}");
+}
+
 /// A task id whose spec was deleted by hand: its ledger stays (ledgers are never pruned), so a
 /// new draft under it would read as the old task (completed, or approved before it was
 /// written); plan refuses it. A draft with no history is planned again at once, whatever the

@@ -384,6 +384,33 @@ fn item(line: &str) -> Option<&str> {
     line.strip_prefix("- ").or_else(|| (line.trim_end() == "-").then_some(""))
 }
 
+/// An open code fence: the line it opened on, its marker character and run length.
+type OpenFence = (usize, char, usize);
+
+/// Take line `i` into the fence state: whether it is inside a fence or one of its delimiters
+/// (a closer repeats the opener's marker at least as long, and nothing else).
+fn step_fence(open: &mut Option<OpenFence>, i: usize, line: &str) -> bool {
+    if let Some((marker, run)) = fence(line) {
+        match *open {
+            Some((_, m, r)) if m == marker && run >= r && line.trim().chars().all(|c| c == marker) => *open = None,
+            Some(_) => {}
+            None => *open = Some((i, marker, run)),
+        }
+        return true;
+    }
+    open.is_some()
+}
+
+/// The 0-based line at which `lines` open a code fence they never close, if they do: put into
+/// a spec, everything after it would be read as code.
+pub(crate) fn unclosed_fence<'l>(lines: impl IntoIterator<Item = &'l str>) -> Option<usize> {
+    let mut open = None;
+    for (i, line) in lines.into_iter().enumerate() {
+        step_fence(&mut open, i, line);
+    }
+    open.map(|(line, _, _)| line)
+}
+
 /// A fence opener or closer at any indentation: its marker character and run length.
 fn fence(line: &str) -> Option<(char, usize)> {
     let t = line.trim_start();
@@ -526,22 +553,11 @@ impl<'a> Parser<'a> {
     }
 
     fn scan_body(&mut self, start: usize) {
-        let mut open: Option<(usize, char, usize)> = None;
+        let mut open: Option<OpenFence> = None;
         let mut headings: Vec<(usize, String)> = Vec::new();
         for i in start..self.lines.len() {
             let line = self.lines[i];
-            if let Some((marker, run)) = fence(line) {
-                match open {
-                    Some((_, m, r)) if m == marker && run >= r && line.trim().chars().all(|c| c == marker) => {
-                        open = None
-                    }
-                    Some(_) => {}
-                    None => open = Some((i, marker, run)),
-                }
-                self.in_fence[i] = true;
-                continue;
-            }
-            if open.is_some() {
+            if step_fence(&mut open, i, line) {
                 self.in_fence[i] = true;
                 continue;
             }

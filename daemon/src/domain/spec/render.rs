@@ -253,8 +253,28 @@ pub struct PlanInput<'a> {
 
 /// Why `input` cannot be written into a draft as given, if it cannot: a title or command is one
 /// line (a newline would start another section, a phase with its own command say), a command
-/// holds no backtick (it is written inside one), and no line of the summary is a heading.
+/// holds no backtick (it is written inside one), no line of the summary is a heading, and the
+/// summary closes every code fence it opens (an open one would turn the sections after it into
+/// code). Last, the draft must read with no structural error.
 pub fn plan_input_problem(input: &PlanInput<'_>) -> Option<String> {
+    let problem = field_problem(input).or_else(|| {
+        let summary = input.summary?;
+        let line = super::parse::unclosed_fence(summary.lines())?;
+        Some(format!(
+            "the summary opens a code fence on its line {} ({:?}) and never closes it: the spec's sections after it would be read as code",
+            line + 1,
+            summary.lines().nth(line).unwrap_or_default().trim()
+        ))
+    });
+    if problem.is_some() {
+        return problem;
+    }
+    // Whatever else would break the draft's structure, it is refused before it is written.
+    let parsed = super::parse::parse(&new_spec(input));
+    parsed.structural_errors().next().map(|d| format!("the draft would not read as a spec: {d}"))
+}
+
+fn field_problem(input: &PlanInput<'_>) -> Option<String> {
     let one_line = |field: &str, value: Option<&str>| {
         value
             .filter(|v| v.chars().any(char::is_control))
