@@ -212,8 +212,9 @@ pub struct Parsed {
     pub diagnostics: Vec<Diagnostic>,
     pub layout: Layout,
     /// The digest of what the author wrote ([`super::project::authored_digest`]), which a
-    /// passed harden round must match: kept for a task not yet archived whose front matter
-    /// says `harden_status: passed` (the only specs it is compared for), `None` otherwise.
+    /// passed harden round must match: kept for a draft whose front matter says
+    /// `harden_status: passed` (the only specs it is compared for: `status`, `approve`), `None`
+    /// otherwise, so the other specs the index reads cost nothing more.
     pub draft_digest: Option<String>,
 }
 
@@ -308,8 +309,8 @@ pub fn parse(text: &str) -> Parsed {
         };
     }
     diags.sort_by_key(|d| d.line);
-    let judged = spec.harden_status() == crate::domain::lifecycle::HardenStatus::Passed
-        && !spec.status().is_some_and(Status::is_terminal);
+    let judged =
+        spec.harden_status() == crate::domain::lifecycle::HardenStatus::Passed && spec.status() == Some(Status::Draft);
     let draft_digest = judged.then(|| super::project::authored_digest(text, &layout));
     Parsed { spec, diagnostics: diags, layout, draft_digest }
 }
