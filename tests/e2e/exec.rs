@@ -551,6 +551,36 @@ fn an_approved_spec_never_grows_past_what_can_be_read() {
     assert!(error["hint"].as_str().unwrap().contains("split the task"), "{error}");
 }
 
+/// A phase held up only by a manual criterion waits for a person; nothing failed, and the step
+/// says so. When that phase's evidence goes stale while a later one is open, the step names the
+/// phase that blocked again, not the one it was building.
+#[test]
+fn a_manual_wait_is_no_failure_and_a_stale_phase_is_named_for_itself() {
+    let env = TestEnv::new();
+    let manual = "  - Expected kind: `manual`\n";
+    let text =
+        spec("wait", &[&[("a1", "grep -q hello greet.txt", ""), ("m1", "", manual)], &[("b1", "true", "")]], &[]);
+    ready(&env, "wait", &text.replace("  - Command: ``\n", ""));
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    let waits = env.scafld(&["build", "wait", "--json"]);
+    waits.assert_code(3);
+    let step = waits.json();
+    assert_eq!(
+        step["result"]["message"], "phase phase1 waits for a person's evidence of its manual criteria",
+        "{step}"
+    );
+    assert_eq!((step["result"]["passed"].clone(), step["result"]["failed"].clone()), (json!(1), json!(0)), "{step}");
+    assert_eq!(step["error"]["code"], "awaiting_manual_evidence", "{step}");
+    assert!(!step.to_string().contains("acceptance failed"), "{step}");
+    let args = ["build", "wait", "--criterion", "m1", "--disposition", "pass", "--reason", "read it"];
+    env.scafld(&args).assert_code(0);
+    std::fs::write(env.work.join("greet.txt"), "hello, again\n").unwrap();
+    let stale = env.scafld(&["build", "wait", "--json"]);
+    stale.assert_code(3);
+    let step = stale.json();
+    assert_eq!(step["result"]["phase"], "phase1", "{step}");
+}
+
 /// A command that changes the files it checks (a formatter, a snapshot update) leaves the
 /// evidence it just gave stale: the step says so and points to another build, not to a review
 /// that would refuse it; that build finds nothing changed and points to the review.

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use scafld_protocol::vocab::CriterionStatus;
+
 use crate::domain::evidence::Stale;
 use crate::domain::ledger::LedgerEvent;
 use crate::domain::lifecycle::Status;
@@ -209,9 +211,29 @@ pub struct Recheck {
     pub awaits_person: bool,
 }
 
+/// How the criteria a step ran came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepOutcome {
+    Passed,
+    /// Nothing failed, but manual criteria wait for a person's evidence.
+    AwaitsPerson,
+    Failed,
+}
+
+impl StepOutcome {
+    /// The outcome once a criterion with `status` is counted in too.
+    pub fn with(self, status: CriterionStatus) -> StepOutcome {
+        match (self, status) {
+            (StepOutcome::Failed, _) | (_, CriterionStatus::Pass) => self,
+            (_, CriterionStatus::Pending) => StepOutcome::AwaitsPerson,
+            _ => StepOutcome::Failed,
+        }
+    }
+}
+
 /// `recheck` names the first completed phase whose stale evidence did not pass when re-run: it
 /// is blocked again, whatever the target did.
-pub fn conclude(spec: &Spec, target: &Target, all_passed: bool, recheck: Option<&Recheck>) -> Conclusion {
+pub fn conclude(spec: &Spec, target: &Target, outcome: StepOutcome, recheck: Option<&Recheck>) -> Conclusion {
     let blocked = |reason: String| LedgerEvent::Build { status: "blocked".into(), reason };
     let to_review =
         || LedgerEvent::Build { status: "review".into(), reason: "build completed; ready for review".into() };
@@ -229,8 +251,11 @@ pub fn conclude(spec: &Spec, target: &Target, all_passed: bool, recheck: Option<
         };
     }
     match target {
-        Target::Phase(id) if !all_passed => {
-            let reason = format!("phase {id} acceptance failed");
+        Target::Phase(id) if outcome != StepOutcome::Passed => {
+            let reason = match outcome {
+                StepOutcome::AwaitsPerson => format!("phase {id} waits for a person's evidence of its manual criteria"),
+                _ => format!("phase {id} acceptance failed"),
+            };
             Conclusion {
                 events: vec![
                     LedgerEvent::Phase { phase_id: id.clone(), status: "blocked".into(), reason: reason.clone() },
@@ -267,8 +292,12 @@ pub fn conclude(spec: &Spec, target: &Target, all_passed: bool, recheck: Option<
                 None => Conclusion { events, run_final_next: true },
             }
         }
-        Target::Final if !all_passed => {
-            Conclusion { events: vec![blocked("final acceptance failed".into())], run_final_next: false }
+        Target::Final if outcome != StepOutcome::Passed => {
+            let reason = match outcome {
+                StepOutcome::AwaitsPerson => "final acceptance waits for a person's evidence of its manual criteria",
+                _ => "final acceptance failed",
+            };
+            Conclusion { events: vec![blocked(reason.into())], run_final_next: false }
         }
         Target::Final => Conclusion { events: vec![to_review()], run_final_next: false },
     }

@@ -472,7 +472,7 @@ async fn manual_evidence(
     let criteria = build::criteria_of(&spec, &target);
     let all_passed = criteria.iter().all(|c| c.passed() && !stale.contains_key(&c.id));
     if all_passed && !criteria.is_empty() {
-        let conclusion = build::conclude(&spec, &target, true, None);
+        let conclusion = build::conclude(&spec, &target, build::StepOutcome::Passed, None);
         projected = record(daemon, ws, task, conclusion.events, "command:build")?;
     }
     let (spec, entries) = projected_spec(daemon, ws, task)?;
@@ -669,7 +669,9 @@ impl BuildRun {
             let stale = evidence::stale(spec, entries, Some(digest_now));
             let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, 0, &stale, None);
             let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
-            let failed = results.len() - passed;
+            // A manual criterion waiting for a person is pending, not failed.
+            let pending = results.iter().filter(|r| r.status == CriterionStatus::Pending).count();
+            let failed = results.len() - passed - pending;
             let message = match status {
                 Status::Review if !stale.is_empty() => {
                     "build completed, but its commands changed files in the task's scope since they ran: \
@@ -746,7 +748,7 @@ impl BuildRun {
             }
         }
         loop {
-            let mut all_passed = true;
+            let mut outcome = build::StepOutcome::Passed;
             if recheck_failed.is_none() {
                 evidence.push(build::running_event(&target));
                 for criterion in &criteria {
@@ -755,7 +757,7 @@ impl BuildRun {
                     }
                     let result = self.run_criterion(&target.phase_id(), criterion, &mut evidence).await?;
                     timed_out |= result.reason.contains("timeout");
-                    all_passed &= result.status == CriterionStatus::Pass;
+                    outcome = outcome.with(result.status);
                     results.push(result);
                 }
             }
@@ -784,7 +786,7 @@ impl BuildRun {
             }
             // The conclusion reads phase states only, which evidence does not change.
             let spec = projected_spec_or(&self.daemon, &self.ws, &self.task, &self.base)?;
-            let conclusion = build::conclude(&spec, &target, all_passed, recheck_failed.as_ref());
+            let conclusion = build::conclude(&spec, &target, outcome, recheck_failed.as_ref());
             events.extend(conclusion.events);
             // Every diagnostics file the events name is on disk before they are recorded (the
             // last one was written while the conclusion was worked out).
@@ -794,6 +796,10 @@ impl BuildRun {
                 target = Target::Final;
                 criteria = spec.acceptance.criteria.clone();
                 continue;
+            }
+            // A stale phase that blocked again is what the step shows, not the target it held up.
+            if let Some(recheck) = &recheck_failed {
+                target = Target::Phase(recheck.phase.clone());
             }
             return Ok(StepEnd { events, target, results, timed_out });
         }

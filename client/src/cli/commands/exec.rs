@@ -163,7 +163,7 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
             outcome.task_id,
             outcome.phase,
             outcome.passed,
-            outcome.failed.saturating_sub(pending),
+            outcome.failed,
             if pending > 0 { format!(", {pending} pending") } else { String::new() }
         );
         for c in &outcome.criteria {
@@ -188,15 +188,36 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
         text
     };
     if outcome.status == "blocked" {
-        let error = CliError::new(
-            "acceptance_failed",
-            format!("{}: {} acceptance failed", outcome.task_id, outcome.phase),
-            workflow::VALIDATION,
-        )
-        .with_hint(format!(
-            "repair it (`scafld handoff {}`), then run `scafld build {}` again",
-            outcome.task_id, outcome.task_id
-        ));
+        let waiting: Vec<&str> = outcome
+            .criteria
+            .iter()
+            .filter(|c| c.status == m::CriterionStatus::Pending)
+            .map(|c| c.criterion_id.as_str())
+            .collect();
+        // Held up only by manual criteria: nothing failed, a person's evidence is due.
+        let error = if outcome.failed == 0 && !waiting.is_empty() {
+            CliError::new(
+                "awaiting_manual_evidence",
+                format!(
+                    "{}: {} waits for a person's evidence of {}",
+                    outcome.task_id,
+                    outcome.phase,
+                    waiting.join(", ")
+                ),
+                workflow::VALIDATION,
+            )
+            .with_hint(format!("once checked: `{}`", outcome.next_command))
+        } else {
+            CliError::new(
+                "acceptance_failed",
+                format!("{}: {} acceptance failed", outcome.task_id, outcome.phase),
+                workflow::VALIDATION,
+            )
+            .with_hint(format!(
+                "repair it (`scafld handoff {}`), then run `scafld build {}` again",
+                outcome.task_id, outcome.task_id
+            ))
+        };
         if ctx.out.json {
             ctx.out.failure(&error, serde_json::to_value(outcome).ok());
         } else {
