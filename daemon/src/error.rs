@@ -30,8 +30,21 @@ impl RpcError {
         self.0.kind
     }
 
+    /// A failure inside the daemon or its environment. A full disk (or quota) is the one a user
+    /// can act on, and it arrives as a store's or a file's error text from many places: it is
+    /// recognised by the OS's own wording and gets a hint.
     pub fn internal(message: impl fmt::Display) -> RpcError {
-        RpcError::new(ErrorKind::Internal, message.to_string())
+        let message = message.to_string();
+        let full = ["No space left on device", "Disk quota exceeded", "(os error 28)", "(os error 122)"]
+            .iter()
+            .any(|sign| message.contains(sign));
+        let error = RpcError::new(ErrorKind::Internal, message);
+        if full {
+            return error.with_hint(
+                "a disk is full: free space where the daemon writes (its state directory, the workspace), then run the command again",
+            );
+        }
+        error
     }
 }
 
@@ -54,5 +67,18 @@ impl From<crate::config::ConfigError> for RpcError {
 impl From<RpcError> for ErrorObjectOwned {
     fn from(error: RpcError) -> ErrorObjectOwned {
         ErrorObjectOwned::owned(error.0.kind.code(), error.0.message.clone(), Some(error.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_gets_a_hint_other_failures_do_not() {
+        let full = std::io::Error::from_raw_os_error(28);
+        let error = RpcError::internal(format!("state database I/O error: {full}"));
+        assert!(error.0.hint.as_deref().unwrap().contains("a disk is full"), "{error:?}");
+        assert_eq!(RpcError::internal("something else").0.hint, None);
     }
 }
