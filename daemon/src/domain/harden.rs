@@ -731,6 +731,19 @@ mod delegated_tests {
         assert_ne!(draft_digest(&text.replace("S.", "S, edited.")), bound);
     }
 
+    /// Outside code, trailing spaces and blank lines are layout; inside a fenced command they
+    /// are the program (a space after a line-ending `\` breaks the shell's continuation).
+    #[test]
+    fn the_draft_digest_reads_fenced_commands_byte_for_byte() {
+        let fenced = "  - Command:\n    ```sh\n    cargo test \\\n      --all\n\n    ```\n";
+        let with = |command: &str| format!("{DRAFT}\n## Notes\n\n- [ ] `c9` test - fenced\n{command}");
+        let bound = draft_digest(&with(fenced));
+        assert_ne!(draft_digest(&with(&fenced.replace("\\\n", "\\ \n"))), bound, "a space after the backslash");
+        assert_ne!(draft_digest(&with(&fenced.replace("--all\n\n", "--all\n"))), bound, "a blank line in the block");
+        assert_eq!(draft_digest(&with(fenced).replace('\n', "\r\n")), bound, "line endings still do not count");
+        assert_eq!(draft_digest(&with(&format!("{fenced}   \n"))), bound, "a trailing blank outside the fence");
+    }
+
     /// A round an older scafld bound (a digest of part of the model) still refuses a draft
     /// changed in that part; unchanged there, the rest cannot be told apart, so it asks for
     /// `--mark-passed`, which binds the round to the whole draft.

@@ -198,6 +198,8 @@ pub struct Layout {
     pub phases: Vec<PhaseLayout>,
     pub criteria: Vec<CriterionLayout>,
     pub rounds: Vec<RoundLayout>,
+    /// Each line of the file: whether it belongs to a code fence (its delimiters included).
+    pub fenced: Vec<bool>,
 }
 
 impl Layout {
@@ -299,7 +301,8 @@ pub fn parse(text: &str) -> Parsed {
     let body_start = p.front_matter();
     p.scan_body(body_start);
     p.validate();
-    let Parser { spec, mut diags, layout, .. } = p;
+    let Parser { spec, mut diags, mut layout, in_fence, .. } = p;
+    layout.fenced = in_fence;
     let approving = spec.status().is_none_or(|s| s == Status::Draft);
     for d in &mut diags {
         d.severity = match d.rule {

@@ -117,8 +117,18 @@ pub fn authored_digest(text: &str, layout: &Layout) -> String {
     let heads: std::collections::HashSet<usize> = layout.criteria.iter().map(|c| c.head).collect();
     let mut hasher = Sha256::new();
     for (n, line) in body.lines().enumerate() {
+        if runner.get(n).copied().unwrap_or(false) {
+            continue;
+        }
+        // Inside a code fence every byte may be the program a criterion runs (a trailing space
+        // after a `\` changes what a shell reads): only the line ending is set aside there.
+        if layout.fenced.get(n).copied().unwrap_or(false) {
+            hasher.update(line.strip_suffix('\r').unwrap_or(line));
+            hasher.update("\n");
+            continue;
+        }
         let line = line.trim_end();
-        if line.is_empty() || runner.get(n).copied().unwrap_or(false) {
+        if line.is_empty() {
             continue;
         }
         // The checkbox is the runner's; what follows it is the author's.
