@@ -42,6 +42,39 @@ pub(crate) fn evidence_scope(ws: &Workspace, spec: &Spec) -> Vec<String> {
     scope
 }
 
+/// What is worth saying about one scope entry, read against the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScopeProblem {
+    /// Outside the workspace: nothing there is ever read, so nothing can be bound to it.
+    Outside,
+    /// Nothing at that name, but a path that differs from it only in case: a typo.
+    CaseTypo,
+    /// Nothing at that name (yet).
+    Missing,
+    /// A pattern: its folder stands for it.
+    Pattern,
+    /// A `path:line`: the whole file stands for it.
+    LineRemoved,
+    /// An absolute path inside the workspace, taken relative to it.
+    MadeRelative,
+}
+
+impl ScopeProblem {
+    /// Whether approval refuses an entry with this problem (elsewhere it is a warning): no
+    /// evidence could be bound to what the entry means.
+    pub(crate) fn refused_at_approval(self) -> bool {
+        matches!(self, ScopeProblem::Outside | ScopeProblem::CaseTypo)
+    }
+}
+
+/// One scope entry's note: the entry as written, its problem, and the sentence for a person.
+#[derive(Debug, Clone)]
+pub(crate) struct ScopeNote {
+    pub written: String,
+    pub problem: ScopeProblem,
+    pub message: String,
+}
+
 /// What a person should know about the task's scope entries: one that names a pattern, a line,
 /// or nothing in the workspace (yet) is a warning; one outside the workspace (nothing outside
 /// is ever read, so no evidence could be bound to it) or differing only in case from a path
@@ -49,10 +82,38 @@ pub(crate) fn evidence_scope(ws: &Workspace, spec: &Spec) -> Vec<String> {
 /// refuses. `(is_error, message)`.
 pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, String)> {
     let entries = review::scope_entries(spec, &[], &ws.root.to_string_lossy());
-    let (root, bare) = (ws.root.clone(), review::bare_names(spec));
+    entry_notes(ws, entries, review::bare_names(spec))
+        .await
+        .into_iter()
+        .map(|note| (note.problem.refused_at_approval(), note.message))
+        .collect()
+}
+
+/// The scope `finalize --scope-hint` names, read as the spec's Scope is (a glob as its folder,
+/// `:line` dropped, an absolute path inside the workspace made relative): refused when an entry
+/// is outside the workspace, a case typo, or names nothing there, since a receipt would sign
+/// nothing for it. Returns the entries (each must still hold a file once the tree is read).
+pub(crate) async fn hinted_scope(ws: &Workspace, spec: &Spec, hints: &[String]) -> RpcResult<Vec<review::ScopeEntry>> {
+    let entries = review::scope_entries(spec, hints, &ws.root.to_string_lossy());
+    let notes = entry_notes(ws, entries.clone(), Vec::new()).await;
+    let refused = notes.iter().find(|n| n.problem.refused_at_approval() || n.problem == ScopeProblem::Missing);
+    if let Some(note) = refused {
+        let message = match note.problem {
+            ScopeProblem::Missing => format!("--scope-hint `{}` matches nothing in the workspace", note.written),
+            _ => format!("--scope-hint: {}", note.message),
+        };
+        return Err(RpcError::new(ErrorKind::InvalidInput, message).with_hint(
+            "name the task's files inside the workspace as they are written, or drop --scope-hint to sign the spec's Scope",
+        ));
+    }
+    Ok(entries)
+}
+
+/// The notes of `entries` and of the spec's `bare` names (a bare name binds only a file of
+/// exactly that name, so only its case typos are worth a note), read against the workspace.
+async fn entry_notes(ws: &Workspace, entries: Vec<review::ScopeEntry>, bare: Vec<String>) -> Vec<ScopeNote> {
+    let root = ws.root.clone();
     let missing = tokio::task::spawn_blocking(move || {
-        // A bare name (`makefile`) binds only a file of exactly that name: one that differs
-        // only in case from a file there is a typo.
         let typos: Vec<(String, String)> = bare
             .into_iter()
             .filter_map(|name| match baseline::missing_path(&root, &name) {
@@ -64,48 +125,58 @@ pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, Strin
         (entries, typos)
     });
     let Ok((entries, typos)) = missing.await else { return Vec::new() };
-    let mut notes: Vec<(bool, String)> = typos
-        .into_iter()
-        .map(|(name, like)| {
-            (true, format!("scope entry `{name}` matches nothing in the workspace; `{like}` differs only in case: name it as it is written"))
-        })
-        .collect();
+    let note = |written: &str, problem, message: String| ScopeNote { written: written.to_string(), problem, message };
+    let typo = |written: &str, like: &str| {
+        note(
+            written,
+            ScopeProblem::CaseTypo,
+            format!(
+                "scope entry `{written}` matches nothing in the workspace; `{like}` differs only in case: name it as it is written"
+            ),
+        )
+    };
+    let mut notes: Vec<ScopeNote> = typos.iter().map(|(name, like)| typo(name, like)).collect();
     for (missing, e) in entries {
-        let (written, path) = (&e.written, &e.path);
+        let (written, path) = (e.written.as_str(), &e.path);
         match e.reading {
-            review::Reading::Outside => notes.push((
-                true,
+            review::Reading::Outside => notes.push(note(
+                written,
+                ScopeProblem::Outside,
                 format!(
                     "scope entry `{written}` is outside the workspace ({}): scafld never reads it, so no evidence can be bound to it; name the files inside the workspace",
                     ws.root.display()
                 ),
             )),
-            review::Reading::Pattern if path.is_empty() => notes.push((
-                false,
+            review::Reading::Pattern if path.is_empty() => notes.push(note(
+                written,
+                ScopeProblem::Pattern,
                 format!("scope entry `{written}` is a pattern: scafld binds evidence and review to the whole workspace"),
             )),
-            review::Reading::Pattern => notes.push((
-                false,
+            review::Reading::Pattern => notes.push(note(
+                written,
+                ScopeProblem::Pattern,
                 format!(
                     "scope entry `{written}` is a pattern: scafld binds evidence and review to everything in `{path}`; name the files to narrow it"
                 ),
             )),
-            review::Reading::LineRemoved => notes
-                .push((false, format!("scope entry `{written}` names a line: scafld takes the whole file `{path}`"))),
-            review::Reading::MadeRelative => notes.push((
-                false,
+            review::Reading::LineRemoved => notes.push(note(
+                written,
+                ScopeProblem::LineRemoved,
+                format!("scope entry `{written}` names a line: scafld takes the whole file `{path}`"),
+            )),
+            review::Reading::MadeRelative => notes.push(note(
+                written,
+                ScopeProblem::MadeRelative,
                 format!("scope entry `{written}` is an absolute path: scafld takes it as `{path}` in this workspace"),
             )),
             review::Reading::Path => {}
         }
         match missing {
             // A name that differs only in case from what is there is a typo, not a new file.
-            Some(Some(like)) => notes.push((
-                true,
-                format!("scope entry `{written}` matches nothing in the workspace; `{like}` differs only in case: name it as it is written"),
-            )),
-            Some(None) => notes.push((
-                false,
+            Some(Some(like)) => notes.push(typo(written, &like)),
+            Some(None) => notes.push(note(
+                written,
+                ScopeProblem::Missing,
                 format!(
                     "scope entry `{written}` matches nothing in the workspace (yet): evidence is bound to its absence, and its content counts once it exists"
                 ),

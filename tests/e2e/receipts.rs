@@ -397,3 +397,70 @@ fn ci_verify_takes_trust_and_policy_from_the_base_commit_not_the_change() {
         missing.stdout
     );
 }
+
+/// The message of a refused call, after asserting its exit code.
+fn refused(run: &Run, code: i32) -> String {
+    run.assert_code(code);
+    run.json()["error"]["message"].as_str().unwrap().to_string()
+}
+
+/// `--scope-hint` is read as the spec's Scope is: a hint outside the workspace, misspelled,
+/// differing only in case, or holding no file is refused (no receipt that signs nothing), a
+/// glob means its folder; and a receipt that signs no file (as an earlier release could mint)
+/// is never verified, however its tree changes.
+#[test]
+fn finalize_refuses_a_scope_hint_that_binds_nothing_and_verify_refuses_a_receipt_that_signs_nothing() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    std::fs::create_dir_all(env.work.join("empty")).unwrap();
+    for (hint, says) in [
+        ("/etc/passwd", "is outside the workspace"),
+        ("../elsewhere.txt", "is outside the workspace"),
+        ("typo.txt", "`typo.txt` matches nothing in the workspace"),
+        ("SRC/lib.rs", "`src/lib.rs` differs only in case"),
+        ("empty", "`empty` holds no file"),
+    ] {
+        let run = env.scafld(&["finalize", "rev", "--scope-hint", "src/lib.rs", "--scope-hint", hint, "--json"]);
+        let message = refused(&run, 2);
+        assert!(message.contains(says), "{hint}: {message}");
+        assert!(run.json()["error"]["hint"].as_str().unwrap().contains("--scope-hint"), "{}", run.stdout);
+        assert!(!env.work.join(".scafld/receipts/rev.json").exists(), "{hint}: a receipt was minted");
+    }
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["status"], "review");
+    // A glob means its folder, as in the spec's Scope.
+    let run = env.scafld(&["finalize", "rev", "--scope-hint", "src/*.rs", "--json"]);
+    run.assert_code(0);
+    let body = run.json()["result"]["receipt"]["body"].clone();
+    assert_eq!(body["scope"], serde_json::json!(["src"]), "{body}");
+    assert!(body["file_digests"]["src/lib.rs"].is_string(), "{body}");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+
+    // A receipt signing no file, signed by the trusted key (as an earlier release minted one
+    // for a hint that matched nothing): refused, and says why, however the tree changes.
+    let text = std::fs::read_to_string(env.work.join(".scafld/receipts/rev.json")).unwrap();
+    let mut envelope: scafld_protocol::receipt::Envelope = serde_json::from_str(&text).unwrap();
+    envelope.body.scope = vec!["/etc/passwd".into()];
+    envelope.body.file_digests.clear();
+    envelope.body.tree_sha = scafld_daemon::domain::receipt::tree_sha(&envelope.body.file_digests);
+    envelope.body.reviewed_context_provenance.retain(|p| p.kind != "file");
+    envelope.body.ignored_unreviewed.clear();
+    let key = scafld_daemon::receipts::host_key(&env.path("home/.config/scafld/keys/receipt-ed25519"), false).unwrap();
+    let empty = scafld_daemon::receipts::sign(envelope.body, &key);
+    let path = env.path("empty.json");
+    std::fs::write(&path, serde_json::to_string(&empty).unwrap()).unwrap();
+    write(&env, "src/lib.rs", "pub fn greet() { backdoor() }\n");
+    git(&env.work, &["commit", "-qam", "after the receipt"]);
+    let run = verify(&env, &[path.to_str().unwrap(), "--target", "HEAD", "--material-only"]);
+    let checks = run.json()["result"]["checks"].clone();
+    let named = |name: &str| checks.as_array().unwrap().iter().find(|c| c["name"] == name).unwrap().clone();
+    assert_eq!(named("signature")["ok"], true, "{checks}");
+    let detail = failed_check(&run, "body");
+    assert!(detail.contains("signs no file"), "{detail}");
+    assert_eq!(named("files")["ok"], false, "{checks}");
+    assert!(named("files")["detail"].as_str().unwrap().contains("signs no file"), "{checks}");
+}

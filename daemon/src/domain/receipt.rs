@@ -117,9 +117,15 @@ pub fn key_id(public_key: &[u8; 32]) -> String {
     format!("{SIGNATURE_ALG}:{}", URL_SAFE_NO_PAD.encode(Sha256::digest(public_key)))
 }
 
-/// The body's own rules: the schema version, the fields that may not be empty, and every
-/// signed file accounted for (shown to the reviewer, or declared unreviewed), with the digest
-/// the reviewer saw.
+/// Why a receipt that signs no file proves nothing: no checkout can differ from it. Earlier
+/// releases minted such receipts from a scope that matched nothing (`--scope-hint` outside the
+/// workspace or misspelled); they are refused, never verified.
+pub const NO_FILES: &str = "the receipt signs no file (file_digests is empty): it binds nothing in the tree, so no \
+     checkout could fail it; gate the change with a receipt that signs its files";
+
+/// The body's own rules: the schema version, the fields that may not be empty, at least one
+/// signed file, and every signed file accounted for (shown to the reviewer, or declared
+/// unreviewed), with the digest the reviewer saw.
 pub fn validate_body(body: &Body) -> Result<(), String> {
     if body.schema_version != RECEIPT_SCHEMA_VERSION {
         return Err(format!("schema_version must be {RECEIPT_SCHEMA_VERSION} (got {})", body.schema_version));
@@ -140,6 +146,9 @@ pub fn validate_body(body: &Body) -> Result<(), String> {
     let missing: Vec<&str> = required.iter().filter(|(_, v)| v.trim().is_empty()).map(|(name, _)| *name).collect();
     if !missing.is_empty() {
         return Err(format!("missing required receipt fields: {}", missing.join(", ")));
+    }
+    if body.file_digests.is_empty() {
+        return Err(NO_FILES.into());
     }
     let mut covered: BTreeMap<&str, &str> = BTreeMap::new();
     for p in &body.reviewed_context_provenance {

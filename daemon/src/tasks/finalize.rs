@@ -46,11 +46,13 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale, None);
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
-    let scope = if p.scope_hints.is_empty() {
-        crate::domain::review::scope(&spec, &[], &ws.root.to_string_lossy())
+    // A hint is read as the spec's Scope is, and refused where it could bind nothing.
+    let hinted = if p.scope_hints.is_empty() {
+        Vec::new()
     } else {
-        p.scope_hints.clone()
+        crate::evidence::hinted_scope(&ws, &spec, &p.scope_hints).await?
     };
+    let scope = crate::domain::review::scope(&spec, &p.scope_hints, &ws.root.to_string_lossy());
     if scope.is_empty() {
         return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} declares no scope to fingerprint"))
             .with_hint("list the task's files in its spec's Scope, or pass --scope-hint PATH"));
@@ -76,6 +78,16 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
 
     let (root, scope_now, base_ref) = (ws.root.clone(), scope.clone(), p.base_ref.clone());
     let tree = baseline::in_workspace(move || baseline::tree_files(&root, &scope_now, None)).await?;
+    if let Some(empty) = hinted
+        .iter()
+        .find(|e| !tree.files.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path))))
+    {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("--scope-hint `{}` holds no file (an empty folder, or only files git ignores)", empty.written),
+        )
+        .with_hint("name the task's files, or drop --scope-hint to sign the spec's Scope"));
+    }
     let (snapshot_mode, base_commit, file_digests) = match base_ref.as_deref() {
         Some(base) => {
             let (root, scope_now, base_owned) = (ws.root.clone(), scope.clone(), base.to_string());
@@ -89,6 +101,18 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
             (SnapshotMode::WorkingTree, base, tree.files.clone())
         }
     };
+    // A receipt that signs no file binds nothing in the tree: `verify` could never fail it.
+    if file_digests.is_empty() {
+        let why = match snapshot_mode {
+            SnapshotMode::BaseDelta => format!("no file of its scope ({}) differs from the base", scope.join(", ")),
+            SnapshotMode::WorkingTree => format!("its scope ({}) holds no file", scope.join(", ")),
+        };
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("{task} would get a receipt that signs no file: {why}"),
+        )
+        .with_hint("list the files the task changed in its spec's Scope (or pass --scope-hint PATH naming them)"));
+    }
     let session = daemon.sessions.latest(&ws, Some(&task));
     let reviewed: Vec<String> = session.as_ref().map(|s| s.files.clone()).unwrap_or_default();
     let mut provenance: Vec<ContextProvenance> = Vec::new();

@@ -272,6 +272,9 @@ fn read_envelope(path: &Path) -> Result<Envelope, String> {
 /// tree receipt) no file of the scope left out.
 async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<String, String> {
     let body = &envelope.body;
+    if body.file_digests.is_empty() {
+        return Err(receipt::NO_FILES.into());
+    }
     // The per-file digests are the content check; `tree_sha` is covered by the signature, and
     // its formula is each tool's own, so another tool's receipt is not held to this one's.
     let tree = if receipt::tree_sha(&body.file_digests) == body.tree_sha {
