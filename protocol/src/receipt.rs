@@ -146,7 +146,11 @@ pub enum Downgrade {
     UnknownReviewer,
 }
 
-/// One acceptance criterion as finalize ran it.
+/// One acceptance criterion as finalize ran it. `cwd` and `timeout_seconds` are this tool's
+/// additions (the original re-runs every command from the workspace root under the default
+/// timeout): omitted when the criterion names none, so such a record is the original's, and
+/// an older receipt (without them) reads and re-runs as it did. Being in the body, they are
+/// signed like every other field.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AcceptanceRecord {
@@ -172,6 +176,12 @@ pub struct AcceptanceRecord {
     pub evidence_recorded_at: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub diagnostic: String,
+    /// The folder the command ran in, relative to the workspace root (empty: the root).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cwd: String,
+    /// The criterion's own absolute timeout in seconds (0: the configured default).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub timeout_seconds: u64,
 }
 
 /// An open reviewer finding at finalize.

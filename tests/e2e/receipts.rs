@@ -464,3 +464,55 @@ fn finalize_refuses_a_scope_hint_that_binds_nothing_and_verify_refuses_a_receipt
     assert_eq!(named("files")["ok"], false, "{checks}");
     assert!(named("files")["detail"].as_str().unwrap().contains("signs no file"), "{checks}");
 }
+
+/// A criterion's `Cwd` and `Timeout seconds` go into the receipt (signed) and `verify` runs it
+/// again the same way: in its folder, under its own timeout (here longer than the configured
+/// default, which would kill it). A criterion naming neither is recorded as the original
+/// records it, without the fields; an edited folder fails the signature, and one outside the
+/// checkout is never run.
+#[test]
+fn verify_runs_each_criterion_in_its_recorded_folder_under_its_own_timeout() {
+    let env = TestEnv::new();
+    let phase = "- [ ] `a1` test - greet is defined, seen from src\n  - Command: `grep -q greet lib.rs`\n  - Cwd: `src`\n\
+                 - [ ] `a2` test - slower than the default timeout\n  - Command: `sleep 2`\n  - Timeout seconds: 60\n\
+                 - [ ] `a3` test - from the root\n  - Command: `test -f src/lib.rs`\n";
+    opened(&env, "src/lib.rs", phase);
+    write(&env, ".scafld/config.local.yaml", "execution:\n  absolute_timeout_seconds: 1\n");
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let acceptance = run.json()["result"]["receipt"]["body"]["acceptance"].clone();
+    assert_eq!(acceptance[0]["cwd"], "src", "{acceptance}");
+    assert!(acceptance[0].get("timeout_seconds").is_none(), "{acceptance}");
+    assert_eq!(acceptance[1]["timeout_seconds"], 60, "{acceptance}");
+    assert!(acceptance[2].get("cwd").is_none() && acceptance[2].get("timeout_seconds").is_none(), "{acceptance}");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    let ok = verify(&env, &["--target", "HEAD"]);
+    ok.assert_code(0);
+    let checks = ok.json()["result"]["checks"].clone();
+    let acceptance_check = checks.as_array().unwrap().iter().find(|c| c["name"] == "acceptance").unwrap().clone();
+    assert!(acceptance_check["detail"].as_str().unwrap().contains("3 recorded command(s) pass"), "{checks}");
+
+    let text = std::fs::read_to_string(env.work.join(".scafld/receipts/rev.json")).unwrap();
+    let tampered = |name: &str, cwd: &str| {
+        let mut value: Value = serde_json::from_str(&text).unwrap();
+        value["body"]["acceptance"][0]["cwd"] = cwd.into();
+        let path = env.path(name);
+        std::fs::write(&path, serde_json::to_string(&value).unwrap()).unwrap();
+        path.display().to_string()
+    };
+    // The folder is signed: another one fails the signature.
+    let moved = tampered("moved.json", "");
+    let detail = failed_check(&verify(&env, &[&moved, "--target", "HEAD", "--material-only"]), "signature");
+    assert!(detail.contains("does not match the receipt body"), "{detail}");
+    // One outside the checkout is never run.
+    let outside = tampered("outside.json", "../..");
+    let run = verify(&env, &[&outside, "--target", "HEAD"]);
+    let checks = run.json()["result"]["checks"].clone();
+    let acceptance_check = checks.as_array().unwrap().iter().find(|c| c["name"] == "acceptance").unwrap().clone();
+    assert_eq!(acceptance_check["ok"], false, "{checks}");
+    assert!(acceptance_check["detail"].as_str().unwrap().contains("outside the checkout"), "{checks}");
+}

@@ -1013,8 +1013,7 @@ impl CommandSetup {
 
     /// One criterion's run: its own timeout and working directory when it names them.
     pub(crate) fn request(&self, task: &str, criterion: &Criterion) -> (RunRequest, Diagnostics) {
-        let timeout =
-            criterion.timeout_seconds.parse::<u64>().ok().filter(|t| *t > 0).unwrap_or(self.absolute_timeout_seconds);
+        let timeout = criterion.own_timeout_seconds().unwrap_or(self.absolute_timeout_seconds);
         let cwd = if criterion.cwd.is_empty() { self.root.clone() } else { self.root.join(&criterion.cwd) };
         let request = RunRequest {
             command: criterion.command.clone(),

@@ -280,6 +280,9 @@ async fn rerun_acceptance(
                 format!("{:x}", Sha256::digest(output.as_bytes()))
             },
             diagnostic: diagnostic.clone(),
+            // Where and how long it ran: `verify` runs it again the same way.
+            cwd: criterion.cwd.clone(),
+            timeout_seconds: criterion.own_timeout_seconds().unwrap_or(0),
             ..Default::default()
         });
         results.push(CriterionResult {

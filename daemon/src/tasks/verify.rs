@@ -324,7 +324,8 @@ async fn check_base(root: &Path, base: &str, target: &str) -> Result<String, Str
     }
 }
 
-/// Run each recorded acceptance command again in the checkout; every one must pass.
+/// Run each recorded acceptance command again in the checkout, in its recorded folder and
+/// under its recorded timeout; every one must pass.
 async fn rerun_recorded(
     daemon: &Arc<Daemon>,
     root: &Path,
@@ -339,18 +340,33 @@ async fn rerun_recorded(
         if record.command.is_empty() || record.expected_kind == "manual" {
             continue;
         }
+        // A receipt is input: its folder must stay inside the checkout, as a spec's must.
+        if !crate::domain::spec::cwd_inside(&record.cwd) {
+            return Err(format!(
+                "criterion `{}` names cwd `{}`, outside the checkout; it is not run",
+                record.id, record.cwd
+            ));
+        }
+        // Where and how long finalize ran it (a receipt without them: the root, the default).
         let criterion = crate::domain::spec::Criterion {
             id: record.id.clone(),
             command: record.command.clone(),
             expected_kind: record.expected_kind.clone(),
+            cwd: record.cwd.clone(),
+            timeout_seconds: if record.timeout_seconds > 0 {
+                record.timeout_seconds.to_string()
+            } else {
+                String::new()
+            },
             ..Default::default()
         };
         let (request, diagnostics) = commands.request(&envelope.body.task_id, &criterion);
         let (outcome, _) = crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
         let observed = super::exec::judge(criterion.effective_kind(), &criterion, &outcome);
         if observed.status != CriterionStatus::Pass {
+            let place = if record.cwd.is_empty() { String::new() } else { format!(" in `{}`", record.cwd) };
             return Err(format!(
-                "criterion `{}` ({}) is {}: {}",
+                "criterion `{}` ({}{place}) is {}: {}",
                 record.id, record.command, observed.status, observed.reason
             ));
         }

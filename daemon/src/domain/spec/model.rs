@@ -144,6 +144,12 @@ pub struct Criterion {
     pub line: usize,
 }
 
+/// Whether a criterion's `Cwd` stays inside the workspace: relative, never climbing out with
+/// `..` (empty is the workspace root).
+pub fn cwd_inside(cwd: &str) -> bool {
+    !cwd.starts_with('/') && !cwd.split('/').any(|part| part == "..")
+}
+
 pub const EXPECTED_KINDS: [&str; 5] =
     ["exit_code_zero", "exit_code_nonzero", "no_matches", "browser_evidence", "manual"];
 
@@ -161,6 +167,11 @@ impl Criterion {
         } else {
             "exit_code_zero"
         }
+    }
+
+    /// The criterion's own absolute timeout, when it names a positive one.
+    pub fn own_timeout_seconds(&self) -> Option<u64> {
+        self.timeout_seconds.parse::<u64>().ok().filter(|t| *t > 0)
     }
 
     /// The title, or the type when the line has no title (``- [ ] `v1` compile``).

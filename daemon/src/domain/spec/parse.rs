@@ -1243,7 +1243,7 @@ impl<'a> Parser<'a> {
                     format!("criterion `{}`: Timeout seconds must be a positive whole number or `none`", c.id),
                 );
             }
-            if c.cwd.starts_with('/') || c.cwd.split('/').any(|part| part == "..") {
+            if !super::model::cwd_inside(&c.cwd) {
                 self.diag(
                     c.line,
                     Rule::Structure,
