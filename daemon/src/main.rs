@@ -186,8 +186,16 @@ fn recover(socket: &std::path::Path, db_dir: &std::path::Path) -> Result<(), Box
         None => println!("there was no database at {}; rebuilt it from its manifest", db_dir.display()),
     }
     println!("restored {} workspace(s) and {} task ledger(s)", report.workspaces, report.restored.len());
-    for (task, entries, source) in &report.restored {
-        println!("  {task}: {entries} entries from the {source}");
+    for restored in &report.restored {
+        println!("  {}: {} entries {}", restored.key, restored.entries, restored.source());
+    }
+    if !report.refused.is_empty() {
+        println!(
+            "refused exported ledgers (an export only fills what the database lost, agreeing with it and the manifest; nothing was taken from these):"
+        );
+        for (task, path, why) in &report.refused {
+            println!("  {task}: {}: {why}", path.display());
+        }
     }
     if report.lost.is_empty() {
         println!("nothing the manifest recorded was lost");
@@ -198,7 +206,12 @@ fn recover(socket: &std::path::Path, db_dir: &std::path::Path) -> Result<(), Box
         }
     }
     println!("jobs and review sessions are not rebuilt: run the reviews again");
-    tracing::warn!(restored = report.restored.len(), lost = report.lost.len(), "rebuilt the state database");
+    tracing::warn!(
+        restored = report.restored.len(),
+        refused = report.refused.len(),
+        lost = report.lost.len(),
+        "rebuilt the state database"
+    );
     Ok(())
 }
 

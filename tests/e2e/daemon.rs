@@ -508,6 +508,56 @@ fn a_deleted_database_is_refused_and_rebuilt_from_manifest_and_exports() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("stop it first"));
 }
 
+/// An export anyone who can write the workspace can edit never overrides the database: one
+/// that contradicts the intact database (an entry changed) and runs past the manifest's head
+/// (an entry added) is refused and reported, and the database's entries are kept; with the
+/// database gone, an export that runs past the head is refused too, and the loss reported.
+#[test]
+fn recovery_keeps_the_database_over_an_edited_export_and_says_so() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let export = env.work.join(".scafld/runs/keep/ledger.json");
+    let genuine = std::fs::read_to_string(&export).unwrap();
+    let edit = |change_first: bool| {
+        let mut document: serde_json::Value = serde_json::from_str(&genuine).unwrap();
+        let list = document["entries"].as_array_mut().unwrap();
+        if change_first {
+            list[0]["recorded_at"] = "2000-01-01T00:00:00Z".into();
+        }
+        let mut pad = list.last().unwrap().clone();
+        pad["seq"] = (entries as u64 + 1).into();
+        list.push(pad);
+        std::fs::write(&export, serde_json::to_string(&document).unwrap()).unwrap();
+    };
+    edit(true);
+    let report = recover(&env);
+    assert!(report.contains(&format!("/keep: {entries} entries from the database\n")), "{report}");
+    assert!(report.contains("refused exported ledgers"), "{report}");
+    let refused = report.lines().find(|l| l.contains("keep/ledger.json:")).unwrap_or_else(|| panic!("{report}"));
+    assert!(refused.contains("entry 1 differs from the database's"), "{report}");
+    assert!(refused.contains(&format!("entry {} runs past the manifest's recorded head ({entries})", entries + 1)));
+    assert!(report.contains("nothing the manifest recorded was lost"), "{report}");
+    env.start_daemon();
+    let session = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].clone();
+    assert_eq!(session.as_array().unwrap().len(), entries, "{session}");
+    assert_ne!(session[0]["recorded_at"], "2000-01-01T00:00:00Z", "{session}");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+
+    // The database gone (and the copy the first recovery kept): an export padded past the
+    // head fills nothing.
+    edit(false);
+    for entry in std::fs::read_dir(&env.state_dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "db" || name.starts_with("db.damaged-") && entry.path().is_dir() {
+            std::fs::remove_dir_all(entry.path()).unwrap();
+        }
+    }
+    let report = recover(&env);
+    assert!(report.contains(&format!("entry {} runs past the manifest's recorded head", entries + 1)), "{report}");
+    assert!(!report.contains(" entries from the"), "{report}");
+    assert!(report.contains(&format!("/keep: 0 of {entries} ledger entries restored")), "{report}");
+}
+
 #[test]
 fn the_systemd_units_verify_cleanly() {
     let Ok(analyze) = which("systemd-analyze") else {

@@ -16,6 +16,7 @@ pub mod material;
 pub mod next;
 pub mod packet;
 pub mod receipt;
+pub mod recovery;
 pub mod retention;
 pub mod review;
 pub mod spec;

@@ -1,9 +1,11 @@
 //! `scafldd --recover`: rebuild a damaged database from what is still readable, keeping the
-//! damaged copy. Sources, best first per task: the ledger entries that still read back from
-//! the damaged database (a copy of it is opened, never the kept original), and ledgers exported
-//! under `.scafld/runs/<task>/ledger.json` in every workspace the database or its manifest
-//! knew. A task keeps the longest gap-free history found; what was lost is reported against
-//! the manifest. Jobs and review sessions are not rebuilt (a review is simply run again).
+//! damaged copy. Sources per task: the ledger entries that still read back from the damaged
+//! database (a copy of it is opened, never the kept original) and from the copies earlier
+//! refused starts kept, which win; then a ledger exported under `.scafld/runs/<task>/ledger.json`
+//! in every workspace the database or its manifest knew, which only fills what the database
+//! lost and is refused (and reported) when it contradicts the database or runs past the
+//! manifest's head (`domain::recovery`). What was lost is reported against the manifest. Jobs
+//! and review sessions are not rebuilt (a review is simply run again).
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -12,6 +14,7 @@ use std::path::{Path, PathBuf};
 use super::manifest::{self, Manifest, head_key};
 use super::{SledStore, Store, StoreError, WorkspaceRecord};
 use crate::domain::ledger::LedgerEntry;
+use crate::domain::recovery::{self, Head};
 
 /// What a recovery did, for the user.
 #[derive(Debug, Default)]
@@ -19,21 +22,60 @@ pub struct Report {
     /// Where the damaged database (and its manifest) now are.
     pub kept: Option<PathBuf>,
     pub workspaces: usize,
-    /// `(workspace/task, entries, source)` for every ledger rebuilt.
-    pub restored: Vec<(String, usize, &'static str)>,
+    /// Every ledger rebuilt.
+    pub restored: Vec<Restored>,
+    /// `(workspace/task, export path, why)` for every export refused.
+    pub refused: Vec<(String, PathBuf, String)>,
     /// Ledgers that could not be rebuilt whole, against the manifest.
     pub lost: Vec<String>,
 }
 
-/// Histories found so far: `workspace id` → `task id` → `(entries, source)`.
-type Found = BTreeMap<String, BTreeMap<String, (Vec<LedgerEntry>, &'static str)>>;
+/// One task's rebuilt ledger.
+#[derive(Debug)]
+pub struct Restored {
+    /// `workspace/task`.
+    pub key: String,
+    pub entries: usize,
+    /// Sequence numbers of the entries taken from the export (the rest are the database's).
+    pub from_export: Vec<u64>,
+    /// Whether those were taken without a manifest to check them against.
+    pub unchecked: bool,
+}
+
+impl Restored {
+    /// Where the entries came from, for a person: `from the database`, `from the export`, or
+    /// both with the exported entries named.
+    pub fn source(&self) -> String {
+        let unchecked = if self.unchecked { ", unchecked: no manifest to hold it against" } else { "" };
+        if self.from_export.is_empty() {
+            "from the database".into()
+        } else if self.from_export.len() == self.entries {
+            format!("from the export{unchecked}")
+        } else {
+            format!(
+                "from the database and the export (entries {} from the export{unchecked})",
+                recovery::ranges(&self.from_export)
+            )
+        }
+    }
+}
+
+/// Per task (`(workspace id, task id)`): every entry the database copies still hold, by
+/// sequence number.
+type Held = BTreeMap<(String, String), BTreeMap<u64, LedgerEntry>>;
+
+/// Per task: an exported ledger and where it was read.
+type Exports = BTreeMap<(String, String), (Vec<LedgerEntry>, PathBuf)>;
 
 pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let manifest_path = manifest::path_for(db_dir);
-    let recorded = Manifest::load(&manifest_path).ok().flatten().unwrap_or_default();
+    let loaded = Manifest::load(&manifest_path).ok().flatten();
+    let has_manifest = loaded.is_some();
+    let recorded = loaded.unwrap_or_default();
     let mut report = Report::default();
     let mut roots: BTreeMap<String, String> = recorded.workspaces.clone();
-    let mut found = Found::new();
+    let mut held = Held::new();
+    let mut exports = Exports::new();
 
     // Copies kept by refused starts (as they were before sled touched them) are read too.
     let name = super::dir_name(db_dir);
@@ -57,11 +99,12 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     if manifest_path.exists() {
         std::fs::rename(&manifest_path, manifest::path_for(&kept))?;
     }
+    // The database just moved aside is read first: where copies disagree, its entries stand.
     for copy in report.kept.iter().chain(&earlier) {
-        salvage(copy, &mut roots, &mut found);
+        salvage(copy, &mut roots, &mut held);
     }
     for (id, root) in &roots {
-        read_exports(id, Path::new(root), &mut found);
+        read_exports(id, Path::new(root), &mut exports);
     }
 
     let store = SledStore::open(db_dir)?;
@@ -69,14 +112,35 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
         store.save_workspace(&WorkspaceRecord { id: id.clone(), root: root.clone() })?;
     }
     report.workspaces = roots.len();
-    for (workspace, tasks) in found {
-        for (task, (entries, source)) in tasks {
-            let count = entries.len();
-            store.import(&workspace, &task, entries.into_iter().map(|e| (e.recorded_at, e.event)).collect())?;
-            report.restored.push((head_key(&workspace, &task), count, source));
+    let mut tasks: Vec<(String, String)> = held.keys().chain(exports.keys()).cloned().collect();
+    tasks.sort();
+    tasks.dedup();
+    let none = BTreeMap::new();
+    for task in tasks {
+        let key = head_key(&task.0, &task.1);
+        let head = match recorded.heads.get(&key) {
+            Some(&head) => Head::Recorded(head),
+            None if has_manifest => Head::Unrecorded,
+            None => Head::NoManifest,
+        };
+        let export = exports.get(&task);
+        let kept = recovery::keep(held.get(&task).unwrap_or(&none), export.map(|(e, _)| e.as_slice()), head);
+        if let (Some(reason), Some((_, path))) = (kept.refused, export) {
+            report.refused.push((key.clone(), path.clone(), reason));
         }
+        if kept.entries.is_empty() {
+            continue;
+        }
+        let count = kept.entries.len();
+        store.import(&task.0, &task.1, kept.entries.into_iter().map(|e| (e.recorded_at, e.event)).collect())?;
+        report.restored.push(Restored {
+            key,
+            entries: count,
+            from_export: kept.from_export,
+            unchecked: kept.unchecked,
+        });
     }
-    let restored: BTreeMap<&str, usize> = report.restored.iter().map(|(k, n, _)| (k.as_str(), *n)).collect();
+    let restored: BTreeMap<&str, usize> = report.restored.iter().map(|r| (r.key.as_str(), r.entries)).collect();
     for (key, &head) in &recorded.heads {
         let have = restored.get(key.as_str()).copied().unwrap_or(0) as u64;
         if have < head {
@@ -86,20 +150,9 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     Ok(report)
 }
 
-/// Keep `entries` for the task when they are a longer gap-free history than what was found.
-fn offer(found: &mut Found, workspace: &str, task: &str, mut entries: Vec<LedgerEntry>, source: &'static str) {
-    entries.sort_by_key(|e| e.seq);
-    let whole = entries.iter().enumerate().take_while(|(i, e)| e.seq == *i as u64 + 1).count();
-    entries.truncate(whole);
-    let slot = found.entry(workspace.to_string()).or_default().entry(task.to_string()).or_insert((Vec::new(), source));
-    if entries.len() > slot.0.len() {
-        *slot = (entries, source);
-    }
-}
-
 /// Read what still reads back from a copy of the damaged database; stop a tree at its first
 /// unreadable record, and survive the engine panicking.
-fn salvage(kept: &Path, roots: &mut BTreeMap<String, String>, found: &mut Found) {
+fn salvage(kept: &Path, roots: &mut BTreeMap<String, String>, held: &mut Held) {
     let copy = kept.with_extension("salvage");
     let _ = std::fs::remove_dir_all(&copy);
     if copy_dir(kept, &copy).is_err() {
@@ -115,7 +168,6 @@ fn salvage(kept: &Path, roots: &mut BTreeMap<String, String>, found: &mut Found)
                 }
             }
         }
-        let mut ledgers: BTreeMap<(String, String), Vec<LedgerEntry>> = BTreeMap::new();
         if let Ok(tree) = db.open_tree("ledger") {
             for entry in tree.iter() {
                 let Ok((key, value)) = entry else { break };
@@ -127,19 +179,17 @@ fn salvage(kept: &Path, roots: &mut BTreeMap<String, String>, found: &mut Found)
                     continue;
                 };
                 if let Ok(record) = serde_json::from_slice::<LedgerEntry>(&value) {
-                    ledgers.entry((workspace.to_string(), task.to_string())).or_default().push(record);
+                    let task = held.entry((workspace.to_string(), task.to_string())).or_default();
+                    task.entry(record.seq).or_insert(record);
                 }
             }
-        }
-        for ((workspace, task), entries) in ledgers {
-            offer(found, &workspace, &task, entries, "database");
         }
     }));
     let _ = std::fs::remove_dir_all(&copy);
 }
 
 /// Ledgers exported by `scafld session <task> --export` (the default path) in one workspace.
-fn read_exports(workspace: &str, root: &Path, found: &mut Found) {
+fn read_exports(workspace: &str, root: &Path, exports: &mut Exports) {
     let Ok(runs) = std::fs::read_dir(root.join(".scafld/runs")) else { return };
     for run in runs.flatten() {
         let path = run.path().join("ledger.json");
@@ -162,8 +212,9 @@ fn read_exports(workspace: &str, root: &Path, found: &mut Found) {
             continue;
         }
         let Some(entries) = document.get("entries").cloned() else { continue };
-        if let Ok(entries) = serde_json::from_value::<Vec<LedgerEntry>>(entries) {
-            offer(found, workspace, task, entries, "export");
+        if let Ok(mut entries) = serde_json::from_value::<Vec<LedgerEntry>>(entries) {
+            entries.sort_by_key(|e| e.seq);
+            exports.insert((workspace.to_string(), task.to_string()), (entries, path));
         }
     }
 }

@@ -1,0 +1,184 @@
+//! Which ledger history `scafldd --recover` keeps for a task: the entries the database still
+//! reads back win; an exported ledger (`.scafld/runs/<task>/ledger.json`, which anyone who can
+//! write the workspace can edit) only fills what the database lost, and only when it agrees
+//! with every entry the database still holds and stays within the head the manifest recorded.
+//! An export that does not is refused whole for that task, with the reason.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+use crate::domain::ledger::LedgerEntry;
+
+/// What the manifest says about a task's ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    /// The sequence number of the task's last entry when the manifest was last saved.
+    Recorded(u64),
+    /// A manifest was read and names no ledger for the task.
+    Unrecorded,
+    /// No manifest could be read: an export cannot be checked against one.
+    NoManifest,
+}
+
+/// The history kept for a task, and where its entries came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept {
+    /// Gap-free from sequence number 1.
+    pub entries: Vec<LedgerEntry>,
+    /// Sequence numbers of the kept entries that came from the export (none from the database).
+    pub from_export: Vec<u64>,
+    /// Whether export entries were taken without a manifest to check them against.
+    pub unchecked: bool,
+    /// Why the export was refused, when it was.
+    pub refused: Option<String>,
+}
+
+/// Keep the task's history: `held` (sequence number → entry, every entry any copy of the
+/// database still reads back), filled from `export` where the database lost entries, if the
+/// export agrees with `held` at every sequence number both have and adds nothing past `head`.
+/// The result is cut at its first gap.
+pub fn keep(held: &BTreeMap<u64, LedgerEntry>, export: Option<&[LedgerEntry]>, head: Head) -> Kept {
+    let mut merged = held.clone();
+    let mut from_export = Vec::new();
+    let mut refused = None;
+    if let Some(export) = export {
+        match check_export(held, export, head) {
+            Ok(()) => {
+                for entry in export {
+                    if let Entry::Vacant(slot) = merged.entry(entry.seq) {
+                        slot.insert(entry.clone());
+                        from_export.push(entry.seq);
+                    }
+                }
+            }
+            Err(reason) => refused = Some(reason),
+        }
+    }
+    let entries: Vec<LedgerEntry> =
+        merged.into_values().enumerate().take_while(|(i, e)| e.seq == *i as u64 + 1).map(|(_, e)| e).collect();
+    let last = entries.len() as u64;
+    from_export.retain(|seq| *seq <= last);
+    let unchecked = !from_export.is_empty() && head == Head::NoManifest;
+    Kept { entries, from_export, unchecked, refused }
+}
+
+/// Why an export may not fill the database's gaps: an entry that differs from the database's
+/// at the same sequence number, a sequence number repeated, or an entry the database does not
+/// hold past the head the manifest recorded (or for a task it recorded none for).
+fn check_export(held: &BTreeMap<u64, LedgerEntry>, export: &[LedgerEntry], head: Head) -> Result<(), String> {
+    let mut reasons = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(repeated) = export.iter().find(|e| !seen.insert(e.seq)) {
+        reasons.push(format!("it holds entry {} twice", repeated.seq));
+    }
+    let differs: Vec<u64> =
+        export.iter().filter(|e| held.get(&e.seq).is_some_and(|d| d != *e)).map(|e| e.seq).collect();
+    if !differs.is_empty() {
+        reasons.push(format!("{} from the database's", said(&differs, "differs", "differ")));
+    }
+    let added: Vec<u64> = export.iter().filter(|e| !held.contains_key(&e.seq)).map(|e| e.seq).collect();
+    match head {
+        Head::Recorded(head) => {
+            let past: Vec<u64> = added.iter().copied().filter(|seq| *seq > head).collect();
+            if !past.is_empty() {
+                reasons.push(format!("{} past the manifest's recorded head ({head})", said(&past, "runs", "run")));
+            }
+        }
+        Head::Unrecorded if !added.is_empty() => {
+            reasons.push("the manifest records no ledger for this task".to_string());
+        }
+        Head::Unrecorded | Head::NoManifest => {}
+    }
+    if reasons.is_empty() { Ok(()) } else { Err(reasons.join("; ")) }
+}
+
+/// `entry 4 differs`, `entries 3-5, 8 differ`: sequence numbers for a person, with the verb.
+fn said(seqs: &[u64], verb_one: &str, verb_many: &str) -> String {
+    let (word, verb) = if seqs.len() == 1 { ("entry", verb_one) } else { ("entries", verb_many) };
+    format!("{word} {} {verb}", ranges(seqs))
+}
+
+/// `4`, `3-5`, `2, 7-9`: sequence numbers, sorted, runs joined.
+pub fn ranges(seqs: &[u64]) -> String {
+    let mut sorted = seqs.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        i += 1;
+    }
+    parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ledger::LedgerEvent;
+
+    fn entry(seq: u64, reason: &str) -> LedgerEntry {
+        LedgerEntry {
+            seq,
+            recorded_at: format!("2026-01-01T00:00:{seq:02}Z"),
+            event: LedgerEvent::Fail { reason: reason.into() },
+        }
+    }
+
+    fn held(seqs: &[u64]) -> BTreeMap<u64, LedgerEntry> {
+        seqs.iter().map(|&s| (s, entry(s, "genuine"))).collect()
+    }
+
+    fn export(seqs: &[u64]) -> Vec<LedgerEntry> {
+        seqs.iter().map(|&s| entry(s, "genuine")).collect()
+    }
+
+    #[test]
+    fn the_database_wins_and_an_agreeing_export_fills_only_its_gaps() {
+        let kept = keep(&held(&[1, 2, 4]), Some(&export(&[1, 2, 3, 4, 5])), Head::Recorded(5));
+        assert_eq!(kept.entries.len(), 5);
+        assert_eq!(kept.from_export, vec![3, 5]);
+        assert_eq!((kept.refused, kept.unchecked), (None, false));
+        // Nothing to fill: every entry is the database's.
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2])), Head::Recorded(3));
+        assert_eq!((kept.entries.len(), kept.from_export.len()), (3, 0));
+    }
+
+    #[test]
+    fn an_export_that_contradicts_the_database_or_runs_past_the_head_is_refused() {
+        let mut forged = export(&[1, 2, 3, 4]);
+        forged[1] = entry(2, "edited");
+        let kept = keep(&held(&[1, 2, 3]), Some(&forged), Head::Recorded(3));
+        assert_eq!((kept.entries.len(), kept.from_export.len()), (3, 0));
+        let reason = kept.refused.unwrap();
+        assert!(reason.contains("entry 2 differs") && reason.contains("entry 4 runs past"), "{reason}");
+        // Padding alone, past the head.
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3));
+        assert_eq!(kept.entries.len(), 3);
+        assert!(kept.refused.unwrap().contains("recorded head (3)"));
+        // Entries the database holds identically past a lagging head are no contribution.
+        let kept = keep(&held(&[1, 2, 3, 4]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3));
+        assert_eq!((kept.entries.len(), kept.refused), (4, None));
+        // A task the manifest never recorded takes nothing from an export.
+        let kept = keep(&held(&[]), Some(&export(&[1, 2])), Head::Unrecorded);
+        assert!(kept.entries.is_empty() && kept.refused.unwrap().contains("records no ledger"));
+        // Repeated entries.
+        let kept = keep(&held(&[]), Some(&export(&[1, 1, 2])), Head::Recorded(2));
+        assert!(kept.refused.unwrap().contains("entry 1 twice"));
+    }
+
+    #[test]
+    fn without_a_manifest_an_export_is_taken_unchecked_and_a_gap_ends_the_history() {
+        let kept = keep(&held(&[]), Some(&export(&[1, 2, 4])), Head::NoManifest);
+        assert_eq!(kept.entries.len(), 2);
+        assert_eq!(kept.from_export, vec![1, 2]);
+        assert!(kept.unchecked);
+        assert_eq!(ranges(&[9, 2, 3, 4, 7]), "2-4, 7, 9");
+    }
+}
