@@ -14,6 +14,7 @@ use crate::daemon::Daemon;
 use crate::domain::job::JobRecord;
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::Status;
+use crate::domain::spec::budget::{MAX_SPEC_BYTES, size};
 use crate::domain::spec::project::project;
 use crate::domain::spec::{Parsed, Spec, parse, parse_as};
 use crate::error::{RpcError, RpcResult};
@@ -55,6 +56,14 @@ fn deferred(task: &str, why: impl std::fmt::Display, broken: bool) -> Projected 
 }
 
 impl Projected {
+    /// Why the spec was left as it was, when it was.
+    pub fn note(self) -> Option<String> {
+        match self {
+            Projected::Deferred { note, .. } => Some(note),
+            Projected::Current(_) => None,
+        }
+    }
+
     /// Say in `job`'s answer that the spec was left as it was, and why; a file that needs fixing
     /// first makes that the next command (a build would refuse it).
     fn note_in(&self, job: &mut JobRecord, task: &str) {
@@ -312,6 +321,19 @@ struct Rendered {
 /// is the task's own (its file name is the task id), whatever the model's front matter says.
 fn render(ws: &Workspace, task: &str, file: &SpecText, next: &Spec) -> RpcResult<Option<Rendered>> {
     let new_text = project(&file.text, next).map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e.to_string()))?;
+    // Never a file the daemon could not read back (approval leaves room; this is the backstop
+    // for a spec grown by hand since).
+    if new_text.len() as u64 > MAX_SPEC_BYTES {
+        return Err(RpcError::new(
+            ErrorKind::ValidationFailed,
+            format!(
+                "it would grow to {}, past the {} a spec may have",
+                size(new_text.len() as u64),
+                size(MAX_SPEC_BYTES)
+            ),
+        )
+        .with_hint("shorten the spec's own text (or split the task), then run the command again"));
+    }
     let target = target_for(ws, task, next);
     let changed = target != file.path || new_text != file.text;
     Ok(changed.then(|| Rendered { from: file.path.clone(), target, text: new_text }))

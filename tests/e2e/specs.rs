@@ -662,7 +662,10 @@ fn oversized_special_and_escaping_specs_are_refused_by_name() {
     let error = |id: &str| {
         tasks.iter().find(|t| t["task_id"] == id).and_then(|t| t["error"].as_str()).unwrap_or_default().to_string()
     };
-    assert!(error("huge").contains("the spec is 9.0 MiB, over the 8.0 MiB a spec may have"), "{tasks:?}");
+    assert!(
+        error("huge").contains("the spec is 9.0 MiB (9437184 bytes), over the 8.0 MiB (8388608 bytes) a spec may have"),
+        "{tasks:?}"
+    );
     assert!(error("pipe").contains("not a regular file"), "{tasks:?}");
     assert!(error("zero").contains("outside the workspace"), "{tasks:?}");
     assert!(error("escape").contains("outside the workspace"), "{tasks:?}");

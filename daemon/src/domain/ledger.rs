@@ -9,6 +9,7 @@ use crate::domain::evidence::Contract;
 use crate::domain::lifecycle::Status;
 use crate::domain::next::{Facts, next_action};
 use crate::domain::spec::Spec;
+use crate::domain::spec::budget::{MAX_BLOCKERS, clip};
 
 /// One dirty or untracked path at approval: porcelain status, content fingerprint, path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -383,7 +384,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     }
     let cs = &mut next.current_state;
     cs.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());
-    cs.reason = if r.last_reason.is_empty() { "none".into() } else { r.last_reason.clone() };
+    cs.reason = if r.last_reason.is_empty() { "none".into() } else { clip(&r.last_reason) };
     cs.latest_runner_update = r.last_recorded_at.clone();
     cs.review_gate = match (&r.review, r.review_current, r.awaiting_approval.is_some()) {
         (_, _, true) if status == Status::Review => "awaiting_approval".into(),
@@ -398,7 +399,11 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     } else {
         Vec::new()
     };
-    next.current_state.blockers = if blockers.is_empty() { "none".into() } else { blockers.join(", ") };
+    next.current_state.blockers = match blockers.len() {
+        0 => "none".into(),
+        n if n > MAX_BLOCKERS => format!("{}, and {} more", blockers[..MAX_BLOCKERS].join(", "), n - MAX_BLOCKERS),
+        _ => blockers.join(", "),
+    };
     // The follow-up a projection shows is decided from the ledger alone; `status` adds what
     // needs IO (stale evidence, a running review).
     let action = next_action(&Facts {
@@ -418,7 +423,7 @@ fn apply_mark(c: &mut crate::domain::spec::Criterion, mark: Option<&Mark>) {
     match mark {
         Some(mark) => {
             c.status = mark.status.clone();
-            c.evidence = mark.reason.clone();
+            c.evidence = clip(&mark.reason);
             c.source_event = mark.entry.clone();
         }
         None => {

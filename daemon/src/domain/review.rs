@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::domain::dossier::Dossier;
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview, ReviewerRecord};
+use crate::domain::spec::budget::{MAX_REVIEW_BYTES, clip};
 use crate::domain::spec::{ReviewProjection, Spec};
 
 /// Providers whose passing review can complete a task (`local` and the guard's `scafld` cannot);
@@ -223,12 +224,12 @@ pub fn projection(verdict: &str, provider: &str, dossier: Option<&serde_json::Va
             if let Some(format) = &d.output_format {
                 body.push(format!("Output: {format}"));
             }
-            body.push(format!("Summary: {}", d.summary.replace('\n', " ")));
+            body.push(format!("Summary: {}", clip(&d.summary)));
             body.push(String::new());
             body.push("Attack log:".into());
             for a in &d.attack_log {
                 let notes = a.notes.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
-                body.push(format!("- `{}`: {} -> {}{notes}", a.target, a.attack, a.result));
+                body.push(clip(&format!("- `{}`: {} -> {}{notes}", a.target, a.attack, a.result)));
             }
             body.push(String::new());
             body.push("Findings:".into());
@@ -237,18 +238,23 @@ pub fn projection(verdict: &str, provider: &str, dossier: Option<&serde_json::Va
             }
             for f in &d.findings {
                 let blocking = if f.blocks() { "blocks completion" } else { "non-blocking" };
-                body.push(format!("- [{}/{blocking}] `{}` {}", f.severity, f.id, f.summary.as_deref().unwrap_or("")));
+                body.push(clip(&format!(
+                    "- [{}/{blocking}] `{}` {}",
+                    f.severity,
+                    f.id,
+                    f.summary.as_deref().unwrap_or("")
+                )));
                 if let Some(l) = &f.location {
-                    body.push(format!(
+                    body.push(clip(&format!(
                         "  - Location: `{}{}`",
                         l.path,
                         l.line.map(|n| format!(":{n}")).unwrap_or_default()
-                    ));
+                    )));
                 }
                 for (label, value) in [("Evidence", &f.evidence), ("Impact", &f.impact), ("Validation", &f.validation)]
                 {
                     if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
-                        body.push(format!("  - {label}: {}", v.replace('\n', " ")));
+                        body.push(format!("  - {label}: {}", clip(v)));
                     }
                 }
             }
@@ -261,7 +267,25 @@ pub fn projection(verdict: &str, provider: &str, dossier: Option<&serde_json::Va
             body.push("- none".into());
         }
     }
+    within_review_budget(&mut body);
     ReviewProjection { status: "completed".into(), verdict: verdict.into(), body }
+}
+
+/// Keep the section within [`MAX_REVIEW_BYTES`]: the lines past it are counted on one last line
+/// (the whole dossier stays in the ledger).
+fn within_review_budget(body: &mut Vec<String>) {
+    let mut used = 0;
+    let Some(cut) = body.iter().position(|line| {
+        used += line.len() + 1;
+        used > MAX_REVIEW_BYTES - 200
+    }) else {
+        return;
+    };
+    let left_out = body.len() - cut;
+    body.truncate(cut);
+    body.push(format!(
+        "- … {left_out} more line(s) of this review are in the ledger (`scafld session <task>` shows it)"
+    ));
 }
 
 /// Why `complete` may (or may not) close the task.
@@ -395,6 +419,31 @@ pub fn changed_paths(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<Str
 mod tests {
     use super::*;
     use crate::domain::spec::parse;
+
+    /// A reviewer's text reaches the spec clipped, line by line and as a whole: a dossier of
+    /// megabytes writes a section of at most [`MAX_REVIEW_BYTES`] (the ledger keeps it all).
+    #[test]
+    fn a_huge_review_writes_a_bounded_section() {
+        let finding = |n: usize| {
+            serde_json::json!({"id": format!("f{n}"), "severity": "low", "blocks_completion": false,
+                "summary": "s".repeat(2000), "evidence": "line\n".repeat(500)})
+        };
+        let dossier = serde_json::json!({
+            "verdict": "pass", "mode": "discover", "summary": "x".repeat(4_500_000),
+            "findings": (0..5000).map(finding).collect::<Vec<_>>(),
+            "attack_log": [{"target": "t", "attack": "a".repeat(9000), "result": "r"}],
+            "budget": {},
+        });
+        let section = crate::domain::spec::render::review(&projection("pass", "command", Some(&dossier)));
+        assert!(section.len() <= MAX_REVIEW_BYTES, "{}", section.len());
+        assert!(section.lines().all(|l| l.len() <= crate::domain::spec::budget::MAX_LINE_VALUE + 20));
+        assert!(
+            section.trim_end().ends_with("(`scafld session <task>` shows it)"),
+            "{}",
+            &section[section.len() - 300..]
+        );
+        assert!(section.contains("Verdict: pass") && section.contains("Summary: xxx"));
+    }
 
     fn entry(seq: u64, event: LedgerEvent) -> LedgerEntry {
         LedgerEntry { seq, recorded_at: String::new(), event }

@@ -74,7 +74,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     // have finished while it waited.
     let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(daemon, &ws, &entry)?;
-    refuse_oversized(&task, &entry.path)?;
+    refuse_oversized(&task, &entry.path, &entry.parsed.spec)?;
     if p.amend {
         return amend(daemon, &ws, &task, &entry.parsed, p.reason.as_deref());
     }
@@ -161,23 +161,26 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
 }
 
 /// An approved spec keeps room for the runner's own records: one larger than an approval
-/// takes is refused before the build could grow it past what can be read.
-fn refuse_oversized(task: &str, path: &Path) -> RpcResult<()> {
-    use crate::workspace::index::{MAX_APPROVED_BYTES, MAX_SPEC_BYTES, mib};
+/// takes, or one whose criteria could grow it past what can be read, is refused.
+fn refuse_oversized(task: &str, path: &Path, spec: &Spec) -> RpcResult<()> {
+    use crate::domain::spec::budget::{MAX_APPROVED_BYTES, MAX_SPEC_BYTES, runner_growth, size};
     let len = std::fs::metadata(path).map_or(0, |m| m.len());
-    if len <= MAX_APPROVED_BYTES {
-        return Ok(());
-    }
-    Err(RpcError::new(
-        ErrorKind::ValidationFailed,
+    let growth = runner_growth(spec);
+    let why = if len > MAX_APPROVED_BYTES {
+        format!("the spec is {}, over the {} an approved spec may have", size(len), size(MAX_APPROVED_BYTES))
+    } else if len + growth > MAX_SPEC_BYTES {
         format!(
-            "cannot approve {task}: the spec is {}, over the {} an approved spec may have (the rest of the {} a spec is read at is room for the runner's records)",
-            mib(len),
-            mib(MAX_APPROVED_BYTES),
-            mib(MAX_SPEC_BYTES)
-        ),
-    )
-    .with_hint("split the task into smaller ones, or move long notes out of the spec and link them"))
+            "the spec is {} and the runner's records for its {} criteria may add {}, past the {} a spec may have",
+            size(len),
+            spec.criteria().count(),
+            size(growth),
+            size(MAX_SPEC_BYTES)
+        )
+    } else {
+        return Ok(());
+    };
+    Err(RpcError::new(ErrorKind::ValidationFailed, format!("cannot approve {task}: {why}"))
+        .with_hint("split the task into smaller ones, or move long notes out of the spec and link them"))
 }
 
 /// `approve --amend --reason R`: re-pin the contract (criteria and evidence scope) of an approved
@@ -1146,11 +1149,8 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
     }
     let event = if status == Status::Failed { LedgerEvent::Fail { reason } } else { LedgerEvent::Cancel { reason } };
     let cause = if status == Status::Failed { "command:fail" } else { "command:cancel" };
-    let path = {
-        record(daemon, &ws, &task, vec![event], cause)?;
-        ws.spec_path(&task)
-    };
-    Ok(m::ArchiveResult { task_id: task, status, path })
+    let note = record(daemon, &ws, &task, vec![event], cause)?.note();
+    Ok(m::ArchiveResult { task_id: task.clone(), status, path: ws.spec_path(&task), note })
 }
 
 pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::SessionResult> {

@@ -639,7 +639,8 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale, None);
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
-    record(daemon, &ws, &task, vec![LedgerEvent::Complete { reason: "task completed".into() }], "command:complete")?;
+    let completed = LedgerEvent::Complete { reason: "task completed".into() };
+    let note = record(daemon, &ws, &task, vec![completed], "command:complete")?.note();
     let path = ws.spec_path(&task);
-    Ok(m::CompleteResult { task_id: task, status: Status::Completed, path, provider, review_entry })
+    Ok(m::CompleteResult { task_id: task, status: Status::Completed, path, provider, review_entry, note })
 }

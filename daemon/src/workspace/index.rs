@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
+use crate::domain::spec::budget::{MAX_SPEC_BYTES, size};
 use crate::domain::spec::{Diagnostic, Parsed, Severity, parse};
 use crate::workspace::specfile;
 use crate::workspace::tripwire::{Armed, TRUST_FOR, Tripwire};
@@ -583,18 +584,6 @@ impl Index {
     }
 }
 
-/// Largest spec the index reads (real specs are kilobytes): twice what an approval takes, so
-/// the runner's own records in a spec it approved (a status and an evidence line per
-/// criterion, the current state, the review) can never push it past what can be read.
-pub const MAX_SPEC_BYTES: u64 = 8 << 20;
-/// Largest spec `approve` takes (see [`MAX_SPEC_BYTES`]).
-pub const MAX_APPROVED_BYTES: u64 = 4 << 20;
-
-/// A size for people: mebibytes with one decimal.
-pub fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
-}
-
 /// A spec's bytes, read only when it is a regular file inside the workspace (a symlink may
 /// point to one) of at most [`MAX_SPEC_BYTES`]: never a device, a FIFO or something outside.
 pub fn read_spec(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
@@ -617,8 +606,8 @@ pub fn read_spec(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
     if meta.len() > MAX_SPEC_BYTES {
         return Err(format!(
             "the spec is {}, over the {} a spec may have; it is not read",
-            mib(meta.len()),
-            mib(MAX_SPEC_BYTES)
+            size(meta.len()),
+            size(MAX_SPEC_BYTES)
         ));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
@@ -626,7 +615,7 @@ pub fn read_spec(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
         .and_then(|f| f.take(MAX_SPEC_BYTES + 1).read_to_end(&mut bytes))
         .map_err(|e| format!("cannot read the spec: {e}"))?;
     if bytes.len() as u64 > MAX_SPEC_BYTES {
-        return Err(format!("the spec grew over {} while it was read; it is not read", mib(MAX_SPEC_BYTES)));
+        return Err(format!("the spec grew over {} while it was read; it is not read", size(MAX_SPEC_BYTES)));
     }
     Ok(bytes)
 }

@@ -98,6 +98,9 @@ pub struct CompleteResult {
     pub path: String,
     pub provider: String,
     pub review_entry: String,
+    /// Why the spec file was left as it was, when it was (the ledger holds the completion).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 method!(

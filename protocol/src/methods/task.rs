@@ -571,6 +571,9 @@ pub struct ArchiveResult {
     pub task_id: String,
     pub status: Status,
     pub path: String,
+    /// Why the spec file was left as it was, when it was (the ledger holds the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 method!(

@@ -234,7 +234,10 @@ pub fn archive(ctx: &Context, args: &ReasonArgs, failed: bool) -> Result<u8, Cli
     let (root, mut conn) = connect_workspace(ctx)?;
     let params = m::ReasonParams { root, task_id, reason: args.reason.clone() };
     let r = if failed { call::<m::TaskFail>(&mut conn, &params)? } else { call::<m::TaskCancel>(&mut conn, &params)? };
-    ctx.out.success(&r, || format!("{}: {} ({})", r.task_id, r.status, r.path));
+    ctx.out.success(&r, || {
+        let note = r.note.as_ref().map(|note| format!("\nnote: {note}")).unwrap_or_default();
+        format!("{}: {} ({}){note}", r.task_id, r.status, r.path)
+    });
     Ok(workflow::OK)
 }
 
@@ -342,7 +345,8 @@ pub fn complete(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     let (root, mut conn) = connect_workspace(ctx)?;
     let r = call::<m::TaskComplete>(&mut conn, &m::TaskParams { root, task_id })?;
     ctx.out.success(&r, || {
-        format!("completed {} ({}); authority: review {} by {}", r.task_id, r.path, r.review_entry, r.provider)
+        let note = r.note.as_ref().map(|note| format!("\nnote: {note}")).unwrap_or_default();
+        format!("completed {} ({}); authority: review {} by {}{note}", r.task_id, r.path, r.review_entry, r.provider)
     });
     Ok(workflow::OK)
 }

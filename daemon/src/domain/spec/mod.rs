@@ -1,12 +1,13 @@
 //! The Markdown spec: its model ([`Spec`]), the parser ([`parse`]), canonical renderers for the
 //! runner-owned sections ([`render`]) and the projection writer that splices them into the
-//! file while keeping every other byte ([`project`]).
+//! file while keeping every other byte ([`project`]), within a size budget ([`budget`]).
 //!
 //! Grammar (compatible with the original tool): YAML-like front matter of `key: value` lines,
 //! an H1 title, top-level `## ` sections found by a fence-aware scan, `## Phase N: Name`
 //! sections with `Objective:`/`Goal:`, `Status:`, `Dependencies:`, `Changes:` and `Acceptance:`,
 //! and criterion lines ``- [ ] `id` type - title`` followed by indented `- Key: value` details.
 
+pub mod budget;
 mod model;
 mod parse;
 pub mod project;
