@@ -605,6 +605,33 @@ fn a_manual_wait_is_no_failure_and_a_stale_phase_is_named_for_itself() {
     assert_eq!(step["result"]["phase"], "phase1", "{step}");
 }
 
+/// A person who judged a manual criterion `fail` judges it again once it is repaired: next
+/// names their command, never a build that would answer the same refusal for ever.
+#[test]
+fn a_manual_criterion_judged_failing_goes_back_to_the_person() {
+    let env = TestEnv::new();
+    let manual = "  - Expected kind: `manual`\n";
+    let text = spec("judged", &[&[("a1", "true", ""), ("m1", "", manual)]], &[]);
+    ready(&env, "judged", &text.replace("  - Command: ``\n", ""));
+    env.scafld(&["build", "judged"]).assert_code(3);
+    let judge = |disposition: &str| {
+        let args = ["build", "judged", "--criterion", "m1", "--disposition", disposition, "--reason", "looked"];
+        env.scafld(&args)
+    };
+    judge("fail").assert_code(3);
+    let again = "scafld build judged --criterion m1 --disposition pass --reason \"what was checked\"";
+    for _ in 0..2 {
+        let step = env.scafld(&["build", "judged", "--json"]);
+        assert_eq!(step.json()["result"]["next_command"], again, "{}", step.stdout);
+    }
+    let status = env.scafld(&["status", "judged", "--json"]).json();
+    assert_eq!(status["result"]["next_command"], again, "{status}");
+    let shown = env.scafld(&["status", "judged"]);
+    assert!(shown.stdout.contains("blocked m1: manual evidence"), "{}", shown.stdout);
+    judge("pass").assert_code(0);
+    assert_eq!(env.scafld(&["status", "judged", "--json"]).json()["result"]["next_command"], "scafld review judged");
+}
+
 /// A command that changes the files it checks (a formatter, a snapshot update) leaves the
 /// evidence it just gave stale: the step says so and points to another build, not to a review
 /// that would refuse it; that build finds nothing changed and points to the review.

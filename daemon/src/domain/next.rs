@@ -158,7 +158,10 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
         );
     }
     if status == Status::Blocked {
-        let failing: Vec<String> = blockers.iter().filter(|b| !b.manual).map(|b| b.id.clone()).collect();
+        // A manual criterion a person judged `fail` is not re-run by a build either: once what
+        // they found is repaired, they judge it again.
+        let (judged_failing, failing): (Vec<String>, Vec<String>) =
+            blockers.iter().filter(|b| !b.manual).map(|b| b.id.clone()).partition(|c| is_manual(f.spec, c));
         // A person's evidence gone stale blocks the step as well, though it still says pass:
         // only a person records it again (a build never runs a manual criterion).
         let mut manual: Vec<String> = blockers.iter().filter(|b| b.manual).map(|b| b.id.clone()).collect();
@@ -169,6 +172,19 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
             && let Some(first) = manual.first()
         {
             return record_manual(id, first, &manual);
+        }
+        if failing.is_empty()
+            && let Some(first) = judged_failing.first()
+        {
+            return next(
+                Role::Human,
+                Action::RecordManualEvidence,
+                format!("scafld build {id} --criterion {first} --disposition pass --reason \"what was checked\""),
+                format!(
+                    "a person judged {} failing: once that is repaired (see `scafld handoff {id}`), they record it again",
+                    ids(&judged_failing)
+                ),
+            );
         }
         let reason = match failing.is_empty() {
             true => format!("re-run the evidence of {} (see `scafld handoff {id}`)", target.label()),

@@ -167,8 +167,9 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             s.counts.criteria_passed, s.counts.criteria_failed, s.counts.criteria_pending
         );
         for c in s.criteria.iter().filter(|c| matches!(c.status.as_str(), "fail" | "invalid")) {
-            let _ =
-                writeln!(text, "  {} {} `{}`: {}", ctx.out.paint("blocked", Style::Bad), c.id, c.command, c.evidence);
+            // A manual criterion has no command to show.
+            let command = if c.command.is_empty() { String::new() } else { format!(" `{}`", c.command) };
+            let _ = writeln!(text, "  {} {}{command}: {}", ctx.out.paint("blocked", Style::Bad), c.id, c.evidence);
         }
         for c in s.criteria.iter().filter(|c| c.freshness == m::Freshness::Stale) {
             let _ = writeln!(text, "  {} {}: {}", ctx.out.paint("stale", Style::Bad), c.id, c.stale_reason);
