@@ -640,6 +640,11 @@ fn reconcile_restores_an_edited_status_line_and_a_hand_moved_spec_gets_a_baselin
     assert_eq!(&types[..2], ["workspace_baseline", "approval"], "{entries}");
     assert!(entries[1]["reason"].as_str().unwrap().starts_with("adopted at build"), "{entries}");
     assert_eq!(entries[1]["criteria"].as_object().map(|c| c.len()), Some(1));
+    // It never passed a harden round: the adoption is an override, and the spec says so.
+    let harden_override = entries[1]["harden_override"].as_str().unwrap_or_default();
+    assert!(harden_override.contains("adopted at build with harden_status not_run"), "{entries}");
+    let status = env.scafld(&["status", "moved", "--json"]).json();
+    assert_eq!(status["result"]["harden_status"], "overridden", "{status}");
 }
 
 #[test]

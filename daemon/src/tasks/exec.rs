@@ -269,9 +269,18 @@ async fn adopt(daemon: &Daemon, ws: &Workspace, task: &str, spec: &Spec, entries
     }];
     if entries.is_empty() {
         let contract = evidence::contract(spec);
+        // Approved elsewhere (the original tool approves without a harden pass) or set by hand:
+        // without a pass on record it is an override, and the spec and the packet say so.
+        let harden_override = (spec.harden_status() != HardenStatus::Passed).then(|| {
+            format!(
+                "adopted at build with harden_status {}: {task} was {} without an approval in this ledger",
+                spec.harden_status().as_str(),
+                spec.front.status
+            )
+        });
         events.push(LedgerEvent::Approval {
             reason: format!("adopted at build: {task} was {} without an approval in this ledger", spec.front.status),
-            harden_override: None,
+            harden_override,
             criteria: contract.criteria,
             scope: contract.scope,
         });
