@@ -127,6 +127,16 @@ fn verify_accepts_the_receipt_and_names_every_tampering() {
     let body = tampered("body.json", &|v| v["body"]["minted_at"] = "2020-01-01T00:00:00Z".into());
     let detail = failed_check(&verify(&env, &[&body, "--target", "HEAD"]), "signature");
     assert!(detail.contains("does not match the receipt body"), "{detail}");
+    // A command written into a receipt no trusted key signed is never run.
+    let marker = env.path("unsigned-command-ran");
+    let touch = format!("touch {}", marker.display());
+    let command = tampered("command.json", &|v| v["body"]["acceptance"][0]["command"] = touch.clone().into());
+    let run = verify(&env, &[&command, "--target", "HEAD"]);
+    failed_check(&run, "signature");
+    let acceptance =
+        run.json()["result"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "acceptance").cloned();
+    assert!(acceptance.unwrap()["detail"].as_str().unwrap().contains("not re-run"), "{}", run.stdout);
+    assert!(!marker.exists(), "an unsigned receipt's command ran");
     // A digest too short to be one (receipts are input): a clean failure, not a crash.
     let short = tampered("short.json", &|v| v["body"]["file_digests"]["src/lib.rs"] = "ab".into());
     let run = verify(&env, &[&short, "--target", "HEAD"]);
@@ -508,11 +518,11 @@ fn verify_runs_each_criterion_in_its_recorded_folder_under_its_own_timeout() {
     let moved = tampered("moved.json", "");
     let detail = failed_check(&verify(&env, &[&moved, "--target", "HEAD", "--material-only"]), "signature");
     assert!(detail.contains("does not match the receipt body"), "{detail}");
-    // One outside the checkout is never run.
+    // One outside the checkout is never run (unsigned, nothing in the receipt runs at all).
     let outside = tampered("outside.json", "../..");
     let run = verify(&env, &[&outside, "--target", "HEAD"]);
     let checks = run.json()["result"]["checks"].clone();
     let acceptance_check = checks.as_array().unwrap().iter().find(|c| c["name"] == "acceptance").unwrap().clone();
     assert_eq!(acceptance_check["ok"], false, "{checks}");
-    assert!(acceptance_check["detail"].as_str().unwrap().contains("outside the checkout"), "{checks}");
+    assert!(acceptance_check["detail"].as_str().unwrap().contains("not re-run"), "{checks}");
 }

@@ -191,12 +191,18 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
         "body",
         receipt::validate_body(body).map(|_| "required fields present; every signed file accounted for".into()),
     );
-    check("signature", check_signature(&root, &envelope, &trust));
+    let signature = check_signature(&root, &envelope, &trust);
+    let signed = signature.is_ok();
+    check("signature", signature);
     let at = p.material_ref.clone().unwrap_or_else(|| target.clone());
     check("files", check_files(&root, &envelope, &at).await);
     check("base", check_base(&root, &body.base_commit, &target).await);
     if p.material_only {
         check("acceptance", Ok("not re-run (--material-only)".into()));
+    } else if !signed {
+        // Commands from a receipt no trusted key signed are anyone's: never run (in CI, a pull
+        // request could otherwise run whatever it writes into one).
+        check("acceptance", Err("not re-run: the receipt's signature did not verify".into()));
     } else {
         check("acceptance", rerun_recorded(daemon, &root, &envelope, env).await);
     }
