@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod lsp;
+pub mod terminal;
 
 pub use connection::{ClientError, Connection};
 pub use scafld_local::paths;

@@ -302,6 +302,50 @@ fn command_output_never_reaches_the_terminal_as_control_sequences() {
     assert!(excerpt.contains("\\u001b]0;PWNED"), "{json}");
 }
 
+/// The client's own lines on stderr quote spec text and paths, and show their control
+/// characters too: `validate`'s report of an invalid spec (a criterion id that would set the
+/// window title and clear the screen), the autostart note (the socket's path) and the
+/// `review --diff` note (the repository's path).
+#[test]
+fn stderr_notes_never_reach_the_terminal_as_control_sequences() {
+    let mut env = TestEnv::new();
+    env.socket = env.path("run/s\x1b[2J.sock");
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    let init = env.scafld(&["init"]);
+    init.assert_code(0);
+    assert!(init.stderr.contains("started the daemon") && init.stderr.contains("s^[[2J.sock"), "{:?}", init.stderr);
+    let hostile = spec("esc", &[&[("a1", "true", "")]], &[]) + "- [ ] `a2\x1b]0;PWNED\x07\x1b[2J` test - no command\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/esc.md"), hostile).unwrap();
+    let validate = env.scafld(&["validate", "esc"]);
+    validate.assert_code(3);
+    assert!(validate.stderr.contains("`a2^[]0;PWNED^G^[[2J` has no Command"), "{:?}", validate.stderr);
+    let json = env.scafld(&["validate", "esc", "--json"]).json();
+    assert!(
+        json["error"]["details"].to_string().contains("a2\\u001b]0;PWNED\\u0007"),
+        "--json keeps the bytes: {json}"
+    );
+
+    let repo = env.path("repo\x1b]0;PWNED\x07");
+    std::fs::create_dir_all(&repo).unwrap();
+    scafld_tests::git(&repo, &["init", "-q"]);
+    for text in ["a", "b"] {
+        std::fs::write(repo.join("a"), text).unwrap();
+        scafld_tests::git(&repo, &["add", "-A"]);
+        scafld_tests::git(&repo, &["commit", "-qm", text]);
+    }
+    let reviewer = env.path("reviewer.sh");
+    std::fs::write(&reviewer, "#!/bin/sh\ncat > /dev/null\necho no dossier\n").unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let reviewer = reviewer.display().to_string();
+    let args =
+        ["review", "--diff", "HEAD~1..HEAD", "--reviewers", "command", "--provider-command", &reviewer, "--detach"];
+    let diff = Run::from(env.scafld_command(&args).current_dir(&repo).output().unwrap());
+    assert!(diff.stderr.contains("repo^[]0;PWNED^G has no .scafld/"), "{:?}", diff.stderr);
+    for run in [&init, &validate, &diff] {
+        assert!(!run.stderr.contains('\x1b') && !run.stderr.contains('\x07'), "{:?}", run.stderr);
+    }
+}
+
 #[test]
 fn commands_get_the_callers_environment_not_the_daemons() {
     let env = TestEnv::new();

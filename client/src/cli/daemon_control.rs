@@ -26,12 +26,23 @@ pub fn connect(paths: &Paths, autostart: bool) -> Result<Connection, CliError> {
 /// [`connect`] with a bound on every read and write of the connection (see
 /// [`Connection::connect_with_timeout`]).
 pub fn connect_with_timeout(paths: &Paths, autostart: bool, timeout: Option<Duration>) -> Result<Connection, CliError> {
+    connect_noting(paths, autostart, timeout, &|line| super::output::note(line))
+}
+
+/// [`connect_with_timeout`], saying that it started the daemon with `note` (a command's
+/// stderr; the language server's log).
+pub fn connect_noting(
+    paths: &Paths,
+    autostart: bool,
+    timeout: Option<Duration>,
+    note: &dyn Fn(&str),
+) -> Result<Connection, CliError> {
     // The handshake's answer comes with the first call's (see `Connection::connect_pipelined`).
     match Connection::connect_pipelined(&paths.socket, timeout) {
         Ok(conn) => Ok(conn),
         Err(ClientError::Unreachable { .. }) if autostart => {
             let pid = start(paths)?;
-            eprintln!("scafld: started the daemon (pid {pid}) at {}", paths.socket.display());
+            note(&format!("scafld: started the daemon (pid {pid}) at {}", paths.socket.display()));
             Connection::connect_pipelined(&paths.socket, timeout).map_err(connect_error)
         }
         Err(ClientError::Unreachable { socket, .. }) => Err(unreachable(&socket).with_hint(

@@ -568,9 +568,9 @@ impl TaskArg {
         if let Some(id) = &self.task_id
             && Cli::command().get_subcommands().any(|c| c.get_name() == id)
         {
-            eprintln!(
+            output::note(&format!(
                 "scafld: note: `{id}` is also a scafld command; here it is read as a task id (`--task {id}` says so explicitly)"
-            );
+            ));
         }
         self.task_id
             .clone()

@@ -1,11 +1,12 @@
 //! Rendering results: human text on stdout, or with `--json` exactly one envelope
 //! `{"ok", "command", "result", "error": {"code", "message", "exit_code", "hint"}}`.
 
-use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
 
 use serde::Serialize;
 use serde_json::{Value, json};
+
+pub use scafld_client::terminal::terminal_safe;
 
 use super::exit::workflow;
 
@@ -173,50 +174,28 @@ impl Output {
     }
 }
 
-/// The escape sequences [`Output::paint`] writes: the only ones human text keeps, and only
-/// when this client paints.
-const PAINTED: [&str; 5] = ["\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[1m", "\x1b[0m"];
-
-/// Human text made safe for a terminal. Commands' output, spec text and file names reach it,
-/// and a raw control character there could set the window title, clear the screen, or hide a
-/// line behind a carriage return: each is shown in caret notation instead (`^[`, `^M`, `^?`,
-/// C1 controls as `<U+009B>`). Newlines and tabs stay, and so does a CR before a newline;
-/// with `color`, so do the colours [`Output::paint`] writes. `--json` output is never passed
-/// through this (JSON escapes control characters itself).
-pub fn terminal_safe(text: &str, color: bool) -> Cow<'_, str> {
-    let unsafe_char = |c: char| (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}';
-    if !text.chars().any(unsafe_char) {
-        return Cow::Borrowed(text);
-    }
-    let mut safe = String::with_capacity(text.len() + 16);
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if color && let Some(code) = PAINTED.iter().find(|code| rest.starts_with(**code)) {
-            safe.push_str(code);
-            rest = &rest[code.len()..];
-            continue;
-        }
-        match c {
-            '\r' if rest[1..].starts_with('\n') => safe.push('\r'),
-            '\u{7f}' => safe.push_str("^?"),
-            c if c.is_control() && c != '\n' && c != '\t' && (c as u32) < 0x20 => {
-                safe.push('^');
-                safe.push(char::from(b'@' + c as u8));
-            }
-            c if c.is_control() && c != '\n' && c != '\t' => safe.push_str(&format!("<U+{:04X}>", c as u32)),
-            c => safe.push(c),
-        }
-        rest = &rest[c.len_utf8()..];
-    }
-    Cow::Owned(safe)
-}
-
 #[derive(Debug, Clone, Copy)]
 pub enum Style {
     Good,
     Bad,
     Warn,
     Bold,
+}
+
+/// A note on stderr (what the client did, progress, a warning), made safe for a terminal like
+/// all human text: notes quote paths, task ids and the daemon's words. Ended by a newline.
+pub fn note(text: &str) {
+    let mut text = terminal_safe(text, false).into_owned();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let _ = std::io::stderr().write_all(text.as_bytes());
+}
+
+/// A line of human text on stdout for a command that prints as it goes (`scafld demo`),
+/// made safe for a terminal.
+pub fn say(text: &str) {
+    print_stdout(&terminal_safe(text, false));
 }
 
 fn print_stdout(text: &str) {

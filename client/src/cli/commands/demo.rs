@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::cli::Context;
 use crate::cli::exit::workflow;
-use crate::cli::output::CliError;
+use crate::cli::output::{CliError, say};
 
 const SPEC: &str = "---\nspec_version: '2.0'\ntask_id: greet\nstatus: draft\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# Greet the user\n\n## Summary\n\nWrite a greeting the acceptance check can find.\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: Write the greeting\n\nObjective: greet.txt greets the world.\n\nAcceptance:\n- [ ] `a1` test - greet.txt says hello\n  - Command: `grep -q hello greet.txt`\n\n## Harden Rounds\n\n- none\n";
 
@@ -54,7 +54,7 @@ impl Demo {
     /// Run `scafld args --json`, print it as typed and `summary` of its result; stop the demo on
     /// an exit code other than `expect`.
     fn step(&self, args: &[&str], expect: u8, summary: impl FnOnce(&Value) -> String) -> Result<Value, CliError> {
-        println!("$ scafld {}", args.join(" "));
+        say(&format!("$ scafld {}", args.join(" ")));
         let mut all = args.to_vec();
         all.push("--json");
         let output = self
@@ -72,7 +72,7 @@ impl Demo {
             ));
         }
         let result = if envelope["result"].is_null() { envelope["error"].clone() } else { envelope["result"].clone() };
-        println!("  {}", summary(&result));
+        say(&format!("  {}", summary(&result)));
         Ok(result)
     }
 
@@ -120,22 +120,18 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
     let json = ctx.out.json;
     let ledger = "scafld session greet";
     if !json {
-        println!(
-            "\nDone: greet went from a plan to a signed receipt, through a failing criterion and a blocking review."
-        );
-        println!("  the repository:   {}", demo.repo.display());
-        println!("  the spec:         {}", demo.repo.join(".scafld/specs/archive").display());
-        println!("  the receipt:      {}", demo.repo.join(".scafld/receipts/greet.json").display());
-        println!(
+        say("\nDone: greet went from a plan to a signed receipt, through a failing criterion and a blocking review.");
+        say(&format!("  the repository:   {}", demo.repo.display()));
+        say(&format!("  the spec:         {}", demo.repo.join(".scafld/specs/archive").display()));
+        say(&format!("  the receipt:      {}", demo.repo.join(".scafld/receipts/greet.json").display()));
+        say(&format!(
             "  the ledger:       `{ledger}` with SCAFLD_SOCKET={} SCAFLD_STATE_DIR={}{}",
             demo.root.join("scafldd.sock").display(),
             demo.root.join("state").display(),
             if keep { " (the daemon is still running: --keep)" } else { " (start its daemon again to read it)" }
-        );
-        println!(
-            "Try it on a repository of your own: `cd your-repo && scafld init && scafld plan <task>`; review with a"
-        );
-        println!("real model through `scafld review <task> --provider codex|claude|gemini` (see `scafld doctor`).");
+        ));
+        say("Try it on a repository of your own: `cd your-repo && scafld init && scafld plan <task>`; review with a");
+        say("real model through `scafld review <task> --provider codex|claude|gemini` (see `scafld doctor`).");
     } else {
         ctx.out.success(
             &serde_json::json!({"repo": demo.repo.display().to_string(), "root": demo.root.display().to_string(), "kept": keep}),
@@ -147,7 +143,7 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
 
 /// The walk through the gate.
 fn walk(d: &Demo) -> Result<(), CliError> {
-    println!("scafld demo: a throwaway repository in {}\n", d.repo.display());
+    say(&format!("scafld demo: a throwaway repository in {}\n\n", d.repo.display()));
     d.git(&["init", "-q"])?;
     d.write("README.md", "# demo\n")?;
     d.git(&["add", "-A"])?;
@@ -174,10 +170,10 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     std::fs::remove_file(d.repo.join("greet.txt")).ok();
     d.step(&["build", "greet"], 0, |r| format!("{} opened", r["phase"].as_str().unwrap_or("phase1")))?;
     d.write("greet.txt", "hi\n")?;
-    println!("  (the agent writes greet.txt: \"hi\")");
+    say("  (the agent writes greet.txt: \"hi\")");
     d.step(&["build", "greet"], 3, failing)?;
     d.write("greet.txt", "hello\n")?;
-    println!("  (the agent repairs it: \"hello\")");
+    say("  (the agent repairs it: \"hello\")");
     d.step(&["build", "greet"], 0, |r| {
         let status = r["status"].as_str().or(r["outcome"]["status"].as_str()).unwrap_or("review");
         format!("a1 passes; status {status}")
@@ -186,9 +182,7 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     std::fs::write(&reviewer, REVIEWER)
         .and_then(|_| std::fs::set_permissions(&reviewer, std::os::unix::fs::PermissionsExt::from_mode(0o755)))
         .map_err(|e| CliError::new("demo", format!("cannot write the demo reviewer: {e}"), workflow::RUNTIME))?;
-    println!(
-        "  (the reviewer below is demo-reviewer.sh, a scripted stand-in for a model, run as a `command` provider)"
-    );
+    say("  (the reviewer below is demo-reviewer.sh, a scripted stand-in for a model, run as a `command` provider)");
     let script = reviewer.display().to_string();
     // Discover mode both times: the scripted reviewer answers in one mode only.
     let review = [
@@ -209,7 +203,7 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     })?;
     d.step(&["complete", "greet"], 4, |_| "refused: no passing review".into())?;
     d.write("greet.txt", "hello, world\n")?;
-    println!("  (the agent repairs the finding: \"hello, world\")");
+    say("  (the agent repairs the finding: \"hello, world\")");
     d.step(&["build", "greet"], 0, |_| "the changed file's evidence runs again: a1 passes".into())?;
     d.step(&review, 0, |r| format!("pass ({})", r["provider"].as_str().unwrap_or("command")))?;
     d.step(&["finalize", "greet"], 0, |r| {
@@ -217,7 +211,7 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     })?;
     d.git(&["add", "-A"])?;
     d.git(&["commit", "-qm", "greet the world"])?;
-    println!("  (the work is committed)");
+    say("  (the work is committed)");
     d.step(&["verify", "--target", "HEAD"], 0, |r| {
         let checks = r["checks"].as_array().map(|c| c.len()).unwrap_or(0);
         format!("verified: {checks} checks pass (signature, files, base, acceptance, ...)")

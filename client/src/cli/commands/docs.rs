@@ -6,7 +6,7 @@ use std::path::Path;
 use clap::CommandFactory;
 
 use crate::cli::exit::workflow;
-use crate::cli::output::CliError;
+use crate::cli::output::{CliError, note};
 use crate::cli::{Cli, Context};
 
 /// The shell's registration script: at completion time the shell runs `scafld` again with
@@ -47,7 +47,10 @@ pub fn man(ctx: &Context, out: &Path) -> Result<u8, CliError> {
             std::fs::write(out.join("scafldd.1"), output.stdout).map_err(io)?;
             written.push("scafldd.1".to_string());
         }
-        _ => eprintln!("scafld: warning: no scafldd answered `--man` ({}); its page was not written", daemon.display()),
+        _ => note(&format!(
+            "scafld: warning: no scafldd answered `--man` ({}); its page was not written",
+            daemon.display()
+        )),
     }
     ctx.out.success(&serde_json::json!({"out": out.display().to_string(), "pages": written}), || {
         format!(

@@ -8,7 +8,7 @@ use scafld_protocol::methods::{self as m, BuildOutcome, CallerContext, JobInfo};
 
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{wait, workflow};
-use crate::cli::output::{CliError, Style};
+use crate::cli::output::{CliError, Style, note};
 use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, SessionArgs, TaskArg};
 
 /// How long one `job.wait` call blocks before the client prints a heartbeat line.
@@ -105,7 +105,7 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
     if started.attached
         && let Some(job_id) = &started.job_id
     {
-        eprintln!("scafld: a build of {task_id} is already running; attached to job {job_id}");
+        note(&format!("scafld: a build of {task_id} is already running; attached to job {job_id}"));
     }
     if let Some(outcome) = started.outcome {
         return Ok(print_outcome(ctx, &outcome));

@@ -12,7 +12,7 @@ use super::exec::caller;
 use super::tasks::{call, findings_text, session as connect_workspace};
 use super::template;
 use crate::cli::exit::{spawn_wait, workflow};
-use crate::cli::output::{CliError, Style};
+use crate::cli::output::{CliError, Style, note};
 use crate::cli::{Context, ReasonArgs, ReviewArgs, ReviewCommand, TaskArg, TemplateRunArgs};
 
 /// Seconds between the "running" lines a waiting review prints.
@@ -95,9 +95,9 @@ fn user_template(ctx: &Context, args: &ReviewArgs) -> Result<Option<String>, Cli
 fn note_task_collision(ctx: &Context, name: &str) {
     let Ok((root, mut conn)) = connect_workspace(ctx) else { return };
     if call::<m::TaskStatus>(&mut conn, &m::TaskParams { root, task_id: name.to_string() }).is_ok() {
-        eprintln!(
+        note(&format!(
             "scafld: note: `{name}` is read as the review template; `scafld review --task {name}` reviews the task `{name}`"
-        );
+        ));
     }
 }
 
@@ -182,7 +182,7 @@ pub(super) fn follow(
     let mut last_line = Instant::now();
     let mut last_activity: Vec<Option<String>> = vec![None; spawned.job_ids.len()];
     if !ctx.out.json {
-        eprintln!(
+        note(&format!(
             "scafld review {label}: started session {} ({})",
             spawned.session_key,
             if spawned.reviewers_spawned.is_empty() {
@@ -190,7 +190,7 @@ pub(super) fn follow(
             } else {
                 spawned.reviewers_spawned.join(", ")
             }
-        );
+        ));
     }
     loop {
         let params = m::ReviewWaitParams {
@@ -210,11 +210,11 @@ pub(super) fn follow(
         for (i, job_id) in spawned.job_ids.iter().enumerate() {
             let Ok(info) = call::<m::JobStatus>(conn, &m::JobParams { job_id: job_id.clone() }) else { continue };
             if info.activity.is_some() && info.activity != last_activity[i] {
-                eprintln!(
+                note(&format!(
                     "scafld review {label}: {} elapsed={}s",
                     info.activity.as_deref().unwrap_or_default(),
                     t0.elapsed().as_secs()
-                );
+                ));
                 changed = true;
             }
             last_activity[i] = info.activity;
@@ -222,7 +222,7 @@ pub(super) fn follow(
         if changed {
             last_line = Instant::now();
         } else if last_line.elapsed().as_secs_f64() >= HEARTBEAT_SECONDS {
-            eprintln!("scafld review {label}: running elapsed={}s", t0.elapsed().as_secs());
+            note(&format!("scafld review {label}: running elapsed={}s", t0.elapsed().as_secs()));
             last_line = Instant::now();
         }
     }
@@ -288,7 +288,7 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
     };
     let spawned = call::<m::ReviewDiff>(&mut conn, &params).map_err(|e| family(e, spawn_wait::FAIL))?;
     if let Some(kept_in) = &spawned.kept_in {
-        eprintln!("scafld: {root} has no .scafld/; this range review's packet and report are kept in {kept_in}");
+        note(&format!("scafld: {root} has no .scafld/; this range review's packet and report are kept in {kept_in}"));
     }
     if args.detach {
         return Ok(spawn_output(ctx, &spawned));
@@ -342,10 +342,10 @@ fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, 
     };
     let result = call::<m::ReviewWait>(&mut conn, &params).map_err(|e| family(e, spawn_wait::INTERNAL))?;
     if !given {
-        eprintln!(
+        note(&format!(
             "scafld: waiting on review session {} ({}; pass --session-key to choose)",
             result.session_key, result.chosen
-        );
+        ));
     }
     Ok(wait_output(ctx, &result))
 }

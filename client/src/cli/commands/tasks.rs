@@ -117,12 +117,13 @@ pub fn validate(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
         let errors = result.diagnostics.iter().filter(|d| d.severity == m::Severity::Error).count();
         let mut error = invalid(&result.task_id, errors);
         if !ctx.out.json {
-            eprintln!(
+            // The diagnostics quote the spec: shown safe for a terminal, like all human text.
+            ctx.out.eprint_human(&format!(
                 "{}: {}\n{}",
                 result.task_id,
                 ctx.out.paint("invalid", Style::Bad),
                 diagnostics_text(&result.diagnostics)
-            );
+            ));
         }
         error.details = Some(serde_json::json!({ "diagnostics": result.diagnostics }));
         ctx.out.failure(&error, serde_json::to_value(&result).ok());

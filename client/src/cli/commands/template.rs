@@ -11,7 +11,7 @@ use super::exec::caller;
 use super::review::{follow, spawn_output};
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{template as codes, workflow};
-use crate::cli::output::{CliError, Style};
+use crate::cli::output::{CliError, Style, note};
 use crate::cli::{Context, TemplateRunArgs};
 
 fn usage(message: impl Into<String>) -> CliError {
@@ -124,7 +124,7 @@ pub fn run(
     if args.detach {
         let code = spawn_output(ctx, &started.session);
         if !ctx.out.json && !started.session.reviewers_spawned.is_empty() {
-            eprintln!("next: scafld review result --session-key {}", started.session.session_key);
+            note(&format!("next: scafld review result --session-key {}", started.session.session_key));
         }
         return Ok(code);
     }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::exec::caller;
 use super::tasks::call;
 use crate::cli::exit::workflow;
-use crate::cli::output::CliError;
+use crate::cli::output::{CliError, note};
 use crate::cli::{Context, LeaseArgs, WorkerArgs, WorkerCommand};
 
 pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
@@ -198,7 +198,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     let id = worker_id(args.id.clone());
     let mut conn = ctx.connect()?;
     if !ctx.out.json {
-        eprintln!("scafld worker {id}: serving review jobs with {}", args.provider);
+        note(&format!("scafld worker {id}: serving review jobs with {}", args.provider));
     }
     let mut served = Vec::new();
     loop {
@@ -215,7 +215,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             Ok(claimed) => claimed,
             // The daemon went away (a restart): keep serving once it is back.
             Err(e) if !args.once && e.exit_code == workflow::UNREACHABLE => {
-                eprintln!("scafld worker {id}: {}; reconnecting", e.message);
+                note(&format!("scafld worker {id}: {}; reconnecting", e.message));
                 std::thread::sleep(Duration::from_secs(1));
                 if let Ok(again) = crate::cli::daemon_control::connect(&ctx.paths, false) {
                     conn = again;
@@ -226,7 +226,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         };
         if let Some(claim) = claimed {
             if !ctx.out.json {
-                eprintln!("scafld worker {id}: {}", briefing(&claim).lines().next().unwrap_or_default());
+                note(&format!("scafld worker {id}: {}", briefing(&claim).lines().next().unwrap_or_default()));
             }
             let run = execute(ctx, &claim)?;
             let params = m::WorkerSubmitParams {
@@ -249,11 +249,11 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                 Ok(r) => {
                     if !ctx.out.json {
                         let how = if r.accepted { format!("verdict {}", r.verdict) } else { r.problems.join("; ") };
-                        eprintln!("scafld worker {id}: {} done: {how}", r.job_id);
+                        note(&format!("scafld worker {id}: {} done: {how}", r.job_id));
                     }
                     served.push(r);
                 }
-                Err(e) => eprintln!("scafld worker {id}: {} not submitted: {}", claim.job_id, e.message),
+                Err(e) => note(&format!("scafld worker {id}: {} not submitted: {}", claim.job_id, e.message)),
             }
         }
         if args.once {

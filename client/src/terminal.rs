@@ -1,0 +1,42 @@
+//! Human text made safe for a terminal: the one filter every line the client prints for a
+//! person goes through (the CLI's output, the language server's stderr).
+
+use std::borrow::Cow;
+
+/// The escape sequences the CLI's `Output::paint` writes: the only ones human text keeps, and
+/// only when the client paints.
+const PAINTED: [&str; 5] = ["\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[1m", "\x1b[0m"];
+
+/// Human text made safe for a terminal. Commands' output, spec text and file names reach it,
+/// and a raw control character there could set the window title, clear the screen, or hide a
+/// line behind a carriage return: each is shown in caret notation instead (`^[`, `^M`, `^?`,
+/// C1 controls as `<U+009B>`). Newlines and tabs stay, and so does a CR before a newline;
+/// with `color`, so do the colours the CLI's `Output::paint` writes. `--json` output is never
+/// passed through this (JSON escapes control characters itself).
+pub fn terminal_safe(text: &str, color: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| (c.is_control() && c != '\n' && c != '\t') || c == '\u{7f}';
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut safe = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if color && let Some(code) = PAINTED.iter().find(|code| rest.starts_with(**code)) {
+            safe.push_str(code);
+            rest = &rest[code.len()..];
+            continue;
+        }
+        match c {
+            '\r' if rest[1..].starts_with('\n') => safe.push('\r'),
+            '\u{7f}' => safe.push_str("^?"),
+            c if c.is_control() && c != '\n' && c != '\t' && (c as u32) < 0x20 => {
+                safe.push('^');
+                safe.push(char::from(b'@' + c as u8));
+            }
+            c if c.is_control() && c != '\n' && c != '\t' => safe.push_str(&format!("<U+{:04X}>", c as u32)),
+            c => safe.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Cow::Owned(safe)
+}
