@@ -3,7 +3,9 @@
 //! empty list, republished when the file changes on disk), review findings on the cited lines
 //! until resolved, hover, document symbols, executeCommand with `$/progress`, a daemon
 //! restart, a hung daemon, a workspace opened through a linked path with a space and
-//! non-ASCII in it (didClose back to the file's list), a clean exit; and the Neovim reference client, headless (`nvim` must be installed
+//! non-ASCII in it (didClose back to the file's list), a clean exit, malformed messages and
+//! frames, a buffer too long as JSON, routine notes in the editor's log rather than on
+//! stderr; and the Neovim reference client, headless (`nvim` must be installed
 //! in CI; elsewhere its test is skipped with a notice).
 
 use std::io::{BufRead, BufReader, Write};
@@ -72,9 +74,25 @@ impl Lsp {
 
     fn send(&mut self, message: Value) {
         let body = message.to_string();
+        self.send_raw(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    }
+
+    /// Bytes as they are, framed or not.
+    fn send_raw(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin open");
-        write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        stdin.write_all(bytes).unwrap();
         stdin.flush().unwrap();
+    }
+
+    /// The next `window/logMessage` of type `typ` (1 error, 2 warning, 3 info) whose message
+    /// contains `needle`.
+    fn logged(&mut self, typ: u64, needle: &str) -> String {
+        let message = self.wait_for(&format!("a log message {typ} with {needle:?}"), |m| {
+            m["method"] == "window/logMessage"
+                && m["params"]["type"] == typ
+                && m["params"]["message"].as_str().is_some_and(|t| t.contains(needle))
+        });
+        message["params"]["message"].as_str().unwrap().to_string()
     }
 
     fn request(&mut self, method: &str, params: Value) -> u64 {
@@ -543,6 +561,92 @@ fn lsp_exits_cleanly_on_shutdown_and_exit_and_when_stdin_closes() {
     let mut lsp = Lsp::start(&env, &env.work);
     lsp.notify("exit", json!(null));
     assert_eq!(lsp.exit_code(), 1);
+}
+
+/// A body that is not JSON, or not a JSON-RPC message, is answered as JSON-RPC says (-32700
+/// with id null, -32600) and logged, and the server goes on serving; a stream it can no longer
+/// split into messages (a header that is not `Name: value`) ends it with exit status 1 and
+/// the reason on stderr and in the editor's log.
+#[test]
+fn lsp_answers_a_malformed_message_and_exits_non_zero_on_a_broken_frame() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let mut lsp = Lsp::start(&env, &env.work);
+    lsp.open(&uri(&path), &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri(&path), "the open spec's (empty) list", |d| d.is_empty());
+
+    let truncated = br#"{"jsonrpc": "2.0", "id": 99, "method": "textDocument/hover", "params": {"#;
+    lsp.send_raw(&[format!("Content-Length: {}\r\n\r\n", truncated.len()).as_bytes(), truncated].concat());
+    let parse_error = lsp.wait_for("the parse error", |m| m["error"]["code"] == -32700);
+    assert_eq!(parse_error["id"], Value::Null, "{parse_error}");
+    assert!(lsp.logged(1, "Parse error").contains("not JSON"));
+    let not_a_message = br#"{"jsonrpc": "2.0", "id": 7, "method": 5}"#;
+    lsp.send_raw(&[format!("Content-Length: {}\r\n\r\n", not_a_message.len()).as_bytes(), not_a_message].concat());
+    let invalid = lsp.response(7);
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    // Still serving: a request after them is answered, a change still checked.
+    let lenses = lsp.call("textDocument/codeLens", json!({"textDocument": {"uri": uri(&path)}}));
+    assert!(lenses["result"].as_array().is_some_and(|l| !l.is_empty()), "{lenses}");
+    lsp.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&path), "version": 2}, "contentChanges": [{"text": broken("greet")}]}),
+    );
+    lsp.diagnostics(&uri(&path), "the broken buffer's diagnostics", has_duplicate);
+
+    lsp.send_raw(b"garbage\r\n\r\n{}");
+    assert!(lsp.logged(1, "cannot read the editor's messages any more").contains("not `Name: value`"));
+    assert_eq!(lsp.exit_code(), 1);
+    let stderr = std::fs::read_to_string(env.path("lsp.stderr")).unwrap();
+    assert!(stderr.contains("cannot read the editor's messages any more: a header line"), "{stderr}");
+}
+
+/// A buffer under the size limit whose JSON escaping (every `"` doubled) makes a request
+/// longer than the daemon reads gets the documented size message, never the daemon's
+/// discarded-line error; hover on it fails with the same words.
+#[test]
+fn lsp_reports_a_buffer_too_long_as_json_with_its_size() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let mut lsp = Lsp::start(&env, &env.work);
+    lsp.open(&uri(&path), &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri(&path), "the open spec's (empty) list", |d| d.is_empty());
+    let quoted = spec_text("greet", "draft") + &"\"".repeat(6 << 20);
+    assert!(quoted.len() < scafld_protocol::methods::MAX_CHECK_TEXT_BYTES);
+    lsp.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&path), "version": 2}, "contentChanges": [{"text": quoted}]}),
+    );
+    let shown = lsp.diagnostics(&uri(&path), "the size message", |d| !d.is_empty());
+    let message = shown[0]["message"].as_str().unwrap();
+    assert!(message.contains("as JSON") && message.contains("fits in 10485760 bytes"), "{message}");
+    let hover = lsp.call(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri(&path)}, "position": {"line": 0, "character": 0}}),
+    );
+    assert!(hover["error"]["message"].as_str().is_some_and(|m| m.contains("as JSON")), "{hover}");
+}
+
+/// Routine notes are the editor's log, not stderr (Neovim 0.7 logs every stderr line as an
+/// error): the daemon the server started (info), the daemon lost (warning).
+#[test]
+fn lsp_logs_routine_notes_to_the_editor_not_to_stderr() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    std::fs::create_dir_all(env.work.join(".scafld/specs/drafts")).unwrap();
+    let mut lsp = Lsp::start(&env, &env.work);
+    lsp.logged(3, "started the daemon");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    lsp.logged(2, "lost the daemon");
+    let shutdown = lsp.call("shutdown", json!(null));
+    assert!(shutdown["result"].is_null(), "{shutdown}");
+    lsp.notify("exit", json!(null));
+    assert_eq!(lsp.exit_code(), 0);
+    let stderr = std::fs::read_to_string(env.path("lsp.stderr")).unwrap();
+    assert_eq!(stderr, "", "nothing routine on stderr");
 }
 
 /// `nvim`, or `None` when this machine has none and may skip (never in CI).

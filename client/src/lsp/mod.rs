@@ -3,14 +3,16 @@
 //! review, answers hover, document symbols and code lenses, and runs scafld commands. It never
 //! writes a spec: every change goes through the daemon, whose events keep it current.
 //!
-//! One thread runs the loop below over three sources: the editor's messages (lsp-server's
-//! stdio threads), the daemon's events (`daemon::spawn_events`) and the debounce timer.
+//! One thread runs the loop below over four sources: the editor's messages (our own stdio
+//! threads, `transport`), the daemon's events (`daemon::spawn_events`), the debounce timer and
+//! the connector's notes (a daemon it started).
 
 mod commands;
 mod daemon;
 mod diagnostics;
 mod documents;
 mod outline;
+mod transport;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -25,7 +27,7 @@ use lsp_types::{
     TextDocumentSyncCapability, TextDocumentSyncKind, TextDocumentSyncOptions, TextDocumentSyncSaveOptions, Uri,
 };
 use scafld_protocol::methods::{self as m, CallerContext};
-use scafld_protocol::{ErrorKind, Event};
+use scafld_protocol::{ErrorKind, Event, MAX_REQUEST_LINE_BYTES};
 use serde::de::DeserializeOwned;
 
 pub use daemon::{Connector, Dial, LinkError};
@@ -33,6 +35,7 @@ use daemon::{Link, LinkEvent};
 use diagnostics::Published;
 use documents::{Document, Documents, SpecFile, TaskKey, path_to_uri, spec_file, uri_to_path};
 use outline::ScafldCommand;
+use transport::InputEnd;
 
 /// What `scafld lsp` needs from the command line.
 pub struct Options {
@@ -42,6 +45,9 @@ pub struct Options {
     pub caller: CallerContext,
     /// The workspace root when the editor names none (`--root`, else the nearest `.scafld/`).
     pub root: Option<PathBuf>,
+    /// What the connector has to say (it started the daemon), logged to the editor: a line on
+    /// stderr would reach the editor's log as an error.
+    pub notes: Receiver<String>,
 }
 
 /// How the server ended.
@@ -53,13 +59,16 @@ pub enum Exit {
     WithoutShutdown,
     /// The editor closed our stdin.
     InputClosed,
+    /// The editor's input could not be split into messages any more (the reason is on stderr
+    /// and in the editor's log).
+    Unframed,
 }
 
 impl Exit {
     pub fn code(self) -> u8 {
         match self {
             Exit::Clean | Exit::InputClosed => 0,
-            Exit::WithoutShutdown => 1,
+            Exit::WithoutShutdown | Exit::Unframed => 1,
         }
     }
 }
@@ -73,12 +82,18 @@ struct Root {
 
 /// Serve LSP on stdin/stdout until the editor exits or closes stdin.
 pub fn run(options: Options) -> Result<Exit, String> {
-    let (connection, _io_threads) = lsp_server::Connection::stdio();
+    let stdio = transport::stdio().map_err(|e| format!("cannot start a thread: {e}"))?;
+    let connection = &stdio.connection;
     let (id, params) = match connection.initialize_start() {
         Ok(start) => start,
         Err(e) if connection.receiver.is_empty() => {
-            eprintln!("scafld lsp: no initialize request ({e})");
-            return Ok(Exit::InputClosed);
+            return Ok(match stdio.input_end() {
+                InputEnd::Closed => {
+                    safe_eprintln(&format!("no initialize request ({e})"));
+                    Exit::InputClosed
+                }
+                InputEnd::Unframed(_) => Exit::Unframed,
+            });
         }
         Err(e) => return Err(e.to_string()),
     };
@@ -143,7 +158,17 @@ pub fn run(options: Options) -> Result<Exit, String> {
         let started = server.link.ensure().map(|_| ());
         server.report(started, || "reach the daemon".into());
     }
-    Ok(server.main_loop(&connection.receiver, &events_rx))
+    let exit = server.main_loop(&connection.receiver, &events_rx, &options.notes);
+    Ok(match exit {
+        Exit::InputClosed if matches!(stdio.input_end(), InputEnd::Unframed(_)) => Exit::Unframed,
+        exit => exit,
+    })
+}
+
+/// A line on stderr (the editor's log, or a terminal when run by hand), made safe for a
+/// terminal.
+fn safe_eprintln(message: &str) {
+    eprintln!("scafld lsp: {}", crate::terminal::terminal_safe(message, false));
 }
 
 /// The workspace folders of `initialize` (or its older `rootUri`).
@@ -171,7 +196,12 @@ struct Server {
 }
 
 impl Server {
-    fn main_loop(&mut self, editor: &Receiver<Message>, events: &Receiver<LinkEvent>) -> Exit {
+    fn main_loop(
+        &mut self,
+        editor: &Receiver<Message>,
+        events: &Receiver<LinkEvent>,
+        notes: &Receiver<String>,
+    ) -> Exit {
         loop {
             let timer = match self.docs.next_due() {
                 Some(due) => crossbeam_channel::at(due),
@@ -192,6 +222,11 @@ impl Server {
                         self.on_link(event);
                     }
                 }
+                recv(notes) -> note => {
+                    if let Ok(note) = note {
+                        self.log(MessageType::INFO, note);
+                    }
+                }
                 recv(timer) -> _ => {
                     for doc in self.docs.take_due(Instant::now()) {
                         self.check_buffer(&doc);
@@ -205,8 +240,12 @@ impl Server {
         let _ = self.out.send(message.into());
     }
 
+    /// Log to the editor (`window/logMessage`); an error goes to stderr too. Neovim 0.7 logs
+    /// every stderr line as an error, so nothing routine goes there.
     fn log(&self, typ: MessageType, message: String) {
-        eprintln!("scafld lsp: {message}");
+        if typ == MessageType::ERROR {
+            safe_eprintln(&message);
+        }
         self.send(Notification::new("window/logMessage".into(), LogMessageParams { typ, message }));
     }
 
@@ -370,18 +409,14 @@ impl Server {
 
     /// Check an open buffer's text and publish its diagnostics (always, even none).
     fn check_buffer_or_fail(&mut self, doc: &Document) -> Result<(), LinkError> {
-        let diagnostics = if doc.text.len() > m::MAX_CHECK_TEXT_BYTES {
-            vec![problem(format!(
-                "this spec is {} bytes; scafld checks at most {}",
-                doc.text.len(),
-                m::MAX_CHECK_TEXT_BYTES
-            ))]
+        let params = m::CheckParams {
+            root: doc.spec.root.display().to_string(),
+            task_id: doc.spec.task_id.clone(),
+            text: Some(doc.text.clone()),
+        };
+        let diagnostics = if let Some(message) = too_big(&params) {
+            vec![problem(message)]
         } else {
-            let params = m::CheckParams {
-                root: doc.spec.root.display().to_string(),
-                task_id: doc.spec.task_id.clone(),
-                text: Some(doc.text.clone()),
-            };
             match self.link.call::<m::TaskCheck>(&params) {
                 Ok(result) => result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect(),
                 // The daemon refuses the file itself (a bad task id, an unknown workspace): say so on it.
@@ -506,6 +541,9 @@ impl Server {
         };
         let root = spec.root.display().to_string();
         let params = m::CheckParams { root: root.clone(), task_id: spec.task_id.clone(), text: Some(text.clone()) };
+        if let Some(message) = too_big(&params) {
+            return Err((REQUEST_FAILED, message));
+        }
         let structure = self.link.call::<m::TaskCheck>(&params).map_err(failed)?;
         let status = self.link.call::<m::TaskStatus>(&m::TaskParams { root, task_id: spec.task_id }).ok();
         Ok((text, structure, status))
@@ -568,7 +606,71 @@ fn params<P: DeserializeOwned>(request: Request) -> Result<P, (i32, String)> {
         .map_err(|e| (ErrorCode::InvalidParams as i32, format!("{method}: {e:?}")))
 }
 
+/// Room a request's JSON-RPC envelope (`jsonrpc`, `id`, `method`) takes around its params.
+const ENVELOPE_BYTES: usize = 128;
+
+/// Why the daemon cannot check `params`' text, if it cannot: more than `task.check` takes, or
+/// a request line longer than the daemon reads once the text is escaped as JSON (a quote, a
+/// backslash or a control character takes 2 to 6 bytes there, so a buffer under the size
+/// limit can still be too long to send; the daemon would discard it unread).
+fn too_big(params: &m::CheckParams) -> Option<String> {
+    let text = params.text.as_deref()?;
+    if text.len() > m::MAX_CHECK_TEXT_BYTES {
+        return Some(format!("this spec is {} bytes; scafld checks at most {}", text.len(), m::MAX_CHECK_TEXT_BYTES));
+    }
+    // Six bytes a byte is the worst escaping: below that, no need to measure.
+    let worst = 6 * (text.len() + params.root.len() + params.task_id.len()) + ENVELOPE_BYTES;
+    if worst <= MAX_REQUEST_LINE_BYTES {
+        return None;
+    }
+    let json = json_len(params) + ENVELOPE_BYTES;
+    (json > MAX_REQUEST_LINE_BYTES).then(|| {
+        format!(
+            "this spec is {} bytes but {json} as JSON (quotes, backslashes and control characters are escaped); \
+             scafld checks a spec whose request fits in {MAX_REQUEST_LINE_BYTES} bytes",
+            text.len()
+        )
+    })
+}
+
+/// How long `value` is as JSON, measured without writing it anywhere.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// A problem with the whole file, on its first line.
 fn problem(message: String) -> lsp_types::Diagnostic {
     diagnostics::spec_diagnostic(&m::Diagnostic { line: 0, severity: m::Severity::Error, message })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A buffer under the size limit whose JSON is longer than the daemon's request line gets
+    /// the size message, never a request the daemon would discard.
+    #[test]
+    fn a_buffer_is_measured_as_the_json_it_would_be_sent_as() {
+        let params = |text: String| m::CheckParams { root: "/w".into(), task_id: "t".into(), text: Some(text) };
+        assert_eq!(too_big(&params("x".repeat(6 << 20))), None);
+        for escaped in ["\"", "\u{1}"] {
+            let message = too_big(&params(escaped.repeat(6 << 20))).expect("too long as JSON");
+            assert!(message.contains("as JSON") && message.contains(&MAX_REQUEST_LINE_BYTES.to_string()), "{message}");
+        }
+        let over = too_big(&params("x".repeat(m::MAX_CHECK_TEXT_BYTES + 1))).unwrap();
+        assert!(over.contains("scafld checks at most 8388608"), "{over}");
+        assert_eq!(json_len(&"a\"b"), 6);
+    }
 }
