@@ -523,6 +523,36 @@ fn lsp_follows_a_spec_opened_through_a_linked_path_with_a_space_and_non_ascii() 
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
 
+/// The same spec open through two paths (the workspace and a link to it) is two buffers, each
+/// with its own text: checking one never clears or replaces the other's diagnostics.
+#[test]
+fn lsp_keeps_each_buffer_of_one_spec_its_own_diagnostics() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    std::os::unix::fs::symlink(&env.work, env.dir.path().join("link")).unwrap();
+    let mut lsp = Lsp::start(&env, &env.work);
+    let real = uri(&path);
+    let linked = format!("{}/link/.scafld/specs/drafts/greet.md", uri(env.dir.path()));
+    lsp.open(&real, &spec_text("greet", "draft"));
+    lsp.diagnostics(&real, "the real buffer's (empty) list", |d| d.is_empty());
+    lsp.open(&linked, &spec_text("greet", "draft"));
+    lsp.diagnostics(&linked, "the linked buffer's (empty) list", |d| d.is_empty());
+    let change = |uri: &str, version: u64, text: String| json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]});
+    lsp.notify("textDocument/didChange", change(&real, 2, broken("greet")));
+    lsp.diagnostics(&real, "the real buffer's duplicate", has_duplicate);
+    lsp.notify("textDocument/didChange", change(&linked, 2, spec_text("greet", "draft") + "\n"));
+    lsp.diagnostics(&linked, "the edited linked buffer's (empty) list", |d| d.is_empty());
+    // Published before the linked buffer's list, had it been cleared.
+    let cleared = lsp.backlog.iter().any(|m| {
+        m["method"] == "textDocument/publishDiagnostics"
+            && m["params"]["uri"] == real
+            && !has_duplicate(m["params"]["diagnostics"].as_array().unwrap())
+    });
+    assert!(!cleared, "the real buffer's error was cleared: {:#?}", lsp.backlog);
+}
+
 /// Child processes of `pid` (from /proc).
 fn children(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };

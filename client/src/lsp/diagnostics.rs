@@ -143,8 +143,10 @@ pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<
 pub struct Published {
     /// Spec diagnostics by the spec's URI.
     specs: BTreeMap<String, (Uri, Vec<Diagnostic>)>,
-    /// Where each task's spec was last published (a moved spec clears its old URI).
-    spec_of_task: BTreeMap<TaskKey, Uri>,
+    /// Where each task's spec diagnostics were last published: a URI per open buffer of it
+    /// (the same spec may be open through two paths, each buffer with its own text), or the
+    /// file's when none is open (a moved spec clears its old URI).
+    spec_of_task: BTreeMap<TaskKey, Vec<Uri>>,
     /// Each task's open findings.
     findings: BTreeMap<TaskKey, Vec<(Uri, Diagnostic)>>,
     /// URIs last published with something on them.
@@ -152,19 +154,62 @@ pub struct Published {
 }
 
 impl Published {
-    /// Replace a task's spec diagnostics (`None` when its spec is gone); the URIs to republish.
-    pub fn set_spec(&mut self, task: TaskKey, spec: Option<(Uri, Vec<Diagnostic>)>) -> Vec<Uri> {
+    /// Replace all of a task's spec diagnostics (none when its spec is gone), a list per URI
+    /// (a later one for the same URI wins); the URIs to republish.
+    pub fn set_spec(&mut self, task: TaskKey, lists: Vec<(Uri, Vec<Diagnostic>)>) -> Vec<Uri> {
         let mut touched = Vec::new();
-        if let Some(old) = self.spec_of_task.remove(&task) {
+        for old in self.spec_of_task.remove(&task).unwrap_or_default() {
             self.specs.remove(old.as_str());
             touched.push(old);
         }
-        if let Some((uri, diagnostics)) = spec {
-            self.spec_of_task.insert(task, uri.clone());
+        let mut uris: Vec<Uri> = Vec::new();
+        for (uri, diagnostics) in lists {
+            if !uris.contains(&uri) {
+                uris.push(uri.clone());
+            }
             self.specs.insert(uri.as_str().to_string(), (uri.clone(), diagnostics));
             touched.push(uri);
         }
+        if !uris.is_empty() {
+            self.spec_of_task.insert(task, uris);
+        }
         touched
+    }
+
+    /// Replace the list of one open buffer of a task, keeping those of its other open buffers
+    /// (`open`) and dropping any other of the task's (the file's, published before the buffer
+    /// opened); the URIs to republish (the kept ones are not).
+    pub fn set_buffer(&mut self, task: TaskKey, uri: Uri, diagnostics: Vec<Diagnostic>, open: &[Uri]) -> Vec<Uri> {
+        let mut touched = Vec::new();
+        let uris = self.spec_of_task.entry(task).or_default();
+        uris.retain(|old| {
+            let kept = old != &uri && open.contains(old);
+            if !kept && old != &uri {
+                self.specs.remove(old.as_str());
+                touched.push(old.clone());
+            }
+            kept
+        });
+        uris.push(uri.clone());
+        self.specs.insert(uri.as_str().to_string(), (uri.clone(), diagnostics));
+        touched.push(uri);
+        touched
+    }
+
+    /// Drop one URI's spec diagnostics of a task (a closed buffer nothing can be read for);
+    /// the URIs to republish.
+    pub fn forget(&mut self, task: &TaskKey, uri: &Uri) -> Vec<Uri> {
+        let Some(uris) = self.spec_of_task.get_mut(task) else { return Vec::new() };
+        let before = uris.len();
+        uris.retain(|u| u != uri);
+        if uris.len() == before {
+            return Vec::new();
+        }
+        if uris.is_empty() {
+            self.spec_of_task.remove(task);
+        }
+        self.specs.remove(uri.as_str());
+        vec![uri.clone()]
     }
 
     /// Replace a task's findings; the URIs to republish (where they were and where they are).
@@ -251,11 +296,34 @@ mod tests {
         let task: TaskKey = ("/w".into(), "t".into());
         let d = spec_diagnostic(&m::Diagnostic { line: 0, severity: m::Severity::Error, message: "x".into() });
         assert_eq!(d.range.start.line, 0);
-        published.set_spec(task.clone(), Some((uri.clone(), vec![d])));
+        published.set_spec(task.clone(), vec![(uri.clone(), vec![d])]);
         assert_eq!(published.compose(&uri, false).unwrap().len(), 1);
-        published.set_spec(task, Some((uri.clone(), vec![])));
+        published.set_spec(task, vec![(uri.clone(), vec![])]);
         assert_eq!(published.compose(&uri, false), Some(vec![]));
         assert_eq!(published.compose(&uri, false), None);
         assert_eq!(published.compose(&uri, true), Some(vec![]));
+    }
+
+    /// Two buffers of one task (the spec through two paths) each keep their own list; the
+    /// file's list published before they opened goes.
+    #[test]
+    fn each_open_buffer_of_a_task_keeps_its_own_list() {
+        let mut published = Published::default();
+        let uri = |p: &str| Uri::from_str(&format!("file://{p}/.scafld/specs/drafts/t.md")).unwrap();
+        let (file, one, two) = (uri("/w"), uri("/one"), uri("/two"));
+        let task: TaskKey = ("/w".into(), "t".into());
+        let d = spec_diagnostic(&m::Diagnostic { line: 3, severity: m::Severity::Error, message: "x".into() });
+        published.set_spec(task.clone(), vec![(file.clone(), vec![d.clone()])]);
+        assert!(published.compose(&file, false).is_some());
+        let open = [one.clone(), two.clone()];
+        assert_eq!(
+            published.set_buffer(task.clone(), one.clone(), vec![d.clone()], &open),
+            vec![file.clone(), one.clone()]
+        );
+        assert_eq!(published.set_buffer(task.clone(), two.clone(), vec![], &open), vec![two.clone()]);
+        assert_eq!(published.compose(&one, false), Some(vec![d]), "the first buffer keeps its list");
+        assert_eq!(published.compose(&file, false), Some(vec![]), "the file's list is emptied once");
+        assert_eq!(published.forget(&task, &one), vec![one.clone()]);
+        assert_eq!(published.compose(&one, false), Some(vec![]));
     }
 }

@@ -158,9 +158,9 @@ impl Documents {
         self.open.values()
     }
 
-    /// The open buffer of a task, if any.
-    pub fn of_task(&self, key: &TaskKey) -> Option<&Document> {
-        self.open.values().find(|d| &d.key == key)
+    /// The open buffers of a task (one spec may be open through two paths).
+    pub fn of_task(&self, key: &TaskKey) -> Vec<Document> {
+        self.open.values().filter(|d| &d.key == key).cloned().collect()
     }
 
     /// The earliest pending check.

@@ -358,7 +358,7 @@ impl Server {
                     None => Err(LinkError::Unavailable("its workspace is unknown".into())),
                 };
                 if read.is_err() {
-                    let touched = self.published.set_spec(doc.key.clone(), None);
+                    let touched = self.published.forget(&doc.key, &doc.uri);
                     self.publish(touched, false);
                 }
                 self.report(read, || format!("validate {}", doc.uri.as_str()));
@@ -407,24 +407,12 @@ impl Server {
         self.report(checked, || format!("check {}", doc.uri.as_str()));
     }
 
-    /// Check an open buffer's text and publish its diagnostics (always, even none).
+    /// Check an open buffer's text and publish its diagnostics (always, even none), beside
+    /// those of the task's other open buffers.
     fn check_buffer_or_fail(&mut self, doc: &Document) -> Result<(), LinkError> {
-        let params = m::CheckParams {
-            root: doc.spec.root.display().to_string(),
-            task_id: doc.spec.task_id.clone(),
-            text: Some(doc.text.clone()),
-        };
-        let diagnostics = if let Some(message) = too_big(&params) {
-            vec![problem(message)]
-        } else {
-            match self.link.call::<m::TaskCheck>(&params) {
-                Ok(result) => result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect(),
-                // The daemon refuses the file itself (a bad task id, an unknown workspace): say so on it.
-                Err(LinkError::Refused { message, .. }) => vec![problem(message)],
-                Err(e) => return Err(e),
-            }
-        };
-        let touched = self.published.set_spec(doc.key.clone(), Some((doc.uri.clone(), diagnostics)));
+        let diagnostics = self.buffer_diagnostics(doc)?;
+        let open: Vec<Uri> = self.docs.of_task(&doc.key).into_iter().map(|d| d.uri).collect();
+        let touched = self.published.set_buffer(doc.key.clone(), doc.uri.clone(), diagnostics, &open);
         // The editor expects an answer for the buffer, even an empty one; a URI the task's
         // list moves away from gets one only if it showed something.
         let (buffer, vacated): (Vec<Uri>, Vec<Uri>) = touched.into_iter().partition(|uri| *uri == doc.uri);
@@ -433,28 +421,57 @@ impl Server {
         Ok(())
     }
 
-    /// Publish a task's spec diagnostics as its file on disk reads, unless its open buffer has
-    /// unsaved edits (the buffer's are the ones that matter then). An open buffer's own URI
-    /// is kept (the editor may name the workspace through another path).
+    /// The diagnostics of an open buffer's text (a refusal of the daemon's is one, on its
+    /// first line).
+    fn buffer_diagnostics(&mut self, doc: &Document) -> Result<Vec<lsp_types::Diagnostic>, LinkError> {
+        let params = m::CheckParams {
+            root: doc.spec.root.display().to_string(),
+            task_id: doc.spec.task_id.clone(),
+            text: Some(doc.text.clone()),
+        };
+        if let Some(message) = too_big(&params) {
+            return Ok(vec![problem(message)]);
+        }
+        match self.link.call::<m::TaskCheck>(&params) {
+            Ok(result) => Ok(result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect()),
+            // The daemon refuses the file itself (a bad task id, an unknown workspace): say so on it.
+            Err(LinkError::Refused { message, .. }) => Ok(vec![problem(message)]),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Publish a task's spec diagnostics: each open buffer with unsaved edits shows its own
+    /// text's, each other one (or, with none open, the root the editor named) the file's as it
+    /// reads on disk, at the file's path under the root that buffer names (the editor may
+    /// name the workspace through another path; a moved spec clears its old URI).
     fn refresh_spec(&mut self, root: &Root, task_id: &str, force: bool) -> Result<(), LinkError> {
         let key: TaskKey = (root.canonical.clone(), task_id.to_string());
-        let open = self.docs.of_task(&key).cloned();
-        if let Some(doc) = &open
-            && doc.dirty
-        {
-            return self.check_buffer_or_fail(doc);
+        let open = self.docs.of_task(&key);
+        let mut lists = Vec::new();
+        let mut named_by: Vec<&Path> =
+            open.iter().filter(|doc| !doc.dirty).map(|doc| doc.spec.root.as_path()).collect();
+        if open.is_empty() {
+            named_by.push(&root.path);
         }
-        let params = m::CheckParams { root: root.path.display().to_string(), task_id: task_id.into(), text: None };
-        let spec = match self.link.call::<m::TaskCheck>(&params) {
-            Ok(result) => {
-                let named_by = open.as_ref().map_or(&root.path, |doc| &doc.spec.root);
-                path_to_uri(&named_by.join(&result.path))
-                    .map(|uri| (uri, result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect()))
+        if !named_by.is_empty() {
+            let params = m::CheckParams { root: root.path.display().to_string(), task_id: task_id.into(), text: None };
+            match self.link.call::<m::TaskCheck>(&params) {
+                Ok(result) => {
+                    let diagnostics: Vec<_> = result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect();
+                    for named_by in named_by {
+                        if let Some(uri) = path_to_uri(&named_by.join(&result.path)) {
+                            lists.push((uri, diagnostics.clone()));
+                        }
+                    }
+                }
+                Err(LinkError::Refused { kind: ErrorKind::NotFound, .. }) => {}
+                Err(e) => return Err(e),
             }
-            Err(LinkError::Refused { kind: ErrorKind::NotFound, .. }) => None,
-            Err(e) => return Err(e),
-        };
-        let touched = self.published.set_spec(key, spec);
+        }
+        for doc in open.iter().filter(|doc| doc.dirty) {
+            lists.push((doc.uri.clone(), self.buffer_diagnostics(doc)?));
+        }
+        let touched = self.published.set_spec(key, lists);
         self.publish(touched, force);
         Ok(())
     }
@@ -505,10 +522,16 @@ impl Server {
         // file, which may have changed while no events came: the file is read, as an event
         // about it would have.
         let docs: Vec<Document> = self.docs.all().cloned().collect();
+        let mut refreshed = std::collections::BTreeSet::new();
         for doc in docs {
             match self.root(&doc.key.0) {
-                Some(root) if !doc.dirty => self.refresh_spec(&root, &doc.key.1, true)?,
-                _ => self.check_buffer_or_fail(&doc)?,
+                // Every open buffer of the task at once.
+                Some(root) => {
+                    if refreshed.insert(doc.key.clone()) {
+                        self.refresh_spec(&root, &doc.key.1, true)?;
+                    }
+                }
+                None => self.check_buffer_or_fail(&doc)?,
             }
         }
         let before = self.published.tasks_with_findings();
