@@ -86,7 +86,8 @@ pub fn run(options: Options) -> Result<Exit, String> {
     let connection = &stdio.connection;
     let (id, params) = match connection.initialize_start() {
         Ok(start) => start,
-        Err(e) if connection.receiver.is_empty() => {
+        // The input ended (the reader thread is done): say why.
+        Err(e) if e.channel_is_disconnected() => {
             return Ok(match stdio.input_end() {
                 InputEnd::Closed => {
                     safe_eprintln(&format!("no initialize request ({e})"));
