@@ -585,6 +585,13 @@ fn an_approved_spec_never_grows_past_what_can_be_read() {
     assert!(std::fs::metadata(&path).unwrap().len() > 4 << 20, "the runner's records are in the spec");
     env.scafld(&["status", "big", "--json"]).assert_code(0);
     env.scafld(&["validate", "big", "--json"]).assert_code(0);
+    // Amending it, past 4 MiB now with the runner's records in it, is checked for room only.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (from, to) = ("criterion c0\n  - Command: `true`", "criterion c0\n  - Command: `true 0`");
+    assert!(text.contains(from));
+    std::fs::write(&path, text.replace(from, to)).unwrap();
+    env.scafld(&["approve", "big", "--amend", "--reason", "c0 takes an argument"]).assert_code(0);
+    assert_eq!(build(&env, "big")["result"]["passed"], 1);
 
     std::fs::write(env.work.join(".scafld/specs/drafts/huge.md"), notes((4 << 20) + 1000).replace("big", "huge"))
         .unwrap();

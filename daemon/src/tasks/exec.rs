@@ -74,7 +74,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     // have finished while it waited.
     let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(daemon, &ws, &entry)?;
-    refuse_oversized(&task, &entry.path, &entry.parsed.spec)?;
+    refuse_oversized(&task, &entry.path, &entry.parsed.spec, p.amend)?;
     if p.amend {
         return amend(daemon, &ws, &task, &entry.parsed, p.reason.as_deref());
     }
@@ -161,12 +161,13 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
 }
 
 /// An approved spec keeps room for the runner's own records: one larger than an approval
-/// takes, or one whose criteria could grow it past what can be read, is refused.
-fn refuse_oversized(task: &str, path: &Path, spec: &Spec) -> RpcResult<()> {
+/// takes, or one whose criteria could grow it past what can be read, is refused. (An amended
+/// spec holds some of those records already: only the room is checked.)
+fn refuse_oversized(task: &str, path: &Path, spec: &Spec, amending: bool) -> RpcResult<()> {
     use crate::domain::spec::budget::{MAX_APPROVED_BYTES, MAX_SPEC_BYTES, runner_growth, size};
     let len = std::fs::metadata(path).map_or(0, |m| m.len());
     let growth = runner_growth(spec);
-    let why = if len > MAX_APPROVED_BYTES {
+    let why = if len > MAX_APPROVED_BYTES && !amending {
         format!("the spec is {}, over the {} an approved spec may have", size(len), size(MAX_APPROVED_BYTES))
     } else if len + growth > MAX_SPEC_BYTES {
         format!(
