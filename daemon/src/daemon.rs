@@ -96,6 +96,11 @@ impl Daemon {
         &*self.store
     }
 
+    /// The store, for work off the runtime's threads.
+    pub fn store_handle(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.events.subscribe()
     }
@@ -174,6 +179,12 @@ impl Daemon {
         self.open_workspace(&canonical).await?;
         let open = crate::sync::lock(&self.open_workspaces);
         open.get(&canonical).cloned().ok_or_else(|| RpcError::internal("workspace vanished"))
+    }
+
+    /// The folders workspace `id` is open at (one, or two when a worktree's `.scafld` links
+    /// to the main checkout's).
+    pub fn open_as(&self, id: &str) -> Vec<Arc<Workspace>> {
+        crate::sync::lock(&self.open_workspaces).values().filter(|ws| ws.id == id).cloned().collect()
     }
 
     /// Where a plain git repository's range reviews live: in the state dir, under an id named
@@ -255,9 +266,14 @@ impl Daemon {
             {
                 info!(root = %root_text, "the spec folders are not all watched here; whole-workspace reads stat them");
             }
-            // The index fills in the background; calls are served meanwhile (see index.rs).
+            // The index fills in the background, with what the ledgers say; calls are served
+            // meanwhile (see index.rs).
+            let store = self.store.clone();
             tokio::task::spawn_blocking(move || {
                 workspace.warm_index();
+                if let Err(e) = crate::ledger::load_states(&*store, &workspace) {
+                    warn!(workspace = %workspace.id, "cannot read the workspace's ledgers: {e}");
+                }
                 info!(workspace = %workspace.id, root = %workspace.root.display(), specs = crate::sync::read(&workspace.index).len(), "workspace indexed");
             });
             self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
@@ -472,11 +488,12 @@ impl Daemon {
     }
 
     pub fn publish_task_changed(&self, ws: &Workspace, task_id: &str, cause: &str) {
-        let status = crate::sync::read(&ws.index)
-            .get(task_id)
-            .and_then(|e| e.listing.status)
-            .map(|s| s.to_string())
-            .unwrap_or_default();
+        // The ledger's status where it has a say, as `list` shows it.
+        let status = {
+            let index = crate::sync::read(&ws.index);
+            let file = index.get(task_id).and_then(|e| e.listing.status);
+            index.ledger_state(task_id).map(|l| l.status).or(file).map(|s| s.to_string()).unwrap_or_default()
+        };
         self.publish(Event::TaskChanged {
             workspace_id: ws.id.clone(),
             root: ws.root.display().to_string(),

@@ -267,5 +267,13 @@ pub(crate) fn next_for(
     let replay = ledger::replay(entries);
     let running =
         daemon.sessions.latest(ws, Some(&spec.front.task_id)).filter(|s| s.result.is_none()).map(|s| s.key.clone());
-    next_action(&Facts { spec, replay: &replay, spec_errors, stale, running_review: running.as_deref(), draft_digest })
+    next_action(&Facts {
+        spec,
+        replay: &replay,
+        spec_errors,
+        stale,
+        running_review: running.as_deref(),
+        draft_digest,
+        missing: None,
+    })
 }

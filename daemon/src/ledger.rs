@@ -13,7 +13,8 @@ use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::job::JobRecord;
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
-use crate::domain::lifecycle::Status;
+use crate::domain::lifecycle::{Folder, Status};
+use crate::domain::next::MissingSpec;
 use crate::domain::spec::budget::{MAX_SPEC_BYTES, size};
 use crate::domain::spec::project::project;
 use crate::domain::spec::{Parsed, Spec, parse, parse_as};
@@ -34,25 +35,48 @@ const ATTEMPTS: usize = 8;
 pub enum Projected {
     /// The spec shows the ledger (written now, or already so): where it is.
     Current(PathBuf),
-    /// The spec was left exactly as it is on disk. The ledger keeps the task's state; the next
-    /// write or `scafld reconcile` projects it once the file reads as the task's spec again.
+    /// The spec was left exactly as it is on disk (or, missing, not written at all). The ledger
+    /// keeps the task's state; the next write or `scafld reconcile` projects it once the file
+    /// is there and reads as the task's spec again.
     Deferred {
         /// Why, and what puts it right, in a sentence for answers.
         note: String,
-        /// The file does not read as the task's spec: it needs fixing before anything else.
-        broken: bool,
+        why: Unprojected,
     },
 }
 
-/// The sentence a deferred projection carries: where, why, and what puts it right (`broken`:
-/// the file does not read as the task's spec, so it needs fixing first).
-fn deferred(task: &str, why: impl std::fmt::Display, broken: bool) -> Projected {
-    let remedy = if broken { "fix the file, then run" } else { "run" };
+/// Why a projection left the spec file as it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unprojected {
+    /// There is no spec file: removed, or moved out of `.scafld/specs`. Nothing is written in
+    /// its place (the ledger keeps the runner's record, not the text someone wrote); it needs
+    /// putting back.
+    Missing,
+    /// The file does not read as the task's spec: it needs fixing before anything else.
+    Broken,
+    /// It could not be written this time (saved again each time it was written, a write that
+    /// failed): running the command again does it.
+    Unwritten,
+}
+
+/// The sentence a deferred projection carries: where, why, and what puts it right.
+fn deferred(task: &str, why: impl std::fmt::Display, kind: Unprojected) -> Projected {
+    let remedy = if kind == Unprojected::Broken { "fix the file, then run" } else { "run" };
     let note = format!(
         "the spec was not updated ({why}); the ledger keeps the task's state: {remedy} `scafld reconcile {task}` to write it"
     );
     tracing::warn!(task, "{note}");
-    Projected::Deferred { note, broken }
+    Projected::Deferred { note, why: kind }
+}
+
+/// [`deferred`] for a task without a spec file, whose ledger (`entries`) says where it belongs.
+fn deferred_missing(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -> Projected {
+    let note = format!(
+        "the spec file is missing (removed or moved out of .scafld/specs), so nothing was written; the ledger keeps the task's state: put the file back at {}, then run `scafld reconcile {task}`",
+        place(ws, task, entries)
+    );
+    tracing::warn!(task, "{note}");
+    Projected::Deferred { note, why: Unprojected::Missing }
 }
 
 impl Projected {
@@ -64,13 +88,80 @@ impl Projected {
         }
     }
 
-    /// Say in `job`'s answer that the spec was left as it was, and why; a file that needs fixing
-    /// first makes that the next command (a build would refuse it).
-    fn note_in(&self, job: &mut JobRecord, task: &str) {
-        if let Projected::Deferred { note, broken } = self {
-            job.note_unprojected(note, broken.then(|| format!("scafld validate {task}")));
+    /// Say in `job`'s answer that the spec was left as it was, and why; a file that needs
+    /// fixing first makes that the next command (a build would refuse it), and a missing one
+    /// putting it back (`missing`: where it belongs and what restores it).
+    fn note_in(&self, job: &mut JobRecord, task: &str, missing: Option<&MissingSpec>) {
+        if let Projected::Deferred { note, why } = self {
+            let next = match why {
+                Unprojected::Broken => Some(format!("scafld validate {task}")),
+                Unprojected::Missing => {
+                    Some(missing.and_then(|m| m.restore.clone()).unwrap_or_else(|| "none".to_string()))
+                }
+                Unprojected::Unwritten => None,
+            };
+            job.note_unprojected(note, next);
         }
     }
+
+    fn missing(&self) -> bool {
+        matches!(self, Projected::Deferred { why: Unprojected::Missing, .. })
+    }
+}
+
+/// Where the spec of a task whose ledger is `entries` belongs (workspace-relative): the folder
+/// of the ledger's status, an archive month from its last entry.
+pub fn place(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -> String {
+    let status = ledger::state(entries).map_or(Status::Draft, |s| s.status);
+    let recorded_at = entries.last().map(|e| e.recorded_at.clone()).unwrap_or_else(clock::now_rfc3339);
+    let month = clock::month_of(&recorded_at).unwrap_or("unknown");
+    ws.relative(&specfile::target_path(&ws.root, task, status, month))
+}
+
+/// A task without its spec file: where the file belongs (its ledger is `entries`) and, when git
+/// still holds a copy (at that place, or in another lifecycle folder, which `reconcile` then
+/// moves it out of), the command that brings it back. Reads git off the runtime.
+pub async fn missing_spec(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -> MissingSpec {
+    let place = place(ws, task, entries);
+    let specs = specfile::specs_dir(&ws.root);
+    let mut candidates = vec![place.clone()];
+    for folder in [Folder::Drafts, Folder::Approved, Folder::Active] {
+        let path = ws.relative(&specs.join(folder.dir_name()).join(format!("{task}.md")));
+        if !candidates.contains(&path) {
+            candidates.push(path);
+        }
+    }
+    let root = ws.root.clone();
+    let kept = crate::baseline::off_runtime(move || Ok(crate::baseline::kept_copy(&root, &candidates))).await;
+    let restore = kept.ok().and_then(Result::ok).flatten().map(|(path, kept)| kept.restore_command(&path));
+    MissingSpec { place, restore }
+}
+
+/// Tell the index of every open folder of `ws`'s workspace what the task's ledger (`entries`,
+/// the whole of it after an append) says now, so that whole-workspace reads follow it from
+/// memory. A folder opened later reads it from the store ([`load_states`]).
+pub fn note_state(daemon: &Daemon, ws: &Workspace, task: &str, entries: &[LedgerEntry]) {
+    let Some(state) = ledger::state(entries) else { return };
+    crate::sync::write(&ws.index).note_ledger(task, state);
+    for other in daemon.open_as(&ws.id) {
+        crate::sync::write(&other.index).note_ledger(task, state);
+    }
+}
+
+/// Read what every ledger of `ws` says into its index, once (the warm-up does it in the
+/// background; a whole-workspace read that comes first, itself). Blocking: the store's reads.
+pub fn load_states(store: &dyn crate::store::Store, ws: &Workspace) -> Result<(), crate::store::StoreError> {
+    if crate::sync::read(&ws.index).ledger_loaded() {
+        return Ok(());
+    }
+    let mut states = Vec::new();
+    store.each_ledger(&ws.id, &mut |task, entries| {
+        if let Some(state) = ledger::state(entries) {
+            states.push((task.to_string(), state));
+        }
+    })?;
+    crate::sync::write(&ws.index).take_ledger(states);
+    Ok(())
 }
 
 /// Append `events` to the task's ledger, then write the spec as the whole ledger says it is.
@@ -85,7 +176,9 @@ pub fn record(
     cause: &str,
 ) -> RpcResult<Projected> {
     daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)?;
-    project_from_ledger(daemon, ws, task, cause)
+    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    note_state(daemon, ws, task, &entries);
+    project_entries(daemon, ws, task, &entries, cause)
 }
 
 /// [`record`] for the events that end a job: `end` gets the spec and the ledger as the events
@@ -119,19 +212,24 @@ pub async fn record_ending(
     }));
     let (on_disk, mut unprojected) = match read_as_spec(ws, task) {
         Ok(found) => (Some(found), None),
-        Err(why) => (None, Some(deferred(task, why, true))),
+        Err(Unread::Missing) => (None, Some(deferred_missing(ws, task, &entries))),
+        Err(Unread::Broken(why)) => (None, Some(deferred(task, why, Unprojected::Broken))),
     };
     let next = ledger::project(on_disk.as_ref().map_or(base, |(_, parsed)| &parsed.spec), &entries, &recorded_at);
     let mut job = end(&next, &entries);
     let rendered = match &on_disk {
         Some((file, _)) => render(ws, task, file, &next).unwrap_or_else(|e| {
-            unprojected = Some(deferred(task, e, true));
+            unprojected = Some(deferred(task, e, Unprojected::Broken));
             None
         }),
         None => None,
     };
+    let missing = match unprojected.as_ref().is_some_and(Projected::missing) {
+        true => Some(missing_spec(ws, task, &entries).await),
+        false => None,
+    };
     if let Some(unprojected) = &unprojected {
-        unprojected.note_in(&mut job, task);
+        unprojected.note_in(&mut job, task, missing.as_ref());
     }
     // Staged, and parsed for the index, while the ledger flushes.
     let staging = rendered.as_ref().map(|r| {
@@ -141,6 +239,9 @@ pub async fn record_ending(
         })
     });
     let written = daemon.store().append_ending(&ws.id, task, &recorded_at, events, &job).map_err(internal)?;
+    if written.first().is_some_and(|w| w.seq == first) {
+        note_state(daemon, ws, task, &entries);
+    }
     let staged = match staging {
         Some(staging) => Some(staging.await.map_err(internal)?),
         None => None,
@@ -149,7 +250,10 @@ pub async fn record_ending(
     let after_flush = if written.first().is_some_and(|w| w.seq != first) {
         // Only a caller that broke the lock rule gets here: project what the ledger holds.
         drop(staged);
-        project_from_ledger(daemon, ws, task, cause).unwrap_or_else(|e| deferred(task, e, false))
+        if let Ok(entries) = daemon.store().ledger(&ws.id, task) {
+            note_state(daemon, ws, task, &entries);
+        }
+        project_from_ledger(daemon, ws, task, cause).unwrap_or_else(|e| deferred(task, e, Unprojected::Unwritten))
     } else if let (Some(rendered), Some(staged), Some((file, _))) = (rendered, staged, &on_disk) {
         match staged.and_then(|(staged, parsed)| {
             let written = staged.written().clone();
@@ -161,15 +265,18 @@ pub async fn record_ending(
                 Projected::Current(rendered.target)
             }
             // A save came in after the read: again, from the file as it is now.
-            Ok((Put::Changed, _, _)) => {
-                project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred(task, e, false))
-            }
-            Err(e) => deferred(task, write_error(e), false),
+            Ok((Put::Changed, _, _)) => project_entries(daemon, ws, task, &entries, cause)
+                .unwrap_or_else(|e| deferred(task, e, Unprojected::Unwritten)),
+            Err(e) => deferred(task, write_error(e), Unprojected::Unwritten),
         }
     } else {
         Projected::Current(PathBuf::new())
     };
-    after_flush.note_in(&mut job, task);
+    let missing = match (missing, after_flush.missing()) {
+        (None, true) => Some(missing_spec(ws, task, &entries).await),
+        (missing, _) => missing,
+    };
+    after_flush.note_in(&mut job, task, missing.as_ref());
     Ok((job, in_place))
 }
 
@@ -197,20 +304,25 @@ fn project_entries(
     for _ in 0..ATTEMPTS {
         let (file, parsed) = match read_as_spec(ws, task) {
             Ok(found) => found,
-            Err(why) => return Ok(deferred(task, why, true)),
+            Err(Unread::Missing) => return Ok(deferred_missing(ws, task, entries)),
+            Err(Unread::Broken(why)) => return Ok(deferred(task, why, Unprojected::Broken)),
         };
         let next = ledger::project(&parsed.spec, entries, &now);
         let rendered = match render(ws, task, &file, &next) {
             Ok(Some(rendered)) => rendered,
             Ok(None) => return Ok(Projected::Current(file.path)),
-            Err(e) => return Ok(deferred(task, e, true)),
+            Err(e) => return Ok(deferred(task, e, Unprojected::Broken)),
         };
         if let Some(in_place) = rendered.put(daemon, ws, task, &file, cause).map_err(write_error)? {
             in_place.sync().map_err(write_error)?;
             return Ok(Projected::Current(rendered.target));
         }
     }
-    Ok(deferred(task, format!("it was saved again each of the {ATTEMPTS} times it was written"), false))
+    Ok(deferred(
+        task,
+        format!("it was saved again each of the {ATTEMPTS} times it was written"),
+        Unprojected::Unwritten,
+    ))
 }
 
 /// The spec as the ledger says it is (what build decisions are made from).
@@ -260,13 +372,28 @@ pub fn spec_file(ws: &Workspace, task: &str) -> RpcResult<SpecText> {
     Ok(SpecText { path, text, id })
 }
 
+/// Why the task's spec file could not be read as its spec.
+enum Unread {
+    /// No file of the task is in `.scafld/specs` (the index is caught up with the disk first).
+    Missing,
+    /// A sentence naming the file and what is wrong with it.
+    Broken(String),
+}
+
 /// The task's spec file read and parsed as its spec ([`crate::domain::spec::parse_as`]), or
-/// why it does not read so (a sentence naming the file).
-fn read_as_spec(ws: &Workspace, task: &str) -> Result<(SpecText, Parsed), String> {
-    let file = spec_file(ws, task).map_err(|e| e.to_string())?;
+/// why it does not read so.
+fn read_as_spec(ws: &Workspace, task: &str) -> Result<(SpecText, Parsed), Unread> {
+    let file = spec_file(ws, task).map_err(|e| {
+        // Gone from every folder (not merely unreadable): the index drops it as it looks.
+        crate::sync::write(&ws.index).sync_task(task);
+        match crate::sync::read(&ws.index).get(task) {
+            None => Unread::Missing,
+            Some(_) => Unread::Broken(e.to_string()),
+        }
+    })?;
     match parse_as(&file.text, task) {
         Ok(parsed) => Ok((file, parsed)),
-        Err(first) => Err(format!("{}: {first}", ws.relative(&file.path))),
+        Err(first) => Err(Unread::Broken(format!("{}: {first}", ws.relative(&file.path)))),
     }
 }
 

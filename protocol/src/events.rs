@@ -10,9 +10,11 @@ pub enum Event {
     WorkspaceOpened { workspace_id: String, root: String },
     /// The daemon stopped accepting work; this is the last event a subscriber receives.
     DaemonShuttingDown { reason: String },
-    /// A task's spec was created, changed, moved or removed. `cause` is `command:<name>` when a
-    /// scafld command did it and `hand_edit` when the watcher saw someone else do it; `status` is
-    /// empty when the spec was removed or cannot be parsed.
+    /// A task's spec was created, changed, moved or removed (or, its file gone, the task was
+    /// closed in its ledger). `cause` is `command:<name>` when a scafld command did it and
+    /// `hand_edit` when the watcher saw someone else do it; `status` is the ledger's when the
+    /// task has a ledger, else the spec's, and empty when neither says (a removed or
+    /// unparsable spec without a ledger).
     TaskChanged { workspace_id: String, root: String, task_id: String, status: String, cause: String },
     /// A job changed state (queued, running, succeeded, failed, timed_out, cancelled, abandoned).
     JobChanged { job_id: String, task_id: String, state: crate::vocab::JobState },

@@ -1,7 +1,9 @@
 //! Spec benchmark on one generated workspace: whole-process medians of `scafld status <id>
 //! --json` and `scafld list --json` with 1000 specs, the same commands of the Python scafld
 //! 2.0.0 when `SCAFLD_PY` names its executable (tests/bench/specs.sh installs it), the
-//! hand-edit-to-event latency, and daemon RSS with 10,000 specs indexed. Prints figures only.
+//! hand-edit-to-event latency, `list` once 200 of the tasks have ledgers (warm, and the first
+//! call of a daemon started afresh), and daemon RSS with 10,000 specs indexed (200 of them
+//! with ledgers). Prints figures only.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -113,6 +115,19 @@ fn main() {
         bench::time(env.scafld_command(&["status", "bench-00500", "--json"]))
     });
     bench::report("first call with no daemon (status, 1000 specs)", first, "scafld --version", floor);
+
+    // Ledgers: 200 of the 1000 tasks approved, so each has one; `list` shows the ledger's
+    // status from the index's memory, and a daemon started afresh reads them from the store.
+    for n in (1..1000).step_by(5) {
+        env.scafld(&["approve", &format!("bench-{n:05}"), "--reason", "bench"]).assert_code(0);
+    }
+    let with_ledgers = stats(|| env.scafld_command(&["list", "--json"]));
+    bench::report("scafld (this) list --json, 1000 specs, 200 with ledgers", with_ledgers, "scafld --version", floor);
+    let first_list = bench::sample(bench::RUNS, || {
+        env.scafld(&["daemon", "stop"]).assert_code(0);
+        bench::time(env.scafld_command(&["list", "--json"]))
+    });
+    bench::report("first list with no daemon (1000 specs, 200 with ledgers)", first_list, "scafld --version", floor);
     let pid = daemon_pid(&env);
 
     bench::generate(&env.work, 1000..10_000);

@@ -4,7 +4,7 @@
 //! next action everywhere, secrets kept out of the ledger, and the small gate repairs.
 
 use scafld_tests::{TestEnv, git};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::review::{ATTACKS, command_review, fail, ledger_types, pass, reviewer};
 
@@ -1061,7 +1061,8 @@ fn a_task_with_nothing_to_run_is_never_approved_or_completed() {
 
 /// The spec file of a task with a ledger is removed: every command that needs the file says it
 /// is missing and that the ledger keeps the task, with the way back (put it back, then
-/// `reconcile`), never `plan` (which refuses the id); `session` shows the history meanwhile.
+/// `reconcile`), never `plan` (which refuses the id), and exits 3 as `spec_missing` (a task
+/// that cannot go on, not an unknown one); `session` shows the history meanwhile.
 #[test]
 fn a_task_whose_spec_file_is_gone_says_how_to_get_it_back_and_shows_its_history() {
     let env = TestEnv::new();
@@ -1069,9 +1070,11 @@ fn a_task_whose_spec_file_is_gone_says_how_to_get_it_back_and_shows_its_history(
     let active = env.work.join(".scafld/specs/active/rev.md");
     let kept = std::fs::read_to_string(&active).unwrap();
     std::fs::remove_file(&active).unwrap();
-    for call in [&["status", "rev", "--json"][..], &["validate", "rev", "--json"], &["reconcile", "rev", "--json"]] {
+    for call in [&["validate", "rev", "--json"][..], &["handoff", "rev", "--json"], &["build", "rev", "--json"]] {
         let refused = env.scafld(call);
+        refused.assert_code(3);
         let error = refused.json()["error"].clone();
+        assert_eq!(error["code"], "spec_missing", "{call:?}: {error}");
         assert!(error["message"].as_str().unwrap().contains("the spec file of `rev` is missing"), "{call:?}: {error}");
         let hint = error["hint"].as_str().unwrap();
         assert!(hint.contains("put the file back at .scafld/specs/active/rev.md"), "{call:?}: {hint}");
@@ -1084,4 +1087,222 @@ fn a_task_whose_spec_file_is_gone_says_how_to_get_it_back_and_shows_its_history(
     std::fs::write(&active, &kept).unwrap();
     env.scafld(&["reconcile", "rev"]).assert_code(0);
     assert_eq!(status(&env)["status"], "active");
+}
+
+/// Commit the spec of `rev` where it is now (`path`), so that git holds a copy.
+fn commit_spec(env: &TestEnv, path: &str) {
+    git(&env.work, &["add", "--", path]);
+    git(&env.work, &["commit", "-qm", "the spec"]);
+}
+
+/// `status` of a task whose spec file is gone answers from its ledger: the state recorded
+/// (status, phase, each criterion's last result), marked `spec_missing`, with no path or title
+/// it cannot know; exit 3 while the task is open (nothing but fail, cancel and session works on
+/// it until the file is back), and putting the file back as its next action: the git command
+/// when git holds a copy, else nothing to run. Following it and `reconcile` bring it back.
+#[test]
+fn status_of_a_task_whose_spec_file_is_gone_answers_from_its_ledger_and_points_at_the_restore() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    env.scafld(&["build", "rev"]).assert_code(3);
+    let active = ".scafld/specs/active/rev.md";
+    let kept = std::fs::read_to_string(env.work.join(active)).unwrap();
+    std::fs::remove_file(env.work.join(active)).unwrap();
+
+    let run = env.scafld(&["status", "rev", "--json"]);
+    run.assert_code(3);
+    let answer = run.json();
+    assert_eq!(answer["error"]["code"], "spec_missing", "{answer}");
+    let s = &answer["result"];
+    assert_eq!(s["spec_missing"], true, "{s}");
+    assert_eq!(
+        (&s["status"], &s["current_phase"], &s["path"], &s["title"]),
+        (&json!("blocked"), &json!("phase1"), &json!(""), &json!(""))
+    );
+    assert_eq!(s["valid"], false);
+    assert!(s["errors"][0]["message"].as_str().unwrap().contains("the spec file is missing"), "{s}");
+    let a1 = &s["criteria"][0];
+    assert_eq!(
+        (&a1["id"], &a1["status"], &a1["command"]),
+        (&json!("a1"), &json!("fail"), &json!("grep -q greet src/lib.rs"))
+    );
+    assert_eq!(s["counts"]["criteria_failed"], 1);
+    let next = &s["next_action"];
+    assert_eq!((&next["action"], &next["command"]), (&json!("fix_spec"), &json!("none")), "{next}");
+    let reason = next["reason"].as_str().unwrap();
+    for needle in ["put it back at .scafld/specs/active/rev.md", "`scafld reconcile rev`", "`scafld cancel rev"] {
+        assert!(reason.contains(needle), "{needle:?} missing from {reason}");
+    }
+    let human = env.scafld(&["status", "rev"]);
+    human.assert_code(3);
+    assert!(human.stdout.starts_with("rev: blocked - spec file missing"), "{}", human.stdout);
+
+    // Once git holds a copy, the next action is the command that brings it back.
+    std::fs::write(env.work.join(active), &kept).unwrap();
+    commit_spec(&env, active);
+    std::fs::remove_file(env.work.join(active)).unwrap();
+    let s = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    let restore = "git checkout HEAD -- .scafld/specs/active/rev.md";
+    assert_eq!((&s["next_action"]["command"], &s["next_command"]), (&json!(restore), &json!(restore)), "{s}");
+    git(&env.work, &["checkout", "HEAD", "--", active]);
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    let back = env.scafld(&["status", "rev", "--json"]);
+    back.assert_code(0);
+    let s = back.json()["result"].clone();
+    assert_eq!((&s["status"], &s["spec_missing"], &s["path"]), (&json!("blocked"), &json!(null), &json!(active)));
+    assert_eq!(s["next_action"]["action"], "repair");
+}
+
+/// A task whose spec file is gone is closed from its ledger alone: `cancel` and `fail` record
+/// the end, write nothing where the file was, and say so. `status` then answers from the
+/// ledger with exit 0 (a finished task's ledger is its whole record), `list` leaves it out, a
+/// second end is refused, and a file put back later is archived by `reconcile`.
+#[test]
+fn cancel_and_fail_close_a_task_whose_spec_file_is_gone_in_its_ledger_alone() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let two = std::fs::read_to_string(env.work.join(".scafld/specs/active/rev.md"))
+        .unwrap()
+        .replace("task_id: rev", "task_id: two")
+        .replace("status: active", "status: draft");
+    write(&env, ".scafld/specs/drafts/two.md", &two);
+    env.scafld(&["approve", "two", "--reason", "gate tests"]).assert_code(0);
+    let kept = std::fs::read_to_string(env.work.join(".scafld/specs/active/rev.md")).unwrap();
+    std::fs::remove_file(env.work.join(".scafld/specs/active/rev.md")).unwrap();
+    std::fs::remove_file(env.work.join(".scafld/specs/approved/two.md")).unwrap();
+    let specs = env.work.join(".scafld/specs");
+    let before = scafld_tests::tree(&specs);
+
+    let cancelled = env.scafld(&["cancel", "rev", "--reason", "dropped with its spec", "--json"]);
+    cancelled.assert_code(0);
+    let r = cancelled.json()["result"].clone();
+    assert_eq!((&r["status"], &r["spec_missing"], &r["path"]), (&json!("cancelled"), &json!(true), &json!("")), "{r}");
+    let failed = env.scafld(&["fail", "two", "--reason", "lost"]);
+    failed.assert_code(0);
+    assert!(failed.stdout.starts_with("two: failed (recorded in the ledger;"), "{}", failed.stdout);
+    assert!(failed.stdout.contains("nothing was written to .scafld/specs"), "{}", failed.stdout);
+    assert_eq!(scafld_tests::tree(&specs), before, "nothing is written where the files were");
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let last = entries.as_array().unwrap().last().unwrap().clone();
+    assert_eq!((&last["type"], &last["reason"]), (&json!("cancel"), &json!("dropped with its spec")));
+
+    let finished = env.scafld(&["status", "rev", "--json"]);
+    finished.assert_code(0);
+    let s = finished.json()["result"].clone();
+    assert_eq!((&s["status"], &s["spec_missing"], &s["valid"]), (&json!("cancelled"), &json!(true), &json!(true)));
+    assert_eq!(s["next_action"]["action"], "done");
+    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"].clone();
+    assert_eq!(listed, json!([]), "finished tasks without files are not listed");
+    let again = env.scafld(&["cancel", "two", "--reason", "twice", "--json"]);
+    assert!(again.json()["error"]["message"].as_str().unwrap().contains("two is already archived (failed)"));
+
+    // The file put back (anywhere in the spec folders) is archived as the ledger says.
+    write(&env, ".scafld/specs/drafts/rev.md", &kept);
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    let s = status(&env);
+    let path = s["path"].as_str().unwrap();
+    assert!(path.starts_with(".scafld/specs/archive/") && path.ends_with("/rev.md"), "{s}");
+    assert!(std::fs::read_to_string(env.work.join(path)).unwrap().contains("\nstatus: cancelled\n"));
+}
+
+/// A build step whose spec file vanishes while it runs records its evidence all the same; its
+/// answer says the file is missing and points at putting it back (git's command: the spec is
+/// committed), never at `validate`; the next build says so before it runs anything.
+#[test]
+fn a_build_step_whose_spec_file_vanishes_points_at_putting_it_back() {
+    let env = TestEnv::new();
+    opened(
+        &env,
+        "src/lib.rs",
+        "- [ ] `a1` test - takes its own spec away\n  - Command: `rm .scafld/specs/active/rev.md`\n",
+    );
+    commit_spec(&env, ".scafld/specs/active/rev.md");
+    let run = env.scafld(&["build", "rev", "--json"]);
+    run.assert_code(0);
+    let outcome = run.json()["result"].clone();
+    assert_eq!(outcome["status"], "review", "{outcome}");
+    assert_eq!(outcome["next_command"], "git checkout HEAD -- .scafld/specs/active/rev.md", "{outcome}");
+    let message = outcome["message"].as_str().unwrap();
+    assert!(message.contains("the spec file is missing"), "{message}");
+    assert!(message.contains("put the file back at .scafld/specs/active/rev.md"), "{message}");
+    assert!(!env.work.join(".scafld/specs/active/rev.md").exists());
+    let human = env.scafld(&["build", "rev"]);
+    human.assert_code(3);
+    assert!(human.stderr.contains("put the file back at .scafld/specs/active/rev.md"), "{}", human.stderr);
+}
+
+/// An open task whose spec file is gone is not dropped from the workspace's reads: `list` shows
+/// it with the ledger's status, marked `spec_missing`, `report` counts it and names it, after
+/// a restart too (the ledgers read from the store); and `reconcile`, which cannot write a spec
+/// the ledger holds no text of, says so and how to put it back or close the task.
+#[test]
+fn an_open_task_whose_spec_file_is_gone_is_listed_reported_and_reconcile_says_why_it_cannot_rebuild_it() {
+    let mut env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, ".scafld/specs/drafts/idea.md", &crate::specs::spec_text("idea", "draft"));
+    std::fs::remove_file(env.work.join(".scafld/specs/active/rev.md")).unwrap();
+    let reads = |env: &TestEnv| {
+        let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"].clone();
+        let rev = listed.as_array().unwrap().iter().find(|t| t["task_id"] == "rev").cloned();
+        let rev = rev.unwrap_or_else(|| panic!("rev is not listed: {listed}"));
+        assert_eq!((&rev["status"], &rev["spec_missing"], &rev["path"]), (&json!("active"), &json!(true), &json!("")));
+        assert!(rev["error"].as_str().unwrap().contains("the spec file is missing"), "{rev}");
+        let active = env.scafld(&["list", "--status", "active", "--json"]).json()["result"]["tasks"].clone();
+        assert_eq!(active.as_array().unwrap().len(), 1, "{active}");
+        let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+        assert_eq!((&report["total"], &report["by_status"]["active"]), (&json!(2), &json!(1)), "{report}");
+        assert_eq!(report["specs_missing"], json!(["rev"]));
+    };
+    reads(&env);
+    let human = env.scafld(&["list"]);
+    assert!(human.stdout.lines().any(|l| l.starts_with("rev ") && l.contains("missing")), "{}", human.stdout);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.start_daemon();
+    reads(&env);
+
+    let specs = scafld_tests::tree(&env.work.join(".scafld/specs"));
+    let refused = env.scafld(&["reconcile", "rev", "--json"]);
+    refused.assert_code(3);
+    let error = refused.json()["error"].clone();
+    assert_eq!(error["code"], "spec_missing");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("cannot reconcile `rev`") && message.contains("not the spec's text"), "{message}");
+    let hint = error["hint"].as_str().unwrap();
+    assert!(hint.contains("put the file back at .scafld/specs/active/rev.md"), "{hint}");
+    assert!(hint.contains("`scafld cancel rev --reason"), "{hint}");
+    assert_eq!(scafld_tests::tree(&env.work.join(".scafld/specs")), specs, "reconcile wrote nothing");
+}
+
+/// The ledger is the truth for a task's lifecycle: a front matter hand-set to another status
+/// does not change what `list` and `report` show (as `status` never did), and the disagreement
+/// is flagged per row (`file_status`) and named in the report, after a restart too, until
+/// `reconcile` writes the ledger's status back.
+#[test]
+fn list_and_report_follow_the_ledger_and_flag_a_front_matter_that_says_otherwise() {
+    let mut env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\nstatus: active\n"), "{text}");
+    std::fs::write(&path, text.replace("\nstatus: active\n", "\nstatus: completed\n")).unwrap();
+    let reads = |env: &TestEnv, disagreeing: bool| {
+        let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"].clone();
+        let file_status = if disagreeing { json!("completed") } else { json!(null) };
+        assert_eq!((&listed[0]["status"], &listed[0]["file_status"]), (&json!("active"), &file_status), "{listed}");
+        let completed = env.scafld(&["list", "--status", "completed", "--json"]).json()["result"]["tasks"].clone();
+        assert_eq!(completed, json!([]));
+        let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+        assert_eq!((&report["by_status"]["active"], &report["by_status"]["completed"]), (&json!(1), &json!(0)));
+        let named = if disagreeing { json!(["rev"]) } else { json!(null) };
+        assert_eq!(report["status_disagrees"], named, "{report}");
+        assert_eq!(status(env)["status"], "active");
+    };
+    reads(&env, true);
+    let human = env.scafld(&["list"]);
+    assert!(human.stdout.contains("(the file says completed: `scafld reconcile rev`)"), "{}", human.stdout);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.start_daemon();
+    reads(&env, true);
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    reads(&env, false);
 }

@@ -76,8 +76,8 @@ fn unreachable(socket: &Path) -> CliError {
 pub fn rpc_error(error: ClientError) -> CliError {
     match &error {
         ClientError::Rpc { data, .. } => {
-            let exit_code = super::exit::for_kind(data.kind);
-            let mut cli = CliError::new(data.kind.as_str(), data.message.clone(), exit_code);
+            let (code, exit_code) = super::exit::for_error(data);
+            let mut cli = CliError::new(code, data.message.clone(), exit_code);
             cli.hint = data.hint.clone();
             cli.details = data.details.clone();
             cli

@@ -67,6 +67,17 @@ pub fn for_kind(kind: ErrorKind) -> u8 {
     }
 }
 
+/// The workflow exit code and the envelope's `error.code` of a daemon error: its kind's, except
+/// for a task whose spec file is missing while its ledger keeps it (`details.spec_missing`):
+/// no unknown task (usage) but one that cannot go on until the file is back, `spec_missing`
+/// (3, as `status` of such a task).
+pub fn for_error(data: &scafld_protocol::error::ErrorData) -> (&'static str, u8) {
+    match data.details.as_ref().is_some_and(|d| d.get("spec_missing").is_some()) {
+        true => ("spec_missing", workflow::VALIDATION),
+        false => (data.kind.as_str(), for_kind(data.kind)),
+    }
+}
+
 /// The spawn/wait exit code of a review session's outcome (`review wait`).
 pub fn for_outcome(outcome: scafld_protocol::methods::Outcome) -> u8 {
     use scafld_protocol::methods::Outcome;

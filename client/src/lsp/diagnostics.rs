@@ -95,14 +95,15 @@ pub fn may_have_findings(status: &str) -> bool {
 }
 
 /// The open findings of a task's latest review, each on the file and line it cites (the
-/// spec's first line when it cites none). Nothing once the task is no longer under way.
+/// spec's first line when it cites none, unless the spec file is missing). Nothing once the
+/// task is no longer under way.
 pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<(Uri, Diagnostic)> {
     if !may_have_findings(&status.status) {
         return Vec::new();
     }
     let Some(review) = &status.review else { return Vec::new() };
     let Some(list) = review.get("findings").and_then(|f| f.as_array()) else { return Vec::new() };
-    let Some(spec_uri) = path_to_uri(spec_path) else { return Vec::new() };
+    let spec_uri = if status.spec_missing { None } else { path_to_uri(spec_path) };
     list.iter()
         .filter_map(|value| serde_json::from_value::<Finding>(value.clone()).ok())
         .filter(|f| f.status == FindingStatus::Open)
@@ -113,7 +114,7 @@ pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<
                     let path = if cited.is_absolute() { cited.to_path_buf() } else { root.join(cited) };
                     (path_to_uri(&path)?, location.line.map(lsp_line).unwrap_or(0))
                 }
-                None => (spec_uri.clone(), 0),
+                None => (spec_uri.clone()?, 0),
             };
             let severity = match (f.severity, f.blocks_completion) {
                 (FindingSeverity::Critical | FindingSeverity::High, _) | (_, true) => DiagnosticSeverity::ERROR,
@@ -127,10 +128,12 @@ pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<
                 code: (!f.id.is_empty()).then(|| NumberOrString::String(f.id.clone())),
                 source: Some(SOURCE.into()),
                 message,
-                related_information: Some(vec![DiagnosticRelatedInformation {
-                    location: Location::new(spec_uri.clone(), line_range(0)),
-                    message: format!("review finding of task `{}`", status.task_id),
-                }]),
+                related_information: spec_uri.clone().map(|spec_uri| {
+                    vec![DiagnosticRelatedInformation {
+                        location: Location::new(spec_uri, line_range(0)),
+                        message: format!("review finding of task `{}`", status.task_id),
+                    }]
+                }),
                 ..Diagnostic::default()
             };
             Some((uri, diagnostic))

@@ -850,6 +850,43 @@ pub fn files_at(root: &Path, rev: &str, files: &[&str]) -> Result<FilesAt, Strin
     Ok(FilesAt { commit: commit.id().to_string(), files: read })
 }
 
+/// Where git keeps a copy of a file the working tree lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeptIn {
+    /// The HEAD commit's tree (`git checkout HEAD -- <path>` brings it back).
+    Head,
+    /// Only the index: staged, never committed (`git checkout -- <path>`).
+    Index,
+}
+
+impl KeptIn {
+    /// The git command that brings `path` (relative to the workspace root, where it runs)
+    /// back from here.
+    pub fn restore_command(self, path: &str) -> String {
+        match self {
+            KeptIn::Head => format!("git checkout HEAD -- {path}"),
+            KeptIn::Index => format!("git checkout -- {path}"),
+        }
+    }
+}
+
+/// The first of `paths` (workspace-relative) that git keeps a copy of, HEAD's tree before the
+/// index, and where. `None` outside a repository, or when git holds none of them.
+pub fn kept_copy(root: &Path, paths: &[String]) -> Option<(String, KeptIn)> {
+    let repo = open(root).ok()?;
+    let workdir = repo.workdir()?;
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let prefix = canonical(root).strip_prefix(canonical(workdir)).map(Path::to_path_buf).unwrap_or_default();
+    let head = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
+    let in_head = |path: &Path| head.as_ref().is_some_and(|tree| tree.get_path(path).is_ok());
+    if let Some(path) = paths.iter().find(|p| in_head(&prefix.join(p))) {
+        return Some((path.clone(), KeptIn::Head));
+    }
+    let index = repo.index().ok()?;
+    let staged = paths.iter().find(|p| index.get_path(&prefix.join(p), 0).is_some())?;
+    Some((staged.clone(), KeptIn::Index))
+}
+
 /// Refuse a short ref name that names different commits in more than one place git looks
 /// (`refs/<rev>`, `refs/tags/<rev>`, `refs/heads/<rev>`, `refs/remotes/<rev>`): git takes a tag
 /// before a remote branch, so whoever may push a tag called `origin/main` would choose what

@@ -211,6 +211,8 @@ pub enum Stale {
     /// The files in scope cannot be read now (for example the workspace is not a git
     /// repository any more), so nothing recorded can be shown to match them.
     Unverifiable,
+    /// The spec file is missing: there is no definition to check the result against.
+    SpecMissing,
 }
 
 impl Stale {
@@ -220,6 +222,7 @@ impl Stale {
             Stale::DefinitionChanged => "its definition changed since it ran",
             Stale::MaterialChanged { .. } => "the files in the task's scope changed since it ran",
             Stale::Unverifiable => "the files in the task's scope cannot be read to check it",
+            Stale::SpecMissing => "the spec file is missing, so its definition cannot be checked",
         }
     }
 }

@@ -260,6 +260,23 @@ pub struct Replay {
     pub failed_attempt: Option<String>,
 }
 
+/// What the ledger says of a task's lifecycle, as the spec index keeps it beside the files'
+/// listings: the status a projection gives the spec, as of the ledger's entry `seq` (a later
+/// entry's state replaces an earlier one's, whatever order they are learnt in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerState {
+    pub seq: u64,
+    pub status: Status,
+}
+
+/// The state `entries` leave the task in; `None` for a task without a ledger (its spec file
+/// alone says where it stands). A ledger with entries but no lifecycle event is a draft, as
+/// [`project`] writes it.
+pub fn state(entries: &[LedgerEntry]) -> Option<LedgerState> {
+    let last = entries.last()?;
+    Some(LedgerState { seq: last.seq, status: replay(entries).status.unwrap_or(Status::Draft) })
+}
+
 /// The head of the receipt chain: the last receipt's `ledger_head`, or genesis.
 pub fn receipt_head(entries: &[LedgerEntry]) -> String {
     entries
@@ -352,6 +369,62 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
     r
 }
 
+/// The spec as far as its ledger knows it, for a task whose file is gone: the phases and
+/// criteria that have a record (ids, commands, matchers; a result's phase `phaseN`, else the
+/// task level), no title, no prose, nothing that was never run. [`project`] gives it the
+/// ledger's states.
+pub fn sketch(task: &str, entries: &[LedgerEntry]) -> Spec {
+    use crate::domain::spec::{Criterion, Phase};
+    let mut spec = Spec::default();
+    spec.front.task_id = task.to_string();
+    let r = replay(entries);
+    if r.approved && !r.harden_overridden {
+        // Approval needs a passed round unless overridden (which `project` shows).
+        spec.front.harden_status = crate::domain::lifecycle::HardenStatus::Passed.as_str().into();
+    }
+    for entry in entries {
+        let (phase_id, criterion) = match &entry.event {
+            LedgerEvent::Phase { phase_id, .. } => (phase_id, None),
+            LedgerEvent::Criterion { criterion_id, phase_id, command, matcher, .. } => {
+                let c = Criterion {
+                    id: criterion_id.clone(),
+                    command: command.clone(),
+                    expected_kind: matcher.clone(),
+                    ..Criterion::default()
+                };
+                (phase_id, Some(c))
+            }
+            LedgerEvent::ManualEvidence { criterion_id, phase_id, .. } => {
+                let c = Criterion { id: criterion_id.clone(), expected_kind: "manual".into(), ..Criterion::default() };
+                (phase_id, Some(c))
+            }
+            _ => continue,
+        };
+        let criteria = match phase_id.strip_prefix("phase").and_then(|n| n.parse::<u32>().ok()) {
+            Some(number) => {
+                let at = match spec.phases.iter().position(|p| p.number == number) {
+                    Some(at) => at,
+                    None => {
+                        spec.phases.push(Phase { number, ..Phase::default() });
+                        spec.phases.len() - 1
+                    }
+                };
+                &mut spec.phases[at].criteria
+            }
+            None => &mut spec.acceptance.criteria,
+        };
+        if let Some(c) = criterion {
+            // The latest definition that ran.
+            match criteria.iter().position(|kept| kept.id == c.id) {
+                Some(at) => criteria[at] = c,
+                None => criteria.push(c),
+            }
+        }
+    }
+    spec.phases.sort_by_key(|p| p.number);
+    spec
+}
+
 /// The spec as the ledger says it is: criterion and phase states, lifecycle status and Current
 /// State. Prose and structure come from `spec`; a hand edit to a runner-owned field is undone.
 pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
@@ -413,6 +486,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
         stale: &Default::default(),
         running_review: None,
         draft_digest: None,
+        missing: None,
     });
     next.current_state.next = crate::domain::next::word(action.action).into();
     next.current_state.allowed_follow_up = action.command;
@@ -437,6 +511,69 @@ fn apply_mark(c: &mut crate::domain::spec::Criterion, mark: Option<&Mark>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn entry(seq: u64, event: LedgerEvent) -> LedgerEntry {
+        LedgerEntry { seq, recorded_at: "2026-11-26T10:00:00Z".into(), event }
+    }
+
+    fn ran(id: &str, phase: &str, command: &str, status: &str) -> LedgerEvent {
+        LedgerEvent::Criterion {
+            criterion_id: id.into(),
+            phase_id: phase.into(),
+            command: command.into(),
+            exit_code: Some(0),
+            matcher: "exit_code_zero".into(),
+            status: status.into(),
+            reason: "r".into(),
+            output: String::new(),
+            diagnostic: String::new(),
+            duration_ms: 1,
+            attempt: 1,
+            definition: String::new(),
+            material: String::new(),
+            redacted: Vec::new(),
+        }
+    }
+
+    /// Without its file, a task is sketched from what its ledger ran: phases by number, the
+    /// latest command of each criterion, task-level ones apart; projected, it has the ledger's
+    /// states, and its status is the ledger's.
+    #[test]
+    fn a_task_without_its_file_is_sketched_from_its_ledger() {
+        let approval = LedgerEvent::Approval {
+            reason: "ok".into(),
+            harden_override: None,
+            criteria: BTreeMap::new(),
+            scope: None,
+        };
+        let phase = |id: &str, status: &str| LedgerEvent::Phase {
+            phase_id: id.into(),
+            status: status.into(),
+            reason: "r".into(),
+        };
+        let entries: Vec<LedgerEntry> = [
+            approval,
+            phase("phase2", "active"),
+            ran("b1", "phase2", "false", "fail"),
+            ran("b1", "phase2", "true", "pass"),
+            phase("phase1", "completed"),
+            ran("t1", "", "make", "pass"),
+        ]
+        .into_iter()
+        .zip(1..)
+        .map(|(event, seq)| entry(seq, event))
+        .collect();
+        assert_eq!(state(&entries), Some(LedgerState { seq: 6, status: Status::Approved }));
+        assert_eq!(state(&[]), None);
+        let sketched = sketch("t", &entries);
+        assert_eq!(sketched.phases.iter().map(|p| p.id()).collect::<Vec<_>>(), ["phase1", "phase2"]);
+        assert_eq!(sketched.phases[1].criteria[0].command, "true", "the latest definition that ran");
+        assert_eq!(sketched.acceptance.criteria[0].id, "t1");
+        let projected = project(&sketched, &entries, "now");
+        assert_eq!((projected.front.status.as_str(), projected.front.task_id.as_str()), ("approved", "t"));
+        assert_eq!(projected.phases[1].criteria[0].status, "pass");
+        assert_eq!(projected.harden_status(), crate::domain::lifecycle::HardenStatus::Passed);
+    }
 
     #[test]
     fn accepted_and_proposed_reviews_keep_their_flat_stored_form() {

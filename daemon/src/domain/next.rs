@@ -49,6 +49,22 @@ pub struct Facts<'a> {
     /// round must match; `None` where the text is not at hand (a projection from the ledger),
     /// which leaves the pass unchecked.
     pub draft_digest: Option<&'a str>,
+    /// The spec file is gone while the ledger keeps the task (`spec` is then the ledger's
+    /// projection onto an empty spec).
+    pub missing: Option<&'a MissingSpec>,
+}
+
+/// A task's spec file that is gone (removed, or moved out of `.scafld/specs`) while its ledger
+/// keeps the task: where the file belongs and, when git still holds a copy, the command that
+/// brings it back. The ledger keeps the runner's record, never the text someone wrote, so
+/// nothing can rebuild the file; the task goes on once it is back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingSpec {
+    /// Workspace-relative: the folder the ledger's status puts the task in.
+    pub place: String,
+    /// `git checkout HEAD -- <path>` (or from the index, when only staged): a copy git holds,
+    /// at `place` or in another lifecycle folder (`reconcile` then puts it in its place).
+    pub restore: Option<String>,
 }
 
 fn next(role: Role, action: Action, command: impl Into<String>, reason: impl Into<String>) -> NextAction {
@@ -61,6 +77,11 @@ fn ids(ids: &[String]) -> String {
 
 pub fn next_action(f: &Facts<'_>) -> NextAction {
     let id = f.spec.front.task_id.as_str();
+    if let Some(missing) = f.missing
+        && !f.spec.status().is_some_and(Status::is_terminal)
+    {
+        return restore(id, missing);
+    }
     if f.spec_errors > 0 {
         return next(
             Role::Agent,
@@ -105,6 +126,24 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
         Status::Completed | Status::Cancelled => next(Role::None, Action::Done, "none", "the task is archived"),
         Status::Failed => next(Role::Human, Action::Inspect, "none", "the task failed; create a new task to continue"),
     }
+}
+
+/// Put the spec file back: nothing else works on an open task until it is there (a finished
+/// task's ledger is its whole record, and it needs nothing).
+fn restore(id: &str, missing: &MissingSpec) -> NextAction {
+    let (command, from) = match &missing.restore {
+        Some(command) => (command.clone(), "the command brings back the copy git holds"),
+        None => ("none".to_string(), "git holds no copy: from a backup or your editor"),
+    };
+    next(
+        Role::Agent,
+        Action::FixSpec,
+        command,
+        format!(
+            "the spec file is missing: put it back at {} ({from}), then run `scafld reconcile {id}`; to close the task without it, `scafld cancel {id} --reason \"why\"`",
+            missing.place
+        ),
+    )
 }
 
 fn draft(id: &str, spec: &Spec, digest: Option<&str>) -> NextAction {

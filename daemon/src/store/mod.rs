@@ -86,6 +86,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<LedgerEntry>, StoreError>;
     /// A task's ledger in order (shared: a ledger read again unchanged is not parsed again).
     fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Arc<[LedgerEntry]>, StoreError>;
+    /// Every ledger of a workspace, one task at a time (`visit` gets the task's id and its
+    /// whole ledger; tasks in id order).
+    fn each_ledger(&self, workspace_id: &str, visit: &mut dyn FnMut(&str, &[LedgerEntry])) -> Result<(), StoreError>;
     /// Write an imported ledger (each event with its own time) in one atomic batch, only when
     /// the task has no ledger yet; returns how many entries were written (0: already there).
     /// Callers serialise it with appends to the same task.
@@ -483,6 +486,40 @@ impl Store for SledStore {
                 .collect::<Result<Arc<[LedgerEntry]>, StoreError>>()?;
             crate::sync::lock(&t.parsed).put(prefix.clone(), bytes, entries.clone());
             Ok(entries)
+        })
+    }
+
+    fn each_ledger(&self, workspace_id: &str, visit: &mut dyn FnMut(&str, &[LedgerEntry])) -> Result<(), StoreError> {
+        let prefix = format!("{workspace_id}/").into_bytes();
+        self.run(|t| {
+            let mut task = String::new();
+            let mut entries: Vec<LedgerEntry> = Vec::new();
+            for item in t.ledger.scan_prefix(&prefix) {
+                let (key, value) = item?;
+                // `<workspace>/<task>/<seq, 8 bytes>`: the sequence number's bytes may be a `/`.
+                let name = key
+                    .len()
+                    .checked_sub(9)
+                    .filter(|&end| end > prefix.len() && key[end] == b'/')
+                    .and_then(|end| std::str::from_utf8(&key[prefix.len()..end]).ok())
+                    .ok_or_else(|| StoreError::Damaged {
+                        db: PathBuf::new(),
+                        problems: vec!["a ledger key is malformed".into()],
+                        kept: None,
+                    })?;
+                if name != task {
+                    if !entries.is_empty() {
+                        visit(&task, &entries);
+                        entries.clear();
+                    }
+                    task = name.to_string();
+                }
+                entries.push(serde_json::from_slice(&value)?);
+            }
+            if !entries.is_empty() {
+                visit(&task, &entries);
+            }
+            Ok(())
         })
     }
 

@@ -1134,9 +1134,18 @@ fn shim_files(root: &Path) -> Vec<String> {
     found
 }
 
+/// `fail` and `cancel`: the end recorded in the ledger, then projected (the spec archived). A
+/// task whose spec file is gone is closed in its ledger alone: nothing is written where the
+/// file was (the ledger keeps no text to write), and the answer says so; a file put back later
+/// is archived by `reconcile`.
 pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> RpcResult<m::ArchiveResult> {
-    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
-    let task = entry.task_id.clone();
+    let (ws, task) = match entry(daemon, &p.root, &p.task_id).await {
+        Ok((ws, entry)) => (ws, entry.task_id.clone()),
+        Err(missing) => match super::Gone::find(daemon, &p.root, &p.task_id).await? {
+            Some((ws, gone)) => (ws, gone.task),
+            None => return Err(missing),
+        },
+    };
     let reason = p.reason.trim().to_string();
     if reason.is_empty() {
         return Err(RpcError::new(ErrorKind::InvalidInput, "a reason is required").with_hint("pass --reason \"why\""));
@@ -1145,36 +1154,43 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     refuse_while_running(daemon, &ws, &task)?;
-    let entry = super::fresh_entry(daemon, &ws, &task)?;
-    let (projected, _) = projected_spec(daemon, &ws, &task)?;
-    if projected.status().is_some_and(Status::is_terminal) {
-        return Err(RpcError::new(
-            ErrorKind::InvalidState,
-            format!("{task} is already archived ({})", projected.front.status),
-        )
-        .with_hint("archived tasks are immutable; create a new task to continue"));
+    // As the files are now that this call holds the task.
+    let gone = super::Gone::of(daemon, &ws, &task)?;
+    let (now, file) = match &gone {
+        Some(gone) => (gone.status, None),
+        None => {
+            let entry = super::fresh_entry(daemon, &ws, &task)?;
+            (projected_spec(daemon, &ws, &task)?.0.status().unwrap_or(Status::Draft), Some(entry))
+        }
+    };
+    if now.is_terminal() {
+        return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} is already archived ({now})"))
+            .with_hint("archived tasks are immutable; create a new task to continue"));
     }
-    if entry.parsed.structural_errors().next().is_some() {
-        require_valid(daemon, &ws, &entry)?;
+    if let Some(entry) = &file
+        && entry.parsed.structural_errors().next().is_some()
+    {
+        require_valid(daemon, &ws, entry)?;
     }
     let event = if status == Status::Failed { LedgerEvent::Fail { reason } } else { LedgerEvent::Cancel { reason } };
     let cause = if status == Status::Failed { "command:fail" } else { "command:cancel" };
     let note = record(daemon, &ws, &task, vec![event], cause)?.note();
-    Ok(m::ArchiveResult { task_id: task.clone(), status, path: ws.spec_path(&task), note })
+    if gone.is_some() {
+        // No file was written to announce it: the ledger's change is the news.
+        daemon.publish_task_changed(&ws, &task, cause);
+    }
+    let path = ws.spec_path(&task);
+    Ok(m::ArchiveResult { task_id: task, status, path, note, spec_missing: gone.is_some() })
 }
 
 pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::SessionResult> {
     // The ledger outlives its spec file: a task whose file is gone still shows its history.
     let (ws, task) = match entry(daemon, &p.root, &p.task_id).await {
         Ok((ws, entry)) => (ws, entry.task_id.clone()),
-        Err(e) => {
-            let task = super::task_id(&p.task_id)?;
-            let ws = daemon.workspace(&p.root).await?;
-            if daemon.store().ledger(&ws.id, task.as_str()).map_err(internal)?.is_empty() {
-                return Err(e);
-            }
-            (ws, task.as_str().to_string())
-        }
+        Err(missing) => match super::Gone::find(daemon, &p.root, &p.task_id).await? {
+            Some((ws, gone)) => (ws, gone.task),
+            None => return Err(missing),
+        },
     };
     let entries = daemon.store().ledger(&ws.id, &task).map_err(internal)?;
     let values: Vec<serde_json::Value> = entries.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();

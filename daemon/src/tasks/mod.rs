@@ -25,6 +25,8 @@ use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::Diagnostic as WireDiagnostic;
 
 use crate::daemon::Daemon;
+use crate::domain::ledger::LedgerEntry;
+use crate::domain::lifecycle::Status;
 use crate::domain::spec::{Diagnostic, Severity};
 use crate::domain::task_id::TaskId;
 use crate::error::{RpcError, RpcResult};
@@ -67,28 +69,67 @@ pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcRes
 /// so and how to go on, never pointing at a command that refuses.
 fn missing_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcError {
     let history = daemon.store().ledger(&ws.id, task).unwrap_or_default();
-    if history.is_empty() {
-        return RpcError::new(
+    match crate::domain::ledger::state(&history) {
+        None => RpcError::new(
             ErrorKind::NotFound,
             format!("no spec for task `{task}` under {}/.scafld/specs", ws.root.display()),
         )
-        .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`"));
+        .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`")),
+        Some(state) => Gone { task: task.to_string(), entries: history, status: state.status }.error(ws),
     }
-    let status = crate::domain::ledger::replay(&history).status;
-    let place = status
-        .map(|s| format!(".scafld/specs/{}/{task}.md", crate::domain::lifecycle::Folder::of(s).dir_name()))
-        .unwrap_or_else(|| format!(".scafld/specs/drafts/{task}.md"));
-    RpcError::new(
-        ErrorKind::NotFound,
-        format!(
-            "the spec file of `{task}` is missing (removed or moved out of .scafld/specs); its ledger keeps the task ({} entries, last {})",
-            history.len(),
-            status.map_or_else(|| "without a status".to_string(), |s| s.to_string())
-        ),
-    )
-    .with_hint(format!(
-        "put the file back at {place} (from git, a backup or your editor), then run `scafld reconcile {task}`; `scafld session {task}` shows the history meanwhile"
-    ))
+}
+
+/// A task whose spec file is gone (removed, or moved out of `.scafld/specs`) while its ledger
+/// keeps it. The ledger holds the runner's record (states, evidence, reviews), never the text
+/// someone wrote, so nothing rebuilds the file: `status`, `session`, `fail` and `cancel` work
+/// from the ledger alone, and every command that needs the file says where to put it back.
+pub(crate) struct Gone {
+    pub task: String,
+    /// The whole ledger (never empty).
+    pub entries: std::sync::Arc<[LedgerEntry]>,
+    /// The ledger's status.
+    pub status: Status,
+}
+
+impl Gone {
+    /// `task` of the workspace at `root` (as the caller named them), when its spec file is gone
+    /// and its ledger keeps it.
+    pub(crate) async fn find(daemon: &Daemon, root: &str, raw_task: &str) -> RpcResult<Option<(Arc<Workspace>, Gone)>> {
+        let task = task_id(raw_task)?;
+        let ws = daemon.workspace(root).await?;
+        Ok(Gone::of(daemon, &ws, task.as_str())?.map(|gone| (ws, gone)))
+    }
+
+    /// [`Gone::find`] in an open workspace, as the files are now (stat first).
+    pub(crate) fn of(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<Option<Gone>> {
+        if let Some(changed) = crate::sync::write(&ws.index).sync_task(task) {
+            daemon.publish_task_changed(ws, &changed, "hand_edit");
+        }
+        if crate::sync::read(&ws.index).get(task).is_some() {
+            return Ok(None);
+        }
+        let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
+        let Some(state) = crate::domain::ledger::state(&entries) else { return Ok(None) };
+        Ok(Some(Gone { task: task.to_string(), entries, status: state.status }))
+    }
+
+    /// The answer of a command that needs the file: it is missing, what the ledger keeps, and
+    /// where to put it back (`details.spec_missing`: the status and the place, for scripts).
+    pub(crate) fn error(&self, ws: &Workspace) -> RpcError {
+        let (task, place) = (&self.task, crate::ledger::place(ws, &self.task, &self.entries));
+        RpcError::new(
+            ErrorKind::NotFound,
+            format!(
+                "the spec file of `{task}` is missing (removed or moved out of .scafld/specs); its ledger keeps the task ({} entries, last {})",
+                self.entries.len(),
+                self.status
+            ),
+        )
+        .with_hint(format!(
+            "put the file back at {place} (from git, a backup or your editor), then run `scafld reconcile {task}`; `scafld status {task}` and `scafld session {task}` show what the ledger keeps meanwhile"
+        ))
+        .with_details(serde_json::json!({ "spec_missing": { "status": self.status, "place": place } }))
+    }
 }
 
 /// Two files claim one task (the index's `duplicate`): an interrupted move's leftover, a copy
@@ -234,6 +275,8 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
         .collect();
     let imported = daemon.store().import(&ws.id, task, events).map_err(RpcError::internal)?;
     if imported > 0 {
+        let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
+        crate::ledger::note_state(daemon, ws, task, &entries);
         tracing::info!(task, imported, "imported the original session ledger from {}", path.display());
     }
     Ok(())

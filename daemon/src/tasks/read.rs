@@ -1,6 +1,7 @@
 //! Read-side task methods: status, validate, list, handoff, report. They read the index only.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
@@ -14,7 +15,7 @@ use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::rendered::Rendered;
 use crate::workspace::ListKey;
-use crate::workspace::index::{LoadedSpec, SpecEntry};
+use crate::workspace::index::{LoadedSpec, SpecEntry, Task};
 
 /// The spec as the ledger says it is (hand edits to runner-owned fields do not count), named
 /// by its file (a front matter naming no task or another one never names the commands shown).
@@ -30,53 +31,134 @@ fn ledger_view(
 }
 
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
-    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let (ws, entry) = match entry(daemon, &p.root, &p.task_id).await {
+        Ok(found) => found,
+        Err(missing) => {
+            return match super::Gone::find(daemon, &p.root, &p.task_id).await? {
+                Some((ws, gone)) => Ok(gone_status(&ws, &gone).await),
+                None => Err(missing),
+            };
+        }
+    };
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
-    let spec = &spec;
     let (mut errors, _) = super::explained_errors(daemon, &ws, &entry)?;
     if let Some(note) = unprojectable(&entry, &entries) {
         errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
     }
-    let fresh = crate::evidence::freshness(&ws, spec, &entries).await;
+    let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let digest = entry.parsed.draft_digest.as_deref();
-    let next_action = crate::evidence::next_for(daemon, &ws, spec, &entries, errors.len(), &fresh.stale, digest);
-    let current_phase = match handoff::current_phase(spec) {
-        Some(phase) if spec.status().is_some_and(|s| !s.is_terminal() && s != Status::Draft) => phase.id(),
-        _ => spec.current_state.current_phase.clone(),
+    let next_action = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale, digest);
+    let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
+    Ok(answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes))
+}
+
+/// `status` of a task whose spec file is gone: what its ledger knows (the phases and criteria
+/// it has records of, the latest review), marked `spec_missing`. While the task is open that
+/// is its error and putting the file back its next action (nothing else works until then); a
+/// finished task's ledger is its whole record, so it is only marked.
+async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m::StatusResult {
+    use crate::domain::ledger;
+    let (task, entries) = (gone.task.as_str(), &gone.entries[..]);
+    let missing = crate::ledger::missing_spec(ws, task, entries).await;
+    let spec = ledger::project(&ledger::sketch(task, entries), entries, &crate::clock::now_rfc3339());
+    let stale: BTreeMap<String, crate::domain::evidence::Stale> = spec
+        .criteria()
+        .filter(|c| crate::domain::evidence::latest_result(entries, &c.id).is_some())
+        .map(|c| (c.id.clone(), crate::domain::evidence::Stale::SpecMissing))
+        .collect();
+    let replay = ledger::replay(entries);
+    // While the task is open, putting the file back comes before anything else (a running
+    // review included); a finished task's next action is its lifecycle's.
+    let next_action = crate::domain::next::next_action(&crate::domain::next::Facts {
+        spec: &spec,
+        replay: &replay,
+        spec_errors: 0,
+        stale: &stale,
+        running_review: None,
+        draft_digest: None,
+        missing: Some(&missing),
+    });
+    let errors = match gone.status.is_terminal() {
+        true => Vec::new(),
+        false => vec![m::Diagnostic {
+            line: 0,
+            severity: crate::domain::spec::Severity::Error,
+            message: format!(
+                "the spec file is missing (removed or moved out of .scafld/specs); the ledger keeps the task ({} entries, {}), not the spec's text: put the file back at {}",
+                entries.len(),
+                gone.status,
+                missing.place
+            ),
+        }],
     };
-    Ok(m::StatusResult {
-        task_id: entry.task_id.clone(),
-        title: spec.title.clone(),
-        status: spec.front.status.clone(),
-        harden_status: spec.harden_status(),
-        path: ws.relative(&entry.path),
-        current_phase: if current_phase.is_empty() { "none".into() } else { current_phase },
-        next: crate::domain::next::word(next_action.action).to_string(),
-        next_command: next_action.command.clone(),
-        next_action,
-        stale_changes: fresh.changes.clone(),
-        review_gate: if spec.current_state.review_gate.is_empty() {
-            "not_started".into()
-        } else {
-            spec.current_state.review_gate.clone()
-        },
-        phases: spec
-            .phases
-            .iter()
-            .map(|p| m::PhaseProgress {
-                id: p.id(),
-                name: p.name.clone(),
-                status: if p.status.is_empty() { "pending".into() } else { p.status.clone() },
-                criteria_total: p.criteria.len(),
-                criteria_passed: p.criteria.iter().filter(|c| c.passed()).count(),
-            })
-            .collect(),
-        criteria: criterion_states(spec, &entries, &fresh.stale),
-        counts: spec.progress(),
-        valid: errors.is_empty(),
-        errors,
-        review: latest_review(&entries),
-    })
+    Answer { path: String::new(), errors, next_action, spec_missing: true }.status(
+        task,
+        &spec,
+        entries,
+        &stale,
+        Vec::new(),
+    )
+}
+
+/// What a `status` answer says beyond the spec and its ledger.
+struct Answer {
+    /// The spec file, workspace-relative (empty: there is none).
+    path: String,
+    errors: Vec<m::Diagnostic>,
+    next_action: crate::domain::next::NextAction,
+    spec_missing: bool,
+}
+
+impl Answer {
+    /// The answer for `spec`, the task as its ledger (`entries`) projects it.
+    fn status(
+        self,
+        task: &str,
+        spec: &Spec,
+        entries: &[LedgerEntry],
+        stale: &BTreeMap<String, crate::domain::evidence::Stale>,
+        stale_changes: Vec<String>,
+    ) -> m::StatusResult {
+        let current_phase = match handoff::current_phase(spec) {
+            Some(phase) if spec.status().is_some_and(|s| !s.is_terminal() && s != Status::Draft) => phase.id(),
+            _ => spec.current_state.current_phase.clone(),
+        };
+        let next_action = self.next_action;
+        m::StatusResult {
+            task_id: task.to_string(),
+            title: spec.title.clone(),
+            status: spec.front.status.clone(),
+            harden_status: spec.harden_status(),
+            path: self.path,
+            current_phase: if current_phase.is_empty() { "none".into() } else { current_phase },
+            next: crate::domain::next::word(next_action.action).to_string(),
+            next_command: next_action.command.clone(),
+            next_action,
+            stale_changes,
+            review_gate: if spec.current_state.review_gate.is_empty() {
+                "not_started".into()
+            } else {
+                spec.current_state.review_gate.clone()
+            },
+            phases: spec
+                .phases
+                .iter()
+                .map(|p| m::PhaseProgress {
+                    id: p.id(),
+                    name: p.name.clone(),
+                    status: if p.status.is_empty() { "pending".into() } else { p.status.clone() },
+                    criteria_total: p.criteria.len(),
+                    criteria_passed: p.criteria.iter().filter(|c| c.passed()).count(),
+                })
+                .collect(),
+            criteria: criterion_states(spec, entries, stale),
+            counts: spec.progress(),
+            valid: self.errors.is_empty(),
+            errors: self.errors,
+            review: latest_review(entries),
+            spec_missing: self.spec_missing,
+        }
+    }
 }
 
 /// A task with a ledger whose spec file does not read as its spec (emptied, broken front
@@ -267,16 +349,18 @@ fn structure(task_id: String, path: String, spec: &Spec, diagnostics: Vec<m::Dia
     }
 }
 
-/// The workspace's tasks. The reply is rendered once and handed out again while the index
-/// and the call's parameters stay the same: a `list` of an unchanged workspace costs the
-/// catch-up and a copy.
+/// The workspace's tasks, each with its ledger's status where it has a ledger (the truth, as
+/// `status` says; a front matter that says otherwise is flagged), and the open tasks whose spec
+/// file is gone. The reply is rendered once and handed out again while the index (files and
+/// ledgers alike) and the call's parameters stay the same: a `list` of an unchanged workspace
+/// costs the catch-up and a copy.
 pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::ListResult>> {
     let filter = match p.status.as_deref() {
         Some(raw) => Some(raw.parse::<Status>().map_err(|e| RpcError::new(ErrorKind::InvalidInput, e.to_string()))?),
         None => None,
     };
     let ws = daemon.workspace(&p.root).await?;
-    sync(daemon, &ws);
+    sync_with_ledgers(daemon, &ws).await?;
     let index = crate::sync::read(&ws.index);
     let asked = ListKey { generation: index.generation(), filter, counts: p.counts };
     let mut listed = crate::sync::lock(&ws.listed);
@@ -286,12 +370,12 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
         return Ok(reply.clone());
     }
     let mut tasks: Vec<(Option<Status>, m::TaskSummary)> = index
-        .entries()
-        .filter(|e| filter.is_none() || e.listing.status == filter)
-        .map(|e| (e.listing.status, summary(&ws.relative(&e.path), e, p.counts)))
+        .tasks()
+        .filter_map(|task| summary(&ws, &task, p.counts))
+        .filter(|(status, _)| filter.is_none() || *status == filter)
         .collect();
-    // The index yields entries by task id, so a stable sort by status alone orders them by
-    // status, then id, without comparing ids again.
+    // The index yields tasks by id, so a stable sort by status alone orders them by status,
+    // then id, without comparing ids again.
     tasks.sort_by_key(|(status, _)| *status);
     let reply = Rendered::of(&m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
         .map_err(RpcError::internal)?;
@@ -308,16 +392,57 @@ fn sync(daemon: &Daemon, ws: &crate::workspace::Workspace) {
     }
 }
 
-fn summary(path: &str, entry: &SpecEntry, counts: bool) -> m::TaskSummary {
+/// [`sync`], with every ledger's state read into the index first if the warm-up has not done
+/// it yet (once per workspace, off the runtime): what `list` and `report` show follows it.
+async fn sync_with_ledgers(daemon: &Daemon, ws: &Arc<crate::workspace::Workspace>) -> RpcResult<()> {
+    if !crate::sync::read(&ws.index).ledger_loaded() {
+        let (store, loading) = (daemon.store_handle(), ws.clone());
+        tokio::task::spawn_blocking(move || crate::ledger::load_states(&*store, &loading))
+            .await
+            .map_err(RpcError::internal)?
+            .map_err(RpcError::internal)?;
+    }
+    sync(daemon, ws);
+    Ok(())
+}
+
+/// How `list` shows a task, with the status it is sorted and filtered by; `None` for a
+/// finished task whose spec file was cleared away (its ledger is its whole record).
+fn summary(
+    ws: &crate::workspace::Workspace,
+    task: &Task<'_>,
+    counts: bool,
+) -> Option<(Option<Status>, m::TaskSummary)> {
+    let status = task.status();
+    let Some(entry) = task.spec else {
+        let open = status.filter(|s| !s.is_terminal())?;
+        let summary = m::TaskSummary {
+            task_id: task.id.to_string(),
+            status: open.to_string(),
+            title: String::new(),
+            path: String::new(),
+            counts: None,
+            error: Some(format!(
+                "the spec file is missing (removed or moved out of .scafld/specs); its ledger keeps the task: put the file back, then run `scafld reconcile {}`",
+                task.id
+            )),
+            file_status: None,
+            spec_missing: true,
+        };
+        return Some((status, summary));
+    };
     let listing = &entry.listing;
-    m::TaskSummary {
+    let summary = m::TaskSummary {
         task_id: entry.task_id.clone(),
-        status: listing.status.map(|s| s.to_string()).unwrap_or_default(),
+        status: status.map(|s| s.to_string()).unwrap_or_default(),
         title: listing.title.clone(),
-        path: path.to_string(),
+        path: ws.relative(&entry.path),
         counts: counts.then(|| listing.progress.clone()),
         error: entry.first_error(),
-    }
+        file_status: task.file_disagrees().map(|s| s.to_string()),
+        spec_missing: false,
+    };
+    Some((status, summary))
 }
 
 pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffResult> {
@@ -341,20 +466,32 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
 
 pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ReportResult> {
     let ws = daemon.workspace(&p.root).await?;
-    sync(daemon, &ws);
+    sync_with_ledgers(daemon, &ws).await?;
     let index = crate::sync::read(&ws.index);
     let mut report = m::ReportResult { by_status: BTreeMap::new(), ..m::ReportResult::default() };
     for status in Status::ALL {
         report.by_status.insert(status.to_string(), 0);
     }
-    for entry in index.entries() {
+    for task in index.tasks() {
+        // The tasks `list` shows, counted by the status it shows.
+        let Some(entry) = task.spec else {
+            if let Some(open) = task.status().filter(|s| !s.is_terminal()) {
+                report.total += 1;
+                *report.by_status.entry(open.to_string()).or_default() += 1;
+                report.specs_missing.push(task.id.to_string());
+            }
+            continue;
+        };
         report.total += 1;
         let listing = &entry.listing;
         if entry.first_error().is_some() {
             report.invalid_specs += 1;
         }
-        if let Some(status) = listing.status {
+        if let Some(status) = task.status() {
             *report.by_status.entry(status.to_string()).or_default() += 1;
+        }
+        if task.file_disagrees().is_some() {
+            report.status_disagrees.push(task.id.to_string());
         }
         if listing.harden == HardenStatus::Passed {
             report.harden_passed += 1;

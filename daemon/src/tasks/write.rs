@@ -15,7 +15,7 @@ use crate::domain::spec::project::project;
 use crate::domain::spec::render::{PlanInput, new_spec, plan_input_problem};
 use crate::domain::spec::{Spec, parse, parse_as};
 use crate::error::{RpcError, RpcResult};
-use crate::ledger::{Projected, SpecText};
+use crate::ledger::{Projected, SpecText, Unprojected};
 use crate::workspace::Workspace;
 use crate::workspace::specfile;
 
@@ -159,7 +159,15 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
 }
 
 pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ReconcileResult> {
-    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let (ws, entry) = match entry(daemon, &p.root, &p.task_id).await {
+        Ok(found) => found,
+        Err(missing) => {
+            return Err(match super::Gone::find(daemon, &p.root, &p.task_id).await? {
+                Some((ws, gone)) => cannot_rebuild(&ws, &gone).await,
+                None => missing,
+            });
+        }
+    };
     let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
     let _guard = lock.lock().await;
     // With the task held no move is in progress: a second copy that differs from the placed
@@ -173,12 +181,20 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         // The ledger is the authority: rebuild every runner-owned section from it.
         let target = match crate::ledger::project_from_ledger(daemon, &ws, &entry.task_id, "command:reconcile")? {
             Projected::Current(target) => target,
-            Projected::Deferred { note, broken: true } => {
+            Projected::Deferred { note, why: Unprojected::Broken } => {
                 return Err(RpcError::new(ErrorKind::ValidationFailed, note)
                     .with_hint(format!("run `scafld validate {}` for every diagnostic", entry.task_id)));
             }
-            Projected::Deferred { note, broken: false } => {
+            Projected::Deferred { note, why: Unprojected::Unwritten } => {
                 return Err(RpcError::new(ErrorKind::Busy, note).with_hint("run it again once the file is saved"));
+            }
+            // Removed since it was read: said as for a file missing from the start.
+            Projected::Deferred { why: Unprojected::Missing, .. } => {
+                return Err(match super::Gone::of(daemon, &ws, &entry.task_id)? {
+                    Some(gone) => cannot_rebuild(&ws, &gone).await,
+                    None => RpcError::new(ErrorKind::Busy, format!("{} moved while it was reconciled", entry.task_id))
+                        .with_hint("run it again"),
+                });
             }
         };
         let changed = std::fs::read_to_string(&target).map(|t| t != file.text).unwrap_or(true) || target != file.path;
@@ -199,6 +215,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         stale: &Default::default(),
         running_review: None,
         draft_digest: Some(&harden::draft_digest(&file.text)),
+        missing: None,
     });
     next.current_state.next = crate::domain::next::word(action.action).into();
     next.current_state.allowed_follow_up = action.command;
@@ -219,6 +236,29 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
 
 pub(super) fn projection_error(e: crate::domain::spec::project::ProjectionError) -> RpcError {
     RpcError::new(ErrorKind::ValidationFailed, e.to_string())
+}
+
+/// `reconcile` of a task whose spec file is gone: it rebuilds runner-owned lines, and the
+/// ledger keeps nothing else (no title, no prose, no criterion it never ran), so it says so,
+/// and how to put the file back (the command when git holds a copy) or close the task.
+async fn cannot_rebuild(ws: &Workspace, gone: &super::Gone) -> RpcError {
+    let task = &gone.task;
+    let missing = crate::ledger::missing_spec(ws, task, &gone.entries).await;
+    let restore = match &missing.restore {
+        Some(command) => format!(" (`{command}` brings back the copy git holds)"),
+        None => String::new(),
+    };
+    let mut error = gone.error(ws);
+    error.0.message = format!(
+        "cannot reconcile `{task}`: its spec file is missing (removed or moved out of .scafld/specs), and the ledger keeps only the runner's record of it ({} entries, last {}), not the spec's text, so there is nothing to write it from",
+        gone.entries.len(),
+        gone.status
+    );
+    error.0.hint = Some(format!(
+        "put the file back at {}{restore}, then run `scafld reconcile {task}` again; to close the task without it: `scafld cancel {task} --reason \"why\"`",
+        missing.place
+    ));
+    error
 }
 
 /// Read the task's spec from disk (not the index: the write must start from the file's bytes).

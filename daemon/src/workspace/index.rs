@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::domain::ledger::LedgerState;
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::budget::{MAX_SPEC_BYTES, size};
 use crate::domain::spec::{Diagnostic, Parsed, Severity, parse};
@@ -176,6 +177,37 @@ pub struct Index {
     months: Option<(Stamp, Vec<PathBuf>)>,
     /// Bumped by every change to what an entry lists (see [`Index::generation`]).
     generation: u64,
+    /// What the ledger says of each task that has one: the truth for its lifecycle status,
+    /// which whole-workspace reads (`list`, `report`) follow from memory, file or no file.
+    /// Read from the store once ([`Index::take_ledger`]), then told of every append
+    /// ([`Index::note_ledger`]); ledgers are never forgotten, so neither is an entry here.
+    ledger: BTreeMap<String, LedgerState>,
+    /// Every ledger of the workspace has been read into `ledger`.
+    ledger_loaded: bool,
+}
+
+/// One task as whole-workspace reads see it: its spec file's entry, what its ledger says, or
+/// both ([`Index::tasks`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Task<'a> {
+    pub id: &'a str,
+    pub spec: Option<&'a SpecEntry>,
+    pub ledger: Option<LedgerState>,
+}
+
+impl Task<'_> {
+    /// The lifecycle status: the ledger's where it has a say, else the file's (`None`: a spec
+    /// too broken to say, and no ledger).
+    pub fn status(&self) -> Option<Status> {
+        self.ledger.map(|l| l.status).or_else(|| self.spec.and_then(|e| e.listing.status))
+    }
+
+    /// The status the spec file's front matter says, when it differs from the ledger's (a hand
+    /// edit to a runner-owned line, which `reconcile` undoes).
+    pub fn file_disagrees(&self) -> Option<Status> {
+        let file = self.spec?.listing.status?;
+        (self.ledger?.status != file).then_some(file)
+    }
 }
 
 impl Index {
@@ -280,6 +312,64 @@ impl Index {
 
     pub fn entries(&self) -> impl Iterator<Item = &SpecEntry> {
         self.entries.values()
+    }
+
+    /// Every task by id: a spec file's, a ledger's, or both (the two sorted maps walked side by
+    /// side: no lookup per row).
+    pub fn tasks(&self) -> impl Iterator<Item = Task<'_>> {
+        use std::cmp::Ordering;
+        let mut specs = self.entries.iter().peekable();
+        let mut ledgers = self.ledger.iter().peekable();
+        std::iter::from_fn(move || {
+            let order = match (specs.peek(), ledgers.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (Some((spec, _)), Some((ledger, _))) => spec.cmp(ledger),
+            };
+            let (spec, ledger) = match order {
+                Ordering::Less => (specs.next(), None),
+                Ordering::Greater => (None, ledgers.next()),
+                Ordering::Equal => (specs.next(), ledgers.next()),
+            };
+            let id = spec.map(|(id, _)| id).or(ledger.map(|(id, _)| id))?;
+            Some(Task { id, spec: spec.map(|(_, e)| e), ledger: ledger.map(|(_, l)| *l) })
+        })
+    }
+
+    /// What the ledger says of `task_id`, if it has a ledger (and the ledgers were read).
+    pub fn ledger_state(&self, task_id: &str) -> Option<LedgerState> {
+        self.ledger.get(task_id).copied()
+    }
+
+    /// Whether every ledger of the workspace has been read in ([`Index::take_ledger`]).
+    pub fn ledger_loaded(&self) -> bool {
+        self.ledger_loaded
+    }
+
+    /// Take in what `task_id`'s ledger says after an append. A state older than the one kept
+    /// (learnt out of order: a read of the store that began before the append) changes nothing.
+    pub fn note_ledger(&mut self, task_id: &str, state: LedgerState) {
+        match self.ledger.get_mut(task_id) {
+            Some(kept) if kept.seq >= state.seq => {}
+            Some(kept) if kept.status == state.status => kept.seq = state.seq,
+            _ => {
+                self.generation += 1;
+                self.ledger.insert(task_id.to_string(), state);
+            }
+        }
+    }
+
+    /// Take in every ledger's state as read from the store, once; a newer one noted meanwhile
+    /// stays.
+    pub fn take_ledger(&mut self, states: impl IntoIterator<Item = (String, LedgerState)>) {
+        if self.ledger_loaded {
+            return;
+        }
+        for (task_id, state) in states {
+            self.note_ledger(&task_id, state);
+        }
+        self.ledger_loaded = true;
     }
 
     pub fn len(&self) -> usize {
@@ -711,6 +801,38 @@ mod tests {
         index.recent.clear();
         index.loaded("a");
         assert_eq!(index.generation(), seen.get(), "a parse read again that lists the same");
+    }
+
+    /// What the ledger says joins the files' entries by task id, a task with only one of them
+    /// included; a state learnt out of order never replaces a newer one, and only a change to
+    /// what is listed moves the generation.
+    #[test]
+    fn ledger_states_join_the_files_and_the_newest_one_stands() {
+        let dir = workspace_with(&["a", "c"]);
+        let mut index = Index::new(dir.path());
+        index.sync();
+        let state = |seq, status| LedgerState { seq, status };
+        index.note_ledger("c", state(4, Status::Active));
+        index.take_ledger([
+            ("b".to_string(), state(2, Status::Approved)),
+            ("c".to_string(), state(3, Status::Approved)),
+        ]);
+        assert!(index.ledger_loaded());
+        let tasks: Vec<(&str, bool, Option<Status>)> =
+            index.tasks().map(|t| (t.id, t.spec.is_some(), t.ledger.map(|l| l.status))).collect();
+        assert_eq!(
+            tasks,
+            vec![("a", true, None), ("b", false, Some(Status::Approved)), ("c", true, Some(Status::Active))]
+        );
+        let c = index.tasks().find(|t| t.id == "c").unwrap();
+        assert_eq!((c.status(), c.file_disagrees()), (Some(Status::Active), Some(Status::Draft)));
+        let seen = index.generation();
+        index.note_ledger("c", state(5, Status::Active));
+        assert_eq!(index.generation(), seen, "the same status lists the same");
+        index.note_ledger("c", state(6, Status::Review));
+        assert_ne!(index.generation(), seen);
+        index.take_ledger([("a".to_string(), state(1, Status::Approved))]);
+        assert_eq!(index.ledger_state("a"), None, "the store is read once");
     }
 
     #[test]

@@ -174,6 +174,12 @@ pub struct StatusResult {
     /// The latest accepted review: verdict, provider, summary and findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<serde_json::Value>,
+    /// The spec file is gone (removed, or moved out of `.scafld/specs`) while the ledger keeps
+    /// the task: this answer is the ledger's alone (`path` and `title` empty; the phases and
+    /// criteria it has records of). While the task is open, `errors` and `next_action` say
+    /// where to put the file back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spec_missing: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -306,16 +312,26 @@ pub struct ListResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskSummary {
     pub task_id: String,
-    /// Empty when the spec is too broken to say.
+    /// The ledger's status when the task has a ledger (the truth, as `task.status` says),
+    /// else the spec's front matter's. Empty when the spec is too broken to say.
     pub status: String,
     pub title: String,
+    /// Empty for a task whose spec file is missing (`spec_missing`).
     pub path: String,
     /// Only when the call asked for them (`ListParams::counts`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<Counts>,
-    /// The first error of a broken spec.
+    /// The first error of a broken spec (or the note of a missing one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the spec file's front matter says when it differs from the ledger's `status`: a
+    /// hand edit to a runner-owned line, which `scafld reconcile <task>` undoes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_status: Option<String>,
+    /// An open task (as its ledger says) whose spec file is gone: removed, or moved out of
+    /// `.scafld/specs`. Finished tasks whose files were cleared away are not listed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spec_missing: bool,
 }
 
 method!(
@@ -375,7 +391,9 @@ method!(
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReportResult {
+    /// The tasks `task.list` lists: every spec, and the open tasks whose spec file is missing.
     pub total: usize,
+    /// By the ledger's status where the task has a ledger, else the front matter's.
     pub by_status: std::collections::BTreeMap<String, usize>,
     pub invalid_specs: usize,
     pub harden_passed: usize,
@@ -386,6 +404,13 @@ pub struct ReportResult {
     pub criteria_failed: usize,
     /// criteria_passed / criteria_total (0 when there are none).
     pub criteria_pass_rate: f64,
+    /// Tasks whose spec file's front matter says another status than their ledger (a hand edit
+    /// `scafld reconcile <task>` undoes), by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub status_disagrees: Vec<String>,
+    /// Open tasks whose spec file is missing (their ledger keeps them), by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub specs_missing: Vec<String>,
 }
 
 method!(
@@ -570,10 +595,15 @@ pub struct ReasonParams {
 pub struct ArchiveResult {
     pub task_id: String,
     pub status: Status,
+    /// Where the archived spec is (empty when it is missing).
     pub path: String,
     /// Why the spec file was left as it was, when it was (the ledger holds the end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The spec file is missing: the end is recorded in the ledger alone, and nothing was
+    /// written in the file's place (`reconcile` archives the file once it is put back).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub spec_missing: bool,
 }
 
 method!(

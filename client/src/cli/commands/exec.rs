@@ -236,7 +236,13 @@ pub fn archive(ctx: &Context, args: &ReasonArgs, failed: bool) -> Result<u8, Cli
     let r = if failed { call::<m::TaskFail>(&mut conn, &params)? } else { call::<m::TaskCancel>(&mut conn, &params)? };
     ctx.out.success(&r, || {
         let note = r.note.as_ref().map(|note| format!("\nnote: {note}")).unwrap_or_default();
-        format!("{}: {} ({}){note}", r.task_id, r.status, r.path)
+        match r.spec_missing {
+            true => format!(
+                "{}: {} (recorded in the ledger; the spec file is missing, so nothing was written to .scafld/specs: a file put back later is archived by `scafld reconcile {}`){note}",
+                r.task_id, r.status, r.task_id
+            ),
+            false => format!("{}: {} ({}){note}", r.task_id, r.status, r.path),
+        }
     });
     Ok(workflow::OK)
 }

@@ -148,7 +148,12 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     let (params, mut conn) = task_params(ctx, task)?;
     let s = call::<m::TaskStatus>(&mut conn, &params)?;
     let human = || {
-        let mut text = format!("{}: {} - {}\n", s.task_id, ctx.out.paint(&s.status, Style::Bold), s.title);
+        let title = if s.spec_missing {
+            ctx.out.paint("spec file missing (from the ledger)", Style::Bad)
+        } else {
+            s.title.clone()
+        };
+        let mut text = format!("{}: {} - {title}\n", s.task_id, ctx.out.paint(&s.status, Style::Bold));
         let _ = writeln!(text, "harden: {}   review gate: {}", s.harden_status, s.review_gate);
         let _ = writeln!(
             text,
@@ -172,7 +177,8 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             let command = if c.command.is_empty() { String::new() } else { format!(" `{}`", c.command) };
             let _ = writeln!(text, "  {} {}{command}: {}", ctx.out.paint("blocked", Style::Bad), c.id, c.evidence);
         }
-        for c in s.criteria.iter().filter(|c| c.freshness == m::Freshness::Stale) {
+        // Without the spec every result is unchecked: said once, by the missing file.
+        for c in s.criteria.iter().filter(|c| c.freshness == m::Freshness::Stale && !s.spec_missing) {
             let _ = writeln!(text, "  {} {}: {}", ctx.out.paint("stale", Style::Bad), c.id, c.stale_reason);
         }
         if !s.stale_changes.is_empty() {
@@ -200,7 +206,17 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
                 diagnostics_text(&s.errors)
             ));
         }
-        let mut error = invalid(&s.task_id, s.errors.len());
+        // An open task whose spec file is gone: nothing but fail, cancel and session works on
+        // it until the file is back, so a script reads it as it reads a broken spec (exit 3).
+        let mut error = match s.spec_missing {
+            true => CliError::new(
+                "spec_missing",
+                format!("{}: the spec file is missing; the ledger keeps the task ({})", s.task_id, s.status),
+                workflow::VALIDATION,
+            )
+            .with_hint(format!("{} ({})", s.next_action.command, s.next_action.reason)),
+            false => invalid(&s.task_id, s.errors.len()),
+        };
         error.details = Some(serde_json::json!({ "diagnostics": s.errors }));
         ctx.out.failure(&error, serde_json::to_value(&s).ok());
         return Ok(workflow::VALIDATION);
@@ -232,12 +248,21 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
             let counts = t.counts.clone().unwrap_or_default();
             let progress = format!("{}/{}", counts.criteria_passed, counts.criteria_total);
             match &t.error {
+                Some(error) if t.spec_missing => {
+                    let missing = ctx.out.cell("missing", Style::Bad, 7);
+                    let _ = writeln!(text, "{:<width$}  {:<9} {missing}  {error}", t.task_id, t.status);
+                }
                 Some(error) => {
                     let _ =
                         writeln!(text, "{:<width$}  {} {}", t.task_id, ctx.out.cell("invalid", Style::Bad, 9), error);
                 }
                 None => {
-                    let _ = writeln!(text, "{:<width$}  {:<9} {:>7}  {}", t.task_id, t.status, progress, t.title);
+                    let _ = write!(text, "{:<width$}  {:<9} {:>7}  {}", t.task_id, t.status, progress, t.title);
+                    if let Some(file) = &t.file_status {
+                        let note = format!("(the file says {file}: `scafld reconcile {}`)", t.task_id);
+                        let _ = write!(text, "  {}", ctx.out.paint(&note, Style::Bad));
+                    }
+                    text.push('\n');
                 }
             }
         }
@@ -316,6 +341,16 @@ pub fn report(ctx: &Context) -> Result<u8, CliError> {
         let mut text = format!("tasks: {} ({} invalid)\n", r.total, r.invalid_specs);
         for (status, count) in r.by_status.iter().filter(|(_, c)| **c > 0) {
             let _ = writeln!(text, "  {status:<10} {count}");
+        }
+        if !r.specs_missing.is_empty() {
+            let _ = writeln!(text, "spec file missing (open in the ledger): {}", r.specs_missing.join(", "));
+        }
+        if !r.status_disagrees.is_empty() {
+            let _ = writeln!(
+                text,
+                "counted as their ledger says; the spec file says otherwise (`scafld reconcile <task>`): {}",
+                r.status_disagrees.join(", ")
+            );
         }
         let _ = writeln!(text, "hardened: {}", r.harden_passed);
         let _ = writeln!(text, "phases: {}/{} completed", r.phases_completed, r.phases_total);
