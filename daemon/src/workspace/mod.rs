@@ -39,6 +39,9 @@ pub struct Workspace {
     id_seen: Mutex<Option<Stamp>>,
     /// The last `list` reply, with what it was rendered from (see `tasks::read::list`).
     pub listed: Mutex<Option<(ListKey, Rendered<ListResult>)>>,
+    /// Held while the workspace's ledgers are read into its index (`ledger::load_states`),
+    /// so that a second reader waits for the first instead of reading them all again.
+    pub ledger_loading: Mutex<()>,
 }
 
 /// Where the range reviews of a plain git repository (no `.scafld/`) live: a workspace id
@@ -119,6 +122,7 @@ impl Workspace {
             config: Mutex::new(None),
             id_seen: Mutex::new(None),
             listed: Mutex::new(None),
+            ledger_loading: Mutex::new(()),
         }
     }
 
