@@ -266,14 +266,12 @@ impl Daemon {
             {
                 info!(root = %root_text, "the spec folders are not all watched here; whole-workspace reads stat them");
             }
-            // The index fills in the background, with what the ledgers say; calls are served
-            // meanwhile (see index.rs).
-            let store = self.store.clone();
+            // The index fills in the background; calls are served meanwhile (see index.rs).
+            // (The ledgers' states are read by the first `list` or `report`, which waits for
+            // them: a warm-up still running when the daemon stops must not hold the database,
+            // which the next daemon may be opening once the socket is gone.)
             tokio::task::spawn_blocking(move || {
                 workspace.warm_index();
-                if let Err(e) = crate::ledger::load_states(&*store, &workspace) {
-                    warn!(workspace = %workspace.id, "cannot read the workspace's ledgers: {e}");
-                }
                 info!(workspace = %workspace.id, root = %workspace.root.display(), specs = crate::sync::read(&workspace.index).len(), "workspace indexed");
             });
             self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
@@ -488,12 +486,22 @@ impl Daemon {
     }
 
     pub fn publish_task_changed(&self, ws: &Workspace, task_id: &str, cause: &str) {
-        // The ledger's status where it has a say, as `list` shows it.
-        let status = {
+        // The ledger's status where it has a say, as `list` shows it (read from the store when
+        // the index has not read the ledgers yet).
+        let (file, ledger) = {
             let index = crate::sync::read(&ws.index);
             let file = index.get(task_id).and_then(|e| e.listing.status);
-            index.ledger_state(task_id).map(|l| l.status).or(file).map(|s| s.to_string()).unwrap_or_default()
+            let ledger = match index.ledger_loaded() {
+                true => Some(index.ledger_state(task_id)),
+                false => None,
+            };
+            (file, ledger)
         };
+        let ledger = ledger.unwrap_or_else(|| {
+            let entries = self.store.ledger(&ws.id, task_id).unwrap_or_default();
+            crate::domain::ledger::state(&entries)
+        });
+        let status = ledger.map(|l| l.status).or(file).map(|s| s.to_string()).unwrap_or_default();
         self.publish(Event::TaskChanged {
             workspace_id: ws.id.clone(),
             root: ws.root.display().to_string(),

@@ -148,9 +148,9 @@ pub fn note_state(daemon: &Daemon, ws: &Workspace, task: &str, entries: &[Ledger
     }
 }
 
-/// Read what every ledger of `ws` says into its index, once (the warm-up does it in the
-/// background; a whole-workspace read that comes first, itself, or waits for the warm-up's
-/// read under way rather than reading them all a second time). Blocking: the store's reads.
+/// Read what every ledger of `ws` says into its index, once: the first whole-workspace read
+/// (`list`, `report`) does it, and one that comes meanwhile waits for that read rather than
+/// reading them all a second time. Blocking: the store's reads.
 pub fn load_states(store: &dyn crate::store::Store, ws: &Workspace) -> Result<(), crate::store::StoreError> {
     let _loading = crate::sync::lock(&ws.ledger_loading);
     if crate::sync::read(&ws.index).ledger_loaded() {
