@@ -245,6 +245,18 @@ fn timeouts_kill_the_whole_process_group() {
     wait_until("no `sleep 1002` left", || processes_with("sleep 1002").is_empty());
 }
 
+/// A timeout too long for the clock is as good as none: the step runs and ends, where the
+/// daemon's runner once panicked and left the job running for ever.
+#[test]
+fn a_timeout_too_long_for_the_clock_runs_the_step() {
+    let env = TestEnv::new();
+    let huge = "  - Timeout seconds: 18446744073709551615\n";
+    ready(&env, "huge", &spec("huge", &[&[("long", "true", huge)]], &[]));
+    let step = build(&env, "huge");
+    assert_eq!(step["result"]["passed"], 1, "{step}");
+    assert_eq!(step["result"]["status"], "review", "{step}");
+}
+
 #[test]
 fn big_and_non_utf8_output() {
     let mut env = TestEnv::new();

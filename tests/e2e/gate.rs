@@ -645,6 +645,17 @@ fn reconcile_restores_an_edited_status_line_and_a_hand_moved_spec_gets_a_baselin
     assert!(harden_override.contains("adopted at build with harden_status not_run"), "{entries}");
     let status = env.scafld(&["status", "moved", "--json"]).json();
     assert_eq!(status["result"]["harden_status"], "overridden", "{status}");
+
+    // Adopting approves: a scope approve would refuse (a case typo of a real file) is refused.
+    write(&env, "greet.txt", "hello\n");
+    let typo =
+        moved.replace("task_id: moved", "task_id: typo").replace("# Moved", "# Typo\n\n## Scope\n\n- `GREET.txt`");
+    write(&env, ".scafld/specs/approved/typo.md", &typo);
+    let refused = env.scafld(&["build", "typo", "--json"]);
+    refused.assert_code(3);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains("cannot adopt typo"), "{}", refused.stdout);
+    let ledger = env.scafld(&["session", "typo", "--json"]).json();
+    assert_eq!(ledger["result"]["entries"], serde_json::json!([]), "nothing recorded: {ledger}");
 }
 
 #[test]

@@ -475,6 +475,29 @@ fn finalize_refuses_a_scope_hint_that_binds_nothing_and_verify_refuses_a_receipt
     assert!(named("files")["detail"].as_str().unwrap().contains("signs no file"), "{checks}");
 }
 
+/// A scope entry that is a symlink inside the workspace is signed with what it points at, as
+/// evidence is bound to it: a later change there fails `verify` (a link's text alone did not).
+#[test]
+fn a_receipt_signs_what_a_scoped_symlink_points_at() {
+    let env = TestEnv::new();
+    opened(&env, "lnk.d", "- [ ] `a1` test - greets\n  - Command: `grep -q hello real/greet.txt`\n");
+    write(&env, "real/greet.txt", "hello\n");
+    std::os::unix::fs::symlink("real", env.work.join("lnk.d")).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let signed = run.json()["result"]["receipt"]["body"]["file_digests"].clone();
+    assert!(signed.get("real/greet.txt").is_some() && signed.get("lnk.d").is_some(), "{signed}");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+    write(&env, "real/greet.txt", "hello, changed\n");
+    git(&env.work, &["commit", "-qam", "changed behind the link"]);
+    let detail = failed_check(&verify(&env, &["--target", "HEAD"]), "files");
+    assert!(detail.contains("real/greet.txt: digest differs"), "{detail}");
+}
+
 /// A criterion's `Cwd` and `Timeout seconds` go into the receipt (signed) and `verify` runs it
 /// again the same way: in its folder, under its own timeout (here longer than the configured
 /// default, which would kill it). A criterion naming neither is recorded as the original

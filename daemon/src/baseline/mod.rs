@@ -295,18 +295,14 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
             .collect();
         let mut targets = Vec::new();
         for link in links {
-            let resolved = std::fs::canonicalize(workdir.join(&link));
-            let target = match (&resolved, &top, &inside) {
-                (Ok(t), Some(top), Some(inside)) if t.starts_with(inside) => {
-                    let relative = t.strip_prefix(top).map(|r| r.display().to_string()).unwrap_or_default();
+            let target = match link_target(&workdir, top.as_deref(), inside.as_deref(), &link) {
+                Ok(relative) => {
                     if !relative.is_empty() && followed.insert(relative.clone()) {
                         targets.push(relative.clone());
                     }
                     format!("inside:{relative}")
                 }
-                (Err(e), ..) if e.kind() == std::io::ErrorKind::NotFound => "missing".into(),
-                (Err(e), ..) => format!("unreadable:{:?}", e.kind()),
-                _ => "outside the workspace".into(),
+                Err(why) => why,
             };
             entries.push(BaselinePath { status: "target".into(), fingerprint: target, path: link });
         }
@@ -322,6 +318,38 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
         hasher.update(format!("{}\t{}\t{}\n", e.path, e.status, e.fingerprint));
     }
     Ok(Material { digest: format!("{:x}", hasher.finalize()), entries })
+}
+
+/// Where the symlink `link` (relative to `workdir`, the repository's top, canonically `top`)
+/// points, relative to `top`, when that is inside `inside` (the workspace); else why not.
+fn link_target(workdir: &Path, top: Option<&Path>, inside: Option<&Path>, link: &str) -> Result<String, String> {
+    match (std::fs::canonicalize(workdir.join(link)), top, inside) {
+        (Ok(t), Some(top), Some(inside)) if t.starts_with(inside) => {
+            Ok(t.strip_prefix(top).map(|r| r.display().to_string()).unwrap_or_default())
+        }
+        (Err(e), ..) if e.kind() == std::io::ErrorKind::NotFound => Err("missing".into()),
+        (Err(e), ..) => Err(format!("unreadable:{:?}", e.kind())),
+        _ => Err("outside the workspace".into()),
+    }
+}
+
+/// `scope` with what its symlinks point at inside the workspace added, as the material follows
+/// them (so a receipt signs what the evidence was bound to, not a link's text): `files` are the
+/// scope's files as found so far; returns the targets not in `scope` yet.
+pub fn link_targets(root: &Path, files: &[String]) -> Result<Vec<String>, String> {
+    let repo = open(root)?;
+    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let (top, inside) = (workdir.canonicalize().ok(), root.canonicalize().ok());
+    let mut targets = BTreeSet::new();
+    for file in files {
+        if std::fs::symlink_metadata(workdir.join(file)).is_ok_and(|m| m.file_type().is_symlink())
+            && let Ok(relative) = link_target(&workdir, top.as_deref(), inside.as_deref(), file)
+            && !relative.is_empty()
+        {
+            targets.insert(relative);
+        }
+    }
+    Ok(targets.into_iter().collect())
 }
 
 /// Whether git may convert content between the working tree and the index here (`core.autocrlf`

@@ -472,11 +472,12 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     } else {
         Vec::new()
     };
-    next.current_state.blockers = match blockers.len() {
+    // Clipped whole as well: a criterion id can be as long as its author likes.
+    next.current_state.blockers = clip(&match blockers.len() {
         0 => "none".into(),
         n if n > MAX_BLOCKERS => format!("{}, and {} more", blockers[..MAX_BLOCKERS].join(", "), n - MAX_BLOCKERS),
         _ => blockers.join(", "),
-    };
+    });
     // The follow-up a projection shows is decided from the ledger alone; `status` adds what
     // needs IO (stale evidence, a running review).
     let action = next_action(&Facts {
@@ -489,7 +490,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
         missing: None,
     });
     next.current_state.next = crate::domain::next::word(action.action).into();
-    next.current_state.allowed_follow_up = action.command;
+    next.current_state.allowed_follow_up = clip(&action.command);
     next
 }
 

@@ -67,6 +67,11 @@ pub fn keep(held: &BTreeMap<u64, LedgerEntry>, export: Option<&[LedgerEntry]>, h
 /// hold past the head the manifest recorded (or for a task it recorded none for).
 fn check_export(held: &BTreeMap<u64, LedgerEntry>, export: &[LedgerEntry], head: Head) -> Result<(), String> {
     let mut reasons = Vec::new();
+    // Ledgers count from 1: an entry 0 would sit before the database's first and cut the
+    // merged history short at the gap after it.
+    if export.iter().any(|e| e.seq == 0) {
+        reasons.push("it holds an entry 0 (ledgers count from 1)".to_string());
+    }
     let mut seen = std::collections::BTreeSet::new();
     if let Some(repeated) = export.iter().find(|e| !seen.insert(e.seq)) {
         reasons.push(format!("it holds entry {} twice", repeated.seq));
@@ -171,6 +176,10 @@ mod tests {
         // Repeated entries.
         let kept = keep(&held(&[]), Some(&export(&[1, 1, 2])), Head::Recorded(2));
         assert!(kept.refused.unwrap().contains("entry 1 twice"));
+        // An entry 0 added to an agreeing export would cut the whole history at its gap.
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[0, 1, 2, 3])), Head::Recorded(3));
+        assert_eq!(kept.entries.len(), 3);
+        assert!(kept.refused.unwrap().contains("entry 0"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! one path every ledger-backed mutation takes: append events (flushed), then project.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -254,12 +255,33 @@ fn amend(
 /// A task that reached `approved` outside this ledger (moved by hand, or written by another
 /// tool without its session.json): record a baseline and adopt its current criteria as the
 /// approved contract, so it never builds without either.
-async fn adopt(daemon: &Daemon, ws: &Workspace, task: &str, spec: &Spec, entries: &[LedgerEntry]) -> RpcResult<bool> {
+async fn adopt(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    path: &Path,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+) -> RpcResult<bool> {
     let has_baseline = entries.iter().any(|e| matches!(e.event, LedgerEvent::WorkspaceBaseline { .. }));
     if has_baseline && !entries.is_empty() {
         return Ok(false);
     }
     baseline::require_git(&ws.root)?;
+    if entries.is_empty() {
+        // Adopting approves: what approve refuses (a scope entry outside the workspace or a
+        // case typo, a spec whose records would not fit), adopting refuses.
+        let (errors, _): (Vec<_>, Vec<_>) =
+            crate::evidence::scope_notes(ws, spec).await.into_iter().partition(|(error, _)| *error);
+        if let Some((_, first)) = errors.first() {
+            return Err(RpcError::new(
+                ErrorKind::ValidationFailed,
+                format!("cannot adopt {task} (approved without an approval on record here): {first}"),
+            )
+            .with_hint(format!("fix the spec's Scope, then `scafld build {task}` again")));
+        }
+        refuse_oversized(task, path, spec, true)?;
+    }
     let root = ws.root.clone();
     let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
     let count = snapshot.paths.len();
@@ -338,7 +360,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     }
     if spec.status() != Some(Status::Draft)
         && !spec.status().is_some_and(Status::is_terminal)
-        && adopt(daemon, &ws, &task, &spec, &entries).await?
+        && adopt(daemon, &ws, &task, &entry.path, &spec, &entries).await?
     {
         (spec, entries) = projected_spec(daemon, &ws, &task)?;
     }
@@ -388,9 +410,25 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
                 ready,
             };
             let reading = run.material.clone();
+            let (daemon, job_id, task_id) = (run.daemon.clone(), run.job_id.clone(), run.task.clone());
             tokio::spawn(async move {
                 let _guard = guard; // the task stays locked until the job ends
-                run.execute(target, criteria, recheck).await;
+                let ran = AssertUnwindSafe(run.execute(target, criteria, recheck)).catch_unwind().await;
+                // A bug must end the job, not leave it running for ever with its task locked
+                // (its commands died with the dropped run).
+                if ran.is_err() {
+                    tracing::error!(job = %job_id, "a build job hit a bug");
+                    let ended = daemon.jobs.update_if(daemon.store(), &job_id, true, |r| !r.state.is_finished(), |r| {
+                        r.state = JobState::Failed;
+                        r.finished_at = Some(clock::now_rfc3339());
+                        r.activity = None;
+                        r.group = None;
+                        r.reason = Some("the daemon hit a bug running this step; nothing of it was recorded (the daemon's log has the details; please report it)".into());
+                    });
+                    if ended.is_some() {
+                        daemon.publish(Event::JobChanged { job_id, task_id, state: JobState::Failed });
+                    }
+                }
             });
             Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: false, outcome: None }, Some(reading)))
         }

@@ -218,7 +218,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         missing: None,
     });
     next.current_state.next = crate::domain::next::word(action.action).into();
-    next.current_state.allowed_follow_up = action.command;
+    next.current_state.allowed_follow_up = crate::domain::spec::budget::clip(&action.command);
     next.current_state.status = status.as_str().into();
     next.front.status = status.as_str().into();
     if next.current_state.current_phase.is_empty() {

@@ -329,9 +329,8 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     let (mut out_open, mut err_open) = (true, true);
     let mut out_buf = vec![0u8; 64 * 1024];
     let mut err_buf = vec![0u8; 64 * 1024];
-    let deadline = tokio::time::Instant::now() + request.absolute_timeout;
-    let far = Duration::from_secs(365 * 24 * 3600);
-    let idle_sleep = tokio::time::sleep(request.idle_timeout.unwrap_or(far));
+    let deadline = after(request.absolute_timeout);
+    let idle_sleep = tokio::time::sleep_until(request.idle_timeout.map_or_else(far_future, after));
     tokio::pin!(idle_sleep);
     let mut last_byte = Instant::now();
     // With `idle_on_stdout`, only stdout events that show progress count (not codex's
@@ -352,7 +351,7 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
                     if let Some(observe) = request.on_stdout.as_mut() { observe(&out_buf[..n]); }
                     if !request.idle_on_stdout || progress.feed(&out_buf[..n]) {
                         last_byte = Instant::now();
-                        if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                        if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(after(idle)); }
                     }
                 }
                 None => out_open = false,
@@ -362,7 +361,7 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
                     outcome.stderr.push(&err_buf[..n]);
                     if !request.idle_on_stdout {
                         last_byte = Instant::now();
-                        if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(tokio::time::Instant::now() + idle); }
+                        if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(after(idle)); }
                     }
                 }
                 None => err_open = false,
@@ -542,6 +541,17 @@ pub fn boot_id() -> Option<String> {
     Some(BOOT_ID.get_or_init(|| id).clone())
 }
 
+/// A year from now: what stands for "never" in a timer.
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600)
+}
+
+/// `timeout` from now; a timeout too long for the clock (a spec may say 18446744073709551615
+/// seconds) is as good as none.
+fn after(timeout: Duration) -> tokio::time::Instant {
+    tokio::time::Instant::now().checked_add(timeout).unwrap_or_else(far_future)
+}
+
 fn unix_nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
@@ -700,6 +710,28 @@ mod tests {
         assert_eq!(stalled.kill_reason, Some(super::KillReason::IdleTimeout));
         let alive = super::run(with(&working), cancel(), |_| {}).await;
         assert_eq!((alive.kill_reason, alive.exit_code), (None, Some(0)));
+    }
+
+    /// Timeouts too long for the clock (a spec may say `Timeout seconds: 18446744073709551615`)
+    /// mean no timeout, not a panic that leaves the job running for ever.
+    #[tokio::test]
+    async fn a_timeout_too_long_for_the_clock_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let request = super::RunRequest {
+            command: "printf ok".into(),
+            cwd: dir.path().to_path_buf(),
+            env: std::env::vars().collect(),
+            absolute_timeout: std::time::Duration::from_secs(u64::MAX),
+            idle_timeout: Some(std::time::Duration::MAX),
+            stdin: None,
+            on_stdout: None,
+            idle_on_stdout: false,
+            die_with_parent: false,
+            token: None,
+            gate: None,
+        };
+        let outcome = super::run(request, tokio_util::sync::CancellationToken::new(), |_| {}).await;
+        assert_eq!((outcome.kill_reason, outcome.exit_code), (None, Some(0)));
     }
 
     /// A gated run's command waits for its gate and runs only when it opens; a gate that fails
