@@ -155,6 +155,23 @@ fn invalid_dossiers_fail_the_attempt_and_never_pass() {
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
+/// A review run again after a pass that gives no verdict leaves no current review: `complete`
+/// refuses, so next is that review again (it said `complete`, a loop), and a pass then completes.
+#[test]
+fn a_review_with_no_verdict_after_a_pass_is_run_again_before_complete() {
+    let env = TestEnv::new();
+    to_review(&env);
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    command_review(&env, &reviewer(&env, "garbage", "not json", ""), &["--force", "--json"]).assert_code(4);
+    let status = env.scafld(&["status", "rev", "--json"]).json();
+    assert_eq!(status["result"]["next_command"], "scafld review rev", "{status}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+    let again = command_review(&env, &reviewer(&env, "pass2", &pass(), ""), &["--min-attack-angles", "2", "--json"]);
+    again.assert_code(0);
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["next_command"], "scafld complete rev");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 /// A spec edited while a reviewer runs (a person fixing a typo) voids that review; the files
 /// in scope did not change, so the next step is the same review again, which neither the
 /// next action nor `review` may turn away. Before, status said `build`, build said there was

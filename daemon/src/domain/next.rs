@@ -303,9 +303,20 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
                 format!("a `{provider}` review never completes a task; run an independent reviewer"),
             )
         }
-        Some((verdict, _, _)) if verdict == "pass" => {
+        // A review run again since the pass that gave no verdict leaves no current review:
+        // `complete` refuses until one does.
+        Some((verdict, _, _)) if verdict == "pass" && r.failed_attempt.is_none() => {
             next(Role::Human, Action::Complete, format!("scafld complete {id}"), "the review passed")
         }
+        Some(_) if r.failed_attempt.is_some() => next(
+            Role::Reviewer,
+            Action::RetryReview,
+            format!("scafld review {id}"),
+            format!(
+                "the last review gave no verdict ({}); run it again",
+                brief(r.failed_attempt.as_deref().unwrap_or_default())
+            ),
+        ),
         Some((_, _, Some(dossier)))
             if serde_json::from_value::<Dossier>(dossier.clone()).is_ok_and(|d| d.voided_by_mutation()) =>
         {
