@@ -706,13 +706,14 @@ impl BuildRun {
     /// record: its outcome read off the spec and ledger as the step leaves them.
     async fn record_end(&self, end: StepEnd) -> RpcResult<(crate::domain::job::JobRecord, InPlace)> {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
-        let StepEnd { events, target, results, timed_out } = end;
+        let StepEnd { events, target, results, timed_out, material_after } = end;
         let material = self.material.get().await?;
-        // A command may change the files it checks (a formatter, a snapshot update): what the
-        // step recorded is then stale at once, and the next step is another build, not a review
-        // that would refuse it. Read again only when a command ran.
-        let ran = results.iter().any(|r| r.exit_code.is_some() || r.duration_ms > 0);
-        let now = if ran { crate::evidence::material_now(&self.ws, &self.base).await.ok() } else { None };
+        // What the step recorded is stale at once when its commands changed the files: the next
+        // step is then another build, not a review that would refuse it.
+        let now = match material_after {
+            Some(after) => after.get().await.ok(),
+            None => None,
+        };
         let digest_now = now.as_ref().map_or(&material.digest, |now| &now.digest);
         let base = &self.base;
         record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", base, |spec, entries| {
@@ -812,6 +813,11 @@ impl BuildRun {
                     results.push(result);
                 }
             }
+            // A command may change the files it checks (a formatter, a snapshot update): the
+            // files are read again once the commands are done, while the step concludes (only
+            // when a command ran).
+            let ran = results.iter().any(|r: &CriterionResult| r.exit_code.is_some() || r.duration_ms > 0);
+            let material_after = ran.then(|| StepMaterial::read(&self.ws, &self.base));
             // The step (its opening, its evidence) is recorded with its conclusion: one append,
             // one flush and one projection of the spec.
             let mut events = evidence.take();
@@ -852,7 +858,7 @@ impl BuildRun {
             if let Some(recheck) = &recheck_failed {
                 target = Target::Phase(recheck.phase.clone());
             }
-            return Ok(StepEnd { events, target, results, timed_out });
+            return Ok(StepEnd { events, target, results, timed_out, material_after });
         }
     }
 
@@ -984,6 +990,8 @@ struct StepEnd {
     target: Target,
     results: Vec<CriterionResult>,
     timed_out: bool,
+    /// The material read again after the last command, when a command ran.
+    material_after: Option<StepMaterial>,
 }
 
 /// The ledger events of one build step (its material, its opening, each criterion's result),
