@@ -658,6 +658,30 @@ fn reconcile_restores_an_edited_status_line_and_a_hand_moved_spec_gets_a_baselin
     assert_eq!(ledger["result"]["entries"], serde_json::json!([]), "nothing recorded: {ledger}");
 }
 
+/// A file hand-set to `review` (its runner lines written by hand too) with nothing on record
+/// here is no reviewable task: next is the build that adopts it, review and complete refuse,
+/// and after the adopting build the task runs its criteria like any other.
+#[test]
+fn a_spec_hand_set_to_review_is_adopted_by_a_build_before_any_review() {
+    let env = TestEnv::new();
+    opened(&env, "greet.txt", GREET);
+    let text = "---\nspec_version: '2.0'\ntask_id: hand\nstatus: review\nharden_status: passed\n---\n\n# Hand\n\n## Phase 1: A\n\nStatus: completed\n\nAcceptance:\n- [x] `a1` test - hello\n  - Command: `grep -q hello greet.txt`\n  - Status: pass\n  - Evidence: exit code was 0\n";
+    write(&env, ".scafld/specs/active/hand.md", text);
+    write(&env, "greet.txt", "goodbye\n");
+    let status = env.scafld(&["status", "hand", "--json"]).json();
+    assert_eq!(status["result"]["next_command"], "scafld build hand", "{status}");
+    let reviewer = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
+    let review = ["review", "hand", "--provider", "command", "--provider-command", reviewer.as_str()];
+    let refused = env.scafld(&review);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(refused.stderr.contains("no approval on record here"), "{}", refused.stderr);
+    env.scafld(&["complete", "hand"]).assert_code(4);
+    env.scafld(&["build", "hand"]).assert_code(0);
+    let step = env.scafld(&["build", "hand", "--json"]);
+    step.assert_code(3);
+    assert_eq!(step.json()["result"]["failed"], 1, "{}", step.stdout);
+}
+
 #[test]
 fn review_status_counts_a_finished_pass_as_every_file_reviewed() {
     let env = TestEnv::new();

@@ -96,6 +96,16 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
     match status {
         Status::Draft => draft(id, f.spec, f.draft_digest),
         Status::Approved | Status::Active | Status::Blocked | Status::Review => {
+            // Set past draft by hand (or by another tool) with nothing on record here: the
+            // first build adopts it (a baseline, the contract pinned) before anything counts.
+            if !f.replay.approved {
+                return next(
+                    Role::Agent,
+                    Action::Implement,
+                    format!("scafld build {id}"),
+                    format!("{status} without an approval on record here: build adopts it first"),
+                );
+            }
             if let Some(contract) = &f.replay.contract {
                 let changes = evidence::contract_changes(f.spec, contract);
                 if !changes.is_empty() {

@@ -616,11 +616,18 @@ pub(super) fn require_review_status(
     what: &str,
     kind: ErrorKind,
 ) -> RpcResult<()> {
-    if spec.status() == Some(Status::Review) {
+    // A file that says `review` without an approval on record here (set by hand) has had no
+    // baseline, no pinned contract and no build of ours: nothing a review could judge.
+    let approved = crate::domain::ledger::replay(entries).approved;
+    if spec.status() == Some(Status::Review) && approved {
         return Ok(());
     }
     let next = crate::evidence::next_for(daemon, ws, spec, entries, 0, &Default::default(), None);
-    Err(RpcError::new(kind, format!("{what} requires task status review; {task} is {}", spec.front.status))
+    let why = match spec.status() {
+        Some(Status::Review) => format!("{task} says review, but has no approval on record here"),
+        _ => format!("{task} is {}", spec.front.status),
+    };
+    Err(RpcError::new(kind, format!("{what} requires task status review; {why}"))
         .with_hint(format!("next: `{}` ({})", next.command, next.reason)))
 }
 
