@@ -553,6 +553,18 @@ fn lsp_keeps_each_buffer_of_one_spec_its_own_diagnostics() {
     assert!(!cleared, "the real buffer's error was cleared: {:#?}", lsp.backlog);
 }
 
+/// A daemon, a workspace with the draft `greet`, and a server with it open and checked.
+fn greet_open() -> (TestEnv, std::path::PathBuf, Lsp) {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let mut lsp = Lsp::start(&env, &env.work);
+    lsp.open(&uri(&path), &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri(&path), "the open spec's (empty) list", |d| d.is_empty());
+    (env, path, lsp)
+}
+
 /// Child processes of `pid` (from /proc).
 fn children(pid: u32) -> Vec<u32> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
@@ -564,14 +576,7 @@ fn children(pid: u32) -> Vec<u32> {
 
 #[test]
 fn lsp_exits_cleanly_on_shutdown_and_exit_and_when_stdin_closes() {
-    let mut env = TestEnv::new();
-    env.start_daemon();
-    env.init();
-    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
-
-    let mut lsp = Lsp::start(&env, &env.work);
-    lsp.open(&uri(&path), &spec_text("greet", "draft"));
-    lsp.diagnostics(&uri(&path), "the open spec's (empty) list", |d| d.is_empty());
+    let (env, path, mut lsp) = greet_open();
     assert_eq!(children(lsp.child.id()), Vec::<u32>::new(), "the server started a process");
     let shutdown = lsp.call("shutdown", json!(null));
     assert!(shutdown.get("error").is_none() && shutdown["result"].is_null(), "{shutdown}");
@@ -599,13 +604,7 @@ fn lsp_exits_cleanly_on_shutdown_and_exit_and_when_stdin_closes() {
 /// the reason on stderr and in the editor's log.
 #[test]
 fn lsp_answers_a_malformed_message_and_exits_non_zero_on_a_broken_frame() {
-    let mut env = TestEnv::new();
-    env.start_daemon();
-    env.init();
-    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
-    let mut lsp = Lsp::start(&env, &env.work);
-    lsp.open(&uri(&path), &spec_text("greet", "draft"));
-    lsp.diagnostics(&uri(&path), "the open spec's (empty) list", |d| d.is_empty());
+    let (env, path, mut lsp) = greet_open();
 
     let truncated = br#"{"jsonrpc": "2.0", "id": 99, "method": "textDocument/hover", "params": {"#;
     lsp.send_raw(&[format!("Content-Length: {}\r\n\r\n", truncated.len()).as_bytes(), truncated].concat());
@@ -637,13 +636,7 @@ fn lsp_answers_a_malformed_message_and_exits_non_zero_on_a_broken_frame() {
 /// discarded-line error; hover on it fails with the same words.
 #[test]
 fn lsp_reports_a_buffer_too_long_as_json_with_its_size() {
-    let mut env = TestEnv::new();
-    env.start_daemon();
-    env.init();
-    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
-    let mut lsp = Lsp::start(&env, &env.work);
-    lsp.open(&uri(&path), &spec_text("greet", "draft"));
-    lsp.diagnostics(&uri(&path), "the open spec's (empty) list", |d| d.is_empty());
+    let (_env, path, mut lsp) = greet_open(); // the daemon and workspace live to the end
     let quoted = spec_text("greet", "draft") + &"\"".repeat(6 << 20);
     assert!(quoted.len() < scafld_protocol::methods::MAX_CHECK_TEXT_BYTES);
     lsp.notify(

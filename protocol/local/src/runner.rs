@@ -683,17 +683,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let chatter = "i=0; while [ $i -lt 25 ]; do echo waiting >&2; sleep 0.1; i=$((i+1)); done";
         let request = |idle_on_stdout| super::RunRequest {
-            command: chatter.into(),
-            cwd: dir.path().to_path_buf(),
-            env: std::env::vars().collect(),
-            absolute_timeout: std::time::Duration::from_secs(20),
             idle_timeout: Some(std::time::Duration::from_millis(1500)),
-            stdin: None,
-            on_stdout: None,
             idle_on_stdout,
-            die_with_parent: false,
-            token: None,
-            gate: None,
+            ..plain(chatter, dir.path())
         };
         let cancel = tokio_util::sync::CancellationToken::new;
         let events_only = super::run(request(true), cancel(), |_| {}).await;
@@ -712,23 +704,32 @@ mod tests {
         assert_eq!((alive.kill_reason, alive.exit_code), (None, Some(0)));
     }
 
-    /// Timeouts too long for the clock (a spec may say `Timeout seconds: 18446744073709551615`)
-    /// mean no timeout, not a panic that leaves the job running for ever.
-    #[tokio::test]
-    async fn a_timeout_too_long_for_the_clock_is_none() {
-        let dir = tempfile::tempdir().unwrap();
-        let request = super::RunRequest {
-            command: "printf ok".into(),
-            cwd: dir.path().to_path_buf(),
+    /// `command` in `dir` with the test's environment, a 20 s timeout and nothing else.
+    fn plain(command: &str, dir: &std::path::Path) -> super::RunRequest {
+        super::RunRequest {
+            command: command.into(),
+            cwd: dir.to_path_buf(),
             env: std::env::vars().collect(),
-            absolute_timeout: std::time::Duration::from_secs(u64::MAX),
-            idle_timeout: Some(std::time::Duration::MAX),
+            absolute_timeout: std::time::Duration::from_secs(20),
+            idle_timeout: None,
             stdin: None,
             on_stdout: None,
             idle_on_stdout: false,
             die_with_parent: false,
             token: None,
             gate: None,
+        }
+    }
+
+    /// Timeouts too long for the clock (a spec may say `Timeout seconds: 18446744073709551615`)
+    /// mean no timeout, not a panic that leaves the job running for ever.
+    #[tokio::test]
+    async fn a_timeout_too_long_for_the_clock_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let request = super::RunRequest {
+            absolute_timeout: std::time::Duration::from_secs(u64::MAX),
+            idle_timeout: Some(std::time::Duration::MAX),
+            ..plain("printf ok", dir.path())
         };
         let outcome = super::run(request, tokio_util::sync::CancellationToken::new(), |_| {}).await;
         assert_eq!((outcome.kill_reason, outcome.exit_code), (None, Some(0)));
@@ -740,19 +741,7 @@ mod tests {
     async fn a_gated_command_runs_only_once_its_gate_opens() {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
-        let request = |gate: super::Gate| super::RunRequest {
-            command: "touch ran".into(),
-            cwd: dir.path().to_path_buf(),
-            env: std::env::vars().collect(),
-            absolute_timeout: std::time::Duration::from_secs(20),
-            idle_timeout: None,
-            stdin: None,
-            on_stdout: None,
-            idle_on_stdout: false,
-            die_with_parent: false,
-            token: None,
-            gate: Some(gate),
-        };
+        let request = |gate: super::Gate| super::RunRequest { gate: Some(gate), ..plain("touch ran", dir.path()) };
         let cancel = tokio_util::sync::CancellationToken::new;
 
         let refused = super::run(request(Box::pin(async { Err("no material".to_string()) })), cancel(), |_| {}).await;
