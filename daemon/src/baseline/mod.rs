@@ -333,23 +333,29 @@ fn link_target(workdir: &Path, top: Option<&Path>, inside: Option<&Path>, link: 
     }
 }
 
-/// `scope` with what its symlinks point at inside the workspace added, as the material follows
-/// them (so a receipt signs what the evidence was bound to, not a link's text): `files` are the
-/// scope's files as found so far; returns the targets not in `scope` yet.
-pub fn link_targets(root: &Path, files: &[String]) -> Result<Vec<String>, String> {
+/// [`tree_files`] of the working tree for `scope` widened with what its symlinks point at
+/// inside the workspace, as the material follows them (so a receipt signs what the evidence
+/// was bound to, not a link's text); returns the widened scope with the files.
+pub fn tree_files_through_links(root: &Path, mut scope: Vec<String>) -> Result<(Vec<String>, TreeFiles), String> {
     let repo = open(root)?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let (top, inside) = (workdir.canonicalize().ok(), root.canonicalize().ok());
-    let mut targets = BTreeSet::new();
-    for file in files {
-        if std::fs::symlink_metadata(workdir.join(file)).is_ok_and(|m| m.file_type().is_symlink())
-            && let Ok(relative) = link_target(&workdir, top.as_deref(), inside.as_deref(), file)
-            && !relative.is_empty()
-        {
-            targets.insert(relative);
+    for _ in 0..LINK_ROUNDS {
+        let tree = tree_files(root, &scope, None)?;
+        let targets: BTreeSet<String> = tree
+            .files
+            .keys()
+            .filter(|file| std::fs::symlink_metadata(workdir.join(file)).is_ok_and(|m| m.file_type().is_symlink()))
+            .filter_map(|file| link_target(&workdir, top.as_deref(), inside.as_deref(), file).ok())
+            .filter(|target| !target.is_empty() && !in_scope(target, &scope))
+            .collect();
+        if targets.is_empty() {
+            return Ok((scope, tree));
         }
+        scope.extend(targets);
     }
-    Ok(targets.into_iter().collect())
+    let tree = tree_files(root, &scope, None)?;
+    Ok((scope, tree))
 }
 
 /// Whether git may convert content between the working tree and the index here (`core.autocrlf`

@@ -489,8 +489,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
         draft_digest: None,
         missing: None,
     });
-    next.current_state.next = crate::domain::next::word(action.action).into();
-    next.current_state.allowed_follow_up = clip(&action.command);
+    crate::domain::next::show(&action, &mut next.current_state);
     next
 }
 

@@ -16,6 +16,13 @@ use crate::domain::spec::Spec;
 
 pub use scafld_protocol::methods::{NextAction, NextRole as Role, NextStep as Action};
 
+/// Show `action` in a spec's Current State: its word on `Next:` and its command (clipped, as
+/// every value the runner writes into a spec) on `Allowed follow-up command:`.
+pub fn show(action: &NextAction, state: &mut crate::domain::spec::CurrentState) {
+    state.next = word(action.action).into();
+    state.allowed_follow_up = crate::domain::spec::budget::clip(&action.command);
+}
+
 /// The word the spec's `Next:` line shows (the original tool's vocabulary where it has one).
 pub fn word(action: Action) -> &'static str {
     match action {

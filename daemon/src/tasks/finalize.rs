@@ -79,23 +79,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     // What the scope's symlinks point at inside the workspace is signed too, as evidence was
     // bound to it (a link's text alone would let its target change under a verified receipt).
     let (root, scope_now, base_ref) = (ws.root.clone(), scope.clone(), p.base_ref.clone());
-    let (scope, tree) = baseline::in_workspace(move || {
-        let mut scope = scope_now;
-        for _ in 0..8 {
-            let tree = baseline::tree_files(&root, &scope, None)?;
-            let files: Vec<String> = tree.files.keys().cloned().collect();
-            let targets: Vec<String> = baseline::link_targets(&root, &files)?
-                .into_iter()
-                .filter(|t| !crate::domain::review::in_scope(t, &scope))
-                .collect();
-            if targets.is_empty() {
-                return Ok((scope, tree));
-            }
-            scope.extend(targets);
-        }
-        Ok((scope.clone(), baseline::tree_files(&root, &scope, None)?))
-    })
-    .await?;
+    let (scope, tree) = baseline::in_workspace(move || baseline::tree_files_through_links(&root, scope_now)).await?;
     if let Some(empty) = hinted
         .iter()
         .find(|e| !tree.files.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path))))

@@ -217,8 +217,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         draft_digest: Some(&harden::draft_digest(&file.text)),
         missing: None,
     });
-    next.current_state.next = crate::domain::next::word(action.action).into();
-    next.current_state.allowed_follow_up = crate::domain::spec::budget::clip(&action.command);
+    crate::domain::next::show(&action, &mut next.current_state);
     next.current_state.status = status.as_str().into();
     next.front.status = status.as_str().into();
     if next.current_state.current_phase.is_empty() {
