@@ -41,22 +41,47 @@ pub fn builtins() -> Vec<Template> {
     BUILTIN.iter().filter_map(|(name, text)| parse(&format!("built-in {name}.yaml"), text).ok()).collect()
 }
 
+/// A workspace template file that cannot be used, and the template it was meant to define (the
+/// `name:` it gives, else its file's stem): a run of that name must not fall back to another
+/// definition in silence.
+pub struct Broken {
+    pub name: String,
+    pub error: String,
+}
+
+/// The name a template file means to define, read as loosely as possible.
+fn intended_name(path: &Path, text: Option<&str>) -> String {
+    text.and_then(|text| serde_saphyr::from_str::<serde_json::Value>(text).ok())
+        .and_then(|document| document.get("name")?.as_str().map(str::to_string))
+        .unwrap_or_else(|| path.file_stem().unwrap_or_default().to_string_lossy().into_owned())
+}
+
 /// Every usable template of the workspace at `root`, and the errors of broken user files.
 pub fn load_all(root: &Path) -> (Vec<Loaded>, Vec<String>) {
+    let (loaded, problems, broken) = load_checked(root);
+    (loaded, problems.into_iter().chain(broken.into_iter().map(|b| b.error)).collect())
+}
+
+/// [`load_all`], with the broken files apart (and what each meant to define) from the other
+/// problems (a name defined twice: the first file wins).
+fn load_checked(root: &Path) -> (Vec<Loaded>, Vec<String>, Vec<Broken>) {
     let mut loaded: Vec<Loaded> = builtins()
         .into_iter()
         .map(|template| Loaded { template, source: "built-in".into(), overrides_builtin: false })
         .collect();
-    let mut errors = Vec::new();
+    let (mut errors, mut broken) = (Vec::new(), Vec::new());
     let mut files: Vec<_> =
         std::fs::read_dir(root.join(USER_DIR)).map(|dir| dir.flatten().map(|e| e.path()).collect()).unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"));
     files.sort();
     for path in files {
         let file = format!("{USER_DIR}/{}", path.file_name().unwrap_or_default().to_string_lossy());
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|e| TemplateError { file: file.clone(), field: String::new(), message: e.to_string() })
-            .and_then(|text| parse(&file, &text));
+        let text = std::fs::read_to_string(&path).map_err(|e| TemplateError {
+            file: file.clone(),
+            field: String::new(),
+            message: e.to_string(),
+        });
+        let parsed = text.as_ref().map_err(Clone::clone).and_then(|text| parse(&file, text));
         match parsed {
             Ok(template) => {
                 if let Some(other) = loaded.iter().find(|l| l.template.name == template.name && l.source != "built-in")
@@ -71,16 +96,33 @@ pub fn load_all(root: &Path) -> (Vec<Loaded>, Vec<String>) {
                 loaded.retain(|l| l.template.name != template.name);
                 loaded.push(Loaded { template, source: file, overrides_builtin });
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => broken.push(Broken { name: intended_name(&path, text.as_deref().ok()), error: e.to_string() }),
         }
     }
     loaded.sort_by(|a, b| a.template.name.cmp(&b.template.name));
-    (loaded, errors)
+    (loaded, errors, broken)
 }
 
 /// The template called `name`, or an error that lists the available ones.
 pub fn find(root: &Path, name: &str) -> Result<Template, RpcError> {
-    let (loaded, errors) = load_all(root);
+    let (loaded, problems, broken) = load_checked(root);
+    // A broken file meant to define this template (an override of a built-in, say): running
+    // another definition instead would review by rules the user did not write.
+    if let Some(meant) = broken.iter().find(|b| b.name == name) {
+        let instead = match loaded.iter().find(|l| l.template.name == name) {
+            Some(other) if other.source == "built-in" => {
+                format!(", or move it out of {USER_DIR} to run the built-in `{name}`")
+            }
+            Some(other) => format!(", or remove it to run the one in {}", other.source),
+            None => String::new(),
+        };
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("review template `{name}` is broken: {}", meant.error),
+        )
+        .with_hint(format!("fix the file{instead}")));
+    }
+    let errors: Vec<String> = problems.into_iter().chain(broken.into_iter().map(|b| b.error)).collect();
     let names: Vec<String> = loaded.iter().map(|l| l.template.name.clone()).collect();
     loaded.into_iter().find(|l| l.template.name == name).map(|l| l.template).ok_or_else(|| {
         let mut message = format!("unknown review template `{name}`; available: {}", names.join(", "));

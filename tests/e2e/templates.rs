@@ -67,6 +67,46 @@ fn templates_are_listed_and_broken_user_files_never_hide_the_others() {
 }
 
 #[test]
+fn a_broken_override_is_refused_never_replaced_by_the_built_in() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let dir = env.work.join(".scafld/templates");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Meant to override `code` (no system_prompt), and one whose file is named otherwise.
+    std::fs::write(dir.join("code.yaml"), "name: code\ndescription: stricter\npermission_mode: plan\nallowed_tools: [Read]\nprompt_template: 'Review {diff}'\n").unwrap();
+    std::fs::write(dir.join("ours.yaml"), "name: tasks\ndescription: [unclosed\n").unwrap();
+    let pass = reviewer(&env, "pass", r#"{"verdict":"PASS","summary":"fine","findings":[]}"#);
+    let code = review(&env, &["code", "--provider", "command", "--provider-command", &pass, "--json"]);
+    code.assert_code(2);
+    let error = code.json()["error"].clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("review template `code` is broken") && message.contains("code.yaml"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("built-in `code`"), "{error}");
+    assert!(!env.path("pass.prompt").exists(), "no reviewer ran");
+    // Unparsable YAML: the file's stem names what it meant, here not the template it defines.
+    let ours = review(&env, &["run", "ours", "--provider", "command", "--provider-command", &pass, "--json"]);
+    ours.assert_code(2);
+    assert!(ours.json()["error"]["message"].as_str().unwrap().contains("template `ours` is broken"), "{}", ours.stdout);
+    // A template no broken file claims still runs.
+    let arch = review(
+        &env,
+        &[
+            "run",
+            "tasks",
+            "--input",
+            "input=t.md",
+            "--input",
+            "against=s.md",
+            "--provider",
+            "command",
+            "--provider-command",
+            &pass,
+        ],
+    );
+    arch.assert_code(0);
+}
+
+#[test]
 fn usage_errors_unknown_templates_and_missing_inputs() {
     let env = TestEnv::new();
     workspace(&env);
