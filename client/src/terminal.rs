@@ -28,13 +28,11 @@ pub fn terminal_safe(text: &str, color: bool) -> Cow<'_, str> {
         }
         match c {
             '\r' if rest[1..].starts_with('\n') => safe.push('\r'),
-            '\u{7f}' => safe.push_str("^?"),
-            c if c.is_control() && c != '\n' && c != '\t' && (c as u32) < 0x20 => {
-                safe.push('^');
-                safe.push(char::from(b'@' + c as u8));
-            }
-            c if c.is_control() && c != '\n' && c != '\t' => safe.push_str(&format!("<U+{:04X}>", c as u32)),
-            c => safe.push(c),
+            '\n' | '\t' => safe.push(c),
+            c => match scafld_protocol::text::shown_control(c) {
+                Some(shown) => safe.push_str(&shown),
+                None => safe.push(c),
+            },
         }
         rest = &rest[c.len_utf8()..];
     }

@@ -11,6 +11,7 @@ pub mod methods;
 pub mod progress;
 pub mod receipt;
 pub mod schemas;
+pub mod text;
 pub mod vocab;
 
 pub use error::{ErrorData, ErrorKind};

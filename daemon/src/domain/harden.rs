@@ -2,6 +2,7 @@
 //! passed round still speaks for the draft (its digest).
 
 use crate::domain::lifecycle::HardenStatus;
+use crate::domain::spec::budget::clip;
 use crate::domain::spec::project::{AUTHORED_DIGEST_PREFIX, ProjectionError, authored_digest, project};
 use crate::domain::spec::{HardenRound, Spec, parse};
 
@@ -521,18 +522,20 @@ pub fn delegated_round(
         Some(d) => Dimension::ALL
             .iter()
             .filter_map(|dim| d.observations.iter().find(|o| o.dimension == *dim))
+            // The provider's words go on single lines of the user's spec: clipped, so that no
+            // newline in them can start a section (a phase, a criterion) of its own.
             .map(|o| crate::domain::spec::HardenCheck {
                 name: o.dimension.check().into(),
-                grounded_in: o.anchor.clone(),
+                grounded_in: clip(&o.anchor),
                 result: match o.result {
                     ObservationResult::Clean | ObservationResult::Advisory => "passed".into(),
                     ObservationResult::NotApplicable => "not_applicable".into(),
                     ObservationResult::Blocks => "blocks".into(),
                 },
-                evidence: format!(
+                evidence: clip(&format!(
                     "{provider}: {}",
                     if o.note.is_empty() { d.summary.as_str() } else { o.note.as_str() }
-                ),
+                )),
                 line: 0,
             })
             .collect(),
@@ -555,8 +558,8 @@ pub fn delegated_round(
         ),
     };
     next.current_state.next = step.into();
-    next.current_state.reason = reason;
-    next.current_state.allowed_follow_up = follow;
+    next.current_state.reason = clip(&reason);
+    next.current_state.allowed_follow_up = clip(&follow);
     next
 }
 

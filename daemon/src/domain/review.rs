@@ -218,11 +218,11 @@ pub fn projection(verdict: &str, provider: &str, dossier: Option<&serde_json::Va
     let dossier = dossier.and_then(|d| serde_json::from_value::<Dossier>(d.clone()).ok());
     match &dossier {
         Some(d) => {
-            body.push(format!("Mode: {}", d.mode));
+            body.push(clip(&format!("Mode: {}", d.mode)));
             let model = d.model.as_deref().filter(|m| !m.is_empty()).map(|m| format!(":{m}")).unwrap_or_default();
-            body.push(format!("Provider: {provider}{model}"));
+            body.push(clip(&format!("Provider: {provider}{model}")));
             if let Some(format) = &d.output_format {
-                body.push(format!("Output: {format}"));
+                body.push(clip(&format!("Output: {format}")));
             }
             body.push(format!("Summary: {}", clip(&d.summary)));
             body.push(String::new());

@@ -29,10 +29,22 @@ pub fn runner_growth(spec: &Spec) -> u64 {
     criteria * PER_CRITERION + spec.phases.len() as u64 * PER_PHASE + MAX_REVIEW_BYTES as u64 + CURRENT_STATE
 }
 
-/// `value` on one line of at most [`MAX_LINE_VALUE`] bytes: newlines become spaces, and a
-/// longer value is cut at a character boundary and ends with `…`.
+/// `value` on one line of at most [`MAX_LINE_VALUE`] bytes: newlines become spaces, any other
+/// control character (an escape sequence, a NUL that would make git call the spec binary) is
+/// shown in caret notation, and a longer value is cut at a character boundary and ends with `…`.
 pub fn clip(value: &str) -> String {
-    let one_line = if value.contains(['\n', '\r']) { value.replace(['\n', '\r'], " ") } else { value.to_string() };
+    let one_line = if value.chars().any(|c| c.is_control() && c != '\t') {
+        value
+            .chars()
+            .map(|c| match c {
+                '\n' | '\r' => " ".to_string(),
+                '\t' => c.to_string(),
+                c => scafld_protocol::text::shown_control(c).unwrap_or_else(|| c.to_string()),
+            })
+            .collect()
+    } else {
+        value.to_string()
+    };
     if one_line.len() <= MAX_LINE_VALUE {
         return one_line;
     }
@@ -59,6 +71,7 @@ mod tests {
     fn clipped_values_stay_on_one_line_within_the_limit() {
         assert_eq!(clip("exit code was 0"), "exit code was 0");
         assert_eq!(clip("two\nlines\r\n"), "two lines  ");
+        assert_eq!(clip("nul\0 esc\u{1b}[31m\ttab \u{9b}"), "nul^@ esc^[[31m\ttab <U+009B>");
         let long = "é".repeat(400);
         let clipped = clip(&long);
         assert!(clipped.len() <= MAX_LINE_VALUE && clipped.ends_with('…'), "{}", clipped.len());

@@ -11,6 +11,12 @@ fn or<'a>(value: &'a str, default: &'a str) -> &'a str {
     if value.trim().is_empty() { default } else { value }
 }
 
+/// A value written on one line of the spec: a line break in it (never in a value read from a
+/// spec, whose values are lines) would start a line, a section or a criterion of its own.
+fn one_line(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.contains(['\n', '\r']) { value.replace(['\n', '\r'], " ").into() } else { value.into() }
+}
+
 /// A detail value in backticks, unless it contains one.
 pub(crate) fn code(value: &str) -> String {
     if value.contains('`') { value.to_string() } else { format!("`{value}`") }
@@ -50,28 +56,30 @@ pub fn state_value(spec: &Spec, field: StateField) -> String {
     };
     match or(value, "none") {
         "none" => "none".to_string(),
-        command if field == StateField::AllowedFollowUp => code(command),
-        other => other.to_string(),
+        command if field == StateField::AllowedFollowUp => code(&one_line(command)),
+        other => one_line(other).into_owned(),
     }
 }
 
 /// The value of a criterion's runner-owned line: `pending`/`none` when unset.
 pub fn criterion_value(c: &Criterion, field: CriterionField) -> String {
-    match field {
-        CriterionField::Status => or(&c.status, "pending").to_string(),
-        CriterionField::Evidence => or(&c.evidence, "none").to_string(),
-        CriterionField::SourceEvent => or(&c.source_event, "none").to_string(),
-    }
+    let value = match field {
+        CriterionField::Status => or(&c.status, "pending"),
+        CriterionField::Evidence => or(&c.evidence, "none"),
+        CriterionField::SourceEvent => or(&c.source_event, "none"),
+    };
+    one_line(value).into_owned()
 }
 
 /// The value of a harden round's runner-owned line.
 pub fn round_value(round: &HardenRound, field: RoundField) -> String {
-    match field {
-        RoundField::Status => or(&round.status, "in_progress").to_string(),
-        RoundField::Started => or(&round.started, "none").to_string(),
-        RoundField::Ended => or(&round.ended, "none").to_string(),
-        RoundField::SpecDigest => round.digest.clone(),
-    }
+    let value = match field {
+        RoundField::Status => or(&round.status, "in_progress"),
+        RoundField::Started => or(&round.started, "none"),
+        RoundField::Ended => or(&round.ended, "none"),
+        RoundField::SpecDigest => &round.digest,
+    };
+    one_line(value).into_owned()
 }
 
 pub fn front_matter(fm: &FrontMatter) -> String {
@@ -221,21 +229,21 @@ pub fn harden_round(round: &HardenRound) -> String {
         out.push_str("- none\n");
     }
     for check in &round.checks {
-        let _ = writeln!(out, "- {}", check.name);
-        let _ = writeln!(out, "  - Grounded in: {}", check.grounded_in);
-        let _ = writeln!(out, "  - Result: {}", check.result);
-        let _ = writeln!(out, "  - Evidence: {}", check.evidence);
+        let _ = writeln!(out, "- {}", one_line(&check.name));
+        let _ = writeln!(out, "  - Grounded in: {}", one_line(&check.grounded_in));
+        let _ = writeln!(out, "  - Result: {}", one_line(&check.result));
+        let _ = writeln!(out, "  - Evidence: {}", one_line(&check.evidence));
     }
     out.push_str("Questions:\n");
     if round.questions.is_empty() {
         out.push_str("- none\n");
     }
     for q in &round.questions {
-        let _ = writeln!(out, "- {}", q.text);
-        let _ = writeln!(out, "  - Grounded in: {}", q.grounded_in);
-        let _ = writeln!(out, "  - Recommended answer: {}", q.recommended_answer);
-        let _ = writeln!(out, "  - If unanswered: {}", q.if_unanswered);
-        let _ = writeln!(out, "  - Answered with: {}", q.answered_with);
+        let _ = writeln!(out, "- {}", one_line(&q.text));
+        let _ = writeln!(out, "  - Grounded in: {}", one_line(&q.grounded_in));
+        let _ = writeln!(out, "  - Recommended answer: {}", one_line(&q.recommended_answer));
+        let _ = writeln!(out, "  - If unanswered: {}", one_line(&q.if_unanswered));
+        let _ = writeln!(out, "  - Answered with: {}", one_line(&q.answered_with));
     }
     out
 }
