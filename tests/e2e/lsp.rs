@@ -4,9 +4,9 @@
 //! until resolved, hover, document symbols, executeCommand with `$/progress`, a daemon
 //! restart, a hung daemon, a workspace opened through a linked path with a space and
 //! non-ASCII in it (didClose back to the file's list), a clean exit, malformed messages and
-//! frames, a buffer too long as JSON, routine notes in the editor's log rather than on
-//! stderr; and the Neovim reference client, headless (`nvim` must be installed
-//! in CI; elsewhere its test is skipped with a notice).
+//! frames, requests with an invalid id or no JSON-RPC version, a buffer too long as JSON,
+//! routine notes in the editor's log rather than on stderr; and the Neovim reference client,
+//! headless (`nvim` must be installed in CI; elsewhere its test is skipped with a notice).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -629,6 +629,56 @@ fn lsp_answers_a_malformed_message_and_exits_non_zero_on_a_broken_frame() {
     assert_eq!(lsp.exit_code(), 1);
     let stderr = std::fs::read_to_string(env.path("lsp.stderr")).unwrap();
     assert!(stderr.contains("cannot read the editor's messages any more: a header line"), "{stderr}");
+}
+
+/// A request LSP cannot answer by its id (an object, an array, a number with a fraction) or
+/// that does not say `"jsonrpc": "2.0"` is an Invalid Request (-32600; id null when the id is
+/// what is wrong), logged, and never acted on or dropped as a notification; integer and string
+/// ids are served, and so is everything after the refusals.
+#[test]
+fn lsp_refuses_a_request_with_an_invalid_id_or_no_jsonrpc_version_and_goes_on() {
+    let (_env, path, mut lsp) = greet_open(); // the daemon and workspace live to the end
+    let lens = json!({"textDocument": {"uri": uri(&path)}});
+    let frame = |body: &Value| {
+        let body = body.to_string();
+        format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+    };
+    // `shutdown` with an object id: read as a notification, it would be ignored; acted on, the
+    // code lens request below would be refused as after a shutdown.
+    let invalid_ids = [
+        json!({"jsonrpc": "2.0", "id": {"n": 1}, "method": "shutdown"}),
+        json!({"jsonrpc": "2.0", "id": [5], "method": "textDocument/codeLens", "params": lens}),
+        json!({"jsonrpc": "2.0", "id": 1.5, "method": "textDocument/codeLens", "params": lens}),
+    ];
+    for body in &invalid_ids {
+        lsp.send_raw(&frame(body));
+        let refused = lsp.wait_for(&format!("the refusal of {body}"), |m| m.get("error").is_some());
+        assert_eq!(
+            (refused["id"].clone(), refused["error"]["code"].clone()),
+            (Value::Null, json!(-32600)),
+            "{body}: {refused}"
+        );
+        let said = refused["error"]["message"].as_str().unwrap();
+        assert!(said.contains("neither an integer nor a string"), "{body}: {said}");
+        assert!(lsp.logged(1, "refused a message").contains("neither an integer nor a string"));
+    }
+    // No version: refused by its (valid) id, where it was served before.
+    lsp.send_raw(&frame(&json!({"id": 41, "method": "textDocument/codeLens", "params": lens})));
+    let unversioned = lsp.response(41);
+    assert_eq!(unversioned["error"]["code"], -32600, "{unversioned}");
+    assert!(unversioned["error"]["message"].as_str().unwrap().contains(r#"no "jsonrpc": "2.0""#), "{unversioned}");
+    lsp.send_raw(&frame(&json!({"jsonrpc": "1.0", "id": "old", "method": "textDocument/codeLens", "params": lens})));
+    let old = lsp.wait_for("the refusal of version 1.0", |m| m["id"] == "old");
+    assert_eq!(old["error"]["code"], -32600, "{old}");
+
+    // Still serving, by a string id and an integer one; no shutdown happened.
+    lsp.send_raw(&frame(&json!({"jsonrpc": "2.0", "id": "s-1", "method": "textDocument/codeLens", "params": lens})));
+    let by_string = lsp.wait_for("the answer to id s-1", |m| m["id"] == "s-1");
+    assert!(by_string["result"].as_array().is_some_and(|l| !l.is_empty()), "{by_string}");
+    let by_integer = lsp.call("textDocument/codeLens", lens);
+    assert!(by_integer["result"].as_array().is_some_and(|l| !l.is_empty()), "{by_integer}");
+    let extra = lsp.backlog.iter().filter(|m| m.get("error").is_some()).collect::<Vec<_>>();
+    assert!(extra.is_empty(), "one refusal per message: {extra:?}");
 }
 
 /// A buffer under the size limit whose JSON escaping (every `"` doubled) makes a request

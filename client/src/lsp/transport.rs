@@ -2,7 +2,8 @@
 //! read by one thread and written by another. Unlike lsp-server's own stdio threads, which end
 //! on the first body that is not a message (and the server with them, silently, as if the
 //! editor had gone), a bad body is answered as JSON-RPC says (-32700 Parse error, -32600
-//! Invalid Request, id null unless the body names one) and reading goes on. A frame that
+//! Invalid Request: no `"jsonrpc": "2.0"`, an id that is neither an integer nor a string, no
+//! message's members; id null unless the body names a valid one) and reading goes on. A frame that
 //! cannot be delimited (a header line that is not `Name: value`, no `Content-Length`) ends
 //! reading with the reason: past it no byte of the stream can be trusted to start a message,
 //! and a guess could run an editor's text as a command, so the server exits non-zero instead.
@@ -202,29 +203,97 @@ struct Refusal {
     reply: Option<Value>,
 }
 
+/// The members of a body that decide whether it is a JSON-RPC 2.0 message at all, read before
+/// lsp-server's `Message` sees it: that type ignores `jsonrpc`, and reads a request whose `id`
+/// it cannot hold (an object, an array, `1.5`, `null`) as a notification, which would drop it
+/// unanswered or act on it. A member that is there as `null` is `Some(Value::Null)`.
+#[derive(serde::Deserialize)]
+struct Envelope {
+    #[serde(default, deserialize_with = "present")]
+    jsonrpc: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    method: Option<serde::de::IgnoredAny>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<serde::de::IgnoredAny>,
+    #[serde(default, deserialize_with = "present")]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+/// A member that is there, `null` included (serde's `Option` reads `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>, T: serde::Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// What an `id` member is, as LSP reads it (`integer | string`, an integer being 32 bits).
+enum Id {
+    /// An integer or a string: answered by it.
+    Valid(Value),
+    /// A JSON-RPC id LSP has no room for (an integer past 32 bits): refused, but answered by
+    /// it, so the editor can tell which request was refused.
+    Unserved(Value),
+    /// Not an id at all (`null`, an object, an array, a boolean, a number with a fraction or an
+    /// exponent): refused with id null, as JSON-RPC says when the id cannot be told.
+    Invalid,
+}
+
+fn id_of(id: &Value) -> Id {
+    match id {
+        Value::String(_) => Id::Valid(id.clone()),
+        Value::Number(n) if n.as_i64().is_some_and(|n| i32::try_from(n).is_ok()) => Id::Valid(id.clone()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Id::Unserved(id.clone()),
+        _ => Id::Invalid,
+    }
+}
+
 fn parse(body: &[u8]) -> Result<Message, Refusal> {
-    let invalid = match serde_json::from_slice::<Message>(body) {
-        Ok(message) => return Ok(message),
-        Err(e) => e,
-    };
-    let reply = |code: ErrorCode, id: Value, message: String| {
+    let reply = |code: ErrorCode, id: Value, message: &str| {
         Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code as i32, "message": message}}))
     };
-    let value = match serde_json::from_slice::<Value>(body) {
-        Ok(value) => value,
-        Err(e) => {
-            let message = format!("Parse error: a {}-byte body that is not JSON ({e})", body.len());
-            return Err(Refusal { reply: reply(ErrorCode::ParseError, Value::Null, message.clone()), message });
+    let envelope = match serde_json::from_slice::<Envelope>(body) {
+        Ok(envelope) => envelope,
+        Err(invalid) => {
+            let value = match serde_json::from_slice::<Value>(body) {
+                Ok(value) => value,
+                Err(e) => {
+                    let message = format!("Parse error: a {}-byte body that is not JSON ({e})", body.len());
+                    return Err(Refusal { reply: reply(ErrorCode::ParseError, Value::Null, &message), message });
+                }
+            };
+            // JSON, but no object of members (an array: a batch, which LSP has not; a
+            // member given twice).
+            let message = format!("Invalid Request: not a JSON-RPC message ({invalid})");
+            let id = match value.get("id").map(id_of) {
+                Some(Id::Valid(id) | Id::Unserved(id)) => id,
+                _ => Value::Null,
+            };
+            return Err(Refusal { reply: reply(ErrorCode::InvalidRequest, id, &message), message });
         }
     };
-    let message = format!("Invalid Request: not a JSON-RPC message ({invalid})");
-    let id = match value.get("id") {
-        Some(id @ (Value::Number(_) | Value::String(_))) => id.clone(),
-        _ => Value::Null,
+    let is_response = envelope.method.is_none() && (envelope.result.is_some() || envelope.error.is_some());
+    let (id, bad_id) = match envelope.id.as_ref().map(id_of) {
+        None => (Value::Null, None),
+        Some(Id::Valid(id)) => (id, None),
+        Some(Id::Unserved(id)) => (id, Some("an integer id outside the 32 bits LSP allows")),
+        Some(Id::Invalid) => (Value::Null, Some("an id that is neither an integer nor a string")),
     };
-    let is_response = value.get("method").is_none() && (value.get("result").is_some() || value.get("error").is_some());
-    let reply = if is_response { None } else { reply(ErrorCode::InvalidRequest, id, message.clone()) };
-    Err(Refusal { message, reply })
+    let refuse = |why: String| {
+        let message = format!("Invalid Request: {why}");
+        // A response is never answered, whatever is wrong with it.
+        let reply = if is_response { None } else { reply(ErrorCode::InvalidRequest, id.clone(), &message) };
+        Err(Refusal { message, reply })
+    };
+    if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+        return refuse(match &envelope.jsonrpc {
+            None => "no \"jsonrpc\": \"2.0\" member".into(),
+            Some(other) => format!("\"jsonrpc\" is {}, not \"2.0\"", shorten(&other.to_string())),
+        });
+    }
+    if let Some(why) = bad_id {
+        return refuse(format!("{why} ({})", shorten(&envelope.id.unwrap_or_default().to_string())));
+    }
+    serde_json::from_slice::<Message>(body).or_else(|invalid| refuse(format!("not a JSON-RPC message ({invalid})")))
 }
 
 #[cfg(test)]
@@ -267,7 +336,29 @@ mod tests {
         let reply = no_method.reply.unwrap();
         assert_eq!((reply["id"].clone(), reply["error"]["code"].clone()), (json!("a"), json!(-32600)));
         assert!(parse(br#"{"jsonrpc": "2.0", "id": {}, "result": 1}"#).unwrap_err().reply.is_none());
+        assert!(parse(br#"{"id": 1, "result": 1}"#).unwrap_err().reply.is_none());
         assert!(parse(br#"{"jsonrpc": "2.0", "method": "initialized", "params": {}}"#).is_ok());
+        let refused = |body: &[u8]| {
+            let reply = parse(body).unwrap_err().reply.expect("a reply");
+            assert_eq!(reply["error"]["code"], json!(-32600), "{reply}");
+            reply["id"].clone()
+        };
+        for id in ["{}", "[1]", "1.5", "1.0", "1e2", "null", "true"] {
+            let body = format!(r#"{{"jsonrpc": "2.0", "id": {id}, "method": "textDocument/hover", "params": {{}}}}"#);
+            assert_eq!(refused(body.as_bytes()), Value::Null, "{body}");
+        }
+        assert_eq!(refused(br#"{"jsonrpc": "2.0", "id": 4294967296, "method": "shutdown"}"#), json!(4294967296u64));
+        assert_eq!(refused(br#"{"id": 3, "method": "shutdown"}"#), json!(3));
+        assert_eq!(refused(br#"{"jsonrpc": "1.0", "id": "x", "method": "shutdown"}"#), json!("x"));
+        assert_eq!(refused(br#"{"jsonrpc": 2.0, "method": "initialized"}"#), Value::Null);
+        assert_eq!(refused(br#"[{"jsonrpc": "2.0", "id": 1, "method": "shutdown"}]"#), Value::Null);
+        for body in [
+            br#"{"jsonrpc": "2.0", "id": 2147483647, "method": "shutdown"}"#.as_slice(),
+            br#"{"jsonrpc": "2.0", "id": -2147483648, "method": "shutdown"}"#,
+            br#"{"jsonrpc": "2.0", "id": "", "method": "shutdown"}"#,
+        ] {
+            assert!(matches!(parse(body), Ok(Message::Request(_))), "{}", String::from_utf8_lossy(body));
+        }
     }
 
     #[test]
