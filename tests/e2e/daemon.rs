@@ -558,6 +558,68 @@ fn recovery_keeps_the_database_over_an_edited_export_and_says_so() {
     assert!(report.contains(&format!("/keep: 0 of {entries} ledger entries restored")), "{report}");
 }
 
+/// An export recovery cannot use is refused in the report with why, never passed over: a
+/// directory at the export path, one behind a run folder linked to itself, a file it may not
+/// read (not as root, whom permissions do not stop), one over 64 MiB, one not UTF-8, one not JSON, one exported for another task; the
+/// readable export and the database's entries are still taken.
+#[test]
+fn recovery_reports_an_export_it_cannot_read_with_why() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let runs = env.work.join(".scafld/runs");
+    let genuine = std::fs::read(runs.join("keep/ledger.json")).unwrap();
+    let put = |task: &str, bytes: &[u8]| {
+        std::fs::create_dir_all(runs.join(task)).unwrap();
+        std::fs::write(runs.join(task).join("ledger.json"), bytes).unwrap();
+        runs.join(task).join("ledger.json")
+    };
+    std::fs::create_dir_all(runs.join("folder/ledger.json")).unwrap();
+    put("binary", b"{\"task_id\": \"binary\xff\"}");
+    put("prose", b"the ledger, in words");
+    put("huge", b"").metadata().unwrap(); // made sparse below: nothing is read past its size
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(runs.join("huge/ledger.json"))
+        .unwrap()
+        .set_len((64 << 20) + 1)
+        .unwrap();
+    put("stranger", &genuine);
+    // A run folder that is a link to itself: reading through it fails, for root too.
+    std::os::unix::fs::symlink("loop", runs.join("loop")).unwrap();
+    let root = nix::unistd::Uid::effective().is_root();
+    if root {
+        eprintln!("skipped the unreadable file: running as root, whom a mode of 000 does not stop");
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        let locked = put("locked", &genuine);
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+
+    let report = recover(&env);
+    let refused = |folder: &str| {
+        let needle = format!("/{folder}/ledger.json: ");
+        let line = report.lines().find(|l| l.contains(&needle));
+        line.unwrap_or_else(|| panic!("no refusal of {folder}: {report}")).to_string()
+    };
+    assert!(refused("folder").contains("not a regular file but a directory"), "{report}");
+    assert!(refused("binary").contains("not UTF-8 (byte 19 is not)"), "{report}");
+    assert!(refused("prose").contains("not JSON"), "{report}");
+    assert!(refused("huge").contains("67108865 bytes, over the 67108864 an export may hold"), "{report}");
+    assert!(refused("stranger").contains(r#"its task_id is "keep", not the folder's name"#), "{report}");
+    let looped = refused("loop");
+    assert!(looped.contains("cannot be read: Too many levels of symbolic links"), "{report}");
+    if !root {
+        let locked = refused("locked");
+        assert!(locked.contains("cannot be read") && locked.contains("ermission denied"), "{report}");
+    }
+    assert!(report.contains("refused exported ledgers"), "{report}");
+    assert!(report.contains(&format!("/keep: {entries} entries from the database\n")), "{report}");
+    assert!(report.contains("nothing the manifest recorded was lost"), "{report}");
+    env.start_daemon();
+    let session = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].clone();
+    assert_eq!(session.as_array().unwrap().len(), entries, "{session}");
+}
+
 #[test]
 fn the_systemd_units_verify_cleanly() {
     let Ok(analyze) = which("systemd-analyze") else {

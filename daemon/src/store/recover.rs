@@ -24,8 +24,9 @@ pub struct Report {
     pub workspaces: usize,
     /// Every ledger rebuilt.
     pub restored: Vec<Restored>,
-    /// `(workspace/task, export path, why)` for every export refused.
-    pub refused: Vec<(String, PathBuf, String)>,
+    /// `(workspace/task, export path, why)` for every export refused: one that cannot be
+    /// read or is no ledger export of its folder's task, or one `domain::recovery` refused.
+    pub refused: Refused,
     /// Ledgers that could not be rebuilt whole, against the manifest.
     pub lost: Vec<String>,
 }
@@ -67,6 +68,9 @@ type Held = BTreeMap<(String, String), BTreeMap<u64, LedgerEntry>>;
 /// Per task: an exported ledger and where it was read.
 type Exports = BTreeMap<(String, String), (Vec<LedgerEntry>, PathBuf)>;
 
+/// `(workspace/task, export path, why)` per export refused.
+type Refused = Vec<(String, PathBuf, String)>;
+
 pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let manifest_path = manifest::path_for(db_dir);
     let loaded = Manifest::load(&manifest_path).ok().flatten();
@@ -103,8 +107,12 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     for copy in report.kept.iter().chain(&earlier) {
         salvage(copy, &mut roots, &mut held);
     }
+    let mut by_root: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (id, root) in &roots {
-        read_exports(id, Path::new(root), &mut exports);
+        by_root.entry(root.as_str()).or_default().push(id.as_str());
+    }
+    for (root, workspaces) in &by_root {
+        read_exports(Path::new(root), workspaces, &mut exports, &mut report.refused);
     }
 
     let store = SledStore::open(db_dir)?;
@@ -188,35 +196,124 @@ fn salvage(kept: &Path, roots: &mut BTreeMap<String, String>, held: &mut Held) {
     let _ = std::fs::remove_dir_all(&copy);
 }
 
-/// Ledgers exported by `scafld session <task> --export` (the default path) in one workspace.
-fn read_exports(workspace: &str, root: &Path, exports: &mut Exports) {
-    let Ok(runs) = std::fs::read_dir(root.join(".scafld/runs")) else { return };
-    for run in runs.flatten() {
+/// The most an export may hold: a ledger past it is no export `session --export` wrote.
+const MAX_EXPORT_BYTES: u64 = 64 << 20;
+
+/// Ledgers exported by `scafld session <task> --export` (the default path) in the folder
+/// `root`, which the database knew as each workspace of `workspaces`. An export names its
+/// workspace and goes to it alone (one without a `workspace_id`, to each); every
+/// `.scafld/runs/<task>/ledger.json` that cannot be used (unreadable, not a regular file,
+/// over 64 MiB, not UTF-8, not JSON, not a ledger export of this folder's task) is refused
+/// with the reason, never passed over in silence.
+fn read_exports(root: &Path, workspaces: &[&str], exports: &mut Exports, refused: &mut Refused) {
+    let Some(&first) = workspaces.first() else { return };
+    let runs = root.join(".scafld/runs");
+    let listing = match std::fs::read_dir(&runs) {
+        Ok(listing) => listing,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => return,
+        Err(e) => {
+            let why = format!("the folder cannot be listed ({e}), so none of its exports were read");
+            refused.push((head_key(first, "*"), runs, why));
+            return;
+        }
+    };
+    for run in listing.flatten() {
         let path = run.path().join("ledger.json");
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-        if !meta.is_file() || meta.len() > 64 << 20 {
-            continue;
-        }
-        let Ok(document) = std::fs::read(&path)
-            .map_err(|_| ())
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).map_err(|_| ()))
-        else {
-            continue;
+        let folder = run.file_name().to_string_lossy().into_owned();
+        let document = match read_export(&path) {
+            Ok(Some(document)) => document,
+            Ok(None) => continue,
+            Err(why) => {
+                refused.push((head_key(first, &folder), path, why));
+                continue;
+            }
         };
-        if document.get("workspace_id").and_then(|v| v.as_str()).is_some_and(|id| id != workspace) {
-            continue;
-        }
-        // The id names the folder it was exported to, and must be a valid one.
-        let Some(task) = document.get("task_id").and_then(|v| v.as_str()) else { continue };
-        if crate::domain::task_id::TaskId::parse(task).is_err() || run.file_name().to_str() != Some(task) {
-            continue;
-        }
-        let Some(entries) = document.get("entries").cloned() else { continue };
-        if let Ok(mut entries) = serde_json::from_value::<Vec<LedgerEntry>>(entries) {
-            entries.sort_by_key(|e| e.seq);
-            exports.insert((workspace.to_string(), task.to_string()), (entries, path));
+        let owners: Vec<&str> = match document.get("workspace_id") {
+            None => workspaces.to_vec(),
+            Some(serde_json::Value::String(id)) if workspaces.contains(&id.as_str()) => vec![id.as_str()],
+            Some(other) => {
+                let why = format!(
+                    "exported from workspace {other}, not {} (the workspace the database knew at {})",
+                    workspaces.join(" or "),
+                    root.display()
+                );
+                refused.push((head_key(first, &folder), path, why));
+                continue;
+            }
+        };
+        let key = |workspace: &str| head_key(workspace, &folder);
+        let entries = match ledger_of(&document, &folder) {
+            Ok(entries) => entries,
+            Err(why) => {
+                refused.push((key(owners[0]), path, format!("not a ledger export of task {folder:?}: {why}")));
+                continue;
+            }
+        };
+        for workspace in owners {
+            exports.insert((workspace.to_string(), folder.clone()), (entries.clone(), path.clone()));
         }
     }
+}
+
+/// The JSON document at `path`: `None` when there is nothing there (no export), why it
+/// cannot be read otherwise. A symlink is not followed.
+fn read_export(path: &Path) -> Result<Option<serde_json::Value>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        // A run folder with no export, or a file where a run folder would be.
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("cannot be read: {e}")),
+    };
+    let kind = meta.file_type();
+    if !kind.is_file() {
+        let what = if kind.is_dir() {
+            "a directory"
+        } else if kind.is_symlink() {
+            "a symbolic link (not followed)"
+        } else {
+            "a special file"
+        };
+        return Err(format!("not a regular file but {what}"));
+    }
+    let too_big = |size: u64| format!("{size} bytes, over the {MAX_EXPORT_BYTES} an export may hold");
+    if meta.len() > MAX_EXPORT_BYTES {
+        return Err(too_big(meta.len()));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(path)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    // Read up to the cap and one byte more: a file that grew since its size was read.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_EXPORT_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot be read: {e}"))?;
+    if bytes.len() as u64 > MAX_EXPORT_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
+    let text = std::str::from_utf8(&bytes).map_err(|e| format!("not UTF-8 (byte {} is not)", e.valid_up_to()))?;
+    serde_json::from_str(text).map(Some).map_err(|e| format!("not JSON ({e})"))
+}
+
+/// The entries of an export read from the run folder `folder`, sorted; why it is no export
+/// of that task otherwise.
+fn ledger_of(document: &serde_json::Value, folder: &str) -> Result<Vec<LedgerEntry>, String> {
+    // The id names the folder it was exported to, and must be a valid one.
+    let task = document.get("task_id").and_then(|v| v.as_str()).ok_or("no task_id")?;
+    if let Err(e) = crate::domain::task_id::TaskId::parse(task) {
+        return Err(format!("its task_id is no task id ({e})"));
+    }
+    if task != folder {
+        return Err(format!("its task_id is {task:?}, not the folder's name"));
+    }
+    let entries = document.get("entries").cloned().ok_or("no entries")?;
+    let mut entries =
+        serde_json::from_value::<Vec<LedgerEntry>>(entries).map_err(|e| format!("its entries do not read ({e})"))?;
+    entries.sort_by_key(|e| e.seq);
+    Ok(entries)
 }
 
 pub(super) fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
