@@ -91,6 +91,57 @@ fn a_passing_command_review_lets_complete_archive_the_task() {
     assert_eq!(ledger_types(&env).last().unwrap(), "complete");
 }
 
+/// `complete` (and `finalize`) while a review of the task runs is a refusal of the gate (exit
+/// 4, `review_failed`, as the exit code table has it for complete's refusals), not `busy`: it
+/// names the review and how to wait for it, and changes nothing; once the review passes,
+/// complete goes through.
+#[test]
+fn complete_while_a_review_runs_is_refused_by_the_gate_with_exit_4() {
+    let env = TestEnv::new();
+    to_review(&env);
+    // The reviewer says it started, then waits for a file of ours (20 s at most) to answer.
+    let wait = "touch \"$0.started\"\ni=0\nwhile [ ! -e \"$0.go\" ]; do i=$((i+1)); [ $i -gt 2000 ] && exit 1; sleep 0.01; done";
+    let script = reviewer(&env, "slow", &pass(), wait);
+    let mut review = env
+        .scafld_command(&[
+            "review",
+            "rev",
+            "--provider",
+            "command",
+            "--provider-command",
+            &script,
+            "--min-attack-angles",
+            "2",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    scafld_tests::wait_until("the reviewer to start", || std::path::Path::new(&format!("{script}.started")).exists());
+    let before = ledger_types(&env);
+    let spec = std::fs::read(env.work.join(".scafld/specs/active/rev.md")).ok();
+    for command in ["complete", "finalize"] {
+        let refused = env.scafld(&[command, "rev", "--json"]);
+        refused.assert_code(4);
+        let error = refused.json()["error"].clone();
+        assert_eq!((error["code"].as_str(), error["exit_code"].as_i64()), (Some("review_failed"), Some(4)), "{error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("{command} refused: a review (command reviewer, job ")), "{error}");
+        assert!(error["hint"].as_str().unwrap().contains("scafld review wait --session-key "), "{error}");
+    }
+    assert_eq!(ledger_types(&env), before, "a refused complete records nothing");
+    assert_eq!(std::fs::read(env.work.join(".scafld/specs/active/rev.md")).ok(), spec, "nor writes the spec");
+
+    std::fs::write(format!("{script}.go"), "").unwrap();
+    let ended = scafld_tests::wait_for_exit(&mut review, scafld_tests::DEADLINE).is_some();
+    assert!(ended, "the review did not end once its reviewer was let go");
+    let finished = scafld_tests::Run::from(review.wait_with_output().unwrap());
+    finished.assert_code(0);
+    assert_eq!(finished.json()["result"]["verdict"], "pass", "{}", finished.stdout);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 #[test]
 fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     let env = TestEnv::new();

@@ -50,6 +50,23 @@ pub(crate) fn refuse_while_running(daemon: &Daemon, ws: &Workspace, task: &str) 
     }
 }
 
+/// `complete` and `finalize` while a job of the task runs: a refusal of the gate
+/// (`review_failed`, exit 4, as their other refusals), not `busy`. No passing review can be
+/// current then: a running review has given no verdict yet, and a build re-runs evidence, which
+/// supersedes the review.
+pub(crate) fn refuse_completion_while_running(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    what: &str,
+) -> RpcResult<()> {
+    refuse_while_running(daemon, ws, task).map_err(|RpcError(mut data)| {
+        data.kind = ErrorKind::ReviewFailed;
+        data.message = format!("{what} refused: {}", data.message);
+        RpcError(data)
+    })
+}
+
 fn busy(job: &crate::domain::job::JobRecord, task: &str) -> RpcError {
     match &job.review {
         Some(work) => RpcError::new(

@@ -17,7 +17,7 @@ use scafld_protocol::vocab::{CriterionStatus, Verdict};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::exec::{CommandSetup, judge, refuse_while_running};
+use super::exec::{CommandSetup, judge, refuse_completion_while_running};
 use super::{entry, projected_spec, record};
 use crate::baseline;
 use crate::clock;
@@ -33,7 +33,7 @@ use crate::workspace::Workspace;
 pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m::FinalizeResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
-    refuse_while_running(daemon, &ws, &task)?;
+    refuse_completion_while_running(daemon, &ws, &task, "finalize")?;
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;

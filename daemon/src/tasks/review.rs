@@ -9,7 +9,7 @@ use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 use scafld_protocol::vocab::{Decision, ReviewMode, Verdict};
 
-use super::exec::refuse_while_running;
+use super::exec::{refuse_completion_while_running, refuse_while_running};
 use super::{entry, require_valid};
 use super::{projected_spec, record};
 use crate::baseline;
@@ -634,7 +634,7 @@ pub(super) fn require_review_status(
 pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::CompleteResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
-    refuse_while_running(daemon, &ws, &task)?;
+    refuse_completion_while_running(daemon, &ws, &task, "complete")?;
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     // A spec with errors does not say what was done (a phase hidden by a duplicate id, an
