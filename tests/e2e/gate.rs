@@ -959,6 +959,53 @@ fn a_review_waits_for_the_criteria_an_amendment_added() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// `review --human-reviewed` is refused where a reviewer's review is, with the same error:
+/// stale evidence (a scoped file changed since the build), and criteria an amendment added that
+/// never ran; nothing is recorded. Once `build` has run them, the override is taken and
+/// complete goes through.
+#[test]
+fn a_human_reviewed_override_is_refused_on_stale_or_never_run_evidence() {
+    let env = TestEnv::new();
+    let (path, reviewed, _) = reviewed_in_two_phases(&env);
+    let passing = reviewer(&env, "pass", &pass(), "");
+    let human = || env.scafld(&["review", "rev", "--human-reviewed", "--reason", "read the diff", "--json"]);
+    // Both refusals, the reviewer's and the person's, say the same.
+    let same_refusal = |said: &str| {
+        let ledger = ledger_types(&env);
+        let by_reviewer = command_review(&env, &passing, &["--min-attack-angles", "2", "--force", "--json"]);
+        by_reviewer.assert_code(4);
+        let by_person = human();
+        by_person.assert_code(4);
+        let error = by_person.json()["error"].clone();
+        assert_eq!(error, by_reviewer.json()["error"], "the same refusal");
+        assert_eq!(error["code"], "review_failed", "{error}");
+        assert!(error["message"].as_str().unwrap().contains(said), "{error}");
+        assert!(error["hint"].as_str().unwrap().contains("scafld build rev"), "{error}");
+        assert_eq!(ledger_types(&env), ledger, "a refusal records nothing");
+    };
+
+    // Stale: the file the evidence was bound to changed since.
+    write(&env, "src/lib.rs", "pub fn greet() -> u8 { 1 }\n");
+    same_refusal("stale evidence for `a1` (");
+    env.scafld(&["build", "rev"]).assert_code(0);
+
+    // Never ran: an amendment added a criterion.
+    let added = std::fs::read_to_string(&path).unwrap().replace(
+        "## Rollback",
+        "## Phase 3: Later\n\nAcceptance:\n- [ ] `a9` test - passes\n  - Command: `true`\n\n## Rollback",
+    );
+    assert_ne!(added, reviewed);
+    std::fs::write(&path, added).unwrap();
+    env.scafld(&["approve", "rev", "--amend", "--reason", "phase 3 was agreed with the lead"]).assert_code(0);
+    same_refusal("`a9` never ran");
+
+    env.scafld(&["build", "rev"]).assert_code(0);
+    human().assert_code(0);
+    let types = ledger_types(&env);
+    assert_eq!(&types[types.len() - 2..], ["review_override", "review"]);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 /// `approve --amend` re-approves the contract, so it refuses what `approve` refuses: here a
 /// contract left with no criterion that runs.
 #[test]

@@ -68,7 +68,14 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         gate::refuse_contract_changes(&task, &spec, &entries, "review", ErrorKind::ReviewFailed)?;
     }
     if p.human_reviewed {
-        return human_override(daemon, &ws, &task, p.reason.as_deref());
+        let reason = human_reason(p.reason.as_deref())?;
+        // A person vouches for the work as its evidence stands: refused where a reviewer's
+        // review would be (stale evidence, criteria an amendment added that never ran), as
+        // complete would refuse it after.
+        let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
+        gate::refuse_stale(&task, &fresh, "review")?;
+        gate::refuse_never_run(&task, &spec, "review")?;
+        return human_override(daemon, &ws, &task, reason);
     }
     let config = ws.config()?;
     let previous = latest_review(&entries);
@@ -397,11 +404,15 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     })
 }
 
-fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: Option<&str>) -> RpcResult<m::TaskReviewResult> {
-    let reason = reason.map(str::trim).filter(|r| !r.is_empty()).ok_or_else(|| {
+/// The reason `--human-reviewed` requires, trimmed.
+fn human_reason(reason: Option<&str>) -> RpcResult<&str> {
+    reason.map(str::trim).filter(|r| !r.is_empty()).ok_or_else(|| {
         RpcError::new(ErrorKind::InvalidInput, "--human-reviewed requires --reason")
             .with_hint("say who reviewed what, e.g. --reason \"reviewed PR 123\"")
-    })?;
+    })
+}
+
+fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: &str) -> RpcResult<m::TaskReviewResult> {
     let events = vec![
         LedgerEvent::ReviewOverride { reason: reason.to_string() },
         LedgerEvent::Review(RecordedReview {
