@@ -57,6 +57,8 @@ pub(crate) enum ScopeProblem {
     LineRemoved,
     /// An absolute path inside the workspace, taken relative to it.
     MadeRelative,
+    /// The workspace itself (`.`, `./`, its own absolute path): every file in it.
+    Whole,
 }
 
 impl ScopeProblem {
@@ -146,6 +148,11 @@ async fn entry_notes(ws: &Workspace, entries: Vec<review::ScopeEntry>, bare: Vec
                     "scope entry `{written}` is outside the workspace ({}): scafld never reads it, so no evidence can be bound to it; name the files inside the workspace",
                     ws.root.display()
                 ),
+            )),
+            review::Reading::Path | review::Reading::MadeRelative if path.is_empty() => notes.push(note(
+                written,
+                ScopeProblem::Whole,
+                format!("scope entry `{written}` is the workspace itself: scafld binds evidence and review to every file in it"),
             )),
             review::Reading::Pattern if path.is_empty() => notes.push(note(
                 written,

@@ -14,6 +14,10 @@ use crate::vocab::Verdict;
 pub const RECEIPT_SCHEMA_VERSION: u32 = 1;
 /// The only signature algorithm.
 pub const SIGNATURE_ALG: &str = "ed25519";
+/// A `file_digests` value that signs a file's absence: the change deleted it (from the base, or
+/// since approval), and `verify` requires it to be absent still. The original tool's word for a
+/// missing file in its workspace snapshots; never a sha256, so never confused with one.
+pub const DELETED: &str = "deleted";
 
 fn is_zero(n: &i64) -> bool {
     *n == 0
@@ -52,8 +56,10 @@ pub struct Body {
     pub base_ref: String,
     pub base_commit: String,
     pub head_commit: String,
+    /// The workspace-relative paths fingerprinted; `.` is the whole workspace.
     pub scope: Vec<String>,
     pub tree_sha: String,
+    /// Each signed file's sha256, or [`DELETED`] for a file the change removed.
     pub file_digests: BTreeMap<String, String>,
     pub ignored_unreviewed: Vec<String>,
     pub reviewed_context_provenance: Vec<ContextProvenance>,

@@ -549,3 +549,95 @@ fn verify_runs_each_criterion_in_its_recorded_folder_under_its_own_timeout() {
     assert_eq!(acceptance_check["ok"], false, "{checks}");
     assert!(acceptance_check["detail"].as_str().unwrap().contains("not re-run"), "{checks}");
 }
+
+/// A task whose change deletes its scoped file gets a receipt: the deletion is signed (the
+/// file as `deleted`) in a `base_delta` receipt and a working-tree one alike, and `verify`
+/// passes while the file stays gone and fails once it is back.
+#[test]
+fn a_receipt_signs_a_deleted_file_and_verify_requires_it_gone() {
+    for base_ref in [Some("HEAD"), None] {
+        let env = TestEnv::new();
+        write(&env, "greet.txt", "old\n");
+        opened(&env, "greet.txt", "- [ ] `a1` test - gone\n  - Command: `test ! -e greet.txt`\n");
+        std::fs::remove_file(env.work.join("greet.txt")).unwrap();
+        assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+        command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"])
+            .assert_code(0);
+        let mut args = vec!["finalize", "rev", "--json"];
+        args.extend(base_ref.map(|base| ["--base-ref", base]).iter().flatten());
+        let run = env.scafld(&args);
+        run.assert_code(0);
+        let body = run.json()["result"]["receipt"]["body"].clone();
+        let mode = if base_ref.is_some() { "base_delta" } else { "working_tree" };
+        assert_eq!(body["snapshot_mode"], mode, "{body}");
+        assert_eq!(body["file_digests"], serde_json::json!({"greet.txt": "deleted"}), "{mode}: {body}");
+        let shown = env.scafld(&["receipt", "show"]);
+        assert!(shown.stdout.contains("files: 1, 1 signed as deleted"), "{}", shown.stdout);
+        git(&env.work, &["add", "-A"]);
+        git(&env.work, &["commit", "-qm", "the work"]);
+        let ok = verify(&env, &["--target", "HEAD"]);
+        ok.assert_code(0);
+        let checks = ok.json()["result"]["checks"].clone();
+        let files = checks.as_array().unwrap().iter().find(|c| c["name"] == "files").unwrap().clone();
+        assert!(files["detail"].as_str().unwrap().contains("1 of them absent as signed"), "{checks}");
+
+        // Back again: the signed deletion no longer holds.
+        write(&env, "greet.txt", "old\n");
+        git(&env.work, &["add", "-A"]);
+        git(&env.work, &["commit", "-qm", "undo"]);
+        let detail = failed_check(&verify(&env, &["--target", "HEAD", "--material-only"]), "files");
+        assert!(detail.contains("greet.txt: signed as deleted but present at HEAD"), "{mode}: {detail}");
+    }
+}
+
+/// A scope that is the whole workspace (a top-level glob in the spec's Scope; `--scope-hint`
+/// `*`, `./`, `.` or the workspace's own path) is fingerprinted as such: every file but
+/// `.scafld/`, signed as `.`, and `verify` holds the whole tree to it. A hint naming a path
+/// inside the workspace through `..` is that path. None of them is called "no scope".
+#[test]
+fn a_whole_workspace_scope_is_fingerprinted_and_inside_paths_are_read_as_inside() {
+    let env = TestEnv::new();
+    // The criterion also reads a file outside the task's scope, so finalize can be stopped at
+    // its acceptance run, after the scope was read, without minting anything.
+    let flag = env.path("flag");
+    let phase = format!(
+        "- [ ] `a1` test - says hello\n  - Command: `grep -q hello greet.txt && test ! -e {}`\n",
+        flag.display()
+    );
+    opened(&env, "*.txt", &phase);
+    write(&env, "greet.txt", "hello\n");
+    write(&env, "sub/f", "s\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    std::fs::write(&flag, "").unwrap();
+    let root = env.work.display().to_string();
+    for hints in [&[][..], &["*"], &["./"], &[root.as_str()], &["."], &["sub/../sub/f"], &["sub/./f", "greet.txt"]] {
+        let mut args = vec!["finalize", "rev", "--json"];
+        for hint in hints {
+            args.extend(["--scope-hint", hint]);
+        }
+        let run = env.scafld(&args);
+        run.assert_code(4);
+        assert!(
+            run.json()["result"]["blocked"].as_str().unwrap_or_default().contains("`a1` is fail"),
+            "{hints:?}: {}",
+            run.stdout
+        );
+    }
+    std::fs::remove_file(&flag).unwrap();
+    assert!(!env.work.join(".scafld/receipts").exists());
+    let run = env.scafld(&["finalize", "rev", "--scope-hint", ".", "--json"]);
+    run.assert_code(0);
+    let body = run.json()["result"]["receipt"]["body"].clone();
+    assert_eq!(body["scope"], serde_json::json!(["."]), "{body}");
+    let signed: Vec<&String> = body["file_digests"].as_object().unwrap().keys().collect();
+    assert_eq!(signed, [".gitignore", "README.md", "greet.txt", "sub/f"], "{body}");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+    write(&env, "other.txt", "new\n");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "more"]);
+    let detail = failed_check(&verify(&env, &["--target", "HEAD", "--material-only"]), "files");
+    assert!(detail.contains("other.txt: in scope at HEAD but not signed"), "{detail}");
+}

@@ -337,6 +337,10 @@ fn link_target(workdir: &Path, top: Option<&Path>, inside: Option<&Path>, link: 
 /// inside the workspace, as the material follows them (so a receipt signs what the evidence
 /// was bound to, not a link's text); returns the widened scope with the files.
 pub fn tree_files_through_links(root: &Path, mut scope: Vec<String>) -> Result<(Vec<String>, TreeFiles), String> {
+    // The whole workspace holds whatever its links point at inside it already.
+    if whole_tree(&scope) {
+        return Ok((vec![".".into()], tree_files(root, &[], None)?));
+    }
     let repo = open(root)?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let (top, inside) = (workdir.canonicalize().ok(), root.canonicalize().ok());
@@ -765,7 +769,14 @@ pub struct TreeFiles {
     pub files: BTreeMap<String, String>,
 }
 
-/// The files of `scope` (workspace-relative paths; the whole tree but `.scafld/` when empty):
+/// Whether `scope` names the whole tree: empty, or holding the top itself (`.` or the empty
+/// path, as a receipt's scope may).
+fn whole_tree(scope: &[String]) -> bool {
+    scope.is_empty() || scope.iter().any(|s| s.is_empty() || s == ".")
+}
+
+/// The files of `scope` (workspace-relative paths; the whole tree but `.scafld/` when empty or
+/// when it holds `.`):
 /// at the commit `at` names, or in the working tree (HEAD's files with every changed and
 /// untracked, not ignored, file on top; deleted ones left out). A symlink counts as its target
 /// text, as git stores it, so both readings agree on the same content.
@@ -776,6 +787,7 @@ pub fn tree_files(root: &Path, scope: &[String], at: Option<&str>) -> Result<Tre
 /// [`tree_files`], with the tree walk and the status walk pruned to the scope (and never into
 /// `.scafld/`), or (for tests to compare against) over the whole tree.
 fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: bool) -> Result<TreeFiles, String> {
+    let scope = if whole_tree(scope) { &[] } else { scope };
     let repo = open(root)?;
     let commit = match at {
         Some(rev) => repo
@@ -810,7 +822,7 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
     if at.is_none() {
         let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
         // The same pruned walk as the material's (`keep` still decides).
-        let whole = scope.is_empty() || scope.iter().any(String::is_empty);
+        let whole = scope.is_empty();
         let walk = if prune { pruned_walk(&repo, Some(&tree), &workdir, scope, whole) } else { Vec::new() };
         for (path, _) in &scoped_statuses(&repo, &walk)? {
             let path = path.as_str();

@@ -76,8 +76,8 @@ fn entries(spec: &Spec, explicit: &[String], root: &str, keep: impl Fn(&str) -> 
         .filter(|written| seen.insert(written.clone()))
         .filter_map(|written| {
             let (path, reading) = read_path(&written, root);
-            let whole = path.is_empty() && reading == Reading::Pattern;
-            (whole || !path.is_empty() && keep(&path)).then_some(ScopeEntry { written, path, reading })
+            // An empty path is the whole workspace (`.`, `./`, `*`, the workspace's own path).
+            (path.is_empty() || keep(&path)).then_some(ScopeEntry { written, path, reading })
         })
         .collect()
 }
@@ -140,7 +140,8 @@ fn line_suffix(path: &str) -> Option<usize> {
 }
 
 /// The path a scope entry names (the original's normalisation: `\` to `/`, no `./`, no
-/// trailing `/**` or `/*`, no surrounding slashes), and how it was read.
+/// trailing `/**` or `/*`, no surrounding slashes; `.` and `..` segments resolved as written,
+/// so `sub/../f` is `f` and `.` the whole workspace, the empty path), and how it was read.
 fn read_path(written: &str, root: &str) -> (String, Reading) {
     let mut reading = Reading::Path;
     let mut p = written.replace('\\', "/");
@@ -149,26 +150,43 @@ fn read_path(written: &str, root: &str) -> (String, Reading) {
         reading = Reading::LineRemoved;
     }
     if p.starts_with('/') {
+        let Some(absolute) = lexical(&p) else { return (p, Reading::Outside) };
         let root = root.trim_end_matches('/');
-        match p.strip_prefix(root).filter(|rest| !root.is_empty() && (rest.is_empty() || rest.starts_with('/'))) {
+        let absolute = format!("/{absolute}");
+        match absolute.strip_prefix(root).filter(|rest| !root.is_empty() && (rest.is_empty() || rest.starts_with('/')))
+        {
             Some(rest) => {
                 p = rest.to_string();
                 reading = Reading::MadeRelative;
             }
-            None => return (p, Reading::Outside),
+            None => return (absolute, Reading::Outside),
         }
     }
-    let p = p.trim_start_matches("./");
-    let p = p.strip_suffix("/**").or_else(|| p.strip_suffix("/*")).unwrap_or(p);
-    let mut p = p.trim_matches('/').to_string();
-    if p.split('/').any(|segment| segment == "..") {
-        return (p, Reading::Outside);
-    }
+    // A `..` that climbs above the workspace leaves it.
+    let Some(p) = lexical(&p) else { return (p.trim_matches('/').to_string(), Reading::Outside) };
+    let mut p = p.strip_suffix("/**").or_else(|| p.strip_suffix("/*")).unwrap_or(&p).to_string();
     if let Some(at) = p.find(['*', '?', '[']) {
         p.truncate(p[..at].rfind('/').unwrap_or(0));
         reading = Reading::Pattern;
     }
     (p, reading)
+}
+
+/// `path` (`/`-separated) with its empty and `.` segments dropped and each `..` taking away
+/// the segment before it, without leading or trailing slashes; `None` when a `..` climbs
+/// above where the path starts. Lexical only: a symlinked folder before a `..` is not followed.
+fn lexical(path: &str) -> Option<String> {
+    let mut kept: Vec<&str> = Vec::new();
+    for segment in path.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                kept.pop()?;
+            }
+            segment => kept.push(segment),
+        }
+    }
+    Some(kept.join("/"))
 }
 
 /// Whether `path` is a file kept from reviewers for its secrets (its name, never its content,
@@ -529,11 +547,27 @@ mod tests {
         assert_eq!(read("/repository/a.txt"), ("/repository/a.txt".into(), Reading::Outside));
         assert_eq!(read("../other/a.txt"), ("../other/a.txt".into(), Reading::Outside));
         assert_eq!(read("./src/"), ("src".into(), Reading::Path));
+        // `.` and `..` as written: inside stays inside, the top is the whole workspace.
+        assert_eq!(read("sub/../sub/f"), ("sub/f".into(), Reading::Path));
+        assert_eq!(read("sub/./f"), ("sub/f".into(), Reading::Path));
+        assert_eq!(read("."), (String::new(), Reading::Path));
+        assert_eq!(read("./"), (String::new(), Reading::Path));
+        assert_eq!(read("/repo"), (String::new(), Reading::MadeRelative));
+        assert_eq!(read("/repo/"), (String::new(), Reading::MadeRelative));
+        assert_eq!(read("/repo/x/../a.txt"), ("a.txt".into(), Reading::MadeRelative));
+        assert_eq!(read("/repo/../etc/passwd"), ("/etc/passwd".into(), Reading::Outside));
+        assert_eq!(read("sub/../../x"), ("sub/../../x".into(), Reading::Outside));
+        assert_eq!(read("sub/../*.rs"), (String::new(), Reading::Pattern));
         let spec = parse(
             "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Scope\n\n- `src/*.txt` - texts\n- `lib/a.rs:4` - one\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - x\n  - Command: true\n",
         )
         .spec;
         assert_eq!(scope(&spec, &[], "/repo"), vec!["lib/a.rs", "src"]);
         assert_eq!(scope(&spec, &["**/*.rs".into(), "x".into()], "/repo"), Vec::<String>::new(), "the whole tree");
+        for whole in [".", "./", "*", "/repo"] {
+            let entries = scope_entries(&spec, &[whole.into()], "/repo");
+            assert_eq!(entries.len(), 1, "{whole}: the whole workspace is an entry, not nothing");
+            assert_eq!(entries[0].path, "", "{whole}");
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::{self as m, CriterionResult};
 use scafld_protocol::receipt::{
-    AcceptanceRecord, Blocker, Body, ContextProvenance, Envelope, HostUnderReview, MutationGuard,
+    AcceptanceRecord, Blocker, Body, ContextProvenance, DELETED, Envelope, HostUnderReview, MutationGuard,
     RECEIPT_SCHEMA_VERSION, ReceiptReviewer, SnapshotMode,
 };
 use scafld_protocol::vocab::{CriterionStatus, Verdict};
@@ -52,11 +52,15 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     } else {
         crate::evidence::hinted_scope(&ws, &spec, &p.scope_hints).await?
     };
-    let scope = crate::domain::review::scope(&spec, &p.scope_hints, &ws.root.to_string_lossy());
-    if scope.is_empty() {
-        return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} declares no scope to fingerprint"))
-            .with_hint("list the task's files in its spec's Scope, or pass --scope-hint PATH"));
-    }
+    let scope = receipt_scope(&ws, &spec, &p.scope_hints).ok_or_else(|| {
+        RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!(
+                "{task} declares no scope to fingerprint: its spec names no file or folder (Context, Scope, Touchpoints, Changes)"
+            ),
+        )
+        .with_hint("list the task's files in its spec's Scope, or pass --scope-hint PATH")
+    })?;
 
     // Every criterion again, on the files as they are: a receipt never rests on old runs.
     let (criteria, records) = rerun_acceptance(&ws, &spec, &entries, &p.caller.env, &task).await?;
@@ -80,37 +84,56 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     // bound to it (a link's text alone would let its target change under a verified receipt).
     let (root, scope_now, base_ref) = (ws.root.clone(), scope.clone(), p.base_ref.clone());
     let (scope, tree) = baseline::in_workspace(move || baseline::tree_files_through_links(&root, scope_now)).await?;
-    if let Some(empty) = hinted
-        .iter()
-        .find(|e| !tree.files.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path))))
-    {
+    let holds = |e: &crate::domain::review::ScopeEntry| {
+        e.path.is_empty()
+            || tree.files.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path)))
+    };
+    if let Some(empty) = hinted.iter().find(|e| !holds(e)) {
         return Err(RpcError::new(
             ErrorKind::InvalidInput,
             format!("--scope-hint `{}` holds no file (an empty folder, or only files git ignores)", empty.written),
         )
         .with_hint("name the task's files, or drop --scope-hint to sign the spec's Scope"));
     }
-    let (snapshot_mode, base_commit, file_digests) = match base_ref.as_deref() {
+    let files_at = |rev: String| {
+        let (root, scope_now) = (ws.root.clone(), scope.clone());
+        baseline::in_workspace(move || baseline::tree_files(&root, &scope_now, Some(&rev)))
+    };
+    let (snapshot_mode, base_commit, mut file_digests, at_base) = match base_ref.as_deref() {
         Some(base) => {
-            let (root, scope_now, base_owned) = (ws.root.clone(), scope.clone(), base.to_string());
-            let at_base =
-                baseline::in_workspace(move || baseline::tree_files(&root, &scope_now, Some(&base_owned))).await?;
+            let at_base = files_at(base.to_string()).await?;
             let changed = tree.files.iter().filter(|(path, digest)| at_base.files.get(*path) != Some(digest));
-            (SnapshotMode::BaseDelta, at_base.commit.clone(), changed.map(|(p, d)| (p.clone(), d.clone())).collect())
+            let changed = changed.map(|(p, d)| (p.clone(), d.clone())).collect();
+            (SnapshotMode::BaseDelta, at_base.commit.clone(), changed, Some(at_base))
         }
         None => {
-            let base = approval_head(&entries).unwrap_or_else(|| tree.commit.clone());
-            (SnapshotMode::WorkingTree, base, tree.files.clone())
+            let approved = approval_head(&entries);
+            // What the scope held at approval, to see what the task deleted (unreadable: none).
+            let at_base = match approved.clone() {
+                Some(head) => files_at(head).await.ok(),
+                None => None,
+            };
+            (SnapshotMode::WorkingTree, approved.unwrap_or_else(|| tree.commit.clone()), tree.files.clone(), at_base)
         }
     };
+    // A deletion is a change: a file of the scope at the base that is gone now is signed as
+    // deleted, and `verify` requires it to be absent still.
+    for path in at_base.iter().flat_map(|b| b.files.keys()).filter(|p| !tree.files.contains_key(*p)) {
+        file_digests.insert(path.clone(), DELETED.to_string());
+    }
     // A receipt that signs no file binds nothing in the tree: `verify` could never fail it.
     if file_digests.is_empty() {
+        let shown = if scope == ["."] { "the whole workspace".to_string() } else { scope.join(", ") };
         let why = match snapshot_mode {
-            SnapshotMode::BaseDelta => format!("no file of its scope ({}) differs from the base", scope.join(", ")),
-            SnapshotMode::WorkingTree => format!("its scope ({}) holds no file", scope.join(", ")),
+            SnapshotMode::BaseDelta => {
+                format!("no file of its scope ({shown}) differs from the base, none was deleted")
+            }
+            SnapshotMode::WorkingTree => {
+                format!("its scope ({shown}) holds no file, and none was deleted since approval")
+            }
         };
         return Err(RpcError::new(
-            ErrorKind::InvalidState,
+            ErrorKind::ReviewFailed,
             format!("{task} would get a receipt that signs no file: {why}"),
         )
         .with_hint("list the files the task changed in its spec's Scope (or pass --scope-hint PATH naming them)"));
@@ -300,6 +323,35 @@ async fn rerun_acceptance(
         });
     }
     Ok((results, records))
+}
+
+/// The paths a receipt fingerprints: the hints, else what the spec declares (with the bare
+/// names, `Makefile`, that name something in the workspace, as evidence binds them). An entry
+/// that is the workspace itself (`.`, a top-level glob, its own path) makes it the whole
+/// workspace, `.` (every file but `.scafld/`). `None` when nothing is declared at all.
+fn receipt_scope(ws: &Workspace, spec: &Spec, hints: &[String]) -> Option<Vec<String>> {
+    let root = ws.root.to_string_lossy();
+    let declared = !crate::domain::review::scope_entries(spec, hints, &root).is_empty();
+    let mut bare: Vec<String> = if hints.is_empty() {
+        crate::domain::review::bare_names(spec)
+            .into_iter()
+            .filter(|name| ws.root.join(name).symlink_metadata().is_ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let scope = crate::domain::review::scope(spec, hints, &root);
+    match (declared, scope.is_empty()) {
+        (false, _) if bare.is_empty() => None,
+        (false, _) => Some(bare),
+        (true, true) => Some(vec![".".to_string()]),
+        (true, false) => {
+            bare.extend(scope);
+            bare.sort();
+            bare.dedup();
+            Some(bare)
+        }
+    }
 }
 
 /// HEAD when the task was approved (the approval baseline), if recorded.

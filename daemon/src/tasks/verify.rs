@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::{self as m, VerifyCheck};
-use scafld_protocol::receipt::{Envelope, IndependenceLevel, SnapshotMode};
+use scafld_protocol::receipt::{DELETED, Envelope, IndependenceLevel, SnapshotMode};
 use scafld_protocol::vocab::CriterionStatus;
 use tokio_util::sync::CancellationToken;
 
@@ -274,8 +274,8 @@ fn read_envelope(path: &Path) -> Result<Envelope, String> {
     serde_json::from_str(&text).map_err(|e| format!("{} is not a receipt: {e}", path.display()))
 }
 
-/// The signed files against the files at `at`: the same digest for each, and (for a working
-/// tree receipt) no file of the scope left out.
+/// The signed files against the files at `at`: the same digest for each (a file signed as
+/// deleted: absent), and (for a working tree receipt) no file of the scope left out.
 async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<String, String> {
     let body = &envelope.body;
     if body.file_digests.is_empty() {
@@ -295,6 +295,9 @@ async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<Strin
     let mut problems = Vec::new();
     for (path, signed) in &body.file_digests {
         match now.files.get(path) {
+            // A deletion the receipt signs: the file must still be gone.
+            Some(_) if signed == DELETED => problems.push(format!("{path}: signed as deleted but present at {at}")),
+            None if signed == DELETED => {}
             None => problems.push(format!("{path}: signed but missing at {at}")),
             Some(digest) if digest != signed => {
                 problems.push(format!("{path}: digest differs (signed {}, {at} has {})", short(signed), short(digest)))
@@ -308,7 +311,13 @@ async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<Strin
         }
     }
     if problems.is_empty() {
-        return Ok(format!("{} file(s) match at {at} ({}; {tree})", body.file_digests.len(), short(&now.commit)));
+        let deleted = body.file_digests.values().filter(|d| *d == DELETED).count();
+        let deleted = if deleted > 0 { format!(", {deleted} of them absent as signed") } else { String::new() };
+        return Ok(format!(
+            "{} file(s) match at {at}{deleted} ({}; {tree})",
+            body.file_digests.len(),
+            short(&now.commit)
+        ));
     }
     let more = problems.len().saturating_sub(FILES_NAMED);
     problems.truncate(FILES_NAMED);

@@ -113,13 +113,17 @@ fn render(receipt: &Envelope) -> String {
     let mut text = format!(
         "receipt for {}: {} (minted {})
   scope: {}
-  files: {} ({} shown to the reviewer, {} not), tree {}
+  files: {}{} ({} shown to the reviewer, {} not), tree {}
   commits: base {} -> head {} ({:?})",
         b.task_id,
         b.verdict,
         b.minted_at,
         b.scope.join(", "),
         b.file_digests.len(),
+        match b.file_digests.values().filter(|d| *d == scafld_protocol::receipt::DELETED).count() {
+            0 => String::new(),
+            deleted => format!(", {deleted} signed as deleted"),
+        },
         b.reviewed_context_provenance.iter().filter(|p| p.kind == "file").count(),
         b.ignored_unreviewed.len(),
         short(&b.tree_sha),
