@@ -713,6 +713,64 @@ fn a_step_whose_command_changes_scoped_files_points_to_another_build() {
     assert_eq!(std::fs::read_to_string(env.work.join("greet.txt")).unwrap(), "formatted\n");
 }
 
+/// A criterion whose command rewrites its own scope on every run (it appends to a scoped file)
+/// would make every build answer "build again": once two builds in a row find the files left
+/// changed by it, with nothing else changing them, the answer names the criterion and what it
+/// changes, and the next step is a change to it, not a build (status and review say the same).
+/// A one-off change (a formatter's first run) or a change by hand in between is no loop. The
+/// evidence stays stale all along, and once the command leaves the files alone a build counts.
+#[test]
+fn a_criterion_that_rewrites_its_own_scope_every_build_is_named_not_built_again() {
+    let env = TestEnv::new();
+    // The command runs a script outside the workspace, so it can change without the contract.
+    let script = env.path("check.sh");
+    let command = format!("sh {}", script.display());
+    std::fs::write(
+        &script,
+        "grep -q fmt greet.txt || echo fmt >> greet.txt
+",
+    )
+    .unwrap();
+    ready(&env, "stamp", &spec("stamp", &[&[("a1", &command, "")]], &[]));
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    let again = |outcome: &Value| {
+        assert_eq!(outcome["result"]["next_command"], "scafld build stamp", "{outcome}");
+        assert!(outcome["result"]["message"].as_str().unwrap().contains("build again"), "{outcome}");
+    };
+    // A formatter's first run: build again, then it is current.
+    again(&build(&env, "stamp"));
+    assert_eq!(build(&env, "stamp")["result"]["next_command"], "scafld review stamp");
+
+    // Now it stamps the file on every run. After a change by hand, the first change it makes
+    // could still be a one-off.
+    std::fs::write(&script, "echo x >> greet.txt\n").unwrap();
+    std::fs::write(env.work.join("greet.txt"), "hello again\n").unwrap();
+    again(&build(&env, "stamp"));
+    let looped = build(&env, "stamp");
+    assert_eq!(looped["result"]["next_command"], "none", "{looped}");
+    let message = looped["result"]["message"].as_str().unwrap();
+    for part in
+        ["criterion `a1` rewrites its own scope each time it runs", "greet.txt", "leave the files as it found them"]
+    {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    let status = env.scafld(&["status", "stamp", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["command"], "none", "{status}");
+    assert_eq!(status["next_action"]["action"], "repair", "{status}");
+    assert!(status["next_action"]["reason"].as_str().unwrap().contains("criterion `a1`"), "{status}");
+    // Still stale: nothing reviews or completes on it.
+    assert_eq!(status["criteria"][0]["freshness"], "stale", "{status}");
+    let review = env.scafld(&["review", "stamp", "--provider", "command", "--provider-command", "true", "--json"]);
+    review.assert_code(4);
+    let error = review.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("stale evidence for `a1`"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("criterion `a1` rewrites its own scope"), "{error}");
+
+    // The command fixed to leave the files alone: a build records current evidence.
+    std::fs::write(&script, "true\n").unwrap();
+    assert_eq!(build(&env, "stamp")["result"]["next_command"], "scafld review stamp");
+}
+
 #[test]
 fn attempts_count_every_recorded_result_of_a_criterion() {
     let env = TestEnv::new();

@@ -208,6 +208,11 @@ pub enum Stale {
     DefinitionChanged,
     /// The scoped files changed since it ran (their material digest differs).
     MaterialChanged { recorded: String },
+    /// The scoped files changed since it ran, and its own command changed them: on two builds
+    /// in a row, with nothing else changing the files between or since, the step that ran it
+    /// left the files different from what they ran on (`changed`). Building again runs it
+    /// again and leaves it stale again.
+    RewritesOwnScope { recorded: String, changed: Vec<String> },
     /// The files in scope cannot be read now (for example the workspace is not a git
     /// repository any more), so nothing recorded can be shown to match them.
     Unverifiable,
@@ -221,6 +226,7 @@ impl Stale {
             Stale::Unbound => "recorded without a content fingerprint",
             Stale::DefinitionChanged => "its definition changed since it ran",
             Stale::MaterialChanged { .. } => "the files in the task's scope changed since it ran",
+            Stale::RewritesOwnScope { .. } => "its own command changes the files in the task's scope each time it runs",
             Stale::Unverifiable => "the files in the task's scope cannot be read to check it",
             Stale::SpecMissing => "the spec file is missing, so its definition cannot be checked",
         }
@@ -268,6 +274,7 @@ pub fn manual_result<'e>(entries: &'e [LedgerEntry], c: &Criterion, material: &s
 /// material, by id. Criteria without a result are pending, not stale.
 /// `material` is `None` when it could not be computed: every recorded result is then stale.
 pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BTreeMap<String, Stale> {
+    let rewrites = material.and_then(|now| rewrites_own_scope(entries, now));
     let mut out = BTreeMap::new();
     for c in spec.criteria() {
         let Some((_, definition, recorded)) = latest_result(entries, &c.id) else { continue };
@@ -278,7 +285,12 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
         } else if material.is_none() {
             Some(Stale::Unverifiable)
         } else if Some(recorded) != material {
-            Some(Stale::MaterialChanged { recorded: recorded.to_string() })
+            Some(match &rewrites {
+                Some(step) if step.from == recorded && step.criteria.contains(&c.id) => {
+                    Stale::RewritesOwnScope { recorded: recorded.to_string(), changed: step.changed.clone() }
+                }
+                _ => Stale::MaterialChanged { recorded: recorded.to_string() },
+            })
         } else {
             None
         };
@@ -289,13 +301,32 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
     out
 }
 
+/// The last build step's change to the files, when it repeats the one before it and nothing
+/// else has touched them: the step ran on exactly what the step before left (`from`), its
+/// commands changed the files again, and the files are still what it left (`now`). Its
+/// `criteria` are narrowed to those that ran in both steps (none: `None`). One change alone
+/// says nothing of a loop: a formatter rewrites once, then leaves the files as they are.
+pub fn rewrites_own_scope(entries: &[LedgerEntry], now: &str) -> Option<crate::domain::ledger::StepChange> {
+    let mut changes = entries.iter().rev().filter_map(|e| match &e.event {
+        LedgerEvent::Material { digest, after_step: Some(step), .. } => Some((digest.as_str(), step)),
+        _ => None,
+    });
+    let (left, last) = changes.next()?;
+    let (before_left, before) = changes.next()?;
+    if left != now || last.from != before_left {
+        return None;
+    }
+    let criteria: Vec<String> = last.criteria.iter().filter(|c| before.criteria.contains(c)).cloned().collect();
+    (!criteria.is_empty()).then(|| crate::domain::ledger::StepChange { criteria, ..last.clone() })
+}
+
 /// The entries of the material recorded under `digest`, if a step recorded it.
 pub fn recorded_material<'e>(
     entries: &'e [LedgerEntry],
     digest: &str,
 ) -> Option<&'e [crate::domain::ledger::BaselinePath]> {
     entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Material { digest: d, entries } if d == digest => Some(entries.as_slice()),
+        LedgerEvent::Material { digest: d, entries, .. } if d == digest => Some(entries.as_slice()),
         _ => None,
     })
 }
@@ -365,6 +396,38 @@ mod tests {
         assert_eq!(stale(&spec, &[result("", "")], Some("m1"))["a"], Stale::Unbound);
         assert_eq!(stale(&spec, &[result(&digest, "m1")], None)["a"], Stale::Unverifiable);
         assert!(stale(&spec, &[], Some("m1")).is_empty(), "no result is pending, not stale");
+    }
+
+    /// Only two consecutive steps that each left the files changed, the second running on
+    /// what the first left and the files still as it left them, make a rewriting criterion.
+    #[test]
+    fn a_criterion_rewrites_its_own_scope_only_on_two_changes_in_a_row() {
+        let mut spec = Spec::default();
+        spec.acceptance.criteria.push(criterion("echo x >> f"));
+        let digest = definition_digest(&spec.acceptance.criteria[0]);
+        let left = |from: &str, to: &str| LedgerEntry {
+            seq: 1,
+            recorded_at: String::new(),
+            event: LedgerEvent::Material {
+                digest: to.into(),
+                entries: Vec::new(),
+                after_step: Some(crate::domain::ledger::StepChange {
+                    from: from.into(),
+                    criteria: vec!["a".into()],
+                    changed: vec!["f (changed)".into()],
+                }),
+            },
+        };
+        let rewrites = Stale::RewritesOwnScope { recorded: "m2".into(), changed: vec!["f (changed)".into()] };
+        let twice = [result(&digest, "m1"), left("m1", "m2"), result(&digest, "m2"), left("m2", "m3")];
+        assert_eq!(stale(&spec, &twice, Some("m3"))["a"], rewrites);
+        // Changed since by something else: a plain change.
+        assert_eq!(stale(&spec, &twice, Some("m4"))["a"], Stale::MaterialChanged { recorded: "m2".into() });
+        // Once: perhaps a formatter's first run.
+        assert_eq!(stale(&spec, &twice[..2], Some("m2"))["a"], Stale::MaterialChanged { recorded: "m1".into() });
+        // A change by hand between the two steps.
+        let edited = [result(&digest, "m1"), left("m1", "m2"), result(&digest, "e"), left("e", "m3")];
+        assert_eq!(stale(&spec, &edited, Some("m3"))["a"], Stale::MaterialChanged { recorded: "e".into() });
     }
 
     #[test]

@@ -19,6 +19,15 @@ pub struct BaselinePath {
     pub path: String,
 }
 
+/// How a build step's own commands changed the files in scope: the material they ran on (the
+/// step's evidence is bound to it), the criteria whose commands ran, and what changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepChange {
+    pub from: String,
+    pub criteria: Vec<String>,
+    pub changed: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum LedgerEvent {
@@ -54,10 +63,13 @@ pub enum LedgerEvent {
         changed: Vec<String>,
     },
     /// The material (scoped content) a build step judged, recorded when it changes so that a
-    /// later change can be named file by file.
+    /// later change can be named file by file; also the material a build step's own commands
+    /// left, read again after them, when it differs from the one they ran on (`after_step`).
     Material {
         digest: String,
         entries: Vec<BaselinePath>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after_step: Option<StepChange>,
     },
     /// A person's disposition on a `manual` criterion (`build --criterion ID --disposition`).
     ManualEvidence {

@@ -206,6 +206,9 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
     let blockers = build::blockers(f.spec, &target);
     let completed_stale: Vec<String> = stale.iter().filter(|c| build::in_completed_phase(f.spec, c)).cloned().collect();
     if !completed_stale.is_empty() {
+        if let Some(rewrites) = rewrites_own_scope(id, f.stale) {
+            return rewrites;
+        }
         return next(
             Role::Agent,
             Action::RerunStale,
@@ -256,6 +259,44 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
     )
 }
 
+/// Criteria whose own commands rewrite the task's scope on every build: building again would
+/// only run them and leave them stale again, so the next step is a change to the criterion
+/// (or to what it writes), not a build. The build is not refused: once the command leaves the
+/// files as it found them, a build records current evidence.
+fn rewrites_own_scope(id: &str, stale: &BTreeMap<String, Stale>) -> Option<NextAction> {
+    let mut criteria = Vec::new();
+    let mut changed = std::collections::BTreeSet::new();
+    for (criterion, why) in stale {
+        if let Stale::RewritesOwnScope { changed: files, .. } = why {
+            criteria.push(criterion.clone());
+            changed.extend(files.iter().cloned());
+        }
+    }
+    if criteria.is_empty() {
+        return None;
+    }
+    let files = if changed.is_empty() {
+        "the files in scope".to_string()
+    } else {
+        changed.into_iter().collect::<Vec<_>>().join(", ")
+    };
+    Some(next(Role::Agent, Action::Repair, "none", rewrite_reason(id, &criteria, &files)))
+}
+
+/// Why building again cannot help a criterion that rewrites its own scope, and what does.
+pub fn rewrite_reason(id: &str, criteria: &[String], files: &str) -> String {
+    let (who, its) = match criteria {
+        [one] => (format!("criterion `{one}`"), "its command"),
+        many => (format!("one of criteria {}", ids(many)), "the command"),
+    };
+    format!(
+        "{who} rewrites its own scope each time it runs (changed by it: {files}); its evidence is stale as soon as it is recorded, \
+         so building again cannot make it current; make {its} leave the files as it found them, or have it write \
+         outside the task's Scope (edit the spec, then `scafld approve {id} --amend --reason \"why\"`), then run \
+         `scafld build {id}`"
+    )
+}
+
 /// Whether criterion `criterion_id` of `spec` takes a person's evidence.
 fn is_manual(spec: &Spec, criterion_id: &str) -> bool {
     spec.criteria().any(|c| c.id == criterion_id && c.effective_kind() == "manual")
@@ -295,6 +336,9 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         if let Some(first) = stale.iter().find(|c| is_manual(f.spec, c)) {
             let manual: Vec<String> = stale.iter().filter(|c| is_manual(f.spec, c)).cloned().collect();
             return record_manual(id, first, &manual);
+        }
+        if let Some(rewrites) = rewrites_own_scope(id, f.stale) {
+            return rewrites;
         }
         return next(
             Role::Agent,

@@ -290,11 +290,22 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
     let ids: Vec<String> = fresh.stale.iter().map(|(id, why)| format!("`{id}` ({})", why.describe())).collect();
     let changed =
         if fresh.changes.is_empty() { String::new() } else { format!("; changed: {}", fresh.changes.join(", ")) };
+    let rewriting: Vec<String> = fresh
+        .stale
+        .iter()
+        .filter(|(_, why)| matches!(why, evidence::Stale::RewritesOwnScope { .. }))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let hint = if rewriting.is_empty() {
+        format!("run `scafld build {task}` to re-run it on the current files")
+    } else {
+        crate::domain::next::rewrite_reason(task, &rewriting, &fresh.changes.join(", "))
+    };
     Err(RpcError::new(
         ErrorKind::ReviewFailed,
         format!("cannot {what} {task}: stale evidence for {}{changed}", ids.join(", ")),
     )
-    .with_hint(format!("run `scafld build {task}` to re-run it on the current files")))
+    .with_hint(hint))
 }
 
 /// Refuse while criteria have no recorded result at all (in review, only an amendment of the

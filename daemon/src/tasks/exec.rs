@@ -23,7 +23,7 @@ use crate::domain::build::{self, Step, Target};
 use crate::domain::evidence;
 use crate::domain::harden;
 use crate::domain::job::{JobKind, JobState};
-use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
+use crate::domain::ledger::{self, LedgerEntry, LedgerEvent, StepChange};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
@@ -575,7 +575,7 @@ fn material_event(entries: &[LedgerEntry], material: &baseline::Material) -> Vec
     if evidence::recorded_material(entries, &material.digest).is_some() {
         return Vec::new();
     }
-    vec![LedgerEvent::Material { digest: material.digest.clone(), entries: material.stored() }]
+    vec![LedgerEvent::Material { digest: material.digest.clone(), entries: material.stored(), after_step: None }]
 }
 
 /// Remember the host agent that drives the builds, once per change, so that reviews from the
@@ -723,7 +723,7 @@ impl BuildRun {
     /// record: its outcome read off the spec and ledger as the step leaves them.
     async fn record_end(&self, end: StepEnd) -> RpcResult<(crate::domain::job::JobRecord, InPlace)> {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
-        let StepEnd { events, target, results, timed_out, material_after } = end;
+        let StepEnd { mut events, target, results, timed_out, material_after } = end;
         let material = self.material.get().await?;
         // What the step recorded is stale at once when its commands changed the files: the next
         // step is then another build, not a review that would refuse it.
@@ -732,6 +732,21 @@ impl BuildRun {
             None => None,
         };
         let digest_now = now.as_ref().map_or(&material.digest, |now| &now.digest);
+        // What its commands left is recorded, with the criteria that ran and what changed, so
+        // that a criterion rewriting its own scope on every build is told apart from one that
+        // changed the files once (a formatter's first run).
+        if let Some(now) = now.as_ref().filter(|now| now.digest != material.digest) {
+            let ran = results.iter().filter(|r| r.exit_code.is_some() || r.duration_ms > 0);
+            events.push(LedgerEvent::Material {
+                digest: now.digest.clone(),
+                entries: now.stored(),
+                after_step: Some(StepChange {
+                    from: material.digest.clone(),
+                    criteria: ran.map(|r| r.criterion_id.clone()).collect(),
+                    changed: baseline::material_changes(&material.stored(), &now.entries),
+                }),
+            });
+        }
         let base = &self.base;
         record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", base, |spec, entries| {
             let status = spec.status().unwrap_or(Status::Active);
@@ -741,7 +756,25 @@ impl BuildRun {
             // A manual criterion waiting for a person is pending, not failed.
             let pending = results.iter().filter(|r| r.status == CriterionStatus::Pending).count();
             let failed = results.len() - passed - pending;
+            let rewriting: Vec<String> = stale
+                .iter()
+                .filter(|(_, why)| matches!(why, evidence::Stale::RewritesOwnScope { .. }))
+                .map(|(id, _)| id.clone())
+                .collect();
             let message = match status {
+                _ if !rewriting.is_empty() => {
+                    let changed = stale.values().find_map(|why| match why {
+                        evidence::Stale::RewritesOwnScope { changed, .. } if !changed.is_empty() => {
+                            Some(changed.join(", "))
+                        }
+                        _ => None,
+                    });
+                    let files = changed.unwrap_or_else(|| "the files in scope".into());
+                    format!(
+                        "build completed, but {}",
+                        crate::domain::next::rewrite_reason(&self.task, &rewriting, &files)
+                    )
+                }
                 Status::Review if !stale.is_empty() => {
                     "build completed, but its commands changed files in the task's scope since they ran: \
                      build again to record evidence of the files as they are now"
