@@ -1414,4 +1414,30 @@ fn a_reviewers_words_stay_on_their_lines_of_the_review_section() {
     // The contract is the one approved: the task completes, and nothing the reviewer wrote ran.
     env.scafld(&["complete", "rev"]).assert_code(0);
     assert!(!pwned.exists());
+
+/// A criterion whose `Cwd` is a symlink leading out of the workspace is never run there by
+/// build: its result is a failure that says why, and the command does not run; with the
+/// folder inside the workspace again, it runs there and passes.
+#[test]
+fn build_never_runs_a_criterion_in_a_folder_linked_outside_the_workspace() {
+    let env = TestEnv::new();
+    let ran = env.path("ran-in");
+    let phase = format!("- [ ] `a1` test - runs in sub\n  - Command: `pwd -P > {}`\n  - Cwd: `sub`\n", ran.display());
+    opened(&env, "src/lib.rs", &phase);
+    let outside = env.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let sub = env.work.join("sub");
+    std::os::unix::fs::symlink(&outside, &sub).unwrap();
+    let run = env.scafld(&["build", "rev", "--json"]);
+    let criterion = run.json()["result"]["criteria"][0].clone();
+    assert_eq!(criterion["status"], "fail", "{}", run.stdout);
+    let reason = criterion["reason"].as_str().unwrap();
+    assert!(reason.starts_with("not run") && reason.contains("leads outside the workspace"), "{reason}");
+    assert!(!ran.exists(), "build ran the command outside the workspace");
+
+    std::fs::remove_file(&sub).unwrap();
+    write(&env, "sub/keep", "x\n");
+    let run = env.scafld(&["build", "rev", "--json"]);
+    assert_eq!(run.json()["result"]["criteria"][0]["status"], "pass", "{}", run.stdout);
+    assert_eq!(std::fs::read_to_string(&ran).unwrap().trim(), sub.canonicalize().unwrap().display().to_string());
 }

@@ -640,4 +640,61 @@ fn a_whole_workspace_scope_is_fingerprinted_and_inside_paths_are_read_as_inside(
     git(&env.work, &["commit", "-qm", "more"]);
     let detail = failed_check(&verify(&env, &["--target", "HEAD", "--material-only"]), "files");
     assert!(detail.contains("other.txt: in scope at HEAD but not signed"), "{detail}");
+
+/// A criterion's `Cwd` must be a folder inside the checkout as it resolves, not only as it is
+/// written: once the folder is a symlink leading out (here a later commit makes it one, and the
+/// folder is outside the signed scope, so the files check cannot notice), `finalize` does not
+/// run the command there and mints nothing, and `verify` does not run it there either and fails
+/// (exit 3), naming the criterion, where before it ran the signed command outside and said
+/// "verified".
+#[test]
+fn a_criterion_folder_linked_outside_the_checkout_is_never_run() {
+    let env = TestEnv::new();
+    let ran = env.path("ran-in");
+    let phase = format!(
+        "- [ ] `a1` test - greet is defined, seen from sub\n  - Command: `pwd -P > {}; grep -q greet ../src/lib.rs`\n  - Cwd: `sub`\n",
+        ran.display()
+    );
+    opened(&env, "src/lib.rs", &phase);
+    write(&env, "sub/keep", "x\n");
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    // Outside the checkout, a folder where the command would pass just as well.
+    let outside = env.path("elsewhere/outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(env.path("elsewhere/src")).unwrap();
+    std::fs::write(env.path("elsewhere/src/lib.rs"), "pub fn greet() {}\n").unwrap();
+    let sub = env.work.join("sub");
+
+    std::fs::remove_dir_all(&sub).unwrap();
+    std::os::unix::fs::symlink(&outside, &sub).unwrap();
+    std::fs::remove_file(&ran).unwrap();
+    let blocked = env.scafld(&["finalize", "rev", "--json"]);
+    blocked.assert_code(4);
+    let result = blocked.json()["result"].clone();
+    assert!(result["blocked"].as_str().unwrap().contains("`a1` is fail"), "{result}");
+    let reason = result["criteria"][0]["reason"].as_str().unwrap();
+    assert!(reason.starts_with("not run") && reason.contains("leads outside the workspace"), "{result}");
+    assert!(!ran.exists(), "finalize ran the command outside the workspace");
+    assert!(!env.work.join(".scafld/receipts").exists());
+
+    // The folder back: it finalizes, and verify runs the command in the checkout's folder.
+    std::fs::remove_file(&sub).unwrap();
+    write(&env, "sub/keep", "x\n");
+    env.scafld(&["finalize", "rev"]).assert_code(0);
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+    assert_eq!(std::fs::read_to_string(&ran).unwrap().trim(), sub.canonicalize().unwrap().display().to_string());
+
+    // A later commit makes the folder a link leading out of the checkout.
+    git(&env.work, &["rm", "-rq", "sub"]);
+    std::os::unix::fs::symlink(&outside, &sub).unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "sub leads elsewhere"]);
+    std::fs::remove_file(&ran).unwrap();
+    let detail = failed_check(&verify(&env, &["--target", "HEAD"]), "acceptance");
+    assert!(detail.contains("criterion `a1`") && detail.contains("leads outside the workspace"), "{detail}");
+    assert!(!ran.exists(), "verify ran the signed command outside the checkout");
 }

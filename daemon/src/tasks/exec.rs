@@ -913,7 +913,8 @@ impl BuildRun {
     }
 
     /// Run one criterion and record its evidence, bound to its definition and the step's
-    /// material. A criterion that cannot run is recorded `invalid` without running; a manual
+    /// material. A criterion that cannot run is recorded `invalid` without running, one whose
+    /// folder is not inside the workspace (a symlink leading out) `fail` without running; a manual
     /// one is never run: it passes on a person's current evidence and waits otherwise (a wait
     /// that replaces a stale result is recorded, bound like any result).
     async fn run_criterion(
@@ -973,7 +974,18 @@ impl BuildRun {
         if self.daemon.jobs.halted() {
             return Err(halted());
         }
-        let (mut request, diagnostics) = self.commands.request(&self.task, criterion);
+        let (mut request, diagnostics) = match self.commands.request(&self.task, criterion) {
+            Ok(run) => run,
+            Err(why) => {
+                // Recorded as a run that could not start: a failure, bound like any result.
+                let reason = format!("not run: {why}");
+                let observed =
+                    Observed { status: CriterionStatus::Fail, reason: reason.clone(), ..Observed::default() };
+                let material = self.material.get().await?;
+                evidence.push(self.evidence_event(phase_id, criterion, &kind, observed, &material.digest));
+                return Ok(result(CriterionStatus::Fail, reason));
+            }
+        };
         request.token = Some(self.run_token.clone());
         request.gate = Some(Box::pin(self.ready.clone().map(|ready| ready.map_err(|e| e.to_string()))));
         // The group is noted, not saved: the job's run token, on disk before the command may
@@ -1120,10 +1132,12 @@ impl CommandSetup {
         }
     }
 
-    /// One criterion's run: its own timeout and working directory when it names them.
-    pub(crate) fn request(&self, task: &str, criterion: &Criterion) -> (RunRequest, Diagnostics) {
+    /// One criterion's run: its own timeout and working directory when it names them. `Err`
+    /// says why it must not run: its folder (see [`CommandSetup::folder`]) is not one inside
+    /// the workspace.
+    pub(crate) fn request(&self, task: &str, criterion: &Criterion) -> Result<(RunRequest, Diagnostics), String> {
         let timeout = criterion.own_timeout_seconds().unwrap_or(self.absolute_timeout_seconds);
-        let cwd = if criterion.cwd.is_empty() { self.root.clone() } else { self.root.join(&criterion.cwd) };
+        let cwd = self.folder(criterion)?;
         let request = RunRequest {
             command: criterion.command.clone(),
             cwd,
@@ -1141,7 +1155,37 @@ impl CommandSetup {
             dir: self.root.join(".scafld/runs").join(task).join("diagnostics"),
             env_overrides: self.env_overrides.clone(),
         };
-        (request, diagnostics)
+        Ok((request, diagnostics))
+    }
+
+    /// The folder a criterion runs in: the workspace's root, or its `Cwd` resolved through
+    /// symlinks, which must still be inside the workspace. The text of a `Cwd` is checked where
+    /// it is read (a spec, a receipt), but a folder of that name may be a symlink leading out
+    /// (a later commit can make it one), so the resolved folder is what runs, and the check.
+    fn folder(&self, criterion: &Criterion) -> Result<PathBuf, String> {
+        let cwd = &criterion.cwd;
+        if cwd.is_empty() {
+            return Ok(self.root.clone());
+        }
+        if !crate::domain::spec::cwd_inside(cwd) {
+            return Err(format!("criterion `{}` names cwd `{cwd}`, outside the workspace", criterion.id));
+        }
+        let root = self.root.canonicalize().unwrap_or_else(|_| self.root.clone());
+        let folder = root.join(cwd).canonicalize().map_err(|e| {
+            format!("criterion `{}` names cwd `{cwd}`, which is not a folder in the workspace: {e}", criterion.id)
+        })?;
+        if !folder.starts_with(&root) {
+            return Err(format!(
+                "criterion `{}` names cwd `{cwd}`, which leads outside the workspace ({}) through a symlink, to {}",
+                criterion.id,
+                root.display(),
+                folder.display()
+            ));
+        }
+        if !folder.is_dir() {
+            return Err(format!("criterion `{}` names cwd `{cwd}`, which is not a folder", criterion.id));
+        }
+        Ok(folder)
     }
 }
 

@@ -285,11 +285,16 @@ async fn rerun_acceptance(
                 .unwrap_or(CriterionStatus::Pending);
             (status, "manual evidence recorded".to_string(), None, String::new(), String::new())
         } else {
-            let (request, diagnostics) = commands.request(task, criterion);
-            let (outcome, diagnostic) =
-                crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
-            let observed = judge(&kind, criterion, &outcome);
-            (observed.status, observed.reason, observed.exit_code, observed.output, ws.relative(&diagnostic))
+            match commands.request(task, criterion) {
+                Ok((request, diagnostics)) => {
+                    let (outcome, diagnostic) =
+                        crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
+                    let observed = judge(&kind, criterion, &outcome);
+                    (observed.status, observed.reason, observed.exit_code, observed.output, ws.relative(&diagnostic))
+                }
+                // Its folder leads out of the workspace (or is none there): not run, no receipt.
+                Err(why) => (CriterionStatus::Fail, format!("not run: {why}"), None, String::new(), String::new()),
+            }
         };
         records.push(AcceptanceRecord {
             id: criterion.id.clone(),

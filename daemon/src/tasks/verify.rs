@@ -355,13 +355,6 @@ async fn rerun_recorded(
         if record.command.is_empty() || record.expected_kind == "manual" {
             continue;
         }
-        // A receipt is input: its folder must stay inside the checkout, as a spec's must.
-        if !crate::domain::spec::cwd_inside(&record.cwd) {
-            return Err(format!(
-                "criterion `{}` names cwd `{}`, outside the checkout; it is not run",
-                record.id, record.cwd
-            ));
-        }
         // Where and how long finalize ran it (a receipt without them: the root, the default).
         let criterion = crate::domain::spec::Criterion {
             id: record.id.clone(),
@@ -375,7 +368,10 @@ async fn rerun_recorded(
             },
             ..Default::default()
         };
-        let (request, diagnostics) = commands.request(&envelope.body.task_id, &criterion);
+        // A receipt is input: its folder must stay inside the checkout, as written and as
+        // resolved through symlinks (a later commit can make the folder a link leading out).
+        let (request, diagnostics) =
+            commands.request(&envelope.body.task_id, &criterion).map_err(|why| format!("{why}; it is not run"))?;
         let (outcome, _) = crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
         let observed = super::exec::judge(criterion.effective_kind(), &criterion, &outcome);
         if observed.status != CriterionStatus::Pass {
