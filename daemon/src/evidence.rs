@@ -111,6 +111,40 @@ pub(crate) async fn hinted_scope(ws: &Workspace, spec: &Spec, hints: &[String]) 
     Ok(entries)
 }
 
+/// Refuse a `review --review-scope` that could not mean files of this workspace: an entry
+/// that is empty, kept from reviewers for its secrets, outside the workspace, a case typo, or
+/// naming nothing there. (What it names bounds what the reviewer is shown; the mutation guard
+/// watches the task's own scope as well, `review::guard_scope`.)
+pub(crate) async fn require_review_scope(ws: &Workspace, spec: &Spec, explicit: &[String]) -> RpcResult<()> {
+    let refuse = |message: String| {
+        RpcError::new(ErrorKind::InvalidInput, message).with_hint(
+            "name files or folders inside the workspace, as they are written, or drop --review-scope to review the spec's Scope",
+        )
+    };
+    let entries = review::scope_entries(spec, explicit, &ws.root.to_string_lossy());
+    if let Some(dropped) = explicit.iter().find(|w| !entries.iter().any(|e| &e.written == *w)) {
+        return Err(refuse(if dropped.trim().is_empty() {
+            "--review-scope has an empty entry, which names nothing".to_string()
+        } else {
+            format!("--review-scope `{dropped}` names a file kept from reviewers for its secrets")
+        }));
+    }
+    let notes = entry_notes(ws, entries, Vec::new()).await;
+    let Some(note) = notes.iter().find(|n| n.problem.refused_at_approval() || n.problem == ScopeProblem::Missing)
+    else {
+        return Ok(());
+    };
+    Err(refuse(match note.problem {
+        ScopeProblem::Missing => format!("--review-scope `{}` matches nothing in the workspace", note.written),
+        ScopeProblem::Outside => format!(
+            "--review-scope `{}` is outside the workspace ({}): a review only ever reads files inside it",
+            note.written,
+            ws.root.display()
+        ),
+        _ => format!("--review-scope: {}", note.message),
+    }))
+}
+
 /// The notes of `entries` and of the spec's `bare` names (a bare name binds only a file of
 /// exactly that name, so only its case typos are worth a note), read against the workspace.
 async fn entry_notes(ws: &Workspace, entries: Vec<review::ScopeEntry>, bare: Vec<String>) -> Vec<ScopeNote> {

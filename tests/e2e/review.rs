@@ -350,3 +350,35 @@ fn a_review_is_a_job_that_outlives_its_client() {
     assert_eq!(status["review_gate"], "pass");
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
+
+/// `--review-scope` bounds what the reviewer is shown, never what the mutation guard watches:
+/// with a review scope that leaves out the task's own file, a reviewer that edits that file
+/// still gets the blocking `workspace-mutation` finding (before, the review passed and its
+/// `complete` was refused). A review scope that cannot mean files of this workspace (outside
+/// it, naming nothing there, empty) is refused before any reviewer runs.
+#[test]
+fn a_review_scope_never_narrows_the_mutation_guard_and_names_workspace_files() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let script = reviewer(&env, "mutate", &pass(), "echo tampered >> src/lib.rs");
+    for (scope, said) in [
+        ("/etc/passwd", "is outside the workspace"),
+        ("../..", "is outside the workspace"),
+        ("nothing.txt", "`nothing.txt` matches nothing in the workspace"),
+        ("", "an empty entry"),
+    ] {
+        let run = command_review(&env, &script, &["--review-scope", scope, "--min-attack-angles", "2", "--json"]);
+        run.assert_code(2);
+        let error = run.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains(said), "{scope}: {error}");
+        assert!(error["hint"].as_str().unwrap().contains("inside the workspace"), "{scope}: {error}");
+    }
+    assert_eq!(std::fs::read_to_string(env.work.join("src/lib.rs")).unwrap(), "pub fn greet() {}\n", "a reviewer ran");
+
+    let run = command_review(&env, &script, &["--review-scope", "unrelated.txt", "--min-attack-angles", "2", "--json"]);
+    run.assert_code(4);
+    let findings = run.json()["result"]["findings"].clone();
+    let guard = findings.as_array().unwrap().iter().find(|f| f["id"] == "workspace-mutation").expect("guard finding");
+    assert_eq!(guard["location"]["path"], "src/lib.rs", "{findings}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+}

@@ -200,6 +200,17 @@ pub fn secret(path: &str) -> bool {
         || path.split('/').any(|segment| segment.starts_with(".env"))
 }
 
+/// What the mutation guard watches: the task's own scope and the review's (`--review-scope`),
+/// so an explicit review scope widens the guard and never narrows it below the task's; empty
+/// (the whole tree) when either is.
+pub fn guard_scope(task: &[String], review: &[String]) -> Vec<String> {
+    if task.is_empty() || review.is_empty() {
+        return Vec::new();
+    }
+    let set: BTreeSet<&String> = task.iter().chain(review).collect();
+    set.into_iter().cloned().collect()
+}
+
 pub fn in_scope(path: &str, scope: &[String]) -> bool {
     scope.is_empty() || scope.iter().any(|s| path == s || path.starts_with(&format!("{s}/")))
 }
@@ -527,6 +538,17 @@ mod tests {
         assert_eq!(c.task_changes, vec!["api/handlers/x.rs"]);
         assert_eq!(c.ambient_drift, vec!["web/app.js"]);
         assert_eq!(c.baseline_dirty, vec!["notes.txt"]);
+    }
+
+    /// The guard watches the task's scope and the review's together; either being the whole
+    /// tree makes it the whole tree.
+    #[test]
+    fn a_review_scope_widens_the_guard_and_never_narrows_it() {
+        let s = |paths: &[&str]| paths.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(guard_scope(&s(&["src/lib.rs"]), &s(&["docs", "src/lib.rs"])), s(&["docs", "src/lib.rs"]));
+        assert_eq!(guard_scope(&s(&["src/lib.rs"]), &s(&["notes.txt"])), s(&["notes.txt", "src/lib.rs"]));
+        assert!(guard_scope(&s(&["src/lib.rs"]), &[]).is_empty(), "a whole-tree review guards the whole tree");
+        assert!(guard_scope(&[], &s(&["notes.txt"])).is_empty(), "a whole-tree task keeps the whole tree guarded");
     }
 
     /// Scope entries that name no path as written: a pattern takes its folder (the whole tree

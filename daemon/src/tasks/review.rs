@@ -100,6 +100,9 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     if !p.force && !p.print_context {
         refuse_unchanged(&task, previous.as_ref(), &tree)?;
     }
+    if !p.review_scope.is_empty() {
+        crate::evidence::require_review_scope(&ws, &spec, &p.review_scope).await?;
+    }
     let change = TaskChange::since_approval(&ws, &spec, &entries, &p.review_scope).await?;
     let known = (request.mode == ReviewMode::Verify).then(|| previous.and_then(|(d, _, _)| d)).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
@@ -145,8 +148,10 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         "command:review",
     )?;
     // The mutation guard compares against the tree after our own projection write, so only
-    // changes made while the reviewers ran count.
-    let start = guard_snapshot(&ws, &task, &change.scope).await?;
+    // changes made while the reviewers ran count. It watches the task's own scope whatever
+    // `--review-scope` says (which may widen it, never narrow it).
+    let guarded = review::guard_scope(&review::scope(&spec, &[], &ws.root.to_string_lossy()), &change.scope);
+    let start = guard_snapshot(&ws, &task, &guarded).await?;
     let mode = request.mode;
     let spawned = crate::review::spawn(
         daemon,
@@ -163,7 +168,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
                 preflight: preflight(&fresh, &entries),
                 files: change.classes.task_changes,
             },
-            baseline: crate::review::Baseline { scope: change.scope, snapshot: start, tree },
+            baseline: crate::review::Baseline { scope: guarded, snapshot: start, tree },
             overrides: crate::review::Overrides {
                 model: p.model.clone(),
                 reasoning: p.codex_reasoning.clone(),
