@@ -1414,6 +1414,7 @@ fn a_reviewers_words_stay_on_their_lines_of_the_review_section() {
     // The contract is the one approved: the task completes, and nothing the reviewer wrote ran.
     env.scafld(&["complete", "rev"]).assert_code(0);
     assert!(!pwned.exists());
+}
 
 /// A criterion whose `Cwd` is a symlink leading out of the workspace is never run there by
 /// build: its result is a failure that says why, and the command does not run; with the

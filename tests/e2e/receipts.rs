@@ -640,6 +640,7 @@ fn a_whole_workspace_scope_is_fingerprinted_and_inside_paths_are_read_as_inside(
     git(&env.work, &["commit", "-qm", "more"]);
     let detail = failed_check(&verify(&env, &["--target", "HEAD", "--material-only"]), "files");
     assert!(detail.contains("other.txt: in scope at HEAD but not signed"), "{detail}");
+}
 
 /// A criterion's `Cwd` must be a folder inside the checkout as it resolves, not only as it is
 /// written: once the folder is a symlink leading out (here a later commit makes it one, and the
