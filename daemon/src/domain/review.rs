@@ -73,7 +73,8 @@ fn entries(spec: &Spec, explicit: &[String], root: &str, keep: impl Fn(&str) -> 
     };
     let mut seen = BTreeSet::new();
     raw.into_iter()
-        .filter(|written| seen.insert(written.clone()))
+        // Blank names nothing; only `.`, `./`, `*` or the workspace's own path mean all of it.
+        .filter(|written| !written.trim().is_empty() && seen.insert(written.clone()))
         .filter_map(|written| {
             let (path, reading) = read_path(&written, root);
             // An empty path is the whole workspace (`.`, `./`, `*`, the workspace's own path).
