@@ -310,6 +310,7 @@ pub(crate) fn next_for(
         daemon.sessions.latest(ws, Some(&spec.front.task_id)).filter(|s| s.result.is_none()).map(|s| s.key.clone());
     next_action(&Facts {
         spec,
+        entries,
         replay: &replay,
         spec_errors,
         stale,

@@ -5,6 +5,7 @@
 //! per line, replies matched by id. Every method is described by a type implementing [`Method`],
 //! so its name, params and result live in exactly one place.
 
+pub mod cli;
 pub mod error;
 pub mod events;
 pub mod methods;

@@ -9,6 +9,7 @@ mod gate;
 mod harden;
 mod identity;
 mod lsp;
+mod next;
 mod output;
 mod providers;
 mod real_clis;

@@ -154,7 +154,8 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     assert_eq!(envelope["result"]["open_blockers"], 1);
     let human = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
     assert_eq!(human["review_gate"], "fail");
-    assert_eq!(human["next_command"], "scafld build rev");
+    // Nothing to re-run until the work changes: the handoff, which lists the findings, first.
+    assert_eq!(human["next_command"], "scafld handoff rev");
     assert_eq!(human["next_action"]["action"], "repair");
     assert_eq!(human["review"]["findings"][0]["id"], "greeting-ignored");
     let handoff = env.scafld(&["handoff", "rev"]).stdout;
@@ -172,6 +173,7 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
 
     // Repair, rerun acceptance (build goes back through final acceptance), review again: verify mode.
     std::fs::write(env.work.join("src/lib.rs"), "pub fn greet(name: &str) -> &str { name }\n").unwrap();
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["next_command"], "scafld build rev");
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
     let verify = pass().replace("\"discover\"", "\"verify\"");
     let passing = reviewer(&env, "pass-verify", &verify, "");

@@ -809,3 +809,21 @@ fn command_path(args: &[OsString]) -> String {
     }
     path.join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The daemon spells a task's review command from `REVIEW_SUBCOMMANDS` (`--task <id>` for
+    /// an id equal to one): the list must be exactly the subcommands `scafld review` has.
+    #[test]
+    fn the_protocol_knows_every_review_subcommand() {
+        let cli = super::Cli::command();
+        let review = cli.find_subcommand("review").expect("a review command");
+        let mut ours: Vec<&str> = review.get_subcommands().map(|c| c.get_name()).collect();
+        let mut listed = scafld_protocol::cli::REVIEW_SUBCOMMANDS.to_vec();
+        ours.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(ours, listed);
+    }
+}

@@ -87,7 +87,9 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String
             let criteria = spec.acceptance.criteria.iter().filter(|c| stale.contains_key(&c.id)).cloned().collect();
             Ok(Step::Run { target: Target::Final, criteria, recheck: recheck(spec) })
         }
-        Some(Status::Review) => Err(format!("{id} is ready for review: run `scafld review {id}`")),
+        Some(Status::Review) => {
+            Err(format!("{id} is ready for review: run `{}`", scafld_protocol::cli::review_task(id)))
+        }
         Some(Status::Draft) => {
             Err(format!("build requires an approved task; {id} is a draft: run `scafld approve {id}`"))
         }

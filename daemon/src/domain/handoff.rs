@@ -35,6 +35,8 @@ pub struct Context<'a> {
     pub runs: &'a LastRuns,
     pub next: &'a NextAction,
     pub stale: &'a BTreeMap<String, Stale>,
+    /// A person's reason for rejecting the latest review (manual approval), if they did.
+    pub rejected: Option<&'a str>,
 }
 
 pub fn render(spec: &Spec, cx: &Context<'_>) -> String {
@@ -130,7 +132,17 @@ pub fn render(spec: &Spec, cx: &Context<'_>) -> String {
     }
 
     if spec.review.verdict == "fail" && !spec.review.body.is_empty() {
-        out.push_str("\n## Review Dossier\n\nThe latest review failed; repair these findings, rerun `scafld build`, then review again.\n\n");
+        match cx.rejected {
+            Some(why) => {
+                let _ = write!(
+                    out,
+                    "\n## Review Dossier\n\nA person rejected the latest review: {why}\nChange the work to answer that, rerun `scafld build`, then review again.\n\n"
+                );
+            }
+            None => out.push_str(
+                "\n## Review Dossier\n\nThe latest review failed; repair these findings, rerun `scafld build`, then review again.\n\n",
+            ),
+        }
         for line in &spec.review.body {
             let _ = writeln!(out, "{line}");
         }

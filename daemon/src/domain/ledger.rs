@@ -10,6 +10,7 @@ use crate::domain::lifecycle::Status;
 use crate::domain::next::{Facts, next_action};
 use crate::domain::spec::Spec;
 use crate::domain::spec::budget::{MAX_BLOCKERS, clip};
+use scafld_protocol::vocab::Decision;
 
 /// One dirty or untracked path at approval: porcelain status, content fingerprint, path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,6 +264,9 @@ pub struct Replay {
     pub review: Option<(String, String, Option<serde_json::Value>)>,
     /// Whether nothing newer (a build step, evidence, approval) has superseded that review.
     pub review_current: bool,
+    /// A person's reason for rejecting that review's proposed verdict (manual approval): what
+    /// the repair must answer, as the reviewer's findings are otherwise.
+    pub review_rejected: Option<String>,
     /// A proposed verdict waiting for a human decision (manual approval).
     pub awaiting_approval: Option<String>,
     /// The approved contract (criterion definitions and evidence scope), if approval pinned one.
@@ -303,7 +307,10 @@ pub fn receipt_head(entries: &[LedgerEntry]) -> String {
 
 pub fn replay(entries: &[LedgerEntry]) -> Replay {
     let mut r = Replay::default();
+    // A person's decision, until the review it decided (always the very next entry).
+    let mut decided: Option<(Decision, String)> = None;
     for entry in entries {
+        let decision = decided.take();
         let mark =
             |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
         match &entry.event {
@@ -343,6 +350,7 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             LedgerEvent::Review(RecordedReview { verdict, provider, dossier, .. }) => {
                 r.status = Some(Status::Review);
                 r.review = Some((verdict.clone(), provider.clone(), dossier.clone()));
+                r.review_rejected = decision.filter(|(d, _)| *d == Decision::Reject).map(|(_, why)| why);
                 r.review_current = true;
                 r.awaiting_approval = None;
                 r.failed_attempt = None;
@@ -354,11 +362,13 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             LedgerEvent::WorkspaceBaseline { .. }
             | LedgerEvent::Material { .. }
             | LedgerEvent::Job { .. }
-            | LedgerEvent::ReviewDecision { .. }
             | LedgerEvent::Implementer { .. }
             | LedgerEvent::ReviewOverride { .. }
             | LedgerEvent::Receipt { .. }
             | LedgerEvent::Imported { .. } => {}
+            LedgerEvent::ReviewDecision { decision, reason } => {
+                decided = decision.parse().ok().map(|d| (d, reason.clone()));
+            }
         }
         if matches!(
             entry.event,
@@ -465,7 +475,8 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
         next.front.harden_status = crate::domain::lifecycle::HardenStatus::Overridden.as_str().into();
     }
     if let Some((verdict, provider, dossier)) = &r.review {
-        next.review = crate::domain::review::projection(verdict, provider, dossier.as_ref());
+        next.review =
+            crate::domain::review::projection(verdict, provider, dossier.as_ref(), r.review_rejected.as_deref());
     }
     let cs = &mut next.current_state;
     cs.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());
@@ -494,6 +505,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     // needs IO (stale evidence, a running review).
     let action = next_action(&Facts {
         spec: &next,
+        entries,
         replay: &r,
         spec_errors: 0,
         stale: &Default::default(),
@@ -545,6 +557,37 @@ mod tests {
             material: String::new(),
             redacted: Vec::new(),
         }
+    }
+
+    /// A person's rejection belongs to the review it decided, and to no later one.
+    #[test]
+    fn a_rejection_is_the_reason_of_the_review_it_decided() {
+        let review = |verdict: &str| RecordedReview {
+            verdict: verdict.into(),
+            provider: "command".into(),
+            reason: "r".into(),
+            dossier: None,
+            tree: String::new(),
+            reviewers: Vec::new(),
+        };
+        let decision =
+            |decision: &str| LedgerEvent::ReviewDecision { decision: decision.into(), reason: "in French".into() };
+        let mut entries = vec![
+            entry(1, LedgerEvent::ReviewProposed(review("pass"))),
+            entry(2, decision("reject")),
+            entry(3, LedgerEvent::Review(review("fail"))),
+        ];
+        assert_eq!(replay(&entries).review_rejected.as_deref(), Some("in French"));
+        let text = crate::domain::spec::render::review(&project(&Spec::default(), &entries, "now").review);
+        assert!(text.contains("Verdict: fail\nDecision: a person rejected the proposed verdict: in French"), "{text}");
+        entries.push(entry(4, LedgerEvent::Review(review("pass"))));
+        assert_eq!(replay(&entries).review_rejected, None);
+        entries.extend([
+            entry(5, LedgerEvent::ReviewProposed(review("pass"))),
+            entry(6, decision("accept")),
+            entry(7, LedgerEvent::Review(review("pass"))),
+        ]);
+        assert_eq!(replay(&entries).review_rejected, None);
     }
 
     /// Without its file, a task is sketched from what its ledger ran: phases by number, the

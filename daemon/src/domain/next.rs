@@ -9,10 +9,11 @@ use crate::domain::build;
 use crate::domain::dossier::Dossier;
 use crate::domain::evidence::{self, Stale};
 use crate::domain::harden::PassGap;
-use crate::domain::ledger::Replay;
+use crate::domain::ledger::{LedgerEntry, Replay};
 use crate::domain::lifecycle::{HardenStatus, Status};
-use crate::domain::review::COMPLETING_PROVIDERS;
+use crate::domain::review::{Authority, completion_authority};
 use crate::domain::spec::Spec;
+use scafld_protocol::cli::review_task;
 
 pub use scafld_protocol::methods::{NextAction, NextRole as Role, NextStep as Action};
 
@@ -45,6 +46,8 @@ pub fn word(action: Action) -> &'static str {
 pub struct Facts<'a> {
     /// The spec as its ledger projects it.
     pub spec: &'a Spec,
+    /// The task's ledger (empty for a spec without one), and its replay.
+    pub entries: &'a [LedgerEntry],
     pub replay: &'a Replay,
     /// Structure errors of the spec on disk.
     pub spec_errors: usize,
@@ -356,23 +359,26 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         );
     }
     match r.review.as_ref().filter(|_| r.review_current) {
-        Some((verdict, provider, _)) if verdict == "pass" && !COMPLETING_PROVIDERS.contains(&provider.as_str()) => {
-            next(
-                Role::Reviewer,
-                Action::Review,
-                format!("scafld review {id}"),
-                format!("a `{provider}` review never completes a task; run an independent reviewer"),
-            )
-        }
         // A review run again since the pass that gave no verdict leaves no current review:
-        // `complete` refuses until one does.
+        // `complete` refuses until one does. Otherwise the pass completes the task exactly when
+        // `complete`'s own rule says it does (a `local` member, an untrusted channel: not).
         Some((verdict, _, _)) if verdict == "pass" && r.failed_attempt.is_none() => {
-            next(Role::Human, Action::Complete, format!("scafld complete {id}"), "the review passed")
+            match completion_authority(f.entries) {
+                Authority::Valid { .. } => {
+                    next(Role::Human, Action::Complete, format!("scafld complete {id}"), "the review passed")
+                }
+                Authority::Invalid { reason } => next(
+                    Role::Reviewer,
+                    Action::Review,
+                    review_task(id),
+                    format!("{reason}; run an independent reviewer"),
+                ),
+            }
         }
         Some(_) if r.failed_attempt.is_some() => next(
             Role::Reviewer,
             Action::RetryReview,
-            format!("scafld review {id}"),
+            review_task(id),
             format!(
                 "the last review gave no verdict ({}); run it again",
                 brief(r.failed_attempt.as_deref().unwrap_or_default())
@@ -384,27 +390,36 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
             next(
                 Role::Reviewer,
                 Action::RetryReview,
-                format!("scafld review {id}"),
+                review_task(id),
                 "the workspace changed during the last review, which voids its verdict: review the unchanged tree again",
             )
         }
-        Some(_) => next(
-            Role::Agent,
-            Action::Repair,
-            format!("scafld build {id}"),
-            format!("the review failed: fix its blocking findings (see `scafld handoff {id}`), then rebuild"),
-        ),
+        // A failed review is repaired first: nothing is stale yet (that came first), so a build
+        // now would have nothing to re-run. The handoff shows what to repair; once the work
+        // changes, its evidence is stale and the next action is the build that re-runs it.
+        Some(_) => {
+            let what = match &r.review_rejected {
+                Some(why) => format!("a person rejected the review: \"{}\"; change the work to answer it", brief(why)),
+                None => "the review failed: fix its blocking findings (the handoff lists them)".to_string(),
+            };
+            next(
+                Role::Agent,
+                Action::Repair,
+                format!("scafld handoff {id}"),
+                format!("{what}, then `scafld build {id}` re-runs the evidence"),
+            )
+        }
         None => match &r.failed_attempt {
             Some(why) => next(
                 Role::Reviewer,
                 Action::RetryReview,
-                format!("scafld review {id}"),
+                review_task(id),
                 format!("the last review gave no verdict ({}); run it again", brief(why)),
             ),
             None => next(
                 Role::Reviewer,
                 Action::Review,
-                format!("scafld review {id}"),
+                review_task(id),
                 "the build finished: an independent reviewer judges it",
             ),
         },

@@ -242,10 +242,20 @@ pub fn classify(changed: &[String], baseline: &[BaselinePath], scope: &[String])
     out
 }
 
-/// The `## Review` section for the latest accepted review.
-pub fn projection(verdict: &str, provider: &str, dossier: Option<&serde_json::Value>) -> ReviewProjection {
+/// The `## Review` section for the latest accepted review; `rejected`, a person's reason for
+/// rejecting its proposed verdict (manual approval), right under the verdict it decided.
+pub fn projection(
+    verdict: &str,
+    provider: &str,
+    dossier: Option<&serde_json::Value>,
+    rejected: Option<&str>,
+) -> ReviewProjection {
     let mut body = vec!["Status: completed".to_string(), format!("Verdict: {verdict}")];
     let dossier = dossier.and_then(|d| serde_json::from_value::<Dossier>(d.clone()).ok());
+    if let Some(why) = rejected {
+        let proposed = dossier.as_ref().map(|d| format!(" {}", d.verdict)).unwrap_or_default();
+        body.push(clip(&format!("Decision: a person rejected the proposed{proposed} verdict: {why}")));
+    }
     match &dossier {
         Some(d) => {
             body.push(clip(&format!("Mode: {}", d.mode)));
@@ -464,7 +474,7 @@ mod tests {
             "attack_log": [{"target": "t", "attack": "a".repeat(9000), "result": "r"}],
             "budget": {},
         });
-        let section = crate::domain::spec::render::review(&projection("pass", "command", Some(&dossier)));
+        let section = crate::domain::spec::render::review(&projection("pass", "command", Some(&dossier), None));
         assert!(section.len() <= MAX_REVIEW_BYTES, "{}", section.len());
         assert!(section.lines().all(|l| l.len() <= crate::domain::spec::budget::MAX_LINE_VALUE + 20));
         assert!(

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::domain::dossier::{Dossier, Finding, Location};
 
-/// Names a user template may not take: the review subcommands would shadow it.
+/// Names a user template may not take: the review subcommands would shadow it (all of
+/// `scafld_protocol::cli::REVIEW_SUBCOMMANDS` but the built-in templates, which one may override).
 pub const RESERVED: [&str; 9] = ["wait", "retry", "status", "accept", "reject", "list", "history", "result", "run"];
 
 /// Tools a template may allow. Everything else (Edit, Write, ...) is refused: reviews are

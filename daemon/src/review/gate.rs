@@ -121,8 +121,6 @@ pub async fn record_consensus(
     };
     record(daemon, &ws, task, vec![event], "command:review")?;
     let state = if manual { GateState::AwaitingApproval } else { verdict.into() };
-    // A pass by a reviewer that never completes a task (`local`) asks for one that does.
-    let completes = provider == "consensus" || crate::domain::review::COMPLETING_PROVIDERS.contains(&provider.as_str());
     let review = m::TaskReviewResult {
         task_id: task.to_string(),
         job_id: None,
@@ -135,8 +133,7 @@ pub async fn record_consensus(
         findings: dossier.findings.iter().filter_map(|f| serde_json::to_value(f).ok()).collect(),
         next_command: match (manual, verdict) {
             (true, _) => format!("scafld review accept {task} --reason R (or: scafld review reject {task} --reason R)"),
-            (false, Verdict::Pass) if completes => format!("scafld complete {task}"),
-            (false, Verdict::Pass) => format!("scafld review {task}"),
+            (false, Verdict::Pass) => after_pass(daemon, &ws, task)?,
             (false, Verdict::Fail) => format!("scafld handoff {task}"),
         },
         context: None,
@@ -144,6 +141,17 @@ pub async fn record_consensus(
         gate: Some(state),
     };
     Ok(Gate { state, review: Some(review), guard_issue })
+}
+
+/// What follows a pass just recorded: `complete` when `complete`'s own rule (the completion
+/// authority walk) lets it close the task, else another review (a `local` member, say, never
+/// completes one).
+pub(crate) fn after_pass(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<String> {
+    let entries = daemon.store().ledger(&ws.id, task).map_err(|e| RpcError::internal(e.to_string()))?;
+    Ok(match review::completion_authority(&entries) {
+        Authority::Valid { .. } => format!("scafld complete {task}"),
+        Authority::Invalid { .. } => scafld_protocol::cli::review_task(task),
+    })
 }
 
 /// Why a session that left the workspace alone has no verdict to record (no reviewer ran, or
@@ -408,7 +416,7 @@ pub(crate) fn completion(
             ErrorKind::ReviewFailed,
             format!("cannot complete {task}: the files in its scope changed after the review passed"),
         )
-        .with_hint(format!("run `scafld build {task}` and `scafld review {task}` again")));
+        .with_hint(format!("run `scafld build {task}` and `{}` again", scafld_protocol::cli::review_task(task))));
     }
     match review::completion_authority(entries) {
         Authority::Valid { provider, review_entry, .. } => Ok((provider, review_entry)),

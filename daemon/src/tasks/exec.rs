@@ -762,6 +762,11 @@ impl BuildRun {
                 .map(|(id, _)| id.clone())
                 .collect();
             let message = match status {
+                // The spec left its approved contract while the step ran (a criterion edited):
+                // that, not the commands, is why its evidence does not stand, as the next says.
+                Status::Review if next.action == crate::domain::next::Action::AmendContract => {
+                    format!("build completed, but the spec changed while it ran: {}", next.reason)
+                }
                 _ if !rewriting.is_empty() => {
                     let changed = stale.values().find_map(|why| match why {
                         evidence::Stale::RewritesOwnScope { changed, .. } if !changed.is_empty() => {

@@ -71,6 +71,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
     // review included); a finished task's next action is its lifecycle's.
     let next_action = crate::domain::next::next_action(&crate::domain::next::Facts {
         spec: &spec,
+        entries,
         replay: &replay,
         spec_errors: 0,
         stale: &stale,
@@ -176,16 +177,24 @@ fn unprojectable(entry: &LoadedSpec, entries: &[LedgerEntry]) -> Option<String> 
     })
 }
 
-/// Verdict, provider, summary and findings of the latest accepted review.
+/// Verdict, provider, summary and findings of the latest accepted review, and a person's
+/// reason for rejecting its proposed verdict (`rejected`, manual approval) when they did.
 fn latest_review(entries: &[LedgerEntry]) -> Option<serde_json::Value> {
-    entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Review(RecordedReview { verdict, provider, reason, dossier, .. }) => Some(serde_json::json!({
-            "verdict": verdict,
-            "provider": provider,
-            "summary": dossier.as_ref().and_then(|d| d.get("summary")).cloned().unwrap_or_else(|| reason.clone().into()),
-            "findings": dossier.as_ref().and_then(|d| d.get("findings")).cloned().unwrap_or_else(|| serde_json::json!([])),
-            "entry": e.id(),
-        })),
+    entries.iter().enumerate().rev().find_map(|(i, e)| match &e.event {
+        LedgerEvent::Review(RecordedReview { verdict, provider, reason, dossier, .. }) => {
+            let mut review = serde_json::json!({
+                "verdict": verdict,
+                "provider": provider,
+                "summary": dossier.as_ref().and_then(|d| d.get("summary")).cloned().unwrap_or_else(|| reason.clone().into()),
+                "findings": dossier.as_ref().and_then(|d| d.get("findings")).cloned().unwrap_or_else(|| serde_json::json!([])),
+                "entry": e.id(),
+            });
+            if let Some(why) = crate::domain::ledger::replay(&entries[..=i]).review_rejected {
+                review["rejected"] = why.into();
+                review["proposed_verdict"] = dossier.as_ref().and_then(|d| d.get("verdict")).cloned().unwrap_or_default();
+            }
+            Some(review)
+        }
         _ => None,
     })
 }
@@ -460,7 +469,14 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let digest = entry.parsed.draft_digest.as_deref();
     let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale, digest);
-    let context = handoff::Context { errors: &errors, runs: &runs, next: &next, stale: &fresh.stale };
+    let rejected = crate::domain::ledger::replay(&entries).review_rejected;
+    let context = handoff::Context {
+        errors: &errors,
+        runs: &runs,
+        next: &next,
+        stale: &fresh.stale,
+        rejected: rejected.as_deref(),
+    };
     Ok(m::HandoffResult { task_id: entry.task_id.clone(), markdown: handoff::render(&spec, &context) })
 }
 

@@ -374,7 +374,7 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     });
     let Some(Some(proposed)) = proposal else {
         return Err(RpcError::new(ErrorKind::InvalidState, format!("no review of {task} awaits approval"))
-            .with_hint(format!("run `scafld review {task} --approval manual` first")));
+            .with_hint(format!("run `{} --approval manual` first", scafld_protocol::cli::review_task(&task))));
     };
     // Accepting keeps the proposed verdict (anything but a pass fails); rejecting fails.
     let verdict = match p.decision {
@@ -402,7 +402,7 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
         task_id: task.clone(),
         decision: p.decision,
         next_command: match verdict {
-            Verdict::Pass => format!("scafld complete {task}"),
+            Verdict::Pass => crate::review::gate::after_pass(daemon, &ws, &task)?,
             Verdict::Fail => format!("scafld handoff {task}"),
         },
         verdict,

@@ -210,6 +210,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
     let mut next = spec.clone();
     let action = crate::domain::next::next_action(&crate::domain::next::Facts {
         spec: &spec,
+        entries: &[],
         replay: &Default::default(),
         spec_errors: 0,
         stale: &Default::default(),

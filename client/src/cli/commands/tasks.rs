@@ -185,13 +185,24 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             let _ = writeln!(text, "changed since that evidence ran: {}", s.stale_changes.join(", "));
         }
         if let Some(review) = &s.review {
-            let _ = writeln!(
-                text,
-                "review: {} by {} - {}",
+            let (verdict, provider, summary) = (
                 review["verdict"].as_str().unwrap_or(""),
                 review["provider"].as_str().unwrap_or(""),
-                review["summary"].as_str().unwrap_or("")
+                review["summary"].as_str().unwrap_or(""),
             );
+            match review["rejected"].as_str() {
+                // Manual approval: the reviewer proposed, a person decided.
+                Some(why) => {
+                    let proposed = review["proposed_verdict"].as_str().unwrap_or("");
+                    let _ = writeln!(
+                        text,
+                        "review: {verdict}, rejected by a person: {why} ({provider} proposed {proposed} - {summary})"
+                    );
+                }
+                None => {
+                    let _ = writeln!(text, "review: {verdict} by {provider} - {summary}");
+                }
+            }
             text.push_str(&findings_text(review["findings"].as_array().map(Vec::as_slice).unwrap_or_default()));
         }
         let _ = write!(text, "next: {} ({})", s.next_action.command, s.next_action.reason);

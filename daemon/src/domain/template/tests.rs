@@ -192,3 +192,13 @@ fn verdicts_combine_and_template_findings_reach_the_gate() {
     let normalized = crate::domain::dossier::normalize(d, &request);
     assert_eq!(crate::domain::dossier::validate(&normalized, &request), Vec::<String>::new(), "a valid dossier");
 }
+
+/// The names a user template may not take are the `review` subcommands a template could not
+/// override: all of them but the built-in templates' own.
+#[test]
+fn reserved_names_are_the_review_subcommands_but_the_built_ins() {
+    let builtins: Vec<&str> = BUILTINS.iter().map(|(name, _)| *name).collect();
+    let expected: Vec<&str> =
+        scafld_protocol::cli::REVIEW_SUBCOMMANDS.into_iter().filter(|w| !builtins.contains(w)).collect();
+    assert_eq!(RESERVED.to_vec(), expected);
+}

@@ -1,0 +1,232 @@
+//! Following the next action through the real binaries: every command `status` names is run
+//! as printed, and none is refused, in the cases where one was: a task named like a `review`
+//! subcommand, a criterion edited while its build step runs, a consensus with a `local` member,
+//! a consensus of `command` and a worker, and a review a person rejected.
+
+use scafld_tests::{TestEnv, git, wait_until};
+use serde_json::Value;
+
+use crate::review::{pass, reviewer};
+
+/// A git repository with a scafld workspace whose reviews need one attack angle.
+fn workspace(env: &TestEnv) {
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join("README.md"), "# project\n").unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
+        .unwrap();
+}
+
+/// Task `id` approved: one phase on `greet.txt` whose criterion is `command`.
+fn approved(env: &TestEnv, id: &str, command: &str) {
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: {id}\nstatus: draft\nharden_status: not_run\n---\n\n# Greet\n\n## Summary\n\nA greeting.\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: Write\n\nObjective: write it.\n\nAcceptance:\n- [ ] `a1` test - says hello\n  - Command: `{command}`\n"
+    );
+    std::fs::write(env.work.join(format!(".scafld/specs/drafts/{id}.md")), spec).unwrap();
+    env.scafld(&["approve", "--task", id, "--reason", "next tests"]).assert_code(0);
+}
+
+fn status(env: &TestEnv, task: &str) -> Value {
+    env.scafld(&["status", "--task", task, "--json"]).json()["result"].clone()
+}
+
+/// A command line as `next` prints it, in words (`"why"` is one word).
+fn words(command: &str) -> Vec<String> {
+    let (mut words, mut word, mut quoted) = (Vec::new(), String::new(), false);
+    for c in command.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => words.extend((!word.is_empty()).then(|| std::mem::take(&mut word))),
+            c => word.push(c),
+        }
+    }
+    words.extend((!word.is_empty()).then_some(word));
+    words
+}
+
+/// Run `status`'s next action for `task` as printed (a review with `script` as its `command`
+/// reviewer) and return the command and its answer: it must not be refused.
+fn follow(env: &TestEnv, task: &str, script: &str) -> (String, Value) {
+    let next = status(env, task)["next_action"].clone();
+    let command = next["command"].as_str().unwrap().to_string();
+    let mut args = words(&command);
+    assert_eq!(args.remove(0), "scafld", "{next}");
+    if matches!(next["action"].as_str(), Some("review" | "retry_review")) {
+        args.extend(["--provider", "command", "--provider-command", script].map(String::from));
+    }
+    args.push("--json".into());
+    let run = env.scafld(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(run.code, 0, "following `{command}` ({}) was refused:\n{}{}", next["reason"], run.stdout, run.stderr);
+    (command, run.json()["result"].clone())
+}
+
+/// Follow the next action until the task is done; the commands followed.
+fn follow_to_done(env: &TestEnv, task: &str, script: &str) -> Vec<String> {
+    let mut followed = Vec::new();
+    while status(env, task)["next_action"]["action"] != "done" {
+        assert!(followed.len() < 8, "no end in sight: {followed:?}");
+        followed.push(follow(env, task, script).0);
+    }
+    followed
+}
+
+/// A task whose id is a `review` subcommand word (`status` would run `review status`, `code` a
+/// template review of the tree) is named with `--task` wherever its review is the next step.
+#[test]
+fn a_task_named_like_a_review_subcommand_is_reviewed_by_its_next_action() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    let script = reviewer(&env, "pass", &pass(), "");
+    for id in ["code", "status", "wait"] {
+        approved(&env, id, "grep -q 'hello, world' greet.txt");
+        let followed = follow_to_done(&env, id, &script);
+        let review = format!("scafld review --task {id}");
+        assert_eq!(
+            followed,
+            [
+                format!("scafld build {id}"),
+                format!("scafld build {id}"),
+                review.clone(),
+                format!("scafld complete {id}")
+            ]
+        );
+    }
+    // Every surface spells it so: the build's answer, the handoff, the spec's follow-up.
+    approved(&env, "list", "grep -q 'hello, world' greet.txt");
+    env.scafld(&["build", "--task", "list"]).assert_code(0);
+    let built = env.scafld(&["build", "--task", "list", "--json"]).json()["result"].clone();
+    assert_eq!(built["next_command"], "scafld review --task list", "{built}");
+    let handoff = env.scafld(&["handoff", "--task", "list"]).stdout;
+    assert!(handoff.contains("Next: `scafld review --task list`"), "{handoff}");
+    let spec = std::fs::read_to_string(env.work.join(".scafld/specs/active/list.md")).unwrap();
+    assert!(spec.contains("Allowed follow-up command: `scafld review --task list`"), "{spec}");
+}
+
+/// A criterion edited while its step runs: the step's answer names the changed contract (not
+/// commands that changed files), as its next action and `status` do, and following it works.
+#[test]
+fn a_criterion_edited_during_its_build_step_is_named_as_the_contract_change() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    let (started, go) = (env.path("started"), env.path("go"));
+    let command = format!(
+        "grep -q 'hello, world' greet.txt && touch {} && i=0 && while [ ! -f {} ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done",
+        started.display(),
+        go.display()
+    );
+    approved(&env, "greet", &command);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    let step = env.scafld_command(&["build", "greet", "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    wait_until("the criterion to run", || started.exists());
+    let path = env.work.join(".scafld/specs/active/greet.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("i=$((i+1)); done`", "i=$((i+1)); done && true`")).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let output = step.wait_with_output().unwrap();
+    let built = scafld_tests::Run::from(output);
+    built.assert_code(0);
+    let result = built.json()["result"].clone();
+    let message = result["message"].as_str().unwrap();
+    assert!(message.contains("the spec changed while it ran") && message.contains("`a1` changed"), "{result}");
+    assert!(!message.contains("its commands changed files"), "{result}");
+    let s = status(&env, "greet");
+    assert_eq!(s["next_action"]["action"], "amend_contract", "{s}");
+    assert_eq!(result["next_command"], s["next_action"]["command"], "{result}\n{s}");
+
+    let script = reviewer(&env, "pass", &pass(), "");
+    let followed = follow_to_done(&env, "greet", &script);
+    assert_eq!(
+        followed,
+        [
+            "scafld approve greet --amend --reason \"why\"",
+            "scafld build greet",
+            "scafld review greet",
+            "scafld complete greet"
+        ]
+    );
+}
+
+/// A consensus with a `local` member passes but cannot complete the task: its own next action
+/// is another review, as `status` says, never the `complete` that would refuse it.
+#[test]
+fn a_passing_consensus_with_a_local_member_asks_for_another_review() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q 'hello, world' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    let script = reviewer(&env, "pass", &pass(), "");
+    let args = ["review", "greet", "--reviewers", "command,local", "--provider-command", &script, "--json"];
+    let review = env.scafld(&args);
+    review.assert_code(0);
+    let result = review.json()["result"].clone();
+    let own = result.get("review").unwrap_or(&result)["next_command"].clone();
+    assert_eq!(own, "scafld review greet", "{result}");
+    assert_eq!(status(&env, "greet")["next_action"]["command"], own);
+    let followed = follow_to_done(&env, "greet", &script);
+    assert_eq!(followed, ["scafld review greet", "scafld complete greet"]);
+}
+
+/// A unanimous pass of `command` and a worker is what `complete` accepts, so it is what the
+/// next action says.
+#[test]
+fn a_passing_consensus_of_command_and_a_worker_completes() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q 'hello, world' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    let script = reviewer(&env, "pass", &pass(), "");
+    let args =
+        ["review", "greet", "--reviewers", "command,worker", "--provider-command", &script, "--detach", "--json"];
+    let spawned = env.scafld(&args);
+    spawned.assert_code(0);
+    let key = spawned.json()["result"]["session_key"].as_str().unwrap().to_string();
+    let worker = ["worker", "--provider", "command", "--provider-command", &script, "--once", "--timeout", "30"];
+    env.scafld(&worker).assert_code(0);
+    env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "30"]).assert_code(0);
+    let s = status(&env, "greet");
+    assert_eq!(s["review"]["provider"], "consensus", "{s}");
+    assert_eq!(follow_to_done(&env, "greet", &script), ["scafld complete greet"]);
+}
+
+/// A person rejects a passing review (manual approval): their reason is what `status` and the
+/// handoff show to act on, and the next action never sends a build that has nothing to re-run.
+#[test]
+fn a_rejected_review_shows_the_reason_and_its_next_action_works() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q 'hello' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    let script = reviewer(&env, "pass", &pass(), "");
+    let args = ["review", "greet", "--approval", "manual", "--provider", "command", "--provider-command", &script];
+    env.scafld(&args).assert_code(0);
+    let why = "the greeting must be in French";
+    let rejected = env.scafld(&["review", "reject", "greet", "--reason", why, "--json"]);
+    rejected.assert_code(0);
+    let s = status(&env, "greet");
+    assert_eq!(rejected.json()["result"]["next_command"], s["next_action"]["command"], "{s}");
+    assert_eq!(s["next_action"]["command"], "scafld handoff greet", "{s}");
+    assert!(s["next_action"]["reason"].as_str().unwrap().contains(why), "{s}");
+    assert_eq!((&s["review"]["verdict"], &s["review"]["rejected"]), (&Value::from("fail"), &Value::from(why)), "{s}");
+    let text = env.scafld(&["status", "greet"]).stdout;
+    assert!(text.contains(&format!("review: fail, rejected by a person: {why}")), "{text}");
+    let (_, handoff) = follow(&env, "greet", &script);
+    let handoff = handoff["markdown"].as_str().unwrap();
+    assert!(handoff.contains(&format!("A person rejected the latest review: {why}")), "{handoff}");
+    let spec = std::fs::read_to_string(env.work.join(".scafld/specs/active/greet.md")).unwrap();
+    assert!(spec.contains(&format!("Decision: a person rejected the proposed pass verdict: {why}")), "{spec}");
+
+    // The work changes to answer it: its evidence re-runs, a review judges it, it completes.
+    std::fs::write(env.work.join("greet.txt"), "hello, world\nbonjour, le monde\n").unwrap();
+    let followed = follow_to_done(&env, "greet", &script);
+    assert_eq!(followed, ["scafld build greet", "scafld review greet", "scafld complete greet"]);
+}
