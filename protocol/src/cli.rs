@@ -1,5 +1,6 @@
 //! Words of the `scafld` command line that the daemon writes into the commands it suggests:
-//! the `review` subcommands, which a task id spelt the same must not be read as.
+//! the `review` subcommands, which a task id spelt the same must not be read as, and any value
+//! that a shell would otherwise split or run (a criterion id is free text in a spec).
 //!
 //! The client's clap grammar declares the subcommands (a client test holds it to this list);
 //! the daemon uses the list to spell a task's review command so that following it reviews the
@@ -19,9 +20,36 @@ pub fn review_task(id: &str) -> String {
     }
 }
 
+/// `value` as one word of a POSIX shell command line: as it is when it holds only characters no
+/// shell treats specially, else single-quoted (a `'` inside written `'\''`).
+pub fn shell_word(value: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-.,:/@%+=".contains(c);
+    if !value.is_empty() && value.chars().all(plain) {
+        return value.into();
+    }
+    format!("'{}'", value.replace('\'', r"'\''")).into()
+}
+
+/// The command a person runs to record a manual criterion's evidence (passing, as suggested).
+pub fn manual_evidence(task: &str, criterion: &str) -> String {
+    format!(
+        "scafld build {task} --criterion {} --disposition pass --reason \"what was checked\"",
+        shell_word(criterion)
+    )
+}
+
 #[cfg(test)]
 mod tests {
-    use super::review_task;
+    use super::{review_task, shell_word};
+
+    #[test]
+    fn a_value_a_shell_would_split_or_run_is_quoted() {
+        assert_eq!(shell_word("m1"), "m1");
+        assert_eq!(shell_word("ui/check-2.1"), "ui/check-2.1");
+        assert_eq!(shell_word("check it;touch pwned;echo"), "'check it;touch pwned;echo'");
+        assert_eq!(shell_word("it's $(x)"), r"'it'\''s $(x)'");
+        assert_eq!(shell_word(""), "''");
+    }
 
     #[test]
     fn a_subcommand_word_is_named_with_task() {

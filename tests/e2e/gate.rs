@@ -529,6 +529,34 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
     assert_eq!(status(&env)["status"], "review");
 }
 
+/// A criterion id is free text: every command that names one quotes it as one shell word, so
+/// the printed next runs as printed and never runs a part of the id.
+#[test]
+fn a_manual_criterion_id_a_shell_would_split_is_quoted_in_every_command_naming_it() {
+    let env = TestEnv::new();
+    let pwned = env.path("pwned");
+    let id = format!("check it;touch {};echo", pwned.display());
+    let phase = format!("- [ ] `{id}` manual - a person checks\n- [ ] `a1` test - runs\n  - Command: `true`\n");
+    opened(&env, "docs/copy.md", &phase);
+    env.scafld(&["build", "rev"]).assert_code(3);
+    let command = status(&env)["next_action"]["command"].as_str().unwrap().to_string();
+    let quoted = format!("--criterion '{id}'");
+    assert!(command.contains(&quoted), "{command}");
+    assert!(env.scafld(&["handoff", "rev"]).stdout.contains(&quoted));
+    assert!(spec_text(&env).contains(&quoted), "{}", spec_text(&env));
+    // What a shell makes of the printed command: the words after `scafld`, run as given.
+    let words = std::process::Command::new("sh")
+        .args(["-c", &format!("set -- {}; printf '%s\\0' \"$@\"", command.trim_start_matches("scafld "))])
+        .output()
+        .unwrap();
+    let words: Vec<String> =
+        String::from_utf8(words.stdout).unwrap().split_terminator('\0').map(str::to_string).collect();
+    assert!(!pwned.exists(), "the shell ran part of the id");
+    let args: Vec<&str> = words.iter().map(String::as_str).collect();
+    env.scafld(&args).assert_code(0);
+    assert_eq!(status(&env)["status"], "review");
+}
+
 /// A person's evidence gone stale: once `build` has re-checked it, the spec's Current State
 /// says what `status` says (the person records the evidence again, and it blocks the step),
 /// not that the phase failed and needs a repair.

@@ -107,7 +107,7 @@ pub fn render(spec: &Spec, cx: &Context<'_>) -> String {
                     "- `{}` {} (manual)\n  - Needs a person's evidence: `scafld build {id} --criterion {} --disposition pass|fail --reason \"what was checked\"`",
                     c.id,
                     c.display_title(),
-                    c.id
+                    scafld_protocol::cli::shell_word(&c.id)
                 );
                 continue;
             }

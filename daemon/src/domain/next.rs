@@ -241,7 +241,7 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
             return next(
                 Role::Human,
                 Action::RecordManualEvidence,
-                format!("scafld build {id} --criterion {first} --disposition pass --reason \"what was checked\""),
+                scafld_protocol::cli::manual_evidence(id, first),
                 format!(
                     "a person judged {} failing: once that is repaired (see `scafld handoff {id}`), they record it again",
                     ids(&judged_failing)
@@ -310,7 +310,7 @@ fn record_manual(id: &str, first: &str, manual: &[String]) -> NextAction {
     next(
         Role::Human,
         Action::RecordManualEvidence,
-        format!("scafld build {id} --criterion {first} --disposition pass --reason \"what was checked\""),
+        scafld_protocol::cli::manual_evidence(id, first),
         format!("{} need(s) a person's evidence (pass or fail)", ids(manual)),
     )
 }

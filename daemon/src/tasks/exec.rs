@@ -948,7 +948,8 @@ impl BuildRun {
                 evidence::ManualResult::Waiting { superseded } => {
                     let reason = format!(
                         "needs a person's evidence: `scafld build {} --criterion {} --disposition pass|fail --reason R`",
-                        self.task, criterion.id
+                        self.task,
+                        scafld_protocol::cli::shell_word(&criterion.id)
                     );
                     if superseded {
                         let waiting = Observed {
