@@ -241,3 +241,49 @@ fn doctor_reports_the_reviewer_clis_and_their_versions() {
     assert_eq!(run.code, 1, "a FAIL row makes doctor exit 1: {}", run.stdout);
     assert_eq!(doc["ok"], false);
 }
+
+#[test]
+fn doctor_leaves_nothing_a_version_check_started_running() {
+    let env = TestEnv::new();
+    let bin = env.path("doctor-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // Answers, and leaves a child behind that holds its output open.
+    let pid_file = env.path("left.pid");
+    std::fs::write(
+        bin.join("claude"),
+        format!(
+            "#!/bin/sh
+sleep 300 &
+echo $! > {}
+echo '2.1.197 (Claude Code)'
+",
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(bin.join("claude")).status().unwrap();
+    let mut doctor = env
+        .scafld_command(&["doctor", "--json"])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let exited = scafld_tests::wait_for_exit(&mut doctor, std::time::Duration::from_secs(30));
+    if exited.is_none() {
+        let _ = doctor.kill();
+    }
+    let left: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let alive = std::path::Path::new(&format!("/proc/{left}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{left}/stat")).unwrap_or_default().contains(") Z ");
+    if alive {
+        let _ = Command::new("kill").arg("-9").arg(left.to_string()).status();
+    }
+    assert!(exited.is_some(), "doctor waited on the output a left-behind child holds");
+    assert!(!alive, "doctor left the version check's child running");
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut doctor.stdout.take().unwrap(), &mut out).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let claude =
+        doc["result"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "reviewer claude").unwrap().clone();
+    assert_eq!(claude["health"], "ok", "{claude}");
+}

@@ -98,27 +98,36 @@ fn checks(ctx: &Context) -> Vec<Check> {
     out
 }
 
-/// The first line a program prints for `--version`, bounded in time.
+/// The first line a program prints for `--version`, bounded in time. It runs in a process group
+/// of its own, killed whole once it has answered or run out of time: nothing it started stays
+/// behind, and nothing left holding its output keeps the read waiting.
 fn version_of(program: &Path) -> Result<String, String> {
+    use std::os::unix::process::CommandExt;
     let mut child = Command::new(program)
         .arg("--version")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .map_err(|e| e.to_string())?;
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    let kill_group = || {
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    };
     let started = Instant::now();
     loop {
         if child.try_wait().map_err(|e| e.to_string())?.is_some() {
             break;
         }
         if started.elapsed() > VERSION_TIMEOUT {
-            let _ = child.kill();
+            kill_group();
             let _ = child.wait();
             return Err(format!("`--version` did not answer within {} s", VERSION_TIMEOUT.as_secs()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    kill_group();
     let output = child.wait_with_output().map_err(|e| e.to_string())?;
     let text = String::from_utf8_lossy(&output.stdout);
     text.lines()
