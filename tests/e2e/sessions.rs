@@ -413,6 +413,9 @@ fn manual_approval_waits_for_a_human_accept_or_reject() {
     assert_eq!(first.json()["result"]["gate"], "awaiting_approval");
     let status = env.scafld(&["status", "rev", "--json"]).json();
     assert_eq!(status["result"]["review_gate"], "awaiting_approval");
+    // The review's own next is the command status gives, runnable as printed.
+    assert_eq!(first.json()["result"]["next_command"], status["result"]["next_command"]);
+    assert_eq!(status["result"]["next_command"], "scafld review accept rev --reason \"why\"");
     let refused = env.scafld(&["complete", "rev", "--json"]);
     refused.assert_code(4);
     assert!(refused.json()["error"]["message"].as_str().unwrap().contains("awaits approval"));

@@ -132,7 +132,8 @@ pub async fn record_consensus(
         open_blockers: dossier.open_blockers(),
         findings: dossier.findings.iter().filter_map(|f| serde_json::to_value(f).ok()).collect(),
         next_command: match (manual, verdict) {
-            (true, _) => format!("scafld review accept {task} --reason R (or: scafld review reject {task} --reason R)"),
+            // A command that runs as printed, as `status` gives it (rejecting is the other way).
+            (true, _) => format!("scafld review accept {task} --reason \"why\""),
             (false, Verdict::Pass) => after_pass(daemon, &ws, task)?,
             (false, Verdict::Fail) => format!("scafld handoff {task}"),
         },
