@@ -424,7 +424,7 @@ pub(crate) fn completion(
         Authority::Invalid { reason } => {
             let next = next();
             Err(RpcError::new(ErrorKind::ReviewFailed, format!("cannot complete {task}: {reason}")).with_hint(format!(
-                "a passing review from codex, claude, gemini, command or an audited human override is needed; next: `{}` ({})",
+                "a passing review from codex, claude, gemini, command, a lease-holding worker, a consensus with no `local` member, or an audited human override is needed; next: `{}` ({})",
                 next.command, next.reason
             )))
         }
