@@ -296,6 +296,10 @@ fn print_context_prints_the_packet_and_records_nothing() {
     assert!(run.stdout.contains("## Project Context: AGENTS.md") && run.stdout.contains("keep functions small"));
     assert!(run.stdout.contains("- file `AGENTS.md` sha256="));
     assert_eq!(ledger_types(&env).len(), before);
+    // Printing runs nothing: it is no way to record a person's review either.
+    let both = env.scafld(&["review", "rev", "--human-reviewed", "--reason", "read it", "--print-context"]);
+    both.assert_code(2);
+    assert_eq!(ledger_types(&env).len(), before);
 }
 
 #[test]

@@ -225,7 +225,7 @@ pub struct ReviewArgs {
     #[arg(long, value_parser = word::<ReviewMode>())]
     pub mode: Option<ReviewMode>,
     /// Print exactly the packet a provider would receive, and run nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "human_reviewed")]
     pub print_context: bool,
     /// Review again although nothing changed since a failed review.
     #[arg(long)]
