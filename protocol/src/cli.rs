@@ -30,12 +30,15 @@ pub fn shell_word(value: &str) -> std::borrow::Cow<'_, str> {
     format!("'{}'", value.replace('\'', r"'\''")).into()
 }
 
+/// `--criterion=<id>`: joined to its flag, so that an id starting with `-` is read as the
+/// value, not as a flag of its own; quoted as one shell word when it needs to be.
+pub fn criterion_flag(criterion: &str) -> String {
+    format!("--criterion={}", shell_word(criterion))
+}
+
 /// The command a person runs to record a manual criterion's evidence (passing, as suggested).
 pub fn manual_evidence(task: &str, criterion: &str) -> String {
-    format!(
-        "scafld build {task} --criterion {} --disposition pass --reason \"what was checked\"",
-        shell_word(criterion)
-    )
+    format!("scafld build {task} {} --disposition pass --reason \"what was checked\"", criterion_flag(criterion))
 }
 
 #[cfg(test)]

@@ -682,7 +682,7 @@ fn a_manual_criterion_judged_failing_goes_back_to_the_person() {
         env.scafld(&args)
     };
     judge("fail").assert_code(3);
-    let again = "scafld build judged --criterion m1 --disposition pass --reason \"what was checked\"";
+    let again = "scafld build judged --criterion=m1 --disposition pass --reason \"what was checked\"";
     for _ in 0..2 {
         let step = env.scafld(&["build", "judged", "--json"]);
         assert_eq!(step.json()["result"]["next_command"], again, "{}", step.stdout);

@@ -477,11 +477,11 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
     let s = status(&env);
     assert_eq!(s["next_action"]["action"], "record_manual_evidence");
     assert_eq!(s["next_action"]["role"], "human");
-    assert!(s["next_command"].as_str().unwrap().starts_with("scafld build rev --criterion m1 --disposition pass"));
+    assert!(s["next_command"].as_str().unwrap().starts_with("scafld build rev --criterion=m1 --disposition pass"));
     assert!(spec_text(&env).contains("Blockers: `m1` needs manual evidence"), "{}", spec_text(&env));
     let handoff = env.scafld(&["handoff", "rev"]).stdout;
     assert!(
-        handoff.contains("`m1` a person checks the copy (manual)") && handoff.contains("--criterion m1"),
+        handoff.contains("`m1` a person checks the copy (manual)") && handoff.contains("--criterion=m1"),
         "{handoff}"
     );
 
@@ -517,7 +517,7 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
     let persons_turn = |env: &TestEnv| {
         let s = status(env);
         assert_eq!(s["next_action"]["action"], "record_manual_evidence", "{s}");
-        assert!(s["next_command"].as_str().unwrap().starts_with("scafld build rev --criterion m1"), "{s}");
+        assert!(s["next_command"].as_str().unwrap().starts_with("scafld build rev --criterion=m1"), "{s}");
     };
     persons_turn(&env);
     let blocked = env.scafld(&["build", "rev"]);
@@ -529,32 +529,35 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
     assert_eq!(status(&env)["status"], "review");
 }
 
-/// A criterion id is free text: every command that names one quotes it as one shell word, so
-/// the printed next runs as printed and never runs a part of the id.
+/// A criterion id is free text: every command that names one joins it to its flag and quotes it
+/// as one shell word, so the printed next runs as printed: it never runs a part of the id, and
+/// an id that starts with `-` is never read as a flag.
 #[test]
 fn a_manual_criterion_id_a_shell_would_split_is_quoted_in_every_command_naming_it() {
-    let env = TestEnv::new();
-    let pwned = env.path("pwned");
-    let id = format!("check it;touch {};echo", pwned.display());
-    let phase = format!("- [ ] `{id}` manual - a person checks\n- [ ] `a1` test - runs\n  - Command: `true`\n");
-    opened(&env, "docs/copy.md", &phase);
-    env.scafld(&["build", "rev"]).assert_code(3);
-    let command = status(&env)["next_action"]["command"].as_str().unwrap().to_string();
-    let quoted = format!("--criterion '{id}'");
-    assert!(command.contains(&quoted), "{command}");
-    assert!(env.scafld(&["handoff", "rev"]).stdout.contains(&quoted));
-    assert!(spec_text(&env).contains(&quoted), "{}", spec_text(&env));
-    // What a shell makes of the printed command: the words after `scafld`, run as given.
-    let words = std::process::Command::new("sh")
-        .args(["-c", &format!("set -- {}; printf '%s\\0' \"$@\"", command.trim_start_matches("scafld "))])
-        .output()
-        .unwrap();
-    let words: Vec<String> =
-        String::from_utf8(words.stdout).unwrap().split_terminator('\0').map(str::to_string).collect();
-    assert!(!pwned.exists(), "the shell ran part of the id");
-    let args: Vec<&str> = words.iter().map(String::as_str).collect();
-    env.scafld(&args).assert_code(0);
-    assert_eq!(status(&env)["status"], "review");
+    let dir = tempfile::tempdir().unwrap();
+    let pwned = dir.path().join("pwned");
+    for id in [format!("check it;touch {};echo", pwned.display()), "-x".into(), "--reason".into()] {
+        let env = TestEnv::new();
+        let phase = format!("- [ ] `{id}` manual - a person checks\n- [ ] `a1` test - runs\n  - Command: `true`\n");
+        opened(&env, "docs/copy.md", &phase);
+        env.scafld(&["build", "rev"]).assert_code(3);
+        let command = status(&env)["next_action"]["command"].as_str().unwrap().to_string();
+        let flag = format!("--criterion={}", if id.starts_with('-') { id.clone() } else { format!("'{id}'") });
+        assert!(command.contains(&flag), "{command}");
+        assert!(env.scafld(&["handoff", "rev"]).stdout.contains(&flag));
+        assert!(spec_text(&env).contains(&flag), "{}", spec_text(&env));
+        // What a shell makes of the printed command: the words after `scafld`, run as given.
+        let words = std::process::Command::new("sh")
+            .args(["-c", &format!("set -- {}; printf '%s\\0' \"$@\"", command.trim_start_matches("scafld "))])
+            .output()
+            .unwrap();
+        let words: Vec<String> =
+            String::from_utf8(words.stdout).unwrap().split_terminator('\0').map(str::to_string).collect();
+        assert!(!pwned.exists(), "the shell ran part of the id");
+        let args: Vec<&str> = words.iter().map(String::as_str).collect();
+        env.scafld(&args).assert_code(0);
+        assert_eq!(status(&env)["status"], "review", "{id}");
+    }
 }
 
 /// A person's evidence gone stale: once `build` has re-checked it, the spec's Current State
@@ -573,7 +576,7 @@ fn a_stale_manual_criterion_is_the_persons_step_in_the_spec_too() {
     let s = status(&env);
     assert_eq!(s["next_action"]["action"], "record_manual_evidence", "{s}");
     let command = s["next_action"]["command"].as_str().unwrap();
-    assert!(command.starts_with("scafld build rev --criterion m1"), "{s}");
+    assert!(command.starts_with("scafld build rev --criterion=m1"), "{s}");
     let text = spec_text(&env);
     let state = &text[text.find("## Current State").unwrap()..];
     let state = &state[..state[3..].find("\n## ").map_or(state.len(), |end| end + 3)];

@@ -104,10 +104,10 @@ pub fn render(spec: &Spec, cx: &Context<'_>) -> String {
             if b.manual {
                 let _ = writeln!(
                     out,
-                    "- `{}` {} (manual)\n  - Needs a person's evidence: `scafld build {id} --criterion {} --disposition pass|fail --reason \"what was checked\"`",
+                    "- `{}` {} (manual)\n  - Needs a person's evidence: `scafld build {id} {} --disposition pass|fail --reason \"what was checked\"`",
                     c.id,
                     c.display_title(),
-                    scafld_protocol::cli::shell_word(&c.id)
+                    scafld_protocol::cli::criterion_flag(&c.id)
                 );
                 continue;
             }

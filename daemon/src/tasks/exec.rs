@@ -947,9 +947,9 @@ impl BuildRun {
                 }
                 evidence::ManualResult::Waiting { superseded } => {
                     let reason = format!(
-                        "needs a person's evidence: `scafld build {} --criterion {} --disposition pass|fail --reason R`",
+                        "needs a person's evidence: `scafld build {} {} --disposition pass|fail --reason R`",
                         self.task,
-                        scafld_protocol::cli::shell_word(&criterion.id)
+                        scafld_protocol::cli::criterion_flag(&criterion.id)
                     );
                     if superseded {
                         let waiting = Observed {
