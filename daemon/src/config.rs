@@ -217,6 +217,8 @@ pub struct ConfigError {
 
 pub const BASE_FILE: &str = ".scafld/config.yaml";
 pub const LOCAL_FILE: &str = ".scafld/config.local.yaml";
+/// The largest configuration file read (real ones are a few kilobytes).
+const MAX_CONFIG_BYTES: u64 = 8 << 20;
 
 /// `verify.min_independence` from the committed file only: a local file cannot lower what a
 /// receipt must prove (default `isolation_only`).
@@ -248,10 +250,10 @@ pub fn load(root: &Path) -> Result<Config, ConfigError> {
 
 fn read_yaml(root: &Path, file: &str) -> Result<Value, ConfigError> {
     let error = |message: String| ConfigError { file: file.to_string(), message };
-    match std::fs::read_to_string(root.join(file)) {
-        Ok(text) if text.trim().is_empty() => Ok(Value::Null),
-        Ok(text) => serde_saphyr::from_str::<Value>(&text).map_err(|e| error(e.to_string())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Value::Null),
+    match scafld_local::capped::read_text_if_there(&root.join(file), "configuration file", MAX_CONFIG_BYTES) {
+        Ok(Some(text)) if text.trim().is_empty() => Ok(Value::Null),
+        Ok(Some(text)) => serde_saphyr::from_str::<Value>(&text).map_err(|e| error(e.to_string())),
+        Ok(None) => Ok(Value::Null),
         Err(e) => Err(error(e.to_string())),
     }
 }

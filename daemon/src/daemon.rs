@@ -524,7 +524,12 @@ pub enum Opening {
 /// The previously recorded root still exists and still carries `id` in a `.scafld` of its own
 /// (not the one `root` reaches too): `root` is a copy.
 fn is_copy_of(previous_root: &Path, root: &Path, id: &str) -> bool {
-    std::fs::read_to_string(previous_root.join(layout::ID_FILE)).is_ok_and(|text| text.trim() == id)
+    scafld_local::capped::read_text(
+        &previous_root.join(layout::ID_FILE),
+        "workspace id file",
+        layout::MAX_ID_FILE_BYTES,
+    )
+    .is_ok_and(|text| text.trim() == id)
         && !same_scafld(previous_root, root)
 }
 

@@ -15,12 +15,13 @@ use crate::domain::job::JobRecord;
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{Folder, Status};
 use crate::domain::next::MissingSpec;
-use crate::domain::spec::budget::{MAX_SPEC_BYTES, size};
+use crate::domain::spec::budget::MAX_SPEC_BYTES;
 use crate::domain::spec::project::project;
 use crate::domain::spec::{Parsed, Spec, parse, parse_as};
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
 use crate::workspace::specfile::{self, FileId, InPlace, Put};
+use scafld_local::capped::size;
 
 fn internal(e: impl std::fmt::Display) -> RpcError {
     RpcError::internal(e)

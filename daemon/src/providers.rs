@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use scafld_local::capped;
 use scafld_protocol::ErrorKind;
 use serde_json::{Value, json};
 
@@ -654,7 +655,15 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// The user's settings file of a CLI, as JSON (`None` when absent or unreadable).
 fn user_settings(path: &Path) -> Option<Value> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    serde_json::from_slice(&capped::read(path, "settings file", MAX_USER_FILE_BYTES).ok()?).ok()
+}
+
+/// The largest file of a CLI's own the daemon reads (settings, credentials: kilobytes).
+const MAX_USER_FILE_BYTES: u64 = 8 << 20;
+
+/// A provider's answer file, read like its stdout: at most as much as is captured of that.
+fn answer_file(path: &Path) -> Option<String> {
+    capped::read_text(path, "answer file", scafld_local::runner::CAPTURE_CAP as u64).ok()
 }
 
 /// Environment variables of a Claude settings file that choose or authenticate a provider.
@@ -713,7 +722,7 @@ fn gemini_home(scratch: &Path, server: &Value, env: &BTreeMap<String, String>) -
     write_private(&dir.join("settings.json"), &serde_json::to_vec_pretty(&settings)?)?;
     if let Some(user_dir) = &user_dir {
         for name in GEMINI_CREDENTIALS {
-            if let Ok(bytes) = std::fs::read(user_dir.join(name)) {
+            if let Ok(bytes) = capped::read(&user_dir.join(name), "credentials file", MAX_USER_FILE_BYTES) {
                 write_private(&dir.join(name), &bytes)?;
             }
         }
@@ -831,9 +840,7 @@ pub fn interpret_template(
     let raw = match (&invocation.answer, submitted) {
         (Answer::Submission(_), Some(Submitted::TemplateAnswer(value))) => value.to_string(),
         (Answer::Submission(_), _) => stdout.clone(),
-        (Answer::File(path), _) => {
-            std::fs::read_to_string(path).ok().filter(|t| !t.trim().is_empty()).unwrap_or_else(|| stdout.clone())
-        }
+        (Answer::File(path), _) => answer_file(path).filter(|t| !t.trim().is_empty()).unwrap_or_else(|| stdout.clone()),
         (Answer::Stdout, _) => stdout.clone(),
     };
     let answer = match &invocation.answer {
@@ -878,8 +885,7 @@ pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Valu
             Some(Submitted::HardenDossier(value)) => Some(value),
             _ => None,
         },
-        Answer::File(path) => std::fs::read_to_string(path)
-            .ok()
+        Answer::File(path) => answer_file(path)
             .and_then(|text| serde_json::from_str::<Value>(text.trim()).ok())
             .or_else(|| last_json_object(&stdout))
             .map(strip_nulls),
@@ -926,8 +932,8 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
     let parsed =
         match &invocation.answer {
             Answer::Stdout => dossier::parse(&stdout),
-            Answer::File(path) => match std::fs::read_to_string(path) {
-                Ok(text) if !text.trim().is_empty() => {
+            Answer::File(path) => match answer_file(path) {
+                Some(text) if !text.trim().is_empty() => {
                     serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
                         serde_json::from_value::<Dossier>(strip_nulls(v))
                             .map_err(|e| format!("dossier does not match the schema: {e}"))

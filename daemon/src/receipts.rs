@@ -12,7 +12,7 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD
 use ed25519_dalek::{Signer as _, SigningKey};
 use scafld_protocol::receipt::{Body, Downgrade, Envelope, Independence, IndependenceLevel, SIGNATURE_ALG, Signature};
 
-use crate::domain::receipt::{self, TrustedKeys};
+use crate::domain::receipt::{self, MAX_HOST_KEY_BYTES, MAX_TRUSTED_KEYS_BYTES, TrustedKeys};
 
 /// Where the host key lives for a caller: `$SCAFLD_CONFIG_HOME/scafld/keys/receipt-ed25519`,
 /// else under `$XDG_CONFIG_HOME`, else `~/.config`.
@@ -42,7 +42,8 @@ pub fn host_key(path: &Path, create: bool) -> Result<SigningKey, String> {
                     path.display()
                 ));
             }
-            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text =
+                scafld_local::capped::read_text(path, "receipt key", MAX_HOST_KEY_BYTES).map_err(|e| e.to_string())?;
             parse_key(text.trim()).map_err(|e| format!("the receipt key {}: {e}", path.display()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
@@ -106,8 +107,8 @@ pub fn trusted_keys_path(root: &Path) -> PathBuf {
 
 /// Read a trusted keys file.
 pub fn read_trusted_keys(path: &Path) -> Result<TrustedKeys, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read the trusted keys {}: {e}", path.display()))?;
+    let text = scafld_local::capped::read_text(path, "trusted keys file", MAX_TRUSTED_KEYS_BYTES)
+        .map_err(|e| e.to_string())?;
     TrustedKeys::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::TemplateInfo;
 
-use crate::domain::template::{self, Template, TemplateError};
+use crate::domain::template::{self, MAX_TEMPLATE_BYTES, Template, TemplateError};
 use crate::error::RpcError;
 
 const BUILTIN: [(&str, &str); 3] = [
@@ -76,7 +76,7 @@ fn load_checked(root: &Path) -> (Vec<Loaded>, Vec<String>, Vec<Broken>) {
     files.sort();
     for path in files {
         let file = format!("{USER_DIR}/{}", path.file_name().unwrap_or_default().to_string_lossy());
-        let text = std::fs::read_to_string(&path).map_err(|e| TemplateError {
+        let text = scafld_local::capped::read_text(&path, "template", MAX_TEMPLATE_BYTES).map_err(|e| TemplateError {
             file: file.clone(),
             field: String::new(),
             message: e.to_string(),

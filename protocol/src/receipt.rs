@@ -19,6 +19,9 @@ pub const SIGNATURE_ALG: &str = "ed25519";
 /// missing file in its workspace snapshots; never a sha256, so never confused with one.
 pub const DELETED: &str = "deleted";
 
+/// The largest receipt file read (a receipt is a small JSON document: kilobytes).
+pub const MAX_RECEIPT_BYTES: u64 = 8 << 20;
+
 fn is_zero(n: &i64) -> bool {
     *n == 0
 }

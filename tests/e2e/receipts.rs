@@ -699,3 +699,52 @@ fn a_criterion_folder_linked_outside_the_checkout_is_never_run() {
     assert!(detail.contains("criterion `a1`") && detail.contains("leads outside the workspace"), "{detail}");
     assert!(!ran.exists(), "verify ran the signed command outside the checkout");
 }
+
+/// The daemon's pid, from `daemon status`.
+fn daemon_pid(env: &TestEnv) -> u64 {
+    let status = env.scafld(&["daemon", "status", "--json"]);
+    status.json()["result"]["pid"].as_u64().unwrap_or_else(|| panic!("{}", status.stdout))
+}
+
+/// A receipt or keys file that is a device, a FIFO or far too large is refused at once with a
+/// message naming it, the limit and what to do, never read whole or waited on: the daemon stays
+/// up (the same process) and answers the next call.
+#[test]
+fn verify_refuses_a_receipt_or_keys_file_that_is_no_small_regular_file_and_the_daemon_stays_up() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "init"]);
+    let pid = daemon_pid(&env);
+    let quickly = std::time::Duration::from_secs(30);
+    let zero = env.path("zero.json");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let fifo = env.path("fifo.json");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let big = env.path("big.json");
+    std::fs::File::create(&big).unwrap().set_len(1 << 30).unwrap();
+    let limit = "over the 8.0 MiB (8388608 bytes) a receipt may have";
+    for (file, says) in
+        [(&zero, "is a device, not a regular file"), (&fifo, "is a FIFO, not a regular file"), (&big, limit)]
+    {
+        let path = file.display().to_string();
+        let run = env.scafld_within(&["verify", &path, "--target", "HEAD", "--json"], quickly);
+        let detail = failed_check(&run, "receipt");
+        assert!(detail.contains(&format!("the receipt {path} ")) && detail.contains(says), "{detail}");
+        assert!(detail.contains("a receipt is at most 8.0 MiB"), "{detail}");
+        assert_eq!(daemon_pid(&env), pid, "the daemon survived {path}");
+        // `receipt show` (read by the client) refuses it the same way.
+        let shown = env.scafld_within(&["receipt", "show", &path, "--json"], quickly);
+        shown.assert_code(3);
+        assert!(shown.json()["error"]["message"].as_str().unwrap().contains(says), "{}", shown.stdout);
+    }
+    // The trusted keys file: the same refusal, in the check that reads it.
+    for (file, says) in [(&zero, "is a device"), (&fifo, "is a FIFO")] {
+        let path = file.display().to_string();
+        let run = env.scafld_within(&["verify", "--self-check", "--trusted-keys", &path, "--json"], quickly);
+        let checks = run.json()["result"]["checks"].to_string();
+        assert!(checks.contains(&format!("the trusted keys file {path} {says}")), "{checks}");
+        assert_eq!(daemon_pid(&env), pid);
+    }
+}

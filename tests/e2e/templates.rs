@@ -463,3 +463,26 @@ fn a_fail_is_not_ok_a_fenced_answer_reads_and_a_missing_cli_is_named() {
     assert!(error["message"].as_str().unwrap().contains("codex not found on your PATH"), "{error}");
     assert!(error["hint"].as_str().unwrap().contains("npm install -g @openai/codex"), "{error}");
 }
+
+/// A template that is a device or a FIFO (a cloned repository can hold such a symlink) is a
+/// broken template, listed with why, never read: `review list` answers at once and the daemon
+/// stays up.
+#[test]
+fn a_template_that_is_no_regular_file_is_reported_broken_and_never_read() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let pid = |env: &TestEnv| env.scafld(&["daemon", "status", "--json"]).json()["result"]["pid"].clone();
+    let before = pid(&env);
+    let dir = env.work.join(".scafld/templates");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.yaml")).unwrap();
+    assert!(Command::new("mkfifo").arg(dir.join("fifo.yaml")).status().unwrap().success());
+    std::fs::File::create(dir.join("huge.yaml")).unwrap().set_len(9 << 20).unwrap();
+    let run = env.scafld_within(&["review", "list", "--json"], std::time::Duration::from_secs(30));
+    run.assert_code(0);
+    let errors = run.json()["result"]["errors"].to_string();
+    assert!(errors.contains("zero.yaml") && errors.contains("is a device, not a regular file"), "{errors}");
+    assert!(errors.contains("fifo.yaml") && errors.contains("is a FIFO, not a regular file"), "{errors}");
+    assert!(errors.contains("huge.yaml") && errors.contains("a template may have"), "{errors}");
+    assert_eq!(pid(&env), before, "the daemon survived");
+}

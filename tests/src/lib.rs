@@ -207,6 +207,35 @@ impl TestEnv {
         Run::from(self.scafld_command(args).output().expect("run scafld"))
     }
 
+    /// [`TestEnv::scafld`], failing the test (and killing the client) when it has not finished
+    /// `within`: for calls that must answer quickly rather than hang.
+    #[track_caller]
+    pub fn scafld_within(&self, args: &[&str], within: Duration) -> Run {
+        use std::io::Read as _;
+        let mut child =
+            self.scafld_command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run scafld");
+        let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let readers = (
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = out.read_to_end(&mut bytes);
+                bytes
+            }),
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                let _ = err.read_to_end(&mut bytes);
+                bytes
+            }),
+        );
+        let Some(status) = wait_for_exit(&mut child, within) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`scafld {}` did not finish within {within:?}", args.join(" "));
+        };
+        let (stdout, stderr) = (readers.0.join().unwrap(), readers.1.join().unwrap());
+        Run::from(Output { status, stdout, stderr })
+    }
+
     pub fn daemon_command(&self) -> Command {
         let mut command = Command::new(scafldd_bin());
         self.apply_env(&mut command);

@@ -840,7 +840,15 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
                         .into_encoded_bytes(),
                 ),
                 Ok(meta) if meta.is_file() => {
-                    Some(std::fs::read(&full).map_err(|e| format!("cannot read {path}: {e}"))?)
+                    // Streamed (a signed file may be of any size), and only a regular file.
+                    let mut hasher = Sha256::new();
+                    scafld_local::capped::open(&full, "file", u64::MAX).map_err(|e| e.to_string()).and_then(
+                        |mut file| {
+                            std::io::copy(&mut file, &mut hasher).map_err(|e| format!("cannot read {path}: {e}"))
+                        },
+                    )?;
+                    files.insert(path.to_string(), format!("{:x}", hasher.finalize()));
+                    continue;
                 }
                 Ok(_) => None,
             };
@@ -862,6 +870,9 @@ pub struct FilesAt {
     /// Each asked-for file's bytes, `None` when the commit has no such file.
     pub files: Vec<Option<Vec<u8>>>,
 }
+
+/// The largest file [`files_at`] reads (a keys file or a configuration: kilobytes).
+pub const MAX_FILE_AT_BYTES: u64 = 8 << 20;
 
 /// Read `files` (workspace-relative) from the tree of the commit `rev` names, for the workspace
 /// at `root` (which may sit below the repository's top folder).
@@ -887,6 +898,17 @@ pub fn files_at(root: &Path, rev: &str, files: &[&str]) -> Result<FilesAt, Strin
             }
             Err(e) => return Err(format!("cannot read {file} at {rev}: {}", e.message())),
         };
+        // Its size first: a commit is anyone's, and a blob is loaded whole.
+        let size = repo.odb().and_then(|odb| odb.read_header(entry.id())).map(|(size, _)| size as u64);
+        if let Ok(size) = size
+            && size > MAX_FILE_AT_BYTES
+        {
+            return Err(format!(
+                "{file} at {rev} is {}, over the {} it may have; it was not read",
+                scafld_local::capped::size(size),
+                scafld_local::capped::size(MAX_FILE_AT_BYTES)
+            ));
+        }
         let blob = entry
             .to_object(&repo)
             .and_then(|o| o.peel_to_blob())

@@ -12,6 +12,9 @@ use sha2::{Digest, Sha256};
 
 /// Default cap on the required sections' bodies together (`review.context.required_max_bytes`).
 pub const REQUIRED_MAX_BYTES: usize = 131_072;
+/// The largest packet file read back (the daemon writes it within the budgets above, kilobytes
+/// by default; it lies in the workspace, where anything may replace it).
+pub const MAX_PACKET_BYTES: u64 = 64 << 20;
 
 /// What a section was made from.
 pub struct Source {

@@ -17,6 +17,11 @@ use sha2::{Digest, Sha256};
 /// The domain string of the ledger head chain.
 const LEDGER_DOMAIN: &str = "scafld-ledger-v1";
 
+/// The largest trusted keys file read (a small JSON document: a few hundred bytes a key).
+pub const MAX_TRUSTED_KEYS_BYTES: u64 = 8 << 20;
+/// The largest host key file read (base64 of at most 64 bytes, and a newline).
+pub const MAX_HOST_KEY_BYTES: u64 = 64 << 10;
+
 /// Compact JSON with object keys in byte order and strings escaped as Go's encoding/json
 /// escapes them (`<`, `>`, `&`, U+2028 and U+2029 as `\u` escapes): the bytes both tools sign.
 pub fn canonical_json(value: &Value) -> String {

@@ -12,6 +12,9 @@ use serde_json::Value;
 
 use crate::domain::dossier::{Dossier, Finding, Location};
 
+/// The largest template file read: as large as a spec may be.
+pub const MAX_TEMPLATE_BYTES: u64 = super::spec::budget::MAX_SPEC_BYTES;
+
 /// Names a user template may not take: the review subcommands would shadow it (all of
 /// `scafld_protocol::cli::REVIEW_SUBCOMMANDS` but the built-in templates, which one may override).
 pub const RESERVED: [&str; 9] = ["wait", "retry", "status", "accept", "reject", "list", "history", "result", "run"];

@@ -213,8 +213,12 @@ async fn run_external(
     // reviewers); the others read the session's.
     let packet = match template {
         Some((t, job)) => template::packet(t, &t.build_prompt(&job.inputs)),
-        None => std::fs::read_to_string(&session.packet_path)
-            .map_err(|e| internal(format!("cannot read the review packet: {e}")))?,
+        None => scafld_local::capped::read_text(
+            std::path::Path::new(&session.packet_path),
+            "review packet",
+            crate::domain::packet::MAX_PACKET_BYTES,
+        )
+        .map_err(|e| internal(e.to_string()))?,
     };
     let expect = match template {
         Some((t, _)) => providers::Expect::Template(t),

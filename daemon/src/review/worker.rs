@@ -134,9 +134,12 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
     let config = ws.config().map_err(|e| give_back(e.into()))?;
     let seconds = p.lease_seconds.unwrap_or(config.review.workers.lease_seconds).max(1);
     let resume = consensus::briefing(&session.files, &work.checkpoint);
-    let packet = std::fs::read_to_string(&session.packet_path).map_err(|e| {
-        give_back(RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the review packet: {e}")))
-    })?;
+    let packet = scafld_local::capped::read_text(
+        std::path::Path::new(&session.packet_path),
+        "review packet",
+        crate::domain::packet::MAX_PACKET_BYTES,
+    )
+    .map_err(|e| give_back(RpcError::new(ErrorKind::WorkspaceError, e.to_string())))?;
     let invocation = if p.provider == "agent" {
         None
     } else {

@@ -182,7 +182,8 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
 /// takes, or one whose criteria could grow it past what can be read, is refused. (An amended
 /// spec holds some of those records already: only the room is checked.)
 fn refuse_oversized(task: &str, path: &Path, spec: &Spec, amending: bool) -> RpcResult<()> {
-    use crate::domain::spec::budget::{MAX_APPROVED_BYTES, MAX_SPEC_BYTES, runner_growth, size};
+    use crate::domain::spec::budget::{MAX_APPROVED_BYTES, MAX_SPEC_BYTES, runner_growth};
+    use scafld_local::capped::size;
     let len = std::fs::metadata(path).map_or(0, |m| m.len());
     let growth = runner_growth(spec);
     let why = if len > MAX_APPROVED_BYTES && !amending {

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::{self as m, CriterionResult};
 use scafld_protocol::receipt::{
-    AcceptanceRecord, Blocker, Body, ContextProvenance, DELETED, Envelope, HostUnderReview, MutationGuard,
-    RECEIPT_SCHEMA_VERSION, ReceiptReviewer, SnapshotMode,
+    AcceptanceRecord, Blocker, Body, ContextProvenance, DELETED, Envelope, HostUnderReview, MAX_RECEIPT_BYTES,
+    MutationGuard, RECEIPT_SCHEMA_VERSION, ReceiptReviewer, SnapshotMode,
 };
 use scafld_protocol::vocab::{CriterionStatus, Verdict};
 use sha2::{Digest, Sha256};
@@ -23,6 +23,7 @@ use crate::baseline;
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview, receipt_head};
+use crate::domain::packet::MAX_PACKET_BYTES;
 use crate::domain::receipt;
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
@@ -141,7 +142,11 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let session = daemon.sessions.latest(&ws, Some(&task));
     let reviewed: Vec<String> = session.as_ref().map(|s| s.files.clone()).unwrap_or_default();
     let mut provenance: Vec<ContextProvenance> = Vec::new();
-    if let Some(packet) = session.as_ref().and_then(|s| std::fs::read(&s.packet_path).ok().map(|b| (s, b))) {
+    if let Some(packet) = session.as_ref().and_then(|s| {
+        let packet =
+            scafld_local::capped::read(std::path::Path::new(&s.packet_path), "review packet", MAX_PACKET_BYTES);
+        packet.ok().map(|b| (s, b))
+    }) {
         provenance.push(ContextProvenance {
             kind: "packet".into(),
             path: ws.relative(std::path::Path::new(&packet.0.packet_path)),
@@ -164,8 +169,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     }
     // The index's path is absolute: the daemon works from `/`, not from any workspace.
     let spec_file = ws.indexed(&task).map(|entry| entry.path).unwrap_or_default();
-    let spec_bytes = std::fs::read(&spec_file)
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the spec: {e}")))?;
+    let spec_bytes = crate::workspace::index::read_spec(&ws.root, &spec_file)
+        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("{}: {e}", ws.relative(&spec_file))))?;
     let host = receipts::host_agent(&p.caller.env);
     let mut body = Body {
         schema_version: RECEIPT_SCHEMA_VERSION,
@@ -252,7 +257,8 @@ fn write_receipt_files(ws: &Workspace, task: &str, envelope: &Envelope) -> RpcRe
     text.push('\n');
     for name in [format!("{task}.json"), "latest.json".to_string()] {
         let path = dir.join(name);
-        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+        let now = scafld_local::capped::read(&path, "receipt", MAX_RECEIPT_BYTES).ok();
+        if now.as_deref() != Some(text.as_bytes()) {
             crate::workspace::specfile::write_atomic(&path, &text).map_err(io)?;
         }
     }

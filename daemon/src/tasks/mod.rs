@@ -160,8 +160,11 @@ impl Copies {
             (false, true) => (other.clone(), owner.clone()),
             _ => return Ok(Some(Copies { owner, other, placed: None, leftover: None })),
         };
-        let leftover = match (std::fs::read_to_string(&candidate), std::fs::read_to_string(&placed)) {
-            (Ok(old), Ok(current)) => {
+        let text = |p: &Path| {
+            crate::workspace::index::read_spec(&ws.root, p).ok().and_then(|bytes| String::from_utf8(bytes).ok())
+        };
+        let leftover = match (text(&candidate), text(&placed)) {
+            (Some(old), Some(current)) => {
                 crate::domain::spec::project::only_runner_parts_differ(&old, &current).then_some(candidate)
             }
             _ => None,
@@ -262,10 +265,8 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
         RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {}: {why}", ws.relative(&path)))
             .with_hint("fix or move the file; it is only read, never changed")
     };
-    if std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) > MAX_SESSION_BYTES {
-        return Err(invalid(format!("it is larger than {} MiB", MAX_SESSION_BYTES >> 20)));
-    }
-    let text = std::fs::read_to_string(&path).map_err(|e| invalid(e.to_string()))?;
+    let text = scafld_local::capped::read_text(&path, "session file", MAX_SESSION_BYTES)
+        .map_err(|e| invalid(e.to_string()))?;
     let document: serde_json::Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
     let now = crate::clock::now_rfc3339();
     let events: Vec<(String, crate::domain::ledger::LedgerEvent)> = crate::domain::import::events(&document)

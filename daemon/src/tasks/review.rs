@@ -28,6 +28,8 @@ use crate::providers;
 use crate::review::gate::{self, attempt_failed, guard_snapshot};
 use crate::workspace::Workspace;
 
+/// The largest project file shared as context (the packet's budget shares far less of it).
+const MAX_CONTEXT_FILE_BYTES: u64 = 8 << 20;
 /// Project files offered to the reviewer, before `review.context.files`.
 const CONTEXT_FILES: [&str; 5] = ["AGENTS.md", "CLAUDE.md", ".claude/rules", "README.md", "docs/review.md"];
 
@@ -618,7 +620,10 @@ fn context_file(root: &std::path::Path, relative: &str) -> Vec<(String, String)>
             })
             .collect();
     }
-    std::fs::read_to_string(&full).map(|text| vec![(relative.to_string(), text)]).unwrap_or_default()
+    // Past the cap (or no regular file) it is left out, as an unreadable one is.
+    scafld_local::capped::read_text(&full, "context file", MAX_CONTEXT_FILE_BYTES)
+        .map(|text| vec![(relative.to_string(), text)])
+        .unwrap_or_default()
 }
 
 /// Review, complete and finalize act only on a task in review; anything else is refused with

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::{self as m, VerifyCheck};
-use scafld_protocol::receipt::{DELETED, Envelope, IndependenceLevel, SnapshotMode};
+use scafld_protocol::receipt::{DELETED, Envelope, IndependenceLevel, MAX_RECEIPT_BYTES, SnapshotMode};
 use scafld_protocol::vocab::CriterionStatus;
 use tokio_util::sync::CancellationToken;
 
@@ -270,7 +270,7 @@ fn short(text: &str) -> &str {
 }
 
 fn read_envelope(path: &Path) -> Result<Envelope, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = scafld_local::capped::read_text(path, "receipt", MAX_RECEIPT_BYTES).map_err(|e| e.to_string())?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not a receipt: {e}", path.display()))
 }
 

@@ -197,7 +197,9 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
                 });
             }
         };
-        let changed = std::fs::read_to_string(&target).map(|t| t != file.text).unwrap_or(true) || target != file.path;
+        let changed =
+            crate::workspace::index::read_spec(&ws.root, &target).map(|t| t != file.text.as_bytes()).unwrap_or(true)
+                || target != file.path;
         return Ok(m::ReconcileResult {
             task_id: entry.task_id.clone(),
             path: ws.relative(&target),
@@ -284,12 +286,24 @@ impl Ground for WorkspaceGround<'_> {
             return None;
         }
         let full = self.ws.root.join(relative).canonicalize().ok()?;
-        if !full.starts_with(&self.ws.root) || !full.is_file() {
+        if !full.starts_with(&self.ws.root) {
             return None;
         }
-        let text = std::fs::read(&full).ok()?;
-        let newlines = text.iter().filter(|b| **b == b'\n').count();
-        Some(if text.last().is_some_and(|b| *b != b'\n') { newlines + 1 } else { newlines })
+        // Streamed: a cited file may be of any size; only a regular one is opened.
+        let file = scafld_local::capped::open(&full, "cited file", u64::MAX).ok()?;
+        let mut reader = std::io::BufReader::with_capacity(64 << 10, file);
+        let (mut newlines, mut last) = (0, None);
+        loop {
+            let chunk = std::io::BufRead::fill_buf(&mut reader).ok()?;
+            if chunk.is_empty() {
+                break;
+            }
+            newlines += chunk.iter().filter(|b| **b == b'\n').count();
+            last = chunk.last().copied();
+            let n = chunk.len();
+            std::io::BufRead::consume(&mut reader, n);
+        }
+        Some(if last.is_some_and(|b| b != b'\n') { newlines + 1 } else { newlines })
     }
 
     fn archived(&self, task_id: &str) -> bool {

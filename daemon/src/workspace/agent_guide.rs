@@ -13,11 +13,8 @@ const MARKER: &str = "<!-- scafld:agent-guide";
 pub fn add(root: &Path, report: &mut InitReport) -> std::io::Result<()> {
     for (name, create) in [("AGENTS.md", true), ("CLAUDE.md", false)] {
         let path = root.join(name);
-        let current = match std::fs::read_to_string(&path) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
-        };
+        let current = scafld_local::capped::read_text_if_there(&path, "file", super::layout::MAX_APPENDED_BYTES)
+            .map_err(std::io::Error::other)?;
         match current {
             Some(text) if text.contains(MARKER) => report.skipped.push(name.into()),
             Some(text) => {

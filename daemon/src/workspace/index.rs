@@ -15,10 +15,11 @@ use std::time::Instant;
 
 use crate::domain::ledger::LedgerState;
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
-use crate::domain::spec::budget::{MAX_SPEC_BYTES, size};
+use crate::domain::spec::budget::MAX_SPEC_BYTES;
 use crate::domain::spec::{Diagnostic, Parsed, Severity, parse};
 use crate::workspace::specfile;
 use crate::workspace::tripwire::{Armed, TRUST_FOR, Tripwire};
+use scafld_local::capped::size;
 use scafld_protocol::methods::Counts;
 
 /// How many specs keep their whole parse in memory, most recently used first.
@@ -675,9 +676,10 @@ impl Index {
 }
 
 /// A spec's bytes, read only when it is a regular file inside the workspace (a symlink may
-/// point to one) of at most [`MAX_SPEC_BYTES`]: never a device, a FIFO or something outside.
+/// point to one) of at most [`MAX_SPEC_BYTES`]: never a device, a FIFO or something outside
+/// (`scafld_local::capped`, the one reader of files others supply).
 pub fn read_spec(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
+    use scafld_local::capped::{self, Refusal};
     let meta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot read the spec: {e}"))?;
     if meta.file_type().is_symlink() {
         let target = path.canonicalize().map_err(|e| format!("the spec is a broken symlink: {e}"))?;
@@ -689,25 +691,17 @@ pub fn read_spec(root: &Path, path: &Path) -> Result<Vec<u8>, String> {
             ));
         }
     }
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read the spec: {e}"))?;
-    if !meta.is_file() {
-        return Err("the spec is not a regular file (a device, FIFO or directory); it is not read".into());
-    }
-    if meta.len() > MAX_SPEC_BYTES {
-        return Err(format!(
-            "the spec is {}, over the {} a spec may have; it is not read",
-            size(meta.len()),
-            size(MAX_SPEC_BYTES)
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_SPEC_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read the spec: {e}"))?;
-    if bytes.len() as u64 > MAX_SPEC_BYTES {
-        return Err(format!("the spec grew over {} while it was read; it is not read", size(MAX_SPEC_BYTES)));
-    }
-    Ok(bytes)
+    capped::read(path, "spec", MAX_SPEC_BYTES).map_err(|e| match e.refusal {
+        Refusal::NotAFile(kind) => format!("the spec is not a regular file (a {kind}); it is not read"),
+        Refusal::TooLarge(Some(len)) => {
+            format!("the spec is {}, over the {} a spec may have; it is not read", size(len), size(MAX_SPEC_BYTES))
+        }
+        Refusal::TooLarge(None) => {
+            format!("the spec grew over {} while it was read; it is not read", size(MAX_SPEC_BYTES))
+        }
+        Refusal::Io(e) => format!("cannot read the spec: {e}"),
+        Refusal::NotText => "the spec is not UTF-8 text".into(),
+    })
 }
 
 fn task_id_of(path: &Path) -> Option<String> {

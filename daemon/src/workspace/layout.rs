@@ -4,11 +4,17 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
+use scafld_local::capped;
+
 pub const SCAFLD_DIR: &str = ".scafld";
 /// Local identity of the workspace; git-ignored so that two clones never share an id.
 pub const ID_FILE: &str = ".scafld/workspace_id";
 pub const CONFIG_FILE: &str = ".scafld/config.yaml";
 pub const LOCAL_CONFIG_FILE: &str = ".scafld/config.local.yaml";
+/// The largest workspace id file read (an id is 32 hex digits).
+pub const MAX_ID_FILE_BYTES: u64 = 4 << 10;
+/// The largest text file of the user's `init` reads to append to (`.gitignore`, `AGENTS.md`).
+pub const MAX_APPENDED_BYTES: u64 = 8 << 20;
 
 /// The daemon runs under a private umask (its own state is the user's alone), but what it
 /// writes into a workspace belongs to the user's project: new files and folders there get the
@@ -123,14 +129,15 @@ pub fn init_layout(root: &Path) -> io::Result<InitReport> {
 /// the original tool, or one whose id file was deleted: `git clean -X` removes it).
 pub fn read_id(root: &Path) -> io::Result<Option<String>> {
     let path = root.join(ID_FILE);
-    match fs::read_to_string(&path) {
-        Ok(text) if is_valid_id(text.trim()) => Ok(Some(text.trim().to_string())),
-        Ok(_) => Err(io::Error::new(
+    match capped::read_text_if_there(&path, "workspace id file", MAX_ID_FILE_BYTES) {
+        Ok(Some(text)) if is_valid_id(text.trim()) => Ok(Some(text.trim().to_string())),
+        Ok(None) => Ok(None),
+        Err(capped::ReadError { refusal: capped::Refusal::Io(e), .. }) => Err(e),
+        // Not text, not a regular file, or far too long for an id.
+        _ => Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{} does not hold a workspace id; delete it and run `scafld init` again", path.display()),
         )),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
     }
 }
 
@@ -198,11 +205,7 @@ enum GitignoreChange {
 
 /// Append the scafld block (only the entries that are missing) to `.gitignore`.
 fn ensure_gitignore(path: &Path) -> io::Result<GitignoreChange> {
-    let existing = match fs::read_to_string(path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(e),
-    };
+    let existing = capped::read_text_if_there(path, "file", MAX_APPENDED_BYTES).map_err(io::Error::other)?;
     let text = existing.as_deref().unwrap_or("");
     let present = |entry: &str| text.lines().any(|line| line.trim() == entry);
     let missing: Vec<&str> = GITIGNORE_ENTRIES.iter().copied().filter(|e| !present(e)).collect();

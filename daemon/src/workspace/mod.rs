@@ -99,7 +99,7 @@ impl Workspace {
         if stamp.is_some() && *crate::sync::lock(&self.id_seen) == stamp {
             return true;
         }
-        let current = std::fs::read_to_string(&path).ok();
+        let current = scafld_local::capped::read_text(&path, "workspace id file", layout::MAX_ID_FILE_BYTES).ok();
         let names = current.as_deref().map(str::trim) == Some(self.id.as_str());
         *crate::sync::lock(&self.id_seen) = stamp.filter(|stamp| names && stamp.settled());
         names

@@ -1,7 +1,9 @@
 //! What the client and the daemon both need to agree on about this machine: where the daemon's
 //! socket and state live ([`paths`]), whether a directory is safe to hold them, and how to reach
-//! the socket. A separate small crate so that the daemon does not depend on the client.
+//! the socket, and how to read a file someone else supplies ([`capped`]). A separate small crate
+//! so that the daemon does not depend on the client.
 
+pub mod capped;
 pub mod paths;
 pub mod runner;
 

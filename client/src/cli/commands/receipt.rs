@@ -99,8 +99,12 @@ pub fn show(ctx: &Context, path: Option<&std::path::Path>) -> Result<u8, CliErro
         Some(path) => path.to_path_buf(),
         None => find_root(ctx.global.root.as_deref())?.join(".scafld/receipts/latest.json"),
     };
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| CliError::new("not_found", format!("cannot read {}: {e}", path.display()), workflow::RUNTIME))?;
+    let text = scafld_local::capped::read_text(&path, "receipt", scafld_protocol::receipt::MAX_RECEIPT_BYTES).map_err(
+        |e| match e.refusal {
+            scafld_local::capped::Refusal::Io(_) => CliError::new("not_found", e.to_string(), workflow::RUNTIME),
+            _ => CliError::new("invalid_input", e.to_string(), workflow::VALIDATION),
+        },
+    )?;
     let receipt: Envelope = serde_json::from_str(&text).map_err(|e| {
         CliError::new("invalid_input", format!("{} is not a receipt: {e}", path.display()), workflow::VALIDATION)
     })?;

@@ -55,14 +55,6 @@ pub fn clip(value: &str) -> String {
     format!("{}…", &one_line[..end])
 }
 
-/// A size for people: bytes, with mebibytes to one decimal once that says more.
-pub fn size(bytes: u64) -> String {
-    if bytes < 1 << 20 {
-        return format!("{bytes} bytes");
-    }
-    format!("{:.1} MiB ({bytes} bytes)", bytes as f64 / f64::from(1 << 20))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,7 +67,5 @@ mod tests {
         let long = "é".repeat(400);
         let clipped = clip(&long);
         assert!(clipped.len() <= MAX_LINE_VALUE && clipped.ends_with('…'), "{}", clipped.len());
-        assert_eq!(size(4_194_305), "4.0 MiB (4194305 bytes)");
-        assert_eq!(size(1000), "1000 bytes");
     }
 }
