@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use clap::Parser;
 use scafld_daemon::rpc::transport::Limits;
 use scafld_daemon::socket::{self, SocketError};
+use scafld_daemon::store::lock::{self, StateLock};
 use scafld_daemon::store::{RECOVERY_HINT, SledStore, StoreError};
 use scafld_daemon::{BoxError, DaemonOptions};
 use scafld_local::Paths;
@@ -109,9 +110,12 @@ fn start(args: Args) -> Result<(), BoxError> {
     init_logging(&log_file, args.verbose)?;
     let ready_fd = args.ready_fd;
     if args.recover {
-        return recover(&socket_path, &state_dir.join("db"));
+        return recover(&socket_path, &state_dir);
     }
 
+    // Held until the process ends: no other daemon, and no recovery, uses this state directory
+    // meanwhile, whatever socket it was started for.
+    let mut state_lock: Option<StateLock> = None;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let result = runtime.block_on(async {
         // Handlers go in before the socket exists: a client may signal us as soon as it connects.
@@ -120,6 +124,10 @@ fn start(args: Args) -> Result<(), BoxError> {
             Some(listener) => listener,
             None => socket::bind(&socket_path)?,
         };
+        state_lock = Some(StateLock::acquire(&state_dir).map_err(|e| -> BoxError {
+            format!("{e}; one daemon per state directory: stop that one first (`scafld daemon stop` with its socket)")
+                .into()
+        })?);
         let db_dir = state_dir.join("db");
         let store = SledStore::open(&db_dir).map_err(|e| -> BoxError {
             match e {
@@ -156,6 +164,7 @@ fn start(args: Args) -> Result<(), BoxError> {
     // What is left is background reading (a workspace's index warm-up): the store is flushed
     // and no caller waits for it, so the process ends now instead of after it.
     runtime.shutdown_background();
+    drop(state_lock);
     result
 }
 
@@ -172,15 +181,21 @@ fn signal_ready(fd: i32) {
     }
 }
 
-/// `scafldd --recover`: refuse while a daemon answers (it holds the database), else rebuild
-/// and say what was restored and what was lost.
-fn recover(socket: &std::path::Path, db_dir: &std::path::Path) -> Result<(), BoxError> {
+/// `scafldd --recover`: refuse while a daemon holds the state directory (its lock, or sled's on
+/// the database) or answers at the socket, else rebuild, holding the lock, and say what was
+/// restored and what was lost.
+fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), BoxError> {
+    let db_dir = state_dir.join("db");
+    let refused = |why: String| -> BoxError {
+        format!("not recovering: {why}; stop it first (`scafld daemon stop` with its socket); nothing was changed")
+            .into()
+    };
+    let _state_lock = StateLock::acquire(state_dir).map_err(|e| refused(e.to_string()))?;
+    lock::database_in_use(&db_dir).map_err(|e| refused(e.to_string()))?;
     if scafld_local::probe(socket).is_ok() {
-        return Err(
-            format!("a daemon is answering at {}; stop it first (`scafld daemon stop`)", socket.display()).into()
-        );
+        return Err(refused(format!("a daemon is answering at {}", socket.display())));
     }
-    let report = scafld_daemon::store::recover::recover(db_dir)?;
+    let report = scafld_daemon::store::recover::recover(&db_dir)?;
     match &report.kept {
         Some(kept) => println!("kept the damaged database at {}", kept.display()),
         None => println!("there was no database at {}; rebuilt it from its manifest", db_dir.display()),

@@ -508,6 +508,48 @@ fn a_deleted_database_is_refused_and_rebuilt_from_manifest_and_exports() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("stop it first"));
 }
 
+/// A recovery is refused while any daemon holds the state directory, whatever socket the daemon
+/// or the recovery was started for: the database (and its manifest) stays as it is and the
+/// daemon keeps working, and after it stops the next start opens the database unharmed.
+#[test]
+fn a_recovery_from_another_socket_is_refused_while_a_daemon_holds_the_state_directory() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let pid = env.start_daemon();
+    let listing = |dir: &std::path::Path| {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        names.sort();
+        names
+    };
+    let before = listing(&env.state_dir);
+    let db_before = listing(&env.state_dir.join("db"));
+    // The repro: a shell whose socket setting differs (cron, `sudo -u`, ssh without logind).
+    let output =
+        env.daemon_command().arg("--recover").env("SCAFLD_SOCKET", env.path("run/elsewhere.sock")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("not recovering")
+            && stderr.contains(&format!("process {pid} (scafldd) holds"))
+            && stderr.contains("stop it first"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "{}", String::from_utf8_lossy(&output.stdout));
+    assert_eq!(listing(&env.state_dir), before, "nothing was moved aside");
+    assert_eq!(listing(&env.state_dir.join("db")), db_before);
+    // The daemon is unharmed and still writes to its database.
+    env.scafld(&["fail", "keep", "--reason", "written after the refused recovery"]).assert_code(0);
+    let now = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].as_array().unwrap().len();
+    assert!(now > entries, "{now} <= {entries}");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.start_daemon();
+    let session = env.scafld(&["session", "keep", "--json"]);
+    assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), now, "{}", session.stdout);
+}
+
 /// An export anyone who can write the workspace can edit never overrides the database: one
 /// that contradicts the intact database (an entry changed) and runs past the manifest's head
 /// (an entry added) is refused and reported, and the database's entries are kept; with the

@@ -4,6 +4,7 @@
 //! (SQLite, redb) could replace sled without touching callers. Writes that acknowledge a
 //! mutation are flushed before they return.
 
+pub mod lock;
 pub mod manifest;
 mod parsed;
 pub mod recover;

@@ -1,0 +1,116 @@
+//! The state directory's lock: a daemon holds an exclusive `flock` on `<state dir>/scafldd.lock`
+//! (its pid written in it) for its whole life, and `scafldd --recover` takes the same lock before
+//! it touches anything, so a recovery never moves a running daemon's database aside, whatever
+//! socket either was started for. sled's own lock on its database file is looked at too (a
+//! daemon of an older release holds only that).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+
+/// The lock file's name in the state directory.
+pub const LOCK_FILE: &str = "scafldd.lock";
+
+/// The state directory, held by this process until it is dropped.
+pub struct StateLock {
+    _lock: Flock<File>,
+}
+
+/// Why the state directory could not be taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process holds it: the pid it wrote, when it wrote one.
+    Held {
+        path: PathBuf,
+        pid: Option<u32>,
+    },
+    Io {
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held { path, pid } => {
+                let who = match pid {
+                    Some(pid) => format!("process {pid}{}", command_of(*pid)),
+                    None => "another process".into(),
+                };
+                write!(f, "{who} holds {} (a daemon, or a recovery, is using this state directory)", path.display())
+            }
+            LockError::Io { path, source } => write!(f, "cannot lock {}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+impl StateLock {
+    /// Take the lock of `state_dir` without waiting, and write this process's pid in it.
+    pub fn acquire(state_dir: &Path) -> Result<StateLock, LockError> {
+        let path = state_dir.join(LOCK_FILE);
+        let io_error = |source| LockError::Io { path: path.clone(), source };
+        let file =
+            OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(io_error)?;
+        let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => lock,
+            Err((_, Errno::EWOULDBLOCK)) => return Err(LockError::Held { pid: holder(&path), path }),
+            Err((_, errno)) => return Err(io_error(io::Error::from(errno))),
+        };
+        lock.set_len(0)
+            .and_then(|()| (&*lock).write_all(format!("{}\n", std::process::id()).as_bytes()))
+            .map_err(io_error)?;
+        Ok(StateLock { _lock: lock })
+    }
+}
+
+/// Whether a process holds sled's lock on the database in `db_dir` (sled `flock`s the file `db`
+/// in it for as long as the database is open).
+pub fn database_in_use(db_dir: &Path) -> Result<(), LockError> {
+    let path = db_dir.join("db");
+    let file = match File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(LockError::Io { path, source }),
+    };
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(_released_on_drop) => Ok(()),
+        Err((_, Errno::EWOULDBLOCK)) => Err(LockError::Held { path, pid: None }),
+        Err((_, errno)) => Err(LockError::Io { path, source: io::Error::from(errno) }),
+    }
+}
+
+/// The pid the holder of the lock file at `path` wrote there.
+fn holder(path: &Path) -> Option<u32> {
+    scafld_local::capped::read_text(path, "lock file", 64).ok()?.trim().parse().ok()
+}
+
+/// ` (scafldd)`: the command of `pid`, when it can be read.
+fn command_of(pid: u32) -> String {
+    scafld_local::capped::read_text(Path::new(&format!("/proc/{pid}/comm")), "command name", 64)
+        .map(|name| format!(" ({})", name.trim()))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_taker_is_refused_with_the_holders_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = StateLock::acquire(dir.path()).unwrap();
+        match StateLock::acquire(dir.path()) {
+            Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("{:?}", other.err()),
+        }
+        drop(held);
+        StateLock::acquire(dir.path()).unwrap();
+        database_in_use(dir.path()).unwrap();
+    }
+}
