@@ -600,8 +600,26 @@ fn worker_calls_with_bad_input_change_nothing() {
         json!({"job_id": job, "lease_token": lease, "file": "src/f1.rs", "findings": [thin]}),
     );
     assert!(incomplete["error"]["message"].as_str().unwrap().contains("has no evidence"), "{incomplete}");
+    // A file outside the session's files (outside the workspace, or just not under review) is
+    // never counted as reviewed.
+    let (job_id, lease_token) = (job.as_str().unwrap(), lease.as_str().unwrap());
+    for foreign in ["../../../etc/passwd", "/etc/passwd", "src/f2.rs", "src"] {
+        let f = finding(foreign, true);
+        let refused =
+            worker(&env, &["checkpoint", job_id, "--lease", lease_token, "--file", foreign, "--finding", &f], &[]);
+        refused.assert_code(2);
+        let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(
+            message.contains(&format!("--file {foreign:?} is not one of the files this review session reviews"))
+                && message.contains("its files: src/f1.rs"),
+            "{foreign}: {}",
+            refused.stdout
+        );
+    }
     let status = client.result("review.status", json!({"root": env.work.display().to_string(), "task_id": "rev"}));
     assert_eq!(status["reviewers"][0]["files_reviewed"], 0, "refused checkpoints record nothing");
+    let report = std::fs::read_to_string(env.work.join(".scafld/runs/rev/review_report.md")).unwrap_or_default();
+    assert!(!report.contains("passwd"), "{report}");
     let garbage = client.result(
         "worker.submit",
         json!({"job_id": job, "lease_token": lease, "dossier": {"verdict": 3}, "caller": caller}),
@@ -612,6 +630,9 @@ fn worker_calls_with_bad_input_change_nothing() {
         "running",
         "the lease is kept after a refused dossier"
     );
+    // The session's file by another spelling is that file.
+    let counted = worker(&env, &["checkpoint", job_id, "--lease", lease_token, "--file", "./src/f1.rs"], &[]);
+    assert_eq!(counted.json()["result"]["files_reviewed"], 1, "{}", counted.stdout);
     let released = client.result("worker.release", json!({"job_id": job, "lease_token": lease}));
     assert_eq!(released["state"], "queued");
 }

@@ -236,6 +236,13 @@ pub fn liveness(heartbeat_age_ms: u64, lease_ms: u64) -> &'static str {
 }
 
 /// Files of `files` not yet in the checkpoint, in their original order.
+/// The session's own name for `path` when it is one of `files`, the files under review (`./a`
+/// is `a`); `None` for any other path: a checkpoint counts only the session's files.
+pub fn under_review<'a>(files: &'a [String], path: &str) -> Option<&'a String> {
+    let path = path.trim_start_matches("./");
+    files.iter().find(|f| f.as_str() == path)
+}
+
 pub fn remaining(files: &[String], checkpoint: &Checkpoint) -> Vec<String> {
     files.iter().filter(|f| !checkpoint.reviewed.iter().any(|r| &r.path == *f)).cloned().collect()
 }

@@ -267,6 +267,24 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
         return Err(RpcError::new(ErrorKind::InvalidInput, format!("--file {file:?} contains a control character"))
             .with_hint("name the file by its path relative to the workspace"));
     }
+    // Only a file under review counts as reviewed, by the session's own name for it.
+    let file = match p.file.as_deref() {
+        None => None,
+        Some(path) => Some(consensus::under_review(&session.files, path).cloned().ok_or_else(|| {
+            let named: Vec<&str> = session.files.iter().take(5).map(String::as_str).collect();
+            let more = session.files.len().saturating_sub(named.len());
+            let listed = match (named.is_empty(), more) {
+                (true, _) => "it reviews no files".to_string(),
+                (false, 0) => format!("its files: {}", named.join(", ")),
+                (false, more) => format!("its files: {} and {more} more", named.join(", ")),
+            };
+            RpcError::new(
+                ErrorKind::InvalidInput,
+                format!("--file {path:?} is not one of the files this review session reviews ({listed}); nothing was recorded"),
+            )
+            .with_hint("checkpoint a file of the packet's scope by its path relative to the workspace, as the packet names it")
+        })?),
+    };
     if p.file.is_none() && !p.findings.is_empty() {
         return Err(RpcError::new(ErrorKind::InvalidInput, "findings belong to a file: pass --file PATH"));
     }
@@ -276,7 +294,7 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
             .map_err(|e| RpcError::new(ErrorKind::InvalidInput, format!("finding {}: {e}", i + 1)).with_hint(
                 "a finding is a dossier finding: {\"severity\":\"high\",\"blocks_completion\":true,\"summary\":\"...\",\"location\":{\"path\":\"...\",\"line\":3}}",
             ))?;
-        let path = p.file.clone().unwrap_or_default();
+        let path = file.clone().unwrap_or_default();
         if finding.id.trim().is_empty() {
             finding.id = format!("{}-{}", path.replace(['/', '.'], "-"), i + 1);
         }
@@ -291,7 +309,6 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
         findings.push(finding);
     }
     extend(daemon, &job.id, &p.lease_token)?;
-    let file = p.file.clone();
     let record = daemon
         .jobs
         .update_leased(daemon.store(), &job.id, &p.lease_token, |r| {
