@@ -38,3 +38,26 @@ pub fn terminal_safe(text: &str, color: bool) -> Cow<'_, str> {
     }
     Cow::Owned(safe)
 }
+
+/// A value shown inside one line of human text (a path, a name): every control character in
+/// caret notation, newlines and tabs too, so a value cannot break its line in two or pass for
+/// another line. The line it goes into still goes through [`terminal_safe`].
+pub fn one_line(value: &str) -> Cow<'_, str> {
+    if !value.chars().any(char::is_control) {
+        return Cow::Borrowed(value);
+    }
+    Cow::Owned(
+        value.chars().map(|c| scafld_protocol::text::shown_control(c).unwrap_or_else(|| c.to_string())).collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn a_value_keeps_to_its_line() {
+        assert_eq!(one_line("/tmp/w\nworkspaces: 0\t\x1b[2J"), "/tmp/w^Jworkspaces: 0^I^[[2J");
+        assert!(matches!(one_line("/tmp/plain é"), std::borrow::Cow::Borrowed(_)));
+    }
+}

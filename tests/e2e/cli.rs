@@ -42,6 +42,22 @@ fn daemon_start_status_stop() {
     assert_eq!(stop.json()["result"]["stopped"], false);
 }
 
+/// A path with a newline in it (a workspace's folder) is shown on its own line of `daemon
+/// status`, the newline in caret notation, never as a line that passes for another.
+#[test]
+fn daemon_status_keeps_each_path_to_its_line() {
+    let env = TestEnv::new();
+    let odd = env.path("odd\nlog:        /forged");
+    std::fs::create_dir_all(&odd).unwrap();
+    let init = env.scafld_command(&["init"]).current_dir(&odd).output().unwrap();
+    assert!(init.status.success(), "{}", String::from_utf8_lossy(&init.stderr));
+    let run = env.scafld(&["daemon", "status"]);
+    run.assert_code(0);
+    assert!(run.stdout.contains("odd^Jlog:        /forged"), "{}", run.stdout);
+    assert!(!run.stdout.lines().any(|line| line.starts_with("log:        /forged")), "{}", run.stdout);
+    assert_eq!(run.stdout.lines().filter(|line| line.starts_with("log:")).count(), 1, "{}", run.stdout);
+}
+
 #[test]
 fn commands_start_the_daemon_unless_told_not_to() {
     let env = TestEnv::new();
@@ -427,6 +443,44 @@ fn completions_and_man_pages_are_generated() {
     }
     let daemon = std::fs::read_to_string(out.join("scafldd.1")).unwrap();
     assert!(daemon.contains("retention") && !daemon.contains("\\-\\-man"), "the hidden flag stays hidden");
+}
+
+/// `man --out` follows `session --export`'s rule: an existing page is replaced only with
+/// `--force`, a symlink named like a page is never written through (not even with `--force`),
+/// and one refusal writes no page at all.
+#[test]
+fn man_pages_never_overwrite_a_file_or_write_through_a_symlink() {
+    let env = TestEnv::new();
+    let out = env.path("pages");
+    let out_arg = out.to_str().unwrap();
+    std::fs::create_dir_all(&out).unwrap();
+    let target = env.path("precious.txt");
+    std::fs::write(&target, "precious notes").unwrap();
+    std::os::unix::fs::symlink(&target, out.join("scafld-init.1")).unwrap();
+    for force in [false, true] {
+        let mut args = vec!["man", "--out", out_arg, "--json"];
+        if force {
+            args.push("--force");
+        }
+        let refused = env.scafld(&args);
+        refused.assert_code(2);
+        let error = refused.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("scafld-init.1 is a symlink"), "{error}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious notes");
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1, "no page was written beside the link");
+    }
+    std::fs::remove_file(out.join("scafld-init.1")).unwrap();
+    std::fs::write(out.join("scafld.1"), "my own page").unwrap();
+    let refused = env.scafld(&["man", "--out", out_arg, "--json"]);
+    refused.assert_code(2);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("scafld.1 already exists"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("--force"), "{error}");
+    assert_eq!(std::fs::read_to_string(out.join("scafld.1")).unwrap(), "my own page");
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
+    env.scafld(&["man", "--out", out_arg, "--force"]).assert_code(0);
+    assert!(std::fs::read_to_string(out.join("scafld.1")).unwrap().starts_with(".ie"));
+    assert!(out.join("scafld-init.1").is_file());
 }
 
 /// `scafld demo` walks the whole gate in a temp folder of its own, through a private daemon

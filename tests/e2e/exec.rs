@@ -182,10 +182,20 @@ fn approve_build_repair_review_path() {
         assert!(refused.json()["error"]["message"].as_str().unwrap().contains("scafld's own files"), "{own}");
     }
     assert_eq!(std::fs::read_to_string(env.work.join(".scafld/workspace_id")).unwrap(), id_before);
-    env.scafld(&["session", "flow", "--export", "out/ledger.json"]).assert_code(3);
+    // An existing file and a symlink are both the caller's path to change: usage errors (2).
+    let exists = env.scafld(&["session", "flow", "--export", "out/ledger.json", "--json"]);
+    exists.assert_code(2);
+    assert!(exists.json()["error"]["message"].as_str().unwrap().contains("already exists"), "{}", exists.stdout);
+    assert!(exists.json()["error"]["hint"].as_str().unwrap().contains("--force"), "{}", exists.stdout);
     env.scafld(&["session", "flow", "--export", "out/ledger.json", "--force"]).assert_code(0);
     std::os::unix::fs::symlink(env.path("elsewhere.json"), env.work.join("out/link.json")).unwrap();
-    env.scafld(&["session", "flow", "--export", "out/link.json", "--force"]).assert_code(2);
+    for force in [&["--force"][..], &[]] {
+        let mut args = vec!["session", "flow", "--export", "out/link.json", "--json"];
+        args.extend_from_slice(force);
+        let link = env.scafld(&args);
+        link.assert_code(2);
+        assert!(link.json()["error"]["message"].as_str().unwrap().contains("is a symlink"), "{}", link.stdout);
+    }
     assert!(!env.path("elsewhere.json").exists());
     // A folder that does not exist is not made, and a path that cannot be written is the
     // caller's to change (a usage error with a hint), not an unreachable workspace.
@@ -463,10 +473,25 @@ fn jobs_detach_attach_wait_and_cancel() {
     wait_until("no `sleep 1004` left", || processes_with("sleep 1004").is_empty());
     let status = env.scafld(&["job", "status", &job, "--json"]).json();
     assert_eq!(status["result"]["finished"], true);
+    // A job that has finished is not cancelled again, and the answer says how it had ended.
+    let again = env.scafld(&["job", "cancel", &job, "--json"]);
+    again.assert_code(1);
+    assert_eq!(again.json()["error"]["code"], "invalid_state");
+    let message = again.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains(&format!("{job} had already finished (cancelled")), "{message}");
+    let human = env.scafld(&["job", "cancel", &job]);
+    human.assert_code(1);
+    assert!(!human.stdout.contains("cancelling") && human.stderr.contains("nothing was cancelled"), "{human:?}");
 
     std::fs::write(env.work.join("release"), "").unwrap();
     assert_eq!(build(&env, "long")["result"]["status"], "review");
     env.scafld(&["job", "wait", "job-nope", "--json"]).assert_code(2);
+    env.scafld(&["job", "cancel", "job-nope", "--json"]).assert_code(2);
+    let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    let succeeded = jobs.as_array().unwrap().iter().find(|j| j["state"] == "succeeded").expect("a job that succeeded");
+    let late = env.scafld(&["job", "cancel", succeeded["job_id"].as_str().unwrap(), "--json"]);
+    late.assert_code(1);
+    assert!(late.stdout.contains("had already finished (succeeded"), "{}", late.stdout);
 }
 
 #[test]

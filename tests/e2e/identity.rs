@@ -248,3 +248,59 @@ fn a_repository_made_again_where_one_was_is_a_new_workspace() {
         scafld_in(&env, &repo, &["daemon", "stop"]).assert_code(0);
     }
 }
+
+/// A workspace's own `.scafld/` folder is never the root of another: `init` there (or below
+/// it, or `--root` pointing there) is refused, naming the workspace, and writes nothing.
+/// Commands run there work on the enclosing workspace, and a `.scafld` an older release
+/// nested inside it is passed over with a warning instead of catching them.
+#[test]
+fn init_inside_a_workspaces_scafld_folder_is_refused_and_commands_there_find_the_workspace() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let root = env.work.canonicalize().unwrap();
+    std::fs::write(env.work.join(".scafld/specs/drafts/greet.md"), spec("greet", &["true"])).unwrap();
+    let scafld = env.work.join(".scafld");
+    let before = scafld_tests::tree(&env.work);
+    let drafts = scafld.join("specs/drafts");
+    for (dir, args) in [
+        (scafld.clone(), vec!["init", "--json"]),
+        (drafts.clone(), vec!["init", "--json"]),
+        (env.work.clone(), vec!["init", "--root", ".scafld/specs", "--json"]),
+    ] {
+        let refused = scafld_in(&env, &dir, &args);
+        refused.assert_code(2);
+        let error = refused.json()["error"].clone();
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("inside the .scafld/ folder of the workspace {}", root.display())),
+            "{message}"
+        );
+        assert!(error["hint"].as_str().unwrap().contains("already a workspace"), "{error}");
+    }
+    assert_eq!(scafld_tests::tree(&env.work), before, "a refused init writes nothing");
+
+    let status = scafld_in(&env, &drafts, &["status", "greet", "--json"]);
+    status.assert_code(0);
+    assert_eq!(status.json()["result"]["task_id"], "greet");
+    assert!(status.stderr.is_empty(), "{}", status.stderr);
+
+    // What an older `init` left there: a workspace nested in the runner's folder.
+    let nested = scafld.join(".scafld");
+    std::fs::create_dir_all(nested.join("specs/drafts")).unwrap();
+    let status = scafld_in(&env, &drafts, &["status", "greet", "--json"]);
+    status.assert_code(0);
+    assert_eq!(status.json()["result"]["task_id"], "greet");
+    assert!(
+        status.stderr.contains(&format!("warning: ignoring {}", root.join(".scafld/.scafld").display())),
+        "{}",
+        status.stderr
+    );
+    scafld_in(&env, &scafld.join("specs"), &["plan", "other"]).assert_code(0);
+    assert!(env.work.join(".scafld/specs/drafts/other.md").is_file());
+    assert!(!nested.join("specs/drafts/other.md").exists());
+    // Named outright, it is refused, with the workspace to name instead.
+    let explicit = env.scafld(&["status", "greet", "--root", ".scafld", "--json"]);
+    explicit.assert_code(6);
+    assert!(explicit.json()["error"]["hint"].as_str().unwrap().contains(&format!("--root {}", root.display())));
+}

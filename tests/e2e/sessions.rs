@@ -637,6 +637,90 @@ fn worker_calls_with_bad_input_change_nothing() {
     assert_eq!(released["state"], "queued");
 }
 
+/// A lease longer than the daemon can hold (past a week, up to one whose end overflows the
+/// clock) is a usage error, from the CLI and from the wire, and the job stays queued; the
+/// longest one allowed holds, and a heartbeat renews it whole.
+#[test]
+fn a_lease_too_long_is_refused_and_the_longest_holds() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    for seconds in ["18446744073709551615", "9223372036854775808", "604801", "0"] {
+        let refused = worker(&env, &["claim", "--lease-seconds", seconds, "--id", "w1"], &[]);
+        refused.assert_code(2);
+        assert_eq!(refused.json()["error"]["code"], "usage", "{}", refused.stdout);
+    }
+    let mut client = env.client();
+    let caller = json!({"cwd": "/", "env": {}});
+    for seconds in [u64::MAX, u64::MAX / 1000 + 1, 604_801] {
+        let refused = client.call(
+            "worker.claim",
+            json!({"worker_id": "w", "provider": "agent", "lease_seconds": seconds, "caller": caller}),
+        );
+        assert_eq!(refused["error"]["data"]["kind"], "invalid_input", "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("604800"), "{refused}");
+    }
+    let status = env.scafld(&["review", "status", "rev", "--json"]).json();
+    assert_eq!(status["result"]["reviewers"][0]["state"], "queued", "{status}");
+    assert_eq!(status["result"]["reviewers"][0]["attempt"], 1, "{status}");
+
+    let claim = worker(&env, &["claim", "--lease-seconds", "604800", "--id", "w1"], &[]);
+    claim.assert_code(0);
+    let claim = claim.json()["result"].clone();
+    assert_eq!(claim["lease_seconds"], 604_800);
+    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
+    let beat = worker(&env, &["heartbeat", job, "--lease", lease], &[]);
+    beat.assert_code(0);
+    assert_eq!(beat.json()["result"]["lease_expires_in_seconds"], 604_800.0);
+    let status = env.scafld(&["review", "status", "rev", "--json"]).json();
+    assert_eq!(status["result"]["reviewers"][0]["state"], "running", "{status}");
+}
+
+/// `--context-file` and `--dossier` are read only from a regular file, and never past what
+/// the daemon would take: `/dev/zero`, a FIFO nobody writes and a folder are refused at once.
+#[test]
+fn input_files_must_be_regular_and_bounded() {
+    let env = TestEnv::new();
+    let fifo = env.path("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let big = env.path("big.md");
+    std::fs::write(&big, vec![b'x'; 256 * 1024 + 1]).unwrap();
+    let bounded = |args: &[&str]| {
+        let mut child = env
+            .scafld_command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let exited = scafld_tests::wait_for_exit(&mut child, scafld_tests::DEADLINE);
+        if exited.is_none() {
+            child.kill().unwrap();
+        }
+        let output = child.wait_with_output().unwrap();
+        assert!(exited.is_some(), "{args:?} did not return");
+        Run::from(output)
+    };
+    let work = env.work.to_str().unwrap().to_string();
+    // `/dev/zero` last: a client that read it without a bound would fill the memory before
+    // the deadline, where the FIFO only makes it wait.
+    for (path, why) in [
+        (fifo.to_str().unwrap(), "is not a regular file"),
+        (work.as_str(), "is not a regular file"),
+        (big.to_str().unwrap(), "is more than 262144 bytes"),
+        ("/dev/zero", "is not a regular file"),
+    ] {
+        let review = bounded(&["review", "--diff", "HEAD~1..HEAD", "--context-file", path, "--json"]);
+        review.assert_code(64);
+        assert!(review.json()["error"]["message"].as_str().unwrap().contains(why), "{path}: {}", review.stdout);
+        if why.contains("regular") {
+            let submit = bounded(&["worker", "submit", "job-1", "--lease", "t", "--dossier", path, "--json"]);
+            submit.assert_code(2);
+            assert!(submit.json()["error"]["message"].as_str().unwrap().contains(why), "{path}: {}", submit.stdout);
+        }
+    }
+    assert!(!env.socket.exists(), "nothing was sent to a daemon");
+}
+
 #[test]
 fn a_worker_keeps_its_lease_and_checkpoint_across_a_daemon_restart() {
     let mut env = TestEnv::new();

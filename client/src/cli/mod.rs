@@ -2,6 +2,7 @@
 
 pub mod daemon_control;
 pub mod exit;
+pub mod input;
 pub mod output;
 pub mod workspace;
 
@@ -104,6 +105,9 @@ pub enum Command {
         /// The folder to write them to (default: ./man).
         #[arg(long, value_name = "DIR", default_value = "man")]
         out: PathBuf,
+        /// Replace pages already there (a symlink is never written through).
+        #[arg(long)]
+        force: bool,
     },
     /// Stdio MCP servers that review providers start (not for interactive use).
     #[command(subcommand)]
@@ -362,8 +366,8 @@ pub struct WorkerArgs {
     /// Serve one job (or none, if nothing is queued within --timeout) and exit.
     #[arg(long)]
     pub once: bool,
-    /// Lease length; a silent worker loses its job after this long.
-    #[arg(long)]
+    /// Lease length (1 to 604800, a week); a silent worker loses its job after this long.
+    #[arg(long, value_parser = lease_seconds())]
     pub lease_seconds: Option<u64>,
     /// Seconds each claim waits for work (with --once: how long to wait at all).
     #[arg(long, default_value_t = 30.0)]
@@ -380,8 +384,9 @@ pub enum WorkerCommand {
         /// Seconds to wait for work.
         #[arg(long, default_value_t = 0.0)]
         timeout: f64,
-        /// Lease length; the job goes back to the queue if no heartbeat comes this long.
-        #[arg(long)]
+        /// Lease length (1 to 604800, a week); the job goes back to the queue if no heartbeat
+        /// comes this long.
+        #[arg(long, value_parser = lease_seconds())]
         lease_seconds: Option<u64>,
         /// What reviews it: agent (you, reading the packet), codex, claude or gemini.
         #[arg(long, default_value = "agent")]
@@ -730,6 +735,12 @@ impl Context {
 fn word<T: Vocabulary>() -> impl clap::builder::TypedValueParser<Value = T> {
     use clap::builder::TypedValueParser as _;
     clap::builder::PossibleValuesParser::new(T::WORDS).try_map(|word| word.parse::<T>())
+}
+
+/// `--lease-seconds`: a lease the daemon can hold (`MAX_LEASE_SECONDS`); anything longer is
+/// a usage error here, before any call.
+fn lease_seconds() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..=scafld_protocol::methods::MAX_LEASE_SECONDS)
 }
 
 pub fn main(args: Vec<OsString>) -> u8 {

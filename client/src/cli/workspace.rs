@@ -2,21 +2,50 @@
 
 use std::path::{Path, PathBuf};
 
+use scafld_local::workspace::enclosing;
+
 use super::exit::workflow;
-use super::output::CliError;
+use super::output::{CliError, note};
 
 /// `--root`, else `$SCAFLD_ROOT`, else the nearest directory at or above the current one that
-/// holds `.scafld/`. Always absolute.
+/// holds `.scafld/`. Always absolute. Inside a workspace's own `.scafld/` folder that
+/// workspace is the one (`scafld_local::workspace`): a `.scafld` nested in there (an older
+/// `init` made one) is passed over with a warning, and an explicit root in there is refused.
 pub fn find_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
     let explicit = flag.map(Path::to_path_buf).or_else(|| std::env::var_os("SCAFLD_ROOT").map(PathBuf::from));
     if let Some(root) = explicit {
         let root = absolute(&root)?;
+        if let Some(outer) = enclosing(&root) {
+            return Err(CliError::new(
+                "workspace_not_found",
+                format!(
+                    "{} is inside the .scafld/ folder of the workspace {}, not a workspace of its own",
+                    root.display(),
+                    outer.display()
+                ),
+                workflow::UNREACHABLE,
+            )
+            .with_hint(format!("pass --root {}", outer.display())));
+        }
         if !root.join(".scafld").is_dir() {
             return Err(not_a_workspace(&root));
         }
         return Ok(root);
     }
     let cwd = current_dir()?;
+    if let Some(outer) = enclosing(&cwd) {
+        let nested = cwd.ancestors().take_while(|dir| *dir != outer).find(|dir| dir.join(".scafld").is_dir());
+        if let Some(nested) = nested {
+            note(&format!(
+                "scafld: warning: ignoring {}, a workspace folder inside the workspace {}'s own .scafld/ (an older \
+                 `scafld init` made it there); this command works on {}: move what you need out of it and remove it",
+                nested.join(".scafld").display(),
+                outer.display(),
+                outer.display()
+            ));
+        }
+        return Ok(outer);
+    }
     cwd.ancestors().find(|dir| dir.join(".scafld").is_dir()).map(Path::to_path_buf).ok_or_else(|| {
         CliError::new(
             "workspace_not_found",

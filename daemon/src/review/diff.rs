@@ -19,18 +19,16 @@ use crate::domain::job::{SessionRecord, Subject};
 use crate::domain::packet::{self, Section};
 use crate::error::{RpcError, RpcResult};
 
-/// Context files larger than this are refused (the packet budget would drop them anyway).
-const MAX_CONTEXT_BYTES: usize = 256 * 1024;
-
 pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcResult<m::SpawnResult> {
     let ws = daemon.review_workspace(&p.root).await?;
     let kept_in = ws.is_bare().then(|| ws.data.display().to_string());
     let config = ws.config()?;
     let context = p.context.unwrap_or_default();
-    if context.len() > MAX_CONTEXT_BYTES {
+    // Larger ones are refused (the packet budget would drop them anyway).
+    if context.len() > m::MAX_CONTEXT_BYTES {
         return Err(RpcError::new(
             ErrorKind::InvalidInput,
-            format!("the context file is {} bytes; at most {MAX_CONTEXT_BYTES} are accepted", context.len()),
+            format!("the context file is {} bytes; at most {} are accepted", context.len(), m::MAX_CONTEXT_BYTES),
         ));
     }
     let reviewers = requested_reviewers(&p.reviewers, None, &config)?;

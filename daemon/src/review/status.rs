@@ -30,7 +30,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
         job.review
             .as_ref()
             .and_then(|w| w.lease.as_ref())
-            .map(|l| l.seconds * 1000)
+            .map(|l| l.seconds.saturating_mul(1000))
             .unwrap_or(runner::HEARTBEAT_LEASE_MS)
     };
     let reviewers = session

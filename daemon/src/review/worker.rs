@@ -63,6 +63,17 @@ pub async fn claim(
     if !(p.timeout_seconds.is_finite() && p.timeout_seconds >= 0.0) {
         return Err(RpcError::new(ErrorKind::InvalidInput, "timeout must be a non-negative number of seconds"));
     }
+    // A lease past the clock's reach would expire at once (its end wrapping round), the claim
+    // answered as though it held.
+    if let Some(seconds) = p.lease_seconds.filter(|s| *s > m::MAX_LEASE_SECONDS) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("a lease of {seconds} s is longer than the {} s (a week) a claim may hold", m::MAX_LEASE_SECONDS),
+        )
+        .with_hint(
+            "ask for a shorter lease and keep the job with `scafld worker heartbeat` (the loop does it itself)",
+        ));
+    }
     let only = match &p.root {
         Some(root) => Some(daemon.workspace(root).await?),
         None => None,
@@ -97,7 +108,7 @@ pub async fn claim(
                         provider: p.provider.clone(),
                         host_agent: host_agent.clone(),
                         seconds,
-                        expires_ms: now + seconds.max(1) * 1000,
+                        expires_ms: expiry(now, seconds.max(1)),
                         claimed_at: clock::now_rfc3339(),
                     });
                 }
@@ -132,7 +143,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
     };
     let ws = daemon.workspace(&session.root).await.map_err(give_back)?;
     let config = ws.config().map_err(|e| give_back(e.into()))?;
-    let seconds = p.lease_seconds.unwrap_or(config.review.workers.lease_seconds).max(1);
+    let seconds = p.lease_seconds.unwrap_or(config.review.workers.lease_seconds).clamp(1, m::MAX_LEASE_SECONDS);
     let resume = consensus::briefing(&session.files, &work.checkpoint);
     let packet = scafld_local::capped::read_text(
         std::path::Path::new(&session.packet_path),
@@ -188,7 +199,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         if let Some(w) = r.review.as_mut() {
             if let Some(lease) = w.lease.as_mut() {
                 lease.seconds = seconds;
-                lease.expires_ms = now_ms() + seconds * 1000;
+                lease.expires_ms = expiry(now_ms(), seconds);
             }
             if w.checkpoint.phase.is_empty() || w.checkpoint.phase == "done" {
                 w.checkpoint.phase = "preflight".into();
@@ -230,6 +241,11 @@ fn scratch_name(job: &JobRecord) -> String {
     format!("review-{}-{}", job.id, job.attempt)
 }
 
+/// When a lease of `seconds` taken at `now_ms` ends; never wraps round to the past.
+fn expiry(now_ms: u64, seconds: u64) -> u64 {
+    now_ms.saturating_add(seconds.saturating_mul(1000))
+}
+
 /// Renew the lease `token` holds, in one compare-and-update (a stale token renews nothing).
 fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
     let now = now_ms();
@@ -240,7 +256,7 @@ fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
             if let Some(w) = r.review.as_mut() {
                 w.heartbeat_ms = now;
                 if let Some(l) = w.lease.as_mut() {
-                    l.expires_ms = now + l.seconds * 1000;
+                    l.expires_ms = expiry(now, l.seconds);
                 }
             }
         })

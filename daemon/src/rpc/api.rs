@@ -174,6 +174,22 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
         return Err(RpcError::new(ErrorKind::WorkspaceError, format!("{} is not a directory", root.display()))
             .with_hint("create the directory first, or pass --root with an existing directory"));
     }
+    // A workspace's own `.scafld/` folder (or anything below it) is never another's root: a
+    // workspace made there would catch every command run below it.
+    if let Some(outer) = scafld_local::workspace::enclosing(&crate::daemon::canonical_root(root)?) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "{} is inside the .scafld/ folder of the workspace {}; no workspace is made there",
+                root.display(),
+                outer.display()
+            ),
+        )
+        .with_hint(format!(
+            "{} is already a workspace: run scafld commands anywhere below it, or `scafld init` in another project's root",
+            outer.display()
+        )));
+    }
     // A `.scafld` made now is a new workspace: refused before anything is written while a
     // job of the one this folder held still runs here.
     let had_id = root.join(layout::ID_FILE).exists();

@@ -1404,17 +1404,11 @@ fn export_path(daemon: &Daemon, ws: &Workspace, task: &str, path: &str, force: b
         return Err(refuse(format!("--export {path:?}: there is no folder {}", parent.display()))
             .with_hint("create the folder first, or export elsewhere"));
     }
-    match std::fs::symlink_metadata(&resolved) {
-        Ok(meta) if meta.file_type().is_symlink() || meta.is_dir() => Err(refuse(format!(
-            "{} is a symlink or a directory; the ledger is not written through it",
-            resolved.display()
-        ))),
-        Ok(_) if !force && !path.is_empty() => {
-            Err(RpcError::new(ErrorKind::AlreadyExists, format!("{} already exists", resolved.display()))
-                .with_hint("pass --force to replace it, or choose another path"))
-        }
-        _ => Ok(resolved),
-    }
+    // The one rule `man --out` follows too; the default path is scafld's own file, replaced
+    // each time. Every refusal is the caller's to change: a usage error.
+    scafld_local::out_file::check(&resolved, force || path.is_empty())
+        .map_err(|why| refuse(format!("--export: {why}")).with_hint(why.hint()))?;
+    Ok(resolved)
 }
 
 /// At start-up: abandon jobs that lost their runner and record it in their tasks' ledgers.

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 
 use crate::daemon::Daemon;
-use crate::error::RpcResult;
+use crate::error::{RpcError, RpcResult};
 use crate::jobs::{self, unknown_job};
 
 pub async fn list(daemon: &Daemon, p: m::JobListParams) -> RpcResult<m::JobListResult> {
@@ -34,8 +35,20 @@ pub async fn wait(daemon: &Daemon, p: m::JobWaitParams) -> RpcResult<m::JobInfo>
     daemon.jobs.wait(&p.job_id, timeout).await.map(|r| jobs::info(&r)).ok_or_else(|| unknown_job(&p.job_id))
 }
 
-/// Cancel a job; a reviewer job's session learns of it.
+/// Cancel a job; a reviewer job's session learns of it. A job that had already finished is
+/// left as it ended and the answer says so (`invalid_state`, with its state in the details):
+/// nothing was cancelled.
 pub async fn cancel(daemon: &Arc<Daemon>, p: m::JobParams) -> RpcResult<m::JobInfo> {
+    let before = daemon.jobs.get(&p.job_id).ok_or_else(|| unknown_job(&p.job_id))?;
+    if before.state.is_finished() {
+        let when = before.finished_at.as_deref().map(|at| format!(" at {at}")).unwrap_or_default();
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("{} had already finished ({}{when}); nothing was cancelled", before.id, before.state),
+        )
+        .with_hint(format!("`scafld job status {}` shows how it ended", before.id))
+        .with_details(serde_json::json!({"job_id": before.id, "state": before.state})));
+    }
     let record = daemon.jobs.cancel(daemon.store(), &p.job_id).ok_or_else(|| unknown_job(&p.job_id))?;
     crate::review::cancelled(daemon, &record).await;
     Ok(jobs::info(&daemon.jobs.get(&p.job_id).unwrap_or(record)))

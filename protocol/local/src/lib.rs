@@ -1,11 +1,15 @@
 //! What the client and the daemon both need to agree on about this machine: where the daemon's
 //! socket and state live ([`paths`]), whether a directory is safe to hold them, and how to reach
-//! the socket, and how to read a file someone else supplies ([`capped`]). A separate small crate
-//! so that the daemon does not depend on the client.
+//! the socket, how to run a command ([`runner`]), how to read a file someone else supplies
+//! ([`capped`]), where a file the caller named may be written ([`out_file`]) and which folders
+//! can never be a workspace's root ([`workspace`]). A separate small crate so that the daemon
+//! does not depend on the client.
 
 pub mod capped;
+pub mod out_file;
 pub mod paths;
 pub mod runner;
+pub mod workspace;
 
 pub use paths::Paths;
 

@@ -153,13 +153,18 @@ method!(
     ReviewDiff = "review.diff", DiffReviewParams => SpawnResult
 );
 
+/// The longest `context` (a `--context-file`) a range review takes, in bytes: the daemon
+/// refuses a longer one, and the client reads no further.
+pub const MAX_CONTEXT_BYTES: usize = 256 * 1024;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiffReviewParams {
     pub root: String,
     /// `BASE..HEAD`.
     pub range: String,
-    /// The issue description injected into the reviewers' prompt (the context file's text).
+    /// The issue description injected into the reviewers' prompt (the context file's text), at
+    /// most [`MAX_CONTEXT_BYTES`].
     #[serde(default)]
     pub context: Option<String>,
     /// Reviewers to spawn (default: review.external.reviewers, else review.external.provider).

@@ -12,6 +12,10 @@ method!(
     WorkerClaim = "worker.claim", ClaimParams => Option<Claim>
 );
 
+/// The longest lease a claim may ask for: a week (a worker keeps a job longer by heartbeats).
+/// A workspace's `review.workers.lease_seconds` above it is taken as this.
+pub const MAX_LEASE_SECONDS: u64 = 7 * 24 * 3600;
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimParams {
@@ -26,7 +30,8 @@ pub struct ClaimParams {
     pub root: Option<String>,
     #[serde(default)]
     pub timeout_seconds: f64,
-    /// Lease length (default: review.workers.lease_seconds of the job's workspace).
+    /// Lease length (default: review.workers.lease_seconds of the job's workspace); at most
+    /// [`MAX_LEASE_SECONDS`], a longer one is refused.
     #[serde(default)]
     pub lease_seconds: Option<u64>,
     pub caller: CallerContext,

@@ -4,6 +4,8 @@ use scafld_client::{ClientError, Connection};
 use scafld_protocol::methods::{DaemonStatus, DaemonStatusResult};
 use serde_json::json;
 
+use scafld_client::terminal::one_line;
+
 use crate::cli::Context;
 use crate::cli::daemon_control::{self, connect_error, rpc_error};
 use crate::cli::exit::workflow;
@@ -17,10 +19,11 @@ pub fn start(ctx: &Context) -> Result<u8, CliError> {
     };
     let socket = ctx.paths.socket.display().to_string();
     ctx.out.success(&json!({"pid": pid, "socket_path": socket, "already_running": already}), || {
+        let shown = one_line(&socket);
         if already {
-            format!("the daemon is already running (pid {pid}) at {socket}")
+            format!("the daemon is already running (pid {pid}) at {shown}")
         } else {
-            format!("started the daemon (pid {pid}) at {socket}")
+            format!("started the daemon (pid {pid}) at {shown}")
         }
     });
     Ok(workflow::OK)
@@ -31,7 +34,7 @@ pub fn stop(ctx: &Context) -> Result<u8, CliError> {
     let socket = ctx.paths.socket.display().to_string();
     ctx.out.success(&json!({"stopped": stopped.is_some(), "pid": stopped, "socket_path": socket}), || match stopped {
         Some(pid) => format!("stopped the daemon (pid {pid})"),
-        None => format!("no daemon was running at {socket}"),
+        None => format!("no daemon was running at {}", one_line(&socket)),
     });
     Ok(workflow::OK)
 }
@@ -46,6 +49,8 @@ pub fn status(ctx: &Context) -> Result<u8, CliError> {
     Ok(workflow::OK)
 }
 
+/// The status for a person; every path in it is a value kept to its line (`one_line`): a
+/// folder's name may hold a newline.
 fn render(s: &DaemonStatusResult) -> String {
     let open = s.workspaces.iter().filter(|w| w.open).count();
     let mut text = format!(
@@ -54,18 +59,18 @@ fn render(s: &DaemonStatusResult) -> String {
         s.protocol_version,
         s.pid,
         human_duration(s.uptime_seconds),
-        s.socket_path,
+        one_line(&s.socket_path),
         if s.socket_activated { " (systemd)" } else { "" },
-        s.state_dir,
-        s.log_file,
+        one_line(&s.state_dir),
+        one_line(&s.log_file),
         s.workspaces.len(),
         open,
     );
     for w in &s.workspaces {
         text.push_str(&format!(
             "  {}  {}{}\n",
-            &w.workspace_id[..8.min(w.workspace_id.len())],
-            w.root,
+            one_line(w.workspace_id.get(..8).unwrap_or(&w.workspace_id)),
+            one_line(&w.root),
             if w.open { "" } else { " (closed)" }
         ));
     }

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use clap::CommandFactory;
+use scafld_local::out_file;
 
 use crate::cli::exit::workflow;
 use crate::cli::output::{CliError, note};
@@ -28,29 +29,40 @@ pub fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
 }
 
 /// `scafld.1`, `scafld-<command>.1` for every command and subcommand, and `scafldd.1` (asked
-/// of the scafldd beside this binary, else on PATH).
-pub fn man(ctx: &Context, out: &Path) -> Result<u8, CliError> {
+/// of the scafldd beside this binary, else on PATH). Every page is rendered first and every
+/// name checked as `session --export` checks its path (`scafld_local::out_file`): a symlink is
+/// never written through, an existing file only replaced with `force`; one refusal writes
+/// nothing.
+pub fn man(ctx: &Context, out: &Path, force: bool) -> Result<u8, CliError> {
     let io = |e: std::io::Error| {
         CliError::new("io", format!("cannot write man pages to {}: {e}", out.display()), workflow::RUNTIME)
     };
-    std::fs::create_dir_all(out).map_err(io)?;
-    let mut written = Vec::new();
+    let mut pages = Vec::new();
     let command = Cli::command();
-    write_pages(&command, "scafld", "scafld", out, &mut written).map_err(io)?;
+    render_pages(&command, "scafld", "scafld", &mut pages).map_err(io)?;
     let daemon = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join("scafldd")))
         .filter(|p| p.is_file())
         .unwrap_or_else(|| "scafldd".into());
     match std::process::Command::new(&daemon).arg("--man").output() {
-        Ok(output) if output.status.success() => {
-            std::fs::write(out.join("scafldd.1"), output.stdout).map_err(io)?;
-            written.push("scafldd.1".to_string());
-        }
+        Ok(output) if output.status.success() => pages.push(("scafldd.1".to_string(), output.stdout)),
         _ => note(&format!(
             "scafld: warning: no scafldd answered `--man` ({}); its page was not written",
             daemon.display()
         )),
+    }
+    for (file, _) in &pages {
+        out_file::check(&out.join(file), force).map_err(|why| {
+            CliError::new("usage", format!("man --out: {why}; no page was written"), workflow::USAGE)
+                .with_hint(why.hint())
+        })?;
+    }
+    std::fs::create_dir_all(out).map_err(io)?;
+    let mut written = Vec::new();
+    for (file, page) in pages {
+        out_file::write(&out.join(&file), &page, force).map_err(io)?;
+        written.push(file);
     }
     ctx.out.success(&serde_json::json!({"out": out.display().to_string(), "pages": written}), || {
         format!(
@@ -64,22 +76,19 @@ pub fn man(ctx: &Context, out: &Path) -> Result<u8, CliError> {
 }
 
 /// One page per command: `stem.1`, titled `shown` (`scafld review wait`).
-fn write_pages(
+fn render_pages(
     command: &clap::Command,
     stem: &str,
     shown: &str,
-    out: &Path,
-    written: &mut Vec<String>,
+    pages: &mut Vec<(String, Vec<u8>)>,
 ) -> std::io::Result<()> {
-    let file = format!("{stem}.1");
     let mut page = Vec::new();
     let page_command = command.clone().display_name(shown.to_string()).bin_name(shown.to_string());
     clap_mangen::Man::new(page_command).title(stem.to_string()).render(&mut page)?;
-    std::fs::write(out.join(&file), page)?;
-    written.push(file);
+    pages.push((format!("{stem}.1"), page));
     for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = sub.get_name();
-        write_pages(sub, &format!("{stem}-{name}"), &format!("{shown} {name}"), out, written)?;
+        render_pages(sub, &format!("{stem}-{name}"), &format!("{shown} {name}"), pages)?;
     }
     Ok(())
 }

@@ -342,7 +342,13 @@ pub fn job_wait(ctx: &Context, job_id: &str, timeout: f64) -> Result<u8, CliErro
 pub fn job_cancel(ctx: &Context, job_id: &str) -> Result<u8, CliError> {
     let mut conn = ctx.connect()?;
     let j = call::<m::JobCancel>(&mut conn, &m::JobParams { job_id: job_id.into() })?;
-    ctx.out.success(&j, || format!("cancelling {} ({})", j.job_id, j.state));
+    // A job that had finished before the call is the daemon's refusal (exit 1); one that ended
+    // while the call was on its way is said as it ended.
+    ctx.out.success(&j, || match (j.finished, j.state) {
+        (false, state) => format!("cancelling {} ({state})", j.job_id),
+        (true, m::JobState::Cancelled) => format!("cancelled {}", j.job_id),
+        (true, state) => format!("{} finished ({state}) before the cancel reached it", j.job_id),
+    });
     Ok(workflow::OK)
 }
 

@@ -46,7 +46,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Receipt(ReceiptCommand::Show { receipt }) => receipt::show(ctx, receipt.as_deref()),
         Command::Completions { shell } => docs::completions(shell),
         Command::Demo { keep } => demo::run(ctx, keep),
-        Command::Man { out } => docs::man(ctx, &out),
+        Command::Man { out, force } => docs::man(ctx, &out, force),
         Command::Mcp(McpCommand::SubmitReview { token, answer }) => mcp::submit_review(ctx, &token, &answer),
         Command::Job(JobCommand::List) => exec::job_list(ctx),
         Command::Job(JobCommand::Status { job_id }) => exec::job_status(ctx, &job_id),

@@ -267,9 +267,10 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         return Err(CliError::new("usage", format!("--diff {range:?} is not a BASE..HEAD range"), spawn_wait::USAGE));
     }
     let context = match &args.context_file {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-            CliError::new("usage", format!("cannot read --context-file {}: {e}", path.display()), spawn_wait::USAGE)
-        })?),
+        Some(path) => Some(
+            crate::cli::input::read_text("--context-file", path, m::MAX_CONTEXT_BYTES)
+                .map_err(|why| CliError::new("usage", why, spawn_wait::USAGE))?,
+        ),
         None => None,
     };
     let root = crate::cli::workspace::find_review_root(ctx.global.root.as_deref())

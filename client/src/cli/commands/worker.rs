@@ -57,8 +57,9 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             Ok(workflow::OK)
         }
         Some(WorkerCommand::Submit { lease, dossier }) => {
-            let text = std::fs::read_to_string(dossier)
-                .map_err(|e| CliError::usage(format!("cannot read --dossier {}: {e}", dossier.display())))?;
+            // A dossier travels in one request line: a larger file could never be sent.
+            let text = crate::cli::input::read_text("--dossier", dossier, scafld_protocol::MAX_REQUEST_LINE_BYTES)
+                .map_err(CliError::usage)?;
             let value: serde_json::Value =
                 serde_json::from_str(&text).map_err(|e| CliError::usage(format!("--dossier is not JSON: {e}")))?;
             let mut conn = ctx.connect()?;
