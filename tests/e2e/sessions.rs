@@ -704,10 +704,10 @@ fn input_files_must_be_regular_and_bounded() {
     // `/dev/zero` last: a client that read it without a bound would fill the memory before
     // the deadline, where the FIFO only makes it wait.
     for (path, why) in [
-        (fifo.to_str().unwrap(), "is not a regular file"),
-        (work.as_str(), "is not a regular file"),
-        (big.to_str().unwrap(), "is more than 262144 bytes"),
-        ("/dev/zero", "is not a regular file"),
+        (fifo.to_str().unwrap(), "not a regular file"),
+        (work.as_str(), "not a regular file"),
+        (big.to_str().unwrap(), "over the 262144 bytes"),
+        ("/dev/zero", "not a regular file"),
     ] {
         let review = bounded(&["review", "--diff", "HEAD~1..HEAD", "--context-file", path, "--json"]);
         review.assert_code(64);
