@@ -204,6 +204,29 @@ pub struct Submissions {
 struct Slot {
     expect: Expected,
     accepted: Option<Submitted>,
+    /// Why the latest refused submission was refused (empty when none was).
+    refused: Vec<String>,
+}
+
+/// What a submission slot held when its run ended: the accepted submission, or why the latest
+/// one the provider made was refused (the run's failure says so, not "no submission").
+#[derive(Debug, Default)]
+pub struct Closed {
+    pub accepted: Option<Submitted>,
+    pub refused: Vec<String>,
+}
+
+impl Closed {
+    /// Why nothing was accepted through `tool` when the provider did call it: the latest
+    /// refusal's reasons.
+    fn refusal(&self, tool: &str) -> Option<String> {
+        (!self.refused.is_empty()).then(|| {
+            format!(
+                "the provider's {tool} submission was refused ({}) and nothing it submitted was accepted",
+                self.refused.join("; ")
+            )
+        })
+    }
 }
 
 /// What a submission slot accepts.
@@ -228,22 +251,42 @@ impl Submissions {
     fn open(&self, expect: Expected) -> String {
         let token =
             crate::workspace::layout::new_id().unwrap_or_else(|_| format!("{:?}", std::time::SystemTime::now()));
-        crate::sync::lock(&self.slots).insert(token.clone(), Slot { expect, accepted: None });
+        crate::sync::lock(&self.slots).insert(token.clone(), Slot { expect, accepted: None, refused: Vec::new() });
         token
     }
 
-    pub fn close(&self, token: &str) -> Option<Submitted> {
-        crate::sync::lock(&self.slots).remove(token).and_then(|s| s.accepted)
+    pub fn close(&self, token: &str) -> Closed {
+        match crate::sync::lock(&self.slots).remove(token) {
+            Some(slot) => Closed { accepted: slot.accepted, refused: slot.refused },
+            None => Closed::default(),
+        }
     }
 
-    /// Validate a submission; the first valid one is kept and later ones are refused.
+    /// Validate a submission; the first valid one is kept and later ones are refused. A refusal
+    /// is kept (the latest one) for the run's failure to name.
     pub fn submit(&self, token: &str, answer: Value) -> Result<String, Vec<String>> {
         let mut slots = crate::sync::lock(&self.slots);
         let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
         if slot.accepted.is_some() {
             return Err(vec!["submit_review was already called; exactly one submission is accepted".into()]);
         }
-        let (verdict, accepted) = match &slot.expect {
+        let checked = Self::check(&slot.expect, answer);
+        match checked {
+            Ok((verdict, accepted)) => {
+                slot.accepted = Some(accepted);
+                slot.refused.clear();
+                Ok(verdict)
+            }
+            Err(problems) => {
+                slot.refused = problems.clone();
+                Err(problems)
+            }
+        }
+    }
+
+    /// A submission checked against what its slot expects: its verdict and what is kept.
+    fn check(expect: &Expected, answer: Value) -> Result<(String, Submitted), Vec<String>> {
+        Ok(match expect {
             Expected::Dossier(request) => {
                 let parsed: Dossier = serde_json::from_value(strip_nulls(answer))
                     .map_err(|e| vec![format!("dossier does not match the schema: {e}")])?;
@@ -266,9 +309,7 @@ impl Submissions {
                 crate::domain::harden::parse_dossier(answer.clone()).map_err(|e| vec![e])?;
                 ("harden dossier".to_string(), Submitted::HardenDossier(answer))
             }
-        };
-        slot.accepted = Some(accepted);
-        Ok(verdict)
+        })
     }
 }
 
@@ -795,7 +836,7 @@ pub async fn run(
     let (outcome, diagnostic) = runner::run(request, diagnostics, cancel, on_spawn).await;
     let submitted = match &invocation.answer {
         Answer::Submission(token) => submissions.close(token),
-        _ => None,
+        _ => Closed::default(),
     };
     let cancelled = matches!(outcome.kill_reason, Some(runner::KillReason::Cancelled));
     let left = Leftovers {
@@ -837,7 +878,7 @@ pub fn interpret_template(
             message: format!("review provider failed: {error} (diagnostic: {diagnostic})"),
         });
     }
-    let raw = match (&invocation.answer, submitted) {
+    let raw = match (&invocation.answer, submitted.accepted) {
         (Answer::Submission(_), Some(Submitted::TemplateAnswer(value))) => value.to_string(),
         (Answer::Submission(_), _) => stdout.clone(),
         (Answer::File(path), _) => answer_file(path).filter(|t| !t.trim().is_empty()).unwrap_or_else(|| stdout.clone()),
@@ -864,8 +905,9 @@ pub struct Leftovers {
     /// A runner-level failure (could not start, killed).
     pub runner_error: Option<String>,
     pub stdout: String,
-    /// What the MCP submit tool delivered, for submission-channel providers.
-    pub submitted: Option<Submitted>,
+    /// What the MCP submit tool delivered (or why it refused it), for submission-channel
+    /// providers.
+    pub submitted: Closed,
     pub tail: String,
     pub diagnostic: String,
     /// What the provider's stream said about itself.
@@ -881,8 +923,8 @@ pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Valu
         return Err(format!("the harden provider {what}: {error} (diagnostic: {diagnostic})"));
     }
     let answer = match &invocation.answer {
-        Answer::Submission(_) => match submitted {
-            Some(Submitted::HardenDossier(value)) => Some(value),
+        Answer::Submission(_) => match &submitted.accepted {
+            Some(Submitted::HardenDossier(value)) => Some(value.clone()),
             _ => None,
         },
         Answer::File(path) => answer_file(path)
@@ -894,7 +936,9 @@ pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Valu
     match (answer, exit_code) {
         (Some(answer), _) => Ok(answer),
         (None, Some(0)) => Err(match &invocation.answer {
-            Answer::Submission(_) => "the provider submitted nothing through submit_harden".to_string(),
+            Answer::Submission(_) => submitted
+                .refusal("submit_harden")
+                .unwrap_or_else(|| "the provider submitted nothing through submit_harden".to_string()),
             _ => "the provider printed no JSON object".to_string(),
         }),
         (None, code) => Err(format!(
@@ -929,24 +973,24 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
     if let Some(error) = runner_error {
         return Err(parse_failure(format!("review provider failed: {error} (diagnostic: {diagnostic})")));
     }
-    let parsed =
-        match &invocation.answer {
-            Answer::Stdout => dossier::parse(&stdout),
-            Answer::File(path) => match answer_file(path) {
-                Some(text) if !text.trim().is_empty() => {
-                    serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
-                        serde_json::from_value::<Dossier>(strip_nulls(v))
-                            .map_err(|e| format!("dossier does not match the schema: {e}"))
-                    })
-                }
-                _ => dossier::parse(&stdout),
-            },
-            Answer::Submission(_) => match submitted {
-                Some(Submitted::Dossier(d)) => Ok(*d),
-                _ => Err("provider produced no submission; the verdict only counts through the submit_review tool"
-                    .to_string()),
-            },
-        };
+    let parsed = match &invocation.answer {
+        Answer::Stdout => dossier::parse(&stdout),
+        Answer::File(path) => match answer_file(path) {
+            Some(text) if !text.trim().is_empty() => {
+                serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
+                    serde_json::from_value::<Dossier>(strip_nulls(v))
+                        .map_err(|e| format!("dossier does not match the schema: {e}"))
+                })
+            }
+            _ => dossier::parse(&stdout),
+        },
+        Answer::Submission(_) => match submitted {
+            Closed { accepted: Some(Submitted::Dossier(d)), .. } => Ok(*d),
+            other => Err(other.refusal("submit_review").unwrap_or_else(|| {
+                "provider produced no submission; the verdict only counts through the submit_review tool".into()
+            })),
+        },
+    };
     let mut dossier = match (exit_code, parsed) {
         (Some(0), Ok(d)) => d,
         (_, Ok(d)) if d.verdict == "fail" => d,
@@ -980,6 +1024,48 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// A refused submission is what the run's failure names (the daemon decided it), and a
+    /// later valid one still counts.
+    #[test]
+    fn a_refused_submission_is_named_in_the_failure_not_reported_as_none() {
+        let submissions = Submissions::default();
+        let request = Request { min_attack_angles: 6, ..Request::default() };
+        let token = submissions.open(Expected::Dossier(request.clone()));
+        let attack = json!({"target": "a", "attack": "b", "result": "clean"});
+        let thin = json!({"verdict": "pass", "mode": "discover", "summary": "ok", "findings": [], "attack_log": [attack, attack], "budget": {}});
+        let problems = submissions.submit(&token, thin).unwrap_err();
+        let invocation = Invocation {
+            command: String::new(),
+            env: BTreeMap::new(),
+            answer: Answer::Submission(token.clone()),
+            output_format: "claude.mcp_submit_review",
+            idle_on_stdout: false,
+        };
+        let left = |submitted| Leftovers {
+            exit_code: Some(0),
+            timed_out: false,
+            runner_error: None,
+            stdout: String::new(),
+            submitted,
+            tail: String::new(),
+            diagnostic: "d.txt".into(),
+            reported: Provenance::default(),
+        };
+        let failure = interpret(&invocation, left(submissions.close(&token))).unwrap_err();
+        assert!(failure.message.contains("submit_review submission was refused"), "{}", failure.message);
+        assert!(failure.message.contains(&problems[0]), "{} / {problems:?}", failure.message);
+        let none = interpret(&invocation, left(Closed::default())).unwrap_err();
+        assert!(none.message.contains("provider produced no submission"), "{}", none.message);
+
+        let token = submissions.open(Expected::Dossier(request));
+        let attacks: Vec<Value> = (0..6).map(|_| attack.clone()).collect();
+        let full = json!({"verdict": "pass", "mode": "discover", "summary": "ok", "findings": [], "attack_log": attacks, "budget": {}});
+        assert!(submissions.submit(&token, json!({"verdict": "maybe"})).is_err());
+        submissions.submit(&token, full).unwrap();
+        let invocation = Invocation { answer: Answer::Submission(token.clone()), ..invocation };
+        assert!(interpret(&invocation, left(submissions.close(&token))).is_ok());
     }
 
     #[test]

@@ -250,6 +250,22 @@ fn review_with(env: &TestEnv, vars: &[(String, String)], server: &ModelServer, p
     let (pass_format, hook) = (format!("{provider}.mcp_submit_review"), env.path("HOOK-RAN"));
     let pass_format = if provider == "codex" { "codex.output_file".to_string() } else { pass_format };
 
+    // A submission the daemon refuses (a pass with too few attack angles) fails the attempt
+    // with the refusal's reason, not as "no submission".
+    if provider != "codex" {
+        let thin = json!({"verdict": "pass", "mode": "discover", "summary": "ok", "findings": [], "attack_log": attacks(2), "budget": {}});
+        server.answer(script(provider, &thin));
+        let run = scafld(env, vars, &["review", "rev", "--provider", provider, "--json"]);
+        assert_ne!(run.code, 0, "{provider}: {}{}", run.stdout, run.stderr);
+        let error = run.json()["error"].clone();
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("submit_review submission was refused") && message.contains("6 attack angles"),
+            "{provider}: {error}"
+        );
+        assert!(!message.contains("no submission"), "{provider}: {error}");
+    }
+
     // A blocking dossier fails the gate and complete refuses.
     server.answer(script(provider, &blocking()));
     let run = scafld(env, vars, &["review", "rev", "--provider", provider, "--json"]);

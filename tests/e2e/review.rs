@@ -388,3 +388,156 @@ fn a_review_scope_never_narrows_the_mutation_guard_and_names_workspace_files() {
     assert_eq!(guard["location"]["path"], "src/lib.rs", "{findings}");
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
+
+/// A reviewer command that notes its start (a line in `<script>.started`), then holds its
+/// answer until the test creates `<script>.release` (a minute at most), then prints `answer`;
+/// `extra` runs while it holds.
+fn held_reviewer(
+    env: &TestEnv,
+    name: &str,
+    answer: &str,
+    extra: &str,
+) -> (String, std::path::PathBuf, std::path::PathBuf) {
+    let path = env.path(&format!("{name}.sh"));
+    let (started, release) = (env.path(&format!("{name}.sh.started")), env.path(&format!("{name}.sh.release")));
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho $$ >> '{}'\n{extra}\ni=0\nwhile [ ! -f '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done\ncat <<'JSON'\n{answer}\nJSON\n",
+            started.display(),
+            release.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    (path.display().to_string(), started, release)
+}
+
+fn lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path).map(|t| t.lines().count()).unwrap_or(0)
+}
+
+/// Three agents start `scafld review rev` at the same moment: one session runs, the others
+/// are refused with the in-progress message while it does (starting a review is one step
+/// under the task's lock). Before, two or three sessions ran, and the quick one's verdict,
+/// which scafld projects into the spec, failed the slow one as a `workspace-mutation`.
+#[test]
+fn reviews_started_at_once_run_one_session_and_the_others_are_refused() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let (script, started, release) = held_reviewer(&env, "held", &pass(), "");
+    let (tx, rx) = std::sync::mpsc::channel();
+    for _ in 0..3 {
+        let mut command = env.scafld_command(&[
+            "review",
+            "rev",
+            "--provider",
+            "command",
+            "--provider-command",
+            &script,
+            "--min-attack-angles",
+            "2",
+            "--json",
+        ]);
+        let tx = tx.clone();
+        std::thread::spawn(move || tx.send(Run::from(command.output().unwrap())));
+    }
+    let deadline = std::time::Duration::from_secs(60);
+    let refused: Vec<Run> = (0..2).map(|_| rx.recv_timeout(deadline).expect("a second review is refused")).collect();
+    for run in &refused {
+        run.assert_code(1);
+        let error = run.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("is in progress for rev"), "{error}");
+        assert!(error["hint"].as_str().unwrap().contains("scafld review wait --session-key"), "{error}");
+    }
+    scafld_tests::wait_until("the one reviewer to start", || lines(&started) >= 1);
+    std::fs::write(&release, "").unwrap();
+    let run = rx.recv_timeout(deadline).expect("the review finishes");
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert_eq!(result["verdict"], "pass", "{result}");
+    assert_eq!(lines(&started), 1, "exactly one reviewer ran");
+    let types = ledger_types(&env);
+    let attempts = types.iter().filter(|t| *t == "review_attempt").count();
+    assert_eq!((attempts, types.iter().filter(|t| *t == "review").count()), (1, 1), "{types:?}");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+/// What scafld itself writes into the spec (its runner-owned lines: the front matter's
+/// `updated`, a `## Review` section) is never a reviewer's mutation, so no projection (another
+/// review's verdict) fails a running review; the author's text still is.
+#[test]
+fn runner_owned_lines_of_the_spec_changing_during_a_review_are_not_a_mutation() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let spec = ".scafld/specs/active/rev.md";
+    let text = std::fs::read_to_string(env.work.join(spec)).unwrap();
+    assert!(text.contains("\nupdated: "), "{text}");
+    let projection = format!(
+        "sed -i 's/^updated: .*/updated: 2099-01-01T00:00:00Z/' {spec}; printf '\\n## Review\\n\\nVerdict: pass\\n' >> {spec}"
+    );
+    let (script, _, release) = held_reviewer(&env, "projects", &pass(), &projection);
+    std::fs::write(&release, "").unwrap();
+    let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["verdict"], "pass", "{}", run.stdout);
+
+    // An edit of the author's text during a review still fails it.
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn greet() {}\npub fn two() {}\n").unwrap();
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let edit = format!("sed -i 's/^Greeting flag.$/Greeting flag, edited./' {spec}");
+    let (script, _, release) = held_reviewer(&env, "edits", &pass(), &edit);
+    std::fs::write(&release, "").unwrap();
+    let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
+    run.assert_code(4);
+    let findings = run.json()["result"]["findings"].clone();
+    let guard = findings.as_array().unwrap().iter().find(|f| f["id"] == "workspace-mutation").expect("guard finding");
+    assert_eq!(guard["location"]["path"], spec, "{guard}");
+}
+
+/// A retry re-runs reviewers on the session's packet: once the files in scope changed (and
+/// were built again) that packet is stale, and the retry is refused with the way on (a new
+/// review). Before, the old diff was reviewed again and failed as a `workspace-mutation`, and
+/// `complete` then said the files changed "after the review passed", though none had.
+#[test]
+fn a_retry_of_a_session_whose_files_changed_is_refused_and_complete_names_the_real_reason() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let toggle = env.path("answer-now");
+    let script =
+        reviewer(&env, "toggle", &pass(), &format!("[ -f '{}' ] || {{ echo garbage; exit 0; }}", toggle.display()));
+    let first = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
+    assert_ne!(first.code, 0, "{}", first.stdout);
+    let waited = env.scafld(&["review", "wait", "--json"]);
+    let key = waited.json()["session_key"].as_str().expect("the session's key").to_string();
+
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn greet() { println!(\"changed\") }\n").unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    std::fs::write(&toggle, "").unwrap();
+    let retry = env.scafld(&["review", "retry", &key, "--json"]);
+    assert_ne!(retry.code, 0, "{}", retry.stdout);
+    let error = retry.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("is stale: the files in its scope changed"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld review rev"), "{error}");
+    let types = ledger_types(&env);
+    assert!(!types.contains(&"review".to_string()), "the stale packet was reviewed again: {types:?}");
+
+    let complete = env.scafld(&["complete", "rev", "--json"]);
+    complete.assert_code(4);
+    let message = complete.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("no review has been recorded"), "{message}");
+
+    // A failed review, then a change: complete says the review failed, not that it passed.
+    command_review(&env, &reviewer(&env, "fail", &fail(), ""), &["--min-attack-angles", "2"]).assert_code(4);
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn greet() { println!(\"again\") }\n").unwrap();
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let complete = env.scafld(&["complete", "rev", "--json"]);
+    complete.assert_code(4);
+    let message = complete.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("the latest review did not pass") && !message.contains("passed"), "{message}");
+
+    // The new review the hint names runs on the files as they are.
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--mode", "discover"])
+        .assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}

@@ -411,10 +411,39 @@ pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
             | LedgerEvent::Implementer { .. }
             | LedgerEvent::Job { .. }
             | LedgerEvent::Imported { .. } => {}
-            _ => return invalid("no current accepted review: something newer than the latest review invalidates it"),
+            // Something newer than any review: say what the latest review was, if there was one.
+            _ => {
+                let latest = entries[..i].iter().rev().find_map(|e| match &e.event {
+                    LedgerEvent::Review(r) => Some(r.verdict.as_str()),
+                    LedgerEvent::ReviewProposed(_) => Some("proposed"),
+                    _ => None,
+                });
+                return invalid(match latest {
+                    None => "no review has been recorded",
+                    Some("pass") => "no current accepted review: something newer than the latest review invalidates it",
+                    Some("proposed") => {
+                        "no current accepted review: something newer than the proposed review invalidates it"
+                    }
+                    Some(_) => "the latest review did not pass (and something newer has been recorded since)",
+                });
+            }
         }
     }
     invalid("no review has been recorded")
+}
+
+/// What begins the mutation guard's fingerprint of the task's own spec when it is the digest of
+/// the authored text ([`spec_guard_fingerprint`]); a stored snapshot without it (an older
+/// scafld's) holds the file's plain fingerprint.
+pub const AUTHORED_SPEC: &str = "authored:";
+
+/// The mutation guard's fingerprint of the task's own spec: the digest of what the author wrote
+/// (`spec::project::authored_digest`, the runner-owned lines set aside). scafld's own writes to
+/// the spec (a projection of a build, of another review's verdict) never change it; any edit of
+/// the spec's authored text does.
+pub fn spec_guard_fingerprint(text: &str) -> String {
+    let layout = crate::domain::spec::parse(text).layout;
+    format!("{AUTHORED_SPEC}{}", crate::domain::spec::project::authored_digest(text, &layout))
 }
 
 /// Paths changed during the review that matter: the task's own spec, or anything in scope that
@@ -459,6 +488,21 @@ pub fn changed_paths(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<Str
 mod tests {
     use super::*;
     use crate::domain::spec::parse;
+
+    /// The guard's view of the spec moves with the author's text, never with the runner's lines.
+    #[test]
+    fn the_guards_spec_fingerprint_ignores_runner_owned_lines() {
+        let spec = |status: &str, review: &str, summary: &str| {
+            format!(
+                "---\nspec_version: '2.0'\ntask_id: t\nstatus: {status}\n---\n\n# T\n\n## Summary\n\n{summary}\n\n## Phase 1: Do\n\nStatus: {status}\n\nAcceptance:\n- [ ] `a1` test - x\n  - Command: `true`\n{review}"
+            )
+        };
+        let before = spec_guard_fingerprint(&spec("review", "", "s"));
+        let projected = "\n## Review\n\nStatus: pass\nVerdict: pass\n";
+        assert_eq!(before, spec_guard_fingerprint(&spec("completed", projected, "s")));
+        assert!(before.starts_with(AUTHORED_SPEC));
+        assert_ne!(before, spec_guard_fingerprint(&spec("review", "", "an edit")));
+    }
 
     /// A reviewer's text reaches the spec clipped, line by line and as a whole: a dossier of
     /// megabytes writes a section of at most [`MAX_REVIEW_BYTES`] (the ledger keeps it all).
@@ -508,7 +552,8 @@ mod tests {
         let ok = completion_authority(&[entry(1, build()), entry(2, review("pass", "codex", Some(CLEAN)))]);
         assert!(matches!(ok, Authority::Valid { ref provider, .. } if provider == "codex"), "{ok:?}");
         let cases = vec![
-            (vec![entry(1, build())], "no current accepted review"),
+            (vec![entry(1, build())], "no review has been recorded"),
+            (vec![entry(1, review("fail", "codex", Some(CLEAN))), entry(2, build())], "did not pass"),
             (vec![], "no review has been recorded"),
             (vec![entry(1, review("pass", "local", Some(CLEAN)))], "cannot complete"),
             (vec![entry(1, review("fail", "codex", Some(CLEAN)))], "did not pass"),

@@ -28,11 +28,89 @@ use crate::ledger::{projected_spec, record};
 use crate::workspace::Workspace;
 
 /// The mutation guard's view of the task: the material of the review scope and the task's
-/// own spec file.
-pub(crate) async fn guard_snapshot(ws: &Workspace, task: &str, scope: &[String]) -> RpcResult<Vec<BaselinePath>> {
+/// own spec file, by the digest of its authored text (`review::spec_guard_fingerprint`): the
+/// runner's own writes to it (a build's evidence, another review's verdict) are never a
+/// reviewer's mutation. `plain_spec` reads the spec as an older scafld stored it, by its bytes.
+pub(crate) async fn guard_snapshot(
+    ws: &Workspace,
+    task: &str,
+    scope: &[String],
+    plain_spec: bool,
+) -> RpcResult<Vec<BaselinePath>> {
     let spec_path = ws.spec_path(task);
     let (root, scope) = (ws.root.clone(), scope.to_vec());
-    baseline::in_workspace(move || baseline::guard_snapshot(&root, &scope, &[spec_path])).await
+    baseline::in_workspace(move || {
+        let mut entries = baseline::guard_snapshot(&root, &scope, &[])?;
+        if !spec_path.is_empty() {
+            let fingerprint =
+                if plain_spec { baseline::fingerprint(&root, &spec_path) } else { spec_fingerprint(&root, &spec_path) };
+            entries.push(BaselinePath { status: "file".into(), fingerprint, path: spec_path });
+        }
+        Ok(entries)
+    })
+    .await
+}
+
+/// The guard's fingerprint of the spec at `relative`: its authored text's digest when it reads
+/// as text within the size budget, else the file's plain fingerprint (a symlink, a folder, a
+/// file gone, unreadable or oversized: any change to those still shows).
+fn spec_fingerprint(root: &std::path::Path, relative: &str) -> String {
+    let path = root.join(relative);
+    let text = match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.is_file() && meta.len() <= crate::domain::spec::budget::MAX_SPEC_BYTES => {
+            std::fs::read_to_string(&path).ok()
+        }
+        _ => None,
+    };
+    match text {
+        Some(text) => review::spec_guard_fingerprint(&text),
+        None => baseline::fingerprint(root, relative),
+    }
+}
+
+/// Whether a stored snapshot holds the task's spec by its plain fingerprint (an older scafld's).
+fn plain_spec(snapshot: &[BaselinePath], spec_path: &str) -> bool {
+    snapshot.iter().any(|p| p.path == spec_path && !p.fingerprint.starts_with(review::AUTHORED_SPEC))
+}
+
+/// Refuse (`busy`) while a job of the task runs: a build, or a reviewer of a session.
+pub(crate) fn refuse_while_running(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+    match daemon.jobs.active_for(ws, task) {
+        Some(job) => Err(busy(&job, task)),
+        None => Ok(()),
+    }
+}
+
+/// Refuse (`busy`) to start a review of `task` while another of its reviews is still going:
+/// a job of the task runs, or a session of the task has all its answers and is being recorded.
+/// Asked under the task's lock, so of two reviews started at once the second is refused.
+pub(crate) fn refuse_review_in_progress(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+    refuse_while_running(daemon, ws, task)?;
+    match daemon.sessions.latest(ws, Some(task)) {
+        Some(session) if session.result.is_none() => Err(RpcError::new(
+            ErrorKind::Busy,
+            format!("a review (session {}) is in progress for {task}: its verdict is being recorded", session.key),
+        )
+        .with_hint(format!("wait for it with `scafld review wait --session-key {}`", session.key))),
+        _ => Ok(()),
+    }
+}
+
+/// The `busy` refusal naming the running job of `task` and how to wait for it or stop it.
+pub(crate) fn busy(job: &crate::domain::job::JobRecord, task: &str) -> RpcError {
+    match &job.review {
+        Some(work) => RpcError::new(
+            ErrorKind::Busy,
+            format!("a review ({} reviewer, job {}) is in progress for {task}", work.reviewer, job.id),
+        )
+        .with_hint(format!(
+            "wait for it with `scafld review wait --session-key {}` or stop it with `scafld job cancel {}`",
+            work.session_key, job.id
+        )),
+        None => RpcError::new(ErrorKind::Busy, format!("a build job ({}) is running for {task}", job.id)).with_hint(
+            format!("wait for it with `scafld job wait {}` or stop it with `scafld job cancel {}`", job.id, job.id),
+        ),
+    }
 }
 
 /// What a settled task session did to the gate.
@@ -66,7 +144,8 @@ pub async fn record_consensus(
     }
     let lock = daemon.jobs.task_lock(&ws, task);
     let _guard = lock.lock().await;
-    let mutated = match guard_snapshot(&ws, task, &session.scope).await {
+    let plain = plain_spec(&session.snapshot, &ws.spec_path(task));
+    let mutated = match guard_snapshot(&ws, task, &session.scope, plain).await {
         Ok(after) => review::mutations(&session.snapshot, &after, &session.scope, &ws.spec_path(task)),
         Err(e) => {
             attempt_failed(daemon, &ws, task, format!("review workspace snapshot failed: {}", e.0.message))?;
@@ -235,9 +314,13 @@ fn reviewer_records(
         .collect()
 }
 
-/// A retry re-runs reviewers on the tree the session started with; the task must still be in
-/// review. Returns the snapshot to guard against: the original one, with the task's own spec
-/// refreshed (settling the first round wrote it; that write is ours, not a reviewer's).
+/// A retry re-runs reviewers on the packet the session started with, so it is refused unless
+/// that packet is still the task's review: the task in review, its approved contract
+/// unchanged, no build or other review of it running, no newer session of it, and the material
+/// of its scope the one the session judged (a change since, built or not, needs a new review
+/// with a new packet). The caller holds the task's lock. Returns the snapshot to guard against:
+/// the original one, with the task's own spec refreshed (settling the first round wrote it;
+/// that write is ours, not a reviewer's).
 pub async fn check_retry(
     daemon: &Arc<Daemon>,
     ws: &Workspace,
@@ -252,8 +335,31 @@ pub async fn check_retry(
         ));
     }
     refuse_contract_changes(task, &spec, &entries, "retry the review of", ErrorKind::ReviewFailed)?;
+    refuse_while_running(daemon, ws, task)?;
+    let new_review = format!("start a new review of the files as they are: `scafld review {task}`");
+    if let Some(newer) = daemon.sessions.latest(ws, Some(task)).filter(|s| s.key != session.key) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("review session {} of {task} is stale: a newer session ({}) reviews it", session.key, newer.key),
+        )
+        .with_hint(format!("retry that one (`scafld review retry {}`) or {new_review}", newer.key)));
+    }
+    if !session.tree.is_empty() {
+        let now =
+            crate::evidence::material_now(ws, &spec).await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+        if now.digest != session.tree {
+            return Err(RpcError::new(
+                ErrorKind::InvalidState,
+                format!(
+                    "review session {} of {task} is stale: the files in its scope changed since its packet was made, so its reviewers would judge the old diff",
+                    session.key
+                ),
+            )
+            .with_hint(new_review));
+        }
+    }
     let spec_path = ws.spec_path(task);
-    let now = guard_snapshot(ws, task, &session.scope).await?;
+    let now = guard_snapshot(ws, task, &session.scope, false).await?;
     let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
     snapshot.extend(now.into_iter().filter(|p| p.path == spec_path));
     Ok(snapshot)
@@ -406,11 +512,14 @@ pub(crate) fn completion(
         )
         .with_hint(format!("run `scafld build {task}` until every criterion passes, then review again")));
     }
+    // Files changed after a review only matter when that review passed: a failed one is
+    // refused below for what it is (the latest review did not pass).
     let reviewed = entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Review(RecordedReview { tree, .. }) => Some(tree.as_str()),
+        LedgerEvent::Review(RecordedReview { tree, verdict, .. }) => Some((tree.as_str(), verdict.as_str())),
         _ => None,
     });
-    if let (Some(reviewed), Ok(now)) = (reviewed.filter(|tree| !tree.is_empty()), &fresh.material)
+    let passed = reviewed.filter(|(tree, verdict)| !tree.is_empty() && *verdict == Verdict::Pass.as_str());
+    if let (Some((reviewed, _)), Ok(now)) = (passed, &fresh.material)
         && reviewed != now.digest
     {
         return Err(RpcError::new(

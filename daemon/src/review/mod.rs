@@ -688,7 +688,12 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         )
         .with_hint("a failing verdict is fixed in the code, then reviewed in a new session"));
     }
+    // A task's retry holds the task (after the session: the lock order) until its jobs exist,
+    // so no review or build of the task starts in between.
+    let mut _task_held = None;
     if let Some(task) = session.task().map(str::to_string) {
+        gate::refuse_while_running(daemon, &ws, &task)?;
+        _task_held = Some(daemon.jobs.task_lock(&ws, &task).lock_owned().await);
         session.snapshot = crate::baseline::stored(&gate::check_retry(daemon, &ws, &session, &task).await?);
     }
     session.caller_env = p.caller.env.clone();

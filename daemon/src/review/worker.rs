@@ -426,7 +426,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                 });
             let submitted = match &invocation.answer {
                 Answer::Submission(token) => daemon.submissions.close(token),
-                _ => None,
+                _ => providers::Closed::default(),
             };
             let left = providers::Leftovers {
                 exit_code: run.exit_code,

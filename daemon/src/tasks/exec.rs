@@ -29,6 +29,7 @@ use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::evidence::StepMaterial;
 use crate::ledger::{Projected, implementer, projected_spec, projected_spec_or, record, record_ending};
+pub(crate) use crate::review::gate::{busy, refuse_while_running};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::Workspace;
 use crate::workspace::specfile::{self, InPlace};
@@ -41,13 +42,6 @@ const HEARTBEAT: Duration = Duration::from_secs(2);
 
 fn internal(e: impl std::fmt::Display) -> RpcError {
     RpcError::internal(e)
-}
-
-pub(crate) fn refuse_while_running(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
-    match daemon.jobs.active_for(ws, task) {
-        Some(job) => Err(busy(&job, task)),
-        None => Ok(()),
-    }
 }
 
 /// `complete` and `finalize` while a job of the task runs: a refusal of the gate
@@ -65,22 +59,6 @@ pub(crate) fn refuse_completion_while_running(
         data.message = format!("{what} refused: {}", data.message);
         RpcError(data)
     })
-}
-
-fn busy(job: &crate::domain::job::JobRecord, task: &str) -> RpcError {
-    match &job.review {
-        Some(work) => RpcError::new(
-            ErrorKind::Busy,
-            format!("a review ({} reviewer, job {}) is in progress for {task}", work.reviewer, job.id),
-        )
-        .with_hint(format!(
-            "wait for it with `scafld review wait --session-key {}` or stop it with `scafld job cancel {}`",
-            work.session_key, job.id
-        )),
-        None => RpcError::new(ErrorKind::Busy, format!("a build job ({}) is running for {task}", job.id)).with_hint(
-            format!("wait for it with `scafld job wait {}` or stop it with `scafld job cancel {}`", job.id, job.id),
-        ),
-    }
 }
 
 pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::ApproveResult> {

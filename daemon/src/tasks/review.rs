@@ -62,6 +62,9 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     let task = entry.task_id.clone();
     refuse_while_running(daemon, &ws, &task)?;
     let guard = daemon.jobs.task_lock(&ws, &task).lock_owned().await;
+    // Again under the task's lock: of two reviews started at once, the second is refused here
+    // (the first's jobs exist before it lets the task go).
+    gate::refuse_review_in_progress(daemon, &ws, &task)?;
     require_valid(daemon, &ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     require_review_status(daemon, &ws, &spec, &entries, &task, "review", ErrorKind::InvalidState)?;
@@ -153,7 +156,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     // changes made while the reviewers ran count. It watches the task's own scope whatever
     // `--review-scope` says (which may widen it, never narrow it).
     let guarded = review::guard_scope(&review::scope(&spec, &[], &ws.root.to_string_lossy()), &change.scope);
-    let start = guard_snapshot(&ws, &task, &guarded).await?;
+    let start = guard_snapshot(&ws, &task, &guarded, false).await?;
     let mode = request.mode;
     let spawned = crate::review::spawn(
         daemon,
