@@ -294,6 +294,64 @@ pub(crate) async fn freshness(ws: &Workspace, spec: &Spec, entries: &[LedgerEntr
     Freshness { material, stale, changes }
 }
 
+/// The approval baseline's commit, when the repository no longer has it (history rewritten and
+/// pruned): nothing since approval can be diffed until `approve --amend` records a new one.
+pub(crate) async fn lost_baseline(ws: &Workspace, entries: &[LedgerEntry]) -> Option<String> {
+    let head = ledger::approval_baseline(entries)?.0?;
+    let (root, probe) = (ws.root.clone(), head.clone());
+    let gone = baseline::off_runtime(move || Ok::<_, String>(baseline::commit_gone(&root, &probe))).await;
+    gone.ok().and_then(Result::ok).unwrap_or(false).then_some(head)
+}
+
+/// `next` for a task whose review would read the changes since its approval baseline when
+/// that baseline's commit is gone: recording a new one comes first (`review` refuses until
+/// then). Apart from the lifecycle's decision (`domain::next`), which does no IO.
+pub(crate) async fn past_lost_baseline(
+    ws: &Workspace,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    next: NextAction,
+) -> NextAction {
+    if next.action != crate::domain::next::Action::Review {
+        return next;
+    }
+    let Some(gone) = lost_baseline(ws, entries).await else { return next };
+    let task = spec.front.task_id.as_str();
+    NextAction {
+        role: crate::domain::next::Role::Human,
+        action: crate::domain::next::Action::AmendContract,
+        command: format!("scafld approve {task} --amend --reason \"why\""),
+        reason: format!(
+            "the approval baseline's commit {gone} is gone from the repository (history rewritten and pruned): record a new baseline at HEAD, then review"
+        ),
+    }
+}
+
+/// A finalized task whose receipt file is missing or not the one its ledger anchors (a
+/// finalize interrupted between its ledger append and the file, a file removed since):
+/// `finalize` writes it again from the ledger. Nothing else decides this, so it stays apart
+/// from the lifecycle's decision (`domain::next`).
+fn unwritten_receipt(
+    ws: &Workspace,
+    spec: &Spec,
+    replay: &ledger::Replay,
+    entries: &[LedgerEntry],
+) -> Option<NextAction> {
+    if replay.status != Some(crate::domain::lifecycle::Status::Completed) {
+        return None;
+    }
+    let task = spec.front.task_id.as_str();
+    let path = crate::receipts::unwritten(&ws.root, task, entries)?;
+    Some(NextAction {
+        role: crate::domain::next::Role::Agent,
+        action: crate::domain::next::Action::Repair,
+        command: format!("scafld finalize {task}"),
+        reason: format!(
+            "the task is finalized, but its receipt {path} is missing or not the one its ledger anchors: finalize writes it again"
+        ),
+    })
+}
+
 /// The next action with everything known: spec errors, stale evidence, running reviews and,
 /// for a draft, the digest of its text (`Parsed::draft_digest`).
 pub(crate) fn next_for(
@@ -306,6 +364,9 @@ pub(crate) fn next_for(
     draft_digest: Option<&str>,
 ) -> NextAction {
     let replay = ledger::replay(entries);
+    if let Some(rewrite) = unwritten_receipt(ws, spec, &replay, entries) {
+        return rewrite;
+    }
     let running =
         daemon.sessions.latest(ws, Some(&spec.front.task_id)).filter(|s| s.result.is_none()).map(|s| s.key.clone());
     next_action(&Facts {

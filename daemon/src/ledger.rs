@@ -133,7 +133,8 @@ pub async fn missing_spec(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -
         }
     }
     let root = ws.root.clone();
-    let kept = crate::baseline::off_runtime(move || Ok(crate::baseline::kept_copy(&root, &candidates))).await;
+    let kept =
+        crate::baseline::off_runtime(move || Ok::<_, String>(crate::baseline::kept_copy(&root, &candidates))).await;
     let restore = kept.ok().and_then(Result::ok).flatten().map(|(path, kept)| kept.restore_command(&path));
     MissingSpec { place, restore }
 }

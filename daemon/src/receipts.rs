@@ -12,7 +12,33 @@ use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD
 use ed25519_dalek::{Signer as _, SigningKey};
 use scafld_protocol::receipt::{Body, Downgrade, Envelope, Independence, IndependenceLevel, SIGNATURE_ALG, Signature};
 
+use crate::domain::ledger::{LedgerEntry, LedgerEvent};
 use crate::domain::receipt::{self, MAX_HOST_KEY_BYTES, MAX_TRUSTED_KEYS_BYTES, TrustedKeys};
+
+/// The receipt a task's ledger anchors, if any (the last one).
+pub fn anchored(entries: &[LedgerEntry]) -> Option<Envelope> {
+    entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Receipt { envelope, .. } => serde_json::from_value(envelope.clone()).ok(),
+        _ => None,
+    })
+}
+
+/// A receipt file's text: the envelope, pretty-printed, with a final newline.
+pub fn file_text(envelope: &Envelope) -> String {
+    let mut text = serde_json::to_string_pretty(envelope).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Where the receipt the ledger anchors should be (`.scafld/receipts/<task>.json`), when that
+/// file is missing or holds something else: a finalize interrupted after its ledger append,
+/// or a file removed or cut short since. `None` when nothing is anchored or the file is whole.
+pub fn unwritten(root: &Path, task: &str, entries: &[LedgerEntry]) -> Option<String> {
+    let envelope = anchored(entries)?;
+    let relative = format!(".scafld/receipts/{task}.json");
+    let on_disk = std::fs::read_to_string(root.join(&relative)).ok();
+    (on_disk.as_deref() != Some(file_text(&envelope).as_str())).then_some(relative)
+}
 
 /// Where the host key lives for a caller: `$SCAFLD_CONFIG_HOME/scafld/keys/receipt-ed25519`,
 /// else under `$XDG_CONFIG_HOME`, else `~/.config`.

@@ -1473,3 +1473,38 @@ fn build_never_runs_a_criterion_in_a_folder_linked_outside_the_workspace() {
     assert_eq!(run.json()["result"]["criteria"][0]["status"], "pass", "{}", run.stdout);
     assert_eq!(std::fs::read_to_string(&ran).unwrap().trim(), sub.canonicalize().unwrap().display().to_string());
 }
+
+/// The approval baseline's commit gone from the repository (history rewritten and pruned):
+/// `review` refuses as an unmet precondition (exit 1, not 6) naming the way out, status points
+/// at it too, and following it (`approve --amend` records a new baseline) the review runs.
+#[test]
+fn a_baseline_commit_gone_from_history_is_refused_with_a_way_out_that_works() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    git(&env.work, &["commit", "-q", "--amend", "-m", "initial (reworded)"]);
+    git(&env.work, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&env.work, &["gc", "-q", "--prune=now"]);
+    let script = reviewer(&env, "pass", &pass(), "");
+    let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
+    run.assert_code(1);
+    let error = run.json()["error"].clone();
+    assert_eq!(error["code"], "invalid_state", "{error}");
+    assert!(error["message"].as_str().unwrap().contains("is not in the repository any more"), "{error}");
+    let amend = "scafld approve rev --amend --reason \"why\"";
+    assert!(error["hint"].as_str().unwrap().contains(amend), "{error}");
+    assert_eq!(status(&env)["next_action"]["command"], amend);
+
+    let amended = env.scafld(&["approve", "rev", "--amend", "--reason", "history rewritten"]);
+    amended.assert_code(0);
+    assert!(amended.stdout.contains("recorded a new approval baseline for rev"), "{}", amended.stdout);
+    assert!(amended.stdout.contains("next: scafld review rev"), "{}", amended.stdout);
+    assert_eq!(status(&env)["next_action"]["command"], "scafld review rev");
+    command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    // The reviewer still saw the task's change: it is since the new baseline too.
+    let packet = std::fs::read_to_string(format!("{script}.packet")).unwrap();
+    assert!(packet.contains("src/lib.rs"), "{packet}");
+    // Nothing left to amend once the baseline is back: the refusal as before.
+    env.scafld(&["approve", "rev", "--amend", "--reason", "again"]).assert_code(1);
+}

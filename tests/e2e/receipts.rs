@@ -748,3 +748,162 @@ fn verify_refuses_a_receipt_or_keys_file_that_is_no_small_regular_file_and_the_d
         assert_eq!(daemon_pid(&env), pid);
     }
 }
+
+/// What a test does to a fresh repository before its first commit.
+type Setup = dyn Fn(&TestEnv);
+
+/// Task `rev` on `src/a.txt` in a repository `configure` set up before its first commit,
+/// built twice (the file written as `first`, then `second`) and reviewed with a pass.
+fn reviewed_text(env: &TestEnv, configure: &Setup, first: &[u8], second: &[u8]) {
+    git(&env.work, &["init", "-q"]);
+    configure(env);
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/a.txt"), first).unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Text\n\n## Summary\n\nLine endings.\n\n## Scope\n\n- `src/a.txt` - the text.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - has line1\n  - Command: `grep -q line1 src/a.txt`\n";
+    write(env, ".scafld/specs/drafts/rev.md", spec);
+    env.scafld(&["approve", "rev", "--reason", "line endings"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    std::fs::write(env.work.join("src/a.txt"), second).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(env, &reviewer(env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run sha256sum");
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout)[..64].to_string()
+}
+
+/// Where git converts content on its way in (`core.autocrlf`, a `.gitattributes` eol rule), a
+/// receipt signs each file as git stores it, so the commit of exactly the finalized work
+/// verifies; where nothing converts, the working tree's bytes are signed as they are.
+#[test]
+fn a_receipt_signs_what_git_stores_so_converted_line_endings_verify() {
+    let autocrlf = |env: &TestEnv| {
+        git(&env.work, &["config", "core.autocrlf", "true"]);
+    };
+    let eol_rule = |env: &TestEnv| write(env, ".gitattributes", "*.txt text eol=crlf\n");
+    let nothing = |_: &TestEnv| {};
+    let cases: [(&str, &Setup, bool); 3] =
+        [("core.autocrlf", &autocrlf, true), (".gitattributes", &eol_rule, true), ("no conversion", &nothing, false)];
+    for (name, configure, converts) in cases {
+        let env = TestEnv::new();
+        let worked = b"line1\r\nline2 changed\r\n";
+        reviewed_text(&env, configure, b"line1\r\nline2\r\n", worked);
+        let run = env.scafld(&["finalize", "rev", "--json"]);
+        run.assert_code(0);
+        let body = run.json()["result"]["receipt"]["body"].clone();
+        let signed = if converts { sha256_hex(b"line1\nline2 changed\n") } else { sha256_hex(worked) };
+        assert_eq!(body["file_digests"]["src/a.txt"], signed.as_str(), "{name}: {body}");
+        git(&env.work, &["add", "-A"]);
+        git(&env.work, &["commit", "-qm", "the work"]);
+        assert_eq!(git(&env.work, &["status", "--porcelain", "src"]).trim(), "", "{name}");
+        let ok = verify(&env, &["--target", "HEAD"]);
+        ok.assert_code(0);
+    }
+}
+
+/// `finalize` of work not committed yet names committing the signed files first (`verify
+/// --target HEAD` reads the commit): following it verifies. Once HEAD holds them, verify alone.
+#[test]
+fn finalize_of_uncommitted_work_says_to_commit_the_signed_files_before_verify() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev"]);
+    run.assert_code(0);
+    let next = run.stdout.lines().find_map(|l| l.strip_prefix("next: ")).unwrap().to_string();
+    let verify_step = " && scafld verify .scafld/receipts/rev.json --target HEAD";
+    let commit = next.strip_suffix(verify_step).unwrap_or_else(|| panic!("{next}"));
+    assert_eq!(commit, "git add -A -- src/lib.rs && git commit -m \"rev: the finalized work\" -- src/lib.rs", "{next}");
+    // Verify alone would fail here: HEAD does not hold the work.
+    failed_check(&verify(&env, &["--target", "HEAD"]), "files");
+    let done = std::process::Command::new("sh")
+        .args(["-c", commit])
+        .current_dir(&env.work)
+        .stdout(std::process::Stdio::null())
+        .env("HOME", env.path("home"))
+        .envs([
+            ("GIT_AUTHOR_NAME", "t"),
+            ("GIT_AUTHOR_EMAIL", "t@t"),
+            ("GIT_COMMITTER_NAME", "t"),
+            ("GIT_COMMITTER_EMAIL", "t@t"),
+        ])
+        .status()
+        .unwrap();
+    assert!(done.success());
+    verify(&env, &[".scafld/receipts/rev.json", "--target", "HEAD"]).assert_code(0);
+    let again = env.scafld(&["finalize", "rev", "--json"]);
+    again.assert_code(0);
+    assert_eq!(again.json()["result"]["next_command"], "scafld verify .scafld/receipts/rev.json --target HEAD");
+}
+
+/// A finalize cut short after its ledger append leaves a completed task without its receipt
+/// file: status and handoff point at `finalize`, which writes it again; then nothing is next.
+#[test]
+fn a_finalized_task_without_its_receipt_file_points_at_finalize() {
+    let env = TestEnv::new();
+    finalized(&env);
+    for name in ["rev.json", "latest.json"] {
+        std::fs::remove_file(env.work.join(".scafld/receipts").join(name)).unwrap();
+    }
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(status["next_action"]["command"], "scafld finalize rev", "{status}");
+    let handoff = env.scafld(&["handoff", "rev"]);
+    assert!(handoff.stdout.contains("scafld finalize rev"), "{}", handoff.stdout);
+    env.scafld(&["finalize", "rev"]).assert_code(0);
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["command"], "none", "{status}");
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+}
+
+/// What the repository lacks is an unmet precondition (exit 1, with the way out), never
+/// "workspace unreachable" (6): finalize before the first commit, a receipt file that is a
+/// folder. Following the hint works.
+#[test]
+fn finalize_refusals_for_what_the_repository_lacks_exit_1_with_a_hint() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nNo commit yet.\n\n## Scope\n\n- `src/lib.rs` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n{GREET}"
+    );
+    write(&env, ".scafld/specs/drafts/rev.md", &spec);
+    env.scafld(&["approve", "rev", "--reason", "unborn"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(1);
+    let error = run.json()["error"].clone();
+    assert_eq!(error["code"], "invalid_state", "{error}");
+    assert_eq!(error["exit_code"], 1, "{error}");
+    assert!(error["message"].as_str().unwrap().contains("no commit yet"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("git commit"), "{error}");
+
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    std::fs::create_dir_all(env.work.join(".scafld/receipts/rev.json")).unwrap();
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(1);
+    let error = run.json()["error"].clone();
+    assert_eq!(error["code"], "invalid_state", "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld finalize rev"), "{error}");
+    std::fs::remove_dir(env.work.join(".scafld/receipts/rev.json")).unwrap();
+    let again = env.scafld(&["finalize", "rev", "--json"]);
+    again.assert_code(0);
+    assert_eq!(again.json()["result"]["already"], true);
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+}

@@ -33,6 +33,56 @@ pub struct Snapshot {
 
 mod kept;
 
+/// Why a git step failed: what the repository lacks for it (a precondition the user meets
+/// there, with how), a revision the caller named that it does not have, or git unable to read
+/// the workspace at all (only that is "unreachable").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitFailure {
+    /// The repository lacks what the step needs (no commit yet, a recorded commit gone).
+    Unmet { message: String, hint: String },
+    /// A revision the caller named does not resolve here.
+    UnknownRevision(String),
+    /// git cannot read the workspace.
+    Unreadable(String),
+}
+
+impl std::fmt::Display for GitFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GitFailure::Unmet { message, .. }
+            | GitFailure::UnknownRevision(message)
+            | GitFailure::Unreadable(message) => f.write_str(message),
+        }
+    }
+}
+
+impl From<String> for GitFailure {
+    fn from(message: String) -> GitFailure {
+        GitFailure::Unreadable(message)
+    }
+}
+
+impl From<&str> for GitFailure {
+    fn from(message: &str) -> GitFailure {
+        GitFailure::Unreadable(message.to_string())
+    }
+}
+
+/// An unmet precondition is a refusal (exit 1) with its hint, an unknown revision the
+/// caller's mistake (exit 2); only an unreadable workspace is a workspace error.
+impl From<GitFailure> for crate::error::RpcError {
+    fn from(failure: GitFailure) -> crate::error::RpcError {
+        use crate::error::RpcError;
+        use scafld_protocol::ErrorKind;
+        match failure {
+            GitFailure::Unmet { message, hint } => RpcError::new(ErrorKind::InvalidState, message).with_hint(hint),
+            GitFailure::UnknownRevision(message) => RpcError::new(ErrorKind::InvalidInput, message)
+                .with_hint("name a commit this repository has (fetch it first if it lives elsewhere)"),
+            GitFailure::Unreadable(message) => RpcError::new(ErrorKind::WorkspaceError, message),
+        }
+    }
+}
+
 /// The repository `root` is in (kept open between calls, see [`kept`]).
 fn open(root: &Path) -> Result<kept::Lease, String> {
     kept::lease(root).map_err(|e| {
@@ -336,7 +386,7 @@ fn link_target(workdir: &Path, top: Option<&Path>, inside: Option<&Path>, link: 
 /// [`tree_files`] of the working tree for `scope` widened with what its symlinks point at
 /// inside the workspace, as the material follows them (so a receipt signs what the evidence
 /// was bound to, not a link's text); returns the widened scope with the files.
-pub fn tree_files_through_links(root: &Path, mut scope: Vec<String>) -> Result<(Vec<String>, TreeFiles), String> {
+pub fn tree_files_through_links(root: &Path, mut scope: Vec<String>) -> Result<(Vec<String>, TreeFiles), GitFailure> {
     // The whole workspace holds whatever its links point at inside it already.
     if whole_tree(&scope) {
         return Ok((vec![".".into()], tree_files(root, &[], None)?));
@@ -780,21 +830,24 @@ fn whole_tree(scope: &[String]) -> bool {
 /// at the commit `at` names, or in the working tree (HEAD's files with every changed and
 /// untracked, not ignored, file on top; deleted ones left out). A symlink counts as its target
 /// text, as git stores it, so both readings agree on the same content.
-pub fn tree_files(root: &Path, scope: &[String], at: Option<&str>) -> Result<TreeFiles, String> {
+pub fn tree_files(root: &Path, scope: &[String], at: Option<&str>) -> Result<TreeFiles, GitFailure> {
     tree_files_walked(root, scope, at, true)
 }
 
 /// [`tree_files`], with the tree walk and the status walk pruned to the scope (and never into
 /// `.scafld/`), or (for tests to compare against) over the whole tree.
-fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: bool) -> Result<TreeFiles, String> {
+fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: bool) -> Result<TreeFiles, GitFailure> {
     let scope = if whole_tree(scope) { &[] } else { scope };
     let repo = open(root)?;
     let commit = match at {
         Some(rev) => repo
             .revparse_single(rev)
             .and_then(|o| o.peel_to_commit())
-            .map_err(|e| format!("cannot resolve {rev:?} to a commit: {}", e.message()))?,
-        None => head_commit(&repo).ok_or("the repository has no commit yet; commit the work first")?,
+            .map_err(|e| GitFailure::UnknownRevision(format!("cannot resolve {rev:?} to a commit: {}", e.message())))?,
+        None => head_commit(&repo).ok_or_else(|| GitFailure::Unmet {
+            message: "the repository has no commit yet: a receipt names the commit its files are checked at".into(),
+            hint: "commit the work (`git add -A && git commit -m \"...\"`), then run the command again".into(),
+        })?,
     };
     let keep = |path: &str| !path.starts_with(".scafld/") && in_scope(path, scope);
     let mut files = BTreeMap::new();
@@ -817,10 +870,16 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
     })
     .map_err(|e| format!("cannot walk the commit's tree: {}", e.message()))?;
     if let Some(failure) = failure {
-        return Err(failure);
+        return Err(failure.into());
     }
     if at.is_none() {
         let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+        // Where git converts content on its way in, a file is signed as git would store it, as
+        // a commit holds it: the same content at `verify --target` (see [`Cleaner`]).
+        let cleaner = match repo.index() {
+            Ok(index) if content_filters(&repo, &index) => Some(Cleaner::open(&workdir)?),
+            _ => None,
+        };
         // The same pruned walk as the material's (`keep` still decides).
         let whole = scope.is_empty();
         let walk = if prune { pruned_walk(&repo, Some(&tree), &workdir, scope, whole) } else { Vec::new() };
@@ -832,7 +891,7 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
             let full = workdir.join(path);
             let content = match std::fs::symlink_metadata(&full) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => return Err(format!("cannot read {path}: {e}")),
+                Err(e) => return Err(format!("cannot read {path}: {e}").into()),
                 Ok(meta) if meta.file_type().is_symlink() => Some(
                     std::fs::read_link(&full)
                         .map_err(|e| format!("cannot read {path}: {e}"))?
@@ -840,14 +899,25 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
                         .into_encoded_bytes(),
                 ),
                 Ok(meta) if meta.is_file() => {
-                    // Streamed (a signed file may be of any size), and only a regular file.
-                    let mut hasher = Sha256::new();
-                    scafld_local::capped::open(&full, "file", u64::MAX).map_err(|e| e.to_string()).and_then(
-                        |mut file| {
-                            std::io::copy(&mut file, &mut hasher).map_err(|e| format!("cannot read {path}: {e}"))
-                        },
-                    )?;
-                    files.insert(path.to_string(), format!("{:x}", hasher.finalize()));
+                    // As git stores it where git converts content (line endings, filters);
+                    // else streamed (a signed file may be of any size), and only a regular file.
+                    let digest = match &cleaner {
+                        Some(cleaner) => {
+                            let stored = cleaner.stored(&full).map_err(|e| format!("cannot read {path}: {e}"))?;
+                            format!("{:x}", Sha256::digest(&stored))
+                        }
+                        None => {
+                            let mut hasher = Sha256::new();
+                            scafld_local::capped::open(&full, "file", u64::MAX).map_err(|e| e.to_string()).and_then(
+                                |mut file| {
+                                    std::io::copy(&mut file, &mut hasher)
+                                        .map_err(|e| format!("cannot read {path}: {e}"))
+                                },
+                            )?;
+                            format!("{:x}", hasher.finalize())
+                        }
+                    };
+                    files.insert(path.to_string(), digest);
                     continue;
                 }
                 Ok(_) => None,
@@ -859,6 +929,39 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
         }
     }
     Ok(TreeFiles { commit: commit.id().to_string(), files })
+}
+
+/// The content git would store for a working-tree file: its bytes through the filters git
+/// applies on the way in (`core.autocrlf`, `core.eol`, `.gitattributes` `text`/`eol`/`ident`;
+/// libgit2 runs no external filter drivers such as LFS, so those files stay as on disk). A
+/// repository of its own, whose object writes go to memory (a mempack backend first in line),
+/// so reading never writes into `.git`.
+struct Cleaner {
+    repo: Repository,
+    workdir: PathBuf,
+}
+
+impl Cleaner {
+    fn open(workdir: &Path) -> Result<Cleaner, String> {
+        let fail = |e: git2::Error| format!("cannot read the repository at {}: {}", workdir.display(), e.message());
+        let repo = Repository::open(workdir).map_err(fail)?;
+        repo.odb().and_then(|odb| odb.add_new_mempack_backend(1000).map(|_| ())).map_err(fail)?;
+        // libgit2 names files by their real path: the filters are chosen by the path inside it.
+        let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+        Ok(Cleaner { repo, workdir })
+    }
+
+    /// The stored form of the file at `path` (absolute, inside the working tree).
+    fn stored(&self, path: &Path) -> Result<Vec<u8>, String> {
+        let real = path.canonicalize().map_err(|e| e.to_string())?;
+        if !real.starts_with(&self.workdir) {
+            // Reached through a link out of the working tree: git would not filter it.
+            return std::fs::read(path).map_err(|e| e.to_string());
+        }
+        let id = self.repo.blob_path(&real).map_err(|e| e.message().to_string())?;
+        let blob = self.repo.find_blob(id).map_err(|e| e.message().to_string())?;
+        Ok(blob.content().to_vec())
+    }
 }
 
 /// Workspace files as the commit `rev` names holds them, never the working tree: `verify`'s
@@ -991,6 +1094,14 @@ fn unambiguous(repo: &Repository, rev: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the commit `id` (a full id, as a baseline records it) is gone from the repository
+/// at `root`: history rewritten and pruned since it was recorded. `false` when it is there or
+/// git cannot tell (the step that needs it then says why).
+pub fn commit_gone(root: &Path, id: &str) -> bool {
+    let Ok(oid) = Oid::from_str(id) else { return false };
+    open(root).is_ok_and(|repo| repo.find_commit(oid).is_err_and(|e| e.code() == git2::ErrorCode::NotFound))
+}
+
 /// Whether `ancestor` is `descendant` or one of its ancestors.
 pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool, String> {
     let repo = open(root)?;
@@ -1083,7 +1194,11 @@ pub struct Change {
 /// Every path that differs from the approval baseline: the diff from the baseline HEAD's tree
 /// to the working tree (committed or not, inside submodules too), without the baseline's own
 /// dirt when it is unchanged, plus baseline dirt that changed since (even back to HEAD).
-pub fn changes_since(root: &Path, base_head: Option<&str>, baseline: &[BaselinePath]) -> Result<Vec<Change>, String> {
+pub fn changes_since(
+    root: &Path,
+    base_head: Option<&str>,
+    baseline: &[BaselinePath],
+) -> Result<Vec<Change>, GitFailure> {
     let repo = open(root)?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let base_tree = base_tree(&repo, base_head)?;
@@ -1105,12 +1220,18 @@ pub fn changes_since(root: &Path, base_head: Option<&str>, baseline: &[BaselineP
     Ok(changes)
 }
 
-fn base_tree<'r>(repo: &'r Repository, base_head: Option<&str>) -> Result<Option<Tree<'r>>, String> {
+fn base_tree<'r>(repo: &'r Repository, base_head: Option<&str>) -> Result<Option<Tree<'r>>, GitFailure> {
     match base_head {
         Some(id) => {
             let oid = Oid::from_str(id).map_err(|e| format!("baseline HEAD {id}: {}", e.message()))?;
-            let commit = repo.find_commit(oid).map_err(|e| {
-                format!("the approval baseline's commit {id} is not in the repository: {}", e.message())
+            let commit = repo.find_commit(oid).map_err(|e| match e.code() {
+                git2::ErrorCode::NotFound => GitFailure::Unmet {
+                    message: format!(
+                        "the approval baseline's commit {id} is not in the repository any more (history rewritten and pruned?): what changed since approval cannot be read"
+                    ),
+                    hint: "bring the commit back (`git fetch` it from a remote that has it), or record a new baseline at HEAD: `scafld approve <task> --amend --reason \"why\"`".into(),
+                },
+                _ => GitFailure::Unreadable(format!("cannot read the approval baseline's commit {id}: {}", e.message())),
             })?;
             Ok(Some(commit.tree().map_err(|e| e.message().to_string())?))
         }
@@ -1182,7 +1303,7 @@ pub fn diff(root: &Path, base_head: Option<&str>, paths: &[String]) -> Result<St
     }
     let repo = open(root)?;
     let tree = match base_head {
-        Some(_) => base_tree(&repo, base_head)?,
+        Some(_) => base_tree(&repo, base_head).map_err(|e| e.to_string())?,
         None => repo.head().ok().and_then(|h| h.peel_to_tree().ok()),
     };
     patch_of(&repo, tree.as_ref(), "", paths)
@@ -1269,18 +1390,19 @@ fn patch(diff: &git2::Diff<'_>, prefix: &str) -> Result<String, String> {
 
 /// Run a git or hashing step on a blocking thread (they block: git2, file hashing). The step's
 /// own failure is returned as it is; the thread failing (a panic) is an internal error.
-pub async fn off_runtime<T: Send + 'static>(
-    step: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> crate::error::RpcResult<Result<T, String>> {
+pub async fn off_runtime<T: Send + 'static, E: Send + 'static>(
+    step: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> crate::error::RpcResult<Result<T, E>> {
     tokio::task::spawn_blocking(step).await.map_err(crate::error::RpcError::internal)
 }
 
-/// [`off_runtime`], with the step's failure reported as a workspace error (git cannot read the
-/// workspace, say).
-pub async fn in_workspace<T: Send + 'static>(
-    step: impl FnOnce() -> Result<T, String> + Send + 'static,
+/// [`off_runtime`], with the step's failure reported as its [`GitFailure`] says: a workspace
+/// error only when git cannot read the workspace (a plain message says that), else a refusal
+/// with its hint.
+pub async fn in_workspace<T: Send + 'static, E: Into<GitFailure> + Send + 'static>(
+    step: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> crate::error::RpcResult<T> {
-    off_runtime(step).await?.map_err(|e| crate::error::RpcError::new(scafld_protocol::ErrorKind::WorkspaceError, e))
+    off_runtime(step).await?.map_err(|e| e.into().into())
 }
 
 #[cfg(test)]

@@ -190,6 +190,15 @@ pub struct RecordedReview {
     pub reviewers: Vec<ReviewerRecord>,
 }
 
+/// The task's approval baseline: HEAD and the dirty paths of the last `workspace_baseline` (the
+/// approval's, or the one `approve --amend` recorded again when its commit was gone).
+pub fn approval_baseline(entries: &[LedgerEntry]) -> Option<(Option<String>, Vec<BaselinePath>)> {
+    entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::WorkspaceBaseline { head, paths, .. } => Some((head.clone(), paths.clone())),
+        _ => None,
+    })
+}
+
 impl LedgerEvent {
     pub fn reason(&self) -> &str {
         match self {

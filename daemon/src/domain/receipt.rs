@@ -111,6 +111,46 @@ pub fn next_head(prior: &str, digest: &str) -> String {
     sha256_hex(format!("{LEDGER_DOMAIN}\n{prior}\n{digest}").as_bytes())
 }
 
+/// How a signed file stands at a commit, when it is not as signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileMismatch {
+    /// Present with other content (the digest found there).
+    Differs(String),
+    /// Signed, but the commit has no such file.
+    Missing,
+    /// Signed as deleted, but the commit has it.
+    Present,
+    /// In the scope there, but the (working tree) receipt does not sign it.
+    Unsigned,
+}
+
+/// The files of a receipt that are not at a commit as signed: `signed` the receipt's file
+/// digests, `found` the digests of the scope's files there, `working_tree` whether the receipt
+/// signed the whole scope (then a file there it leaves out is a mismatch too, listed after
+/// the signed ones).
+pub fn file_mismatches(
+    signed: &BTreeMap<String, String>,
+    found: &BTreeMap<String, String>,
+    working_tree: bool,
+) -> Vec<(String, FileMismatch)> {
+    use scafld_protocol::receipt::DELETED;
+    let mut out = Vec::new();
+    for (path, digest) in signed {
+        let mismatch = match found.get(path) {
+            Some(_) if digest == DELETED => FileMismatch::Present,
+            None if digest == DELETED => continue,
+            None => FileMismatch::Missing,
+            Some(there) if there != digest => FileMismatch::Differs(there.clone()),
+            Some(_) => continue,
+        };
+        out.push((path.clone(), mismatch));
+    }
+    if working_tree {
+        out.extend(found.keys().filter(|p| !signed.contains_key(*p)).map(|p| (p.clone(), FileMismatch::Unsigned)));
+    }
+    out
+}
+
 /// The fingerprint of a tree's files: sha256 of the canonical JSON of its path → digest map.
 pub fn tree_sha(file_digests: &BTreeMap<String, String>) -> String {
     let value = serde_json::to_value(file_digests).unwrap_or(Value::Null);

@@ -72,7 +72,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     require_valid(daemon, &ws, &entry)?;
     refuse_oversized(&task, &entry.path, &entry.parsed.spec, p.amend)?;
     if p.amend {
-        return amend(daemon, &ws, &task, &entry.parsed, p.reason.as_deref());
+        return amend(daemon, &ws, &task, &entry.parsed, p.reason.as_deref()).await;
     }
     let (projected, _) = projected_spec(daemon, &ws, &task)?;
     if projected.status() != Some(Status::Draft) {
@@ -182,8 +182,10 @@ fn refuse_oversized(task: &str, path: &Path, spec: &Spec, amending: bool) -> Rpc
 }
 
 /// `approve --amend --reason R`: re-pin the contract (criteria and evidence scope) of an approved
-/// task whose spec changed, with the reason and the changes in the ledger.
-fn amend(
+/// task whose spec changed, with the reason and the changes in the ledger; and record the
+/// approval baseline again at HEAD when its commit is gone from the repository (history
+/// rewritten and pruned), so what changed since can be read again.
+async fn amend(
     daemon: &Daemon,
     ws: &Workspace,
     task: &str,
@@ -209,11 +211,49 @@ fn amend(
     }
     let pinned = ledger::replay(&entries).contract.unwrap_or_default();
     let changed = evidence::contract_changes(&spec, &pinned);
-    if changed.is_empty() {
+    let gone = crate::evidence::lost_baseline(ws, &entries).await;
+    if changed.is_empty() && gone.is_none() {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("the acceptance criteria and scope of {task} match the approved contract; nothing to amend"),
         ));
+    }
+    let mut events = Vec::new();
+    let mut new_head = None;
+    if let Some(gone) = &gone {
+        // The new baseline: HEAD now, with the dirt outside the task's scope (ambient, as it
+        // was at approval); the task's own uncommitted files stay changes for the reviewer.
+        let root = ws.root.clone();
+        let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
+        let scope = crate::domain::review::scope(&spec, &[], &ws.root.to_string_lossy());
+        let paths: Vec<_> =
+            snapshot.paths.into_iter().filter(|p| !crate::domain::review::in_scope(&p.path, &scope)).collect();
+        new_head = Some(snapshot.head.clone().unwrap_or_default());
+        events.push(LedgerEvent::WorkspaceBaseline {
+            head: snapshot.head,
+            reason: format!(
+                "approval baseline recorded again: its commit {gone} is gone from the repository ({reason}); {} changed path(s) outside the scope",
+                paths.len()
+            ),
+            paths,
+        });
+    }
+    if changed.is_empty() {
+        record(daemon, ws, task, events, "command:approve")?;
+        // Only the baseline moved: the evidence stands, so next is what it was (a review).
+        let (spec, entries) = projected_spec(daemon, ws, task)?;
+        let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
+        let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &fresh.stale, None);
+        return Ok(m::ApproveResult {
+            task_id: task.to_string(),
+            status,
+            path: ws.spec_path(task),
+            head: new_head,
+            baseline_paths: 0,
+            harden_override: false,
+            next_command: next.command,
+            scope_warnings: Vec::new(),
+        });
     }
     // The amended contract is approved anew: what approval refuses, amending refuses (a
     // contract with nothing that runs would complete on no evidence).
@@ -232,15 +272,19 @@ fn amend(
         .with_details(serde_json::json!({ "diagnostics": problems })));
     }
     let now = evidence::contract(&spec);
-    let event =
-        LedgerEvent::ContractAmended { reason: reason.to_string(), criteria: now.criteria, scope: now.scope, changed };
-    record(daemon, ws, task, vec![event], "command:approve")?;
+    events.push(LedgerEvent::ContractAmended {
+        reason: reason.to_string(),
+        criteria: now.criteria,
+        scope: now.scope,
+        changed,
+    });
+    record(daemon, ws, task, events, "command:approve")?;
     let path = ws.spec_path(task);
     Ok(m::ApproveResult {
         task_id: task.to_string(),
         status,
         path,
-        head: None,
+        head: new_head,
         baseline_paths: 0,
         harden_override: false,
         next_command: format!("scafld build {task}"),

@@ -38,9 +38,10 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
-    if let Some(anchored) = anchored_receipt(&entries) {
+    if let Some(anchored) = receipts::anchored(&entries) {
         let path = write_receipt_files(&ws, &task, &anchored)?;
-        return Ok(finalized(&task, anchored, path, true, Vec::new()));
+        let next = next_after(&ws, &task, &anchored, &path).await;
+        return Ok(finalized(&task, anchored, path, true, Vec::new(), next));
     }
     super::require_valid(daemon, &ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
     super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)?;
@@ -217,7 +218,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let completion = LedgerEvent::Complete { reason: format!("finalized with a signed receipt ({provider})") };
     record(daemon, &ws, &task, vec![anchor, completion], "command:finalize")?;
     let path = write_receipt_files(&ws, &task, &envelope)?;
-    Ok(finalized(&task, envelope, path, false, criteria))
+    let next = next_after(&ws, &task, &envelope, &path).await;
+    Ok(finalized(&task, envelope, path, false, criteria, next))
 }
 
 fn finalized(
@@ -226,6 +228,7 @@ fn finalized(
     path: String,
     already: bool,
     criteria: Vec<CriterionResult>,
+    next_command: String,
 ) -> m::FinalizeResult {
     m::FinalizeResult {
         task_id: task.to_string(),
@@ -235,34 +238,69 @@ fn finalized(
         receipt: Some(envelope),
         blocked: None,
         criteria,
-        next_command: format!("scafld verify {path} --target HEAD"),
+        next_command,
     }
 }
 
-/// The receipt this task's ledger anchors, if any (the last one).
-fn anchored_receipt(entries: &[LedgerEntry]) -> Option<Envelope> {
-    entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Receipt { envelope, .. } => serde_json::from_value(envelope.clone()).ok(),
-        _ => None,
-    })
+/// What follows a receipt: `verify` at HEAD, which reads the commit, not the working tree;
+/// so when HEAD does not hold the signed files as signed (the work is not committed yet),
+/// committing them comes first, in the same command.
+async fn next_after(ws: &Workspace, task: &str, envelope: &Envelope, path: &str) -> String {
+    let verify = format!("scafld verify {path} --target HEAD");
+    let body = &envelope.body;
+    let (root, scope) = (ws.root.clone(), body.scope.clone());
+    let Ok(Ok(head)) = baseline::off_runtime(move || baseline::tree_files(&root, &scope, Some("HEAD"))).await else {
+        return verify;
+    };
+    let working_tree = body.snapshot_mode == SnapshotMode::WorkingTree;
+    let files: Vec<String> = receipt::file_mismatches(&body.file_digests, &head.files, working_tree)
+        .into_iter()
+        .map(|(path, _)| shell_word(&path))
+        .collect();
+    if files.is_empty() {
+        return verify;
+    }
+    let files = files.join(" ");
+    format!("git add -A -- {files} && git commit -m \"{task}: the finalized work\" -- {files} && {verify}")
+}
+
+/// `word` as one shell word: as it is when it holds nothing a shell reads, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+' | ',' | '=' | ':' | '@');
+    if !word.is_empty() && word.chars().all(plain) && !word.starts_with('-') {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// Write the receipt, then `latest.json`, both only when they differ (a repeat call repairs a
-/// write a crash cut short). Returns the receipt's workspace-relative path.
+/// write a crash cut short). Returns the receipt's workspace-relative path. A file that cannot
+/// be written (a folder in its place, no permission) is the workspace's to fix: the ledger
+/// holds the receipt, and finalize writes it again.
 fn write_receipt_files(ws: &Workspace, task: &str, envelope: &Envelope) -> RpcResult<String> {
+    let relative = format!(".scafld/receipts/{task}.json");
     let dir = ws.root.join(".scafld/receipts");
-    let io = |e: std::io::Error| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the receipt: {e}"));
-    crate::workspace::layout::create_real_dir(&dir).map_err(io)?;
-    let mut text = serde_json::to_string_pretty(envelope).map_err(RpcError::internal)?;
-    text.push('\n');
+    let io = |place: &str| {
+        let place = place.to_string();
+        let task = task.to_string();
+        move |e: std::io::Error| {
+            RpcError::new(ErrorKind::InvalidState, format!("cannot write the receipt to {place}: {e}")).with_hint(format!(
+                "make {place} a writable file (remove a folder or an unwritable file in its place), then run `scafld finalize {task}` again: the ledger holds the receipt"
+            ))
+        }
+    };
+    crate::workspace::layout::create_real_dir(&dir).map_err(io(".scafld/receipts"))?;
+    let text = receipts::file_text(envelope);
     for name in [format!("{task}.json"), "latest.json".to_string()] {
-        let path = dir.join(name);
+        let path = dir.join(&name);
         let now = scafld_local::capped::read(&path, "receipt", MAX_RECEIPT_BYTES).ok();
         if now.as_deref() != Some(text.as_bytes()) {
-            crate::workspace::specfile::write_atomic(&path, &text).map_err(io)?;
+            let place = format!(".scafld/receipts/{name}");
+            crate::workspace::specfile::write_atomic(&path, &text).map_err(io(&place))?;
         }
     }
-    Ok(format!(".scafld/receipts/{task}.json"))
+    Ok(relative)
 }
 
 /// Run every criterion again (manual ones count their current evidence) and record each as the
@@ -367,10 +405,7 @@ fn receipt_scope(ws: &Workspace, spec: &Spec, hints: &[String]) -> Option<Vec<St
 
 /// HEAD when the task was approved (the approval baseline), if recorded.
 fn approval_head(entries: &[LedgerEntry]) -> Option<String> {
-    entries.iter().find_map(|e| match &e.event {
-        LedgerEvent::WorkspaceBaseline { head, .. } => head.clone(),
-        _ => None,
-    })
+    crate::domain::ledger::approval_baseline(entries).and_then(|(head, _)| head)
 }
 
 /// The model of the accepted review's first reviewer, when it was recorded.

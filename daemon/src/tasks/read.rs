@@ -48,6 +48,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let digest = entry.parsed.draft_digest.as_deref();
     let next_action = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale, digest);
+    let next_action = crate::evidence::past_lost_baseline(&ws, &spec, &entries, next_action).await;
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
     Ok(answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes))
 }
@@ -469,6 +470,7 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let digest = entry.parsed.draft_digest.as_deref();
     let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale, digest);
+    let next = crate::evidence::past_lost_baseline(&ws, &spec, &entries, next).await;
     let rejected = crate::domain::ledger::replay(&entries).review_rejected;
     let context = handoff::Context {
         errors: &errors,

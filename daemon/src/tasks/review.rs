@@ -48,13 +48,7 @@ fn latest_review(entries: &[LedgerEntry]) -> Option<PreviousReview> {
 
 /// The approval baseline: HEAD and the dirty paths then.
 fn approval_baseline(entries: &[LedgerEntry]) -> (Option<String>, Vec<BaselinePath>) {
-    entries
-        .iter()
-        .find_map(|e| match &e.event {
-            LedgerEvent::WorkspaceBaseline { head, paths, .. } => Some((head.clone(), paths.clone())),
-            _ => None,
-        })
-        .unwrap_or_default()
+    crate::domain::ledger::approval_baseline(entries).unwrap_or_default()
 }
 
 pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m::TaskReviewResult> {
@@ -288,7 +282,18 @@ impl TaskChange {
     ) -> RpcResult<TaskChange> {
         let (base_head, baseline) = approval_baseline(entries);
         let (root, head, base) = (ws.root.clone(), base_head.clone(), baseline.clone());
-        let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base)).await?;
+        let task = spec.front.task_id.clone();
+        let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base))
+            .await
+            .map_err(|RpcError(mut data)| {
+                // The baseline's commit is gone: name this task in the way out.
+                if data.kind == ErrorKind::InvalidState {
+                    data.hint = Some(format!(
+                        "record a new baseline at HEAD: `scafld approve {task} --amend --reason \"why\"` (or bring the commit back: `git fetch` it from a remote that has it)"
+                    ));
+                }
+                RpcError(data)
+            })?;
         let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
         let scope = review::scope(spec, requested_scope, &ws.root.to_string_lossy());
         let classes = review::classify(&changed, &baseline, &scope);
@@ -299,10 +304,7 @@ impl TaskChange {
 /// The template passes `review.templates` adds to the gate, with the inputs the gate fills:
 /// `diff` (the approval baseline's HEAD, compared with the working tree), `spec`, `task`, `cwd`.
 fn gate_passes(ws: &Workspace, config: &Config, task: &str, entries: &[LedgerEntry]) -> RpcResult<Vec<TemplateJob>> {
-    let head = entries.iter().find_map(|e| match &e.event {
-        LedgerEvent::WorkspaceBaseline { head, .. } => head.clone(),
-        _ => None,
-    });
+    let (head, _) = approval_baseline(entries);
     let spec = ws.spec_path(task);
     let mut passes = Vec::new();
     for name in &config.review.templates {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::baseline;
 use crate::config::BASE_FILE;
 use crate::daemon::Daemon;
-use crate::domain::receipt::{self, TrustedKeys};
+use crate::domain::receipt::{self, FileMismatch, TrustedKeys};
 use crate::error::{RpcError, RpcResult};
 use crate::receipts;
 
@@ -291,25 +291,24 @@ async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<Strin
     let (root_owned, scope, rev) = (root.to_path_buf(), body.scope.clone(), at.to_string());
     let now = tokio::task::spawn_blocking(move || baseline::tree_files(&root_owned, &scope, Some(&rev)))
         .await
-        .map_err(|e| e.to_string())??;
-    let mut problems = Vec::new();
-    for (path, signed) in &body.file_digests {
-        match now.files.get(path) {
-            // A deletion the receipt signs: the file must still be gone.
-            Some(_) if signed == DELETED => problems.push(format!("{path}: signed as deleted but present at {at}")),
-            None if signed == DELETED => {}
-            None => problems.push(format!("{path}: signed but missing at {at}")),
-            Some(digest) if digest != signed => {
-                problems.push(format!("{path}: digest differs (signed {}, {at} has {})", short(signed), short(digest)))
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let working_tree = body.snapshot_mode == SnapshotMode::WorkingTree;
+    let mut problems: Vec<String> = receipt::file_mismatches(&body.file_digests, &now.files, working_tree)
+        .into_iter()
+        .map(|(path, mismatch)| match mismatch {
+            FileMismatch::Present => format!("{path}: signed as deleted but present at {at}"),
+            FileMismatch::Missing => format!("{path}: signed but missing at {at}"),
+            FileMismatch::Differs(found) => {
+                format!(
+                    "{path}: digest differs (signed {}, {at} has {})",
+                    short(&body.file_digests[&path]),
+                    short(&found)
+                )
             }
-            Some(_) => {}
-        }
-    }
-    if body.snapshot_mode == SnapshotMode::WorkingTree {
-        for path in now.files.keys().filter(|p| !body.file_digests.contains_key(*p)) {
-            problems.push(format!("{path}: in scope at {at} but not signed"));
-        }
-    }
+            FileMismatch::Unsigned => format!("{path}: in scope at {at} but not signed"),
+        })
+        .collect();
     if problems.is_empty() {
         let deleted = body.file_digests.values().filter(|d| *d == DELETED).count();
         let deleted = if deleted > 0 { format!(", {deleted} of them absent as signed") } else { String::new() };

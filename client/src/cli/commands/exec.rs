@@ -59,10 +59,14 @@ pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
     let r = call::<m::TaskApprove>(&mut conn, &params)?;
     ctx.out.success(&r, || {
         if args.amend {
-            return format!(
-                "amended the approved contract of {} (reason recorded)\nnext: {}",
-                r.task_id, r.next_command
-            );
+            // A head only when the baseline was recorded again (its commit was gone).
+            let what = match &r.head {
+                Some(head) => {
+                    format!("recorded a new approval baseline for {} at {}", r.task_id, head.get(..12).unwrap_or(head))
+                }
+                None => format!("amended the approved contract of {}", r.task_id),
+            };
+            return format!("{what} (reason recorded)\nnext: {}", r.next_command);
         }
         let mut text = format!("approved {} ({})\n", r.task_id, r.path);
         let head = r.head.as_deref().map(|h| &h[..h.len().min(12)]).unwrap_or("no commits yet");
