@@ -46,7 +46,7 @@ pub(crate) async fn guard_snapshot(
                 if plain_spec { baseline::fingerprint(&root, &spec_path) } else { spec_fingerprint(&root, &spec_path) };
             entries.push(BaselinePath { status: "file".into(), fingerprint, path: spec_path });
         }
-        Ok(entries)
+        Ok::<_, String>(entries)
     })
     .await
 }
