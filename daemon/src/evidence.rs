@@ -12,7 +12,7 @@ use crate::baseline::{self, Material};
 use crate::daemon::Daemon;
 use crate::domain::evidence::{self, Stale};
 use crate::domain::ledger::{self, LedgerEntry};
-use crate::domain::next::{Facts, NextAction, next_action};
+use crate::domain::next::{Facts, Misfiled, NextAction, next_action};
 use crate::domain::review;
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
@@ -352,16 +352,26 @@ fn unwritten_receipt(
     })
 }
 
-/// The next action with everything known: spec errors, stale evidence, running reviews and,
-/// for a draft, the digest of its text (`Parsed::draft_digest`).
+/// What the spec file on disk says beside the ledger's projection of it, for the next action.
+/// The default is a file without errors, as a command that refuses anything else sees it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct OnDisk<'a> {
+    /// Its errors (a second file counts as one).
+    pub errors: usize,
+    /// For a draft, the digest of its text (`Parsed::draft_digest`).
+    pub draft_digest: Option<&'a str>,
+    /// What `reconcile` has to put right (`tasks::misfiled`).
+    pub misfiled: Option<&'a Misfiled>,
+}
+
+/// The next action with everything known: the file on disk, stale evidence, running reviews.
 pub(crate) fn next_for(
     daemon: &Daemon,
     ws: &Workspace,
     spec: &Spec,
     entries: &[LedgerEntry],
-    spec_errors: usize,
     stale: &BTreeMap<String, Stale>,
-    draft_digest: Option<&str>,
+    file: OnDisk<'_>,
 ) -> NextAction {
     let replay = ledger::replay(entries);
     if let Some(rewrite) = unwritten_receipt(ws, spec, &replay, entries) {
@@ -373,10 +383,11 @@ pub(crate) fn next_for(
         spec,
         entries,
         replay: &replay,
-        spec_errors,
+        spec_errors: file.errors,
         stale,
         running_review: running.as_deref(),
-        draft_digest,
+        draft_digest: file.draft_digest,
         missing: None,
+        misfiled: file.misfiled,
     })
 }

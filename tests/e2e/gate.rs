@@ -511,15 +511,19 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
     assert_eq!((manual["actor"].as_str(), manual["evidence_digest"].as_str()), (Some("dana"), Some(digest.as_str())));
     assert_eq!(manual["reason"], "copy read against the brief");
 
-    // The copy changes: the person's evidence is stale, and only a person records it again.
-    // Before, every surface said `scafld build rev`, whose step blocked on it again, forever.
+    // The copy changes: the person's evidence is stale, and only a person records it again,
+    // while the task builds: in review, the build re-runs `a1` and records `m1` waiting (a
+    // person's evidence in review is refused). Once blocked on it, the next action is the
+    // person's, never the build again (which would block on it again, forever).
     write(&env, "docs/copy.md", "the copy, rewritten\n");
+    let s = status(&env);
+    assert_eq!((&s["status"], &s["next_action"]["action"]), (&"review".into(), &"rerun_stale".into()), "{s}");
+    assert_eq!(s["next_command"], "scafld build rev", "{s}");
     let persons_turn = |env: &TestEnv| {
         let s = status(env);
         assert_eq!(s["next_action"]["action"], "record_manual_evidence", "{s}");
         assert!(s["next_command"].as_str().unwrap().starts_with("scafld build rev --criterion=m1"), "{s}");
     };
-    persons_turn(&env);
     let blocked = env.scafld(&["build", "rev"]);
     blocked.assert_code(3);
     assert!(blocked.stdout.contains("1 passed, 0 failed, 1 pending"), "{}", blocked.stdout);

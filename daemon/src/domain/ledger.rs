@@ -521,6 +521,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
         running_review: None,
         draft_digest: None,
         missing: None,
+        misfiled: None,
     });
     crate::domain::next::show(&action, &mut next.current_state);
     next

@@ -62,6 +62,22 @@ pub struct Facts<'a> {
     /// The spec file is gone while the ledger keeps the task (`spec` is then the ledger's
     /// projection onto an empty spec).
     pub missing: Option<&'a MissingSpec>,
+    /// The spec file disagrees with the ledger in a way `reconcile` puts right.
+    pub misfiled: Option<&'a Misfiled>,
+}
+
+/// The task's spec file beside its ledger, where `reconcile` (the only command that moves a
+/// spec file without a lifecycle step) is what puts it right.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Misfiled {
+    /// A second copy that differs from the one the ledger places only in runner-owned lines: an
+    /// interrupted move's leftover, which `reconcile` moves aside (both workspace-relative).
+    Leftover { path: String, placed: String },
+    /// The task's one file (workspace-relative `path`) says `file` (its front matter's status)
+    /// or sits outside the folder of the ledger's status: a move the ledger recorded that did
+    /// not happen (a daemon killed between the two). The next step only once the ledger has
+    /// finished the task: an open task's next command writes the file anyway.
+    Unmoved { path: String, file: String },
 }
 
 /// A task's spec file that is gone (removed, or moved out of `.scafld/specs`) while its ledger
@@ -92,6 +108,10 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
     {
         return restore(id, missing);
     }
+    // Every other command refuses a task in two files; this second one `reconcile` moves aside.
+    if let Some(leftover @ Misfiled::Leftover { .. }) = f.misfiled {
+        return reconcile(id, leftover);
+    }
     if f.spec_errors > 0 {
         return next(
             Role::Agent,
@@ -103,6 +123,12 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
     let Some(status) = f.spec.status() else {
         return next(Role::Agent, Action::FixSpec, format!("scafld validate {id}"), "the spec has no valid status");
     };
+    // Nothing but `reconcile` writes a finished task's file (an open task's next step does).
+    if status.is_terminal()
+        && let Some(unmoved @ Misfiled::Unmoved { .. }) = f.misfiled
+    {
+        return reconcile(id, unmoved);
+    }
     match status {
         Status::Draft => draft(id, f.spec, f.draft_digest),
         Status::Approved | Status::Active | Status::Blocked | Status::Review => {
@@ -164,6 +190,19 @@ fn restore(id: &str, missing: &MissingSpec) -> NextAction {
             missing.place
         ),
     )
+}
+
+/// `reconcile`: what puts a misfiled spec file right.
+fn reconcile(id: &str, misfiled: &Misfiled) -> NextAction {
+    let reason = match misfiled {
+        Misfiled::Leftover { path, placed } => format!(
+            "{path} is an interrupted move's leftover (it differs from {placed} only in runner-owned lines): reconcile moves it aside to .scafld/runs/{id}/superseded/"
+        ),
+        Misfiled::Unmoved { path, file } => format!(
+            "{path} still says {file} where the ledger finished the task (a move that was interrupted): reconcile writes the ledger's state and moves the file to its folder"
+        ),
+    };
+    next(Role::Agent, Action::FixSpec, format!("scafld reconcile {id}"), reason)
 }
 
 fn draft(id: &str, spec: &Spec, digest: Option<&str>) -> NextAction {
@@ -335,19 +374,22 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
     }
     if !f.stale.is_empty() {
         let stale: Vec<String> = f.stale.keys().cloned().collect();
-        // Only a person records a manual criterion's evidence again.
-        if let Some(first) = stale.iter().find(|c| is_manual(f.spec, c)) {
-            let manual: Vec<String> = stale.iter().filter(|c| is_manual(f.spec, c)).cloned().collect();
-            return record_manual(id, first, &manual);
-        }
         if let Some(rewrites) = rewrites_own_scope(id, f.stale) {
             return rewrites;
         }
+        // A person's evidence is recorded while the task builds, never in review: the build
+        // re-runs the rest and records each stale manual criterion as a wait (blocking the
+        // task), and then the person's evidence is what `next` asks for.
+        let manual: Vec<String> = stale.iter().filter(|c| is_manual(f.spec, c)).cloned().collect();
+        let then = match manual.is_empty() {
+            true => String::new(),
+            false => format!("; then a person records the evidence of {} again", ids(&manual)),
+        };
         return next(
             Role::Agent,
             Action::RerunStale,
             format!("scafld build {id}"),
-            format!("evidence of {} is stale: build re-runs it before any review or completion", ids(&stale)),
+            format!("evidence of {} is stale: build re-runs it before any review or completion{then}", ids(&stale)),
         );
     }
     if let Some(target) = build::never_run(f.spec) {

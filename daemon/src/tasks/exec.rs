@@ -411,7 +411,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
         Step::Open(target) => {
             let projected = record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
             let (spec, entries) = projected_spec(daemon, &ws, &task)?;
-            let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &Default::default(), None);
+            let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, &Default::default(), Default::default());
             let message =
                 format!("{} opened; implement it, then run `scafld build {task}` to record evidence", target.label());
             let outcome = BuildOutcome {
@@ -567,7 +567,7 @@ async fn manual_evidence(
         projected = record(daemon, ws, task, conclusion.events, "command:build")?;
     }
     let (spec, entries) = projected_spec(daemon, ws, task)?;
-    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &Default::default(), None);
+    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &Default::default(), Default::default());
     let outcome = BuildOutcome {
         task_id: task.to_string(),
         status: spec.front.status.clone(),
@@ -774,7 +774,7 @@ impl BuildRun {
         record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", base, |spec, entries| {
             let status = spec.status().unwrap_or(Status::Active);
             let stale = evidence::stale(spec, entries, Some(digest_now));
-            let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, 0, &stale, None);
+            let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, &stale, Default::default());
             let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
             // A manual criterion waiting for a person is pending, not failed.
             let pending = results.iter().filter(|r| r.status == CriterionStatus::Pending).count();

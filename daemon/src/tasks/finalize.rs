@@ -46,7 +46,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     super::require_valid(daemon, &ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
     super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale, None);
+    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, Default::default());
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
     // A hint is read as the spec's Scope is, and refused where it could bind nothing.
     let hinted = if p.scope_hints.is_empty() {

@@ -27,6 +27,7 @@ use scafld_protocol::methods::Diagnostic as WireDiagnostic;
 use crate::daemon::Daemon;
 use crate::domain::ledger::LedgerEntry;
 use crate::domain::lifecycle::Status;
+use crate::domain::next::Misfiled;
 use crate::domain::spec::{Diagnostic, Severity};
 use crate::domain::task_id::TaskId;
 use crate::error::{RpcError, RpcResult};
@@ -150,15 +151,23 @@ impl Copies {
     /// The two files of `entry`, which the ledger places and whether the other is a leftover.
     /// Reads both files; decides nothing on modification times and moves nothing.
     pub(crate) fn of(daemon: &Daemon, ws: &Workspace, entry: &SpecEntry) -> RpcResult<Option<Copies>> {
-        let Some(other) = entry.duplicate.clone() else { return Ok(None) };
-        let owner = entry.path.clone();
+        if entry.duplicate.is_none() {
+            return Ok(None);
+        }
         let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
-        let expected = crate::domain::ledger::replay(&entries).status.map(crate::domain::lifecycle::Folder::of);
+        Ok(Copies::placed_by(ws, entry, crate::domain::ledger::replay(&entries).status))
+    }
+
+    /// [`Copies::of`] with the ledger's status (`None`: no ledger) already known.
+    fn placed_by(ws: &Workspace, entry: &SpecEntry, status: Option<Status>) -> Option<Copies> {
+        let other = entry.duplicate.clone()?;
+        let owner = entry.path.clone();
+        let expected = status.map(crate::domain::lifecycle::Folder::of);
         let in_place = |p: &Path| expected.is_some() && specfile::folder_of(&ws.root, p) == expected;
         let (placed, candidate) = match (in_place(&owner), in_place(&other)) {
             (true, false) => (owner.clone(), other.clone()),
             (false, true) => (other.clone(), owner.clone()),
-            _ => return Ok(Some(Copies { owner, other, placed: None, leftover: None })),
+            _ => return Some(Copies { owner, other, placed: None, leftover: None }),
         };
         let text = |p: &Path| {
             crate::workspace::index::read_spec(&ws.root, p).ok().and_then(|bytes| String::from_utf8(bytes).ok())
@@ -169,7 +178,7 @@ impl Copies {
             }
             _ => None,
         };
-        Ok(Some(Copies { owner, other, placed: Some(placed), leftover }))
+        Some(Copies { owner, other, placed: Some(placed), leftover })
     }
 
     /// The error saying so, with the way out: `reconcile` for a leftover, else a merge by hand
@@ -211,6 +220,26 @@ impl Copies {
             ),
         }
     }
+}
+
+/// What `reconcile` has to put right in `entry`'s files, as `next_action` takes it, given the
+/// status its ledger says (`None`: no ledger, nothing to say): a second copy that is an
+/// interrupted move's leftover ([`Copies`]), or a single file whose front matter or folder is
+/// not the ledger's status. `status`, `handoff` and `list` ask it alike; it reads the two files
+/// of a task in two, and nothing else.
+pub(crate) fn misfiled(ws: &Workspace, entry: &SpecEntry, status: Option<Status>) -> Option<Misfiled> {
+    if entry.duplicate.is_some() {
+        let copies = Copies::placed_by(ws, entry, status)?;
+        let (leftover, placed) = (copies.leftover?, copies.placed?);
+        return Some(Misfiled::Leftover { path: ws.relative(&leftover), placed: ws.relative(&placed) });
+    }
+    let status = status?;
+    let file = entry.listing.status;
+    let placed = specfile::folder_of(&ws.root, &entry.path) == Some(crate::domain::lifecycle::Folder::of(status));
+    (file != Some(status) || !placed).then(|| Misfiled::Unmoved {
+        path: ws.relative(&entry.path),
+        file: file.map_or_else(|| "no status".to_string(), |s| s.to_string()),
+    })
 }
 
 /// Under the task's lock, in a command that writes (`reconcile`): move an interrupted move's

@@ -11,6 +11,7 @@ use crate::daemon::Daemon;
 use crate::domain::handoff;
 use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::{HardenStatus, Status};
+use crate::domain::next::Misfiled;
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::rendered::Rendered;
@@ -46,8 +47,13 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
         errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
     }
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let digest = entry.parsed.draft_digest.as_deref();
-    let next_action = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale, digest);
+    let misfiled = super::misfiled(&ws, &entry, crate::domain::ledger::replay(&entries).status);
+    let file = crate::evidence::OnDisk {
+        errors: errors.len(),
+        draft_digest: entry.parsed.draft_digest.as_deref(),
+        misfiled: misfiled.as_ref(),
+    };
+    let next_action = crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, file);
     let next_action = crate::evidence::past_lost_baseline(&ws, &spec, &entries, next_action).await;
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
     Ok(answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes))
@@ -79,6 +85,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
         running_review: None,
         draft_digest: None,
         missing: Some(&missing),
+        misfiled: None,
     });
     let errors = match gone.status.is_terminal() {
         true => Vec::new(),
@@ -442,13 +449,22 @@ fn summary(
         return Some((status, summary));
     };
     let listing = &entry.listing;
+    // A second copy that is only a leftover is named with the command that moves it aside, as
+    // `status` names it for the next action (the one rule: `tasks::misfiled`).
+    let error = match super::misfiled(ws, entry, task.ledger.map(|l| l.status)) {
+        Some(Misfiled::Leftover { path, placed }) => Some(format!(
+            "the task is in two files: {placed} and {path}, an interrupted move's leftover (it differs only in runner-owned lines): `scafld reconcile {}` moves it aside",
+            entry.task_id
+        )),
+        _ => entry.first_error(),
+    };
     let summary = m::TaskSummary {
         task_id: entry.task_id.clone(),
         status: status.map(|s| s.to_string()).unwrap_or_default(),
         title: listing.title.clone(),
         path: ws.relative(&entry.path),
         counts: counts.then(|| listing.progress.clone()),
-        error: entry.first_error(),
+        error,
         file_status: task.file_disagrees().map(|s| s.to_string()),
         spec_missing: false,
     };
@@ -468,8 +484,13 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
         }
     }
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let digest = entry.parsed.draft_digest.as_deref();
-    let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, errors.len(), &fresh.stale, digest);
+    let misfiled = super::misfiled(&ws, &entry, crate::domain::ledger::replay(&entries).status);
+    let file = crate::evidence::OnDisk {
+        errors: errors.len(),
+        draft_digest: entry.parsed.draft_digest.as_deref(),
+        misfiled: misfiled.as_ref(),
+    };
+    let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, file);
     let next = crate::evidence::past_lost_baseline(&ws, &spec, &entries, next).await;
     let rejected = crate::domain::ledger::replay(&entries).review_rejected;
     let context = handoff::Context {

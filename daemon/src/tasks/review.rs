@@ -648,7 +648,7 @@ pub(super) fn require_review_status(
     if spec.status() == Some(Status::Review) && approved {
         return Ok(());
     }
-    let next = crate::evidence::next_for(daemon, ws, spec, entries, 0, &Default::default(), None);
+    let next = crate::evidence::next_for(daemon, ws, spec, entries, &Default::default(), Default::default());
     let why = match spec.status() {
         Some(Status::Review) => format!("{task} says review, but has no approval on record here"),
         _ => format!("{task} is {}", spec.front.status),
@@ -670,7 +670,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed)?;
     // The evidence and the review must speak for the files as they are now.
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, 0, &fresh.stale, None);
+    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, Default::default());
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
     let completed = LedgerEvent::Complete { reason: "task completed".into() };
     let note = record(daemon, &ws, &task, vec![completed], "command:complete")?.note();

@@ -219,6 +219,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         running_review: None,
         draft_digest: Some(&harden::draft_digest(&file.text)),
         missing: None,
+        misfiled: None,
     });
     crate::domain::next::show(&action, &mut next.current_state);
     next.current_state.status = status.as_str().into();

@@ -226,6 +226,11 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
                 workflow::VALIDATION,
             )
             .with_hint(format!("{} ({})", s.next_action.command, s.next_action.reason)),
+            // The errors' way out when it is not an edit (a leftover copy: `reconcile`).
+            false if s.next_action.command != format!("scafld validate {}", s.task_id) => {
+                invalid(&s.task_id, s.errors.len())
+                    .with_hint(format!("{} ({})", s.next_action.command, s.next_action.reason))
+            }
             false => invalid(&s.task_id, s.errors.len()),
         };
         error.details = Some(serde_json::json!({ "diagnostics": s.errors }));
