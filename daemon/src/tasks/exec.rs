@@ -243,7 +243,7 @@ async fn amend(
         // Only the baseline moved: the evidence stands, so next is what it was (a review).
         let (spec, entries) = projected_spec(daemon, ws, task)?;
         let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
-        let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &fresh.stale, None);
+        let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &fresh.stale, Default::default());
         return Ok(m::ApproveResult {
             task_id: task.to_string(),
             status,
