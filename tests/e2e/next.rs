@@ -296,7 +296,7 @@ fn a_persons_evidence_gone_stale_in_review_is_built_again_before_they_record_it(
         followed,
         [
             "scafld build greet",
-            "scafld build greet --criterion m1 --disposition pass --reason \"what was checked\"",
+            "scafld build greet --criterion=m1 --disposition pass --reason \"what was checked\"",
             "scafld review greet",
             "scafld complete greet"
         ]
