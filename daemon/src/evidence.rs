@@ -97,6 +97,10 @@ pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, Strin
 /// nothing for it. Returns the entries (each must still hold a file once the tree is read).
 pub(crate) async fn hinted_scope(ws: &Workspace, spec: &Spec, hints: &[String]) -> RpcResult<Vec<review::ScopeEntry>> {
     let entries = review::scope_entries(spec, hints, &ws.root.to_string_lossy());
+    if let Some(message) = dropped_entry("--scope-hint", hints, &entries) {
+        return Err(RpcError::new(ErrorKind::InvalidInput, message)
+            .with_hint("name the task's files inside the workspace, or drop --scope-hint to sign the spec's Scope"));
+    }
     let notes = entry_notes(ws, entries.clone(), Vec::new()).await;
     let refused = notes.iter().find(|n| n.problem.refused_at_approval() || n.problem == ScopeProblem::Missing);
     if let Some(note) = refused {
@@ -122,12 +126,8 @@ pub(crate) async fn require_review_scope(ws: &Workspace, spec: &Spec, explicit: 
         )
     };
     let entries = review::scope_entries(spec, explicit, &ws.root.to_string_lossy());
-    if let Some(dropped) = explicit.iter().find(|w| !entries.iter().any(|e| &e.written == *w)) {
-        return Err(refuse(if dropped.trim().is_empty() {
-            "--review-scope has an empty entry, which names nothing".to_string()
-        } else {
-            format!("--review-scope `{dropped}` names a file kept from reviewers for its secrets")
-        }));
+    if let Some(message) = dropped_entry("--review-scope", explicit, &entries) {
+        return Err(refuse(message));
     }
     let notes = entry_notes(ws, entries, Vec::new()).await;
     let Some(note) = notes.iter().find(|n| n.problem.refused_at_approval() || n.problem == ScopeProblem::Missing)
@@ -143,6 +143,21 @@ pub(crate) async fn require_review_scope(ws: &Workspace, spec: &Spec, explicit: 
         ),
         _ => format!("--review-scope: {}", note.message),
     }))
+}
+
+/// Why an entry of `explicit` (given with `flag`) is none of the scope `entries` read from it:
+/// a blank one names nothing, and git's own `.git` or a file kept from reviewers for its
+/// secrets is never a scope entry. `None` when each of them is one.
+fn dropped_entry(flag: &str, explicit: &[String], entries: &[review::ScopeEntry]) -> Option<String> {
+    let dropped = explicit.iter().find(|w| !entries.iter().any(|e| &e.written == *w))?;
+    let path = dropped.trim().trim_start_matches("./");
+    Some(if dropped.trim().is_empty() {
+        format!("{flag} has an empty entry, which names nothing")
+    } else if path == ".git" || path.starts_with(".git/") {
+        format!("{flag} `{dropped}` names git's own store (`.git`), which is never a task's file")
+    } else {
+        format!("{flag} `{dropped}` names a file kept from reviewers for its secrets")
+    })
 }
 
 /// The notes of `entries` and of the spec's `bare` names (a bare name binds only a file of

@@ -273,6 +273,11 @@ fn init_creates_the_key_and_its_trust_and_init_ci_the_workflow() {
     assert!(refused.json()["error"]["message"].as_str().unwrap().contains("chmod 600"), "{}", refused.stdout);
 }
 
+/// A criterion whose evidence passed fails when finalize runs it again on the same files (it
+/// reads a file outside the scope): nothing is minted, and the failure is the task's evidence
+/// now, so the task is no longer "done": it is blocked, `complete` and `finalize` refuse it,
+/// and the next action finalize prints (the build) is accepted. Repaired, built and reviewed
+/// again, it finalizes.
 #[test]
 fn finalize_refuses_without_a_pass_and_mints_nothing_when_acceptance_fails() {
     let env = TestEnv::new();
@@ -300,10 +305,24 @@ fn finalize_refuses_without_a_pass_and_mints_nothing_when_acceptance_fails() {
     assert_eq!(result["criteria"][0]["status"], "fail");
     assert!(result.get("receipt").is_none());
     assert!(!env.work.join(".scafld/receipts").exists());
-    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["status"], "review");
+    assert_eq!(result["next_command"], "scafld build rev", "{result}");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "blocked", "{status}");
+    assert_eq!(status["next_action"]["command"], "scafld build rev", "{status}");
+    assert!(status["next_action"]["reason"].as_str().unwrap().contains("repair `a1`"), "{status}");
+    let complete = env.scafld(&["complete", "rev", "--json"]);
+    complete.assert_code(4);
+    assert!(complete.json()["error"]["message"].as_str().unwrap().contains("rev is blocked"), "{}", complete.stdout);
+    env.scafld(&["finalize", "rev", "--json"]).assert_code(4);
+    // Following the printed next action: the build runs the criterion (still failing), not a refusal.
+    let build = env.scafld(&["build", "rev", "--json"]);
+    build.assert_code(3);
+    assert_eq!(build.json()["result"]["status"], "blocked", "{}", build.stdout);
 
-    // Fixed: it finalizes.
+    // Fixed, built and reviewed again: it finalizes.
     std::fs::remove_file(&flag).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
     env.scafld(&["finalize", "rev"]).assert_code(0);
 }
 
@@ -426,12 +445,22 @@ fn finalize_refuses_a_scope_hint_that_binds_nothing_and_verify_refuses_a_receipt
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
     command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
     std::fs::create_dir_all(env.work.join("empty")).unwrap();
+    // Alone, a hint naming nothing is the hint's fault, never "the spec declares no scope" (exit 4).
+    for (hint, says) in [("", "has an empty entry"), (".git", "names git's own store"), (".git/HEAD", "git's own")] {
+        let message = refused(&env.scafld(&["finalize", "rev", "--scope-hint", hint, "--json"]), 2);
+        assert!(message.starts_with("--scope-hint") && message.contains(says), "{hint}: {message}");
+    }
     for (hint, says) in [
         ("/etc/passwd", "is outside the workspace"),
         ("../elsewhere.txt", "is outside the workspace"),
         ("typo.txt", "`typo.txt` matches nothing in the workspace"),
         ("SRC/lib.rs", "`src/lib.rs` differs only in case"),
         ("empty", "`empty` holds no file"),
+        ("", "--scope-hint has an empty entry, which names nothing"),
+        (" ", "--scope-hint has an empty entry, which names nothing"),
+        (".git", "`.git` names git's own store"),
+        (".git/HEAD", "`.git/HEAD` names git's own store"),
+        (".env", "`.env` names a file kept from reviewers for its secrets"),
     ] {
         let run = env.scafld(&["finalize", "rev", "--scope-hint", "src/lib.rs", "--scope-hint", hint, "--json"]);
         let message = refused(&run, 2);
@@ -608,10 +637,11 @@ fn a_whole_workspace_scope_is_fingerprinted_and_inside_paths_are_read_as_inside(
     write(&env, "greet.txt", "hello\n");
     write(&env, "sub/f", "s\n");
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
-    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
-    std::fs::write(&flag, "").unwrap();
+    let script = reviewer(&env, "pass", &pass(), "");
+    command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
     let root = env.work.display().to_string();
     for hints in [&[][..], &["*"], &["./"], &[root.as_str()], &["."], &["sub/../sub/f"], &["sub/./f", "greet.txt"]] {
+        std::fs::write(&flag, "").unwrap();
         let mut args = vec!["finalize", "rev", "--json"];
         for hint in hints {
             args.extend(["--scope-hint", hint]);
@@ -623,8 +653,11 @@ fn a_whole_workspace_scope_is_fingerprinted_and_inside_paths_are_read_as_inside(
             "{hints:?}: {}",
             run.stdout
         );
+        // The failure is the task's evidence now: built and reviewed again for the next try.
+        std::fs::remove_file(&flag).unwrap();
+        assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+        command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
     }
-    std::fs::remove_file(&flag).unwrap();
     assert!(!env.work.join(".scafld/receipts").exists());
     let run = env.scafld(&["finalize", "rev", "--scope-hint", ".", "--json"]);
     run.assert_code(0);
@@ -680,9 +713,12 @@ fn a_criterion_folder_linked_outside_the_checkout_is_never_run() {
     assert!(!ran.exists(), "finalize ran the command outside the workspace");
     assert!(!env.work.join(".scafld/receipts").exists());
 
-    // The folder back: it finalizes, and verify runs the command in the checkout's folder.
+    // The folder back, built and reviewed again: it finalizes, and verify runs the command in
+    // the checkout's folder.
     std::fs::remove_file(&sub).unwrap();
     write(&env, "sub/keep", "x\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
     env.scafld(&["finalize", "rev"]).assert_code(0);
     git(&env.work, &["add", "-A"]);
     git(&env.work, &["commit", "-qm", "the work"]);
@@ -906,4 +942,29 @@ fn finalize_refusals_for_what_the_repository_lacks_exit_1_with_a_hint() {
     again.assert_code(0);
     assert_eq!(again.json()["result"]["already"], true);
     verify(&env, &["--target", "HEAD"]).assert_code(0);
+}
+
+/// A spec whose Scope is the single entry `*` declares the whole workspace, as `.` and `*.txt`
+/// do: `validate` says so, and `finalize` fingerprints every file but `.scafld/`, signed as
+/// `.`, where it said the spec "declares no scope to fingerprint" (exit 4).
+#[test]
+fn a_scope_of_a_bare_star_is_the_whole_workspace() {
+    let env = TestEnv::new();
+    opened(&env, "*", "- [ ] `a1` test - says hello\n  - Command: `grep -q hello greet.txt`\n");
+    let valid = env.scafld(&["validate", "rev"]);
+    valid.assert_code(0);
+    assert!(
+        valid.stdout.contains("`*` is a pattern: scafld binds evidence and review to the whole workspace"),
+        "{}",
+        valid.stdout
+    );
+    write(&env, "greet.txt", "hello\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let body = run.json()["result"]["receipt"]["body"].clone();
+    assert_eq!(body["scope"], serde_json::json!(["."]), "{body}");
+    let signed: Vec<&String> = body["file_digests"].as_object().unwrap().keys().collect();
+    assert_eq!(signed, [".gitignore", "README.md", "greet.txt"], "{body}");
 }

@@ -304,3 +304,63 @@ pub fn conclude(spec: &Spec, target: &Target, outcome: StepOutcome, recheck: Opt
         Target::Final => Conclusion { events: vec![to_review()], run_final_next: false },
     }
 }
+
+/// What `finalize` records when criteria whose current evidence passed fail as it runs them
+/// again on the same files (a `Cwd` that became a link leading out, a file outside the scope
+/// they read): each failed result as the criterion's evidence, bound to `material` (the scope's
+/// material it ran on), and its step blocked again, as a build that saw it fail would block it
+/// (the first phase holding one, else the task-level acceptance). The passing review is
+/// superseded with them: the task is repaired, built and reviewed again before it is done.
+/// `attempts` counts each criterion's recorded results so far. Empty when nothing failed.
+pub fn failed_on_rerun(
+    spec: &Spec,
+    results: &[scafld_protocol::methods::CriterionResult],
+    material: &str,
+    attempts: impl Fn(&str) -> u32,
+) -> Vec<LedgerEvent> {
+    let failed: Vec<(&scafld_protocol::methods::CriterionResult, &Criterion)> = results
+        .iter()
+        .filter(|r| r.status != CriterionStatus::Pass)
+        .filter_map(|r| spec.criteria().find(|c| c.id == r.criterion_id).map(|c| (r, c)))
+        // A manual criterion is never run again: a person's evidence is what it counts.
+        .filter(|(_, c)| c.effective_kind() != "manual")
+        .collect();
+    let Some(phase) = spec
+        .phases
+        .iter()
+        .find(|p| p.criteria.iter().any(|c| failed.iter().any(|(_, f)| f.id == c.id)))
+        .map(|p| p.id())
+        .or_else(|| (!failed.is_empty()).then(String::new))
+    else {
+        return Vec::new();
+    };
+    let mut events: Vec<LedgerEvent> = failed
+        .iter()
+        .map(|(r, c)| LedgerEvent::Criterion {
+            criterion_id: c.id.clone(),
+            phase_id: if spec.phase(&r.phase_id).is_some() { r.phase_id.clone() } else { String::new() },
+            command: c.command.clone(),
+            exit_code: r.exit_code,
+            matcher: c.effective_kind().to_string(),
+            status: r.status.to_string(),
+            reason: format!("finalize ran it again: {}", r.reason),
+            output: String::new(),
+            diagnostic: r.diagnostic.clone(),
+            duration_ms: r.duration_ms,
+            attempt: attempts(&c.id) + 1,
+            definition: crate::domain::evidence::definition_digest(c),
+            material: material.to_string(),
+            redacted: Vec::new(),
+        })
+        .collect();
+    let named: Vec<String> = failed.iter().map(|(_, c)| format!("`{}`", c.id)).collect();
+    let why = format!("{} failed when finalize ran it again on the files its evidence passed on", named.join(", "));
+    if phase.is_empty() {
+        events.push(LedgerEvent::Build { status: "blocked".into(), reason: format!("final acceptance: {why}") });
+    } else {
+        let reason = format!("phase {phase}: {why}");
+        events.push(LedgerEvent::Phase { phase_id: phase, status: "blocked".into(), reason: reason.clone() });
+        events.push(LedgerEvent::Build { status: "blocked".into(), reason });
+    }
+    events
+}

@@ -114,10 +114,13 @@ pub fn bare_names(spec: &Spec) -> Vec<String> {
     names
 }
 
-/// The first backticked token that looks like a path, else the first word if it does.
+/// The first backticked token that looks like a path (or is a glob: `*`, `**`, `src*`, read
+/// as [`read_path`] reads every pattern, so `*` is the whole workspace as `.` and `*.txt` are),
+/// else the first word if it looks like a path.
 fn path_token(item: &str) -> Option<String> {
     let looks = |t: &str| !t.contains("://") && (t.contains('/') || t.starts_with('.') || t.contains('.'));
-    let backticked = item.split('`').skip(1).step_by(2).find(|t| looks(t));
+    let glob = |t: &str| t.contains('*') && !t.contains(char::is_whitespace);
+    let backticked = item.split('`').skip(1).step_by(2).find(|t| looks(t) || glob(t));
     if let Some(token) = backticked {
         return Some(token.to_string());
     }
@@ -647,5 +650,18 @@ mod tests {
             assert_eq!(entries.len(), 1, "{whole}: the whole workspace is an entry, not nothing");
             assert_eq!(entries[0].path, "", "{whole}");
         }
+        // Written in the spec's Scope, a bare glob is declared as the same entry a hint is.
+        for (whole, reading) in [("*", Reading::Pattern), ("**", Reading::Pattern), (".", Reading::Path)] {
+            let text = format!(
+                "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Scope\n\n- `{whole}` - all\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - x\n  - Command: true\n"
+            );
+            let entries = scope_entries(&parse(&text).spec, &[], "/repo");
+            assert_eq!(entries, vec![ScopeEntry { written: whole.into(), path: String::new(), reading }], "{whole}");
+        }
+        let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Scope\n\n- `src*` - sources\n- multiply with `a * b` in `calc.rs`\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - x\n  - Command: true\n";
+        assert_eq!(scope(&parse(text).spec, &[], "/repo"), Vec::<String>::new(), "`src*` is a top-level glob");
+        let spaced: Vec<String> =
+            scope_entries(&parse(text).spec, &[], "/repo").into_iter().map(|e| e.written).collect();
+        assert_eq!(spaced, ["src*", "calc.rs"], "a spaced `a * b` is no path");
     }
 }

@@ -66,20 +66,9 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
 
     // Every criterion again, on the files as they are: a receipt never rests on old runs.
     let (criteria, records) = rerun_acceptance(&ws, &spec, &entries, &p.caller.env, &task).await?;
-    if let Some(failed) = criteria.iter().find(|c| c.status != CriterionStatus::Pass) {
-        return Ok(m::FinalizeResult {
-            task_id: task.clone(),
-            finalized: false,
-            already: false,
-            receipt_path: None,
-            receipt: None,
-            blocked: Some(format!(
-                "acceptance criterion `{}` is {}: {}",
-                failed.criterion_id, failed.status, failed.reason
-            )),
-            criteria,
-            next_command: format!("scafld build {task}"),
-        });
+    if criteria.iter().any(|c| c.status != CriterionStatus::Pass) {
+        let material = fresh.material.as_ref().map(|m| m.digest.clone()).unwrap_or_default();
+        return failed_again(daemon, &ws, &spec, &entries, &material, criteria).await;
     }
 
     // What the scope's symlinks point at inside the workspace is signed too, as evidence was
@@ -401,6 +390,45 @@ fn receipt_scope(ws: &Workspace, spec: &Spec, hints: &[String]) -> Option<Vec<St
             Some(bare)
         }
     }
+}
+
+/// Criteria that fail as finalize runs them again, though their evidence passed on the same
+/// files: the failures are recorded as the task's evidence, its step blocked again and the
+/// review superseded ([`crate::domain::build::failed_on_rerun`]), so `status`, `complete` and
+/// the next action no longer call it done; nothing is minted, and the next action is the one
+/// the ledger now gives (the build that repairs it).
+async fn failed_again(
+    daemon: &Arc<Daemon>,
+    ws: &Workspace,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    material: &str,
+    criteria: Vec<CriterionResult>,
+) -> RpcResult<m::FinalizeResult> {
+    let task = spec.front.task_id.clone();
+    let attempts = |id: &str| {
+        let recorded =
+            |e: &&LedgerEntry| matches!(&e.event, LedgerEvent::Criterion { criterion_id, .. } if criterion_id == id);
+        entries.iter().filter(recorded).count() as u32
+    };
+    let events = crate::domain::build::failed_on_rerun(spec, &criteria, material, attempts);
+    if !events.is_empty() {
+        record(daemon, ws, &task, events, "command:finalize")?;
+    }
+    let (spec, entries) = projected_spec(daemon, ws, &task)?;
+    let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
+    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &fresh.stale, None);
+    let failed = criteria.iter().find(|c| c.status != CriterionStatus::Pass);
+    Ok(m::FinalizeResult {
+        task_id: task,
+        finalized: false,
+        already: false,
+        receipt_path: None,
+        receipt: None,
+        blocked: failed.map(|f| format!("acceptance criterion `{}` is {}: {}", f.criterion_id, f.status, f.reason)),
+        criteria,
+        next_command: next.command,
+    })
 }
 
 /// HEAD when the task was approved (the approval baseline), if recorded.
