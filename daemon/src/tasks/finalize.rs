@@ -417,7 +417,7 @@ async fn failed_again(
     }
     let (spec, entries) = projected_spec(daemon, ws, &task)?;
     let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
-    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, 0, &fresh.stale, None);
+    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &fresh.stale, Default::default());
     let failed = criteria.iter().find(|c| c.status != CriterionStatus::Pass);
     Ok(m::FinalizeResult {
         task_id: task,
