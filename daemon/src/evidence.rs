@@ -342,6 +342,25 @@ pub(crate) async fn past_lost_baseline(
     }
 }
 
+/// `next` for a task whose build job still runs (a detached `build`, or one another client
+/// started): its evidence is being recorded, so what follows is waiting for it, not the step
+/// the spec shows now. Asked by `status` and `handoff` only: a build's own answer is worked
+/// out while its job still counts as running.
+pub(crate) fn while_building(daemon: &Daemon, ws: &Workspace, task: &str, next: NextAction) -> NextAction {
+    match daemon.jobs.active_for(ws, task) {
+        Some(job) if job.kind == scafld_protocol::vocab::JobKind::Acceptance => NextAction {
+            role: crate::domain::next::Role::Agent,
+            action: crate::domain::next::Action::Implement,
+            command: format!("scafld job wait {}", job.id),
+            reason: format!(
+                "a build of {task} is running (job {}): wait for it, or follow it with `scafld build {task}`",
+                job.id
+            ),
+        },
+        _ => next,
+    }
+}
+
 /// A finalized task whose receipt file is missing or not the one its ledger anchors (a
 /// finalize interrupted between its ledger append and the file, a file removed since):
 /// `finalize` writes it again from the ledger. Nothing else decides this, so it stays apart

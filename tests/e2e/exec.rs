@@ -461,6 +461,10 @@ fn jobs_detach_attach_wait_and_cancel() {
     let waited = env.scafld(&["job", "wait", &job, "--timeout", "0.2", "--json"]);
     waited.assert_code(75);
     assert_eq!(waited.json()["result"]["state"], "running");
+    // While it runs, status and handoff say to wait for it, not to build what it is building.
+    let next = env.scafld(&["status", "long", "--json"]).json()["result"]["next_action"].clone();
+    assert_eq!(next["command"], format!("scafld job wait {job}").as_str(), "{next}");
+    assert!(env.scafld(&["handoff", "long"]).stdout.contains(&format!("scafld job wait {job}")));
     // Other commands on the busy task are refused with a clear answer.
     let busy = env.scafld(&["fail", "long", "--reason", "x", "--json"]);
     busy.assert_code(1);

@@ -55,6 +55,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     };
     let next_action = crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, file);
     let next_action = crate::evidence::past_lost_baseline(&ws, &spec, &entries, next_action).await;
+    let next_action = crate::evidence::while_building(daemon, &ws, &spec.front.task_id, next_action);
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
     Ok(answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes))
 }
@@ -492,6 +493,7 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
     };
     let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, file);
     let next = crate::evidence::past_lost_baseline(&ws, &spec, &entries, next).await;
+    let next = crate::evidence::while_building(daemon, &ws, &spec.front.task_id, next);
     let rejected = crate::domain::ledger::replay(&entries).review_rejected;
     let context = handoff::Context {
         errors: &errors,
