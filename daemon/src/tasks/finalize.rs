@@ -244,23 +244,13 @@ async fn next_after(ws: &Workspace, task: &str, envelope: &Envelope, path: &str)
     let working_tree = body.snapshot_mode == SnapshotMode::WorkingTree;
     let files: Vec<String> = receipt::file_mismatches(&body.file_digests, &head.files, working_tree)
         .into_iter()
-        .map(|(path, _)| shell_word(&path))
+        .map(|(path, _)| scafld_protocol::cli::shell_word(&path).into_owned())
         .collect();
     if files.is_empty() {
         return verify;
     }
     let files = files.join(" ");
     format!("git add -A -- {files} && git commit -m \"{task}: the finalized work\" -- {files} && {verify}")
-}
-
-/// `word` as one shell word: as it is when it holds nothing a shell reads, else single-quoted.
-fn shell_word(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '+' | ',' | '=' | ':' | '@');
-    if !word.is_empty() && word.chars().all(plain) && !word.starts_with('-') {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
 }
 
 /// Write the receipt, then `latest.json`, both only when they differ (a repeat call repairs a
