@@ -93,8 +93,8 @@ fn a_passing_command_review_lets_complete_archive_the_task() {
 
 /// `complete` (and `finalize`) while a review of the task runs is a refusal of the gate (exit
 /// 4, `review_failed`, as the exit code table has it for complete's refusals), not `busy`: it
-/// names the review and how to wait for it, and changes nothing; once the review passes,
-/// complete goes through.
+/// names the review and how to wait for it, and changes nothing; `reconcile` is `busy` and
+/// writes nothing; once the review passes, complete goes through.
 #[test]
 fn complete_while_a_review_runs_is_refused_by_the_gate_with_exit_4() {
     let env = TestEnv::new();
@@ -130,6 +130,11 @@ fn complete_while_a_review_runs_is_refused_by_the_gate_with_exit_4() {
         assert!(message.starts_with(&format!("{command} refused: a review (command reviewer, job ")), "{error}");
         assert!(error["hint"].as_str().unwrap().contains("scafld review wait --session-key "), "{error}");
     }
+    // `reconcile` is a mutating command like the others: `busy` (exit 1), the spec untouched,
+    // so the review's mutation guard sees no change to it.
+    let refused = env.scafld(&["reconcile", "rev", "--json"]);
+    refused.assert_code(1);
+    assert_eq!(refused.json()["error"]["code"], "busy", "{}", refused.stdout);
     assert_eq!(ledger_types(&env), before, "a refused complete records nothing");
     assert_eq!(std::fs::read(env.work.join(".scafld/specs/active/rev.md")).ok(), spec, "nor writes the spec");
 
