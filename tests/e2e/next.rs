@@ -2,8 +2,8 @@
 //! as printed, and none is refused, in the cases where one was: a task named like a `review`
 //! subcommand, a criterion edited while its build step runs, a consensus with a `local` member,
 //! a consensus of `command` and a worker, a review a person rejected, a pass through a channel
-//! that cannot complete, a person's evidence gone stale in review, and a `complete` whose move
-//! was interrupted.
+//! that cannot complete, a person's evidence gone stale in review, a `complete` whose move
+//! was interrupted, an amendment that drops a criterion, and a bare name added to the scope.
 
 use scafld_tests::{TestEnv, git, wait_until};
 use serde_json::Value;
@@ -23,8 +23,13 @@ fn workspace(env: &TestEnv) {
 
 /// Task `id` approved: one phase on `greet.txt` whose criterion is `command`.
 fn approved(env: &TestEnv, id: &str, command: &str) {
+    approved_with(env, id, &format!("- [ ] `a1` test - says hello\n  - Command: `{command}`\n"));
+}
+
+/// Task `id` approved: one phase on `greet.txt` with these acceptance lines.
+fn approved_with(env: &TestEnv, id: &str, acceptance: &str) {
     let spec = format!(
-        "---\nspec_version: '2.0'\ntask_id: {id}\nstatus: draft\nharden_status: not_run\n---\n\n# Greet\n\n## Summary\n\nA greeting.\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: Write\n\nObjective: write it.\n\nAcceptance:\n- [ ] `a1` test - says hello\n  - Command: `{command}`\n"
+        "---\nspec_version: '2.0'\ntask_id: {id}\nstatus: draft\nharden_status: not_run\n---\n\n# Greet\n\n## Summary\n\nA greeting.\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: Write\n\nObjective: write it.\n\nAcceptance:\n{acceptance}"
     );
     std::fs::write(env.work.join(format!(".scafld/specs/drafts/{id}.md")), spec).unwrap();
     env.scafld(&["approve", "--task", id, "--reason", "next tests"]).assert_code(0);
@@ -159,6 +164,79 @@ fn a_criterion_edited_during_its_build_step_is_named_as_the_contract_change() {
             "scafld complete greet"
         ]
     );
+}
+
+/// `approve --amend` that only removes a criterion after a completed build answers with the
+/// next `status` gives (a review: the evidence left covers the contract), not a build that
+/// would be refused as the task is ready for review; following it works.
+#[test]
+fn an_amendment_dropping_a_criterion_answers_with_the_next_status_gives() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    let acceptance = "- [ ] `a1` test - says hello\n  - Command: `grep -q 'hello, world' greet.txt`\n- [ ] `a2` test - second\n  - Command: `true`\n";
+    approved_with(&env, "greet", acceptance);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    assert_eq!(status(&env, "greet")["next_action"]["action"], "review");
+    let path = env.work.join(".scafld/specs/active/greet.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kept: Vec<&str> = text.lines().filter(|l| !l.contains("`a2` test") && *l != "  - Command: `true`").collect();
+    std::fs::write(&path, kept.join("\n") + "\n").unwrap();
+    let amended = env.scafld(&["approve", "greet", "--amend", "--reason", "a2 was redundant", "--json"]);
+    amended.assert_code(0);
+    let answer = amended.json()["result"].clone();
+    let s = status(&env, "greet");
+    assert_eq!(answer["next_command"], s["next_action"]["command"], "{answer}\n{s}");
+    assert_eq!(answer["next_command"], "scafld review greet", "{answer}");
+    let script = reviewer(&env, "pass", &pass(), "");
+    assert_eq!(follow_to_done(&env, "greet", &script), ["scafld review greet", "scafld complete greet"]);
+}
+
+/// A bare-name Scope entry (`Makefile`: no `/` or `.`) binds evidence as a path does, so adding
+/// one after approval, or removing it, is a contract change: `build` refuses naming it, `status`
+/// asks for the amendment, and following the next actions amends, builds, reviews, completes.
+#[test]
+fn a_bare_name_added_to_or_removed_from_the_scope_needs_an_amendment() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("Makefile"), "all:\n").unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "make"]);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q 'hello, world' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    let path = env.work.join(".scafld/specs/active/greet.md");
+    let script = reviewer(&env, "pass", &pass(), "");
+    for (from, to, change) in [
+        ("- `greet.txt` - the greeting.\n", "- `greet.txt` - the greeting.\n- `Makefile` - build rules.\n", "added"),
+        ("- `Makefile` - build rules.\n", "", "removed"),
+    ] {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{text}");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+        let words = format!("scope `Makefile` {change}");
+        let s = status(&env, "greet");
+        assert_eq!(s["next_action"]["action"], "amend_contract", "{s}");
+        assert!(s["next_action"]["reason"].as_str().unwrap().contains(&words), "{s}");
+        let refused = env.scafld(&["build", "greet", "--json"]);
+        assert_ne!(refused.code, 0, "{}", refused.stdout);
+        assert!(refused.json()["error"]["message"].as_str().unwrap().contains(&words), "{}", refused.stdout);
+        let (command, _) = follow(&env, "greet", &script);
+        assert_eq!(command, "scafld approve greet --amend --reason \"why\"");
+        let amendment = env.scafld(&["session", "greet", "--json"]).json()["result"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "contract_amended")
+            .cloned()
+            .unwrap();
+        assert!(amendment.to_string().contains(&words), "{amendment}");
+    }
+    let followed = follow_to_done(&env, "greet", &script);
+    assert_eq!(followed.last().map(String::as_str), Some("scafld complete greet"), "{followed:?}");
 }
 
 /// A consensus with a `local` member passes but cannot complete the task: its own next action

@@ -30,6 +30,16 @@ pub fn declared_scope(spec: &Spec) -> Vec<String> {
     crate::domain::review::scope(spec, &[], "")
 }
 
+/// The bare names (`Makefile`, `bin`: no `/` or `.`) the contract pins beside the paths, as
+/// evidence binds them (`crate::evidence::evidence_scope`): every one the spec declares, unless
+/// the scope is the whole tree already (then none, as evidence adds none).
+pub fn declared_bare_names(spec: &Spec) -> Vec<String> {
+    if crate::domain::review::bound_scope(spec, "").is_empty() {
+        return Vec::new();
+    }
+    crate::domain::review::bare_names(spec)
+}
+
 /// Every criterion's id and definition digest.
 fn pins(spec: &Spec) -> BTreeMap<String, String> {
     spec.criteria().map(|c| (c.id.clone(), definition_digest(c))).collect()
@@ -44,11 +54,15 @@ pub struct Contract {
     /// The evidence scope; `None` in approvals recorded before the scope was pinned (and in
     /// imported ledgers), which leave it unchecked.
     pub scope: Option<Vec<String>>,
+    /// The bare names of the scope ([`declared_bare_names`]); `None` in contracts pinned before
+    /// they were (by an older scafld, or imported), whose scope is compared by its paths alone
+    /// so the bare names it always had never read as added.
+    pub bare_names: Option<Vec<String>>,
 }
 
 /// The contract of `spec` as it is now.
 pub fn contract(spec: &Spec) -> Contract {
-    Contract { criteria: pins(spec), scope: Some(declared_scope(spec)) }
+    Contract { criteria: pins(spec), scope: Some(declared_scope(spec)), bare_names: Some(declared_bare_names(spec)) }
 }
 
 /// How the spec differs from the pinned contract: changed, added and removed criteria, then
@@ -59,10 +73,34 @@ pub fn contract_changes(spec: &Spec, pinned: &Contract) -> Vec<String> {
         .into_iter()
         .map(|(id, how)| format!("`{id}` {}", how.word()))
         .collect::<Vec<_>>();
-    if let (Some(before), Some(after)) = (&pinned.scope, &now.scope) {
-        changed.extend(scope_changes(before, after));
-    }
+    changed.extend(contract_scope_changes(pinned, &now));
     changed
+}
+
+/// How the scope of `after` differs from that of `before`, in words: by its paths, and by its
+/// bare names too when both contracts pinned them (like with like); nothing when either
+/// never pinned a scope.
+fn contract_scope_changes(before: &Contract, after: &Contract) -> Vec<String> {
+    let (Some(paths_before), Some(paths_after)) = (&before.scope, &after.scope) else {
+        return Vec::new();
+    };
+    match (&before.bare_names, &after.bare_names) {
+        (Some(names_before), Some(names_after)) => {
+            scope_changes(&with_names(paths_before, names_before), &with_names(paths_after, names_after))
+        }
+        _ => scope_changes(paths_before, paths_after),
+    }
+}
+
+/// A scope's paths with its bare names, sorted; the whole tree (empty) stays the whole tree.
+fn with_names(paths: &[String], names: &[String]) -> Vec<String> {
+    if paths.is_empty() {
+        return Vec::new();
+    }
+    let mut all: Vec<String> = paths.iter().chain(names).cloned().collect();
+    all.sort();
+    all.dedup();
+    all
 }
 
 /// How one criterion of a contract differs from an earlier one.
@@ -146,17 +184,19 @@ pub fn amendments(entries: &[LedgerEntry]) -> Vec<Amendment> {
     let mut out = Vec::new();
     for entry in entries {
         match &entry.event {
-            LedgerEvent::Approval { criteria, scope, .. } => {
-                contract = Some(Contract { criteria: criteria.clone(), scope: scope.clone() });
+            LedgerEvent::Approval { criteria, scope, bare_names, .. } => {
+                contract =
+                    Some(Contract { criteria: criteria.clone(), scope: scope.clone(), bare_names: bare_names.clone() });
                 out.clear();
             }
-            LedgerEvent::ContractAmended { reason, criteria, scope, .. } => {
+            LedgerEvent::ContractAmended { reason, criteria, scope, bare_names, .. } => {
                 let before = contract.take().unwrap_or_default();
-                let after = Contract { criteria: criteria.clone(), scope: scope.clone().or(before.scope.clone()) };
-                let scope_words = match (&before.scope, &after.scope) {
-                    (Some(b), Some(a)) => scope_changes(b, a),
-                    _ => Vec::new(),
+                let after = Contract {
+                    criteria: criteria.clone(),
+                    scope: scope.clone().or(before.scope.clone()),
+                    bare_names: bare_names.clone().or(before.bare_names.clone()),
                 };
+                let scope_words = contract_scope_changes(&before, &after);
                 out.push(Amendment {
                     entry: entry.id(),
                     recorded_at: entry.recorded_at.clone(),
@@ -483,6 +523,27 @@ mod tests {
         assert_eq!(contract_changes(&spec, &whole), ["scope narrowed from the whole tree to `x.txt`"]);
     }
 
+    /// A bare name (`Makefile`) binds evidence as a path does, so adding or removing one is a
+    /// contract change; a contract pinned without bare names (an older scafld's) compares
+    /// paths alone, and the bare names it always had are not reported as added.
+    #[test]
+    fn bare_names_are_part_of_the_scope_pinned_with_them() {
+        let mut spec = Spec::default();
+        spec.acceptance.criteria.push(criterion("cargo test"));
+        spec.scope = vec!["`greet.txt` - the greeting".into(), "`Makefile` - build rules".into()];
+        let pinned = contract(&spec);
+        assert_eq!(pinned.bare_names.as_deref(), Some(&["Makefile".to_string()][..]));
+        assert!(contract_changes(&spec, &pinned).is_empty());
+        spec.scope.push("`Dockerfile` - the image".into());
+        spec.scope.retain(|item| !item.contains("Makefile"));
+        assert_eq!(contract_changes(&spec, &pinned), ["scope `Dockerfile` added", "scope `Makefile` removed"]);
+        let older = Contract { bare_names: None, ..pinned.clone() };
+        assert!(contract_changes(&spec, &older).is_empty(), "a contract pinned without bare names compares paths");
+        spec.scope = vec!["`Makefile` - build rules".into()];
+        assert_eq!(contract(&spec).bare_names.as_deref(), Some(&[][..]), "a whole-tree scope binds no bare name");
+        assert_eq!(contract_changes(&spec, &pinned), ["scope widened from `Makefile`, `greet.txt` to the whole tree"]);
+    }
+
     #[test]
     fn amendments_say_what_changed_and_how_a_dropped_criterion_last_ran() {
         let entry = |seq: u64, event: LedgerEvent| LedgerEntry { seq, recorded_at: format!("t{seq}"), event };
@@ -502,6 +563,7 @@ mod tests {
                     harden_override: None,
                     criteria: pinned(&[("a1", "d1"), ("a2", "d2")]),
                     scope: Some(vec!["src/a.txt".into()]),
+                    bare_names: None,
                 },
             ),
             LedgerEntry { seq: 2, ..failed },
@@ -511,6 +573,7 @@ mod tests {
                     reason: "a2 was wrong".into(),
                     criteria: pinned(&[("a1", "d1b"), ("a3", "d3")]),
                     scope: Some(vec!["nothing.txt".into()]),
+                    bare_names: None,
                     changed: Vec::new(),
                 },
             ),

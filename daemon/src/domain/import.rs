@@ -33,9 +33,13 @@ fn map(entry: &Value) -> LedgerEvent {
                 .collect(),
             reason,
         },
-        "approval" => {
-            LedgerEvent::Approval { reason, harden_override: None, criteria: Default::default(), scope: None }
-        }
+        "approval" => LedgerEvent::Approval {
+            reason,
+            harden_override: None,
+            criteria: Default::default(),
+            scope: None,
+            bare_names: None,
+        },
         "phase" if !text(entry, "phase_id").is_empty() => {
             LedgerEvent::Phase { phase_id: text(entry, "phase_id"), status, reason }
         }

@@ -140,6 +140,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             harden_override: harden_override.clone(),
             criteria: contract.criteria,
             scope: contract.scope,
+            bare_names: contract.bare_names,
         },
     ];
     record(daemon, &ws, &task, events, "command:approve")?;
@@ -276,18 +277,23 @@ async fn amend(
         reason: reason.to_string(),
         criteria: now.criteria,
         scope: now.scope,
+        bare_names: now.bare_names,
         changed,
     });
     record(daemon, ws, task, events, "command:approve")?;
-    let path = ws.spec_path(task);
+    // Next is the one decision status makes: a build when evidence is missing or stale, a
+    // review when the amendment only removed what the evidence covered.
+    let (spec, entries) = projected_spec(daemon, ws, task)?;
+    let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
+    let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &fresh.stale, Default::default());
     Ok(m::ApproveResult {
         task_id: task.to_string(),
-        status,
-        path,
+        status: spec.status().unwrap_or(status),
+        path: ws.spec_path(task),
         head: new_head,
         baseline_paths: 0,
         harden_override: false,
-        next_command: format!("scafld build {task}"),
+        next_command: next.command,
         scope_warnings: Vec::new(),
     })
 }
@@ -346,6 +352,7 @@ async fn adopt(
             harden_override,
             criteria: contract.criteria,
             scope: contract.scope,
+            bare_names: contract.bare_names,
         });
     }
     record(daemon, ws, task, events, "command:build")?;
