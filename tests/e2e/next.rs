@@ -201,6 +201,7 @@ fn a_bare_name_added_to_or_removed_from_the_scope_needs_an_amendment() {
     let env = TestEnv::new();
     workspace(&env);
     std::fs::write(env.work.join("Makefile"), "all:\n").unwrap();
+    std::fs::write(env.work.join(".env.local"), "TOKEN=x\n").unwrap();
     git(&env.work, &["add", "-A"]);
     git(&env.work, &["commit", "-qm", "make"]);
     std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
@@ -209,14 +210,27 @@ fn a_bare_name_added_to_or_removed_from_the_scope_needs_an_amendment() {
     env.scafld(&["build", "greet"]).assert_code(0);
     let path = env.work.join(".scafld/specs/active/greet.md");
     let script = reviewer(&env, "pass", &pass(), "");
-    for (from, to, change) in [
-        ("- `greet.txt` - the greeting.\n", "- `greet.txt` - the greeting.\n- `Makefile` - build rules.\n", "added"),
-        ("- `Makefile` - build rules.\n", "", "removed"),
+    // A file kept from reviewers for its secrets binds evidence as a bare name does: pinned too.
+    for (from, to, name, change) in [
+        (
+            "- `greet.txt` - the greeting.\n",
+            "- `greet.txt` - the greeting.\n- `Makefile` - build rules.\n",
+            "Makefile",
+            "added",
+        ),
+        ("- `Makefile` - build rules.\n", "", "Makefile", "removed"),
+        (
+            "- `greet.txt` - the greeting.\n",
+            "- `greet.txt` - the greeting.\n- `.env.local` - settings.\n",
+            ".env.local",
+            "added",
+        ),
+        ("- `.env.local` - settings.\n", "", ".env.local", "removed"),
     ] {
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains(from), "{text}");
         std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
-        let words = format!("scope `Makefile` {change}");
+        let words = format!("scope `{name}` {change}");
         let s = status(&env, "greet");
         assert_eq!(s["next_action"]["action"], "amend_contract", "{s}");
         assert!(s["next_action"]["reason"].as_str().unwrap().contains(&words), "{s}");

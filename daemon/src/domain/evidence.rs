@@ -30,14 +30,21 @@ pub fn declared_scope(spec: &Spec) -> Vec<String> {
     crate::domain::review::scope(spec, &[], "")
 }
 
-/// The bare names (`Makefile`, `bin`: no `/` or `.`) the contract pins beside the paths, as
-/// evidence binds them (`crate::evidence::evidence_scope`): every one the spec declares, unless
-/// the scope is the whole tree already (then none, as evidence adds none).
-pub fn declared_bare_names(spec: &Spec) -> Vec<String> {
-    if crate::domain::review::bound_scope(spec, "").is_empty() {
+/// What the contract pins beside the declared paths, as evidence binds it
+/// (`crate::evidence::evidence_scope`): the bare names (`Makefile`, `bin`: no `/` or `.`) and
+/// the files kept from reviewers for their secrets (`.env.local`), every one the spec declares,
+/// unless the scope is the whole tree already (then none, as evidence adds none).
+pub fn declared_also_bound(spec: &Spec) -> Vec<String> {
+    let bound = crate::domain::review::bound_scope(spec, "");
+    if bound.is_empty() {
         return Vec::new();
     }
-    crate::domain::review::bare_names(spec)
+    let declared = declared_scope(spec);
+    let mut also: Vec<String> = crate::domain::review::bare_names(spec);
+    also.extend(bound.into_iter().filter(|path| !declared.contains(path)));
+    also.sort();
+    also.dedup();
+    also
 }
 
 /// Every criterion's id and definition digest.
@@ -54,15 +61,15 @@ pub struct Contract {
     /// The evidence scope; `None` in approvals recorded before the scope was pinned (and in
     /// imported ledgers), which leave it unchecked.
     pub scope: Option<Vec<String>>,
-    /// The bare names of the scope ([`declared_bare_names`]); `None` in contracts pinned before
-    /// they were (by an older scafld, or imported), whose scope is compared by its paths alone
-    /// so the bare names it always had never read as added.
-    pub bare_names: Option<Vec<String>>,
+    /// The bare names and secret files of the scope ([`declared_also_bound`]); `None` in
+    /// contracts pinned before they were (by an older scafld, or imported), whose scope is
+    /// compared by its paths alone so what it always had never reads as added.
+    pub also_bound: Option<Vec<String>>,
 }
 
 /// The contract of `spec` as it is now.
 pub fn contract(spec: &Spec) -> Contract {
-    Contract { criteria: pins(spec), scope: Some(declared_scope(spec)), bare_names: Some(declared_bare_names(spec)) }
+    Contract { criteria: pins(spec), scope: Some(declared_scope(spec)), also_bound: Some(declared_also_bound(spec)) }
 }
 
 /// How the spec differs from the pinned contract: changed, added and removed criteria, then
@@ -78,13 +85,13 @@ pub fn contract_changes(spec: &Spec, pinned: &Contract) -> Vec<String> {
 }
 
 /// How the scope of `after` differs from that of `before`, in words: by its paths, and by its
-/// bare names too when both contracts pinned them (like with like); nothing when either
+/// bare names and secret files too when both contracts pinned them (like with like); nothing when either
 /// never pinned a scope.
 fn contract_scope_changes(before: &Contract, after: &Contract) -> Vec<String> {
     let (Some(paths_before), Some(paths_after)) = (&before.scope, &after.scope) else {
         return Vec::new();
     };
-    match (&before.bare_names, &after.bare_names) {
+    match (&before.also_bound, &after.also_bound) {
         (Some(names_before), Some(names_after)) => {
             scope_changes(&with_names(paths_before, names_before), &with_names(paths_after, names_after))
         }
@@ -184,17 +191,17 @@ pub fn amendments(entries: &[LedgerEntry]) -> Vec<Amendment> {
     let mut out = Vec::new();
     for entry in entries {
         match &entry.event {
-            LedgerEvent::Approval { criteria, scope, bare_names, .. } => {
+            LedgerEvent::Approval { criteria, scope, also_bound, .. } => {
                 contract =
-                    Some(Contract { criteria: criteria.clone(), scope: scope.clone(), bare_names: bare_names.clone() });
+                    Some(Contract { criteria: criteria.clone(), scope: scope.clone(), also_bound: also_bound.clone() });
                 out.clear();
             }
-            LedgerEvent::ContractAmended { reason, criteria, scope, bare_names, .. } => {
+            LedgerEvent::ContractAmended { reason, criteria, scope, also_bound, .. } => {
                 let before = contract.take().unwrap_or_default();
                 let after = Contract {
                     criteria: criteria.clone(),
                     scope: scope.clone().or(before.scope.clone()),
-                    bare_names: bare_names.clone().or(before.bare_names.clone()),
+                    also_bound: also_bound.clone().or(before.also_bound.clone()),
                 };
                 let scope_words = contract_scope_changes(&before, &after);
                 out.push(Amendment {
@@ -532,15 +539,19 @@ mod tests {
         spec.acceptance.criteria.push(criterion("cargo test"));
         spec.scope = vec!["`greet.txt` - the greeting".into(), "`Makefile` - build rules".into()];
         let pinned = contract(&spec);
-        assert_eq!(pinned.bare_names.as_deref(), Some(&["Makefile".to_string()][..]));
+        assert_eq!(pinned.also_bound.as_deref(), Some(&["Makefile".to_string()][..]));
         assert!(contract_changes(&spec, &pinned).is_empty());
         spec.scope.push("`Dockerfile` - the image".into());
         spec.scope.retain(|item| !item.contains("Makefile"));
         assert_eq!(contract_changes(&spec, &pinned), ["scope `Dockerfile` added", "scope `Makefile` removed"]);
-        let older = Contract { bare_names: None, ..pinned.clone() };
+        let older = Contract { also_bound: None, ..pinned.clone() };
         assert!(contract_changes(&spec, &older).is_empty(), "a contract pinned without bare names compares paths");
+        // A file kept from reviewers for its secrets binds evidence all the same: pinned too.
+        let mut secrets = spec.clone();
+        secrets.scope.push("`.env.local` - the local settings".into());
+        assert_eq!(contract_changes(&secrets, &contract(&spec)), ["scope `.env.local` added"]);
         spec.scope = vec!["`Makefile` - build rules".into()];
-        assert_eq!(contract(&spec).bare_names.as_deref(), Some(&[][..]), "a whole-tree scope binds no bare name");
+        assert_eq!(contract(&spec).also_bound.as_deref(), Some(&[][..]), "a whole-tree scope binds no bare name");
         assert_eq!(contract_changes(&spec, &pinned), ["scope widened from `Makefile`, `greet.txt` to the whole tree"]);
     }
 
@@ -563,7 +574,7 @@ mod tests {
                     harden_override: None,
                     criteria: pinned(&[("a1", "d1"), ("a2", "d2")]),
                     scope: Some(vec!["src/a.txt".into()]),
-                    bare_names: None,
+                    also_bound: None,
                 },
             ),
             LedgerEntry { seq: 2, ..failed },
@@ -573,7 +584,7 @@ mod tests {
                     reason: "a2 was wrong".into(),
                     criteria: pinned(&[("a1", "d1b"), ("a3", "d3")]),
                     scope: Some(vec!["nothing.txt".into()]),
-                    bare_names: None,
+                    also_bound: None,
                     changed: Vec::new(),
                 },
             ),

@@ -38,7 +38,7 @@ fn map(entry: &Value) -> LedgerEvent {
             harden_override: None,
             criteria: Default::default(),
             scope: None,
-            bare_names: None,
+            also_bound: None,
         },
         "phase" if !text(entry, "phase_id").is_empty() => {
             LedgerEvent::Phase { phase_id: text(entry, "phase_id"), status, reason }

@@ -51,11 +51,11 @@ pub enum LedgerEvent {
         /// whole tree). Absent in approvals recorded before the scope was pinned.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scope: Option<Vec<String>>,
-        /// The scope's bare names ([`crate::domain::evidence::declared_bare_names`]). Absent
-        /// in approvals recorded before they were pinned: the scope is then compared by its
-        /// paths alone.
+        /// What the scope binds beside its paths: bare names and secret files
+        /// ([`crate::domain::evidence::declared_also_bound`]). Absent in approvals recorded
+        /// before they were pinned: the scope is then compared by its paths alone.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        bare_names: Option<Vec<String>>,
+        also_bound: Option<Vec<String>>,
     },
     /// The approved contract re-pinned after an audited change (`approve --amend --reason`).
     ContractAmended {
@@ -65,10 +65,10 @@ pub enum LedgerEvent {
         /// scope was pinned: the earlier pin stands).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         scope: Option<Vec<String>>,
-        /// The scope's bare names re-pinned with it (absent in amendments recorded before they
-        /// were pinned: the earlier pin stands).
+        /// What the scope binds beside its paths, re-pinned with it (absent in amendments
+        /// recorded before it was pinned: the earlier pin stands).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        bare_names: Option<Vec<String>>,
+        also_bound: Option<Vec<String>>,
         /// Ids whose definition changed, was added or removed, for the audit trail.
         changed: Vec<String>,
     },
@@ -332,22 +332,22 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
         let mark =
             |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
         match &entry.event {
-            LedgerEvent::Approval { criteria, harden_override, scope, bare_names, .. } => {
+            LedgerEvent::Approval { criteria, harden_override, scope, also_bound, .. } => {
                 r.status = Some(Status::Approved);
                 r.approved = true;
                 r.harden_overridden = harden_override.is_some();
                 r.contract = (!criteria.is_empty() || scope.is_some()).then(|| Contract {
                     criteria: criteria.clone(),
                     scope: scope.clone(),
-                    bare_names: bare_names.clone(),
+                    also_bound: also_bound.clone(),
                 });
             }
-            LedgerEvent::ContractAmended { criteria, scope, bare_names, .. } => {
+            LedgerEvent::ContractAmended { criteria, scope, also_bound, .. } => {
                 let earlier = r.contract.take().unwrap_or_default();
                 r.contract = Some(Contract {
                     criteria: criteria.clone(),
                     scope: scope.clone().or(earlier.scope),
-                    bare_names: bare_names.clone().or(earlier.bare_names),
+                    also_bound: also_bound.clone().or(earlier.also_bound),
                 });
             }
             LedgerEvent::ReviewAttempt { status, reason } => {
@@ -626,7 +626,7 @@ mod tests {
             harden_override: None,
             criteria: BTreeMap::new(),
             scope: None,
-            bare_names: None,
+            also_bound: None,
         };
         let phase = |id: &str, status: &str| LedgerEvent::Phase {
             phase_id: id.into(),

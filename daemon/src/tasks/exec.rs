@@ -140,7 +140,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             harden_override: harden_override.clone(),
             criteria: contract.criteria,
             scope: contract.scope,
-            bare_names: contract.bare_names,
+            also_bound: contract.also_bound,
         },
     ];
     record(daemon, &ws, &task, events, "command:approve")?;
@@ -277,7 +277,7 @@ async fn amend(
         reason: reason.to_string(),
         criteria: now.criteria,
         scope: now.scope,
-        bare_names: now.bare_names,
+        also_bound: now.also_bound,
         changed,
     });
     record(daemon, ws, task, events, "command:approve")?;
@@ -352,7 +352,7 @@ async fn adopt(
             harden_override,
             criteria: contract.criteria,
             scope: contract.scope,
-            bare_names: contract.bare_names,
+            also_bound: contract.also_bound,
         });
     }
     record(daemon, ws, task, events, "command:build")?;
