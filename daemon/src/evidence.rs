@@ -291,7 +291,9 @@ pub(crate) async fn freshness(ws: &Workspace, spec: &Spec, entries: &[LedgerEntr
         Ok(now) => {
             let mut seen = std::collections::BTreeSet::new();
             for why in stale.values() {
-                if let Stale::MaterialChanged { recorded } | Stale::RewritesOwnScope { recorded, .. } = why
+                if let Stale::MaterialChanged { recorded }
+                | Stale::ChangedByOwnRuns { recorded, .. }
+                | Stale::RewritesOwnScope { recorded, .. } = why
                     && seen.insert(recorded.clone())
                 {
                     match evidence::recorded_material(entries, recorded) {

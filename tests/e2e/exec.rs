@@ -743,10 +743,12 @@ fn a_step_whose_command_changes_scoped_files_points_to_another_build() {
 }
 
 /// A criterion whose command rewrites its own scope on every run (it appends to a scoped file)
-/// would make every build answer "build again": once two builds in a row find the files left
-/// changed by it, with nothing else changing them, the answer names the criterion and what it
-/// changes, and the next step is a change to it, not a build (status and review say the same).
-/// A one-off change (a formatter's first run) or a change by hand in between is no loop. The
+/// would make every build answer "build again": once three builds in a row find the files left
+/// changed by it, each run on what the one before left, with nothing else changing them (or
+/// two that bring the files back to where they were), the answer names the criterion and what
+/// it changes, and the next step is a change to it, not a build (status and review say the
+/// same). A formatter that needs one or two passes, or a change by hand in between, is no loop:
+/// the next is the build, saying the criterion changed the files on its last runs. The
 /// evidence stays stale all along, and once the command leaves the files alone a build counts.
 #[test]
 fn a_criterion_that_rewrites_its_own_scope_every_build_is_named_not_built_again() {
@@ -770,10 +772,33 @@ fn a_criterion_that_rewrites_its_own_scope_every_build_is_named_not_built_again(
     again(&build(&env, "stamp"));
     assert_eq!(build(&env, "stamp")["result"]["next_command"], "scafld review stamp");
 
-    // Now it stamps the file on every run. After a change by hand, the first change it makes
-    // could still be a one-off.
+    // A formatter that needs two passes: after its second change, still the build, saying so.
+    std::fs::write(
+        &script,
+        "grep -q two greet.txt || { grep -q one greet.txt && echo two || echo one; } >> greet.txt\n",
+    )
+    .unwrap();
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    again(&build(&env, "stamp"));
+    again(&build(&env, "stamp"));
+    let status = env.scafld(&["status", "stamp", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["command"], "scafld build stamp", "{status}");
+    let reason = status["next_action"]["reason"].as_str().unwrap();
+    assert!(reason.contains("criterion `a1` changed the files in scope itself on each of its last 2 runs"), "{reason}");
+    assert!(!reason.contains("each time it runs"), "{reason}");
+    assert_eq!(build(&env, "stamp")["result"]["next_command"], "scafld review stamp");
+
+    // A toggle: two changes that bring the files back to where they were repeat for ever.
+    std::fs::write(&script, "s=$(grep -q on greet.txt && echo off || echo on); echo $s > greet.txt\n").unwrap();
+    std::fs::write(env.work.join("greet.txt"), "off\n").unwrap();
+    again(&build(&env, "stamp"));
+    assert_eq!(build(&env, "stamp")["result"]["next_command"], "none");
+
+    // Now it stamps the file on every run. After a change by hand, the first two changes it
+    // makes could still be a formatter's passes.
     std::fs::write(&script, "echo x >> greet.txt\n").unwrap();
     std::fs::write(env.work.join("greet.txt"), "hello again\n").unwrap();
+    again(&build(&env, "stamp"));
     again(&build(&env, "stamp"));
     let looped = build(&env, "stamp");
     assert_eq!(looped["result"]["next_command"], "none", "{looped}");

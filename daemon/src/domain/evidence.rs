@@ -255,10 +255,16 @@ pub enum Stale {
     DefinitionChanged,
     /// The scoped files changed since it ran (their material digest differs).
     MaterialChanged { recorded: String },
-    /// The scoped files changed since it ran, and its own command changed them: on two builds
-    /// in a row, with nothing else changing the files between or since, the step that ran it
-    /// left the files different from what they ran on (`changed`). Building again runs it
-    /// again and leaves it stale again.
+    /// The scoped files changed since it ran, and its own command changed them on its last
+    /// `runs` steps in a row (each run on what the one before left, nothing else changing the
+    /// files between or since), too few to call a loop: a formatter can need a second pass.
+    /// Building again runs it on what it left.
+    ChangedByOwnRuns { recorded: String, changed: Vec<String>, runs: usize },
+    /// The scoped files changed since it ran, and its own command changes them every time: on
+    /// three steps in a row (or two that brought the files back to a state they were in), with
+    /// nothing else changing the files between or since, the step that ran it left the files
+    /// different from what they ran on (`changed`). Building again runs it again and leaves it
+    /// stale again.
     RewritesOwnScope { recorded: String, changed: Vec<String> },
     /// The files in scope cannot be read now (for example the workspace is not a git
     /// repository any more), so nothing recorded can be shown to match them.
@@ -273,6 +279,7 @@ impl Stale {
             Stale::Unbound => "recorded without a content fingerprint",
             Stale::DefinitionChanged => "its definition changed since it ran",
             Stale::MaterialChanged { .. } => "the files in the task's scope changed since it ran",
+            Stale::ChangedByOwnRuns { .. } => "its own command changed the files in the task's scope when it last ran",
             Stale::RewritesOwnScope { .. } => "its own command changes the files in the task's scope each time it runs",
             Stale::Unverifiable => "the files in the task's scope cannot be read to check it",
             Stale::SpecMissing => "the spec file is missing, so its definition cannot be checked",
@@ -321,7 +328,7 @@ pub fn manual_result<'e>(entries: &'e [LedgerEntry], c: &Criterion, material: &s
 /// material, by id. Criteria without a result are pending, not stale.
 /// `material` is `None` when it could not be computed: every recorded result is then stale.
 pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BTreeMap<String, Stale> {
-    let rewrites = material.and_then(|now| rewrites_own_scope(entries, now));
+    let own = material.and_then(|now| own_changes(entries, now));
     let mut out = BTreeMap::new();
     for c in spec.criteria() {
         let Some((_, definition, recorded)) = latest_result(entries, &c.id) else { continue };
@@ -332,9 +339,13 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
         } else if material.is_none() {
             Some(Stale::Unverifiable)
         } else if Some(recorded) != material {
-            Some(match &rewrites {
-                Some(step) if step.from == recorded && step.criteria.contains(&c.id) => {
-                    Stale::RewritesOwnScope { recorded: recorded.to_string(), changed: step.changed.clone() }
+            Some(match &own {
+                Some(own) if own.step.from == recorded && own.step.criteria.contains(&c.id) => {
+                    let (recorded, changed) = (recorded.to_string(), own.step.changed.clone());
+                    match own.looped() {
+                        true => Stale::RewritesOwnScope { recorded, changed },
+                        false => Stale::ChangedByOwnRuns { recorded, changed, runs: own.runs },
+                    }
                 }
                 _ => Stale::MaterialChanged { recorded: recorded.to_string() },
             })
@@ -348,23 +359,66 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
     out
 }
 
-/// The last build step's change to the files, when it repeats the one before it and nothing
-/// else has touched them: the step ran on exactly what the step before left (`from`), its
-/// commands changed the files again, and the files are still what it left (`now`). Its
-/// `criteria` are narrowed to those that ran in both steps (none: `None`). One change alone
-/// says nothing of a loop: a formatter rewrites once, then leaves the files as they are.
-pub fn rewrites_own_scope(entries: &[LedgerEntry], now: &str) -> Option<crate::domain::ledger::StepChange> {
+/// The steps in a row whose own commands changed the files, ending with the last build step
+/// (see [`own_changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnChanges {
+    /// The last step's change, its `criteria` narrowed to those that ran in every step counted.
+    pub step: crate::domain::ledger::StepChange,
+    /// How many steps in a row changed the files (counted up to [`LOOP_RUNS`]).
+    pub runs: usize,
+    /// Whether the files came back to a state one of those steps had already left or run on.
+    pub cycle: bool,
+}
+
+/// Steps in a row whose commands changed the files that make a loop rather than a formatter
+/// still converging.
+pub const LOOP_RUNS: usize = 3;
+
+impl OwnChanges {
+    /// Whether building again cannot be expected to settle: [`LOOP_RUNS`] changes in a row,
+    /// or a state of the files seen again (a cycle repeats for ever).
+    pub fn looped(&self) -> bool {
+        self.runs >= LOOP_RUNS || self.cycle
+    }
+}
+
+/// The last build step's change to the files, with the steps before it that it continues: the
+/// last step left the files as they are now (`now`), and each step counted ran on exactly
+/// what the one before left, with the same criteria running in all of them (none in common:
+/// the count stops). One change, or two, says nothing of a loop: a formatter can rewrite once
+/// or twice and then leave the files as they are. `None` when the files are not what the last
+/// step left (something else changed them since) or no step changed them.
+pub fn own_changes(entries: &[LedgerEntry], now: &str) -> Option<OwnChanges> {
     let mut changes = entries.iter().rev().filter_map(|e| match &e.event {
         LedgerEvent::Material { digest, after_step: Some(step), .. } => Some((digest.as_str(), step)),
         _ => None,
     });
     let (left, last) = changes.next()?;
-    let (before_left, before) = changes.next()?;
-    if left != now || last.from != before_left {
+    if left != now {
         return None;
     }
-    let criteria: Vec<String> = last.criteria.iter().filter(|c| before.criteria.contains(c)).cloned().collect();
-    (!criteria.is_empty()).then(|| crate::domain::ledger::StepChange { criteria, ..last.clone() })
+    let mut criteria = last.criteria.clone();
+    let mut states = vec![left, last.from.as_str()];
+    let mut from = last.from.as_str();
+    let mut runs = 1;
+    while runs < LOOP_RUNS {
+        let Some((before_left, before)) = changes.next() else { break };
+        let common: Vec<String> = criteria.iter().filter(|c| before.criteria.contains(c)).cloned().collect();
+        if before_left != from || common.is_empty() {
+            break;
+        }
+        criteria = common;
+        from = before.from.as_str();
+        states.push(from);
+        runs += 1;
+    }
+    if criteria.is_empty() {
+        return None;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let cycle = !states.iter().all(|s| seen.insert(*s));
+    Some(OwnChanges { step: crate::domain::ledger::StepChange { criteria, ..last.clone() }, runs, cycle })
 }
 
 /// The entries of the material recorded under `digest`, if a step recorded it.
@@ -445,10 +499,12 @@ mod tests {
         assert!(stale(&spec, &[], Some("m1")).is_empty(), "no result is pending, not stale");
     }
 
-    /// Only two consecutive steps that each left the files changed, the second running on
-    /// what the first left and the files still as it left them, make a rewriting criterion.
+    /// Only three consecutive steps that each left the files changed, each running on what the
+    /// one before left and the files still as the last left them, or two that brought the files
+    /// back to where they were, make a rewriting criterion; fewer are a criterion that changed
+    /// the files on its last runs (a formatter can need two passes).
     #[test]
-    fn a_criterion_rewrites_its_own_scope_only_on_two_changes_in_a_row() {
+    fn a_criterion_rewrites_its_own_scope_only_on_three_changes_in_a_row_or_a_cycle() {
         let mut spec = Spec::default();
         spec.acceptance.criteria.push(criterion("echo x >> f"));
         let digest = definition_digest(&spec.acceptance.criteria[0]);
@@ -465,16 +521,41 @@ mod tests {
                 }),
             },
         };
-        let rewrites = Stale::RewritesOwnScope { recorded: "m2".into(), changed: vec!["f (changed)".into()] };
-        let twice = [result(&digest, "m1"), left("m1", "m2"), result(&digest, "m2"), left("m2", "m3")];
-        assert_eq!(stale(&spec, &twice, Some("m3"))["a"], rewrites);
+        let changed = vec!["f (changed)".to_string()];
+        let own = |recorded: &str, runs| Stale::ChangedByOwnRuns {
+            recorded: recorded.into(),
+            changed: changed.clone(),
+            runs,
+        };
+        let thrice = [
+            result(&digest, "m1"),
+            left("m1", "m2"),
+            result(&digest, "m2"),
+            left("m2", "m3"),
+            result(&digest, "m3"),
+            left("m3", "m4"),
+        ];
+        let rewrites = Stale::RewritesOwnScope { recorded: "m3".into(), changed: changed.clone() };
+        assert_eq!(stale(&spec, &thrice, Some("m4"))["a"], rewrites);
         // Changed since by something else: a plain change.
-        assert_eq!(stale(&spec, &twice, Some("m4"))["a"], Stale::MaterialChanged { recorded: "m2".into() });
-        // Once: perhaps a formatter's first run.
-        assert_eq!(stale(&spec, &twice[..2], Some("m2"))["a"], Stale::MaterialChanged { recorded: "m1".into() });
-        // A change by hand between the two steps.
-        let edited = [result(&digest, "m1"), left("m1", "m2"), result(&digest, "e"), left("e", "m3")];
-        assert_eq!(stale(&spec, &edited, Some("m3"))["a"], Stale::MaterialChanged { recorded: "e".into() });
+        assert_eq!(stale(&spec, &thrice, Some("m5"))["a"], Stale::MaterialChanged { recorded: "m3".into() });
+        // Twice: a formatter that needs two passes is not yet a loop; once: its first run.
+        assert_eq!(stale(&spec, &thrice[..4], Some("m3"))["a"], own("m2", 2));
+        assert_eq!(stale(&spec, &thrice[..2], Some("m2"))["a"], own("m1", 1));
+        // Twice, but back where it started: a toggle, which repeats for ever.
+        let toggle = [result(&digest, "m1"), left("m1", "m2"), result(&digest, "m2"), left("m2", "m1")];
+        let rewrites = Stale::RewritesOwnScope { recorded: "m2".into(), changed: changed.clone() };
+        assert_eq!(stale(&spec, &toggle, Some("m1"))["a"], rewrites);
+        // A change by hand between the steps restarts the count.
+        let edited = [
+            result(&digest, "m1"),
+            left("m1", "m2"),
+            result(&digest, "e"),
+            left("e", "m3"),
+            result(&digest, "m3"),
+            left("m3", "m4"),
+        ];
+        assert_eq!(stale(&spec, &edited, Some("m4"))["a"], own("m3", 2));
     }
 
     #[test]

@@ -255,7 +255,7 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
             Role::Agent,
             Action::RerunStale,
             format!("scafld build {id}"),
-            format!("evidence of {} is stale: build re-runs it", ids(&completed_stale)),
+            format!("evidence of {} is stale: build re-runs it{}", ids(&completed_stale), changed_by_own_runs(f.stale)),
         );
     }
     if status == Status::Blocked {
@@ -325,6 +325,40 @@ fn rewrites_own_scope(id: &str, stale: &BTreeMap<String, Stale>) -> Option<NextA
     Some(next(Role::Agent, Action::Repair, "none", rewrite_reason(id, &criteria, &files)))
 }
 
+/// What the last runs of stale criteria did to the files themselves, when they changed them
+/// without (yet) making a loop: said after the reason of the build that runs them again, so
+/// that a formatter's second pass reads as one. Empty when none did.
+fn changed_by_own_runs(stale: &BTreeMap<String, Stale>) -> String {
+    let mut criteria = Vec::new();
+    let mut changed = std::collections::BTreeSet::new();
+    let mut most = 0;
+    for (criterion, why) in stale {
+        if let Stale::ChangedByOwnRuns { changed: files, runs, .. } = why {
+            criteria.push(criterion.clone());
+            changed.extend(files.iter().cloned());
+            most = most.max(*runs);
+        }
+    }
+    let who = match criteria.as_slice() {
+        [] => return String::new(),
+        [one] => format!("criterion `{one}`"),
+        many => format!("criteria {}", ids(many)),
+    };
+    let runs = match most {
+        1 => "its last run".to_string(),
+        n => format!("each of its last {n} runs"),
+    };
+    let files = match changed.is_empty() {
+        true => "the files in scope".to_string(),
+        false => changed.into_iter().collect::<Vec<_>>().join(", "),
+    };
+    let loop_runs = evidence::LOOP_RUNS;
+    format!(
+        "; {who} changed the files in scope itself on {runs} ({files}): a build runs it again on what it left, as a \
+         formatter's next pass (changing them on {loop_runs} builds in a row, or back to an earlier state, would make it a loop)"
+    )
+}
+
 /// Why building again cannot help a criterion that rewrites its own scope, and what does.
 pub fn rewrite_reason(id: &str, criteria: &[String], files: &str) -> String {
     let (who, its) = match criteria {
@@ -389,7 +423,11 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
             Role::Agent,
             Action::RerunStale,
             format!("scafld build {id}"),
-            format!("evidence of {} is stale: build re-runs it before any review or completion{then}", ids(&stale)),
+            format!(
+                "evidence of {} is stale: build re-runs it before any review or completion{then}{}",
+                ids(&stale),
+                changed_by_own_runs(f.stale)
+            ),
         );
     }
     if let Some(target) = build::never_run(f.spec) {
