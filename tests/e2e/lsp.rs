@@ -631,8 +631,8 @@ fn lsp_answers_a_malformed_message_and_exits_non_zero_on_a_broken_frame() {
     assert!(stderr.contains("cannot read the editor's messages any more: a header line"), "{stderr}");
 }
 
-/// A request LSP cannot answer by its id (an object, an array, a number with a fraction) or
-/// that does not say `"jsonrpc": "2.0"` is an Invalid Request (-32600; id null when the id is
+/// A request LSP cannot answer by its id (an object, an array, a number with a fraction), one
+/// that does not say `"jsonrpc": "2.0"`, or a batch of them is an Invalid Request (-32600; id null when the id is
 /// what is wrong), logged, and never acted on or dropped as a notification; integer and string
 /// ids are served, and so is everything after the refusals.
 #[test]
@@ -670,6 +670,14 @@ fn lsp_refuses_a_request_with_an_invalid_id_or_no_jsonrpc_version_and_goes_on() 
     lsp.send_raw(&frame(&json!({"jsonrpc": "1.0", "id": "old", "method": "textDocument/codeLens", "params": lens})));
     let old = lsp.wait_for("the refusal of version 1.0", |m| m["id"] == "old");
     assert_eq!(old["error"]["code"], -32600, "{old}");
+    // A batch (an array of messages), which LSP does not have: refused as a batch, not as its
+    // first message's "jsonrpc" member, and none of it acted on (the shutdown least of all).
+    lsp.send_raw(&frame(&json!([{"jsonrpc": "2.0", "id": 9, "method": "shutdown"}])));
+    let batch = lsp.wait_for("the refusal of a batch", |m| m.get("error").is_some() && m["id"].is_null());
+    assert_eq!(batch["error"]["code"], -32600, "{batch}");
+    let said = batch["error"]["message"].as_str().unwrap();
+    assert!(said.contains("a JSON-RPC batch") && said.contains("LSP does not support"), "{said}");
+    assert!(!said.contains("\"jsonrpc\" is"), "{said}");
 
     // Still serving, by a string id and an integer one; no shutdown happened.
     lsp.send_raw(&frame(&json!({"jsonrpc": "2.0", "id": "s-1", "method": "textDocument/codeLens", "params": lens})));

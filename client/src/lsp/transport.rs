@@ -2,7 +2,7 @@
 //! read by one thread and written by another. Unlike lsp-server's own stdio threads, which end
 //! on the first body that is not a message (and the server with them, silently, as if the
 //! editor had gone), a bad body is answered as JSON-RPC says (-32700 Parse error, -32600
-//! Invalid Request: no `"jsonrpc": "2.0"`, an id that is neither an integer nor a string, no
+//! Invalid Request: a batch, no `"jsonrpc": "2.0"`, an id that is neither an integer nor a string, no
 //! message's members; id null unless the body names a valid one) and reading goes on. A frame that
 //! cannot be delimited (a header line that is not `Name: value`, no `Content-Length`) ends
 //! reading with the reason: past it no byte of the stream can be trusted to start a message,
@@ -251,6 +251,17 @@ fn parse(body: &[u8]) -> Result<Message, Refusal> {
     let reply = |code: ErrorCode, id: Value, message: &str| {
         Some(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code as i32, "message": message}}))
     };
+    // A batch (an array of messages), which LSP does not have, refused as one: serde would read
+    // an array into `Envelope` member by member, its first element taken for `jsonrpc`.
+    if body.trim_ascii_start().starts_with(b"[")
+        && let Ok(Value::Array(batch)) = serde_json::from_slice::<Value>(body)
+    {
+        let message = format!(
+            "Invalid Request: a JSON-RPC batch (an array of {} message(s)), which LSP does not support: send each message in a frame of its own",
+            batch.len()
+        );
+        return Err(Refusal { reply: reply(ErrorCode::InvalidRequest, Value::Null, &message), message });
+    }
     let envelope = match serde_json::from_slice::<Envelope>(body) {
         Ok(envelope) => envelope,
         Err(invalid) => {
@@ -261,8 +272,7 @@ fn parse(body: &[u8]) -> Result<Message, Refusal> {
                     return Err(Refusal { reply: reply(ErrorCode::ParseError, Value::Null, &message), message });
                 }
             };
-            // JSON, but no object of members (an array: a batch, which LSP has not; a
-            // member given twice).
+            // JSON, but no object of members (a member given twice, a number).
             let message = format!("Invalid Request: not a JSON-RPC message ({invalid})");
             let id = match value.get("id").map(id_of) {
                 Some(Id::Valid(id) | Id::Unserved(id)) => id,
