@@ -93,26 +93,30 @@ pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, Strin
 
 /// The scope `finalize --scope-hint` names, read as the spec's Scope is (a glob as its folder,
 /// `:line` dropped, an absolute path inside the workspace made relative): refused when an entry
-/// is outside the workspace, a case typo, or names nothing there, since a receipt would sign
-/// nothing for it. Returns the entries (each must still hold a file once the tree is read).
-pub(crate) async fn hinted_scope(ws: &Workspace, spec: &Spec, hints: &[String]) -> RpcResult<Vec<review::ScopeEntry>> {
+/// is outside the workspace or a case typo, since a receipt would sign nothing for it. Returns
+/// the entries (each must still hold a file once the tree is read), and apart from them those
+/// that name nothing in the workspace now: finalize signs one of those only where it held a
+/// file at the base (a file the task deleted), and refuses it otherwise.
+pub(crate) async fn hinted_scope(
+    ws: &Workspace,
+    spec: &Spec,
+    hints: &[String],
+) -> RpcResult<(Vec<review::ScopeEntry>, Vec<review::ScopeEntry>)> {
     let entries = review::scope_entries(spec, hints, &ws.root.to_string_lossy());
     if let Some(message) = dropped_entry("--scope-hint", hints, &entries) {
         return Err(RpcError::new(ErrorKind::InvalidInput, message)
             .with_hint("name the task's files inside the workspace, or drop --scope-hint to sign the spec's Scope"));
     }
     let notes = entry_notes(ws, entries.clone(), Vec::new()).await;
-    let refused = notes.iter().find(|n| n.problem.refused_at_approval() || n.problem == ScopeProblem::Missing);
-    if let Some(note) = refused {
-        let message = match note.problem {
-            ScopeProblem::Missing => format!("--scope-hint `{}` matches nothing in the workspace", note.written),
-            _ => format!("--scope-hint: {}", note.message),
-        };
-        return Err(RpcError::new(ErrorKind::InvalidInput, message).with_hint(
+    if let Some(note) = notes.iter().find(|n| n.problem.refused_at_approval()) {
+        return Err(RpcError::new(ErrorKind::InvalidInput, format!("--scope-hint: {}", note.message)).with_hint(
             "name the task's files inside the workspace as they are written, or drop --scope-hint to sign the spec's Scope",
         ));
     }
-    Ok(entries)
+    let gone =
+        |e: &review::ScopeEntry| notes.iter().any(|n| n.problem == ScopeProblem::Missing && n.written == e.written);
+    let missing = entries.iter().filter(|e| gone(e)).cloned().collect();
+    Ok((entries, missing))
 }
 
 /// Refuse a `review --review-scope` that could not mean files of this workspace: an entry

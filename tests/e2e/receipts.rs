@@ -619,6 +619,58 @@ fn a_receipt_signs_a_deleted_file_and_verify_requires_it_gone() {
     }
 }
 
+/// A `--scope-hint` naming a file the task deleted (there at the base, `--base-ref` or else the
+/// approval commit, gone now; here staged by `git rm`) signs it as `deleted`, as the spec's
+/// Scope naming it does, and the printed next (committing the signed files) works as written;
+/// a hint that named nothing at the base either is still refused.
+#[test]
+fn a_scope_hint_naming_a_deleted_file_signs_it_deleted() {
+    for base_ref in [Some("HEAD"), None] {
+        let env = TestEnv::new();
+        write(&env, "old.txt", "old\n");
+        opened(&env, "src/lib.rs", GREET);
+        write(&env, "src/lib.rs", "pub fn greet() {}\n");
+        assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+        command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"])
+            .assert_code(0);
+        git(&env.work, &["rm", "-q", "old.txt"]);
+        let mut args = vec!["finalize", "rev", "--scope-hint", "src/lib.rs", "--scope-hint"];
+        let with_base = |args: &[&'static str]| {
+            let mut args = args.to_vec();
+            args.extend(base_ref.map(|base| ["--base-ref", base]).iter().flatten());
+            args.push("--json");
+            args
+        };
+        let message = refused(&env.scafld(&with_base(&[&args[..], &["never.txt"]].concat())), 2);
+        assert!(message.contains("`never.txt` matches nothing in the workspace, nor at"), "{message}");
+        args.push("old.txt");
+        let run = env.scafld(&with_base(&args));
+        run.assert_code(0);
+        let result = run.json()["result"].clone();
+        let body = result["receipt"]["body"].clone();
+        assert_eq!(body["file_digests"]["old.txt"], "deleted", "{body}");
+        assert!(body["file_digests"]["src/lib.rs"].is_string(), "{body}");
+        let next = result["next_command"].as_str().unwrap();
+        let verify_step = " && scafld verify .scafld/receipts/rev.json --target HEAD";
+        let commit = next.strip_suffix(verify_step).unwrap_or_else(|| panic!("{next}"));
+        let done = std::process::Command::new("sh")
+            .args(["-c", commit])
+            .current_dir(&env.work)
+            .stdout(std::process::Stdio::null())
+            .env("HOME", env.path("home"))
+            .envs([
+                ("GIT_AUTHOR_NAME", "t"),
+                ("GIT_AUTHOR_EMAIL", "t@t"),
+                ("GIT_COMMITTER_NAME", "t"),
+                ("GIT_COMMITTER_EMAIL", "t@t"),
+            ])
+            .status()
+            .unwrap();
+        assert!(done.success(), "{base_ref:?}: {next}");
+        verify(&env, &[".scafld/receipts/rev.json", "--target", "HEAD"]).assert_code(0);
+    }
+}
+
 /// A scope that is the whole workspace (a top-level glob in the spec's Scope; `--scope-hint`
 /// `*`, `./`, `.` or the workspace's own path) is fingerprinted as such: every file but
 /// `.scafld/`, signed as `.`, and `verify` holds the whole tree to it. A hint naming a path

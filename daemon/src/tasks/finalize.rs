@@ -48,12 +48,14 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, Default::default());
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
-    // A hint is read as the spec's Scope is, and refused where it could bind nothing.
-    let hinted = if p.scope_hints.is_empty() {
-        Vec::new()
+    // A hint is read as the spec's Scope is, and refused where it could bind nothing: one that
+    // names nothing now binds the file(s) it held at the base, which the task deleted.
+    let (hinted, gone) = if p.scope_hints.is_empty() {
+        (Vec::new(), Vec::new())
     } else {
         crate::evidence::hinted_scope(&ws, &spec, &p.scope_hints).await?
     };
+    refuse_hints_never_there(&ws, &entries, p.base_ref.as_deref(), &gone).await?;
     let scope = receipt_scope(&ws, &spec, &p.scope_hints).ok_or_else(|| {
         RpcError::new(
             ErrorKind::ReviewFailed,
@@ -79,7 +81,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
         e.path.is_empty()
             || tree.files.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path)))
     };
-    if let Some(empty) = hinted.iter().find(|e| !holds(e)) {
+    if let Some(empty) = hinted.iter().find(|e| !holds(e) && !gone.contains(e)) {
         return Err(RpcError::new(
             ErrorKind::InvalidInput,
             format!("--scope-hint `{}` holds no file (an empty folder, or only files git ignores)", empty.written),
@@ -211,6 +213,47 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     Ok(finalized(&task, envelope, path, false, criteria, next))
 }
 
+/// Refuse a `--scope-hint` entry that names nothing in the workspace unless it held a file at
+/// the base (`--base-ref`, else the approval commit): a file the task deleted is signed as
+/// deleted, but a hint that never named anything would sign nothing.
+async fn refuse_hints_never_there(
+    ws: &Workspace,
+    entries: &[LedgerEntry],
+    base_ref: Option<&str>,
+    gone: &[crate::domain::review::ScopeEntry],
+) -> RpcResult<()> {
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let (base, at) = match base_ref {
+        Some(rev) => (Some(rev.to_string()), format!("at the base `{rev}`")),
+        None => match approval_head(entries) {
+            Some(head) => (Some(head.clone()), format!("at approval ({})", &head[..head.len().min(12)])),
+            None => (None, "at approval (no commit was recorded)".to_string()),
+        },
+    };
+    let at_base = match base {
+        Some(rev) => {
+            let (root, paths) = (ws.root.clone(), gone.iter().map(|e| e.path.clone()).collect::<Vec<_>>());
+            baseline::in_workspace(move || baseline::tree_files(&root, &paths, Some(&rev))).await?.files
+        }
+        None => Default::default(),
+    };
+    let held = |e: &crate::domain::review::ScopeEntry| {
+        at_base.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path)))
+    };
+    match gone.iter().find(|e| !held(e)) {
+        None => Ok(()),
+        Some(never) => Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("--scope-hint `{}` matches nothing in the workspace, nor {at}", never.written),
+        )
+        .with_hint(
+            "name the task's files inside the workspace as they are written (a file the task deleted: as it was at the base), or drop --scope-hint to sign the spec's Scope",
+        )),
+    }
+}
+
 fn finalized(
     task: &str,
     envelope: Envelope,
@@ -242,15 +285,20 @@ async fn next_after(ws: &Workspace, task: &str, envelope: &Envelope, path: &str)
         return verify;
     };
     let working_tree = body.snapshot_mode == SnapshotMode::WorkingTree;
-    let files: Vec<String> = receipt::file_mismatches(&body.file_digests, &head.files, working_tree)
-        .into_iter()
-        .map(|(path, _)| scafld_protocol::cli::shell_word(&path).into_owned())
-        .collect();
-    if files.is_empty() {
+    let paths: Vec<String> =
+        receipt::file_mismatches(&body.file_digests, &head.files, working_tree).into_iter().map(|(p, _)| p).collect();
+    if paths.is_empty() {
         return verify;
     }
-    let files = files.join(" ");
-    format!("git add -A -- {files} && git commit -m \"{task}: the finalized work\" -- {files} && {verify}")
+    // `git add` refuses a path that is in neither the index nor the tree (a deletion already
+    // staged by `git rm`); `git commit -- PATH` commits a deletion either way.
+    let deleted = |p: &String| body.file_digests.get(p).is_some_and(|d| d == DELETED);
+    let words = |keep: &dyn Fn(&String) -> bool| {
+        paths.iter().filter(|p| keep(p)).map(|p| scafld_protocol::cli::shell_word(p)).collect::<Vec<_>>().join(" ")
+    };
+    let (added, files) = (words(&|p| !deleted(p)), words(&|_| true));
+    let add = if added.is_empty() { String::new() } else { format!("git add -A -- {added} && ") };
+    format!("{add}git commit -m \"{task}: the finalized work\" -- {files} && {verify}")
 }
 
 /// Write the receipt, then `latest.json`, both only when they differ (a repeat call repairs a
