@@ -622,7 +622,8 @@ fn a_receipt_signs_a_deleted_file_and_verify_requires_it_gone() {
 /// A `--scope-hint` naming a file the task deleted (there at the base, `--base-ref` or else the
 /// approval commit, gone now; here staged by `git rm`) signs it as `deleted`, as the spec's
 /// Scope naming it does, and the printed next (committing the signed files) works as written;
-/// a hint that named nothing at the base either is still refused.
+/// a hint that named nothing at the base either is still refused. Finalizing again with another
+/// hint returns the anchored receipt and says the hint was not applied.
 #[test]
 fn a_scope_hint_naming_a_deleted_file_signs_it_deleted() {
     for base_ref in [Some("HEAD"), None] {
@@ -668,6 +669,17 @@ fn a_scope_hint_naming_a_deleted_file_signs_it_deleted() {
             .unwrap();
         assert!(done.success(), "{base_ref:?}: {next}");
         verify(&env, &[".scafld/receipts/rev.json", "--target", "HEAD"]).assert_code(0);
+        // Again with another hint: the anchored receipt stands, and the answer says the hint
+        // was not applied (the same hints again: nothing to say).
+        let again = env.scafld(&["finalize", "rev", "--scope-hint", "src/lib.rs", "--json"]);
+        again.assert_code(0);
+        let note = again.json()["result"]["note"].as_str().unwrap_or_default().to_string();
+        assert!(note.contains("rev is already finalized with receipt .scafld/receipts/rev.json"), "{note}");
+        assert!(note.contains("signed for scope old.txt, src/lib.rs") && note.contains("was not applied"), "{note}");
+        let shown = env.scafld(&["finalize", "rev", "--scope-hint", "src/lib.rs"]);
+        assert!(shown.stdout.contains("note: rev is already finalized"), "{}", shown.stdout);
+        let same = env.scafld(&["finalize", "rev", "--scope-hint", "src/lib.rs", "--scope-hint", "old.txt", "--json"]);
+        assert!(same.json()["result"].get("note").is_none(), "{}", same.stdout);
     }
 }
 

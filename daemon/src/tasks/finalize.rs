@@ -41,7 +41,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     if let Some(anchored) = receipts::anchored(&entries) {
         let path = write_receipt_files(&ws, &task, &anchored)?;
         let next = next_after(&ws, &task, &anchored, &path).await;
-        return Ok(finalized(&task, anchored, path, true, Vec::new(), next));
+        let note = unapplied_hint(&ws, &spec, &p.scope_hints, &anchored, &path);
+        return Ok(m::FinalizeResult { note, ..finalized(&task, anchored, path, true, Vec::new(), next) });
     }
     super::require_valid(daemon, &ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
     super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)?;
@@ -254,6 +255,31 @@ async fn refuse_hints_never_there(
     }
 }
 
+/// The note for a `--scope-hint` given to a task already finalized for another scope: the
+/// anchored receipt stands as signed, the hint is not applied.
+fn unapplied_hint(ws: &Workspace, spec: &Spec, hints: &[String], anchored: &Envelope, path: &str) -> Option<String> {
+    if hints.is_empty() {
+        return None;
+    }
+    let entries = crate::domain::review::scope_entries(spec, hints, &ws.root.to_string_lossy());
+    let mut asked: Vec<String> =
+        entries.iter().map(|e| if e.path.is_empty() { ".".to_string() } else { e.path.clone() }).collect();
+    let mut signed = anchored.body.scope.clone();
+    asked.sort();
+    asked.dedup();
+    signed.sort();
+    if asked == signed {
+        return None;
+    }
+    Some(format!(
+        "{} is already finalized with receipt {} signed for scope {}; the --scope-hint ({}) was not applied: a task's receipt is minted once",
+        anchored.body.task_id,
+        path,
+        anchored.body.scope.join(", "),
+        hints.join(", ")
+    ))
+}
+
 fn finalized(
     task: &str,
     envelope: Envelope,
@@ -271,6 +297,7 @@ fn finalized(
         blocked: None,
         criteria,
         next_command,
+        note: None,
     }
 }
 
@@ -466,6 +493,7 @@ async fn failed_again(
         blocked: failed.map(|f| format!("acceptance criterion `{}` is {}: {}", f.criterion_id, f.status, f.reason)),
         criteria,
         next_command: next.command,
+        note: None,
     })
 }
 

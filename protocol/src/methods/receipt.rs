@@ -44,6 +44,10 @@ pub struct FinalizeResult {
     /// Each acceptance criterion as finalize ran it.
     pub criteria: Vec<CriterionResult>,
     pub next_command: String,
+    /// What the call asked for that did not apply (a `--scope-hint` for a task already
+    /// finalized: its anchored receipt stands as signed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 method!(

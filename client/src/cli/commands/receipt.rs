@@ -29,6 +29,9 @@ pub fn finalize(ctx: &Context, args: &FinalizeArgs) -> Result<u8, CliError> {
             (None, Some(why)) => format!("{} not finalized: {why}", r.task_id),
             (None, None) => format!("{} not finalized", r.task_id),
         };
+        if let Some(note) = &r.note {
+            text.push_str(&format!("\nnote: {note}"));
+        }
         if let Some(receipt) = &r.receipt {
             let b = &receipt.body;
             text.push_str(&format!(
