@@ -279,6 +279,15 @@ fn init_inside_a_workspaces_scafld_folder_is_refused_and_commands_there_find_the
         assert!(error["hint"].as_str().unwrap().contains("already a workspace"), "{error}");
     }
     assert_eq!(scafld_tests::tree(&env.work), before, "a refused init writes nothing");
+    // Nor in git's own store, which has no work tree.
+    for dir in [env.work.join(".git"), env.work.join(".git/hooks")] {
+        let refused = scafld_in(&env, &dir, &["init", "--json"]);
+        refused.assert_code(2);
+        let error = refused.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("inside git's own store"), "{error}");
+        assert!(error["hint"].as_str().unwrap().contains(&format!("in the work tree, {}", root.display())), "{error}");
+        assert!(!dir.join(".scafld").exists(), "a refused init writes nothing");
+    }
 
     let status = scafld_in(&env, &drafts, &["status", "greet", "--json"]);
     status.assert_code(0);

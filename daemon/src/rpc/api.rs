@@ -174,9 +174,19 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
         return Err(RpcError::new(ErrorKind::WorkspaceError, format!("{} is not a directory", root.display()))
             .with_hint("create the directory first, or pass --root with an existing directory"));
     }
+    // Nor is git's own store: no work tree is there, and git's files are not the project's.
+    let canonical = crate::daemon::canonical_root(root)?;
+    if let Some(git_dir) = canonical.ancestors().find(|dir| dir.file_name().is_some_and(|name| name == ".git")) {
+        let tree = git_dir.parent().unwrap_or(git_dir);
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            format!("{} is inside git's own store {}; no workspace is made there", root.display(), git_dir.display()),
+        )
+        .with_hint(format!("run `scafld init` in the work tree, {}", tree.display())));
+    }
     // A workspace's own `.scafld/` folder (or anything below it) is never another's root: a
     // workspace made there would catch every command run below it.
-    if let Some(outer) = scafld_local::workspace::enclosing(&crate::daemon::canonical_root(root)?) {
+    if let Some(outer) = scafld_local::workspace::enclosing(&canonical) {
         return Err(RpcError::new(
             ErrorKind::InvalidInput,
             format!(
