@@ -544,5 +544,10 @@ fn a_retry_of_a_session_whose_files_changed_is_refused_and_complete_names_the_re
     // The new review the hint names runs on the files as they are.
     command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--mode", "discover"])
         .assert_code(0);
+    // The first session is stale behind a newer one that settled: nothing of that one to retry.
+    let behind = env.scafld(&["review", "retry", &key, "--json"]);
+    assert_ne!(behind.code, 0, "{}", behind.stdout);
+    let hint = behind.json()["error"]["hint"].as_str().unwrap().to_string();
+    assert!(!hint.contains("review retry") && hint.contains("scafld status rev"), "{hint}");
     env.scafld(&["complete", "rev"]).assert_code(0);
 }

@@ -342,7 +342,16 @@ pub async fn check_retry(
             ErrorKind::InvalidState,
             format!("review session {} of {task} is stale: a newer session ({}) reviews it", session.key, newer.key),
         )
-        .with_hint(format!("retry that one (`scafld review retry {}`) or {new_review}", newer.key)));
+        .with_hint({
+            // Retrying the newer one is a way only while a reviewer of it gave no verdict.
+            let unanswered = super::reviewers_of(daemon, &newer)
+                .iter()
+                .any(|r| matches!(r.answer, crate::domain::consensus::Answer::Failed(_)));
+            match unanswered {
+                true => format!("retry that one (`scafld review retry {}`) or {new_review}", newer.key),
+                false => format!("`scafld status {task}` names the next step; or {new_review}"),
+            }
+        }));
     }
     if !session.tree.is_empty() {
         let now =
