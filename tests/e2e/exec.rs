@@ -469,6 +469,12 @@ fn jobs_detach_attach_wait_and_cancel() {
     let busy = env.scafld(&["fail", "long", "--reason", "x", "--json"]);
     busy.assert_code(1);
     assert_eq!(busy.json()["error"]["code"], "busy");
+    // Refused at once, never waiting out the build that holds the task.
+    for args in [&["reconcile", "long", "--json"][..], &["approve", "long", "--amend", "--reason", "x", "--json"]] {
+        let refused = env.scafld_within(args, std::time::Duration::from_secs(20));
+        refused.assert_code(1);
+        assert_eq!(refused.json()["error"]["code"], "busy", "{args:?}");
+    }
 
     env.scafld(&["job", "cancel", &job]).assert_code(0);
     let finished = env.scafld(&["job", "wait", &job, "--timeout", "20", "--json"]);

@@ -64,8 +64,16 @@ pub(crate) fn refuse_completion_while_running(
 pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::ApproveResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
+    // An amendment never waits out a running build or review of the task (which holds it): it
+    // is refused at once, as any other change of a busy task is.
+    if p.amend {
+        refuse_while_running(daemon, &ws, &task)?;
+    }
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
+    if p.amend {
+        refuse_while_running(daemon, &ws, &task)?;
+    }
     // Decide on the state as it is now that this call holds the task: another approval may
     // have finished while it waited.
     let entry = super::fresh_entry(daemon, &ws, &task)?;

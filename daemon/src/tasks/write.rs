@@ -168,10 +168,12 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
             });
         }
     };
+    // A running build or review owns the task: a rewrite of its spec now would be a change
+    // the review's mutation guard sees (and a build's next record rewrites it anyway). Asked
+    // before waiting for the task (a build holds it while it runs) and again once held.
+    super::exec::refuse_while_running(daemon, &ws, &entry.task_id)?;
     let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
     let _guard = lock.lock().await;
-    // A running build or review owns the task: a rewrite of its spec now would be a change
-    // the review's mutation guard sees (and a build's next record rewrites it anyway).
     super::exec::refuse_while_running(daemon, &ws, &entry.task_id)?;
     // With the task held no move is in progress: a second copy that differs from the placed
     // one only in runner-owned lines is an interrupted move's leftover, put aside and reported.
