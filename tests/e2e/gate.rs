@@ -1512,3 +1512,24 @@ fn a_baseline_commit_gone_from_history_is_refused_with_a_way_out_that_works() {
     // Nothing left to amend once the baseline is back: the refusal as before.
     env.scafld(&["approve", "rev", "--amend", "--reason", "again"]).assert_code(1);
 }
+
+/// The baseline commit gone after the review passed: finalize mints no receipt based on it (one
+/// that could never verify), and a `--base-ref` the repository has signs the change instead.
+#[test]
+fn finalize_never_bases_a_receipt_on_a_baseline_commit_that_is_gone() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    git(&env.work, &["commit", "-q", "--amend", "-m", "initial (reworded)"]);
+    git(&env.work, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&env.work, &["gc", "-q", "--prune=now"]);
+    let refused = env.scafld(&["finalize", "rev", "--json"]);
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("is gone from the repository"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("--base-ref"), "{error}");
+    assert!(!env.work.join(".scafld/receipts/rev.json").exists(), "no receipt minted");
+    env.scafld(&["finalize", "rev", "--base-ref", "HEAD"]).assert_code(0);
+}

@@ -102,6 +102,16 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
         }
         None => {
             let approved = approval_head(&entries);
+            // A receipt based on a commit the repository no longer has could never verify.
+            if let Some(gone) = crate::evidence::lost_baseline(&ws, &entries).await {
+                return Err(RpcError::new(
+                    ErrorKind::InvalidState,
+                    format!(
+                        "{task}'s approval baseline commit {gone} is gone from the repository (history rewritten and pruned): a receipt based on it could never verify"
+                    ),
+                )
+                .with_hint("pass --base-ref <commit> to sign the task's changes since a commit the repository has"));
+            }
             // What the scope held at approval, to see what the task deleted (unreadable: none).
             let at_base = match approved.clone() {
                 Some(head) => files_at(head).await.ok(),
