@@ -124,10 +124,8 @@ fn start(args: Args) -> Result<(), BoxError> {
             Some(listener) => listener,
             None => socket::bind(&socket_path)?,
         };
-        state_lock = Some(StateLock::acquire(&state_dir).map_err(|e| -> BoxError {
-            format!("{e}; one daemon per state directory: stop that one first (`scafld daemon stop` with its socket)")
-                .into()
-        })?);
+        state_lock =
+            Some(StateLock::acquire(&state_dir).map_err(|e| -> BoxError { format!("{e}; {}", e.advice()).into() })?);
         let db_dir = state_dir.join("db");
         let store = SledStore::open(&db_dir).map_err(|e| -> BoxError {
             match e {
@@ -186,14 +184,14 @@ fn signal_ready(fd: i32) {
 /// restored and what was lost.
 fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), BoxError> {
     let db_dir = state_dir.join("db");
-    let refused = |why: String| -> BoxError {
-        format!("not recovering: {why}; stop it first (`scafld daemon stop` with its socket); nothing was changed")
-            .into()
+    let refused = |why: String, advice: &str| -> BoxError {
+        format!("not recovering: {why}; {advice}; nothing was changed").into()
     };
-    let _state_lock = StateLock::acquire(state_dir).map_err(|e| refused(e.to_string()))?;
-    lock::database_in_use(&db_dir).map_err(|e| refused(e.to_string()))?;
+    let _state_lock = StateLock::acquire(state_dir).map_err(|e| refused(e.to_string(), e.advice()))?;
+    lock::database_in_use(&db_dir).map_err(|e| refused(e.to_string(), e.advice()))?;
     if scafld_local::probe(socket).is_ok() {
-        return Err(refused(format!("a daemon is answering at {}", socket.display())));
+        let stop = "stop it first (`scafld daemon stop` with its socket)";
+        return Err(refused(format!("a daemon is answering at {}", socket.display()), stop));
     }
     let report = scafld_daemon::store::recover::recover(&db_dir)?;
     match &report.kept {

@@ -550,6 +550,29 @@ fn a_recovery_from_another_socket_is_refused_while_a_daemon_holds_the_state_dire
     assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), now, "{}", session.stdout);
 }
 
+/// The state directory's lock file is never written through a symlink (the pid would land in
+/// whatever it points at), and a lock file that cannot be used is named as such, with no word of
+/// another daemon to stop.
+#[test]
+fn the_state_lock_is_never_taken_through_a_symlink() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.state_dir).unwrap();
+    let precious = env.path("precious");
+    std::fs::write(&precious, "precious\n").unwrap();
+    std::os::unix::fs::symlink(&precious, env.state_dir.join("scafldd.lock")).unwrap();
+    for recover in [true, false] {
+        let mut command = env.daemon_command();
+        if recover {
+            command.arg("--recover");
+        }
+        let output = scafld_tests::output_within(&mut command, std::time::Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("symbolic link") && !stderr.contains("stop it first"), "{stderr}");
+        assert_eq!(std::fs::read_to_string(&precious).unwrap(), "precious\n");
+    }
+}
+
 /// An export anyone who can write the workspace can edit never overrides the database: one
 /// that contradicts the intact database (an entry changed) and runs past the manifest's head
 /// (an entry added) is refused and reported, and the database's entries are kept; with the

@@ -85,6 +85,34 @@ pub fn wait_for_exit(child: &mut Child, within: Duration) -> Option<std::process
     }
 }
 
+/// The output of `command`, failing the test (and killing the process) when it has not finished
+/// `within`: for a process that must end quickly rather than hang (or keep serving).
+#[track_caller]
+pub fn output_within(command: &mut Command, within: Duration) -> Output {
+    use std::io::Read as _;
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run the command");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = (
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = out.read_to_end(&mut bytes);
+            bytes
+        }),
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = err.read_to_end(&mut bytes);
+            bytes
+        }),
+    );
+    let Some(status) = wait_for_exit(&mut child, within) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{command:?} did not finish within {within:?}");
+    };
+    let (stdout, stderr) = (readers.0.join().unwrap(), readers.1.join().unwrap());
+    Output { status, stdout, stderr }
+}
+
 /// Every file and directory under `dir` with its content (directories end in `/`), to check
 /// that something changed nothing.
 pub fn tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
@@ -211,29 +239,7 @@ impl TestEnv {
     /// `within`: for calls that must answer quickly rather than hang.
     #[track_caller]
     pub fn scafld_within(&self, args: &[&str], within: Duration) -> Run {
-        use std::io::Read as _;
-        let mut child =
-            self.scafld_command(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run scafld");
-        let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-        let readers = (
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let _ = out.read_to_end(&mut bytes);
-                bytes
-            }),
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                let _ = err.read_to_end(&mut bytes);
-                bytes
-            }),
-        );
-        let Some(status) = wait_for_exit(&mut child, within) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`scafld {}` did not finish within {within:?}", args.join(" "));
-        };
-        let (stdout, stderr) = (readers.0.join().unwrap(), readers.1.join().unwrap());
-        Run::from(Output { status, stdout, stderr })
+        Run::from(output_within(&mut self.scafld_command(args), within))
     }
 
     pub fn daemon_command(&self) -> Command {

@@ -6,6 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -50,13 +51,37 @@ impl std::fmt::Display for LockError {
 
 impl std::error::Error for LockError {}
 
+impl LockError {
+    /// What to do about it, for the refusal's text.
+    pub fn advice(&self) -> &'static str {
+        match self {
+            LockError::Held { .. } => {
+                "stop it first (`scafld daemon stop` with its socket): one daemon per state directory"
+            }
+            LockError::Io { .. } => {
+                "remove or repair that file: it holds nothing but the pid of the daemon that locks it"
+            }
+        }
+    }
+}
+
 impl StateLock {
     /// Take the lock of `state_dir` without waiting, and write this process's pid in it.
     pub fn acquire(state_dir: &Path) -> Result<StateLock, LockError> {
         let path = state_dir.join(LOCK_FILE);
         let io_error = |source| LockError::Io { path: path.clone(), source };
-        let file =
-            OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(io_error)?;
+        // Never through a symlink: the pid written below would land in whatever it points at.
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&path)
+            .map_err(|e| match e.raw_os_error() == Some(Errno::ELOOP as i32) {
+                true => io_error(io::Error::other("it is a symbolic link, which the lock is never taken through")),
+                false => io_error(e),
+            })?;
         let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
             Err((_, Errno::EWOULDBLOCK)) => return Err(LockError::Held { pid: holder(&path), path }),
