@@ -124,8 +124,10 @@ fn start(args: Args) -> Result<(), BoxError> {
             Some(listener) => listener,
             None => socket::bind(&socket_path)?,
         };
-        state_lock =
-            Some(StateLock::acquire(&state_dir).map_err(|e| -> BoxError { format!("{e}; {}", e.advice()).into() })?);
+        state_lock = Some(
+            StateLock::acquire(&state_dir, Some(&socket_path))
+                .map_err(|e| -> BoxError { format!("{e}; {}", e.advice()).into() })?,
+        );
         let db_dir = state_dir.join("db");
         let store = SledStore::open(&db_dir).map_err(|e| -> BoxError {
             match e {
@@ -187,7 +189,7 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
     let refused = |why: String, advice: &str| -> BoxError {
         format!("not recovering: {why}; {advice}; nothing was changed").into()
     };
-    let _state_lock = StateLock::acquire(state_dir).map_err(|e| refused(e.to_string(), e.advice()))?;
+    let _state_lock = StateLock::acquire(state_dir, None).map_err(|e| refused(e.to_string(), e.advice()))?;
     lock::database_in_use(&db_dir).map_err(|e| refused(e.to_string(), e.advice()))?;
     if scafld_local::probe(socket).is_ok() {
         let stop = "stop it first (`scafld daemon stop` with its socket)";

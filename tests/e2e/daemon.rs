@@ -9,7 +9,7 @@ use std::process::Command;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use scafld_tests::{RawClient, TestEnv, wait_until};
+use scafld_tests::{RawClient, Run, TestEnv, wait_until};
 use serde_json::json;
 
 fn mode(path: &std::path::Path) -> u32 {
@@ -548,6 +548,27 @@ fn a_recovery_from_another_socket_is_refused_while_a_daemon_holds_the_state_dire
     env.start_daemon();
     let session = env.scafld(&["session", "keep", "--json"]);
     assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), now, "{}", session.stdout);
+}
+
+/// A client whose socket setting differs from the daemon holding the state directory is told
+/// which daemon that is and where it answers, not to start one (which the lock would refuse).
+#[test]
+fn a_client_on_another_socket_is_pointed_at_the_daemon_holding_the_state_directory() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let elsewhere = env.path("run/elsewhere.sock");
+    for args in [&["daemon", "status", "--json"][..], &["--no-autostart", "list", "--json"]] {
+        let run = Run::from(env.scafld_command(args).env("SCAFLD_SOCKET", &elsewhere).output().unwrap());
+        run.assert_code(6);
+        let hint = run.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+        assert!(
+            hint.contains(&format!("a daemon (pid {pid}) holds the state directory"))
+                && hint.contains(&format!("SCAFLD_SOCKET={}", env.socket.display())),
+            "{args:?}: {hint}"
+        );
+    }
 }
 
 /// The state directory's lock file is never written through a symlink (the pid would land in

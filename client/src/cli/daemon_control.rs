@@ -45,9 +45,10 @@ pub fn connect_noting(
             note(&format!("scafld: started the daemon (pid {pid}) at {}", paths.socket.display()));
             Connection::connect_pipelined(&paths.socket, timeout).map_err(connect_error)
         }
-        Err(ClientError::Unreachable { socket, .. }) => Err(unreachable(&socket).with_hint(
+        Err(ClientError::Unreachable { socket, .. }) => Err(unreachable(&socket).with_hint(start_hint(
+            paths,
             "start it with `scafld daemon start`, or drop --no-autostart / SCAFLD_NO_AUTOSTART to let scafld start it",
-        )),
+        ))),
         Err(e) => Err(connect_error(e)),
     }
 }
@@ -61,6 +62,23 @@ pub fn connect_error(error: ClientError) -> CliError {
         ClientError::Untrusted { .. } => CliError::new("daemon_untrusted", error.to_string(), workflow::UNREACHABLE)
             .with_hint("nothing was sent; remove that directory or point SCAFLD_SOCKET (or XDG_RUNTIME_DIR) at a directory only you can write"),
         other => rpc_error(other),
+    }
+}
+
+/// How to reach a daemon when none answers at `paths.socket`: `start`, unless a daemon holds
+/// the state directory already (started for another socket), which a second would be refused.
+pub fn start_hint(paths: &Paths, start: &str) -> String {
+    let state = paths.state_dir.display();
+    match paths.state_holder() {
+        Some((pid, Some(socket))) if socket != paths.socket => format!(
+            "a daemon (pid {pid}) holds the state directory {state} and answers at {}: set SCAFLD_SOCKET={} (one daemon per state directory)",
+            socket.display(),
+            socket.display()
+        ),
+        Some((pid, _)) => format!(
+            "a daemon (pid {pid}) holds the state directory {state}: set SCAFLD_SOCKET to its socket, or stop it (one daemon per state directory)"
+        ),
+        None => start.to_string(),
     }
 }
 

@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-/// The lock file's name in the state directory.
-pub const LOCK_FILE: &str = "scafldd.lock";
+pub use scafld_local::paths::LOCK_FILE;
 
 /// The state directory, held by this process until it is dropped.
 pub struct StateLock {
@@ -66,8 +65,9 @@ impl LockError {
 }
 
 impl StateLock {
-    /// Take the lock of `state_dir` without waiting, and write this process's pid in it.
-    pub fn acquire(state_dir: &Path) -> Result<StateLock, LockError> {
+    /// Take the lock of `state_dir` without waiting, and write this process's pid in it, and
+    /// on a line of its own the socket it answers at (for a client configured for another).
+    pub fn acquire(state_dir: &Path, socket: Option<&Path>) -> Result<StateLock, LockError> {
         let path = state_dir.join(LOCK_FILE);
         let io_error = |source| LockError::Io { path: path.clone(), source };
         // Never through a symlink: the pid written below would land in whatever it points at.
@@ -88,7 +88,10 @@ impl StateLock {
             Err((_, errno)) => return Err(io_error(io::Error::from(errno))),
         };
         lock.set_len(0)
-            .and_then(|()| (&*lock).write_all(format!("{}\n", std::process::id()).as_bytes()))
+            .and_then(|()| {
+                let socket = socket.map(|s| format!("{}\n", s.display())).unwrap_or_default();
+                (&*lock).write_all(format!("{}\n{socket}", std::process::id()).as_bytes())
+            })
             .map_err(io_error)?;
         Ok(StateLock { _lock: lock })
     }
@@ -112,7 +115,7 @@ pub fn database_in_use(db_dir: &Path) -> Result<(), LockError> {
 
 /// The pid the holder of the lock file at `path` wrote there.
 fn holder(path: &Path) -> Option<u32> {
-    scafld_local::capped::read_text(path, "lock file", 64).ok()?.trim().parse().ok()
+    scafld_local::capped::read_text(path, "lock file", 64 << 10).ok()?.lines().next()?.trim().parse().ok()
 }
 
 /// ` (scafldd)`: the command of `pid`, when it can be read.
@@ -129,13 +132,13 @@ mod tests {
     #[test]
     fn a_second_taker_is_refused_with_the_holders_pid() {
         let dir = tempfile::tempdir().unwrap();
-        let held = StateLock::acquire(dir.path()).unwrap();
-        match StateLock::acquire(dir.path()) {
+        let held = StateLock::acquire(dir.path(), None).unwrap();
+        match StateLock::acquire(dir.path(), None) {
             Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
             other => panic!("{:?}", other.err()),
         }
         drop(held);
-        StateLock::acquire(dir.path()).unwrap();
+        StateLock::acquire(dir.path(), None).unwrap();
         database_in_use(dir.path()).unwrap();
     }
 }

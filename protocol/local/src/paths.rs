@@ -44,7 +44,32 @@ impl Paths {
     pub fn log_file(&self) -> PathBuf {
         self.state_dir.join("scafldd.log")
     }
+
+    /// The state directory's lock file, which a daemon holds for its life.
+    pub fn lock_file(&self) -> PathBuf {
+        self.state_dir.join(LOCK_FILE)
+    }
+
+    /// The daemon holding the state directory, when one does: its pid and the socket it
+    /// answers at (both written in the lock file), so that a client whose socket setting
+    /// differs can name it rather than suggest starting a second daemon, which the lock would
+    /// refuse.
+    pub fn state_holder(&self) -> Option<(u32, Option<PathBuf>)> {
+        use nix::fcntl::{Flock, FlockArg};
+        let file = std::fs::File::open(self.lock_file()).ok()?;
+        // Taken (and at once released): nobody holds it.
+        if Flock::lock(file, FlockArg::LockSharedNonblock).is_ok() {
+            return None;
+        }
+        let text = crate::capped::read_text(&self.lock_file(), "lock file", 64 << 10).ok()?;
+        let mut lines = text.lines();
+        let pid = lines.next()?.trim().parse().ok()?;
+        Some((pid, lines.next().filter(|l| !l.is_empty()).map(PathBuf::from)))
+    }
 }
+
+/// The state directory's lock file's name.
+pub const LOCK_FILE: &str = "scafldd.lock";
 
 /// Why `dir` cannot hold the daemon's socket or state safely, if it cannot: it must belong to
 /// us (or to root, like `/run/user`), and if others may write it, it must be sticky so they

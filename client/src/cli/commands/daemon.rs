@@ -7,7 +7,7 @@ use serde_json::json;
 use scafld_client::terminal::one_line;
 
 use crate::cli::Context;
-use crate::cli::daemon_control::{self, connect_error, rpc_error};
+use crate::cli::daemon_control::{self, connect_error, rpc_error, start_hint};
 use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 
@@ -41,7 +41,9 @@ pub fn stop(ctx: &Context) -> Result<u8, CliError> {
 
 pub fn status(ctx: &Context) -> Result<u8, CliError> {
     let mut conn = Connection::connect(&ctx.paths.socket).map_err(|e| match e {
-        ClientError::Unreachable { .. } => connect_error(e).with_hint("start it with `scafld daemon start`"),
+        ClientError::Unreachable { .. } => {
+            connect_error(e).with_hint(start_hint(&ctx.paths, "start it with `scafld daemon start`"))
+        }
         other => connect_error(other),
     })?;
     let status = conn.call::<DaemonStatus>(&Default::default()).map_err(rpc_error)?;
