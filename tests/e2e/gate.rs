@@ -1513,6 +1513,24 @@ fn a_baseline_commit_gone_from_history_is_refused_with_a_way_out_that_works() {
     env.scafld(&["approve", "rev", "--amend", "--reason", "again"]).assert_code(1);
 }
 
+/// A file in scope whose name is not UTF-8 is never passed over in silence (evidence, the gate
+/// and a receipt would all miss its content): reading the scope fails, naming it.
+#[test]
+fn a_file_in_scope_whose_name_is_not_utf8_is_named_never_skipped() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = TestEnv::new();
+    opened(&env, "src/", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    let odd = env.work.join("src").join(std::ffi::OsStr::from_bytes(b"\xff.txt"));
+    std::fs::write(&odd, "content nobody checked\n").unwrap();
+    let build = env.scafld(&["build", "rev", "--json"]);
+    assert_ne!(build.code, 0, "{}", build.stdout);
+    let message = build.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("has a name that is not UTF-8"), "{}", build.stdout);
+    std::fs::remove_file(&odd).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+}
+
 /// The baseline commit gone after the review passed: finalize mints no receipt based on it (one
 /// that could never verify), and a `--base-ref` the repository has signs the change instead.
 #[test]

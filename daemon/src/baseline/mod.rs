@@ -739,9 +739,15 @@ fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, S
             .statuses(Some(&mut scoped_status_options(&group)))
             .map_err(|e| format!("git status failed: {}", e.message()))?;
         for entry in statuses.iter() {
-            if let Ok(path) = entry.path() {
-                found.insert(path.to_string(), entry.status());
-            }
+            // A name that is not UTF-8 cannot be carried as a path here: never left out in
+            // silence (evidence, the gate and a receipt would pass over its content).
+            let path = entry.path().map_err(|_| {
+                format!(
+                    "`{}` has a name that is not UTF-8, which scafld cannot bind evidence to: rename it, or keep it out of the task's scope",
+                    String::from_utf8_lossy(entry.path_bytes())
+                )
+            })?;
+            found.insert(path.to_string(), entry.status());
         }
     }
     Ok(found.into_iter().collect())
