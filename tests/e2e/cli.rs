@@ -480,6 +480,17 @@ fn man_pages_never_overwrite_a_file_or_write_through_a_symlink() {
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1);
     env.scafld(&["man", "--out", out_arg, "--force"]).assert_code(0);
     assert!(std::fs::read_to_string(out.join("scafld.1")).unwrap().starts_with(".ie"));
+    // A file where the folder should be is a usage error that says so, --force or not.
+    for force in [false, true] {
+        let mut args = vec!["man", "--out", target.to_str().unwrap(), "--json"];
+        if force {
+            args.push("--force");
+        }
+        let refused = env.scafld(&args);
+        refused.assert_code(2);
+        assert!(refused.json()["error"]["message"].as_str().unwrap().contains("is not a folder"), "{}", refused.stdout);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious notes");
+    }
     assert!(out.join("scafld-init.1").is_file());
 }
 

@@ -52,6 +52,15 @@ pub fn man(ctx: &Context, out: &Path, force: bool) -> Result<u8, CliError> {
             daemon.display()
         )),
     }
+    // The pages go into a folder: anything else there (a file, a FIFO) is a usage error.
+    if std::fs::symlink_metadata(out).is_ok_and(|meta| !meta.is_dir()) {
+        return Err(CliError::new(
+            "usage",
+            format!("man --out: {} is not a folder; no page was written", out.display()),
+            workflow::USAGE,
+        )
+        .with_hint("name a folder (it is created when missing)"));
+    }
     for (file, _) in &pages {
         out_file::check(&out.join(file), force).map_err(|why| {
             CliError::new("usage", format!("man --out: {why}; no page was written"), workflow::USAGE)
