@@ -1513,6 +1513,28 @@ fn a_baseline_commit_gone_from_history_is_refused_with_a_way_out_that_works() {
     env.scafld(&["approve", "rev", "--amend", "--reason", "again"]).assert_code(1);
 }
 
+/// A repository git cannot read is the workspace's trouble: status points at it (not at a build
+/// that would fail the same way) and complete refuses with exit 6, never "stale evidence"; once
+/// the repository reads again, nothing was lost.
+#[test]
+fn a_repository_git_cannot_read_is_named_not_called_stale_evidence() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let head = env.work.join(".git/HEAD");
+    let kept = std::fs::read(&head).unwrap();
+    std::fs::write(&head, "garbage\n").unwrap();
+    let next = status(&env)["next_action"].clone();
+    assert_eq!((next["action"].as_str(), next["command"].as_str()), (Some("inspect"), Some("git status")), "{next}");
+    let refused = env.scafld(&["complete", "rev", "--json"]);
+    refused.assert_code(6);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains("cannot be read"), "{}", refused.stdout);
+    std::fs::write(&head, kept).unwrap();
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 /// A file in scope whose name is not UTF-8 is never passed over in silence (evidence, the gate
 /// and a receipt would all miss its content): reading the scope fails, naming it.
 #[test]

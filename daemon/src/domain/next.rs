@@ -248,6 +248,9 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
     let blockers = build::blockers(f.spec, &target);
     let completed_stale: Vec<String> = stale.iter().filter(|c| build::in_completed_phase(f.spec, c)).cloned().collect();
     if !completed_stale.is_empty() {
+        if let Some(unreadable) = unreadable_scope(id, f.stale) {
+            return unreadable;
+        }
         if let Some(rewrites) = rewrites_own_scope(id, f.stale) {
             return rewrites;
         }
@@ -299,6 +302,23 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
         format!("scafld build {id}"),
         format!("implement {} (see `scafld handoff {id}`), then record its evidence", target.label()),
     )
+}
+
+/// Evidence that cannot be checked because the files in scope cannot be read (git cannot read
+/// the repository): nothing is known to have changed, and a build could read no more than
+/// `status` did, so the next step is the repository, not a build.
+fn unreadable_scope(id: &str, stale: &BTreeMap<String, Stale>) -> Option<NextAction> {
+    if stale.is_empty() || !stale.values().all(|why| matches!(why, Stale::Unverifiable)) {
+        return None;
+    }
+    Some(next(
+        Role::Human,
+        Action::Inspect,
+        "git status",
+        format!(
+            "the files in {id}'s scope cannot be read (see `git status`): whether its evidence is current cannot be told until the repository reads again, then `scafld status {id}`"
+        ),
+    ))
 }
 
 /// Criteria whose own commands rewrite the task's scope on every build: building again would
@@ -408,6 +428,9 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
     }
     if !f.stale.is_empty() {
         let stale: Vec<String> = f.stale.keys().cloned().collect();
+        if let Some(unreadable) = unreadable_scope(id, f.stale) {
+            return unreadable;
+        }
         if let Some(rewrites) = rewrites_own_scope(id, f.stale) {
             return rewrites;
         }

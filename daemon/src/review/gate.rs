@@ -411,6 +411,17 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
     if fresh.stale.is_empty() {
         return Ok(());
     }
+    // The files cannot be read at all: the workspace's trouble (exit 6), not evidence to rebuild.
+    if fresh.stale.values().all(|why| matches!(why, evidence::Stale::Unverifiable)) {
+        let why = fresh.changes.join(", ");
+        return Err(RpcError::new(
+            ErrorKind::WorkspaceError,
+            format!(
+                "cannot {what} {task}: the files in its scope cannot be read ({why}), so its evidence cannot be checked"
+            ),
+        )
+        .with_hint("repair the repository (see `git status`), then try again"));
+    }
     let ids: Vec<String> = fresh.stale.iter().map(|(id, why)| format!("`{id}` ({})", why.describe())).collect();
     let changed =
         if fresh.changes.is_empty() { String::new() } else { format!("; changed: {}", fresh.changes.join(", ")) };
