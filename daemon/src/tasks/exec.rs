@@ -250,19 +250,7 @@ async fn amend(
     if changed.is_empty() {
         record(daemon, ws, task, events, "command:approve")?;
         // Only the baseline moved: the evidence stands, so next is what it was (a review).
-        let (spec, entries) = projected_spec(daemon, ws, task)?;
-        let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
-        let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &fresh.stale, Default::default());
-        return Ok(m::ApproveResult {
-            task_id: task.to_string(),
-            status,
-            path: ws.spec_path(task),
-            head: new_head,
-            baseline_paths: 0,
-            harden_override: false,
-            next_command: next.command,
-            scope_warnings: Vec::new(),
-        });
+        return amended(daemon, ws, task, status, new_head).await;
     }
     // The amended contract is approved anew: what approval refuses, amending refuses (a
     // contract with nothing that runs would complete on no evidence).
@@ -289,8 +277,19 @@ async fn amend(
         changed,
     });
     record(daemon, ws, task, events, "command:approve")?;
-    // Next is the one decision status makes: a build when evidence is missing or stale, a
-    // review when the amendment only removed what the evidence covered.
+    amended(daemon, ws, task, status, new_head).await
+}
+
+/// The answer to an amendment just recorded. Next is the one decision status makes: a build
+/// when evidence is missing or stale, a review when the amendment only moved the baseline or
+/// removed what the evidence covered.
+async fn amended(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    status: Status,
+    head: Option<String>,
+) -> RpcResult<m::ApproveResult> {
     let (spec, entries) = projected_spec(daemon, ws, task)?;
     let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
     let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &fresh.stale, Default::default());
@@ -298,7 +297,7 @@ async fn amend(
         task_id: task.to_string(),
         status: spec.status().unwrap_or(status),
         path: ws.spec_path(task),
-        head: new_head,
+        head,
         baseline_paths: 0,
         harden_override: false,
         next_command: next.command,

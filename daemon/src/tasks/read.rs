@@ -31,6 +31,30 @@ fn ledger_view(
     Ok((spec, entries))
 }
 
+/// The evidence's freshness and the next action `status` and `handoff` show: the lifecycle's
+/// decision with what only the file and the IO know laid over it (the file's errors and
+/// misfiling, a baseline commit gone, a build job still running).
+async fn shown_next(
+    daemon: &Daemon,
+    ws: &crate::workspace::Workspace,
+    entry: &LoadedSpec,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    errors: usize,
+) -> (crate::evidence::Freshness, m::NextAction) {
+    let fresh = crate::evidence::freshness(ws, spec, entries).await;
+    let misfiled = super::misfiled(ws, entry, crate::domain::ledger::replay(entries).status);
+    let file = crate::evidence::OnDisk {
+        errors,
+        draft_digest: entry.parsed.draft_digest.as_deref(),
+        misfiled: misfiled.as_ref(),
+    };
+    let next = crate::evidence::next_for(daemon, ws, spec, entries, &fresh.stale, file);
+    let next = crate::evidence::past_lost_baseline(ws, spec, entries, next).await;
+    let next = crate::evidence::while_building(daemon, ws, &spec.front.task_id, next);
+    (fresh, next)
+}
+
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
     let (ws, entry) = match entry(daemon, &p.root, &p.task_id).await {
         Ok(found) => found,
@@ -46,16 +70,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     if let Some(note) = unprojectable(&entry, &entries) {
         errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
     }
-    let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let misfiled = super::misfiled(&ws, &entry, crate::domain::ledger::replay(&entries).status);
-    let file = crate::evidence::OnDisk {
-        errors: errors.len(),
-        draft_digest: entry.parsed.draft_digest.as_deref(),
-        misfiled: misfiled.as_ref(),
-    };
-    let next_action = crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, file);
-    let next_action = crate::evidence::past_lost_baseline(&ws, &spec, &entries, next_action).await;
-    let next_action = crate::evidence::while_building(daemon, &ws, &spec.front.task_id, next_action);
+    let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len()).await;
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
     Ok(answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes))
 }
@@ -484,16 +499,7 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
             runs.insert(criterion_id.clone(), (*exit_code, excerpt));
         }
     }
-    let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let misfiled = super::misfiled(&ws, &entry, crate::domain::ledger::replay(&entries).status);
-    let file = crate::evidence::OnDisk {
-        errors: errors.len(),
-        draft_digest: entry.parsed.draft_digest.as_deref(),
-        misfiled: misfiled.as_ref(),
-    };
-    let next = crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, file);
-    let next = crate::evidence::past_lost_baseline(&ws, &spec, &entries, next).await;
-    let next = crate::evidence::while_building(daemon, &ws, &spec.front.task_id, next);
+    let (fresh, next) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len()).await;
     let rejected = crate::domain::ledger::replay(&entries).review_rejected;
     let context = handoff::Context {
         errors: &errors,
