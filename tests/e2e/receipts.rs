@@ -2,7 +2,7 @@
 //! repairs a half-finished write), `verify` accepts it at the commit that holds the work, and
 //! every tampering fails with its own message and exit 3.
 
-use scafld_tests::{Run, TestEnv, git};
+use scafld_tests::{Run, TestEnv, commit_all, git};
 use serde_json::Value;
 
 use crate::gate::{opened, write};
@@ -25,8 +25,7 @@ fn finalized(env: &TestEnv) -> Value {
     run.assert_code(0);
     let result = run.json()["result"].clone();
     assert_eq!(result["receipt"]["body"]["spec_fingerprint"], spec_sha.as_str(), "{result}");
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "the work"]);
+    commit_all(&env.work, "the work");
     result
 }
 
@@ -345,8 +344,7 @@ fn ci_verify_takes_trust_and_policy_from_the_base_commit_not_the_change() {
     let key_b = finalize.json()["result"]["receipt"]["signature"]["key_id"].as_str().unwrap().to_string();
     let keys_ab = std::fs::read_to_string(env.work.join(".scafld/trusted-keys.json")).unwrap();
     assert!(!keys_a.contains(&key_b) && keys_ab.contains(&key_b), "{keys_ab}");
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "the change, its receipt and its own key"]);
+    commit_all(&env.work, "the change, its receipt and its own key");
 
     // The protected branch: the commit the change started from, trusting key A only and
     // demanding cross-vendor independence.
@@ -475,8 +473,7 @@ fn finalize_refuses_a_scope_hint_that_binds_nothing_and_verify_refuses_a_receipt
     let body = run.json()["result"]["receipt"]["body"].clone();
     assert_eq!(body["scope"], serde_json::json!(["src"]), "{body}");
     assert!(body["file_digests"]["src/lib.rs"].is_string(), "{body}");
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "the work"]);
+    commit_all(&env.work, "the work");
     verify(&env, &["--target", "HEAD"]).assert_code(0);
 
     // A receipt signing no file, signed by the trusted key (as an earlier release minted one
@@ -518,8 +515,7 @@ fn a_receipt_signs_what_a_scoped_symlink_points_at() {
     run.assert_code(0);
     let signed = run.json()["result"]["receipt"]["body"]["file_digests"].clone();
     assert!(signed.get("real/greet.txt").is_some() && signed.get("lnk.d").is_some(), "{signed}");
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "the work"]);
+    commit_all(&env.work, "the work");
     verify(&env, &["--target", "HEAD"]).assert_code(0);
     write(&env, "real/greet.txt", "hello, changed\n");
     git(&env.work, &["commit", "-qam", "changed behind the link"]);
@@ -550,8 +546,7 @@ fn verify_runs_each_criterion_in_its_recorded_folder_under_its_own_timeout() {
     assert!(acceptance[0].get("timeout_seconds").is_none(), "{acceptance}");
     assert_eq!(acceptance[1]["timeout_seconds"], 60, "{acceptance}");
     assert!(acceptance[2].get("cwd").is_none() && acceptance[2].get("timeout_seconds").is_none(), "{acceptance}");
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "the work"]);
+    commit_all(&env.work, "the work");
     let ok = verify(&env, &["--target", "HEAD"]);
     ok.assert_code(0);
     let checks = ok.json()["result"]["checks"].clone();
@@ -602,8 +597,7 @@ fn a_receipt_signs_a_deleted_file_and_verify_requires_it_gone() {
         assert_eq!(body["file_digests"], serde_json::json!({"greet.txt": "deleted"}), "{mode}: {body}");
         let shown = env.scafld(&["receipt", "show"]);
         assert!(shown.stdout.contains("files: 1, 1 signed as deleted"), "{}", shown.stdout);
-        git(&env.work, &["add", "-A"]);
-        git(&env.work, &["commit", "-qm", "the work"]);
+        commit_all(&env.work, "the work");
         let ok = verify(&env, &["--target", "HEAD"]);
         ok.assert_code(0);
         let checks = ok.json()["result"]["checks"].clone();
@@ -612,8 +606,7 @@ fn a_receipt_signs_a_deleted_file_and_verify_requires_it_gone() {
 
         // Back again: the signed deletion no longer holds.
         write(&env, "greet.txt", "old\n");
-        git(&env.work, &["add", "-A"]);
-        git(&env.work, &["commit", "-qm", "undo"]);
+        commit_all(&env.work, "undo");
         let detail = failed_check(&verify(&env, &["--target", "HEAD", "--material-only"]), "files");
         assert!(detail.contains("greet.txt: signed as deleted but present at HEAD"), "{mode}: {detail}");
     }
@@ -729,12 +722,10 @@ fn a_whole_workspace_scope_is_fingerprinted_and_inside_paths_are_read_as_inside(
     assert_eq!(body["scope"], serde_json::json!(["."]), "{body}");
     let signed: Vec<&String> = body["file_digests"].as_object().unwrap().keys().collect();
     assert_eq!(signed, [".gitignore", "README.md", "greet.txt", "sub/f"], "{body}");
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "the work"]);
+    commit_all(&env.work, "the work");
     verify(&env, &["--target", "HEAD"]).assert_code(0);
     write(&env, "other.txt", "new\n");
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "more"]);
+    commit_all(&env.work, "more");
     let detail = failed_check(&verify(&env, &["--target", "HEAD", "--material-only"]), "files");
     assert!(detail.contains("other.txt: in scope at HEAD but not signed"), "{detail}");
 }
@@ -784,16 +775,14 @@ fn a_criterion_folder_linked_outside_the_checkout_is_never_run() {
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
     command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
     env.scafld(&["finalize", "rev"]).assert_code(0);
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "the work"]);
+    commit_all(&env.work, "the work");
     verify(&env, &["--target", "HEAD"]).assert_code(0);
     assert_eq!(std::fs::read_to_string(&ran).unwrap().trim(), sub.canonicalize().unwrap().display().to_string());
 
     // A later commit makes the folder a link leading out of the checkout.
     git(&env.work, &["rm", "-rq", "sub"]);
     std::os::unix::fs::symlink(&outside, &sub).unwrap();
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "sub leads elsewhere"]);
+    commit_all(&env.work, "sub leads elsewhere");
     std::fs::remove_file(&ran).unwrap();
     let detail = failed_check(&verify(&env, &["--target", "HEAD"]), "acceptance");
     assert!(detail.contains("criterion `a1`") && detail.contains("leads outside the workspace"), "{detail}");
@@ -814,8 +803,7 @@ fn verify_refuses_a_receipt_or_keys_file_that_is_no_small_regular_file_and_the_d
     let env = TestEnv::new();
     git(&env.work, &["init", "-q"]);
     env.init();
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "init"]);
+    commit_all(&env.work, "init");
     let pid = daemon_pid(&env);
     let quickly = std::time::Duration::from_secs(30);
     let zero = env.path("zero.json");
@@ -859,8 +847,7 @@ fn reviewed_text(env: &TestEnv, configure: &Setup, first: &[u8], second: &[u8]) 
     configure(env);
     std::fs::create_dir_all(env.work.join("src")).unwrap();
     std::fs::write(env.work.join("src/a.txt"), first).unwrap();
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "initial"]);
+    commit_all(&env.work, "initial");
     env.init();
     let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Text\n\n## Summary\n\nLine endings.\n\n## Scope\n\n- `src/a.txt` - the text.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - has line1\n  - Command: `grep -q line1 src/a.txt`\n";
     write(env, ".scafld/specs/drafts/rev.md", spec);
@@ -903,8 +890,7 @@ fn a_receipt_signs_what_git_stores_so_converted_line_endings_verify() {
         let body = run.json()["result"]["receipt"]["body"].clone();
         let signed = if converts { sha256_hex(b"line1\nline2 changed\n") } else { sha256_hex(worked) };
         assert_eq!(body["file_digests"]["src/a.txt"], signed.as_str(), "{name}: {body}");
-        git(&env.work, &["add", "-A"]);
-        git(&env.work, &["commit", "-qm", "the work"]);
+        commit_all(&env.work, "the work");
         assert_eq!(git(&env.work, &["status", "--porcelain", "src"]).trim(), "", "{name}");
         let ok = verify(&env, &["--target", "HEAD"]);
         ok.assert_code(0);
@@ -993,8 +979,7 @@ fn finalize_refusals_for_what_the_repository_lacks_exit_1_with_a_hint() {
     assert!(error["message"].as_str().unwrap().contains("no commit yet"), "{error}");
     assert!(error["hint"].as_str().unwrap().contains("git commit"), "{error}");
 
-    git(&env.work, &["add", "-A"]);
-    git(&env.work, &["commit", "-qm", "the work"]);
+    commit_all(&env.work, "the work");
     std::fs::create_dir_all(env.work.join(".scafld/receipts/rev.json")).unwrap();
     let run = env.scafld(&["finalize", "rev", "--json"]);
     run.assert_code(1);

@@ -32,9 +32,14 @@ pub(crate) fn reviewer(env: &TestEnv, name: &str, answer: &str, extra: &str) -> 
 /// A git workspace with task `rev` built to review.
 /// `scafld review rev` with the `command` provider running `script`, then `extra` arguments.
 pub(crate) fn command_review(env: &TestEnv, script: &str, extra: &[&str]) -> Run {
+    Run::from(command_review_command(env, script, extra).output().expect("run scafld"))
+}
+
+/// The command [`command_review`] runs, for a test that starts it and does more meanwhile.
+pub(crate) fn command_review_command(env: &TestEnv, script: &str, extra: &[&str]) -> Command {
     let mut args = vec!["review", "rev", "--provider", "command", "--provider-command", script];
     args.extend_from_slice(extra);
-    env.scafld(&args)
+    env.scafld_command(&args)
 }
 
 pub(crate) fn to_review(env: &TestEnv) {
@@ -102,18 +107,7 @@ fn complete_while_a_review_runs_is_refused_by_the_gate_with_exit_4() {
     // The reviewer says it started, then waits for a file of ours (20 s at most) to answer.
     let wait = "touch \"$0.started\"\ni=0\nwhile [ ! -e \"$0.go\" ]; do i=$((i+1)); [ $i -gt 2000 ] && exit 1; sleep 0.01; done";
     let script = reviewer(&env, "slow", &pass(), wait);
-    let mut review = env
-        .scafld_command(&[
-            "review",
-            "rev",
-            "--provider",
-            "command",
-            "--provider-command",
-            &script,
-            "--min-attack-angles",
-            "2",
-            "--json",
-        ])
+    let mut review = command_review_command(&env, &script, &["--min-attack-angles", "2", "--json"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -333,17 +327,7 @@ fn a_review_is_a_job_that_outlives_its_client() {
     to_review(&env);
     let gate = env.path("release-review");
     let script = reviewer(&env, "waits", &pass(), &format!("while [ ! -f {} ]; do sleep 0.05; done", gate.display()));
-    let mut client = env
-        .scafld_command(&[
-            "review",
-            "rev",
-            "--provider",
-            "command",
-            "--provider-command",
-            &script,
-            "--min-attack-angles",
-            "2",
-        ])
+    let mut client = command_review_command(&env, &script, &["--min-attack-angles", "2"])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -433,17 +417,7 @@ fn reviews_started_at_once_run_one_session_and_the_others_are_refused() {
     let (script, started, release) = held_reviewer(&env, "held", &pass(), "");
     let (tx, rx) = std::sync::mpsc::channel();
     for _ in 0..3 {
-        let mut command = env.scafld_command(&[
-            "review",
-            "rev",
-            "--provider",
-            "command",
-            "--provider-command",
-            &script,
-            "--min-attack-angles",
-            "2",
-            "--json",
-        ]);
+        let mut command = command_review_command(&env, &script, &["--min-attack-angles", "2", "--json"]);
         let tx = tx.clone();
         std::thread::spawn(move || tx.send(Run::from(command.output().unwrap())));
     }
