@@ -170,8 +170,9 @@ pub fn load_states(store: &dyn crate::store::Store, ws: &Workspace) -> Result<()
 
 /// Append `events` to the task's ledger, then write the spec as the whole ledger says it is.
 /// The events are recorded whatever becomes of the spec: a file that does not read as the
-/// task's spec is left as it is ([`Projected::Deferred`]); one that cannot be written is an
-/// error (after the append, as the ledger is ahead of the spec until the next projection).
+/// task's spec, or that cannot be written now (a full disk, no permission), is left as it is
+/// ([`Projected::Deferred`], a note for the answer). What was recorded stands, so the command
+/// succeeded: an error here would have its caller retry a change already made.
 pub fn record(
     daemon: &Daemon,
     ws: &Workspace,
@@ -182,7 +183,7 @@ pub fn record(
     daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)?;
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     note_state(daemon, ws, task, &entries);
-    project_entries(daemon, ws, task, &entries, cause)
+    Ok(project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred(task, e, Unprojected::Unwritten)))
 }
 
 /// [`record`] for the events that end a job: `end` gets the spec and the ledger as the events

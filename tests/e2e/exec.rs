@@ -521,6 +521,43 @@ fn fail_and_cancel_archive_with_the_reason() {
     assert_eq!(env.scafld(&["fail", "idea", "--reason", "", "--json"]).code, 2);
 }
 
+/// A transition whose spec cannot be written once it is recorded (a full disk; here a file where
+/// the spec's folder belongs, which fails the same way for any user) has happened all the same:
+/// the command succeeds and says the spec was not updated and what writes it, rather than
+/// failing and having a retry refused for a change it made.
+#[test]
+fn a_transition_recorded_but_not_written_to_the_spec_says_so_and_succeeds() {
+    let env = TestEnv::new();
+    let text = |task: &str| spec(task, &[&[("a", "true", "")]], &[]);
+    ready(&env, "doomed", &text("doomed"));
+    let specs = env.work.join(".scafld/specs");
+    std::fs::write(env.work.join(".scafld/specs/drafts/later.md"), text("later")).unwrap();
+    std::fs::remove_dir(specs.join("approved")).unwrap();
+    std::fs::write(specs.join("approved"), "not a folder").unwrap();
+    let approved = env.scafld(&["approve", "later", "--reason", "go", "--json"]);
+    approved.assert_code(0);
+    let note = approved.json()["result"]["note"].as_str().unwrap_or_default().to_string();
+    assert!(note.contains("the spec was not updated") && note.contains("scafld reconcile later"), "{note}");
+    assert_eq!(env.scafld(&["status", "later", "--json"]).json()["result"]["status"], "approved");
+    env.scafld(&["approve", "later", "--reason", "again"]).assert_code(1);
+
+    std::fs::remove_dir_all(specs.join("archive")).unwrap();
+    std::fs::write(specs.join("archive"), "not a folder").unwrap();
+    let cancelled = env.scafld(&["cancel", "doomed", "--reason", "stop"]);
+    cancelled.assert_code(0);
+    assert!(cancelled.stdout.contains("note: the spec was not updated"), "{}", cancelled.stdout);
+    assert_eq!(ledger(&env, "doomed").iter().filter(|e| e["type"] == "cancel").count(), 1);
+    env.scafld(&["cancel", "doomed", "--reason", "again"]).assert_code(1);
+    assert!(env.work.join(".scafld/specs/active/doomed.md").exists());
+
+    // Put right, reconcile writes what the ledger holds.
+    std::fs::remove_file(specs.join("archive")).unwrap();
+    env.scafld(&["reconcile", "doomed"]).assert_code(0);
+    let archived = glob(&specs.join("archive"), "doomed.md");
+    assert_eq!(archived.len(), 1);
+    assert!(std::fs::read_to_string(&archived[0]).unwrap().contains("status: cancelled"));
+}
+
 fn glob(dir: &Path, name: &str) -> Vec<std::path::PathBuf> {
     let mut found = Vec::new();
     for month in std::fs::read_dir(dir).unwrap().flatten() {

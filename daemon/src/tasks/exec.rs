@@ -151,7 +151,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             also_bound: contract.also_bound,
         },
     ];
-    record(daemon, &ws, &task, events, "command:approve")?;
+    let note = record(daemon, &ws, &task, events, "command:approve")?.note();
     let path = ws.spec_path(&task);
     Ok(m::ApproveResult {
         task_id: task.clone(),
@@ -162,6 +162,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         harden_override: harden_override.is_some(),
         next_command: format!("scafld build {task}"),
         scope_warnings,
+        note,
     })
 }
 
@@ -248,9 +249,9 @@ async fn amend(
         });
     }
     if changed.is_empty() {
-        record(daemon, ws, task, events, "command:approve")?;
+        let note = record(daemon, ws, task, events, "command:approve")?.note();
         // Only the baseline moved: the evidence stands, so next is what it was (a review).
-        return amended(daemon, ws, task, status, new_head).await;
+        return amended(daemon, ws, task, status, new_head, note).await;
     }
     // The amended contract is approved anew: what approval refuses, amending refuses (a
     // contract with nothing that runs would complete on no evidence).
@@ -276,8 +277,8 @@ async fn amend(
         also_bound: now.also_bound,
         changed,
     });
-    record(daemon, ws, task, events, "command:approve")?;
-    amended(daemon, ws, task, status, new_head).await
+    let note = record(daemon, ws, task, events, "command:approve")?.note();
+    amended(daemon, ws, task, status, new_head, note).await
 }
 
 /// The answer to an amendment just recorded. Next is the one decision status makes: a build
@@ -289,6 +290,7 @@ async fn amended(
     task: &str,
     status: Status,
     head: Option<String>,
+    note: Option<String>,
 ) -> RpcResult<m::ApproveResult> {
     let (spec, entries) = projected_spec(daemon, ws, task)?;
     let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
@@ -302,6 +304,7 @@ async fn amended(
         harden_override: false,
         next_command: next.command,
         scope_warnings: Vec::new(),
+        note,
     })
 }
 

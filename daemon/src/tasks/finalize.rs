@@ -218,10 +218,10 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     // The anchor and the completion in one append: there is no completed task without its
     // receipt in the ledger, and no anchored receipt of a task still in review.
     let completion = LedgerEvent::Complete { reason: format!("finalized with a signed receipt ({provider})") };
-    record(daemon, &ws, &task, vec![anchor, completion], "command:finalize")?;
+    let note = record(daemon, &ws, &task, vec![anchor, completion], "command:finalize")?.note();
     let path = write_receipt_files(&ws, &task, &envelope)?;
     let next = next_after(&ws, &task, &envelope, &path).await;
-    Ok(finalized(&task, envelope, path, false, criteria, next))
+    Ok(m::FinalizeResult { note, ..finalized(&task, envelope, path, false, criteria, next) })
 }
 
 /// Refuse a `--scope-hint` entry that names nothing in the workspace unless it held a file at
@@ -349,9 +349,14 @@ fn write_receipt_files(ws: &Workspace, task: &str, envelope: &Envelope) -> RpcRe
         let place = place.to_string();
         let task = task.to_string();
         move |e: std::io::Error| {
-            RpcError::new(ErrorKind::InvalidState, format!("cannot write the receipt to {place}: {e}")).with_hint(format!(
-                "make {place} a writable file (remove a folder or an unwritable file in its place), then run `scafld finalize {task}` again: the ledger holds the receipt"
-            ))
+            let remedy = match e.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                    "free space on the workspace's disk".to_string()
+                }
+                _ => format!("make {place} a writable file (remove a folder or an unwritable file in its place)"),
+            };
+            RpcError::new(ErrorKind::InvalidState, format!("cannot write the receipt to {place}: {e}"))
+                .with_hint(format!("{remedy}, then run `scafld finalize {task}` again: the ledger holds the receipt"))
         }
     };
     crate::workspace::layout::create_real_dir(&dir).map_err(io(".scafld/receipts"))?;
@@ -487,9 +492,10 @@ async fn failed_again(
         entries.iter().filter(recorded).count() as u32
     };
     let events = crate::domain::build::failed_on_rerun(spec, &criteria, material, attempts);
-    if !events.is_empty() {
-        record(daemon, ws, &task, events, "command:finalize")?;
-    }
+    let note = match events.is_empty() {
+        true => None,
+        false => record(daemon, ws, &task, events, "command:finalize")?.note(),
+    };
     let (spec, entries) = projected_spec(daemon, ws, &task)?;
     let fresh = crate::evidence::freshness(ws, &spec, &entries).await;
     let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &fresh.stale, Default::default());
@@ -503,7 +509,7 @@ async fn failed_again(
         blocked: failed.map(|f| format!("acceptance criterion `{}` is {}: {}", f.criterion_id, f.status, f.reason)),
         criteria,
         next_command: next.command,
-        note: None,
+        note,
     })
 }
 

@@ -494,6 +494,9 @@ pub struct ApproveResult {
     /// dropped, a path with nothing there yet (its evidence bound to its absence).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scope_warnings: Vec<String>,
+    /// Why the spec file was left as it was, when it was (the ledger holds the approval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 method!(

@@ -58,6 +58,7 @@ pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
     let params = m::ApproveParams { root, task_id, reason: args.reason.clone(), amend: args.amend };
     let r = call::<m::TaskApprove>(&mut conn, &params)?;
     ctx.out.success(&r, || {
+        let note = r.note.as_ref().map(|note| format!("\nnote: {note}")).unwrap_or_default();
         if args.amend {
             // A head only when the baseline was recorded again (its commit was gone).
             let what = match &r.head {
@@ -66,7 +67,7 @@ pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
                 }
                 None => format!("amended the approved contract of {}", r.task_id),
             };
-            return format!("{what} (reason recorded)\nnext: {}", r.next_command);
+            return format!("{what} (reason recorded)\nnext: {}{note}", r.next_command);
         }
         let mut text = format!("approved {} ({})\n", r.task_id, r.path);
         let head = r.head.as_deref().map(|h| &h[..h.len().min(12)]).unwrap_or("no commits yet");
@@ -81,7 +82,7 @@ pub fn approve(ctx: &Context, args: &ApproveArgs) -> Result<u8, CliError> {
         for warning in &r.scope_warnings {
             let _ = writeln!(text, "{}: {warning}", ctx.out.paint("warning", Style::Bad));
         }
-        let _ = write!(text, "next: {}", r.next_command);
+        let _ = write!(text, "next: {}{note}", r.next_command);
         text
     });
     Ok(workflow::OK)
