@@ -414,7 +414,9 @@ pub(crate) fn next_for(
     file: OnDisk<'_>,
 ) -> NextAction {
     let replay = ledger::replay(entries);
-    if let Some(rewrite) = unwritten_receipt(ws, spec, &replay, entries) {
+    // An interrupted move's leftover comes first, as everywhere (`list` names it alone).
+    let leftover = matches!(file.misfiled, Some(Misfiled::Leftover { .. }));
+    if !leftover && let Some(rewrite) = unwritten_receipt(ws, spec, &replay, entries) {
         return rewrite;
     }
     let running =

@@ -954,6 +954,36 @@ fn a_finalized_task_without_its_receipt_file_points_at_finalize() {
     verify(&env, &["--target", "HEAD"]).assert_code(0);
 }
 
+/// A finalize cut off by a crash mid-move (the archived spec written, the active one not yet
+/// removed, no receipt file): the leftover comes first everywhere (status, handoff and list all
+/// name reconcile, and list shows the ledger's status), then finalize writes the receipt.
+#[test]
+fn a_finalize_cut_off_mid_move_names_reconcile_first_everywhere() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let active = env.work.join(".scafld/specs/active/rev.md");
+    let before = std::fs::read_to_string(&active).unwrap();
+    env.scafld(&["finalize", "rev"]).assert_code(0);
+    // What the crash left: the old file back beside the archived one, no receipt files.
+    std::fs::write(&active, &before).unwrap();
+    std::fs::remove_dir_all(env.work.join(".scafld/receipts")).unwrap();
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["command"], "scafld reconcile rev", "{status}");
+    assert!(env.scafld(&["handoff", "rev"]).stdout.contains("scafld reconcile rev"));
+    let listed = env.scafld(&["list"]).stdout;
+    let line = listed.lines().find(|l| l.starts_with("rev ")).unwrap_or_default().to_string();
+    assert!(line.contains("completed") && line.contains("scafld reconcile rev"), "{listed}");
+
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["command"], "scafld finalize rev", "{status}");
+    env.scafld(&["finalize", "rev"]).assert_code(0);
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["next_action"]["command"], "none");
+}
+
 /// What the repository lacks is an unmet precondition (exit 1, with the way out), never
 /// "workspace unreachable" (6): finalize before the first commit, a receipt file that is a
 /// folder. Following the hint works.

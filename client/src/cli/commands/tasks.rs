@@ -264,9 +264,11 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
             let counts = t.counts.clone().unwrap_or_default();
             let progress = format!("{}/{}", counts.criteria_passed, counts.criteria_total);
             match &t.error {
-                Some(error) if t.spec_missing => {
-                    let missing = ctx.out.cell("missing", Style::Bad, 7);
-                    let _ = writeln!(text, "{:<width$}  {:<9} {missing}  {error}", t.task_id, t.status);
+                // The status is the ledger's whatever the file says; the cell says what is wrong.
+                Some(error) if !t.status.is_empty() => {
+                    let what = if t.spec_missing { "missing" } else { "invalid" };
+                    let cell = ctx.out.cell(what, Style::Bad, 7);
+                    let _ = writeln!(text, "{:<width$}  {:<9} {cell}  {error}", t.task_id, t.status);
                 }
                 Some(error) => {
                     let _ =
