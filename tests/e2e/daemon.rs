@@ -422,7 +422,7 @@ fn workspace_with_ledgers(env: &mut TestEnv) -> usize {
     }
     env.scafld(&["build", "keep"]).assert_code(0);
     env.scafld(&["build", "keep"]).assert_code(0);
-    env.scafld(&["session", "keep", "--export", ""]).assert_code(0);
+    env.scafld(&["session", "keep", "--export"]).assert_code(0);
     let entries = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].as_array().unwrap().len();
     env.scafld(&["daemon", "stop"]).assert_code(0);
     entries

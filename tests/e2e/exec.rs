@@ -212,6 +212,29 @@ fn approve_build_repair_review_path() {
     );
 }
 
+/// `session --export` alone writes the default path; an empty or blank PATH is a usage error
+/// (exit 2) naming the problem, and writes nothing: not the default, not a file named ' '.
+#[test]
+fn an_empty_or_blank_export_path_is_a_usage_error() {
+    let env = TestEnv::new();
+    ready(&env, "flow", &spec("flow", &[&[("a", "true", "")]], &[]));
+    for path in ["", " ", "\t"] {
+        let arg = format!("--export={path}");
+        for args in [vec!["session", "flow", "--export", path], vec!["session", "flow", arg.as_str()]] {
+            let run = env.scafld(&[&args[..], &["--json"]].concat());
+            run.assert_code(2);
+            let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(message.contains("PATH is empty"), "{args:?}: {message}");
+            env.scafld(&args).assert_code(2);
+        }
+    }
+    assert!(!env.work.join(".scafld/runs/flow/ledger.json").exists(), "an empty PATH wrote the default export");
+    assert!(!env.work.join(" ").exists() && !env.work.join("\t").exists(), "a blank PATH was written as a file");
+    // The flag alone keeps its documented default.
+    let export = env.scafld(&["session", "flow", "--export", "--json"]).json();
+    assert!(export["result"]["exported"].as_str().unwrap().ends_with(".scafld/runs/flow/ledger.json"), "{export}");
+}
+
 #[test]
 fn a_hand_edit_to_runner_sections_does_not_change_the_ledger() {
     let env = TestEnv::new();

@@ -446,8 +446,9 @@ pub struct SessionArgs {
     #[command(flatten)]
     pub task: TaskArg,
     /// Also write the ledger as JSON (default path: .scafld/runs/<task-id>/ledger.json).
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
-    pub export: Option<String>,
+    /// `Some(None)`: the flag alone, the default path; an empty or blank PATH is refused.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, value_parser = named_path)]
+    pub export: Option<Option<String>>,
     /// Replace an existing file at the export path.
     #[arg(long, requires = "export")]
     pub force: bool,
@@ -735,6 +736,15 @@ impl Context {
 fn word<T: Vocabulary>() -> impl clap::builder::TypedValueParser<Value = T> {
     use clap::builder::TypedValueParser as _;
     clap::builder::PossibleValuesParser::new(T::WORDS).try_map(|word| word.parse::<T>())
+}
+
+/// A PATH the caller names (`session --export PATH`): an empty or blank one is a usage error
+/// rather than the flag's default or a file named by its spaces.
+fn named_path(value: &str) -> Result<String, String> {
+    match value.trim().is_empty() {
+        true => Err("PATH is empty; name a file, or give the flag alone for its default path".to_string()),
+        false => Ok(value.to_string()),
+    }
 }
 
 /// `--lease-seconds`: a lease the daemon can hold (`MAX_LEASE_SECONDS`); anything longer is

@@ -255,12 +255,11 @@ pub fn archive(ctx: &Context, args: &ReasonArgs, failed: bool) -> Result<u8, Cli
 pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = connect_workspace(ctx)?;
-    let export = args.export.as_ref().map(|p| {
-        if p.is_empty() || std::path::Path::new(p).is_absolute() {
-            p.clone()
-        } else {
-            std::env::current_dir().map(|d| d.join(p).display().to_string()).unwrap_or_else(|_| p.clone())
-        }
+    // The flag alone asks for the default path, which the wire spells as an empty string.
+    let export = args.export.as_ref().map(|path| match path {
+        None => String::new(),
+        Some(p) if std::path::Path::new(p).is_absolute() => p.clone(),
+        Some(p) => std::env::current_dir().map(|d| d.join(p).display().to_string()).unwrap_or_else(|_| p.clone()),
     });
     let r = call::<m::TaskSession>(&mut conn, &m::SessionParams { root, task_id, export, force: args.force })?;
     ctx.out.success(&r, || {
