@@ -301,6 +301,45 @@ fn print_context_prints_the_packet_and_records_nothing() {
     assert_eq!(ledger_types(&env).len(), before);
 }
 
+/// `--print-context` reads only: it answers while a review of the task runs (before, `busy`),
+/// records and writes nothing, and the running review's mutation guard sees no change; on the
+/// wire, print_context beside human_reviewed is refused rather than recording an override.
+#[test]
+fn print_context_answers_while_a_review_runs_and_writes_nothing() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let (script, started, release) = held_reviewer(&env, "held", &pass(), "");
+    let mut review = command_review_command(&env, &script, &["--min-attack-angles", "2", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    scafld_tests::wait_until("the reviewer to start", || lines(&started) >= 1);
+    let (types, files) = (ledger_types(&env), scafld_tests::tree(&env.work));
+    let run = env.scafld(&["review", "rev", "--print-context"]);
+    run.assert_code(0);
+    assert!(run.stdout.starts_with("# Review Context Packet"), "{}{}", run.stdout, run.stderr);
+    let json = env.scafld(&["review", "rev", "--print-context", "--json"]);
+    json.assert_code(0);
+    assert_eq!(json.json()["result"]["verdict"], "not_run", "{}", json.stdout);
+
+    let caller = serde_json::json!({"cwd": env.work.display().to_string(), "env": {}});
+    let both = env.client().call(
+        "task.review",
+        serde_json::json!({"root": env.work.display().to_string(), "task_id": "rev", "caller": caller,
+            "print_context": true, "human_reviewed": true, "reason": "read it"}),
+    );
+    assert!(both["error"]["message"].as_str().unwrap_or_default().contains("cannot be combined"), "{both}");
+    assert_eq!(ledger_types(&env), types, "printing the context recorded something");
+    assert_eq!(scafld_tests::tree(&env.work), files, "printing the context wrote something");
+
+    std::fs::write(&release, "").unwrap();
+    assert!(scafld_tests::wait_for_exit(&mut review, scafld_tests::DEADLINE).is_some(), "the review did not end");
+    let finished = Run::from(review.wait_with_output().unwrap());
+    finished.assert_code(0);
+    assert_eq!(finished.json()["result"]["verdict"], "pass", "{}", finished.stdout);
+}
+
 #[test]
 fn a_reviewer_that_runs_too_long_is_killed_and_the_attempt_fails() {
     let env = TestEnv::new();

@@ -54,11 +54,26 @@ fn approval_baseline(entries: &[LedgerEntry]) -> (Option<String>, Vec<BaselinePa
 pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m::TaskReviewResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
-    refuse_while_running(daemon, &ws, &task)?;
-    let guard = daemon.jobs.task_lock(&ws, &task).lock_owned().await;
-    // Again under the task's lock: of two reviews started at once, the second is refused here
-    // (the first's jobs exist before it lets the task go).
-    gate::refuse_review_in_progress(daemon, &ws, &task)?;
+    if p.print_context && p.human_reviewed {
+        return Err(RpcError::new(
+            ErrorKind::InvalidInput,
+            "print_context and human_reviewed cannot be combined: printing the packet records nothing",
+        )
+        .with_hint("print the context alone, then record the override without print_context"));
+    }
+    // Printing the packet reads and writes nothing of the task's: it needs no lock and is
+    // answered while a build or review of the task runs, as `status` is.
+    let guard = match p.print_context {
+        true => None,
+        false => {
+            refuse_while_running(daemon, &ws, &task)?;
+            let guard = daemon.jobs.task_lock(&ws, &task).lock_owned().await;
+            // Again under the task's lock: of two reviews started at once, the second is
+            // refused here (the first's jobs exist before it lets the task go).
+            gate::refuse_review_in_progress(daemon, &ws, &task)?;
+            Some(guard)
+        }
+    };
     require_valid(daemon, &ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
     require_review_status(daemon, &ws, &spec, &entries, &task, "review", ErrorKind::InvalidState)?;
