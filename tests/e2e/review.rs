@@ -481,6 +481,32 @@ fn reviews_started_at_once_run_one_session_and_the_others_are_refused() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A reviewer cancelled before it answered gave no verdict: `review wait` shows the session and
+/// the reviewer as cancelled with no verdict, never FAIL (which reads as a verdict on the work),
+/// and still asks for a retry (exit 2).
+#[test]
+fn a_cancelled_reviewer_is_shown_as_cancelled_not_as_a_failing_verdict() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let (script, started, _release) = held_reviewer(&env, "held", &pass(), "");
+    let spawned = command_review(&env, &script, &["--detach", "--json"]);
+    spawned.assert_code(0);
+    let spawned = spawned.json();
+    let (job, key) = (spawned["job_ids"][0].as_str().unwrap(), spawned["session_key"].as_str().unwrap());
+    scafld_tests::wait_until("the reviewer to start", || lines(&started) >= 1);
+    env.scafld(&["job", "cancel", job]).assert_code(0);
+
+    let wait = env.scafld(&["review", "wait", "--session-key", key, "--timeout", "20"]);
+    wait.assert_code(2);
+    assert!(!wait.stdout.contains("FAIL"), "a cancelled reviewer is no failing verdict:\n{}", wait.stdout);
+    let head = wait.stdout.lines().next().unwrap_or_default();
+    assert!(head.ends_with(": CANCELLED (no verdict) [error]"), "{}", wait.stdout);
+    assert!(wait.stdout.contains("\n  command: cancelled (no verdict)"), "{}", wait.stdout);
+    let json = env.scafld(&["review", "wait", "--session-key", key, "--timeout", "20", "--json"]).json();
+    assert_eq!(json["reviewers"]["command"]["verdict"], Value::Null, "{json}");
+    assert_eq!(json["reviewers"]["command"]["state"], "cancelled", "{json}");
+}
+
 /// What scafld itself writes into the spec (its runner-owned lines: the front matter's
 /// `updated`, a `## Review` section) is never a reviewer's mutation, so no projection (another
 /// review's verdict) fails a running review; the author's text still is.

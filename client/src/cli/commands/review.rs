@@ -362,7 +362,7 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
         )
     });
     ctx.out.document(r, not_passed, || {
-        let verdict = r.consensus.verdict.map(|v| v.as_str()).unwrap_or("PENDING");
+        let verdict = session_word(r);
         let painted = ctx.out.paint(verdict, if verdict == "PASS" { Style::Good } else { Style::Bad });
         let mut text = format!(
             "review session {} (iteration {}): {painted} [{}]\n",
@@ -371,6 +371,8 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
         for (name, reviewer) in &r.reviewers {
             let state = match (&reviewer.verdict, &reviewer.error) {
                 (Some(v), _) => format!("{v} - {}", reviewer.summary),
+                // Stopped before it answered: no verdict, and no failure of the work either.
+                (None, _) if reviewer.state == m::JobState::Cancelled => "cancelled (no verdict)".into(),
                 (None, Some(e)) => format!("error: {e}"),
                 // Nothing runs a queued worker job but `scafld worker`; say so.
                 (None, None) if name == "worker" && reviewer.state == m::JobState::Queued => {
@@ -395,6 +397,19 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
         text.trim_end().to_string()
     });
     code
+}
+
+/// The session's word for a person. A session that came to no verdict (a reviewer cancelled,
+/// timed out, crashed or answered garbage: retry the review) is said to have none, though the
+/// wire's `consensus.verdict` keeps the seed-004 document's FAIL for it: nothing judged the work.
+fn session_word(r: &WaitResult) -> &'static str {
+    let cancelled = r.reviewers.values().any(|v| v.verdict.is_none() && v.state == m::JobState::Cancelled);
+    match r.outcome {
+        m::Outcome::Pending => "PENDING",
+        m::Outcome::ParseError | m::Outcome::Timeout | m::Outcome::Internal if cancelled => "CANCELLED (no verdict)",
+        m::Outcome::ParseError | m::Outcome::Timeout | m::Outcome::Internal => "NO VERDICT",
+        _ => r.consensus.verdict.map(|v| v.as_str()).unwrap_or("PENDING"),
+    }
 }
 
 fn retry(ctx: &Context, session_key: &str) -> Result<u8, CliError> {
