@@ -631,6 +631,27 @@ fn lsp_answers_a_malformed_message_and_exits_non_zero_on_a_broken_frame() {
     assert!(stderr.contains("cannot read the editor's messages any more: a header line"), "{stderr}");
 }
 
+/// A request whose params do not fit its method is refused with -32602 and a sentence an
+/// editor can show, never Rust's debug text of serde's error; the server goes on serving.
+#[test]
+fn lsp_refuses_invalid_params_with_a_plain_sentence() {
+    let (_env, path, mut lsp) = greet_open();
+    for (method, params, message) in [
+        ("textDocument/hover", json!({}), "invalid params for textDocument/hover: missing field `textDocument`"),
+        (
+            "textDocument/codeLens",
+            json!({"textDocument": {"uri": 5}}),
+            "invalid params for textDocument/codeLens: invalid type: integer `5`, expected a string",
+        ),
+    ] {
+        let refused = lsp.call(method, params);
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert_eq!(refused["error"]["message"], message, "{refused}");
+    }
+    let lenses = lsp.call("textDocument/codeLens", json!({"textDocument": {"uri": uri(&path)}}));
+    assert!(lenses["result"].as_array().is_some_and(|l| !l.is_empty()), "{lenses}");
+}
+
 /// A request LSP cannot answer by its id (an object, an array, a number with a fraction), one
 /// that does not say `"jsonrpc": "2.0"`, or a batch of them is an Invalid Request (-32600; id null when the id is
 /// what is wrong), logged, and never acted on or dropped as a notification; integer and string

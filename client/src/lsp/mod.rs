@@ -622,12 +622,11 @@ fn failed(error: LinkError) -> (i32, String) {
     (REQUEST_FAILED, error.to_string())
 }
 
+/// A request's params as `P`, or -32602 with serde's reason as a sentence an editor shows
+/// ("invalid params for textDocument/hover: missing field `textDocument`").
 fn params<P: DeserializeOwned>(request: Request) -> Result<P, (i32, String)> {
-    let method = request.method.clone();
-    request
-        .extract::<P>(&method)
-        .map(|(_, p)| p)
-        .map_err(|e| (ErrorCode::InvalidParams as i32, format!("{method}: {e:?}")))
+    serde_json::from_value::<P>(request.params)
+        .map_err(|e| (ErrorCode::InvalidParams as i32, format!("invalid params for {}: {e}", request.method)))
 }
 
 /// Room a request's JSON-RPC envelope (`jsonrpc`, `id`, `method`) takes around its params.
