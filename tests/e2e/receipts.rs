@@ -325,6 +325,52 @@ fn finalize_refuses_without_a_pass_and_mints_nothing_when_acceptance_fails() {
     env.scafld(&["finalize", "rev"]).assert_code(0);
 }
 
+/// Once finalize's run of a criterion fails again, the last review's pass no longer stands:
+/// `status --json` keeps that review (its findings stay readable) but marks it
+/// `superseded_by` the entry that reset the gate, beside `review_gate: not_started`, and the
+/// human status calls it the last review, superseded; a new review is current again.
+#[test]
+fn a_review_superseded_by_a_failing_finalize_is_not_shown_as_the_gates_verdict() {
+    let env = TestEnv::new();
+    let flag = env.path("flag");
+    let phase = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && test ! -e {}`\n",
+        flag.display()
+    );
+    opened(&env, "src/lib.rs", &phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!((&status["review_gate"], &status["review"]["verdict"]), (&"pass".into(), &"pass".into()), "{status}");
+    assert!(status["review"].get("superseded_by").is_none(), "{status}");
+
+    std::fs::write(&flag, "").unwrap();
+    env.scafld(&["finalize", "rev", "--json"]).assert_code(4);
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["review_gate"], "not_started", "{status}");
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let failed = entries.as_array().unwrap().iter().rev().find(|e| e["type"] == "criterion").unwrap();
+    assert_eq!(failed["status"], "fail", "{failed}");
+    let entry = format!("entry-{}", failed["seq"]);
+    assert_eq!(status["review"]["superseded_by"], entry.as_str(), "{status}");
+    assert_eq!(status["review"]["verdict"], "pass", "the review itself is kept as it was: {status}");
+    let human = env.scafld(&["status", "rev"]);
+    assert!(
+        human.stdout.contains(&format!("\nlast review (superseded by {entry}): pass by command")),
+        "{}",
+        human.stdout
+    );
+    assert!(!human.stdout.contains("\nreview: pass"), "{}", human.stdout);
+
+    std::fs::remove_file(&flag).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["review_gate"], "pass", "{status}");
+    assert!(status["review"].get("superseded_by").is_none(), "a new review is current: {status}");
+}
+
 /// A change signed with a key the protected branch never trusted, which adds that key to its
 /// own trusted-keys.json (finalize does so) and keeps a weaker policy than the branch's: in CI
 /// the keys and `verify.min_independence` are the base commit's, never the checkout's.

@@ -231,6 +231,20 @@ impl LedgerEvent {
             LedgerEvent::Imported { .. } | LedgerEvent::Material { .. } | LedgerEvent::Receipt { .. } => "",
         }
     }
+
+    /// Whether this event, recorded after a review, means that review no longer stands (the
+    /// gate back to `not_started`): a build step, evidence, an approval or an amendment.
+    pub fn supersedes_review(&self) -> bool {
+        matches!(
+            self,
+            LedgerEvent::Build { .. }
+                | LedgerEvent::Phase { .. }
+                | LedgerEvent::Criterion { .. }
+                | LedgerEvent::ManualEvidence { .. }
+                | LedgerEvent::ContractAmended { .. }
+                | LedgerEvent::Approval { .. }
+        )
+    }
 }
 
 /// One reviewer of an accepted review: who answered, through which channel, and its verdict.
@@ -395,15 +409,7 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
                 decided = decision.parse().ok().map(|d| (d, reason.clone()));
             }
         }
-        if matches!(
-            entry.event,
-            LedgerEvent::Build { .. }
-                | LedgerEvent::Phase { .. }
-                | LedgerEvent::Criterion { .. }
-                | LedgerEvent::ManualEvidence { .. }
-                | LedgerEvent::ContractAmended { .. }
-                | LedgerEvent::Approval { .. }
-        ) {
+        if entry.event.supersedes_review() {
             r.review_current = false;
             r.awaiting_approval = None;
             r.failed_attempt = None;

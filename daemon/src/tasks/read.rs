@@ -201,8 +201,10 @@ fn unprojectable(entry: &LoadedSpec, entries: &[LedgerEntry]) -> Option<String> 
     })
 }
 
-/// Verdict, provider, summary and findings of the latest accepted review, and a person's
-/// reason for rejecting its proposed verdict (`rejected`, manual approval) when they did.
+/// Verdict, provider, summary and findings of the latest accepted review, a person's reason
+/// for rejecting its proposed verdict (`rejected`, manual approval) when they did, and the
+/// entry after which it no longer stands (`superseded_by`: a build step, evidence, approval;
+/// the gate is then `not_started`), so its verdict is never read as the gate's.
 fn latest_review(entries: &[LedgerEntry]) -> Option<serde_json::Value> {
     entries.iter().enumerate().rev().find_map(|(i, e)| match &e.event {
         LedgerEvent::Review(RecordedReview { verdict, provider, reason, dossier, .. }) => {
@@ -216,6 +218,9 @@ fn latest_review(entries: &[LedgerEntry]) -> Option<serde_json::Value> {
             if let Some(why) = crate::domain::ledger::replay(&entries[..=i]).review_rejected {
                 review["rejected"] = why.into();
                 review["proposed_verdict"] = dossier.as_ref().and_then(|d| d.get("verdict")).cloned().unwrap_or_default();
+            }
+            if let Some(later) = entries[i + 1..].iter().find(|later| later.event.supersedes_review()) {
+                review["superseded_by"] = later.id().into();
             }
             Some(review)
         }

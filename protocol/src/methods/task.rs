@@ -171,7 +171,10 @@ pub struct StatusResult {
     pub valid: bool,
     /// Errors that make the spec unusable until fixed (empty when valid).
     pub errors: Vec<Diagnostic>,
-    /// The latest accepted review: verdict, provider, summary and findings.
+    /// The latest accepted review: verdict, provider, summary and findings (`entry`, its
+    /// ledger entry); `superseded_by`, when present, the later entry (a build step, evidence,
+    /// an approval) after which it no longer stands: `review_gate` is then `not_started` and
+    /// its verdict is history, not the gate's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<serde_json::Value>,
     /// The spec file is gone (removed, or moved out of `.scafld/specs`) while the ledger keeps

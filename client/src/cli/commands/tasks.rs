@@ -190,17 +190,22 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
                 review["provider"].as_str().unwrap_or(""),
                 review["summary"].as_str().unwrap_or(""),
             );
+            // A review that later work superseded is history, not the gate's verdict.
+            let label = match review["superseded_by"].as_str() {
+                Some(entry) => format!("last review (superseded by {entry})"),
+                None => "review".to_string(),
+            };
             match review["rejected"].as_str() {
                 // Manual approval: the reviewer proposed, a person decided.
                 Some(why) => {
                     let proposed = review["proposed_verdict"].as_str().unwrap_or("");
                     let _ = writeln!(
                         text,
-                        "review: {verdict}, rejected by a person: {why} ({provider} proposed {proposed} - {summary})"
+                        "{label}: {verdict}, rejected by a person: {why} ({provider} proposed {proposed} - {summary})"
                     );
                 }
                 None => {
-                    let _ = writeln!(text, "review: {verdict} by {provider} - {summary}");
+                    let _ = writeln!(text, "{label}: {verdict} by {provider} - {summary}");
                 }
             }
             text.push_str(&findings_text(review["findings"].as_array().map(Vec::as_slice).unwrap_or_default()));
