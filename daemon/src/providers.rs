@@ -702,9 +702,22 @@ fn user_settings(path: &Path) -> Option<Value> {
 /// The largest file of a CLI's own the daemon reads (settings, credentials: kilobytes).
 const MAX_USER_FILE_BYTES: u64 = 8 << 20;
 
+/// The most of a provider's output read as its answer: its stdout's capture, its answer file.
+const CAPTURE_CAP: u64 = scafld_local::runner::CAPTURE_CAP as u64;
+
 /// A provider's answer file, read like its stdout: at most as much as is captured of that.
 fn answer_file(path: &Path) -> Option<String> {
-    capped::read_text(path, "answer file", scafld_local::runner::CAPTURE_CAP as u64).ok()
+    capped::read_text(path, "answer file", CAPTURE_CAP).ok()
+}
+
+/// Why a reviewer's `what` (`output`, `answer file`) of `len` bytes (`None`: it grew past the
+/// cap while read) gives no dossier: it exceeded what scafld reads of a provider's answer.
+fn over_cap(what: &str, len: Option<u64>) -> String {
+    let size = len.map(|n| format!(" is {}, over", capped::size(n))).unwrap_or_else(|| " grew past".into());
+    format!(
+        "the reviewer's {what}{size} the {} limit on a reviewer's output, so it was not read as a dossier; a dossier must fit within it",
+        capped::size(CAPTURE_CAP)
+    )
 }
 
 /// Environment variables of a Claude settings file that choose or authenticate a provider.
@@ -847,6 +860,7 @@ pub async fn run(
         ),
         runner_error: outcome.runner_error(),
         stdout: String::from_utf8_lossy(&outcome.stdout.bytes).into_owned(),
+        stdout_dropped: outcome.stdout.dropped,
         submitted,
         tail: outcome.tail(1200),
         diagnostic: diagnostic.display().to_string(),
@@ -905,6 +919,9 @@ pub struct Leftovers {
     /// A runner-level failure (could not start, killed).
     pub runner_error: Option<String>,
     pub stdout: String,
+    /// Bytes of stdout before `stdout`, dropped by the runner's capture cap (`CAPTURE_CAP`):
+    /// more than zero, and `stdout` is not the whole output.
+    pub stdout_dropped: u64,
     /// What the MCP submit tool delivered (or why it refused it), for submission-channel
     /// providers.
     pub submitted: Closed,
@@ -962,7 +979,8 @@ fn last_json_object(text: &str) -> Option<Value> {
 /// The provider's dossier from what its run left, or why there is none. A non-zero exit only
 /// counts when the answer itself is a failing verdict.
 pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, ReviewerFailure> {
-    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, tail, diagnostic, reported } = left;
+    let Leftovers { exit_code, timed_out, runner_error, stdout, stdout_dropped, submitted, tail, diagnostic, reported } =
+        left;
     let parse_failure = |message: String| ReviewerFailure { class: FailureClass::Parse, message };
     if timed_out {
         return Err(ReviewerFailure {
@@ -973,16 +991,22 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
     if let Some(error) = runner_error {
         return Err(parse_failure(format!("review provider failed: {error} (diagnostic: {diagnostic})")));
     }
+    // Output over the cap is never parsed: what is left of it is its end, not a dossier.
+    let from_stdout = || match stdout_dropped {
+        0 => dossier::parse(&stdout),
+        dropped => Err(over_cap("output", Some(dropped + stdout.len() as u64))),
+    };
     let parsed = match &invocation.answer {
-        Answer::Stdout => dossier::parse(&stdout),
-        Answer::File(path) => match answer_file(path) {
-            Some(text) if !text.trim().is_empty() => {
+        Answer::Stdout => from_stdout(),
+        Answer::File(path) => match capped::read_text(path, "answer file", CAPTURE_CAP) {
+            Ok(text) if !text.trim().is_empty() => {
                 serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
                     serde_json::from_value::<Dossier>(strip_nulls(v))
                         .map_err(|e| format!("dossier does not match the schema: {e}"))
                 })
             }
-            _ => dossier::parse(&stdout),
+            Err(capped::ReadError { refusal: capped::Refusal::TooLarge(len), .. }) => Err(over_cap("answer file", len)),
+            _ => from_stdout(),
         },
         Answer::Submission(_) => match submitted {
             Closed { accepted: Some(Submitted::Dossier(d)), .. } => Ok(*d),
@@ -1028,6 +1052,49 @@ mod tests {
 
     /// A refused submission is what the run's failure names (the daemon decided it), and a
     /// later valid one still counts.
+    /// Output over the capture cap, on stdout (its start dropped) or in an answer file, is
+    /// refused as too long with the limit named, never parsed (its kept end read as "not JSON").
+    #[test]
+    fn output_over_the_cap_is_refused_as_too_long() {
+        let left = |stdout: &str, stdout_dropped: u64| Leftovers {
+            exit_code: Some(0),
+            timed_out: false,
+            runner_error: None,
+            stdout: stdout.into(),
+            stdout_dropped,
+            submitted: Closed::default(),
+            tail: String::new(),
+            diagnostic: "d.txt".into(),
+            reported: Provenance::default(),
+        };
+        let stdout = Invocation {
+            command: String::new(),
+            env: BTreeMap::new(),
+            answer: Answer::Stdout,
+            output_format: "command.stdout",
+            idle_on_stdout: false,
+        };
+        let failure = interpret(&stdout, left("xxxx\"}", 10)).unwrap_err();
+        assert_eq!(failure.class, FailureClass::Parse);
+        assert!(
+            failure.message.contains("the reviewer's output is 16 bytes, over the 8.0 MiB (8388608 bytes) limit"),
+            "{}",
+            failure.message
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("answer.json");
+        std::fs::write(&path, vec![b' '; CAPTURE_CAP as usize + 1]).unwrap();
+        let file = Invocation { answer: Answer::File(path), ..stdout };
+        let failure = interpret(&file, left("", 0)).unwrap_err();
+        assert!(
+            failure.message.contains("the reviewer's answer file is 8.0 MiB (8388609 bytes), over the 8.0 MiB"),
+            "{}",
+            failure.message
+        );
+        assert!(!failure.message.contains("not JSON") && !failure.message.contains("no output"), "{}", failure.message);
+    }
+
     #[test]
     fn a_refused_submission_is_named_in_the_failure_not_reported_as_none() {
         let submissions = Submissions::default();
@@ -1048,6 +1115,7 @@ mod tests {
             timed_out: false,
             runner_error: None,
             stdout: String::new(),
+            stdout_dropped: 0,
             submitted,
             tail: String::new(),
             diagnostic: "d.txt".into(),

@@ -433,6 +433,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                 timed_out: run.timed_out,
                 runner_error: run.timed_out.then(|| "the worker's provider run timed out".to_string()),
                 stdout: run.stdout,
+                stdout_dropped: run.stdout_dropped,
                 submitted,
                 tail: run.stderr_tail,
                 diagnostic: format!("worker {}", lease.worker_id),

@@ -170,6 +170,10 @@ pub struct WorkerSubmitParams {
 pub struct WorkerRun {
     pub exit_code: Option<i32>,
     pub stdout: String,
+    /// Bytes of stdout before `stdout` that the worker's capture cap dropped (its output was
+    /// longer than a reviewer's may be).
+    #[serde(default)]
+    pub stdout_dropped: u64,
     #[serde(default)]
     pub answer_file: Option<String>,
     #[serde(default)]

@@ -325,6 +325,7 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
     Ok(m::WorkerRun {
         exit_code: outcome.exit_code,
         stdout: String::from_utf8_lossy(&outcome.stdout.bytes).into_owned(),
+        stdout_dropped: outcome.stdout.dropped,
         answer_file: invocation.answer_file.clone(),
         timed_out: matches!(outcome.kill_reason, Some(KillReason::AbsoluteTimeout | KillReason::IdleTimeout)),
         stderr_tail: String::from_utf8_lossy(&stderr[tail_start..]).into_owned(),
