@@ -523,6 +523,36 @@ fn lsp_follows_a_spec_opened_through_a_linked_path_with_a_space_and_non_ascii() 
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
 }
 
+/// Diagnostics go out under the URI exactly as the editor spelt it in didOpen (lower-case
+/// escapes, an escaped `:`), also when the file changes on disk and they are republished,
+/// never under scafld's own spelling of the same file's URI.
+#[test]
+fn lsp_publishes_under_the_editors_own_spelling_of_a_uri() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    std::os::unix::fs::symlink(&env.work, env.dir.path().join("wö:rk")).unwrap();
+    let mut lsp = Lsp::start(&env, &env.work);
+    let spelt = format!("{}/w%c3%b6%3ark/.scafld/specs/drafts/greet.md", uri(env.dir.path()));
+    let ours = format!("{}/w%C3%B6:rk/.scafld/specs/drafts/greet.md", uri(env.dir.path()));
+
+    lsp.open(&spelt, &spec_text("greet", "draft"));
+    lsp.diagnostics(&spelt, "the buffer's (empty) list", |d| d.is_empty());
+    lsp.forget(&spelt);
+    std::fs::write(&path, broken("greet")).unwrap();
+    lsp.diagnostics(&spelt, "the file's diagnostics on the editor's URI", has_duplicate);
+    lsp.forget(&spelt);
+    std::fs::write(&path, spec_text("greet", "draft")).unwrap();
+    lsp.diagnostics(&spelt, "the fixed file's empty list", |d| d.is_empty());
+    let published: Vec<&Value> =
+        lsp.backlog.iter().filter(|m| m["method"] == "textDocument/publishDiagnostics").collect();
+    assert!(
+        !published.iter().any(|m| m["params"]["uri"] == ours.as_str()),
+        "published under our spelling: {published:#?}"
+    );
+}
+
 /// The same spec open through two paths (the workspace and a link to it) is two buffers, each
 /// with its own text: checking one never clears or replaces the other's diagnostics.
 #[test]

@@ -11,7 +11,7 @@ use lsp_types::{
 use scafld_protocol::methods as m;
 use serde::Deserialize;
 
-use super::documents::{TaskKey, path_to_uri};
+use super::documents::{TaskKey, uri_to_path};
 
 pub const SOURCE: &str = "scafld";
 
@@ -97,13 +97,19 @@ pub fn may_have_findings(status: &str) -> bool {
 /// The open findings of a task's latest review, each on the file and line it cites (the
 /// spec's first line when it cites none, unless the spec file is missing). Nothing once the
 /// task is no longer under way.
-pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<(Uri, Diagnostic)> {
+/// `uri_of` names the URI of a path (the editor's spelling for a file it has open).
+pub fn findings(
+    root: &Path,
+    spec_path: &Path,
+    status: &m::StatusResult,
+    uri_of: impl Fn(&Path) -> Option<Uri>,
+) -> Vec<(Uri, Diagnostic)> {
     if !may_have_findings(&status.status) {
         return Vec::new();
     }
     let Some(review) = &status.review else { return Vec::new() };
     let Some(list) = review.get("findings").and_then(|f| f.as_array()) else { return Vec::new() };
-    let spec_uri = if status.spec_missing { None } else { path_to_uri(spec_path) };
+    let spec_uri = if status.spec_missing { None } else { uri_of(spec_path) };
     list.iter()
         .filter_map(|value| serde_json::from_value::<Finding>(value.clone()).ok())
         .filter(|f| f.status == FindingStatus::Open)
@@ -112,7 +118,7 @@ pub fn findings(root: &Path, spec_path: &Path, status: &m::StatusResult) -> Vec<
                 Some(location) => {
                     let cited = Path::new(&location.path);
                     let path = if cited.is_absolute() { cited.to_path_buf() } else { root.join(cited) };
-                    (path_to_uri(&path)?, location.line.map(lsp_line).unwrap_or(0))
+                    (uri_of(&path)?, location.line.map(lsp_line).unwrap_or(0))
                 }
                 None => (spec_uri.clone()?, 0),
             };
@@ -215,6 +221,31 @@ impl Published {
         vec![uri.clone()]
     }
 
+    /// The editor opened `path` as `uri`: what was published for that file under another
+    /// spelling of its URI moves to `uri`; the URIs to republish (the old emptied).
+    pub fn respell(&mut self, path: &Path, uri: &Uri) -> Vec<Uri> {
+        let other = |u: &Uri| u != uri && uri_to_path(u).as_deref() == Some(path);
+        let mut touched: Vec<Uri> = Vec::new();
+        let moved: Vec<String> = self.specs.iter().filter(|(_, (u, _))| other(u)).map(|(k, _)| k.clone()).collect();
+        for key in moved {
+            let Some((old, diagnostics)) = self.specs.remove(&key) else { continue };
+            for uris in self.spec_of_task.values_mut() {
+                uris.iter_mut().filter(|u| **u == old).for_each(|u| *u = uri.clone());
+            }
+            self.specs.insert(uri.as_str().to_string(), (uri.clone(), diagnostics));
+            touched.push(old);
+        }
+        for list in self.findings.values_mut() {
+            for (u, _) in list.iter_mut().filter(|(u, _)| other(u)) {
+                touched.push(std::mem::replace(u, uri.clone()));
+            }
+        }
+        if !touched.is_empty() {
+            touched.push(uri.clone());
+        }
+        touched
+    }
+
     /// Replace a task's findings; the URIs to republish (where they were and where they are).
     pub fn set_findings(&mut self, task: TaskKey, findings: Vec<(Uri, Diagnostic)>) -> Vec<Uri> {
         let mut touched: Vec<Uri> =
@@ -256,6 +287,7 @@ impl Published {
 
 #[cfg(test)]
 mod tests {
+    use super::super::documents::path_to_uri;
     use super::*;
     use std::str::FromStr;
 
@@ -279,7 +311,7 @@ mod tests {
             {"id": "f3", "severity": "high", "blocks_completion": true, "summary": "done", "status": "fixed"},
         ]});
         let spec = Path::new("/w/.scafld/specs/review/t.md");
-        let found = findings(Path::new("/w"), spec, &status(review.clone(), "review"));
+        let found = findings(Path::new("/w"), spec, &status(review.clone(), "review"), path_to_uri);
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].0.as_str(), "file:///w/src/a.rs");
         assert_eq!(found[0].1.range.start.line, 2);
@@ -288,8 +320,27 @@ mod tests {
         assert_eq!(found[1].0.as_str(), "file:///w/.scafld/specs/review/t.md");
         assert_eq!(found[1].1.severity, Some(DiagnosticSeverity::INFORMATION));
         for over in ["completed", "failed", "cancelled"] {
-            assert!(findings(Path::new("/w"), spec, &status(review.clone(), over)).is_empty(), "{over}");
+            assert!(findings(Path::new("/w"), spec, &status(review.clone(), over), path_to_uri).is_empty(), "{over}");
         }
+    }
+
+    /// A file the editor opens under another spelling of its URI takes what was published for
+    /// it there (spec diagnostics and findings alike); the old spelling is emptied once.
+    #[test]
+    fn lists_move_to_the_editors_spelling_of_a_uri() {
+        let mut published = Published::default();
+        let ours = Uri::from_str("file:///w%C3%B6/src/a.rs").unwrap();
+        let editors = Uri::from_str("file:///w%c3%b6/src/a.rs").unwrap();
+        let task: TaskKey = ("/wö".into(), "t".into());
+        let d = spec_diagnostic(&m::Diagnostic { line: 1, severity: m::Severity::Error, message: "x".into() });
+        published.set_findings(task, vec![(ours.clone(), d.clone())]);
+        assert!(published.compose(&ours, false).is_some());
+        let touched = published.respell(Path::new("/wö/src/a.rs"), &editors);
+        assert_eq!(touched, vec![ours.clone(), editors.clone()]);
+        assert_eq!(published.compose(&ours, false), Some(vec![]), "the old spelling is emptied");
+        assert_eq!(published.compose(&editors, false), Some(vec![d]));
+        assert!(published.respell(Path::new("/wö/src/a.rs"), &editors).is_empty(), "nothing moves twice");
+        assert!(published.respell(Path::new("/elsewhere.rs"), &editors).is_empty());
     }
 
     #[test]

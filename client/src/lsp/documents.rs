@@ -110,13 +110,37 @@ pub struct Document {
     due: Option<Instant>,
 }
 
-/// The open spec buffers, by URI.
+/// The open spec buffers, by URI, and how the editor spells the URI of every file it opened.
 #[derive(Debug, Default)]
 pub struct Documents {
     open: BTreeMap<String, Document>,
+    /// The URI each open file (spec or not) came under, by its path: a list is published under
+    /// the editor's own spelling (`%3a` or `%3A`, `:` or `%3A`), never another of the same file.
+    spelled: BTreeMap<PathBuf, Uri>,
 }
 
 impl Documents {
+    /// Note the editor's spelling of an opened file's URI; its path when it is a `file:` one.
+    pub fn spelled_as(&mut self, uri: &Uri) -> Option<PathBuf> {
+        let path = uri_to_path(uri)?;
+        self.spelled.insert(path.clone(), uri.clone());
+        Some(path)
+    }
+
+    /// The URI to publish `path`'s list under: the editor's, when it opened the file, else ours.
+    pub fn uri_of(&self, path: &Path) -> Option<Uri> {
+        self.spelled.get(path).cloned().or_else(|| path_to_uri(path))
+    }
+
+    /// The editor closed `uri`: its spelling is forgotten (unless the file is open under another).
+    pub fn closed(&mut self, uri: &Uri) {
+        if let Some(path) = uri_to_path(uri)
+            && self.spelled.get(&path).is_some_and(|spelled| spelled == uri)
+        {
+            self.spelled.remove(&path);
+        }
+    }
+
     /// Track an opened buffer; `None` when it is not a spec.
     pub fn open(&mut self, uri: Uri, text: String) -> Option<&Document> {
         let spec = spec_file(&uri_to_path(&uri)?)?;
@@ -205,6 +229,21 @@ mod tests {
         assert_eq!(uri_to_path(&uri).unwrap(), path);
         assert_eq!(uri_to_path(&Uri::from_str("file://localhost/x/y.md").unwrap()).unwrap(), Path::new("/x/y.md"));
         assert!(uri_to_path(&Uri::from_str("untitled:Untitled-1").unwrap()).is_none());
+    }
+
+    /// A file is published under the URI the editor opened it with, whatever its escapes.
+    #[test]
+    fn a_file_keeps_the_editors_spelling_of_its_uri() {
+        let mut docs = Documents::default();
+        let path = Path::new("/tmp/a:b/ü.md");
+        assert_eq!(docs.uri_of(path).unwrap().as_str(), "file:///tmp/a:b/%C3%BC.md");
+        let editor = Uri::from_str("file:///tmp/a%3ab/%c3%bc.md").unwrap();
+        assert_eq!(docs.spelled_as(&editor).as_deref(), Some(path));
+        assert_eq!(docs.uri_of(path), Some(editor.clone()));
+        docs.closed(&Uri::from_str("file:///tmp/a:b/%C3%BC.md").unwrap());
+        assert_eq!(docs.uri_of(path), Some(editor.clone()), "another spelling's close keeps it");
+        docs.closed(&editor);
+        assert_eq!(docs.uri_of(path).unwrap().as_str(), "file:///tmp/a:b/%C3%BC.md");
     }
 
     #[test]

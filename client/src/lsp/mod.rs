@@ -33,7 +33,7 @@ use serde::de::DeserializeOwned;
 pub use daemon::{Connector, Dial, LinkError};
 use daemon::{Link, LinkEvent};
 use diagnostics::Published;
-use documents::{Document, Documents, SpecFile, TaskKey, path_to_uri, spec_file, uri_to_path};
+use documents::{Document, Documents, SpecFile, TaskKey, spec_file, uri_to_path};
 use outline::ScafldCommand;
 use transport::InputEnd;
 
@@ -329,6 +329,11 @@ impl Server {
         match n.method.as_str() {
             "textDocument/didOpen" => {
                 let Ok(p) = n.extract::<DidOpenTextDocumentParams>("textDocument/didOpen") else { return };
+                // Whatever was published for this file moves to the editor's spelling of its URI.
+                if let Some(path) = self.docs.spelled_as(&p.text_document.uri) {
+                    let touched = self.published.respell(&path, &p.text_document.uri);
+                    self.publish(touched, false);
+                }
                 if let Some(doc) = self.docs.open(p.text_document.uri, p.text_document.text).cloned() {
                     if let Some(root) = self.add_root(&doc.spec.root) {
                         let read = self.refresh_root_findings(&root);
@@ -352,6 +357,7 @@ impl Server {
             }
             "textDocument/didClose" => {
                 let Ok(p) = n.extract::<DidCloseTextDocumentParams>("textDocument/didClose") else { return };
+                self.docs.closed(&p.text_document.uri);
                 let Some(doc) = self.docs.close(&p.text_document.uri) else { return };
                 // The file's diagnostics replace the buffer's; none when it cannot be read.
                 let read = match self.root(&doc.key.0) {
@@ -460,7 +466,7 @@ impl Server {
                 Ok(result) => {
                     let diagnostics: Vec<_> = result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect();
                     for named_by in named_by {
-                        if let Some(uri) = path_to_uri(&named_by.join(&result.path)) {
+                        if let Some(uri) = self.docs.uri_of(&named_by.join(&result.path)) {
                             lists.push((uri, diagnostics.clone()));
                         }
                     }
@@ -481,7 +487,9 @@ impl Server {
         let key: TaskKey = (root.canonical.clone(), task_id.to_string());
         let params = m::TaskParams { root: root.path.display().to_string(), task_id: task_id.into() };
         let found = match self.link.call::<m::TaskStatus>(&params) {
-            Ok(status) => diagnostics::findings(&root.path, &root.path.join(&status.path), &status),
+            Ok(status) => {
+                diagnostics::findings(&root.path, &root.path.join(&status.path), &status, |p| self.docs.uri_of(p))
+            }
             Err(LinkError::Refused { .. }) => Vec::new(),
             Err(e) => return Err(e),
         };
