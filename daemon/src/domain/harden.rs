@@ -55,6 +55,9 @@ pub enum MarkRefused {
     Incomplete(Vec<String>),
     /// The round already passed, on an earlier draft: the changed draft needs a round of its own.
     PassedEarlier { round: String },
+    /// The round passed without a `Spec digest:` (the original tool binds none): which draft it
+    /// passed on cannot be told, so it is not bound to this one after the fact.
+    PassedUnbound { round: String },
 }
 
 /// Check the latest round; on success return the spec with the round passed and bound to the
@@ -68,7 +71,8 @@ pub fn mark_passed(spec: &Spec, digest: &str, ground: &dyn Ground, now: &str) ->
         ]));
     };
     if round.status == HardenStatus::Passed.as_str() && round.digest != digest && !older_binding_holds(spec, round) {
-        return Err(MarkRefused::PassedEarlier { round: round.id.clone() });
+        let (unbound, round) = (round.digest.is_empty(), round.id.clone());
+        return Err(if unbound { MarkRefused::PassedUnbound { round } } else { MarkRefused::PassedEarlier { round } });
     }
     let problems = round_problems(round, ground);
     if !problems.is_empty() {
@@ -689,6 +693,9 @@ mod delegated_tests {
         let mut unbound = parse(&text).spec;
         unbound.harden_rounds[0].digest.clear();
         assert_eq!(stale_pass(&unbound, &draft_digest(&text)), Some(PassGap::Unbound { round: "round-1".into() }));
+        // `--mark-passed` says so too, rather than that the draft changed.
+        let refused = mark_passed(&unbound, &draft_digest(&text), &Files, T0).unwrap_err();
+        assert_eq!(refused, MarkRefused::PassedUnbound { round: "round-1".into() });
         // A new round on the edited draft passes it again.
         let again = self::answered(&edited);
         let passed = mark_passed(&parse(&again).spec, &draft_digest(&again), &Files, T0).unwrap();

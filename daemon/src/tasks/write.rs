@@ -123,6 +123,13 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
                 format!("{round} already passed, on an earlier draft of {id}; the draft changed since"),
             )
             .with_hint(format!("open a new round on the draft as it is: `scafld harden {id}`")),
+            harden::MarkRefused::PassedUnbound { round } => RpcError::new(
+                ErrorKind::InvalidState,
+                format!(
+                    "{round} already passed, but it is not bound to a draft (it has no `Spec digest:`, as the original tool writes rounds), so which draft it passed cannot be told"
+                ),
+            )
+            .with_hint(format!("open a new round on the draft as it is: `scafld harden {id}`")),
         })?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
         let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
