@@ -506,6 +506,12 @@ fn jobs_detach_attach_wait_and_cancel() {
     wait_until("no `sleep 1004` left", || processes_with("sleep 1004").is_empty());
     let status = env.scafld(&["job", "status", &job, "--json"]).json();
     assert_eq!(status["result"]["finished"], true);
+    // The command killed by the cancel never finished: no failing evidence, nothing to repair.
+    let criterion = |e: &&Value| e["type"] == "criterion";
+    assert_eq!(ledger(&env, "long").iter().filter(criterion).count(), 0);
+    let next = env.scafld(&["status", "long", "--json"]).json()["result"]["next_action"].clone();
+    assert_eq!(next["command"], "scafld build long", "{next}");
+    assert!(!next["reason"].as_str().unwrap_or_default().contains("repair"), "{next}");
     // A job that has finished is not cancelled again, and the answer says how it had ended.
     let again = env.scafld(&["job", "cancel", &job, "--json"]);
     again.assert_code(1);

@@ -264,8 +264,10 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
     if status == Status::Blocked {
         // A manual criterion a person judged `fail` is not re-run by a build either: once what
         // they found is repaired, they judge it again.
-        let (judged_failing, failing): (Vec<String>, Vec<String>) =
+        let (judged_failing, mut failing): (Vec<String>, Vec<String>) =
             blockers.iter().filter(|b| !b.manual).map(|b| b.id.clone()).partition(|c| is_manual(f.spec, c));
+        // One without a result (a step cancelled before it finished) has nothing to repair.
+        failing.retain(|c| has_failed(f.spec, c));
         // A person's evidence gone stale blocks the step as well, though it still says pass:
         // only a person records it again (a build never runs a manual criterion).
         let mut manual: Vec<String> = blockers.iter().filter(|b| b.manual).map(|b| b.id.clone()).collect();
@@ -394,6 +396,11 @@ pub fn rewrite_reason(id: &str, criteria: &[String], files: &str) -> String {
 }
 
 /// Whether criterion `criterion_id` of `spec` takes a person's evidence.
+/// Whether criterion `criterion_id`'s latest result failed (or it cannot run as written).
+fn has_failed(spec: &Spec, criterion_id: &str) -> bool {
+    spec.criteria().any(|c| c.id == criterion_id && matches!(c.status.as_str(), "fail" | "invalid"))
+}
+
 fn is_manual(spec: &Spec, criterion_id: &str) -> bool {
     spec.criteria().any(|c| c.id == criterion_id && c.effective_kind() == "manual")
 }

@@ -1048,6 +1048,12 @@ impl BuildRun {
         if self.daemon.jobs.halted() {
             return Err(halted());
         }
+        // Killed by a client's cancel: it never finished, so it is no evidence either way (the
+        // step records the cancel; the next build runs it again).
+        if o.kill_reason == Some(runner::KillReason::Cancelled) {
+            evidence.files.push(file);
+            return Ok(result(CriterionStatus::Pending, "cancelled before it finished".into()));
+        }
         // The command ran only once the job was saved and the material read (or never).
         self.ready.clone().await?;
         let material = self.material.get().await?;
