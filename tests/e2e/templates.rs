@@ -323,6 +323,26 @@ fn a_reviewer_that_edits_files_fails_the_template_review() {
     assert_eq!(result["findings"][0]["file"], "src.rs");
 }
 
+/// A gate pass naming a template that does not exist refuses the review before anything is
+/// recorded: no review attempt is left `running` for ever.
+#[test]
+fn a_gate_pass_naming_no_template_refuses_and_records_nothing() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  templates: [nope]\n").unwrap();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Review me\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let entries = |env: &TestEnv| env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let before = entries(&env);
+    let refused = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", "true", "--json"]);
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(refused.stdout.contains("nope"), "{}", refused.stdout);
+    assert_eq!(entries(&env), before, "nothing recorded");
+}
+
 #[test]
 fn template_passes_join_the_task_gate() {
     let env = TestEnv::new();

@@ -147,6 +147,8 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
 
     let (reviewers, provider_names) = reviewer_names(&p, &config)?;
     let approval = crate::review::approval_mode(p.approval, &config)?;
+    // A gate pass naming a template that cannot be used refuses before anything is recorded.
+    let passes = gate_passes(&ws, &config, &task, &entries)?;
     let running = format!(
         "review started ({}); baseline {} path(s), {} task change(s), {} ambient drift change(s)",
         reviewers.join(", "),
@@ -165,7 +167,13 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     // changes made while the reviewers ran count. It watches the task's own scope whatever
     // `--review-scope` says (which may widen it, never narrow it).
     let guarded = review::guard_scope(&review::scope(&spec, &[], &ws.root.to_string_lossy()), &change.scope);
-    let start = guard_snapshot(&ws, &task, &guarded, false).await?;
+    // From here a review that cannot start says so in the ledger: no attempt stays `running`.
+    let not_started = |e: RpcError| match attempt_failed(daemon, &ws, &task, format!("the review could not start: {e}"))
+    {
+        Ok(()) => e,
+        Err(unrecorded) => unrecorded,
+    };
+    let start = guard_snapshot(&ws, &task, &guarded, false).await.map_err(not_started)?;
     let mode = request.mode;
     let spawned = crate::review::spawn(
         daemon,
@@ -189,20 +197,11 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
                 provider_command: p.provider_command.clone(),
             },
             context_digest: String::new(),
-            templates: crate::review::Templates {
-                standalone: None,
-                passes: gate_passes(&ws, &config, &task, &entries)?,
-            },
+            templates: crate::review::Templates { standalone: None, passes },
         },
     );
     drop(guard);
-    let spawned = match spawned {
-        Ok(s) => s,
-        Err(e) => {
-            attempt_failed(daemon, &ws, &task, format!("the review could not start: {}", e.0.message))?;
-            return Err(e);
-        }
-    };
+    let spawned = spawned.map_err(not_started)?;
     Ok(m::TaskReviewResult {
         task_id: task,
         job_id: spawned.job_ids.first().cloned(),
