@@ -131,9 +131,16 @@ fn start(args: Args) -> Result<(), BoxError> {
         let db_dir = state_dir.join("db");
         let store = SledStore::open(&db_dir).map_err(|e| -> BoxError {
             match e {
-                StoreError::Backend(_) => {
-                    format!("{e} (database {}); is another daemon using this state directory?", db_dir.display()).into()
+                // The state lock is held: no other daemon has it open.
+                StoreError::Backend(sled::Error::Io(ref io)) if io.kind() == std::io::ErrorKind::StorageFull => {
+                    format!("{e} (database {}): the disk is full; free space there, then start the daemon again", db_dir.display())
+                        .into()
                 }
+                StoreError::Backend(_) => format!(
+                    "{e} (database {}); if it is damaged, `scafldd --recover` moves it aside and rebuilds it from the workspaces' exports",
+                    db_dir.display()
+                )
+                .into(),
                 other => {
                     tracing::error!("{other}");
                     other.into()

@@ -57,6 +57,9 @@ impl LockError {
             LockError::Held { .. } => {
                 "stop it first (`scafld daemon stop` with its socket): one daemon per state directory"
             }
+            LockError::Io { source, .. } if source.kind() == io::ErrorKind::StorageFull => {
+                "the disk holding the state directory is full: free space there, then start again"
+            }
             LockError::Io { .. } => {
                 "remove or repair that file: it holds nothing but the pid of the daemon that locks it"
             }
@@ -128,6 +131,13 @@ fn command_of(pid: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_is_named_as_such_not_as_a_broken_lock_file() {
+        let io = |kind| LockError::Io { path: "scafldd.lock".into(), source: io::Error::from(kind) };
+        assert!(io(io::ErrorKind::StorageFull).advice().contains("is full"));
+        assert!(io(io::ErrorKind::InvalidData).advice().contains("remove or repair"));
+    }
 
     #[test]
     fn a_second_taker_is_refused_with_the_holders_pid() {
