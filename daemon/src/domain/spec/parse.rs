@@ -383,6 +383,12 @@ pub(crate) fn indent(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }
 
+/// Whether `line` is nested under the list item above it: indented by two spaces or more, or
+/// by a tab (as Markdown and the original tool read it).
+fn nested(line: &str) -> bool {
+    indent(line) >= 2 || line.starts_with('\t')
+}
+
 /// A top-level list item: `- text` at column 0.
 fn item(line: &str) -> Option<&str> {
     line.strip_prefix("- ").or_else(|| (line.trim_end() == "-").then_some(""))
@@ -670,7 +676,7 @@ impl<'a> Parser<'a> {
             }
             if let Some(text) = item(line) {
                 items.push(text.trim().to_string());
-            } else if indent(line) >= 2
+            } else if nested(line)
                 && !line.trim_start().starts_with("- ")
                 && let Some(last) = items.last_mut()
             {
@@ -779,7 +785,7 @@ impl<'a> Parser<'a> {
                     phase.changes.push(text.trim().to_string());
                 }
             } else if mode == Mode::Changes
-                && indent(line) >= 2
+                && nested(line)
                 && let Some(last) = phase.changes.last_mut()
             {
                 last.push(' ');
@@ -953,7 +959,7 @@ impl<'a> Parser<'a> {
         let mut i = from;
         while i < end {
             let line = self.lines[i];
-            if indent(line) >= 2 && !line.trim().is_empty() {
+            if nested(line) && !line.trim().is_empty() {
                 i = if self.in_fence[i] { self.fence_end(i, end) } else { i + 1 };
                 continue;
             }
@@ -962,7 +968,7 @@ impl<'a> Parser<'a> {
             }
             // Blank lines belong to the criterion only when more of its details follow them.
             let next = (i..end).find(|&j| !self.lines[j].trim().is_empty()).unwrap_or(end);
-            let more = next < end && indent(self.lines[next]) >= 2 && !self.lines[next].trim_start().starts_with("- [");
+            let more = next < end && nested(self.lines[next]) && !self.lines[next].trim_start().starts_with("- [");
             if !more {
                 break;
             }

@@ -371,6 +371,27 @@ fn fenced_commands_are_read_whole() {
     assert_eq!(parse(&written).spec.phases[0].criteria[0].command, "make build &&\n  make test");
 }
 
+/// A criterion's details indented by a tab are its details (the original tool reads them so):
+/// its command runs, and what the runner writes under it keeps the tab.
+#[test]
+fn details_indented_by_a_tab_belong_to_their_criterion() {
+    let text = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Phase 1: A\nChanges:\n- `src/a.rs` - the\n\tchange\nAcceptance:\n- [ ] `a` test - x\n\t- Command: `make test`\n\n\t- Expected kind: `exit_code_zero`\n- [ ] `b` test - y\n\t- Command: true\n";
+    let parsed = parse(text);
+    assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
+    let phase = &parsed.spec.phases[0];
+    assert_eq!(phase.changes, ["`src/a.rs` - the change"]);
+    assert_eq!(
+        (phase.criteria[0].command.as_str(), phase.criteria[0].expected_kind.as_str()),
+        ("make test", "exit_code_zero")
+    );
+    assert_eq!(phase.criteria[1].command, "true");
+    let mut next = parsed.spec.clone();
+    next.phases[0].criteria[0].status = "pass".into();
+    let written = project(text, &next).unwrap();
+    assert!(written.contains("\t- Expected kind: `exit_code_zero`\n\t- Status: pass\n"), "{written}");
+    assert_eq!(parse(&written).spec.phases[0].criteria[0].status, "pass");
+}
+
 #[test]
 fn task_id_must_match_the_file_name() {
     let mut parsed = parse(BASIC);
