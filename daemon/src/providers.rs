@@ -1050,8 +1050,6 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
-    /// A refused submission is what the run's failure names (the daemon decided it), and a
-    /// later valid one still counts.
     /// Output over the capture cap, on stdout (its start dropped) or in an answer file, is
     /// refused as too long with the limit named, never parsed (its kept end read as "not JSON").
     #[test]
@@ -1095,6 +1093,8 @@ mod tests {
         assert!(!failure.message.contains("not JSON") && !failure.message.contains("no output"), "{}", failure.message);
     }
 
+    /// A refused submission is what the run's failure names (the daemon decided it), and a
+    /// later valid one still counts.
     #[test]
     fn a_refused_submission_is_named_in_the_failure_not_reported_as_none() {
         let submissions = Submissions::default();
