@@ -710,12 +710,12 @@ fn answer_file(path: &Path) -> Option<String> {
     capped::read_text(path, "answer file", CAPTURE_CAP).ok()
 }
 
-/// Why a reviewer's `what` (`output`, `answer file`) of `len` bytes (`None`: it grew past the
-/// cap while read) gives no dossier: it exceeded what scafld reads of a provider's answer.
-fn over_cap(what: &str, len: Option<u64>) -> String {
+/// Why `who`'s `what` (`output`, `answer file`) of `len` bytes (`None`: it grew past the cap
+/// while read) gives no answer: it exceeded what scafld reads of a provider's answer.
+fn over_cap(who: &str, what: &str, len: Option<u64>) -> String {
     let size = len.map(|n| format!(" is {}, over", capped::size(n))).unwrap_or_else(|| " grew past".into());
     format!(
-        "the reviewer's {what}{size} the {} limit on a reviewer's output, so it was not read as a dossier; a dossier must fit within it",
+        "the {who}'s {what}{size} the {} limit on a provider's output, so it was not read as an answer; an answer must fit within it",
         capped::size(CAPTURE_CAP)
     )
 }
@@ -879,7 +879,8 @@ pub fn interpret_template(
     invocation: &Invocation,
     left: Leftovers,
 ) -> Result<(Option<template::Answer>, String), ReviewerFailure> {
-    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, tail, diagnostic, .. } = left;
+    let Leftovers { exit_code, timed_out, runner_error, stdout, stdout_dropped, submitted, tail, diagnostic, .. } =
+        left;
     if timed_out {
         return Err(ReviewerFailure {
             class: FailureClass::Timeout,
@@ -902,6 +903,12 @@ pub fn interpret_template(
         // Prose from a submission-channel provider never counts.
         Answer::Submission(_) => serde_json::from_str::<Value>(&raw).ok().and_then(|v| template::answer_from_json(&v)),
         _ => template::parse_answer(&raw),
+    };
+    // Read from stdout cut at its start: the raw text kept says why it gave no answer.
+    let raw = if answer.is_none() && stdout_dropped > 0 && raw == stdout {
+        format!("[{}]\n{raw}", over_cap("reviewer", "output", Some(stdout_dropped + stdout.len() as u64)))
+    } else {
+        raw
     };
     let raw = if exit_code == Some(0) || answer.is_some() {
         raw
@@ -934,7 +941,7 @@ pub struct Leftovers {
 /// A delegated harden round's answer from what its run left (the `submit_harden` submission,
 /// codex's output file, or the last JSON object on stdout), or why there is none.
 pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Value, String> {
-    let Leftovers { exit_code, timed_out, runner_error, stdout, submitted, diagnostic, .. } = left;
+    let Leftovers { exit_code, timed_out, runner_error, stdout, stdout_dropped, submitted, diagnostic, .. } = left;
     if let Some(error) = runner_error {
         let what = if timed_out { "timed out" } else { "failed" };
         return Err(format!("the harden provider {what}: {error} (diagnostic: {diagnostic})"));
@@ -956,6 +963,10 @@ pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Valu
             Answer::Submission(_) => submitted
                 .refusal("submit_harden")
                 .unwrap_or_else(|| "the provider submitted nothing through submit_harden".to_string()),
+            // Its start dropped: one JSON object longer than the cap cannot be read whole.
+            _ if stdout_dropped > 0 => {
+                over_cap("harden provider", "output", Some(stdout_dropped + stdout.len() as u64))
+            }
             _ => "the provider printed no JSON object".to_string(),
         }),
         (None, code) => Err(format!(
@@ -994,7 +1005,7 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
     // Output over the cap is never parsed: what is left of it is its end, not a dossier.
     let from_stdout = || match stdout_dropped {
         0 => dossier::parse(&stdout),
-        dropped => Err(over_cap("output", Some(dropped + stdout.len() as u64))),
+        dropped => Err(over_cap("reviewer", "output", Some(dropped + stdout.len() as u64))),
     };
     let parsed = match &invocation.answer {
         Answer::Stdout => from_stdout(),
@@ -1005,7 +1016,9 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
                         .map_err(|e| format!("dossier does not match the schema: {e}"))
                 })
             }
-            Err(capped::ReadError { refusal: capped::Refusal::TooLarge(len), .. }) => Err(over_cap("answer file", len)),
+            Err(capped::ReadError { refusal: capped::Refusal::TooLarge(len), .. }) => {
+                Err(over_cap("reviewer", "answer file", len))
+            }
             _ => from_stdout(),
         },
         Answer::Submission(_) => match submitted {
@@ -1091,6 +1104,17 @@ mod tests {
             failure.message
         );
         assert!(!failure.message.contains("not JSON") && !failure.message.contains("no output"), "{}", failure.message);
+
+        // A delegated harden's one JSON object cut at its start says so too; a final JSON line
+        // after a long log is still its answer.
+        let stdout = Invocation { answer: Answer::Stdout, ..file };
+        let refused = interpret_harden(&stdout, left("xxxx\"}", 10)).unwrap_err();
+        assert!(refused.contains("the harden provider's output is 16 bytes, over the 8.0 MiB"), "{refused}");
+        let answer = interpret_harden(&stdout, left("log\n{\"round\":1}\n", 10)).unwrap();
+        assert_eq!(answer, json!({"round": 1}));
+        // A template answer cut so is UNKNOWN (no answer) with the reason above its raw text.
+        let (answer, raw) = interpret_template(&stdout, left("xxxx\"}", 10)).unwrap();
+        assert!(answer.is_none() && raw.starts_with("[the reviewer's output is 16 bytes, over"), "{raw}");
     }
 
     /// A refused submission is what the run's failure names (the daemon decided it), and a
