@@ -532,6 +532,9 @@ fn a_cancelled_reviewer_is_shown_as_cancelled_not_as_a_failing_verdict() {
     let json = env.scafld(&["review", "wait", "--session-key", key, "--timeout", "20", "--json"]).json();
     assert_eq!(json["reviewers"]["command"]["verdict"], Value::Null, "{json}");
     assert_eq!(json["reviewers"]["command"]["state"], "cancelled", "{json}");
+    // Nor does `review status` name a file it reads next: it reads nothing more.
+    let status = env.scafld(&["review", "status", "rev", "--session-key", key]);
+    assert!(status.stdout.contains("cancelled") && !status.stdout.contains("    next:"), "{}", status.stdout);
 }
 
 /// What scafld itself writes into the spec (its runner-owned lines: the front matter's

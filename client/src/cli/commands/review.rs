@@ -450,7 +450,8 @@ fn status(ctx: &Context, task: &TaskArg, session_key: Option<String>) -> Result<
                 "    phase {}: {}/{} files reviewed, {} finding(s) so far",
                 p.phase, p.files_reviewed, r.files_total, p.findings_so_far
             );
-            if let Some(next) = p.files_remaining.first().filter(|_| p.verdict.is_none()) {
+            // The file it reads next, while it still reads: an ended reviewer reads nothing more.
+            if let Some(next) = p.files_remaining.first().filter(|_| p.verdict.is_none() && !p.state.is_finished()) {
                 let _ = writeln!(text, "    next: {next}");
             }
             if let Some(preflight) = &p.preflight {
