@@ -435,6 +435,21 @@ pub struct Answer {
     pub findings: Vec<TemplateFinding>,
 }
 
+impl Answer {
+    /// An answer whose verdict is at least as grave as its gravest finding: a FAIL finding
+    /// under a PASS summary is a FAIL (it blocks a gate pass, so it fails a review alone too),
+    /// a CONCERN finding makes a PASS CONCERNS.
+    fn new(verdict: TemplateVerdict, summary: String, findings: Vec<TemplateFinding>) -> Answer {
+        let has = |severity| findings.iter().any(|f| f.severity == severity);
+        let verdict = match verdict {
+            _ if has(TemplateSeverity::Fail) => TemplateVerdict::Fail,
+            TemplateVerdict::Pass if has(TemplateSeverity::Concern) => TemplateVerdict::Concerns,
+            verdict => verdict,
+        };
+        Answer { verdict, summary, findings }
+    }
+}
+
 /// A verdict a reviewer may give (UNKNOWN is scafld's word for no readable answer).
 fn answered_verdict(word: &str) -> Option<TemplateVerdict> {
     word.trim().to_uppercase().parse().ok().filter(|v| *v != TemplateVerdict::Unknown)
@@ -475,7 +490,7 @@ pub fn answer_from_json(value: &Value) -> Option<Answer> {
         });
     }
     let summary = value.get("summary").and_then(Value::as_str).unwrap_or_default().trim().to_string();
-    Some(Answer { verdict, summary, findings })
+    Some(Answer::new(verdict, summary, findings))
 }
 
 fn parse_markdown(text: &str) -> Option<Answer> {
@@ -525,7 +540,7 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     for f in &mut findings {
         f.description = f.description.trim().to_string();
     }
-    Some(Answer { verdict: verdict?, summary: summary.join(" "), findings })
+    Some(Answer::new(verdict?, summary.join(" "), findings))
 }
 
 /// The first PASS, CONCERNS or FAIL word of a summary line (`[overall assessment: FAIL]`).

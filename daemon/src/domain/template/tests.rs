@@ -168,6 +168,26 @@ fn answers_parse_from_json_or_markdown_and_anything_else_is_unknown() {
     }
 }
 
+/// A verdict is never milder than the answer's own findings: a FAIL finding under a PASS (or
+/// CONCERNS) summary fails, a CONCERN under a PASS is CONCERNS, in either format.
+#[test]
+fn an_answer_is_as_grave_as_its_gravest_finding() {
+    let json = |verdict: &str, severity: &str| {
+        format!(r#"{{"verdict":"{verdict}","summary":"s","findings":[{{"severity":"{severity}","title":"t"}}]}}"#)
+    };
+    for (verdict, severity, settled) in [
+        ("PASS", "FAIL", "FAIL"),
+        ("CONCERNS", "FAIL", "FAIL"),
+        ("PASS", "CONCERN", "CONCERNS"),
+        ("PASS", "PASS", "PASS"),
+        ("FAIL", "PASS", "FAIL"),
+    ] {
+        assert_eq!(parse_answer(&json(verdict, severity)).unwrap().verdict, settled, "{verdict} with {severity}");
+    }
+    let markdown = "## Summary\nPASS\n\n### [FAIL] real bug\nthe change breaks a.txt\n";
+    assert_eq!(parse_answer(markdown).unwrap().verdict, "FAIL");
+}
+
 #[test]
 fn verdicts_combine_and_template_findings_reach_the_gate() {
     let words = |w: &[&str]| w.iter().map(|w| w.parse().unwrap()).collect::<Vec<_>>();
