@@ -422,6 +422,9 @@ pub struct Invocation {
     pub output_format: &'static str,
     /// Idleness is judged on stdout events alone (codex's `--json` stream).
     pub idle_on_stdout: bool,
+    /// Stdout is the whole answer (a command's dossier or template answer, not a harden
+    /// round's last line): the run stops once it outgrows what is read of it.
+    pub stop_past_capture: bool,
 }
 
 pub enum Answer {
@@ -504,6 +507,8 @@ pub fn invocation(
             answer: Answer::Stdout,
             output_format: "command.stdout",
             idle_on_stdout: false,
+            // A harden round's answer is its last JSON line, which a long log before it keeps.
+            stop_past_capture: !matches!(expect, Expect::Harden),
         },
         Provider::Local => return Err(std::io::Error::other("the local provider runs no process")),
         Provider::Codex(cli) => codex_invocation(cli, root, scratch, expect, env)?,
@@ -566,6 +571,7 @@ fn codex_invocation(
         answer: Answer::File(out),
         output_format: "codex.output_file",
         idle_on_stdout: true,
+        stop_past_capture: false,
     })
 }
 
@@ -639,6 +645,7 @@ fn claude_invocation(
         answer: Answer::Submission(token),
         output_format: "claude.mcp_submit_review",
         idle_on_stdout: false,
+        stop_past_capture: false,
     })
 }
 
@@ -683,6 +690,7 @@ fn gemini_invocation(
         answer: Answer::Submission(token),
         output_format: "gemini.mcp_submit_review",
         idle_on_stdout: false,
+        stop_past_capture: false,
     })
 }
 
@@ -825,6 +833,7 @@ pub async fn run(
         token: None,
         gate: None,
         idle_on_stdout: invocation.idle_on_stdout,
+        stop_past_capture: invocation.stop_past_capture,
         on_stdout: Some(Box::new({
             let mut pending = Vec::new();
             let reported = reported.clone();
@@ -1000,6 +1009,10 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
         });
     }
     if let Some(error) = runner_error {
+        // Stopped for outgrowing what is read of it: that is what went wrong, not the provider.
+        if stdout_dropped > 0 && invocation.stop_past_capture {
+            return Err(parse_failure(over_cap("reviewer", "output", None)));
+        }
         return Err(parse_failure(format!("review provider failed: {error} (diagnostic: {diagnostic})")));
     }
     // Output over the cap is never parsed: what is left of it is its end, not a dossier.
@@ -1084,6 +1097,7 @@ mod tests {
             answer: Answer::Stdout,
             output_format: "command.stdout",
             idle_on_stdout: false,
+            stop_past_capture: true,
         };
         let failure = interpret(&stdout, left("xxxx\"}", 10)).unwrap_err();
         assert_eq!(failure.class, FailureClass::Parse);
@@ -1133,6 +1147,7 @@ mod tests {
             answer: Answer::Submission(token.clone()),
             output_format: "claude.mcp_submit_review",
             idle_on_stdout: false,
+            stop_past_capture: false,
         };
         let left = |submitted| Leftovers {
             exit_code: Some(0),

@@ -191,6 +191,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
                 _ => None,
             },
             idle_on_stdout: invocation.idle_on_stdout,
+            stop_past_capture: invocation.stop_past_capture,
         };
         crate::sync::lock(&daemon.sessions.invocations).insert(job.id.clone(), invocation);
         Some(wire)
@@ -423,6 +424,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                     },
                     output_format: "worker.stdout",
                     idle_on_stdout: false,
+                    stop_past_capture: false,
                 });
             let submitted = match &invocation.answer {
                 Answer::Submission(token) => daemon.submissions.close(token),

@@ -1199,6 +1199,7 @@ impl CommandSetup {
             stdin: None,
             on_stdout: None,
             idle_on_stdout: false,
+            stop_past_capture: false,
             die_with_parent: false,
             token: None,
             gate: None,

@@ -112,6 +112,9 @@ pub struct RunRequest {
     /// Judge idleness on stdout alone: a program that prints structured events there and
     /// chatter on stderr (codex repeats "waiting for network") is idle when the events stop.
     pub idle_on_stdout: bool,
+    /// Stdout is the answer, read whole: stop the run once it outgrows what is kept of it
+    /// (its start dropped, it could no longer be read), rather than at its timeout.
+    pub stop_past_capture: bool,
     /// Kill the whole run when the process that started it dies, however it dies (a worker
     /// killed with `kill -9` must not leave its provider running). The parent-death signal
     /// belongs to the spawning thread: call [`run`] from a runtime on the thread that lives as
@@ -139,6 +142,8 @@ pub enum KillReason {
     AbsoluteTimeout,
     IdleTimeout,
     Cancelled,
+    /// Stdout outgrew what is kept of it (`RunRequest::stop_past_capture`).
+    OutputLimit,
 }
 
 impl KillReason {
@@ -147,6 +152,7 @@ impl KillReason {
             KillReason::AbsoluteTimeout => "absolute_timeout",
             KillReason::IdleTimeout => "idle_timeout",
             KillReason::Cancelled => "cancelled",
+            KillReason::OutputLimit => "output_limit",
         }
     }
 }
@@ -174,6 +180,10 @@ impl RunOutcome {
             KillReason::AbsoluteTimeout => "process timeout".to_string(),
             KillReason::IdleTimeout => "process idle timeout".to_string(),
             KillReason::Cancelled => "cancelled".to_string(),
+            KillReason::OutputLimit => format!(
+                "stopped: its output passed the {} MiB kept of it, so it could not be read as an answer",
+                CAPTURE_CAP >> 20
+            ),
         })
     }
 
@@ -349,6 +359,10 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
                 Some(n) => {
                     outcome.stdout.push(&out_buf[..n]);
                     if let Some(observe) = request.on_stdout.as_mut() { observe(&out_buf[..n]); }
+                    if request.stop_past_capture && outcome.stdout.dropped > 0 {
+                        outcome.kill_reason = Some(KillReason::OutputLimit);
+                        break;
+                    }
                     if !request.idle_on_stdout || progress.feed(&out_buf[..n]) {
                         last_byte = Instant::now();
                         if let Some(idle) = request.idle_timeout { idle_sleep.as_mut().reset(after(idle)); }
@@ -715,10 +729,30 @@ mod tests {
             stdin: None,
             on_stdout: None,
             idle_on_stdout: false,
+            stop_past_capture: false,
             die_with_parent: false,
             token: None,
             gate: None,
         }
+    }
+
+    /// A run whose stdout is its answer stops once that outgrows what is kept of it, instead
+    /// of streaming to its timeout; any other run keeps the end of its output.
+    #[tokio::test]
+    async fn a_run_whose_stdout_is_its_answer_stops_past_the_capture() {
+        let dir = tempfile::tempdir().unwrap();
+        let endless = |stop_past_capture| super::RunRequest {
+            stop_past_capture,
+            ..plain("echo start; exec yes 0123456789abcdef", dir.path())
+        };
+        let cancel = tokio_util::sync::CancellationToken::new;
+        let stopped = super::run(endless(true), cancel(), |_| {}).await;
+        assert_eq!(stopped.kill_reason, Some(super::KillReason::OutputLimit));
+        assert!(stopped.runner_error().unwrap().contains("passed the 8 MiB kept of it"));
+        assert!(stopped.stdout.dropped > 0 && stopped.duration < std::time::Duration::from_secs(20));
+        let bounded = super::RunRequest { absolute_timeout: std::time::Duration::from_secs(1), ..endless(false) };
+        let timed_out = super::run(bounded, cancel(), |_| {}).await;
+        assert_eq!(timed_out.kill_reason, Some(super::KillReason::AbsoluteTimeout));
     }
 
     /// Timeouts too long for the clock (a spec may say `Timeout seconds: 18446744073709551615`)

@@ -95,6 +95,9 @@ pub struct WorkerInvocation {
     /// Judge idleness on stdout alone (codex's event stream; its stderr chatter does not count).
     #[serde(default)]
     pub idle_on_stdout: bool,
+    /// Stdout is the whole answer: stop the run once it outgrows what is kept of it.
+    #[serde(default)]
+    pub stop_past_capture: bool,
 }
 
 method!(

@@ -283,6 +283,7 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
         stdin: Some(claim.packet.clone().into_bytes()),
         on_stdout: None,
         idle_on_stdout: invocation.idle_on_stdout,
+        stop_past_capture: invocation.stop_past_capture,
         // However this worker ends (even `kill -9`), its provider ends with it.
         die_with_parent: true,
         token: None,
