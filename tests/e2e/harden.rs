@@ -398,3 +398,52 @@ fn a_providers_words_stay_on_their_lines_and_never_add_to_the_contract() {
     env.scafld(&["build", "shape"]);
     assert!(!pwned.exists(), "a provider's command ran");
 }
+
+/// A harden provider is read-only: one that rewrites the draft it judges (weakening a
+/// criterion) has nothing recorded over its edit and the refusal names the file; one that
+/// writes any other file gets an `error` round naming it, never a pass.
+#[test]
+fn a_harden_provider_that_modifies_files_never_passes() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/a.rs"), "fn a() {}\n").unwrap();
+    let draft = DRAFT.replace("SUMMARY", "Take.").replace("`true`", "`cargo test`");
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), &draft).unwrap();
+    let answer = dossier(
+        &all("clean", "spec_gap:none").iter().map(|(d, r, a)| (*d, r.as_str(), a.as_str())).collect::<Vec<_>>(),
+    );
+    let clean = provider(&env, "clean", &answer);
+    let writer = |name: &str, edit: &str| {
+        let path = env.path(&format!("{name}-edits.sh"));
+        std::fs::write(&path, format!("#!/bin/sh\n{edit}\nexec {clean}\n")).unwrap();
+        std::process::Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+        path.display().to_string()
+    };
+
+    let weakens = writer("weakens", "sed -i 's/cargo test/true/' .scafld/specs/drafts/shape.md");
+    let refused = harden(&env, &weakens);
+    refused.assert_code(1);
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("changed the draft .scafld/specs/drafts/shape.md"), "{message}");
+    assert_eq!(
+        spec(&env),
+        draft.replace("`cargo test`", "`true`"),
+        "the provider's edit is left for the author, with nothing recorded over it"
+    );
+
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), &draft).unwrap();
+    let scribbles = writer("scribbles", "echo 'fn b() {}' >> src/a.rs");
+    let round = harden(&env, &scribbles);
+    round.assert_code(1);
+    let result = round.json()["result"].clone();
+    assert_eq!(result["harden_status"], "error", "{result}");
+    assert!(result["problems"].to_string().contains("src/a.rs"), "{result}");
+    // The next command runs as printed: the provider's command is in it.
+    assert_eq!(
+        result["next_command"],
+        format!("scafld harden shape --provider command --provider-command {scribbles}").as_str()
+    );
+    assert_eq!(spec(&env).matches("`cargo test`").count(), 1, "the criterion stands");
+}

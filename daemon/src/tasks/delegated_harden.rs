@@ -47,7 +47,20 @@ pub async fn harden(
         .with_hint(format!("edit {} as the round says, then harden again", ws.relative(&file.path))));
     }
     let config = ws.config()?;
-    let (dossier, judgement) = match ask(daemon, ws, &config, task, &file.text, p, provider).await? {
+    // The provider is read-only: the workspace is compared before and after it runs (the draft
+    // by its bytes, as the material leaves the spec folders out).
+    let before = workspace_snapshot(ws).await?;
+    let answer = ask(daemon, ws, &config, task, &file.text, p, provider).await?;
+    refuse_a_changed_draft(ws, &file)?;
+    let changed = crate::domain::review::changed_paths(&before, &workspace_snapshot(ws).await?);
+    let answer = match changed.is_empty() {
+        true => answer,
+        false => Err(format!(
+            "the harden provider changed the workspace while judging the draft ({}); a harden provider must not modify files, so its answer does not count",
+            changed.join(", ")
+        )),
+    };
+    let (dossier, judgement) = match answer {
         Ok(dossier) => {
             let ground = WorkspaceGround { ws };
             let judgement = harden::judge(&dossier, &ground, config.harden.max_issues_per_round as usize);
@@ -61,10 +74,19 @@ pub async fn harden(
     let next = harden::bind_latest_round(&file.text, next).map_err(super::write::projection_error)?;
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
     let written = write_projection(daemon, ws, task, &file, &next, "command:harden")?;
+    // Again as it was asked for: a configured provider needs no flag, a command its command.
+    let again = match (p.provider.as_deref(), p.provider_command.as_deref()) {
+        (None, _) => format!("scafld harden {task}"),
+        (Some("command"), Some(command)) => format!(
+            "scafld harden {task} --provider command --provider-command {}",
+            scafld_protocol::cli::shell_word(command)
+        ),
+        (Some(_), _) => format!("scafld harden {task} --provider {provider}"),
+    };
     let next_command = match judgement.status {
         HardenStatus::Passed => format!("scafld approve {task}"),
-        HardenStatus::NeedsRevision => format!("edit the draft, then `scafld harden {task} --provider {provider}`"),
-        _ => format!("scafld harden {task} --provider {provider}"),
+        HardenStatus::NeedsRevision => format!("edit the draft, then `{again}`"),
+        _ => again,
     };
     Ok(m::HardenResult {
         task_id: task.to_string(),
@@ -76,6 +98,31 @@ pub async fn harden(
         prompt: String::new(),
         problems: judgement.problems,
     })
+}
+
+/// The whole workspace's material (the spec folders left out), for the read-only guard.
+async fn workspace_snapshot(ws: &Workspace) -> RpcResult<Vec<crate::domain::ledger::BaselinePath>> {
+    let root = ws.root.clone();
+    crate::baseline::off_runtime(move || crate::baseline::guard_snapshot(&root, &[], &[])).await?.map_err(|e| {
+        RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the workspace to guard the harden run: {e}"))
+    })
+}
+
+/// A draft the provider rewrote while judging it is the author's to look at: nothing is
+/// recorded over it, and the refusal names it.
+fn refuse_a_changed_draft(ws: &Workspace, file: &SpecText) -> RpcResult<()> {
+    let now = scafld_local::capped::read(&file.path, "spec", crate::domain::spec::budget::MAX_SPEC_BYTES as u64).ok();
+    if now.as_deref() == Some(file.text.as_bytes()) {
+        return Ok(());
+    }
+    let path = ws.relative(&file.path);
+    Err(RpcError::new(
+        ErrorKind::InvalidState,
+        format!(
+            "the harden provider changed the draft {path} while judging it (a harden provider must not modify files); nothing was recorded"
+        ),
+    )
+    .with_hint(format!("look at what it changed (`git diff -- {path}`), keep only what you want, then harden again")))
 }
 
 /// The provider's answer, or why there is none (a transport problem is the round's `error`).
