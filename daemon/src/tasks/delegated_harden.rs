@@ -111,7 +111,7 @@ async fn workspace_snapshot(ws: &Workspace) -> RpcResult<Vec<crate::domain::ledg
 /// A draft the provider rewrote while judging it is the author's to look at: nothing is
 /// recorded over it, and the refusal names it.
 fn refuse_a_changed_draft(ws: &Workspace, file: &SpecText) -> RpcResult<()> {
-    let now = scafld_local::capped::read(&file.path, "spec", crate::domain::spec::budget::MAX_SPEC_BYTES as u64).ok();
+    let now = scafld_local::capped::read(&file.path, "spec", crate::domain::spec::budget::MAX_SPEC_BYTES).ok();
     if now.as_deref() == Some(file.text.as_bytes()) {
         return Ok(());
     }
