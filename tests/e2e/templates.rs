@@ -323,10 +323,11 @@ fn a_reviewer_that_edits_files_fails_the_template_review() {
     assert_eq!(result["findings"][0]["file"], "src.rs");
 }
 
-/// A gate pass naming a template that does not exist refuses the review before anything is
-/// recorded: no review attempt is left `running` for ever.
+/// A gate pass that cannot run (its template does not exist, or no reviewer of the review can
+/// run it) refuses the review before anything is recorded: no attempt is left `running` for
+/// ever, and the gate never settles without the pass.
 #[test]
-fn a_gate_pass_naming_no_template_refuses_and_records_nothing() {
+fn a_gate_pass_that_cannot_run_refuses_the_review_and_records_nothing() {
     let env = TestEnv::new();
     workspace(&env);
     std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  templates: [nope]\n").unwrap();
@@ -340,6 +341,15 @@ fn a_gate_pass_naming_no_template_refuses_and_records_nothing() {
     let refused = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", "true", "--json"]);
     assert_ne!(refused.code, 0, "{refused:?}");
     assert!(refused.stdout.contains("nope"), "{}", refused.stdout);
+    assert_eq!(entries(&env), before, "nothing recorded");
+
+    // A pass that exists but that no reviewer of the review could run (workers run the
+    // dossier review only) refuses too: the gate never settles without it.
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  templates: [code]\n").unwrap();
+    let refused = env.scafld(&["review", "rev", "--reviewers", "worker", "--detach", "--json"]);
+    assert_ne!(refused.code, 0, "{refused:?}");
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("asks for a `code` pass, which no reviewer here can run"), "{message}");
     assert_eq!(entries(&env), before, "nothing recorded");
 }
 

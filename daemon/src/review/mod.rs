@@ -279,6 +279,17 @@ fn available(
     Ok((spawned, missing))
 }
 
+/// The refusal of a gate whose `review.templates` pass no reviewer of the session can run.
+pub fn pass_without_provider(template: &str) -> RpcError {
+    RpcError::new(
+        ErrorKind::ReviewFailed,
+        format!(
+            "review.templates asks for a `{template}` pass, which no reviewer here can run (a worker runs the review's dossier only, and the daemon found no other)"
+        ),
+    )
+    .with_hint("add a reviewer the daemon runs beside the worker (`--reviewers worker,codex`, or `--provider command --provider-command CMD`)")
+}
+
 /// Start a session: persist its packet, create one job per available reviewer and start the
 /// daemon-run ones. With no reviewer available the session settles at once (`no_reviewers`).
 pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
@@ -297,7 +308,8 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
                 spawned.push(format!("{}:{provider}", pass.name));
                 templates.push(Some(TemplateJob { provider: provider.clone(), ..pass.clone() }));
             }
-            None => missing.push(format!("{}:(no provider)", pass.name)),
+            // The gate would settle without the pass the policy asks for: never.
+            None => return Err(pass_without_provider(&pass.name)),
         }
     }
     let key = crate::workspace::layout::new_id().map_err(RpcError::internal)?;

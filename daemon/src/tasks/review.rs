@@ -147,8 +147,14 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
 
     let (reviewers, provider_names) = reviewer_names(&p, &config)?;
     let approval = crate::review::approval_mode(p.approval, &config)?;
-    // A gate pass naming a template that cannot be used refuses before anything is recorded.
+    // A gate pass naming a template that cannot be used refuses before anything is recorded;
+    // so does one no reviewer here could run (a worker runs the dossier review only).
     let passes = gate_passes(&ws, &config, &task, &entries)?;
+    if let Some(pass) = passes.first()
+        && provider_names.iter().all(|r| r == "worker")
+    {
+        return Err(crate::review::pass_without_provider(&pass.name));
+    }
     let running = format!(
         "review started ({}); baseline {} path(s), {} task change(s), {} ambient drift change(s)",
         reviewers.join(", "),
