@@ -293,8 +293,7 @@ pub fn pass_without_provider(template: &str) -> RpcError {
 /// Start a session: persist its packet, create one job per available reviewer and start the
 /// daemon-run ones. With no reviewer available the session settles at once (`no_reviewers`).
 pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
-    let (mut spawned, mut missing) =
-        available(&s.reviewers, s.config, s.caller, s.overrides.provider_command.as_deref())?;
+    let (mut spawned, missing) = available(&s.reviewers, s.config, s.caller, s.overrides.provider_command.as_deref())?;
     // Which job runs which template: every reviewer the standalone template, plus one job per
     // gate pass with the first reviewer the daemon runs.
     let mut templates: Vec<Option<TemplateJob>> = spawned
