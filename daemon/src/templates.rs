@@ -104,6 +104,13 @@ fn load_checked(root: &Path) -> (Vec<Loaded>, Vec<String>, Vec<Broken>) {
 }
 
 /// The template called `name`, or an error that lists the available ones.
+/// The refusal of a broken template file meant to define `name`, if there is one: `scafld
+/// review <name>` with no task of that name meant the template.
+pub fn broken_named(root: &Path, name: &str) -> Option<RpcError> {
+    let (_, _, broken) = load_checked(root);
+    broken.iter().any(|b| b.name == name).then(|| find(root, name).err()).flatten()
+}
+
 pub fn find(root: &Path, name: &str) -> Result<Template, RpcError> {
     let (loaded, problems, broken) = load_checked(root);
     // A broken file meant to define this template (an override of a built-in, say): running

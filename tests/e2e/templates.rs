@@ -87,6 +87,27 @@ fn a_broken_override_is_refused_never_replaced_by_the_built_in() {
     let ours = review(&env, &["run", "ours", "--provider", "command", "--provider-command", &pass, "--json"]);
     ours.assert_code(2);
     assert!(ours.json()["error"]["message"].as_str().unwrap().contains("template `ours` is broken"), "{}", ours.stdout);
+    // `scafld review <name>` of a broken template of its own name (no task has it) names the
+    // file and the field, not "no spec for task".
+    std::fs::write(
+        dir.join("mine.yaml"),
+        "name: mine
+description: d
+system_prompt: y
+allowed_tools: []
+permission_mode: plan
+setting_sources: []
+prompt_template: x
+",
+    )
+    .unwrap();
+    let mine = review(&env, &["mine", "--provider", "command", "--provider-command", &pass, "--json"]);
+    mine.assert_code(2);
+    let message = mine.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("template `mine` is broken") && message.contains("mine.yaml: field `system_prompt`"),
+        "{message}"
+    );
     // A template no broken file claims still runs.
     let arch = review(
         &env,

@@ -123,7 +123,10 @@ impl std::fmt::Display for TemplateError {
 /// Validate a parsed template document (`file` names it in errors).
 pub fn load(file: &str, document: Value) -> Result<Template, TemplateError> {
     let error = |field: &str, message: String| TemplateError { file: file.into(), field: field.into(), message };
-    let raw: TemplateFile = serde_json::from_value(document).map_err(|e| error("", e.to_string()))?;
+    let raw: TemplateFile = serde_path_to_error::deserialize(document).map_err(|e| {
+        let field = e.path().to_string();
+        error(if field == "." { "" } else { &field }, e.into_inner().to_string())
+    })?;
     let text = |value: Option<String>, field: &str| {
         value.filter(|v| !v.trim().is_empty()).ok_or_else(|| error(field, "is missing or empty".into()))
     };

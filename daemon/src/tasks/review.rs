@@ -52,7 +52,13 @@ fn approval_baseline(entries: &[LedgerEntry]) -> (Option<String>, Vec<BaselinePa
 }
 
 pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m::TaskReviewResult> {
-    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let (ws, entry) = match entry(daemon, &p.root, &p.task_id).await {
+        // No such task, but a broken template of that name: the template was meant.
+        Err(missing) if missing.kind() == ErrorKind::NotFound => {
+            return Err(crate::templates::broken_named(std::path::Path::new(&p.root), &p.task_id).unwrap_or(missing));
+        }
+        found => found?,
+    };
     let task = entry.task_id.clone();
     if p.print_context && p.human_reviewed {
         return Err(RpcError::new(
