@@ -389,6 +389,10 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     as_claude(&["build", "rev"]).assert_code(0);
     as_claude(&["build", "rev"]).assert_code(0);
     detach(&env, "worker", "/usr/bin:/bin", &[]);
+    // A worker under the implementing agent never claims the job (its answer could not count):
+    // the job stays queued for one that may grade it.
+    let theirs = worker(&env, &["claim", "--id", "mine", "--timeout", "0.3"], &[("CLAUDECODE", "1")]);
+    assert_eq!(theirs.json()["result"], Value::Null, "{}", theirs.stdout);
     let claim = worker(&env, &["claim", "--id", "w"], &[]).json()["result"].clone();
     let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
     let answer = env.path("dossier.json");

@@ -93,6 +93,9 @@ pub async fn claim(
             |r| {
                 r.review.as_ref().is_some_and(|w| w.reviewer == "worker")
                     && only.as_ref().is_none_or(|ws| ws.owns(&r.workspace_id))
+                    // Never a job its submission would be refused for (the worker's agent built
+                    // the task): it stays queued for a worker that may grade it.
+                    && implementer_is(daemon, r, host_agent.as_deref(), &p.provider).is_none()
             },
             |r| {
                 r.state = JobState::Running;
@@ -368,16 +371,20 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
     })
 }
 
+/// The agent that built `job`'s task, when it is the one a worker (its host agent `submitter`,
+/// reviewing with `provider`) would grade it with: the independence rule forbids that.
+fn implementer_is(daemon: &Daemon, job: &JobRecord, submitter: Option<&str>, provider: &str) -> Option<String> {
+    if job.task_id.is_empty() {
+        return None;
+    }
+    let entries = daemon.store().ledger(&job.workspace_id, &job.task_id).ok()?;
+    crate::ledger::implementer(&entries).filter(|agent| submitter == Some(agent.as_str()) || provider == agent)
+}
+
 /// The independence rule: the host agent that built the task may not grade it.
 fn independent(daemon: &Daemon, job: &JobRecord, lease: &Lease, caller: &m::CallerContext) -> RpcResult<()> {
-    if job.task_id.is_empty() {
-        return Ok(());
-    }
-    let entries = daemon.store().ledger(&job.workspace_id, &job.task_id).map_err(RpcError::internal)?;
-    let Some(implementer) = crate::ledger::implementer(&entries) else { return Ok(()) };
     let submitter = providers::host_agent(&caller.env).map(str::to_string).or(lease.host_agent.clone());
-    let same = submitter.as_deref() == Some(implementer.as_str()) || lease.provider == implementer;
-    if same {
+    if let Some(implementer) = implementer_is(daemon, job, submitter.as_deref(), &lease.provider) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!(

@@ -254,7 +254,12 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                     }
                     served.push(r);
                 }
-                Err(e) => note(&format!("scafld worker {id}: {} not submitted: {}", claim.job_id, e.message)),
+                Err(e) => {
+                    note(&format!("scafld worker {id}: {} not submitted: {}", claim.job_id, e.message));
+                    // Given back (while the lease still holds), for a worker that may finish it.
+                    let lease = m::LeaseParams { job_id: claim.job_id.clone(), lease_token: claim.lease_token.clone() };
+                    let _ = call::<m::WorkerRelease>(&mut conn, &lease);
+                }
             }
         }
         if args.once {
