@@ -114,12 +114,16 @@ pub fn findings(
         .filter_map(|value| serde_json::from_value::<Finding>(value.clone()).ok())
         .filter(|f| f.status == FindingStatus::Open)
         .filter_map(|f| {
-            let (uri, line) = match &f.location {
-                Some(location) => {
-                    let cited = Path::new(&location.path);
-                    let path = if cited.is_absolute() { cited.to_path_buf() } else { root.join(cited) };
-                    (uri_of(&path)?, location.line.map(lsp_line).unwrap_or(0))
-                }
+            // A file of the workspace, as cited; anything else (outside it, or climbing out with
+            // `..`) is no file of the user's to mark: the finding goes on the spec instead.
+            let inside = f.location.as_ref().and_then(|location| {
+                let cited = Path::new(&location.path);
+                let path = lexically_normal(&if cited.is_absolute() { cited.to_path_buf() } else { root.join(cited) });
+                path.starts_with(root).then(|| (path, location.line.map(lsp_line).unwrap_or(0)))
+            });
+            let elsewhere = f.location.as_ref().filter(|_| inside.is_none());
+            let (uri, line) = match inside {
+                Some((path, line)) => (uri_of(&path)?, line),
                 None => (spec_uri.clone()?, 0),
             };
             let severity = match (f.severity, f.blocks_completion) {
@@ -127,7 +131,10 @@ pub fn findings(
                 (FindingSeverity::Medium, _) => DiagnosticSeverity::WARNING,
                 (FindingSeverity::Low, _) => DiagnosticSeverity::INFORMATION,
             };
-            let message = [&f.summary, &f.evidence, &f.id].into_iter().find(|t| !t.is_empty()).cloned()?;
+            let mut message = [&f.summary, &f.evidence, &f.id].into_iter().find(|t| !t.is_empty()).cloned()?;
+            if let Some(cited) = elsewhere {
+                message.push_str(&format!(" (cites {}, outside the workspace)", cited.path));
+            }
             let diagnostic = Diagnostic {
                 range: line_range(line),
                 severity: Some(severity),
@@ -145,6 +152,21 @@ pub fn findings(
             Some((uri, diagnostic))
         })
         .collect()
+}
+
+/// `path` with `.` and `..` folded as written (no symlink followed): where it leads by name.
+fn lexically_normal(path: &Path) -> std::path::PathBuf {
+    let mut normal = std::path::PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
 }
 
 /// Every published source of diagnostics, so that each URI's full list can be rebuilt.
@@ -322,6 +344,27 @@ mod tests {
         for over in ["completed", "failed", "cancelled"] {
             assert!(findings(Path::new("/w"), spec, &status(review.clone(), over), path_to_uri).is_empty(), "{over}");
         }
+    }
+
+    /// A finding citing a file outside the workspace (absolute, or climbing out with `..`) marks
+    /// no file of the user's: it goes on the spec, naming what it cites.
+    #[test]
+    fn a_finding_citing_a_path_outside_the_workspace_lands_on_the_spec() {
+        let review = serde_json::json!({"findings": [
+            {"id": "f1", "severity": "high", "blocks_completion": true, "summary": "hosts", "location": {"path": "/etc/hosts", "line": 1}},
+            {"id": "f2", "severity": "high", "blocks_completion": true, "summary": "up", "location": {"path": "src/../../etc/passwd", "line": 2}},
+            {"id": "f3", "severity": "high", "blocks_completion": true, "summary": "in", "location": {"path": "./src/../b.rs", "line": 4}},
+        ]});
+        let spec = Path::new("/w/.scafld/specs/review/t.md");
+        let found = findings(Path::new("/w"), spec, &status(review, "review"), path_to_uri);
+        let uris: Vec<&str> = found.iter().map(|(uri, _)| uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            ["file:///w/.scafld/specs/review/t.md", "file:///w/.scafld/specs/review/t.md", "file:///w/b.rs"]
+        );
+        assert_eq!(found[0].1.message, "hosts (cites /etc/hosts, outside the workspace)");
+        assert_eq!(found[1].1.message, "up (cites src/../../etc/passwd, outside the workspace)");
+        assert_eq!((found[2].1.message.as_str(), found[2].1.range.start.line), ("in", 3));
     }
 
     /// A file the editor opens under another spelling of its URI takes what was published for
