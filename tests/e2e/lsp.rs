@@ -35,6 +35,8 @@ struct Lsp {
     /// Every message read, in short, for a failure to show what came.
     seen: Vec<String>,
     next_id: u64,
+    /// Answer `window/workDoneProgress/create` with an error, as an editor refusing one may.
+    refuse_progress: bool,
 }
 
 impl Lsp {
@@ -58,8 +60,15 @@ impl Lsp {
                 }
             }
         });
-        let mut lsp =
-            Lsp { stdin: child.stdin.take(), child, messages, backlog: Vec::new(), seen: Vec::new(), next_id: 1 };
+        let mut lsp = Lsp {
+            stdin: child.stdin.take(),
+            child,
+            messages,
+            backlog: Vec::new(),
+            seen: Vec::new(),
+            next_id: 1,
+            refuse_progress: false,
+        };
         let id = lsp.request(
             "initialize",
             json!({"processId": null, "rootUri": uri(root), "capabilities": {"window": {"workDoneProgress": true}}}),
@@ -123,7 +132,11 @@ impl Lsp {
             short.truncate(300);
             self.seen.push(short);
             if message.get("method").is_some() && message.get("id").is_some() {
-                self.send(json!({"jsonrpc": "2.0", "id": message["id"], "result": null}));
+                let refused = self.refuse_progress && message["method"] == "window/workDoneProgress/create";
+                self.send(match refused {
+                    true => json!({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": "no"}}),
+                    false => json!({"jsonrpc": "2.0", "id": message["id"], "result": null}),
+                });
             }
             if wanted(&message) {
                 return message;
@@ -314,6 +327,24 @@ fn lsp_publishes_open_review_findings_on_the_cited_lines_until_resolved() {
     );
     command_review(&env, &reviewer(&env, "verify", &fixed, ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
     lsp.diagnostics(&lib, "the resolved finding cleared", |d| d.is_empty());
+}
+
+/// Progress goes out only on a token the editor accepted: one that refuses
+/// `window/workDoneProgress/create` gets no `$/progress`, and the command still answers.
+#[test]
+fn lsp_sends_no_progress_on_a_token_the_editor_refused() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    opened(&env, "src/lib.rs", "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n");
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    let spec = uri(&env.work.join(status["path"].as_str().unwrap()));
+    let mut lsp = Lsp::start(&env, &env.work);
+    lsp.refuse_progress = true;
+    let outcome = lsp.call("workspace/executeCommand", json!({"command": "scafld.build", "arguments": [spec]}));
+    assert_eq!(outcome["result"]["status"], "review", "{outcome}");
+    assert!(lsp.seen.iter().any(|m| m.contains("window/workDoneProgress/create")), "{:#?}", lsp.seen);
+    assert!(!lsp.seen.iter().any(|m| m.contains("$/progress")), "{:#?}", lsp.seen);
 }
 
 #[test]

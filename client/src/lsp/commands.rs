@@ -2,7 +2,10 @@
 //! thread of its own (a build or review runs for minutes while the editor keeps typing),
 //! reporting long jobs with `$/progress` and answering with the daemon's result or error.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use lsp_server::{Message, Notification, Request, RequestId, Response};
@@ -25,6 +28,29 @@ pub const REQUEST_FAILED: i32 = -32803;
 
 static TOKENS: AtomicU64 = AtomicU64::new(1);
 
+/// How long a command's end waits for the editor's answer about its progress token.
+const GRANT_WAIT: Duration = Duration::from_secs(5);
+
+/// The editor's answers to our `window/workDoneProgress/create` requests, each awaited by the
+/// command that asked: no `$/progress` goes out on a token the editor has not accepted.
+#[derive(Clone, Default)]
+pub struct Grants(Arc<Mutex<HashMap<RequestId, Sender<bool>>>>);
+
+impl Grants {
+    fn ask(&self, id: RequestId) -> crossbeam_channel::Receiver<bool> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
+        rx
+    }
+
+    /// The editor answered one of our requests: accepted unless it is an error.
+    pub fn answer(&self, response: &Response) {
+        if let Some(waiting) = self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&response.id) {
+            let _ = waiting.send(response.response_result.is_ok());
+        }
+    }
+}
+
 /// A command to run for one spec.
 pub struct Job {
     pub request: RequestId,
@@ -34,15 +60,16 @@ pub struct Job {
     pub progress: bool,
 }
 
-/// Run `job` on its own thread; its answer (and progress) go to `out`.
-pub fn spawn(job: Job, connect: Connector, caller: CallerContext, out: Sender<Message>) {
+/// Run `job` on its own thread; its answer (and progress, once the editor accepts a token
+/// through `grants`) go to `out`.
+pub fn spawn(job: Job, connect: Connector, caller: CallerContext, out: Sender<Message>, grants: Grants) {
     let request = job.request.clone();
     let fallback = out.clone();
     let spawned = std::thread::Builder::new().name("scafld-lsp-command".into()).spawn(move || {
-        let progress = job.progress.then(|| Progress::begin(&out, job.command, &job.spec.task_id));
+        let mut progress = job.progress.then(|| Progress::begin(&out, &grants, job.command, &job.spec.task_id));
         let mut link = Link::new(connect);
         let result = run(&mut link, &job, &caller, |message| {
-            if let Some(p) = &progress {
+            if let Some(p) = progress.as_mut() {
                 p.report(&out, message);
             }
         });
@@ -122,50 +149,67 @@ fn json<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-/// One `$/progress` token: created, begun, reported, ended.
+/// One `$/progress` token: created, then (once the editor accepts it) begun, reported, ended.
+/// The command never waits for the editor: what comes before its answer is held back, and
+/// nothing at all goes out on a token it refused or never answered.
 struct Progress {
     token: ProgressToken,
+    granted: crossbeam_channel::Receiver<bool>,
+    /// Whether the editor accepted the token; `None` until it answers.
+    accepted: Option<bool>,
+    begin: WorkDoneProgressBegin,
 }
 
 impl Progress {
-    fn begin(out: &Sender<Message>, command: ScafldCommand, task_id: &str) -> Progress {
+    fn begin(out: &Sender<Message>, grants: &Grants, command: ScafldCommand, task_id: &str) -> Progress {
         let n = TOKENS.fetch_add(1, Ordering::Relaxed);
         let token = ProgressToken::String(format!("scafld/{n}"));
+        let id = RequestId::from(format!("scafld-progress-{n}"));
+        let granted = grants.ask(id.clone());
         let create = Request::new(
-            RequestId::from(format!("scafld-progress-{n}")),
+            id,
             "window/workDoneProgress/create".into(),
             WorkDoneProgressCreateParams { token: token.clone() },
         );
         let _ = out.send(create.into());
-        let progress = Progress { token };
-        progress.send(
-            out,
-            WorkDoneProgress::Begin(WorkDoneProgressBegin {
-                title: format!("{} {task_id}", command.name()),
-                cancellable: Some(false),
-                message: None,
-                percentage: None,
-            }),
-        );
-        progress
+        let begin = WorkDoneProgressBegin {
+            title: format!("{} {task_id}", command.name()),
+            cancellable: Some(false),
+            message: None,
+            percentage: None,
+        };
+        Progress { token, granted, accepted: None, begin }
     }
 
-    fn report(&self, out: &Sender<Message>, message: String) {
-        self.send(
-            out,
-            WorkDoneProgress::Report(WorkDoneProgressReport {
-                cancellable: Some(false),
-                message: Some(message),
-                percentage: None,
-            }),
-        );
+    fn report(&mut self, out: &Sender<Message>, message: String) {
+        let report = WorkDoneProgressReport { cancellable: Some(false), message: Some(message), percentage: None };
+        self.send(out, WorkDoneProgress::Report(report), Duration::ZERO);
     }
 
-    fn end(&self, out: &Sender<Message>, message: String) {
-        self.send(out, WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) }));
+    /// The end, once the editor has answered (a little while is given for that).
+    fn end(mut self, out: &Sender<Message>, message: String) {
+        self.send(out, WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) }), GRANT_WAIT);
     }
 
-    fn send(&self, out: &Sender<Message>, value: WorkDoneProgress) {
+    fn send(&mut self, out: &Sender<Message>, value: WorkDoneProgress, wait: Duration) {
+        if self.accepted.is_none() {
+            match self.granted.recv_timeout(wait) {
+                Ok(accepted) => {
+                    self.accepted = Some(accepted);
+                    if accepted {
+                        self.notify(out, WorkDoneProgress::Begin(self.begin.clone()));
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => self.accepted = Some(false),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            }
+        }
+        if self.accepted == Some(true) {
+            self.notify(out, value);
+        }
+    }
+
+    fn notify(&self, out: &Sender<Message>, value: WorkDoneProgress) {
         let params = ProgressParams { token: self.token.clone(), value: ProgressParamsValue::WorkDone(value) };
         let _ = out.send(Notification::new("$/progress".into(), params).into());
     }

@@ -145,6 +145,7 @@ pub fn run(options: Options) -> Result<Exit, String> {
         published: Published::default(),
         shutdown: false,
         progress: init.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false),
+        grants: commands::Grants::default(),
     };
     for root in initial_roots(&init).into_iter().chain(options.root) {
         let _ = server.add_root(&root);
@@ -194,6 +195,8 @@ struct Server {
     shutdown: bool,
     /// Whether the editor takes `window/workDoneProgress/create`.
     progress: bool,
+    /// Its answers to those, for the commands awaiting them.
+    grants: commands::Grants,
 }
 
 impl Server {
@@ -281,8 +284,11 @@ impl Server {
                 self.on_request(request);
                 None
             }
-            // Answers to our `window/workDoneProgress/create`: nothing to do.
-            Message::Response(_) => None,
+            // Answers to our `window/workDoneProgress/create`, for the command awaiting one.
+            Message::Response(response) => {
+                self.grants.answer(&response);
+                None
+            }
             Message::Notification(n) if n.method == "exit" => {
                 Some(if self.shutdown { Exit::Clean } else { Exit::WithoutShutdown })
             }
@@ -313,7 +319,13 @@ impl Server {
             "workspace/executeCommand" => match params::<ExecuteCommandParams>(request).and_then(|p| self.command(p)) {
                 // Answered by the command's thread.
                 Ok(job) => {
-                    return commands::spawn(job.with(id), self.connect.clone(), self.caller.clone(), self.out.clone());
+                    return commands::spawn(
+                        job.with(id),
+                        self.connect.clone(),
+                        self.caller.clone(),
+                        self.out.clone(),
+                        self.grants.clone(),
+                    );
                 }
                 Err(e) => Err(e),
             },
