@@ -419,9 +419,9 @@ pub(crate) fn next_for(
     if !leftover && let Some(rewrite) = unwritten_receipt(ws, spec, &replay, entries) {
         return rewrite;
     }
-    let running =
-        daemon.sessions.latest(ws, Some(&spec.front.task_id)).filter(|s| s.result.is_none()).map(|s| s.key.clone());
-    next_action(&Facts {
+    let latest = daemon.sessions.latest(ws, Some(&spec.front.task_id));
+    let running = latest.as_ref().filter(|s| s.result.is_none()).map(|s| s.key.clone());
+    let next = next_action(&Facts {
         spec,
         entries,
         replay: &replay,
@@ -431,5 +431,25 @@ pub(crate) fn next_for(
         draft_digest: file.draft_digest,
         missing: None,
         misfiled: file.misfiled,
-    })
+    });
+    match latest {
+        Some(session) => again_as_before(next, &session),
+        None => next,
+    }
+}
+
+/// A review to run again names the reviewer the last one ran when that was a command given on
+/// the command line: without it, the retry would run whatever reviewer is configured instead.
+fn again_as_before(mut next: NextAction, last: &crate::domain::job::SessionRecord) -> NextAction {
+    let retry = next.action == crate::domain::next::Action::RetryReview;
+    if let (true, [only], Some(command)) = (retry, last.reviewers.as_slice(), &last.provider_command)
+        && only == "command"
+    {
+        next.command = format!(
+            "{} --provider command --provider-command {}",
+            next.command,
+            scafld_protocol::cli::shell_word(command)
+        );
+    }
+    next
 }

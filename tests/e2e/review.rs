@@ -241,9 +241,18 @@ fn a_review_with_no_verdict_after_a_pass_is_run_again_before_complete() {
     let env = TestEnv::new();
     to_review(&env);
     command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
-    command_review(&env, &reviewer(&env, "garbage", "not json", ""), &["--force", "--json"]).assert_code(4);
+    let garbage = reviewer(&env, "garbage", "not json", "");
+    command_review(&env, &garbage, &["--force", "--json"]).assert_code(4);
+    // Run again with the reviewer it ran (a command given on the command line), as printed.
     let status = env.scafld(&["status", "rev", "--json"]).json();
-    assert_eq!(status["result"]["next_command"], "scafld review rev", "{status}");
+    let retry = format!("scafld review rev --provider command --provider-command {garbage}");
+    assert_eq!(status["result"]["next_command"], retry.as_str(), "{status}");
+    let words: Vec<&str> = retry.split_whitespace().skip(1).collect();
+    // The same reviewer, which still answers no verdict (not a usage error, not another reviewer).
+    let packet = env.path("garbage.sh.packet");
+    std::fs::remove_file(&packet).unwrap();
+    env.scafld(&words).assert_code(4);
+    assert!(packet.exists(), "the same reviewer ran again");
     env.scafld(&["complete", "rev"]).assert_code(4);
     let again = command_review(&env, &reviewer(&env, "pass2", &pass(), ""), &["--min-attack-angles", "2", "--json"]);
     again.assert_code(0);
