@@ -1069,6 +1069,66 @@ fn finalize_refusals_for_what_the_repository_lacks_exit_1_with_a_hint() {
     verify(&env, &["--target", "HEAD"]).assert_code(0);
 }
 
+/// A receipt signs the repository's own files: a scope reaching into a submodule is refused,
+/// naming it (it could not be signed, so it could change under a verified receipt), and a
+/// scope holding one whole is signed around it, the answer saying so.
+#[test]
+fn a_receipt_never_claims_a_submodule_it_cannot_sign() {
+    let env = TestEnv::new();
+    let upstream = env.path("upstream");
+    std::fs::create_dir_all(&upstream).unwrap();
+    git(&upstream, &["init", "-q"]);
+    std::fs::write(upstream.join("lib.txt"), "v1\n").unwrap();
+    commit_all(&upstream, "lib");
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    git(&env.work, &["-c", "protocol.file.allow=always", "submodule", "add", "-q", upstream.to_str().unwrap(), "sub"]);
+    commit_all(&env.work, "initial");
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nSub.\n\n## Scope\n\n- `greet.txt` - the greeting.\n- `sub/lib.txt` - the library.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - greets\n  - Command: `grep -q hello greet.txt`\n";
+    write(&env, ".scafld/specs/drafts/rev.md", spec);
+    env.scafld(&["approve", "rev", "--reason", "sub"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    write(&env, "greet.txt", "hello, world\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let refused = env.scafld(&["finalize", "rev", "--json"]);
+    refused.assert_code(4);
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("reaches into the submodule `sub`"), "{message}");
+    assert!(!env.work.join(".scafld/receipts/rev.json").exists(), "nothing minted");
+    let whole = env.scafld(&["finalize", "rev", "--scope-hint", ".", "--json"]);
+    whole.assert_code(0);
+    let result = whole.json()["result"].clone();
+    assert!(result["note"].as_str().unwrap_or_default().contains("submodule content is not signed: sub"), "{result}");
+    let digests = result["receipt"]["body"]["file_digests"].as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert!(digests.contains(&"greet.txt".to_string()) && !digests.iter().any(|d| d.starts_with("sub")), "{digests:?}");
+}
+
+/// History rewritten after approval (an amend, a rebase) leaves the approval baseline commit
+/// in the repository but no ancestor of HEAD: a receipt based on it could never verify, so
+/// finalize refuses (exit 1) with the way out, and `--base-ref` signs against a commit HEAD
+/// descends from, which verifies.
+#[test]
+fn finalize_refuses_a_baseline_head_no_longer_descends_from() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    // The approval's commit, amended away (it stays in the object store, off HEAD's history).
+    std::fs::write(env.work.join("README.md"), "# project, reworded\n").unwrap();
+    git(&env.work, &["commit", "-qa", "--amend", "-m", "initial, amended"]);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    commit_all(&env.work, "the work");
+    let refused = env.scafld(&["finalize", "rev", "--json"]);
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap_or_default().contains("is not an ancestor of HEAD"), "{error}");
+    assert!(error["hint"].as_str().unwrap_or_default().contains("--base-ref"), "{error}");
+    env.scafld(&["finalize", "rev", "--base-ref", "HEAD~1"]).assert_code(0);
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+}
+
 /// A spec whose Scope is the single entry `*` declares the whole workspace, as `.` and `*.txt`
 /// do: `validate` says so, and `finalize` fingerprints every file but `.scafld/`, signed as
 /// `.`, where it said the spec "declares no scope to fingerprint" (exit 4).

@@ -1108,6 +1108,26 @@ pub fn commit_gone(root: &Path, id: &str) -> bool {
     open(root).is_ok_and(|repo| repo.find_commit(oid).is_err_and(|e| e.code() == git2::ErrorCode::NotFound))
 }
 
+/// The submodules (workspace-relative paths) of the repository at `root` that `scope` reaches:
+/// those an entry names or reaches into (`sub`, `sub/file`), and those it holds whole (an
+/// entry above one, or the whole tree). A receipt signs the repository's own files only.
+pub fn scoped_submodules(root: &Path, scope: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
+    let repo = open(root)?;
+    let subs: Vec<String> =
+        repo.submodules().map(|subs| subs.iter().map(|s| s.path().display().to_string()).collect()).unwrap_or_default();
+    let entries: Vec<&str> = scope.iter().map(|s| s.trim_end_matches('/')).collect();
+    let whole = whole_tree(scope);
+    let (mut named, mut held) = (Vec::new(), Vec::new());
+    for sub in subs {
+        if entries.iter().any(|e| *e == sub || e.starts_with(&format!("{sub}/"))) {
+            named.push(sub);
+        } else if whole || entries.iter().any(|e| sub.starts_with(&format!("{e}/"))) {
+            held.push(sub);
+        }
+    }
+    Ok((named, held))
+}
+
 /// Whether `ancestor` is `descendant` or one of its ancestors.
 pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool, String> {
     let repo = open(root)?;

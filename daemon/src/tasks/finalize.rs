@@ -67,6 +67,26 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
         .with_hint("list the task's files in its spec's Scope, or pass --scope-hint PATH")
     })?;
 
+    // A receipt signs the repository's own files: content inside a submodule it names could
+    // change under a verified receipt, so such a scope is refused; one holding a submodule
+    // whole signs around it, and the answer says so.
+    let (root, scope_now) = (ws.root.clone(), scope.clone());
+    let (named, held) = baseline::in_workspace(move || baseline::scoped_submodules(&root, &scope_now)).await?;
+    if let Some(sub) = named.first() {
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!(
+                "{task}'s scope reaches into the submodule `{sub}`, whose files a receipt cannot sign (it signs this repository's own files; a submodule is a commit of another repository)"
+            ),
+        )
+        .with_hint(format!(
+            "finalize the submodule's work in its own workspace, or take `{sub}` out of the scope (--scope-hint PATH names the rest)"
+        )));
+    }
+    let submodule_note = (!held.is_empty()).then(|| {
+        format!("submodule content is not signed: {} (a receipt signs this repository's own files)", held.join(", "))
+    });
+
     // Every criterion again, on the files as they are: a receipt never rests on old runs.
     let (criteria, records) = rerun_acceptance(&ws, &spec, &entries, &p.caller.env, &task).await?;
     if criteria.iter().any(|c| c.status != CriterionStatus::Pass) {
@@ -111,6 +131,22 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
                     ),
                 )
                 .with_hint("pass --base-ref <commit> to sign the task's changes since a commit the repository has"));
+            }
+            // Nor one on a commit HEAD no longer descends from (a rebase or an amend since).
+            if let Some(head) = approved.clone() {
+                let (root, base) = (ws.root.clone(), head.clone());
+                let descends = baseline::in_workspace(move || baseline::is_ancestor(&root, &base, "HEAD")).await?;
+                if !descends {
+                    return Err(RpcError::new(
+                        ErrorKind::InvalidState,
+                        format!(
+                            "{task}'s approval baseline commit {head} is not an ancestor of HEAD (the history was rewritten since approval: a rebase or an amend): a receipt based on it could never verify"
+                        ),
+                    )
+                    .with_hint(format!(
+                        "pass --base-ref <commit> to sign the task's changes since a commit HEAD descends from (`git merge-base HEAD {head}` names one)"
+                    )));
+                }
             }
             // What the scope held at approval, to see what the task deleted (unreadable: none).
             let at_base = match approved.clone() {
@@ -219,6 +255,10 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     // receipt in the ledger, and no anchored receipt of a task still in review.
     let completion = LedgerEvent::Complete { reason: format!("finalized with a signed receipt ({provider})") };
     let note = record(daemon, &ws, &task, vec![anchor, completion], "command:finalize")?.note();
+    let note = match (note, submodule_note) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
     let path = write_receipt_files(&ws, &task, &envelope)?;
     let next = next_after(&ws, &task, &envelope, &path).await;
     Ok(m::FinalizeResult { note, ..finalized(&task, envelope, path, false, criteria, next) })
