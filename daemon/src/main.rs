@@ -205,7 +205,10 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
     let report = scafld_daemon::store::recover::recover(&db_dir)?;
     match &report.kept {
         Some(kept) => println!("kept the damaged database at {}", kept.display()),
-        None => println!("there was no database at {}; rebuilt it from its manifest", db_dir.display()),
+        None if report.had_manifest => {
+            println!("there was no database at {}; rebuilt it from its manifest", db_dir.display())
+        }
+        None => println!("there was no database at {} and no manifest beside it", db_dir.display()),
     }
     println!("restored {} workspace(s) and {} task ledger(s)", report.workspaces, report.restored.len());
     for restored in &report.restored {
@@ -219,7 +222,11 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
             println!("  {task}: {}: {why}", path.display());
         }
     }
-    if report.lost.is_empty() {
+    if !report.had_manifest {
+        println!(
+            "no manifest was read: what was lost cannot be told, and only workspaces a database copy named were searched for exported ledgers"
+        );
+    } else if report.lost.is_empty() {
         println!("nothing the manifest recorded was lost");
     } else {
         println!("lost (export ledgers with `scafld session <task> --export` to guard against this):");

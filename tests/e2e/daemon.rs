@@ -508,6 +508,36 @@ fn a_deleted_database_is_refused_and_rebuilt_from_manifest_and_exports() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("stop it first"));
 }
 
+/// An export edited after it was written (a recorded result turned) is refused when it would
+/// fill what the database lost: the manifest's chain digest of the ledger does not match, so
+/// nothing is invented; the genuine export restores.
+#[test]
+fn an_edited_export_is_refused_by_the_manifests_digest() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let export = env.work.join(".scafld/runs/keep/ledger.json");
+    let genuine = std::fs::read_to_string(&export).unwrap();
+    assert!(genuine.contains("exit code was 0"), "{genuine}");
+    std::fs::write(&export, genuine.replace("exit code was 0", "exit code was 0, and more")).unwrap();
+    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
+    let report = recover(&env);
+    assert!(report.contains("do not match what the database recorded"), "{report}");
+    assert!(report.contains(&format!("/keep: 0 of {entries}")), "{report}");
+
+    // The genuine export, from the same manifest (kept aside with the database), restores.
+    std::fs::write(&export, &genuine).unwrap();
+    let kept: Vec<std::path::PathBuf> = std::fs::read_dir(&env.state_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".manifest.json") && p.to_string_lossy().contains("damaged"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    std::fs::copy(&kept[0], env.state_dir.join("db.manifest.json")).unwrap();
+    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
+    let report = recover(&env);
+    assert!(report.contains(&format!("/keep: {entries} entries from the export")), "{report}");
+}
+
 /// A recovery is refused while any daemon holds the state directory, whatever socket the daemon
 /// or the recovery was started for: the database (and its manifest) stays as it is and the
 /// daemon keeps working, and after it stops the next start opens the database unharmed.

@@ -256,6 +256,26 @@ pub struct ReviewerRecord {
     pub verdict: String,
 }
 
+/// A ledger's digest with one more entry folded in (`entry_json`, the entry as stored): the
+/// sha256 of the digest so far and the entry. Folded from the empty digest over a whole
+/// ledger it is the chain the manifest keeps per ledger, so that a recovery can hold an export
+/// to what the database recorded entry for entry (an edited export does not match).
+pub fn chain_link(digest: &str, entry_json: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(digest.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(entry_json);
+    format!("{:x}", hasher.finalize())
+}
+
+/// [`chain_link`] folded over `entries` from the empty digest.
+pub fn chain_digest<'a>(entries: impl IntoIterator<Item = &'a LedgerEntry>) -> String {
+    entries
+        .into_iter()
+        .fold(String::new(), |digest, entry| chain_link(&digest, &serde_json::to_vec(entry).unwrap_or_default()))
+}
+
 /// A stored event: per-task sequence number (from 1) and the time it was recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LedgerEntry {

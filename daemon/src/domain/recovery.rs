@@ -1,8 +1,10 @@
 //! Which ledger history `scafldd --recover` keeps for a task: the entries the database still
 //! reads back win; an exported ledger (`.scafld/runs/<task>/ledger.json`, which anyone who can
 //! write the workspace can edit) only fills what the database lost, and only when it agrees
-//! with every entry the database still holds and stays within the head the manifest recorded.
-//! An export that does not is refused whole for that task, with the reason.
+//! with every entry the database still holds, stays within the head the manifest recorded and,
+//! where the manifest kept the ledger's chain digest, matches it entry for entry through that
+//! head (an edited export, a review's verdict turned, does not). An export that does not is
+//! refused whole for that task, with the reason.
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
@@ -27,7 +29,8 @@ pub struct Kept {
     pub entries: Vec<LedgerEntry>,
     /// Sequence numbers of the kept entries that came from the export (none from the database).
     pub from_export: Vec<u64>,
-    /// Whether export entries were taken without a manifest to check them against.
+    /// Whether export entries were taken with nothing to check their content against (no
+    /// manifest, or no chain digest of this ledger in it).
     pub unchecked: bool,
     /// Why the export was refused, when it was.
     pub refused: Option<String>,
@@ -37,7 +40,33 @@ pub struct Kept {
 /// database still reads back), filled from `export` where the database lost entries, if the
 /// export agrees with `held` at every sequence number both have and adds nothing past `head`.
 /// The result is cut at its first gap.
-pub fn keep(held: &BTreeMap<u64, LedgerEntry>, export: Option<&[LedgerEntry]>, head: Head) -> Kept {
+/// `digest` is the chain digest the manifest recorded through `head` (`None`: none recorded).
+pub fn keep(
+    held: &BTreeMap<u64, LedgerEntry>,
+    export: Option<&[LedgerEntry]>,
+    head: Head,
+    digest: Option<&str>,
+) -> Kept {
+    let kept = merge(held, export, head);
+    let Head::Recorded(through) = head else { return kept };
+    match digest {
+        // What the export filled in is held to what the database recorded: the chain through
+        // the recorded head must come out as the manifest kept it.
+        Some(digest) if !kept.from_export.is_empty() => {
+            let recorded = kept.entries.iter().take_while(|e| e.seq <= through);
+            if crate::domain::ledger::chain_digest(recorded) == digest {
+                return kept;
+            }
+            let reason = "its entries do not match what the database recorded (the manifest's digest of this ledger): edited, or not this ledger's export".to_string();
+            Kept { refused: Some(reason), ..merge(held, None, head) }
+        }
+        None if !kept.from_export.is_empty() => Kept { unchecked: true, ..kept },
+        _ => kept,
+    }
+}
+
+/// [`keep`] without the digest: the database's entries, with an agreeing export's in its gaps.
+fn merge(held: &BTreeMap<u64, LedgerEntry>, export: Option<&[LedgerEntry]>, head: Head) -> Kept {
     let mut merged = held.clone();
     let mut from_export = Vec::new();
     let mut refused = None;
@@ -144,14 +173,35 @@ mod tests {
         seqs.iter().map(|&s| entry(s, "genuine")).collect()
     }
 
+    /// The chain digest the manifest records for the genuine ledger through `head`.
+    fn genuine(head: u64) -> String {
+        crate::domain::ledger::chain_digest(&export(&(1..=head).collect::<Vec<_>>()))
+    }
+
+    /// The database lost entries (no copy holds them), so nothing contradicts an edited
+    /// export but the manifest's digest: it is refused, and the database's entries kept.
+    #[test]
+    fn an_edited_export_filling_what_the_database_lost_fails_the_manifests_digest() {
+        let mut edited = export(&[1, 2, 3, 4]);
+        edited[2] = entry(3, "edited: the review passed");
+        let kept = keep(&held(&[1, 2]), Some(&edited), Head::Recorded(4), Some(&genuine(4)));
+        assert_eq!((kept.entries.len(), kept.from_export.len()), (2, 0));
+        assert!(kept.refused.unwrap().contains("do not match what the database recorded"));
+        // The genuine export fills the gap; without a recorded digest it is taken unchecked.
+        let kept = keep(&held(&[1, 2]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(4), Some(&genuine(4)));
+        assert_eq!((kept.entries.len(), kept.refused, kept.unchecked), (4, None, false));
+        let kept = keep(&held(&[]), Some(&edited), Head::Recorded(4), None);
+        assert_eq!((kept.entries.len(), kept.unchecked), (4, true));
+    }
+
     #[test]
     fn the_database_wins_and_an_agreeing_export_fills_only_its_gaps() {
-        let kept = keep(&held(&[1, 2, 4]), Some(&export(&[1, 2, 3, 4, 5])), Head::Recorded(5));
+        let kept = keep(&held(&[1, 2, 4]), Some(&export(&[1, 2, 3, 4, 5])), Head::Recorded(5), Some(&genuine(5)));
         assert_eq!(kept.entries.len(), 5);
         assert_eq!(kept.from_export, vec![3, 5]);
         assert_eq!((kept.refused, kept.unchecked), (None, false));
         // Nothing to fill: every entry is the database's.
-        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2])), Head::Recorded(3));
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2])), Head::Recorded(3), Some(&genuine(3)));
         assert_eq!((kept.entries.len(), kept.from_export.len()), (3, 0));
     }
 
@@ -159,32 +209,32 @@ mod tests {
     fn an_export_that_contradicts_the_database_or_runs_past_the_head_is_refused() {
         let mut forged = export(&[1, 2, 3, 4]);
         forged[1] = entry(2, "edited");
-        let kept = keep(&held(&[1, 2, 3]), Some(&forged), Head::Recorded(3));
+        let kept = keep(&held(&[1, 2, 3]), Some(&forged), Head::Recorded(3), Some(&genuine(3)));
         assert_eq!((kept.entries.len(), kept.from_export.len()), (3, 0));
         let reason = kept.refused.unwrap();
         assert!(reason.contains("entry 2 differs") && reason.contains("entry 4 runs past"), "{reason}");
         // Padding alone, past the head.
-        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3));
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3), Some(&genuine(3)));
         assert_eq!(kept.entries.len(), 3);
         assert!(kept.refused.unwrap().contains("recorded head (3)"));
         // Entries the database holds identically past a lagging head are no contribution.
-        let kept = keep(&held(&[1, 2, 3, 4]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3));
+        let kept = keep(&held(&[1, 2, 3, 4]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3), Some(&genuine(3)));
         assert_eq!((kept.entries.len(), kept.refused), (4, None));
         // A task the manifest never recorded takes nothing from an export.
-        let kept = keep(&held(&[]), Some(&export(&[1, 2])), Head::Unrecorded);
+        let kept = keep(&held(&[]), Some(&export(&[1, 2])), Head::Unrecorded, None);
         assert!(kept.entries.is_empty() && kept.refused.unwrap().contains("records no ledger"));
         // Repeated entries.
-        let kept = keep(&held(&[]), Some(&export(&[1, 1, 2])), Head::Recorded(2));
+        let kept = keep(&held(&[]), Some(&export(&[1, 1, 2])), Head::Recorded(2), Some(&genuine(2)));
         assert!(kept.refused.unwrap().contains("entry 1 twice"));
         // An entry 0 added to an agreeing export would cut the whole history at its gap.
-        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[0, 1, 2, 3])), Head::Recorded(3));
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[0, 1, 2, 3])), Head::Recorded(3), Some(&genuine(3)));
         assert_eq!(kept.entries.len(), 3);
         assert!(kept.refused.unwrap().contains("entry 0"));
     }
 
     #[test]
     fn without_a_manifest_an_export_is_taken_unchecked_and_a_gap_ends_the_history() {
-        let kept = keep(&held(&[]), Some(&export(&[1, 2, 4])), Head::NoManifest);
+        let kept = keep(&held(&[]), Some(&export(&[1, 2, 4])), Head::NoManifest, None);
         assert_eq!(kept.entries.len(), 2);
         assert_eq!(kept.from_export, vec![1, 2]);
         assert!(kept.unchecked);

@@ -17,6 +17,11 @@ pub struct Manifest {
     pub workspaces: BTreeMap<String, String>,
     /// `<workspace id>/<task id>` → the sequence number of its last ledger entry.
     pub heads: BTreeMap<String, u64>,
+    /// `<workspace id>/<task id>` → the chain digest of its entries through that head
+    /// (`domain::ledger::chain_digest`): what an export must match to be restored. None for a
+    /// ledger an older scafld began (its exports are restored unchecked).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub digests: BTreeMap<String, String>,
     /// Job id → the state a finished job ended in (until retention forgets the job): a lost
     /// final state would read as a job the daemon abandoned.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

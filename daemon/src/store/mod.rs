@@ -330,6 +330,8 @@ impl SledStore {
     ) -> Result<Vec<LedgerEntry>, StoreError> {
         let prefix = ledger_prefix(workspace_id, task_id);
         let _retention = job.filter(|j| j.state.is_finished()).map(|_| crate::sync::lock(&self.finished_jobs));
+        // Each entry as stored, for the manifest's chain digest.
+        let mut links: Vec<Vec<u8>> = Vec::with_capacity(events.len());
         let written = self.run(|t| {
             // The last entry's sequence number is the end of its key: nothing to parse.
             let last = match t.ledger.scan_prefix(&prefix).next_back() {
@@ -342,7 +344,9 @@ impl SledStore {
                 let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
                 let mut key = prefix.clone();
                 key.extend_from_slice(&entry.seq.to_be_bytes());
-                batch.insert(key, serde_json::to_vec(&entry)?);
+                let json = serde_json::to_vec(&entry)?;
+                links.push(json.clone());
+                batch.insert(key, json);
                 written.push(entry);
             }
             t.ledger.apply_batch(batch)?;
@@ -353,8 +357,19 @@ impl SledStore {
             Ok(written)
         })?;
         self.manifest.note(|m| {
-            if let Some(last) = written.last() {
-                m.heads.insert(head_key(workspace_id, task_id), last.seq);
+            if let (Some(first), Some(last)) = (written.first(), written.last()) {
+                let key = head_key(workspace_id, task_id);
+                m.heads.insert(key.clone(), last.seq);
+                // Chained on from the digest through the entry before these (a ledger begun
+                // here starts from the empty one); one an older scafld began has none.
+                let before = if first.seq == 1 { Some(String::new()) } else { m.digests.get(&key).cloned() };
+                match before {
+                    Some(digest) => {
+                        let chained = links.iter().fold(digest, |d, json| crate::domain::ledger::chain_link(&d, json));
+                        m.digests.insert(key, chained);
+                    }
+                    None => drop(m.digests.remove(&key)),
+                }
             }
             if let Some(job) = job.filter(|j| j.state.is_finished()) {
                 m.finished_jobs.insert(job.id.clone(), job.state.to_string());
@@ -531,6 +546,7 @@ impl Store for SledStore {
         events: Vec<(String, LedgerEvent)>,
     ) -> Result<usize, StoreError> {
         let prefix = ledger_prefix(workspace_id, task_id);
+        let mut imported = Vec::with_capacity(events.len());
         let count = self.run(|t| {
             if t.ledger.scan_prefix(&prefix).next().is_some() {
                 return Ok(0);
@@ -542,14 +558,17 @@ impl Store for SledStore {
                 let mut key = prefix.clone();
                 key.extend_from_slice(&entry.seq.to_be_bytes());
                 batch.insert(key, serde_json::to_vec(&entry)?);
+                imported.push(entry);
             }
             t.ledger.apply_batch(batch)?;
             t.flush()?;
             Ok(count)
         })?;
         if count > 0 {
+            let digest = crate::domain::ledger::chain_digest(&imported);
             self.manifest.note(|m| {
                 m.heads.insert(head_key(workspace_id, task_id), count as u64);
+                m.digests.insert(head_key(workspace_id, task_id), digest);
             });
         }
         Ok(count)

@@ -29,6 +29,9 @@ pub struct Report {
     pub refused: Refused,
     /// Ledgers that could not be rebuilt whole, against the manifest.
     pub lost: Vec<String>,
+    /// Whether a manifest was read: without one, what was lost cannot be told, and only the
+    /// workspaces a database copy names are searched for exports.
+    pub had_manifest: bool,
 }
 
 /// One task's rebuilt ledger.
@@ -39,7 +42,7 @@ pub struct Restored {
     pub entries: usize,
     /// Sequence numbers of the entries taken from the export (the rest are the database's).
     pub from_export: Vec<u64>,
-    /// Whether those were taken without a manifest to check them against.
+    /// Whether those were taken with nothing to check their content against.
     pub unchecked: bool,
 }
 
@@ -47,7 +50,7 @@ impl Restored {
     /// Where the entries came from, for a person: `from the database`, `from the export`, or
     /// both with the exported entries named.
     pub fn source(&self) -> String {
-        let unchecked = if self.unchecked { ", unchecked: no manifest to hold it against" } else { "" };
+        let unchecked = if self.unchecked { ", unchecked: nothing recorded to hold it against" } else { "" };
         if self.from_export.is_empty() {
             "from the database".into()
         } else if self.from_export.len() == self.entries {
@@ -76,7 +79,7 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let loaded = Manifest::load(&manifest_path).ok().flatten();
     let has_manifest = loaded.is_some();
     let recorded = loaded.unwrap_or_default();
-    let mut report = Report::default();
+    let mut report = Report { had_manifest: has_manifest, ..Report::default() };
     let mut roots: BTreeMap<String, String> = recorded.workspaces.clone();
     let mut held = Held::new();
     let mut exports = Exports::new();
@@ -132,7 +135,8 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
             None => Head::NoManifest,
         };
         let export = exports.get(&task);
-        let kept = recovery::keep(held.get(&task).unwrap_or(&none), export.map(|(e, _)| e.as_slice()), head);
+        let digest = recorded.digests.get(&key).map(String::as_str);
+        let kept = recovery::keep(held.get(&task).unwrap_or(&none), export.map(|(e, _)| e.as_slice()), head, digest);
         if let (Some(reason), Some((_, path))) = (kept.refused, export) {
             report.refused.push((key.clone(), path.clone(), reason));
         }
