@@ -70,6 +70,21 @@ pub fn host_agent(env: &BTreeMap<String, String>) -> Option<&'static str> {
     genuine_host(env)
 }
 
+/// Every agent the caller may be running inside: the declared `SCAFLD_HOST_AGENT` and each
+/// host whose own markers are set. Independence is judged against all of them, so declaring
+/// another agent never hides the one whose markers are there.
+pub fn host_agents(env: &BTreeMap<String, String>) -> Vec<&'static str> {
+    let declared =
+        env.get("SCAFLD_HOST_AGENT").and_then(|host| ["codex", "claude", "gemini"].into_iter().find(|h| h == host));
+    let marked = HOST_MARKERS
+        .iter()
+        .filter(|(_, markers)| markers.iter().any(|m| env.get(*m).is_some_and(|v| !v.is_empty())))
+        .map(|(host, _)| *host);
+    let mut agents: Vec<&'static str> = declared.into_iter().chain(marked).collect();
+    agents.dedup();
+    agents
+}
+
 /// The host agent from its own markers only (never the self-declared `SCAFLD_HOST_AGENT`).
 pub fn genuine_host(env: &BTreeMap<String, String>) -> Option<&'static str> {
     HOST_MARKERS

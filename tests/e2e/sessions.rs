@@ -393,6 +393,10 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     // the job stays queued for one that may grade it.
     let theirs = worker(&env, &["claim", "--id", "mine", "--timeout", "0.3"], &[("CLAUDECODE", "1")]);
     assert_eq!(theirs.json()["result"], Value::Null, "{}", theirs.stdout);
+    // Declaring another agent does not hide the one whose own markers are set.
+    let disguised = [("CLAUDECODE", "1"), ("SCAFLD_HOST_AGENT", "gemini")];
+    let theirs = worker(&env, &["claim", "--id", "mine", "--timeout", "0.3"], &disguised);
+    assert_eq!(theirs.json()["result"], Value::Null, "{}", theirs.stdout);
     let claim = worker(&env, &["claim", "--id", "w"], &[]).json()["result"].clone();
     let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
     let answer = env.path("dossier.json");
@@ -402,6 +406,8 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     refused.assert_code(1);
     let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("independence") && message.contains("claude"), "{message}");
+    let disguised = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &disguised);
+    disguised.assert_code(1);
     worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[]).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }

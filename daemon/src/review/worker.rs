@@ -82,6 +82,7 @@ pub async fn claim(
     let mut changes = daemon.jobs.changes();
     let token = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
     let host_agent = providers::host_agent(&p.caller.env).map(str::to_string);
+    let claimers = submitters(&p.caller, None);
     loop {
         if caller_gone.is_cancelled() {
             return Ok(None);
@@ -95,7 +96,7 @@ pub async fn claim(
                     && only.as_ref().is_none_or(|ws| ws.owns(&r.workspace_id))
                     // Never a job its submission would be refused for (the worker's agent built
                     // the task): it stays queued for a worker that may grade it.
-                    && implementer_is(daemon, r, host_agent.as_deref(), &p.provider).is_none()
+                    && implementer_is(daemon, r, &claimers, &p.provider).is_none()
             },
             |r| {
                 r.state = JobState::Running;
@@ -371,20 +372,27 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
     })
 }
 
-/// The agent that built `job`'s task, when it is the one a worker (its host agent `submitter`,
-/// reviewing with `provider`) would grade it with: the independence rule forbids that.
-fn implementer_is(daemon: &Daemon, job: &JobRecord, submitter: Option<&str>, provider: &str) -> Option<String> {
+/// The agent that built `job`'s task, when it is one a worker (running inside `submitters`,
+/// reviewing with `provider`) would grade it as: the independence rule forbids that.
+fn implementer_is(daemon: &Daemon, job: &JobRecord, submitters: &[String], provider: &str) -> Option<String> {
     if job.task_id.is_empty() {
         return None;
     }
     let entries = daemon.store().ledger(&job.workspace_id, &job.task_id).ok()?;
-    crate::ledger::implementer(&entries).filter(|agent| submitter == Some(agent.as_str()) || provider == agent)
+    crate::ledger::implementer(&entries).filter(|agent| submitters.contains(agent) || provider == agent)
+}
+
+/// The agents a caller may be running inside (see [`providers::host_agents`]), and the one its
+/// lease recorded at the claim.
+fn submitters(caller: &m::CallerContext, lease: Option<&Lease>) -> Vec<String> {
+    let mut agents: Vec<String> = providers::host_agents(&caller.env).into_iter().map(str::to_string).collect();
+    agents.extend(lease.and_then(|l| l.host_agent.clone()));
+    agents
 }
 
 /// The independence rule: the host agent that built the task may not grade it.
 fn independent(daemon: &Daemon, job: &JobRecord, lease: &Lease, caller: &m::CallerContext) -> RpcResult<()> {
-    let submitter = providers::host_agent(&caller.env).map(str::to_string).or(lease.host_agent.clone());
-    if let Some(implementer) = implementer_is(daemon, job, submitter.as_deref(), &lease.provider) {
+    if let Some(implementer) = implementer_is(daemon, job, &submitters(caller, Some(lease)), &lease.provider) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!(
