@@ -446,4 +446,19 @@ fn a_harden_provider_that_modifies_files_never_passes() {
         format!("scafld harden shape --provider command --provider-command {scribbles}").as_str()
     );
     assert_eq!(spec(&env).matches("`cargo test`").count(), 1, "the criterion stands");
+
+    // What steers scafld and git beside the tracked tree counts too: a config git ignores, a
+    // hook, another task's draft.
+    let steers = writer(
+        "steers",
+        "printf 'review: {}\\n' > .scafld/config.local.yaml; printf '#!/bin/sh\\n' > .git/hooks/pre-commit; echo x >> .scafld/specs/drafts/other.md",
+    );
+    std::fs::write(env.work.join(".scafld/specs/drafts/other.md"), DRAFT.replace("task_id: shape", "task_id: other"))
+        .unwrap();
+    let round = harden(&env, &steers);
+    round.assert_code(1);
+    let problems = round.json()["result"]["problems"].to_string();
+    for file in [".git/hooks/pre-commit", ".scafld/config.local.yaml", ".scafld/specs/drafts/other.md"] {
+        assert!(problems.contains(file), "{file}: {problems}");
+    }
 }

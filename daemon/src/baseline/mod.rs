@@ -1108,6 +1108,55 @@ pub fn commit_gone(root: &Path, id: &str) -> bool {
     open(root).is_ok_and(|repo| repo.find_commit(oid).is_err_and(|e| e.code() == git2::ErrorCode::NotFound))
 }
 
+/// What steers scafld and git in the workspace at `root` beside its tracked tree, which the
+/// material leaves out (the spec folders, files git ignores, git's own folder): every file under
+/// `.scafld/` but the runner's run and review records, and `.git`'s config, hooks and info.
+/// Path → content digest (a link by its target), for a guard comparing before and after.
+pub fn control_files(root: &Path) -> BTreeMap<String, String> {
+    fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut BTreeMap<String, String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+            if skip.contains(&relative.as_str()) {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+            if meta.is_dir() {
+                walk(root, &path, skip, out);
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).map(|t| t.display().to_string()).unwrap_or_default();
+                out.insert(relative, format!("link:{target}"));
+            } else {
+                let digest = match scafld_local::capped::read(&path, "file", 8 << 20) {
+                    Ok(bytes) => format!("{:x}", Sha256::digest(&bytes)),
+                    Err(_) => format!("size:{}", meta.len()),
+                };
+                out.insert(relative, format!("{:o}:{digest}", meta.permissions().mode() & 0o777));
+            }
+        }
+    }
+    fn walk_one(root: &Path, path: &Path, out: &mut BTreeMap<String, String>) {
+        let relative = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        let digest = scafld_local::capped::read(path, "file", 8 << 20)
+            .map(|bytes| format!("{:x}", Sha256::digest(&bytes)))
+            .unwrap_or_else(|_| "unreadable".into());
+        out.insert(relative, digest);
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    walk(root, &root.join(".scafld"), &[".scafld/runs", ".scafld/reviews"], &mut out);
+    for name in ["config", "hooks", "info"] {
+        let path = root.join(".git").join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => walk(root, &path, &[], &mut out),
+            Ok(meta) if meta.is_file() => walk_one(root, &path, &mut out),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The submodules (workspace-relative paths) of the repository at `root` that `scope` reaches:
 /// those an entry names or reaches into (`sub`, `sub/file`), and those it holds whole (an
 /// entry above one, or the whole tree). A receipt signs the repository's own files only.

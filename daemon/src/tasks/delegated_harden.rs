@@ -50,9 +50,14 @@ pub async fn harden(
     // The provider is read-only: the workspace is compared before and after it runs (the draft
     // by its bytes, as the material leaves the spec folders out).
     let before = workspace_snapshot(ws).await?;
+    let controls = control_files(ws).await?;
     let answer = ask(daemon, ws, &config, task, &file.text, p, provider).await?;
     refuse_a_changed_draft(ws, &file)?;
-    let changed = crate::domain::review::changed_paths(&before, &workspace_snapshot(ws).await?);
+    let mut changed = crate::domain::review::changed_paths(&before, &workspace_snapshot(ws).await?);
+    // What steers scafld and git (other specs, config, hooks), which the material leaves out.
+    let now = control_files(ws).await?;
+    let keys: std::collections::BTreeSet<&String> = controls.keys().chain(now.keys()).collect();
+    changed.extend(keys.into_iter().filter(|k| controls.get(*k) != now.get(*k)).map(|k| k.to_string()));
     let answer = match changed.is_empty() {
         true => answer,
         false => Err(format!(
@@ -104,6 +109,14 @@ pub async fn harden(
 async fn workspace_snapshot(ws: &Workspace) -> RpcResult<Vec<crate::domain::ledger::BaselinePath>> {
     let root = ws.root.clone();
     crate::baseline::off_runtime(move || crate::baseline::guard_snapshot(&root, &[], &[])).await?.map_err(|e| {
+        RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the workspace to guard the harden run: {e}"))
+    })
+}
+
+/// [`crate::baseline::control_files`] of the workspace, off the runtime.
+async fn control_files(ws: &Workspace) -> RpcResult<std::collections::BTreeMap<String, String>> {
+    let root = ws.root.clone();
+    crate::baseline::off_runtime(move || Ok::<_, String>(crate::baseline::control_files(&root))).await?.map_err(|e| {
         RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the workspace to guard the harden run: {e}"))
     })
 }
