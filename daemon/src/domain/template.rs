@@ -474,9 +474,33 @@ pub fn parse_answer(text: &str) -> Option<Answer> {
         .and_then(|rest| rest.trim_end().strip_suffix("```"))
         .map(str::trim);
     match unfenced.unwrap_or(trimmed) {
-        json if json.starts_with('{') => serde_json::from_str::<Value>(json).ok().and_then(|v| answer_from_json(&v)),
+        // A key given twice (`"verdict":"FAIL", ... "verdict":"PASS"`) is no answer: which one
+        // was meant cannot be told, and a reader keeping the last would take the milder.
+        json if json.starts_with('{') => serde_json::from_str::<Unrepeated>(json)
+            .ok()
+            .and_then(|_| serde_json::from_str::<Value>(json).ok())
+            .and_then(|v| answer_from_json(&v)),
         _ => parse_markdown(trimmed),
     }
+}
+
+/// The answer's keys, each allowed once: serde refuses a field given twice, which is all this
+/// is for (never read; [`answer_from_json`] reads the values).
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct Unrepeated {
+    verdict: serde::de::IgnoredAny,
+    summary: Option<serde::de::IgnoredAny>,
+    findings: Vec<UnrepeatedFinding>,
+}
+
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct UnrepeatedFinding {
+    severity: serde::de::IgnoredAny,
+    title: serde::de::IgnoredAny,
+    description: Option<serde::de::IgnoredAny>,
+    file: Option<serde::de::IgnoredAny>,
 }
 
 /// An answer from a JSON value (a submission or codex's output file).
@@ -503,20 +527,24 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     let mut section = "";
     for line in text.lines() {
         let stripped = line.trim();
-        if let Some(heading) = stripped.strip_prefix("## ") {
-            section = if heading.trim().eq_ignore_ascii_case("summary") { "summary" } else { "other" };
-            continue;
-        }
-        if let Some(heading) = stripped.strip_prefix("### ") {
-            let heading = heading.trim();
-            let (severity, title) = heading
-                .strip_prefix('[')
-                .and_then(|h| h.split_once(']'))
-                .map(|(s, t)| (severity(s), t.trim().to_string()))?;
-            let severity = severity?;
-            findings.push(TemplateFinding { severity, title, ..TemplateFinding::default() });
-            section = "finding";
-            continue;
+        // A finding at any heading level (a model's `## [FAIL]` is one, never dropped); another
+        // `###` is no part of the format, so the answer is not read; a deeper one is its text.
+        if let Some((level, words)) = heading(stripped) {
+            match (level, words.strip_prefix('[').and_then(|h| h.split_once(']'))) {
+                (_, Some((word, title))) => {
+                    let severity = severity(word)?;
+                    let title = title.trim().to_string();
+                    findings.push(TemplateFinding { severity, title, ..TemplateFinding::default() });
+                    section = "finding";
+                    continue;
+                }
+                (2, None) => {
+                    section = if words.eq_ignore_ascii_case("summary") { "summary" } else { "other" };
+                    continue;
+                }
+                (3, None) => return None,
+                _ => {}
+            }
         }
         match section {
             "summary" if !stripped.is_empty() => {
@@ -544,6 +572,13 @@ fn parse_markdown(text: &str) -> Option<Answer> {
         f.description = f.description.trim().to_string();
     }
     Some(Answer::new(verdict?, summary.join(" "), findings))
+}
+
+/// A Markdown heading of level 2 to 6: its level and its text.
+fn heading(line: &str) -> Option<(usize, &str)> {
+    let level = line.chars().take_while(|c| *c == '#').count();
+    let text = line[level..].strip_prefix(' ')?;
+    (2..=6).contains(&level).then(|| (level, text.trim()))
 }
 
 /// The first PASS, CONCERNS or FAIL word of a summary line (`[overall assessment: FAIL]`).

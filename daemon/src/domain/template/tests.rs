@@ -186,6 +186,19 @@ fn an_answer_is_as_grave_as_its_gravest_finding() {
     }
     let markdown = "## Summary\nPASS\n\n### [FAIL] real bug\nthe change breaks a.txt\n";
     assert_eq!(parse_answer(markdown).unwrap().verdict, "FAIL");
+    // A finding at another heading level is a finding all the same, never dropped.
+    for level in ["##", "####", "######"] {
+        let answer = parse_answer(&format!("## Summary\nPASS\n\n{level} [FAIL] real bug\nbroken\n")).unwrap();
+        assert_eq!((answer.verdict.as_str(), answer.findings.len()), ("FAIL", 1), "{level}");
+    }
+    // A key given twice is no answer (UNKNOWN), whichever value comes last.
+    for twice in [
+        r#"{"verdict":"FAIL","summary":"s","findings":[],"verdict":"PASS"}"#,
+        r#"{"verdict":"PASS","summary":"s","findings":[{"severity":"FAIL","title":"t"}],"findings":[]}"#,
+        r#"{"verdict":"PASS","summary":"s","findings":[{"severity":"FAIL","severity":"PASS","title":"t"}]}"#,
+    ] {
+        assert!(parse_answer(twice).is_none(), "{twice}");
+    }
 }
 
 #[test]
