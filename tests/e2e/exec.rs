@@ -569,6 +569,12 @@ fn a_transition_recorded_but_not_written_to_the_spec_says_so_and_succeeds() {
     assert!(note.contains("the spec was not updated") && note.contains("scafld reconcile later"), "{note}");
     assert_eq!(env.scafld(&["status", "later", "--json"]).json()["result"]["status"], "approved");
     env.scafld(&["approve", "later", "--reason", "again"]).assert_code(1);
+    // The ledger decides: the file still saying draft is no draft to harden.
+    let draft = std::fs::read_to_string(specs.join("drafts/later.md")).unwrap();
+    let harden = env.scafld(&["harden", "later"]);
+    assert_ne!(harden.code, 0, "{harden:?}");
+    assert!(harden.stderr.contains("harden only operates on drafts; later is approved"), "{harden:?}");
+    assert_eq!(std::fs::read_to_string(specs.join("drafts/later.md")).unwrap(), draft, "nothing written");
 
     std::fs::remove_dir_all(specs.join("archive")).unwrap();
     std::fs::write(specs.join("archive"), "not a folder").unwrap();

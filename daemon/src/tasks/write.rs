@@ -93,10 +93,14 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
         true => None,
     };
     let (file, spec) = read_fresh(&ws, &entry.task_id)?;
-    if spec.status() != Some(Status::Draft) {
+    // The ledger decides the status: a file still saying draft after an approval it could not
+    // record in the file (a full disk) is no draft.
+    let status = super::projected_spec(daemon, &ws, &entry.task_id)?.0.status();
+    if spec.status() != Some(Status::Draft) || status != Some(Status::Draft) {
+        let now = status.map_or_else(|| spec.front.status.clone(), |s| s.to_string());
         return Err(RpcError::new(
             ErrorKind::InvalidState,
-            format!("harden only operates on drafts; {} is {}", entry.task_id, spec.front.status),
+            format!("harden only operates on drafts; {} is {now}", entry.task_id),
         ));
     }
     if let Some(provider) = p.provider.clone().or(configured) {
