@@ -3,7 +3,9 @@
 //! on the first body that is not a message (and the server with them, silently, as if the
 //! editor had gone), a bad body is answered as JSON-RPC says (-32700 Parse error, -32600
 //! Invalid Request: a batch, no `"jsonrpc": "2.0"`, an id that is neither an integer nor a string, no
-//! message's members; id null unless the body names a valid one) and reading goes on. A frame that
+//! message's members; id null unless the body names a valid one) and reading goes on; bytes
+//! that are not UTF-8 are read as U+FFFD, with a warning, rather than refusing an editor's
+//! buffer as it is typed. A frame that
 //! cannot be delimited (a header line that is not `Name: value`, no `Content-Length`) ends
 //! reading with the reason: past it no byte of the stream can be trusted to start a message,
 //! and a guess could run an editor's text as a command, so the server exits non-zero instead.
@@ -121,6 +123,20 @@ fn read_loop(input: &mut impl BufRead, to_server: &Sender<Message>, raw: &Sender
                 return InputEnd::Unframed(why);
             }
         };
+        // An editor may send a buffer's bytes as they are (Neovim does), some not UTF-8, which
+        // is no JSON: read with each such byte replaced (U+FFFD), so the buffer is still checked
+        // as it is typed, and say so once per message.
+        let body = match String::from_utf8(body) {
+            Ok(text) => text.into_bytes(),
+            Err(invalid) => {
+                let at = invalid.utf8_error().valid_up_to();
+                let note = format!(
+                    "a message held bytes that are not UTF-8 (from byte {at}): read with each replaced by U+FFFD; a spec saved with them does not read as one"
+                );
+                let _ = raw.send(Raw { body: log_warning(&note), written: None });
+                String::from_utf8_lossy(invalid.as_bytes()).into_owned().into_bytes()
+            }
+        };
         match parse(&body) {
             Ok(message) => {
                 let exit = matches!(&message, Message::Notification(n) if n.method == "exit");
@@ -144,6 +160,11 @@ fn read_loop(input: &mut impl BufRead, to_server: &Sender<Message>, raw: &Sender
 fn log_error(message: &str) -> Value {
     eprintln!("scafld lsp: {}", crate::terminal::terminal_safe(message, false));
     json!({"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": MessageType::ERROR, "message": message}})
+}
+
+/// `message` as the body of a `window/logMessage` of type warning.
+fn log_warning(message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": MessageType::WARNING, "message": message}})
 }
 
 /// One frame's body; `None` when the input ended cleanly before it; the reason it cannot be
@@ -369,6 +390,33 @@ mod tests {
         ] {
             assert!(matches!(parse(body), Ok(Message::Request(_))), "{}", String::from_utf8_lossy(body));
         }
+    }
+
+    /// A buffer's bytes that are not UTF-8 (Neovim sends them as they are) still make a message:
+    /// each replaced by U+FFFD, with a warning; the next message is read as ever.
+    #[test]
+    fn a_message_with_bytes_that_are_not_utf8_is_read_with_them_replaced() {
+        let body = b"{\"jsonrpc\":\"2.0\",\"method\":\"textDocument/didChange\",\"params\":{\"text\":\"a\xff\xfeb\"}}";
+        let mut input = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+        input.extend_from_slice(body);
+        input.extend_from_slice(
+            b"Content-Length: 52\r\n\r\n{\"jsonrpc\":\"2.0\",\"method\":\"initialized\",\"params\":{}}",
+        );
+        let (to_server, messages) = crossbeam_channel::unbounded();
+        let (raw, raws) = crossbeam_channel::unbounded();
+        let end = read_loop(&mut std::io::Cursor::new(input), &to_server, &raw);
+        assert!(matches!(end, InputEnd::Closed));
+        let read: Vec<Message> = messages.try_iter().collect();
+        match &read[..] {
+            [Message::Notification(change), Message::Notification(next)] => {
+                assert_eq!(change.params["text"], "a\u{fffd}\u{fffd}b");
+                assert_eq!(next.method, "initialized");
+            }
+            other => panic!("{other:?}"),
+        }
+        let logged: Vec<Value> = raws.try_iter().map(|r| r.body).collect();
+        assert_eq!(logged.len(), 1, "one warning, no refusal: {logged:?}");
+        assert!(logged[0]["params"]["message"].as_str().unwrap().contains("not UTF-8 (from byte 70)"), "{logged:?}");
     }
 
     #[test]
