@@ -538,6 +538,29 @@ fn an_edited_export_is_refused_by_the_manifests_digest() {
     assert!(report.contains(&format!("/keep: {entries} entries from the export")), "{report}");
 }
 
+/// A ledger a recovery could not rebuild (its workspace moved away meanwhile) stays on record:
+/// the report says the folder is not there, and once it is back a later recovery restores the
+/// ledger from its export, still held to the digest recorded before the loss.
+#[test]
+fn a_ledger_a_recovery_lost_is_restored_by_a_later_one_once_its_export_is_back() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let away = env.path("away");
+    std::fs::rename(&env.work, &away).unwrap();
+    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
+    let report = recover(&env);
+    assert!(report.contains(&format!("/keep: 0 of {entries}")), "{report}");
+    assert!(report.contains("is not there (moved?)"), "{report}");
+    // Its folder back, the database again lost (the one rebuilt holds nothing of it).
+    std::fs::rename(&away, &env.work).unwrap();
+    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
+    let report = recover(&env);
+    assert!(report.contains(&format!("/keep: {entries} entries from the export")), "{report}");
+    env.start_daemon();
+    let session = env.scafld(&["session", "keep", "--json"]);
+    assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), entries, "{}", session.stdout);
+}
+
 /// A recovery is refused while any daemon holds the state directory, whatever socket the daemon
 /// or the recovery was started for: the database (and its manifest) stays as it is and the
 /// daemon keeps working, and after it stops the next start opens the database unharmed.

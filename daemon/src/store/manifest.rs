@@ -22,10 +22,23 @@ pub struct Manifest {
     /// ledger an older scafld began (its exports are restored unchecked).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub digests: BTreeMap<String, String>,
+    /// Ledgers a recovery could not rebuild whole (`<workspace id>/<task id>` → the head and
+    /// chain digest recorded before): not checked at open (the database lacks them), but a later
+    /// recovery still holds their exports to what was recorded, once they can be read.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lost: BTreeMap<String, LostLedger>,
     /// Job id → the state a finished job ended in (until retention forgets the job): a lost
     /// final state would read as a job the daemon abandoned.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub finished_jobs: BTreeMap<String, String>,
+}
+
+/// A ledger a recovery could not rebuild, as recorded before it was lost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostLedger {
+    pub head: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// Where the manifest of the database in `db_dir` lives: beside it, so that losing the

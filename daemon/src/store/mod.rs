@@ -187,7 +187,7 @@ impl SledStore {
             let actual = census(&trees)?;
             Ok((trees, actual))
         }));
-        let (trees, actual) = match opened {
+        let (trees, mut actual) = match opened {
             Ok(Ok(opened)) => opened,
             Ok(Err(StoreError::Backend(sled::Error::Io(e)))) => {
                 // Not damage (another process holds it, say): the copy is not needed.
@@ -212,6 +212,8 @@ impl SledStore {
             if !missing.is_empty() {
                 return Err(damaged(missing));
             }
+            // What a recovery could not rebuild stays on record for the next one.
+            actual.lost = recorded.lost.clone();
         }
         if let Some(copy) = &pristine {
             let _ = std::fs::remove_dir_all(copy);
@@ -408,6 +410,9 @@ fn census(trees: &Trees) -> Result<Manifest, StoreError> {
             return Err(StoreError::Damaged { db: PathBuf::new(), problems, kept: None });
         };
         found.heads.insert(task_key.to_string(), record.seq);
+        // Keys sort in ledger order: each entry chains on from the one before, as appended.
+        let digest = found.digests.remove(task_key).unwrap_or_default();
+        found.digests.insert(task_key.to_string(), crate::domain::ledger::chain_link(&digest, &value));
     }
     for entry in trees.jobs.iter() {
         let job: JobRecord = serde_json::from_slice(&entry?.1)?;

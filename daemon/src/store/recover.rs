@@ -129,13 +129,15 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let none = BTreeMap::new();
     for task in tasks {
         let key = head_key(&task.0, &task.1);
-        let head = match recorded.heads.get(&key) {
+        // A ledger an earlier recovery lost is held to what was recorded before it.
+        let lost = recorded.lost.get(&key);
+        let head = match recorded.heads.get(&key).or(lost.map(|l| &l.head)) {
             Some(&head) => Head::Recorded(head),
             None if has_manifest => Head::Unrecorded,
             None => Head::NoManifest,
         };
         let export = exports.get(&task);
-        let digest = recorded.digests.get(&key).map(String::as_str);
+        let digest = recorded.digests.get(&key).or(lost.and_then(|l| l.digest.as_ref())).map(String::as_str);
         let kept = recovery::keep(held.get(&task).unwrap_or(&none), export.map(|(e, _)| e.as_slice()), head, digest);
         if let (Some(reason), Some((_, path))) = (kept.refused, export) {
             report.refused.push((key.clone(), path.clone(), reason));
@@ -153,10 +155,28 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
         });
     }
     let restored: BTreeMap<&str, usize> = report.restored.iter().map(|r| (r.key.as_str(), r.entries)).collect();
-    for (key, &head) in &recorded.heads {
+    // What was recorded, this time or before an earlier recovery lost it, and is not back: the
+    // loss is reported and stays on record, so that its export can still restore it once it
+    // can be read (a workspace moved back, say).
+    let recorded_heads = recorded.heads.iter().map(|(key, &head)| (key, head, recorded.digests.get(key).cloned()));
+    let earlier = recorded.lost.iter().map(|(key, lost)| (key, lost.head, lost.digest.clone()));
+    let mut still_lost = BTreeMap::new();
+    for (key, head, digest) in recorded_heads.chain(earlier) {
         let have = restored.get(key.as_str()).copied().unwrap_or(0) as u64;
-        if have < head {
+        if have < head && !still_lost.contains_key(key) {
             report.lost.push(format!("{key}: {have} of {head} ledger entries restored"));
+            still_lost.insert(key.clone(), manifest::LostLedger { head, digest });
+        }
+    }
+    if !still_lost.is_empty() {
+        store.manifest.note(|m| m.lost.extend(still_lost));
+        store.manifest.save()?;
+    }
+    for (id, root) in &roots {
+        if !Path::new(root).is_dir() {
+            report
+                .lost
+                .push(format!("workspace {id}: its folder {root} is not there (moved?), so its exports were not read"));
         }
     }
     Ok(report)
