@@ -56,8 +56,9 @@ impl Restored {
         } else if self.from_export.len() == self.entries {
             format!("from the export{unchecked}")
         } else {
+            let word = if self.from_export.len() == 1 { "entry" } else { "entries" };
             format!(
-                "from the database and the export (entries {} from the export{unchecked})",
+                "from the database and the export ({word} {} from the export{unchecked})",
                 recovery::ranges(&self.from_export)
             )
         }
