@@ -433,13 +433,15 @@ pub(crate) fn next_for(
         misfiled: file.misfiled,
     });
     match latest {
-        Some(session) => again_as_before(next, &session),
-        None => next,
+        // Only a review that gave no verdict: one voided by a change is not run as it was.
+        Some(session) if replay.failed_attempt.is_some() => again_as_before(next, &session),
+        _ => next,
     }
 }
 
-/// A review to run again names the reviewer the last one ran when that was a command given on
-/// the command line: without it, the retry would run whatever reviewer is configured instead.
+/// A review to run again after no verdict names the reviewer the last one ran when that was a
+/// command given on the command line: without it, the retry would run whatever reviewer is
+/// configured instead.
 fn again_as_before(mut next: NextAction, last: &crate::domain::job::SessionRecord) -> NextAction {
     let retry = next.action == crate::domain::next::Action::RetryReview;
     if let (true, [only], Some(command)) = (retry, last.reviewers.as_slice(), &last.provider_command)

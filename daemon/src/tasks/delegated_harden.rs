@@ -49,15 +49,10 @@ pub async fn harden(
     let config = ws.config()?;
     // The provider is read-only: the workspace is compared before and after it runs (the draft
     // by its bytes, as the material leaves the spec folders out).
-    let before = workspace_snapshot(ws).await?;
-    let controls = control_files(ws).await?;
+    let before = Guarded::read(ws).await?;
     let answer = ask(daemon, ws, &config, task, &file.text, p, provider).await?;
     refuse_a_changed_draft(ws, &file)?;
-    let mut changed = crate::domain::review::changed_paths(&before, &workspace_snapshot(ws).await?);
-    // What steers scafld and git (other specs, config, hooks), which the material leaves out.
-    let now = control_files(ws).await?;
-    let keys: std::collections::BTreeSet<&String> = controls.keys().chain(now.keys()).collect();
-    changed.extend(keys.into_iter().filter(|k| controls.get(*k) != now.get(*k)).map(|k| k.to_string()));
+    let changed = Guarded::read(ws).await?.changed_since(&before);
     let answer = match changed.is_empty() {
         true => answer,
         false => Err(format!(
@@ -105,20 +100,32 @@ pub async fn harden(
     })
 }
 
-/// The whole workspace's material (the spec folders left out), for the read-only guard.
-async fn workspace_snapshot(ws: &Workspace) -> RpcResult<Vec<crate::domain::ledger::BaselinePath>> {
-    let root = ws.root.clone();
-    crate::baseline::off_runtime(move || crate::baseline::guard_snapshot(&root, &[], &[])).await?.map_err(|e| {
-        RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the workspace to guard the harden run: {e}"))
-    })
+/// The workspace as the read-only guard compares it: its material (the spec folders left out)
+/// and what steers scafld and git beside it (other specs, ignored config, hooks).
+struct Guarded {
+    material: Vec<crate::domain::ledger::BaselinePath>,
+    controls: std::collections::BTreeMap<String, String>,
 }
 
-/// [`crate::baseline::control_files`] of the workspace, off the runtime.
-async fn control_files(ws: &Workspace) -> RpcResult<std::collections::BTreeMap<String, String>> {
-    let root = ws.root.clone();
-    crate::baseline::off_runtime(move || Ok::<_, String>(crate::baseline::control_files(&root))).await?.map_err(|e| {
-        RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the workspace to guard the harden run: {e}"))
-    })
+impl Guarded {
+    async fn read(ws: &Workspace) -> RpcResult<Guarded> {
+        let root = ws.root.clone();
+        let read = move || {
+            let material = crate::baseline::guard_snapshot(&root, &[], &[])?;
+            Ok(Guarded { material, controls: crate::baseline::control_files(&root) })
+        };
+        crate::baseline::off_runtime(read).await?.map_err(|e: String| {
+            RpcError::new(ErrorKind::WorkspaceError, format!("cannot read the workspace to guard the harden run: {e}"))
+        })
+    }
+
+    /// What differs from `before`, a path each.
+    fn changed_since(&self, before: &Guarded) -> Vec<String> {
+        let mut changed = crate::domain::review::changed_paths(&before.material, &self.material);
+        let keys: std::collections::BTreeSet<&String> = before.controls.keys().chain(self.controls.keys()).collect();
+        changed.extend(keys.into_iter().filter(|k| before.controls.get(*k) != self.controls.get(*k)).cloned());
+        changed
+    }
 }
 
 /// A draft the provider rewrote while judging it is the author's to look at: nothing is
