@@ -1113,46 +1113,33 @@ pub fn commit_gone(root: &Path, id: &str) -> bool {
 /// `.scafld/` but the runner's run and review records, and `.git`'s config, hooks and info.
 /// Path → content digest (a link by its target), for a guard comparing before and after.
 pub fn control_files(root: &Path) -> BTreeMap<String, String> {
-    fn walk(root: &Path, dir: &Path, skip: &[&str], out: &mut BTreeMap<String, String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let relative = path.strip_prefix(root).unwrap_or(&path).display().to_string();
-            if skip.contains(&relative.as_str()) {
-                continue;
-            }
-            let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-            if meta.is_dir() {
-                walk(root, &path, skip, out);
-            } else if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).map(|t| t.display().to_string()).unwrap_or_default();
-                out.insert(relative, format!("link:{target}"));
-            } else {
-                let digest = match scafld_local::capped::read(&path, "file", 8 << 20) {
-                    Ok(bytes) => format!("{:x}", Sha256::digest(&bytes)),
-                    Err(_) => format!("size:{}", meta.len()),
-                };
-                out.insert(relative, format!("{:o}:{digest}", meta.permissions().mode() & 0o777));
-            }
-        }
-    }
-    fn walk_one(root: &Path, path: &Path, out: &mut BTreeMap<String, String>) {
-        let relative = path.strip_prefix(root).unwrap_or(path).display().to_string();
-        let digest = scafld_local::capped::read(path, "file", 8 << 20)
-            .map(|bytes| format!("{:x}", Sha256::digest(&bytes)))
-            .unwrap_or_else(|_| "unreadable".into());
-        out.insert(relative, digest);
-    }
     use std::os::unix::fs::PermissionsExt;
-    let mut out = BTreeMap::new();
-    walk(root, &root.join(".scafld"), &[".scafld/runs", ".scafld/reviews"], &mut out);
-    for name in ["config", "hooks", "info"] {
-        let path = root.join(".git").join(name);
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_dir() => walk(root, &path, &[], &mut out),
-            Ok(meta) if meta.is_file() => walk_one(root, &path, &mut out),
-            _ => {}
+    /// `path`, and what is under it but the `skip`ped folders, into `out`.
+    fn add(root: &Path, path: &Path, skip: &[&str], out: &mut BTreeMap<String, String>) {
+        let relative = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        if skip.contains(&relative.as_str()) {
+            return;
         }
+        let Ok(meta) = std::fs::symlink_metadata(path) else { return };
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                add(root, &entry.path(), skip, out);
+            }
+        } else if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
+            out.insert(relative, format!("link:{target}"));
+        } else {
+            let digest = match scafld_local::capped::read(path, "file", 8 << 20) {
+                Ok(bytes) => format!("{:x}", Sha256::digest(&bytes)),
+                Err(_) => format!("size:{}", meta.len()),
+            };
+            out.insert(relative, format!("{:o}:{digest}", meta.permissions().mode() & 0o777));
+        }
+    }
+    let mut out = BTreeMap::new();
+    add(root, &root.join(".scafld"), &[".scafld/runs", ".scafld/reviews"], &mut out);
+    for name in ["config", "hooks", "info"] {
+        add(root, &root.join(".git").join(name), &[], &mut out);
     }
     out
 }
