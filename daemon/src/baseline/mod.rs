@@ -849,7 +849,7 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
         Some(rev) => repo
             .revparse_single(rev)
             .and_then(|o| o.peel_to_commit())
-            .map_err(|e| GitFailure::UnknownRevision(format!("cannot resolve {rev:?} to a commit: {}", e.message())))?,
+            .map_err(|e| GitFailure::UnknownRevision(unresolved(&repo, rev, &e)))?,
         None => head_commit(&repo).ok_or_else(|| GitFailure::Unmet {
             message: "the repository has no commit yet: a receipt names the commit its files are checked at".into(),
             hint: "commit the work (`git add -A && git commit -m \"...\"`), then run the command again".into(),
@@ -988,10 +988,7 @@ pub const MAX_FILE_AT_BYTES: u64 = 8 << 20;
 pub fn files_at(root: &Path, rev: &str, files: &[&str]) -> Result<FilesAt, String> {
     let repo = open(root)?;
     unambiguous(&repo, rev)?;
-    let commit = repo
-        .revparse_single(rev)
-        .and_then(|o| o.peel_to_commit())
-        .map_err(|e| format!("cannot resolve {rev:?} to a commit: {}", e.message()))?;
+    let commit = repo.revparse_single(rev).and_then(|o| o.peel_to_commit()).map_err(|e| unresolved(&repo, rev, &e))?;
     let tree = commit.tree().map_err(|e| format!("cannot read the tree of {rev}: {}", e.message()))?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?;
     let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
@@ -1164,6 +1161,17 @@ pub fn scoped_submodules(root: &Path, scope: &[String]) -> Result<(Vec<String>, 
     Ok((named, held))
 }
 
+/// Why `rev` names no commit here; in a shallow clone the commit is most likely beyond its
+/// history, and fetching that is the way out.
+fn unresolved(repo: &Repository, rev: &str, e: &git2::Error) -> String {
+    let shallow = if repo.is_shallow() {
+        " (this is a shallow clone, whose history may not reach it: `git fetch --unshallow` fetches the rest)"
+    } else {
+        ""
+    };
+    format!("cannot resolve {rev:?} to a commit: {}{shallow}", e.message())
+}
+
 /// Whether `ancestor` is `descendant` or one of its ancestors.
 pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool, String> {
     let repo = open(root)?;
@@ -1172,7 +1180,7 @@ pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool
         repo.revparse_single(rev)
             .and_then(|o| o.peel_to_commit())
             .map(|c| c.id())
-            .map_err(|e| format!("cannot resolve {rev:?} to a commit: {}", e.message()))
+            .map_err(|e| unresolved(&repo, rev, &e))
     };
     let (a, d) = (resolve(ancestor)?, resolve(descendant)?);
     Ok(a == d || repo.graph_descendant_of(d, a).map_err(|e| e.message().to_string())?)
@@ -1494,6 +1502,24 @@ mod tests {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
+    }
+
+    /// A commit beyond a shallow clone's history is named as such, with the way to fetch it.
+    #[test]
+    fn a_commit_beyond_a_shallow_clones_history_says_so() {
+        let (dir, root) = new_repo();
+        write(&root, "a.txt", "1");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "one"]);
+        let first = files_at(&root, "HEAD", &[]).unwrap().commit;
+        write(&root, "a.txt", "2");
+        git(&root, &["commit", "-qam", "two"]);
+        let url = format!("file://{}", root.display());
+        git(dir.path(), &["clone", "-q", "--depth", "1", &url, "shallow"]);
+        let shallow = dir.path().join("shallow");
+        let why = files_at(&shallow, &first, &[]).unwrap_err();
+        assert!(why.contains("shallow clone") && why.contains("git fetch --unshallow"), "{why}");
+        assert!(!files_at(&root, "nowhere", &[]).unwrap_err().contains("shallow"));
     }
 
     /// `files_at` reads the commit's files, never the working tree's, for a workspace at the
