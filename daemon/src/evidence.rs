@@ -432,11 +432,37 @@ pub(crate) fn next_for(
         missing: None,
         misfiled: file.misfiled,
     });
-    match latest {
+    let next = match latest {
         // Only a review that gave no verdict: one voided by a change is not run as it was.
         Some(session) if replay.failed_attempt.is_some() => again_as_before(next, &session),
         _ => next,
+    };
+    from_the_linked_checkout(ws, next)
+}
+
+/// In a checkout whose `.scafld` is a link to another checkout's (a git worktree sharing it),
+/// what writes specs or packets fails on the link (scafld never writes through one): such a
+/// next command is named from the checkout the link leads to, with why.
+pub(crate) fn from_the_linked_checkout(ws: &Workspace, mut next: NextAction) -> NextAction {
+    const WRITES: [&str; 6] = ["review", "approve", "complete", "finalize", "reconcile", "harden"];
+    let link = ws.root.join(".scafld");
+    if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+        return next;
     }
+    let writes = next.command.split_whitespace().nth(1).is_some_and(|word| WRITES.contains(&word));
+    let Some(main) = link.canonicalize().ok().and_then(|target| target.parent().map(std::path::Path::to_path_buf))
+    else {
+        return next;
+    };
+    if writes && next.command.starts_with("scafld ") {
+        next.command =
+            format!("cd {} && {}", scafld_protocol::cli::shell_word(&main.display().to_string()), next.command);
+        next.reason = format!(
+            "{} (from the checkout this one's .scafld links to: scafld does not write through the link)",
+            next.reason
+        );
+    }
+    next
 }
 
 /// A review to run again after no verdict names the reviewer the last one ran when that was a

@@ -221,6 +221,16 @@ fn a_git_worktree_sharing_the_main_checkouts_scafld_keeps_one_id() {
     assert_eq!(id_file(&env.work), id);
     assert_eq!(entries(&worktree), history);
     assert_eq!(recorded(), expected);
+
+    // Built in the worktree, next is the review, which cannot write its packet through the
+    // link: named from the checkout the link leads to, where it runs as printed.
+    scafld_in(&env, &worktree, &["build", "shared"]).assert_code(0);
+    scafld_in(&env, &worktree, &["build", "shared"]).assert_code(0);
+    let next = scafld_in(&env, &worktree, &["status", "shared", "--json"]).json()["result"]["next_command"].clone();
+    let shown = format!("cd {main_root} && scafld review shared");
+    assert_eq!(next, shown.as_str(), "in the worktree");
+    let next = env.scafld(&["status", "shared", "--json"]).json()["result"]["next_command"].clone();
+    assert_eq!(next, "scafld review shared", "in the main checkout");
 }
 
 /// A repository removed and made again at the same path, then `scafld init` there while a

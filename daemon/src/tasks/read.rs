@@ -52,7 +52,7 @@ async fn shown_next(
     let next = crate::evidence::next_for(daemon, ws, spec, entries, &fresh.stale, file);
     let next = crate::evidence::past_lost_baseline(ws, spec, entries, next).await;
     let next = crate::evidence::while_building(daemon, ws, &spec.front.task_id, next);
-    (fresh, next)
+    (fresh, crate::evidence::from_the_linked_checkout(ws, next))
 }
 
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
