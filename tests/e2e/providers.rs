@@ -273,8 +273,17 @@ echo '2.1.197 (Claude Code)'
         let _ = doctor.kill();
     }
     let left: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    let alive = std::path::Path::new(&format!("/proc/{left}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{left}/stat")).unwrap_or_default().contains(") Z ");
+    let running = || {
+        std::path::Path::new(&format!("/proc/{left}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{left}/stat")).unwrap_or_default().contains(") Z ")
+    };
+    // The kill doctor sent takes effect when the child is next scheduled (on a busy machine,
+    // a moment after doctor has exited): polled for, with a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let alive = running();
     if alive {
         let _ = Command::new("kill").arg("-9").arg(left.to_string()).status();
     }
