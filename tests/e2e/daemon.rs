@@ -538,6 +538,25 @@ fn an_edited_export_is_refused_by_the_manifests_digest() {
     assert!(report.contains(&format!("/keep: {entries} entries from the export")), "{report}");
 }
 
+/// An export taken before later appends (the usual case: export, keep working, lose the
+/// database) restores what it holds, held to the digest recorded where it ends, and the
+/// entries after it are reported lost; it is never called edited.
+#[test]
+fn an_export_taken_before_later_appends_restores_what_it_holds() {
+    let mut env = TestEnv::new();
+    let exported = workspace_with_ledgers(&mut env);
+    env.start_daemon();
+    env.scafld(&["cancel", "keep", "--reason", "later work"]).assert_code(0);
+    let total = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].as_array().unwrap().len();
+    assert!(total > exported);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
+    let report = recover(&env);
+    assert!(!report.contains("do not match"), "{report}");
+    assert!(report.contains(&format!("/keep: {exported} entries from the export")), "{report}");
+    assert!(report.contains(&format!("/keep: {exported} of {total} ledger entries restored")), "{report}");
+}
+
 /// A ledger a recovery could not rebuild (its workspace moved away meanwhile) stays on record:
 /// the report says the folder is not there, and once it is back a later recovery restores the
 /// ledger from its export, still held to the digest recorded before the loss.

@@ -40,29 +40,40 @@ pub struct Kept {
 /// database still reads back), filled from `export` where the database lost entries, if the
 /// export agrees with `held` at every sequence number both have and adds nothing past `head`.
 /// The result is cut at its first gap.
-/// `digest` is the chain digest the manifest recorded through `head` (`None`: none recorded).
+/// What the manifest recorded to check an export's content by: chain digests (see
+/// `ledger::chain_digest`) through the head, and through the entry the last export ended at.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Digests<'a> {
+    pub head: Option<&'a str>,
+    pub exported: Option<(u64, &'a str)>,
+}
+
+/// `digests` hold what the export filled in to what was recorded: the chain through the head,
+/// or through where the last export ended (one taken before later appends), must come out as
+/// recorded; with neither reached, the entries are taken `unchecked`.
 pub fn keep(
     held: &BTreeMap<u64, LedgerEntry>,
     export: Option<&[LedgerEntry]>,
     head: Head,
-    digest: Option<&str>,
+    digests: Digests<'_>,
 ) -> Kept {
     let kept = merge(held, export, head);
     let Head::Recorded(through) = head else { return kept };
-    match digest {
-        // What the export filled in is held to what the database recorded: the chain through
-        // the recorded head must come out as the manifest kept it.
-        Some(digest) if !kept.from_export.is_empty() => {
-            let recorded = kept.entries.iter().take_while(|e| e.seq <= through);
-            if crate::domain::ledger::chain_digest(recorded) == digest {
-                return kept;
-            }
-            let reason = "its entries do not match what the database recorded (the manifest's digest of this ledger): edited, or not this ledger's export".to_string();
-            Kept { refused: Some(reason), ..merge(held, None, head) }
-        }
-        None if !kept.from_export.is_empty() => Kept { unchecked: true, ..kept },
-        _ => kept,
+    if kept.from_export.is_empty() {
+        return kept;
     }
+    let last = kept.entries.last().map_or(0, |e| e.seq);
+    let check = match (digests.head, digests.exported) {
+        (Some(digest), _) if last >= through => Some((through, digest)),
+        (_, Some((seq, digest))) if last >= seq => Some((seq, digest)),
+        _ => None,
+    };
+    let Some((until, digest)) = check else { return Kept { unchecked: true, ..kept } };
+    if crate::domain::ledger::chain_digest(kept.entries.iter().take_while(|e| e.seq <= until)) == digest {
+        return kept;
+    }
+    let reason = "its entries do not match what the database recorded (the manifest's digest of this ledger): edited, or not this ledger's export".to_string();
+    Kept { refused: Some(reason), ..merge(held, None, head) }
 }
 
 /// [`keep`] without the digest: the database's entries, with an agreeing export's in its gaps.
@@ -184,24 +195,58 @@ mod tests {
     fn an_edited_export_filling_what_the_database_lost_fails_the_manifests_digest() {
         let mut edited = export(&[1, 2, 3, 4]);
         edited[2] = entry(3, "edited: the review passed");
-        let kept = keep(&held(&[1, 2]), Some(&edited), Head::Recorded(4), Some(&genuine(4)));
+        let kept =
+            keep(&held(&[1, 2]), Some(&edited), Head::Recorded(4), Digests { head: Some(&genuine(4)), exported: None });
         assert_eq!((kept.entries.len(), kept.from_export.len()), (2, 0));
         assert!(kept.refused.unwrap().contains("do not match what the database recorded"));
         // The genuine export fills the gap; without a recorded digest it is taken unchecked.
-        let kept = keep(&held(&[1, 2]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(4), Some(&genuine(4)));
+        let kept = keep(
+            &held(&[1, 2]),
+            Some(&export(&[1, 2, 3, 4])),
+            Head::Recorded(4),
+            Digests { head: Some(&genuine(4)), exported: None },
+        );
         assert_eq!((kept.entries.len(), kept.refused, kept.unchecked), (4, None, false));
-        let kept = keep(&held(&[]), Some(&edited), Head::Recorded(4), None);
+        let kept = keep(&held(&[]), Some(&edited), Head::Recorded(4), Digests::default());
         assert_eq!((kept.entries.len(), kept.unchecked), (4, true));
+    }
+
+    /// An export taken before later appends (the database then lost everything) ends short of
+    /// the head: it is held to the digest recorded where it ends, not refused for not reaching
+    /// the head; an edited one still fails, and one ending where nothing was recorded is taken
+    /// unchecked.
+    #[test]
+    fn an_export_taken_before_later_appends_is_held_to_where_it_ends() {
+        let (head, at_3) = (genuine(5), genuine(3));
+        let digests = Digests { head: Some(&head), exported: Some((3, &at_3)) };
+        let kept = keep(&held(&[]), Some(&export(&[1, 2, 3])), Head::Recorded(5), digests);
+        assert_eq!((kept.entries.len(), kept.refused, kept.unchecked), (3, None, false));
+        let mut edited = export(&[1, 2, 3]);
+        edited[1] = entry(2, "edited");
+        let kept = keep(&held(&[]), Some(&edited), Head::Recorded(5), digests);
+        assert!(kept.entries.is_empty() && kept.refused.is_some());
+        let kept = keep(&held(&[]), Some(&export(&[1, 2])), Head::Recorded(5), digests);
+        assert_eq!((kept.entries.len(), kept.unchecked), (2, true));
     }
 
     #[test]
     fn the_database_wins_and_an_agreeing_export_fills_only_its_gaps() {
-        let kept = keep(&held(&[1, 2, 4]), Some(&export(&[1, 2, 3, 4, 5])), Head::Recorded(5), Some(&genuine(5)));
+        let kept = keep(
+            &held(&[1, 2, 4]),
+            Some(&export(&[1, 2, 3, 4, 5])),
+            Head::Recorded(5),
+            Digests { head: Some(&genuine(5)), exported: None },
+        );
         assert_eq!(kept.entries.len(), 5);
         assert_eq!(kept.from_export, vec![3, 5]);
         assert_eq!((kept.refused, kept.unchecked), (None, false));
         // Nothing to fill: every entry is the database's.
-        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2])), Head::Recorded(3), Some(&genuine(3)));
+        let kept = keep(
+            &held(&[1, 2, 3]),
+            Some(&export(&[1, 2])),
+            Head::Recorded(3),
+            Digests { head: Some(&genuine(3)), exported: None },
+        );
         assert_eq!((kept.entries.len(), kept.from_export.len()), (3, 0));
     }
 
@@ -209,32 +254,57 @@ mod tests {
     fn an_export_that_contradicts_the_database_or_runs_past_the_head_is_refused() {
         let mut forged = export(&[1, 2, 3, 4]);
         forged[1] = entry(2, "edited");
-        let kept = keep(&held(&[1, 2, 3]), Some(&forged), Head::Recorded(3), Some(&genuine(3)));
+        let kept = keep(
+            &held(&[1, 2, 3]),
+            Some(&forged),
+            Head::Recorded(3),
+            Digests { head: Some(&genuine(3)), exported: None },
+        );
         assert_eq!((kept.entries.len(), kept.from_export.len()), (3, 0));
         let reason = kept.refused.unwrap();
         assert!(reason.contains("entry 2 differs") && reason.contains("entry 4 runs past"), "{reason}");
         // Padding alone, past the head.
-        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3), Some(&genuine(3)));
+        let kept = keep(
+            &held(&[1, 2, 3]),
+            Some(&export(&[1, 2, 3, 4])),
+            Head::Recorded(3),
+            Digests { head: Some(&genuine(3)), exported: None },
+        );
         assert_eq!(kept.entries.len(), 3);
         assert!(kept.refused.unwrap().contains("recorded head (3)"));
         // Entries the database holds identically past a lagging head are no contribution.
-        let kept = keep(&held(&[1, 2, 3, 4]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3), Some(&genuine(3)));
+        let kept = keep(
+            &held(&[1, 2, 3, 4]),
+            Some(&export(&[1, 2, 3, 4])),
+            Head::Recorded(3),
+            Digests { head: Some(&genuine(3)), exported: None },
+        );
         assert_eq!((kept.entries.len(), kept.refused), (4, None));
         // A task the manifest never recorded takes nothing from an export.
-        let kept = keep(&held(&[]), Some(&export(&[1, 2])), Head::Unrecorded, None);
+        let kept = keep(&held(&[]), Some(&export(&[1, 2])), Head::Unrecorded, Digests::default());
         assert!(kept.entries.is_empty() && kept.refused.unwrap().contains("records no ledger"));
         // Repeated entries.
-        let kept = keep(&held(&[]), Some(&export(&[1, 1, 2])), Head::Recorded(2), Some(&genuine(2)));
+        let kept = keep(
+            &held(&[]),
+            Some(&export(&[1, 1, 2])),
+            Head::Recorded(2),
+            Digests { head: Some(&genuine(2)), exported: None },
+        );
         assert!(kept.refused.unwrap().contains("entry 1 twice"));
         // An entry 0 added to an agreeing export would cut the whole history at its gap.
-        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[0, 1, 2, 3])), Head::Recorded(3), Some(&genuine(3)));
+        let kept = keep(
+            &held(&[1, 2, 3]),
+            Some(&export(&[0, 1, 2, 3])),
+            Head::Recorded(3),
+            Digests { head: Some(&genuine(3)), exported: None },
+        );
         assert_eq!(kept.entries.len(), 3);
         assert!(kept.refused.unwrap().contains("entry 0"));
     }
 
     #[test]
     fn without_a_manifest_an_export_is_taken_unchecked_and_a_gap_ends_the_history() {
-        let kept = keep(&held(&[]), Some(&export(&[1, 2, 4])), Head::NoManifest, None);
+        let kept = keep(&held(&[]), Some(&export(&[1, 2, 4])), Head::NoManifest, Digests::default());
         assert_eq!(kept.entries.len(), 2);
         assert_eq!(kept.from_export, vec![1, 2]);
         assert!(kept.unchecked);

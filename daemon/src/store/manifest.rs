@@ -22,6 +22,11 @@ pub struct Manifest {
     /// ledger an older scafld began (its exports are restored unchecked).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub digests: BTreeMap<String, String>,
+    /// Where each ledger's export under `.scafld/runs/<task>/ledger.json` ends, as scafld last
+    /// wrote it (`<workspace id>/<task id>` → its last entry and the chain digest through it):
+    /// an export taken before later appends is held to this, not to the head.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub exported: BTreeMap<String, ExportPoint>,
     /// Ledgers a recovery could not rebuild whole (`<workspace id>/<task id>` → the head and
     /// chain digest recorded before): not checked at open (the database lacks them), but a later
     /// recovery still holds their exports to what was recorded, once they can be read.
@@ -31,6 +36,13 @@ pub struct Manifest {
     /// final state would read as a job the daemon abandoned.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub finished_jobs: BTreeMap<String, String>,
+}
+
+/// Where an export ends: its last entry's sequence number and the chain digest through it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExportPoint {
+    pub seq: u64,
+    pub digest: String,
 }
 
 /// A ledger a recovery could not rebuild, as recorded before it was lost.

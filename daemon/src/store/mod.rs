@@ -109,6 +109,9 @@ pub trait Store: Send + Sync + 'static {
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
     fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
+    /// Note that the task's ledger was exported to its default place through entry `seq`,
+    /// whose chain digest is `digest`: a recovery holds that export to it.
+    fn note_export(&self, workspace_id: &str, task_id: &str, seq: u64, digest: String) -> Result<(), StoreError>;
     /// Delete finished jobs and settled sessions (retention), flushed before return.
     fn forget(&self, job_ids: &[String], session_keys: &[String]) -> Result<(), StoreError>;
     /// Make every acknowledged write durable against a process crash.
@@ -212,8 +215,9 @@ impl SledStore {
             if !missing.is_empty() {
                 return Err(damaged(missing));
             }
-            // What a recovery could not rebuild stays on record for the next one.
+            // What a recovery could not rebuild, and where exports end, stay on record.
             actual.lost = recorded.lost.clone();
+            actual.exported = recorded.exported.clone();
         }
         if let Some(copy) = &pristine {
             let _ = std::fs::remove_dir_all(copy);
@@ -365,6 +369,10 @@ impl SledStore {
                 // Chained on from the digest through the entry before these (a ledger begun
                 // here starts from the empty one); one an older scafld began has none.
                 let before = if first.seq == 1 { Some(String::new()) } else { m.digests.get(&key).cloned() };
+                // A ledger begun anew replaces one a recovery lost: that one is gone for good.
+                if first.seq == 1 {
+                    m.lost.remove(&key);
+                }
                 match before {
                     Some(digest) => {
                         let chained = links.iter().fold(digest, |d, json| crate::domain::ledger::chain_link(&d, json));
@@ -617,6 +625,13 @@ impl Store for SledStore {
             t.sessions.insert(session.key.as_bytes(), serde_json::to_vec(session)?)?;
             t.flush()
         })
+    }
+
+    fn note_export(&self, workspace_id: &str, task_id: &str, seq: u64, digest: String) -> Result<(), StoreError> {
+        self.manifest.note(|m| {
+            m.exported.insert(head_key(workspace_id, task_id), manifest::ExportPoint { seq, digest });
+        });
+        Ok(self.manifest.save()?)
     }
 
     fn forget(&self, job_ids: &[String], session_keys: &[String]) -> Result<(), StoreError> {

@@ -130,16 +130,20 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let none = BTreeMap::new();
     for task in tasks {
         let key = head_key(&task.0, &task.1);
-        // A ledger an earlier recovery lost is held to what was recorded before it.
-        let lost = recorded.lost.get(&key);
+        // A ledger an earlier recovery lost (and no new one replaced) is held to what was
+        // recorded before it.
+        let lost = recorded.lost.get(&key).filter(|_| !recorded.heads.contains_key(&key));
         let head = match recorded.heads.get(&key).or(lost.map(|l| &l.head)) {
             Some(&head) => Head::Recorded(head),
             None if has_manifest => Head::Unrecorded,
             None => Head::NoManifest,
         };
         let export = exports.get(&task);
-        let digest = recorded.digests.get(&key).or(lost.and_then(|l| l.digest.as_ref())).map(String::as_str);
-        let kept = recovery::keep(held.get(&task).unwrap_or(&none), export.map(|(e, _)| e.as_slice()), head, digest);
+        let digests = recovery::Digests {
+            head: recorded.digests.get(&key).or(lost.and_then(|l| l.digest.as_ref())).map(String::as_str),
+            exported: recorded.exported.get(&key).map(|point| (point.seq, point.digest.as_str())),
+        };
+        let kept = recovery::keep(held.get(&task).unwrap_or(&none), export.map(|(e, _)| e.as_slice()), head, digests);
         if let (Some(reason), Some((_, path))) = (kept.refused, export) {
             report.refused.push((key.clone(), path.clone(), reason));
         }
@@ -160,7 +164,11 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     // loss is reported and stays on record, so that its export can still restore it once it
     // can be read (a workspace moved back, say).
     let recorded_heads = recorded.heads.iter().map(|(key, &head)| (key, head, recorded.digests.get(key).cloned()));
-    let earlier = recorded.lost.iter().map(|(key, lost)| (key, lost.head, lost.digest.clone()));
+    let earlier = recorded
+        .lost
+        .iter()
+        .filter(|(key, _)| !recorded.heads.contains_key(*key))
+        .map(|(key, lost)| (key, lost.head, lost.digest.clone()));
     let mut still_lost = BTreeMap::new();
     for (key, head, digest) in recorded_heads.chain(earlier) {
         let have = restored.get(key.as_str()).copied().unwrap_or(0) as u64;
@@ -169,10 +177,12 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
             still_lost.insert(key.clone(), manifest::LostLedger { head, digest });
         }
     }
-    if !still_lost.is_empty() {
-        store.manifest.note(|m| m.lost.extend(still_lost));
-        store.manifest.save()?;
-    }
+    // Where exports end stays on record too: a later recovery holds them to it.
+    store.manifest.note(|m| {
+        m.lost.extend(still_lost);
+        m.exported.extend(recorded.exported.clone());
+    });
+    store.manifest.save()?;
     for (id, root) in &roots {
         if !Path::new(root).is_dir() {
             report

@@ -1409,6 +1409,11 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
                     RpcError::new(ErrorKind::InvalidInput, message).with_hint("choose a file you can write")
                 }
             })?;
+            // The export recovery reads (the default place) is held to where it ends.
+            if let (true, Some(last)) = (path.is_empty(), entries.last()) {
+                let digest = crate::domain::ledger::chain_digest(entries.iter());
+                daemon.store().note_export(&ws.id, &task, last.seq, digest).map_err(internal)?;
+            }
             Some(full.display().to_string())
         }
     };
