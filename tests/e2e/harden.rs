@@ -458,7 +458,7 @@ fn a_harden_provider_that_modifies_files_never_passes() {
     let round = harden(&env, &steers);
     round.assert_code(1);
     let problems = round.json()["result"]["problems"].to_string();
-    for file in [".git/hooks/pre-commit", ".scafld/config.local.yaml", ".scafld/specs/drafts/other.md"] {
+    for file in [".git/hooks/pre-commit", ".scafld/config.local.yaml", ".scafld/specs/**/other.md"] {
         assert!(problems.contains(file), "{file}: {problems}");
     }
 }

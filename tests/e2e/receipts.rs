@@ -1097,6 +1097,13 @@ fn a_receipt_never_claims_a_submodule_it_cannot_sign() {
     let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
     assert!(message.contains("reaches into the submodule `sub`"), "{message}");
     assert!(!env.work.join(".scafld/receipts/rev.json").exists(), "nothing minted");
+    // A link into the submodule reaches into it as well.
+    std::os::unix::fs::symlink("sub/lib.txt", env.work.join("link")).unwrap();
+    let linked = env.scafld(&["finalize", "rev", "--scope-hint", "greet.txt", "--scope-hint", "link", "--json"]);
+    linked.assert_code(4);
+    let message = linked.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("reaches into the submodule `sub`"), "{message}");
+    std::fs::remove_file(env.work.join("link")).unwrap();
     let whole = env.scafld(&["finalize", "rev", "--scope-hint", ".", "--json"]);
     whole.assert_code(0);
     let result = whole.json()["result"].clone();

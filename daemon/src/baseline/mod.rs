@@ -1107,8 +1107,11 @@ pub fn commit_gone(root: &Path, id: &str) -> bool {
 
 /// What steers scafld and git in the workspace at `root` beside its tracked tree, which the
 /// material leaves out (the spec folders, files git ignores, git's own folder): every file under
-/// `.scafld/` but the runner's run and review records, and `.git`'s config, hooks and info.
-/// Path → content digest (a link by its target), for a guard comparing before and after.
+/// `.scafld/` but the runner's run and review records, and the config, hooks and info of `.git`
+/// and of each submodule's git folder under it (git reads them all). Path → content digest (a
+/// link by its target), for a guard comparing before and after. A spec counts by its author's
+/// text and is keyed by its file name, whatever folder holds it: scafld moving a spec between
+/// lifecycle folders, or rewriting its runner-owned lines, is no change.
 pub fn control_files(root: &Path) -> BTreeMap<String, String> {
     use std::os::unix::fs::PermissionsExt;
     /// `path`, and what is under it but the `skip`ped folders, into `out`.
@@ -1126,18 +1129,34 @@ pub fn control_files(root: &Path) -> BTreeMap<String, String> {
             let target = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
             out.insert(relative, format!("link:{target}"));
         } else {
-            let digest = match scafld_local::capped::read(path, "file", 8 << 20) {
-                Ok(bytes) => format!("{:x}", Sha256::digest(&bytes)),
-                Err(_) => format!("size:{}", meta.len()),
+            let bytes = scafld_local::capped::read(path, "file", 8 << 20).ok();
+            let spec = relative.starts_with(".scafld/specs/") && relative.ends_with(".md");
+            let (key, digest) = match bytes {
+                Some(bytes) if spec => {
+                    let name = path.file_name().unwrap_or_default().to_string_lossy();
+                    let text = String::from_utf8_lossy(&bytes);
+                    (format!(".scafld/specs/**/{name}"), crate::domain::review::spec_guard_fingerprint(&text))
+                }
+                Some(bytes) => (relative, format!("{:x}", Sha256::digest(&bytes))),
+                None => (relative, format!("size:{}", meta.len())),
             };
-            out.insert(relative, format!("{:o}:{digest}", meta.permissions().mode() & 0o777));
+            let entry = format!("{:o}:{digest}", meta.permissions().mode() & 0o777);
+            // Two copies of one spec (a leftover beside it) count together.
+            out.entry(key).and_modify(|both: &mut String| *both = format!("{both}+{entry}")).or_insert(entry);
+        }
+    }
+    /// A git folder's config, hooks and info, and each of its submodules' the same way.
+    fn add_git(root: &Path, git: &Path, out: &mut BTreeMap<String, String>) {
+        for name in ["config", "hooks", "info"] {
+            add(root, &git.join(name), &[], out);
+        }
+        for module in std::fs::read_dir(git.join("modules")).into_iter().flatten().flatten() {
+            add_git(root, &module.path(), out);
         }
     }
     let mut out = BTreeMap::new();
     add(root, &root.join(".scafld"), &[".scafld/runs", ".scafld/reviews"], &mut out);
-    for name in ["config", "hooks", "info"] {
-        add(root, &root.join(".git").join(name), &[], &mut out);
-    }
+    add_git(root, &root.join(".git"), &mut out);
     out
 }
 
@@ -1502,6 +1521,35 @@ mod tests {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
+    }
+
+    /// The harden guard's view of what steers scafld and git: a spec moved between lifecycle
+    /// folders or with runner-owned lines rewritten (scafld's own writes) is unchanged; its
+    /// author's text, an ignored config, a hook, or a submodule's git config is a change.
+    #[test]
+    fn control_files_see_authored_text_config_and_git_folders_not_scafld_s_own_writes() {
+        let (_dir, root) = new_repo();
+        let spec = "---\nspec_version: '2.0'\ntask_id: other\nstatus: approved\n---\n\n# Other\n\n## Summary\n\nAs written.\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - ok\n  - Command: `true`\n";
+        write(&root, ".scafld/specs/approved/other.md", spec);
+        write(&root, ".scafld/runs/other/diagnostics/x.txt", "runner");
+        write(&root, ".git/modules/sub/config", "[core]\n");
+        let before = control_files(&root);
+        assert!(before.contains_key(".scafld/specs/**/other.md") && before.contains_key(".git/modules/sub/config"));
+        assert!(!before.keys().any(|k| k.starts_with(".scafld/runs")), "{before:?}");
+        // scafld moves the spec into `active/` and projects its state: no change.
+        std::fs::remove_file(root.join(".scafld/specs/approved/other.md")).unwrap();
+        let projected = spec
+            .replace("status: approved", "status: active")
+            .replace("  - Command: `true`\n", "  - Command: `true`\n  - Status: pass\n");
+        write(&root, ".scafld/specs/active/other.md", &projected);
+        write(&root, ".scafld/runs/other/diagnostics/y.txt", "runner again");
+        assert_eq!(control_files(&root), before);
+        // The author's text, a submodule's git config: changes.
+        write(&root, ".scafld/specs/active/other.md", &projected.replace("As written.", "Rewritten."));
+        let after = control_files(&root);
+        assert_ne!(after[".scafld/specs/**/other.md"], before[".scafld/specs/**/other.md"]);
+        write(&root, ".git/modules/sub/config", "[core]\n\tfsmonitor = touch PWNED\n");
+        assert_ne!(control_files(&root)[".git/modules/sub/config"], before[".git/modules/sub/config"]);
     }
 
     /// A commit beyond a shallow clone's history is named as such, with the way to fetch it.

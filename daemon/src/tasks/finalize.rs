@@ -73,15 +73,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let (root, scope_now) = (ws.root.clone(), scope.clone());
     let (named, held) = baseline::in_workspace(move || baseline::scoped_submodules(&root, &scope_now)).await?;
     if let Some(sub) = named.first() {
-        return Err(RpcError::new(
-            ErrorKind::ReviewFailed,
-            format!(
-                "{task}'s scope reaches into the submodule `{sub}`, whose files a receipt cannot sign (it signs this repository's own files; a submodule is a commit of another repository)"
-            ),
-        )
-        .with_hint(format!(
-            "finalize the submodule's work in its own workspace, or take `{sub}` out of the scope (--scope-hint PATH names the rest)"
-        )));
+        return Err(reaches_into(&task, sub));
     }
     let submodule_note = (!held.is_empty()).then(|| {
         format!("submodule content is not signed: {} (a receipt signs this repository's own files)", held.join(", "))
@@ -98,6 +90,12 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     // bound to it (a link's text alone would let its target change under a verified receipt).
     let (root, scope_now, base_ref) = (ws.root.clone(), scope.clone(), p.base_ref.clone());
     let (scope, tree) = baseline::in_workspace(move || baseline::tree_files_through_links(&root, scope_now)).await?;
+    // Widened by what the scope's links point at: a link into a submodule reaches into it too.
+    let (root, widened) = (ws.root.clone(), scope.clone());
+    let (named, _) = baseline::in_workspace(move || baseline::scoped_submodules(&root, &widened)).await?;
+    if let Some(sub) = named.first() {
+        return Err(reaches_into(&task, sub));
+    }
     let holds = |e: &crate::domain::review::ScopeEntry| {
         e.path.is_empty()
             || tree.files.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path)))
@@ -262,6 +260,19 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let path = write_receipt_files(&ws, &task, &envelope)?;
     let next = next_after(&ws, &task, &envelope, &path).await;
     Ok(m::FinalizeResult { note, ..finalized(&task, envelope, path, false, criteria, next) })
+}
+
+/// The refusal of a scope reaching into the submodule `sub` (by a path, or a link into it).
+fn reaches_into(task: &str, sub: &str) -> RpcError {
+    RpcError::new(
+        ErrorKind::ReviewFailed,
+        format!(
+            "{task}'s scope reaches into the submodule `{sub}`, whose files a receipt cannot sign (it signs this repository's own files; a submodule is a commit of another repository)"
+        ),
+    )
+    .with_hint(format!(
+        "finalize the submodule's work in its own workspace, or take `{sub}` (and any link into it) out of the scope (--scope-hint PATH names the rest)"
+    ))
 }
 
 /// Refuse a `--scope-hint` entry that names nothing in the workspace unless it held a file at
