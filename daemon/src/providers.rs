@@ -64,18 +64,23 @@ const HOST_MARKERS: [(&str, &[&str]); 3] = [
 
 /// The agent the caller runs inside: `SCAFLD_HOST_AGENT`, else the host's environment markers.
 pub fn host_agent(env: &BTreeMap<String, String>) -> Option<&'static str> {
-    if let Some(host) = env.get("SCAFLD_HOST_AGENT") {
-        return ["codex", "claude", "gemini"].into_iter().find(|h| h == host);
+    if env.contains_key("SCAFLD_HOST_AGENT") {
+        return declared_host(env);
     }
     genuine_host(env)
+}
+
+/// The agent `SCAFLD_HOST_AGENT` declares, however it is capitalised (`Claude` is claude).
+fn declared_host(env: &BTreeMap<String, String>) -> Option<&'static str> {
+    let declared = env.get("SCAFLD_HOST_AGENT")?.trim().to_ascii_lowercase();
+    ["codex", "claude", "gemini"].into_iter().find(|h| *h == declared)
 }
 
 /// Every agent the caller may be running inside: the declared `SCAFLD_HOST_AGENT` and each
 /// host whose own markers are set. Independence is judged against all of them, so declaring
 /// another agent never hides the one whose markers are there.
 pub fn host_agents(env: &BTreeMap<String, String>) -> Vec<&'static str> {
-    let declared =
-        env.get("SCAFLD_HOST_AGENT").and_then(|host| ["codex", "claude", "gemini"].into_iter().find(|h| h == host));
+    let declared = declared_host(env);
     let marked = HOST_MARKERS
         .iter()
         .filter(|(_, markers)| markers.iter().any(|m| env.get(*m).is_some_and(|v| !v.is_empty())))
@@ -1199,6 +1204,10 @@ mod tests {
         assert_eq!(host_agent(&settings), None, "settings users export everywhere are not hosts");
         let declared = env(&[("SCAFLD_HOST_AGENT", "codex"), ("CLAUDECODE", "1")]);
         assert_eq!((host_agent(&declared), genuine_host(&declared)), (Some("codex"), Some("claude")));
+        assert_eq!(host_agents(&declared), ["codex", "claude"]);
+        // However it is capitalised.
+        assert_eq!(host_agent(&env(&[("SCAFLD_HOST_AGENT", " Claude")])), Some("claude"));
+        assert_eq!(host_agents(&env(&[("SCAFLD_HOST_AGENT", "GEMINI")])), ["gemini"]);
     }
 
     /// What OpenAI's strict structured outputs refuse, checked the way the service checks.

@@ -1147,7 +1147,7 @@ pub fn control_files(root: &Path) -> BTreeMap<String, String> {
     }
     /// A git folder's config, hooks and info, and each of its submodules' the same way.
     fn add_git(root: &Path, git: &Path, out: &mut BTreeMap<String, String>) {
-        for name in ["config", "hooks", "info"] {
+        for name in ["config", "config.worktree", "hooks", "info"] {
             add(root, &git.join(name), &[], out);
         }
         for module in std::fs::read_dir(git.join("modules")).into_iter().flatten().flatten() {
