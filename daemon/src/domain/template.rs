@@ -480,27 +480,60 @@ pub fn parse_answer(text: &str) -> Option<Answer> {
             .ok()
             .and_then(|_| serde_json::from_str::<Value>(json).ok())
             .and_then(|v| answer_from_json(&v)),
-        _ => parse_markdown(trimmed),
+        _ => parse_markdown(&atx_headings(trimmed)),
     }
 }
 
-/// The answer's keys, each allowed once: serde refuses a field given twice, which is all this
-/// is for (never read; [`answer_from_json`] reads the values).
-#[derive(serde::Deserialize)]
-#[allow(dead_code)]
-struct Unrepeated {
-    verdict: serde::de::IgnoredAny,
-    summary: Option<serde::de::IgnoredAny>,
-    findings: Vec<UnrepeatedFinding>,
+/// Any JSON value, refused when an object anywhere in it gives a key twice (serde_json's own
+/// reading keeps the last, silently).
+struct Unrepeated;
+
+impl<'de> serde::Deserialize<'de> for Unrepeated {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Unrepeated, D::Error> {
+        deserializer.deserialize_any(UnrepeatedVisitor)
+    }
 }
 
-#[derive(serde::Deserialize)]
-#[allow(dead_code)]
-struct UnrepeatedFinding {
-    severity: serde::de::IgnoredAny,
-    title: serde::de::IgnoredAny,
-    description: Option<serde::de::IgnoredAny>,
-    file: Option<serde::de::IgnoredAny>,
+struct UnrepeatedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UnrepeatedVisitor {
+    type Value = Unrepeated;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value whose objects give each key once")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Unrepeated, E> {
+        Ok(Unrepeated)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Unrepeated, E> {
+        Ok(Unrepeated)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Unrepeated, E> {
+        Ok(Unrepeated)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Unrepeated, E> {
+        Ok(Unrepeated)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Unrepeated, E> {
+        Ok(Unrepeated)
+    }
+    fn visit_unit<E>(self) -> Result<Unrepeated, E> {
+        Ok(Unrepeated)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Unrepeated, A::Error> {
+        while seq.next_element::<Unrepeated>()?.is_some() {}
+        Ok(Unrepeated)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Unrepeated, A::Error> {
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!("the key `{key}` is given twice")));
+            }
+            map.next_value::<Unrepeated>()?;
+        }
+        Ok(Unrepeated)
+    }
 }
 
 /// An answer from a JSON value (a submission or codex's output file).
@@ -574,11 +607,39 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     Some(Answer::new(verdict?, summary.join(" "), findings))
 }
 
-/// A Markdown heading of level 2 to 6: its level and its text.
+/// A Markdown heading of level 1 to 6: its level and its text.
 fn heading(line: &str) -> Option<(usize, &str)> {
     let level = line.chars().take_while(|c| *c == '#').count();
     let text = line[level..].strip_prefix(' ')?;
-    (2..=6).contains(&level).then(|| (level, text.trim()))
+    (1..=6).contains(&level).then(|| (level, text.trim()))
+}
+
+/// `text` with each setext heading (a line underlined with `===` or `---`) written as the ATX
+/// heading it is (`# ` or `## `), so that a finding written so counts like any other.
+fn atx_headings(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let underline = |line: &str, mark: char| {
+        let line = line.trim();
+        !line.is_empty() && line.chars().all(|c| c == mark)
+    };
+    let mut out = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim();
+        let next = lines.get(i + 1).copied().unwrap_or_default();
+        let plain = !line.is_empty() && !line.starts_with('#');
+        match (plain, underline(next, '='), underline(next, '-')) {
+            (true, true, _) => out.push(format!("# {line}")),
+            (true, _, true) => out.push(format!("## {line}")),
+            _ => {
+                out.push(lines[i].to_string());
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    out.join("\n")
 }
 
 /// The first PASS, CONCERNS or FAIL word of a summary line (`[overall assessment: FAIL]`).

@@ -191,8 +191,14 @@ fn an_answer_is_as_grave_as_its_gravest_finding() {
         let answer = parse_answer(&format!("## Summary\nPASS\n\n{level} [FAIL] real bug\nbroken\n")).unwrap();
         assert_eq!((answer.verdict.as_str(), answer.findings.len()), ("FAIL", 1), "{level}");
     }
-    // A key given twice is no answer (UNKNOWN), whichever value comes last.
+    // A setext heading is a heading: a finding underlined with `---` (or `===`) counts.
+    for underline in ["---", "==="] {
+        let answer = parse_answer(&format!("## Summary\nPASS\n\n[FAIL] real bug\n{underline}\nbroken\n")).unwrap();
+        assert_eq!((answer.verdict.as_str(), answer.findings.len()), ("FAIL", 1), "{underline}");
+    }
+    // A key given twice is no answer (UNKNOWN), whichever value comes last, at any depth.
     for twice in [
+        r#"{"verdict":"PASS","summary":"s","findings":[],"extra":{"a":1,"a":2}}"#,
         r#"{"verdict":"FAIL","summary":"s","findings":[],"verdict":"PASS"}"#,
         r#"{"verdict":"PASS","summary":"s","findings":[{"severity":"FAIL","title":"t"}],"findings":[]}"#,
         r#"{"verdict":"PASS","summary":"s","findings":[{"severity":"FAIL","severity":"PASS","title":"t"}]}"#,
