@@ -247,6 +247,9 @@ fn a_review_with_no_verdict_after_a_pass_is_run_again_before_complete() {
     let status = env.scafld(&["status", "rev", "--json"]).json();
     let retry = format!("scafld review rev --provider command --provider-command {garbage}");
     assert_eq!(status["result"]["next_command"], retry.as_str(), "{status}");
+    // The gate says what complete says: no review is current (the pass is superseded).
+    assert_eq!(status["result"]["review_gate"], "not_started", "{status}");
+    assert!(status["result"]["review"]["superseded_by"].is_string(), "{status}");
     let words: Vec<&str> = retry.split_whitespace().skip(1).collect();
     // The same reviewer, which still answers no verdict (not a usage error, not another reviewer).
     let packet = env.path("garbage.sh.packet");

@@ -233,7 +233,9 @@ impl LedgerEvent {
     }
 
     /// Whether this event, recorded after a review, means that review no longer stands (the
-    /// gate back to `not_started`): a build step, evidence, an approval or an amendment.
+    /// gate back to `not_started`): a build step, evidence, an approval or an amendment. (A
+    /// review run again that gave no verdict leaves none current too, until one does: see
+    /// `Replay::failed_attempt`.)
     pub fn supersedes_review(&self) -> bool {
         matches!(
             self,
@@ -535,7 +537,8 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
     cs.latest_runner_update = r.last_recorded_at.clone();
     cs.review_gate = match (&r.review, r.review_current, r.awaiting_approval.is_some()) {
         (_, _, true) if status == Status::Review => "awaiting_approval".into(),
-        (Some((verdict, _, _)), true, _) => verdict.clone(),
+        // A review run again since that gave no verdict leaves none current (`complete` says so).
+        (Some((verdict, _, _)), true, _) if r.failed_attempt.is_none() => verdict.clone(),
         _ => "not_started".into(),
     };
     let blockers: Vec<String> = if status == Status::Blocked {
