@@ -1064,6 +1064,9 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
     let mut dossier = match (exit_code, parsed) {
         (Some(0), Ok(d)) => d,
         (_, Ok(d)) if d.verdict == "fail" => d,
+        // Stopped for outgrowing what is read of it (a worker's run reports no reason): that is
+        // why there is no dossier, not the exit its stop caused.
+        (_, Err(why)) if stdout_dropped > 0 && invocation.stop_past_capture => return Err(parse_failure(why)),
         (code, _) if code != Some(0) => {
             return Err(parse_failure(format!(
                 "review provider failed: exit code {} ({}) (diagnostic: {diagnostic})",
@@ -1126,6 +1129,11 @@ mod tests {
             "{}",
             failure.message
         );
+        // A worker's run stopped there reports no reason but the exit its stop caused: the
+        // limit is still what is named.
+        let stopped = Leftovers { exit_code: None, ..left("xxxx\"}", 10) };
+        let failure = interpret(&stdout, stopped).unwrap_err();
+        assert!(failure.message.contains("over the 8.0 MiB"), "{}", failure.message);
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("answer.json");
