@@ -208,6 +208,9 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
         None if report.had_manifest => {
             println!("there was no database at {}; rebuilt it from its manifest", db_dir.display())
         }
+        None if report.unreadable_manifest.is_some() => {
+            println!("there was no database at {}, and its manifest does not read", db_dir.display())
+        }
         None => println!("there was no database at {} and no manifest beside it", db_dir.display()),
     }
     println!("restored {} workspace(s) and {} task ledger(s)", report.workspaces, report.restored.len());
@@ -222,7 +225,11 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
             println!("  {task}: {}: {why}", path.display());
         }
     }
-    if !report.had_manifest {
+    if let Some(why) = &report.unreadable_manifest {
+        println!(
+            "the manifest could not be read ({why}; kept beside the damaged database): what was lost cannot be told, and what the workspaces it names export was taken unchecked"
+        );
+    } else if !report.had_manifest {
         println!(
             "no manifest was read: what was lost cannot be told, and only workspaces a database copy named were searched for exported ledgers"
         );

@@ -538,6 +538,24 @@ fn an_edited_export_is_refused_by_the_manifests_digest() {
     assert!(report.contains(&format!("/keep: {entries} entries from the export")), "{report}");
 }
 
+/// A manifest that does not read (cut short, a field of another type) is said to be so, never
+/// taken for none: the workspaces it still names are searched, and their exports restored
+/// unchecked.
+#[test]
+fn an_unreadable_manifest_is_named_and_its_workspaces_still_searched() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let manifest = env.state_dir.join("db.manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let broken = text.replacen("\"heads\":{", "\"heads\":{\"x/y\":-1,", 1);
+    assert_ne!(broken, text);
+    std::fs::write(&manifest, broken).unwrap();
+    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
+    let report = recover(&env);
+    assert!(report.contains("the manifest could not be read"), "{report}");
+    assert!(report.contains(&format!("/keep: {entries} entries from the export, unchecked")), "{report}");
+}
+
 /// An export taken before later appends (the usual case: export, keep working, lose the
 /// database) restores what it holds, held to the digest recorded where it ends, and the
 /// entries after it are reported lost; it is never called edited.

@@ -32,6 +32,8 @@ pub struct Report {
     /// Whether a manifest was read: without one, what was lost cannot be told, and only the
     /// workspaces a database copy names are searched for exports.
     pub had_manifest: bool,
+    /// Why a manifest that was there could not be read (it is kept beside the damaged copy).
+    pub unreadable_manifest: Option<String>,
 }
 
 /// One task's rebuilt ledger.
@@ -77,11 +79,18 @@ type Refused = Vec<(String, PathBuf, String)>;
 
 pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let manifest_path = manifest::path_for(db_dir);
-    let loaded = Manifest::load(&manifest_path).ok().flatten();
+    // A manifest that does not read as one is no record to check against; the workspaces it
+    // still names are searched all the same (what they export is then taken unchecked).
+    let (loaded, unreadable) = match Manifest::load(&manifest_path) {
+        Ok(loaded) => (loaded, None),
+        Err(why) => (None, Some(why)),
+    };
     let has_manifest = loaded.is_some();
+    let named = unreadable.as_ref().map(|_| workspaces_named(&manifest_path)).unwrap_or_default();
     let recorded = loaded.unwrap_or_default();
-    let mut report = Report { had_manifest: has_manifest, ..Report::default() };
+    let mut report = Report { had_manifest: has_manifest, unreadable_manifest: unreadable, ..Report::default() };
     let mut roots: BTreeMap<String, String> = recorded.workspaces.clone();
+    roots.extend(named);
     let mut held = Held::new();
     let mut exports = Exports::new();
 
@@ -191,6 +200,14 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
         }
     }
     Ok(report)
+}
+
+/// The workspaces (id → root) a manifest that does not read whole still names.
+fn workspaces_named(path: &Path) -> BTreeMap<String, String> {
+    let text = scafld_local::capped::read(path, "manifest", 64 << 20).unwrap_or_default();
+    let document: serde_json::Value = serde_json::from_slice(&text).unwrap_or_default();
+    let named = document.get("workspaces").and_then(serde_json::Value::as_object).cloned().unwrap_or_default();
+    named.into_iter().filter_map(|(id, root)| Some((id, root.as_str()?.to_string()))).collect()
 }
 
 /// Read what still reads back from a copy of the damaged database; stop a tree at its first
