@@ -189,23 +189,22 @@ mod tests {
         crate::domain::ledger::chain_digest(&export(&(1..=head).collect::<Vec<_>>()))
     }
 
+    /// What the manifest records: the head's digest only.
+    fn at_head(digest: &str) -> Digests<'_> {
+        Digests { head: Some(digest), exported: None }
+    }
+
     /// The database lost entries (no copy holds them), so nothing contradicts an edited
     /// export but the manifest's digest: it is refused, and the database's entries kept.
     #[test]
     fn an_edited_export_filling_what_the_database_lost_fails_the_manifests_digest() {
         let mut edited = export(&[1, 2, 3, 4]);
         edited[2] = entry(3, "edited: the review passed");
-        let kept =
-            keep(&held(&[1, 2]), Some(&edited), Head::Recorded(4), Digests { head: Some(&genuine(4)), exported: None });
+        let kept = keep(&held(&[1, 2]), Some(&edited), Head::Recorded(4), at_head(&genuine(4)));
         assert_eq!((kept.entries.len(), kept.from_export.len()), (2, 0));
         assert!(kept.refused.unwrap().contains("do not match what the database recorded"));
         // The genuine export fills the gap; without a recorded digest it is taken unchecked.
-        let kept = keep(
-            &held(&[1, 2]),
-            Some(&export(&[1, 2, 3, 4])),
-            Head::Recorded(4),
-            Digests { head: Some(&genuine(4)), exported: None },
-        );
+        let kept = keep(&held(&[1, 2]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(4), at_head(&genuine(4)));
         assert_eq!((kept.entries.len(), kept.refused, kept.unchecked), (4, None, false));
         let kept = keep(&held(&[]), Some(&edited), Head::Recorded(4), Digests::default());
         assert_eq!((kept.entries.len(), kept.unchecked), (4, true));
@@ -231,22 +230,12 @@ mod tests {
 
     #[test]
     fn the_database_wins_and_an_agreeing_export_fills_only_its_gaps() {
-        let kept = keep(
-            &held(&[1, 2, 4]),
-            Some(&export(&[1, 2, 3, 4, 5])),
-            Head::Recorded(5),
-            Digests { head: Some(&genuine(5)), exported: None },
-        );
+        let kept = keep(&held(&[1, 2, 4]), Some(&export(&[1, 2, 3, 4, 5])), Head::Recorded(5), at_head(&genuine(5)));
         assert_eq!(kept.entries.len(), 5);
         assert_eq!(kept.from_export, vec![3, 5]);
         assert_eq!((kept.refused, kept.unchecked), (None, false));
         // Nothing to fill: every entry is the database's.
-        let kept = keep(
-            &held(&[1, 2, 3]),
-            Some(&export(&[1, 2])),
-            Head::Recorded(3),
-            Digests { head: Some(&genuine(3)), exported: None },
-        );
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2])), Head::Recorded(3), at_head(&genuine(3)));
         assert_eq!((kept.entries.len(), kept.from_export.len()), (3, 0));
     }
 
@@ -254,50 +243,25 @@ mod tests {
     fn an_export_that_contradicts_the_database_or_runs_past_the_head_is_refused() {
         let mut forged = export(&[1, 2, 3, 4]);
         forged[1] = entry(2, "edited");
-        let kept = keep(
-            &held(&[1, 2, 3]),
-            Some(&forged),
-            Head::Recorded(3),
-            Digests { head: Some(&genuine(3)), exported: None },
-        );
+        let kept = keep(&held(&[1, 2, 3]), Some(&forged), Head::Recorded(3), at_head(&genuine(3)));
         assert_eq!((kept.entries.len(), kept.from_export.len()), (3, 0));
         let reason = kept.refused.unwrap();
         assert!(reason.contains("entry 2 differs") && reason.contains("entry 4 runs past"), "{reason}");
         // Padding alone, past the head.
-        let kept = keep(
-            &held(&[1, 2, 3]),
-            Some(&export(&[1, 2, 3, 4])),
-            Head::Recorded(3),
-            Digests { head: Some(&genuine(3)), exported: None },
-        );
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3), at_head(&genuine(3)));
         assert_eq!(kept.entries.len(), 3);
         assert!(kept.refused.unwrap().contains("recorded head (3)"));
         // Entries the database holds identically past a lagging head are no contribution.
-        let kept = keep(
-            &held(&[1, 2, 3, 4]),
-            Some(&export(&[1, 2, 3, 4])),
-            Head::Recorded(3),
-            Digests { head: Some(&genuine(3)), exported: None },
-        );
+        let kept = keep(&held(&[1, 2, 3, 4]), Some(&export(&[1, 2, 3, 4])), Head::Recorded(3), at_head(&genuine(3)));
         assert_eq!((kept.entries.len(), kept.refused), (4, None));
         // A task the manifest never recorded takes nothing from an export.
         let kept = keep(&held(&[]), Some(&export(&[1, 2])), Head::Unrecorded, Digests::default());
         assert!(kept.entries.is_empty() && kept.refused.unwrap().contains("records no ledger"));
         // Repeated entries.
-        let kept = keep(
-            &held(&[]),
-            Some(&export(&[1, 1, 2])),
-            Head::Recorded(2),
-            Digests { head: Some(&genuine(2)), exported: None },
-        );
+        let kept = keep(&held(&[]), Some(&export(&[1, 1, 2])), Head::Recorded(2), at_head(&genuine(2)));
         assert!(kept.refused.unwrap().contains("entry 1 twice"));
         // An entry 0 added to an agreeing export would cut the whole history at its gap.
-        let kept = keep(
-            &held(&[1, 2, 3]),
-            Some(&export(&[0, 1, 2, 3])),
-            Head::Recorded(3),
-            Digests { head: Some(&genuine(3)), exported: None },
-        );
+        let kept = keep(&held(&[1, 2, 3]), Some(&export(&[0, 1, 2, 3])), Head::Recorded(3), at_head(&genuine(3)));
         assert_eq!(kept.entries.len(), 3);
         assert!(kept.refused.unwrap().contains("entry 0"));
     }

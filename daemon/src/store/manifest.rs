@@ -18,8 +18,8 @@ pub struct Manifest {
     /// `<workspace id>/<task id>` → the sequence number of its last ledger entry.
     pub heads: BTreeMap<String, u64>,
     /// `<workspace id>/<task id>` → the chain digest of its entries through that head
-    /// (`domain::ledger::chain_digest`): what an export must match to be restored. None for a
-    /// ledger an older scafld began (its exports are restored unchecked).
+    /// (`domain::ledger::chain_digest`), folded in at every append and over the stored entries
+    /// at open: what an export must match to be restored.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub digests: BTreeMap<String, String>,
     /// Where each ledger's export under `.scafld/runs/<task>/ledger.json` ends, as scafld last
