@@ -1104,6 +1104,11 @@ fn a_receipt_never_claims_a_submodule_it_cannot_sign() {
     let message = linked.json()["error"]["message"].as_str().unwrap_or_default().to_string();
     assert!(message.contains("reaches into the submodule `sub`"), "{message}");
     std::fs::remove_file(env.work.join("link")).unwrap();
+    // So does a path through a link to the repository's top (`self -> .`).
+    std::os::unix::fs::symlink(".", env.work.join("self")).unwrap();
+    let through = env.scafld(&["finalize", "rev", "--scope-hint", "greet.txt", "--scope-hint", "self/sub/lib.txt"]);
+    through.assert_code(4);
+    std::fs::remove_file(env.work.join("self")).unwrap();
     let whole = env.scafld(&["finalize", "rev", "--scope-hint", ".", "--json"]);
     whole.assert_code(0);
     let result = whole.json()["result"].clone();

@@ -387,13 +387,22 @@ fn link_target(workdir: &Path, top: Option<&Path>, inside: Option<&Path>, link: 
 /// inside the workspace, as the material follows them (so a receipt signs what the evidence
 /// was bound to, not a link's text); returns the widened scope with the files.
 pub fn tree_files_through_links(root: &Path, mut scope: Vec<String>) -> Result<(Vec<String>, TreeFiles), GitFailure> {
+    let repo = open(root)?;
+    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let (top, inside) = (workdir.canonicalize().ok(), root.canonicalize().ok());
+    // An entry whose path passes through a link (`self/greet.txt`, `self -> .`) names where
+    // that leads as well: signing the link alone would let the file change under the receipt.
+    let resolved: Vec<String> = scope
+        .iter()
+        .filter_map(|entry| link_target(&workdir, top.as_deref(), inside.as_deref(), entry).ok())
+        .map(|target| if target.is_empty() { ".".to_string() } else { target })
+        .filter(|target| !scope.contains(target))
+        .collect();
+    scope.extend(resolved);
     // The whole workspace holds whatever its links point at inside it already.
     if whole_tree(&scope) {
         return Ok((vec![".".into()], tree_files(root, &[], None)?));
     }
-    let repo = open(root)?;
-    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
-    let (top, inside) = (workdir.canonicalize().ok(), root.canonicalize().ok());
     for _ in 0..LINK_ROUNDS {
         let tree = tree_files(root, &scope, None)?;
         let targets: BTreeSet<String> = tree

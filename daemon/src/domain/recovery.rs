@@ -66,10 +66,26 @@ pub fn keep(
     let check = match (digests.head, digests.exported) {
         (Some(digest), _) if last >= through => Some((through, digest)),
         (_, Some((seq, digest))) if last >= seq => Some((seq, digest)),
+        // Nothing recorded to check it by: taken unchecked.
+        (None, None) => return Kept { unchecked: true, ..kept },
         _ => None,
     };
-    let Some((until, digest)) = check else { return Kept { unchecked: true, ..kept } };
+    // Digests are recorded, but none where this export ends: it cannot be held to what the
+    // database recorded (an export scafld wrote ends at its recorded point), so not taken.
+    let Some((until, digest)) = check else {
+        let reason = format!(
+            "it ends at entry {last}, where nothing the manifest recorded can check it (export the ledger again with `scafld session <task> --export`)"
+        );
+        return Kept { refused: Some(reason), ..merge(held, None, head) };
+    };
     if crate::domain::ledger::chain_digest(kept.entries.iter().take_while(|e| e.seq <= until)) == digest {
+        // What the export adds past the point it was checked through cannot be checked (an
+        // export scafld wrote ends there): not taken.
+        let mut kept = kept;
+        let checked = |e: &LedgerEntry| e.seq <= until || held.contains_key(&e.seq);
+        let cut = kept.entries.iter().position(|e| !checked(e)).unwrap_or(kept.entries.len());
+        kept.entries.truncate(cut);
+        kept.from_export.retain(|seq| *seq <= cut as u64);
         return kept;
     }
     let reason = "its entries do not match what the database recorded (the manifest's digest of this ledger): edited, or not this ledger's export".to_string();
@@ -212,8 +228,8 @@ mod tests {
 
     /// An export taken before later appends (the database then lost everything) ends short of
     /// the head: it is held to the digest recorded where it ends, not refused for not reaching
-    /// the head; an edited one still fails, and one ending where nothing was recorded is taken
-    /// unchecked.
+    /// the head; an edited one still fails, and one ending where nothing recorded can check it
+    /// is refused (with digests recorded, it could be any history).
     #[test]
     fn an_export_taken_before_later_appends_is_held_to_where_it_ends() {
         let (head, at_3) = (genuine(5), genuine(3));
@@ -225,7 +241,12 @@ mod tests {
         let kept = keep(&held(&[]), Some(&edited), Head::Recorded(5), digests);
         assert!(kept.entries.is_empty() && kept.refused.is_some());
         let kept = keep(&held(&[]), Some(&export(&[1, 2])), Head::Recorded(5), digests);
-        assert_eq!((kept.entries.len(), kept.unchecked), (2, true));
+        assert!(kept.entries.is_empty() && kept.refused.unwrap().contains("ends at entry 2"));
+        // An entry added past where the export was checked (a forged review) is not taken.
+        let mut padded = export(&[1, 2, 3, 4]);
+        padded[3] = entry(4, "forged: the review passed");
+        let kept = keep(&held(&[]), Some(&padded), Head::Recorded(5), digests);
+        assert_eq!((kept.entries.len(), kept.from_export.clone(), kept.refused), (3, vec![1, 2, 3], None));
     }
 
     #[test]

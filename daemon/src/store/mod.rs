@@ -369,9 +369,14 @@ impl SledStore {
                 // Chained on from the digest through the entry before these (a ledger begun
                 // here starts from the empty one); one an older scafld began has none.
                 let before = if first.seq == 1 { Some(String::new()) } else { m.digests.get(&key).cloned() };
-                // A ledger begun anew replaces one a recovery lost: that one is gone for good.
+                // A ledger begun anew replaces one a recovery lost: that one is gone for good;
+                // and one going on from before an export's end (rebuilt short of it) no longer
+                // holds what that export holds.
                 if first.seq == 1 {
                     m.lost.remove(&key);
+                }
+                if m.exported.get(&key).is_some_and(|point| first.seq <= point.seq) {
+                    m.exported.remove(&key);
                 }
                 match before {
                     Some(digest) => {
