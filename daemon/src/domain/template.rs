@@ -538,6 +538,15 @@ impl<'de> serde::de::Visitor<'de> for UnrepeatedVisitor {
 
 /// An answer from a JSON value (a submission or codex's output file).
 pub fn answer_from_json(value: &Value) -> Option<Answer> {
+    // A key that reads as another verdict or list of findings (`blocking_findings`) would
+    // go unread: the answer is not read one way.
+    let other = |key: &String| {
+        let key = key.to_ascii_lowercase();
+        key != "verdict" && key != "findings" && (key.contains("verdict") || key.contains("finding"))
+    };
+    if value.as_object()?.keys().any(other) {
+        return None;
+    }
     let verdict = answered_verdict(value.get("verdict")?.as_str()?)?;
     let mut findings = Vec::new();
     for f in value.get("findings")?.as_array()? {
@@ -554,15 +563,22 @@ pub fn answer_from_json(value: &Value) -> Option<Answer> {
 }
 
 fn parse_markdown(text: &str) -> Option<Answer> {
+    // A Markdown answer that holds a JSON answer too says two things: which one counts cannot
+    // be told.
+    if text.contains("\"verdict\"") {
+        return None;
+    }
     let mut verdict = None;
     let mut summary = Vec::new();
+    let mut summaries = 0;
     let mut findings: Vec<TemplateFinding> = Vec::new();
     let mut section = "";
     for line in text.lines() {
         let stripped = line.trim();
-        // A finding at any heading level (a model's `## [FAIL]` is one, never dropped); another
-        // `###` is no part of the format, so the answer is not read; a deeper one is its text.
-        if let Some((level, words)) = heading(stripped) {
+        // A finding at any heading level (a model's `## [FAIL]` is one, never dropped), inside a
+        // list item or a quote too; another `###` is no part of the format, so the answer is not
+        // read; a deeper one is its text.
+        if let Some((level, words)) = heading(uncontained(stripped)) {
             match (level, words.strip_prefix('[').and_then(|h| h.split_once(']'))) {
                 (_, Some((word, title))) => {
                     let severity = severity(word)?;
@@ -573,6 +589,7 @@ fn parse_markdown(text: &str) -> Option<Answer> {
                 }
                 (2, None) => {
                     section = if words.eq_ignore_ascii_case("summary") { "summary" } else { "other" };
+                    summaries += usize::from(section == "summary");
                     continue;
                 }
                 (3, None) => return None,
@@ -582,7 +599,12 @@ fn parse_markdown(text: &str) -> Option<Answer> {
         match section {
             "summary" if !stripped.is_empty() => {
                 if verdict.is_none() {
-                    verdict = first_verdict(stripped);
+                    // A line naming two verdicts (`NOT PASS - FAIL`) gives none that can be read.
+                    verdict = match verdicts_in(stripped).as_slice() {
+                        [] => None,
+                        [first, rest @ ..] if rest.iter().all(|v| v == first) => Some(*first),
+                        _ => return None,
+                    };
                 }
                 summary.push(stripped.to_string());
             }
@@ -604,13 +626,19 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     for f in &mut findings {
         f.description = f.description.trim().to_string();
     }
+    // Two summaries, or a `[FAIL]` the format did not read as a finding: not an answer that
+    // can be read one way (a FAIL somewhere in it must never come out a pass).
+    let failing = findings.iter().filter(|f| f.severity == TemplateSeverity::Fail).count();
+    if summaries > 1 || fail_markers(text) > failing {
+        return None;
+    }
     Some(Answer::new(verdict?, summary.join(" "), findings))
 }
 
 /// A Markdown heading of level 1 to 6: its level and its text.
 fn heading(line: &str) -> Option<(usize, &str)> {
     let level = line.chars().take_while(|c| *c == '#').count();
-    let text = line[level..].strip_prefix(' ')?;
+    let text = line[level..].strip_prefix([' ', '\t'])?;
     (1..=6).contains(&level).then(|| (level, text.trim()))
 }
 
@@ -642,9 +670,35 @@ fn atx_headings(text: &str) -> String {
     out.join("\n")
 }
 
-/// The first PASS, CONCERNS or FAIL word of a summary line (`[overall assessment: FAIL]`).
-fn first_verdict(line: &str) -> Option<TemplateVerdict> {
-    line.split(|c: char| !c.is_ascii_alphabetic()).find_map(answered_verdict)
+/// The PASS, CONCERNS or FAIL words of a summary line (`[overall assessment: FAIL]`).
+fn verdicts_in(line: &str) -> Vec<TemplateVerdict> {
+    line.split(|c: char| !c.is_ascii_alphabetic()).filter_map(answered_verdict).collect()
+}
+
+/// `line` without the list-item and quote markers in front of it (`- `, `* `, `1. `, `> `).
+fn uncontained(mut line: &str) -> &str {
+    loop {
+        let trimmed = line.trim_start();
+        let digits = trimmed.chars().take_while(char::is_ascii_digit).count();
+        let rest = trimmed
+            .strip_prefix('>')
+            .or_else(|| ["- ", "* ", "+ ", "-\t", "*\t", "+\t"].iter().find_map(|m| trimmed.strip_prefix(m)))
+            .or_else(|| {
+                (digits > 0).then(|| &trimmed[digits..]).and_then(|r| r.strip_prefix(". ").or(r.strip_prefix(") ")))
+            });
+        match rest {
+            Some(rest) => line = rest,
+            None => return trimmed,
+        }
+    }
+}
+
+/// How many `[FAIL]` markers (any case, spaces inside allowed) `text` holds.
+fn fail_markers(text: &str) -> usize {
+    text.split('[')
+        .skip(1)
+        .filter(|after| after.split(']').next().is_some_and(|word| word.trim().eq_ignore_ascii_case("fail")))
+        .count()
 }
 
 /// A `path:line` (or `path`) reference in a line of prose: the first token with a `/` or a

@@ -196,6 +196,22 @@ fn an_answer_is_as_grave_as_its_gravest_finding() {
         let answer = parse_answer(&format!("## Summary\nPASS\n\n[FAIL] real bug\n{underline}\nbroken\n")).unwrap();
         assert_eq!((answer.verdict.as_str(), answer.findings.len()), ("FAIL", 1), "{underline}");
     }
+    // Headings a Markdown reader takes as headings: after a tab, in a list item, in a quote.
+    for shape in ["###\t[FAIL] broken", "- ### [FAIL] broken", "> ### [FAIL] broken", "1. ## [FAIL] broken"] {
+        let answer = parse_answer(&format!("## Summary\nPASS\n\n{shape}\nwhy\n")).unwrap();
+        assert_eq!((answer.verdict.as_str(), answer.findings.len()), ("FAIL", 1), "{shape}");
+    }
+    // Answers that say FAIL somewhere they are not read as a finding or a verdict are no
+    // answer (UNKNOWN), never a pass.
+    for unclear in [
+        "## Summary\nNOT PASS - FAIL\n",
+        "## Summary\nPASS\n\n## Summary\nFAIL\n",
+        "## Summary\nPASS\n\n{\"verdict\":\"FAIL\",\"summary\":\"s\",\"findings\":[]}\n",
+        "## Summary\nPASS\n\nSee [FAIL] below, in prose.\n",
+        r#"{"verdict":"PASS","summary":"s","findings":[],"blocking_findings":[{"severity":"FAIL","title":"t"}]}"#,
+    ] {
+        assert!(parse_answer(unclear).is_none(), "{unclear}");
+    }
     // A key given twice is no answer (UNKNOWN), whichever value comes last, at any depth.
     for twice in [
         r#"{"verdict":"PASS","summary":"s","findings":[],"extra":{"a":1,"a":2}}"#,
