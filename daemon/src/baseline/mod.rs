@@ -1116,8 +1116,9 @@ pub fn commit_gone(root: &Path, id: &str) -> bool {
 
 /// What steers scafld and git in the workspace at `root` beside its tracked tree, which the
 /// material leaves out (the spec folders, files git ignores, git's own folder): every file under
-/// `.scafld/` but the runner's run and review records, and the config, hooks and info of `.git`
-/// and of each submodule's git folder under it (git reads them all). Path → content digest (a
+/// `.scafld/` but the runner's run and review records and the receipts scafld mints, and the
+/// state of `.git` and of each submodule's git folder under it (HEAD, refs, config, hooks,
+/// info, alternates, an operation under way: git reads them all). Path → content digest (a
 /// link by its target), for a guard comparing before and after. A spec counts by its author's
 /// text and is keyed by its file name, whatever folder holds it: scafld moving a spec between
 /// lifecycle folders, or rewriting its runner-owned lines, is no change.
@@ -1131,6 +1132,11 @@ pub fn control_files(root: &Path) -> BTreeMap<String, String> {
         }
         let Ok(meta) = std::fs::symlink_metadata(path) else { return };
         if meta.is_dir() {
+            // A folder counts by itself too (an empty `.git/rebase-merge` is an operation),
+            // but the spec folders' (scafld makes an archive month when it archives a task).
+            if !relative.starts_with(".scafld/specs") {
+                out.insert(relative, "dir".into());
+            }
             for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
                 add(root, &entry.path(), skip, out);
             }
@@ -1154,17 +1160,26 @@ pub fn control_files(root: &Path) -> BTreeMap<String, String> {
             out.entry(key).and_modify(|both: &mut String| *both = format!("{both}+{entry}")).or_insert(entry);
         }
     }
-    /// A git folder's config, hooks and info, and each of its submodules' the same way.
+    /// A git folder's state but its object store and index (which git refreshes itself): its
+    /// files (HEAD, config, MERGE_HEAD, ...), refs, hooks, info, object alternates and any
+    /// operation under way; and each of its submodules' the same way.
     fn add_git(root: &Path, git: &Path, out: &mut BTreeMap<String, String>) {
-        for name in ["config", "config.worktree", "hooks", "info"] {
-            add(root, &git.join(name), &[], out);
+        for entry in std::fs::read_dir(git).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let file = entry.file_type().is_ok_and(|t| !t.is_dir());
+            if (file && name != "index" && !name.ends_with(".lock"))
+                || ["refs", "hooks", "info", "rebase-merge", "rebase-apply", "sequencer"].contains(&name.as_str())
+            {
+                add(root, &entry.path(), &[], out);
+            }
         }
+        add(root, &git.join("objects/info"), &[], out);
         for module in std::fs::read_dir(git.join("modules")).into_iter().flatten().flatten() {
             add_git(root, &module.path(), out);
         }
     }
     let mut out = BTreeMap::new();
-    add(root, &root.join(".scafld"), &[".scafld/runs", ".scafld/reviews"], &mut out);
+    add(root, &root.join(".scafld"), &[".scafld/runs", ".scafld/reviews", ".scafld/receipts"], &mut out);
     add_git(root, &root.join(".git"), &mut out);
     out
 }
@@ -1559,6 +1574,15 @@ mod tests {
         assert_ne!(after[".scafld/specs/**/other.md"], before[".scafld/specs/**/other.md"]);
         write(&root, ".git/modules/sub/config", "[core]\n\tfsmonitor = touch PWNED\n");
         assert_ne!(control_files(&root)[".git/modules/sub/config"], before[".git/modules/sub/config"]);
+        // git's state: HEAD moved, a merge under way, alternates; not the receipts scafld mints.
+        let now = control_files(&root);
+        write(&root, ".git/HEAD", "ref: refs/heads/other\n");
+        write(&root, ".git/MERGE_HEAD", "0000\n");
+        write(&root, ".git/objects/info/alternates", "/tmp\n");
+        write(&root, ".scafld/receipts/t.json", "{}");
+        let moved = control_files(&root);
+        let changed: Vec<&String> = moved.keys().filter(|k| now.get(*k) != moved.get(*k)).collect();
+        assert_eq!(changed, [".git/HEAD", ".git/MERGE_HEAD", ".git/objects/info/alternates"]);
     }
 
     /// A commit beyond a shallow clone's history is named as such, with the way to fetch it.

@@ -119,12 +119,14 @@ impl Guarded {
         })
     }
 
-    /// What differs from `before`, a path each.
+    /// What differs from `before`, a path each, once; the receipts scafld itself mints (a
+    /// finalize of another task meanwhile) aside.
     fn changed_since(&self, before: &Guarded) -> Vec<String> {
-        let mut changed = crate::domain::review::changed_paths(&before.material, &self.material);
+        let mut changed: std::collections::BTreeSet<String> =
+            crate::domain::review::changed_paths(&before.material, &self.material).into_iter().collect();
         let keys: std::collections::BTreeSet<&String> = before.controls.keys().chain(self.controls.keys()).collect();
         changed.extend(keys.into_iter().filter(|k| before.controls.get(*k) != self.controls.get(*k)).cloned());
-        changed
+        changed.into_iter().filter(|path| !path.starts_with(".scafld/receipts/")).collect()
     }
 }
 
