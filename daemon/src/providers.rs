@@ -70,10 +70,16 @@ pub fn host_agent(env: &BTreeMap<String, String>) -> Option<&'static str> {
     genuine_host(env)
 }
 
-/// The agent `SCAFLD_HOST_AGENT` declares, however it is capitalised (`Claude` is claude).
+/// The agent `SCAFLD_HOST_AGENT` declares, however it is spelt (`Claude`, `claude-code` and
+/// `claude_code` are claude; `codex-cli` codex; `gemini-cli` gemini).
 fn declared_host(env: &BTreeMap<String, String>) -> Option<&'static str> {
-    let declared = env.get("SCAFLD_HOST_AGENT")?.trim().to_ascii_lowercase();
-    ["codex", "claude", "gemini"].into_iter().find(|h| *h == declared)
+    let declared: String = env
+        .get("SCAFLD_HOST_AGENT")?
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    ["codex", "claude", "gemini"].into_iter().find(|h| declared.starts_with(h))
 }
 
 /// Every agent the caller may be running inside: the declared `SCAFLD_HOST_AGENT` and each
@@ -1215,6 +1221,10 @@ mod tests {
         assert_eq!(host_agents(&declared), ["codex", "claude"]);
         // However it is capitalised.
         assert_eq!(host_agent(&env(&[("SCAFLD_HOST_AGENT", " Claude")])), Some("claude"));
+        for spelling in ["claude-code", "claude_code", "ClaudeCode"] {
+            assert_eq!(host_agent(&env(&[("SCAFLD_HOST_AGENT", spelling)])), Some("claude"), "{spelling}");
+        }
+        assert_eq!(host_agent(&env(&[("SCAFLD_HOST_AGENT", "codex-cli")])), Some("codex"));
         assert_eq!(host_agents(&env(&[("SCAFLD_HOST_AGENT", "GEMINI")])), ["gemini"]);
     }
 
