@@ -445,8 +445,9 @@ pub struct ReasonArgs {
 pub struct SessionArgs {
     #[command(flatten)]
     pub task: TaskArg,
-    /// Also write the ledger as JSON (default path: .scafld/runs/<task-id>/ledger.json).
-    /// `Some(None)`: the flag alone, the default path; an empty or blank PATH is refused.
+    /// Also write the ledger as JSON to PATH, or given alone to .scafld/runs/<task-id>/ledger.json
+    /// (the export `scafldd --recover` reads); an empty or blank PATH is refused.
+    // The flag alone parses as `Some(None)`.
     #[arg(long, value_name = "PATH", num_args = 0..=1, value_parser = named_path)]
     pub export: Option<Option<String>>,
     /// Replace an existing file at the export path.
