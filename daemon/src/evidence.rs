@@ -445,23 +445,25 @@ pub(crate) fn next_for(
 /// next command is named from the checkout the link leads to, with why.
 pub(crate) fn from_the_linked_checkout(ws: &Workspace, mut next: NextAction) -> NextAction {
     const WRITES: [&str; 6] = ["review", "approve", "complete", "finalize", "reconcile", "harden"];
+    // The command first: one already named from there (`cd ...`) or that writes nothing needs
+    // no look at the disk.
+    let mut words = next.command.split_whitespace();
+    if words.next() != Some("scafld") || !words.next().is_some_and(|word| WRITES.contains(&word)) {
+        return next;
+    }
     let link = ws.root.join(".scafld");
     if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
         return next;
     }
-    let writes = next.command.split_whitespace().nth(1).is_some_and(|word| WRITES.contains(&word));
     let Some(main) = link.canonicalize().ok().and_then(|target| target.parent().map(std::path::Path::to_path_buf))
     else {
         return next;
     };
-    if writes && next.command.starts_with("scafld ") {
-        next.command =
-            format!("cd {} && {}", scafld_protocol::cli::shell_word(&main.display().to_string()), next.command);
-        next.reason = format!(
-            "{} (from the checkout this one's .scafld links to: scafld does not write through the link)",
-            next.reason
-        );
-    }
+    next.command = format!("cd {} && {}", scafld_protocol::cli::shell_word(&main.display().to_string()), next.command);
+    next.reason = format!(
+        "{} (from the checkout this one's .scafld links to: scafld does not write through the link)",
+        next.reason
+    );
     next
 }
 

@@ -1034,11 +1034,10 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
             message: format!("{} (diagnostic: {diagnostic})", runner_error.unwrap_or_else(|| "timed out".into())),
         });
     }
-    if let Some(error) = runner_error {
-        // Stopped for outgrowing what is read of it: that is what went wrong, not the provider.
-        if stdout_dropped > 0 && invocation.stop_past_capture {
-            return Err(parse_failure(over_cap("reviewer", "output", None)));
-        }
+    // Stopped for outgrowing what is read of it (the daemon's runner says so, a worker's run
+    // does not): that is what went wrong, as the answer's read below says.
+    let outgrown = stdout_dropped > 0 && invocation.stop_past_capture;
+    if let Some(error) = runner_error.filter(|_| !outgrown) {
         return Err(parse_failure(format!("review provider failed: {error} (diagnostic: {diagnostic})")));
     }
     // Output over the cap is never parsed: what is left of it is its end, not a dossier.
@@ -1070,9 +1069,9 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
     let mut dossier = match (exit_code, parsed) {
         (Some(0), Ok(d)) => d,
         (_, Ok(d)) if d.verdict == "fail" => d,
-        // Stopped for outgrowing what is read of it (a worker's run reports no reason): that is
-        // why there is no dossier, not the exit its stop caused.
-        (_, Err(why)) if stdout_dropped > 0 && invocation.stop_past_capture => return Err(parse_failure(why)),
+        // Stopped for outgrowing what is read of it: why there is no dossier, not the exit
+        // its stop caused.
+        (_, Err(why)) if outgrown => return Err(parse_failure(why)),
         (code, _) if code != Some(0) => {
             return Err(parse_failure(format!(
                 "review provider failed: exit code {} ({}) (diagnostic: {diagnostic})",

@@ -226,7 +226,8 @@ fn a_dossier_over_the_output_limit_is_refused_as_too_long() {
     run.assert_code(4);
     let message = run.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(
-        message.contains("the reviewer's output grew past the 8.0 MiB (8388608 bytes) limit on a provider's output"),
+        message.contains("the reviewer's output is ")
+            && message.contains("over the 8.0 MiB (8388608 bytes) limit on a provider's output"),
         "{message}"
     );
     assert!(!message.contains("not JSON"), "{message}");

@@ -1140,20 +1140,24 @@ pub fn control_files(root: &Path) -> BTreeMap<String, String> {
             for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
                 add(root, &entry.path(), skip, out);
             }
-        } else if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
-            out.insert(relative, format!("link:{target}"));
         } else {
-            let bytes = scafld_local::capped::read(path, "file", 8 << 20).ok();
-            let spec = relative.starts_with(".scafld/specs/") && relative.ends_with(".md");
-            let (key, digest) = match bytes {
-                Some(bytes) if spec => {
+            // A spec by its author's text, anything else as the material fingerprints a file
+            // (a link by its target), with its mode (a hook made executable is a change).
+            let spec = relative.starts_with(".scafld/specs/") && relative.ends_with(".md") && meta.is_file();
+            let text = spec
+                .then(|| {
+                    scafld_local::capped::read_text(path, "spec", crate::domain::spec::budget::MAX_SPEC_BYTES).ok()
+                })
+                .flatten();
+            let (key, digest) = match text {
+                Some(text) => {
                     let name = path.file_name().unwrap_or_default().to_string_lossy();
-                    let text = String::from_utf8_lossy(&bytes);
                     (format!(".scafld/specs/**/{name}"), crate::domain::review::spec_guard_fingerprint(&text))
                 }
-                Some(bytes) => (relative, format!("{:x}", Sha256::digest(&bytes))),
-                None => (relative, format!("size:{}", meta.len())),
+                None => {
+                    let digest = fingerprint(root, &relative);
+                    (relative, digest)
+                }
             };
             let entry = format!("{:o}:{digest}", meta.permissions().mode() & 0o777);
             // Two copies of one spec (a leftover beside it) count together.

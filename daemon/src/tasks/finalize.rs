@@ -68,16 +68,13 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     })?;
 
     // A receipt signs the repository's own files: content inside a submodule it names could
-    // change under a verified receipt, so such a scope is refused; one holding a submodule
-    // whole signs around it, and the answer says so.
+    // change under a verified receipt, so such a scope is refused (here, before any command
+    // runs, as the spec names it; below, once its links are followed too).
     let (root, scope_now) = (ws.root.clone(), scope.clone());
-    let (named, held) = baseline::in_workspace(move || baseline::scoped_submodules(&root, &scope_now)).await?;
+    let (named, _) = baseline::in_workspace(move || baseline::scoped_submodules(&root, &scope_now)).await?;
     if let Some(sub) = named.first() {
         return Err(reaches_into(&task, sub));
     }
-    let submodule_note = (!held.is_empty()).then(|| {
-        format!("submodule content is not signed: {} (a receipt signs this repository's own files)", held.join(", "))
-    });
 
     // Every criterion again, on the files as they are: a receipt never rests on old runs.
     let (criteria, records) = rerun_acceptance(&ws, &spec, &entries, &p.caller.env, &task).await?;
@@ -91,11 +88,15 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let (root, scope_now, base_ref) = (ws.root.clone(), scope.clone(), p.base_ref.clone());
     let (scope, tree) = baseline::in_workspace(move || baseline::tree_files_through_links(&root, scope_now)).await?;
     // Widened by what the scope's links point at: a link into a submodule reaches into it too.
+    // One holding a submodule whole signs around it, and the answer says so.
     let (root, widened) = (ws.root.clone(), scope.clone());
-    let (named, _) = baseline::in_workspace(move || baseline::scoped_submodules(&root, &widened)).await?;
+    let (named, held) = baseline::in_workspace(move || baseline::scoped_submodules(&root, &widened)).await?;
     if let Some(sub) = named.first() {
         return Err(reaches_into(&task, sub));
     }
+    let submodule_note = (!held.is_empty()).then(|| {
+        format!("submodule content is not signed: {} (a receipt signs this repository's own files)", held.join(", "))
+    });
     let holds = |e: &crate::domain::review::ScopeEntry| {
         e.path.is_empty()
             || tree.files.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path)))
