@@ -423,9 +423,20 @@ fn workspace_with_ledgers(env: &mut TestEnv) -> usize {
     env.scafld(&["build", "keep"]).assert_code(0);
     env.scafld(&["build", "keep"]).assert_code(0);
     env.scafld(&["session", "keep", "--export"]).assert_code(0);
-    let entries = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].as_array().unwrap().len();
+    let entries = ledger_len(env, "keep");
     env.scafld(&["daemon", "stop"]).assert_code(0);
     entries
+}
+
+/// The database gone (the manifest beside it kept), then `scafldd --recover`: its report.
+fn lose_the_database_and_recover(env: &TestEnv) -> String {
+    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
+    recover(env)
+}
+
+/// How many entries the task's ledger holds, as `session` shows it.
+fn ledger_len(env: &TestEnv, task: &str) -> usize {
+    env.scafld(&["session", task, "--json"]).json()["result"]["entries"].as_array().unwrap().len()
 }
 
 fn refused_to_start(env: &TestEnv) -> String {
@@ -483,8 +494,7 @@ fn a_truncated_or_bit_flipped_database_is_refused_kept_and_rebuilt() {
     assert_eq!(kept.len(), 5, "one copy per refused start and the one moved aside: {kept:?}");
     assert!(!env.state_dir.join("db.opening").exists());
     env.start_daemon();
-    let session = env.scafld(&["session", "keep", "--json"]);
-    assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), entries, "{}", session.stdout);
+    assert_eq!(ledger_len(&env, "keep"), entries);
 }
 
 #[test]
@@ -500,8 +510,7 @@ fn a_deleted_database_is_refused_and_rebuilt_from_manifest_and_exports() {
     // `gone` had no export: its loss is reported, not hidden.
     assert!(report.contains("/gone: 0 of"), "{report}");
     env.start_daemon();
-    let session = env.scafld(&["session", "keep", "--json"]);
-    assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), entries, "{}", session.stdout);
+    assert_eq!(ledger_len(&env, "keep"), entries);
     // A recovery while a daemon runs is refused.
     let output = env.daemon_command().arg("--recover").output().unwrap();
     assert!(!output.status.success());
@@ -519,8 +528,7 @@ fn an_edited_export_is_refused_by_the_manifests_digest() {
     let genuine = std::fs::read_to_string(&export).unwrap();
     assert!(genuine.contains("exit code was 0"), "{genuine}");
     std::fs::write(&export, genuine.replace("exit code was 0", "exit code was 0, and more")).unwrap();
-    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
-    let report = recover(&env);
+    let report = lose_the_database_and_recover(&env);
     assert!(report.contains("do not match what the database recorded"), "{report}");
     assert!(report.contains(&format!("/keep: 0 of {entries}")), "{report}");
 
@@ -533,8 +541,7 @@ fn an_edited_export_is_refused_by_the_manifests_digest() {
         .collect();
     assert_eq!(kept.len(), 1, "{kept:?}");
     std::fs::copy(&kept[0], env.state_dir.join("db.manifest.json")).unwrap();
-    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
-    let report = recover(&env);
+    let report = lose_the_database_and_recover(&env);
     assert!(report.contains(&format!("/keep: {entries} entries from the export")), "{report}");
 }
 
@@ -550,8 +557,7 @@ fn an_unreadable_manifest_is_named_and_its_workspaces_still_searched() {
     let broken = text.replacen("\"heads\":{", "\"heads\":{\"x/y\":-1,", 1);
     assert_ne!(broken, text);
     std::fs::write(&manifest, broken).unwrap();
-    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
-    let report = recover(&env);
+    let report = lose_the_database_and_recover(&env);
     assert!(report.contains("the manifest could not be read"), "{report}");
     assert!(report.contains(&format!("/keep: {entries} entries from the export, unchecked")), "{report}");
 }
@@ -565,11 +571,10 @@ fn an_export_taken_before_later_appends_restores_what_it_holds() {
     let exported = workspace_with_ledgers(&mut env);
     env.start_daemon();
     env.scafld(&["cancel", "keep", "--reason", "later work"]).assert_code(0);
-    let total = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].as_array().unwrap().len();
+    let total = ledger_len(&env, "keep");
     assert!(total > exported);
     env.scafld(&["daemon", "stop"]).assert_code(0);
-    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
-    let report = recover(&env);
+    let report = lose_the_database_and_recover(&env);
     assert!(!report.contains("do not match"), "{report}");
     assert!(report.contains(&format!("/keep: {exported} entries from the export")), "{report}");
     assert!(report.contains(&format!("/keep: {exported} of {total} ledger entries restored")), "{report}");
@@ -584,18 +589,15 @@ fn a_ledger_a_recovery_lost_is_restored_by_a_later_one_once_its_export_is_back()
     let entries = workspace_with_ledgers(&mut env);
     let away = env.path("away");
     std::fs::rename(&env.work, &away).unwrap();
-    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
-    let report = recover(&env);
+    let report = lose_the_database_and_recover(&env);
     assert!(report.contains(&format!("/keep: 0 of {entries}")), "{report}");
     assert!(report.contains("is not there (moved?)"), "{report}");
     // Its folder back, the database again lost (the one rebuilt holds nothing of it).
     std::fs::rename(&away, &env.work).unwrap();
-    std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();
-    let report = recover(&env);
+    let report = lose_the_database_and_recover(&env);
     assert!(report.contains(&format!("/keep: {entries} entries from the export")), "{report}");
     env.start_daemon();
-    let session = env.scafld(&["session", "keep", "--json"]);
-    assert_eq!(session.json()["result"]["entries"].as_array().unwrap().len(), entries, "{}", session.stdout);
+    assert_eq!(ledger_len(&env, "keep"), entries);
 }
 
 /// A recovery is refused while any daemon holds the state directory, whatever socket the daemon
@@ -632,7 +634,7 @@ fn a_recovery_from_another_socket_is_refused_while_a_daemon_holds_the_state_dire
     assert_eq!(listing(&env.state_dir.join("db")), db_before);
     // The daemon is unharmed and still writes to its database.
     env.scafld(&["fail", "keep", "--reason", "written after the refused recovery"]).assert_code(0);
-    let now = env.scafld(&["session", "keep", "--json"]).json()["result"]["entries"].as_array().unwrap().len();
+    let now = ledger_len(&env, "keep");
     assert!(now > entries, "{now} <= {entries}");
     env.scafld(&["daemon", "stop"]).assert_code(0);
     env.start_daemon();
