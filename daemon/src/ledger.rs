@@ -186,9 +186,9 @@ pub fn record(
     Ok(project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred(task, e, Unprojected::Unwritten)))
 }
 
-/// [`record`] for the events that end a job: `end` gets the spec and the ledger as the events
-/// leave them and returns the job's final record, which reaches the disk in the same flush as
-/// the events. The spec's new bytes are written and synced under a temporary name meanwhile,
+/// [`record`] for the events that end a build job: `end` gets the spec and the ledger as the
+/// events leave them and returns the job's final record, which reaches the disk in the same
+/// flush as the events. The spec's new bytes are written and synced under a temporary name meanwhile,
 /// and put in place once the flush is done (never showing what the ledger does not hold).
 /// Returns the job's record, for the caller to publish now that the spec says so too, and the
 /// spec's rename, whose directory the caller syncs once it has answered (until then a power
@@ -198,30 +198,33 @@ pub fn record(
 /// `base` is the spec the job worked from: it stands in for a file that no longer reads as the
 /// task's spec (emptied, broken front matter, another task's id), which is then left as it is
 /// and the job's answer says so ([`JobRecord::note_unprojected`]).
-pub async fn record_ending(
+///
+/// `after` is what is known only once a read still under way ends (a build step's material
+/// after its commands): its material records, and what `end` needs of it. The spec is read,
+/// projected and staged meanwhile, so `after`'s events must be ones the projection passes over
+/// ([`LedgerEvent::Material`] only).
+pub async fn record_ending<T>(
     daemon: &Daemon,
     ws: &Workspace,
     task: &str,
-    events: Vec<LedgerEvent>,
-    cause: &str,
+    mut events: Vec<LedgerEvent>,
+    after: impl Future<Output = (Vec<LedgerEvent>, T)>,
     base: &Spec,
-    end: impl FnOnce(&Spec, &[LedgerEntry]) -> JobRecord,
+    end: impl FnOnce(&Spec, &[LedgerEntry], T) -> JobRecord,
 ) -> RpcResult<(JobRecord, InPlace)> {
+    let cause = "command:build";
     let mut entries = daemon.store().ledger(&ws.id, task).map_err(internal)?.to_vec();
     let recorded_at = clock::now_rfc3339();
     let first = entries.last().map_or(1, |e| e.seq + 1);
-    entries.extend(events.iter().zip(first..).map(|(event, seq)| LedgerEntry {
-        seq,
-        recorded_at: recorded_at.clone(),
-        event: event.clone(),
-    }));
+    let entry =
+        |(event, seq): (&LedgerEvent, u64)| LedgerEntry { seq, recorded_at: recorded_at.clone(), event: event.clone() };
+    entries.extend(events.iter().zip(first..).map(entry));
     let (on_disk, mut unprojected) = match read_as_spec(ws, task) {
         Ok(found) => (Some(found), None),
         Err(Unread::Missing) => (None, Some(deferred_missing(ws, task, &entries))),
         Err(Unread::Broken(why)) => (None, Some(deferred(task, why, Unprojected::Broken))),
     };
     let next = ledger::project(on_disk.as_ref().map_or(base, |(_, parsed)| &parsed.spec), &entries, &recorded_at);
-    let mut job = end(&next, &entries);
     let rendered = match &on_disk {
         Some((file, _)) => render(ws, task, file, &next).unwrap_or_else(|e| {
             unprojected = Some(deferred(task, e, Unprojected::Broken));
@@ -229,13 +232,6 @@ pub async fn record_ending(
         }),
         None => None,
     };
-    let missing = match unprojected.as_ref().is_some_and(Projected::missing) {
-        true => Some(missing_spec(ws, task, &entries).await),
-        false => None,
-    };
-    if let Some(unprojected) = &unprojected {
-        unprojected.note_in(&mut job, task, missing.as_ref());
-    }
     // Staged, and parsed for the index, while the ledger flushes.
     let staging = rendered.as_ref().map(|r| {
         let (path, target, text) = (r.from.clone(), r.target.clone(), r.text.clone());
@@ -243,6 +239,19 @@ pub async fn record_ending(
             specfile::stage_spec(Some(&path), &target, &text).map(|s| (s, parse(&text)))
         })
     });
+    let (late, known) = after.await;
+    debug_assert!(late.iter().all(|e| matches!(e, LedgerEvent::Material { .. })), "the projection passed over these");
+    let seq = first + events.len() as u64;
+    entries.extend(late.iter().zip(seq..).map(entry));
+    events.extend(late);
+    let mut job = end(&next, &entries, known);
+    let missing = match unprojected.as_ref().is_some_and(Projected::missing) {
+        true => Some(missing_spec(ws, task, &entries).await),
+        false => None,
+    };
+    if let Some(unprojected) = &unprojected {
+        unprojected.note_in(&mut job, task, missing.as_ref());
+    }
     let written = daemon.store().append_ending(&ws.id, task, &recorded_at, events, &job).map_err(internal)?;
     if written.first().is_some_and(|w| w.seq == first) {
         note_state(daemon, ws, task, &entries);

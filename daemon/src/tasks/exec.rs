@@ -763,34 +763,36 @@ impl BuildRun {
     /// record: its outcome read off the spec and ledger as the step leaves them.
     async fn record_end(&self, end: StepEnd) -> RpcResult<(crate::domain::job::JobRecord, InPlace)> {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
-        let StepEnd { mut events, target, results, timed_out, material_after } = end;
+        let StepEnd { events, target, results, timed_out, material_after } = end;
         let material = self.material.get().await?;
-        // What the step recorded is stale at once when its commands changed the files: the next
-        // step is then another build, not a review that would refuse it.
-        let now = match material_after {
-            Some(after) => after.get().await.ok(),
-            None => None,
-        };
-        let digest_now = now.as_ref().map_or(&material.digest, |now| &now.digest);
-        // What its commands left is recorded, with the criteria that ran and what changed, so
-        // that a criterion rewriting its own scope on every build is told apart from one that
-        // changed the files once (a formatter's first run).
-        if let Some(now) = now.as_ref().filter(|now| now.digest != material.digest) {
-            let ran = results.iter().filter(|r| r.exit_code.is_some() || r.duration_ms > 0);
-            events.push(LedgerEvent::Material {
+        let ran = results.iter().filter(|r| r.exit_code.is_some() || r.duration_ms > 0);
+        let ran: Vec<String> = ran.map(|r| r.criterion_id.clone()).collect();
+        // The files as the commands left them, still being read while the step is projected.
+        let after = async {
+            let now = match material_after {
+                Some(after) => after.get().await.ok(),
+                None => None,
+            };
+            // What its commands left is recorded, with the criteria that ran and what changed,
+            // so that a criterion rewriting its own scope on every build is told apart from one
+            // that changed the files once (a formatter's first run).
+            let changed = now.as_ref().filter(|now| now.digest != material.digest).map(|now| LedgerEvent::Material {
                 digest: now.digest.clone(),
                 entries: now.stored(),
                 after_step: Some(StepChange {
                     from: material.digest.clone(),
-                    criteria: ran.map(|r| r.criterion_id.clone()).collect(),
+                    criteria: ran,
                     changed: baseline::material_changes(&material.stored(), &now.entries),
                 }),
             });
-        }
+            (Vec::from_iter(changed), now.map_or_else(|| material.digest.clone(), |now| now.digest.clone()))
+        };
         let base = &self.base;
-        record_ending(&self.daemon, &self.ws, &self.task, events, "command:build", base, |spec, entries| {
+        record_ending(&self.daemon, &self.ws, &self.task, events, after, base, |spec, entries, digest_now| {
+            // What the step recorded is stale at once when its commands changed the files: the
+            // next step is then another build, not a review that would refuse it.
             let status = spec.status().unwrap_or(Status::Active);
-            let stale = evidence::stale(spec, entries, Some(digest_now));
+            let stale = evidence::stale(spec, entries, Some(&digest_now));
             let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, &stale, Default::default());
             let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
             // A manual criterion waiting for a person is pending, not failed.
