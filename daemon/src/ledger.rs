@@ -411,9 +411,18 @@ fn read_as_spec(ws: &Workspace, task: &str) -> Result<(SpecText, Parsed), Unread
     }
 }
 
-/// Where the spec belongs for its status (archive month from `updated`).
-pub fn target_for(ws: &Workspace, task: &str, spec: &Spec) -> std::path::PathBuf {
+/// Where the spec belongs for its status (archive month from `updated`). A finished task's
+/// file already in an archive month (`current`) stays in it: rewriting its runner-owned lines
+/// (a `reconcile`) does not archive it again under this month.
+pub fn target_for(ws: &Workspace, task: &str, spec: &Spec, current: &std::path::Path) -> std::path::PathBuf {
     let status = spec.status().unwrap_or(Status::Draft);
+    let archived = |folder| folder == Some(Folder::Archive);
+    if archived(Some(Folder::of(status)))
+        && archived(specfile::folder_of(&ws.root, current))
+        && current.file_stem().is_some_and(|stem| stem == task)
+    {
+        return current.to_path_buf();
+    }
     let now = crate::clock::now_rfc3339();
     let month = crate::clock::month_of(&spec.front.updated)
         .or_else(|| crate::clock::month_of(&now))
@@ -475,7 +484,7 @@ fn render(ws: &Workspace, task: &str, file: &SpecText, next: &Spec) -> RpcResult
         )
         .with_hint("shorten the spec's own text (or split the task), then run the command again"));
     }
-    let target = target_for(ws, task, next);
+    let target = target_for(ws, task, next, &file.path);
     let changed = target != file.path || new_text != file.text;
     Ok(changed.then(|| Rendered { from: file.path.clone(), target, text: new_text }))
 }

@@ -1025,6 +1025,45 @@ fn an_original_session_json_is_imported_and_left_untouched() {
     assert_eq!(ledger(&env, "legacy").len(), 7);
 }
 
+/// A task the original tool completed (archived, its session.json ending in `complete`) is
+/// imported completed: every entry that gives the original a status means it here too, and
+/// `reconcile` leaves the archived file where it is, as it is.
+#[test]
+fn an_original_completed_task_stays_completed() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let archive = env.work.join(".scafld/specs/archive/2026-05");
+    std::fs::create_dir_all(&archive).unwrap();
+    let text = spec("done", &[&[("ac1", "true", "")]], &[])
+        .replace("status: draft", "status: completed")
+        .replace("- [ ] `ac1`", "- [x] `ac1`");
+    std::fs::write(archive.join("done.md"), &text).unwrap();
+    let runs = env.work.join(".scafld/runs/done");
+    std::fs::create_dir_all(&runs).unwrap();
+    let session = r#"{"schema_version": 1, "task_id": "done", "entries": [
+    {"id": "entry-1", "type": "workspace_baseline", "recorded_at": "2026-05-15T09:20:00Z", "status": "captured", "reason": "baseline"},
+    {"id": "entry-2", "type": "approval", "recorded_at": "2026-05-15T09:20:00Z", "status": "approved", "reason": "spec approved"},
+    {"id": "entry-3", "type": "criterion", "recorded_at": "2026-05-15T09:30:00Z", "criterion_id": "ac1", "phase_id": "phase1", "status": "pass", "reason": "exit code was 0", "command": "true"},
+    {"id": "entry-4", "type": "build", "recorded_at": "2026-05-15T09:30:00Z", "status": "review", "reason": "build completed; ready for review"},
+    {"id": "entry-5", "type": "review_attempt", "recorded_at": "2026-05-15T09:40:00Z", "status": "running", "reason": "review provider running"},
+    {"id": "entry-6", "type": "review", "recorded_at": "2026-05-15T09:41:00Z", "status": "pass", "provider": "codex", "reason": "review gate pass", "output": "{\"verdict\":\"pass\"}"},
+    {"id": "entry-7", "type": "complete", "recorded_at": "2026-05-15T09:45:00Z", "status": "completed", "reason": "task completed"}
+  ]}"#;
+    std::fs::write(runs.join("session.json"), session).unwrap();
+    let types: Vec<Value> = ledger(&env, "done").iter().map(|e| e["type"].clone()).collect();
+    assert_eq!(types[4..], [json!("review_attempt"), json!("review"), json!("complete")], "{types:?}");
+    assert_eq!(env.scafld(&["status", "done", "--json"]).json()["result"]["status"], "completed");
+    let list = env.scafld(&["list", "--json"]).json();
+    assert_eq!(list["result"]["tasks"][0]["status"], "completed", "{list}");
+    // Its runner-owned lines are the ledger's to write; it stays completed, in its month.
+    env.scafld(&["reconcile", "done"]).assert_code(0);
+    let after = std::fs::read_to_string(archive.join("done.md")).unwrap();
+    assert!(after.contains("\nstatus: completed\n"), "{after}");
+    let copies: Vec<String> = spec_files(&env).into_iter().filter(|f| f.ends_with("done.md")).collect();
+    assert_eq!(copies, ["archive/2026-05/done.md"]);
+}
+
 #[test]
 fn a_graceful_shutdown_leaves_no_job_process_behind() {
     let mut env = TestEnv::new();

@@ -1,10 +1,13 @@
 //! Mapping the original tool's `.scafld/runs/<task-id>/session.json` entries to ledger events,
-//! so an existing workspace keeps its history. Nothing is dropped: an entry without an
+//! so an existing workspace keeps its history and its status: every entry the original's
+//! reconcile reads a lifecycle status from (`approval`, `build`, `review`, `complete`, `fail`,
+//! `cancel`) becomes the event that means it here. Nothing is dropped: an entry without an
 //! equivalent is kept whole as an `imported` event.
 
 use serde_json::Value;
 
-use crate::domain::ledger::{BaselinePath, LedgerEvent};
+use crate::domain::ledger::{BaselinePath, LedgerEvent, RecordedReview};
+use scafld_protocol::vocab::{Disposition, Verdict};
 
 /// `(recorded_at, event)` for every entry of a session document, in order.
 pub fn events(session: &Value) -> Result<Vec<(String, LedgerEvent)>, String> {
@@ -62,6 +65,34 @@ fn map(entry: &Value) -> LedgerEvent {
             material: String::new(),
             redacted: Vec::new(),
         },
+        // The original's accepted review: its verdict, provider and the dossier it accepted
+        // (compact JSON in `output`; none for a human override). Its reviewer left no provenance
+        // here, and any build since (which imported evidence, bound to nothing, needs before a
+        // completion) supersedes it.
+        "review" if status.parse::<Verdict>().is_ok() => LedgerEvent::Review(RecordedReview {
+            verdict: status,
+            provider: text(entry, "provider"),
+            reason,
+            dossier: serde_json::from_str::<Value>(&text(entry, "output")).ok().filter(Value::is_object),
+            tree: String::new(),
+            reviewers: Vec::new(),
+        }),
+        "review_attempt" => LedgerEvent::ReviewAttempt { status, reason },
+        "review_override" => LedgerEvent::ReviewOverride { reason },
+        "manual_evidence" if !text(entry, "criterion_id").is_empty() && status.parse::<Disposition>().is_ok() => {
+            LedgerEvent::ManualEvidence {
+                criterion_id: text(entry, "criterion_id"),
+                phase_id: text(entry, "phase_id"),
+                disposition: status,
+                reason,
+                evidence_digest: text(entry, "evidence_digest"),
+                actor: text(entry, "evidence_actor"),
+                // Bound to nothing here, as imported criterion results: stale until given again.
+                definition: String::new(),
+                material: String::new(),
+            }
+        }
+        "complete" => LedgerEvent::Complete { reason },
         "fail" => LedgerEvent::Fail { reason },
         "cancel" => LedgerEvent::Cancel { reason },
         _ => imported(),
@@ -86,6 +117,35 @@ mod tests {
         assert_eq!(events.len(), 4);
         assert!(matches!(&events[0].1, LedgerEvent::WorkspaceBaseline { paths, .. } if paths[0].path == "notes.txt"));
         assert!(matches!(&events[2].1, LedgerEvent::Criterion { exit_code: Some(0), .. }));
-        assert!(matches!(&events[3].1, LedgerEvent::Imported { original_type, .. } if original_type == "review"));
+        assert!(matches!(&events[3].1, LedgerEvent::Review(r) if r.verdict == "pass" && r.provider == "codex"));
+    }
+
+    /// Every entry the original reads a lifecycle status from means that status here: a task it
+    /// completed, failed or cancelled stays so, one it left in review is in review.
+    #[test]
+    fn the_original_s_status_survives_the_import() {
+        use crate::domain::ledger::{LedgerEntry, state};
+        use crate::domain::lifecycle::Status;
+        let status_after = |types: &[(&str, &str)]| {
+            let entries: Vec<Value> = types
+                .iter()
+                .map(|(kind, status)| serde_json::json!({"type": kind, "status": status, "recorded_at": "t", "reason": "r"}))
+                .collect();
+            let ledger: Vec<LedgerEntry> = events(&serde_json::json!({ "entries": entries }))
+                .unwrap()
+                .into_iter()
+                .enumerate()
+                .map(|(i, (recorded_at, event))| LedgerEntry { seq: i as u64 + 1, recorded_at, event })
+                .collect();
+            state(&ledger).unwrap().status
+        };
+        let reviewed =
+            [("approval", "approved"), ("build", "review"), ("review_attempt", "running"), ("review", "fail")];
+        assert_eq!(status_after(&reviewed), Status::Review);
+        assert_eq!(status_after(&[reviewed.as_slice(), &[("complete", "completed")]].concat()), Status::Completed);
+        assert_eq!(status_after(&[("approval", "approved"), ("fail", "failed")]), Status::Failed);
+        assert_eq!(status_after(&[("approval", "approved"), ("cancel", "cancelled")]), Status::Cancelled);
+        assert_eq!(status_after(&[("approval", "approved"), ("build", "blocked")]), Status::Blocked);
+        assert_eq!(status_after(&[("approval", "approved")]), Status::Approved);
     }
 }

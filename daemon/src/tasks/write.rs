@@ -244,7 +244,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         next.current_state.current_phase = "none".into();
     }
     let changed_text = project(&file.text, &next).map_err(projection_error)?;
-    let target = target_for(&ws, &entry.task_id, &next);
+    let target = target_for(&ws, &entry.task_id, &next, &file.path);
     let moved = target != file.path;
     let changed = changed_text != file.text || moved;
     if changed {
