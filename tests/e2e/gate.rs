@@ -717,6 +717,41 @@ fn a_spec_hand_set_to_review_is_adopted_by_a_build_before_any_review() {
     assert_eq!(step.json()["result"]["failed"], 1, "{}", step.stdout);
 }
 
+/// The original tool's approval (imported from its session.json) pins no criteria and no
+/// scope: the first build pins the spec's as of then, saying so, and from then on a criterion
+/// removed after it failed is a contract change, refused as for a task approved here.
+#[test]
+fn an_imported_approval_is_pinned_by_the_first_build() {
+    let env = TestEnv::new();
+    opened(&env, "greet.txt", GREET);
+    let spec = "---\nspec_version: '2.0'\ntask_id: old\nstatus: active\nharden_status: not_run\n---\n\n# Old\n\n## Scope\n\n- `greet.txt` - it.\n\n## Phase 1: A\n\nObjective: a.\n\nAcceptance:\n- [ ] `ac1` test - hello\n  - Command: `true`\n- [ ] `ac2` test - bye\n  - Command: `false`\n";
+    write(&env, ".scafld/specs/active/old.md", spec);
+    let session = r#"{"schema_version": 1, "task_id": "old", "entries": [
+      {"id": "entry-1", "type": "workspace_baseline", "recorded_at": "2026-05-15T09:20:00Z", "status": "captured", "reason": "baseline"},
+      {"id": "entry-2", "type": "approval", "recorded_at": "2026-05-15T09:20:00Z", "status": "approved", "reason": "spec approved"},
+      {"id": "entry-3", "type": "phase", "recorded_at": "2026-05-15T09:21:00Z", "phase_id": "phase1", "status": "active", "reason": "phase phase1 opened"},
+      {"id": "entry-4", "type": "build", "recorded_at": "2026-05-15T09:21:00Z", "status": "active", "reason": "phase phase1 opened"}]}"#;
+    write(&env, ".scafld/runs/old/session.json", session);
+    let status = env.scafld(&["status", "old", "--json"]).json();
+    assert_eq!(status["result"]["next_command"], "scafld build old", "{status}");
+    env.scafld(&["complete", "old"]).assert_code(4);
+    // The adopting build runs the open phase's criteria: `ac2` fails.
+    env.scafld(&["build", "old"]).assert_code(3);
+    let entries = env.scafld(&["session", "old", "--json"]).json()["result"]["entries"].clone();
+    let adopted = &entries[4];
+    assert_eq!(adopted["type"], "approval", "{entries}");
+    let reason = adopted["reason"].as_str().unwrap();
+    assert!(reason.contains("entry-2") && reason.contains("pinned as of this build"), "{reason}");
+    assert_eq!(adopted["criteria"].as_object().map(|c| c.len()), Some(2), "{entries}");
+    assert_eq!(env.scafld(&["status", "old", "--json"]).json()["result"]["status"], "blocked");
+    let text = std::fs::read_to_string(env.work.join(".scafld/specs/active/old.md")).unwrap();
+    let cut = text.find("- [ ] `ac2`").or_else(|| text.find("- [x] `ac2`")).unwrap();
+    write(&env, ".scafld/specs/active/old.md", &text[..cut]);
+    let refused = env.scafld(&["build", "old"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(refused.stderr.contains("`ac2` removed"), "{}", refused.stderr);
+}
+
 #[test]
 fn review_status_counts_a_finished_pass_as_every_file_reviewed() {
     let env = TestEnv::new();

@@ -330,6 +330,16 @@ pub struct Replay {
     pub failed_attempt: Option<String>,
 }
 
+impl Replay {
+    /// Whether an approval on record pins the contract it approved (criteria and scope). The
+    /// original tool's approval (imported) and one recorded before pins existed pin nothing: the
+    /// next build adopts the spec's contract as of then, as it adopts a spec approved with no
+    /// approval on record at all, and nothing counts until it has.
+    pub fn contract_pinned(&self) -> bool {
+        self.approved && self.contract.is_some()
+    }
+}
+
 /// What the ledger says of a task's lifecycle, as the spec index keeps it beside the files'
 /// listings: the status a projection gives the spec, as of the ledger's entry `seq` (a later
 /// entry's state replaces an earlier one's, whatever order they are learnt in).
@@ -369,7 +379,11 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
         match &entry.event {
             LedgerEvent::Approval { criteria, harden_override, scope, also_bound, .. } => {
-                r.status = Some(Status::Approved);
+                // An approval after one on record pins the contract that one did not (adopted
+                // at build, see `Replay::contract_pinned`): the task stays where it stands.
+                if !r.approved {
+                    r.status = Some(Status::Approved);
+                }
                 r.approved = true;
                 r.harden_overridden = harden_override.is_some();
                 r.contract = (!criteria.is_empty() || scope.is_some()).then(|| Contract {
@@ -684,6 +698,27 @@ mod tests {
         assert_eq!((projected.front.status.as_str(), projected.front.task_id.as_str()), ("approved", "t"));
         assert_eq!(projected.phases[1].criteria[0].status, "pass");
         assert_eq!(projected.harden_status(), crate::domain::lifecycle::HardenStatus::Passed);
+    }
+
+    /// An approval that pins nothing (the original tool's) leaves the contract to adopt; the
+    /// approval that adopts it pins it and leaves the task where it stands.
+    #[test]
+    fn an_adopting_approval_pins_the_contract_and_keeps_the_status() {
+        let approval = |criteria: &[&str]| LedgerEvent::Approval {
+            reason: "r".into(),
+            harden_override: None,
+            criteria: criteria.iter().map(|id| (id.to_string(), "digest".to_string())).collect(),
+            scope: (!criteria.is_empty()).then(Vec::new),
+            also_bound: None,
+        };
+        let build = LedgerEvent::Build { status: "blocked".into(), reason: "r".into() };
+        let imported = [entry(1, approval(&[])), entry(2, build)];
+        assert!(replay(&imported).approved && !replay(&imported).contract_pinned());
+        let adopted = [imported.as_slice(), &[entry(3, approval(&["a1"]))]].concat();
+        let r = replay(&adopted);
+        assert!(r.contract_pinned());
+        assert_eq!(r.status, Some(Status::Blocked));
+        assert_eq!(r.contract.unwrap().criteria.keys().collect::<Vec<_>>(), ["a1"]);
     }
 
     #[test]

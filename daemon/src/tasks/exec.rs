@@ -309,8 +309,9 @@ async fn amended(
 }
 
 /// A task that reached `approved` outside this ledger (moved by hand, or written by another
-/// tool without its session.json): record a baseline and adopt its current criteria as the
-/// approved contract, so it never builds without either.
+/// tool without its session.json), or whose approval on record pins no contract (the original
+/// tool's, imported): record a baseline if there is none and adopt its current criteria and
+/// scope as the approved contract, so it never builds without either.
 async fn adopt(
     daemon: &Daemon,
     ws: &Workspace,
@@ -320,45 +321,51 @@ async fn adopt(
     entries: &[LedgerEntry],
 ) -> RpcResult<bool> {
     let has_baseline = entries.iter().any(|e| matches!(e.event, LedgerEvent::WorkspaceBaseline { .. }));
-    if has_baseline && !entries.is_empty() {
+    let replay = ledger::replay(entries);
+    if has_baseline && replay.contract_pinned() {
         return Ok(false);
     }
     baseline::require_git(&ws.root)?;
-    if entries.is_empty() {
+    // The approval this adoption stands for, when one is on record that pinned nothing.
+    let unpinned = entries.iter().rev().find(|e| matches!(e.event, LedgerEvent::Approval { .. }));
+    let why = match unpinned {
+        Some(approval) => format!(
+            "{task}'s approval ({}) pinned no criteria or scope (the original tool's, or an older scafld's, records \
+             none): they are pinned as of this build",
+            approval.id()
+        ),
+        None => format!("{task} was {} without an approval in this ledger", spec.front.status),
+    };
+    if !replay.contract_pinned() {
         // Adopting approves: what approve refuses (a scope entry outside the workspace or a
         // case typo, a spec whose records would not fit), adopting refuses.
         let (errors, _): (Vec<_>, Vec<_>) =
             crate::evidence::scope_notes(ws, spec).await.into_iter().partition(|(error, _)| *error);
         if let Some((_, first)) = errors.first() {
-            return Err(RpcError::new(
-                ErrorKind::ValidationFailed,
-                format!("cannot adopt {task} (approved without an approval on record here): {first}"),
-            )
-            .with_hint(format!("fix the spec's Scope, then `scafld build {task}` again")));
+            return Err(RpcError::new(ErrorKind::ValidationFailed, format!("cannot adopt {task} ({why}): {first}"))
+                .with_hint(format!("fix the spec's Scope, then `scafld build {task}` again")));
         }
         refuse_oversized(task, path, spec, true)?;
     }
-    let root = ws.root.clone();
-    let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
-    let count = snapshot.paths.len();
-    let mut events = vec![LedgerEvent::WorkspaceBaseline {
-        head: snapshot.head,
-        paths: snapshot.paths,
-        reason: format!("workspace baseline captured before build: {count} changed path(s)"),
-    }];
-    if entries.is_empty() {
+    let mut events = Vec::new();
+    if !has_baseline {
+        let root = ws.root.clone();
+        let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
+        let count = snapshot.paths.len();
+        events.push(LedgerEvent::WorkspaceBaseline {
+            head: snapshot.head,
+            paths: snapshot.paths,
+            reason: format!("workspace baseline captured before build: {count} changed path(s)"),
+        });
+    }
+    if !replay.contract_pinned() {
         let contract = evidence::contract(spec);
         // Approved elsewhere (the original tool approves without a harden pass) or set by hand:
         // without a pass on record it is an override, and the spec and the packet say so.
-        let harden_override = (spec.harden_status() != HardenStatus::Passed).then(|| {
-            format!(
-                "adopted at build with harden_status {}: {task} was {} without an approval in this ledger",
-                spec.harden_status().as_str(),
-                spec.front.status
-            )
-        });
+        let harden_override = (spec.harden_status() != HardenStatus::Passed)
+            .then(|| format!("adopted at build with harden_status {}: {why}", spec.harden_status().as_str()));
         events.push(LedgerEvent::Approval {
-            reason: format!("adopted at build: {task} was {} without an approval in this ledger", spec.front.status),
+            reason: format!("adopted at build: {why}"),
             harden_override,
             criteria: contract.criteria,
             scope: contract.scope,

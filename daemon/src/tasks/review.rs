@@ -668,14 +668,18 @@ pub(super) fn require_review_status(
     what: &str,
     kind: ErrorKind,
 ) -> RpcResult<()> {
-    // A file that says `review` without an approval on record here (set by hand) has had no
-    // baseline, no pinned contract and no build of ours: nothing a review could judge.
-    let approved = crate::domain::ledger::replay(entries).approved;
-    if spec.status() == Some(Status::Review) && approved {
+    // A file that says `review` without an approval on record here (set by hand), or with one
+    // that pinned no contract (the original tool's), has had no pinned contract and no build of
+    // ours: nothing a review could judge.
+    let replay = crate::domain::ledger::replay(entries);
+    if spec.status() == Some(Status::Review) && replay.contract_pinned() {
         return Ok(());
     }
     let next = crate::evidence::next_for(daemon, ws, spec, entries, &Default::default(), Default::default());
     let why = match spec.status() {
+        Some(Status::Review) if replay.approved => {
+            format!("{task} says review, but its approval on record pins no criteria or scope")
+        }
         Some(Status::Review) => format!("{task} says review, but has no approval on record here"),
         _ => format!("{task} is {}", spec.front.status),
     };
