@@ -1025,6 +1025,31 @@ fn an_original_session_json_is_imported_and_left_untouched() {
     assert_eq!(ledger(&env, "legacy").len(), 7);
 }
 
+/// A session.json that names another task (a `runs/` folder copied or renamed by hand) is
+/// refused, naming both tasks and the file, and nothing is imported: once it is moved away the
+/// task is the draft it was.
+#[test]
+fn another_task_s_session_json_is_refused_and_imports_nothing() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/b.md"), spec("b", &[&[("a1", "true", "")]], &[])).unwrap();
+    let runs = env.work.join(".scafld/runs/b");
+    std::fs::create_dir_all(&runs).unwrap();
+    let session = r#"{"schema_version": 1, "task_id": "some-other-task", "entries": [
+      {"id": "entry-1", "type": "cancel", "recorded_at": "2026-05-15T09:20:00Z", "status": "cancelled", "reason": "cancel"}]}"#;
+    std::fs::write(runs.join("session.json"), session).unwrap();
+    let refused = env.scafld(&["status", "b"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    for named in [".scafld/runs/b/session.json", "`some-other-task`", "`b`"] {
+        assert!(refused.stderr.contains(named), "{named}: {}", refused.stderr);
+    }
+    std::fs::rename(runs.join("session.json"), env.work.join("elsewhere.json")).unwrap();
+    assert_eq!(ledger(&env, "b"), Vec::<Value>::new());
+    assert_eq!(env.scafld(&["status", "b", "--json"]).json()["result"]["status"], "draft");
+    env.scafld(&["approve", "b", "--reason", "tests skip hardening"]).assert_code(0);
+}
+
 /// A task the original tool completed (archived, its session.json ending in `complete`) is
 /// imported completed: every entry that gives the original a status means it here too, and
 /// `reconcile` leaves the archived file where it is, as it is.

@@ -9,8 +9,18 @@ use serde_json::Value;
 use crate::domain::ledger::{BaselinePath, LedgerEvent, RecordedReview};
 use scafld_protocol::vocab::{Disposition, Verdict};
 
-/// `(recorded_at, event)` for every entry of a session document, in order.
-pub fn events(session: &Value) -> Result<Vec<(String, LedgerEvent)>, String> {
+/// `(recorded_at, event)` for every entry of `task`'s session document, in order. A document
+/// that names another task (a `runs/` folder copied or renamed by hand) is refused: its history
+/// is not this task's.
+pub fn events(session: &Value, task: &str) -> Result<Vec<(String, LedgerEvent)>, String> {
+    match session.get("task_id") {
+        None => {}
+        Some(Value::String(named)) if named == task => {}
+        Some(Value::String(named)) => {
+            return Err(format!("it is the session of task `{named}`, not of `{task}`"));
+        }
+        Some(other) => return Err(format!("its `task_id` is {other}, not the task id `{task}`")),
+    }
     let entries = session.get("entries").and_then(Value::as_array).ok_or("session.json has no `entries` list")?;
     Ok(entries.iter().map(|entry| (text(entry, "recorded_at"), map(entry))).collect())
 }
@@ -113,7 +123,7 @@ mod tests {
             {"id":"entry-4","type":"review","recorded_at":"2026-05-15T09:40:00Z","status":"pass","provider":"codex"}]}"#,
         )
         .unwrap();
-        let events = events(&session).unwrap();
+        let events = events(&session, "t").unwrap();
         assert_eq!(events.len(), 4);
         assert!(matches!(&events[0].1, LedgerEvent::WorkspaceBaseline { paths, .. } if paths[0].path == "notes.txt"));
         assert!(matches!(&events[2].1, LedgerEvent::Criterion { exit_code: Some(0), .. }));
@@ -131,7 +141,7 @@ mod tests {
                 .iter()
                 .map(|(kind, status)| serde_json::json!({"type": kind, "status": status, "recorded_at": "t", "reason": "r"}))
                 .collect();
-            let ledger: Vec<LedgerEntry> = events(&serde_json::json!({ "entries": entries }))
+            let ledger: Vec<LedgerEntry> = events(&serde_json::json!({ "entries": entries }), "t")
                 .unwrap()
                 .into_iter()
                 .enumerate()
@@ -147,5 +157,14 @@ mod tests {
         assert_eq!(status_after(&[("approval", "approved"), ("cancel", "cancelled")]), Status::Cancelled);
         assert_eq!(status_after(&[("approval", "approved"), ("build", "blocked")]), Status::Blocked);
         assert_eq!(status_after(&[("approval", "approved")]), Status::Approved);
+    }
+
+    #[test]
+    fn another_task_s_session_is_refused() {
+        let session = serde_json::json!({"task_id": "other", "entries": [{"type": "cancel", "recorded_at": "t"}]});
+        let refused = events(&session, "b").unwrap_err();
+        assert!(refused.contains("`other`") && refused.contains("`b`"), "{refused}");
+        assert!(events(&serde_json::json!({"task_id": 7, "entries": []}), "b").is_err());
+        assert_eq!(events(&serde_json::json!({"task_id": "b", "entries": []}), "b"), Ok(Vec::new()));
     }
 }

@@ -298,7 +298,7 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
         .map_err(|e| invalid(e.to_string()))?;
     let document: serde_json::Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
     let now = crate::clock::now_rfc3339();
-    let events: Vec<(String, crate::domain::ledger::LedgerEvent)> = crate::domain::import::events(&document)
+    let events: Vec<(String, crate::domain::ledger::LedgerEvent)> = crate::domain::import::events(&document, task)
         .map_err(invalid)?
         .into_iter()
         .map(|(at, event)| (if at.is_empty() { now.clone() } else { at }, event))
