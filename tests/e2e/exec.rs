@@ -1025,6 +1025,35 @@ fn an_original_session_json_is_imported_and_left_untouched() {
     assert_eq!(ledger(&env, "legacy").len(), 7);
 }
 
+/// A criterion carrying a result condition of the Python grammar that scafld does not check
+/// (`Expected exit code`, `Evidence required`) never passes on the weaker check: `validate`
+/// names it with its line (an error in a draft), and a build of a task that got past approval
+/// records it `invalid` with that reason instead of running it.
+#[test]
+fn a_python_result_condition_fails_closed() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let nonzero = "  - Expected kind: `exit_code_nonzero`\n  - Expected exit code: 2\n";
+    let text = spec("py", &[&[("v2", "exit 1", nonzero), ("v3", "true", "  - Evidence required: true\n")]], &[]);
+    std::fs::write(env.work.join(".scafld/specs/drafts/py.md"), &text).unwrap();
+    let validate = env.scafld(&["validate", "py"]);
+    validate.assert_code(3);
+    let said = format!("{}{}", validate.stdout, validate.stderr);
+    assert!(said.contains("`Expected exit code: 2`") && said.contains("`Evidence required: true`"), "{said}");
+    std::fs::remove_file(env.work.join(".scafld/specs/drafts/py.md")).unwrap();
+    let approved = text.replace("status: draft", "status: approved");
+    std::fs::write(env.work.join(".scafld/specs/approved/py.md"), approved).unwrap();
+    env.scafld(&["build", "py"]).assert_code(0);
+    let step = build(&env, "py");
+    let criteria = step["result"]["criteria"].as_array().unwrap().clone();
+    for c in &criteria {
+        assert_eq!(c["status"], "invalid", "{step}");
+        assert!(c["reason"].as_str().unwrap().contains("does not check"), "{step}");
+    }
+    assert_eq!(criteria.len(), 2, "{step}");
+}
+
 /// A session.json that names another task (a `runs/` folder copied or renamed by hand) is
 /// refused, naming both tasks and the file, and nothing is imported: once it is moved away the
 /// task is the draft it was.

@@ -1297,7 +1297,35 @@ pub fn criterion_problems(c: &Criterion) -> Vec<String> {
     if c.kind == "browser" && kind != "browser_evidence" || kind == "browser_evidence" && c.kind != "browser" {
         problems.push(format!("criterion `{}`: type `browser` and kind `browser_evidence` go together", c.id));
     }
+    for (key, value) in &c.other {
+        if let Some(instead) = unchecked_condition(&normalize_key(key), value, kind) {
+            problems.push(format!(
+                "criterion `{}`: `{}: {value}` (the Python scafld 2.x grammar's) is a condition scafld does not check, \
+                 so the criterion would pass on a weaker check than it states; {instead}, or remove the line",
+                c.id,
+                key.trim()
+            ));
+        }
+    }
     problems
+}
+
+/// For a detail key of the Python scafld 2.x grammar that puts a condition on the result
+/// (scafld-protocol.md section 13: an exact nonzero exit code, non-empty output), which neither
+/// this tool nor the Go original checks: how to state it in the command instead. `None` for any
+/// other key, and for a value that asks nothing beyond the kind (`false`, `none`, exit code 0 of
+/// `exit_code_zero`).
+fn unchecked_condition(key: &str, value: &str, kind: &str) -> Option<&'static str> {
+    let value = value.trim().trim_matches('`').trim();
+    match key {
+        "expected exit code" if !(is_unset(value) || value == "0" && kind == "exit_code_zero") => {
+            Some("check the code in the Command (`your-command; test $? -eq 2`, kind exit_code_zero)")
+        }
+        "evidence required" if !is_unset(value) && !["false", "no"].contains(&value.to_lowercase().as_str()) => {
+            Some("require output in the Command (`your-command | grep .`)")
+        }
+        _ => None,
+    }
 }
 
 fn strip_label<'s>(text: &'s str, label: &str) -> &'s str {

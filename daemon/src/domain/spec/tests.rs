@@ -224,6 +224,21 @@ fn warnings(text: &str) -> Vec<String> {
     parse(text).diagnostics.iter().filter(|d| d.severity == Severity::Warning).map(ToString::to_string).collect()
 }
 
+/// The Python grammar's result conditions are problems only when they ask for more than the
+/// kind already checks.
+#[test]
+fn a_python_condition_that_asks_nothing_more_is_no_problem() {
+    let spec = |detail: &str| {
+        format!(
+            "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Phase 1: A\n- [ ] `a` test - x\n  - Command: true\n{detail}"
+        )
+    };
+    for quiet in ["  - Expected exit code: 0\n", "  - Evidence required: false\n", "  - Expected exit code: none\n"] {
+        assert_eq!(errors(&spec(quiet)), Vec::<String>::new(), "{quiet}");
+    }
+    assert_eq!(errors(&spec("  - Expected exit code: `3`\n")).len(), 1);
+}
+
 #[test]
 fn malformed_specs_get_line_numbered_diagnostics() {
     let body = |extra: &str| format!("---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n{extra}");
@@ -251,6 +266,16 @@ fn malformed_specs_get_line_numbered_diagnostics() {
             "unknown expected kind",
         ),
         (body("## Phase 1: A\n- [ ] `a` test - x\n"), "criterion `a` has no Command"),
+        (
+            body(
+                "## Phase 1: A\n- [ ] `a` test - x\n  - Command: `exit 1`\n  - Expected kind: `exit_code_nonzero`\n  - Expected exit code: 2\n",
+            ),
+            "line 8: criterion `a`: `Expected exit code: 2` (the Python scafld 2.x grammar's) is a condition scafld does not check",
+        ),
+        (
+            body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: true\n  - evidence_required: true\n"),
+            "line 8: criterion `a`: `evidence_required: true` (the Python scafld 2.x grammar's) is a condition",
+        ),
         (
             body("## Phase 1: A\n- [ ] `a` test - x\n  - Command: `TODO: the command that proves this phase works`\n"),
             "line 9: unfilled template placeholder",
