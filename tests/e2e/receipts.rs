@@ -325,6 +325,34 @@ fn finalize_refuses_without_a_pass_and_mints_nothing_when_acceptance_fails() {
     env.scafld(&["finalize", "rev"]).assert_code(0);
 }
 
+/// A scoped file changed while finalize's criteria run (here by the criterion itself, once a
+/// flag outside the scope is set) is content no reviewer saw: finalize refuses (exit 4) naming
+/// it, mints nothing and leaves the task in review; the next build re-runs the stale evidence.
+#[test]
+fn finalize_refuses_files_changed_while_its_criteria_ran() {
+    let env = TestEnv::new();
+    let flag = env.path("flag");
+    let phase = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && {{ test ! -e {} || echo '// unreviewed' >> src/lib.rs; }}`\n",
+        flag.display()
+    );
+    opened(&env, "src/lib.rs", &phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    std::fs::write(&flag, "").unwrap();
+    let refused = env.scafld(&["finalize", "rev", "--json"]);
+    refused.assert_code(4);
+    let error = refused.json()["error"].clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("changed while its criteria ran") && message.contains("src/lib.rs (changed)"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld build rev"), "{error}");
+    assert!(!env.work.join(".scafld/receipts/rev.json").exists());
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_ne!(status["status"], "completed", "{status}");
+    assert_eq!(status["next_action"]["command"], "scafld build rev", "{status}");
+}
+
 /// Once finalize's run of a criterion fails again, the last review's pass no longer stands:
 /// `status --json` keeps that review (its findings stay readable) but marks it
 /// `superseded_by` the entry that reset the gate, beside `review_gate: not_started`, and the

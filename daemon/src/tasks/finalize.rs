@@ -1,5 +1,6 @@
 //! `task.finalize`: close a reviewed task with a signed receipt. The gate's completion checks
-//! first, then every acceptance criterion again, the scope's files fingerprinted, the receipt
+//! first, then every acceptance criterion again, the scope's files fingerprinted (and refused
+//! unless they are still what the review judged), the receipt
 //! minted, anchored in the ledger (with the completion, in one append), and written out:
 //! `.scafld/receipts/<task>.json`, then `latest.json`. Anchored once; a repeat call repairs
 //! the files and returns the same receipt.
@@ -87,6 +88,11 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     // bound to it (a link's text alone would let its target change under a verified receipt).
     let (root, scope_now, base_ref) = (ws.root.clone(), scope.clone(), p.base_ref.clone());
     let (scope, tree) = baseline::in_workspace(move || baseline::tree_files_through_links(&root, scope_now)).await?;
+    // The criteria ran for a while: what is signed (read just above) must be what was reviewed
+    // and what they just passed on. The material read after the files were is compared with
+    // the one the gate found the review judged, as a build step compares its material read
+    // after its commands.
+    refuse_changed_while_running(&ws, &spec, &task, &fresh.material).await?;
     // Widened by what the scope's links point at: a link into a submodule reaches into it too.
     // One holding a submodule whole signs around it, and the answer says so.
     let (root, widened) = (ws.root.clone(), scope.clone());
@@ -261,6 +267,46 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let path = write_receipt_files(&ws, &task, &envelope)?;
     let next = next_after(&ws, &task, &envelope, &path).await;
     Ok(m::FinalizeResult { note, ..finalized(&task, envelope, path, false, criteria, next) })
+}
+
+/// Refuse when the files of the task's scope are no longer the `reviewed` material (the one the
+/// gate checked against the passing review): they changed while finalize's criteria ran, so a
+/// receipt would sign content no reviewer saw. Names what changed; nothing is recorded, so the
+/// evidence is simply stale and the next build runs it again.
+async fn refuse_changed_while_running(
+    ws: &Workspace,
+    spec: &Spec,
+    task: &str,
+    reviewed: &Result<baseline::Material, String>,
+) -> RpcResult<()> {
+    let unreadable = |why: String| {
+        RpcError::new(
+            ErrorKind::WorkspaceError,
+            format!("cannot finalize {task}: the files in its scope cannot be read ({why}), so what would be signed cannot be checked against what was reviewed"),
+        )
+        .with_hint("repair the repository (see `git status`), then try again")
+    };
+    let reviewed = reviewed.as_ref().map_err(|why| unreadable(why.clone()))?;
+    let now = crate::evidence::material_now(ws, spec).await.map_err(unreadable)?;
+    if now.digest == reviewed.digest {
+        return Ok(());
+    }
+    let mut changed = baseline::material_changes(&reviewed.stored(), &now.entries);
+    if changed.is_empty() {
+        changed.push("files in scope".into());
+    }
+    Err(RpcError::new(
+        ErrorKind::ReviewFailed,
+        format!(
+            "cannot finalize {task}: files in its scope changed while its criteria ran: {}; a receipt signs only what was reviewed, so nothing was minted",
+            changed.join(", ")
+        ),
+    )
+    .with_hint(format!(
+        "if the change is meant, run `scafld build {task}` and `{}` again, then finalize; otherwise restore the reviewed content and finalize again",
+        scafld_protocol::cli::review_task(task)
+    ))
+    .with_details(serde_json::json!({ "changed_during_finalize": changed })))
 }
 
 /// The refusal of a scope reaching into the submodule `sub` (by a path, or a link into it).
