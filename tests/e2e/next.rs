@@ -334,6 +334,62 @@ fn a_rejected_review_shows_the_reason_and_its_next_action_works() {
     assert_eq!(followed, ["scafld build greet", "scafld review greet", "scafld complete greet"]);
 }
 
+/// A proposed verdict (manual approval) stands only for what the reviewer judged: once the files
+/// change, `review accept` refuses it and `status` no longer offers it (the build re-runs the
+/// stale evidence); once something newer is recorded (that build, an amendment), no proposal
+/// awaits a decision any more. Each refusal records nothing and names the next action, which
+/// runs, and a review of what is there now completes the task.
+#[test]
+fn review_accept_refuses_a_proposal_something_newer_superseded() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q hello greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    let script = reviewer(&env, "pass", &pass(), "");
+    let propose = ["review", "greet", "--approval", "manual", "--provider", "command", "--provider-command", &script];
+    env.scafld(&propose).assert_code(0);
+    let ledger_len =
+        || env.scafld(&["session", "greet", "--json"]).json()["result"]["entries"].as_array().unwrap().len();
+    let accept = || env.scafld(&["review", "accept", "greet", "--reason", "ok", "--json"]);
+
+    // The files changed since the reviewer judged them.
+    std::fs::write(env.work.join("greet.txt"), "hello, unreviewed world\n").unwrap();
+    assert_eq!(status(&env, "greet")["next_action"]["command"], "scafld build greet");
+    let before = ledger_len();
+    let refused = accept();
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("changed since the reviewer judged them"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("`scafld build greet`"), "{error}");
+    assert_eq!(ledger_len(), before, "a refused accept recorded something");
+
+    // The build supersedes the proposal: nothing awaits a decision, the next is a review.
+    let (command, _) = follow(&env, "greet", &script);
+    assert_eq!(command, "scafld build greet");
+    let refused = accept();
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("superseded it"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("`scafld review greet`"), "{error}");
+    env.scafld(&["complete", "greet"]).assert_code(4);
+
+    // A new proposal, then the contract amended under it: refused the same way.
+    env.scafld(&propose).assert_code(0);
+    let path = env.work.join(".scafld/specs/active/greet.md");
+    let spec = std::fs::read_to_string(&path).unwrap().replace("grep -q hello greet.txt", "true");
+    std::fs::write(&path, spec).unwrap();
+    env.scafld(&["approve", "greet", "--amend", "--reason", "weaker"]).assert_code(0);
+    let refused = accept();
+    refused.assert_code(1);
+    let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("(contract_amended) superseded it"), "{message}");
+    env.scafld(&["complete", "greet"]).assert_code(4);
+    let followed = follow_to_done(&env, "greet", &script);
+    assert_eq!(followed.last().map(String::as_str), Some("scafld complete greet"), "{followed:?}");
+}
+
 /// A reviewer declares an `output_format` that is no provider's channel: the pass is recorded,
 /// but `complete` refuses it, so the next action is another review (never `complete`), and an
 /// honest reviewer's pass then completes.

@@ -249,6 +249,15 @@ impl LedgerEvent {
     }
 }
 
+/// The first of `later` (the entries after a review, accepted or proposed) after which that
+/// review no longer stands: newer work ([`LedgerEvent::supersedes_review`]) or a review run again
+/// that gave no verdict. `status` names it as the review's `superseded_by`; `review accept`
+/// refuses a proposal it supersedes.
+pub fn superseding(later: &[LedgerEntry]) -> Option<&LedgerEntry> {
+    let failed = |e: &LedgerEvent| matches!(e, LedgerEvent::ReviewAttempt { status, .. } if status == "failed");
+    later.iter().find(|e| e.event.supersedes_review() || failed(&e.event))
+}
+
 /// One reviewer of an accepted review: who answered, through which channel, and its verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReviewerRecord {
@@ -402,6 +411,10 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             }
             LedgerEvent::ReviewAttempt { status, reason } => {
                 r.failed_attempt = (status == "failed").then(|| reason.clone());
+                // A review run again that gave no verdict supersedes a proposal too (`superseding`).
+                if r.failed_attempt.is_some() {
+                    r.awaiting_approval = None;
+                }
             }
             LedgerEvent::Phase { phase_id, status, reason } => {
                 r.phases.insert(phase_id.clone(), mark(status, reason));
@@ -657,6 +670,30 @@ mod tests {
             entry(7, LedgerEvent::Review(review("pass"))),
         ]);
         assert_eq!(replay(&entries).review_rejected, None);
+    }
+
+    /// A proposal no longer awaits a decision once newer work or a review run again without a
+    /// verdict follows it; `superseding` names the first such entry, as `status` shows it.
+    #[test]
+    fn a_proposal_is_superseded_by_newer_work_or_a_failed_attempt() {
+        let proposed = LedgerEvent::ReviewProposed(RecordedReview {
+            verdict: "pass".into(),
+            provider: "command".into(),
+            reason: "r".into(),
+            dossier: None,
+            tree: String::new(),
+            reviewers: Vec::new(),
+        });
+        let attempt = |status: &str| LedgerEvent::ReviewAttempt { status: status.into(), reason: "r".into() };
+        let mut entries = vec![entry(1, proposed.clone()), entry(2, attempt("running"))];
+        assert_eq!(replay(&entries).awaiting_approval.as_deref(), Some("pass"));
+        assert_eq!(superseding(&entries[1..]), None);
+        entries.push(entry(3, attempt("failed")));
+        assert_eq!(replay(&entries).awaiting_approval, None);
+        assert_eq!(superseding(&entries[1..]).map(LedgerEntry::id).as_deref(), Some("entry-3"));
+        let entries = [entry(1, proposed), entry(2, ran("a1", "phase1", "true", "pass")), entry(3, attempt("failed"))];
+        assert_eq!(replay(&entries).awaiting_approval, None);
+        assert_eq!(superseding(&entries[1..]).map(LedgerEntry::id).as_deref(), Some("entry-2"));
     }
 
     /// Without its file, a task is sketched from what its ledger ran: phases by number, the

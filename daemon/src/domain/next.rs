@@ -430,7 +430,9 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
             "a review of this task is running",
         );
     }
-    if r.awaiting_approval.is_some() {
+    // A proposal on files that changed since is not offered for a decision (`review accept`
+    // refuses it): the build that re-runs the stale evidence comes first, and supersedes it.
+    if r.awaiting_approval.is_some() && f.stale.is_empty() {
         return next(
             Role::Human,
             Action::DecideReview,

@@ -220,9 +220,7 @@ fn latest_review(entries: &[LedgerEntry]) -> Option<serde_json::Value> {
                 review["proposed_verdict"] = dossier.as_ref().and_then(|d| d.get("verdict")).cloned().unwrap_or_default();
             }
             // Later work, or a review run again that gave no verdict (none is current then).
-            let failed = |e: &LedgerEvent| matches!(e, LedgerEvent::ReviewAttempt { status, .. } if status == "failed");
-            let later = entries[i + 1..].iter().find(|later| later.event.supersedes_review() || failed(&later.event));
-            if let Some(later) = later {
+            if let Some(later) = crate::domain::ledger::superseding(&entries[i + 1..]) {
                 review["superseded_by"] = later.id().into();
             }
             Some(review)

@@ -399,16 +399,17 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     }
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
-    let (_, entries) = projected_spec(daemon, &ws, &task)?;
-    let proposal = entries.iter().rev().find_map(|e| match &e.event {
+    let (spec, entries) = projected_spec(daemon, &ws, &task)?;
+    let proposal = entries.iter().enumerate().rev().find_map(|(i, e)| match &e.event {
         LedgerEvent::Review(_) => Some(None),
-        LedgerEvent::ReviewProposed(proposed) => Some(Some(proposed.clone())),
+        LedgerEvent::ReviewProposed(proposed) => Some(Some((i, proposed.clone()))),
         _ => None,
     });
-    let Some(Some(proposed)) = proposal else {
+    let Some(Some((at, proposed))) = proposal else {
         return Err(RpcError::new(ErrorKind::InvalidState, format!("no review of {task} awaits approval"))
             .with_hint(format!("run `{} --approval manual` first", scafld_protocol::cli::review_task(&task))));
     };
+    refuse_superseded_proposal(daemon, &ws, &spec, &entries, at, &proposed, p.decision).await?;
     // Accepting keeps the proposed verdict (anything but a pass fails); rejecting fails.
     let verdict = match p.decision {
         Decision::Accept if proposed.verdict == Verdict::Pass.as_str() => Verdict::Pass,
@@ -440,6 +441,62 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
         },
         verdict,
     })
+}
+
+/// Refuse a decision on the proposal at `entries[at]` once it no longer stands: something newer
+/// superseded it in the ledger (a build step, evidence, an amendment: the notion `status` shows
+/// as a review's `superseded_by`), so no review awaits approval; or, for an acceptance, the
+/// spec differs from the approved contract or the files changed since the reviewer judged
+/// them, so a pass would stand for what nobody reviewed. Nothing is recorded; the hint is the
+/// next action as `status` gives it.
+async fn refuse_superseded_proposal(
+    daemon: &Daemon,
+    ws: &Workspace,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    at: usize,
+    proposed: &RecordedReview,
+    decision: Decision,
+) -> RpcResult<()> {
+    let task = spec.front.task_id.as_str();
+    let proposal = entries[at].id();
+    let fresh = crate::evidence::freshness(ws, spec, entries).await;
+    let refuse = |why: String| {
+        let next = crate::evidence::next_for(daemon, ws, spec, entries, &fresh.stale, Default::default());
+        RpcError::new(
+            ErrorKind::InvalidState,
+            format!("cannot {decision} the review of {task} proposed at {proposal}: {why}"),
+        )
+        .with_hint(format!("review it again; next: `{}` ({})", next.command, next.reason))
+    };
+    if let Some(later) = crate::domain::ledger::superseding(&entries[at + 1..]) {
+        // Named with its ledger type (`contract_amended`, `build`, ...), as `scafld session` shows it.
+        let kind = serde_json::to_value(&later.event).ok().and_then(|v| v["type"].as_str().map(str::to_string));
+        let kind = kind.map(|k| format!(" ({k})")).unwrap_or_default();
+        return Err(refuse(format!("{}{kind} superseded it (no review awaits approval any more)", later.id())));
+    }
+    if decision == Decision::Reject {
+        // A rejection records a failed review: it never stands for work nobody judged.
+        return Ok(());
+    }
+    if let Some(contract) = crate::domain::ledger::replay(entries).contract {
+        let changes = crate::domain::evidence::contract_changes(spec, &contract);
+        if !changes.is_empty() {
+            return Err(refuse(format!(
+                "its acceptance criteria or scope differ from the approved contract: {}",
+                changes.join(", ")
+            )));
+        }
+    }
+    let moved = match &fresh.material {
+        Ok(now) => !proposed.tree.is_empty() && proposed.tree != now.digest,
+        Err(_) => false,
+    };
+    if moved || !fresh.stale.is_empty() {
+        let changed = if fresh.changes.is_empty() { String::new() } else { format!(": {}", fresh.changes.join(", ")) };
+        return Err(refuse(format!("the files in its scope changed since the reviewer judged them{changed}")));
+    }
+    Ok(())
 }
 
 /// The reason `--human-reviewed` requires, trimmed.
