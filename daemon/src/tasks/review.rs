@@ -479,15 +479,7 @@ async fn refuse_superseded_proposal(
         // A rejection records a failed review: it never stands for work nobody judged.
         return Ok(());
     }
-    if let Some(contract) = crate::domain::ledger::replay(entries).contract {
-        let changes = crate::domain::evidence::contract_changes(spec, &contract);
-        if !changes.is_empty() {
-            return Err(refuse(format!(
-                "its acceptance criteria or scope differ from the approved contract: {}",
-                changes.join(", ")
-            )));
-        }
-    }
+    gate::refuse_contract_changes(task, spec, entries, "accept the review of", ErrorKind::InvalidState)?;
     let moved = match &fresh.material {
         Ok(now) => !proposed.tree.is_empty() && proposed.tree != now.digest,
         Err(_) => false,
