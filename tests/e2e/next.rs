@@ -390,6 +390,55 @@ fn review_accept_refuses_a_proposal_something_newer_superseded() {
     assert_eq!(followed.last().map(String::as_str), Some("scafld complete greet"), "{followed:?}");
 }
 
+/// A criterion moved unchanged to another phase after approval is a contract change: build
+/// refuses it until `approve --amend`. Amended, a failing criterion moved into a completed phase
+/// is run again with that phase (blocking it), never taken as done: the next action is never a
+/// command that refuses, and once the work passes the task completes.
+#[test]
+fn a_criterion_moved_to_another_phase_needs_an_amendment_and_never_loops() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let spec = "---\nspec_version: '2.0'\ntask_id: m\nstatus: draft\nharden_status: not_run\n---\n\n# Move\n\n## Summary\n\nTwo phases.\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: One\n\nObjective: one.\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n\n## Phase 2: Two\n\nObjective: two.\n\nAcceptance:\n- [ ] `a2` test - hello\n  - Command: `grep -q hello greet.txt`\n- [ ] `a3` test - still there\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/m.md"), spec).unwrap();
+    env.scafld(&["approve", "m", "--reason", "next tests"]).assert_code(0);
+    env.scafld(&["build", "m"]).assert_code(0);
+    env.scafld(&["build", "m"]).assert_code(0);
+    env.scafld(&["build", "m"]).assert_code(3);
+    assert_eq!(status(&env, "m")["status"], "blocked");
+
+    // `a2`, failing, moved into the completed phase 1.
+    let path = env.work.join(".scafld/specs/active/m.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text[..text.find("] `a2`").unwrap()].rfind("\n- ").unwrap() + 1;
+    let end = start + text[start..].find("\n- [").unwrap() + 1;
+    let block = text[start..end].to_string();
+    let mut moved = format!("{}{}", &text[..start], &text[end..]);
+    let at = moved.find("\n## Phase 2").unwrap();
+    moved.insert_str(at, &block);
+    std::fs::write(&path, &moved).unwrap();
+    let refused = env.scafld(&["build", "m", "--json"]);
+    refused.assert_code(1);
+    let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("`a2` moved from phase2 to phase1"), "{message}");
+    let s = status(&env, "m");
+    assert_eq!(s["next_action"]["command"], "scafld approve m --amend --reason \"why\"", "{s}");
+    let (_, amended) = follow(&env, "m", "unused");
+    assert_eq!(amended["next_command"], "scafld build m", "{amended}");
+
+    // The build runs `a2` again with phase 1, which it blocks; nothing calls it done.
+    let build = env.scafld(&["build", "m", "--json"]);
+    build.assert_code(3);
+    let s = status(&env, "m");
+    assert_eq!(s["status"], "blocked", "{s}");
+    assert_eq!(s["next_action"]["command"], "scafld build m", "{s}");
+    env.scafld(&["build", "m"]).assert_code(3);
+
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    let script = reviewer(&env, "pass", &pass(), "");
+    let followed = follow_to_done(&env, "m", &script);
+    assert_eq!(followed.last().map(String::as_str), Some("scafld complete m"), "{followed:?}");
+}
+
 /// A reviewer declares an `output_format` that is no provider's channel: the pass is recorded,
 /// but `complete` refuses it, so the next action is another review (never `complete`), and an
 /// honest reviewer's pass then completes.

@@ -50,11 +50,16 @@ pub enum Step {
 /// stale evidence. `Err` explains a refusal.
 pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String> {
     let id = &spec.front.task_id;
+    // A completed phase's criteria to run again: the stale ones, and any without a passing
+    // result (one an amendment moved into the phase): the phase stands only on passes, and the
+    // build never moves to a review that `complete` would refuse for want of one.
+    let unpassed = unpassed_in_completed(spec);
+    let again = |c: &Criterion| stale.contains_key(&c.id) || unpassed.contains(&c.id);
     let recheck = |spec: &Spec| -> Vec<(String, Criterion)> {
         spec.phases
             .iter()
             .filter(|p| p.status == "completed")
-            .flat_map(|p| p.criteria.iter().filter(|c| stale.contains_key(&c.id)).map(move |c| (p.id(), c.clone())))
+            .flat_map(|p| p.criteria.iter().filter(|c| again(c)).map(move |c| (p.id(), c.clone())))
             .collect()
     };
     // An amendment of the contract added criteria to a task in review: they run first.
@@ -82,8 +87,9 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String
             }
             Ok(Step::Run { target: Target::Final, criteria: spec.acceptance.criteria.clone(), recheck })
         }
-        // Files changed after the build: re-run what went stale before anyone reviews it.
-        Some(Status::Review) if !stale.is_empty() => {
+        // Files changed after the build: re-run what went stale before anyone reviews it (and
+        // a completed phase's criterion without a pass).
+        Some(Status::Review) if !stale.is_empty() || !recheck(spec).is_empty() => {
             let criteria = spec.acceptance.criteria.iter().filter(|c| stale.contains_key(&c.id)).cloned().collect();
             Ok(Step::Run { target: Target::Final, criteria, recheck: recheck(spec) })
         }
@@ -127,6 +133,13 @@ pub fn blockers(spec: &Spec, target: &Target) -> Vec<Blocker> {
             Blocker { id: c.id.clone(), manual, reason }
         })
         .collect()
+}
+
+/// The criteria of completed phases without a passing result (moved there by an amendment):
+/// a phase stands only on passes, so build runs them again with their phase.
+pub fn unpassed_in_completed(spec: &Spec) -> Vec<String> {
+    let completed = spec.phases.iter().filter(|p| p.status == "completed");
+    completed.flat_map(|p| p.criteria.iter().filter(|c| !c.passed()).map(|c| c.id.clone())).collect()
 }
 
 /// Whether criterion `id` belongs to a phase that already completed.

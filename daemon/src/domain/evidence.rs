@@ -65,21 +65,50 @@ pub struct Contract {
     /// contracts pinned before they were (by an older scafld, or imported), whose scope is
     /// compared by its paths alone so what it always had never reads as added.
     pub also_bound: Option<Vec<String>>,
+    /// Criterion id → its place ([`placement`]); `None` in contracts pinned before it was,
+    /// which leave a criterion's move unchecked.
+    pub phases: Option<BTreeMap<String, String>>,
 }
 
 /// The contract of `spec` as it is now.
 pub fn contract(spec: &Spec) -> Contract {
-    Contract { criteria: pins(spec), scope: Some(declared_scope(spec)), also_bound: Some(declared_also_bound(spec)) }
+    Contract {
+        criteria: pins(spec),
+        scope: Some(declared_scope(spec)),
+        also_bound: Some(declared_also_bound(spec)),
+        phases: Some(placement(spec)),
+    }
 }
 
-/// How the spec differs from the pinned contract: changed, added and removed criteria, then
-/// scope paths added or removed.
+/// Where each criterion sits: its phase's id (`phaseN`), or `final` for the task-level
+/// acceptance. Part of the contract: a phase completes on its own criteria, so moving one
+/// (into a completed phase, out of a blocked one) changes what the build proves.
+pub fn placement(spec: &Spec) -> BTreeMap<String, String> {
+    let phases = spec.phases.iter().flat_map(|p| p.criteria.iter().map(move |c| (c.id.clone(), p.id())));
+    phases.chain(spec.acceptance.criteria.iter().map(|c| (c.id.clone(), "final".to_string()))).collect()
+}
+
+/// The criteria kept in both contracts whose place differs, in words (`` `a2` moved from
+/// phase2 to phase1 ``); nothing when either never pinned the places.
+fn moves(before: &Contract, after: &Contract) -> Vec<String> {
+    let (Some(was), Some(now)) = (&before.phases, &after.phases) else { return Vec::new() };
+    let place = |p: &str| if p == "final" { "the task-level acceptance".to_string() } else { p.to_string() };
+    now.iter()
+        .filter(|(id, _)| before.criteria.contains_key(*id) && after.criteria.contains_key(*id))
+        .filter_map(|(id, to)| was.get(id).filter(|from| *from != to).map(|from| (id, from, to)))
+        .map(|(id, from, to)| format!("`{id}` moved from {} to {}", place(from), place(to)))
+        .collect()
+}
+
+/// How the spec differs from the pinned contract: changed, added and removed criteria, criteria
+/// moved to another phase, then scope paths added or removed.
 pub fn contract_changes(spec: &Spec, pinned: &Contract) -> Vec<String> {
     let now = contract(spec);
     let mut changed = criteria_changes(&now.criteria, &pinned.criteria)
         .into_iter()
         .map(|(id, how)| format!("`{id}` {}", how.word()))
         .collect::<Vec<_>>();
+    changed.extend(moves(pinned, &now));
     changed.extend(contract_scope_changes(pinned, &now));
     changed
 }
@@ -174,6 +203,9 @@ pub struct Amendment {
     pub criteria: Vec<AmendedCriterion>,
     /// Scope changes in words (empty when the scope did not change or was not pinned).
     pub scope: Vec<String>,
+    /// Criteria moved to another phase, in words (empty when none moved or the places were not
+    /// pinned).
+    pub moved: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,19 +223,25 @@ pub fn amendments(entries: &[LedgerEntry]) -> Vec<Amendment> {
     let mut out = Vec::new();
     for entry in entries {
         match &entry.event {
-            LedgerEvent::Approval { criteria, scope, also_bound, .. } => {
-                contract =
-                    Some(Contract { criteria: criteria.clone(), scope: scope.clone(), also_bound: also_bound.clone() });
+            LedgerEvent::Approval { criteria, scope, also_bound, phases, .. } => {
+                contract = Some(Contract {
+                    criteria: criteria.clone(),
+                    scope: scope.clone(),
+                    also_bound: also_bound.clone(),
+                    phases: phases.clone(),
+                });
                 out.clear();
             }
-            LedgerEvent::ContractAmended { reason, criteria, scope, also_bound, .. } => {
+            LedgerEvent::ContractAmended { reason, criteria, scope, also_bound, phases, .. } => {
                 let before = contract.take().unwrap_or_default();
                 let after = Contract {
                     criteria: criteria.clone(),
                     scope: scope.clone().or(before.scope.clone()),
                     also_bound: also_bound.clone().or(before.also_bound.clone()),
+                    phases: phases.clone().or(before.phases.clone()),
                 };
                 let scope_words = contract_scope_changes(&before, &after);
+                let moved = moves(&before, &after);
                 out.push(Amendment {
                     entry: entry.id(),
                     recorded_at: entry.recorded_at.clone(),
@@ -219,6 +257,7 @@ pub fn amendments(entries: &[LedgerEntry]) -> Vec<Amendment> {
                         })
                         .collect(),
                     scope: scope_words,
+                    moved,
                 });
                 contract = Some(after);
             }
@@ -611,6 +650,28 @@ mod tests {
         assert_eq!(contract_changes(&spec, &whole), ["scope narrowed from the whole tree to `x.txt`"]);
     }
 
+    /// A criterion's phase is part of the contract: moving one unchanged to another phase (or to
+    /// the task-level acceptance) is a change to amend; a contract pinned before the places
+    /// were leaves moves unchecked.
+    #[test]
+    fn a_criterion_moved_to_another_phase_is_a_contract_change() {
+        use crate::domain::spec::Phase;
+        let mut spec = Spec::default();
+        let phase = |number: u32, criteria: Vec<Criterion>| Phase { number, criteria, ..Phase::default() };
+        let a2 = Criterion { id: "a2".into(), command: "grep -q hello greet.txt".into(), ..Criterion::default() };
+        spec.phases = vec![phase(1, vec![criterion("true")]), phase(2, vec![a2.clone()])];
+        let pinned = contract(&spec);
+        assert!(contract_changes(&spec, &pinned).is_empty());
+        spec.phases[1].criteria.clear();
+        spec.phases[0].criteria.push(a2.clone());
+        assert_eq!(contract_changes(&spec, &pinned), ["`a2` moved from phase2 to phase1"]);
+        let older = Contract { phases: None, ..pinned.clone() };
+        assert!(contract_changes(&spec, &older).is_empty(), "a contract pinned without places checks definitions");
+        spec.phases[0].criteria.pop();
+        spec.acceptance.criteria.push(a2);
+        assert_eq!(contract_changes(&spec, &pinned), ["`a2` moved from phase2 to the task-level acceptance"]);
+    }
+
     /// A bare name (`Makefile`) binds evidence as a path does, so adding or removing one is a
     /// contract change; a contract pinned without bare names (an older scafld's) compares
     /// paths alone, and the bare names it always had are not reported as added.
@@ -656,6 +717,7 @@ mod tests {
                     criteria: pinned(&[("a1", "d1"), ("a2", "d2")]),
                     scope: Some(vec!["src/a.txt".into()]),
                     also_bound: None,
+                    phases: Some(pinned(&[("a1", "phase1"), ("a2", "phase1")])),
                 },
             ),
             LedgerEntry { seq: 2, ..failed },
@@ -666,6 +728,7 @@ mod tests {
                     criteria: pinned(&[("a1", "d1b"), ("a3", "d3")]),
                     scope: Some(vec!["nothing.txt".into()]),
                     also_bound: None,
+                    phases: Some(pinned(&[("a1", "final"), ("a3", "phase1")])),
                     changed: Vec::new(),
                 },
             ),
@@ -682,6 +745,7 @@ mod tests {
         assert_eq!(a.criteria[0].last_run, None, "a1 never ran");
         assert_eq!(a.criteria[2].last_run, Some(("false".into(), "fail".into(), "exit code was 1".into())));
         assert_eq!(a.scope, ["scope `nothing.txt` added", "scope `src/a.txt` removed"]);
+        assert_eq!(a.moved, ["`a1` moved from phase1 to the task-level acceptance"]);
         assert!(amendments(&entries[..2]).is_empty());
     }
 

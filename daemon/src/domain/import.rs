@@ -52,6 +52,7 @@ fn map(entry: &Value) -> LedgerEvent {
             criteria: Default::default(),
             scope: None,
             also_bound: None,
+            phases: None,
         },
         "phase" if !text(entry, "phase_id").is_empty() => {
             LedgerEvent::Phase { phase_id: text(entry, "phase_id"), status, reason }

@@ -56,6 +56,11 @@ pub enum LedgerEvent {
         /// before they were pinned: the scope is then compared by its paths alone.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         also_bound: Option<Vec<String>>,
+        /// Each criterion's place: its phase (`phaseN`) or `final`
+        /// ([`crate::domain::evidence::placement`]). Absent in approvals recorded before it was
+        /// pinned: a criterion's move is then not checked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phases: Option<BTreeMap<String, String>>,
     },
     /// The approved contract re-pinned after an audited change (`approve --amend --reason`).
     ContractAmended {
@@ -69,6 +74,10 @@ pub enum LedgerEvent {
         /// recorded before it was pinned: the earlier pin stands).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         also_bound: Option<Vec<String>>,
+        /// Each criterion's place, re-pinned with it (absent in amendments recorded before it
+        /// was pinned: the earlier pin stands).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phases: Option<BTreeMap<String, String>>,
         /// Ids whose definition changed, was added or removed, for the audit trail.
         changed: Vec<String>,
     },
@@ -387,7 +396,7 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
         let mark =
             |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
         match &entry.event {
-            LedgerEvent::Approval { criteria, harden_override, scope, also_bound, .. } => {
+            LedgerEvent::Approval { criteria, harden_override, scope, also_bound, phases, .. } => {
                 // An approval after one on record pins the contract that one did not (adopted
                 // at build, see `Replay::contract_pinned`): the task stays where it stands.
                 if !r.approved {
@@ -399,14 +408,16 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
                     criteria: criteria.clone(),
                     scope: scope.clone(),
                     also_bound: also_bound.clone(),
+                    phases: phases.clone(),
                 });
             }
-            LedgerEvent::ContractAmended { criteria, scope, also_bound, .. } => {
+            LedgerEvent::ContractAmended { criteria, scope, also_bound, phases, .. } => {
                 let earlier = r.contract.take().unwrap_or_default();
                 r.contract = Some(Contract {
                     criteria: criteria.clone(),
                     scope: scope.clone().or(earlier.scope),
                     also_bound: also_bound.clone().or(earlier.also_bound),
+                    phases: phases.clone().or(earlier.phases),
                 });
             }
             LedgerEvent::ReviewAttempt { status, reason } => {
@@ -707,6 +718,7 @@ mod tests {
             criteria: BTreeMap::new(),
             scope: None,
             also_bound: None,
+            phases: None,
         };
         let phase = |id: &str, status: &str| LedgerEvent::Phase {
             phase_id: id.into(),

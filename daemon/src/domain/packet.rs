@@ -318,10 +318,10 @@ is a finding that blocks completion.\n",
             body.push_str(&line);
             body.push('\n');
         }
-        for change in &a.scope {
+        for change in a.moved.iter().chain(&a.scope) {
             let _ = writeln!(body, "  - {change}");
         }
-        if a.criteria.is_empty() && a.scope.is_empty() {
+        if a.criteria.is_empty() && a.moved.is_empty() && a.scope.is_empty() {
             body.push_str("  - (the contract it pinned did not differ from the one before it)\n");
         }
     }

@@ -149,6 +149,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             criteria: contract.criteria,
             scope: contract.scope,
             also_bound: contract.also_bound,
+            phases: contract.phases,
         },
     ];
     let note = record(daemon, &ws, &task, events, "command:approve")?.note();
@@ -275,6 +276,7 @@ async fn amend(
         criteria: now.criteria,
         scope: now.scope,
         also_bound: now.also_bound,
+        phases: now.phases,
         changed,
     });
     let note = record(daemon, ws, task, events, "command:approve")?.note();
@@ -370,6 +372,7 @@ async fn adopt(
             criteria: contract.criteria,
             scope: contract.scope,
             also_bound: contract.also_bound,
+            phases: contract.phases,
         });
     }
     record(daemon, ws, task, events, "command:build")?;
