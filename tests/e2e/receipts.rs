@@ -163,6 +163,24 @@ fn verify_accepts_the_receipt_and_names_every_tampering() {
     let expired = keys("expired.json", &|v| v["keys"][0]["expires_at"] = "2000-01-01T00:00:00Z".into());
     let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &expired]), "signature");
     assert!(detail.contains("expired"), "{detail}");
+    // Lifecycle times are instants: revoked at the start of the minting day, written with an
+    // offset whose text sorts after the receipt's UTC time, and an expiry that names no instant,
+    // fail.
+    let receipt: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.work.join(".scafld/receipts/rev.json")).unwrap()).unwrap();
+    let minted = receipt["body"]["minted_at"].as_str().unwrap().to_string();
+    // `<day>T23:59:59+23:59` is `<day>T00:00:59Z`: before the minting unless that was earlier.
+    if &minted[11..19] > "00:00:59" {
+        let offset = keys("offset.json", &|v| {
+            v["keys"][0]["revoked"] = true.into();
+            v["keys"][0]["revoked_at"] = format!("{}T23:59:59+23:59", &minted[..10]).into();
+        });
+        let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &offset]), "signature");
+        assert!(detail.contains("was revoked at"), "{detail}");
+    }
+    let garbage = keys("garbage.json", &|v| v["keys"][0]["expires_at"] = "garbage".into());
+    let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &garbage]), "signature");
+    assert!(detail.contains("expires_at `garbage` is not an RFC 3339 time"), "{detail}");
 
     // A base the target does not descend from.
     let branch = git(&env.work, &["rev-parse", "--abbrev-ref", "HEAD"]);

@@ -22,3 +22,4 @@ pub mod review;
 pub mod spec;
 pub mod task_id;
 pub mod template;
+pub mod timestamp;

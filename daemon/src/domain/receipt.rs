@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::domain::timestamp;
+
 /// The domain string of the ledger head chain.
 const LEDGER_DOMAIN: &str = "scafld-ledger-v1";
 
@@ -300,15 +302,34 @@ impl TrustedKeys {
         true
     }
 
-    /// The key `id` if it was active at `at` (RFC 3339 UTC, compared as text like every
-    /// timestamp here): listed, not revoked by then, not expired by then.
+    /// The key `id` if it was active at `at` (the receipt's `minted_at`): listed, not revoked by
+    /// then, not expired by then. Times are compared as the instants they name (any RFC 3339
+    /// offset, fractional seconds); one that names none fails closed: the key is not trusted.
     pub fn active_at(&self, id: &str, at: &str) -> Result<[u8; 32], String> {
         let key = self.keys.iter().find(|k| k.key_id == id).ok_or_else(|| format!("key {id} is not trusted"))?;
-        if key.revoked && (key.revoked_at.is_empty() || key.revoked_at.as_str() <= at) {
-            let when = if key.revoked_at.is_empty() { String::new() } else { format!(" at {}", key.revoked_at) };
-            return Err(format!("key {id} was revoked{when}"));
+        let minted = || {
+            timestamp::parse_rfc3339(at)
+                .map_err(|e| format!("the receipt's minted_at {e}, so key {id}'s lifecycle cannot be judged"))
+        };
+        let lifecycle = |field: &str, text: &str| {
+            timestamp::parse_rfc3339(text).map_err(|e| {
+                format!(
+                    "key {id}'s {field} {e}: its lifecycle cannot be judged, so it is not trusted (fix the keys file)"
+                )
+            })
+        };
+        if key.revoked {
+            if key.revoked_at.is_empty() {
+                return Err(format!("key {id} was revoked"));
+            }
+            if lifecycle("revoked_at", &key.revoked_at)? <= minted()? {
+                return Err(format!(
+                    "key {id} was revoked at {}, before the receipt was minted ({at})",
+                    key.revoked_at
+                ));
+            }
         }
-        if !key.expires_at.is_empty() && key.expires_at.as_str() <= at {
+        if !key.expires_at.is_empty() && lifecycle("expires_at", &key.expires_at)? <= minted()? {
             return Err(format!("key {id} expired at {}, before the receipt was minted ({at})", key.expires_at));
         }
         key.raw()
@@ -396,6 +417,27 @@ mod tests {
         assert!(keys.active_at(&id, "2026-02-01T00:00:00Z").is_ok(), "a receipt minted before the revocation stands");
         assert!(keys.active_at(&id, "2026-04-01T00:00:00Z").unwrap_err().contains("revoked"));
         assert!(keys.active_at("ed25519:nope", "2026-01-01T00:00:00Z").unwrap_err().contains("not trusted"));
+        // Instants, not text: an offset names the same instant as its UTC time.
+        keys.keys[0].revoked_at = "2026-03-01T04:00:00+05:00".into();
+        assert!(keys.active_at(&id, "2026-02-28T23:30:00Z").unwrap_err().contains("revoked"), "an hour before");
+        assert!(keys.active_at(&id, "2026-02-28T22:30:00Z").is_ok(), "half an hour before the revocation");
+        keys.keys[0].revoked = false;
+        keys.keys[0].expires_at = "2026-06-01T04:00:00+05:00".into();
+        assert!(keys.active_at(&id, "2026-05-31T23:30:00Z").unwrap_err().contains("expired"));
+        keys.keys[0].expires_at = "2026-06-01T00:00:00.5Z".into();
+        assert!(keys.active_at(&id, "2026-06-01T00:00:00Z").is_ok(), "half a second before it expires");
+        // A time that names no instant fails closed, saying which field.
+        keys.keys[0].expires_at = "garbage".into();
+        let unreadable = keys.active_at(&id, "2026-01-01T00:00:00Z").unwrap_err();
+        assert!(unreadable.contains("expires_at `garbage` is not an RFC 3339 time"), "{unreadable}");
+        keys.keys[0].expires_at.clear();
+        keys.keys[0].revoked = true;
+        keys.keys[0].revoked_at = "yesterday".into();
+        assert!(keys.active_at(&id, "2026-01-01T00:00:00Z").unwrap_err().contains("revoked_at `yesterday`"));
+        keys.keys[0].revoked_at = "2026-03-01T00:00:00Z".into();
+        assert!(keys.active_at(&id, "soon").unwrap_err().contains("minted_at `soon`"));
+        keys.keys[0].revoked = false;
+        keys.keys[0].revoked_at.clear();
         let reread = TrustedKeys::parse(&keys.render()).unwrap();
         assert_eq!(reread, keys);
         let forged = keys.render().replace(&id, "ed25519:AAAA");
