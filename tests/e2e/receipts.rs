@@ -226,6 +226,57 @@ fn verify_accepts_the_receipt_and_names_every_tampering() {
     assert!(ci.json()["error"]["message"].as_str().unwrap().contains("needs --target"), "{}", ci.stdout);
 }
 
+/// A receipt signed by the trusted host key does not verify unless its body attests a pass:
+/// a `fail` verdict, an open blocker, declared acceptance with no record, or a recorded
+/// criterion that did not pass each fails the `verdict` check (exit 3), `--material-only` too.
+#[test]
+fn verify_fails_a_signed_receipt_that_does_not_attest_a_pass() {
+    use scafld_protocol::receipt::{Blocker, Body, Envelope};
+    use scafld_protocol::vocab::Verdict;
+    type Edit<'a> = &'a dyn Fn(&mut Body);
+    let env = TestEnv::new();
+    finalized(&env);
+    let text = std::fs::read_to_string(env.work.join(".scafld/receipts/rev.json")).unwrap();
+    let envelope: Envelope = serde_json::from_str(&text).unwrap();
+    let key = scafld_daemon::receipts::host_key(&env.path("home/.config/scafld/keys/receipt-ed25519"), false).unwrap();
+    // Signing the body unchanged gives finalize's own signature: the key is the one it used.
+    assert_eq!(scafld_daemon::receipts::sign(envelope.body.clone(), &key), envelope);
+    let signed = |name: &str, edit: Edit| {
+        let mut body = envelope.body.clone();
+        edit(&mut body);
+        let path = env.path(name);
+        std::fs::write(&path, serde_json::to_string(&scafld_daemon::receipts::sign(body, &key)).unwrap()).unwrap();
+        path.display().to_string()
+    };
+    let blocker = Blocker {
+        id: "f1".into(),
+        severity: "high".into(),
+        location: "src/lib.rs".into(),
+        summary: "broken".into(),
+        validation: "read it".into(),
+    };
+    let cases: [(&str, Edit, &str); 4] = [
+        ("fail.json", &|b| b.verdict = Verdict::Fail, "verdict is fail"),
+        ("blocker.json", &|b| b.open_blockers = vec![blocker.clone()], "1 open blocking finding(s) (`f1`)"),
+        ("none.json", &|b| b.acceptance.clear(), "declares acceptance but records no criterion"),
+        ("failed.json", &|b| b.acceptance[0].status = "fail".into(), "did not pass: `a1` (fail)"),
+    ];
+    for (name, edit, says) in cases {
+        let path = signed(name, edit);
+        for extra in [&[][..], &["--material-only"][..]] {
+            let mut args = vec![path.as_str(), "--target", "HEAD"];
+            args.extend_from_slice(extra);
+            let run = verify(&env, &args);
+            let detail = failed_check(&run, "verdict");
+            assert!(detail.contains(says), "{name}: {detail}");
+            let checks = run.json()["result"]["checks"].clone();
+            let signature = checks.as_array().unwrap().iter().find(|c| c["name"] == "signature").cloned().unwrap();
+            assert_eq!(signature["ok"], true, "{name}: {checks}");
+        }
+    }
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+}
+
 fn base64_of(bytes: &[u8]) -> String {
     const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();

@@ -226,6 +226,35 @@ pub fn validate_body(body: &Body) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether the body attests a passed gate, as `finalize` only ever mints one: the verdict
+/// `pass`, no open blocking finding, and every recorded criterion passing, with at least one
+/// when it declares acceptance. A signature proves who wrote a body, not that it says pass:
+/// `verify`, the merge wall, fails any other (another tool's or a hand-signed one). `Ok` says
+/// what it attests.
+pub fn attests_pass(body: &Body) -> Result<String, String> {
+    use scafld_protocol::vocab::Verdict;
+    if body.verdict != Verdict::Pass {
+        return Err(format!("the receipt's verdict is {}: it does not attest a passing review", body.verdict));
+    }
+    if !body.open_blockers.is_empty() {
+        let ids: Vec<String> = body.open_blockers.iter().map(|b| format!("`{}`", b.id)).collect();
+        return Err(format!(
+            "the receipt lists {} open blocking finding(s) ({}): a pass with open blockers attests nothing",
+            ids.len(),
+            ids.join(", ")
+        ));
+    }
+    if body.acceptance_declared && body.acceptance.is_empty() {
+        return Err("the receipt declares acceptance but records no criterion: nothing shows the task done".into());
+    }
+    let unpassed: Vec<String> =
+        body.acceptance.iter().filter(|a| a.status != "pass").map(|a| format!("`{}` ({})", a.id, a.status)).collect();
+    if !unpassed.is_empty() {
+        return Err(format!("the receipt records criteria that did not pass: {}", unpassed.join(", ")));
+    }
+    Ok(format!("pass, no open blockers, {} recorded criteria passed", body.acceptance.len()))
+}
+
 /// `.scafld/trusted-keys.json`: the public keys whose receipts count.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -194,6 +194,8 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
     let signature = check_signature(&root, &envelope, &trust);
     let signed = signature.is_ok();
     check("signature", signature);
+    // A signature proves who wrote the body; this, that it attests a pass.
+    check("verdict", receipt::attests_pass(body));
     let at = p.material_ref.clone().unwrap_or_else(|| target.clone());
     check("files", check_files(&root, &envelope, &at).await);
     check("base", check_base(&root, &body.base_commit, &target).await);
