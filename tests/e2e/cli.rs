@@ -544,3 +544,38 @@ fn init_agents_adds_the_guide_once() {
     assert!(again["skipped"].as_array().unwrap().iter().any(|p| p == "CLAUDE.md"), "{again}");
     assert_eq!(std::fs::read_to_string(env.work.join("CLAUDE.md")).unwrap(), claude);
 }
+
+/// A user's symlinked CLAUDE.md stays a symlink: one leading outside the workspace is left as
+/// it is, named in a warning, its target untouched; one leading to a file inside the workspace
+/// gets the guide in that file (here AGENTS.md, which already has it: once).
+#[test]
+fn init_agents_never_replaces_a_symlink() {
+    let env = TestEnv::new();
+    let shared = env.path("shared-CLAUDE.md");
+    std::fs::write(&shared, "# Shared team guide\n").unwrap();
+    std::os::unix::fs::symlink(&shared, env.work.join("CLAUDE.md")).unwrap();
+    let run = env.scafld(&["init", "--agents", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert!(std::fs::symlink_metadata(env.work.join("CLAUDE.md")).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_link(env.work.join("CLAUDE.md")).unwrap(), shared);
+    assert_eq!(std::fs::read_to_string(&shared).unwrap(), "# Shared team guide\n");
+    assert!(result["skipped"].as_array().unwrap().iter().any(|p| p == "CLAUDE.md"), "{result}");
+    let warned =
+        result["warnings"].as_array().unwrap().iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>();
+    assert!(warned.iter().any(|w| w.starts_with("CLAUDE.md is a symlink leading outside the workspace")), "{result}");
+    let human = env.scafld(&["init", "--agents"]);
+    assert!(
+        human.stdout.contains("CLAUDE.md is a symlink") || human.stderr.contains("CLAUDE.md is a symlink"),
+        "{}{}",
+        human.stdout,
+        human.stderr
+    );
+
+    std::fs::remove_file(env.work.join("CLAUDE.md")).unwrap();
+    std::os::unix::fs::symlink("AGENTS.md", env.work.join("CLAUDE.md")).unwrap();
+    env.scafld(&["init", "--agents", "--json"]).assert_code(0);
+    assert_eq!(std::fs::read_link(env.work.join("CLAUDE.md")).unwrap(), std::path::Path::new("AGENTS.md"));
+    let agents = std::fs::read_to_string(env.work.join("AGENTS.md")).unwrap();
+    assert_eq!(agents.matches("<!-- scafld:agent-guide").count(), 1, "{agents}");
+}

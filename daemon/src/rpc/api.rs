@@ -232,13 +232,14 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
     } else {
         report.created.push(layout::ID_FILE.to_string());
     }
-    let mut warnings = match crate::baseline::require_git(root) {
+    let mut warnings = std::mem::take(&mut report.warnings);
+    warnings.extend(match crate::baseline::require_git(root) {
         Ok(()) => Vec::new(),
         Err(_) => vec![format!(
             "{} is not a git repository: plan and validate work, but approval records a git baseline; run `git init` before `scafld approve`",
             root.display()
         )],
-    };
+    });
     if let Some(id) = restored {
         warnings.push(format!(
             "{} was missing: it names this folder's workspace {id} again, whose ledgers, reviews and running jobs stay its own",

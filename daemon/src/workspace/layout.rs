@@ -94,6 +94,8 @@ pub struct InitReport {
     pub created: Vec<String>,
     pub updated: Vec<String>,
     pub skipped: Vec<String>,
+    /// What the user should know about a file left as it is (a link scafld does not follow).
+    pub warnings: Vec<String>,
 }
 
 /// Create whatever part of the layout is missing. Never overwrites an existing file. The
