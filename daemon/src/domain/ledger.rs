@@ -759,6 +759,7 @@ mod tests {
             criteria: criteria.iter().map(|id| (id.to_string(), "digest".to_string())).collect(),
             scope: (!criteria.is_empty()).then(Vec::new),
             also_bound: None,
+            phases: None,
         };
         let build = LedgerEvent::Build { status: "blocked".into(), reason: "r".into() };
         let imported = [entry(1, approval(&[])), entry(2, build)];
