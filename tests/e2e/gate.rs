@@ -1608,3 +1608,48 @@ fn finalize_never_bases_a_receipt_on_a_baseline_commit_that_is_gone() {
     assert!(!env.work.join(".scafld/receipts/rev.json").exists(), "no receipt minted");
     env.scafld(&["finalize", "rev", "--base-ref", "HEAD"]).assert_code(0);
 }
+
+/// An interrupted move leaves two files, never three: a task whose spec is also in a second
+/// folder beside a copy that differs only in runner-owned lines is not taken for one.
+/// `reconcile` moves none of them aside (one would leave the task in two files), every command
+/// names all three, and the hint's merge into the file the ledger places the task in, with the
+/// other two deleted, lets the task go on.
+#[test]
+fn a_task_in_three_files_is_no_interrupted_move_and_nothing_is_moved_aside() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let active = env.work.join(".scafld/specs/active/rev.md");
+    let old = std::fs::read_to_string(&active).unwrap().replace("status: active", "status: approved");
+    let approved = env.work.join(".scafld/specs/approved/rev.md");
+    let archived = env.work.join(".scafld/specs/archive/2026-01/rev.md");
+    std::fs::write(&approved, &old).unwrap();
+    write(&env, ".scafld/specs/archive/2026-01/rev.md", &old);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    let names_all = |said: &str| {
+        for file in ["active/rev.md", "approved/rev.md", "archive/2026-01/rev.md"] {
+            assert!(said.contains(&format!(".scafld/specs/{file}")), "{file} is named: {said}");
+        }
+    };
+    let s = status(&env);
+    assert_ne!(s["next_action"]["command"], "scafld reconcile rev", "no leftover to move aside: {s}");
+    names_all(s["errors"][0]["message"].as_str().unwrap());
+    for write_call in [&["build", "rev", "--json"][..], &["reconcile", "rev", "--json"]] {
+        let refused = env.scafld(write_call);
+        refused.assert_code(3);
+        let error = &refused.json()["error"];
+        names_all(&error.to_string());
+        let hint = error["hint"].as_str().unwrap();
+        assert!(
+            hint.contains("merge the edits you want to keep from .scafld/specs/approved/rev.md and .scafld/specs/archive/2026-01/rev.md into .scafld/specs/active/rev.md"),
+            "{hint}"
+        );
+        assert!(
+            approved.exists() && archived.exists() && superseded(&env, "rev").is_empty(),
+            "{write_call:?} moves nothing"
+        );
+    }
+
+    std::fs::remove_file(&approved).unwrap();
+    std::fs::remove_file(&archived).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+}

@@ -800,3 +800,55 @@ fn a_task_in_two_folders_reads_the_same_in_a_live_daemon_and_a_fresh_one() {
     assert_eq!((&task["path"], &task["error"]), (&json!(".scafld/specs/active/twice.md"), &json!(null)), "{task}");
     assert!(active.is_file(), "the remaining copy is left where it is");
 }
+
+/// A task in three folders (drafts and two archive months): every command names all three
+/// files, never two of them, and following the advice clears the error: with one of the other
+/// two removed the error names the two left, and with both removed the task is in one file.
+#[test]
+fn a_task_in_three_folders_names_every_file_and_keeping_one_clears_the_error() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let drafts = write_spec(&env, "drafts", "thrice", &spec_text("thrice", "draft"));
+    let january = write_spec(&env, "archive/2025-01", "thrice", &spec_text("thrice", "completed"));
+    let february = write_spec(&env, "archive/2025-02", "thrice", &spec_text("thrice", "cancelled"));
+    let files = [
+        ".scafld/specs/drafts/thrice.md",
+        ".scafld/specs/archive/2025-01/thrice.md",
+        ".scafld/specs/archive/2025-02/thrice.md",
+    ];
+    let errors = |env: &TestEnv| {
+        let validated = env.scafld(&["validate", "thrice"]);
+        let status = env.scafld(&["status", "thrice", "--json"]).json();
+        let listed = env.scafld(&["list", "--json"]).json();
+        let refused = env.scafld(&["approve", "thrice", "--json"]);
+        refused.assert_code(3);
+        let refusal = &refused.json()["error"];
+        [
+            validated.stdout + &validated.stderr,
+            status["result"]["errors"][0]["message"].as_str().unwrap_or_default().to_string(),
+            listed["result"]["tasks"][0]["error"].as_str().unwrap_or_default().to_string(),
+            format!("{} {}", refusal["message"], refusal["hint"]),
+        ]
+    };
+    for said in errors(&env) {
+        assert!(said.contains("the task is in three files"), "{said}");
+        for file in files {
+            assert!(said.contains(file), "every file is named: {file} in {said}");
+        }
+    }
+    assert!(drafts.exists() && january.exists() && february.exists(), "reads and refusals move nothing");
+
+    std::fs::remove_file(&january).unwrap();
+    for said in errors(&env) {
+        assert!(said.contains("the task is in two files"), "{said}");
+        assert!(said.contains(files[0]) && said.contains(files[2]) && !said.contains(files[1]), "{said}");
+    }
+
+    std::fs::remove_file(&february).unwrap();
+    let validated = env.scafld(&["validate", "thrice", "--json"]);
+    let result = &validated.json()["result"];
+    assert!(!result.to_string().contains("files:"), "one file left, the task is in one file: {result}");
+    let listed = env.scafld(&["list", "--json"]).json();
+    assert_eq!(listed["result"]["tasks"][0]["error"], json!(null), "{listed}");
+}

@@ -32,7 +32,7 @@ use crate::domain::spec::{Diagnostic, Severity};
 use crate::domain::task_id::TaskId;
 use crate::error::{RpcError, RpcResult};
 use crate::workspace::Workspace;
-use crate::workspace::index::{LoadedSpec, SpecEntry};
+use crate::workspace::index::{LoadedSpec, SpecEntry, and_list, in_files};
 use crate::workspace::specfile;
 
 /// Validate a task id from any caller.
@@ -133,25 +133,28 @@ impl Gone {
     }
 }
 
-/// Two files claim one task (the index's `duplicate`): an interrupted move's leftover, a copy
-/// made by hand, or a save an editor made to the old place after a command moved the spec.
+/// Several files claim one task (the index's `duplicates`): an interrupted move's leftover, a
+/// copy made by hand, or a save an editor made to the old place after a command moved the spec.
 pub(crate) struct Copies {
     /// The file the index reads as the task's spec (first in `specfile::lookup_order`).
     pub owner: PathBuf,
-    /// The other one.
-    pub other: PathBuf,
+    /// Every other one, in lookup order.
+    pub others: Vec<PathBuf>,
     /// The copy in the folder the ledger's status puts the task in, when exactly one is.
     pub placed: Option<PathBuf>,
-    /// The copy that is only a leftover: it differs from `placed` in runner-owned lines alone
-    /// (`only_runner_parts_differ`), so putting it away loses nothing anyone wrote.
+    /// The copy that is only a leftover: the task is in two files, and it differs from
+    /// `placed` in runner-owned lines alone (`only_runner_parts_differ`), so putting it away
+    /// loses nothing anyone wrote. An interrupted move leaves one such copy, never two: a task
+    /// in three files or more has none, since moving one aside would leave it in two.
     pub leftover: Option<PathBuf>,
 }
 
 impl Copies {
-    /// The two files of `entry`, which the ledger places and whether the other is a leftover.
-    /// Reads both files; decides nothing on modification times and moves nothing.
+    /// The files of `entry`, which the ledger places and whether the other is a leftover.
+    /// Reads the two files of a task in two; decides nothing on modification times and moves
+    /// nothing.
     pub(crate) fn of(daemon: &Daemon, ws: &Workspace, entry: &SpecEntry) -> RpcResult<Option<Copies>> {
-        if entry.duplicate.is_none() {
+        if entry.duplicates.is_empty() {
             return Ok(None);
         }
         let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
@@ -160,37 +163,46 @@ impl Copies {
 
     /// [`Copies::of`] with the ledger's status (`None`: no ledger) already known.
     fn placed_by(ws: &Workspace, entry: &SpecEntry, status: Option<Status>) -> Option<Copies> {
-        let other = entry.duplicate.clone()?;
-        let owner = entry.path.clone();
+        if entry.duplicates.is_empty() {
+            return None;
+        }
+        let (owner, others) = (entry.path.clone(), entry.duplicates.clone());
         let expected = status.map(crate::domain::lifecycle::Folder::of);
-        let in_place = |p: &Path| expected.is_some() && specfile::folder_of(&ws.root, p) == expected;
-        let (placed, candidate) = match (in_place(&owner), in_place(&other)) {
-            (true, false) => (owner.clone(), other.clone()),
-            (false, true) => (other.clone(), owner.clone()),
-            _ => return Some(Copies { owner, other, placed: None, leftover: None }),
+        let in_place = |p: &&PathBuf| expected.is_some() && specfile::folder_of(&ws.root, p) == expected;
+        let mut placed = std::iter::once(&owner).chain(&others).filter(in_place);
+        let (Some(placed), None) = (placed.next().cloned(), placed.next()) else {
+            return Some(Copies { owner, others, placed: None, leftover: None });
         };
-        let text = |p: &Path| {
-            crate::workspace::index::read_spec(&ws.root, p).ok().and_then(|bytes| String::from_utf8(bytes).ok())
-        };
-        let leftover = match (text(&candidate), text(&placed)) {
-            (Some(old), Some(current)) => {
-                crate::domain::spec::project::only_runner_parts_differ(&old, &current).then_some(candidate)
+        let leftover = match others.as_slice() {
+            [other] => {
+                let candidate = if placed == owner { other } else { &owner };
+                let text = |p: &Path| {
+                    crate::workspace::index::read_spec(&ws.root, p).ok().and_then(|bytes| String::from_utf8(bytes).ok())
+                };
+                match (text(candidate), text(&placed)) {
+                    (Some(old), Some(current)) => {
+                        crate::domain::spec::project::only_runner_parts_differ(&old, &current)
+                            .then(|| candidate.clone())
+                    }
+                    _ => None,
+                }
             }
             _ => None,
         };
-        Some(Copies { owner, other, placed: Some(placed), leftover })
+        Some(Copies { owner, others, placed: Some(placed), leftover })
     }
 
-    /// The error saying so, with the way out: `reconcile` for a leftover, else a merge by hand
-    /// (nothing a person wrote is moved by the runner).
+    /// The error saying so, naming every file, with the way out: `reconcile` for a leftover,
+    /// else a merge by hand (nothing a person wrote is moved by the runner).
     pub(crate) fn explain(&self, ws: &Workspace, task: &str) -> (String, String) {
-        let (owner, other) = (ws.relative(&self.owner), ws.relative(&self.other));
-        let both =
-            format!("the task is in two files: {owner} (read as its spec: the first in lookup order) and {other}");
+        let owner = ws.relative(&self.owner);
+        let others: Vec<String> = self.others.iter().map(|p| ws.relative(p)).collect();
+        let all = in_files(&owner, &others);
+        let two = others.len() == 1;
         match (&self.placed, &self.leftover) {
             (Some(placed), Some(leftover)) => (
                 format!(
-                    "{both}; {} differs from {} only in runner-owned lines (an interrupted move's leftover)",
+                    "{all}; {} differs from {} only in runner-owned lines (an interrupted move's leftover)",
                     ws.relative(leftover),
                     ws.relative(placed)
                 ),
@@ -200,24 +212,43 @@ impl Copies {
                 ),
             ),
             (Some(placed), None) => {
-                let stray = if *placed == self.owner { &other } else { &owner };
+                let placed = ws.relative(placed);
+                let strays: Vec<&String> = std::iter::once(&owner).chain(&others).filter(|p| **p != placed).collect();
+                let diffs: Vec<String> = strays.iter().map(|stray| format!("`diff {stray} {placed}`")).collect();
+                let (why, show) = if two {
+                    ("they differ in text someone wrote, so neither is moved or removed", "shows them")
+                } else {
+                    (
+                        "an interrupted move leaves a task in two files, not more, so none is taken for its leftover; none is moved or removed",
+                        "show them",
+                    )
+                };
                 (
+                    format!("{all}; {why} (the ledger puts the task at {placed})"),
                     format!(
-                        "{both}; they differ in text someone wrote, so neither is moved or removed (the ledger puts the task at {})",
-                        ws.relative(placed)
-                    ),
-                    format!(
-                        "merge the edits you want to keep from {stray} into {placed} (`diff {stray} {placed}` shows them), then delete {stray}",
-                        placed = ws.relative(placed)
+                        "merge the edits you want to keep from {strays} into {placed} ({} {show}), then delete {strays}",
+                        and_list(&diffs),
+                        strays = and_list(&strays),
                     ),
                 )
             }
-            (None, _) => (
-                format!("{both}; neither is moved or removed"),
+            (None, _) if two => (
+                format!("{all}; neither is moved or removed"),
                 format!(
-                    "keep one: merge what you want from one file into the other, then delete it (`diff {owner} {other}`)"
+                    "keep one: merge what you want from one file into the other, then delete it (`diff {owner} {}`)",
+                    others[0]
                 ),
             ),
+            (None, _) => {
+                let diffs: Vec<String> = others.iter().map(|other| format!("`diff {owner} {other}`")).collect();
+                (
+                    format!("{all}; none is moved or removed"),
+                    format!(
+                        "keep one: merge what you want from the others into it ({}), then delete the others, so that one file is left",
+                        diffs.join(", ")
+                    ),
+                )
+            }
         }
     }
 }
@@ -226,9 +257,9 @@ impl Copies {
 /// status its ledger says (`None`: no ledger, nothing to say): a second copy that is an
 /// interrupted move's leftover ([`Copies`]), or a single file whose front matter or folder is
 /// not the ledger's status. `status`, `handoff` and `list` ask it alike; it reads the two files
-/// of a task in two, and nothing else.
+/// of a task in two, and nothing else (a task in three files or more has no leftover).
 pub(crate) fn misfiled(ws: &Workspace, entry: &SpecEntry, status: Option<Status>) -> Option<Misfiled> {
-    if entry.duplicate.is_some() {
+    if !entry.duplicates.is_empty() {
         let copies = Copies::placed_by(ws, entry, status)?;
         let (leftover, placed) = (copies.leftover?, copies.placed?);
         return Some(Misfiled::Leftover { path: ws.relative(&leftover), placed: ws.relative(&placed) });
@@ -328,7 +359,7 @@ pub(crate) fn entry_errors(entry: &SpecEntry) -> Vec<WireDiagnostic> {
     errors
 }
 
-/// [`entry_errors`], with a second file explained from the ledger and both files
+/// [`entry_errors`], with the other files explained from the ledger and every file
 /// ([`Copies::explain`]), and the hint that goes with it.
 pub(crate) fn explained_errors(
     daemon: &Daemon,

@@ -306,7 +306,7 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
 pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let mut diagnostics = all_diagnostics(&entry);
-    if entry.duplicate.is_some() {
+    if !entry.duplicates.is_empty() {
         // The duplicate's error comes first (line 0, inserted first); said with the ledger's view.
         diagnostics[0].message.clone_from(&super::explained_errors(daemon, &ws, &entry)?.0[0].message);
     }

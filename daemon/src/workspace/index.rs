@@ -105,23 +105,23 @@ pub struct SpecEntry {
     pub listing: Arc<Listing>,
     /// A read error (the file vanished, is not UTF-8, ...) instead of a parse.
     pub read_error: Option<String>,
-    /// Another file claiming the same task id: the next in lookup order after `path`, which
-    /// owns the id ([`specfile::lookup_order`]).
-    pub duplicate: Option<PathBuf>,
+    /// Every other file claiming the same task id, in lookup order after `path`, which owns
+    /// the id ([`specfile::lookup_order`]); empty for a task in one file.
+    pub duplicates: Vec<PathBuf>,
     stamp: Option<Stamp>,
     /// The whole parse, while the spec is among the most recently used.
     parsed: Option<Arc<Parsed>>,
 }
 
 impl SpecEntry {
-    /// The error of a task in two files, naming both (from `.scafld/` on).
+    /// The error of a task in more than one file, naming every one (from `.scafld/` on).
     pub fn duplicate_error(&self) -> Option<String> {
-        let other = self.duplicate.as_ref()?;
-        Some(format!(
-            "the task is in two files: {} (read as its spec: the first in lookup order) and {}; neither is moved or removed, keep one",
-            specfile::shown(&self.path),
-            specfile::shown(other)
-        ))
+        if self.duplicates.is_empty() {
+            return None;
+        }
+        let others: Vec<String> = self.duplicates.iter().map(|p| specfile::shown(p)).collect();
+        let none = if others.len() == 1 { "neither" } else { "none" };
+        Some(format!("{}; {none} is moved or removed, keep one", in_files(&specfile::shown(&self.path), &others)))
     }
 
     /// The first problem that makes this spec unusable, if any.
@@ -133,6 +133,30 @@ impl SpecEntry {
             return Some(message);
         }
         self.listing.errors().next().map(ToString::to_string)
+    }
+}
+
+/// "the task is in two files: `owner` (read as its spec: ...) and `others`": every file of a
+/// task in more than one, the one read first (the one wording `status`, `list` and the
+/// refusals share).
+pub fn in_files(owner: &str, others: &[String]) -> String {
+    let count = match others.len() + 1 {
+        2 => "two".to_string(),
+        3 => "three".to_string(),
+        n => n.to_string(),
+    };
+    let owner = format!("{owner} (read as its spec: the first in lookup order)");
+    format!("the task is in {count} files: {}", and_list(&[&[owner], others].concat()))
+}
+
+/// "a, b and c".
+pub fn and_list<S: AsRef<str>>(items: &[S]) -> String {
+    match items.split_last() {
+        Some((last, [])) => last.as_ref().to_string(),
+        Some((last, rest)) => {
+            format!("{} and {}", rest.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", "), last.as_ref())
+        }
+        None => String::new(),
     }
 }
 
@@ -269,9 +293,9 @@ impl Index {
         let entry = self.entries.get(task_id)?;
         if entry.parsed.is_none() {
             let (path, folder, stamp) = (entry.path.clone(), entry.folder, entry.stamp);
-            // Only the content is read again: a duplicate found earlier stays on record.
+            // Only the content is read again: duplicates found earlier stay on record.
             let fresh = SpecEntry {
-                duplicate: entry.duplicate.clone(),
+                duplicates: entry.duplicates.clone(),
                 ..self.read_entry(task_id.to_string(), &path, folder, true)
             };
             if fresh.stamp != stamp || stamp.is_none() {
@@ -422,7 +446,7 @@ impl Index {
 
     /// The files of the entries in `dir` or below it (duplicates' second files included).
     pub fn paths_under(&self, dir: &Path) -> Vec<PathBuf> {
-        let files = self.entries.values().flat_map(|e| std::iter::once(&e.path).chain(e.duplicate.as_ref()));
+        let files = self.entries.values().flat_map(|e| std::iter::once(&e.path).chain(&e.duplicates));
         files.filter(|path| path.starts_with(dir)).cloned().collect()
     }
 
@@ -521,13 +545,13 @@ impl Index {
         // The one file of its task: the file of an entry without a duplicate, or a new task
         // when every file on disk has been loaded (another of its files would have an entry).
         let alone = match entry {
-            Some(entry) => entry.path == path && entry.duplicate.is_none(),
+            Some(entry) => entry.path == path && entry.duplicates.is_empty(),
             None => self.complete,
         };
         if exists && alone {
             return self.settle(task_id, &mut [OnDisk { path, folder, stamp }]);
         }
-        let on_record = entry.is_some_and(|e| e.path == path || e.duplicate.as_deref() == Some(path));
+        let on_record = entry.is_some_and(|e| e.path == path || e.duplicates.iter().any(|d| d == path));
         if !exists && !on_record {
             return None;
         }
@@ -558,7 +582,7 @@ impl Index {
 
     /// Make `task_id`'s entry what `copies` (every file on disk claiming it, in any order)
     /// say: the first in lookup order ([`specfile::lookup_order`], the one rule) owns the
-    /// id, the next is its duplicate; no file, no entry. Only the owner is read, and only when
+    /// id, the rest are its duplicates; no file, no entry. Only the owner is read, and only when
     /// it is not the file the entry already read (same stamp). Returns the task id when its
     /// entry changed.
     fn settle(&mut self, task_id: &str, copies: &mut [OnDisk<'_>]) -> Option<String> {
@@ -570,20 +594,20 @@ impl Index {
             self.entries_mut().remove(task_id);
             return Some(task_id.to_string());
         };
-        let duplicate = copies.get(1).map(|other| other.path.to_path_buf());
+        let duplicates: Vec<PathBuf> = copies[1..].iter().map(|other| other.path.to_path_buf()).collect();
         if let Some(entry) = self.entries.get(task_id)
             && entry.path == owner.path
             && entry.stamp.is_some()
             && entry.stamp == owner.stamp
         {
-            if entry.duplicate == duplicate {
+            if entry.duplicates == duplicates {
                 return None;
             }
-            self.entries_mut().get_mut(task_id).expect("present").duplicate = duplicate;
+            self.entries_mut().get_mut(task_id).expect("present").duplicates = duplicates;
             return Some(task_id.to_string());
         }
         let keep = self.keeps_parse(task_id);
-        let entry = SpecEntry { duplicate, ..self.read_entry(task_id.to_string(), owner.path, owner.folder, keep) };
+        let entry = SpecEntry { duplicates, ..self.read_entry(task_id.to_string(), owner.path, owner.folder, keep) };
         self.entries_mut().insert(task_id.to_string(), entry);
         Some(task_id.to_string())
     }
@@ -601,7 +625,7 @@ impl Index {
         // Another file of the task on record, neither the one written nor the one it moved from.
         let others = self.entries.get(&task_id).is_some_and(|entry| {
             std::iter::once(&entry.path)
-                .chain(entry.duplicate.as_ref())
+                .chain(&entry.duplicates)
                 .any(|other| other != path && Some(other.as_path()) != previous)
         });
         let keep = self.keeps_parse(&task_id);
@@ -626,7 +650,7 @@ impl Index {
             folder,
             listing: Arc::new(Listing::default()),
             read_error: Some(error),
-            duplicate: None,
+            duplicates: Vec::new(),
             stamp,
             parsed: None,
         };
@@ -668,7 +692,7 @@ impl Index {
             folder,
             listing: Arc::new(Listing::of(&parsed)),
             read_error: None,
-            duplicate: None,
+            duplicates: Vec::new(),
             stamp,
             parsed: keep.then(|| Arc::new(parsed)),
         }
@@ -876,7 +900,7 @@ mod tests {
         std::fs::create_dir_all(&approved).unwrap();
         std::fs::write(approved.join("t0.md"), spec("t0", "t0")).unwrap();
         index.sync();
-        assert!(index.get("t0").unwrap().duplicate.is_some());
+        assert!(!index.get("t0").unwrap().duplicates.is_empty());
         assert_eq!(index.loaded("t0").unwrap().parsed.spec.title, "t0");
         for task in &tasks[1..] {
             assert_eq!(&index.loaded(task).unwrap().parsed.spec.title, task);
@@ -890,12 +914,12 @@ mod tests {
         let again = index.loaded("t0").unwrap();
         assert_eq!(again.parsed.spec.title, "t0 edited");
         assert_eq!(again.listing.title, "t0 edited");
-        assert!(again.duplicate.is_some());
+        assert!(!again.duplicates.is_empty());
         assert_eq!(index.get("t0").unwrap().listing.title, "t0");
         assert_eq!(index.sync(), vec!["t0".to_string()]);
         assert_eq!(index.loaded("t0").unwrap().listing.title, "t0 edited");
         assert!(index.get("t0").unwrap().parsed.is_some(), "an unchanged file's parse is kept");
-        assert!(index.get("t0").unwrap().duplicate.is_some());
+        assert!(!index.get("t0").unwrap().duplicates.is_empty());
     }
 
     #[test]
@@ -906,10 +930,10 @@ mod tests {
         std::fs::write(approved.join("x.md"), spec("x", "the second copy")).unwrap();
         let mut index = Index::new(dir.path());
         index.sync();
-        assert_eq!(index.get("x").unwrap().duplicate.as_deref(), Some(approved.join("x.md").as_path()));
+        assert_eq!(index.get("x").unwrap().duplicates, vec![approved.join("x.md")]);
         std::fs::remove_file(approved.join("x.md")).unwrap();
         assert_eq!(index.sync(), vec!["x".to_string()]);
-        assert_eq!(index.get("x").unwrap().duplicate, None);
+        assert!(index.get("x").unwrap().duplicates.is_empty());
         assert_eq!(index.get("x").unwrap().first_error(), None);
         assert_eq!(index.sync(), Vec::<String>::new());
     }
@@ -997,17 +1021,17 @@ mod tests {
         let mut index = Index::new(dir.path());
         index.sync();
         let first = index.get("a").unwrap().path.clone();
-        assert!(index.get("a").unwrap().duplicate.is_some());
+        assert!(!index.get("a").unwrap().duplicates.is_empty());
         std::fs::remove_file(&first).unwrap();
         assert_eq!(index.sync(), vec!["a".to_string()]);
         let entry = index.get("a").expect("the second copy holds the task");
         assert_ne!(entry.path, first);
-        assert!(entry.duplicate.is_none());
+        assert!(entry.duplicates.is_empty());
     }
 
-    /// What a task's entry says of its files: the owner's path and title, and its duplicate.
-    fn files_of(index: &Index, task: &str) -> Option<(PathBuf, String, Option<PathBuf>)> {
-        index.get(task).map(|e| (e.path.clone(), e.listing.title.clone(), e.duplicate.clone()))
+    /// What a task's entry says of its files: the owner's path and title, and its duplicates.
+    fn files_of(index: &Index, task: &str) -> Option<(PathBuf, String, Vec<PathBuf>)> {
+        index.get(task).map(|e| (e.path.clone(), e.listing.title.clone(), e.duplicates.clone()))
     }
 
     /// A task in several folders is owned by its first file in lookup order, however its files
@@ -1040,10 +1064,13 @@ mod tests {
                 live.refresh(&path(i));
                 agree(&mut live, &format!("{} arrived", folders[i]));
             }
-            assert_eq!(files_of(&live, "t"), Some((path(2), "drafts".to_string(), Some(path(1)))));
+            // Every other file is on record, in lookup order (the archive month last).
+            assert_eq!(files_of(&live, "t"), Some((path(2), "drafts".to_string(), vec![path(1), path(0)])));
+            let error = live.get("t").unwrap().duplicate_error().unwrap();
+            assert!(error.starts_with("the task is in three files: .scafld/specs/drafts/t.md (read as its spec: the first in lookup order), .scafld/specs/active/t.md and .scafld/specs/archive/2026-01/t.md; none is moved"), "{error}");
             edit(&path(2), "drafts edited");
             assert_eq!(live.refresh(&path(2)), Some("t".to_string()));
-            assert_eq!(files_of(&live, "t"), Some((path(2), "drafts edited".to_string(), Some(path(1)))));
+            assert_eq!(files_of(&live, "t"), Some((path(2), "drafts edited".to_string(), vec![path(1), path(0)])));
             agree(&mut live, "the owner edited");
             for &i in &order {
                 std::fs::remove_file(path(i)).unwrap();
@@ -1067,7 +1094,7 @@ mod tests {
         std::fs::create_dir_all(specs.join("drafts")).unwrap();
         std::fs::write(specs.join("drafts/t.md"), spec("t", "drafts")).unwrap();
         assert_eq!(index.sync(), vec!["t".to_string()]);
-        let expected = Some((specs.join("drafts/t.md"), "drafts".to_string(), Some(specs.join("active/t.md"))));
+        let expected = Some((specs.join("drafts/t.md"), "drafts".to_string(), vec![specs.join("active/t.md")]));
         assert_eq!(files_of(&index, "t"), expected);
         assert_eq!(index.resync(), Vec::<String>::new());
         assert_eq!(files_of(&index, "t"), expected);
@@ -1075,7 +1102,7 @@ mod tests {
         let (owner, text) = (specs.join("drafts/t.md"), spec("t", "drafts written"));
         let written = specfile::write_spec(Some(&owner), &owner, &text).unwrap();
         index.record_write(&owner, &text, None, &written);
-        assert_eq!(index.get("t").unwrap().duplicate.as_deref(), Some(specs.join("active/t.md").as_path()));
+        assert_eq!(index.get("t").unwrap().duplicates, vec![specs.join("active/t.md")]);
         assert_eq!(index.sync(), Vec::<String>::new());
     }
 
