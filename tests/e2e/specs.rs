@@ -852,3 +852,28 @@ fn a_task_in_three_folders_names_every_file_and_keeping_one_clears_the_error() {
     let listed = env.scafld(&["list", "--json"]).json();
     assert_eq!(listed["result"]["tasks"][0]["error"], json!(null), "{listed}");
 }
+
+/// A Python scafld spec saying `status: in_progress` is an active task, and every command says
+/// so in the one vocabulary: `status` (text and JSON), `validate`, `handoff` and `approve`'s
+/// refusal say `active`, as `list` and `report` do; the file keeps its word (reads write
+/// nothing).
+#[test]
+fn a_python_status_name_reads_as_its_status_in_every_command() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "active", "pyt", &spec_text("pyt", "in_progress"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let result = |args: &[&str]| env.scafld(args).json()["result"].clone();
+    assert_eq!(result(&["list", "--json"])["tasks"][0]["status"], "active");
+    assert_eq!(result(&["status", "pyt", "--json"])["status"], "active");
+    assert_eq!(result(&["validate", "pyt", "--json"])["status"], "active");
+    let status = env.scafld(&["status", "pyt"]);
+    assert!(status.stdout.contains("pyt: active") && !status.stdout.contains("in_progress"), "{}", status.stdout);
+    let handoff = result(&["handoff", "pyt", "--json"]);
+    assert!(handoff["markdown"].as_str().unwrap().contains("\nStatus: active\n"), "{handoff}");
+    let refused = env.scafld(&["approve", "pyt", "--json"]);
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.ends_with("pyt is active"), "{message}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "reads leave the file's word as it is");
+}

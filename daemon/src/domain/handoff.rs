@@ -45,7 +45,10 @@ pub fn render(spec: &Spec, cx: &Context<'_>) -> String {
     let status = spec.status();
     let mut out = format!(
         "# Handoff: {}\n\nTask: {id}\nStatus: {}\nNext: `{}` ({})\n",
-        spec.title, spec.front.status, cx.next.command, cx.next.reason
+        spec.title,
+        spec.status_word(),
+        cx.next.command,
+        cx.next.reason
     );
 
     out.push_str("\n## Task Contract\n\n");

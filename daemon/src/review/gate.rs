@@ -331,7 +331,7 @@ pub async fn check_retry(
     if spec.status() != Some(Status::Review) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
-            format!("{task} is {} now; only a task in review can retry its reviewers", spec.front.status),
+            format!("{task} is {} now; only a task in review can retry its reviewers", spec.status_word()),
         ));
     }
     refuse_contract_changes(task, &spec, &entries, "retry the review of", ErrorKind::ReviewFailed)?;

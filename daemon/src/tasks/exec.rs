@@ -86,7 +86,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     if projected.status() != Some(Status::Draft) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
-            format!("approve only operates on drafts; {task} is {}", projected.front.status),
+            format!("approve only operates on drafts; {task} is {}", projected.status_word()),
         ));
     }
     let spec = &entry.parsed.spec;
@@ -336,7 +336,7 @@ async fn adopt(
              none): they are pinned as of this build",
             approval.id()
         ),
-        None => format!("{task} was {} without an approval in this ledger", spec.front.status),
+        None => format!("{task} was {} without an approval in this ledger", spec.status_word()),
     };
     if !replay.contract_pinned() {
         // Adopting approves: what approve refuses (a scope entry outside the workspace or a
@@ -597,7 +597,7 @@ async fn manual_evidence(
     let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &Default::default(), Default::default());
     let outcome = BuildOutcome {
         task_id: task.to_string(),
-        status: spec.front.status.clone(),
+        status: spec.status_word(),
         phase: target.label(),
         passed: usize::from(disposition == "pass"),
         failed: usize::from(disposition == "fail"),

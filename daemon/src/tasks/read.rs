@@ -152,7 +152,7 @@ impl Answer {
         m::StatusResult {
             task_id: task.to_string(),
             title: spec.title.clone(),
-            status: spec.front.status.clone(),
+            status: spec.status_word(),
             harden_status: spec.harden_status(),
             path: self.path,
             current_phase: if current_phase.is_empty() { "none".into() } else { current_phase },
@@ -372,7 +372,7 @@ fn structure(task_id: String, path: String, spec: &Spec, diagnostics: Vec<m::Dia
         valid: diagnostics.iter().all(|d| d.severity != m::Severity::Error),
         diagnostics,
         title: spec.title.clone(),
-        status: spec.front.status.clone(),
+        status: spec.status_word(),
         phases: spec
             .phases
             .iter()

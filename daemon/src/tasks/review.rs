@@ -582,7 +582,7 @@ fn build_packet(
             format!(
                 "Title: {}\nStatus: {}\n\nSummary:\n{}\n\nObjectives:\n{}",
                 spec.title,
-                spec.front.status,
+                spec.status_word(),
                 spec.summary,
                 if objectives.is_empty() { "- none".into() } else { objectives }
             ),
@@ -668,7 +668,7 @@ fn build_packet(
         }
     }
     packet::render(
-        &packet::Header { task_id: task, title: &spec.title, status: &spec.front.status },
+        &packet::Header { task_id: task, title: &spec.title, status: &spec.status_word() },
         &sections,
         config.review.context.budget(),
     )
@@ -730,7 +730,7 @@ pub(super) fn require_review_status(
             format!("{task} says review, but its approval on record pins no criteria or scope")
         }
         Some(Status::Review) => format!("{task} says review, but has no approval on record here"),
-        _ => format!("{task} is {}", spec.front.status),
+        _ => format!("{task} is {}", spec.status_word()),
     };
     Err(RpcError::new(kind, format!("{what} requires task status review; {why}"))
         .with_hint(format!("next: `{}` ({})", next.command, next.reason)))

@@ -97,7 +97,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     // record in the file (a full disk) is no draft.
     let status = super::projected_spec(daemon, &ws, &entry.task_id)?.0.status();
     if spec.status() != Some(Status::Draft) || status != Some(Status::Draft) {
-        let now = status.map_or_else(|| spec.front.status.clone(), |s| s.to_string());
+        let now = status.map_or_else(|| spec.status_word(), |s| s.to_string());
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("harden only operates on drafts; {} is {now}", entry.task_id),

@@ -27,6 +27,13 @@ impl Spec {
         crate::domain::lifecycle::read_status(&self.front.status)
     }
 
+    /// The status as every command's output says it: the lifecycle status the front matter
+    /// means ([`Spec::status`]: `in_progress`, a Python scafld name, is `active`, as `list`
+    /// has it), or the word as written when it means none (the spec's error names it).
+    pub fn status_word(&self) -> String {
+        self.status().map_or_else(|| self.front.status.clone(), |s| s.to_string())
+    }
+
     pub fn harden_status(&self) -> HardenStatus {
         crate::domain::lifecycle::read_harden_status(&self.front.harden_status).unwrap_or(HardenStatus::NotRun)
     }

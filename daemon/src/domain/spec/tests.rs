@@ -497,3 +497,14 @@ fn text_under_review_before_any_review_is_pointed_out() {
     assert!(warned("").is_empty());
     assert!(warned("Status: completed\nVerdict: pass\nSummary: fine.\n\nFindings:\n- none\n").is_empty());
 }
+
+/// The status outputs say is the one `Spec::status` reads: a Python scafld name is said as the
+/// status it means; a word that means none is said as written.
+#[test]
+fn the_status_word_is_the_status_the_front_matter_means() {
+    let word = |status: &str| parse(&BASIC.replace("status: draft", &format!("status: {status}"))).spec.status_word();
+    assert_eq!(word("in_progress"), "active");
+    assert_eq!(word("under_review"), "draft");
+    assert_eq!(word("review"), "review");
+    assert_eq!(word("sideways"), "sideways");
+}
