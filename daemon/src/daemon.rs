@@ -486,14 +486,16 @@ impl Daemon {
     }
 
     pub fn publish_task_changed(&self, ws: &Workspace, task_id: &str, cause: &str) {
-        // The ledger's status where it has a say, as `list` shows it (read from the store when
-        // the index has not read the ledgers yet).
+        // The ledger's status where it has a say, as `list` shows it: the index keeps it for a
+        // task whose ledger it was told of (every append tells it), and for every task once it
+        // has read them all; otherwise it is read from the store.
         let (file, ledger) = {
             let index = crate::sync::read(&ws.index);
             let file = index.get(task_id).and_then(|e| e.listing.status);
-            let ledger = match index.ledger_loaded() {
-                true => Some(index.ledger_state(task_id)),
-                false => None,
+            let ledger = match index.ledger_state(task_id) {
+                Some(state) => Some(Some(state)),
+                None if index.ledger_loaded() => Some(None),
+                None => None,
             };
             (file, ledger)
         };

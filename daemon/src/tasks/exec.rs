@@ -1182,7 +1182,7 @@ pub(crate) struct CommandSetup {
 impl CommandSetup {
     pub(crate) fn new(ws: &Workspace, config: &Config, caller_env: &BTreeMap<String, String>) -> CommandSetup {
         let execution = &config.execution;
-        let found = shim_files(&ws.root);
+        let found = ws.toolchain_files();
         let found: Vec<&str> = found.iter().map(String::as_str).collect();
         let mut env_overrides: Vec<String> = execution.env.keys().cloned().collect();
         env_overrides.push("PATH".into());
@@ -1313,30 +1313,6 @@ fn tail_text(text: &str, max: usize) -> String {
         start += 1;
     }
     text[start..].to_string()
-}
-
-/// Toolchain files present in the workspace root or one directory below it.
-fn shim_files(root: &Path) -> Vec<String> {
-    let names: Vec<&str> = acceptance::SHIM_FILES.iter().map(|(f, _)| *f).chain([".mise.toml"]).collect();
-    let mut found = Vec::new();
-    let mut dirs = vec![root.to_path_buf()];
-    if let Ok(entries) = std::fs::read_dir(root) {
-        dirs.extend(entries.flatten().map(|e| e.path()).filter(|p| {
-            p.is_dir() && !p.file_name().is_some_and(|n| n == ".git" || n == "node_modules" || n == "target")
-        }));
-    }
-    for dir in dirs {
-        for name in &names {
-            let path = dir.join(name);
-            let non_empty = std::fs::metadata(&path).is_ok_and(|m| {
-                m.is_file() && (m.len() > 0 || !matches!(*name, ".tool-versions" | "mise.toml" | ".mise.toml"))
-            });
-            if non_empty && !found.iter().any(|f: &String| f == name) {
-                found.push(name.to_string());
-            }
-        }
-    }
-    found
 }
 
 /// `fail` and `cancel`: the end recorded in the ledger, then projected (the spec archived). A

@@ -4,6 +4,7 @@
 pub mod agent_guide;
 pub mod index;
 pub mod layout;
+pub mod shims;
 pub mod slots;
 pub mod specfile;
 pub mod tripwire;
@@ -37,6 +38,8 @@ pub struct Workspace {
     config: Mutex<Option<(Config, [Option<Stamp>; 2])>>,
     /// The id file's stamp when it last named this workspace (settled stamps only).
     id_seen: Mutex<Option<Stamp>>,
+    /// The last scan for toolchain files (see [`Workspace::toolchain_files`]).
+    shims: Mutex<Option<shims::Scan>>,
     /// The last `list` reply, with what it was rendered from (see `tasks::read::list`).
     pub listed: Mutex<Option<(ListKey, Rendered<ListResult>)>>,
     /// Held while the workspace's ledgers are read into its index (`ledger::load_states`),
@@ -105,6 +108,16 @@ impl Workspace {
         names
     }
 
+    /// The toolchain files whose shims an acceptance command's PATH gets: the last scan while
+    /// it stands, else a new one (see [`shims`]).
+    pub fn toolchain_files(&self) -> Vec<String> {
+        let mut kept = crate::sync::lock(&self.shims);
+        match kept.as_ref().filter(|scan| scan.stands()) {
+            Some(scan) => scan.found.clone(),
+            None => kept.insert(shims::scan(&self.root)).found.clone(),
+        }
+    }
+
     /// Whether this is a plain repository without `.scafld/` (only range reviews run here).
     pub fn is_bare(&self) -> bool {
         self.data != self.root.join(layout::SCAFLD_DIR)
@@ -121,6 +134,7 @@ impl Workspace {
             job_slots: slots::JobSlots::new(config::Execution::default().max_parallel_jobs as usize),
             config: Mutex::new(None),
             id_seen: Mutex::new(None),
+            shims: Mutex::new(None),
             listed: Mutex::new(None),
             ledger_loading: Mutex::new(()),
         }
