@@ -752,6 +752,36 @@ fn an_imported_approval_is_pinned_by_the_first_build() {
     assert!(refused.stderr.contains("`ac2` removed"), "{}", refused.stderr);
 }
 
+/// An imported approval pins nothing, so `approve --amend` before the first build has no
+/// contract to amend: it is refused, recording nothing, and points at the build, whose adoption
+/// records the harden override (so a task never completes past an unpassed harden gate with no
+/// override on record).
+#[test]
+fn an_amend_before_an_imported_approval_is_adopted_is_refused_and_the_build_adopts_it() {
+    let env = TestEnv::new();
+    opened(&env, "greet.txt", GREET);
+    let spec = "---\nspec_version: '2.0'\ntask_id: old\nstatus: active\nharden_status: not_run\n---\n\n# Old\n\n## Scope\n\n- `greet.txt` - it.\n\n## Phase 1: A\n\nObjective: a.\n\nAcceptance:\n- [ ] `ac1` test - hello\n  - Command: `true`\n";
+    write(&env, ".scafld/specs/active/old.md", spec);
+    let session = r#"{"schema_version": 1, "task_id": "old", "entries": [
+      {"id": "entry-1", "type": "approval", "recorded_at": "2026-05-15T09:20:00Z", "status": "approved", "reason": "spec approved"},
+      {"id": "entry-2", "type": "build", "recorded_at": "2026-05-15T09:21:00Z", "status": "active", "reason": "phase phase1 opened"}]}"#;
+    write(&env, ".scafld/runs/old/session.json", session);
+    let before = env.scafld(&["session", "old", "--json"]).json()["result"]["entries"].clone();
+    let refused = env.scafld(&["approve", "old", "--amend", "--reason", "pin", "--json"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("no approved contract to amend"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld build old"), "{error}");
+    assert_eq!(env.scafld(&["session", "old", "--json"]).json()["result"]["entries"], before, "nothing recorded");
+    env.scafld(&["build", "old"]).assert_code(0);
+    let entries = env.scafld(&["session", "old", "--json"]).json()["result"]["entries"].clone();
+    let adopted = entries.as_array().unwrap().iter().find(|e| e["type"] == "approval" && e["criteria"].is_object());
+    let harden_override = adopted.and_then(|e| e["harden_override"].as_str()).unwrap_or_default();
+    assert!(harden_override.contains("adopted at build with harden_status not_run"), "{entries}");
+    let status = env.scafld(&["status", "old", "--json"]).json();
+    assert_eq!(status["result"]["harden_status"], "overridden", "{status}");
+}
+
 #[test]
 fn review_status_counts_a_finished_pass_as_every_file_reviewed() {
     let env = TestEnv::new();

@@ -356,6 +356,16 @@ impl Replay {
     pub fn contract_pinned(&self) -> bool {
         self.approved && self.contract.is_some()
     }
+
+    /// Why the next build must adopt the contract first (see [`Replay::contract_pinned`]), or
+    /// `None` when an approval on record pins it.
+    pub fn adoption_pending(&self) -> Option<&'static str> {
+        (!self.contract_pinned()).then_some(if self.approved {
+            "its approval on record pins no criteria or scope (the original tool's)"
+        } else {
+            "without an approval on record here"
+        })
+    }
 }
 
 /// What the ledger says of a task's lifecycle, as the spec index keeps it beside the files'

@@ -134,12 +134,7 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
         Status::Approved | Status::Active | Status::Blocked | Status::Review => {
             // Set past draft by hand (or by another tool) with nothing on record here: the
             // first build adopts it (a baseline, the contract pinned) before anything counts.
-            if !f.replay.contract_pinned() {
-                let why = if f.replay.approved {
-                    "its approval on record pins no criteria or scope (the original tool's)"
-                } else {
-                    "without an approval on record here"
-                };
+            if let Some(why) = f.replay.adoption_pending() {
                 return next(
                     Role::Agent,
                     Action::Implement,

@@ -220,7 +220,20 @@ async fn amend(
             "archived tasks are immutable".into()
         }));
     }
-    let pinned = ledger::replay(&entries).contract.unwrap_or_default();
+    // Nothing pinned yet: the first build adopts the spec as it is then, and adoption's rules
+    // (a harden override unless hardening passed) live there alone; an amendment pinning the
+    // contract first would skip them.
+    let replay = ledger::replay(&entries);
+    if let Some(why) = replay.adoption_pending() {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("{task} has no approved contract to amend: it is {status}, {why}"),
+        )
+        .with_hint(format!(
+            "run `scafld build {task}`: it adopts the spec's criteria and scope as they are (recorded as a harden override unless hardening passed); amend after that if they change"
+        )));
+    }
+    let pinned = replay.contract.unwrap_or_default();
     let changed = evidence::contract_changes(&spec, &pinned);
     let gone = crate::evidence::lost_baseline(ws, &entries).await;
     if changed.is_empty() && gone.is_none() {
