@@ -348,13 +348,27 @@ fn decode_error(error: &Value) -> ClientError {
     let Ok(raw) = serde_json::from_value::<RawError>(error.clone()) else {
         return ClientError::Decode(format!("malformed error object: {error}"));
     };
-    let data = raw.data.and_then(|d| serde_json::from_value::<ErrorData>(d).ok()).unwrap_or(ErrorData {
-        kind: kind_of_code(raw.code),
-        message: raw.message,
-        hint: None,
-        details: None,
+    use scafld_protocol::error::codes;
+    let data = raw.data.and_then(|d| serde_json::from_value::<ErrorData>(d).ok()).unwrap_or_else(|| {
+        // The RPC library's refusal of a reply past the cap says only "Response is too big".
+        let (message, hint) = match raw.code {
+            codes::OVERSIZED_RESPONSE => (
+                format!(
+                    "the daemon's answer is too large to send: over the {} MiB one reply may carry",
+                    scafld_protocol::MAX_RESPONSE_BYTES >> 20
+                ),
+                Some("ask for less at a time".to_string()),
+            ),
+            _ => (raw.message, None),
+        };
+        ErrorData { kind: kind_of_code(raw.code), message, hint, details: None }
     });
     ClientError::Rpc { code: raw.code, data }
+}
+
+/// Whether `error` is the daemon's refusal of a reply past [`scafld_protocol::MAX_RESPONSE_BYTES`].
+pub fn is_oversized_response(error: &ClientError) -> bool {
+    matches!(error, ClientError::Rpc { code: scafld_protocol::error::codes::OVERSIZED_RESPONSE, .. })
 }
 
 fn kind_of_code(code: i32) -> ErrorKind {
@@ -380,6 +394,17 @@ mod tests {
     /// A daemon that refuses the connection (busy, like the daemon's `transport::refuse`)
     /// answers the hello with a null-id error and hangs up. A pipelined read-only call written
     /// after that fails with EPIPE; the refusal waiting in the socket is what the caller gets.
+    /// The RPC library's bare "Response is too big" becomes a message that says which limit.
+    #[test]
+    fn an_oversized_reply_is_reported_with_its_limit() {
+        let raw = serde_json::json!({"code": -32008, "message": "Response is too big"});
+        let error = decode_error(&raw);
+        assert!(is_oversized_response(&error));
+        let ClientError::Rpc { data, .. } = error else { unreachable!() };
+        assert!(data.message.contains("too large to send: over the 64 MiB one reply may carry"), "{}", data.message);
+        assert!(data.hint.is_some());
+    }
+
     #[test]
     fn a_refusal_of_a_pipelined_connection_is_reported_not_a_broken_pipe() {
         let dir = std::env::temp_dir().join(format!("scafld-refusal-{}", std::process::id()));

@@ -11,6 +11,9 @@ pub mod codes {
     pub const INTERNAL_ERROR: i32 = -32603;
     /// A request line longer than [`crate::MAX_REQUEST_LINE_BYTES`].
     pub const OVERSIZED_REQUEST: i32 = -32007;
+    /// A reply longer than [`crate::MAX_RESPONSE_BYTES`] (the RPC library's own code: its
+    /// error object carries no `data`).
+    pub const OVERSIZED_RESPONSE: i32 = -32008;
 }
 
 /// What went wrong, in a form callers branch on. Serialized in snake_case as `data.kind`.

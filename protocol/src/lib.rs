@@ -25,6 +25,10 @@ pub const PROTOCOL_VERSION: u32 = 3;
 /// Largest request line the daemon reads; longer lines are answered with an error and skipped.
 pub const MAX_REQUEST_LINE_BYTES: usize = 10 * 1024 * 1024;
 
+/// Largest reply the daemon sends; a larger one is answered with
+/// [`error::codes::OVERSIZED_RESPONSE`] instead.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
 /// The reviewer CLIs this release is tested against, at their real boundary: command, npm
 /// package, version. `scafld doctor` compares what is installed with these.
 pub const TESTED_REVIEWER_CLIS: [(&str, &str, &str); 3] = [

@@ -1079,6 +1079,47 @@ fn another_task_s_session_json_is_refused_and_imports_nothing() {
     env.scafld(&["approve", "b", "--reason", "tests skip hardening"]).assert_code(0);
 }
 
+/// A session.json past the import bounds (4 MiB, 10000 entries) is refused, naming the file,
+/// what it holds and the limit, with the way out; nothing is imported, the file is left as it
+/// is, and once it is archived the task is the draft it was.
+#[test]
+fn an_oversized_session_json_is_refused_and_imports_nothing() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/b.md"), spec("b", &[&[("a1", "true", "")]], &[])).unwrap();
+    let runs = env.work.join(".scafld/runs/b");
+    std::fs::create_dir_all(&runs).unwrap();
+    let cancel = r#"{"type":"cancel","recorded_at":"2026-05-15T09:20:00Z","status":"cancelled","reason":""#;
+    let head = format!(r#"{{"task_id":"b","entries":[{cancel}"#);
+    let tail = r#""}]}"#;
+    // One byte over the size bound: refused by its size, before it is read.
+    let big = format!("{head}{}{tail}", "r".repeat((4 << 20) + 1 - head.len() - tail.len()));
+    assert_eq!(big.len(), (4 << 20) + 1);
+    // Small, but one entry over the count bound.
+    let many = format!(r#"{{"task_id":"b","entries":[{}]}}"#, vec![r#"{"type":"note"}"#; 10_001].join(","));
+    for (session, says) in [(&big, "it is 4.0 MiB (4194305 bytes)"), (&many, "it holds 10001 entries")] {
+        std::fs::write(runs.join("session.json"), session).unwrap();
+        let refused = env.scafld(&["status", "b", "--json"]);
+        assert_ne!(refused.code, 0, "{}", refused.stdout);
+        let error = refused.json()["error"].clone();
+        let message = error["message"].as_str().unwrap();
+        for named in [
+            ".scafld/runs/b/session.json",
+            says,
+            "at most 4.0 MiB (4194304 bytes) and 10000 entries",
+            "nothing was imported",
+        ] {
+            assert!(message.contains(named), "{named}: {error}");
+        }
+        assert!(error["hint"].as_str().unwrap().contains("the original tool can still read it"), "{error}");
+        assert_eq!(&std::fs::read_to_string(runs.join("session.json")).unwrap(), session);
+    }
+    std::fs::rename(runs.join("session.json"), env.work.join("archived-session.json")).unwrap();
+    assert_eq!(ledger(&env, "b"), Vec::<Value>::new());
+    assert_eq!(env.scafld(&["status", "b", "--json"]).json()["result"]["status"], "draft");
+}
+
 /// A task the original tool completed (archived, its session.json ending in `complete`) is
 /// imported completed: every entry that gives the original a status means it here too, and
 /// `reconcile` leaves the archived file where it is, as it is.

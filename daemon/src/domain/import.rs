@@ -4,10 +4,103 @@
 //! `cancel`) becomes the event that means it here. Nothing is dropped: an entry without an
 //! equivalent is kept whole as an `imported` event.
 
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::domain::ledger::{BaselinePath, LedgerEvent, RecordedReview};
 use scafld_protocol::vocab::{Disposition, Verdict};
+
+/// Largest session.json imported. The original's are kilobytes; past this bound the ledger it
+/// makes (each entry kept whole, with a few fields of ours) would outgrow what the daemon keeps
+/// parsed (8 MiB of JSON), so every command on the task would read it again.
+pub const MAX_SESSION_BYTES: u64 = 4 << 20;
+/// Most entries a session.json imported may hold: a ledger entry costs memory and reply bytes
+/// beyond its text (an entry `{}` is a few bytes of file), so the size alone bounds neither.
+pub const MAX_SESSION_ENTRIES: usize = 10_000;
+
+/// Why a session document was not read.
+#[derive(Debug, PartialEq)]
+pub enum Refused {
+    /// It holds this many entries, more than [`MAX_SESSION_ENTRIES`].
+    TooManyEntries(usize),
+    /// It is not JSON, or not an object.
+    Invalid(String),
+}
+
+/// The session document in `text`, never holding more than [`MAX_SESSION_ENTRIES`] of its
+/// entries in memory: one with more is counted to the end and refused.
+pub fn parse(text: &str) -> Result<Value, Refused> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let document = de.deserialize_map(Document).map_err(|e| Refused::Invalid(e.to_string()))?;
+    de.end().map_err(|e| Refused::Invalid(e.to_string()))?;
+    document.map_err(Refused::TooManyEntries)
+}
+
+/// The top-level object, its `entries` read by [`Entries`]: `Err(count)` when there are too many.
+struct Document;
+
+impl<'de> Visitor<'de> for Document {
+    type Value = Result<Value, usize>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a session document (a JSON object)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut document = serde_json::Map::new();
+        let mut over = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if over.is_some() {
+                map.next_value::<IgnoredAny>()?;
+            } else if key == "entries" {
+                match map.next_value::<Entries>()?.0 {
+                    Ok(entries) => drop(document.insert(key, Value::Array(entries))),
+                    Err(count) => over = Some(count),
+                }
+            } else {
+                document.insert(key, map.next_value()?);
+            }
+        }
+        Ok(over.map_or(Ok(Value::Object(document)), Err))
+    }
+}
+
+/// A list of entries: `Err(count)` past [`MAX_SESSION_ENTRIES`], the rest only counted.
+struct Entries(Result<Vec<Value>, usize>);
+
+impl<'de> de::Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_seq(EntriesVisitor)
+    }
+}
+
+struct EntriesVisitor;
+
+impl<'de> Visitor<'de> for EntriesVisitor {
+    type Value = Entries;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of entries")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Entries, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(entry) = seq.next_element::<Value>()? {
+            if entries.len() == MAX_SESSION_ENTRIES {
+                let mut count = entries.len() + 1;
+                drop(entries);
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    count += 1;
+                }
+                return Ok(Entries(Err(count)));
+            }
+            entries.push(entry);
+        }
+        Ok(Entries(Ok(entries)))
+    }
+}
 
 /// `(recorded_at, event)` for every entry of `task`'s session document, in order. A document
 /// that names another task (a `runs/` folder copied or renamed by hand) is refused: its history
@@ -158,6 +251,22 @@ mod tests {
         assert_eq!(status_after(&[("approval", "approved"), ("cancel", "cancelled")]), Status::Cancelled);
         assert_eq!(status_after(&[("approval", "approved"), ("build", "blocked")]), Status::Blocked);
         assert_eq!(status_after(&[("approval", "approved")]), Status::Approved);
+    }
+
+    /// A document is read with at most [`MAX_SESSION_ENTRIES`] of its entries in memory: one
+    /// with exactly that many is read whole, one with more is counted and refused; anything
+    /// but a JSON object is invalid.
+    #[test]
+    fn a_session_past_the_entry_bound_is_counted_and_refused() {
+        let with = |n: usize| format!(r#"{{"task_id":"t","entries":[{}],"after":1}}"#, vec!["{}"; n].join(","));
+        let whole = parse(&with(MAX_SESSION_ENTRIES)).unwrap();
+        assert_eq!(whole["entries"].as_array().map(Vec::len), Some(MAX_SESSION_ENTRIES));
+        assert_eq!((whole["task_id"].as_str(), whole["after"].as_i64()), (Some("t"), Some(1)));
+        assert_eq!(parse(&with(MAX_SESSION_ENTRIES + 5)), Err(Refused::TooManyEntries(MAX_SESSION_ENTRIES + 5)));
+        for invalid in ["[]", "{\"entries\": 3}", "{} {}", "{\"entries\": [1,]}"] {
+            assert!(matches!(parse(invalid), Err(Refused::Invalid(_))), "{invalid}");
+        }
+        assert_eq!(parse("{}"), Ok(serde_json::json!({})));
     }
 
     #[test]

@@ -40,7 +40,7 @@ const OUTBOUND_QUEUE: usize = 256;
 /// Subscriptions one connection may hold.
 const MAX_SUBSCRIPTIONS_PER_CONNECTION: u32 = 64;
 /// Largest single reply.
-const MAX_RESPONSE_BYTES: u32 = 64 * 1024 * 1024;
+const MAX_RESPONSE_BYTES: u32 = scafld_protocol::MAX_RESPONSE_BYTES as u32;
 /// How long a closing connection waits for its in-flight calls and queued replies.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
 /// How long unsubscriptions wait for a subscription call to settle. A bound only: a handler

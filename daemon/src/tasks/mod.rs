@@ -309,27 +309,48 @@ fn set_aside(file: &Path, dir: &Path, stem: &str) -> std::io::Result<PathBuf> {
     unreachable!("some name is free")
 }
 
-/// Largest original session.json imported (real ones are kilobytes).
-const MAX_SESSION_BYTES: u64 = 64 << 20;
-
 /// A task of the original tool has `.scafld/runs/<task-id>/session.json` and no ledger here:
-/// import it once, in one atomic batch under the task's lock (the file is left untouched).
+/// import it once, in one atomic batch under the task's lock (the file is left untouched). One
+/// past the bounds (`import::MAX_SESSION_BYTES`, `MAX_SESSION_ENTRIES`) is refused whole, its
+/// size looked at before it is read.
 async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+    use crate::domain::import::{self, MAX_SESSION_BYTES, MAX_SESSION_ENTRIES, Refused};
+    use scafld_local::capped::{Refusal, size};
     let path = ws.root.join(".scafld/runs").join(task).join("session.json");
     if !path.is_file() || !daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?.is_empty() {
         return Ok(());
     }
     let lock = daemon.jobs.task_lock(ws, task);
     let _guard = lock.lock().await;
+    let file = ws.relative(&path);
     let invalid = |why: String| {
-        RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {}: {why}", ws.relative(&path)))
+        RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {file}: {why}"))
             .with_hint("fix or move the file; it is only read, never changed")
     };
-    let text = scafld_local::capped::read_text(&path, "session file", MAX_SESSION_BYTES)
-        .map_err(|e| invalid(e.to_string()))?;
-    let document: serde_json::Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+    let too_large = |what: String| {
+        RpcError::new(
+            ErrorKind::WorkspaceError,
+            format!(
+                "cannot import {file}: {what}; an imported session may have at most {} and {MAX_SESSION_ENTRIES} entries, so nothing was imported",
+                size(MAX_SESSION_BYTES)
+            ),
+        )
+        .with_hint(format!(
+            "the original tool can still read it; archive it (move it out of .scafld/runs/{task}/) or trim its entries, then run the command again"
+        ))
+    };
+    let text =
+        scafld_local::capped::read_text(&path, "session file", MAX_SESSION_BYTES).map_err(|e| match &e.refusal {
+            Refusal::TooLarge(Some(len)) => too_large(format!("it is {}", size(*len))),
+            Refusal::TooLarge(None) => too_large("it grew while it was read".into()),
+            _ => invalid(e.to_string()),
+        })?;
+    let document = import::parse(&text).map_err(|refused| match refused {
+        Refused::TooManyEntries(count) => too_large(format!("it holds {count} entries ({})", size(text.len() as u64))),
+        Refused::Invalid(why) => invalid(why),
+    })?;
     let now = crate::clock::now_rfc3339();
-    let events: Vec<(String, crate::domain::ledger::LedgerEvent)> = crate::domain::import::events(&document, task)
+    let events: Vec<(String, crate::domain::ledger::LedgerEvent)> = import::events(&document, task)
         .map_err(invalid)?
         .into_iter()
         .map(|(at, event)| (if at.is_empty() { now.clone() } else { at }, event))

@@ -261,7 +261,23 @@ pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
         Some(p) if std::path::Path::new(p).is_absolute() => p.clone(),
         Some(p) => std::env::current_dir().map(|d| d.join(p).display().to_string()).unwrap_or_else(|_| p.clone()),
     });
-    let r = call::<m::TaskSession>(&mut conn, &m::SessionParams { root, task_id, export, force: args.force })?;
+    let params = m::SessionParams { root, task_id: task_id.clone(), export, force: args.force };
+    let r = conn.call::<m::TaskSession>(&params).map_err(|mut e| {
+        // The whole ledger is one reply: past the cap it cannot be shown, but an export is
+        // written before the reply is.
+        if let (true, scafld_client::ClientError::Rpc { data, .. }) = (scafld_client::connection::is_oversized_response(&e), &mut e) {
+            let written = match &params.export {
+                Some(path) if !path.is_empty() => format!("; it was exported to {path}"),
+                Some(_) => format!("; it was exported to .scafld/runs/{task_id}/ledger.json"),
+                None => String::new(),
+            };
+            data.message = format!("the ledger of {task_id} is too large to show: {}{written}", data.message);
+            data.hint = Some(format!(
+                "read it from a file: `scafld session {task_id} --export PATH` writes it there (the default is .scafld/runs/{task_id}/ledger.json)"
+            ));
+        }
+        crate::cli::daemon_control::rpc_error(e)
+    })?;
     ctx.out.success(&r, || {
         let mut text = String::new();
         for e in &r.entries {
