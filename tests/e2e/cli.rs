@@ -579,3 +579,55 @@ fn init_agents_never_replaces_a_symlink() {
     let agents = std::fs::read_to_string(env.work.join("AGENTS.md")).unwrap();
     assert_eq!(agents.matches("<!-- scafld:agent-guide").count(), 1, "{agents}");
 }
+
+/// A guide link is followed only to a regular Markdown file of the work tree: a CLAUDE.md
+/// leading to `.git/config`, an AGENTS.md leading to `.scafld/config.yaml` and a CLAUDE.md
+/// leading to a folder are left as they are, each named in a warning with where it leads, and
+/// what they lead to is untouched (git still reads its config); a link to `docs/guide.md` gets
+/// the guide there.
+#[test]
+fn init_agents_follows_a_link_only_to_a_markdown_guide_of_the_work_tree() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.scafld(&["init"]).assert_code(0);
+    let config = std::fs::read(env.work.join(".git/config")).unwrap();
+    let yaml = std::fs::read(env.work.join(".scafld/config.yaml")).unwrap();
+    std::os::unix::fs::symlink(".git/config", env.work.join("CLAUDE.md")).unwrap();
+    std::os::unix::fs::symlink(".scafld/config.yaml", env.work.join("AGENTS.md")).unwrap();
+    let run = env.scafld(&["init", "--agents", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert_eq!(std::fs::read(env.work.join(".git/config")).unwrap(), config);
+    assert_eq!(std::fs::read(env.work.join(".scafld/config.yaml")).unwrap(), yaml);
+    scafld_tests::git(&env.work, &["status", "--short"]);
+    let warned = |result: &serde_json::Value, start: &str| {
+        result["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(serde_json::Value::as_str)
+            .any(|w| w.starts_with(start))
+    };
+    assert!(warned(&result, "CLAUDE.md is a symlink to .git/config, inside git's store .git"), "{result}");
+    assert!(warned(&result, "AGENTS.md is a symlink to .scafld/config.yaml, inside scafld's own .scafld/"), "{result}");
+    assert!(result["updated"].as_array().unwrap().is_empty(), "{result}");
+
+    // A link to a folder is left as it is too.
+    std::fs::remove_file(env.work.join("CLAUDE.md")).unwrap();
+    std::fs::remove_file(env.work.join("AGENTS.md")).unwrap();
+    std::fs::create_dir_all(env.work.join("docs")).unwrap();
+    std::os::unix::fs::symlink("docs", env.work.join("CLAUDE.md")).unwrap();
+    let run = env.scafld(&["init", "--agents", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert!(warned(&result, "CLAUDE.md is a symlink to docs, which is not a regular file"), "{result}");
+
+    std::fs::remove_file(env.work.join("CLAUDE.md")).unwrap();
+    std::fs::write(env.work.join("docs/guide.md"), "# Team guide\n").unwrap();
+    std::os::unix::fs::symlink("docs/guide.md", env.work.join("CLAUDE.md")).unwrap();
+    let run = env.scafld(&["init", "--agents", "--json"]);
+    run.assert_code(0);
+    assert!(run.json()["result"]["updated"].as_array().unwrap().iter().any(|p| p == "CLAUDE.md"));
+    let guide = std::fs::read_to_string(env.work.join("docs/guide.md")).unwrap();
+    assert!(guide.starts_with("# Team guide\n\n<!-- scafld:agent-guide"), "{guide}");
+}
