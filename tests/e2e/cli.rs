@@ -631,3 +631,23 @@ fn init_agents_follows_a_link_only_to_a_markdown_guide_of_the_work_tree() {
     let guide = std::fs::read_to_string(env.work.join("docs/guide.md")).unwrap();
     assert!(guide.starts_with("# Team guide\n\n<!-- scafld:agent-guide"), "{guide}");
 }
+
+/// One guide file that cannot take the guide never fails `init --agents` half-way: in a fresh
+/// folder whose AGENTS.md is a folder and whose CLAUDE.md is not UTF-8, init makes the
+/// workspace, leaves both as they are and names each in a warning.
+#[test]
+fn init_agents_leaves_a_guide_it_cannot_use_with_a_warning() {
+    let env = TestEnv::new();
+    std::fs::create_dir(env.work.join("AGENTS.md")).unwrap();
+    std::fs::write(env.work.join("CLAUDE.md"), b"# rules \xff\xfe\n").unwrap();
+    let run = env.scafld(&["init", "--agents", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    let warnings =
+        result["warnings"].as_array().unwrap().iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>();
+    assert!(warnings.iter().any(|w| w.starts_with("AGENTS.md is a directory, not a file")), "{result}");
+    assert!(warnings.iter().any(|w| w.starts_with("CLAUDE.md is not UTF-8 text")), "{result}");
+    assert!(env.work.join(".scafld/config.yaml").is_file(), "{result}");
+    assert!(env.work.join("AGENTS.md").is_dir());
+    assert_eq!(std::fs::read(env.work.join("CLAUDE.md")).unwrap(), b"# rules \xff\xfe\n");
+}

@@ -221,7 +221,7 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
             .map_err(|e| RpcError::new(ErrorKind::InvalidState, e))?;
     }
     if params.agents {
-        crate::workspace::agent_guide::add(root, &mut report).map_err(workspace_io_error)?;
+        crate::workspace::agent_guide::add(root, &mut report);
     }
     if params.ci {
         crate::receipts::init_ci(root, &mut report).map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;

@@ -4,8 +4,12 @@
 //! is never replaced: the guide goes into the file it leads to only when that is a regular
 //! Markdown file of the work tree (inside the workspace, outside any git store and outside
 //! `.scafld/`); any other link is left as it is, with a warning naming it and where it leads.
+//! One guide file that cannot take the guide (a folder, unreadable, not UTF-8) never fails
+//! `init`: it is left as it is, with a warning, and the rest of `init` goes on.
 
 use std::path::{Path, PathBuf};
+
+use scafld_local::capped;
 
 use super::layout::InitReport;
 
@@ -52,12 +56,17 @@ impl LeftAlone {
             ),
         }
     }
+
+    fn file(name: &str, why: String) -> Self {
+        Self { why, hint: format!("make {name} a UTF-8 text file you can read and run `scafld init --agents` again") }
+    }
 }
 
-/// Append the guide to `AGENTS.md` (created when missing) and to an existing `CLAUDE.md`.
-pub fn add(root: &Path, report: &mut InitReport) -> std::io::Result<()> {
+/// Append the guide to `AGENTS.md` (created when missing) and to an existing `CLAUDE.md`. A
+/// file that cannot take it is reported as skipped with a warning; `init` goes on.
+pub fn add(root: &Path, report: &mut InitReport) {
     for (name, create) in GUIDE_FILES {
-        match add_to(root, name, create)? {
+        match add_to(root, name, create) {
             Ok(Outcome::Created) => report.created.push(name.into()),
             Ok(Outcome::Updated) => report.updated.push(name.into()),
             Ok(Outcome::HasGuide) => report.skipped.push(name.into()),
@@ -68,21 +77,26 @@ pub fn add(root: &Path, report: &mut InitReport) -> std::io::Result<()> {
             }
         }
     }
-    Ok(())
 }
 
-fn add_to(root: &Path, name: &str, create: bool) -> std::io::Result<Result<Outcome, LeftAlone>> {
+fn add_to(root: &Path, name: &str, create: bool) -> Result<Outcome, LeftAlone> {
     let path = match std::fs::symlink_metadata(root.join(name)) {
-        Ok(meta) if meta.file_type().is_symlink() => match follow(root, name) {
-            Ok(target) => target,
-            Err(left) => return Ok(Err(left)),
-        },
+        Ok(meta) if meta.file_type().is_symlink() => follow(root, name)?,
         _ => root.join(name),
     };
-    let current = scafld_local::capped::read_text_if_there(&path, "file", super::layout::MAX_APPENDED_BYTES)
-        .map_err(std::io::Error::other)?;
-    Ok(Ok(match current {
-        Some(text) if text.contains(MARKER) => Outcome::HasGuide,
+    let current = capped::read_text_if_there(&path, "file", super::layout::MAX_APPENDED_BYTES).map_err(|e| {
+        let why = match e.refusal {
+            capped::Refusal::Io(e) => format!("{name} cannot be read ({e})"),
+            capped::Refusal::NotAFile(kind) => format!("{name} is a {kind}, not a file"),
+            capped::Refusal::TooLarge(_) => {
+                format!("{name} is larger than {}", capped::size(super::layout::MAX_APPENDED_BYTES))
+            }
+            capped::Refusal::NotText => format!("{name} is not UTF-8 text"),
+        };
+        LeftAlone::file(name, why)
+    })?;
+    let written = match current {
+        Some(text) if text.contains(MARKER) => return Ok(Outcome::HasGuide),
         Some(text) => {
             let separator = if text.is_empty() || text.ends_with("\n\n") {
                 ""
@@ -91,15 +105,12 @@ fn add_to(root: &Path, name: &str, create: bool) -> std::io::Result<Result<Outco
             } else {
                 "\n\n"
             };
-            super::specfile::write_atomic(&path, &format!("{text}{separator}{GUIDE}"))?;
-            Outcome::Updated
+            super::specfile::write_atomic(&path, &format!("{text}{separator}{GUIDE}")).map(|()| Outcome::Updated)
         }
-        None if create => {
-            super::layout::write_user_file(&path, GUIDE.as_bytes())?;
-            Outcome::Created
-        }
-        None => Outcome::Absent,
-    }))
+        None if create => super::layout::write_user_file(&path, GUIDE.as_bytes()).map(|()| Outcome::Created),
+        None => return Ok(Outcome::Absent),
+    };
+    written.map_err(|e| LeftAlone::file(name, format!("{name} could not be written ({e})")))
 }
 
 /// The file the symlink `<root>/<name>` leads to, when the guide may go there: a regular
