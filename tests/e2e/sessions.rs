@@ -432,7 +432,19 @@ fn manual_approval_waits_for_a_human_accept_or_reject() {
     env.scafld(&["review", "reject", "rev"]).assert_code(2);
     env.scafld(&["review", "reject", "rev", "--reason", "the tests are too thin"]).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(4);
-    env.scafld(&["review", "accept", "rev", "--reason", "again"]).assert_code(1);
+    // A refused decision names the task's next action as status gives it, never a fresh review
+    // (which would put a decided verdict back to awaiting a decision).
+    let refused_hint = |env: &TestEnv| {
+        let refused = env.scafld(&["review", "accept", "rev", "--reason", "again", "--json"]);
+        refused.assert_code(1);
+        let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
+        let next =
+            env.scafld(&["status", "rev", "--json"]).json()["result"]["next_command"].as_str().unwrap().to_string();
+        assert!(hint.starts_with(&format!("next: `{next}`")), "{hint} / {next}");
+        assert!(!hint.contains("--approval manual"), "{hint}");
+        next
+    };
+    assert_eq!(refused_hint(&env), "scafld handoff rev");
 
     // A new round on the same tree needs --force; this time the human accepts.
     let args = ["review", "rev", "--reviewers", "codex", "--approval", "manual", "--force"];
@@ -440,6 +452,7 @@ fn manual_approval_waits_for_a_human_accept_or_reject() {
     env.scafld(&["review", "accept", "rev", "--reason", "looked at it with the reviewer"]).assert_code(0);
     let types = ledger_types(&env);
     assert_eq!(&types[types.len() - 2..], ["review_decision", "review"]);
+    assert_eq!(refused_hint(&env), "scafld complete rev");
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 

@@ -55,6 +55,32 @@ async fn shown_next(
     (fresh, crate::evidence::from_the_linked_checkout(ws, next))
 }
 
+/// The errors `status` shows for the spec: the file's own, and first a note when the ledger
+/// cannot be projected into it.
+fn status_errors(
+    daemon: &Daemon,
+    ws: &crate::workspace::Workspace,
+    entry: &LoadedSpec,
+    entries: &[LedgerEntry],
+) -> RpcResult<Vec<m::Diagnostic>> {
+    let (mut errors, _) = super::explained_errors(daemon, ws, entry)?;
+    if let Some(note) = unprojectable(entry, entries) {
+        errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
+    }
+    Ok(errors)
+}
+
+/// The next action `status` shows for `task` (whose spec file is there), as a refusal's hint:
+/// a refused command names the step `status` names, never one of its own that could undo
+/// progress (a fresh review after an accepted one) or hide a step (`reconcile`).
+pub(crate) async fn refusal_hint(daemon: &Daemon, ws: &crate::workspace::Workspace, task: &str) -> RpcResult<String> {
+    let entry = super::fresh_entry(daemon, ws, task)?;
+    let (spec, entries) = ledger_view(daemon, ws, &entry)?;
+    let errors = status_errors(daemon, ws, &entry, &entries)?;
+    let (_, next) = shown_next(daemon, ws, &entry, &spec, &entries, errors.len()).await;
+    Ok(format!("next: `{}` ({})", next.command, next.reason))
+}
+
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
     let (ws, entry) = match entry(daemon, &p.root, &p.task_id).await {
         Ok(found) => found,
@@ -66,10 +92,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
         }
     };
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
-    let (mut errors, _) = super::explained_errors(daemon, &ws, &entry)?;
-    if let Some(note) = unprojectable(&entry, &entries) {
-        errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
-    }
+    let errors = status_errors(daemon, &ws, &entry, &entries)?;
     let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len()).await;
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
     Ok(answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes))

@@ -406,8 +406,14 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
         _ => None,
     });
     let Some(Some((at, proposed))) = proposal else {
-        return Err(RpcError::new(ErrorKind::InvalidState, format!("no review of {task} awaits approval"))
-            .with_hint(format!("run `{} --approval manual` first", scafld_protocol::cli::review_task(&task))));
+        // The task's own next step: after a decision, a fresh review would undo it.
+        let mut hint = super::read::refusal_hint(daemon, &ws, &task).await?;
+        if proposal.is_none() {
+            hint.push_str("; a review awaits a decision only when run with `--approval manual`");
+        }
+        return Err(
+            RpcError::new(ErrorKind::InvalidState, format!("no review of {task} awaits approval")).with_hint(hint)
+        );
     };
     refuse_superseded_proposal(daemon, &ws, &spec, &entries, at, &proposed, p.decision).await?;
     // Accepting keeps the proposed verdict (anything but a pass fails); rejecting fails.
