@@ -1159,6 +1159,34 @@ fn an_original_completed_task_stays_completed() {
     assert_eq!(copies, ["archive/2026-05/done.md"]);
 }
 
+/// A task the original tool completed whose file is still in active/ (its move interrupted):
+/// `complete` and `finalize` refuse it with the next action `status` gives, `reconcile`, never
+/// "none (the task is archived)", and the file stays where it is.
+#[test]
+fn a_refused_completion_of_an_unmoved_imported_task_names_reconcile() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let active = env.work.join(".scafld/specs/active");
+    std::fs::create_dir_all(&active).unwrap();
+    let text = spec("f1", &[&[("ac1", "true", "")]], &[]).replace("status: draft", "status: active");
+    std::fs::write(active.join("f1.md"), &text).unwrap();
+    let runs = env.work.join(".scafld/runs/f1");
+    std::fs::create_dir_all(&runs).unwrap();
+    let session = r#"{"schema_version": 1, "task_id": "f1", "entries": [
+    {"id": "entry-1", "type": "complete", "recorded_at": "2026-05-15T09:45:00Z", "status": "completed", "reason": "task completed"}]}"#;
+    std::fs::write(runs.join("session.json"), session).unwrap();
+    let next = env.scafld(&["status", "f1", "--json"]).json()["result"]["next_command"].clone();
+    assert_eq!(next, "scafld reconcile f1");
+    for command in ["complete", "finalize"] {
+        let refused = env.scafld(&[command, "f1", "--json"]);
+        assert_ne!(refused.code, 0, "{}", refused.stdout);
+        let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
+        assert!(hint.starts_with("next: `scafld reconcile f1`"), "{command}: {hint}");
+    }
+    assert_eq!(std::fs::read_to_string(active.join("f1.md")).unwrap(), text);
+}
+
 #[test]
 fn a_graceful_shutdown_leaves_no_job_process_behind() {
     let mut env = TestEnv::new();

@@ -46,7 +46,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
         return Ok(m::FinalizeResult { note, ..finalized(&task, anchored, path, true, Vec::new(), next) });
     }
     super::require_valid(daemon, &ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
-    super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)?;
+    super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)
+        .await?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, Default::default());
     let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;

@@ -82,7 +82,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     };
     require_valid(daemon, &ws, &entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
-    require_review_status(daemon, &ws, &spec, &entries, &task, "review", ErrorKind::InvalidState)?;
+    require_review_status(daemon, &ws, &spec, &entries, &task, "review", ErrorKind::InvalidState).await?;
     if !p.print_context {
         // A reviewer judges the approved contract, never criteria or a scope edited since.
         gate::refuse_contract_changes(&task, &spec, &entries, "review", ErrorKind::ReviewFailed)?;
@@ -714,7 +714,7 @@ fn context_file(root: &std::path::Path, relative: &str) -> Vec<(String, String)>
 
 /// Review, complete and finalize act only on a task in review; anything else is refused with
 /// the step the task needs next.
-pub(super) fn require_review_status(
+pub(super) async fn require_review_status(
     daemon: &Daemon,
     ws: &Workspace,
     spec: &Spec,
@@ -730,7 +730,6 @@ pub(super) fn require_review_status(
     if spec.status() == Some(Status::Review) && replay.contract_pinned() {
         return Ok(());
     }
-    let next = crate::evidence::next_for(daemon, ws, spec, entries, &Default::default(), Default::default());
     let why = match spec.status() {
         Some(Status::Review) if replay.approved => {
             format!("{task} says review, but its approval on record pins no criteria or scope")
@@ -738,8 +737,9 @@ pub(super) fn require_review_status(
         Some(Status::Review) => format!("{task} says review, but has no approval on record here"),
         _ => format!("{task} is {}", spec.status_word()),
     };
-    Err(RpcError::new(kind, format!("{what} requires task status review; {why}"))
-        .with_hint(format!("next: `{}` ({})", next.command, next.reason)))
+    // As `status` says it: an imported completion whose file is still in active/ is reconciled.
+    let hint = super::read::refusal_hint(daemon, ws, task).await?;
+    Err(RpcError::new(kind, format!("{what} requires task status review; {why}")).with_hint(hint))
 }
 
 pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::CompleteResult> {
@@ -752,7 +752,7 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     // unclosed fence): as build and review, complete refuses it, as it is now.
     require_valid(daemon, &ws, &super::fresh_entry(daemon, &ws, &task)?.entry)?;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
-    require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed)?;
+    require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed).await?;
     // The evidence and the review must speak for the files as they are now.
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, Default::default());
