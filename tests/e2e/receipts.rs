@@ -422,6 +422,42 @@ fn finalize_refuses_files_changed_while_its_criteria_ran() {
     assert_eq!(status["next_action"]["command"], "scafld build rev", "{status}");
 }
 
+/// A spec rewritten while finalize's criteria run (here by the criterion itself, once a flag
+/// is set: its own Command loses the hook) no longer holds the approved contract: finalize
+/// refuses (exit 4) naming the change with status's hint, mints nothing, records nothing.
+#[test]
+fn finalize_refuses_a_spec_whose_contract_changed_while_its_criteria_ran() {
+    let env = TestEnv::new();
+    let (flag, hook) = (env.path("flag"), env.path("hook.sh"));
+    std::fs::write(
+        &hook,
+        format!("test ! -e {} || sed -i 's| \\&\\& sh [^`]*||' .scafld/specs/*/rev.md\n", flag.display()),
+    )
+    .unwrap();
+    let phase = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && sh {}`\n",
+        hook.display()
+    );
+    opened(&env, "src/lib.rs", &phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let before = env.scafld(&["session", "rev", "--json"]).stdout;
+    std::fs::write(&flag, "").unwrap();
+    let refused = env.scafld(&["finalize", "rev", "--json"]);
+    refused.assert_code(4);
+    let error = refused.json()["error"].clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("differ from the approved contract: `a1` changed"), "{error}");
+    assert!(message.contains("changed while its criteria ran"), "{error}");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "review", "{status}");
+    let next = status["next_action"]["command"].as_str().unwrap();
+    assert!(error["hint"].as_str().unwrap().contains(next), "{error} / {status}");
+    assert!(!env.work.join(".scafld/receipts/rev.json").exists());
+    assert_eq!(env.scafld(&["session", "rev", "--json"]).stdout, before, "finalize recorded nothing");
+}
+
 /// Once finalize's run of a criterion fails again, the last review's pass no longer stands:
 /// `status --json` keeps that review (its findings stay readable) but marks it
 /// `superseded_by` the entry that reset the gate, beside `review_gate: not_started`, and the

@@ -94,6 +94,10 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     // the one the gate found the review judged, as a build step compares its material read
     // after its commands.
     refuse_changed_while_running(&ws, &spec, &task, &fresh.material).await?;
+    // Nor may the spec have left its approved contract meanwhile (a criterion that rewrites
+    // it, a formatter run over the repository): the receipt would sign a contract nobody
+    // approved or reviewed. The file is read again and checked as every gate checks it.
+    refuse_contract_changed_while_running(daemon, &ws, &task)?;
     // Widened by what the scope's links point at: a link into a submodule reaches into it too.
     // One holding a submodule whole signs around it, and the answer says so.
     let (root, widened) = (ws.root.clone(), scope.clone());
@@ -308,6 +312,18 @@ async fn refuse_changed_while_running(
         scafld_protocol::cli::review_task(task)
     ))
     .with_details(serde_json::json!({ "changed_during_finalize": changed })))
+}
+
+/// Refuse when the task's spec, read again after finalize's criteria ran, no longer matches
+/// its approved contract (or no longer reads as a valid spec): the same refusal and hint as
+/// before any criterion ran (`gate::refuse_contract_changes`), saying when it happened.
+fn refuse_contract_changed_while_running(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+    super::require_valid(daemon, ws, &super::fresh_entry(daemon, ws, task)?.entry)?;
+    let (spec, entries) = projected_spec(daemon, ws, task)?;
+    gate::refuse_contract_changes(task, &spec, &entries, "finalize", ErrorKind::ReviewFailed).map_err(|mut e| {
+        e.0.message.push_str(" (the spec changed while its criteria ran; nothing was minted)");
+        e
+    })
 }
 
 /// The refusal of a scope reaching into the submodule `sub` (by a path, or a link into it).
