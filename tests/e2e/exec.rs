@@ -1120,6 +1120,50 @@ fn an_oversized_session_json_is_refused_and_imports_nothing() {
     assert_eq!(env.scafld(&["status", "b", "--json"]).json()["result"]["status"], "draft");
 }
 
+/// A session.json that is not a regular file (a folder, a FIFO, a link to a device or to
+/// nothing) is refused as an unreadable one is, naming the file and what it is, never taken for
+/// "no session": `status` and `build` are refused (a FIFO never blocks them), nothing is
+/// imported or adopted, and once the real session is put back it is imported.
+#[test]
+fn a_session_json_that_is_not_a_file_is_refused_and_imports_nothing() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let active = spec("b", &[&[("a1", "true", "")]], &[]).replace("status: draft", "status: active");
+    std::fs::create_dir_all(env.work.join(".scafld/specs/active")).unwrap();
+    std::fs::write(env.work.join(".scafld/specs/active/b.md"), active).unwrap();
+    let runs = env.work.join(".scafld/runs/b");
+    std::fs::create_dir_all(&runs).unwrap();
+    let file = runs.join("session.json");
+    let fifo = |p: &std::path::Path| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success());
+    let folder = |p: &std::path::Path| std::fs::create_dir(p).unwrap();
+    let device = |p: &std::path::Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap();
+    let dangling = |p: &std::path::Path| std::os::unix::fs::symlink("gone.json", p).unwrap();
+    type Make<'a> = &'a dyn Fn(&std::path::Path);
+    let cases: [(Make, &str); 4] = [
+        (&fifo, "it is a FIFO, not a regular file"),
+        (&folder, "it is a directory, not a regular file"),
+        (&device, "it is a symbolic link to a device (`/dev/zero`), not a regular file"),
+        (&dangling, "it is a symbolic link to nothing (`gone.json`)"),
+    ];
+    for (make, says) in cases {
+        make(&file);
+        for args in [&["status", "b", "--json"][..], &["build", "b", "--json"]] {
+            let refused = env.scafld(args);
+            assert_ne!(refused.code, 0, "{args:?}: {}", refused.stdout);
+            let error = refused.json()["error"].clone();
+            let message = error["message"].as_str().unwrap();
+            assert!(message.contains("cannot import .scafld/runs/b/session.json") && message.contains(says), "{error}");
+        }
+        if file.is_dir() { std::fs::remove_dir(&file) } else { std::fs::remove_file(&file) }.unwrap();
+        assert_eq!(ledger(&env, "b"), Vec::<Value>::new(), "{says}");
+    }
+    let session = r#"{"schema_version": 1, "task_id": "b", "entries": [
+      {"id": "entry-1", "type": "cancel", "recorded_at": "2026-05-15T09:20:00Z", "status": "cancelled", "reason": "cancel"}]}"#;
+    std::fs::write(&file, session).unwrap();
+    assert_eq!(env.scafld(&["status", "b", "--json"]).json()["result"]["status"], "cancelled");
+}
+
 /// A task the original tool completed (archived, its session.json ending in `complete`) is
 /// imported completed: every entry that gives the original a status means it here too, and
 /// `reconcile` leaves the archived file where it is, as it is.

@@ -312,12 +312,24 @@ fn set_aside(file: &Path, dir: &Path, stem: &str) -> std::io::Result<PathBuf> {
 /// A task of the original tool has `.scafld/runs/<task-id>/session.json` and no ledger here:
 /// import it once, in one atomic batch under the task's lock (the file is left untouched). One
 /// past the bounds (`import::MAX_SESSION_BYTES`, `MAX_SESSION_ENTRIES`) is refused whole, its
-/// size looked at before it is read.
+/// size looked at before it is read. Anything at its path that is not a regular file (a
+/// folder, a FIFO, a link to a device or to nothing) is refused too, never taken for "no
+/// session": a build would then write a fresh ledger over the history the file may hold.
 async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
     use crate::domain::import::{self, MAX_SESSION_BYTES, MAX_SESSION_ENTRIES, Refused};
     use scafld_local::capped::{Refusal, size};
     let path = ws.root.join(".scafld/runs").join(task).join("session.json");
-    if !path.is_file() || !daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?.is_empty() {
+    // The path itself, not what it points at: a dangling link is there, and refused below.
+    let there = match std::fs::symlink_metadata(&path) {
+        Ok(meta) => Some(meta),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {}: {e}", ws.relative(&path)))
+                .with_hint("check the permissions of .scafld/runs; the file is only read, never changed"));
+        }
+    };
+    let Some(meta) = there else { return Ok(()) };
+    if !daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?.is_empty() {
         return Ok(());
     }
     let lock = daemon.jobs.task_lock(ws, task);
@@ -339,10 +351,19 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
             "the original tool can still read it; archive it (move it out of .scafld/runs/{task}/) or trim its entries, then run the command again"
         ))
     };
+    let link = meta.file_type().is_symlink().then(|| std::fs::read_link(&path).unwrap_or_default());
+    let link_to = |what: &str| match &link {
+        Some(target) => format!("it is a symbolic link to {what} (`{}`)", target.display()),
+        None => format!("it is {what}"),
+    };
     let text =
         scafld_local::capped::read_text(&path, "session file", MAX_SESSION_BYTES).map_err(|e| match &e.refusal {
             Refusal::TooLarge(Some(len)) => too_large(format!("it is {}", size(*len))),
             Refusal::TooLarge(None) => too_large("it grew while it was read".into()),
+            Refusal::NotAFile(kind) => invalid(format!("{}, not a regular file", link_to(&format!("a {kind}")))),
+            Refusal::Io(io) if io.kind() == std::io::ErrorKind::NotFound && link.is_some() => {
+                invalid(link_to("nothing"))
+            }
             _ => invalid(e.to_string()),
         })?;
     let document = import::parse(&text).map_err(|refused| match refused {
