@@ -1069,7 +1069,8 @@ fn another_task_s_session_json_is_refused_and_imports_nothing() {
       {"id": "entry-1", "type": "cancel", "recorded_at": "2026-05-15T09:20:00Z", "status": "cancelled", "reason": "cancel"}]}"#;
     std::fs::write(runs.join("session.json"), session).unwrap();
     let refused = env.scafld(&["status", "b"]);
-    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    // The file is wrong, not the workspace's reach: exit 3 (validation), never 6 (unreachable).
+    refused.assert_code(3);
     for named in [".scafld/runs/b/session.json", "`some-other-task`", "`b`"] {
         assert!(refused.stderr.contains(named), "{named}: {}", refused.stderr);
     }
@@ -1101,8 +1102,9 @@ fn an_oversized_session_json_is_refused_and_imports_nothing() {
     for (session, says) in [(&big, "it is 4.0 MiB (4194305 bytes)"), (&many, "it holds 10001 entries")] {
         std::fs::write(runs.join("session.json"), session).unwrap();
         let refused = env.scafld(&["status", "b", "--json"]);
-        assert_ne!(refused.code, 0, "{}", refused.stdout);
+        refused.assert_code(3);
         let error = refused.json()["error"].clone();
+        assert_eq!(error["code"], "validation_failed", "{error}");
         let message = error["message"].as_str().unwrap();
         for named in [
             ".scafld/runs/b/session.json",
@@ -1121,9 +1123,10 @@ fn an_oversized_session_json_is_refused_and_imports_nothing() {
 }
 
 /// A session.json that is not a regular file (a folder, a FIFO, a link to a device or to
-/// nothing) is refused as an unreadable one is, naming the file and what it is, never taken for
-/// "no session": `status` and `build` are refused (a FIFO never blocks them), nothing is
-/// imported or adopted, and once the real session is put back it is imported.
+/// nothing) is refused as an unparsable one is, naming the file and what it is, never taken for
+/// "no session": `status` and `build` are refused (exit 3, `validation_failed`: the file is
+/// wrong, the workspace is reachable; a FIFO never blocks them), nothing is imported or
+/// adopted, and once the real session is put back it is imported.
 #[test]
 fn a_session_json_that_is_not_a_file_is_refused_and_imports_nothing() {
     let env = TestEnv::new();
@@ -1139,8 +1142,10 @@ fn a_session_json_that_is_not_a_file_is_refused_and_imports_nothing() {
     let folder = |p: &std::path::Path| std::fs::create_dir(p).unwrap();
     let device = |p: &std::path::Path| std::os::unix::fs::symlink("/dev/zero", p).unwrap();
     let dangling = |p: &std::path::Path| std::os::unix::fs::symlink("gone.json", p).unwrap();
+    let garbage = |p: &std::path::Path| std::fs::write(p, "{ not json").unwrap();
     type Make<'a> = &'a dyn Fn(&std::path::Path);
-    let cases: [(Make, &str); 4] = [
+    let cases: [(Make, &str); 5] = [
+        (&garbage, "at line 1 column 3"),
         (&fifo, "it is a FIFO, not a regular file"),
         (&folder, "it is a directory, not a regular file"),
         (&device, "it is a symbolic link to a device (`/dev/zero`), not a regular file"),
@@ -1150,8 +1155,9 @@ fn a_session_json_that_is_not_a_file_is_refused_and_imports_nothing() {
         make(&file);
         for args in [&["status", "b", "--json"][..], &["build", "b", "--json"]] {
             let refused = env.scafld(args);
-            assert_ne!(refused.code, 0, "{args:?}: {}", refused.stdout);
+            refused.assert_code(3);
             let error = refused.json()["error"].clone();
+            assert_eq!(error["code"], "validation_failed", "{error}");
             let message = error["message"].as_str().unwrap();
             assert!(message.contains("cannot import .scafld/runs/b/session.json") && message.contains(says), "{error}");
         }

@@ -335,13 +335,16 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
     let lock = daemon.jobs.task_lock(ws, task);
     let _guard = lock.lock().await;
     let file = ws.relative(&path);
+    // What the file holds (or is) is wrong, not the workspace's reach: a refused document is
+    // `validation_failed` (exit 3), as a spec with errors is; only an I/O failure reading it
+    // is the workspace's.
     let invalid = |why: String| {
-        RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {file}: {why}"))
+        RpcError::new(ErrorKind::ValidationFailed, format!("cannot import {file}: {why}"))
             .with_hint("fix or move the file; it is only read, never changed")
     };
     let too_large = |what: String| {
         RpcError::new(
-            ErrorKind::WorkspaceError,
+            ErrorKind::ValidationFailed,
             format!(
                 "cannot import {file}: {what}; an imported session may have at most {} and {MAX_SESSION_ENTRIES} entries, so nothing was imported",
                 size(MAX_SESSION_BYTES)
@@ -364,7 +367,9 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
             Refusal::Io(io) if io.kind() == std::io::ErrorKind::NotFound && link.is_some() => {
                 invalid(link_to("nothing"))
             }
-            _ => invalid(e.to_string()),
+            Refusal::NotText => invalid("it is not UTF-8 text".into()),
+            Refusal::Io(_) => RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {file}: {e}"))
+                .with_hint("check the file's permissions; it is only read, never changed"),
         })?;
     let document = import::parse(&text).map_err(|refused| match refused {
         Refused::TooManyEntries(count) => too_large(format!("it holds {count} entries ({})", size(text.len() as u64))),
