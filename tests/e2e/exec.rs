@@ -970,7 +970,7 @@ fn parallel_clients_lose_and_duplicate_nothing() {
         // A build that arrives after the task reached review is refused with that reason.
         let clear = envelope["ok"] == true
             || envelope["error"]["code"] == "busy"
-            || envelope["error"]["message"].as_str().is_some_and(|m| m.contains("is ready for review"));
+            || envelope["error"]["message"].as_str().is_some_and(|m| m.contains("is in review"));
         assert!(clear, "{envelope}");
     }
     let entries = ledger(&env, "one");

@@ -575,3 +575,27 @@ fn a_complete_killed_before_its_move_is_reconciled_by_following_next() {
     let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
     assert_eq!(listed["file_status"], Value::Null, "{listed}");
 }
+
+/// The hint of `command` refused on `task`, which must be `status`'s next action.
+fn refused_with_next(env: &TestEnv, task: &str, command: &[&str]) -> String {
+    let next = status(env, task)["next_action"].clone();
+    let mut args = command.to_vec();
+    args.push("--json");
+    let refused = env.scafld(&args);
+    assert_ne!(refused.code, 0, "{command:?} was not refused: {}", refused.stdout);
+    let hint = refused.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    let named = format!("next: `{}` ({})", next["command"].as_str().unwrap(), next["reason"].as_str().unwrap());
+    assert!(hint.contains(&named), "{command:?}: hint {hint:?}, status says {named}");
+    next["command"].as_str().unwrap().to_string()
+}
+
+/// `build` on a draft nobody hardened names the step `status` names (harden), never an
+/// `approve` without a reason, which refuses the unhardened draft.
+#[test]
+fn a_build_of_an_unhardened_draft_names_harden_as_status_does() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let spec = "---\nspec_version: '2.0'\ntask_id: g\nstatus: draft\nharden_status: not_run\n---\n\n# Greet\n\n## Summary\n\nA greeting.\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: Write\n\nObjective: write it.\n\nAcceptance:\n- [ ] `a1` test - says hello\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/g.md"), spec).unwrap();
+    assert_eq!(refused_with_next(&env, "g", &["build", "g"]), "scafld harden g");
+}

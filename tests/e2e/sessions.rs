@@ -429,6 +429,14 @@ fn manual_approval_waits_for_a_human_accept_or_reject() {
     let refused = env.scafld(&["complete", "rev", "--json"]);
     refused.assert_code(4);
     assert!(refused.json()["error"]["message"].as_str().unwrap().contains("awaits approval"));
+    // A build names the decision too, never a fresh review that would discard the proposal.
+    let build_hint = |env: &TestEnv| {
+        let refused = env.scafld(&["build", "rev", "--json"]);
+        refused.assert_code(1);
+        refused.json()["error"]["hint"].as_str().unwrap().to_string()
+    };
+    let hint = build_hint(&env);
+    assert!(hint.starts_with("next: `scafld review accept rev --reason \"why\"`"), "{hint}");
     env.scafld(&["review", "reject", "rev"]).assert_code(2);
     env.scafld(&["review", "reject", "rev", "--reason", "the tests are too thin"]).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(4);
@@ -453,6 +461,8 @@ fn manual_approval_waits_for_a_human_accept_or_reject() {
     let types = ledger_types(&env);
     assert_eq!(&types[types.len() - 2..], ["review_decision", "review"]);
     assert_eq!(refused_hint(&env), "scafld complete rev");
+    let hint = build_hint(&env);
+    assert!(hint.starts_with("next: `scafld complete rev`"), "{hint}");
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 

@@ -47,7 +47,8 @@ pub enum Step {
 }
 
 /// Decide the step for a spec already projected from its ledger, given which criteria have
-/// stale evidence. `Err` explains a refusal.
+/// stale evidence. `Err` says why build refuses; the caller names the way on as `status` does
+/// (`tasks::read::refusal_hint`), never a step of its own that could refuse or redo work.
 pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String> {
     let id = &spec.front.task_id;
     // A completed phase's criteria to run again: the stale ones, and any without a passing
@@ -82,7 +83,7 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String
             let recheck = recheck(spec);
             if spec.acceptance.criteria.is_empty() && recheck.is_empty() {
                 return Err(format!(
-                    "nothing to re-run for {id}: every criterion's evidence is current for the files in scope; fix the review's findings (`scafld handoff {id}`), then run `scafld build {id}`"
+                    "nothing to re-run for {id}: every criterion's evidence is current for the files in scope"
                 ));
             }
             Ok(Step::Run { target: Target::Final, criteria: spec.acceptance.criteria.clone(), recheck })
@@ -93,12 +94,8 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String
             let criteria = spec.acceptance.criteria.iter().filter(|c| stale.contains_key(&c.id)).cloned().collect();
             Ok(Step::Run { target: Target::Final, criteria, recheck: recheck(spec) })
         }
-        Some(Status::Review) => {
-            Err(format!("{id} is ready for review: run `{}`", scafld_protocol::cli::review_task(id)))
-        }
-        Some(Status::Draft) => {
-            Err(format!("build requires an approved task; {id} is a draft: run `scafld approve {id}`"))
-        }
+        Some(Status::Review) => Err(format!("{id} is in review: its evidence is current and nothing is left to build")),
+        Some(Status::Draft) => Err(format!("build requires an approved task; {id} is a draft")),
         Some(status @ (Status::Completed | Status::Failed | Status::Cancelled)) => {
             Err(format!("{id} is archived ({status}); archived tasks are immutable, create a new task to continue"))
         }

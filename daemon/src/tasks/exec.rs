@@ -447,7 +447,14 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     crate::review::gate::refuse_contract_changes(&task, &spec, &entries, "build", ErrorKind::InvalidState)?;
     record_implementer(daemon, &ws, &task, &entries, &p.caller.env)?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    match build::plan(&spec, &fresh.stale).map_err(|why| RpcError::new(ErrorKind::InvalidState, why))? {
+    let step = match build::plan(&spec, &fresh.stale) {
+        Ok(step) => step,
+        Err(why) => {
+            let hint = super::read::refusal_hint(daemon, &ws, &task).await?;
+            return Err(RpcError::new(ErrorKind::InvalidState, why).with_hint(hint));
+        }
+    };
+    match step {
         Step::Open(target) => {
             let projected = record(daemon, &ws, &task, build::open_events(&target), "command:build")?;
             let (spec, entries) = projected_spec(daemon, &ws, &task)?;
