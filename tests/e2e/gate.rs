@@ -1544,8 +1544,8 @@ fn build_never_runs_a_criterion_in_a_folder_linked_outside_the_workspace() {
 }
 
 /// The approval baseline's commit gone from the repository (history rewritten and pruned):
-/// `review` refuses as an unmet precondition (exit 1, not 6) naming the way out, status points
-/// at it too, and following it (`approve --amend` records a new baseline) the review runs.
+/// `review` refuses as an unmet precondition (exit 1, not 6) naming the way out, status (and
+/// the refusals of `complete` and `finalize`) point at it too, and following it (`approve --amend` records a new baseline) the review runs.
 #[test]
 fn a_baseline_commit_gone_from_history_is_refused_with_a_way_out_that_works() {
     let env = TestEnv::new();
@@ -1564,6 +1564,13 @@ fn a_baseline_commit_gone_from_history_is_refused_with_a_way_out_that_works() {
     let amend = "scafld approve rev --amend --reason \"why\"";
     assert!(error["hint"].as_str().unwrap().contains(amend), "{error}");
     assert_eq!(status(&env)["next_action"]["command"], amend);
+    // complete and finalize name the same way out, never the review that refuses.
+    for command in ["complete", "finalize"] {
+        let refused = env.scafld(&[command, "rev", "--json"]);
+        refused.assert_code(4);
+        let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
+        assert!(hint.contains(&format!("next: `{amend}`")), "{command}: {hint}");
+    }
 
     let amended = env.scafld(&["approve", "rev", "--amend", "--reason", "history rewritten"]);
     amended.assert_code(0);

@@ -19,7 +19,6 @@ use crate::domain::evidence;
 use crate::domain::job::{Provenance, SessionRecord};
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview, ReviewerRecord};
 use crate::domain::lifecycle::Status;
-use crate::domain::next::NextAction;
 use crate::domain::review::{self, Authority};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
@@ -490,12 +489,14 @@ pub(crate) fn refuse_contract_changes(
 /// evidence is current and every criterion passed (there is at least one that runs), the review
 /// judged the files as they are now, and a passing review from a trusted channel stands (the
 /// completion authority walk). Returns the reviewing provider and the review's ledger entry.
-pub(crate) fn completion(
+/// `next` is the refusal's hint as `status` gives it (`tasks::read::refusal_hint`), awaited
+/// only when the gate refuses for want of a trusted review.
+pub(crate) async fn completion(
     task: &str,
     spec: &Spec,
     entries: &[LedgerEntry],
     fresh: &Freshness,
-    next: impl FnOnce() -> NextAction,
+    next: impl Future<Output = RpcResult<String>>,
 ) -> RpcResult<(String, String)> {
     refuse_contract_changes(task, spec, entries, "complete", ErrorKind::ReviewFailed)?;
     refuse_stale(task, fresh, "complete")?;
@@ -551,10 +552,9 @@ pub(crate) fn completion(
     match review::completion_authority(entries) {
         Authority::Valid { provider, review_entry, .. } => Ok((provider, review_entry)),
         Authority::Invalid { reason } => {
-            let next = next();
+            let next = next.await?;
             Err(RpcError::new(ErrorKind::ReviewFailed, format!("cannot complete {task}: {reason}")).with_hint(format!(
-                "a passing review from codex, claude, gemini, command, a lease-holding worker, a consensus with no `local` member, or an audited human override is needed; next: `{}` ({})",
-                next.command, next.reason
+                "a passing review from codex, claude, gemini, command, a lease-holding worker, a consensus with no `local` member, or an audited human override is needed; {next}"
             )))
         }
     }

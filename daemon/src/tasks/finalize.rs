@@ -49,8 +49,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)
         .await?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, Default::default());
-    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
+    let next = super::read::refusal_hint(daemon, &ws, &task);
+    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next).await?;
     // A hint is read as the spec's Scope is, and refused where it could bind nothing: one that
     // names nothing now binds the file(s) it held at the base, which the task deleted.
     let (hinted, gone) = if p.scope_hints.is_empty() {

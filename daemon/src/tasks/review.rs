@@ -467,19 +467,21 @@ async fn refuse_superseded_proposal(
     let task = spec.front.task_id.as_str();
     let proposal = entries[at].id();
     let fresh = crate::evidence::freshness(ws, spec, entries).await;
-    let refuse = |why: String| {
-        let next = crate::evidence::next_for(daemon, ws, spec, entries, &fresh.stale, Default::default());
-        RpcError::new(
+    let refuse = async |why: String| -> RpcError {
+        let refused = RpcError::new(
             ErrorKind::InvalidState,
             format!("cannot {decision} the review of {task} proposed at {proposal}: {why}"),
-        )
-        .with_hint(format!("review it again; next: `{}` ({})", next.command, next.reason))
+        );
+        match super::read::refusal_hint(daemon, ws, task).await {
+            Ok(next) => refused.with_hint(format!("review it again; {next}")),
+            Err(e) => e,
+        }
     };
     if let Some(later) = crate::domain::ledger::superseding(&entries[at + 1..]) {
         // Named with its ledger type (`contract_amended`, `build`, ...), as `scafld session` shows it.
         let kind = serde_json::to_value(&later.event).ok().and_then(|v| v["type"].as_str().map(str::to_string));
         let kind = kind.map(|k| format!(" ({k})")).unwrap_or_default();
-        return Err(refuse(format!("{}{kind} superseded it (no review awaits approval any more)", later.id())));
+        return Err(refuse(format!("{}{kind} superseded it (no review awaits approval any more)", later.id())).await);
     }
     if decision == Decision::Reject {
         // A rejection records a failed review: it never stands for work nobody judged.
@@ -492,7 +494,7 @@ async fn refuse_superseded_proposal(
     };
     if moved || !fresh.stale.is_empty() {
         let changed = if fresh.changes.is_empty() { String::new() } else { format!(": {}", fresh.changes.join(", ")) };
-        return Err(refuse(format!("the files in its scope changed since the reviewer judged them{changed}")));
+        return Err(refuse(format!("the files in its scope changed since the reviewer judged them{changed}")).await);
     }
     Ok(())
 }
@@ -755,8 +757,8 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed).await?;
     // The evidence and the review must speak for the files as they are now.
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = || crate::evidence::next_for(daemon, &ws, &spec, &entries, &fresh.stale, Default::default());
-    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next)?;
+    let next = super::read::refusal_hint(daemon, &ws, &task);
+    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next).await?;
     let completed = LedgerEvent::Complete { reason: "task completed".into() };
     let note = record(daemon, &ws, &task, vec![completed], "command:complete")?.note();
     let path = ws.spec_path(&task);
