@@ -599,3 +599,36 @@ fn a_build_of_an_unhardened_draft_names_harden_as_status_does() {
     std::fs::write(env.work.join(".scafld/specs/drafts/g.md"), spec).unwrap();
     assert_eq!(refused_with_next(&env, "g", &["build", "g"]), "scafld harden g");
 }
+
+/// After a failed review whose fix lies outside the files in scope (here the spec's own text),
+/// nothing is stale: `status`'s repair step and `build`'s refusal name the way on (`review
+/// --force`), build never names itself, and following that the task completes.
+#[test]
+fn a_fix_outside_the_scope_after_a_failed_review_names_the_way_on() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q 'hello' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    let script = reviewer(&env, "pass", &pass(), "");
+    let args = ["review", "greet", "--approval", "manual", "--provider", "command", "--provider-command", &script];
+    env.scafld(&args).assert_code(0);
+    env.scafld(&["review", "reject", "greet", "--reason", "say what the greeting is for"]).assert_code(0);
+    let path = env.work.join(".scafld/specs/active/greet.md");
+    let text = std::fs::read_to_string(&path).unwrap().replace("A greeting.", "A greeting, for new users.");
+    std::fs::write(&path, text).unwrap();
+
+    let way_on = "`scafld review greet --force`";
+    let next = status(&env, "greet")["next_action"].clone();
+    assert!(next["reason"].as_str().unwrap().contains(way_on), "{next}");
+    assert_eq!(refused_with_next(&env, "greet", &["build", "greet"]), "scafld handoff greet");
+    let build = env.scafld(&["build", "greet", "--json"]).json()["error"].clone();
+    assert!(build["message"].as_str().unwrap().contains(way_on), "{build}");
+    let review = env.scafld(&["review", "greet", "--provider", "command", "--provider-command", &script, "--json"]);
+    review.assert_code(1);
+    assert!(review.json()["error"]["hint"].as_str().unwrap().contains("--force"), "{}", review.stdout);
+    let forced = ["review", "greet", "--force", "--provider", "command", "--provider-command", &script];
+    env.scafld(&forced).assert_code(0);
+    assert_eq!(follow_to_done(&env, "greet", &script), ["scafld complete greet"]);
+}

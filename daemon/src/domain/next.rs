@@ -526,11 +526,16 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
                 Some(why) => format!("a person rejected the review: \"{}\"; change the work to answer it", brief(why)),
                 None => "the review failed: fix its blocking findings (the handoff lists them)".to_string(),
             };
+            // A fix outside the files in scope (the spec's own text, another file) leaves the
+            // evidence current: nothing for a build to re-run, so the way on is named too.
             next(
                 Role::Agent,
                 Action::Repair,
                 format!("scafld handoff {id}"),
-                format!("{what}, then `scafld build {id}` re-runs the evidence"),
+                format!(
+                    "{what}, then `scafld build {id}` re-runs the evidence (a fix outside the files in scope: `{} --force`)",
+                    review_task(id)
+                ),
             )
         }
         None => match &r.failed_attempt {

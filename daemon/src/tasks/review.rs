@@ -263,10 +263,10 @@ fn refuse_unchanged(task: &str, previous: Option<&PreviousReview>, tree: &str) -
         Some((Some(dossier), ..)) if dossier.voided_by_mutation() => Ok(()),
         Some((_, previous_tree, verdict)) if verdict == "fail" && previous_tree == tree => Err(RpcError::new(
             ErrorKind::InvalidState,
-            "nothing changed since the failed review; another run would only spend provider quota",
+            "nothing in the task's scope changed since the failed review; another run would only spend provider quota",
         )
         .with_hint(format!(
-            "repair the findings (`scafld handoff {task}`), or pass --force to review the same tree again"
+            "repair the findings (`scafld handoff {task}`), or pass --force to review the same tree again (a fix outside the files in scope, such as the spec's own text)"
         ))),
         _ => Ok(()),
     }
