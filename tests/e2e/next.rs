@@ -3,7 +3,8 @@
 //! subcommand, a criterion edited while its build step runs, a consensus with a `local` member,
 //! a consensus of `command` and a worker, a review a person rejected, a pass through a channel
 //! that cannot complete, a person's evidence gone stale in review, a `complete` whose move
-//! was interrupted, an amendment that drops a criterion, and a bare name added to the scope.
+//! was interrupted, an amendment that drops a criterion, and a bare name added to the scope;
+//! and a refused command's hint is `status`'s next action (`refused_with_next`).
 
 use scafld_tests::{TestEnv, git, wait_until};
 use serde_json::Value;
@@ -631,4 +632,23 @@ fn a_fix_outside_the_scope_after_a_failed_review_names_the_way_on() {
     let forced = ["review", "greet", "--force", "--provider", "command", "--provider-command", &script];
     env.scafld(&forced).assert_code(0);
     assert_eq!(follow_to_done(&env, "greet", &script), ["scafld complete greet"]);
+}
+
+/// `approve` and `harden` on a task past draft, and an amendment with nothing to amend, name
+/// the next action `status` gives (a review of the finished build), not nothing.
+#[test]
+fn refusals_of_approve_harden_and_an_empty_amendment_name_the_next_action() {
+    let env = TestEnv::new();
+    workspace(&env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q 'hello' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+    for command in [
+        &["approve", "greet", "--reason", "x"][..],
+        &["harden", "greet"],
+        &["approve", "greet", "--amend", "--reason", "x"],
+    ] {
+        assert_eq!(refused_with_next(&env, "greet", command), "scafld review greet", "{command:?}");
+    }
 }

@@ -87,7 +87,8 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("approve only operates on drafts; {task} is {}", projected.status_word()),
-        ));
+        )
+        .with_hint(super::read::refusal_hint(daemon, &ws, &task).await?));
     }
     let spec = &entry.parsed.spec;
     let reason = p.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
@@ -240,7 +241,8 @@ async fn amend(
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("the acceptance criteria and scope of {task} match the approved contract; nothing to amend"),
-        ));
+        )
+        .with_hint(super::read::refusal_hint(daemon, ws, task).await?));
     }
     let mut events = Vec::new();
     let mut new_head = None;
