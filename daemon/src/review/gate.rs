@@ -496,7 +496,7 @@ pub(crate) async fn completion(
     spec: &Spec,
     entries: &[LedgerEntry],
     fresh: &Freshness,
-    next: impl Future<Output = RpcResult<String>>,
+    next: impl Future<Output = String>,
 ) -> RpcResult<(String, String)> {
     refuse_contract_changes(task, spec, entries, "complete", ErrorKind::ReviewFailed)?;
     refuse_stale(task, fresh, "complete")?;
@@ -552,7 +552,7 @@ pub(crate) async fn completion(
     match review::completion_authority(entries) {
         Authority::Valid { provider, review_entry, .. } => Ok((provider, review_entry)),
         Authority::Invalid { reason } => {
-            let next = next.await?;
+            let next = next.await;
             Err(RpcError::new(ErrorKind::ReviewFailed, format!("cannot complete {task}: {reason}")).with_hint(format!(
                 "a passing review from codex, claude, gemini, command, a lease-holding worker, a consensus with no `local` member, or an audited human override is needed; {next}"
             )))

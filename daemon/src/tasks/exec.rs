@@ -88,7 +88,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             ErrorKind::InvalidState,
             format!("approve only operates on drafts; {task} is {}", projected.status_word()),
         )
-        .with_hint(super::read::refusal_hint(daemon, &ws, &task).await?));
+        .with_hint(super::read::refusal_hint(daemon, &ws, &task).await));
     }
     let spec = &entry.parsed.spec;
     let reason = p.reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
@@ -242,7 +242,7 @@ async fn amend(
             ErrorKind::InvalidState,
             format!("the acceptance criteria and scope of {task} match the approved contract; nothing to amend"),
         )
-        .with_hint(super::read::refusal_hint(daemon, ws, task).await?));
+        .with_hint(super::read::refusal_hint(daemon, ws, task).await));
     }
     let mut events = Vec::new();
     let mut new_head = None;
@@ -452,7 +452,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     let step = match build::plan(&spec, &fresh.stale) {
         Ok(step) => step,
         Err(why) => {
-            let hint = super::read::refusal_hint(daemon, &ws, &task).await?;
+            let hint = super::read::refusal_hint(daemon, &ws, &task).await;
             return Err(RpcError::new(ErrorKind::InvalidState, why).with_hint(hint));
         }
     };

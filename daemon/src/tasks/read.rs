@@ -72,13 +72,19 @@ fn status_errors(
 
 /// The next action `status` shows for `task` (whose spec file is there), as a refusal's hint:
 /// a refused command names the step `status` names, never one of its own that could undo
-/// progress (a fresh review after an accepted one) or hide a step (`reconcile`).
-pub(crate) async fn refusal_hint(daemon: &Daemon, ws: &crate::workspace::Workspace, task: &str) -> RpcResult<String> {
-    let entry = super::fresh_entry(daemon, ws, task)?;
-    let (spec, entries) = ledger_view(daemon, ws, &entry)?;
-    let errors = status_errors(daemon, ws, &entry, &entries)?;
-    let (_, next) = shown_next(daemon, ws, &entry, &spec, &entries, errors.len()).await;
-    Ok(format!("next: `{}` ({})", next.command, next.reason))
+/// progress (a fresh review after an accepted one) or hide a step (`reconcile`). Should the
+/// task not read now, the hint says where to look: the refusal itself still stands.
+pub(crate) async fn refusal_hint(daemon: &Daemon, ws: &crate::workspace::Workspace, task: &str) -> String {
+    let next = async {
+        let entry = super::fresh_entry(daemon, ws, task)?;
+        let (spec, entries) = ledger_view(daemon, ws, &entry)?;
+        let errors = status_errors(daemon, ws, &entry, &entries)?;
+        RpcResult::Ok(shown_next(daemon, ws, &entry, &spec, &entries, errors.len()).await.1)
+    };
+    match next.await {
+        Ok(next) => format!("next: `{}` ({})", next.command, next.reason),
+        Err(e) => format!("see `scafld status {task}` for the next action ({e})"),
+    }
 }
 
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {

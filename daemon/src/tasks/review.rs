@@ -407,7 +407,7 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     });
     let Some(Some((at, proposed))) = proposal else {
         // The task's own next step: after a decision, a fresh review would undo it.
-        let mut hint = super::read::refusal_hint(daemon, &ws, &task).await?;
+        let mut hint = super::read::refusal_hint(daemon, &ws, &task).await;
         if proposal.is_none() {
             hint.push_str("; a review awaits a decision only when run with `--approval manual`");
         }
@@ -472,10 +472,7 @@ async fn refuse_superseded_proposal(
             ErrorKind::InvalidState,
             format!("cannot {decision} the review of {task} proposed at {proposal}: {why}"),
         );
-        match super::read::refusal_hint(daemon, ws, task).await {
-            Ok(next) => refused.with_hint(format!("review it again; {next}")),
-            Err(e) => e,
-        }
+        refused.with_hint(format!("review it again; {}", super::read::refusal_hint(daemon, ws, task).await))
     };
     if let Some(later) = crate::domain::ledger::superseding(&entries[at + 1..]) {
         // Named with its ledger type (`contract_amended`, `build`, ...), as `scafld session` shows it.
@@ -740,7 +737,7 @@ pub(super) async fn require_review_status(
         _ => format!("{task} is {}", spec.status_word()),
     };
     // As `status` says it: an imported completion whose file is still in active/ is reconciled.
-    let hint = super::read::refusal_hint(daemon, ws, task).await?;
+    let hint = super::read::refusal_hint(daemon, ws, task).await;
     Err(RpcError::new(kind, format!("{what} requires task status review; {why}")).with_hint(hint))
 }
 

@@ -102,7 +102,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
             ErrorKind::InvalidState,
             format!("harden only operates on drafts; {} is {now}", entry.task_id),
         )
-        .with_hint(super::read::refusal_hint(daemon, &ws, &entry.task_id).await?));
+        .with_hint(super::read::refusal_hint(daemon, &ws, &entry.task_id).await));
     }
     if let Some(provider) = p.provider.clone().or(configured) {
         let draft = super::delegated_harden::Draft { file, spec };
