@@ -421,6 +421,10 @@ pub(crate) fn next_for(
     }
     let latest = daemon.sessions.latest(ws, Some(&spec.front.task_id));
     let running = latest.as_ref().filter(|s| s.result.is_none()).map(|s| s.key.clone());
+    // The spec's text is read only where a failed review could be answered by a fix in it.
+    let failed = replay.review.as_ref().is_some_and(|(verdict, ..)| verdict != "pass") && replay.review_current;
+    let spec_digest =
+        failed.then(|| crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id)));
     let next = next_action(&Facts {
         spec,
         entries,
@@ -429,6 +433,7 @@ pub(crate) fn next_for(
         stale,
         running_review: running.as_deref(),
         draft_digest: file.draft_digest,
+        spec_digest: spec_digest.as_deref(),
         missing: None,
         misfiled: file.misfiled,
     });

@@ -141,6 +141,33 @@ fn complete_while_a_review_runs_is_refused_by_the_gate_with_exit_4() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A failed review answered in the spec's own text (its Summary), which stales no evidence: the
+/// review recorded the spec it was shown, so `status` names a plain review and that review runs
+/// (no `--force`); a write of only the runner's lines (the Current State) is no such change.
+#[test]
+fn a_fix_in_the_spec_text_after_a_failed_review_is_reviewed_again_without_force() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let failing = reviewer(&env, "fail", &fail(), "");
+    command_review(&env, &failing, &[]).assert_code(4);
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // The runner's own lines changed (what a projection rewrites): still nothing to review.
+    assert!(text.contains("## Current State\n"), "{text}");
+    std::fs::write(&path, text.replace("## Current State\n", "## Current State\n\nStatus: anything\n")).unwrap();
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["next_command"], "scafld handoff rev");
+    command_review(&env, &failing, &[]).assert_code(1);
+
+    std::fs::write(&path, text.replace("Greeting flag.", "Greeting flag, printed as given.")).unwrap();
+    let next = env.scafld(&["status", "rev", "--json"]).json()["result"]["next_action"].clone();
+    assert_eq!(next["command"], "scafld review rev", "{next}");
+    assert_eq!(next["action"], "review", "{next}");
+    let verify = pass().replace("\"discover\"", "\"verify\"");
+    let passing = reviewer(&env, "pass-verify", &verify, "");
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 #[test]
 fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     let env = TestEnv::new();

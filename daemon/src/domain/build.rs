@@ -83,7 +83,7 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String
             let recheck = recheck(spec);
             if spec.acceptance.criteria.is_empty() && recheck.is_empty() {
                 return Err(format!(
-                    "nothing to re-run for {id}: every criterion's evidence is current for the files in scope (a fix outside them is reviewed again with `{} --force`)",
+                    "nothing to re-run for {id}: every criterion's evidence is current for the files in scope (a fix in a file outside them is reviewed again with `{} --force`)",
                     scafld_protocol::cli::review_task(id)
                 ));
             }

@@ -180,6 +180,7 @@ fn map(entry: &Value) -> LedgerEvent {
             dossier: serde_json::from_str::<Value>(&text(entry, "output")).ok().filter(Value::is_object),
             tree: String::new(),
             reviewers: Vec::new(),
+            spec_digest: None,
         }),
         "review_attempt" => LedgerEvent::ReviewAttempt { status, reason },
         "review_override" => LedgerEvent::ReviewOverride { reason },

@@ -206,6 +206,23 @@ pub struct RecordedReview {
     /// Each reviewer of the session, with provenance (empty for human overrides).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reviewers: Vec<ReviewerRecord>,
+    /// The task's spec as the reviewer was shown it: the mutation guard's fingerprint of its
+    /// authored text (`review::spec_guard_fingerprint`), which `tree` (the files in scope)
+    /// leaves out. `None` in records of an older scafld (skipped then, so they re-serialise to
+    /// their stored bytes) and for a human override.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_digest: Option<String>,
+}
+
+/// Whether the spec's authored text changed since the latest accepted review: that review
+/// recorded its spec's fingerprint and `now` (the spec file's, as the guard takes it) is
+/// another. A review recorded without one (an older scafld's) counts as unchanged.
+pub fn spec_changed_since_review(entries: &[LedgerEntry], now: Option<&str>) -> bool {
+    let judged = entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Review(RecordedReview { spec_digest, .. }) => Some(spec_digest.as_deref()),
+        _ => None,
+    });
+    matches!((judged.flatten(), now), (Some(then), Some(now)) if then != now)
 }
 
 /// The task's approval baseline: HEAD and the dirty paths of the last `workspace_baseline` (the
@@ -613,6 +630,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
         stale: &Default::default(),
         running_review: None,
         draft_digest: None,
+        spec_digest: None,
         missing: None,
         misfiled: None,
     });
@@ -672,6 +690,7 @@ mod tests {
             dossier: None,
             tree: String::new(),
             reviewers: Vec::new(),
+            spec_digest: None,
         };
         let decision =
             |decision: &str| LedgerEvent::ReviewDecision { decision: decision.into(), reason: "in French".into() };
@@ -693,6 +712,32 @@ mod tests {
         assert_eq!(replay(&entries).review_rejected, None);
     }
 
+    /// A review compares its spec by the digest it recorded; one recorded without (an older
+    /// scafld's) counts as unchanged and re-serialises to its stored bytes.
+    #[test]
+    fn the_spec_changed_since_a_review_only_when_its_recorded_digest_differs() {
+        let review = |digest: Option<&str>| {
+            LedgerEvent::Review(RecordedReview {
+                verdict: "fail".into(),
+                provider: "command".into(),
+                reason: "r".into(),
+                dossier: None,
+                tree: "t".into(),
+                reviewers: Vec::new(),
+                spec_digest: digest.map(str::to_string),
+            })
+        };
+        let entries = [entry(1, review(Some("authored:a")))];
+        assert!(spec_changed_since_review(&entries, Some("authored:b")));
+        assert!(!spec_changed_since_review(&entries, Some("authored:a")));
+        assert!(!spec_changed_since_review(&entries, None));
+        let older = [entry(1, review(Some("authored:a"))), entry(2, review(None))];
+        assert!(!spec_changed_since_review(&older, Some("authored:b")));
+        let json = serde_json::to_string(&review(None)).unwrap();
+        assert!(!json.contains("spec_digest"), "{json}");
+        assert_eq!(serde_json::to_string(&serde_json::from_str::<LedgerEvent>(&json).unwrap()).unwrap(), json);
+    }
+
     /// A proposal no longer awaits a decision once newer work or a review run again without a
     /// verdict follows it; `superseding` names the first such entry, as `status` shows it.
     #[test]
@@ -704,6 +749,7 @@ mod tests {
             dossier: None,
             tree: String::new(),
             reviewers: Vec::new(),
+            spec_digest: None,
         });
         let attempt = |status: &str| LedgerEvent::ReviewAttempt { status: status.into(), reason: "r".into() };
         let mut entries = vec![entry(1, proposed.clone()), entry(2, attempt("running"))];

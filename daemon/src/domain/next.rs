@@ -9,7 +9,7 @@ use crate::domain::build;
 use crate::domain::dossier::Dossier;
 use crate::domain::evidence::{self, Stale};
 use crate::domain::harden::PassGap;
-use crate::domain::ledger::{LedgerEntry, Replay};
+use crate::domain::ledger::{LedgerEntry, Replay, spec_changed_since_review};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::review::{Authority, completion_authority};
 use crate::domain::spec::Spec;
@@ -59,6 +59,10 @@ pub struct Facts<'a> {
     /// round must match; `None` where the text is not at hand (a projection from the ledger),
     /// which leaves the pass unchecked.
     pub draft_digest: Option<&'a str>,
+    /// The mutation guard's fingerprint of the spec file's authored text as it is
+    /// (`review::spec_guard_fingerprint`), which a failed review recorded of the spec it was
+    /// shown: a fix there is reviewed again. `None` where the text is not at hand.
+    pub spec_digest: Option<&'a str>,
     /// The spec file is gone while the ledger keeps the task (`spec` is then the ledger's
     /// projection onto an empty spec).
     pub missing: Option<&'a MissingSpec>,
@@ -518,6 +522,14 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
                 "the workspace changed during the last review, which voids its verdict: review the unchanged tree again",
             )
         }
+        // A fix in the spec's own text (what the reviewer is shown of it) stales no evidence:
+        // the review judges it again, as `review` allows.
+        Some(_) if spec_changed_since_review(f.entries, f.spec_digest) => next(
+            Role::Reviewer,
+            Action::Review,
+            review_task(id),
+            "the spec's text changed since the failed review: an independent reviewer judges it again",
+        ),
         // A failed review is repaired first: nothing is stale yet (that came first), so a build
         // now would have nothing to re-run. The handoff shows what to repair; once the work
         // changes, its evidence is stale and the next action is the build that re-runs it.
@@ -526,14 +538,14 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
                 Some(why) => format!("a person rejected the review: \"{}\"; change the work to answer it", brief(why)),
                 None => "the review failed: fix its blocking findings (the handoff lists them)".to_string(),
             };
-            // A fix outside the files in scope (the spec's own text, another file) leaves the
-            // evidence current: nothing for a build to re-run, so the way on is named too.
+            // A fix in a file outside the scope leaves the evidence current and the spec as it
+            // was: nothing for a build to re-run, so the way on is named too.
             next(
                 Role::Agent,
                 Action::Repair,
                 format!("scafld handoff {id}"),
                 format!(
-                    "{what}, then `scafld build {id}` re-runs the evidence (a fix outside the files in scope: `{} --force`)",
+                    "{what}, then `scafld build {id}` re-runs the evidence (a fix in a file outside the scope: `{} --force`)",
                     review_task(id)
                 ),
             )

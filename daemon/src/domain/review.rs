@@ -544,6 +544,7 @@ mod tests {
             dossier: dossier.map(|d| serde_json::from_str(d).unwrap()),
             tree: String::new(),
             reviewers: Vec::new(),
+            spec_digest: None,
         })
     }
 

@@ -53,7 +53,7 @@ pub(crate) async fn guard_snapshot(
 /// The guard's fingerprint of the spec at `relative`: its authored text's digest when it reads
 /// as text within the size budget, else the file's plain fingerprint (a symlink, a folder, a
 /// file gone, unreadable or oversized: any change to those still shows).
-fn spec_fingerprint(root: &std::path::Path, relative: &str) -> String {
+pub(crate) fn spec_fingerprint(root: &std::path::Path, relative: &str) -> String {
     let path = root.join(relative);
     let text = match std::fs::symlink_metadata(&path) {
         Ok(meta) if meta.is_file() && meta.len() <= crate::domain::spec::budget::MAX_SPEC_BYTES => {
@@ -65,6 +65,16 @@ fn spec_fingerprint(root: &std::path::Path, relative: &str) -> String {
         Some(text) => review::spec_guard_fingerprint(&text),
         None => baseline::fingerprint(root, relative),
     }
+}
+
+/// The fingerprint of the task's spec as the reviewer was shown it: the session's start snapshot
+/// holds it by its authored text (never grouped: `.scafld/specs/` is the runner's folder).
+/// `None` for a snapshot that holds it otherwise (an older scafld's, a spec that did not read).
+fn reviewed_spec(snapshot: &[BaselinePath], spec_path: &str) -> Option<String> {
+    snapshot
+        .iter()
+        .find(|p| p.path == spec_path && p.fingerprint.starts_with(review::AUTHORED_SPEC))
+        .map(|p| p.fingerprint.clone())
 }
 
 /// Whether a stored snapshot holds the task's spec by its plain fingerprint (an older scafld's).
@@ -188,6 +198,7 @@ pub async fn record_consensus(
         dossier: serde_json::to_value(&dossier).ok(),
         tree: session.tree.clone(),
         reviewers: reviewer_records(daemon, session, reviewers),
+        spec_digest: reviewed_spec(&session.snapshot, &ws.spec_path(task)),
     };
     let event = if manual {
         LedgerEvent::ReviewProposed(RecordedReview {

@@ -129,6 +129,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
         stale: &stale,
         running_review: None,
         draft_digest: None,
+        spec_digest: None,
         missing: Some(&missing),
         misfiled: None,
     });

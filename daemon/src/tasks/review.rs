@@ -118,7 +118,9 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         }
     };
     if !p.force && !p.print_context {
-        refuse_unchanged(&task, previous.as_ref(), &tree)?;
+        let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
+        let spec_changed = crate::domain::ledger::spec_changed_since_review(&entries, Some(&spec_now));
+        refuse_unchanged(&task, previous.as_ref(), &tree, spec_changed)?;
     }
     if !p.review_scope.is_empty() {
         crate::evidence::require_review_scope(&ws, &spec, &p.review_scope).await?;
@@ -256,17 +258,18 @@ fn review_request(p: &m::TaskReviewParams, config: &Config, previous: Option<&Pr
     })
 }
 
-/// A failed review of this very tree would only be repeated: refuse (unless forced).
-fn refuse_unchanged(task: &str, previous: Option<&PreviousReview>, tree: &str) -> RpcResult<()> {
+/// A failed review of this very tree and spec text would only be repeated: refuse (unless
+/// forced). `spec_changed`: the spec's authored text differs from what that review was shown.
+fn refuse_unchanged(task: &str, previous: Option<&PreviousReview>, tree: &str, spec_changed: bool) -> RpcResult<()> {
     match previous {
         // Voided because the workspace moved under the reviewer: the same tree is due again.
         Some((Some(dossier), ..)) if dossier.voided_by_mutation() => Ok(()),
-        Some((_, previous_tree, verdict)) if verdict == "fail" && previous_tree == tree => Err(RpcError::new(
+        Some((_, previous_tree, verdict)) if verdict == "fail" && previous_tree == tree && !spec_changed => Err(RpcError::new(
             ErrorKind::InvalidState,
-            "nothing in the task's scope changed since the failed review; another run would only spend provider quota",
+            "neither the task's scope nor its spec's text changed since the failed review; another run would only spend provider quota",
         )
         .with_hint(format!(
-            "repair the findings (`scafld handoff {task}`), or pass --force to review the same tree again (a fix outside the files in scope, such as the spec's own text)"
+            "repair the findings (`scafld handoff {task}`), or pass --force to review the same work again (a fix in a file outside the scope)"
         ))),
         _ => Ok(()),
     }
@@ -514,6 +517,7 @@ fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: &str) -> 
             dossier: None,
             tree: String::new(),
             reviewers: Vec::new(),
+            spec_digest: None,
         }),
     ];
     record(daemon, ws, task, events, "command:review")?;

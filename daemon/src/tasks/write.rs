@@ -235,6 +235,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         stale: &Default::default(),
         running_review: None,
         draft_digest: Some(&harden::draft_digest(&file.text)),
+        spec_digest: None,
         missing: None,
         misfiled: None,
     });
