@@ -661,6 +661,19 @@ mod tests {
         LedgerEntry { seq, recorded_at: "2026-11-26T10:00:00Z".into(), event }
     }
 
+    /// A review by the `command` provider with `verdict`, no dossier and no spec digest.
+    fn recorded(verdict: &str) -> RecordedReview {
+        RecordedReview {
+            verdict: verdict.into(),
+            provider: "command".into(),
+            reason: "r".into(),
+            dossier: None,
+            tree: String::new(),
+            reviewers: Vec::new(),
+            spec_digest: None,
+        }
+    }
+
     fn ran(id: &str, phase: &str, command: &str, status: &str) -> LedgerEvent {
         LedgerEvent::Criterion {
             criterion_id: id.into(),
@@ -683,31 +696,22 @@ mod tests {
     /// A person's rejection belongs to the review it decided, and to no later one.
     #[test]
     fn a_rejection_is_the_reason_of_the_review_it_decided() {
-        let review = |verdict: &str| RecordedReview {
-            verdict: verdict.into(),
-            provider: "command".into(),
-            reason: "r".into(),
-            dossier: None,
-            tree: String::new(),
-            reviewers: Vec::new(),
-            spec_digest: None,
-        };
         let decision =
             |decision: &str| LedgerEvent::ReviewDecision { decision: decision.into(), reason: "in French".into() };
         let mut entries = vec![
-            entry(1, LedgerEvent::ReviewProposed(review("pass"))),
+            entry(1, LedgerEvent::ReviewProposed(recorded("pass"))),
             entry(2, decision("reject")),
-            entry(3, LedgerEvent::Review(review("fail"))),
+            entry(3, LedgerEvent::Review(recorded("fail"))),
         ];
         assert_eq!(replay(&entries).review_rejected.as_deref(), Some("in French"));
         let text = crate::domain::spec::render::review(&project(&Spec::default(), &entries, "now").review);
         assert!(text.contains("Verdict: fail\nDecision: a person rejected the proposed verdict: in French"), "{text}");
-        entries.push(entry(4, LedgerEvent::Review(review("pass"))));
+        entries.push(entry(4, LedgerEvent::Review(recorded("pass"))));
         assert_eq!(replay(&entries).review_rejected, None);
         entries.extend([
-            entry(5, LedgerEvent::ReviewProposed(review("pass"))),
+            entry(5, LedgerEvent::ReviewProposed(recorded("pass"))),
             entry(6, decision("accept")),
-            entry(7, LedgerEvent::Review(review("pass"))),
+            entry(7, LedgerEvent::Review(recorded("pass"))),
         ]);
         assert_eq!(replay(&entries).review_rejected, None);
     }
@@ -718,13 +722,9 @@ mod tests {
     fn the_spec_changed_since_a_review_only_when_its_recorded_digest_differs() {
         let review = |digest: Option<&str>| {
             LedgerEvent::Review(RecordedReview {
-                verdict: "fail".into(),
-                provider: "command".into(),
-                reason: "r".into(),
-                dossier: None,
                 tree: "t".into(),
-                reviewers: Vec::new(),
                 spec_digest: digest.map(str::to_string),
+                ..recorded("fail")
             })
         };
         let entries = [entry(1, review(Some("authored:a")))];
@@ -742,15 +742,7 @@ mod tests {
     /// verdict follows it; `superseding` names the first such entry, as `status` shows it.
     #[test]
     fn a_proposal_is_superseded_by_newer_work_or_a_failed_attempt() {
-        let proposed = LedgerEvent::ReviewProposed(RecordedReview {
-            verdict: "pass".into(),
-            provider: "command".into(),
-            reason: "r".into(),
-            dossier: None,
-            tree: String::new(),
-            reviewers: Vec::new(),
-            spec_digest: None,
-        });
+        let proposed = LedgerEvent::ReviewProposed(recorded("pass"));
         let attempt = |status: &str| LedgerEvent::ReviewAttempt { status: status.into(), reason: "r".into() };
         let mut entries = vec![entry(1, proposed.clone()), entry(2, attempt("running"))];
         assert_eq!(replay(&entries).awaiting_approval.as_deref(), Some("pass"));
