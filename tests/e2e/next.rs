@@ -36,6 +36,16 @@ fn approved_with(env: &TestEnv, id: &str, acceptance: &str) {
     env.scafld(&["approve", "--task", id, "--reason", "next tests"]).assert_code(0);
 }
 
+/// A [`workspace`] whose task `greet` is built: `greet.txt` says hello and the phase that
+/// checks it passed, so the task is ready for review.
+fn built_greet(env: &TestEnv) {
+    workspace(env);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(env, "greet", "grep -q 'hello' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    env.scafld(&["build", "greet"]).assert_code(0);
+}
+
 fn status(env: &TestEnv, task: &str) -> Value {
     env.scafld(&["status", "--task", task, "--json"]).json()["result"].clone()
 }
@@ -305,11 +315,7 @@ fn a_passing_consensus_of_command_and_a_worker_completes() {
 #[test]
 fn a_rejected_review_shows_the_reason_and_its_next_action_works() {
     let env = TestEnv::new();
-    workspace(&env);
-    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
-    approved(&env, "greet", "grep -q 'hello' greet.txt");
-    env.scafld(&["build", "greet"]).assert_code(0);
-    env.scafld(&["build", "greet"]).assert_code(0);
+    built_greet(&env);
     let script = reviewer(&env, "pass", &pass(), "");
     let args = ["review", "greet", "--approval", "manual", "--provider", "command", "--provider-command", &script];
     env.scafld(&args).assert_code(0);
@@ -607,11 +613,7 @@ fn a_build_of_an_unhardened_draft_names_harden_as_status_does() {
 #[test]
 fn a_fix_outside_the_scope_after_a_failed_review_names_the_way_on() {
     let env = TestEnv::new();
-    workspace(&env);
-    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
-    approved(&env, "greet", "grep -q 'hello' greet.txt");
-    env.scafld(&["build", "greet"]).assert_code(0);
-    env.scafld(&["build", "greet"]).assert_code(0);
+    built_greet(&env);
     let script = reviewer(&env, "pass", &pass(), "");
     let args = ["review", "greet", "--approval", "manual", "--provider", "command", "--provider-command", &script];
     env.scafld(&args).assert_code(0);
@@ -637,11 +639,7 @@ fn a_fix_outside_the_scope_after_a_failed_review_names_the_way_on() {
 #[test]
 fn refusals_of_approve_harden_and_an_empty_amendment_name_the_next_action() {
     let env = TestEnv::new();
-    workspace(&env);
-    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
-    approved(&env, "greet", "grep -q 'hello' greet.txt");
-    env.scafld(&["build", "greet"]).assert_code(0);
-    env.scafld(&["build", "greet"]).assert_code(0);
+    built_greet(&env);
     for command in [
         &["approve", "greet", "--reason", "x"][..],
         &["harden", "greet"],
