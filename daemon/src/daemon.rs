@@ -234,10 +234,10 @@ impl Daemon {
     pub async fn open_workspace_as(&self, root: &Path, opening: Opening) -> RpcResult<(WorkspaceInfo, Option<String>)> {
         let root = canonical_root(root)?;
         if !root.join(layout::SCAFLD_DIR).is_dir() {
-            return Err(RpcError::new(
-                ErrorKind::WorkspaceError,
-                format!("{} is not a scafld workspace (no .scafld/ directory)", root.display()),
-            )
+            return Err(RpcError::workspace_not_found(format!(
+                "{} is not a scafld workspace (no .scafld/ directory)",
+                root.display()
+            ))
             .with_hint("run `scafld init` there first"));
         }
         let root_text = root.display().to_string();
@@ -570,9 +570,8 @@ pub fn canonical_root(root: &Path) -> RpcResult<PathBuf> {
             format!("workspace root must be an absolute path, got {:?}", root.display().to_string()),
         ));
     }
-    root.canonicalize().map_err(|e| {
-        RpcError::new(ErrorKind::WorkspaceError, format!("cannot use {} as a workspace root: {e}", root.display()))
-    })
+    root.canonicalize()
+        .map_err(|e| RpcError::workspace_not_found(format!("cannot use {} as a workspace root: {e}", root.display())))
 }
 
 pub fn workspace_io_error(e: std::io::Error) -> RpcError {

@@ -26,6 +26,14 @@ impl RpcError {
         self
     }
 
+    /// The folder named as a workspace is none (missing, not a directory, no `.scafld/`): the
+    /// one workspace error that means "unreachable" to a client (exit 6, as the original's
+    /// "workspace not found"); a workspace whose files cannot be used is a runtime failure.
+    pub fn workspace_not_found(message: impl Into<String>) -> RpcError {
+        RpcError::new(ErrorKind::WorkspaceError, message)
+            .with_details(serde_json::json!({ scafld_protocol::error::WORKSPACE_NOT_FOUND: true }))
+    }
+
     pub fn kind(&self) -> ErrorKind {
         self.0.kind
     }

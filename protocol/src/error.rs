@@ -98,6 +98,11 @@ impl ErrorKind {
     }
 }
 
+/// The key of an error's `details` marking a [`ErrorKind::WorkspaceError`] about the folder
+/// named as a workspace being none (missing, not a directory, no `.scafld/`), not about a
+/// workspace's unusable files.
+pub const WORKSPACE_NOT_FOUND: &str = "workspace_not_found";
+
 /// The `data` member of every error object the daemon sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorData {

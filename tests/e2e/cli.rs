@@ -396,6 +396,21 @@ fn exit_codes_follow_the_table() {
     let error = &approve.json()["error"];
     assert!(error["message"].as_str().unwrap().contains("not inside a git repository"), "{error}");
     assert!(error["hint"].as_str().unwrap().contains("git init"), "{error}");
+    // A workspace whose files cannot be used is reachable all the same: a broken config.yaml is
+    // a runtime failure (1) naming the file to fix, not "unreachable".
+    std::fs::write(env.work.join(".scafld/config.yaml"), "llm: [\n").unwrap();
+    let harden = env.scafld(&["harden", "t", "--json"]);
+    harden.assert_code(1);
+    let error = &harden.json()["error"];
+    assert_eq!(error["code"], "workspace_error", "{error}");
+    assert!(error["hint"].as_str().unwrap().contains(".scafld/config.yaml"), "{error}");
+    // A folder that is no workspace is what "unreachable" means: the daemon marks it so.
+    let gone = env.path("no-such-workspace");
+    let reply = env.client().call("task.status", json!({"root": gone, "task_id": "t"}));
+    assert_eq!(reply["error"]["data"]["details"]["workspace_not_found"], true, "{reply}");
+    std::fs::create_dir(&gone).unwrap();
+    let reply = env.client().call("task.status", json!({"root": gone, "task_id": "t"}));
+    assert_eq!(reply["error"]["data"]["details"]["workspace_not_found"], true, "{reply}");
 }
 
 /// Completions and man pages come from the one CLI definition.

@@ -1521,9 +1521,10 @@ fn a_step_whose_material_cannot_be_read_runs_nothing() {
     let env = TestEnv::new();
     ready(&env, "nogit", &spec("nogit", &[&[("mark", "touch ran", "")]], &[]));
     std::fs::rename(env.work.join(".git"), env.work.join("moved.git")).unwrap();
-    // The call's error, as when the material was read before the job existed: exit 6.
+    // The call's error, as when the material was read before the job existed: a runtime
+    // failure (the workspace is there, its repository is not).
     let run = env.scafld(&["build", "nogit", "--json"]);
-    run.assert_code(6);
+    run.assert_code(1);
     let error = &run.json()["error"];
     assert_eq!(error["code"], "workspace_error", "{error}");
     assert!(error["message"].as_str().unwrap_or_default().contains("not inside a git repository"), "{error}");

@@ -1601,7 +1601,7 @@ fn a_repository_git_cannot_read_is_named_not_called_stale_evidence() {
     let next = status(&env)["next_action"].clone();
     assert_eq!((next["action"].as_str(), next["command"].as_str()), (Some("inspect"), Some("git status")), "{next}");
     let refused = env.scafld(&["complete", "rev", "--json"]);
-    refused.assert_code(6);
+    refused.assert_code(1);
     assert!(refused.json()["error"]["message"].as_str().unwrap().contains("cannot be read"), "{}", refused.stdout);
     std::fs::write(&head, kept).unwrap();
     env.scafld(&["complete", "rev"]).assert_code(0);

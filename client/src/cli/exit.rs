@@ -61,7 +61,9 @@ pub fn for_kind(kind: ErrorKind) -> u8 {
         // Naming a task, job or session that does not exist is the caller's mistake.
         ErrorKind::InvalidInput | ErrorKind::InvalidParams | ErrorKind::NotFound => workflow::USAGE,
         ErrorKind::ValidationFailed | ErrorKind::AlreadyExists => workflow::VALIDATION,
-        ErrorKind::WorkspaceError => workflow::UNREACHABLE,
+        // The workspace exists but its files (config, specs, git) cannot be used: a runtime
+        // failure; a folder that is no workspace is told apart by [`for_error`].
+        ErrorKind::WorkspaceError => workflow::RUNTIME,
         ErrorKind::ReviewFailed => workflow::REVIEW_GATE,
         _ => workflow::RUNTIME,
     }
@@ -70,11 +72,17 @@ pub fn for_kind(kind: ErrorKind) -> u8 {
 /// The workflow exit code and the envelope's `error.code` of a daemon error: its kind's, except
 /// for a task whose spec file is missing while its ledger keeps it (`details.spec_missing`):
 /// no unknown task (usage) but one that cannot go on until the file is back, `spec_missing`
-/// (3, as `status` of such a task).
+/// (3, as `status` of such a task); and for a folder that is no workspace
+/// (`details.workspace_not_found`), unreachable (6, as the client's own "workspace not found").
 pub fn for_error(data: &scafld_protocol::error::ErrorData) -> (&'static str, u8) {
-    match data.details.as_ref().is_some_and(|d| d.get("spec_missing").is_some()) {
-        true => ("spec_missing", workflow::VALIDATION),
-        false => (data.kind.as_str(), for_kind(data.kind)),
+    use scafld_protocol::error::WORKSPACE_NOT_FOUND;
+    let marked = |key: &str| data.details.as_ref().is_some_and(|d| d.get(key).is_some());
+    if marked("spec_missing") {
+        ("spec_missing", workflow::VALIDATION)
+    } else if marked(WORKSPACE_NOT_FOUND) {
+        (WORKSPACE_NOT_FOUND, workflow::UNREACHABLE)
+    } else {
+        (data.kind.as_str(), for_kind(data.kind))
     }
 }
 

@@ -171,7 +171,7 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
         return Err(RpcError::new(ErrorKind::InvalidInput, "workspace root must be an absolute path"));
     }
     if !root.is_dir() {
-        return Err(RpcError::new(ErrorKind::WorkspaceError, format!("{} is not a directory", root.display()))
+        return Err(RpcError::workspace_not_found(format!("{} is not a directory", root.display()))
             .with_hint("create the directory first, or pass --root with an existing directory"));
     }
     // Nor is git's own store: no work tree is there, and git's files are not the project's.
