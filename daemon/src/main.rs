@@ -202,6 +202,13 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
         let stop = "stop it first (`scafld daemon stop` with its socket)";
         return Err(refused(format!("a daemon is answering at {}", socket.display()), stop));
     }
+    if scafld_daemon::store::recover::healthy(&db_dir) {
+        println!(
+            "the database at {} opens and holds everything its manifest records: nothing to recover; nothing was changed",
+            db_dir.display()
+        );
+        return Ok(());
+    }
     let report = scafld_daemon::store::recover::recover(&db_dir)?;
     match &report.kept {
         Some(kept) => println!("kept the damaged database at {}", kept.display()),

@@ -447,6 +447,19 @@ fn refused_to_start(env: &TestEnv) -> String {
     stderr
 }
 
+/// `scafldd --recover` after a start that refused the database kept a copy of it aside (here:
+/// a copy of the healthy one), so the recovery runs and reads the workspaces' exports.
+fn recover_after_a_refused_start(env: &TestEnv) -> String {
+    let kept = env.state_dir.join("db.damaged-earlier");
+    std::fs::create_dir(&kept).unwrap();
+    for file in std::fs::read_dir(env.state_dir.join("db")).unwrap().flatten() {
+        if file.path().is_file() {
+            std::fs::copy(file.path(), kept.join(file.file_name())).unwrap();
+        }
+    }
+    recover(env)
+}
+
 fn recover(env: &TestEnv) -> String {
     let output = env.daemon_command().arg("--recover").output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
@@ -515,6 +528,24 @@ fn a_deleted_database_is_refused_and_rebuilt_from_manifest_and_exports() {
     let output = env.daemon_command().arg("--recover").output().unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("stop it first"));
+}
+
+/// A recovery of a database that opens and holds all its manifest records has nothing to do:
+/// it says so and changes nothing (no copy moved aside as "damaged").
+#[test]
+fn a_recovery_of_a_healthy_database_changes_nothing() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let report = recover(&env);
+    assert!(report.contains("nothing to recover; nothing was changed"), "{report}");
+    let aside: Vec<_> = std::fs::read_dir(&env.state_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("db.") && n != "db.manifest.json")
+        .collect();
+    assert!(aside.is_empty(), "{aside:?}");
+    env.start_daemon();
+    assert_eq!(ledger_len(&env, "keep"), entries);
 }
 
 /// An export edited after it was written (a recorded result turned) is refused when it would
@@ -708,7 +739,7 @@ fn recovery_keeps_the_database_over_an_edited_export_and_says_so() {
         std::fs::write(&export, serde_json::to_string(&document).unwrap()).unwrap();
     };
     edit(true);
-    let report = recover(&env);
+    let report = recover_after_a_refused_start(&env);
     assert!(report.contains(&format!("/keep: {entries} entries from the database\n")), "{report}");
     assert!(report.contains("refused exported ledgers"), "{report}");
     let refused = report.lines().find(|l| l.contains("keep/ledger.json:")).unwrap_or_else(|| panic!("{report}"));
@@ -773,7 +804,7 @@ fn recovery_reports_an_export_it_cannot_read_with_why() {
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
     }
 
-    let report = recover(&env);
+    let report = recover_after_a_refused_start(&env);
     let refused = |folder: &str| {
         let needle = format!("/{folder}/ledger.json: ");
         let line = report.lines().find(|l| l.contains(&needle));

@@ -77,6 +77,30 @@ type Exports = BTreeMap<(String, String), (Vec<LedgerEntry>, PathBuf)>;
 /// `(workspace/task, export path, why)` per export refused.
 type Refused = Vec<(String, PathBuf, String)>;
 
+/// The copies of the database kept aside by refused starts and earlier recoveries.
+pub fn earlier_copies(db_dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!("{}.damaged-", super::dir_name(db_dir));
+    std::fs::read_dir(db_dir.parent().unwrap_or(Path::new(".")))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether the database opens and holds everything its manifest records, with no copy kept
+/// aside to salvage: then a recovery has nothing to restore. Opening a damaged one keeps it
+/// aside as it was, as a refused start does (the recovery then reads that copy).
+pub fn healthy(db_dir: &Path) -> bool {
+    db_dir.is_dir()
+        && manifest::path_for(db_dir).is_file()
+        && earlier_copies(db_dir).is_empty()
+        && SledStore::open(db_dir).is_ok()
+}
+
 pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let manifest_path = manifest::path_for(db_dir);
     // A manifest that does not read as one is no record to check against; the workspaces it
@@ -95,19 +119,7 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let mut exports = Exports::new();
 
     // Copies kept by refused starts (as they were before sled touched them) are read too.
-    let name = super::dir_name(db_dir);
-    let earlier: Vec<PathBuf> = std::fs::read_dir(db_dir.parent().unwrap_or(Path::new(".")))
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.is_dir()
-                        && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{name}.damaged-")))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let earlier = earlier_copies(db_dir);
     let kept = super::aside(db_dir, "damaged");
     if db_dir.exists() {
         std::fs::rename(db_dir, &kept)?;
