@@ -150,6 +150,33 @@ fn one_of_three_installed_runs_alone_and_its_pass_completes() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A proposal left awaiting a decision when the task is failed or cancelled is history with
+/// it: neither accept nor reject is taken, nothing is recorded, and the task stays archived
+/// (an accept then `complete` turned a failed task into a completed one; a reject moved a
+/// cancelled one back to review).
+#[test]
+fn an_archived_task_takes_no_decision_on_its_old_proposal() {
+    for (archive, decision) in [("fail", "accept"), ("cancel", "reject")] {
+        let env = TestEnv::new();
+        ready(&env, 1);
+        let path = install_fakes(&env, &["codex"]);
+        let review = ["review", "rev", "--reviewers", "codex", "--approval", "manual", "--json"];
+        run_with(&env, &review, &path, &[]).assert_code(0);
+        env.scafld(&[archive, "rev", "--reason", "stop here"]).assert_code(0);
+        let before = ledger_types(&env);
+        let refused = env.scafld(&["review", decision, "rev", "--reason", "ok", "--json"]);
+        refused.assert_code(1);
+        let error = &refused.json()["error"];
+        assert!(error["message"].as_str().unwrap().contains("already archived"), "{archive}/{decision}: {error}");
+        assert_eq!(ledger_types(&env), before, "{archive}/{decision}: something was recorded");
+        let status = env.scafld(&["status", "rev", "--json"]).json();
+        let expected = if archive == "fail" { "failed" } else { "cancelled" };
+        assert_eq!(status["result"]["status"], expected, "{archive}/{decision}: {status}");
+        env.scafld(&["complete", "rev"]).assert_code(4);
+        assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["status"], expected);
+    }
+}
+
 #[test]
 fn timeouts_and_garbage_ask_for_a_retry_which_reruns_only_those_reviewers() {
     let env = TestEnv::new();

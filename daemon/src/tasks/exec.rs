@@ -1366,10 +1366,7 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
             (projected_spec(daemon, &ws, &task)?.0.status().unwrap_or(Status::Draft), Some(entry))
         }
     };
-    if now.is_terminal() {
-        return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} is already archived ({now})"))
-            .with_hint("archived tasks are immutable; create a new task to continue"));
-    }
+    super::refuse_archived(&task, now)?;
     if let Some(entry) = &file
         && entry.parsed.structural_errors().next().is_some()
     {

@@ -258,6 +258,15 @@ impl Copies {
 /// interrupted move's leftover ([`Copies`]), or a single file whose front matter or folder is
 /// not the ledger's status. `status`, `handoff` and `list` ask it alike; it reads the two files
 /// of a task in two, and nothing else (a task in three files or more has no leftover).
+/// Refuse to change a task that is archived (completed, failed, cancelled): its outcome stands.
+pub(crate) fn refuse_archived(task: &str, status: Status) -> RpcResult<()> {
+    if status.is_terminal() {
+        return Err(RpcError::new(ErrorKind::InvalidState, format!("{task} is already archived ({status})"))
+            .with_hint("archived tasks are immutable; create a new task to continue"));
+    }
+    Ok(())
+}
+
 pub(crate) fn misfiled(ws: &Workspace, entry: &SpecEntry, status: Option<Status>) -> Option<Misfiled> {
     if !entry.duplicates.is_empty() {
         let copies = Copies::placed_by(ws, entry, status)?;

@@ -403,6 +403,8 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     let (spec, entries) = projected_spec(daemon, &ws, &task)?;
+    // A proposal left open when the task was failed or cancelled is history with it.
+    super::refuse_archived(&task, spec.status().unwrap_or(Status::Draft))?;
     let proposal = entries.iter().enumerate().rev().find_map(|(i, e)| match &e.event {
         LedgerEvent::Review(_) => Some(None),
         LedgerEvent::ReviewProposed(proposed) => Some(Some((i, proposed.clone()))),
