@@ -886,7 +886,9 @@ fn a_save_to_the_old_place_after_approve_stays_where_it_is_and_is_reported() {
     }
     assert!(listed["error"].as_str().unwrap().contains(".scafld/specs/approved/rev.md"), "{listed}");
 
-    for write_call in [&["build", "rev", "--json"][..], &["reconcile", "rev", "--json"]] {
+    let (cancel, fail) =
+        (["cancel", "rev", "--reason", "stop", "--json"], ["fail", "rev", "--reason", "stop", "--json"]);
+    for write_call in [&["build", "rev", "--json"][..], &["reconcile", "rev", "--json"], &cancel, &fail] {
         let refused = env.scafld(write_call);
         refused.assert_code(3);
         let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
@@ -1649,7 +1651,7 @@ fn finalize_never_bases_a_receipt_on_a_baseline_commit_that_is_gone() {
 /// An interrupted move leaves two files, never three: a task whose spec is also in a second
 /// folder beside a copy that differs only in runner-owned lines is not taken for one.
 /// `reconcile` moves none of them aside (one would leave the task in two files), every command
-/// names all three, and the hint's merge into the file the ledger places the task in, with the
+/// (`cancel` and `fail` too, which would archive one copy and leave the others) names all three, and the hint's merge into the file the ledger places the task in, with the
 /// other two deleted, lets the task go on.
 #[test]
 fn a_task_in_three_files_is_no_interrupted_move_and_nothing_is_moved_aside() {

@@ -1367,8 +1367,11 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
         }
     };
     super::refuse_archived(&task, now)?;
+    // A spec that cannot be read as one, or a task in two files (writing would archive one of
+    // them and leave the other where it is), is refused with the way out; a draft's unfilled
+    // placeholders are no reason to keep a task open.
     if let Some(entry) = &file
-        && entry.parsed.structural_errors().next().is_some()
+        && (entry.parsed.structural_errors().next().is_some() || !entry.duplicates.is_empty())
     {
         require_valid(daemon, &ws, entry)?;
     }
