@@ -538,10 +538,16 @@ pub fn write_error(e: std::io::Error) -> RpcError {
     RpcError::new(kind, format!("cannot write the spec: {e}"))
 }
 
-/// The host agent that last built the task (the implementer a reviewer must differ from).
+/// The host agent that last built the task (recorded again only when it changes).
 pub fn implementer(entries: &[crate::domain::ledger::LedgerEntry]) -> Option<String> {
-    entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Implementer { host_agent, .. } => Some(host_agent.clone()),
+    implementers(entries).next_back().map(str::to_string)
+}
+
+/// Every host agent that built the task, in the order they were recorded (one may appear more
+/// than once): a reviewer must differ from each, since each wrote some of the work.
+pub fn implementers(entries: &[crate::domain::ledger::LedgerEntry]) -> impl DoubleEndedIterator<Item = &str> {
+    entries.iter().filter_map(|e| match &e.event {
+        LedgerEvent::Implementer { host_agent, .. } => Some(host_agent.as_str()),
         _ => None,
     })
 }

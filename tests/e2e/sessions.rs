@@ -412,14 +412,18 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Review me\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
     std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
     env.scafld(&["approve", "rev", "--reason", "test"]).assert_code(0);
+    // codex opens the phase (and writes the work), claude runs its criteria: both built it.
+    let as_codex = |args: &[&str]| Run::from(env.scafld_command(args).env("CODEX_THREAD_ID", "t1").output().unwrap());
     let as_claude = |args: &[&str]| Run::from(env.scafld_command(args).env("CLAUDECODE", "1").output().unwrap());
-    as_claude(&["build", "rev"]).assert_code(0);
+    as_codex(&["build", "rev"]).assert_code(0);
     as_claude(&["build", "rev"]).assert_code(0);
     detach(&env, "worker", "/usr/bin:/bin", &[]);
-    // A worker under the implementing agent never claims the job (its answer could not count):
-    // the job stays queued for one that may grade it.
-    let theirs = worker(&env, &["claim", "--id", "mine", "--timeout", "0.3"], &[("CLAUDECODE", "1")]);
-    assert_eq!(theirs.json()["result"], Value::Null, "{}", theirs.stdout);
+    // A worker under an implementing agent never claims the job (its answer could not count):
+    // the job stays queued for one that may grade it. Not only the latest builder counts.
+    for builder in [("CLAUDECODE", "1"), ("CODEX_THREAD_ID", "t2")] {
+        let theirs = worker(&env, &["claim", "--id", "mine", "--timeout", "0.3"], &[builder]);
+        assert_eq!(theirs.json()["result"], Value::Null, "{builder:?}: {}", theirs.stdout);
+    }
     // Declaring another agent does not hide the one whose own markers are set.
     let disguised = [("CLAUDECODE", "1"), ("SCAFLD_HOST_AGENT", "gemini")];
     let theirs = worker(&env, &["claim", "--id", "mine", "--timeout", "0.3"], &disguised);
@@ -435,6 +439,10 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     assert!(message.contains("independence") && message.contains("claude"), "{message}");
     let disguised = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &disguised);
     disguised.assert_code(1);
+    let earlier = [("CODEX_THREAD_ID", "t2")];
+    let earlier = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &earlier);
+    earlier.assert_code(1);
+    assert!(earlier.json()["error"]["message"].as_str().unwrap().contains("codex"), "{}", earlier.stdout);
     worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[]).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }

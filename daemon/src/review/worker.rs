@@ -372,14 +372,17 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
     })
 }
 
-/// The agent that built `job`'s task, when it is one a worker (running inside `submitters`,
-/// reviewing with `provider`) would grade it as: the independence rule forbids that.
+/// An agent that built `job`'s task (any build, not only the latest), when it is one a worker
+/// (running inside `submitters`, reviewing with `provider`) would grade it as: the
+/// independence rule forbids that.
 fn implementer_is(daemon: &Daemon, job: &JobRecord, submitters: &[String], provider: &str) -> Option<String> {
     if job.task_id.is_empty() {
         return None;
     }
     let entries = daemon.store().ledger(&job.workspace_id, &job.task_id).ok()?;
-    crate::ledger::implementer(&entries).filter(|agent| submitters.contains(agent) || provider == agent)
+    crate::ledger::implementers(&entries)
+        .find(|agent| submitters.iter().any(|s| s == agent) || provider == *agent)
+        .map(str::to_string)
 }
 
 /// The agents a caller may be running inside (see [`providers::host_agents`]), and the one its
