@@ -51,6 +51,9 @@ pub struct Choice<'a> {
     pub command: Option<&'a str>,
     pub model: Option<&'a str>,
     pub reasoning: Option<&'a str>,
+    /// The agents that built the task under review (its ledger's implementers): `auto` takes
+    /// them last, as it does the caller's host, since each wrote some of the work.
+    pub builders: &'a [String],
 }
 
 /// Variables each host agent sets in the shells it spawns (read from the real CLIs): exact
@@ -179,10 +182,15 @@ pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, Strin
                 Some("gemini") => &["codex", "claude", "gemini"],
                 _ => &["codex", "claude", "gemini"],
             };
-            order
-                .iter()
-                .filter(|p| !(external.fallback_policy == "disable" && Some(**p) == host))
-                .find_map(|p| cli(p))
+            // The caller's host and the task's builders go last (or, with the fallback
+            // disabled, not at all): never the agent that wrote the work while another can.
+            let wrote = |p: &str| Some(p) == host || choice.builders.iter().any(|b| b == p);
+            let (others, writers): (Vec<&str>, Vec<&str>) = order.iter().copied().partition(|p| !wrote(p));
+            let writers = if external.fallback_policy == "disable" { Vec::new() } else { writers };
+            others
+                .into_iter()
+                .chain(writers)
+                .find_map(cli)
                 .ok_or_else(|| {
                     RpcError::new(ErrorKind::ReviewFailed, "no external review provider found on your PATH; the review fails closed")
                         .with_hint("install codex, claude or gemini, or use --provider command --provider-command CMD (--provider local is for development only)")

@@ -71,6 +71,25 @@ fn auto_prefers_the_other_agent_and_codex_answers_in_its_output_file() {
     child.wait().unwrap();
 }
 
+/// Reviewed from a plain shell (no host markers), `auto` still never picks the agent that built
+/// the task while another is installed: the ledger says who wrote the work.
+#[test]
+fn auto_passes_over_the_agent_that_built_the_task() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Review me\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "test"]).assert_code(0);
+    for _ in 0..2 {
+        Run::from(env.scafld_command(&["build", "rev"]).env("CODEX_THREAD_ID", "t1").output().unwrap()).assert_code(0);
+    }
+    let path = install_fakes(&env, &["codex", "claude"]);
+    let run = review(&env, &path, &[], &[]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["provider"], "claude", "codex built it: {}", run.stdout);
+}
+
 #[test]
 fn claude_and_gemini_answer_only_through_submit_review() {
     for provider in ["claude", "gemini"] {

@@ -268,7 +268,7 @@ fn available(
             spawned.push(name.clone());
             continue;
         }
-        let choice = providers::Choice { provider: Some(name), command, model: None, reasoning: None };
+        let choice = providers::Choice { provider: Some(name), command, model: None, reasoning: None, builders: &[] };
         match providers::select(&choice, config, &caller.env) {
             Ok(provider) if !spawned.iter().any(|s| s == provider.name()) => spawned.push(provider.name().to_string()),
             Ok(_) => {}

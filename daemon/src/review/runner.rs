@@ -162,6 +162,7 @@ impl<'a> Reviewer<'a> {
             command: session.provider_command.as_deref(),
             model: session.model.as_deref(),
             reasoning: session.reasoning.as_deref(),
+            builders: &[],
         };
         let provider = providers::select(&choice, &config, &session.caller_env).map_err(|e| e.0.message)?;
         Ok(Reviewer { ws, config, template, provider })

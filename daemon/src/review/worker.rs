@@ -163,6 +163,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
             command: p.provider_command.as_deref(),
             model: None,
             reasoning: session.reasoning.as_deref(),
+            builders: &[],
         };
         let provider = providers::select(&choice, &config, &p.caller.env).map_err(give_back)?;
         if let providers::Provider::Local = provider {

@@ -164,6 +164,7 @@ async fn ask(
         command: p.provider_command.as_deref(),
         model: None,
         reasoning: None,
+        builders: &[],
     };
     // Chosen like a reviewer, with the harden settings in the reviewer's place.
     let mut settings = config.clone();

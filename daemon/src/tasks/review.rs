@@ -153,7 +153,8 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         });
     }
 
-    let (reviewers, provider_names) = reviewer_names(&p, &config)?;
+    let builders: Vec<String> = crate::ledger::implementers(&entries).map(str::to_string).collect();
+    let (reviewers, provider_names) = reviewer_names(&p, &config, &builders)?;
     let approval = crate::review::approval_mode(p.approval, &config)?;
     // A gate pass naming a template that cannot be used refuses before anything is recorded;
     // so does one no reviewer here could run (a worker runs the dossier review only).
@@ -277,7 +278,11 @@ fn refuse_unchanged(task: &str, previous: Option<&PreviousReview>, tree: &str, s
 
 /// The requested reviewers, and the names to spawn: a single named reviewer is resolved now,
 /// so a missing CLI is an error at once, as it always was.
-fn reviewer_names(p: &m::TaskReviewParams, config: &Config) -> RpcResult<(Vec<String>, Vec<String>)> {
+fn reviewer_names(
+    p: &m::TaskReviewParams,
+    config: &Config,
+    builders: &[String],
+) -> RpcResult<(Vec<String>, Vec<String>)> {
     let reviewers = crate::review::requested_reviewers(&p.reviewers, p.provider.as_deref(), config)?;
     let names = match reviewers.as_slice() {
         [only] if only != "worker" => {
@@ -286,6 +291,7 @@ fn reviewer_names(p: &m::TaskReviewParams, config: &Config) -> RpcResult<(Vec<St
                 command: p.provider_command.as_deref(),
                 model: p.model.as_deref(),
                 reasoning: p.codex_reasoning.as_deref(),
+                builders,
             };
             vec![providers::select(&choice, config, &p.caller.env)?.name().to_string()]
         }
