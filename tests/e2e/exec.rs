@@ -1513,6 +1513,21 @@ fn a_build_heartbeat_counts_the_time_since_the_build_began() {
     assert!(seconds >= 4, "the first heartbeat came after at least 4 s of the build, yet says: {}", run.stderr);
 }
 
+/// A second copy of the spec appearing while a step runs (an editor saving it at its old place,
+/// here the criterion itself) is named by the step's answer, as `status` names it: its next is
+/// never a review that would refuse the task in two files.
+#[test]
+fn a_copy_of_the_spec_made_during_a_step_is_named_by_its_answer() {
+    let env = TestEnv::new();
+    let copy = ("copy", "cp .scafld/specs/active/dup.md .scafld/specs/approved/dup.md", "");
+    ready(&env, "dup", &spec("dup", &[&[copy]], &[]));
+    let result = build(&env, "dup")["result"].clone();
+    let status = env.scafld(&["status", "dup", "--json"]).json()["result"].clone();
+    assert_eq!(result["next_command"], status["next_command"], "{result}\n{status}");
+    assert_ne!(result["next_command"], "scafld review dup", "{result}");
+    assert!(result["message"].as_str().unwrap().contains("approved/dup.md"), "{result}");
+}
+
 /// A step's material is read while its first command's shell starts, and the command waits for
 /// it: when the workspace cannot be read (its repository gone), no command runs, nothing is
 /// recorded, and the build says why.

@@ -820,74 +820,90 @@ impl BuildRun {
             (Vec::from_iter(changed), now.map_or_else(|| material.digest.clone(), |now| now.digest.clone()))
         };
         let base = &self.base;
-        record_ending(&self.daemon, &self.ws, &self.task, events, after, base, |spec, entries, digest_now| {
-            // What the step recorded is stale at once when its commands changed the files: the
-            // next step is then another build, not a review that would refuse it.
-            let status = spec.status().unwrap_or(Status::Active);
-            let stale = evidence::stale(spec, entries, Some(&digest_now));
-            let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, &stale, Default::default());
-            let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
-            // A manual criterion waiting for a person is pending, not failed.
-            let pending = results.iter().filter(|r| r.status == CriterionStatus::Pending).count();
-            let failed = results.len() - passed - pending;
-            let rewriting: Vec<String> = stale
-                .iter()
-                .filter(|(_, why)| matches!(why, evidence::Stale::RewritesOwnScope { .. }))
-                .map(|(id, _)| id.clone())
-                .collect();
-            let message = match status {
-                // The spec left its approved contract while the step ran (a criterion edited):
-                // that, not the commands, is why its evidence does not stand, as the next says.
-                Status::Review if next.action == crate::domain::next::Action::AmendContract => {
-                    format!("build completed, but the spec changed while it ran: {}", next.reason)
-                }
-                _ if !rewriting.is_empty() => {
-                    let changed = stale.values().find_map(|why| match why {
-                        evidence::Stale::RewritesOwnScope { changed, .. } if !changed.is_empty() => {
-                            Some(changed.join(", "))
-                        }
-                        _ => None,
-                    });
-                    let files = changed.unwrap_or_else(|| "the files in scope".into());
-                    format!(
-                        "build completed, but {}",
-                        crate::domain::next::rewrite_reason(&self.task, &rewriting, &files)
-                    )
-                }
-                Status::Review if !stale.is_empty() => {
-                    "build completed, but its commands changed files in the task's scope since they ran: \
+        let (mut record, in_place) =
+            record_ending(&self.daemon, &self.ws, &self.task, events, after, base, |spec, entries, digest_now| {
+                // What the step recorded is stale at once when its commands changed the files: the
+                // next step is then another build, not a review that would refuse it.
+                let status = spec.status().unwrap_or(Status::Active);
+                let stale = evidence::stale(spec, entries, Some(&digest_now));
+                let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, &stale, Default::default());
+                let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
+                // A manual criterion waiting for a person is pending, not failed.
+                let pending = results.iter().filter(|r| r.status == CriterionStatus::Pending).count();
+                let failed = results.len() - passed - pending;
+                let rewriting: Vec<String> = stale
+                    .iter()
+                    .filter(|(_, why)| matches!(why, evidence::Stale::RewritesOwnScope { .. }))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                let message = match status {
+                    // The spec left its approved contract while the step ran (a criterion edited):
+                    // that, not the commands, is why its evidence does not stand, as the next says.
+                    Status::Review if next.action == crate::domain::next::Action::AmendContract => {
+                        format!("build completed, but the spec changed while it ran: {}", next.reason)
+                    }
+                    _ if !rewriting.is_empty() => {
+                        let changed = stale.values().find_map(|why| match why {
+                            evidence::Stale::RewritesOwnScope { changed, .. } if !changed.is_empty() => {
+                                Some(changed.join(", "))
+                            }
+                            _ => None,
+                        });
+                        let files = changed.unwrap_or_else(|| "the files in scope".into());
+                        format!(
+                            "build completed, but {}",
+                            crate::domain::next::rewrite_reason(&self.task, &rewriting, &files)
+                        )
+                    }
+                    Status::Review if !stale.is_empty() => {
+                        "build completed, but its commands changed files in the task's scope since they ran: \
                      build again to record evidence of the files as they are now"
-                        .into()
+                            .into()
+                    }
+                    Status::Review => "build completed; ready for review".into(),
+                    _ => spec.current_state.reason.clone(),
+                };
+                let state = match (status, timed_out) {
+                    (Status::Blocked, true) => JobState::TimedOut,
+                    (Status::Blocked, false) => JobState::Failed,
+                    _ => JobState::Succeeded,
+                };
+                let outcome = BuildOutcome {
+                    task_id: self.task.clone(),
+                    status: status.to_string(),
+                    phase: target.label(),
+                    passed,
+                    failed,
+                    criteria: results,
+                    next_command: next.command,
+                    message: message.clone(),
+                };
+                crate::domain::job::JobRecord {
+                    state,
+                    finished_at: Some(clock::now_rfc3339()),
+                    activity: None,
+                    group: None,
+                    reason: Some(message),
+                    outcome: Some(outcome),
+                    ..job
                 }
-                Status::Review => "build completed; ready for review".into(),
-                _ => spec.current_state.reason.clone(),
-            };
-            let state = match (status, timed_out) {
-                (Status::Blocked, true) => JobState::TimedOut,
-                (Status::Blocked, false) => JobState::Failed,
-                _ => JobState::Succeeded,
-            };
-            let outcome = BuildOutcome {
-                task_id: self.task.clone(),
-                status: status.to_string(),
-                phase: target.label(),
-                passed,
-                failed,
-                criteria: results,
-                next_command: next.command,
-                message: message.clone(),
-            };
-            crate::domain::job::JobRecord {
-                state,
-                finished_at: Some(clock::now_rfc3339()),
-                activity: None,
-                group: None,
-                reason: Some(message),
-                outcome: Some(outcome),
-                ..job
-            }
-        })
-        .await
+            })
+            .await?;
+        // The spec stopped being one file that reads while the step ran (an editor saved it at
+        // its old place, a criterion copied it): the answer's next is the one `status` gives,
+        // which names that (the ledger alone would say review, which refuses).
+        let unread = |e: &crate::workspace::index::LoadedSpec| {
+            !e.duplicates.is_empty() || e.read_error.is_some() || e.parsed.structural_errors().next().is_some()
+        };
+        if super::fresh_entry(&self.daemon, &self.ws, &self.task).map_or(true, |e| unread(&e))
+            && let Ok(next) = super::read::status_next(&self.daemon, &self.ws, &self.task, true).await
+            && let Some(outcome) = record.outcome.as_mut()
+        {
+            outcome.next_command = next.command;
+            outcome.message = format!("{}; but {}", outcome.message, next.reason);
+            record.reason = Some(outcome.message.clone());
+        }
+        Ok((record, in_place))
     }
 
     async fn steps(

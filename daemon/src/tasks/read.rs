@@ -33,7 +33,8 @@ fn ledger_view(
 
 /// The evidence's freshness and the next action `status` and `handoff` show: the lifecycle's
 /// decision with what only the file and the IO know laid over it (the file's errors and
-/// misfiling, a baseline commit gone, a build job still running).
+/// misfiling, a baseline commit gone, a build job still running, unless `ending_build`: the
+/// build asks for the next step it answers with).
 async fn shown_next(
     daemon: &Daemon,
     ws: &crate::workspace::Workspace,
@@ -41,6 +42,7 @@ async fn shown_next(
     spec: &Spec,
     entries: &[LedgerEntry],
     errors: usize,
+    ending_build: bool,
 ) -> (crate::evidence::Freshness, m::NextAction) {
     let fresh = crate::evidence::freshness(ws, spec, entries).await;
     let misfiled = super::misfiled(ws, entry, crate::domain::ledger::replay(entries).status);
@@ -51,7 +53,7 @@ async fn shown_next(
     };
     let next = crate::evidence::next_for(daemon, ws, spec, entries, &fresh.stale, file);
     let next = crate::evidence::past_lost_baseline(ws, spec, entries, next).await;
-    let next = crate::evidence::while_building(daemon, ws, &spec.front.task_id, next);
+    let next = if ending_build { next } else { crate::evidence::while_building(daemon, ws, &spec.front.task_id, next) };
     (fresh, crate::evidence::from_the_linked_checkout(ws, next))
 }
 
@@ -75,16 +77,24 @@ fn status_errors(
 /// progress (a fresh review after an accepted one) or hide a step (`reconcile`). Should the
 /// task not read now, the hint says where to look: the refusal itself still stands.
 pub(crate) async fn refusal_hint(daemon: &Daemon, ws: &crate::workspace::Workspace, task: &str) -> String {
-    let next = async {
-        let entry = super::fresh_entry(daemon, ws, task)?;
-        let (spec, entries) = ledger_view(daemon, ws, &entry)?;
-        let errors = status_errors(daemon, ws, &entry, &entries)?;
-        RpcResult::Ok(shown_next(daemon, ws, &entry, &spec, &entries, errors.len()).await.1)
-    };
-    match next.await {
+    match status_next(daemon, ws, task, false).await {
         Ok(next) => format!("next: `{}` ({})", next.command, next.reason),
         Err(e) => format!("see `scafld status {task}` for the next action ({e})"),
     }
+}
+
+/// The next action `status` shows for `task`, whose spec file is there (as the build job that
+/// asks leaves it, when `ending_build`).
+pub(crate) async fn status_next(
+    daemon: &Daemon,
+    ws: &crate::workspace::Workspace,
+    task: &str,
+    ending_build: bool,
+) -> RpcResult<m::NextAction> {
+    let entry = super::fresh_entry(daemon, ws, task)?;
+    let (spec, entries) = ledger_view(daemon, ws, &entry)?;
+    let errors = status_errors(daemon, ws, &entry, &entries)?;
+    Ok(shown_next(daemon, ws, &entry, &spec, &entries, errors.len(), ending_build).await.1)
 }
 
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
@@ -99,7 +109,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     };
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let errors = status_errors(daemon, &ws, &entry, &entries)?;
-    let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len()).await;
+    let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len(), false).await;
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
     Ok(answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes))
 }
@@ -535,7 +545,7 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
             runs.insert(criterion_id.clone(), (*exit_code, excerpt));
         }
     }
-    let (fresh, next) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len()).await;
+    let (fresh, next) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len(), false).await;
     let rejected = crate::domain::ledger::replay(&entries).review_rejected;
     let context = handoff::Context {
         errors: &errors,
