@@ -259,13 +259,26 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
 }
 
 /// A future that resolves with a reason on SIGTERM or SIGINT. The handlers are installed now.
+/// The signals that stop the daemon in order (a hangup or quit included: their default would
+/// end it mid-write, like a crash); the user signals, whose default is to end it too, are
+/// logged and otherwise ignored.
 fn shutdown_signal() -> Result<impl std::future::Future<Output = String>, BoxError> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut quit = signal(SignalKind::quit())?;
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
     Ok(async move {
-        tokio::select! {
-            _ = term.recv() => "SIGTERM".to_string(),
-            _ = int.recv() => "SIGINT".to_string(),
+        loop {
+            tokio::select! {
+                _ = term.recv() => return "SIGTERM".to_string(),
+                _ = int.recv() => return "SIGINT".to_string(),
+                _ = hup.recv() => return "SIGHUP".to_string(),
+                _ = quit.recv() => return "SIGQUIT".to_string(),
+                _ = usr1.recv() => tracing::info!("SIGUSR1 ignored (SIGTERM stops the daemon)"),
+                _ = usr2.recv() => tracing::info!("SIGUSR2 ignored (SIGTERM stops the daemon)"),
+            }
         }
     })
 }

@@ -91,12 +91,16 @@ fn commands_get_the_callers_umask_and_file_limit_not_the_daemons() {
 }
 
 #[test]
-fn sigterm_and_sigint_shut_down_cleanly() {
-    for signal in [Signal::SIGTERM, Signal::SIGINT] {
+fn stop_signals_shut_down_cleanly_and_user_signals_are_ignored() {
+    for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT] {
         let mut env = TestEnv::new();
         let pid = env.start_daemon();
         let mut subscriber = env.client();
         subscriber.result("events.subscribe", json!({}));
+        // A user signal ends nothing: the daemon still answers.
+        kill(Pid::from_raw(pid as i32), Signal::SIGUSR1).unwrap();
+        kill(Pid::from_raw(pid as i32), Signal::SIGUSR2).unwrap();
+        env.client().result("daemon.status", json!({}));
         kill(Pid::from_raw(pid as i32), signal).unwrap();
         assert_eq!(subscriber.next_event()["kind"], "daemon_shutting_down");
         let status = env.take_daemon().wait().unwrap();
