@@ -54,6 +54,22 @@ struct Args {
     ready_fd: Option<i32>,
 }
 
+/// Print a line to stdout or stderr; a line that cannot be written (output to a full disk, a
+/// closed pipe) is lost, never a panic: the exit code still says how the run ended.
+macro_rules! report_out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+macro_rules! report_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.man {
@@ -66,7 +82,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("scafldd: error: cannot render the man page: {e}");
+                report_err!("scafldd: error: cannot render the man page: {e}");
                 ExitCode::FAILURE
             }
         };
@@ -74,12 +90,12 @@ fn main() -> ExitCode {
     match start(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("scafldd: error: {e}");
+            report_err!("scafldd: error: {e}");
             if let Some(SocketError::AlreadyRunning(_)) = e.downcast_ref::<SocketError>() {
-                eprintln!("hint: stop it with `scafld daemon stop`, or set SCAFLD_SOCKET to run a second one");
+                report_err!("hint: stop it with `scafld daemon stop`, or set SCAFLD_SOCKET to run a second one");
             }
             if let Some(StoreError::Damaged { .. }) = e.downcast_ref::<StoreError>() {
-                eprintln!("hint: {RECOVERY_HINT}");
+                report_err!("hint: {RECOVERY_HINT}");
             }
             ExitCode::FAILURE
         }
@@ -203,7 +219,7 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
         return Err(refused(format!("a daemon is answering at {}", socket.display()), stop));
     }
     if scafld_daemon::store::recover::healthy(&db_dir) {
-        println!(
+        report_out!(
             "the database at {} opens and holds everything its manifest records: nothing to recover; nothing was changed",
             db_dir.display()
         );
@@ -211,44 +227,44 @@ fn recover(socket: &std::path::Path, state_dir: &std::path::Path) -> Result<(), 
     }
     let report = scafld_daemon::store::recover::recover(&db_dir)?;
     match &report.kept {
-        Some(kept) => println!("kept the damaged database at {}", kept.display()),
+        Some(kept) => report_out!("kept the damaged database at {}", kept.display()),
         None if report.had_manifest => {
-            println!("there was no database at {}; rebuilt it from its manifest", db_dir.display())
+            report_out!("there was no database at {}; rebuilt it from its manifest", db_dir.display())
         }
         None if report.unreadable_manifest.is_some() => {
-            println!("there was no database at {}, and its manifest does not read", db_dir.display())
+            report_out!("there was no database at {}, and its manifest does not read", db_dir.display())
         }
-        None => println!("there was no database at {} and no manifest beside it", db_dir.display()),
+        None => report_out!("there was no database at {} and no manifest beside it", db_dir.display()),
     }
-    println!("restored {} workspace(s) and {} task ledger(s)", report.workspaces, report.restored.len());
+    report_out!("restored {} workspace(s) and {} task ledger(s)", report.workspaces, report.restored.len());
     for restored in &report.restored {
-        println!("  {}: {} entries {}", restored.key, restored.entries, restored.source());
+        report_out!("  {}: {} entries {}", restored.key, restored.entries, restored.source());
     }
     if !report.refused.is_empty() {
-        println!(
+        report_out!(
             "refused exported ledgers (an export only fills what the database lost, agreeing with it and the manifest; nothing was taken from these):"
         );
         for (task, path, why) in &report.refused {
-            println!("  {task}: {}: {why}", path.display());
+            report_out!("  {task}: {}: {why}", path.display());
         }
     }
     if let Some(why) = &report.unreadable_manifest {
-        println!(
+        report_out!(
             "the manifest could not be read ({why}; kept beside the damaged database): what was lost cannot be told, and what the workspaces it names export was taken unchecked"
         );
     } else if !report.had_manifest {
-        println!(
+        report_out!(
             "no manifest was read: what was lost cannot be told, and only workspaces a database copy named were searched for exported ledgers"
         );
     } else if report.lost.is_empty() {
-        println!("nothing the manifest recorded was lost");
+        report_out!("nothing the manifest recorded was lost");
     } else {
-        println!("lost (export ledgers with `scafld session <task> --export` to guard against this):");
+        report_out!("lost (export ledgers with `scafld session <task> --export` to guard against this):");
         for line in &report.lost {
-            println!("  {line}");
+            report_out!("  {line}");
         }
     }
-    println!("jobs and review sessions are not rebuilt: run the reviews again");
+    report_out!("jobs and review sessions are not rebuilt: run the reviews again");
     tracing::warn!(
         restored = report.restored.len(),
         refused = report.refused.len(),

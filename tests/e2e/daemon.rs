@@ -137,6 +137,11 @@ fn second_daemon_on_the_same_socket_is_refused() {
     );
     // The first daemon is unharmed.
     env.client().result("daemon.status", json!({}));
+    // A refusal whose message cannot be written (stderr on a full disk) still exits 1, not a
+    // panic's 101.
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let output = env.daemon_command().stderr(full).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
 }
 
 #[test]
