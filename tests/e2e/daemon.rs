@@ -448,6 +448,14 @@ fn ledger_len(env: &TestEnv, task: &str) -> usize {
     env.scafld(&["session", task, "--json"]).json()["result"]["entries"].as_array().unwrap().len()
 }
 
+/// [`ledger_len`] with the daemon stopped: started for the question, stopped after it.
+fn ledger_len_stopped(env: &mut TestEnv, task: &str) -> usize {
+    env.start_daemon();
+    let entries = ledger_len(env, task);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    entries
+}
+
 fn refused_to_start(env: &TestEnv) -> String {
     let output = env.daemon_command().output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -555,6 +563,78 @@ fn a_recovery_of_a_healthy_database_changes_nothing() {
     assert!(aside.is_empty(), "{aside:?}");
     env.start_daemon();
     assert_eq!(ledger_len(&env, "keep"), entries);
+}
+
+/// The snapshot sled last finished in the database folder `db`: its path and log position.
+fn finished_snapshot(db: &std::path::Path) -> (std::path::PathBuf, u64) {
+    let snapshot = std::fs::read_dir(db)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().strip_prefix("snap.").is_some_and(|n| !n.contains('.')))
+        .expect("sled wrote a snapshot");
+    let lsn = snapshot.file_name().unwrap().to_string_lossy()["snap.".len()..].to_string();
+    (snapshot, u64::from_str_radix(&lsn, 16).unwrap())
+}
+
+/// What sled leaves when its snapshot write at open is cut short (a full disk: nothing
+/// written; a kill mid-write: part of it), named as sled names it, after the finished one.
+fn leave_unfinished_snapshots(db: &std::path::Path) -> (std::path::PathBuf, Vec<u8>) {
+    let (snapshot, lsn) = finished_snapshot(db);
+    std::fs::write(db.join(format!("snap.{:016X}.generating", lsn + 1)), b"").unwrap();
+    let bytes = std::fs::read(snapshot).unwrap();
+    let partial = bytes[..bytes.len() / 2].to_vec();
+    let name = format!("snap.{:016X}.generating", lsn + 2);
+    std::fs::write(db.join(&name), &partial).unwrap();
+    (db.join(name), partial)
+}
+
+/// sled reads whichever `snap.*` file sorts last, one it had not finished writing included: a
+/// daemon killed while sled wrote its start-up snapshot, or a disk that filled up under it,
+/// left the database refused as damaged and a recovery restoring nothing from it. The next
+/// start sets the unfinished snapshots aside (the empty one removed, the partial one moved
+/// beside the database and logged) and serves every entry.
+#[test]
+fn an_unfinished_snapshot_is_set_aside_and_the_database_opens_whole() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let gone = ledger_len_stopped(&mut env, "gone");
+    let db = env.state_dir.join("db");
+    let (partial, bytes) = leave_unfinished_snapshots(&db);
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    assert_eq!(ledger_len(&env, "keep"), entries);
+    assert_eq!(ledger_len(&env, "gone"), gone);
+    let names = |dir: &std::path::Path| -> Vec<String> {
+        let listing = std::fs::read_dir(dir).unwrap().flatten();
+        listing.map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+    };
+    assert!(!names(&db).iter().any(|n| n.ends_with(".generating")), "{:?}", names(&db));
+    let name = partial.file_name().unwrap().to_string_lossy().into_owned();
+    let moved: Vec<String> =
+        names(&env.state_dir).into_iter().filter(|n| n.starts_with(&format!("db.{name}.unfinished-"))).collect();
+    assert_eq!(moved.len(), 1, "the partial snapshot is moved aside, not deleted: {:?}", names(&env.state_dir));
+    assert_eq!(std::fs::read(env.state_dir.join(&moved[0])).unwrap(), bytes);
+    let log = std::fs::read_to_string(env.state_dir.join("scafldd.log")).unwrap();
+    assert!(log.contains(&format!("moved {name}")) && log.contains(&moved[0]), "{log}");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
+/// A copy a refused start kept aside (before the fix, one holding an unfinished snapshot) is
+/// read by a recovery: every ledger comes back from the database, none is reported lost.
+#[test]
+fn a_recovery_reads_a_database_beside_an_unfinished_snapshot() {
+    let mut env = TestEnv::new();
+    workspace_with_ledgers(&mut env);
+    let gone = ledger_len_stopped(&mut env, "gone");
+    let db = env.state_dir.join("db");
+    leave_unfinished_snapshots(&db);
+    let report = recover_after_a_refused_start(&env);
+    assert!(report.contains(&format!("/gone: {gone} entries from the database")), "{report}");
+    assert!(report.contains("nothing the manifest recorded was lost"), "{report}");
+    let generating = std::fs::read_dir(env.state_dir.join("db.damaged-earlier")).unwrap().flatten();
+    assert_eq!(generating.filter(|e| e.file_name().to_string_lossy().ends_with(".generating")).count(), 2);
+    env.start_daemon();
+    assert_eq!(ledger_len(&env, "gone"), gone);
 }
 
 /// An export edited after it was written (a recorded result turned) is refused when it would

@@ -143,6 +143,7 @@ struct Trees {
 
 impl Trees {
     fn open(dir: &Path) -> Result<Trees, StoreError> {
+        set_aside_unfinished_snapshots(dir).map_err(|e| StoreError::Backend(sled::Error::Io(e)))?;
         let db = sled::Config::new().path(dir).mode(sled::Mode::LowSpace).open()?;
         Ok(Trees {
             workspaces: db.open_tree("workspaces")?,
@@ -273,6 +274,52 @@ impl SledStore {
             Err(_) => tracing::warn!("cannot reopen the state database: the engine panicked"),
         }
     }
+}
+
+/// Whether `name` is a snapshot sled 0.34 had not finished writing. sled writes a snapshot (an
+/// index of its log, rebuilt from the log at every open) to `snap.<lsn>.generating`, syncs it,
+/// renames it to `snap.<lsn>` and only then removes older snapshots; but it reads whichever
+/// `snap.*` file sorts last, `.generating` included, and refuses the whole database as corrupt
+/// when that one is cut short (a full disk, a kill while it opens).
+pub(super) fn is_unfinished_snapshot(name: &std::ffi::OsStr) -> bool {
+    name.to_str().is_some_and(|n| n.starts_with("snap.") && n.ends_with(".generating"))
+}
+
+/// The unfinished snapshots (see [`is_unfinished_snapshot`]) in the database directory `dir`.
+pub(super) fn unfinished_snapshots(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(entries
+            .flatten()
+            .filter(|e| is_unfinished_snapshot(&e.file_name()) && e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path())
+            .collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Take sled's unfinished snapshots out of the database directory before it opens, so that it
+/// reads its last finished snapshot and the log after it, as before the write that was cut
+/// short. Such a file is never the only copy of anything (it only becomes a snapshot once
+/// renamed, and the snapshot it would have become is rebuilt from the log), yet only an empty
+/// one is removed: any other is moved beside the database, and both are logged. Left alone
+/// while another process holds the database (it may be writing one).
+fn set_aside_unfinished_snapshots(dir: &Path) -> std::io::Result<()> {
+    if lock::database_in_use(dir).is_err() {
+        return Ok(());
+    }
+    for path in unfinished_snapshots(dir)? {
+        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        if std::fs::metadata(&path)?.len() == 0 {
+            std::fs::remove_file(&path)?;
+            tracing::warn!(db = %dir.display(), "removed {name}: an empty snapshot the database engine had not finished writing");
+        } else {
+            let kept = aside(dir, &format!("{name}.unfinished"));
+            std::fs::rename(&path, &kept)?;
+            tracing::warn!(db = %dir.display(), "moved {name}, a snapshot the database engine had not finished writing, to {} (it holds nothing the database lacks: delete it at will)", kept.display());
+        }
+    }
+    Ok(())
 }
 
 /// Databases larger than this are opened without a copy made first (a damaged one is then
@@ -734,6 +781,31 @@ mod tests {
         drop(store);
         let store = SledStore::open(&db).unwrap();
         assert_eq!(store.jobs().unwrap().iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), vec!["job-1-a"]);
+    }
+
+    /// A full disk fails sled's writes; the reopen that follows fails too, leaving the snapshot
+    /// sled could not write as an empty `snap.<lsn>.generating`, and the store with no handles.
+    /// Once there is room again the next call reopens the database, which reads whole.
+    #[test]
+    fn a_reopen_after_a_full_disk_sets_aside_the_snapshot_sled_could_not_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let store = SledStore::open(&db).unwrap();
+        let event = LedgerEvent::Build { status: "active".into(), reason: "kept".into() };
+        store.append("w", "t", "now", vec![event.clone(), event]).unwrap();
+        drop(store);
+        let store = SledStore::open(&db).unwrap(); // sled writes its first snapshot
+        // The state a failed reopen leaves: the handles gone, the empty snapshot beside the log.
+        drop(store.trees.write().unwrap().take());
+        let snapshot = std::fs::read_dir(&db)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .find(|n| n.to_string_lossy().starts_with("snap."));
+        let unfinished = db.join(format!("{}.generating", snapshot.unwrap().to_string_lossy()));
+        std::fs::write(&unfinished, b"").unwrap();
+        assert_eq!(store.ledger("w", "t").expect("the next call reopens the database").len(), 2);
+        assert!(!unfinished.exists());
     }
 
     /// A build step's events and the end of its job share one flush: both read back after a

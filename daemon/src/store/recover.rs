@@ -230,6 +230,10 @@ fn salvage(kept: &Path, roots: &mut BTreeMap<String, String>, held: &mut Held) {
     if copy_dir(kept, &copy).is_err() {
         return;
     }
+    // The copy is scratch: an unfinished snapshot in it would make sled refuse all of it.
+    for unfinished in super::unfinished_snapshots(&copy).unwrap_or_default() {
+        let _ = std::fs::remove_file(unfinished);
+    }
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let Ok(db) = sled::Config::new().path(&copy).open() else { return };
         if let Ok(tree) = db.open_tree("workspaces") {
