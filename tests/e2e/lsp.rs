@@ -1,7 +1,7 @@
 //! `scafld lsp` through the real binary: a small LSP client of ours (Content-Length frames over
 //! pipes) against a real daemon: buffer diagnostics at their 0-based lines (cleared with an
 //! empty list, republished when the file changes on disk), review findings on the cited lines
-//! until resolved, hover, document symbols, executeCommand with `$/progress`, a daemon
+//! until resolved (a huge line held within LSP's range), hover, document symbols, executeCommand with `$/progress`, a daemon
 //! restart, a hung daemon, a workspace opened through a linked path with a space and
 //! non-ASCII in it (didClose back to the file's list), a clean exit, malformed messages and
 //! frames, requests with an invalid id or no JSON-RPC version, a buffer too long as JSON,
@@ -327,6 +327,26 @@ fn lsp_publishes_open_review_findings_on_the_cited_lines_until_resolved() {
     );
     command_review(&env, &reviewer(&env, "verify", &fixed, ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
     lsp.diagnostics(&lib, "the resolved finding cleared", |d| d.is_empty());
+}
+
+/// A reviewer may cite any line (the dossier asks only `minimum: 1`): one past LSP's
+/// `uinteger` (2^31-1) is still shown, at the last line a position can name, never at one a
+/// client refuses.
+#[test]
+fn lsp_holds_a_finding_on_a_huge_line_within_the_protocols_range() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let far = fail().replace(r#""line":2"#, r#""line":3000000000"#);
+    command_review(&env, &reviewer(&env, "far", &far, ""), &["--min-attack-angles", "2"]).assert_code(4);
+    let mut lsp = Lsp::start(&env, &env.work);
+    let lib = uri(&env.work.join("src/lib.rs"));
+    lsp.open(&lib, "pub fn greet() {}\n");
+    let findings = lsp.diagnostics(&lib, "the finding on src/lib.rs", |d| !d.is_empty());
+    assert_eq!(findings[0]["code"], "greeting-ignored", "{findings:?}");
+    let range = &findings[0]["range"];
+    let max = json!(i32::MAX);
+    assert_eq!((&range["start"]["line"], &range["end"]["line"]), (&max, &max), "{range}");
+    assert_eq!((&range["start"]["character"], &range["end"]["character"]), (&json!(0), &json!(0)), "{range}");
 }
 
 /// Progress goes out only on a token the editor accepted: one that refuses

@@ -15,6 +15,16 @@ use super::documents::{TaskKey, uri_to_path};
 
 pub const SOURCE: &str = "scafld";
 
+/// The largest line (or character) a position may carry: LSP's `uinteger` is 0 to 2^31-1, and
+/// a client refuses a position past it (Neovim 0.7 will not draw it). A line past the file's
+/// end is fine: the client shows it at the end.
+pub const MAX_POSITION: u32 = i32::MAX as u32;
+
+/// A position at the start of `line`, held within [`MAX_POSITION`].
+fn line_start(line: u32) -> Position {
+    Position::new(line.min(MAX_POSITION), 0)
+}
+
 /// A whole line (0-based): from its start to the start of the next one, which every client
 /// reads as the line's end (a character past it, such as `u32::MAX`, is beyond the protocol's
 /// 2^31-1 and Neovim 0.7 refuses to draw it).
@@ -22,9 +32,10 @@ pub fn line_range(line: u32) -> Range {
     whole_lines(line, line)
 }
 
-/// Lines `start` to `end` (0-based, inclusive) whole, as [`line_range`].
+/// Lines `start` to `end` (0-based, inclusive) whole, as [`line_range`]; a line past
+/// [`MAX_POSITION`] (a reviewer may cite any number) is held at it.
 pub fn whole_lines(start: u32, end: u32) -> Range {
-    Range::new(Position::new(start, 0), Position::new(end.saturating_add(1), 0))
+    Range::new(line_start(start), line_start(end.saturating_add(1)))
 }
 
 /// scafld's lines are 1-based with 0 for the whole file; LSP's are 0-based.
