@@ -1,12 +1,13 @@
 //! `scafld lsp` through the real binary: a small LSP client of ours (Content-Length frames over
-//! pipes) against a real daemon: buffer diagnostics at their 0-based lines (cleared with an
-//! empty list, republished when the file changes on disk), review findings on the cited lines
-//! until resolved (a huge line held within LSP's range), hover, document symbols, executeCommand with `$/progress`, a daemon
-//! restart, a hung daemon, a workspace opened through a linked path with a space and
-//! non-ASCII in it (didClose back to the file's list), a clean exit, malformed messages and
-//! frames, requests with an invalid id or no JSON-RPC version, a buffer too long as JSON,
-//! routine notes in the editor's log rather than on stderr; and the Neovim reference client,
-//! headless (`nvim` must be installed in CI; elsewhere its test is skipped with a notice).
+//! pipes) against a real daemon: buffer diagnostics at their 0-based lines (past a lone CR as
+//! the editor counts them; cleared with an empty list, republished when the file changes on
+//! disk), review findings on the cited lines until resolved (a huge line held within LSP's
+//! range), hover, document symbols, executeCommand with `$/progress`, a daemon restart, a hung
+//! daemon, a workspace opened through a linked path with a space and non-ASCII in it (didClose
+//! back to the file's list), a clean exit, malformed messages and frames, requests with an
+//! invalid id or no JSON-RPC version, a buffer too long as JSON, routine notes in the editor's
+//! log rather than on stderr; and the Neovim reference client, headless (`nvim` must be
+//! installed in CI; elsewhere its test is skipped with a notice).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -275,6 +276,50 @@ fn lsp_diagnostics_follow_the_buffer_and_the_file_on_disk() {
     let problem = diagnostics.iter().find(|d| names_it(d)).unwrap();
     assert!(problem["range"]["start"]["line"].as_u64().unwrap() < 10, "{diagnostics:?}");
     assert!(!has_duplicate(&diagnostics), "{diagnostics:?}");
+}
+
+/// The 0-based line of the first line holding `needle`, as LSP splits lines (`\r\n`, `\n` and
+/// a lone `\r` each end one).
+fn lsp_line_of(text: &str, needle: &str) -> u64 {
+    let lines: Vec<&str> = text.split("\r\n").flat_map(|l| l.split(['\r', '\n'])).collect();
+    lines.iter().position(|l| l.contains(needle)).unwrap() as u64
+}
+
+/// A stray CR (pasted text) ends a line for the editor but not for scafld: diagnostics, the
+/// outline and hover land on the editor's lines, for the buffer and for the file on disk.
+#[test]
+fn lsp_places_lines_as_the_editor_counts_them_past_a_lone_cr() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let text = broken("greet").replace("Prose   with", "Prose\r  with");
+    let path = write_spec(&env, "drafts", "greet", &text);
+    let duplicate = lsp_line_of(&text, "`ac2_1` boundary");
+    assert_eq!(duplicate, DUPLICATE_LINE + 1, "the CR puts it one line further down");
+    let on_duplicate = |d: &[Value]| {
+        d.iter().any(|d| d["range"]["start"]["line"] == duplicate && d["range"]["end"]["line"] == duplicate + 1)
+    };
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+    lsp.open(&uri, &text);
+    lsp.diagnostics(&uri, "the buffer's duplicate on the editor's line", on_duplicate);
+
+    let symbols = lsp.call("textDocument/documentSymbol", json!({"textDocument": {"uri": uri}}))["result"].clone();
+    let phase = &symbols[1];
+    assert_eq!(phase["selectionRange"]["start"]["line"], lsp_line_of(&text, "## Phase 2"), "{symbols}");
+    assert_eq!(phase["children"][0]["selectionRange"]["start"]["line"], lsp_line_of(&text, "`ac2_1` test"));
+    assert_eq!(phase["children"][1]["range"]["end"]["line"], lsp_line_of(&text, "grep -rn DEBUG") + 2, "{symbols}");
+    let hover = lsp.call(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": {"line": lsp_line_of(&text, "## Phase 2"), "character": 3}}),
+    );
+    let shown = hover["result"]["contents"]["value"].as_str().unwrap_or_default();
+    assert!(shown.contains("**Second** (phase2)"), "{hover}");
+
+    // Closed: the file's diagnostics, on the file's lines.
+    lsp.forget(&uri);
+    lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": uri}}));
+    lsp.diagnostics(&uri, "the file's duplicate on the editor's line", on_duplicate);
 }
 
 #[test]

@@ -5,47 +5,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use lsp_types::{
-    Diagnostic, DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Position, Range, Uri,
-};
+use lsp_types::{Diagnostic, DiagnosticRelatedInformation, DiagnosticSeverity, Location, NumberOrString, Uri};
 use scafld_protocol::methods as m;
 use serde::Deserialize;
 
 use super::documents::{TaskKey, uri_to_path};
+use super::lines::{LineMap, zero_based};
 
 pub const SOURCE: &str = "scafld";
 
-/// The largest line (or character) a position may carry: LSP's `uinteger` is 0 to 2^31-1, and
-/// a client refuses a position past it (Neovim 0.7 will not draw it). A line past the file's
-/// end is fine: the client shows it at the end.
-pub const MAX_POSITION: u32 = i32::MAX as u32;
-
-/// A position at the start of `line`, held within [`MAX_POSITION`].
-fn line_start(line: u32) -> Position {
-    Position::new(line.min(MAX_POSITION), 0)
-}
-
-/// A whole line (0-based): from its start to the start of the next one, which every client
-/// reads as the line's end (a character past it, such as `u32::MAX`, is beyond the protocol's
-/// 2^31-1 and Neovim 0.7 refuses to draw it).
-pub fn line_range(line: u32) -> Range {
-    whole_lines(line, line)
-}
-
-/// Lines `start` to `end` (0-based, inclusive) whole, as [`line_range`]; a line past
-/// [`MAX_POSITION`] (a reviewer may cite any number) is held at it.
-pub fn whole_lines(start: u32, end: u32) -> Range {
-    Range::new(line_start(start), line_start(end.saturating_add(1)))
-}
-
-/// scafld's lines are 1-based with 0 for the whole file; LSP's are 0-based.
-pub fn lsp_line(scafld_line: usize) -> u32 {
-    u32::try_from(scafld_line.saturating_sub(1)).unwrap_or(u32::MAX)
-}
-
-pub fn spec_diagnostic(d: &m::Diagnostic) -> Diagnostic {
+/// A diagnostic of scafld's on the editor's line for it in the text checked (`lines`).
+pub fn spec_diagnostic(d: &m::Diagnostic, lines: &LineMap) -> Diagnostic {
     Diagnostic {
-        range: line_range(lsp_line(d.line)),
+        range: lines.line_range(zero_based(d.line)),
         severity: Some(match d.severity {
             m::Severity::Error => DiagnosticSeverity::ERROR,
             m::Severity::Warning => DiagnosticSeverity::WARNING,
@@ -108,12 +80,14 @@ pub fn may_have_findings(status: &str) -> bool {
 /// The open findings of a task's latest review, each on the file and line it cites (the
 /// spec's first line when it cites none, unless the spec file is missing). Nothing once the
 /// task is no longer under way.
-/// `uri_of` names the URI of a path (the editor's spelling for a file it has open).
+/// `uri_of` names the URI of a path (the editor's spelling for a file it has open);
+/// `lines_of` places a cited line in that file (read as the reviewer read it).
 pub fn findings(
     root: &Path,
     spec_path: &Path,
     status: &m::StatusResult,
     uri_of: impl Fn(&Path) -> Option<Uri>,
+    lines_of: impl Fn(&Path) -> LineMap,
 ) -> Vec<(Uri, Diagnostic)> {
     if !may_have_findings(&status.status) {
         return Vec::new();
@@ -121,6 +95,9 @@ pub fn findings(
     let Some(review) = &status.review else { return Vec::new() };
     let Some(list) = review.get("findings").and_then(|f| f.as_array()) else { return Vec::new() };
     let spec_uri = if status.spec_missing { None } else { uri_of(spec_path) };
+    // Each cited file read once.
+    let mut maps: BTreeMap<std::path::PathBuf, LineMap> = BTreeMap::new();
+    let first_line = LineMap::default().line_range(0);
     list.iter()
         .filter_map(|value| serde_json::from_value::<Finding>(value.clone()).ok())
         .filter(|f| f.status == FindingStatus::Open)
@@ -130,12 +107,16 @@ pub fn findings(
             let inside = f.location.as_ref().and_then(|location| {
                 let cited = Path::new(&location.path);
                 let path = lexically_normal(&if cited.is_absolute() { cited.to_path_buf() } else { root.join(cited) });
-                path.starts_with(root).then(|| (path, location.line.map(lsp_line).unwrap_or(0)))
+                path.starts_with(root).then_some((path, location.line))
             });
             let elsewhere = f.location.as_ref().filter(|_| inside.is_none());
-            let (uri, line) = match inside {
-                Some((path, line)) => (uri_of(&path)?, line),
-                None => (spec_uri.clone()?, 0),
+            let (uri, range) = match inside {
+                Some((path, Some(line))) => {
+                    let uri = uri_of(&path)?;
+                    (uri, maps.entry(path).or_insert_with_key(|path| lines_of(path)).line_range(zero_based(line)))
+                }
+                Some((path, None)) => (uri_of(&path)?, first_line),
+                None => (spec_uri.clone()?, first_line),
             };
             let severity = match (f.severity, f.blocks_completion) {
                 (FindingSeverity::Critical | FindingSeverity::High, _) | (_, true) => DiagnosticSeverity::ERROR,
@@ -147,14 +128,14 @@ pub fn findings(
                 message.push_str(&format!(" (cites {}, outside the workspace)", cited.path));
             }
             let diagnostic = Diagnostic {
-                range: line_range(line),
+                range,
                 severity: Some(severity),
                 code: (!f.id.is_empty()).then(|| NumberOrString::String(f.id.clone())),
                 source: Some(SOURCE.into()),
                 message,
                 related_information: spec_uri.clone().map(|spec_uri| {
                     vec![DiagnosticRelatedInformation {
-                        location: Location::new(spec_uri, line_range(0)),
+                        location: Location::new(spec_uri, first_line),
                         message: format!("review finding of task `{}`", status.task_id),
                     }]
                 }),
@@ -336,6 +317,11 @@ mod tests {
         .unwrap()
     }
 
+    /// Files without a lone CR: scafld's lines are the editor's.
+    fn no_lines(_: &Path) -> LineMap {
+        LineMap::default()
+    }
+
     #[test]
     fn open_findings_land_on_the_cited_line_and_resolved_ones_do_not() {
         let review = serde_json::json!({"findings": [
@@ -344,7 +330,7 @@ mod tests {
             {"id": "f3", "severity": "high", "blocks_completion": true, "summary": "done", "status": "fixed"},
         ]});
         let spec = Path::new("/w/.scafld/specs/review/t.md");
-        let found = findings(Path::new("/w"), spec, &status(review.clone(), "review"), path_to_uri);
+        let found = findings(Path::new("/w"), spec, &status(review.clone(), "review"), path_to_uri, no_lines);
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].0.as_str(), "file:///w/src/a.rs");
         assert_eq!(found[0].1.range.start.line, 2);
@@ -353,8 +339,18 @@ mod tests {
         assert_eq!(found[1].0.as_str(), "file:///w/.scafld/specs/review/t.md");
         assert_eq!(found[1].1.severity, Some(DiagnosticSeverity::INFORMATION));
         for over in ["completed", "failed", "cancelled"] {
-            assert!(findings(Path::new("/w"), spec, &status(review.clone(), over), path_to_uri).is_empty(), "{over}");
+            assert!(
+                findings(Path::new("/w"), spec, &status(review.clone(), over), path_to_uri, no_lines).is_empty(),
+                "{over}"
+            );
         }
+        // A lone CR before the cited line ends a line in the editor: the finding moves with it.
+        let cr = |path: &Path| {
+            assert_eq!(path, Path::new("/w/src/a.rs"));
+            LineMap::of(b"a\rb\nc\nd\n")
+        };
+        let found = findings(Path::new("/w"), spec, &status(review, "review"), path_to_uri, cr);
+        assert_eq!((found[0].1.range.start.line, found[0].1.range.end.line), (3, 4));
     }
 
     /// A finding citing a file outside the workspace (absolute, or climbing out with `..`) marks
@@ -367,7 +363,7 @@ mod tests {
             {"id": "f3", "severity": "high", "blocks_completion": true, "summary": "in", "location": {"path": "./src/../b.rs", "line": 4}},
         ]});
         let spec = Path::new("/w/.scafld/specs/review/t.md");
-        let found = findings(Path::new("/w"), spec, &status(review, "review"), path_to_uri);
+        let found = findings(Path::new("/w"), spec, &status(review, "review"), path_to_uri, no_lines);
         let uris: Vec<&str> = found.iter().map(|(uri, _)| uri.as_str()).collect();
         assert_eq!(
             uris,
@@ -386,7 +382,10 @@ mod tests {
         let ours = Uri::from_str("file:///w%C3%B6/src/a.rs").unwrap();
         let editors = Uri::from_str("file:///w%c3%b6/src/a.rs").unwrap();
         let task: TaskKey = ("/wö".into(), "t".into());
-        let d = spec_diagnostic(&m::Diagnostic { line: 1, severity: m::Severity::Error, message: "x".into() });
+        let d = spec_diagnostic(
+            &m::Diagnostic { line: 1, severity: m::Severity::Error, message: "x".into() },
+            &LineMap::default(),
+        );
         published.set_findings(task, vec![(ours.clone(), d.clone())]);
         assert!(published.compose(&ours, false).is_some());
         let touched = published.respell(Path::new("/wö/src/a.rs"), &editors);
@@ -402,7 +401,10 @@ mod tests {
         let mut published = Published::default();
         let uri = Uri::from_str("file:///w/.scafld/specs/drafts/t.md").unwrap();
         let task: TaskKey = ("/w".into(), "t".into());
-        let d = spec_diagnostic(&m::Diagnostic { line: 0, severity: m::Severity::Error, message: "x".into() });
+        let d = spec_diagnostic(
+            &m::Diagnostic { line: 0, severity: m::Severity::Error, message: "x".into() },
+            &LineMap::default(),
+        );
         assert_eq!(d.range.start.line, 0);
         published.set_spec(task.clone(), vec![(uri.clone(), vec![d])]);
         assert_eq!(published.compose(&uri, false).unwrap().len(), 1);
@@ -420,7 +422,10 @@ mod tests {
         let uri = |p: &str| Uri::from_str(&format!("file://{p}/.scafld/specs/drafts/t.md")).unwrap();
         let (file, one, two) = (uri("/w"), uri("/one"), uri("/two"));
         let task: TaskKey = ("/w".into(), "t".into());
-        let d = spec_diagnostic(&m::Diagnostic { line: 3, severity: m::Severity::Error, message: "x".into() });
+        let d = spec_diagnostic(
+            &m::Diagnostic { line: 3, severity: m::Severity::Error, message: "x".into() },
+            &LineMap::default(),
+        );
         published.set_spec(task.clone(), vec![(file.clone(), vec![d.clone()])]);
         assert!(published.compose(&file, false).is_some());
         let open = [one.clone(), two.clone()];

@@ -11,6 +11,7 @@ mod commands;
 mod daemon;
 mod diagnostics;
 mod documents;
+mod lines;
 mod outline;
 mod transport;
 
@@ -34,6 +35,7 @@ pub use daemon::{Connector, Dial, LinkError};
 use daemon::{Link, LinkEvent};
 use diagnostics::Published;
 use documents::{Document, Documents, SpecFile, TaskKey, spec_file, uri_to_path};
+use lines::LineMap;
 use outline::ScafldCommand;
 use transport::InputEnd;
 
@@ -452,7 +454,7 @@ impl Server {
             return Ok(vec![problem(message)]);
         }
         match self.link.call::<m::TaskCheck>(&params) {
-            Ok(result) => Ok(result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect()),
+            Ok(result) => Ok(spec_diagnostics(&result, &LineMap::of(doc.text.as_bytes()))),
             // The daemon refuses the file itself (a bad task id, an unknown workspace): say so on it.
             Err(LinkError::Refused { message, .. }) => Ok(vec![problem(message)]),
             Err(e) => Err(e),
@@ -476,7 +478,9 @@ impl Server {
             let params = m::CheckParams { root: root.path.display().to_string(), task_id: task_id.into(), text: None };
             match self.link.call::<m::TaskCheck>(&params) {
                 Ok(result) => {
-                    let diagnostics: Vec<_> = result.diagnostics.iter().map(diagnostics::spec_diagnostic).collect();
+                    // The file's diagnostics, on the file's lines.
+                    let file = root.path.join(&result.path);
+                    let diagnostics = spec_diagnostics(&result, &LineMap::of_file(&file));
                     for named_by in named_by {
                         if let Some(uri) = self.docs.uri_of(&named_by.join(&result.path)) {
                             lists.push((uri, diagnostics.clone()));
@@ -499,9 +503,13 @@ impl Server {
         let key: TaskKey = (root.canonical.clone(), task_id.to_string());
         let params = m::TaskParams { root: root.path.display().to_string(), task_id: task_id.into() };
         let found = match self.link.call::<m::TaskStatus>(&params) {
-            Ok(status) => {
-                diagnostics::findings(&root.path, &root.path.join(&status.path), &status, |p| self.docs.uri_of(p))
-            }
+            Ok(status) => diagnostics::findings(
+                &root.path,
+                &root.path.join(&status.path),
+                &status,
+                |p| self.docs.uri_of(p),
+                LineMap::of_file,
+            ),
             Err(LinkError::Refused { .. }) => Vec::new(),
             Err(e) => return Err(e),
         };
@@ -695,7 +703,12 @@ fn json_len(value: &impl serde::Serialize) -> usize {
 
 /// A problem with the whole file, on its first line.
 fn problem(message: String) -> lsp_types::Diagnostic {
-    diagnostics::spec_diagnostic(&m::Diagnostic { line: 0, severity: m::Severity::Error, message })
+    diagnostics::spec_diagnostic(&m::Diagnostic { line: 0, severity: m::Severity::Error, message }, &LineMap::default())
+}
+
+/// A check's diagnostics, on the editor's lines of the text checked.
+fn spec_diagnostics(checked: &m::ValidateResult, lines: &LineMap) -> Vec<lsp_types::Diagnostic> {
+    checked.diagnostics.iter().map(|d| diagnostics::spec_diagnostic(d, lines)).collect()
 }
 
 #[cfg(test)]

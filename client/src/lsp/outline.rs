@@ -1,5 +1,6 @@
 //! A spec's outline for the editor: document symbols (phases and their criteria), hover text
-//! for a criterion or a phase heading, and the code lenses of the scafld commands.
+//! for a criterion or a phase heading, and the code lenses of the scafld commands. Lines are
+//! scafld's (0-based) until a position is built ([`LineMap`]).
 
 use lsp_types::{
     CodeLens, Command, DocumentSymbol, Hover, HoverContents, MarkupContent, MarkupKind, Position, Range, SymbolKind,
@@ -7,7 +8,7 @@ use lsp_types::{
 };
 use scafld_protocol::methods as m;
 
-use super::diagnostics::{lsp_line, whole_lines};
+use super::lines::{LineMap, zero_based};
 
 /// The workspace commands the server runs (`workspace/executeCommand`), by their LSP names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,8 +79,8 @@ fn criterion_end(lines: &[&str], head: u32) -> u32 {
     end
 }
 
-fn criterion_symbol(c: &m::CriterionStructure, lines: &[&str]) -> DocumentSymbol {
-    let head = lsp_line(c.line);
+fn criterion_symbol(c: &m::CriterionStructure, lines: &[&str], map: &LineMap) -> DocumentSymbol {
+    let head = zero_based(c.line);
     #[allow(deprecated)] // `deprecated` is a required field of the type, superseded by tags.
     DocumentSymbol {
         name: c.id.clone(),
@@ -87,8 +88,8 @@ fn criterion_symbol(c: &m::CriterionStructure, lines: &[&str]) -> DocumentSymbol
         kind: SymbolKind::EVENT,
         tags: None,
         deprecated: None,
-        range: whole_lines(head, criterion_end(lines, head)),
-        selection_range: whole_lines(head, head),
+        range: map.whole_lines(head, criterion_end(lines, head)),
+        selection_range: map.line_range(head),
         children: None,
     }
 }
@@ -96,13 +97,15 @@ fn criterion_symbol(c: &m::CriterionStructure, lines: &[&str]) -> DocumentSymbol
 /// Phases with their criteria, then the task-level criteria.
 pub fn symbols(spec: &m::ValidateResult, text: &str) -> Vec<DocumentSymbol> {
     let lines: Vec<&str> = text.lines().collect();
+    let map = LineMap::of(text.as_bytes());
     let mut out = Vec::new();
     for (i, phase) in spec.phases.iter().enumerate() {
-        let head = lsp_line(phase.line);
-        let children: Vec<DocumentSymbol> = phase.criteria.iter().map(|c| criterion_symbol(c, &lines)).collect();
+        let head = zero_based(phase.line);
+        let last_criterion = |c: &m::CriterionStructure| criterion_end(&lines, zero_based(c.line));
+        let children: Vec<DocumentSymbol> = phase.criteria.iter().map(|c| criterion_symbol(c, &lines, &map)).collect();
         let end = match spec.phases.get(i + 1) {
-            Some(next) if next.line > phase.line => lsp_line(next.line).saturating_sub(1),
-            _ => children.iter().map(|c| c.range.end.line).max().unwrap_or(head),
+            Some(next) if next.line > phase.line => zero_based(next.line).saturating_sub(1),
+            _ => phase.criteria.iter().map(last_criterion).max().unwrap_or(head),
         };
         #[allow(deprecated)]
         out.push(DocumentSymbol {
@@ -111,12 +114,12 @@ pub fn symbols(spec: &m::ValidateResult, text: &str) -> Vec<DocumentSymbol> {
             kind: SymbolKind::NAMESPACE,
             tags: None,
             deprecated: None,
-            range: whole_lines(head, end.max(head)),
-            selection_range: whole_lines(head, head),
+            range: map.whole_lines(head, end.max(head)),
+            selection_range: map.line_range(head),
             children: Some(children),
         });
     }
-    out.extend(spec.criteria.iter().map(|c| criterion_symbol(c, &lines)));
+    out.extend(spec.criteria.iter().map(|c| criterion_symbol(c, &lines, &map)));
     out
 }
 
@@ -124,10 +127,11 @@ fn markdown(value: String) -> Hover {
     Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value }), range: None }
 }
 
-/// What to show for the 0-based `line`: a criterion's state, or a phase's progress.
+/// What to show for the editor's 0-based `line`: a criterion's state, or a phase's progress.
 pub fn hover(spec: &m::ValidateResult, status: Option<&m::StatusResult>, text: &str, line: u32) -> Option<Hover> {
     let lines: Vec<&str> = text.lines().collect();
-    if let Some(phase) = spec.phases.iter().find(|p| p.line > 0 && lsp_line(p.line) == line) {
+    let line = LineMap::of(text.as_bytes()).scafld_line(line);
+    if let Some(phase) = spec.phases.iter().find(|p| p.line > 0 && zero_based(p.line) == line) {
         let progress = status.and_then(|s| s.phases.iter().find(|p| p.id == phase.id));
         let value = match progress {
             Some(p) => format!(
@@ -141,7 +145,7 @@ pub fn hover(spec: &m::ValidateResult, status: Option<&m::StatusResult>, text: &
         return Some(markdown(value));
     }
     let criterion = spec.phases.iter().flat_map(|p| p.criteria.iter()).chain(spec.criteria.iter()).find(|c| {
-        let head = lsp_line(c.line);
+        let head = zero_based(c.line);
         c.line > 0 && (head..=criterion_end(&lines, head)).contains(&line)
     })?;
     let state = status.and_then(|s| s.criteria.iter().find(|c| c.id == criterion.id));
