@@ -278,6 +278,36 @@ fn lsp_diagnostics_follow_the_buffer_and_the_file_on_disk() {
     assert!(!has_duplicate(&diagnostics), "{diagnostics:?}");
 }
 
+/// Once saved, a spec shows what `scafld validate` says of the file as written, even when the
+/// editor wrote other bytes than its buffer's text (Latin-1 here): the file's change event,
+/// come while the buffer was still unsaved, led to a check of the buffer; the save puts the
+/// file's problem over it.
+#[test]
+fn lsp_shows_the_saved_files_problem_after_a_save() {
+    let (env, path, mut lsp) = greet_open();
+    let uri = uri(&path);
+    // An error of the buffer's own, so that each check of it is published (and can be waited for).
+    let edited = broken("greet").replace("Prose   with", "Prosé with");
+    lsp.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": edited}]}),
+    );
+    lsp.diagnostics(&uri, "the edited buffer's duplicate", has_duplicate);
+    lsp.forget(&uri);
+    // What Latin-1 can hold, as Latin-1 (the title's dash is not Latin-1: `?`, as editors do).
+    let latin1: Vec<u8> = edited.chars().map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?')).collect();
+    std::fs::write(&path, latin1).unwrap();
+    let validate = env.scafld(&["validate", "greet"]);
+    validate.assert_code(3);
+    assert!(validate.stderr.contains("not valid UTF-8"), "{}", validate.stderr);
+    lsp.diagnostics(&uri, "the unsaved buffer checked again on the file's event", has_duplicate);
+    lsp.forget(&uri);
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}, "text": edited}));
+    let not_utf8 = |d: &[Value]| d.iter().any(|d| d["message"].as_str().unwrap_or_default().contains("UTF-8"));
+    let saved = lsp.diagnostics(&uri, "the saved file's problem", not_utf8);
+    assert!(!has_duplicate(&saved), "the buffer's list, not the file's: {saved:?}");
+}
+
 /// The 0-based line of the first line holding `needle`, as LSP splits lines (`\r\n`, `\n` and
 /// a lone `\r` each end one).
 fn lsp_line_of(text: &str, needle: &str) -> u64 {

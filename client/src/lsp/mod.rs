@@ -365,8 +365,16 @@ impl Server {
             }
             "textDocument/didSave" => {
                 let Ok(p) = n.extract::<DidSaveTextDocumentParams>("textDocument/didSave") else { return };
-                if let Some(doc) = self.docs.saved(&p.text_document.uri, p.text).cloned() {
-                    self.check_buffer(&doc);
+                let Some(doc) = self.docs.saved(&p.text_document.uri, p.text).cloned() else { return };
+                // Saved, the buffer shows the file: the file's diagnostics, as written (the editor
+                // may have written other bytes than its text: another encoding, say), published
+                // last, over a check of the edited buffer the file's change event may have led to.
+                match self.root(&doc.key.0) {
+                    Some(root) => {
+                        let read = self.refresh_spec(&root, &doc.key.1, true);
+                        self.report(read, || format!("validate {}", doc.uri.as_str()));
+                    }
+                    None => self.check_buffer(&doc),
                 }
             }
             "textDocument/didClose" => {
