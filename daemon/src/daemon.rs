@@ -181,6 +181,50 @@ impl Daemon {
         open.get(&canonical).cloned().ok_or_else(|| RpcError::internal("workspace vanished"))
     }
 
+    /// [`Daemon::workspace`] for a call that only reads: a `.scafld` with no id file that
+    /// nothing is recorded for (a fresh clone before its first command that writes, a vendored
+    /// example or test fixture an editor opens) is served under the id it would get
+    /// ([`layout::unsettled_id`]) with nothing written into it or recorded, so a read changes
+    /// nothing on disk; the first call that writes settles it under that id. A folder on record
+    /// gets its lost id file back as with any call (it is a workspace: see
+    /// [`Daemon::settle_identity`]).
+    pub async fn workspace_to_read(&self, root: &str) -> RpcResult<Arc<Workspace>> {
+        let canonical = canonical_root(Path::new(root))?;
+        match self.unsettled(&canonical)? {
+            Some(ws) => Ok(ws),
+            None => self.workspace(root).await,
+        }
+    }
+
+    /// The workspace [`Daemon::workspace_to_read`] serves at the canonical `root` unsettled,
+    /// opened if needed; `None` for a folder without `.scafld`, with an id file, or on record.
+    fn unsettled(&self, root: &Path) -> RpcResult<Option<Arc<Workspace>>> {
+        if !root.join(layout::SCAFLD_DIR).is_dir() {
+            return Ok(None);
+        }
+        let mut open = crate::sync::lock(&self.open_workspaces);
+        if open.get(root).is_some_and(|ws| !ws.is_bare() && ws.id_file_names_this()) {
+            return Ok(None);
+        }
+        if layout::read_id(root).map_err(workspace_io_error)?.is_some() {
+            return Ok(None);
+        }
+        let records = self.store.workspaces().map_err(RpcError::internal)?;
+        if recorded_here(&records, root).is_some() {
+            return Ok(None);
+        }
+        let id = unsettled_id(&records, root)?;
+        if let Some(ws) = open.get(root).filter(|ws| !ws.is_bare() && ws.id == id) {
+            return Ok(Some(ws.clone()));
+        }
+        let range = self.range_home(root);
+        let workspace = Arc::new(Workspace::open(id, root.to_path_buf(), range, self.tripwire.clone()));
+        open.insert(root.to_path_buf(), workspace.clone());
+        drop(open);
+        self.serve(workspace.clone());
+        Ok(Some(workspace))
+    }
+
     /// The folders workspace `id` is open at (one, or two when a worktree's `.scafld` links
     /// to the main checkout's).
     pub fn open_as(&self, id: &str) -> Vec<Arc<Workspace>> {
@@ -260,23 +304,29 @@ impl Daemon {
             (id, restored, inserted)
         };
         if let Some(workspace) = inserted {
-            // Watched before it is read, so that no edit falls between the two.
-            if let Some(wire) = &self.tripwire
-                && wire.arm(&root).is_none()
-            {
-                info!(root = %root_text, "the spec folders are not all watched here; whole-workspace reads stat them");
-            }
-            // The index fills in the background; calls are served meanwhile (see index.rs).
-            // (The ledgers' states are read by the first `list` or `report`, which waits for
-            // them: a warm-up still running when the daemon stops must not hold the database,
-            // which the next daemon may be opening once the socket is gone.)
-            tokio::task::spawn_blocking(move || {
-                workspace.warm_index();
-                info!(workspace = %workspace.id, root = %workspace.root.display(), specs = crate::sync::read(&workspace.index).len(), "workspace indexed");
-            });
-            self.publish(Event::WorkspaceOpened { workspace_id: id.clone(), root: root_text.clone() });
+            self.serve(workspace);
         }
         Ok((WorkspaceInfo { workspace_id: id, root: root_text, open: true }, restored))
+    }
+
+    /// Serve a workspace just put in the open table: watch it, index it, announce it.
+    fn serve(&self, workspace: Arc<Workspace>) {
+        let (id, root) = (workspace.id.clone(), workspace.root.display().to_string());
+        // Watched before it is read, so that no edit falls between the two.
+        if let Some(wire) = &self.tripwire
+            && wire.arm(&workspace.root).is_none()
+        {
+            info!(root = %root, "the spec folders are not all watched here; whole-workspace reads stat them");
+        }
+        // The index fills in the background; calls are served meanwhile (see index.rs).
+        // (The ledgers' states are read by the first `list` or `report`, which waits for
+        // them: a warm-up still running when the daemon stops must not hold the database,
+        // which the next daemon may be opening once the socket is gone.)
+        tokio::task::spawn_blocking(move || {
+            workspace.warm_index();
+            info!(workspace = %workspace.id, root = %workspace.root.display(), specs = crate::sync::read(&workspace.index).len(), "workspace indexed");
+        });
+        self.publish(Event::WorkspaceOpened { workspace_id: id, root });
     }
 
     /// The identity of the workspace at `root`, settled (the workspace table locked by the
@@ -288,8 +338,9 @@ impl Daemon {
     ///   the main checkout's), and its id stays.
     /// - With no id file in a `.scafld` that is still there (deleted by hand, `git clean -X`),
     ///   the folder keeps the workspace the store records for it, whose ledgers and running
-    ///   jobs are its own (the id is put back, and returned); only a folder with none on
-    ///   record, or a `.scafld` that `init` has just made, gets a new id.
+    ///   jobs are its own (the id is put back, and returned); a folder with none on record
+    ///   takes the id reads served it under ([`layout::unsettled_id`]), and a `.scafld` that
+    ///   `init` has just made a new one.
     /// - A folder never takes another workspace's identity while a job of the one it held
     ///   still runs there (their task locks and ledgers would part): `busy`, naming the job,
     ///   and nothing is written.
@@ -314,7 +365,8 @@ impl Daemon {
                         info!(workspace = %kept, root = %root_text, "the id file was missing: the folder keeps its workspace");
                         (kept.clone(), true, Some(kept))
                     }
-                    None => (layout::new_id().map_err(workspace_io_error)?, true, None),
+                    // The id reads served it under, if any did.
+                    None => (unsettled_id(&records, root)?, true, None),
                 },
                 Opening::Created => (layout::new_id().map_err(workspace_io_error)?, true, None),
             },
@@ -546,6 +598,16 @@ fn same_scafld(a: &Path, b: &Path) -> bool {
 fn stays_with(recorded: &Path, root: &Path) -> bool {
     let takes_over = layout::scafld_is_link(recorded) && !layout::scafld_is_link(root);
     same_scafld(recorded, root) && !takes_over
+}
+
+/// The id of the folder `root` whose `.scafld` has no id file and nothing on record
+/// ([`layout::unsettled_id`]); a new one in the unlikely case that id is another folder's.
+fn unsettled_id(records: &[WorkspaceRecord], root: &Path) -> RpcResult<String> {
+    let id = layout::unsettled_id(root).map_err(workspace_io_error)?;
+    if records.iter().any(|r| r.id == id) {
+        return layout::new_id().map_err(workspace_io_error);
+    }
+    Ok(id)
 }
 
 /// The workspace the store records for the folder `root`: the one at that root, else the one at

@@ -1,7 +1,8 @@
 //! Workspace identity through the real binaries: a folder keeps what it ran across
 //! `scafld init` (range reviews made before it, a build running while its id file is lost and
 //! put back), never takes a new identity under a running job, and a git worktree whose
-//! `.scafld` links to the main checkout's is the same workspace, with one stable id.
+//! `.scafld` links to the main checkout's is the same workspace, with one stable id; a
+//! `.scafld` never initialised is read without a write until a command that writes settles it.
 
 use std::path::Path;
 use std::process::Command;
@@ -174,6 +175,43 @@ fn a_folder_keeps_its_workspace_and_running_build_when_its_id_file_is_lost() {
     std::fs::write(env.path("two"), "").unwrap();
     env.scafld(&["job", "wait", &second, "--timeout", "30"]).assert_code(0);
     assert_eq!(env.scafld(&["status", "long", "--json"]).json()["result"]["status"], "review");
+}
+
+/// A `.scafld` without an id file that nothing is recorded for (a vendored example, a fresh
+/// clone) is read without writing into it or registering it, across a restart too; the first
+/// command that writes settles it under the id the reads used. Once registered, a lost id
+/// file comes back on a read, as for any workspace.
+#[test]
+fn reads_of_a_folder_never_initialised_write_nothing_until_a_command_writes() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let example = env.work.join("docs/example");
+    std::fs::create_dir_all(example.join(".scafld/specs/drafts")).unwrap();
+    std::fs::write(example.join(".scafld/specs/drafts/t.md"), spec("t", &["true"])).unwrap();
+    let recorded = || env.scafld(&["daemon", "status", "--json"]).json()["result"]["workspaces"].clone();
+    let before = scafld_tests::tree(&env.work);
+    let read = || {
+        for args in [&["status", "t"][..], &["list"], &["validate", "t"], &["handoff", "t"]] {
+            scafld_in(&env, &example, args).assert_code(0);
+        }
+    };
+    read();
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    read();
+    assert_eq!(scafld_tests::tree(&env.work), before, "a read wrote into the tree");
+    assert_eq!(recorded().as_array().map(|w| w.len()), Some(1), "{}", recorded());
+
+    scafld_in(&env, &example, &["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
+    let id = id_file(&example);
+    let root = example.canonicalize().unwrap().display().to_string();
+    assert!(
+        recorded().as_array().unwrap().iter().any(|w| w["root"] == root.as_str() && w["workspace_id"] == id.as_str())
+    );
+    std::fs::remove_file(example.join(".scafld/workspace_id")).unwrap();
+    let status = scafld_in(&env, &example, &["status", "t", "--json"]);
+    assert_eq!(status.json()["result"]["status"], "approved", "{}", status.stdout);
+    assert_eq!(id_file(&example), id, "the registered folder's id is put back");
 }
 
 /// A git worktree whose `.scafld` is a symlink to the main checkout's: switching between the

@@ -1,10 +1,11 @@
 //! `scafld lsp` through the real binary: a small LSP client of ours (Content-Length frames over
 //! pipes) against a real daemon: buffer diagnostics at their 0-based lines (past a lone CR as
 //! the editor counts them; cleared with an empty list, republished when the file changes on
-//! disk), review findings on the cited lines until resolved (a huge line held within LSP's
-//! range), hover, document symbols, executeCommand with `$/progress`, a daemon restart, a hung
-//! daemon, a workspace opened through a linked path with a space and non-ASCII in it (didClose
-//! back to the file's list), a clean exit, malformed messages and frames, requests with an
+//! disk, the file's once saved), review findings on the cited lines until resolved (a huge
+//! line held within LSP's range), hover, document symbols, executeCommand with `$/progress`, a
+//! daemon restart, a hung daemon, a workspace opened through a linked path with a space and
+//! non-ASCII in it (didClose back to the file's list), a spec of a folder never initialised
+//! opened without a write, a clean exit, malformed messages and frames, requests with an
 //! invalid id or no JSON-RPC version, a buffer too long as JSON, routine notes in the editor's
 //! log rather than on stderr; and the Neovim reference client, headless (`nvim` must be
 //! installed in CI; elsewhere its test is skipped with a notice).
@@ -276,6 +277,34 @@ fn lsp_diagnostics_follow_the_buffer_and_the_file_on_disk() {
     let problem = diagnostics.iter().find(|d| names_it(d)).unwrap();
     assert!(problem["range"]["start"]["line"].as_u64().unwrap() < 10, "{diagnostics:?}");
     assert!(!has_duplicate(&diagnostics), "{diagnostics:?}");
+}
+
+/// Opening a spec under a folder never `scafld init`ed (a vendored example with a `.scafld/` of
+/// its own) writes nothing: no id file appears there, the daemon registers no workspace, and
+/// the spec's diagnostics are shown all the same, for the buffer and for the file.
+#[test]
+fn lsp_opening_a_spec_of_a_folder_never_initialised_writes_nothing() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = env.work.join("docs/example/.scafld/specs/drafts/t.md");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, broken("t")).unwrap();
+    let before = scafld_tests::tree(&env.work);
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+    lsp.open(&uri, &broken("t"));
+    lsp.diagnostics(&uri, "the example buffer's duplicate", has_duplicate);
+    lsp.forget(&uri);
+    lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": uri}}));
+    lsp.diagnostics(&uri, "the example file's duplicate", has_duplicate);
+    let shutdown = lsp.call("shutdown", json!(null));
+    assert!(shutdown["result"].is_null(), "{shutdown}");
+    assert_eq!(scafld_tests::tree(&env.work), before, "opening a spec wrote into the tree");
+    let workspaces = env.scafld(&["daemon", "status", "--json"]).json()["result"]["workspaces"].clone();
+    let root = env.work.canonicalize().unwrap().display().to_string();
+    assert_eq!(workspaces.as_array().map(|w| w.len()), Some(1), "{workspaces}");
+    assert_eq!(workspaces[0]["root"], root.as_str(), "{workspaces}");
 }
 
 /// Once saved, a spec shows what `scafld validate` says of the file as written, even when the

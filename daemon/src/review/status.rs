@@ -16,7 +16,7 @@ use crate::error::{RpcError, RpcResult};
 
 /// `review.status`: a session's reviewers with liveness and progress.
 pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult<m::ReviewStatusResult> {
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.workspace_to_read(&p.root).await?;
     let task = match &p.task_id {
         Some(t) => Some(
             crate::domain::task_id::TaskId::parse(t)

@@ -20,7 +20,7 @@ use crate::error::{RpcError, RpcResult};
 use crate::templates;
 
 pub async fn list(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResult<m::TemplateListResult> {
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.workspace_to_read(&p.root).await?;
     let (loaded, errors) = templates::load_all(&ws.root);
     Ok(m::TemplateListResult { templates: loaded.iter().map(templates::info).collect(), errors })
 }
@@ -162,7 +162,7 @@ pub async fn result(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<O
 
 /// `review.history`: the workspace's settled template reviews, newest first.
 pub async fn history(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResult<m::ReviewHistoryResult> {
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.workspace_to_read(&p.root).await?;
     let mut sessions: Vec<_> = daemon
         .sessions
         .all()

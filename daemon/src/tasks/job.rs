@@ -13,7 +13,7 @@ use crate::jobs::{self, unknown_job};
 
 pub async fn list(daemon: &Daemon, p: m::JobListParams) -> RpcResult<m::JobListResult> {
     let ws = match p.root {
-        Some(root) => Some(daemon.workspace(&root).await?),
+        Some(root) => Some(daemon.workspace_to_read(&root).await?),
         None => None,
     };
     let jobs = daemon

@@ -46,8 +46,23 @@ pub fn task_id(raw: &str) -> RpcResult<TaskId> {
 pub(crate) async fn entry(daemon: &Daemon, root: &str, raw_task: &str) -> RpcResult<(Arc<Workspace>, LoadedSpec)> {
     let task = task_id(raw_task)?;
     let ws = daemon.workspace(root).await?;
-    let entry = fresh_entry(daemon, &ws, task.as_str())?;
-    import_original_session(daemon, &ws, task.as_str()).await?;
+    entry_in(daemon, ws, task.as_str()).await
+}
+
+/// [`entry`] for a call that only reads (see [`Daemon::workspace_to_read`]).
+pub(crate) async fn entry_to_read(
+    daemon: &Daemon,
+    root: &str,
+    raw_task: &str,
+) -> RpcResult<(Arc<Workspace>, LoadedSpec)> {
+    let task = task_id(raw_task)?;
+    let ws = daemon.workspace_to_read(root).await?;
+    entry_in(daemon, ws, task.as_str()).await
+}
+
+async fn entry_in(daemon: &Daemon, ws: Arc<Workspace>, task: &str) -> RpcResult<(Arc<Workspace>, LoadedSpec)> {
+    let entry = fresh_entry(daemon, &ws, task)?;
+    import_original_session(daemon, &ws, task).await?;
     Ok((ws, entry))
 }
 
@@ -98,6 +113,17 @@ impl Gone {
     pub(crate) async fn find(daemon: &Daemon, root: &str, raw_task: &str) -> RpcResult<Option<(Arc<Workspace>, Gone)>> {
         let task = task_id(raw_task)?;
         let ws = daemon.workspace(root).await?;
+        Ok(Gone::of(daemon, &ws, task.as_str())?.map(|gone| (ws, gone)))
+    }
+
+    /// [`Gone::find`] for a call that only reads (see [`Daemon::workspace_to_read`]).
+    pub(crate) async fn find_to_read(
+        daemon: &Daemon,
+        root: &str,
+        raw_task: &str,
+    ) -> RpcResult<Option<(Arc<Workspace>, Gone)>> {
+        let task = task_id(raw_task)?;
+        let ws = daemon.workspace_to_read(root).await?;
         Ok(Gone::of(daemon, &ws, task.as_str())?.map(|gone| (ws, gone)))
     }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 
-use super::{entry, entry_errors, wire};
+use super::{entry_errors, entry_to_read, wire};
 use crate::daemon::Daemon;
 use crate::domain::handoff;
 use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview};
@@ -98,10 +98,10 @@ pub(crate) async fn status_next(
 }
 
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
-    let (ws, entry) = match entry(daemon, &p.root, &p.task_id).await {
+    let (ws, entry) = match entry_to_read(daemon, &p.root, &p.task_id).await {
         Ok(found) => found,
         Err(missing) => {
-            return match super::Gone::find(daemon, &p.root, &p.task_id).await? {
+            return match super::Gone::find_to_read(daemon, &p.root, &p.task_id).await? {
                 Some((ws, gone)) => Ok(gone_status(&ws, &gone).await),
                 None => Err(missing),
             };
@@ -321,7 +321,7 @@ fn all_diagnostics(entry: &SpecEntry) -> Vec<m::Diagnostic> {
 }
 
 pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ValidateAllResult> {
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.workspace_to_read(&p.root).await?;
     sync(daemon, &ws);
     let index = crate::sync::read(&ws.index);
     let mut specs: Vec<m::SpecDiagnostics> = index
@@ -344,7 +344,7 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
 /// `task.validate`: the spec file's diagnostics, and its scope entries checked against the
 /// workspace (`task.check`, an editor's, leaves those out: they are not the buffer's lines).
 pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
-    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let (ws, entry) = entry_to_read(daemon, &p.root, &p.task_id).await?;
     let mut diagnostics = all_diagnostics(&entry);
     if !entry.duplicates.is_empty() {
         // The duplicate's error comes first (line 0, inserted first); said with the ledger's view.
@@ -363,7 +363,7 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
 /// spec's path only; parses the text in memory and writes nothing.
 pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateResult> {
     let Some(text) = p.text else {
-        let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+        let (ws, entry) = entry_to_read(daemon, &p.root, &p.task_id).await?;
         return Ok(structure(
             entry.task_id.clone(),
             ws.relative(&entry.path),
@@ -378,7 +378,7 @@ pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateR
         ));
     }
     let task = super::task_id(&p.task_id)?;
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.workspace_to_read(&p.root).await?;
     // Catch up with the file (stat first), as validate does, for the path it is under now.
     let changed = crate::sync::write(&ws.index).sync_task(task.as_str());
     if let Some(changed) = changed {
@@ -438,7 +438,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
         Some(raw) => Some(raw.parse::<Status>().map_err(|e| RpcError::new(ErrorKind::InvalidInput, e.to_string()))?),
         None => None,
     };
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.workspace_to_read(&p.root).await?;
     sync_with_ledgers(daemon, &ws).await?;
     let index = crate::sync::read(&ws.index);
     let asked = ListKey { generation: index.generation(), filter, counts: p.counts };
@@ -534,7 +534,7 @@ fn summary(
 }
 
 pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffResult> {
-    let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    let (ws, entry) = entry_to_read(daemon, &p.root, &p.task_id).await?;
     let errors: Vec<String> = super::explained_errors(daemon, &ws, &entry)?.0.into_iter().map(|d| d.message).collect();
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let mut runs = handoff::LastRuns::new();
@@ -558,7 +558,7 @@ pub async fn handoff(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::HandoffR
 }
 
 pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ReportResult> {
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.workspace_to_read(&p.root).await?;
     sync_with_ledgers(daemon, &ws).await?;
     let index = crate::sync::read(&ws.index);
     let mut report = m::ReportResult { by_status: BTreeMap::new(), ..m::ReportResult::default() };

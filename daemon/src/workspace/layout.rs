@@ -158,6 +158,19 @@ pub fn write_id(root: &Path, id: &str) -> io::Result<()> {
     write_user_file(&root.join(ID_FILE), format!("{id}\n").as_bytes())
 }
 
+/// The id of a `.scafld` with no id file that nothing is recorded for (a fresh clone, a
+/// vendored example), until a command that writes settles it by writing it: derived from the
+/// canonical `root` and its `.scafld` folder itself (device and inode), so every read before
+/// then (after a daemon restart too) and that write agree on it, and a new `.scafld` made
+/// where a workspace moved away from is not taken for that workspace.
+pub fn unsettled_id(root: &Path) -> io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let (dev, ino) = scafld_identity(root)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{} has no .scafld folder", root.display())))?;
+    let digest = format!("{:x}", Sha256::digest(format!("{dev}:{ino}:{}", root.display()).as_bytes()));
+    Ok(digest[..32].to_string())
+}
+
 /// The workspace id of a plain git repository's range reviews (it has no `.scafld/` to keep
 /// one in): derived from its canonical path.
 pub fn range_id(root: &Path) -> String {
