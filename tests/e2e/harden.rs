@@ -74,6 +74,18 @@ fn a_delegated_round_is_grounded_bound_to_the_draft_and_judged() {
     );
     let first_round = result["round_id"].clone();
 
+    // A huge file is read only as far as the cited line, and never past 256 MiB: a line
+    // beyond that is named as not looked for, not counted through the whole file.
+    let big = std::fs::File::create(env.work.join("big.bin")).unwrap();
+    big.set_len(300 << 20).unwrap();
+    observations[2] = ("path", "clean".into(), "code:big.bin:2".into());
+    let refs: Vec<(&str, &str, &str)> = observations.iter().map(|(d, r, a)| (*d, r.as_str(), a.as_str())).collect();
+    let run = harden(&env, &provider(&env, "huge", &dossier(&refs)));
+    run.assert_code(1);
+    let result = run.json()["result"].clone();
+    assert!(result["problems"][0].as_str().unwrap().contains("not within the first 256 MiB of big.bin"), "{result}");
+    std::fs::remove_file(env.work.join("big.bin")).unwrap();
+
     // A blocker: needs revision, in a round of its own (the unusable one keeps what it said).
     let mut observations = all("clean", "spec_gap:fine");
     observations[3] = ("command", "blocks".into(), "code:src/a.rs:2".into());

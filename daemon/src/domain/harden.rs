@@ -18,11 +18,21 @@ pub const REQUIRED_CHECKS: [&str; 6] = [
 
 /// What the evidence check needs to know about the world.
 pub trait Ground {
-    /// Number of lines of the workspace-relative file, or `None` if it does not exist inside
-    /// the workspace.
-    fn line_count(&self, path: &str) -> Option<usize>;
+    /// Whether the workspace-relative file has a line `line`, or `None` if it does not exist
+    /// inside the workspace.
+    fn reach(&self, path: &str, line: usize) -> Option<Reach>;
     /// Whether an archived spec with this task id exists.
     fn archived(&self, task_id: &str) -> bool;
+}
+
+/// Whether a cited line is in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    Within,
+    /// The file has only this many lines.
+    Past(usize),
+    /// Not counted that far (why).
+    Unread(String),
 }
 
 /// Append a new round and mark hardening in progress.
@@ -228,10 +238,11 @@ fn citation(grounded_in: &str, ground: &dyn Ground) -> Result<(), String> {
             .ok()
             .filter(|l| *l > 0)
             .ok_or_else(|| format!("Grounded in {g:?}: the line must be one positive number (no ranges)"))?;
-        return match ground.line_count(path) {
+        return match ground.reach(path, line) {
             None => Err(format!("Grounded in {g:?}: {path} does not exist in the workspace")),
-            Some(count) if line > count => Err(format!("Grounded in {g:?}: {path} has only {count} lines")),
-            Some(_) => Ok(()),
+            Some(Reach::Past(count)) => Err(format!("Grounded in {g:?}: {path} has only {count} lines")),
+            Some(Reach::Unread(why)) => Err(format!("Grounded in {g:?}: {why}")),
+            Some(Reach::Within) => Ok(()),
         };
     }
     if let Some(task) = g.strip_prefix("archive:") {
@@ -573,8 +584,8 @@ mod delegated_tests {
 
     struct Files;
     impl Ground for Files {
-        fn line_count(&self, path: &str) -> Option<usize> {
-            (path == "src/a.rs").then_some(3)
+        fn reach(&self, path: &str, line: usize) -> Option<Reach> {
+            (path == "src/a.rs").then_some(if line <= 3 { Reach::Within } else { Reach::Past(3) })
         }
         fn archived(&self, _: &str) -> bool {
             false

@@ -9,7 +9,7 @@ use scafld_protocol::methods as m;
 use super::{entry, require_valid, spec_file, target_for, task_id, wire, write_error, write_projection};
 use crate::clock;
 use crate::daemon::Daemon;
-use crate::domain::harden::{self, Ground};
+use crate::domain::harden::{self, Ground, Reach};
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::project::project;
 use crate::domain::spec::render::{PlanInput, new_spec, plan_input_problem};
@@ -293,13 +293,16 @@ pub(super) fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(SpecText, Spe
     }
 }
 
+/// How much of a cited file is read looking for the cited line.
+const CITED_READ_LIMIT: u64 = 256 << 20;
+
 /// Answers citation checks from the workspace's files and archive.
 pub(super) struct WorkspaceGround<'a> {
     pub(super) ws: &'a Workspace,
 }
 
 impl Ground for WorkspaceGround<'_> {
-    fn line_count(&self, path: &str) -> Option<usize> {
+    fn reach(&self, path: &str, line: usize) -> Option<Reach> {
         let relative = Path::new(path);
         if relative.is_absolute() || relative.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
             return None;
@@ -308,11 +311,21 @@ impl Ground for WorkspaceGround<'_> {
         if !full.starts_with(&self.ws.root) {
             return None;
         }
-        // Streamed: a cited file may be of any size; only a regular one is opened.
+        // Streamed: a cited file may be of any size; only a regular one is opened, and it is
+        // read only as far as the cited line (and never past CITED_READ_LIMIT).
         let file = scafld_local::capped::open(&full, "cited file", u64::MAX).ok()?;
         let mut reader = std::io::BufReader::with_capacity(64 << 10, file);
-        let (mut newlines, mut last) = (0, None);
+        let (mut newlines, mut last, mut read) = (0, None, 0u64);
         loop {
+            if newlines >= line {
+                return Some(Reach::Within);
+            }
+            if read >= CITED_READ_LIMIT {
+                return Some(Reach::Unread(format!(
+                    "line {line} is not within the first {} MiB of {path}, which is as far as a citation is looked for",
+                    CITED_READ_LIMIT >> 20
+                )));
+            }
             let chunk = std::io::BufRead::fill_buf(&mut reader).ok()?;
             if chunk.is_empty() {
                 break;
@@ -320,9 +333,11 @@ impl Ground for WorkspaceGround<'_> {
             newlines += chunk.iter().filter(|b| **b == b'\n').count();
             last = chunk.last().copied();
             let n = chunk.len();
+            read += n as u64;
             std::io::BufRead::consume(&mut reader, n);
         }
-        Some(if last.is_some_and(|b| b != b'\n') { newlines + 1 } else { newlines })
+        let count = if last.is_some_and(|b| b != b'\n') { newlines + 1 } else { newlines };
+        Some(if line <= count { Reach::Within } else { Reach::Past(count) })
     }
 
     fn archived(&self, task_id: &str) -> bool {
