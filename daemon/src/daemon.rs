@@ -61,6 +61,8 @@ pub struct Daemon {
     /// Dossiers relayed by `scafld mcp submit-review` for running reviews.
     pub submissions: crate::providers::Submissions,
     pub sessions: crate::review::Sessions,
+    /// The commands calls run outside any job (finalize, verify, a delegated harden).
+    pub call_runs: crate::runner::CallRuns,
 }
 
 impl Daemon {
@@ -76,6 +78,7 @@ impl Daemon {
             Vec::new()
         }));
         let (tripwire, watch_events) = Tripwire::new().unzip();
+        let call_runs = crate::runner::CallRuns::new(&options.state_dir, shutdown.clone());
         Daemon {
             options,
             started: Instant::now(),
@@ -89,6 +92,7 @@ impl Daemon {
             jobs,
             submissions: Default::default(),
             sessions,
+            call_runs,
         }
     }
 

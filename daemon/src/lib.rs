@@ -49,8 +49,9 @@ pub async fn run(
 ) -> Result<(), BoxError> {
     let stop = CancellationToken::new();
     let daemon = Arc::new(Daemon::new(options, store.clone(), stop.clone()));
-    // Before any call: jobs and reviews cut short by the last stop are settled, and what the
-    // retention period let go is forgotten.
+    // Before any call: what calls of the last daemon left running is killed, jobs and reviews
+    // cut short by the last stop are settled, and what the retention period let go is forgotten.
+    daemon.call_runs.recover();
     tasks::recover_jobs(&daemon).await;
     review::recover(&daemon).await;
     sweep::sweep(&daemon);
@@ -87,6 +88,8 @@ pub async fn run(
             group.kill_if_ours();
         }
     }
+    // The commands of calls, cancelled by the stop: what a call dropped since left.
+    daemon.call_runs.kill_all();
     store.flush()?;
     info!("stopped");
     Ok(())

@@ -836,6 +836,9 @@ pub struct Run<'a> {
     pub diagnostics_dir: PathBuf,
     /// Called with the provider's process group id once it runs (recorded in the job).
     pub on_spawn: Box<dyn FnOnce(crate::runner::ProcessGroup) + Send + 'a>,
+    /// The run token its processes carry when one is on record already (a call's,
+    /// `runner::CallRun`); else a fresh one, found through the group `on_spawn` records.
+    pub token: Option<String>,
     /// Called with each structured event the provider streams (`type.subtype`).
     pub on_event: Box<dyn FnMut(String) + Send>,
 }
@@ -849,7 +852,7 @@ pub async fn run(
     submissions: &Submissions,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<Leftovers, ReviewerFailure> {
-    let Run { task, cwd, caller_env, packet, diagnostics_dir, on_spawn, mut on_event } = run;
+    let Run { task, cwd, caller_env, packet, diagnostics_dir, on_spawn, token, mut on_event } = run;
     let reported = std::sync::Arc::new(Mutex::new(Provenance::default()));
     let mut env = caller_env.clone();
     env.insert("SCAFLD_TASK_ID".into(), task.to_string());
@@ -864,7 +867,7 @@ pub async fn run(
         idle_timeout: (external.idle_timeout_seconds > 0).then(|| Duration::from_secs(external.idle_timeout_seconds)),
         stdin: Some(packet.as_bytes().to_vec()),
         die_with_parent: false,
-        token: None,
+        token,
         gate: None,
         idle_on_stdout: invocation.idle_on_stdout,
         stop_past_capture: invocation.stop_past_capture,

@@ -1,10 +1,16 @@
 //! The daemon's side of running a command (the runner itself is shared with `scafld worker`, in
 //! `scafld_local::runner`): the process group put on record as the run starts, identified so
-//! that recovery never kills a stranger, and a diagnostics file for every run.
+//! that recovery never kills a stranger, a diagnostics file for every run, and the commands a
+//! call runs outside any job on record too ([`CallRuns`]).
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use scafld_protocol::ErrorKind;
 
 pub use crate::domain::job::ProcessGroup;
 pub use scafld_local::runner::{
@@ -12,6 +18,8 @@ pub use scafld_local::runner::{
 };
 use scafld_local::runner::{boot_id, kill_group, start_ticks};
 use tokio_util::sync::CancellationToken;
+
+use crate::error::RpcError;
 
 /// Where a run's diagnostics file goes, and what it should say about the environment.
 pub struct Diagnostics {
@@ -150,6 +158,130 @@ impl ProcessGroup {
         }
         kill_group(self.pgid);
         true
+    }
+}
+
+/// The commands a call runs itself, outside any job: finalize's and verify's criteria, a
+/// delegated harden's provider. As with a build job, every process of one call carries one run
+/// token, on disk (`<state dir>/call-runs/<token>`) before any of them may start, so the next
+/// daemon kills what a crash left running ([`CallRuns::recover`]); and each is cancelled when
+/// the daemon stops, its call then recording nothing ([`CallRun::cut_short`]).
+pub struct CallRuns {
+    dir: PathBuf,
+    stop: CancellationToken,
+    /// The tokens of the calls running commands now (killed at the stop, in case a call was
+    /// dropped before its runner killed what it ran).
+    live: Mutex<HashSet<String>>,
+}
+
+impl CallRuns {
+    pub fn new(state_dir: &Path, stop: CancellationToken) -> CallRuns {
+        CallRuns { dir: state_dir.join("call-runs"), stop, live: Mutex::default() }
+    }
+
+    /// Put a call's run token on record (synced) before it runs anything; refused once the
+    /// daemon stops. `what` names the call in the log and in the stop's error.
+    pub async fn begin(&self, what: &str) -> crate::error::RpcResult<CallRun<'_>> {
+        let run = CallRun { runs: self, token: scafld_local::new_id().map_err(RpcError::internal)?, what: what.into() };
+        if self.stop.is_cancelled() {
+            return Err(run.stopping());
+        }
+        let (dir, file, text) = (self.dir.clone(), run.file(), what.to_string());
+        let written = tokio::task::spawn_blocking(move || {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+            crate::workspace::specfile::write_atomic_mode(&file, text.as_bytes(), 0o600)
+        })
+        .await
+        .map_err(RpcError::internal)?;
+        written.map_err(|e| {
+            RpcError::new(
+                ErrorKind::Internal,
+                format!("cannot put the commands of {what} on record in {}: {e}; nothing was run", self.dir.display()),
+            )
+            .with_hint("free space in the daemon's state directory (or make it writable), then run it again")
+        })?;
+        crate::sync::lock(&self.live).insert(run.token.clone());
+        Ok(run)
+    }
+
+    /// At start, before any call: kill what the calls of a daemon that died left running (every
+    /// process carrying one of their tokens, with the groups they lead), and forget them.
+    pub fn recover(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            let token = entry.file_name().to_string_lossy().into_owned();
+            if !is_token(&token) {
+                continue; // an interrupted write's temporary file, or nothing of ours
+            }
+            let what = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            let killed = kill_carriers(&token);
+            if killed > 0 {
+                tracing::info!(run = %token, "killed {killed} process(es) left running by {what} when the daemon stopped");
+            }
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+
+    /// At the stop: kill whatever a call still running left (its runner was cancelled and
+    /// kills its own; this is for a call dropped before it could).
+    pub fn kill_all(&self) {
+        for token in crate::sync::lock(&self.live).iter() {
+            kill_carriers(token);
+        }
+    }
+}
+
+/// Whether a file name in the record folder is a run token ([`scafld_local::new_id`]: hex).
+fn is_token(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 64 && name.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// One call's commands, on record while it lives (see [`CallRuns`]).
+pub struct CallRun<'a> {
+    runs: &'a CallRuns,
+    token: String,
+    what: String,
+}
+
+impl CallRun<'_> {
+    /// The token every process of this call carries (`RunRequest::token`).
+    pub fn token(&self) -> String {
+        self.token.clone()
+    }
+
+    /// What cancels the call's commands: the daemon's stop.
+    pub fn cancel(&self) -> CancellationToken {
+        self.runs.stop.clone()
+    }
+
+    /// The stop's error when `outcome` is a run the stop cut short: no evidence either way,
+    /// and the call records nothing.
+    pub fn cut_short(&self, outcome: &RunOutcome) -> crate::error::RpcResult<()> {
+        match outcome.kill_reason {
+            Some(KillReason::Cancelled) => Err(self.stopping()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The daemon is stopping: the call ran (or runs) nothing more and records nothing.
+    pub fn stopping(&self) -> RpcError {
+        RpcError::new(
+            ErrorKind::ShuttingDown,
+            format!("the daemon is stopping: {} was cut short and recorded nothing", self.what),
+        )
+        .with_hint("run it again: the next scafld command starts the daemon")
+    }
+
+    fn file(&self) -> PathBuf {
+        self.runs.dir.join(&self.token)
+    }
+}
+
+impl Drop for CallRun<'_> {
+    /// The runner killed what the call ran before it returned: the record goes.
+    fn drop(&mut self) {
+        crate::sync::lock(&self.runs.live).remove(&self.token);
+        let _ = std::fs::remove_file(self.file());
     }
 }
 

@@ -474,3 +474,30 @@ fn a_harden_provider_that_modifies_files_never_passes() {
         assert!(problems.contains(file), "{file}: {problems}");
     }
 }
+
+/// A harden provider is the call's own command, on record like a build's: `daemon stop` kills
+/// it and the call answers that the stop cut it short, with no round recorded. Before, the
+/// provider ran on, orphaned, after the daemon was gone.
+#[test]
+fn a_stopped_daemon_kills_the_harden_provider_and_records_no_round() {
+    use std::process::Stdio;
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let hangs = env.path("hangs.sh");
+    std::fs::write(&hangs, "#!/bin/sh\ncat >/dev/null\nexec sleep 1014\n").unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&hangs).status().unwrap();
+    let hangs = hangs.display().to_string();
+    let args = ["harden", "shape", "--provider", "command", "--provider-command", &hangs, "--json"];
+    let call = env.scafld_command(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    scafld_tests::wait_until("the provider to run", || crate::exec::running("sleep 1014"));
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.take_daemon().wait().unwrap();
+    assert!(!crate::exec::running("sleep 1014"), "a stopped daemon leaves the harden provider running");
+    let answer = scafld_tests::Run::from(call.wait_with_output().unwrap());
+    let error = answer.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("harden shape was cut short and recorded nothing"), "{error}");
+    assert!(!spec(&env).contains("round-1"), "no round was recorded: {}", spec(&env));
+}

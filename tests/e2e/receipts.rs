@@ -2,7 +2,7 @@
 //! repairs a half-finished write), `verify` accepts it at the commit that holds the work, and
 //! every tampering fails with its own message and exit 3.
 
-use scafld_tests::{Run, TestEnv, commit_all, git};
+use scafld_tests::{Run, TestEnv, commit_all, git, wait_until};
 use serde_json::Value;
 
 use crate::gate::{opened, write};
@@ -456,6 +456,67 @@ fn finalize_refuses_a_spec_whose_contract_changed_while_its_criteria_ran() {
     assert!(error["hint"].as_str().unwrap().contains(next), "{error} / {status}");
     assert!(!env.work.join(".scafld/receipts/rev.json").exists());
     assert_eq!(env.scafld(&["session", "rev", "--json"]).stdout, before, "finalize recorded nothing");
+}
+
+/// The criteria finalize runs again are the call's own commands, on record like a build's:
+/// `daemon stop` kills them and finalize answers that the stop cut it short, recording
+/// nothing; a daemon killed while they run leaves them to the next one, which kills them as it
+/// starts. Before, both left the criterion running, orphaned, for as long as it liked.
+#[test]
+fn finalize_leaves_nothing_running_when_the_daemon_stops_or_dies() {
+    use std::process::{Command, Stdio};
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let slow = env.path("slow");
+    let phase = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && {{ test ! -e {} || sleep 1013; }}`\n",
+        slow.display()
+    );
+    opened(&env, "src/lib.rs", &phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let before = env.scafld(&["session", "rev", "--json"]).stdout;
+    std::fs::write(&slow, "").unwrap();
+    let finalize = |env: &TestEnv| {
+        let mut command: Command = env.scafld_command(&["finalize", "rev", "--json"]);
+        let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        wait_until("finalize's criterion to run", || crate::exec::running("sleep 1013"));
+        child
+    };
+
+    let stopped = finalize(&env);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.take_daemon().wait().unwrap();
+    assert!(!crate::exec::running("sleep 1013"), "a stopped daemon leaves finalize's criterion running");
+    let answer = Run::from(stopped.wait_with_output().unwrap());
+    let error = answer.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("finalize rev was cut short and recorded nothing"), "{error}");
+
+    let pid = env.start_daemon();
+    assert_eq!(env.scafld(&["session", "rev", "--json"]).stdout, before, "the cut finalize recorded nothing");
+    let cut_off = finalize(&env);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    env.take_daemon().wait().unwrap();
+    assert!(!cut_off.wait_with_output().unwrap().status.success(), "a finalize whose daemon died never succeeds");
+    assert!(crate::exec::running("sleep 1013"), "the orphan outlives the daemon until the next one starts");
+    env.start_daemon();
+    wait_until("the next daemon to kill the orphan", || !crate::exec::running("sleep 1013"));
+    assert_eq!(env.scafld(&["session", "rev", "--json"]).stdout, before);
+    std::fs::remove_file(&slow).unwrap();
+    assert_eq!(env.scafld(&["finalize", "rev", "--json"]).json()["result"]["finalized"], true);
+
+    // `verify` runs the receipt's commands the same way.
+    commit_all(&env.work, "the work");
+    std::fs::write(&slow, "").unwrap();
+    let mut command = env.scafld_command(&["verify", "--json"]);
+    let verifying = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until("verify's criterion to run", || crate::exec::running("sleep 1013"));
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.take_daemon().wait().unwrap();
+    assert!(!crate::exec::running("sleep 1013"), "a stopped daemon leaves verify's criterion running");
+    let error = Run::from(verifying.wait_with_output().unwrap()).json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("verify was cut short"), "{error}");
 }
 
 /// Once finalize's run of a criterion fails again, the last review's pass no longer stands:

@@ -252,6 +252,7 @@ async fn run_external(
     let cwd = template.as_ref().map(|(_, job)| std::path::PathBuf::from(&job.cwd)).unwrap_or_else(|| ws.root.clone());
     let run = providers::Run {
         on_spawn,
+        token: None,
         on_event,
         task: session.task().unwrap_or(&session.key),
         cwd: &cwd,

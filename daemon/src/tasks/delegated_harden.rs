@@ -7,13 +7,13 @@
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 use scafld_protocol::vocab::HardenStatus;
-use tokio_util::sync::CancellationToken;
 
 use super::write::WorkspaceGround;
 use super::write_projection;
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::harden::{self, HardenDossier, Judgement};
+use crate::domain::job::FailureClass;
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
 use crate::ledger::SpecText;
@@ -188,6 +188,9 @@ async fn ask(
         providers::invocation(&selected, &place, &daemon.submissions, providers::Expect::Harden).map_err(|e| {
             RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the {} run: {e}", selected.name()))
         })?;
+    // The provider runs as the call's command: on record, and cancelled by the daemon's stop,
+    // which records no round (`runner::CallRuns`).
+    let call = daemon.call_runs.begin(&format!("harden {task}")).await?;
     let run = providers::Run {
         task,
         cwd: &ws.root,
@@ -195,11 +198,16 @@ async fn ask(
         packet: &packet,
         diagnostics_dir: ws.data.join("runs").join(task).join("diagnostics"),
         on_spawn: Box::new(|_| {}),
+        token: Some(call.token()),
         on_event: Box::new(|_| {}),
     };
-    let left = providers::run(&invocation, run, config, &daemon.submissions, CancellationToken::new()).await;
+    let left = providers::run(&invocation, run, config, &daemon.submissions, call.cancel()).await;
     let answer = match left {
         Ok(left) => providers::interpret_harden(&invocation, left),
+        Err(failure) if failure.class == FailureClass::Cancelled => {
+            let _ = std::fs::remove_dir_all(&scratch);
+            return Err(call.stopping());
+        }
         Err(failure) => Err(failure.message),
     };
     // Scratch files (codex's answer among them) go once the answer is read.

@@ -16,7 +16,6 @@ use scafld_protocol::receipt::{
 };
 use scafld_protocol::vocab::{CriterionStatus, Verdict};
 use sha2::{Digest, Sha256};
-use tokio_util::sync::CancellationToken;
 
 use super::exec::{CommandSetup, judge, refuse_completion_while_running};
 use super::{entry, projected_spec, record};
@@ -79,7 +78,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     }
 
     // Every criterion again, on the files as they are: a receipt never rests on old runs.
-    let (criteria, records) = rerun_acceptance(&ws, &spec, &entries, &p.caller.env, &task).await?;
+    let (criteria, records) = rerun_acceptance(daemon, &ws, &spec, &entries, &p.caller.env, &task).await?;
     if criteria.iter().any(|c| c.status != CriterionStatus::Pass) {
         let material = fresh.material.as_ref().map(|m| m.digest.clone()).unwrap_or_default();
         return failed_again(daemon, &ws, &spec, &entries, &material, criteria).await;
@@ -488,8 +487,10 @@ fn write_receipt_files(ws: &Workspace, task: &str, envelope: &Envelope) -> RpcRe
 }
 
 /// Run every criterion again (manual ones count their current evidence) and record each as the
-/// receipt shows it.
+/// receipt shows it. The commands run as the call's, on record and cancelled by the daemon's
+/// stop, which fails the call ([`crate::runner::CallRun`]).
 async fn rerun_acceptance(
+    daemon: &Daemon,
     ws: &Workspace,
     spec: &Spec,
     entries: &[LedgerEntry],
@@ -504,6 +505,7 @@ async fn rerun_acceptance(
         .chain(spec.acceptance.criteria.iter().map(|c| ("final".to_string(), c)))
         .collect();
     let commands = CommandSetup::new(ws, &config, caller_env);
+    let call = daemon.call_runs.begin(&format!("finalize {task}")).await?;
     let (mut results, mut records) = (Vec::new(), Vec::new());
     for (phase_id, criterion) in phases {
         let kind = criterion.effective_kind().to_string();
@@ -515,8 +517,9 @@ async fn rerun_acceptance(
         } else {
             match commands.request(task, criterion) {
                 Ok((request, diagnostics)) => {
-                    let (outcome, diagnostic) =
-                        crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
+                    let request = crate::runner::RunRequest { token: Some(call.token()), ..request };
+                    let (outcome, diagnostic) = crate::runner::run(request, diagnostics, call.cancel(), |_| {}).await;
+                    call.cut_short(&outcome)?;
                     let observed = judge(&kind, criterion, &outcome);
                     (observed.status, observed.reason, observed.exit_code, observed.output, ws.relative(&diagnostic))
                 }

@@ -13,7 +13,6 @@ use scafld_protocol::ErrorKind;
 use scafld_protocol::methods::{self as m, VerifyCheck};
 use scafld_protocol::receipt::{DELETED, Envelope, IndependenceLevel, MAX_RECEIPT_BYTES, SnapshotMode};
 use scafld_protocol::vocab::CriterionStatus;
-use tokio_util::sync::CancellationToken;
 
 use crate::baseline;
 use crate::config::BASE_FILE;
@@ -206,7 +205,7 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
         // request could otherwise run whatever it writes into one).
         check("acceptance", Err("not re-run: the receipt's signature did not verify".into()));
     } else {
-        check("acceptance", rerun_recorded(daemon, &root, &envelope, env).await);
+        check("acceptance", rerun_recorded(daemon, &root, &envelope, env).await?);
     }
     check("independence", check_independence(&envelope, &trust));
     result.task_id = body.task_id.clone();
@@ -341,16 +340,25 @@ async fn check_base(root: &Path, base: &str, target: &str) -> Result<String, Str
 }
 
 /// Run each recorded acceptance command again in the checkout, in its recorded folder and
-/// under its recorded timeout; every one must pass.
+/// under its recorded timeout; every one must pass. The commands are the call's, on record and
+/// cancelled by the daemon's stop, as finalize's (`CallRuns`): a stop fails the call, not the
+/// check.
 async fn rerun_recorded(
     daemon: &Arc<Daemon>,
     root: &Path,
     envelope: &Envelope,
     env: &BTreeMap<String, String>,
-) -> Result<String, String> {
-    let ws = daemon.workspace(&root.display().to_string()).await.map_err(|e| e.0.message)?;
-    let config = ws.config().map_err(|e| e.to_string())?;
+) -> RpcResult<Result<String, String>> {
+    let ws = match daemon.workspace(&root.display().to_string()).await {
+        Ok(ws) => ws,
+        Err(e) => return Ok(Err(e.0.message)),
+    };
+    let config = match ws.config() {
+        Ok(config) => config,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
     let commands = super::exec::CommandSetup::new(&ws, &config, env);
+    let call = daemon.call_runs.begin("verify").await?;
     let mut ran = 0;
     for record in &envelope.body.acceptance {
         if record.command.is_empty() || record.expected_kind == "manual" {
@@ -371,20 +379,24 @@ async fn rerun_recorded(
         };
         // A receipt is input: its folder must stay inside the checkout, as written and as
         // resolved through symlinks (a later commit can make the folder a link leading out).
-        let (request, diagnostics) =
-            commands.request(&envelope.body.task_id, &criterion).map_err(|why| format!("{why}; it is not run"))?;
-        let (outcome, _) = crate::runner::run(request, diagnostics, CancellationToken::new(), |_| {}).await;
+        let (request, diagnostics) = match commands.request(&envelope.body.task_id, &criterion) {
+            Ok(run) => run,
+            Err(why) => return Ok(Err(format!("{why}; it is not run"))),
+        };
+        let request = crate::runner::RunRequest { token: Some(call.token()), ..request };
+        let (outcome, _) = crate::runner::run(request, diagnostics, call.cancel(), |_| {}).await;
+        call.cut_short(&outcome)?;
         let observed = super::exec::judge(criterion.effective_kind(), &criterion, &outcome);
         if observed.status != CriterionStatus::Pass {
             let place = if record.cwd.is_empty() { String::new() } else { format!(" in `{}`", record.cwd) };
-            return Err(format!(
+            return Ok(Err(format!(
                 "criterion `{}` ({}{place}) is {}: {}",
                 record.id, record.command, observed.status, observed.reason
-            ));
+            )));
         }
         ran += 1;
     }
-    Ok(format!("{ran} recorded command(s) pass"))
+    Ok(Ok(format!("{ran} recorded command(s) pass")))
 }
 
 /// One check's line: passed with a detail, or failed with the reason.
