@@ -103,6 +103,10 @@ fn main() -> ExitCode {
 }
 
 fn start(args: Args) -> Result<(), BoxError> {
+    // Whoever started us (by hand, a service manager) may have left descriptors open beyond
+    // 0-2: no command we run inherits them (the activation socket and the ready pipe stay
+    // open, for us alone).
+    scafld_local::runner::close_on_exec_beyond_stdio();
     scafld_daemon::runner::adopt_daemon_settings();
     let env_paths = Paths::from_env();
     // Paths made absolute, then the daemon works from `/`: nothing it does may depend on the

@@ -1084,6 +1084,68 @@ fn an_autostarted_daemon_says_when_it_is_ready_and_keeps_no_pipe_open() {
     assert!(!link.as_deref().is_ok_and(|l| l.starts_with("pipe:")), "the ready pipe is still open: {link:?}");
 }
 
+/// Whether process `pid` holds `path` open.
+fn holds(pid: u64, path: &std::path::Path) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == path))
+}
+
+/// A build of task `task` whose criterion lists its own descriptors (`ls -l /proc/self/fd`,
+/// its own listing's folder aside); returns those beyond 0-2.
+fn criterion_descriptors(env: &TestEnv, task: &str) -> Vec<String> {
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# Fds\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `fds` test - lists its descriptors\n  - Command: `ls -l /proc/self/fd > {task}.txt; true`\n"
+    );
+    std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), spec).unwrap();
+    env.scafld(&["approve", task, "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", task]).assert_code(0);
+    env.scafld(&["build", task]).assert_code(0);
+    let listing = std::fs::read_to_string(env.work.join(format!("{task}.txt"))).unwrap();
+    listing
+        .lines()
+        .filter_map(|line| line.split_once(" -> ").map(|(left, target)| (left.rsplit(' ').next().unwrap(), target)))
+        .filter(|(fd, target)| !["0", "1", "2"].contains(fd) && !target.starts_with("/proc/"))
+        .map(|(fd, target)| format!("{fd} -> {target}"))
+        .collect()
+}
+
+/// A daemon a command starts keeps none of that command's caller's descriptors beyond 0-2 (a
+/// caller's pipe whose reader waits for EOF: `scafld list 7>&1 | cat` would not end while the
+/// daemon lives), and the commands a daemon runs get their stdio alone, however it was started.
+#[test]
+fn neither_the_daemon_nor_its_commands_keep_a_starters_descriptors() {
+    let env = TestEnv::new();
+    let held = env.path("held");
+    std::fs::write(&held, "").unwrap();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    // Open as fd 7, not close-on-exec, as a shell's redirection leaves it.
+    let with_held = |program: std::path::PathBuf, args: &str| {
+        let mut command = Command::new("sh");
+        env.apply_env(&mut command);
+        let script = format!("exec \"$0\" {args} 7>>\"$1\"");
+        command.args(["-c", &script, &program.display().to_string(), &held.display().to_string()]);
+        command.current_dir(&env.work).stdin(std::process::Stdio::null());
+        command
+    };
+    let started = with_held(scafld_tests::scafld_bin(), "init").output().unwrap();
+    assert!(started.status.success(), "{started:?}");
+    let pid = env.client().result("daemon.status", json!({}))["pid"].as_u64().unwrap();
+    assert!(!holds(pid, &held), "the autostarted daemon holds its caller's descriptor");
+    assert_eq!(criterion_descriptors(&env, "auto"), Vec::<String>::new());
+
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    let mut daemon = with_held(scafld_tests::scafldd_bin(), "").spawn().unwrap();
+    let socket = env.socket.clone();
+    wait_until("the daemon's socket", || RawClient::connect(&socket).is_ok());
+    // Started by hand with it open, the daemon keeps it (for nothing); what it runs does not.
+    assert!(holds(daemon.id().into(), &held));
+    assert_eq!(criterion_descriptors(&env, "manual"), Vec::<String>::new());
+    kill(Pid::from_raw(daemon.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(daemon.wait().unwrap().success());
+}
+
 /// A daemon killed between writing a spec's new bytes and renaming them into place leaves a
 /// hidden temporary file; the next daemon removes it once it is clearly nobody's (a minute old).
 #[test]

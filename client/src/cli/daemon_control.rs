@@ -144,12 +144,14 @@ pub fn start(paths: &Paths) -> Result<u32, CliError> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
-    // SAFETY: setsid and fcntl are async-signal-safe. setsid detaches the daemon from our
-    // terminal and session so that Ctrl-C in the caller's shell does not reach it; the ready
-    // pipe is left open across exec in the child only.
+    // SAFETY: setsid, close_range and fcntl are async-signal-safe. setsid detaches the daemon
+    // from our terminal and session so that Ctrl-C in the caller's shell does not reach it;
+    // of our descriptors beyond 0-2 (our caller's too: a pipe whose reader waits for EOF) only
+    // the ready pipe is left open across exec, in the child only.
     unsafe {
         command.pre_exec(move || {
             nix::unistd::setsid().map_err(std::io::Error::from)?;
+            scafld_local::runner::close_on_exec_beyond_stdio();
             let fd = std::os::fd::BorrowedFd::borrow_raw(writer_fd);
             nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
                 .map_err(std::io::Error::from)?;

@@ -93,6 +93,34 @@ pub fn adopt_daemon_settings() {
     let _ = INHERITED.set(Inherited { umask, open_files });
 }
 
+/// Mark every descriptor above stderr close-on-exec, so that no program this process runs
+/// inherits one: what its own starter left open beyond 0-2 (a caller's pipe, a jobserver, a
+/// harness's descriptors) is nobody else's. The daemon calls it as it starts, so commands get
+/// their stdio alone; the client in the `pre_exec` of the daemon it starts, so the daemon
+/// holds none of its caller's pipes open (a `scafld list 7>&1 | cat` would never end).
+/// Async-signal-safe: one `close_range(CLOSE_RANGE_CLOEXEC)`, or on a kernel without it
+/// (before 5.11) `fcntl` on each descriptor below the open-file limit; nothing allocates.
+pub fn close_on_exec_beyond_stdio() {
+    use nix::libc;
+    // SAFETY: system calls on descriptor numbers only: nothing is closed, read or allocated.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) == 0 {
+            return;
+        }
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let end = match libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) {
+            0 => limit.rlim_cur.min(1 << 20) as libc::c_int,
+            _ => 1024,
+        };
+        for fd in 3..end {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
 /// Sees each chunk of a command's stdout as it arrives.
 pub type OutputObserver = Box<dyn FnMut(&[u8]) + Send>;
 
