@@ -56,6 +56,8 @@ pub async fn run(
     review::recover(&daemon).await;
     sweep::sweep(&daemon);
     let reaper = tokio::spawn(review::worker::reaper_loop(daemon.clone()));
+    // Detached: it ends with the runtime.
+    tokio::spawn(scafld_local::reaper::reap_forever());
     let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");
@@ -90,6 +92,8 @@ pub async fn run(
     }
     // The commands of calls, cancelled by the stop: what a call dropped since left.
     daemon.call_runs.kill_all();
+    // And whatever any run orphaned onto us that is still alive.
+    scafld_local::reaper::kill_all_runs_left();
     store.flush()?;
     info!("stopped");
     Ok(())

@@ -108,6 +108,13 @@ fn start(args: Args) -> Result<(), BoxError> {
     // open, for us alone).
     scafld_local::runner::close_on_exec_beyond_stdio();
     scafld_daemon::runner::adopt_daemon_settings();
+    // What a command orphans (a new session and a cleared environment: no group, no token
+    // finds it) comes back to us, to be killed with its run and reaped (`reaper`).
+    if let Err(e) = scafld_local::reaper::become_subreaper() {
+        eprintln!(
+            "scafldd: warning: cannot become a child subreaper ({e}); a command's process that leaves its group with a cleared environment may outlive its run"
+        );
+    }
     let env_paths = Paths::from_env();
     // Paths made absolute, then the daemon works from `/`: nothing it does may depend on the
     // folder it was started in (a relative path would read that folder's files, another

@@ -989,6 +989,40 @@ fn a_process_that_left_the_group_dies_with_its_run() {
     wait_until("the escaped sleeper to be killed", || sleepers("3131").is_empty());
 }
 
+/// A process that left the group and cleared its environment too (`env -i setsid`, as sudo's
+/// env_reset or a daemonizer does; a double fork under `env -i`) carries no run token: before,
+/// it outlived the step that passed. Orphaned onto the daemon, a child subreaper, it is found
+/// by parentage and dies with its run, and the daemon reaps it (no zombie is left), while the
+/// command's own exit status still reaches the step.
+#[test]
+fn a_process_that_left_the_group_with_a_cleared_environment_dies_with_its_run() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let command = "env -i setsid sleep 3232 </dev/null >/dev/null 2>&1 & env -i sh -c '(setsid sleep 3233 </dev/null >/dev/null 2>&1 &)'; sleep 0.2; true";
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: esc\nstatus: draft\n---\n\n# Esc\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - escapes\n  - Command: `{command}`\n"
+    );
+    std::fs::write(env.work.join(".scafld/specs/drafts/esc.md"), spec).unwrap();
+    env.scafld(&["approve", "esc", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "esc"]).assert_code(0);
+    let run = env.scafld(&["build", "esc", "--json"]);
+    let criterion = &run.json()["result"]["criteria"][0];
+    assert_eq!((&criterion["status"], &criterion["exit_code"]), (&json!("pass"), &json!(0)), "{}", run.stdout);
+    wait_until("the escaped sleepers to be killed", || sleepers("3232").is_empty() && sleepers("3233").is_empty());
+    let zombies = || {
+        let children = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten().flat_map(|task| {
+            let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            list.split_whitespace().map(str::to_string).collect::<Vec<_>>()
+        });
+        children
+            .filter(|child| std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|s| s.contains(") Z ")))
+            .collect::<Vec<_>>()
+    };
+    wait_until("the daemon to reap what it killed", || zombies().is_empty());
+}
+
 /// A small tmpfs, unmounted when dropped.
 struct Tmpfs(std::path::PathBuf);
 

@@ -281,7 +281,8 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
         silent_for: Duration::ZERO,
     };
     // Every descendant inherits it (unless it clears its environment): found by it, a process
-    // that left the group with setsid is killed with the group.
+    // that left the group with setsid is killed with the group (one that cleared it too is
+    // found by parentage under a subreaper: `reaper`).
     let token = request
         .token
         .take()
@@ -305,21 +306,26 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     }
     let mut script = INHERITED.get().map(Inherited::restore_script).unwrap_or_default();
     script.push_str(wrapper(request.stdin.is_some(), request.die_with_parent));
-    let spawned = command
-        .arg("-c")
-        .arg(script)
-        .arg("sh")
-        .arg(&request.command)
-        .current_dir(&request.cwd)
-        .env_clear()
-        .envs(&request.env)
-        .env(RUN_TOKEN, &token)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn();
+    let (spawned, tracked) = crate::reaper::spawn_tracked(
+        || {
+            command
+                .arg("-c")
+                .arg(script)
+                .arg("sh")
+                .arg(&request.command)
+                .current_dir(&request.cwd)
+                .env_clear()
+                .envs(&request.env)
+                .env(RUN_TOKEN, &token)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .kill_on_drop(true)
+                .spawn()
+        },
+        |child| child.id(),
+    );
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
@@ -441,6 +447,10 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
         Some(status) => status.ok(),
         None => child.wait().await.ok(),
     };
+    // And what it orphaned onto a subreaper (no group, no token: `env -i setsid ...`).
+    if let Some(tracked) = tracked {
+        tracked.finish(pgid).await;
+    }
     outcome.exit_code =
         if outcome.kill_reason.is_some() || held.is_some() { None } else { status.and_then(|s| s.code()) };
     outcome.start_error = outcome.start_error.or(held);

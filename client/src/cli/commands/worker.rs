@@ -198,6 +198,13 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     let root = root_of(ctx, args.workspace.as_deref())?;
     let id = worker_id(args.id.clone());
     let mut conn = ctx.connect()?;
+    // What a provider orphans (a new session and a cleared environment) comes back to us, to
+    // be killed with its run (`scafld_local::reaper`); without it, only its group and token.
+    if let Err(e) = scafld_local::reaper::become_subreaper() {
+        note(&format!(
+            "scafld worker {id}: cannot become a child subreaper ({e}); a provider's process that leaves its group with a cleared environment may outlive its run"
+        ));
+    }
     if !ctx.out.json {
         note(&format!("scafld worker {id}: serving review jobs with {}", args.provider));
     }
