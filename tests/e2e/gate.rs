@@ -145,6 +145,35 @@ fn a_repository_kept_open_still_sees_every_change() {
     assert_eq!(s["stale_changes"], serde_json::json!(["src/lib.rs (changed)"]), "a committed change: {s}");
 }
 
+/// With `core.trustctime` off (git's setting for hosts whose backup tools touch the change
+/// time), a reviewed file rewritten in place with the same size and its modification time set
+/// back is clean to git's stat check: the evidence still goes stale, naming it, and complete
+/// refuses. Before, the scope read took the index's id for it and complete closed the task on
+/// a criterion that now fails.
+#[test]
+fn a_file_rewritten_with_the_same_size_and_mtime_makes_the_evidence_stale() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let set_back = || {
+        let file = std::fs::File::options().append(true).open(env.work.join("src/lib.rs")).unwrap();
+        file.set_modified(an_hour_ago).unwrap();
+    };
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    set_back();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "the work"]);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    git(&env.work, &["config", "core.trustctime", "false"]);
+    write(&env, "src/lib.rs", "pub fn GREET() {}\n");
+    set_back();
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
+    assert_eq!(s["stale_changes"], json!(["src/lib.rs (changed)"]), "{s}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+}
+
 /// The reviewed work committed (staged first, then committed, content unchanged): evidence
 /// and review still judge these files, and complete archives the task. The material is the
 /// content, however git holds it.

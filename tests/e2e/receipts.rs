@@ -1137,6 +1137,35 @@ fn a_receipt_signs_what_git_stores_so_converted_line_endings_verify() {
     }
 }
 
+/// With `core.trustctime` off, a committed file rewritten in place with the same size and its
+/// modification time set back is clean to git's stat check: the receipt still signs the
+/// content the criteria ran on and the review judged, not the commit's (which `verify
+/// --target HEAD` then refuses until the work is committed).
+#[test]
+fn a_receipt_signs_a_file_rewritten_under_the_same_size_and_mtime_as_it_is() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let set_back = || {
+        let file = std::fs::File::options().append(true).open(env.work.join("src/lib.rs")).unwrap();
+        file.set_modified(an_hour_ago).unwrap();
+    };
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    set_back();
+    commit_all(&env.work, "a first greet");
+    git(&env.work, &["config", "core.trustctime", "false"]);
+    let worked = b"pub fn greet(){ }\n";
+    std::fs::write(env.work.join("src/lib.rs"), worked).unwrap();
+    set_back();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let body = run.json()["result"]["receipt"]["body"].clone();
+    assert_eq!(body["file_digests"]["src/lib.rs"], sha256_hex(worked).as_str(), "{body}");
+    failed_check(&verify(&env, &["--target", "HEAD"]), "files");
+}
+
 /// `finalize` of work not committed yet names committing the signed files first (`verify
 /// --target HEAD` reads the commit): following it verifies. Once HEAD holds them, verify alone.
 #[test]

@@ -476,7 +476,7 @@ fn content_on_disk(workdir: &Path, relative: &str) -> Option<String> {
     if !meta.is_file() {
         return Some(fingerprint(workdir, relative));
     }
-    let mode = if meta.permissions().mode() & 0o111 != 0 { "100755" } else { "100644" };
+    let mode = file_mode(meta.permissions().mode());
     let id = if meta.len() > HASH_CAP {
         hash_file(&path, meta.len()).map_err(|e| format!("{:?}", e.kind()))
     } else {
@@ -491,12 +491,67 @@ fn content_on_disk(workdir: &Path, relative: &str) -> Option<String> {
 /// The fingerprint an index entry gives a clean file: the same as [`content_on_disk`] gives
 /// the same content.
 fn content_in_index(entry: &git2::IndexEntry) -> String {
-    let mode = match entry.mode {
-        0o120000 => "120000",
+    format!("{}:{}", file_mode(entry.mode), entry.id)
+}
+
+/// git's mode for a file of the unix `mode` (the index's or the disk's): a symlink, an
+/// executable or a plain file.
+fn file_mode(mode: u32) -> &'static str {
+    match mode {
+        mode if mode & 0o170000 == 0o120000 => "120000",
         mode if mode & 0o111 != 0 => "100755",
         _ => "100644",
-    };
-    format!("{mode}:{}", entry.id)
+    }
+}
+
+/// What libgit2's status walk leaves unchecked of a tracked file where the repository's
+/// settings say so (libgit2 takes a value it cannot read as off too): the inode change time
+/// with `core.trustctime` off, the executable bit with `core.fileMode` off. A file rewritten in
+/// place with its modification time set back keeps its size, inode and mtime; only its change
+/// time, which no one can set back, tells. The walk checks every other stat field, and hashes
+/// a racily clean file (changed in the tick the index was written); git's `core.checkStat`
+/// libgit2 does not read.
+#[derive(Debug, Clone, Copy, Default)]
+struct Unchecked {
+    ctime: bool,
+    mode: bool,
+}
+
+impl Unchecked {
+    fn of(repo: &Repository) -> Unchecked {
+        let config = repo.config().ok();
+        let off = |name: &str| match config.as_ref().map(|c| c.get_bool(name)) {
+            Some(Ok(on)) => !on,
+            Some(Err(e)) => e.code() != git2::ErrorCode::NotFound,
+            None => true,
+        };
+        Unchecked { ctime: off("core.trustctime"), mode: off("core.filemode") }
+    }
+
+    /// The fingerprint of the tracked file `path` the status walk calls clean, from its index
+    /// `entry`: `None` where the entry cannot vouch for the content on the disk, which is then
+    /// read like a changed file's. It cannot when git was told not to look at the file
+    /// (`--assume-unchanged`, `--skip-worktree`), nor when a field the walk left unchecked
+    /// differs from the entry's (the file is looked at only then: with git's defaults this
+    /// costs nothing). An executable bit the walk did not check is taken from the disk.
+    fn clean(self, workdir: &Path, path: &str, entry: &git2::IndexEntry) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        if entry.flags & ASSUME_VALID != 0 || entry.flags_extended & SKIP_WORKTREE != 0 {
+            return None;
+        }
+        if !self.ctime && !self.mode {
+            return Some(content_in_index(entry));
+        }
+        let meta = std::fs::symlink_metadata(workdir.join(path)).ok()?;
+        // As git stores them: seconds and nanoseconds, 32 bits each.
+        let changed = (meta.ctime() as i32, meta.ctime_nsec() as u32);
+        if self.ctime && changed != (entry.ctime.seconds(), entry.ctime.nanoseconds()) {
+            return None;
+        }
+        let mode =
+            if self.mode && meta.is_file() && entry.mode & 0o170000 != 0o120000 { meta.mode() } else { entry.mode };
+        Some(format!("{}:{}", file_mode(mode), entry.id))
+    }
 }
 
 /// Whether `path` is a relative path going down only (no `/` first, no `.` or `..`, no NUL).
@@ -592,23 +647,24 @@ fn collect_material(
     // Every clean tracked file in scope: the index holds the id of its content.
     let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
     let filtered = content_filters(repo, &index);
+    let unchecked = Unchecked::of(repo);
     for (path, item) in index_entries(&index, &scope_here, whole) {
         if item.mode == 0o160000 || reported.contains(&path) || !counts(&path) {
             continue;
         }
-        // A file git was told not to look at (`--assume-unchanged`, `--skip-worktree`) is
-        // clean to the walk whatever its content: read from the disk like a changed one. So is
-        // every file where git converts content on its way in (line endings, filters): the
-        // index holds the converted content, which a file with other bytes may share.
-        if filtered || item.flags & ASSUME_VALID != 0 || item.flags_extended & SKIP_WORKTREE != 0 {
-            if let Some(content) = content_on_disk(&workdir, &path).filter(|c| c != "dir") {
-                present.insert(path.clone());
-                out.push(entry(full(&path), "file", content));
-            }
-            continue;
+        // A file whose index entry cannot vouch for its content (see [`Unchecked::clean`]) is
+        // read from the disk like a changed one. So is every file where git converts content
+        // on its way in (line endings, filters): the index holds the converted content, which
+        // a file with other bytes may share.
+        let clean = if filtered { None } else { unchecked.clean(&workdir, &path, &item) };
+        let content = match clean {
+            Some(content) => Some(content),
+            None => content_on_disk(&workdir, &path).filter(|c| c != "dir"),
+        };
+        if let Some(content) = content {
+            present.insert(path.clone());
+            out.push(entry(full(&path), "file", content));
         }
-        present.insert(path.clone());
-        out.push(entry(full(&path), "file", content_in_index(&item)));
     }
     // A path the scope names, untracked and unreported (git ignores it): read from the disk
     // all the same; one with nothing on the disk is material by its absence.
@@ -898,7 +954,23 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
         // The same pruned walk as the material's (`keep` still decides).
         let whole = scope.is_empty();
         let walk = if prune { pruned_walk(&repo, Some(&tree), &workdir, scope, whole) } else { Vec::new() };
-        for (path, _) in &scoped_statuses(&repo, &walk)? {
+        let reported: Vec<String> = scoped_statuses(&repo, &walk)?.into_iter().map(|(path, _)| path).collect();
+        // And the files the walk calls clean whose index entry cannot vouch for the content
+        // on the disk, as the material reads them (see [`Unchecked::clean`]).
+        let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
+        let unchecked = Unchecked::of(&repo);
+        let reported_set: BTreeSet<&str> = reported.iter().map(String::as_str).collect();
+        let unvouched: Vec<String> = index_entries(&index, scope, whole)
+            .into_iter()
+            .filter(|(path, entry)| {
+                entry.mode != 0o160000
+                    && !reported_set.contains(path.as_str())
+                    && keep(path)
+                    && unchecked.clean(&workdir, path, entry).is_none()
+            })
+            .map(|(path, _)| path)
+            .collect();
+        for path in reported.iter().chain(&unvouched) {
             let path = path.as_str();
             if !keep(path) {
                 continue;
@@ -1947,6 +2019,67 @@ mod tests {
             write(&root, "src/a.txt", "changed behind git's back\n");
             assert_ne!(digest(&root, &["src"]), before, "{flag}");
         }
+    }
+
+    /// A file rewritten in place with the same size and its modification time set back is
+    /// clean to git's stat check wherever a setting weakens it: the material, and the files a
+    /// receipt signs, still read the new content. `core.trustctime` off (libgit2 then skips
+    /// the change time, the one field nobody can set back), `core.checkStat=minimal` (which
+    /// libgit2 does not read), and a racily clean entry (written in the index's own tick); with
+    /// `core.fileMode` off a file made executable still changes the material.
+    #[test]
+    fn content_rewritten_under_an_unchanged_stat_is_read_whatever_git_trusts() {
+        let settings: &[(&str, &[(&str, &str)])] = &[
+            ("trustctime", &[("core.trustctime", "false")]),
+            ("checkStat", &[("core.checkStat", "minimal")]),
+            ("both", &[("core.trustctime", "false"), ("core.checkStat", "minimal")]),
+            ("unreadable", &[("core.trustctime", "sometimes")]),
+        ];
+        // Set back to a fixed time (or, racily, a time past the index's own): size, inode
+        // and modification time all as the index recorded them.
+        let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let in_an_hour = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+        for (racy, (name, config)) in [false, true].into_iter().flat_map(|r| settings.iter().map(move |s| (r, s))) {
+            let (_dir, root) = new_repo();
+            let at = if racy { in_an_hour } else { an_hour_ago };
+            let set_back = |root: &Path| {
+                std::fs::File::options().append(true).open(root.join("a.txt")).unwrap().set_modified(at).unwrap();
+            };
+            write(&root, "a.txt", "hello, world\n");
+            set_back(&root);
+            git(&root, &["add", "."]);
+            git(&root, &["commit", "-qm", "base"]);
+            for (key, value) in config.iter() {
+                git(&root, &["config", key, value]);
+            }
+            let scope = ["a.txt".to_string()];
+            let before = (digest(&root, &["a.txt"]), tree_files(&root, &scope, None).unwrap());
+            // In place: the same inode and size.
+            let mut file = std::fs::File::options().write(true).open(root.join("a.txt")).unwrap();
+            std::io::Write::write_all(&mut file, b"HELLO, WORLD\n").unwrap();
+            drop(file);
+            set_back(&root);
+            let case = format!("{name}, racy: {racy}");
+            assert_ne!(digest(&root, &["a.txt"]), before.0, "{case}");
+            let signed = tree_files(&root, &scope, None).unwrap();
+            assert_eq!(signed.files["a.txt"], format!("{:x}", Sha256::digest(b"HELLO, WORLD\n")), "{case}");
+            assert_ne!(signed, before.1, "{case}");
+            assert_eq!(tree_files_walked(&root, &scope, None, false).unwrap(), signed, "{case}");
+        }
+
+        // The executable bit git does not look at with `core.fileMode` off.
+        let (_dir, root) = new_repo();
+        write(&root, "run.sh", "echo hi\n");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "base"]);
+        git(&root, &["config", "core.fileMode", "false"]);
+        let plain = digest(&root, &[]);
+        std::fs::set_permissions(root.join("run.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let runnable = digest(&root, &[]);
+        assert_ne!(runnable, plain, "made executable");
+        write(&root, "run.sh", "echo ho\n");
+        write(&root, "run.sh", "echo hi\n");
+        assert_eq!(digest(&root, &[]), runnable, "the same content and mode again");
     }
 
     /// A file the scope names is material though git ignores it; ignored files below a named
