@@ -246,6 +246,51 @@ fn an_ignored_named_file_and_a_link_target_bind_the_evidence() {
     }
 }
 
+/// A file the scope names that git ignores is shown to the reviewer as it binds the evidence:
+/// written since approval, it is a task change, diffed as an added file; one there at approval
+/// and untouched is baseline dirt, and a task change once edited. Before, the packet's task
+/// changes came from a git walk that passes ignored files over, and said `none`.
+#[test]
+fn an_ignored_named_file_is_a_task_change_the_reviewer_sees() {
+    let packet = |env: &TestEnv| {
+        let run = env.scafld(&["review", "rev", "--print-context", "--json"]);
+        run.assert_code(0);
+        let packet = run.json()["result"]["context"].as_str().unwrap().to_string();
+        let at = packet.find("## Task Changes Since Approval Baseline").expect("the task changes section");
+        let end = packet[at + 3..].find("\n## ").map_or(packet.len(), |i| at + 3 + i);
+        (packet.clone(), packet[at..end].to_string())
+    };
+    let check = "- [ ] `a1` test - says hello\n  - Command: `grep -q 'hello, world' greet.txt`\n";
+
+    // Written by the task.
+    let env = TestEnv::new();
+    std::fs::write(env.work.join(".gitignore"), "greet.txt\n").unwrap();
+    opened(&env, "greet.txt", check);
+    write(&env, "greet.txt", "hello, world\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let (whole, changes) = packet(&env);
+    assert!(whole.contains("Task changes since approval: 1"), "{whole}");
+    assert!(changes.contains("- `greet.txt`"), "{changes}");
+    assert!(changes.contains("new file mode 100644") && changes.contains("+++ b/greet.txt"), "{changes}");
+    assert!(changes.contains("+hello, world"), "{changes}");
+
+    // There at approval, untouched: baseline dirt; then edited: the task's change.
+    let env = TestEnv::new();
+    std::fs::write(env.work.join(".gitignore"), "greet.txt\n").unwrap();
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    opened(&env, "greet.txt", check);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let (whole, changes) = packet(&env);
+    assert!(whole.contains("Task changes since approval: 0"), "{whole}");
+    let dirt = &whole[whole.find("Dirty at approval and unchanged since").expect("the baseline section")..];
+    assert!(dirt[..dirt.find("\n## ").unwrap()].contains("- `greet.txt`"), "{whole}");
+    assert!(!changes.contains("greet.txt"), "{changes}");
+    write(&env, "greet.txt", "hello, world, again\n");
+    let (whole, changes) = packet(&env);
+    assert!(whole.contains("Task changes since approval: 1"), "{whole}");
+    assert!(changes.contains("+hello, world, again"), "{changes}");
+}
+
 /// A file kept from reviewers for its secrets (`.env*`) still binds the evidence when the
 /// scope names it: its content is hashed, never shown. Before, the entry was dropped and a
 /// rewritten `.env.example` left the evidence current.

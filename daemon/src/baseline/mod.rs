@@ -23,6 +23,9 @@ use crate::domain::material::GROUP;
 pub const HASH_CAP: u64 = 256 << 20;
 const HASH_EDGE: u64 = 16 << 20;
 
+/// The status of a file git ignores in a snapshot (`git status --porcelain --ignored`'s).
+pub const IGNORED: &str = "!!";
+
 /// Paths the runner writes, which never count as task content.
 const RUNNER_DIRS: [&str; 3] = [".scafld/runs/", ".scafld/reviews/", ".scafld/specs/"];
 
@@ -128,10 +131,14 @@ fn scoped_status_options(paths: &[String]) -> StatusOptions {
 }
 
 /// Snapshot the git repository containing `root`: HEAD and every dirty or untracked path with
-/// its fingerprint. The runner's folders (`.scafld/runs/`, `reviews/`, `specs/`) are left out
-/// and never walked: the runner writes there, and what changed since a baseline never counts
-/// them (a workspace of thousands of specs would otherwise weigh on every ledger read).
-pub fn snapshot(root: &Path) -> Result<Snapshot, String> {
+/// its fingerprint, and (as `!!`, git's word for ignored) each file git ignores that the
+/// material of `scope` reads all the same ([`Material::ignored`]): what was there at approval
+/// is baseline dirt, not the task's change. The runner's folders (`.scafld/runs/`, `reviews/`,
+/// `specs/`) are left out and never walked: the runner writes there, and what changed since a
+/// baseline never counts them (a workspace of thousands of specs would otherwise weigh on
+/// every ledger read).
+pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, String> {
+    let ignored = material(root, scope)?.ignored;
     let repo = open(root)?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let head = head_commit(&repo).map(|c| c.id().to_string());
@@ -147,6 +154,9 @@ pub fn snapshot(root: &Path) -> Result<Snapshot, String> {
             fingerprint: fingerprint(&workdir, path),
             path: path.to_string(),
         });
+    }
+    for path in ignored.into_iter().filter(|path| !runner_path(path)) {
+        paths.push(BaselinePath { status: IGNORED.into(), fingerprint: fingerprint(&workdir, &path), path });
     }
     paths.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Snapshot { head, paths })
@@ -282,7 +292,8 @@ fn porcelain(s: Status) -> String {
 ///
 /// A file git ignores is material when the scope names it (or a symlink in scope points at
 /// it); below a folder the scope names, git's ignore rules apply (build outputs stay out).
-/// `digest` covers every entry.
+/// `digest` covers every entry; `ignored` names the files read although git ignores them (a
+/// git diff passes them over: the review's task changes add them, see [`changes_since`]).
 ///
 /// `entries` is what the digest is computed from; what is kept of it (a ledger `material`
 /// event, a review session's guard snapshot) is [`Material::stored`], grouped by folder when
@@ -291,6 +302,7 @@ fn porcelain(s: Status) -> String {
 pub struct Material {
     pub digest: String,
     pub entries: Vec<BaselinePath>,
+    pub ignored: Vec<String>,
 }
 
 impl Material {
@@ -329,8 +341,8 @@ const LINK_ROUNDS: usize = 8;
 /// over the whole work tree.
 fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Material, String> {
     let repo = open(root)?;
-    let mut entries = Vec::new();
-    collect_material(&repo, "", scope, prune, &mut entries)?;
+    let (mut entries, mut ignored) = (Vec::new(), Vec::new());
+    collect_material(&repo, "", scope, prune, &mut entries, &mut ignored)?;
     // Symlinks in scope: what they point at inside the workspace is material too (never read
     // outside it). Targets are named paths: their content counts even where git ignores it.
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
@@ -359,15 +371,17 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
         if targets.is_empty() {
             break;
         }
-        collect_material(&repo, "", &targets, prune, &mut entries)?;
+        collect_material(&repo, "", &targets, prune, &mut entries, &mut ignored)?;
     }
+    ignored.sort();
+    ignored.dedup();
     entries.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.status.cmp(&b.status)));
     entries.dedup();
     let mut hasher = Sha256::new();
     for e in &entries {
         hasher.update(format!("{}\t{}\t{}\n", e.path, e.status, e.fingerprint));
     }
-    Ok(Material { digest: format!("{:x}", hasher.finalize()), entries })
+    Ok(Material { digest: format!("{:x}", hasher.finalize()), entries, ignored })
 }
 
 /// Where the symlink `link` (relative to `workdir`, the repository's top, canonically `top`)
@@ -604,6 +618,7 @@ fn collect_material(
     scope: &[String],
     prune: bool,
     out: &mut Vec<BaselinePath>,
+    ignored: &mut Vec<String>,
 ) -> Result<(), String> {
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let entry =
@@ -681,6 +696,10 @@ fn collect_material(
         match content_on_disk(&workdir, path) {
             None => out.push(entry(full(path), "absent", String::new())),
             Some(content) if content != "dir" && !content.starts_with("repo:") => {
+                // (Or a nested repository's, which its folder's entry stands for.)
+                if repo.is_path_ignored(path).unwrap_or(false) {
+                    ignored.push(full(path));
+                }
                 out.push(entry(full(path), "file", content));
             }
             Some(_) => {}
@@ -702,7 +721,7 @@ fn collect_material(
         } else {
             scope.to_vec()
         };
-        collect_material(&nested, &nested_prefix, &nested_scope, prune, out)?;
+        collect_material(&nested, &nested_prefix, &nested_scope, prune, out, ignored)?;
     }
     Ok(())
 }
@@ -1028,11 +1047,18 @@ struct Cleaner {
     workdir: PathBuf,
 }
 
+/// The repository at `workdir`, opened afresh with its object writes going to memory (a
+/// mempack backend first in line): what it stores never reaches `.git`.
+fn in_memory(workdir: &Path) -> Result<Repository, String> {
+    let fail = |e: git2::Error| format!("cannot read the repository at {}: {}", workdir.display(), e.message());
+    let repo = Repository::open(workdir).map_err(fail)?;
+    repo.odb().and_then(|odb| odb.add_new_mempack_backend(1000).map(|_| ())).map_err(fail)?;
+    Ok(repo)
+}
+
 impl Cleaner {
     fn open(workdir: &Path) -> Result<Cleaner, String> {
-        let fail = |e: git2::Error| format!("cannot read the repository at {}: {}", workdir.display(), e.message());
-        let repo = Repository::open(workdir).map_err(fail)?;
-        repo.odb().and_then(|odb| odb.add_new_mempack_backend(1000).map(|_| ())).map_err(fail)?;
+        let repo = in_memory(workdir)?;
         // libgit2 names files by their real path: the filters are chosen by the path inside it.
         let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
         Ok(Cleaner { repo, workdir })
@@ -1381,18 +1407,21 @@ pub struct Change {
 }
 
 /// Every path that differs from the approval baseline: the diff from the baseline HEAD's tree
-/// to the working tree (committed or not, inside submodules too), without the baseline's own
+/// to the working tree (committed or not, inside submodules too), and the files git ignores
+/// that the material reads (`ignored`, [`Material::ignored`]), without the baseline's own
 /// dirt when it is unchanged, plus baseline dirt that changed since (even back to HEAD).
 pub fn changes_since(
     root: &Path,
     base_head: Option<&str>,
     baseline: &[BaselinePath],
+    ignored: &[String],
 ) -> Result<Vec<Change>, GitFailure> {
     let repo = open(root)?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let base_tree = base_tree(&repo, base_head)?;
     let mut paths = BTreeSet::new();
     diff_paths(&repo, base_tree.as_ref(), "", &mut paths)?;
+    paths.extend(ignored.iter().cloned());
     let base_dirt: BTreeMap<&str, &str> = baseline.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
     paths.extend(base_dirt.keys().map(|p| p.to_string()));
     let mut changes = Vec::new();
@@ -1503,6 +1532,10 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
         .iter()
         .filter_map(|p| if prefix.is_empty() { Some(p.as_str()) } else { p.strip_prefix(&format!("{prefix}/")) })
         .collect();
+    // libgit2 prints no patch for a file git ignores: those (named by the scope, see
+    // [`Material::ignored`]) are shown apart, as added files.
+    let (ignored, local): (Vec<&str>, Vec<&str>) =
+        local.into_iter().partition(|path| ignored_file(repo, Path::new(path)));
     let mut text = String::new();
     if !local.is_empty() {
         let mut options = diff_options();
@@ -1514,6 +1547,9 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
             .diff_tree_to_workdir_with_index(tree, Some(&mut options))
             .map_err(|e| format!("git diff failed: {}", e.message()))?;
         text.push_str(&patch(&diff, prefix)?);
+    }
+    if !ignored.is_empty() {
+        text.push_str(&ignored_patch(repo, tree, prefix, &ignored)?);
     }
     // Paths inside submodules: their own diff, against the commit the tree records.
     if let (Ok(subs), Some(workdir)) = (repo.submodules(), repo.workdir()) {
@@ -1528,6 +1564,80 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
             let nested_tree = recorded.and_then(|id| nested.find_commit(id).ok()).and_then(|c| c.tree().ok());
             text.push_str(&patch_of(&nested, nested_tree.as_ref(), &full, paths)?);
         }
+    }
+    Ok(text)
+}
+
+/// Whether `path` (relative to `repo`'s work tree) is a file or symlink there that git ignores
+/// and does not track.
+fn ignored_file(repo: &Repository, path: &Path) -> bool {
+    let on_disk = repo
+        .workdir()
+        .and_then(|workdir| std::fs::symlink_metadata(workdir.join(path)).ok())
+        .is_some_and(|meta| meta.is_file() || meta.is_symlink());
+    on_disk
+        && repo.is_path_ignored(path).unwrap_or(false)
+        && repo.index().map_or(true, |index| index.get_path(path, 0).is_none())
+}
+
+/// Files a diff shows at most of a file git ignores; a larger one is named, not shown.
+const MAX_IGNORED_SHOWN: u64 = 8 << 20;
+
+/// The patch of `paths`, files git ignores in `repo`'s work tree, as added since `tree`:
+/// staged in memory on top of the index (by a repository whose object writes stay in memory,
+/// never written to `.git`) and diffed from `tree` to that index, as git would show them
+/// added.
+fn ignored_patch(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[&str]) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let workdir = repo.workdir().ok_or("the git repository is bare")?;
+    let memory = in_memory(workdir)?;
+    let fail = |e: git2::Error| format!("git diff failed: {}", e.message());
+    let mut index = memory.index().map_err(fail)?;
+    let (mut text, mut shown) = (String::new(), Vec::new());
+    for path in paths {
+        let full = workdir.join(path);
+        let Ok(meta) = std::fs::symlink_metadata(&full) else { continue };
+        let (mode, content) = if meta.is_symlink() {
+            let target = std::fs::read_link(&full).map_err(|e| format!("cannot read {path}: {e}"))?;
+            (0o120000, target.into_os_string().into_encoded_bytes())
+        } else if meta.len() > MAX_IGNORED_SHOWN {
+            let named = if prefix.is_empty() { path.to_string() } else { format!("{prefix}/{path}") };
+            text.push_str(&format!(
+                "diff --git a/{named} b/{named}\n(a file git ignores, {}: over the {} shown)\n",
+                scafld_local::capped::size(meta.len()),
+                scafld_local::capped::size(MAX_IGNORED_SHOWN)
+            ));
+            continue;
+        } else {
+            let content = scafld_local::capped::read(&full, "file", MAX_IGNORED_SHOWN).map_err(|e| e.to_string())?;
+            (if meta.permissions().mode() & 0o111 != 0 { 0o100755 } else { 0o100644 }, content)
+        };
+        let entry = git2::IndexEntry {
+            ctime: git2::IndexTime::new(0, 0),
+            mtime: git2::IndexTime::new(0, 0),
+            dev: 0,
+            ino: 0,
+            mode,
+            uid: 0,
+            gid: 0,
+            file_size: 0,
+            id: Oid::ZERO_SHA1,
+            flags: 0,
+            flags_extended: 0,
+            path: path.as_bytes().to_vec(),
+        };
+        index.add_frombuffer(&entry, &content).map_err(fail)?;
+        shown.push(*path);
+    }
+    if !shown.is_empty() {
+        let tree = tree.map(|t| memory.find_tree(t.id())).transpose().map_err(fail)?;
+        let mut options = diff_options();
+        options.disable_pathspec_match(true);
+        for path in &shown {
+            options.pathspec(path);
+        }
+        let diff = memory.diff_tree_to_index(tree.as_ref(), Some(&index), Some(&mut options)).map_err(fail)?;
+        text.insert_str(0, &patch(&diff, prefix)?);
     }
     Ok(text)
 }
@@ -1853,7 +1963,7 @@ mod tests {
             all.entries.iter().any(|e| e.path == "docs/z.md") && !all.entries.iter().any(|e| e.path == "docs/y.md")
         );
         // The approval snapshot walks the same way: every dirty path but the runner's.
-        let snap: Vec<String> = snapshot(&root).unwrap().paths.into_iter().map(|p| p.path).collect();
+        let snap: Vec<String> = snapshot(&root, &[]).unwrap().paths.into_iter().map(|p| p.path).collect();
         for dirty in ["src/a.rs", "src/b.rs", "lib.rs", "staged/only.txt", "newdir/inner/f.txt", "nested", "sub"] {
             assert!(snap.iter().any(|p| p == dirty), "{dirty} missing from {snap:?}");
         }
@@ -1893,7 +2003,7 @@ mod tests {
         let pruned = material_walked(&root, &[], true).unwrap();
         assert_eq!(pruned, material_walked(&root, &[], false).unwrap());
         assert!(pruned.entries.iter().any(|e| e.path == ".scafld"), "{pruned:?}");
-        let snap = snapshot(&root).unwrap();
+        let snap = snapshot(&root, &[]).unwrap();
         for name in [".scafld", "#nest", "x*y", "q?", "trail "] {
             assert!(snap.paths.iter().any(|p| p.path == name), "{name} missing from the snapshot");
         }
@@ -1922,7 +2032,7 @@ mod tests {
         }
         assert!(!tree_files(&root, &[], None).unwrap().files.contains_key("config/gone"));
         let snap: Vec<(String, String)> =
-            snapshot(&root).unwrap().paths.into_iter().map(|p| (p.path, p.status)).collect();
+            snapshot(&root, &[]).unwrap().paths.into_iter().map(|p| (p.path, p.status)).collect();
         assert_eq!(snap, [("config/gone".to_string(), " D".to_string())]);
     }
 
@@ -2134,6 +2244,13 @@ mod tests {
             let read = material(&root, &[outside.to_string()]).unwrap();
             assert_eq!(read.entries.iter().map(|e| e.status.as_str()).collect::<Vec<_>>(), ["outside"], "{outside}");
         }
+        // Which of them git ignores: what a review's task changes add to git's diff.
+        let ignored = |scope: &[&str]| {
+            let scope: Vec<String> = scope.iter().map(|s| s.to_string()).collect();
+            material(&root, &scope).unwrap().ignored
+        };
+        assert_eq!(ignored(&["y.cfg", "src", "link.txt"]), ["y.cfg"]);
+        assert_eq!(ignored(&["tobuilt"]), ["built/out.bin"]);
         let named = material(&root, &["missing.txt".to_string()]).unwrap();
         assert_eq!(named.entries.iter().map(|e| e.status.as_str()).collect::<Vec<_>>(), ["absent"]);
     }

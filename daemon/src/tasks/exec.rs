@@ -133,8 +133,8 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             .with_hint(format!("fix the spec's Scope, then `scafld approve {task}` again")));
     }
     let scope_warnings: Vec<String> = scope_warnings.into_iter().map(|(_, message)| message).collect();
-    let root = ws.root.clone();
-    let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
+    let (root, scope) = (ws.root.clone(), crate::evidence::evidence_scope(&ws, spec));
+    let snapshot = baseline::in_workspace(move || baseline::snapshot(&root, &scope)).await?;
     let count = snapshot.paths.len();
     let head = snapshot.head.clone();
     let contract = evidence::contract(spec);
@@ -249,8 +249,8 @@ async fn amend(
     if let Some(gone) = &gone {
         // The new baseline: HEAD now, with the dirt outside the task's scope (ambient, as it
         // was at approval); the task's own uncommitted files stay changes for the reviewer.
-        let root = ws.root.clone();
-        let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
+        let (root, bound) = (ws.root.clone(), crate::evidence::evidence_scope(ws, &spec));
+        let snapshot = baseline::in_workspace(move || baseline::snapshot(&root, &bound)).await?;
         let scope = crate::domain::review::scope(&spec, &[], &ws.root.to_string_lossy());
         let paths: Vec<_> =
             snapshot.paths.into_iter().filter(|p| !crate::domain::review::in_scope(&p.path, &scope)).collect();
@@ -366,8 +366,8 @@ async fn adopt(
     }
     let mut events = Vec::new();
     if !has_baseline {
-        let root = ws.root.clone();
-        let snapshot = baseline::in_workspace(move || baseline::snapshot(&root)).await?;
+        let (root, scope) = (ws.root.clone(), crate::evidence::evidence_scope(ws, spec));
+        let snapshot = baseline::in_workspace(move || baseline::snapshot(&root, &scope)).await?;
         let count = snapshot.paths.len();
         events.push(LedgerEvent::WorkspaceBaseline {
             head: snapshot.head,

@@ -108,15 +108,13 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         gate::refuse_stale(&task, &fresh, "review")?;
         gate::refuse_never_run(&task, &spec, "review")?;
     }
-    let tree = match &fresh.material {
-        Ok(material) => material.digest.clone(),
+    let material = match &fresh.material {
+        Ok(material) => material.clone(),
         Err(_) => {
-            crate::evidence::material_now(&ws, &spec)
-                .await
-                .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?
-                .digest
+            crate::evidence::material_now(&ws, &spec).await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?
         }
     };
+    let tree = material.digest.clone();
     if !p.force && !p.print_context {
         let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
         let spec_changed = crate::domain::ledger::spec_changed_since_review(&entries, Some(&spec_now));
@@ -125,7 +123,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     if !p.review_scope.is_empty() {
         crate::evidence::require_review_scope(&ws, &spec, &p.review_scope).await?;
     }
-    let change = TaskChange::since_approval(&ws, &spec, &entries, &p.review_scope).await?;
+    let change = TaskChange::since_approval(&ws, &spec, &entries, &p.review_scope, &material.ignored).await?;
     let known = (request.mode == ReviewMode::Verify).then(|| previous.and_then(|(d, _, _)| d)).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
     // Files kept for their secrets are named among the changes, never diffed into the packet.
@@ -314,11 +312,12 @@ impl TaskChange {
         spec: &Spec,
         entries: &[LedgerEntry],
         requested_scope: &[String],
+        ignored: &[String],
     ) -> RpcResult<TaskChange> {
         let (base_head, baseline) = approval_baseline(entries);
-        let (root, head, base) = (ws.root.clone(), base_head.clone(), baseline.clone());
+        let (root, head, base, ignored) = (ws.root.clone(), base_head.clone(), baseline.clone(), ignored.to_vec());
         let task = spec.front.task_id.clone();
-        let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base))
+        let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base, &ignored))
             .await
             .map_err(|RpcError(mut data)| {
                 // The baseline's commit is gone: name this task in the way out.
