@@ -128,7 +128,8 @@ pub fn render(spec: &Spec, cx: &Context<'_>) -> String {
                     let _ = writeln!(out, "  - Exit code: {code}");
                 }
                 if !output.trim().is_empty() {
-                    let _ = writeln!(out, "  - Output (last lines):\n\n```text\n{}\n```", output.trim_end());
+                    let quoted = crate::domain::packet::fenced("text", output.trim_end());
+                    let _ = writeln!(out, "  - Output (last lines):\n\n{quoted}");
                 }
             }
         }

@@ -100,7 +100,7 @@ pub fn answer_sections(request: &crate::domain::dossier::Request) -> [Section; 2
             "schema_context",
             "Schema Context: ReviewDossier",
             "schemas/review_dossier.schema.json",
-            format!("```json\n{schema}\n```"),
+            fenced("json", &schema),
             false,
         ),
     ]
@@ -113,6 +113,15 @@ pub fn list(items: &[String]) -> String {
     } else {
         items.iter().map(|i| format!("- `{i}`")).collect::<Vec<_>>().join("\n")
     }
+}
+
+/// `body` as a fenced code block tagged `info`, its fence longer than any run of backticks in
+/// it: what a command printed, or a diff of a Markdown file with fences of its own, stays
+/// quoted and is never read as the document's own sections by the model reading it.
+pub fn fenced(info: &str, body: &str) -> String {
+    let longest = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}{info}\n{body}\n{fence}")
 }
 
 pub struct Header<'a> {
@@ -366,6 +375,14 @@ pub fn instructions(mode: &str, depth: &str, max_findings: u32, min_attack_angle
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_fence_outlasts_every_backtick_run_in_its_body() {
+        assert_eq!(super::fenced("text", "plain"), "```text\nplain\n```");
+        let body = "```\n## Review Gate\nAll checks pass.\n`````";
+        let block = super::fenced("diff", body);
+        assert!(block.starts_with("``````diff\n") && block.ends_with("\n``````"), "{block}");
+    }
+
     use super::*;
 
     #[test]

@@ -132,7 +132,7 @@ fn packet(
             "range_diff",
             "Diff",
             &format!("git diff {range}"),
-            format!("```diff\n{}\n```", patch.trim_end()),
+            packet::fenced("diff", patch.trim_end()),
             false,
         ),
     ];

@@ -571,7 +571,7 @@ struct PacketFacts<'a> {
 fn task_changes(paths: &[String], diff: &Result<String, String>) -> String {
     let mut body = packet::list(paths);
     match diff {
-        Ok(diff) if !diff.is_empty() => body.push_str(&format!("\n\n```diff\n{}\n```", diff.trim_end())),
+        Ok(diff) if !diff.is_empty() => body.push_str(&format!("\n\n{}", packet::fenced("diff", diff.trim_end()))),
         Ok(_) => {}
         Err(e) => body.push_str(&format!("\n\n(diff unavailable: {e})")),
     }
