@@ -505,26 +505,61 @@ fn a_truncated_or_bit_flipped_database_is_refused_kept_and_rebuilt() {
             }
         }
         std::fs::write(&db_file, &bytes).unwrap();
-        let stderr = refused_to_start(&env);
         // The database as it was before the refused start is kept, byte for byte.
-        let kept = stderr.split("is kept at ").nth(1).and_then(|rest| rest.split([')', '\n', ';']).next());
-        let kept = kept.unwrap_or_else(|| panic!("{damage}: no copy kept: {stderr}"));
-        let kept_bytes = std::fs::read(std::path::Path::new(kept.trim()).join("db")).unwrap();
+        let kept_bytes = std::fs::read(kept_copy(&refused_to_start(&env)).join("db")).unwrap();
         assert!(kept_bytes == bytes, "{damage}: the kept copy differs from the damaged database");
     }
     // The rebuild keeps the damaged copy and restores what the export holds.
     let report = recover(&env);
     assert!(report.contains("kept the damaged database at"), "{report}");
     assert!(report.contains(&format!("/keep: {entries} entries from the")), "{report}");
-    let kept: Vec<_> = std::fs::read_dir(&env.state_dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .filter(|n| n.starts_with("db.damaged-") && !n.ends_with(".json"))
-        .collect();
+    let kept = damaged_copies(&env);
     assert_eq!(kept.len(), 5, "one copy per refused start and the one moved aside: {kept:?}");
     assert!(!env.state_dir.join("db.opening").exists());
     env.start_daemon();
     assert_eq!(ledger_len(&env, "keep"), entries);
+}
+
+/// The copies of the database that refused starts and recoveries kept aside, by name.
+fn damaged_copies(env: &TestEnv) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(&env.state_dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.starts_with("db.damaged-") && !n.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Where a refused start says it kept the database as it was.
+fn kept_copy(stderr: &str) -> std::path::PathBuf {
+    let kept = stderr.split("is kept at ").nth(1).and_then(|rest| rest.split([')', '\n', ';']).next());
+    std::path::PathBuf::from(kept.unwrap_or_else(|| panic!("no copy kept: {stderr}")).trim())
+}
+
+/// Every client command retried while the database is refused tries a start, and each used to
+/// keep another whole copy of it (up to 512 MiB each) until the disk filled. A copy is kept per
+/// state of the damage: the first start keeps the database as it was, the second may keep what
+/// sled's repair of the first open left, and the retries after them keep nothing more, each
+/// naming the copy that holds what it refused.
+#[test]
+fn retried_refused_starts_keep_one_copy_per_state_of_the_damage() {
+    let mut env = TestEnv::new();
+    workspace_with_ledgers(&mut env);
+    let db_file = env.state_dir.join("db/db");
+    let bytes = std::fs::read(&db_file).unwrap();
+    let damaged = bytes[..bytes.len() / 2].to_vec();
+    std::fs::write(&db_file, &damaged).unwrap();
+    let first = kept_copy(&refused_to_start(&env));
+    assert_eq!(std::fs::read(first.join("db")).unwrap(), damaged, "the first copy is the database as it was");
+    let mut last = first.clone();
+    for _ in 0..4 {
+        last = kept_copy(&refused_to_start(&env));
+    }
+    let copies = damaged_copies(&env);
+    assert!(copies.len() <= 2, "five refused starts kept {} copies: {copies:?}", copies.len());
+    assert!(last.is_dir() && first.is_dir(), "{copies:?}");
+    assert_eq!(std::fs::read(first.join("db")).unwrap(), damaged, "the first copy is never replaced");
 }
 
 #[test]

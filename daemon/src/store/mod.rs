@@ -180,10 +180,7 @@ impl SledStore {
         let pristine = pristine_copy(dir);
         let damaged = |problems: Vec<String>| {
             tracing::error!(db = %dir.display(), "the state database is damaged: {}", problems.join("; "));
-            let kept = pristine.as_ref().and_then(|copy| {
-                let kept = aside(dir, "damaged");
-                std::fs::rename(copy, &kept).ok().map(|()| kept)
-            });
+            let kept = pristine.as_ref().and_then(|copy| keep_damaged(dir, copy));
             damaged(problems, kept)
         };
         let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(Trees, Manifest), StoreError> {
@@ -337,6 +334,73 @@ fn pristine_copy(dir: &Path) -> Option<PathBuf> {
     let _ = std::fs::remove_dir_all(&copy);
     recover::copy_dir(dir, &copy).ok()?;
     Some(copy)
+}
+
+/// Keep `copy`, the database `dir` as it was before a start refused it, beside it as
+/// `<name>.damaged-<time>`; where a copy kept earlier holds the very same files (every client
+/// command retried while the database is refused tries a start), that one is named instead and
+/// `copy` removed, so retries keep one copy per state of the damage, not one per attempt.
+fn keep_damaged(dir: &Path, copy: &Path) -> Option<PathBuf> {
+    if let Some(same) = recover::earlier_copies(dir).into_iter().find(|earlier| same_files(copy, earlier)) {
+        let _ = std::fs::remove_dir_all(copy);
+        return Some(same);
+    }
+    let kept = aside(dir, "damaged");
+    std::fs::rename(copy, &kept).ok().map(|()| kept)
+}
+
+/// Whether the folders `a` and `b` hold the same folders and regular files (what
+/// `recover::copy_dir` copies), with the same bytes; anything unreadable is a difference.
+fn same_files(a: &Path, b: &Path) -> bool {
+    use std::collections::BTreeMap;
+    // Name → (a folder?, size): compared whole before any content is read.
+    let listing = |dir: &Path| -> std::io::Result<BTreeMap<std::ffi::OsString, (bool, u64)>> {
+        let mut listed = BTreeMap::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            if kind.is_dir() || kind.is_file() {
+                listed.insert(
+                    entry.file_name(),
+                    (kind.is_dir(), if kind.is_file() { entry.metadata()?.len() } else { 0 }),
+                );
+            }
+        }
+        Ok(listed)
+    };
+    let (Ok(left), Ok(right)) = (listing(a), listing(b)) else { return false };
+    left == right
+        && left.iter().all(|(name, &(folder, _))| match folder {
+            true => same_files(&a.join(name), &b.join(name)),
+            false => same_bytes(&a.join(name), &b.join(name)).unwrap_or(false),
+        })
+}
+
+/// Whether two files hold the same bytes, read side by side a block at a time.
+fn same_bytes(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::io::Read;
+    // As much as `file` gives up to the buffer's end: reads may come short before the end.
+    fn fill(file: &mut std::fs::File, buffer: &mut [u8]) -> std::io::Result<usize> {
+        let mut filled = 0;
+        while filled < buffer.len() {
+            match file.read(&mut buffer[filled..])? {
+                0 => break,
+                n => filled += n,
+            }
+        }
+        Ok(filled)
+    }
+    let (mut left, mut right) = (std::fs::File::open(a)?, std::fs::File::open(b)?);
+    let (mut one, mut two) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    loop {
+        let (n, m) = (fill(&mut left, &mut one)?, fill(&mut right, &mut two)?);
+        if one[..n] != two[..m] {
+            return Ok(false);
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
 }
 
 fn dir_size(dir: &Path) -> std::io::Result<u64> {
