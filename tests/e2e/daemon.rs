@@ -600,6 +600,64 @@ fn a_recovery_of_a_healthy_database_changes_nothing() {
     assert_eq!(ledger_len(&env, "keep"), entries);
 }
 
+/// `cp -a from to`: a folder copied whole, as it is.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    assert!(Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap().success());
+}
+
+/// `scafldd --recover` killed at any of its steps (before each of its renames, the steps that
+/// change what a start finds, under `strace`'s fault injection) leaves either the database as it
+/// was or a state the next start refuses, naming `scafldd --recover`, which then rebuilds every
+/// ledger. Before, it moved the database and its manifest aside first and built the new one in
+/// their place: a kill meanwhile left an empty database that the next start served as brand new.
+#[test]
+fn a_recovery_killed_at_any_step_never_leaves_an_empty_database_served() {
+    let strace = which("strace")
+        .ok()
+        .filter(|s| Command::new(s).args(["-qq", "-o", "/dev/null", "true"]).status().is_ok_and(|s| s.success()));
+    let Some(strace) = strace else {
+        assert!(std::env::var_os("CI").is_none(), "CI installs strace (.ci/run)");
+        eprintln!("skipped: strace is not installed or cannot trace here");
+        return;
+    };
+    let mut env = TestEnv::new();
+    let keep = workspace_with_ledgers(&mut env);
+    let gone = ledger_len_stopped(&mut env, "gone");
+    // A manifest that does not read: the start is refused, the way out is `--recover`.
+    std::fs::write(env.state_dir.join("db.manifest.json"), "garbage").unwrap();
+    let damaged = env.path("damaged-state");
+    copy_tree(&env.state_dir, &damaged);
+    let mut step = 1;
+    loop {
+        std::fs::remove_dir_all(&env.state_dir).unwrap();
+        copy_tree(&damaged, &env.state_dir);
+        let mut recovery = Command::new(&strace);
+        env.apply_env(&mut recovery);
+        // Killed as it enters its `step`th rename (counted per thread: the recovery's are
+        // on its main thread).
+        let inject = format!("inject=/^rename:signal=KILL:when={step}");
+        recovery.args(["-f", "-qq", "-o", "/dev/null", "-e", &inject]).arg(scafld_tests::scafldd_bin());
+        let finished = recovery.arg("--recover").output().unwrap().status.success();
+        let after = format!("after a recovery killed before its rename {step}");
+        let start = env.scafld(&["daemon", "start"]);
+        if start.code != 0 {
+            // Refused: the message names the way out, which restores every ledger.
+            assert!(start.stderr.contains("scafldd --recover") && !finished, "{after}: {}", start.stderr);
+            recover(&env);
+            env.scafld(&["daemon", "start"]).assert_code(0);
+        }
+        // Served: only in full.
+        assert_eq!((ledger_len(&env, "keep"), ledger_len(&env, "gone")), (keep, gone), "{after}");
+        env.scafld(&["daemon", "stop"]).assert_code(0);
+        if finished {
+            break;
+        }
+        step += 1;
+        assert!(step < 64, "the recovery never finished under strace");
+    }
+    assert!(step > 4, "the recovery was killed at {} steps only", step - 1);
+}
+
 /// The snapshot sled last finished in the database folder `db`: its path and log position.
 fn finished_snapshot(db: &std::path::Path) -> (std::path::PathBuf, u64) {
     let snapshot = std::fs::read_dir(db)

@@ -1,7 +1,9 @@
 //! `scafldd --recover`: rebuild a damaged database from what is still readable, keeping the
-//! damaged copy. Sources per task: the ledger entries that still read back from the damaged
-//! database (a copy of it is opened, never the kept original) and from the copies earlier
-//! refused starts kept, which win; then a ledger exported under `.scafld/runs/<task>/ledger.json`
+//! damaged copy. The new database is built beside the old one and swapped in once whole
+//! (`swap_in`), so a recovery cut short never leaves an empty database to be served. Sources per
+//! task: the ledger entries that still read back from the damaged database (a copy of it is
+//! opened, never the original) and from the copies earlier refused starts kept (the database's
+//! own win where they disagree); then a ledger exported under `.scafld/runs/<task>/ledger.json`
 //! in every workspace the database or its manifest knew, which only fills what the database
 //! lost and is refused (and reported) when it contradicts the database or runs past the
 //! manifest's head (`domain::recovery`). What was lost is reported against the manifest. Jobs
@@ -120,16 +122,9 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
 
     // Copies kept by refused starts (as they were before sled touched them) are read too.
     let earlier = earlier_copies(db_dir);
-    let kept = super::aside(db_dir, "damaged");
-    if db_dir.exists() {
-        std::fs::rename(db_dir, &kept)?;
-        report.kept = Some(kept.clone());
-    }
-    if manifest_path.exists() {
-        std::fs::rename(&manifest_path, manifest::path_for(&kept))?;
-    }
-    // The database just moved aside is read first: where copies disagree, its entries stand.
-    for copy in report.kept.iter().chain(&earlier) {
+    // The database itself is read first: where copies disagree, its entries stand.
+    let current = db_dir.is_dir().then(|| db_dir.to_path_buf());
+    for copy in current.iter().chain(&earlier) {
         salvage(copy, &mut roots, &mut held);
     }
     let mut by_root: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -140,7 +135,11 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
         read_exports(Path::new(root), workspaces, &mut exports, &mut report.refused);
     }
 
-    let store = SledStore::open(db_dir)?;
+    // Rebuilt beside the database, which stays in place until the new one is whole
+    // (`swap_in`): a recovery cut short leaves what a start refuses, never an empty database.
+    let scratch = scratch_for(db_dir);
+    remove_scratch(&scratch)?;
+    let store = SledStore::open(&scratch)?;
     for (id, root) in &roots {
         store.save_workspace(&WorkspaceRecord { id: id.clone(), root: root.clone() })?;
     }
@@ -204,6 +203,8 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
         m.exported.extend(recorded.exported.clone());
     });
     store.manifest.save()?;
+    drop(store);
+    report.kept = swap_in(db_dir, &scratch)?;
     for (id, root) in &roots {
         if !Path::new(root).is_dir() {
             report
@@ -212,6 +213,53 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
         }
     }
     Ok(report)
+}
+
+/// Where a recovery builds the new database: beside the old one, under a name no start reads.
+fn scratch_for(db_dir: &Path) -> PathBuf {
+    db_dir.with_file_name(format!("{}.rebuilding", super::dir_name(db_dir)))
+}
+
+/// Remove what a recovery cut short left in `scratch` (the folder and its manifest).
+fn remove_scratch(scratch: &Path) -> std::io::Result<()> {
+    let gone = |result: std::io::Result<()>| match result {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    };
+    gone(std::fs::remove_dir_all(scratch))?;
+    gone(std::fs::remove_file(manifest::path_for(scratch)))
+}
+
+/// Put the database rebuilt in `scratch` (closed, its manifest saved) in the place of `db_dir`,
+/// keeping the old database and its manifest aside as `<name>.damaged-<time>`; returns where
+/// the old database went, if there was one. Renames are atomic but two cannot be, so they come
+/// in an order where every state a kill in between leaves is one a start refuses, with
+/// `scafldd --recover` as the way out, or serves in full:
+///
+/// 1. the old manifest copied beside the kept name: nothing else changed yet;
+/// 2. the new manifest over the old one: the old database stays (a start serves it only if it
+///    holds everything the rebuilt one does);
+/// 3. the old database moved aside: no database beside a manifest recording what the rebuilt one
+///    holds, which a start refuses unless that is nothing;
+/// 4. the rebuilt database moved in.
+///
+/// A recovery run again reads the copy moved aside as it reads any kept by a refused start.
+fn swap_in(db_dir: &Path, scratch: &Path) -> std::io::Result<Option<PathBuf>> {
+    let manifest_path = manifest::path_for(db_dir);
+    let kept = super::aside(db_dir, "damaged");
+    if manifest_path.exists() {
+        std::fs::copy(&manifest_path, manifest::path_for(&kept))?;
+    }
+    std::fs::rename(manifest::path_for(scratch), &manifest_path)?;
+    let moved = match db_dir.exists() {
+        true => {
+            std::fs::rename(db_dir, &kept)?;
+            Some(kept)
+        }
+        false => None,
+    };
+    std::fs::rename(scratch, db_dir)?;
+    Ok(moved)
 }
 
 /// The workspaces (id → root) a manifest that does not read whole still names.
