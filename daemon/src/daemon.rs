@@ -61,7 +61,7 @@ pub struct Daemon {
     /// Dossiers relayed by `scafld mcp submit-review` for running reviews.
     pub submissions: crate::providers::Submissions,
     pub sessions: crate::review::Sessions,
-    /// The commands calls run outside any job (finalize, verify, a delegated harden).
+    /// The commands calls run outside any job (finalize, verify).
     pub call_runs: crate::runner::CallRuns,
 }
 
@@ -429,6 +429,7 @@ impl Daemon {
             crate::domain::job::JobKind::Acceptance => format!("a build of `{}`", job.task_id),
             crate::domain::job::JobKind::Review if job.task_id.is_empty() => "a review".to_string(),
             crate::domain::job::JobKind::Review => format!("a review of `{}`", job.task_id),
+            crate::domain::job::JobKind::Harden => format!("a harden of `{}`", job.task_id),
         };
         Err(RpcError::new(
             ErrorKind::Busy,

@@ -350,10 +350,19 @@ pub(crate) async fn past_lost_baseline(
 
 /// `next` for a task whose build job still runs (a detached `build`, or one another client
 /// started): its evidence is being recorded, so what follows is waiting for it, not the step
-/// the spec shows now. Asked by `status` and `handoff` only: a build's own answer is worked
-/// out while its job still counts as running.
+/// the spec shows now; likewise for a delegated harden's round. Asked by `status` and `handoff`
+/// only: a build's own answer is worked out while its job still counts as running.
 pub(crate) fn while_building(daemon: &Daemon, ws: &Workspace, task: &str, next: NextAction) -> NextAction {
     match daemon.jobs.active_for(ws, task) {
+        Some(job) if job.kind == scafld_protocol::vocab::JobKind::Harden => NextAction {
+            role: crate::domain::next::Role::Agent,
+            action: crate::domain::next::Action::Harden,
+            command: format!("scafld job wait {}", job.id),
+            reason: format!(
+                "a harden of {task} is running (job {}): wait for its round, or stop it with `scafld job cancel {}`",
+                job.id, job.id
+            ),
+        },
         Some(job) if job.kind == scafld_protocol::vocab::JobKind::Acceptance => NextAction {
             role: crate::domain::next::Role::Agent,
             action: crate::domain::next::Action::Implement,

@@ -79,8 +79,9 @@ impl Jobs {
         let id = format!("job-{}-{}", *next, &crate::workspace::layout::new_id().unwrap_or_default()[..6]);
         *next += 1;
         let record = JobRecord {
-            // A reviewer run records its own group (and token) durably instead.
-            run_token: if review.is_none() {
+            // A provider's run (a reviewer's, a harden's) records its own group (and token)
+            // durably instead.
+            run_token: if kind == JobKind::Acceptance {
                 crate::workspace::layout::new_id().unwrap_or_default()
             } else {
                 String::new()
@@ -380,7 +381,7 @@ pub fn info(record: &JobRecord) -> JobInfo {
         reason: record.reason.clone(),
         outcome: match record.kind {
             JobKind::Acceptance => record.outcome.clone(),
-            JobKind::Review => None,
+            JobKind::Review | JobKind::Harden => None,
         },
         error_kind: record.error_kind.clone(),
     }

@@ -161,8 +161,8 @@ impl ProcessGroup {
     }
 }
 
-/// The commands a call runs itself, outside any job: finalize's and verify's criteria, a
-/// delegated harden's provider. As with a build job, every process of one call carries one run
+/// The commands a call runs itself, outside any job: finalize's and verify's criteria (a
+/// delegated harden's provider is a job's, as a reviewer's). As with a build job, every process of one call carries one run
 /// token, on disk (`<state dir>/call-runs/<token>`) before any of them may start, so the next
 /// daemon kills what a crash left running ([`CallRuns::recover`]); and each is cancelled when
 /// the daemon stops, its call then recording nothing ([`CallRun::cut_short`]).

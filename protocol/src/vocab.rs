@@ -256,10 +256,12 @@ vocabulary! {
         Abandoned = "abandoned",
     }
 
-    /// What a job does: run a task's acceptance criteria, or one reviewer's review.
+    /// What a job does: run a task's acceptance criteria, one reviewer's review, or the
+    /// provider of a delegated harden (`harden --provider`).
     pub enum JobKind("kind") {
         Acceptance = "acceptance",
         Review = "review",
+        Harden = "harden",
     }
 }
 

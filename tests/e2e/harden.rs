@@ -475,29 +475,144 @@ fn a_harden_provider_that_modifies_files_never_passes() {
     }
 }
 
-/// A harden provider is the call's own command, on record like a build's: `daemon stop` kills
-/// it and the call answers that the stop cut it short, with no round recorded. Before, the
-/// provider ran on, orphaned, after the daemon was gone.
-#[test]
-fn a_stopped_daemon_kills_the_harden_provider_and_records_no_round() {
+/// A workspace with the draft `shape` and a daemon the test started, and a `harden --provider
+/// command` of it running in the background, its provider `sleep <marker>` (which never answers)
+/// once it has read the packet: the pending call, once the provider runs.
+fn hanging_harden(env: &mut TestEnv, marker: u32) -> std::process::Child {
     use std::process::Stdio;
-    let mut env = TestEnv::new();
     env.start_daemon();
     git(&env.work, &["init", "-q"]);
     env.init();
     std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
     let hangs = env.path("hangs.sh");
-    std::fs::write(&hangs, "#!/bin/sh\ncat >/dev/null\nexec sleep 1014\n").unwrap();
+    std::fs::write(&hangs, format!("#!/bin/sh\ncat >/dev/null\nexec sleep {marker}\n")).unwrap();
     std::process::Command::new("chmod").arg("+x").arg(&hangs).status().unwrap();
     let hangs = hangs.display().to_string();
     let args = ["harden", "shape", "--provider", "command", "--provider-command", &hangs, "--json"];
     let call = env.scafld_command(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    scafld_tests::wait_until("the provider to run", || crate::exec::running("sleep 1014"));
+    let sleep = format!("sleep {marker}");
+    scafld_tests::wait_until("the provider to run", || crate::exec::running(&sleep));
+    call
+}
+
+/// The error a pending call answered with.
+fn error_of(call: std::process::Child) -> Value {
+    scafld_tests::Run::from(call.wait_with_output().unwrap()).json()["error"].clone()
+}
+
+/// A harden provider is the call's own command, on record like a build's: `daemon stop` kills
+/// it and the call answers that the stop cut it short, with no round recorded. Before, the
+/// provider ran on, orphaned, after the daemon was gone.
+#[test]
+fn a_stopped_daemon_kills_the_harden_provider_and_records_no_round() {
+    let mut env = TestEnv::new();
+    let call = hanging_harden(&mut env, 1014);
     env.scafld(&["daemon", "stop"]).assert_code(0);
     env.take_daemon().wait().unwrap();
     assert!(!crate::exec::running("sleep 1014"), "a stopped daemon leaves the harden provider running");
-    let answer = scafld_tests::Run::from(call.wait_with_output().unwrap());
-    let error = answer.json()["error"].clone();
+    let error = error_of(call);
     assert!(error["message"].as_str().unwrap().contains("harden shape was cut short and recorded nothing"), "{error}");
     assert!(!spec(&env).contains("round-1"), "no round was recorded: {}", spec(&env));
+    env.start_daemon();
+    let job = &env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"][0];
+    assert_eq!((job["kind"].as_str(), job["state"].as_str()), (Some("harden"), Some("abandoned")), "{job}");
+}
+
+/// A delegated harden runs as a job of its task, as a reviewer does: listed, named by `status`,
+/// and holding the task, so every other command that would change it answers `busy` at once,
+/// naming the job, instead of waiting silently for a provider that may run for half an hour;
+/// `job cancel` stops it, the call saying no round was recorded, and the task is free again.
+#[test]
+fn a_delegated_harden_is_a_job_that_holds_its_task_until_cancelled() {
+    let mut env = TestEnv::new();
+    let call = hanging_harden(&mut env, 1021);
+    let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    let job = jobs.as_array().unwrap().iter().find(|j| j["kind"] == "harden").cloned();
+    let job = job.unwrap_or_else(|| panic!("no harden job listed: {jobs}"));
+    assert_eq!((job["task_id"].as_str(), job["state"].as_str()), (Some("shape"), Some("running")), "{job}");
+    let id = job["job_id"].as_str().unwrap().to_string();
+    let status = env.scafld(&["status", "shape", "--json"]).json();
+    assert_eq!(status["result"]["next_command"], format!("scafld job wait {id}"), "{status}");
+    let clean: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
+    let again = provider(&env, "clean", &dossier(&clean));
+    let writes: [&[&str]; 6] = [
+        &["cancel", "shape", "--reason", "r"],
+        &["fail", "shape", "--reason", "r"],
+        &["approve", "shape", "--reason", "r"],
+        &["build", "shape"],
+        &["harden", "shape", "--provider", "command", "--provider-command", &again],
+        &["review", "accept", "shape", "--reason", "r"],
+    ];
+    for args in writes {
+        let answer = env.scafld_within(&[args, &["--json"]].concat(), std::time::Duration::from_secs(10));
+        let error = &answer.json()["error"];
+        assert_eq!(error["code"], "busy", "{args:?}: {error}");
+        assert!(error["message"].as_str().unwrap().contains(&id), "{args:?}: {error}");
+        answer.assert_code(1);
+    }
+    env.scafld(&["job", "cancel", &id]).assert_code(0);
+    let error = error_of(call);
+    assert!(error["message"].as_str().unwrap().contains("no round was recorded"), "{error}");
+    assert!(!crate::exec::running("sleep 1021"), "the cancelled provider still runs");
+    assert_eq!(env.scafld(&["job", "status", &id, "--json"]).json()["result"]["state"], "cancelled");
+    assert!(!spec(&env).contains("round-1"), "no round was recorded: {}", spec(&env));
+    // The task is free again.
+    harden(&env, &again).assert_code(0);
+    assert!(spec(&env).contains("round-1"), "{}", spec(&env));
+}
+
+/// A daemon killed while a harden provider runs leaves it to the next start, which kills it by
+/// the group on the job's record (as a reviewer's) and marks the job abandoned, with nothing in
+/// the draft's ledger.
+#[test]
+fn a_harden_provider_a_crashed_daemon_left_is_killed_by_the_next_start() {
+    let mut env = TestEnv::new();
+    let call = hanging_harden(&mut env, 1022);
+    let mut daemon = env.take_daemon();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    drop(call);
+    assert!(crate::exec::running("sleep 1022"), "the orphan outlives the daemon until the next start");
+    env.start_daemon();
+    scafld_tests::wait_until("the next start to kill the provider", || !crate::exec::running("sleep 1022"));
+    let job = &env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"][0];
+    assert_eq!((job["kind"].as_str(), job["state"].as_str()), (Some("harden"), Some("abandoned")), "{job}");
+    let session = env.scafld(&["session", "shape", "--json"]).json();
+    assert_eq!(session["result"]["entries"].as_array().map(Vec::len), Some(0), "{session}");
+    assert!(!spec(&env).contains("round-1"), "{}", spec(&env));
+}
+
+/// A delegated harden outlives its caller, as a review does: the client killed, its job runs on
+/// and writes the round once the provider answers.
+#[test]
+fn a_delegated_harden_outlives_its_client() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let clean: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
+    let gate = env.path("release-harden");
+    let waits = env.path("waits.sh");
+    let answer = dossier(&clean);
+    let script = format!(
+        "#!/bin/sh\ncat >/dev/null\nwhile [ ! -f {} ]; do sleep 0.05; done\ncat <<'JSON'\n{answer}\nJSON\n",
+        gate.display()
+    );
+    std::fs::write(&waits, script).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&waits).status().unwrap();
+    let waits = waits.display().to_string();
+    let args = ["harden", "shape", "--provider", "command", "--provider-command", &waits];
+    let mut client = env.scafld_command(&args).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let job = || {
+        let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+        jobs.as_array().unwrap().iter().find(|j| j["kind"] == "harden").cloned().unwrap_or_default()
+    };
+    scafld_tests::wait_until("the harden job to run", || job()["state"] == "running");
+    client.kill().unwrap();
+    client.wait().unwrap();
+    std::fs::write(&gate, "").unwrap();
+    scafld_tests::wait_until("the orphaned harden to finish", || job()["state"] == "succeeded");
+    assert!(spec(&env).contains("round-1"), "{}", spec(&env));
+    assert_eq!(env.scafld(&["status", "shape", "--json"]).json()["result"]["harden_status"], "passed");
 }

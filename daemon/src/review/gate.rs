@@ -107,6 +107,14 @@ pub(crate) fn refuse_review_in_progress(daemon: &Daemon, ws: &Workspace, task: &
 
 /// The `busy` refusal naming the running job of `task` and how to wait for it or stop it.
 pub(crate) fn busy(job: &crate::domain::job::JobRecord, task: &str) -> RpcError {
+    if job.kind == crate::domain::job::JobKind::Harden {
+        return RpcError::new(ErrorKind::Busy, format!("a harden of {task} (job {}) is running", job.id)).with_hint(
+            format!(
+                "wait for its round with `scafld job wait {}` or stop it with `scafld job cancel {}`",
+                job.id, job.id
+            ),
+        );
+    }
     match &job.review {
         Some(work) => RpcError::new(
             ErrorKind::Busy,

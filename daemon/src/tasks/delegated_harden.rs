@@ -4,16 +4,23 @@
 //! round on the same draft is reused; a `needs_revision` round blocks another pass until the
 //! draft changes.
 
-use scafld_protocol::ErrorKind;
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::FutureExt;
 use scafld_protocol::methods as m;
 use scafld_protocol::vocab::HardenStatus;
+use scafld_protocol::{ErrorKind, Event};
+use tokio_util::sync::CancellationToken;
 
 use super::write::WorkspaceGround;
 use super::write_projection;
 use crate::clock;
 use crate::daemon::Daemon;
 use crate::domain::harden::{self, HardenDossier, Judgement};
-use crate::domain::job::FailureClass;
+use crate::domain::job::{FailureClass, JobKind, JobState};
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
 use crate::ledger::SpecText;
@@ -26,13 +33,20 @@ pub struct Draft {
     pub spec: Spec,
 }
 
+/// Judge the draft with `provider`. Its run is a job of the task (`JobKind::Harden`), as a
+/// reviewer's is: listed, cancelled by `scafld job cancel` and by the daemon's stop, its process
+/// group on record (killed by the stop and, after a crash, by the next start), and the task
+/// held (`held`) until the round is written, while other commands on it answer `busy`. The job
+/// runs on its own task: a caller that goes away leaves it to finish and record its round, as a
+/// reviewer's run does; this call answers with its end.
 pub async fn harden(
-    daemon: &Daemon,
-    ws: &Workspace,
+    daemon: &Arc<Daemon>,
+    ws: &Arc<Workspace>,
     task: &str,
     draft: Draft,
     p: &m::HardenParams,
     provider: &str,
+    held: tokio::sync::OwnedMutexGuard<()>,
 ) -> RpcResult<m::HardenResult> {
     let Draft { file, spec } = draft;
     let digest = harden::draft_digest(&file.text);
@@ -47,57 +61,212 @@ pub async fn harden(
         .with_hint(format!("edit {} as the round says, then harden again", ws.relative(&file.path))));
     }
     let config = ws.config()?;
-    // The provider is read-only: the workspace is compared before and after it runs (the draft
-    // by its bytes, as the material leaves the spec folders out).
-    let before = Guarded::read(ws).await?;
-    let answer = ask(daemon, ws, &config, task, &file.text, p, provider).await?;
-    refuse_a_changed_draft(ws, &file)?;
-    let changed = Guarded::read(ws).await?.changed_since(&before);
-    let answer = match changed.is_empty() {
-        true => answer,
-        false => Err(format!(
-            "the harden provider changed the workspace while judging the draft ({}); a harden provider must not modify files, so its answer does not count",
-            changed.join(", ")
-        )),
+    // A provider that cannot be used is refused before any job exists: nothing is recorded.
+    let asking = prepare(daemon, ws, &config, task, &file.text, p, provider)?;
+    let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Harden, ws, task, None, false);
+    // Unless a `job cancel` ended it meanwhile (its token then cancels the run at once).
+    daemon.jobs.update_if(
+        daemon.store(),
+        &job.id,
+        true,
+        |r| r.state == JobState::Queued,
+        |r| {
+            r.state = JobState::Running;
+            r.owner = "daemon".into();
+            r.started_at = Some(clock::now_rfc3339());
+            r.activity = Some(format!("{provider} hardening"));
+        },
+    );
+    daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: task.to_string(), state: JobState::Running });
+    let run = Hardening {
+        daemon: daemon.clone(),
+        ws: ws.clone(),
+        task: task.to_string(),
+        file,
+        spec,
+        digest,
+        config,
+        p: p.clone(),
+        provider: provider.to_string(),
+        job_id: job.id.clone(),
+        cancel,
     };
-    let (dossier, judgement) = match answer {
-        Ok(dossier) => {
-            let ground = WorkspaceGround { ws };
-            let judgement = harden::judge(&dossier, &ground, config.harden.max_issues_per_round as usize);
-            (Some(dossier), judgement)
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    let daemon = daemon.clone();
+    tokio::spawn(async move {
+        let _held = held; // the task stays held until the job ends
+        let (job_id, task) = (run.job_id.clone(), run.task.clone());
+        // A bug must end the job, not leave it running for ever with its task held.
+        let ended = AssertUnwindSafe(run.execute(asking)).catch_unwind().await.unwrap_or_else(|_| {
+            tracing::error!(job = %job_id, "a harden job hit a bug");
+            Ended::Refused(RpcError::internal(
+                "the daemon hit a bug running this harden; nothing was recorded (the daemon's log has the details; please report it)",
+            ))
+        });
+        end(&daemon, &job_id, &task, &ended);
+        let _ = answer.send(ended.answer(&task, &job_id));
+    });
+    answered.await.unwrap_or_else(|_| Err(RpcError::internal("the harden job ended without an answer")))
+}
+
+/// How a harden job ended.
+enum Ended {
+    /// A round was written.
+    Round(m::HardenResult),
+    /// Nothing was written, for the reason the error gives.
+    Refused(RpcError),
+    /// Cancelled (`scafld job cancel`) before the provider answered: nothing was written.
+    Cancelled,
+    /// The daemon stopped while the job ran: nothing was written.
+    Stopped,
+}
+
+impl Ended {
+    /// The call's answer.
+    fn answer(self, task: &str, job_id: &str) -> RpcResult<m::HardenResult> {
+        match self {
+            Ended::Round(result) => Ok(result),
+            Ended::Refused(error) => Err(error),
+            Ended::Cancelled => Err(RpcError::new(
+                ErrorKind::InvalidState,
+                format!("the harden of {task} (job {job_id}) was cancelled before its provider answered; no round was recorded"),
+            )
+            .with_hint(format!("run `scafld harden {task}` again when you want the draft judged"))),
+            Ended::Stopped => Err(RpcError::new(
+                ErrorKind::ShuttingDown,
+                format!("the daemon is stopping: harden {task} was cut short and recorded nothing"),
+            )
+            .with_hint("run it again: the next scafld command starts the daemon")),
         }
-        Err(problem) => (None, Judgement { status: HardenStatus::Error, problems: vec![problem] }),
-    };
-    let now = clock::now_rfc3339();
-    let next = harden::delegated_round(&spec, &digest, provider, dossier.as_ref(), &judgement, &now);
-    // Bound to the draft as written with the round's checks in it: an edit to them counts too.
-    let next = harden::bind_latest_round(&file.text, next).map_err(super::write::projection_error)?;
-    let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
-    let written = write_projection(daemon, ws, task, &file, &next, "command:harden")?;
-    // Again as it was asked for: a configured provider needs no flag, a command its command.
-    let again = match (p.provider.as_deref(), p.provider_command.as_deref()) {
-        (None, _) => format!("scafld harden {task}"),
-        (Some("command"), Some(command)) => format!(
-            "scafld harden {task} --provider command --provider-command {}",
-            scafld_protocol::cli::shell_word(command)
+    }
+}
+
+/// Record how the job ended (once: a job a restart abandoned meanwhile is left as it is).
+fn end(daemon: &Daemon, job_id: &str, task: &str, ended: &Ended) {
+    let (state, reason, kind) = match ended {
+        // A round the provider could not give a usable answer for failed the job, as the call.
+        Ended::Round(result) => match (result.harden_status, result.problems.first()) {
+            (HardenStatus::Error, problem) => (
+                JobState::Failed,
+                format!("{} error: {}", result.round_id, problem.map_or("no usable answer", String::as_str)),
+                None,
+            ),
+            (status, _) => (JobState::Succeeded, format!("{} {status}", result.round_id), None),
+        },
+        Ended::Refused(error) => (JobState::Failed, error.0.message.clone(), Some(error.0.kind.as_str().to_string())),
+        Ended::Cancelled => {
+            (JobState::Cancelled, "cancelled before the provider answered; no round was recorded".into(), None)
+        }
+        Ended::Stopped => (
+            JobState::Abandoned,
+            "the daemon stopped while the provider ran; it was killed and no round was recorded".into(),
+            None,
         ),
-        (Some(_), _) => format!("scafld harden {task} --provider {provider}"),
     };
-    let next_command = match judgement.status {
-        HardenStatus::Passed => format!("scafld approve {task}"),
-        HardenStatus::NeedsRevision => format!("edit the draft, then `{again}`"),
-        _ => again,
-    };
-    Ok(m::HardenResult {
-        task_id: task.to_string(),
-        path: ws.relative(&written),
-        harden_status: judgement.status,
-        round_id,
-        marked_passed: judgement.status == HardenStatus::Passed,
-        next_command,
-        prompt: String::new(),
-        problems: judgement.problems,
-    })
+    let ended = daemon.jobs.update_if(
+        daemon.store(),
+        job_id,
+        true,
+        |r| !r.state.is_finished(),
+        |r| {
+            r.state = state;
+            r.finished_at = Some(clock::now_rfc3339());
+            r.reason = Some(reason);
+            r.error_kind = kind;
+            r.activity = None;
+            r.group = None;
+        },
+    );
+    if ended.is_some() {
+        daemon.publish(Event::JobChanged { job_id: job_id.to_string(), task_id: task.to_string(), state });
+    }
+}
+
+/// One delegated harden, run as its job.
+struct Hardening {
+    daemon: Arc<Daemon>,
+    ws: Arc<Workspace>,
+    task: String,
+    file: SpecText,
+    spec: Spec,
+    digest: String,
+    config: crate::config::Config,
+    p: m::HardenParams,
+    provider: String,
+    job_id: String,
+    cancel: CancellationToken,
+}
+
+impl Hardening {
+    async fn execute(self, asking: Asking) -> Ended {
+        match self.judge(asking).await {
+            Ok(ended) => ended,
+            Err(error) => Ended::Refused(error),
+        }
+    }
+
+    async fn judge(self, asking: Asking) -> RpcResult<Ended> {
+        let Hardening { daemon, ws, task, file, spec, digest, config, p, provider, job_id, cancel } = self;
+        let (ws, task) = (ws.as_ref(), task.as_str());
+        // The provider is read-only: the workspace is compared before and after it runs (the
+        // draft by its bytes, as the material leaves the spec folders out).
+        let before = Guarded::read(ws).await?;
+        let Some(answer) = ask(&daemon, ws, task, asking, &job_id, cancel.clone()).await else {
+            return Ok(if cancel.is_cancelled() { Ended::Cancelled } else { Ended::Stopped });
+        };
+        // An answer that came as the daemon began to stop is not recorded: the call answers
+        // that the stop cut it short.
+        if daemon.shutdown_token().is_cancelled() {
+            return Ok(Ended::Stopped);
+        }
+        refuse_a_changed_draft(ws, &file)?;
+        let changed = Guarded::read(ws).await?.changed_since(&before);
+        let answer = match changed.is_empty() {
+            true => answer,
+            false => Err(format!(
+                "the harden provider changed the workspace while judging the draft ({}); a harden provider must not modify files, so its answer does not count",
+                changed.join(", ")
+            )),
+        };
+        let (dossier, judgement) = match answer {
+            Ok(dossier) => {
+                let ground = WorkspaceGround { ws };
+                let judgement = harden::judge(&dossier, &ground, config.harden.max_issues_per_round as usize);
+                (Some(dossier), judgement)
+            }
+            Err(problem) => (None, Judgement { status: HardenStatus::Error, problems: vec![problem] }),
+        };
+        let now = clock::now_rfc3339();
+        let next = harden::delegated_round(&spec, &digest, &provider, dossier.as_ref(), &judgement, &now);
+        // Bound to the draft as written with the round's checks in it: an edit to them counts too.
+        let next = harden::bind_latest_round(&file.text, next).map_err(super::write::projection_error)?;
+        let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
+        let written = write_projection(&daemon, ws, task, &file, &next, "command:harden")?;
+        // Again as it was asked for: a configured provider needs no flag, a command its command.
+        let again = match (p.provider.as_deref(), p.provider_command.as_deref()) {
+            (None, _) => format!("scafld harden {task}"),
+            (Some("command"), Some(command)) => format!(
+                "scafld harden {task} --provider command --provider-command {}",
+                scafld_protocol::cli::shell_word(command)
+            ),
+            (Some(_), _) => format!("scafld harden {task} --provider {provider}"),
+        };
+        let next_command = match judgement.status {
+            HardenStatus::Passed => format!("scafld approve {task}"),
+            HardenStatus::NeedsRevision => format!("edit the draft, then `{again}`"),
+            _ => again,
+        };
+        Ok(Ended::Round(m::HardenResult {
+            task_id: task.to_string(),
+            path: ws.relative(&written),
+            harden_status: judgement.status,
+            round_id,
+            marked_passed: judgement.status == HardenStatus::Passed,
+            next_command,
+            prompt: String::new(),
+            problems: judgement.problems,
+        }))
+    }
 }
 
 /// The workspace as the read-only guard compares it: its material (the spec folders left out)
@@ -147,9 +316,25 @@ fn refuse_a_changed_draft(ws: &Workspace, file: &SpecText) -> RpcResult<()> {
     .with_hint(format!("look at what it changed (`git diff -- {path}`), keep only what you want, then harden again")))
 }
 
-/// The provider's answer, or why there is none (a transport problem is the round's `error`).
-/// Only a refused request (an unknown or unavailable provider) is an error of the call.
-async fn ask(
+/// The provider a harden asks, ready to run: chosen like a reviewer, with the harden
+/// settings in the reviewer's place.
+enum Asking {
+    Local,
+    External {
+        /// The provider's name, for the job's activity.
+        name: &'static str,
+        invocation: providers::Invocation,
+        packet: String,
+        /// Its scratch files (codex's answer among them), removed once the answer is read.
+        scratch: PathBuf,
+        settings: Box<crate::config::Config>,
+        caller_env: BTreeMap<String, String>,
+    },
+}
+
+/// Choose the provider and prepare its run; only a refused request (an unknown or unavailable
+/// provider) is an error of the call.
+fn prepare(
     daemon: &Daemon,
     ws: &Workspace,
     config: &crate::config::Config,
@@ -157,7 +342,7 @@ async fn ask(
     spec_text: &str,
     p: &m::HardenParams,
     provider: &str,
-) -> RpcResult<Result<HardenDossier, String>> {
+) -> RpcResult<Asking> {
     let caller_env = p.caller.as_ref().map(|c| c.env.clone()).unwrap_or_default();
     let choice = providers::Choice {
         provider: Some(provider),
@@ -166,15 +351,13 @@ async fn ask(
         reasoning: None,
         builders: &[],
     };
-    // Chosen like a reviewer, with the harden settings in the reviewer's place.
     let mut settings = config.clone();
     settings.review.external = config.harden.external.clone();
-    let config = &settings;
-    let selected = providers::select(&choice, config, &caller_env)?;
+    let selected = providers::select(&choice, &settings, &caller_env)?;
     if let Provider::Local = selected {
-        return Ok(Ok(local_answer()));
+        return Ok(Asking::Local);
     }
-    let packet = packet(task, spec_text, config.harden.context_max_bytes, config.harden.max_issues_per_round);
+    let packet = packet(task, spec_text, settings.harden.context_max_bytes, settings.harden.max_issues_per_round);
     let scratch = ws.data.join("runs").join(task).join("harden");
     let client_exe = p.caller.as_ref().map(|c| c.client_exe.as_str()).filter(|e| !e.is_empty()).unwrap_or("scafld");
     let place = providers::Place {
@@ -188,31 +371,64 @@ async fn ask(
         providers::invocation(&selected, &place, &daemon.submissions, providers::Expect::Harden).map_err(|e| {
             RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the {} run: {e}", selected.name()))
         })?;
-    // The provider runs as the call's command: on record, and cancelled by the daemon's stop,
-    // which records no round (`runner::CallRuns`).
-    let call = daemon.call_runs.begin(&format!("harden {task}")).await?;
+    let name = selected.name();
+    Ok(Asking::External { name, invocation, packet, scratch, settings: Box::new(settings), caller_env })
+}
+
+/// The provider's answer, or why there is none (a transport problem is the round's `error`);
+/// `None` when its run was cancelled (`cancel`: the job's, or the daemon's stop). Its process
+/// group goes on the job's record as it starts.
+async fn ask(
+    daemon: &Arc<Daemon>,
+    ws: &Workspace,
+    task: &str,
+    asking: Asking,
+    job_id: &str,
+    cancel: CancellationToken,
+) -> Option<Result<HardenDossier, String>> {
+    let Asking::External { name, invocation, packet, scratch, settings, caller_env } = asking else {
+        return Some(Ok(local_answer()));
+    };
+    let on_spawn = {
+        let (daemon, id) = (daemon.clone(), job_id.to_string());
+        Box::new(move |group: crate::runner::ProcessGroup| {
+            daemon.jobs.update(daemon.store(), &id, true, |r| r.group = Some(group));
+        })
+    };
+    let on_event = {
+        let (daemon, id) = (daemon.clone(), job_id.to_string());
+        Box::new(move |event: String| daemon.jobs.note(&id, |r| r.activity = Some(format!("{name} event {event}"))))
+    };
     let run = providers::Run {
         task,
         cwd: &ws.root,
         caller_env: &caller_env,
         packet: &packet,
         diagnostics_dir: ws.data.join("runs").join(task).join("diagnostics"),
-        on_spawn: Box::new(|_| {}),
-        token: Some(call.token()),
-        on_event: Box::new(|_| {}),
+        on_spawn,
+        // The group on the job's record carries the runner's own token, as a reviewer's does.
+        token: None,
+        on_event,
     };
-    let left = providers::run(&invocation, run, config, &daemon.submissions, call.cancel()).await;
-    let answer = match left {
-        Ok(left) => providers::interpret_harden(&invocation, left),
-        Err(failure) if failure.class == FailureClass::Cancelled => {
-            let _ = std::fs::remove_dir_all(&scratch);
-            return Err(call.stopping());
+    // Cancelled by the job's cancel and by the daemon's stop, so the stop never waits for it.
+    let stop_or_cancel = daemon.shutdown_token().child_token();
+    let relay = tokio::spawn({
+        let (cancel, run) = (cancel, stop_or_cancel.clone());
+        async move {
+            cancel.cancelled().await;
+            run.cancel();
         }
-        Err(failure) => Err(failure.message),
+    });
+    let left = providers::run(&invocation, run, &settings, &daemon.submissions, stop_or_cancel).await;
+    relay.abort();
+    let answer = match left {
+        Ok(left) => Some(providers::interpret_harden(&invocation, left)),
+        Err(failure) if failure.class == FailureClass::Cancelled => None,
+        Err(failure) => Some(Err(failure.message)),
     };
     // Scratch files (codex's answer among them) go once the answer is read.
     let _ = std::fs::remove_dir_all(&scratch);
-    Ok(answer.and_then(harden::parse_dossier))
+    answer.map(|answer| answer.and_then(harden::parse_dossier))
 }
 
 /// The local provider reviews nothing: every dimension `clean`, grounded in what it is.

@@ -64,11 +64,9 @@ pub(crate) fn refuse_completion_while_running(
 pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::ApproveResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
-    // An amendment never waits out a running build or review of the task (which holds it): it
-    // is refused at once, as any other change of a busy task is.
-    if p.amend {
-        refuse_while_running(daemon, &ws, &task)?;
-    }
+    // An approval never waits out a running harden, build or review of the task (which holds
+    // it): it is refused at once, as any other change of a busy task is.
+    refuse_while_running(daemon, &ws, &task)?;
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;
     if p.amend {
@@ -419,7 +417,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
-        if job.review.is_some() {
+        if job.kind != JobKind::Acceptance {
             return Err(busy(&job, &task));
         }
         return Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None }, None));
@@ -428,7 +426,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     let guard = lock.clone().lock_owned().await;
     // A build that started while we waited for the lock: join it.
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
-        if job.review.is_some() {
+        if job.kind != JobKind::Acceptance {
             return Err(busy(&job, &task));
         }
         return Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None }, None));
@@ -1488,9 +1486,10 @@ fn export_path(daemon: &Daemon, ws: &Workspace, task: &str, path: &str, force: b
     Ok(resolved)
 }
 
-/// At start-up: abandon jobs that lost their runner and record it in their tasks' ledgers.
+/// At start-up: abandon jobs that lost their runner and record it in their tasks' ledgers (a
+/// harden's only in its record: a harden round is the spec's, and a draft has no ledger).
 pub async fn recover_jobs(daemon: &Arc<Daemon>) {
-    for job in daemon.jobs.recover(daemon.store()) {
+    for job in daemon.jobs.recover(daemon.store()).into_iter().filter(|j| j.kind == JobKind::Acceptance) {
         let Ok(ws) = daemon.workspace(&job.root).await else { continue };
         let lock = daemon.jobs.task_lock(&ws, &job.task_id);
         let _guard = lock.lock().await;

@@ -16,7 +16,7 @@ use crate::baseline;
 use crate::config::Config;
 use crate::daemon::Daemon;
 use crate::domain::dossier::{Dossier, Request};
-use crate::domain::job::{Subject, TemplateJob};
+use crate::domain::job::{JobKind, Subject, TemplateJob};
 use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview};
 use crate::domain::lifecycle::Status;
 use crate::domain::packet::{self, Section};
@@ -404,6 +404,10 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
         return Err(
             RpcError::new(ErrorKind::InvalidInput, "a decision needs --reason").with_hint("say who decided and why")
         );
+    }
+    // A harden of the draft holds it while its provider runs: `busy` at once, not a wait.
+    if let Some(job) = daemon.jobs.active_for(&ws, &task).filter(|j| j.kind == JobKind::Harden) {
+        return Err(gate::busy(&job, &task));
     }
     let lock = daemon.jobs.task_lock(&ws, &task);
     let _guard = lock.lock().await;

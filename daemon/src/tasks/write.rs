@@ -2,6 +2,7 @@
 //! of a task's ledger and spec), re-reads the spec from disk, and projects the new model into it.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
@@ -83,10 +84,14 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
     Ok(m::PlanResult { task_id: task.to_string(), path: ws.relative(&target), status: Status::Draft, diagnostics })
 }
 
-pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenResult> {
+pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::HardenResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
+    // A harden (or a build, a review) of the task running holds it, for as long as its provider
+    // or commands run: refused at once, not waited out. Asked again once the task is held.
+    super::exec::refuse_while_running(daemon, &ws, &entry.task_id)?;
     let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
-    let _guard = lock.lock().await;
+    let guard = lock.lock_owned().await;
+    super::exec::refuse_while_running(daemon, &ws, &entry.task_id)?;
     // Delegated when asked, or by configuration (unless a hand-written round is being closed).
     let configured = match p.mark_passed {
         false => ws.config().ok().map(|c| c.harden.external.provider).filter(|p| !p.is_empty()),
@@ -106,7 +111,7 @@ pub async fn harden(daemon: &Daemon, p: m::HardenParams) -> RpcResult<m::HardenR
     }
     if let Some(provider) = p.provider.clone().or(configured) {
         let draft = super::delegated_harden::Draft { file, spec };
-        return super::delegated_harden::harden(daemon, &ws, &entry.task_id, draft, &p, &provider).await;
+        return super::delegated_harden::harden(daemon, &ws, &entry.task_id, draft, &p, &provider, guard).await;
     }
     let now = clock::now_rfc3339();
     let id = entry.task_id.clone();
