@@ -20,7 +20,7 @@ pub use events::Event;
 pub use methods::Method;
 
 /// Bumped whenever a change to this crate would break an older client or daemon.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Largest request line the daemon reads; longer lines are answered with an error and skipped.
 pub const MAX_REQUEST_LINE_BYTES: usize = 10 * 1024 * 1024;
