@@ -515,6 +515,25 @@ fn a_fail_is_not_ok_a_fenced_answer_reads_and_a_missing_cli_is_named() {
     assert!(error["hint"].as_str().unwrap().contains("npm install -g @openai/codex"), "{error}");
 }
 
+/// A Markdown answer's verdict is the one its summary states first, as the format asks: a
+/// summary naming two verdicts on two lines, or a verdict word in prose only (`does not pass`),
+/// is UNKNOWN (exit 1), never a pass.
+#[test]
+fn a_summary_naming_two_verdicts_is_unknown() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let two =
+        reviewer(&env, "two", "## Summary\n\nPASS on the module layout.\nFAIL overall: the data layer is missing.\n");
+    let run = review(
+        &env,
+        &["arch", "a.md", "--against", "b.md", "--provider", "command", "--provider-command", &two, "--output", "json"],
+    );
+    run.assert_code(1);
+    let result: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(result["verdict"], "UNKNOWN", "{}", run.stdout);
+    assert!(result["raw_output"].as_str().unwrap().contains("FAIL overall"), "the raw text is kept");
+}
+
 /// A template that is a device or a FIFO (a cloned repository can hold such a symlink) is a
 /// broken template, listed with why, never read: `review list` answers at once and the daemon
 /// stays up.

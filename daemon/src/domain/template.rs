@@ -568,7 +568,6 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     if text.contains("\"verdict\"") {
         return None;
     }
-    let mut verdict = None;
     let mut summary = Vec::new();
     let mut summaries = 0;
     let mut findings: Vec<TemplateFinding> = Vec::new();
@@ -597,17 +596,7 @@ fn parse_markdown(text: &str) -> Option<Answer> {
             }
         }
         match section {
-            "summary" if !stripped.is_empty() => {
-                if verdict.is_none() {
-                    // A line naming two verdicts (`NOT PASS - FAIL`) gives none that can be read.
-                    verdict = match verdicts_in(stripped).as_slice() {
-                        [] => None,
-                        [first, rest @ ..] if rest.iter().all(|v| v == first) => Some(*first),
-                        _ => return None,
-                    };
-                }
-                summary.push(stripped.to_string());
-            }
+            "summary" if !stripped.is_empty() => summary.push(stripped.to_string()),
             "finding" => {
                 let finding = findings.last_mut().expect("a finding section has a finding");
                 if !finding.description.is_empty() || !stripped.is_empty() {
@@ -632,7 +621,17 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     if summaries > 1 || fail_markers(text) > failing {
         return None;
     }
-    Some(Answer::new(verdict?, summary.join(" "), findings))
+    Some(Answer::new(summary_verdict(&summary)?, summary.join(" "), findings))
+}
+
+/// The verdict of a Markdown summary's lines: the one they name, when every verdict word of the
+/// summary names the same one. A summary naming two (`NOT PASS - FAIL`, or `PASS on the
+/// layout.` / `FAIL overall.` on two lines) reads two ways: neither is the verdict.
+fn summary_verdict(lines: &[String]) -> Option<TemplateVerdict> {
+    match lines.iter().flat_map(|line| verdicts_in(line)).collect::<Vec<_>>().as_slice() {
+        [first, rest @ ..] if rest.iter().all(|v| v == first) => Some(*first),
+        _ => None,
+    }
 }
 
 /// A Markdown heading of level 1 to 6: its level and its text.
@@ -670,7 +669,7 @@ fn atx_headings(text: &str) -> String {
     out.join("\n")
 }
 
-/// The PASS, CONCERNS or FAIL words of a summary line (`[overall assessment: FAIL]`).
+/// The PASS, CONCERNS or FAIL words of a summary line, in any case and anywhere in it.
 fn verdicts_in(line: &str) -> Vec<TemplateVerdict> {
     line.split(|c: char| !c.is_ascii_alphabetic()).filter_map(answered_verdict).collect()
 }

@@ -168,6 +168,21 @@ fn answers_parse_from_json_or_markdown_and_anything_else_is_unknown() {
     }
 }
 
+/// A summary naming two verdicts, on one line or on two, gives no verdict (UNKNOWN), never
+/// the first one it names.
+#[test]
+fn a_summary_naming_two_verdicts_gives_none() {
+    for unread in [
+        "## Summary\n\nPASS on the module layout.\nFAIL overall: the data layer is missing.\n",
+        "## Summary\nPASS\n\nThe design would fail under load.\n",
+        "## Summary\n[overall assessment: PASS | CONCERNS | FAIL]\n",
+    ] {
+        assert!(parse_answer(unread).is_none(), "{unread:?}");
+    }
+    let answer = parse_answer("## Summary\nFAIL: the data layer is missing.\nNothing stores the sessions.\n");
+    assert_eq!(answer.map(|a| a.verdict.to_string()).as_deref(), Some("FAIL"));
+}
+
 /// A verdict is never milder than the answer's own findings: a FAIL finding under a PASS (or
 /// CONCERNS) summary fails, a CONCERN under a PASS is CONCERNS, in either format.
 #[test]
