@@ -421,6 +421,14 @@ fn template_passes_join_the_task_gate() {
     assert!(unknown.stdout.contains("UNKNOWN") || unknown.stdout.contains("could not be parsed"), "{}", unknown.stdout);
     env.scafld(&["complete", "rev"]).assert_code(4);
 
+    // A verdict word in the summary's prose states no verdict: "does not pass" is UNKNOWN too.
+    std::fs::write(&answer_file, "## Summary\n\nThis change does not pass: the greeting is wrong and untested.\n")
+        .unwrap();
+    let prose = gate_review(&["--force", "--mode", "discover", "--json"]);
+    prose.assert_code(4);
+    assert!(!prose.stdout.contains("code review: PASS"), "{}", prose.stdout);
+    env.scafld(&["complete", "rev"]).assert_code(4);
+
     std::fs::write(&answer_file, CONCERNS).unwrap();
     let passed = gate_review(&["--force", "--mode", "discover", "--json"]);
     passed.assert_code(0);
@@ -532,6 +540,39 @@ fn a_summary_naming_two_verdicts_is_unknown() {
     let result: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(result["verdict"], "UNKNOWN", "{}", run.stdout);
     assert!(result["raw_output"].as_str().unwrap().contains("FAIL overall"), "the raw text is kept");
+}
+
+/// The verdict is read only from the statement that opens the summary: a summary whose prose
+/// says `does not pass` gives no verdict (UNKNOWN, exit 1); one opening with `**FAIL**` fails.
+#[test]
+fn a_verdict_word_in_prose_is_no_verdict() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let prose = reviewer(&env, "prose", "## Summary\n\nThis design does not pass: it omits the storage layer.\n");
+    let run = |answer: &str| {
+        review(
+            &env,
+            &[
+                "arch",
+                "a.md",
+                "--against",
+                "b.md",
+                "--provider",
+                "command",
+                "--provider-command",
+                answer,
+                "--output",
+                "json",
+            ],
+        )
+    };
+    let unknown = run(&prose);
+    unknown.assert_code(1);
+    assert_eq!(serde_json::from_str::<Value>(&unknown.stdout).unwrap()["verdict"], "UNKNOWN", "{}", unknown.stdout);
+    let stated = reviewer(&env, "stated", "## Summary\n\n**FAIL** - it omits the storage layer.\n");
+    let fail = run(&stated);
+    fail.assert_code(4);
+    assert_eq!(serde_json::from_str::<Value>(&fail.stdout).unwrap()["verdict"], "FAIL", "{}", fail.stdout);
 }
 
 /// A template that is a device or a FIFO (a cloned repository can hold such a symlink) is a

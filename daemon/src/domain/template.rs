@@ -343,7 +343,8 @@ pub fn packet(template: &Template, prompt: &str) -> String {
          Do not modify any file. Answer with one JSON object: {{\"verdict\": \"PASS|CONCERNS|FAIL\", \"summary\": \"...\", \
          \"findings\": [{{\"severity\": \"PASS|CONCERN|FAIL\", \"title\": \"...\", \"description\": \"...\", \"file\": \"path:line\"}}]}}. \
          When you have the `submit_review` tool, submit it there exactly once (prose is ignored). Otherwise make it your \
-         final message; a reviewer that cannot write JSON may answer in the Markdown format of the instructions.\n",
+         final message; a reviewer that cannot write JSON may answer in Markdown instead: a `## Summary` whose first line \
+         opens with the verdict (PASS, CONCERNS or FAIL), then `### [FAIL|CONCERN|PASS] Title` findings.\n",
         name = template.name,
         description = template.description,
         system = template.system_prompt.trim_end(),
@@ -624,13 +625,35 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     Some(Answer::new(summary_verdict(&summary)?, summary.join(" "), findings))
 }
 
-/// The verdict of a Markdown summary's lines: the one they name, when every verdict word of the
-/// summary names the same one. A summary naming two (`NOT PASS - FAIL`, or `PASS on the
-/// layout.` / `FAIL overall.` on two lines) reads two ways: neither is the verdict.
+/// Labels a verdict statement may carry before its verdict (`[overall assessment: FAIL]`, the
+/// format of the original design; `Verdict: PASS`).
+const VERDICT_LABELS: [&str; 4] = ["overall assessment", "overall verdict", "assessment", "verdict"];
+
+/// The verdict of a Markdown summary's lines: the one its first line states, as the format asks
+/// (`PASS | CONCERNS | FAIL, then one or two sentences`), when no word of the summary names
+/// another. A verdict word in prose only (`This does not pass`) states nothing, and a summary
+/// naming two (`PASS on the layout.` / `FAIL overall.`) reads two ways: neither is the verdict.
 fn summary_verdict(lines: &[String]) -> Option<TemplateVerdict> {
-    match lines.iter().flat_map(|line| verdicts_in(line)).collect::<Vec<_>>().as_slice() {
-        [first, rest @ ..] if rest.iter().all(|v| v == first) => Some(*first),
-        _ => None,
+    let stated = stated_verdict(lines.first()?)?;
+    lines.iter().flat_map(|line| verdicts_in(line)).all(|v| v == stated).then_some(stated)
+}
+
+/// The verdict a line states at its very start: the word itself in capitals (`PASS - ...`,
+/// `**FAIL**`, `[CONCERNS]`), or in any case after a label and a colon (`Verdict: pass`).
+fn stated_verdict(line: &str) -> Option<TemplateVerdict> {
+    let decoration = |c: char| matches!(c, '*' | '_' | '`' | '[' | ' ' | '\t');
+    let line = uncontained(line).trim_start_matches(decoration);
+    let labelled = VERDICT_LABELS.iter().find_map(|label| {
+        let after =
+            line.get(..label.len()).filter(|head| head.eq_ignore_ascii_case(label)).map(|_| &line[label.len()..])?;
+        after.trim_start_matches(decoration).strip_prefix(':').map(|rest| rest.trim_start_matches(decoration))
+    });
+    let statement = labelled.unwrap_or(line);
+    let end = statement.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(statement.len());
+    let word = &statement[..end];
+    match labelled {
+        Some(_) => answered_verdict(word),
+        None => word.parse().ok().filter(|v| *v != TemplateVerdict::Unknown),
     }
 }
 

@@ -183,6 +183,39 @@ fn a_summary_naming_two_verdicts_gives_none() {
     assert_eq!(answer.map(|a| a.verdict.to_string()).as_deref(), Some("FAIL"));
 }
 
+/// The verdict is read only from the statement the format asks for, the start of the summary's
+/// first line; a verdict word in prose, or a summary naming two verdicts on any of its lines,
+/// gives no verdict (UNKNOWN), never a pass.
+#[test]
+fn a_markdown_verdict_is_read_from_its_statement_never_from_prose() {
+    for (answer, verdict) in [
+        ("## Summary\nPASS - the plan covers every criterion.\n", "PASS"),
+        ("## Summary\n\nFAIL: the data layer is missing.\nNothing stores the sessions.\n", "FAIL"),
+        ("## Summary\n**CONCERNS** two risks remain.\n", "CONCERNS"),
+        ("## Summary\n[overall assessment: FAIL] The API leaks.\n", "FAIL"),
+        ("## Summary\n**Verdict:** pass, nothing to add.\n", "PASS"),
+        ("## Summary\n- PASS\n", "PASS"),
+    ] {
+        assert_eq!(parse_answer(answer).map(|a| a.verdict.to_string()).as_deref(), Some(verdict), "{answer:?}");
+    }
+    for unread in [
+        // Prose that happens to hold a verdict word states no verdict.
+        "## Summary\n\nThis design does not pass: it omits the storage layer.\n",
+        "## Summary\nIt would pass if the storage layer were there.\n",
+        "## Summary\nPass-through layer is missing.\n",
+        "## Summary\nOverall:\nPASS\n",
+        "## Summary\nPASSED\n",
+        // Two verdicts, on one line or on two.
+        "## Summary\n\nPASS on the module layout.\nFAIL overall: the data layer is missing.\n",
+        "## Summary\nPASS, but the design would fail under load.\n",
+        "## Summary\nFAIL: the data layer is missing.\nIt will not pass review.\n",
+        "## Summary\n[overall assessment: PASS | CONCERNS | FAIL]\n",
+        "## Summary\nVerdict: unknown\n",
+    ] {
+        assert!(parse_answer(unread).is_none(), "{unread:?}");
+    }
+}
+
 /// A verdict is never milder than the answer's own findings: a FAIL finding under a PASS (or
 /// CONCERNS) summary fails, a CONCERN under a PASS is CONCERNS, in either format.
 #[test]
