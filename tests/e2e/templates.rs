@@ -10,9 +10,11 @@ use serde_json::{Value, json};
 
 use super::providers::install_fakes;
 
+/// A workspace in a repository with a first commit, so that `--diff HEAD` names a revision.
 fn workspace(env: &TestEnv) {
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
+    scafld_tests::commit_all(&env.work, "init");
 }
 
 /// A reviewer command that keeps its prompt outside the workspace and prints `answer`.
@@ -143,6 +145,19 @@ fn usage_errors_unknown_templates_and_missing_inputs() {
     missing.assert_code(2);
     assert!(missing.json()["error"]["message"].as_str().unwrap().contains("needs against"));
     review(&env, &["code", "--output", "yaml"]).assert_code(2);
+    // A `--diff` naming a revision git does not know is refused as `review --diff` refuses it
+    // (usage), before any reviewer is sent to review a range that does not exist.
+    let pass = reviewer(&env, "pass", "## Summary\n\nPASS - nothing wrong.\n");
+    for diff in ["nosuch..HEAD", "HEAD..nosuch", "nosuch"] {
+        let bad =
+            review(&env, &["code", "--diff", diff, "--provider", "command", "--provider-command", &pass, "--json"]);
+        bad.assert_code(2);
+        let error = bad.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("unknown revision \"nosuch\""), "{diff}: {error}");
+        assert!(error["hint"].as_str().unwrap().contains("revisions git knows"), "{diff}: {error}");
+        assert!(!env.path("pass.prompt").exists(), "{diff}: no reviewer ran");
+    }
+    assert!(review(&env, &["history", "--json"]).json()["result"]["reviews"].as_array().unwrap().is_empty());
     review(&env, &["run", "code", "--input", "novalue"]).assert_code(2);
 }
 

@@ -1650,12 +1650,7 @@ pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), Str
         .filter(|(b, h)| !b.is_empty() && !h.is_empty() && !h.starts_with('.'))
         .ok_or_else(|| format!("{range:?} is not a BASE..HEAD range"))?;
     let repo = kept::lease(root).map_err(|e| e.message().to_string())?;
-    let tree = |rev: &str| {
-        repo.revparse_single(rev)
-            .and_then(|o| o.peel_to_tree())
-            .map_err(|e| format!("unknown revision {rev:?}: {}", e.message()))
-    };
-    let (base_tree, head_tree) = (tree(base)?, tree(head)?);
+    let (base_tree, head_tree) = (revision_tree(&repo, base)?, revision_tree(&repo, head)?);
     let diff = repo
         .diff_tree_to_tree(Some(&base_tree), Some(&head_tree), None)
         .map_err(|e| format!("git diff failed: {}", e.message()))?;
@@ -1665,6 +1660,20 @@ pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), Str
         .collect();
     paths.dedup();
     Ok((paths, patch(&diff, "")?))
+}
+
+/// Check that `rev` names a revision git knows in the repository at `root`, as [`range_diff`]
+/// checks each side of a range.
+pub fn known_revision(root: &Path, rev: &str) -> Result<(), String> {
+    let repo = kept::lease(root).map_err(|e| e.message().to_string())?;
+    revision_tree(&repo, rev).map(drop)
+}
+
+/// The tree `rev` names (a commit's, a tag's, or a tree itself).
+fn revision_tree<'r>(repo: &'r Repository, rev: &str) -> Result<Tree<'r>, String> {
+    repo.revparse_single(rev)
+        .and_then(|o| o.peel_to_tree())
+        .map_err(|e| format!("unknown revision {rev:?}: {}", e.message()))
 }
 
 /// A diff as unified patch text; paths inside a submodule get its path as a prefix.

@@ -81,12 +81,20 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
     })?;
     let packet = template::packet(&chosen, &chosen.build_prompt(&inputs));
     let dossier = &config.review.dossier;
-    let files = match inputs.get("diff").filter(|d| d.contains("..")).cloned() {
-        Some(range) => {
+    // `diff` names revisions (a ref, or BASE..HEAD): one git does not know is refused here, as
+    // `review --diff` refuses it, never handed to a reviewer to review nothing.
+    let files = match inputs.get("diff").map(|d| d.trim().to_string()).filter(|d| !d.is_empty()) {
+        Some(diff) => {
             let root = ws.root.clone();
-            baseline::off_runtime(move || baseline::range_diff(&root, &range).map(|(files, _)| files))
-                .await?
-                .unwrap_or_default()
+            baseline::off_runtime(move || match diff.contains("..") {
+                true => baseline::range_diff(&root, &diff).map(|(files, _)| files),
+                false => baseline::known_revision(&root, &diff).map(|()| Vec::new()),
+            })
+            .await?
+            .map_err(|e| {
+                RpcError::new(ErrorKind::InvalidInput, format!("--diff: {e}"))
+                    .with_hint("pass --diff REF or BASE..HEAD with revisions git knows")
+            })?
         }
         None => Vec::new(),
     };
