@@ -445,6 +445,7 @@ pub(crate) fn next_for(
         spec_digest: spec_digest.as_deref(),
         missing: None,
         misfiled: file.misfiled,
+        shadowed: crate::templates::shadows(&ws.root, &spec.front.task_id),
     });
     let next = match latest {
         // Only a review that gave no verdict: one voided by a change is not run as it was.

@@ -224,7 +224,9 @@ pub async fn record_ending<T>(
         Err(Unread::Missing) => (None, Some(deferred_missing(ws, task, &entries))),
         Err(Unread::Broken(why)) => (None, Some(deferred(task, why, Unprojected::Broken))),
     };
-    let next = ledger::project(on_disk.as_ref().map_or(base, |(_, parsed)| &parsed.spec), &entries, &recorded_at);
+    let shadowed = crate::templates::shadows(&ws.root, task);
+    let next =
+        ledger::project(on_disk.as_ref().map_or(base, |(_, parsed)| &parsed.spec), &entries, &recorded_at, shadowed);
     let rendered = match &on_disk {
         Some((file, _)) => render(ws, task, file, &next).unwrap_or_else(|e| {
             unprojected = Some(deferred(task, e, Unprojected::Broken));
@@ -321,7 +323,7 @@ fn project_entries(
             Err(Unread::Missing) => return Ok(deferred_missing(ws, task, entries)),
             Err(Unread::Broken(why)) => return Ok(deferred(task, why, Unprojected::Broken)),
         };
-        let next = ledger::project(&parsed.spec, entries, &now);
+        let next = ledger::project(&parsed.spec, entries, &now, crate::templates::shadows(&ws.root, task));
         let rendered = match render(ws, task, &file, &next) {
             Ok(Some(rendered)) => rendered,
             Ok(None) => return Ok(Projected::Current(file.path)),
@@ -345,7 +347,8 @@ pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<
         .loaded(task)
         .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
-    Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339()), entries))
+    let shadowed = crate::templates::shadows(&ws.root, task);
+    Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339(), shadowed), entries))
 }
 
 /// [`projected_spec`] for work under way: `base`, the spec it started from, stands in for a
@@ -360,7 +363,7 @@ pub fn projected_spec_or(daemon: &Daemon, ws: &Workspace, task: &str, base: &Spe
         }
         _ => base,
     };
-    Ok(ledger::project(spec, &entries, &clock::now_rfc3339()))
+    Ok(ledger::project(spec, &entries, &clock::now_rfc3339(), crate::templates::shadows(&ws.root, task)))
 }
 
 /// The task's spec file as read for a write: where it is, its text, and which file that was

@@ -103,7 +103,26 @@ fn load_checked(root: &Path) -> (Vec<Loaded>, Vec<String>, Vec<Broken>) {
     (loaded, errors, broken)
 }
 
-/// The template called `name`, or an error that lists the available ones.
+/// Whether a workspace template file defines a template called `name` (or, broken, means to):
+/// `scafld review <name>` would run it, so a task of that name is reviewed with `--task`.
+pub fn shadows(root: &Path, name: &str) -> bool {
+    let any_file = std::fs::read_dir(root.join(USER_DIR))
+        .map(|dir| dir.flatten().any(|e| e.path().extension().is_some_and(|x| x == "yaml" || x == "yml")))
+        .unwrap_or(false);
+    // Without a template file (the common case) nothing is parsed.
+    if !any_file {
+        return false;
+    }
+    let (loaded, _, broken) = load_checked(root);
+    loaded.iter().any(|l| l.source != "built-in" && l.template.name == name) || broken.iter().any(|b| b.name == name)
+}
+
+/// The command that reviews task `task` of the workspace at `root`, named so that it runs the
+/// task's review whatever templates share its name.
+pub fn review_command(root: &Path, task: &str) -> String {
+    scafld_protocol::cli::review_task(task, shadows(root, task))
+}
+
 /// The refusal of a broken template file meant to define `name`, if there is one: `scafld
 /// review <name>` with no task of that name meant the template.
 pub fn broken_named(root: &Path, name: &str) -> Option<RpcError> {
@@ -111,6 +130,7 @@ pub fn broken_named(root: &Path, name: &str) -> Option<RpcError> {
     broken.iter().any(|b| b.name == name).then(|| find(root, name).err()).flatten()
 }
 
+/// The template called `name`, or an error that lists the available ones.
 pub fn find(root: &Path, name: &str) -> Result<Template, RpcError> {
     let (loaded, problems, broken) = load_checked(root);
     // A broken file meant to define this template (an override of a built-in, say): running

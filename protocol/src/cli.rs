@@ -11,10 +11,12 @@
 pub const REVIEW_SUBCOMMANDS: [&str; 12] =
     ["wait", "retry", "status", "accept", "reject", "list", "history", "result", "arch", "tasks", "code", "run"];
 
-/// `scafld review <task>` for task `id`: positional, or `--task <id>` when the id is a
-/// `review` subcommand word (positional, `scafld review status` would run `review status`).
-pub fn review_task(id: &str) -> String {
-    match REVIEW_SUBCOMMANDS.contains(&id) {
+/// `scafld review <task>` for task `id`: positional, or `--task <id>` when the positional word
+/// would run something else: a `review` subcommand (`scafld review status` runs `review
+/// status`), or, `shadowed`, a user review template of that name (`.scafld/templates/`), which
+/// the client runs in the task's place.
+pub fn review_task(id: &str, shadowed: bool) -> String {
+    match shadowed || REVIEW_SUBCOMMANDS.contains(&id) {
         true => format!("scafld review --task {id}"),
         false => format!("scafld review {id}"),
     }
@@ -55,10 +57,11 @@ mod tests {
     }
 
     #[test]
-    fn a_subcommand_word_is_named_with_task() {
-        assert_eq!(review_task("greet"), "scafld review greet");
-        assert_eq!(review_task("code"), "scafld review --task code");
-        assert_eq!(review_task("status"), "scafld review --task status");
-        assert_eq!(review_task("status-page"), "scafld review status-page");
+    fn a_subcommand_word_or_a_user_template_name_is_named_with_task() {
+        assert_eq!(review_task("greet", false), "scafld review greet");
+        assert_eq!(review_task("greet", true), "scafld review --task greet");
+        assert_eq!(review_task("code", false), "scafld review --task code");
+        assert_eq!(review_task("status", false), "scafld review --task status");
+        assert_eq!(review_task("status-page", false), "scafld review status-page");
     }
 }

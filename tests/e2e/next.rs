@@ -1,10 +1,11 @@
 //! Following the next action through the real binaries: every command `status` names is run
 //! as printed, and none is refused, in the cases where one was: a task named like a `review`
-//! subcommand, a criterion edited while its build step runs, a consensus with a `local` member,
-//! a consensus of `command` and a worker, a review a person rejected, a pass through a channel
-//! that cannot complete, a person's evidence gone stale in review, a `complete` whose move
-//! was interrupted, an amendment that drops a criterion, and a bare name added to the scope;
-//! and a refused command's hint is `status`'s next action (`refused_with_next`).
+//! subcommand or a user review template, a criterion edited while its build step runs, a
+//! consensus with a `local` member, a consensus of `command` and a worker, a review a person
+//! rejected, a pass through a channel that cannot complete, a person's evidence gone stale in
+//! review, a `complete` whose move was interrupted, an amendment that drops a criterion, and a
+//! bare name added to the scope; and a refused command's hint is `status`'s next action
+//! (`refused_with_next`).
 
 use scafld_tests::{TestEnv, git, wait_until};
 use serde_json::Value;
@@ -130,6 +131,33 @@ fn a_task_named_like_a_review_subcommand_is_reviewed_by_its_next_action() {
     assert!(handoff.contains("Next: `scafld review --task list`"), "{handoff}");
     let spec = std::fs::read_to_string(env.work.join(".scafld/specs/active/list.md")).unwrap();
     assert!(spec.contains("Allowed follow-up command: `scafld review --task list`"), "{spec}");
+}
+
+/// A task whose id is a user review template's name (`.scafld/templates/greet.yaml`) is named
+/// with `--task` too: positional, `scafld review greet` runs the template (here refused for want
+/// of its input), never the task's review.
+#[test]
+fn a_task_named_like_a_user_template_is_reviewed_by_its_next_action() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let templates = env.work.join(".scafld/templates");
+    std::fs::create_dir_all(&templates).unwrap();
+    std::fs::write(
+        templates.join("greet.yaml"),
+        "name: greet\ndescription: Greeting review\nsystem_prompt: You review greetings.\nallowed_tools: [Read]\npermission_mode: plan\ninputs:\n  required:\n    - name: text\n      description: the text\nprompt_template: 'Review {text}'\n",
+    )
+    .unwrap();
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q 'hello, world' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    let built = env.scafld(&["build", "greet", "--json"]).json()["result"].clone();
+    assert_eq!(built["next_command"], "scafld review --task greet", "{built}");
+    let handoff = env.scafld(&["handoff", "greet"]).stdout;
+    assert!(handoff.contains("Next: `scafld review --task greet`"), "{handoff}");
+    let spec = std::fs::read_to_string(env.work.join(".scafld/specs/active/greet.md")).unwrap();
+    assert!(spec.contains("Allowed follow-up command: `scafld review --task greet`"), "{spec}");
+    let script = reviewer(&env, "pass", &pass(), "");
+    assert_eq!(follow_to_done(&env, "greet", &script), ["scafld review --task greet", "scafld complete greet"]);
 }
 
 /// A criterion edited while its step runs: the step's answer names the changed contract (not

@@ -49,7 +49,8 @@ pub enum Step {
 /// Decide the step for a spec already projected from its ledger, given which criteria have
 /// stale evidence. `Err` says why build refuses; the caller names the way on as `status` does
 /// (`tasks::read::refusal_hint`), never a step of its own that could refuse or redo work.
-pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String> {
+/// `shadowed`: a user review template has the task's name (`next::Facts::shadowed`).
+pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>, shadowed: bool) -> Result<Step, String> {
     let id = &spec.front.task_id;
     // A completed phase's criteria to run again: the stale ones, and any without a passing
     // result (one an amendment moved into the phase): the phase stands only on passes, and the
@@ -84,7 +85,7 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>) -> Result<Step, String
             if spec.acceptance.criteria.is_empty() && recheck.is_empty() {
                 return Err(format!(
                     "nothing to re-run for {id}: every criterion's evidence is current for the files in scope (a fix in a file outside them is reviewed again with `{} --force`)",
-                    scafld_protocol::cli::review_task(id)
+                    scafld_protocol::cli::review_task(id, shadowed)
                 ));
             }
             Ok(Step::Run { target: Target::Final, criteria: spec.acceptance.criteria.clone(), recheck })

@@ -567,7 +567,8 @@ pub fn sketch(task: &str, entries: &[LedgerEntry]) -> Spec {
 
 /// The spec as the ledger says it is: criterion and phase states, lifecycle status and Current
 /// State. Prose and structure come from `spec`; a hand edit to a runner-owned field is undone.
-pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
+/// `shadowed`: a user review template has the task's name (`next::Facts::shadowed`).
+pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) -> Spec {
     let r = replay(entries);
     let mut next = spec.clone();
     if entries.is_empty() {
@@ -633,6 +634,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str) -> Spec {
         spec_digest: None,
         missing: None,
         misfiled: None,
+        shadowed,
     });
     crate::domain::next::show(&action, &mut next.current_state);
     next
@@ -704,7 +706,7 @@ mod tests {
             entry(3, LedgerEvent::Review(recorded("fail"))),
         ];
         assert_eq!(replay(&entries).review_rejected.as_deref(), Some("in French"));
-        let text = crate::domain::spec::render::review(&project(&Spec::default(), &entries, "now").review);
+        let text = crate::domain::spec::render::review(&project(&Spec::default(), &entries, "now", false).review);
         assert!(text.contains("Verdict: fail\nDecision: a person rejected the proposed verdict: in French"), "{text}");
         entries.push(entry(4, LedgerEvent::Review(recorded("pass"))));
         assert_eq!(replay(&entries).review_rejected, None);
@@ -791,7 +793,7 @@ mod tests {
         assert_eq!(sketched.phases.iter().map(|p| p.id()).collect::<Vec<_>>(), ["phase1", "phase2"]);
         assert_eq!(sketched.phases[1].criteria[0].command, "true", "the latest definition that ran");
         assert_eq!(sketched.acceptance.criteria[0].id, "t1");
-        let projected = project(&sketched, &entries, "now");
+        let projected = project(&sketched, &entries, "now", false);
         assert_eq!((projected.front.status.as_str(), projected.front.task_id.as_str()), ("approved", "t"));
         assert_eq!(projected.phases[1].criteria[0].status, "pass");
         assert_eq!(projected.harden_status(), crate::domain::lifecycle::HardenStatus::Passed);

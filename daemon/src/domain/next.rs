@@ -68,6 +68,9 @@ pub struct Facts<'a> {
     pub missing: Option<&'a MissingSpec>,
     /// The spec file disagrees with the ledger in a way `reconcile` puts right.
     pub misfiled: Option<&'a Misfiled>,
+    /// A user review template has the task's name (`templates::shadows`): `scafld review <id>`
+    /// would run it, so the task's review is named with `--task`.
+    pub shadowed: bool,
 }
 
 /// The task's spec file beside its ledger, where `reconcile` (the only command that moves a
@@ -498,7 +501,7 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
                 Authority::Invalid { reason } => next(
                     Role::Reviewer,
                     Action::Review,
-                    review_task(id),
+                    review_task(id, f.shadowed),
                     format!("{reason}; run an independent reviewer"),
                 ),
             }
@@ -506,7 +509,7 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         Some(_) if r.failed_attempt.is_some() => next(
             Role::Reviewer,
             Action::RetryReview,
-            review_task(id),
+            review_task(id, f.shadowed),
             format!(
                 "the last review gave no verdict ({}); run it again",
                 brief(r.failed_attempt.as_deref().unwrap_or_default())
@@ -518,7 +521,7 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
             next(
                 Role::Reviewer,
                 Action::RetryReview,
-                review_task(id),
+                review_task(id, f.shadowed),
                 "the workspace changed during the last review, which voids its verdict: review the unchanged tree again",
             )
         }
@@ -527,7 +530,7 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         Some(_) if spec_changed_since_review(f.entries, f.spec_digest) => next(
             Role::Reviewer,
             Action::Review,
-            review_task(id),
+            review_task(id, f.shadowed),
             "the spec's text changed since the failed review: an independent reviewer judges it again",
         ),
         // A failed review is repaired first: nothing is stale yet (that came first), so a build
@@ -546,7 +549,7 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
                 format!("scafld handoff {id}"),
                 format!(
                     "{what}, then `scafld build {id}` re-runs the evidence (a fix in a file outside the scope: `{} --force`)",
-                    review_task(id)
+                    review_task(id, f.shadowed)
                 ),
             )
         }
@@ -554,13 +557,13 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
             Some(why) => next(
                 Role::Reviewer,
                 Action::RetryReview,
-                review_task(id),
+                review_task(id, f.shadowed),
                 format!("the last review gave no verdict ({}); run it again", brief(why)),
             ),
             None => next(
                 Role::Reviewer,
                 Action::Review,
-                review_task(id),
+                review_task(id, f.shadowed),
                 "the build finished: an independent reviewer judges it",
             ),
         },

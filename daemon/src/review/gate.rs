@@ -248,7 +248,7 @@ pub(crate) fn after_pass(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResu
     let entries = daemon.store().ledger(&ws.id, task).map_err(|e| RpcError::internal(e.to_string()))?;
     Ok(match review::completion_authority(&entries) {
         Authority::Valid { .. } => format!("scafld complete {task}"),
-        Authority::Invalid { .. } => scafld_protocol::cli::review_task(task),
+        Authority::Invalid { .. } => crate::templates::review_command(&ws.root, task),
     })
 }
 
@@ -354,7 +354,8 @@ pub async fn check_retry(
     }
     refuse_contract_changes(task, &spec, &entries, "retry the review of", ErrorKind::ReviewFailed)?;
     refuse_while_running(daemon, ws, task)?;
-    let new_review = format!("start a new review of the files as they are: `scafld review {task}`");
+    let new_review =
+        format!("start a new review of the files as they are: `{}`", crate::templates::review_command(&ws.root, task));
     if let Some(newer) = daemon.sessions.latest(ws, Some(task)).filter(|s| s.key != session.key) {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
@@ -509,12 +510,14 @@ pub(crate) fn refuse_contract_changes(
 /// judged the files as they are now, and a passing review from a trusted channel stands (the
 /// completion authority walk). Returns the reviewing provider and the review's ledger entry.
 /// `next` is the refusal's hint as `status` gives it (`tasks::read::refusal_hint`), awaited
-/// only when the gate refuses for want of a trusted review.
+/// only when the gate refuses for want of a trusted review; `review_command` reviews
+/// the task (`templates::review_command`).
 pub(crate) async fn completion(
     task: &str,
     spec: &Spec,
     entries: &[LedgerEntry],
     fresh: &Freshness,
+    review_command: &str,
     next: impl Future<Output = String>,
 ) -> RpcResult<(String, String)> {
     refuse_contract_changes(task, spec, entries, "complete", ErrorKind::ReviewFailed)?;
@@ -566,7 +569,7 @@ pub(crate) async fn completion(
             ErrorKind::ReviewFailed,
             format!("cannot complete {task}: the files in its scope changed after the review passed"),
         )
-        .with_hint(format!("run `scafld build {task}` and `{}` again", scafld_protocol::cli::review_task(task))));
+        .with_hint(format!("run `scafld build {task}` and `{review_command}` again")));
     }
     match review::completion_authority(entries) {
         Authority::Valid { provider, review_entry, .. } => Ok((provider, review_entry)),

@@ -447,7 +447,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     crate::review::gate::refuse_contract_changes(&task, &spec, &entries, "build", ErrorKind::InvalidState)?;
     record_implementer(daemon, &ws, &task, &entries, &p.caller.env)?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let step = match build::plan(&spec, &fresh.stale) {
+    let step = match build::plan(&spec, &fresh.stale, crate::templates::shadows(&ws.root, &task)) {
         Ok(step) => step,
         Err(why) => {
             let hint = super::read::refusal_hint(daemon, &ws, &task).await;

@@ -49,7 +49,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
         .await?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = super::read::refusal_hint(daemon, &ws, &task);
-    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, next).await?;
+    let review = crate::templates::review_command(&ws.root, &task);
+    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, &review, next).await?;
     // A hint is read as the spec's Scope is, and refused where it could bind nothing: one that
     // names nothing now binds the file(s) it held at the base, which the task deleted.
     let (hinted, gone) = if p.scope_hints.is_empty() {
@@ -308,7 +309,7 @@ async fn refuse_changed_while_running(
     )
     .with_hint(format!(
         "if the change is meant, run `scafld build {task}` and `{}` again, then finalize; otherwise restore the reviewed content and finalize again",
-        scafld_protocol::cli::review_task(task)
+        crate::templates::review_command(&ws.root, task)
     ))
     .with_details(serde_json::json!({ "changed_during_finalize": changed })))
 }

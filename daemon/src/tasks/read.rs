@@ -26,7 +26,9 @@ fn ledger_view(
     entry: &LoadedSpec,
 ) -> RpcResult<(Spec, std::sync::Arc<[LedgerEntry]>)> {
     let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
-    let mut spec = crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated);
+    let shadowed = crate::templates::shadows(&ws.root, &entry.task_id);
+    let mut spec =
+        crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated, shadowed);
     spec.front.task_id.clone_from(&entry.task_id);
     Ok((spec, entries))
 }
@@ -122,7 +124,8 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
     use crate::domain::ledger;
     let (task, entries) = (gone.task.as_str(), &gone.entries[..]);
     let missing = crate::ledger::missing_spec(ws, task, entries).await;
-    let spec = ledger::project(&ledger::sketch(task, entries), entries, &crate::clock::now_rfc3339());
+    let shadowed = crate::templates::shadows(&ws.root, task);
+    let spec = ledger::project(&ledger::sketch(task, entries), entries, &crate::clock::now_rfc3339(), shadowed);
     let stale: BTreeMap<String, crate::domain::evidence::Stale> = spec
         .criteria()
         .filter(|c| crate::domain::evidence::latest_result(entries, &c.id).is_some())
@@ -142,6 +145,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
         spec_digest: None,
         missing: Some(&missing),
         misfiled: None,
+        shadowed,
     });
     let errors = match gone.status.is_terminal() {
         true => Vec::new(),

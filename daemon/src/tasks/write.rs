@@ -243,6 +243,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         spec_digest: None,
         missing: None,
         misfiled: None,
+        shadowed: crate::templates::shadows(&ws.root, &entry.task_id),
     });
     crate::domain::next::show(&action, &mut next.current_state);
     next.current_state.status = status.as_str().into();
