@@ -877,3 +877,24 @@ fn a_python_status_name_reads_as_its_status_in_every_command() {
     assert!(message.ends_with("pyt is active"), "{message}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "reads leave the file's word as it is");
 }
+
+/// A spec with two `## Scope` sections binds its evidence to the files of both (the original
+/// reads every Scope section into one list): a file the first names, changed after the review,
+/// makes the evidence stale and `complete` refuses. Before, only the last section counted and
+/// the task completed on a criterion that now fails.
+#[test]
+fn a_file_named_in_a_first_scope_section_binds_the_evidence_too() {
+    let env = TestEnv::new();
+    let phase = "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n\n## Scope\n\n- `notes.md` - notes.\n";
+    crate::gate::opened(&env, "src/lib.rs", phase);
+    crate::gate::write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    crate::gate::write(&env, "notes.md", "notes\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let pass = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
+    crate::review::command_review(&env, &pass, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    crate::gate::write(&env, "src/lib.rs", "pub fn hello() {}\n");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["criteria"][0]["freshness"], "stale", "{status}");
+    assert_eq!(status["stale_changes"], json!(["src/lib.rs (changed)"]), "{status}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+}

@@ -643,19 +643,27 @@ impl<'a> Parser<'a> {
                     .filter(|&i| !self.lines[i].trim().is_empty() && !self.in_fence[i])
                     .map(|i| self.lines[i].trim())
                     .collect();
-                self.spec.summary = text.join("\n");
+                // A section written twice is read whole, as the original reads it: each adds
+                // to what the ones above said.
+                if !self.spec.summary.is_empty() && !text.is_empty() {
+                    self.spec.summary.push('\n');
+                }
+                self.spec.summary.push_str(&text.join("\n"));
                 SectionKey::Other(heading.to_string())
             }
             "objectives" => {
-                self.spec.objectives = self.list(body);
+                let items = self.list(body);
+                self.spec.objectives.extend(items);
                 SectionKey::Other(heading.to_string())
             }
             "scope" => {
-                self.spec.scope = self.list(body);
+                let items = self.list(body);
+                self.spec.scope.extend(items);
                 SectionKey::Other(heading.to_string())
             }
             "touchpoints" => {
-                self.spec.touchpoints = self.list(body);
+                let items = self.list(body);
+                self.spec.touchpoints.extend(items);
                 SectionKey::Other(heading.to_string())
             }
             "context" => {

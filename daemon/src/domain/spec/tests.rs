@@ -508,3 +508,29 @@ fn the_status_word_is_the_status_the_front_matter_means() {
     assert_eq!(word("review"), "review");
     assert_eq!(word("sideways"), "sideways");
 }
+
+/// A spec with `extra` after a front matter and a title.
+fn with_body(extra: &str) -> String {
+    format!("---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n{extra}")
+}
+
+/// A section the model reads, written twice, is read whole, as the original reads it: the
+/// files the first Scope names stay in the scope, the second adds to it.
+#[test]
+fn a_section_written_twice_is_read_whole() {
+    let text = with_body(
+        "## Summary\n\nFirst part.\n## Scope\n\n- `app.conf` - the config.\n## Objectives\n\n- one\n## Touchpoints\n\n- `a.rs`\n\
+         ## Phase 1: A\nAcceptance:\n- [ ] `a` test - x\n  - Command: true\n\
+         ## Scope\n\n- `notes.md` - notes.\n## Summary\n\nSecond part.\n## Objectives\n\n- two\n## Touchpoints\n\n- `b.rs`\n",
+    );
+    let parsed = parse(&text);
+    assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
+    let spec = &parsed.spec;
+    assert_eq!(spec.scope, ["`app.conf` - the config.", "`notes.md` - notes."]);
+    assert_eq!(spec.summary, "First part.\nSecond part.");
+    assert_eq!(spec.objectives, ["one", "two"]);
+    assert_eq!(spec.touchpoints, ["`a.rs`", "`b.rs`"]);
+    // The sections the runner writes stay one each.
+    let twice = with_body("## Current State\n\nStatus: draft\n## Current State\n\nStatus: draft\n");
+    assert!(errors(&twice).iter().any(|e| e.contains("duplicate section `## Current State`")), "{:?}", errors(&twice));
+}
