@@ -1601,3 +1601,37 @@ fn every_criterion_of_a_step_has_its_diagnostics_file() {
     }
     assert_eq!(paths.len(), 4, "one file per criterion: {paths:?}");
 }
+
+/// A criterion with two `Command:` lines is not run on either: `validate` names the second
+/// line (an error in a draft), and a build of a task that got past approval records it
+/// `invalid` with that reason. Before, the last line silently won and the criterion passed on
+/// a check nobody reading the spec would see.
+#[test]
+fn a_criterion_with_two_commands_is_named_and_never_run() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let second = "  - Expected kind: `exit_code_zero`\n  - Command: `touch second-ran`\n";
+    let text = spec("two", &[&[("a1", "grep -q 'hello, world' greet.txt", second)]], &[]);
+    std::fs::write(env.work.join(".scafld/specs/drafts/two.md"), &text).unwrap();
+    let named = |text: &str| {
+        let line = text.lines().position(|l| l.contains("touch second-ran")).unwrap() + 1;
+        format!("criterion `a1` has a second `Command` line (line {line})")
+    };
+    let validate = env.scafld(&["validate", "two"]);
+    validate.assert_code(3);
+    let said = format!("{}{}", validate.stdout, validate.stderr);
+    assert!(said.contains(&named(&text)), "{said}");
+    env.scafld(&["approve", "two", "--reason", "t"]).assert_code(3);
+    std::fs::remove_file(env.work.join(".scafld/specs/drafts/two.md")).unwrap();
+    let approved = text.replace("status: draft", "status: approved");
+    std::fs::write(env.work.join(".scafld/specs/approved/two.md"), approved).unwrap();
+    env.scafld(&["build", "two"]).assert_code(0);
+    let step = build(&env, "two");
+    let criterion = &step["result"]["criteria"][0];
+    assert_eq!(criterion["status"], "invalid", "{step}");
+    // The line as the file has it now (the runner wrote its Current State above it).
+    let now = std::fs::read_to_string(env.work.join(".scafld/specs/active/two.md")).unwrap();
+    assert!(criterion["reason"].as_str().unwrap().contains(&named(&now)), "{step}");
+    assert!(!env.work.join("second-ran").exists(), "the second command ran");
+}

@@ -148,6 +148,12 @@ pub struct Criterion {
     pub source_event: String,
     /// Detail lines with keys this version does not interpret, kept in order.
     pub other: Vec<(String, String)>,
+    /// A second line of a field that defines the check (`Command`, `Expected kind`, `Cwd`,
+    /// `Timeout seconds`): its label as written and its 1-based line. The first is read; a
+    /// criterion with one is not run ([`super::criterion_problems`]). Never serialized, so the
+    /// model's older digests are unchanged.
+    #[serde(skip)]
+    pub repeated: Vec<(String, usize)>,
     pub line: usize,
 }
 

@@ -831,6 +831,7 @@ impl<'a> Parser<'a> {
             Criterion { id: head.id, kind: head.kind, title: head.title, line: start + 1, ..Criterion::default() };
         let mut layout = CriterionLayout { id: c.id.clone(), head: start, end: next, ..CriterionLayout::default() };
         let mut last_key = String::new();
+        let mut defined: Vec<String> = Vec::new();
         let mut i = start + 1;
         while i < next {
             let line = self.lines[i];
@@ -870,6 +871,19 @@ impl<'a> Parser<'a> {
             };
             let key = normalize_key(raw_key);
             let value = optional(raw_value);
+            // A field that defines the check, written twice: which one was meant is not for
+            // the runner to guess (the original silently ran the last), so the first is read
+            // and the criterion is not run until one is left.
+            if DEFINING_KEYS.contains(&key.as_str()) {
+                if defined.contains(&key) {
+                    c.repeated.push((raw_key.trim().to_string(), i + 1));
+                    c.other.push((raw_key.trim().to_string(), unquote(raw_value)));
+                    last_key.clear();
+                    i += 1;
+                    continue;
+                }
+                defined.push(key.clone());
+            }
             match key.as_str() {
                 "command" => {
                     let raw = raw_value.trim();
@@ -1287,10 +1301,19 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// The detail keys (normalized) that define what a criterion checks: each may be written once.
+const DEFINING_KEYS: [&str; 4] = ["command", "expected kind", "cwd", "timeout seconds"];
+
 /// What makes a criterion unfit to run: every item is a reason `build` records it `invalid`
 /// instead of running it, and `validate` reports it.
 pub fn criterion_problems(c: &Criterion) -> Vec<String> {
     let mut problems = Vec::new();
+    for (label, line) in &c.repeated {
+        problems.push(format!(
+            "criterion `{}` has a second `{label}` line (line {line}); it may have one: delete the one you do not mean",
+            c.id
+        ));
+    }
     let kind = c.effective_kind();
     if !EXPECTED_KINDS.contains(&kind) {
         problems.push(format!(

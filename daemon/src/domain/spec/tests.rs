@@ -534,3 +534,35 @@ fn a_section_written_twice_is_read_whole() {
     let twice = with_body("## Current State\n\nStatus: draft\n## Current State\n\nStatus: draft\n");
     assert!(errors(&twice).iter().any(|e| e.contains("duplicate section `## Current State`")), "{:?}", errors(&twice));
 }
+
+/// A field that defines a criterion's check, written twice, is a problem naming the second
+/// line: the first is read, and `build` records the criterion invalid rather than guess.
+#[test]
+fn a_criterion_field_written_twice_is_a_problem_naming_its_line() {
+    for (second, label) in [
+        ("  - Command: `true`\n", "Command"),
+        ("  - expected_kind: `exit_code_nonzero`\n", "expected_kind"),
+        ("  - Cwd: sub\n", "Cwd"),
+        ("  - Timeout seconds: 5\n", "Timeout seconds"),
+    ] {
+        let text = with_body(&format!(
+            "## Phase 1: A\nAcceptance:\n- [ ] `a1` test - says hello\n  - Command: `grep -q hello greet.txt`\n  - Expected kind: `exit_code_zero`\n  - Cwd: none\n  - Timeout seconds: 60\n{second}"
+        ));
+        let parsed = parse(&text);
+        let c = &parsed.spec.phases[0].criteria[0];
+        assert_eq!(
+            (c.command.as_str(), c.expected_kind.as_str(), c.cwd.as_str(), c.timeout_seconds.as_str()),
+            ("grep -q hello greet.txt", "exit_code_zero", "", "60"),
+            "{label}: the first one is read"
+        );
+        let expected = format!("line 9: criterion `a1` has a second `{label}` line (line 14)");
+        assert!(errors(&text).iter().any(|e| e.starts_with(&expected)), "{label}: {:?}", errors(&text));
+        assert_eq!(criterion_problems(c).len(), 1, "{label}");
+    }
+    // The runner's own lines keep their reading: a second Status is read past with a warning.
+    let status = with_body(
+        "## Phase 1: A\nAcceptance:\n- [ ] `a1` test - x\n  - Command: true\n  - Status: pass\n  - Status: fail\n",
+    );
+    assert!(parse(&status).is_valid(), "{:?}", errors(&status));
+    assert!(warnings(&status).iter().any(|w| w.contains("second `Status` line")));
+}
