@@ -898,3 +898,35 @@ fn a_file_named_in_a_first_scope_section_binds_the_evidence_too() {
     assert_eq!(status["stale_changes"], json!(["src/lib.rs (changed)"]), "{status}");
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
+
+/// A phase disabled by wrapping it in an HTML comment is not part of the spec: `validate`
+/// says so, the build never runs its command, and the comment's bytes stay as written while
+/// the runner writes the phase it did run. Before, the commented-out phase was parsed and run.
+#[test]
+fn a_phase_in_an_html_comment_is_neither_read_nor_run() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let comment = "<!-- disabled until the migration lands:\n## Phase 2: Migrate\n\nObjective: migrate.\n\nAcceptance:\n- [ ] `m1` test - migrate prod\n  - Command: `touch MIGRATED`\n-->\n";
+    let text = format!(
+        "---\nspec_version: '2.0'\ntask_id: h\nstatus: draft\nharden_status: not_run\n---\n\n# H\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: Write\n\nObjective: write it.\n\nAcceptance:\n- [ ] `a1` test - says hello\n  - Command: `grep -q 'hello, world' greet.txt`\n\n{comment}"
+    );
+    std::fs::write(env.work.join(".scafld/specs/drafts/h.md"), &text).unwrap();
+    let validate = env.scafld(&["validate", "h", "--json"]);
+    validate.assert_code(0);
+    let result = &validate.json()["result"];
+    assert_eq!(result["phases"].as_array().map(Vec::len), Some(1), "{result}");
+    assert!(result.to_string().contains("the HTML comment on lines 22-30 holds `## Phase 2: Migrate`"), "{result}");
+    env.scafld(&["approve", "h", "--reason", "t"]).assert_code(0);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    env.scafld(&["build", "h"]).assert_code(0);
+    env.scafld(&["build", "h"]).assert_code(0);
+    // Nothing is left to build: no phase 2 is opened.
+    let third = env.scafld(&["build", "h"]);
+    assert!(third.stderr.contains("nothing is left to build"), "{}", third.stderr);
+    assert!(!env.work.join("MIGRATED").exists(), "the commented-out command ran");
+    let status = env.scafld(&["status", "h", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "review", "{status}");
+    let written = std::fs::read_to_string(env.work.join(".scafld/specs/active/h.md")).unwrap();
+    assert!(written.contains("  - Status: pass\n  - Evidence: ") && written.ends_with(comment), "{written}");
+}

@@ -294,6 +294,7 @@ pub fn parse(text: &str) -> Parsed {
     let mut p = Parser {
         lines: &lines,
         in_fence: vec![false; lines.len()],
+        comments: Vec::new(),
         spec: Spec::default(),
         diags: Vec::new(),
         layout: Layout { crlf: body.contains("\r\n"), line_count: lines.len(), ..Layout::default() },
@@ -321,6 +322,9 @@ pub fn parse(text: &str) -> Parsed {
 struct Parser<'a> {
     lines: &'a [&'a str],
     in_fence: Vec<bool>,
+    /// The HTML comments of the body (`<!--` opening a line, up to the line holding `-->`), by
+    /// 0-based line range: text in them is not part of the document, so never spec structure.
+    comments: Vec<Range<usize>>,
     spec: Spec,
     diags: Vec<Diagnostic>,
     layout: Layout,
@@ -564,9 +568,22 @@ impl<'a> Parser<'a> {
 
     fn scan_body(&mut self, start: usize) {
         let mut open: Option<OpenFence> = None;
+        let mut comment: Option<usize> = None;
         let mut headings: Vec<(usize, String)> = Vec::new();
         for i in start..self.lines.len() {
             let line = self.lines[i];
+            // An HTML block (CommonMark type 2): from a line opening with `<!--` to the first
+            // line holding `-->`, that one included. Inside it nothing opens a fence.
+            if comment.is_none() && open.is_none() && line.trim_start().starts_with("<!--") {
+                comment = Some(i);
+            }
+            if let Some(from) = comment {
+                if line.contains("-->") {
+                    self.comments.push(from..i + 1);
+                    comment = None;
+                }
+                continue;
+            }
             if step_fence(&mut open, i, line) {
                 self.in_fence[i] = true;
                 continue;
@@ -583,6 +600,15 @@ impl<'a> Parser<'a> {
         if let Some((line, _, _)) = open {
             self.diag(line + 1, Rule::Structure, "code fence is never closed");
         }
+        if let Some(from) = comment {
+            self.comments.push(from..self.lines.len());
+            self.diag(
+                from + 1,
+                Rule::Structure,
+                "HTML comment is never closed: everything after this `<!--` would be hidden from the spec; close it with `-->`",
+            );
+        }
+        self.comments_hiding_structure();
         let mut seen: HashSet<SectionKey> = HashSet::new();
         for (n, (heading_line, heading)) in headings.iter().enumerate() {
             let end = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
@@ -595,6 +621,50 @@ impl<'a> Parser<'a> {
                 self.diag(heading_line + 1, Rule::Structure, message);
             }
             self.layout.sections.push((key, *heading_line, end));
+        }
+    }
+
+    /// Whether line `i` is in an HTML comment.
+    fn commented(&self, i: usize) -> bool {
+        self.comment_at(i).is_some()
+    }
+
+    /// The HTML comment holding line `i`, if one does.
+    fn comment_at(&self, i: usize) -> Option<Range<usize>> {
+        let n = self.comments.partition_point(|c| c.end <= i);
+        self.comments.get(n).filter(|c| c.start <= i).cloned()
+    }
+
+    /// Whether line `i` is code or commented out: never spec structure.
+    fn hidden(&self, i: usize) -> bool {
+        self.in_fence[i] || self.commented(i)
+    }
+
+    /// Say so where an HTML comment holds what would otherwise be read as the spec (a heading,
+    /// a criterion, a command): it is not read and never runs, which the author may not expect
+    /// (the Go original read it; the Python one refused the file).
+    fn comments_hiding_structure(&mut self) {
+        let mut found = Vec::new();
+        for c in &self.comments {
+            let structure = c.clone().find_map(|i| {
+                let text = self.lines[i].trim_start().trim_start_matches("<!--").trim();
+                let command = detail(text).is_some_and(|(key, _)| normalize_key(key) == "command");
+                (text.starts_with('#') || criterion_head(text).is_some() || command).then_some(text)
+            });
+            if let Some(text) = structure {
+                found.push((c.clone(), text.to_string()));
+            }
+        }
+        for (c, text) in found {
+            let lines =
+                if c.len() == 1 { format!("line {}", c.start + 1) } else { format!("lines {}-{}", c.start + 1, c.end) };
+            self.diag(
+                c.start + 1,
+                Rule::Reading,
+                format!(
+                    "the HTML comment on {lines} holds `{text}`: text in a comment is not part of the spec, so it is not read and never runs (take it out of the comment to make it count)"
+                ),
+            );
         }
     }
 
@@ -640,7 +710,7 @@ impl<'a> Parser<'a> {
             }
             "summary" => {
                 let text: Vec<&str> = body
-                    .filter(|&i| !self.lines[i].trim().is_empty() && !self.in_fence[i])
+                    .filter(|&i| !self.lines[i].trim().is_empty() && !self.hidden(i))
                     .map(|i| self.lines[i].trim())
                     .collect();
                 // A section written twice is read whole, as the original reads it: each adds
@@ -679,7 +749,7 @@ impl<'a> Parser<'a> {
         let mut items: Vec<String> = Vec::new();
         for i in body {
             let line = self.lines[i];
-            if self.in_fence[i] {
+            if self.hidden(i) {
                 continue;
             }
             if let Some(text) = item(line) {
@@ -698,7 +768,7 @@ impl<'a> Parser<'a> {
 
     fn current_state(&mut self, body: Range<usize>) {
         for i in body {
-            if self.in_fence[i] {
+            if self.hidden(i) {
                 continue;
             }
             let Some((key, value)) = label(self.lines[i]) else { continue };
@@ -727,7 +797,7 @@ impl<'a> Parser<'a> {
         let mut target: Option<&str> = None;
         for i in body {
             let line = self.lines[i];
-            if self.in_fence[i] {
+            if self.hidden(i) {
                 continue;
             }
             if let Some((key, value)) = label(line) {
@@ -768,7 +838,7 @@ impl<'a> Parser<'a> {
         let mut i = body.start;
         while i < body.end {
             let line = self.lines[i];
-            if self.in_fence[i] || line.trim().is_empty() {
+            if self.hidden(i) || line.trim().is_empty() {
                 i += 1;
                 continue;
             }
@@ -837,6 +907,11 @@ impl<'a> Parser<'a> {
             let line = self.lines[i];
             if line.trim().is_empty() {
                 i += 1;
+                continue;
+            }
+            if let Some(comment) = self.comment_at(i) {
+                // Commented out: not a detail of the criterion, nor its prose.
+                i = comment.end.min(next);
                 continue;
             }
             if layout.detail_indent.is_empty() {
@@ -982,7 +1057,13 @@ impl<'a> Parser<'a> {
         while i < end {
             let line = self.lines[i];
             if nested(line) && !line.trim().is_empty() {
-                i = if self.in_fence[i] { self.fence_end(i, end) } else { i + 1 };
+                // A fence or a comment opened among the details belongs to them whole (a
+                // line the runner inserts at their end must not land inside either).
+                i = match self.comment_at(i) {
+                    Some(comment) => comment.end.min(end),
+                    None if self.in_fence[i] => self.fence_end(i, end),
+                    None => i + 1,
+                };
                 continue;
             }
             if !line.trim().is_empty() {
@@ -1005,7 +1086,7 @@ impl<'a> Parser<'a> {
         let mut i = body.start;
         while i < body.end {
             let line = self.lines[i];
-            if self.in_fence[i] || line.trim().is_empty() {
+            if self.hidden(i) || line.trim().is_empty() {
                 if in_dod && !line.trim().is_empty() {
                     self.spec.acceptance.definition_of_done.push(line.to_string());
                 }
@@ -1038,12 +1119,16 @@ impl<'a> Parser<'a> {
     /// Whether the checklist item at `start` carries a `Command:` detail with a value.
     fn has_command(&self, start: usize, end: usize) -> bool {
         (start + 1..self.details_end(start + 1, end))
+            .filter(|&i| !self.commented(i))
             .filter_map(|i| detail(self.lines[i]))
             .any(|(key, value)| normalize_key(key) == "command" && !is_unset(&unquote(value)))
     }
 
     fn review(&mut self, body: Range<usize>) {
         for i in body.clone() {
+            if self.hidden(i) {
+                continue;
+            }
             if let Some((key, value)) = label(self.lines[i]) {
                 match key.as_str() {
                     "status" if self.spec.review.status.is_empty() => self.spec.review.status = unquote(value),
@@ -1089,7 +1174,7 @@ impl<'a> Parser<'a> {
         let mut mode = Mode::Round;
         for i in body.clone() {
             let line = self.lines[i];
-            if self.in_fence[i] || line.trim().is_empty() {
+            if self.hidden(i) || line.trim().is_empty() {
                 continue;
             }
             if let Some(id) = line.strip_prefix("### ") {
@@ -1293,7 +1378,7 @@ impl<'a> Parser<'a> {
             }
         }
         for i in 0..self.lines.len() {
-            if !self.in_fence[i] && is_placeholder(self.lines[i]) {
+            if !self.hidden(i) && is_placeholder(self.lines[i]) {
                 let message = format!("unfilled template placeholder: {}", self.lines[i].trim());
                 self.diag(i + 1, Rule::Approval, message);
             }

@@ -1,5 +1,5 @@
 //! Property tests of the parser and the projection writer over generated specs (phases,
-//! criteria in every real form, fences, unicode, CRLF, a BOM, long lines, YAML front matter
+//! criteria in every real form, fences, HTML comments, unicode, CRLF, a BOM, long lines, YAML front matter
 //! with anchors) and mutated ones (character flips, truncation, duplicated and deleted lines).
 //! A bounded run is part of `cargo test`; `tests/fuzz-specs.sh` runs many more cases and times
 //! the parser on growing pathological inputs.
@@ -25,6 +25,7 @@ const PROSE: &[&str] = &[
     "Status: a prose label that is not runner-owned here",
     "| table | row |",
     "> quote: with a colon",
+    "<!-- a note: with a colon -->",
     "",
 ];
 
@@ -65,6 +66,9 @@ const NOISE: &[&str] = &[
     "\u{feff}",
     "TODO: the command that proves this phase works",
     "- [",
+    "<!--",
+    "  <!-- commented detail",
+    "-->",
 ];
 
 fn pick(options: &'static [&'static str]) -> impl Strategy<Value = String> {

@@ -566,3 +566,48 @@ fn a_criterion_field_written_twice_is_a_problem_naming_its_line() {
     assert!(parse(&status).is_valid(), "{:?}", errors(&status));
     assert!(warnings(&status).iter().any(|w| w.contains("second `Status` line")));
 }
+
+/// Text in an HTML comment is not part of the document: a phase, a criterion or a command
+/// commented out is neither read nor run (with a warning saying so), a fence inside a comment
+/// opens nothing, an unclosed comment is an error, and a projection keeps the comment's bytes.
+#[test]
+fn html_comments_are_not_spec_structure() {
+    let phase1 = "## Phase 1: A\nAcceptance:\n- [ ] `a1` test - x\n  - Command: `true`\n";
+    let text = with_body(&format!(
+        "{phase1}  <!-- old check:\n  - Command: `rm -rf build`\n  -->\n\n<!-- disabled until the migration lands:\n## Phase 2: Migrate\n\nAcceptance:\n- [ ] `m1` test - migrate prod\n  - Command: `touch MIGRATED`\n```\n-->\n\n## Notes\n\n<!-- a note --> still the comment's line\n"
+    ));
+    let parsed = parse(&text);
+    assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
+    assert_eq!(parsed.spec.phases.len(), 1);
+    assert_eq!(parsed.spec.criteria().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["a1"]);
+    let c = &parsed.spec.phases[0].criteria[0];
+    assert_eq!((c.command.as_str(), c.other.len(), c.repeated.len()), ("true", 0, 0), "{c:?}");
+    let said = warnings(&text);
+    assert!(
+        said.iter().any(|w| w.starts_with("line 11: the HTML comment on lines 11-13 holds `- Command:")),
+        "{said:?}"
+    );
+    assert!(said.iter().any(|w| w.contains("lines 15-22 holds `## Phase 2: Migrate`")), "{said:?}");
+    assert_eq!(said.iter().filter(|w| w.contains("HTML comment")).count(), 2, "a plain note is no news: {said:?}");
+    // A criterion's end is past a comment among its details: a Status the runner inserts
+    // there lands outside it, and every byte of the comments stays.
+    assert_eq!(parsed.layout.criteria[0].end, 13);
+    let mut spec = parsed.spec.clone();
+    spec.phases[0].criteria[0].status = "pass".into();
+    spec.phases[0].criteria[0].evidence = "exit code was 0".into();
+    let written = project(&text, &spec).unwrap();
+    assert!(written.contains("  -->\n  - Status: pass\n"), "{written}");
+    for line in text.lines().filter(|l| l.contains("<!--") || l.contains("-->") || l.contains("MIGRATED")) {
+        assert!(written.contains(line), "{line:?} kept in {written}");
+    }
+    assert_eq!(parse(&written).spec.phases[0].criteria[0].status, "pass");
+    // `<!--` inside a fence is code; a comment never closed hides the rest, which is an error.
+    let fenced = with_body(&format!("## Notes\n\n```\n<!--\n```\n{phase1}"));
+    assert!(parse(&fenced).is_valid() && parse(&fenced).spec.phases.len() == 1, "{:?}", errors(&fenced));
+    let open = with_body(&format!("<!-- unfinished\n{phase1}"));
+    assert!(
+        parse(&open).structural_errors().any(|d| d.line == 7 && d.message.starts_with("HTML comment is never closed")),
+        "{:?}",
+        errors(&open)
+    );
+}
