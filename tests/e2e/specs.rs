@@ -899,6 +899,51 @@ fn a_file_named_in_a_first_scope_section_binds_the_evidence_too() {
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
+/// A front matter key set twice (`status: cancelled` then `status: draft`) is an error naming
+/// both lines, and every command that would write the file refuses with it, changing nothing:
+/// before, the file was read from the last line and written to the first, so after `approve`
+/// it still read `draft` and `reconcile` could never put it right.
+#[test]
+fn a_front_matter_key_set_twice_is_refused_naming_both_lines() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let draft = env.work.join(".scafld/specs/drafts/dk.md");
+    let text = spec_text("dk", "draft").replace("status: draft\n", "status: cancelled\nstatus: draft\n");
+    std::fs::write(&draft, &text).unwrap();
+    let said = |run: &Run| format!("{}{}", run.stdout, run.stderr);
+    let validate = env.scafld(&["validate", "dk"]);
+    validate.assert_code(3);
+    assert!(
+        said(&validate).contains("front matter key `status` is set twice, on lines 6 and 7"),
+        "{}",
+        said(&validate)
+    );
+    let approve = env.scafld(&["approve", "dk", "--reason", "t"]);
+    approve.assert_code(3);
+    assert!(
+        said(&approve).contains("set twice") && said(&approve).contains("scafld validate dk"),
+        "{}",
+        said(&approve)
+    );
+    assert_eq!(std::fs::read_to_string(&draft).unwrap(), text, "a refused command changes nothing");
+    // Keeping one line, the task approves and the file says so.
+    std::fs::write(&draft, text.replace("status: cancelled\n", "")).unwrap();
+    env.scafld(&["approve", "dk", "--reason", "t"]).assert_code(0);
+    let approved = env.work.join(".scafld/specs/approved/dk.md");
+    assert!(std::fs::read_to_string(&approved).unwrap().contains("\nstatus: approved\n"));
+    // Set twice after approval: reconcile and cancel refuse and leave the file as it is.
+    let broken =
+        std::fs::read_to_string(&approved).unwrap().replace("status: approved\n", "status: approved\nstatus: draft\n");
+    std::fs::write(&approved, &broken).unwrap();
+    for args in [&["reconcile", "dk"][..], &["cancel", "dk", "--reason", "t"]] {
+        let run = env.scafld(args);
+        assert_ne!(run.code, 0, "{args:?}: {}", said(&run));
+        assert!(said(&run).contains("set twice"), "{args:?}: {}", said(&run));
+        assert_eq!(std::fs::read_to_string(&approved).unwrap(), broken, "{args:?}");
+    }
+}
+
 /// A phase disabled by wrapping it in an HTML comment is not part of the spec: `validate`
 /// says so, the build never runs its command, and the comment's bytes stay as written while
 /// the runner writes the phase it did run. Before, the commented-out phase was parsed and run.

@@ -2,9 +2,9 @@
 //! runner-owned sections ([`render`]) and the projection writer that splices them into the
 //! file while keeping every other byte ([`project`]), within a size budget ([`budget`]).
 //!
-//! Grammar (compatible with the original tool): YAML-like front matter of `key: value` lines,
-//! an H1 title, top-level `## ` sections found by a scan aware of code fences and HTML comments
-//! (text in a comment is never structure), `## Phase N: Name` sections with
+//! Grammar (compatible with the original tool): YAML-like front matter of `key: value` lines
+//! (each key once), an H1 title, top-level `## ` sections found by a scan aware of code fences
+//! and HTML comments (text in a comment is never structure), `## Phase N: Name` sections with
 //! `Objective:`/`Goal:`, `Status:`, `Dependencies:`, `Changes:` and `Acceptance:`, and
 //! criterion lines ``- [ ] `id` type - title`` followed by indented `- Key: value` details.
 

@@ -548,6 +548,16 @@ impl<'a> Parser<'a> {
             };
             let key = key.trim();
             nested_under = value.trim().is_empty().then(|| key.to_string());
+            // YAML allows a key once; the original read the last and wrote the first, so the
+            // file could say one status while every write changed the other.
+            if let Some((_, first)) = self.layout.front_fields.iter().find(|(k, _)| k == key) {
+                let message = format!(
+                    "front matter key `{key}` is set twice, on lines {} and {}: a key may appear once; delete the line you do not mean",
+                    first + 1,
+                    i + 1
+                );
+                self.diag(i + 1, Rule::Structure, message);
+            }
             self.layout.front_fields.push((key.to_string(), i));
             let value = unquote(value);
             let fm = &mut self.spec.front;

@@ -611,3 +611,16 @@ fn html_comments_are_not_spec_structure() {
         errors(&open)
     );
 }
+
+/// A front matter key set twice is an error naming both lines (YAML allows a key once): the
+/// original read the last and wrote the first, so nothing writes into such a file.
+#[test]
+fn a_front_matter_key_set_twice_is_an_error_naming_both_lines() {
+    let text = BASIC.replace("status: draft\n", "status: cancelled\nstatus: draft\n");
+    let expected = "line 7: front matter key `status` is set twice, on lines 6 and 7";
+    assert!(errors(&text).iter().any(|e| e.starts_with(expected)), "{:?}", errors(&text));
+    let refused = parse_as(&text, "add-greeting-flag").unwrap_err();
+    assert!(refused.message.contains("set twice"), "{refused:?}");
+    let extra = BASIC.replace("size: small\n", "size: small\nowner: a\nowner: b\n");
+    assert!(errors(&extra).iter().any(|e| e.contains("`owner` is set twice")), "{:?}", errors(&extra));
+}
