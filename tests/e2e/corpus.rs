@@ -122,7 +122,7 @@ fn a_broken_spec_is_reported_beside_the_others() {
     let env = workspace();
     std::fs::write(
         env.work.join(".scafld/specs/drafts/cut-command.md"),
-        "---\nspec_version: '2.0'\ntask_id: cut-command\nstatus: draft\n---\n# Cut\n## Phase 1: A\n- [ ] `a` test - x\n  - Command: `make build &&\n    make test`\n",
+        "---\nspec_version: '2.0'\ntask_id: cut-command\nstatus: draft\n---\n# Cut\n## Phase 1: A\nAcceptance:\n- [ ] `a` test - x\n  - Command: `make build &&\n    make test`\n",
     )
     .unwrap();
     let all = env.scafld(&["validate", "--all", "--json"]);
@@ -131,7 +131,7 @@ fn a_broken_spec_is_reported_beside_the_others() {
     assert_eq!(doc["error"]["message"], "1 of 5 spec(s) have errors: cut-command");
     let cut =
         doc["result"]["specs"].as_array().unwrap().iter().find(|s| s["task_id"] == "cut-command").unwrap().clone();
-    assert_eq!(cut["diagnostics"][0]["line"], 9, "{cut}");
+    assert_eq!(cut["diagnostics"][0]["line"], 10, "{cut}");
     assert!(cut["diagnostics"][0]["message"].as_str().unwrap().contains("opens a backtick it never closes"));
 }
 

@@ -1635,3 +1635,23 @@ fn a_criterion_with_two_commands_is_named_and_never_run() {
     assert!(criterion["reason"].as_str().unwrap().contains(&named(&now)), "{step}");
     assert!(!env.work.join("second-ran").exists(), "the second command ran");
 }
+
+/// A checklist a person keeps in a phase above its `Acceptance:` label (steps, one ticked) is
+/// theirs, not criteria: the phase completes when its acceptance criterion passes, as in the
+/// original, which reads criteria only after that label. Before, each step was a manual
+/// criterion and the build blocked waiting for a person's evidence of it.
+#[test]
+fn a_checklist_above_the_acceptance_label_is_not_criteria() {
+    let env = TestEnv::new();
+    let steps = "Steps:\n- [ ] `greet.txt` create the file\n- [x] `README` mention it\n\nAcceptance:\n";
+    let text = spec("t1", &[&[("a1", "grep -q 'hello, world' greet.txt", "")]], &[]).replace("Acceptance:\n", steps);
+    ready(&env, "t1", &text);
+    let validate = env.scafld(&["validate", "t1", "--json"]).json();
+    assert_eq!(validate["result"]["diagnostics"], json!([]), "{validate}");
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    let step = build(&env, "t1");
+    assert_eq!(step["result"]["status"], "review", "{step}");
+    let criteria = step["result"]["criteria"].as_array().unwrap();
+    let ran: Vec<&str> = criteria.iter().map(|c| c["criterion_id"].as_str().unwrap()).collect();
+    assert_eq!(ran, ["a1"], "{step}");
+}

@@ -5,8 +5,9 @@
 //! Grammar (compatible with the original tool): YAML-like front matter of `key: value` lines
 //! (each key once), an H1 title, top-level `## ` sections found by a scan aware of code fences
 //! and HTML comments (text in a comment is never structure), `## Phase N: Name` sections with
-//! `Objective:`/`Goal:`, `Status:`, `Dependencies:`, `Changes:` and `Acceptance:`, and
-//! criterion lines ``- [ ] `id` type - title`` followed by indented `- Key: value` details.
+//! `Objective:`/`Goal:`, `Status:`, `Dependencies:`, `Changes:` and `Acceptance:` (the phase's
+//! criteria are the checklist after it), and criterion lines ``- [ ] `id` type - title``
+//! followed by indented `- Key: value` details.
 
 pub mod budget;
 mod model;

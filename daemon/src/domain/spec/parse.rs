@@ -845,6 +845,12 @@ impl<'a> Parser<'a> {
         let mut phase = Phase { number, name, line: heading_line + 1, ..Phase::default() };
         let mut layout = PhaseLayout { number, heading: heading_line, status: None };
         let mut mode = Mode::Start;
+        // The original reads a phase's criteria only after its `Acceptance:` label; a checklist
+        // above it is the author's (steps, notes) or, under `Changes:`, changes. A phase without
+        // the label at all has its checklist read as criteria, with a warning, rather than pass
+        // on no evidence.
+        let labelled =
+            body.clone().any(|i| !self.hidden(i) && label(self.lines[i]).is_some_and(|(key, _)| key == "acceptance"));
         let mut i = body.start;
         while i < body.end {
             let line = self.lines[i];
@@ -852,9 +858,24 @@ impl<'a> Parser<'a> {
                 i += 1;
                 continue;
             }
-            if line.starts_with("- [") && (mode != Mode::Changes || criterion_head(line).is_some()) {
-                i = self.criterion(i, body.end, &mut phase.criteria);
-                continue;
+            if line.starts_with("- [") {
+                let head = criterion_head(line);
+                let criterion =
+                    if labelled { mode == Mode::Acceptance } else { mode != Mode::Changes || head.is_some() };
+                if criterion {
+                    i = self.criterion(i, body.end, &mut phase.criteria);
+                    continue;
+                }
+                if let Some(head) = head.filter(|_| self.has_command(i, body.end)) {
+                    self.diag(
+                        i + 1,
+                        Rule::Approval,
+                        format!(
+                            "`{}` has a Command but stands above the phase's `Acceptance:` label, so it is not a criterion and never runs; move it under `Acceptance:`",
+                            head.id
+                        ),
+                    );
+                }
             }
             if let Some((key, value)) = label(line) {
                 match key.as_str() {
@@ -880,6 +901,16 @@ impl<'a> Parser<'a> {
                 last.push_str(line.trim());
             }
             i += 1;
+        }
+        if !labelled && !phase.criteria.is_empty() {
+            self.diag(
+                phase.line,
+                Rule::Reading,
+                format!(
+                    "{} has no `Acceptance:` label; its checklist is read as its criteria (the original tool reads criteria only after that label: add it)",
+                    phase.id()
+                ),
+            );
         }
         self.layout.phases.push(layout);
         phase

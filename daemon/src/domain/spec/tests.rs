@@ -360,7 +360,7 @@ fn a_draft_with_nothing_to_run_cannot_be_approved() {
 fn approval_rules_are_warnings_once_approved() {
     let spec = |status: &str| {
         format!(
-            "---\nspec_version: '2.0'\ntask_id: t\nstatus: {status}\n---\n# T\n## Phase 1: A\n- [ ] `a` manual - by hand\n## Phase 2: B\n- [ ] `b` test - no command\n"
+            "---\nspec_version: '2.0'\ntask_id: t\nstatus: {status}\n---\n# T\n## Phase 1: A\nAcceptance:\n- [ ] `a` manual - by hand\n## Phase 2: B\nAcceptance:\n- [ ] `b` test - no command\n"
         )
     };
     let draft = parse(&spec("draft"));
@@ -623,4 +623,29 @@ fn a_front_matter_key_set_twice_is_an_error_naming_both_lines() {
     assert!(refused.message.contains("set twice"), "{refused:?}");
     let extra = BASIC.replace("size: small\n", "size: small\nowner: a\nowner: b\n");
     assert!(errors(&extra).iter().any(|e| e.contains("`owner` is set twice")), "{:?}", errors(&extra));
+}
+
+/// In a phase with an `Acceptance:` label, only the checklist after it is criteria (as the
+/// original reads it): steps above it are the author's, items under `Changes:` are changes, and
+/// one carrying a command is an approval error, since it would never run. A phase without the
+/// label has its checklist read as criteria, with a warning.
+#[test]
+fn a_phase_s_criteria_are_the_checklist_after_its_acceptance_label() {
+    let text = with_body(
+        "## Phase 1: A\nObjective: o\n\nSteps:\n- [ ] `greet.txt` create the file\n- [x] `README` mention it\n\nChanges:\n- [ ] `src/a.rs` - edit\n\nAcceptance:\n- [ ] `a1` test - x\n  - Command: true\n",
+    );
+    let parsed = parse(&text);
+    assert!(parsed.is_valid(), "{:?}", parsed.diagnostics);
+    assert_eq!(parsed.spec.criteria().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["a1"]);
+    assert_eq!(parsed.spec.phases[0].changes, ["[ ] `src/a.rs` - edit"]);
+    assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+    let runs = with_body(
+        "## Phase 1: A\nSteps:\n- [ ] `s1` test - a step\n  - Command: `make`\nAcceptance:\n- [ ] `a1` test - x\n  - Command: true\n",
+    );
+    let expected = "line 9: `s1` has a Command but stands above the phase's `Acceptance:` label";
+    assert!(errors(&runs).iter().any(|e| e.starts_with(expected)), "{:?}", errors(&runs));
+    assert_eq!(parse(&runs).spec.criteria().count(), 1);
+    let unlabelled = with_body("## Phase 1: A\n- [ ] `a1` test - x\n  - Command: true\n");
+    assert_eq!(parse(&unlabelled).spec.criteria().count(), 1);
+    assert!(warnings(&unlabelled).iter().any(|w| w.starts_with("line 7: phase1 has no `Acceptance:` label")));
 }
