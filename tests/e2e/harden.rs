@@ -616,3 +616,64 @@ fn a_delegated_harden_outlives_its_client() {
     assert!(spec(&env).contains("round-1"), "{}", spec(&env));
     assert_eq!(env.scafld(&["status", "shape", "--json"]).json()["result"]["harden_status"], "passed");
 }
+
+fn fixture(name: &str) -> String {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/specs");
+    std::fs::read_to_string(dir.join(name)).unwrap()
+}
+
+/// The approval on record of `task` (the ledger's first).
+fn approval(env: &TestEnv, task: &str) -> Value {
+    let ledger = env.scafld(&["session", task, "--json"]).json()["result"]["entries"].clone();
+    ledger.as_array().unwrap().iter().find(|e| e["type"] == "approval").cloned().unwrap_or_default()
+}
+
+/// A front-matter line of `text` (`key: value`), the value.
+fn front(text: &str, key: &str) -> String {
+    let matter = text.split("---\n").nth(1).unwrap_or_default();
+    matter.lines().find_map(|l| l.strip_prefix(&format!("{key}: "))).unwrap_or_default().to_string()
+}
+
+/// A draft the Go original hardened (its `### round-1` passed, no `Spec digest:`, which it
+/// never writes) is approved as hardened: the pass is honoured for the draft as it is, and the
+/// approval on record says it pins it. An override of a Go draft (its round still open) is
+/// recorded in the ledger while the front matter keeps a word Go's `validate` accepts.
+#[test]
+fn a_draft_the_go_original_hardened_is_approved_and_keeps_gos_words() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let hardened = fixture("go-hardened.md");
+    let path = env.work.join(".scafld/specs/drafts/add-greeting-flag.md");
+    std::fs::write(&path, &hardened).unwrap();
+    let status = env.scafld(&["status", "add-greeting-flag", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_command"], "scafld approve add-greeting-flag", "{status}");
+    let approved = env.scafld(&["approve", "add-greeting-flag", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["harden_override"], false);
+    let recorded = approval(&env, "add-greeting-flag");
+    let reason = recorded["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("round-1 passed as the original tool records a pass") && reason.contains("sha256:"),
+        "{recorded}"
+    );
+    assert!(recorded["harden_override"].is_null(), "{recorded}");
+    let text = std::fs::read_to_string(env.work.join(".scafld/specs/approved/add-greeting-flag.md")).unwrap();
+    assert_eq!((front(&text, "status"), front(&text, "harden_status")), ("approved".into(), "passed".into()));
+
+    // Its round still open: approving needs a reason, which the ledger keeps; the file says
+    // what Go reads, through the build that follows.
+    let open = hardened
+        .replace("task_id: add-greeting-flag", "task_id: open-round")
+        .replace("harden_status: passed", "harden_status: in_progress")
+        .replace("Status: passed\nStarted", "Status: in_progress\nStarted");
+    std::fs::write(env.work.join(".scafld/specs/drafts/open-round.md"), open).unwrap();
+    env.scafld(&["approve", "open-round"]).assert_code(1);
+    env.scafld(&["approve", "open-round", "--reason", "reviewed in the meeting"]).assert_code(0);
+    assert!(approval(&env, "open-round")["harden_override"].as_str().unwrap_or_default().contains("in_progress"));
+    env.scafld(&["build", "open-round"]).assert_code(0);
+    let text = std::fs::read_to_string(env.work.join(".scafld/specs/active/open-round.md")).unwrap();
+    assert_eq!((front(&text, "status"), front(&text, "harden_status")), ("active".into(), "in_progress".into()));
+    let status = env.scafld(&["status", "open-round", "--json"]).json()["result"].clone();
+    assert_eq!(status["harden_status"], "overridden", "the ledger's word: {status}");
+}

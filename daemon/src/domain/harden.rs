@@ -66,7 +66,8 @@ pub enum MarkRefused {
     /// The round already passed, on an earlier draft: the changed draft needs a round of its own.
     PassedEarlier { round: String },
     /// The round passed without a `Spec digest:` (the original tool binds none): which draft it
-    /// passed on cannot be told, so it is not bound to this one after the fact.
+    /// passed on cannot be told, so it is not bound to this one after the fact (`approve`
+    /// honours it for the draft as it is: [`unbound_pass`]).
     PassedUnbound { round: String },
 }
 
@@ -110,10 +111,6 @@ pub enum PassGap {
         round: String,
         status: String,
     },
-    /// The round has no `Spec digest:`.
-    Unbound {
-        round: String,
-    },
     /// The author's text changed after the round passed.
     Changed {
         round: String,
@@ -144,7 +141,6 @@ impl std::fmt::Display for PassGap {
             PassGap::NotPassed { round, status } => {
                 write!(f, "its latest harden round, {round}, is {status}, not passed")
             }
-            PassGap::Unbound { round } => write!(f, "{round} is not bound to a draft (it has no `Spec digest:`)"),
             PassGap::Changed { round } => write!(f, "the draft changed after {round} passed"),
             PassGap::OlderBinding { round } => write!(
                 f,
@@ -156,8 +152,8 @@ impl std::fmt::Display for PassGap {
 
 /// Why a draft whose front matter says `harden_status: passed` is not hardened as it stands,
 /// if it is not: its latest round must have passed on this very draft (the round's `Spec
-/// digest:` is `digest`, the [`draft_digest`] of the draft's text now). `None` when the pass
-/// holds.
+/// digest:` is `digest`, the [`draft_digest`] of the draft's text now), or passed in the
+/// original tool's format, which binds no draft ([`unbound_pass`]). `None` when the pass holds.
 pub fn stale_pass(spec: &Spec, digest: &str) -> Option<PassGap> {
     let Some(round) = spec.harden_rounds.last() else {
         return Some(PassGap::NoRound);
@@ -166,10 +162,7 @@ pub fn stale_pass(spec: &Spec, digest: &str) -> Option<PassGap> {
     if round.status != HardenStatus::Passed.as_str() {
         return Some(PassGap::NotPassed { round: id, status: round.status.clone() });
     }
-    if round.digest.is_empty() {
-        return Some(PassGap::Unbound { round: id });
-    }
-    if round.digest == digest {
+    if round.digest.is_empty() || round.digest == digest {
         return None;
     }
     Some(if older_binding_holds(spec, round) {
@@ -177,6 +170,14 @@ pub fn stale_pass(spec: &Spec, digest: &str) -> Option<PassGap> {
     } else {
         PassGap::Changed { round: id }
     })
+}
+
+/// The latest round, when it passed as the original tool records a pass: without a `Spec
+/// digest:` (the Go original's `### round-N`), so bound to no draft. This tool binds every round it opens, so only the original (or a person) writes one.
+/// Such a pass is honoured for the draft as it is when approved, and the approval, which pins
+/// that draft's contract, says so.
+pub fn unbound_pass(spec: &Spec) -> Option<&HardenRound> {
+    spec.harden_rounds.last().filter(|r| r.status == HardenStatus::Passed.as_str() && r.digest.is_empty())
 }
 
 /// Whether `round` carries an older scafld's digest (of part of the parsed draft) that still
@@ -701,10 +702,15 @@ mod delegated_tests {
         let edited = text.replace("Revert it.", "Revert it twice.");
         let refused = mark_passed(&parse(&edited).spec, &draft_digest(&edited), &Files, T0).unwrap_err();
         assert_eq!(refused, MarkRefused::PassedEarlier { round: "round-1".into() });
+        // A pass without a digest (as the original tool records one) binds no draft: it is
+        // honoured for the draft as it is, edited or not, and `--mark-passed` does not bind it
+        // after the fact.
         let mut unbound = parse(&text).spec;
         unbound.harden_rounds[0].digest.clear();
-        assert_eq!(stale_pass(&unbound, &draft_digest(&text)), Some(PassGap::Unbound { round: "round-1".into() }));
-        // `--mark-passed` says so too, rather than that the draft changed.
+        assert_eq!(stale_pass(&unbound, &draft_digest(&text)), None);
+        assert_eq!(stale_pass(&unbound, &draft_digest(&edited)), None);
+        assert_eq!(unbound_pass(&unbound).map(|r| r.id.as_str()), Some("round-1"));
+        assert_eq!(unbound_pass(&parse(&text).spec), None, "this tool's rounds are bound");
         let refused = mark_passed(&unbound, &draft_digest(&text), &Files, T0).unwrap_err();
         assert_eq!(refused, MarkRefused::PassedUnbound { round: "round-1".into() });
         // A new round on the edited draft passes it again.

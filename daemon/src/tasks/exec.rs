@@ -123,6 +123,17 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
                 .with_hint(format!("run `scafld harden {task}` and `scafld harden {task} --mark-passed`, or approve anyway with `scafld approve {task} --reason \"why\"`")));
         }
     };
+    // A pass the original tool recorded binds no draft: this approval pins it to this one.
+    let honoured = match (&harden_override, spec.harden_status()) {
+        (None, HardenStatus::Passed) => harden::unbound_pass(spec).map(|round| {
+            format!(
+                "{} passed as the original tool records a pass, bound to no draft: honoured for this draft, {}, which this approval pins",
+                round.id,
+                entry.parsed.draft_digest.as_deref().unwrap_or_default()
+            )
+        }),
+        _ => None,
+    };
     baseline::require_git(&ws.root)?;
     let (errors, scope_warnings): (Vec<_>, Vec<_>) =
         crate::evidence::scope_notes(&ws, spec).await.into_iter().partition(|(error, _)| *error);
@@ -143,7 +154,10 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             reason: format!("workspace baseline captured before approval: {count} changed path(s)"),
         },
         LedgerEvent::Approval {
-            reason: reason.map(str::to_string).unwrap_or_else(|| "spec approved".into()),
+            reason: match (reason.unwrap_or("spec approved"), honoured) {
+                (reason, Some(honoured)) => format!("{reason}; {honoured}"),
+                (reason, None) => reason.to_string(),
+            },
             harden_override: harden_override.clone(),
             criteria: contract.criteria,
             scope: contract.scope,

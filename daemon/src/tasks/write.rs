@@ -136,10 +136,12 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
             harden::MarkRefused::PassedUnbound { round } => RpcError::new(
                 ErrorKind::InvalidState,
                 format!(
-                    "{round} already passed, but it is not bound to a draft (it has no `Spec digest:`, as the original tool writes rounds), so which draft it passed cannot be told"
+                    "{round} already passed, as the original tool records a pass (no `Spec digest:`, so bound to no draft); it is not bound to this draft after the fact"
                 ),
             )
-            .with_hint(format!("open a new round on the draft as it is: `scafld harden {id}`")),
+            .with_hint(format!(
+                "approve honours that pass for the draft as it is (the approval pins it): `scafld approve {id}`; or open a new round on the draft: `scafld harden {id}`"
+            )),
         })?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
         let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;

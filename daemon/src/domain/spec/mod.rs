@@ -10,11 +10,13 @@
 //! followed by indented `- Key: value` details.
 
 pub mod budget;
+pub mod dialect;
 mod model;
 mod parse;
 pub mod project;
 pub mod render;
 
+pub use dialect::Dialect;
 pub use model::*;
 pub use parse::{Diagnostic, Parsed, Severity, criterion_problems, parse, parse_as};
 

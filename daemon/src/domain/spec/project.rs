@@ -5,8 +5,10 @@
 //! Every other byte stays where it was: a line is replaced in place or inserted next to its
 //! siblings, never moved, and prose inside runner-owned sections is never re-rendered.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
+use super::dialect::Dialect;
 use super::model::{Criterion, HardenRound, Spec};
 use super::parse::{CriterionField, CriterionLayout, Layout, RoundField, SectionKey, StateField, parse};
 use super::render;
@@ -178,6 +180,7 @@ pub fn project(text: &str, next: &Spec) -> Result<String, ProjectionError> {
             seen.push(key);
         }
     }
+    let next = &in_dialect_of(previous, next);
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut edits = Edits::default();
     front_matter(&mut edits, layout, &lines, previous, next);
@@ -208,6 +211,23 @@ pub fn project(text: &str, next: &Spec) -> Result<String, ProjectionError> {
     review(&mut edits, layout, &lines, previous, next);
     harden_rounds(&mut edits, layout, &lines, &previous.harden_rounds, &next.harden_rounds);
     Ok(apply(text, &lines, layout.crlf, edits))
+}
+
+/// `next` in the words of the file it is written over (`previous`, its [`Dialect`]): a spec the
+/// original tool wrote keeps words that tool reads (its `harden_status` where this tool's word,
+/// `overridden`, is not one of them).
+fn in_dialect_of<'n>(previous: &Spec, next: &'n Spec) -> Cow<'n, Spec> {
+    let dialect = Dialect::of(previous);
+    if dialect == Dialect::Scafld {
+        return Cow::Borrowed(next);
+    }
+    let mut spoken = next.clone();
+    spoken.front.status = dialect.status_over(&previous.front.status, &next.front.status);
+    spoken.front.harden_status = dialect.harden_over(&previous.front.harden_status, &next.front.harden_status);
+    let written =
+        if previous.current_state.status.is_empty() { &previous.front.status } else { &previous.current_state.status };
+    spoken.current_state.status = dialect.status_over(written, &next.current_state.status);
+    Cow::Owned(spoken)
 }
 
 /// `Key: old` → `Key: value`, keeping the key, its indentation and list marker as written.
