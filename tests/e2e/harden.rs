@@ -5,7 +5,7 @@
 //! only for the draft it judged.
 
 use scafld_tests::{TestEnv, git};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const DRAFT: &str = "---\nspec_version: '2.0'\ntask_id: shape\nstatus: draft\nharden_status: not_run\n---\n\n# Shape\n\n## Summary\n\nSUMMARY\n\n## Scope\n\n- `src/a.rs` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - it builds\n  - Command: `true`\n";
 
@@ -676,4 +676,62 @@ fn a_draft_the_go_original_hardened_is_approved_and_keeps_gos_words() {
     assert_eq!((front(&text, "status"), front(&text, "harden_status")), ("active".into(), "in_progress".into()));
     let status = env.scafld(&["status", "open-round", "--json"]).json()["result"].clone();
     assert_eq!(status["harden_status"], "overridden", "the ledger's word: {status}");
+}
+
+/// A draft Python scafld 2.0.0 hardened (the file is its own: `- Round 1 ... Outcome: passed`)
+/// is approved as hardened, and every write keeps Python's words: `in_progress` for a task
+/// that is active or in review (Python has no `review`), `harden_status` as Python reads it.
+/// Every command still says the ledger's status, and none takes the file's word for a
+/// disagreement.
+#[test]
+fn a_draft_python_scafld_hardened_is_approved_and_keeps_pythons_words() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let hardened = fixture("python-hardened.md");
+    std::fs::write(env.work.join(".scafld/specs/drafts/hello-tool.md"), &hardened).unwrap();
+    let approved = env.scafld(&["approve", "hello-tool", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["harden_override"], false);
+    let reason = approval(&env, "hello-tool")["reason"].as_str().unwrap_or_default().to_string();
+    assert!(reason.contains("round-1 passed as the original tool records a pass"), "{reason}");
+    std::fs::write(env.work.join("greet.txt"), "hello world\n").unwrap();
+    let mut builds = 0;
+    while env.scafld(&["status", "hello-tool", "--json"]).json()["result"]["status"] != "review" {
+        assert!(builds < 5, "no review after {builds} builds");
+        env.scafld(&["build", "hello-tool"]).assert_code(0);
+        builds += 1;
+    }
+    let path = env.work.join(".scafld/specs/active/hello-tool.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!((front(&text, "status"), front(&text, "harden_status")), ("in_progress".into(), "passed".into()));
+    assert!(text.contains("\n## Current State\n\nStatus: in_progress\n"), "{text}");
+    let status = env.scafld(&["status", "hello-tool", "--json"]).json()["result"].clone();
+    assert_eq!(
+        (&status["status"], &status["next_command"]),
+        (&json!("review"), &json!("scafld review hello-tool")),
+        "{status}"
+    );
+    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
+    assert_eq!((&listed["status"], &listed["file_status"]), (&json!("review"), &Value::Null), "{listed}");
+    env.scafld(&["reconcile", "hello-tool"]).assert_code(0);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "the file already says what the ledger does");
+
+    // Approved over its open round with a reason: the ledger has the override, the file a word
+    // Python reads.
+    let open = hardened
+        .replace("task_id: hello-tool", "task_id: open-round")
+        .replace("harden_status: passed", "harden_status: in_progress")
+        .replace("  - Outcome: passed", "  - Outcome: in_progress");
+    std::fs::write(env.work.join(".scafld/specs/drafts/open-round.md"), open).unwrap();
+    // Its round holds no checks of this tool's: `--mark-passed` says to open one.
+    let refused = env.scafld(&["harden", "open-round", "--mark-passed", "--json"]);
+    refused.assert_code(3);
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("round-1 is Python scafld's round"), "{message}");
+    env.scafld(&["approve", "open-round"]).assert_code(1);
+    env.scafld(&["approve", "open-round", "--reason", "reviewed in the meeting"]).assert_code(0);
+    let text = std::fs::read_to_string(env.work.join(".scafld/specs/approved/open-round.md")).unwrap();
+    assert_eq!(front(&text, "harden_status"), "in_progress", "{text}");
+    assert!(approval(&env, "open-round")["harden_override"].as_str().is_some());
 }

@@ -4,7 +4,7 @@
 use crate::domain::lifecycle::HardenStatus;
 use crate::domain::spec::budget::clip;
 use crate::domain::spec::project::{AUTHORED_DIGEST_PREFIX, ProjectionError, authored_digest, project};
-use crate::domain::spec::{HardenRound, Spec, parse};
+use crate::domain::spec::{HardenRound, RoundForm, Spec, parse};
 
 /// The six checks every round must carry before it can pass.
 pub const REQUIRED_CHECKS: [&str; 6] = [
@@ -173,7 +173,8 @@ pub fn stale_pass(spec: &Spec, digest: &str) -> Option<PassGap> {
 }
 
 /// The latest round, when it passed as the original tool records a pass: without a `Spec
-/// digest:` (the Go original's `### round-N`), so bound to no draft. This tool binds every round it opens, so only the original (or a person) writes one.
+/// digest:` (the Go original's `### round-N`, Python scafld's `- Round N`), so bound to no
+/// draft. This tool binds every round it opens, so only the original (or a person) writes one.
 /// Such a pass is honoured for the draft as it is when approved, and the approval, which pins
 /// that draft's contract, says so.
 pub fn unbound_pass(spec: &Spec) -> Option<&HardenRound> {
@@ -192,6 +193,12 @@ fn normalize(name: &str) -> String {
 
 fn round_problems(round: &HardenRound, ground: &dyn Ground) -> Vec<String> {
     let mut problems = Vec::new();
+    if round.form == RoundForm::Listed {
+        problems.push(format!(
+            "{} is Python scafld's round (`- Round N`), which holds no checks; open a round of scafld's own on the draft with `scafld harden <task-id>`",
+            round.id
+        ));
+    }
     for required in REQUIRED_CHECKS {
         if !round.checks.iter().any(|c| normalize(&c.name) == normalize(required)) {
             problems.push(format!("{}: the required check `{required}` is missing", round.id));

@@ -302,7 +302,7 @@ pub(crate) fn misfiled(ws: &Workspace, entry: &SpecEntry, status: Option<Status>
     let status = status?;
     let file = entry.listing.status;
     let placed = specfile::folder_of(&ws.root, &entry.path) == Some(crate::domain::lifecycle::Folder::of(status));
-    (file != Some(status) || !placed).then(|| Misfiled::Unmoved {
+    (!entry.listing.says(status) || !placed).then(|| Misfiled::Unmoved {
         path: ws.relative(&entry.path),
         file: file.map_or_else(|| "no status".to_string(), |s| s.to_string()),
     })

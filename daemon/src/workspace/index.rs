@@ -16,7 +16,7 @@ use std::time::Instant;
 use crate::domain::ledger::LedgerState;
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::budget::MAX_SPEC_BYTES;
-use crate::domain::spec::{Diagnostic, Parsed, Severity, parse};
+use crate::domain::spec::{Diagnostic, Dialect, Parsed, Severity, parse};
 use crate::workspace::specfile;
 use crate::workspace::tripwire::{Armed, TRUST_FOR, Tripwire};
 use scafld_local::capped::size;
@@ -78,12 +78,15 @@ pub struct Listing {
     pub progress: Counts,
     /// Every diagnostic of the parse (the file-name check included), in document order.
     pub diagnostics: Vec<Diagnostic>,
+    /// Whose words the file speaks (Python's `in_progress` says active, blocked and review).
+    pub dialect: Dialect,
 }
 
 impl Listing {
     fn of(parsed: &Parsed) -> Listing {
         let spec = &parsed.spec;
         Listing {
+            dialect: Dialect::of(spec),
             status: spec.status(),
             harden: spec.harden_status(),
             title: spec.title.clone(),
@@ -94,6 +97,11 @@ impl Listing {
 
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
         self.diagnostics.iter().filter(|d| d.severity == Severity::Error)
+    }
+
+    /// Whether the file says `status`, in its own dialect's words.
+    pub fn says(&self, status: Status) -> bool {
+        self.status.is_some_and(|file| self.dialect.says(file, status))
     }
 }
 
@@ -230,8 +238,9 @@ impl Task<'_> {
     /// The status the spec file's front matter says, when it differs from the ledger's (a hand
     /// edit to a runner-owned line, which `reconcile` undoes).
     pub fn file_disagrees(&self) -> Option<Status> {
-        let file = self.spec?.listing.status?;
-        (self.ledger?.status != file).then_some(file)
+        let listing = &self.spec?.listing;
+        let file = listing.status?;
+        (!listing.says(self.ledger?.status)).then_some(file)
     }
 }
 

@@ -227,6 +227,20 @@ pub struct HardenRound {
     pub checks: Vec<HardenCheck>,
     pub questions: Vec<HardenQuestion>,
     pub line: usize,
+    /// How the file writes the round.
+    #[serde(skip)]
+    pub form: RoundForm,
+}
+
+/// How a harden round is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RoundForm {
+    /// `### round-N` with `Status:`/`Started:`/`Ended:` lines: this tool's and the Go original's.
+    #[default]
+    Heading,
+    /// `- Round N` with `- Started at:`/`- Ended at:`/`- Outcome:` nested under it: Python
+    /// scafld 2.x's.
+    Listed,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -715,7 +715,8 @@ impl<'a> Parser<'a> {
                 SectionKey::Review
             }
             "harden rounds" => {
-                self.harden_rounds(body);
+                self.harden_rounds(body.clone());
+                self.listed_rounds(body);
                 SectionKey::HardenRounds
             }
             "summary" => {
@@ -1300,6 +1301,69 @@ impl<'a> Parser<'a> {
         }
         self.spec.harden_rounds = rounds;
         self.layout.rounds = layouts;
+    }
+
+    /// Python scafld 2.x's rounds: `- Round N` items with `- Started at:`, `- Ended at:`,
+    /// `- Outcome:` (the round's status) and `- Questions:` nested under them, read as rounds
+    /// `round-N` before the `### ` rounds this tool may have added after them.
+    fn listed_rounds(&mut self, body: Range<usize>) {
+        let mut rounds: Vec<HardenRound> = Vec::new();
+        let mut layouts: Vec<RoundLayout> = Vec::new();
+        let end = body.clone().find(|&i| !self.in_fence[i] && self.lines[i].starts_with("### ")).unwrap_or(body.end);
+        for i in body.start..end {
+            let line = self.lines[i];
+            if self.in_fence[i] || line.trim().is_empty() {
+                continue;
+            }
+            let number =
+                item(line).and_then(|t| t.trim().strip_prefix("Round ")).and_then(|n| n.trim().parse::<u32>().ok());
+            if let Some(number) = number {
+                if let Some(previous) = layouts.last_mut() {
+                    previous.end = i;
+                }
+                let id = format!("round-{number}");
+                rounds.push(HardenRound {
+                    id: id.clone(),
+                    line: i + 1,
+                    form: RoundForm::Listed,
+                    ..HardenRound::default()
+                });
+                layouts.push(RoundLayout { id, heading: i, end, fields: Vec::new() });
+                continue;
+            }
+            let (Some(round), Some(layout)) = (rounds.last_mut(), layouts.last_mut()) else { continue };
+            let Some((key, value)) = detail(line).filter(|_| nested(line)) else { continue };
+            let value = unquote(value);
+            let question = round.questions.last_mut();
+            let (field, slot) = match (normalize_key(key).as_str(), question) {
+                ("started at", _) => (Some(RoundField::Started), &mut round.started),
+                ("ended at", _) => (Some(RoundField::Ended), &mut round.ended),
+                ("outcome", _) => (Some(RoundField::Status), &mut round.status),
+                ("question", _) => {
+                    round.questions.push(HardenQuestion { text: value, line: i + 1, ..HardenQuestion::default() });
+                    continue;
+                }
+                ("grounded in", Some(q)) => (None, &mut q.grounded_in),
+                ("recommended answer", Some(q)) => (None, &mut q.recommended_answer),
+                ("if unanswered", Some(q)) => (None, &mut q.if_unanswered),
+                ("answered with", Some(q)) => (None, &mut q.answered_with),
+                _ => continue,
+            };
+            let Some(field) = field else {
+                *slot = value;
+                continue;
+            };
+            if !layout.fields.iter().any(|(f, _)| *f == field) {
+                *slot = value;
+                layout.fields.push((field, i));
+            }
+        }
+        if !rounds.is_empty() {
+            rounds.append(&mut self.spec.harden_rounds);
+            layouts.append(&mut self.layout.rounds);
+            self.spec.harden_rounds = rounds;
+            self.layout.rounds = layouts;
+        }
     }
 
     fn validate(&mut self) {

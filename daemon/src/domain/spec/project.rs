@@ -214,8 +214,8 @@ pub fn project(text: &str, next: &Spec) -> Result<String, ProjectionError> {
 }
 
 /// `next` in the words of the file it is written over (`previous`, its [`Dialect`]): a spec the
-/// original tool wrote keeps words that tool reads (its `harden_status` where this tool's word,
-/// `overridden`, is not one of them).
+/// original tool wrote keeps words that tool reads (Python's `in_progress` for an active task;
+/// its `harden_status` where this tool's word, `overridden`, is not one of them).
 fn in_dialect_of<'n>(previous: &Spec, next: &'n Spec) -> Cow<'n, Spec> {
     let dialect = Dialect::of(previous);
     if dialect == Dialect::Scafld {
