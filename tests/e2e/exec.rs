@@ -255,6 +255,24 @@ fn a_hand_edit_to_runner_sections_does_not_change_the_ledger() {
     assert!(text.contains("status: blocked") && text.contains("  - Status: fail"), "{text}");
 }
 
+/// The checkbox is the runner's: a criterion ticked by hand shows `[ ]` once it fails, and a
+/// tick put back by hand is a change `reconcile` undoes, not a consistent file.
+#[test]
+fn a_criterion_ticked_by_hand_that_fails_is_never_shown_done() {
+    let env = TestEnv::new();
+    let text = spec("ticked", &[&[("a1", "false", "")]], &[]).replace("- [ ] `a1`", "- [x] `a1`");
+    ready(&env, "ticked", &text);
+    build(&env, "ticked");
+    let path = env.work.join(".scafld/specs/active/ticked.md");
+    let built = std::fs::read_to_string(&path).unwrap();
+    assert!(built.contains("- [ ] `a1`") && built.contains("  - Status: fail"), "{built}");
+    std::fs::write(&path, built.replace("- [ ] `a1`", "- [x] `a1`")).unwrap();
+    let run = env.scafld(&["reconcile", "ticked", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["changed"], true);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), built);
+}
+
 #[test]
 fn timeouts_kill_the_whole_process_group() {
     let env = TestEnv::new();

@@ -306,14 +306,15 @@ fn current_state(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &
 }
 
 fn criterion(edits: &mut Edits, slot: &CriterionLayout, lines: &[&str], before: &Criterion, next: &Criterion) {
-    if before.passed() != next.passed() {
-        let head = lines[slot.head].trim_end_matches(['\n', '\r']);
+    // The checkbox is the runner's: `[x]` exactly when the criterion passed, whatever the mark
+    // on disk says (ticked by hand, or left ticked by another tool), so a failed criterion
+    // never shows as done.
+    let line = lines[slot.head].trim_end_matches(['\n', '\r']);
+    let (bom, head) = line.strip_prefix('\u{feff}').map_or(("", line), |head| ("\u{feff}", head));
+    let ticked = head.starts_with("- [x]") || head.starts_with("- [X]");
+    if ticked != next.passed() {
         let mark = if next.passed() { 'x' } else { ' ' };
-        let mut out = String::with_capacity(head.len());
-        out.push_str("- [");
-        out.push(mark);
-        out.push_str(head.get(4..).unwrap_or("] "));
-        edits.replace(slot.head, out);
+        edits.replace(slot.head, format!("{bom}- [{mark}{}", head.get(4..).unwrap_or("] ")));
     }
     let unchanged = |field| render::criterion_value(before, field) == render::criterion_value(next, field);
     if CriterionField::ALL.into_iter().all(unchanged) {

@@ -120,6 +120,21 @@ fn fences_hide_headings_and_criteria() {
     assert_eq!(parsed.spec.title, "Größere Änderung – ünïcödé ✓");
 }
 
+/// `text` with each criterion's checkbox as its status says (`[x]` exactly when it passed):
+/// what projecting the model `text` parses to writes, the checkbox being the runner's.
+pub(super) fn boxes_as_status(text: &str) -> String {
+    let parsed = parse(text);
+    let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
+    for c in parsed.spec.criteria() {
+        let Some(line) = c.line.checked_sub(1).and_then(|head| lines.get_mut(head)) else { continue };
+        let Some(at) = line.find("- [").map(|at| at + 3) else { continue };
+        if line[at..].starts_with(['x', 'X']) != c.passed() {
+            line.replace_range(at..at + 1, if c.passed() { "x" } else { " " });
+        }
+    }
+    lines.concat()
+}
+
 #[test]
 fn unchanged_model_writes_identical_bytes() {
     let crlf = BASIC.replace('\n', "\r\n");
@@ -129,6 +144,29 @@ fn unchanged_model_writes_identical_bytes() {
         let parsed = parse(&text);
         assert_eq!(project(&text, &parsed.spec).unwrap(), text);
     }
+}
+
+/// The checkbox is the runner's: `[x]` exactly when the criterion passed, whatever the mark on
+/// disk says (ticked by hand, or left ticked by another tool), so a failed one never shows done.
+#[test]
+fn a_criterion_s_checkbox_is_set_from_its_status_not_kept_from_the_disk() {
+    let ticked = BASIC.replacen("- [ ] `ac1_1`", "- [x] `ac1_1`", 1);
+    let mut spec = parse(&ticked).spec;
+    spec.phases[0].criteria[0].status = "fail".into();
+    spec.phases[0].criteria[0].evidence = "exit code was 1".into();
+    let written = project(&ticked, &spec).unwrap();
+    assert!(written.contains("- [ ] `ac1_1` test - CLI unit tests pass\n"), "{written}");
+    // Failing on disk and ticked by hand since: the model is unchanged, the mark is put right.
+    let hand = written.replacen("- [ ] `ac1_1`", "- [X] `ac1_1`", 1);
+    assert_eq!(project(&hand, &parse(&hand).spec).unwrap(), written);
+    spec.phases[0].criteria[0].status = "pass".into();
+    let passed = project(&written, &spec).unwrap();
+    assert!(passed.contains("- [x] `ac1_1` test - CLI unit tests pass\n"), "{passed}");
+    assert_eq!(
+        project(&passed.replacen("- [x] `ac1_1`", "- [X] `ac1_1`", 1), &spec).unwrap(),
+        passed.replacen("- [x] `ac1_1`", "- [X] `ac1_1`", 1),
+        "a tick as written stays"
+    );
 }
 
 #[test]
