@@ -207,6 +207,34 @@ fn a_failing_review_blocks_completion_until_repair_and_a_new_pass() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// The runner's part of `## Review` ends with its findings: what someone writes after it (the
+/// first review appends the section, so the end of the file) survives every later review, as
+/// written, into the archive.
+#[test]
+fn text_written_after_the_review_section_survives_the_next_review() {
+    let env = TestEnv::new();
+    to_review(&env);
+    command_review(&env, &reviewer(&env, "fail", &fail(), ""), &[]).assert_code(4);
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    let reviewed = std::fs::read_to_string(&path).unwrap();
+    assert!(reviewed.trim_end().ends_with("  - Validation: cargo test greeting"), "{reviewed}");
+    let appendix = "\n# Appendix\n\nFollow-up idea: rename the flag later.\n\n- keep this bullet\n";
+    std::fs::write(&path, format!("{reviewed}{appendix}")).unwrap();
+    env.scafld(&["validate", "rev"]).assert_code(0);
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn greet(name: &str) -> &str { name }\n").unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let verify = pass().replace("\"discover\"", "\"verify\"");
+    command_review(&env, &reviewer(&env, "pass", &verify, ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.ends_with(appendix) && text.contains("Verdict: pass\n"), "{text}");
+    assert_eq!(text.matches("## Review").count(), 1, "{text}");
+    assert!(!text.contains("greeting-ignored"), "the old findings are replaced: {text}");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+    let archive = scafld_tests::tree(&env.work.join(".scafld/specs/archive"));
+    let (_, archived) = archive.iter().find(|(p, _)| p.ends_with("rev.md")).expect("archived spec");
+    assert!(String::from_utf8_lossy(archived).ends_with(appendix));
+}
+
 #[test]
 fn invalid_dossiers_fail_the_attempt_and_never_pass() {
     let env = TestEnv::new();

@@ -326,6 +326,14 @@ fn within_review_budget(body: &mut Vec<String>) {
     };
     let left_out = body.len() - cut;
     body.truncate(cut);
+    // The section ends with its findings list, as every review's does (where the runner's part
+    // of `## Review` ends, so text written after it stays): the note is that list's last item.
+    if !body.iter().any(|line| line == "Findings:") {
+        while body.last().is_some_and(|line| line.is_empty()) {
+            body.pop();
+        }
+        body.extend([String::new(), "Findings:".into()]);
+    }
     body.push(format!(
         "- … {left_out} more line(s) of this review are in the ledger (`scafld session <task>` shows it)"
     ));
@@ -530,6 +538,16 @@ mod tests {
             &section[section.len() - 300..]
         );
         assert!(section.contains("Verdict: pass") && section.contains("Summary: xxx"));
+        // Cut before its findings, it still ends with a findings list (where the runner's part
+        // of the section ends): the note on what was left out is its item.
+        let attacks: Vec<_> = (0..5000)
+            .map(|n| serde_json::json!({"target": format!("t{n}"), "attack": "a".repeat(200), "result": "r"}))
+            .collect();
+        let dossier = serde_json::json!({"verdict": "pass", "mode": "discover", "summary": "s", "findings": [],
+            "attack_log": attacks, "budget": {}});
+        let section = crate::domain::spec::render::review(&projection("pass", "command", Some(&dossier), None));
+        let tail: Vec<&str> = section.lines().rev().take(3).collect();
+        assert!(tail[0].starts_with("- … ") && tail[1] == "Findings:" && tail[2].is_empty(), "{tail:?}");
     }
 
     fn entry(seq: u64, event: LedgerEvent) -> LedgerEntry {

@@ -193,6 +193,8 @@ pub struct Layout {
     /// Each front matter key and its line.
     pub front_fields: Vec<(String, usize)>,
     pub title: Option<usize>,
+    /// Each `## ` section: its key, heading line and end (the next `## ` heading; for
+    /// `## Review`, the end of the runner's part of it: `Parser::review_end`).
     pub sections: Vec<(SectionKey, usize, usize)>,
     pub state_fields: Vec<(StateField, usize)>,
     pub phases: Vec<PhaseLayout>,
@@ -621,7 +623,10 @@ impl<'a> Parser<'a> {
         self.comments_hiding_structure();
         let mut seen: HashSet<SectionKey> = HashSet::new();
         for (n, (heading_line, heading)) in headings.iter().enumerate() {
-            let end = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
+            let mut end = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
+            if heading.to_lowercase() == "review" {
+                end = self.review_end(heading_line + 1..end);
+            }
             let key = self.section(*heading_line, heading, heading_line + 1..end);
             if !matches!(key, SectionKey::Other(_)) && !seen.insert(key.clone()) {
                 let message = match &key {
@@ -1164,6 +1169,37 @@ impl<'a> Parser<'a> {
             .filter(|&i| !self.commented(i))
             .filter_map(|i| detail(self.lines[i]))
             .any(|(key, value)| normalize_key(key) == "command" && !is_unset(&unquote(value)))
+    }
+
+    /// Where the runner's part of a `## Review` section ends, `body` running to the next `## `
+    /// heading: after its findings list (`Findings:` and the items under it), the last thing a
+    /// review writes, or at a heading (it writes none), whichever comes first. What follows (an
+    /// appendix, a note) is someone's text: no review replaces it.
+    fn review_end(&self, body: Range<usize>) -> usize {
+        // Inside the findings list: whether an item has been seen yet.
+        let mut findings: Option<bool> = None;
+        for i in body.clone() {
+            let line = self.lines[i];
+            if !self.in_fence[i] && line.starts_with('#') {
+                return i;
+            }
+            match findings {
+                Some(items) => {
+                    let item = line.starts_with("- ") || line.trim_end() == "-";
+                    let more = items && line.starts_with(char::is_whitespace) && !line.trim().is_empty();
+                    if item || more {
+                        findings = Some(true);
+                    } else if items || !line.trim().is_empty() {
+                        return i;
+                    }
+                }
+                None if !self.in_fence[i] && label(line).is_some_and(|(key, _)| key == "findings") => {
+                    findings = Some(false)
+                }
+                None => {}
+            }
+        }
+        body.end
     }
 
     fn review(&mut self, body: Range<usize>) {

@@ -1,7 +1,8 @@
 //! The projection writer: put a changed model back into the spec text by editing only the
 //! runner-owned lines whose value changed (front matter status fields, the Current State lines,
 //! phase `Status:` lines, criterion checkboxes and their `Status`/`Evidence`/`Source event`
-//! details, harden round states, and the `## Review` section, which the runner owns whole).
+//! details, harden round states, and the `## Review` section through its findings list: text
+//! someone wrote after those is theirs).
 //! Every other byte stays where it was: a line is replaced in place or inserted next to its
 //! siblings, never moved, and prose inside runner-owned sections is never re-rendered.
 
@@ -82,11 +83,11 @@ pub const AUTHORED_DIGEST_PREFIX: &str = "sha256:";
 const RUNNER_FRONT_KEYS: [&str; 3] = ["status", "updated", "harden_status"];
 
 /// A digest of what the author wrote: the spec's text with the parts this writer owns set
-/// aside (front matter `status`/`updated`/`harden_status`, the `## Current State` and `## Review`
-/// sections, phase `Status:` lines, each criterion's checkbox and `Status`/`Evidence`/`Source
-/// event` details, each harden round's `Status`/`Started`/`Ended`/`Spec digest`), the rest read
-/// line by line without line endings, trailing blanks or blank lines (which the writer inserts
-/// beside its own lines). A projection never changes it; any other edit does (a prose section,
+/// aside (front matter `status`/`updated`/`harden_status`, the `## Current State` section and
+/// `## Review` to the end of its findings list, phase `Status:` lines, each criterion's checkbox
+/// and `Status`/`Evidence`/`Source event` details, each harden round's
+/// `Status`/`Started`/`Ended`/`Spec digest`), the rest read line by line without line endings,
+/// trailing blanks or blank lines (which the writer inserts beside its own lines). A projection never changes it; any other edit does (a prose section,
 /// `risk_level`, a round's checks). `layout` is `text`'s own.
 pub fn authored_digest(text: &str, layout: &Layout) -> String {
     use sha2::{Digest, Sha256};
@@ -347,8 +348,8 @@ fn review(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &Spec, n
         edits.append(&rendered);
         return;
     };
-    // The runner owns the whole section: replace its lines, and keep the blank lines that
-    // separate it from what follows.
+    // The runner owns the section through its findings list (the parser's extent): replace
+    // those lines, and keep the blank lines that separate them from what follows.
     let mut body_end = end;
     while body_end > start + 1 && lines[body_end - 1].trim().is_empty() {
         body_end -= 1;
@@ -358,7 +359,13 @@ fn review(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &Spec, n
     for line in start + 1..body_end {
         edits.at(line).remove = true;
     }
-    edits.insert_after(body_end - 1, new_lines.collect::<Vec<_>>());
+    let mut new_lines: Vec<String> = new_lines.collect();
+    // What follows the section's own lines (someone's text after its findings, the next
+    // section) stays where it is, a blank line apart.
+    if body_end == end && lines.get(end).is_some_and(|line| !line.trim().is_empty()) {
+        new_lines.push(String::new());
+    }
+    edits.insert_after(body_end - 1, new_lines);
 }
 
 /// What a round says beyond its fields, without where it sits.

@@ -150,8 +150,9 @@ fn spec_text() -> impl Strategy<Value = String> {
         prop::collection::vec(criterion(), 0..3),
         any::<bool>(),
         (any::<bool>(), any::<bool>()),
+        prop::option::of(prop::collection::vec(pick(PROSE), 0..3)),
     )
-        .prop_map(|(front, prose, state, phases, task_level, rounds, (crlf, bom))| {
+        .prop_map(|(front, prose, state, phases, task_level, rounds, (crlf, bom), review)| {
             let mut lines = front;
             lines.extend(["".into(), "# Generated spec".into(), "".into()]);
             if state {
@@ -168,6 +169,25 @@ fn spec_text() -> impl Strategy<Value = String> {
             for phase in phases {
                 lines.push(String::new());
                 lines.extend(phase);
+            }
+            // A reviewed spec whose author wrote on after the review's findings.
+            if let Some(appendix) = review {
+                lines.extend(
+                    [
+                        "",
+                        "## Review",
+                        "",
+                        "Status: completed",
+                        "Verdict: pass",
+                        "",
+                        "Findings:",
+                        "- none",
+                        "",
+                        "# Appendix",
+                    ]
+                    .map(String::from),
+                );
+                lines.extend(appendix);
             }
             if rounds {
                 lines.extend(
@@ -297,7 +317,7 @@ fn apply_change(spec: &Spec, change: &RunnerChange) -> Spec {
         }
     }
     if change.review {
-        next.review.body = vec!["Status: completed".into(), "Verdict: pass".into()];
+        next.review = crate::domain::review::projection("pass", "command", None, None);
     }
     if change.round {
         next.harden_rounds.push(HardenRound {

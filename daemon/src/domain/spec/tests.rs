@@ -536,6 +536,56 @@ fn text_under_review_before_any_review_is_pointed_out() {
     assert!(warned("Status: completed\nVerdict: pass\nSummary: fine.\n\nFindings:\n- none\n").is_empty());
 }
 
+/// The runner owns `## Review` through its findings list: a heading or a note someone wrote
+/// after it (the end of the file, where the first review appends the section) is theirs, kept
+/// byte for byte by every later review, read as neither the review's nor a warning, and part
+/// of the authored digest.
+#[test]
+fn text_after_the_review_s_findings_is_the_author_s_and_stays() {
+    use super::project::authored_digest;
+    let review = |verdict: &str| crate::domain::review::projection(verdict, "command", None, None);
+    let mut spec = parse(BASIC).spec;
+    spec.review = review("pass");
+    let reviewed = project(BASIC, &spec).unwrap();
+    assert!(
+        reviewed.ends_with(
+            "## Review\n\nStatus: completed\nVerdict: pass\nMode: verify\nProvider: command\n\nFindings:\n- none\n"
+        ),
+        "{reviewed}"
+    );
+    for appendix in [
+        "\n# Appendix\n\nFollow-up idea: rename greet.txt later.\n",
+        "\nA note after the review.\n\n- a bullet of mine\nStatus: mine too\n",
+        "Right under the findings.\n",
+        "\n### Notes\n\n- one\n",
+    ] {
+        let text = format!("{reviewed}{appendix}");
+        let parsed = parse(&text);
+        assert_eq!(parsed.spec.review, spec.review, "{appendix:?} is not the review's");
+        assert!(warnings(&text).iter().all(|w| !w.contains("## Review")), "{appendix:?}");
+        assert_eq!(project(&text, &parsed.spec).unwrap(), text);
+        let mut again = parsed.spec.clone();
+        again.review = review("fail");
+        let written = project(&text, &again).unwrap();
+        let expected = reviewed.replace("Verdict: pass", "Verdict: fail");
+        let apart = if appendix.starts_with('\n') { "" } else { "\n" };
+        assert_eq!(written, format!("{expected}{apart}{appendix}"), "{appendix:?}");
+        assert_eq!(project(&written, &again).unwrap(), written, "a second projection changes nothing");
+        assert_eq!(authored_digest(&text, &parsed.layout), authored_digest(&written, &parse(&written).layout));
+        let edited = text.replace(appendix.trim(), "Another text.");
+        assert_ne!(authored_digest(&text, &parsed.layout), authored_digest(&edited, &parse(&edited).layout));
+    }
+    // Before the first review, a note after the template's findings stays too, unwarned.
+    let template =
+        format!("{BASIC}\n## Review\n\nStatus: not_started\nVerdict: none\n\nFindings:\n- none\n\nMy note.\n");
+    assert!(warnings(&template).iter().all(|w| !w.contains("## Review")));
+    let written = project(&template, &spec).unwrap();
+    assert!(
+        written.ends_with("Verdict: pass\nMode: verify\nProvider: command\n\nFindings:\n- none\n\nMy note.\n"),
+        "{written}"
+    );
+}
+
 /// The status outputs say is the one `Spec::status` reads: a Python scafld name is said as the
 /// status it means; a word that means none is said as written.
 #[test]
