@@ -3,9 +3,9 @@
 //! subcommand or a user review template, a criterion edited while its build step runs, a
 //! consensus with a `local` member, a consensus of `command` and a worker, a review a person
 //! rejected, a pass through a channel that cannot complete, a person's evidence gone stale in
-//! review, a `complete` whose move was interrupted, an amendment that drops a criterion, and a
-//! bare name added to the scope; and a refused command's hint is `status`'s next action
-//! (`refused_with_next`).
+//! review, a `complete` whose move was interrupted, an amendment that drops a criterion or
+//! changes one (and the spec's next with it), and a bare name added to the scope; and a refused
+//! command's hint is `status`'s next action (`refused_with_next`).
 
 use scafld_tests::{TestEnv, git, wait_until};
 use serde_json::Value;
@@ -230,6 +230,29 @@ fn an_amendment_dropping_a_criterion_answers_with_the_next_status_gives() {
     assert_eq!(answer["next_command"], "scafld review greet", "{answer}");
     let script = reviewer(&env, "pass", &pass(), "");
     assert_eq!(follow_to_done(&env, "greet", &script), ["scafld review greet", "scafld complete greet"]);
+}
+
+/// `approve --amend` of a criterion whose evidence then goes stale writes into the spec the
+/// next `status` gives (the build that re-runs it), not the review that would be refused; a
+/// `reconcile` keeps it so.
+#[test]
+fn an_amended_criterion_s_spec_names_the_build_status_names() {
+    let env = TestEnv::new();
+    built_greet(&env);
+    let path = env.work.join(".scafld/specs/active/greet.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("grep -q 'hello' greet.txt", "grep -q 'hello,' greet.txt")).unwrap();
+    env.scafld(&["approve", "greet", "--amend", "--reason", "stricter"]).assert_code(0);
+    let s = status(&env, "greet");
+    assert_eq!(s["next_action"]["command"], "scafld build greet", "{s}");
+    for _ in 0..2 {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("Next: build\n") && text.contains("Allowed follow-up command: `scafld build greet`"),
+            "{text}"
+        );
+        env.scafld(&["reconcile", "greet"]).assert_code(0);
+    }
 }
 
 /// A bare-name Scope entry (`Makefile`: no `/` or `.`) binds evidence as a path does, so adding

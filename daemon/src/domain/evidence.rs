@@ -398,6 +398,15 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
     out
 }
 
+/// What [`stale`] says without the files: results whose criterion's definition changed since
+/// they ran (an amendment) or that were recorded unbound to one. The ledger alone shows these,
+/// so a projection, which reads no file, names the build that re-runs them as `status` does.
+pub fn stale_on_record(spec: &Spec, entries: &[LedgerEntry]) -> BTreeMap<String, Stale> {
+    let mut stale = stale(spec, entries, None);
+    stale.retain(|_, why| !matches!(why, Stale::Unverifiable));
+    stale
+}
+
 /// The steps in a row whose own commands changed the files, ending with the last build step
 /// (see [`own_changes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

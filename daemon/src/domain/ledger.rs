@@ -621,14 +621,15 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) 
         n if n > MAX_BLOCKERS => format!("{}, and {} more", blockers[..MAX_BLOCKERS].join(", "), n - MAX_BLOCKERS),
         _ => blockers.join(", "),
     });
-    // The follow-up a projection shows is decided from the ledger alone; `status` adds what
-    // needs IO (stale evidence, a running review).
+    // The follow-up a projection shows is decided from the ledger alone (with the evidence it
+    // shows stale: a definition amended since it ran); `status` adds what needs IO (evidence
+    // staled by the files, a running review).
     let action = next_action(&Facts {
         spec: &next,
         entries,
         replay: &r,
         spec_errors: 0,
-        stale: &Default::default(),
+        stale: &crate::domain::evidence::stale_on_record(&next, entries),
         running_review: None,
         draft_digest: None,
         spec_digest: None,
