@@ -144,9 +144,9 @@ pub async fn missing_spec(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -
 /// memory. A folder opened later reads it from the store ([`load_states`]).
 pub fn note_state(daemon: &Daemon, ws: &Workspace, task: &str, entries: &[LedgerEntry]) {
     let Some(state) = ledger::state(entries) else { return };
-    crate::sync::write(&ws.index).note_ledger(task, state);
+    crate::sync::write(&ws.index).note_ledger(task, state.clone());
     for other in daemon.open_as(&ws.id) {
-        crate::sync::write(&other.index).note_ledger(task, state);
+        crate::sync::write(&other.index).note_ledger(task, state.clone());
     }
 }
 

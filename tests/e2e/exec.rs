@@ -255,6 +255,51 @@ fn a_hand_edit_to_runner_sections_does_not_change_the_ledger() {
     assert!(text.contains("status: blocked") && text.contains("  - Status: fail"), "{text}");
 }
 
+/// `list` and `report` count a task's criteria and phases as its ledger records them, as
+/// `status` does: a criterion hand-edited to `Status: pass` after it failed counts failed, and
+/// the row and the report flag the file as `reconcile`-able, after a restart too, until
+/// `reconcile` writes the ledger's states back.
+#[test]
+fn list_and_report_count_the_ledger_s_evidence_not_a_hand_edit() {
+    let mut env = TestEnv::new();
+    ready(&env, "edit", &spec("edit", &[&[("a1", "false", "")]], &[]));
+    build(&env, "edit");
+    let path = env.work.join(".scafld/specs/active/edit.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("  - Status: fail", "  - Status: pass")).unwrap();
+    let reads = |env: &TestEnv, disagreeing: bool| {
+        let row = env.scafld(&["list", "--counts", "--json"]).json()["result"]["tasks"][0].clone();
+        assert_eq!(
+            (row["counts"]["criteria_passed"].clone(), row["counts"]["criteria_failed"].clone()),
+            (json!(0), json!(1)),
+            "{row}"
+        );
+        let file = if disagreeing { json!(1) } else { json!(null) };
+        assert_eq!(row["file_counts"]["criteria_passed"], file, "{row}");
+        let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+        assert_eq!(
+            (report["criteria_passed"].clone(), report["criteria_failed"].clone()),
+            (json!(0), json!(1)),
+            "{report}"
+        );
+        let named = if disagreeing { json!(["edit"]) } else { json!(null) };
+        assert_eq!(report["counts_disagree"], named, "{report}");
+    };
+    reads(&env, true);
+    let listed = env.scafld(&["list"]).stdout;
+    assert!(listed.contains("0/1") && listed.contains("(the file says 1/1: `scafld reconcile edit`)"), "{listed}");
+    let report = env.scafld(&["report"]).stdout;
+    assert!(
+        report.contains("criteria: 0/1 passed") && report.contains("(`scafld reconcile <task>`): edit"),
+        "{report}"
+    );
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.start_daemon();
+    reads(&env, true);
+    env.scafld(&["reconcile", "edit"]).assert_code(0);
+    reads(&env, false);
+}
+
 /// The checkbox is the runner's: a criterion ticked by hand shows `[ ]` once it fails, and a
 /// tick put back by hand is a change `reconcile` undoes, not a consistent file.
 #[test]

@@ -385,21 +385,49 @@ impl Replay {
     }
 }
 
-/// What the ledger says of a task's lifecycle, as the spec index keeps it beside the files'
-/// listings: the status a projection gives the spec, as of the ledger's entry `seq` (a later
-/// entry's state replaces an earlier one's, whatever order they are learnt in).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the ledger says of a task, as the spec index keeps it beside the files' listings: the
+/// status and the phase and criterion states a projection gives the spec, as of the ledger's
+/// entry `seq` (a later entry's state replaces an earlier one's, whatever order they are
+/// learnt in).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LedgerState {
     pub seq: u64,
     pub status: Status,
+    /// Shared: the index hands states out on every whole-workspace read.
+    pub marks: std::sync::Arc<Marks>,
 }
+
+/// Each phase's and criterion's state as the ledger records it, by id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub phases: BTreeMap<String, String>,
+    pub criteria: BTreeMap<String, String>,
+}
+
+impl Marks {
+    /// The state [`project`] gives phase `id`.
+    pub fn phase(&self, id: &str) -> &str {
+        self.phases.get(id).map_or(UNRECORDED_PHASE, String::as_str)
+    }
+
+    /// The status [`project`] gives criterion `id` (empty: nothing recorded, pending).
+    pub fn criterion(&self, id: &str) -> &str {
+        self.criteria.get(id).map_or("", String::as_str)
+    }
+}
+
+/// The state of a phase the ledger has no record of.
+const UNRECORDED_PHASE: &str = "pending";
 
 /// The state `entries` leave the task in; `None` for a task without a ledger (its spec file
 /// alone says where it stands). A ledger with entries but no lifecycle event is a draft, as
 /// [`project`] writes it.
 pub fn state(entries: &[LedgerEntry]) -> Option<LedgerState> {
     let last = entries.last()?;
-    Some(LedgerState { seq: last.seq, status: replay(entries).status.unwrap_or(Status::Draft) })
+    let r = replay(entries);
+    let states = |marks: BTreeMap<String, Mark>| marks.into_iter().map(|(id, mark)| (id, mark.status)).collect();
+    let marks = Marks { phases: states(r.phases), criteria: states(r.criteria) };
+    Some(LedgerState { seq: last.seq, status: r.status.unwrap_or(Status::Draft), marks: std::sync::Arc::new(marks) })
 }
 
 /// The head of the receipt chain: the last receipt's `ledger_head`, or genesis.
@@ -576,7 +604,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) 
     }
     for phase in &mut next.phases {
         let phase_id = phase.id();
-        phase.status = r.phases.get(&phase_id).map(|m| m.status.clone()).unwrap_or_else(|| "pending".into());
+        phase.status = r.phases.get(&phase_id).map_or(UNRECORDED_PHASE, |m| m.status.as_str()).into();
         for c in &mut phase.criteria {
             apply_mark(c, r.criteria.get(&c.id));
         }
@@ -788,7 +816,14 @@ mod tests {
         .zip(1..)
         .map(|(event, seq)| entry(seq, event))
         .collect();
-        assert_eq!(state(&entries), Some(LedgerState { seq: 6, status: Status::Approved }));
+        let marks = |pairs: &[(&str, &str)]| pairs.iter().map(|(id, s)| (id.to_string(), s.to_string())).collect();
+        let marks = Marks {
+            phases: marks(&[("phase1", "completed"), ("phase2", "active")]),
+            criteria: marks(&[("b1", "pass"), ("t1", "pass")]),
+        };
+        let state_now = state(&entries).unwrap();
+        assert_eq!((state_now.seq, state_now.status, &*state_now.marks), (6, Status::Approved, &marks));
+        assert_eq!((state_now.marks.phase("phase3"), state_now.marks.criterion("c9")), ("pending", ""));
         assert_eq!(state(&[]), None);
         let sketched = sketch("t", &entries);
         assert_eq!(sketched.phases.iter().map(|p| p.id()).collect::<Vec<_>>(), ["phase1", "phase2"]);

@@ -510,6 +510,7 @@ fn summary(
                 task.id
             )),
             file_status: None,
+            file_counts: None,
             spec_missing: true,
         };
         return Some((status, summary));
@@ -529,9 +530,10 @@ fn summary(
         status: status.map(|s| s.to_string()).unwrap_or_default(),
         title: listing.title.clone(),
         path: ws.relative(&entry.path),
-        counts: counts.then(|| listing.progress.clone()),
+        counts: counts.then(|| task.progress().unwrap_or_default()),
         error,
         file_status: task.file_disagrees().map(|s| s.to_string()),
+        file_counts: task.file_progress_disagrees(),
         spec_missing: false,
     };
     Some((status, summary))
@@ -590,10 +592,13 @@ pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::
         if task.file_disagrees().is_some() {
             report.status_disagrees.push(task.id.to_string());
         }
+        if task.file_progress_disagrees().is_some() {
+            report.counts_disagree.push(task.id.to_string());
+        }
         if listing.harden == HardenStatus::Passed {
             report.harden_passed += 1;
         }
-        let c = &listing.progress;
+        let c = task.progress().unwrap_or_default();
         report.phases_total += c.phases_total;
         report.phases_completed += c.phases_completed;
         report.criteria_total += c.criteria_total;

@@ -16,7 +16,7 @@ use std::time::Instant;
 use crate::domain::ledger::LedgerState;
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::budget::MAX_SPEC_BYTES;
-use crate::domain::spec::{Diagnostic, Dialect, Parsed, Severity, parse};
+use crate::domain::spec::{Diagnostic, Dialect, Parsed, Severity, criterion_state, parse, progress_of};
 use crate::workspace::specfile;
 use crate::workspace::tripwire::{Armed, TRUST_FOR, Tripwire};
 use scafld_local::capped::size;
@@ -75,7 +75,11 @@ pub struct Listing {
     pub status: Option<Status>,
     pub harden: HardenStatus,
     pub title: String,
-    pub progress: Counts,
+    /// Each phase's id and `Status`, in document order, as the file says.
+    pub phases: Vec<(String, String)>,
+    /// Each criterion's id and `Status`, in [`Spec::criteria`](crate::domain::spec::Spec::criteria)
+    /// order, as the file says.
+    pub criteria: Vec<(String, String)>,
     /// Every diagnostic of the parse (the file-name check included), in document order.
     pub diagnostics: Vec<Diagnostic>,
     /// Whose words the file speaks (Python's `in_progress` says active, blocked and review).
@@ -90,9 +94,15 @@ impl Listing {
             status: spec.status(),
             harden: spec.harden_status(),
             title: spec.title.clone(),
-            progress: spec.progress(),
+            phases: spec.phases.iter().map(|p| (p.id(), p.status.clone())).collect(),
+            criteria: spec.criteria().map(|c| (c.id.clone(), c.status.clone())).collect(),
             diagnostics: parsed.diagnostics.clone(),
         }
+    }
+
+    /// How far the phases and criteria are, as the file says.
+    pub fn progress(&self) -> Counts {
+        progress_of(self.phases.iter().map(|(_, s)| s.as_str()), self.criteria.iter().map(|(_, s)| s.as_str()))
     }
 
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
@@ -225,7 +235,7 @@ pub struct Index {
 pub struct Task<'a> {
     pub id: &'a str,
     pub spec: Option<&'a SpecEntry>,
-    pub ledger: Option<LedgerState>,
+    pub ledger: Option<&'a LedgerState>,
 }
 
 impl Task<'_> {
@@ -241,6 +251,34 @@ impl Task<'_> {
         let listing = &self.spec?.listing;
         let file = listing.status?;
         (!listing.says(self.ledger?.status)).then_some(file)
+    }
+
+    /// How far the spec's phases and criteria are: as the ledger records them where the task
+    /// has one (the truth, as `status` counts), else as the file says. `None` without a file.
+    pub fn progress(&self) -> Option<Counts> {
+        let listing = &self.spec?.listing;
+        Some(match self.ledger {
+            Some(ledger) => progress_of(
+                listing.phases.iter().map(|(id, _)| ledger.marks.phase(id)),
+                listing.criteria.iter().map(|(id, _)| ledger.marks.criterion(id)),
+            ),
+            None => listing.progress(),
+        })
+    }
+
+    /// What the spec file's phase and criterion states count, when any of them differs from
+    /// the ledger's (a hand edit to a runner-owned line, or a projection not written yet, which
+    /// `reconcile` puts right).
+    pub fn file_progress_disagrees(&self) -> Option<Counts> {
+        let (listing, marks) = (&self.spec?.listing, &self.ledger?.marks);
+        // A phase neither records (no `Status:` line, no ledger entry) is alike in both.
+        let phases = listing
+            .phases
+            .iter()
+            .any(|(id, file)| (!file.is_empty() || marks.phases.contains_key(id)) && file.as_str() != marks.phase(id));
+        let criteria =
+            listing.criteria.iter().any(|(id, file)| criterion_state(file) != criterion_state(marks.criterion(id)));
+        (phases || criteria).then(|| listing.progress())
     }
 }
 
@@ -367,13 +405,13 @@ impl Index {
                 Ordering::Equal => (specs.next(), ledgers.next()),
             };
             let id = spec.map(|(id, _)| id).or(ledger.map(|(id, _)| id))?;
-            Some(Task { id, spec: spec.map(|(_, e)| e), ledger: ledger.map(|(_, l)| *l) })
+            Some(Task { id, spec: spec.map(|(_, e)| e), ledger: ledger.map(|(_, l)| l) })
         })
     }
 
     /// What the ledger says of `task_id`, if it has a ledger (and the ledgers were read).
     pub fn ledger_state(&self, task_id: &str) -> Option<LedgerState> {
-        self.ledger.get(task_id).copied()
+        self.ledger.get(task_id).cloned()
     }
 
     /// Whether every ledger of the workspace has been read in ([`Index::take_ledger`]).
@@ -386,7 +424,7 @@ impl Index {
     pub fn note_ledger(&mut self, task_id: &str, state: LedgerState) {
         match self.ledger.get_mut(task_id) {
             Some(kept) if kept.seq >= state.seq => {}
-            Some(kept) if kept.status == state.status => kept.seq = state.seq,
+            Some(kept) if (kept.status, &kept.marks) == (state.status, &state.marks) => kept.seq = state.seq,
             _ => {
                 self.generation += 1;
                 self.ledger.insert(task_id.to_string(), state);
@@ -838,7 +876,7 @@ mod tests {
         let dir = workspace_with(&["a", "c"]);
         let mut index = Index::new(dir.path());
         index.sync();
-        let state = |seq, status| LedgerState { seq, status };
+        let state = |seq, status| LedgerState { seq, status, marks: Default::default() };
         index.note_ledger("c", state(4, Status::Active));
         index.take_ledger([
             ("b".to_string(), state(2, Status::Approved)),
@@ -858,6 +896,30 @@ mod tests {
         assert_eq!(index.generation(), seen, "the same status lists the same");
         index.note_ledger("c", state(6, Status::Review));
         assert_ne!(index.generation(), seen);
+
+        // Progress is the ledger's where there is one, and a file that says otherwise is
+        // flagged with what it counts; new evidence is a change to what is listed.
+        let c = index.tasks().find(|t| t.id == "c").unwrap();
+        let counts = |passed, failed, pending| Counts {
+            phases_total: 1,
+            criteria_total: 1,
+            criteria_passed: passed,
+            criteria_failed: failed,
+            criteria_pending: pending,
+            ..Counts::default()
+        };
+        assert_eq!((c.progress(), c.file_progress_disagrees()), (Some(counts(0, 0, 1)), None));
+        let seen = index.generation();
+        let failed = crate::domain::ledger::Marks {
+            criteria: [("a1".to_string(), "fail".to_string())].into(),
+            phases: [("phase1".to_string(), "blocked".to_string())].into(),
+        };
+        index.note_ledger("c", LedgerState { seq: 7, status: Status::Blocked, marks: Arc::new(failed) });
+        assert_ne!(index.generation(), seen, "new evidence lists otherwise");
+        let c = index.tasks().find(|t| t.id == "c").unwrap();
+        assert_eq!((c.progress(), c.file_progress_disagrees()), (Some(counts(0, 1, 0)), Some(counts(0, 0, 1))));
+        let a = index.tasks().find(|t| t.id == "a").unwrap();
+        assert_eq!((a.progress(), a.file_progress_disagrees()), (Some(counts(0, 0, 1)), None), "no ledger: the file's");
         index.take_ledger([("a".to_string(), state(1, Status::Approved))]);
         assert_eq!(index.ledger_state("a"), None, "the store is read once");
     }

@@ -331,6 +331,11 @@ pub struct TaskSummary {
     /// hand edit to a runner-owned line, which `scafld reconcile <task>` undoes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_status: Option<String>,
+    /// What the spec file's phase and criterion states count when any of them differs from
+    /// the ledger's (`counts` follows the ledger): a hand edit to a runner-owned line, or a
+    /// projection not written yet, which `scafld reconcile <task>` puts right.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_counts: Option<Counts>,
     /// An open task (as its ledger says) whose spec file is gone: removed, or moved out of
     /// `.scafld/specs`. Finished tasks whose files were cleared away are not listed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -400,6 +405,8 @@ pub struct ReportResult {
     pub by_status: std::collections::BTreeMap<String, usize>,
     pub invalid_specs: usize,
     pub harden_passed: usize,
+    /// Phases and criteria as each task's ledger records them where it has one, else as its
+    /// spec file says.
     pub phases_total: usize,
     pub phases_completed: usize,
     pub criteria_total: usize,
@@ -411,6 +418,10 @@ pub struct ReportResult {
     /// `scafld reconcile <task>` undoes), by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub status_disagrees: Vec<String>,
+    /// Tasks whose spec file's phase or criterion states differ from their ledger's (counted
+    /// here as the ledger says; `scafld reconcile <task>` writes them), by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counts_disagree: Vec<String>,
     /// Open tasks whose spec file is missing (their ledger keeps them), by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub specs_missing: Vec<String>,

@@ -281,8 +281,12 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
                 }
                 None => {
                     let _ = write!(text, "{:<width$}  {:<9} {:>7}  {}", t.task_id, t.status, progress, t.title);
-                    if let Some(file) = &t.file_status {
-                        let note = format!("(the file says {file}: `scafld reconcile {}`)", t.task_id);
+                    // The row is the ledger's; what the spec file says otherwise is flagged.
+                    let file_counts =
+                        t.file_counts.as_ref().map(|c| format!("{}/{}", c.criteria_passed, c.criteria_total));
+                    let says: Vec<String> = t.file_status.iter().cloned().chain(file_counts).collect();
+                    if !says.is_empty() {
+                        let note = format!("(the file says {}: `scafld reconcile {}`)", says.join(", "), t.task_id);
                         let _ = write!(text, "  {}", ctx.out.paint(&note, Style::Bad));
                     }
                     text.push('\n');
@@ -368,11 +372,14 @@ pub fn report(ctx: &Context) -> Result<u8, CliError> {
         if !r.specs_missing.is_empty() {
             let _ = writeln!(text, "spec file missing (open in the ledger): {}", r.specs_missing.join(", "));
         }
-        if !r.status_disagrees.is_empty() {
+        let disagree: std::collections::BTreeSet<&String> =
+            r.status_disagrees.iter().chain(&r.counts_disagree).collect();
+        if !disagree.is_empty() {
+            let ids: Vec<&str> = disagree.into_iter().map(String::as_str).collect();
             let _ = writeln!(
                 text,
                 "counted as their ledger says; the spec file says otherwise (`scafld reconcile <task>`): {}",
-                r.status_disagrees.join(", ")
+                ids.join(", ")
             );
         }
         let _ = writeln!(text, "hardened: {}", r.harden_passed);

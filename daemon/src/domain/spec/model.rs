@@ -49,19 +49,37 @@ impl Spec {
 
     /// How far the spec's phases and criteria are, as written.
     pub fn progress(&self) -> Counts {
-        let mut progress = Counts {
-            phases_total: self.phases.len(),
-            phases_completed: self.phases.iter().filter(|p| p.status == "completed").count(),
-            ..Counts::default()
-        };
-        for criterion in self.criteria() {
-            progress.criteria_total += 1;
-            progress.criteria_passed += usize::from(criterion.passed());
-            progress.criteria_failed += usize::from(matches!(criterion.status.as_str(), "fail" | "invalid"));
-            progress.criteria_pending += usize::from(criterion.state() == "pending");
-        }
-        progress
+        progress_of(self.phases.iter().map(|p| p.status.as_str()), self.criteria().map(|c| c.status.as_str()))
     }
+}
+
+/// How far phases and criteria with these states are (a phase's `Status`, a criterion's; a
+/// criterion's empty one is pending): a spec's [`Spec::progress`], or its ledger's as the index
+/// keeps it.
+pub fn progress_of<'a>(
+    phases: impl IntoIterator<Item = &'a str>,
+    criteria: impl IntoIterator<Item = &'a str>,
+) -> Counts {
+    let mut progress = Counts::default();
+    for phase in phases {
+        progress.phases_total += 1;
+        progress.phases_completed += usize::from(phase == "completed");
+    }
+    for status in criteria {
+        progress.criteria_total += 1;
+        progress.criteria_passed += usize::from(status == PASS);
+        progress.criteria_failed += usize::from(matches!(status, "fail" | "invalid"));
+        progress.criteria_pending += usize::from(criterion_state(status) == PENDING);
+    }
+    progress
+}
+
+const PASS: &str = "pass";
+const PENDING: &str = "pending";
+
+/// A criterion's state from its status: `pending` when nothing was recorded yet.
+pub fn criterion_state(status: &str) -> &str {
+    if status.is_empty() { PENDING } else { status }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -198,12 +216,12 @@ impl Criterion {
     }
 
     pub fn passed(&self) -> bool {
-        self.status == "pass"
+        self.status == PASS
     }
 
     /// `pending` when nothing was recorded yet.
     pub fn state(&self) -> &str {
-        if self.status.is_empty() { "pending" } else { &self.status }
+        criterion_state(&self.status)
     }
 }
 
