@@ -67,22 +67,15 @@ const HOST_MARKERS: [(&str, &[&str]); 3] = [
 
 /// The agent the caller runs inside: `SCAFLD_HOST_AGENT`, else the host's environment markers.
 pub fn host_agent(env: &BTreeMap<String, String>) -> Option<&'static str> {
-    if env.contains_key("SCAFLD_HOST_AGENT") {
+    if env.contains_key(scafld_protocol::hosts::HOST_AGENT_VAR) {
         return declared_host(env);
     }
     genuine_host(env)
 }
 
-/// The agent `SCAFLD_HOST_AGENT` declares, however it is spelt (`Claude`, `claude-code` and
-/// `claude_code` are claude; `codex-cli` codex; `gemini-cli` gemini).
+/// The agent `SCAFLD_HOST_AGENT` declares (see [`scafld_protocol::hosts::declared`]).
 fn declared_host(env: &BTreeMap<String, String>) -> Option<&'static str> {
-    let declared: String = env
-        .get("SCAFLD_HOST_AGENT")?
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect::<String>()
-        .to_ascii_lowercase();
-    ["codex", "claude", "gemini"].into_iter().find(|h| declared.starts_with(h))
+    scafld_protocol::hosts::declared(env.get(scafld_protocol::hosts::HOST_AGENT_VAR)?)
 }
 
 /// Every agent the caller may be running inside: the declared `SCAFLD_HOST_AGENT` and each

@@ -257,7 +257,19 @@ fn doctor_reports_the_reviewer_clis_and_their_versions() {
     assert!(row("reviewer claude")["fix"].as_str().unwrap().contains("@anthropic-ai/claude-code@2.1.197"));
     assert_eq!(row("reviewer gemini")["health"], "fail", "a CLI that does not run is a failure");
     assert_eq!(row("git")["health"], "ok");
+    assert!(checks.iter().all(|c| c["name"] != "host agent"), "no row without SCAFLD_HOST_AGENT");
     assert_eq!(run.code, 1, "a FAIL row makes doctor exit 1: {}", run.stdout);
+    // A declared host agent scafld does not know is said to be ignored; a known one is named.
+    for (value, health, says) in
+        [("cursor", "warn", "names no agent scafld knows"), ("Claude-Code", "ok", "declares claude")]
+    {
+        let run =
+            Run::from(env.scafld_command(&["doctor", "--json"]).env("SCAFLD_HOST_AGENT", value).output().unwrap());
+        let checks = run.json()["result"]["checks"].as_array().unwrap().clone();
+        let row = checks.iter().find(|c| c["name"] == "host agent").unwrap_or_else(|| panic!("{checks:?}"));
+        assert_eq!(row["health"], health, "{row}");
+        assert!(row["detail"].as_str().unwrap().contains(says), "{row}");
+    }
     assert_eq!(doc["ok"], false);
 }
 

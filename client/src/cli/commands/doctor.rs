@@ -93,6 +93,7 @@ fn checks(ctx: &Context) -> Vec<Check> {
         out.push(private_dir("socket directory", dir));
     }
     out.push(daemon(ctx));
+    out.extend(declared_host());
     out.extend(TESTED_REVIEWER_CLIS.iter().map(|(cli, package, version)| reviewer(cli, package, version)));
     out.push(systemd_units());
     out
@@ -226,6 +227,26 @@ fn reviewer(cli: &str, package: &str, tested: &str) -> Check {
         ),
         Err(e) => check(&name, Health::Fail, format!("{} does not run: {e}", path.display()), Some(install)),
     }
+}
+
+/// The self-declared host agent, when one is set: a value naming no agent scafld knows is
+/// ignored by the daemon, so reviews cannot tell which agent the caller runs inside.
+fn declared_host() -> Option<Check> {
+    use scafld_protocol::hosts::{HOST_AGENT_VAR, HOST_AGENTS, declared};
+    let value = std::env::var(HOST_AGENT_VAR).ok()?;
+    let name = "host agent";
+    Some(match declared(&value) {
+        Some(host) => check(name, Health::Ok, format!("{HOST_AGENT_VAR}={value:?} declares {host}"), None),
+        None => check(
+            name,
+            Health::Warn,
+            format!(
+                "{HOST_AGENT_VAR}={value:?} names no agent scafld knows ({}): it is ignored, and only the agents' own markers tell which one hosts you",
+                HOST_AGENTS.join(", ")
+            ),
+            Some(format!("set {HOST_AGENT_VAR} to codex, claude or gemini, or unset it")),
+        ),
+    })
 }
 
 fn systemd_units() -> Check {
