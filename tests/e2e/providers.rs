@@ -88,6 +88,9 @@ fn auto_passes_over_the_agent_that_built_the_task() {
     let run = review(&env, &path, &[], &[]);
     run.assert_code(0);
     assert_eq!(run.json()["result"]["provider"], "claude", "codex built it: {}", run.stdout);
+    // Among several reviewers too: `auto` beside claude is claude again, never codex.
+    let run = review(&env, &path, &["--reviewers", "auto,claude", "--force"], &[]);
+    assert!(!run.stdout.contains("codex"), "codex built it: {}", run.stdout);
 }
 
 #[test]

@@ -70,6 +70,7 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
             overrides: Overrides { model: None, reasoning: p.codex_reasoning, provider_command: p.provider_command },
             context_digest,
             templates: Templates::default(),
+            builders: Vec::new(),
         },
     )
     .map(|spawned| m::SpawnResult { kept_in, ..spawned })

@@ -191,6 +191,9 @@ pub struct Spawn<'a> {
     /// Rounds of a range or template review count per base and context file (see retention).
     pub context_digest: String,
     pub templates: Templates,
+    /// The agents that built the task under review (none for a range or template review):
+    /// `auto` passes over them (see [`providers::Choice::builders`]).
+    pub builders: Vec<String>,
 }
 
 /// What every reviewer of a session is given.
@@ -261,6 +264,7 @@ fn available(
     config: &Config,
     caller: &m::CallerContext,
     command: Option<&str>,
+    builders: &[String],
 ) -> RpcResult<(Vec<String>, Vec<String>)> {
     let (mut spawned, mut missing) = (Vec::new(), Vec::new());
     for name in names {
@@ -268,7 +272,7 @@ fn available(
             spawned.push(name.clone());
             continue;
         }
-        let choice = providers::Choice { provider: Some(name), command, model: None, reasoning: None, builders: &[] };
+        let choice = providers::Choice { provider: Some(name), command, model: None, reasoning: None, builders };
         match providers::select(&choice, config, &caller.env) {
             Ok(provider) if !spawned.iter().any(|s| s == provider.name()) => spawned.push(provider.name().to_string()),
             Ok(_) => {}
@@ -293,7 +297,8 @@ pub fn pass_without_provider(template: &str) -> RpcError {
 /// Start a session: persist its packet, create one job per available reviewer and start the
 /// daemon-run ones. With no reviewer available the session settles at once (`no_reviewers`).
 pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
-    let (mut spawned, missing) = available(&s.reviewers, s.config, s.caller, s.overrides.provider_command.as_deref())?;
+    let (mut spawned, missing) =
+        available(&s.reviewers, s.config, s.caller, s.overrides.provider_command.as_deref(), &s.builders)?;
     // Which job runs which template: every reviewer the standalone template, plus one job per
     // gate pass with the first reviewer the daemon runs.
     let mut templates: Vec<Option<TemplateJob>> = spawned

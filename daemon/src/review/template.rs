@@ -55,7 +55,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
     }
     // A template review with no reviewer that can run is an error now, naming what is missing,
     // not an UNKNOWN result later.
-    let (runnable, missing) = super::available(&reviewers, &config, &p.caller, p.provider_command.as_deref())?;
+    let (runnable, missing) = super::available(&reviewers, &config, &p.caller, p.provider_command.as_deref(), &[])?;
     if runnable.is_empty() {
         let hints: Vec<String> = missing
             .iter()
@@ -133,6 +133,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
                 }),
                 passes: Vec::new(),
             },
+            builders: Vec::new(),
         },
     )?;
     let result = if p.wait_seconds > 0.0 {

@@ -279,11 +279,6 @@ impl Copies {
     }
 }
 
-/// What `reconcile` has to put right in `entry`'s files, as `next_action` takes it, given the
-/// status its ledger says (`None`: no ledger, nothing to say): a second copy that is an
-/// interrupted move's leftover ([`Copies`]), or a single file whose front matter or folder is
-/// not the ledger's status. `status`, `handoff` and `list` ask it alike; it reads the two files
-/// of a task in two, and nothing else (a task in three files or more has no leftover).
 /// Refuse to change a task that is archived (completed, failed, cancelled): its outcome stands.
 pub(crate) fn refuse_archived(task: &str, status: Status) -> RpcResult<()> {
     if status.is_terminal() {
@@ -293,6 +288,11 @@ pub(crate) fn refuse_archived(task: &str, status: Status) -> RpcResult<()> {
     Ok(())
 }
 
+/// What `reconcile` has to put right in `entry`'s files, as `next_action` takes it, given the
+/// status its ledger says (`None`: no ledger, nothing to say): a second copy that is an
+/// interrupted move's leftover ([`Copies`]), or a single file whose front matter or folder is
+/// not the ledger's status. `status`, `handoff` and `list` ask it alike; it reads the two files
+/// of a task in two, and nothing else (a task in three files or more has no leftover).
 pub(crate) fn misfiled(ws: &Workspace, entry: &SpecEntry, status: Option<Status>) -> Option<Misfiled> {
     if !entry.duplicates.is_empty() {
         let copies = Copies::placed_by(ws, entry, status)?;

@@ -211,6 +211,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
             },
             context_digest: String::new(),
             templates: crate::review::Templates { standalone: None, passes },
+            builders: builders.clone(),
         },
     );
     drop(guard);
