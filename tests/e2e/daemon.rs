@@ -596,6 +596,20 @@ fn a_recovery_of_a_healthy_database_changes_nothing() {
         .filter(|n| n.starts_with("db.") && n != "db.manifest.json")
         .collect();
     assert!(aside.is_empty(), "{aside:?}");
+    // Once a recovery has read the copies kept aside, the database it leaves is healthy too:
+    // a recovery again changes nothing, however many copies the first one left.
+    let report = recover_after_a_refused_start(&env);
+    assert!(report.contains("kept the damaged database at"), "{report}");
+    let copies = |env: &TestEnv| {
+        std::fs::read_dir(&env.state_dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("db.damaged-"))
+            .count()
+    };
+    let kept = copies(&env);
+    let report = recover(&env);
+    assert!(report.contains("nothing to recover; nothing was changed"), "{report}");
+    assert_eq!(copies(&env), kept);
     env.start_daemon();
     assert_eq!(ledger_len(&env, "keep"), entries);
 }

@@ -97,10 +97,22 @@ pub fn earlier_copies(db_dir: &Path) -> Vec<PathBuf> {
 /// aside to salvage: then a recovery has nothing to restore. Opening a damaged one keeps it
 /// aside as it was, as a refused start does (the recovery then reads that copy).
 pub fn healthy(db_dir: &Path) -> bool {
+    let salvaged = salvaged(db_dir);
     db_dir.is_dir()
         && manifest::path_for(db_dir).is_file()
-        && earlier_copies(db_dir).is_empty()
+        && earlier_copies(db_dir).iter().all(|copy| salvaged.contains(&super::dir_name(copy)))
         && SledStore::open(db_dir).is_ok()
+}
+
+/// The file naming the kept copies a finished recovery has read (and the one it moved aside),
+/// which a later one need not run for.
+fn salvaged_list(db_dir: &Path) -> PathBuf {
+    db_dir.with_file_name(format!("{}.salvaged", super::dir_name(db_dir)))
+}
+
+fn salvaged(db_dir: &Path) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(salvaged_list(db_dir)).unwrap_or_default();
+    text.lines().map(str::to_string).collect()
 }
 
 pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
@@ -121,10 +133,10 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     let mut exports = Exports::new();
 
     // Copies kept by refused starts (as they were before sled touched them) are read too.
-    let earlier = earlier_copies(db_dir);
+    let kept_copies = earlier_copies(db_dir);
     // The database itself is read first: where copies disagree, its entries stand.
     let current = db_dir.is_dir().then(|| db_dir.to_path_buf());
-    for copy in current.iter().chain(&earlier) {
+    for copy in current.iter().chain(&kept_copies) {
         salvage(copy, &mut roots, &mut held);
     }
     let mut by_root: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
@@ -205,6 +217,12 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     store.manifest.save()?;
     drop(store);
     report.kept = swap_in(db_dir, &scratch)?;
+    // Every kept copy is read now: a later recovery of the database as it stands has nothing
+    // to restore from them (a new refused start's copy is not on the list).
+    let read: Vec<String> = kept_copies.iter().chain(&report.kept).map(|copy| super::dir_name(copy)).collect();
+    let mut list = salvaged(db_dir);
+    list.extend(read);
+    let _ = std::fs::write(salvaged_list(db_dir), list.into_iter().map(|n| n + "\n").collect::<String>());
     for (id, root) in &roots {
         if !Path::new(root).is_dir() {
             report
@@ -247,6 +265,7 @@ fn remove_scratch(scratch: &Path) -> std::io::Result<()> {
 fn swap_in(db_dir: &Path, scratch: &Path) -> std::io::Result<Option<PathBuf>> {
     let manifest_path = manifest::path_for(db_dir);
     let kept = super::aside(db_dir, "damaged");
+    // Kept even with no database to move aside: the manifest as it was, for a later recovery.
     if manifest_path.exists() {
         std::fs::copy(&manifest_path, manifest::path_for(&kept))?;
     }
