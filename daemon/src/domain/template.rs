@@ -692,9 +692,21 @@ fn atx_headings(text: &str) -> String {
     out.join("\n")
 }
 
-/// The PASS, CONCERNS or FAIL words of a summary line, in any case and anywhere in it.
+/// The PASS, CONCERNS or FAIL words of a summary line, in any case and anywhere in it, but
+/// prose ones (not in capitals) denied by one of the two words before them (`No concerns.`,
+/// `no blocking concerns`, `nothing will fail`, `it doesn't pass`): only a verdict said outright
+/// can contradict the stated one, and one in capitals always does.
 fn verdicts_in(line: &str) -> Vec<TemplateVerdict> {
-    line.split(|c: char| !c.is_ascii_alphabetic()).filter_map(answered_verdict).collect()
+    const DENIALS: [&str; 8] = ["no", "not", "t", "without", "never", "nor", "zero", "nothing"];
+    let words: Vec<&str> = line.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty()).collect();
+    let denied =
+        |at: usize| words[at.saturating_sub(2)..at].iter().any(|w| DENIALS.iter().any(|d| w.eq_ignore_ascii_case(d)));
+    words
+        .iter()
+        .enumerate()
+        .filter(|(at, word)| !denied(*at) || word.chars().all(|c| c.is_ascii_uppercase()))
+        .filter_map(|(_, word)| answered_verdict(word))
+        .collect()
 }
 
 /// `line` without the list-item and quote markers in front of it (`- `, `* `, `1. `, `> `).

@@ -195,6 +195,11 @@ fn a_markdown_verdict_is_read_from_its_statement_never_from_prose() {
         ("## Summary\n[overall assessment: FAIL] The API leaks.\n", "FAIL"),
         ("## Summary\n**Verdict:** pass, nothing to add.\n", "PASS"),
         ("## Summary\n- PASS\n", "PASS"),
+        // A verdict word denied in prose names no other verdict.
+        ("## Summary\nPASS\n\nNo concerns found.\n", "PASS"),
+        ("## Summary\nPASS - nothing will fail; no blocking concerns.\n", "PASS"),
+        ("## Summary\nFAIL: the data layer is missing.\nIt will not pass review.\n", "FAIL"),
+        ("## Summary\nFAIL: it doesn't pass its own tests.\n", "FAIL"),
     ] {
         assert_eq!(parse_answer(answer).map(|a| a.verdict.to_string()).as_deref(), Some(verdict), "{answer:?}");
     }
@@ -208,9 +213,10 @@ fn a_markdown_verdict_is_read_from_its_statement_never_from_prose() {
         // Two verdicts, on one line or on two.
         "## Summary\n\nPASS on the module layout.\nFAIL overall: the data layer is missing.\n",
         "## Summary\nPASS, but the design would fail under load.\n",
-        "## Summary\nFAIL: the data layer is missing.\nIt will not pass review.\n",
         "## Summary\n[overall assessment: PASS | CONCERNS | FAIL]\n",
         "## Summary\nVerdict: unknown\n",
+        // A verdict in capitals is said outright, whatever comes before it.
+        "## Summary\nPASS on the layout.\nNo, actually FAIL overall.\n",
     ] {
         assert!(parse_answer(unread).is_none(), "{unread:?}");
     }
