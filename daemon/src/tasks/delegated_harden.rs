@@ -65,7 +65,7 @@ pub async fn harden(
     let asking = prepare(daemon, ws, &config, task, &file.text, p, provider)?;
     let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Harden, ws, task, None, false);
     // Unless a `job cancel` ended it meanwhile (its token then cancels the run at once).
-    daemon.jobs.update_if(
+    let started = daemon.jobs.update_if(
         daemon.store(),
         &job.id,
         true,
@@ -77,7 +77,14 @@ pub async fn harden(
             r.activity = Some(format!("{provider} hardening"));
         },
     );
-    daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: task.to_string(), state: JobState::Running });
+    // A job cancelled before it started is not announced as running.
+    if started.is_some() {
+        daemon.publish(Event::JobChanged {
+            job_id: job.id.clone(),
+            task_id: task.to_string(),
+            state: JobState::Running,
+        });
+    }
     let run = Hardening {
         daemon: daemon.clone(),
         ws: ws.clone(),
