@@ -635,7 +635,10 @@ const VERDICT_LABELS: [&str; 4] = ["overall assessment", "overall verdict", "ass
 /// naming two (`PASS on the layout.` / `FAIL overall.`) reads two ways: neither is the verdict.
 fn summary_verdict(lines: &[String]) -> Option<TemplateVerdict> {
     let stated = stated_verdict(lines.first()?)?;
-    lines.iter().flat_map(|line| verdicts_in(line)).all(|v| v == stated).then_some(stated)
+    // A verdict named agrees when it is the stated one; a denied one when it is another (`PASS.
+    // No concerns.`, `FAIL: it will not pass`), never when it denies the stated one.
+    let agrees = |(verdict, denied): (TemplateVerdict, bool)| (verdict == stated) != denied;
+    lines.iter().flat_map(|line| verdicts_in(line)).all(agrees).then_some(stated)
 }
 
 /// The verdict a line states at its very start: the word itself in capitals (`PASS - ...`,
@@ -692,21 +695,24 @@ fn atx_headings(text: &str) -> String {
     out.join("\n")
 }
 
-/// The PASS, CONCERNS or FAIL words of a summary line, in any case and anywhere in it, but
-/// prose ones (not in capitals) denied by one of the two words before them (`No concerns.`,
-/// `no blocking concerns`, `nothing will fail`, `it doesn't pass`): only a verdict said outright
-/// can contradict the stated one, and one in capitals always does.
-fn verdicts_in(line: &str) -> Vec<TemplateVerdict> {
+/// The PASS, CONCERNS or FAIL words of a summary line, in any case and anywhere in it, each
+/// with whether it is denied: a prose one (not in capitals) with a denial among the two words
+/// before it in its clause (`No concerns.`, `no blocking concerns`, `nothing will fail`, `it
+/// doesn't pass`; not across a comma or a stop, as in `No, actually fail`).
+fn verdicts_in(line: &str) -> Vec<(TemplateVerdict, bool)> {
     const DENIALS: [&str; 8] = ["no", "not", "t", "without", "never", "nor", "zero", "nothing"];
-    let words: Vec<&str> = line.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty()).collect();
-    let denied =
-        |at: usize| words[at.saturating_sub(2)..at].iter().any(|w| DENIALS.iter().any(|d| w.eq_ignore_ascii_case(d)));
-    words
-        .iter()
-        .enumerate()
-        .filter(|(at, word)| !denied(*at) || word.chars().all(|c| c.is_ascii_uppercase()))
-        .filter_map(|(_, word)| answered_verdict(word))
-        .collect()
+    let mut named = Vec::new();
+    for clause in line.split([',', '.', ';', ':', '!', '?']) {
+        let words: Vec<&str> = clause.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| !w.is_empty()).collect();
+        for (at, word) in words.iter().enumerate() {
+            let Some(verdict) = answered_verdict(word) else { continue };
+            let capitals = word.chars().all(|c| c.is_ascii_uppercase());
+            let denial =
+                words[at.saturating_sub(2)..at].iter().any(|w| DENIALS.iter().any(|d| w.eq_ignore_ascii_case(d)));
+            named.push((verdict, denial && !capitals));
+        }
+    }
+    named
 }
 
 /// `line` without the list-item and quote markers in front of it (`- `, `* `, `1. `, `> `).

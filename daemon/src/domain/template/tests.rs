@@ -217,6 +217,10 @@ fn a_markdown_verdict_is_read_from_its_statement_never_from_prose() {
         "## Summary\nVerdict: unknown\n",
         // A verdict in capitals is said outright, whatever comes before it.
         "## Summary\nPASS on the layout.\nNo, actually FAIL overall.\n",
+        // A denial across a comma denies nothing; one of the stated verdict takes it back.
+        "## Summary\nPASS on the layout.\nNo, actually fail overall.\n",
+        "## Summary\nPASS? Not a pass.\n",
+        "## Summary\nPASS - it would not pass under load.\n",
     ] {
         assert!(parse_answer(unread).is_none(), "{unread:?}");
     }
