@@ -572,6 +572,9 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     let mut summary = Vec::new();
     let mut summaries = 0;
     let mut findings: Vec<TemplateFinding> = Vec::new();
+    // Verdicts stated outside the summary (`## Verdict` then `FAIL`, a `- FAIL: ...` line): one
+    // other than the summary's makes the answer read two ways.
+    let mut stated_elsewhere = Vec::new();
     let mut section = "";
     for line in text.lines() {
         let stripped = line.trim();
@@ -590,6 +593,7 @@ fn parse_markdown(text: &str) -> Option<Answer> {
                 (2, None) => {
                     section = if words.eq_ignore_ascii_case("summary") { "summary" } else { "other" };
                     summaries += usize::from(section == "summary");
+                    stated_elsewhere.extend(stated_verdict(words).filter(|_| section == "other"));
                     continue;
                 }
                 (3, None) => return None,
@@ -598,6 +602,7 @@ fn parse_markdown(text: &str) -> Option<Answer> {
         }
         match section {
             "summary" if !stripped.is_empty() => summary.push(stripped.to_string()),
+            "" | "other" => stated_elsewhere.extend(stated_verdict(stripped)),
             "finding" => {
                 let finding = findings.last_mut().expect("a finding section has a finding");
                 if !finding.description.is_empty() || !stripped.is_empty() {
@@ -622,7 +627,11 @@ fn parse_markdown(text: &str) -> Option<Answer> {
     if summaries > 1 || fail_markers(text) > failing {
         return None;
     }
-    Some(Answer::new(summary_verdict(&summary)?, summary.join(" "), findings))
+    let verdict = summary_verdict(&summary)?;
+    if stated_elsewhere.iter().any(|other| *other != verdict) {
+        return None;
+    }
+    Some(Answer::new(verdict, summary.join(" "), findings))
 }
 
 /// Labels a verdict statement may carry before its verdict (`[overall assessment: FAIL]`, the

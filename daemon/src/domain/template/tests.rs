@@ -200,6 +200,7 @@ fn a_markdown_verdict_is_read_from_its_statement_never_from_prose() {
         ("## Summary\nPASS - nothing will fail; no blocking concerns.\n", "PASS"),
         ("## Summary\nFAIL: the data layer is missing.\nIt will not pass review.\n", "FAIL"),
         ("## Summary\nFAIL: it doesn't pass its own tests.\n", "FAIL"),
+        ("## Summary\nFAIL: the API leaks.\n\n## Verdict\nFAIL\n", "FAIL"),
     ] {
         assert_eq!(parse_answer(answer).map(|a| a.verdict.to_string()).as_deref(), Some(verdict), "{answer:?}");
     }
@@ -219,6 +220,10 @@ fn a_markdown_verdict_is_read_from_its_statement_never_from_prose() {
         "## Summary\nPASS on the layout.\nNo, actually FAIL overall.\n",
         // A denial across a comma denies nothing; one of the stated verdict takes it back.
         "## Summary\nPASS on the layout.\nNo, actually fail overall.\n",
+        // A verdict stated outside the summary, other than the summary's.
+        "## Summary\nPASS on structure.\n\n## Verdict\nFAIL\n",
+        "## Summary\nPASS\n\n## Findings\n- FAIL: data loss on restart\n",
+        "## Summary\nPASS\n\n## Verdict: FAIL\n",
         "## Summary\nPASS? Not a pass.\n",
         "## Summary\nPASS - it would not pass under load.\n",
     ] {
