@@ -1253,18 +1253,8 @@ impl CommandSetup {
         let timeout = criterion.own_timeout_seconds().unwrap_or(self.absolute_timeout_seconds);
         let cwd = self.folder(criterion)?;
         let request = RunRequest {
-            command: criterion.command.clone(),
-            cwd,
-            env: self.env.clone(),
-            absolute_timeout: Duration::from_secs(timeout),
             idle_timeout: self.idle_timeout,
-            stdin: None,
-            on_stdout: None,
-            idle_on_stdout: false,
-            stop_past_capture: false,
-            die_with_parent: false,
-            token: None,
-            gate: None,
+            ..RunRequest::new(criterion.command.clone(), cwd, self.env.clone(), Duration::from_secs(timeout))
         };
         let diagnostics = Diagnostics {
             dir: self.root.join(".scafld/runs").join(task).join("diagnostics"),

@@ -158,6 +158,27 @@ pub struct RunRequest {
     pub gate: Option<Gate>,
 }
 
+impl RunRequest {
+    /// `command` run in `cwd` with `env`, bounded by `absolute_timeout` alone: stdin from
+    /// /dev/null, no observer, a fresh token, no gate (callers set the rest by field).
+    pub fn new(command: String, cwd: PathBuf, env: BTreeMap<String, String>, absolute_timeout: Duration) -> RunRequest {
+        RunRequest {
+            command,
+            cwd,
+            env,
+            absolute_timeout,
+            idle_timeout: None,
+            stdin: None,
+            on_stdout: None,
+            idle_on_stdout: false,
+            stop_past_capture: false,
+            die_with_parent: false,
+            token: None,
+            gate: None,
+        }
+    }
+}
+
 /// The run as it started: its process group and the token its processes carry.
 #[derive(Debug, Clone)]
 pub struct Spawned {
@@ -788,20 +809,8 @@ mod tests {
 
     /// `command` in `dir` with the test's environment, a 20 s timeout and nothing else.
     fn plain(command: &str, dir: &std::path::Path) -> super::RunRequest {
-        super::RunRequest {
-            command: command.into(),
-            cwd: dir.to_path_buf(),
-            env: std::env::vars().collect(),
-            absolute_timeout: std::time::Duration::from_secs(20),
-            idle_timeout: None,
-            stdin: None,
-            on_stdout: None,
-            idle_on_stdout: false,
-            stop_past_capture: false,
-            die_with_parent: false,
-            token: None,
-            gate: None,
-        }
+        let timeout = std::time::Duration::from_secs(20);
+        super::RunRequest::new(command.into(), dir.to_path_buf(), std::env::vars().collect(), timeout)
     }
 
     /// A run whose stdout is its answer stops once that outgrows what is kept of it, instead

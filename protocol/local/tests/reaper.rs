@@ -9,20 +9,7 @@ use scafld_local::runner::{self, RunRequest};
 use tokio_util::sync::CancellationToken;
 
 fn request(command: &str, dir: &std::path::Path) -> RunRequest {
-    RunRequest {
-        command: command.into(),
-        cwd: dir.to_path_buf(),
-        env: std::env::vars().collect(),
-        absolute_timeout: Duration::from_secs(20),
-        idle_timeout: None,
-        stdin: None,
-        on_stdout: None,
-        idle_on_stdout: false,
-        stop_past_capture: false,
-        die_with_parent: false,
-        token: None,
-        gate: None,
-    }
+    RunRequest::new(command.into(), dir.to_path_buf(), std::env::vars().collect(), Duration::from_secs(20))
 }
 
 /// Live processes (zombies aside) whose command line is `sleep <marker>`.
