@@ -155,10 +155,7 @@ fn a_file_rewritten_with_the_same_size_and_mtime_makes_the_evidence_stale() {
     let env = TestEnv::new();
     opened(&env, "src/lib.rs", GREET);
     let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    let set_back = || {
-        let file = std::fs::File::options().append(true).open(env.work.join("src/lib.rs")).unwrap();
-        file.set_modified(an_hour_ago).unwrap();
-    };
+    let set_back = || scafld_tests::set_modified(&env.work.join("src/lib.rs"), an_hour_ago);
     write(&env, "src/lib.rs", "pub fn greet() {}\n");
     set_back();
     git(&env.work, &["add", "-A"]);

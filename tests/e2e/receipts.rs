@@ -1146,10 +1146,7 @@ fn a_receipt_signs_a_file_rewritten_under_the_same_size_and_mtime_as_it_is() {
     let env = TestEnv::new();
     opened(&env, "src/lib.rs", GREET);
     let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    let set_back = || {
-        let file = std::fs::File::options().append(true).open(env.work.join("src/lib.rs")).unwrap();
-        file.set_modified(an_hour_ago).unwrap();
-    };
+    let set_back = || scafld_tests::set_modified(&env.work.join("src/lib.rs"), an_hour_ago);
     write(&env, "src/lib.rs", "pub fn greet() {}\n");
     set_back();
     commit_all(&env.work, "a first greet");

@@ -49,6 +49,12 @@ pub fn scafldd_bin() -> PathBuf {
     bin_dir().join("scafldd")
 }
 
+/// Set `path`'s modification time to `when` (as a checkout's files are aged, or as a tool
+/// that puts a rewritten file's time back leaves it).
+pub fn set_modified(path: &Path, when: std::time::SystemTime) {
+    std::fs::File::options().append(true).open(path).unwrap().set_modified(when).unwrap();
+}
+
 /// Run `git args...` in `dir` (with a committer identity) and return its trimmed stdout;
 /// panics with git's stderr when it fails.
 pub fn git(dir: &Path, args: &[&str]) -> String {
