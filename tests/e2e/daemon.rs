@@ -1209,6 +1209,36 @@ fn a_full_disk_fails_calls_cleanly_and_the_daemon_recovers_when_space_returns() 
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
 
+/// An export that fails for want of room is a runtime failure (exit 1) wherever it was to go;
+/// only a path that names no writable file is the caller's usage error (exit 2).
+#[test]
+fn an_export_to_a_full_disk_is_a_runtime_failure_at_any_path() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: needs root to mount a small tmpfs");
+        return;
+    }
+    let env = TestEnv::new();
+    let Some(disk) = Tmpfs::mount(env.path("tiny"), "1M") else {
+        eprintln!("SKIPPED an_export_to_a_full_disk_...: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+        return;
+    };
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: t1\nstatus: draft\n---\n\n# T\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/t1.md"), spec).unwrap();
+    env.scafld(&["approve", "t1", "--reason", "r"]).assert_code(0);
+    let mut file = std::fs::File::create(disk.0.join("filler")).unwrap();
+    while std::io::Write::write_all(&mut file, &[0u8; 4096]).is_ok() {}
+    drop(file);
+    let target = disk.0.join("ledger.json");
+    let run = env.scafld(&["session", "t1", "--export", target.to_str().unwrap(), "--force", "--json"]);
+    run.assert_code(1);
+    let error = &run.json()["error"];
+    assert!(error["message"].as_str().unwrap().contains("No space left"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("free space"), "{error}");
+    assert!(!target.exists(), "a partial export was left at {}", target.display());
+}
+
 #[test]
 fn an_autostarted_daemon_says_when_it_is_ready_and_keeps_no_pipe_open() {
     let env = TestEnv::new();

@@ -1429,12 +1429,16 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
             let text = serde_json::to_string_pretty(&document).map_err(internal)? + "\n";
             specfile::write_atomic(&full, &text).map_err(|e| {
                 let message = format!("cannot write {}: {e}", full.display());
-                // A path of the caller's that cannot be written is theirs to change; the
-                // default one failing is the workspace's problem.
-                if path.is_empty() {
-                    RpcError::new(ErrorKind::WorkspaceError, message)
-                } else {
+                // A path of the caller's that names no writable file is theirs to change (a
+                // usage error); the default path failing, or any path failing for want of
+                // room or a device error, is a runtime failure.
+                if !path.is_empty() && names_no_writable_file(&e) {
                     RpcError::new(ErrorKind::InvalidInput, message).with_hint("choose a file you can write")
+                } else if e.kind() == std::io::ErrorKind::StorageFull {
+                    RpcError::new(ErrorKind::WorkspaceError, message)
+                        .with_hint("free space on that file system, then export again (nothing was written)")
+                } else {
+                    RpcError::new(ErrorKind::WorkspaceError, message)
                 }
             })?;
             // The export recovery reads (the default place) is held to where it ends.
@@ -1446,6 +1450,13 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
         }
     };
     Ok(m::SessionResult { task_id: task.clone(), entries: values, exported })
+}
+
+/// Whether a failed write says the path itself is wrong (missing folder, no permission, not a
+/// file), rather than the file system failing under a good path (full, read-only, a device error).
+fn names_no_writable_file(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind as Io;
+    matches!(e.kind(), Io::NotFound | Io::PermissionDenied | Io::IsADirectory | Io::NotADirectory | Io::AlreadyExists)
 }
 
 /// Where `session --export` may write: the default under the task's runs folder, or an
