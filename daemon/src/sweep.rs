@@ -94,12 +94,25 @@ pub fn sweep(daemon: &Daemon) -> Prune {
 }
 
 /// Remove the temporary files that atomic writes killed before their rename left behind
-/// (`specfile::is_write_leftover`) in the folders they write to, when last written before
-/// `before`. Regular files only, in real folders: nothing is followed through a symlink.
+/// (`specfile::write_leftover_pid`) in the folders they write to: at once when the process
+/// that wrote one (named in it) is gone, as after a crash; else once last written before
+/// `before` (its pid may have been reused). Regular files only, in real folders: nothing is
+/// followed through a symlink.
 fn sweep_write_leftovers(root: &Path, before: SystemTime) -> usize {
-    let leftover = |name: &OsStr| name.to_str().is_some_and(crate::workspace::specfile::is_write_leftover);
+    let own = std::process::id();
+    let leftover = |name: &OsStr, modified: SystemTime| {
+        let writer = name.to_str().and_then(crate::workspace::specfile::write_leftover_pid);
+        writer.is_some_and(|pid| modified < before || (pid != own && !running(pid)))
+    };
     let dirs = crate::workspace::specfile::write_dirs(root).into_iter().filter(|d| real_folder(root, d));
-    dirs.map(|dir| remove_old_files(&dir, leftover, before)).sum()
+    dirs.map(|dir| remove_files(&dir, leftover)).sum()
+}
+
+/// Whether a process `pid` exists (one of another user's counts too).
+fn running(pid: u32) -> bool {
+    use nix::errno::Errno;
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    pid > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) != Err(Errno::ESRCH)
 }
 
 /// Remove the diagnostics files (command output kept for debugging, under
@@ -112,7 +125,7 @@ fn sweep_diagnostics(root: &Path, oldest_kept: SystemTime) -> usize {
     }
     let tasks = std::fs::read_dir(&runs).into_iter().flatten().flatten();
     let dirs = tasks.map(|task| task.path().join("diagnostics")).filter(|dir| real_folder(root, dir));
-    dirs.map(|dir| remove_old_files(&dir, |_| true, oldest_kept)).sum()
+    dirs.map(|dir| remove_files(&dir, |_, modified| modified < oldest_kept)).sum()
 }
 
 /// Whether `dir` (below `root`) is a folder reached without a symlink on the way.
@@ -126,18 +139,18 @@ fn real_folder(root: &Path, dir: &Path) -> bool {
     })
 }
 
-/// Remove the regular files of `dir` whose names `matches` accepts and that were last written
-/// before `before`; returns how many went.
-fn remove_old_files(dir: &Path, matches: impl Fn(&OsStr) -> bool, before: SystemTime) -> usize {
-    let old = |path: &Path| {
-        std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| t < before))
+/// Remove the regular files of `dir` that `removable` accepts, given each one's name and
+/// when it was last written; returns how many went.
+fn remove_files(dir: &Path, removable: impl Fn(&OsStr, SystemTime) -> bool) -> usize {
+    let accepted = |file: &std::fs::DirEntry| {
+        let meta = std::fs::symlink_metadata(file.path());
+        meta.is_ok_and(|m| m.is_file() && m.modified().is_ok_and(|t| removable(&file.file_name(), t)))
     };
     std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|file| matches(&file.file_name()))
-        .filter(|file| old(&file.path()) && std::fs::remove_file(file.path()).is_ok())
+        .filter(|file| accepted(file) && std::fs::remove_file(file.path()).is_ok())
         .count()
 }
 
@@ -145,8 +158,9 @@ fn remove_old_files(dir: &Path, matches: impl Fn(&OsStr) -> bool, before: System
 mod tests {
     use super::*;
 
-    /// Only an atomic write's temporary file, old enough to be sure its writer is gone, in a
-    /// folder atomic writes go to, reached without a symlink, is removed.
+    /// Only an atomic write's temporary file whose writer is gone (old enough to be sure, or
+    /// its process not running), in a folder atomic writes go to, reached without a symlink,
+    /// is removed.
     #[test]
     fn interrupted_writes_leave_nothing_behind_for_long() {
         let dir = tempfile::tempdir().unwrap();
@@ -178,12 +192,19 @@ mod tests {
             elsewhere.join(".t.md.tmp-1-2"),
         ];
         gone.iter().chain(&kept).for_each(|p| file(p, true));
-        let fresh = root.join(".scafld/specs/active/.u.md.tmp-123-1");
+        // Fresh: one of a writer still running (this process) stays; one whose writer is
+        // gone (a crashed daemon) goes at once.
+        let fresh = root.join(format!(".scafld/specs/active/.u.md.tmp-{}-1", std::process::id()));
         file(&fresh, false);
+        let mut exited = std::process::Command::new("true").spawn().unwrap();
+        let dead = exited.id();
+        exited.wait().unwrap();
+        let crashed = root.join(format!(".scafld/specs/active/.v.md.tmp-{dead}-4"));
+        file(&crashed, false);
 
         let before = SystemTime::now() - LEFTOVER_AGE;
-        assert_eq!(sweep_write_leftovers(&root, before), gone.len());
-        assert!(gone.iter().all(|p| !p.exists()));
-        assert!(kept.iter().chain([&fresh]).all(|p| p.exists()), "only old leftovers go");
+        assert_eq!(sweep_write_leftovers(&root, before), gone.len() + 1);
+        assert!(gone.iter().chain([&crashed]).all(|p| !p.exists()));
+        assert!(kept.iter().chain([&fresh]).all(|p| p.exists()), "only old leftovers and a dead writer's go");
     }
 }

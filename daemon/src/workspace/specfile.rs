@@ -194,9 +194,15 @@ const TEMP_MARK: &str = ".tmp-";
 /// Whether `name` is an atomic write's temporary file (left behind when the writer died
 /// between writing it and renaming it into place).
 pub fn is_write_leftover(name: &str) -> bool {
+    write_leftover_pid(name).is_some()
+}
+
+/// The process that wrote `name`, when it is an atomic write's temporary file.
+pub fn write_leftover_pid(name: &str) -> Option<u32> {
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let Some((_, tail)) = name.strip_prefix('.').and_then(|rest| rest.rsplit_once(TEMP_MARK)) else { return false };
-    tail.split_once('-').is_some_and(|(pid, n)| digits(pid) && digits(n))
+    let (_, tail) = name.strip_prefix('.')?.rsplit_once(TEMP_MARK)?;
+    let (pid, n) = tail.split_once('-')?;
+    if digits(pid) && digits(n) { pid.parse().ok() } else { None }
 }
 
 /// The folders of a workspace that atomic writes go to: every spec folder (archive months
