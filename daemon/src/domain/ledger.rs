@@ -617,7 +617,6 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) 
         next.front.status = status.as_str().into();
     }
     next.current_state.status = status.as_str().into();
-    next.front.updated = now.into();
     if r.harden_overridden {
         next.front.harden_status = crate::domain::lifecycle::HardenStatus::Overridden.as_str().into();
     }
@@ -666,6 +665,11 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) 
         shadowed,
     });
     crate::domain::next::show(&action, &mut next.current_state);
+    // `updated` moves only with what the projection changes: a file that already says what the
+    // ledger does stays as it is (a `reconcile` a second after a build rewrites nothing).
+    if next != *spec {
+        next.front.updated = now.into();
+    }
     next
 }
 
@@ -722,6 +726,21 @@ mod tests {
             material: String::new(),
             redacted: Vec::new(),
         }
+    }
+
+    /// A projection moves `updated` only when it changes something else: projected again later
+    /// from the same ledger, the spec it gave stays exactly as it was.
+    #[test]
+    fn projecting_what_the_file_already_says_keeps_its_updated_time() {
+        let mut spec = Spec::default();
+        spec.front.updated = "2026-11-26T09:00:00Z".into();
+        spec.phases.push(crate::domain::spec::Phase { number: 1, ..Default::default() });
+        spec.phases[0].criteria.push(crate::domain::spec::Criterion { id: "a".into(), ..Default::default() });
+        let entries = vec![entry(1, ran("a", "phase1", "true", "pass"))];
+        let first = project(&spec, &entries, "2026-11-26T10:00:00Z", false);
+        assert_eq!(first.front.updated, "2026-11-26T10:00:00Z", "the first projection changes the criterion");
+        let again = project(&first, &entries, "2026-11-26T10:00:01Z", false);
+        assert_eq!(again, first, "nothing changed, yet the projection did");
     }
 
     /// A person's rejection belongs to the review it decided, and to no later one.
