@@ -1699,6 +1699,26 @@ fn a_criterion_with_two_commands_is_named_and_never_run() {
     assert!(!env.work.join("second-ran").exists(), "the second command ran");
 }
 
+/// An HTML comment after a criterion's backticked command is a note, not part of the command:
+/// `validate` and `build` read the criterion the same way and run what the backticks hold.
+/// Before, validate took the line as valid while build ran the backticks and the comment as
+/// the command (a shell syntax error).
+#[test]
+fn an_html_comment_after_a_command_is_not_run_by_build() {
+    let env = TestEnv::new();
+    let text = spec("noted", &[&[("a1", "test -f greet.txt", "")]], &[])
+        .replace("`test -f greet.txt`", "`test -f greet.txt` <!-- the file the task writes -->");
+    ready(&env, "noted", &text);
+    let validate = env.scafld(&["validate", "noted", "--json"]);
+    validate.assert_code(0);
+    assert_eq!(validate.json()["result"]["diagnostics"], json!([]), "{}", validate.stdout);
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    let step = build(&env, "noted");
+    let criterion = &step["result"]["criteria"][0];
+    assert_eq!((&criterion["command"], &criterion["status"]), (&json!("test -f greet.txt"), &json!("pass")), "{step}");
+    assert_eq!(step["result"]["status"], "review", "{step}");
+}
+
 /// A checklist a person keeps in a phase above its `Acceptance:` label (steps, one ticked) is
 /// theirs, not criteria: the phase completes when its acceptance criterion passes, as in the
 /// original, which reads criteria only after that label. Before, each step was a manual

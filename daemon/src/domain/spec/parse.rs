@@ -354,6 +354,48 @@ pub(crate) fn unquote(raw: &str) -> String {
     v.to_string()
 }
 
+/// `raw` without the HTML comments written in it (`<!-- ... -->`, opened and closed on the
+/// line) outside its code spans: a comment is not part of the document, after a value as much
+/// as around a block of lines, so ``- Command: `true` <!-- why -->`` is the command `true`
+/// for every reader alike. A `<!--` inside backticks is the value's own text, and one never
+/// closed on the line is left as written.
+pub(crate) fn without_inline_comments(raw: &str) -> std::borrow::Cow<'_, str> {
+    if !raw.contains("<!--") {
+        return raw.into();
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut rest = raw;
+    while !rest.is_empty() {
+        if rest.starts_with('`') {
+            // A code span: a run of backticks up to the next run exactly as long.
+            let run = rest.len() - rest.trim_start_matches('`').len();
+            let mut taken = run;
+            let mut at = run;
+            while let Some(found) = rest[at..].find('`') {
+                let start = at + found;
+                let len = rest[start..].len() - rest[start..].trim_start_matches('`').len();
+                at = start + len;
+                if len == run {
+                    taken = at;
+                    break;
+                }
+            }
+            out.push_str(&rest[..taken]);
+            rest = &rest[taken..];
+        } else if rest.starts_with("<!--")
+            && let Some(end) = rest[4..].find("-->")
+        {
+            rest = &rest[4 + end + 3..];
+        } else {
+            let next =
+                rest.char_indices().skip(1).find(|(_, c)| *c == '`' || *c == '<').map_or(rest.len(), |(at, _)| at);
+            out.push_str(&rest[..next]);
+            rest = &rest[next..];
+        }
+    }
+    out.into()
+}
+
 /// [`unquote`], with `none` read as unset.
 fn optional(raw: &str) -> String {
     let v = unquote(raw);
@@ -992,6 +1034,7 @@ impl<'a> Parser<'a> {
                 continue;
             };
             let key = normalize_key(raw_key);
+            let raw_value = &*without_inline_comments(raw_value);
             let value = optional(raw_value);
             // A field that defines the check, written twice: which one was meant is not for
             // the runner to guess (the original silently ran the last), so the first is read
@@ -1168,7 +1211,7 @@ impl<'a> Parser<'a> {
         (start + 1..self.details_end(start + 1, end))
             .filter(|&i| !self.commented(i))
             .filter_map(|i| detail(self.lines[i]))
-            .any(|(key, value)| normalize_key(key) == "command" && !is_unset(&unquote(value)))
+            .any(|(key, value)| normalize_key(key) == "command" && !is_unset(&unquote(&without_inline_comments(value))))
     }
 
     /// Where the runner's part of a `## Review` section ends, `body` running to the next `## `

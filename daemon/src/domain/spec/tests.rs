@@ -700,6 +700,29 @@ fn html_comments_are_not_spec_structure() {
     );
 }
 
+/// An HTML comment written after a criterion's value on its line is no part of the value, as
+/// one around whole lines is not: the command is what the backticks hold, for validate and build
+/// alike. A `<!--` inside the code span is the command's own text; one never closed is kept.
+#[test]
+fn an_inline_html_comment_after_a_value_is_not_part_of_it() {
+    let text = with_body(
+        "## Phase 1: A\nAcceptance:\n- [ ] `a1` test - x\n  - Command: `true` <!-- why -->\n  - Expected kind: `exit_code_zero` <!-- the default -->\n- [ ] `a2` test - y\n  - Command: test -d src <!-- the layout --> && true\n- [ ] `a3` test - z\n  - Command: `grep -q '<!-- x -->' notes.md`\n- [ ] `a4` test - w\n  - Command: `echo` <!-- never closed\n",
+    );
+    let parsed = parse(&text);
+    let commands: Vec<_> = parsed.spec.criteria().map(|c| (c.command.as_str(), c.expected_kind.as_str())).collect();
+    assert_eq!(
+        commands,
+        [
+            ("true", "exit_code_zero"),
+            ("test -d src  && true", ""),
+            ("grep -q '<!-- x -->' notes.md", ""),
+            ("`echo` <!-- never closed", "")
+        ],
+        "{:?}",
+        parsed.diagnostics
+    );
+}
+
 /// A front matter key set twice is an error naming both lines (YAML allows a key once): the
 /// original read the last and wrote the first, so nothing writes into such a file.
 #[test]
