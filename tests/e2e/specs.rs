@@ -332,6 +332,53 @@ fn list_survives_a_broken_spec_and_shows_its_error() {
     env.scafld(&["list", "--status", "finished"]).assert_code(2);
 }
 
+/// `list --status` takes every status word a spec can say: this tool's (the Go original's) and
+/// Python scafld's, whose `in_progress` is an active, blocked or review task and `under_review`
+/// a draft; an unknown word is refused naming them all. Before, `in_progress` was refused.
+#[test]
+fn list_filters_by_every_status_word_a_spec_can_say() {
+    let env = TestEnv::new();
+    env.init();
+    for (id, folder, status) in [
+        ("a-draft", "drafts", "draft"),
+        ("b-active", "active", "active"),
+        ("c-blocked", "active", "blocked"),
+        ("d-review", "active", "review"),
+        ("e-python", "active", "in_progress"),
+        ("f-done", "archive/2026-05", "completed"),
+    ] {
+        write_spec(&env, folder, id, &spec_text(id, status));
+    }
+    let listed = |word: &str| -> Vec<String> {
+        let run = env.scafld(&["list", "--status", word, "--json"]);
+        run.assert_code(0);
+        run.json()["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task_id"].as_str().unwrap().into())
+            .collect()
+    };
+    let mut in_progress = listed("in_progress");
+    in_progress.sort();
+    assert_eq!(in_progress, ["b-active", "c-blocked", "d-review", "e-python"]);
+    assert_eq!(listed("under_review"), ["a-draft"]);
+    assert_eq!(listed("active"), ["b-active", "e-python"]);
+    assert_eq!(listed("completed"), ["f-done"]);
+    for word in ["approved", "failed", "cancelled"] {
+        assert_eq!(listed(word), Vec::<String>::new(), "{word}");
+    }
+    let unknown = env.scafld(&["list", "--status", "done"]);
+    unknown.assert_code(2);
+    assert!(
+        unknown.stderr.contains(
+            "(expected one of draft, approved, active, blocked, review, completed, failed, cancelled, in_progress, under_review)"
+        ),
+        "{}",
+        unknown.stderr
+    );
+}
+
 /// `list` and `report` answer from the index while the daemon's change queue is quiet; every
 /// hand change to the spec folders must still show in the very next call, with no wait.
 #[test]

@@ -618,7 +618,8 @@ pub struct PlanArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct ListArgs {
-    /// Only tasks with this status (draft, approved, active, blocked, review, completed, failed, cancelled).
+    /// Only tasks with this status (draft, approved, active, blocked, review, completed, failed,
+    /// cancelled; Python scafld's in_progress is active, blocked and review, its under_review draft).
     #[arg(long)]
     pub status: Option<String>,
     /// With --json: each task's phase and criterion counts too (the text listing always shows progress).

@@ -439,7 +439,11 @@ fn structure(task_id: String, path: String, spec: &Spec, diagnostics: Vec<m::Dia
 /// costs the catch-up and a copy.
 pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::ListResult>> {
     let filter = match p.status.as_deref() {
-        Some(raw) => Some(raw.parse::<Status>().map_err(|e| RpcError::new(ErrorKind::InvalidInput, e.to_string()))?),
+        Some(raw) => Some(crate::domain::lifecycle::statuses_named(raw).map_err(|e| {
+            RpcError::new(ErrorKind::InvalidInput, e.to_string()).with_hint(
+                "`in_progress` (an active, blocked or review task) and `under_review` (a draft) are Python scafld's words; the rest are this tool's and the Go original's",
+            )
+        })?),
         None => None,
     };
     let ws = daemon.workspace_to_read(&p.root).await?;
@@ -455,7 +459,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
     let mut tasks: Vec<(Option<Status>, m::TaskSummary)> = index
         .tasks()
         .filter_map(|task| summary(&ws, &task, p.counts))
-        .filter(|(status, _)| filter.is_none() || *status == filter)
+        .filter(|(status, _)| filter.is_none_or(|wanted| status.is_some_and(|s| wanted.contains(&s))))
         .collect();
     // The index yields tasks by id, so a stable sort by status alone orders them by status,
     // then id, without comparing ids again.

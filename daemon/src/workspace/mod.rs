@@ -59,7 +59,7 @@ pub struct RangeHome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListKey {
     pub generation: u64,
-    pub filter: Option<Status>,
+    pub filter: Option<&'static [Status]>,
     pub counts: bool,
 }
 
