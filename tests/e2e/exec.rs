@@ -1719,6 +1719,30 @@ fn an_html_comment_after_a_command_is_not_run_by_build() {
     assert_eq!(step["result"]["status"], "review", "{step}");
 }
 
+/// After phase 1 completed and an amendment took the open phase 2 out of the spec, the current
+/// phase `status` shows (and the spec's Current State) is the step the build takes now, final
+/// acceptance, not the phase that is gone. Before, status read "phase: phase2 (1/1 phases
+/// completed)" of a spec with one phase.
+#[test]
+fn a_phase_an_amendment_removed_is_not_shown_as_the_current_one() {
+    let env = TestEnv::new();
+    let text = spec("cut", &[&[("a1", "true", "")], &[("a2", "true", "")]], &[]);
+    ready(&env, "cut", &text);
+    assert_eq!(build(&env, "cut")["result"]["status"], "active");
+    let path = env.work.join(".scafld/specs/active/cut.md");
+    let now = std::fs::read_to_string(&path).unwrap();
+    let cut = now.find("## Phase 2:").unwrap();
+    std::fs::write(&path, &now[..cut]).unwrap();
+    env.scafld(&["approve", "cut", "--amend", "--reason", "phase 2 is dropped"]).assert_code(0);
+    let status = env.scafld(&["status", "cut", "--json"]).json();
+    assert_eq!(status["result"]["current_phase"], "final", "{status}");
+    let human = env.scafld(&["status", "cut"]);
+    assert!(human.stdout.contains("phase: final (1/1 phases completed)"), "{}", human.stdout);
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("\nCurrent phase: final\n"), "{written}");
+    assert_eq!(build(&env, "cut")["result"]["status"], "review");
+}
+
 /// A checklist a person keeps in a phase above its `Acceptance:` label (steps, one ticked) is
 /// theirs, not criteria: the phase completes when its acceptance criterion passes, as in the
 /// original, which reads criteria only after that label. Before, each step was a manual

@@ -624,8 +624,14 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) 
         next.review =
             crate::domain::review::projection(verdict, provider, dossier.as_ref(), r.review_rejected.as_deref());
     }
+    // The phase the ledger last opened, while the spec still has it; one an amendment took out
+    // of the spec is no current phase: the step the build takes now is (`build::current`).
+    next.current_state.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());
+    let named = next.current_state.current_phase.as_str();
+    if named != "none" && named != "final" && next.phase(named).is_none() {
+        next.current_state.current_phase = crate::domain::build::current(&next).label();
+    }
     let cs = &mut next.current_state;
-    cs.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());
     cs.reason = if r.last_reason.is_empty() { "none".into() } else { clip(&r.last_reason) };
     cs.latest_runner_update = r.last_recorded_at.clone();
     cs.review_gate = match (&r.review, r.review_current, r.awaiting_approval.is_some()) {
@@ -741,6 +747,36 @@ mod tests {
         assert_eq!(first.front.updated, "2026-11-26T10:00:00Z", "the first projection changes the criterion");
         let again = project(&first, &entries, "2026-11-26T10:00:01Z", false);
         assert_eq!(again, first, "nothing changed, yet the projection did");
+    }
+
+    /// The current phase is always one the spec has: after an amendment took the open phase out
+    /// of the spec, it is the step the build takes now (final acceptance once the phases left
+    /// have all completed), not the phase that is gone.
+    #[test]
+    fn a_phase_an_amendment_removed_is_not_the_current_phase() {
+        use crate::domain::spec::{Criterion, Phase};
+        let phase = |number: u32, criterion: &str| Phase {
+            number,
+            criteria: vec![Criterion { id: criterion.into(), command: "true".into(), ..Criterion::default() }],
+            ..Phase::default()
+        };
+        let opened =
+            |id: &str| LedgerEvent::Phase { phase_id: id.into(), status: "active".into(), reason: "opened".into() };
+        let done =
+            LedgerEvent::Phase { phase_id: "phase1".into(), status: "completed".into(), reason: "passed".into() };
+        let entries = vec![
+            entry(1, opened("phase1")),
+            entry(2, ran("a1", "phase1", "true", "pass")),
+            entry(3, done),
+            entry(4, opened("phase2")),
+            entry(5, LedgerEvent::Build { status: "active".into(), reason: "phase phase2 opened".into() }),
+        ];
+        let mut spec = Spec { phases: vec![phase(1, "a1"), phase(2, "a2")], ..Spec::default() };
+        assert_eq!(project(&spec, &entries, "now", false).current_state.current_phase, "phase2");
+        spec.phases.truncate(1);
+        assert_eq!(project(&spec, &entries, "now", false).current_state.current_phase, "final");
+        spec.phases.push(phase(3, "a3"));
+        assert_eq!(project(&spec, &entries, "now", false).current_state.current_phase, "phase3");
     }
 
     /// A person's rejection belongs to the review it decided, and to no later one.
