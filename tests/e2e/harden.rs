@@ -438,7 +438,10 @@ fn a_harden_provider_that_modifies_files_never_passes() {
     let refused = harden(&env, &weakens);
     refused.assert_code(1);
     let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.contains("changed the draft .scafld/specs/drafts/shape.md"), "{message}");
+    assert!(
+        message.contains("the draft .scafld/specs/drafts/shape.md changed while the harden provider judged it"),
+        "{message}"
+    );
     assert_eq!(
         spec(&env),
         draft.replace("`cargo test`", "`true`"),
@@ -473,6 +476,55 @@ fn a_harden_provider_that_modifies_files_never_passes() {
     for file in [".git/hooks/pre-commit", ".scafld/config.local.yaml", ".scafld/specs/**/other.md"] {
         assert!(problems.contains(file), "{file}: {problems}");
     }
+}
+
+/// A draft edited by hand while the provider judges it is refused with nothing recorded over the
+/// edit, and the refusal says the draft changed while the provider ran, by hand as much as by
+/// anyone: it never says the provider changed it. Before, it blamed the provider.
+#[test]
+fn a_draft_edited_by_hand_during_a_delegated_harden_is_not_blamed_on_the_provider() {
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/a.rs"), "fn a() {}\n").unwrap();
+    let draft_path = env.work.join(".scafld/specs/drafts/shape.md");
+    std::fs::write(&draft_path, DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let answer = dossier(
+        &all("clean", "spec_gap:none").iter().map(|(d, r, a)| (*d, r.as_str(), a.as_str())).collect::<Vec<_>>(),
+    );
+    let (started, go) = (env.path("started"), env.path("go"));
+    let waits = env.path("waits.sh");
+    std::fs::write(
+        &waits,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\ntouch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\ncat <<'JSON'\n{answer}\nJSON\n",
+            started.display(),
+            go.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&waits).status().unwrap();
+    let waits = waits.display().to_string();
+    let args = ["harden", "shape", "--provider", "command", "--provider-command", &waits, "--json"];
+    let call = env.scafld_command(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    scafld_tests::wait_until("the provider to run", || started.exists());
+    let edited = spec(&env).replace("Take.", "Take, edited by hand.");
+    std::fs::write(&draft_path, &edited).unwrap();
+    std::fs::write(&go, "").unwrap();
+    let run = scafld_tests::Run::from(call.wait_with_output().unwrap());
+    run.assert_code(1);
+    let error = run.json()["error"].clone();
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "the draft .scafld/specs/drafts/shape.md changed while the harden provider judged it (edited by hand"
+        ),
+        "{error}"
+    );
+    assert!(!message.contains("the harden provider changed"), "{error}");
+    assert_eq!(spec(&env), edited, "the hand edit stands, with no round recorded over it");
 }
 
 /// A workspace with the draft `shape` and a daemon the test started, and a `harden --provider

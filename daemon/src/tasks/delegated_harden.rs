@@ -230,8 +230,10 @@ impl Hardening {
         let changed = Guarded::read(ws).await?.changed_since(&before);
         let answer = match changed.is_empty() {
             true => answer,
+            // Who changed them is not known: a person or another program as well as the
+            // provider (which must not), so the message accuses no one.
             false => Err(format!(
-                "the harden provider changed the workspace while judging the draft ({}); a harden provider must not modify files, so its answer does not count",
+                "the workspace changed while the harden provider judged the draft ({}): edited by hand or by another program, or by the provider, which must not modify files; an answer about files that changed under it does not count",
                 changed.join(", ")
             )),
         };
@@ -306,8 +308,9 @@ impl Guarded {
     }
 }
 
-/// A draft the provider rewrote while judging it is the author's to look at: nothing is
-/// recorded over it, and the refusal names it.
+/// A draft that changed while the provider judged it is the author's to look at: nothing is
+/// recorded over it, and the refusal names it. Whose the change is cannot be told (an edit by
+/// hand as much as the provider's), so the refusal says what happened, not who did it.
 fn refuse_a_changed_draft(ws: &Workspace, file: &SpecText) -> RpcResult<()> {
     let now = scafld_local::capped::read(&file.path, "spec", crate::domain::spec::budget::MAX_SPEC_BYTES).ok();
     if now.as_deref() == Some(file.text.as_bytes()) {
@@ -317,10 +320,12 @@ fn refuse_a_changed_draft(ws: &Workspace, file: &SpecText) -> RpcResult<()> {
     Err(RpcError::new(
         ErrorKind::InvalidState,
         format!(
-            "the harden provider changed the draft {path} while judging it (a harden provider must not modify files); nothing was recorded"
+            "the draft {path} changed while the harden provider judged it (edited by hand or by another program, or by the provider, which must not modify files); nothing was recorded: the answer judged the draft as it was before"
         ),
     )
-    .with_hint(format!("look at what it changed (`git diff -- {path}`), keep only what you want, then harden again")))
+    .with_hint(format!(
+        "look at the change (`git diff -- {path}`), keep what you want, then harden again so the round judges the draft as it is now"
+    )))
 }
 
 /// The provider a harden asks, ready to run: chosen like a reviewer, with the harden
