@@ -563,6 +563,48 @@ fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A worker prints what the review recorded, not what its reviewer answered: a reviewer that
+/// answers pass while it changes a file in scope is recorded as a failed review gate (the
+/// workspace changed during the review), and the worker says so. Before, it printed "verdict
+/// pass" for a review whose gate recorded fail.
+#[test]
+fn a_worker_prints_the_review_gate_that_was_recorded() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let reviewer = env.path("meddles.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\necho '// touched' >> src/f1.rs\ncat <<'JSON'\n{}\nJSON\n",
+            dossier("pass", "")
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let args = [
+        "worker",
+        "--provider",
+        "command",
+        "--provider-command",
+        reviewer.to_str().unwrap(),
+        "--once",
+        "--timeout",
+        "5",
+    ];
+    let served = Run::from(env.scafld_command(&args).output().unwrap());
+    served.assert_code(0);
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let review = entries.as_array().unwrap().iter().rev().find(|e| e["type"] == "review").unwrap().clone();
+    assert_eq!(review["verdict"], "fail", "{review}");
+    let done = served.stderr.lines().find(|l| l.contains(" done: ")).unwrap_or_default();
+    assert!(
+        done.ends_with("done: review gate fail: The workspace changed during review (this reviewer's verdict: PASS)"),
+        "{}",
+        served.stderr
+    );
+}
+
 #[test]
 fn automated_workers_run_the_prepared_provider_and_submit_through_their_lease() {
     let env = TestEnv::new();
@@ -601,7 +643,15 @@ fn automated_workers_run_the_prepared_provider_and_submit_through_their_lease() 
         &[],
     );
     served.assert_code(0);
-    assert_eq!(served.json()["result"][0]["accepted"], true, "{}", served.stdout);
+    // The job records the reviewer's verdict from its findings; the gate passes a finding
+    // that blocks nothing.
+    let submitted = &served.json()["result"][0];
+    assert_eq!(
+        (&submitted["accepted"], &submitted["verdict"], &submitted["gate"], submitted.get("gate_reason")),
+        (&json!(true), &json!("NEEDS_WORK"), &json!("pass"), None),
+        "{}",
+        served.stdout
+    );
     let run = wait(&env, &key);
     run.assert_code(1);
     assert_eq!(run.json()["consensus"]["verdict"], "NEEDS_WORK");

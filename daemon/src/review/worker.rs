@@ -417,8 +417,8 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
     let refused = |problems: Vec<String>| m::WorkerSubmitResult {
         job_id: job.id.clone(),
         accepted: false,
-        verdict: String::new(),
         problems,
+        ..m::WorkerSubmitResult::default()
     };
     let answer = match (p.dossier, p.run) {
         (Some(value), None) => {
@@ -490,16 +490,34 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
             }
         })
         .ok_or_else(|| stale_lease(&job.id))?;
-    let result = match &answer {
+    let mut result = match &answer {
+        // What the job records (`conclude`): the reviewer's verdict read from its findings.
         Ok(d) => m::WorkerSubmitResult {
             job_id: job.id.clone(),
             accepted: true,
-            verdict: d.verdict.clone(),
-            problems: Vec::new(),
+            verdict: consensus::reviewer_verdict(d).to_string(),
+            ..m::WorkerSubmitResult::default()
         },
         Err(f) => refused(vec![f.message.clone()]),
     };
     conclude(daemon, &job.id, answer, provenance).await;
+    // The session this answer settled: what the review recorded, which the gate decides (its
+    // guard, the other reviewers, manual approval), not this reviewer alone.
+    if let Some(settled) = daemon.sessions.get(&session.key).and_then(|s| s.result) {
+        result.gate = settled.gate;
+        // A gate that records less than the verdict says why (a pass with findings that block
+        // nothing is a pass of the gate, with nothing to explain).
+        let explained =
+            settled.gate.is_some_and(|g| g == m::GateState::Pass || g.as_str().eq_ignore_ascii_case(&result.verdict));
+        if !explained {
+            result.gate_reason = settled
+                .issues
+                .first()
+                .map(|i| i.title.clone())
+                .or_else(|| settled.parse_errors.first().cloned())
+                .unwrap_or_default();
+        }
+    }
     Ok(result)
 }
 

@@ -190,7 +190,19 @@ pub struct WorkerRun {
 pub struct WorkerSubmitResult {
     pub job_id: String,
     pub accepted: bool,
+    /// The verdict recorded for this reviewer's job, as `review status` shows it (`PASS`,
+    /// `FAIL` or `NEEDS_WORK`: an answer of pass with an open blocker is a fail, with other open
+    /// findings it needs work); empty when the answer did not count.
     pub verdict: String,
+    /// What the review recorded once this submission settled its session (it was the last
+    /// reviewer to finish): the task's review gate, which can differ from the verdict (the
+    /// workspace changed while the reviewer ran, another reviewer failed, manual approval);
+    /// none while other reviewers are still at work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateState>,
+    /// Why the gate is not the verdict, when they differ: the review's first issue or error.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub gate_reason: String,
     /// Why the submission was refused or the answer did not count.
     pub problems: Vec<String>,
 }

@@ -83,13 +83,28 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     }
 }
 
+/// What the review recorded for an accepted submission: the job's verdict and, once it settled
+/// the session, the review gate (with why, when the gate is not that verdict).
+fn recorded(r: &m::WorkerSubmitResult) -> String {
+    match r.gate {
+        Some(gate) if gate.as_str().eq_ignore_ascii_case(&r.verdict) => {
+            format!("verdict {}, review gate {gate}", r.verdict)
+        }
+        Some(gate) => {
+            let why = if r.gate_reason.is_empty() { String::new() } else { format!(": {}", r.gate_reason) };
+            format!("review gate {gate}{why} (this reviewer's verdict: {})", r.verdict)
+        }
+        None => format!("verdict {} (the review waits for its other reviewers)", r.verdict),
+    }
+}
+
 fn lease_params(lease: &LeaseArgs) -> m::LeaseParams {
     m::LeaseParams { job_id: lease.job_id.clone(), lease_token: lease.lease.clone() }
 }
 
 fn submitted(ctx: &Context, r: &m::WorkerSubmitResult) -> Result<u8, CliError> {
     if r.accepted {
-        ctx.out.success(r, || format!("{}: submitted, verdict {}", r.job_id, r.verdict));
+        ctx.out.success(r, || format!("{}: submitted, {}", r.job_id, recorded(r)));
         return Ok(workflow::OK);
     }
     let error = CliError::new(
@@ -256,7 +271,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             match submitted {
                 Ok(r) => {
                     if !ctx.out.json {
-                        let how = if r.accepted { format!("verdict {}", r.verdict) } else { r.problems.join("; ") };
+                        let how = if r.accepted { recorded(&r) } else { r.problems.join("; ") };
                         note(&format!("scafld worker {id}: {} done: {how}", r.job_id));
                     }
                     served.push(r);
