@@ -16,6 +16,7 @@ mod real_clis;
 mod receipts;
 mod review;
 mod sessions;
+mod spec_lines;
 mod specs;
 mod templates;
 mod wire;

@@ -442,6 +442,28 @@ fn item(line: &str) -> Option<&str> {
     line.strip_prefix("- ").or_else(|| (line.trim_end() == "-").then_some(""))
 }
 
+/// A checklist item at column 0 written with another list marker than the one criteria use
+/// (`* [ ]`, `+ [ ]`, `1. [ ]`, `2) [ ]`, `-  [ ]` with more than one space): the marker and box
+/// as written. Markdown shows them all as checklists; scafld reads criteria only from `- [`.
+fn other_checklist(line: &str) -> Option<&str> {
+    let marker = if line.starts_with(['*', '+', '-']) {
+        1
+    } else {
+        let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+        if !(1..=9).contains(&digits) || !line[digits..].starts_with(['.', ')']) {
+            return None;
+        }
+        digits + 1
+    };
+    let after = &line[marker..];
+    let gap = after.len() - after.trim_start_matches([' ', '\t']).len();
+    if gap == 0 || line.starts_with('-') && &after[..gap] == " " {
+        return None;
+    }
+    let boxed = ["[ ]", "[x]", "[X]", "[]"].into_iter().find(|b| after[gap..].starts_with(b))?;
+    Some(&line[..marker + gap + boxed.len()])
+}
+
 /// An open code fence: the line it opened on, its marker character and run length.
 type OpenFence = (usize, char, usize);
 
@@ -906,6 +928,12 @@ impl<'a> Parser<'a> {
                 i += 1;
                 continue;
             }
+            if let Some(shape) = other_checklist(line) {
+                let reading = if labelled { mode == Mode::Acceptance } else { mode != Mode::Changes };
+                if reading || self.has_command(i, body.end) {
+                    self.other_checklist_diag(i, shape);
+                }
+            }
             if line.starts_with("- [") {
                 let head = criterion_head(line);
                 let criterion =
@@ -1192,6 +1220,9 @@ impl<'a> Parser<'a> {
                 i += 1;
             } else if line.starts_with("- [") && (!in_dod || self.has_command(i, body.end)) {
                 i = self.criterion(i, body.end, &mut criteria);
+            } else if let Some(shape) = other_checklist(line).filter(|_| !in_dod || self.has_command(i, body.end)) {
+                self.other_checklist_diag(i, shape);
+                i += 1;
             } else if in_dod {
                 // Definition-of-done items are a checklist for people, not commands to run.
                 let end = if line.starts_with("- [") { self.details_end(i + 1, body.end) } else { i + 1 };
@@ -1204,6 +1235,16 @@ impl<'a> Parser<'a> {
             }
         }
         self.spec.acceptance.criteria = criteria;
+    }
+
+    /// Say that the checklist item on line `i`, written `shape` ([`other_checklist`]) where a
+    /// criterion could stand, is not read as one.
+    fn other_checklist_diag(&mut self, i: usize, shape: &str) {
+        let message = format!(
+            "checklist item written `{shape}` is not a criterion and never runs: criteria are read only from `- [ ]` (a dash and one space); rewrite it in that form: {}",
+            self.lines[i].trim()
+        );
+        self.diag(i + 1, Rule::Reading, message);
     }
 
     /// Whether the checklist item at `start` carries a `Command:` detail with a value.

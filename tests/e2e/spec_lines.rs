@@ -1,0 +1,62 @@
+//! What `validate` says of lines a spec's author meant as structure but scafld does not read
+//! as such (a criterion in another list style or outside an acceptance list, a dependency on
+//! no earlier phase, YAML comments in the front matter, a byte that is not UTF-8): each is
+//! named with its line, never dropped without a word.
+
+use scafld_tests::TestEnv;
+use serde_json::Value;
+
+/// A draft with front matter, a title and a scope, then `body`.
+fn draft(task: &str, body: &str) -> String {
+    format!(
+        "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\nharden_status: not_run\n---\n\n# {task}\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n{body}"
+    )
+}
+
+fn env() -> TestEnv {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    env
+}
+
+/// `validate --json`'s diagnostics, as (line, severity, message).
+fn diagnostics(env: &TestEnv, task: &str) -> Vec<(u64, String, String)> {
+    let run = env.scafld(&["validate", task, "--json"]);
+    let json = run.json();
+    let result = if json["result"].is_null() { &json["error"]["details"] } else { &json["result"] };
+    result["diagnostics"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no diagnostics: {json}"))
+        .iter()
+        .map(|d: &Value| {
+            (
+                d["line"].as_u64().unwrap(),
+                d["severity"].as_str().unwrap().to_string(),
+                d["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Criteria written with `*`, `+`, `1.` or `-` and two spaces under `Acceptance:` are warned of
+/// with their lines (Markdown shows them as checklists; scafld reads criteria from `- [ ]`
+/// only). Before, they were dropped without a word and the phase passed on the one it read.
+#[test]
+fn a_criterion_in_another_list_style_is_warned_of_with_its_line() {
+    let env = env();
+    let body = "## Phase 1: One\n\nObjective: x\n\nAcceptance:\n- [ ] `a1` test - exists\n  - Command: `true`\n* [ ] `a4` test - star\n  - Command: `false`\n1. [ ] `a5` test - numbered\n  - Command: `false`\n+ [ ] `a6` test - plus\n  - Command: `false`\n-  [ ] `a7` test - two spaces\n  - Command: `false`\n\n## Acceptance\n\n* [x] `t1` test - task level\n  - Command: `false`\n\n## Notes\n\n1. [link](https://example.com) is prose, and so is\n* [ ] a checklist for people\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/b.md"), draft("b", body)).unwrap();
+    let found = diagnostics(&env, "b");
+    let warned: Vec<(u64, &str)> = found
+        .iter()
+        .filter(|(_, _, m)| m.contains("is not a criterion and never runs: criteria are read only from `- [ ]`"))
+        .map(|(line, severity, m)| {
+            assert_eq!(severity, "warning", "{m}");
+            (*line, m.split('`').nth(1).unwrap())
+        })
+        .collect();
+    assert_eq!(warned, [(21, "* [ ]"), (23, "1. [ ]"), (25, "+ [ ]"), (27, "-  [ ]"), (32, "* [x]")], "{found:#?}");
+    assert_eq!(found.len(), warned.len(), "nothing else is said: {found:#?}");
+}
