@@ -60,3 +60,22 @@ fn a_criterion_in_another_list_style_is_warned_of_with_its_line() {
     assert_eq!(warned, [(21, "* [ ]"), (23, "1. [ ]"), (25, "+ [ ]"), (27, "-  [ ]"), (32, "* [x]")], "{found:#?}");
     assert_eq!(found.len(), warned.len(), "nothing else is said: {found:#?}");
 }
+
+/// A criterion with a Command under a section scafld reads no criteria from (`## Verification`)
+/// is warned of with its line; one above a phase's `Acceptance:` label stays an error until it
+/// moves. Before, the first was silently never run.
+#[test]
+fn a_criterion_with_a_command_outside_an_acceptance_list_is_warned_of() {
+    let env = env();
+    let body = "## Phase 1: One\n\nObjective: x\n\nAcceptance:\n- [ ] `a1` test - exists\n  - Command: `true`\n\n## Verification\n\n- [ ] `v1` test - says bye\n  - Command: `grep -q bye greet.txt`\n- [ ] `v2` manual - a person looks\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/v.md"), draft("v", body)).unwrap();
+    let found = diagnostics(&env, "v");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (line, severity, message) = &found[0];
+    assert_eq!((*line, severity.as_str()), (24, "warning"), "{message}");
+    assert!(
+        message
+            .starts_with("`v1` has a Command but stands under `## Verification`, which scafld reads no criteria from"),
+        "{message}"
+    );
+}

@@ -692,6 +692,10 @@ impl<'a> Parser<'a> {
                 end = self.review_end(heading_line + 1..end);
             }
             let key = self.section(*heading_line, heading, heading_line + 1..end);
+            if !matches!(key, SectionKey::Phase(_) | SectionKey::Acceptance) {
+                let next = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
+                self.stray_criteria(heading, heading_line + 1..next);
+            }
             if !matches!(key, SectionKey::Other(_)) && !seen.insert(key.clone()) {
                 let message = match &key {
                     SectionKey::Phase(n) => format!("duplicate phase heading: phase{n} is declared twice"),
@@ -1245,6 +1249,24 @@ impl<'a> Parser<'a> {
             self.lines[i].trim()
         );
         self.diag(i + 1, Rule::Reading, message);
+    }
+
+    /// Say where a section scafld reads no criteria from (any but a phase and `## Acceptance`)
+    /// holds a checklist item with a `Command:`: it looks like a criterion, but never runs.
+    fn stray_criteria(&mut self, heading: &str, body: Range<usize>) {
+        for i in body.clone() {
+            let line = self.lines[i];
+            if self.hidden(i) || !(line.starts_with("- [") || other_checklist(line).is_some()) {
+                continue;
+            }
+            if self.has_command(i, body.end) {
+                let what = criterion_head(line).map_or_else(|| line.trim().to_string(), |head| head.id);
+                let message = format!(
+                    "`{what}` has a Command but stands under `## {heading}`, which scafld reads no criteria from, so it is not a criterion and never runs; move it under a phase's `Acceptance:` label"
+                );
+                self.diag(i + 1, Rule::Reading, message);
+            }
+        }
     }
 
     /// Whether the checklist item at `start` carries a `Command:` detail with a value.
