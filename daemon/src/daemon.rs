@@ -492,8 +492,9 @@ impl Daemon {
                 self.refresh_path(ws, &change.path, "hand_edit");
                 false
             } else {
-                // Only where spec folders live: a folder inside one holds no specs.
-                let place = change.path.parent().is_some_and(|p| p == specs || p == archive);
+                // Only where spec folders live: a folder inside a lifecycle folder holds no
+                // specs, one anywhere in the archive may.
+                let place = change.path.parent().is_some_and(|p| p == specs || p.starts_with(&archive));
                 place && !self.folder_changed(ws, &change.path)
             };
             if whole && !resync.iter().any(|w| Arc::ptr_eq(w, ws)) {
@@ -508,20 +509,20 @@ impl Daemon {
         }
     }
 
-    /// A folder of `ws`'s specs came, went or moved (a lifecycle folder, an archive month): its
-    /// specs, which no event named one by one, are re-read, and those it held are looked for
-    /// elsewhere, which costs a stat per folder and archive month each. Past [`FOLDER_SPECS`]
-    /// specs that is more than one scan of the workspace: `false`, resync it instead.
+    /// A folder of `ws`'s specs came, went or moved (a lifecycle folder, a folder of the
+    /// archive): its specs, which no event named one by one, are re-read, and those it held are
+    /// looked for elsewhere, which costs a stat per folder and archive folder each. Past
+    /// [`FOLDER_SPECS`] specs that is more than one scan of the workspace: `false`, resync it
+    /// instead.
     fn folder_changed(&self, ws: &Workspace, folder: &Path) -> bool {
         let mut paths = crate::sync::read(&ws.index).paths_under(folder);
         let listed = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path());
-        for entry in listed(folder) {
-            // An archive month's specs are one level further down.
-            if entry.is_dir() {
-                paths.extend(listed(&entry));
-            } else {
-                paths.push(entry);
-            }
+        let archive = specfile::specs_dir(&ws.root).join(crate::domain::lifecycle::Folder::Archive.dir_name());
+        // The archive's specs are at any depth below it, a lifecycle folder's directly in it.
+        let folders =
+            if folder.starts_with(&archive) { specfile::archive_folders(folder) } else { vec![folder.to_path_buf()] };
+        for dir in &folders {
+            paths.extend(listed(dir).filter(|entry| !entry.is_dir()));
         }
         paths.sort();
         paths.dedup();

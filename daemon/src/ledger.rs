@@ -415,7 +415,7 @@ fn read_as_spec(ws: &Workspace, task: &str) -> Result<(SpecText, Parsed), Unread
 }
 
 /// Where the spec belongs for its status (archive month from `updated`). A finished task's
-/// file already in an archive month (`current`) stays in it: rewriting its runner-owned lines
+/// file already in the archive (`current`, in any folder of it) stays there: rewriting its runner-owned lines
 /// (a `reconcile`) does not archive it again under this month.
 pub fn target_for(ws: &Workspace, task: &str, spec: &Spec, current: &std::path::Path) -> std::path::PathBuf {
     let status = spec.status().unwrap_or(Status::Draft);

@@ -425,6 +425,63 @@ fn whole_workspace_reads_see_each_hand_change_at_once() {
     assert_eq!(report["result"]["total"], 2, "{report}");
 }
 
+/// A finished spec anywhere in the archive (directly in it, in a month, two folders deep), as
+/// the original's walk of the archive finds it, is a task: `list`, `status`, `validate --all`
+/// and `report` see it and `plan` refuses its id; one that comes later, in a new folder two
+/// deep or in a folder moved in whole, is seen by the next call and published.
+#[test]
+fn specs_at_any_depth_of_the_archive_are_tasks() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    write_spec(&env, "archive", "flat", &spec_text("flat", "completed"));
+    write_spec(&env, "archive/legacy/2025-01", "deep", &spec_text("deep", "completed"));
+    let listed = |env: &TestEnv| -> BTreeMap<String, (String, String)> {
+        let run = env.scafld(&["list", "--json"]);
+        run.assert_code(0);
+        let field = |t: &Value, name: &str| t[name].as_str().unwrap_or_default().to_string();
+        let tasks = run.json()["result"]["tasks"].as_array().unwrap().clone();
+        tasks.iter().map(|t| (field(t, "task_id"), (field(t, "status"), field(t, "path")))).collect()
+    };
+    let at = |status: &str, path: &str| (status.to_string(), format!(".scafld/specs/archive/{path}"));
+    let tasks = listed(&env);
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    assert_eq!(tasks["flat"], at("completed", "flat.md"));
+    assert_eq!(tasks["deep"], at("completed", "legacy/2025-01/deep.md"));
+    for (task, path) in [("flat", "flat.md"), ("deep", "legacy/2025-01/deep.md")] {
+        let status = env.scafld(&["status", task, "--json"]);
+        status.assert_code(0);
+        assert_eq!(status.json()["result"]["status"], "completed", "{}", status.stdout);
+        let again = env.scafld(&["plan", task, "--title", "again", "--json"]);
+        again.assert_code(3);
+        let message = again.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert_eq!(message, format!("spec already exists: .scafld/specs/archive/{path}"));
+    }
+    assert!(!env.work.join(".scafld/specs/drafts/flat.md").exists(), "no second task under the id");
+    let validated = env.scafld(&["validate", "--all", "--json"]).json();
+    let mut ids: Vec<&str> =
+        validated["result"]["specs"].as_array().unwrap().iter().filter_map(|s| s["task_id"].as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["deep", "flat"], "{validated}");
+    assert_eq!(env.scafld(&["report", "--json"]).json()["result"]["total"], 2);
+
+    // Later arrivals, with every spec loaded and the change queue armed.
+    write_spec(&env, "archive/legacy/2024-12", "late", &spec_text("late", "completed"));
+    assert_eq!(listed(&env)["late"], at("completed", "legacy/2024-12/late.md"), "a new folder two deep");
+    let deep = env.work.join(".scafld/specs/archive/legacy/2025-01/deep.md");
+    std::fs::write(&deep, spec_text("deep", "cancelled")).unwrap();
+    assert_eq!(listed(&env)["deep"], at("cancelled", "legacy/2025-01/deep.md"), "an edit two deep");
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    let staged = env.path("staged/older/2024-06");
+    std::fs::create_dir_all(&staged).unwrap();
+    std::fs::write(staged.join("moved-in.md"), spec_text("moved-in", "completed")).unwrap();
+    std::fs::rename(env.path("staged/older"), env.work.join(".scafld/specs/archive/legacy/older")).unwrap();
+    let event = next_task_change(&mut subscriber);
+    assert_eq!((event["task_id"].as_str(), event["status"].as_str()), (Some("moved-in"), Some("completed")), "{event}");
+    assert_eq!(listed(&env)["moved-in"], at("completed", "legacy/older/2024-06/moved-in.md"));
+}
+
 /// The next `task_changed` event a subscriber gets.
 fn next_task_change(subscriber: &mut scafld_tests::RawClient) -> Value {
     loop {

@@ -215,9 +215,10 @@ pub struct Index {
     /// When the last whole sync began with the queue armed over every folder (and on which
     /// folders), if it found only specs the queue can vouch for (regular files with one link).
     trust: Option<(Instant, Armed)>,
-    /// The archive's month folders and the archive folder's stamp when they were listed
-    /// (settled stamps only): checking the stamp is a stat, where listing is an open and reads.
-    months: Option<(Stamp, Vec<PathBuf>)>,
+    /// The archive's folders ([`specfile::archive_folders`]) and each one's stamp when they were
+    /// listed (settled stamps only): checking the stamps is a stat per folder, where listing is
+    /// an open and reads of each.
+    months: Option<(Vec<Stamp>, Vec<PathBuf>)>,
     /// Bumped by every change to what an entry lists (see [`Index::generation`]).
     generation: u64,
     /// What the ledger says of each task that has one: the truth for its lifecycle status,
@@ -552,7 +553,7 @@ impl Index {
     }
 
     /// [`Index::sync`] for one task: only its possible paths are looked at (a stat per
-    /// lifecycle folder and archive month). A second copy in another folder (an interrupted
+    /// lifecycle folder and archive folder). A second copy in another folder (an interrupted
     /// move) is noticed here too, without waiting for the watcher.
     /// As with `sync`, loading a task for the first time before the index is complete is not
     /// reported as a change.
@@ -561,18 +562,22 @@ impl Index {
         self.settle_on_disk(task_id).filter(|_| seen)
     }
 
-    /// The archive's month folders, listed again only when the archive folder changed.
-    fn archive_months(&mut self) -> Vec<PathBuf> {
+    /// The archive's folders (itself and those below it), listed again only when one of them
+    /// changed (a folder's stamp moves when a name in it comes, goes or is renamed).
+    fn archive_folders(&mut self) -> Vec<PathBuf> {
         let archive = specfile::specs_dir(&self.root).join(Folder::Archive.dir_name());
-        let stamp = Stamp::of(&archive);
-        if let Some((kept, months)) = &self.months
-            && Some(kept) == stamp.as_ref()
+        if let Some((kept, folders)) = &self.months
+            && folders.iter().zip(kept).all(|(folder, kept)| Stamp::of(folder).as_ref() == Some(kept))
         {
-            return months.clone();
+            return folders.clone();
         }
-        let months = specfile::archive_months(&archive);
-        self.months = stamp.filter(Stamp::settled).map(|stamp| (stamp, months.clone()));
-        months
+        let folders = specfile::archive_folders(&archive);
+        let stamps: Option<Vec<Stamp>> =
+            folders.iter().map(|folder| Stamp::of(folder).filter(Stamp::settled)).collect();
+        // Nothing kept for an archive that is not there: its coming shows in `specs`' stamp
+        // only, which is not checked here.
+        self.months = stamps.filter(|_| !folders.is_empty()).map(|stamps| (stamps, folders.clone()));
+        folders
     }
 
     /// Re-read one changed path. Returns the task id whose entry changed, if any.
@@ -604,14 +609,14 @@ impl Index {
         }
         // A second file of a task, one of its files removed (or moved away), a file of a task
         // with a duplicate edited: its files are looked for in every folder (a stat per folder
-        // and archive month, not a scan of every spec, which a thousand files moved by hand
+        // and archive folder, not a scan of every spec, which a thousand files moved by hand
         // would pay a thousand times) and the rule decides again.
         self.settle_on_disk(task_id)
     }
 
     /// Settle `task_id` from the files that claim it on disk now.
     fn settle_on_disk(&mut self, task_id: &str) -> Option<String> {
-        let months = self.archive_months();
+        let months = self.archive_folders();
         let found: Vec<(Folder, PathBuf, Option<Stamp>)> =
             specfile::candidates(&self.root, &format!("{task_id}.md"), &months)
                 .into_iter()
@@ -943,7 +948,10 @@ mod tests {
         assert!(index.months.is_none());
         age(&archive);
         index.sync_task("a");
-        assert_eq!(index.months.as_ref().map(|(_, months)| months.len()), Some(1), "a settled archive is kept");
+        assert!(index.months.is_none(), "every folder of the archive must be settled");
+        age(&archive.join("2026-01"));
+        index.sync_task("a");
+        assert_eq!(index.months.as_ref().map(|(_, folders)| folders.len()), Some(2), "a settled archive is kept");
         assert!(index.get("a").is_some());
         // A month added later changes the archive folder's stamp: it is listed again.
         month("2026-02", "b");
@@ -956,6 +964,15 @@ mod tests {
         age(&archive);
         index.sync_task("b");
         assert!(index.get("b").unwrap().path.starts_with(archive.join("2026-03")), "the renamed month is followed");
+        // A folder made deeper down changes only its parent's stamp: it is listed again too.
+        age(&archive);
+        age(&archive.join("2026-03"));
+        index.sync_task("b");
+        assert!(index.months.is_some());
+        month("2026-03/old/2025-01", "c");
+        age(&archive.join("2026-03"));
+        index.sync_task("c");
+        assert!(index.get("c").unwrap().path.starts_with(archive.join("2026-03/old/2025-01")), "a spec two deep");
     }
 
     #[test]

@@ -34,17 +34,21 @@ pub struct Found {
     pub meta: Option<fs::Metadata>,
 }
 
-/// Every `*.md` under the four lifecycle folders (archive one level down), in lookup order.
+/// How many folder levels below `archive/` specs are looked for: the original walks the whole
+/// archive (a spec directly in it, in a month, or deeper, `archive/legacy/2025-01/`); this bound
+/// only keeps a pathological tree from costing without end.
+pub const ARCHIVE_DEPTH: usize = 16;
+
+/// Every `*.md` under the four lifecycle folders (the archive's at any depth up to
+/// [`ARCHIVE_DEPTH`]: [`archive_folders`]), in lookup order.
 pub fn scan(root: &Path) -> Vec<Found> {
     let specs = specs_dir(root);
     let mut found = Vec::new();
     for folder in Folder::ALL {
         let dir = specs.join(folder.dir_name());
         if folder == Folder::Archive {
-            let mut months: Vec<PathBuf> = read_dir_sorted(&dir).into_iter().filter(|p| p.is_dir()).collect();
-            months.sort();
-            for month in months {
-                found.extend(markdown_files(&month, folder));
+            for archived in archive_folders(&dir) {
+                found.extend(markdown_files(&archived, folder));
             }
         } else {
             found.extend(markdown_files(&dir, folder));
@@ -54,7 +58,7 @@ pub fn scan(root: &Path) -> Vec<Found> {
 }
 
 /// Every path a spec file named `file` could have, with its folder, in lookup order, given the
-/// archive's month folders ([`archive_months`]).
+/// archive's folders ([`archive_folders`]).
 pub fn candidates(root: &Path, file: &str, months: &[PathBuf]) -> Vec<(Folder, PathBuf)> {
     let specs = specs_dir(root);
     let mut paths = Vec::with_capacity(Folder::ALL.len() + months.len());
@@ -69,7 +73,8 @@ pub fn candidates(root: &Path, file: &str, months: &[PathBuf]) -> Vec<(Folder, P
 
 /// Which of the files claiming one task id (its name in more than one spec folder: an
 /// interrupted move, a copy made by hand) owns the id: the one with the least key, that is the
-/// first in lookup order (drafts, approved, active, then the archive's months oldest first).
+/// first in lookup order (drafts, approved, active, then the archive's files by path, name by
+/// name, as the original's walk of the archive in name order meets them).
 /// The others are duplicates, reported as errors. This is the one rule: the index sorts every
 /// task's files by this key, whatever order they were found or arrived in, so that a daemon
 /// that watched them come and one that scanned them at start agree. ([`scan`] and
@@ -79,9 +84,39 @@ pub fn lookup_order(folder: Folder, path: &Path) -> (usize, &Path) {
     (rank, path)
 }
 
-/// The month folders of the archive folder `archive`, sorted.
-pub fn archive_months(archive: &Path) -> Vec<PathBuf> {
-    read_dir_sorted(archive).into_iter().filter(|p| p.is_dir()).collect()
+/// The folders of the archive folder `archive` that may hold specs, sorted by path: `archive`
+/// itself (when it is a folder) and every folder below it, up to [`ARCHIVE_DEPTH`] levels
+/// down. A symlink to a folder is listed (a month linked in, as before), but never walked
+/// into, so no link can make the walk loop or reach further than the folders it names.
+pub fn archive_folders(archive: &Path) -> Vec<PathBuf> {
+    let mut folders = Vec::new();
+    if archive.is_dir() {
+        walk_archive(archive, 0, &mut folders);
+    }
+    folders.sort();
+    folders
+}
+
+fn walk_archive(dir: &Path, depth: usize, folders: &mut Vec<PathBuf>) {
+    folders.push(dir.to_path_buf());
+    if depth >= ARCHIVE_DEPTH {
+        return;
+    }
+    // A link is not walked into: only the folder it names is listed.
+    if fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_symlink()) {
+        return;
+    }
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        let is_folder = match entry.file_type() {
+            Ok(kind) if kind.is_symlink() => entry.path().is_dir(),
+            Ok(kind) => kind.is_dir(),
+            Err(_) => false,
+        };
+        if is_folder {
+            walk_archive(&entry.path(), depth + 1, folders);
+        }
+    }
 }
 
 /// A spec's path as messages show it: from `.scafld/` on (the whole path for one elsewhere).
@@ -102,19 +137,13 @@ pub fn folder_of(root: &Path, path: &Path) -> Option<Folder> {
     }
     let first = parts.first()?.as_os_str().to_str()?;
     let folder = Folder::ALL.into_iter().find(|f| f.dir_name() == first)?;
-    let depth_ok = if folder == Folder::Archive { parts.len() == 3 } else { parts.len() == 2 };
+    let depth_ok =
+        if folder == Folder::Archive { (2..=ARCHIVE_DEPTH + 2).contains(&parts.len()) } else { parts.len() == 2 };
     depth_ok.then_some(folder)
 }
 
 fn is_temp(path: &Path) -> bool {
     path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'))
-}
-
-fn read_dir_sorted(dir: &Path) -> Vec<PathBuf> {
-    let mut entries: Vec<PathBuf> =
-        fs::read_dir(dir).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
-    entries.sort();
-    entries
 }
 
 /// Every `*.md` entry of `dir` but directories, sorted by name: a FIFO, a device or a dangling
@@ -205,13 +234,14 @@ pub fn write_leftover_pid(name: &str) -> Option<u32> {
     if digits(pid) && digits(n) { pid.parse().ok() } else { None }
 }
 
-/// The folders of a workspace that atomic writes go to: every spec folder (archive months
-/// too), `.scafld/`, `.scafld/receipts/` and the root (the agent guide).
+/// The folders of a workspace that atomic writes go to: every spec folder (the archive's
+/// folders below it too), `.scafld/`, `.scafld/receipts/` and the root (the agent guide).
 pub fn write_dirs(root: &Path) -> Vec<PathBuf> {
     let specs = specs_dir(root);
     let mut dirs = vec![root.to_path_buf(), root.join(".scafld"), root.join(".scafld/receipts")];
     dirs.extend(Folder::ALL.iter().map(|f| specs.join(f.dir_name())));
-    dirs.extend(read_dir_sorted(&specs.join(Folder::Archive.dir_name())).into_iter().filter(|p| p.is_dir()));
+    let archive = specs.join(Folder::Archive.dir_name());
+    dirs.extend(archive_folders(&archive).into_iter().filter(|d| *d != archive));
     dirs
 }
 

@@ -162,11 +162,10 @@ impl Tripwire {
             trusted &=
                 self.watch(&mut state, root, &specs.join(folder.dir_name()), contents, &mut armed) != Some(false);
         }
-        // Listed once the archive is watched, so that a month made meanwhile trips the queue.
-        if let Ok(months) = std::fs::read_dir(&archive) {
-            for month in months.filter_map(Result::ok).map(|m| m.path()).filter(|p| p.is_dir()) {
-                trusted &= self.watch(&mut state, root, &month, contents, &mut armed) != Some(false);
-            }
+        // Listed once the archive is watched, so that a folder made meanwhile trips the queue
+        // (one made deeper while they are listed trips its parent's watch, put on first).
+        for folder in specfile::archive_folders(&archive).into_iter().filter(|f| *f != archive) {
+            trusted &= self.watch(&mut state, root, &folder, contents, &mut armed) != Some(false);
         }
         // The workspace folder itself, for `.scafld` replaced whole (its watches die with it);
         // nothing else there is a change (see `State::note`), and trust never rests on it.
@@ -278,14 +277,18 @@ impl State {
                     continue;
                 };
                 let path = dir.join(name);
-                // Where a spec folder lives (a lifecycle folder, an archive month, `specs` or
-                // `.scafld` itself), a name is a folder even as a symlink, which the kernel does
-                // not mark as one; it gets its watch if it came.
+                // Where a spec folder lives (a lifecycle folder, `specs` or `.scafld` itself), a
+                // name is a folder even as a symlink, which the kernel does not mark as one; so
+                // is one in the archive's folders that no spec or temporary file could have
+                // (the archive holds specs and folders of them at any depth). Each gets its
+                // watch if it came.
                 let specs = specfile::specs_dir(root);
-                let folder_place = *dir == specs
-                    || *dir == specs.join(Folder::Archive.dir_name())
-                    || path == specs
-                    || path == root.join(layout::SCAFLD_DIR);
+                let in_archive = dir.starts_with(specs.join(Folder::Archive.dir_name()));
+                let text = name.to_string_lossy();
+                let archive_folder =
+                    in_archive && (mask.contains(Mask::IN_ISDIR) || !(text.ends_with(".md") || text.starts_with('.')));
+                let folder_place =
+                    *dir == specs || archive_folder || path == specs || path == root.join(layout::SCAFLD_DIR);
                 if dir == root && !folder_place {
                     // The workspace folder's other names are not the queue's business.
                     continue;
