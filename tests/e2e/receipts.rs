@@ -814,6 +814,34 @@ fn verify_runs_each_criterion_in_its_recorded_folder_under_its_own_timeout() {
     assert!(acceptance_check["detail"].as_str().unwrap().contains("not re-run"), "{checks}");
 }
 
+/// A criterion whose `Cwd` names the workspace root (`.`, `./`) is recorded as the root is:
+/// without a `cwd`, the form the original's strict decoder reads; `./src/` is recorded as
+/// `src`. `verify` runs each from where finalize ran it.
+#[test]
+fn a_cwd_naming_the_root_is_signed_as_the_root() {
+    let env = TestEnv::new();
+    let phase = "- [ ] `a1` test - from the root, said as `.`\n  - Command: `test -f src/lib.rs`\n  - Cwd: `.`\n\
+                 - [ ] `a2` test - from the root, said as `./`\n  - Command: `test -f src/lib.rs`\n  - Cwd: `./`\n\
+                 - [ ] `a3` test - from src\n  - Command: `grep -q greet lib.rs`\n  - Cwd: `./src/`\n";
+    opened(&env, "src/lib.rs", phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let acceptance = run.json()["result"]["receipt"]["body"]["acceptance"].clone();
+    assert!(acceptance[0].get("cwd").is_none() && acceptance[1].get("cwd").is_none(), "{acceptance}");
+    assert_eq!(acceptance[2]["cwd"], "src", "{acceptance}");
+    let written = std::fs::read_to_string(env.work.join(".scafld/receipts/rev.json")).unwrap();
+    assert_eq!(written.matches("\"cwd\"").count(), 1, "{written}");
+    commit_all(&env.work, "the work");
+    let ok = verify(&env, &["--target", "HEAD"]);
+    ok.assert_code(0);
+    let checks = ok.json()["result"]["checks"].clone();
+    let acceptance_check = checks.as_array().unwrap().iter().find(|c| c["name"] == "acceptance").unwrap().clone();
+    assert!(acceptance_check["detail"].as_str().unwrap().contains("3 recorded command(s) pass"), "{checks}");
+}
+
 /// A task whose change deletes its scoped file gets a receipt: the deletion is signed (the
 /// file as `deleted`) in a `base_delta` receipt and a working-tree one alike, and `verify`
 /// passes while the file stays gone and fails once it is back.

@@ -16,6 +16,17 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::timestamp;
 
+/// A criterion's `Cwd` as an acceptance record keeps it: relative to the workspace root, `.`
+/// and empty segments dropped (`./sub/` is `sub`), so a criterion that names the root (`.`,
+/// `./`) records no folder at all, as one without a `Cwd` does: the form the original's strict
+/// decoder reads, and `verify` runs it from the root all the same.
+pub fn recorded_cwd(cwd: &str) -> String {
+    let parts: Vec<&str> = cwd.split('/').filter(|part| !part.is_empty() && *part != ".").collect();
+    let relative = parts.join("/");
+    // An absolute folder keeps its leading `/` (never run: it is outside the checkout).
+    if cwd.starts_with('/') { format!("/{relative}") } else { relative }
+}
+
 /// The domain string of the ledger head chain.
 const LEDGER_DOMAIN: &str = "scafld-ledger-v1";
 
@@ -399,6 +410,17 @@ pub fn check_signature(envelope: &Envelope, keys: &TrustedKeys) -> Result<(), St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cwd_naming_the_root_is_recorded_as_none() {
+        for root in ["", ".", "./", "./.", ".//."] {
+            assert_eq!(recorded_cwd(root), "", "{root:?}");
+        }
+        assert_eq!(recorded_cwd("./sub/"), "sub");
+        assert_eq!(recorded_cwd("sub/./deeper"), "sub/deeper");
+        assert_eq!(recorded_cwd("/abs/."), "/abs");
+        assert_eq!(recorded_cwd("sub/.."), "sub/..", "`..` is kept: a folder climbing out is refused as written");
+    }
 
     #[test]
     fn canonical_json_sorts_keys_and_escapes_as_go_does() {

@@ -543,7 +543,7 @@ async fn rerun_acceptance(
             },
             diagnostic: diagnostic.clone(),
             // Where and how long it ran: `verify` runs it again the same way.
-            cwd: criterion.cwd.clone(),
+            cwd: receipt::recorded_cwd(&criterion.cwd),
             timeout_seconds: criterion.own_timeout_seconds().unwrap_or(0),
             ..Default::default()
         });
