@@ -51,9 +51,40 @@ pub fn one_line(value: &str) -> Cow<'_, str> {
     )
 }
 
+/// Text someone else wrote (a reviewer's summary or finding, a provider's raw answer) shown
+/// among the client's own lines: each of its lines after the first starts with `indent` and
+/// `| `, so no line of it can pass for one of the tool's (a fake `next:` reads `  | next:`),
+/// and every control character but the newline is in caret notation (a tab, a lone CR, an
+/// escape). A CR before a newline, and newlines at the end, are dropped. `--json` output keeps
+/// the text exact; this is for human output only.
+pub fn quoted<'a>(value: &'a str, indent: &str) -> Cow<'a, str> {
+    let value = value.trim_end_matches(['\n', '\r']);
+    if !value.chars().any(char::is_control) {
+        return Cow::Borrowed(value);
+    }
+    let mut shown = String::with_capacity(value.len() + 16);
+    for (i, line) in value.split('\n').enumerate() {
+        if i > 0 {
+            shown.push('\n');
+            shown.push_str(indent);
+            shown.push_str("| ");
+        }
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        shown.extend(line.chars().map(|c| scafld_protocol::text::shown_control(c).unwrap_or_else(|| c.to_string())));
+    }
+    Cow::Owned(shown)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{one_line, quoted};
+
+    #[test]
+    fn quoted_text_cannot_pass_for_the_tools_own_lines() {
+        assert_eq!(quoted("looks fine\r\nnext: scafld complete t\n", "  "), "looks fine\n  | next: scafld complete t");
+        assert_eq!(quoted("a\tb\rc\x1b[2J", ""), "a^Ib^Mc^[[2J");
+        assert!(matches!(quoted("plain é", "  "), std::borrow::Cow::Borrowed("plain é")));
+    }
 
     #[test]
     fn a_value_keeps_to_its_line() {

@@ -14,6 +14,7 @@ use super::template;
 use crate::cli::exit::{spawn_wait, workflow};
 use crate::cli::output::{CliError, Style, note};
 use crate::cli::{Context, ReasonArgs, ReviewArgs, ReviewCommand, TaskArg, TemplateRunArgs};
+use scafld_client::terminal::{one_line, quoted};
 
 /// Seconds between the "running" lines a waiting review prints.
 const HEARTBEAT_SECONDS: f64 = 15.0;
@@ -231,8 +232,11 @@ pub(super) fn follow(
 /// The task gate's verdict with workflow exit codes (0 pass or awaiting approval, 4 fail).
 fn gate_result(ctx: &Context, r: &m::TaskReviewResult) -> Result<u8, CliError> {
     let human = || {
-        let mut text =
-            format!("review {}: {} ({}, {} mode)\n{}\n", r.task_id, r.verdict, r.provider, r.mode, r.summary);
+        let mut text = format!("review {}: {} ({}, {} mode)\n", r.task_id, r.verdict, r.provider, r.mode);
+        // The reviewer's words, indented: none of its lines passes for one of ours.
+        if !r.summary.is_empty() {
+            let _ = writeln!(text, "  {}", quoted(&r.summary, "  "));
+        }
         if r.gate == Some(GateState::AwaitingApproval) {
             let _ = writeln!(text, "proposed verdict {} awaits human approval", r.verdict);
         }
@@ -370,10 +374,10 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
         );
         for (name, reviewer) in &r.reviewers {
             let state = match (&reviewer.verdict, &reviewer.error) {
-                (Some(v), _) => format!("{v} - {}", reviewer.summary),
+                (Some(v), _) => format!("{v} - {}", quoted(&reviewer.summary, "    ")),
                 // Stopped before it answered: no verdict, and no failure of the work either.
                 (None, _) if reviewer.state == m::JobState::Cancelled => "cancelled (no verdict)".into(),
-                (None, Some(e)) => format!("error: {e}"),
+                (None, Some(e)) => format!("error: {}", quoted(e, "    ")),
                 // Nothing runs a queued worker job but `scafld worker`; say so.
                 (None, None) if name == "worker" && reviewer.state == m::JobState::Queued => {
                     "queued, waiting for `scafld worker` (or an agent's `scafld worker claim`) to take it".into()
@@ -387,7 +391,10 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
             let _ = writeln!(
                 text,
                 "  [{priority}] {}:{} {} ({})",
-                issue.file, issue.line_start, issue.title, issue.reviewer
+                one_line(&issue.file),
+                issue.line_start,
+                quoted(&issue.title, "    "),
+                issue.reviewer
             );
         }
         if r.outcome == m::Outcome::Pending {

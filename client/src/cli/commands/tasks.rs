@@ -11,6 +11,7 @@ use crate::cli::exit::workflow;
 use crate::cli::output::{CliError, Style};
 use crate::cli::workspace::find_root;
 use crate::cli::{Context, HardenArgs, ListArgs, PlanArgs, TaskArg};
+use scafld_client::terminal::{one_line, quoted};
 
 /// The workspace root (as the daemon expects it) and a connection.
 pub(super) fn session(ctx: &Context) -> Result<(String, Connection), CliError> {
@@ -188,7 +189,7 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             let (verdict, provider, summary) = (
                 review["verdict"].as_str().unwrap_or(""),
                 review["provider"].as_str().unwrap_or(""),
-                review["summary"].as_str().unwrap_or(""),
+                quoted(review["summary"].as_str().unwrap_or(""), "  "),
             );
             // A review that later work superseded is history, not the gate's verdict.
             let label = match review["superseded_by"].as_str() {
@@ -198,6 +199,7 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             match review["rejected"].as_str() {
                 // Manual approval: the reviewer proposed, a person decided.
                 Some(why) => {
+                    let why = quoted(why, "  ");
                     let proposed = review["proposed_verdict"].as_str().unwrap_or("");
                     let _ = writeln!(
                         text,
@@ -427,13 +429,14 @@ pub(super) fn findings_text(findings: &[serde_json::Value]) -> String {
         let _ = writeln!(
             text,
             "  [{}/{blocking}] {} {}",
-            f["severity"].as_str().unwrap_or(""),
-            f["id"].as_str().unwrap_or(""),
-            f["summary"].as_str().unwrap_or("")
+            one_line(f["severity"].as_str().unwrap_or("")),
+            one_line(f["id"].as_str().unwrap_or("")),
+            // The reviewer's words: its further lines indented, none passing for one of ours.
+            quoted(f["summary"].as_str().unwrap_or(""), "      ")
         );
         if let Some(path) = f["location"]["path"].as_str() {
             let line = f["location"]["line"].as_u64().map(|l| format!(":{l}")).unwrap_or_default();
-            let _ = writeln!(text, "      at {path}{line}");
+            let _ = writeln!(text, "      at {}{line}", one_line(path));
         }
     }
     text

@@ -13,6 +13,7 @@ use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{template as codes, workflow};
 use crate::cli::output::{CliError, Style, note};
 use crate::cli::{Context, TemplateRunArgs};
+use scafld_client::terminal::{one_line, quoted};
 
 fn usage(message: impl Into<String>) -> CliError {
     CliError::new("usage", message, codes::USAGE)
@@ -225,21 +226,26 @@ fn paint_severity(ctx: &Context, severity: TemplateSeverity) -> String {
 fn render(ctx: &Context, r: &TemplateReviewResult) -> String {
     let mut text = format!("{} review: {}", r.template, paint_verdict(ctx, r.verdict));
     if !r.summary.is_empty() {
-        let _ = write!(text, " - {}", r.summary);
+        let _ = write!(text, " - {}", quoted(&r.summary, "  "));
     }
     let _ = writeln!(text, "\n({}, session {})", r.provider, r.session_key);
     for f in &r.findings {
         let by = f.reviewer.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default();
-        let _ = writeln!(text, "\n  {} {}{by}", paint_severity(ctx, f.severity), f.title);
+        let _ = writeln!(text, "\n  {} {}{by}", paint_severity(ctx, f.severity), quoted(&f.title, "    "));
         if let Some(file) = &f.file {
-            let _ = writeln!(text, "    at {file}");
+            let _ = writeln!(text, "    at {}", one_line(file));
         }
         for line in f.description.lines().filter(|l| !l.trim().is_empty()) {
-            let _ = writeln!(text, "    {line}");
+            let _ = writeln!(text, "    {}", quoted(line, "    "));
         }
     }
     if r.verdict == TemplateVerdict::Unknown {
-        let _ = writeln!(text, "\nThe answer could not be parsed; raw output:\n{}", r.raw_output.trim_end());
+        // Every line of it marked, the first too: the provider's output is no line of ours.
+        let _ = writeln!(
+            text,
+            "\nThe answer could not be parsed; raw output:\n  | {}",
+            quoted(r.raw_output.trim_end(), "  ")
+        );
     }
     text.trim_end().to_string()
 }
