@@ -270,17 +270,21 @@ impl Jobs {
         }
     }
 
-    /// Wait until the job finishes or `timeout` passes; return its record either way.
-    pub async fn wait(&self, id: &str, timeout: Duration) -> Option<JobRecord> {
+    /// Wait until the job finishes, `timeout` passes or `stop` (the daemon's orderly stop) is
+    /// cancelled; return its record either way (unfinished when the wait was cut short).
+    pub async fn wait(&self, id: &str, timeout: Duration, stop: &CancellationToken) -> Option<JobRecord> {
         let mut changes = self.changes.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let record = self.get(id)?;
-            if record.state.is_finished() {
+            if record.state.is_finished() || stop.is_cancelled() {
                 return Some(record);
             }
-            if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
-                return Some(record);
+            tokio::select! {
+                changed = tokio::time::timeout_at(deadline, changes.changed()) => if changed.is_err() {
+                    return Some(record);
+                },
+                _ = stop.cancelled() => {}
             }
         }
     }

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use scafld_tests::{RawClient, Run, TestEnv, wait_until};
 use serde_json::{Value, json};
@@ -710,6 +711,27 @@ fn a_stopped_daemon_records_nothing_from_the_commands_it_stopped() {
     assert_eq!(status["status"], "active", "{status}");
     std::fs::write(env.work.join("go"), "").unwrap();
     assert_eq!(build(&env, "stopped")["result"]["status"], "review");
+}
+
+/// `daemon stop` while `scafld build` waits on its step: the build is told `shutting_down`
+/// (exit 1, naming its job and how to run the step again) wherever the stop falls among its
+/// bounded waits. Before, the daemon stopped reading the connection, so the client's next
+/// wait met a closed socket: "lost the connection to the daemon: Broken pipe", exit 6.
+#[test]
+fn a_build_waiting_when_the_daemon_stops_is_told_shutting_down() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    ready(&env, "halted", &spec("halted", &[&[("wait", "test -f go || sleep 1008", "")]], &[]));
+    let mut command = env.scafld_command(&["build", "halted"]);
+    let build = std::thread::spawn(move || scafld_tests::output_within(&mut command, Duration::from_secs(60)));
+    wait_until("the sleep to start", || running("sleep 1008"));
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.take_daemon().wait().unwrap();
+    let built = Run::from(build.join().unwrap());
+    assert_eq!(built.code, 1, "{built:?}");
+    assert!(built.stderr.contains("the daemon is shutting down: job "), "{built:?}");
+    assert!(built.stderr.contains("`scafld build halted` runs the step again"), "{built:?}");
+    assert!(!running("sleep 1008"), "the stop ends the job");
 }
 
 #[test]

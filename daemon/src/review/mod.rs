@@ -674,7 +674,26 @@ async fn wait_for(daemon: &Arc<Daemon>, key: &str, timeout_seconds: f64) -> RpcR
         if let Some(result) = session.result {
             return Ok(result);
         }
-        if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+        let stop = daemon.shutdown_token();
+        if stop.is_cancelled() {
+            // The stop ends the session's reviewers, as it does a build's job (see
+            // `tasks::job::stopped_before_end`): said at once, the same way whenever it comes.
+            return Err(RpcError::new(
+                ErrorKind::ShuttingDown,
+                format!(
+                    "the daemon is shutting down: review session {key} had not settled, and the stop ends its reviewers"
+                ),
+            )
+            .with_hint(format!(
+                "once the daemon runs again, `scafld review wait --session-key {key}` shows how it was settled"
+            ))
+            .with_details(serde_json::json!({"session_key": key})));
+        }
+        let changed = tokio::select! {
+            changed = tokio::time::timeout_at(deadline, changes.changed()) => changed.is_ok(),
+            _ = stop.cancelled() => true,
+        };
+        if !changed {
             let reviewers = reviewers_of(daemon, &session);
             let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, Outcome::Pending);
             result.task_id = session.task().unwrap_or_default().to_string();

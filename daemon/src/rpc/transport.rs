@@ -23,7 +23,7 @@ use jsonrpsee::types::{ErrorObjectOwned, Id, InvalidRequest, Notification, Reque
 use scafld_protocol::{ErrorKind, MAX_REQUEST_LINE_BYTES};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
@@ -43,6 +43,9 @@ const MAX_SUBSCRIPTIONS_PER_CONNECTION: u32 = 64;
 const MAX_RESPONSE_BYTES: u32 = scafld_protocol::MAX_RESPONSE_BYTES as u32;
 /// How long a closing connection waits for its in-flight calls and queued replies.
 const CLOSE_GRACE: Duration = Duration::from_secs(10);
+/// How long a connection the daemon's stop is closing still reads (and answers
+/// `shutting_down`) once its calls are answered: the gap between two calls of one command.
+const STOP_LINGER: Duration = Duration::from_millis(500);
 /// How long unsubscriptions wait for a subscription call to settle. A bound only: a handler
 /// future dropped before its first poll (runtime shutdown) never signals.
 const SETTLE_LIMIT: Duration = Duration::from_secs(5);
@@ -334,7 +337,12 @@ async fn serve_connection(
             }
         }
     };
-    drop(frames); // gives its share of the partial-line budget back
+    // When the daemon stops, the peer may be between two calls of one command (a build's or a
+    // review's bounded waits): what it sends while the connection drains, and up to
+    // `STOP_LINGER` after its last reply, is read and answered `shutting_down` instead of
+    // meeting a closed socket ("Broken pipe"), however the stop fell between its calls.
+    // Otherwise the reader goes now and gives its share of the partial-line budget back.
+    let mut frames = (ending == Ending::Daemon).then_some(frames);
     limits.idle.set(conn_id.0, None);
     conn.closed.cancel();
     drop(conn);
@@ -343,6 +351,7 @@ async fn serve_connection(
     // tasks end after forwarding the shutdown event, which closes the queue; otherwise what is
     // queued now is written and dropping the queue ends this connection's subscriptions.
     let mut queue_open = ending == Ending::Daemon;
+    let mut quiet_from = tokio::time::Instant::now();
     let drained = tokio::time::timeout(CLOSE_GRACE, async {
         loop {
             if !queue_open {
@@ -350,12 +359,16 @@ async fn serve_connection(
                     out.push(Some((message, None)));
                 }
             }
-            if calls.is_empty() && !queue_open && !out.can_write() {
+            let lingering = frames.is_some() && quiet_from.elapsed() < STOP_LINGER;
+            if calls.is_empty() && !queue_open && !out.can_write() && !lingering {
                 break;
             }
             tokio::select! {
                 biased;
-                Some(reply) = calls.next(), if !calls.is_empty() => out.push(reply),
+                Some(reply) = calls.next(), if !calls.is_empty() => {
+                    out.push(reply);
+                    quiet_from = tokio::time::Instant::now();
+                }
                 message = notifications.recv(), if queue_open => match message {
                     Some(message) => out.push(Some((message, None))),
                     None => queue_open = false,
@@ -363,16 +376,47 @@ async fn serve_connection(
                 written = out.write_some(&mut write_half), if out.can_write() => {
                     if written.is_err() {
                         queue_open = false;
+                        frames = None;
                     }
                 }
+                frame = next_frame(&mut frames), if out.has_room() => match frame {
+                    Some(Ok(Frame::Line(line))) => {
+                        out.push(refused_while_stopping(&line));
+                        quiet_from = tokio::time::Instant::now();
+                    }
+                    // Anything else (the peer's EOF, a bad line): nothing more is read.
+                    _ => frames = None,
+                },
+                _ = tokio::time::sleep_until(quiet_from + STOP_LINGER), if lingering => {}
             }
         }
     })
     .await;
+    drop(frames);
     if drained.is_err() && !calls.is_empty() {
         tokio::spawn(async move { while calls.next().await.is_some() {} });
     }
     debug!(conn = conn_id.0, "connection closed");
+}
+
+/// The next frame of a reader still kept; never, once it is gone.
+async fn next_frame(
+    frames: &mut Option<FramedRead<OwnedReadHalf, LineDecoder>>,
+) -> Option<Result<Frame, std::io::Error>> {
+    match frames {
+        Some(frames) => frames.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The answer to a request read once the daemon began to stop: `shutting_down`, as every
+/// handler would give (see `rpc::api`), without dispatching it; none to a notification.
+fn refused_while_stopping(line: &str) -> Option<Reply> {
+    let object = serde_json::from_str::<std::collections::HashMap<String, Box<RawValue>>>(line.trim()).ok()?;
+    let id = object.get("id")?;
+    let id = serde_json::from_str::<Id<'_>>(id.get()).map(Id::into_owned).unwrap_or(Id::Null);
+    let error = RpcError::new(ErrorKind::ShuttingDown, "the daemon is shutting down and takes no new calls");
+    reply(MethodResponse::error(id, ErrorObjectOwned::from(error)))
 }
 
 /// Whole reply and notification lines waiting to be written, in order. The connection writes

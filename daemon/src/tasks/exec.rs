@@ -412,7 +412,13 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
     let wait = p.wait_seconds.and_then(|s| Duration::try_from_secs_f64(s.clamp(0.0, 3600.0)).ok());
     let (mut started, material) = start_build(daemon, p).await?;
     if let (Some(wait), Some(job_id), None) = (wait, &started.job_id, &started.outcome) {
-        let finished = daemon.jobs.wait(job_id, wait).await.filter(|r| r.state.is_finished());
+        let waited = daemon.jobs.wait(job_id, wait, daemon.shutdown_token()).await;
+        if let Some(running) = waited.as_ref().filter(|r| !r.state.is_finished())
+            && daemon.shutdown_token().is_cancelled()
+        {
+            return Err(super::job::stopped_before_end(running));
+        }
+        let finished = waited.filter(|r| r.state.is_finished());
         if let (Some(failed), Some(material)) = (&finished, &material)
             && failed.outcome.is_none()
         {

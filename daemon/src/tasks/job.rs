@@ -8,6 +8,7 @@ use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
 
 use crate::daemon::Daemon;
+use crate::domain::job::{JobKind, JobRecord};
 use crate::error::{RpcError, RpcResult};
 use crate::jobs::{self, unknown_job};
 
@@ -32,7 +33,29 @@ pub fn status(daemon: &Daemon, p: m::JobParams) -> RpcResult<m::JobInfo> {
 
 pub async fn wait(daemon: &Daemon, p: m::JobWaitParams) -> RpcResult<m::JobInfo> {
     let timeout = Duration::from_secs_f64(p.timeout_seconds.clamp(0.0, 3600.0));
-    daemon.jobs.wait(&p.job_id, timeout).await.map(|r| jobs::info(&r)).ok_or_else(|| unknown_job(&p.job_id))
+    let record =
+        daemon.jobs.wait(&p.job_id, timeout, daemon.shutdown_token()).await.ok_or_else(|| unknown_job(&p.job_id))?;
+    if !record.state.is_finished() && daemon.shutdown_token().is_cancelled() {
+        return Err(stopped_before_end(&record));
+    }
+    Ok(jobs::info(&record))
+}
+
+/// The answer to a wait on `job` that the daemon's orderly stop cut short. The stop ends the
+/// job (it kills its commands and records nothing; the next start records it abandoned), so
+/// every wait on it says so at once, the same way whenever the stop comes, instead of running
+/// on until the connection is closed under it.
+pub fn stopped_before_end(job: &JobRecord) -> RpcError {
+    let again = match job.kind {
+        JobKind::Acceptance => format!("; `scafld build {}` runs the step again", job.task_id),
+        _ => String::new(),
+    };
+    RpcError::new(
+        ErrorKind::ShuttingDown,
+        format!("the daemon is shutting down: job {} had not finished, and the stop ends it", job.id),
+    )
+    .with_hint(format!("once the daemon runs again, `scafld job status {}` shows how it ended{again}", job.id))
+    .with_details(serde_json::json!({"job_id": job.id, "state": job.state}))
 }
 
 /// Cancel a job; a reviewer job's session learns of it. A job that had already finished is
