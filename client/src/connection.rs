@@ -57,6 +57,11 @@ impl ClientError {
 }
 
 /// An open, version-checked connection.
+/// How long the daemon may take to answer the handshake (see [`Connection::daemon`]).
+pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a call that only reads ([`Method::READ_ONLY`]: status, list, ...) may take.
+pub const READ_DEADLINE: Duration = Duration::from_secs(60);
+
 pub struct Connection {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
@@ -170,7 +175,18 @@ impl Connection {
     /// speaks another protocol is an error.
     pub fn daemon(&mut self) -> Result<&methods::HelloResult, ClientError> {
         if let Err(id) = self.daemon {
-            let raw = self.guard_timeout(|conn| conn.reply(id))?;
+            // However long the calls may take, the handshake is answered at once by a daemon
+            // that works: one that accepted but does not answer (stopped, stuck) is reported
+            // after a bound, never waited on for ever.
+            let bound = self.timeout.map_or(HANDSHAKE_DEADLINE, |t| t.min(HANDSHAKE_DEADLINE));
+            self.reader.get_ref().set_read_timeout(Some(bound))?;
+            let raw = self.reply(id).map_err(|error| match error {
+                ClientError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                    ClientError::TimedOut(bound)
+                }
+                error => error,
+            })?;
+            self.reader.get_ref().set_read_timeout(self.timeout)?;
             let hello: methods::HelloResult = serde_json::from_str(raw.get())
                 .map_err(|e| ClientError::Decode(format!("{}: {e}", methods::Hello::NAME)))?;
             if hello.protocol_version != PROTOCOL_VERSION {
@@ -227,7 +243,20 @@ impl Connection {
             }
         };
         self.daemon()?;
-        self.guard_timeout(|conn| conn.reply(id))
+        if !read_only || self.timeout.is_some() {
+            return self.guard_timeout(|conn| conn.reply(id));
+        }
+        // A call that only reads is due at once from a daemon that works (none of them waits
+        // for a job or a person): bounded too, as the handshake is.
+        self.reader.get_ref().set_read_timeout(Some(READ_DEADLINE))?;
+        let reply = self.reply(id).map_err(|error| match error {
+            ClientError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                ClientError::TimedOut(READ_DEADLINE)
+            }
+            error => error,
+        });
+        self.reader.get_ref().set_read_timeout(None)?;
+        reply
     }
 
     /// `step`, with a read or write that ran out of time reported as [`ClientError::TimedOut`].

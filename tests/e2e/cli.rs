@@ -666,3 +666,31 @@ fn init_agents_leaves_a_guide_it_cannot_use_with_a_warning() {
     assert!(env.work.join("AGENTS.md").is_dir());
     assert_eq!(std::fs::read(env.work.join("CLAUDE.md")).unwrap(), b"# rules \xff\xfe\n");
 }
+
+/// A daemon that accepts but never answers (stopped, as one stuck looks): every command gives
+/// up after the handshake's bound with exit 6 and names the way out by the pid in the state
+/// directory's lock file. Before, `daemon status`, `daemon stop` and `list` blocked for ever.
+#[test]
+fn a_daemon_that_never_answers_is_reported_with_its_pid_not_waited_on() {
+    use nix::sys::signal::{Signal, kill};
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    env.init();
+    let daemon = nix::unistd::Pid::from_raw(pid as i32);
+    kill(daemon, Signal::SIGSTOP).unwrap();
+    let runs: Vec<_> = [&["daemon", "status"][..], &["daemon", "stop"], &["list"]]
+        .into_iter()
+        .map(|args| {
+            let mut command = env.scafld_command(args);
+            std::thread::spawn(move || scafld_tests::output_within(&mut command, std::time::Duration::from_secs(30)))
+        })
+        .collect();
+    let runs: Vec<_> = runs.into_iter().map(|run| scafld_tests::Run::from(run.join().unwrap())).collect();
+    kill(daemon, Signal::SIGCONT).unwrap();
+    for run in runs {
+        assert_eq!(run.code, 6, "{run:?}");
+        assert!(run.stderr.contains("did not answer within 10s"), "{run:?}");
+        assert!(run.stderr.contains(&format!("`kill -CONT {pid}` resumes it")), "{run:?}");
+    }
+    env.scafld(&["daemon", "status"]).assert_code(0);
+}

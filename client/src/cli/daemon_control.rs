@@ -103,13 +103,45 @@ pub fn rpc_error(error: ClientError) -> CliError {
         ClientError::Unreachable { .. } | ClientError::ProtocolMismatch { .. } | ClientError::Untrusted { .. } => {
             connect_error(error)
         }
-        ClientError::TimedOut(_) => CliError::new("daemon_timeout", error.to_string(), workflow::UNREACHABLE)
-            .with_hint("the daemon may be hung; `scafld daemon stop` then `scafld daemon start` restarts it"),
+        ClientError::TimedOut(waited) => unanswered(&Paths::from_env(), *waited),
         ClientError::Io(_) | ClientError::Decode(_) => {
             CliError::new("daemon_connection", error.to_string(), workflow::UNREACHABLE)
                 .with_hint("the daemon may have stopped; `scafld daemon status` shows whether it runs")
         }
     }
+}
+
+/// A daemon that took the connection but did not answer within `waited`: stopped (SIGSTOP,
+/// Ctrl-Z) or stuck. `daemon stop` cannot reach it either, so the way out is named with the
+/// pid its state directory's lock file gives (and said plainly when the process is stopped).
+fn unanswered(paths: &Paths, waited: Duration) -> CliError {
+    let message = format!(
+        "the scafld daemon at {} took the connection but did not answer within {}s",
+        paths.socket.display(),
+        waited.as_secs_f64()
+    );
+    let hint = match paths.state_holder() {
+        Some((pid, _)) if process_stopped(pid) => format!(
+            "the daemon (pid {pid}) is stopped (SIGSTOP or Ctrl-Z): `kill -CONT {pid}` resumes it, or `kill -KILL {pid}` ends it; then run the command again"
+        ),
+        Some((pid, _)) => format!(
+            "the daemon (pid {pid}) is hung: `kill {pid}` stops it (`kill -KILL {pid}` if it is still there after a few seconds); then run the command again, which starts a new one"
+        ),
+        None => format!(
+            "the daemon is hung; no daemon holds {}, so the process answering at that socket is another's: find it with `fuser {}` and `kill` it",
+            paths.lock_file().display(),
+            paths.socket.display()
+        ),
+    };
+    CliError::new("daemon_timeout", message, workflow::UNREACHABLE).with_hint(hint)
+}
+
+/// Whether process `pid` is stopped (state `T` in `/proc/<pid>/stat`, after the command name).
+fn process_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('T')))
+        .unwrap_or(false)
 }
 
 /// Start `scafldd` detached from this process and wait until its socket answers: the daemon
