@@ -56,12 +56,12 @@ impl ClientError {
     }
 }
 
-/// An open, version-checked connection.
 /// How long the daemon may take to answer the handshake (see [`Connection::daemon`]).
 pub const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a call that only reads ([`Method::READ_ONLY`]: status, list, ...) may take.
 pub const READ_DEADLINE: Duration = Duration::from_secs(60);
 
+/// An open, version-checked connection.
 pub struct Connection {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
