@@ -79,3 +79,33 @@ fn a_criterion_with_a_command_outside_an_acceptance_list_is_warned_of() {
         "{message}"
     );
 }
+
+/// `Dependencies:` naming a phase the spec lacks, a later phase or no phase at all is warned of
+/// on its line (phases are built in the order written); an earlier one and `none` are fine.
+/// Before, all of them passed validate without a word.
+#[test]
+fn a_dependency_on_a_missing_or_later_phase_is_warned_of() {
+    let env = env();
+    let phase = |n: u32, deps: &str| {
+        format!(
+            "## Phase {n}: P{n}\n\nDependencies: {deps}\n\nObjective: x\n\nAcceptance:\n- [ ] `a{n}` test - t\n  - Command: `true`\n\n"
+        )
+    };
+    let body = [phase(1, "phase2, phase9"), phase(2, "Phase 1"), phase(3, "none"), phase(4, "the api")].concat();
+    std::fs::write(env.work.join(".scafld/specs/drafts/d.md"), draft("d", &body)).unwrap();
+    let found: Vec<(u64, String)> =
+        diagnostics(&env, "d").into_iter().map(|(line, severity, m)| (line, format!("{severity}: {m}"))).collect();
+    let expected = [
+        (
+            16,
+            "warning: phase1 depends on phase2, which is not before it: phases are built in the order they are written, so move phase2 above phase1 or drop the dependency",
+        ),
+        (16, "warning: phase1 depends on phase9, which the spec does not have"),
+        (
+            46,
+            "warning: phase4 depends on `the api`, which names no phase (write phase ids, `phase1, phase2`, or `none`)",
+        ),
+    ];
+    let expected: Vec<(u64, String)> = expected.iter().map(|(l, m)| (*l, m.to_string())).collect();
+    assert_eq!(found, expected);
+}

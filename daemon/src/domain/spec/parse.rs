@@ -297,6 +297,7 @@ pub fn parse(text: &str) -> Parsed {
         lines: &lines,
         in_fence: vec![false; lines.len()],
         comments: Vec::new(),
+        dependency_lines: Vec::new(),
         spec: Spec::default(),
         diags: Vec::new(),
         layout: Layout { crlf: body.contains("\r\n"), line_count: lines.len(), ..Layout::default() },
@@ -327,6 +328,8 @@ struct Parser<'a> {
     /// The HTML comments of the body (`<!--` opening a line, up to the line holding `-->`), by
     /// 0-based line range: text in them is not part of the document, so never spec structure.
     comments: Vec<Range<usize>>,
+    /// Each phase's `Dependencies:` line (0-based), by phase number.
+    dependency_lines: Vec<(u32, usize)>,
     spec: Spec,
     diags: Vec<Diagnostic>,
     layout: Layout,
@@ -964,7 +967,10 @@ impl<'a> Parser<'a> {
                         phase.status = optional(value);
                         layout.status = Some(i);
                     }
-                    "dependencies" => phase.dependencies = optional(value),
+                    "dependencies" => {
+                        phase.dependencies = optional(value);
+                        self.dependency_lines.push((number, i));
+                    }
                     "changes" => mode = Mode::Changes,
                     "acceptance" => mode = Mode::Acceptance,
                     _ => {}
@@ -1624,10 +1630,39 @@ impl<'a> Parser<'a> {
                 );
             }
         }
+        self.dependencies();
         for i in 0..self.lines.len() {
             if !self.hidden(i) && is_placeholder(self.lines[i]) {
                 let message = format!("unfilled template placeholder: {}", self.lines[i].trim());
                 self.diag(i + 1, Rule::Approval, message);
+            }
+        }
+    }
+}
+
+impl Parser<'_> {
+    /// Phases are built in document order; `Dependencies:` are not enforced (nor were they by
+    /// the original). Say where one names a phase the spec does not have, or one that is not
+    /// built before the phase that needs it.
+    fn dependencies(&mut self) {
+        let order: Vec<u32> = self.spec.phases.iter().map(|p| p.number).collect();
+        for (number, line) in self.dependency_lines.clone() {
+            let Some(at) = order.iter().position(|n| *n == number) else { continue };
+            let dependencies = self.spec.phases[at].dependencies.clone();
+            for named in dependencies.split(',').map(unquote).filter(|d| !is_unset(d)) {
+                let id = normalize_key(&named).replace(' ', "");
+                let wanted = id.strip_prefix("phase").unwrap_or(&id).parse::<u32>().ok();
+                let message = match wanted.map(|n| (n, order.iter().position(|m| *m == n))) {
+                    None => format!(
+                        "phase{number} depends on `{named}`, which names no phase (write phase ids, `phase1, phase2`, or `none`)"
+                    ),
+                    Some((n, None)) => format!("phase{number} depends on phase{n}, which the spec does not have"),
+                    Some((n, Some(dep))) if dep >= at => format!(
+                        "phase{number} depends on phase{n}, which is not before it: phases are built in the order they are written, so move phase{n} above phase{number} or drop the dependency"
+                    ),
+                    Some(_) => continue,
+                };
+                self.diag(line + 1, Rule::Reading, message);
             }
         }
     }
