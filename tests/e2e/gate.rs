@@ -607,6 +607,23 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
 /// A criterion id is free text: every command that names one joins it to its flag and quotes it
 /// as one shell word, so the printed next runs as printed: it never runs a part of the id, and
 /// an id that starts with `-` is never read as a flag.
+/// A criterion an amendment added to a blocked phase never ran: Current State's `Blockers:`
+/// names it pending, as `status` counts it, and calls a failure only what failed.
+#[test]
+fn blockers_name_a_criterion_that_never_ran_pending() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    env.scafld(&["build", "rev"]).assert_code(3);
+    let path = env.work.join(".scafld/specs/active/rev.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}- [ ] `a2` test - the file exists\n  - Command: `true`\n")).unwrap();
+    env.scafld(&["approve", "rev", "--amend", "--reason", "a2 was agreed"]).assert_code(0);
+    let a2 = status(&env)["criteria"].as_array().unwrap().iter().find(|c| c["id"] == "a2").cloned().unwrap();
+    assert_eq!(a2["status"], "pending", "{a2}");
+    let text = spec_text(&env);
+    assert!(text.contains("\nBlockers: `a1` failed, `a2` pending\n"), "{text}");
+}
+
 #[test]
 fn a_manual_criterion_id_a_shell_would_split_is_quoted_in_every_command_naming_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -113,6 +113,21 @@ pub struct Blocker {
     pub manual: bool,
     /// The recorded reason, or what it waits for.
     pub reason: String,
+    /// Its recorded result: `pending` when it never ran (an amendment added it).
+    pub status: CriterionStatus,
+}
+
+impl Blocker {
+    /// How `Blockers:` in Current State names it: a failure only where one was recorded.
+    pub fn said(&self) -> String {
+        let what = match self.status {
+            _ if self.manual => "needs manual evidence",
+            CriterionStatus::Fail => "failed",
+            CriterionStatus::Invalid => "cannot run as written",
+            CriterionStatus::Pending | CriterionStatus::Pass => "pending",
+        };
+        format!("`{}` {what}", self.id)
+    }
 }
 
 /// The criteria of `target` that have not passed.
@@ -129,7 +144,8 @@ pub fn blockers(spec: &Spec, target: &Target) -> Vec<Blocker> {
             } else {
                 c.evidence.clone()
             };
-            Blocker { id: c.id.clone(), manual, reason }
+            let status = c.state().parse().unwrap_or_default();
+            Blocker { id: c.id.clone(), manual, reason, status }
         })
         .collect()
 }

@@ -643,7 +643,7 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) 
     let blockers: Vec<String> = if status == Status::Blocked {
         crate::domain::build::blockers(&next, &crate::domain::build::current(&next))
             .into_iter()
-            .map(|b| if b.manual { format!("`{}` needs manual evidence", b.id) } else { format!("`{}` failed", b.id) })
+            .map(|b| b.said())
             .collect()
     } else {
         Vec::new()
