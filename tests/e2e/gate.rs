@@ -822,6 +822,12 @@ fn an_imported_approval_is_pinned_by_the_first_build() {
     write(&env, ".scafld/runs/old/session.json", session);
     let status = env.scafld(&["status", "old", "--json"]).json();
     assert_eq!(status["result"]["next_command"], "scafld build old", "{status}");
+    // The reason reads as a sentence, whatever status word the spec holds.
+    assert_eq!(
+        status["result"]["next_action"]["reason"],
+        "the spec says active, but its approval on record (the original tool's) pins no criteria or scope: build adopts it first",
+        "{status}"
+    );
     env.scafld(&["complete", "old"]).assert_code(4);
     // The adopting build runs the open phase's criteria: `ac2` fails.
     env.scafld(&["build", "old"]).assert_code(3);
@@ -858,7 +864,11 @@ fn an_amend_before_an_imported_approval_is_adopted_is_refused_and_the_build_adop
     let refused = env.scafld(&["approve", "old", "--amend", "--reason", "pin", "--json"]);
     assert_ne!(refused.code, 0, "{}", refused.stdout);
     let error = refused.json()["error"].clone();
-    assert!(error["message"].as_str().unwrap().contains("no approved contract to amend"), "{error}");
+    assert_eq!(
+        error["message"],
+        "old has no approved contract to amend: the spec says active, but its approval on record (the original tool's) pins no criteria or scope",
+        "{error}"
+    );
     assert!(error["hint"].as_str().unwrap().contains("scafld build old"), "{error}");
     assert_eq!(env.scafld(&["session", "old", "--json"]).json()["result"]["entries"], before, "nothing recorded");
     env.scafld(&["build", "old"]).assert_code(0);

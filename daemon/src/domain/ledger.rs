@@ -376,12 +376,29 @@ impl Replay {
 
     /// Why the next build must adopt the contract first (see [`Replay::contract_pinned`]), or
     /// `None` when an approval on record pins it.
-    pub fn adoption_pending(&self) -> Option<&'static str> {
-        (!self.contract_pinned()).then_some(if self.approved {
-            "its approval on record pins no criteria or scope (the original tool's)"
-        } else {
-            "without an approval on record here"
-        })
+    pub fn adoption_pending(&self) -> Option<Adoption> {
+        (!self.contract_pinned()).then_some(if self.approved { Adoption::Unpinned } else { Adoption::Unrecorded })
+    }
+}
+
+/// Why a task past draft has no approved contract yet, so that its next build adopts one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Adoption {
+    /// Its approval on record (the original tool's, imported) pins no criteria or scope.
+    Unpinned,
+    /// Nothing here approved it (its file was set past draft by hand or by another tool).
+    Unrecorded,
+}
+
+impl Adoption {
+    /// A sentence saying so of a task whose spec says `status`.
+    pub fn why(self, status: Status) -> String {
+        match self {
+            Adoption::Unpinned => format!(
+                "the spec says {status}, but its approval on record (the original tool's) pins no criteria or scope"
+            ),
+            Adoption::Unrecorded => format!("the spec says {status} without an approval on record here"),
+        }
     }
 }
 

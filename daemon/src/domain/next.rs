@@ -146,7 +146,7 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
                     Role::Agent,
                     Action::Implement,
                     format!("scafld build {id}"),
-                    format!("{status} {why}: build adopts it first"),
+                    format!("{}: build adopts it first", why.why(status)),
                 );
             }
             if let Some(contract) = &f.replay.contract {

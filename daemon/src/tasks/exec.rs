@@ -240,7 +240,7 @@ async fn amend(
     if let Some(why) = replay.adoption_pending() {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
-            format!("{task} has no approved contract to amend: it is {status}, {why}"),
+            format!("{task} has no approved contract to amend: {}", why.why(status)),
         )
         .with_hint(format!(
             "run `scafld build {task}`: it adopts the spec's criteria and scope as they are (recorded as a harden override unless hardening passed); amend after that if they change"
