@@ -288,7 +288,10 @@ fn list_and_report_count_the_ledger_s_evidence_not_a_hand_edit() {
     };
     reads(&env, true);
     let listed = env.scafld(&["list"]).stdout;
-    assert!(listed.contains("0/1") && listed.contains("(the file says 1/1: `scafld reconcile edit`)"), "{listed}");
+    assert!(
+        listed.contains("0/1") && listed.contains("(the file says 1/1, 0 failed: `scafld reconcile edit`)"),
+        "{listed}"
+    );
     let report = env.scafld(&["report"]).stdout;
     assert!(
         report.contains("criteria: 0/1 passed") && report.contains("(`scafld reconcile <task>`): edit"),
@@ -299,6 +302,33 @@ fn list_and_report_count_the_ledger_s_evidence_not_a_hand_edit() {
     reads(&env, true);
     env.scafld(&["reconcile", "edit"]).assert_code(0);
     reads(&env, false);
+}
+
+/// A phase's `Status:` line hand-set back to `pending` while the ledger has it open changes no
+/// count: `list` and `report` flag no disagreement of counts (and a count that does differ is
+/// named on the row, as `list_and_report_count_the_ledger_s_evidence_not_a_hand_edit` shows).
+#[test]
+fn a_phase_state_that_counts_alike_is_no_disagreement_of_counts() {
+    let env = TestEnv::new();
+    let text = spec("phase", &[&[("a1", "true", "")]], &[])
+        .replace("## Phase 1: Step 1\n\n", "## Phase 1: Step 1\n\nStatus: pending\n\n");
+    ready(&env, "phase", &text);
+    let path = env.work.join(".scafld/specs/active/phase.md");
+    let opened = std::fs::read_to_string(&path).unwrap();
+    let at = opened.find("## Phase 1").unwrap();
+    let (head, phase) = opened.split_at(at);
+    assert!(phase.contains("\nStatus: active\n"), "{opened}");
+    std::fs::write(&path, format!("{head}{}", phase.replacen("\nStatus: active\n", "\nStatus: pending\n", 1))).unwrap();
+    let row = env.scafld(&["list", "--counts", "--json"]).json()["result"]["tasks"][0].clone();
+    assert_eq!(
+        (row["counts"]["criteria_pending"].clone(), row["file_counts"].clone()),
+        (json!(1), json!(null)),
+        "{row}"
+    );
+    let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+    assert_eq!(report["counts_disagree"], json!(null), "{report}");
+    let listed = env.scafld(&["list"]).stdout;
+    assert!(listed.contains("0/1") && !listed.contains("the file says"), "{listed}");
 }
 
 /// The checkbox is the runner's: a criterion ticked by hand shows `[ ]` once it fails, and a

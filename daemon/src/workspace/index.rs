@@ -16,7 +16,7 @@ use std::time::Instant;
 use crate::domain::ledger::LedgerState;
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::budget::MAX_SPEC_BYTES;
-use crate::domain::spec::{Diagnostic, Dialect, Parsed, Severity, criterion_state, parse, progress_of};
+use crate::domain::spec::{Diagnostic, Dialect, Parsed, Severity, parse, progress_of};
 use crate::workspace::specfile;
 use crate::workspace::tripwire::{Armed, TRUST_FOR, Tripwire};
 use scafld_local::capped::size;
@@ -267,19 +267,14 @@ impl Task<'_> {
         })
     }
 
-    /// What the spec file's phase and criterion states count, when any of them differs from
-    /// the ledger's (a hand edit to a runner-owned line, or a projection not written yet, which
-    /// `reconcile` puts right).
+    /// What the spec file's phase and criterion states count, when that differs from what the
+    /// ledger's count (a hand edit to a runner-owned line, or a projection not written yet,
+    /// which `reconcile` puts right). A state that differs without changing a count (a phase
+    /// the file calls `pending` that the ledger opened) is no disagreement of counts.
     pub fn file_progress_disagrees(&self) -> Option<Counts> {
-        let (listing, marks) = (&self.spec?.listing, &self.ledger?.marks);
-        // A phase neither records (no `Status:` line, no ledger entry) is alike in both.
-        let phases = listing
-            .phases
-            .iter()
-            .any(|(id, file)| (!file.is_empty() || marks.phases.contains_key(id)) && file.as_str() != marks.phase(id));
-        let criteria =
-            listing.criteria.iter().any(|(id, file)| criterion_state(file) != criterion_state(marks.criterion(id)));
-        (phases || criteria).then(|| listing.progress())
+        self.ledger?;
+        let file = self.spec?.listing.progress();
+        (self.progress().as_ref() != Some(&file)).then_some(file)
     }
 }
 
@@ -923,6 +918,14 @@ mod tests {
         assert_ne!(index.generation(), seen, "new evidence lists otherwise");
         let c = index.tasks().find(|t| t.id == "c").unwrap();
         assert_eq!((c.progress(), c.file_progress_disagrees()), (Some(counts(0, 1, 0)), Some(counts(0, 0, 1))));
+        // A phase state the file says otherwise that counts alike is no disagreement of counts.
+        let opened = crate::domain::ledger::Marks {
+            criteria: [("a1".to_string(), "pending".to_string())].into(),
+            phases: [("phase1".to_string(), "active".to_string())].into(),
+        };
+        index.note_ledger("c", LedgerState { seq: 8, status: Status::Active, marks: Arc::new(opened) });
+        let c = index.tasks().find(|t| t.id == "c").unwrap();
+        assert_eq!((c.progress(), c.file_progress_disagrees()), (Some(counts(0, 0, 1)), None));
         let a = index.tasks().find(|t| t.id == "a").unwrap();
         assert_eq!((a.progress(), a.file_progress_disagrees()), (Some(counts(0, 0, 1)), None), "no ledger: the file's");
         index.take_ledger([("a".to_string(), state(1, Status::Approved))]);

@@ -331,8 +331,8 @@ pub struct TaskSummary {
     /// hand edit to a runner-owned line, which `scafld reconcile <task>` undoes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_status: Option<String>,
-    /// What the spec file's phase and criterion states count when any of them differs from
-    /// the ledger's (`counts` follows the ledger): a hand edit to a runner-owned line, or a
+    /// What the spec file's phase and criterion states count when that differs from what the
+    /// ledger's count (`counts` follows the ledger): a hand edit to a runner-owned line, or a
     /// projection not written yet, which `scafld reconcile <task>` puts right.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_counts: Option<Counts>,
@@ -418,8 +418,8 @@ pub struct ReportResult {
     /// `scafld reconcile <task>` undoes), by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub status_disagrees: Vec<String>,
-    /// Tasks whose spec file's phase or criterion states differ from their ledger's (counted
-    /// here as the ledger says; `scafld reconcile <task>` writes them), by id.
+    /// Tasks whose spec file's phase or criterion states count otherwise than their ledger's
+    /// (counted here as the ledger says; `scafld reconcile <task>` writes them), by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counts_disagree: Vec<String>,
     /// Open tasks whose spec file is missing (their ledger keeps them), by id.

@@ -284,8 +284,7 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
                 None => {
                     let _ = write!(text, "{:<width$}  {:<9} {:>7}  {}", t.task_id, t.status, progress, t.title);
                     // The row is the ledger's; what the spec file says otherwise is flagged.
-                    let file_counts =
-                        t.file_counts.as_ref().map(|c| format!("{}/{}", c.criteria_passed, c.criteria_total));
+                    let file_counts = t.file_counts.as_ref().map(|file| counted_otherwise(&counts, file));
                     let says: Vec<String> = t.file_status.iter().cloned().chain(file_counts).collect();
                     if !says.is_empty() {
                         let note = format!("(the file says {}: `scafld reconcile {}`)", says.join(", "), t.task_id);
@@ -298,6 +297,28 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
         text.trim_end().to_string()
     });
     Ok(workflow::OK)
+}
+
+/// What a spec file counts that differs from what its ledger counts, each count named: the
+/// criteria passed as the row shows them (`1/1`), then failed, pending and completed phases.
+fn counted_otherwise(ledger: &m::Counts, file: &m::Counts) -> String {
+    let mut says = Vec::new();
+    if file.criteria_passed != ledger.criteria_passed || file.criteria_total != ledger.criteria_total {
+        says.push(format!("{}/{}", file.criteria_passed, file.criteria_total));
+    }
+    if file.criteria_failed != ledger.criteria_failed {
+        says.push(format!("{} failed", file.criteria_failed));
+    }
+    if file.criteria_pending != ledger.criteria_pending {
+        says.push(format!("{} pending", file.criteria_pending));
+    }
+    if file.phases_completed != ledger.phases_completed || file.phases_total != ledger.phases_total {
+        says.push(format!("{}/{} phases completed", file.phases_completed, file.phases_total));
+    }
+    if says.is_empty() {
+        says.push(format!("{}/{}", file.criteria_passed, file.criteria_total));
+    }
+    says.join(", ")
 }
 
 pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
