@@ -787,3 +787,24 @@ fn a_draft_python_scafld_hardened_is_approved_and_keeps_pythons_words() {
     assert_eq!(front(&text, "harden_status"), "in_progress", "{text}");
     assert!(approval(&env, "open-round")["harden_override"].as_str().is_some());
 }
+
+/// A Python draft whose `- Round 1` is still open: `--mark-passed` would be refused (the round
+/// holds no checks of this tool's), so the next step is `scafld harden`, which runs and opens a
+/// round of scafld's own; then closing that round is next.
+#[test]
+fn a_python_draft_with_an_open_round_is_next_hardened_in_a_round_of_scafld_s_own() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let open = fixture("python-hardened.md")
+        .replace("task_id: hello-tool", "task_id: open-round")
+        .replace("harden_status: passed", "harden_status: in_progress")
+        .replace("  - Outcome: passed", "  - Outcome: in_progress");
+    std::fs::write(env.work.join(".scafld/specs/drafts/open-round.md"), open).unwrap();
+    let status = env.scafld(&["status", "open-round", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_command"], "scafld harden open-round", "{status}");
+    assert!(status["next_action"]["reason"].as_str().unwrap().contains("Python scafld's round"), "{status}");
+    env.scafld(&["harden", "open-round"]).assert_code(0);
+    let status = env.scafld(&["status", "open-round", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_command"], "scafld harden open-round --mark-passed", "{status}");
+}

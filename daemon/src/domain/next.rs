@@ -12,7 +12,7 @@ use crate::domain::harden::PassGap;
 use crate::domain::ledger::{LedgerEntry, Replay, spec_changed_since_review};
 use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::review::{Authority, completion_authority};
-use crate::domain::spec::Spec;
+use crate::domain::spec::{RoundForm, Spec};
 use scafld_protocol::cli::review_task;
 
 pub use scafld_protocol::methods::{NextAction, NextRole as Role, NextStep as Action};
@@ -231,12 +231,31 @@ fn draft(id: &str, spec: &Spec, digest: Option<&str>) -> NextAction {
         );
     }
     match harden {
-        HardenStatus::InProgress => next(
-            Role::Agent,
-            Action::FinishHarden,
-            format!("scafld harden {id} --mark-passed"),
-            "a harden round is open: answer its checks, then close it",
-        ),
+        // `--mark-passed` checks the latest round: with none, or with Python scafld's (which
+        // holds no checks of this tool's), it is refused, so the step is a round of our own.
+        HardenStatus::InProgress => match spec.harden_rounds.last() {
+            Some(round) if round.form == RoundForm::Heading => next(
+                Role::Agent,
+                Action::FinishHarden,
+                format!("scafld harden {id} --mark-passed"),
+                "a harden round is open: answer its checks, then close it",
+            ),
+            Some(round) => next(
+                Role::Agent,
+                Action::Harden,
+                format!("scafld harden {id}"),
+                format!(
+                    "the open {} is Python scafld's round, which holds no checks of scafld's: harden opens a round of scafld's own (or approve with `--reason`)",
+                    round.id
+                ),
+            ),
+            None => next(
+                Role::Agent,
+                Action::Harden,
+                format!("scafld harden {id}"),
+                "harden_status says in_progress but the spec has no harden round: harden opens one (or approve with `--reason`)",
+            ),
+        },
         HardenStatus::Passed | HardenStatus::Overridden => {
             next(Role::Human, Action::Approve, format!("scafld approve {id}"), "hardening passed: approve the contract")
         }
