@@ -1079,3 +1079,72 @@ fn a_phase_in_an_html_comment_is_neither_read_nor_run() {
     let written = std::fs::read_to_string(env.work.join(".scafld/specs/active/h.md")).unwrap();
     assert!(written.contains("  - Status: pass\n  - Evidence: ") && written.ends_with(comment), "{written}");
 }
+
+/// A spec Python scafld 2.x built records a criterion's outcome on its own `Result:` and
+/// `Checked at:` lines too. When this tool records the criterion failing, those lines say so
+/// (`Result: fail`, the time of the write): the file never says pass and fail at once.
+#[test]
+fn a_python_criterion_recorded_failing_says_fail_on_its_result_line_too() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join("greet.txt"), "bye\n").unwrap();
+    let text = [
+        "---",
+        "spec_version: '2.0'",
+        "task_id: py-task",
+        "created: '2026-11-22T11:19:55Z'",
+        "updated: '2026-11-22T11:20:31Z'",
+        "status: in_progress",
+        "harden_status: passed",
+        "---",
+        "",
+        "# Python task",
+        "",
+        "## Summary",
+        "",
+        "Greet.",
+        "",
+        "## Scope",
+        "",
+        "- `greet.txt` - the greeting.",
+        "",
+        "## Phase 1: Write greeting",
+        "",
+        "Goal: Create greet.txt.",
+        "",
+        "Status: completed",
+        "Dependencies: none",
+        "",
+        "Acceptance:",
+        "- [x] `ac1_1` test - greet.txt says hello.",
+        "  - Command: `grep -q hello greet.txt`",
+        "  - Expected kind: `exit_code_zero`",
+        "  - Timeout seconds: none",
+        "  - Result: pass",
+        "  - Status: pass",
+        "  - Evidence: none",
+        "  - Source event: none",
+        "  - Last attempt: none",
+        "  - Checked at: 2026-11-22T11:20:31Z",
+        "",
+    ]
+    .join("\n");
+    let path = write_spec(&env, "active", "py-task", &text);
+    scafld_tests::git(&env.work, &["add", "-A"]);
+    scafld_tests::git(&env.work, &["commit", "-qm", "initial"]);
+    for _ in 0..2 {
+        let run = env.scafld(&["build", "py-task"]);
+        assert!(run.code == 0 || run.code == 3, "{}{}", run.stdout, run.stderr);
+    }
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("\n  - Status: fail\n"), "{written}");
+    assert!(written.contains("\n  - Result: fail\n"), "{written}");
+    assert!(!written.contains("Checked at: 2026-11-22T11:20:31Z"), "{written}");
+    assert!(written.contains("\n  - Last attempt: none\n"), "Python's other lines stay: {written}");
+    // Once it passes again, the line says so.
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    env.scafld(&["build", "py-task"]).assert_code(0);
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("\n  - Result: pass\n  - Status: pass\n"), "{written}");
+}

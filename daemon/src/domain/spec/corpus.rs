@@ -177,6 +177,8 @@ fn is_runner_line(line: &str) -> bool {
         "Blockers:",
         "Evidence:",
         "Source event:",
+        "Result:",
+        "Checked at:",
         "Current phase:",
         "Next:",
         "Allowed follow-up command:",

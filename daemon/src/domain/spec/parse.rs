@@ -155,6 +155,26 @@ impl RoundField {
     }
 }
 
+/// The detail lines Python scafld 2.x's runner writes on a criterion beside `Status:` (its
+/// dialect's record of the result), kept current with the criterion's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PythonResultField {
+    /// `Result: pass|fail|none`.
+    Result,
+    /// `Checked at: <time>|none`.
+    CheckedAt,
+}
+
+impl PythonResultField {
+    fn of_key(key: &str) -> Option<PythonResultField> {
+        match key {
+            "result" => Some(PythonResultField::Result),
+            "checked at" => Some(PythonResultField::CheckedAt),
+            _ => None,
+        }
+    }
+}
+
 /// Where one criterion is: its line, the line after its details, and its runner-owned lines.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CriterionLayout {
@@ -162,6 +182,8 @@ pub struct CriterionLayout {
     pub head: usize,
     pub end: usize,
     pub fields: Vec<(CriterionField, usize)>,
+    /// Python scafld's result lines (the first of each), runner-owned as well.
+    pub python: Vec<(PythonResultField, usize)>,
     /// Indentation of its detail lines (`  ` when it has none).
     pub detail_indent: String,
 }
@@ -1138,7 +1160,14 @@ impl<'a> Parser<'a> {
                         layout.fields.push((field, i));
                     }
                 }
-                _ => c.other.push((raw_key.trim().to_string(), unquote(raw_value))),
+                _ => {
+                    if let Some(field) = PythonResultField::of_key(&key)
+                        && !layout.python.iter().any(|(f, _)| *f == field)
+                    {
+                        layout.python.push((field, i));
+                    }
+                    c.other.push((raw_key.trim().to_string(), unquote(raw_value)))
+                }
             }
             last_key = key;
             i += 1;

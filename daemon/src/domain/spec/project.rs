@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::dialect::Dialect;
 use super::model::{Criterion, HardenRound, Spec};
-use super::parse::{CriterionField, CriterionLayout, Layout, RoundField, SectionKey, StateField, parse};
+use super::parse::{
+    CriterionField, CriterionLayout, Layout, PythonResultField, RoundField, SectionKey, StateField, parse,
+};
 use super::render;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -113,7 +115,10 @@ pub fn authored_digest(text: &str, layout: &Layout) -> String {
     for line in layout.phases.iter().filter_map(|p| p.status) {
         own(line..line + 1);
     }
-    let criteria = layout.criteria.iter().flat_map(|c| c.fields.iter().map(|(_, line)| *line));
+    let criteria = layout
+        .criteria
+        .iter()
+        .flat_map(|c| c.fields.iter().map(|(_, line)| *line).chain(c.python.iter().map(|(_, line)| *line)));
     for line in criteria.chain(layout.rounds.iter().flat_map(|r| r.fields.iter().map(|(_, line)| *line))) {
         own(line..line + 1);
     }
@@ -208,6 +213,7 @@ pub fn project(text: &str, next: &Spec) -> Result<String, ProjectionError> {
         };
         let Some(slot) = slots.get(&before.line) else { continue };
         criterion(&mut edits, slot, &lines, before, c);
+        python_result(&mut edits, slot, &lines, before, c, &next.front.updated);
     }
     review(&mut edits, layout, &lines, previous, next);
     harden_rounds(&mut edits, layout, &lines, &previous.harden_rounds, &next.harden_rounds);
@@ -336,6 +342,37 @@ fn criterion(edits: &mut Edits, slot: &CriterionLayout, lines: &[&str], before: 
     }
     if !missing.is_empty() {
         edits.insert_after(slot.end - 1, missing);
+    }
+}
+
+/// When a criterion's state changes, Python scafld's `Result:` line says what `Status:` does
+/// (`pass`, `fail`, or `none` before a result), so the file never states two outcomes, and
+/// `Checked at:` is the time of this write (`none` without a result).
+fn python_result(
+    edits: &mut Edits,
+    slot: &CriterionLayout,
+    lines: &[&str],
+    before: &Criterion,
+    next: &Criterion,
+    now: &str,
+) {
+    if before.state() == next.state() {
+        return;
+    }
+    let Some(&(_, line)) = slot.python.iter().find(|(f, _)| *f == PythonResultField::Result) else { return };
+    let result = match next.state() {
+        "pass" => "pass",
+        "fail" | "invalid" => "fail",
+        _ => "none",
+    };
+    let written = lines[line].trim_end_matches(['\n', '\r']).split_once(':').map_or("", |(_, v)| v.trim());
+    if written == result {
+        return;
+    }
+    edits.replace(line, relabel(lines[line], result));
+    if let Some(&(_, at)) = slot.python.iter().find(|(f, _)| *f == PythonResultField::CheckedAt) {
+        let checked = if result == "none" || now.is_empty() { "none" } else { now };
+        edits.replace(at, relabel(lines[at], checked));
     }
 }
 

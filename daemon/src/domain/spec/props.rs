@@ -350,6 +350,7 @@ fn runner_lines(layout: &Layout, lines: &[&str]) -> Vec<bool> {
     layout.phases.iter().filter_map(|p| p.status).for_each(&mut mark);
     for c in &layout.criteria {
         c.fields.iter().for_each(|(_, l)| mark(*l));
+        c.python.iter().for_each(|(_, l)| mark(*l));
     }
     for r in &layout.rounds {
         r.fields.iter().for_each(|(_, l)| mark(*l));
