@@ -1148,3 +1148,50 @@ fn a_python_criterion_recorded_failing_says_fail_on_its_result_line_too() {
     let written = std::fs::read_to_string(&path).unwrap();
     assert!(written.contains("\n  - Result: pass\n  - Status: pass\n"), "{written}");
 }
+
+/// The runner fields Python scafld 2.x writes under `## Review` of every spec it plans are its
+/// own, not the author's: validate does not ask the author to move them.
+#[test]
+fn python_s_review_fields_are_not_taken_for_the_author_s_text() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let fields = "Status: not_started\nVerdict: none\nTimestamp: none\nReview rounds: none\nReviewer mode: none\n\
+Reviewer session: none\nRound status: none\nOverride applied: none\nOverride reason: none\nOverride confirmed at: none\n\
+Reviewed head: none\nReviewed dirty: none\nReviewed diff: none\nBlocking count: none\nNon-blocking count: none\n\n\
+Findings:\n- none\n\nPasses:\n- none\n";
+    let criterion = [
+        "- [ ] `ac1_1` test - greet.txt says hello.",
+        "  - Command: `grep -q hello greet.txt`",
+        "  - Expected kind: `exit_code_zero`",
+        "  - Timeout seconds: none",
+        "  - Result: none",
+        "  - Status: pending",
+        "  - Evidence: none",
+        "  - Source event: none",
+        "  - Last attempt: none",
+        "  - Checked at: none",
+    ]
+    .join("\n");
+    let text = |review: &str| {
+        format!(
+            "---\nspec_version: '2.0'\ntask_id: py-review\nstatus: draft\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n\
+# Python review block\n\n## Summary\n\nGreet.\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: Write greeting\n\n\
+Goal: Create greet.txt.\n\nStatus: pending\nDependencies: none\n\nAcceptance:\n{criterion}\n\n## Review\n\n{review}"
+        )
+    };
+    write_spec(&env, "drafts", "py-review", &text(fields));
+    let run = env.scafld(&["validate", "py-review"]);
+    run.assert_code(0);
+    assert!(!run.stdout.contains("## Review") && !run.stderr.contains("## Review"), "{}{}", run.stdout, run.stderr);
+    // A line of the author's among them is still named.
+    write_spec(
+        &env,
+        "drafts",
+        "py-review",
+        &text(&fields.replace("Timestamp: none\n", "Timestamp: none\nMy note: x\n")),
+    );
+    let run = env.scafld(&["validate", "py-review"]);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(said.contains("line 44: warning: `## Review` is written by scafld"), "{said}");
+}

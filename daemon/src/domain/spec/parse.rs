@@ -155,6 +155,24 @@ impl RoundField {
     }
 }
 
+/// The fields Python scafld 2.x's runner writes under `## Review` beside `Status:` and
+/// `Verdict:` (as `label` reads their keys): its own, never the author's.
+const PYTHON_REVIEW_FIELDS: [&str; 13] = [
+    "timestamp",
+    "review rounds",
+    "reviewer mode",
+    "reviewer session",
+    "round status",
+    "override applied",
+    "override reason",
+    "override confirmed at",
+    "reviewed head",
+    "reviewed dirty",
+    "reviewed diff",
+    "blocking count",
+    "non blocking count",
+];
+
 /// The detail lines Python scafld 2.x's runner writes on a criterion beside `Status:` (its
 /// dialect's record of the result), kept current with the criterion's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1356,12 +1374,15 @@ impl<'a> Parser<'a> {
                 }
             }
         }
-        // Until a review is recorded the section holds only the template's lines: anything else
-        // there is someone's text, which the first review replaces with its own.
+        // Until a review is recorded the section holds only the template's lines (this tool's,
+        // or the runner fields Python scafld 2.x writes there): anything else there is
+        // someone's text, which the first review replaces with its own.
         if matches!(self.spec.review.status.as_str(), "" | "not_started") {
             let template = |line: &str| {
                 matches!(line.trim(), "" | "Findings:" | "- none")
-                    || label(line).is_some_and(|(key, _)| matches!(key.as_str(), "status" | "verdict"))
+                    || label(line).is_some_and(|(key, _)| {
+                        matches!(key.as_str(), "status" | "verdict") || PYTHON_REVIEW_FIELDS.contains(&key.as_str())
+                    })
             };
             if let Some(i) = body.clone().find(|&i| !template(self.lines[i])) {
                 self.diag(
