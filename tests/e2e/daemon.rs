@@ -1239,6 +1239,48 @@ fn an_export_to_a_full_disk_is_a_runtime_failure_at_any_path() {
     assert!(!target.exists(), "a partial export was left at {}", target.display());
 }
 
+/// Once the state database failed on a full disk and could not be reopened, every call said
+/// only "the state database could not be reopened". It now carries the cause (no space left,
+/// which database) and the full-disk hint, and the next call after space returns works.
+#[test]
+fn a_state_database_that_cannot_be_reopened_says_why() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: needs root to mount a small tmpfs");
+        return;
+    }
+    let mut env = TestEnv::new();
+    let Some(disk) = Tmpfs::mount(env.path("tiny"), "2M") else {
+        eprintln!("SKIPPED a_state_database_that_cannot_be_reopened_says_why: cannot mount a tmpfs here");
+        return;
+    };
+    env.state_dir = disk.0.join("state");
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - fails\n  - Command: `head -c 900 /dev/urandom | base64 -w0; exit 1`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/t.md"), spec).unwrap();
+    env.scafld(&["approve", "t", "--reason", "full"]).assert_code(0);
+    env.scafld(&["build", "t"]).assert_code(0); // opens the phase
+    let filler = disk.0.join("filler");
+    let mut file = std::fs::File::create(&filler).unwrap();
+    while std::io::Write::write_all(&mut file, &[0u8; 4096]).is_ok() {}
+    drop(file);
+    // Each failing build records its output, until the database cannot take it.
+    let full = (0..600).map(|_| bounded(&env, &["build", "t"])).find(|run| run.code != 3);
+    let full = full.expect("the disk never filled up for the daemon");
+    assert_ne!(full.code, 124, "{full:?}");
+    let status = bounded(&env, &["status", "t"]);
+    assert!(full.stderr.contains("No space left on device"), "{full:?}");
+    assert_ne!(status.code, 0, "{status:?}");
+    assert!(status.stderr.contains("could not be reopened"), "{status:?}");
+    assert!(status.stderr.contains("No space left on device"), "{status:?}");
+    assert!(status.stderr.contains("hint: a disk is full"), "{status:?}");
+    std::fs::remove_file(&filler).unwrap();
+    let again = bounded(&env, &["status", "t"]);
+    assert_eq!(again.code, 0, "{again:?}");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
 #[test]
 fn an_autostarted_daemon_says_when_it_is_ready_and_keeps_no_pipe_open() {
     let env = TestEnv::new();

@@ -122,6 +122,9 @@ pub struct SledStore {
     dir: PathBuf,
     /// The open database; `None` after a failed reopen (the next call tries again).
     trees: std::sync::RwLock<Option<Arc<Trees>>>,
+    /// Why the last reopen failed (its kind and text), so every call refused while none is
+    /// open says why (a full disk, where) rather than only that it failed.
+    reopen_failure: std::sync::Mutex<Option<(std::io::ErrorKind, String)>>,
     /// The manifest, saved beside the database (see [`manifest`]).
     manifest: manifest::Keeper,
     /// Held by a finished job's save and by retention, so that a save cannot slip between
@@ -226,6 +229,7 @@ impl SledStore {
         Ok(SledStore {
             dir: dir.to_path_buf(),
             trees: std::sync::RwLock::new(Some(Arc::new(trees))),
+            reopen_failure: std::sync::Mutex::new(None),
             manifest: manifest::Keeper::start(manifest_path, actual),
             finished_jobs: std::sync::Mutex::new(()),
         })
@@ -251,7 +255,17 @@ impl SledStore {
         }
         self.reopen();
         self.trees.read().unwrap_or_else(|e| e.into_inner()).clone().ok_or_else(|| {
-            StoreError::Backend(sled::Error::Io(std::io::Error::other("the state database could not be reopened")))
+            let failure = self.reopen_failure.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let (kind, cause) = failure.unwrap_or((std::io::ErrorKind::Other, "no cause was given".into()));
+            // The cause's own words (`No space left on device (os error 28)`) are what
+            // `RpcError::internal` recognises a full disk by, for its hint.
+            StoreError::Backend(sled::Error::Io(std::io::Error::new(
+                kind,
+                format!(
+                    "the state database {} could not be reopened after an I/O error ({cause}); every call tries again, so commands work again once that is put right, with no restart",
+                    self.dir.display()
+                ),
+            )))
         })
     }
 
@@ -265,11 +279,24 @@ impl SledStore {
         if catch_unwind(AssertUnwindSafe(move || drop(old))).is_err() {
             tracing::warn!("closing the failed state database panicked");
         }
-        match catch_unwind(AssertUnwindSafe(|| Trees::open(&self.dir))) {
-            Ok(Ok(trees)) => *slot = Some(Arc::new(trees)),
-            Ok(Err(e)) => tracing::warn!("cannot reopen the state database: {e}"),
-            Err(_) => tracing::warn!("cannot reopen the state database: the engine panicked"),
-        }
+        let failure = match catch_unwind(AssertUnwindSafe(|| Trees::open(&self.dir))) {
+            Ok(Ok(trees)) => {
+                *slot = Some(Arc::new(trees));
+                None
+            }
+            Ok(Err(e)) => {
+                tracing::warn!("cannot reopen the state database: {e}");
+                Some(match &e {
+                    StoreError::Backend(sled::Error::Io(io)) | StoreError::Manifest(io) => (io.kind(), io.to_string()),
+                    _ => (std::io::ErrorKind::Other, e.to_string()),
+                })
+            }
+            Err(_) => {
+                tracing::warn!("cannot reopen the state database: the engine panicked");
+                Some((std::io::ErrorKind::Other, "the database engine panicked opening it".to_string()))
+            }
+        };
+        *self.reopen_failure.lock().unwrap_or_else(|e| e.into_inner()) = failure;
     }
 }
 
