@@ -1360,22 +1360,29 @@ fn neither_the_daemon_nor_its_commands_keep_a_starters_descriptors() {
 }
 
 /// A daemon killed between writing a spec's new bytes and renaming them into place leaves a
-/// hidden temporary file; the next daemon removes it once it is clearly nobody's (a minute old).
+/// hidden temporary file; the next daemon removes it once it is clearly nobody's: its writer
+/// (the pid in its name) is gone, or it is a minute old.
 #[test]
 fn an_interrupted_writes_temporary_file_is_removed_by_the_next_daemon() {
     let env = TestEnv::new();
     env.init();
     let folder = env.work.join(".scafld/specs/active");
     std::fs::create_dir_all(&folder).unwrap();
-    let (left, fresh) = (folder.join(".t.md.tmp-4242-0"), folder.join(".t.md.tmp-4242-1"));
-    for path in [&left, &fresh] {
+    // Old, of a live writer (this test); fresh, of a writer gone; fresh, of a live writer.
+    let alive = std::process::id();
+    let mut exited = Command::new("true").spawn().unwrap();
+    let gone = exited.id();
+    exited.wait().unwrap();
+    let left = folder.join(format!(".t.md.tmp-{alive}-0"));
+    let crashed = folder.join(format!(".u.md.tmp-{gone}-0"));
+    let fresh = folder.join(format!(".t.md.tmp-{alive}-1"));
+    for path in [&left, &crashed, &fresh] {
         std::fs::write(path, "half a spec").unwrap();
     }
-    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-    std::fs::File::options().write(true).open(&left).unwrap().set_modified(hour_ago).unwrap();
+    scafld_tests::set_modified(&left, std::time::SystemTime::now() - std::time::Duration::from_secs(3600));
     env.scafld(&["daemon", "stop"]).assert_code(0);
     env.scafld(&["daemon", "start"]).assert_code(0);
-    wait_until("the leftover to go", || !left.exists());
+    wait_until("the leftovers to go", || !left.exists() && !crashed.exists());
     assert!(fresh.exists(), "a temporary file that may still be written is left alone");
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
