@@ -1281,6 +1281,47 @@ fn a_state_database_that_cannot_be_reopened_says_why() {
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
 
+/// `init` on a full workspace disk wrote `.scafld/workspace_id` in place and left it empty,
+/// after which every command refused the folder until the file was deleted by hand. The id is
+/// now written atomically (nothing is left but what was there), and an empty id file an older
+/// scafld left is taken as no id file, so `init` and `list` work once there is room.
+#[test]
+fn a_full_disk_never_leaves_an_empty_workspace_id_that_blocks_the_folder() {
+    if !nix::unistd::getuid().is_root() {
+        eprintln!("skipped: needs root to mount a small tmpfs");
+        return;
+    }
+    let mut env = TestEnv::new();
+    let Some(disk) = Tmpfs::mount(env.path("wsdisk"), "2M") else {
+        eprintln!("SKIPPED a_full_disk_never_leaves_an_empty_workspace_id...: cannot mount a tmpfs here");
+        return;
+    };
+    env.work = disk.0.clone();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join(".git/info/exclude"), "filler\n").unwrap();
+    let filler = env.work.join("filler");
+    let fill = || {
+        let mut file = std::fs::File::create(&filler).unwrap();
+        while std::io::Write::write_all(&mut file, &[0u8; 4096]).is_ok() {}
+    };
+    fill();
+    let full = bounded(&env, &["init"]);
+    assert_ne!(full.code, 0, "{full:?}");
+    let id_file = env.work.join(".scafld/workspace_id");
+    assert!(std::fs::metadata(&id_file).map_or(true, |m| m.len() > 0), "an empty id file was left");
+    std::fs::remove_file(&filler).unwrap();
+    bounded(&env, &["init"]).assert_code(0);
+    let id = std::fs::read_to_string(&id_file).unwrap();
+    assert_eq!(id.trim().len(), 32, "{id:?}");
+
+    // An empty id file as an older scafld left it: no id, so the folder keeps its workspace.
+    std::fs::write(&id_file, "").unwrap();
+    bounded(&env, &["list"]).assert_code(0);
+    bounded(&env, &["init"]).assert_code(0);
+    assert_eq!(std::fs::read_to_string(&id_file).unwrap(), id, "the recorded id is written back");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
 #[test]
 fn an_autostarted_daemon_says_when_it_is_ready_and_keeps_no_pipe_open() {
     let env = TestEnv::new();

@@ -202,7 +202,7 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
     }
     // A `.scafld` made now is a new workspace: refused before anything is written while a
     // job of the one this folder held still runs here.
-    let had_id = root.join(layout::ID_FILE).exists();
+    let had_id = layout::read_id(root).is_ok_and(|id| id.is_some());
     let opening = if root.join(layout::SCAFLD_DIR).exists() {
         Opening::Existing
     } else {

@@ -133,6 +133,11 @@ pub fn read_id(root: &Path) -> io::Result<Option<String>> {
     let path = root.join(ID_FILE);
     match capped::read_text_if_there(&path, "workspace id file", MAX_ID_FILE_BYTES) {
         Ok(Some(text)) if is_valid_id(text.trim()) => Ok(Some(text.trim().to_string())),
+        // Empty: an older scafld's write cut short (a full disk) before the id reached it. It
+        // names nothing, so it is taken as no file at all: the folder keeps the workspace on
+        // record for it, or gets a new one, exactly as after a deleted id file, and the id is
+        // written over it.
+        Ok(Some(text)) if text.trim().is_empty() => Ok(None),
         Ok(None) => Ok(None),
         Err(capped::ReadError { refusal: capped::Refusal::Io(e), .. }) => Err(e),
         // Not text, not a regular file, or far too long for an id.
@@ -153,9 +158,10 @@ pub fn create_scafld_with_new_id(root: &Path) -> io::Result<String> {
     Ok(id)
 }
 
-/// Write the workspace id (a new one, or the one the daemon has on record for the folder).
+/// Write the workspace id (a new one, or the one the daemon has on record for the folder),
+/// atomically: a write cut short (a full disk) leaves the file as it was, never empty.
 pub fn write_id(root: &Path, id: &str) -> io::Result<()> {
-    write_user_file(&root.join(ID_FILE), format!("{id}\n").as_bytes())
+    super::specfile::write_atomic_mode(&root.join(ID_FILE), format!("{id}\n").as_bytes(), user_mode(false))
 }
 
 /// The id of a `.scafld` with no id file that nothing is recorded for (a fresh clone, a
