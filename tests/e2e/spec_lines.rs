@@ -109,3 +109,23 @@ fn a_dependency_on_a_missing_or_later_phase_is_warned_of() {
     let expected: Vec<(u64, String)> = expected.iter().map(|(l, m)| (*l, m.to_string())).collect();
     assert_eq!(found, expected);
 }
+
+/// A draft over the size `approve` takes is invalid in `validate` (an approval rule: approve
+/// would refuse it), saying the limit approve holds it to. Before, it validated clean and
+/// only approve refused it.
+#[test]
+fn a_draft_too_large_to_approve_is_refused_by_validate_first() {
+    let env = env();
+    let notes: String = (0..150_000).map(|i| format!("Line {i} of a long design note.\n")).collect();
+    let body = format!(
+        "## Summary\n\n{notes}\n## Phase 1: One\n\nObjective: x\n\nAcceptance:\n- [ ] `a1` test - t\n  - Command: `true`\n"
+    );
+    std::fs::write(env.work.join(".scafld/specs/drafts/big.md"), draft("big", &body)).unwrap();
+    let validate = env.scafld(&["validate", "big"]);
+    validate.assert_code(3);
+    let over = "over the 4.0 MiB (4194304 bytes) an approved spec may have";
+    assert!(validate.stdout.contains(over) || validate.stderr.contains(over), "{validate:?}");
+    let approve = env.scafld(&["approve", "big", "--reason", "t"]);
+    approve.assert_code(3);
+    assert!(approve.stderr.contains(over), "{}", approve.stderr);
+}

@@ -348,6 +348,23 @@ pub fn parse(text: &str) -> Parsed {
     let Parser { spec, mut diags, mut layout, in_fence, .. } = p;
     layout.fenced = in_fence;
     let approving = spec.status().is_none_or(|s| s == Status::Draft);
+    // `approve` refuses a draft this large (`tasks::exec::refuse_oversized`): said before it is
+    // asked, by the same limit. An approved spec is past that check (an amendment checks only
+    // the runner's room), so only a draft is held to it.
+    let len = text.len() as u64;
+    if approving && len > super::budget::MAX_APPROVED_BYTES {
+        use scafld_local::capped::size;
+        diags.push(Diagnostic {
+            line: 0,
+            severity: Severity::Error,
+            message: format!(
+                "the spec is {}, over the {} an approved spec may have, so approve refuses it; split the task into smaller ones, or move long notes out of the spec and link them",
+                size(len),
+                size(super::budget::MAX_APPROVED_BYTES)
+            ),
+            rule: Rule::Approval,
+        });
+    }
     for d in &mut diags {
         d.severity = match d.rule {
             Rule::Structure => Severity::Error,
