@@ -129,3 +129,23 @@ fn a_draft_too_large_to_approve_is_refused_by_validate_first() {
     approve.assert_code(3);
     assert!(approve.stderr.contains(over), "{}", approve.stderr);
 }
+
+/// Front matter end-of-line comments are YAML comments: `status: draft  # note` is a draft,
+/// `"2.0"  # grammar` is 2.0, and the runner's write of a status keeps the comment. Before, the
+/// comment was read as part of the value and the status refused.
+#[test]
+fn front_matter_comments_are_comments_and_a_write_keeps_them() {
+    let env = env();
+    let text = draft("y", "## Phase 1: One\n\nObjective: x\n\nAcceptance:\n- [ ] `a1` test - t\n  - Command: `true`\n")
+        .replace("spec_version: '2.0'\n", "spec_version: \"2.0\"  # the grammar\n")
+        .replace("status: draft\n", "status: draft        # still being written\n")
+        .replace("harden_status: not_run\n", "harden_status: not_run # nobody yet\nowner: 'a # b'\n");
+    std::fs::write(env.work.join(".scafld/specs/drafts/y.md"), &text).unwrap();
+    assert_eq!(diagnostics(&env, "y"), []);
+    let status = env.scafld(&["status", "y", "--json"]).json()["result"].clone();
+    assert_eq!((status["status"].as_str(), status["harden_status"].as_str()), (Some("draft"), Some("not_run")));
+    env.scafld(&["approve", "y", "--reason", "t"]).assert_code(0);
+    let written = std::fs::read_to_string(env.work.join(".scafld/specs/approved/y.md")).unwrap();
+    assert!(written.contains("\nstatus: approved        # still being written\n"), "{written}");
+    assert!(written.contains("\nspec_version: \"2.0\"  # the grammar\n") && written.contains("\nowner: 'a # b'\n"));
+}

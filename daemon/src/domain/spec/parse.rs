@@ -456,6 +456,41 @@ pub(crate) fn without_inline_comments(raw: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// A front matter value as YAML reads it, and its end-of-line comment: `(value, comment)`,
+/// the comment with the blanks before it (empty when there is none). A `#` starts a comment
+/// only after a blank and outside quotes (`'a#b'`, `"x # y"` and `a#b` are values).
+pub(crate) fn yaml_comment(raw: &str) -> (&str, &str) {
+    let t = raw.trim_start();
+    let lead = raw.len() - t.len();
+    // Where the scalar ends: after its closing quote, or at the first ` #` of a plain one.
+    let end = match t.chars().next() {
+        Some(q @ ('\'' | '"')) => {
+            let mut escaped = false;
+            let close = t.char_indices().skip(1).find(|&(_, c)| {
+                let found = c == q && !escaped;
+                escaped = q == '"' && c == '\\' && !escaped;
+                found
+            });
+            match close {
+                Some((at, _)) => at + 1,
+                None => return (raw, ""),
+            }
+        }
+        _ => 0,
+    };
+    let search = &t[end..];
+    let after_blank = |at: usize| if at == 0 { end == 0 && lead > 0 } else { search[..at].ends_with([' ', '\t']) };
+    let hash = search.char_indices().find(|&(at, c)| c == '#' && after_blank(at)).map(|(at, _)| at);
+    match hash {
+        Some(at) if end > 0 && !search[..at].trim().is_empty() => (raw, ""),
+        Some(at) => {
+            let cut = raw[..lead + end + at].trim_end().len();
+            (&raw[..cut], &raw[cut..])
+        }
+        None => (raw, ""),
+    }
+}
+
 /// [`unquote`], with `none` read as unset.
 fn optional(raw: &str) -> String {
     let v = unquote(raw);
@@ -673,6 +708,7 @@ impl<'a> Parser<'a> {
                 continue;
             };
             let key = key.trim();
+            let (value, _) = yaml_comment(value);
             nested_under = value.trim().is_empty().then(|| key.to_string());
             // YAML allows a key once; the original read the last and wrote the first, so the
             // file could say one status while every write changed the other.

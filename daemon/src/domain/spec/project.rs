@@ -265,8 +265,14 @@ fn front_matter(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &S
         }
         let rendered = render::front_matter_line(key, after);
         match layout.front_fields.iter().find(|(k, _)| k == key) {
-            Some((_, line)) if lines[*line].trim_end() != rendered => edits.replace(*line, rendered),
-            Some(_) => {}
+            Some((_, line)) => {
+                // The author's end-of-line comment stays, after the new value.
+                let comment = lines[*line].split_once(':').map_or("", |(_, value)| super::parse::yaml_comment(value).1);
+                let kept = format!("{rendered}{}", comment.trim_end());
+                if lines[*line].trim_end() != kept {
+                    edits.replace(*line, kept);
+                }
+            }
             None => edits.at(end - 1).before.push(rendered),
         }
     }

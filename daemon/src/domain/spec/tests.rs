@@ -760,3 +760,15 @@ fn a_phase_s_criteria_are_the_checklist_after_its_acceptance_label() {
     assert_eq!(parse(&unlabelled).spec.criteria().count(), 1);
     assert!(warnings(&unlabelled).iter().any(|w| w.starts_with("line 7: phase1 has no `Acceptance:` label")));
 }
+
+#[test]
+fn front_matter_comments_are_read_as_yaml_reads_them() {
+    use super::parse::yaml_comment;
+    assert_eq!(yaml_comment(" draft        # note"), (" draft", "        # note"));
+    assert_eq!(yaml_comment(" \"2.0\"  # grammar"), (" \"2.0\"", "  # grammar"));
+    assert_eq!(yaml_comment(" 'a # b'"), (" 'a # b'", ""));
+    assert_eq!(yaml_comment(" \"a \\\" # b\" # c"), (" \"a \\\" # b\"", " # c"));
+    assert_eq!(yaml_comment(" a#b"), (" a#b", ""));
+    assert_eq!(yaml_comment(" # only a comment"), ("", " # only a comment"));
+    assert_eq!(yaml_comment(" 'x'#y"), (" 'x'#y", ""));
+}
