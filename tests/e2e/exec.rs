@@ -848,8 +848,9 @@ fn an_approved_spec_never_grows_past_what_can_be_read() {
     let refused = env.scafld(&["approve", "huge", "--reason", "tests skip hardening", "--json"]);
     refused.assert_code(3);
     let error = &refused.json()["error"];
+    // Refused by the draft's validation (which `validate` reports first), saying what to do.
     assert!(error["message"].as_str().unwrap().contains("an approved spec may have"), "{error}");
-    assert!(error["hint"].as_str().unwrap().contains("split the task"), "{error}");
+    assert!(error["message"].as_str().unwrap().contains("split the task"), "{error}");
 
     // Under 4 MiB, but with so many criteria that their records could not fit: refused too.
     let many: Vec<(String, &str, &str)> = (0..15_000).map(|i| (format!("d{i}"), "true", "")).collect();
