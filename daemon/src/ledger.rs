@@ -385,7 +385,8 @@ pub fn spec_file(ws: &Workspace, task: &str) -> RpcResult<SpecText> {
     // Seen before the read: a file put there after it is told apart when the write comes.
     let id = FileId::at(&path).map_err(|e| unreadable(format!("cannot read the spec: {e}")))?;
     let bytes = crate::workspace::index::read_spec(&ws.root, &path).map_err(unreadable)?;
-    let text = String::from_utf8(bytes).map_err(|_| unreadable("the spec file is not valid UTF-8".into()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| unreadable(crate::domain::spec::not_utf8(e.as_bytes(), &e.utf8_error())))?;
     Ok(SpecText { path, text, id })
 }
 

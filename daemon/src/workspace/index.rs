@@ -704,7 +704,7 @@ impl Index {
         match read_spec(&self.root, path) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => self.entry_from_text(task_id, path, folder, &text, stamp, keep),
-                Err(_) => broken("the spec file is not valid UTF-8".into()),
+                Err(e) => broken(crate::domain::spec::not_utf8(e.as_bytes(), &e.utf8_error())),
             },
             Err(e) => broken(e),
         }

@@ -154,7 +154,12 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
         } else {
             s.title.clone()
         };
-        let mut text = format!("{}: {} - {title}\n", s.task_id, ctx.out.paint(&s.status, Style::Bold));
+        // A file that cannot be read has neither: said so, its errors following.
+        let (status, title) = match s.status.is_empty() && title.is_empty() {
+            true => ("unreadable".to_string(), "the spec file cannot be read (see its errors)".to_string()),
+            false => (s.status.clone(), title),
+        };
+        let mut text = format!("{}: {} - {title}\n", s.task_id, ctx.out.paint(&status, Style::Bold));
         let _ = writeln!(text, "harden: {}   review gate: {}", s.harden_status, s.review_gate);
         let _ = writeln!(
             text,

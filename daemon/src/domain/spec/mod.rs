@@ -18,7 +18,7 @@ pub mod render;
 
 pub use dialect::Dialect;
 pub use model::*;
-pub use parse::{Diagnostic, Parsed, Severity, criterion_problems, parse, parse_as};
+pub use parse::{Diagnostic, Parsed, Severity, criterion_problems, not_utf8, parse, parse_as};
 
 #[cfg(test)]
 mod corpus;

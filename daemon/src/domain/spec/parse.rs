@@ -324,6 +324,20 @@ pub fn parse_as(text: &str, task: &str) -> Result<Parsed, Diagnostic> {
     first.map_or(Ok(parsed), Err)
 }
 
+/// Why `bytes`, a spec file, is not UTF-8: where its first invalid byte is, by line and column
+/// (in bytes), so the author can find it. Such a file is refused, never read: a projection
+/// would have to rewrite bytes it cannot represent.
+pub fn not_utf8(bytes: &[u8], error: &std::str::Utf8Error) -> String {
+    let at = error.valid_up_to();
+    let before = &bytes[..at];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let column = at - before.iter().rposition(|b| *b == b'\n').map_or(0, |n| n + 1) + 1;
+    let byte = bytes.get(at).copied().unwrap_or_default();
+    format!(
+        "the spec file is not valid UTF-8: line {line}, column {column} holds byte 0x{byte:02X} (byte offset {at}); save the file as UTF-8"
+    )
+}
+
 /// The value a field has when its text says "not set".
 pub(crate) fn is_unset(value: &str) -> bool {
     let v = value.trim();
