@@ -108,11 +108,19 @@ fn sweep_write_leftovers(root: &Path, before: SystemTime) -> usize {
     dirs.map(|dir| remove_files(&dir, leftover)).sum()
 }
 
-/// Whether a process `pid` exists (one of another user's counts too).
+/// Whether a process `pid` runs (one of another user's counts too). A zombie does not: a
+/// killed daemon whose parent never reaps it (an init that does not) is one for good.
 fn running(pid: u32) -> bool {
     use nix::errno::Errno;
     let Ok(pid) = i32::try_from(pid) else { return false };
-    pid > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) != Err(Errno::ESRCH)
+    if pid <= 0 || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(Errno::ESRCH) {
+        return false;
+    }
+    // The state follows the command name's closing parenthesis in `/proc/<pid>/stat`.
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()));
+    !matches!(state, Some('Z' | 'X'))
 }
 
 /// Remove the diagnostics files (command output kept for debugging, under
@@ -201,10 +209,20 @@ mod tests {
         exited.wait().unwrap();
         let crashed = root.join(format!(".scafld/specs/active/.v.md.tmp-{dead}-4"));
         file(&crashed, false);
+        // A writer killed and never reaped (a zombie, as under an init that does not reap).
+        let mut zombie = std::process::Command::new("true").spawn().unwrap();
+        let unreaped = root.join(format!(".scafld/specs/active/.w.md.tmp-{}-5", zombie.id()));
+        file(&unreaped, false);
+        let exited = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "));
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !exited(zombie.id()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
 
         let before = SystemTime::now() - LEFTOVER_AGE;
-        assert_eq!(sweep_write_leftovers(&root, before), gone.len() + 1);
-        assert!(gone.iter().chain([&crashed]).all(|p| !p.exists()));
+        assert_eq!(sweep_write_leftovers(&root, before), gone.len() + 2);
+        assert!(gone.iter().chain([&crashed, &unreaped]).all(|p| !p.exists()));
+        zombie.wait().unwrap();
         assert!(kept.iter().chain([&fresh]).all(|p| p.exists()), "only old leftovers and a dead writer's go");
     }
 }
