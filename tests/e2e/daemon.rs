@@ -1134,11 +1134,22 @@ fn a_process_that_left_the_group_with_a_cleared_environment_dies_with_its_run() 
 struct Tmpfs(std::path::PathBuf);
 
 impl Tmpfs {
-    fn mount(path: std::path::PathBuf, size: &str) -> Option<Tmpfs> {
+    /// Mount one of `size` at `path` for `test`; `None`, said loudly, where this process cannot
+    /// mount (not root, or a container without CAP_SYS_ADMIN): the test is then skipped rather
+    /// than failing CI.
+    fn mount(path: std::path::PathBuf, size: &str, test: &str) -> Option<Tmpfs> {
+        if !nix::unistd::getuid().is_root() {
+            eprintln!("SKIPPED {test}: needs root to mount a small tmpfs");
+            return None;
+        }
         std::fs::create_dir_all(&path).unwrap();
         let status =
             Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(&path).status();
-        status.is_ok_and(|s| s.success()).then_some(Tmpfs(path))
+        let mounted = status.is_ok_and(|s| s.success()).then_some(Tmpfs(path));
+        if mounted.is_none() {
+            eprintln!("SKIPPED {test}: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+        }
+        mounted
     }
 }
 
@@ -1158,14 +1169,12 @@ fn bounded(env: &TestEnv, args: &[&str]) -> scafld_tests::Run {
 
 #[test]
 fn a_full_disk_fails_calls_cleanly_and_the_daemon_recovers_when_space_returns() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to mount a small tmpfs");
-        return;
-    }
     let mut env = TestEnv::new();
-    let Some(disk) = Tmpfs::mount(env.path("tiny"), "8M") else {
-        // A container without CAP_SYS_ADMIN cannot mount; say so loudly rather than fail CI.
-        eprintln!("SKIPPED a_full_disk_...: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+    let Some(disk) = Tmpfs::mount(
+        env.path("tiny"),
+        "8M",
+        "a_full_disk_fails_calls_cleanly_and_the_daemon_recovers_when_space_returns",
+    ) else {
         return;
     };
     // The database and the log live on the small disk; the workspace does not. Started as
@@ -1213,13 +1222,9 @@ fn a_full_disk_fails_calls_cleanly_and_the_daemon_recovers_when_space_returns() 
 /// only a path that names no writable file is the caller's usage error (exit 2).
 #[test]
 fn an_export_to_a_full_disk_is_a_runtime_failure_at_any_path() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to mount a small tmpfs");
-        return;
-    }
     let env = TestEnv::new();
-    let Some(disk) = Tmpfs::mount(env.path("tiny"), "1M") else {
-        eprintln!("SKIPPED an_export_to_a_full_disk_...: cannot mount a tmpfs here (needs CAP_SYS_ADMIN)");
+    let Some(disk) = Tmpfs::mount(env.path("tiny"), "1M", "an_export_to_a_full_disk_is_a_runtime_failure_at_any_path")
+    else {
         return;
     };
     scafld_tests::git(&env.work, &["init", "-q"]);
@@ -1244,13 +1249,8 @@ fn an_export_to_a_full_disk_is_a_runtime_failure_at_any_path() {
 /// which database) and the full-disk hint, and the next call after space returns works.
 #[test]
 fn a_state_database_that_cannot_be_reopened_says_why() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to mount a small tmpfs");
-        return;
-    }
     let mut env = TestEnv::new();
-    let Some(disk) = Tmpfs::mount(env.path("tiny"), "2M") else {
-        eprintln!("SKIPPED a_state_database_that_cannot_be_reopened_says_why: cannot mount a tmpfs here");
+    let Some(disk) = Tmpfs::mount(env.path("tiny"), "2M", "a_state_database_that_cannot_be_reopened_says_why") else {
         return;
     };
     env.state_dir = disk.0.join("state");
@@ -1287,13 +1287,10 @@ fn a_state_database_that_cannot_be_reopened_says_why() {
 /// scafld left is taken as no id file, so `init` and `list` work once there is room.
 #[test]
 fn a_full_disk_never_leaves_an_empty_workspace_id_that_blocks_the_folder() {
-    if !nix::unistd::getuid().is_root() {
-        eprintln!("skipped: needs root to mount a small tmpfs");
-        return;
-    }
     let mut env = TestEnv::new();
-    let Some(disk) = Tmpfs::mount(env.path("wsdisk"), "2M") else {
-        eprintln!("SKIPPED a_full_disk_never_leaves_an_empty_workspace_id...: cannot mount a tmpfs here");
+    let Some(disk) =
+        Tmpfs::mount(env.path("wsdisk"), "2M", "a_full_disk_never_leaves_an_empty_workspace_id_that_blocks_the_folder")
+    else {
         return;
     };
     env.work = disk.0.clone();
