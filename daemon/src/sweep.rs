@@ -116,11 +116,7 @@ fn running(pid: u32) -> bool {
     if pid <= 0 || nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None) == Err(Errno::ESRCH) {
         return false;
     }
-    // The state follows the command name's closing parenthesis in `/proc/<pid>/stat`.
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()));
-    !matches!(state, Some('Z' | 'X'))
+    !matches!(scafld_local::reaper::process_state(pid), Some('Z' | 'X'))
 }
 
 /// Remove the diagnostics files (command output kept for debugging, under
@@ -213,7 +209,7 @@ mod tests {
         let mut zombie = std::process::Command::new("true").spawn().unwrap();
         let unreaped = root.join(format!(".scafld/specs/active/.w.md.tmp-{}-5", zombie.id()));
         file(&unreaped, false);
-        let exited = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "));
+        let exited = |pid: u32| scafld_local::reaper::process_state(pid as i32) == Some('Z');
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while !exited(zombie.id()) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));

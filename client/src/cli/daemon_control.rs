@@ -136,12 +136,9 @@ fn unanswered(paths: &Paths, waited: Duration) -> CliError {
     CliError::new("daemon_timeout", message, workflow::UNREACHABLE).with_hint(hint)
 }
 
-/// Whether process `pid` is stopped (state `T` in `/proc/<pid>/stat`, after the command name).
+/// Whether process `pid` is stopped (SIGSTOP, Ctrl-Z).
 fn process_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('T')))
-        .unwrap_or(false)
+    i32::try_from(pid).is_ok_and(|pid| scafld_local::reaper::process_state(pid) == Some('T'))
 }
 
 /// Start `scafldd` detached from this process and wait until its socket answers: the daemon

@@ -277,6 +277,12 @@ fn stat(pid: i32) -> Option<(char, u64)> {
     Some((fields.first()?.chars().next()?, fields.get(19)?.parse().ok()?))
 }
 
+/// A process's state letter (field 3 of `/proc/PID/stat`: `R`, `S`, `T` stopped, `Z` a zombie,
+/// ...), or `None` when there is no such process.
+pub fn process_state(pid: i32) -> Option<char> {
+    stat(pid).map(|(state, _)| state)
+}
+
 /// A process's parent (field 4 of `/proc/PID/stat`).
 fn parent(pid: i32) -> Option<i32> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
