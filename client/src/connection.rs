@@ -179,14 +179,7 @@ impl Connection {
             // that works: one that accepted but does not answer (stopped, stuck) is reported
             // after a bound, never waited on for ever.
             let bound = self.timeout.map_or(HANDSHAKE_DEADLINE, |t| t.min(HANDSHAKE_DEADLINE));
-            self.reader.get_ref().set_read_timeout(Some(bound))?;
-            let raw = self.reply(id).map_err(|error| match error {
-                ClientError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                    ClientError::TimedOut(bound)
-                }
-                error => error,
-            })?;
-            self.reader.get_ref().set_read_timeout(self.timeout)?;
+            let raw = self.reply_within(id, bound)?;
             let hello: methods::HelloResult = serde_json::from_str(raw.get())
                 .map_err(|e| ClientError::Decode(format!("{}: {e}", methods::Hello::NAME)))?;
             if hello.protocol_version != PROTOCOL_VERSION {
@@ -248,27 +241,24 @@ impl Connection {
         }
         // A call that only reads is due at once from a daemon that works (none of them waits
         // for a job or a person): bounded too, as the handshake is.
-        self.reader.get_ref().set_read_timeout(Some(READ_DEADLINE))?;
-        let reply = self.reply(id).map_err(|error| match error {
-            ClientError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                ClientError::TimedOut(READ_DEADLINE)
-            }
-            error => error,
-        });
-        self.reader.get_ref().set_read_timeout(None)?;
+        self.reply_within(id, READ_DEADLINE)
+    }
+
+    /// The reply to `id`, waited for `bound` at most ([`ClientError::TimedOut`] past it); the
+    /// connection's own read timeout holds again afterwards.
+    fn reply_within(&mut self, id: u64, bound: Duration) -> Result<Box<RawValue>, ClientError> {
+        self.reader.get_ref().set_read_timeout(Some(bound))?;
+        let reply = self.reply(id).map_err(|error| ran_out(error, bound));
+        self.reader.get_ref().set_read_timeout(self.timeout)?;
         reply
     }
 
     /// `step`, with a read or write that ran out of time reported as [`ClientError::TimedOut`].
     fn guard_timeout<T>(&mut self, step: impl FnOnce(&mut Self) -> Result<T, ClientError>) -> Result<T, ClientError> {
-        step(self).map_err(|error| match (error, self.timeout) {
-            (ClientError::Io(e), Some(timeout))
-                if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
-            {
-                ClientError::TimedOut(timeout)
-            }
-            (error, _) => error,
-        })
+        match self.timeout {
+            Some(timeout) => step(self).map_err(|error| ran_out(error, timeout)),
+            None => step(self),
+        }
     }
 
     /// Write one request; its id is returned.
@@ -409,6 +399,16 @@ fn kind_of_code(code: i32) -> ErrorKind {
         codes::INVALID_PARAMS => ErrorKind::InvalidParams,
         codes::OVERSIZED_REQUEST => ErrorKind::OversizedRequest,
         _ => ErrorKind::Internal,
+    }
+}
+
+/// `error` as [`ClientError::TimedOut`] when it is a read or write that ran out of `bound`.
+fn ran_out(error: ClientError, bound: Duration) -> ClientError {
+    match error {
+        ClientError::Io(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            ClientError::TimedOut(bound)
+        }
+        error => error,
     }
 }
 
