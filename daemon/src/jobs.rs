@@ -500,7 +500,7 @@ mod tests {
                 .filter(|pid| {
                     let pid = nix::unistd::Pid::from_raw(*pid);
                     nix::unistd::getpgid(Some(pid)) == Ok(pgid)
-                        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z")
+                        && scafld_local::proc::stat(pid.as_raw()).is_some_and(|stat| !stat.is_dead())
                 })
                 .count()
         };

@@ -20,6 +20,8 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
+use crate::proc::stat;
+
 static SUBREAPER: AtomicBool = AtomicBool::new(false);
 static RUNS: Mutex<Runs> = Mutex::new(Runs { next: 0, live: Vec::new(), ended: VecDeque::new() });
 
@@ -162,9 +164,10 @@ fn sweep_as(everything: bool) {
         }
         (leaders, live_since, windows)
     };
+    let mut orphans = Vec::new();
     for pid in our_children(everything) {
-        let Some((state, start)) = stat(pid) else { continue };
-        if state == 'Z' {
+        let Some(stat) = stat(pid) else { continue };
+        if stat.state == 'Z' {
             // Dead: reaped, unless its spawner reaps it (a live run's leader).
             if everything || !leaders.contains(&pid) {
                 let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
@@ -172,14 +175,41 @@ fn sweep_as(everything: bool) {
             continue;
         }
         // Started since a live run began: that run's (or possibly), for now.
-        if live_since.is_some_and(|since| since <= start) {
+        if live_since.is_some_and(|since| since <= stat.start_ticks) {
             continue;
         }
         // Started while none of our runs ran: not from one (a daemon `scafld worker` started).
-        if !windows.iter().any(|(since, until)| *since <= start && start <= *until) {
+        if !windows.iter().any(|(since, until)| *since <= stat.start_ticks && stat.start_ticks <= *until) {
             continue;
         }
-        kill_tree(pid);
+        orphans.push(pid);
+    }
+    kill_trees(orphans, everything);
+}
+
+/// Kill each orphan's tree: off the async runtime when there is one (stopping a tree waits for
+/// each level to stop, up to [`STOP_SETTLE`] a level), inline as the process stops. An orphan
+/// another sweep is already killing is left to it.
+fn kill_trees(orphans: Vec<i32>, now: bool) {
+    static KILLING: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+    let claimed: Vec<i32> = {
+        let mut killing = KILLING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let claimed: Vec<i32> = orphans.into_iter().filter(|pid| !killing.contains(pid)).collect();
+        killing.extend(&claimed);
+        claimed
+    };
+    if claimed.is_empty() {
+        return;
+    }
+    let kill = move || {
+        for pid in &claimed {
+            kill_tree(*pid);
+        }
+        KILLING.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).retain(|pid| !claimed.contains(pid));
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if !now => drop(runtime.spawn_blocking(kill)),
+        _ => kill(),
     }
 }
 
@@ -224,7 +254,7 @@ fn kill_tree(root: i32) {
 /// children are all it will have.
 fn settle(pids: &[i32]) {
     let started = std::time::Instant::now();
-    while pids.iter().any(|pid| stat(*pid).is_some_and(|(state, _)| !matches!(state, 'T' | 't' | 'Z' | 'X'))) {
+    while pids.iter().any(|pid| stat(*pid).is_some_and(|stat| !matches!(stat.state, 'T' | 't') && !stat.is_dead())) {
         if started.elapsed() > STOP_SETTLE {
             return;
         }
@@ -264,29 +294,16 @@ fn children_of(pid: i32) -> Vec<i32> {
             .flatten()
             .flatten()
             .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|child| parent(*child) == Some(pid))
+            .filter(|child| stat(*child).is_some_and(|stat| stat.parent == pid))
             .collect();
     }
     found
 }
 
-/// A process's state (field 3 of `/proc/PID/stat`) and start in clock ticks since boot (22).
-fn stat(pid: i32) -> Option<(char, u64)> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
-    Some((fields.first()?.chars().next()?, fields.get(19)?.parse().ok()?))
-}
-
 /// A process's state letter (field 3 of `/proc/PID/stat`: `R`, `S`, `T` stopped, `Z` a zombie,
 /// ...), or `None` when there is no such process.
 pub fn process_state(pid: i32) -> Option<char> {
-    stat(pid).map(|(state, _)| state)
-}
-
-/// A process's parent (field 4 of `/proc/PID/stat`).
-fn parent(pid: i32) -> Option<i32> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    text[text.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
+    stat(pid).map(|stat| stat.state)
 }
 
 /// Now, in the clock ticks since boot a process's start is given in (`/proc/PID/stat`: the
@@ -314,7 +331,7 @@ mod tests {
         let before = super::ticks_now();
         let mut child = std::process::Command::new("sleep").arg("1").spawn().unwrap();
         let after = super::ticks_now();
-        let (_, start) = super::stat(child.id() as i32).unwrap();
+        let start = super::stat(child.id() as i32).unwrap().start_ticks;
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(before <= start && start <= after, "{before} <= {start} <= {after}");

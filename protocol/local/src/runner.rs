@@ -534,7 +534,7 @@ impl PidRange {
     /// with at least 32768 pids. Otherwise, or when either file cannot be read, all of them.
     /// (Reading every process's environment costs about 0.35 ms a run; this is most of it.)
     pub fn of_run(leader: i32, lasted: Duration) -> PidRange {
-        let read = |file: &str| read_proc(file, &mut [0; 32])?.trim().parse::<i32>().ok();
+        let read = |file: &str| crate::proc::read_small(file, &mut [0; 32])?.trim().parse::<i32>().ok();
         // Read once: it is only held against a floor (lowered below it later, unnoticed).
         static PID_MAX: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
         let pid_max = *PID_MAX.get_or_init(|| read("/proc/sys/kernel/pid_max"));
@@ -595,23 +595,10 @@ pub fn kill_carriers_in(token: &str, range: PidRange) -> usize {
     killed
 }
 
-/// Field 22 of `/proc/PID/stat`: the start time in clock ticks since boot. The command name
-/// (field 2) may hold spaces and parentheses, so fields are counted after its last `)`.
+/// A process's start in clock ticks since boot (with the boot id, what tells a process
+/// group apart from a later one given the same id).
 pub fn start_ticks(pid: i32) -> Option<u64> {
-    let mut buf = [0; 1024];
-    let stat = read_proc(&format!("/proc/{pid}/stat"), &mut buf)?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// A small `/proc` file's text, read with one `read` into `buf` (the kernel writes such a file
-/// whole into a buffer big enough; `fs::read_to_string` would also stat it and probe): these
-/// are read for every command a build step runs.
-fn read_proc<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b str> {
-    use std::io::Read;
-    let n = std::fs::File::open(path).ok()?.read(buf).ok()?;
-    // A file that filled the buffer may have been cut short.
-    (n < buf.len()).then(|| std::str::from_utf8(&buf[..n]).ok()).flatten()
+    crate::proc::stat(pid).map(|stat| stat.start_ticks)
 }
 
 /// This boot's id: a process group id only names the same group within one boot. Kept once
@@ -658,25 +645,6 @@ mod tests {
         // The wrapper may already have exited (EPIPE); what it read is what matters.
         let _ = child.stdin.take().unwrap().write_all(stdin);
         child.wait_with_output().unwrap()
-    }
-
-    #[test]
-    fn a_leaders_start_is_read_past_a_name_with_spaces_and_parentheses() {
-        // A program named to look like the fields after it: `x) R 1 2`.
-        let dir = std::env::temp_dir().join(format!("scafld-start-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let program = dir.join("x) R 1 2");
-        std::os::unix::fs::symlink("/bin/sleep", &program).unwrap();
-        let mut child = Command::new(&program).arg("5").spawn().unwrap();
-        let pid = child.id() as i32;
-        // As `ps -o lstart` reads it: field 22, counted after the name's last `)`.
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let expected: u64 = stat.rsplit_once(')').unwrap().1.split_whitespace().nth(19).unwrap().parse().unwrap();
-        assert_eq!(super::start_ticks(pid), Some(expected), "{stat}");
-        assert_eq!(super::start_ticks(i32::MAX), None);
-        child.kill().unwrap();
-        child.wait().unwrap();
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

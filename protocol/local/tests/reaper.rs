@@ -18,7 +18,13 @@ fn sleepers(marker: &str) -> usize {
         .unwrap()
         .flatten()
         .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == format!("sleep\0{marker}\0").as_bytes()))
-        .filter(|e| std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| !s.contains(") Z ")))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|pid| pid.parse().ok())
+                .and_then(scafld_local::proc::stat)
+                .is_some_and(|stat| !stat.is_dead())
+        })
         .count()
 }
 
