@@ -902,7 +902,7 @@ pub async fn run(
         stdout_dropped: outcome.stdout.dropped,
         submitted,
         tail: outcome.tail(1200),
-        diagnostic: diagnostic.display().to_string(),
+        diagnostic: diagnostic.cited(),
         reported: crate::sync::lock(&reported).clone(),
     };
     if cancelled {

@@ -30,13 +30,14 @@ pub struct Diagnostics {
 }
 
 /// Run the command with the shared runner; `on_spawn` gets its process group (with the leader's
-/// identity) before the command may start, whenever a process was started. Returns the outcome and the diagnostics file written.
+/// identity) before the command may start, whenever a process was started. Returns the outcome and
+/// the diagnostics file, written or not.
 pub async fn run(
     request: RunRequest,
     diagnostics: Diagnostics,
     cancel: CancellationToken,
     on_spawn: impl FnOnce(ProcessGroup),
-) -> (RunOutcome, PathBuf) {
+) -> (RunOutcome, Written) {
     let (outcome, file) = run_deferred(request, diagnostics, cancel, on_spawn).await;
     (outcome, file.written().await)
 }
@@ -74,8 +75,8 @@ pub async fn run_deferred(
 /// hand-off); anything bigger (up to twice the capture cap) at once on a blocking thread.
 const WRITTEN_INLINE: usize = 64 * 1024;
 
-/// A run's diagnostics file, still to be written or being written (best effort: a file that
-/// cannot be written is no error).
+/// A run's diagnostics file, still to be written or being written. A file that cannot be written
+/// fails no run, but it is never cited as the record: [`DiagnosticsFile::written`] says why.
 pub struct DiagnosticsFile {
     pub path: PathBuf,
     write: Write,
@@ -83,8 +84,26 @@ pub struct DiagnosticsFile {
 
 enum Write {
     Pending { dir: PathBuf, text: String },
-    Started(tokio::task::JoinHandle<()>),
-    Done,
+    Started(tokio::task::JoinHandle<Result<(), String>>),
+    Done(Result<(), String>),
+}
+
+/// A run's diagnostics file once its write ended: the file holding the whole record, or why it
+/// could not be written (the OS's words; nothing is left at `path` then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    pub path: PathBuf,
+    pub error: Option<String>,
+}
+
+impl Written {
+    /// How a message cites the record: its path, or that there is none and why.
+    pub fn cited(&self) -> String {
+        match &self.error {
+            None => self.path.display().to_string(),
+            Some(why) => format!("none, {} could not be written: {why}", self.path.display()),
+        }
+    }
 }
 
 impl DiagnosticsFile {
@@ -99,25 +118,31 @@ impl DiagnosticsFile {
 
     /// Write a small file now; a big one is being written already.
     pub fn write_small(&mut self) {
-        if let Write::Pending { dir, text } = std::mem::replace(&mut self.write, Write::Done) {
-            write_diagnostics(&dir, &self.path, &text);
+        if let Write::Pending { dir, text } = &self.write {
+            self.write = Write::Done(write_diagnostics(dir, &self.path, text));
         }
     }
 
     /// Wait until the file is written (or failed to be).
-    pub async fn written(mut self) -> PathBuf {
+    pub async fn written(mut self) -> Written {
         self.write_small();
-        if let Write::Started(write) = self.write {
-            let _ = write.await;
-        }
-        self.path
+        let result = match self.write {
+            Write::Started(write) => write.await.unwrap_or_else(|e| Err(format!("the write did not finish: {e}"))),
+            Write::Done(result) => result,
+            Write::Pending { .. } => unreachable!("written just above"),
+        };
+        Written { path: self.path, error: result.err() }
     }
 }
 
-fn write_diagnostics(dir: &Path, file: &Path, text: &str) {
-    if crate::workspace::layout::create_real_dir(dir).is_ok() {
-        let _ = crate::workspace::layout::write_user_file(file, text.as_bytes());
-    }
+/// Write the file whole, or leave none: a file cut short by a full disk would read as the
+/// whole record.
+fn write_diagnostics(dir: &Path, file: &Path, text: &str) -> Result<(), String> {
+    crate::workspace::layout::create_real_dir(dir).map_err(|e| format!("its folder cannot be made: {e}"))?;
+    crate::workspace::layout::write_user_file(file, text.as_bytes()).map_err(|e| {
+        let _ = std::fs::remove_file(file);
+        e.to_string()
+    })
 }
 
 /// What the diagnostics file says about the request (the request itself moves into the run).

@@ -1319,6 +1319,57 @@ fn a_full_disk_never_leaves_an_empty_workspace_id_that_blocks_the_folder() {
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
 
+/// A build step on a full workspace disk left each criterion's diagnostics file empty while the
+/// answer and the ledger cited it as the full record, saying nothing of the failed write. A
+/// record that cannot be written is now cited by nothing (the empty file is removed), the answer
+/// and the ledger say why, and the criterion's own result and output are recorded as ever.
+#[test]
+fn a_diagnostics_file_the_full_disk_refused_is_cited_by_nothing_and_said_to_be_missing() {
+    let mut env = TestEnv::new();
+    let test = "a_diagnostics_file_the_full_disk_refused_is_cited_by_nothing_and_said_to_be_missing";
+    let Some(disk) = Tmpfs::mount(env.path("wsdisk"), "2M", test) else {
+        return;
+    };
+    env.work = disk.0.clone();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join(".git/info/exclude"), "filler\n").unwrap();
+    std::fs::write(env.work.join("README.md"), "r\n").unwrap();
+    scafld_tests::commit_all(&env.work, "init");
+    bounded(&env, &["init"]).assert_code(0);
+    let spec = "---\nspec_version: '2.0'\ntask_id: t1\nstatus: draft\nharden_status: not_run\nsize: small\n\
+                risk_level: low\n---\n\n# Task t1\n\n## Summary\n\nDo it.\n\n## Phase 1: Step 1\n\n\
+                Objective: step 1.\n\nAcceptance:\n- [ ] `a1` test - check 1\n  \
+                - Command: `seq 1 5000; echo compile error on line 42 >&2; exit 1`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/t1.md"), spec).unwrap();
+    bounded(&env, &["approve", "t1", "--reason", "r"]).assert_code(0);
+    bounded(&env, &["build", "t1"]).assert_code(0);
+    let filler = env.work.join("filler");
+    let mut file = std::fs::File::create(&filler).unwrap();
+    while std::io::Write::write_all(&mut file, &[0u8; 4096]).is_ok() {}
+    drop(file);
+
+    let run = bounded(&env, &["build", "t1", "--json"]);
+    let criterion = run.json()["result"]["criteria"][0].clone();
+    assert_eq!(criterion["status"], "fail", "{run:?}");
+    assert!(criterion["output_excerpt"].as_str().unwrap().contains("compile error on line 42"), "{criterion}");
+    assert_eq!(criterion["diagnostic"], "", "a record never written is cited: {criterion}");
+    let why = criterion["diagnostic_error"].as_str().unwrap_or_default();
+    assert!(why.contains("could not be written") && why.contains("No space left on device"), "{criterion}");
+    let folder = env.work.join(".scafld/runs/t1/diagnostics");
+    let empty = std::fs::read_dir(&folder)
+        .map(|files| files.flatten().filter(|f| f.metadata().is_ok_and(|m| m.len() == 0)).count())
+        .unwrap_or(0);
+    assert_eq!(empty, 0, "an empty diagnostics file is left in {}", folder.display());
+
+    std::fs::remove_file(&filler).unwrap();
+    let entries = bounded(&env, &["session", "t1", "--json"]).json()["result"]["entries"].as_array().unwrap().clone();
+    let recorded = entries.iter().rev().find(|e| e["criterion_id"] == "a1").unwrap();
+    assert_eq!(recorded["status"], "fail", "{recorded}");
+    assert_eq!(recorded["diagnostic"], "", "the ledger cites a record never written: {recorded}");
+    assert!(recorded["diagnostic_error"].as_str().is_some_and(|w| w.contains("No space left on device")), "{recorded}");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
 #[test]
 fn an_autostarted_daemon_says_when_it_is_ready_and_keeps_no_pipe_open() {
     let env = TestEnv::new();

@@ -374,6 +374,7 @@ pub fn failed_on_rerun(
             reason: format!("finalize ran it again: {}", r.reason),
             output: String::new(),
             diagnostic: r.diagnostic.clone(),
+            diagnostic_error: r.diagnostic_error.clone(),
             duration_ms: r.duration_ms,
             attempt: attempts(&c.id) + 1,
             definition: crate::domain::evidence::definition_digest(c),

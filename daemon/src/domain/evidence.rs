@@ -503,6 +503,7 @@ mod tests {
                 reason: String::new(),
                 output: String::new(),
                 diagnostic: String::new(),
+                diagnostic_error: String::new(),
                 duration_ms: 0,
                 attempt: 1,
                 definition: definition.into(),

@@ -162,6 +162,7 @@ fn map(entry: &Value) -> LedgerEvent {
             reason,
             output: text(entry, "output"),
             diagnostic: text(entry, "path"),
+            diagnostic_error: String::new(),
             duration_ms: 0,
             attempt: 1,
             // The original bound evidence to nothing: imported evidence is stale until re-run.

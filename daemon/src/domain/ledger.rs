@@ -123,7 +123,11 @@ pub enum LedgerEvent {
         reason: String,
         /// The tail of the output (capped); the whole output is in `diagnostic`.
         output: String,
+        /// The file holding the whole record (empty when none was written).
         diagnostic: String,
+        /// Why the whole record could not be written (`diagnostic` is then empty).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        diagnostic_error: String,
         duration_ms: u64,
         attempt: u32,
         /// Digest of the criterion's definition that ran (empty in entries recorded before
@@ -234,6 +238,11 @@ pub fn approval_baseline(entries: &[LedgerEntry]) -> Option<(Option<String>, Vec
     })
 }
 
+/// What a result says of its whole record when the file `path` could not be written (`why`).
+pub fn unwritten_record(path: &str, why: &str) -> String {
+    format!("the full record could not be written to {path}: {why}; the output kept here is its tail")
+}
+
 impl LedgerEvent {
     pub fn reason(&self) -> &str {
         match self {
@@ -255,6 +264,17 @@ impl LedgerEvent {
             | LedgerEvent::Fail { reason }
             | LedgerEvent::Cancel { reason } => reason,
             LedgerEvent::Imported { .. } | LedgerEvent::Material { .. } | LedgerEvent::Receipt { .. } => "",
+        }
+    }
+
+    /// A criterion result citing `path` as its whole record, when that file could not be written
+    /// (`why`): it cites no file and says why instead, its own result and output kept.
+    pub fn record_unwritten(&mut self, path: &str, why: &str) {
+        if let LedgerEvent::Criterion { diagnostic, diagnostic_error, .. } = self
+            && diagnostic == path
+        {
+            *diagnostic_error = unwritten_record(path, why);
+            diagnostic.clear();
         }
     }
 
@@ -743,6 +763,7 @@ mod tests {
             reason: "r".into(),
             output: String::new(),
             diagnostic: String::new(),
+            diagnostic_error: String::new(),
             duration_ms: 1,
             attempt: 1,
             definition: String::new(),

@@ -1000,7 +1000,7 @@ impl BuildRun {
                         reason: format!("{} evidence cancelled", target.label()),
                     },
                 ]);
-                evidence.written().await;
+                evidence.written(&self.ws, &mut events, &mut results).await;
                 record(&self.daemon, &self.ws, &self.task, events, "command:build")?;
                 return Err(RpcError::new(ErrorKind::InvalidState, "the build was cancelled"));
             }
@@ -1009,8 +1009,9 @@ impl BuildRun {
             let conclusion = build::conclude(&spec, &target, outcome, recheck_failed.as_ref());
             events.extend(conclusion.events);
             // Every diagnostics file the events name is on disk before they are recorded (the
-            // last one was written while the conclusion was worked out).
-            evidence.written().await;
+            // last one was written while the conclusion was worked out); one that could not be
+            // written is cited by none, each result naming it says why instead.
+            evidence.written(&self.ws, &mut events, &mut results).await;
             if conclusion.run_final_next {
                 record(&self.daemon, &self.ws, &self.task, events, "command:build")?;
                 target = Target::Final;
@@ -1157,6 +1158,7 @@ impl BuildRun {
             reason: observed.reason,
             output: observed.output,
             diagnostic: observed.diagnostic,
+            diagnostic_error: String::new(),
             duration_ms: observed.duration_ms,
             attempt: 0,
             definition: evidence::definition_digest(criterion),
@@ -1215,10 +1217,19 @@ impl StepEvidence {
         std::mem::take(&mut self.events)
     }
 
-    /// Wait until every diagnostics file the events taken name is written.
-    async fn written(&mut self) {
+    /// Wait until every diagnostics file the events taken name is written; the events and
+    /// results that name one that could not be written name none, and say why.
+    async fn written(&mut self, ws: &Workspace, events: &mut [LedgerEvent], results: &mut [CriterionResult]) {
         for file in self.files.drain(..) {
-            file.written().await;
+            let written = file.written().await;
+            let Some(why) = written.error else { continue };
+            let path = ws.relative(&written.path);
+            warn!(%path, %why, "a criterion's diagnostics file could not be written");
+            events.iter_mut().for_each(|e| e.record_unwritten(&path, &why));
+            for result in results.iter_mut().filter(|r| r.diagnostic == path) {
+                result.diagnostic_error = ledger::unwritten_record(&path, &why);
+                result.diagnostic.clear();
+            }
         }
     }
 }

@@ -510,22 +510,28 @@ async fn rerun_acceptance(
     let (mut results, mut records) = (Vec::new(), Vec::new());
     for (phase_id, criterion) in phases {
         let kind = criterion.effective_kind().to_string();
-        let (status, reason, exit_code, output, diagnostic) = if kind == "manual" {
+        let (status, reason, exit_code, output, (diagnostic, diagnostic_error)) = if kind == "manual" {
             let status = crate::domain::evidence::latest_result(entries, &criterion.id)
                 .and_then(|(status, _, _)| status.parse().ok())
                 .unwrap_or(CriterionStatus::Pending);
-            (status, "manual evidence recorded".to_string(), None, String::new(), String::new())
+            (status, "manual evidence recorded".to_string(), None, String::new(), Default::default())
         } else {
             match commands.request(task, criterion) {
                 Ok((request, diagnostics)) => {
                     let request = crate::runner::RunRequest { token: Some(call.token()), ..request };
-                    let (outcome, diagnostic) = crate::runner::run(request, diagnostics, call.cancel(), |_| {}).await;
+                    let (outcome, written) = crate::runner::run(request, diagnostics, call.cancel(), |_| {}).await;
                     call.cut_short(&outcome)?;
                     let observed = judge(&kind, criterion, &outcome);
-                    (observed.status, observed.reason, observed.exit_code, observed.output, ws.relative(&diagnostic))
+                    // A record the disk refused is cited by nothing, the result says why.
+                    let path = ws.relative(&written.path);
+                    let record = match written.error {
+                        None => (path, String::new()),
+                        Some(why) => (String::new(), crate::domain::ledger::unwritten_record(&path, &why)),
+                    };
+                    (observed.status, observed.reason, observed.exit_code, observed.output, record)
                 }
                 // Its folder leads out of the workspace (or is none there): not run, no receipt.
-                Err(why) => (CriterionStatus::Fail, format!("not run: {why}"), None, String::new(), String::new()),
+                Err(why) => (CriterionStatus::Fail, format!("not run: {why}"), None, String::new(), Default::default()),
             }
         };
         records.push(AcceptanceRecord {
@@ -557,6 +563,7 @@ async fn rerun_acceptance(
             duration_ms: 0,
             output_excerpt: String::new(),
             diagnostic,
+            diagnostic_error,
         });
     }
     Ok((results, records))

@@ -280,14 +280,20 @@ fn criterion_states(
 ) -> Vec<m::CriterionState> {
     let state = |c: &Criterion, phase_id: String| {
         let last_run = entries.iter().rev().find_map(|e| match &e.event {
-            LedgerEvent::Criterion { criterion_id, exit_code, output, diagnostic, duration_ms, .. }
-                if *criterion_id == c.id =>
-            {
-                Some((*exit_code, output.clone(), diagnostic.clone(), Some(*duration_ms)))
+            LedgerEvent::Criterion {
+                criterion_id,
+                exit_code,
+                output,
+                diagnostic,
+                diagnostic_error,
+                duration_ms,
+                ..
+            } if *criterion_id == c.id => {
+                Some((*exit_code, output.clone(), diagnostic.clone(), diagnostic_error.clone(), Some(*duration_ms)))
             }
             _ => None,
         });
-        let (exit_code, output, diagnostic, duration_ms) = last_run.unwrap_or_default();
+        let (exit_code, output, diagnostic, diagnostic_error, duration_ms) = last_run.unwrap_or_default();
         m::CriterionState {
             id: c.id.clone(),
             phase_id,
@@ -306,6 +312,7 @@ fn criterion_states(
             duration_ms,
             output_excerpt: output.chars().rev().take(400).collect::<Vec<_>>().into_iter().rev().collect(),
             diagnostic,
+            diagnostic_error,
         }
     };
     let mut out: Vec<m::CriterionState> =

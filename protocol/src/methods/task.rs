@@ -278,6 +278,9 @@ pub struct CriterionState {
     pub output_excerpt: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub diagnostic: String,
+    /// Why the latest run's whole record could not be written.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diagnostic_error: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -587,7 +590,11 @@ pub struct CriterionResult {
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
     pub output_excerpt: String,
+    /// The file holding the whole record (empty when none was written).
     pub diagnostic: String,
+    /// Why the whole record could not be written (`diagnostic` is then empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diagnostic_error: String,
 }
 
 method!(
