@@ -177,7 +177,7 @@ fn a_killed_worker_takes_its_providers_whole_process_group_with_it() {
 }
 
 /// `scafld mcp submit-review` as a reviewer CLI starts it: lines in, lines out.
-fn mcp_exchange(env: &TestEnv, lines: &[&str]) -> Vec<Value> {
+fn mcp_exchange(env: &TestEnv, lines: &[&[u8]]) -> Vec<Value> {
     use std::io::Write as _;
     let mut child = env
         .scafld_command(&["mcp", "submit-review", "--token", "t0", "--answer", "dossier"])
@@ -188,7 +188,8 @@ fn mcp_exchange(env: &TestEnv, lines: &[&str]) -> Vec<Value> {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     for line in lines {
-        writeln!(stdin, "{line}").unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
     }
     drop(stdin);
     let out = child.wait_with_output().unwrap();
@@ -202,15 +203,26 @@ fn the_submit_tool_answers_without_a_daemon_and_says_why_it_cannot_record() {
     let replies = mcp_exchange(
         &env,
         &[
-            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t"}}}"#,
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#,
-            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"submit_review","arguments":{"verdict":"pass"}}}"#,
-            r#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
-            r#"7"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t"}}}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#,
+            br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"submit_review","arguments":{"verdict":"pass"}}}"#,
+            br#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#,
+            br#"7"#,
+            // Not UTF-8, then JSON that is not JSON-RPC's: each refused, and the server goes on.
+            b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"params\":{\"note\":\"caf\xe9\"}}",
+            b"{oops",
+            br#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#,
         ],
     );
-    assert_eq!(replies.len(), 5, "{replies:?}");
+    assert_eq!(replies.len(), 8, "{replies:?}");
+    assert_eq!(
+        (replies[5]["error"]["code"].as_i64(), replies[6]["error"]["code"].as_i64()),
+        (Some(-32700), Some(-32700)),
+        "{replies:?}"
+    );
+    assert!(replies[5]["error"]["message"].as_str().unwrap().contains("UTF-8"), "{}", replies[5]);
+    assert_eq!(replies[7]["id"], 6, "the request after them is answered: {}", replies[7]);
     assert_eq!(replies[0]["result"]["serverInfo"]["name"], "scafld-review-submit");
     let schema = &replies[1]["result"]["tools"][0]["inputSchema"];
     assert!(schema.get("$schema").is_none() && schema.get("$id").is_none(), "{schema}");

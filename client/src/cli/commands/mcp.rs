@@ -5,7 +5,7 @@
 //! handshake: when no daemon answers, a call returns a tool error saying so, so the model and
 //! the provider's log show why nothing was submitted.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 
 use scafld_client::Connection;
 use scafld_protocol::methods::{ReviewSubmit, SubmitParams};
@@ -16,6 +16,8 @@ use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 
 const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The longest request line read: a dossier is far smaller (reviewer answers are capped at 8 MiB).
+const MAX_LINE_BYTES: u64 = 16 << 20;
 /// Serve `submit_review` for `answer`: `dossier` (the review gate) or `template` (a template
 /// review's verdict, summary and findings).
 pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, CliError> {
@@ -25,18 +27,30 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
         _ => (scafld_protocol::schemas::provider_dossier(), "ReviewDossier", "submit_review"),
     };
     let mut daemon: Option<Connection> = None;
-    let stdin = std::io::stdin();
+    let mut stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
-        if line.trim().is_empty() {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        // A line past the cap is read to its end and refused; the next one is served.
+        match (&mut stdin).take(MAX_LINE_BYTES + 1).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if line.len() as u64 > MAX_LINE_BYTES && line.last() != Some(&b'\n') => {
+                let _ = stdin.skip_until(b'\n');
+                reply(&mut stdout, parse_error(format!("a request is at most {MAX_LINE_BYTES} bytes")));
+                continue;
+            }
+            Ok(_) => {}
+        }
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        let Ok(message) = serde_json::from_str::<Value>(&line) else {
-            reply(
-                &mut stdout,
-                json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error"}}),
-            );
+        let Ok(line) = std::str::from_utf8(&line) else {
+            reply(&mut stdout, parse_error("a request is UTF-8 text".into()));
+            continue;
+        };
+        let Ok(message) = serde_json::from_str::<Value>(line) else {
+            reply(&mut stdout, parse_error("not JSON".into()));
             continue;
         };
         if !message.is_object() {
@@ -98,6 +112,11 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
         reply(&mut stdout, message);
     }
     Ok(workflow::OK)
+}
+
+/// JSON-RPC's answer to a line that is not a request it can read: it has no id to answer.
+fn parse_error(why: String) -> Value {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("parse error: {why}")}})
 }
 
 fn reply(out: &mut impl Write, message: Value) {
