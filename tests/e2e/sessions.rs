@@ -362,6 +362,12 @@ fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept
     let late = worker(&env, &["heartbeat", &job, "--lease", &lease], &[]);
     late.assert_code(1);
     assert!(late.json()["error"]["message"].as_str().unwrap().contains("not yours"), "{}", late.stdout);
+    // A job that does not exist is no lost lease: every lease call says so alike (usage, exit 2).
+    for call in [&["heartbeat", "job-nope", "--lease", "x"][..], &["release", "job-nope", "--lease", "x"]] {
+        let unknown = worker(&env, call, &[]);
+        unknown.assert_code(2);
+        assert_eq!(unknown.json()["error"]["data"]["kind"], "not_found", "{call:?}: {}", unknown.stdout);
+    }
 
     let second = worker(&env, &["claim", "--id", "w2"], &[]);
     let claim = second.json()["result"].clone();

@@ -254,6 +254,8 @@ fn expiry(now_ms: u64, seconds: u64) -> u64 {
 
 /// Renew the lease `token` holds, in one compare-and-update (a stale token renews nothing).
 fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
+    // No such job is not a lost lease: the same answer every other lease call gives.
+    daemon.jobs.get(job_id).ok_or_else(|| crate::jobs::unknown_job(job_id))?;
     let now = now_ms();
     let record = daemon
         .jobs
