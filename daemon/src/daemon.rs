@@ -480,7 +480,7 @@ impl Daemon {
             let Some(ws) = workspaces.iter().find(|w| w.root == change.root && !w.is_bare()) else { continue };
             let (scafld, specs) = (ws.root.join(layout::SCAFLD_DIR), specfile::specs_dir(&ws.root));
             let name = change.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            let archive = specs.join(crate::domain::lifecycle::Folder::Archive.dir_name());
+            let archive = specs.join(crate::domain::lifecycle::Folder::Archive.as_str());
             let whole = if change.path.parent() == Some(scafld.as_path()) && name.starts_with("config") {
                 ws.forget_config();
                 false
@@ -517,7 +517,7 @@ impl Daemon {
     fn folder_changed(&self, ws: &Workspace, folder: &Path) -> bool {
         let mut paths = crate::sync::read(&ws.index).paths_under(folder);
         let listed = |dir: &Path| std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path());
-        let archive = specfile::specs_dir(&ws.root).join(crate::domain::lifecycle::Folder::Archive.dir_name());
+        let archive = specfile::specs_dir(&ws.root).join(crate::domain::lifecycle::Folder::Archive.as_str());
         // The archive's specs are at any depth below it, a lifecycle folder's directly in it.
         let folders =
             if folder.starts_with(&archive) { specfile::archive_folders(folder) } else { vec![folder.to_path_buf()] };

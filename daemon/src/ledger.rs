@@ -127,7 +127,7 @@ pub async fn missing_spec(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -
     let specs = specfile::specs_dir(&ws.root);
     let mut candidates = vec![place.clone()];
     for folder in [Folder::Drafts, Folder::Approved, Folder::Active] {
-        let path = ws.relative(&specs.join(folder.dir_name()).join(format!("{task}.md")));
+        let path = ws.relative(&specs.join(folder.as_str()).join(format!("{task}.md")));
         if !candidates.contains(&path) {
             candidates.push(path);
         }

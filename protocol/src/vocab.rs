@@ -230,6 +230,14 @@ vocabulary! {
         Internal = "internal_error",
     }
 
+    /// The lifecycle folders under `.scafld/specs/`, in lookup order.
+    pub enum Folder("folder") {
+        Drafts = "drafts",
+        Approved = "approved",
+        Active = "active",
+        Archive = "archive",
+    }
+
     /// Where a wait ended: the session resolved, the wait timed out, or an error settled it.
     #[derive(Default)]
     pub enum WaitStatus("status") {
@@ -294,6 +302,43 @@ impl From<Verdict> for GateState {
             Verdict::Pass => GateState::Pass,
             Verdict::Fail => GateState::Fail,
         }
+    }
+}
+
+/// How many folder levels below `archive/` specs are looked for: the original walks the whole
+/// archive (a spec directly in it, in a month, or deeper, `archive/legacy/2025-01/`); this bound
+/// only keeps a pathological tree from costing without end.
+pub const ARCHIVE_DEPTH: usize = 16;
+
+impl Folder {
+    /// The folder a spec with `status` lives in (archive adds `YYYY-MM/`).
+    pub fn of(status: Status) -> Folder {
+        match status {
+            Status::Draft => Folder::Drafts,
+            Status::Approved => Folder::Approved,
+            Status::Active | Status::Blocked | Status::Review => Folder::Active,
+            Status::Completed | Status::Failed | Status::Cancelled => Folder::Archive,
+        }
+    }
+
+    /// The folder of a spec file at `relative` (a path below `.scafld/specs/`), or `None` when
+    /// no spec lives there: a `*.md` directly in a lifecycle folder, or at most
+    /// [`ARCHIVE_DEPTH`] folders below `archive/`, and not a hidden (temporary) file. Anything
+    /// else there (`specs/README.md`, notes) is not a spec, for the daemon and the editor alike.
+    pub fn holding(relative: &std::path::Path) -> Option<Folder> {
+        use std::path::Component;
+        let parts: Vec<Component> = relative.components().collect();
+        if !parts.iter().all(|part| matches!(part, Component::Normal(_))) {
+            return None;
+        }
+        let name = relative.file_name()?.to_str()?;
+        if !name.ends_with(".md") || name.starts_with('.') {
+            return None;
+        }
+        let folder: Folder = parts.first()?.as_os_str().to_str()?.parse().ok()?;
+        let depth_ok =
+            if folder == Folder::Archive { (2..=ARCHIVE_DEPTH + 2).contains(&parts.len()) } else { parts.len() == 2 };
+        depth_ok.then_some(folder)
     }
 }
 

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use lsp_types::Uri;
+use scafld_protocol::vocab::Folder;
 
 /// How long typing must pause before a changed buffer is checked.
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -30,19 +31,15 @@ impl SpecFile {
 /// A task: its workspace root's canonical path and its id.
 pub type TaskKey = (PathBuf, String);
 
-/// A file under `<root>/.scafld/specs/**/<task>.md`, or `None` for any other path (one that
-/// climbs out with `..` included).
+/// A spec file: `<root>/.scafld/specs/<lifecycle folder>/<task>.md` (the archive's at depth, as
+/// the daemon finds them), or `None` for any other path (`specs/README.md`, one that climbs out
+/// with `..`).
 pub fn spec_file(path: &Path) -> Option<SpecFile> {
-    if path.extension().is_none_or(|e| e != "md") {
-        return None;
-    }
     let task_id = path.file_stem()?.to_str()?.to_string();
     let components: Vec<Component> = path.components().collect();
     // The last `.scafld/specs` pair on the path: a workspace nested inside another is its own.
     let at = components.windows(2).rposition(|w| w[0].as_os_str() == ".scafld" && w[1].as_os_str() == "specs")?;
-    if !components[at + 2..].iter().all(|c| matches!(c, Component::Normal(_))) {
-        return None;
-    }
+    Folder::holding(&components[at + 2..].iter().collect::<PathBuf>())?;
     let root: PathBuf = components[..at].iter().collect();
     Some(SpecFile { root, task_id })
 }
@@ -218,7 +215,12 @@ mod tests {
         assert!(spec_file(Path::new("/w/.scafld/reviews/t.md")).is_none());
         assert!(spec_file(Path::new("/w/src/t.md")).is_none());
         assert!(spec_file(Path::new("/w/.scafld/specs/../../etc/t.md")).is_none());
-        assert!(spec_file(Path::new("/w/.scafld/specs/./t.md")).is_some(), "`.` inside a path is dropped");
+        assert!(spec_file(Path::new("/w/.scafld/specs/./drafts/t.md")).is_some(), "`.` inside a path is dropped");
+        // Where the daemon finds specs, and nowhere else under `specs/`.
+        assert!(spec_file(Path::new("/w/.scafld/specs/archive/legacy/2025-01/t.md")).is_some());
+        assert!(spec_file(Path::new("/w/.scafld/specs/README.md")).is_none());
+        assert!(spec_file(Path::new("/w/.scafld/specs/notes/t.md")).is_none());
+        assert!(spec_file(Path::new("/w/.scafld/specs/drafts/.t.md.tmp-1-2.md")).is_none());
     }
 
     #[test]

@@ -317,7 +317,7 @@ pub(crate) fn tidy_leftover(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcR
     let Some(Copies { leftover: Some(leftover), .. }) = Copies::of(daemon, ws, &entry)? else { return Ok(None) };
     let aside = ws.root.join(".scafld/runs").join(task).join("superseded");
     crate::workspace::layout::create_real_dir(&aside).map_err(super::daemon::workspace_io_error)?;
-    let folder = specfile::folder_of(&ws.root, &leftover).map(|f| f.dir_name()).unwrap_or("spec");
+    let folder = specfile::folder_of(&ws.root, &leftover).map(|f| f.as_str()).unwrap_or("spec");
     let to = set_aside(&leftover, &aside, &format!("{folder}-{}", crate::clock::now_rfc3339()))
         .map_err(super::daemon::workspace_io_error)?;
     tracing::info!(task, leftover = %leftover.display(), to = %to.display(), "moved an interrupted move's leftover aside");

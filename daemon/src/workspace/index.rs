@@ -560,7 +560,7 @@ impl Index {
     /// The archive's folders (itself and those below it), listed again only when one of them
     /// changed (a folder's stamp moves when a name in it comes, goes or is renamed).
     fn archive_folders(&mut self) -> Vec<PathBuf> {
-        let archive = specfile::specs_dir(&self.root).join(Folder::Archive.dir_name());
+        let archive = specfile::specs_dir(&self.root).join(Folder::Archive.as_str());
         if let Some((kept, folders)) = &self.months
             && folders.iter().zip(kept).all(|(folder, kept)| Stamp::of(folder).as_ref() == Some(kept))
         {

@@ -20,7 +20,7 @@ pub fn specs_dir(root: &Path) -> PathBuf {
 
 /// Where a spec with `status` belongs; archived specs go under `archive/<month>/`.
 pub fn target_path(root: &Path, task_id: &str, status: Status, month: &str) -> PathBuf {
-    let folder = specs_dir(root).join(Folder::of(status).dir_name());
+    let folder = specs_dir(root).join(Folder::of(status).as_str());
     let folder = if Folder::of(status) == Folder::Archive { folder.join(month) } else { folder };
     folder.join(format!("{task_id}.md"))
 }
@@ -34,18 +34,15 @@ pub struct Found {
     pub meta: Option<fs::Metadata>,
 }
 
-/// How many folder levels below `archive/` specs are looked for: the original walks the whole
-/// archive (a spec directly in it, in a month, or deeper, `archive/legacy/2025-01/`); this bound
-/// only keeps a pathological tree from costing without end.
-pub const ARCHIVE_DEPTH: usize = 16;
+pub use scafld_protocol::vocab::ARCHIVE_DEPTH;
 
 /// Every `*.md` under the four lifecycle folders (the archive's at any depth up to
 /// [`ARCHIVE_DEPTH`]: [`archive_folders`]), in lookup order.
 pub fn scan(root: &Path) -> Vec<Found> {
     let specs = specs_dir(root);
     let mut found = Vec::new();
-    for folder in Folder::ALL {
-        let dir = specs.join(folder.dir_name());
+    for &folder in Folder::ALL {
+        let dir = specs.join(folder.as_str());
         if folder == Folder::Archive {
             for archived in archive_folders(&dir) {
                 found.extend(markdown_files(&archived, folder));
@@ -62,10 +59,10 @@ pub fn scan(root: &Path) -> Vec<Found> {
 pub fn candidates(root: &Path, file: &str, months: &[PathBuf]) -> Vec<(Folder, PathBuf)> {
     let specs = specs_dir(root);
     let mut paths = Vec::with_capacity(Folder::ALL.len() + months.len());
-    for folder in Folder::ALL {
+    for &folder in Folder::ALL {
         match folder {
             Folder::Archive => paths.extend(months.iter().map(|month| (folder, month.join(file)))),
-            _ => paths.push((folder, specs.join(folder.dir_name()).join(file))),
+            _ => paths.push((folder, specs.join(folder.as_str()).join(file))),
         }
     }
     paths
@@ -130,20 +127,7 @@ pub fn shown(path: &Path) -> String {
 
 /// The lifecycle folder of a path under `.scafld/specs/`, if it is a spec file there.
 pub fn folder_of(root: &Path, path: &Path) -> Option<Folder> {
-    let relative = path.strip_prefix(specs_dir(root)).ok()?;
-    let parts: Vec<_> = relative.components().collect();
-    if path.extension().is_none_or(|e| e != "md") || is_temp(path) {
-        return None;
-    }
-    let first = parts.first()?.as_os_str().to_str()?;
-    let folder = Folder::ALL.into_iter().find(|f| f.dir_name() == first)?;
-    let depth_ok =
-        if folder == Folder::Archive { (2..=ARCHIVE_DEPTH + 2).contains(&parts.len()) } else { parts.len() == 2 };
-    depth_ok.then_some(folder)
-}
-
-fn is_temp(path: &Path) -> bool {
-    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'))
+    Folder::holding(path.strip_prefix(specs_dir(root)).ok()?)
 }
 
 /// Every `*.md` entry of `dir` but directories, sorted by name: a FIFO, a device or a dangling
@@ -239,8 +223,8 @@ pub fn write_leftover_pid(name: &str) -> Option<u32> {
 pub fn write_dirs(root: &Path) -> Vec<PathBuf> {
     let specs = specs_dir(root);
     let mut dirs = vec![root.to_path_buf(), root.join(".scafld"), root.join(".scafld/receipts")];
-    dirs.extend(Folder::ALL.iter().map(|f| specs.join(f.dir_name())));
-    let archive = specs.join(Folder::Archive.dir_name());
+    dirs.extend(Folder::ALL.iter().map(|f| specs.join(f.as_str())));
+    let archive = specs.join(Folder::Archive.as_str());
     dirs.extend(archive_folders(&archive).into_iter().filter(|d| *d != archive));
     dirs
 }

@@ -148,7 +148,7 @@ impl Tripwire {
             | Mask::IN_MOVE_SELF
             | Mask::IN_ONLYDIR;
         let contents = names | Mask::IN_MODIFY | Mask::IN_ATTRIB;
-        let archive = specs.join(Folder::Archive.dir_name());
+        let archive = specs.join(Folder::Archive.as_str());
         let mut state = crate::sync::lock(&self.state);
         state.armed.insert(root.to_path_buf());
         let mut armed = Armed { folders: Vec::new() };
@@ -156,11 +156,10 @@ impl Tripwire {
         // are watched for their contents too: a config edited in place is a change.
         let mut trusted = self.watch(&mut state, root, &scafld, contents, &mut armed) == Some(true);
         trusted &= self.watch(&mut state, root, &specs, names, &mut armed) == Some(true);
-        for folder in Folder::ALL {
+        for &folder in Folder::ALL {
             // A folder that does not exist yet is fine: its creation shows in `specs`, and a
             // dangling symlink coming to life shows in `Armed::in_place`.
-            trusted &=
-                self.watch(&mut state, root, &specs.join(folder.dir_name()), contents, &mut armed) != Some(false);
+            trusted &= self.watch(&mut state, root, &specs.join(folder.as_str()), contents, &mut armed) != Some(false);
         }
         // Listed once the archive is watched, so that a folder made meanwhile trips the queue
         // (one made deeper while they are listed trips its parent's watch, put on first).
@@ -283,7 +282,7 @@ impl State {
                 // (the archive holds specs and folders of them at any depth). Each gets its
                 // watch if it came.
                 let specs = specfile::specs_dir(root);
-                let in_archive = dir.starts_with(specs.join(Folder::Archive.dir_name()));
+                let in_archive = dir.starts_with(specs.join(Folder::Archive.as_str()));
                 let text = name.to_string_lossy();
                 let archive_folder =
                     in_archive && (mask.contains(Mask::IN_ISDIR) || !(text.ends_with(".md") || text.starts_with('.')));
