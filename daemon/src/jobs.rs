@@ -1,7 +1,7 @@
 //! The job table: every job's record (persisted in the store), cancellation handles, per-task
 //! locks that serialise commands on one task, the parallelism limit, and bounded waits.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,6 +27,10 @@ pub struct Jobs {
     /// Set when the daemon stops and kills what its jobs run: from then on nothing a job sees
     /// is its own doing (see [`Jobs::halt`]).
     halted: AtomicBool,
+    /// Jobs whose last durable save failed (a full state disk): the store holds an older
+    /// record of them (a failed job's still says `running`, which the next start would report
+    /// as abandoned). Saved again by the next durable save that succeeds and by the stop.
+    unsaved: Mutex<HashSet<String>>,
 }
 
 impl Jobs {
@@ -41,6 +45,7 @@ impl Jobs {
             changes,
             next_id: Mutex::new(next),
             halted: AtomicBool::new(false),
+            unsaved: Mutex::default(),
         }
     }
 
@@ -147,7 +152,7 @@ impl Jobs {
         let record = records.get_mut(id).filter(|r| check(r))?;
         change(record);
         let record = record.clone();
-        self.persist(store, &record, durable);
+        self.persist(store, &records, &record, durable);
         drop(records);
         self.changed(&record);
         Some(record)
@@ -170,10 +175,48 @@ impl Jobs {
         self.update_if(store, id, true, holds, change)
     }
 
-    fn persist(&self, store: &dyn Store, record: &JobRecord, durable: bool) {
-        if durable && let Err(e) = store.save_job(record) {
-            warn!(job = %record.id, "cannot persist job: {e}");
+    /// Save `record` when `durable`; the caller holds the table's lock (`records`), so the
+    /// saves of one job land in order. A save that fails is remembered and made again, with
+    /// the job's record as it is then, once a later save succeeds.
+    fn persist(&self, store: &dyn Store, records: &HashMap<String, JobRecord>, record: &JobRecord, durable: bool) {
+        if !durable {
+            return;
         }
+        let mut unsaved = lock(&self.unsaved);
+        match store.save_job(record) {
+            Ok(()) => {
+                unsaved.remove(&record.id);
+                Self::save_again(store, records, &mut unsaved);
+            }
+            Err(e) => {
+                warn!(job = %record.id, "cannot persist job (saved again once the database takes writes): {e}");
+                unsaved.insert(record.id.clone());
+            }
+        }
+    }
+
+    /// Save the jobs whose last save failed, as they are now; those that fail again stay.
+    fn save_again(store: &dyn Store, records: &HashMap<String, JobRecord>, unsaved: &mut HashSet<String>) {
+        unsaved.retain(|id| {
+            let Some(record) = records.get(id) else { return false }; // forgotten since
+            match store.save_job(record) {
+                Ok(()) => {
+                    info!(job = %id, "saved the job's record that an earlier save could not write");
+                    false
+                }
+                Err(e) => {
+                    warn!(job = %id, "still cannot persist job: {e}");
+                    true
+                }
+            }
+        });
+    }
+
+    /// Save every job whose last save failed (at the daemon's stop, so that the next start
+    /// reads how each one really ended rather than an older `running` record).
+    pub fn save_unsaved(&self, store: &dyn Store) {
+        let records = lock(&self.records);
+        Self::save_again(store, &records, &mut lock(&self.unsaved));
     }
 
     fn changed(&self, record: &JobRecord) {
@@ -185,7 +228,7 @@ impl Jobs {
 
     fn put(&self, store: &dyn Store, record: JobRecord, durable: bool) {
         let mut records = lock(&self.records);
-        self.persist(store, &record, durable);
+        self.persist(store, &records, &record, durable);
         records.insert(record.id.clone(), record.clone());
         drop(records);
         self.changed(&record);
@@ -226,7 +269,7 @@ impl Jobs {
             .min_by_key(|r| (r.created_at.clone(), creation_number(&r.id)))?;
         claim(record);
         let record = record.clone();
-        self.persist(store, &record, true);
+        self.persist(store, &records, &record, true);
         drop(records);
         self.changed(&record);
         Some(record)

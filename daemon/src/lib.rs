@@ -94,6 +94,9 @@ pub async fn run(
     daemon.call_runs.kill_all();
     // And whatever any run orphaned onto us that is still alive.
     scafld_local::reaper::kill_all_runs_left();
+    // A job whose end could not be saved (a full disk since freed) is saved as it ended, or
+    // the next start would read its older `running` record and call it abandoned.
+    daemon.jobs.save_unsaved(daemon.store());
     store.flush()?;
     info!("stopped");
     Ok(())

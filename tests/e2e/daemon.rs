@@ -1281,6 +1281,75 @@ fn a_state_database_that_cannot_be_reopened_says_why() {
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
 
+/// Fill the disk that holds `filler` to its last byte with that file.
+fn fill(filler: &std::path::Path) {
+    let mut file = std::fs::File::create(filler).unwrap();
+    while std::io::Write::write_all(&mut file, &[0u8; 4096]).is_ok() {}
+}
+
+/// Approve and open task `task` whose one criterion fails after printing 900 random bytes,
+/// so each of its builds grows the state database.
+fn failing_task(env: &TestEnv, task: &str) {
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# T\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - fails\n  - Command: `head -c 900 /dev/urandom | base64 -w0; exit 1`\n"
+    );
+    std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), spec).unwrap();
+    env.scafld(&["approve", task, "--reason", "full"]).assert_code(0);
+    env.scafld(&["build", task]).assert_code(0); // opens the phase
+}
+
+/// Build `task` until the state database cannot take its output (the disk is full); that
+/// build's run.
+fn build_until_full(env: &TestEnv, task: &str) -> Run {
+    let full = (0..600).map(|_| bounded(env, &["build", task])).find(|run| run.code != 3);
+    let full = full.expect("the disk never filled up for the daemon");
+    assert_ne!(full.code, 124, "{full:?}");
+    assert!(full.stderr.contains("No space left on device"), "{full:?}");
+    full
+}
+
+/// A build job that failed on a full state disk could not save its end, so the database kept
+/// it `running`; after space came back and the daemon stopped in order, the next start called
+/// it "abandoned: the daemon stopped before the job finished" and wrote that into the task's
+/// ledger. The end a save could not write is now saved again (by the next save that works, and
+/// by the stop): the job stays failed, with its reason, and the ledger says nothing false.
+#[test]
+fn a_job_that_failed_on_a_full_disk_is_not_recorded_abandoned_after_a_restart() {
+    let mut env = TestEnv::new();
+    let test = "a_job_that_failed_on_a_full_disk_is_not_recorded_abandoned_after_a_restart";
+    let Some(disk) = Tmpfs::mount(env.path("tiny"), "2M", test) else {
+        return;
+    };
+    env.state_dir = disk.0.join("state");
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    failing_task(&env, "t");
+    let filler = disk.0.join("filler");
+    fill(&filler);
+    build_until_full(&env, "t");
+    std::fs::remove_file(&filler).unwrap();
+    let failed = |env: &TestEnv| {
+        let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+        let job = jobs.as_array().unwrap().iter().find(|j| j["state"] != "succeeded").cloned();
+        job.unwrap_or_else(|| panic!("no job that ended otherwise: {jobs}"))
+    };
+    let before = failed(&env);
+    assert_eq!(before["state"], "failed", "{before}");
+    assert!(before["reason"].as_str().unwrap().contains("No space left"), "{before}");
+    env.scafld(&["status", "t"]).assert_code(0);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    // The next call starts the daemon again.
+    let after = failed(&env);
+    assert_eq!(
+        (&after["job_id"], &after["state"], &after["reason"]),
+        (&before["job_id"], &before["state"], &before["reason"])
+    );
+    let entries = env.scafld(&["session", "t", "--json"]).json()["result"]["entries"].clone();
+    assert!(!entries.to_string().contains("abandoned"), "{entries}");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
 /// `init` on a full workspace disk wrote `.scafld/workspace_id` in place and left it empty,
 /// after which every command refused the folder until the file was deleted by hand. The id is
 /// now written atomically (nothing is left but what was there), and an empty id file an older
