@@ -159,7 +159,8 @@ vocabulary! {
     }
 
     /// Where the review gate stands after a session: a task's verdict (or that it awaits a
-    /// human decision, or that the review must be retried), or a range review's outcome.
+    /// human decision, that the review must be retried, or that its verdict could not be
+    /// recorded), or a range review's outcome.
     pub enum GateState("gate") {
         Pass = "pass",
         Fail = "fail",
@@ -171,6 +172,9 @@ vocabulary! {
         Timeout = "timeout",
         Internal = "internal_error",
         Pending = "pending",
+        /// The reviewers answered, but their verdict could not be written to the task's
+        /// ledger (a full state disk): nothing is on record, and `review retry` records it.
+        Unrecorded = "unrecorded",
     }
 
     /// A template review's verdict; UNKNOWN when no answer could be read (never a pass).
@@ -198,6 +202,9 @@ vocabulary! {
         /// Settled, with a verdict awaiting a human decision (manual approval).
         AwaitingApproval = "awaiting_approval",
         Resolved = "resolved",
+        /// Every reviewer answered, but the verdict could not be recorded in the task's ledger:
+        /// `review retry` records it (or a new review replaces it).
+        Unrecorded = "unrecorded",
     }
 
     /// How a spec diagnostic weighs.

@@ -1350,6 +1350,75 @@ fn a_job_that_failed_on_a_full_disk_is_not_recorded_abandoned_after_a_restart() 
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
 
+/// The state disk filled while a review ran, so its verdict could not be recorded: the session
+/// then read as resolved with verdict PASS though the ledger held no review, and the error's
+/// hint, `scafld review retry`, refused ("nothing to retry"). Such a session is `unrecorded`
+/// now, no PASS on it anywhere, and `review retry` records its reviewers' answers once there
+/// is room again.
+#[test]
+fn a_review_verdict_a_full_disk_kept_out_of_the_ledger_is_recorded_by_retry() {
+    let mut env = TestEnv::new();
+    let test = "a_review_verdict_a_full_disk_kept_out_of_the_ledger_is_recorded_by_retry";
+    let Some(disk) = Tmpfs::mount(env.path("tiny"), "2M", test) else {
+        return;
+    };
+    env.state_dir = disk.0.join("state");
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    crate::review::to_review(&env);
+    failing_task(&env, "filler");
+    // The reviewer answers PASS once told to, after the disk filled up.
+    let (started, go) = (env.path("started"), env.path("go"));
+    let hold = format!("touch '{}'; while [ ! -f '{}' ]; do sleep 0.05; done", started.display(), go.display());
+    let reviewer = crate::review::reviewer(&env, "held", &crate::review::pass(), &hold);
+    let args = [
+        "review",
+        "rev",
+        "--provider",
+        "command",
+        "--provider-command",
+        &reviewer,
+        "--min-attack-angles",
+        "2",
+        "--detach",
+    ];
+    let spawned = env.scafld(&[&args[..], &["--json"]].concat());
+    spawned.assert_code(0);
+    let key = spawned.json()["result"]["session_key"].as_str().unwrap().to_string();
+    wait_until("the reviewer to start", || started.exists());
+    let filler = disk.0.join("filler");
+    fill(&filler);
+    build_until_full(&env, "filler");
+    std::fs::write(&go, "").unwrap();
+    let wait = bounded(&env, &["review", "wait", "--session-key", &key, "--timeout", "20", "--json"]);
+    let result = &wait.json()["result"];
+    assert_eq!(result["gate"], "unrecorded", "{}", wait.stdout);
+    assert_eq!(result["consensus"]["verdict"], serde_json::Value::Null, "{}", wait.stdout);
+    assert_ne!(wait.code, 0, "{wait:?}");
+    std::fs::remove_file(&filler).unwrap();
+    let said = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "0"]);
+    assert!(said.stdout.contains("NOT RECORDED") && !said.stdout.contains(": PASS"), "{}", said.stdout);
+    assert!(said.stdout.contains(&format!("`scafld review retry {key}` records")), "{}", said.stdout);
+    let status = env.scafld(&["review", "status", "rev", "--json"]);
+    assert_eq!(status.json()["result"]["state"], "unrecorded", "{}", status.stdout);
+    let shown = env.scafld(&["review", "status", "rev"]).stdout;
+    assert!(!shown.contains("resolved") && !shown.contains("verdict: PASS"), "{shown}");
+    let ledger = || env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let reviews = |entries: &serde_json::Value| {
+        entries.as_array().unwrap().iter().filter(|e| e["type"] == "review").cloned().collect::<Vec<_>>()
+    };
+    assert!(reviews(&ledger()).is_empty(), "{}", ledger());
+
+    // The hint works: the answers are recorded, and the session is settled with them.
+    let retried = env.scafld(&["review", "retry", &key]);
+    retried.assert_code(0);
+    assert!(retried.stdout.contains("PASS [resolved]"), "{retried:?}");
+    let recorded = reviews(&ledger());
+    assert_eq!(recorded.len(), 1, "{}", ledger());
+    assert!(recorded[0].to_string().contains("review gate pass"), "{recorded:?}");
+    assert_eq!(env.scafld(&["review", "status", "rev", "--json"]).json()["result"]["state"], "resolved");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
 /// `init` on a full workspace disk wrote `.scafld/workspace_id` in place and left it empty,
 /// after which every command refused the folder until the file was deleted by hand. The id is
 /// now written atomically (nothing is left but what was there), and an empty id file an older

@@ -577,14 +577,20 @@ pub fn reviewers_of(daemon: &Daemon, session: &SessionRecord) -> Vec<Reviewer> {
 pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
     let lock = daemon.sessions.settle_lock(key);
     let _one_at_a_time = lock.lock().await;
-    let Some(mut session) = daemon.sessions.get(key) else { return };
+    settle_held(daemon, key).await;
+}
+
+/// [`settle`] for a caller that holds the session's settle lock; the result it kept, if the
+/// session settled.
+async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
+    let mut session = daemon.sessions.get(key)?;
     if session.result.is_some() {
-        return;
+        return None;
     }
     let reviewers = reviewers_of(daemon, &session);
     let outcome = consensus::decide(&reviewers);
     if outcome == Outcome::Pending {
-        return;
+        return None;
     }
     let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, outcome);
     result.task_id = session.task().unwrap_or_default().to_string();
@@ -603,9 +609,13 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
                 result.review = gate.review;
             }
             Err(e) => {
+                // Nothing is on record: no verdict may read as given, and `review retry` records
+                // the answers once the ledger takes writes again.
                 warn!(session = %key, "cannot record the review: {}", e.0.message);
                 result.outcome = Outcome::Internal;
                 result.status = consensus::WaitStatus::Error;
+                result.gate = Some(m::GateState::Unrecorded);
+                result.consensus.verdict = None;
                 result.parse_errors.push(format!("scafld: cannot record the review: {}", e.0.message));
             }
         }
@@ -625,6 +635,7 @@ pub async fn settle(daemon: &Arc<Daemon>, key: &str) {
         publish(daemon, &session, "", "awaiting_approval", "a human must accept or reject the proposed verdict");
     }
     daemon.jobs.touch();
+    Some(result)
 }
 
 /// The session a call names, checked against the workspace it came from (which owns the range
@@ -714,6 +725,9 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         return Err(RpcError::new(ErrorKind::Busy, "the session's reviewers are still running")
             .with_hint(format!("wait with `scafld review wait --session-key {}`", session.key)));
     }
+    if session.result.as_ref().is_some_and(|r| r.gate == Some(m::GateState::Unrecorded)) {
+        return record_again(daemon, &ws, session).await;
+    }
     let failed: Vec<usize> =
         reviewers.iter().enumerate().filter(|(_, r)| matches!(r.answer, Answer::Failed(_))).map(|(i, _)| i).collect();
     if failed.is_empty() {
@@ -755,6 +769,46 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
         reviewers_missing: session.missing.clone(),
         job_ids: session.job_ids.clone(),
         resolved: None,
+        kept_in: None,
+    })
+}
+
+/// `review.retry` of a session whose reviewers all answered but whose verdict the ledger could
+/// not take (a full state disk): their answers are recorded now, as settling would have, once
+/// the checks a retry makes still hold (the task in review, its contract and the files the
+/// reviewers judged unchanged, no newer session); nothing is run again. The caller holds the
+/// session's settle lock.
+async fn record_again(daemon: &Arc<Daemon>, ws: &Workspace, mut session: SessionRecord) -> RpcResult<m::SpawnResult> {
+    let task =
+        session.task().map(str::to_string).ok_or_else(|| RpcError::internal("an unrecorded session of no task"))?;
+    {
+        gate::refuse_while_running(daemon, ws, &task)?;
+        let _task_held = daemon.jobs.task_lock(ws, &task).lock_owned().await;
+        // The guard compares against what the reviewers were shown: the first snapshot (the
+        // failed settle wrote nothing to the spec).
+        gate::check_retry(daemon, ws, &session, &task).await?;
+    }
+    let failed = session.result.take();
+    daemon.sessions.put(daemon.store(), session.clone());
+    let Some(result) = settle_held(daemon, &session.key).await else {
+        // Not settled again (cannot happen: every reviewer answered); keep what was said.
+        session.result = failed;
+        daemon.sessions.put(daemon.store(), session);
+        return Err(RpcError::internal("the session did not settle"));
+    };
+    if result.gate == Some(m::GateState::Unrecorded) {
+        let why = result.parse_errors.last().cloned().unwrap_or_default();
+        return Err(RpcError::internal(format!("the review is still not recorded: {why}")).with_hint(format!(
+            "put right what stops the write (a full disk: free space where the daemon keeps its state), then run `scafld review retry {}` again",
+            session.key
+        )));
+    }
+    Ok(m::SpawnResult {
+        session_key: session.key.clone(),
+        reviewers_spawned: Vec::new(),
+        reviewers_missing: session.missing.clone(),
+        job_ids: session.job_ids.clone(),
+        resolved: result.gate.map(|g| g.to_string()),
         kept_in: None,
     })
 }

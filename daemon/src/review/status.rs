@@ -83,6 +83,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
         state: match (&session.result, gate) {
             (None, _) => SessionState::Running,
             (Some(_), Some(m::GateState::AwaitingApproval)) => SessionState::AwaitingApproval,
+            (Some(_), Some(m::GateState::Unrecorded)) => SessionState::Unrecorded,
             (Some(_), _) => SessionState::Resolved,
         },
         files_total: session.files.len(),

@@ -139,7 +139,8 @@ pub struct SpawnResult {
     pub reviewers_missing: Vec<String>,
     /// One job per spawned reviewer, in the order of `reviewers_spawned`.
     pub job_ids: Vec<String>,
-    /// Set when the session was decided without spawning (an empty diff passes).
+    /// Set when the session was decided without spawning: an empty diff passes, and a retry of
+    /// a session whose verdict was never recorded records its reviewers' answers (the gate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved: Option<String>,
     /// Where the review's data is kept when the repository has no `.scafld/` (a range review
@@ -215,8 +216,9 @@ pub struct WaitResult {
     /// Where the incremental report is kept.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub report_path: String,
-    /// The task gate state after the session: pass, fail, awaiting_approval or retry (a range
-    /// review's: its outcome).
+    /// The task gate state after the session: pass, fail, awaiting_approval, retry or
+    /// unrecorded (the answers are in, the ledger could not take them: `review.retry` records
+    /// them) (a range review's: its outcome).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateState>,
     /// For a task review: the gate's result as `scafld review <task>` prints it.
@@ -232,7 +234,8 @@ pub struct WaitResult {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Consensus {
-    /// Null while pending.
+    /// Null while pending, and for a task session whose verdict could not be recorded in its
+    /// ledger (gate `unrecorded`): nothing judged the work on record.
     pub verdict: Option<ConsensusVerdict>,
     /// The review round of this task or range (1 for the first).
     pub iteration: u32,

@@ -155,8 +155,22 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
             } else {
                 format!("{task_id}: the review produced no verdict: {}", result.parse_errors.join("; "))
             };
+            let unrecorded = result.gate == Some(GateState::Unrecorded);
+            let message = if unrecorded {
+                format!(
+                    "{task_id}: the reviewers answered, but their verdict could not be recorded, so none is on record: {}",
+                    result.parse_errors.join("; ")
+                )
+            } else {
+                message
+            };
             let hint = if result.outcome == m::Outcome::NoReviewers {
                 "install codex, claude or gemini, or name reviewers that exist with --reviewers".to_string()
+            } else if unrecorded {
+                format!(
+                    "once the daemon can write again (a full disk: free space where it keeps its state), `scafld review retry {}` records their answers",
+                    result.session_key
+                )
             } else {
                 format!(
                     "retry the review (`scafld review retry {}`); diagnostics are under .scafld/runs/{task_id}/diagnostics/",
@@ -372,8 +386,12 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
             "review session {} (iteration {}): {painted} [{}]\n",
             r.session_key, r.consensus.iteration, r.status
         );
+        let unrecorded = r.gate == Some(GateState::Unrecorded);
         for (name, reviewer) in &r.reviewers {
             let state = match (&reviewer.verdict, &reviewer.error) {
+                (Some(v), _) if unrecorded => {
+                    format!("answered {v}, not recorded - {}", quoted(&reviewer.summary, "    "))
+                }
                 (Some(v), _) => format!("{v} - {}", quoted(&reviewer.summary, "    ")),
                 // Stopped before it answered: no verdict, and no failure of the work either.
                 (None, _) if reviewer.state == m::JobState::Cancelled => "cancelled (no verdict)".into(),
@@ -401,6 +419,13 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
             let _ =
                 writeln!(text, "still running; wait again with `scafld review wait --session-key {}`", r.session_key);
         }
+        if unrecorded {
+            let _ = writeln!(
+                text,
+                "nothing is on record; once the daemon can write again, `scafld review retry {}` records the answers",
+                r.session_key
+            );
+        }
         text.trim_end().to_string()
     });
     code
@@ -411,6 +436,9 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
 /// wire's `consensus.verdict` keeps the seed-004 document's FAIL for it: nothing judged the work.
 fn session_word(r: &WaitResult) -> &'static str {
     let cancelled = r.reviewers.values().any(|v| v.verdict.is_none() && v.state == m::JobState::Cancelled);
+    if r.gate == Some(GateState::Unrecorded) {
+        return "NOT RECORDED";
+    }
     match r.outcome {
         m::Outcome::Pending => "PENDING",
         m::Outcome::ParseError | m::Outcome::Timeout | m::Outcome::Internal if cancelled => "CANCELLED (no verdict)",
@@ -421,8 +449,19 @@ fn session_word(r: &WaitResult) -> &'static str {
 
 fn retry(ctx: &Context, session_key: &str) -> Result<u8, CliError> {
     let (root, mut conn) = review_session(ctx).map_err(|e| family(e, spawn_wait::FAIL))?;
-    let params = m::ReviewRetryParams { root, session_key: session_key.to_string(), caller: caller() };
+    let params = m::ReviewRetryParams { root: root.clone(), session_key: session_key.to_string(), caller: caller() };
     let spawned = call::<m::ReviewRetry>(&mut conn, &params).map_err(|e| family(e, spawn_wait::FAIL))?;
+    if spawned.reviewers_spawned.is_empty() && spawned.resolved.is_some() {
+        // The answers a session already had were recorded now: show the settled session.
+        let params = m::ReviewWaitParams {
+            root,
+            session_key: Some(spawned.session_key.clone()),
+            timeout_seconds: 0.0,
+            caller_identity: super::exec::caller_identity(),
+        };
+        let result = call::<m::ReviewWait>(&mut conn, &params).map_err(|e| family(e, spawn_wait::INTERNAL))?;
+        return Ok(wait_output(ctx, &result));
+    }
     Ok(spawn_output(ctx, &spawned))
 }
 
@@ -465,6 +504,9 @@ fn status(ctx: &Context, task: &TaskArg, session_key: Option<String>) -> Result<
                 let _ = writeln!(text, "    preflight: {preflight}");
             }
             match (&p.verdict, &p.error) {
+                (Some(v), _) if r.state == m::SessionState::Unrecorded => {
+                    let _ = writeln!(text, "    answered {v}, not recorded");
+                }
                 (Some(v), _) => {
                     let _ = writeln!(text, "    verdict: {v}");
                 }
@@ -473,6 +515,13 @@ fn status(ctx: &Context, task: &TaskArg, session_key: Option<String>) -> Result<
                 }
                 _ => {}
             }
+        }
+        if r.state == m::SessionState::Unrecorded {
+            let _ = writeln!(
+                text,
+                "nothing is on record; once the daemon can write again, `scafld review retry {}` records the answers",
+                r.session_key
+            );
         }
         let _ = write!(text, "report: {}", r.report_path);
         text
