@@ -793,15 +793,24 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
     }
     let code = if spawn_wait_family(args) { exit::spawn_wait::USAGE } else { exit::workflow::USAGE };
     if json {
-        // clap's own first line ("error: unexpected argument '-5' found"), without its prefix.
+        // clap's own first line ("error: unexpected argument '-5' found"), without its prefix;
+        // one ending in a colon ("the following required arguments were not provided:") takes
+        // the lines it introduces (each missing argument), so the message names them.
         let rendered = error.render().to_string();
         let first = rendered.lines().next().unwrap_or_default();
-        let message = first.strip_prefix("error: ").unwrap_or(first).to_string();
-        // clap's advice after the first line ("tip: a similar subcommand exists: 'review'",
+        let mut message = first.strip_prefix("error: ").unwrap_or(first).to_string();
+        let listed: Vec<&str> = match message.ends_with(':') {
+            true => rendered.lines().skip(1).map(str::trim).take_while(|l| !l.is_empty()).collect(),
+            false => Vec::new(),
+        };
+        if !listed.is_empty() {
+            message = format!("{message} {}", listed.join(", "));
+        }
+        // clap's advice after those lines ("tip: a similar subcommand exists: 'review'",
         // "[possible values: ...]"), up to its usage block.
         let advice: Vec<&str> = rendered
             .lines()
-            .skip(1)
+            .skip(1 + listed.len())
             .map(str::trim)
             .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
             .filter(|l| !l.is_empty())
