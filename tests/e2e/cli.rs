@@ -428,6 +428,10 @@ fn completions_and_man_pages_are_generated() {
         assert!(run.stdout.contains("COMPLETE") && run.stdout.contains("scafld"), "{shell}: {}", run.stdout);
     }
     env.scafld(&["completions", "tcsh"]).assert_code(2);
+    // With --json, the script is one envelope's `script`, not bare text.
+    let envelope = env.scafld(&["--json", "completions", "bash"]).json();
+    assert_eq!(envelope["result"]["shell"], "bash", "{envelope}");
+    assert!(envelope["result"]["script"].as_str().unwrap().contains("COMPLETE"), "{envelope}");
     // What the script asks at completion time: commands and flags from the definition, task
     // ids from a daemon that runs, and nothing (no daemon started) when none does.
     let complete = |words: &[&str]| {
@@ -544,6 +548,26 @@ fn the_demo_walks_the_gate_and_leaves_nothing_behind() {
     assert!(!env.socket.exists(), "the user's daemon was never started");
     // Its private daemon is gone: nothing answers on its socket.
     assert!(std::os::unix::net::UnixStream::connect(root.join("scafldd.sock")).is_err());
+}
+
+/// With `--json` the demo prints one envelope and nothing else on stdout: its steps are the
+/// envelope's `steps`.
+#[test]
+fn the_demo_with_json_prints_one_envelope() {
+    let env = TestEnv::new();
+    let tmp = env.path("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut demo = env.scafld_command(&["--json", "demo"]);
+    demo.env("TMPDIR", &tmp);
+    let run = scafld_tests::Run::from(demo.output().unwrap());
+    run.assert_code(0);
+    let envelope = run.json();
+    assert_eq!(envelope["command"], "demo", "{envelope}");
+    let steps: Vec<&str> = envelope["result"]["steps"].as_array().unwrap().iter().filter_map(|s| s.as_str()).collect();
+    for step in ["$ scafld harden greet --mark-passed", "blocked by the reviewer", "$ scafld verify --target HEAD"] {
+        assert!(steps.iter().any(|s| s.contains(step)), "{step}: {steps:?}");
+    }
+    assert_eq!(envelope["result"]["kept"], false, "{envelope}");
 }
 
 /// `init --agents` appends the agent guide once, to AGENTS.md and an existing CLAUDE.md, and

@@ -95,7 +95,8 @@ pub enum Command {
     /// Read receipts.
     #[command(subcommand)]
     Receipt(ReceiptCommand),
-    /// Print a shell completion script (bash, zsh, fish, elvish or powershell) to stdout.
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell) to stdout (with
+    /// --json, as the `script` of the envelope).
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,

@@ -3,7 +3,8 @@
 //! (printed as a person would type it, with a one-line result); the reviewer is a scripted
 //! stand-in run as a `command` provider, so the completion rules apply to it as to any other.
 //! Nothing outside the temp folder is touched (the receipt key included), and the daemon is
-//! stopped at the end unless `--keep`.
+//! stopped at the end unless `--keep`. With `--json` the steps are the `steps` of the one
+//! envelope printed at the end, not lines of their own.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,9 +36,20 @@ struct Demo {
     exe: PathBuf,
     root: PathBuf,
     repo: PathBuf,
+    /// `--json`: the lines are kept for the envelope instead of printed.
+    json: bool,
+    steps: std::cell::RefCell<Vec<String>>,
 }
 
 impl Demo {
+    /// One line of the walk: printed, or kept for the envelope.
+    fn say(&self, text: &str) {
+        match self.json {
+            true => self.steps.borrow_mut().push(text.to_string()),
+            false => say(text),
+        }
+    }
+
     fn command(&self, program: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(program);
         command
@@ -54,7 +66,7 @@ impl Demo {
     /// Run `scafld args --json`, print it as typed and `summary` of its result; stop the demo on
     /// an exit code other than `expect`.
     fn step(&self, args: &[&str], expect: u8, summary: impl FnOnce(&Value) -> String) -> Result<Value, CliError> {
-        say(&format!("$ scafld {}", args.join(" ")));
+        self.say(&format!("$ scafld {}", args.join(" ")));
         let mut all = args.to_vec();
         all.push("--json");
         let output = self
@@ -72,7 +84,7 @@ impl Demo {
             ));
         }
         let result = if envelope["result"].is_null() { envelope["error"].clone() } else { envelope["result"].clone() };
-        say(&format!("  {}", summary(&result)));
+        self.say(&format!("  {}", summary(&result)));
         Ok(result)
     }
 
@@ -111,13 +123,13 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
     let repo = root.join("repo");
     std::fs::create_dir_all(&repo)
         .map_err(|e| CliError::new("demo", format!("cannot create {}: {e}", repo.display()), workflow::RUNTIME))?;
-    let demo = Demo { exe, root, repo };
+    let json = ctx.out.json;
+    let demo = Demo { exe, root, repo, json, steps: Default::default() };
     let outcome = walk(&demo);
     if !keep {
         demo.stop_daemon();
     }
     outcome?;
-    let json = ctx.out.json;
     let ledger = "scafld session greet";
     if !json {
         say("\nDone: greet went from a plan to a signed receipt, through a failing criterion and a blocking review.");
@@ -134,7 +146,12 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
         say("real model through `scafld review <task> --provider codex|claude|gemini` (see `scafld doctor`).");
     } else {
         ctx.out.success(
-            &serde_json::json!({"repo": demo.repo.display().to_string(), "root": demo.root.display().to_string(), "kept": keep}),
+            &serde_json::json!({
+                "repo": demo.repo.display().to_string(),
+                "root": demo.root.display().to_string(),
+                "kept": keep,
+                "steps": demo.steps.take(),
+            }),
             String::new,
         );
     }
@@ -143,7 +160,7 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
 
 /// The walk through the gate.
 fn walk(d: &Demo) -> Result<(), CliError> {
-    say(&format!("scafld demo: a throwaway repository in {}\n\n", d.repo.display()));
+    d.say(&format!("scafld demo: a throwaway repository in {}\n\n", d.repo.display()));
     d.git(&["init", "-q"])?;
     d.write("README.md", "# demo\n")?;
     d.git(&["add", "-A"])?;
@@ -170,10 +187,10 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     std::fs::remove_file(d.repo.join("greet.txt")).ok();
     d.step(&["build", "greet"], 0, |r| format!("{} opened", r["phase"].as_str().unwrap_or("phase1")))?;
     d.write("greet.txt", "hi\n")?;
-    say("  (the agent writes greet.txt: \"hi\")");
+    d.say("  (the agent writes greet.txt: \"hi\")");
     d.step(&["build", "greet"], 3, failing)?;
     d.write("greet.txt", "hello\n")?;
-    say("  (the agent repairs it: \"hello\")");
+    d.say("  (the agent repairs it: \"hello\")");
     d.step(&["build", "greet"], 0, |r| {
         let status = r["status"].as_str().or(r["outcome"]["status"].as_str()).unwrap_or("review");
         format!("a1 passes; status {status}")
@@ -182,7 +199,7 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     std::fs::write(&reviewer, REVIEWER)
         .and_then(|_| std::fs::set_permissions(&reviewer, std::os::unix::fs::PermissionsExt::from_mode(0o755)))
         .map_err(|e| CliError::new("demo", format!("cannot write the demo reviewer: {e}"), workflow::RUNTIME))?;
-    say("  (the reviewer below is demo-reviewer.sh, a scripted stand-in for a model, run as a `command` provider)");
+    d.say("  (the reviewer below is demo-reviewer.sh, a scripted stand-in for a model, run as a `command` provider)");
     let script = reviewer.display().to_string();
     // Discover mode both times: the scripted reviewer answers in one mode only.
     let review = [
@@ -203,7 +220,7 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     })?;
     d.step(&["complete", "greet"], 4, |_| "refused: no passing review".into())?;
     d.write("greet.txt", "hello, world\n")?;
-    say("  (the agent repairs the finding: \"hello, world\")");
+    d.say("  (the agent repairs the finding: \"hello, world\")");
     d.step(&["build", "greet"], 0, |_| "the changed file's evidence runs again: a1 passes".into())?;
     d.step(&review, 0, |r| format!("pass ({})", r["provider"].as_str().unwrap_or("command")))?;
     d.step(&["finalize", "greet"], 0, |r| {
@@ -211,7 +228,7 @@ fn walk(d: &Demo) -> Result<(), CliError> {
     })?;
     d.git(&["add", "-A"])?;
     d.git(&["commit", "-qm", "greet the world"])?;
-    say("  (the work is committed)");
+    d.say("  (the work is committed)");
     d.step(&["verify", "--target", "HEAD"], 0, |r| {
         let checks = r["checks"].as_array().map(|c| c.len()).unwrap_or(0);
         format!("verified: {checks} checks pass (signature, files, base, acceptance, ...)")

@@ -13,7 +13,8 @@ use crate::cli::{Cli, Context};
 /// The shell's registration script: at completion time the shell runs `scafld` again with
 /// `COMPLETE=<shell>`, which completes commands and flags from the CLI definition and task ids
 /// and session keys from the daemon (only one that already runs; nothing when none answers).
-pub fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
+/// With `--json` the script is the `script` of one envelope.
+pub fn completions(ctx: &Context, shell: clap_complete::Shell) -> Result<u8, CliError> {
     let name = shell.to_string();
     let shells = clap_complete::env::Shells::builtins();
     let completer = shells
@@ -23,6 +24,11 @@ pub fn completions(shell: clap_complete::Shell) -> Result<u8, CliError> {
     completer
         .write_registration("COMPLETE", "scafld", "scafld", "scafld", &mut script)
         .map_err(|e| CliError::new("io", format!("cannot write the script: {e}"), workflow::RUNTIME))?;
+    if ctx.out.json {
+        let script = String::from_utf8_lossy(&script);
+        ctx.out.success(&serde_json::json!({"shell": name, "script": script}), String::new);
+        return Ok(workflow::OK);
+    }
     use std::io::Write as _;
     let _ = std::io::stdout().write_all(&script);
     Ok(workflow::OK)

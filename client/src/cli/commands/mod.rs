@@ -44,7 +44,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Finalize(args) => receipt::finalize(ctx, &args),
         Command::Verify(args) => receipt::verify(ctx, &args),
         Command::Receipt(ReceiptCommand::Show { receipt }) => receipt::show(ctx, receipt.as_deref()),
-        Command::Completions { shell } => docs::completions(shell),
+        Command::Completions { shell } => docs::completions(ctx, shell),
         Command::Demo { keep } => demo::run(ctx, keep),
         Command::Man { out, force } => docs::man(ctx, &out, force),
         Command::Mcp(McpCommand::SubmitReview { token, answer }) => mcp::submit_review(ctx, &token, &answer),
