@@ -191,9 +191,25 @@ fn reads_of_a_folder_never_initialised_write_nothing_until_a_command_writes() {
     std::fs::write(example.join(".scafld/specs/drafts/t.md"), spec("t", &["true"])).unwrap();
     let recorded = || env.scafld(&["daemon", "status", "--json"]).json()["result"]["workspaces"].clone();
     let before = scafld_tests::tree(&env.work);
+    // Every command that only reads, answered or refused (a draft has no packet to print and
+    // no review session yet): none writes the id file or registers the folder.
     let read = || {
-        for args in [&["status", "t"][..], &["list"], &["validate", "t"], &["handoff", "t"]] {
-            scafld_in(&env, &example, args).assert_code(0);
+        for (args, code) in [
+            (&["status", "t"][..], 0),
+            (&["list"], 0),
+            (&["validate", "t"], 0),
+            (&["handoff", "t"], 0),
+            (&["report"], 0),
+            (&["session", "t"], 0),
+            (&["review", "t", "--print-context"], 1),
+            (&["review", "status", "t"], 2),
+            (&["review", "wait", "--timeout", "0"], 64),
+            (&["review", "history"], 0),
+            (&["job", "list"], 0),
+        ] {
+            let run = scafld_in(&env, &example, args);
+            assert_eq!(run.code, code, "{args:?}: {}{}", run.stdout, run.stderr);
+            assert!(!example.join(".scafld/workspace_id").exists(), "{args:?} wrote the id file");
         }
     };
     read();

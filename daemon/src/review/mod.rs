@@ -663,7 +663,8 @@ pub async fn wait(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<m::
     if !(p.timeout_seconds.is_finite() && p.timeout_seconds >= 0.0) {
         return Err(RpcError::new(ErrorKind::InvalidInput, "timeout must be a non-negative number of seconds"));
     }
-    let ws = daemon.workspace(&p.root).await?;
+    // Waiting only reads (a session settles on its own, through its own workspace).
+    let ws = daemon.workspace_to_read(&p.root).await?;
     let (key, chosen) = match p.session_key.as_deref() {
         Some(key) => (find(daemon, &ws, Some(key), None)?.key, ""),
         None => match daemon.sessions.latest_for_caller(&ws, &p.caller_identity) {

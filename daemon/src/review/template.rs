@@ -152,7 +152,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
 
 /// `review.result`: a template session's result once it has settled (bounded wait).
 pub async fn result(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<Option<m::TemplateReviewResult>> {
-    let ws = daemon.workspace(&p.root).await?;
+    let ws = daemon.workspace_to_read(&p.root).await?;
     let session = match p.session_key.as_deref() {
         None => daemon.sessions.latest_for_caller(&ws, &p.caller_identity).map(|(s, _)| s),
         key => Some(super::find(daemon, &ws, key, None)?),

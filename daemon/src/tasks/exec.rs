@@ -1423,12 +1423,23 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
 
 pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::SessionResult> {
     // The ledger outlives its spec file: a task whose file is gone still shows its history.
-    let (ws, task) = match entry(daemon, &p.root, &p.task_id).await {
+    // Showing it only reads (a never-initialised workspace is left unwritten and unregistered);
+    // an export writes a file, and settles the workspace as any write does.
+    let to_read = p.export.is_none();
+    let found = match to_read {
+        true => super::entry_to_read(daemon, &p.root, &p.task_id).await,
+        false => entry(daemon, &p.root, &p.task_id).await,
+    };
+    let (ws, task) = match found {
         Ok((ws, entry)) => (ws, entry.task_id.clone()),
-        Err(missing) => match super::Gone::find(daemon, &p.root, &p.task_id).await? {
-            Some((ws, gone)) => (ws, gone.task),
-            None => return Err(missing),
-        },
+        Err(missing) => {
+            let gone = match to_read {
+                true => super::Gone::find_to_read(daemon, &p.root, &p.task_id).await?,
+                false => super::Gone::find(daemon, &p.root, &p.task_id).await?,
+            };
+            let Some((ws, gone)) = gone else { return Err(missing) };
+            (ws, gone.task)
+        }
     };
     let entries = daemon.store().ledger(&ws.id, &task).map_err(internal)?;
     let values: Vec<serde_json::Value> = entries.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();

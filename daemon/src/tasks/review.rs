@@ -52,7 +52,13 @@ fn approval_baseline(entries: &[LedgerEntry]) -> (Option<String>, Vec<BaselinePa
 }
 
 pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m::TaskReviewResult> {
-    let (ws, entry) = match entry(daemon, &p.root, &p.task_id).await {
+    // Printing the packet writes nothing, a never-initialised workspace's id and record
+    // included (see `Daemon::workspace_to_read`).
+    let found = match p.print_context {
+        true => super::entry_to_read(daemon, &p.root, &p.task_id).await,
+        false => entry(daemon, &p.root, &p.task_id).await,
+    };
+    let (ws, entry) = match found {
         // No such task, but a broken template of that name: the template was meant.
         Err(missing) if missing.kind() == ErrorKind::NotFound => {
             return Err(crate::templates::broken_named(std::path::Path::new(&p.root), &p.task_id).unwrap_or(missing));
