@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
 
-use scafld_tests::{RawClient, TestEnv, tree, wait_until};
+use scafld_tests::{RawClient, Run, TestEnv, tree, wait_until};
 use serde_json::json;
 
 #[test]
@@ -74,7 +74,13 @@ fn commands_start_the_daemon_unless_told_not_to() {
     run.assert_code(6);
     assert!(run.stderr.contains("no scafld daemon is answering"), "{}", run.stderr);
 
-    let run = env.scafld(&["init"]);
+    // The variable reads as every boolean one does (as `CI` does): these say "on"...
+    for on in ["yes", "TRUE", "on"] {
+        let run = env.scafld_command(&["init"]).env("SCAFLD_NO_AUTOSTART", on).output().unwrap();
+        assert_eq!(run.status.code(), Some(6), "SCAFLD_NO_AUTOSTART={on}");
+    }
+    // ...and `false` (like `0`, `no`, `off` or empty) says "off": the daemon is started.
+    let run = Run::from(env.scafld_command(&["init"]).env("SCAFLD_NO_AUTOSTART", "False").output().unwrap());
     run.assert_code(0);
     assert!(run.stderr.contains("started the daemon"), "{}", run.stderr);
     assert!(run.stdout.contains("initialized scafld workspace"), "{}", run.stdout);

@@ -725,7 +725,7 @@ pub struct Context {
 
 impl Context {
     pub fn autostart(&self) -> bool {
-        let env_off = std::env::var("SCAFLD_NO_AUTOSTART").is_ok_and(|v| !v.is_empty() && v != "0");
+        let env_off = scafld_local::env_flag(std::env::var("SCAFLD_NO_AUTOSTART").ok().as_deref());
         !(self.global.no_autostart || env_off)
     }
 

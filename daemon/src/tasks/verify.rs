@@ -152,7 +152,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::VerifyResult> {
     let root = PathBuf::from(&p.root);
     let env = &p.caller.env;
-    let ci = p.ci || env.get("CI").is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "FALSE" | "False"));
+    let ci = p.ci || scafld_local::env_flag(env.get("CI").map(String::as_str));
     let receipt_path = p
         .receipt
         .clone()

@@ -2,7 +2,8 @@
 //! socket and state live ([`paths`]), whether a directory is safe to hold them, and how to reach
 //! the socket, how to run a command ([`runner`]) and end what it orphans ([`reaper`]), what `/proc` says of a
 //! process ([`proc`]), how to read a file someone else supplies ([`capped`]), where a file the caller named may be written ([`out_file`]) and which folders
-//! can never be a workspace's root ([`workspace`]). A separate small crate so that the daemon
+//! can never be a workspace's root ([`workspace`]), and how a boolean environment variable reads
+//! ([`env_flag`]). A separate small crate so that the daemon
 //! does not depend on the client.
 
 pub mod capped;
@@ -30,4 +31,28 @@ pub fn new_id() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// How a boolean environment variable (`SCAFLD_NO_AUTOSTART`, `CI`) reads, one way for every
+/// one: unset, empty, `0`, `false`, `no` or `off` (in any case, spaces around ignored) is off;
+/// any other value is on.
+pub fn env_flag(value: Option<&str>) -> bool {
+    let Some(value) = value else { return false };
+    let value = value.trim();
+    !(value.is_empty() || ["0", "false", "no", "off"].iter().any(|off| value.eq_ignore_ascii_case(off)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::env_flag;
+
+    #[test]
+    fn a_flag_is_off_only_when_unset_or_saying_so() {
+        for off in [None, Some(""), Some(" "), Some("0"), Some("false"), Some("FALSE"), Some("No"), Some(" off ")] {
+            assert!(!env_flag(off), "{off:?}");
+        }
+        for on in ["1", "true", "TRUE", "yes", "on", "anything"] {
+            assert!(env_flag(Some(on)), "{on}");
+        }
+    }
 }
