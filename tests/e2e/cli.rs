@@ -595,6 +595,15 @@ fn init_agents_adds_the_guide_once() {
     assert_eq!(std::fs::read_to_string(env.work.join("CLAUDE.md")).unwrap(), claude);
 }
 
+/// Without a CLAUDE.md, `init --agents` creates AGENTS.md alone, as the README and the help say.
+#[test]
+fn init_agents_creates_no_claude_md() {
+    let env = TestEnv::new();
+    let result = env.scafld(&["init", "--agents", "--json"]).json()["result"].clone();
+    assert!(result["created"].as_array().unwrap().iter().any(|p| p == "AGENTS.md"), "{result}");
+    assert!(!env.work.join("CLAUDE.md").exists(), "{result}");
+}
+
 /// A user's symlinked CLAUDE.md stays a symlink: one leading outside the workspace is left as
 /// it is, named in a warning, its target untouched; one leading to a file inside the workspace
 /// gets the guide in that file (here AGENTS.md, which already has it: once).

@@ -512,7 +512,8 @@ pub struct InitArgs {
     #[arg(long)]
     pub ci: bool,
     /// Also append a short guide for coding agents (the loop, bounded waits, worker cadence) to
-    /// AGENTS.md, and to CLAUDE.md when there is one (once; your edits are kept).
+    /// AGENTS.md (created when missing), and to CLAUDE.md when there is one (none is created;
+    /// once; your edits are kept).
     #[arg(long)]
     pub agents: bool,
 }
