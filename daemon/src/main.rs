@@ -22,10 +22,12 @@ use tracing_subscriber::fmt::writer::MakeWriterExt;
 #[derive(Parser)]
 #[command(name = "scafldd", version)]
 struct Args {
-    /// Socket to listen on [default: $SCAFLD_SOCKET, else $XDG_RUNTIME_DIR/scafld/scafldd.sock]
+    /// Socket to listen on [default: $SCAFLD_SOCKET, else $XDG_RUNTIME_DIR/scafld/scafldd.sock,
+    /// else <state dir>/run/scafldd.sock]
     #[arg(long)]
     socket: Option<PathBuf>,
-    /// State directory for the database and log [default: $SCAFLD_STATE_DIR, else $XDG_STATE_HOME/scafld]
+    /// State directory for the database and log [default: $SCAFLD_STATE_DIR, else
+    /// $XDG_STATE_HOME/scafld, else ~/.local/state/scafld]
     #[arg(long)]
     state_dir: Option<PathBuf>,
     /// Forget finished jobs and settled review sessions after this many days (task ledgers are

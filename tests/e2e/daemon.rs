@@ -16,6 +16,23 @@ fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// `scafldd --help` names every fallback of its socket and state directory, as the README does.
+#[test]
+fn the_daemons_help_names_its_default_paths() {
+    let help = Run::from(Command::new(scafld_tests::scafldd_bin()).arg("--help").output().unwrap());
+    help.assert_code(0);
+    for default in [
+        "$SCAFLD_SOCKET, else $XDG_RUNTIME_DIR/scafld/scafldd.sock, else <state dir>/run/scafldd.sock",
+        "$SCAFLD_STATE_DIR, else $XDG_STATE_HOME/scafld, else ~/.local/state/scafld",
+    ] {
+        assert!(
+            help.stdout.split_whitespace().collect::<Vec<_>>().join(" ").contains(default),
+            "{default}: {}",
+            help.stdout
+        );
+    }
+}
+
 #[test]
 fn default_socket_lives_in_a_private_directory() {
     let env = TestEnv::new();
