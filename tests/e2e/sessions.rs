@@ -209,6 +209,18 @@ fn timeouts_and_garbage_ask_for_a_retry_which_reruns_only_those_reviewers() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// `scafld worker --provider command` without the command it runs is refused before the loop
+/// starts: no "serving" line first, no daemon started.
+#[test]
+fn a_command_worker_without_its_command_is_refused_before_it_serves() {
+    let env = TestEnv::new();
+    let run = env.scafld(&["worker", "--provider", "command", "--once", "--timeout", "0"]);
+    run.assert_code(2);
+    assert!(!run.stderr.contains("serving review jobs"), "{}", run.stderr);
+    assert!(run.stderr.contains("needs --provider-command"), "{}", run.stderr);
+    assert!(!env.socket.exists(), "no daemon was started");
+}
+
 #[test]
 fn no_reviewers_internal_errors_and_usage_errors_have_their_own_codes() {
     let env = TestEnv::new();

@@ -210,6 +210,13 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     if !(args.timeout.is_finite() && args.timeout >= 0.0) {
         return Err(CliError::usage("--timeout must be a non-negative number of seconds"));
     }
+    // Refused before the loop starts (it would say it serves, then fail at its first job).
+    if args.provider == "command" && args.provider_command.as_deref().is_none_or(|c| c.trim().is_empty()) {
+        let why = "--provider command needs --provider-command CMD (packet on stdin, dossier on stdout)";
+        let hint = "pass --provider-command CMD, or use --provider auto, which runs a workspace's configured \
+                    review.external.command";
+        return Err(CliError::usage(why).with_hint(hint));
+    }
     let root = root_of(ctx, args.workspace.as_deref())?;
     let id = worker_id(args.id.clone());
     let mut conn = ctx.connect()?;
