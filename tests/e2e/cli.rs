@@ -158,6 +158,21 @@ fn usage_errors_exit_2_with_an_envelope() {
     assert!(!error["hint"].as_str().unwrap().contains("--reason"), "{error}");
 }
 
+/// An error a person can act on says how: a `--root` that names no folder, a `--context-file`
+/// that cannot be read.
+#[test]
+fn path_errors_say_what_to_do() {
+    let env = TestEnv::new();
+    let missing = env.path("nowhere").display().to_string();
+    let error = env.scafld(&["--root", &missing, "list", "--json"]).json()["error"].clone();
+    assert!(error["hint"].as_str().unwrap_or_default().contains("must be an existing folder"), "{error}");
+    let nope = env.path("nope.md").display().to_string();
+    let run = env.scafld(&["review", "--diff", "HEAD~1..HEAD", "--context-file", &nope, "--json"]);
+    run.assert_code(64);
+    let error = run.json()["error"].clone();
+    assert!(error["hint"].as_str().unwrap_or_default().contains("name a readable text file"), "{error}");
+}
+
 /// Every flag and argument of every command and subcommand says what it does.
 #[test]
 fn every_flag_has_help() {

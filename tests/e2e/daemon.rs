@@ -267,6 +267,8 @@ fn a_socket_directory_others_may_write_is_refused_by_client_and_daemon() {
         stderr.contains("refusing the socket directory") && stderr.contains("may be written by others"),
         "{stderr}"
     );
+    // ...and says what to do about it.
+    assert!(stderr.contains(&format!("(`chmod go-w {}`)", run.display())), "{stderr}");
     assert!(!env.socket.exists());
     // Nor will a daemon the client starts: the client passes the refusal on.
     let started = env.scafld(&["daemon", "start"]);

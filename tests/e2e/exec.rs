@@ -613,6 +613,8 @@ fn jobs_detach_attach_wait_and_cancel() {
     let finished = env.scafld(&["job", "wait", &job, "--timeout", "20", "--json"]);
     finished.assert_code(3);
     assert_eq!(finished.json()["result"]["state"], "cancelled");
+    // It says where to go on from: the task's next step.
+    assert_eq!(finished.json()["error"]["hint"], "`scafld status long` says what to do next", "{}", finished.stdout);
     wait_until("no `sleep 1004` left", || processes_with("sleep 1004").is_empty());
     let status = env.scafld(&["job", "status", &job, "--json"]).json();
     assert_eq!(status["result"]["finished"], true);

@@ -232,6 +232,11 @@ fn no_reviewers_internal_errors_and_usage_errors_have_their_own_codes() {
     let run = wait(&env, spawned.json()["session_key"].as_str().unwrap());
     run.assert_code(4);
     assert_eq!(run.json()["consensus"]["verdict"], "no_reviewers");
+    // The wait says what to do next: get a reviewer that can run.
+    let hint = run.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    assert!(hint.contains("install codex, claude or gemini"), "{}", run.stdout);
+    let human = env.scafld(&["review", "wait", "--session-key", spawned.json()["session_key"].as_str().unwrap()]);
+    assert!(human.stdout.contains("next: no reviewer could run"), "{}", human.stdout);
     env.scafld(&["complete", "rev"]).assert_code(4);
 
     env.scafld(&["review", "wait", "--timeout", "soon"]).assert_code(64);

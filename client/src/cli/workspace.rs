@@ -83,6 +83,7 @@ fn absolute(path: &Path) -> Result<PathBuf, CliError> {
     let joined = if path.is_absolute() { path.to_path_buf() } else { current_dir()?.join(path) };
     joined.canonicalize().map_err(|e| {
         CliError::new("workspace_not_found", format!("cannot use {}: {e}", joined.display()), workflow::UNREACHABLE)
+            .with_hint("check the path --root (or $SCAFLD_ROOT) names: it must be an existing folder")
     })
 }
 

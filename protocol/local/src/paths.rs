@@ -83,10 +83,19 @@ pub fn unsafe_dir(dir: &Path) -> Option<String> {
         Err(e) => return Some(format!("cannot inspect {}: {e}", dir.display())),
     };
     if meta.uid() != uid && meta.uid() != 0 {
-        return Some(format!("{} belongs to uid {}, not to you (uid {uid})", dir.display(), meta.uid()));
+        return Some(format!(
+            "{} belongs to uid {}, not to you (uid {uid}); use a folder of your own",
+            dir.display(),
+            meta.uid()
+        ));
     }
     if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
-        return Some(format!("{} may be written by others (mode {:o})", dir.display(), meta.mode() & 0o7777));
+        return Some(format!(
+            "{} may be written by others (mode {:o}); make it yours alone (`chmod go-w {}`) or use another folder",
+            dir.display(),
+            meta.mode() & 0o7777,
+            scafld_protocol::cli::shell_word(&dir.display().to_string())
+        ));
     }
     None
 }

@@ -351,12 +351,25 @@ pub fn job_wait(ctx: &Context, job_id: &str, timeout: f64) -> Result<u8, CliErro
         ),
         (true, "succeeded") => None,
         (true, state) => {
-            Some(CliError::new("job_failed", format!("{} ended {state}", j.job_id), wait::FINISHED_FAILED))
+            let why = j.reason.as_deref().map(|reason| format!(": {reason}")).unwrap_or_default();
+            // Where to go on from: the review's outcome, else the task's next step.
+            let hint = match (&j.session_key, j.task_id.as_str()) {
+                (Some(key), _) => format!("`scafld review wait --session-key {key}` shows the review's outcome"),
+                (None, "") => format!("`scafld job status {}` shows how it ended", j.job_id),
+                (None, task) => {
+                    format!("`scafld status {}` says what to do next", scafld_protocol::cli::shell_word(task))
+                }
+            };
+            Some(
+                CliError::new("job_failed", format!("{} ended {state}{why}", j.job_id), wait::FINISHED_FAILED)
+                    .with_hint(hint),
+            )
         }
     };
     match &not_ok {
         // The envelope says `ok` only when the exit code does.
         Some(error) if ctx.out.json => ctx.out.failure(error, serde_json::to_value(&j).ok()),
+        Some(CliError { hint: Some(hint), .. }) => ctx.out.success(&j, || format!("{}\nnext: {hint}", job_line(&j))),
         _ => ctx.out.success(&j, || job_line(&j)),
     }
     Ok(not_ok.map_or(wait::FINISHED_OK, |e| e.exit_code))

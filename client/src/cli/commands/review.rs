@@ -286,8 +286,11 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
     }
     let context = match &args.context_file {
         Some(path) => Some(
-            crate::cli::input::read_text("--context-file", path, m::MAX_CONTEXT_BYTES)
-                .map_err(|why| CliError::new("usage", why, spawn_wait::USAGE))?,
+            crate::cli::input::read_text("--context-file", path, m::MAX_CONTEXT_BYTES).map_err(|why| {
+                CliError::new("usage", why, spawn_wait::USAGE).with_hint(
+                    "name a readable text file with what the reviewers should know about the range, or leave --context-file out",
+                )
+            })?,
         ),
         None => None,
     };
@@ -373,11 +376,15 @@ fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, 
 fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
     let code = crate::cli::exit::for_outcome(r.outcome);
     let not_passed = (code != spawn_wait::PASS).then(|| {
-        CliError::new(
+        let error = CliError::new(
             format!("review_{}", r.outcome.as_str()),
             format!("the review of {} ended {}", r.session_key, r.outcome.as_str()),
             code,
-        )
+        );
+        match wait_hint(r) {
+            Some(hint) => error.with_hint(hint),
+            None => error,
+        }
     });
     ctx.out.document(r, not_passed, || {
         let verdict = session_word(r);
@@ -420,15 +427,37 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
                 writeln!(text, "still running; wait again with `scafld review wait --session-key {}`", r.session_key);
         }
         if unrecorded {
-            let _ = writeln!(
-                text,
-                "nothing is on record; once the daemon can write again, `scafld review retry {}` records the answers",
-                r.session_key
-            );
+            let _ = writeln!(text, "nothing is on record");
+        }
+        if let Some(hint) = wait_hint(r) {
+            let _ = writeln!(text, "next: {hint}");
         }
         text.trim_end().to_string()
     });
     code
+}
+
+/// What to do after a wait that ended without a pass, where there is one thing to do: no
+/// reviewer could run (install one, or name one that exists), or a reviewer gave no verdict
+/// (retry it).
+fn wait_hint(r: &WaitResult) -> Option<String> {
+    if r.gate == Some(GateState::Unrecorded) {
+        return Some(format!(
+            "once the daemon can write again, `scafld review retry {}` records the answers",
+            r.session_key
+        ));
+    }
+    match r.outcome {
+        m::Outcome::NoReviewers => Some(
+            "no reviewer could run: install codex, claude or gemini (`scafld doctor` checks them), or name reviewers \
+             that exist with --reviewers, then start the review again"
+                .to_string(),
+        ),
+        m::Outcome::ParseError | m::Outcome::Timeout | m::Outcome::Internal => {
+            Some(format!("retry the reviewers that gave no verdict: `scafld review retry {}`", r.session_key))
+        }
+        _ => None,
+    }
 }
 
 /// The session's word for a person. A session that came to no verdict (a reviewer cancelled,
