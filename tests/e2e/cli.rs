@@ -565,6 +565,9 @@ fn the_demo_walks_the_gate_and_leaves_nothing_behind() {
     }
     let root = std::fs::read_dir(&tmp).unwrap().next().unwrap().unwrap().path();
     assert!(root.join("repo/.scafld/receipts/greet.json").is_file());
+    // It names the archived spec file itself, not the archive folder.
+    let spec = run.stdout.lines().find_map(|l| l.strip_prefix("  the spec:")).expect("a spec line").trim();
+    assert!(spec.ends_with("/greet.md") && std::path::Path::new(spec).is_file(), "{}", run.stdout);
     assert!(!env.path("home/.config").exists(), "HOME untouched");
     assert!(!env.socket.exists(), "the user's daemon was never started");
     // Its private daemon is gone: nothing answers on its socket.
@@ -589,6 +592,22 @@ fn the_demo_with_json_prints_one_envelope() {
         assert!(steps.iter().any(|s| s.contains(step)), "{step}: {steps:?}");
     }
     assert_eq!(envelope["result"]["kept"], false, "{envelope}");
+    assert!(envelope["result"]["stop_command"].is_null(), "{envelope}");
+    // Kept, the envelope says how to stop the daemon it left running, and that command does.
+    let mut demo = env.scafld_command(&["--json", "demo", "--keep"]);
+    demo.env("TMPDIR", &tmp);
+    let run = Run::from(demo.output().unwrap());
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    let root = std::path::PathBuf::from(result["root"].as_str().unwrap());
+    assert!(std::os::unix::net::UnixStream::connect(root.join("scafldd.sock")).is_ok(), "{result}");
+    let stop = result["stop_command"].as_str().unwrap();
+    let mut stopping = std::process::Command::new("sh");
+    stopping.args(["-c", stop]).env("PATH", format!("{}:/usr/bin:/bin", scafld_tests::bin_dir().display()));
+    assert!(stopping.output().unwrap().status.success(), "{stop}");
+    wait_until("the kept daemon to stop", || {
+        std::os::unix::net::UnixStream::connect(root.join("scafldd.sock")).is_err()
+    });
 }
 
 /// `init --agents` appends the agent guide once, to AGENTS.md and an existing CLAUDE.md, and

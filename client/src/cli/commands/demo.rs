@@ -50,6 +50,15 @@ impl Demo {
         }
     }
 
+    /// The command that stops the demo's daemon (left running by `--keep`).
+    fn stop_command(&self) -> String {
+        format!(
+            "SCAFLD_SOCKET={} SCAFLD_STATE_DIR={} scafld daemon stop",
+            scafld_protocol::cli::shell_word(&self.root.join("scafldd.sock").display().to_string()),
+            scafld_protocol::cli::shell_word(&self.root.join("state").display().to_string()),
+        )
+    }
+
     fn command(&self, program: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(program);
         command
@@ -110,6 +119,14 @@ impl Demo {
         Ok(())
     }
 
+    /// `scafld args --json`'s envelope, shown nowhere (Null when it prints none).
+    fn quiet(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let output = self.command(&self.exe, &all).output();
+        output.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()).unwrap_or(Value::Null)
+    }
+
     fn stop_daemon(&self) {
         let _ = self.command(&self.exe, &["daemon", "stop"]).output();
     }
@@ -129,12 +146,13 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
     if !keep {
         demo.stop_daemon();
     }
-    outcome?;
+    let spec = outcome?;
     let ledger = "scafld session greet";
+    let stop = demo.stop_command();
     if !json {
         say("\nDone: greet went from a plan to a signed receipt, through a failing criterion and a blocking review.");
         say(&format!("  the repository:   {}", demo.repo.display()));
-        say(&format!("  the spec:         {}", demo.repo.join(".scafld/specs/archive").display()));
+        say(&format!("  the spec:         {}", spec.display()));
         say(&format!("  the receipt:      {}", demo.repo.join(".scafld/receipts/greet.json").display()));
         say(&format!(
             "  the ledger:       `{ledger}` with SCAFLD_SOCKET={} SCAFLD_STATE_DIR={}{}",
@@ -142,6 +160,9 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
             demo.root.join("state").display(),
             if keep { " (the daemon is still running: --keep)" } else { " (start its daemon again to read it)" }
         ));
+        if keep {
+            say(&format!("  stop its daemon:  `{stop}`"));
+        }
         say("Try it on a repository of your own: `cd your-repo && scafld init && scafld plan <task>`; review with a");
         say("real model through `scafld review <task> --provider codex|claude|gemini` (see `scafld doctor`).");
     } else {
@@ -149,7 +170,10 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
             &serde_json::json!({
                 "repo": demo.repo.display().to_string(),
                 "root": demo.root.display().to_string(),
+                "spec": spec.display().to_string(),
+                "receipt": demo.repo.join(".scafld/receipts/greet.json").display().to_string(),
                 "kept": keep,
+                "stop_command": keep.then_some(stop),
                 "steps": demo.steps.take(),
             }),
             String::new,
@@ -158,8 +182,8 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
     Ok(workflow::OK)
 }
 
-/// The walk through the gate.
-fn walk(d: &Demo) -> Result<(), CliError> {
+/// The walk through the gate; the archived spec's path at its end.
+fn walk(d: &Demo) -> Result<PathBuf, CliError> {
     d.say(&format!("scafld demo: a throwaway repository in {}\n\n", d.repo.display()));
     d.git(&["init", "-q"])?;
     d.write("README.md", "# demo\n")?;
@@ -233,7 +257,9 @@ fn walk(d: &Demo) -> Result<(), CliError> {
         let checks = r["checks"].as_array().map(|c| c.len()).unwrap_or(0);
         format!("verified: {checks} checks pass (signature, files, base, acceptance, ...)")
     })?;
-    Ok(())
+    let status = d.quiet(&["status", "greet"]);
+    let spec = status["result"]["path"].as_str().filter(|p| !p.is_empty()).map(|p| d.repo.join(p));
+    Ok(spec.unwrap_or_else(|| d.repo.join(".scafld/specs/archive")))
 }
 
 fn failing(result: &Value) -> String {
