@@ -166,3 +166,29 @@ fn a_byte_that_is_not_utf8_is_refused_with_its_line() {
     status.assert_code(3);
     assert!(status.stdout.starts_with("l: unreadable - the spec file cannot be read"), "{}", status.stdout);
 }
+
+/// A spec may have at most 10 000 acceptance criteria (real ones have a few hundred): an 8 MiB
+/// one with 190 000 one-line criteria took the daemon past 370 MB on `validate` and `approve`.
+/// One more is a structural error at the first criterion past the limit, naming the limit and
+/// the count, which `validate` reports and `approve` refuses alike; the criteria past it are
+/// counted, never read.
+#[test]
+fn a_spec_with_more_criteria_than_the_limit_is_refused_naming_the_limit_and_the_count() {
+    let env = env();
+    let criteria =
+        |n: usize| -> String { (0..n).map(|i| format!("- [ ] `c{i}` test - c\n  - Command: `true`\n")).collect() };
+    let body = |n: usize| format!("## Phase 1: One\n\nObjective: x\n\nAcceptance:\n{}", criteria(n));
+    let over_limit = |found: &[(u64, String, String)]| {
+        found.iter().filter(|(_, _, m)| m.contains("acceptance criteria, over the")).cloned().collect::<Vec<_>>()
+    };
+    std::fs::write(env.work.join(".scafld/specs/drafts/most.md"), draft("most", &body(10_000))).unwrap();
+    assert_eq!(over_limit(&diagnostics(&env, "most")), [], "10 000 criteria are within the limit");
+
+    std::fs::write(env.work.join(".scafld/specs/drafts/many.md"), draft("many", &body(10_002))).unwrap();
+    let expected = "the spec has 10002 acceptance criteria, over the 10000 one spec may have (the criteria from this line on are not read); split the task into smaller ones";
+    // The body's first criterion is on line 19, two lines each: the 10 001st is on line 20 019.
+    assert_eq!(over_limit(&diagnostics(&env, "many")), [(20_019, "error".to_string(), expected.to_string())]);
+    let approve = env.scafld(&["approve", "many", "--reason", "r"]);
+    assert_ne!(approve.code, 0, "{approve:?}");
+    assert!(approve.stderr.contains("10002 acceptance criteria, over the 10000"), "{}", approve.stderr);
+}

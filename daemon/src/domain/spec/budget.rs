@@ -9,6 +9,11 @@ use super::Spec;
 pub const MAX_SPEC_BYTES: u64 = 8 << 20;
 /// The largest spec `approve` takes: the rest is room for the runner's records.
 pub const MAX_APPROVED_BYTES: u64 = 4 << 20;
+/// The most acceptance criteria (phases' and task-level together) one spec may have: real specs
+/// have a few hundred at most, and each criterion read costs the daemon memory in every parse,
+/// outline and report (200 000 one-line criteria in an 8 MiB spec peaked it past 370 MB). A
+/// spec with more is a structural error, at the first criterion past the limit.
+pub const MAX_CRITERIA: usize = 10_000;
 /// The longest value the runner writes on one line of a spec (an evidence line, a reason, a
 /// review's summary or a finding's field), in bytes.
 pub const MAX_LINE_VALUE: usize = 300;

@@ -355,10 +355,13 @@ pub fn parse(text: &str) -> Parsed {
         spec: Spec::default(),
         diags: Vec::new(),
         layout: Layout { crlf: body.contains("\r\n"), line_count: lines.len(), ..Layout::default() },
+        criteria_met: 0,
+        first_past_limit: 0,
     };
     let body_start = p.front_matter();
     p.scan_body(body_start);
     p.validate();
+    p.criteria_limit();
     let Parser { spec, mut diags, mut layout, in_fence, .. } = p;
     layout.fenced = in_fence;
     let approving = spec.status().is_none_or(|s| s == Status::Draft);
@@ -404,6 +407,10 @@ struct Parser<'a> {
     spec: Spec,
     diags: Vec<Diagnostic>,
     layout: Layout,
+    /// Criteria met so far, and the line (1-based) of the first one past
+    /// [`super::budget::MAX_CRITERIA`] (0 while none is): those are counted, never read.
+    criteria_met: usize,
+    first_past_limit: usize,
 }
 
 /// A value as written after `Key:`, with one layer of backticks or quotes removed.
@@ -681,6 +688,21 @@ fn criterion_head(line: &str) -> Option<CriterionHead> {
 }
 
 impl<'a> Parser<'a> {
+    /// A spec with more criteria than [`super::budget::MAX_CRITERIA`] is refused (by `validate`,
+    /// `check`, `approve`, `build` and every other command that reads it), at the first one
+    /// past the limit.
+    fn criteria_limit(&mut self) {
+        if self.first_past_limit == 0 {
+            return;
+        }
+        let message = format!(
+            "the spec has {} acceptance criteria, over the {} one spec may have (the criteria from this line on are not read); split the task into smaller ones",
+            self.criteria_met,
+            super::budget::MAX_CRITERIA
+        );
+        self.diag(self.first_past_limit, Rule::Structure, message);
+    }
+
     fn diag(&mut self, line: usize, rule: Rule, message: impl Into<String>) {
         self.diags.push(Diagnostic { line, severity: Severity::Error, message: message.into(), rule });
     }
@@ -1124,6 +1146,15 @@ impl<'a> Parser<'a> {
             );
             return next;
         };
+        // Past the limit a criterion is counted, never read (what it would cost is the reason
+        // for the limit): the spec is refused, saying how many it has.
+        self.criteria_met += 1;
+        if self.criteria_met > super::budget::MAX_CRITERIA {
+            if self.first_past_limit == 0 {
+                self.first_past_limit = start + 1;
+            }
+            return next;
+        }
         if let Some(note) = head.note {
             self.diag(
                 start + 1,
