@@ -386,7 +386,7 @@ pub fn spec_file(ws: &Workspace, task: &str) -> RpcResult<SpecText> {
     let id = FileId::at(&path).map_err(|e| unreadable(format!("cannot read the spec: {e}")))?;
     let bytes = crate::workspace::index::read_spec(&ws.root, &path).map_err(unreadable)?;
     let text = String::from_utf8(bytes)
-        .map_err(|e| unreadable(crate::domain::spec::not_utf8(e.as_bytes(), &e.utf8_error())))?;
+        .map_err(|e| unreadable(crate::domain::spec::not_utf8(e.as_bytes(), &e.utf8_error()).message))?;
     Ok(SpecText { path, text, id })
 }
 

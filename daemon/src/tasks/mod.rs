@@ -433,7 +433,7 @@ pub(crate) fn wire(d: &Diagnostic) -> WireDiagnostic {
 pub(crate) fn entry_errors(entry: &SpecEntry) -> Vec<WireDiagnostic> {
     let mut errors: Vec<WireDiagnostic> = entry.listing.errors().map(wire).collect();
     if let Some(e) = &entry.read_error {
-        errors.insert(0, WireDiagnostic { line: 0, severity: Severity::Error, message: e.clone() });
+        errors.insert(0, wire(e));
     }
     if let Some(message) = entry.duplicate_error() {
         errors.insert(0, WireDiagnostic { line: 0, severity: Severity::Error, message });

@@ -121,8 +121,9 @@ pub struct SpecEntry {
     pub path: PathBuf,
     pub folder: Folder,
     pub listing: Arc<Listing>,
-    /// A read error (the file vanished, is not UTF-8, ...) instead of a parse.
-    pub read_error: Option<String>,
+    /// A read error (the file vanished, is not UTF-8, ...) instead of a parse: an error of
+    /// the file as a whole (line 0), or of the line it names.
+    pub read_error: Option<Diagnostic>,
     /// Every other file claiming the same task id, in lookup order after `path`, which owns
     /// the id ([`specfile::lookup_order`]); empty for a task in one file.
     pub duplicates: Vec<PathBuf>,
@@ -145,7 +146,7 @@ impl SpecEntry {
     /// The first problem that makes this spec unusable, if any.
     pub fn first_error(&self) -> Option<String> {
         if let Some(e) = &self.read_error {
-            return Some(e.clone());
+            return Some(e.message.clone());
         }
         if let Some(message) = self.duplicate_error() {
             return Some(message);
@@ -691,7 +692,7 @@ impl Index {
     /// seen next time); its parse is kept only when `keep`.
     fn read_entry(&self, task_id: String, path: &Path, folder: Folder, keep: bool) -> SpecEntry {
         let stamp = Stamp::of(path);
-        let broken = |error: String| SpecEntry {
+        let broken = |error: Diagnostic| SpecEntry {
             task_id: task_id.clone(),
             path: path.to_path_buf(),
             folder,
@@ -706,7 +707,7 @@ impl Index {
                 Ok(text) => self.entry_from_text(task_id, path, folder, &text, stamp, keep),
                 Err(e) => broken(crate::domain::spec::not_utf8(e.as_bytes(), &e.utf8_error())),
             },
-            Err(e) => broken(e),
+            Err(e) => broken(Diagnostic::of_file(e)),
         }
     }
 

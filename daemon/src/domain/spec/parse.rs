@@ -38,6 +38,13 @@ pub struct Diagnostic {
     pub rule: Rule,
 }
 
+impl Diagnostic {
+    /// An error of the file as a whole (line 0): it cannot be read as a spec at all.
+    pub fn of_file(message: String) -> Diagnostic {
+        Diagnostic { line: 0, severity: Severity::Error, message, rule: Rule::Structure }
+    }
+}
+
 impl std::fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.line > 0 { write!(f, "line {}: {}", self.line, self.message) } else { f.write_str(&self.message) }
@@ -324,18 +331,19 @@ pub fn parse_as(text: &str, task: &str) -> Result<Parsed, Diagnostic> {
     first.map_or(Ok(parsed), Err)
 }
 
-/// Why `bytes`, a spec file, is not UTF-8: where its first invalid byte is, by line and column
-/// (in bytes), so the author can find it. Such a file is refused, never read: a projection
-/// would have to rewrite bytes it cannot represent.
-pub fn not_utf8(bytes: &[u8], error: &std::str::Utf8Error) -> String {
+/// Why `bytes`, a spec file, is not UTF-8: where its first invalid byte is, by line (the
+/// diagnostic's own) and column (in bytes, in the message), so the author can find it. Such a
+/// file is refused, never read: a projection would have to rewrite bytes it cannot represent.
+pub fn not_utf8(bytes: &[u8], error: &std::str::Utf8Error) -> Diagnostic {
     let at = error.valid_up_to();
     let before = &bytes[..at];
     let line = before.iter().filter(|b| **b == b'\n').count() + 1;
     let column = at - before.iter().rposition(|b| *b == b'\n').map_or(0, |n| n + 1) + 1;
     let byte = bytes.get(at).copied().unwrap_or_default();
-    format!(
+    let message = format!(
         "the spec file is not valid UTF-8: line {line}, column {column} holds byte 0x{byte:02X} (byte offset {at}); save the file as UTF-8"
-    )
+    );
+    Diagnostic { line, severity: Severity::Error, message, rule: Rule::Structure }
 }
 
 /// The value a field has when its text says "not set".
