@@ -909,6 +909,42 @@ fn a_manual_wait_is_no_failure_and_a_stale_phase_is_named_for_itself() {
     assert_eq!(step["result"]["phase"], "phase1", "{step}");
 }
 
+/// A person's evidence given while a build job of the task runs is refused `busy`, naming the
+/// job, at once: never taken for a wish to watch that build (which printed the build's result
+/// and dropped the disposition) nor held until it ends. Given again afterwards, it is recorded.
+#[test]
+fn a_persons_evidence_during_a_running_build_is_busy_not_dropped() {
+    let env = TestEnv::new();
+    let manual = "  - Expected kind: `manual`\n";
+    let text = spec("held", &[&[("a1", "until test -f release; do sleep 0.05; done", ""), ("m1", "", manual)]], &[]);
+    ready(&env, "held", &text.replace("  - Command: ``\n", ""));
+    let job =
+        env.scafld(&["build", "held", "--detach", "--json"]).json()["result"]["job_id"].as_str().unwrap().to_string();
+    wait_until("the build to run `a1`", || {
+        let job = env.scafld(&["job", "status", &job, "--json"]).json();
+        job["result"]["activity"].as_str().is_some_and(|a| a.starts_with("running `a1`"))
+    });
+    let before = ledger(&env, "held").len();
+    let args = ["build", "held", "--criterion", "m1", "--disposition", "pass", "--reason", "checked the UI", "--json"];
+    let refused = env.scafld_within(&args, Duration::from_secs(20));
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert_eq!(error["code"], "busy", "{error}");
+    assert!(error["message"].as_str().unwrap().contains(&format!("a build job ({job}) is running")), "{error}");
+    let hint = error["hint"].as_str().unwrap();
+    assert!(hint.contains(&format!("`scafld job wait {job}`")), "{error}");
+    assert!(hint.contains("scafld build held --criterion=m1 --disposition pass"), "{error}");
+    assert_eq!(ledger(&env, "held").len(), before, "a refused disposition recorded something");
+
+    std::fs::write(env.work.join("release"), "").unwrap();
+    let waited = env.scafld(&["job", "wait", &job, "--timeout", "60", "--json"]);
+    assert_eq!(waited.json()["result"]["finished"], true, "{}", waited.stdout);
+    let recorded = env.scafld(&args[..args.len() - 1]);
+    assert!(recorded.stdout.contains("recorded manual evidence for `m1`: pass"), "{}", recorded.stdout);
+    let recorded = ledger(&env, "held");
+    assert!(recorded.iter().any(|e| e.to_string().contains("checked the UI")), "{recorded:?}");
+}
+
 /// A person who judged a manual criterion `fail` judges it again once it is repaired: next
 /// names their command, never a build that would answer the same refusal for ever.
 #[test]

@@ -437,19 +437,13 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
-        if job.kind != JobKind::Acceptance {
-            return Err(busy(&job, &task));
-        }
-        return Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None }, None));
+        return join_or_busy(job, task, p.manual.as_ref()).map(|joined| (joined, None));
     }
     let lock = daemon.jobs.task_lock(&ws, &task);
     let guard = lock.clone().lock_owned().await;
     // A build that started while we waited for the lock: join it.
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
-        if job.kind != JobKind::Acceptance {
-            return Err(busy(&job, &task));
-        }
-        return Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None }, None));
+        return join_or_busy(job, task, p.manual.as_ref()).map(|joined| (joined, None));
     }
     let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(daemon, &ws, &entry)?;
@@ -540,6 +534,36 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
             Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: false, outcome: None }, Some(reading)))
         }
     }
+}
+
+/// A build call that finds a job of its task running. A plain build asks for the step that
+/// job runs, so it joins it; anything else is `busy`, naming the job. A person's evidence
+/// (`build --criterion`) is never taken for a wish to watch the build (their disposition would
+/// be dropped unrecorded) nor held until the build ends (a criterion whose own command records
+/// evidence would wait on itself): they record it again once the job has ended.
+fn join_or_busy(
+    job: crate::domain::job::JobRecord,
+    task: String,
+    manual: Option<&m::ManualEvidence>,
+) -> RpcResult<m::BuildResult> {
+    if job.kind != JobKind::Acceptance {
+        return Err(busy(&job, &task));
+    }
+    if let Some(manual) = manual {
+        let flag = scafld_protocol::cli::criterion_flag(&manual.criterion_id);
+        return Err(RpcError::new(
+            ErrorKind::Busy,
+            format!(
+                "a build job ({}) is running for {task}: nothing was recorded for `{}`; a person's evidence is taken once it ends",
+                job.id, manual.criterion_id
+            ),
+        )
+        .with_hint(format!(
+            "wait for it with `scafld job wait {}`, then run `scafld build {task} {flag} --disposition {} --reason ...` again",
+            job.id, manual.disposition
+        )));
+    }
+    Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None })
 }
 
 /// `build --criterion ID --disposition pass|fail --reason R`: a person's evidence for a manual
