@@ -1088,3 +1088,28 @@ fn a_range_is_reviewed_without_scafld_init() {
     // Task commands still need a workspace.
     env.scafld(&["status", "anything"]).assert_code(6);
 }
+
+/// A reviewer that crashes gives no verdict: `review wait` names the way on, `review retry
+/// <key>` (in the human output and as the `--json` error's hint), never a code fix.
+#[test]
+fn review_wait_of_a_session_with_no_verdict_names_review_retry() {
+    let env = TestEnv::new();
+    let (base, head) = range_workspace(&env);
+    let crash = env.path("crash.sh");
+    std::fs::write(&crash, "#!/bin/sh\ncat > /dev/null\nexit 7\n").unwrap();
+    Command::new("chmod").arg("+x").arg(&crash).status().unwrap();
+    let range = format!("{base}..{head}");
+    let args = ["review", "--diff", &range, "--reviewers", "command", "--provider-command", crash.to_str().unwrap()];
+    let spawned = env.scafld(&[&args[..], &["--detach", "--json"]].concat());
+    spawned.assert_code(0);
+    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+    let retry = format!("`scafld review retry {key}`");
+    let waited = wait(&env, &key);
+    assert_ne!(waited.code, 0, "{}", waited.stdout);
+    let hint = waited.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    assert!(hint.contains(&retry), "{}", waited.stdout);
+    let human = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "30"]);
+    assert_eq!(human.code, waited.code);
+    let next: Vec<&str> = human.stdout.lines().filter(|l| l.starts_with("next: ")).collect();
+    assert!(next.len() == 1 && next[0].contains(&retry), "{}", human.stdout);
+}

@@ -164,18 +164,12 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
             } else {
                 message
             };
-            let hint = if result.outcome == m::Outcome::NoReviewers {
-                "install codex, claude or gemini, or name reviewers that exist with --reviewers".to_string()
-            } else if unrecorded {
-                format!(
-                    "once the daemon can write again (a full disk: free space where it keeps its state), `scafld review retry {}` records their answers",
-                    result.session_key
-                )
-            } else {
-                format!(
-                    "retry the review (`scafld review retry {}`); diagnostics are under .scafld/runs/{task_id}/diagnostics/",
-                    result.session_key
-                )
+            let hint = match wait_hint(&result) {
+                Some(hint) if !unrecorded && result.outcome != m::Outcome::NoReviewers => {
+                    format!("{hint}; diagnostics are under .scafld/runs/{task_id}/diagnostics/")
+                }
+                Some(hint) => hint,
+                None => format!("see `scafld review status --session-key {}`", result.session_key),
             };
             let error = CliError::new("review_failed", message, workflow::REVIEW_GATE).with_hint(hint);
             ctx.out.failure(&error, serde_json::to_value(&result).ok());
@@ -375,14 +369,15 @@ fn wait(ctx: &Context, session_key: Option<String>, timeout: f64) -> Result<u8, 
 /// The wait document and its exit code.
 fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
     let code = crate::cli::exit::for_outcome(r.outcome);
+    let hint = wait_hint(r);
     let not_passed = (code != spawn_wait::PASS).then(|| {
         let error = CliError::new(
             format!("review_{}", r.outcome.as_str()),
             format!("the review of {} ended {}", r.session_key, r.outcome.as_str()),
             code,
         );
-        match wait_hint(r) {
-            Some(hint) => error.with_hint(hint),
+        match &hint {
+            Some(hint) => error.with_hint(hint.clone()),
             None => error,
         }
     });
@@ -429,7 +424,7 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
         if unrecorded {
             let _ = writeln!(text, "nothing is on record");
         }
-        if let Some(hint) = wait_hint(r) {
+        if let Some(hint) = &hint {
             let _ = writeln!(text, "next: {hint}");
         }
         text.trim_end().to_string()
@@ -443,7 +438,7 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
 fn wait_hint(r: &WaitResult) -> Option<String> {
     if r.gate == Some(GateState::Unrecorded) {
         return Some(format!(
-            "once the daemon can write again, `scafld review retry {}` records the answers",
+            "once the daemon can write again (a full disk: free space where it keeps its state), `scafld review retry {}` records the answers",
             r.session_key
         ));
     }
