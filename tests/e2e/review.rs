@@ -405,6 +405,33 @@ fn local_human_and_missing_providers() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A reviewer list that names none (`--reviewers ''`, `','`) is a usage error that changes
+/// nothing, as `--review-scope ''` is: no session opened, nothing in the ledger.
+#[test]
+fn a_reviewer_list_naming_none_is_refused_and_records_nothing() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let before = ledger_types(&env);
+    for (list, detach, code) in [("", false, 2), (",", false, 2), (" , ", true, 64)] {
+        let mut args = vec!["review", "rev", "--reviewers", list, "--json"];
+        if detach {
+            args.push("--detach");
+        }
+        let refused = env.scafld(&args);
+        refused.assert_code(code);
+        let error = refused.json()["error"].clone();
+        assert_eq!(error["code"], "invalid_input", "{list:?}: {error}");
+        assert!(error["message"].as_str().unwrap().contains("--reviewers names no reviewer"), "{error}");
+        assert!(error["hint"].as_str().unwrap().contains("codex, claude, gemini"), "{error}");
+    }
+    assert_eq!(ledger_types(&env), before);
+    let sessions = env.scafld(&["review", "status", "rev", "--json"]);
+    assert_ne!(sessions.code, 0, "a session was opened: {}", sessions.stdout);
+    let range = env.scafld(&["review", "--diff", "HEAD..HEAD", "--reviewers", ",", "--json"]);
+    range.assert_code(64);
+    assert!(range.json()["error"]["message"].as_str().unwrap().contains("names no reviewer"), "{}", range.stdout);
+}
+
 #[test]
 fn print_context_prints_the_packet_and_records_nothing() {
     let env = TestEnv::new();

@@ -234,17 +234,24 @@ pub struct Templates {
 }
 
 /// The reviewers the caller asked for, else the configured list, else the single provider.
+/// A list that names none (`--reviewers ''` or `','`) is refused as bad input before anything
+/// is opened or recorded: a session with no reviewer would only record that none ran.
 pub fn requested_reviewers(explicit: &[String], provider: Option<&str>, config: &Config) -> RpcResult<Vec<String>> {
-    let names = if !explicit.is_empty() {
-        explicit.to_vec()
+    let (names, source) = if !explicit.is_empty() {
+        (explicit.to_vec(), "--reviewers")
     } else if let Some(provider) = provider {
-        vec![provider.to_string()]
+        (vec![provider.to_string()], "--provider")
     } else if !config.review.external.reviewers.is_empty() {
-        config.review.external.reviewers.clone()
+        (config.review.external.reviewers.clone(), "review.external.reviewers in the config")
     } else {
-        vec![config.review.external.provider.clone()]
+        (vec![config.review.external.provider.clone()], "review.external.provider in the config")
     };
-    consensus::parse_reviewers(&names).map_err(|e| RpcError::new(ErrorKind::InvalidInput, e))
+    let reviewers = consensus::parse_reviewers(&names).map_err(|e| RpcError::new(ErrorKind::InvalidInput, e))?;
+    if reviewers.is_empty() {
+        return Err(RpcError::new(ErrorKind::InvalidInput, format!("{source} names no reviewer"))
+            .with_hint("name one or more of codex, claude, gemini, command, local, worker or auto, comma-separated"));
+    }
+    Ok(reviewers)
 }
 
 /// `auto` or manual approval, from the call or config.
