@@ -742,3 +742,37 @@ fn a_retry_of_a_session_whose_files_changed_is_refused_and_complete_names_the_re
     assert!(!hint.contains("review retry") && hint.contains("scafld status rev"), "{hint}");
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
+
+/// A relative `--provider-command` (`./reviewer`) typed in a folder below the workspace root
+/// names the program there, as every other relative path does, though reviewers run from the
+/// root: for `review` and for `scafld worker` alike. Before, it was "not found" from the root
+/// and recorded as a review with no verdict.
+#[test]
+fn a_relative_provider_command_is_found_from_the_callers_folder() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let tools = env.work.join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let script = tools.join("reviewer");
+    std::fs::write(&script, format!("#!/bin/sh\ncat > /dev/null\ncat <<'JSON'\n{}\nJSON\n", pass())).unwrap();
+    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    let from_tools = |args: &[&str]| Run::from(env.scafld_command(args).current_dir(&tools).output().unwrap());
+
+    let args =
+        ["review", "rev", "--provider", "command", "--provider-command", "./reviewer", "--min-attack-angles", "2"];
+    let run = from_tools(&[&args[..], &["--json"]].concat());
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["verdict"], "pass", "{}", run.stdout);
+
+    // A worker started there runs the same program (with the diff changed, a new round).
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn greet() { println!(\"hi\") }\n").unwrap();
+    env.scafld(&["build", "rev"]).assert_code(0);
+    from_tools(&["review", "rev", "--reviewers", "worker", "--min-attack-angles", "2", "--detach"]).assert_code(0);
+    let worker = ["worker", "--provider", "command", "--provider-command", "./reviewer", "--once", "--timeout", "10"];
+    let served = from_tools(&worker);
+    served.assert_code(0);
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let reviews: Vec<&Value> = entries.as_array().unwrap().iter().filter(|e| e["type"] == "review").collect();
+    assert_eq!(reviews.len(), 2, "{}", served.stderr);
+    assert_eq!(reviews[1]["verdict"], "pass", "{}", served.stderr);
+}

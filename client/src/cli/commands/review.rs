@@ -116,7 +116,7 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         task_id,
         caller: caller(),
         provider: args.provider.clone(),
-        provider_command: args.provider_command.clone(),
+        provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
         model: args.model.clone(),
         codex_reasoning: args.codex_reasoning.clone(),
         human_reviewed: args.human_reviewed,
@@ -298,7 +298,7 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         range: range.clone(),
         context,
         reviewers: args.reviewers.clone(),
-        provider_command: args.provider_command.clone(),
+        provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
         codex_reasoning: args.codex_reasoning.clone(),
         caller: caller(),
     };

@@ -334,7 +334,7 @@ pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
         task_id,
         mark_passed: args.mark_passed,
         provider: args.provider.clone(),
-        provider_command: args.provider_command.clone(),
+        provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
         caller: args.provider.is_some().then(super::exec::caller),
     };
     let result = match conn.call::<m::TaskHarden>(&params) {

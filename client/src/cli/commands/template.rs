@@ -116,7 +116,7 @@ pub fn run(
         template: name.to_string(),
         inputs,
         reviewers,
-        provider_command: args.provider_command.clone(),
+        provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
         cwd: args.cwd.as_ref().map(|c| c.display().to_string()),
         wait_seconds: 0.0,
         caller: caller(),

@@ -235,7 +235,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         let params = m::ClaimParams {
             worker_id: id.clone(),
             provider: args.provider.clone(),
-            provider_command: args.provider_command.clone(),
+            provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
             root: root.clone(),
             timeout_seconds: args.timeout,
             lease_seconds: args.lease_seconds,
