@@ -708,6 +708,15 @@ fn a_retry_of_a_session_whose_files_changed_is_refused_and_complete_names_the_re
     let key = waited.json()["session_key"].as_str().expect("the session's key").to_string();
 
     std::fs::write(env.work.join("src/lib.rs"), "pub fn greet() { println!(\"changed\") }\n").unwrap();
+    // Not built yet: a new review would be refused for the stale evidence, so the hint is the
+    // step `status` gives, the build that re-runs it.
+    let unbuilt = env.scafld(&["review", "retry", &key, "--json"]);
+    assert_ne!(unbuilt.code, 0, "{}", unbuilt.stdout);
+    let error = unbuilt.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("is stale: the files in its scope changed"), "{error}");
+    let next = env.scafld(&["status", "rev", "--json"]).json()["result"]["next_command"].clone();
+    assert_eq!(next, "scafld build rev");
+    assert!(error["hint"].as_str().unwrap().starts_with("next: `scafld build rev`"), "{error}");
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
     std::fs::write(&toggle, "").unwrap();
     let retry = env.scafld(&["review", "retry", &key, "--json"]);

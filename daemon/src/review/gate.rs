@@ -332,6 +332,10 @@ fn reviewer_records(
         .collect()
 }
 
+/// The next step `status` gives for a task, as a refusal's hint (`tasks::read::refusal_hint`),
+/// handed down by the handler: nothing in `review/` calls up into `tasks/`.
+pub type NextHint = for<'a> fn(&'a Daemon, &'a Workspace, &'a str) -> futures::future::BoxFuture<'a, String>;
+
 /// A retry re-runs reviewers on the packet the session started with, so it is refused unless
 /// that packet is still the task's review: the task in review, its approved contract
 /// unchanged, no build or other review of it running, no newer session of it, and the material
@@ -344,6 +348,7 @@ pub async fn check_retry(
     ws: &Workspace,
     session: &SessionRecord,
     task: &str,
+    next: NextHint,
 ) -> RpcResult<Vec<BaselinePath>> {
     let (spec, entries) = projected_spec(daemon, ws, task)?;
     if spec.status() != Some(Status::Review) {
@@ -383,7 +388,9 @@ pub async fn check_retry(
                     session.key
                 ),
             )
-            .with_hint(new_review));
+            // The step `status` gives: a new review once the changed files' evidence is
+            // current, the build that re-runs it first (a review now would be refused).
+            .with_hint(next(daemon, ws, task).await));
         }
     }
     let spec_path = ws.spec_path(task);

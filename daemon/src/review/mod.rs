@@ -723,7 +723,8 @@ async fn wait_for(daemon: &Arc<Daemon>, key: &str, timeout_seconds: f64) -> RpcR
 }
 
 /// `review.retry`: new jobs for the reviewers that gave no verdict; the others' answers stand.
-pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m::SpawnResult> {
+/// A task's retry that cannot run is refused with `next`, the step `status` gives.
+pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams, next: gate::NextHint) -> RpcResult<m::SpawnResult> {
     let ws = daemon.workspace(&p.root).await?;
     let mut session = find(daemon, &ws, Some(&p.session_key), None)?;
     let lock = daemon.sessions.settle_lock(&session.key);
@@ -751,7 +752,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams) -> RpcResult<m
     if let Some(task) = session.task().map(str::to_string) {
         gate::refuse_while_running(daemon, &ws, &task)?;
         _task_held = Some(daemon.jobs.task_lock(&ws, &task).lock_owned().await);
-        session.snapshot = crate::baseline::stored(&gate::check_retry(daemon, &ws, &session, &task).await?);
+        session.snapshot = crate::baseline::stored(&gate::check_retry(daemon, &ws, &session, &task, next).await?);
     }
     session.caller_env = p.caller.env.clone();
     session.caller_cwd = p.caller.cwd.clone();

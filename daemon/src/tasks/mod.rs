@@ -13,6 +13,7 @@ mod write;
 pub(crate) use crate::ledger::{projected_spec, record, spec_file, target_for, write_error, write_projection};
 pub use exec::{approve, archive, build, recover_jobs, session};
 pub use finalize::finalize;
+pub(crate) use read::next_hint;
 pub use read::{check, handoff, list, report, status, validate, validate_all};
 pub use review::{complete, decide, review};
 pub use verify::verify;

@@ -85,6 +85,15 @@ pub(crate) async fn refusal_hint(daemon: &Daemon, ws: &crate::workspace::Workspa
     }
 }
 
+/// [`refusal_hint`] as a service below the handlers takes it (`review::gate::NextHint`).
+pub(crate) fn next_hint<'a>(
+    daemon: &'a Daemon,
+    ws: &'a crate::workspace::Workspace,
+    task: &'a str,
+) -> futures::future::BoxFuture<'a, String> {
+    Box::pin(refusal_hint(daemon, ws, task))
+}
+
 /// The next action `status` shows for `task`, whose spec file is there (as the build job that
 /// asks leaves it, when `ending_build`).
 pub(crate) async fn status_next(
