@@ -121,6 +121,18 @@ fn a_passing_command_review_lets_complete_archive_the_task() {
         "{text}"
     );
     assert_eq!(ledger_types(&env).last().unwrap(), "complete");
+    // Completing it again is no review gate failure (its review passed): the task is closed,
+    // an unmet precondition (exit 1) as `approve` and `build` answer it, and nothing changes.
+    let before = ledger_types(&env);
+    for args in [&["complete", "rev", "--json"][..], &["approve", "rev", "--reason", "x", "--json"]] {
+        let again = env.scafld(args);
+        again.assert_code(1);
+        let error = again.json()["error"].clone();
+        assert_eq!(error["code"], "invalid_state", "{args:?}: {error}");
+        assert!(error["message"].as_str().unwrap().contains("rev is completed"), "{args:?}: {error}");
+        assert!(error["hint"].as_str().is_some_and(|h| !h.is_empty()), "{args:?}: {error}");
+    }
+    assert_eq!(ledger_types(&env), before);
 }
 
 /// `complete` (and `finalize`) while a review of the task runs is a refusal of the gate (exit

@@ -734,7 +734,7 @@ fn context_file(root: &std::path::Path, relative: &str) -> Vec<(String, String)>
 }
 
 /// Review, complete and finalize act only on a task in review; anything else is refused with
-/// the step the task needs next.
+/// the step the task needs next (a closed task as `invalid_state`; an open one with `kind`).
 pub(super) async fn require_review_status(
     daemon: &Daemon,
     ws: &Workspace,
@@ -758,6 +758,9 @@ pub(super) async fn require_review_status(
         Some(Status::Review) => format!("{task} says review, but has no approval on record here"),
         _ => format!("{task} is {}", spec.status_word()),
     };
+    // A closed task (completed, failed, cancelled) is past the gate, not refused by it: as
+    // `approve` and `build` answer it, an unmet precondition (exit 1), whatever `kind` says.
+    let kind = if spec.status().is_some_and(Status::is_terminal) { ErrorKind::InvalidState } else { kind };
     // As `status` says it: an imported completion whose file is still in active/ is reconciled.
     let hint = super::read::refusal_hint(daemon, ws, task).await;
     Err(RpcError::new(kind, format!("{what} requires task status review; {why}")).with_hint(hint))
