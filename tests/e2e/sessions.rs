@@ -1049,6 +1049,12 @@ fn review_wait_without_a_key_takes_the_callers_own_latest_session() {
         run_with(&env, &["review", "wait", "--timeout", "30", "--json"], &path, &[("SCAFLD_CALLER_ID", "someone")]);
     assert_eq!(run.json()["session_key"], theirs.as_str());
     assert!(run.stderr.contains("the latest session of the workspace"), "{}", run.stderr);
+    // The help says the same rule (and `review result`, which keeps it too).
+    for command in ["wait", "result"] {
+        let help = env.scafld(&["review", command, "--help"]).stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(help.contains("Default: the latest session you started"), "review {command}: {help}");
+        assert!(help.contains("SCAFLD_CALLER_ID overrides), else the workspace's latest"), "review {command}: {help}");
+    }
 }
 
 /// A range is reviewed in any git repository, without `scafld init`: nothing is written into

@@ -242,7 +242,8 @@ pub enum ReviewCommand {
     /// Wait for a review session and print its consensus (exit 0 pass, 1 fail or needs work,
     /// 2 parse error, 3 timeout, 4 no reviewers, 5 internal error, 64 usage).
     Wait {
-        /// Default: the most recent session of this workspace.
+        /// Default: the latest session you started (your agent's session id, else your
+        /// terminal; SCAFLD_CALLER_ID overrides), else the workspace's latest.
         #[arg(long, add = clap_complete::ArgValueCompleter::new(completion::session_keys))]
         session_key: Option<String>,
         /// Seconds to wait; the review keeps running when they run out.
@@ -274,7 +275,8 @@ pub enum ReviewCommand {
     /// A template review's result (e.g. after `--detach`): exit 0 PASS or CONCERNS, 4 FAIL,
     /// 1 UNKNOWN or still running when the timeout runs out, 2 usage.
     Result {
-        /// Default: the most recent session of this workspace.
+        /// Default: the latest session you started (your agent's session id, else your
+        /// terminal; SCAFLD_CALLER_ID overrides), else the workspace's latest.
         #[arg(long, add = clap_complete::ArgValueCompleter::new(completion::session_keys))]
         session_key: Option<String>,
         /// Seconds to wait for the review to settle; it keeps running when they run out.
