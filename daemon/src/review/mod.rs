@@ -735,7 +735,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams, next: gate::Ne
             .with_hint(format!("wait with `scafld review wait --session-key {}`", session.key)));
     }
     if session.result.as_ref().is_some_and(|r| r.gate == Some(m::GateState::Unrecorded)) {
-        return record_again(daemon, &ws, session).await;
+        return record_again(daemon, &ws, session, next).await;
     }
     let failed: Vec<usize> =
         reviewers.iter().enumerate().filter(|(_, r)| matches!(r.answer, Answer::Failed(_))).map(|(i, _)| i).collect();
@@ -787,7 +787,12 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams, next: gate::Ne
 /// the checks a retry makes still hold (the task in review, its contract and the files the
 /// reviewers judged unchanged, no newer session); nothing is run again. The caller holds the
 /// session's settle lock.
-async fn record_again(daemon: &Arc<Daemon>, ws: &Workspace, mut session: SessionRecord) -> RpcResult<m::SpawnResult> {
+async fn record_again(
+    daemon: &Arc<Daemon>,
+    ws: &Workspace,
+    mut session: SessionRecord,
+    next: gate::NextHint,
+) -> RpcResult<m::SpawnResult> {
     let task =
         session.task().map(str::to_string).ok_or_else(|| RpcError::internal("an unrecorded session of no task"))?;
     {
@@ -795,7 +800,7 @@ async fn record_again(daemon: &Arc<Daemon>, ws: &Workspace, mut session: Session
         let _task_held = daemon.jobs.task_lock(ws, &task).lock_owned().await;
         // The guard compares against what the reviewers were shown: the first snapshot (the
         // failed settle wrote nothing to the spec).
-        gate::check_retry(daemon, ws, &session, &task).await?;
+        gate::check_retry(daemon, ws, &session, &task, next).await?;
     }
     let failed = session.result.take();
     daemon.sessions.put(daemon.store(), session.clone());
