@@ -230,6 +230,45 @@ fn a_passing_round_speaks_only_for_the_draft_it_judged() {
     assert_eq!(approved.json()["result"]["harden_override"], false);
 }
 
+/// `--mark-passed` on a draft that does not validate is refused, naming its errors and
+/// `scafld validate` (a pass binds the draft as it is, and `approve` would refuse it, so its
+/// fix would make the pass stale); on the fixed draft it passes, and the next step it prints
+/// is the one `status` names, which `approve` takes.
+#[test]
+fn a_round_is_not_marked_passed_on_a_draft_that_does_not_validate() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let path = env.work.join(".scafld/specs/drafts/shape.md");
+    std::fs::write(&path, DRAFT.replace("SUMMARY", "TODO: why this task exists and what done looks like.")).unwrap();
+    env.scafld(&["harden", "shape"]).assert_code(0);
+    let answered = spec(&env).replace("Checks:\n- none\n", &answered_checks());
+    std::fs::write(&path, &answered).unwrap();
+    let refused = env.scafld(&["harden", "shape", "--mark-passed", "--json"]);
+    refused.assert_code(3);
+    let error = refused.json()["error"].clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("cannot mark shape's harden round passed"), "{error}");
+    assert!(
+        message.contains("unfilled template placeholder: TODO: why this task exists and what done looks like."),
+        "{error}"
+    );
+    assert!(error["hint"].as_str().unwrap().contains("`scafld validate shape`"), "{error}");
+    assert_eq!(spec(&env), answered, "a refusal changes nothing");
+
+    std::fs::write(
+        &path,
+        answered.replace("TODO: why this task exists and what done looks like.", "Shapes the thing."),
+    )
+    .unwrap();
+    let passed = env.scafld(&["harden", "shape", "--mark-passed", "--json"]);
+    passed.assert_code(0);
+    let next = passed.json()["result"]["next_command"].clone();
+    assert_eq!(next, env.scafld(&["status", "shape", "--json"]).json()["result"]["next_command"]);
+    assert_eq!(next, "scafld approve shape");
+    env.scafld(&["approve", "shape"]).assert_code(0);
+}
+
 #[test]
 fn approving_a_draft_edited_after_a_delegated_pass_is_an_audited_override() {
     let env = TestEnv::new();

@@ -118,7 +118,13 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
     if p.mark_passed {
         let ground = WorkspaceGround { ws: &ws };
         let digest = harden::draft_digest(&file.text);
-        let next = harden::mark_passed(&spec, &digest, &ground, &now).map_err(|refused| match refused {
+        let marked = harden::mark_passed(&spec, &digest, &ground, &now);
+        // A pass binds the draft as it is, and `approve` refuses a draft that does not
+        // validate: a round passed on one would be stale by the fix it needs.
+        if matches!(marked, Ok(_) | Err(harden::MarkRefused::Incomplete(_))) {
+            refuse_invalid_draft(daemon, &ws, &id, &marked).await?;
+        }
+        let next = marked.map_err(|refused| match refused {
             harden::MarkRefused::Incomplete(problems) => RpcError::new(
                 ErrorKind::ValidationFailed,
                 format!("hardening evidence is incomplete ({} problem(s)): {}", problems.len(), problems[0]),
@@ -145,13 +151,18 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
         })?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
         let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
+        // The one decision of what comes next, asked of the draft as written.
+        let next_command = match super::read::status_next(daemon, &ws, &id, false).await {
+            Ok(next) => next.command,
+            Err(_) => format!("scafld status {id}"),
+        };
         return Ok(m::HardenResult {
             task_id: id.clone(),
             path: ws.relative(&written),
             harden_status: HardenStatus::Passed,
             round_id,
             marked_passed: true,
-            next_command: format!("scafld approve {id}"),
+            next_command,
             prompt: String::new(),
             problems: Vec::new(),
         });
@@ -175,6 +186,43 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
         prompt,
         problems: Vec::new(),
     })
+}
+
+/// Refuse `--mark-passed` on a draft that does not validate (its own errors, and its scope's
+/// that `approve` refuses), naming them; the round's own evidence problems, if any, ride along.
+async fn refuse_invalid_draft(
+    daemon: &Daemon,
+    ws: &Workspace,
+    id: &str,
+    marked: &Result<Spec, harden::MarkRefused>,
+) -> RpcResult<()> {
+    let entry = super::fresh_entry(daemon, ws, id)?;
+    let (mut errors, _) = super::explained_errors(daemon, ws, &entry)?;
+    let mut scope: Vec<String> = crate::evidence::scope_notes(ws, &entry.parsed.spec)
+        .await
+        .into_iter()
+        .filter_map(|(error, message)| error.then_some(message))
+        .collect();
+    errors.extend(scope.drain(..).map(|message| m::Diagnostic { line: 0, severity: m::Severity::Error, message }));
+    let Some(first) = errors.first() else { return Ok(()) };
+    let problems = match marked {
+        Err(harden::MarkRefused::Incomplete(problems)) => problems.clone(),
+        _ => Vec::new(),
+    };
+    let at = if first.line > 0 { format!("line {}: ", first.line) } else { String::new() };
+    Err(RpcError::new(
+        ErrorKind::ValidationFailed,
+        format!(
+            "cannot mark {id}'s harden round passed: {} has {} error(s); first: {at}{}",
+            ws.relative(&entry.path),
+            errors.len(),
+            first.message
+        ),
+    )
+    .with_hint(format!(
+        "`scafld validate {id}` lists every one; fix them, then `scafld harden {id} --mark-passed` (a pass binds the draft as it is)"
+    ))
+    .with_details(serde_json::json!({ "diagnostics": errors, "problems": problems })))
 }
 
 pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ReconcileResult> {
