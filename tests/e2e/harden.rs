@@ -269,6 +269,23 @@ fn a_round_is_not_marked_passed_on_a_draft_that_does_not_validate() {
     env.scafld(&["approve", "shape"]).assert_code(0);
 }
 
+/// `--mark-passed` with no round says to open one, naming the task (never a placeholder, and
+/// never `--mark-passed` again, which would be the same refusal).
+#[test]
+fn mark_passed_without_a_round_points_at_opening_one() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let refused = env.scafld(&["harden", "shape", "--mark-passed", "--json"]);
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert_eq!(error["message"], "shape has no harden round to mark passed", "{error}");
+    let hint = error["hint"].as_str().unwrap();
+    assert!(hint.starts_with("open one with `scafld harden shape`"), "{hint}");
+    assert!(!hint.contains("<task-id>") && !error["message"].as_str().unwrap().contains("<task-id>"), "{error}");
+}
+
 #[test]
 fn approving_a_draft_edited_after_a_delegated_pass_is_an_audited_override() {
     let env = TestEnv::new();

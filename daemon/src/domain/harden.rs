@@ -61,7 +61,12 @@ pub fn open_round(spec: &Spec, now: &str) -> Spec {
 /// Why `--mark-passed` did not pass the latest round.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MarkRefused {
-    /// Evidence is missing or does not hold: every problem (or that there is no round).
+    /// The spec holds no round to check: `scafld harden` opens one.
+    NoRound,
+    /// The latest round is Python scafld's (`- Round N`), which holds no checks of this tool's:
+    /// `scafld harden` opens a round of its own.
+    NotOurs { round: String },
+    /// Evidence is missing or does not hold: every problem.
     Incomplete(Vec<String>),
     /// The round already passed, on an earlier draft: the changed draft needs a round of its own.
     PassedEarlier { round: String },
@@ -77,10 +82,11 @@ pub enum MarkRefused {
 /// part of this very draft ([`PassGap::OlderBinding`]) is bound to all of it.
 pub fn mark_passed(spec: &Spec, digest: &str, ground: &dyn Ground, now: &str) -> Result<Spec, MarkRefused> {
     let Some(round) = spec.harden_rounds.last() else {
-        return Err(MarkRefused::Incomplete(vec![
-            "no harden round exists; run `scafld harden <task-id>` first".into(),
-        ]));
+        return Err(MarkRefused::NoRound);
     };
+    if round.form == RoundForm::Listed {
+        return Err(MarkRefused::NotOurs { round: round.id.clone() });
+    }
     if round.status == HardenStatus::Passed.as_str() && round.digest != digest && !older_binding_holds(spec, round) {
         let (unbound, round) = (round.digest.is_empty(), round.id.clone());
         return Err(if unbound { MarkRefused::PassedUnbound { round } } else { MarkRefused::PassedEarlier { round } });
@@ -193,12 +199,6 @@ fn normalize(name: &str) -> String {
 
 fn round_problems(round: &HardenRound, ground: &dyn Ground) -> Vec<String> {
     let mut problems = Vec::new();
-    if round.form == RoundForm::Listed {
-        problems.push(format!(
-            "{} is Python scafld's round (`- Round N`), which holds no checks; open a round of scafld's own on the draft with `scafld harden <task-id>`",
-            round.id
-        ));
-    }
     for required in REQUIRED_CHECKS {
         if !round.checks.iter().any(|c| normalize(&c.name) == normalize(required)) {
             problems.push(format!("{}: the required check `{required}` is missing", round.id));

@@ -125,6 +125,16 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
             refuse_invalid_draft(daemon, &ws, &id, &marked).await?;
         }
         let next = marked.map_err(|refused| match refused {
+            harden::MarkRefused::NoRound => RpcError::new(
+                ErrorKind::InvalidState,
+                format!("{id} has no harden round to mark passed"),
+            )
+            .with_hint(format!("open one with `scafld harden {id}`, answer its checks, then `scafld harden {id} --mark-passed`")),
+            harden::MarkRefused::NotOurs { round } => RpcError::new(
+                ErrorKind::ValidationFailed,
+                format!("{round} is Python scafld's round (`- Round N`), which holds no checks of scafld's"),
+            )
+            .with_hint(format!("open a round of scafld's own on the draft: `scafld harden {id}` (or approve anyway with `scafld approve {id} --reason \"why\"`)")),
             harden::MarkRefused::Incomplete(problems) => RpcError::new(
                 ErrorKind::ValidationFailed,
                 format!("hardening evidence is incomplete ({} problem(s)): {}", problems.len(), problems[0]),
