@@ -286,6 +286,37 @@ fn mark_passed_without_a_round_points_at_opening_one() {
     assert!(!hint.contains("<task-id>") && !error["message"].as_str().unwrap().contains("<task-id>"), "{error}");
 }
 
+/// `scafld harden` while a round of its own is open gives that round again (its prompt), on
+/// the same draft or an edited one: never a second round open beside it.
+#[test]
+fn harden_again_reuses_the_open_round() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let path = env.work.join(".scafld/specs/drafts/shape.md");
+    std::fs::write(&path, DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let open = |env: &TestEnv| {
+        let text = spec(env);
+        (text.matches("\n### round-").count(), text.matches("\nStatus: in_progress\n").count())
+    };
+    for _ in 0..2 {
+        let opened = env.scafld(&["harden", "shape", "--json"]);
+        opened.assert_code(0);
+        assert_eq!(opened.json()["result"]["round_id"], "round-1");
+        assert!(opened.json()["result"]["prompt"].as_str().unwrap().contains("round: round-1"));
+        assert_eq!(open(&env), (1, 1), "{}", spec(&env));
+    }
+    // Edited while open (part of the checks answered): still the one round, bound to the draft
+    // as it is, and closing it passes it.
+    std::fs::write(&path, spec(&env).replace("Take.", "Another take.")).unwrap();
+    let again = env.scafld(&["harden", "shape", "--json"]);
+    assert_eq!(again.json()["result"]["round_id"], "round-1");
+    assert_eq!(open(&env), (1, 1), "{}", spec(&env));
+    std::fs::write(&path, spec(&env).replace("Checks:\n- none\n", &answered_checks())).unwrap();
+    env.scafld(&["harden", "shape", "--mark-passed"]).assert_code(0);
+    env.scafld(&["approve", "shape"]).assert_code(0);
+}
+
 #[test]
 fn approving_a_draft_edited_after_a_delegated_pass_is_an_audited_override() {
     let env = TestEnv::new();

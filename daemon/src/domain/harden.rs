@@ -35,6 +35,30 @@ pub enum Reach {
     Unread(String),
 }
 
+/// The round `scafld harden` works on: the latest round when it is one of this tool's still
+/// open (`in_progress`, the draft changed since or not: nothing judged it yet, so it is the one
+/// to answer, never left open beside a second), else a new one ([`open_round`]). The caller
+/// binds it to the draft as it is ([`bind_latest_round`]).
+pub fn open_or_resume_round(spec: &Spec, now: &str) -> Spec {
+    let open = spec
+        .harden_rounds
+        .last()
+        .is_some_and(|r| r.form == RoundForm::Heading && r.status == HardenStatus::InProgress.as_str());
+    if !open {
+        return open_round(spec, now);
+    }
+    let mut next = spec.clone();
+    if next.front.harden_status != HardenStatus::InProgress.as_str() {
+        next.front.harden_status = HardenStatus::InProgress.as_str().into();
+        next.front.updated = now.into();
+    }
+    let id = next.front.task_id.clone();
+    next.current_state.next = "harden".into();
+    next.current_state.reason = "hardening round in progress".into();
+    next.current_state.allowed_follow_up = format!("scafld harden {id} --mark-passed");
+    next
+}
+
 /// Append a new round and mark hardening in progress.
 pub fn open_round(spec: &Spec, now: &str) -> Spec {
     let mut next = spec.clone();

@@ -177,9 +177,10 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
             problems: Vec::new(),
         });
     }
-    // Bound to the draft as it is (with this round in it), so a delegated run on the same
-    // draft fills this round.
-    let next = harden::bind_latest_round(&file.text, harden::open_round(&spec, &now)).map_err(projection_error)?;
+    // The open round, or a new one, bound to the draft as it is (with the round in it), so a
+    // delegated run on the same draft fills this round. Never two rounds open at once.
+    let next =
+        harden::bind_latest_round(&file.text, harden::open_or_resume_round(&spec, &now)).map_err(projection_error)?;
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
     let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
     let config = ws.config()?;
