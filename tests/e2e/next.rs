@@ -699,3 +699,18 @@ fn refusals_of_approve_harden_and_an_empty_amendment_name_the_next_action() {
         assert_eq!(refused_with_next(&env, "greet", command), "scafld review greet", "{command:?}");
     }
 }
+
+/// `plan` names the next step `status` names for the draft it writes (its TODO placeholders
+/// are errors: `scafld validate`), not a step of its own.
+#[test]
+fn plan_names_the_next_step_status_names() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let planned = env.scafld(&["plan", "fresh", "--title", "Fresh", "--json"]);
+    planned.assert_code(0);
+    let next = planned.json()["result"]["next_action"].clone();
+    assert_eq!(next, status(&env, "fresh")["next_action"], "{next}");
+    assert_eq!(next["command"], "scafld validate fresh", "{next}");
+    let human = env.scafld(&["plan", "other", "--title", "Other"]);
+    assert!(human.stdout.trim_end().ends_with("next: scafld validate other"), "{}", human.stdout);
+}

@@ -81,7 +81,15 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
     crate::sync::write(&ws.index).record_write(&target, &text, None, &written);
     daemon.publish_task_changed(&ws, task.as_str(), "command:plan");
     let diagnostics = parse(&text).diagnostics.iter().map(wire).collect();
-    Ok(m::PlanResult { task_id: task.to_string(), path: ws.relative(&target), status: Status::Draft, diagnostics })
+    // The one decision of what comes next, as `status` makes it for the draft just written.
+    let next_action = super::read::status_next(daemon, &ws, task.as_str(), false).await?;
+    Ok(m::PlanResult {
+        task_id: task.to_string(),
+        path: ws.relative(&target),
+        status: Status::Draft,
+        diagnostics,
+        next_action,
+    })
 }
 
 pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::HardenResult> {

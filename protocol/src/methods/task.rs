@@ -46,6 +46,8 @@ pub struct PlanResult {
     pub status: Status,
     /// What `validate` reports for the fresh draft (its TODO placeholders).
     pub diagnostics: Vec<Diagnostic>,
+    /// What the draft needs next, as `status` says it (`scafld validate` while it has errors).
+    pub next_action: NextAction,
 }
 
 /// A problem found in a spec; `line` is 1-based, 0 for the file as a whole.

@@ -68,7 +68,7 @@ pub fn plan(ctx: &Context, args: &PlanArgs) -> Result<u8, CliError> {
             let _ =
                 writeln!(text, "fill its {todo} TODO placeholder(s); `scafld validate {}` lists them", result.task_id);
         }
-        let _ = write!(text, "next: scafld harden {}", result.task_id);
+        let _ = write!(text, "next: {}", result.next_action.command);
         text
     });
     Ok(workflow::OK)
