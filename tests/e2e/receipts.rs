@@ -12,7 +12,12 @@ const GREET: &str = "- [ ] `a1` test - greet is defined\n  - Command: `grep -q g
 
 /// Task `rev` reviewed with a pass, finalized, and its work committed.
 fn finalized(env: &TestEnv) -> Value {
-    opened(env, "src/lib.rs", GREET);
+    finalized_with(env, GREET)
+}
+
+/// [`finalized`], its phase's acceptance lines `acceptance`.
+fn finalized_with(env: &TestEnv, acceptance: &str) -> Value {
+    opened(env, "src/lib.rs", acceptance);
     write(env, "src/lib.rs", "pub fn greet() {}\n");
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
     command_review(env, &reviewer(env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
@@ -663,6 +668,32 @@ fn ci_verify_takes_trust_and_policy_from_the_base_commit_not_the_change() {
         "{}",
         missing.stdout
     );
+}
+
+/// A `--target` or `--material-ref` that git does not know is a usage error (exit 2) refused
+/// before anything is checked or run, as a `--trust-ref` is, not a receipt that failed to
+/// verify (exit 3) after its criteria ran.
+#[test]
+fn verify_refuses_an_unknown_target_before_running_anything() {
+    let env = TestEnv::new();
+    let marker = env.dir.path().join("criterion-ran");
+    let acceptance = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `echo ran >> {}; grep -q greet src/lib.rs`\n",
+        marker.display()
+    );
+    finalized_with(&env, &acceptance);
+    let _ = std::fs::remove_file(&marker);
+    for args in [&["--target", "nowhere"][..], &["--target", "HEAD", "--material-ref", "nowhere"][..]] {
+        let run = verify(&env, args);
+        let message = refused(&run, 2);
+        let flag = args[args.len() - 2];
+        assert!(message.contains(&format!("{flag} nowhere")) && message.contains("unknown revision"), "{message}");
+        assert!(run.json()["error"]["hint"].as_str().unwrap().contains(&format!("pass {flag} a commit-ish")));
+        assert!(!marker.exists(), "verify ran the receipt's criterion for {args:?}");
+    }
+    // Known revisions: the criterion runs again and the receipt verifies.
+    verify(&env, &["--target", "HEAD", "--material-ref", "HEAD"]).assert_code(0);
+    assert!(marker.exists(), "the criterion runs once the target is known");
 }
 
 /// The message of a refused call, after asserting its exit code.

@@ -164,6 +164,13 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
         return Err(RpcError::new(ErrorKind::InvalidInput, "verify in CI needs --target (the protected commit)")
             .with_hint("pass --target origin/main (or the merge base you protect)"));
     }
+    // A revision named by flag that git does not know is the caller's mistake, refused before
+    // anything is read or run (as `--trust-ref` is), not a failed check of the receipt.
+    for (flag, rev) in [("--target", &p.target), ("--material-ref", &p.material_ref)] {
+        if let Some(rev) = rev {
+            known_revision(&root, flag, rev).await?;
+        }
+    }
     let trust = read_trust(&root, &p, ci).await?;
     if p.self_check {
         return Ok(self_check(&receipt_path, &trust, env, &shown(&receipt_path)));
@@ -325,6 +332,20 @@ async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<Strin
         problems.push(format!("... and {more} more"));
     }
     Err(problems.join("; "))
+}
+
+/// `rev`, given as `flag`, names a revision the repository at `root` has.
+async fn known_revision(root: &Path, flag: &str, rev: &str) -> RpcResult<()> {
+    let (root, rev_owned) = (root.to_path_buf(), rev.to_string());
+    tokio::task::spawn_blocking(move || baseline::known_revision(&root, &rev_owned))
+        .await
+        .map_err(|e| RpcError::internal(e.to_string()))?
+        .map_err(|e| {
+            RpcError::new(ErrorKind::InvalidInput, format!("{flag} {rev}: {e}")).with_hint(format!(
+                "pass {flag} a commit-ish this clone has (`git rev-parse --verify {}` says whether it does): fetch it first",
+                scafld_protocol::cli::shell_word(rev)
+            ))
+        })
 }
 
 async fn check_base(root: &Path, base: &str, target: &str) -> Result<String, String> {
