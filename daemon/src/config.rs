@@ -215,6 +215,13 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl ConfigError {
+    /// What to do about it.
+    pub fn hint(&self) -> String {
+        format!("fix {}: it must be valid YAML with the fields `scafld init` writes", self.file)
+    }
+}
+
 pub const BASE_FILE: &str = ".scafld/config.yaml";
 pub const LOCAL_FILE: &str = ".scafld/config.local.yaml";
 /// The largest configuration file read (real ones are a few kilobytes).

@@ -67,7 +67,7 @@ impl std::error::Error for RpcError {}
 /// A workspace whose configuration cannot be read: every handler that needs it answers so.
 impl From<crate::config::ConfigError> for RpcError {
     fn from(e: crate::config::ConfigError) -> RpcError {
-        let hint = format!("fix {}: it must be valid YAML with the fields `scafld init` writes", e.file);
+        let hint = e.hint();
         RpcError::new(ErrorKind::WorkspaceError, e.to_string()).with_hint(hint)
     }
 }

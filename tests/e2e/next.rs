@@ -714,3 +714,37 @@ fn plan_names_the_next_step_status_names() {
     let human = env.scafld(&["plan", "other", "--title", "Other"]);
     assert!(human.stdout.trim_end().ends_with("next: scafld validate other"), "{}", human.stdout);
 }
+
+/// A configuration file that does not read: `status` says so (the file, why, what to do),
+/// exits as the commands that read it do (`workspace_error`, 1), and names fixing it as the
+/// next step rather than the build that would be refused; once fixed, the build is next again.
+#[test]
+fn a_configuration_that_does_not_read_is_status_s_error_and_its_next_step() {
+    let env = TestEnv::new();
+    workspace(&env);
+    approved(&env, "greet", "grep -q hello greet.txt");
+    let local = env.work.join(".scafld/config.local.yaml");
+    let kept = std::fs::read_to_string(&local).unwrap();
+    std::fs::write(&local, "execution: [unclosed\n").unwrap();
+    let run = env.scafld(&["status", "greet", "--json"]);
+    run.assert_code(1);
+    let envelope = run.json();
+    assert_eq!(envelope["error"]["code"], "workspace_error", "{envelope}");
+    assert!(envelope["error"]["hint"].as_str().unwrap().contains("fix .scafld/config.local.yaml"), "{envelope}");
+    let result = &envelope["result"];
+    assert_eq!(result["config_error"]["file"], ".scafld/config.local.yaml", "{result}");
+    assert_eq!(result["next_action"]["action"], "fix_config", "{result}");
+    assert_eq!(result["next_action"]["command"], "none", "{result}");
+    assert!(result["next_action"]["reason"].as_str().unwrap().contains("`scafld build greet`"), "{result}");
+    // The build it holds back is indeed refused.
+    env.scafld(&["build", "greet"]).assert_code(1);
+    let human = env.scafld(&["status", "greet"]);
+    human.assert_code(1);
+    assert!(human.stdout.contains("config error: .scafld/config.local.yaml:"), "{}", human.stdout);
+
+    std::fs::write(&local, kept).unwrap();
+    let fixed = env.scafld(&["status", "greet", "--json"]);
+    fixed.assert_code(0);
+    assert_eq!(fixed.json()["result"]["next_action"]["command"], "scafld build greet");
+    assert!(fixed.json()["result"].get("config_error").is_none());
+}

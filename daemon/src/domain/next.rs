@@ -39,7 +39,38 @@ pub fn word(action: Action) -> &'static str {
         Action::Complete => "complete",
         Action::Done => "done",
         Action::Inspect => "inspect failure",
+        Action::FixConfig => "repair config",
     }
+}
+
+/// Whether the command of `action` reads the workspace's configuration (what a run may use and
+/// how long, the providers, the harden prompt): with a configuration that does not read, it
+/// refuses (`workspace_error`).
+pub fn reads_config(action: Action) -> bool {
+    matches!(
+        action,
+        Action::Harden
+            | Action::Implement
+            | Action::RerunStale
+            | Action::Repair
+            | Action::RecordManualEvidence
+            | Action::Review
+            | Action::RetryReview
+    )
+}
+
+/// The step `then` held back by a configuration file that does not read (`problem`, naming
+/// the file): fixing it comes first, as no command does.
+pub fn fix_config(then: &NextAction, problem: &str) -> NextAction {
+    next(
+        Role::Agent,
+        Action::FixConfig,
+        "none",
+        format!(
+            "the workspace's configuration does not read ({problem}); `{}` reads it and is refused until it is fixed, so fix the file first, then run that ({})",
+            then.command, then.reason
+        ),
+    )
 }
 
 /// Everything the decision looks at.

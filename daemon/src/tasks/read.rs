@@ -56,6 +56,13 @@ async fn shown_next(
     let next = crate::evidence::next_for(daemon, ws, spec, entries, &fresh.stale, file);
     let next = crate::evidence::past_lost_baseline(ws, spec, entries, next).await;
     let next = if ending_build { next } else { crate::evidence::while_building(daemon, ws, &spec.front.task_id, next) };
+    // A step that reads a configuration that does not read would be refused: fixing it first.
+    let next = match ws.config() {
+        Err(e) if crate::domain::next::reads_config(next.action) => {
+            crate::domain::next::fix_config(&next, &e.to_string())
+        }
+        _ => next,
+    };
     (fresh, crate::evidence::from_the_linked_checkout(ws, next))
 }
 
@@ -122,7 +129,10 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let errors = status_errors(daemon, &ws, &entry, &entries)?;
     let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len(), false).await;
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
-    Ok(answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes))
+    let mut status = answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes);
+    status.config_error =
+        ws.config().err().map(|e| m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message });
+    Ok(status)
 }
 
 /// `status` of a task whose spec file is gone: what its ledger knows (the phases and criteria
@@ -235,6 +245,7 @@ impl Answer {
             errors: self.errors,
             review: latest_review(entries),
             spec_missing: self.spec_missing,
+            config_error: None,
         }
     }
 }

@@ -185,13 +185,15 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
             problems: Vec::new(),
         });
     }
+    // Read before the round is written: a configuration that does not read refuses the call
+    // with nothing written.
+    let config = ws.config()?;
     // The open round, or a new one, bound to the draft as it is (with the round in it), so a
     // delegated run on the same draft fills this round. Never two rounds open at once.
     let next =
         harden::bind_latest_round(&file.text, harden::open_or_resume_round(&spec, &now)).map_err(projection_error)?;
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
     let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
-    let config = ws.config()?;
     let invariants: Vec<(String, String)> = config.invariants.canonical.into_iter().collect();
     let prompt =
         harden::prompt(&ws.relative(&written), &round_id, &id, config.harden.max_questions_per_round, &invariants);

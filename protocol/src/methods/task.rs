@@ -185,6 +185,20 @@ pub struct StatusResult {
     /// where to put the file back.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub spec_missing: bool,
+    /// The workspace's configuration does not read (`.scafld/config.yaml` or
+    /// `config.local.yaml`): the commands that read it (build, review, harden, finalize)
+    /// refuse until it is fixed, so `next_action` is fixing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_error: Option<ConfigProblem>,
+}
+
+/// A configuration file that does not read: which, why, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigProblem {
+    /// Workspace-relative.
+    pub file: String,
+    pub message: String,
+    pub hint: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,6 +244,8 @@ pub enum NextStep {
     Complete,
     Done,
     Inspect,
+    /// A workspace configuration file does not read: fix it (no command does).
+    FixConfig,
 }
 
 /// The next action: who, what, the command (`none` when there is nothing to run), and why.

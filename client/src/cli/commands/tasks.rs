@@ -217,6 +217,16 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             }
             text.push_str(&findings_text(review["findings"].as_array().map(Vec::as_slice).unwrap_or_default()));
         }
+        if let Some(config) = &s.config_error {
+            let _ = writeln!(
+                text,
+                "{}: {}: {} ({})",
+                ctx.out.paint("config error", Style::Bad),
+                config.file,
+                config.message,
+                config.hint
+            );
+        }
         let _ = write!(text, "next: {} ({})", s.next_action.command, s.next_action.reason);
         text
     };
@@ -248,6 +258,21 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
         error.details = Some(serde_json::json!({ "diagnostics": s.errors }));
         ctx.out.failure(&error, serde_json::to_value(&s).ok());
         return Ok(workflow::VALIDATION);
+    }
+    // The workspace's configuration does not read: the status stands, but the commands that
+    // read it are refused (workspace_error), so a script stops here too.
+    if let Some(config) = &s.config_error {
+        if !ctx.out.json {
+            ctx.out.print_human(&human());
+        }
+        let error = CliError::new(
+            "workspace_error",
+            format!("{}: {} (build, review, harden and finalize refuse until it reads)", config.file, config.message),
+            workflow::RUNTIME,
+        )
+        .with_hint(config.hint.clone());
+        ctx.out.failure(&error, serde_json::to_value(&s).ok());
+        return Ok(workflow::RUNTIME);
     }
     ctx.out.success(&s, human);
     Ok(workflow::OK)
