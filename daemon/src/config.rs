@@ -238,7 +238,7 @@ pub fn verify_min_independence(root: &Path) -> Result<String, ConfigError> {
 pub fn verify_min_independence_in(text: Option<&str>) -> Result<String, ConfigError> {
     let base = match text {
         Some(text) if !text.trim().is_empty() => serde_saphyr::from_str::<Value>(text)
-            .map_err(|e| ConfigError { file: BASE_FILE.to_string(), message: e.to_string() })?,
+            .map_err(|e| ConfigError { file: BASE_FILE.to_string(), message: yaml_error(&e) })?,
         _ => Value::Null,
     };
     Ok(min_independence_of(&base))
@@ -259,9 +259,25 @@ fn read_yaml(root: &Path, file: &str) -> Result<Value, ConfigError> {
     let error = |message: String| ConfigError { file: file.to_string(), message };
     match scafld_local::capped::read_text_if_there(&root.join(file), "configuration file", MAX_CONFIG_BYTES) {
         Ok(Some(text)) if text.trim().is_empty() => Ok(Value::Null),
-        Ok(Some(text)) => serde_saphyr::from_str::<Value>(&text).map_err(|e| error(e.to_string())),
+        Ok(Some(text)) => serde_saphyr::from_str::<Value>(&text).map_err(|e| error(yaml_error(&e))),
         Ok(None) => Ok(Value::Null),
         Err(e) => Err(error(e.to_string())),
+    }
+}
+
+/// Why a configuration file does not parse, in the file's terms: a key given twice is named
+/// with its line (the parser's own text speaks of its options), anything else as the parser
+/// says it, with its line and a snippet.
+fn yaml_error(e: &serde_saphyr::Error) -> String {
+    match e.without_snippet() {
+        serde_saphyr::Error::DuplicateMappingKey { key, location } => {
+            let key = key.as_deref().map_or_else(|| "a key".to_string(), |k| format!("the key `{k}`"));
+            format!(
+                "line {}: {key} is given twice in the same mapping; keep one of them (YAML allows each key once)",
+                location.line()
+            )
+        }
+        _ => e.to_string(),
     }
 }
 
@@ -326,6 +342,14 @@ mod tests {
         assert_eq!(config.execution.env.get("B").map(String::as_str), Some("3"));
         assert_eq!(config.execution.env.get("A").map(String::as_str), Some("1"));
         assert_eq!(config.harden.max_questions_per_round, 2);
+    }
+
+    #[test]
+    fn a_key_given_twice_is_named_with_its_line() {
+        let error = verify_min_independence_in(Some("# top\nexecution:\n  env: {}\n  env: {}\n")).unwrap_err();
+        assert_eq!(error.file, BASE_FILE);
+        assert!(error.message.starts_with("line 4: the key `env` is given twice"), "{error}");
+        assert!(!error.message.contains("DuplicateKeyPolicy"), "{error}");
     }
 
     #[test]
