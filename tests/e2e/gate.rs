@@ -604,6 +604,33 @@ fn manual_criteria_block_visibly_and_take_a_persons_evidence() {
     assert_eq!(status(&env)["status"], "review");
 }
 
+/// A manual criterion runs nothing: its text is what a person attests, so it is its definition.
+/// Rewording it after the person's pass is a contract change (as a changed command is), and
+/// once re-approved the old pass is stale: a person attests the new text before anything
+/// completes.
+#[test]
+fn a_manual_criterions_text_is_its_definition() {
+    let env = TestEnv::new();
+    let phase = "- [ ] `m1` manual - a person checks the copy\n- [ ] `a1` test - runs\n  - Command: `true`\n";
+    opened(&env, "docs/copy.md", phase);
+    env.scafld(&["build", "rev"]).assert_code(3);
+    env.scafld(&["build", "rev", "--criterion", "m1", "--disposition", "pass", "--reason", "read it"]).assert_code(0);
+    assert_eq!(status(&env)["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let path = env.work.join(status(&env)["path"].as_str().unwrap());
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("a person checks the copy", "a person load-tested production")).unwrap();
+    let s = status(&env);
+    assert_eq!(s["next_action"]["action"], "amend_contract", "{s}");
+    refused_for_the_contract(&env.scafld(&["complete", "rev", "--json"]), 4, "`m1` changed");
+    env.scafld(&["approve", "rev", "--amend", "--reason", "the check grew"]).assert_code(0);
+    let s = status(&env);
+    assert_eq!(s["next_action"]["action"], "rerun_stale", "the old pass attests the old text: {s}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+    env.scafld(&["build", "rev"]).assert_code(3);
+    assert_eq!(status(&env)["next_action"]["action"], "record_manual_evidence");
+}
+
 /// A criterion id is free text: every command that names one joins it to its flag and quotes it
 /// as one shell word, so the printed next runs as printed: it never runs a part of the id, and
 /// an id that starts with `-` is never read as a flag.

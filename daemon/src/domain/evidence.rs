@@ -11,15 +11,36 @@ use sha2::{Digest, Sha256};
 use crate::domain::ledger::{LedgerEntry, LedgerEvent};
 use crate::domain::spec::{Criterion, Spec};
 
-/// Digest of what a criterion runs: command, matcher, working directory and timeout. The title
-/// and the runner-owned fields are not part of it.
+/// Digest of what a criterion checks: command, matcher, working directory and timeout, and for
+/// a `manual` criterion, which runs nothing, its title too: the text is what a person attests,
+/// so rewording it is a new definition (a contract change, its evidence stale) as a changed
+/// command is. A command criterion's title and the runner-owned fields are not part of it.
 pub fn definition_digest(c: &Criterion) -> String {
+    let attested = (c.effective_kind() == "manual").then_some(c.title.as_str());
+    digest_of(runs(c).into_iter().chain(attested))
+}
+
+/// What a criterion runs, as its definition digest takes it.
+fn runs(c: &Criterion) -> [&str; 4] {
+    [c.command.as_str(), c.effective_kind(), c.cwd.as_str(), c.timeout_seconds.as_str()]
+}
+
+fn digest_of<'a>(parts: impl Iterator<Item = &'a str>) -> String {
     let mut hasher = Sha256::new();
-    for part in [c.command.as_str(), c.effective_kind(), c.cwd.as_str(), c.timeout_seconds.as_str()] {
+    for part in parts {
         hasher.update(part.len().to_le_bytes());
         hasher.update(part.as_bytes());
     }
     format!("{:x}", hasher.finalize())
+}
+
+/// Whether `recorded`, a definition digest on record, is `c`'s definition as it is now. A
+/// manual criterion's pin or result an older scafld recorded without its title (nothing tells
+/// which text it was recorded for) is taken as the definition as it is, so an upgrade never
+/// turns the manual criteria of a task in flight into contract changes; everything recorded
+/// since binds the text.
+pub fn same_definition(recorded: &str, c: &Criterion) -> bool {
+    recorded == definition_digest(c) || (c.effective_kind() == "manual" && recorded == digest_of(runs(c).into_iter()))
 }
 
 /// The scope the contract pins: the paths the spec declares (Context, Scope, Touchpoints,
@@ -103,7 +124,13 @@ fn moves(before: &Contract, after: &Contract) -> Vec<String> {
 /// How the spec differs from the pinned contract: changed, added and removed criteria, criteria
 /// moved to another phase, then scope paths added or removed.
 pub fn contract_changes(spec: &Spec, pinned: &Contract) -> Vec<String> {
-    let now = contract(spec);
+    let mut now = contract(spec);
+    // A pin an older scafld took of a manual criterion without its title stands for it as it is.
+    for c in spec.criteria() {
+        if let Some(pin) = pinned.criteria.get(&c.id).filter(|pin| same_definition(pin, c)) {
+            now.criteria.insert(c.id.clone(), pin.clone());
+        }
+    }
     let mut changed = criteria_changes(&now.criteria, &pinned.criteria)
         .into_iter()
         .map(|(id, how)| format!("`{id}` {}", how.word()))
@@ -352,9 +379,8 @@ pub enum ManualResult<'e> {
 
 /// The manual criterion `c`'s result against the step's `material`.
 pub fn manual_result<'e>(entries: &'e [LedgerEntry], c: &Criterion, material: &str) -> ManualResult<'e> {
-    let definition = definition_digest(c);
     match latest_result(entries, &c.id) {
-        Some((status, def, mat)) if def == definition && mat == material => match status {
+        Some((status, def, mat)) if same_definition(def, c) && mat == material => match status {
             // A wait recorded on this very material is still a wait.
             "pending" => ManualResult::Waiting { superseded: false },
             status => ManualResult::Current(status),
@@ -373,7 +399,7 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
         let Some((_, definition, recorded)) = latest_result(entries, &c.id) else { continue };
         let why = if definition.is_empty() || recorded.is_empty() {
             Some(Stale::Unbound)
-        } else if definition != definition_digest(c) {
+        } else if !same_definition(definition, c) {
             Some(Stale::DefinitionChanged)
         } else if material.is_none() {
             Some(Stale::Unverifiable)
@@ -520,6 +546,11 @@ mod tests {
         retitled.title = "another title".into();
         retitled.status = "pass".into();
         assert_eq!(definition_digest(&base), definition_digest(&retitled));
+        // A manual criterion runs nothing: its text is what a person attests.
+        let manual = Criterion { kind: "manual".into(), command: String::new(), ..base.clone() };
+        let reworded = Criterion { title: "another claim".into(), ..manual.clone() };
+        assert_ne!(definition_digest(&manual), definition_digest(&reworded));
+        assert!(same_definition(&digest_of(runs(&manual).into_iter()), &reworded), "an older pin stands");
         for change in [
             |c: &mut Criterion| c.command = "true".into(),
             |c: &mut Criterion| c.expected_kind = "exit_code_nonzero".into(),
