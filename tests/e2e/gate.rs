@@ -1049,14 +1049,16 @@ fn opened_in_two_phases(env: &TestEnv, phase2: &str) -> (std::path::PathBuf, Str
     (path.clone(), std::fs::read_to_string(path).unwrap())
 }
 
-/// The refusal of a command while the spec differs from its approved contract.
+/// The refusal of a command while the spec differs from its approved contract (`change`: each
+/// change it names, joined by `, `).
 fn refused_for_the_contract(run: &scafld_tests::Run, code: i32, change: &str) {
     run.assert_code(code);
     let error = run.json()["error"].clone();
     let message = error["message"].as_str().unwrap();
     assert!(message.contains(&format!("differ from the approved contract: {change}")), "{error}");
     assert!(error["hint"].as_str().unwrap().contains("scafld approve rev --amend --reason"), "{error}");
-    assert_eq!(error["details"]["contract_changes"], serde_json::json!([change]), "{error}");
+    let changes: Vec<&str> = change.split(", ").collect();
+    assert_eq!(error["details"]["contract_changes"], serde_json::json!(changes), "{error}");
 }
 
 /// Task `rev` in two phases, built and reviewed with a pass: its spec's path and text then,
@@ -1088,9 +1090,11 @@ fn criteria_changed_after_a_passing_review_block_review_and_complete() {
         let (start, end) = (reviewed.find("## Phase 2").unwrap(), reviewed.find("## Rollback").unwrap());
         format!("{}{}", &reviewed[..start], &reviewed[end..])
     };
-    for (edited, change) in
-        [(added_phase, "`a9` added"), (added_global, "`g1` added"), (without_phase2, "`a2` removed")]
-    {
+    for (edited, change) in [
+        (added_phase, "`a9` added, phase `phase3` added"),
+        (added_global, "`g1` added"),
+        (without_phase2, "`a2` removed, phase `phase2` removed"),
+    ] {
         std::fs::write(&path, edited).unwrap();
         let s = status(&env);
         assert_eq!(s["next_action"]["action"], "amend_contract", "{change}: {s}");
@@ -1109,7 +1113,7 @@ fn criteria_changed_after_a_passing_review_block_review_and_complete() {
 
 /// Edits after a passing review that leave the pinned criteria as they were, yet say the task
 /// holds more than was done: a phase with no criterion of its own (work nobody did or
-/// reviewed), and a phase that reuses an approved criterion's id (a spec with errors, which no
+/// reviewed: a change of the approved contract), and a phase that reuses an approved criterion's id (a spec with errors, which no
 /// longer says what was done). Complete and finalize refuse both; before, both completed.
 #[test]
 fn a_spec_that_says_more_than_was_done_is_never_completed() {
@@ -1123,7 +1127,7 @@ fn a_spec_that_says_more_than_was_done_is_never_completed() {
         "## Rollback",
         "## Phase 3: Again\n\nAcceptance:\n- [ ] `a2` test - greets\n  - Command: `grep -q greet src/lib.rs`\n\n## Rollback",
     );
-    for (edited, code, said) in [(empty_phase, 4, "not every phase is completed"), (reused_id, 3, "error")] {
+    for (edited, code, said) in [(empty_phase, 4, "phase `phase3` added"), (reused_id, 3, "error")] {
         std::fs::write(&path, edited).unwrap();
         for command in ["complete", "finalize"] {
             let run = env.scafld(&[command, "rev", "--json"]);
@@ -1135,6 +1139,65 @@ fn a_spec_that_says_more_than_was_done_is_never_completed() {
     }
     std::fs::write(&path, &reviewed).unwrap();
     env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+/// A phase with no criterion added after a passing review is a contract change that approval
+/// would refuse (a phase without an executable criterion): `status` and the refusals of build
+/// and complete say to give it one (never an amendment that is refused, nor each other, as
+/// before), and once it has one every next step, followed as printed, is taken until the task
+/// completes.
+#[test]
+fn an_empty_phase_added_after_the_review_is_named_and_every_next_step_works() {
+    let env = TestEnv::new();
+    let (path, reviewed, _) = reviewed_in_two_phases(&env);
+    let empty =
+        reviewed.replace("## Rollback", "## Phase 3: Migrate production\n\nObjective: migrate it.\n\n## Rollback");
+    std::fs::write(&path, &empty).unwrap();
+    let s = status(&env);
+    assert_eq!(
+        (s["next_action"]["action"].as_str(), s["next_command"].as_str()),
+        (Some("fix_spec"), Some("scafld validate rev")),
+        "{s}"
+    );
+    let reason = s["next_action"]["reason"].as_str().unwrap();
+    assert!(reason.contains("phase `phase3` added") && reason.contains("`phase3` has no executable"), "{s}");
+    for (command, code) in [("build", 1), ("complete", 4)] {
+        let run = env.scafld(&[command, "rev", "--json"]);
+        run.assert_code(code);
+        let error = run.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("phase `phase3` added"), "{command}: {error}");
+        assert!(error["hint"].as_str().unwrap().contains("`phase3` has no executable"), "{command}: {error}");
+    }
+    env.scafld(&["validate", "rev"]).assert_code(0);
+    let criterion = "Objective: migrate it.\n\nAcceptance:\n- [ ] `a3` test - migrated\n  - Command: `true`\n";
+    std::fs::write(&path, empty.replace("Objective: migrate it.\n", criterion)).unwrap();
+    let passing = reviewer(&env, "pass", &pass(), "");
+    let mut taken = Vec::new();
+    for _ in 0..6 {
+        let s = status(&env);
+        let command = s["next_command"].as_str().unwrap().to_string();
+        taken.push(command.clone());
+        let run = match command.as_str() {
+            "scafld approve rev --amend --reason \"why\"" => {
+                env.scafld(&["approve", "rev", "--amend", "--reason", "the migration was agreed"])
+            }
+            "scafld review rev" => command_review(&env, &passing, &["--min-attack-angles", "2"]),
+            "scafld build rev" | "scafld complete rev" => env.scafld(&command.split(' ').skip(1).collect::<Vec<_>>()),
+            other => panic!("unexpected next step `{other}` after {taken:?}: {s}"),
+        };
+        assert_eq!(run.code, 0, "`{command}` refused after {taken:?}: {}{}", run.stdout, run.stderr);
+        if command == "scafld complete rev" {
+            let expected = [
+                "scafld approve rev --amend --reason \"why\"",
+                "scafld build rev",
+                "scafld review rev",
+                "scafld complete rev",
+            ];
+            assert_eq!(taken, expected);
+            return;
+        }
+    }
+    panic!("never completed: {taken:?}");
 }
 
 #[test]

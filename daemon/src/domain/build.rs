@@ -64,9 +64,9 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>, shadowed: bool) -> Res
             .flat_map(|p| p.criteria.iter().filter(|c| again(c)).map(move |c| (p.id(), c.clone())))
             .collect()
     };
-    // An amendment of the contract added criteria to a task in review: they run first.
+    // An amendment of the contract added criteria or a phase to a task in review: they run first.
     if spec.status() == Some(Status::Review)
-        && let Some(target) = never_run(spec)
+        && let Some(target) = unbuilt(spec)
     {
         let criteria = criteria_of(spec, &target);
         return Ok(Step::Run { target, criteria, recheck: recheck(spec) });
@@ -162,14 +162,23 @@ pub fn in_completed_phase(spec: &Spec, id: &str) -> bool {
     spec.phases.iter().any(|p| p.status == "completed" && p.criteria.iter().any(|c| c.id == id))
 }
 
-/// The first target (phases in order, then the task-level criteria) with a criterion that has
-/// no recorded result at all: after the build, only an amendment of the contract adds one.
-pub fn never_run(spec: &Spec) -> Option<Target> {
+/// The first target of a task past its build (in review) that still needs a build step: a
+/// phase not completed (one an amendment added, with or without criteria: a build step
+/// completes a phase with none, running nothing, as during the build) or holding a criterion
+/// with no recorded result, in phase order, then the task-level criteria when one never ran.
+/// Build runs it, `status` names that build, and review and complete refuse until it has run.
+pub fn unbuilt(spec: &Spec) -> Option<Target> {
     spec.phases
         .iter()
-        .find(|p| p.criteria.iter().any(never_ran))
+        .find(|p| p.status != "completed" || p.criteria.iter().any(never_ran))
         .map(|p| Target::Phase(p.id()))
         .or_else(|| spec.acceptance.criteria.iter().any(never_ran).then_some(Target::Final))
+}
+
+/// The phases not completed, as `phaseN (status)`: a task in review with one has work no build
+/// step did (see [`unbuilt`]).
+pub fn open_phases(spec: &Spec) -> Vec<String> {
+    spec.phases.iter().filter(|p| p.status != "completed").map(|p| format!("{} ({})", p.id(), p.status)).collect()
 }
 
 /// Whether a criterion has no recorded result at all.

@@ -89,6 +89,9 @@ pub struct Contract {
     /// Criterion id → its place ([`placement`]); `None` in contracts pinned before it was,
     /// which leave a criterion's move unchecked.
     pub phases: Option<BTreeMap<String, String>>,
+    /// The phases, by id in order ([`phase_ids`]): a phase with no criterion of its own is still
+    /// work the task claims. `None` in contracts pinned before they were (unchecked).
+    pub phase_ids: Option<Vec<String>>,
 }
 
 /// The contract of `spec` as it is now.
@@ -98,7 +101,39 @@ pub fn contract(spec: &Spec) -> Contract {
         scope: Some(declared_scope(spec)),
         also_bound: Some(declared_also_bound(spec)),
         phases: Some(placement(spec)),
+        phase_ids: Some(phase_ids(spec)),
     }
+}
+
+/// The phases with no executable acceptance criterion (by id): approval refuses them (a phase
+/// would pass without evidence), so a spec holding one is repaired before its contract can be
+/// approved or amended. `status`, and the contract refusals of build, review and complete, say
+/// so rather than point at an amendment that would be refused.
+pub fn unprovable_phases(spec: &Spec) -> Vec<String> {
+    spec.phases.iter().filter(|p| !p.criteria.iter().any(Criterion::is_executable)).map(|p| p.id()).collect()
+}
+
+/// What makes the contract approvable again when [`unprovable_phases`] names some.
+pub fn unprovable_repair(task: &str, phases: &[String]) -> String {
+    let named = phases.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+    format!(
+        "{named} has no executable acceptance criterion, which approval refuses: give it one (or remove the phase), then `scafld approve {task} --amend --reason \"why\"`"
+    )
+}
+
+/// The spec's phases by id (`phaseN`), in order.
+pub fn phase_ids(spec: &Spec) -> Vec<String> {
+    spec.phases.iter().map(|p| p.id()).collect()
+}
+
+/// The phases added or removed between two contracts, in words (`` phase `phase2` added ``);
+/// nothing when either never pinned them.
+fn phase_changes(before: &Contract, after: &Contract) -> Vec<String> {
+    let (Some(was), Some(now)) = (&before.phase_ids, &after.phase_ids) else { return Vec::new() };
+    let mut out: Vec<String> =
+        now.iter().filter(|id| !was.contains(id)).map(|id| format!("phase `{id}` added")).collect();
+    out.extend(was.iter().filter(|id| !now.contains(id)).map(|id| format!("phase `{id}` removed")));
+    out
 }
 
 /// Where each criterion sits: its phase's id (`phaseN`), or `final` for the task-level
@@ -136,6 +171,7 @@ pub fn contract_changes(spec: &Spec, pinned: &Contract) -> Vec<String> {
         .map(|(id, how)| format!("`{id}` {}", how.word()))
         .collect::<Vec<_>>();
     changed.extend(moves(pinned, &now));
+    changed.extend(phase_changes(pinned, &now));
     changed.extend(contract_scope_changes(pinned, &now));
     changed
 }
@@ -230,8 +266,8 @@ pub struct Amendment {
     pub criteria: Vec<AmendedCriterion>,
     /// Scope changes in words (empty when the scope did not change or was not pinned).
     pub scope: Vec<String>,
-    /// Criteria moved to another phase, in words (empty when none moved or the places were not
-    /// pinned).
+    /// Criteria moved to another phase and phases added or removed, in words (empty when none
+    /// changed or they were not pinned).
     pub moved: Vec<String>,
 }
 
@@ -250,25 +286,28 @@ pub fn amendments(entries: &[LedgerEntry]) -> Vec<Amendment> {
     let mut out = Vec::new();
     for entry in entries {
         match &entry.event {
-            LedgerEvent::Approval { criteria, scope, also_bound, phases, .. } => {
+            LedgerEvent::Approval { criteria, scope, also_bound, phases, phase_ids, .. } => {
                 contract = Some(Contract {
                     criteria: criteria.clone(),
                     scope: scope.clone(),
                     also_bound: also_bound.clone(),
                     phases: phases.clone(),
+                    phase_ids: phase_ids.clone(),
                 });
                 out.clear();
             }
-            LedgerEvent::ContractAmended { reason, criteria, scope, also_bound, phases, .. } => {
+            LedgerEvent::ContractAmended { reason, criteria, scope, also_bound, phases, phase_ids, .. } => {
                 let before = contract.take().unwrap_or_default();
                 let after = Contract {
                     criteria: criteria.clone(),
                     scope: scope.clone().or(before.scope.clone()),
                     also_bound: also_bound.clone().or(before.also_bound.clone()),
                     phases: phases.clone().or(before.phases.clone()),
+                    phase_ids: phase_ids.clone().or(before.phase_ids.clone()),
                 };
                 let scope_words = contract_scope_changes(&before, &after);
-                let moved = moves(&before, &after);
+                let mut moved = moves(&before, &after);
+                moved.extend(phase_changes(&before, &after));
                 out.push(Amendment {
                     entry: entry.id(),
                     recorded_at: entry.recorded_at.clone(),
@@ -759,6 +798,7 @@ mod tests {
                     scope: Some(vec!["src/a.txt".into()]),
                     also_bound: None,
                     phases: Some(pinned(&[("a1", "phase1"), ("a2", "phase1")])),
+                    phase_ids: None,
                 },
             ),
             LedgerEntry { seq: 2, ..failed },
@@ -770,6 +810,7 @@ mod tests {
                     scope: Some(vec!["nothing.txt".into()]),
                     also_bound: None,
                     phases: Some(pinned(&[("a1", "final"), ("a3", "phase1")])),
+                    phase_ids: None,
                     changed: Vec::new(),
                 },
             ),

@@ -146,6 +146,7 @@ fn map(entry: &Value) -> LedgerEvent {
             scope: None,
             also_bound: None,
             phases: None,
+            phase_ids: None,
         },
         "phase" if !text(entry, "phase_id").is_empty() => {
             LedgerEvent::Phase { phase_id: text(entry, "phase_id"), status, reason }

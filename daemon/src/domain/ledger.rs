@@ -61,6 +61,11 @@ pub enum LedgerEvent {
         /// pinned: a criterion's move is then not checked.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         phases: Option<BTreeMap<String, String>>,
+        /// The phases by id, in order ([`crate::domain::evidence::phase_ids`]). Absent in
+        /// approvals recorded before they were pinned: a phase added or removed is then not
+        /// checked.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase_ids: Option<Vec<String>>,
     },
     /// The approved contract re-pinned after an audited change (`approve --amend --reason`).
     ContractAmended {
@@ -78,6 +83,10 @@ pub enum LedgerEvent {
         /// was pinned: the earlier pin stands).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         phases: Option<BTreeMap<String, String>>,
+        /// The phases by id, re-pinned with it (absent in amendments recorded before they were
+        /// pinned: the earlier pin stands).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase_ids: Option<Vec<String>>,
         /// Ids whose definition changed, was added or removed, for the audit trail.
         changed: Vec<String>,
     },
@@ -488,7 +497,7 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
         let mark =
             |status: &str, reason: &str| Mark { status: status.into(), reason: reason.into(), entry: entry.id() };
         match &entry.event {
-            LedgerEvent::Approval { criteria, harden_override, scope, also_bound, phases, .. } => {
+            LedgerEvent::Approval { criteria, harden_override, scope, also_bound, phases, phase_ids, .. } => {
                 // An approval after one on record pins the contract that one did not (adopted
                 // at build, see `Replay::contract_pinned`): the task stays where it stands.
                 if !r.approved {
@@ -501,15 +510,17 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
                     scope: scope.clone(),
                     also_bound: also_bound.clone(),
                     phases: phases.clone(),
+                    phase_ids: phase_ids.clone(),
                 });
             }
-            LedgerEvent::ContractAmended { criteria, scope, also_bound, phases, .. } => {
+            LedgerEvent::ContractAmended { criteria, scope, also_bound, phases, phase_ids, .. } => {
                 let earlier = r.contract.take().unwrap_or_default();
                 r.contract = Some(Contract {
                     criteria: criteria.clone(),
                     scope: scope.clone().or(earlier.scope),
                     also_bound: also_bound.clone().or(earlier.also_bound),
                     phases: phases.clone().or(earlier.phases),
+                    phase_ids: phase_ids.clone().or(earlier.phase_ids),
                 });
             }
             LedgerEvent::ReviewAttempt { status, reason } => {
@@ -891,6 +902,7 @@ mod tests {
             scope: None,
             also_bound: None,
             phases: None,
+            phase_ids: None,
         };
         let phase = |id: &str, status: &str| LedgerEvent::Phase {
             phase_id: id.into(),
@@ -939,6 +951,7 @@ mod tests {
             scope: (!criteria.is_empty()).then(Vec::new),
             also_bound: None,
             phases: None,
+            phase_ids: None,
         };
         let build = LedgerEvent::Build { status: "blocked".into(), reason: "r".into() };
         let imported = [entry(1, approval(&[])), entry(2, build)];

@@ -182,13 +182,26 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
             }
             if let Some(contract) = &f.replay.contract {
                 let changes = evidence::contract_changes(f.spec, contract);
+                let unprovable = evidence::unprovable_phases(f.spec);
+                if !changes.is_empty() && !unprovable.is_empty() {
+                    return next(
+                        Role::Agent,
+                        Action::FixSpec,
+                        format!("scafld validate {id}"),
+                        format!(
+                            "the spec differs from the approved contract ({}); {}",
+                            changes.join(", "),
+                            evidence::unprovable_repair(id, &unprovable)
+                        ),
+                    );
+                }
                 if !changes.is_empty() {
                     return next(
                         Role::Human,
                         Action::AmendContract,
                         format!("scafld approve {id} --amend --reason \"why\""),
                         format!(
-                            "acceptance criteria or scope differ from the approved contract ({}); restore them, or re-approve",
+                            "acceptance criteria, phases or scope differ from the approved contract ({}); restore them, or re-approve",
                             changes.join(", ")
                         ),
                     );
@@ -519,12 +532,15 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
             ),
         );
     }
-    if let Some(target) = build::never_run(f.spec) {
+    if let Some(target) = build::unbuilt(f.spec) {
         return next(
             Role::Agent,
             Action::Implement,
             format!("scafld build {id}"),
-            format!("{} has criteria that never ran (the contract was amended): build runs them", target.label()),
+            format!(
+                "{} has criteria that never ran or is not completed (the contract was amended): build runs it",
+                target.label()
+            ),
         );
     }
     let unpassed = build::unpassed_in_completed(f.spec);

@@ -469,19 +469,29 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
     .with_hint(hint))
 }
 
-/// Refuse while criteria have no recorded result at all (in review, only an amendment of the
-/// contract adds one): a reviewer would judge work whose evidence does not exist yet.
+/// Refuse while criteria have no recorded result at all or a phase is not completed (in
+/// review, only an amendment of the contract adds one: `build::unbuilt`): a reviewer would
+/// judge work whose evidence does not exist yet.
 pub(crate) fn refuse_never_run(task: &str, spec: &Spec, what: &str) -> RpcResult<()> {
     let never: Vec<String> =
         spec.criteria().filter(|c| crate::domain::build::never_ran(c)).map(|c| format!("`{}`", c.id)).collect();
-    if never.is_empty() {
+    if !never.is_empty() {
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot {what} {task}: {} never ran (the contract was amended since the build)", never.join(", ")),
+        )
+        .with_hint(format!("run `scafld build {task}` first: it runs them, then review")));
+    }
+    // A phase an amendment added with no criterion of its own: its build step comes first too.
+    let open = crate::domain::build::open_phases(spec);
+    if open.is_empty() {
         return Ok(());
     }
     Err(RpcError::new(
         ErrorKind::ReviewFailed,
-        format!("cannot {what} {task}: {} never ran (the contract was amended since the build)", never.join(", ")),
+        format!("cannot {what} {task}: not every phase is completed: {}", open.join(", ")),
     )
-    .with_hint(format!("run `scafld build {task}` first: it runs them, then review")))
+    .with_hint(format!("run `scafld build {task}` first: it completes them, then review")))
 }
 
 /// Refuse while the spec differs from its approved contract (a criterion changed, added or
@@ -499,16 +509,21 @@ pub(crate) fn refuse_contract_changes(
     if changes.is_empty() {
         return Ok(());
     }
+    let unprovable = evidence::unprovable_phases(spec);
+    let hint = match unprovable.is_empty() {
+        true => format!(
+            "restore them, or re-approve the new ones (recorded, and shown to the reviewer): `scafld approve {task} --amend --reason \"why\"`"
+        ),
+        false => evidence::unprovable_repair(task, &unprovable),
+    };
     Err(RpcError::new(
         kind,
         format!(
-            "cannot {what} {task}: its acceptance criteria or scope differ from the approved contract: {}",
+            "cannot {what} {task}: its acceptance criteria, phases or scope differ from the approved contract: {}",
             changes.join(", ")
         ),
     )
-    .with_hint(format!(
-        "restore them, or re-approve the new ones (recorded, and shown to the reviewer): `scafld approve {task} --amend --reason \"why\"`"
-    ))
+    .with_hint(hint)
     .with_details(serde_json::json!({ "contract_changes": changes })))
 }
 
@@ -540,12 +555,7 @@ pub(crate) async fn completion(
     }
     // Every phase done: a phase added after the review (with no criterion of its own, so no
     // contract change) is work nobody did or reviewed.
-    let open: Vec<String> = spec
-        .phases
-        .iter()
-        .filter(|p| p.status != "completed")
-        .map(|p| format!("phase{} ({})", p.number, p.status))
-        .collect();
+    let open = crate::domain::build::open_phases(spec);
     if !open.is_empty() {
         return Err(RpcError::new(
             ErrorKind::ReviewFailed,

@@ -163,6 +163,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             scope: contract.scope,
             also_bound: contract.also_bound,
             phases: contract.phases,
+            phase_ids: contract.phase_ids,
         },
     ];
     let note = record(daemon, &ws, &task, events, "command:approve")?.note();
@@ -304,6 +305,7 @@ async fn amend(
         scope: now.scope,
         also_bound: now.also_bound,
         phases: now.phases,
+        phase_ids: now.phase_ids,
         changed,
     });
     let note = record(daemon, ws, task, events, "command:approve")?.note();
@@ -400,6 +402,7 @@ async fn adopt(
             scope: contract.scope,
             also_bound: contract.also_bound,
             phases: contract.phases,
+            phase_ids: contract.phase_ids,
         });
     }
     record(daemon, ws, task, events, "command:build")?;
