@@ -52,6 +52,10 @@ pub struct Daemon {
     /// checkout's: one id, one ledger and task locks, two roots to run in).
     /// Never held across an `.await` (a std lock: the compiler and clippy keep it so).
     open_workspaces: StdMutex<HashMap<PathBuf, Arc<Workspace>>>,
+    /// The ids `init` wrote into a `.scafld` it made (`create_workspace`), so that an open
+    /// meeting one before it is recorded (the reopening of known workspaces at start) takes it
+    /// for the new workspace it is, not for an id nothing records (see `settle_identity`).
+    made_ids: StdMutex<std::collections::HashSet<String>>,
     /// What lets whole-workspace reads skip their stats and reports hand edits (see
     /// `workspace/tripwire.rs`); `None` when the kernel refused a queue.
     tripwire: Option<Arc<Tripwire>>,
@@ -87,6 +91,7 @@ impl Daemon {
             shutdown,
             shutdown_announced: AtomicBool::new(false),
             open_workspaces: StdMutex::default(),
+            made_ids: StdMutex::default(),
             tripwire,
             watch_events: StdMutex::new(watch_events),
             jobs,
@@ -275,11 +280,15 @@ impl Daemon {
 
     /// [`Daemon::open_workspace`], told whether `scafld init` has just made its `.scafld/`
     /// (a new workspace, which takes no identity the folder had before). Also returns the id
-    /// put back into a missing `.scafld/workspace_id`, if one was.
+    /// put back into `.scafld/workspace_id`, if one was ([`Restored`]).
     ///
     /// Identity comes from `.scafld/workspace_id` (see [`Daemon::settle_identity`]), so a
     /// moved workspace keeps its id and its history; a copy gets a fresh one.
-    pub async fn open_workspace_as(&self, root: &Path, opening: Opening) -> RpcResult<(WorkspaceInfo, Option<String>)> {
+    pub async fn open_workspace_as(
+        &self,
+        root: &Path,
+        opening: Opening,
+    ) -> RpcResult<(WorkspaceInfo, Option<Restored>)> {
         let root = canonical_root(root)?;
         if !root.join(layout::SCAFLD_DIR).is_dir() {
             return Err(RpcError::workspace_not_found(format!(
@@ -345,6 +354,11 @@ impl Daemon {
     ///   jobs are its own (the id is put back, and returned); a folder with none on record
     ///   takes the id reads served it under ([`layout::unsettled_id`]), and a `.scafld` that
     ///   `init` has just made a new one.
+    /// - An id file naming an id nothing here records (written by hand, or copied from another
+    ///   machine's workspace) in a `.scafld` that was there, at a folder the store records
+    ///   another workspace for: the folder keeps that one, as with a lost id file, and says so
+    ///   (a warning in the log, and `init`'s), so its ledgers never silently part from its
+    ///   specs (a task's history is what decides its status).
     /// - A folder never takes another workspace's identity while a job of the one it held
     ///   still runs there (their task locks and ledgers would part): `busy`, naming the job,
     ///   and nothing is written.
@@ -352,7 +366,7 @@ impl Daemon {
     /// The record follows a moved workspace to its new folder, and stays with the folder whose
     /// `.scafld` is the real directory when several reach it; recording one at a folder
     /// retires any other recorded there (a folder holds one workspace at a time).
-    fn settle_identity(&self, root: &Path, opening: Opening) -> RpcResult<(String, Option<String>)> {
+    fn settle_identity(&self, root: &Path, opening: Opening) -> RpcResult<(String, Option<Restored>)> {
         let root_text = root.display().to_string();
         let records = self.store.workspaces().map_err(RpcError::internal)?;
         let recorded = |id: &str| records.iter().find(|r| r.id == id);
@@ -361,13 +375,24 @@ impl Daemon {
                 Some(known) if known.root != root_text && is_copy_of(Path::new(&known.root), root, &id) => {
                     (layout::new_id().map_err(workspace_io_error)?, true, None)
                 }
+                None => {
+                    match recorded_here(&records, root).filter(|kept| {
+                        *kept != id && opening == Opening::Existing && !crate::sync::lock(&self.made_ids).contains(&id)
+                    }) {
+                        Some(kept) => {
+                            warn!(workspace = %kept, root = %root_text, unknown = %id, "the id file names a workspace nothing records: the folder keeps its own, and the id file names it again");
+                            (kept.clone(), true, Some(Restored { id: kept, replaced: Some(id) }))
+                        }
+                        None => (id, false, None),
+                    }
+                }
                 _ => (id, false, None),
             },
             None => match opening {
                 Opening::Existing => match recorded_here(&records, root) {
                     Some(kept) => {
                         info!(workspace = %kept, root = %root_text, "the id file was missing: the folder keeps its workspace");
-                        (kept.clone(), true, Some(kept))
+                        (kept.clone(), true, Some(Restored { id: kept, replaced: None }))
                     }
                     // The id reads served it under, if any did.
                     None => (unsettled_id(&records, root)?, true, None),
@@ -406,7 +431,10 @@ impl Daemon {
     pub fn create_workspace(&self, root: &Path) -> RpcResult<bool> {
         let _open = crate::sync::lock(&self.open_workspaces);
         match layout::create_scafld_with_new_id(root) {
-            Ok(_) => Ok(true),
+            Ok(id) => {
+                crate::sync::lock(&self.made_ids).insert(id);
+                Ok(true)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(workspace_io_error(e)),
         }
@@ -570,6 +598,14 @@ impl Daemon {
             cause: cause.to_string(),
         });
     }
+}
+
+/// The id `settle_identity` wrote back into a folder's id file: the workspace the store
+/// records there, and the id the file named instead (`None`: there was no id file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restored {
+    pub id: String,
+    pub replaced: Option<String>,
 }
 
 /// How a workspace is being opened.

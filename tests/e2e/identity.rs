@@ -159,7 +159,11 @@ fn a_folder_keeps_its_workspace_and_running_build_when_its_id_file_is_lost() {
     wait_until("the second step's command to run", || {
         std::fs::read_to_string(&runs).is_ok_and(|t| t.lines().count() == 2)
     });
-    let foreign = "0123456789abcdef0123456789abcdef";
+    let elsewhere = env.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    git(&elsewhere, &["init", "-q"]);
+    scafld_in(&env, &elsewhere, &["init"]).assert_code(0);
+    let foreign = id_file(&elsewhere);
     std::fs::write(env.work.join(".scafld/workspace_id"), format!("{foreign}\n")).unwrap();
     let before = scafld_tests::tree(&env.work);
     for args in [&["status", "long", "--json"][..], &["init", "--json"][..]] {
@@ -175,6 +179,37 @@ fn a_folder_keeps_its_workspace_and_running_build_when_its_id_file_is_lost() {
     std::fs::write(env.path("two"), "").unwrap();
     env.scafld(&["job", "wait", &second, "--timeout", "30"]).assert_code(0);
     assert_eq!(env.scafld(&["status", "long", "--json"]).json()["result"]["status"], "review");
+}
+
+/// An id file rewritten by hand with an id nothing records (or one copied from another
+/// machine) never parts a folder from its history: the folder keeps the workspace recorded
+/// for it, so a blocked task whose spec was edited to say it passed is still the ledger's
+/// blocked task, and `init` says what it put back.
+#[test]
+fn an_id_file_naming_an_unknown_workspace_keeps_the_folders_own_history() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/t1.md"), spec("t1", &["false"])).unwrap();
+    env.scafld(&["approve", "t1", "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", "t1"]).assert_code(0);
+    env.scafld(&["build", "t1"]).assert_code(3);
+    let id = id_file(&env.work);
+    let path = env.work.join(".scafld/specs/active/t1.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("- [ ] `", "- [x] `").replace("status: blocked", "status: review")).unwrap();
+    let unknown = "0123456789abcdef0123456789abcdef";
+    std::fs::write(env.work.join(".scafld/workspace_id"), format!("{unknown}\n")).unwrap();
+    let status = env.scafld(&["status", "t1", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "blocked", "the ledger still decides: {status}");
+    assert_eq!(id_file(&env.work), id, "the folder's own id is put back");
+    std::fs::write(env.work.join(".scafld/workspace_id"), format!("{unknown}\n")).unwrap();
+    let init = env.init();
+    assert_eq!(init["result"]["workspace"]["workspace_id"], id.as_str(), "{init}");
+    assert!(
+        init["result"]["warnings"].to_string().contains(&format!("named {unknown}, a workspace nothing here records")),
+        "{init}"
+    );
 }
 
 /// A `.scafld` without an id file that nothing is recorded for (a vendored example, a fresh

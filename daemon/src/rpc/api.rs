@@ -240,11 +240,16 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
             root.display()
         )],
     });
-    if let Some(id) = restored {
-        warnings.push(format!(
+    match restored {
+        Some(crate::daemon::Restored { id, replaced: None }) => warnings.push(format!(
             "{} was missing: it names this folder's workspace {id} again, whose ledgers, reviews and running jobs stay its own",
             layout::ID_FILE
-        ));
+        )),
+        Some(crate::daemon::Restored { id, replaced: Some(unknown) }) => warnings.push(format!(
+            "{} named {unknown}, a workspace nothing here records: it names this folder's workspace {id} again, whose ledgers, reviews and running jobs stay its own",
+            layout::ID_FILE
+        )),
+        None => {}
     }
     Ok(m::WorkspaceInitResult {
         workspace,
