@@ -430,10 +430,11 @@ pub(crate) fn next_for(
     }
     let latest = daemon.sessions.latest(ws, Some(&spec.front.task_id));
     let running = latest.as_ref().filter(|s| s.result.is_none()).map(|s| s.key.clone());
-    // The spec's text is read only where a failed review could be answered by a fix in it.
-    let failed = replay.review.as_ref().is_some_and(|(verdict, ..)| verdict != "pass") && replay.review_current;
+    // The spec's text is read only where a current review judged it: a fix in it answers a
+    // failed review, and an edit after a pass needs a review of its own.
+    let reviewed = replay.review.is_some() && replay.review_current;
     let spec_digest =
-        failed.then(|| crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id)));
+        reviewed.then(|| crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id)));
     let next = next_action(&Facts {
         spec,
         entries,

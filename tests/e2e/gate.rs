@@ -1141,6 +1141,33 @@ fn a_spec_that_says_more_than_was_done_is_never_completed() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// The review judged the spec's text as its packet showed it: an edit to the authored text
+/// after the pass (a claim in the Summary) is what no reviewer saw, so `status` names a review
+/// of it, `complete` and `finalize` refuse, and a review of the text as it is completes it.
+#[test]
+fn the_spec_text_edited_after_a_passing_review_is_reviewed_again_before_it_completes() {
+    let env = TestEnv::new();
+    let (path, reviewed, ledger) = reviewed_in_two_phases(&env);
+    std::fs::write(&path, reviewed.replace("Two phases.", "Two phases, and the production database migrated."))
+        .unwrap();
+    let s = status(&env);
+    assert_eq!(
+        (s["next_action"]["action"].as_str(), s["next_command"].as_str()),
+        (Some("review"), Some("scafld review rev")),
+        "{s}"
+    );
+    for command in ["complete", "finalize"] {
+        let run = env.scafld(&[command, "rev", "--json"]);
+        run.assert_code(4);
+        let error = run.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("spec's text changed after the review passed"), "{error}");
+        assert!(error["hint"].as_str().unwrap().contains("scafld review rev"), "{error}");
+    }
+    assert_eq!(ledger_types(&env), ledger, "a refusal records nothing");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 /// A phase with no criterion added after a passing review is a contract change that approval
 /// would refuse (a phase without an executable criterion): `status` and the refusals of build
 /// and complete say to give it one (never an amendment that is refused, nor each other, as

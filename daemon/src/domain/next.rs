@@ -559,6 +559,20 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         // A review run again since the pass that gave no verdict leaves no current review:
         // `complete` refuses until one does. Otherwise the pass completes the task exactly when
         // `complete`'s own rule says it does (a `local` member, an untrusted channel: not).
+        // The spec's authored text edited after the pass says what no reviewer saw: `complete`
+        // refuses it, and the way on is a review of the text as it is.
+        Some((verdict, _, _))
+            if verdict == "pass"
+                && r.failed_attempt.is_none()
+                && spec_changed_since_review(f.entries, f.spec_digest) =>
+        {
+            next(
+                Role::Reviewer,
+                Action::Review,
+                review_task(id, f.shadowed),
+                "the spec's text changed after the review passed: an independent reviewer judges it as it is",
+            )
+        }
         Some((verdict, _, _)) if verdict == "pass" && r.failed_attempt.is_none() => {
             match completion_authority(f.entries) {
                 Authority::Valid { .. } => {

@@ -533,13 +533,15 @@ pub(crate) fn refuse_contract_changes(
 /// completion authority walk). Returns the reviewing provider and the review's ledger entry.
 /// `next` is the refusal's hint as `status` gives it (`tasks::read::refusal_hint`), awaited
 /// only when the gate refuses for want of a trusted review; `review_command` reviews
-/// the task (`templates::review_command`).
+/// the task (`templates::review_command`); `spec_now` is the spec file's authored text as the
+/// guard takes it ([`spec_fingerprint`]), which the passing review must have judged.
 pub(crate) async fn completion(
     task: &str,
     spec: &Spec,
     entries: &[LedgerEntry],
     fresh: &Freshness,
     review_command: &str,
+    spec_now: &str,
     next: impl Future<Output = String>,
 ) -> RpcResult<(String, String)> {
     refuse_contract_changes(task, spec, entries, "complete", ErrorKind::ReviewFailed)?;
@@ -587,6 +589,16 @@ pub(crate) async fn completion(
             format!("cannot complete {task}: the files in its scope changed after the review passed"),
         )
         .with_hint(format!("run `scafld build {task}` and `{review_command}` again")));
+    }
+    // The review judged the spec as the packet showed it: its authored text (Summary,
+    // Objectives, phases...; never the lines scafld projects) edited since says what nobody
+    // reviewed.
+    if passed.is_some() && crate::domain::ledger::spec_changed_since_review(entries, Some(spec_now)) {
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot complete {task}: the spec's text changed after the review passed, so the review does not speak for it"),
+        )
+        .with_hint(format!("restore the text the reviewer judged, or have it reviewed as it is: `{review_command}`")));
     }
     match review::completion_authority(entries) {
         Authority::Valid { provider, review_entry, .. } => Ok((provider, review_entry)),

@@ -50,7 +50,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = super::read::refusal_hint(daemon, &ws, &task);
     let review = crate::templates::review_command(&ws.root, &task);
-    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, &review, next).await?;
+    let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
+    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, next).await?;
     // A hint is read as the spec's Scope is, and refused where it could bind nothing: one that
     // names nothing now binds the file(s) it held at the base, which the task deleted.
     let (hinted, gone) = if p.scope_hints.is_empty() {

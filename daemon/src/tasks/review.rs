@@ -781,7 +781,8 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let next = super::read::refusal_hint(daemon, &ws, &task);
     let review = crate::templates::review_command(&ws.root, &task);
-    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, &review, next).await?;
+    let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
+    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, next).await?;
     let completed = LedgerEvent::Complete { reason: "task completed".into() };
     let note = record(daemon, &ws, &task, vec![completed], "command:complete")?.note();
     let path = ws.spec_path(&task);
