@@ -324,6 +324,31 @@ pub(crate) async fn lost_baseline(ws: &Workspace, entries: &[LedgerEntry]) -> Op
     gone.ok().and_then(Result::ok).unwrap_or(false).then_some(head)
 }
 
+/// `next` for a task whose passing review was shown files (its `--review-scope`) that changed
+/// since: `complete` refuses it (`review::gate::completion`), so the step is a review of them as
+/// they are. Apart from the lifecycle's decision (`domain::next`), which does no IO.
+pub(crate) async fn past_shown_change(
+    ws: &Workspace,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    next: NextAction,
+) -> NextAction {
+    if next.action != crate::domain::next::Action::Complete {
+        return next;
+    }
+    let Some((_, then)) = ledger::shown_by_passing_review(entries) else { return next };
+    if crate::review::gate::shown_now(ws, entries).await.as_deref() == Some(then) {
+        return next;
+    }
+    let task = spec.front.task_id.as_str();
+    NextAction {
+        role: crate::domain::next::Role::Reviewer,
+        action: crate::domain::next::Action::Review,
+        command: crate::templates::review_command(&ws.root, task),
+        reason: "files the reviewer was shown (its review scope) changed after the review passed: an independent reviewer judges them as they are".into(),
+    }
+}
+
 /// `next` for a task whose review would read the changes since its approval baseline when
 /// that baseline's commit is gone: recording a new one comes first (`review` refuses until
 /// then). Apart from the lifecycle's decision (`domain::next`), which does no IO.

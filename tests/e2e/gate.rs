@@ -1227,6 +1227,41 @@ fn an_empty_phase_added_after_the_review_is_named_and_every_next_step_works() {
     panic!("never completed: {taken:?}");
 }
 
+/// `--review-scope` shows the reviewer files outside the task's scope: the pass speaks for
+/// them as they were, so one changed since is named by `status` (a review of it) and refused
+/// by `complete` and `finalize`, as a changed file in the task's scope is.
+#[test]
+fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    write(&env, "other.txt", "v1\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    assert_eq!(status(&env)["status"], "review");
+    let passing = reviewer(&env, "pass", &pass(), "");
+    let shown = ["--min-attack-angles", "2", "--review-scope", "other.txt,src/lib.rs"];
+    command_review(&env, &passing, &shown).assert_code(0);
+    write(&env, "other.txt", "v2\n");
+    let s = status(&env);
+    assert_eq!(
+        (s["next_action"]["action"].as_str(), s["next_command"].as_str()),
+        (Some("review"), Some("scafld review rev")),
+        "{s}"
+    );
+    for command in ["complete", "finalize"] {
+        let run = env.scafld(&[command, "rev", "--json"]);
+        run.assert_code(4);
+        let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("files the reviewer was shown (its review scope) changed"), "{command}: {message}");
+    }
+    // Back as the reviewer saw it, the pass stands again.
+    write(&env, "other.txt", "v1\n");
+    assert_eq!(status(&env)["next_command"], "scafld complete rev");
+    write(&env, "other.txt", "v2\n");
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 #[test]
 fn an_amended_criterion_runs_before_the_task_can_complete() {
     let env = TestEnv::new();

@@ -183,6 +183,8 @@ fn map(entry: &Value) -> LedgerEvent {
             tree: String::new(),
             reviewers: Vec::new(),
             spec_digest: None,
+            shown: Vec::new(),
+            shown_material: String::new(),
         }),
         "review_attempt" => LedgerEvent::ReviewAttempt { status, reason },
         "review_override" => LedgerEvent::ReviewOverride { reason },

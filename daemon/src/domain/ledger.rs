@@ -225,6 +225,26 @@ pub struct RecordedReview {
     /// their stored bytes) and for a human override.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_digest: Option<String>,
+    /// The files the review's mutation guard watched: the task's scope and what
+    /// `--review-scope` showed the reviewer beside it (`domain::review::guard_scope`), which
+    /// `tree` leaves out; with `shown_material`, the digest of their material as the verdict was
+    /// recorded. `complete` checks them unchanged. Empty in records of an older scafld and for
+    /// a human override (nothing to check then beyond `tree`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shown: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shown_material: String,
+}
+
+/// What the latest accepted review was shown (its guard's scope, [`RecordedReview::shown`])
+/// and the digest of that material then, when it passed and recorded them.
+pub fn shown_by_passing_review(entries: &[LedgerEntry]) -> Option<(&[String], &str)> {
+    let latest = entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Review(review) => Some(review),
+        _ => None,
+    })?;
+    (latest.verdict == "pass" && !latest.shown_material.is_empty())
+        .then_some((latest.shown.as_slice(), latest.shown_material.as_str()))
 }
 
 /// Whether the spec's authored text changed since the latest accepted review: that review
@@ -760,6 +780,8 @@ mod tests {
             tree: String::new(),
             reviewers: Vec::new(),
             spec_digest: None,
+            shown: Vec::new(),
+            shown_material: String::new(),
         }
     }
 

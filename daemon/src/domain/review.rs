@@ -563,6 +563,8 @@ mod tests {
             tree: String::new(),
             reviewers: Vec::new(),
             spec_digest: None,
+            shown: Vec::new(),
+            shown_material: String::new(),
         })
     }
 

@@ -67,6 +67,14 @@ pub(crate) fn spec_fingerprint(root: &std::path::Path, relative: &str) -> String
     }
 }
 
+/// The material digest now of the files the latest passing review was shown
+/// (`ledger::shown_by_passing_review`): `None` when it recorded none or they cannot be read.
+pub(crate) async fn shown_now(ws: &Workspace, entries: &[LedgerEntry]) -> Option<String> {
+    let (shown, _) = crate::domain::ledger::shown_by_passing_review(entries)?;
+    let (root, shown) = (ws.root.clone(), shown.to_vec());
+    baseline::in_workspace(move || baseline::material(&root, &shown)).await.ok().map(|m| m.digest)
+}
+
 /// The fingerprint of the task's spec as the reviewer was shown it: the session's start snapshot
 /// holds it by its authored text (never grouped: `.scafld/specs/` is the runner's folder).
 /// `None` for a snapshot that holds it otherwise (an older scafld's, a spec that did not read).
@@ -199,6 +207,16 @@ pub async fn record_consensus(
         ),
     };
     let manual = session.approval == Approval::Manual && mutated.is_empty();
+    // What the reviewer was shown as it is now (unchanged since the start, or the guard said
+    // so): `complete` holds the files to it. Unreadable: nothing recorded, `tree` alone stands.
+    let (root, shown) = (ws.root.clone(), session.scope.clone());
+    let shown_material = match shown.is_empty() {
+        true => String::new(),
+        false => baseline::in_workspace(move || baseline::material(&root, &shown))
+            .await
+            .map(|m| m.digest)
+            .unwrap_or_default(),
+    };
     let recorded = RecordedReview {
         verdict: verdict.to_string(),
         provider: provider.clone(),
@@ -207,6 +225,8 @@ pub async fn record_consensus(
         tree: session.tree.clone(),
         reviewers: reviewer_records(daemon, session, reviewers),
         spec_digest: reviewed_spec(&session.snapshot, &ws.spec_path(task)),
+        shown: if shown_material.is_empty() { Vec::new() } else { session.scope.clone() },
+        shown_material,
     };
     let event = if manual {
         LedgerEvent::ReviewProposed(RecordedReview {
@@ -534,7 +554,10 @@ pub(crate) fn refuse_contract_changes(
 /// `next` is the refusal's hint as `status` gives it (`tasks::read::refusal_hint`), awaited
 /// only when the gate refuses for want of a trusted review; `review_command` reviews
 /// the task (`templates::review_command`); `spec_now` is the spec file's authored text as the
-/// guard takes it ([`spec_fingerprint`]), which the passing review must have judged.
+/// guard takes it ([`spec_fingerprint`]), which the passing review must have judged;
+/// `shown_now` the material digest of the files that review was shown, read now
+/// ([`shown_now`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn completion(
     task: &str,
     spec: &Spec,
@@ -542,6 +565,7 @@ pub(crate) async fn completion(
     fresh: &Freshness,
     review_command: &str,
     spec_now: &str,
+    shown_now: Option<&str>,
     next: impl Future<Output = String>,
 ) -> RpcResult<(String, String)> {
     refuse_contract_changes(task, spec, entries, "complete", ErrorKind::ReviewFailed)?;
@@ -589,6 +613,17 @@ pub(crate) async fn completion(
             format!("cannot complete {task}: the files in its scope changed after the review passed"),
         )
         .with_hint(format!("run `scafld build {task}` and `{review_command}` again")));
+    }
+    // Files the reviewer was shown beyond the task's scope (`--review-scope`) are what it judged
+    // too: changed since, the pass no longer speaks for them.
+    if let Some((_, then)) = crate::domain::ledger::shown_by_passing_review(entries)
+        && shown_now != Some(then)
+    {
+        return Err(RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot complete {task}: files the reviewer was shown (its review scope) changed after the review passed"),
+        )
+        .with_hint(format!("restore them, or have them reviewed as they are: `{review_command}` (with the same `--review-scope`)")));
     }
     // The review judged the spec as the packet showed it: its authored text (Summary,
     // Objectives, phases...; never the lines scafld projects) edited since says what nobody

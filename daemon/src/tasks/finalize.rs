@@ -51,7 +51,9 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let next = super::read::refusal_hint(daemon, &ws, &task);
     let review = crate::templates::review_command(&ws.root, &task);
     let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
-    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, next).await?;
+    let shown_now = gate::shown_now(&ws, &entries).await;
+    let (provider, review_entry) =
+        gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, shown_now.as_deref(), next).await?;
     // A hint is read as the spec's Scope is, and refused where it could bind nothing: one that
     // names nothing now binds the file(s) it held at the base, which the task deleted.
     let (hinted, gone) = if p.scope_hints.is_empty() {

@@ -54,6 +54,7 @@ async fn shown_next(
         misfiled: misfiled.as_ref(),
     };
     let next = crate::evidence::next_for(daemon, ws, spec, entries, &fresh.stale, file);
+    let next = crate::evidence::past_shown_change(ws, spec, entries, next).await;
     let next = crate::evidence::past_lost_baseline(ws, spec, entries, next).await;
     let next = if ending_build { next } else { crate::evidence::while_building(daemon, ws, &spec.front.task_id, next) };
     // A step that reads a configuration that does not read would be refused: fixing it first.

@@ -536,6 +536,8 @@ fn human_override(daemon: &Daemon, ws: &Workspace, task: &str, reason: &str) -> 
             tree: String::new(),
             reviewers: Vec::new(),
             spec_digest: None,
+            shown: Vec::new(),
+            shown_material: String::new(),
         }),
     ];
     record(daemon, ws, task, events, "command:review")?;
@@ -782,7 +784,9 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     let next = super::read::refusal_hint(daemon, &ws, &task);
     let review = crate::templates::review_command(&ws.root, &task);
     let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
-    let (provider, review_entry) = gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, next).await?;
+    let shown_now = gate::shown_now(&ws, &entries).await;
+    let (provider, review_entry) =
+        gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, shown_now.as_deref(), next).await?;
     let completed = LedgerEvent::Complete { reason: "task completed".into() };
     let note = record(daemon, &ws, &task, vec![completed], "command:complete")?.note();
     let path = ws.spec_path(&task);
