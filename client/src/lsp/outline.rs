@@ -152,13 +152,7 @@ pub fn hover(spec: &m::ValidateResult, status: Option<&m::StatusResult>, text: &
     let mut value = format!("**`{}`** {} - {}\n\n", criterion.id, criterion.kind, criterion.title);
     match state {
         Some(state) => {
-            let evidence = match state.freshness {
-                m::Freshness::Current => "evidence current".to_string(),
-                m::Freshness::Stale if state.stale_reason.is_empty() => "evidence stale".to_string(),
-                m::Freshness::Stale => format!("evidence stale: {}", state.stale_reason),
-                m::Freshness::None => "no evidence yet".to_string(),
-            };
-            value.push_str(&format!("- status: **{}** ({evidence})\n", state.status));
+            value.push_str(&format!("- status: **{}** ({})\n", state.status, evidence(state, criterion)));
         }
         None => value.push_str("- status: unknown (the daemon has no record of this task)\n"),
     }
@@ -175,6 +169,19 @@ pub fn hover(spec: &m::ValidateResult, status: Option<&m::StatusResult>, text: &
         }
     }
     Some(markdown(value))
+}
+
+/// What the recorded result of `criterion` is worth. The daemon's record speaks for the saved
+/// file: an unsaved edit of the criterion's definition has not run, whatever the saved one did.
+fn evidence(state: &m::CriterionState, criterion: &m::CriterionStructure) -> String {
+    let edited = state.command != criterion.command || state.expected_kind != criterion.expected_kind;
+    match state.freshness {
+        _ if edited => "for the saved definition; this buffer's edit of it has not run".to_string(),
+        m::Freshness::Current => "evidence current".to_string(),
+        m::Freshness::Stale if state.stale_reason.is_empty() => "evidence stale".to_string(),
+        m::Freshness::Stale => format!("evidence stale: {}", state.stale_reason),
+        m::Freshness::None => "no evidence yet".to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -245,5 +252,30 @@ mod tests {
         assert!(text(hover(&spec(), None, TEXT, 3).unwrap()).contains("command: `true`"));
         assert!(text(hover(&spec(), None, TEXT, 0).unwrap()).contains("**One** (phase1)"));
         assert!(hover(&spec(), None, TEXT, 1).is_none());
+    }
+
+    #[test]
+    fn evidence_recorded_for_the_saved_definition_is_not_current_for_an_edited_buffer() {
+        let saved = m::CriterionState {
+            id: "a1".into(),
+            phase_id: "phase1".into(),
+            title: "works".into(),
+            command: "true".into(),
+            expected_kind: "exit_code_zero".into(),
+            status: "pass".into(),
+            evidence: String::new(),
+            freshness: m::Freshness::Current,
+            stale_reason: String::new(),
+            exit_code: Some(0),
+            duration_ms: None,
+            output_excerpt: String::new(),
+            diagnostic: String::new(),
+            diagnostic_error: String::new(),
+        };
+        assert_eq!(evidence(&saved, &criterion("a1", 3)), "evidence current");
+        let edited = m::CriterionStructure { command: "true # never run".into(), ..criterion("a1", 3) };
+        assert!(evidence(&saved, &edited).contains("has not run"));
+        let expects_other = m::CriterionStructure { expected_kind: "no_matches".into(), ..criterion("a1", 3) };
+        assert!(evidence(&saved, &expects_other).contains("has not run"));
     }
 }
