@@ -27,6 +27,16 @@ pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
 const FOLDER_SPECS: usize = 64;
 const EVENT_BUFFER: usize = 1024;
 
+/// Where a workspace opened at one folder is now (see [`Daemon::home_of`]).
+pub enum Home {
+    /// At the folder it was opened at.
+    Here,
+    /// Moved: open at its new folder.
+    Moved(Arc<Workspace>),
+    /// Neither: why, in a sentence. Nothing of it is written anywhere.
+    Gone(String),
+}
+
 /// Facts about this daemon process that `daemon.status` reports.
 #[derive(Debug, Clone)]
 pub struct DaemonOptions {
@@ -167,6 +177,11 @@ impl Daemon {
 
     /// The open workspace at `root`, opening it if needed.
     pub async fn workspace(&self, root: &str) -> RpcResult<Arc<Workspace>> {
+        self.workspace_now(root)
+    }
+
+    /// [`Daemon::workspace`] for code off the async path (nothing in it waits).
+    fn workspace_now(&self, root: &str) -> RpcResult<Arc<Workspace>> {
         let canonical = canonical_root(Path::new(root))?;
         let initialised = canonical.join(layout::SCAFLD_DIR).is_dir();
         {
@@ -185,9 +200,77 @@ impl Daemon {
         if !initialised && self.range_home(&canonical).data.is_dir() {
             return self.open_bare(&canonical);
         }
-        self.open_workspace(&canonical).await?;
+        self.open_workspace_as_now(&canonical, Opening::Existing)?;
         let open = crate::sync::lock(&self.open_workspaces);
         open.get(&canonical).cloned().ok_or_else(|| RpcError::internal("workspace vanished"))
+    }
+
+    /// Workspace `id`, which work begun at `root` (a review session, a job) belongs to,
+    /// wherever it is now: open at a folder that still holds it, followed to where its folder
+    /// was renamed, or found at the folder the store records for it. Failing all that, the
+    /// workspace at `root` as it is (the caller checks its id: never another workspace's).
+    pub async fn workspace_of(&self, root: &str, id: &str) -> RpcResult<Arc<Workspace>> {
+        for ws in self.open_as(id) {
+            match self.home_of(&ws) {
+                Home::Here => return Ok(ws),
+                Home::Moved(home) => return Ok(home),
+                Home::Gone(_) => {}
+            }
+        }
+        let recorded = self.store.workspaces().map_err(RpcError::internal)?.into_iter().find(|r| r.id == id);
+        if let Some(record) = recorded.filter(|r| r.root != root)
+            && layout::read_id(Path::new(&record.root)).ok().flatten().as_deref() == Some(id)
+        {
+            return self.workspace(&record.root).await;
+        }
+        self.workspace(root).await
+    }
+
+    /// Where workspace `ws` (opened at `ws.root`, say for a job that runs on) is now, before
+    /// anything of its is written there: a folder that holds it no longer (moved away, another
+    /// workspace moved in) is never written to as its. A folder whose id file names it, or
+    /// whose id file is merely lost (the folder keeps its workspace), is [`Home::Here`]; a
+    /// folder moved (renamed) since it was opened is followed and opened at its new place
+    /// when its id file there names the workspace ([`Home::Moved`]); anything else is
+    /// [`Home::Gone`], with a sentence saying why.
+    pub fn home_of(&self, ws: &Workspace) -> Home {
+        if ws.is_bare() || ws.id_file_names_this() {
+            return Home::Here;
+        }
+        let names_it = |root: &Path| layout::read_id(root).ok().flatten();
+        match ws.now_at() {
+            Some(now) if now == ws.root => match names_it(&ws.root) {
+                None => Home::Here,
+                Some(other) => Home::Gone(format!(
+                    "{} holds workspace {other} now, not workspace {} that this work belongs to",
+                    ws.root.display(),
+                    ws.id
+                )),
+            },
+            Some(now) if names_it(&now).as_deref() == Some(ws.id.as_str()) => {
+                match self.workspace_now(&now.display().to_string()) {
+                    Ok(moved) if moved.id == ws.id => Home::Moved(moved),
+                    Ok(other) => Home::Gone(format!(
+                        "workspace {} moved to {}, which is opened as workspace {} now",
+                        ws.id,
+                        now.display(),
+                        other.id
+                    )),
+                    Err(e) => Home::Gone(format!(
+                        "workspace {} moved to {}, which cannot be opened: {e}",
+                        ws.id,
+                        now.display()
+                    )),
+                }
+            }
+            Some(now) => Home::Gone(format!(
+                "the folder of workspace {} moved from {} to {}, whose .scafld/workspace_id no longer names it",
+                ws.id,
+                ws.root.display(),
+                now.display()
+            )),
+            None => Home::Gone(format!("the folder of workspace {} ({}) was removed", ws.id, ws.root.display())),
+        }
     }
 
     /// [`Daemon::workspace`] for a call that only reads: a `.scafld` with no id file that
@@ -289,6 +372,10 @@ impl Daemon {
         root: &Path,
         opening: Opening,
     ) -> RpcResult<(WorkspaceInfo, Option<Restored>)> {
+        self.open_workspace_as_now(root, opening)
+    }
+
+    fn open_workspace_as_now(&self, root: &Path, opening: Opening) -> RpcResult<(WorkspaceInfo, Option<Restored>)> {
         let root = canonical_root(root)?;
         if !root.join(layout::SCAFLD_DIR).is_dir() {
             return Err(RpcError::workspace_not_found(format!(

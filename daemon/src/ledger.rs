@@ -10,7 +10,7 @@ use std::sync::Arc;
 use scafld_protocol::ErrorKind;
 
 use crate::clock;
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, Home};
 use crate::domain::job::JobRecord;
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{Folder, Status};
@@ -58,6 +58,10 @@ pub enum Unprojected {
     /// It could not be written this time (saved again each time it was written, a write that
     /// failed): running the command again does it.
     Unwritten,
+    /// The folder the work began in holds the workspace no longer (moved away, another
+    /// workspace in its place) and its new place is not known: nothing is written anywhere,
+    /// and the next write or `reconcile` in the workspace's folder projects it.
+    Away,
 }
 
 /// The sentence a deferred projection carries: where, why, and what puts it right.
@@ -99,7 +103,7 @@ impl Projected {
                 Unprojected::Missing => {
                     Some(missing.and_then(|m| m.restore.clone()).unwrap_or_else(|| "none".to_string()))
                 }
-                Unprojected::Unwritten => None,
+                Unprojected::Unwritten | Unprojected::Away => None,
             };
             job.note_unprojected(note, next);
         }
@@ -183,6 +187,15 @@ pub fn record(
     daemon.store().append(&ws.id, task, &clock::now_rfc3339(), events).map_err(internal)?;
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     note_state(daemon, ws, task, &entries);
+    let moved;
+    let ws = match daemon.home_of(ws) {
+        Home::Here => ws,
+        Home::Moved(home) => {
+            moved = home;
+            &*moved
+        }
+        Home::Gone(why) => return Ok(deferred(task, why, Unprojected::Away)),
+    };
     Ok(project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred(task, e, Unprojected::Unwritten)))
 }
 
@@ -219,10 +232,24 @@ pub async fn record_ending<T>(
     let entry =
         |(event, seq): (&LedgerEvent, u64)| LedgerEntry { seq, recorded_at: recorded_at.clone(), event: event.clone() };
     entries.extend(events.iter().zip(first..).map(entry));
-    let (on_disk, mut unprojected) = match read_as_spec(ws, task) {
-        Ok(found) => (Some(found), None),
-        Err(Unread::Missing) => (None, Some(deferred_missing(ws, task, &entries))),
-        Err(Unread::Broken(why)) => (None, Some(deferred(task, why, Unprojected::Broken))),
+    // The job's result goes to the folder that holds its workspace now, never to one that
+    // holds another workspace since (the folder renamed, another moved into its place).
+    let moved;
+    let (ws, away) = match daemon.home_of(ws) {
+        Home::Here => (ws, None),
+        Home::Moved(home) => {
+            moved = home;
+            (&*moved, None)
+        }
+        Home::Gone(why) => (ws, Some(deferred(task, why, Unprojected::Away))),
+    };
+    let (on_disk, mut unprojected) = match away {
+        Some(away) => (None, Some(away)),
+        None => match read_as_spec(ws, task) {
+            Ok(found) => (Some(found), None),
+            Err(Unread::Missing) => (None, Some(deferred_missing(ws, task, &entries))),
+            Err(Unread::Broken(why)) => (None, Some(deferred(task, why, Unprojected::Broken))),
+        },
     };
     let shadowed = crate::templates::shadows(&ws.root, task);
     let next =
@@ -302,7 +329,11 @@ pub async fn record_ending<T>(
 /// permission, a symlink inside `.scafld`) is an error, as is a ledger that cannot be read.
 pub fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<Projected> {
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
-    project_entries(daemon, ws, task, &entries, cause)
+    match daemon.home_of(ws) {
+        Home::Here => project_entries(daemon, ws, task, &entries, cause),
+        Home::Moved(home) => project_entries(daemon, &home, task, &entries, cause),
+        Home::Gone(why) => Ok(deferred(task, why, Unprojected::Away)),
+    }
 }
 
 /// Project `entries` onto the task's spec file as it is now: read it, render, stage, and put

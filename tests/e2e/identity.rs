@@ -412,3 +412,50 @@ fn init_inside_a_workspaces_scafld_folder_is_refused_and_commands_there_find_the
     explicit.assert_code(6);
     assert!(explicit.json()["error"]["hint"].as_str().unwrap().contains(&format!("--root {}", root.display())));
 }
+
+/// A fresh `scafld init`ed git workspace at `dir` with task `task`, approved and its phase
+/// opened; its one criterion runs `command`.
+fn opened(env: &TestEnv, dir: &Path, task: &str, command: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q"]);
+    scafld_in(env, dir, &["init"]).assert_code(0);
+    std::fs::write(dir.join(format!(".scafld/specs/drafts/{task}.md")), spec(task, &[command])).unwrap();
+    scafld_in(env, dir, &["approve", task, "--reason", "tests skip hardening"]).assert_code(0);
+    scafld_in(env, dir, &["build", task]).assert_code(0);
+}
+
+/// A build runs while its workspace's folder is renamed and another workspace with the same
+/// task id is moved into the old folder: the build's result goes to its own workspace at its
+/// new folder (spec projected there, status review), and the workspace now at the old folder,
+/// which never ran it, is left exactly as it was.
+#[test]
+fn a_build_whose_folder_is_renamed_ends_in_its_own_workspace_not_the_one_moved_in() {
+    let env = TestEnv::new();
+    let other = env.path("other");
+    opened(&env, &other, "t", "test -f never-made");
+    let release = env.path("release");
+    opened(
+        &env,
+        &env.work,
+        "t",
+        &format!("touch {}; {}", env.path("ran").display(), until(&release.display().to_string())),
+    );
+    let started = env.scafld(&["build", "t", "--detach", "--json"]);
+    let job = started.json()["result"]["job_id"].as_str().unwrap().to_string();
+    wait_until("the step's command to run", || env.path("ran").exists());
+
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    std::fs::rename(&other, &env.work).unwrap();
+    let before = scafld_tests::tree(&env.work);
+    std::fs::write(&release, "").unwrap();
+    let finished = scafld_in(&env, &moved, &["job", "wait", &job, "--timeout", "30", "--json"]);
+    finished.assert_code(0);
+    let message = finished.json()["result"]["reason"].as_str().unwrap_or_default().to_string();
+    assert!(!message.contains("missing"), "{}", finished.stdout);
+    assert_eq!(scafld_tests::tree(&env.work), before, "the workspace moved in was written to");
+    let text = std::fs::read_to_string(moved.join(".scafld/specs/active/t.md")).unwrap();
+    assert!(text.contains("- [x] `c1`") && text.contains("status: review"), "{text}");
+    assert_eq!(scafld_in(&env, &moved, &["status", "t", "--json"]).json()["result"]["status"], "review");
+    assert_eq!(scafld_in(&env, &env.work, &["status", "t", "--json"]).json()["result"]["status"], "active");
+}

@@ -17,7 +17,7 @@ use super::{entry, require_valid};
 use crate::baseline;
 use crate::clock;
 use crate::config::Config;
-use crate::daemon::Daemon;
+use crate::daemon::{Daemon, Home};
 use crate::domain::acceptance::{self, RunFacts};
 use crate::domain::build::{self, Step, Target};
 use crate::domain::evidence;
@@ -865,13 +865,19 @@ impl BuildRun {
             (Vec::from_iter(changed), now.map_or_else(|| material.digest.clone(), |now| now.digest.clone()))
         };
         let base = &self.base;
+        // What follows reads the workspace where it is now (see `ledger::record_ending`).
+        let (home, away) = match self.daemon.home_of(&self.ws) {
+            Home::Moved(home) => (home, false),
+            Home::Here => (self.ws.clone(), false),
+            Home::Gone(_) => (self.ws.clone(), true),
+        };
         let (mut record, in_place) =
             record_ending(&self.daemon, &self.ws, &self.task, events, after, base, |spec, entries, digest_now| {
                 // What the step recorded is stale at once when its commands changed the files: the
                 // next step is then another build, not a review that would refuse it.
                 let status = spec.status().unwrap_or(Status::Active);
                 let stale = evidence::stale(spec, entries, Some(&digest_now));
-                let next = crate::evidence::next_for(&self.daemon, &self.ws, spec, entries, &stale, Default::default());
+                let next = crate::evidence::next_for(&self.daemon, &home, spec, entries, &stale, Default::default());
                 let passed = results.iter().filter(|r| r.status == CriterionStatus::Pass).count();
                 // A manual criterion waiting for a person is pending, not failed.
                 let pending = results.iter().filter(|r| r.status == CriterionStatus::Pending).count();
@@ -940,8 +946,9 @@ impl BuildRun {
         let unread = |e: &crate::workspace::index::LoadedSpec| {
             !e.duplicates.is_empty() || e.read_error.is_some() || e.parsed.structural_errors().next().is_some()
         };
-        if super::fresh_entry(&self.daemon, &self.ws, &self.task).map_or(true, |e| unread(&e))
-            && let Ok(next) = super::read::status_next(&self.daemon, &self.ws, &self.task, true).await
+        if !away
+            && super::fresh_entry(&self.daemon, &home, &self.task).map_or(true, |e| unread(&e))
+            && let Ok(next) = super::read::status_next(&self.daemon, &home, &self.task, true).await
             && let Some(outcome) = record.outcome.as_mut()
         {
             outcome.next_command = next.command;
@@ -976,6 +983,7 @@ impl BuildRun {
                 if self.cancel.is_cancelled() {
                     break;
                 }
+                self.still_home(criterion)?;
                 let result = self.run_criterion(phase, criterion, &mut evidence).await?;
                 timed_out |= result.reason.contains("timeout");
                 // Only a manual criterion waits (pending); anything else that did not pass failed.
@@ -997,6 +1005,7 @@ impl BuildRun {
                     if self.cancel.is_cancelled() {
                         break;
                     }
+                    self.still_home(criterion)?;
                     let result = self.run_criterion(&target.phase_id(), criterion, &mut evidence).await?;
                     timed_out |= result.reason.contains("timeout");
                     outcome = outcome.with(result.status);
@@ -1007,7 +1016,13 @@ impl BuildRun {
             // files are read again once the commands are done, while the step concludes (only
             // when a command ran).
             let ran = results.iter().any(|r: &CriterionResult| r.exit_code.is_some() || r.duration_ms > 0);
-            let material_after = ran.then(|| StepMaterial::read(&self.ws, &self.base));
+            // Read where the workspace is now (its folder may have been renamed meanwhile),
+            // never in a folder that holds another workspace since.
+            let material_after = match self.daemon.home_of(&self.ws) {
+                Home::Here => ran.then(|| StepMaterial::read(&self.ws, &self.base)),
+                Home::Moved(home) => ran.then(|| StepMaterial::read(&home, &self.base)),
+                Home::Gone(_) => None,
+            };
             // The step (its opening, its evidence) is recorded with its conclusion: one append,
             // one flush and one projection of the spec.
             let mut events = evidence.take();
@@ -1051,6 +1066,31 @@ impl BuildRun {
             }
             return Ok(StepEnd { events, target, results, timed_out, material_after });
         }
+    }
+
+    /// Refuse to run `next` when the folder the job runs in no longer holds its workspace
+    /// (renamed or removed, another workspace in its place): its command would run in
+    /// whatever the folder holds now. The step stops, recording nothing, and says where to
+    /// build again.
+    fn still_home(&self, next: &Criterion) -> RpcResult<()> {
+        let (why, hint) = match self.daemon.home_of(&self.ws) {
+            Home::Here => return Ok(()),
+            Home::Moved(home) => (
+                format!(
+                    "workspace {} moved from {} to {} while the build ran",
+                    self.ws.id,
+                    self.ws.root.display(),
+                    home.root.display()
+                ),
+                format!("run `scafld build {}` again in {}", self.task, home.root.display()),
+            ),
+            Home::Gone(why) => (why, format!("run `scafld build {}` again in the workspace's folder", self.task)),
+        };
+        Err(RpcError::new(
+            ErrorKind::WorkspaceError,
+            format!("{why}; the step stopped before `{}` ran and recorded nothing ({hint})", next.id),
+        )
+        .with_hint(hint))
     }
 
     /// Run one criterion and record its evidence, bound to its definition and the step's
@@ -1271,6 +1311,9 @@ pub(crate) struct CommandSetup {
     absolute_timeout_seconds: u64,
     idle_timeout: Option<Duration>,
     root: PathBuf,
+    /// Where diagnostics files are written: the workspace's folder wherever it is when they
+    /// are ([`Workspace::anchored`]).
+    diagnostics_root: PathBuf,
 }
 
 impl CommandSetup {
@@ -1287,6 +1330,7 @@ impl CommandSetup {
             idle_timeout: (execution.idle_timeout_seconds > 0)
                 .then(|| Duration::from_secs(execution.idle_timeout_seconds)),
             root: ws.root.clone(),
+            diagnostics_root: ws.anchored(),
         }
     }
 
@@ -1301,7 +1345,7 @@ impl CommandSetup {
             ..RunRequest::new(criterion.command.clone(), cwd, self.env.clone(), Duration::from_secs(timeout))
         };
         let diagnostics = Diagnostics {
-            dir: self.root.join(".scafld/runs").join(task).join("diagnostics"),
+            dir: self.diagnostics_root.join(".scafld/runs").join(task).join("diagnostics"),
             env_overrides: self.env_overrides.clone(),
         };
         Ok((request, diagnostics))

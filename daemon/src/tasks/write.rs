@@ -281,6 +281,10 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
             Projected::Deferred { note, why: Unprojected::Unwritten } => {
                 return Err(RpcError::new(ErrorKind::Busy, note).with_hint("run it again once the file is saved"));
             }
+            Projected::Deferred { note, why: Unprojected::Away } => {
+                return Err(RpcError::new(ErrorKind::WorkspaceError, note)
+                    .with_hint(format!("run `scafld reconcile {}` in the workspace's folder", entry.task_id)));
+            }
             // Removed since it was read: said as for a file missing from the start.
             Projected::Deferred { why: Unprojected::Missing, .. } => {
                 return Err(match super::Gone::of(daemon, &ws, &entry.task_id)? {

@@ -45,6 +45,9 @@ pub struct Workspace {
     /// Held while the workspace's ledgers are read into its index (`ledger::load_states`),
     /// so that a second reader waits for the first instead of reading them all again.
     pub ledger_loading: Mutex<()>,
+    /// The root folder held open, so that where it is now can be told after a `mv` (see
+    /// [`Workspace::now_at`]); `None` when it could not be opened.
+    anchor: Option<std::fs::File>,
 }
 
 /// Where the range reviews of a plain git repository (no `.scafld/`) live: a workspace id
@@ -126,7 +129,6 @@ impl Workspace {
     fn with_data(id: String, root: PathBuf, data: PathBuf, range: RangeHome, index: Index) -> Workspace {
         Workspace {
             id,
-            root,
             data,
             range,
             index: RwLock::new(index),
@@ -137,7 +139,33 @@ impl Workspace {
             shims: Mutex::new(None),
             listed: Mutex::new(None),
             ledger_loading: Mutex::new(()),
+            anchor: std::fs::File::open(&root).ok(),
+            root,
         }
+    }
+
+    /// A path that reaches the root folder opened as this workspace wherever it is now (the
+    /// daemon's descriptor of it, `/proc/self/fd/N`), for a file written once work that began
+    /// here ends: it lands in this workspace even when its folder was renamed meanwhile, never
+    /// in another one moved to the old path. The root itself when the folder is not held.
+    pub fn anchored(&self) -> PathBuf {
+        use std::os::fd::AsRawFd;
+        match &self.anchor {
+            Some(anchor) => PathBuf::from(format!("/proc/self/fd/{}", anchor.as_raw_fd())),
+            None => self.root.clone(),
+        }
+    }
+
+    /// Where the root folder opened as this workspace is now: `root` itself, or another path
+    /// when it was moved (renamed) since; `None` when it was removed (or cannot be told).
+    /// The kernel keeps the path of an open folder current, so a moved workspace is found
+    /// wherever it went on the same file system.
+    pub fn now_at(&self) -> Option<PathBuf> {
+        use std::os::fd::AsRawFd;
+        let anchor = self.anchor.as_ref()?;
+        let path = std::fs::read_link(format!("/proc/self/fd/{}", anchor.as_raw_fd())).ok()?;
+        let removed = path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") && !path.is_dir();
+        (!removed && path.is_absolute()).then_some(path)
     }
 
     /// Wait for one of the workspace's job slots, shared by builds and daemon-run reviewers.
@@ -211,6 +239,8 @@ impl Workspace {
         if let Some(Ok(text)) = rest.and_then(|rest| rest.strip_prefix(b"/")).map(std::str::from_utf8) {
             return text.to_string();
         }
-        path.strip_prefix(&self.root).unwrap_or(path).display().to_string()
+        let anchored = self.anchored();
+        let inside = path.strip_prefix(&self.root).or_else(|_| path.strip_prefix(&anchored));
+        inside.unwrap_or(path).display().to_string()
     }
 }
