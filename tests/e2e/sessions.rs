@@ -1120,3 +1120,27 @@ fn review_wait_of_a_session_with_no_verdict_names_review_retry() {
     let next: Vec<&str> = human.stdout.lines().filter(|l| l.starts_with("next: ")).collect();
     assert!(next.len() == 1 && next[0].contains(&retry), "{}", human.stdout);
 }
+
+/// The workspace's folder is renamed while a worker holds its review: the submission is
+/// recorded in the moved workspace (the gate it reports is the one `status` shows there),
+/// never reported as a gate that nothing recorded.
+#[test]
+fn a_worker_submission_after_the_workspace_moved_is_recorded_where_it_went() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let claim = worker(&env, &["claim", "--id", "w"], &[]).json()["result"].clone();
+    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
+    let answer = env.path("dossier.json");
+    std::fs::write(&answer, dossier("pass", "")).unwrap();
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    let in_moved = |args: &[&str]| Run::from(env.scafld_command(args).current_dir(&moved).output().unwrap());
+    let submitted =
+        in_moved(&["worker", "submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap(), "--json"]);
+    submitted.assert_code(0);
+    assert_eq!(submitted.json()["result"]["gate"], "pass", "{}", submitted.stdout);
+    let status = in_moved(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["review_gate"], "pass", "{status}");
+    in_moved(&["complete", "rev"]).assert_code(0);
+}

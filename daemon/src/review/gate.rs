@@ -156,7 +156,7 @@ pub async fn record_consensus(
     reviewers: &[consensus::Reviewer],
     outcome: consensus::Outcome,
 ) -> RpcResult<Gate> {
-    let ws = daemon.workspace(&session.root).await?;
+    let ws = daemon.workspace_of(&session.root, &session.workspace_id).await?;
     if ws.id != session.workspace_id {
         // Never into another workspace's ledger (the folder took a new identity meanwhile).
         return Err(RpcError::new(

@@ -599,6 +599,14 @@ async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
     if outcome == Outcome::Pending {
         return None;
     }
+    // The session's workspace may have moved since it began (its folder renamed): the review
+    // is recorded, and its report written, where the workspace is now.
+    if let Ok(ws) = daemon.workspace_of(&session.root, &session.workspace_id).await
+        && ws.owns(&session.workspace_id)
+        && !ws.is_bare()
+    {
+        session.root = ws.root.display().to_string();
+    }
     let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, outcome);
     result.task_id = session.task().unwrap_or_default().to_string();
     result.report_path = session.report_path.clone();
@@ -619,6 +627,8 @@ async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
                 // Nothing is on record: no verdict may read as given, and `review retry` records
                 // the answers once the ledger takes writes again.
                 warn!(session = %key, "cannot record the review: {}", e.0.message);
+                // Nothing was recorded: the gate is no verdict's, whatever the reviewers said.
+                result.gate = Some(m::GateState::Internal);
                 result.outcome = Outcome::Internal;
                 result.status = consensus::WaitStatus::Error;
                 result.gate = Some(m::GateState::Unrecorded);
