@@ -493,9 +493,14 @@ impl Daemon {
         }
         let known = recorded(&id);
         let moves = known.is_none_or(|k| k.root != root_text && !stays_with(Path::new(&k.root), root));
-        if moves {
+        // The record learns which `.scafld` the folder holds (an older record knew only the
+        // path; a `.scafld` put back from a copy is another folder).
+        let scafld = layout::scafld_identity(root).map(|(dev, ino)| [dev, ino]);
+        let relearns =
+            known.is_some_and(|k| k.root == root_text && k.scafld != scafld && !layout::scafld_is_link(root));
+        if moves || relearns {
             self.store
-                .save_workspace(&WorkspaceRecord { id: id.clone(), root: root_text.clone() })
+                .save_workspace(&WorkspaceRecord { id: id.clone(), root: root_text.clone(), scafld })
                 .map_err(RpcError::internal)?;
             let here = |r: &WorkspaceRecord| r.root == root_text || same_scafld(Path::new(&r.root), root);
             let retired: Vec<String> = records.iter().filter(|r| r.id != id && here(r)).map(|r| r.id.clone()).collect();
@@ -744,7 +749,11 @@ fn unsettled_id(records: &[WorkspaceRecord], root: &Path) -> RpcResult<String> {
 /// from before a folder was recorded with one workspace at a time: nothing is guessed).
 fn recorded_here(records: &[WorkspaceRecord], root: &Path) -> Option<String> {
     let root_text = root.display().to_string();
-    let at_root: Vec<&WorkspaceRecord> = records.iter().filter(|r| r.root == root_text).collect();
+    // A record that knows its `.scafld` folder holds only for that folder: another one at the
+    // same path (the workspace moved away, a fresh clone made in its place) is not it.
+    let scafld = layout::scafld_identity(root).map(|(dev, ino)| [dev, ino]);
+    let same_folder = |r: &WorkspaceRecord| r.scafld.is_none_or(|known| Some(known) == scafld);
+    let at_root: Vec<&WorkspaceRecord> = records.iter().filter(|r| r.root == root_text && same_folder(r)).collect();
     let reaching: Vec<&WorkspaceRecord> =
         records.iter().filter(|r| r.root != root_text && same_scafld(Path::new(&r.root), root)).collect();
     match (at_root.as_slice(), reaching.as_slice()) {

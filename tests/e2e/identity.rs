@@ -459,3 +459,34 @@ fn a_build_whose_folder_is_renamed_ends_in_its_own_workspace_not_the_one_moved_i
     assert_eq!(scafld_in(&env, &moved, &["status", "t", "--json"]).json()["result"]["status"], "review");
     assert_eq!(scafld_in(&env, &env.work, &["status", "t", "--json"]).json()["result"]["status"], "active");
 }
+
+/// `mv repo repo.bak` and a fresh clone at the old path: the clone (a `.scafld` without an id
+/// file where the workspace was recorded) is not the moved workspace; a read there takes
+/// neither its id nor its history, and the moved checkout keeps both.
+#[test]
+fn a_fresh_clone_where_a_workspace_moved_from_does_not_take_its_id_or_history() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    git(&env.work, &["config", "user.email", "a@b"]);
+    git(&env.work, &["config", "user.name", "a"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/t.md"), spec("t", &["true"])).unwrap();
+    scafld_tests::commit_all(&env.work, "spec");
+    env.scafld(&["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
+    let id = id_file(&env.work);
+    let bak = env.path("work.bak");
+    std::fs::rename(&env.work, &bak).unwrap();
+    git(&env.path(""), &["clone", "-q", bak.to_str().unwrap(), env.work.to_str().unwrap()]);
+    assert!(env.work.join(".scafld").is_dir() && !env.work.join(".scafld/workspace_id").exists());
+
+    let status = env.scafld(&["status", "t", "--json"]);
+    assert_eq!(status.json()["result"]["status"], "draft", "{}", status.stdout);
+    assert!(!env.work.join(".scafld/workspace_id").exists(), "the clone took an id");
+    let history = scafld_in(&env, &bak, &["session", "t", "--json"]).json()["result"]["entries"].clone();
+    assert!(history.to_string().contains("approval"), "the moved checkout lost its history: {history}");
+    assert_eq!(id_file(&bak), id, "the moved checkout keeps its id");
+    // The clone's first write gives it an id of its own.
+    env.scafld(&["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
+    assert_ne!(id_file(&env.work), id);
+    assert_eq!(id_file(&bak), id);
+}

@@ -57,6 +57,12 @@ pub const RECOVERY_HINT: &str = "the daemon did not start and nothing was lost b
 pub struct WorkspaceRecord {
     pub id: String,
     pub root: String,
+    /// The device and inode of the `.scafld` folder the workspace had at `root` when it was
+    /// recorded there: a `.scafld` without an id file at that root is this workspace's (its id
+    /// file lost) only when it is that same folder, never a new one (a fresh clone where the
+    /// workspace was moved away from). Absent in records older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scafld: Option<[u64; 2]>,
 }
 
 pub trait Store: Send + Sync + 'static {
@@ -844,7 +850,7 @@ mod tests {
         let db = dir.path().join("db");
         let store = SledStore::open(&db).unwrap();
         for id in ["old", "new"] {
-            store.save_workspace(&WorkspaceRecord { id: id.into(), root: "/r".into() }).unwrap();
+            store.save_workspace(&WorkspaceRecord { id: id.into(), root: "/r".into(), scafld: None }).unwrap();
         }
         let event = LedgerEvent::Build { status: "active".into(), reason: "kept".into() };
         store.append("old", "t", "2026-01-01T00:00:00Z", vec![event]).unwrap();

@@ -153,7 +153,7 @@ pub fn recover(db_dir: &Path) -> Result<Report, StoreError> {
     remove_scratch(&scratch)?;
     let store = SledStore::open(&scratch)?;
     for (id, root) in &roots {
-        store.save_workspace(&WorkspaceRecord { id: id.clone(), root: root.clone() })?;
+        store.save_workspace(&WorkspaceRecord { id: id.clone(), root: root.clone(), scafld: None })?;
     }
     report.workspaces = roots.len();
     let mut tasks: Vec<(String, String)> = held.keys().chain(exports.keys()).cloned().collect();
