@@ -490,3 +490,28 @@ fn a_fresh_clone_where_a_workspace_moved_from_does_not_take_its_id_or_history() 
     assert_ne!(id_file(&env.work), id);
     assert_eq!(id_file(&bak), id);
 }
+
+/// `job cancel` in one workspace does not cancel another's job: it names the workspace the
+/// job belongs to and how to cancel it there (exit 2), and the job runs on.
+#[test]
+fn job_cancel_in_one_workspace_refuses_another_workspaces_job() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    opened(&env, &env.work, "t", &until(&release.display().to_string()));
+    let started = env.scafld(&["build", "t", "--detach", "--json"]);
+    let job = started.json()["result"]["job_id"].as_str().unwrap().to_string();
+    let other = env.path("other");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q"]);
+    scafld_in(&env, &other, &["init"]).assert_code(0);
+
+    let refused = scafld_in(&env, &other, &["job", "cancel", &job, "--json"]);
+    refused.assert_code(2);
+    let root = env.work.canonicalize().unwrap().display().to_string();
+    let hint = refused.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    assert!(hint.contains(&format!("scafld --root {root} job cancel {job}")), "{}", refused.stdout);
+    assert_eq!(job_state(&env, &job)["state"], "running");
+    env.scafld(&["job", "cancel", &job]).assert_code(0);
+    env.scafld(&["job", "wait", &job, "--timeout", "30"]);
+    assert_eq!(job_state(&env, &job)["state"], "cancelled");
+}

@@ -63,6 +63,25 @@ pub fn stopped_before_end(job: &JobRecord) -> RpcError {
 /// nothing was cancelled.
 pub async fn cancel(daemon: &Arc<Daemon>, p: m::JobParams) -> RpcResult<m::JobInfo> {
     let before = daemon.jobs.get(&p.job_id).ok_or_else(|| unknown_job(&p.job_id))?;
+    if let Some(root) = &p.root {
+        let ws = daemon.workspace_to_read(root).await?;
+        if !ws.owns(&before.workspace_id) {
+            return Err(RpcError::new(
+                ErrorKind::NotFound,
+                format!(
+                    "{} is a job of workspace {} at {}, not of this workspace ({}); nothing was cancelled",
+                    before.id,
+                    before.workspace_id,
+                    before.root,
+                    ws.root.display()
+                ),
+            )
+            .with_hint(format!("to cancel it, run `scafld --root {} job cancel {}`", before.root, before.id))
+            .with_details(
+                serde_json::json!({"job_id": before.id, "workspace_id": before.workspace_id, "root": before.root}),
+            ));
+        }
+    }
     if before.state.is_finished() {
         let when = before.finished_at.as_deref().map(|at| format!(" at {at}")).unwrap_or_default();
         return Err(RpcError::new(

@@ -41,6 +41,10 @@ method!(
 #[serde(deny_unknown_fields)]
 pub struct JobParams {
     pub job_id: String,
+    /// The caller's workspace root: `job.cancel` then refuses a job of another workspace
+    /// (naming it). Absent: any job of this daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

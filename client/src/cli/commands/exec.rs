@@ -333,7 +333,7 @@ pub fn job_list(ctx: &Context) -> Result<u8, CliError> {
 
 pub fn job_status(ctx: &Context, job_id: &str) -> Result<u8, CliError> {
     let mut conn = ctx.connect()?;
-    let j = call::<m::JobStatus>(&mut conn, &m::JobParams { job_id: job_id.into() })?;
+    let j = call::<m::JobStatus>(&mut conn, &m::JobParams { job_id: job_id.into(), root: None })?;
     ctx.out.success(&j, || job_line(&j));
     Ok(workflow::OK)
 }
@@ -376,8 +376,15 @@ pub fn job_wait(ctx: &Context, job_id: &str, timeout: f64) -> Result<u8, CliErro
 }
 
 pub fn job_cancel(ctx: &Context, job_id: &str) -> Result<u8, CliError> {
+    // Only a job of the workspace it is run in (the daemon names another's, and where to
+    // cancel it); outside any workspace, any job.
+    let root = match crate::cli::workspace::find_root(ctx.global.root.as_deref()) {
+        Ok(root) => Some(root.display().to_string()),
+        Err(e) if ctx.global.root.is_some() => return Err(e),
+        Err(_) => None,
+    };
     let mut conn = ctx.connect()?;
-    let j = call::<m::JobCancel>(&mut conn, &m::JobParams { job_id: job_id.into() })?;
+    let j = call::<m::JobCancel>(&mut conn, &m::JobParams { job_id: job_id.into(), root })?;
     // A job that had finished before the call is the daemon's refusal (exit 1); one that ended
     // while the call was on its way is said as it ended.
     ctx.out.success(&j, || match (j.finished, j.state) {

@@ -217,7 +217,9 @@ pub(super) fn follow(
         }
         let mut changed = false;
         for (i, job_id) in spawned.job_ids.iter().enumerate() {
-            let Ok(info) = call::<m::JobStatus>(conn, &m::JobParams { job_id: job_id.clone() }) else { continue };
+            let Ok(info) = call::<m::JobStatus>(conn, &m::JobParams { job_id: job_id.clone(), root: None }) else {
+                continue;
+            };
             if info.activity.is_some() && info.activity != last_activity[i] {
                 note(&format!(
                     "scafld review {label}: {} elapsed={}s",
