@@ -384,7 +384,7 @@ fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept
     for call in [&["heartbeat", "job-nope", "--lease", "x"][..], &["release", "job-nope", "--lease", "x"]] {
         let unknown = worker(&env, call, &[]);
         unknown.assert_code(2);
-        assert_eq!(unknown.json()["error"]["data"]["kind"], "not_found", "{call:?}: {}", unknown.stdout);
+        assert_eq!(unknown.json()["error"]["code"], "not_found", "{call:?}: {}", unknown.stdout);
     }
 
     let second = worker(&env, &["claim", "--id", "w2"], &[]);
