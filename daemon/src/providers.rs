@@ -940,7 +940,9 @@ pub fn interpret_template(
     };
     let answer = match &invocation.answer {
         // Prose from a submission-channel provider never counts.
-        Answer::Submission(_) => serde_json::from_str::<Value>(&raw).ok().and_then(|v| template::answer_from_json(&v)),
+        Answer::Submission(_) => {
+            scafld_protocol::json::from_str(&raw).ok().and_then(|v| template::answer_from_json(&v))
+        }
         _ => template::parse_answer(&raw),
     };
     // Read from stdout cut at its start: the raw text kept says why it gave no answer.
@@ -1053,10 +1055,7 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
         Answer::Stdout => from_stdout(),
         Answer::File(path) => match capped::read_text(path, "answer file", CAPTURE_CAP) {
             Ok(text) if !text.trim().is_empty() => {
-                serde_json::from_str::<Value>(text.trim()).map_err(|e| format!("not JSON: {e}")).and_then(|v| {
-                    serde_json::from_value::<Dossier>(strip_nulls(v))
-                        .map_err(|e| format!("dossier does not match the schema: {e}"))
-                })
+                dossier::parse_file(&text).map(strip_nulls).and_then(dossier::from_value)
             }
             Err(capped::ReadError { refusal: capped::Refusal::TooLarge(len), .. }) => {
                 Err(over_cap("reviewer", "answer file", len))

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod error;
 pub mod events;
 pub mod hosts;
+pub mod json;
 pub mod methods;
 pub mod progress;
 pub mod receipt;

@@ -301,6 +301,31 @@ fn invalid_dossiers_fail_the_attempt_and_never_pass() {
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
+/// A dossier giving a key twice reads two ways (a fail with its blocker, then `"verdict":"pass"`
+/// and no findings; a finding's `blocks_completion` true, then false): it is no verdict, never
+/// its last copy's pass, and `complete` refuses. (The last copies alone would pass.)
+#[test]
+fn a_dossier_giving_a_key_twice_is_no_verdict_never_its_last_copy() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let twice = format!("{},\"verdict\":\"pass\",\"findings\":[]}}", fail().strip_suffix('}').unwrap());
+    let nested = fail()
+        .replace("\"verdict\":\"fail\"", "\"verdict\":\"pass\"")
+        .replace("\"blocks_completion\":true", "\"blocks_completion\":true,\"blocks_completion\":false");
+    for (name, answer, key) in [("twice", twice, "verdict"), ("nested", nested, "blocks_completion")] {
+        let script = reviewer(&env, name, &answer, "");
+        let run = command_review(&env, &script, &["--force", "--min-attack-angles", "2", "--json"]);
+        run.assert_code(4);
+        let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(
+            message.contains(&format!("the output reads two ways: the key `{key}` is given twice")),
+            "{name}: {message}"
+        );
+        assert!(!ledger_types(&env).contains(&"review".to_string()), "{name}: recorded as a review");
+        env.scafld(&["complete", "rev"]).assert_code(4);
+    }
+}
+
 /// A dossier over the 8 MiB read of a reviewer's output is refused as too long, with the
 /// limit named (before, the kept end of it was parsed and reported as "not JSON at column 1"),
 /// and it never passes. A reviewer that never stops printing is stopped there, not at its

@@ -772,6 +772,17 @@ fn worker_calls_with_bad_input_change_nothing() {
         "running",
         "the lease is kept after a refused dossier"
     );
+    // A dossier file giving a key twice (a fail with its blocker, then a milder pass) reads two
+    // ways: refused before it is sent (once parsed, the daemon could not see it), the lease kept.
+    let twice = env.path("twice.json");
+    let fail = dossier("fail", &blocker("src/f1.rs", 1));
+    std::fs::write(&twice, format!("{},\"verdict\":\"pass\",\"findings\":[]}}", fail.strip_suffix('}').unwrap()))
+        .unwrap();
+    let refused = worker(&env, &["submit", job_id, "--lease", lease_token, "--dossier", twice.to_str().unwrap()], &[]);
+    refused.assert_code(2);
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("--dossier reads two ways: the key `verdict` is given twice"), "{}", refused.stdout);
+    assert_eq!(client.result("worker.heartbeat", json!({"job_id": job, "lease_token": lease}))["state"], "running");
     // The session's file by another spelling is that file.
     let counted = worker(&env, &["checkpoint", job_id, "--lease", lease_token, "--file", "./src/f1.rs"], &[]);
     assert_eq!(counted.json()["result"]["files_reviewed"], 1, "{}", counted.stdout);

@@ -2,6 +2,7 @@
 //! trailing data are errors), NDJSON `{"type":"dossier"}` frames, normalisation, and validation
 //! against the review request (mode and budgets). An invalid dossier is never a pass.
 
+use scafld_protocol::json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -138,36 +139,55 @@ impl Dossier {
 }
 
 /// Parse provider output: one JSON object (the dossier), or NDJSON frames of which the last
-/// `{"type":"dossier","dossier":{...}}` counts. Anything else is an error saying why.
+/// `{"type":"dossier","dossier":{...}}` counts. Anything else is an error saying why, and so is
+/// output that reads two ways: an object anywhere in it giving a key twice.
 pub fn parse(text: &str) -> Result<Dossier, String> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
         return Err("the reviewer produced no output".into());
     }
-    let mut values = serde_json::Deserializer::from_str(trimmed).into_iter::<Value>();
-    let first = values.next().ok_or("no JSON value")?.map_err(|e| format!("not JSON: {e}"))?;
+    let mut values = serde_json::Deserializer::from_str(trimmed).into_iter::<json::Unrepeated>();
+    let first = values.next().ok_or("no JSON value")?.map_err(|e| unreadable(e, "the output"))?.0;
     let rest: Vec<_> = values.collect();
     if first.get("type").is_none() {
         if !rest.is_empty() {
             return Err("trailing data after the dossier object; submit exactly one JSON object".into());
         }
-        return serde_json::from_value(first).map_err(|e| format!("dossier does not match the schema: {e}"));
+        return from_value(first);
     }
-    let mut dossier = None;
-    for frame in std::iter::once(Ok(first)).chain(rest) {
-        let frame = frame.map_err(|e| format!("bad NDJSON frame: {e}"))?;
+    let mut dossier: Option<Value> = None;
+    for frame in std::iter::once(Ok(json::Unrepeated(first))).chain(rest) {
+        let frame = frame.map_err(|e| unreadable(e, "an NDJSON frame"))?.0;
         match frame.get("type").and_then(Value::as_str) {
             Some("dossier") => {
                 let body = frame.get("dossier").cloned().ok_or("a dossier frame has no `dossier` field")?;
-                dossier =
-                    Some(serde_json::from_value(body).map_err(|e| format!("dossier does not match the schema: {e}"))?);
+                dossier = Some(body);
             }
             Some("tick" | "partial") => {}
             Some(other) => return Err(format!("unsupported frame type {other:?}")),
             None => return Err("every NDJSON frame needs a `type`".into()),
         }
     }
-    dossier.ok_or_else(|| "no dossier frame in the output".into())
+    from_value(dossier.ok_or("no dossier frame in the output")?)
+}
+
+/// An answer file's text (one JSON object, codex's) as a value, read as strictly as stdout.
+pub fn parse_file(text: &str) -> Result<Value, String> {
+    json::from_str(text.trim()).map_err(|e| unreadable(e, "the answer file"))
+}
+
+/// Why `what` cannot be read: not JSON, or a key given twice (an answer that reads two ways).
+fn unreadable(e: serde_json::Error, what: &str) -> String {
+    if json::is_repeated_key(&e) {
+        format!("{what} reads two ways: {e}; give each key once")
+    } else {
+        format!("{what} is not JSON: {e}")
+    }
+}
+
+/// A dossier from a JSON value read by [`json::from_str`] (a key given twice already refused).
+pub fn from_value(value: Value) -> Result<Dossier, String> {
+    serde_json::from_value(value).map_err(|e| format!("dossier does not match the schema: {e}"))
 }
 
 /// Fill what the reviewer may leave out (finding ids, statuses, actual counts, requested budget).
@@ -336,6 +356,24 @@ mod tests {
             ("".into(), "no output"),
             ("garbage".into(), "not JSON"),
             ("{\"type\":\"verdict\"}".into(), "unsupported frame type"),
+            // A key given twice reads two ways, wherever it is: never the last copy.
+            (
+                PASS.replace("{\"verdict\":\"pass\"", "{\"verdict\":\"fail\",\"verdict\":\"pass\""),
+                "the key `verdict` is given twice",
+            ),
+            (
+                PASS.replace("\"budget\":{}", "\"budget\":{\"depth\":\"a\",\"depth\":\"b\"}"),
+                "the key `depth` is given twice",
+            ),
+            (
+                format!(
+                    "{{\"type\":\"tick\"}}\n{{\"type\":\"dossier\",\"dossier\":{},\"dossier\":{}}}",
+                    blocking(),
+                    PASS
+                )
+                .replace("\n        ", ""),
+                "an NDJSON frame reads two ways: the key `dossier` is given twice",
+            ),
         ];
         for (text, expected) in cases {
             let problems = check(&text).expect_err(&text);

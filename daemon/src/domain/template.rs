@@ -477,63 +477,8 @@ pub fn parse_answer(text: &str) -> Option<Answer> {
     match unfenced.unwrap_or(trimmed) {
         // A key given twice (`"verdict":"FAIL", ... "verdict":"PASS"`) is no answer: which one
         // was meant cannot be told, and a reader keeping the last would take the milder.
-        json if json.starts_with('{') => serde_json::from_str::<Unrepeated>(json)
-            .ok()
-            .and_then(|_| serde_json::from_str::<Value>(json).ok())
-            .and_then(|v| answer_from_json(&v)),
+        json if json.starts_with('{') => scafld_protocol::json::from_str(json).ok().and_then(|v| answer_from_json(&v)),
         _ => parse_markdown(&atx_headings(trimmed)),
-    }
-}
-
-/// Any JSON value, refused when an object anywhere in it gives a key twice (serde_json's own
-/// reading keeps the last, silently).
-struct Unrepeated;
-
-impl<'de> serde::Deserialize<'de> for Unrepeated {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Unrepeated, D::Error> {
-        deserializer.deserialize_any(UnrepeatedVisitor)
-    }
-}
-
-struct UnrepeatedVisitor;
-
-impl<'de> serde::de::Visitor<'de> for UnrepeatedVisitor {
-    type Value = Unrepeated;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value whose objects give each key once")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Unrepeated, E> {
-        Ok(Unrepeated)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Unrepeated, E> {
-        Ok(Unrepeated)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Unrepeated, E> {
-        Ok(Unrepeated)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Unrepeated, E> {
-        Ok(Unrepeated)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Unrepeated, E> {
-        Ok(Unrepeated)
-    }
-    fn visit_unit<E>(self) -> Result<Unrepeated, E> {
-        Ok(Unrepeated)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Unrepeated, A::Error> {
-        while seq.next_element::<Unrepeated>()?.is_some() {}
-        Ok(Unrepeated)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Unrepeated, A::Error> {
-        let mut seen = std::collections::BTreeSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if !seen.insert(key.clone()) {
-                return Err(serde::de::Error::custom(format!("the key `{key}` is given twice")));
-            }
-            map.next_value::<Unrepeated>()?;
-        }
-        Ok(Unrepeated)
     }
 }
 

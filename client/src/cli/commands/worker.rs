@@ -60,8 +60,16 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             // A dossier travels in one request line: a larger file could never be sent.
             let text = crate::cli::input::read_text("--dossier", dossier, scafld_protocol::MAX_REQUEST_LINE_BYTES)
                 .map_err(CliError::usage)?;
-            let value: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| CliError::usage(format!("--dossier is not JSON: {e}")))?;
+            // Read as strictly as the daemon reads a reviewer's stdout: a key given twice (the
+            // last copy a milder verdict, say) makes the dossier read two ways, and once parsed
+            // here the daemon could no longer see it.
+            let value = scafld_protocol::json::from_str(&text).map_err(|e| {
+                CliError::usage(if scafld_protocol::json::is_repeated_key(&e) {
+                    format!("--dossier reads two ways: {e}; give each key once")
+                } else {
+                    format!("--dossier is not JSON: {e}")
+                })
+            })?;
             let mut conn = ctx.connect()?;
             let params = m::WorkerSubmitParams {
                 job_id: lease.job_id.clone(),
