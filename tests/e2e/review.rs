@@ -326,6 +326,25 @@ fn a_dossier_giving_a_key_twice_is_no_verdict_never_its_last_copy() {
     }
 }
 
+/// A reviewer printing two different dossier frames (a fail with its blocker, then a pass)
+/// reads two ways: no verdict, never the last frame's pass with the blocker dropped. The same
+/// dossier framed twice is one answer.
+#[test]
+fn two_different_dossier_frames_are_no_verdict_never_the_last_one() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let frame = |d: String| format!("{{\"type\":\"dossier\",\"dossier\":{d}}}");
+    let script = reviewer(&env, "two", &format!("{}\n{}", frame(fail()), frame(pass())), "");
+    let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
+    run.assert_code(4);
+    let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("the output holds two different dossier frames"), "{message}");
+    assert!(!ledger_types(&env).contains(&"review".to_string()), "recorded as a review");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+    let script = reviewer(&env, "same", &format!("{}\n{}", frame(pass()), frame(pass())), "");
+    command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+}
+
 /// A dossier over the 8 MiB read of a reviewer's output is refused as too long, with the
 /// limit named (before, the kept end of it was parsed and reported as "not JSON at column 1"),
 /// and it never passes. A reviewer that never stops printing is stopped there, not at its

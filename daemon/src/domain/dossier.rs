@@ -138,9 +138,10 @@ impl Dossier {
     }
 }
 
-/// Parse provider output: one JSON object (the dossier), or NDJSON frames of which the last
-/// `{"type":"dossier","dossier":{...}}` counts. Anything else is an error saying why, and so is
-/// output that reads two ways: an object anywhere in it giving a key twice.
+/// Parse provider output: one JSON object (the dossier), or NDJSON frames of which exactly one
+/// is `{"type":"dossier","dossier":{...}}` (`tick` and `partial` frames aside; the same dossier
+/// repeated is still that one). Anything else is an error saying why, and so is output that
+/// reads two ways: an object anywhere in it giving a key twice, or two different dossiers.
 pub fn parse(text: &str) -> Result<Dossier, String> {
     let trimmed = text.trim();
     if trimmed.is_empty() {
@@ -161,7 +162,13 @@ pub fn parse(text: &str) -> Result<Dossier, String> {
         match frame.get("type").and_then(Value::as_str) {
             Some("dossier") => {
                 let body = frame.get("dossier").cloned().ok_or("a dossier frame has no `dossier` field")?;
-                dossier = Some(body);
+                match &dossier {
+                    Some(earlier) if *earlier != body => {
+                        return Err("the output holds two different dossier frames; a reviewer answers with exactly one dossier"
+                            .into());
+                    }
+                    _ => dossier = Some(body),
+                }
             }
             Some("tick" | "partial") => {}
             Some(other) => return Err(format!("unsupported frame type {other:?}")),
@@ -335,6 +342,9 @@ mod tests {
         let framed =
             format!("{{\"type\":\"tick\"}}\n{{\"type\":\"dossier\",\"dossier\":{}}}\n", PASS.replace('\n', ""));
         assert!(check(&framed).is_ok());
+        // The same dossier framed twice is still one answer.
+        let again = format!("{framed}{}", framed.replace("{\"type\":\"tick\"}\n", ""));
+        assert_eq!(check(&again).unwrap().verdict, "pass");
     }
 
     #[test]
@@ -373,6 +383,16 @@ mod tests {
                 )
                 .replace("\n        ", ""),
                 "an NDJSON frame reads two ways: the key `dossier` is given twice",
+            ),
+            // Two different dossiers read two ways: never the last one.
+            (
+                format!(
+                    "{{\"type\":\"dossier\",\"dossier\":{}}}\n{{\"type\":\"dossier\",\"dossier\":{}}}",
+                    blocking(),
+                    PASS
+                )
+                .replace("\n        ", ""),
+                "two different dossier frames",
             ),
         ];
         for (text, expected) in cases {
