@@ -7,7 +7,7 @@ use scafld_protocol::methods::{
 };
 
 use crate::domain::dossier::{Attack, Dossier, Finding};
-use crate::domain::job::{Checkpoint, FailureClass, ReviewerFailure};
+use crate::domain::job::{Checkpoint, FailureClass, ReviewerFailure, Subject};
 
 /// Where one reviewer of a session stands.
 #[derive(Debug, Clone)]
@@ -74,11 +74,35 @@ pub fn issues(reviewer: &str, dossier: &Dossier) -> Vec<ReviewIssue> {
         .collect()
 }
 
-/// PASS, FAIL (an open blocker or a failing verdict) or NEEDS_WORK (open non-blocking findings).
-pub fn reviewer_verdict(dossier: &Dossier) -> ConsensusVerdict {
+/// What a session's verdict answers, which decides the word for an answer whose open findings
+/// block nothing. A task's review asks whether the task may complete: its gate fails only on
+/// an open blocking finding or a failing verdict, so such an answer is a PASS, the verdict the
+/// ledger records and `complete` accepts. A range or template review (seed 004) asks whether
+/// the change is clean: open findings make it NEEDS_WORK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Question {
+    Completion,
+    Change,
+}
+
+impl Question {
+    /// The question a session of `subject` answers.
+    pub fn of(subject: &Subject) -> Question {
+        match subject {
+            Subject::Task(_) => Question::Completion,
+            Subject::Range(_) | Subject::Template { .. } => Question::Change,
+        }
+    }
+}
+
+/// The one word for an answer, every surface's (the job, `review status`, `review wait`, the
+/// ledger's members and its gate verdict, the report, a worker's submission): FAIL (an open
+/// blocker or a failing verdict), NEEDS_WORK (open findings that block nothing, when the
+/// question is whether the change is clean) or PASS.
+pub fn reviewer_verdict(dossier: &Dossier, question: Question) -> ConsensusVerdict {
     if dossier.verdict != "pass" || dossier.open_blockers() > 0 {
         ConsensusVerdict::Fail
-    } else if dossier.findings.iter().any(is_open) {
+    } else if question == Question::Change && dossier.findings.iter().any(is_open) {
         ConsensusVerdict::NeedsWork
     } else {
         ConsensusVerdict::Pass
@@ -87,7 +111,7 @@ pub fn reviewer_verdict(dossier: &Dossier) -> ConsensusVerdict {
 
 /// Unanimous consensus. A reviewer without a verdict never lets the session pass: it makes the
 /// outcome "retry the review" (parse error, timeout) or an internal error.
-pub fn decide(reviewers: &[Reviewer]) -> Outcome {
+pub fn decide(reviewers: &[Reviewer], question: Question) -> Outcome {
     if reviewers.is_empty() {
         return Outcome::NoReviewers;
     }
@@ -108,7 +132,7 @@ pub fn decide(reviewers: &[Reviewer]) -> Outcome {
     let verdicts: Vec<ConsensusVerdict> = reviewers
         .iter()
         .filter_map(|r| match &r.answer {
-            Answer::Answered(d) => Some(reviewer_verdict(d)),
+            Answer::Answered(d) => Some(reviewer_verdict(d, question)),
             _ => None,
         })
         .collect();
@@ -122,7 +146,13 @@ pub fn decide(reviewers: &[Reviewer]) -> Outcome {
 }
 
 /// The seed-004 wait document for a settled or pending session.
-pub fn wait_result(session_key: &str, iteration: u32, reviewers: &[Reviewer], outcome: Outcome) -> WaitResult {
+pub fn wait_result(
+    session_key: &str,
+    iteration: u32,
+    reviewers: &[Reviewer],
+    outcome: Outcome,
+    question: Question,
+) -> WaitResult {
     let mut result = WaitResult {
         session_key: session_key.to_string(),
         outcome,
@@ -154,7 +184,7 @@ pub fn wait_result(session_key: &str, iteration: u32, reviewers: &[Reviewer], ou
         match &r.answer {
             Answer::Pending => {}
             Answer::Answered(d) => {
-                report.verdict = Some(reviewer_verdict(d));
+                report.verdict = Some(reviewer_verdict(d, question));
                 report.summary = d.summary.clone();
                 report.issues = issues(&r.name, d);
                 result.issues.extend(report.issues.iter().cloned());
@@ -417,8 +447,15 @@ mod tests {
             ),
         ];
         for (reviewers, expected) in cases {
-            assert_eq!(decide(&reviewers), expected, "{reviewers:?}");
+            assert_eq!(decide(&reviewers, Question::Change), expected, "{reviewers:?}");
         }
+        // A task's review asks whether the task may complete: findings that block nothing pass
+        // it, as its gate records.
+        let both = vec![reviewer("codex", pass()), reviewer("claude", minor())];
+        assert_eq!(decide(&both, Question::Completion), Outcome::Pass);
+        let result = wait_result("k", 1, &both, Outcome::Pass, Question::Completion);
+        assert_eq!(result.reviewers["claude"].verdict.map(|v| v.as_str()), Some("PASS"));
+        assert_eq!(result.issues.len(), 1, "the finding is still shown");
     }
 
     #[test]
@@ -434,7 +471,7 @@ mod tests {
             ),
             reviewer("claude", failure(FailureClass::Parse)),
         ];
-        let result = wait_result("k", 2, &reviewers, decide(&reviewers));
+        let result = wait_result("k", 2, &reviewers, decide(&reviewers, Question::Change), Question::Change);
         assert_eq!(result.status, WaitStatus::Error);
         assert_eq!(result.consensus.verdict.map(|v| v.as_str()), Some("FAIL"));
         assert_eq!(result.consensus.iteration, 2);

@@ -97,7 +97,8 @@ fn empty_range(
         ..SessionRecord::default()
     };
     daemon.sessions.add(daemon.store(), ws, session, |session| {
-        let mut result = consensus::wait_result(&session.key, session.iteration, &[], Outcome::Pass);
+        let mut result =
+            consensus::wait_result(&session.key, session.iteration, &[], Outcome::Pass, consensus::Question::Change);
         result.gate = Some(Outcome::Pass.into());
         session.result = Some(result);
     });

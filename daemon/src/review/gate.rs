@@ -197,7 +197,11 @@ pub async fn record_consensus(
         [(only, _)] => only.clone(),
         _ => "consensus".to_string(),
     };
-    let verdict = if dossier.verdict == "pass" && dossier.open_blockers() == 0 { Verdict::Pass } else { Verdict::Fail };
+    // The word every surface shows for this session decides what the ledger records.
+    let verdict = match consensus::reviewer_verdict(&dossier, consensus::Question::Completion) {
+        m::ConsensusVerdict::Pass => Verdict::Pass,
+        _ => Verdict::Fail,
+    };
     let reason = match verdict {
         Verdict::Pass => "review gate pass".to_string(),
         Verdict::Fail => format!(
@@ -344,7 +348,9 @@ fn reviewer_records(
                 .and_then(|j| j.review.and_then(|w| w.provenance))
                 .unwrap_or(Provenance { provider: name.clone(), channel: "none".into(), ..Provenance::default() }),
             verdict: match &r.answer {
-                consensus::Answer::Answered(d) => consensus::reviewer_verdict(d).to_string(),
+                consensus::Answer::Answered(d) => {
+                    consensus::reviewer_verdict(d, consensus::Question::of(&session.subject)).to_string()
+                }
                 consensus::Answer::Failed(f) => format!("no verdict: {}", f.message),
                 consensus::Answer::Pending => "pending".into(),
             },

@@ -483,7 +483,10 @@ pub async fn conclude(
         return;
     }
     let (state, detail) = match &answer {
-        Ok(d) => (JobState::Succeeded, format!("verdict {}", consensus::reviewer_verdict(d))),
+        Ok(d) => (
+            JobState::Succeeded,
+            format!("verdict {}", consensus::reviewer_verdict(d, consensus::Question::of(&session.subject))),
+        ),
         Err(f) if f.class == FailureClass::Timeout => (JobState::TimedOut, f.message.clone()),
         Err(f) if f.class == FailureClass::Cancelled => (JobState::Cancelled, f.message.clone()),
         Err(f) => (JobState::Failed, f.message.clone()),
@@ -595,7 +598,8 @@ async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
         return None;
     }
     let reviewers = reviewers_of(daemon, &session);
-    let outcome = consensus::decide(&reviewers);
+    let question = consensus::Question::of(&session.subject);
+    let outcome = consensus::decide(&reviewers, question);
     if outcome == Outcome::Pending {
         return None;
     }
@@ -607,7 +611,7 @@ async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
     {
         session.root = ws.root.display().to_string();
     }
-    let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, outcome);
+    let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, outcome, question);
     result.task_id = session.task().unwrap_or_default().to_string();
     result.report_path = session.report_path.clone();
     result.gate = Some(outcome.into());
@@ -724,7 +728,9 @@ async fn wait_for(daemon: &Arc<Daemon>, key: &str, timeout_seconds: f64) -> RpcR
         };
         if !changed {
             let reviewers = reviewers_of(daemon, &session);
-            let mut result = consensus::wait_result(&session.key, session.iteration, &reviewers, Outcome::Pending);
+            let question = consensus::Question::of(&session.subject);
+            let mut result =
+                consensus::wait_result(&session.key, session.iteration, &reviewers, Outcome::Pending, question);
             result.task_id = session.task().unwrap_or_default().to_string();
             result.report_path = session.report_path.clone();
             return Ok(result);

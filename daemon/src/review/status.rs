@@ -68,7 +68,9 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
                     consensus::remaining(&session.files, &work.checkpoint)
                 },
                 preflight: work.checkpoint.preflight.clone(),
-                verdict: work.dossier.map(|d| consensus::reviewer_verdict(&d)),
+                verdict: work
+                    .dossier
+                    .map(|d| consensus::reviewer_verdict(&d, consensus::Question::of(&session.subject))),
                 error: work.failure.map(|f| f.message),
             })
         })
@@ -108,7 +110,10 @@ pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
                 verdict: work.and_then(|w| {
                     w.dossier
                         .as_ref()
-                        .map(|d| format!("{} - {}", consensus::reviewer_verdict(d), d.summary.trim()))
+                        .map(|d| {
+                            let question = consensus::Question::of(&session.subject);
+                            format!("{} - {}", consensus::reviewer_verdict(d, question), d.summary.trim())
+                        })
                         .or_else(|| w.failure.as_ref().map(|f| format!("NO VERDICT - {}", f.message)))
                 }),
             }

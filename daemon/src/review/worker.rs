@@ -497,7 +497,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
         Ok(d) => m::WorkerSubmitResult {
             job_id: job.id.clone(),
             accepted: true,
-            verdict: consensus::reviewer_verdict(d).to_string(),
+            verdict: consensus::reviewer_verdict(d, consensus::Question::of(&session.subject)).to_string(),
             ..m::WorkerSubmitResult::default()
         },
         Err(f) => refused(vec![f.message.clone()]),
