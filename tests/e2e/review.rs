@@ -345,6 +345,30 @@ fn two_different_dossier_frames_are_no_verdict_never_the_last_one() {
     command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
 }
 
+/// A long answer is kept whole once, in a file beside the run, and bounded in what the job,
+/// the session and the ledger hold of it (before, each held it whole, several times over: ten
+/// 7 MiB answers left a 690 MiB database and a ledger `scafld session` could not send).
+#[test]
+fn a_long_answer_is_kept_whole_once_and_bounded_in_the_ledger() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let long = "x".repeat(1024 * 1024);
+    let answer = pass().replace("\"No blockers.\"", &format!("\"No blockers. {long}\""));
+    let script = reviewer(&env, "long", &answer, "");
+    command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let review = entries.as_array().unwrap().iter().rev().find(|e| e["type"] == "review").unwrap().clone();
+    let summary = review["dossier"]["summary"].as_str().unwrap_or_default().to_string();
+    assert!(summary.len() < 70 * 1024, "the ledger keeps {} bytes of the summary", summary.len());
+    let (_, whole) = summary.split_once("; the whole answer: ").expect("where the whole answer is");
+    let whole = whole.strip_suffix(']').unwrap();
+    let kept: Value = serde_json::from_str(&std::fs::read_to_string(whole).unwrap()).unwrap();
+    assert_eq!(kept["summary"], format!("No blockers. {long}"));
+    let wait = env.scafld(&["review", "wait", "--json"]).json();
+    assert!(wait["reviewers"]["command"]["summary"].as_str().unwrap().len() < 70 * 1024);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 /// A dossier over the 8 MiB read of a reviewer's output is refused as too long, with the
 /// limit named (before, the kept end of it was parsed and reported as "not JSON at column 1"),
 /// and it never passes. A reviewer that never stops printing is stopped there, not at its

@@ -197,6 +197,68 @@ pub fn from_value(value: Value) -> Result<Dossier, String> {
     serde_json::from_value(value).map_err(|e| format!("dossier does not match the schema: {e}"))
 }
 
+/// The most of one reviewer-written text (the summary, a finding's or an attack's text) a
+/// stored dossier keeps: the job, the session and the ledger each hold the answer, so a longer
+/// answer is kept whole once, in a file beside the run, and bounded everywhere else.
+pub const MAX_KEPT_TEXT: usize = 64 * 1024;
+
+/// `dossier` with every text longer than [`MAX_KEPT_TEXT`] cut there (at a character boundary)
+/// and ending with where the whole answer is (`whole`); `None` when no text is that long.
+pub fn bounded(dossier: &Dossier, whole: &str) -> Option<Dossier> {
+    let long = |text: &str| text.len() > MAX_KEPT_TEXT;
+    let finding_texts = |f: &Finding| {
+        [&f.evidence, &f.impact, &f.reproducer, &f.suggested_fix, &f.validation, &f.related_spec, &f.summary]
+            .into_iter()
+            .flatten()
+            .any(|t| long(t))
+    };
+    let any_long = long(&dossier.summary)
+        || dossier.findings.iter().any(finding_texts)
+        || dossier
+            .attack_log
+            .iter()
+            .any(|a| long(&a.target) || long(&a.attack) || a.notes.as_deref().is_some_and(long));
+    if !any_long {
+        return None;
+    }
+    let clip = |text: &mut String| {
+        if text.len() > MAX_KEPT_TEXT {
+            let mut end = MAX_KEPT_TEXT;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push_str(&format!("… [cut at {MAX_KEPT_TEXT} bytes; the whole answer: {whole}]"));
+        }
+    };
+    let mut kept = dossier.clone();
+    clip(&mut kept.summary);
+    for f in &mut kept.findings {
+        for text in [
+            &mut f.evidence,
+            &mut f.impact,
+            &mut f.reproducer,
+            &mut f.suggested_fix,
+            &mut f.validation,
+            &mut f.related_spec,
+            &mut f.summary,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            clip(text);
+        }
+    }
+    for a in &mut kept.attack_log {
+        clip(&mut a.target);
+        clip(&mut a.attack);
+        if let Some(notes) = a.notes.as_mut() {
+            clip(notes);
+        }
+    }
+    Some(kept)
+}
+
 /// Fill what the reviewer may leave out (finding ids, statuses, actual counts, requested budget).
 pub fn normalize(mut dossier: Dossier, request: &Request) -> Dossier {
     for (i, finding) in dossier.findings.iter_mut().enumerate() {

@@ -482,6 +482,10 @@ pub async fn conclude(
     if job.state.is_finished() {
         return;
     }
+    let answer = match answer {
+        Ok(d) => Ok(kept(daemon, &session, job_id, d).await),
+        failed => failed,
+    };
     let (state, detail) = match &answer {
         Ok(d) => (
             JobState::Succeeded,
@@ -528,6 +532,31 @@ pub async fn conclude(
     publish(daemon, &session, job_id, "verdict", &detail);
     write_report(daemon, &session);
     settle(daemon, &session.key).await;
+}
+
+/// An answer as its job (and from it the session and the ledger) keeps it: bounded
+/// (`dossier::bounded`), a longer one written whole once, to `<runs>/answers/<job>.json`.
+async fn kept(daemon: &Arc<Daemon>, session: &SessionRecord, job_id: &str, dossier: Dossier) -> Dossier {
+    let whole = match daemon.workspace(&session.root).await {
+        Ok(ws) => Ok(runs_dir(&ws, session).join("answers").join(format!("{job_id}.json"))),
+        Err(e) => Err(e.0.message),
+    };
+    let shown = match &whole {
+        Ok(path) => path.display().to_string(),
+        Err(why) => format!("not kept ({why})"),
+    };
+    let Some(kept) = crate::domain::dossier::bounded(&dossier, &shown) else { return dossier };
+    if let Ok(path) = whole {
+        let written = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(path.parent().expect("a folder"))?;
+            std::fs::write(&path, serde_json::to_vec(&dossier).unwrap_or_default())
+        })
+        .await;
+        if let Ok(Err(e)) = written {
+            warn!(job = %job_id, "cannot keep the whole answer: {e}");
+        }
+    }
+    kept
 }
 
 /// After `job.cancel`: a reviewer job with no runner of ours (queued, or held by a worker)
