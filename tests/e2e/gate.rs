@@ -323,6 +323,33 @@ fn a_secret_looking_file_the_scope_names_binds_the_evidence() {
     assert!(!packet.contains("SEKRIT") && !packet.contains("TOKEN=OLD"), "never its content: {packet}");
 }
 
+/// The files kept from reviewers for their secrets are kept at any depth: a `.priv/` folder
+/// and a nested workspace's `.scafld/config.local.yaml` below a folder the scope names are
+/// named among the changes and never diffed. Before, only the top's `.priv/` and local config
+/// were kept, and `pkg/.priv/key` went to the reviewer in full.
+#[test]
+fn a_nested_priv_folder_and_local_config_are_never_diffed() {
+    let env = TestEnv::new();
+    write(&env, "pkg/lib.txt", "one\n");
+    write(&env, "pkg/.priv/key", "KEY-OLD\n");
+    write(&env, "pkg/.scafld/config.local.yaml", "token: CONF-OLD\n");
+    let check = "- [ ] `a1` test - the package\n  - Command: `grep -q two pkg/lib.txt`\n";
+    opened(&env, "pkg", check);
+    write(&env, "pkg/lib.txt", "two\n");
+    write(&env, "pkg/.priv/key", "KEY-SEKRIT\n");
+    write(&env, "pkg/.scafld/config.local.yaml", "token: CONF-SEKRIT\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
+    let packet = packet.as_str().unwrap();
+    assert!(packet.contains("+two"), "the other file is diffed: {packet}");
+    for name in ["`pkg/.priv/key`", "`pkg/.scafld/config.local.yaml`"] {
+        assert!(packet.contains(name), "{name} is named: {packet}");
+    }
+    for content in ["KEY-SEKRIT", "KEY-OLD", "CONF-SEKRIT", "CONF-OLD"] {
+        assert!(!packet.contains(content), "never its content ({content}): {packet}");
+    }
+}
+
 /// A scope entry with neither `/` nor `.` (`Makefile`) is not read as a path by the original's
 /// grammar; when a file of that name is there, it binds the evidence all the same. Before, it
 /// was dropped and a broken Makefile left the evidence current.

@@ -194,14 +194,15 @@ fn lexical(path: &str) -> Option<String> {
 }
 
 /// Whether `path` is a file kept from reviewers for its secrets (its name, never its content,
-/// may be shown).
+/// may be shown): the repository's `.git`, and at any depth (a nested package or workspace
+/// keeps its secrets as the top does) anything below a `.priv` folder, any `.env*` file or
+/// folder, and a `.scafld/config.local.yaml`.
 pub fn secret(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
     path == ".git"
         || path.starts_with(".git/")
-        || path == ".priv"
-        || path.starts_with(".priv/")
-        || path == ".scafld/config.local.yaml"
-        || path.split('/').any(|segment| segment.starts_with(".env"))
+        || segments.iter().any(|segment| *segment == ".priv" || segment.starts_with(".env"))
+        || segments.windows(2).any(|pair| pair == [".scafld", "config.local.yaml"])
 }
 
 /// What the mutation guard watches: the task's own scope and the review's (`--review-scope`),
