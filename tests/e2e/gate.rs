@@ -350,6 +350,31 @@ fn a_nested_priv_folder_and_local_config_are_never_diffed() {
     }
 }
 
+/// A scoped file in a nested git repository (not a submodule), which git reports only as the
+/// whole folder: the packet counts that folder among the task's changes and says plainly its
+/// change could not be diffed. Before, it said "Task changes: 0" and called `lib` ambient drift.
+#[test]
+fn a_scoped_file_in_a_nested_repository_is_a_task_change_the_packet_cannot_diff() {
+    let env = TestEnv::new();
+    opened(&env, "lib/x.txt", "- [ ] `a1` test - hello\n  - Command: `grep -q hello lib/x.txt`\n");
+    // The nested repository is not the outer one's: git there sees only the folder `lib/`.
+    let lib = env.work.join("lib");
+    write(&env, "lib/x.txt", "hello\n");
+    git(&lib, &["init", "-q"]);
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-qm", "i"]);
+    write(&env, "lib/x.txt", "hello\nadded by the task\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
+    let packet = packet.as_str().unwrap();
+    assert!(!packet.contains("Task changes since approval: 0"), "{packet}");
+    let changes = &packet[packet.find("## Task Changes Since").unwrap()..packet.find("## Ambient Workspace").unwrap()];
+    assert!(changes.contains("`lib"), "the folder is the task's change: {changes}");
+    assert!(changes.contains("could not be diffed"), "said plainly: {changes}");
+    let drift = &packet[packet.find("## Ambient Workspace").unwrap()..];
+    assert!(!drift[..drift.find("\n## ").unwrap()].contains("`lib"), "not ambient: {packet}");
+}
+
 /// A scope entry with neither `/` nor `.` (`Makefile`) is not read as a path by the original's
 /// grammar; when a file of that name is there, it binds the evidence all the same. Before, it
 /// was dropped and a broken Makefile left the evidence current.

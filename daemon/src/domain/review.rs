@@ -227,6 +227,9 @@ pub struct Classification {
     pub ambient_drift: Vec<String>,
     /// Dirty at approval and unchanged since: context only.
     pub baseline_dirty: Vec<String>,
+    /// Task changes git reports only as a whole folder holding scoped paths (a nested
+    /// repository, an untracked folder): among `task_changes`, their content not diffed.
+    pub opaque: Vec<String>,
 }
 
 /// Split `changed` (every path that differs from the approval baseline, committed or not) by
@@ -237,7 +240,14 @@ pub fn classify(changed: &[String], baseline: &[BaselinePath], scope: &[String])
     let changed: BTreeSet<&str> = changed.iter().map(String::as_str).filter(|p| relevant(p)).collect();
     let mut out = Classification::default();
     for path in &changed {
-        let bucket = if in_scope(path, scope) { &mut out.task_changes } else { &mut out.ambient_drift };
+        // A folder git reports as a whole (`lib/`, a nested repository) that holds a scoped
+        // path is the task's change, though its files are not listed one by one.
+        let folder = path.trim_end_matches('/');
+        let encloses = !folder.is_empty() && scope.iter().any(|s| s.starts_with(&format!("{folder}/")));
+        if encloses && !in_scope(path, scope) {
+            out.opaque.push(path.to_string());
+        }
+        let bucket = if in_scope(path, scope) || encloses { &mut out.task_changes } else { &mut out.ambient_drift };
         bucket.push(path.to_string());
     }
     let unchanged: BTreeSet<&str> =

@@ -133,7 +133,14 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     let known = (request.mode == ReviewMode::Verify).then(|| previous.and_then(|(d, _, _)| d)).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
     // Files kept for their secrets are named among the changes, never diffed into the packet.
-    let shown = change.classes.task_changes.iter().filter(|p| !crate::domain::review::secret(p)).cloned().collect();
+    // A folder git reports only as a whole is named, never handed to the diff.
+    let shown = change
+        .classes
+        .task_changes
+        .iter()
+        .filter(|p| !crate::domain::review::secret(p) && !change.classes.opaque.contains(p))
+        .cloned()
+        .collect();
     let (root, head, paths): (_, _, Vec<String>) = (ws.root.clone(), change.base_head.clone(), shown);
     let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &paths)).await?;
     let amendments = crate::domain::evidence::amendments(&entries);
@@ -581,8 +588,14 @@ struct PacketFacts<'a> {
 }
 
 /// The changed paths, then their diff from the approval baseline.
-fn task_changes(paths: &[String], diff: &Result<String, String>) -> String {
+fn task_changes(paths: &[String], opaque: &[String], diff: &Result<String, String>) -> String {
     let mut body = packet::list(paths);
+    if !opaque.is_empty() {
+        let names = opaque.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+        body.push_str(&format!(
+            "\n\nNot shown: git reports {names} only as a whole folder (a nested repository or an untracked folder) holding scoped paths, so the changes to the scoped files in it could not be diffed here; read those files directly."
+        ));
+    }
     match diff {
         Ok(diff) if !diff.is_empty() => body.push_str(&format!("\n\n{}", packet::fenced("diff", diff.trim_end()))),
         Ok(_) => {}
@@ -644,7 +657,7 @@ fn build_packet(
             "task_changes",
             "Task Changes Since Approval Baseline",
             &format!("{task}#task_changes"),
-            task_changes(&classes.task_changes, facts.diff),
+            task_changes(&classes.task_changes, &classes.opaque, facts.diff),
             false,
         ),
         Section::derived(
