@@ -213,9 +213,14 @@ fn the_submit_tool_answers_without_a_daemon_and_says_why_it_cannot_record() {
             b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\",\"params\":{\"note\":\"caf\xe9\"}}",
             b"{oops",
             br#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#,
+            // A dossier giving its verdict twice reads two ways: refused, never its last copy.
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"submit_review","arguments":{"verdict":"fail","verdict":"pass"}}}"#,
         ],
     );
-    assert_eq!(replies.len(), 8, "{replies:?}");
+    assert_eq!(replies.len(), 9, "{replies:?}");
+    assert_eq!((&replies[8]["id"], &replies[8]["result"]["isError"]), (&json!(7), &json!(true)), "{}", replies[8]);
+    let refusal = replies[8]["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(refusal.contains("reads two ways") && refusal.contains("verdict"), "{refusal}");
     assert_eq!(
         (replies[5]["error"]["code"].as_i64(), replies[6]["error"]["code"].as_i64()),
         (Some(-32700), Some(-32700)),

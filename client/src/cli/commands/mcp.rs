@@ -53,6 +53,9 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
             reply(&mut stdout, parse_error("not JSON".into()));
             continue;
         };
+        // Read strictly too: a key given twice (`"verdict"` twice in a dossier) reads two ways and
+        // is refused, never taken as its last copy (the lenient read above only finds the id).
+        let repeated = scafld_protocol::json::from_str(line).err().filter(scafld_protocol::json::is_repeated_key);
         if !message.is_object() {
             let text = if message.is_array() { "batches are not supported" } else { "a request is a JSON object" };
             reply(&mut stdout, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": text}}));
@@ -72,6 +75,14 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
                 "description": format!("Submit your one final {what}. Call exactly once, after your review is complete."),
                 "inputSchema": schema,
             }]})),
+            _ if repeated.is_some() && method == "tools/call" => Ok(json!({
+                "content": [{"type": "text", "text": format!(
+                    "submission refused: it reads two ways: {}; give each key once",
+                    repeated.as_ref().map(ToString::to_string).unwrap_or_default()
+                )}],
+                "isError": true,
+            })),
+            _ if repeated.is_some() => Err((-32600, "a key is given twice in the request")),
             "tools/call" if message["params"]["name"] == tool => {
                 let dossier = message["params"]["arguments"].clone();
                 if daemon.is_none() {
