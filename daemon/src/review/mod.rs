@@ -537,26 +537,43 @@ pub async fn conclude(
 /// An answer as its job (and from it the session and the ledger) keeps it: bounded
 /// (`dossier::bounded`), a longer one written whole once, to `<runs>/answers/<job>.json`.
 async fn kept(daemon: &Arc<Daemon>, session: &SessionRecord, job_id: &str, dossier: Dossier) -> Dossier {
-    let whole = match daemon.workspace(&session.root).await {
-        Ok(ws) => Ok(runs_dir(&ws, session).join("answers").join(format!("{job_id}.json"))),
+    if crate::domain::dossier::bounded(&dossier, "").is_none() {
+        return dossier; // nothing too long to keep whole elsewhere
+    }
+    // Where the session's workspace is now (its folder may have moved), never whatever holds
+    // its old path.
+    let path = match daemon.workspace_of(&session.root, &session.workspace_id).await {
+        Ok(ws) if ws.owns(&session.workspace_id) => {
+            Ok(runs_dir(&ws, session).join("answers").join(format!("{job_id}.json")))
+        }
+        Ok(_) => Err("its workspace is not where the review began".to_string()),
         Err(e) => Err(e.0.message),
     };
-    let shown = match &whole {
-        Ok(path) => path.display().to_string(),
-        Err(why) => format!("not kept ({why})"),
-    };
-    let Some(kept) = crate::domain::dossier::bounded(&dossier, &shown) else { return dossier };
-    if let Ok(path) = whole {
-        let written = tokio::task::spawn_blocking(move || {
-            std::fs::create_dir_all(path.parent().expect("a folder"))?;
-            std::fs::write(&path, serde_json::to_vec(&dossier).unwrap_or_default())
-        })
-        .await;
-        if let Ok(Err(e)) = written {
-            warn!(job = %job_id, "cannot keep the whole answer: {e}");
+    let written = match path {
+        Ok(path) => {
+            let whole = serde_json::to_vec(&dossier).unwrap_or_default();
+            let at = path.clone();
+            let write = tokio::task::spawn_blocking(move || {
+                std::fs::create_dir_all(at.parent().expect("a folder"))?;
+                std::fs::write(&at, whole)
+            });
+            match write.await {
+                Ok(Ok(())) => Ok(path),
+                Ok(Err(e)) => Err(format!("{}: {e}", path.display())),
+                Err(e) => Err(e.to_string()),
+            }
         }
-    }
-    kept
+        Err(why) => Err(why),
+    };
+    // Cited only once it holds the answer: a write the disk refused is said, never pointed at.
+    let shown = match &written {
+        Ok(path) => path.display().to_string(),
+        Err(why) => {
+            warn!(job = %job_id, "cannot keep the whole answer: {why}");
+            format!("not kept ({why})")
+        }
+    };
+    crate::domain::dossier::bounded(&dossier, &shown).unwrap_or(dossier)
 }
 
 /// After `job.cancel`: a reviewer job with no runner of ours (queued, or held by a worker)
@@ -660,8 +677,6 @@ async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
                 // Nothing is on record: no verdict may read as given, and `review retry` records
                 // the answers once the ledger takes writes again.
                 warn!(session = %key, "cannot record the review: {}", e.0.message);
-                // Nothing was recorded: the gate is no verdict's, whatever the reviewers said.
-                result.gate = Some(m::GateState::Internal);
                 result.outcome = Outcome::Internal;
                 result.status = consensus::WaitStatus::Error;
                 result.gate = Some(m::GateState::Unrecorded);

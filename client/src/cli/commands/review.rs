@@ -440,7 +440,7 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
 fn wait_hint(r: &WaitResult) -> Option<String> {
     if r.gate == Some(GateState::Unrecorded) {
         return Some(format!(
-            "once the daemon can write again (a full disk: free space where it keeps its state), `scafld review retry {}` records the answers",
+            "once the daemon can record again (a full disk: free space where it keeps its state; a moved workspace: put it back), `scafld review retry {}` records the answers",
             r.session_key
         ));
     }

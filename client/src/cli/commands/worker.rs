@@ -112,13 +112,13 @@ fn lease_params(lease: &LeaseArgs) -> m::LeaseParams {
 
 fn submitted(ctx: &Context, r: &m::WorkerSubmitResult) -> Result<u8, CliError> {
     // The answer settled the session, but the review could not be recorded: no gate stands.
-    if r.accepted && r.gate == Some(m::GateState::Internal) {
+    if r.accepted && matches!(r.gate, Some(m::GateState::Unrecorded | m::GateState::Internal)) {
         let error = CliError::new(
             "internal_error",
             format!("{}: submitted, but the review was not recorded: {}", r.job_id, r.gate_reason),
             workflow::RUNTIME,
         )
-        .with_hint("`scafld review status` shows the session; run the review again once the cause is fixed");
+        .with_hint("`scafld review status` shows the session; once the cause is fixed, `scafld review retry <session>` records it");
         ctx.out.failure(&error, serde_json::to_value(r).ok());
         return Ok(workflow::RUNTIME);
     }
