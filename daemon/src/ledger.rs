@@ -520,8 +520,27 @@ fn render(ws: &Workspace, task: &str, file: &SpecText, next: &Spec) -> RpcResult
         .with_hint("shorten the spec's own text (or split the task), then run the command again"));
     }
     let target = target_for(ws, task, next, &file.path);
-    let changed = target != file.path || new_text != file.text;
+    let changed = target != file.path || !(new_text == file.text || only_updated_differs(&file.text, &new_text));
     Ok(changed.then(|| Rendered { from: file.path.clone(), target, text: new_text }))
+}
+
+/// Whether `new` is `old` with nothing but the front matter's `updated:` line changed: such a
+/// projection says nothing new, and the file is left as it is (the projected spec may differ
+/// from the parsed one in what is never written, so `ledger::project` cannot always tell).
+fn only_updated_differs(old: &str, new: &str) -> bool {
+    if old.len().abs_diff(new.len()) > 64 {
+        return false;
+    }
+    let (mut old_lines, mut new_lines) = (old.split('\n'), new.split('\n'));
+    let mut fences = 0;
+    loop {
+        match (old_lines.next(), new_lines.next()) {
+            (None, None) => return true,
+            (Some(a), Some(b)) if a == b => fences += usize::from(a == "---"),
+            (Some(a), Some(b)) if fences == 1 && a.starts_with("updated:") && b.starts_with("updated:") => {}
+            _ => return false,
+        }
+    }
 }
 
 impl Rendered {
@@ -585,4 +604,17 @@ pub fn implementers(entries: &[crate::domain::ledger::LedgerEntry]) -> impl Doub
         LedgerEvent::Implementer { host_agent, .. } => Some(host_agent.as_str()),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_projection_that_moves_only_updated_changes_nothing() {
+        let old = "---\ntask_id: t\nupdated: '2026-11-27T05:30:07Z'\nstatus: active\n---\n\n# T\nupdated: body\n";
+        let new = old.replace("05:30:07", "05:30:08");
+        assert!(super::only_updated_differs(old, &new));
+        assert!(!super::only_updated_differs(old, &new.replace("status: active", "status: review")));
+        assert!(!super::only_updated_differs(old, &old.replace("updated: body", "updated: other")));
+        assert!(!super::only_updated_differs(old, &format!("{new}more\n")));
+    }
 }

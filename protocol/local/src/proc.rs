@@ -26,7 +26,7 @@ impl Stat {
 /// one this reads). The command name (field 2) may hold spaces and parentheses, so fields are
 /// counted after its last `)`.
 pub fn stat(pid: i32) -> Option<Stat> {
-    let mut buf = [0; 1024];
+    let mut buf = [0; 4096];
     let text = read_small(&format!("/proc/{pid}/stat"), &mut buf)?;
     let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().take(20).collect();
     Some(Stat {
