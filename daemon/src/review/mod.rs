@@ -794,7 +794,11 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams, next: gate::Ne
         return Err(RpcError::new(ErrorKind::Busy, "the session's reviewers are still running")
             .with_hint(format!("wait with `scafld review wait --session-key {}`", session.key)));
     }
-    if session.result.as_ref().is_some_and(|r| r.gate == Some(m::GateState::Unrecorded)) {
+    // Every reviewer answered but nothing was recorded: record those answers. A reviewer that
+    // gave no verdict is run again below, as any retry does.
+    if session.result.as_ref().is_some_and(|r| r.gate == Some(m::GateState::Unrecorded))
+        && !reviewers.iter().any(|r| matches!(r.answer, Answer::Failed(_)))
+    {
         return record_again(daemon, &ws, session, next).await;
     }
     let failed: Vec<usize> =
