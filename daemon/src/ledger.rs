@@ -374,9 +374,8 @@ fn project_entries(
 
 /// The spec as the ledger says it is (what build decisions are made from).
 pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Arc<[LedgerEntry]>)> {
-    let entry = crate::sync::write(&ws.index)
-        .loaded(task)
-        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
+    let entry =
+        ws.loaded(task).ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     let shadowed = crate::templates::shadows(&ws.root, task);
     Ok((ledger::project(&entry.parsed.spec, &entries, &clock::now_rfc3339(), shadowed), entries))
@@ -386,7 +385,7 @@ pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<
 /// spec file that no longer reads as the task's spec (a hand edit that empties or breaks it
 /// never decides what the work concludes).
 pub fn projected_spec_or(daemon: &Daemon, ws: &Workspace, task: &str, base: &Spec) -> RpcResult<Spec> {
-    let entry = crate::sync::write(&ws.index).loaded(task);
+    let entry = ws.loaded(task);
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     let spec = match &entry {
         Some(entry) if entry.read_error.is_none() && entry.parsed.structural_errors().next().is_none() => {
@@ -408,9 +407,11 @@ pub struct SpecText {
 /// The task's spec file and its bytes as they are on disk (writes start from these, not from
 /// the index).
 pub fn spec_file(ws: &Workspace, task: &str) -> RpcResult<SpecText> {
-    let path = crate::sync::read(&ws.index)
-        .get(task)
-        .map(|e| e.path.clone())
+    // Loaded on demand: a workspace just opened (followed to where it moved, say) may not
+    // have indexed the whole of its specs folder yet.
+    let path = ws
+        .indexed(task)
+        .map(|e| e.path)
         .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
     let unreadable = |e: String| RpcError::new(ErrorKind::WorkspaceError, format!("{}: {e}", ws.relative(&path)));
     // Seen before the read: a file put there after it is told apart when the write comes.
@@ -616,5 +617,21 @@ mod tests {
         assert!(!super::only_updated_differs(old, &new.replace("status: active", "status: review")));
         assert!(!super::only_updated_differs(old, &old.replace("updated: body", "updated: other")));
         assert!(!super::only_updated_differs(old, &format!("{new}more\n")));
+    }
+
+    /// A workspace just opened has not indexed its specs yet (that runs in the background):
+    /// the spec a job's end writes to is found all the same (a build's workspace followed to
+    /// where its folder moved is opened right then, and its result was left unprojected).
+    #[test]
+    fn a_workspace_not_indexed_yet_finds_the_spec_it_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let active = dir.path().join(".scafld/specs/active");
+        std::fs::create_dir_all(&active).unwrap();
+        std::fs::write(active.join("t.md"), "---\ntask_id: t\nstatus: active\n---\n\n# T\n").unwrap();
+        let range = crate::workspace::RangeHome { id: "r".into(), data: dir.path().join("range") };
+        let ws = crate::workspace::Workspace::open("w".into(), dir.path().to_path_buf(), range, None);
+        let file = super::spec_file(&ws, "t").expect("the spec is found before the warm-up");
+        assert!(file.path.ends_with(".scafld/specs/active/t.md"), "{}", file.path.display());
+        assert!(ws.loaded("t").is_some());
     }
 }

@@ -429,8 +429,6 @@ fn opened(env: &TestEnv, dir: &Path, task: &str, command: &str) {
 /// new folder (spec projected there, status review), and the workspace now at the old folder,
 /// which never ran it, is left exactly as it was.
 #[test]
-#[ignore = "flaky under load (2 of ~13 runs while another suite ran): the moved workspace's spec \
-            was left unprojected after its job ended; run with --ignored (see the stop 38 note)"]
 fn a_build_whose_folder_is_renamed_ends_in_its_own_workspace_not_the_one_moved_in() {
     let env = TestEnv::new();
     let other = env.path("other");

@@ -220,6 +220,15 @@ impl Workspace {
         index.get(task).cloned()
     }
 
+    /// [`Workspace::indexed`] with the spec's whole parse (read again when it was let go).
+    pub fn loaded(&self, task: &str) -> Option<index::LoadedSpec> {
+        let mut index = crate::sync::write(&self.index);
+        if index.get(task).is_none() && !index.is_complete() {
+            index.sync_task(task);
+        }
+        index.loaded(task)
+    }
+
     /// Load every spec not loaded yet, parsing without the lock held so calls are served
     /// meanwhile. Blocking: run it off the async workers.
     pub fn warm_index(&self) {
