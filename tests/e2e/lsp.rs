@@ -3,7 +3,8 @@
 //! the editor counts them; cleared with an empty list, republished when the file changes on
 //! disk, the file's once saved), review findings on the cited lines until resolved (a huge
 //! line held within LSP's range), hover, document symbols, executeCommand with `$/progress`, a
-//! daemon restart, a hung daemon, a workspace opened through a linked path with a space and
+//! daemon restart (a spec no buffer holds, edited while no daemon ran, checked again), a hung
+//! daemon, a workspace opened through a linked path with a space and
 //! non-ASCII in it (didClose back to the file's list), a spec of a folder never initialised
 //! opened without a write, a clean exit, malformed messages and frames, requests with an
 //! invalid id or no JSON-RPC version, a buffer too long as JSON, routine notes in the editor's
@@ -568,6 +569,36 @@ fn lsp_reconnects_after_a_daemon_restart_and_republishes() {
     lsp.diagnostics(&uri, "the file's empty list", |d| d.is_empty());
     let other = write_spec(&env, "drafts", "other", &broken("other"));
     lsp.diagnostics(&crate::lsp::uri(&other), "the new spec's diagnostics", has_duplicate);
+}
+
+/// A spec no buffer holds, shown clean, then broken on disk while no daemon runs (no event can
+/// say so): after the restart its list is the file's as it is now, never the old clean one.
+#[test]
+fn lsp_checks_again_after_a_restart_a_spec_edited_while_no_daemon_ran() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+    lsp.open(&uri, &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri, "the open buffer's empty list", |d| d.is_empty());
+    // Shown by its events alone: broken, then mended (its list emptied).
+    let other = write_spec(&env, "drafts", "other", &broken("other"));
+    let other_uri = crate::lsp::uri(&other);
+    lsp.diagnostics(&other_uri, "the other spec's duplicate id", has_duplicate);
+    std::fs::write(&other, spec_text("other", "draft")).unwrap();
+    lsp.diagnostics(&other_uri, "the other spec's empty list", |d| d.is_empty());
+
+    let mut daemon = env.take_daemon();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    lsp.logged(2, "lost the daemon");
+    std::fs::write(&other, broken("other")).unwrap();
+    lsp.backlog.clear();
+    env.start_daemon();
+    let first = lsp.diagnostics(&other_uri, "the other spec's first list after the restart", |_| true);
+    assert!(has_duplicate(&first), "the file as it is now, not the clean list of before: {first:?}");
 }
 
 /// A stopped (SIGSTOP) process, continued when dropped: a hung daemon, even if the test fails.

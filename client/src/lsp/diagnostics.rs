@@ -293,6 +293,12 @@ impl Published {
         uris.into_values().collect()
     }
 
+    /// The tasks whose spec diagnostics are published (an empty list included: it says the
+    /// file was checked and found clean).
+    pub fn tasks_with_spec(&self) -> Vec<TaskKey> {
+        self.spec_of_task.keys().cloned().collect()
+    }
+
     /// The tasks whose findings are published.
     pub fn tasks_with_findings(&self) -> Vec<TaskKey> {
         self.findings.keys().cloned().collect()

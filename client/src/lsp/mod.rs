@@ -541,12 +541,15 @@ impl Server {
         Ok(())
     }
 
-    /// Re-read everything shown: every open buffer and every root's findings. `force`
-    /// republishes even unchanged lists (after a reconnection the editor is told again).
+    /// Re-read everything shown: every open buffer, every spec whose diagnostics are shown
+    /// and every root's findings. `force` republishes even unchanged lists (after a
+    /// reconnection the editor is told again), but only once everything was read again: a
+    /// list that could not be checked is never sent anew as if it had been.
     fn refresh_all(&mut self, force: bool) {
         let read = self.refresh_all_or_fail();
+        let reread = read.is_ok();
         self.report(read, || "read the workspace".into());
-        if force {
+        if force && reread {
             let uris = self.published.uris();
             self.publish(uris, true);
         }
@@ -569,6 +572,16 @@ impl Server {
                     }
                 }
                 None => self.check_buffer_or_fail(&doc)?,
+            }
+        }
+        // A spec no buffer holds shows the file's list as an event last had it checked; the
+        // file may have changed since (edited while no daemon ran, which no event reports): it
+        // is checked again, never shown as it was.
+        for key in self.published.tasks_with_spec() {
+            if let Some(root) = self.root(&key.0)
+                && refreshed.insert(key.clone())
+            {
+                self.refresh_spec(&root, &key.1, false)?;
             }
         }
         let before = self.published.tasks_with_findings();
