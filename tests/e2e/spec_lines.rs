@@ -80,6 +80,47 @@ fn a_criterion_with_a_command_outside_an_acceptance_list_is_warned_of() {
     );
 }
 
+/// A criterion with a Command indented under another item (in a section, in a phase above or
+/// under its `Acceptance:` label, under a criterion) or written before the first `##` heading
+/// is named on its line, as a stray criterion at the start of a line under a section is; a
+/// nested checklist item without a Command is prose. Before, both were silently never run.
+#[test]
+fn a_criterion_nested_under_an_item_or_before_the_first_section_is_named_on_its_line() {
+    let env = env();
+    let preamble = "- [ ] `p1` test - before any section\n  - Command: `false`\n- a note\n  - [ ] `p2` test - nested in the preamble\n    - Command: `false`\n\n";
+    let body = "## Notes\n\n- a list\n  - [ ] `o1` test - nested under a note\n    - Command: `false`\n  - [ ] a checklist for people\n\n## Phase 1: One\n\nObjective: x\n\nChanges:\n- `greet.txt` - the greeting\n  - [ ] `c1` test - nested under a change\n    - Command: `false`\n\nAcceptance:\n- [ ] `a1` test - exists\n  - Command: `true`\n  - [ ] `a2` test - nested under a criterion\n    - Command: `false`\n";
+    let text = draft("n", body).replacen("\n## Scope", &format!("\n{preamble}## Scope"), 1);
+    std::fs::write(env.work.join(".scafld/specs/drafts/n.md"), &text).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() as u64 + 1;
+    let found = diagnostics(&env, "n");
+    let said = |id: &str| {
+        found
+            .iter()
+            .find(|(_, _, m)| m.starts_with(&format!("`{id}` has a Command but ")))
+            .unwrap_or_else(|| panic!("nothing said of {id}: {found:#?}"))
+            .clone()
+    };
+    for (id, severity, place) in [
+        ("p1", "warning", "stands before the first `##` heading, where scafld reads no criteria"),
+        ("p2", "warning", "stands before the first `##` heading, where scafld reads no criteria"),
+        ("o1", "warning", "stands under `## Notes`, which scafld reads no criteria from"),
+        ("c1", "error", "is indented under another item above the phase's `Acceptance:` label"),
+        ("a2", "warning", "is indented under criterion `a1`"),
+    ] {
+        let (line, said_severity, message) = said(id);
+        assert_eq!((line, said_severity.as_str()), (line_of(&format!("`{id}`")), severity), "{message}");
+        assert!(message.contains(place) && message.contains("never runs"), "{message}");
+    }
+    // The nested Command is read as a1's second one (refused), and nothing else is said.
+    let last_command =
+        text.lines().collect::<Vec<_>>().iter().rposition(|l| l.contains("Command: `false`")).unwrap() + 1;
+    let second = format!("criterion `a1` has a second `Command` line (line {last_command})");
+    assert!(found.iter().any(|(_, _, m)| m.contains(&second)), "{second}: {found:#?}");
+    assert_eq!(found.len(), 6, "{found:#?}");
+    // Nothing of the user's text moved or went.
+    assert_eq!(std::fs::read_to_string(env.work.join(".scafld/specs/drafts/n.md")).unwrap(), text);
+}
+
 /// `Dependencies:` naming a phase the spec lacks, a later phase or no phase at all is warned of
 /// on its line (phases are built in the order written); an earlier one and `none` are fine.
 /// Before, all of them passed validate without a word.

@@ -588,6 +588,12 @@ fn other_checklist(line: &str) -> Option<&str> {
     Some(&line[..marker + gap + boxed.len()])
 }
 
+/// How a diagnostic names the checklist item on `line`: its criterion id, else its text.
+fn checklist_what(line: &str) -> String {
+    let item = line.trim_start();
+    criterion_head(item).map_or_else(|| item.trim_end().to_string(), |head| head.id)
+}
+
 /// An open code fence: the line it opened on, its marker character and run length.
 type OpenFence = (usize, char, usize);
 
@@ -825,6 +831,9 @@ impl<'a> Parser<'a> {
             );
         }
         self.comments_hiding_structure();
+        // Before the first `##` heading (the title's part) scafld reads no criteria either.
+        let first = headings.first().map_or(self.lines.len(), |(l, _)| *l);
+        self.stray_criteria(None, start..first);
         let mut seen: HashSet<SectionKey> = HashSet::new();
         for (n, (heading_line, heading)) in headings.iter().enumerate() {
             let mut end = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
@@ -834,7 +843,7 @@ impl<'a> Parser<'a> {
             let key = self.section(*heading_line, heading, heading_line + 1..end);
             if !matches!(key, SectionKey::Phase(_) | SectionKey::Acceptance) {
                 let next = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
-                self.stray_criteria(heading, heading_line + 1..next);
+                self.stray_criteria(Some(heading), heading_line + 1..next);
             }
             if !matches!(key, SectionKey::Other(_)) && !seen.insert(key.clone()) {
                 let message = match &key {
@@ -1072,6 +1081,15 @@ impl<'a> Parser<'a> {
                 i += 1;
                 continue;
             }
+            if self.nested_checklist(i).is_some() && self.nested_command(i, body.end) {
+                // Above the label, as a top-level item there: never run, an approval error.
+                let (rule, under) = if labelled && mode != Mode::Acceptance {
+                    (Rule::Approval, "another item above the phase's `Acceptance:` label")
+                } else {
+                    (Rule::Reading, "another item")
+                };
+                self.nested_criterion_diag(i, rule, under);
+            }
             if let Some(shape) = other_checklist(line) {
                 let reading = if labelled { mode == Mode::Acceptance } else { mode != Mode::Changes };
                 if reading || self.has_command(i, body.end) {
@@ -1152,6 +1170,11 @@ impl<'a> Parser<'a> {
                     self.lines[start].trim()
                 ),
             );
+            for i in start + 1..next {
+                if self.nested_checklist(i).is_some() && self.nested_command(i, next) {
+                    self.nested_criterion_diag(i, Rule::Reading, "another item");
+                }
+            }
             return next;
         };
         // Past the limit a criterion is counted, never read (what it would cost is the reason
@@ -1189,6 +1212,13 @@ impl<'a> Parser<'a> {
             }
             if layout.detail_indent.is_empty() {
                 layout.detail_indent = line[..indent(line)].to_string();
+            }
+            if self.nested_checklist(i).is_some() && self.nested_command(i, next) {
+                // Its details are read as this criterion's (a second Command is refused there).
+                let under = format!("criterion `{}` (its details are read as that criterion's)", c.id);
+                self.nested_criterion_diag(i, Rule::Reading, &under);
+                // Said as what it is, not as the Command above continuing.
+                last_key.clear();
             }
             if self.in_fence[i] {
                 // A fence right under `- Command:` is the command; any other is kept as prose.
@@ -1394,6 +1424,9 @@ impl<'a> Parser<'a> {
                 }
                 i = end;
             } else {
+                if self.nested_checklist(i).is_some() && self.nested_command(i, body.end) {
+                    self.nested_criterion_diag(i, Rule::Reading, "another item");
+                }
                 i += 1;
             }
         }
@@ -1410,22 +1443,75 @@ impl<'a> Parser<'a> {
         self.diag(i + 1, Rule::Reading, message);
     }
 
-    /// Say where a section scafld reads no criteria from (any but a phase and `## Acceptance`)
-    /// holds a checklist item with a `Command:`: it looks like a criterion, but never runs.
-    fn stray_criteria(&mut self, heading: &str, body: Range<usize>) {
+    /// Say where a section scafld reads no criteria from (any but a phase and `## Acceptance`,
+    /// `None` for the text before the first `##` heading) holds a checklist item with a
+    /// `Command:`, at the start of a line or nested under another item: it looks like a
+    /// criterion, but never runs.
+    fn stray_criteria(&mut self, heading: Option<&str>, body: Range<usize>) {
         for i in body.clone() {
             let line = self.lines[i];
-            if self.hidden(i) || !(line.starts_with("- [") || other_checklist(line).is_some()) {
+            if self.hidden(i) {
                 continue;
             }
-            if self.has_command(i, body.end) {
-                let what = criterion_head(line).map_or_else(|| line.trim().to_string(), |head| head.id);
+            let stray = if line.starts_with("- [") || other_checklist(line).is_some() {
+                self.has_command(i, body.end)
+            } else {
+                self.nested_checklist(i).is_some() && self.nested_command(i, body.end)
+            };
+            if stray {
+                let what = checklist_what(line);
+                let place = match heading {
+                    Some(heading) => format!("under `## {heading}`, which scafld reads no criteria from"),
+                    None => "before the first `##` heading, where scafld reads no criteria".to_string(),
+                };
                 let message = format!(
-                    "`{what}` has a Command but stands under `## {heading}`, which scafld reads no criteria from, so it is not a criterion and never runs; move it under a phase's `Acceptance:` label"
+                    "`{what}` has a Command but stands {place}, so it is not a criterion and never runs; move it under a phase's `Acceptance:` label"
                 );
                 self.diag(i + 1, Rule::Reading, message);
             }
         }
+    }
+
+    /// Line `i` as a checklist item indented under another item (`  - [ ]`, or another list
+    /// marker): the item without its indentation. scafld reads criteria only from items at the
+    /// start of a line (as the original does), so such an item is never one.
+    fn nested_checklist(&self, i: usize) -> Option<&'a str> {
+        let line = self.lines[i];
+        let item = line.trim_start();
+        let boxed = ["- [ ]", "- [x]", "- [X]"].iter().any(|b| item.starts_with(b)) || other_checklist(item).is_some();
+        (indent(line) > 0 && boxed && !self.hidden(i)).then_some(item)
+    }
+
+    /// Whether the nested item at `start` carries a `Command:` detail with a value, among the
+    /// lines indented deeper than it (up to a checklist item of its own).
+    fn nested_command(&self, start: usize, end: usize) -> bool {
+        let base = indent(self.lines[start]);
+        for i in start + 1..end {
+            let line = self.lines[i];
+            if line.trim().is_empty() || self.commented(i) {
+                continue;
+            }
+            if indent(line) <= base || self.nested_checklist(i).is_some() {
+                return false;
+            }
+            if let Some((key, value)) = detail(line)
+                && normalize_key(key) == "command"
+                && !is_unset(&unquote(&without_inline_comments(value)))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Say that the nested checklist item on line `i` (under `under`) has a Command but is not
+    /// a criterion.
+    fn nested_criterion_diag(&mut self, i: usize, rule: Rule, under: &str) {
+        let what = checklist_what(self.lines[i]);
+        let message = format!(
+            "`{what}` has a Command but is indented under {under}, so it is not a criterion and never runs: scafld reads criteria only from `- [ ]` at the start of a line; move it to the start of a line under `Acceptance:`"
+        );
+        self.diag(i + 1, rule, message);
     }
 
     /// Whether the checklist item at `start` carries a `Command:` detail with a value.
