@@ -181,7 +181,7 @@ impl Daemon {
     }
 
     /// [`Daemon::workspace`] for code off the async path (nothing in it waits).
-    fn workspace_now(&self, root: &str) -> RpcResult<Arc<Workspace>> {
+    pub fn workspace_now(&self, root: &str) -> RpcResult<Arc<Workspace>> {
         let canonical = canonical_root(Path::new(root))?;
         let initialised = canonical.join(layout::SCAFLD_DIR).is_dir();
         {
@@ -210,6 +210,12 @@ impl Daemon {
     /// was renamed, or found at the folder the store records for it. Failing all that, the
     /// workspace at `root` as it is (the caller checks its id: never another workspace's).
     pub async fn workspace_of(&self, root: &str, id: &str) -> RpcResult<Arc<Workspace>> {
+        self.workspace_of_now(root, id)
+    }
+
+    /// [`Daemon::workspace_of`] for code off the async path (nothing in it waits): a review's
+    /// report, rewritten as each reviewer checkpoints.
+    pub fn workspace_of_now(&self, root: &str, id: &str) -> RpcResult<Arc<Workspace>> {
         for ws in self.open_as(id) {
             match self.home_of(&ws) {
                 Home::Here => return Ok(ws),
@@ -221,9 +227,9 @@ impl Daemon {
         if let Some(record) = recorded.filter(|r| r.root != root)
             && layout::read_id(Path::new(&record.root)).ok().flatten().as_deref() == Some(id)
         {
-            return self.workspace(&record.root).await;
+            return self.workspace_now(&record.root);
         }
-        self.workspace(root).await
+        self.workspace_now(root)
     }
 
     /// Where workspace `ws` (opened at `ws.root`, say for a job that runs on) is now, before

@@ -460,6 +460,64 @@ fn a_build_whose_folder_is_renamed_ends_in_its_own_workspace_not_the_one_moved_i
     assert_eq!(scafld_in(&env, &env.work, &["status", "t", "--json"]).json()["result"]["status"], "active");
 }
 
+/// A review runs while its workspace's folder is renamed and another workspace with the same
+/// task id is moved into the old folder: the reviewer's report, written as it answers and as
+/// the session settles, lands in its own workspace at its new folder, and the workspace now at
+/// the old folder, which never ran that review, is left exactly as it was.
+#[test]
+fn a_review_whose_folder_is_renamed_reports_in_its_own_workspace_not_the_one_moved_in() {
+    let env = TestEnv::new();
+    let other = env.path("other");
+    opened(&env, &other, "t", "true");
+    git(&env.work, &["init", "-q"]);
+    git(&env.work, &["config", "user.email", "a@b"]);
+    git(&env.work, &["config", "user.name", "a"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/t.md"), spec("t", &["true"])).unwrap();
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        "review:\n  dossier:\n    min_attack_angles: 1\n  external:\n    absolute_max_seconds: 60\n    idle_timeout_seconds: 0\n",
+    )
+    .unwrap();
+    env.scafld(&["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", "t"]).assert_code(0);
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+    assert_eq!(env.scafld(&["build", "t", "--json"]).json()["result"]["status"], "review");
+
+    let (ran, release) = (env.path("ran"), env.path("release"));
+    let reviewer = env.path("reviewer.sh");
+    let dossier = r#"{"verdict":"pass","mode":"discover","summary":"pass review","findings":[],"attack_log":[{"target":"diff","attack":"trace callers","result":"clean"}],"budget":{}}"#;
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\ntouch {}\n{}\ncat <<'JSON'\n{dossier}\nJSON\n",
+            ran.display(),
+            until(&release.display().to_string())
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let reviewer = reviewer.display().to_string();
+    let spawned =
+        env.scafld(&["review", "t", "--reviewers", "command", "--provider-command", &reviewer, "--detach", "--json"]);
+    spawned.assert_code(0);
+    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+    wait_until("the reviewer to run", || ran.exists());
+
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    std::fs::rename(&other, &env.work).unwrap();
+    let before = scafld_tests::tree(&env.work);
+    std::fs::write(&release, "").unwrap();
+    let waited = scafld_in(&env, &moved, &["review", "wait", "--session-key", &key, "--timeout", "30", "--json"]);
+    waited.assert_code(0);
+    assert_eq!(scafld_tests::tree(&env.work), before, "the workspace moved in was written to");
+    let report = std::fs::read_to_string(moved.join(".scafld/runs/t/review_report.md")).unwrap();
+    assert!(report.contains(&key) && report.contains("## Consensus"), "{report}");
+    assert_eq!(scafld_in(&env, &moved, &["status", "t", "--json"]).json()["result"]["review_gate"], "pass");
+}
+
 /// `mv repo repo.bak` and a fresh clone at the old path: the clone (a `.scafld` without an id
 /// file where the workspace was recorded) is not the moved workspace; a read there takes
 /// neither its id nor its history, and the moved checkout keeps both.

@@ -413,11 +413,63 @@ fn new_job(
 /// Where a session's reviewer runs keep diagnostics and scratch files: the task's runs folder,
 /// or one per range or template session.
 fn runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
-    let label = match session.task() {
+    ws.data_of(&session.workspace_id).join("runs").join(runs_label(session))
+}
+
+fn runs_label(session: &SessionRecord) -> String {
+    match session.task() {
         Some(task) => task.to_string(),
         None => format!("review-{}", &session.key[..8]),
-    };
-    ws.data_of(&session.workspace_id).join("runs").join(label)
+    }
+}
+
+/// [`runs_dir`] reached through the daemon's descriptor of the workspace's folder
+/// ([`Workspace::anchored`]), for a file written once a run ends: it lands in this workspace
+/// even when its folder was renamed while the reviewer ran, never in one moved to the old path.
+/// A range review's folder in the state dir moves with nothing.
+fn anchored_runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
+    if ws.is_bare() || ws.data_of(&session.workspace_id) != ws.data {
+        return runs_dir(ws, session);
+    }
+    ws.anchored().join(crate::workspace::layout::SCAFLD_DIR).join("runs").join(runs_label(session))
+}
+
+/// The workspace `session` is of, where it is now: its folder may have been renamed since the
+/// review began (followed, as a build's is: [`Daemon::workspace_of`]), and whatever sits at
+/// the folder it began in now is never taken for it. Why not, in a sentence, otherwise.
+pub(crate) fn home(daemon: &Daemon, session: &SessionRecord) -> Result<Arc<Workspace>, String> {
+    // The folder it began in first: a git worktree whose `.scafld` links to the main checkout's
+    // is the same workspace at another root, and its review is of its own tree.
+    let root = std::path::Path::new(&session.root);
+    let began_here = daemon.open_as(&session.workspace_id).into_iter().find(|ws| ws.root == root);
+    if let Some(ws) = began_here {
+        return match daemon.home_of(&ws) {
+            crate::daemon::Home::Here => Ok(ws),
+            crate::daemon::Home::Moved(moved) => Ok(moved),
+            crate::daemon::Home::Gone(why) => Err(why),
+        };
+    }
+    let named_here = crate::workspace::layout::read_id(root).ok().flatten();
+    if named_here.as_deref() == Some(session.workspace_id.as_str())
+        && let Ok(ws) = daemon.workspace_now(&session.root)
+        && ws.owns(&session.workspace_id)
+    {
+        return Ok(ws);
+    }
+    match daemon.workspace_of_now(&session.root, &session.workspace_id) {
+        Ok(ws) if ws.owns(&session.workspace_id) => Ok(ws),
+        Ok(ws) => Err(format!(
+            "{} holds workspace {} now, not workspace {} that review {} is of",
+            session.root, ws.id, session.workspace_id, session.key
+        )),
+        Err(e) => Err(e.0.message),
+    }
+}
+
+/// Where a session's packet is in its workspace as it is now (`packet_path` is where it was
+/// written: the folder it began in).
+pub(crate) fn packet_path(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
+    ws.data_of(&session.workspace_id).join("reviews").join(&session.key).join("packet.md")
 }
 
 /// Who will run a prepared provider: the client executable its MCP server is started from,

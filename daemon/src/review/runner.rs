@@ -25,8 +25,17 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
         let Some(job) = daemon.jobs.get(&job_id) else { return };
         let Some(work) = job.review.clone() else { return };
         let Some(session) = daemon.sessions.get(&work.session_key) else { return };
-        // Reviewers share the workspace's job slots (`execution.max_parallel_jobs`) with builds.
-        let Ok(ws) = daemon.workspace(&session.root).await else { return };
+        // Reviewers share the workspace's job slots (`execution.max_parallel_jobs`) with builds:
+        // the workspace's where it is now (its folder may have moved since the review began).
+        let ws = match super::home(&daemon, &session) {
+            Ok(ws) => ws,
+            Err(why) => {
+                let failure = internal(format!("workspace unavailable: {why}"));
+                let provenance = Provenance { provider: work.reviewer.clone(), ..Provenance::default() };
+                super::conclude(&daemon, &job_id, Err(failure), provenance).await;
+                return;
+            }
+        };
         let _permit = ws.job_slot().await;
         // Only the call that moves the job out of the queue runs it (a retry and a restart
         // recovery may both try).
@@ -150,8 +159,7 @@ impl<'a> Reviewer<'a> {
         work: &'a ReviewWork,
         provider_name: &str,
     ) -> Result<Reviewer<'a>, String> {
-        let ws =
-            daemon.workspace(&session.root).await.map_err(|e| format!("workspace unavailable: {}", e.0.message))?;
+        let ws = super::home(daemon, session).map_err(|why| format!("workspace unavailable: {why}"))?;
         let config = ws.config().map_err(|e| e.to_string())?;
         let template = match &work.template {
             Some(job) => Some((crate::templates::find(&ws.root, &job.name).map_err(|e| e.0.message)?, job)),
@@ -205,9 +213,9 @@ async fn run_external(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<Outcome, ReviewerFailure> {
     let Reviewer { ws, config, template, provider } = reviewer;
-    let root = format!("{}/", ws.root.display());
+    let (root, anchored) = (format!("{}/", ws.root.display()), format!("{}/", ws.anchored().display()));
     let relative = |mut f: ReviewerFailure| {
-        f.message = f.message.replace(&root, "");
+        f.message = f.message.replace(&root, "").replace(&anchored, "");
         f
     };
     // A template job's packet is its own (a gate pass shares the session with the dossier
@@ -215,7 +223,7 @@ async fn run_external(
     let packet = match template {
         Some((t, job)) => template::packet(t, &t.build_prompt(&job.inputs)),
         None => scafld_local::capped::read_text(
-            std::path::Path::new(&session.packet_path),
+            &super::packet_path(ws, session),
             "review packet",
             crate::domain::packet::MAX_PACKET_BYTES,
         )
@@ -258,7 +266,8 @@ async fn run_external(
         cwd: &cwd,
         caller_env: &session.caller_env,
         packet: &packet,
-        diagnostics_dir: super::runs_dir(ws, session).join("diagnostics"),
+        // Written once the run ends: into the workspace wherever its folder is by then.
+        diagnostics_dir: super::anchored_runs_dir(ws, session).join("diagnostics"),
     };
     let left = providers::run(&invocation, run, config, &daemon.submissions, cancel).await;
     // The scratch directory (codex's answer file among it) goes once the answer is read.
@@ -273,7 +282,9 @@ async fn run_external(
             provenance.clone(),
         )
     });
-    let _ = std::fs::remove_dir_all(&scratch);
+    // Where the workspace is now: its folder may have been renamed while the reviewer ran, and
+    // another may sit at the old path.
+    let _ = scratch.file_name().map(|name| std::fs::remove_dir_all(super::anchored_runs_dir(ws, session).join(name)));
     let mut outcome = outcome.map_err(relative)?;
     outcome.answer = outcome.answer.map_err(relative);
     Ok(outcome)

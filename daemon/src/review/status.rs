@@ -135,7 +135,16 @@ pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
     if let Some(outcome) = session.result.as_ref().map(|r| r.outcome) {
         text.push_str(&format!("\n## Consensus\n{outcome}\n"));
     }
-    let path = std::path::Path::new(&session.root).join(&session.report_path);
+    // Where the session's workspace is now (its folder may have been renamed while the review
+    // ran), never into whatever holds the folder it began in.
+    let ws = match super::home(daemon, session) {
+        Ok(ws) => ws,
+        Err(why) => {
+            warn!(session = %session.key, "the review report is not written: {why}");
+            return;
+        }
+    };
+    let path = ws.root.join(&session.report_path);
     let written = path
         .parent()
         .map(crate::workspace::layout::create_real_dir)

@@ -145,12 +145,13 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         daemon.jobs.touch();
         why
     };
-    let ws = daemon.workspace(&session.root).await.map_err(give_back)?;
+    // Where the session's workspace is now (its folder may have moved since the review began).
+    let ws = super::home(daemon, &session).map_err(|why| give_back(RpcError::new(ErrorKind::WorkspaceError, why)))?;
     let config = ws.config().map_err(|e| give_back(e.into()))?;
     let seconds = p.lease_seconds.unwrap_or(config.review.workers.lease_seconds).clamp(1, m::MAX_LEASE_SECONDS);
     let resume = consensus::briefing(&session.files, &work.checkpoint);
     let packet = scafld_local::capped::read_text(
-        std::path::Path::new(&session.packet_path),
+        &super::packet_path(&ws, &session),
         "review packet",
         crate::domain::packet::MAX_PACKET_BYTES,
     )
@@ -466,7 +467,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                 .map(|d| consensus::merge_checkpoint(d, &checkpoint))
                 .and_then(|d| accept(d, &request));
             // The run's scratch directory (codex's answer file, MCP config) has served.
-            if let Ok(ws) = daemon.workspace(&session.root).await {
+            if let Ok(ws) = super::home(daemon, &session) {
                 let _ = std::fs::remove_dir_all(super::runs_dir(&ws, &session).join(scratch_name(&job)));
             }
             answer

@@ -194,16 +194,17 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let session = daemon.sessions.latest(&ws, Some(&task));
     let reviewed: Vec<String> = session.as_ref().map(|s| s.files.clone()).unwrap_or_default();
     let mut provenance: Vec<ContextProvenance> = Vec::new();
-    if let Some(packet) = session.as_ref().and_then(|s| {
-        let packet =
-            scafld_local::capped::read(std::path::Path::new(&s.packet_path), "review packet", MAX_PACKET_BYTES);
-        packet.ok().map(|b| (s, b))
+    // The packet where the workspace is now (recorded where it was written: a folder renamed
+    // since holds it elsewhere).
+    if let Some((path, bytes)) = session.as_ref().and_then(|s| {
+        let path = crate::review::packet_path(&ws, s);
+        scafld_local::capped::read(&path, "review packet", MAX_PACKET_BYTES).ok().map(|b| (path, b))
     }) {
         provenance.push(ContextProvenance {
             kind: "packet".into(),
-            path: ws.relative(std::path::Path::new(&packet.0.packet_path)),
-            sha256: format!("{:x}", Sha256::digest(&packet.1)),
-            bytes: packet.1.len() as u64,
+            path: ws.relative(&path),
+            sha256: format!("{:x}", Sha256::digest(&bytes)),
+            bytes: bytes.len() as u64,
         });
     }
     let mut ignored = Vec::new();
