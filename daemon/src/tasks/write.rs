@@ -77,18 +77,49 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
     if target.exists() {
         return Err(RpcError::new(ErrorKind::AlreadyExists, format!("spec already exists: {}", ws.relative(&target))));
     }
+    // What the answer needs that could fail is worked out before the draft is written: once it
+    // is, the call succeeds (a plan that failed after writing would leave a draft that the next
+    // plan refuses as existing).
+    let parsed = parse(&text);
+    let diagnostics = parsed.diagnostics.iter().map(wire).collect();
+    let fallback = new_draft_next(&parsed, crate::templates::shadows(&ws.root, task.as_str()));
     let written = specfile::write_spec(None, &target, &text).map_err(write_error)?;
     crate::sync::write(&ws.index).record_write(&target, &text, None, &written);
     daemon.publish_task_changed(&ws, task.as_str(), "command:plan");
-    let diagnostics = parse(&text).diagnostics.iter().map(wire).collect();
-    // The one decision of what comes next, as `status` makes it for the draft just written.
-    let next_action = super::read::status_next(daemon, &ws, task.as_str(), false).await?;
+    // The one decision of what comes next, as `status` makes it for the draft just written;
+    // should that read fail now, the lifecycle's own decision for a new draft stands in.
+    let next_action = match super::read::status_next(daemon, &ws, task.as_str(), false).await {
+        Ok(next) => next,
+        Err(e) => {
+            tracing::warn!(task = %task, "plan wrote the draft, but its next action does not read: {}", e.0.message);
+            fallback
+        }
+    };
     Ok(m::PlanResult {
         task_id: task.to_string(),
         path: ws.relative(&target),
         status: Status::Draft,
         diagnostics,
         next_action,
+    })
+}
+
+/// The next action of a draft `plan` is about to write, from its text alone: a new task has no
+/// ledger, no review and no evidence yet.
+fn new_draft_next(parsed: &crate::domain::spec::Parsed, shadowed: bool) -> m::NextAction {
+    let replay = crate::domain::ledger::replay(&[]);
+    crate::domain::next::next_action(&crate::domain::next::Facts {
+        spec: &parsed.spec,
+        entries: &[],
+        replay: &replay,
+        spec_errors: parsed.errors().count(),
+        stale: &Default::default(),
+        running_review: None,
+        draft_digest: parsed.draft_digest.as_deref(),
+        spec_digest: None,
+        missing: None,
+        misfiled: None,
+        shadowed,
     })
 }
 
@@ -423,5 +454,29 @@ impl Ground for WorkspaceGround<'_> {
 
     fn archived(&self, task_id: &str) -> bool {
         self.ws.indexed(task_id).is_some_and(|e| e.folder == Folder::Archive)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `plan` answers should `status`'s read fail once the draft is written: the same
+    /// step `status` gives a new draft (its placeholders to fill, `validate` listing them), from
+    /// the text alone.
+    #[test]
+    fn a_new_drafts_next_action_is_worked_out_from_its_text_alone() {
+        let input = PlanInput {
+            task_id: "t",
+            title: Some("A task"),
+            summary: None,
+            size: "small",
+            risk: "low",
+            command: Some("cargo test"),
+            now: "2026-01-01T00:00:00Z",
+        };
+        let next = new_draft_next(&parse(&new_spec(&input)), false);
+        assert_eq!(next.command, "scafld validate t", "{next:?}");
+        assert_eq!(next.action, m::NextStep::FixSpec, "{next:?}");
     }
 }
