@@ -832,6 +832,40 @@ fn a_retry_of_a_session_whose_files_changed_is_refused_and_complete_names_the_re
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A relative path given to `--provider-command` as an argument (`sh ./reviewer.sh`, `sh
+/// reviewer.sh`) names the file in the folder it was typed in, as a relative program does;
+/// `sh -c '...'` is sent as typed, its paths read from the workspace root. Before, the argument
+/// was sent as written, not found from the root, and the review had no verdict.
+#[test]
+fn a_provider_commands_relative_argument_is_found_from_the_callers_folder() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let tools = env.work.join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    let script = format!("cat > /dev/null\ncat <<'JSON'\n{}\nJSON\n", pass());
+    std::fs::write(tools.join("reviewer.sh"), &script).unwrap();
+    let from_tools = |args: &[&str]| Run::from(env.scafld_command(args).current_dir(&tools).output().unwrap());
+    for (n, command) in ["sh ./reviewer.sh", "sh reviewer.sh"].into_iter().enumerate() {
+        if n > 0 {
+            // A new round needs a new diff.
+            std::fs::write(env.work.join("src/lib.rs"), format!("pub fn greet{n}() {{}}\n")).unwrap();
+            env.scafld(&["build", "rev"]).assert_code(0);
+        }
+        let args =
+            ["review", "rev", "--provider", "command", "--provider-command", command, "--min-attack-angles", "2"];
+        let run = from_tools(&[&args[..], &["--json"]].concat());
+        run.assert_code(0);
+        assert_eq!(run.json()["result"]["verdict"], "pass", "{command}: {}", run.stdout);
+    }
+    // Quoted for the shell: sent as typed, so `./reviewer.sh` is the workspace root's (none).
+    std::fs::write(env.work.join("src/lib.rs"), "pub fn greet9() {}\n").unwrap();
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let args = ["review", "rev", "--provider", "command", "--provider-command", "sh -c 'sh ./reviewer.sh'", "--json"];
+    let run = from_tools(&args);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(run.stdout.contains("reviewer.sh"), "{}", run.stdout);
+}
+
 /// A relative `--provider-command` (`./reviewer`) typed in a folder below the workspace root
 /// names the program there, as every other relative path does, though reviewers run from the
 /// root: for `review` and for `scafld worker` alike. Before, it was "not found" from the root
