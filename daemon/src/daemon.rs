@@ -66,6 +66,9 @@ pub struct Daemon {
     /// meeting one before it is recorded (the reopening of known workspaces at start) takes it
     /// for the new workspace it is, not for an id nothing records (see `settle_identity`).
     made_ids: StdMutex<std::collections::HashSet<String>>,
+    /// An id file put back (`Restored` with the id it replaced) that no caller was told of
+    /// yet, by canonical root: the next `status`, `list` or `build` there says it, once.
+    unsaid: StdMutex<HashMap<PathBuf, String>>,
     /// What lets whole-workspace reads skip their stats and reports hand edits (see
     /// `workspace/tripwire.rs`); `None` when the kernel refused a queue.
     tripwire: Option<Arc<Tripwire>>,
@@ -102,6 +105,7 @@ impl Daemon {
             shutdown_announced: AtomicBool::new(false),
             open_workspaces: StdMutex::default(),
             made_ids: StdMutex::default(),
+            unsaid: StdMutex::default(),
             tripwire,
             watch_events: StdMutex::new(watch_events),
             jobs,
@@ -474,7 +478,10 @@ impl Daemon {
                     }) {
                         Some(kept) => {
                             warn!(workspace = %kept, root = %root_text, unknown = %id, "the id file names a workspace nothing records: the folder keeps its own, and the id file names it again");
-                            (kept.clone(), true, Some(Restored { id: kept, replaced: Some(id) }))
+                            let restored = Restored { id: kept.clone(), replaced: Some(id) };
+                            // Said by the next command run here, not only in this log.
+                            crate::sync::lock(&self.unsaid).insert(root.to_path_buf(), restored.message());
+                            (kept, true, Some(restored))
                         }
                         None => (id, false, None),
                     }
@@ -536,6 +543,13 @@ impl Daemon {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(workspace_io_error(e)),
         }
+    }
+
+    /// What a caller at `root` has not been told yet and must be (an id file put back: see
+    /// [`Daemon::settle_identity`]), taken: each is said once.
+    pub fn take_unsaid(&self, root: &Path) -> Vec<String> {
+        let Ok(root) = canonical_root(root) else { return Vec::new() };
+        crate::sync::lock(&self.unsaid).remove(&root).into_iter().collect()
     }
 
     /// Refuse (`busy`, naming the job) when a job of another workspace than `id` (any, for
@@ -704,6 +718,23 @@ impl Daemon {
 pub struct Restored {
     pub id: String,
     pub replaced: Option<String>,
+}
+
+impl Restored {
+    /// What the user is told of it.
+    pub fn message(&self) -> String {
+        let Restored { id, replaced } = self;
+        match replaced {
+            None => format!(
+                "{} was missing: it names this folder's workspace {id} again, whose ledgers, reviews and running jobs stay its own",
+                layout::ID_FILE
+            ),
+            Some(unknown) => format!(
+                "{} named {unknown}, a workspace nothing here records: it names this folder's workspace {id} again, whose ledgers, reviews and running jobs stay its own",
+                layout::ID_FILE
+            ),
+        }
+    }
 }
 
 /// How a workspace is being opened.

@@ -184,7 +184,8 @@ fn a_folder_keeps_its_workspace_and_running_build_when_its_id_file_is_lost() {
 /// An id file rewritten by hand with an id nothing records (or one copied from another
 /// machine) never parts a folder from its history: the folder keeps the workspace recorded
 /// for it, so a blocked task whose spec was edited to say it passed is still the ledger's
-/// blocked task, and `init` says what it put back.
+/// blocked task; the command that put it back (`status`, `list`, `build`) says so once, as
+/// `init` does.
 #[test]
 fn an_id_file_naming_an_unknown_workspace_keeps_the_folders_own_history() {
     let env = TestEnv::new();
@@ -200,9 +201,21 @@ fn an_id_file_naming_an_unknown_workspace_keeps_the_folders_own_history() {
     std::fs::write(&path, text.replace("- [ ] `", "- [x] `").replace("status: blocked", "status: review")).unwrap();
     let unknown = "0123456789abcdef0123456789abcdef";
     std::fs::write(env.work.join(".scafld/workspace_id"), format!("{unknown}\n")).unwrap();
-    let status = env.scafld(&["status", "t1", "--json"]).json()["result"].clone();
-    assert_eq!(status["status"], "blocked", "the ledger still decides: {status}");
+    let said = format!("warning: .scafld/workspace_id named {unknown}, a workspace nothing here records");
+    let status = env.scafld(&["status", "t1", "--json"]);
+    let result = status.json()["result"].clone();
+    assert_eq!(result["status"], "blocked", "the ledger still decides: {result}");
     assert_eq!(id_file(&env.work), id, "the folder's own id is put back");
+    assert!(status.stderr.contains(&said), "{}", status.stderr);
+    assert!(result["warnings"][0].as_str().unwrap_or_default().contains(&id), "{result}");
+    let again = env.scafld(&["status", "t1", "--json"]);
+    assert!(!again.stderr.contains("warning:") && again.json()["result"].get("warnings").is_none(), "said once");
+    for args in [&["list"][..], &["build", "t1"]] {
+        std::fs::write(env.work.join(".scafld/workspace_id"), format!("{unknown}\n")).unwrap();
+        let run = env.scafld(args);
+        assert!(run.stderr.contains(&said), "{args:?}: {}", run.stderr);
+        assert!(!env.scafld(args).stderr.contains("warning:"), "{args:?}: said once");
+    }
     std::fs::write(env.work.join(".scafld/workspace_id"), format!("{unknown}\n")).unwrap();
     let init = env.init();
     assert_eq!(init["result"]["workspace"]["workspace_id"], id.as_str(), "{init}");

@@ -240,16 +240,11 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
             root.display()
         )],
     });
+    // Said here, and so by no later command (as is one an earlier call put back unsaid).
+    let unsaid = daemon.take_unsaid(root);
     match restored {
-        Some(crate::daemon::Restored { id, replaced: None }) => warnings.push(format!(
-            "{} was missing: it names this folder's workspace {id} again, whose ledgers, reviews and running jobs stay its own",
-            layout::ID_FILE
-        )),
-        Some(crate::daemon::Restored { id, replaced: Some(unknown) }) => warnings.push(format!(
-            "{} named {unknown}, a workspace nothing here records: it names this folder's workspace {id} again, whose ledgers, reviews and running jobs stay its own",
-            layout::ID_FILE
-        )),
-        None => {}
+        Some(restored) => warnings.push(restored.message()),
+        None => warnings.extend(unsaid),
     }
     Ok(m::WorkspaceInitResult {
         workspace,

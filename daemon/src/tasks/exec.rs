@@ -413,7 +413,9 @@ async fn adopt(
 /// job finishes within them.
 pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::BuildResult> {
     let wait = p.wait_seconds.and_then(|s| Duration::try_from_secs_f64(s.clamp(0.0, 3600.0)).ok());
+    let root = p.root.clone();
     let (mut started, material) = start_build(daemon, p).await?;
+    started.warnings = daemon.take_unsaid(std::path::Path::new(&root));
     if let (Some(wait), Some(job_id), None) = (wait, &started.job_id, &started.outcome) {
         let waited = daemon.jobs.wait(job_id, wait, daemon.shutdown_token()).await;
         if let Some(running) = waited.as_ref().filter(|r| !r.state.is_finished())
@@ -486,7 +488,16 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
                 message: with_note(message, &projected),
                 ..BuildOutcome::default()
             };
-            Ok((m::BuildResult { task_id: task, job_id: None, attached: false, outcome: Some(outcome) }, None))
+            Ok((
+                m::BuildResult {
+                    task_id: task,
+                    job_id: None,
+                    attached: false,
+                    outcome: Some(outcome),
+                    warnings: Vec::new(),
+                },
+                None,
+            ))
         }
         Step::Run { target, criteria, recheck } => {
             // Read while the first command's shell starts up (and before the command runs).
@@ -534,7 +545,16 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
                     }
                 }
             });
-            Ok((m::BuildResult { task_id: task, job_id: Some(job.id), attached: false, outcome: None }, Some(reading)))
+            Ok((
+                m::BuildResult {
+                    task_id: task,
+                    job_id: Some(job.id),
+                    attached: false,
+                    outcome: None,
+                    warnings: Vec::new(),
+                },
+                Some(reading),
+            ))
         }
     }
 }
@@ -566,7 +586,7 @@ fn join_or_busy(
             job.id, manual.disposition
         )));
     }
-    Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None })
+    Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None, warnings: Vec::new() })
 }
 
 /// `build --criterion ID --disposition pass|fail --reason R`: a person's evidence for a manual
@@ -675,7 +695,13 @@ async fn manual_evidence(
             &projected,
         ),
     };
-    Ok(m::BuildResult { task_id: task.to_string(), job_id: None, attached: false, outcome: Some(outcome) })
+    Ok(m::BuildResult {
+        task_id: task.to_string(),
+        job_id: None,
+        attached: false,
+        outcome: Some(outcome),
+        warnings: Vec::new(),
+    })
 }
 
 /// `message`, and when the spec file was left as it was, why (the answer says so).

@@ -121,7 +121,11 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
         Ok(found) => found,
         Err(missing) => {
             return match super::Gone::find_to_read(daemon, &p.root, &p.task_id).await? {
-                Some((ws, gone)) => Ok(gone_status(&ws, &gone).await),
+                Some((ws, gone)) => {
+                    let mut status = gone_status(&ws, &gone).await;
+                    status.warnings = daemon.take_unsaid(&ws.root);
+                    Ok(status)
+                }
                 None => Err(missing),
             };
         }
@@ -133,6 +137,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let mut status = answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes);
     status.config_error =
         ws.config().err().map(|e| m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message });
+    status.warnings = daemon.take_unsaid(&ws.root);
     Ok(status)
 }
 
@@ -247,6 +252,7 @@ impl Answer {
             review: latest_review(entries),
             spec_missing: self.spec_missing,
             config_error: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -476,11 +482,14 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
     };
     let ws = daemon.workspace_to_read(&p.root).await?;
     sync_with_ledgers(daemon, &ws).await?;
+    // Rare, and never kept with the reply: said once.
+    let warnings = daemon.take_unsaid(&ws.root);
     let index = crate::sync::read(&ws.index);
     let asked = ListKey { generation: index.generation(), filter, counts: p.counts };
     let mut listed = crate::sync::lock(&ws.listed);
     if let Some((key, reply)) = listed.as_ref()
         && *key == asked
+        && warnings.is_empty()
     {
         return Ok(reply.clone());
     }
@@ -492,10 +501,14 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
     // The index yields tasks by id, so a stable sort by status alone orders them by status,
     // then id, without comparing ids again.
     tasks.sort_by_key(|(status, _)| *status);
-    let reply = Rendered::of(&m::ListResult { tasks: tasks.into_iter().map(|(_, t)| t).collect() })
-        .map_err(RpcError::internal)?;
+    let mut result = m::ListResult { warnings: Vec::new(), tasks: tasks.into_iter().map(|(_, t)| t).collect() };
+    let reply = Rendered::of(&result).map_err(RpcError::internal)?;
     *listed = Some((asked, reply.clone()));
-    Ok(reply)
+    if warnings.is_empty() {
+        return Ok(reply);
+    }
+    result.warnings = warnings;
+    Rendered::of(&result).map_err(RpcError::internal)
 }
 
 /// Catch up with edits the watcher has not delivered yet (changed files re-parsed; the stats

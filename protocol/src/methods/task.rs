@@ -190,6 +190,10 @@ pub struct StatusResult {
     /// refuse until it is fixed, so `next_action` is fixing it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_error: Option<ConfigProblem>,
+    /// What happened to the workspace that the caller must hear of, once (an id file put back
+    /// by this call or an earlier one that no command said yet); the CLI shows each on stderr.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A configuration file that does not read: which, why, and what to do.
@@ -330,6 +334,10 @@ pub struct ListParams {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ListResult {
+    /// As [`StatusResult::warnings`]; first, so a client that passes the reply on unparsed
+    /// sees them at its start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub tasks: Vec<TaskSummary>,
 }
 
@@ -581,6 +589,9 @@ pub struct BuildResult {
     /// The finished step: when it needed no job, or its job finished within `wait_seconds`.
     #[serde(default)]
     pub outcome: Option<BuildOutcome>,
+    /// As [`StatusResult::warnings`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What one build step did.

@@ -107,6 +107,7 @@ pub fn build(ctx: &Context, args: &BuildArgs) -> Result<u8, CliError> {
     // The heartbeat's elapsed time counts the build call's own wait.
     let t0 = Instant::now();
     let started = call::<m::TaskBuild>(&mut conn, &params)?;
+    super::tasks::say_warnings(ctx, &started.warnings);
     if started.attached
         && let Some(job_id) = &started.job_id
     {

@@ -23,6 +23,14 @@ pub(super) fn call<M: Method>(conn: &mut Connection, params: &M::Params) -> Resu
     conn.call::<M>(params).map_err(rpc_error)
 }
 
+/// What the daemon says the caller must hear of the workspace (an id file put back), on
+/// stderr, `--json` or not: said once, by the command that got it.
+pub(super) fn say_warnings(ctx: &Context, warnings: &[String]) {
+    for warning in warnings {
+        ctx.out.eprint_human(&format!("warning: {warning}"));
+    }
+}
+
 fn task_params(ctx: &Context, task: &TaskArg) -> Result<(m::TaskParams, Connection), CliError> {
     let task_id = task.resolve()?;
     let (root, conn) = session(ctx)?;
@@ -148,6 +156,7 @@ pub fn validate(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
 pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     let (params, mut conn) = task_params(ctx, task)?;
     let s = call::<m::TaskStatus>(&mut conn, &params)?;
+    say_warnings(ctx, &s.warnings);
     let human = || {
         let title = if s.spec_missing {
             ctx.out.paint("spec file missing (from the ledger)", Style::Bad)
@@ -283,6 +292,16 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
     // The text listing shows each task's progress; JSON carries counts only when asked.
     let params = m::ListParams { root, status: args.status.clone(), counts: args.counts || !ctx.out.json };
     let raw = conn.call_verbatim::<m::TaskList>(&params).map_err(rpc_error)?;
+    // Written first when there are any (`ListResult`), so an unparsed reply shows them at once.
+    if raw.get().starts_with("{\"warnings\"") {
+        #[derive(serde::Deserialize)]
+        struct Warnings {
+            warnings: Vec<String>,
+        }
+        if let Ok(said) = serde_json::from_str::<Warnings>(raw.get()) {
+            say_warnings(ctx, &said.warnings);
+        }
+    }
     if ctx.out.json {
         // Printed as the daemon wrote it: parsing thousands of summaries only to print them
         // again would cost more than the rest of the call.
