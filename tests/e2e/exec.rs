@@ -304,6 +304,63 @@ fn list_and_report_count_the_ledger_s_evidence_not_a_hand_edit() {
     reads(&env, false);
 }
 
+/// A spec with no ledger has recorded no evidence: a criterion ticked and set `Status: pass`
+/// (by hand, or by another tool) and a phase set `completed` count pending in `status`, `list`
+/// and `report` (which flag what the file claims), never passed, whatever status the file
+/// says; `complete` refuses, and `reconcile` writes the empty ledger's states into the file.
+#[test]
+fn a_spec_without_a_ledger_counts_no_pass_it_did_not_record() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let text = spec("marked", &[&[("a1", "true", "  - Status: pass\n"), ("a2", "true", "")]], &[])
+        .replace("- [ ] `a1`", "- [x] `a1`")
+        .replace("- [ ] `a2`", "- [x] `a2`")
+        .replace("Objective: step.\n", "Objective: step.\n\nStatus: completed\n");
+    let draft = env.work.join(".scafld/specs/drafts/marked.md");
+    std::fs::write(&draft, &text).unwrap();
+    let nothing_passed = |env: &TestEnv| {
+        let status = env.scafld(&["status", "marked", "--json"]).json()["result"].clone();
+        assert_eq!(status["counts"]["criteria_passed"], 0, "{status}");
+        assert_eq!(status["counts"]["phases_completed"], 0, "{status}");
+        assert_eq!(status["phases"][0]["criteria_passed"], 0, "{status}");
+        assert_eq!(status["phases"][0]["status"], "pending", "{status}");
+        assert_eq!(status["criteria"][0]["status"], "pending", "{status}");
+        assert_eq!(status["criteria"][0]["freshness"], "none", "{status}");
+        let row = env.scafld(&["list", "--counts", "--json"]).json()["result"]["tasks"][0].clone();
+        assert_eq!(
+            (row["counts"]["criteria_passed"].clone(), row["counts"]["phases_completed"].clone()),
+            (json!(0), json!(0)),
+            "{row}"
+        );
+        assert_eq!(row["file_counts"]["criteria_passed"], 1, "what the file claims is flagged: {row}");
+        let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+        assert_eq!(
+            (report["criteria_passed"].clone(), report["phases_completed"].clone()),
+            (json!(0), json!(0)),
+            "{report}"
+        );
+        assert_eq!(report["counts_disagree"], json!(["marked"]), "{report}");
+    };
+    nothing_passed(&env);
+    // Said to be in review by hand, with nothing on record: still nothing passed, no completion.
+    std::fs::create_dir_all(env.work.join(".scafld/specs/active")).unwrap();
+    let active = env.work.join(".scafld/specs/active/marked.md");
+    std::fs::write(&active, text.replace("status: draft", "status: review")).unwrap();
+    std::fs::remove_file(&draft).unwrap();
+    nothing_passed(&env);
+    env.scafld(&["complete", "marked"]).assert_code(4);
+    env.scafld(&["reconcile", "marked"]).assert_code(0);
+    let written = std::fs::read_to_string(&active).unwrap();
+    assert!(
+        written.contains("- [ ] `a1`") && written.contains("- [ ] `a2`") && !written.contains("Status: pass"),
+        "{written}"
+    );
+    assert!(written.contains("\nStatus: pending\n") && !written.contains("Status: completed"), "{written}");
+    let row = env.scafld(&["list", "--counts", "--json"]).json()["result"]["tasks"][0].clone();
+    assert_eq!(row["file_counts"], json!(null), "{row}");
+}
+
 /// A phase's `Status:` line hand-set back to `pending` while the ledger has it open changes no
 /// count: `list` and `report` flag no disagreement of counts (and a count that does differ is
 /// named on the row, as `list_and_report_count_the_ledger_s_evidence_not_a_hand_edit` shows).

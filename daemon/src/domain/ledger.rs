@@ -664,22 +664,18 @@ pub fn sketch(task: &str, entries: &[LedgerEntry]) -> Spec {
 /// The spec as the ledger says it is: criterion and phase states, lifecycle status and Current
 /// State. Prose and structure come from `spec`; a hand edit to a runner-owned field is undone.
 /// `shadowed`: a user review template has the task's name (`next::Facts::shadowed`).
+///
+/// A spec without a ledger keeps its file's status and Current State (a draft, a spec the
+/// original tool wrote without its session), but never its criterion and phase states: a
+/// `- [x]`, `Status: pass` or `Status: completed` nobody recorded here (written by hand, or by
+/// another tool) is no evidence, so they read as the empty ledger's, pending ([`unrecorded`]).
 pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) -> Spec {
+    if entries.is_empty() {
+        return unrecorded(spec);
+    }
     let r = replay(entries);
     let mut next = spec.clone();
-    if entries.is_empty() {
-        return next;
-    }
-    for phase in &mut next.phases {
-        let phase_id = phase.id();
-        phase.status = r.phases.get(&phase_id).map_or(UNRECORDED_PHASE, |m| m.status.as_str()).into();
-        for c in &mut phase.criteria {
-            apply_mark(c, r.criteria.get(&c.id));
-        }
-    }
-    for c in &mut next.acceptance.criteria {
-        apply_mark(c, r.criteria.get(&c.id));
-    }
+    apply_marks(&mut next, &r);
     let status = r.status.unwrap_or(Status::Draft);
     if next.front.status != status.as_str() {
         next.front.status = status.as_str().into();
@@ -745,6 +741,41 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) 
         next.front.updated = now.into();
     }
     next
+}
+
+/// `spec` with the criterion and phase states a ledger with no entries gives it: every
+/// criterion pending (its checkbox empty, no evidence), every phase pending. Nothing else of
+/// it changes. What `status`, `list`, `report` and a `reconcile` of a task without a ledger
+/// show: a pass is a recorded result, never a mark in the file.
+pub fn unrecorded(spec: &Spec) -> Spec {
+    let mut next = spec.clone();
+    for phase in &mut next.phases {
+        // A phase without a `Status:` line already reads as pending: none is added.
+        if !phase.status.is_empty() {
+            phase.status = UNRECORDED_PHASE.into();
+        }
+        for c in &mut phase.criteria {
+            apply_mark(c, None);
+        }
+    }
+    for c in &mut next.acceptance.criteria {
+        apply_mark(c, None);
+    }
+    next
+}
+
+/// The phase and criterion states `r` records, onto `spec` (pending where it records none).
+fn apply_marks(spec: &mut Spec, r: &Replay) {
+    for phase in &mut spec.phases {
+        let phase_id = phase.id();
+        phase.status = r.phases.get(&phase_id).map_or(UNRECORDED_PHASE, |m| m.status.as_str()).into();
+        for c in &mut phase.criteria {
+            apply_mark(c, r.criteria.get(&c.id));
+        }
+    }
+    for c in &mut spec.acceptance.criteria {
+        apply_mark(c, r.criteria.get(&c.id));
+    }
 }
 
 fn apply_mark(c: &mut crate::domain::spec::Criterion, mark: Option<&Mark>) {

@@ -337,6 +337,8 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         });
     }
     let status = spec.status().ok_or_else(|| RpcError::internal("valid spec without a status"))?;
+    // No ledger, no evidence: a criterion or phase the file marks done is written pending.
+    let spec = crate::domain::ledger::unrecorded(&spec);
     let mut next = spec.clone();
     let action = crate::domain::next::next_action(&crate::domain::next::Facts {
         spec: &spec,

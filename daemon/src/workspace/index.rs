@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::domain::ledger::LedgerState;
+use crate::domain::ledger::{LedgerState, Marks};
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::budget::MAX_SPEC_BYTES;
 use crate::domain::spec::{Diagnostic, Dialect, Parsed, Severity, parse, progress_of};
@@ -255,25 +255,25 @@ impl Task<'_> {
         (!listing.says(self.ledger?.status)).then_some(file)
     }
 
-    /// How far the spec's phases and criteria are: as the ledger records them where the task
-    /// has one (the truth, as `status` counts), else as the file says. `None` without a file.
+    /// How far the spec's phases and criteria are, as the ledger records them (the truth, as
+    /// `status` counts): a task without a ledger has recorded nothing, so whatever its file
+    /// marks done (by hand, or another tool) counts pending. `None` without a file.
     pub fn progress(&self) -> Option<Counts> {
         let listing = &self.spec?.listing;
-        Some(match self.ledger {
-            Some(ledger) => progress_of(
-                listing.phases.iter().map(|(id, _)| ledger.marks.phase(id)),
-                listing.criteria.iter().map(|(id, _)| ledger.marks.criterion(id)),
-            ),
-            None => listing.progress(),
-        })
+        let none = Marks::default();
+        let marks = self.ledger.map_or(&none, |ledger| &*ledger.marks);
+        Some(progress_of(
+            listing.phases.iter().map(|(id, _)| marks.phase(id)),
+            listing.criteria.iter().map(|(id, _)| marks.criterion(id)),
+        ))
     }
 
     /// What the spec file's phase and criterion states count, when that differs from what the
-    /// ledger's count (a hand edit to a runner-owned line, or a projection not written yet,
-    /// which `reconcile` puts right). A state that differs without changing a count (a phase
-    /// the file calls `pending` that the ledger opened) is no disagreement of counts.
+    /// ledger's count (a hand edit to a runner-owned line, a projection not written yet, or
+    /// marks in a file with no ledger, which `reconcile` puts right). A state that differs
+    /// without changing a count (a phase the file calls `pending` that the ledger opened) is no
+    /// disagreement of counts.
     pub fn file_progress_disagrees(&self) -> Option<Counts> {
-        self.ledger?;
         let file = self.spec?.listing.progress();
         (self.progress().as_ref() != Some(&file)).then_some(file)
     }
@@ -928,7 +928,11 @@ mod tests {
         let c = index.tasks().find(|t| t.id == "c").unwrap();
         assert_eq!((c.progress(), c.file_progress_disagrees()), (Some(counts(0, 0, 1)), None));
         let a = index.tasks().find(|t| t.id == "a").unwrap();
-        assert_eq!((a.progress(), a.file_progress_disagrees()), (Some(counts(0, 0, 1)), None), "no ledger: the file's");
+        assert_eq!(
+            (a.progress(), a.file_progress_disagrees()),
+            (Some(counts(0, 0, 1)), None),
+            "no ledger: nothing recorded, as the file says"
+        );
         index.take_ledger([("a".to_string(), state(1, Status::Approved))]);
         assert_eq!(index.ledger_state("a"), None, "the store is read once");
     }
