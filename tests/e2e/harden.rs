@@ -895,3 +895,45 @@ fn a_python_draft_with_an_open_round_is_next_hardened_in_a_round_of_scafld_s_own
     let status = env.scafld(&["status", "open-round", "--json"]).json()["result"].clone();
     assert_eq!(status["next_command"], "scafld harden open-round --mark-passed", "{status}");
 }
+
+/// Python scafld leaves a round open (`Outcome: in_progress`) as it opens the next, and holds
+/// no checks of ours in it: `scafld harden` opens a round of its own and closes the Python one
+/// as `superseded` (its end time written, nothing else of it touched), so the draft never has
+/// two rounds open; harden again still reuses ours, and the draft passes and approves.
+#[test]
+fn harden_closes_an_open_python_round_instead_of_leaving_two_open() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let path = env.work.join(".scafld/specs/drafts/open-py.md");
+    let open = fixture("python-hardened.md")
+        .replace("task_id: hello-tool", "task_id: open-py")
+        .replace("harden_status: passed", "harden_status: in_progress")
+        .replace(
+            "  - Ended at: 2026-11-26T21:48:50Z\n  - Outcome: passed",
+            "  - Ended at: none\n  - Outcome: in_progress",
+        );
+    std::fs::write(&path, &open).unwrap();
+    let read = || std::fs::read_to_string(&path).unwrap();
+    let open_rounds = |text: &str| {
+        let ours = text.split("\n### round-").skip(1).filter(|r| r.contains("\nStatus: in_progress\n")).count();
+        text.matches("\n  - Outcome: in_progress\n").count() + ours
+    };
+    for _ in 0..2 {
+        let opened = env.scafld(&["harden", "open-py", "--json"]);
+        opened.assert_code(0);
+        assert_eq!(opened.json()["result"]["round_id"], "round-2", "{}", opened.stdout);
+        let text = read();
+        assert_eq!(open_rounds(&text), 1, "{text}");
+        assert!(text.contains("- Round 1\n  - Started at: 2026-11-26T21:48:14Z\n  - Ended at: 20"), "{text}");
+        assert!(text.contains("\n  - Outcome: superseded\n  - Questions:\n    - none\n"), "{text}");
+        assert!(!text.contains("Ended at: none"), "{text}");
+        assert_eq!(text.matches("\n### round-").count(), 1, "{text}");
+    }
+    std::fs::write(&path, read().replace("Checks:\n- none\n", &answered_checks())).unwrap();
+    env.scafld(&["harden", "open-py", "--mark-passed"]).assert_code(0);
+    let text = read();
+    assert_eq!(open_rounds(&text), 0, "{text}");
+    assert!(text.contains("\n  - Outcome: superseded\n"), "{text}");
+    env.scafld(&["approve", "open-py"]).assert_code(0);
+}

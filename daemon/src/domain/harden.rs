@@ -59,9 +59,27 @@ pub fn open_or_resume_round(spec: &Spec, now: &str) -> Spec {
     next
 }
 
-/// Append a new round and mark hardening in progress.
+/// The state a round still open is closed with when another round opens: nobody judged it,
+/// and the round opened after it is the one being answered. Python scafld leaves its rounds
+/// open (`Outcome: in_progress`) as it opens the next; this tool never leaves two open.
+pub const SUPERSEDED: &str = "superseded";
+
+/// Whether `round` is open: `in_progress`, or no state at all (read as `in_progress`).
+fn is_open(round: &HardenRound) -> bool {
+    round.status.is_empty() || round.status == HardenStatus::InProgress.as_str()
+}
+
+/// Append a new round and mark hardening in progress. Any round still open (Python scafld's
+/// `- Round N`, which holds no checks of this tool's; one of ours a delegated run did not fill
+/// because the draft changed) is closed as [`SUPERSEDED`] at `now`, so only the new one is open.
 pub fn open_round(spec: &Spec, now: &str) -> Spec {
     let mut next = spec.clone();
+    for round in next.harden_rounds.iter_mut().filter(|r| is_open(r)) {
+        round.status = SUPERSEDED.into();
+        if crate::domain::spec::is_unset(&round.ended) {
+            round.ended = now.into();
+        }
+    }
     let mut n = next.harden_rounds.len() + 1;
     while next.harden_rounds.iter().any(|r| r.id == format!("round-{n}")) {
         n += 1;

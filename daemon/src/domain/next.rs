@@ -289,7 +289,7 @@ fn draft(id: &str, spec: &Spec, digest: Option<&str>) -> NextAction {
                 Action::Harden,
                 format!("scafld harden {id}"),
                 format!(
-                    "the open {} is Python scafld's round, which holds no checks of scafld's: harden opens a round of scafld's own (or approve with `--reason`)",
+                    "the open {} is Python scafld's round, which holds no checks of scafld's: harden opens a round of scafld's own and closes that one as superseded (or approve with `--reason`)",
                     round.id
                 ),
             ),

@@ -18,6 +18,7 @@ pub mod render;
 
 pub use dialect::Dialect;
 pub use model::*;
+pub(crate) use parse::is_unset;
 pub use parse::{Diagnostic, Parsed, Severity, criterion_problems, not_utf8, parse, parse_as};
 
 #[cfg(test)]

@@ -160,6 +160,17 @@ impl RoundField {
             RoundField::SpecDigest => "Spec digest",
         }
     }
+
+    /// The key of the field in a round of `form`: Python scafld's `- Round N` calls its state
+    /// `Outcome` and its times `Started at`/`Ended at`.
+    pub fn label_in(self, form: RoundForm) -> &'static str {
+        match (form, self) {
+            (RoundForm::Listed, RoundField::Status) => "Outcome",
+            (RoundForm::Listed, RoundField::Started) => "Started at",
+            (RoundForm::Listed, RoundField::Ended) => "Ended at",
+            _ => self.label(),
+        }
+    }
 }
 
 /// The fields Python scafld 2.x's runner writes under `## Review` beside `Status:` and

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use super::dialect::Dialect;
-use super::model::{Criterion, HardenRound, Spec};
+use super::model::{Criterion, HardenRound, RoundForm, Spec};
 use super::parse::{
     CriterionField, CriterionLayout, Layout, PythonResultField, RoundField, SectionKey, StateField, parse,
 };
@@ -455,7 +455,17 @@ fn harden_rounds(edits: &mut Edits, layout: &Layout, lines: &[&str], previous: &
             }
             match slot.fields.iter().find(|(f, _)| *f == field) {
                 Some((_, line)) => edits.replace(*line, relabel(lines[*line], &value)),
-                None => missing.push(format!("{}: {value}", field.label())),
+                // A `- Round N` round's fields are items nested under it, as its others are.
+                None => missing.push(match round.form {
+                    RoundForm::Listed => {
+                        let indent = slot.fields.first().map_or("  ", |(_, l)| {
+                            let line = lines[*l];
+                            &line[..line.len() - line.trim_start().len()]
+                        });
+                        format!("{indent}- {}: {value}", field.label_in(round.form))
+                    }
+                    RoundForm::Heading => format!("{}: {value}", field.label()),
+                }),
             }
         }
         if !missing.is_empty() {
