@@ -675,11 +675,29 @@ impl Daemon {
         true
     }
 
-    /// Re-read one spec path of `ws`; publish `task.changed` if its entry changed.
+    /// Re-read one spec path of `ws`; publish `task.changed` if its entry changed, and write its
+    /// next step again if the edit changed it ([`Daemon::reshow_next`]).
     pub fn refresh_path(&self, ws: &Workspace, path: &Path, cause: &str) {
         let changed = crate::sync::write(&ws.index).refresh(path);
         if let Some(task_id) = changed {
             self.publish_task_changed(ws, &task_id, cause);
+            self.reshow_next(ws, &task_id);
+        }
+    }
+
+    /// A hand edit of a spec in review whose review is current can change its next step (its authored
+    /// text edited after a pass is reviewed again; put back, it completes again): the spec's
+    /// `Next:` line is written again when it says another step (`ledger::reshow_next`), so the
+    /// file never says `complete` where `status` and `complete` say review. Not while a job of
+    /// the task runs or a command holds the task: what that one records is projected anyway.
+    fn reshow_next(&self, ws: &Workspace, task: &str) {
+        if self.jobs.active_for(ws, task).is_some() {
+            return;
+        }
+        let lock = self.jobs.task_lock(ws, task);
+        let Ok(_held) = lock.try_lock() else { return };
+        if let Err(e) = crate::ledger::reshow_next(self, ws, task, "hand_edit") {
+            warn!("cannot write the next step of {task} again after its edit: {e}");
         }
     }
 

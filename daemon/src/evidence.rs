@@ -324,28 +324,39 @@ pub(crate) async fn lost_baseline(ws: &Workspace, entries: &[LedgerEntry]) -> Op
     gone.ok().and_then(Result::ok).unwrap_or(false).then_some(head)
 }
 
-/// `next` for a task whose passing review was shown files (its `--review-scope`) that changed
-/// since: `complete` refuses it (`review::gate::completion`), so the step is a review of them as
-/// they are. Apart from the lifecycle's decision (`domain::next`), which does no IO.
-pub(crate) async fn past_shown_change(
-    ws: &Workspace,
-    spec: &Spec,
-    entries: &[LedgerEntry],
-    next: NextAction,
-) -> NextAction {
-    if next.action != crate::domain::next::Action::Complete {
-        return next;
+/// What the files tell of `task`'s current review (`domain::next::Seen`), the one source of it
+/// for every surface that says what comes next: `status`, `handoff`, a refusal's hint, and the
+/// spec's own `Next:`/`Allowed follow-up command:` lines that each projection writes. Read
+/// only where a review is current: the fingerprint of the spec's authored text (of `text`, the
+/// spec a projection is writing, else the file on disk), which that review recorded of the spec
+/// it judged; and, for a passing review shown files by `--review-scope`, whether they changed
+/// since (one that cannot be read counts as changed, as `complete` takes it).
+pub(crate) fn seen_now(ws: &Workspace, task: &str, entries: &[LedgerEntry], text: Option<&str>) -> SeenNow {
+    let replay = ledger::replay(entries);
+    if replay.review.is_none() || !replay.review_current {
+        return SeenNow::default();
     }
-    let Some((_, then)) = ledger::shown_by_passing_review(entries) else { return next };
-    if crate::review::gate::shown_now(ws, entries).await.as_deref() == Some(then) {
-        return next;
-    }
-    let task = spec.front.task_id.as_str();
-    NextAction {
-        role: crate::domain::next::Role::Reviewer,
-        action: crate::domain::next::Action::Review,
-        command: crate::templates::review_command(&ws.root, task),
-        reason: "files the reviewer was shown (its review scope) changed after the review passed: an independent reviewer judges them as they are".into(),
+    let spec_digest = Some(match text {
+        Some(text) => crate::domain::review::spec_guard_fingerprint(text),
+        None => crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(task)),
+    });
+    let shown_changed = match ledger::shown_by_passing_review(entries) {
+        Some((shown, then)) => baseline::material(&ws.root, shown).ok().map(|m| m.digest).as_deref() != Some(then),
+        None => false,
+    };
+    SeenNow { spec_digest, shown_changed }
+}
+
+/// [`seen_now`]'s answer, owned.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SeenNow {
+    pub spec_digest: Option<String>,
+    pub shown_changed: bool,
+}
+
+impl SeenNow {
+    pub(crate) fn facts(&self) -> crate::domain::next::Seen<'_> {
+        crate::domain::next::Seen { spec_digest: self.spec_digest.as_deref(), shown_changed: self.shown_changed }
     }
 }
 
@@ -455,11 +466,7 @@ pub(crate) fn next_for(
     }
     let latest = daemon.sessions.latest(ws, Some(&spec.front.task_id));
     let running = latest.as_ref().filter(|s| s.result.is_none()).map(|s| s.key.clone());
-    // The spec's text is read only where a current review judged it: a fix in it answers a
-    // failed review, and an edit after a pass needs a review of its own.
-    let reviewed = replay.review.is_some() && replay.review_current;
-    let spec_digest =
-        reviewed.then(|| crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id)));
+    let seen = seen_now(ws, &spec.front.task_id, entries, None);
     let next = next_action(&Facts {
         spec,
         entries,
@@ -468,7 +475,8 @@ pub(crate) fn next_for(
         stale,
         running_review: running.as_deref(),
         draft_digest: file.draft_digest,
-        spec_digest: spec_digest.as_deref(),
+        spec_digest: seen.spec_digest.as_deref(),
+        shown_changed: seen.shown_changed,
         missing: None,
         misfiled: file.misfiled,
         shadowed: crate::templates::shadows(&ws.root, &spec.front.task_id),

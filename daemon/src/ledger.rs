@@ -252,8 +252,19 @@ pub async fn record_ending<T>(
         },
     };
     let shadowed = crate::templates::shadows(&ws.root, task);
-    let next =
-        ledger::project(on_disk.as_ref().map_or(base, |(_, parsed)| &parsed.spec), &entries, &recorded_at, shadowed);
+    // The next step it shows is the one `status` shows (what the file and the files a review
+    // was shown say now): only where there is a file to write.
+    let seen = match &on_disk {
+        Some((file, _)) => crate::evidence::seen_now(ws, task, &entries, Some(&file.text)),
+        None => Default::default(),
+    };
+    let next = ledger::project_seen(
+        on_disk.as_ref().map_or(base, |(_, parsed)| &parsed.spec),
+        &entries,
+        &recorded_at,
+        shadowed,
+        seen.facts(),
+    );
     let rendered = match &on_disk {
         Some((file, _)) => render(ws, task, file, &next).unwrap_or_else(|e| {
             unprojected = Some(deferred(task, e, Unprojected::Broken));
@@ -323,6 +334,34 @@ pub async fn record_ending<T>(
     Ok((job, in_place))
 }
 
+/// Write the spec again when the next step its Current State shows is not the one every other
+/// surface decides now (`evidence::seen_now`, as `status`): what a review judged changed after
+/// the last write (the spec's authored text edited after a pass, or put back; a refused
+/// `complete` found the files a passing review was shown changed). Only for a task in review
+/// whose review is current, and only when the lines differ; the write is the whole projection, as any
+/// write of the spec. Callers hold the task, or leave it to whoever holds it. `Ok(None)`:
+/// nothing to write.
+pub fn reshow_next(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<Option<Projected>> {
+    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    let replay = ledger::replay(&entries);
+    // Only a task in review: a finished one's file is `reconcile`'s to put right, as before.
+    if replay.status != Some(crate::domain::lifecycle::Status::Review)
+        || replay.review.is_none()
+        || !replay.review_current
+    {
+        return Ok(None);
+    }
+    let Ok((file, parsed)) = read_as_spec(ws, task) else { return Ok(None) };
+    let seen = crate::evidence::seen_now(ws, task, &entries, Some(&file.text));
+    let shadowed = crate::templates::shadows(&ws.root, task);
+    let next = ledger::project_seen(&parsed.spec, &entries, &clock::now_rfc3339(), shadowed, seen.facts());
+    let (shown, decided) = (&parsed.spec.current_state, &next.current_state);
+    if shown.next == decided.next && shown.allowed_follow_up == decided.allowed_follow_up {
+        return Ok(None);
+    }
+    project_from_ledger(daemon, ws, task, cause).map(Some)
+}
+
 /// Rebuild the spec's runner-owned sections (and its folder) from the ledger. A spec file that
 /// does not read as the task's spec, or that is saved again each time it is written, is left
 /// as it is ([`Projected::Deferred`]); a file that cannot be written (a full disk, no
@@ -354,7 +393,9 @@ fn project_entries(
             Err(Unread::Missing) => return Ok(deferred_missing(ws, task, entries)),
             Err(Unread::Broken(why)) => return Ok(deferred(task, why, Unprojected::Broken)),
         };
-        let next = ledger::project(&parsed.spec, entries, &now, crate::templates::shadows(&ws.root, task));
+        let seen = crate::evidence::seen_now(ws, task, entries, Some(&file.text));
+        let shadowed = crate::templates::shadows(&ws.root, task);
+        let next = ledger::project_seen(&parsed.spec, entries, &now, shadowed, seen.facts());
         let rendered = match render(ws, task, &file, &next) {
             Ok(Some(rendered)) => rendered,
             Ok(None) => return Ok(Projected::Current(file.path)),

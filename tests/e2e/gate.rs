@@ -1220,6 +1220,34 @@ fn the_spec_text_edited_after_a_passing_review_is_reviewed_again_before_it_compl
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// The spec's `Allowed follow-up command:` line, as the spec says it.
+fn follow_up(text: &str) -> String {
+    text.lines().find(|l| l.starts_with("Allowed follow-up command:")).unwrap_or_default().to_string()
+}
+
+/// The spec's own next step is the one `status` decides: its authored text edited after a
+/// passing review, the daemon writes a review of it there (never leaving `complete`, which
+/// `complete` refuses), and put back as reviewed, `complete` again.
+#[test]
+fn the_spec_s_own_next_step_follows_an_edit_after_a_passing_review() {
+    let env = TestEnv::new();
+    let (path, reviewed, ledger) = reviewed_in_two_phases(&env);
+    assert!(follow_up(&reviewed).contains("scafld complete rev"), "{reviewed}");
+    let read = || std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, reviewed.replace("Two phases.", "Two phases, and the production database migrated."))
+        .unwrap();
+    scafld_tests::wait_until("the spec to name a review of its edit", || {
+        follow_up(&read()).contains("scafld review rev")
+    });
+    let written = read();
+    assert!(written.contains("\nNext: review\n") && written.contains("production database migrated"), "{written}");
+    assert_eq!(status(&env)["next_command"], "scafld review rev");
+    assert_eq!(ledger_types(&env), ledger, "an edit records nothing");
+    std::fs::write(&path, &reviewed).unwrap();
+    scafld_tests::wait_until("the spec to name complete again", || follow_up(&read()).contains("scafld complete rev"));
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 /// A phase with no criterion added after a passing review is a contract change that approval
 /// would refuse (a phase without an executable criterion): `status` and the refusals of build
 /// and complete say to give it one (never an amendment that is refused, nor each other, as
@@ -1306,6 +1334,8 @@ fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
         let message = run.json()["error"]["message"].as_str().unwrap().to_string();
         assert!(message.contains("files the reviewer was shown (its review scope) changed"), "{command}: {message}");
     }
+    // The spec written at the pass said `complete`: once refused, it names the review too.
+    assert!(follow_up(&spec_text(&env)).contains("scafld review rev"), "{}", spec_text(&env));
     // Back as the reviewer saw it, the pass stands again.
     write(&env, "other.txt", "v1\n");
     assert_eq!(status(&env)["next_command"], "scafld complete rev");

@@ -670,6 +670,19 @@ pub fn sketch(task: &str, entries: &[LedgerEntry]) -> Spec {
 /// `- [x]`, `Status: pass` or `Status: completed` nobody recorded here (written by hand, or by
 /// another tool) is no evidence, so they read as the empty ledger's, pending ([`unrecorded`]).
 pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) -> Spec {
+    project_seen(spec, entries, now, shadowed, crate::domain::next::Seen::default())
+}
+
+/// [`project`], its Current State's next step decided with what the files tell (`seen`): the
+/// projection written into the spec shows the step `status` shows, never `complete` where
+/// `complete` would refuse (the spec's text or the files a passing review was shown changed).
+pub fn project_seen(
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    now: &str,
+    shadowed: bool,
+    seen: crate::domain::next::Seen<'_>,
+) -> Spec {
     if entries.is_empty() {
         return unrecorded(spec);
     }
@@ -729,7 +742,8 @@ pub fn project(spec: &Spec, entries: &[LedgerEntry], now: &str, shadowed: bool) 
         stale: &crate::domain::evidence::stale_on_record(&next, entries),
         running_review: None,
         draft_digest: None,
-        spec_digest: None,
+        spec_digest: seen.spec_digest,
+        shown_changed: seen.shown_changed,
         missing: None,
         misfiled: None,
         shadowed,

@@ -94,6 +94,10 @@ pub struct Facts<'a> {
     /// (`review::spec_guard_fingerprint`), which a failed review recorded of the spec it was
     /// shown: a fix there is reviewed again. `None` where the text is not at hand.
     pub spec_digest: Option<&'a str>,
+    /// The files the latest passing review was shown (its `--review-scope`) changed since it
+    /// passed, as read now (`evidence::seen_now`; `false` where nothing was read): `complete`
+    /// refuses that review, so the step is a review of them as they are.
+    pub shown_changed: bool,
     /// The spec file is gone while the ledger keeps the task (`spec` is then the ledger's
     /// projection onto an empty spec).
     pub missing: Option<&'a MissingSpec>,
@@ -102,6 +106,16 @@ pub struct Facts<'a> {
     /// A user review template has the task's name (`templates::shadows`): `scafld review <id>`
     /// would run it, so the task's review is named with `--task`.
     pub shadowed: bool,
+}
+
+/// What only the files tell of a task whose review is current, for a projection of its
+/// ledger ([`crate::domain::ledger::project_seen`]) to show the step `status` shows: the
+/// fingerprint of the spec's authored text ([`Facts::spec_digest`]) and whether the files its
+/// passing review was shown changed ([`Facts::shown_changed`]). The default knows neither.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Seen<'a> {
+    pub spec_digest: Option<&'a str>,
+    pub shown_changed: bool,
 }
 
 /// The task's spec file beside its ledger, where `reconcile` (the only command that moves a
@@ -575,6 +589,12 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         }
         Some((verdict, _, _)) if verdict == "pass" && r.failed_attempt.is_none() => {
             match completion_authority(f.entries) {
+                Authority::Valid { .. } if f.shown_changed => next(
+                    Role::Reviewer,
+                    Action::Review,
+                    review_task(id, f.shadowed),
+                    "files the reviewer was shown (its review scope) changed after the review passed: an independent reviewer judges them as they are",
+                ),
                 Authority::Valid { .. } => {
                     next(Role::Human, Action::Complete, format!("scafld complete {id}"), "the review passed")
                 }

@@ -54,7 +54,6 @@ async fn shown_next(
         misfiled: misfiled.as_ref(),
     };
     let next = crate::evidence::next_for(daemon, ws, spec, entries, &fresh.stale, file);
-    let next = crate::evidence::past_shown_change(ws, spec, entries, next).await;
     let next = crate::evidence::past_lost_baseline(ws, spec, entries, next).await;
     let next = if ending_build { next } else { crate::evidence::while_building(daemon, ws, &spec.front.task_id, next) };
     // A step that reads a configuration that does not read would be refused: fixing it first.
@@ -168,6 +167,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
         running_review: None,
         draft_digest: None,
         spec_digest: None,
+        shown_changed: false,
         missing: Some(&missing),
         misfiled: None,
         shadowed,

@@ -798,8 +798,19 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     let review = crate::templates::review_command(&ws.root, &task);
     let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
     let shown_now = gate::shown_now(&ws, &entries).await;
-    let (provider, review_entry) =
-        gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, shown_now.as_deref(), next).await?;
+    let completion =
+        gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, shown_now.as_deref(), next).await;
+    let (provider, review_entry) = match completion {
+        Ok(accepted) => accepted,
+        Err(refused) => {
+            // The spec written before the change may still say `complete`: it says the step
+            // the refusal names from now on (nothing is recorded).
+            if let Err(e) = crate::ledger::reshow_next(daemon, &ws, &task, "command:complete") {
+                tracing::warn!("cannot write the next step of {task} again: {e}");
+            }
+            return Err(refused);
+        }
+    };
     let completed = LedgerEvent::Complete { reason: "task completed".into() };
     let note = record(daemon, &ws, &task, vec![completed], "command:complete")?.note();
     let path = ws.spec_path(&task);

@@ -349,6 +349,7 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         running_review: None,
         draft_digest: Some(&harden::draft_digest(&file.text)),
         spec_digest: None,
+        shown_changed: false,
         missing: None,
         misfiled: None,
         shadowed: crate::templates::shadows(&ws.root, &entry.task_id),
