@@ -120,6 +120,7 @@ fn new_draft_next(parsed: &crate::domain::spec::Parsed, shadowed: bool) -> m::Ne
         missing: None,
         misfiled: None,
         shadowed,
+        shown_changed: false,
     })
 }
 
