@@ -500,15 +500,10 @@ pub(crate) fn from_the_linked_checkout(ws: &Workspace, mut next: NextAction) -> 
     if words.next() != Some("scafld") || !words.next().is_some_and(|word| WRITES.contains(&word)) {
         return next;
     }
-    let link = ws.root.join(".scafld");
-    if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
-        return next;
-    }
-    let Some(main) = link.canonicalize().ok().and_then(|target| target.parent().map(std::path::Path::to_path_buf))
-    else {
+    let Some(main) = ws.writes_from() else {
         return next;
     };
-    next.command = format!("cd {} && {}", scafld_protocol::cli::shell_word(&main.display().to_string()), next.command);
+    next.command = scafld_protocol::cli::run_from(Some(&main.to_string_lossy()), &next.command);
     next.reason = format!(
         "{} (from the checkout this one's .scafld links to: scafld does not write through the link)",
         next.reason

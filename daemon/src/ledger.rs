@@ -65,10 +65,13 @@ pub enum Unprojected {
 }
 
 /// The sentence a deferred projection carries: where, why, and what puts it right.
-fn deferred(task: &str, why: impl std::fmt::Display, kind: Unprojected) -> Projected {
+/// The command is named from where it runs (`cd <main checkout> && ...` in a checkout whose
+/// `.scafld` is a link: [`Workspace::runnable`]).
+fn deferred(ws: &Workspace, task: &str, why: impl std::fmt::Display, kind: Unprojected) -> Projected {
     let remedy = if kind == Unprojected::Broken { "fix the file, then run" } else { "run" };
+    let reconcile = ws.runnable(&format!("scafld reconcile {task}"));
     let note = format!(
-        "the spec was not updated ({why}); the ledger keeps the task's state: {remedy} `scafld reconcile {task}` to write it"
+        "the spec was not updated ({why}); the ledger keeps the task's state: {remedy} `{reconcile}` to write it"
     );
     tracing::warn!(task, "{note}");
     Projected::Deferred { note, why: kind }
@@ -77,8 +80,9 @@ fn deferred(task: &str, why: impl std::fmt::Display, kind: Unprojected) -> Proje
 /// [`deferred`] for a task without a spec file, whose ledger (`entries`) says where it belongs.
 fn deferred_missing(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -> Projected {
     let note = format!(
-        "the spec file is missing (removed or moved out of .scafld/specs), so nothing was written; the ledger keeps the task's state: put the file back at {}, then run `scafld reconcile {task}`",
-        place(ws, task, entries)
+        "the spec file is missing (removed or moved out of .scafld/specs), so nothing was written; the ledger keeps the task's state: put the file back at {}, then run `{}`",
+        place(ws, task, entries),
+        ws.runnable(&format!("scafld reconcile {task}"))
     );
     tracing::warn!(task, "{note}");
     Projected::Deferred { note, why: Unprojected::Missing }
@@ -194,9 +198,10 @@ pub fn record(
             moved = home;
             &*moved
         }
-        Home::Gone(why) => return Ok(deferred(task, why, Unprojected::Away)),
+        Home::Gone(why) => return Ok(deferred(ws, task, why, Unprojected::Away)),
     };
-    Ok(project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred(task, e, Unprojected::Unwritten)))
+    Ok(project_entries(daemon, ws, task, &entries, cause)
+        .unwrap_or_else(|e| deferred(ws, task, e, Unprojected::Unwritten)))
 }
 
 /// [`record`] for the events that end a build job: `end` gets the spec and the ledger as the
@@ -241,14 +246,14 @@ pub async fn record_ending<T>(
             moved = home;
             (&*moved, None)
         }
-        Home::Gone(why) => (ws, Some(deferred(task, why, Unprojected::Away))),
+        Home::Gone(why) => (ws, Some(deferred(ws, task, why, Unprojected::Away))),
     };
     let (on_disk, mut unprojected) = match away {
         Some(away) => (None, Some(away)),
         None => match read_as_spec(ws, task) {
             Ok(found) => (Some(found), None),
             Err(Unread::Missing) => (None, Some(deferred_missing(ws, task, &entries))),
-            Err(Unread::Broken(why)) => (None, Some(deferred(task, why, Unprojected::Broken))),
+            Err(Unread::Broken(why)) => (None, Some(deferred(ws, task, why, Unprojected::Broken))),
         },
     };
     let shadowed = crate::templates::shadows(&ws.root, task);
@@ -267,7 +272,7 @@ pub async fn record_ending<T>(
     );
     let rendered = match &on_disk {
         Some((file, _)) => render(ws, task, file, &next).unwrap_or_else(|e| {
-            unprojected = Some(deferred(task, e, Unprojected::Broken));
+            unprojected = Some(deferred(ws, task, e, Unprojected::Broken));
             None
         }),
         None => None,
@@ -307,7 +312,7 @@ pub async fn record_ending<T>(
         if let Ok(entries) = daemon.store().ledger(&ws.id, task) {
             note_state(daemon, ws, task, &entries);
         }
-        project_from_ledger(daemon, ws, task, cause).unwrap_or_else(|e| deferred(task, e, Unprojected::Unwritten))
+        project_from_ledger(daemon, ws, task, cause).unwrap_or_else(|e| deferred(ws, task, e, Unprojected::Unwritten))
     } else if let (Some(rendered), Some(staged), Some((file, _))) = (rendered, staged, &on_disk) {
         match staged.and_then(|(staged, parsed)| {
             let written = staged.written().clone();
@@ -320,8 +325,8 @@ pub async fn record_ending<T>(
             }
             // A save came in after the read: again, from the file as it is now.
             Ok((Put::Changed, _, _)) => project_entries(daemon, ws, task, &entries, cause)
-                .unwrap_or_else(|e| deferred(task, e, Unprojected::Unwritten)),
-            Err(e) => deferred(task, write_error(e), Unprojected::Unwritten),
+                .unwrap_or_else(|e| deferred(ws, task, e, Unprojected::Unwritten)),
+            Err(e) => deferred(ws, task, write_error(e), Unprojected::Unwritten),
         }
     } else {
         Projected::Current(PathBuf::new())
@@ -371,7 +376,7 @@ pub fn project_from_ledger(daemon: &Daemon, ws: &Workspace, task: &str, cause: &
     match daemon.home_of(ws) {
         Home::Here => project_entries(daemon, ws, task, &entries, cause),
         Home::Moved(home) => project_entries(daemon, &home, task, &entries, cause),
-        Home::Gone(why) => Ok(deferred(task, why, Unprojected::Away)),
+        Home::Gone(why) => Ok(deferred(ws, task, why, Unprojected::Away)),
     }
 }
 
@@ -391,7 +396,7 @@ fn project_entries(
         let (file, parsed) = match read_as_spec(ws, task) {
             Ok(found) => found,
             Err(Unread::Missing) => return Ok(deferred_missing(ws, task, entries)),
-            Err(Unread::Broken(why)) => return Ok(deferred(task, why, Unprojected::Broken)),
+            Err(Unread::Broken(why)) => return Ok(deferred(ws, task, why, Unprojected::Broken)),
         };
         let seen = crate::evidence::seen_now(ws, task, entries, Some(&file.text));
         let shadowed = crate::templates::shadows(&ws.root, task);
@@ -399,7 +404,7 @@ fn project_entries(
         let rendered = match render(ws, task, &file, &next) {
             Ok(Some(rendered)) => rendered,
             Ok(None) => return Ok(Projected::Current(file.path)),
-            Err(e) => return Ok(deferred(task, e, Unprojected::Broken)),
+            Err(e) => return Ok(deferred(ws, task, e, Unprojected::Broken)),
         };
         if let Some(in_place) = rendered.put(daemon, ws, task, &file, cause).map_err(write_error)? {
             in_place.sync().map_err(write_error)?;
@@ -407,6 +412,7 @@ fn project_entries(
         }
     }
     Ok(deferred(
+        ws,
         task,
         format!("it was saved again each of the {ATTEMPTS} times it was written"),
         Unprojected::Unwritten,

@@ -32,6 +32,17 @@ pub fn shell_word(value: &str) -> std::borrow::Cow<'_, str> {
     format!("'{}'", value.replace('\'', r"'\''")).into()
 }
 
+/// `command` as run from `folder` when one is given: `cd <folder> && <command>`. A checkout whose
+/// `.scafld` is a link to another checkout's (a git worktree sharing the main checkout's) runs
+/// the commands that write under `.scafld` from the checkout the link leads to; the daemon's
+/// hints and the client's alike name them so, through this one function.
+pub fn run_from(folder: Option<&str>, command: &str) -> String {
+    match folder {
+        Some(folder) => format!("cd {} && {command}", shell_word(folder)),
+        None => command.to_string(),
+    }
+}
+
 /// `--criterion=<id>`: joined to its flag, so that an id starting with `-` is read as the
 /// value, not as a flag of its own; quoted as one shell word when it needs to be.
 pub fn criterion_flag(criterion: &str) -> String {

@@ -335,6 +335,70 @@ fn a_git_worktree_sharing_the_main_checkouts_scafld_keeps_one_id() {
     assert_eq!(next, "scafld review shared", "in the main checkout");
 }
 
+/// A repository with task `task` approved (its one criterion runs `command`, its scope
+/// `greet.txt`) and a git worktree of it on branch `side` whose `.scafld` is a symlink to the
+/// main checkout's: the worktree, and the main checkout's canonical path.
+fn worktree_sharing_scafld(env: &TestEnv, task: &str, command: &str) -> (std::path::PathBuf, String) {
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let text = format!(
+        "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# Task {task}\n\n## Scope\n\n- `greet.txt` - the greeting.\n\n## Phase 1: Greet\n\nAcceptance:\n- [ ] `c1` test - it greets\n  - Command: `{command}`\n"
+    );
+    std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), text).unwrap();
+    std::fs::write(env.work.join("README"), "main\n").unwrap();
+    git(&env.work, &["add", "README"]);
+    git(&env.work, &["commit", "-q", "-m", "base"]);
+    env.scafld(&["approve", task, "--reason", "tests skip hardening"]).assert_code(0);
+    let worktree = env.path("worktree");
+    git(&env.work, &["worktree", "add", "-q", worktree.to_str().unwrap(), "-b", "side"]);
+    std::os::unix::fs::symlink(env.work.join(".scafld"), worktree.join(".scafld")).unwrap();
+    (worktree, env.work.canonicalize().unwrap().display().to_string())
+}
+
+/// A command line as scafld prints it, run by the shell in `dir` (`scafld` found on PATH).
+fn shell_in(env: &TestEnv, dir: &Path, line: &str) -> Run {
+    let mut command = Command::new("sh");
+    env.apply_env(&mut command);
+    let path = std::env::join_paths(
+        std::iter::once(scafld_tests::bin_dir().to_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .unwrap();
+    Run::from(command.env("PATH", path).args(["-c", line]).current_dir(dir).output().unwrap())
+}
+
+/// In a git worktree sharing the main checkout's `.scafld`, every hint naming `scafld
+/// reconcile` (a build's answer whose spec was not updated, `list`, `report`, `status`,
+/// reconcile's own refusal) names it from the main checkout, as the next action names a
+/// command that writes, and run as printed in the worktree it puts the spec right. They
+/// printed a plain `scafld reconcile <task>`, which fails there on the link.
+#[test]
+fn a_worktree_names_reconcile_from_the_main_checkout_on_every_surface() {
+    let env = TestEnv::new();
+    let (worktree, main_root) = worktree_sharing_scafld(&env, "t1", "grep -q hello greet.txt");
+    env.scafld(&["build", "t1"]).assert_code(0);
+    std::fs::write(worktree.join("greet.txt"), "hello\n").unwrap();
+    let reconcile = format!("cd {main_root} && scafld reconcile t1");
+    let built = scafld_in(&env, &worktree, &["build", "t1"]);
+    built.assert_code(0);
+    assert!(built.stdout.contains(&format!("`{reconcile}`")), "the build's answer:\n{}", built.stdout);
+    let listed = scafld_in(&env, &worktree, &["list"]);
+    assert!(listed.stdout.contains(&format!("`{reconcile}`")), "list:\n{}", listed.stdout);
+    let report = scafld_in(&env, &worktree, &["report"]);
+    let generic = format!("cd {main_root} && scafld reconcile <task>");
+    assert!(report.stdout.contains(&generic), "report:\n{}", report.stdout);
+    // Run plainly in the worktree it is refused on the link, and says where it runs.
+    let refused = scafld_in(&env, &worktree, &["reconcile", "t1"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(refused.stderr.contains(&format!("`{reconcile}`")), "reconcile's refusal:\n{}", refused.stderr);
+    // As printed, from the worktree, it works, and the file then says what the ledger does.
+    shell_in(&env, &worktree, &reconcile).assert_code(0);
+    let listed = scafld_in(&env, &worktree, &["list"]);
+    assert!(!listed.stdout.contains("the file says"), "list after the reconcile:\n{}", listed.stdout);
+    let status = scafld_in(&env, &worktree, &["status", "t1", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "review", "{status}");
+}
+
 /// A repository removed and made again at the same path, then `scafld init` there while a
 /// freshly started daemon reopens the workspaces it knows: the new `.scafld` is a new
 /// workspace, never the old one's (whose ledger would make a new draft read as approved, or a

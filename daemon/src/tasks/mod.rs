@@ -154,7 +154,8 @@ impl Gone {
             ),
         )
         .with_hint(format!(
-            "put the file back at {place} (from git, a backup or your editor), then run `scafld reconcile {task}`; `scafld status {task}` and `scafld session {task}` show what the ledger keeps meanwhile"
+            "put the file back at {place} (from git, a backup or your editor), then run `{}`; `scafld status {task}` and `scafld session {task}` show what the ledger keeps meanwhile",
+            ws.runnable(&format!("scafld reconcile {task}"))
         ))
         .with_details(serde_json::json!({ "spec_missing": { "status": self.status, "place": place } }))
     }
@@ -234,7 +235,8 @@ impl Copies {
                     ws.relative(placed)
                 ),
                 format!(
-                    "`scafld reconcile {task}` moves {} aside to .scafld/runs/{task}/superseded/ and says so; or delete it yourself",
+                    "`{}` moves {} aside to .scafld/runs/{task}/superseded/ and says so; or delete it yourself",
+                    ws.runnable(&format!("scafld reconcile {task}")),
                     ws.relative(leftover)
                 ),
             ),

@@ -75,7 +75,7 @@ fn status_errors(
     entries: &[LedgerEntry],
 ) -> RpcResult<Vec<m::Diagnostic>> {
     let (mut errors, _) = super::explained_errors(daemon, ws, entry)?;
-    if let Some(note) = unprojectable(entry, entries) {
+    if let Some(note) = unprojectable(ws, entry, entries) {
         errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
     }
     Ok(errors)
@@ -261,12 +261,13 @@ impl Answer {
 /// matter, another task's id, unreadable): no projection writes into it, so the file cannot
 /// show what the ledger holds until it is put right. Said in a sentence, the file's own errors
 /// following it.
-fn unprojectable(entry: &LoadedSpec, entries: &[LedgerEntry]) -> Option<String> {
+fn unprojectable(ws: &crate::workspace::Workspace, entry: &LoadedSpec, entries: &[LedgerEntry]) -> Option<String> {
     let broken = entry.read_error.is_some() || entry.parsed.structural_errors().next().is_some();
     (broken && !entries.is_empty()).then(|| {
         format!(
-            "the spec cannot be projected: it does not read as the spec of `{task}` (see below), so it is left as it is and does not show the task's state, which the ledger keeps ({} entries); fix the file, then run `scafld reconcile {task}`",
+            "the spec cannot be projected: it does not read as the spec of `{task}` (see below), so it is left as it is and does not show the task's state, which the ledger keeps ({} entries); fix the file, then run `{}`",
             entries.len(),
+            ws.runnable(&format!("scafld reconcile {}", entry.task_id)),
             task = entry.task_id
         )
     })
@@ -501,7 +502,11 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
     // The index yields tasks by id, so a stable sort by status alone orders them by status,
     // then id, without comparing ids again.
     tasks.sort_by_key(|(status, _)| *status);
-    let mut result = m::ListResult { warnings: Vec::new(), tasks: tasks.into_iter().map(|(_, t)| t).collect() };
+    let mut result = m::ListResult {
+        warnings: Vec::new(),
+        tasks: tasks.into_iter().map(|(_, t)| t).collect(),
+        writes_from: ws.writes_from().map(|f| f.to_string_lossy().into_owned()),
+    };
     let reply = Rendered::of(&result).map_err(RpcError::internal)?;
     *listed = Some((asked, reply.clone()));
     if warnings.is_empty() {
@@ -551,8 +556,8 @@ fn summary(
             path: String::new(),
             counts: None,
             error: Some(format!(
-                "the spec file is missing (removed or moved out of .scafld/specs); its ledger keeps the task: put the file back, then run `scafld reconcile {}`",
-                task.id
+                "the spec file is missing (removed or moved out of .scafld/specs); its ledger keeps the task: put the file back, then run `{}`",
+                ws.runnable(&format!("scafld reconcile {}", task.id))
             )),
             file_status: None,
             file_counts: None,
@@ -565,8 +570,8 @@ fn summary(
     // `status` names it for the next action (the one rule: `tasks::misfiled`).
     let error = match super::misfiled(ws, entry, task.ledger.map(|l| l.status)) {
         Some(Misfiled::Leftover { path, placed }) => Some(format!(
-            "the task is in two files: {placed} and {path}, an interrupted move's leftover (it differs only in runner-owned lines): `scafld reconcile {}` moves it aside",
-            entry.task_id
+            "the task is in two files: {placed} and {path}, an interrupted move's leftover (it differs only in runner-owned lines): `{}` moves it aside",
+            ws.runnable(&format!("scafld reconcile {}", entry.task_id))
         )),
         _ => entry.first_error(),
     };
@@ -612,7 +617,11 @@ pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::
     let ws = daemon.workspace_to_read(&p.root).await?;
     sync_with_ledgers(daemon, &ws).await?;
     let index = crate::sync::read(&ws.index);
-    let mut report = m::ReportResult { by_status: BTreeMap::new(), ..m::ReportResult::default() };
+    let mut report = m::ReportResult {
+        by_status: BTreeMap::new(),
+        writes_from: ws.writes_from().map(|f| f.to_string_lossy().into_owned()),
+        ..m::ReportResult::default()
+    };
     for status in Status::ALL {
         report.by_status.insert(status.to_string(), 0);
     }

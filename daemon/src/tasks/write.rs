@@ -288,23 +288,43 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
             });
         }
     };
+    let command = format!("scafld reconcile {}", entry.task_id);
+    reconcile_entry(daemon, &ws, entry).await.map_err(|e| from_the_link(&ws, e, &command))
+}
+
+/// A write refused in a checkout whose `.scafld` is a link (a git worktree sharing the main
+/// checkout's: scafld writes only through the real folder) names the same `command` run from
+/// the checkout the link leads to, where it works, unless the error already names a way out.
+fn from_the_link(ws: &Workspace, mut e: RpcError, command: &str) -> RpcError {
+    if e.0.hint.is_none() && ws.writes_from().is_some() {
+        e.0.hint =
+            Some(format!("run `{}`: scafld writes under .scafld only through the real folder", ws.runnable(command)));
+    }
+    e
+}
+
+async fn reconcile_entry(
+    daemon: &Daemon,
+    ws: &Workspace,
+    entry: crate::workspace::index::LoadedSpec,
+) -> RpcResult<m::ReconcileResult> {
     // A running build or review owns the task: a rewrite of its spec now would be a change
     // the review's mutation guard sees (and a build's next record rewrites it anyway). Asked
     // before waiting for the task (a build holds it while it runs) and again once held.
-    super::exec::refuse_while_running(daemon, &ws, &entry.task_id)?;
-    let lock = daemon.jobs.task_lock(&ws, &entry.task_id);
+    super::exec::refuse_while_running(daemon, ws, &entry.task_id)?;
+    let lock = daemon.jobs.task_lock(ws, &entry.task_id);
     let _guard = lock.lock().await;
-    super::exec::refuse_while_running(daemon, &ws, &entry.task_id)?;
+    super::exec::refuse_while_running(daemon, ws, &entry.task_id)?;
     // With the task held no move is in progress: a second copy that differs from the placed
     // one only in runner-owned lines is an interrupted move's leftover, put aside and reported.
-    let moved_aside = super::tidy_leftover(daemon, &ws, &entry.task_id)?.map(|(from, to)| m::MovedAside { from, to });
-    let entry = super::fresh_entry(daemon, &ws, &entry.task_id)?;
-    require_valid(daemon, &ws, &entry)?;
-    let (file, spec) = read_fresh(&ws, &entry.task_id)?;
+    let moved_aside = super::tidy_leftover(daemon, ws, &entry.task_id)?.map(|(from, to)| m::MovedAside { from, to });
+    let entry = super::fresh_entry(daemon, ws, &entry.task_id)?;
+    require_valid(daemon, ws, &entry)?;
+    let (file, spec) = read_fresh(ws, &entry.task_id)?;
     let has_ledger = !daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?.is_empty();
     if has_ledger {
         // The ledger is the authority: rebuild every runner-owned section from it.
-        let target = match crate::ledger::project_from_ledger(daemon, &ws, &entry.task_id, "command:reconcile")? {
+        let target = match crate::ledger::project_from_ledger(daemon, ws, &entry.task_id, "command:reconcile")? {
             Projected::Current(target) => target,
             Projected::Deferred { note, why: Unprojected::Broken } => {
                 return Err(RpcError::new(ErrorKind::ValidationFailed, note)
@@ -319,8 +339,8 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
             }
             // Removed since it was read: said as for a file missing from the start.
             Projected::Deferred { why: Unprojected::Missing, .. } => {
-                return Err(match super::Gone::of(daemon, &ws, &entry.task_id)? {
-                    Some(gone) => cannot_rebuild(&ws, &gone).await,
+                return Err(match super::Gone::of(daemon, ws, &entry.task_id)? {
+                    Some(gone) => cannot_rebuild(ws, &gone).await,
                     None => RpcError::new(ErrorKind::Busy, format!("{} moved while it was reconciled", entry.task_id))
                         .with_hint("run it again"),
                 });
@@ -362,11 +382,11 @@ pub async fn reconcile(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Reconc
         next.current_state.current_phase = "none".into();
     }
     let changed_text = project(&file.text, &next).map_err(projection_error)?;
-    let target = target_for(&ws, &entry.task_id, &next, &file.path);
+    let target = target_for(ws, &entry.task_id, &next, &file.path);
     let moved = target != file.path;
     let changed = changed_text != file.text || moved;
     if changed {
-        write_projection(daemon, &ws, &entry.task_id, &file, &next, "command:reconcile")?;
+        write_projection(daemon, ws, &entry.task_id, &file, &next, "command:reconcile")?;
     }
     Ok(m::ReconcileResult { task_id: entry.task_id.clone(), path: ws.relative(&target), changed, moved, moved_aside })
 }
@@ -392,8 +412,9 @@ async fn cannot_rebuild(ws: &Workspace, gone: &super::Gone) -> RpcError {
         gone.status
     );
     error.0.hint = Some(format!(
-        "put the file back at {}{restore}, then run `scafld reconcile {task}` again; to close the task without it: `scafld cancel {task} --reason \"why\"`",
-        missing.place
+        "put the file back at {}{restore}, then run `{}` again; to close the task without it: `scafld cancel {task} --reason \"why\"`",
+        missing.place,
+        ws.runnable(&format!("scafld reconcile {task}"))
     ));
     error
 }

@@ -121,6 +121,27 @@ impl Workspace {
         }
     }
 
+    /// The checkout this one's writes under `.scafld` run from, when its `.scafld` is a link to
+    /// another checkout's (a git worktree sharing the main checkout's: the link's target is that
+    /// workspace's folder, `settle_identity` checked): scafld writes only through a real
+    /// folder, so a command that writes specs, packets or runs works from there. `None` for a
+    /// checkout whose `.scafld` is its own.
+    pub fn writes_from(&self) -> Option<PathBuf> {
+        let link = self.root.join(layout::SCAFLD_DIR);
+        if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()) {
+            return None;
+        }
+        link.canonicalize().ok()?.parent().map(Path::to_path_buf)
+    }
+
+    /// `command` as it runs from where the user stands in this checkout: named from the checkout
+    /// writes run from ([`Workspace::writes_from`]) when this one's `.scafld` is a link, so
+    /// every hint naming a command that writes under `.scafld` works as printed.
+    pub fn runnable(&self, command: &str) -> String {
+        let from = self.writes_from();
+        scafld_protocol::cli::run_from(from.as_ref().map(|f| f.to_string_lossy()).as_deref(), command)
+    }
+
     /// Whether this is a plain repository without `.scafld/` (only range reviews run here).
     pub fn is_bare(&self) -> bool {
         self.data != self.root.join(layout::SCAFLD_DIR)

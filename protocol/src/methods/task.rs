@@ -339,6 +339,12 @@ pub struct ListResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     pub tasks: Vec<TaskSummary>,
+    /// The checkout the commands that write under `.scafld` run from, when this checkout's
+    /// `.scafld` is a link to it (a git worktree sharing the main checkout's): the
+    /// `scafld reconcile <task>` a disagreeing file needs is run there
+    /// (`cli::run_from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes_from: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -454,6 +460,10 @@ pub struct ReportResult {
     /// Open tasks whose spec file is missing (their ledger keeps them), by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub specs_missing: Vec<String>,
+    /// The checkout `scafld reconcile <task>` runs from when this checkout's `.scafld` is a
+    /// link to it (as [`ListResult::writes_from`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes_from: Option<String>,
 }
 
 method!(

@@ -336,7 +336,11 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
                     let file_counts = t.file_counts.as_ref().map(|file| counted_otherwise(&counts, file));
                     let says: Vec<String> = t.file_status.iter().cloned().chain(file_counts).collect();
                     if !says.is_empty() {
-                        let note = format!("(the file says {}: `scafld reconcile {}`)", says.join(", "), t.task_id);
+                        let reconcile = scafld_protocol::cli::run_from(
+                            result.writes_from.as_deref(),
+                            &format!("scafld reconcile {}", t.task_id),
+                        );
+                        let note = format!("(the file says {}: `{reconcile}`)", says.join(", "));
                         let _ = write!(text, "  {}", ctx.out.paint(&note, Style::Bad));
                     }
                     text.push('\n');
@@ -450,7 +454,8 @@ pub fn report(ctx: &Context) -> Result<u8, CliError> {
             let ids: Vec<&str> = disagree.into_iter().map(String::as_str).collect();
             let _ = writeln!(
                 text,
-                "counted as their ledger says; the spec file says otherwise (`scafld reconcile <task>`): {}",
+                "counted as their ledger says; the spec file says otherwise (`{}`): {}",
+                scafld_protocol::cli::run_from(r.writes_from.as_deref(), "scafld reconcile <task>"),
                 ids.join(", ")
             );
         }
