@@ -650,3 +650,38 @@ fn job_cancel_in_one_workspace_refuses_another_workspaces_job() {
     env.scafld(&["job", "wait", &job, "--timeout", "30"]);
     assert_eq!(job_state(&env, &job)["state"], "cancelled");
 }
+
+/// A review refused in a git worktree sharing `.scafld` (its packet cannot be written through
+/// the link) changes nothing: no attempt in the ledger, no session, and the main checkout's
+/// passing review still lets the task complete. It used to record a review that gave no
+/// verdict, which superseded the pass, so complete was refused and the task needed a new review.
+#[test]
+fn a_review_refused_in_a_worktree_records_nothing_and_the_pass_stands() {
+    let env = TestEnv::new();
+    let (worktree, _) = worktree_sharing_scafld(&env, "t1", "grep -q hello greet.txt");
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    git(&env.work, &["add", "greet.txt"]);
+    git(&env.work, &["commit", "-q", "-m", "greet"]);
+    std::fs::write(worktree.join("greet.txt"), "hello\n").unwrap();
+    env.scafld(&["build", "t1"]).assert_code(0);
+    env.scafld(&["build", "t1"]).assert_code(0);
+    let script = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
+    let review = ["review", "t1", "--min-attack-angles", "2", "--provider", "command", "--provider-command", &script];
+    env.scafld(&review).assert_code(0);
+    let next = env.scafld(&["status", "t1", "--json"]).json()["result"]["next_action"]["action"].clone();
+    assert_eq!(next, "complete");
+    let entries = || env.scafld(&["session", "t1", "--json"]).json()["result"]["entries"].clone();
+    let sessions = || env.scafld(&["review", "status", "t1", "--json"]).json()["result"].clone();
+    let (before, sessions_before) = (entries(), sessions());
+
+    let refused = scafld_in(&env, &worktree, &review);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(refused.stderr.contains("cannot write the review packet"), "{}", refused.stderr);
+    assert_eq!(entries(), before, "the ledger is as it was");
+    assert_eq!(sessions(), sessions_before, "no session was added");
+    let reviews = std::fs::read_dir(env.work.join(".scafld/reviews")).unwrap().count();
+    assert_eq!(reviews, 1, "no packet folder is left behind");
+    env.scafld(&["complete", "t1"]).assert_code(0);
+    // And it says so, with where a review runs.
+    assert!(refused.stderr.contains("nothing was recorded"), "{}", refused.stderr);
+}

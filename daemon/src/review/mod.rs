@@ -304,6 +304,32 @@ pub fn pass_without_provider(template: &str) -> RpcError {
 /// Start a session: persist its packet, create one job per available reviewer and start the
 /// daemon-run ones. With no reviewer available the session settles at once (`no_reviewers`).
 pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
+    let prepared = prepare(&s)?;
+    Ok(start(daemon, s, prepared))
+}
+
+/// A session made ready to start, nothing recorded yet: the reviewers that can run, the
+/// template each job runs, and its packet written under its key. Everything a start can
+/// refuse is refused by [`prepare`], so a caller that records the review's attempt only once it
+/// has one records nothing for a review that never started.
+pub struct Prepared {
+    key: String,
+    dir: std::path::PathBuf,
+    spawned: Vec<String>,
+    missing: Vec<String>,
+    templates: Vec<Option<TemplateJob>>,
+}
+
+impl Prepared {
+    /// Give up a session that will not start: its packet folder goes (nothing names it).
+    pub fn discard(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Choose the reviewers of `s` and write its packet (see [`Prepared`]); `s.baseline` is not
+/// read, so a caller may take the guard's snapshot after this and before [`start`].
+pub fn prepare(s: &Spawn<'_>) -> RpcResult<Prepared> {
     let (mut spawned, missing) =
         available(&s.reviewers, s.config, s.caller, s.overrides.provider_command.as_deref(), &s.builders)?;
     // Which job runs which template: every reviewer the standalone template, plus one job per
@@ -327,7 +353,24 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
     let dir = s.ws.data.join("reviews").join(&key);
     crate::workspace::layout::create_real_dir(&dir)
         .and_then(|_| crate::workspace::layout::write_user_file(&dir.join("packet.md"), s.packet.text.as_bytes()))
-        .map_err(|e| RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the review packet: {e}")))?;
+        .map_err(|e| {
+            let e = RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the review packet: {e}"));
+            let _ = std::fs::remove_dir(&dir);
+            match s.ws.writes_from() {
+                Some(from) => e.with_hint(format!(
+                    "scafld writes under .scafld only through the real folder, in {}: a review runs from there and judges that checkout's files (`scafld status` names the next step); nothing was recorded",
+                    from.display()
+                )),
+                None => e,
+            }
+        })?;
+    Ok(Prepared { key, dir, spawned, missing, templates })
+}
+
+/// Start the session [`prepare`] made ready: its record, a job per reviewer, the daemon-run
+/// ones started.
+pub fn start(daemon: &Arc<Daemon>, s: Spawn<'_>, prepared: Prepared) -> m::SpawnResult {
+    let Prepared { key, dir, spawned, missing, templates } = prepared;
     let report_path = match s.subject.task() {
         Some(task) => format!(".scafld/runs/{task}/review_report.md"),
         None => s.ws.relative(&dir.join("review_report.md")),
@@ -374,14 +417,14 @@ pub fn spawn(daemon: &Arc<Daemon>, s: Spawn<'_>) -> RpcResult<m::SpawnResult> {
         let key = key.clone();
         tokio::spawn(async move { settle(&daemon, &key).await });
     }
-    Ok(m::SpawnResult {
+    m::SpawnResult {
         session_key: key,
         reviewers_spawned: spawned,
         reviewers_missing: missing,
         job_ids: session.job_ids,
         resolved: None,
         kept_in: None,
-    })
+    }
 }
 
 fn new_job(

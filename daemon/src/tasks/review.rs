@@ -182,13 +182,44 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         change.classes.task_changes.len(),
         change.classes.ambient_drift.len()
     );
-    record(
+    let mode = request.mode;
+    let mut spawn = crate::review::Spawn {
+        ws: ws.clone(),
+        config: &config,
+        caller: &p.caller,
+        subject: Subject::Task(task.clone()),
+        reviewers: provider_names,
+        approval,
+        packet: crate::review::Packet {
+            text: packet,
+            request,
+            preflight: preflight(&fresh, &entries),
+            files: change.classes.task_changes,
+        },
+        baseline: crate::review::Baseline::default(),
+        overrides: crate::review::Overrides {
+            model: p.model.clone(),
+            reasoning: p.codex_reasoning.clone(),
+            provider_command: p.provider_command.clone(),
+        },
+        context_digest: String::new(),
+        templates: crate::review::Templates { standalone: None, passes },
+        builders: builders.clone(),
+    };
+    // Whatever a start can refuse (no reviewer that can run, a packet that cannot be written,
+    // as through a worktree's `.scafld` link) is refused before anything is recorded: a
+    // review that never started leaves no attempt to supersede the last one.
+    let prepared = crate::review::prepare(&spawn)?;
+    if let Err(e) = record(
         daemon,
         &ws,
         &task,
         vec![LedgerEvent::ReviewAttempt { status: "running".into(), reason: running }],
         "command:review",
-    )?;
+    ) {
+        prepared.discard();
+        return Err(e);
+    }
     // The mutation guard compares against the tree after our own projection write, so only
     // changes made while the reviewers ran count. It watches the task's own scope whatever
     // `--review-scope` says (which may widen it, never narrow it).
@@ -199,36 +230,16 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         Ok(()) => e,
         Err(unrecorded) => unrecorded,
     };
-    let start = guard_snapshot(&ws, &task, &guarded, false).await.map_err(not_started)?;
-    let mode = request.mode;
-    let spawned = crate::review::spawn(
-        daemon,
-        crate::review::Spawn {
-            ws: ws.clone(),
-            config: &config,
-            caller: &p.caller,
-            subject: Subject::Task(task.clone()),
-            reviewers: provider_names,
-            approval,
-            packet: crate::review::Packet {
-                text: packet,
-                request,
-                preflight: preflight(&fresh, &entries),
-                files: change.classes.task_changes,
-            },
-            baseline: crate::review::Baseline { scope: guarded, snapshot: start, tree },
-            overrides: crate::review::Overrides {
-                model: p.model.clone(),
-                reasoning: p.codex_reasoning.clone(),
-                provider_command: p.provider_command.clone(),
-            },
-            context_digest: String::new(),
-            templates: crate::review::Templates { standalone: None, passes },
-            builders: builders.clone(),
-        },
-    );
+    let start = match guard_snapshot(&ws, &task, &guarded, false).await {
+        Ok(start) => start,
+        Err(e) => {
+            prepared.discard();
+            return Err(not_started(e));
+        }
+    };
+    spawn.baseline = crate::review::Baseline { scope: guarded, snapshot: start, tree };
+    let spawned = crate::review::start(daemon, spawn, prepared);
     drop(guard);
-    let spawned = spawned.map_err(not_started)?;
     Ok(m::TaskReviewResult {
         task_id: task,
         job_id: spawned.job_ids.first().cloned(),
