@@ -288,7 +288,12 @@ pub(crate) async fn freshness(ws: &Workspace, spec: &Spec, entries: &[LedgerEntr
         // Nothing recorded yet (a draft, a new task): there is nothing to compare.
         return Freshness { material: Err("no evidence recorded".into()), stale: BTreeMap::new(), changes: Vec::new() };
     }
-    let material = material_now(ws, spec).await;
+    judged(spec, entries, material_now(ws, spec).await)
+}
+
+/// The freshness of `spec`'s recorded results against `material`, the material of its scope
+/// in some checkout: which are stale, and what changed since they ran.
+fn judged(spec: &Spec, entries: &[LedgerEntry], material: Result<Material, String>) -> Freshness {
     let stale = evidence::stale(spec, entries, material.as_ref().ok().map(|m| m.digest.as_str()));
     let mut changes = Vec::new();
     match &material {
@@ -486,29 +491,82 @@ pub(crate) fn next_for(
         Some(session) if replay.failed_attempt.is_some() => again_as_before(next, &session),
         _ => next,
     };
-    from_the_linked_checkout(ws, next)
+    from_the_linked_checkout(ws, spec, entries, next)
 }
 
 /// In a checkout whose `.scafld` is a link to another checkout's (a git worktree sharing it),
 /// what writes specs or packets fails on the link (scafld never writes through one): such a
-/// next command is named from the checkout the link leads to, with why.
-pub(crate) fn from_the_linked_checkout(ws: &Workspace, mut next: NextAction) -> NextAction {
+/// next command is named from the checkout the link leads to, with why. A review, complete or
+/// finalize there judges that checkout's files: when they differ from those this checkout's
+/// evidence was recorded on (it would be refused at once as stale there), the step is to
+/// bring this checkout's changes there first, and the command it then runs is in the reason.
+pub(crate) fn from_the_linked_checkout(
+    ws: &Workspace,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    mut next: NextAction,
+) -> NextAction {
     const WRITES: [&str; 6] = ["review", "approve", "complete", "finalize", "reconcile", "harden"];
+    const JUDGE_THE_FILES: [&str; 3] = ["review", "complete", "finalize"];
     // The command first: one already named from there (`cd ...`) or that writes nothing needs
     // no look at the disk.
     let mut words = next.command.split_whitespace();
-    if words.next() != Some("scafld") || !words.next().is_some_and(|word| WRITES.contains(&word)) {
+    if words.next() != Some("scafld") {
         return next;
     }
+    let Some(word) = words.next().filter(|word| WRITES.contains(word)) else {
+        return next;
+    };
     let Some(main) = ws.writes_from() else {
         return next;
     };
-    next.command = scafld_protocol::cli::run_from(Some(&main.to_string_lossy()), &next.command);
+    let there = scafld_protocol::cli::run_from(Some(&main.to_string_lossy()), &next.command);
+    let differ = match JUDGE_THE_FILES.contains(&word) {
+        true => differs_there(&main, ws, spec, entries),
+        false => None,
+    };
+    if let Some(changes) = differ {
+        next.command = "none".into();
+        next.reason = format!(
+            "`{there}` runs from {}, the checkout this one's .scafld links to (scafld does not write through the link), and judges that checkout's files, which differ from the ones this checkout's evidence was recorded on (there: {changes}): bring this checkout's changes there (commit them here, merge them there), then run `{there}` ({})",
+            main.display(),
+            next.reason
+        );
+        return next;
+    }
+    next.command = there;
     next.reason = format!(
         "{} (from the checkout this one's .scafld links to: scafld does not write through the link)",
         next.reason
     );
     next
+}
+
+/// What differs in checkout `main` from the files `spec`'s evidence was recorded on (in
+/// another checkout of the same workspace): `None` when its evidence is current there too, or
+/// when `main`'s files cannot be read (the command then says why itself).
+fn differs_there(main: &std::path::Path, ws: &Workspace, spec: &Spec, entries: &[LedgerEntry]) -> Option<String> {
+    let (root, scope) = (main.to_path_buf(), evidence_scope(ws, spec));
+    let material = blocking(move || baseline::material(&root, &scope));
+    if material.is_err() {
+        return None;
+    }
+    let there = judged(spec, entries, material);
+    match (there.stale.is_empty(), there.changes.is_empty()) {
+        (true, _) => None,
+        (false, true) => Some("files in the task's scope".into()),
+        (false, false) => Some(there.changes.join(", ")),
+    }
+}
+
+/// Run `read`, which blocks on the disk, from code that cannot await it: on the daemon's
+/// multi-threaded runtime the worker hands its other tasks on first; anywhere else (a
+/// test's single-threaded runtime, no runtime) it simply runs.
+fn blocking<T>(read: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|handle| handle.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(read),
+        _ => read(),
+    }
 }
 
 /// A review to run again after no verdict names the reviewer the last one ran when that was a

@@ -685,3 +685,36 @@ fn a_review_refused_in_a_worktree_records_nothing_and_the_pass_stands() {
     // And it says so, with where a review runs.
     assert!(refused.stderr.contains("nothing was recorded"), "{}", refused.stderr);
 }
+
+/// A build in a git worktree sharing `.scafld`, on files the main checkout does not have: the
+/// next step no longer names `cd <main> && scafld review`, which judges the main checkout's
+/// files and was refused at once there (stale evidence). It says to bring the changes there
+/// first, naming what differs and that command; once they are merged, the review is named
+/// again and runs as printed from the worktree.
+#[test]
+fn a_worktree_build_names_a_review_only_once_the_main_checkout_holds_its_changes() {
+    let env = TestEnv::new();
+    let (worktree, main_root) = worktree_sharing_scafld(&env, "t1", "grep -q hello greet.txt");
+    env.scafld(&["build", "t1"]).assert_code(0);
+    std::fs::write(worktree.join("greet.txt"), "hello\n").unwrap();
+    let built = scafld_in(&env, &worktree, &["build", "t1", "--json"]);
+    built.assert_code(0);
+    assert_eq!(built.json()["result"]["next_command"], "none", "{}", built.stdout);
+    let review = format!("cd {main_root} && scafld review t1");
+    let next = || scafld_in(&env, &worktree, &["status", "t1", "--json"]).json()["result"]["next_action"].clone();
+    let waiting = next();
+    assert_eq!(waiting["action"], "review", "{waiting}");
+    assert_eq!(waiting["command"], "none", "{waiting}");
+    let reason = waiting["reason"].as_str().unwrap();
+    assert!(reason.contains(&format!("`{review}`")) && reason.contains("greet.txt"), "{reason}");
+    // Merged into the main checkout: the evidence is current there too.
+    git(&worktree, &["add", "greet.txt"]);
+    git(&worktree, &["commit", "-q", "-m", "greet"]);
+    git(&env.work, &["merge", "-q", "side"]);
+    let ready = next();
+    assert_eq!(ready["command"], review.as_str(), "{ready}");
+    let script = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
+    let line = format!("{review} --min-attack-angles 2 --provider command --provider-command {script}");
+    shell_in(&env, &worktree, &line).assert_code(0);
+    assert_eq!(next()["action"], "complete");
+}

@@ -63,7 +63,7 @@ async fn shown_next(
         }
         _ => next,
     };
-    (fresh, crate::evidence::from_the_linked_checkout(ws, next))
+    (fresh, crate::evidence::from_the_linked_checkout(ws, spec, entries, next))
 }
 
 /// The errors `status` shows for the spec: the file's own, and first a note when the ledger
