@@ -248,21 +248,65 @@ fn min_independence_of(base: &Value) -> String {
     base.pointer("/verify/min_independence").and_then(Value::as_str).unwrap_or("isolation_only").to_string()
 }
 
-/// Read both files of the workspace at `root` and merge them.
+/// Read both files of the workspace at `root` and merge them. Each file is checked on its own
+/// first, so a value of the wrong type is blamed on the file that has it, by key and line.
 pub fn load(root: &Path) -> Result<Config, ConfigError> {
-    let base = read_yaml(root, BASE_FILE)?;
-    let local = read_yaml(root, LOCAL_FILE)?;
+    let (base, base_text) = read_yaml_text(root, BASE_FILE)?;
+    check(BASE_FILE, &base, &base_text)?;
+    let (local, local_text) = read_yaml_text(root, LOCAL_FILE)?;
+    check(LOCAL_FILE, &local, &local_text)?;
     merge(base, local)
 }
 
 fn read_yaml(root: &Path, file: &str) -> Result<Value, ConfigError> {
+    read_yaml_text(root, file).map(|(value, _)| value)
+}
+
+/// A file's YAML and its text (empty when there is no such file).
+fn read_yaml_text(root: &Path, file: &str) -> Result<(Value, String), ConfigError> {
     let error = |message: String| ConfigError { file: file.to_string(), message };
     match scafld_local::capped::read_text_if_there(&root.join(file), "configuration file", MAX_CONFIG_BYTES) {
-        Ok(Some(text)) if text.trim().is_empty() => Ok(Value::Null),
-        Ok(Some(text)) => serde_saphyr::from_str::<Value>(&text).map_err(|e| error(yaml_error(&e))),
-        Ok(None) => Ok(Value::Null),
+        Ok(Some(text)) if text.trim().is_empty() => Ok((Value::Null, text)),
+        Ok(Some(text)) => serde_saphyr::from_str::<Value>(&text).map(|v| (v, text)).map_err(|e| error(yaml_error(&e))),
+        Ok(None) => Ok((Value::Null, String::new())),
         Err(e) => Err(error(e.to_string())),
     }
+}
+
+/// One file's settings read alone: a value that does not fit its field is named by file,
+/// line (found in `text`) and key path.
+fn check(file: &str, value: &Value, text: &str) -> Result<(), ConfigError> {
+    if value.is_null() {
+        return Ok(());
+    }
+    let Err(e) = serde_path_to_error::deserialize::<_, Config>(value) else { return Ok(()) };
+    let key = e.path().to_string();
+    let line = line_of(text, &key).map(|n| format!("line {n}: ")).unwrap_or_default();
+    Err(ConfigError { file: file.to_string(), message: format!("{line}`{key}`: {}", e.inner()) })
+}
+
+/// The line (from 1) where the block-style key path `a.b.c` is set in `text`: each key
+/// looked for below the one before it, more indented. `None` when it is not written so.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    let mut wanted = key.split('.').filter(|k| !k.starts_with('[') && !k.is_empty()).peekable();
+    let mut indent: Option<usize> = None;
+    for (n, line) in text.lines().enumerate() {
+        let Some(name) = wanted.peek() else { break };
+        let body = line.trim_start();
+        let depth = line.len() - body.len();
+        if body.starts_with('#') {
+            continue;
+        }
+        let matches = body.strip_prefix(*name).is_some_and(|rest| rest.trim_start().starts_with(':'));
+        if matches && indent.is_none_or(|outer| depth > outer) {
+            indent = Some(depth);
+            wanted.next();
+            if wanted.peek().is_none() {
+                return Some(n + 1);
+            }
+        }
+    }
+    None
 }
 
 /// Why a configuration file does not parse, in the file's terms: a key given twice is named
@@ -356,5 +400,22 @@ mod tests {
     fn wrong_types_are_errors() {
         let error = merge(yaml("execution:\n  absolute_timeout_seconds: soon\n"), Value::Null).unwrap_err();
         assert!(error.message.contains("invalid type"), "{error}");
+    }
+
+    /// A value of the wrong type is blamed on the file that has it, with its line and key.
+    #[test]
+    fn a_wrong_type_names_its_file_line_and_key() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(".scafld")).unwrap();
+        let text = "# settings\nreview:\n  external: {}\nexecution:\n  env: {}\n  absolute_timeout_seconds: abc\n";
+        std::fs::write(root.path().join(BASE_FILE), text).unwrap();
+        let error = load(root.path()).unwrap_err();
+        assert_eq!(error.file, BASE_FILE);
+        assert!(error.message.starts_with("line 6: `execution.absolute_timeout_seconds`: invalid type"), "{error}");
+        std::fs::write(root.path().join(BASE_FILE), "execution:\n  absolute_timeout_seconds: 5\n").unwrap();
+        std::fs::write(root.path().join(LOCAL_FILE), "harden:\n  max_questions_per_round: many\n").unwrap();
+        let error = load(root.path()).unwrap_err();
+        assert_eq!(error.file, LOCAL_FILE);
+        assert!(error.message.starts_with("line 2: `harden.max_questions_per_round`"), "{error}");
     }
 }

@@ -742,6 +742,23 @@ fn a_configuration_that_does_not_read_is_status_s_error_and_its_next_step() {
     human.assert_code(1);
     assert!(human.stdout.contains("config error: .scafld/config.local.yaml:"), "{}", human.stdout);
 
+    // A value of the wrong type is named by the file that has it, its line and its key.
+    std::fs::write(&local, &kept).unwrap();
+    let base = env.work.join(".scafld/config.yaml");
+    let committed = std::fs::read_to_string(&base).unwrap();
+    let line = 1 + committed.lines().position(|l| l.starts_with("  absolute_timeout_seconds:")).unwrap();
+    let wrong: Vec<&str> = committed
+        .lines()
+        .map(|l| if l.starts_with("  absolute_timeout_seconds:") { "  absolute_timeout_seconds: abc" } else { l })
+        .collect();
+    std::fs::write(&base, wrong.join("\n")).unwrap();
+    let result = env.scafld(&["status", "greet", "--json"]).json()["result"].clone();
+    assert_eq!(result["config_error"]["file"], ".scafld/config.yaml", "{result}");
+    let message = result["config_error"]["message"].as_str().unwrap();
+    let expected = format!("line {line}: `execution.absolute_timeout_seconds`: invalid type: string \"abc\"");
+    assert!(message.starts_with(&expected), "{message}");
+    std::fs::write(&base, committed).unwrap();
+
     std::fs::write(&local, kept).unwrap();
     let fixed = env.scafld(&["status", "greet", "--json"]);
     fixed.assert_code(0);
