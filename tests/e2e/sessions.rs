@@ -363,6 +363,16 @@ fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept
     let (job, lease) =
         (claim["job_id"].as_str().unwrap().to_string(), claim["lease_token"].as_str().unwrap().to_string());
     assert!(claim["resume"].is_null(), "a fresh job has no briefing");
+    // The claim names how to hand in the answer, renew the lease and give the job back.
+    let lease_words = format!("{job} --lease {lease}");
+    assert_eq!(
+        claim["commands"],
+        json!({
+            "heartbeat": format!("scafld worker heartbeat {lease_words}"),
+            "next_command": format!("scafld worker submit {lease_words} --dossier FILE"),
+            "release": format!("scafld worker release {lease_words}"),
+        })
+    );
     assert_eq!(claim["files"].as_array().unwrap().len(), 5);
     assert!(claim["packet"].as_str().unwrap().starts_with("# Review Context Packet"));
     assert!(claim["preflight"].as_str().unwrap().starts_with("passed"), "{claim}");

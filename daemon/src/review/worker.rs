@@ -228,6 +228,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
     write_report(daemon, &session);
     let lease = job.review.as_ref().and_then(|w| w.lease.clone()).unwrap_or_default();
     Ok(m::Claim {
+        commands: m::ClaimCommands::new(&job.id, &lease.token),
         job_id: job.id.clone(),
         lease_token: lease.token,
         lease_seconds: seconds,

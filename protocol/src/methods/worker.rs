@@ -59,6 +59,33 @@ pub struct Claim {
     /// For automated workers: the provider process to run (the packet goes to its stdin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invocation: Option<WorkerInvocation>,
+    /// What a reviewer that claimed by hand runs next: its lease renewed, its answer handed in
+    /// (`next_command`), or the job given back.
+    #[serde(default)]
+    pub commands: ClaimCommands,
+}
+
+/// The commands of a claimed job's lease, with its id and token filled in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimCommands {
+    /// `scafld worker heartbeat <job> --lease <token>`: renew the lease before it ends.
+    pub heartbeat: String,
+    /// `scafld worker submit <job> --lease <token> --dossier FILE`: hand in the ReviewDossier
+    /// JSON written to FILE (one submission is accepted).
+    pub next_command: String,
+    /// `scafld worker release <job> --lease <token>`: give the job back to the queue.
+    pub release: String,
+}
+
+impl ClaimCommands {
+    pub fn new(job_id: &str, lease_token: &str) -> ClaimCommands {
+        let lease = format!("{} --lease {}", crate::cli::shell_word(job_id), crate::cli::shell_word(lease_token));
+        ClaimCommands {
+            heartbeat: format!("scafld worker heartbeat {lease}"),
+            next_command: format!("scafld worker submit {lease} --dossier FILE"),
+            release: format!("scafld worker release {lease}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -185,8 +185,16 @@ fn claim_once(
 fn briefing(c: &Claim) -> String {
     let target = if c.task_id.is_empty() { format!("session {}", c.session_key) } else { c.task_id.clone() };
     let mut text = format!(
-        "claimed {} ({target}), attempt {}\nlease token: {} ({} s; renew with `scafld worker heartbeat {} --lease <token>`)\npreflight: {}\n",
-        c.job_id, c.attempt, c.lease_token, c.lease_seconds, c.job_id, c.preflight
+        "claimed {} ({target}), attempt {}\nlease token: {} ({} s; renew with `{}`)\n\
+         answer: write a ReviewDossier JSON to FILE, then `{}` (or give the job back: `{}`)\npreflight: {}\n",
+        c.job_id,
+        c.attempt,
+        c.lease_token,
+        c.lease_seconds,
+        c.commands.heartbeat,
+        c.commands.next_command,
+        c.commands.release,
+        c.preflight
     );
     match &c.resume {
         Some(b) => {
@@ -384,4 +392,38 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
         timed_out: matches!(outcome.kill_reason, Some(KillReason::AbsoluteTimeout | KillReason::IdleTimeout)),
         stderr_tail: String::from_utf8_lossy(&stderr[tail_start..]).into_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use scafld_protocol::methods::{Claim, ClaimCommands};
+
+    /// A reviewer that claimed by hand is told how to hand in its answer and give the job
+    /// back, not only how to keep its lease.
+    #[test]
+    fn the_briefing_names_submit_and_release() {
+        let claim = Claim {
+            job_id: "job-1".into(),
+            lease_token: "abc".into(),
+            lease_seconds: 300,
+            session_key: "s".into(),
+            task_id: "t".into(),
+            root: "/w".into(),
+            attempt: 1,
+            packet: String::new(),
+            files: vec!["a.rs".into()],
+            preflight: "passed".into(),
+            resume: None,
+            invocation: None,
+            commands: ClaimCommands::new("job-1", "abc"),
+        };
+        let text = super::briefing(&claim);
+        for needle in [
+            "`scafld worker heartbeat job-1 --lease abc`",
+            "`scafld worker submit job-1 --lease abc --dossier FILE`",
+            "`scafld worker release job-1 --lease abc`",
+        ] {
+            assert!(text.contains(needle), "{needle} missing from {text}");
+        }
+    }
 }
