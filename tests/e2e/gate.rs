@@ -1455,14 +1455,16 @@ fn an_amendment_is_held_to_the_rules_of_approval() {
     let refused = env.scafld(&["approve", "rev", "--amend", "--reason", "a person checks it instead", "--json"]);
     refused.assert_code(3);
     let error = refused.json()["error"].clone();
-    assert!(error["message"].as_str().unwrap().contains("phase1 has no executable acceptance criteria"), "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("phase1 has only manual acceptance criteria: it would wait for a person"), "{error}");
+    assert!(message.contains("scafld build rev --criterion=m1 --disposition pass"), "{error}");
     assert_eq!(ledger_types(&env), ledger, "a refusal records nothing");
     // A draft of the same contract is refused the same way by approve.
     let draft = manual.replace("task_id: rev", "task_id: twin").replace("status: active", "status: draft");
     write(&env, ".scafld/specs/drafts/twin.md", &draft);
     let approve = env.scafld(&["approve", "twin", "--reason", "t", "--json"]);
     approve.assert_code(3);
-    assert!(approve.stdout.contains("phase1 has no executable acceptance criteria"), "{}", approve.stdout);
+    assert!(approve.stdout.contains("phase1 has only manual acceptance criteria"), "{}", approve.stdout);
 }
 
 #[test]

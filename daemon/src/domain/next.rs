@@ -675,11 +675,41 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
 fn brief(text: &str) -> String {
     const MAX: usize = 160;
     let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default();
-    match first.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &first[..cut]),
+    let shown = match first.char_indices().nth(MAX) {
+        // Cut after the word the limit falls in, so a path (a diagnostic file) stays whole
+        // (a word longer than a path can be is cut where the limit is).
+        Some((cut, _)) => {
+            let end = first[cut..].find(char::is_whitespace).unwrap_or(first.len() - cut);
+            match end <= 4096 {
+                true if cut + end == first.len() => first.to_string(),
+                true => format!("{}…", &first[..cut + end]),
+                false => format!("{}…", &first[..cut]),
+            }
+        }
         None if text.trim().lines().count() > 1 => format!("{first} …"),
-        None => first.to_string(),
+        None => return first.to_string(),
+    };
+    // What the cut left open is closed, so the reason's own parenthesis reads as its end.
+    let mut open = Vec::new();
+    for c in shown.chars() {
+        match c {
+            '(' | '[' | '{' => open.push(c),
+            ')' | ']' | '}' => {
+                open.pop();
+            }
+            _ => {}
+        }
     }
+    let closers: String = open
+        .iter()
+        .rev()
+        .map(|c| match c {
+            '(' => ')',
+            '[' => ']',
+            _ => '}',
+        })
+        .collect();
+    format!("{shown}{closers}")
 }
 
 #[cfg(test)]
@@ -691,9 +721,26 @@ mod tests {
         assert_eq!(brief("codex: exit code 9"), "codex: exit code 9");
         assert_eq!(
             brief("codex: exit code 9 ({\"type\":\"x\"}\nauth missing)"),
-            "codex: exit code 9 ({\"type\":\"x\"} …"
+            "codex: exit code 9 ({\"type\":\"x\"} …)"
         );
         let long = "é".repeat(300);
-        assert_eq!(brief(&long).chars().count(), 161);
+        assert_eq!(brief(&long), long);
+        let huge = "é".repeat(5000);
+        assert_eq!(brief(&huge).chars().count(), 161);
+        let spaced = "é ".repeat(300);
+        assert_eq!(brief(&spaced).chars().count(), 162);
+    }
+
+    /// A diagnostic file's path the limit falls in is kept whole, and the bracket it opened
+    /// is closed.
+    #[test]
+    fn a_path_at_the_limit_stays_whole() {
+        let path = ".scafld/runs/t/diagnostics/review-job-0123456789abcdef-1-stdout.txt";
+        let text = format!("{} (the reviewer's output is kept in [{path}] for a look) and more words", "x".repeat(120));
+        let shown = brief(&text);
+        assert!(shown.contains(path), "{shown}");
+        assert!(shown.ends_with("…])") || shown.ends_with("…)"), "{shown}");
+        assert_eq!(shown.matches('(').count(), shown.matches(')').count(), "{shown}");
+        assert_eq!(shown.matches('[').count(), shown.matches(']').count(), "{shown}");
     }
 }

@@ -1876,11 +1876,20 @@ impl<'a> Parser<'a> {
                 self.diag(phase.line, Rule::Structure, format!("{} has no name", phase.id()));
             }
             if !phase.criteria.iter().any(Criterion::is_executable) {
-                self.diag(
-                    phase.line,
-                    Rule::Approval,
-                    format!("{} has no executable acceptance criteria; it would pass without evidence", phase.id()),
-                );
+                let message = match phase.criteria.first() {
+                    // Only manual criteria: nothing would run, a person's word alone would pass it.
+                    Some(manual) => format!(
+                        "{} has only manual acceptance criteria: it would wait for a person alone, who records each \
+                         with `{}`; approval needs at least one executable criterion (a `Command:`) per phase: add \
+                         one, or move the manual check into a phase that has one",
+                        phase.id(),
+                        scafld_protocol::cli::manual_evidence(&self.spec.front.task_id, &manual.id)
+                    ),
+                    None => {
+                        format!("{} has no executable acceptance criteria; it would pass without evidence", phase.id())
+                    }
+                };
+                self.diag(phase.line, Rule::Approval, message);
             }
         }
         self.dependencies();

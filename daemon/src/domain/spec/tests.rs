@@ -285,7 +285,12 @@ fn malformed_specs_get_line_numbered_diagnostics() {
         ("---\nstatus: draft\n# T\n".into(), "front matter is not closed"),
         (
             body("## Phase 1: A\nAcceptance:\n- [ ] `a` manual - by hand\n"),
-            "line 7: phase1 has no executable acceptance criteria",
+            "line 7: phase1 has only manual acceptance criteria: it would wait for a person alone, who records each \
+             with `scafld build t --criterion=a --disposition pass --reason \"what was checked\"`",
+        ),
+        (
+            body("## Phase 1: A\nObjective: x\n"),
+            "line 7: phase1 has no executable acceptance criteria; it would pass without evidence",
         ),
         (
             body(
