@@ -79,7 +79,13 @@ pub struct Connection {
     /// The handshake of a pipelined connection, held back to go out in one write with the
     /// first call (one wake-up of the daemon, not two).
     unsent: Vec<u8>,
+    /// What every call's result passes through before it is used (the CLI's
+    /// `runnable::Caller`: printed commands made to run where the caller is).
+    results: Option<ResultHook>,
 }
+
+/// A rewrite of a call's result, see [`Connection::with_results`].
+pub type ResultHook = std::sync::Arc<dyn Fn(&mut Value) + Send + Sync>;
 
 /// One line from the daemon: a reply (`id` with `result` or `error`) or a notification
 /// (`method`, `params`). The result stays raw text, so a typed call parses it once, straight
@@ -163,6 +169,7 @@ impl Connection {
             daemon: Err(0),
             early: None,
             unsent: Vec::new(),
+            results: None,
         };
         let params = HelloParams { protocol_version: PROTOCOL_VERSION, client_version: CLIENT_VERSION.into() };
         let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -200,6 +207,12 @@ impl Connection {
         &self.socket
     }
 
+    /// Every call's result passes through `hook` before it is parsed or passed on.
+    pub fn with_results(mut self, hook: Option<ResultHook>) -> Connection {
+        self.results = hook;
+        self
+    }
+
     /// Call `M` and wait for its reply.
     pub fn call<M: Method>(&mut self, params: &M::Params) -> Result<M::Result, ClientError> {
         let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -223,6 +236,15 @@ impl Connection {
     /// The result of a call as the daemon wrote it, after the handshake's answer (read before
     /// the call is sent unless the call is `read_only`).
     fn call_text(&mut self, method: &str, read_only: bool, params: Value) -> Result<Box<RawValue>, ClientError> {
+        let raw = self.call_unhooked(method, read_only, params)?;
+        let Some(hook) = &self.results else { return Ok(raw) };
+        let mut value: Value =
+            serde_json::from_str(raw.get()).map_err(|e| ClientError::Decode(format!("{method}: {e}")))?;
+        hook(&mut value);
+        serde_json::value::to_raw_value(&value).map_err(|e| ClientError::Decode(format!("{method}: {e}")))
+    }
+
+    fn call_unhooked(&mut self, method: &str, read_only: bool, params: Value) -> Result<Box<RawValue>, ClientError> {
         if !read_only {
             self.daemon()?;
         }

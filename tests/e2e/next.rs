@@ -5,7 +5,8 @@
 //! rejected, a pass through a channel that cannot complete, a person's evidence gone stale in
 //! review, a `complete` whose move was interrupted, an amendment that drops a criterion or
 //! changes one (and the spec's next with it), and a bare name added to the scope; and a refused
-//! command's hint is `status`'s next action (`refused_with_next`).
+//! command's hint is `status`'s next action (`refused_with_next`); and the printed commands run
+//! from a subfolder, and from outside with `--root`.
 
 use scafld_tests::{TestEnv, git, wait_until};
 use serde_json::Value;
@@ -764,4 +765,64 @@ fn a_configuration_that_does_not_read_is_status_s_error_and_its_next_step() {
     fixed.assert_code(0);
     assert_eq!(fixed.json()["result"]["next_action"]["command"], "scafld build greet");
     assert!(fixed.json()["result"].get("config_error").is_none());
+}
+
+/// `cmd` run by `sh` in `dir`, with the test's environment and the built binaries on PATH.
+fn shell(env: &TestEnv, dir: &std::path::Path, cmd: &str) -> scafld_tests::Run {
+    let mut sh = std::process::Command::new("sh");
+    env.apply_env(&mut sh);
+    let path = format!("{}:{}", scafld_tests::bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+    sh.env("PATH", path).arg("-c").arg(cmd).current_dir(dir).stdin(std::process::Stdio::null());
+    scafld_tests::Run::from(sh.output().unwrap())
+}
+
+/// `scafld args...` run in `dir` (a subfolder of the workspace, or a folder outside it).
+fn scafld_in(env: &TestEnv, dir: &std::path::Path, args: &[&str]) -> scafld_tests::Run {
+    scafld_tests::Run::from(env.scafld_command(args).current_dir(dir).output().unwrap())
+}
+
+/// The commands scafld prints run as printed from where it was called: from a subfolder, a
+/// git command with the root's paths (the restore of a missing spec, finalize's commit of the
+/// signed work) goes to the root first; from outside, a call given `--root` prints scafld
+/// commands that carry it. At the root they are as the daemon wrote them.
+#[test]
+fn printed_commands_run_from_a_subfolder_and_with_root_from_outside() {
+    let env = TestEnv::new();
+    built_greet(&env);
+    let sub = env.work.join("sub/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    let outside = env.path("home");
+    let root = env.work.display().to_string();
+
+    // A missing spec git holds: its restore, from the subfolder.
+    approved(&env, "other", "true");
+    let spec = ".scafld/specs/approved/other.md";
+    git(&env.work, &["add", spec]);
+    git(&env.work, &["commit", "-qm", "spec"]);
+    std::fs::remove_file(env.work.join(spec)).unwrap();
+    let at_root = status(&env, "other");
+    assert_eq!(at_root["next_action"]["command"], format!("git checkout HEAD -- {spec}"), "{at_root}");
+    let here = scafld_in(&env, &sub, &["status", "other", "--json"]).json()["result"].clone();
+    let restore = here["next_action"]["command"].as_str().unwrap();
+    assert_eq!(here["next_command"], restore);
+    shell(&env, &sub, restore).assert_code(0);
+    assert!(env.work.join(spec).is_file(), "{restore} did not bring the spec back");
+
+    // With --root from outside: every scafld command printed carries it, and runs there.
+    let there = scafld_in(&env, &outside, &["--root", &root, "status", "other", "--json"]);
+    let next = there.json()["result"]["next_action"]["command"].as_str().unwrap().to_string();
+    assert_eq!(next, format!("scafld --root {root} build other"));
+    shell(&env, &outside, &next).assert_code(0);
+    let human = scafld_in(&env, &outside, &["--root", &root, "status", "other"]);
+    assert!(human.stdout.contains(&format!("next: scafld --root {root} build other")), "{}", human.stdout);
+
+    // Finalize from the subfolder: its commit of the signed work, then verify, as printed.
+    let script = reviewer(&env, "pass", &pass(), "");
+    let review = ["review", "greet", "--provider", "command", "--provider-command", &script];
+    scafld_in(&env, &sub, &review).assert_code(0);
+    let finalized = scafld_in(&env, &sub, &["finalize", "greet", "--json"]).json()["result"].clone();
+    let next = finalized["next_command"].as_str().unwrap();
+    assert!(next.starts_with(&format!("cd {root} && git add -A -- greet.txt && git commit")), "{next}");
+    let run = shell(&env, &sub, next);
+    assert_eq!(run.code, 0, "`{next}` failed from the subfolder:\n{}{}", run.stdout, run.stderr);
 }

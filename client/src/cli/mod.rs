@@ -4,6 +4,7 @@ pub mod daemon_control;
 pub mod exit;
 pub mod input;
 pub mod output;
+pub mod runnable;
 pub mod workspace;
 
 mod commands;
@@ -724,6 +725,8 @@ pub struct Context {
     pub global: GlobalArgs,
     pub paths: Paths,
     pub out: Output,
+    /// Where the caller is: the commands it is shown are made to run there.
+    pub caller: runnable::Caller,
 }
 
 impl Context {
@@ -733,7 +736,12 @@ impl Context {
     }
 
     pub fn connect(&self) -> Result<scafld_client::Connection, CliError> {
-        daemon_control::connect(&self.paths, self.autostart())
+        let conn = daemon_control::connect(&self.paths, self.autostart())?;
+        let caller = self.caller.clone();
+        let hook: Option<scafld_client::connection::ResultHook> = caller
+            .rewrites()
+            .then(|| std::sync::Arc::new(move |value: &mut serde_json::Value| caller.result(value)) as _);
+        Ok(conn.with_results(hook))
     }
 }
 
@@ -769,10 +777,12 @@ pub fn main(args: Vec<OsString>) -> u8 {
         Err(e) => return usage_error(e, wants_json, &args),
     };
     let out = Output::new(cli.global.json, cli.command.name());
-    let ctx = Context { global: cli.global, paths: Paths::from_env(), out };
+    let caller = runnable::Caller::current(cli.global.root.as_deref());
+    let ctx = Context { global: cli.global, paths: Paths::from_env(), out, caller };
     match commands::run(&ctx, cli.command) {
         Ok(code) => code,
-        Err(error) => {
+        Err(mut error) => {
+            error.hint = error.hint.map(|hint| ctx.caller.prose(&hint));
             ctx.out.failure(&error, None);
             error.exit_code
         }
