@@ -772,6 +772,13 @@ fn shell(env: &TestEnv, dir: &std::path::Path, cmd: &str) -> scafld_tests::Run {
     let mut sh = std::process::Command::new("sh");
     env.apply_env(&mut sh);
     let path = format!("{}:{}", scafld_tests::bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+    // A commit needs a name, as the test's own `git` gives one.
+    for (key, value) in [("GIT_AUTHOR_NAME", "scafld-tests"), ("GIT_COMMITTER_NAME", "scafld-tests")] {
+        sh.env(key, value);
+    }
+    for key in ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"] {
+        sh.env(key, "tests@scafld.invalid");
+    }
     sh.env("PATH", path).arg("-c").arg(cmd).current_dir(dir).stdin(std::process::Stdio::null());
     scafld_tests::Run::from(sh.output().unwrap())
 }
