@@ -96,7 +96,8 @@ impl Caller {
     }
 
     /// A daemon result: its `next_command`s, `next_action`'s `command` and `reason`, and its
-    /// `hint`s and `message`s, wherever they are.
+    /// `hint`s and `message`s, wherever they are but in a spec's diagnostics (which quote the
+    /// spec's own text).
     pub fn result(&self, value: &mut Value) {
         if self.rewrites() {
             self.walk(value, false);
@@ -112,6 +113,9 @@ impl Caller {
                         ("command", Value::String(text)) if in_next_action => *text = self.command(text),
                         ("reason", Value::String(text)) if in_next_action => *text = self.prose(text),
                         ("hint" | "message", Value::String(text)) => *text = self.prose(text),
+                        // A spec's diagnostics quote what its author wrote (a criterion's own
+                        // `git ...` command): never rewritten.
+                        ("diagnostics" | "errors" | "warnings", _) => {}
                         (key, child) => self.walk(child, key == "next_action"),
                     }
                 }
@@ -226,5 +230,14 @@ mod tests {
         assert_eq!(result["next_command"], "scafld --root /ws build t");
         assert_eq!(result["criteria"][0]["command"], "test -f a");
         assert_eq!(result["criteria"][0]["hint"], "`scafld --root /ws build t`");
+    }
+
+    #[test]
+    fn a_spec_s_diagnostics_keep_the_commands_they_quote() {
+        let outside = caller(true, true);
+        let quoted = "criterion `c1`: its command `git diff --quiet` names no file";
+        let mut result = json!({"diagnostics": [{"line": 3, "severity": "warning", "message": quoted}]});
+        outside.result(&mut result);
+        assert_eq!(result["diagnostics"][0]["message"], quoted);
     }
 }
