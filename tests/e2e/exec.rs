@@ -967,6 +967,31 @@ fn a_manual_wait_is_no_failure_and_a_stale_phase_is_named_for_itself() {
     assert_eq!(step["result"]["phase"], "phase1", "{step}");
 }
 
+/// A person's pass for one of two manual criteria leaves the phase waiting for the other: the
+/// answer says it waits (as the build that reached them did), never that acceptance failed.
+#[test]
+fn a_persons_pass_while_another_manual_criterion_waits_is_still_a_wait() {
+    let env = TestEnv::new();
+    let manual = "  - Expected kind: `manual`\n";
+    let text = spec("two", &[&[("a1", "grep -q hello greet.txt", ""), ("m1", "", manual), ("m2", "", manual)]], &[]);
+    ready(&env, "two", &text.replace("  - Command: ``\n", ""));
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    env.scafld(&["build", "two", "--json"]).assert_code(3);
+    let args = ["build", "two", "--criterion", "m1", "--disposition", "pass", "--reason", "read it", "--json"];
+    let recorded = env.scafld(&args);
+    recorded.assert_code(3);
+    let step = recorded.json();
+    assert_eq!(step["error"]["code"], "awaiting_manual_evidence", "{step}");
+    assert!(step["error"]["message"].as_str().unwrap().contains("m2"), "{step}");
+    assert!(!step.to_string().contains("acceptance failed"), "{step}");
+    assert_eq!(step["result"]["criteria"][0]["criterion_id"], "m2", "{step}");
+    assert_eq!(step["result"]["criteria"][0]["status"], "pending", "{step}");
+    let human = env.scafld(&args[..8]);
+    assert!(human.stdout.contains("0 failed, 1 pending"), "{}", human.stdout);
+    let last = ["build", "two", "--criterion", "m2", "--disposition", "pass", "--reason", "read it too"];
+    env.scafld(&last).assert_code(0);
+}
+
 /// A person's evidence given while a build job of the task runs is refused `busy`, naming the
 /// job, at once: never taken for a wish to watch that build (which printed the build's result
 /// and dropped the disposition) nor held until it ends. Given again afterwards, it is recorded.

@@ -682,13 +682,30 @@ async fn manual_evidence(
     }
     let (spec, entries) = projected_spec(daemon, ws, task)?;
     let next = crate::evidence::next_for(daemon, ws, &spec, &entries, &Default::default(), Default::default());
+    // The step's other manual criteria still waiting for a person: shown as pending (as the
+    // build that reached them shows them), so a phase held up only by them reads as waiting,
+    // never as failed.
+    let waiting = match spec.status() {
+        Some(Status::Blocked) => build::blockers(&spec, &build::current(&spec))
+            .into_iter()
+            .filter(|b| b.manual && b.id != manual.criterion_id)
+            .map(|b| CriterionResult {
+                criterion_id: b.id,
+                phase_id: phase_id.clone(),
+                status: CriterionStatus::Pending,
+                reason: b.reason,
+                ..CriterionResult::default()
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     let outcome = BuildOutcome {
         task_id: task.to_string(),
         status: spec.status_word(),
         phase: target.label(),
         passed: usize::from(disposition == "pass"),
         failed: usize::from(disposition == "fail"),
-        criteria: Vec::new(),
+        criteria: waiting,
         next_command: next.command,
         message: with_note(
             format!("recorded manual evidence for `{}`: {disposition}", manual.criterion_id),
