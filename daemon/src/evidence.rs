@@ -485,6 +485,11 @@ pub(crate) fn next_for(
         missing: None,
         misfiled: file.misfiled,
         shadowed: crate::templates::shadows(&ws.root, &spec.front.task_id),
+        // Only a task in review is sent to a reviewer.
+        oversize: (spec.status() == Some(crate::domain::lifecycle::Status::Review))
+            .then(|| ws.config().ok())
+            .flatten()
+            .and_then(|c| crate::domain::packet::Oversize::of(spec, c.review.context.required_max_bytes)),
     });
     let next = match latest {
         // Only a review that gave no verdict: one voided by a change is not run as it was.

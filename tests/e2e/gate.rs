@@ -2026,3 +2026,40 @@ fn a_task_in_three_files_is_no_interrupted_move_and_nothing_is_moved_aside() {
     std::fs::remove_file(&archived).unwrap();
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
 }
+
+/// A spec whose task contract alone is over `review.context.required_max_bytes` can never be
+/// reviewed: `validate` and `approve` warn, and in review `status` names what makes it fit (the
+/// key and the sizes) instead of the review that is refused, whose refusal says the same.
+#[test]
+fn a_contract_too_long_for_any_review_packet_is_said_before_and_named_instead_of_the_review() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let config = env.work.join(".scafld/config.yaml");
+    let kept = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, kept.replace("required_max_bytes: 131072", "required_max_bytes: 40")).unwrap();
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nGate truth.\n\n## Scope\n\n- `src/lib.rs` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n{GREET}"
+    );
+    write(&env, ".scafld/specs/drafts/rev.md", &spec);
+    let warned = |text: &str| text.contains("over review.context.required_max_bytes (40)");
+    let validated = env.scafld(&["validate", "rev", "--json"]);
+    assert!(warned(&validated.stdout), "{}", validated.stdout);
+    let approved = env.scafld(&["approve", "rev", "--reason", "gate tests", "--json"]);
+    approved.assert_code(0);
+    assert!(warned(&approved.json()["result"]["scope_warnings"].to_string()), "{}", approved.stdout);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let s = status(&env);
+    assert_eq!((s["status"].as_str(), s["next_command"].as_str()), (Some("review"), Some("none")), "{s}");
+    let reason = s["next_action"]["reason"].as_str().unwrap();
+    assert!(warned(reason) && reason.contains("then `scafld review rev`"), "{s}");
+    let refused = command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--json"]);
+    refused.assert_code(3);
+    let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
+    assert!(warned(&hint) && hint.contains(".scafld/config.yaml"), "{hint}");
+    // With the cap raised, the review is the next step again.
+    std::fs::write(&config, kept).unwrap();
+    assert_eq!(status(&env)["next_command"], "scafld review rev");
+}

@@ -747,6 +747,7 @@ pub fn project_seen(
         missing: None,
         misfiled: None,
         shadowed,
+        oversize: None,
     });
     crate::domain::next::show(&action, &mut next.current_state);
     // `updated` moves only with what the projection changes: a file that already says what the

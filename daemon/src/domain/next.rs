@@ -106,6 +106,9 @@ pub struct Facts<'a> {
     /// A user review template has the task's name (`templates::shadows`): `scafld review <id>`
     /// would run it, so the task's review is named with `--task`.
     pub shadowed: bool,
+    /// The spec's task contract alone is over the review packet's required cap (`None` where
+    /// the configuration is not at hand): every review of it is refused until that changes.
+    pub oversize: Option<crate::domain::packet::Oversize>,
 }
 
 /// What only the files tell of a task whose review is current, for a projection of its
@@ -230,7 +233,17 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
                 );
             }
             if status == Status::Review {
-                return review(id, f);
+                let then = review(id, f);
+                // A review would be refused before any reviewer ran: what makes it fit first.
+                if let (Action::Review | Action::RetryReview, Some(over)) = (then.action, f.oversize) {
+                    return next(
+                        Role::Agent,
+                        Action::FixSpec,
+                        "none",
+                        format!("{}; then `{}`", over.advice(), then.command),
+                    );
+                }
+                return then;
             }
             building(id, status, f)
         }

@@ -12,6 +12,48 @@ use sha2::{Digest, Sha256};
 
 /// Default cap on the required sections' bodies together (`review.context.required_max_bytes`).
 pub const REQUIRED_MAX_BYTES: usize = 131_072;
+/// The body of the packet's `task_contract` section (required, so rendered whole): the spec's
+/// title, status, summary and objectives.
+pub fn task_contract(spec: &crate::domain::spec::Spec) -> String {
+    let objectives = spec.objectives.iter().map(|o| format!("- {o}")).collect::<Vec<_>>().join("\n");
+    format!(
+        "Title: {}\nStatus: {}\n\nSummary:\n{}\n\nObjectives:\n{}",
+        spec.title,
+        spec.status_word(),
+        spec.summary,
+        if objectives.is_empty() { "- none".into() } else { objectives }
+    )
+}
+
+/// A spec whose task contract alone is over the required sections' cap: every review packet of
+/// it is refused, so no review can run until the spec is shortened or the cap raised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Oversize {
+    /// The task contract's bytes.
+    pub bytes: usize,
+    /// `review.context.required_max_bytes`.
+    pub cap: usize,
+}
+
+impl Oversize {
+    /// `Some` when the task contract of `spec` is over `cap` bytes.
+    pub fn of(spec: &crate::domain::spec::Spec, cap: usize) -> Option<Oversize> {
+        let bytes = task_contract(spec).trim().len();
+        (bytes > cap).then_some(Oversize { bytes, cap })
+    }
+
+    /// What is over and the two ways on, with the sizes and the key.
+    pub fn advice(&self) -> String {
+        format!(
+            "the spec's task contract (its title, Summary and Objectives, sent to a reviewer whole) is {} bytes, over review.context.required_max_bytes ({}), so every review packet of it is refused: shorten the Summary or Objectives by more than {} bytes, or raise review.context.required_max_bytes in .scafld/config.yaml above {} (the review request is sent whole beside it: leave room for it)",
+            self.bytes,
+            self.cap,
+            self.bytes - self.cap,
+            self.bytes
+        )
+    }
+}
+
 /// The largest packet file read back (the daemon writes it within the budgets above, kilobytes
 /// by default; it lies in the workspace, where anything may replace it).
 pub const MAX_PACKET_BYTES: u64 = 64 << 20;
@@ -150,7 +192,7 @@ pub fn render(header: &Header<'_>, sections: &[Section], budget: Budget) -> Resu
     if required > budget.required_max_bytes {
         let largest = sections.iter().filter(|s| s.required).max_by_key(|s| s.body.trim().len());
         return Err(format!(
-            "the packet's required sections hold {required} bytes, over review.context.required_max_bytes ({}); the largest is `{}` ({} bytes). Nothing was sent to a reviewer: shorten it, or raise the cap in .scafld/config.yaml",
+            "the packet's required sections hold {required} bytes, over review.context.required_max_bytes ({}); the largest is `{}` ({} bytes). Nothing was sent to a reviewer: shorten it, or raise review.context.required_max_bytes in .scafld/config.yaml above {required}",
             budget.required_max_bytes,
             largest.map(|s| s.key.as_str()).unwrap_or_default(),
             largest.map(|s| s.body.trim().len()).unwrap_or_default()

@@ -141,7 +141,8 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         return Err(RpcError::new(ErrorKind::ValidationFailed, format!("cannot approve {task}: {first}"))
             .with_hint(format!("fix the spec's Scope, then `scafld approve {task}` again")));
     }
-    let scope_warnings: Vec<String> = scope_warnings.into_iter().map(|(_, message)| message).collect();
+    let mut scope_warnings: Vec<String> = scope_warnings.into_iter().map(|(_, message)| message).collect();
+    scope_warnings.extend(super::read::oversize(&ws, spec));
     let (root, scope) = (ws.root.clone(), crate::evidence::evidence_scope(&ws, spec));
     let snapshot = baseline::in_workspace(move || baseline::snapshot(&root, &scope)).await?;
     let count = snapshot.paths.len();

@@ -171,6 +171,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
         missing: Some(&missing),
         misfiled: None,
         shadowed,
+        oversize: None,
     });
     let errors = match gone.status.is_terminal() {
         true => Vec::new(),
@@ -394,6 +395,10 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
     for (error, message) in crate::evidence::scope_notes(&ws, &entry.parsed.spec).await {
         let severity = if error && draft { m::Severity::Error } else { m::Severity::Warning };
         diagnostics.push(m::Diagnostic { line: 0, severity, message });
+    }
+    // Said before approval: a contract too long for any review packet is a dead end in review.
+    if let Some(over) = oversize(&ws, &entry.parsed.spec) {
+        diagnostics.push(m::Diagnostic { line: 0, severity: m::Severity::Warning, message: over });
     }
     Ok(structure(entry.task_id.clone(), ws.relative(&entry.path), &entry.parsed.spec, diagnostics))
 }
@@ -663,4 +668,12 @@ pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::
         report.criteria_pass_rate = report.criteria_passed as f64 / report.criteria_total as f64;
     }
     Ok(report)
+}
+
+/// The warning for a spec whose task contract alone is over the review packet's required cap
+/// (`validate` and `approve` say it; `status` in review names the way on).
+pub(crate) fn oversize(ws: &crate::workspace::Workspace, spec: &crate::domain::spec::Spec) -> Option<String> {
+    let config = ws.config().ok()?;
+    crate::domain::packet::Oversize::of(spec, config.review.context.required_max_bytes)
+        .map(|over| format!("no review can run as the spec is: {}", over.advice()))
 }

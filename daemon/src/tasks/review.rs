@@ -152,7 +152,16 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         amendments: &amendments,
     };
     let packet = build_packet(&ws, &spec, &request, &config, &change.scope, &change.classes, &facts)
-        .map_err(|e| RpcError::new(ErrorKind::ValidationFailed, e))?;
+        .map_err(|e| {
+            let hint = match packet::Oversize::of(&spec, config.review.context.required_max_bytes) {
+                Some(over) => over.advice(),
+                None => format!(
+                    "shorten the section it names, or raise review.context.required_max_bytes in .scafld/config.yaml, then `{}` again",
+                    scafld_protocol::cli::review_task(&task, crate::templates::shadows(&ws.root, &task))
+                ),
+            };
+            RpcError::new(ErrorKind::ValidationFailed, e).with_hint(hint)
+        })?;
     if p.print_context {
         // The exact packet; no provider is chosen or needed.
         return Ok(m::TaskReviewResult {
@@ -626,21 +635,8 @@ fn build_packet(
 ) -> Result<String, String> {
     let task = &spec.front.task_id;
     let spec_source = format!("{}#task_contract", ws.spec_path(task));
-    let objectives = spec.objectives.iter().map(|o| format!("- {o}")).collect::<Vec<_>>().join("\n");
     let mut sections = vec![
-        Section::derived(
-            "task_contract",
-            "Task Contract",
-            &spec_source,
-            format!(
-                "Title: {}\nStatus: {}\n\nSummary:\n{}\n\nObjectives:\n{}",
-                spec.title,
-                spec.status_word(),
-                spec.summary,
-                if objectives.is_empty() { "- none".into() } else { objectives }
-            ),
-            true,
-        ),
+        Section::derived("task_contract", "Task Contract", &spec_source, packet::task_contract(spec), true),
         packet::request_section(request, &format!("Rerun policy: {}", config.review.dossier.rerun_policy)),
     ];
     if let Some(known) = facts.known {

@@ -374,6 +374,7 @@ async fn reconcile_entry(
         missing: None,
         misfiled: None,
         shadowed: crate::templates::shadows(&ws.root, &entry.task_id),
+        oversize: None,
     });
     crate::domain::next::show(&action, &mut next.current_state);
     next.current_state.status = status.as_str().into();
