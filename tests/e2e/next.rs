@@ -702,7 +702,8 @@ fn refusals_of_approve_harden_and_an_empty_amendment_name_the_next_action() {
 }
 
 /// `plan` names the next step `status` names for the draft it writes (its TODO placeholders
-/// are errors: `scafld validate`), not a step of its own.
+/// are errors: `scafld validate`), not a step of its own, and so does the draft's own
+/// `Allowed follow-up command`.
 #[test]
 fn plan_names_the_next_step_status_names() {
     let env = TestEnv::new();
@@ -712,6 +713,9 @@ fn plan_names_the_next_step_status_names() {
     let next = planned.json()["result"]["next_action"].clone();
     assert_eq!(next, status(&env, "fresh")["next_action"], "{next}");
     assert_eq!(next["command"], "scafld validate fresh", "{next}");
+    // The draft's own follow-up line is that decision too, from the moment it is written.
+    let draft = std::fs::read_to_string(env.work.join(".scafld/specs/drafts/fresh.md")).unwrap();
+    assert!(draft.contains("Allowed follow-up command: `scafld validate fresh`"), "{draft}");
     let human = env.scafld(&["plan", "other", "--title", "Other"]);
     assert!(human.stdout.trim_end().ends_with("next: scafld validate other"), "{}", human.stdout);
 }

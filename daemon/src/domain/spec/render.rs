@@ -299,6 +299,40 @@ fn field_problem(input: &PlanInput<'_>) -> Option<String> {
 /// The draft `plan` writes: every section of a spec, with `TODO:` placeholders that `validate`
 /// reports until they are filled.
 pub fn new_spec(input: &PlanInput<'_>) -> String {
+    let state = CurrentState {
+        status: "draft".into(),
+        current_phase: "none".into(),
+        next: "harden".into(),
+        reason: "draft created".into(),
+        blockers: "none".into(),
+        allowed_follow_up: format!("scafld harden {}", input.task_id),
+        latest_runner_update: "none".into(),
+        review_gate: "not_started".into(),
+    };
+    // The draft's own `Next:` and follow-up are the one decision `status` makes of the draft
+    // as written (its placeholders are errors, so `validate` first), never a step of their own.
+    let written = draft_text(input, state.clone());
+    let parsed = super::parse::parse(&written);
+    let action = crate::domain::next::next_action(&crate::domain::next::Facts {
+        spec: &parsed.spec,
+        entries: &[],
+        replay: &Default::default(),
+        spec_errors: parsed.errors().count(),
+        stale: &Default::default(),
+        running_review: None,
+        draft_digest: parsed.draft_digest.as_deref(),
+        spec_digest: None,
+        missing: None,
+        misfiled: None,
+        shadowed: false,
+        oversize: None,
+    });
+    let mut decided = state;
+    crate::domain::next::show(&action, &mut decided);
+    draft_text(input, decided)
+}
+
+fn draft_text(input: &PlanInput<'_>, state: CurrentState) -> String {
     let id = input.task_id;
     let front = FrontMatter {
         spec_version: "2.0".into(),
@@ -310,16 +344,6 @@ pub fn new_spec(input: &PlanInput<'_>) -> String {
         size: input.size.into(),
         risk_level: input.risk.into(),
         extra: Vec::new(),
-    };
-    let state = CurrentState {
-        status: "draft".into(),
-        current_phase: "none".into(),
-        next: "harden".into(),
-        reason: "draft created".into(),
-        blockers: "none".into(),
-        allowed_follow_up: format!("scafld harden {id}"),
-        latest_runner_update: "none".into(),
-        review_gate: "not_started".into(),
     };
     let spec = Spec { front, current_state: state, ..Spec::default() };
     let command = input.command.map(str::to_string).unwrap_or_else(|| PLACEHOLDERS[0].into());
