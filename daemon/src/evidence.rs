@@ -345,23 +345,40 @@ pub(crate) fn seen_now(ws: &Workspace, task: &str, entries: &[LedgerEntry], text
         Some(text) => crate::domain::review::spec_guard_fingerprint(text),
         None => crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(task)),
     });
-    let shown_changed = match ledger::shown_by_passing_review(entries) {
-        Some((shown, then)) => baseline::material(&ws.root, shown).ok().map(|m| m.digest).as_deref() != Some(then),
-        None => false,
-    };
+    let shown_changed = ledger::shown_by_passing_review(entries)
+        .filter(|(shown, then)| baseline::material(&ws.root, shown).ok().map(|m| m.digest).as_deref() != Some(*then))
+        .map(|(shown, _)| shown.to_vec());
     SeenNow { spec_digest, shown_changed }
+}
+
+/// The files the latest passing review was shown (its guard's scope: the task's and its
+/// `--review-scope`), when they changed since it passed: `complete` refuses until a review
+/// sees them as they are, so the next review is shown them all (`tasks::review` adds them to
+/// what it is asked for). `None` when it recorded none, watched the whole tree, or they are
+/// as it saw them.
+pub(crate) async fn changed_shown(ws: &Workspace, entries: &[LedgerEntry]) -> Option<Vec<String>> {
+    let (shown, then) = ledger::shown_by_passing_review(entries)?;
+    if shown.is_empty() {
+        return None;
+    }
+    let now = crate::review::gate::shown_now(ws, entries).await;
+    (now.as_deref() != Some(then)).then(|| shown.to_vec())
 }
 
 /// [`seen_now`]'s answer, owned.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SeenNow {
     pub spec_digest: Option<String>,
-    pub shown_changed: bool,
+    /// The files the passing review was shown, when they changed since.
+    pub shown_changed: Option<Vec<String>>,
 }
 
 impl SeenNow {
     pub(crate) fn facts(&self) -> crate::domain::next::Seen<'_> {
-        crate::domain::next::Seen { spec_digest: self.spec_digest.as_deref(), shown_changed: self.shown_changed }
+        crate::domain::next::Seen {
+            spec_digest: self.spec_digest.as_deref(),
+            shown_changed: self.shown_changed.as_deref(),
+        }
     }
 }
 
@@ -481,7 +498,7 @@ pub(crate) fn next_for(
         running_review: running.as_deref(),
         draft_digest: file.draft_digest,
         spec_digest: seen.spec_digest.as_deref(),
-        shown_changed: seen.shown_changed,
+        shown_changed: seen.shown_changed.as_deref(),
         missing: None,
         misfiled: file.misfiled,
         shadowed: crate::templates::shadows(&ws.root, &spec.front.task_id),

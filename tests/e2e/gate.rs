@@ -1308,8 +1308,9 @@ fn an_empty_phase_added_after_the_review_is_named_and_every_next_step_works() {
 }
 
 /// `--review-scope` shows the reviewer files outside the task's scope: the pass speaks for
-/// them as they were, so one changed since is named by `status` (a review of it) and refused
-/// by `complete` and `finalize`, as a changed file in the task's scope is.
+/// them as they were, so one changed since is named by `status` (a review shown the same files
+/// again) and refused by `complete` and `finalize`, as a changed file in the task's scope is;
+/// the next review is shown it even when asked for less.
 #[test]
 fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
     let env = TestEnv::new();
@@ -1322,17 +1323,17 @@ fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
     let shown = ["--min-attack-angles", "2", "--review-scope", "other.txt,src/lib.rs"];
     command_review(&env, &passing, &shown).assert_code(0);
     write(&env, "other.txt", "v2\n");
+    // The review named is shown the same files again: the task's and its review scope.
+    let again = "scafld review rev --review-scope other.txt --review-scope src/lib.rs";
     let s = status(&env);
-    assert_eq!(
-        (s["next_action"]["action"].as_str(), s["next_command"].as_str()),
-        (Some("review"), Some("scafld review rev")),
-        "{s}"
-    );
+    assert_eq!((s["next_action"]["action"].as_str(), s["next_command"].as_str()), (Some("review"), Some(again)), "{s}");
     for command in ["complete", "finalize"] {
         let run = env.scafld(&[command, "rev", "--json"]);
         run.assert_code(4);
-        let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+        let error = run.json()["error"].clone();
+        let message = error["message"].as_str().unwrap().to_string();
         assert!(message.contains("files the reviewer was shown (its review scope) changed"), "{command}: {message}");
+        assert!(error["hint"].as_str().unwrap().contains(again), "{command}: {error}");
     }
     // The spec written at the pass said `complete`: once refused, it names the review too.
     assert!(follow_up(&spec_text(&env)).contains("scafld review rev"), "{}", spec_text(&env));
@@ -1340,6 +1341,11 @@ fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
     write(&env, "other.txt", "v1\n");
     assert_eq!(status(&env)["next_command"], "scafld complete rev");
     write(&env, "other.txt", "v2\n");
+    // A review asked for less is shown the changed file all the same: the pass it records
+    // speaks for what changed, so `complete` never accepts it unreviewed.
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    packet.assert_code(0);
+    assert!(packet.stdout.contains("+v2"), "{}", packet.stdout);
     command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }

@@ -95,9 +95,9 @@ pub struct Facts<'a> {
     /// shown: a fix there is reviewed again. `None` where the text is not at hand.
     pub spec_digest: Option<&'a str>,
     /// The files the latest passing review was shown (its `--review-scope`) changed since it
-    /// passed, as read now (`evidence::seen_now`; `false` where nothing was read): `complete`
+    /// passed, as read now (`evidence::seen_now`; `None` where nothing was read or nothing changed): `complete`
     /// refuses that review, so the step is a review of them as they are.
-    pub shown_changed: bool,
+    pub shown_changed: Option<&'a [String]>,
     /// The spec file is gone while the ledger keeps the task (`spec` is then the ledger's
     /// projection onto an empty spec).
     pub missing: Option<&'a MissingSpec>,
@@ -118,7 +118,7 @@ pub struct Facts<'a> {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Seen<'a> {
     pub spec_digest: Option<&'a str>,
-    pub shown_changed: bool,
+    pub shown_changed: Option<&'a [String]>,
 }
 
 /// The task's spec file beside its ledger, where `reconcile` (the only command that moves a
@@ -154,6 +154,27 @@ fn next(role: Role, action: Action, command: impl Into<String>, reason: impl Int
 
 fn ids(ids: &[String]) -> String {
     ids.iter().map(|id| format!("`{id}`")).collect::<Vec<_>>().join(", ")
+}
+
+/// The next action of a draft as written, before it has a ledger, a review or evidence: what
+/// `plan` writes into the draft (its `Next:` and follow-up lines) and answers should reading it
+/// back fail.
+pub fn of_new_draft(parsed: &crate::domain::spec::Parsed, shadowed: bool) -> NextAction {
+    next_action(&Facts {
+        spec: &parsed.spec,
+        entries: &[],
+        replay: &Default::default(),
+        spec_errors: parsed.errors().count(),
+        stale: &Default::default(),
+        running_review: None,
+        draft_digest: parsed.draft_digest.as_deref(),
+        spec_digest: None,
+        shown_changed: None,
+        missing: None,
+        misfiled: None,
+        shadowed,
+        oversize: None,
+    })
 }
 
 pub fn next_action(f: &Facts<'_>) -> NextAction {
@@ -602,10 +623,11 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         }
         Some((verdict, _, _)) if verdict == "pass" && r.failed_attempt.is_none() => {
             match completion_authority(f.entries) {
-                Authority::Valid { .. } if f.shown_changed => next(
+                Authority::Valid { .. } if let Some(shown) = f.shown_changed => next(
                     Role::Reviewer,
                     Action::Review,
-                    review_task(id, f.shadowed),
+                    // Shown them again: a review of less would leave them unseen.
+                    format!("{}{}", review_task(id, f.shadowed), scafld_protocol::cli::review_scope_flags(shown)),
                     "files the reviewer was shown (its review scope) changed after the review passed: an independent reviewer judges them as they are",
                 ),
                 Authority::Valid { .. } => {

@@ -216,6 +216,17 @@ pub fn guard_scope(task: &[String], review: &[String]) -> Vec<String> {
     set.into_iter().cloned().collect()
 }
 
+/// The review scope a review is given: what it was asked for (`--review-scope`), and `carried`,
+/// the files a passing review was shown that changed since (which `complete` refuses until a
+/// review sees them); `requested` as it is when nothing is carried.
+pub fn with_carried(requested: &[String], carried: &[String]) -> Vec<String> {
+    if carried.is_empty() {
+        return requested.to_vec();
+    }
+    let set: BTreeSet<&String> = requested.iter().chain(carried).collect();
+    set.into_iter().cloned().collect()
+}
+
 pub fn in_scope(path: &str, scope: &[String]) -> bool {
     scope.is_empty() || scope.iter().any(|s| path == s || path.starts_with(&format!("{s}/")))
 }

@@ -129,7 +129,11 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     if !p.review_scope.is_empty() {
         crate::evidence::require_review_scope(&ws, &spec, &p.review_scope).await?;
     }
-    let change = TaskChange::since_approval(&ws, &spec, &entries, &p.review_scope, &material.ignored).await?;
+    // Files a passing review was shown that changed since: `complete` refuses until a review
+    // sees them as they are, so this one is shown them beside what it was asked for.
+    let carried = crate::evidence::changed_shown(&ws, &entries).await.unwrap_or_default();
+    let requested = review::with_carried(&p.review_scope, &carried);
+    let change = TaskChange::since_approval(&ws, &spec, &entries, &requested, &material.ignored).await?;
     let known = (request.mode == ReviewMode::Verify).then(|| previous.and_then(|(d, _, _)| d)).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
     // Files kept for their secrets are named among the changes, never diffed into the packet.

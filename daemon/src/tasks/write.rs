@@ -68,6 +68,7 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         risk,
         command: p.command.as_deref(),
         now: &now,
+        shadowed: crate::templates::shadows(&ws.root, task.as_str()),
     };
     if let Some(problem) = plan_input_problem(&input) {
         return Err(RpcError::new(ErrorKind::InvalidInput, problem));
@@ -82,7 +83,7 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
     // plan refuses as existing).
     let parsed = parse(&text);
     let diagnostics = parsed.diagnostics.iter().map(wire).collect();
-    let fallback = new_draft_next(&parsed, crate::templates::shadows(&ws.root, task.as_str()));
+    let fallback = crate::domain::next::of_new_draft(&parsed, input.shadowed);
     let written = specfile::write_spec(None, &target, &text).map_err(write_error)?;
     crate::sync::write(&ws.index).record_write(&target, &text, None, &written);
     daemon.publish_task_changed(&ws, task.as_str(), "command:plan");
@@ -101,26 +102,6 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         status: Status::Draft,
         diagnostics,
         next_action,
-    })
-}
-
-/// The next action of a draft `plan` is about to write, from its text alone: a new task has no
-/// ledger, no review and no evidence yet.
-fn new_draft_next(parsed: &crate::domain::spec::Parsed, shadowed: bool) -> m::NextAction {
-    let replay = crate::domain::ledger::replay(&[]);
-    crate::domain::next::next_action(&crate::domain::next::Facts {
-        spec: &parsed.spec,
-        entries: &[],
-        replay: &replay,
-        spec_errors: parsed.errors().count(),
-        stale: &Default::default(),
-        running_review: None,
-        draft_digest: parsed.draft_digest.as_deref(),
-        spec_digest: None,
-        missing: None,
-        misfiled: None,
-        shadowed,
-        shown_changed: false,
     })
 }
 
@@ -370,7 +351,7 @@ async fn reconcile_entry(
         running_review: None,
         draft_digest: Some(&harden::draft_digest(&file.text)),
         spec_digest: None,
-        shown_changed: false,
+        shown_changed: None,
         missing: None,
         misfiled: None,
         shadowed: crate::templates::shadows(&ws.root, &entry.task_id),
@@ -500,8 +481,9 @@ mod tests {
             risk: "low",
             command: Some("cargo test"),
             now: "2026-01-01T00:00:00Z",
+            shadowed: false,
         };
-        let next = new_draft_next(&parse(&new_spec(&input)), false);
+        let next = crate::domain::next::of_new_draft(&parse(&new_spec(&input)), false);
         assert_eq!(next.command, "scafld validate t", "{next:?}");
         assert_eq!(next.action, m::NextStep::FixSpec, "{next:?}");
     }

@@ -257,6 +257,8 @@ pub struct PlanInput<'a> {
     pub risk: &'a str,
     pub command: Option<&'a str>,
     pub now: &'a str,
+    /// A user review template has the task's name (the review is then named with `--task`).
+    pub shadowed: bool,
 }
 
 /// Why `input` cannot be written into a draft as given, if it cannot: a title or command is one
@@ -313,20 +315,7 @@ pub fn new_spec(input: &PlanInput<'_>) -> String {
     // as written (its placeholders are errors, so `validate` first), never a step of their own.
     let written = draft_text(input, state.clone());
     let parsed = super::parse::parse(&written);
-    let action = crate::domain::next::next_action(&crate::domain::next::Facts {
-        spec: &parsed.spec,
-        entries: &[],
-        replay: &Default::default(),
-        spec_errors: parsed.errors().count(),
-        stale: &Default::default(),
-        running_review: None,
-        draft_digest: parsed.draft_digest.as_deref(),
-        spec_digest: None,
-        missing: None,
-        misfiled: None,
-        shadowed: false,
-        oversize: None,
-    });
+    let action = crate::domain::next::of_new_draft(&parsed, input.shadowed);
     let mut decided = state;
     crate::domain::next::show(&action, &mut decided);
     draft_text(input, decided)

@@ -502,6 +502,7 @@ fn plan_template_validates_once_filled() {
         risk: "low",
         command: None,
         now: "2026-01-01T00:00:00Z",
+        shadowed: false,
     };
     let text = render::new_spec(&input);
     let parsed = parse(&text);
