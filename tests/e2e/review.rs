@@ -60,6 +60,27 @@ pub(crate) fn ledger_types(env: &TestEnv) -> Vec<String> {
     entries.as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap().to_string()).collect()
 }
 
+/// Every review command that leaves the task with a next step names it: a detached review the
+/// wait, and the wait of a task review that failed the step `status` names (its `--json` error
+/// hint too), as the attached review does.
+#[test]
+fn a_detached_review_and_its_wait_name_the_next_step() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let failing = reviewer(&env, "fail", &fail(), "");
+    let spawned = command_review(&env, &failing, &["--min-attack-angles", "2", "--detach"]);
+    spawned.assert_code(0);
+    let key = spawned.stdout.lines().find_map(|l| l.strip_prefix("session_key: ")).unwrap().to_string();
+    assert!(spawned.stdout.contains(&format!("next: scafld review wait --session-key {key}")), "{}", spawned.stdout);
+    let waited = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "30", "--json"]);
+    waited.assert_code(1);
+    let next = env.scafld(&["status", "rev", "--json"]).json()["result"]["next_command"].clone();
+    assert_eq!(next, "scafld handoff rev");
+    assert_eq!(waited.json()["error"]["hint"], next, "{}", waited.stdout);
+    let human = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "0"]);
+    assert!(human.stdout.trim_end().ends_with("next: scafld handoff rev"), "{}", human.stdout);
+}
+
 /// A reviewer's summary and finding with newlines (and other control characters) in them
 /// cannot print lines that pass for scafld's own: in human output their further lines are
 /// indented and marked, an escape shown in caret notation; `--json` keeps them exact.

@@ -478,7 +478,10 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     let earlier = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &earlier);
     earlier.assert_code(1);
     assert!(earlier.json()["error"]["message"].as_str().unwrap().contains("codex"), "{}", earlier.stdout);
-    worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[]).assert_code(0);
+    let submitted = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[]);
+    submitted.assert_code(0);
+    // The answer settled the review: the task's next step, as `status` names it.
+    assert_eq!(submitted.json()["result"]["next_command"], "scafld complete rev", "{}", submitted.stdout);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 

@@ -507,8 +507,14 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
     conclude(daemon, &job.id, answer, provenance).await;
     // The session this answer settled: what the review recorded, which the gate decides (its
     // guard, the other reviewers, manual approval), not this reviewer alone.
+    if result.accepted {
+        result.next_command = format!("scafld review wait --session-key {}", session.key);
+    }
     if let Some(settled) = daemon.sessions.get(&session.key).and_then(|s| s.result) {
         result.gate = settled.gate;
+        if let Some(review) = settled.review.as_ref().filter(|r| result.accepted && !r.next_command.is_empty()) {
+            result.next_command.clone_from(&review.next_command);
+        }
         // A gate that records less than the verdict says why (a pass with findings that block
         // nothing is a pass of the gate, with nothing to explain).
         let explained =

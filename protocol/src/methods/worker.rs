@@ -232,6 +232,10 @@ pub struct WorkerSubmitResult {
     pub gate_reason: String,
     /// Why the submission was refused or the answer did not count.
     pub problems: Vec<String>,
+    /// What comes next once the answer counted: the task's next step when it settled a task's
+    /// review (as `status` gives it), else the wait for the session's other reviewers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub next_command: String,
 }
 
 method!(

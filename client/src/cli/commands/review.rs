@@ -330,6 +330,9 @@ pub(super) fn spawn_output(ctx: &Context, spawned: &SpawnResult) -> u8 {
             }
         }
         let _ = write!(text, "reviewers missing: {}", or_none(&spawned.reviewers_missing));
+        if ok {
+            let _ = write!(text, "\nnext: scafld review wait --session-key {}", spawned.session_key);
+        }
         text
     });
     if ok { spawn_wait::PASS } else { spawn_wait::FAIL }
@@ -434,9 +437,9 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
     code
 }
 
-/// What to do after a wait that ended without a pass, where there is one thing to do: no
-/// reviewer could run (install one, or name one that exists), or a reviewer gave no verdict
-/// (retry it).
+/// What to do after a wait, where there is one thing to do: no reviewer could run (install
+/// one, or name one that exists), a reviewer gave no verdict (retry it), or a task review came
+/// to a verdict (the task's next step).
 fn wait_hint(r: &WaitResult) -> Option<String> {
     if r.gate == Some(GateState::Unrecorded) {
         return Some(format!(
@@ -453,7 +456,8 @@ fn wait_hint(r: &WaitResult) -> Option<String> {
         m::Outcome::ParseError | m::Outcome::Timeout | m::Outcome::Internal => {
             Some(format!("retry the reviewers that gave no verdict: `scafld review retry {}`", r.session_key))
         }
-        _ => None,
+        // A task review's verdict: the task's next step, as `status` gives it.
+        _ => r.review.as_ref().map(|review| review.next_command.clone()).filter(|c| !c.is_empty()),
     }
 }
 

@@ -123,7 +123,10 @@ fn submitted(ctx: &Context, r: &m::WorkerSubmitResult) -> Result<u8, CliError> {
         return Ok(workflow::RUNTIME);
     }
     if r.accepted {
-        ctx.out.success(r, || format!("{}: submitted, {}", r.job_id, recorded(r)));
+        ctx.out.success(r, || match r.next_command.as_str() {
+            "" => format!("{}: submitted, {}", r.job_id, recorded(r)),
+            next => format!("{}: submitted, {}\nnext: {next}", r.job_id, recorded(r)),
+        });
         return Ok(workflow::OK);
     }
     let error = CliError::new(
