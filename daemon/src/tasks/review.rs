@@ -131,7 +131,13 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     }
     // Files a passing review was shown that changed since: `complete` refuses until a review
     // sees them as they are, so this one is shown them beside what it was asked for.
-    let carried = crate::evidence::changed_shown(&ws, &entries).await.unwrap_or_default();
+    // Only a pass that was shown more than the task's own scope: a review of that scope alone
+    // is shown it anyway.
+    let own = review::scope(&spec, &[], &ws.root.to_string_lossy());
+    let carried = crate::evidence::changed_shown(&ws, &entries)
+        .await
+        .filter(|shown| shown.iter().any(|path| !own.contains(path)))
+        .unwrap_or_default();
     let requested = review::with_carried(&p.review_scope, &carried);
     let change = TaskChange::since_approval(&ws, &spec, &entries, &requested, &material.ignored).await?;
     let known = (request.mode == ReviewMode::Verify).then(|| previous.and_then(|(d, _, _)| d)).flatten();
