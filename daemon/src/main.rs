@@ -94,7 +94,9 @@ fn main() -> ExitCode {
         Err(e) => {
             report_err!("scafldd: error: {e}");
             if let Some(SocketError::AlreadyRunning(_)) = e.downcast_ref::<SocketError>() {
-                report_err!("hint: stop it with `scafld daemon stop`, or set SCAFLD_SOCKET to run a second one");
+                report_err!(
+                    "hint: stop it with `scafld daemon stop`; a second daemon needs a state directory of its own as well as a socket (set SCAFLD_STATE_DIR and SCAFLD_SOCKET): one daemon per state directory"
+                );
             }
             if let Some(StoreError::Damaged { .. }) = e.downcast_ref::<StoreError>() {
                 report_err!("hint: {RECOVERY_HINT}");

@@ -152,8 +152,23 @@ fn second_daemon_on_the_same_socket_is_refused() {
         stderr.contains(&format!("another scafld daemon is already running at {}", env.socket.display())),
         "{stderr}"
     );
+    // The hint names both settings a second daemon needs: a socket alone is refused (one
+    // daemon per state directory).
+    assert!(stderr.contains("set SCAFLD_STATE_DIR and SCAFLD_SOCKET"), "{stderr}");
     // The first daemon is unharmed.
     env.client().result("daemon.status", json!({}));
+    // Following the hint starts a second daemon.
+    let (other_socket, other_state) = (env.path("run/second.sock"), env.path("second-state"));
+    let mut second = env
+        .daemon_command()
+        .env("SCAFLD_SOCKET", &other_socket)
+        .env("SCAFLD_STATE_DIR", &other_state)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the second daemon's socket", || RawClient::connect(&other_socket).is_ok());
+    kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(second.wait().unwrap().success());
     // A refusal whose message cannot be written (stderr on a full disk) still exits 1, not a
     // panic's 101.
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
