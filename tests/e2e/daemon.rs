@@ -904,7 +904,8 @@ fn a_recovery_from_another_socket_is_refused_while_a_daemon_holds_the_state_dire
 }
 
 /// A client whose socket setting differs from the daemon holding the state directory is told
-/// which daemon that is and where it answers, not to start one (which the lock would refuse).
+/// which daemon that is and where it answers, not to start one (which the lock would refuse);
+/// one that may start a daemon is told so too when the one it started is refused.
 #[test]
 fn a_client_on_another_socket_is_pointed_at_the_daemon_holding_the_state_directory() {
     let mut env = TestEnv::new();
@@ -912,7 +913,7 @@ fn a_client_on_another_socket_is_pointed_at_the_daemon_holding_the_state_directo
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     let elsewhere = env.path("run/elsewhere.sock");
-    for args in [&["daemon", "status", "--json"][..], &["--no-autostart", "list", "--json"]] {
+    for args in [&["daemon", "status", "--json"][..], &["--no-autostart", "list", "--json"], &["list", "--json"]] {
         let run = Run::from(env.scafld_command(args).env("SCAFLD_SOCKET", &elsewhere).output().unwrap());
         run.assert_code(6);
         let hint = run.json()["error"]["hint"].as_str().unwrap_or_default().to_string();

@@ -203,12 +203,19 @@ pub fn start(paths: &Paths) -> Result<u32, CliError> {
         }
         if let Ok(Some(status)) = child.try_wait() {
             let tail = log_tail(&log_path, log_start);
+            // Refused because a daemon holds the state directory (started for another
+            // socket): where that one answers, as `--no-autostart` says it.
+            let see_log = format!("see {}", log_path.display());
+            let hint = match paths.state_holder() {
+                Some(_) => format!("{}; {see_log}", start_hint(paths, "")),
+                None => see_log,
+            };
             return Err(CliError::new(
                 "daemon_start",
                 format!("the daemon exited during start-up ({status}): {}", tail.trim()),
                 workflow::UNREACHABLE,
             )
-            .with_hint(format!("see {}", log_path.display())));
+            .with_hint(hint));
         }
         if Instant::now() > deadline {
             return Err(CliError::new(
