@@ -61,8 +61,14 @@ pub async fn run(
     let watcher = tokio::spawn(daemon.clone().watch_loop());
     let methods = rpc::api::module(daemon.clone());
     info!(socket = %daemon.options.socket_path.display(), pid = std::process::id(), "listening");
-    let server =
-        tokio::spawn(rpc::transport::serve(listener, methods.into(), stop.clone(), daemon.options.limits.clone()));
+    let ours = !daemon.options.socket_activated;
+    let server = tokio::spawn(rpc::transport::serve(
+        listener,
+        methods.into(),
+        stop.clone(),
+        daemon.options.limits.clone(),
+        ours,
+    ));
     // Then, while calls are served (a call opens its own workspace if it comes first), the
     // workspaces registered before a restart are reopened: watched and indexed.
     let reopener = tokio::spawn({

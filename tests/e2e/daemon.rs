@@ -141,6 +141,41 @@ fn shutdown_method_exits_zero_and_removes_the_socket() {
     assert!(RawClient::connect(&env.socket).is_err());
 }
 
+/// Clients calling while the daemon stops each get an answer or a refused connection (which
+/// the CLI calls unreachable), never a connection the daemon took into its queue and then
+/// reset as it exited.
+#[test]
+fn calls_racing_a_stop_are_answered_or_refused_never_reset() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let callers: Vec<_> = (0..8)
+        .map(|_| {
+            let (stopped, answered, socket) = (stopped.clone(), answered.clone(), env.socket.clone());
+            std::thread::spawn(move || {
+                let mut resets = Vec::new();
+                while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                    let Ok(mut client) = RawClient::connect(&socket) else { continue };
+                    client.request("daemon.status", json!({}));
+                    match client.try_read_wire() {
+                        Ok(Some(_)) => _ = answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                        Ok(None) => resets.push("closed without an answer".to_string()),
+                        Err(e) => resets.push(e.to_string()),
+                    }
+                }
+                resets
+            })
+        })
+        .collect();
+    wait_until("calls answered", || answered.load(std::sync::atomic::Ordering::Relaxed) > 50);
+    env.client().result("daemon.shutdown", json!({}));
+    assert!(env.take_daemon().wait().unwrap().success());
+    stopped.store(true, std::sync::atomic::Ordering::Relaxed);
+    let resets: Vec<String> = callers.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    assert!(resets.is_empty(), "{} calls cut: {:?}", resets.len(), &resets[..resets.len().min(3)]);
+}
+
 #[test]
 fn second_daemon_on_the_same_socket_is_refused() {
     let mut env = TestEnv::new();

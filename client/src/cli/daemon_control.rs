@@ -41,6 +41,7 @@ pub fn connect_noting(
     match Connection::connect_pipelined(&paths.socket, timeout) {
         Ok(conn) => Ok(conn),
         Err(ClientError::Unreachable { .. }) if autostart => {
+            wait_for_stopping(paths);
             let pid = start(paths)?;
             note(&format!("scafld: started the daemon (pid {pid}) at {}", paths.socket.display()));
             Connection::connect_pipelined(&paths.socket, timeout).map_err(connect_error)
@@ -88,6 +89,20 @@ fn unreachable(socket: &Path) -> CliError {
         format!("no scafld daemon is answering at {}", socket.display()),
         workflow::UNREACHABLE,
     )
+}
+
+/// A daemon that holds the state directory for this very socket but refused the connection is
+/// stopping (it refuses new connections from its stop on and keeps the lock until it exits):
+/// wait for it to go (bounded), so that the daemon started next is not refused the lock.
+fn wait_for_stopping(paths: &Paths) {
+    let deadline = Instant::now() + STOP_DEADLINE;
+    while let Some((pid, Some(socket))) = paths.state_holder() {
+        // (Its socket file gone, removed by hand, nothing is stopping: no wait.)
+        if socket != paths.socket || !paths.socket.exists() || !process_alive(pid) || Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
 }
 
 /// Map an error from a call to the workflow family's exit codes.

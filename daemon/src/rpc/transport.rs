@@ -79,8 +79,12 @@ impl Default for Limits {
     }
 }
 
-/// Accept connections until `shutdown` fires, then let every connection finish.
-pub async fn serve(listener: UnixListener, methods: Methods, shutdown: CancellationToken, limits: Limits) {
+/// Accept connections until `shutdown` fires, then let every connection finish. `ours`: the
+/// listening socket is this daemon's alone (bound by it, not a service manager's), so at the
+/// stop it refuses new connections at once (`ECONNREFUSED`, which a client calls unreachable,
+/// and may start a new daemon for) and those the kernel queued before that are taken and
+/// answered `shutting_down`, never reset when the socket closes with them unaccepted.
+pub async fn serve(listener: UnixListener, methods: Methods, shutdown: CancellationToken, limits: Limits, ours: bool) {
     let connections = TaskTracker::new();
     let next_conn_id = AtomicUsize::new(1);
     let own_uid = nix::unistd::getuid().as_raw();
@@ -88,47 +92,47 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
     let partial_bytes = Arc::new(AtomicUsize::new(0));
     let idle = Arc::new(IdleConnections::default());
     let mut last_accept_warning: Option<tokio::time::Instant> = None;
+    let admit = |stream: UnixStream| {
+        let conn_id = ConnectionId(next_conn_id.fetch_add(1, Ordering::Relaxed));
+        let methods = methods.clone();
+        let shutdown = shutdown.clone();
+        let (limits, partial_bytes, idle) = (limits.clone(), partial_bytes.clone(), idle.clone());
+        let full = connections.len() >= limits.max_connections && !idle.evict_oldest();
+        // A new connection is idle until it sends something; registered here, in
+        // order, so a burst of new connections evicts the oldest first.
+        let evicted = CancellationToken::new();
+        idle.set(conn_id.0, Some(&evicted));
+        connections.spawn(async move {
+            match stream.peer_cred().map(|cred| cred.uid()) {
+                Ok(uid) if uid != own_uid => {
+                    let message = format!("connection refused: peer uid {uid} is not the daemon's uid {own_uid}");
+                    let error = RpcError::new(ErrorKind::PeerRefused, message)
+                        .with_hint("each user runs their own scafld daemon; connect to the socket of your own daemon");
+                    info!("refused a connection from uid {uid}");
+                    refuse(stream, error).await
+                }
+                Ok(_) if full => {
+                    let error = RpcError::new(
+                        ErrorKind::Busy,
+                        format!("the daemon already serves {} connections", limits.max_connections),
+                    )
+                    .with_hint("close idle connections, or retry in a moment");
+                    refuse(stream, error).await
+                }
+                Ok(_) => {
+                    let conn = ConnectionLimits { limits, partial_bytes, idle: idle.clone(), evicted };
+                    serve_connection(stream, methods, conn_id, shutdown, conn).await
+                }
+                Err(e) => warn!("could not read peer credentials: {e}"),
+            }
+            idle.set(conn_id.0, None);
+        });
+    };
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let conn_id = ConnectionId(next_conn_id.fetch_add(1, Ordering::Relaxed));
-                    let methods = methods.clone();
-                    let shutdown = shutdown.clone();
-                    let (limits, partial_bytes, idle) = (limits.clone(), partial_bytes.clone(), idle.clone());
-                    let full = connections.len() >= limits.max_connections && !idle.evict_oldest();
-                    // A new connection is idle until it sends something; registered here, in
-                    // order, so a burst of new connections evicts the oldest first.
-                    let evicted = CancellationToken::new();
-                    idle.set(conn_id.0, Some(&evicted));
-                    connections.spawn(async move {
-                        match stream.peer_cred().map(|cred| cred.uid()) {
-                            Ok(uid) if uid != own_uid => {
-                                let message = format!("connection refused: peer uid {uid} is not the daemon's uid {own_uid}");
-                                let error = RpcError::new(ErrorKind::PeerRefused, message).with_hint(
-                                    "each user runs their own scafld daemon; connect to the socket of your own daemon",
-                                );
-                                info!("refused a connection from uid {uid}");
-                                refuse(stream, error).await
-                            }
-                            Ok(_) if full => {
-                                let error = RpcError::new(
-                                    ErrorKind::Busy,
-                                    format!("the daemon already serves {} connections", limits.max_connections),
-                                )
-                                .with_hint("close idle connections, or retry in a moment");
-                                refuse(stream, error).await
-                            }
-                            Ok(_) => {
-                                let conn = ConnectionLimits { limits, partial_bytes, idle: idle.clone(), evicted };
-                                serve_connection(stream, methods, conn_id, shutdown, conn).await
-                            }
-                            Err(e) => warn!("could not read peer credentials: {e}"),
-                        }
-                        idle.set(conn_id.0, None);
-                    });
-                }
+                Ok((stream, _)) => admit(stream),
                 Err(e) => {
                     // EMFILE and friends: back off instead of spinning, and say so once a
                     // minute rather than on every try.
@@ -142,7 +146,31 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
             },
         }
     }
+    if ours {
+        // From now on a connect is refused (a shut-down listening socket takes no more),
+        // though the socket stays open until the process ends (`main` holds it too).
+        use std::os::fd::AsRawFd;
+        if let Err(e) = nix::sys::socket::shutdown(listener.as_raw_fd(), nix::sys::socket::Shutdown::Read) {
+            warn!("cannot refuse new connections while stopping: {e}");
+        }
+        // What was queued before, taken by plain non-blocking accepts (no readiness to wait
+        // for), and answered `shutting_down` (the connection sees the stop).
+        if let Ok(listener) = listener.into_std() {
+            while let Ok((stream, _)) = listener.accept() {
+                match stream.set_nonblocking(true).and_then(|()| UnixStream::from_std(stream)) {
+                    Ok(stream) => admit(stream),
+                    Err(e) => warn!("cannot answer a connection queued before the stop: {e}"),
+                }
+            }
+        }
+        return connections_end(connections).await;
+    }
     drop(listener);
+    connections_end(connections).await;
+}
+
+/// Wait for every connection to finish, none accepted after this.
+async fn connections_end(connections: TaskTracker) {
     connections.close();
     connections.wait().await;
 }
