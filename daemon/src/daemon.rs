@@ -80,6 +80,8 @@ pub struct Daemon {
     pub sessions: crate::review::Sessions,
     /// The commands calls run outside any job (finalize, verify).
     pub call_runs: crate::runner::CallRuns,
+    /// Spec moves between folders in flight, so a reader tells one from a leftover copy.
+    pub spec_moves: crate::workspace::specfile::Moves,
 }
 
 impl Daemon {
@@ -112,6 +114,7 @@ impl Daemon {
             submissions: Default::default(),
             sessions,
             call_runs,
+            spec_moves: Default::default(),
         }
     }
 

@@ -316,6 +316,7 @@ pub async fn record_ending<T>(
     } else if let (Some(rendered), Some(staged), Some((file, _))) = (rendered, staged, &on_disk) {
         match staged.and_then(|(staged, parsed)| {
             let written = staged.written().clone();
+            let _moving = daemon.spec_moves.moving();
             Ok((staged.put_in_place_over(file.id, file.text.as_bytes())?, parsed, written))
         }) {
             Ok((Put::Placed(placed), parsed, written)) => {
@@ -605,7 +606,11 @@ impl Rendered {
     ) -> std::io::Result<Option<InPlace>> {
         let staged = specfile::stage_spec(Some(&self.from), &self.target, &self.text)?;
         let written = staged.written().clone();
-        match staged.put_in_place_over(file.id, file.text.as_bytes())? {
+        let put = {
+            let _moving = daemon.spec_moves.moving();
+            staged.put_in_place_over(file.id, file.text.as_bytes())?
+        };
+        match put {
             Put::Placed(in_place) => {
                 self.announce(daemon, ws, task, cause, None, &written);
                 Ok(Some(in_place))

@@ -1197,3 +1197,47 @@ Goal: Create greet.txt.\n\nStatus: pending\nDependencies: none\n\nAcceptance:\n{
     let said = format!("{}{}", run.stdout, run.stderr);
     assert!(said.contains("line 44: warning: `## Review` is written by scafld"), "{said}");
 }
+
+/// While `approve` moves a spec from drafts to approved (the new file renamed in before the old
+/// one is taken away), readers racing it see one file or the other, never the task "in two
+/// files" as an interrupted move's leftover: no move of the daemon's own was interrupted.
+#[test]
+fn a_spec_being_moved_is_never_read_as_in_two_files() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let root = root(&env);
+    let tasks: Vec<String> = (0..40).map(|k| format!("mv{k}")).collect();
+    for task in &tasks {
+        write_spec(&env, "drafts", task, &spec_text(task, "draft"));
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let current = std::sync::Arc::new(std::sync::Mutex::new(tasks[0].clone()));
+    let readers: Vec<_> = (0..2)
+        .map(|reader| {
+            let (stop, current, root, mut client) = (stop.clone(), current.clone(), root.clone(), env.client());
+            std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let task = current.lock().unwrap().clone();
+                    let reply = match reader {
+                        0 => client.call("task.status", json!({"root": root, "task_id": task})),
+                        _ => client.call("task.list", json!({"root": root})),
+                    };
+                    if reply.to_string().contains("two files") {
+                        seen.push(reply.to_string());
+                    }
+                }
+                seen
+            })
+        })
+        .collect();
+    for task in &tasks {
+        *current.lock().unwrap() = task.clone();
+        env.scafld(&["approve", task, "--reason", "t"]).assert_code(0);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let seen: Vec<String> = readers.into_iter().flat_map(|r| r.join().unwrap()).collect();
+    assert!(seen.is_empty(), "{} replies saw a task in two files, first: {}", seen.len(), seen[0]);
+    assert!(env.work.join(".scafld/specs/approved/mv39.md").exists());
+}

@@ -70,15 +70,24 @@ async fn entry_in(daemon: &Daemon, ws: Arc<Workspace>, task: &str) -> RpcResult<
 /// The indexed spec of `task` as the file is now (stat first, re-read if it changed). A
 /// transition calls it again once it holds the task's lock, so it decides on the state as it
 /// is then, not as it was before another command finished.
+/// A task found in two files is looked at again once no move of this daemon is half done
+/// (`specfile::Moves`): a spec being moved to its status folder is one file, not a leftover.
 pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<LoadedSpec> {
     let changed = crate::sync::write(&ws.index).sync_task(task);
     if let Some(task_id) = changed {
         daemon.publish_task_changed(ws, &task_id, "hand_edit");
     }
-    if let Some(entry) = crate::sync::write(&ws.index).loaded(task) {
-        return Ok(entry);
-    }
-    Err(missing_spec(daemon, ws, task))
+    let found = crate::sync::write(&ws.index).loaded(task);
+    let entry = match found {
+        Some(entry) if !entry.duplicates.is_empty() => {
+            let _settled = daemon.spec_moves.settled();
+            let mut index = crate::sync::write(&ws.index);
+            index.sync_task(task);
+            index.loaded(task)
+        }
+        found => found,
+    };
+    entry.ok_or_else(|| missing_spec(daemon, ws, task))
 }
 
 /// No spec file for `task`: a new id (`plan` makes one), or a task whose file was removed or

@@ -522,11 +522,24 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
 }
 
 /// Catch up with edits the watcher has not delivered yet (changed files re-parsed; the stats
-/// are skipped while the change queue vouches for the spec folders).
+/// are skipped while the change queue vouches for the spec folders). A task found in two files
+/// is looked at again once no move of this daemon is half done (`specfile::Moves`).
 fn sync(daemon: &Daemon, ws: &crate::workspace::Workspace) {
     let changed = crate::sync::write(&ws.index).catch_up();
     for task_id in changed {
         daemon.publish_task_changed(ws, &task_id, "hand_edit");
+    }
+    let doubled: Vec<String> = crate::sync::read(&ws.index)
+        .entries()
+        .filter(|entry| !entry.duplicates.is_empty())
+        .map(|entry| entry.task_id.clone())
+        .collect();
+    if !doubled.is_empty() {
+        let _settled = daemon.spec_moves.settled();
+        let mut index = crate::sync::write(&ws.index);
+        for task in &doubled {
+            index.sync_task(task);
+        }
     }
 }
 

@@ -229,6 +229,27 @@ pub fn write_dirs(root: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// The daemon's own spec moves in flight. A move (a status change that puts the spec in
+/// another folder) renames the new file in before it takes the old one away, so meanwhile the
+/// task is in two files; a reader that finds it so must not take that for an interrupted
+/// move's leftover. A move holds this shared across its renames ([`Moves::moving`]); a reader
+/// that found a task in two files looks again holding it exclusively ([`Moves::settled`]),
+/// when no move of this daemon is half done. Held for a few syscalls, never across an await.
+#[derive(Default)]
+pub struct Moves(std::sync::RwLock<()>);
+
+impl Moves {
+    /// Held by a write across [`Staged::put_in_place_over`].
+    pub fn moving(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        crate::sync::read(&self.0)
+    }
+
+    /// Held by a reader while it looks again at a task it found in two files.
+    pub fn settled(&self) -> std::sync::RwLockWriteGuard<'_, ()> {
+        crate::sync::write(&self.0)
+    }
+}
+
 /// New bytes on disk under a temporary name beside `path`, synced; [`Staged::commit`] puts
 /// them in place. Dropped uncommitted, the temporary file is removed.
 pub struct Staged {
