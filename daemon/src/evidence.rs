@@ -345,9 +345,10 @@ pub(crate) fn seen_now(ws: &Workspace, task: &str, entries: &[LedgerEntry], text
         Some(text) => crate::domain::review::spec_guard_fingerprint(text),
         None => crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(task)),
     });
-    let shown_changed = ledger::shown_by_passing_review(entries)
-        .filter(|(shown, then)| baseline::material(&ws.root, shown).ok().map(|m| m.digest).as_deref() != Some(*then))
-        .map(|(shown, _)| shown.to_vec());
+    // Reading the shown files walks them: never on a runtime worker's turn.
+    let shown_changed = ledger::shown_by_passing_review(entries).is_some_and(|(shown, then)| {
+        blocking(|| baseline::material(&ws.root, shown)).ok().map(|m| m.digest).as_deref() != Some(then)
+    });
     SeenNow { spec_digest, shown_changed }
 }
 
@@ -369,16 +370,12 @@ pub(crate) async fn changed_shown(ws: &Workspace, entries: &[LedgerEntry]) -> Op
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SeenNow {
     pub spec_digest: Option<String>,
-    /// The files the passing review was shown, when they changed since.
-    pub shown_changed: Option<Vec<String>>,
+    pub shown_changed: bool,
 }
 
 impl SeenNow {
     pub(crate) fn facts(&self) -> crate::domain::next::Seen<'_> {
-        crate::domain::next::Seen {
-            spec_digest: self.spec_digest.as_deref(),
-            shown_changed: self.shown_changed.as_deref(),
-        }
+        crate::domain::next::Seen { spec_digest: self.spec_digest.as_deref(), shown_changed: self.shown_changed }
     }
 }
 
@@ -498,7 +495,7 @@ pub(crate) fn next_for(
         running_review: running.as_deref(),
         draft_digest: file.draft_digest,
         spec_digest: seen.spec_digest.as_deref(),
-        shown_changed: seen.shown_changed.as_deref(),
+        shown_changed: seen.shown_changed,
         missing: None,
         misfiled: file.misfiled,
         shadowed: crate::templates::shadows(&ws.root, &spec.front.task_id),

@@ -49,12 +49,6 @@ pub fn criterion_flag(criterion: &str) -> String {
     format!("--criterion={}", shell_word(criterion))
 }
 
-/// ` --review-scope <path>` for each of `paths`, each quoted as one shell word when it needs to
-/// be: what a task's review command adds to be shown those files again.
-pub fn review_scope_flags(paths: &[String]) -> String {
-    paths.iter().map(|p| format!(" --review-scope {}", shell_word(p))).collect()
-}
-
 /// The command a person runs to record a manual criterion's evidence (passing, as suggested).
 pub fn manual_evidence(task: &str, criterion: &str) -> String {
     format!("scafld build {task} {} --disposition pass --reason \"what was checked\"", criterion_flag(criterion))

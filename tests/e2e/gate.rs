@@ -1323,8 +1323,9 @@ fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
     let shown = ["--min-attack-angles", "2", "--review-scope", "other.txt,src/lib.rs"];
     command_review(&env, &passing, &shown).assert_code(0);
     write(&env, "other.txt", "v2\n");
-    // The review named is shown the same files again: the task's and its review scope.
-    let again = "scafld review rev --review-scope other.txt --review-scope src/lib.rs";
+    // The review named is shown the same files again (the task's and its review scope)
+    // without being asked: naming them would be refused for one deleted since.
+    let again = "scafld review rev";
     let s = status(&env);
     assert_eq!((s["next_action"]["action"].as_str(), s["next_command"].as_str()), (Some("review"), Some(again)), "{s}");
     for command in ["complete", "finalize"] {
@@ -1346,6 +1347,29 @@ fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
     let packet = env.scafld(&["review", "rev", "--print-context"]);
     packet.assert_code(0);
     assert!(packet.stdout.contains("+v2"), "{}", packet.stdout);
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+/// A file the passing review was shown by `--review-scope` and deleted since: the next step
+/// is the review as status names it, which runs (a `--review-scope` naming the deleted file
+/// would be refused), is shown the deletion, and lets the task complete.
+#[test]
+fn a_file_the_review_scope_showed_deleted_after_the_pass_is_reviewed_by_the_named_command() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    write(&env, "other.txt", "v1\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let passing = reviewer(&env, "pass", &pass(), "");
+    command_review(&env, &passing, &["--min-attack-angles", "2", "--review-scope", "other.txt"]).assert_code(0);
+    std::fs::remove_file(env.work.join("other.txt")).unwrap();
+    let s = status(&env);
+    assert_eq!(s["next_command"], "scafld review rev", "{s}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    packet.assert_code(0);
+    assert!(packet.stdout.contains("other.txt"), "{}", packet.stdout);
     command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }

@@ -95,9 +95,9 @@ pub struct Facts<'a> {
     /// shown: a fix there is reviewed again. `None` where the text is not at hand.
     pub spec_digest: Option<&'a str>,
     /// The files the latest passing review was shown (its `--review-scope`) changed since it
-    /// passed, as read now (`evidence::seen_now`; `None` where nothing was read or nothing changed): `complete`
+    /// passed, as read now (`evidence::seen_now`; `false` where nothing was read): `complete`
     /// refuses that review, so the step is a review of them as they are.
-    pub shown_changed: Option<&'a [String]>,
+    pub shown_changed: bool,
     /// The spec file is gone while the ledger keeps the task (`spec` is then the ledger's
     /// projection onto an empty spec).
     pub missing: Option<&'a MissingSpec>,
@@ -118,7 +118,7 @@ pub struct Facts<'a> {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Seen<'a> {
     pub spec_digest: Option<&'a str>,
-    pub shown_changed: Option<&'a [String]>,
+    pub shown_changed: bool,
 }
 
 /// The task's spec file beside its ledger, where `reconcile` (the only command that moves a
@@ -169,7 +169,7 @@ pub fn of_new_draft(parsed: &crate::domain::spec::Parsed, shadowed: bool) -> Nex
         running_review: None,
         draft_digest: parsed.draft_digest.as_deref(),
         spec_digest: None,
-        shown_changed: None,
+        shown_changed: false,
         missing: None,
         misfiled: None,
         shadowed,
@@ -623,11 +623,12 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
         }
         Some((verdict, _, _)) if verdict == "pass" && r.failed_attempt.is_none() => {
             match completion_authority(f.entries) {
-                Authority::Valid { .. } if let Some(shown) = f.shown_changed => next(
+                // The review is shown them again without being asked (`tasks::review` carries
+                // them): naming them would be refused for a file deleted since.
+                Authority::Valid { .. } if f.shown_changed => next(
                     Role::Reviewer,
                     Action::Review,
-                    // Shown them again: a review of less would leave them unseen.
-                    format!("{}{}", review_task(id, f.shadowed), scafld_protocol::cli::review_scope_flags(shown)),
+                    review_task(id, f.shadowed),
                     "files the reviewer was shown (its review scope) changed after the review passed: an independent reviewer judges them as they are",
                 ),
                 Authority::Valid { .. } => {

@@ -622,15 +622,16 @@ pub(crate) async fn completion(
     }
     // Files the reviewer was shown beyond the task's scope (`--review-scope`) are what it judged
     // too: changed since, the pass no longer speaks for them.
-    if let Some((shown, then)) = crate::domain::ledger::shown_by_passing_review(entries)
+    if let Some((_, then)) = crate::domain::ledger::shown_by_passing_review(entries)
         && shown_now != Some(then)
     {
-        let flags = scafld_protocol::cli::review_scope_flags(shown);
         return Err(RpcError::new(
             ErrorKind::ReviewFailed,
             format!("cannot complete {task}: files the reviewer was shown (its review scope) changed after the review passed"),
         )
-        .with_hint(format!("restore them, or have them reviewed as they are: `{review_command}{flags}`")));
+        .with_hint(format!(
+            "restore them, or have them reviewed as they are: `{review_command}` (the review is shown them again)"
+        )));
     }
     // The review judged the spec as the packet showed it: its authored text (Summary,
     // Objectives, phases...; never the lines scafld projects) edited since says what nobody

@@ -167,7 +167,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
         running_review: None,
         draft_digest: None,
         spec_digest: None,
-        shown_changed: None,
+        shown_changed: false,
         missing: Some(&missing),
         misfiled: None,
         shadowed,

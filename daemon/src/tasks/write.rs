@@ -351,7 +351,7 @@ async fn reconcile_entry(
         running_review: None,
         draft_digest: Some(&harden::draft_digest(&file.text)),
         spec_digest: None,
-        shown_changed: None,
+        shown_changed: false,
         missing: None,
         misfiled: None,
         shadowed: crate::templates::shadows(&ws.root, &entry.task_id),
