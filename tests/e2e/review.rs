@@ -481,6 +481,44 @@ fn a_reviewer_that_edits_a_scoped_file_fails_closed() {
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
+/// The task's spec deleted while the reviewer runs fails the review closed, as a move or an
+/// edit of it does: a blocking `workspace-mutation` finding on the spec, a summary that says
+/// the file is gone, and a next step that works (`status`, which says where to put it back).
+/// The file put back with other text then never completes on that review. Before, the guard
+/// looked for the spec where it was at the review's end (nowhere): the review passed with no
+/// word of it, named `complete`, which refused (spec missing); put back edited, the spec then
+/// completed on a pass that had bound no text.
+#[test]
+fn the_spec_deleted_during_a_review_fails_it_closed() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let spec = env.work.join(".scafld/specs/active/rev.md");
+    let saved = env.path("saved.md");
+    let script = reviewer(
+        &env,
+        "deletes",
+        &pass(),
+        &format!("cp '{}' '{}'; rm '{}'", spec.display(), saved.display(), spec.display()),
+    );
+    let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
+    run.assert_code(4);
+    let result = run.json()["result"].clone();
+    assert_eq!(result["verdict"], "fail", "{result}");
+    let findings = result["findings"].as_array().unwrap();
+    let guard = findings.iter().find(|f| f["id"] == "workspace-mutation").expect("guard finding");
+    assert_eq!(guard["location"]["path"], ".scafld/specs/active/rev.md", "{guard}");
+    assert!(result["summary"].as_str().unwrap().contains("was deleted while the reviewers ran"), "{result}");
+    assert_eq!(result["next_command"], "scafld status rev", "{result}");
+    // It answers from the ledger, naming the missing file and where it goes (exit 3: the error).
+    let status = env.scafld(&["status", "rev"]);
+    assert!(status.stdout.contains("spec file missing"), "{}", status.stdout);
+
+    let edited =
+        std::fs::read_to_string(&saved).unwrap().replace("Greeting flag.", "Something the reviewer never saw.");
+    std::fs::write(&spec, edited).unwrap();
+    env.scafld(&["complete", "rev"]).assert_code(4);
+}
+
 #[test]
 fn local_human_and_missing_providers() {
     let env = TestEnv::new();

@@ -29,15 +29,15 @@ use crate::workspace::Workspace;
 /// The mutation guard's view of the task: the material of the review scope and the task's
 /// own spec file, by the digest of its authored text (`review::spec_guard_fingerprint`): the
 /// runner's own writes to it (a build's evidence, another review's verdict) are never a
-/// reviewer's mutation. `plain_spec` reads the spec as an older scafld stored it, by its bytes.
+/// reviewer's mutation. `spec_path` is the spec's path relative to the root ([`guarded_spec`]);
+/// `plain_spec` reads the spec as an older scafld stored it, by its bytes.
 pub(crate) async fn guard_snapshot(
     ws: &Workspace,
-    task: &str,
+    spec_path: &str,
     scope: &[String],
     plain_spec: bool,
 ) -> RpcResult<Vec<BaselinePath>> {
-    let spec_path = ws.spec_path(task);
-    let (root, scope) = (ws.root.clone(), scope.to_vec());
+    let (root, scope, spec_path) = (ws.root.clone(), scope.to_vec(), spec_path.to_string());
     baseline::in_workspace(move || {
         let mut entries = baseline::guard_snapshot(&root, &scope, &[])?;
         if !spec_path.is_empty() {
@@ -83,6 +83,22 @@ fn reviewed_spec(snapshot: &[BaselinePath], spec_path: &str) -> Option<String> {
         .iter()
         .find(|p| p.path == spec_path && p.fingerprint.starts_with(review::AUTHORED_SPEC))
         .map(|p| p.fingerprint.clone())
+}
+
+/// The spec path the guard compares at a review's end: where the task's spec is now, or, when
+/// it has none now (the file was deleted while the reviewers ran), the path the session's start
+/// snapshot held it at, so the deletion is a mutation of it rather than nothing to compare.
+pub(crate) fn guarded_spec(snapshot: &[BaselinePath], task: &str, now: String) -> String {
+    if !now.is_empty() {
+        return now;
+    }
+    let file = format!("/{task}.md");
+    snapshot
+        .iter()
+        .find(|p| p.fingerprint.starts_with(review::AUTHORED_SPEC))
+        .or_else(|| snapshot.iter().find(|p| p.path.starts_with(".scafld/specs/") && p.path.ends_with(&file)))
+        .map(|p| p.path.clone())
+        .unwrap_or_default()
 }
 
 /// Whether a stored snapshot holds the task's spec by its plain fingerprint (an older scafld's).
@@ -169,9 +185,12 @@ pub async fn record_consensus(
     }
     let lock = daemon.jobs.task_lock(&ws, task);
     let _guard = lock.lock().await;
-    let plain = plain_spec(&session.snapshot, &ws.spec_path(task));
-    let mutated = match guard_snapshot(&ws, task, &session.scope, plain).await {
-        Ok(after) => review::mutations(&session.snapshot, &after, &session.scope, &ws.spec_path(task)),
+    let spec_path = guarded_spec(&session.snapshot, task, ws.spec_path(task));
+    // Asked of the disk, not the index, which may not have seen the deletion yet.
+    let spec_gone = !spec_path.is_empty() && std::fs::symlink_metadata(ws.root.join(&spec_path)).is_err();
+    let plain = plain_spec(&session.snapshot, &spec_path);
+    let mutated = match guard_snapshot(&ws, &spec_path, &session.scope, plain).await {
+        Ok(after) => review::mutations(&session.snapshot, &after, &session.scope, &spec_path),
         Err(e) => {
             attempt_failed(daemon, &ws, task, format!("review workspace snapshot failed: {}", e.0.message))?;
             return Ok(Gate { state: GateState::Retry, review: None, guard_issue: None });
@@ -191,7 +210,16 @@ pub async fn record_consensus(
             _ => None,
         })
         .collect();
-    let (dossier, guard_issue) = gate_dossier(session, &answers, &mutated);
+    let (mut dossier, guard_issue) = gate_dossier(session, &answers, &mutated);
+    // The spec itself went away while the reviewers ran: the guard failed the review closed
+    // (its fingerprint at the start is no file now); say so, and what brings it back.
+    let spec_gone = spec_gone && mutated.contains(&spec_path);
+    if spec_gone {
+        dossier.summary = format!(
+            "{} The task's spec {spec_path} was deleted while the reviewers ran: put it back, then review again.",
+            dossier.summary.trim()
+        );
+    }
     let provider = match answers.as_slice() {
         _ if !mutated.is_empty() => "scafld".to_string(),
         [(only, _)] => only.clone(),
@@ -228,7 +256,7 @@ pub async fn record_consensus(
         dossier: serde_json::to_value(&dossier).ok(),
         tree: session.tree.clone(),
         reviewers: reviewer_records(daemon, session, reviewers),
-        spec_digest: reviewed_spec(&session.snapshot, &ws.spec_path(task)),
+        spec_digest: reviewed_spec(&session.snapshot, &spec_path),
         shown: if shown_material.is_empty() { Vec::new() } else { session.scope.clone() },
         shown_material,
     };
@@ -256,6 +284,9 @@ pub async fn record_consensus(
             // A command that runs as printed, as `status` gives it (rejecting is the other way).
             (true, _) => format!("scafld review accept {task} --reason \"why\""),
             (false, Verdict::Pass) => after_pass(daemon, &ws, task)?,
+            // Nothing but `status` works on a task without its spec file; it says where to
+            // put the file back.
+            (false, Verdict::Fail) if spec_gone => format!("scafld status {task}"),
             (false, Verdict::Fail) => format!("scafld handoff {task}"),
         },
         context: None,
@@ -419,8 +450,8 @@ pub async fn check_retry(
             .with_hint(next(daemon, ws, task).await));
         }
     }
-    let spec_path = ws.spec_path(task);
-    let now = guard_snapshot(ws, task, &session.scope, false).await?;
+    let spec_path = guarded_spec(&session.snapshot, task, ws.spec_path(task));
+    let now = guard_snapshot(ws, &spec_path, &session.scope, false).await?;
     let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
     snapshot.extend(now.into_iter().filter(|p| p.path == spec_path));
     Ok(snapshot)

@@ -249,7 +249,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         Ok(()) => e,
         Err(unrecorded) => unrecorded,
     };
-    let start = match guard_snapshot(&ws, &task, &guarded, false).await {
+    let start = match guard_snapshot(&ws, &ws.spec_path(&task), &guarded, false).await {
         Ok(start) => start,
         Err(e) => {
             prepared.discard();
