@@ -271,7 +271,7 @@ pub async fn record_ending<T>(
         seen.facts(),
     );
     let rendered = match &on_disk {
-        Some((file, _)) => render(ws, task, file, &next).unwrap_or_else(|e| {
+        Some((file, _)) => render(ws, task, file, &ledger::for_file(next.clone(), &entries)).unwrap_or_else(|e| {
             unprojected = Some(deferred(ws, task, e, Unprojected::Broken));
             None
         }),
@@ -402,6 +402,7 @@ fn project_entries(
         let seen = crate::evidence::seen_now(ws, task, entries, Some(&file.text));
         let shadowed = crate::templates::shadows(&ws.root, task);
         let next = ledger::project_seen(&parsed.spec, entries, &now, shadowed, seen.facts());
+        let next = ledger::for_file(next, entries);
         let rendered = match render(ws, task, &file, &next) {
             Ok(Some(rendered)) => rendered,
             Ok(None) => return Ok(Projected::Current(file.path)),

@@ -406,6 +406,33 @@ fn a_criterion_ticked_by_hand_that_fails_is_never_shown_done() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), built);
 }
 
+/// A criterion whose command is edited by hand after it passed shows no pass beside the new
+/// command in the file: `reconcile` (and any projection) writes it unchecked, `pending`, its
+/// evidence marked stale, as `status` calls it. Before, the file said `[x]`, `Status: pass`
+/// and the old run's `exit code was 0` under a command that never ran.
+#[test]
+fn a_pass_is_never_projected_beside_a_command_edited_since_it_ran() {
+    let env = TestEnv::new();
+    ready(&env, "edited", &spec("edited", &[&[("a1", "true", ""), ("a2", "true", "")]], &[]));
+    build(&env, "edited");
+    let path = env.work.join(".scafld/specs/active/edited.md");
+    let built = std::fs::read_to_string(&path).unwrap();
+    assert!(built.contains("- [x] `a2`"), "{built}");
+    let at = built.find("`a2`").unwrap();
+    let (head, a2) = built.split_at(at);
+    std::fs::write(&path, format!("{head}{}", a2.replacen("- Command: `true`", "- Command: `false`", 1))).unwrap();
+    let status = env.scafld(&["status", "edited", "--json"]).json()["result"].clone();
+    assert!(status.to_string().contains("its definition changed since it ran"), "{status}");
+    env.scafld(&["reconcile", "edited"]).assert_code(0);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let a2 = &text[text.find("`a2`").unwrap() - 6..];
+    let a2 = &a2[..a2.find("\n\n").unwrap_or(a2.len())];
+    assert!(a2.starts_with("- [ ] `a2`") && a2.contains("- Command: `false`"), "{text}");
+    assert!(a2.contains("  - Status: pending") && !a2.contains("Status: pass"), "{text}");
+    assert!(a2.contains("  - Evidence: stale: its definition changed since it ran"), "{text}");
+    assert!(text.contains("- [x] `a1`"), "the untouched criterion keeps its pass: {text}");
+}
+
 #[test]
 fn timeouts_kill_the_whole_process_group() {
     let env = TestEnv::new();

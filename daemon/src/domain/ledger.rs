@@ -779,6 +779,25 @@ pub fn unrecorded(spec: &Spec) -> Spec {
     next
 }
 
+/// `next`, a projection, as the spec file shows it: a criterion whose recorded result ran
+/// another definition than the one the file holds now (its command, matcher, cwd or timeout
+/// edited since) shows no result for the text beside it: unchecked, `pending`, its evidence
+/// marked stale, as `status` calls it. The model the runner decides from keeps the result
+/// (`evidence::stale` holds it stale there).
+pub fn for_file(mut next: Spec, entries: &[LedgerEntry]) -> Spec {
+    use crate::domain::evidence::{Stale, stale_on_record};
+    let stale = stale_on_record(&next, entries);
+    let criteria = next.phases.iter_mut().flat_map(|p| p.criteria.iter_mut()).chain(&mut next.acceptance.criteria);
+    for c in criteria.filter(|c| !c.status.is_empty()) {
+        if let Some(why @ Stale::DefinitionChanged) = stale.get(&c.id) {
+            let ran = if c.evidence.is_empty() { String::new() } else { format!(" (it gave: {})", c.evidence) };
+            c.evidence = clip(&format!("stale: {}{ran}; a build runs it again", why.describe()));
+            c.status = String::new();
+        }
+    }
+    next
+}
+
 /// The phase and criterion states `r` records, onto `spec` (pending where it records none).
 fn apply_marks(spec: &mut Spec, r: &Replay) {
     for phase in &mut spec.phases {
