@@ -279,10 +279,22 @@ fn check(file: &str, value: &Value, text: &str) -> Result<(), ConfigError> {
     if value.is_null() {
         return Ok(());
     }
-    let Err(e) = serde_path_to_error::deserialize::<_, Config>(value) else { return Ok(()) };
+    // A key left empty (`review:` with all below it commented out) is no setting: the merge
+    // skips it in the local file, and the other file may fill it in the base.
+    let Err(e) = serde_path_to_error::deserialize::<_, Config>(&without_empty_keys(value)) else { return Ok(()) };
     let key = e.path().to_string();
     let line = line_of(text, &key).map(|n| format!("line {n}: ")).unwrap_or_default();
     Err(ConfigError { file: file.to_string(), message: format!("{line}`{key}`: {}", e.inner()) })
+}
+
+/// `value` without the mapping keys whose value is empty (null), at any depth.
+fn without_empty_keys(value: &Value) -> Value {
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), without_empty_keys(v))).collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// The line (from 1) where the block-style key path `a.b.c` is set in `text`: each key
@@ -341,7 +353,7 @@ pub fn merge(base: Value, local: Value) -> Result<Config, ConfigError> {
     {
         execution.insert("path_prepend".into(), Value::Array(prepend));
     }
-    let merged = if merged.is_null() { Value::Object(Default::default()) } else { merged };
+    let merged = if merged.is_null() { Value::Object(Default::default()) } else { without_empty_keys(&merged) };
     let mut config: Config = serde_json::from_value(merged)
         .map_err(|e| ConfigError { file: format!("{BASE_FILE} + {LOCAL_FILE}"), message: e.to_string() })?;
     let mut canonical = Invariants::default().canonical;
@@ -417,5 +429,30 @@ mod tests {
         let error = load(root.path()).unwrap_err();
         assert_eq!(error.file, LOCAL_FILE);
         assert!(error.message.starts_with("line 2: `harden.max_questions_per_round`"), "{error}");
+    }
+
+    /// A section left empty (its settings all commented out) is no setting, as the merge takes
+    /// it: neither file's own check refuses it.
+    #[test]
+    fn an_empty_section_is_no_setting() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(".scafld")).unwrap();
+        std::fs::write(
+            root.path().join(BASE_FILE),
+            "execution:
+  absolute_timeout_seconds: 5
+",
+        )
+        .unwrap();
+        std::fs::write(
+            root.path().join(LOCAL_FILE),
+            "review:
+  # external: {}
+execution:
+",
+        )
+        .unwrap();
+        let config = load(root.path()).expect("an empty section reads");
+        assert_eq!(config.execution.absolute_timeout_seconds, 5);
     }
 }
