@@ -60,9 +60,13 @@ impl Caller {
         };
         let all_scafld = parts.iter().all(|p| is_scafld(p));
         let known = parts.iter().all(|p| is_scafld(p) || is_program(p));
+        // A command after a `cd` (the daemon's `cd <main checkout> && scafld ...` in a git
+        // worktree) runs where that names: `--root` would send it back here.
+        let first_cd = parts.iter().position(|p| p.trim_start().starts_with("cd ")).unwrap_or(parts.len());
         let mut out = parts
             .iter()
-            .map(|part| match (&self.root_flag, is_scafld(part)) {
+            .enumerate()
+            .map(|(i, part)| match (&self.root_flag, is_scafld(part) && i < first_cd) {
                 (Some(root), true) if !part.contains(" --root") => {
                     let at = part.find("scafld").unwrap_or(0) + "scafld".len();
                     format!("{} --root {root}{}", &part[..at], &part[at..])
@@ -219,6 +223,8 @@ mod tests {
             "run `scafld --root /ws approve t --amend` (a `--root` flag)"
         );
         assert_eq!(outside.prose("odd ` scafld x"), "odd ` scafld x");
+        assert_eq!(outside.command("cd /main && scafld review t"), "cd /main && scafld review t");
+        assert_eq!(outside.prose("run `cd /main && scafld reconcile t`"), "run `cd /main && scafld reconcile t`");
         let mut result = json!({
             "next_action": {"command": "scafld build t", "reason": "see `scafld status t`", "role": "agent"},
             "next_command": "scafld build t",

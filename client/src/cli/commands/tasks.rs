@@ -292,8 +292,10 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
     // The text listing shows each task's progress; JSON carries counts only when asked.
     let params = m::ListParams { root, status: args.status.clone(), counts: args.counts || !ctx.out.json };
     let raw = conn.call_verbatim::<m::TaskList>(&params).map_err(rpc_error)?;
-    // Written first when there are any (`ListResult`), so an unparsed reply shows them at once.
-    if raw.get().starts_with("{\"warnings\"") {
+    // Rare, and looked for before anything is parsed: a title cannot hold the bare key (its
+    // quotes are escaped). Not only first: a reply the caller's rewrite re-serialised has its
+    // keys sorted.
+    if raw.get().contains("\"warnings\":[") {
         #[derive(serde::Deserialize)]
         struct Warnings {
             warnings: Vec<String>,
