@@ -361,6 +361,33 @@ fn a_spec_without_a_ledger_counts_no_pass_it_did_not_record() {
     assert_eq!(row["file_counts"], json!(null), "{row}");
 }
 
+/// A finished task whose file was written by another tool (the original's completed spec, in
+/// the archive, no ledger here) keeps its record: its marks count nothing, but `list` points
+/// nothing at `reconcile`, and `reconcile` leaves every mark and evidence line as written.
+#[test]
+fn a_finished_spec_without_a_ledger_keeps_the_record_its_file_holds() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let text = spec("done", &[&[("a1", "true", "  - Status: pass\n  - Evidence: exit code was 0\n")]], &[])
+        .replace("- [ ] `a1`", "- [x] `a1`")
+        .replace("Objective: step.\n", "Objective: step.\n\nStatus: completed\n")
+        .replace("status: draft", "status: completed");
+    let archive = env.work.join(".scafld/specs/archive/2026-01");
+    std::fs::create_dir_all(&archive).unwrap();
+    std::fs::write(archive.join("done.md"), &text).unwrap();
+    let status = env.scafld(&["status", "done", "--json"]).json()["result"].clone();
+    assert_eq!(status["counts"]["criteria_passed"], 0, "{status}");
+    let row = env.scafld(&["list", "--counts", "--json"]).json()["result"]["tasks"][0].clone();
+    assert_eq!((row["file_counts"].clone(), row["error"].clone()), (json!(null), json!(null)), "{row}");
+    env.scafld(&["reconcile", "done"]).assert_code(0);
+    let written = std::fs::read_to_string(archive.join("done.md")).unwrap();
+    assert!(
+        written.contains("- [x] `a1`") && written.contains("Status: pass") && written.contains("exit code was 0"),
+        "{written}"
+    );
+}
+
 /// A phase's `Status:` line hand-set back to `pending` while the ledger has it open changes no
 /// count: `list` and `report` flag no disagreement of counts (and a count that does differ is
 /// named on the row, as `list_and_report_count_the_ledger_s_evidence_not_a_hand_edit` shows).

@@ -339,8 +339,10 @@ async fn reconcile_entry(
         });
     }
     let status = spec.status().ok_or_else(|| RpcError::internal("valid spec without a status"))?;
-    // No ledger, no evidence: a criterion or phase the file marks done is written pending.
-    let spec = crate::domain::ledger::unrecorded(&spec);
+    // No ledger, no evidence: a criterion or phase the file marks done is written pending;
+    // but a finished task's file (the original tool's record of its run) keeps its marks.
+    let finished = crate::domain::lifecycle::Folder::of(status) == crate::domain::lifecycle::Folder::Archive;
+    let spec = if finished { spec } else { crate::domain::ledger::unrecorded(&spec) };
     let mut next = spec.clone();
     let action = crate::domain::next::next_action(&crate::domain::next::Facts {
         spec: &spec,

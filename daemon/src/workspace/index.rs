@@ -274,7 +274,13 @@ impl Task<'_> {
     /// without changing a count (a phase the file calls `pending` that the ledger opened) is no
     /// disagreement of counts.
     pub fn file_progress_disagrees(&self) -> Option<Counts> {
-        let file = self.spec?.listing.progress();
+        let listing = &self.spec?.listing;
+        // A finished task with no ledger here (run by the original tool, say) keeps the record
+        // its file holds: `reconcile` leaves it, so nothing is pointed at it.
+        if self.ledger.is_none() && listing.status.is_some_and(|s| Folder::of(s) == Folder::Archive) {
+            return None;
+        }
+        let file = listing.progress();
         (self.progress().as_ref() != Some(&file)).then_some(file)
     }
 }
