@@ -48,22 +48,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     super::review::require_review_status(daemon, &ws, &spec, &entries, &task, "finalize", ErrorKind::ReviewFailed)
         .await?;
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = super::read::refusal_hint(daemon, &ws, &task);
-    let review = crate::templates::review_command(&ws.root, &task);
-    let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
-    let shown_now = gate::shown_now(&ws, &entries).await;
-    let completion =
-        gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, shown_now.as_deref(), next).await;
-    let (provider, review_entry) = match completion {
-        Ok(accepted) => accepted,
-        Err(refused) => {
-            // As `complete`: the spec says the step the refusal names from now on.
-            if let Err(e) = crate::ledger::reshow_next(daemon, &ws, &task, "command:finalize") {
-                tracing::warn!("cannot write the next step of {task} again: {e}");
-            }
-            return Err(refused);
-        }
-    };
+    let (provider, review_entry) =
+        super::review::completion_gate(daemon, &ws, &task, &spec, &entries, &fresh, "command:finalize").await?;
     // A hint is read as the spec's Scope is, and refused where it could bind nothing: one that
     // names nothing now binds the file(s) it held at the base, which the task deleted.
     let (hinted, gone) = if p.scope_hints.is_empty() {

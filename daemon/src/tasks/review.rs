@@ -798,6 +798,32 @@ pub(super) async fn require_review_status(
     Err(RpcError::new(kind, format!("{what} requires task status review; {why}")).with_hint(hint))
 }
 
+/// The completion gate of `complete` and `finalize`: the evidence and the review must speak for
+/// the files and the spec as they are now. Accepted: the review's provider and ledger entry.
+/// Refused: the spec written before the change may still say `complete`, so it says the step
+/// the refusal names from now on (nothing is recorded), and the refusal is returned.
+pub(crate) async fn completion_gate(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    fresh: &crate::evidence::Freshness,
+    cause: &str,
+) -> RpcResult<(String, String)> {
+    let next = super::read::refusal_hint(daemon, ws, task);
+    let review = crate::templates::review_command(&ws.root, task);
+    let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(task));
+    let shown_now = gate::shown_now(ws, entries).await;
+    let completion = gate::completion(task, spec, entries, fresh, &review, &spec_now, shown_now.as_deref(), next).await;
+    if completion.is_err()
+        && let Err(e) = crate::ledger::reshow_next(daemon, ws, task, cause)
+    {
+        tracing::warn!("cannot write the next step of {task} again: {e}");
+    }
+    completion
+}
+
 pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::CompleteResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
@@ -811,23 +837,8 @@ pub async fn complete(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Complet
     require_review_status(daemon, &ws, &spec, &entries, &task, "complete", ErrorKind::ReviewFailed).await?;
     // The evidence and the review must speak for the files as they are now.
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
-    let next = super::read::refusal_hint(daemon, &ws, &task);
-    let review = crate::templates::review_command(&ws.root, &task);
-    let spec_now = gate::spec_fingerprint(&ws.root, &ws.spec_path(&task));
-    let shown_now = gate::shown_now(&ws, &entries).await;
-    let completion =
-        gate::completion(&task, &spec, &entries, &fresh, &review, &spec_now, shown_now.as_deref(), next).await;
-    let (provider, review_entry) = match completion {
-        Ok(accepted) => accepted,
-        Err(refused) => {
-            // The spec written before the change may still say `complete`: it says the step
-            // the refusal names from now on (nothing is recorded).
-            if let Err(e) = crate::ledger::reshow_next(daemon, &ws, &task, "command:complete") {
-                tracing::warn!("cannot write the next step of {task} again: {e}");
-            }
-            return Err(refused);
-        }
-    };
+    let (provider, review_entry) =
+        completion_gate(daemon, &ws, &task, &spec, &entries, &fresh, "command:complete").await?;
     let completed = LedgerEvent::Complete { reason: "task completed".into() };
     let note = record(daemon, &ws, &task, vec![completed], "command:complete")?.note();
     let path = ws.spec_path(&task);
