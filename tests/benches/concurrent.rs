@@ -86,7 +86,7 @@ fn report(what: &str, samples: &[Duration], alone: Stats, floor: Option<(&str, &
 
 fn main() {
     let mut env = TestEnv::new();
-    env.start_daemon();
+    let daemon = env.start_daemon();
     scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     // Every build step needs its own task with an open phase: prepare them all before timing,
@@ -101,15 +101,22 @@ fn main() {
     bench::settle(&env.work.join(".scafld/runs"));
     println!("workspace: {SPECS} specs ({} generated, {builds} build tasks with phase 1 open)", SPECS - builds);
 
-    // One client.
-    let alone = |kind| {
-        let mut i = 0;
-        bench::sample(RUNS, || {
+    // One client, and what the daemon spends per call of each kind.
+    let mut daemon_cpu = Vec::new();
+    let mut alone = |kind| {
+        let (mut i, before) = (0, bench::cpu_time(daemon));
+        let stats = bench::sample(RUNS, || {
             i += 1;
             run(&env, kind, None, i - 1)
-        })
+        });
+        daemon_cpu.push((bench::cpu_time(daemon) - before).as_secs_f64() * 1000.0 / RUNS as f64);
+        stats
     };
-    let [version, status, list, build, build_floor] = KINDS.map(alone);
+    let [version, status, list, build, build_floor] = KINDS.map(&mut alone);
+    println!(
+        "daemon CPU per call, 1 client (user + system, over {RUNS} calls): status {:.2} ms, list {:.2} ms, build step {:.2} ms, the build floor's round trip {:.2} ms",
+        daemon_cpu[1], daemon_cpu[2], daemon_cpu[3], daemon_cpu[4]
+    );
     let shells = format!("{CRITERIA} sh -c true + 1 round trip");
     bench::report("1 client: status --json", status, "scafld --version", version);
     bench::report("1 client: list --json", list, "scafld --version", version);
@@ -118,14 +125,21 @@ fn main() {
     // CLIENTS at once: every thread runs PER_CLIENT of one kind, then waits for the others
     // before the next kind, so each kind is measured under CLIENTS of itself.
     let barrier = Barrier::new(CLIENTS);
+    let cpu_at_kind: Vec<std::sync::Mutex<Duration>> = KINDS.iter().map(|_| Default::default()).collect();
     let per_client: Vec<Vec<Vec<Duration>>> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..CLIENTS)
             .map(|client| {
-                let (env, barrier) = (&env, &barrier);
+                let (env, barrier, cpu_at_kind) = (&env, &barrier, &cpu_at_kind);
                 scope.spawn(move || {
                     KINDS
                         .iter()
-                        .map(|&kind| {
+                        .enumerate()
+                        .map(|(k, &kind)| {
+                            // Once every client has finished the kind before, the leader
+                            // marks the daemon's CPU time as this kind starts.
+                            if barrier.wait().is_leader() {
+                                *cpu_at_kind[k].lock().unwrap() = bench::cpu_time(daemon);
+                            }
                             barrier.wait();
                             (0..PER_CLIENT).map(|i| run(env, kind, Some(client), i)).collect()
                         })
@@ -140,6 +154,20 @@ fn main() {
         samples.sort();
         samples
     });
+    let kind_ends = cpu_at_kind.iter().skip(1).map(|m| *m.lock().unwrap()).chain([bench::cpu_time(daemon)]);
+    let per_call: Vec<f64> = cpu_at_kind
+        .iter()
+        .zip(kind_ends)
+        .map(|(start, end)| (end - *start.lock().unwrap()).as_secs_f64() * 1000.0 / (CLIENTS * PER_CLIENT) as f64)
+        .collect();
+    println!(
+        "daemon CPU per call, {CLIENTS} clients (over {} calls each): status {:.2} ms, list {:.2} ms, build step {:.2} ms, the build floor's round trip {:.2} ms",
+        CLIENTS * PER_CLIENT,
+        per_call[1],
+        per_call[2],
+        per_call[3],
+        per_call[4]
+    );
     let version_floor = Some(("scafld --version", loaded_version.as_slice()));
     report("scafld --version", &loaded_version, version, None);
     report("status --json", &loaded_status, status, version_floor);
