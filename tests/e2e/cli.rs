@@ -158,13 +158,19 @@ fn usage_errors_exit_2_with_an_envelope() {
     assert!(!error["hint"].as_str().unwrap().contains("--reason"), "{error}");
 }
 
-/// An error a person can act on says how: a `--root` that names no folder, a `--context-file`
+/// An error a person can act on says how: a `--root` that names no folder (or a file), a `--context-file`
 /// that cannot be read.
 #[test]
 fn path_errors_say_what_to_do() {
     let env = TestEnv::new();
     let missing = env.path("nowhere").display().to_string();
     let error = env.scafld(&["--root", &missing, "list", "--json"]).json()["error"].clone();
+    assert!(error["hint"].as_str().unwrap_or_default().contains("must be an existing folder"), "{error}");
+    // A file is no folder: the hint is the same, never `scafld --root FILE init`, which fails.
+    let file = env.path("notes.txt");
+    std::fs::write(&file, "x").unwrap();
+    let error = env.scafld(&["--root", &file.display().to_string(), "list", "--json"]).json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().ends_with("it is not a folder"), "{error}");
     assert!(error["hint"].as_str().unwrap_or_default().contains("must be an existing folder"), "{error}");
     let nope = env.path("nope.md").display().to_string();
     let run = env.scafld(&["review", "--diff", "HEAD~1..HEAD", "--context-file", &nope, "--json"]);

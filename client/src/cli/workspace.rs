@@ -81,10 +81,21 @@ pub fn init_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
 
 fn absolute(path: &Path) -> Result<PathBuf, CliError> {
     let joined = if path.is_absolute() { path.to_path_buf() } else { current_dir()?.join(path) };
-    joined.canonicalize().map_err(|e| {
+    let hint = "check the path --root (or $SCAFLD_ROOT) names: it must be an existing folder";
+    let root = joined.canonicalize().map_err(|e| {
         CliError::new("workspace_not_found", format!("cannot use {}: {e}", joined.display()), workflow::UNREACHABLE)
-            .with_hint("check the path --root (or $SCAFLD_ROOT) names: it must be an existing folder")
-    })
+            .with_hint(hint)
+    })?;
+    // A file there is no workspace and cannot become one: `init` there would be refused too.
+    if !root.is_dir() {
+        return Err(CliError::new(
+            "workspace_not_found",
+            format!("cannot use {}: it is not a folder", joined.display()),
+            workflow::UNREACHABLE,
+        )
+        .with_hint(hint));
+    }
+    Ok(root)
 }
 
 fn current_dir() -> Result<PathBuf, CliError> {
