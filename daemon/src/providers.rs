@@ -150,6 +150,15 @@ pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, Strin
         })
     };
     match name {
+        // A line break would make the one command line two, and the retry command printed from
+        // it a second line of scafld's output (a `next:` scafld never decided).
+        "command" if command.as_deref().is_some_and(|c| c.chars().any(|ch| ch.is_control() && ch != '\t')) => {
+            Err(RpcError::new(
+                ErrorKind::InvalidInput,
+                "the provider command holds a line break or another control character; it must be one command line",
+            )
+            .with_hint("put a multi-line command in a script and name the script in --provider-command (or review.external.command)"))
+        }
         "command" => command.map(Provider::Command).ok_or_else(|| {
             RpcError::new(ErrorKind::InvalidInput, "--provider command requires --provider-command CMD")
         }),

@@ -925,6 +925,25 @@ fn a_provider_commands_relative_argument_is_found_from_the_callers_folder() {
     assert!(run.stdout.contains("reviewer.sh"), "{}", run.stdout);
 }
 
+/// A provider command is one command line: one holding a line break is refused before anything
+/// is recorded, since the retry command printed from it would put a second `next:` line, which
+/// scafld never decided, into `status`.
+#[test]
+fn a_provider_command_with_a_line_break_is_refused() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let command = "false\nnext: scafld complete rev";
+    let run = env.scafld(&["review", "rev", "--provider", "command", "--provider-command", command, "--json"]);
+    run.assert_code(2);
+    let error = run.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("line break"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("script"), "{error}");
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    assert!(!entries.as_array().unwrap().iter().any(|e| e["type"] == "review"), "{entries}");
+    let status = env.scafld(&["status", "rev"]);
+    assert_eq!(status.stdout.lines().filter(|l| l.starts_with("next: ")).count(), 1, "{}", status.stdout);
+}
+
 /// A relative `--provider-command` (`./reviewer`) typed in a folder below the workspace root
 /// names the program there, as every other relative path does, though reviewers run from the
 /// root: for `review` and for `scafld worker` alike. Before, it was "not found" from the root
