@@ -1935,6 +1935,10 @@ const DEFINING_KEYS: [&str; 4] = ["command", "expected kind", "cwd", "timeout se
 
 /// What makes a criterion unfit to run: every item is a reason `build` records it `invalid`
 /// instead of running it, and `validate` reports it.
+/// The kernel's limit on one argument string, its closing NUL included (`MAX_ARG_STRLEN`, 32
+/// pages): a criterion's command is the one argument `sh -c` runs.
+const MAX_COMMAND_BYTES: usize = 128 * 1024;
+
 pub fn criterion_problems(c: &Criterion) -> Vec<String> {
     let mut problems = Vec::new();
     for (label, line) in &c.repeated {
@@ -1953,6 +1957,14 @@ pub fn criterion_problems(c: &Criterion) -> Vec<String> {
     }
     if c.command.trim().is_empty() && kind != "manual" {
         problems.push(format!("criterion `{}` has no Command", c.id));
+    }
+    if c.command.len() >= MAX_COMMAND_BYTES {
+        problems.push(format!(
+            "criterion `{}`: its Command is {} bytes, and Linux starts no command line of {MAX_COMMAND_BYTES} bytes or \
+             more (it is one argument of `sh -c`): it could never run; put it in a script and run the script",
+            c.id,
+            c.command.len()
+        ));
     }
     if c.kind == "browser" && kind != "browser_evidence" || kind == "browser_evidence" && c.kind != "browser" {
         problems.push(format!("criterion `{}`: type `browser` and kind `browser_evidence` go together", c.id));

@@ -310,6 +310,10 @@ fn malformed_specs_get_line_numbered_diagnostics() {
         ),
         (body("## Phase 1: A\n- [ ] `a` test - x\n"), "criterion `a` has no Command"),
         (
+            body(&format!("## Phase 1: A\n- [ ] `a` test - x\n  - Command: `true {}`\n", "x".repeat(128 * 1024))),
+            "line 8: criterion `a`: its Command is 131077 bytes, and Linux starts no command line",
+        ),
+        (
             body(
                 "## Phase 1: A\n- [ ] `a` test - x\n  - Command: `exit 1`\n  - Expected kind: `exit_code_nonzero`\n  - Expected exit code: 2\n",
             ),
