@@ -152,21 +152,29 @@ pub fn trust_host_key(root: &Path, key: &SigningKey) -> Result<bool, String> {
 }
 
 /// `init`: create the caller's host key when missing and trust it in the workspace.
-pub fn init_trust(
-    root: &Path,
-    env: &BTreeMap<String, String>,
-    report: &mut crate::workspace::layout::InitReport,
-) -> Result<(), String> {
-    let Some(path) = host_key_path(env) else { return Ok(()) };
-    let key = host_key(&path, true)?;
+/// The workspace is made whatever becomes of the key: a key that cannot be had is a warning
+/// naming why (receipts need it only at `finalize`, which makes it on first use), never a
+/// failed `init` that has already written the layout.
+pub fn init_trust(root: &Path, env: &BTreeMap<String, String>, report: &mut crate::workspace::layout::InitReport) {
+    let Some(path) = host_key_path(env) else {
+        report.warnings.push(
+            "no receipt signing key was made: none of SCAFLD_CONFIG_HOME, XDG_CONFIG_HOME and HOME is set; set one \
+             and run `scafld init` again before `scafld finalize` signs a receipt"
+                .to_string(),
+        );
+        return;
+    };
     let existed = trusted_keys_path(root).exists();
     let name = ".scafld/trusted-keys.json".to_string();
-    match (trust_host_key(root, &key)?, existed) {
-        (true, false) => report.created.push(name),
-        (true, true) => report.updated.push(name),
-        (false, _) => report.skipped.push(name),
+    match host_key(&path, true).and_then(|key| trust_host_key(root, &key)) {
+        Ok(true) if existed => report.updated.push(name),
+        Ok(true) => report.created.push(name),
+        Ok(false) => report.skipped.push(name),
+        Err(e) => report.warnings.push(format!(
+            "no receipt signing key was trusted: {e}; fix that and run `scafld init` again before `scafld finalize` \
+             signs a receipt"
+        )),
     }
-    Ok(())
 }
 
 /// The CI workflow `init --ci` writes.

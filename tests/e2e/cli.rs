@@ -120,6 +120,37 @@ fn init_creates_the_layout_and_is_idempotent() {
     assert!(human.stdout.contains("already initialized"), "{}", human.stdout);
 }
 
+/// What stands where `init` needs a folder (a file named `.scafld`, a `.scafld/runs` link to
+/// nothing) is named with what to do, not a bare "File exists"; a folder whose path is not
+/// UTF-8 is named as such, not "not a directory".
+#[test]
+fn init_names_what_is_in_its_way() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join(".scafld"), "my notes\n").unwrap();
+    let run = env.scafld(&["init", "--json"]);
+    assert_ne!(run.code, 0);
+    let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains(".scafld is in the way: it is a file where scafld needs a folder; move it aside"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_to_string(env.work.join(".scafld")).unwrap(), "my notes\n");
+
+    std::fs::remove_file(env.work.join(".scafld")).unwrap();
+    std::fs::create_dir(env.work.join(".scafld")).unwrap();
+    std::os::unix::fs::symlink(env.path("gone"), env.work.join(".scafld/runs")).unwrap();
+    let message = env.scafld(&["init", "--json"]).json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains(".scafld/runs is in the way: it is a link to nothing"), "{message}");
+
+    use std::os::unix::ffi::OsStrExt;
+    let odd = env.path("odd").join(std::ffi::OsStr::from_bytes(b"repo\xff"));
+    std::fs::create_dir_all(&odd).unwrap();
+    let run = Run::from(env.scafld_command(&["init", "--json"]).current_dir(&odd).output().unwrap());
+    let error = run.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("is not valid UTF-8"), "{error}");
+    assert!(!odd.join(".scafld").exists());
+}
+
 #[test]
 fn usage_errors_exit_2_with_an_envelope() {
     let env = TestEnv::new();

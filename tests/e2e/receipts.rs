@@ -299,6 +299,41 @@ fn base64_of(bytes: &[u8]) -> String {
     out
 }
 
+/// A receipt key `init` cannot make (no home to keep it in, or a folder where the key file
+/// goes) is a warning naming why: the workspace is made, not left half-made behind a failed
+/// `init`, and the next `init` that can make the key trusts it.
+#[test]
+fn init_warns_when_it_cannot_make_the_receipt_key() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    let key = env.path("home/.config/scafld/keys/receipt-ed25519");
+    std::fs::create_dir_all(&key).unwrap();
+    let run = env.scafld(&["init", "--json"]);
+    run.assert_code(0);
+    let warnings = run.json()["result"]["warnings"].to_string();
+    assert!(
+        warnings.contains("no receipt signing key was trusted") && warnings.contains("receipt-ed25519"),
+        "{warnings}"
+    );
+    assert!(env.work.join(".scafld/workspace_id").exists() && !env.work.join(".scafld/trusted-keys.json").exists());
+
+    std::fs::remove_dir(&key).unwrap();
+    let mut homeless = env.scafld_command(&["init", "--json"]);
+    homeless.env_remove("HOME");
+    let run = Run::from(homeless.output().unwrap());
+    run.assert_code(0);
+    assert!(
+        run.json()["result"]["warnings"]
+            .to_string()
+            .contains("none of SCAFLD_CONFIG_HOME, XDG_CONFIG_HOME and HOME is set"),
+        "{}",
+        run.stdout
+    );
+
+    let again = env.init();
+    assert!(again["result"]["created"].as_array().unwrap().iter().any(|p| p == ".scafld/trusted-keys.json"), "{again}");
+}
+
 #[test]
 fn init_creates_the_key_and_its_trust_and_init_ci_the_workflow() {
     let env = TestEnv::new();

@@ -95,13 +95,28 @@ fn absolute(path: &Path) -> Result<PathBuf, CliError> {
         )
         .with_hint(hint));
     }
-    Ok(root)
+    utf8(root)
 }
 
 fn current_dir() -> Result<PathBuf, CliError> {
-    std::env::current_dir().map_err(|e| {
+    let cwd = std::env::current_dir().map_err(|e| {
         CliError::new("workspace_not_found", format!("cannot read the current directory: {e}"), workflow::UNREACHABLE)
-    })
+    })?;
+    utf8(cwd)
+}
+
+/// Paths go to the daemon as JSON text: one that is not UTF-8 would arrive as another path,
+/// one that does not exist, so it is refused here by name.
+fn utf8(path: PathBuf) -> Result<PathBuf, CliError> {
+    if path.to_str().is_some() {
+        return Ok(path);
+    }
+    Err(CliError::new(
+        "workspace_not_found",
+        format!("{} is not valid UTF-8, and scafld works only in folders whose paths are", path.display()),
+        workflow::UNREACHABLE,
+    )
+    .with_hint("rename the folder (or the one above it) so its name is UTF-8 text"))
 }
 
 fn not_a_workspace(root: &Path) -> CliError {

@@ -217,8 +217,7 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
         report.created.insert(0, layout::SCAFLD_DIR.to_string());
     }
     if let Some(caller) = &params.caller {
-        crate::receipts::init_trust(root, &caller.env, &mut report)
-            .map_err(|e| RpcError::new(ErrorKind::InvalidState, e))?;
+        crate::receipts::init_trust(root, &caller.env, &mut report);
     }
     if params.agents {
         crate::workspace::agent_guide::add(root, &mut report);

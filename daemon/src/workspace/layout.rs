@@ -26,8 +26,28 @@ pub fn user_mode(dir: bool) -> u32 {
 /// Make a new directory of the workspace with the user's mode.
 fn create_user_dir(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    fs::create_dir(path)?;
+    fs::create_dir(path).map_err(|e| in_the_way(path, e))?;
     fs::set_permissions(path, fs::Permissions::from_mode(user_mode(true)))
+}
+
+/// A folder that cannot be made because something else has its name (a file, a link to
+/// nothing) is named with what to do; the error keeps its kind for callers racing a create.
+fn in_the_way(path: &Path, e: io::Error) -> io::Error {
+    if e.kind() != io::ErrorKind::AlreadyExists || path.is_dir() {
+        return e;
+    }
+    let what = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => "a link to nothing",
+        Ok(meta) if meta.is_file() => "a file",
+        _ => "something other than a folder",
+    };
+    io::Error::new(
+        e.kind(),
+        format!(
+            "{} is in the way: it is {what} where scafld needs a folder; move it aside and try again",
+            path.display()
+        ),
+    )
 }
 
 /// Write a new workspace file (or replace one) with the user's mode; not atomic (diagnostics,
