@@ -3,7 +3,9 @@
 //! the editor counts them; cleared with an empty list, republished when the file changes on
 //! disk, the file's once saved), review findings on the cited lines until resolved (a huge
 //! line held within LSP's range), hover, document symbols, executeCommand with `$/progress`, a
-//! daemon restart (a spec no buffer holds, edited while no daemon ran, checked again), a hung
+//! daemon restart (a spec no buffer holds, edited while no daemon ran, checked again), every
+//! broken spec published when the server starts, after a restart and when it first meets a
+//! workspace in an opened spec, whenever it broke, a hung
 //! daemon, a workspace opened through a linked path with a space and
 //! non-ASCII in it (didClose back to the file's list), a spec of a folder never initialised
 //! opened without a write, a clean exit, malformed messages and frames, requests with an
@@ -45,9 +47,17 @@ struct Lsp {
 impl Lsp {
     /// Start `scafld lsp` in the work directory and initialise it with `root` as its workspace.
     fn start(env: &TestEnv, root: &Path) -> Lsp {
+        Lsp::start_with(env, &env.work, root, &[])
+    }
+
+    /// [`Lsp::start`] run in `cwd` (outside any workspace, the server knows only `root`) with
+    /// `vars` set.
+    fn start_with(env: &TestEnv, cwd: &Path, root: &Path, vars: &[(&str, &str)]) -> Lsp {
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(env.path("lsp.stderr")).unwrap();
         let mut child = env
             .scafld_command(&["lsp"])
+            .current_dir(cwd)
+            .envs(vars.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -599,6 +609,61 @@ fn lsp_checks_again_after_a_restart_a_spec_edited_while_no_daemon_ran() {
     env.start_daemon();
     let first = lsp.diagnostics(&other_uri, "the other spec's first list after the restart", |_| true);
     assert!(has_duplicate(&first), "the file as it is now, not the clean list of before: {first:?}");
+}
+
+/// Specs broken where the server never looked: written before it started (the daemon indexed
+/// them, no event said so) or while no daemon ran (nothing could). Each is published when the
+/// server starts, and one broken while the daemon was down when it is back, no buffer open.
+#[test]
+fn lsp_publishes_every_broken_spec_when_it_starts_and_after_a_restart() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let indexed = write_spec(&env, "drafts", "indexed", &broken("indexed"));
+    env.scafld(&["validate", "indexed"]).assert_code(3);
+    let mut daemon = env.take_daemon();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    // Bad front matter, written with no daemon to see it.
+    let unseen = write_spec(&env, "drafts", "unseen", "---\nstatus: [draft\n---\n# Unseen\n");
+    write_spec(&env, "drafts", "clean", &spec_text("clean", "draft"));
+    env.start_daemon();
+    // Never a daemon of its own: one it started on a late read, while the test's was down,
+    // would watch the spec being broken and announce it.
+    let mut lsp = Lsp::start_with(&env, &env.work, &env.work, &[("SCAFLD_NO_AUTOSTART", "1")]);
+    lsp.diagnostics(&uri(&indexed), "the spec broken before the server started", has_duplicate);
+    let errors = |d: &[Value]| d.iter().any(|d| d["severity"] == 1 && d["source"] == "scafld");
+    lsp.diagnostics(&uri(&unseen), "the spec broken while no daemon ran", errors);
+
+    let mut daemon = env.take_daemon();
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    lsp.logged(2, "lost the daemon");
+    let later = write_spec(&env, "drafts", "later", &broken("later"));
+    lsp.backlog.clear();
+    env.start_daemon();
+    lsp.diagnostics(&uri(&later), "the spec broken while the daemon was down", has_duplicate);
+    // A clean spec nothing ever showed gets no list: nothing to clear.
+    let clean = uri(&env.work.join(".scafld/specs/drafts/clean.md"));
+    assert!(!lsp.seen.iter().any(|m| m.contains(&clean)), "{:#?}", lsp.seen);
+}
+
+/// A workspace the server first meets in a spec the editor opens (started outside it, with
+/// another folder as its root): that spec's buffer is checked, and the workspace's other broken
+/// specs are published as they would have been had it started there.
+#[test]
+fn lsp_publishes_the_broken_specs_of_a_workspace_first_met_in_an_opened_spec() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    env.init();
+    let other = write_spec(&env, "drafts", "other", &broken("other"));
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let home = env.path("home");
+    let mut lsp = Lsp::start_with(&env, &home, &home, &[]);
+    let uri = uri(&path);
+    lsp.open(&uri, &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri, "the open buffer's empty list", |d| d.is_empty());
+    lsp.diagnostics(&crate::lsp::uri(&other), "the other spec's duplicate id", has_duplicate);
 }
 
 /// A stopped (SIGSTOP) process, continued when dropped: a hung daemon, even if the test fails.

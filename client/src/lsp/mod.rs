@@ -15,6 +15,7 @@ mod lines;
 mod outline;
 mod transport;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -350,8 +351,11 @@ impl Server {
                 }
                 if let Some(doc) = self.docs.open(p.text_document.uri, p.text_document.text).cloned() {
                     if let Some(root) = self.add_root(&doc.spec.root) {
-                        let read = self.refresh_root_findings(&root);
-                        self.report(read, || format!("read the findings of {}", root.path.display()));
+                        // A workspace new to the server: its broken specs and its findings.
+                        let mut read: BTreeSet<TaskKey> = self.docs.all().map(|d| d.key.clone()).collect();
+                        let read =
+                            self.refresh_root_specs(&root, &mut read).and_then(|()| self.refresh_root_findings(&root));
+                        self.report(read, || format!("read the workspace {}", root.path.display()));
                     }
                     self.check_buffer(&doc);
                 }
@@ -541,10 +545,39 @@ impl Server {
         Ok(())
     }
 
-    /// Re-read everything shown: every open buffer, every spec whose diagnostics are shown
-    /// and every root's findings. `force` republishes even unchanged lists (after a
-    /// reconnection the editor is told again), but only once everything was read again: a
-    /// list that could not be checked is never sent anew as if it had been.
+    /// Publish the file's list of each spec of `root` that has something to say and that no
+    /// buffer holds nor anything read already (`read`, which gains them): a spec broken before
+    /// the server started, or while no daemon ran, is told by no event (a daemon indexing its
+    /// workspace announces nothing), so the whole workspace is read, as `scafld validate --all`
+    /// reads it, in one call. A clean spec gets no list: nothing showed one to clear.
+    fn refresh_root_specs(&mut self, root: &Root, read: &mut BTreeSet<TaskKey>) -> Result<(), LinkError> {
+        let params = m::WorkspaceRootParams { root: root.path.display().to_string() };
+        let all = match self.link.call::<m::TaskValidateAll>(&params) {
+            Ok(all) => all,
+            // Not a scafld workspace (yet): nothing to show.
+            Err(LinkError::Refused { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for spec in all.specs.into_iter().filter(|spec| !spec.diagnostics.is_empty()) {
+            let key: TaskKey = (root.canonical.clone(), spec.task_id);
+            if !read.insert(key.clone()) {
+                continue;
+            }
+            let file = root.path.join(&spec.path);
+            let Some(uri) = self.docs.uri_of(&file) else { continue };
+            let lines = LineMap::of_file(&file);
+            let diagnostics = spec.diagnostics.iter().map(|d| diagnostics::spec_diagnostic(d, &lines)).collect();
+            let touched = self.published.set_spec(key, vec![(uri, diagnostics)]);
+            self.publish(touched, false);
+        }
+        Ok(())
+    }
+
+    /// Re-read everything shown, and every spec with problems: every open buffer, every spec
+    /// whose diagnostics are shown, every other spec of a root that has something to say
+    /// (whenever it went wrong) and every root's findings. `force` republishes even unchanged
+    /// lists (after a reconnection the editor is told again), but only once everything was read
+    /// again: a list that could not be checked is never sent anew as if it had been.
     fn refresh_all(&mut self, force: bool) {
         let read = self.refresh_all_or_fail();
         let reread = read.is_ok();
@@ -562,7 +595,7 @@ impl Server {
         // file, which may have changed while no events came: the file is read, as an event
         // about it would have.
         let docs: Vec<Document> = self.docs.all().cloned().collect();
-        let mut refreshed = std::collections::BTreeSet::new();
+        let mut refreshed = BTreeSet::new();
         for doc in docs {
             match self.root(&doc.key.0) {
                 // Every open buffer of the task at once.
@@ -586,6 +619,7 @@ impl Server {
         }
         let before = self.published.tasks_with_findings();
         for root in self.roots.clone() {
+            self.refresh_root_specs(&root, &mut refreshed)?;
             self.refresh_root_findings(&root)?;
         }
         // A task gone from the list (removed while we were away) keeps no findings.
