@@ -142,7 +142,9 @@ pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, String> {
     let repo = open(root)?;
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let head = head_commit(&repo).map(|c| c.id().to_string());
-    let statuses = scoped_statuses(&repo, &outside_runner_dirs(&repo, &workdir))?;
+    // A top-level name that is not UTF-8 is passed over here: what was dirty at approval is
+    // context, and a task whose scope holds no such file must not be refused for it.
+    let statuses = scoped_statuses(&repo, &outside_runner_dirs(&repo, &workdir).0)?;
     let mut paths = Vec::new();
     for (path, status) in &statuses {
         let path = path.trim_end_matches('/');
@@ -638,7 +640,7 @@ fn collect_material(
     let head_tree = head_commit(repo).and_then(|c| c.tree().ok());
     // A submodule's whole tree is walked whole (its runner folders are not the runner's).
     let walk = if prune && (prefix.is_empty() || !whole) {
-        pruned_walk(repo, head_tree.as_ref(), &workdir, &scope_here, whole)
+        pruned_walk(repo, head_tree.as_ref(), &workdir, &scope_here, whole)?
     } else {
         Vec::new()
     };
@@ -825,16 +827,18 @@ fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, S
         for entry in statuses.iter() {
             // A name that is not UTF-8 cannot be carried as a path here: never left out in
             // silence (evidence, the gate and a receipt would pass over its content).
-            let path = entry.path().map_err(|_| {
-                format!(
-                    "`{}` has a name that is not UTF-8, which scafld cannot bind evidence to: rename it, or keep it out of the task's scope",
-                    String::from_utf8_lossy(entry.path_bytes())
-                )
-            })?;
+            let path = entry.path().map_err(|_| not_utf8(String::from_utf8_lossy(entry.path_bytes()).into_owned()))?;
             found.insert(path.to_string(), entry.status());
         }
     }
     Ok(found.into_iter().collect())
+}
+
+/// The refusal of a file whose name is not UTF-8 (shown with replacement characters).
+fn not_utf8(shown: String) -> String {
+    format!(
+        "`{shown}` has a name that is not UTF-8, which scafld cannot bind evidence to: rename it, or keep it out of the task's scope"
+    )
 }
 
 /// The paths a status walk of `scope` is pruned to: the whole tree but the runner's folders
@@ -845,17 +849,26 @@ fn pruned_walk(
     workdir: &Path,
     scope: &[String],
     whole: bool,
-) -> Vec<String> {
-    if whole { outside_runner_dirs(repo, workdir) } else { walk_paths(repo, head_tree, workdir, scope) }
+) -> Result<Vec<String>, String> {
+    if !whole {
+        return Ok(walk_paths(repo, head_tree, workdir, scope));
+    }
+    // Refused as the status walk refuses one further down: a name passed over here would be
+    // content no evidence, gate or receipt reads.
+    match outside_runner_dirs(repo, workdir) {
+        (_, Some(unnamed)) => Err(not_utf8(unnamed)),
+        (walk, None) => Ok(walk),
+    }
 }
 
 /// The whole work tree but the runner's folders, as the paths of a pruned walk: every name at
 /// the top and in `.scafld/` that the disk, the index or HEAD has, but `.git` and the runner's
 /// folders (whose thousands of specs and run logs never count as task content).
-fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> Vec<String> {
+/// Also the first name found there that is not UTF-8 (shown lossily), which the paths cannot hold.
+fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> (Vec<String>, Option<String>) {
     // A symlink named `.scafld` is reported by its own name, never walked through.
     let scafld_is_dir = std::fs::symlink_metadata(workdir.join(".scafld")).is_ok_and(|m| m.is_dir());
-    let mut names = BTreeSet::new();
+    let (mut names, mut unnamed) = (BTreeSet::new(), None);
     let mut add = |path: &str| {
         let mut parts = path.split('/');
         match (parts.next(), parts.next()) {
@@ -874,8 +887,9 @@ fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> Vec<String> {
     };
     for (dir, prefix) in [(workdir.to_path_buf(), ""), (workdir.join(".scafld"), ".scafld/")] {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            if let Some(name) = entry.file_name().to_str() {
-                add(&format!("{prefix}{name}"));
+            match entry.file_name().to_str() {
+                Some(name) => add(&format!("{prefix}{name}")),
+                None => unnamed = unnamed.or(Some(format!("{prefix}{}", entry.file_name().to_string_lossy()))),
             }
         }
     }
@@ -897,7 +911,7 @@ fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> Vec<String> {
             }
         }
     }
-    literal_walk(workdir, names.into_iter().collect())
+    (literal_walk(workdir, names.into_iter().collect()), unnamed)
 }
 
 /// The files of a scope and the sha256 of each one's content: what a receipt signs and what
@@ -972,7 +986,7 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
         };
         // The same pruned walk as the material's (`keep` still decides).
         let whole = scope.is_empty();
-        let walk = if prune { pruned_walk(&repo, Some(&tree), &workdir, scope, whole) } else { Vec::new() };
+        let walk = if prune { pruned_walk(&repo, Some(&tree), &workdir, scope, whole)? } else { Vec::new() };
         let reported: Vec<String> = scoped_statuses(&repo, &walk)?.into_iter().map(|(path, _)| path).collect();
         // And the files the walk calls clean whose index entry cannot vouch for the content
         // on the disk, as the material reads them (see [`Unchecked::clean`]).
@@ -2043,6 +2057,25 @@ mod tests {
         let snap: Vec<(String, String)> =
             snapshot(&root, &[]).unwrap().paths.into_iter().map(|p| (p.path, p.status)).collect();
         assert_eq!(snap, [("config/gone".to_string(), " D".to_string())]);
+    }
+
+    /// A file whose name is not UTF-8 is refused by name wherever a whole-tree scope would
+    /// read it, at the top as below it (it was passed over at the top: evidence and receipts
+    /// left its content out); the approval snapshot, context for every scope, passes over it.
+    #[test]
+    fn a_whole_scope_refuses_a_top_level_name_that_is_not_utf8() {
+        use std::os::unix::ffi::OsStrExt;
+        let (_dir, root) = new_repo();
+        write(&root, "src/a.txt", "one\n");
+        git(&root, &["add", "."]);
+        git(&root, &["commit", "-qm", "base"]);
+        std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")), "v1\n").unwrap();
+        for walked in [true, false] {
+            let refused = material_walked(&root, &[], walked).unwrap_err();
+            assert!(refused.contains("bad\u{fffd}.txt` has a name that is not UTF-8"), "{refused}");
+        }
+        assert!(material(&root, &["src".to_string()]).is_ok());
+        assert!(snapshot(&root, &["src".to_string()]).unwrap().paths.is_empty());
     }
 
     fn digest(root: &Path, scope: &[&str]) -> String {
