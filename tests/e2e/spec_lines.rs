@@ -121,6 +121,51 @@ fn a_criterion_nested_under_an_item_or_before_the_first_section_is_named_on_its_
     assert_eq!(std::fs::read_to_string(env.work.join(".scafld/specs/drafts/n.md")).unwrap(), text);
 }
 
+/// A checklist item whose Command is a fenced block under `- Command:` is named on its own line
+/// where it is not read as a criterion, as one with the Command on its line is: a warning under
+/// a section scafld reads no criteria from, an error above a phase's `Acceptance:` label, which
+/// `approve` refuses. Before, neither was named, and the draft approved with a command that
+/// never runs.
+#[test]
+fn a_stray_item_with_a_fenced_command_is_named_on_its_line() {
+    let env = env();
+    let fenced = |indent: &str, command: &str| {
+        format!("{indent}- Command:\n{indent}  ```sh\n{indent}  {command}\n{indent}  ```\n")
+    };
+    let body = format!(
+        "## Verification\n\n- [ ] `v1` test - says bye\n{}- a note\n  - [ ] `o1` test - nested\n{}\n## Phase 1: One\n\nObjective: x\n\nSteps:\n- [ ] `s1` test - a step\n{}\nAcceptance:\n- [ ] `a1` test - exists\n{}",
+        fenced("  ", "grep -q bye greet.txt"),
+        fenced("    ", "false"),
+        fenced("  ", "make"),
+        fenced("  ", "true"),
+    );
+    let text = draft("fc", &body);
+    std::fs::write(env.work.join(".scafld/specs/drafts/fc.md"), &text).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() as u64 + 1;
+    let found = diagnostics(&env, "fc");
+    let said: Vec<(u64, &str, &str)> = found
+        .iter()
+        .map(|(line, severity, m)| (*line, severity.as_str(), m.split(" has a Command but ").next().unwrap()))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            (line_of("`v1`"), "warning", "`v1`"),
+            (line_of("`o1`"), "warning", "`o1`"),
+            (line_of("`s1`"), "error", "`s1`")
+        ],
+        "{found:#?}"
+    );
+    assert!(found[0].2.contains("stands under `## Verification`") && found[0].2.contains("never runs"), "{found:#?}");
+    assert!(found[2].2.contains("above the phase's `Acceptance:` label"), "{found:#?}");
+    env.scafld(&["validate", "fc"]).assert_code(3);
+    let approve = env.scafld(&["approve", "fc", "--reason", "t"]);
+    approve.assert_code(3);
+    assert!(approve.stderr.contains("`s1` has a Command but stands above"), "{}", approve.stderr);
+    // Nothing of the user's text moved or went.
+    assert_eq!(std::fs::read_to_string(env.work.join(".scafld/specs/drafts/fc.md")).unwrap(), text);
+}
+
 /// `Dependencies:` naming a phase the spec lacks, a later phase or no phase at all is warned of
 /// on its line (phases are built in the order written); an earlier one and `none` are fine.
 /// Before, all of them passed validate without a word.

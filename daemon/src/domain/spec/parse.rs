@@ -1493,26 +1493,64 @@ impl<'a> Parser<'a> {
         (indent(line) > 0 && boxed && !self.hidden(i)).then_some(item)
     }
 
-    /// Whether the nested item at `start` carries a `Command:` detail with a value, among the
-    /// lines indented deeper than it (up to a checklist item of its own).
+    /// Whether the nested item at `start` carries a `Command:` detail giving a command
+    /// ([`Parser::gives_command`]), among the lines indented deeper than it (up to a checklist
+    /// item of its own).
     fn nested_command(&self, start: usize, end: usize) -> bool {
-        let base = indent(self.lines[start]);
-        for i in start + 1..end {
-            let line = self.lines[i];
-            if line.trim().is_empty() || self.commented(i) {
-                continue;
-            }
-            if indent(line) <= base || self.nested_checklist(i).is_some() {
+        let end = self.nested_end(start, end);
+        let mut i = start + 1;
+        while i < end {
+            if self.nested_checklist(i).is_some() {
                 return false;
             }
-            if let Some((key, value)) = detail(line)
-                && normalize_key(key) == "command"
-                && !is_unset(&unquote(&without_inline_comments(value)))
-            {
+            if self.in_fence[i] {
+                // Code: nothing in it is a detail (a fence under `- Command:` is seen from there).
+                i = self.fence_end(i, end);
+                continue;
+            }
+            if !self.commented(i) && self.gives_command(i, end) {
                 return true;
             }
+            i += 1;
         }
         false
+    }
+
+    /// The line after the nested item at `start` and the lines indented deeper than it (blank
+    /// and commented lines among them, and a fence opened among them whole, its lines indented
+    /// as they may be), bounded by `end`.
+    fn nested_end(&self, start: usize, end: usize) -> usize {
+        let base = indent(self.lines[start]);
+        let (mut i, mut after) = (start + 1, start + 1);
+        while i < end {
+            let line = self.lines[i];
+            if line.trim().is_empty() || self.commented(i) {
+                i += 1;
+                continue;
+            }
+            if indent(line) <= base {
+                break;
+            }
+            i = if self.in_fence[i] { self.fence_end(i, end) } else { i + 1 };
+            after = i;
+        }
+        after
+    }
+
+    /// Whether line `i` (outside code and comments) is a `- Command:` detail that gives a
+    /// command, as [`Parser::criterion`] reads one: a value on its line, or a fenced block with
+    /// something in it right under it (blank and commented lines between), before `end`.
+    fn gives_command(&self, i: usize, end: usize) -> bool {
+        let Some((_, value)) = detail(self.lines[i]).filter(|(key, _)| normalize_key(key) == "command") else {
+            return false;
+        };
+        if !is_unset(&unquote(&without_inline_comments(value))) {
+            return true;
+        }
+        let Some(open) = (i + 1..end).find(|&j| !self.lines[j].trim().is_empty() && !self.commented(j)) else {
+            return false;
+        };
+        self.in_fence[open] && !self.fence_body(open, self.fence_end(open, end)).trim().is_empty()
     }
 
     /// Say that the nested checklist item on line `i` (under `under`) has a Command but is not
@@ -1525,12 +1563,11 @@ impl<'a> Parser<'a> {
         self.diag(i + 1, rule, message);
     }
 
-    /// Whether the checklist item at `start` carries a `Command:` detail with a value.
+    /// Whether the checklist item at `start` carries a `Command:` detail giving a command
+    /// ([`Parser::gives_command`]: on its line or as a fenced block under it).
     fn has_command(&self, start: usize, end: usize) -> bool {
-        (start + 1..self.details_end(start + 1, end))
-            .filter(|&i| !self.commented(i))
-            .filter_map(|i| detail(self.lines[i]))
-            .any(|(key, value)| normalize_key(key) == "command" && !is_unset(&unquote(&without_inline_comments(value))))
+        let end = self.details_end(start + 1, end);
+        (start + 1..end).any(|i| !self.hidden(i) && self.gives_command(i, end))
     }
 
     /// Where the runner's part of a `## Review` section ends, `body` running to the next `## `

@@ -782,3 +782,41 @@ fn front_matter_comments_are_read_as_yaml_reads_them() {
     assert_eq!(yaml_comment(" # only a comment"), ("", " # only a comment"));
     assert_eq!(yaml_comment(" 'x'#y"), (" 'x'#y", ""));
 }
+
+/// A checklist item whose Command is a fenced block under `- Command:` (the form a criterion
+/// reads a long command in) carries a Command as one written on its line does: where it is not
+/// read as a criterion (before the first `##`, under another section, nested under a note,
+/// above a phase's `Acceptance:` label) it is named on its own line, and in a definition of done
+/// it is a criterion. A fence holding `- Command:` text is code, and an empty one gives no
+/// command. Before, such items were never named and a definition-of-done one never ran.
+#[test]
+fn a_stray_item_with_a_fenced_command_is_named_on_its_line() {
+    let text = with_body(concat!(
+        "- [ ] `p1` test - before any section\n  - Command:\n    ```sh\n    false\n    ```\n",
+        "## Verification\n",
+        "- [ ] `v1` test - fenced\n  - Command:\n\n    ```sh\n    grep -q bye greet.txt\n    ```\n",
+        "- a note\n  - [ ] `o1` test - nested\n    - Command:\n      ```\nfalse\n      ```\n",
+        "- [ ] a checklist for people\n  ```\n  - Command: `rm -rf /`\n  ```\n",
+        "- [ ] `e1` test - an empty fence runs nothing\n  - Command:\n    ```\n    ```\n",
+        "## Acceptance\nDefinition of done:\n- [ ] `d1` test - checked by a command\n  - Command:\n    ```\n    make check\n    ```\n",
+        "## Phase 1: A\nSteps:\n- [ ] `s1` test - a step\n  - Command:\n    ```\n    make\n    ```\n",
+        "Acceptance:\n- [ ] `a1` test - x\n  - Command:\n    ```\n    true\n    ```\n",
+    ));
+    let parsed = parse(&text);
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let mut said: Vec<(usize, Severity, String)> = parsed
+        .diagnostics
+        .iter()
+        .map(|d| (d.line, d.severity, d.message.split(" has a Command but ").next().unwrap().to_string()))
+        .collect();
+    said.sort_by_key(|(line, _, _)| *line);
+    let expected: Vec<(usize, Severity, String)> = [("p1", Severity::Warning), ("v1", Severity::Warning)]
+        .into_iter()
+        .chain([("o1", Severity::Warning), ("s1", Severity::Error)])
+        .map(|(id, severity)| (line_of(&format!("`{id}`")), severity, format!("`{id}`")))
+        .collect();
+    assert_eq!(said, expected, "{:#?}", parsed.diagnostics);
+    let read: Vec<(&str, &str)> = parsed.spec.criteria().map(|c| (c.id.as_str(), c.command.as_str())).collect();
+    assert_eq!(read, [("a1", "true"), ("d1", "make check")]);
+    assert!(parsed.spec.acceptance.definition_of_done.is_empty(), "{:?}", parsed.spec.acceptance);
+}
