@@ -166,6 +166,36 @@ fn a_stray_item_with_a_fenced_command_is_named_on_its_line() {
     assert_eq!(std::fs::read_to_string(env.work.join(".scafld/specs/drafts/fc.md")).unwrap(), text);
 }
 
+/// A checklist item with a Command nested under a definition-of-done item is named on its own
+/// line by `validate`, and the item above it is not made a criterion of the nested Command:
+/// approving writes nothing into the definition of done. Before, the nested item under a bullet
+/// was dropped without a word and the one under `d2` ran as `d2`.
+#[test]
+fn a_criterion_nested_in_a_definition_of_done_is_named_on_its_line() {
+    let env = env();
+    let dod = "Definition of done:\n- [ ] `d2` - release notes\n  - [ ] `d3` test - nested under an item\n    - Command: `false`\n- a plain bullet\n  - [ ] `d4` test - nested under a bullet\n    - Command: `false`\n";
+    let body = format!(
+        "## Acceptance\n\n{dod}\nValidation:\n- [ ] `t1` test - task level\n  - Command: `true`\n\n## Phase 1: One\n\nObjective: x\n\nAcceptance:\n- [ ] `a1` test - exists\n  - Command: `true`\n"
+    );
+    let text = draft("dd", &body);
+    std::fs::write(env.work.join(".scafld/specs/drafts/dd.md"), &text).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() as u64 + 1;
+    let found = diagnostics(&env, "dd");
+    let said: Vec<(u64, &str)> = found.iter().map(|(line, severity, _)| (*line, severity.as_str())).collect();
+    assert_eq!(said, [(line_of("`d3`"), "warning"), (line_of("`d4`"), "warning")], "{found:#?}");
+    for ((_, _, message), id) in found.iter().zip(["d3", "d4"]) {
+        let expected = format!("`{id}` has a Command but is indented under a definition-of-done item");
+        assert!(message.starts_with(&expected) && message.ends_with("under `Validation:`"), "{message}");
+    }
+    let validate = env.scafld(&["validate", "dd", "--json"]).json();
+    let criteria: Vec<&str> =
+        validate["result"]["criteria"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(criteria, ["t1"], "d2 is no criterion: {validate}");
+    env.scafld(&["approve", "dd", "--reason", "t"]).assert_code(0);
+    let approved = std::fs::read_to_string(env.work.join(".scafld/specs/approved/dd.md")).unwrap();
+    assert!(approved.contains(&format!("\n{dod}\nValidation:\n")), "{approved}");
+}
+
 /// `Dependencies:` naming a phase the spec lacks, a later phase or no phase at all is warned of
 /// on its line (phases are built in the order written); an earlier one and `none` are fine.
 /// Before, all of them passed validate without a word.

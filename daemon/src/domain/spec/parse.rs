@@ -599,6 +599,9 @@ fn other_checklist(line: &str) -> Option<&str> {
     Some(&line[..marker + gap + boxed.len()])
 }
 
+/// Where a criterion indented under another item would be read, said in its diagnostic.
+const UNDER_ACCEPTANCE: &str = "under `Acceptance:`";
+
 /// How a diagnostic names the checklist item on `line`: its criterion id, else its text.
 fn checklist_what(line: &str) -> String {
     let item = line.trim_start();
@@ -1099,7 +1102,7 @@ impl<'a> Parser<'a> {
                 } else {
                     (Rule::Reading, "another item")
                 };
-                self.nested_criterion_diag(i, rule, under);
+                self.nested_criterion_diag(i, rule, under, UNDER_ACCEPTANCE);
             }
             if let Some(shape) = other_checklist(line) {
                 let reading = if labelled { mode == Mode::Acceptance } else { mode != Mode::Changes };
@@ -1183,7 +1186,7 @@ impl<'a> Parser<'a> {
             );
             for i in start + 1..next {
                 if self.nested_checklist(i).is_some() && self.nested_command(i, next) {
-                    self.nested_criterion_diag(i, Rule::Reading, "another item");
+                    self.nested_criterion_diag(i, Rule::Reading, "another item", UNDER_ACCEPTANCE);
                 }
             }
             return next;
@@ -1227,7 +1230,7 @@ impl<'a> Parser<'a> {
             if self.nested_checklist(i).is_some() && self.nested_command(i, next) {
                 // Its details are read as this criterion's (a second Command is refused there).
                 let under = format!("criterion `{}` (its details are read as that criterion's)", c.id);
-                self.nested_criterion_diag(i, Rule::Reading, &under);
+                self.nested_criterion_diag(i, Rule::Reading, &under, UNDER_ACCEPTANCE);
                 // Said as what it is, not as the Command above continuing.
                 last_key.clear();
             }
@@ -1428,15 +1431,24 @@ impl<'a> Parser<'a> {
                 self.other_checklist_diag(i, shape);
                 i += 1;
             } else if in_dod {
-                // Definition-of-done items are a checklist for people, not commands to run.
+                // Definition-of-done items are a checklist for people, not commands to run; one
+                // nested under an item with a Command of its own is kept as written, and named.
                 let end = if line.starts_with("- [") { self.details_end(i + 1, body.end) } else { i + 1 };
                 for j in i..end {
+                    if self.nested_checklist(j).is_some() && self.nested_command(j, body.end) {
+                        self.nested_criterion_diag(
+                            j,
+                            Rule::Reading,
+                            "a definition-of-done item",
+                            "under `Validation:`",
+                        );
+                    }
                     self.spec.acceptance.definition_of_done.push(self.lines[j].to_string());
                 }
                 i = end;
             } else {
                 if self.nested_checklist(i).is_some() && self.nested_command(i, body.end) {
-                    self.nested_criterion_diag(i, Rule::Reading, "another item");
+                    self.nested_criterion_diag(i, Rule::Reading, "another item", UNDER_ACCEPTANCE);
                 }
                 i += 1;
             }
@@ -1554,20 +1566,33 @@ impl<'a> Parser<'a> {
     }
 
     /// Say that the nested checklist item on line `i` (under `under`) has a Command but is not
-    /// a criterion.
-    fn nested_criterion_diag(&mut self, i: usize, rule: Rule, under: &str) {
+    /// a criterion, and where (`to`) it would be one.
+    fn nested_criterion_diag(&mut self, i: usize, rule: Rule, under: &str, to: &str) {
         let what = checklist_what(self.lines[i]);
         let message = format!(
-            "`{what}` has a Command but is indented under {under}, so it is not a criterion and never runs: scafld reads criteria only from `- [ ]` at the start of a line; move it to the start of a line under `Acceptance:`"
+            "`{what}` has a Command but is indented under {under}, so it is not a criterion and never runs: scafld reads criteria only from `- [ ]` at the start of a line; move it to the start of a line {to}"
         );
         self.diag(i + 1, rule, message);
     }
 
     /// Whether the checklist item at `start` carries a `Command:` detail giving a command
     /// ([`Parser::gives_command`]: on its line or as a fenced block under it).
+    /// One in a checklist item nested under it is that item's own, named as such, never this
+    /// one's.
     fn has_command(&self, start: usize, end: usize) -> bool {
         let end = self.details_end(start + 1, end);
-        (start + 1..end).any(|i| !self.hidden(i) && self.gives_command(i, end))
+        let mut i = start + 1;
+        while i < end {
+            if self.nested_checklist(i).is_some() {
+                i = self.nested_end(i, end);
+                continue;
+            }
+            if !self.hidden(i) && self.gives_command(i, end) {
+                return true;
+            }
+            i += 1;
+        }
+        false
     }
 
     /// Where the runner's part of a `## Review` section ends, `body` running to the next `## `

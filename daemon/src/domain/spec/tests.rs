@@ -820,3 +820,41 @@ fn a_stray_item_with_a_fenced_command_is_named_on_its_line() {
     assert_eq!(read, [("a1", "true"), ("d1", "make check")]);
     assert!(parsed.spec.acceptance.definition_of_done.is_empty(), "{:?}", parsed.spec.acceptance);
 }
+
+/// A checklist item with a Command nested under a definition-of-done item (a checklist one, one
+/// with a backticked id, a plain bullet) is named on its own line as never running, and the
+/// item above it stays a checklist line kept as written: the nested Command is not the item's.
+/// Before, the first two made their item a criterion (one running the nested command as its
+/// own) and the third was dropped without a word.
+#[test]
+fn a_criterion_nested_in_a_definition_of_done_is_named_on_its_line() {
+    let dod = concat!(
+        "- [ ] Docs updated\n  - [ ] `d1` test - nested under a plain item\n    - Command: `false`\n",
+        "- [ ] `d2` - release notes\n  - [ ] `d3` test - nested under an item with an id\n    - Command:\n      ```\n      false\n      ```\n",
+        "- a plain bullet\n  - [ ] `d4` test - nested under a bullet\n    - Command: `false`\n",
+        "- [ ] People check\n  - [ ] a sub-check for people\n",
+    );
+    let text = with_body(&format!(
+        "## Acceptance\nDefinition of done:\n{dod}\nValidation:\n- [ ] `t1` test - task level\n  - Command: `true`\n## Phase 1: A\nAcceptance:\n- [ ] `a1` test - x\n  - Command: `true`\n"
+    ));
+    let parsed = parse(&text);
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let said: Vec<(usize, Severity, &str)> =
+        parsed.diagnostics.iter().map(|d| (d.line, d.severity, d.message.as_str())).collect();
+    let expected: Vec<(usize, Severity, String)> = ["d1", "d3", "d4"]
+        .into_iter()
+        .map(|id| {
+            (
+                line_of(&format!("`{id}`")),
+                Severity::Warning,
+                format!(
+                    "`{id}` has a Command but is indented under a definition-of-done item, so it is not a criterion and never runs: scafld reads criteria only from `- [ ]` at the start of a line; move it to the start of a line under `Validation:`"
+                ),
+            )
+        })
+        .collect();
+    let expected: Vec<(usize, Severity, &str)> = expected.iter().map(|(l, s, m)| (*l, *s, m.as_str())).collect();
+    assert_eq!(said, expected);
+    assert_eq!(parsed.spec.criteria().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["a1", "t1"]);
+    assert_eq!(parsed.spec.acceptance.definition_of_done.concat(), dod.lines().collect::<Vec<_>>().concat());
+}
