@@ -460,6 +460,65 @@ fn a_pass_is_never_projected_beside_a_command_edited_since_it_ran() {
     assert!(text.contains("- [x] `a1`"), "the untouched criterion keeps its pass: {text}");
 }
 
+/// A criterion's command edited mid-build after it passed: the file shows it pending (as a
+/// projection writes it), and `status`, `list` and `report` count it so too, so nothing flags a
+/// disagreement that `reconcile` would not change. Before, `list` and `report` counted the
+/// stale pass and pointed at `reconcile`, which wrote the same file again, for ever; a file
+/// that still claims the pass is flagged, and `reconcile` changes it.
+#[test]
+fn a_pass_for_an_edited_definition_is_no_disagreement_once_the_file_shows_it_pending() {
+    let mut env = TestEnv::new();
+    ready(&env, "edited", &spec("edited", &[&[("a1", "true", ""), ("a2", "true", "")], &[("b1", "true", "")]], &[]));
+    build(&env, "edited");
+    let path = env.work.join(".scafld/specs/active/edited.md");
+    let built = std::fs::read_to_string(&path).unwrap();
+    assert!(built.contains("- [x] `a2`") && built.contains("status: active"), "{built}");
+    let at = built.find("`a2`").unwrap();
+    let (head, a2) = built.split_at(at);
+    std::fs::write(&path, format!("{head}{}", a2.replacen("- Command: `true`", "- Command: `true # changed`", 1)))
+        .unwrap();
+    // What every surface says: (passed, pending) counts, and whether the file is flagged.
+    let reads = |env: &TestEnv| {
+        let status = env.scafld(&["status", "edited", "--json"]).json()["result"].clone();
+        let a2 = status["criteria"].as_array().unwrap().iter().find(|c| c["id"] == "a2").unwrap().clone();
+        assert_eq!((a2["status"].clone(), a2["freshness"].clone()), (json!("pending"), json!("stale")), "{status}");
+        assert_eq!(status["phases"][0]["criteria_passed"], 1, "{status}");
+        let row = env.scafld(&["list", "--counts", "--json"]).json()["result"]["tasks"][0].clone();
+        let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+        let counts = |c: &Value| (c["criteria_passed"].clone(), c["criteria_pending"].clone());
+        assert_eq!(counts(&status["counts"]), (json!(1), json!(2)), "{status}");
+        assert_eq!(counts(&row["counts"]), counts(&status["counts"]), "{row}");
+        assert_eq!(report["criteria_passed"], status["counts"]["criteria_passed"], "{report}");
+        let flagged = (row["file_counts"] != json!(null), report["counts_disagree"] == json!(["edited"]));
+        assert_eq!(flagged.0, flagged.1, "{row} {report}");
+        flagged.0
+    };
+    // The file still claims the pass beside the new command: that is flagged, and reconcile
+    // changes it.
+    assert!(reads(&env), "a file claiming a pass its ledger does not count is flagged");
+    let run = env.scafld(&["reconcile", "edited", "--json"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["changed"], true);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("- [ ] `a2`") && text.contains("- [x] `a1`"), "{text}");
+    // Now the file shows what reconcile writes: nothing is flagged, nothing points at reconcile,
+    // and reconcile indeed changes nothing; after a restart (the ledgers read from the store) too.
+    for restart in [false, true] {
+        if restart {
+            env.scafld(&["daemon", "stop"]).assert_code(0);
+            env.start_daemon();
+        }
+        assert!(!reads(&env), "restart {restart}: the file shows what its ledger projects");
+        let listed = env.scafld(&["list"]).stdout;
+        assert!(listed.contains("1/3") && !listed.contains("reconcile"), "{listed}");
+        let report = env.scafld(&["report"]).stdout;
+        assert!(report.contains("criteria: 1/3 passed") && !report.contains("reconcile"), "{report}");
+        let run = env.scafld(&["reconcile", "edited", "--json"]);
+        run.assert_code(0);
+        assert_eq!(run.json()["result"]["changed"], false, "restart {restart}");
+    }
+}
+
 #[test]
 fn timeouts_kill_the_whole_process_group() {
     let env = TestEnv::new();

@@ -40,7 +40,37 @@ fn digest_of<'a>(parts: impl Iterator<Item = &'a str>) -> String {
 /// turns the manual criteria of a task in flight into contract changes; everything recorded
 /// since binds the text.
 pub fn same_definition(recorded: &str, c: &Criterion) -> bool {
-    recorded == definition_digest(c) || (c.effective_kind() == "manual" && recorded == digest_of(runs(c).into_iter()))
+    Definition::of(c).is(recorded)
+}
+
+/// What [`same_definition`] compares of a criterion, kept apart from it: the spec index keeps
+/// one per criterion of each file, so `list` and `report` tell a result recorded for another
+/// definition (which the file shows pending, [`crate::domain::ledger::for_file`]) without the
+/// whole parse.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Definition {
+    digest: String,
+    /// A manual criterion's digest without its title, as an older scafld recorded it.
+    untitled: Option<String>,
+}
+
+impl Definition {
+    pub fn of(c: &Criterion) -> Definition {
+        let untitled = (c.effective_kind() == "manual").then(|| digest_of(runs(c).into_iter()));
+        Definition { digest: definition_digest(c), untitled }
+    }
+
+    /// Whether `recorded`, a definition digest on record, is this definition.
+    pub fn is(&self, recorded: &str) -> bool {
+        recorded == self.digest || self.untitled.as_deref() == Some(recorded)
+    }
+}
+
+/// The definition digest a recorded result is bound to, or `None` for a result recorded
+/// unbound (no definition or no material on record: [`Stale::Unbound`], whatever definition it
+/// names). Only a bound result can have run another definition ([`Stale::DefinitionChanged`]).
+pub fn bound_definition<'e>(definition: &'e str, material: &'e str) -> Option<&'e str> {
+    (!definition.is_empty() && !material.is_empty()).then_some(definition)
 }
 
 /// The scope the contract pins: the paths the spec declares (Context, Scope, Touchpoints,
@@ -436,14 +466,11 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
     let mut out = BTreeMap::new();
     for c in spec.criteria() {
         let Some((_, definition, recorded)) = latest_result(entries, &c.id) else { continue };
-        let why = if definition.is_empty() || recorded.is_empty() {
-            Some(Stale::Unbound)
-        } else if !same_definition(definition, c) {
-            Some(Stale::DefinitionChanged)
-        } else if material.is_none() {
-            Some(Stale::Unverifiable)
-        } else if Some(recorded) != material {
-            Some(match &own {
+        let why = match bound_definition(definition, recorded) {
+            None => Some(Stale::Unbound),
+            Some(definition) if !same_definition(definition, c) => Some(Stale::DefinitionChanged),
+            Some(_) if material.is_none() => Some(Stale::Unverifiable),
+            Some(_) if Some(recorded) != material => Some(match &own {
                 Some(own) if own.step.from == recorded && own.step.criteria.contains(&c.id) => {
                     let (recorded, changed) = (recorded.to_string(), own.step.changed.clone());
                     match own.looped() {
@@ -452,9 +479,8 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
                     }
                 }
                 _ => Stale::MaterialChanged { recorded: recorded.to_string() },
-            })
-        } else {
-            None
+            }),
+            Some(_) => None,
         };
         if let Some(why) = why {
             out.insert(c.id.clone(), why);

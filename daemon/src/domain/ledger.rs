@@ -468,6 +468,9 @@ pub struct LedgerState {
 pub struct Marks {
     pub phases: BTreeMap<String, String>,
     pub criteria: BTreeMap<String, String>,
+    /// The definition digest each criterion's latest result ran, where it was recorded bound to
+    /// one ([`crate::domain::evidence::bound_definition`]).
+    pub ran: BTreeMap<String, String>,
 }
 
 impl Marks {
@@ -479,6 +482,17 @@ impl Marks {
     /// The status [`project`] gives criterion `id` (empty: nothing recorded, pending).
     pub fn criterion(&self, id: &str) -> &str {
         self.criteria.get(id).map_or("", String::as_str)
+    }
+
+    /// The status the spec file shows for criterion `id` beside `definition`, the one it holds
+    /// now: [`Marks::criterion`], except that a result that ran another definition shows none
+    /// (pending), as [`for_file`] writes it. What `list` and `report` count, so that a file
+    /// showing what a projection writes never reads as differing from its ledger.
+    pub fn shown(&self, id: &str, definition: &crate::domain::evidence::Definition) -> &str {
+        match self.ran.get(id) {
+            Some(ran) if !definition.is(ran) => "",
+            _ => self.criterion(id),
+        }
     }
 }
 
@@ -492,7 +506,21 @@ pub fn state(entries: &[LedgerEntry]) -> Option<LedgerState> {
     let last = entries.last()?;
     let r = replay(entries);
     let states = |marks: BTreeMap<String, Mark>| marks.into_iter().map(|(id, mark)| (id, mark.status)).collect();
-    let marks = Marks { phases: states(r.phases), criteria: states(r.criteria) };
+    let mut ran = BTreeMap::new();
+    for entry in entries {
+        let (id, definition, material) = match &entry.event {
+            LedgerEvent::Criterion { criterion_id, definition, material, .. }
+            | LedgerEvent::ManualEvidence { criterion_id, definition, material, .. } => {
+                (criterion_id, definition, material)
+            }
+            _ => continue,
+        };
+        match crate::domain::evidence::bound_definition(definition, material) {
+            Some(bound) => ran.insert(id.clone(), bound.to_string()),
+            None => ran.remove(id),
+        };
+    }
+    let marks = Marks { phases: states(r.phases), criteria: states(r.criteria), ran };
     Some(LedgerState { seq: last.seq, status: r.status.unwrap_or(Status::Draft), marks: std::sync::Arc::new(marks) })
 }
 
@@ -1012,6 +1040,7 @@ mod tests {
         let marks = Marks {
             phases: marks(&[("phase1", "completed"), ("phase2", "active")]),
             criteria: marks(&[("b1", "pass"), ("t1", "pass")]),
+            ran: BTreeMap::new(),
         };
         let state_now = state(&entries).unwrap();
         assert_eq!((state_now.seq, state_now.status, &*state_now.marks), (6, Status::Approved, &marks));
@@ -1025,6 +1054,47 @@ mod tests {
         assert_eq!((projected.front.status.as_str(), projected.front.task_id.as_str()), ("approved", "t"));
         assert_eq!(projected.phases[1].criteria[0].status, "pass");
         assert_eq!(projected.harden_status(), crate::domain::lifecycle::HardenStatus::Passed);
+    }
+
+    /// The state the index keeps counts a criterion as its file shows it: a result that ran
+    /// another definition than the one beside it now shows pending, as [`for_file`] writes it,
+    /// one recorded unbound keeps its status (it is stale for another reason), and a result for
+    /// the definition as it is keeps its pass.
+    #[test]
+    fn the_marks_show_a_criterion_as_for_file_writes_it() {
+        use crate::domain::evidence::{Definition, definition_digest};
+        use crate::domain::spec::Criterion;
+        let criterion = |command: &str| Criterion { id: "a1".into(), command: command.into(), ..Criterion::default() };
+        let mut spec = Spec::default();
+        spec.phases.push(crate::domain::spec::Phase {
+            number: 1,
+            criteria: vec![criterion("true")],
+            ..Default::default()
+        });
+        let result = |digest: String, bound_to: &str| {
+            let mut event = ran("a1", "phase1", "true", "pass");
+            if let LedgerEvent::Criterion { definition, material, .. } = &mut event {
+                (*definition, *material) = (digest, bound_to.to_string());
+            }
+            event
+        };
+        let shown = |entries: &[LedgerEntry], command: &str| {
+            let mut edited = spec.clone();
+            edited.phases[0].criteria[0].command = command.into();
+            let file = for_file(project(&edited, entries, "now", false), entries);
+            let marks = state(entries).unwrap().marks;
+            let listed = marks.shown("a1", &Definition::of(&edited.phases[0].criteria[0])).to_string();
+            assert_eq!(listed, file.phases[0].criteria[0].status, "the index and the file agree ({command})");
+            listed
+        };
+        let bound = [entry(1, result(definition_digest(&criterion("true")), "m"))];
+        assert_eq!(shown(&bound, "true"), "pass");
+        assert_eq!(shown(&bound, "true # changed"), "");
+        let unbound = [entry(1, result(String::new(), ""))];
+        assert_eq!(shown(&unbound, "true # changed"), "pass");
+        // A later unbound result replaces the bound one's definition.
+        let both = [bound[0].clone(), entry(2, result(String::new(), ""))];
+        assert_eq!(shown(&both, "true # changed"), "pass");
     }
 
     /// An approval that pins nothing (the original tool's) leaves the contract to adopt; the

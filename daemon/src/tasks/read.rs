@@ -133,7 +133,10 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let errors = status_errors(daemon, &ws, &entry, &entries)?;
     let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len(), false).await;
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
-    let mut status = answer.status(&entry.task_id, &spec, &entries, &fresh.stale, fresh.changes);
+    // Its phases and criteria as the file shows them (a result that ran another definition than
+    // the one beside it now is pending there): what `list` and `report` count too.
+    let shown = crate::domain::ledger::for_file(spec, &entries);
+    let mut status = answer.status(&entry.task_id, &shown, &entries, &fresh.stale, fresh.changes);
     status.config_error =
         ws.config().err().map(|e| m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message });
     status.warnings = daemon.take_unsaid(&ws.root);

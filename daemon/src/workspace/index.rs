@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::domain::evidence::Definition;
 use crate::domain::ledger::{LedgerState, Marks};
 use crate::domain::lifecycle::{Folder, HardenStatus, Status};
 use crate::domain::spec::budget::MAX_SPEC_BYTES;
@@ -77,9 +78,9 @@ pub struct Listing {
     pub title: String,
     /// Each phase's id and `Status`, in document order, as the file says.
     pub phases: Vec<(String, String)>,
-    /// Each criterion's id and `Status`, in [`Spec::criteria`](crate::domain::spec::Spec::criteria)
-    /// order, as the file says.
-    pub criteria: Vec<(String, String)>,
+    /// Each criterion's id, `Status` and definition, in
+    /// [`Spec::criteria`](crate::domain::spec::Spec::criteria) order, as the file says.
+    pub criteria: Vec<Listed>,
     /// Every diagnostic of the parse (the file-name check included), in document order.
     pub diagnostics: Vec<Diagnostic>,
     /// Whose words the file speaks (Python's `in_progress` says active, blocked and review).
@@ -95,14 +96,17 @@ impl Listing {
             harden: spec.harden_status(),
             title: spec.title.clone(),
             phases: spec.phases.iter().map(|p| (p.id(), p.status.clone())).collect(),
-            criteria: spec.criteria().map(|c| (c.id.clone(), c.status.clone())).collect(),
+            criteria: spec
+                .criteria()
+                .map(|c| Listed { id: c.id.clone(), status: c.status.clone(), definition: Definition::of(c) })
+                .collect(),
             diagnostics: parsed.diagnostics.clone(),
         }
     }
 
     /// How far the phases and criteria are, as the file says.
     pub fn progress(&self) -> Counts {
-        progress_of(self.phases.iter().map(|(_, s)| s.as_str()), self.criteria.iter().map(|(_, s)| s.as_str()))
+        progress_of(self.phases.iter().map(|(_, s)| s.as_str()), self.criteria.iter().map(|c| c.status.as_str()))
     }
 
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
@@ -113,6 +117,15 @@ impl Listing {
     pub fn says(&self, status: Status) -> bool {
         self.status.is_some_and(|file| self.dialect.says(file, status))
     }
+}
+
+/// A criterion as a [`Listing`] keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    pub id: String,
+    pub status: String,
+    /// What it runs, to tell a result on record for another definition from one for this.
+    pub definition: Definition,
 }
 
 #[derive(Debug, Clone)]
@@ -257,14 +270,16 @@ impl Task<'_> {
 
     /// How far the spec's phases and criteria are, as the ledger records them (the truth, as
     /// `status` counts): a task without a ledger has recorded nothing, so whatever its file
-    /// marks done (by hand, or another tool) counts pending. `None` without a file.
+    /// marks done (by hand, or another tool) counts pending, and a result that ran another
+    /// definition than the one the file holds now counts pending, as the file shows it
+    /// ([`Marks::shown`]). `None` without a file.
     pub fn progress(&self) -> Option<Counts> {
         let listing = &self.spec?.listing;
         let none = Marks::default();
         let marks = self.ledger.map_or(&none, |ledger| &*ledger.marks);
         Some(progress_of(
             listing.phases.iter().map(|(id, _)| marks.phase(id)),
-            listing.criteria.iter().map(|(id, _)| marks.criterion(id)),
+            listing.criteria.iter().map(|c| marks.shown(&c.id, &c.definition)),
         ))
     }
 
@@ -272,7 +287,8 @@ impl Task<'_> {
     /// ledger's count (a hand edit to a runner-owned line, a projection not written yet, or
     /// marks in a file with no ledger, which `reconcile` puts right). A state that differs
     /// without changing a count (a phase the file calls `pending` that the ledger opened) is no
-    /// disagreement of counts.
+    /// disagreement of counts, and neither is a criterion the file shows pending beside a
+    /// definition edited since its result ran: that is what `reconcile` writes.
     pub fn file_progress_disagrees(&self) -> Option<Counts> {
         let listing = &self.spec?.listing;
         // A finished task with no ledger here (run by the original tool, say) keeps the record
@@ -920,6 +936,7 @@ mod tests {
         let failed = crate::domain::ledger::Marks {
             criteria: [("a1".to_string(), "fail".to_string())].into(),
             phases: [("phase1".to_string(), "blocked".to_string())].into(),
+            ..Default::default()
         };
         index.note_ledger("c", LedgerState { seq: 7, status: Status::Blocked, marks: Arc::new(failed) });
         assert_ne!(index.generation(), seen, "new evidence lists otherwise");
@@ -929,6 +946,7 @@ mod tests {
         let opened = crate::domain::ledger::Marks {
             criteria: [("a1".to_string(), "pending".to_string())].into(),
             phases: [("phase1".to_string(), "active".to_string())].into(),
+            ..Default::default()
         };
         index.note_ledger("c", LedgerState { seq: 8, status: Status::Active, marks: Arc::new(opened) });
         let c = index.tasks().find(|t| t.id == "c").unwrap();
