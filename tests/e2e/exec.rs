@@ -591,6 +591,24 @@ fn big_and_non_utf8_output() {
     assert!(rss_kib < 250 * 1024, "daemon peak RSS {rss_kib} KiB while capturing 50 MB");
 }
 
+/// A diagnostics file that cannot be written (`.scafld/runs` a link, through which scafld
+/// never writes) is named by the workspace's own path, never the daemon's descriptor path
+/// (`/proc/self/fd/N`) it writes through.
+#[test]
+fn an_unwritten_diagnostics_file_names_the_workspaces_path() {
+    let env = TestEnv::new();
+    ready(&env, "linked", &spec("linked", &[&[("c1", "echo hi; exit 1", "")]], &[]));
+    let elsewhere = env.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::remove_dir_all(env.work.join(".scafld/runs")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, env.work.join(".scafld/runs")).unwrap();
+    let result = build(&env, "linked");
+    let why = result["result"]["criteria"][0]["diagnostic_error"].as_str().unwrap().to_string();
+    let root = env.work.canonicalize().unwrap();
+    assert!(why.contains(&format!("{}/.scafld/runs is a symlink", root.display())), "{why}");
+    assert!(!why.contains("/proc/self/fd"), "{why}");
+}
+
 /// A command's output that would drive the terminal (set the title, clear the screen, hide a
 /// line behind a carriage return) is shown, not sent: `build` and `handoff` print it in caret
 /// notation, while `--json` and the diagnostics file keep the bytes as they were.

@@ -1334,7 +1334,7 @@ impl StepEvidence {
         for file in self.files.drain(..) {
             let written = file.written().await;
             let Some(why) = written.error else { continue };
-            let path = ws.relative(&written.path);
+            let (path, why) = (ws.relative(&written.path), ws.unanchored(&why));
             warn!(%path, %why, "a criterion's diagnostics file could not be written");
             events.iter_mut().for_each(|e| e.record_unwritten(&path, &why));
             for result in results.iter_mut().filter(|r| r.diagnostic == path) {

@@ -177,6 +177,17 @@ impl Workspace {
         }
     }
 
+    /// `text` (an error about a path under [`Workspace::anchored`]) with the daemon's descriptor
+    /// path put back as the folder's own, so what the user reads names their workspace.
+    pub fn unanchored(&self, text: &str) -> String {
+        let anchored = self.anchored();
+        if anchored == self.root {
+            return text.to_string();
+        }
+        let here = self.now_at().unwrap_or_else(|| self.root.clone());
+        text.replace(&anchored.display().to_string(), &here.display().to_string())
+    }
+
     /// Where the root folder opened as this workspace is now: `root` itself, or another path
     /// when it was moved (renamed) since; `None` when it was removed (or cannot be told).
     /// The kernel keeps the path of an open folder current, so a moved workspace is found
