@@ -618,9 +618,17 @@ impl Daemon {
     fn changed(&self, changes: &[Change]) {
         let workspaces: Vec<Arc<Workspace>> = crate::sync::lock(&self.open_workspaces).values().cloned().collect();
         let mut resync: Vec<&Arc<Workspace>> = Vec::new();
+        let mut judged: Vec<(&Arc<Workspace>, &str)> = Vec::new();
         for change in changes {
             // The workspace whose watch saw it: a nested one's edits are its own.
             let Some(ws) = workspaces.iter().find(|w| w.root == change.root && !w.is_bare()) else { continue };
+            // A file a current review judged: its task's next step is decided again, once.
+            if let Some(task) = change.judged.as_deref() {
+                if !judged.iter().any(|(w, t)| Arc::ptr_eq(w, ws) && *t == task) {
+                    judged.push((ws, task));
+                }
+                continue;
+            }
             let (scafld, specs) = (ws.root.join(layout::SCAFLD_DIR), specfile::specs_dir(&ws.root));
             let name = change.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             let archive = specs.join(crate::domain::lifecycle::Folder::Archive.as_str());
@@ -649,6 +657,9 @@ impl Daemon {
             for task_id in changed {
                 self.publish_task_changed(ws, &task_id, "hand_edit");
             }
+        }
+        for (ws, task) in judged {
+            self.reshow_next(ws, task);
         }
     }
 
@@ -689,10 +700,12 @@ impl Daemon {
     }
 
     /// A hand edit of a spec in review whose review is current can change its next step (its authored
-    /// text edited after a pass is reviewed again; put back, it completes again): the spec's
-    /// `Next:` line is written again when it says another step (`ledger::reshow_next`), so the
-    /// file never says `complete` where `status` and `complete` say review. Not while a job of
-    /// the task runs or a command holds the task: what that one records is projected anyway.
+    /// text edited after a pass is reviewed again; put back, it completes again), and so can a
+    /// change to a file that review judged (its evidence scope, what a passing review was shown:
+    /// watched while it is current, `evidence::seen_now`): the spec's `Next:` line is written
+    /// again when it says another step (`ledger::reshow_next`), so the file never says
+    /// `complete` where `status` and `complete` say review or build. Not while a job of the task
+    /// runs or a command holds the task: what that one records is projected anyway.
     fn reshow_next(&self, ws: &Workspace, task: &str) {
         if self.jobs.active_for(ws, task).is_some() {
             return;

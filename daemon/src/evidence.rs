@@ -336,10 +336,27 @@ pub(crate) async fn lost_baseline(ws: &Workspace, entries: &[LedgerEntry]) -> Op
 /// spec a projection is writing, else the file on disk), which that review recorded of the spec
 /// it judged; and, for a passing review shown files by `--review-scope`, whether they changed
 /// since (one that cannot be read counts as changed, as `complete` takes it).
-pub(crate) fn seen_now(ws: &Workspace, task: &str, entries: &[LedgerEntry], text: Option<&str>) -> SeenNow {
+///
+/// It also keeps the files such a review judged watched while the task is in review (the
+/// evidence scope of `spec`, and what a passing review was shown: [`judged_paths`]), so that
+/// the daemon's watch loop writes the spec's next step again when one changes
+/// (`Daemon::reshow_next`); once no review is current, or the task left review, they are not.
+/// Every surface reads it, so a daemon started again watches them from the first read.
+pub(crate) fn seen_now(
+    ws: &Workspace,
+    task: &str,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    text: Option<&str>,
+) -> SeenNow {
     let replay = ledger::replay(entries);
     if replay.review.is_none() || !replay.review_current {
+        ws.forget_judged(task);
         return SeenNow::default();
+    }
+    match replay.status == Some(crate::domain::lifecycle::Status::Review) {
+        true => ws.watch_judged(task, &judged_paths(ws, spec, entries)),
+        false => ws.forget_judged(task),
     }
     let spec_digest = Some(match text {
         Some(text) => crate::domain::review::spec_guard_fingerprint(text),
@@ -349,7 +366,47 @@ pub(crate) fn seen_now(ws: &Workspace, task: &str, entries: &[LedgerEntry], text
     let shown_changed = ledger::shown_by_passing_review(entries).is_some_and(|(shown, then)| {
         blocking(|| baseline::material(&ws.root, shown)).ok().map(|m| m.digest).as_deref() != Some(then)
     });
-    SeenNow { spec_digest, shown_changed }
+    SeenNow { spec_digest, shown_changed, stale: None }
+}
+
+/// [`seen_now`] for a projection, which reads no other file: with the evidence staled by the
+/// files where a review of the task in review is current (what that review judged changed
+/// since: `status` names the build that re-runs it, and so does the spec's line). Elsewhere the
+/// files are for `status` to see, and the projection knows only what the ledger says.
+pub(crate) fn seen_for_projection(
+    ws: &Workspace,
+    task: &str,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    text: Option<&str>,
+) -> SeenNow {
+    let mut seen = seen_now(ws, task, spec, entries, text);
+    let replay = ledger::replay(entries);
+    if replay.review.is_some()
+        && replay.review_current
+        && replay.status == Some(crate::domain::lifecycle::Status::Review)
+    {
+        let scope = evidence_scope(ws, spec);
+        let material = blocking(|| baseline::material(&ws.root, &scope));
+        seen.stale = Some(evidence::stale(spec, entries, material.ok().as_ref().map(|m| m.digest.as_str())));
+    }
+    seen
+}
+
+/// What a current review of `spec`'s task judged, workspace-relative, for the watch loop to
+/// watch ([`seen_now`]): the evidence scope (a change there stales the evidence) and the files
+/// a passing review was shown (a change there makes `complete` refuse it). None: the whole tree.
+fn judged_paths(ws: &Workspace, spec: &Spec, entries: &[LedgerEntry]) -> Vec<String> {
+    let mut paths = evidence_scope(ws, spec);
+    let shown = ledger::shown_by_passing_review(entries).map(|(shown, _)| shown);
+    // An empty list is the whole tree, which holds everything else.
+    if paths.is_empty() || shown.is_some_and(<[String]>::is_empty) {
+        return Vec::new();
+    }
+    paths.extend(shown.into_iter().flatten().cloned());
+    paths.sort();
+    paths.dedup();
+    paths
 }
 
 /// The files the latest passing review was shown (its guard's scope: the task's and its
@@ -371,11 +428,17 @@ pub(crate) async fn changed_shown(ws: &Workspace, entries: &[LedgerEntry]) -> Op
 pub(crate) struct SeenNow {
     pub spec_digest: Option<String>,
     pub shown_changed: bool,
+    /// The evidence the files staled, where a projection asked for it ([`seen_for_projection`]).
+    pub stale: Option<BTreeMap<String, Stale>>,
 }
 
 impl SeenNow {
     pub(crate) fn facts(&self) -> crate::domain::next::Seen<'_> {
-        crate::domain::next::Seen { spec_digest: self.spec_digest.as_deref(), shown_changed: self.shown_changed }
+        crate::domain::next::Seen {
+            spec_digest: self.spec_digest.as_deref(),
+            shown_changed: self.shown_changed,
+            stale: self.stale.as_ref(),
+        }
     }
 }
 
@@ -485,7 +548,7 @@ pub(crate) fn next_for(
     }
     let latest = daemon.sessions.latest(ws, Some(&spec.front.task_id));
     let running = latest.as_ref().filter(|s| s.result.is_none()).map(|s| s.key.clone());
-    let seen = seen_now(ws, &spec.front.task_id, entries, None);
+    let seen = seen_now(ws, &spec.front.task_id, spec, entries, None);
     let next = next_action(&Facts {
         spec,
         entries,

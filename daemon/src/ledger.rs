@@ -260,7 +260,9 @@ pub async fn record_ending<T>(
     // The next step it shows is the one `status` shows (what the file and the files a review
     // was shown say now): only where there is a file to write.
     let seen = match &on_disk {
-        Some((file, _)) => crate::evidence::seen_now(ws, task, &entries, Some(&file.text)),
+        Some((file, parsed)) => {
+            crate::evidence::seen_for_projection(ws, task, &parsed.spec, &entries, Some(&file.text))
+        }
         None => Default::default(),
     };
     let next = ledger::project_seen(
@@ -355,10 +357,12 @@ pub fn reshow_next(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> 
         || replay.review.is_none()
         || !replay.review_current
     {
+        // Nothing it judged is watched any more (`evidence::seen_now` keeps them watched).
+        ws.forget_judged(task);
         return Ok(None);
     }
     let Ok((file, parsed)) = read_as_spec(ws, task) else { return Ok(None) };
-    let seen = crate::evidence::seen_now(ws, task, &entries, Some(&file.text));
+    let seen = crate::evidence::seen_for_projection(ws, task, &parsed.spec, &entries, Some(&file.text));
     let shadowed = crate::templates::shadows(&ws.root, task);
     let next = ledger::project_seen(&parsed.spec, &entries, &clock::now_rfc3339(), shadowed, seen.facts());
     let (shown, decided) = (&parsed.spec.current_state, &next.current_state);
@@ -399,7 +403,7 @@ fn project_entries(
             Err(Unread::Missing) => return Ok(deferred_missing(ws, task, entries)),
             Err(Unread::Broken(why)) => return Ok(deferred(ws, task, why, Unprojected::Broken)),
         };
-        let seen = crate::evidence::seen_now(ws, task, entries, Some(&file.text));
+        let seen = crate::evidence::seen_for_projection(ws, task, &parsed.spec, entries, Some(&file.text));
         let shadowed = crate::templates::shadows(&ws.root, task);
         let next = ledger::project_seen(&parsed.spec, entries, &now, shadowed, seen.facts());
         let next = ledger::for_file(next, entries);

@@ -1356,6 +1356,52 @@ fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// Nothing but the watcher tells the spec that a file its passing review was shown changed:
+/// edited after the pass, the spec's own next step (written `complete` at the pass) is written
+/// again as the review `status` and `handoff` name, with no command run; put back, `complete`
+/// again. A file of the task's own scope edited after the pass makes its evidence stale: the
+/// spec says the build that re-runs it, as `status` and `handoff` do.
+#[test]
+fn the_spec_s_own_next_step_follows_a_file_its_passing_review_was_shown() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    write(&env, "docs/other.txt", "v1\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let passing = reviewer(&env, "pass", &pass(), "");
+    command_review(&env, &passing, &["--min-attack-angles", "2", "--review-scope", "docs/other.txt"]).assert_code(0);
+    let path = env.work.join(status(&env)["path"].as_str().unwrap());
+    let read = || std::fs::read_to_string(&path).unwrap();
+    assert!(follow_up(&read()).contains("scafld complete rev"), "{}", read());
+    let ledger = ledger_types(&env);
+    let agree = |command: &str| {
+        let s = status(&env);
+        assert_eq!(s["next_command"], command, "{s}");
+        let handoff = env.scafld(&["handoff", "rev"]).stdout;
+        assert!(handoff.contains(&format!("Next: `{command}`")), "{handoff}");
+        command_in_spec(&read(), command, &s);
+    };
+    write(&env, "docs/other.txt", "v2\n");
+    scafld_tests::wait_until("the spec to name a review of the changed file", || {
+        follow_up(&read()).contains("scafld review rev")
+    });
+    assert!(read().contains("\nNext: review\n"), "{}", read());
+    agree("scafld review rev");
+    write(&env, "docs/other.txt", "v1\n");
+    scafld_tests::wait_until("the spec to name complete again", || follow_up(&read()).contains("scafld complete rev"));
+    agree("scafld complete rev");
+    // A file of the task's own scope: its evidence is stale, and the build re-runs it.
+    write(&env, "src/lib.rs", "pub fn greet() -> u8 { 1 }\n");
+    scafld_tests::wait_until("the spec to name the build that re-runs the stale evidence", || {
+        follow_up(&read()).contains("scafld build rev")
+    });
+    agree("scafld build rev");
+    assert_eq!(ledger_types(&env), ledger, "the watcher records nothing");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 /// A file the passing review was shown by `--review-scope` and deleted since: the next step
 /// is the review as status names it, which runs (a `--review-scope` naming the deleted file
 /// would be refused), is shown the deletion, and lets the task complete.

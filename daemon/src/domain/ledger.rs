@@ -759,15 +759,24 @@ pub fn project_seen(
         n if n > MAX_BLOCKERS => format!("{}, and {} more", blockers[..MAX_BLOCKERS].join(", "), n - MAX_BLOCKERS),
         _ => blockers.join(", "),
     });
-    // The follow-up a projection shows is decided from the ledger alone (with the evidence it
-    // shows stale: a definition amended since it ran); `status` adds what needs IO (evidence
-    // staled by the files, a running review).
+    // The follow-up a projection shows is decided from the ledger (with the evidence it shows
+    // stale: a definition amended since it ran) and what `seen` read of the files a current
+    // review judged; `status` adds what else needs IO (evidence staled by the files outside a
+    // current review, a running review).
+    let on_record;
+    let stale = match seen.stale {
+        Some(stale) => stale,
+        None => {
+            on_record = crate::domain::evidence::stale_on_record(&next, entries);
+            &on_record
+        }
+    };
     let action = next_action(&Facts {
         spec: &next,
         entries,
         replay: &r,
         spec_errors: 0,
-        stale: &crate::domain::evidence::stale_on_record(&next, entries),
+        stale,
         running_review: None,
         draft_digest: None,
         spec_digest: seen.spec_digest,

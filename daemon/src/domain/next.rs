@@ -119,6 +119,10 @@ pub struct Facts<'a> {
 pub struct Seen<'a> {
     pub spec_digest: Option<&'a str>,
     pub shown_changed: bool,
+    /// The evidence staled by the files as they are now, where a review the task is in is
+    /// current (what it judged changed since: `status` names the build); `None` where nothing
+    /// was read, and the ledger's own (`evidence::stale_on_record`) is what a projection knows.
+    pub stale: Option<&'a BTreeMap<String, Stale>>,
 }
 
 /// The task's spec file beside its ledger, where `reconcile` (the only command that moves a

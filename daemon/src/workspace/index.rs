@@ -312,6 +312,11 @@ impl Index {
         Index { tripwire, ..Index::new(root) }
     }
 
+    /// The change queue the workspace is watched by, if any.
+    pub fn tripwire(&self) -> Option<Arc<Tripwire>> {
+        self.tripwire.clone()
+    }
+
     /// An index of every spec under `root`, read now.
     pub fn build(root: &Path) -> Index {
         let mut index = Index::new(root);

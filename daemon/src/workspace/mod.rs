@@ -111,6 +111,26 @@ impl Workspace {
         names
     }
 
+    /// Watch `paths` (workspace-relative; none: the whole tree) as the files `task`'s current
+    /// review judged, so that the watch loop hears of their changes as `task`'s
+    /// ([`tripwire::Tripwire::watch_judged`]). Nothing without a change queue.
+    pub fn watch_judged(&self, task: &str, paths: &[String]) {
+        // The index's lock is not held over the folders' walk.
+        let wire = crate::sync::read(&self.index).tripwire();
+        if let Some(wire) = wire {
+            wire.watch_judged(&self.root, task, paths);
+        }
+    }
+
+    /// Stop watching `task`'s judged files: it has no current review in review.
+    pub fn forget_judged(&self, task: &str) {
+        // The index's lock is not held over the folders' walk.
+        let wire = crate::sync::read(&self.index).tripwire();
+        if let Some(wire) = wire {
+            wire.forget_judged(&self.root, task);
+        }
+    }
+
     /// The toolchain files whose shims an acceptance command's PATH gets: the last scan while
     /// it stands, else a new one (see [`shims`]).
     pub fn toolchain_files(&self) -> Vec<String> {

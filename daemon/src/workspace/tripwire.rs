@@ -7,6 +7,11 @@
 //! - the daemon's watch loop ([`super::watch`]) receives the path of every change, to re-read a
 //!   spec edited by hand and publish it, or forget a changed config.
 //!
+//! It also watches, anywhere in a workspace, the files a task's current review judged (the
+//! evidence scope, and what a passing review was shown: [`Tripwire::watch_judged`]): a change
+//! there reaches the watch loop as that task's ([`Change::judged`]), so that the spec's own
+//! next step follows it as `status` does.
+//!
 //! Whichever reader takes an event, both learn of it. Reads are not events (no `IN_OPEN` or
 //! `IN_ACCESS`): a client or editor reading a spec wakes nothing here.
 //!
@@ -67,6 +72,28 @@ pub struct Change {
     /// A folder came, went or moved (or the queue lost events, and `path` is the spec
     /// folders): the files in it were never reported one by one.
     pub folder: bool,
+    /// The task whose current review judged `path` ([`Tripwire::watch_judged`]): the change
+    /// may move that task's next step; it is no change of a spec.
+    pub judged: Option<String>,
+}
+
+/// Most folders watched for one task's judged files: a scope of a whole tree (a `target/`
+/// in it) could otherwise take the user's whole allowance of watches. Past it, the spec's
+/// next step follows a change below the rest at its next write, as before.
+pub const JUDGED_FOLDERS: usize = 1024;
+
+/// The watches of one task's judged files, each with the kernel's descriptor it got.
+type JudgedWatches = Vec<(WatchDescriptor, JudgedWatch)>;
+
+/// One watch of a task's judged files: anything inside `dir` (`name` is `None`: a folder of
+/// the scope, or one below it), or only its entry `name` (a file of the scope, or the first
+/// missing folder on the way to one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct JudgedWatch {
+    root: PathBuf,
+    task: String,
+    dir: PathBuf,
+    name: Option<std::ffi::OsString>,
 }
 
 impl std::fmt::Debug for Tripwire {
@@ -105,6 +132,11 @@ struct State {
     armed: HashSet<PathBuf>,
     /// Roots with an event that [`Tripwire::quiet`] has not handed out yet.
     tripped: HashSet<PathBuf>,
+    /// Each task's judged files (by root and task) as last asked for, workspace-relative, and
+    /// the watches they were given.
+    judged: HashMap<(PathBuf, String), (Vec<String>, JudgedWatches)>,
+    /// What each watch of judged files serves.
+    judged_by: HashMap<WatchDescriptor, Vec<JudgedWatch>>,
 }
 
 /// What one read of the queue found.
@@ -113,6 +145,8 @@ struct Taken {
     changes: Vec<Change>,
     /// Roots with a new folder, which needs its own watch.
     to_arm: HashSet<PathBuf>,
+    /// Tasks whose judged files gained or lost a folder: watched again as they are now.
+    to_rewatch: HashSet<(PathBuf, String)>,
 }
 
 impl Tripwire {
@@ -168,7 +202,8 @@ impl Tripwire {
         }
         // The workspace folder itself, for `.scafld` replaced whole (its watches die with it);
         // nothing else there is a change (see `State::note`), and trust never rests on it.
-        if let Ok(wd) = self.inotify.add_watch(root, names) {
+        // Added to what else the folder is watched for (judged files in it), never narrowing it.
+        if let Ok(wd) = self.inotify.add_watch(root, names | mask_add()) {
             state.roots.entry(wd).or_default().insert(root.to_path_buf(), root.to_path_buf());
         }
         trusted.then_some(armed)
@@ -209,6 +244,67 @@ impl Tripwire {
         self.hand_out(taken, None);
     }
 
+    /// Watch `paths` of `root` (workspace-relative, as a scope names them; none is the whole
+    /// tree) as the files `task`'s current review judged: a change to any of them reaches the
+    /// watch loop as `task`'s ([`Change::judged`]). Asked again for the same paths, it does
+    /// nothing; for others, the watches follow them.
+    pub fn watch_judged(&self, root: &Path, task: &str, paths: &[String]) {
+        let key = (root.to_path_buf(), task.to_string());
+        if crate::sync::lock(&self.state).judged.get(&key).is_some_and(|(kept, _)| kept == paths) {
+            return;
+        }
+        self.rewatch(&key, paths.to_vec());
+    }
+
+    /// Stop watching the files `task`'s review judged (none is current now).
+    pub fn forget_judged(&self, root: &Path, task: &str) {
+        let key = (root.to_path_buf(), task.to_string());
+        let mut state = crate::sync::lock(&self.state);
+        if let Some((_, watches)) = state.judged.remove(&key) {
+            self.unwatch(&mut state, &watches);
+        }
+    }
+
+    /// Give `key`'s judged `paths` the watches the folders need now, then drop the watches it
+    /// had that are no longer needed (added first: no change falls between the two).
+    fn rewatch(&self, key: &(PathBuf, String), paths: Vec<String>) {
+        let (root, task) = key;
+        let wanted = judged_watches(root, task, &paths);
+        let mut state = crate::sync::lock(&self.state);
+        let mut watches = Vec::new();
+        for watch in wanted {
+            // Added to what the folder is watched for already (a spec folder's watch, the
+            // workspace folder's), never narrowing it.
+            match self.inotify.add_watch(&watch.dir, judged_mask() | mask_add()) {
+                Ok(wd) => {
+                    let served = state.judged_by.entry(wd).or_default();
+                    if !served.contains(&watch) {
+                        served.push(watch.clone());
+                    }
+                    watches.push((wd, watch));
+                }
+                Err(e) => debug!(dir = %watch.dir.display(), "no watch of a task's judged files: {e}"),
+            }
+        }
+        let old = state.judged.insert(key.clone(), (paths, watches.clone())).map(|(_, old)| old).unwrap_or_default();
+        let gone: Vec<_> = old.into_iter().filter(|w| !watches.contains(w)).collect();
+        self.unwatch(&mut state, &gone);
+    }
+
+    /// Drop `watches` of judged files, and the kernel's watch of a folder nothing else uses.
+    fn unwatch(&self, state: &mut State, watches: &[(WatchDescriptor, JudgedWatch)]) {
+        for (wd, watch) in watches {
+            let Some(served) = state.judged_by.get_mut(wd) else { continue };
+            served.retain(|w| w != watch);
+            if served.is_empty() {
+                state.judged_by.remove(wd);
+                if !state.roots.contains_key(wd) {
+                    let _ = self.inotify.rm_watch(*wd);
+                }
+            }
+        }
+    }
+
     /// Read the queue dry, noting every event in `state`.
     fn take(&self, state: &mut State) -> Taken {
         let mut taken = Taken::default();
@@ -238,11 +334,106 @@ impl Tripwire {
         for root in taken.to_arm.iter().filter(|root| Some(root.as_path()) != arming) {
             self.arm(root);
         }
+        // Before the changes go: what the loop then reads of a new folder is watched.
+        for key in &taken.to_rewatch {
+            let paths = crate::sync::lock(&self.state).judged.get(key).map(|(paths, _)| paths.clone());
+            if let Some(paths) = paths {
+                self.rewatch(key, paths);
+            }
+        }
         for change in taken.changes {
             // A closed channel is a daemon stopping (or a test not listening).
             let _ = self.changes.send(change);
         }
     }
+}
+
+/// `IN_MASK_ADD` (`<sys/inotify.h>`), which nix does not name: a watch put on a folder already
+/// watched adds to what it is told of instead of replacing it.
+fn mask_add() -> Mask {
+    Mask::from_bits_retain(0x2000_0000)
+}
+
+/// What a watch of judged files is told of: entries that come, go, are written or change
+/// mode, and the folder itself removed or moved.
+fn judged_mask() -> Mask {
+    Mask::IN_CREATE
+        | Mask::IN_DELETE
+        | Mask::IN_MOVED_FROM
+        | Mask::IN_MOVED_TO
+        | Mask::IN_MODIFY
+        | Mask::IN_ATTRIB
+        | Mask::IN_CLOSE_WRITE
+        | Mask::IN_DELETE_SELF
+        | Mask::IN_MOVE_SELF
+        | Mask::IN_ONLYDIR
+}
+
+/// The watches `paths` of `root` need as the folders are now: each entry in the nearest
+/// folder on its way that exists (a file, one gone, or a folder to come), a folder watched
+/// whole with every folder below it, and a symlink's target inside the workspace as the
+/// material reads it. Never `.git` or `.scafld` (no material, and the daemon's own writes), and
+/// at most [`JUDGED_FOLDERS`] folders watched whole.
+fn judged_watches(root: &Path, task: &str, paths: &[String]) -> Vec<JudgedWatch> {
+    let watch = |dir: &Path, name: Option<&std::ffi::OsStr>| JudgedWatch {
+        root: root.to_path_buf(),
+        task: task.to_string(),
+        dir: dir.to_path_buf(),
+        name: name.map(ToOwned::to_owned),
+    };
+    let mut entries: Vec<PathBuf> = match paths.is_empty() {
+        true => vec![root.to_path_buf()],
+        false => paths.iter().map(|p| root.join(p.trim_end_matches('/'))).collect(),
+    };
+    let (mut out, mut whole, mut seen) = (Vec::new(), Vec::new(), HashSet::new());
+    while let Some(entry) = entries.pop() {
+        if !entry.starts_with(root) || never_judged(root, &entry) || !seen.insert(entry.clone()) {
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(&entry).ok();
+        if meta.as_ref().is_some_and(|m| m.file_type().is_symlink()) {
+            entries.extend(std::fs::canonicalize(&entry).ok());
+        } else if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+            whole.push(entry.clone());
+        }
+        let mut at = entry.as_path();
+        while let (Some(dir), Some(name)) = (at.parent(), at.file_name()) {
+            if !dir.starts_with(root) {
+                break;
+            }
+            if dir.is_dir() {
+                out.push(watch(dir, Some(name)));
+                break;
+            }
+            at = dir;
+        }
+    }
+    // Every folder below those watched whole, breadth first, never through a symlink.
+    let mut folders = Vec::new();
+    let mut queue: std::collections::VecDeque<PathBuf> = whole.into();
+    while let Some(dir) = queue.pop_front() {
+        if folders.len() >= JUDGED_FOLDERS {
+            debug!(task, "more than {JUDGED_FOLDERS} folders of judged files: the rest are not watched");
+            break;
+        }
+        if folders.contains(&dir) {
+            continue;
+        }
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) && !never_judged(root, &entry.path()) {
+                queue.push_back(entry.path());
+            }
+        }
+        folders.push(dir);
+    }
+    out.extend(folders.iter().map(|dir| watch(dir, None)));
+    out
+}
+
+/// Whether `path` is in `.git` or `.scafld` (at any depth: a submodule's too).
+fn never_judged(root: &Path, path: &Path) -> bool {
+    let inside = path.strip_prefix(root).unwrap_or(path);
+    inside.components().any(|c| c.as_os_str() == ".git" || c.as_os_str() == layout::SCAFLD_DIR)
 }
 
 /// The queue's descriptor, for the runtime to poll (the [`Tripwire`] keeps owning it).
@@ -264,8 +455,19 @@ impl State {
                 root: root.clone(),
                 path: specfile::specs_dir(root),
                 folder: true,
+                judged: None,
             });
             taken.changes.extend(lost);
+            // And any task's judged files may have changed.
+            for (root, task) in self.judged.keys() {
+                taken.changes.push(Change {
+                    root: root.clone(),
+                    path: root.clone(),
+                    folder: false,
+                    judged: Some(task.clone()),
+                });
+                taken.to_rewatch.insert((root.clone(), task.clone()));
+            }
             return;
         }
         let arrived = mask.intersects(Mask::IN_CREATE | Mask::IN_MOVED_TO);
@@ -294,15 +496,31 @@ impl State {
                 }
                 self.tripped.insert(root.clone());
                 let folder = folder_place || mask.contains(Mask::IN_ISDIR);
-                taken.changes.push(Change { root: root.clone(), path, folder });
+                taken.changes.push(Change { root: root.clone(), path, folder, judged: None });
                 if folder_place && arrived {
                     taken.to_arm.insert(root.clone());
                 }
             }
         }
+        for watch in self.judged_by.get(&event.wd).into_iter().flatten() {
+            // Anything in a folder watched whole, only its entry in one watched for it, and
+            // the folder itself removed or moved (no name).
+            let path = match (&event.name, &watch.name) {
+                (Some(name), Some(wanted)) if name != wanted => continue,
+                (Some(name), _) => watch.dir.join(name),
+                (None, _) => watch.dir.clone(),
+            };
+            let (root, task) = (watch.root.clone(), watch.task.clone());
+            // A folder came or went where judged files are: they are watched again as they are.
+            if mask.intersects(Mask::IN_ISDIR | Mask::IN_DELETE_SELF | Mask::IN_MOVE_SELF | Mask::IN_IGNORED) {
+                taken.to_rewatch.insert((root.clone(), task.clone()));
+            }
+            taken.changes.push(Change { root, path, folder: false, judged: Some(task) });
+        }
         // The watch is gone (its folder was removed): the next arm adds one if it comes back.
         if mask.contains(Mask::IN_IGNORED) {
             self.roots.remove(&event.wd);
+            self.judged_by.remove(&event.wd);
         }
     }
 
@@ -394,6 +612,49 @@ mod tests {
         assert!(taken().contains(&(PathBuf::from(".scafld"), true)));
         std::fs::write(specs.join("drafts/new.md"), "# new").unwrap();
         assert_eq!(taken(), vec![(PathBuf::from(".scafld/specs/drafts/new.md"), false)], "the new .scafld was watched");
+    }
+
+    /// A task's judged files are watched wherever they are: a file of the scope (edits to its
+    /// neighbours are no change of it), a folder whole with a folder made in it later, and a
+    /// file whose folder does not exist yet; forgotten, nothing of them is reported.
+    #[test]
+    fn judged_files_are_reported_as_their_tasks_wherever_they_are() {
+        let (wire, mut changes) = Tripwire::new().expect("inotify");
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        std::fs::create_dir_all(root.join("src/deep")).unwrap();
+        std::fs::write(root.join("notes.txt"), "1").unwrap();
+        let paths = ["notes.txt".to_string(), "src".to_string(), "later/new.rs".to_string()];
+        wire.watch_judged(&root, "t", &paths);
+        let mut taken = || {
+            wire.read_events();
+            let mut all = Vec::new();
+            while let Ok(change) = changes.try_recv() {
+                assert_eq!(change.judged.as_deref(), Some("t"), "{change:?}");
+                all.push(change.path.strip_prefix(&root).unwrap().to_path_buf());
+            }
+            all.dedup();
+            all
+        };
+        std::fs::write(root.join("notes.txt"), "2").unwrap();
+        assert_eq!(taken(), vec![PathBuf::from("notes.txt")]);
+        std::fs::write(root.join("other.txt"), "x").unwrap();
+        assert_eq!(taken(), Vec::<PathBuf>::new(), "a neighbour is no judged file");
+        std::fs::write(root.join("src/deep/a.rs"), "a").unwrap();
+        assert_eq!(taken(), vec![PathBuf::from("src/deep/a.rs")]);
+        std::fs::create_dir(root.join("src/new")).unwrap();
+        assert_eq!(taken(), vec![PathBuf::from("src/new")]);
+        std::fs::write(root.join("src/new/b.rs"), "b").unwrap();
+        assert_eq!(taken(), vec![PathBuf::from("src/new/b.rs")], "a folder made later is watched");
+        std::fs::create_dir(root.join("later")).unwrap();
+        assert_eq!(taken(), vec![PathBuf::from("later")]);
+        std::fs::write(root.join("later/new.rs"), "n").unwrap();
+        assert_eq!(taken(), vec![PathBuf::from("later/new.rs")], "the file's folder, once made, is watched");
+        wire.forget_judged(&root, "t");
+        taken();
+        std::fs::write(root.join("notes.txt"), "3").unwrap();
+        std::fs::write(root.join("src/deep/a.rs"), "b").unwrap();
+        assert_eq!(taken(), Vec::<PathBuf>::new(), "forgotten");
     }
 
     #[test]

@@ -65,7 +65,12 @@ mod tests {
     #[tokio::test]
     async fn a_burst_holds_each_change_once_in_order() {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let change = |name: &str, folder: bool| Change { root: "/w".into(), path: format!("/w/{name}").into(), folder };
+        let change = |name: &str, folder: bool| Change {
+            root: "/w".into(),
+            path: format!("/w/{name}").into(),
+            folder,
+            judged: None,
+        };
         for c in [change("a", false), change("b", false), change("a", false), change("b", true), change("b", false)] {
             tx.send(c).unwrap();
         }
