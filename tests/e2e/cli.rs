@@ -611,6 +611,20 @@ fn the_demo_walks_the_gate_and_leaves_nothing_behind() {
     assert!(std::os::unix::net::UnixStream::connect(root.join("scafldd.sock")).is_err());
 }
 
+/// An empty (or relative) `TMPDIR` is no folder to make throwaway files in: the demo uses
+/// `/tmp`, never the folder it was started in (where its reviewer script was then not found).
+#[test]
+fn the_demo_with_an_empty_tmpdir_works_in_tmp() {
+    let env = TestEnv::new();
+    let here = env.path("here");
+    std::fs::create_dir_all(&here).unwrap();
+    let mut demo = env.scafld_command(&["--json", "demo"]);
+    demo.env("TMPDIR", "").current_dir(&here);
+    let run = scafld_tests::Run::from(demo.output().unwrap());
+    run.assert_code(0);
+    assert_eq!(std::fs::read_dir(&here).unwrap().count(), 0, "the demo wrote into the folder it was started in");
+}
+
 /// With `--json` the demo prints one envelope and nothing else on stdout: its steps are the
 /// envelope's `steps`.
 #[test]

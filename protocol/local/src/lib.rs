@@ -25,6 +25,16 @@ pub fn probe(socket: &Path) -> std::io::Result<UnixStream> {
     paths::with_socket_address(socket, |address| UnixStream::connect(address))
 }
 
+/// The folder for throwaway files: `$TMPDIR` when it names an absolute path, else `/tmp`. The
+/// standard library takes an empty or relative `TMPDIR` as it is, which puts the files in
+/// whatever folder the caller stands in.
+pub fn temp_dir() -> std::path::PathBuf {
+    std::env::var_os("TMPDIR")
+        .map(std::path::PathBuf::from)
+        .filter(|dir| dir.is_absolute())
+        .unwrap_or_else(|| std::path::PathBuf::from("/tmp"))
+}
+
 /// A fresh random id: 32 hex digits from the kernel's random source.
 pub fn new_id() -> std::io::Result<String> {
     use std::io::Read;

@@ -136,7 +136,7 @@ pub fn run(ctx: &Context, keep: bool) -> Result<u8, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::new("demo", format!("cannot find this scafld binary: {e}"), workflow::RUNTIME))?;
     let id = scafld_local::new_id().map_err(|e| CliError::new("demo", e.to_string(), workflow::RUNTIME))?;
-    let root = std::env::temp_dir().join(format!("scafld-demo-{}", &id[..8]));
+    let root = scafld_local::temp_dir().join(format!("scafld-demo-{}", &id[..8]));
     let repo = root.join("repo");
     std::fs::create_dir_all(&repo)
         .map_err(|e| CliError::new("demo", format!("cannot create {}: {e}", repo.display()), workflow::RUNTIME))?;
