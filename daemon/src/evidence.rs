@@ -30,11 +30,33 @@ pub(crate) struct Freshness {
 /// The scope evidence is bound to: the paths the spec declares (never an explicit review scope,
 /// which only narrows what a reviewer reads).
 pub(crate) fn evidence_scope(ws: &Workspace, spec: &Spec) -> Vec<String> {
-    let mut scope = review::bound_scope(spec, &ws.root.to_string_lossy());
-    // A bare name (`Makefile`) binds the file or folder of that name when there is one; an
-    // empty scope is the whole tree already.
+    with_present_bare_names(ws, spec, review::bound_scope(spec, &ws.root.to_string_lossy()), |_| true)
+}
+
+/// The scope a review reads: `requested` (`--review-scope`) as given, else the task's declared
+/// scope with the bare names its evidence binds ([`evidence_scope`]), so a file the evidence
+/// is bound to (a `link` the task added) is a task change, never ambient drift; the files
+/// kept from reviewers for their secrets stay out, as [`review::scope`] leaves them.
+pub(crate) fn review_scope(ws: &Workspace, spec: &Spec, requested: &[String]) -> Vec<String> {
+    let scope = review::scope(spec, requested, &ws.root.to_string_lossy());
+    if !requested.is_empty() {
+        return scope;
+    }
+    with_present_bare_names(ws, spec, scope, |name| !review::secret(name))
+}
+
+/// `scope` with each bare name (`Makefile`) that `keep` accepts and that names a file or
+/// folder there now; an empty scope is the whole tree already.
+fn with_present_bare_names(
+    ws: &Workspace,
+    spec: &Spec,
+    mut scope: Vec<String>,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<String> {
     if !scope.is_empty() {
-        let present = review::bare_names(spec).into_iter().filter(|name| ws.root.join(name).symlink_metadata().is_ok());
+        let present = review::bare_names(spec)
+            .into_iter()
+            .filter(|name| keep(name) && ws.root.join(name).symlink_metadata().is_ok());
         scope.extend(present);
         scope.sort();
         scope.dedup();

@@ -394,6 +394,31 @@ fn a_bare_file_name_the_scope_names_binds_the_evidence() {
     }
 }
 
+/// The packet's Task Changes and Ambient Drift sections of `rev`.
+fn packet_sections(env: &TestEnv) -> (String, String) {
+    let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
+    let packet = packet.as_str().unwrap();
+    let changes = &packet[packet.find("## Task Changes Since").unwrap()..packet.find("## Ambient Workspace").unwrap()];
+    let drift = &packet[packet.find("## Ambient Workspace").unwrap()..];
+    let drift = &drift[..drift[3..].find("\n## ").map_or(drift.len(), |at| at + 3)];
+    (changes.to_string(), drift.to_string())
+}
+
+/// A bare name the scope names (`link`, a symlink the task adds) binds the evidence, so the
+/// reviewer is shown it as the task's change. Before, the packet read the scope without bare
+/// names and listed `link` as ambient drift outside the task's scope.
+#[test]
+fn a_bare_name_the_scope_names_is_a_task_change_in_the_packet() {
+    let env = TestEnv::new();
+    let check = "- [ ] `a1` test - the link is there\n  - Command: `test -L link`\n";
+    opened(&env, "README.md` - the readme.\n- `link", check);
+    std::os::unix::fs::symlink("README.md", env.work.join("link")).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let (changes, drift) = packet_sections(&env);
+    assert!(changes.contains("- `link`") && changes.contains("+README.md"), "a task change: {changes}");
+    assert!(!drift.contains("`link`"), "not ambient: {drift}");
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

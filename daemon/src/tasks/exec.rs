@@ -265,7 +265,7 @@ async fn amend(
         // was at approval); the task's own uncommitted files stay changes for the reviewer.
         let (root, bound) = (ws.root.clone(), crate::evidence::evidence_scope(ws, &spec));
         let snapshot = baseline::in_workspace(move || baseline::snapshot(&root, &bound)).await?;
-        let scope = crate::domain::review::scope(&spec, &[], &ws.root.to_string_lossy());
+        let scope = crate::evidence::review_scope(ws, &spec, &[]);
         let paths: Vec<_> =
             snapshot.paths.into_iter().filter(|p| !crate::domain::review::in_scope(&p.path, &scope)).collect();
         new_head = Some(snapshot.head.clone().unwrap_or_default());

@@ -133,7 +133,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     // sees them as they are, so this one is shown them beside what it was asked for.
     // Only a pass that was shown more than the task's own scope: a review of that scope alone
     // is shown it anyway.
-    let own = review::scope(&spec, &[], &ws.root.to_string_lossy());
+    let own = crate::evidence::review_scope(&ws, &spec, &[]);
     let carried = crate::evidence::changed_shown(&ws, &entries)
         .await
         .filter(|shown| shown.iter().any(|path| !own.contains(path)))
@@ -242,7 +242,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     // The mutation guard compares against the tree after our own projection write, so only
     // changes made while the reviewers ran count. It watches the task's own scope whatever
     // `--review-scope` says (which may widen it, never narrow it).
-    let guarded = review::guard_scope(&review::scope(&spec, &[], &ws.root.to_string_lossy()), &change.scope);
+    let guarded = review::guard_scope(&crate::evidence::review_scope(&ws, &spec, &[]), &change.scope);
     // From here a review that cannot start says so in the ledger: no attempt stays `running`.
     let not_started = |e: RpcError| match attempt_failed(daemon, &ws, &task, format!("the review could not start: {e}"))
     {
@@ -373,7 +373,7 @@ impl TaskChange {
                 RpcError(data)
             })?;
         let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
-        let scope = review::scope(spec, requested_scope, &ws.root.to_string_lossy());
+        let scope = crate::evidence::review_scope(ws, spec, requested_scope);
         let classes = review::classify(&changed, &baseline, &scope);
         Ok(TaskChange { base_head, baseline, scope, classes })
     }
