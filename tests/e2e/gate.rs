@@ -419,6 +419,23 @@ fn a_bare_name_the_scope_names_is_a_task_change_in_the_packet() {
     assert!(!drift.contains("`link`"), "not ambient: {drift}");
 }
 
+/// A text file `.gitattributes` marks `-diff` (a lock file) that the task changed is shown
+/// with its text, the new side named as it is. Before, libgit2 skipped reading it, and the
+/// packet said `index X..0000000` and "Binary files a/f.lock and /dev/null differ", a deletion.
+#[test]
+fn a_changed_text_file_marked_minus_diff_is_shown_as_its_text() {
+    let env = TestEnv::new();
+    write(&env, "f.lock", "hi\n");
+    write(&env, ".gitattributes", "*.lock -diff\n");
+    let check = "- [ ] `a1` test - the lock says hello\n  - Command: `grep -q hello f.lock`\n";
+    opened(&env, "f.lock", check);
+    write(&env, "f.lock", "hello\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let (changes, _) = packet_sections(&env);
+    assert!(changes.contains("-hi\n+hello"), "its text: {changes}");
+    assert!(!changes.contains("/dev/null") && !changes.contains("..0000000"), "not a deletion: {changes}");
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

@@ -1550,11 +1550,18 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
     // [`Material::ignored`]) are shown apart, as added files.
     let (ignored, local): (Vec<&str>, Vec<&str>) =
         local.into_iter().partition(|path| ignored_file(repo, Path::new(path)));
+    // A text file `.gitattributes` marks `-diff` (a lock file) is shown as text all the same:
+    // the reviewer must see the change, and libgit2 would not read it to name its new side.
+    let (as_text, local): (Vec<&str>, Vec<&str>) =
+        local.into_iter().partition(|path| marked_binary(repo, path) && text_both_sides(repo, tree, path));
     let mut text = String::new();
-    if !local.is_empty() {
+    for (paths, force_text) in [(local, false), (as_text, true)] {
+        if paths.is_empty() {
+            continue;
+        }
         let mut options = diff_options();
-        options.disable_pathspec_match(true);
-        for path in &local {
+        options.disable_pathspec_match(true).force_text(force_text);
+        for path in &paths {
             options.pathspec(path);
         }
         let diff = repo
@@ -1580,6 +1587,38 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
         }
     }
     Ok(text)
+}
+
+/// Whether `.gitattributes` tells git not to diff `path` as text (`-diff`, `binary`).
+fn marked_binary(repo: &Repository, path: &str) -> bool {
+    let value = repo.get_attr(Path::new(path), "diff", git2::AttrCheckFlags::FILE_THEN_INDEX).ok().flatten();
+    git2::AttrValue::from_string(value) == git2::AttrValue::False
+}
+
+/// How many bytes git reads of a file to tell text from binary (a NUL among them is binary).
+const BINARY_SNIFF: usize = 8000;
+
+/// Whether `path` is text (no NUL among its first [`BINARY_SNIFF`] bytes, as git tells) both
+/// in `tree` and in the work tree, where either side may be missing; a symlink is never
+/// shown as text.
+fn text_both_sides(repo: &Repository, tree: Option<&Tree<'_>>, path: &str) -> bool {
+    let text = |bytes: &[u8]| !bytes[..bytes.len().min(BINARY_SNIFF)].contains(&0);
+    let before = match tree.and_then(|t| t.get_path(Path::new(path)).ok()) {
+        None => true,
+        Some(entry) if entry.filemode() == i32::from(git2::FileMode::Link) => false,
+        Some(entry) => repo.find_blob(entry.id()).is_ok_and(|blob| text(blob.content())),
+    };
+    let Some(workdir) = repo.workdir() else { return false };
+    let full = workdir.join(path);
+    let after = match std::fs::symlink_metadata(&full) {
+        Err(_) => true,
+        Ok(meta) if !meta.is_file() => false,
+        Ok(_) => File::open(&full).is_ok_and(|file| {
+            let mut head = Vec::with_capacity(BINARY_SNIFF);
+            file.take(BINARY_SNIFF as u64).read_to_end(&mut head).is_ok() && text(&head)
+        }),
+    };
+    before && after
 }
 
 /// Whether `path` (relative to `repo`'s work tree) is a file or symlink there that git ignores
