@@ -1479,3 +1479,31 @@ fn a_scope_of_a_bare_star_is_the_whole_workspace() {
     let signed: Vec<&String> = body["file_digests"].as_object().unwrap().keys().collect();
     assert_eq!(signed, [".gitignore", "README.md", "greet.txt"], "{body}");
 }
+
+/// A scoped file a sparse checkout leaves out of the work tree (tracked, unchanged, `git
+/// status` clean) is the file its index entry holds: never shown to the reviewer as deleted,
+/// and signed as the commit holds it, so `verify` passes. Before, it was a deletion everywhere
+/// and the receipt signed it `deleted`.
+#[test]
+fn a_scoped_file_a_sparse_checkout_leaves_out_is_unchanged_not_deleted() {
+    let env = TestEnv::new();
+    write(&env, "a/f.txt", "hi\n");
+    write(&env, "b/g.txt", "keep\n");
+    opened(&env, "a/f.txt` - the file.\n- `b/g.txt", "- [ ] `a1` test - hello\n  - Command: `grep -q hello a/f.txt`\n");
+    write(&env, "a/f.txt", "hello\n");
+    git(&env.work, &["add", "a"]);
+    git(&env.work, &["commit", "-qm", "work"]);
+    git(&env.work, &["sparse-checkout", "set", "a", ".scafld"]);
+    assert!(!env.work.join("b/g.txt").exists(), "left out by the sparse checkout");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
+    let packet = packet.as_str().unwrap();
+    assert!(!packet.contains("b/g.txt b/b/g.txt") && !packet.contains("deleted file"), "{packet}");
+    assert!(packet.contains("+hello"), "{packet}");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let signed = run.json()["result"]["receipt"]["body"]["file_digests"].clone();
+    assert_eq!(signed["b/g.txt"], sha256_hex(b"keep\n").as_str(), "{signed}");
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+}

@@ -552,6 +552,9 @@ impl Unchecked {
     /// costs nothing). An executable bit the walk did not check is taken from the disk.
     fn clean(self, workdir: &Path, path: &str, entry: &git2::IndexEntry) -> Option<String> {
         use std::os::unix::fs::MetadataExt;
+        if sparse_absent(workdir, path, entry) {
+            return Some(content_in_index(entry));
+        }
         if entry.flags & ASSUME_VALID != 0 || entry.flags_extended & SKIP_WORKTREE != 0 {
             return None;
         }
@@ -568,6 +571,21 @@ impl Unchecked {
             if self.mode && meta.is_file() && entry.mode & 0o170000 != 0o120000 { meta.mode() } else { entry.mode };
         Some(format!("{}:{}", file_mode(mode), entry.id))
     }
+}
+
+/// Whether the index `entry` of `path` is one a sparse checkout left out of the work tree:
+/// flagged skip-worktree with nothing on the disk. git reads such a file as its index entry
+/// holds it, unchanged (`git status` is clean), never as deleted; a skip-worktree file that is
+/// on the disk is read from there (see [`Unchecked::clean`]).
+fn sparse_absent(workdir: &Path, path: &str, entry: &git2::IndexEntry) -> bool {
+    entry.flags_extended & SKIP_WORKTREE != 0 && std::fs::symlink_metadata(workdir.join(path)).is_err()
+}
+
+/// The stage-0 index entry of `path` in `repo` when a sparse checkout left it out of the work
+/// tree ([`sparse_absent`]).
+fn sparse_entry(repo: &Repository, index: &git2::Index, path: &str) -> Option<git2::IndexEntry> {
+    let workdir = repo.workdir()?;
+    index.get_path(Path::new(path), 0).filter(|entry| sparse_absent(workdir, path, entry))
 }
 
 /// Whether `path` is a relative path going down only (no `/` first, no `.` or `..`, no NUL).
@@ -830,6 +848,17 @@ fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, S
             let path = entry.path().map_err(|_| not_utf8(String::from_utf8_lossy(entry.path_bytes()).into_owned()))?;
             found.insert(path.to_string(), entry.status());
         }
+    }
+    // libgit2 reports a file a sparse checkout left out as deleted from the work tree; git
+    // calls it unchanged, as its index entry holds it.
+    if found.values().any(|status| status.contains(Status::WT_DELETED)) {
+        let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
+        found.retain(|path, status| {
+            if status.contains(Status::WT_DELETED) && sparse_entry(repo, &index, path).is_some() {
+                status.remove(Status::WT_DELETED);
+            }
+            !status.is_empty()
+        });
     }
     Ok(found.into_iter().collect())
 }
@@ -1490,9 +1519,17 @@ fn diff_paths(
         .map_err(|e| format!("git diff failed: {}", e.message()))?;
     let workdir = repo.workdir().map(Path::to_path_buf);
     let join = |p: &str| if prefix.is_empty() { p.to_string() } else { format!("{prefix}/{p}") };
+    let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
     for delta in diff.deltas() {
         let Some(path) = delta.new_file().path().or_else(|| delta.old_file().path()) else { continue };
         let path = path.display().to_string();
+        // A file a sparse checkout left out is its index entry: a change only when that
+        // differs from the tree.
+        if delta.status() == git2::Delta::Deleted
+            && sparse_entry(repo, &index, &path).is_some_and(|entry| entry.id == delta.old_file().id())
+        {
+            continue;
+        }
         let submodule =
             delta.new_file().mode() == git2::FileMode::Commit || delta.old_file().mode() == git2::FileMode::Commit;
         if let (true, Some(workdir)) = (submodule, &workdir)
@@ -1555,6 +1592,21 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
     let (as_text, local): (Vec<&str>, Vec<&str>) =
         local.into_iter().partition(|path| marked_binary(repo, path) && text_both_sides(repo, tree, path));
     let mut text = String::new();
+    // A file a sparse checkout left out is as its index entry holds it, never deleted.
+    let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
+    let (sparse, local): (Vec<&str>, Vec<&str>) =
+        local.into_iter().partition(|path| sparse_entry(repo, &index, path).is_some());
+    if !sparse.is_empty() {
+        let mut options = diff_options();
+        options.disable_pathspec_match(true);
+        for path in &sparse {
+            options.pathspec(path);
+        }
+        let diff = repo
+            .diff_tree_to_index(tree, Some(&index), Some(&mut options))
+            .map_err(|e| format!("git diff failed: {}", e.message()))?;
+        text.push_str(&patch(&diff, prefix)?);
+    }
     for (paths, force_text) in [(local, false), (as_text, true)] {
         if paths.is_empty() {
             continue;
