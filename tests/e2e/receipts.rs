@@ -1480,6 +1480,37 @@ fn a_scope_of_a_bare_star_is_the_whole_workspace() {
     assert_eq!(signed, [".gitignore", "README.md", "greet.txt"], "{body}");
 }
 
+/// A file the scope names that git ignores (generated output) is there, and evidence and
+/// review read it, but no commit holds it: finalize says so, for the Scope and for a
+/// `--scope-hint` alike, and names the way to a receipt, tracking it, which then verifies.
+/// Before, it said the scope "holds no file" and pointed at `--scope-hint gen.txt`, which was
+/// refused the same way.
+#[test]
+fn finalize_of_a_scoped_file_git_ignores_names_tracking_it_as_the_way_to_a_receipt() {
+    let env = TestEnv::new();
+    write(&env, ".gitignore", "gen.txt\n");
+    opened(&env, "gen.txt", "- [ ] `a1` test - generated\n  - Command: `grep -q hello gen.txt`\n");
+    write(&env, "gen.txt", "hello\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    for (args, code) in
+        [(vec!["finalize", "rev", "--json"], 4), (vec!["finalize", "rev", "--scope-hint", "gen.txt", "--json"], 2)]
+    {
+        let run = env.scafld(&args);
+        let message = refused(&run, code);
+        assert!(message.contains("git ignores") && !message.contains("holds no file"), "{args:?}: {message}");
+        let hint = run.json()["error"]["hint"].as_str().unwrap().to_string();
+        assert!(hint.contains("`git add -f -- gen.txt`") && hint.contains("scafld complete rev"), "{hint}");
+    }
+    assert!(!env.work.join(".scafld/receipts/rev.json").exists(), "nothing minted");
+    git(&env.work, &["add", "-f", "--", "gen.txt"]);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    assert!(run.json()["result"]["receipt"]["body"]["file_digests"]["gen.txt"].is_string(), "{}", run.stdout);
+    commit_all(&env.work, "the work");
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+}
+
 /// A scoped file a sparse checkout leaves out of the work tree (tracked, unchanged, `git
 /// status` clean) is the file its index entry holds: never shown to the reviewer as deleted,
 /// and signed as the commit holds it, so `verify` passes. Before, it was a deletion everywhere

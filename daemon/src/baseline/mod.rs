@@ -1685,6 +1685,14 @@ fn ignored_file(repo: &Repository, path: &Path) -> bool {
         && repo.index().map_or(true, |index| index.get_path(path, 0).is_none())
 }
 
+/// Those of `paths` (workspace-relative) that are a file or symlink there that git ignores and
+/// does not track: content a commit never holds, so a receipt, checked at a commit, cannot
+/// sign it.
+pub fn ignored_files(root: &Path, paths: &[String]) -> Result<Vec<String>, String> {
+    let repo = open(root)?;
+    Ok(paths.iter().filter(|path| plain_relative(path) && ignored_file(&repo, Path::new(path))).cloned().collect())
+}
+
 /// Files a diff shows at most of a file git ignores; a larger one is named, not shown.
 const MAX_IGNORED_SHOWN: u64 = 8 << 20;
 

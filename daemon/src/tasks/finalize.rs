@@ -112,6 +112,14 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
             || tree.files.keys().any(|f| crate::domain::review::in_scope(f, std::slice::from_ref(&e.path)))
     };
     if let Some(empty) = hinted.iter().find(|e| !holds(e) && !gone.contains(e)) {
+        let named = vec![empty.path.clone()];
+        if !ignored_files(&ws, &named).await?.is_empty() {
+            return Err(RpcError::new(
+                ErrorKind::InvalidInput,
+                format!("--scope-hint `{}` is a file git ignores, {UNSIGNABLE}", empty.written),
+            )
+            .with_hint(track_ignored(&task, &named)));
+        }
         return Err(RpcError::new(
             ErrorKind::InvalidInput,
             format!("--scope-hint `{}` holds no file (an empty folder, or only files git ignores)", empty.written),
@@ -173,6 +181,19 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     // A receipt that signs no file binds nothing in the tree: `verify` could never fail it.
     if file_digests.is_empty() {
         let shown = if scope == ["."] { "the whole workspace".to_string() } else { scope.join(", ") };
+        // Files the scope names that git ignores are there, and evidence and review read them,
+        // but no commit holds them: the way to a receipt is to track them.
+        let ignored = ignored_files(&ws, &scope).await?;
+        if !ignored.is_empty() {
+            return Err(RpcError::new(
+                ErrorKind::ReviewFailed,
+                format!(
+                    "{task} would get a receipt that signs no file: its scope ({shown}) holds only files git ignores ({}), {UNSIGNABLE}",
+                    ignored.join(", ")
+                ),
+            )
+            .with_hint(track_ignored(&task, &ignored)));
+        }
         let why = match snapshot_mode {
             SnapshotMode::BaseDelta => {
                 format!("no file of its scope ({shown}) differs from the base, none was deleted")
@@ -327,6 +348,24 @@ fn refuse_contract_changed_while_running(daemon: &Daemon, ws: &Workspace, task: 
 }
 
 /// The refusal of a scope reaching into the submodule `sub` (by a path, or a link into it).
+/// Why a file git ignores is never signed.
+const UNSIGNABLE: &str = "which a receipt cannot sign: `verify` checks the signed files at a commit, and no commit holds a file git ignores unless it is tracked";
+
+/// Those of `paths` that are files git ignores and does not track ([`baseline::ignored_files`]).
+async fn ignored_files(ws: &Workspace, paths: &[String]) -> RpcResult<Vec<String>> {
+    let (root, paths) = (ws.root.clone(), paths.to_vec());
+    baseline::in_workspace(move || baseline::ignored_files(&root, &paths)).await
+}
+
+/// The way to a receipt for a task whose files git ignores: track them (git then signs and
+/// commits them as any other), or close the task without a receipt.
+fn track_ignored(task: &str, ignored: &[String]) -> String {
+    let files = ignored.iter().map(|f| scafld_protocol::cli::shell_word(f)).collect::<Vec<_>>().join(" ");
+    format!(
+        "track what git ignores so a commit can hold it: `git add -f -- {files}`, then `scafld finalize {task}` again; or close the task without a receipt: `scafld complete {task}`"
+    )
+}
+
 fn reaches_into(task: &str, sub: &str) -> RpcError {
     RpcError::new(
         ErrorKind::ReviewFailed,
