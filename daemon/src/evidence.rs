@@ -322,6 +322,9 @@ fn judged(spec: &Spec, entries: &[LedgerEntry], material: Result<Material, Strin
         Ok(now) => {
             let mut seen = std::collections::BTreeSet::new();
             for why in stale.values() {
+                if let Stale::RewrittenWhileRunning { changed } = why {
+                    changes.extend(changed.iter().cloned());
+                }
                 if let Stale::MaterialChanged { recorded }
                 | Stale::ChangedByOwnRuns { recorded, .. }
                 | Stale::RewritesOwnScope { recorded, .. } = why

@@ -2186,3 +2186,74 @@ fn a_contract_too_long_for_any_review_packet_is_said_before_and_named_instead_of
     std::fs::write(&config, kept).unwrap();
     assert_eq!(status(&env)["next_command"], "scafld review rev");
 }
+
+/// A branch switched and back while a criterion runs (here by the command itself, so the test
+/// needs no timing): it passes on the other branch's file, and the task's file holds its own
+/// content again at the end. That pass is no evidence of the task's file: it is not current,
+/// and the next step is a build, never a review.
+#[test]
+fn a_branch_switched_and_back_while_a_criterion_runs_leaves_its_pass_not_current() {
+    let env = TestEnv::new();
+    let check = "- [ ] `a1` test - greet is defined\n  - Command: `git switch -q good && grep -q greet src/lib.rs; r=$?; git switch -q -; exit $r`\n";
+    opened(&env, "src/lib.rs", check);
+    git(&env.work, &["switch", "-q", "-c", "good"]);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    git(&env.work, &["add", "src/lib.rs"]);
+    git(&env.work, &["commit", "-qm", "good"]);
+    git(&env.work, &["switch", "-q", "-"]);
+    write(&env, "src/lib.rs", "pub fn broken() {}\n");
+    git(&env.work, &["add", "src/lib.rs"]);
+    git(&env.work, &["commit", "-qm", "the task's work"]);
+
+    let run = env.scafld(&["build", "rev", "--json"]);
+    run.assert_code(0);
+    let outcome = run.json()["result"].clone();
+    assert_eq!(outcome["criteria"][0]["status"], "pass", "{outcome}");
+    let message = outcome["message"].as_str().unwrap();
+    assert!(message.contains("src/lib.rs was rewritten while its commands ran"), "{message}");
+    assert_eq!(outcome["next_command"], "scafld build rev", "{outcome}");
+    assert_eq!(std::fs::read_to_string(env.work.join("src/lib.rs")).unwrap(), "pub fn broken() {}\n");
+
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
+    assert_eq!(s["next_command"], "scafld build rev", "{s}");
+    assert_eq!(s["stale_changes"], json!(["src/lib.rs (rewritten)"]), "{s}");
+    let shown = env.scafld(&["status", "rev"]).stdout;
+    assert!(shown.contains("rewritten while it ran"), "{shown}");
+    // Reviewing it is refused; a build that runs it the same way again is no more current.
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(4);
+    let rerun = env.scafld(&["build", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(rerun["next_command"], "scafld build rev", "{rerun}");
+    assert_eq!(status(&env)["criteria"][0]["freshness"], "stale");
+}
+
+/// The task's work stashed and popped while the reviewer runs (by the reviewer itself, so the
+/// test needs no timing): the reviewer read the file before the task, and the file holds the
+/// task's content again at its end. The guard names the file; the pass does not stand.
+#[test]
+fn a_stash_and_pop_while_the_reviewer_runs_fails_the_review_closed() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn old() {}\n");
+    git(&env.work, &["add", "src/lib.rs"]);
+    git(&env.work, &["commit", "-qm", "before the greeting"]);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+
+    let git_id = "git -c user.name=t -c user.email=t@t";
+    let stashing = reviewer(
+        &env,
+        "stashing",
+        &pass(),
+        &format!("{git_id} stash -q && cp src/lib.rs \"$0.saw\" && {git_id} stash pop -q"),
+    );
+    let run = command_review(&env, &stashing, &["--min-attack-angles", "2", "--json"]);
+    assert_eq!(std::fs::read_to_string(format!("{stashing}.saw")).unwrap(), "pub fn old() {}\n");
+    assert_eq!(std::fs::read_to_string(env.work.join("src/lib.rs")).unwrap(), "pub fn greet() {}\n");
+    run.assert_code(4);
+    let findings = run.json()["result"]["findings"].clone();
+    let guard = findings.as_array().unwrap().iter().find(|f| f["id"] == "workspace-mutation").expect("guard finding");
+    assert!(guard["evidence"].as_str().unwrap().contains("src/lib.rs"), "{guard}");
+    assert_ne!(status(&env)["next_command"], "scafld complete rev");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+}

@@ -1405,6 +1405,53 @@ pub fn guard_snapshot(root: &Path, scope: &[String], files: &[String]) -> Result
     Ok(entries)
 }
 
+/// The wall clock now in nanoseconds since the epoch, the clock a file's change time is kept
+/// in: taken before a material is read, it is the `since` of [`rewritten_since`].
+pub fn clock_ns() -> i64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(now.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// The files among `entries` (a material's, an entry per file) that were written, replaced or
+/// had their mode changed at or after `since` ([`clock_ns`]): their change time (which no
+/// command can set back) says so even when their content is the same again (a branch switched
+/// and back, a stash and its pop). A change time is kept by the kernel's coarse clock, never
+/// later than the change: a file written before `since` is never named. Paths are relative to
+/// the repository's top, as a material's are; one gone now is not named (its absence shows in
+/// the material).
+pub fn rewritten_since(root: &Path, entries: &[BaselinePath], since: i64) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(repo) = open(root) else { return Vec::new() };
+    let Some(workdir) = repo.workdir().map(Path::to_path_buf) else { return Vec::new() };
+    let changed = |path: &str| match std::fs::symlink_metadata(workdir.join(path)) {
+        Ok(meta) => meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()) >= since,
+        Err(_) => false,
+    };
+    let mut out: Vec<String> =
+        entries.iter().filter(|e| e.status == "file" && changed(&e.path)).map(|e| e.path.clone()).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Where git's HEAD stands and what its reflog holds, as one stamp: the target HEAD names and
+/// the size, modification time and inode of its reflog. Two equal stamps say no checkout,
+/// switch, reset, stash, commit or rebase happened between them (each writes the reflog),
+/// even one that left HEAD where it was. `None` outside a repository.
+pub fn head_stamp(root: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let repo = open(root).ok()?;
+    let target = match repo.find_reference("HEAD") {
+        Ok(head) => format!("{:?}{:?}", head.symbolic_target(), head.target()),
+        Err(e) => format!("unreadable:{:?}", e.code()),
+    };
+    let log = match std::fs::metadata(repo.path().join("logs/HEAD")) {
+        Ok(meta) => format!("{}:{}:{}:{}", meta.len(), meta.mtime(), meta.mtime_nsec(), meta.ino()),
+        Err(e) => format!("{:?}", e.kind()),
+    };
+    Some(format!("{target} {log}"))
+}
+
 /// Paths whose material differs between a record (`before`, as stored: see
 /// [`Material::stored`]) and the material read now (`after`, an entry per file, folded into
 /// `before`'s groups first): what changed, for a person to read (`<path>

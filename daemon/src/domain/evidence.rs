@@ -401,6 +401,10 @@ pub enum Stale {
     /// different from what they ran on (`changed`). Building again runs it again and leaves it
     /// stale again.
     RewritesOwnScope { recorded: String, changed: Vec<String> },
+    /// The scoped files hold the content it is bound to, but were rewritten while the step that
+    /// recorded it ran (`changed`: a branch switched and back, a stash and its pop): it may
+    /// have run on other content. Building again runs it on the files as they are.
+    RewrittenWhileRunning { changed: Vec<String> },
     /// The files in scope cannot be read now (for example the workspace is not a git
     /// repository any more), so nothing recorded can be shown to match them.
     Unverifiable,
@@ -416,6 +420,9 @@ impl Stale {
             Stale::MaterialChanged { .. } => "the files in the task's scope changed since it ran",
             Stale::ChangedByOwnRuns { .. } => "its own command changed the files in the task's scope when it last ran",
             Stale::RewritesOwnScope { .. } => "its own command changes the files in the task's scope each time it runs",
+            Stale::RewrittenWhileRunning { .. } => {
+                "files in the task's scope were rewritten while it ran, so it may have run on other content"
+            }
             Stale::Unverifiable => "the files in the task's scope cannot be read to check it",
             Stale::SpecMissing => "the spec file is missing, so its definition cannot be checked",
         }
@@ -470,7 +477,10 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
             None => Some(Stale::Unbound),
             Some(definition) if !same_definition(definition, c) => Some(Stale::DefinitionChanged),
             Some(_) if material.is_none() => Some(Stale::Unverifiable),
-            Some(_) if Some(recorded) != material => Some(match &own {
+            Some(_) if Some(recorded) == material => {
+                rewritten_while_running(entries, &c.id, recorded).map(|changed| Stale::RewrittenWhileRunning { changed })
+            }
+            Some(_) => Some(match &own {
                 Some(own) if own.step.from == recorded && own.step.criteria.contains(&c.id) => {
                     let (recorded, changed) = (recorded.to_string(), own.step.changed.clone());
                     match own.looped() {
@@ -480,13 +490,33 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
                 }
                 _ => Stale::MaterialChanged { recorded: recorded.to_string() },
             }),
-            Some(_) => None,
         };
         if let Some(why) = why {
             out.insert(c.id.clone(), why);
         }
     }
     out
+}
+
+/// The files rewritten while the step that recorded the latest result of `id` ran, when that
+/// step ended with the files' content the one the result is bound to (`recorded`): a
+/// `material` event of the step with its content unchanged (`digest` its `from`), naming the
+/// criteria that ran and the files written meanwhile. `None` when the result was recorded
+/// after any such event (a build that ran it again).
+pub fn rewritten_while_running(entries: &[LedgerEntry], id: &str, recorded: &str) -> Option<Vec<String>> {
+    entries.iter().rev().find_map(|e| match &e.event {
+        LedgerEvent::Material { digest, after_step: Some(step), .. }
+            if digest == recorded && step.from == *digest && step.criteria.iter().any(|c| c == id) =>
+        {
+            Some(Some(step.changed.clone()))
+        }
+        LedgerEvent::Criterion { criterion_id, .. } | LedgerEvent::ManualEvidence { criterion_id, .. }
+            if criterion_id == id =>
+        {
+            Some(None)
+        }
+        _ => None,
+    })?
 }
 
 /// What [`stale`] says without the files: results whose criterion's definition changed since
@@ -529,8 +559,11 @@ impl OwnChanges {
 /// or twice and then leave the files as they are. `None` when the files are not what the last
 /// step left (something else changed them since) or no step changed them.
 pub fn own_changes(entries: &[LedgerEntry], now: &str) -> Option<OwnChanges> {
+    // A step that left the content as it found it (files rewritten meanwhile) changed nothing.
     let mut changes = entries.iter().rev().filter_map(|e| match &e.event {
-        LedgerEvent::Material { digest, after_step: Some(step), .. } => Some((digest.as_str(), step)),
+        LedgerEvent::Material { digest, after_step: Some(step), .. } if *digest != step.from => {
+            Some((digest.as_str(), step))
+        }
         _ => None,
     });
     let (left, last) = changes.next()?;

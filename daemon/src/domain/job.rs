@@ -237,6 +237,11 @@ pub struct SessionRecord {
     /// The workspace when the session first started (the mutation guard compares against it).
     pub snapshot: Vec<crate::domain::ledger::BaselinePath>,
     pub tree: String,
+    /// The clock (nanoseconds since the epoch) before the files were first read for the
+    /// session, or its retry: a file in scope written since is a mutation even when its
+    /// content is the same again at the end. `None` in a session an older scafld kept.
+    #[serde(default)]
+    pub guard_since: Option<i64>,
     pub scope: Vec<String>,
     pub request: crate::domain::dossier::Request,
     pub packet_path: String,

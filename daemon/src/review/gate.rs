@@ -190,7 +190,22 @@ pub async fn record_consensus(
     let spec_gone = !spec_path.is_empty() && std::fs::symlink_metadata(ws.root.join(&spec_path)).is_err();
     let plain = plain_spec(&session.snapshot, &spec_path);
     let mutated = match guard_snapshot(&ws, &spec_path, &session.scope, plain).await {
-        Ok(after) => review::mutations(&session.snapshot, &after, &session.scope, &spec_path),
+        Ok(after) => {
+            let mut mutated = review::mutations(&session.snapshot, &after, &session.scope, &spec_path);
+            // A file written while the reviewers ran, its content the same again now (a stash
+            // and its pop, a branch switched and back): they may have read other content.
+            if let Some(since) = session.guard_since {
+                let root = ws.root.clone();
+                let files: Vec<BaselinePath> = after.into_iter().filter(|p| p.path != spec_path).collect();
+                let rewritten = tokio::task::spawn_blocking(move || baseline::rewritten_since(&root, &files, since))
+                    .await
+                    .unwrap_or_default();
+                mutated.extend(rewritten);
+                mutated.sort();
+                mutated.dedup();
+            }
+            mutated
+        }
         Err(e) => {
             attempt_failed(daemon, &ws, task, format!("review workspace snapshot failed: {}", e.0.message))?;
             return Ok(Gate { state: GateState::Retry, review: None, guard_issue: None });

@@ -215,6 +215,8 @@ pub struct Baseline {
     /// (`baseline::stored`: grouped by folder when large).
     pub snapshot: Vec<BaselinePath>,
     pub tree: String,
+    /// The clock before the files were first read for the session (`baseline::clock_ns`).
+    pub since: Option<i64>,
 }
 
 #[derive(Default)]
@@ -390,6 +392,7 @@ pub fn start(daemon: &Arc<Daemon>, s: Spawn<'_>, prepared: Prepared) -> m::Spawn
         files: s.packet.files,
         snapshot: crate::baseline::stored(&s.baseline.snapshot),
         tree: s.baseline.tree,
+        guard_since: s.baseline.since,
         scope: s.baseline.scope,
         request: s.packet.request,
         packet_path: dir.join("packet.md").display().to_string(),
@@ -911,7 +914,11 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams, next: gate::Ne
     if let Some(task) = session.task().map(str::to_string) {
         gate::refuse_while_running(daemon, &ws, &task)?;
         _task_held = Some(daemon.jobs.task_lock(&ws, &task).lock_owned().await);
+        // The retry's reviewers are guarded from now: what was written before is the retry
+        // check's to judge (the content against the packet's).
+        let since = crate::baseline::clock_ns();
         session.snapshot = crate::baseline::stored(&gate::check_retry(daemon, &ws, &session, &task, next).await?);
+        session.guard_since = session.guard_since.map(|_| since);
     }
     session.caller_env = p.caller.env.clone();
     session.caller_cwd = p.caller.cwd.clone();

@@ -121,7 +121,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
                 preflight: format!("template review `{}`; no acceptance evidence applies", chosen.name),
                 files,
             },
-            baseline: Baseline { scope: Vec::new(), snapshot, tree: String::new() },
+            baseline: Baseline { scope: Vec::new(), snapshot, tree: String::new(), since: None },
             overrides: Overrides { provider_command: p.provider_command.clone(), ..Overrides::default() },
             context_digest: format!("template:{}", chosen.name),
             templates: Templates {

@@ -466,6 +466,14 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     }
     crate::review::gate::refuse_contract_changes(&task, &spec, &entries, "build", ErrorKind::InvalidState)?;
     record_implementer(daemon, &ws, &task, &entries, &p.caller.env)?;
+    // Before the files are first read: a file rewritten after this while git moved HEAD (a
+    // branch switched and back, a stash and its pop), its content the same again when the
+    // commands are done, did not hold that content all the while they ran.
+    let since = crate::baseline::clock_ns();
+    let head = {
+        let root = ws.root.clone();
+        tokio::task::spawn_blocking(move || crate::baseline::head_stamp(&root)).await.ok().flatten()
+    };
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     let step = match build::plan(&spec, &fresh.stale, crate::templates::shadows(&ws.root, &task)) {
         Ok(step) => step,
@@ -523,6 +531,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
                 commands: CommandSetup::new(&ws, &config, &p.caller.env),
                 cancel,
                 material,
+                since: (since, head),
                 ready,
             };
             let reading = run.material.clone();
@@ -773,6 +782,11 @@ struct BuildRun {
     cancel: CancellationToken,
     /// The scoped files as the step starts: every result it records is bound to them.
     material: StepMaterial,
+    /// The clock before `material` was read (`baseline::clock_ns`) and git's HEAD then
+    /// (`baseline::head_stamp`): a file in scope rewritten since then while HEAD moved, its
+    /// content the same at the end, is recorded as such (see `record_end`). A command that
+    /// rewrites its own files unchanged (`sed -i`, a generator) moves no HEAD: no loop.
+    since: (i64, Option<String>),
     /// What each of its commands waits for before it may run.
     ready: Ready,
 }
@@ -888,6 +902,11 @@ impl BuildRun {
         let material = self.material.get().await?;
         let ran = results.iter().filter(|r| r.exit_code.is_some() || r.duration_ms > 0);
         let ran: Vec<String> = ran.map(|r| r.criterion_id.clone()).collect();
+        // Where the files were read again (`steps`): the workspace's folder now.
+        let home_root = match self.daemon.home_of(&self.ws) {
+            Home::Moved(home) => home.root.clone(),
+            _ => self.ws.root.clone(),
+        };
         // The files as the commands left them, still being read while the step is projected.
         let after = async {
             let now = match material_after {
@@ -897,14 +916,30 @@ impl BuildRun {
             // What its commands left is recorded, with the criteria that ran and what changed,
             // so that a criterion rewriting its own scope on every build is told apart from one
             // that changed the files once (a formatter's first run).
-            let changed = now.as_ref().filter(|now| now.digest != material.digest).map(|now| LedgerEvent::Material {
+            let changed = match &now {
+                Some(now) if now.digest != material.digest => {
+                    Some(baseline::material_changes(&material.stored(), &now.entries))
+                }
+                // The same content at the end, yet files were written while the commands ran and
+                // git moved HEAD (a branch switched and back, a stash and its pop): what passed
+                // may have run on other content, so the step's results are recorded as not
+                // speaking for these files (`evidence::rewritten_while_running`).
+                Some(now) => {
+                    let (root, entries, (since, head)) = (home_root.clone(), now.entries.clone(), self.since.clone());
+                    let rewritten = tokio::task::spawn_blocking(move || match baseline::head_stamp(&root) == head {
+                        true => Vec::new(),
+                        false => baseline::rewritten_since(&root, &entries, since),
+                    })
+                    .await
+                    .unwrap_or_default();
+                    (!rewritten.is_empty()).then(|| rewritten.iter().map(|p| format!("{p} (rewritten)")).collect())
+                }
+                None => None,
+            };
+            let changed = changed.zip(now.as_ref()).map(|(changed, now)| LedgerEvent::Material {
                 digest: now.digest.clone(),
                 entries: now.stored(),
-                after_step: Some(StepChange {
-                    from: material.digest.clone(),
-                    criteria: ran,
-                    changed: baseline::material_changes(&material.stored(), &now.entries),
-                }),
+                after_step: Some(StepChange { from: material.digest.clone(), criteria: ran, changed }),
             });
             (Vec::from_iter(changed), now.map_or_else(|| material.digest.clone(), |now| now.digest.clone()))
         };
@@ -931,6 +966,17 @@ impl BuildRun {
                     .filter(|(_, why)| matches!(why, evidence::Stale::RewritesOwnScope { .. }))
                     .map(|(id, _)| id.clone())
                     .collect();
+                let mut rewritten: Vec<String> = stale
+                    .values()
+                    .filter_map(|why| match why {
+                        evidence::Stale::RewrittenWhileRunning { changed } => Some(changed.iter().cloned()),
+                        _ => None,
+                    })
+                    .flatten()
+                    .map(|file| file.trim_end_matches(" (rewritten)").to_string())
+                    .collect();
+                rewritten.sort();
+                rewritten.dedup();
                 let message = match status {
                     // The spec left its approved contract while the step ran (a criterion edited):
                     // that, not the commands, is why its evidence does not stand, as the next says.
@@ -950,6 +996,15 @@ impl BuildRun {
                             crate::domain::next::rewrite_reason(&self.task, &rewriting, &files)
                         )
                     }
+                    Status::Review if !rewritten.is_empty() => format!(
+                        "build completed, but {} rewritten while its commands ran and git moved HEAD (a branch \
+                         switched and back, a stash and its pop): the same content again at the end, yet its results \
+                         may speak for other content; build again, leaving the files as they are while it runs",
+                        match rewritten.as_slice() {
+                            [one] => format!("{one} was"),
+                            many => format!("{} were", many.join(", ")),
+                        }
+                    ),
                     Status::Review if !stale.is_empty() => {
                         "build completed, but its commands changed files in the task's scope since they ran: \
                      build again to record evidence of the files as they are now"

@@ -108,7 +108,10 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     let request = review_request(&p, &config, previous.as_ref())?;
 
     // What the reviewer judges: the evidence must be current, and the change is everything
-    // since the approval baseline, committed or not, submodules included.
+    // since the approval baseline, committed or not, submodules included. The clock first: a
+    // file in scope written after it, while the reviewers run, is a mutation even when it
+    // holds the same content again at their end.
+    let since = baseline::clock_ns();
     let fresh = crate::evidence::freshness(&ws, &spec, &entries).await;
     if !p.print_context {
         gate::refuse_stale(&task, &fresh, "review")?;
@@ -256,7 +259,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
             return Err(not_started(e));
         }
     };
-    spawn.baseline = crate::review::Baseline { scope: guarded, snapshot: start, tree };
+    spawn.baseline = crate::review::Baseline { scope: guarded, snapshot: start, tree, since: Some(since) };
     let spawned = crate::review::start(daemon, spawn, prepared);
     drop(guard);
     Ok(m::TaskReviewResult {
