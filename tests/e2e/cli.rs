@@ -527,6 +527,28 @@ fn completions_and_man_pages_are_generated() {
     assert!(daemon.contains("retention") && !daemon.contains("\\-\\-man"), "the hidden flag stays hidden");
 }
 
+/// A page's name that is a FIFO is refused before anything is opened (it hung `man --out`
+/// forever), `--force` or not, and no page is written.
+#[test]
+fn man_pages_are_never_written_into_a_fifo() {
+    let env = TestEnv::new();
+    let out = env.path("pages");
+    std::fs::create_dir_all(&out).unwrap();
+    let fifo = out.join("scafld-init.1");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for force in [false, true] {
+        let mut args = vec!["man", "--out", out.to_str().unwrap(), "--json"];
+        if force {
+            args.push("--force");
+        }
+        let refused = env.scafld(&args);
+        refused.assert_code(2);
+        let error = refused.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("scafld-init.1 is a FIFO"), "{error}");
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1, "no page was written beside the FIFO");
+    }
+}
+
 /// `man --out` follows `session --export`'s rule: an existing page is replaced only with
 /// `--force`, a symlink named like a page is never written through (not even with `--force`),
 /// and one refusal writes no page at all.

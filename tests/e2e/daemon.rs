@@ -1314,6 +1314,30 @@ fn an_export_to_a_full_disk_is_a_runtime_failure_at_any_path() {
     assert!(!target.exists(), "a partial export was left at {}", target.display());
 }
 
+/// `session --export P --force` renamed its file over a FIFO or a device at P (as root, over
+/// /dev/null): anything at P that is not a regular file is refused, naming it, and left as it is.
+#[test]
+fn an_export_never_replaces_a_fifo() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    env.scafld(&["plan", "t1", "--title", "T"]).assert_code(0);
+    let fifo = env.path("ledger.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for force in [false, true] {
+        let mut args = vec!["session", "t1", "--export", fifo.to_str().unwrap(), "--json"];
+        if force {
+            args.push("--force");
+        }
+        let run = env.scafld(&args);
+        run.assert_code(2);
+        let error = &run.json()["error"];
+        assert!(error["message"].as_str().unwrap().contains("is a FIFO, not a regular file"), "{error}");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "the FIFO was replaced");
+    }
+}
+
 /// Once the state database failed on a full disk and could not be reopened, every call said
 /// only "the state database could not be reopened". It now carries the cause (no space left,
 /// which database) and the full-disk hint, and the next call after space returns works.

@@ -612,3 +612,44 @@ fn a_template_that_is_no_regular_file_is_reported_broken_and_never_read() {
     assert!(errors.contains("huge.yaml") && errors.contains("a template may have"), "{errors}");
     assert_eq!(pid(&env), before, "the daemon survived");
 }
+
+/// `--output file PATH` follows `session --export`'s rule, checked before any reviewer runs: a
+/// symlink is never written through and a FIFO never opened (it hung the client), `--force` or
+/// not; an existing file is replaced only with `--force`.
+#[test]
+fn review_output_file_is_never_a_link_a_fifo_or_an_unforced_file() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let script = reviewer(&env, "pass", MARKDOWN);
+    let code = |path: &std::path::Path, force: bool| {
+        let mut args = vec!["code", "--provider", "command", "--provider-command", &script];
+        args.extend_from_slice(&["--output", "file", path.to_str().unwrap(), "--json"]);
+        if force {
+            args.push("--force");
+        }
+        review(&env, &args)
+    };
+    let precious = env.path("notes.txt");
+    std::fs::write(&precious, "my precious notes").unwrap();
+    let link = env.path("result.json");
+    std::os::unix::fs::symlink(&precious, &link).unwrap();
+    let fifo = env.path("out.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for force in [false, true] {
+        let refused = code(&link, force);
+        refused.assert_code(2);
+        assert!(refused.json()["error"]["message"].as_str().unwrap().contains("is a symlink"), "{}", refused.stdout);
+        let refused = code(&fifo, force);
+        refused.assert_code(2);
+        assert!(refused.json()["error"]["message"].as_str().unwrap().contains("is a FIFO"), "{}", refused.stdout);
+    }
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "my precious notes");
+    assert!(!env.path("pass.prompt").exists(), "a refused --output ran a reviewer");
+    let exists = code(&precious, false);
+    exists.assert_code(2);
+    assert!(exists.json()["error"]["hint"].as_str().unwrap().contains("--force"), "{}", exists.stdout);
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "my precious notes");
+    code(&precious, true).assert_code(0);
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&precious).unwrap()).unwrap();
+    assert_eq!(written["verdict"], "PASS");
+}

@@ -233,7 +233,8 @@ pub struct ReviewArgs {
     /// Print exactly the packet a provider would receive, and run nothing.
     #[arg(long, conflicts_with = "human_reviewed")]
     pub print_context: bool,
-    /// Review again although nothing changed since a failed review.
+    /// Review again although nothing changed since a failed review (with a user template:
+    /// replace an existing file at `--output file PATH`).
     #[arg(long)]
     pub force: bool,
 }
@@ -286,6 +287,9 @@ pub enum ReviewCommand {
         /// Where the result goes: terminal, json, or `file PATH`.
         #[arg(long, num_args = 1..=2, value_names = ["MODE", "PATH"])]
         output: Vec<String>,
+        /// Replace an existing file at `--output file PATH`.
+        #[arg(long)]
+        force: bool,
     },
     /// Architectural review of a document against the architecture it must fit.
     Arch {
@@ -351,6 +355,9 @@ pub struct TemplateRunArgs {
     /// terminal (default), json, or `file PATH`.
     #[arg(long, num_args = 1..=2, value_names = ["MODE", "PATH"])]
     pub output: Vec<String>,
+    /// Replace an existing file at `--output file PATH`.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -30,8 +30,8 @@ pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         Some(ReviewCommand::Reject(reason)) => decide(ctx, reason, Decision::Reject),
         Some(ReviewCommand::List) => template::list(ctx),
         Some(ReviewCommand::History) => template::history(ctx),
-        Some(ReviewCommand::Result { session_key, timeout, output }) => {
-            template::result(ctx, session_key.clone(), *timeout, output)
+        Some(ReviewCommand::Result { session_key, timeout, output, force }) => {
+            template::result(ctx, session_key.clone(), *timeout, output, *force)
         }
         Some(ReviewCommand::Arch { input, against, run }) | Some(ReviewCommand::Tasks { input, against, run }) => {
             let name = if matches!(args.command, Some(ReviewCommand::Arch { .. })) { "arch" } else { "tasks" };
@@ -62,6 +62,7 @@ pub fn review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
                     cwd: args.cwd.clone(),
                     detach: args.detach,
                     output: args.output.clone(),
+                    force: args.force,
                 };
                 note_task_collision(ctx, &name);
                 template::run(ctx, &name, Default::default(), &run)

@@ -68,15 +68,23 @@ pub fn history(ctx: &Context) -> Result<u8, CliError> {
 enum Destination {
     Terminal,
     Json,
-    File(String),
+    /// A file of the caller's, and whether an existing one may be replaced (`--force`).
+    File(String, bool),
 }
 
-fn destination(output: &[String]) -> Result<Destination, CliError> {
+/// Where `--output` sends the result. A file is checked here, before any reviewer runs, as
+/// `session --export` checks its path (`scafld_local::out_file`): never a link, a folder, a
+/// FIFO or a device, an existing file only with `force`.
+fn destination(output: &[String], force: bool) -> Result<Destination, CliError> {
     match output {
         [] => Ok(Destination::Terminal),
         [mode] if mode == "terminal" => Ok(Destination::Terminal),
         [mode] if mode == "json" => Ok(Destination::Json),
-        [mode, path] if mode == "file" => Ok(Destination::File(path.clone())),
+        [mode, path] if mode == "file" => {
+            scafld_local::out_file::check(std::path::Path::new(path), force)
+                .map_err(|why| usage(format!("--output file: {why}; no review was run")).with_hint(why.hint()))?;
+            Ok(Destination::File(path.clone(), force))
+        }
         [mode] if mode == "file" => Err(usage("--output file needs a PATH")),
         _ => Err(usage(format!("--output {} is not terminal, json or `file PATH`", output.join(" ")))),
     }
@@ -101,7 +109,7 @@ pub fn run(
     mut inputs: BTreeMap<String, String>,
     args: &TemplateRunArgs,
 ) -> Result<u8, CliError> {
-    let destination = destination(&args.output)?;
+    let destination = destination(&args.output, args.force)?;
     inputs.extend(parse_inputs(&args.inputs)?);
     let (root, mut conn) = connect_workspace(ctx)?;
     let mut reviewers = args.reviewers.clone();
@@ -137,8 +145,14 @@ pub fn run(
 }
 
 /// `review result`: a template session's result, once it settles (bounded by `timeout`).
-pub fn result(ctx: &Context, session_key: Option<String>, timeout: f64, output: &[String]) -> Result<u8, CliError> {
-    let destination = destination(output)?;
+pub fn result(
+    ctx: &Context,
+    session_key: Option<String>,
+    timeout: f64,
+    output: &[String],
+    force: bool,
+) -> Result<u8, CliError> {
+    let destination = destination(output, force)?;
     if !(timeout.is_finite() && timeout >= 0.0) {
         return Err(usage("--timeout must be a non-negative number of seconds"));
     }
@@ -178,9 +192,10 @@ fn deliver(ctx: &Context, result: &TemplateReviewResult, destination: Destinatio
             println!("{}", serde_json::to_string_pretty(result).unwrap_or_default());
             return Ok(code);
         }
-        Destination::File(path) => {
+        Destination::File(path, force) => {
             let text = serde_json::to_string_pretty(result).unwrap_or_default();
-            std::fs::write(&path, format!("{text}\n"))
+            // Checked again in the open: a link, a FIFO or a file that appeared meanwhile.
+            scafld_local::out_file::write(std::path::Path::new(&path), format!("{text}\n").as_bytes(), force)
                 .map_err(|e| CliError::new("output", format!("cannot write {path}: {e}"), codes::UNKNOWN))?;
             format!("{} review: {} (written to {path})", result.template, result.verdict)
         }
