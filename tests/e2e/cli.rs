@@ -549,6 +549,31 @@ fn man_pages_are_never_written_into_a_fifo() {
     }
 }
 
+/// A `.gitignore` that is a symlink leading outside the workspace is left as it is, with a
+/// warning, as AGENTS.md is: `init` appended its lines to the file elsewhere on disk.
+#[test]
+fn init_never_appends_to_a_gitignore_link_leading_outside() {
+    let env = TestEnv::new();
+    let outside = env.path("someone-elses-file");
+    std::fs::write(&outside, "someone else's file\n").unwrap();
+    std::os::unix::fs::symlink(&outside, env.work.join(".gitignore")).unwrap();
+    let run = env.scafld(&["init", "--json"]);
+    run.assert_code(0);
+    let result = run.json()["result"].clone();
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "someone else's file\n");
+    assert!(std::fs::symlink_metadata(env.work.join(".gitignore")).unwrap().file_type().is_symlink());
+    assert!(result["skipped"].as_array().unwrap().iter().any(|p| p == ".gitignore"), "{result}");
+    let warned =
+        result["warnings"].as_array().unwrap().iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>();
+    assert!(warned.iter().any(|w| w.starts_with(".gitignore is a symlink leading outside the workspace")), "{result}");
+    // A link to a regular file of the work tree gets the lines there, as AGENTS.md gets its guide.
+    std::fs::remove_file(env.work.join(".gitignore")).unwrap();
+    std::fs::write(env.work.join("ignores"), "target/\n").unwrap();
+    std::os::unix::fs::symlink("ignores", env.work.join(".gitignore")).unwrap();
+    env.scafld(&["init"]).assert_code(0);
+    assert!(std::fs::read_to_string(env.work.join("ignores")).unwrap().contains(".scafld/runs/"));
+}
+
 /// `man --out` follows `session --export`'s rule: an existing page is replaced only with
 /// `--force`, a symlink named like a page is never written through (not even with `--force`),
 /// and one refusal writes no page at all.

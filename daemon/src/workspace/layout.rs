@@ -139,10 +139,30 @@ pub fn init_layout(root: &Path) -> io::Result<InitReport> {
             report.skipped.push(file.to_string());
         }
     }
-    match ensure_gitignore(&root.join(GITIGNORE))? {
-        GitignoreChange::Created => report.created.push(GITIGNORE.to_string()),
-        GitignoreChange::Updated => report.updated.push(GITIGNORE.to_string()),
-        GitignoreChange::Unchanged => report.skipped.push(GITIGNORE.to_string()),
+    // A `.gitignore` that is a symlink gets the lines only as `init --agents` gives AGENTS.md
+    // its guide: in the file it leads to when that is a regular file of the work tree; any
+    // other link (one leading outside the workspace, say) is left as it is, with a warning.
+    let path = match fs::symlink_metadata(root.join(GITIGNORE)) {
+        Ok(meta) if meta.file_type().is_symlink() => match super::agent_guide::link_target(root, GITIGNORE, false) {
+            Ok(target) => Some(target),
+            Err(refused) => {
+                report.skipped.push(GITIGNORE.to_string());
+                report.warnings.push(format!(
+                    "{}: it is left as it is, without scafld's ignore lines; add {} to the file it leads to yourself, or make {GITIGNORE} a file here and run `scafld init` again",
+                    refused.why(),
+                    GITIGNORE_ENTRIES.join(", ")
+                ));
+                None
+            }
+        },
+        _ => Some(root.join(GITIGNORE)),
+    };
+    if let Some(path) = path {
+        match ensure_gitignore(&path)? {
+            GitignoreChange::Created => report.created.push(GITIGNORE.to_string()),
+            GitignoreChange::Updated => report.updated.push(GITIGNORE.to_string()),
+            GitignoreChange::Unchanged => report.skipped.push(GITIGNORE.to_string()),
+        }
     }
     Ok(report)
 }
