@@ -6,6 +6,7 @@ mod corpus;
 mod daemon;
 mod exec;
 mod gate;
+mod git_layouts;
 mod harden;
 mod identity;
 mod lsp;

@@ -159,10 +159,19 @@ pub fn lease(root: &Path) -> Result<Lease, git2::Error> {
     {
         return Ok(Lease { root, key: Some(key), repo: Some(repo) });
     }
-    let repo = Repository::discover(root)?;
+    let repo = discover(root)?;
     // Checked once, when opened: a kept one's config files are unchanged, includes and all.
     let key = key_of(root, &repo).filter(|_| !includes_files(&repo));
     Ok(Lease { root: root.to_path_buf(), key, repo: Some(repo) })
+}
+
+/// The repository whose work tree holds `root`, found as git finds it: the nearest `.git`
+/// above, a folder or a file naming the git directory (`git init --separate-git-dir`, a linked
+/// worktree). The work tree is the folder holding that `.git`, not the git directory's parent:
+/// `Repository::discover` finds the git directory and opens it again on its own, which loses
+/// the `.git` file and with it the work tree's place.
+fn discover(root: &Path) -> Result<Repository, git2::Error> {
+    Repository::open_ext(root, git2::RepositoryOpenFlags::CROSS_FS, std::iter::empty::<&std::ffi::OsStr>())
 }
 
 unsafe extern "C" {

@@ -1,0 +1,84 @@
+//! Workspaces git keeps otherwise than as a work tree's top holding its `.git` folder: a `.git`
+//! file naming a git directory elsewhere (`git init --separate-git-dir`), and a workspace in a
+//! folder of a larger work tree (a monorepo's package). The task's change is read where git
+//! keeps it and named as the workspace names it: the review is shown it, evidence goes stale
+//! when the file changes, and a receipt signs the file as it is and verifies.
+
+use std::path::Path;
+
+use scafld_tests::{TestEnv, commit_all, git};
+use serde_json::Value;
+
+use crate::review::{command_review, pass, reviewer};
+
+/// Task `rev`, scoped to `f.txt`, approved and built to review with `f.txt` changed from `hi`
+/// to `hello` (its criterion's command checks that); the workspace committed at `top` first.
+fn built(env: &TestEnv, top: &Path) {
+    env.init();
+    commit_all(top, "scafld init");
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Layout\n\n## Summary\n\nSay hello.\n\n## Scope\n\n- `f.txt` - the greeting.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - it says hello\n  - Command: `grep -q hello f.txt`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    let approved = env.scafld(&["approve", "rev", "--reason", "layout test", "--json"]);
+    approved.assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    std::fs::write(env.work.join("f.txt"), "hello\n").unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+}
+
+/// The review packet's section titled `title`, up to the next one.
+fn section(packet: &str, title: &str) -> String {
+    let start = packet.find(&format!("## {title}")).unwrap_or_else(|| panic!("no {title}:\n{packet}"));
+    let rest = &packet[start + 3..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
+}
+
+/// The review is shown `f.txt`'s change as the task's; a pass, then the file broken: the
+/// evidence is stale and complete refuses; put back, finalize signs it and verify at the
+/// commit holding the work accepts the receipt.
+fn reviewed_bound_and_signed(env: &TestEnv, top: &Path) -> Value {
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    packet.assert_code(0);
+    let changes = section(&packet.stdout, "Task Changes Since Approval Baseline");
+    assert!(changes.contains("- `f.txt`"), "{changes}");
+    assert!(changes.contains("diff --git a/f.txt b/f.txt") && changes.contains("+hello"), "{changes}");
+    let ambient = section(&packet.stdout, "Ambient Workspace Drift Outside Task Scope");
+    assert!(ambient.contains("- none"), "{ambient}");
+    command_review(env, &reviewer(env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+
+    std::fs::write(env.work.join("f.txt"), "broken\n").unwrap();
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_command"], "scafld build rev", "{status}");
+    let complete = env.scafld(&["complete", "rev", "--json"]);
+    complete.assert_code(4);
+    assert!(complete.stderr.contains("stale") || complete.stdout.contains("stale"), "{}", complete.stdout);
+    std::fs::write(env.work.join("f.txt"), "hello\n").unwrap();
+
+    let finalized = env.scafld(&["finalize", "rev", "--json"]);
+    finalized.assert_code(0);
+    let body = finalized.json()["result"]["receipt"]["body"].clone();
+    // sha256 of "hello\n": the file as it is, never `deleted`.
+    let hello = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
+    assert_eq!(body["file_digests"], serde_json::json!({"f.txt": hello}), "{body}");
+    commit_all(top, "the work");
+    env.scafld(&["verify", ".scafld/receipts/rev.json", "--target", "HEAD"]).assert_code(0);
+    body
+}
+
+/// `.git` is a file naming the git directory elsewhere: the work tree is the folder holding
+/// that file (libgit2 opening the git directory found would take its parent instead, and read
+/// the git directory's own files as the workspace's).
+#[test]
+fn a_work_tree_whose_git_directory_is_elsewhere_is_read_where_its_git_file_is() {
+    let env = TestEnv::new();
+    let git_dir = env.path("elsewhere/repo.git");
+    std::fs::create_dir_all(env.path("elsewhere")).unwrap();
+    git(&env.work, &["init", "-q", "--separate-git-dir", &git_dir.display().to_string(), "."]);
+    std::fs::write(env.work.join("f.txt"), "hi\n").unwrap();
+    commit_all(&env.work, "initial");
+    built(&env, &env.work.clone());
+    let baseline = env.scafld(&["review", "rev", "--print-context"]).stdout;
+    let baseline = section(&baseline, "Workspace Baseline Before Review");
+    assert!(!baseline.contains("repo.git") && !baseline.contains("f.txt"), "read elsewhere: {baseline}");
+    reviewed_bound_and_signed(&env, &env.work.clone());
+}
+
