@@ -82,3 +82,21 @@ fn a_work_tree_whose_git_directory_is_elsewhere_is_read_where_its_git_file_is() 
     reviewed_bound_and_signed(&env, &env.work.clone());
 }
 
+/// The workspace is a folder of the work tree (`pkg/`): git's `pkg/f.txt` is the workspace's
+/// `f.txt`, and a change elsewhere in the work tree is not the workspace's at all.
+#[test]
+fn a_workspace_in_a_folder_of_a_monorepo_names_its_files_as_it_does() {
+    let mut env = TestEnv::new();
+    let top = env.work.clone();
+    git(&top, &["init", "-q"]);
+    std::fs::create_dir_all(top.join("pkg")).unwrap();
+    std::fs::write(top.join("pkg/f.txt"), "hi\n").unwrap();
+    std::fs::write(top.join("r.txt"), "root\n").unwrap();
+    commit_all(&top, "initial");
+    env.work = top.join("pkg");
+    built(&env, &top);
+    std::fs::write(top.join("r.txt"), "another package's work\n").unwrap();
+    let packet = env.scafld(&["review", "rev", "--print-context"]).stdout;
+    assert!(!packet.contains("r.txt") && !packet.contains("pkg/"), "outside the workspace: {packet}");
+    reviewed_bound_and_signed(&env, &top);
+}

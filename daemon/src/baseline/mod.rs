@@ -35,6 +35,9 @@ pub struct Snapshot {
 }
 
 mod kept;
+mod place;
+
+pub use place::Place;
 
 /// Why a git step failed: what the repository lacks for it (a precondition the user meets
 /// there, with how), a revision the caller named that it does not have, or git unable to read
@@ -97,6 +100,14 @@ fn open(root: &Path) -> Result<kept::Lease, String> {
     })
 }
 
+/// The repository `root` is in and where `root` sits in its work tree: what git reads and
+/// reports is mapped to workspace paths through the [`Place`] alone.
+fn placed(root: &Path) -> Result<(kept::Lease, Place), String> {
+    let repo = open(root)?;
+    let place = Place::of(root, &repo)?;
+    Ok((repo, place))
+}
+
 /// Whether `root` is inside a git repository: approval records a git baseline, so a workspace
 /// outside one can be planned and validated but not approved (a precondition, not an
 /// unreachable workspace).
@@ -139,26 +150,26 @@ fn scoped_status_options(paths: &[String]) -> StatusOptions {
 /// every ledger read).
 pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, String> {
     let ignored = material(root, scope)?.ignored;
-    let repo = open(root)?;
-    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let (repo, place) = placed(root)?;
     let head = head_commit(&repo).map(|c| c.id().to_string());
     // A top-level name that is not UTF-8 is passed over here: what was dirty at approval is
     // context, and a task whose scope holds no such file must not be refused for it.
-    let statuses = scoped_statuses(&repo, &outside_runner_dirs(&repo, &workdir).0)?;
+    let statuses = scoped_statuses(&repo, &outside_runner_dirs(&repo, &place).0)?;
     let mut paths = Vec::new();
     for (path, status) in &statuses {
-        let path = path.trim_end_matches('/');
+        // What git reports outside the workspace (elsewhere in a monorepo) is not its dirt.
+        let Some(path) = place.workspace(path.trim_end_matches('/')).filter(|p| !p.is_empty()) else { continue };
         if runner_path(path) {
             continue;
         }
         paths.push(BaselinePath {
             status: porcelain(*status),
-            fingerprint: fingerprint(&workdir, path),
+            fingerprint: fingerprint(root, path),
             path: path.to_string(),
         });
     }
     for path in ignored.into_iter().filter(|path| !runner_path(path)) {
-        paths.push(BaselinePath { status: IGNORED.into(), fingerprint: fingerprint(&workdir, &path), path });
+        paths.push(BaselinePath { status: IGNORED.into(), fingerprint: fingerprint(root, &path), path });
     }
     paths.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Snapshot { head, paths })
@@ -342,13 +353,12 @@ const LINK_ROUNDS: usize = 8;
 /// [`material`], with the status walk pruned to the scope or (for tests to compare against)
 /// over the whole work tree.
 fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Material, String> {
-    let repo = open(root)?;
+    let (repo, place) = placed(root)?;
     let (mut entries, mut ignored) = (Vec::new(), Vec::new());
-    collect_material(&repo, "", scope, prune, &mut entries, &mut ignored)?;
+    collect_material(&repo, &place, "", &place.scope(scope), prune, &mut entries, &mut ignored)?;
     // Symlinks in scope: what they point at inside the workspace is material too (never read
     // outside it). Targets are named paths: their content counts even where git ignores it.
-    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
-    let (top, inside) = (workdir.canonicalize().ok(), root.canonicalize().ok());
+    let inside = root.canonicalize().ok();
     let mut followed = BTreeSet::new();
     let mut checked = BTreeSet::new();
     for _ in 0..LINK_ROUNDS {
@@ -359,10 +369,10 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
             .collect();
         let mut targets = Vec::new();
         for link in links {
-            let target = match link_target(&workdir, top.as_deref(), inside.as_deref(), &link) {
+            let target = match link_target(&place.top, inside.as_deref(), &link) {
                 Ok(relative) => {
                     if !relative.is_empty() && followed.insert(relative.clone()) {
-                        targets.push(relative.clone());
+                        targets.push(place.git(&relative));
                     }
                     format!("inside:{relative}")
                 }
@@ -373,8 +383,18 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
         if targets.is_empty() {
             break;
         }
-        collect_material(&repo, "", &targets, prune, &mut entries, &mut ignored)?;
+        collect_material(&repo, &place, "", &targets, prune, &mut entries, &mut ignored)?;
     }
+    // Walked in the work tree, named in the workspace.
+    let named = |path: &mut String| match place.workspace(path) {
+        Some(inside) => {
+            *path = inside.to_string();
+            true
+        }
+        None => false,
+    };
+    entries.retain_mut(|e| named(&mut e.path));
+    ignored.retain_mut(named);
     ignored.sort();
     ignored.dedup();
     entries.sort_by(|a, b| a.path.cmp(&b.path).then_with(|| a.status.cmp(&b.status)));
@@ -386,12 +406,12 @@ fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Materia
     Ok(Material { digest: format!("{:x}", hasher.finalize()), entries, ignored })
 }
 
-/// Where the symlink `link` (relative to `workdir`, the repository's top, canonically `top`)
-/// points, relative to `top`, when that is inside `inside` (the workspace); else why not.
-fn link_target(workdir: &Path, top: Option<&Path>, inside: Option<&Path>, link: &str) -> Result<String, String> {
-    match (std::fs::canonicalize(workdir.join(link)), top, inside) {
-        (Ok(t), Some(top), Some(inside)) if t.starts_with(inside) => {
-            Ok(t.strip_prefix(top).map(|r| r.display().to_string()).unwrap_or_default())
+/// Where the symlink `link` (relative to `base`) points, relative to `inside` (the workspace,
+/// canonically) when it is inside it; else why not.
+fn link_target(base: &Path, inside: Option<&Path>, link: &str) -> Result<String, String> {
+    match (std::fs::canonicalize(base.join(link)), inside) {
+        (Ok(t), Some(inside)) if t.starts_with(inside) => {
+            Ok(t.strip_prefix(inside).map(|r| r.display().to_string()).unwrap_or_default())
         }
         (Err(e), ..) if e.kind() == std::io::ErrorKind::NotFound => Err("missing".into()),
         (Err(e), ..) => Err(format!("unreadable:{:?}", e.kind())),
@@ -403,14 +423,12 @@ fn link_target(workdir: &Path, top: Option<&Path>, inside: Option<&Path>, link: 
 /// inside the workspace, as the material follows them (so a receipt signs what the evidence
 /// was bound to, not a link's text); returns the widened scope with the files.
 pub fn tree_files_through_links(root: &Path, mut scope: Vec<String>) -> Result<(Vec<String>, TreeFiles), GitFailure> {
-    let repo = open(root)?;
-    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
-    let (top, inside) = (workdir.canonicalize().ok(), root.canonicalize().ok());
+    let inside = root.canonicalize().ok();
     // An entry whose path passes through a link (`self/greet.txt`, `self -> .`) names where
     // that leads as well: signing the link alone would let the file change under the receipt.
     let resolved: Vec<String> = scope
         .iter()
-        .filter_map(|entry| link_target(&workdir, top.as_deref(), inside.as_deref(), entry).ok())
+        .filter_map(|entry| link_target(root, inside.as_deref(), entry).ok())
         .map(|target| if target.is_empty() { ".".to_string() } else { target })
         .filter(|target| !scope.contains(target))
         .collect();
@@ -424,8 +442,8 @@ pub fn tree_files_through_links(root: &Path, mut scope: Vec<String>) -> Result<(
         let targets: BTreeSet<String> = tree
             .files
             .keys()
-            .filter(|file| std::fs::symlink_metadata(workdir.join(file)).is_ok_and(|m| m.file_type().is_symlink()))
-            .filter_map(|file| link_target(&workdir, top.as_deref(), inside.as_deref(), file).ok())
+            .filter(|file| std::fs::symlink_metadata(root.join(file)).is_ok_and(|m| m.file_type().is_symlink()))
+            .filter_map(|file| link_target(root, inside.as_deref(), file).ok())
             .filter(|target| !target.is_empty() && !in_scope(target, &scope))
             .collect();
         if targets.is_empty() {
@@ -632,8 +650,11 @@ fn index_entries(index: &git2::Index, scope: &[String], whole: bool) -> BTreeMap
     found
 }
 
+/// `prefix` is the outer path of `repo`'s top (a submodule's), empty for the workspace's own
+/// repository, whose paths stay work-tree paths here (`place` names the workspace's folder).
 fn collect_material(
     repo: &Repository,
+    place: &Place,
     prefix: &str,
     scope: &[String],
     prune: bool,
@@ -650,15 +671,23 @@ fn collect_material(
             if prefix.is_empty() { Some(s.clone()) } else { s.strip_prefix(&format!("{prefix}/")).map(str::to_string) }
         })
         .collect();
-    let whole = scope.is_empty() || scope.iter().any(|s| s == prefix);
-    let scope_here: Vec<String> = if whole { Vec::new() } else { local_scope.clone() };
-    let counts = |path: &str| !(prefix.is_empty() && runner_path(path)) && in_scope(path, &scope_here);
+    // The whole of the workspace's folder (the work tree's top, or its folder in a monorepo),
+    // or of a submodule.
+    let home = if prefix.is_empty() { place.prefix() } else { prefix };
+    let whole = scope.is_empty() || scope.iter().any(|s| s == home);
+    let scope_here: Vec<String> = match (whole, prefix.is_empty()) {
+        (true, true) => place.scope(&[]),
+        (true, false) => Vec::new(),
+        (false, _) => local_scope.clone(),
+    };
+    let runner = |path: &str| prefix.is_empty() && place.workspace(path).is_some_and(runner_path);
+    let counts = |path: &str| !runner(path) && in_scope(path, &scope_here);
     // Every dirty or untracked path in scope is read from the disk. The walk is pruned to the
     // scope (a large repository costs what its scope costs); `in_scope` still decides.
     let head_tree = head_commit(repo).and_then(|c| c.tree().ok());
     // A submodule's whole tree is walked whole (its runner folders are not the runner's).
     let walk = if prune && (prefix.is_empty() || !whole) {
-        pruned_walk(repo, head_tree.as_ref(), &workdir, &scope_here, whole)?
+        pruned_walk(repo, place, head_tree.as_ref(), &workdir, &scope_here, whole)?
     } else {
         Vec::new()
     };
@@ -741,7 +770,7 @@ fn collect_material(
         } else {
             scope.to_vec()
         };
-        collect_material(&nested, &nested_prefix, &nested_scope, prune, out, ignored)?;
+        collect_material(&nested, place, &nested_prefix, &nested_scope, prune, out, ignored)?;
     }
     Ok(())
 }
@@ -872,8 +901,10 @@ fn not_utf8(shown: String) -> String {
 
 /// The paths a status walk of `scope` is pruned to: the whole tree but the runner's folders
 /// when `whole`, else the scope's own paths (see [`walk_paths`]); empty means the whole walk.
+/// `whole` is the workspace's whole folder (never a submodule's, which is walked whole).
 fn pruned_walk(
     repo: &Repository,
+    place: &Place,
     head_tree: Option<&Tree>,
     workdir: &Path,
     scope: &[String],
@@ -884,19 +915,21 @@ fn pruned_walk(
     }
     // Refused as the status walk refuses one further down: a name passed over here would be
     // content no evidence, gate or receipt reads.
-    match outside_runner_dirs(repo, workdir) {
+    match outside_runner_dirs(repo, place) {
         (_, Some(unnamed)) => Err(not_utf8(unnamed)),
         (walk, None) => Ok(walk),
     }
 }
 
-/// The whole work tree but the runner's folders, as the paths of a pruned walk: every name at
-/// the top and in `.scafld/` that the disk, the index or HEAD has, but `.git` and the runner's
-/// folders (whose thousands of specs and run logs never count as task content).
-/// Also the first name found there that is not UTF-8 (shown lossily), which the paths cannot hold.
-fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> (Vec<String>, Option<String>) {
+/// The whole workspace but the runner's folders, as the (work-tree) paths of a pruned walk:
+/// every name at the workspace's top and in its `.scafld/` that the disk, the index or HEAD
+/// has, but `.git` and the runner's folders (whose thousands of specs and run logs never count
+/// as task content). Also the first name found there that is not UTF-8 (shown lossily), which
+/// the paths cannot hold.
+fn outside_runner_dirs(repo: &Repository, place: &Place) -> (Vec<String>, Option<String>) {
+    let home = place.top.join(place.prefix());
     // A symlink named `.scafld` is reported by its own name, never walked through.
-    let scafld_is_dir = std::fs::symlink_metadata(workdir.join(".scafld")).is_ok_and(|m| m.is_dir());
+    let scafld_is_dir = std::fs::symlink_metadata(home.join(".scafld")).is_ok_and(|m| m.is_dir());
     let (mut names, mut unnamed) = (BTreeSet::new(), None);
     let mut add = |path: &str| {
         let mut parts = path.split('/');
@@ -914,7 +947,7 @@ fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> (Vec<String>, Optio
             }
         }
     };
-    for (dir, prefix) in [(workdir.to_path_buf(), ""), (workdir.join(".scafld"), ".scafld/")] {
+    for (dir, prefix) in [(home.clone(), ""), (home.join(".scafld"), ".scafld/")] {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             match entry.file_name().to_str() {
                 Some(name) => add(&format!("{prefix}{name}")),
@@ -924,10 +957,13 @@ fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> (Vec<String>, Optio
     }
     if let Ok(index) = repo.index() {
         for entry in index.iter() {
-            add(&String::from_utf8_lossy(&entry.path));
+            if let Some(path) = place.workspace(&String::from_utf8_lossy(&entry.path)) {
+                add(path);
+            }
         }
     }
-    if let Some(tree) = head_commit(repo).and_then(|c| c.tree().ok()) {
+    let tree = head_commit(repo).and_then(|c| c.tree().ok());
+    if let Some(tree) = tree.and_then(|tree| subtree(repo, tree, place.prefix())) {
         for item in tree.iter() {
             let name = item.name().unwrap_or_default();
             add(name);
@@ -940,7 +976,17 @@ fn outside_runner_dirs(repo: &Repository, workdir: &Path) -> (Vec<String>, Optio
             }
         }
     }
-    (literal_walk(workdir, names.into_iter().collect()), unnamed)
+    let names = literal_walk(&home, names.into_iter().collect());
+    (names.iter().map(|name| place.git(name)).collect(), unnamed)
+}
+
+/// The tree of the folder `path` in `tree` (`tree` itself for the empty path); `None` when
+/// `tree` holds no such folder.
+fn subtree<'r>(repo: &'r Repository, tree: Tree<'r>, path: &str) -> Option<Tree<'r>> {
+    if path.is_empty() {
+        return Some(tree);
+    }
+    tree.get_path(Path::new(path)).ok()?.to_object(repo).ok()?.into_tree().ok()
 }
 
 /// The files of a scope and the sha256 of each one's content: what a receipt signs and what
@@ -971,7 +1017,7 @@ pub fn tree_files(root: &Path, scope: &[String], at: Option<&str>) -> Result<Tre
 /// `.scafld/`), or (for tests to compare against) over the whole tree.
 fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: bool) -> Result<TreeFiles, GitFailure> {
     let scope = if whole_tree(scope) { &[] } else { scope };
-    let repo = open(root)?;
+    let (repo, place) = placed(root)?;
     let commit = match at {
         Some(rev) => repo
             .revparse_single(rev)
@@ -986,27 +1032,33 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
     let mut files = BTreeMap::new();
     let tree = commit.tree().map_err(|e| format!("cannot read the commit's tree: {}", e.message()))?;
     let mut failure = None;
-    tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
-        let path = format!("{dir}{}", entry.name().unwrap_or_default());
-        if prune && entry.kind() == Some(ObjectType::Tree) && (path == ".scafld" || !in_scope(&path, scope)) {
-            return git2::TreeWalkResult::Skip;
-        }
-        if entry.kind() == Some(ObjectType::Blob) && keep(&path) {
-            match repo.find_blob(entry.id()) {
-                Ok(blob) => {
-                    files.insert(path, format!("{:x}", Sha256::digest(blob.content())));
+    // The workspace's folder of the commit (none: the commit holds no file of it).
+    let files_tree = subtree(&repo, tree.clone(), place.prefix());
+    files_tree
+        .iter()
+        .try_for_each(|files_tree| {
+            files_tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+                let path = format!("{dir}{}", entry.name().unwrap_or_default());
+                if prune && entry.kind() == Some(ObjectType::Tree) && (path == ".scafld" || !in_scope(&path, scope)) {
+                    return git2::TreeWalkResult::Skip;
                 }
-                Err(e) => failure = Some(format!("cannot read {path}: {}", e.message())),
-            }
-        }
-        git2::TreeWalkResult::Ok
-    })
-    .map_err(|e| format!("cannot walk the commit's tree: {}", e.message()))?;
+                if entry.kind() == Some(ObjectType::Blob) && keep(&path) {
+                    match repo.find_blob(entry.id()) {
+                        Ok(blob) => {
+                            files.insert(path, format!("{:x}", Sha256::digest(blob.content())));
+                        }
+                        Err(e) => failure = Some(format!("cannot read {path}: {}", e.message())),
+                    }
+                }
+                git2::TreeWalkResult::Ok
+            })
+        })
+        .map_err(|e| format!("cannot walk the commit's tree: {}", e.message()))?;
     if let Some(failure) = failure {
         return Err(failure.into());
     }
     if at.is_none() {
-        let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+        let workdir = place.top.clone();
         // Where git converts content on its way in, a file is signed as git would store it, as
         // a commit holds it: the same content at `verify --target` (see [`Cleaner`]).
         let cleaner = match repo.index() {
@@ -1015,29 +1067,28 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
         };
         // The same pruned walk as the material's (`keep` still decides).
         let whole = scope.is_empty();
-        let walk = if prune { pruned_walk(&repo, Some(&tree), &workdir, scope, whole)? } else { Vec::new() };
+        let walked = place.scope(scope);
+        let walk = if prune { pruned_walk(&repo, &place, Some(&tree), &workdir, &walked, whole)? } else { Vec::new() };
         let reported: Vec<String> = scoped_statuses(&repo, &walk)?.into_iter().map(|(path, _)| path).collect();
         // And the files the walk calls clean whose index entry cannot vouch for the content
         // on the disk, as the material reads them (see [`Unchecked::clean`]).
         let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
         let unchecked = Unchecked::of(&repo);
         let reported_set: BTreeSet<&str> = reported.iter().map(String::as_str).collect();
-        let unvouched: Vec<String> = index_entries(&index, scope, whole)
+        let unvouched: Vec<String> = index_entries(&index, &walked, whole)
             .into_iter()
             .filter(|(path, entry)| {
                 entry.mode != 0o160000
                     && !reported_set.contains(path.as_str())
-                    && keep(path)
+                    && place.workspace(path).is_some_and(keep)
                     && unchecked.clean(&workdir, path, entry).is_none()
             })
             .map(|(path, _)| path)
             .collect();
-        for path in reported.iter().chain(&unvouched) {
-            let path = path.as_str();
-            if !keep(path) {
-                continue;
-            }
-            let full = workdir.join(path);
+        for walked in reported.iter().chain(&unvouched) {
+            // Signed by its workspace path (read where git walked it).
+            let Some(path) = place.workspace(walked).filter(|path| keep(path)) else { continue };
+            let full = workdir.join(walked);
             let content = match std::fs::symlink_metadata(&full) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
                 Err(e) => return Err(format!("cannot read {path}: {e}").into()),
@@ -1140,12 +1191,10 @@ pub fn files_at(root: &Path, rev: &str, files: &[&str]) -> Result<FilesAt, Strin
     unambiguous(&repo, rev)?;
     let commit = repo.revparse_single(rev).and_then(|o| o.peel_to_commit()).map_err(|e| unresolved(&repo, rev, &e))?;
     let tree = commit.tree().map_err(|e| format!("cannot read the tree of {rev}: {}", e.message()))?;
-    let workdir = repo.workdir().ok_or("the git repository is bare")?;
-    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let prefix = canonical(root).strip_prefix(canonical(workdir)).map(Path::to_path_buf).unwrap_or_default();
+    let place = Place::of(root, &repo)?;
     let mut read = Vec::with_capacity(files.len());
     for file in files {
-        let path = prefix.join(file);
+        let path = PathBuf::from(place.git(file));
         let entry = match tree.get_path(&path) {
             Ok(entry) => entry,
             Err(e) if e.code() == git2::ErrorCode::NotFound => {
@@ -1197,17 +1246,14 @@ impl KeptIn {
 /// The first of `paths` (workspace-relative) that git keeps a copy of, HEAD's tree before the
 /// index, and where. `None` outside a repository, or when git holds none of them.
 pub fn kept_copy(root: &Path, paths: &[String]) -> Option<(String, KeptIn)> {
-    let repo = open(root).ok()?;
-    let workdir = repo.workdir()?;
-    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let prefix = canonical(root).strip_prefix(canonical(workdir)).map(Path::to_path_buf).unwrap_or_default();
+    let (repo, place) = placed(root).ok()?;
     let head = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
-    let in_head = |path: &Path| head.as_ref().is_some_and(|tree| tree.get_path(path).is_ok());
-    if let Some(path) = paths.iter().find(|p| in_head(&prefix.join(p))) {
+    let in_head = |path: &str| head.as_ref().is_some_and(|tree| tree.get_path(Path::new(&place.git(path))).is_ok());
+    if let Some(path) = paths.iter().find(|p| in_head(p)) {
         return Some((path.clone(), KeptIn::Head));
     }
     let index = repo.index().ok()?;
-    let staged = paths.iter().find(|p| index.get_path(&prefix.join(p), 0).is_some())?;
+    let staged = paths.iter().find(|p| index.get_path(Path::new(&place.git(p)), 0).is_some())?;
     Some((staged.clone(), KeptIn::Index))
 }
 
@@ -1333,9 +1379,14 @@ pub fn control_files(root: &Path) -> BTreeMap<String, String> {
 /// those an entry names or reaches into (`sub`, `sub/file`), and those it holds whole (an
 /// entry above one, or the whole tree). A receipt signs the repository's own files only.
 pub fn scoped_submodules(root: &Path, scope: &[String]) -> Result<(Vec<String>, Vec<String>), String> {
-    let repo = open(root)?;
-    let subs: Vec<String> =
-        repo.submodules().map(|subs| subs.iter().map(|s| s.path().display().to_string()).collect()).unwrap_or_default();
+    let (repo, place) = placed(root)?;
+    let subs: Vec<String> = repo
+        .submodules()
+        .map(|subs| {
+            let paths = subs.iter().map(|s| s.path().display().to_string());
+            paths.filter_map(|path| place.workspace(&path).map(str::to_string)).collect()
+        })
+        .unwrap_or_default();
     let entries: Vec<&str> = scope.iter().map(|s| s.trim_end_matches('/')).collect();
     let whole = whole_tree(scope);
     let (mut named, mut held) = (Vec::new(), Vec::new());
@@ -1506,11 +1557,13 @@ pub fn changes_since(
     baseline: &[BaselinePath],
     ignored: &[String],
 ) -> Result<Vec<Change>, GitFailure> {
-    let repo = open(root)?;
-    let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
+    let (repo, place) = placed(root)?;
     let base_tree = base_tree(&repo, base_head)?;
-    let mut paths = BTreeSet::new();
-    diff_paths(&repo, base_tree.as_ref(), "", &mut paths)?;
+    let mut walked = BTreeSet::new();
+    diff_paths(&repo, base_tree.as_ref(), "", &mut walked)?;
+    // Named in the workspace; a change elsewhere in the work tree is not the workspace's.
+    let mut paths: BTreeSet<String> =
+        walked.iter().filter_map(|path| place.workspace(path).filter(|p| !p.is_empty()).map(str::to_string)).collect();
     paths.extend(ignored.iter().cloned());
     let base_dirt: BTreeMap<&str, &str> = baseline.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
     paths.extend(base_dirt.keys().map(|p| p.to_string()));
@@ -1519,7 +1572,7 @@ pub fn changes_since(
         if runner_path(&path) {
             continue;
         }
-        let now = fingerprint(&workdir, &path);
+        let now = fingerprint(root, &path);
         if base_dirt.get(path.as_str()).is_some_and(|before| *before == now) {
             continue; // dirty at approval and untouched since
         }
@@ -1617,15 +1670,35 @@ pub fn diff(root: &Path, base_head: Option<&str>, paths: &[String]) -> Result<St
     if paths.is_empty() {
         return Ok(String::new());
     }
-    let repo = open(root)?;
+    let (repo, place) = placed(root)?;
     let tree = match base_head {
         Some(_) => base_tree(&repo, base_head).map_err(|e| e.to_string())?,
         None => repo.head().ok().and_then(|h| h.peel_to_tree().ok()),
     };
-    patch_of(&repo, tree.as_ref(), "", paths)
+    let paths: Vec<String> = paths.iter().map(|path| place.git(path)).collect();
+    patch_of(&repo, &place, tree.as_ref(), "", &paths)
 }
 
-fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[String]) -> Result<String, String> {
+/// How a patch of `repo` (whose top is at the work-tree path `prefix`, empty for the
+/// workspace's own repository) names its files: (what its labels start with, what the
+/// workspace calls that).
+fn labels(place: &Place, prefix: &str) -> (String, String) {
+    match place.workspace(prefix) {
+        _ if prefix.is_empty() => (place.label(), String::new()),
+        Some("") | None => (String::new(), String::new()),
+        Some(inside) => (String::new(), format!("{inside}/")),
+    }
+}
+
+/// The patch of `paths` (work-tree paths) in `repo`, whose top is at `prefix`.
+fn patch_of(
+    repo: &Repository,
+    place: &Place,
+    tree: Option<&Tree<'_>>,
+    prefix: &str,
+    paths: &[String],
+) -> Result<String, String> {
+    let (from, to) = labels(place, prefix);
     let local: Vec<&str> = paths
         .iter()
         .filter_map(|p| if prefix.is_empty() { Some(p.as_str()) } else { p.strip_prefix(&format!("{prefix}/")) })
@@ -1652,7 +1725,7 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
         let diff = repo
             .diff_tree_to_index(tree, Some(&index), Some(&mut options))
             .map_err(|e| format!("git diff failed: {}", e.message()))?;
-        text.push_str(&patch(&diff, prefix)?);
+        text.push_str(&patch(&diff, &from, &to)?);
     }
     for (paths, force_text) in [(local, false), (as_text, true)] {
         if paths.is_empty() {
@@ -1666,10 +1739,10 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
         let diff = repo
             .diff_tree_to_workdir_with_index(tree, Some(&mut options))
             .map_err(|e| format!("git diff failed: {}", e.message()))?;
-        text.push_str(&patch(&diff, prefix)?);
+        text.push_str(&patch(&diff, &from, &to)?);
     }
     if !ignored.is_empty() {
-        text.push_str(&ignored_patch(repo, tree, prefix, &ignored)?);
+        text.push_str(&ignored_patch(repo, tree, &to, &ignored, &from)?);
     }
     // Paths inside submodules: their own diff, against the commit the tree records.
     if let (Ok(subs), Some(workdir)) = (repo.submodules(), repo.workdir()) {
@@ -1682,7 +1755,7 @@ fn patch_of(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[S
             let Ok(nested) = Repository::open(workdir.join(&path)) else { continue };
             let recorded = tree.and_then(|t| t.get_path(Path::new(&path)).ok()).map(|e| e.id());
             let nested_tree = recorded.and_then(|id| nested.find_commit(id).ok()).and_then(|c| c.tree().ok());
-            text.push_str(&patch_of(&nested, nested_tree.as_ref(), &full, paths)?);
+            text.push_str(&patch_of(&nested, place, nested_tree.as_ref(), &full, paths)?);
         }
     }
     Ok(text)
@@ -1747,7 +1820,15 @@ const MAX_IGNORED_SHOWN: u64 = 8 << 20;
 /// staged in memory on top of the index (by a repository whose object writes stay in memory,
 /// never written to `.git`) and diffed from `tree` to that index, as git would show them
 /// added.
-fn ignored_patch(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths: &[&str]) -> Result<String, String> {
+/// `named` is what the patch calls the repository's top (`from`, what its labels start with,
+/// replaced).
+fn ignored_patch(
+    repo: &Repository,
+    tree: Option<&Tree<'_>>,
+    named: &str,
+    paths: &[&str],
+    from: &str,
+) -> Result<String, String> {
     use std::os::unix::fs::PermissionsExt;
     let workdir = repo.workdir().ok_or("the git repository is bare")?;
     let memory = in_memory(workdir)?;
@@ -1761,7 +1842,7 @@ fn ignored_patch(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths
             let target = std::fs::read_link(&full).map_err(|e| format!("cannot read {path}: {e}"))?;
             (0o120000, target.into_os_string().into_encoded_bytes())
         } else if meta.len() > MAX_IGNORED_SHOWN {
-            let named = if prefix.is_empty() { path.to_string() } else { format!("{prefix}/{path}") };
+            let named = format!("{named}{}", path.strip_prefix(from).unwrap_or(path));
             text.push_str(&format!(
                 "diff --git a/{named} b/{named}\n(a file git ignores, {}: over the {} shown)\n",
                 scafld_local::capped::size(meta.len()),
@@ -1797,7 +1878,7 @@ fn ignored_patch(repo: &Repository, tree: Option<&Tree<'_>>, prefix: &str, paths
             options.pathspec(path);
         }
         let diff = memory.diff_tree_to_index(tree.as_ref(), Some(&index), Some(&mut options)).map_err(fail)?;
-        text.insert_str(0, &patch(&diff, prefix)?);
+        text.insert_str(0, &patch(&diff, from, named)?);
     }
     Ok(text)
 }
@@ -1819,7 +1900,7 @@ pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), Str
         .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()).map(|p| p.display().to_string()))
         .collect();
     paths.dedup();
-    Ok((paths, patch(&diff, "")?))
+    Ok((paths, patch(&diff, "", "")?))
 }
 
 /// Check that `rev` names a revision git knows in the repository at `root`, as [`range_diff`]
@@ -1836,8 +1917,10 @@ fn revision_tree<'r>(repo: &'r Repository, rev: &str) -> Result<Tree<'r>, String
         .map_err(|e| format!("unknown revision {rev:?}: {}", e.message()))
 }
 
-/// A diff as unified patch text; paths inside a submodule get its path as a prefix.
-fn patch(diff: &git2::Diff<'_>, prefix: &str) -> Result<String, String> {
+/// A diff as unified patch text, its labels' paths starting `from` made to start `to` instead:
+/// paths inside a submodule get its path as a prefix, work-tree paths lose the workspace's
+/// folder.
+fn patch(diff: &git2::Diff<'_>, from: &str, to: &str) -> Result<String, String> {
     let mut text = String::new();
     diff.print(git2::DiffFormat::Patch, |_, _, line| {
         let content = String::from_utf8_lossy(line.content());
@@ -1846,8 +1929,11 @@ fn patch(diff: &git2::Diff<'_>, prefix: &str) -> Result<String, String> {
                 text.push(line.origin());
                 text.push_str(&content);
             }
-            _ if !prefix.is_empty() => text
-                .push_str(&content.replace(" a/", &format!(" a/{prefix}/")).replace(" b/", &format!(" b/{prefix}/"))),
+            _ if from != to => text.push_str(
+                &content
+                    .replace(&format!(" a/{from}"), &format!(" a/{to}"))
+                    .replace(&format!(" b/{from}"), &format!(" b/{to}")),
+            ),
             _ => text.push_str(&content),
         }
         true
