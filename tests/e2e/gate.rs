@@ -1394,6 +1394,8 @@ fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
     let packet = env.scafld(&["review", "rev", "--print-context"]);
     packet.assert_code(0);
     assert!(packet.stdout.contains("+v2"), "{}", packet.stdout);
+    // Beside the task's own scope, never instead of it: its change is still a task change.
+    assert!(packet.stdout.contains("+pub fn greet() {}"), "{}", packet.stdout);
     command_review(&env, &passing, &["--min-attack-angles", "2"]).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }

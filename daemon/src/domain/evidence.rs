@@ -477,9 +477,8 @@ pub fn stale(spec: &Spec, entries: &[LedgerEntry], material: Option<&str>) -> BT
             None => Some(Stale::Unbound),
             Some(definition) if !same_definition(definition, c) => Some(Stale::DefinitionChanged),
             Some(_) if material.is_none() => Some(Stale::Unverifiable),
-            Some(_) if Some(recorded) == material => {
-                rewritten_while_running(entries, &c.id, recorded).map(|changed| Stale::RewrittenWhileRunning { changed })
-            }
+            Some(_) if Some(recorded) == material => rewritten_while_running(entries, &c.id, recorded)
+                .map(|changed| Stale::RewrittenWhileRunning { changed }),
             Some(_) => Some(match &own {
                 Some(own) if own.step.from == recorded && own.step.criteria.contains(&c.id) => {
                     let (recorded, changed) = (recorded.to_string(), own.step.changed.clone());

@@ -141,7 +141,14 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         .await
         .filter(|shown| shown.iter().any(|path| !own.contains(path)))
         .unwrap_or_default();
-    let requested = review::with_carried(&p.review_scope, &carried);
+    // Beside what was asked for: a review asked for nothing in particular is given the task's
+    // own scope and the carried files, never the carried files instead of the task's changes.
+    let requested = match p.review_scope.is_empty() {
+        _ if carried.is_empty() => p.review_scope.clone(),
+        true if own.is_empty() => Vec::new(),
+        true => review::with_carried(&own, &carried),
+        false => review::with_carried(&p.review_scope, &carried),
+    };
     let change = TaskChange::since_approval(&ws, &spec, &entries, &requested, &material.ignored).await?;
     let known = (request.mode == ReviewMode::Verify).then(|| previous.and_then(|(d, _, _)| d)).flatten();
     // git2's diff blocks: it runs on a blocking thread, not the runtime's.
