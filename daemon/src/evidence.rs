@@ -348,7 +348,7 @@ fn judged(spec: &Spec, entries: &[LedgerEntry], material: Result<Material, Strin
 /// The approval baseline's commit, when the repository no longer has it (history rewritten and
 /// pruned): nothing since approval can be diffed until `approve --amend` records a new one.
 pub(crate) async fn lost_baseline(ws: &Workspace, entries: &[LedgerEntry]) -> Option<String> {
-    let head = ledger::approval_baseline(entries)?.0?;
+    let head = ledger::approval_baseline(entries)?.head?;
     let (root, probe) = (ws.root.clone(), head.clone());
     let gone = baseline::off_runtime(move || Ok::<_, String>(baseline::commit_gone(&root, &probe))).await;
     gone.ok().and_then(Result::ok).unwrap_or(false).then_some(head)

@@ -350,11 +350,12 @@ fn a_nested_priv_folder_and_local_config_are_never_diffed() {
     }
 }
 
-/// A scoped file in a nested git repository (not a submodule), which git reports only as the
-/// whole folder: the packet counts that folder among the task's changes and says plainly its
-/// change could not be diffed. Before, it said "Task changes: 0" and called `lib` ambient drift.
+/// A scoped file in a nested git repository (not a submodule) made after approval, which the
+/// workspace's git reports only as the whole folder: the packet diffs it through the nested
+/// repository's own git, everything in it new. Before, the packet named the folder and said
+/// its change could not be diffed, so the reviewer never saw it.
 #[test]
-fn a_scoped_file_in_a_nested_repository_is_a_task_change_the_packet_cannot_diff() {
+fn a_scoped_file_in_a_nested_repository_made_after_approval_is_diffed() {
     let env = TestEnv::new();
     opened(&env, "lib/x.txt", "- [ ] `a1` test - hello\n  - Command: `grep -q hello lib/x.txt`\n");
     // The nested repository is not the outer one's: git there sees only the folder `lib/`.
@@ -367,10 +368,68 @@ fn a_scoped_file_in_a_nested_repository_is_a_task_change_the_packet_cannot_diff(
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
     let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
     let packet = packet.as_str().unwrap();
-    assert!(!packet.contains("Task changes since approval: 0"), "{packet}");
+    assert!(packet.contains("Task changes since approval: 1"), "{packet}");
     let changes = &packet[packet.find("## Task Changes Since").unwrap()..packet.find("## Ambient Workspace").unwrap()];
-    assert!(changes.contains("`lib"), "the folder is the task's change: {changes}");
-    assert!(changes.contains("could not be diffed"), "said plainly: {changes}");
+    assert!(changes.contains("- `lib/x.txt`"), "the file is the task's change: {changes}");
+    assert!(changes.contains("+added by the task") && changes.contains("b/lib/x.txt"), "diffed: {changes}");
+    assert!(!changes.contains("could not be diffed"), "{changes}");
+    let drift = &packet[packet.find("## Ambient Workspace").unwrap()..];
+    assert!(!drift[..drift.find("\n## ").unwrap()].contains("`lib"), "not ambient: {packet}");
+}
+
+/// A nested git repository (not a submodule) there at approval, the task's scope: the
+/// reviewer is shown its changes since approval through its own git, from its HEAD then:
+/// committed in it since, staged, unstaged and untracked; its dirt at approval, unchanged, is
+/// baseline context; a secret file in it is named, never shown. Before, the reviewer was told
+/// only that the folder changed, and could not judge the change.
+#[test]
+fn a_nested_repositorys_changes_since_approval_are_shown_to_the_reviewer() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    write(&env, "README.md", "# project\n");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    let lib = env.work.join("lib");
+    write(&env, "lib/x.txt", "hello\n");
+    write(&env, "lib/w.txt", "w\n");
+    write(&env, "lib/y.txt", "y\n");
+    git(&lib, &["init", "-q"]);
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-qm", "i"]);
+    write(&env, "lib/y.txt", "dirty at approval\n");
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nGate truth.\n\n## Scope\n\n- `lib` - the library.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - hello\n  - Command: `grep -q hello lib/x.txt`\n";
+    write(&env, ".scafld/specs/drafts/rev.md", spec);
+    env.scafld(&["approve", "rev", "--reason", "gate tests"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    // The task's work in the nested repository, every way git holds a change.
+    write(&env, "lib/x.txt", "hello\ncommitted by the task\n");
+    git(&lib, &["add", "x.txt"]);
+    git(&lib, &["commit", "-qm", "the agent commits in the nested repository"]);
+    write(&env, "lib/staged.txt", "staged by the task\n");
+    git(&lib, &["add", "staged.txt"]);
+    write(&env, "lib/w.txt", "unstaged edit by the task\n");
+    write(&env, "lib/new.txt", "untracked by the task\n");
+    write(&env, "lib/.env", "TOKEN=SEKRIT\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let script = reviewer(&env, "pass", &pass(), "");
+    command_review(&env, &script, &["--min-attack-angles", "2"]).assert_code(0);
+    let packet = std::fs::read_to_string(format!("{script}.packet")).expect("the reviewer got the packet");
+    assert!(packet.contains("Task changes since approval: 5"), "{packet}");
+    let changes = &packet[packet.find("## Task Changes Since").unwrap()..packet.find("## Ambient Workspace").unwrap()];
+    for name in ["lib/x.txt", "lib/staged.txt", "lib/w.txt", "lib/new.txt", "lib/.env"] {
+        assert!(changes.contains(&format!("- `{name}`")), "{name} is a task change: {changes}");
+    }
+    for line in
+        ["+committed by the task", "+staged by the task", "+unstaged edit by the task", "+untracked by the task"]
+    {
+        assert!(changes.contains(line), "{line} shown: {changes}");
+    }
+    assert!(!changes.contains("could not be diffed"), "{changes}");
+    assert!(!packet.contains("SEKRIT"), "a secret file's content is never shown: {packet}");
+    assert!(!changes.contains("dirty at approval"), "baseline dirt is not the task's change: {changes}");
+    let dirt = &packet[packet.find("Dirty at approval and unchanged since").expect("the baseline section")..];
+    assert!(dirt[..dirt.find("\n## ").unwrap()].contains("- `lib/y.txt`"), "{packet}");
     let drift = &packet[packet.find("## Ambient Workspace").unwrap()..];
     assert!(!drift[..drift.find("\n## ").unwrap()].contains("`lib"), "not ambient: {packet}");
 }

@@ -32,6 +32,9 @@ const RUNNER_DIRS: [&str; 3] = [".scafld/runs/", ".scafld/reviews/", ".scafld/sp
 pub struct Snapshot {
     pub head: Option<String>,
     pub paths: Vec<BaselinePath>,
+    /// Each nested repository's HEAD commit (`None`: it has none yet), by folder: see
+    /// [`nested_repository`]. Its dirty paths are among `paths`, below its folder.
+    pub nested: BTreeMap<String, Option<String>>,
 }
 
 mod kept;
@@ -155,7 +158,7 @@ pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, String> {
     // A top-level name that is not UTF-8 is passed over here: what was dirty at approval is
     // context, and a task whose scope holds no such file must not be refused for it.
     let statuses = scoped_statuses(&repo, &outside_runner_dirs(&repo, &place).0)?;
-    let mut paths = Vec::new();
+    let (mut paths, mut nested) = (Vec::new(), BTreeMap::new());
     for (path, status) in &statuses {
         // What git reports outside the workspace (elsewhere in a monorepo) is not its dirt.
         let Some(path) = place.workspace(path.trim_end_matches('/')).filter(|p| !p.is_empty()) else { continue };
@@ -167,12 +170,65 @@ pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, String> {
             fingerprint: fingerprint(root, path),
             path: path.to_string(),
         });
+        if let Some(inner) = status.contains(Status::WT_NEW).then(|| nested_repository(&repo, &place.git(path))).flatten() {
+            snapshot_nested(&inner, path, root, &mut paths, &mut nested)?;
+        }
     }
     for path in ignored.into_iter().filter(|path| !runner_path(path)) {
         paths.push(BaselinePath { status: IGNORED.into(), fingerprint: fingerprint(root, &path), path });
     }
     paths.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Snapshot { head, paths })
+    Ok(Snapshot { head, paths, nested })
+}
+
+/// The repository of its own in `folder` of `repo`'s work tree (a clone or `git init` there,
+/// not a submodule), which `repo`'s git reports only as the untracked folder, never looking
+/// inside: its changes are read through its own git. `None` for anything else.
+fn nested_repository(repo: &Repository, folder: &str) -> Option<Repository> {
+    let folder = folder.trim_end_matches('/');
+    if folder.is_empty() || !plain_relative(folder) {
+        return None;
+    }
+    let full = repo.workdir()?.join(folder);
+    if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir()) {
+        return None;
+    }
+    // A submodule is in the index (its changes are read against the commit it records).
+    if repo.index().is_ok_and(|index| index.get_path(Path::new(folder), 0).is_some()) {
+        return None;
+    }
+    let nested = Repository::open(&full).ok()?;
+    // Its work tree is that folder (a bare repository has none).
+    let same = |a: &Path, b: &Path| a.canonicalize().ok().is_some_and(|a| b.canonicalize().is_ok_and(|b| a == b));
+    nested.workdir().is_some_and(|w| same(w, &full)).then_some(nested)
+}
+
+/// A nested repository's part of the approval snapshot: its HEAD, and its dirty and untracked
+/// paths (below `folder`, fingerprinted as the outer ones are), those of the repositories
+/// nested in it too.
+fn snapshot_nested(
+    repo: &Repository,
+    folder: &str,
+    top: &Path,
+    paths: &mut Vec<BaselinePath>,
+    heads: &mut BTreeMap<String, Option<String>>,
+) -> Result<(), String> {
+    heads.insert(folder.to_string(), head_commit(repo).map(|c| c.id().to_string()));
+    let statuses = repo
+        .statuses(Some(&mut status_options()))
+        .map_err(|e| format!("git status failed in the nested repository {folder}: {}", e.message()))?;
+    for entry in statuses.iter() {
+        let Ok(local) = entry.path() else { continue };
+        let local = local.trim_end_matches('/');
+        let path = format!("{folder}/{local}");
+        paths.push(BaselinePath { status: porcelain(entry.status()), fingerprint: fingerprint(top, &path), path });
+        if entry.status().contains(Status::WT_NEW)
+            && let Some(inner) = nested_repository(repo, local)
+        {
+            snapshot_nested(&inner, &format!("{folder}/{local}"), top, paths, heads)?;
+        }
+    }
+    Ok(())
 }
 
 /// The content fingerprint of `relative` under `root`, never following a symlink and never
@@ -1547,16 +1603,35 @@ pub struct Change {
     pub fingerprint: String,
 }
 
+/// A nested repository (see [`nested_repository`]) whose changes were read through its own
+/// git: its folder, and the commit they are read from (its HEAD at approval; `None` when it
+/// had none or was not there, so everything in it is new).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NestedRepo {
+    pub folder: String,
+    pub base: Option<String>,
+}
+
+/// What differs from the approval baseline ([`changes_since`]).
+#[derive(Debug, Default)]
+pub struct Since {
+    pub changes: Vec<Change>,
+    /// The nested repositories whose changed files are among `changes`, one by one.
+    pub nested: Vec<NestedRepo>,
+}
+
 /// Every path that differs from the approval baseline: the diff from the baseline HEAD's tree
-/// to the working tree (committed or not, inside submodules too), and the files git ignores
-/// that the material reads (`ignored`, [`Material::ignored`]), without the baseline's own
-/// dirt when it is unchanged, plus baseline dirt that changed since (even back to HEAD).
+/// to the working tree (committed or not, inside submodules too, and inside each nested
+/// repository from its HEAD at approval, `nested`), and the files git ignores that the
+/// material reads (`ignored`, [`Material::ignored`]), without the baseline's own dirt when it
+/// is unchanged, plus baseline dirt that changed since (even back to HEAD).
 pub fn changes_since(
     root: &Path,
     base_head: Option<&str>,
     baseline: &[BaselinePath],
+    nested: &BTreeMap<String, Option<String>>,
     ignored: &[String],
-) -> Result<Vec<Change>, GitFailure> {
+) -> Result<Since, GitFailure> {
     let (repo, place) = placed(root)?;
     let base_tree = base_tree(&repo, base_head)?;
     let mut walked = BTreeSet::new();
@@ -1564,12 +1639,14 @@ pub fn changes_since(
     // Named in the workspace; a change elsewhere in the work tree is not the workspace's.
     let mut paths: BTreeSet<String> =
         walked.iter().filter_map(|path| place.workspace(path).filter(|p| !p.is_empty()).map(str::to_string)).collect();
+    let read = nested_changes(&repo, baseline, nested, &mut paths);
     paths.extend(ignored.iter().cloned());
     let base_dirt: BTreeMap<&str, &str> = baseline.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
     paths.extend(base_dirt.keys().map(|p| p.to_string()));
     let mut changes = Vec::new();
     for path in paths {
-        if runner_path(&path) {
+        // A nested repository read through its own git is its changed files, not its folder.
+        if runner_path(&path) || read.iter().any(|n| n.folder == path.trim_end_matches('/')) {
             continue;
         }
         let now = fingerprint(root, &path);
@@ -1578,7 +1655,71 @@ pub fn changes_since(
         }
         changes.push(Change { path, fingerprint: now });
     }
-    Ok(changes)
+    Ok(Since { changes, nested: read })
+}
+
+/// Replace each folder among `paths` that holds a nested repository by what differs in it
+/// since approval: the diff from its HEAD then (`heads`, recorded with the baseline) to its
+/// working tree, staged, unstaged and untracked, the repositories nested in it too. One there
+/// at approval whose HEAD then is not known (a baseline recorded before they were) or gone
+/// from it stays a whole folder, as does one git cannot read: the packet says it cannot show
+/// its changes. Returns the repositories read.
+fn nested_changes(
+    repo: &Repository,
+    baseline: &[BaselinePath],
+    heads: &BTreeMap<String, Option<String>>,
+    paths: &mut BTreeSet<String>,
+) -> Vec<NestedRepo> {
+    let mut read: Vec<NestedRepo> = Vec::new();
+    let folder_at = |repo: &Repository, p: &str| {
+        p.ends_with('/')
+            || repo.workdir().is_some_and(|w| std::fs::symlink_metadata(w.join(p)).is_ok_and(|m| m.is_dir()))
+    };
+    let mut pending: Vec<String> = paths.iter().filter(|p| folder_at(repo, p)).cloned().collect();
+    while let Some(reported) = pending.pop() {
+        let folder = reported.trim_end_matches('/').to_string();
+        let Some(inner) = nested_at(repo, &read, &folder) else { continue };
+        let base = match heads.get(&folder) {
+            Some(head) => head.clone(),
+            // Not there at approval: all of it is new.
+            None if !baseline.iter().any(|p| p.path == folder) => None,
+            None => continue,
+        };
+        let tree = match &base {
+            Some(id) => {
+                let Some(tree) =
+                    Oid::from_str(id).ok().and_then(|oid| inner.find_commit(oid).ok()).and_then(|c| c.tree().ok())
+                else {
+                    continue;
+                };
+                Some(tree)
+            }
+            None => None,
+        };
+        let mut found = BTreeSet::new();
+        if diff_paths(&inner, tree.as_ref(), &folder, &mut found).is_err() {
+            continue;
+        }
+        paths.remove(&reported);
+        pending.extend(found.iter().filter(|p| folder_at(repo, p)).cloned());
+        paths.extend(found);
+        read.push(NestedRepo { folder, base });
+    }
+    read.sort_by(|a, b| a.folder.cmp(&b.folder));
+    read
+}
+
+/// The nested repository in `folder` (of the workspace's repository `top`), found below the
+/// nested repositories already `read` when it is in one of them.
+fn nested_at(top: &Repository, read: &[NestedRepo], folder: &str) -> Option<Repository> {
+    let holder = read.iter().filter(|n| folder.starts_with(&format!("{}/", n.folder))).max_by_key(|n| n.folder.len());
+    match holder {
+        None => nested_repository(top, folder),
+        Some(n) => {
+            let outer = Repository::open(top.workdir()?.join(&n.folder)).ok()?;
+            nested_repository(&outer, &folder[n.folder.len() + 1..])
+        }
+    }
 }
 
 fn base_tree<'r>(repo: &'r Repository, base_head: Option<&str>) -> Result<Option<Tree<'r>>, GitFailure> {
@@ -1665,8 +1806,9 @@ fn diff_paths(
 }
 
 /// A unified diff of `paths` between the baseline HEAD (or HEAD) and the working tree,
-/// submodule content included; untracked files are shown whole. Empty when there is nothing.
-pub fn diff(root: &Path, base_head: Option<&str>, paths: &[String]) -> Result<String, String> {
+/// submodule content included, and the content of the `nested` repositories [`changes_since`]
+/// read, each from its own base; untracked files are shown whole. Empty when there is nothing.
+pub fn diff(root: &Path, base_head: Option<&str>, nested: &[NestedRepo], paths: &[String]) -> Result<String, String> {
     if paths.is_empty() {
         return Ok(String::new());
     }
@@ -1675,8 +1817,31 @@ pub fn diff(root: &Path, base_head: Option<&str>, paths: &[String]) -> Result<St
         Some(_) => base_tree(&repo, base_head).map_err(|e| e.to_string())?,
         None => repo.head().ok().and_then(|h| h.peel_to_tree().ok()),
     };
-    let paths: Vec<String> = paths.iter().map(|path| place.git(path)).collect();
-    patch_of(&repo, &place, tree.as_ref(), "", &paths)
+    // Each path belongs to the innermost nested repository holding it, if any.
+    let holder = |path: &str| {
+        nested.iter().filter(|n| path.starts_with(&format!("{}/", n.folder))).max_by_key(|n| n.folder.len())
+    };
+    let own: Vec<String> = paths.iter().filter(|p| holder(p).is_none()).map(|path| place.git(path)).collect();
+    let mut text = if own.is_empty() { String::new() } else { patch_of(&repo, &place, tree.as_ref(), "", &own)? };
+    for n in nested {
+        let its: Vec<String> = paths.iter().filter(|p| holder(p) == Some(n)).map(|path| place.git(path)).collect();
+        if its.is_empty() {
+            continue;
+        }
+        let inner = Repository::open(root.join(&n.folder))
+            .map_err(|e| format!("cannot open the nested repository {}: {}", n.folder, e.message()))?;
+        let tree = match &n.base {
+            Some(id) => Some(
+                Oid::from_str(id)
+                    .and_then(|oid| inner.find_commit(oid))
+                    .and_then(|c| c.tree())
+                    .map_err(|e| format!("the nested repository {}: commit {id}: {}", n.folder, e.message()))?,
+            ),
+            None => None,
+        };
+        text.push_str(&patch_of(&inner, &place, tree.as_ref(), &place.git(&n.folder), &its)?);
+    }
+    Ok(text)
 }
 
 /// How a patch of `repo` (whose top is at the work-tree path `prefix`, empty for the

@@ -138,6 +138,7 @@ fn map(entry: &Value) -> LedgerEvent {
                 })
                 .collect(),
             reason,
+            nested: Default::default(),
         },
         "approval" => LedgerEvent::Approval {
             reason,

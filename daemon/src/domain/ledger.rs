@@ -36,6 +36,13 @@ pub enum LedgerEvent {
         head: Option<String>,
         paths: Vec<BaselinePath>,
         reason: String,
+        /// Each nested git repository's HEAD commit (`None`: none yet), by folder: a folder of
+        /// the workspace holding a repository of its own, not a submodule, whose changes are
+        /// read through its own git from this commit (its dirty paths are among `paths`).
+        /// Absent in baselines recorded before they were: such a repository's changes are not
+        /// read (its folder is named as changed, its content not shown).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        nested: BTreeMap<String, Option<String>>,
     },
     Approval {
         reason: String,
@@ -258,11 +265,21 @@ pub fn spec_changed_since_review(entries: &[LedgerEntry], now: Option<&str>) -> 
     matches!((judged.flatten(), now), (Some(then), Some(now)) if then != now)
 }
 
-/// The task's approval baseline: HEAD and the dirty paths of the last `workspace_baseline` (the
-/// approval's, or the one `approve --amend` recorded again when its commit was gone).
-pub fn approval_baseline(entries: &[LedgerEntry]) -> Option<(Option<String>, Vec<BaselinePath>)> {
+/// What the workspace was at approval: HEAD, the dirty paths, each nested repository's HEAD.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApprovalBaseline {
+    pub head: Option<String>,
+    pub paths: Vec<BaselinePath>,
+    pub nested: BTreeMap<String, Option<String>>,
+}
+
+/// The task's approval baseline: the last `workspace_baseline` (the approval's, or the one
+/// `approve --amend` recorded again when its commit was gone).
+pub fn approval_baseline(entries: &[LedgerEntry]) -> Option<ApprovalBaseline> {
     entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::WorkspaceBaseline { head, paths, .. } => Some((head.clone(), paths.clone())),
+        LedgerEvent::WorkspaceBaseline { head, paths, nested, .. } => {
+            Some(ApprovalBaseline { head: head.clone(), paths: paths.clone(), nested: nested.clone() })
+        }
         _ => None,
     })
 }

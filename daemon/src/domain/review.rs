@@ -238,8 +238,9 @@ pub struct Classification {
     pub ambient_drift: Vec<String>,
     /// Dirty at approval and unchanged since: context only.
     pub baseline_dirty: Vec<String>,
-    /// Task changes git reports only as a whole folder holding scoped paths (a nested
-    /// repository, an untracked folder): among `task_changes`, their content not diffed.
+    /// Task changes known only as a whole folder holding scoped paths (a nested repository
+    /// whose changes could not be read through its own git): among `task_changes`, their
+    /// content not diffed.
     pub opaque: Vec<String>,
 }
 

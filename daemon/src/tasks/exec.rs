@@ -153,6 +153,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
             head: snapshot.head,
             paths: snapshot.paths,
             reason: format!("workspace baseline captured before approval: {count} changed path(s)"),
+            nested: snapshot.nested,
         },
         LedgerEvent::Approval {
             reason: match (reason.unwrap_or("spec approved"), honoured) {
@@ -276,6 +277,7 @@ async fn amend(
                 paths.len()
             ),
             paths,
+            nested: snapshot.nested,
         });
     }
     if changed.is_empty() {
@@ -388,6 +390,7 @@ async fn adopt(
             head: snapshot.head,
             paths: snapshot.paths,
             reason: format!("workspace baseline captured before build: {count} changed path(s)"),
+            nested: snapshot.nested,
         });
     }
     if !replay.contract_pinned() {

@@ -680,7 +680,7 @@ async fn failed_again(
 
 /// HEAD when the task was approved (the approval baseline), if recorded.
 fn approval_head(entries: &[LedgerEntry]) -> Option<String> {
-    crate::domain::ledger::approval_baseline(entries).and_then(|(head, _)| head)
+    crate::domain::ledger::approval_baseline(entries).and_then(|b| b.head)
 }
 
 /// The model of the accepted review's first reviewer, when it was recorded.

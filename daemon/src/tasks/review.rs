@@ -46,8 +46,8 @@ fn latest_review(entries: &[LedgerEntry]) -> Option<PreviousReview> {
     })
 }
 
-/// The approval baseline: HEAD and the dirty paths then.
-fn approval_baseline(entries: &[LedgerEntry]) -> (Option<String>, Vec<BaselinePath>) {
+/// The approval baseline: HEAD, the dirty paths and the nested repositories' HEADs then.
+fn approval_baseline(entries: &[LedgerEntry]) -> crate::domain::ledger::ApprovalBaseline {
     crate::domain::ledger::approval_baseline(entries).unwrap_or_default()
 }
 
@@ -161,8 +161,9 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
         .filter(|p| !crate::domain::review::secret(p) && !change.classes.opaque.contains(p))
         .cloned()
         .collect();
-    let (root, head, paths): (_, _, Vec<String>) = (ws.root.clone(), change.base_head.clone(), shown);
-    let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &paths)).await?;
+    let (root, head, nested, paths): (_, _, _, Vec<String>) =
+        (ws.root.clone(), change.base_head.clone(), change.nested.clone(), shown);
+    let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &nested, &paths)).await?;
     let amendments = crate::domain::evidence::amendments(&entries);
     let facts = PacketFacts {
         base_head: change.base_head.as_deref(),
@@ -356,6 +357,8 @@ fn reviewer_names(
 struct TaskChange {
     base_head: Option<String>,
     baseline: Vec<BaselinePath>,
+    /// The nested repositories whose changes were read through their own git.
+    nested: Vec<baseline::NestedRepo>,
     scope: Vec<String>,
     classes: review::Classification,
 }
@@ -368,10 +371,13 @@ impl TaskChange {
         requested_scope: &[String],
         ignored: &[String],
     ) -> RpcResult<TaskChange> {
-        let (base_head, baseline) = approval_baseline(entries);
+        let crate::domain::ledger::ApprovalBaseline { head: base_head, paths: baseline, nested } =
+            approval_baseline(entries);
         let (root, head, base, ignored) = (ws.root.clone(), base_head.clone(), baseline.clone(), ignored.to_vec());
         let task = spec.front.task_id.clone();
-        let changes = baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base, &ignored))
+        let since = baseline::in_workspace(move || {
+            baseline::changes_since(&root, head.as_deref(), &base, &nested, &ignored)
+        })
             .await
             .map_err(|RpcError(mut data)| {
                 // The baseline's commit is gone: name this task in the way out.
@@ -382,17 +388,20 @@ impl TaskChange {
                 }
                 RpcError(data)
             })?;
-        let changed: Vec<String> = changes.into_iter().map(|c| c.path).collect();
+        let changed: Vec<String> = since.changes.into_iter().map(|c| c.path).collect();
         let scope = crate::evidence::review_scope(ws, spec, requested_scope);
-        let classes = review::classify(&changed, &baseline, &scope);
-        Ok(TaskChange { base_head, baseline, scope, classes })
+        // A nested repository read through its own git is its files, its dirt then among them.
+        let kept: Vec<BaselinePath> =
+            baseline.iter().filter(|p| !since.nested.iter().any(|n| n.folder == p.path)).cloned().collect();
+        let classes = review::classify(&changed, &kept, &scope);
+        Ok(TaskChange { base_head, baseline, nested: since.nested, scope, classes })
     }
 }
 
 /// The template passes `review.templates` adds to the gate, with the inputs the gate fills:
 /// `diff` (the approval baseline's HEAD, compared with the working tree), `spec`, `task`, `cwd`.
 fn gate_passes(ws: &Workspace, config: &Config, task: &str, entries: &[LedgerEntry]) -> RpcResult<Vec<TemplateJob>> {
-    let (head, _) = approval_baseline(entries);
+    let head = approval_baseline(entries).head;
     let spec = ws.spec_path(task);
     let mut passes = Vec::new();
     for name in &config.review.templates {
@@ -633,7 +642,7 @@ fn task_changes(paths: &[String], opaque: &[String], diff: &Result<String, Strin
     if !opaque.is_empty() {
         let names = opaque.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
         body.push_str(&format!(
-            "\n\nNot shown: git reports {names} only as a whole folder (a nested repository or an untracked folder) holding scoped paths, so the changes to the scoped files in it could not be diffed here; read those files directly."
+            "\n\nNot shown: {names} changed as a whole folder holding scoped paths (a nested repository whose HEAD at approval is not on record or no longer in it, or that git cannot read), so the changes to the scoped files in it could not be diffed here; read those files directly."
         ));
     }
     match diff {
@@ -672,7 +681,7 @@ fn build_packet(
             "Workspace Classification",
             &format!("{task}#workspace_classification"),
             format!(
-                "Task changes since approval: {}\nAmbient drift outside scope: {}\nUnchanged baseline dirt: {}\nApproval baseline HEAD: {}\n\nTask changes are everything that differs from the approval baseline inside the task's scope, committed or not (submodule content included); they are the review target. Ambient drift and baseline dirt are context, not findings by themselves.",
+                "Task changes since approval: {}\nAmbient drift outside scope: {}\nUnchanged baseline dirt: {}\nApproval baseline HEAD: {}\n\nTask changes are everything that differs from the approval baseline inside the task's scope, committed or not (submodule and nested repository content included); they are the review target. Ambient drift and baseline dirt are context, not findings by themselves.",
                 classes.task_changes.len(),
                 classes.ambient_drift.len(),
                 classes.baseline_dirty.len(),
