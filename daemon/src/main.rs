@@ -119,12 +119,29 @@ fn start(args: Args) -> Result<(), BoxError> {
             "scafldd: warning: cannot become a child subreaper ({e}); a command's process that leaves its group with a cleared environment may outlive its run"
         );
     }
-    let env_paths = Paths::from_env();
     // Paths made absolute, then the daemon works from `/`: nothing it does may depend on the
     // folder it was started in (a relative path would read that folder's files, another
-    // workspace's spec say), and it keeps no mount busy.
-    let socket_path = std::path::absolute(args.socket.unwrap_or(env_paths.socket))?;
-    let state_dir = std::path::absolute(args.state_dir.unwrap_or(env_paths.state_dir))?;
+    // workspace's spec say), and it keeps no mount busy. The environment is asked only for
+    // what the command line does not give.
+    let (socket_arg, state_arg) = (args.socket.clone(), args.state_dir.clone());
+    let (socket_path, state_dir) = match (socket_arg, state_arg) {
+        (Some(socket), Some(state)) => (socket, state),
+        (socket, state) => {
+            let env_paths = Paths::from_env()?;
+            (socket.unwrap_or(env_paths.socket), state.unwrap_or(env_paths.state_dir))
+        }
+    };
+    let socket_path = std::path::absolute(socket_path)?;
+    let state_dir = std::path::absolute(state_dir)?;
+    let state_lock_file = state_dir.join(scafld_local::paths::LOCK_FILE);
+    if socket_path == state_lock_file || scafld_local::paths::socket_lock_file(&socket_path) == state_lock_file {
+        return Err(format!(
+            "the socket {} would share its lock file with the state directory's {}; name the socket otherwise (the default, or one ending in .sock)",
+            socket_path.display(),
+            state_lock_file.display()
+        )
+        .into());
+    }
     std::env::set_current_dir("/").map_err(|e| format!("cannot work from /: {e}"))?;
     fs::DirBuilder::new()
         .recursive(true)

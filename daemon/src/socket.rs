@@ -98,7 +98,7 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
     if let Some(why) = scafld_local::paths::unsafe_dir(dir) {
         return Err(SocketError::UnsafeDirectory(why));
     }
-    let lock_path = path.with_extension("lock");
+    let lock_path = scafld_local::paths::socket_lock_file(path);
     let lock_file = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(dir_error)?;
     let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
         Ok(lock) => lock,

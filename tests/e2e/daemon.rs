@@ -1707,3 +1707,74 @@ fn an_interrupted_writes_temporary_file_is_removed_by_the_next_daemon() {
     assert!(fresh.exists(), "a temporary file that may still be written is left alone");
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
+
+/// A socket set inside the state directory (`$SCAFLD_STATE_DIR/scafldd.sock`) starts the daemon:
+/// the socket's lock (`<socket>.lock`) is not the state directory's `scafldd.lock`, which the
+/// daemon would otherwise lock twice and blame on "another process".
+#[test]
+fn a_socket_in_the_state_directory_starts_the_daemon() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    let socket = env.state_dir.join("scafldd.sock");
+    let run = |args: &[&str]| Run::from(env.scafld_command(args).env("SCAFLD_SOCKET", &socket).output().unwrap());
+    run(&["init", "--json"]).assert_code(0);
+    assert!(env.state_dir.join("scafldd.sock.lock").exists());
+    run(&["daemon", "stop", "--json"]).assert_code(0);
+}
+
+/// Where state and socket live is never guessed: a relative SCAFLD_STATE_DIR or SCAFLD_SOCKET
+/// (another place from every folder) and an unset HOME with nothing else set are refused before
+/// anything is written, saying what to set; a relative XDG_RUNTIME_DIR is ignored, as the XDG
+/// specification says, for the state directory's `run/`.
+#[test]
+fn relative_or_missing_state_and_socket_settings_are_refused_or_ignored() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    for (set, unset, names) in [
+        (&[("SCAFLD_STATE_DIR", "relstate")][..], &[][..], "SCAFLD_STATE_DIR"),
+        (&[("SCAFLD_SOCKET", "rel.sock")], &[], "SCAFLD_SOCKET"),
+        (&[], &["HOME", "SCAFLD_STATE_DIR", "XDG_STATE_HOME"][..], "HOME"),
+    ] {
+        let mut command = env.scafld_command(&["init", "--json"]);
+        command.envs(set.iter().copied());
+        for name in unset {
+            command.env_remove(name);
+        }
+        let run = Run::from(command.output().unwrap());
+        run.assert_code(2);
+        let error = &run.json()["error"];
+        assert!(error["message"].as_str().unwrap().contains(names), "{set:?} {unset:?}: {error}");
+        assert!(!error["hint"].as_str().unwrap_or_default().is_empty(), "{error}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&env.work).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from(".git")], "nothing is written in the work tree");
+
+    let run = |args: &[&str]| {
+        let mut command = env.scafld_command(args);
+        command.env_remove("SCAFLD_SOCKET").env("XDG_RUNTIME_DIR", "relative/dir");
+        Run::from(command.output().unwrap())
+    };
+    run(&["init", "--json"]).assert_code(0);
+    assert!(!env.work.join("relative").exists());
+    assert!(env.state_dir.join("run/scafldd.sock").exists());
+    run(&["daemon", "stop", "--json"]).assert_code(0);
+}
+
+/// `daemon stop` with a socket setting that differs from the daemon holding the state directory
+/// does not say "no daemon was running": it fails, naming that daemon and how to stop it.
+#[test]
+fn daemon_stop_on_another_socket_names_the_daemon_holding_the_state_directory() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    let run = Run::from(
+        env.scafld_command(&["daemon", "stop", "--json"])
+            .env("SCAFLD_SOCKET", env.path("run/other.sock"))
+            .output()
+            .unwrap(),
+    );
+    run.assert_code(1);
+    let error = &run.json()["error"];
+    assert!(error["message"].as_str().unwrap().contains(&format!("pid {pid}")), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains(&format!("SCAFLD_SOCKET={}", env.socket.display())), "{error}");
+    env.client().result("daemon.status", serde_json::json!({}));
+}

@@ -18,7 +18,7 @@ fn candidates(current: &OsStr, values: impl IntoIterator<Item = String>) -> Vec<
 /// The workspace root and a connection to a daemon that already runs, if both are there.
 fn session() -> Option<(String, scafld_client::Connection)> {
     let root = find_root(None).ok()?;
-    let conn = super::daemon_control::connect(&Paths::from_env(), false).ok()?;
+    let conn = super::daemon_control::connect(&Paths::from_env().ok()?, false).ok()?;
     Some((root.display().to_string(), conn))
 }
 

@@ -118,7 +118,10 @@ pub fn rpc_error(error: ClientError) -> CliError {
         ClientError::Unreachable { .. } | ClientError::ProtocolMismatch { .. } | ClientError::Untrusted { .. } => {
             connect_error(error)
         }
-        ClientError::TimedOut(waited) => unanswered(&Paths::from_env(), *waited),
+        ClientError::TimedOut(waited) => match Paths::from_env() {
+            Ok(paths) => unanswered(&paths, *waited),
+            Err(e) => CliError::new("environment", e.message, workflow::USAGE).with_hint(e.hint),
+        },
         ClientError::Io(_) | ClientError::Decode(_) => {
             CliError::new("daemon_connection", error.to_string(), workflow::UNREACHABLE)
                 .with_hint("the daemon may have stopped; `scafld daemon status` shows whether it runs")
@@ -264,7 +267,27 @@ pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
             conn.call::<scafld_protocol::methods::DaemonShutdown>(&Default::default()).map_err(rpc_error)?;
             pid
         }
-        Err(ClientError::Unreachable { .. }) => return Ok(None),
+        // None answers here; one holding the state directory for another socket is still
+        // running, which "no daemon was running" would hide.
+        Err(ClientError::Unreachable { .. }) => match paths.state_holder() {
+            Some((pid, Some(socket))) if socket != paths.socket => {
+                return Err(CliError::new(
+                    "daemon_stop",
+                    format!(
+                        "no daemon answers at {}, but daemon pid {pid} runs for the state directory {} at {}; it was not stopped",
+                        paths.socket.display(),
+                        paths.state_dir.display(),
+                        socket.display()
+                    ),
+                    workflow::RUNTIME,
+                )
+                .with_hint(format!(
+                    "stop it with `SCAFLD_SOCKET={} scafld daemon stop`",
+                    scafld_protocol::cli::shell_word(&socket.display().to_string())
+                )));
+            }
+            _ => return Ok(None),
+        },
         // A daemon of another release (the usual case right after an upgrade) cannot be asked
         // in our protocol: it is told the way a service manager would, by SIGTERM, which it
         // answers with the same orderly shutdown.

@@ -785,7 +785,15 @@ pub fn main(args: Vec<OsString>) -> u8 {
     };
     let out = Output::new(cli.global.json, cli.command.name());
     let caller = runnable::Caller::current(cli.global.root.as_deref());
-    let ctx = Context { global: cli.global, paths: Paths::from_env(), out, caller };
+    let paths = match Paths::from_env() {
+        Ok(paths) => paths,
+        Err(e) => {
+            let error = CliError::new("environment", e.message, exit::workflow::USAGE).with_hint(e.hint);
+            out.failure(&error, None);
+            return error.exit_code;
+        }
+    };
+    let ctx = Context { global: cli.global, paths, out, caller };
     match commands::run(&ctx, cli.command) {
         Ok(code) => code,
         Err(mut error) => {

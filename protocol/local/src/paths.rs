@@ -18,9 +18,26 @@ pub struct Paths {
     pub state_dir: PathBuf,
 }
 
+/// Why the environment names no socket or state directory scafld can use: said, with what to
+/// set, rather than guessed (a relative path names another folder from each folder it is used
+/// in, so another daemon with another ledger).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathsError {
+    pub message: String,
+    pub hint: String,
+}
+
+impl std::fmt::Display for PathsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; {}", self.message, self.hint)
+    }
+}
+
+impl std::error::Error for PathsError {}
+
 impl Paths {
     /// Resolve from the process environment.
-    pub fn from_env() -> Paths {
+    pub fn from_env() -> Result<Paths, PathsError> {
         Paths::resolve(|name| env::var_os(name))
     }
 
@@ -29,16 +46,34 @@ impl Paths {
     /// State: `$SCAFLD_STATE_DIR`, else `$XDG_STATE_HOME/scafld`, else `$HOME/.local/state/scafld`.
     /// Socket: `$SCAFLD_SOCKET`, else `$XDG_RUNTIME_DIR/scafld/scafldd.sock`, else
     /// `<state dir>/run/scafldd.sock`.
-    pub fn resolve(lookup: impl Fn(&str) -> Option<OsString>) -> Paths {
+    ///
+    /// A relative `SCAFLD_STATE_DIR` or `SCAFLD_SOCKET` is refused; a relative `XDG_*` or
+    /// `HOME` is ignored, as the XDG base directory specification says; with none of them
+    /// usable for the state directory it is refused (no hidden fallback elsewhere).
+    pub fn resolve(lookup: impl Fn(&str) -> Option<OsString>) -> Result<Paths, PathsError> {
         let non_empty = |name: &str| lookup(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-        let state_dir = non_empty("SCAFLD_STATE_DIR")
-            .or_else(|| non_empty("XDG_STATE_HOME").map(|d| d.join("scafld")))
-            .or_else(|| non_empty("HOME").map(|h| h.join(".local/state/scafld")))
-            .unwrap_or_else(|| env::temp_dir().join(format!("scafld-{}", nix::unistd::getuid())));
-        let socket = non_empty("SCAFLD_SOCKET")
-            .or_else(|| non_empty("XDG_RUNTIME_DIR").map(|d| d.join("scafld/scafldd.sock")))
-            .unwrap_or_else(|| state_dir.join("run/scafldd.sock"));
-        Paths { socket, state_dir }
+        let absolute = |name: &str| non_empty(name).filter(|p| p.is_absolute());
+        let explicit = |name: &str| match non_empty(name) {
+            Some(p) if p.is_relative() => Err(relative(name, &p)),
+            other => Ok(other),
+        };
+        let state_dir = match explicit("SCAFLD_STATE_DIR")? {
+            Some(dir) => dir,
+            None => absolute("XDG_STATE_HOME")
+                .map(|d| d.join("scafld"))
+                .or_else(|| absolute("HOME").map(|h| h.join(".local/state/scafld")))
+                .ok_or_else(|| PathsError {
+                    message: "no state directory: none of SCAFLD_STATE_DIR, XDG_STATE_HOME or HOME is set to an absolute path".into(),
+                    hint: "set HOME, or SCAFLD_STATE_DIR to the absolute path of the state directory to use (`scafld daemon status` run where it is set names it)".into(),
+                })?,
+        };
+        let socket = match explicit("SCAFLD_SOCKET")? {
+            Some(socket) => socket,
+            None => absolute("XDG_RUNTIME_DIR")
+                .map(|d| d.join("scafld/scafldd.sock"))
+                .unwrap_or_else(|| state_dir.join("run/scafldd.sock")),
+        };
+        Ok(Paths { socket, state_dir })
     }
 
     pub fn log_file(&self) -> PathBuf {
@@ -65,6 +100,29 @@ impl Paths {
         let mut lines = text.lines();
         let pid = lines.next()?.trim().parse().ok()?;
         Some((pid, lines.next().filter(|l| !l.is_empty()).map(PathBuf::from)))
+    }
+}
+
+/// The lock a daemon takes beside its socket, `<socket>.lock` (the whole name kept, so a socket
+/// named `scafldd.sock` in the state directory does not share the state's `scafldd.lock`).
+pub fn socket_lock_file(socket: &Path) -> PathBuf {
+    let mut name = socket.as_os_str().to_os_string();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// A relative `name` refused, with the absolute path it means from here to set instead.
+fn relative(name: &str, path: &Path) -> PathsError {
+    let here = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    PathsError {
+        message: format!(
+            "{name} is a relative path ({}): it would name another place from every folder scafld is run in, each with a daemon and ledger of its own",
+            path.display()
+        ),
+        hint: format!(
+            "set it to an absolute path, e.g. `export {name}={}`",
+            scafld_protocol::cli::shell_word(&here.display().to_string())
+        ),
     }
 }
 
@@ -131,7 +189,32 @@ mod tests {
 
     fn resolve(vars: &[(&str, &str)]) -> Paths {
         let map: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
-        Paths::resolve(|name| map.get(name).cloned())
+        Paths::resolve(|name| map.get(name).cloned()).unwrap()
+    }
+
+    fn refused(vars: &[(&str, &str)]) -> PathsError {
+        let map: HashMap<String, OsString> = vars.iter().map(|(k, v)| (k.to_string(), OsString::from(v))).collect();
+        Paths::resolve(|name| map.get(name).cloned()).unwrap_err()
+    }
+
+    #[test]
+    fn relative_explicit_paths_are_refused_and_relative_xdg_ignored() {
+        assert!(refused(&[("SCAFLD_STATE_DIR", "rel"), ("HOME", "/h")]).message.contains("SCAFLD_STATE_DIR"));
+        assert!(refused(&[("SCAFLD_SOCKET", "rel.sock"), ("HOME", "/h")]).message.contains("SCAFLD_SOCKET"));
+        let p = resolve(&[("HOME", "/h"), ("XDG_RUNTIME_DIR", "run"), ("XDG_STATE_HOME", "st")]);
+        assert_eq!(p.state_dir, PathBuf::from("/h/.local/state/scafld"));
+        assert_eq!(p.socket, PathBuf::from("/h/.local/state/scafld/run/scafldd.sock"));
+    }
+
+    #[test]
+    fn no_home_is_refused_not_guessed() {
+        assert!(refused(&[]).message.contains("HOME"));
+        assert!(refused(&[("HOME", "rel")]).message.contains("HOME"));
+    }
+
+    #[test]
+    fn the_socket_lock_keeps_the_whole_name() {
+        assert_eq!(socket_lock_file(Path::new("/st/scafldd.sock")), PathBuf::from("/st/scafldd.sock.lock"));
     }
 
     #[test]
