@@ -81,13 +81,21 @@ pub(crate) enum ScopeProblem {
     MadeRelative,
     /// The workspace itself (`.`, `./`, its own absolute path): every file in it.
     Whole,
+    /// A symlink on its way (the entry itself, or a folder above it) leads outside the
+    /// workspace: only the link's text is ever read, so nothing is bound to what it reaches.
+    LeadsOutside,
+    /// git's own store (`.git`, `.git/config`): never part of a scope, so nothing is bound to it.
+    GitStore,
 }
 
 impl ScopeProblem {
     /// Whether approval refuses an entry with this problem (elsewhere it is a warning): no
     /// evidence could be bound to what the entry means.
     pub(crate) fn refused_at_approval(self) -> bool {
-        matches!(self, ScopeProblem::Outside | ScopeProblem::CaseTypo)
+        matches!(
+            self,
+            ScopeProblem::Outside | ScopeProblem::LeadsOutside | ScopeProblem::CaseTypo | ScopeProblem::GitStore
+        )
     }
 }
 
@@ -101,14 +109,23 @@ pub(crate) struct ScopeNote {
 
 /// What a person should know about the task's scope entries: one that names a pattern, a line,
 /// or nothing in the workspace (yet) is a warning; one outside the workspace (nothing outside
-/// is ever read, so no evidence could be bound to it) or differing only in case from a path
-/// there (a typo: the evidence would be bound to the wrong name) is an error, which approval
-/// refuses. `(is_error, message)`.
+/// is ever read, so no evidence could be bound to it), naming git's own store (never part of a
+/// scope, so nothing is bound to it either) or differing only in case from a path there (a
+/// typo: the evidence would be bound to the wrong name) is an error, which approval refuses.
+/// `(is_error, message)`.
 pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, String)> {
-    let entries = review::scope_entries(spec, &[], &ws.root.to_string_lossy());
-    entry_notes(ws, entries, review::bare_names(spec))
-        .await
-        .into_iter()
+    let root = ws.root.to_string_lossy();
+    let entries = review::scope_entries(spec, &[], &root);
+    let git_store = review::git_store_entries(spec, &root).into_iter().map(|e| ScopeNote {
+        message: format!(
+            "scope entry `{}` names git's own store (`.git`), which is never a task's file: scafld binds no evidence to it; name the task's files instead",
+            e.written
+        ),
+        written: e.written,
+        problem: ScopeProblem::GitStore,
+    });
+    git_store
+        .chain(entry_notes(ws, entries, review::bare_names(spec)).await)
         .map(|note| (note.problem.refused_at_approval(), note.message))
         .collect()
 }
@@ -198,7 +215,10 @@ async fn entry_notes(ws: &Workspace, entries: Vec<review::ScopeEntry>, bare: Vec
                 _ => None,
             })
             .collect();
-        let entries = entries.into_iter().map(|e| (baseline::missing_path(&root, &e.path), e)).collect::<Vec<_>>();
+        let entries = entries
+            .into_iter()
+            .map(|e| (baseline::missing_path(&root, &e.path), baseline::leads_outside(&root, &e.path), e))
+            .collect::<Vec<_>>();
         (entries, typos)
     });
     let Ok((entries, typos)) = missing.await else { return Vec::new() };
@@ -213,8 +233,18 @@ async fn entry_notes(ws: &Workspace, entries: Vec<review::ScopeEntry>, bare: Vec
         )
     };
     let mut notes: Vec<ScopeNote> = typos.iter().map(|(name, like)| typo(name, like)).collect();
-    for (missing, e) in entries {
+    for (missing, leads, e) in entries {
         let (written, path) = (e.written.as_str(), &e.path);
+        if let Some(reached) = leads {
+            notes.push(note(
+                written,
+                ScopeProblem::LeadsOutside,
+                format!(
+                    "scope entry `{written}` leads through a symlink outside the workspace (to {}): scafld never reads there, so no evidence can be bound to what it reaches; name the files inside the workspace",
+                    reached.display()
+                ),
+            ));
+        }
         match e.reading {
             review::Reading::Outside => notes.push(note(
                 written,

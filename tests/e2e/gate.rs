@@ -528,7 +528,8 @@ fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
 /// Scope entries that name no file as written still bind the evidence to the files they mean:
 /// a glob (its folder), a path with a line number, an absolute path inside the workspace, and
 /// a path not there yet (its appearance). Approval says how it read them; an entry outside the
-/// workspace or differing only in case from a file there is refused.
+/// workspace, differing only in case from a file there or naming git's own store (`.git`,
+/// which no scope ever reads) is refused.
 #[test]
 fn every_form_of_scope_entry_binds_the_evidence_to_the_files_it_means() {
     let forms = [
@@ -574,6 +575,8 @@ fn every_form_of_scope_entry_binds_the_evidence_to_the_files_it_means() {
         ("/elsewhere/a.txt", "outside the workspace"),
         ("SRC/A.TXT", "differs only in case"),
         ("makefile", "differs only in case"),
+        (".git", "names git's own store"),
+        ("./.git/config", "names git's own store"),
     ];
     for (entry, error) in refused_forms {
         let env = TestEnv::new();
@@ -591,6 +594,56 @@ fn every_form_of_scope_entry_binds_the_evidence_to_the_files_it_means() {
         refused.assert_code(3);
         assert!(refused.json()["error"]["message"].as_str().unwrap().contains(error), "{}", refused.stdout);
     }
+}
+
+/// A scope entry that a symlink takes outside the workspace (the entry itself a link, a linked
+/// folder above it, or a broken link pointing out) would bind only the link's text, since
+/// nothing outside is ever read: validate calls it an error and approval refuses it. A link
+/// that stays inside is approved, and its target binds the evidence.
+#[test]
+fn a_scope_entry_a_symlink_takes_outside_the_workspace_is_refused() {
+    use std::os::unix::fs::symlink;
+    let env = TestEnv::new();
+    let outside = env.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("data.txt"), "v1\n").unwrap();
+    write(&env, "src/real.txt", "v1\n");
+    symlink(outside.join("data.txt"), env.work.join("src/link.txt")).unwrap();
+    symlink(&outside, env.work.join("ext")).unwrap();
+    symlink(outside.join("gone.txt"), env.work.join("src/broken.txt")).unwrap();
+    symlink("real.txt", env.work.join("src/inside.txt")).unwrap();
+    git(&env.work, &["init", "-q"]);
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    env.init();
+    let spec = |id: &str, entry: &str, file: &str| {
+        let spec = format!(
+            "---\nspec_version: '2.0'\ntask_id: {id}\nstatus: draft\nharden_status: not_run\n---\n\n# Link\n\n## Scope\n\n- `{entry}` - the data.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - the data says v1\n  - Command: `grep -q v1 {file}`\n"
+        );
+        write(&env, &format!(".scafld/specs/drafts/{id}.md"), &spec);
+    };
+    let reached = outside.canonicalize().unwrap().display().to_string();
+    for (id, entry) in [("link", "src/link.txt"), ("folder", "ext/data.txt"), ("broken", "src/broken.txt")] {
+        spec(id, entry, entry);
+        let validated = env.scafld(&["validate", id]);
+        validated.assert_code(3);
+        let said = format!("{}{}", validated.stdout, validated.stderr);
+        assert!(said.contains(&format!("`{entry}` leads through a symlink outside the workspace")), "{entry}: {said}");
+        assert!(said.contains(&reached), "{entry} names where it leads: {said}");
+        let refused = env.scafld(&["approve", id, "--reason", "links", "--json"]);
+        refused.assert_code(3);
+        let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("leads through a symlink outside the workspace"), "{entry}: {message}");
+    }
+    // A link inside the workspace is approved, and a change to what it points at stales the evidence.
+    spec("inside", "src/inside.txt", "src/inside.txt");
+    env.scafld(&["validate", "inside"]).assert_code(0);
+    env.scafld(&["approve", "inside", "--reason", "links"]).assert_code(0);
+    env.scafld(&["build", "inside"]).assert_code(0);
+    assert_eq!(env.scafld(&["build", "inside", "--json"]).json()["result"]["status"], "review");
+    write(&env, "src/real.txt", "v2\n");
+    let s = env.scafld(&["status", "inside", "--json"]).json()["result"].clone();
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
 }
 
 /// A repository with one committed file, added to the work tree as submodule `vendor/lib`.

@@ -1481,6 +1481,38 @@ pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool
     Ok(a == d || repo.graph_descendant_of(d, a).map_err(|e| e.message().to_string())?)
 }
 
+/// Where the workspace-relative `path` under `root` leads when a symlink on its way (the entry
+/// itself, or a folder above it) takes it outside the workspace: the place it reaches there
+/// (for a broken link, where its text points). `None` when it stays inside or nothing is there.
+/// The material never reads outside the workspace, so such an entry binds a link's text only.
+pub fn leads_outside(root: &Path, path: &str) -> Option<PathBuf> {
+    if !plain_relative(path) {
+        return None;
+    }
+    let inside = root.canonicalize().ok()?;
+    let full = root.join(path);
+    let meta = std::fs::symlink_metadata(&full).ok()?;
+    let reached = match full.canonicalize() {
+        Ok(reached) => reached,
+        // A broken link: where its text points, from the folder it is in.
+        Err(_) if meta.file_type().is_symlink() => {
+            let mut reached = full.parent()?.canonicalize().ok()?;
+            for part in std::fs::read_link(&full).ok()?.components() {
+                match part {
+                    std::path::Component::ParentDir => {
+                        reached.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    part => reached.push(part),
+                }
+            }
+            reached
+        }
+        Err(_) => return None,
+    };
+    (!reached.starts_with(&inside)).then_some(reached)
+}
+
 /// Whether nothing is at the workspace-relative `path` under `root` (a symlink counts, even a
 /// broken one); if so, `Some` of a path there that differs from it only in case, if any.
 pub fn missing_path(root: &Path, path: &str) -> Option<Option<String>> {

@@ -24,7 +24,19 @@ pub fn scope(spec: &Spec, explicit: &[String], root: &str) -> Vec<String> {
 /// reviewers for their secrets (`.env*`, `.priv`, the local config) bound all the same (their
 /// content is hashed, never shown); only the repository's own `.git` stays out.
 pub fn bound_scope(spec: &Spec, root: &str) -> Vec<String> {
-    paths(entries(spec, &[], root, |path| path != ".git" && !path.starts_with(".git/")))
+    paths(entries(spec, &[], root, |path| !git_store(path)))
+}
+
+/// The task's scope entries that name git's own store (`.git`, `.git/config`): no scope keeps
+/// them, so no evidence is ever bound to them.
+pub fn git_store_entries(spec: &Spec, root: &str) -> Vec<ScopeEntry> {
+    entries(spec, &[], root, git_store).into_iter().filter(|e| git_store(&e.path)).collect()
+}
+
+/// Whether `path` (workspace-relative, as [`read_path`] gives it) is the repository's `.git`
+/// or below it.
+pub fn git_store(path: &str) -> bool {
+    path == ".git" || path.starts_with(".git/")
 }
 
 /// The paths of `entries`, sorted and distinct; empty (the whole tree) when one is the top.
@@ -199,8 +211,7 @@ fn lexical(path: &str) -> Option<String> {
 /// folder, and a `.scafld/config.local.yaml`.
 pub fn secret(path: &str) -> bool {
     let segments: Vec<&str> = path.split('/').collect();
-    path == ".git"
-        || path.starts_with(".git/")
+    git_store(path)
         || segments.iter().any(|segment| *segment == ".priv" || segment.starts_with(".env"))
         || segments.windows(2).any(|pair| pair == [".scafld", "config.local.yaml"])
 }
