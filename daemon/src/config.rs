@@ -1,22 +1,27 @@
 //! Workspace configuration: `.scafld/config.yaml` overlaid by `.scafld/config.local.yaml`,
-//! on top of built-in defaults. Unknown keys are ignored; wrong types are errors naming the file.
+//! on top of built-in defaults. Wrong types and values no command could use are errors naming
+//! the file; unknown keys are ignored but named as warnings (with the nearest known key).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Config {
     pub invariants: Invariants,
     pub execution: Execution,
     pub harden: Harden,
     pub review: Review,
+    /// What the files set that no setting reads (a misspelt key): one warning each, naming
+    /// file, line and key.
+    #[serde(skip)]
+    pub unknown_keys: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Review {
     pub external: External,
@@ -43,7 +48,7 @@ impl Default for Review {
 }
 
 /// Reviewer workers (`scafld worker`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Workers {
     /// A claimed job whose worker is silent this long goes back to the queue.
@@ -56,7 +61,7 @@ impl Default for Workers {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct External {
     pub provider: String,
@@ -88,7 +93,7 @@ impl Default for External {
 }
 
 /// Model and binary of one external reviewer CLI.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ProviderCli {
     pub model: String,
@@ -97,7 +102,7 @@ pub struct ProviderCli {
     pub reasoning: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ReviewContext {
     pub max_bytes: usize,
@@ -123,7 +128,7 @@ impl ReviewContext {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DossierConfig {
     pub max_findings: u32,
@@ -143,13 +148,13 @@ impl Default for DossierConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Invariants {
     pub canonical: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Execution {
     pub path_prepend: Vec<String>,
@@ -159,7 +164,7 @@ pub struct Execution {
     pub max_parallel_jobs: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Harden {
     pub max_questions_per_round: u32,
@@ -255,7 +260,118 @@ pub fn load(root: &Path) -> Result<Config, ConfigError> {
     check(BASE_FILE, &base, &base_text)?;
     let (local, local_text) = read_yaml_text(root, LOCAL_FILE)?;
     check(LOCAL_FILE, &local, &local_text)?;
-    merge(base, local)
+    let mut unknown = unknown_keys(BASE_FILE, &base, &base_text);
+    unknown.extend(unknown_keys(LOCAL_FILE, &local, &local_text));
+    let mut config = merge(base, local)?;
+    config.unknown_keys = unknown;
+    Ok(config)
+}
+
+/// Keys the original tool writes or reads that no setting here reads: not misspelt, so no
+/// warning.
+const FOREIGN_KEYS: &[&str] = &[
+    "version",
+    "llm.model_profile",
+    "review.external.provider_binary",
+    "harden.external.provider_binary",
+    "harden.required_context_max_bytes",
+    "workspace.evidence_roots",
+    "verify.min_independence",
+    "verify.receipt_path",
+    "verify.trusted_keys_path",
+    "verify.policy",
+];
+
+/// Mappings whose keys are the user's own names (any key is known below them).
+const OPEN_MAPS: &[&str] =
+    &["invariants.canonical", "execution.env", "review.automated_passes", "review.adversarial_passes"];
+
+/// Every known key path (`a.b.c`): the settings' fields, the foreign keys and the sections
+/// above them.
+fn known_keys() -> std::collections::BTreeSet<String> {
+    fn walk(value: &Value, prefix: &str, known: &mut std::collections::BTreeSet<String>) {
+        let Value::Object(fields) = value else { return };
+        for (key, value) in fields {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            if !OPEN_MAPS.contains(&path.as_str()) {
+                walk(value, &path, known);
+            }
+            known.insert(path);
+        }
+    }
+    let mut known = std::collections::BTreeSet::new();
+    walk(&serde_json::to_value(Config::default()).unwrap_or_default(), "", &mut known);
+    for key in FOREIGN_KEYS.iter().chain(OPEN_MAPS) {
+        let mut path = String::new();
+        for part in key.split('.') {
+            if !path.is_empty() {
+                path.push('.');
+            }
+            path.push_str(part);
+            known.insert(path.clone());
+        }
+    }
+    known
+}
+
+/// One warning per key of `value` (the file `file`, whose text is `text`) that no setting
+/// reads, with its line and the nearest known key beside it. Below an unknown key nothing
+/// more is named.
+fn unknown_keys(file: &str, value: &Value, text: &str) -> Vec<String> {
+    fn walk(value: &Value, prefix: &str, known: &std::collections::BTreeSet<String>, found: &mut Vec<String>) {
+        let Value::Object(fields) = value else { return };
+        for (key, value) in fields {
+            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            if !known.contains(&path) {
+                found.push(path);
+            } else if !OPEN_MAPS.contains(&path.as_str()) {
+                walk(value, &path, known, found);
+            }
+        }
+    }
+    let known = known_keys();
+    let mut found = Vec::new();
+    walk(value, "", &known, &mut found);
+    found
+        .into_iter()
+        .map(|key| {
+            let line = line_of(text, &key).map(|n| format!("line {n}: ")).unwrap_or_default();
+            let nearest = nearest_key(&key, &known).map(|k| format!(" (did you mean `{k}`?)")).unwrap_or_default();
+            format!("{file}: {line}unknown key `{key}` is ignored{nearest}")
+        })
+        .collect()
+}
+
+/// The known key beside `key` (same section) whose last name is closest to its last name,
+/// when close enough to be a slip of the keyboard.
+fn nearest_key(key: &str, known: &std::collections::BTreeSet<String>) -> Option<String> {
+    let (section, name) = key.rsplit_once('.').map_or(("", key), |(s, n)| (s, n));
+    let within = (name.chars().count() / 3).max(1);
+    known
+        .iter()
+        .filter_map(|k| {
+            let (s, n) = k.rsplit_once('.').map_or(("", k.as_str()), |(s, n)| (s, n));
+            (s == section).then(|| (edit_distance(name, n), k))
+        })
+        .filter(|(d, _)| *d <= within)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k.clone())
+}
+
+/// Levenshtein distance between two names, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
 }
 
 fn read_yaml(root: &Path, file: &str) -> Result<Value, ConfigError> {
@@ -268,7 +384,15 @@ fn read_yaml_text(root: &Path, file: &str) -> Result<(Value, String), ConfigErro
     match scafld_local::capped::read_text_if_there(&root.join(file), "configuration file", MAX_CONFIG_BYTES) {
         Ok(Some(text)) if text.trim().is_empty() => Ok((Value::Null, text)),
         Ok(Some(text)) => serde_saphyr::from_str::<Value>(&text).map(|v| (v, text)).map_err(|e| error(yaml_error(&e))),
-        Ok(None) => Ok((Value::Null, String::new())),
+        // A link to nothing (a shared file on a path not mounted) is no absent file: the
+        // defaults in its place would be a silent change of every setting.
+        Ok(None) => match std::fs::read_link(root.join(file)) {
+            Ok(target) => Err(error(format!(
+                "it is a symbolic link to {}, which does not exist; point it at the file or remove the link",
+                target.display()
+            ))),
+            Err(_) => Ok((Value::Null, String::new())),
+        },
         Err(e) => Err(error(e.to_string())),
     }
 }
@@ -281,10 +405,42 @@ fn check(file: &str, value: &Value, text: &str) -> Result<(), ConfigError> {
     }
     // A key left empty (`review:` with all below it commented out) is no setting: the merge
     // skips it in the local file, and the other file may fill it in the base.
-    let Err(e) = serde_path_to_error::deserialize::<_, Config>(&without_empty_keys(value)) else { return Ok(()) };
-    let key = e.path().to_string();
-    let line = line_of(text, &key).map(|n| format!("line {n}: ")).unwrap_or_default();
-    Err(ConfigError { file: file.to_string(), message: format!("{line}`{key}`: {}", e.inner()) })
+    let blame = |key: &str, why: String| {
+        let line = line_of(text, key).map(|n| format!("line {n}: ")).unwrap_or_default();
+        Err(ConfigError { file: file.to_string(), message: format!("{line}`{key}`: {why}") })
+    };
+    match serde_path_to_error::deserialize::<_, Config>(&without_empty_keys(value)) {
+        Err(e) => blame(&e.path().to_string(), e.inner().to_string()),
+        Ok(config) => match unusable_value(&config) {
+            Some((key, why)) => blame(&key, why),
+            None => Ok(()),
+        },
+    }
+}
+
+/// The first setting of one file's `config` that no command could use: its key path and
+/// why. A zero timeout would fail every command it bounds; a NUL, `=` or empty name in the
+/// environment would fail every command before it starts.
+fn unusable_value(config: &Config) -> Option<(String, String)> {
+    let execution = &config.execution;
+    if execution.absolute_timeout_seconds == 0 {
+        let why = "must be a positive whole number of seconds (0 would time out every command at once)";
+        return Some(("execution.absolute_timeout_seconds".into(), why.into()));
+    }
+    for (name, value) in &execution.env {
+        let key = format!("execution.env.{name}");
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Some((key, "an environment variable's name must be non-empty, without `=` or NUL".into()));
+        }
+        if value.contains('\0') {
+            return Some((key, "an environment variable's value cannot hold a NUL character".into()));
+        }
+    }
+    execution
+        .path_prepend
+        .iter()
+        .position(|dir| dir.contains('\0'))
+        .map(|i| (format!("execution.path_prepend.[{i}]"), "a folder's path cannot hold a NUL character".into()))
 }
 
 /// `value` without the mapping keys whose value is empty (null), at any depth.
@@ -454,5 +610,59 @@ execution:
         .unwrap();
         let config = load(root.path()).expect("an empty section reads");
         assert_eq!(config.execution.absolute_timeout_seconds, 5);
+    }
+
+    /// Values no command could use are refused at load, by file, line and key: a zero timeout
+    /// (every command would time out) and a NUL in the environment (none would start).
+    #[test]
+    fn unusable_values_name_their_file_line_and_key() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(".scafld")).unwrap();
+        std::fs::write(root.path().join(BASE_FILE), "execution:\n  env: {}\n  absolute_timeout_seconds: 0\n").unwrap();
+        let error = load(root.path()).unwrap_err();
+        assert_eq!(error.file, BASE_FILE);
+        assert!(
+            error.message.starts_with("line 3: `execution.absolute_timeout_seconds`: must be a positive"),
+            "{error}"
+        );
+        std::fs::write(root.path().join(BASE_FILE), "execution:\n  absolute_timeout_seconds: 5\n").unwrap();
+        std::fs::write(root.path().join(LOCAL_FILE), "execution:\n  env:\n    FOO: \"a\\u0000b\"\n").unwrap();
+        let error = load(root.path()).unwrap_err();
+        assert_eq!(error.file, LOCAL_FILE);
+        assert!(error.message.starts_with("line 3: `execution.env.FOO`: an environment variable's value"), "{error}");
+        std::fs::write(root.path().join(LOCAL_FILE), "execution:\n  env:\n    \"A=B\": x\n").unwrap();
+        let error = load(root.path()).unwrap_err();
+        assert!(error.message.contains("`execution.env.A=B`: an environment variable's name"), "{error}");
+    }
+
+    /// A config file that is a link to nothing is refused, naming the link's target, not read
+    /// as no file (the defaults).
+    #[test]
+    fn a_dangling_link_is_an_error() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(".scafld")).unwrap();
+        std::os::unix::fs::symlink("/no-such-mount/shared.yaml", root.path().join(BASE_FILE)).unwrap();
+        let error = load(root.path()).unwrap_err();
+        assert_eq!(error.file, BASE_FILE);
+        assert!(error.message.contains("symbolic link to /no-such-mount/shared.yaml, which does not exist"), "{error}");
+    }
+
+    /// Unknown keys are named with the nearest known one; the original tool's keys and the
+    /// user's own names in open mappings are not unknown.
+    #[test]
+    fn unknown_keys_are_named() {
+        let text = "version: '1.0'\nexecution:\n  env: {ANY: x}\n  max_paralel_jobs: 2\nverify:\n  policy: local\nreview:\n  automated_passes: {mine: {order: 1}}\nzzz: 1\n";
+        let found = unknown_keys(BASE_FILE, &yaml(text), text);
+        assert_eq!(
+            found,
+            vec![
+                format!(
+                    "{BASE_FILE}: line 4: unknown key `execution.max_paralel_jobs` is ignored (did you mean `execution.max_parallel_jobs`?)"
+                ),
+                format!("{BASE_FILE}: line 9: unknown key `zzz` is ignored"),
+            ]
+        );
+        let template = include_str!("../assets/config.yaml");
+        assert_eq!(unknown_keys(BASE_FILE, &yaml(template), template), Vec::<String>::new());
     }
 }

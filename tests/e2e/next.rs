@@ -771,6 +771,37 @@ fn a_configuration_that_does_not_read_is_status_s_error_and_its_next_step() {
     assert!(fixed.json()["result"].get("config_error").is_none());
 }
 
+/// A misspelt configuration key sets nothing: `status` warns of it on every call, naming the
+/// file, the line, the key and the known key nearest it; the keys `scafld init` writes and
+/// the original tool's own keys draw no warning.
+#[test]
+fn a_misspelt_configuration_key_is_warned_of_by_status() {
+    let env = TestEnv::new();
+    workspace(&env);
+    approved(&env, "greet", "grep -q hello greet.txt");
+    let quiet = env.scafld(&["status", "greet", "--json"]);
+    quiet.assert_code(0);
+    assert!(quiet.json()["result"].get("warnings").is_none(), "{}", quiet.stdout);
+    let base = env.work.join(".scafld/config.yaml");
+    let committed = std::fs::read_to_string(&base).unwrap();
+    let text = format!("{committed}\nllm:\n  model_profile: default\nreveiw:\n  aproval: manual\n");
+    let line = text.lines().position(|l| l == "reveiw:").unwrap() + 1;
+    std::fs::write(&base, text).unwrap();
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "verify:\n  min_independance: cross_vendor\n").unwrap();
+    for _ in 0..2 {
+        let run = env.scafld(&["status", "greet", "--json"]);
+        run.assert_code(0);
+        let warnings = run.json()["result"]["warnings"].clone();
+        let expected = serde_json::json!([
+            format!(".scafld/config.yaml: line {line}: unknown key `reveiw` is ignored (did you mean `review`?)"),
+            ".scafld/config.local.yaml: line 2: unknown key `verify.min_independance` is ignored (did you mean `verify.min_independence`?)",
+        ]);
+        assert_eq!(warnings, expected, "{}", run.stdout);
+    }
+    let human = env.scafld(&["status", "greet"]);
+    assert!(human.stderr.contains("unknown key `reveiw`"), "{}", human.stderr);
+}
+
 /// `cmd` run by `sh` in `dir`, with the test's environment and the built binaries on PATH.
 fn shell(env: &TestEnv, dir: &std::path::Path, cmd: &str) -> scafld_tests::Run {
     let mut sh = std::process::Command::new("sh");

@@ -137,9 +137,12 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     // the one beside it now is pending there): what `list` and `report` count too.
     let shown = crate::domain::ledger::for_file(spec, &entries);
     let mut status = answer.status(&entry.task_id, &shown, &entries, &fresh.stale, fresh.changes);
-    status.config_error =
-        ws.config().err().map(|e| m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message });
     status.warnings = daemon.take_unsaid(&ws.root);
+    match ws.config() {
+        // A misspelt key sets nothing: said on every status, as a config error is.
+        Ok(config) => status.warnings.extend(config.unknown_keys),
+        Err(e) => status.config_error = Some(m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message }),
+    }
     Ok(status)
 }
 
