@@ -12,6 +12,10 @@ use super::output::{CliError, note};
 /// workspace is the one (`scafld_local::workspace`): a `.scafld` nested in there (an older
 /// `init` made one) is passed over with a warning, and an explicit root in there is refused.
 pub fn find_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
+    utf8(found_root(flag)?)
+}
+
+fn found_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
     let explicit = flag.map(Path::to_path_buf).or_else(|| std::env::var_os("SCAFLD_ROOT").map(PathBuf::from));
     if let Some(root) = explicit {
         let root = absolute(&root)?;
@@ -75,7 +79,7 @@ pub fn find_review_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
 pub fn init_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
     match flag {
         Some(root) => absolute(root),
-        None => current_dir(),
+        None => utf8(current_dir()?),
     }
 }
 
@@ -99,10 +103,9 @@ fn absolute(path: &Path) -> Result<PathBuf, CliError> {
 }
 
 fn current_dir() -> Result<PathBuf, CliError> {
-    let cwd = std::env::current_dir().map_err(|e| {
+    std::env::current_dir().map_err(|e| {
         CliError::new("workspace_not_found", format!("cannot read the current directory: {e}"), workflow::UNREACHABLE)
-    })?;
-    utf8(cwd)
+    })
 }
 
 /// Paths go to the daemon as JSON text: one that is not UTF-8 would arrive as another path,

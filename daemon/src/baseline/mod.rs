@@ -170,7 +170,9 @@ pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, String> {
             fingerprint: fingerprint(root, path),
             path: path.to_string(),
         });
-        if let Some(inner) = status.contains(Status::WT_NEW).then(|| nested_repository(&repo, &place.git(path))).flatten() {
+        if let Some(inner) =
+            status.contains(Status::WT_NEW).then(|| nested_repository(&repo, &place.git(path))).flatten()
+        {
             snapshot_nested(&inner, path, root, &mut paths, &mut nested)?;
         }
     }
@@ -1007,6 +1009,8 @@ fn outside_runner_dirs(repo: &Repository, place: &Place) -> (Vec<String>, Option
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             match entry.file_name().to_str() {
                 Some(name) => add(&format!("{prefix}{name}")),
+                // One git ignores is not read by the status walk either.
+                None if repo.is_path_ignored(work_tree_path(place, prefix, &entry.file_name())).unwrap_or(false) => {}
                 None => unnamed = unnamed.or(Some(format!("{prefix}{}", entry.file_name().to_string_lossy()))),
             }
         }
@@ -1034,6 +1038,17 @@ fn outside_runner_dirs(repo: &Repository, place: &Place) -> (Vec<String>, Option
     }
     let names = literal_walk(&home, names.into_iter().collect());
     (names.iter().map(|name| place.git(name)).collect(), unnamed)
+}
+
+/// The work-tree path of `name` in the workspace folder `prefix` (`""` or `.scafld/`), for a
+/// name that may not be UTF-8.
+fn work_tree_path(place: &Place, prefix: &str, name: &std::ffi::OsStr) -> PathBuf {
+    let mut path = PathBuf::from(place.prefix());
+    if !prefix.is_empty() {
+        path.push(prefix.trim_end_matches('/'));
+    }
+    path.push(name);
+    path
 }
 
 /// The tree of the folder `path` in `tree` (`tree` itself for the empty path); `None` when
@@ -1556,13 +1571,11 @@ pub fn clock_ns() -> i64 {
 /// command can set back) says so even when their content is the same again (a branch switched
 /// and back, a stash and its pop). A change time is kept by the kernel's coarse clock, never
 /// later than the change: a file written before `since` is never named. Paths are relative to
-/// the repository's top, as a material's are; one gone now is not named (its absence shows in
-/// the material).
+/// the workspace, as a material's are; one gone now is not named (its absence shows in the
+/// material).
 pub fn rewritten_since(root: &Path, entries: &[BaselinePath], since: i64) -> Vec<String> {
     use std::os::unix::fs::MetadataExt;
-    let Ok(repo) = open(root) else { return Vec::new() };
-    let Some(workdir) = repo.workdir().map(Path::to_path_buf) else { return Vec::new() };
-    let changed = |path: &str| match std::fs::symlink_metadata(workdir.join(path)) {
+    let changed = |path: &str| match std::fs::symlink_metadata(root.join(path)) {
         Ok(meta) => meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()) >= since,
         Err(_) => false,
     };
@@ -2006,8 +2019,12 @@ fn ignored_file(repo: &Repository, path: &Path) -> bool {
 /// does not track: content a commit never holds, so a receipt, checked at a commit, cannot
 /// sign it.
 pub fn ignored_files(root: &Path, paths: &[String]) -> Result<Vec<String>, String> {
-    let repo = open(root)?;
-    Ok(paths.iter().filter(|path| plain_relative(path) && ignored_file(&repo, Path::new(path))).cloned().collect())
+    let (repo, place) = placed(root)?;
+    Ok(paths
+        .iter()
+        .filter(|path| plain_relative(path) && ignored_file(&repo, Path::new(&place.git(path))))
+        .cloned()
+        .collect())
 }
 
 /// Files a diff shows at most of a file git ignores; a larger one is named, not shown.
