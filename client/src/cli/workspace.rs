@@ -77,10 +77,10 @@ pub fn find_review_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
 
 /// The root `init` works on: `--root` or the current directory (never walks up).
 pub fn init_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
-    match flag {
-        Some(root) => absolute(root),
-        None => utf8(current_dir()?),
-    }
+    utf8(match flag {
+        Some(root) => absolute(root)?,
+        None => current_dir()?,
+    })
 }
 
 fn absolute(path: &Path) -> Result<PathBuf, CliError> {
@@ -99,7 +99,7 @@ fn absolute(path: &Path) -> Result<PathBuf, CliError> {
         )
         .with_hint(hint));
     }
-    utf8(root)
+    Ok(root)
 }
 
 fn current_dir() -> Result<PathBuf, CliError> {
