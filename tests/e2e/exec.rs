@@ -167,7 +167,13 @@ fn approve_build_repair_review_path() {
     assert!(exported.ends_with(".scafld/runs/flow/ledger.json"));
     let document: Value = serde_json::from_str(&std::fs::read_to_string(exported).unwrap()).unwrap();
     assert_eq!(document["entries"].as_array().unwrap().len(), entries.len());
-    env.scafld(&["session", "flow", "--export"]).assert_code(0); // the default path is scafld's own
+    // The reply carries the count, not the entries: a ledger too large for one reply exports.
+    assert_eq!(export["result"]["exported_entries"], entries.len(), "{export}");
+    assert_eq!(export["result"]["entries"], serde_json::json!([]), "{export}");
+    let said = env.scafld(&["session", "flow", "--export"]); // the default path is scafld's own
+    said.assert_code(0);
+    let line = format!("exported {} entries to {exported}", entries.len());
+    assert_eq!(said.stdout.trim(), line, "{}", said.stdout);
 
     // A relative path is the caller's; scafld's own files, existing files and symlinks are refused.
     std::fs::create_dir_all(env.work.join("out")).unwrap();

@@ -1615,18 +1615,20 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
         }
     };
     let entries = daemon.store().ledger(&ws.id, &task).map_err(internal)?;
-    let values: Vec<serde_json::Value> = entries.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
     let exported = match p.export {
-        None => None,
+        None => {
+            let values = entries.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+            return Ok(m::SessionResult { task_id: task, entries: values, exported: None, exported_entries: None });
+        }
         Some(path) => {
             let full = export_path(daemon, &ws, &task, &path, p.force)?;
-            let document = serde_json::json!({
-                "schema_version": 1,
-                "task_id": task,
-                "workspace_id": ws.id,
-                "exported_at": clock::now_rfc3339(),
-                "entries": values,
-            });
+            let document = Export {
+                schema_version: 1,
+                task_id: &task,
+                workspace_id: &ws.id,
+                exported_at: clock::now_rfc3339(),
+                entries: &entries,
+            };
             let text = serde_json::to_string_pretty(&document).map_err(internal)? + "\n";
             specfile::write_atomic(&full, &text).map_err(|e| {
                 let message = format!("cannot write {}: {e}", full.display());
@@ -1647,10 +1649,23 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
                 let digest = crate::domain::ledger::chain_digest(entries.iter());
                 daemon.store().note_export(&ws.id, &task, last.seq, digest).map_err(internal)?;
             }
-            Some(full.display().to_string())
+            full.display().to_string()
         }
     };
-    Ok(m::SessionResult { task_id: task.clone(), entries: values, exported })
+    // The file holds the entries: the reply stays small however long the ledger is.
+    let count = Some(entries.len());
+    Ok(m::SessionResult { task_id: task, entries: Vec::new(), exported: Some(exported), exported_entries: count })
+}
+
+/// The file `session --export` writes (what `session --import` reads back), serialised
+/// straight from the ledger.
+#[derive(serde::Serialize)]
+struct Export<'a> {
+    schema_version: u32,
+    task_id: &'a str,
+    workspace_id: &'a str,
+    exported_at: String,
+    entries: &'a [LedgerEntry],
 }
 
 /// Whether a failed write says the path itself is wrong (missing folder, no permission, not a

@@ -267,15 +267,10 @@ pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
     });
     let params = m::SessionParams { root, task_id: task_id.clone(), export, force: args.force };
     let r = conn.call::<m::TaskSession>(&params).map_err(|mut e| {
-        // The whole ledger is one reply: past the cap it cannot be shown, but an export is
-        // written before the reply is.
+        // The whole ledger is one reply (an export's reply holds none of it): past the cap it
+        // cannot be shown.
         if let (true, scafld_client::ClientError::Rpc { data, .. }) = (scafld_client::connection::is_oversized_response(&e), &mut e) {
-            let written = match &params.export {
-                Some(path) if !path.is_empty() => format!("; it was exported to {path}"),
-                Some(_) => format!("; it was exported to .scafld/runs/{task_id}/ledger.json"),
-                None => String::new(),
-            };
-            data.message = format!("the ledger of {task_id} is too large to show: {}{written}", data.message);
+            data.message = format!("the ledger of {task_id} is too large to show: {}", data.message);
             data.hint = Some(format!(
                 "read it from a file: `scafld session {task_id} --export PATH` writes it there (the default is .scafld/runs/{task_id}/ledger.json)"
             ));
@@ -301,11 +296,11 @@ pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
                 e["recorded_at"].as_str().unwrap_or("")
             );
         }
-        if r.entries.is_empty() {
-            text.push_str("no ledger entries yet\n");
-        }
-        if let Some(path) = &r.exported {
-            let _ = writeln!(text, "exported to {path}");
+        match (&r.exported, r.exported_entries.unwrap_or(0)) {
+            (Some(path), 1) => text.push_str(&format!("exported 1 entry to {path}")),
+            (Some(path), count) => text.push_str(&format!("exported {count} entries to {path}")),
+            (None, _) if r.entries.is_empty() => text.push_str("no ledger entries yet"),
+            (None, _) => {}
         }
         text.trim_end().to_string()
     });
