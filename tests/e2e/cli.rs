@@ -549,29 +549,45 @@ fn man_pages_are_never_written_into_a_fifo() {
     }
 }
 
-/// A `.gitignore` that is a symlink leading outside the workspace is left as it is, with a
-/// warning, as AGENTS.md is: `init` appended its lines to the file elsewhere on disk.
+/// A `.gitignore` that is a symlink is left as it is, with a warning, wherever it leads: one
+/// leading outside the workspace would have had `init` append to a file elsewhere on disk, and
+/// git (2.32 and later) reads no `.gitignore` that is a symlink, so lines written through one
+/// leading to a file of the work tree would ignore nothing while `init` said they were added.
 #[test]
-fn init_never_appends_to_a_gitignore_link_leading_outside() {
+fn init_never_appends_through_a_gitignore_symlink() {
     let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
     let outside = env.path("someone-elses-file");
     std::fs::write(&outside, "someone else's file\n").unwrap();
-    std::os::unix::fs::symlink(&outside, env.work.join(".gitignore")).unwrap();
-    let run = env.scafld(&["init", "--json"]);
-    run.assert_code(0);
-    let result = run.json()["result"].clone();
-    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "someone else's file\n");
-    assert!(std::fs::symlink_metadata(env.work.join(".gitignore")).unwrap().file_type().is_symlink());
-    assert!(result["skipped"].as_array().unwrap().iter().any(|p| p == ".gitignore"), "{result}");
-    let warned =
-        result["warnings"].as_array().unwrap().iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>();
-    assert!(warned.iter().any(|w| w.starts_with(".gitignore is a symlink leading outside the workspace")), "{result}");
-    // A link to a regular file of the work tree gets the lines there, as AGENTS.md gets its guide.
-    std::fs::remove_file(env.work.join(".gitignore")).unwrap();
-    std::fs::write(env.work.join("ignores"), "target/\n").unwrap();
-    std::os::unix::fs::symlink("ignores", env.work.join(".gitignore")).unwrap();
-    env.scafld(&["init"]).assert_code(0);
-    assert!(std::fs::read_to_string(env.work.join("ignores")).unwrap().contains(".scafld/runs/"));
+    let inside = env.work.join("ignores");
+    std::fs::write(&inside, "target/\n").unwrap();
+    for (target, kept) in [(&outside, "someone else's file\n"), (&inside, "target/\n")] {
+        let link = env.work.join(".gitignore");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        let run = env.scafld(&["init", "--json"]);
+        run.assert_code(0);
+        let result = run.json()["result"].clone();
+        assert_eq!(std::fs::read_to_string(target).unwrap(), kept, "{result}");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(result["skipped"].as_array().unwrap().iter().any(|p| p == ".gitignore"), "{result}");
+        let warned =
+            result["warnings"].as_array().unwrap().iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>();
+        let said = warned.iter().any(|w| {
+            w.starts_with(".gitignore is a symlink")
+                && w.contains("git does not read a .gitignore that is a symlink")
+                && w.contains(".git/info/exclude")
+        });
+        assert!(said, "{result}");
+    }
+    // Why: git itself ignores nothing through the link, even with scafld's line in the file.
+    std::fs::write(&inside, "target/\n.scafld/runs/\n").unwrap();
+    let check = std::process::Command::new("git")
+        .args(["check-ignore", "-q", ".scafld/runs/x"])
+        .current_dir(&env.work)
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(1), "git read the linked .gitignore: {check:?}");
 }
 
 /// `man --out` follows `session --export`'s rule: an existing page is replaced only with

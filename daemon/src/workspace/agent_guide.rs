@@ -118,33 +118,24 @@ fn add_to(root: &Path, name: &str, create: bool) -> Result<Outcome, LeftAlone> {
 /// names, `.git/modules`) nor `.scafld/` -- a link to `.git/config` or `.scafld/config.yaml`
 /// must not get Markdown appended. Otherwise why not, naming the link and where it leads.
 fn follow(root: &Path, name: &str) -> Result<PathBuf, LeftAlone> {
-    link_target(root, name, true).map_err(|refused| match refused {
+    link_target(root, name).map_err(|refused| match refused {
         LinkRefused::Outside(why) => LeftAlone::outside(name, why),
         LinkRefused::Elsewhere(why) => LeftAlone::link(name, why),
     })
 }
 
 /// Why `init` leaves a link of the user's as it is.
-pub(super) enum LinkRefused {
+enum LinkRefused {
     /// It leads out of the workspace.
     Outside(String),
     /// It leads to nothing, into a store, or to no file `init` may append to.
     Elsewhere(String),
 }
 
-impl LinkRefused {
-    pub(super) fn why(&self) -> &str {
-        match self {
-            LinkRefused::Outside(why) | LinkRefused::Elsewhere(why) => why,
-        }
-    }
-}
-
-/// The file the symlink `<root>/<name>` leads to, when `init` may append to it (the agent
-/// guide, the `.gitignore` lines): a regular file inside the workspace (a Markdown one when
-/// `markdown`), in neither a git store nor `.scafld/`. Otherwise why not, naming the link and
-/// where it leads.
-pub(super) fn link_target(root: &Path, name: &str, markdown: bool) -> Result<PathBuf, LinkRefused> {
+/// The file the symlink `<root>/<name>` leads to, when `init` may append the agent guide to
+/// it: a regular Markdown file inside the workspace, in neither a git store nor `.scafld/`.
+/// Otherwise why not, naming the link and where it leads.
+fn link_target(root: &Path, name: &str) -> Result<PathBuf, LinkRefused> {
     let left = LinkRefused::Elsewhere;
     let link = root.join(name);
     let leads = std::fs::read_link(&link).map(|to| to.display().to_string()).unwrap_or_default();
@@ -162,7 +153,7 @@ pub(super) fn link_target(root: &Path, name: &str, markdown: bool) -> Result<Pat
     if !std::fs::metadata(&target).is_ok_and(|meta| meta.is_file()) {
         return Err(left(format!("{name} is a symlink to {shown}, which is not a regular file")));
     }
-    if markdown && !target.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("md")) {
+    if !target.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("md")) {
         return Err(left(format!("{name} is a symlink to {shown}, which is not a Markdown file")));
     }
     Ok(target)

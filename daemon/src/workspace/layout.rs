@@ -139,23 +139,17 @@ pub fn init_layout(root: &Path) -> io::Result<InitReport> {
             report.skipped.push(file.to_string());
         }
     }
-    // A `.gitignore` that is a symlink gets the lines only as `init --agents` gives AGENTS.md
-    // its guide: in the file it leads to when that is a regular file of the work tree; any
-    // other link (one leading outside the workspace, say) is left as it is, with a warning.
-    let path = match fs::symlink_metadata(root.join(GITIGNORE)) {
-        Ok(meta) if meta.file_type().is_symlink() => match super::agent_guide::link_target(root, GITIGNORE, false) {
-            Ok(target) => Some(target),
-            Err(refused) => {
-                report.skipped.push(GITIGNORE.to_string());
-                report.warnings.push(format!(
-                    "{}: it is left as it is, without scafld's ignore lines; add {} to the file it leads to yourself, or make {GITIGNORE} a file here and run `scafld init` again",
-                    refused.why(),
-                    GITIGNORE_ENTRIES.join(", ")
-                ));
-                None
-            }
-        },
-        _ => Some(root.join(GITIGNORE)),
+    // git (2.32 and later) reads no `.gitignore` that is a symlink in the work tree, wherever
+    // it leads: lines written through one would ignore nothing while `init` said they were
+    // added. The link is left as it is, with a warning saying what to do instead.
+    let gitignore = root.join(GITIGNORE);
+    let path = match fs::symlink_metadata(&gitignore) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            report.skipped.push(GITIGNORE.to_string());
+            report.warnings.push(symlinked_gitignore(&gitignore));
+            None
+        }
+        _ => Some(gitignore),
     };
     if let Some(path) = path {
         match ensure_gitignore(&path)? {
@@ -165,6 +159,16 @@ pub fn init_layout(root: &Path) -> io::Result<InitReport> {
         }
     }
     Ok(report)
+}
+
+/// The warning for a `.gitignore` that is a symlink: git does not read it, so scafld's ignore
+/// lines are not written through it; what to do instead.
+fn symlinked_gitignore(link: &Path) -> String {
+    let leads = fs::read_link(link).map(|to| to.display().to_string()).unwrap_or_default();
+    format!(
+        "{GITIGNORE} is a symlink (to {leads}), and git does not read a {GITIGNORE} that is a symlink (git 2.32 and later): it is left as it is, without scafld's ignore lines, which would ignore nothing there; make {GITIGNORE} a regular file and run `scafld init` again, or add {} to .git/info/exclude",
+        GITIGNORE_ENTRIES.join(", ")
+    )
 }
 
 /// The id in `.scafld/workspace_id`; `None` when there is no such file (a workspace made by
