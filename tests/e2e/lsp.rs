@@ -3,7 +3,8 @@
 //! the editor counts them; cleared with an empty list, republished when the file changes on
 //! disk, the file's once saved), review findings on the cited lines until resolved (a huge
 //! line held within LSP's range), hover, document symbols, executeCommand with `$/progress`, a
-//! daemon restart (a spec no buffer holds, edited while no daemon ran, checked again), every
+//! daemon restart (a spec no buffer holds, edited while no daemon ran, checked again), a
+//! daemon that dies under a read of the server's own (no daemon started for it), every
 //! broken spec published when the server starts, after a restart and when it first meets a
 //! workspace in an opened spec, whenever it broke, a hung
 //! daemon, a workspace opened through a linked path with a space and
@@ -664,6 +665,82 @@ fn lsp_publishes_the_broken_specs_of_a_workspace_first_met_in_an_opened_spec() {
     lsp.open(&uri, &spec_text("greet", "draft"));
     lsp.diagnostics(&uri, "the open buffer's empty list", |d| d.is_empty());
     lsp.diagnostics(&crate::lsp::uri(&other), "the other spec's duplicate id", has_duplicate);
+}
+
+/// A daemon that crashes while the server reads what it announced: a script on `env`'s socket
+/// (each connection answered in turn: the hello, the subscription, then a `task_changed` for
+/// `greet`; a workspace-wide read refused, so that nothing else is read) that, once the server
+/// asks to check `greet`, removes its socket and hangs up every connection. The server's read
+/// fails and its retry finds no daemon: it starts none of its own accord, as README says of
+/// a daemon stopped or crashed; the editor's next request does.
+#[test]
+fn lsp_starts_no_daemon_when_one_dies_under_a_read_of_its_own() {
+    use std::io::Write;
+    use std::os::unix::net::{UnixListener, UnixStream};
+    use std::sync::{Arc, Mutex};
+
+    let env = TestEnv::new();
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    let socket = env.socket.clone();
+    let root = env.work.canonicalize().unwrap().display().to_string();
+    let open: Arc<Mutex<Vec<UnixStream>>> = Arc::default();
+    let crash = {
+        let (socket, open) = (socket.clone(), open.clone());
+        move || {
+            let _ = std::fs::remove_file(&socket);
+            for stream in open.lock().unwrap().drain(..) {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    };
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            if !socket.exists() {
+                return;
+            }
+            open.lock().unwrap().push(stream.try_clone().unwrap());
+            let (root, crash) = (root.clone(), crash.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    let request: Value = serde_json::from_str(&line).unwrap();
+                    line.clear();
+                    let (id, method) = (request["id"].clone(), request["method"].as_str().unwrap_or_default());
+                    let mut replies = Vec::new();
+                    match method {
+                        "daemon.hello" => replies.push(json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "protocol_version": scafld_protocol::PROTOCOL_VERSION, "daemon_version": "script", "pid": 1}})),
+                        "events.subscribe" => {
+                            replies.push(json!({"jsonrpc": "2.0", "id": id, "result": 7}));
+                            replies.push(json!({"jsonrpc": "2.0", "method": "events.event", "params": {"subscription": 7,
+                                "result": {"kind": "task_changed", "workspace_id": "w", "root": root,
+                                    "task_id": "greet", "status": "draft", "cause": "hand_edit"}}}));
+                        }
+                        "task.check" => return crash(),
+                        _ => replies.push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000,
+                            "message": "not here", "data": {"kind": "not_found", "message": "not here"}}})),
+                    }
+                    for reply in replies {
+                        if (&stream).write_all(format!("{reply}\n").as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let mut lsp = Lsp::start(&env, &env.work);
+    // The failed read is reported once its retry found no daemon (a daemon it started would
+    // have been started before then).
+    lsp.logged(2, "read task greet");
+    assert!(!env.socket.exists(), "a daemon was started at {}", env.socket.display());
+    assert!(!lsp.seen.iter().any(|m| m.contains("started the daemon")), "{:#?}", lsp.seen);
+    // A request of the editor's that needs the daemon starts one.
+    lsp.call("textDocument/documentSymbol", json!({"textDocument": {"uri": uri(&path)}}));
+    lsp.logged(3, "started the daemon");
 }
 
 /// A stopped (SIGSTOP) process, continued when dropped: a hung daemon, even if the test fails.

@@ -72,17 +72,27 @@ pub struct Link {
     connect: Connector,
     timeout: Option<Duration>,
     conn: Option<Connection>,
+    /// Whether opening it may start a daemon (see [`Link::set_autostart`]).
+    autostart: bool,
 }
 
 impl Link {
     /// A link whose calls may wait for the daemon as long as they take.
     pub fn new(connect: Connector) -> Link {
-        Link { connect, timeout: None, conn: None }
+        Link { connect, timeout: None, conn: None, autostart: true }
     }
 
     /// A link whose calls fail with [`LinkError::TimedOut`] after `timeout`.
     pub fn with_timeout(connect: Connector, timeout: Duration) -> Link {
-        Link { connect, timeout: Some(timeout), conn: None }
+        Link { connect, timeout: Some(timeout), conn: None, autostart: true }
+    }
+
+    /// Whether a connection opened from now on may start a daemon when none answers (on by
+    /// default); what it was. Reads the server makes on its own account (what an event or a
+    /// reconnection announced) turn it off: a daemon stopped or crashed while one was under
+    /// way stays stopped until a request of the editor's needs it.
+    pub fn set_autostart(&mut self, autostart: bool) -> bool {
+        std::mem::replace(&mut self.autostart, autostart)
     }
 
     /// Call a read-only method; a broken connection is reopened and the call tried once more
@@ -98,7 +108,7 @@ impl Link {
     /// Connect (starting the daemon when allowed) unless connected already.
     pub fn ensure(&mut self) -> Result<&mut Connection, LinkError> {
         if self.conn.is_none() {
-            let dial = Dial { autostart: true, timeout: self.timeout };
+            let dial = Dial { autostart: self.autostart, timeout: self.timeout };
             self.conn = Some((self.connect)(dial)?);
         }
         self.conn.as_mut().ok_or_else(|| LinkError::Unavailable("not connected".into()))

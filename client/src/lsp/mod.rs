@@ -402,7 +402,16 @@ impl Server {
 
     // --- daemon events ---------------------------------------------------------------------
 
+    /// Reads on the server's own account: none starts a daemon. A daemon stopped (or crashed)
+    /// while one was under way, its connection broken, stays stopped: the retry of the read
+    /// finds none and fails, and the next request of the editor's that needs one starts it.
     fn on_link(&mut self, event: LinkEvent) {
+        let autostart = self.link.set_autostart(false);
+        self.on_link_event(event);
+        self.link.set_autostart(autostart);
+    }
+
+    fn on_link_event(&mut self, event: LinkEvent) {
         match event {
             // Whatever changed while we were not listening: read it all again.
             LinkEvent::Connected => self.refresh_all(true),
