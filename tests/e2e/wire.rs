@@ -355,6 +355,29 @@ fn request_with_big_reply(id: &str, len: usize) -> String {
     format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": "x".repeat(len)}))
 }
 
+/// The first `wanted` bytes waiting to be read on `stream`, looked at without taking them
+/// (waited for, up to [`scafld_tests::DEADLINE`]).
+fn peek(stream: &std::os::unix::net::UnixStream, wanted: usize) -> String {
+    use nix::sys::socket::{MsgFlags, recv};
+    use std::os::fd::AsRawFd;
+    let mut bytes = vec![0u8; wanted];
+    let mut seen = 0;
+    scafld_tests::wait_until("the first bytes of a reply", || {
+        seen = recv(stream.as_raw_fd(), &mut bytes, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT).unwrap_or(0);
+        seen == wanted
+    });
+    String::from_utf8_lossy(&bytes[..seen]).into_owned()
+}
+
+/// An approval and, behind it on the same connection, a call whose reply (1 MiB) is far more
+/// than the socket holds, never read. The approval must finish (and let the task's lock go)
+/// while the daemon cannot write that reply: a daemon that waited on the write would hold the
+/// approval back, and `build` behind it. What is bounded by the machine's speed is only the
+/// approval's own work (a git snapshot of some hundreds of files) and the big reply's, which
+/// must come first: the reply read first (peeked, never taken) is checked to be the big one,
+/// so the test never passes by the approval having finished before there was anything to
+/// block on. The approval is waited for over one connection of our own, not a command started
+/// every few milliseconds, which on a loaded machine took the CPU the approval needed.
 #[test]
 fn a_client_that_stops_reading_holds_back_no_call_already_running() {
     use std::io::Write;
@@ -364,17 +387,22 @@ fn a_client_that_stops_reading_holds_back_no_call_already_running() {
     env.init();
     let root = env.work.display().to_string();
     std::fs::write(env.work.join(".scafld/specs/drafts/held.md"), scafld_tests::bench::build_spec("held", 1)).unwrap();
-    // Enough files that approval's git snapshot still runs when the big reply is written.
-    for n in 0..3000 {
+    // Enough files that approval's git snapshot outlasts the big reply's making (two to three
+    // times over beside six CPU hogs on two cores; the check below says so if it did not).
+    for n in 0..600 {
         std::fs::write(env.work.join(format!("f{n}.txt")), n.to_string()).unwrap();
     }
-    // The approval takes the task's lock; the reply behind it (8 MiB) is never read.
+    // The approval takes the task's lock; the reply behind it is never read.
     let mut hog = scafld_tests::connect_socket(&env.socket).unwrap();
     let approve = request("approve", "task.approve", json!({"root": root, "task_id": "held", "reason": "r"}));
-    hog.write_all(format!("{approve}{}", request_with_big_reply("big", 4 << 20)).as_bytes()).unwrap();
+    hog.write_all(format!("{approve}{}", request_with_big_reply("big", 512 << 10)).as_bytes()).unwrap();
+    let first = peek(&hog, 32);
+    assert!(first.contains(r#""id":"big""#), "the approval was answered before the big reply: {first}");
     // The approval still finishes (and lets the lock go) while its connection's peer reads nothing.
+    let mut client = env.client();
+    let params = json!({"root": root, "task_id": "held"});
     scafld_tests::wait_until("the approval held back by its unread connection", || {
-        env.scafld(&["status", "held", "--json"]).json()["result"]["status"] == "approved"
+        client.result("task.status", params.clone())["status"] == "approved"
     });
     env.scafld(&["build", "held"]).assert_code(0);
     drop(hog);
