@@ -109,6 +109,57 @@ fn a_range_reviewed_before_scafld_init_stays_the_folders_after_it() {
     assert_eq!(after_restart.json()["result"]["state"], "resolved", "{}", after_restart.stdout);
 }
 
+/// `--root` naming a plain git repository (or a folder in one) reviews a range there as the
+/// same command run inside it does, without `scafld init`; its sessions are found through
+/// `--root` too. A folder in no repository is still refused, saying where a range review runs.
+#[test]
+fn a_range_review_runs_in_a_plain_repository_named_by_root() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    for text in ["a", "b"] {
+        std::fs::create_dir_all(env.work.join("src")).unwrap();
+        std::fs::write(env.work.join("src/a"), text).unwrap();
+        git(&env.work, &["add", "-A"]);
+        git(&env.work, &["commit", "-qm", text]);
+    }
+    let elsewhere = env.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let reviewer = env.path("reviewer.sh");
+    std::fs::write(&reviewer, "#!/bin/sh\ncat > /dev/null\necho no dossier\n").unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let reviewer = reviewer.display().to_string();
+    for root in [env.work.clone(), env.work.join("src")] {
+        let root = root.display().to_string();
+        let args = [
+            "--root",
+            &root,
+            "review",
+            "--diff",
+            "HEAD~1..HEAD",
+            "--reviewers",
+            "command",
+            "--provider-command",
+            &reviewer,
+            "--detach",
+            "--json",
+        ];
+        let spawned = scafld_in(&env, &elsewhere, &args);
+        spawned.assert_code(0);
+        assert!(spawned.json()["kept_in"].as_str().unwrap().contains("/repos/repo-"), "{}", spawned.stdout);
+        let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+        let status =
+            scafld_in(&env, &elsewhere, &["--root", &root, "review", "status", "--session-key", &key, "--json"]);
+        status.assert_code(0);
+        assert_eq!(status.json()["result"]["range"], "HEAD~1..HEAD", "{}", status.stdout);
+    }
+    assert!(!env.work.join(".scafld").exists(), "nothing is written into the repository");
+
+    let plain = elsewhere.display().to_string();
+    let refused = scafld_in(&env, &elsewhere, &["--root", &plain, "review", "--diff", "HEAD~1..HEAD", "--json"]);
+    refused.assert_code(1);
+    assert!(refused.stdout.contains("review --diff runs in a git repository"), "{}", refused.stdout);
+}
+
 /// A build runs while `.scafld/workspace_id` is deleted and `scafld init` runs again in the
 /// folder: the folder keeps its workspace (the id is put back and init says so), the next build
 /// attaches to the running job instead of starting a second one, and the task's ledger keeps

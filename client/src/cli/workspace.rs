@@ -61,17 +61,26 @@ fn found_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
 }
 
 /// The root a range review (`review --diff`) runs in: the workspace, else the git repository
-/// around the current directory (a range needs no `scafld init`; the daemon keeps its data).
+/// around the current directory, or around the folder `--root` (or `$SCAFLD_ROOT`) names (a
+/// range needs no `scafld init`; the daemon keeps its data).
 pub fn find_review_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
-    match find_root(flag) {
-        Ok(root) => Ok(root),
-        Err(e) if flag.is_none() && std::env::var_os("SCAFLD_ROOT").is_none() => {
-            let cwd = current_dir()?;
-            cwd.ancestors().find(|dir| dir.join(".git").exists()).map(Path::to_path_buf).ok_or_else(|| {
-                e.with_hint("review --diff runs in a git repository (or a scafld workspace)".to_string())
-            })
-        }
-        Err(e) => Err(e),
+    let e = match find_root(flag) {
+        Ok(root) => return Ok(root),
+        Err(e) if e.code == "workspace_not_found" => e,
+        Err(e) => return Err(e),
+    };
+    let explicit = flag.map(Path::to_path_buf).or_else(|| std::env::var_os("SCAFLD_ROOT").map(PathBuf::from));
+    let start = match explicit {
+        // Inside a workspace's `.scafld/` it stays refused: that folder is no repository of its own.
+        Some(root) => match absolute(&root)? {
+            root if enclosing(&root).is_some() => return Err(e),
+            root => root,
+        },
+        None => current_dir()?,
+    };
+    match start.ancestors().find(|dir| dir.join(".git").exists()) {
+        Some(repo) => utf8(repo.to_path_buf()),
+        None => Err(e.with_hint("review --diff runs in a git repository (or a scafld workspace)".to_string())),
     }
 }
 
