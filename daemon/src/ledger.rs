@@ -14,7 +14,7 @@ use crate::daemon::{Daemon, Home};
 use crate::domain::job::JobRecord;
 use crate::domain::ledger::{self, LedgerEntry, LedgerEvent};
 use crate::domain::lifecycle::{Folder, Status};
-use crate::domain::next::MissingSpec;
+use crate::domain::next::{MissingSpec, Restore};
 use crate::domain::spec::budget::MAX_SPEC_BYTES;
 use crate::domain::spec::project::project;
 use crate::domain::spec::{Parsed, Spec, parse, parse_as};
@@ -104,9 +104,9 @@ impl Projected {
         if let Projected::Deferred { note, why } = self {
             let next = match why {
                 Unprojected::Broken => Some(format!("scafld validate {task}")),
-                Unprojected::Missing => {
-                    Some(missing.and_then(|m| m.restore.clone()).unwrap_or_else(|| "none".to_string()))
-                }
+                Unprojected::Missing => Some(
+                    missing.and_then(|m| m.restore.as_ref()).map_or_else(|| "none".to_string(), |r| r.command.clone()),
+                ),
                 Unprojected::Unwritten | Unprojected::Away => None,
             };
             job.note_unprojected(note, next);
@@ -143,7 +143,11 @@ pub async fn missing_spec(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -
     let root = ws.root.clone();
     let kept =
         crate::baseline::off_runtime(move || Ok::<_, String>(crate::baseline::kept_copy(&root, &candidates))).await;
-    let restore = kept.ok().and_then(Result::ok).flatten().map(|(path, kept)| kept.restore_command(&path));
+    let restore = kept
+        .ok()
+        .and_then(Result::ok)
+        .flatten()
+        .map(|(path, kept)| Restore { command: kept.restore_command(&path), source: kept.source(&path) });
     MissingSpec { place, restore }
 }
 

@@ -802,6 +802,34 @@ fn a_misspelt_configuration_key_is_warned_of_by_status() {
     assert!(human.stderr.contains("unknown key `reveiw`"), "{}", human.stderr);
 }
 
+/// A switch to a branch made before the task leaves its committed spec on the branch left:
+/// status names that branch and the switch back (and the checkout of the file alone), not a
+/// copy git lacks; the switch as printed brings the task back.
+#[test]
+fn a_spec_committed_on_the_branch_left_is_restored_by_switching_back() {
+    let env = TestEnv::new();
+    workspace(&env);
+    scafld_tests::commit_all(&env.work, "scafld init");
+    let branch = git(&env.work, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    git(&env.work, &["branch", "before"]);
+    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
+    approved(&env, "greet", "grep -q 'hello' greet.txt");
+    env.scafld(&["build", "greet"]).assert_code(0);
+    scafld_tests::commit_all(&env.work, "the work and its spec");
+    git(&env.work, &["switch", "-q", "before"]);
+
+    let missing = status(&env, "greet")["next_action"].clone();
+    let spec = ".scafld/specs/active/greet.md";
+    assert_eq!(missing["command"], format!("git switch {branch}"), "{missing}");
+    let reason = missing["reason"].as_str().unwrap();
+    assert!(reason.contains(&format!("`git checkout {branch} -- {spec}`")), "{reason}");
+    assert!(!reason.contains("git holds no copy"), "{reason}");
+    shell(&env, &env.work, missing["command"].as_str().unwrap()).assert_code(0);
+    assert!(env.work.join(spec).is_file());
+    let back = status(&env, "greet")["next_action"].clone();
+    assert!(back["command"].as_str().unwrap().starts_with("scafld build"), "{back}");
+}
+
 /// `cmd` run by `sh` in `dir`, with the test's environment and the built binaries on PATH.
 fn shell(env: &TestEnv, dir: &std::path::Path, cmd: &str) -> scafld_tests::Run {
     let mut sh = std::process::Command::new("sh");

@@ -1295,37 +1295,70 @@ pub fn files_at(root: &Path, rev: &str, files: &[&str]) -> Result<FilesAt, Strin
 }
 
 /// Where git keeps a copy of a file the working tree lost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeptIn {
     /// The HEAD commit's tree (`git checkout HEAD -- <path>` brings it back).
     Head,
     /// Only the index: staged, never committed (`git checkout -- <path>`).
     Index,
+    /// Neither, but the tip of another local branch, this one (a switch to a branch made
+    /// before the task: `git switch <branch>` goes back to the one that has it).
+    Branch(String),
 }
 
 impl KeptIn {
     /// The git command that brings `path` (relative to the workspace root, where it runs)
-    /// back from here.
-    pub fn restore_command(self, path: &str) -> String {
+    /// back from here: for a branch, the switch back to it (the task's work is there too).
+    pub fn restore_command(&self, path: &str) -> String {
         match self {
             KeptIn::Head => format!("git checkout HEAD -- {path}"),
             KeptIn::Index => format!("git checkout -- {path}"),
+            KeptIn::Branch(branch) => format!("git switch {}", scafld_protocol::cli::shell_word(branch)),
+        }
+    }
+
+    /// What [`KeptIn::restore_command`] does, for a person, read after it ("`cmd` brings
+    /// back ..."); for a branch, the way to take the file alone too.
+    pub fn source(&self, path: &str) -> String {
+        match self {
+            KeptIn::Head | KeptIn::Index => "brings back the copy git holds".into(),
+            KeptIn::Branch(branch) => {
+                let branch = scafld_protocol::cli::shell_word(branch);
+                format!(
+                    "switches back to branch {branch}, which holds it, as the branch checked out does not; `git checkout {branch} -- {path}` brings the file alone here"
+                )
+            }
         }
     }
 }
 
 /// The first of `paths` (workspace-relative) that git keeps a copy of, HEAD's tree before the
-/// index, and where. `None` outside a repository, or when git holds none of them.
+/// index, and where; with neither holding one, the local branch whose tip holds one (the most
+/// recently committed such tip). `None` outside a repository, or when git holds none of them.
 pub fn kept_copy(root: &Path, paths: &[String]) -> Option<(String, KeptIn)> {
     let (repo, place) = placed(root).ok()?;
+    let holds = |tree: &Tree, path: &str| tree.get_path(Path::new(&place.git(path))).is_ok();
     let head = repo.head().ok().and_then(|h| h.peel_to_tree().ok());
-    let in_head = |path: &str| head.as_ref().is_some_and(|tree| tree.get_path(Path::new(&place.git(path))).is_ok());
-    if let Some(path) = paths.iter().find(|p| in_head(p)) {
+    if let Some(path) = paths.iter().find(|p| head.as_ref().is_some_and(|tree| holds(tree, p))) {
         return Some((path.clone(), KeptIn::Head));
     }
-    let index = repo.index().ok()?;
-    let staged = paths.iter().find(|p| index.get_path(Path::new(&place.git(p)), 0).is_some())?;
-    Some((staged.clone(), KeptIn::Index))
+    let index = repo.index().ok();
+    if let Some(staged) =
+        paths.iter().find(|p| index.as_ref().is_some_and(|i| i.get_path(Path::new(&place.git(p)), 0).is_some()))
+    {
+        return Some((staged.clone(), KeptIn::Index));
+    }
+    let mut found: Option<(i64, String, String)> = None;
+    for (branch, _) in repo.branches(Some(git2::BranchType::Local)).ok()?.flatten() {
+        let (Ok(Some(name)), Ok(commit)) = (branch.name(), branch.get().peel_to_commit()) else { continue };
+        let Ok(tree) = commit.tree() else { continue };
+        let Some(path) = paths.iter().find(|p| holds(&tree, p)) else { continue };
+        let when = commit.time().seconds();
+        if found.as_ref().is_none_or(|(newest, _, _)| when > *newest) {
+            found = Some((when, name.to_string(), path.clone()));
+        }
+    }
+    found.map(|(_, branch, path)| (path, KeptIn::Branch(branch)))
 }
 
 /// Refuse a short ref name that names different commits in more than one place git looks

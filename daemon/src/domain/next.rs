@@ -147,9 +147,19 @@ pub enum Misfiled {
 pub struct MissingSpec {
     /// Workspace-relative: the folder the ledger's status puts the task in.
     pub place: String,
-    /// `git checkout HEAD -- <path>` (or from the index, when only staged): a copy git holds,
-    /// at `place` or in another lifecycle folder (`reconcile` then puts it in its place).
-    pub restore: Option<String>,
+    /// The copy git holds, at `place` or in another lifecycle folder (`reconcile` then puts it
+    /// in its place), and how to bring it back.
+    pub restore: Option<Restore>,
+}
+
+/// A way back to a missing spec file that git holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// `git checkout HEAD -- <path>` (or from the index, when only staged), or `git switch
+    /// <branch>` when only another branch has it.
+    pub command: String,
+    /// What the command does, for a person, read after it ("brings back the copy git holds").
+    pub source: String,
 }
 
 fn next(role: Role, action: Action, command: impl Into<String>, reason: impl Into<String>) -> NextAction {
@@ -281,8 +291,8 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
 /// task's ledger is its whole record, and it needs nothing).
 fn restore(id: &str, missing: &MissingSpec) -> NextAction {
     let (command, from) = match &missing.restore {
-        Some(command) => (command.clone(), "the command brings back the copy git holds"),
-        None => ("none".to_string(), "git holds no copy: from a backup or your editor"),
+        Some(restore) => (restore.command.clone(), format!("the command {}", restore.source)),
+        None => ("none".to_string(), "git holds no copy: from a backup or your editor".to_string()),
     };
     next(
         Role::Agent,

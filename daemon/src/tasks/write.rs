@@ -386,7 +386,7 @@ async fn cannot_rebuild(ws: &Workspace, gone: &super::Gone) -> RpcError {
     let task = &gone.task;
     let missing = crate::ledger::missing_spec(ws, task, &gone.entries).await;
     let restore = match &missing.restore {
-        Some(command) => format!(" (`{command}` brings back the copy git holds)"),
+        Some(restore) => format!(" (`{}` {})", restore.command, restore.source),
         None => String::new(),
     };
     let mut error = gone.error(ws);
