@@ -1457,6 +1457,41 @@ fn finalize_refuses_a_baseline_head_no_longer_descends_from() {
     verify(&env, &["--target", "HEAD"]).assert_code(0);
 }
 
+/// Finalize on an orphan branch (`git checkout --orphan`): before its first commit it says so,
+/// not that the repository has none; after one, that HEAD's history shares no commit with the
+/// approval baseline. Both name the soft reset onto the branch holding it, which, followed as
+/// printed, lets finalize sign the work.
+#[test]
+fn finalize_on_an_orphan_branch_names_a_way_back_to_the_baseline() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let branch = git(&env.work, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    git(&env.work, &["checkout", "-q", "--orphan", "fresh"]);
+    let reset = format!("git reset --soft {branch}");
+
+    let unborn = env.scafld(&["finalize", "rev", "--json"]);
+    unborn.assert_code(1);
+    let error = unborn.json()["error"].clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("fresh, an orphan branch") && !message.contains("repository has no commit"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains(&format!("`{reset}`")), "{error}");
+
+    commit_all(&env.work, "the work, on the orphan branch");
+    let orphan = env.scafld(&["finalize", "rev", "--json"]);
+    orphan.assert_code(1);
+    let error = orphan.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("shares no commit with it"), "{error}");
+    let hint = error["hint"].as_str().unwrap();
+    assert!(hint.contains(&format!("`{reset}`")) && !hint.contains("merge-base"), "{error}");
+
+    let words: Vec<&str> = reset.split(' ').skip(1).collect();
+    git(&env.work, &words);
+    env.scafld(&["finalize", "rev"]).assert_code(0);
+}
+
 /// A spec whose Scope is the single entry `*` declares the whole workspace, as `.` and `*.txt`
 /// do: `validate` says so, and `finalize` fingerprints every file but `.scafld/`, signed as
 /// `.`, where it said the spec "declares no scope to fingerprint" (exit 4).

@@ -125,6 +125,58 @@ fn head_commit(repo: &Repository) -> Option<git2::Commit<'_>> {
     repo.head().ok().and_then(|h| h.peel_to_commit().ok())
 }
 
+/// Why HEAD names no commit: a repository with none yet, or a branch with none yet (an orphan
+/// branch, `git checkout --orphan`) in a repository whose other branches have commits; the
+/// way on for each (for the latter, the switch back to the most recently committed branch).
+fn no_head_commit(repo: &Repository) -> GitFailure {
+    let on = repo.find_reference("HEAD").ok().and_then(|h| h.symbolic_target().ok().flatten().map(String::from));
+    let on = on.as_deref().map(|r| r.strip_prefix("refs/heads/").unwrap_or(r).to_string());
+    let newest = newest_branches(repo, |_| true).into_iter().find(|b| Some(b) != on.as_ref());
+    match (on, newest) {
+        (Some(on), Some(other)) => GitFailure::Unmet {
+            message: format!(
+                "HEAD is on branch {}, an orphan branch (as `git checkout --orphan` makes) with no commit of its own yet, while branch {} has commits: a receipt names the commit its files are checked at",
+                scafld_protocol::cli::shell_word(&on),
+                scafld_protocol::cli::shell_word(&other)
+            ),
+            hint: format!(
+                "put this branch on the history of a branch with commits, the files kept as they are: `git reset --soft {other}` (the most recently committed; or `git switch {other}` to go back to it), then run the command again",
+                other = scafld_protocol::cli::shell_word(&other)
+            ),
+        },
+        _ => GitFailure::Unmet {
+            message: "the repository has no commit yet: a receipt names the commit its files are checked at".into(),
+            hint: "commit the work (`git add -A && git commit -m \"...\"`), then run the command again".into(),
+        },
+    }
+}
+
+/// The local branches whose tip commit passes `keep`, the most recently committed first.
+fn newest_branches(repo: &Repository, keep: impl Fn(&git2::Commit<'_>) -> bool) -> Vec<String> {
+    let mut found: Vec<(i64, String)> = Vec::new();
+    for (branch, _) in repo.branches(Some(git2::BranchType::Local)).into_iter().flatten().flatten() {
+        if let (Ok(Some(name)), Ok(commit)) = (branch.name(), branch.get().peel_to_commit())
+            && keep(&commit)
+        {
+            found.push((commit.time().seconds(), name.to_string()));
+        }
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found.into_iter().map(|(_, name)| name).collect()
+}
+
+/// Where HEAD's history meets the commit `id` (a full id, as a baseline records it): their
+/// merge base, or `None` when they share no commit (an orphan branch's history); and the local
+/// branches that hold `id`, the most recently committed first.
+pub fn meeting(root: &Path, id: &str) -> Result<(Option<String>, Vec<String>), String> {
+    let repo = open(root)?;
+    let commit = Oid::from_str(id).map_err(|e| e.message().to_string())?;
+    let base = head_commit(&repo).and_then(|head| repo.merge_base(head.id(), commit).ok()).map(|b| b.to_string());
+    let holding =
+        newest_branches(&repo, |tip| tip.id() == commit || repo.graph_descendant_of(tip.id(), commit).unwrap_or(false));
+    Ok((base, holding))
+}
+
 fn status_options() -> StatusOptions {
     let mut options = StatusOptions::new();
     options.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false).exclude_submodules(false);
@@ -1094,10 +1146,7 @@ fn tree_files_walked(root: &Path, scope: &[String], at: Option<&str>, prune: boo
             .revparse_single(rev)
             .and_then(|o| o.peel_to_commit())
             .map_err(|e| GitFailure::UnknownRevision(unresolved(&repo, rev, &e)))?,
-        None => head_commit(&repo).ok_or_else(|| GitFailure::Unmet {
-            message: "the repository has no commit yet: a receipt names the commit its files are checked at".into(),
-            hint: "commit the work (`git add -A && git commit -m \"...\"`), then run the command again".into(),
-        })?,
+        None => head_commit(&repo).ok_or_else(|| no_head_commit(&repo))?,
     };
     let keep = |path: &str| !path.starts_with(".scafld/") && in_scope(path, scope);
     let mut files = BTreeMap::new();

@@ -154,15 +154,9 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
                 let (root, base) = (ws.root.clone(), head.clone());
                 let descends = baseline::in_workspace(move || baseline::is_ancestor(&root, &base, "HEAD")).await?;
                 if !descends {
-                    return Err(RpcError::new(
-                        ErrorKind::InvalidState,
-                        format!(
-                            "{task}'s approval baseline commit {head} is not an ancestor of HEAD (the history was rewritten since approval: a rebase or an amend): a receipt based on it could never verify"
-                        ),
-                    )
-                    .with_hint(format!(
-                        "pass --base-ref <commit> to sign the task's changes since a commit HEAD descends from (`git merge-base HEAD {head}` names one)"
-                    )));
+                    let (root, base) = (ws.root.clone(), head.clone());
+                    let (met, holding) = baseline::in_workspace(move || baseline::meeting(&root, &base)).await?;
+                    return Err(not_descended(&task, &head, met, &holding));
                 }
             }
             // What the scope held at approval, to see what the task deleted (unreadable: none).
@@ -349,6 +343,36 @@ fn refuse_contract_changed_while_running(daemon: &Daemon, ws: &Workspace, task: 
 
 /// The refusal of a scope reaching into the submodule `sub` (by a path, or a link into it).
 /// Why a file git ignores is never signed.
+/// The refusal of a finalize whose HEAD does not descend from the approval baseline `head`:
+/// history rewritten since (a rebase, an amend), with `met`, the commit where HEAD's history
+/// meets it, to sign against; or a history that shares no commit with it (an orphan branch),
+/// put on the history of a branch `holding` it by a soft reset, the files kept as they are.
+fn not_descended(task: &str, head: &str, met: Option<String>, holding: &[String]) -> RpcError {
+    let refused = |why: &str| {
+        RpcError::new(
+            ErrorKind::InvalidState,
+            format!(
+                "{task}'s approval baseline commit {head} is not an ancestor of HEAD ({why}): a receipt based on it could never verify"
+            ),
+        )
+    };
+    match (met, holding.first()) {
+        (Some(met), _) => refused("the history was rewritten since approval: a rebase or an amend").with_hint(format!(
+            "pass --base-ref {met} (where HEAD's history meets it: `git merge-base HEAD {head}`) to sign the task's changes since that commit"
+        )),
+        (None, Some(branch)) => refused(
+            "HEAD's history shares no commit with it: an orphan branch, as `git checkout --orphan` makes, or a root commit rewritten",
+        )
+        .with_hint(format!(
+            "put this branch on the history of a branch that holds it, the files kept as they are: `git reset --soft {}` (this branch's own commits then stay only in the reflog; `git branch --contains {head}` lists those branches), then run the command again",
+            scafld_protocol::cli::shell_word(branch)
+        )),
+        (None, None) => refused("HEAD's history shares no commit with it, and no branch holds it").with_hint(
+            "pass --base-ref <commit> naming a commit of HEAD's history to sign the task's changes since it",
+        ),
+    }
+}
+
 const UNSIGNABLE: &str = "which a receipt cannot sign: `verify` checks the signed files at a commit, and no commit holds a file git ignores unless it is tracked";
 
 /// Those of `paths` that are files git ignores and does not track ([`baseline::ignored_files`]).
