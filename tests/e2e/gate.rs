@@ -1844,6 +1844,62 @@ fn a_task_whose_spec_file_is_gone_says_how_to_get_it_back_and_shows_its_history(
     assert_eq!(status(&env)["status"], "active");
 }
 
+/// A spec folder that cannot be looked in is named, never taken for a missing file: `status`
+/// of a task whose file may be in it says which folder and why, with the way back (no restore
+/// or cancel advice), and `list`, `validate --all` and `report` name the folder. As root a mode
+/// of 000 stops nothing, so the folder is then a link to itself (looking in fails for root too);
+/// otherwise it is the folder with the spec in it, its mode 000.
+#[test]
+fn a_spec_folder_that_cannot_be_read_is_named_not_taken_for_a_missing_spec() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let active = env.work.join(".scafld/specs/active");
+    let root = nix::unistd::Uid::effective().is_root();
+    let kept = env.work.join("rev.md.kept");
+    if root {
+        std::fs::rename(active.join("rev.md"), &kept).unwrap();
+        std::fs::remove_dir(&active).unwrap();
+        std::os::unix::fs::symlink("active", &active).unwrap();
+    } else {
+        std::fs::set_permissions(&active, std::fs::Permissions::from_mode(0o000)).unwrap();
+    }
+    let why = if root { "Too many levels of symbolic links" } else { "Permission denied" };
+
+    let run = env.scafld(&["status", "rev", "--json"]);
+    let error = &run.json()["error"];
+    assert_eq!(error["code"], "workspace_error", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains(".scafld/specs/active cannot be read") && message.contains(why), "{message}");
+    assert!(!message.contains("missing"), "{message}");
+    let hint = error["hint"].as_str().unwrap();
+    assert!(!hint.contains("cancel") && !hint.contains("put the file back"), "{hint}");
+    if !root {
+        assert!(hint.contains("chmod u+rwx .scafld/specs/active"), "{hint}");
+    }
+    let list = env.scafld(&["list", "--json"]);
+    list.assert_code(0);
+    let warnings = list.json()["result"]["warnings"].to_string();
+    assert!(warnings.contains(".scafld/specs/active cannot be read"), "{}", list.stdout);
+    let all = env.scafld(&["validate", "--all", "--json"]);
+    all.assert_code(3);
+    assert!(all.stdout.contains(".scafld/specs/active cannot be read"), "{}", all.stdout);
+    let report = env.scafld(&["report", "--json"]);
+    assert!(report.json()["result"]["unlisted"].to_string().contains(".scafld/specs/active"), "{}", report.stdout);
+
+    // Readable again, the task is where it was.
+    if root {
+        std::fs::remove_file(&active).unwrap();
+        std::fs::create_dir(&active).unwrap();
+        std::fs::rename(&kept, active.join("rev.md")).unwrap();
+    } else {
+        std::fs::set_permissions(&active, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    env.scafld(&["status", "rev"]).assert_code(0);
+    let list = env.scafld(&["list", "--json"]);
+    assert!(list.json()["result"].get("warnings").is_none(), "{}", list.stdout);
+}
+
 /// Commit the spec of `rev` where it is now (`path`), so that git holds a copy.
 fn commit_spec(env: &TestEnv, path: &str) {
     git(&env.work, &["add", "--", path]);

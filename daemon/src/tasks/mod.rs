@@ -94,6 +94,9 @@ pub(crate) fn fresh_entry(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcRes
 /// moved out while its ledger, the truth, stays (`plan` refuses that id): then the answer says
 /// so and how to go on, never pointing at a command that refuses.
 fn missing_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcError {
+    if let Some(hidden) = hidden_spec(ws, task) {
+        return hidden;
+    }
     let history = daemon.store().ledger(&ws.id, task).unwrap_or_default();
     match crate::domain::ledger::state(&history) {
         None => RpcError::new(
@@ -103,6 +106,23 @@ fn missing_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcError {
         .with_hint(format!("create it with `scafld plan {task}`, or see `scafld list`")),
         Some(state) => Gone { task: task.to_string(), entries: history, status: state.status }.error(ws),
     }
+}
+
+/// No spec file found for `task` while a spec folder it could be in cannot be looked in (no
+/// permission, a file where the folder belongs): the file may well be there, so it is neither
+/// missing nor a new id. The error names the folders and what gives access again; nothing
+/// that would replace or close the task is suggested.
+fn hidden_spec(ws: &Workspace, task: &str) -> Option<RpcError> {
+    let hidden = specfile::hiding(&ws.root, &format!("{task}.md"));
+    let first = hidden.first()?;
+    let folders: Vec<String> = hidden.iter().map(ToString::to_string).collect();
+    Some(
+        RpcError::new(
+            ErrorKind::WorkspaceError,
+            format!("cannot tell where the spec of `{task}` is: {}", and_list(&folders)),
+        )
+        .with_hint(format!("{}, then run the command again", first.remedy())),
+    )
 }
 
 /// A task whose spec file is gone (removed, or moved out of `.scafld/specs`) while its ledger
@@ -147,6 +167,9 @@ impl Gone {
         }
         let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
         let Some(state) = crate::domain::ledger::state(&entries) else { return Ok(None) };
+        if let Some(hidden) = hidden_spec(ws, task) {
+            return Err(hidden);
+        }
         Ok(Some(Gone { task: task.to_string(), entries, status: state.status }))
     }
 

@@ -384,7 +384,13 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
         })
         .collect();
     specs.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(m::ValidateAllResult { specs })
+    Ok(m::ValidateAllResult { specs, unlisted: unlisted(&index) })
+}
+
+/// What the index's last whole sync could not read under the spec folders, each said with
+/// what to do: `list` warns of it, `validate --all` and `report` name it.
+fn unlisted(index: &crate::workspace::index::Index) -> Vec<String> {
+    index.unlisted().iter().map(|u| format!("{u}; {}", u.remedy())).collect()
 }
 
 /// `task.validate`: the spec file's diagnostics, and its scope entries checked against the
@@ -514,7 +520,8 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
     // then id, without comparing ids again.
     tasks.sort_by_key(|(status, _)| *status);
     let mut result = m::ListResult {
-        warnings: Vec::new(),
+        // Kept with the reply: the index's generation moves when they change.
+        warnings: unlisted(&index),
         tasks: tasks.into_iter().map(|(_, t)| t).collect(),
         writes_from: ws.writes_from().map(|f| f.to_string_lossy().into_owned()),
     };
@@ -523,7 +530,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
     if warnings.is_empty() {
         return Ok(reply);
     }
-    result.warnings = warnings;
+    result.warnings.splice(0..0, warnings);
     Rendered::of(&result).map_err(RpcError::internal)
 }
 
@@ -644,6 +651,7 @@ pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::
     let mut report = m::ReportResult {
         by_status: BTreeMap::new(),
         writes_from: ws.writes_from().map(|f| f.to_string_lossy().into_owned()),
+        unlisted: unlisted(&index),
         ..m::ReportResult::default()
     };
     for status in Status::ALL {

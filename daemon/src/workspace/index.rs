@@ -242,6 +242,9 @@ pub struct Index {
     ledger: BTreeMap<String, LedgerState>,
     /// Every ledger of the workspace has been read into `ledger`.
     ledger_loaded: bool,
+    /// What the last whole sync could not read under the spec folders, for whole-workspace
+    /// reads to name.
+    unlisted: Vec<specfile::Unlisted>,
 }
 
 /// One task as whole-workspace reads see it: its spec file's entry, what its ledger says, or
@@ -351,7 +354,14 @@ impl Index {
         for (task_id, entry) in built.entries {
             self.entries_mut().entry(task_id).or_insert(entry);
         }
+        self.unlisted = built.unlisted;
         self.complete = true;
+    }
+
+    /// What the last whole sync could not read under the spec folders (a folder without
+    /// permission, ...): specs there are in no entry.
+    pub fn unlisted(&self) -> &[specfile::Unlisted] {
+        &self.unlisted
     }
 
     pub fn get(&self, task_id: &str) -> Option<&SpecEntry> {
@@ -525,11 +535,17 @@ impl Index {
     /// found is one the change queue can vouch for: a regular file with one link (not a
     /// symlink to elsewhere, no second name it may be written through).
     fn sync_scanned(&mut self, first_loads: bool) -> (Vec<String>, bool) {
-        let on_disk = specfile::scan(&self.root);
-        let all_vouched = on_disk.iter().all(|found| {
-            use std::os::unix::fs::MetadataExt;
-            found.meta.as_ref().is_some_and(|meta| meta.file_type().is_file() && meta.nlink() == 1)
-        });
+        let specfile::Scan { found: on_disk, unlisted } = specfile::scan(&self.root);
+        if unlisted != self.unlisted {
+            self.generation += 1;
+            self.unlisted = unlisted;
+        }
+        // A folder that could not be read is one the change queue cannot vouch for either.
+        let all_vouched = self.unlisted.is_empty()
+            && on_disk.iter().all(|found| {
+                use std::os::unix::fs::MetadataExt;
+                found.meta.as_ref().is_some_and(|meta| meta.file_type().is_file() && meta.nlink() == 1)
+            });
         // Every file by the task it claims (its name), so that a task is settled from all of
         // its files at once, never from whichever the scan met first.
         let mut claims: Vec<(&str, usize)> = on_disk

@@ -36,22 +36,89 @@ pub struct Found {
 
 pub use scafld_protocol::vocab::ARCHIVE_DEPTH;
 
+/// What [`scan`] found: the spec files, and what under the spec folders it could not read.
+#[derive(Default)]
+pub struct Scan {
+    pub found: Vec<Found>,
+    pub unlisted: Vec<Unlisted>,
+}
+
+/// Something under the spec folders that may hold a spec no read can see: whole-workspace
+/// reads (`list`, `validate --all`, `report`) name each, so nothing there vanishes unsaid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unlisted {
+    /// A spec folder that is there but cannot be looked in (no permission, not a folder, a
+    /// link loop): the specs in it are not read, and a task's file there is not found.
+    Unreadable { folder: PathBuf, kind: io::ErrorKind, error: String },
+}
+
+impl Unlisted {
+    fn unreadable(folder: &Path, e: &io::Error) -> Unlisted {
+        Unlisted::Unreadable { folder: folder.to_path_buf(), kind: e.kind(), error: e.to_string() }
+    }
+
+    /// What to do about it.
+    pub fn remedy(&self) -> String {
+        match self {
+            Unlisted::Unreadable { folder, kind: io::ErrorKind::PermissionDenied, .. } => {
+                format!("give its owner access again (`chmod u+rwx {}`)", shown(folder))
+            }
+            Unlisted::Unreadable { folder, .. } => format!("make {} a folder scafld can read", shown(folder)),
+        }
+    }
+}
+
+impl std::fmt::Display for Unlisted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unlisted::Unreadable { folder, error, .. } => {
+                write!(f, "{} cannot be read ({error}): no spec in it is read", shown(folder))
+            }
+        }
+    }
+}
+
 /// Every `*.md` under the four lifecycle folders (the archive's at any depth up to
-/// [`ARCHIVE_DEPTH`]: [`archive_folders`]), in lookup order.
-pub fn scan(root: &Path) -> Vec<Found> {
+/// [`ARCHIVE_DEPTH`]: [`archive_folders`]), in lookup order, and what could not be read.
+pub fn scan(root: &Path) -> Scan {
     let specs = specs_dir(root);
-    let mut found = Vec::new();
+    let mut scan = Scan::default();
     for &folder in Folder::ALL {
         let dir = specs.join(folder.as_str());
         if folder == Folder::Archive {
             for archived in archive_folders(&dir) {
-                found.extend(markdown_files(&archived, folder));
+                markdown_files(&archived, folder, &mut scan);
             }
         } else {
-            found.extend(markdown_files(&dir, folder));
+            markdown_files(&dir, folder, &mut scan);
         }
     }
-    found
+    scan
+}
+
+/// The spec folders where a file named `file` could be but cannot be looked for (a folder
+/// without permission, a file where the folder belongs, a link loop): a task not found may
+/// still have its spec in one of them.
+pub fn hiding(root: &Path, file: &str) -> Vec<Unlisted> {
+    let archive = specs_dir(root).join(Folder::Archive.as_str());
+    let months = archive_folders(&archive);
+    let mut hidden: Vec<Unlisted> = candidates(root, file, &months)
+        .into_iter()
+        .filter_map(|(_, path)| match fs::symlink_metadata(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Some(Unlisted::unreadable(path.parent()?, &e)),
+            _ => None,
+        })
+        .collect();
+    // A folder of the archive that cannot be listed hides the folders below it.
+    for month in &months {
+        if let Err(e) = fs::read_dir(month)
+            && e.kind() != io::ErrorKind::NotFound
+            && !hidden.iter().any(|h| matches!(h, Unlisted::Unreadable { folder, .. } if folder == month))
+        {
+            hidden.push(Unlisted::unreadable(month, &e));
+        }
+    }
+    hidden
 }
 
 /// Every path a spec file named `file` could have, with its folder, in lookup order, given the
@@ -134,8 +201,13 @@ pub fn folder_of(root: &Path, path: &Path) -> Option<Folder> {
 /// symlink named like a spec is listed too, so the index reports it instead of skipping it
 /// silently. Names are filtered before anything is read; the entry's own type needs no stat,
 /// and its metadata is read relative to the directory (no walk of the whole path per file).
-fn markdown_files(dir: &Path, folder: Folder) -> Vec<Found> {
-    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+/// A folder that is there but cannot be listed is reported in `scan`'s `unlisted`.
+fn markdown_files(dir: &Path, folder: Folder, scan: &mut Scan) {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+        Err(e) => return scan.unlisted.push(Unlisted::unreadable(dir, &e)),
+    };
     let mut files: Vec<(std::ffi::OsString, fs::DirEntry)> = entries
         .filter_map(Result::ok)
         .filter_map(|e| {
@@ -150,7 +222,7 @@ fn markdown_files(dir: &Path, folder: Folder) -> Vec<Found> {
         })
         .collect();
     files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    files.into_iter().map(|(_, e)| Found { path: e.path(), folder, meta: e.metadata().ok() }).collect()
+    scan.found.extend(files.into_iter().map(|(_, e)| Found { path: e.path(), folder, meta: e.metadata().ok() }));
 }
 
 /// Write `text` to `path` atomically: temp file in the same directory, fsync, rename, fsync

@@ -91,6 +91,10 @@ method!(
 pub struct ValidateAllResult {
     /// One entry per spec file, ordered by path.
     pub specs: Vec<SpecDiagnostics>,
+    /// What under the spec folders could not be read, each with what to do (a folder without
+    /// permission, ...): specs there are in no entry, so `validate --all` fails while any is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlisted: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -460,6 +464,10 @@ pub struct ReportResult {
     /// Open tasks whose spec file is missing (their ledger keeps them), by id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub specs_missing: Vec<String>,
+    /// What under the spec folders could not be read (as [`ValidateAllResult::unlisted`]):
+    /// specs there are not counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlisted: Vec<String>,
     /// The checkout `scafld reconcile <task>` runs from when this checkout's `.scafld` is a
     /// link to it (as [`ListResult::writes_from`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -98,22 +98,40 @@ pub fn validate_all(ctx: &Context) -> Result<u8, CliError> {
                 let _ = writeln!(text, "{}", diagnostics_text(&spec.diagnostics));
             }
         }
+        for unread in &result.unlisted {
+            let _ = writeln!(text, "{}: {unread}", ctx.out.paint("not read", Style::Bad));
+        }
         let _ = write!(text, "{} spec(s), {} invalid", result.specs.len(), invalid.len());
+        if !result.unlisted.is_empty() {
+            let _ = write!(text, ", {} place(s) not read", result.unlisted.len());
+        }
         text
     };
-    if invalid.is_empty() {
+    if invalid.is_empty() && result.unlisted.is_empty() {
         ctx.out.success(&result, human);
         return Ok(workflow::OK);
     }
     if !ctx.out.json {
         ctx.out.eprint_human(&human());
     }
-    let error = CliError::new(
-        "validation_failed",
-        format!("{} of {} spec(s) have errors: {}", invalid.len(), result.specs.len(), invalid.join(", ")),
-        workflow::VALIDATION,
-    )
-    .with_hint("each spec's diagnostics are listed with their lines");
+    // What could not be read may hold specs with errors: "all" was not validated.
+    let error = match invalid.is_empty() {
+        false => CliError::new(
+            "validation_failed",
+            format!("{} of {} spec(s) have errors: {}", invalid.len(), result.specs.len(), invalid.join(", ")),
+            workflow::VALIDATION,
+        )
+        .with_hint("each spec's diagnostics are listed with their lines"),
+        true => CliError::new(
+            "validation_failed",
+            format!(
+                "{} place(s) under .scafld/specs could not be read, so not every spec was validated",
+                result.unlisted.len()
+            ),
+            workflow::VALIDATION,
+        )
+        .with_hint("each is listed above with what to do"),
+    };
     ctx.out.failure(&error, serde_json::to_value(&result).ok());
     Ok(workflow::VALIDATION)
 }
@@ -449,6 +467,9 @@ pub fn report(ctx: &Context) -> Result<u8, CliError> {
         }
         if !r.specs_missing.is_empty() {
             let _ = writeln!(text, "spec file missing (open in the ledger): {}", r.specs_missing.join(", "));
+        }
+        for unread in &r.unlisted {
+            let _ = writeln!(text, "not read (not counted): {unread}");
         }
         let disagree: std::collections::BTreeSet<&String> =
             r.status_disagrees.iter().chain(&r.counts_disagree).collect();
