@@ -77,6 +77,21 @@ fn deferred(ws: &Workspace, task: &str, why: impl std::fmt::Display, kind: Unpro
     Projected::Deferred { note, why: kind }
 }
 
+/// [`deferred`] for a write that failed (`e`, from [`write_error`]): where it names what to
+/// put right first (a link where a spec folder belongs), the note says so before `reconcile`.
+fn deferred_write(ws: &Workspace, task: &str, e: RpcError) -> Projected {
+    let remedy = e.0.details.as_ref().and_then(|d| d.get("remedy")).and_then(|r| r.as_str()).map(str::to_string);
+    let Some(remedy) = remedy else {
+        return deferred(ws, task, e, Unprojected::Unwritten);
+    };
+    let note = format!(
+        "the spec was not updated ({e}); the ledger keeps the task's state: {remedy}, then run `{}` to write it",
+        ws.runnable(&format!("scafld reconcile {task}"))
+    );
+    tracing::warn!(task, "{note}");
+    Projected::Deferred { note, why: Unprojected::Unwritten }
+}
+
 /// [`deferred`] for a task without a spec file, whose ledger (`entries`) says where it belongs.
 fn deferred_missing(ws: &Workspace, task: &str, entries: &[LedgerEntry]) -> Projected {
     let note = format!(
@@ -204,8 +219,7 @@ pub fn record(
         }
         Home::Gone(why) => return Ok(deferred(ws, task, why, Unprojected::Away)),
     };
-    Ok(project_entries(daemon, ws, task, &entries, cause)
-        .unwrap_or_else(|e| deferred(ws, task, e, Unprojected::Unwritten)))
+    Ok(project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred_write(ws, task, e)))
 }
 
 /// [`record`] for the events that end a build job: `end` gets the spec and the ledger as the
@@ -318,7 +332,7 @@ pub async fn record_ending<T>(
         if let Ok(entries) = daemon.store().ledger(&ws.id, task) {
             note_state(daemon, ws, task, &entries);
         }
-        project_from_ledger(daemon, ws, task, cause).unwrap_or_else(|e| deferred(ws, task, e, Unprojected::Unwritten))
+        project_from_ledger(daemon, ws, task, cause).unwrap_or_else(|e| deferred_write(ws, task, e))
     } else if let (Some(rendered), Some(staged), Some((file, _))) = (rendered, staged, &on_disk) {
         match staged.and_then(|(staged, parsed)| {
             let written = staged.written().clone();
@@ -331,9 +345,10 @@ pub async fn record_ending<T>(
                 Projected::Current(rendered.target)
             }
             // A save came in after the read: again, from the file as it is now.
-            Ok((Put::Changed, _, _)) => project_entries(daemon, ws, task, &entries, cause)
-                .unwrap_or_else(|e| deferred(ws, task, e, Unprojected::Unwritten)),
-            Err(e) => deferred(ws, task, write_error(e), Unprojected::Unwritten),
+            Ok((Put::Changed, _, _)) => {
+                project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred_write(ws, task, e))
+            }
+            Err(e) => deferred_write(ws, task, write_error(e)),
         }
     } else {
         Projected::Current(PathBuf::new())
@@ -651,7 +666,15 @@ pub fn write_error(e: std::io::Error) -> RpcError {
     } else {
         ErrorKind::WorkspaceError
     };
-    RpcError::new(kind, format!("cannot write the spec: {e}"))
+    let remedy = crate::workspace::layout::not_real(&e).map(|unreal| unreal.remedy());
+    let error = RpcError::new(kind, format!("cannot write the spec: {e}"));
+    match remedy {
+        // `details.remedy`: what a deferred projection's note says to do first.
+        Some(remedy) => error
+            .with_hint(format!("{remedy}, then run the command again"))
+            .with_details(serde_json::json!({ "remedy": remedy })),
+        None => error,
+    }
 }
 
 /// The host agent that last built the task (recorded again only when it changes).

@@ -1900,6 +1900,47 @@ fn a_spec_folder_that_cannot_be_read_is_named_not_taken_for_a_missing_spec() {
     assert!(list.json()["result"].get("warnings").is_none(), "{}", list.stdout);
 }
 
+/// `archive/` a symlink: `complete` records the task and says the spec was not moved, naming
+/// the link and what to do before `reconcile`; `status` names the same (no command that would
+/// be refused: `reconcile` while the link is there), `reconcile` refuses with it as the hint,
+/// and once the folder is real `reconcile` archives the spec.
+#[test]
+fn an_archive_that_is_a_link_is_named_never_a_reconcile_that_would_be_refused() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2"]).assert_code(0);
+    let archive = env.work.join(".scafld/specs/archive");
+    let elsewhere = env.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::remove_dir(&archive).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &archive).unwrap();
+    let remedy = "make .scafld/specs/archive a real folder";
+
+    let completed = env.scafld(&["complete", "rev", "--json"]);
+    completed.assert_code(0);
+    let note = completed.json()["result"]["note"].as_str().unwrap().to_string();
+    assert!(note.contains(".scafld/specs/archive is a symlink") && note.contains(remedy), "{note}");
+    let next = status(&env)["next_action"].clone();
+    assert_eq!(next["command"], "none", "{next}");
+    let reason = next["reason"].as_str().unwrap();
+    assert!(reason.contains(".scafld/specs/archive is a symlink") && reason.contains(remedy), "{reason}");
+    let refused = env.scafld(&["reconcile", "rev", "--json"]);
+    assert_ne!(refused.code, 0);
+    assert!(refused.json()["error"]["hint"].as_str().unwrap().contains(remedy), "{}", refused.stdout);
+    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0]["error"].to_string();
+    assert!(listed.contains(remedy), "{listed}");
+
+    std::fs::remove_file(&archive).unwrap();
+    std::fs::create_dir(&archive).unwrap();
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    let s = status(&env);
+    assert!(s["path"].as_str().unwrap().starts_with(".scafld/specs/archive/"), "{s}");
+    assert_eq!(s["next_action"]["command"], "none");
+    assert_eq!(s["next_action"]["action"], "done");
+}
+
 /// Commit the spec of `rev` where it is now (`path`), so that git holds a copy.
 fn commit_spec(env: &TestEnv, path: &str) {
     git(&env.work, &["add", "--", path]);

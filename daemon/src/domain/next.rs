@@ -136,7 +136,10 @@ pub enum Misfiled {
     /// or sits outside the folder of the ledger's status: a move the ledger recorded that did
     /// not happen (a daemon killed between the two). The next step only once the ledger has
     /// finished the task: an open task's next command writes the file anyway.
-    Unmoved { path: String, file: String },
+    ///
+    /// `blocked`: why `reconcile` cannot move it there now and what puts that right (the
+    /// folder it belongs in is a link or not a folder), in a sentence; the step is then that.
+    Unmoved { path: String, file: String, blocked: Option<String> },
 }
 
 /// A task's spec file that is gone (removed, or moved out of `.scafld/specs`) while its ledger
@@ -311,7 +314,17 @@ fn reconcile(id: &str, misfiled: &Misfiled) -> NextAction {
         Misfiled::Leftover { path, placed } => format!(
             "{path} is an interrupted move's leftover (it differs from {placed} only in runner-owned lines): reconcile moves it aside to .scafld/runs/{id}/superseded/"
         ),
-        Misfiled::Unmoved { path, file } => format!(
+        Misfiled::Unmoved { path, file, blocked: Some(blocked) } => {
+            return next(
+                Role::Human,
+                Action::FixSpec,
+                "none",
+                format!(
+                    "{path} still says {file} where the ledger finished the task, and reconcile cannot move it to its folder: {blocked}; then run `scafld reconcile {id}`"
+                ),
+            );
+        }
+        Misfiled::Unmoved { path, file, blocked: None } => format!(
             "{path} still says {file} where the ledger finished the task (a move that was interrupted): reconcile writes the ledger's state and moves the file to its folder"
         ),
     };

@@ -340,6 +340,11 @@ pub(crate) fn misfiled(ws: &Workspace, entry: &SpecEntry, status: Option<Status>
     (!entry.listing.says(status) || !placed).then(|| Misfiled::Unmoved {
         path: ws.relative(&entry.path),
         file: file.map_or_else(|| "no status".to_string(), |s| s.to_string()),
+        // The folder it belongs in is a link or no folder: `reconcile` would be refused.
+        blocked: crate::workspace::layout::unreal_dir(
+            &specfile::specs_dir(&ws.root).join(crate::domain::lifecycle::Folder::of(status).as_str()),
+        )
+        .map(|unreal| format!("{unreal}: {}", unreal.remedy())),
     })
 }
 

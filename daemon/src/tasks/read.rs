@@ -604,6 +604,10 @@ fn summary(
             "the task is in two files: {placed} and {path}, an interrupted move's leftover (it differs only in runner-owned lines): `{}` moves it aside",
             ws.runnable(&format!("scafld reconcile {}", entry.task_id))
         )),
+        // `reconcile` would be refused: what to put right first, as `status` says.
+        Some(Misfiled::Unmoved { path, blocked: Some(blocked), .. }) => {
+            Some(format!("{path} is not where the ledger puts the task, and reconcile cannot move it: {blocked}"))
+        }
         _ => entry.first_error(),
     };
     let summary = m::TaskSummary {

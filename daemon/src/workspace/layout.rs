@@ -62,7 +62,8 @@ pub fn write_user_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// Create `dir` and its missing parents like `create_dir_all`, except that from a workspace's
 /// `.scafld` folder down every directory must be a real one: a symlink there (say
 /// `.scafld/runs` pointing at `/etc`) would make the daemon write wherever it points, so it is
-/// refused with an error naming it. Paths without a `.scafld` component are created as usual.
+/// refused with an error naming it ([`NotRealDir`], found again by [`not_real`]). Paths without
+/// a `.scafld` component are created as usual.
 pub fn create_real_dir(dir: &Path) -> io::Result<()> {
     let parts: Vec<_> = dir.components().collect();
     let Some(start) = parts.iter().position(|c| c.as_os_str() == SCAFLD_DIR) else {
@@ -71,16 +72,9 @@ pub fn create_real_dir(dir: &Path) -> io::Result<()> {
     let mut at: std::path::PathBuf = parts[..start].iter().collect();
     for part in &parts[start..] {
         at.push(part);
-        match fs::symlink_metadata(&at) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(io::Error::other(format!(
-                    "{} is a symlink; scafld does not write through links inside {SCAFLD_DIR}",
-                    at.display()
-                )));
-            }
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(io::Error::other(format!("{} is not a directory", at.display()))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match create_user_dir(&at) {
+        match real_dir(&at) {
+            Ok(true) => {}
+            Ok(false) => match create_user_dir(&at) {
                 Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
                 _ => {}
             },
@@ -88,6 +82,85 @@ pub fn create_real_dir(dir: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What [`create_real_dir`] would refuse on the way to `dir`, creating nothing: the first
+/// name from `.scafld` down that is a symlink or not a folder. (A name not there yet would be
+/// made; one that cannot be looked at is not said here.)
+pub fn unreal_dir(dir: &Path) -> Option<NotRealDir> {
+    let parts: Vec<_> = dir.components().collect();
+    let start = parts.iter().position(|c| c.as_os_str() == SCAFLD_DIR)?;
+    let mut at: std::path::PathBuf = parts[..start].iter().collect();
+    for part in &parts[start..] {
+        at.push(part);
+        match real_dir(&at) {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(e) => return not_real(&e).cloned(),
+        }
+    }
+    None
+}
+
+/// Whether `at` is a real folder (`false`: nothing there), or the refusal of a link or a
+/// non-folder there.
+fn real_dir(at: &Path) -> io::Result<bool> {
+    match fs::symlink_metadata(at) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            Err(io::Error::other(NotRealDir { at: at.to_path_buf(), link: true }))
+        }
+        Ok(meta) if meta.is_dir() => Ok(true),
+        Ok(_) => Err(io::Error::other(NotRealDir { at: at.to_path_buf(), link: false })),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A name inside `.scafld` where scafld must write into a folder that is not a real one: a
+/// symlink (never written through) or something else than a folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRealDir {
+    pub at: std::path::PathBuf,
+    /// A symlink (else: not a folder).
+    pub link: bool,
+}
+
+impl NotRealDir {
+    /// The name as messages show it: from `.scafld/` on.
+    pub fn shown(&self) -> String {
+        let text = self.at.display().to_string();
+        match text.rfind("/.scafld/") {
+            Some(at) => text[at + 1..].to_string(),
+            None => text,
+        }
+    }
+
+    /// What puts it right.
+    pub fn remedy(&self) -> String {
+        match self.link {
+            true => format!(
+                "make {0} a real folder: move what the link points at into a folder of that name in its place (`rm {0}`, `mkdir {0}`, then move the files in)",
+                self.shown()
+            ),
+            false => format!("move {} out of the way, so that a folder can take its place", self.shown()),
+        }
+    }
+}
+
+impl std::fmt::Display for NotRealDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.link {
+            true => write!(f, "{} is a symlink; scafld does not write through links inside {SCAFLD_DIR}", self.shown()),
+            false => write!(f, "{} is not a directory", self.shown()),
+        }
+    }
+}
+
+impl std::error::Error for NotRealDir {}
+
+/// The [`NotRealDir`] an I/O error carries, if it is one.
+pub fn not_real(e: &io::Error) -> Option<&NotRealDir> {
+    e.get_ref()?.downcast_ref()
 }
 
 const CONFIG_TEMPLATE: &str = include_str!("../../assets/config.yaml");
