@@ -205,6 +205,40 @@ fn plan_refuses_an_id_whose_task_has_a_history_and_sees_a_spec_just_removed() {
     }
 }
 
+/// A spec file whose name is not UTF-8 names no task: it is never read as one, and never left
+/// out unsaid either: `list` warns of it, `validate --all` names it and fails, `report` names
+/// it, each showing the name lossily.
+#[test]
+fn a_spec_file_whose_name_is_not_utf8_is_named_by_list_validate_all_and_report() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    write_spec(&env, "drafts", "good", &spec_text("good", "draft"));
+    let drafts = env.work.join(".scafld/specs/drafts");
+    let odd = drafts.join(std::ffi::OsStr::from_bytes(b"bad\xffname.md"));
+    std::fs::copy(drafts.join("good.md"), &odd).unwrap();
+    let shown = ".scafld/specs/drafts/bad\u{FFFD}name.md: its name is not UTF-8";
+
+    let list = env.scafld(&["list", "--json"]);
+    list.assert_code(0);
+    let result = list.json()["result"].clone();
+    assert_eq!(result["tasks"].as_array().unwrap().len(), 1, "{result}");
+    assert!(result["warnings"].to_string().contains(shown), "{result}");
+    let human = env.scafld(&["list"]);
+    assert!(human.stderr.contains(shown), "{}", human.stderr);
+    let all = env.scafld(&["validate", "--all", "--json"]);
+    all.assert_code(3);
+    assert!(all.json()["result"]["unlisted"].to_string().contains(shown), "{}", all.stdout);
+    let report = env.scafld(&["report", "--json"]);
+    assert!(report.json()["result"]["unlisted"].to_string().contains(shown), "{}", report.stdout);
+
+    std::fs::remove_file(&odd).unwrap();
+    let all = env.scafld(&["validate", "--all", "--json"]).json();
+    assert!(all["result"].get("unlisted").is_none(), "{all}");
+    assert!(env.scafld(&["list", "--json"]).json()["result"].get("warnings").is_none());
+}
+
 #[test]
 fn path_like_task_ids_are_refused_everywhere_and_change_nothing() {
     let mut env = TestEnv::new();

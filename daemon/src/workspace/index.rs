@@ -541,7 +541,8 @@ impl Index {
             self.unlisted = unlisted;
         }
         // A folder that could not be read is one the change queue cannot vouch for either.
-        let all_vouched = self.unlisted.is_empty()
+        let readable = !self.unlisted.iter().any(|u| matches!(u, specfile::Unlisted::Unreadable { .. }));
+        let all_vouched = readable
             && on_disk.iter().all(|found| {
                 use std::os::unix::fs::MetadataExt;
                 found.meta.as_ref().is_some_and(|meta| meta.file_type().is_file() && meta.nlink() == 1)

@@ -50,6 +50,8 @@ pub enum Unlisted {
     /// A spec folder that is there but cannot be looked in (no permission, not a folder, a
     /// link loop): the specs in it are not read, and a task's file there is not found.
     Unreadable { folder: PathBuf, kind: io::ErrorKind, error: String },
+    /// A `*.md` file whose name is not UTF-8: it names no task id, so it is not read.
+    NotUtf8 { path: PathBuf },
 }
 
 impl Unlisted {
@@ -64,6 +66,7 @@ impl Unlisted {
                 format!("give its owner access again (`chmod u+rwx {}`)", shown(folder))
             }
             Unlisted::Unreadable { folder, .. } => format!("make {} a folder scafld can read", shown(folder)),
+            Unlisted::NotUtf8 { .. } => "rename it to `<task-id>.md` (a task id is UTF-8)".to_string(),
         }
     }
 }
@@ -73,6 +76,10 @@ impl std::fmt::Display for Unlisted {
         match self {
             Unlisted::Unreadable { folder, error, .. } => {
                 write!(f, "{} cannot be read ({error}): no spec in it is read", shown(folder))
+            }
+            // Shown lossily: each byte that is not UTF-8 as U+FFFD.
+            Unlisted::NotUtf8 { path } => {
+                write!(f, "{}: its name is not UTF-8, so it names no task and is not read", shown(path))
             }
         }
     }
@@ -222,6 +229,14 @@ fn markdown_files(dir: &Path, folder: Folder, scan: &mut Scan) {
         })
         .collect();
     files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // A name that is not UTF-8 claims no task id: said, never read as one.
+    files.retain(|(name, e)| {
+        let utf8 = name.to_str().is_some();
+        if !utf8 {
+            scan.unlisted.push(Unlisted::NotUtf8 { path: e.path() });
+        }
+        utf8
+    });
     scan.found.extend(files.into_iter().map(|(_, e)| Found { path: e.path(), folder, meta: e.metadata().ok() }));
 }
 
