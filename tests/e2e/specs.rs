@@ -239,6 +239,40 @@ fn a_spec_file_whose_name_is_not_utf8_is_named_by_list_validate_all_and_report()
     assert!(env.scafld(&["list", "--json"]).json()["result"].get("warnings").is_none());
 }
 
+/// A spec archived further down than the archive is read (more than 16 folders) is named by
+/// `list`, `validate --all` and `report` (the deepest folder read, which holds more), and its
+/// id stays in use: `plan` refuses it, naming the file.
+#[test]
+fn a_spec_archived_too_deep_is_named_and_its_id_never_reused() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let mut deep = env.work.join(".scafld/specs/archive");
+    for level in 1..=18 {
+        deep.push(format!("l{level}"));
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("old.md"), spec_text("old", "completed")).unwrap();
+    let named = "/l16 holds folders more than 16 levels below .scafld/specs/archive";
+
+    let list = env.scafld(&["list", "--json"]);
+    list.assert_code(0);
+    assert!(list.json()["result"]["warnings"].to_string().contains(named), "{}", list.stdout);
+    let all = env.scafld(&["validate", "--all", "--json"]);
+    all.assert_code(3);
+    assert!(all.json()["result"]["unlisted"].to_string().contains(named), "{}", all.stdout);
+    let report = env.scafld(&["report", "--json"]);
+    assert!(report.json()["result"]["unlisted"].to_string().contains(named), "{}", report.stdout);
+    let plan = env.scafld(&["plan", "old", "--json"]);
+    plan.assert_code(3);
+    let message = plan.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.contains("spec already exists: .scafld/specs/archive/l1/") && message.contains("/l18/old.md"),
+        "{message}"
+    );
+    assert!(!env.work.join(".scafld/specs/drafts/old.md").exists());
+}
+
 #[test]
 fn path_like_task_ids_are_refused_everywhere_and_change_nothing() {
     let mut env = TestEnv::new();

@@ -45,6 +45,18 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         )
         .with_hint("pick another task id; plan never overwrites a spec"));
     }
+    // A spec archived further down than anything reads still holds its id.
+    if let Some(deep) = specfile::too_deep(&ws.root, &format!("{task}.md")) {
+        return Err(RpcError::new(
+            ErrorKind::AlreadyExists,
+            format!(
+                "spec already exists: {}, more than {} folders below .scafld/specs/archive, where no command reads it",
+                ws.relative(&deep),
+                specfile::ARCHIVE_DEPTH
+            ),
+        )
+        .with_hint("pick another task id, or move that spec up into an archive folder nearer the top"));
+    }
     // A ledger outlives its spec file (ledgers are never pruned): a new draft under the id
     // would read as that task, completed or approved before it was written.
     let history = daemon.store().ledger(&ws.id, task.as_str()).map_err(RpcError::internal)?;

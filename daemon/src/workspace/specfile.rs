@@ -52,6 +52,9 @@ pub enum Unlisted {
     Unreadable { folder: PathBuf, kind: io::ErrorKind, error: String },
     /// A `*.md` file whose name is not UTF-8: it names no task id, so it is not read.
     NotUtf8 { path: PathBuf },
+    /// A folder of the archive [`ARCHIVE_DEPTH`] levels down that holds folders: nothing below
+    /// it is read.
+    TooDeep { folder: PathBuf },
 }
 
 impl Unlisted {
@@ -67,6 +70,7 @@ impl Unlisted {
             }
             Unlisted::Unreadable { folder, .. } => format!("make {} a folder scafld can read", shown(folder)),
             Unlisted::NotUtf8 { .. } => "rename it to `<task-id>.md` (a task id is UTF-8)".to_string(),
+            Unlisted::TooDeep { .. } => "move the specs below it up into an archive folder nearer the top".to_string(),
         }
     }
 }
@@ -81,6 +85,11 @@ impl std::fmt::Display for Unlisted {
             Unlisted::NotUtf8 { path } => {
                 write!(f, "{}: its name is not UTF-8, so it names no task and is not read", shown(path))
             }
+            Unlisted::TooDeep { folder } => write!(
+                f,
+                "{} holds folders more than {ARCHIVE_DEPTH} levels below .scafld/specs/archive: no spec below it is read",
+                shown(folder)
+            ),
         }
     }
 }
@@ -95,12 +104,51 @@ pub fn scan(root: &Path) -> Scan {
         if folder == Folder::Archive {
             for archived in archive_folders(&dir) {
                 markdown_files(&archived, folder, &mut scan);
+                if archive_depth(&dir, &archived) == ARCHIVE_DEPTH && !folders_below(&archived, 1).is_empty() {
+                    scan.unlisted.push(Unlisted::TooDeep { folder: archived });
+                }
             }
         } else {
             markdown_files(&dir, folder, &mut scan);
         }
     }
     scan
+}
+
+/// How many folders below `archive` `folder` is.
+fn archive_depth(archive: &Path, folder: &Path) -> usize {
+    folder.strip_prefix(archive).map_or(0, |below| below.components().count())
+}
+
+/// Up to `most` real folders (never through a symlink) below `dir`, breadth first.
+fn folders_below(dir: &Path, most: usize) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut queue = std::collections::VecDeque::from([dir.to_path_buf()]);
+    while let Some(at) = queue.pop_front() {
+        let Ok(entries) = fs::read_dir(&at) else { continue };
+        for entry in entries.filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                if found.len() == most {
+                    return found;
+                }
+                found.push(entry.path());
+                queue.push_back(entry.path());
+            }
+        }
+    }
+    found
+}
+
+/// A spec named `file` in the archive further down than anything reads ([`Unlisted::TooDeep`]),
+/// looked for in at most 10 000 folders there: its task id is in use all the same.
+pub fn too_deep(root: &Path, file: &str) -> Option<PathBuf> {
+    let archive = specs_dir(root).join(Folder::Archive.as_str());
+    archive_folders(&archive)
+        .into_iter()
+        .filter(|folder| archive_depth(&archive, folder) == ARCHIVE_DEPTH)
+        .flat_map(|folder| folders_below(&folder, 10_000))
+        .map(|folder| folder.join(file))
+        .find(|path| fs::symlink_metadata(path).is_ok())
 }
 
 /// The spec folders where a file named `file` could be but cannot be looked for (a folder
