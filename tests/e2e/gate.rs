@@ -1941,6 +1941,29 @@ fn an_archive_that_is_a_link_is_named_never_a_reconcile_that_would_be_refused() 
     assert_eq!(s["next_action"]["action"], "done");
 }
 
+/// An open task whose spec path became a FIFO or a folder: `status` answers at once (nothing
+/// blocks on the FIFO), says the file cannot be read and why, and shows the phase the ledger
+/// has open, never `final` with no phases.
+#[test]
+fn status_of_a_spec_that_became_a_fifo_or_a_folder_says_why_and_keeps_the_ledgers_phase() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    let active = env.work.join(".scafld/specs/active/rev.md");
+    std::fs::remove_file(&active).unwrap();
+    nix::unistd::mkfifo(&active, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    for why in ["a FIFO", "a directory"] {
+        let run = env.scafld_within(&["status", "rev", "--json"], std::time::Duration::from_secs(20));
+        let s = &run.json()["result"];
+        assert_eq!(s["current_phase"], "phase1", "{why}: {s}");
+        assert_eq!(s["phases"][0]["id"], "phase1", "{why}: {s}");
+        assert!(s["errors"].to_string().contains(why), "{why}: {s}");
+        if why == "a FIFO" {
+            std::fs::remove_file(&active).unwrap();
+            std::fs::create_dir(&active).unwrap();
+        }
+    }
+}
+
 /// Commit the spec of `rev` where it is now (`path`), so that git holds a copy.
 fn commit_spec(env: &TestEnv, path: &str) {
     git(&env.work, &["add", "--", path]);

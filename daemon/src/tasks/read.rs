@@ -27,8 +27,17 @@ fn ledger_view(
 ) -> RpcResult<(Spec, std::sync::Arc<[LedgerEntry]>)> {
     let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
     let shadowed = crate::templates::shadows(&ws.root, &entry.task_id);
-    let mut spec =
-        crate::domain::ledger::project(&entry.parsed.spec, &entries, &entry.parsed.spec.front.updated, shadowed);
+    // A file that cannot be read as text (a folder, a FIFO, not UTF-8) has no phases to show:
+    // what the ledger ran stands in for them, as for a file that is gone.
+    let sketch;
+    let base = match entry.read_error.is_some() && !entries.is_empty() {
+        true => {
+            sketch = crate::domain::ledger::sketch(&entry.task_id, &entries);
+            &sketch
+        }
+        false => &entry.parsed.spec,
+    };
+    let mut spec = crate::domain::ledger::project(base, &entries, &entry.parsed.spec.front.updated, shadowed);
     spec.front.task_id.clone_from(&entry.task_id);
     Ok((spec, entries))
 }
