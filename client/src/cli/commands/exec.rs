@@ -20,10 +20,32 @@ const FIRST_WAIT_SECONDS: f64 = 1.0;
 pub(super) fn caller() -> CallerContext {
     CallerContext {
         cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
-        env: std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))).collect(),
+        env: caller_env(),
         client_exe: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
         identity: caller_identity(),
     }
+}
+
+/// The caller's environment as the wire carries it (text). A variable whose name or value is
+/// not UTF-8 cannot be sent: it is left out, and said on stderr naming it (lossily), never
+/// dropped unsaid, since the commands scafld runs then do not see it.
+fn caller_env() -> std::collections::BTreeMap<String, String> {
+    let mut env = std::collections::BTreeMap::new();
+    for (name, value) in std::env::vars_os() {
+        let part = if name.to_str().is_none() { "name" } else { "value" };
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => {
+                env.insert(name, value);
+            }
+            (name, _) => {
+                let shown = name.unwrap_or_else(|raw| raw.to_string_lossy().into_owned());
+                note(&format!(
+                    "warning: {shown} is not passed to the commands scafld runs: its {part} is not UTF-8, and scafld sends the environment as text"
+                ));
+            }
+        }
+    }
+    env
 }
 
 /// Who is calling, as stable across this caller's commands as can be told: `SCAFLD_CALLER_ID`
