@@ -384,6 +384,15 @@ pub(crate) async fn lost_baseline(ws: &Workspace, entries: &[LedgerEntry]) -> Op
     gone.ok().and_then(Result::ok).unwrap_or(false).then_some(head)
 }
 
+/// The approval baseline's nested repositories whose changes since approval cannot be read
+/// (`baseline::lost_nested`): `review` refuses until `approve --amend` records them again.
+pub(crate) async fn lost_nested(ws: &Workspace, entries: &[LedgerEntry]) -> Vec<baseline::LostNested> {
+    let Some(base) = ledger::approval_baseline(entries) else { return Vec::new() };
+    let root = ws.root.clone();
+    let lost = baseline::off_runtime(move || baseline::lost_nested(&root, &base.paths, &base.nested)).await;
+    lost.ok().and_then(Result::ok).unwrap_or_default()
+}
+
 /// What the files tell of `task`'s current review (`domain::next::Seen`), the one source of it
 /// for every surface that says what comes next: `status`, `handoff`, a refusal's hint, and the
 /// spec's own `Next:`/`Allowed follow-up command:` lines that each projection writes. Read
@@ -498,8 +507,8 @@ impl SeenNow {
 }
 
 /// `next` for a task whose review would read the changes since its approval baseline when
-/// that baseline's commit is gone: recording a new one comes first (`review` refuses until
-/// then). Apart from the lifecycle's decision (`domain::next`), which does no IO.
+/// that baseline's commit is gone, or a nested repository's HEAD then ([`lost_nested`]):
+/// recording a new one comes first (`review` refuses until then). Apart from the lifecycle's decision (`domain::next`), which does no IO.
 pub(crate) async fn past_lost_baseline(
     ws: &Workspace,
     spec: &Spec,
@@ -509,15 +518,23 @@ pub(crate) async fn past_lost_baseline(
     if next.action != crate::domain::next::Action::Review {
         return next;
     }
-    let Some(gone) = lost_baseline(ws, entries).await else { return next };
+    let reason = match lost_baseline(ws, entries).await {
+        Some(gone) => format!(
+            "the approval baseline's commit {gone} is gone from the repository (history rewritten and pruned): record a new baseline at HEAD, then review"
+        ),
+        None => match lost_nested(ws, entries).await.first() {
+            Some(lost) => format!(
+                "{lost}: its changes since approval cannot be read; record a new baseline (its files then read as new since approval), then review"
+            ),
+            None => return next,
+        },
+    };
     let task = spec.front.task_id.as_str();
     NextAction {
         role: crate::domain::next::Role::Human,
         action: crate::domain::next::Action::AmendContract,
         command: format!("scafld approve {task} --amend --reason \"why\""),
-        reason: format!(
-            "the approval baseline's commit {gone} is gone from the repository (history rewritten and pruned): record a new baseline at HEAD, then review"
-        ),
+        reason,
     }
 }
 

@@ -2296,6 +2296,61 @@ fn a_baseline_commit_gone_from_history_is_refused_with_a_way_out_that_works() {
     env.scafld(&["approve", "rev", "--amend", "--reason", "again"]).assert_code(1);
 }
 
+/// A nested git repository in the task's scope whose HEAD at approval is gone from it (its
+/// history rewritten and pruned): `review` refuses (exit 1) naming it and the way out, status,
+/// `complete` and `finalize` point at that way out, and following it (`approve --amend`, which
+/// records the baseline again without that repository) the reviewer is shown everything in it
+/// as new, the task's change included. Before, the folder was named as one changed path, its
+/// content never diffed, and a pass on that packet completed the task.
+#[test]
+fn a_nested_repositorys_lost_approval_head_is_refused_never_passed_over() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    write(&env, "README.md", "# project\n");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    let lib = env.work.join("lib");
+    write(&env, "lib/x.txt", "hello\n");
+    git(&lib, &["init", "-q"]);
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-qm", "i"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nGate truth.\n\n## Scope\n\n- `lib` - the library.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - hello\n  - Command: `grep -q hello lib/x.txt`\n";
+    write(&env, ".scafld/specs/drafts/rev.md", spec);
+    env.scafld(&["approve", "rev", "--reason", "gate tests"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    // The task's change, committed over the approval HEAD, which is then pruned.
+    write(&env, "lib/x.txt", "hello\nthe task's change\n");
+    git(&lib, &["commit", "-qam", "amended", "--amend"]);
+    git(&lib, &["reflog", "expire", "--expire=now", "--all"]);
+    git(&lib, &["gc", "-q", "--prune=now"]);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let script = reviewer(&env, "pass", &pass(), "");
+    let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
+    run.assert_code(1);
+    let error = run.json()["error"].clone();
+    assert_eq!(error["code"], "invalid_state", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("nested git repository `lib`") && message.contains("is not in it any more"), "{error}");
+    let amend = "scafld approve rev --amend --reason \"why\"";
+    assert!(error["hint"].as_str().unwrap().contains(amend), "{error}");
+    assert_eq!(status(&env)["next_action"]["command"], amend);
+    for command in ["complete", "finalize"] {
+        let refused = env.scafld(&[command, "rev", "--json"]);
+        refused.assert_code(4);
+        let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
+        assert!(hint.contains(&format!("next: `{amend}`")), "{command}: {hint}");
+    }
+
+    env.scafld(&["approve", "rev", "--amend", "--reason", "nested history rewritten"]).assert_code(0);
+    assert_eq!(status(&env)["next_action"]["command"], "scafld review rev");
+    command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let packet = std::fs::read_to_string(format!("{script}.packet")).unwrap();
+    let changes = &packet[packet.find("## Task Changes Since").unwrap()..packet.find("## Ambient Workspace").unwrap()];
+    assert!(changes.contains("- `lib/x.txt`") && changes.contains("+the task's change"), "{changes}");
+    env.scafld(&["approve", "rev", "--amend", "--reason", "again"]).assert_code(1);
+}
+
 /// A repository git cannot read is the workspace's trouble: status points at it (not at a build
 /// that would fail the same way) and complete refuses with exit 6, never "stale evidence"; once
 /// the repository reads again, nothing was lost.

@@ -1739,6 +1739,85 @@ pub struct NestedRepo {
     pub base: Option<String>,
 }
 
+/// Why the changes of a nested repository that was there at approval cannot be read through
+/// its own git: there is no commit to read them from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NestedLoss {
+    /// The baseline names its folder but not its HEAD then (recorded by an older scafld).
+    NotOnRecord,
+    /// Its HEAD then, a commit it no longer has (its history rewritten and pruned).
+    Gone(String),
+}
+
+/// A nested repository of the approval baseline whose changes since cannot be read
+/// ([`lost_nested`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostNested {
+    pub folder: String,
+    pub loss: NestedLoss,
+}
+
+impl std::fmt::Display for LostNested {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.loss {
+            NestedLoss::NotOnRecord => write!(
+                f,
+                "the nested git repository `{}`'s HEAD at approval is not on record (the baseline was recorded by an older scafld)",
+                self.folder
+            ),
+            NestedLoss::Gone(id) => write!(
+                f,
+                "the nested git repository `{}`'s HEAD at approval, commit {id}, is not in it any more (history rewritten and pruned?)",
+                self.folder
+            ),
+        }
+    }
+}
+
+/// The nested repositories of the approval baseline (`baseline`'s paths that hold one now,
+/// with their HEADs then, `heads`) whose changes since approval cannot be read: the baseline
+/// does not say their HEAD then, or they no longer have it. Their changes would otherwise pass
+/// unseen as one changed folder, so [`changes_since`] refuses while there is any.
+pub fn lost_nested(
+    root: &Path,
+    baseline: &[BaselinePath],
+    heads: &BTreeMap<String, Option<String>>,
+) -> Result<Vec<LostNested>, String> {
+    let (repo, place) = placed(root)?;
+    Ok(lost_in(&repo, &place, baseline, heads))
+}
+
+fn lost_in(
+    repo: &Repository,
+    place: &Place,
+    baseline: &[BaselinePath],
+    heads: &BTreeMap<String, Option<String>>,
+) -> Vec<LostNested> {
+    let folders: BTreeSet<&str> = baseline.iter().map(|p| p.path.trim_end_matches('/')).collect();
+    let mut lost: Vec<LostNested> = Vec::new();
+    for folder in folders {
+        // One inside a repository already lost is read with it (as new, once amended).
+        if lost.iter().any(|l| folder.starts_with(&format!("{}/", l.folder))) {
+            continue;
+        }
+        let Some(inner) = nested_repository(repo, &place.git(folder)) else { continue };
+        let loss = match heads.get(folder) {
+            None => NestedLoss::NotOnRecord,
+            Some(None) => continue,
+            Some(Some(id)) => {
+                let gone = Oid::from_str(id)
+                    .is_ok_and(|oid| inner.find_commit(oid).is_err_and(|e| e.code() == git2::ErrorCode::NotFound));
+                if !gone {
+                    continue;
+                }
+                NestedLoss::Gone(id.clone())
+            }
+        };
+        lost.push(LostNested { folder: folder.to_string(), loss });
+    }
+    lost
+}
+
 /// What differs from the approval baseline ([`changes_since`]).
 #[derive(Debug, Default)]
 pub struct Since {
@@ -1761,12 +1840,24 @@ pub fn changes_since(
 ) -> Result<Since, GitFailure> {
     let (repo, place) = placed(root)?;
     let base_tree = base_tree(&repo, base_head)?;
+    if let Some(lost) = lost_in(&repo, &place, baseline, nested).first() {
+        return Err(GitFailure::Unmet {
+            message: format!(
+                "{lost}: what changed in it since approval cannot be read, so it cannot be shown to a reviewer"
+            ),
+            hint: format!(
+                "record a new baseline: `scafld approve <task> --amend --reason \"why\"` (everything in `{}` is then read as new since approval), or bring the commit back into it (`git -C {} fetch` it from a remote that has it)",
+                lost.folder,
+                scafld_protocol::cli::shell_word(&lost.folder)
+            ),
+        });
+    }
     let mut walked = BTreeSet::new();
     diff_paths(&repo, base_tree.as_ref(), "", &mut walked)?;
     // Named in the workspace; a change elsewhere in the work tree is not the workspace's.
     let mut paths: BTreeSet<String> =
         walked.iter().filter_map(|path| place.workspace(path).filter(|p| !p.is_empty()).map(str::to_string)).collect();
-    let read = nested_changes(&repo, baseline, nested, &mut paths);
+    let read = nested_changes(&repo, baseline, nested, &mut paths)?;
     paths.extend(ignored.iter().cloned());
     let base_dirt: BTreeMap<&str, &str> = baseline.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
     paths.extend(base_dirt.keys().map(|p| p.to_string()));
@@ -1789,14 +1880,14 @@ pub fn changes_since(
 /// since approval: the diff from its HEAD then (`heads`, recorded with the baseline) to its
 /// working tree, staged, unstaged and untracked, the repositories nested in it too. One there
 /// at approval whose HEAD then is not known (a baseline recorded before they were) or gone
-/// from it stays a whole folder, as does one git cannot read: the packet says it cannot show
-/// its changes. Returns the repositories read.
+/// from it, or one git cannot read, is refused, never left a whole folder whose changes pass
+/// unseen ([`lost_nested`] names the first kind beforehand). Returns the repositories read.
 fn nested_changes(
     repo: &Repository,
     baseline: &[BaselinePath],
     heads: &BTreeMap<String, Option<String>>,
     paths: &mut BTreeSet<String>,
-) -> Vec<NestedRepo> {
+) -> Result<Vec<NestedRepo>, GitFailure> {
     let mut read: Vec<NestedRepo> = Vec::new();
     let folder_at = |repo: &Repository, p: &str| {
         p.ends_with('/')
@@ -1806,34 +1897,35 @@ fn nested_changes(
     while let Some(reported) = pending.pop() {
         let folder = reported.trim_end_matches('/').to_string();
         let Some(inner) = nested_at(repo, &read, &folder) else { continue };
+        let unread = |why: String| {
+            GitFailure::Unreadable(format!(
+                "the changes in the nested git repository `{folder}` since approval cannot be read: {why}"
+            ))
+        };
         let base = match heads.get(&folder) {
             Some(head) => head.clone(),
             // Not there at approval: all of it is new.
             None if !baseline.iter().any(|p| p.path == folder) => None,
-            None => continue,
+            None => return Err(unread("its HEAD at approval is not on record".into())),
         };
         let tree = match &base {
-            Some(id) => {
-                let Some(tree) =
-                    Oid::from_str(id).ok().and_then(|oid| inner.find_commit(oid).ok()).and_then(|c| c.tree().ok())
-                else {
-                    continue;
-                };
-                Some(tree)
-            }
+            Some(id) => Some(
+                Oid::from_str(id)
+                    .and_then(|oid| inner.find_commit(oid))
+                    .and_then(|c| c.tree())
+                    .map_err(|e| unread(format!("its commit {id}: {}", e.message())))?,
+            ),
             None => None,
         };
         let mut found = BTreeSet::new();
-        if diff_paths(&inner, tree.as_ref(), &folder, &mut found).is_err() {
-            continue;
-        }
+        diff_paths(&inner, tree.as_ref(), &folder, &mut found).map_err(unread)?;
         paths.remove(&reported);
         pending.extend(found.iter().filter(|p| folder_at(repo, p)).cloned());
         paths.extend(found);
         read.push(NestedRepo { folder, base });
     }
     read.sort_by(|a, b| a.folder.cmp(&b.folder));
-    read
+    Ok(read)
 }
 
 /// The nested repository in `folder` (of the workspace's repository `top`), found below the
@@ -1858,7 +1950,7 @@ fn base_tree<'r>(repo: &'r Repository, base_head: Option<&str>) -> Result<Option
                     message: format!(
                         "the approval baseline's commit {id} is not in the repository any more (history rewritten and pruned?): what changed since approval cannot be read"
                     ),
-                    hint: "bring the commit back (`git fetch` it from a remote that has it), or record a new baseline at HEAD: `scafld approve <task> --amend --reason \"why\"`".into(),
+                    hint: "record a new baseline at HEAD: `scafld approve <task> --amend --reason \"why\"` (or bring the commit back: `git fetch` it from a remote that has it)".into(),
                 },
                 _ => GitFailure::Unreadable(format!("cannot read the approval baseline's commit {id}: {}", e.message())),
             })?;
@@ -2323,6 +2415,32 @@ mod tests {
     }
 
     /// A commit beyond a shallow clone's history is named as such, with the way to fetch it.
+    /// A baseline an older scafld recorded names a nested repository's folder but not its
+    /// HEAD: its changes since cannot be read, and what changed since is refused, not passed
+    /// over as one changed folder.
+    #[test]
+    fn a_nested_repository_whose_head_at_approval_is_not_on_record_is_refused() {
+        let (_dir, root) = new_repo();
+        write(&root, "README.md", "x");
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "i"]);
+        write(&root, "lib/x.txt", "hello");
+        git(&root.join("lib"), &["init", "-q"]);
+        git(&root.join("lib"), &["add", "-A"]);
+        git(&root.join("lib"), &["commit", "-qm", "i"]);
+        let snapshot = snapshot(&root, &[]).unwrap();
+        assert!(lost_nested(&root, &snapshot.paths, &snapshot.nested).unwrap().is_empty());
+        let older = BTreeMap::new();
+        let lost = lost_nested(&root, &snapshot.paths, &older).unwrap();
+        assert_eq!(lost, vec![LostNested { folder: "lib".into(), loss: NestedLoss::NotOnRecord }]);
+        write(&root, "lib/x.txt", "changed");
+        let refused = changes_since(&root, snapshot.head.as_deref(), &snapshot.paths, &older, &[]).unwrap_err();
+        assert!(
+            matches!(&refused, GitFailure::Unmet { message, .. } if message.contains("not on record")),
+            "{refused}"
+        );
+    }
+
     #[test]
     fn a_commit_beyond_a_shallow_clones_history_says_so() {
         let (dir, root) = new_repo();

@@ -250,8 +250,8 @@ pub struct Classification {
     /// Dirty at approval and unchanged since: context only.
     pub baseline_dirty: Vec<String>,
     /// Task changes known only as a whole folder holding scoped paths (a nested repository
-    /// whose changes could not be read through its own git): among `task_changes`, their
-    /// content not diffed.
+    /// whose changes are read through its own git is its files instead, and one whose changes
+    /// cannot be read is refused before this): among `task_changes`, their content not diffed.
     pub opaque: Vec<String>,
 }
 

@@ -211,7 +211,8 @@ fn refuse_oversized(task: &str, path: &Path, spec: &Spec, amending: bool) -> Rpc
 /// `approve --amend --reason R`: re-pin the contract (criteria and evidence scope) of an approved
 /// task whose spec changed, with the reason and the changes in the ledger; and record the
 /// approval baseline again at HEAD when its commit is gone from the repository (history
-/// rewritten and pruned), so what changed since can be read again.
+/// rewritten and pruned), so what changed since can be read again, or without the nested
+/// repositories whose HEAD then is not on record or gone (all in them then new).
 async fn amend(
     daemon: &Daemon,
     ws: &Workspace,
@@ -252,7 +253,13 @@ async fn amend(
     let pinned = replay.contract.unwrap_or_default();
     let changed = evidence::contract_changes(&spec, &pinned);
     let gone = crate::evidence::lost_baseline(ws, &entries).await;
-    if changed.is_empty() && gone.is_none() {
+    // Nested repositories whose HEAD at approval is not on record or gone (recorded again
+    // below when the workspace's commit is not: a new snapshot records them anyway).
+    let lost = match gone {
+        None => crate::evidence::lost_nested(ws, &entries).await,
+        Some(_) => Vec::new(),
+    };
+    if changed.is_empty() && gone.is_none() && lost.is_empty() {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
             format!("the acceptance criteria and scope of {task} match the approved contract; nothing to amend"),
@@ -278,6 +285,25 @@ async fn amend(
             ),
             paths,
             nested: snapshot.nested,
+        });
+    } else if !lost.is_empty() {
+        // The baseline as it was but for those repositories, no longer on it: everything in
+        // them reads as new since approval, so none of the task's changes there is lost.
+        let base = crate::domain::ledger::approval_baseline(&entries).unwrap_or_default();
+        let below = |path: &str| {
+            let path = path.trim_end_matches('/');
+            lost.iter().any(|l| path == l.folder || path.starts_with(&format!("{}/", l.folder)))
+        };
+        new_head = Some(base.head.clone().unwrap_or_default());
+        let named: Vec<String> = lost.iter().map(|l| l.to_string()).collect();
+        events.push(LedgerEvent::WorkspaceBaseline {
+            head: base.head,
+            reason: format!(
+                "approval baseline recorded again: {} ({reason}); everything in it is read as new since approval",
+                named.join("; ")
+            ),
+            paths: base.paths.into_iter().filter(|p| !below(&p.path)).collect(),
+            nested: base.nested.into_iter().filter(|(folder, _)| !below(folder)).collect(),
         });
     }
     if changed.is_empty() {

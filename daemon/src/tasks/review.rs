@@ -375,19 +375,17 @@ impl TaskChange {
             approval_baseline(entries);
         let (root, head, base, ignored) = (ws.root.clone(), base_head.clone(), baseline.clone(), ignored.to_vec());
         let task = spec.front.task_id.clone();
-        let since = baseline::in_workspace(move || {
-            baseline::changes_since(&root, head.as_deref(), &base, &nested, &ignored)
-        })
-            .await
-            .map_err(|RpcError(mut data)| {
-                // The baseline's commit is gone: name this task in the way out.
-                if data.kind == ErrorKind::InvalidState {
-                    data.hint = Some(format!(
-                        "record a new baseline at HEAD: `scafld approve {task} --amend --reason \"why\"` (or bring the commit back: `git fetch` it from a remote that has it)"
-                    ));
-                }
-                RpcError(data)
-            })?;
+        let since =
+            baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base, &nested, &ignored))
+                .await
+                .map_err(|RpcError(mut data)| {
+                    // A baseline commit is gone (the workspace's, or a nested repository's HEAD
+                    // then): name this task in the way out.
+                    if data.kind == ErrorKind::InvalidState {
+                        data.hint = data.hint.map(|hint| hint.replace("<task>", &task));
+                    }
+                    RpcError(data)
+                })?;
         let changed: Vec<String> = since.changes.into_iter().map(|c| c.path).collect();
         let scope = crate::evidence::review_scope(ws, spec, requested_scope);
         // A nested repository read through its own git is its files, its dirt then among them.
@@ -642,7 +640,7 @@ fn task_changes(paths: &[String], opaque: &[String], diff: &Result<String, Strin
     if !opaque.is_empty() {
         let names = opaque.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
         body.push_str(&format!(
-            "\n\nNot shown: {names} changed as a whole folder holding scoped paths (a nested repository whose HEAD at approval is not on record or no longer in it, or that git cannot read), so the changes to the scoped files in it could not be diffed here; read those files directly."
+            "\n\nNot shown: {names} changed as a whole folder holding scoped paths, so the changes to the scoped files in it could not be diffed here; read those files directly."
         ));
     }
     match diff {
