@@ -455,6 +455,51 @@ fn template_passes_join_the_task_gate() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A gate pass is shown the task's changes as the gate's reviewers are: a change in a nested
+/// git repository (which `git diff` in the workspace never shows) is listed and diffed in the
+/// pass's packet. Before, the pass was told only to `git diff` the approval HEAD and passed a
+/// change it could not see.
+#[test]
+fn a_gate_pass_is_shown_the_task_changes_of_a_nested_repository() {
+    let env = TestEnv::new();
+    workspace(&env);
+    // A repository of its own, not a submodule: the workspace's git sees only the folder.
+    let lib = env.work.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("x.txt"), "hello\n").unwrap();
+    scafld_tests::git(&lib, &["init", "-q"]);
+    scafld_tests::commit_all(&lib, "lib");
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        "review:\n  templates: [code]\n  dossier:\n    min_attack_angles: 1\n",
+    )
+    .unwrap();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\n---\n\n# Review me\n\n## Scope\n\n- `lib` - the library.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `grep -q hello lib/x.txt`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    std::fs::write(lib.join("x.txt"), "hello\nthe task's change\n").unwrap();
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let dossier = r#"{"verdict":"pass","mode":"discover","summary":"ok","findings":[],"attack_log":[{"target":"diff","attack":"read","result":"clean"}],"budget":{}}"#;
+    let script = env.path("both.sh");
+    let kept = env.path("pass.packet");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat > \"{kept}.in\"\nif grep -q '^# Review: code' \"{kept}.in\"; then mv \"{kept}.in\" \"{kept}\"; echo '{CONCERNS}'; else echo '{dossier}'; fi\n",
+            kept = kept.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&script).status().unwrap();
+    env.scafld(&["review", "rev", "--provider", "command", "--provider-command", script.to_str().unwrap()])
+        .assert_code(0);
+    let packet = std::fs::read_to_string(&kept).expect("the pass ran");
+    let changes = &packet[packet.find("## Task changes since approval").expect("the task's changes")..];
+    assert!(changes.contains("- `lib/x.txt`") && changes.contains("+the task's change"), "{packet}");
+    assert!(changes.contains("## How to answer"), "before how to answer: {packet}");
+}
+
 #[test]
 fn a_detached_template_review_delivers_its_result_later() {
     let env = TestEnv::new();

@@ -352,6 +352,20 @@ pub fn packet(template: &Template, prompt: &str) -> String {
     )
 }
 
+/// A gate pass's packet: `packet` with the task's changes since approval (`changes`, as the
+/// gate's reviewers are shown them) before how to answer; `git diff` in the workspace misses
+/// some of them (a nested repository's, an untracked file).
+pub fn with_task_changes(packet: &str, changes: &str) -> String {
+    let section = format!(
+        "## Task changes since approval\n\nThese are the task's changes, all of them, as the gate's reviewers are shown them: judge these (a nested git repository's changes and untracked files are among them, which `git diff` in the workspace does not show).\n\n{}\n\n",
+        changes.trim_end()
+    );
+    match packet.find("## How to answer") {
+        Some(at) => format!("{}{section}{}", &packet[..at], &packet[at..]),
+        None => format!("{packet}\n{section}"),
+    }
+}
+
 /// Claude's tool flags for a template: `--tools`, `--allowedTools`, `--disallowedTools`.
 pub fn claude_tools(template: &Template) -> (String, String, String) {
     let read: Vec<&str> =

@@ -65,6 +65,7 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
                 request,
                 preflight: "no acceptance evidence applies to a plain diff range".into(),
                 files,
+                task_changes: None,
             },
             baseline: Baseline::default(),
             overrides: Overrides { model: None, reasoning: p.codex_reasoning, provider_command: p.provider_command },

@@ -204,6 +204,10 @@ pub struct Packet {
     pub preflight: String,
     /// The files under review.
     pub files: Vec<String>,
+    /// A task review's changes since approval as its packet lists and diffs them (nested
+    /// repositories' and untracked files included), which its gate passes are shown too:
+    /// a template's own `git diff` of the workspace would miss some of them.
+    pub task_changes: Option<String>,
 }
 
 /// The workspace as the session starts: the mutation guard compares against it (empty for a
@@ -353,8 +357,13 @@ pub fn prepare(s: &Spawn<'_>) -> RpcResult<Prepared> {
     }
     let key = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
     let dir = s.ws.data.join("reviews").join(&key);
+    let changes = s.packet.task_changes.as_deref().filter(|_| !s.templates.passes.is_empty());
     crate::workspace::layout::create_real_dir(&dir)
         .and_then(|_| crate::workspace::layout::write_user_file(&dir.join("packet.md"), s.packet.text.as_bytes()))
+        .and_then(|_| match changes {
+            Some(text) => crate::workspace::layout::write_user_file(&dir.join(CHANGES_FILE), text.as_bytes()),
+            None => Ok(()),
+        })
         .map_err(|e| {
             let e = RpcError::new(ErrorKind::WorkspaceError, format!("cannot write the review packet: {e}"));
             let _ = std::fs::remove_dir(&dir);
@@ -510,6 +519,15 @@ pub(crate) fn home(daemon: &Daemon, session: &SessionRecord) -> Result<Arc<Works
         )),
         Err(e) => Err(e.0.message),
     }
+}
+
+/// The file beside a task session's packet holding its task changes ([`Packet::task_changes`]),
+/// written when the session has gate passes.
+const CHANGES_FILE: &str = "task_changes.md";
+
+/// Where a task session's changes for its gate passes are ([`CHANGES_FILE`]).
+pub(crate) fn changes_path(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
+    ws.data_of(&session.workspace_id).join("reviews").join(&session.key).join(CHANGES_FILE)
 }
 
 /// Where a session's packet is in its workspace as it is now (`packet_path` is where it was

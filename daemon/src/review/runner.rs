@@ -221,6 +221,16 @@ async fn run_external(
     // A template job's packet is its own (a gate pass shares the session with the dossier
     // reviewers); the others read the session's.
     let packet = match template {
+        // A gate pass is shown the task's changes as the gate's reviewers are.
+        Some((t, job)) if session.task().is_some() => {
+            let changes = scafld_local::capped::read_text(
+                &super::changes_path(ws, session),
+                "review packet",
+                crate::domain::packet::MAX_PACKET_BYTES,
+            )
+            .map_err(|e| internal(e.to_string()))?;
+            template::with_task_changes(&template::packet(t, &t.build_prompt(&job.inputs)), &changes)
+        }
         Some((t, job)) => template::packet(t, &t.build_prompt(&job.inputs)),
         None => scafld_local::capped::read_text(
             &super::packet_path(ws, session),

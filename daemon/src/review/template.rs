@@ -120,6 +120,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
                 },
                 preflight: format!("template review `{}`; no acceptance evidence applies", chosen.name),
                 files,
+                task_changes: None,
             },
             baseline: Baseline { scope: Vec::new(), snapshot, tree: String::new(), since: None },
             overrides: Overrides { provider_command: p.provider_command.clone(), ..Overrides::default() },

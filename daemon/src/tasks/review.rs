@@ -164,6 +164,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     let (root, head, nested, paths): (_, _, _, Vec<String>) =
         (ws.root.clone(), change.base_head.clone(), change.nested.clone(), shown);
     let diff = baseline::off_runtime(move || baseline::diff(&root, head.as_deref(), &nested, &paths)).await?;
+    let shown_changes = task_changes(&change.classes.task_changes, &change.classes.opaque, &diff);
     let amendments = crate::domain::evidence::amendments(&entries);
     let facts = PacketFacts {
         base_head: change.base_head.as_deref(),
@@ -225,6 +226,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
             request,
             preflight: preflight(&fresh, &entries),
             files: change.classes.task_changes,
+            task_changes: Some(shown_changes),
         },
         baseline: crate::review::Baseline::default(),
         overrides: crate::review::Overrides {
