@@ -100,3 +100,40 @@ fn a_workspace_in_a_folder_of_a_monorepo_names_its_files_as_it_does() {
     assert!(!packet.contains("r.txt") && !packet.contains("pkg/"), "outside the workspace: {packet}");
     reviewed_bound_and_signed(&env, &top);
 }
+
+/// A nested git repository (`lib/`, not a submodule) in a workspace that is a folder of the
+/// work tree (`pkg/`): its changes since approval are read through its own git, found where
+/// the workspace names it. Before, it was looked for at the work tree's top (`lib/`, not
+/// `pkg/lib/`), so the review was shown only the folder `lib`, its change never diffed.
+#[test]
+fn a_nested_repository_in_a_monorepo_package_is_read_through_its_own_git() {
+    let mut env = TestEnv::new();
+    let top = env.work.clone();
+    git(&top, &["init", "-q"]);
+    std::fs::create_dir_all(top.join("pkg")).unwrap();
+    std::fs::write(top.join("r.txt"), "root\n").unwrap();
+    commit_all(&top, "initial");
+    env.work = top.join("pkg");
+    env.init();
+    commit_all(&top, "scafld init");
+    let lib = env.work.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("x.txt"), "hello\n").unwrap();
+    git(&lib, &["init", "-q"]);
+    commit_all(&lib, "lib");
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Layout\n\n## Summary\n\nSay hello.\n\n## Scope\n\n- `lib` - the library.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - it says hello\n  - Command: `grep -q hello lib/x.txt`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "layout test"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    std::fs::write(lib.join("x.txt"), "hello\nthe task's change\n").unwrap();
+    git(&lib, &["commit", "-qam", "the task's work"]);
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    packet.assert_code(0);
+    let changes = section(&packet.stdout, "Task Changes Since Approval Baseline");
+    assert!(changes.contains("- `lib/x.txt`") && !changes.contains("- `lib`\n"), "{changes}");
+    assert!(
+        changes.contains("diff --git a/lib/x.txt b/lib/x.txt") && changes.contains("+the task's change"),
+        "{changes}"
+    );
+}

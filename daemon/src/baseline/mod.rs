@@ -1857,7 +1857,7 @@ pub fn changes_since(
     // Named in the workspace; a change elsewhere in the work tree is not the workspace's.
     let mut paths: BTreeSet<String> =
         walked.iter().filter_map(|path| place.workspace(path).filter(|p| !p.is_empty()).map(str::to_string)).collect();
-    let read = nested_changes(&repo, baseline, nested, &mut paths)?;
+    let read = nested_changes(&repo, &place, baseline, nested, &mut paths)?;
     paths.extend(ignored.iter().cloned());
     let base_dirt: BTreeMap<&str, &str> = baseline.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
     paths.extend(base_dirt.keys().map(|p| p.to_string()));
@@ -1884,19 +1884,21 @@ pub fn changes_since(
 /// unseen ([`lost_nested`] names the first kind beforehand). Returns the repositories read.
 fn nested_changes(
     repo: &Repository,
+    place: &Place,
     baseline: &[BaselinePath],
     heads: &BTreeMap<String, Option<String>>,
     paths: &mut BTreeSet<String>,
 ) -> Result<Vec<NestedRepo>, GitFailure> {
     let mut read: Vec<NestedRepo> = Vec::new();
-    let folder_at = |repo: &Repository, p: &str| {
+    // `paths` are workspace paths: each is looked up in the work tree through the place.
+    let folder_at = |p: &str| {
         p.ends_with('/')
-            || repo.workdir().is_some_and(|w| std::fs::symlink_metadata(w.join(p)).is_ok_and(|m| m.is_dir()))
+            || repo.workdir().is_some_and(|w| std::fs::symlink_metadata(w.join(place.git(p))).is_ok_and(|m| m.is_dir()))
     };
-    let mut pending: Vec<String> = paths.iter().filter(|p| folder_at(repo, p)).cloned().collect();
+    let mut pending: Vec<String> = paths.iter().filter(|p| folder_at(p)).cloned().collect();
     while let Some(reported) = pending.pop() {
         let folder = reported.trim_end_matches('/').to_string();
-        let Some(inner) = nested_at(repo, &read, &folder) else { continue };
+        let Some(inner) = nested_at(repo, place, &read, &folder) else { continue };
         let unread = |why: String| {
             GitFailure::Unreadable(format!(
                 "the changes in the nested git repository `{folder}` since approval cannot be read: {why}"
@@ -1920,7 +1922,7 @@ fn nested_changes(
         let mut found = BTreeSet::new();
         diff_paths(&inner, tree.as_ref(), &folder, &mut found).map_err(unread)?;
         paths.remove(&reported);
-        pending.extend(found.iter().filter(|p| folder_at(repo, p)).cloned());
+        pending.extend(found.iter().filter(|p| folder_at(p)).cloned());
         paths.extend(found);
         read.push(NestedRepo { folder, base });
     }
@@ -1928,14 +1930,15 @@ fn nested_changes(
     Ok(read)
 }
 
-/// The nested repository in `folder` (of the workspace's repository `top`), found below the
-/// nested repositories already `read` when it is in one of them.
-fn nested_at(top: &Repository, read: &[NestedRepo], folder: &str) -> Option<Repository> {
+/// The nested repository in the workspace folder `folder` (of the workspace's repository
+/// `top`, where the workspace sits at `place`), found below the nested repositories already
+/// `read` when it is in one of them.
+fn nested_at(top: &Repository, place: &Place, read: &[NestedRepo], folder: &str) -> Option<Repository> {
     let holder = read.iter().filter(|n| folder.starts_with(&format!("{}/", n.folder))).max_by_key(|n| n.folder.len());
     match holder {
-        None => nested_repository(top, folder),
+        None => nested_repository(top, &place.git(folder)),
         Some(n) => {
-            let outer = Repository::open(top.workdir()?.join(&n.folder)).ok()?;
+            let outer = Repository::open(top.workdir()?.join(place.git(&n.folder))).ok()?;
             nested_repository(&outer, &folder[n.folder.len() + 1..])
         }
     }
