@@ -1457,7 +1457,7 @@ pub fn commit_gone(root: &Path, id: &str) -> bool {
 /// What steers scafld and git in the workspace at `root` beside its tracked tree, which the
 /// material leaves out (the spec folders, files git ignores, git's own folder): every file under
 /// `.scafld/` but the runner's run and review records and the receipts scafld mints, and the
-/// state of `.git` and of each submodule's git folder under it (HEAD, refs, config, hooks,
+/// state of the repository's git directory (wherever it is) and of each submodule's git folder under it (HEAD, refs, config, hooks,
 /// info, alternates, an operation under way: git reads them all). Path → content digest (a
 /// link by its target), for a guard comparing before and after. A spec counts by its author's
 /// text and is keyed by its file name, whatever folder holds it: scafld moving a spec between
@@ -1524,7 +1524,17 @@ pub fn control_files(root: &Path) -> BTreeMap<String, String> {
     }
     let mut out = BTreeMap::new();
     add(root, &root.join(".scafld"), &[".scafld/runs", ".scafld/reviews", ".scafld/receipts"], &mut out);
-    add_git(root, &root.join(".git"), &mut out);
+    // The repository's own git directory, wherever it is (a monorepo package's is at the work
+    // tree's top, `--separate-git-dir` puts it elsewhere), and a worktree's common one too.
+    let dirs = match open(root) {
+        Ok(repo) => vec![repo.path().to_path_buf(), repo.commondir().to_path_buf()],
+        Err(_) => vec![root.join(".git")],
+    };
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let mut seen = BTreeSet::new();
+    for dir in dirs.iter().filter(|dir| seen.insert(canonical(dir))) {
+        add_git(root, dir, &mut out);
+    }
     out
 }
 
@@ -2417,7 +2427,6 @@ mod tests {
         assert_eq!(changed, [".git/HEAD", ".git/MERGE_HEAD", ".git/objects/info/alternates"]);
     }
 
-    /// A commit beyond a shallow clone's history is named as such, with the way to fetch it.
     /// A baseline an older scafld recorded names a nested repository's folder but not its
     /// HEAD: its changes since cannot be read, and what changed since is refused, not passed
     /// over as one changed folder.
@@ -2444,6 +2453,26 @@ mod tests {
         );
     }
 
+    /// The git state the read-only check watches is the repository's real git directory: a
+    /// monorepo package's at the work tree's top, a `--separate-git-dir` one elsewhere. Before,
+    /// only `<root>/.git` was read, nothing there, so a HEAD moved was no change.
+    #[test]
+    fn control_files_watch_the_repositorys_own_git_directory() {
+        let (dir, top) = new_repo();
+        write(&top, "pkg/f.txt", "x");
+        git(&top, &["add", "-A"]);
+        git(&top, &["commit", "-qm", "i"]);
+        let separate = dir.path().join("sep");
+        std::fs::create_dir_all(&separate).unwrap();
+        git(&separate, &["init", "-q", "--separate-git-dir", &dir.path().join("sep.git").display().to_string(), "."]);
+        for (root, git_dir) in [(top.join("pkg"), top.join(".git")), (separate.clone(), dir.path().join("sep.git"))] {
+            let before = control_files(&root);
+            std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/elsewhere\n").unwrap();
+            assert_ne!(control_files(&root), before, "{}", root.display());
+        }
+    }
+
+    /// A commit beyond a shallow clone's history is named as such, with the way to fetch it.
     #[test]
     fn a_commit_beyond_a_shallow_clones_history_says_so() {
         let (dir, root) = new_repo();
