@@ -2285,7 +2285,9 @@ fn ignored_patch(
 }
 
 /// The changed paths and patch of a commit range `BASE..HEAD` (the head's tree against the
-/// base's). Either side may be any revision git understands.
+/// base's). Either side may be any revision git understands. In a workspace that is a folder
+/// of the work tree (a monorepo package) both name the workspace's files as it does, and
+/// changes elsewhere in the work tree are not its own (left out, as the task review does).
 pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), String> {
     let (base, head) = range
         .split_once("..")
@@ -2293,15 +2295,26 @@ pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), Str
         .ok_or_else(|| format!("{range:?} is not a BASE..HEAD range"))?;
     let repo = kept::lease(root).map_err(|e| e.message().to_string())?;
     let (base_tree, head_tree) = (revision_tree(&repo, base)?, revision_tree(&repo, head)?);
+    // A bare repository (a range review's) has no work tree: its paths are the repository's.
+    let place = Place::of(root, &repo).ok().filter(|place| !place.prefix().is_empty());
+    let mut options = git2::DiffOptions::new();
+    if let Some(place) = &place {
+        options.pathspec(place.prefix()).disable_pathspec_match(true);
+    }
     let diff = repo
-        .diff_tree_to_tree(Some(&base_tree), Some(&head_tree), None)
+        .diff_tree_to_tree(Some(&base_tree), Some(&head_tree), Some(&mut options))
         .map_err(|e| format!("git diff failed: {}", e.message()))?;
     let mut paths: Vec<String> = diff
         .deltas()
         .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()).map(|p| p.display().to_string()))
+        .filter_map(|path| match &place {
+            Some(place) => place.workspace(&path).filter(|p| !p.is_empty()).map(str::to_string),
+            None => Some(path),
+        })
         .collect();
     paths.dedup();
-    Ok((paths, patch(&diff, "", "")?))
+    let from = place.as_ref().map(Place::label).unwrap_or_default();
+    Ok((paths, patch(&diff, &from, "")?))
 }
 
 /// Check that `rev` names a revision git knows in the repository at `root`, as [`range_diff`]
@@ -2470,6 +2483,27 @@ mod tests {
             std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/elsewhere\n").unwrap();
             assert_ne!(control_files(&root), before, "{}", root.display());
         }
+    }
+
+    /// A range in a monorepo package workspace is named as the workspace names its files, and
+    /// a change elsewhere in the work tree is not its own. Before, its paths were the work
+    /// tree's (`pkg/f.txt`), unlike the rest of the review, and the other package's were listed.
+    #[test]
+    fn a_range_in_a_monorepo_package_names_the_workspaces_files() {
+        let (_dir, top) = new_repo();
+        write(&top, "pkg/f.txt", "hi\n");
+        write(&top, "r.txt", "root\n");
+        git(&top, &["add", "-A"]);
+        git(&top, &["commit", "-qm", "i"]);
+        write(&top, "pkg/f.txt", "hello\n");
+        write(&top, "r.txt", "another package\n");
+        git(&top, &["commit", "-qam", "work"]);
+        let (paths, patch) = range_diff(&top.join("pkg"), "HEAD~1..HEAD").unwrap();
+        assert_eq!(paths, ["f.txt"]);
+        assert!(patch.contains("diff --git a/f.txt b/f.txt") && patch.contains("+++ b/f.txt"), "{patch}");
+        assert!(!patch.contains("r.txt") && !patch.contains("pkg/"), "{patch}");
+        let (whole, _) = range_diff(&top, "HEAD~1..HEAD").unwrap();
+        assert_eq!(whole, ["pkg/f.txt", "r.txt"]);
     }
 
     /// A commit beyond a shallow clone's history is named as such, with the way to fetch it.
