@@ -2108,7 +2108,10 @@ fn patch_of(
     // the reviewer must see the change, and libgit2 would not read it to name its new side.
     let (as_text, local): (Vec<&str>, Vec<&str>) =
         local.into_iter().partition(|path| marked_binary(repo, path) && text_both_sides(repo, tree, path));
-    let mut text = String::new();
+    // One that really is binary is a binary change of its path: libgit2 never reads it, and
+    // would name its new side `/dev/null`, as if it were deleted.
+    let (binary, local): (Vec<&str>, Vec<&str>) = local.into_iter().partition(|path| marked_binary(repo, path));
+    let mut text: String = binary.iter().map(|path| binary_change(repo, tree, path, &from, &to)).collect();
     // A file a sparse checkout left out is as its index entry holds it, never deleted.
     let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
     let (sparse, local): (Vec<&str>, Vec<&str>) =
@@ -2156,6 +2159,33 @@ fn patch_of(
         }
     }
     Ok(text)
+}
+
+/// The header of a binary file's change between `tree` and the work tree (empty when it did
+/// not change), as git names it: `/dev/null` only for a side where it is not there. Labels
+/// starting `from` start `to` instead, as [`patch`] makes them.
+fn binary_change(repo: &Repository, tree: Option<&Tree<'_>>, path: &str, from: &str, to: &str) -> String {
+    let before = tree.and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id());
+    let full = repo.workdir().map(|w| w.join(path));
+    let after = full
+        .filter(|f| std::fs::symlink_metadata(f).is_ok_and(|m| m.is_file()))
+        .and_then(|f| Oid::hash_file(ObjectType::Blob, f).ok());
+    if before == after {
+        return String::new();
+    }
+    let named = format!("{to}{}", path.strip_prefix(from).unwrap_or(path));
+    let side = |id: Option<Oid>, label: &str| match id {
+        Some(_) => format!("{label}/{named}"),
+        None => "/dev/null".to_string(),
+    };
+    let short = |id: Option<Oid>| id.map_or_else(|| "0000000".to_string(), |id| id.to_string()[..7].to_string());
+    format!(
+        "diff --git a/{named} b/{named}\nindex {}..{}\nBinary files {} and {} differ\n",
+        short(before),
+        short(after),
+        side(before, "a"),
+        side(after, "b")
+    )
 }
 
 /// Whether `.gitattributes` tells git not to diff `path` as text (`-diff`, `binary`).
@@ -2504,6 +2534,22 @@ mod tests {
         assert!(!patch.contains("r.txt") && !patch.contains("pkg/"), "{patch}");
         let (whole, _) = range_diff(&top, "HEAD~1..HEAD").unwrap();
         assert_eq!(whole, ["pkg/f.txt", "r.txt"]);
+    }
+
+    /// A binary file `.gitattributes` marks `-diff` is shown as a binary change of its path,
+    /// never as `/dev/null` (which reads as the file deleted).
+    #[test]
+    fn a_binary_file_marked_minus_diff_is_a_binary_change_of_its_path() {
+        let (_dir, root) = new_repo();
+        write(&root, ".gitattributes", "*.bin -diff\n");
+        std::fs::write(root.join("a.bin"), b"one\0two").unwrap();
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "i"]);
+        std::fs::write(root.join("a.bin"), b"one\0three").unwrap();
+        let text = diff(&root, None, &[], &["a.bin".to_string()]).unwrap();
+        assert!(text.contains("diff --git a/a.bin b/a.bin"), "{text}");
+        assert!(!text.contains("/dev/null"), "{text}");
+        assert!(text.contains("Binary files a/a.bin and b/a.bin differ"), "{text}");
     }
 
     /// A commit beyond a shallow clone's history is named as such, with the way to fetch it.
