@@ -31,6 +31,10 @@ pub const MAX_REQUEST_LINE_BYTES: usize = 10 * 1024 * 1024;
 /// [`error::codes::OVERSIZED_RESPONSE`] instead.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 
+/// What the daemon's refusal of a workspace outside any git repository says, so that the
+/// client can add what only its own environment shows (`GIT_DIR`, `GIT_WORK_TREE`).
+pub const NOT_IN_A_REPOSITORY: &str = "is not inside a git repository";
+
 /// The reviewer CLIs this release is tested against, at their real boundary: command, npm
 /// package, version. `scafld doctor` compares what is installed with these.
 pub const TESTED_REVIEWER_CLIS: [(&str, &str, &str); 3] = [

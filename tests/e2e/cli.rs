@@ -2,8 +2,9 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
+use std::process::Command;
 
-use scafld_tests::{RawClient, Run, TestEnv, tree, wait_until};
+use scafld_tests::{RawClient, Run, TestEnv, git, tree, wait_until};
 use serde_json::json;
 
 #[test]
@@ -885,4 +886,49 @@ fn a_daemon_that_never_answers_is_reported_with_its_pid_not_waited_on() {
         assert!(run.stderr.contains(&format!("`kill -CONT {pid}` resumes it")), "{run:?}");
     }
     env.scafld(&["daemon", "status"]).assert_code(0);
+}
+
+/// A work tree git finds only through `GIT_DIR`/`GIT_WORK_TREE` (the daemon never sees the
+/// caller's environment): approve's refusal names the variables, and its hint, a `.git` file
+/// naming the git directory, is a way out; `git init`, the hint for a folder with no repository,
+/// would only reinitialise GIT_DIR and loop.
+#[test]
+fn a_repository_found_only_through_git_dir_is_named_with_a_hint_that_works() {
+    let env = TestEnv::new();
+    let git_dir = env.path("elsewhere/repo.git");
+    std::fs::create_dir_all(&git_dir).unwrap();
+    git(&git_dir, &["init", "-q", "--bare"]);
+    let with_env = |args: &[&str]| {
+        let mut command = Command::new("git");
+        command.args(args).current_dir(&env.work).env("GIT_DIR", &git_dir).env("GIT_WORK_TREE", &env.work);
+        assert!(command.status().unwrap().success(), "git {args:?}");
+    };
+    with_env(&["config", "core.bare", "false"]);
+    std::fs::write(env.work.join("f.txt"), "hi\n").unwrap();
+    with_env(&["add", "f.txt"]);
+    with_env(&["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "init"]);
+    env.scafld(&["init"]).assert_code(0);
+    std::fs::write(
+        env.work.join(".scafld/specs/drafts/t.md"),
+        "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n\n# T\n\n## Summary\n\nS.\n\n## Phase 1: Do\n\nObjective: do.\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n",
+    )
+    .unwrap();
+    let mut approve = env.scafld_command(&["approve", "t", "--reason", "env", "--json"]);
+    approve.env("GIT_DIR", &git_dir).env("GIT_WORK_TREE", &env.work);
+    let refused = Run::from(approve.output().unwrap());
+    refused.assert_code(1);
+    let error = &refused.json()["error"];
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("GIT_DIR and GIT_WORK_TREE are set"), "{error}");
+    let hint = error["hint"].as_str().unwrap();
+    assert!(hint.contains("gitdir:") && !hint.contains("git init"), "{error}");
+    // Following the hint: the `.git` file it names, written as it says.
+    let command = &hint[hint.find("`printf").unwrap() + 1..];
+    let command = &command[..command.find('`').unwrap()];
+    assert!(Command::new("sh").args(["-c", command]).current_dir(&env.work).status().unwrap().success());
+    let mut again = env.scafld_command(&["approve", "t", "--reason", "env"]);
+    again.env("GIT_DIR", &git_dir).env("GIT_WORK_TREE", &env.work);
+    Run::from(again.output().unwrap()).assert_code(0);
+    // And git, without the variables, reads the same repository through it.
+    assert!(git(&env.work, &["log", "--format=%s"]).contains("init"));
 }

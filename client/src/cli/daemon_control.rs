@@ -113,6 +113,9 @@ pub fn rpc_error(error: ClientError) -> CliError {
             let mut cli = CliError::new(code, data.message.clone(), exit_code);
             cli.hint = data.hint.clone();
             cli.details = data.details.clone();
+            if data.message.contains(scafld_protocol::NOT_IN_A_REPOSITORY) {
+                git_environment(&mut cli);
+            }
             cli
         }
         ClientError::Unreachable { .. } | ClientError::ProtocolMismatch { .. } | ClientError::Untrusted { .. } => {
@@ -127,6 +130,38 @@ pub fn rpc_error(error: ClientError) -> CliError {
                 .with_hint("the daemon may have stopped; `scafld daemon status` shows whether it runs")
         }
     }
+}
+
+/// A workspace git finds only through `GIT_DIR`/`GIT_WORK_TREE`: the daemon, a process of its
+/// own, never sees the caller's environment and looks for the repository from the workspace
+/// folder, so `git init` (which would only reinitialise `GIT_DIR`) is no way out. A `.git` file
+/// naming the git directory is, and git reads it too.
+fn git_environment(cli: &mut CliError) {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let (dir, tree) = (var("GIT_DIR"), var("GIT_WORK_TREE"));
+    if dir.is_none() && tree.is_none() {
+        return;
+    }
+    let set: Vec<&str> = [("GIT_DIR", &dir), ("GIT_WORK_TREE", &tree)]
+        .into_iter()
+        .filter_map(|(name, value)| value.as_ref().map(|_| name))
+        .collect();
+    cli.message.push_str(&format!(
+        "; {} in your environment, which scafld does not read (its daemon finds the repository from the workspace folder)",
+        match set.as_slice() {
+            [one] => format!("{one} is set"),
+            _ => format!("{} are set", set.join(" and ")),
+        }
+    ));
+    cli.hint = Some(match dir {
+        Some(dir) => format!(
+            "point the workspace at the git directory with a `.git` file, which git follows as well: `printf 'gitdir: %s\\n' {} > .git` in the workspace folder, then run the command again",
+            scafld_protocol::cli::shell_word(&std::fs::canonicalize(&dir).unwrap_or(dir.into()).to_string_lossy())
+        ),
+        None => {
+            "unset GIT_WORK_TREE and run the command in a folder git finds a repository from (one with a `.git`)".into()
+        }
+    });
 }
 
 /// A daemon that took the connection but did not answer within `waited`: stopped (SIGSTOP,

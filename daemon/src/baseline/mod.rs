@@ -96,8 +96,9 @@ impl From<GitFailure> for crate::error::RpcError {
 fn open(root: &Path) -> Result<kept::Lease, String> {
     kept::lease(root).map_err(|e| {
         format!(
-            "{} is not inside a git repository ({}); scafld records a git baseline at approval, run `git init` first",
+            "{} {} ({}); scafld records a git baseline at approval, run `git init` first",
             root.display(),
+            scafld_protocol::NOT_IN_A_REPOSITORY,
             e.message()
         )
     })
