@@ -642,7 +642,9 @@ pub(crate) fn next_for(
     });
     let next = match latest {
         // Only a review that gave no verdict: one voided by a change is not run as it was.
-        Some(session) if replay.failed_attempt.is_some() => again_as_before(next, &session),
+        Some(session) if replay.failed_attempt.is_some() => again_as_before(next, &session, || {
+            crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id))
+        }),
         _ => next,
     };
     from_the_linked_checkout(ws, spec, entries, next)
@@ -723,19 +725,72 @@ fn blocking<T>(read: impl FnOnce() -> T) -> T {
     }
 }
 
-/// A review to run again after no verdict names the reviewer the last one ran when that was a
-/// command given on the command line: without it, the retry would run whatever reviewer is
-/// configured instead.
-fn again_as_before(mut next: NextAction, last: &crate::domain::job::SessionRecord) -> NextAction {
-    let retry = next.action == crate::domain::next::Action::RetryReview;
-    if let (true, [only], Some(command)) = (retry, last.reviewers.as_slice(), &last.provider_command)
-        && only == "command"
-    {
-        next.command = format!(
-            "{} --provider command --provider-command {}",
-            next.command,
-            scafld_protocol::cli::shell_word(command)
-        );
+/// The review to run after one that gave no verdict, as that one ran: its session's retry
+/// (`scafld review retry <key>`: the reviewers that gave no verdict run again on its packet,
+/// with its approval, the others' answers standing), the step the review's own hint names.
+/// Where the spec's authored text changed since that packet was made (a retry would show the
+/// reviewers the old text), a new review with the same reviewers, provider command and
+/// approval. Without either, `scafld review <task>` would run whatever reviewer is configured,
+/// under automatic approval: a reviewer that never answered, or a person's decision, dropped.
+fn again_as_before(
+    mut next: NextAction,
+    last: &crate::domain::job::SessionRecord,
+    spec_now: impl FnOnce() -> String,
+) -> NextAction {
+    use scafld_protocol::vocab::{Approval, GateState, Outcome};
+    if next.action != crate::domain::next::Action::RetryReview {
+        return next;
     }
+    // Only a session some reviewer of which gave no verdict has one to run again (a snapshot
+    // that failed at its end, every reviewer having answered, has not: `review retry` refuses).
+    let unanswered = last.result.as_ref().is_some_and(|r| {
+        r.gate == Some(GateState::Retry)
+            && matches!(r.outcome, Outcome::ParseError | Outcome::Timeout | Outcome::Internal)
+    });
+    if !unanswered {
+        return next;
+    }
+    let shown = last
+        .snapshot
+        .iter()
+        .find(|p| p.fingerprint.starts_with(crate::domain::review::AUTHORED_SPEC))
+        .map(|p| p.fingerprint.as_str());
+    // The spec's fingerprint as the guard takes it (`review::gate::spec_fingerprint`), read
+    // only when the session holds one to compare.
+    let spec_edited = shown.is_some_and(|then| then != spec_now());
+    if !spec_edited {
+        next.command = format!("scafld review retry {}", scafld_protocol::cli::shell_word(&last.key));
+        next.reason = format!(
+            "{}: `review retry` runs the reviewers that gave no verdict again, as the review ran ({})",
+            next.reason,
+            as_it_ran(last)
+        );
+        return next;
+    }
+    let names: Vec<&str> = last.reviewers.iter().chain(&last.missing).map(String::as_str).collect();
+    let command = last.provider_command.as_deref().map(scafld_protocol::cli::shell_word);
+    match (names.as_slice(), command) {
+        ([_, _, ..], command) => {
+            next.command =
+                format!("{} --reviewers {}", next.command, scafld_protocol::cli::shell_word(&names.join(",")));
+            if let Some(command) = command {
+                next.command = format!("{} --provider-command {command}", next.command);
+            }
+        }
+        (["command"], Some(command)) => {
+            next.command = format!("{} --provider command --provider-command {command}", next.command);
+        }
+        _ => {}
+    }
+    if last.approval == Approval::Manual {
+        next.command = format!("{} --approval manual", next.command);
+    }
+    next.reason = format!("{} ({}; the spec changed since its packet was made)", next.reason, as_it_ran(last));
     next
+}
+
+/// The reviewers and approval a session ran with, for a reason.
+fn as_it_ran(session: &crate::domain::job::SessionRecord) -> String {
+    let reviewers: Vec<&str> = session.reviewers.iter().chain(&session.missing).map(String::as_str).collect();
+    format!("reviewers {}, approval {}", reviewers.join(", "), session.approval)
 }

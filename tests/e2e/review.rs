@@ -427,9 +427,11 @@ fn a_review_with_no_verdict_after_a_pass_is_run_again_before_complete() {
     command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
     let garbage = reviewer(&env, "garbage", "not json", "");
     command_review(&env, &garbage, &["--force", "--json"]).assert_code(4);
-    // Run again with the reviewer it ran (a command given on the command line), as printed.
+    // Run again as it ran (the reviewer a command given on the command line), as printed: the
+    // session's retry.
     let status = env.scafld(&["status", "rev", "--json"]).json();
-    let retry = format!("scafld review rev --provider command --provider-command {garbage}");
+    let key = env.scafld(&["review", "status", "rev", "--json"]).json()["result"]["session_key"].clone();
+    let retry = format!("scafld review retry {}", key.as_str().unwrap());
     assert_eq!(status["result"]["next_command"], retry.as_str(), "{status}");
     // The gate says what complete says: no review is current (the pass is superseded).
     assert_eq!(status["result"]["review_gate"], "not_started", "{status}");
@@ -438,7 +440,9 @@ fn a_review_with_no_verdict_after_a_pass_is_run_again_before_complete() {
     // The same reviewer, which still answers no verdict (not a usage error, not another reviewer).
     let packet = env.path("garbage.sh.packet");
     std::fs::remove_file(&packet).unwrap();
-    env.scafld(&words).assert_code(4);
+    env.scafld(&words).assert_code(0);
+    let key = key.as_str().unwrap();
+    env.scafld(&["review", "wait", "--session-key", key, "--timeout", "30"]).assert_code(2);
     assert!(packet.exists(), "the same reviewer ran again");
     env.scafld(&["complete", "rev"]).assert_code(4);
     let again = command_review(&env, &reviewer(&env, "pass2", &pass(), ""), &["--min-attack-angles", "2", "--json"]);

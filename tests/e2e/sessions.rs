@@ -211,6 +211,60 @@ fn timeouts_and_garbage_ask_for_a_retry_which_reruns_only_those_reviewers() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// After a consensus some reviewer of which gave no verdict, `status` and the refused
+/// `complete` name the session's retry (the review's own hint), never a bare `scafld review
+/// rev`, which would run the configured reviewer alone and let its pass complete the task
+/// without the verdict of the reviewer that never answered. Followed as printed, the retry runs
+/// that reviewer again, and only its verdict joined to the other completes the task.
+#[test]
+fn a_consensus_without_a_verdict_is_retried_with_its_reviewers_as_status_names_it() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex", "claude"]);
+    let spawned = detach(&env, "codex,claude", &path, &[("FAKE_MODE_CODEX", "garbage"), ("FAKE_MODE", "single")]);
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+    wait(&env, &key).assert_code(2);
+    let retry = format!("scafld review retry {key}");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["command"], retry.as_str(), "{status}");
+    assert!(status["next_action"]["reason"].as_str().unwrap().contains("reviewers codex, claude"), "{status}");
+    let refused = env.scafld(&["complete", "rev", "--json"]);
+    refused.assert_code(4);
+    assert!(refused.json()["error"]["hint"].as_str().unwrap().contains(&retry), "{}", refused.stdout);
+    let words: Vec<&str> = retry.split_whitespace().skip(1).collect();
+    let retried = run_with(&env, &[&words[..], &["--json"]].concat(), &path, &[("FAKE_MODE", "single")]);
+    retried.assert_code(0);
+    assert_eq!(retried.json()["reviewers_spawned"], json!(["codex"]), "{}", retried.stdout);
+    wait(&env, &key).assert_code(0);
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
+/// A review run under `--approval manual` whose reviewer gave no verdict is retried under it:
+/// `status` names the session's retry (a bare `scafld review rev` would run under automatic
+/// approval, and its pass complete the task with no person's decision), whose verdict then
+/// awaits that decision.
+#[test]
+fn a_manual_review_without_a_verdict_is_retried_under_manual_approval() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex"]);
+    let args = ["review", "rev", "--reviewers", "codex", "--approval", "manual", "--detach", "--json"];
+    let spawned = run_with(&env, &args, &path, &[("FAKE_MODE_CODEX", "garbage")]).json();
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+    wait(&env, &key).assert_code(2);
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    let retry = format!("scafld review retry {key}");
+    assert_eq!(status["next_action"]["command"], retry.as_str(), "{status}");
+    assert!(status["next_action"]["reason"].as_str().unwrap().contains("approval manual"), "{status}");
+    let words: Vec<&str> = retry.split_whitespace().skip(1).collect();
+    run_with(&env, &words, &path, &[]).assert_code(0);
+    let waited = wait(&env, &key);
+    assert_eq!(waited.json()["gate"], "awaiting_approval", "{}", waited.stdout);
+    env.scafld(&["complete", "rev"]).assert_code(4);
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["action"], "decide_review", "{status}");
+}
+
 /// `scafld worker --provider command` without the command it runs is refused before the loop
 /// starts: no "serving" line first, no daemon started.
 #[test]
