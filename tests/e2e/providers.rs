@@ -88,9 +88,11 @@ fn auto_passes_over_the_agent_that_built_the_task() {
     let run = review(&env, &path, &[], &[]);
     run.assert_code(0);
     assert_eq!(run.json()["result"]["provider"], "claude", "codex built it: {}", run.stdout);
-    // Among several reviewers too: `auto` beside claude is claude again, never codex.
+    // Among several reviewers too: `auto` beside claude is claude again, never codex (and so
+    // refused as claude named twice).
     let run = review(&env, &path, &["--reviewers", "auto,claude", "--force"], &[]);
-    assert!(!run.stdout.contains("codex"), "codex built it: {}", run.stdout);
+    let message = run.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains(r#""auto" resolves to "claude""#), "codex built it: {}", run.stdout);
 }
 
 #[test]

@@ -265,6 +265,26 @@ fn a_manual_review_without_a_verdict_is_retried_under_manual_approval() {
     assert_eq!(status["next_action"]["action"], "decide_review", "{status}");
 }
 
+/// `--reviewers auto,codex` where `auto` picks codex asks for two reviewers that are one: it is
+/// refused as `codex,codex` is, naming what `auto` resolved to, and nothing is recorded (before,
+/// one codex ran while the ledger said the review started with both).
+#[test]
+fn auto_resolving_to_a_reviewer_named_beside_it_is_refused_as_named_twice() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex"]);
+    let before = ledger_types(&env);
+    for reviewers in ["auto,codex", "codex,auto"] {
+        let run = run_with(&env, &["review", "rev", "--reviewers", reviewers, "--detach", "--json"], &path, &[]);
+        run.assert_code(64);
+        let error = run.json()["error"].clone();
+        assert_eq!(error["code"], "invalid_input", "{reviewers}: {error}");
+        assert!(error["message"].as_str().unwrap().contains(r#""auto" resolves to "codex""#), "{reviewers}: {error}");
+        assert!(error["hint"].as_str().unwrap().contains("name each reviewer once"), "{reviewers}: {error}");
+    }
+    assert_eq!(ledger_types(&env), before, "nothing recorded");
+}
+
 /// `scafld worker --provider command` without the command it runs is refused before the loop
 /// starts: no "serving" line first, no daemon started.
 #[test]

@@ -271,7 +271,9 @@ pub fn approval_mode(explicit: Option<Approval>, config: &Config) -> RpcResult<A
 }
 
 /// Resolve each requested reviewer to one that can run, or report it missing. A reviewer that
-/// is misconfigured (a `command` without a command line) is an error, not "missing".
+/// is misconfigured (a `command` without a command line) is an error, not "missing"; two
+/// names that resolve to one reviewer (`auto` picking the `codex` named beside it) are refused
+/// as a name given twice is: the consensus would be of fewer reviewers than were asked for.
 fn available(
     names: &[String],
     config: &Config,
@@ -280,20 +282,42 @@ fn available(
     builders: &[String],
 ) -> RpcResult<(Vec<String>, Vec<String>)> {
     let (mut spawned, mut missing) = (Vec::new(), Vec::new());
+    // Each reviewer spawned, beside the name that asked for it.
+    let mut asked: Vec<&str> = Vec::new();
     for name in names {
         if name == "worker" {
             spawned.push(name.clone());
+            asked.push(name);
             continue;
         }
         let choice = providers::Choice { provider: Some(name), command, model: None, reasoning: None, builders };
         match providers::select(&choice, config, &caller.env) {
-            Ok(provider) if !spawned.iter().any(|s| s == provider.name()) => spawned.push(provider.name().to_string()),
-            Ok(_) => {}
+            Ok(provider) => match spawned.iter().position(|s| s == provider.name()) {
+                None => {
+                    spawned.push(provider.name().to_string());
+                    asked.push(name);
+                }
+                Some(at) => return Err(resolved_twice(asked[at], name, provider.name())),
+            },
             Err(e) if e.kind() == ErrorKind::ReviewFailed => missing.push(name.clone()),
             Err(e) => return Err(e),
         }
     }
     Ok((spawned, missing))
+}
+
+/// The refusal of reviewers `first` and `then` that both resolve to reviewer `to`.
+fn resolved_twice(first: &str, then: &str, to: &str) -> RpcError {
+    let (auto, other) = if then == "auto" { (then, first) } else { (first, then) };
+    RpcError::new(
+        ErrorKind::InvalidInput,
+        format!(
+            "reviewers {first:?} and {then:?} are one reviewer: {auto:?} resolves to {to:?} here, which {other:?} names too; a consensus of one reviewer named twice is refused"
+        ),
+    )
+    .with_hint(format!(
+        "name each reviewer once: drop {auto:?}, or name the other reviewer you mean instead (codex, claude, gemini, command or worker)"
+    ))
 }
 
 /// The refusal of a gate whose `review.templates` pass no reviewer of the session can run.
