@@ -265,6 +265,27 @@ fn a_manual_review_without_a_verdict_is_retried_under_manual_approval() {
     assert_eq!(status["next_action"]["action"], "decide_review", "{status}");
 }
 
+/// `review accept` after a review run with `--approval manual` that gave no verdict is refused
+/// (nothing was proposed), with a hint that fits: that review has no verdict to decide on yet
+/// (its retry is the step), never that reviews await decisions only when run with `--approval
+/// manual`, which it was.
+#[test]
+fn accepting_a_manual_review_without_a_verdict_says_it_has_none_yet() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex"]);
+    let args = ["review", "rev", "--reviewers", "codex", "--approval", "manual", "--detach", "--json"];
+    let spawned = run_with(&env, &args, &path, &[("FAKE_MODE_CODEX", "garbage")]).json();
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+    wait(&env, &key).assert_code(2);
+    let refused = env.scafld(&["review", "accept", "rev", "--reason", "looks fine", "--json"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    let hint = refused.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    assert!(!hint.contains("only when run with"), "{hint}");
+    assert!(hint.contains("run with `--approval manual`, has no verdict"), "{hint}");
+    assert!(hint.contains(&format!("scafld review retry {key}")), "{hint}");
+}
+
 /// `--reviewers auto,codex` where `auto` picks codex asks for two reviewers that are one: it is
 /// refused as `codex,codex` is, naming what `auto` resolved to, and nothing is recorded (before,
 /// one codex ran while the ledger said the review started with both).

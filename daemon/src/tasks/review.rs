@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
 use scafld_protocol::methods as m;
-use scafld_protocol::vocab::{Decision, ReviewMode, Verdict};
+use scafld_protocol::vocab::{Approval, Decision, GateState, ReviewMode, Verdict};
 
 use super::exec::{refuse_completion_while_running, refuse_while_running};
 use super::{entry, require_valid};
@@ -485,8 +485,20 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
     let Some(Some((at, proposed))) = proposal else {
         // The task's own next step: after a decision, a fresh review would undo it.
         let mut hint = super::read::refusal_hint(daemon, &ws, &task).await;
-        if proposal.is_none() {
-            hint.push_str("; a review awaits a decision only when run with `--approval manual`");
+        // A review run under manual approval that came to no verdict yet (its reviewers still
+        // running, or one gave none) proposes nothing until its reviewers answer.
+        let manual = daemon.sessions.latest(&ws, Some(&task)).is_some_and(|s| {
+            s.approval == Approval::Manual
+                && s.result
+                    .as_ref()
+                    .is_none_or(|r| matches!(r.gate, None | Some(GateState::Retry | GateState::Pending)))
+        });
+        match (proposal.is_none(), manual) {
+            (_, true) => hint.push_str(
+                "; the last review, run with `--approval manual`, has no verdict to decide on yet: its verdict awaits a decision once its reviewers answer",
+            ),
+            (true, false) => hint.push_str("; a review awaits a decision only when run with `--approval manual`"),
+            (false, false) => {}
         }
         return Err(
             RpcError::new(ErrorKind::InvalidState, format!("no review of {task} awaits approval")).with_hint(hint)
