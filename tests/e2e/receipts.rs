@@ -183,6 +183,17 @@ fn verify_accepts_the_receipt_and_names_every_tampering() {
         let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &offset]), "signature");
         assert!(detail.contains("was revoked at"), "{detail}");
     }
+    // A `revoked_at` revokes without `"revoked": true` (or with `false`), and one that names
+    // no instant fails closed.
+    let past = keys("past.json", &|v| v["keys"][0]["revoked_at"] = "2000-01-01T00:00:00Z".into());
+    let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &past]), "signature");
+    assert!(detail.contains("was revoked at 2000-01-01T00:00:00Z"), "{detail}");
+    let unflagged = keys("unflagged.json", &|v| {
+        v["keys"][0]["revoked"] = false.into();
+        v["keys"][0]["revoked_at"] = "garbage".into();
+    });
+    let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &unflagged]), "signature");
+    assert!(detail.contains("revoked_at `garbage` is not an RFC 3339 time"), "{detail}");
     let garbage = keys("garbage.json", &|v| v["keys"][0]["expires_at"] = "garbage".into());
     let detail = failed_check(&verify(&env, &["--target", "HEAD", "--trusted-keys", &garbage]), "signature");
     assert!(detail.contains("expires_at `garbage` is not an RFC 3339 time"), "{detail}");

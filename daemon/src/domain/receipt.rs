@@ -358,16 +358,17 @@ impl TrustedKeys {
                 )
             })
         };
-        if key.revoked {
-            if key.revoked_at.is_empty() {
-                return Err(format!("key {id} was revoked"));
-            }
+        // A `revoked_at` is a revocation whatever `revoked` says (a key revoked at an instant is
+        // revoked from then on, the flag or not); `revoked` alone revokes it for every receipt.
+        if !key.revoked_at.is_empty() {
             if lifecycle("revoked_at", &key.revoked_at)? <= minted()? {
                 return Err(format!(
                     "key {id} was revoked at {}, before the receipt was minted ({at})",
                     key.revoked_at
                 ));
             }
+        } else if key.revoked {
+            return Err(format!("key {id} was revoked"));
         }
         if !key.expires_at.is_empty() && lifecycle("expires_at", &key.expires_at)? <= minted()? {
             return Err(format!("key {id} expired at {}, before the receipt was minted ({at})", key.expires_at));
@@ -473,6 +474,7 @@ mod tests {
         assert!(keys.active_at(&id, "2026-02-28T23:30:00Z").unwrap_err().contains("revoked"), "an hour before");
         assert!(keys.active_at(&id, "2026-02-28T22:30:00Z").is_ok(), "half an hour before the revocation");
         keys.keys[0].revoked = false;
+        keys.keys[0].revoked_at.clear();
         keys.keys[0].expires_at = "2026-06-01T04:00:00+05:00".into();
         assert!(keys.active_at(&id, "2026-05-31T23:30:00Z").unwrap_err().contains("expired"));
         keys.keys[0].expires_at = "2026-06-01T00:00:00.5Z".into();
@@ -487,7 +489,12 @@ mod tests {
         assert!(keys.active_at(&id, "2026-01-01T00:00:00Z").unwrap_err().contains("revoked_at `yesterday`"));
         keys.keys[0].revoked_at = "2026-03-01T00:00:00Z".into();
         assert!(keys.active_at(&id, "soon").unwrap_err().contains("minted_at `soon`"));
+        // `revoked_at` revokes without the flag, and fails closed without it when unreadable.
         keys.keys[0].revoked = false;
+        assert!(keys.active_at(&id, "2026-02-01T00:00:00Z").is_ok(), "minted before the revocation");
+        assert!(keys.active_at(&id, "2026-04-01T00:00:00Z").unwrap_err().contains("revoked at"));
+        keys.keys[0].revoked_at = "garbage".into();
+        assert!(keys.active_at(&id, "2026-01-01T00:00:00Z").unwrap_err().contains("revoked_at `garbage`"));
         keys.keys[0].revoked_at.clear();
         let reread = TrustedKeys::parse(&keys.render()).unwrap();
         assert_eq!(reread, keys);
