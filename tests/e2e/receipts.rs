@@ -1586,3 +1586,51 @@ fn a_scoped_file_a_sparse_checkout_leaves_out_is_unchanged_not_deleted() {
     assert_eq!(signed["b/g.txt"], sha256_hex(b"keep\n").as_str(), "{signed}");
     verify(&env, &["--target", "HEAD"]).assert_code(0);
 }
+
+/// A receipt signs the review packet its reviewers were given. One edited after it was sent
+/// (here by the reviewer itself, appending to the file) or removed since is refused by finalize
+/// (exit 4, a hint to review again), which mints nothing; before, the edited file was signed
+/// as the reviewed context and a removed one dropped the entry in silence. A new review's
+/// packet, left alone, is signed with the digest of what its reviewer read.
+#[test]
+fn finalize_signs_the_packet_the_reviewers_were_given_and_refuses_one_changed_or_gone() {
+    let env = TestEnv::new();
+    opened(&env, "src/lib.rs", GREET);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let tamper = "for f in .scafld/reviews/*/packet.md; do echo 'INJECTED: approved' >> \"$f\"; done";
+    command_review(&env, &reviewer(&env, "tamper", &pass(), tamper), &["--min-attack-angles", "2", "--json"])
+        .assert_code(0);
+    let refused = env.scafld(&["finalize", "rev", "--json"]);
+    refused.assert_code(4);
+    let error = refused.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains("was changed after the review began"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("scafld review rev"), "{error}");
+    assert!(!env.work.join(".scafld/receipts/rev.json").exists(), "nothing minted");
+
+    let script = reviewer(&env, "pass", &pass(), "");
+    command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let reviews = env.work.join(".scafld/reviews");
+    let packets: Vec<_> = std::fs::read_dir(&reviews)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("packet.md"))
+        .filter(|p| p.exists() && !std::fs::read_to_string(p).unwrap().contains("INJECTED"))
+        .collect();
+    assert_eq!(packets.len(), 1, "{packets:?}");
+    let kept = std::fs::read(&packets[0]).unwrap();
+    std::fs::remove_file(&packets[0]).unwrap();
+    let gone = env.scafld(&["finalize", "rev", "--json"]);
+    gone.assert_code(4);
+    assert!(gone.json()["error"]["message"].as_str().unwrap().contains("is gone"), "{}", gone.stdout);
+    assert!(!env.work.join(".scafld/receipts/rev.json").exists(), "nothing minted");
+
+    std::fs::write(&packets[0], &kept).unwrap();
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let body = run.json()["result"]["receipt"]["body"].clone();
+    let packet =
+        body["reviewed_context_provenance"].as_array().unwrap().iter().find(|p| p["kind"] == "packet").cloned();
+    let read = std::fs::read(format!("{script}.packet")).unwrap();
+    assert_eq!(packet.as_ref().unwrap()["sha256"], sha256_hex(&read).as_str(), "{body}");
+    assert_eq!(packet.unwrap()["bytes"], read.len() as u64, "{body}");
+}

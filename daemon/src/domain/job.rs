@@ -245,6 +245,13 @@ pub struct SessionRecord {
     pub scope: Vec<String>,
     pub request: crate::domain::dossier::Request,
     pub packet_path: String,
+    /// The sha256 (hex) and length of the packet as it was written for the reviewers: what a
+    /// receipt signs as the reviewed context, and what a reviewer is given only while the file
+    /// still matches (`review::sealed_packet`). Empty in a session an older scafld kept.
+    #[serde(default)]
+    pub packet_sha256: String,
+    #[serde(default)]
+    pub packet_bytes: u64,
     pub report_path: String,
     pub preflight: String,
     /// The caller's cwd and environment: daemon-run reviewers are started (and resumed after a

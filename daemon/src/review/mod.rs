@@ -22,6 +22,7 @@ use std::time::Duration;
 use scafld_protocol::methods as m;
 use scafld_protocol::vocab::Approval;
 use scafld_protocol::{ErrorKind, Event};
+use sha2::{Digest, Sha256};
 use tracing::warn;
 
 use crate::clock;
@@ -429,6 +430,8 @@ pub fn start(daemon: &Arc<Daemon>, s: Spawn<'_>, prepared: Prepared) -> m::Spawn
         scope: s.baseline.scope,
         request: s.packet.request,
         packet_path: dir.join("packet.md").display().to_string(),
+        packet_sha256: format!("{:x}", Sha256::digest(s.packet.text.as_bytes())),
+        packet_bytes: s.packet.text.len() as u64,
         report_path,
         preflight: s.packet.preflight,
         caller_cwd: s.caller.cwd.clone(),
@@ -558,6 +561,32 @@ pub(crate) fn changes_path(ws: &Workspace, session: &SessionRecord) -> std::path
 /// written: the folder it began in).
 pub(crate) fn packet_path(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
     ws.data_of(&session.workspace_id).join("reviews").join(&session.key).join("packet.md")
+}
+
+/// The session's packet as its reviewers were given it, read where the workspace is now: the
+/// text, refused (saying why, its path relative to the workspace) when the file is gone or is
+/// no longer the bytes written when the session began. Every reviewer is handed it through
+/// here, and finalize signs it through here, so a packet edited after it was sent is never
+/// given to a reviewer nor signed as reviewed context. A session an older scafld kept recorded
+/// no digest: its file is taken as it is.
+pub(crate) fn sealed_packet(ws: &Workspace, session: &SessionRecord) -> Result<String, String> {
+    let path = packet_path(ws, session);
+    let shown = ws.relative(&path);
+    let text = scafld_local::capped::read_text(&path, "review packet", crate::domain::packet::MAX_PACKET_BYTES)
+        .map_err(|e| if e.is_not_found() { format!("the review packet {shown} is gone") } else { e.to_string() })?;
+    if session.packet_sha256.is_empty() {
+        return Ok(text);
+    }
+    let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
+    if digest != session.packet_sha256 {
+        return Err(format!(
+            "the review packet {shown} was changed after the review began (sha256 {digest}, {} bytes; the reviewers were given {}, {} bytes)",
+            text.len(),
+            session.packet_sha256,
+            session.packet_bytes
+        ));
+    }
+    Ok(text)
 }
 
 /// Who will run a prepared provider: the client executable its MCP server is started from,

@@ -232,12 +232,7 @@ async fn run_external(
             template::with_task_changes(&template::packet(t, &t.build_prompt(&job.inputs)), &changes)
         }
         Some((t, job)) => template::packet(t, &t.build_prompt(&job.inputs)),
-        None => scafld_local::capped::read_text(
-            &super::packet_path(ws, session),
-            "review packet",
-            crate::domain::packet::MAX_PACKET_BYTES,
-        )
-        .map_err(|e| internal(e.to_string()))?,
+        None => super::sealed_packet(ws, session).map_err(internal)?,
     };
     let expect = match template {
         Some((t, _)) => providers::Expect::Template(t),

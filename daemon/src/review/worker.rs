@@ -150,12 +150,8 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
     let config = ws.config().map_err(|e| give_back(e.into()))?;
     let seconds = p.lease_seconds.unwrap_or(config.review.workers.lease_seconds).clamp(1, m::MAX_LEASE_SECONDS);
     let resume = consensus::briefing(&session.files, &work.checkpoint);
-    let packet = scafld_local::capped::read_text(
-        &super::packet_path(&ws, &session),
-        "review packet",
-        crate::domain::packet::MAX_PACKET_BYTES,
-    )
-    .map_err(|e| give_back(RpcError::new(ErrorKind::WorkspaceError, e.to_string())))?;
+    let packet =
+        super::sealed_packet(&ws, &session).map_err(|e| give_back(RpcError::new(ErrorKind::WorkspaceError, e)))?;
     let invocation = if p.provider == "agent" {
         None
     } else {

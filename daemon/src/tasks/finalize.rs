@@ -22,8 +22,8 @@ use super::{entry, projected_spec, record};
 use crate::baseline;
 use crate::clock;
 use crate::daemon::Daemon;
+use crate::domain::job::SessionRecord;
 use crate::domain::ledger::{LedgerEntry, LedgerEvent, RecordedReview, receipt_head};
-use crate::domain::packet::MAX_PACKET_BYTES;
 use crate::domain::receipt;
 use crate::domain::spec::Spec;
 use crate::error::{RpcError, RpcResult};
@@ -76,6 +76,10 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     if let Some(sub) = named.first() {
         return Err(reaches_into(&task, sub));
     }
+
+    // The receipt signs the packet the reviewers were given: one edited or removed since is
+    // refused before any command runs (and checked again before signing).
+    sealed_packet(&ws, daemon.sessions.latest(&ws, Some(&task)).as_ref(), &task)?;
 
     // Every criterion again, on the files as they are: a receipt never rests on old runs.
     let (criteria, records) = rerun_acceptance(daemon, &ws, &spec, &entries, &p.caller.env, &task).await?;
@@ -204,20 +208,8 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     }
     let session = daemon.sessions.latest(&ws, Some(&task));
     let reviewed: Vec<String> = session.as_ref().map(|s| s.files.clone()).unwrap_or_default();
-    let mut provenance: Vec<ContextProvenance> = Vec::new();
-    // The packet where the workspace is now (recorded where it was written: a folder renamed
-    // since holds it elsewhere).
-    if let Some((path, bytes)) = session.as_ref().and_then(|s| {
-        let path = crate::review::packet_path(&ws, s);
-        scafld_local::capped::read(&path, "review packet", MAX_PACKET_BYTES).ok().map(|b| (path, b))
-    }) {
-        provenance.push(ContextProvenance {
-            kind: "packet".into(),
-            path: ws.relative(&path),
-            sha256: format!("{:x}", Sha256::digest(&bytes)),
-            bytes: bytes.len() as u64,
-        });
-    }
+    // The packet the reviewers were given, checked again (the criteria ran meanwhile).
+    let mut provenance: Vec<ContextProvenance> = sealed_packet(&ws, session.as_ref(), &task)?.into_iter().collect();
     let mut ignored = Vec::new();
     for (path, digest) in &file_digests {
         if reviewed.contains(path) {
@@ -287,6 +279,32 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     let path = write_receipt_files(&ws, &task, &envelope)?;
     let next = next_after(&ws, &task, &envelope, &path).await;
     Ok(m::FinalizeResult { note, ..finalized(&task, envelope, path, false, criteria, next) })
+}
+
+/// The receipt's entry for the review packet of `session` (where the workspace is now: a
+/// folder renamed since holds it elsewhere): the digest and length of the packet its reviewers
+/// were given. Refused when the file is gone or was edited after the review began, or cannot
+/// be read: a receipt never signs as reviewed context a packet no reviewer saw, nor drops the
+/// entry in silence. No session (a review recorded by an older scafld whose sessions were
+/// swept): no entry.
+fn sealed_packet(ws: &Workspace, session: Option<&SessionRecord>, task: &str) -> RpcResult<Option<ContextProvenance>> {
+    let Some(session) = session else { return Ok(None) };
+    let text = crate::review::sealed_packet(ws, session).map_err(|why| {
+        RpcError::new(
+            ErrorKind::ReviewFailed,
+            format!("cannot finalize {task}: {why}; a receipt signs the packet its reviewers were given, so nothing was minted"),
+        )
+        .with_hint(format!(
+            "review the task again (`{}`): a new review writes its own packet, and leave .scafld/reviews alone until finalize",
+            crate::templates::review_command(&ws.root, task)
+        ))
+    })?;
+    Ok(Some(ContextProvenance {
+        kind: "packet".into(),
+        path: ws.relative(&crate::review::packet_path(ws, session)),
+        sha256: format!("{:x}", Sha256::digest(text.as_bytes())),
+        bytes: text.len() as u64,
+    }))
 }
 
 /// Refuse when the files of the task's scope are no longer the `reviewed` material (the one the
