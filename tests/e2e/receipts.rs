@@ -1634,3 +1634,39 @@ fn finalize_signs_the_packet_the_reviewers_were_given_and_refuses_one_changed_or
     assert_eq!(packet.as_ref().unwrap()["sha256"], sha256_hex(&read).as_str(), "{body}");
     assert_eq!(packet.unwrap()["bytes"], read.len() as u64, "{body}");
 }
+
+/// `verify` in a fresh clone (as CI runs it) writes nothing into the checkout and registers
+/// nothing: no workspace id, no run diagnostics under `.scafld/runs/`, while it still re-runs
+/// the recorded criteria. Before, its reruns settled the clone as a workspace.
+#[test]
+fn verify_in_a_fresh_clone_writes_nothing_into_it() {
+    let env = TestEnv::new();
+    let marker = env.path("ran");
+    let acceptance = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && touch {}`\n",
+        marker.display()
+    );
+    finalized_with(&env, &acceptance);
+    std::fs::remove_file(&marker).unwrap();
+    let clone = env.path("clone");
+    git(&env.path(""), &["clone", "-q", env.work.to_str().unwrap(), clone.to_str().unwrap()]);
+    // git's own store aside (reading may refresh its index).
+    let files = |dir: &std::path::Path| {
+        let mut all = scafld_tests::tree(dir);
+        all.retain(|path, _| path != ".git/" && !path.starts_with(".git/"));
+        all
+    };
+    let before = files(&clone);
+    let known = env.client().result("workspace.list", serde_json::json!({}))["workspaces"].clone();
+    let run = Run::from(
+        env.scafld_command(&["verify", "--ci", "--target", "HEAD", "--json"]).current_dir(&clone).output().unwrap(),
+    );
+    run.assert_code(0);
+    assert!(marker.exists(), "the recorded criterion ran");
+    let after = files(&clone);
+    let added: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    assert!(added.is_empty(), "verify wrote into the clone: {added:?}");
+    assert_eq!(before, after);
+    let now = env.client().result("workspace.list", serde_json::json!({}))["workspaces"].clone();
+    assert_eq!(known, now, "verify registered the clone");
+}

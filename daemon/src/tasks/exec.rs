@@ -1439,9 +1439,18 @@ pub(crate) struct CommandSetup {
     absolute_timeout_seconds: u64,
     idle_timeout: Option<Duration>,
     root: PathBuf,
-    /// Where diagnostics files are written: the workspace's folder wherever it is when they
-    /// are ([`Workspace::anchored`]).
-    diagnostics_root: PathBuf,
+    /// Where diagnostics files are written: under the task's runs in the workspace's folder
+    /// wherever it is when they are ([`Workspace::anchored`]), or a folder of the caller's.
+    diagnostics: DiagnosticsHome,
+}
+
+/// Where a [`CommandSetup`]'s runs write their diagnostics files.
+enum DiagnosticsHome {
+    /// `<workspace>/.scafld/runs/<task>/diagnostics/`.
+    Runs(PathBuf),
+    /// This folder, whatever the task (`verify`'s throwaway one: it writes nothing into the
+    /// checkout it checks).
+    Folder(PathBuf),
 }
 
 impl CommandSetup {
@@ -1458,8 +1467,13 @@ impl CommandSetup {
             idle_timeout: (execution.idle_timeout_seconds > 0)
                 .then(|| Duration::from_secs(execution.idle_timeout_seconds)),
             root: ws.root.clone(),
-            diagnostics_root: ws.anchored(),
+            diagnostics: DiagnosticsHome::Runs(ws.anchored()),
         }
+    }
+
+    /// The same runs, their diagnostics files written into `dir` instead of the workspace.
+    pub(crate) fn diagnostics_in(self, dir: PathBuf) -> CommandSetup {
+        CommandSetup { diagnostics: DiagnosticsHome::Folder(dir), ..self }
     }
 
     /// One criterion's run: its own timeout and working directory when it names them. `Err`
@@ -1473,7 +1487,10 @@ impl CommandSetup {
             ..RunRequest::new(criterion.command.clone(), cwd, self.env.clone(), Duration::from_secs(timeout))
         };
         let diagnostics = Diagnostics {
-            dir: self.diagnostics_root.join(".scafld/runs").join(task).join("diagnostics"),
+            dir: match &self.diagnostics {
+                DiagnosticsHome::Runs(root) => root.join(".scafld/runs").join(task).join("diagnostics"),
+                DiagnosticsHome::Folder(dir) => dir.clone(),
+            },
             env_overrides: self.env_overrides.clone(),
         };
         Ok((request, diagnostics))

@@ -370,7 +370,10 @@ async fn rerun_recorded(
     envelope: &Envelope,
     env: &BTreeMap<String, String>,
 ) -> RpcResult<Result<String, String>> {
-    let ws = match daemon.workspace(&root.display().to_string()).await {
+    // A check writes nothing into the checkout it checks: a fresh clone is read unsettled (no
+    // id written, nothing registered), and the runs' diagnostics go to a throwaway folder
+    // removed with the call (no answer names them: a failure says the criterion and why).
+    let ws = match daemon.workspace_to_read(&root.display().to_string()).await {
         Ok(ws) => ws,
         Err(e) => return Ok(Err(e.0.message)),
     };
@@ -378,7 +381,11 @@ async fn rerun_recorded(
         Ok(config) => config,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let commands = super::exec::CommandSetup::new(&ws, &config, env);
+    let scratch = tempfile::Builder::new()
+        .prefix("scafld-verify-")
+        .tempdir_in(scafld_local::temp_dir())
+        .map_err(|e| RpcError::internal(format!("cannot make a folder for verify's diagnostics: {e}")))?;
+    let commands = super::exec::CommandSetup::new(&ws, &config, env).diagnostics_in(scratch.path().join("diagnostics"));
     let call = daemon.call_runs.begin("verify").await?;
     let mut ran = 0;
     for record in &envelope.body.acceptance {
