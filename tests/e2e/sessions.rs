@@ -900,6 +900,39 @@ fn worker_calls_with_bad_input_change_nothing() {
     let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
     assert!(message.contains("--dossier reads two ways: the key `verdict` is given twice"), "{}", refused.stdout);
     assert_eq!(client.result("worker.heartbeat", json!({"job_id": job, "lease_token": lease}))["state"], "running");
+    // The same text sent straight on the socket, where no client read it first, and a finding
+    // whose blocker is taken back by a second `blocks_completion`: the daemon's own reading of a
+    // call's params refuses both, never reading the last copy.
+    let torn = finding("src/f1.rs", true).replacen(
+        "\"blocks_completion\":true",
+        "\"blocks_completion\":true,\"blocks_completion\":false",
+        1,
+    );
+    assert!(torn.contains("\"blocks_completion\":false"), "{torn}");
+    let fields = format!(r#""job_id":{job},"lease_token":{lease}"#);
+    for (id, method, params, key) in [
+        (
+            901,
+            "worker.submit",
+            format!(r#"{{{fields},"dossier":{},"caller":{caller}}}"#, std::fs::read_to_string(&twice).unwrap()),
+            "verdict",
+        ),
+        (
+            902,
+            "worker.checkpoint",
+            format!(r#"{{{fields},"file":"src/f1.rs","findings":[{torn}]}}"#),
+            "blocks_completion",
+        ),
+    ] {
+        client.send_line(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#));
+        let refused = client.reply(id);
+        assert_eq!(refused["error"]["data"]["kind"], "invalid_params", "{method}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(&format!("read two ways: the key `{key}` is given twice")), "{method}: {refused}");
+    }
+    let status = client.result("review.status", json!({"root": env.work.display().to_string(), "task_id": "rev"}));
+    assert_eq!(status["reviewers"][0]["files_reviewed"], 0, "a refused checkpoint records nothing: {status}");
+    assert_eq!(client.result("worker.heartbeat", json!({"job_id": job, "lease_token": lease}))["state"], "running");
     // The session's file by another spelling is that file.
     let counted = worker(&env, &["checkpoint", job_id, "--lease", lease_token, "--file", "./src/f1.rs"], &[]);
     assert_eq!(counted.json()["result"]["files_reviewed"], 1, "{}", counted.stdout);

@@ -157,9 +157,21 @@ where
         .expect("method names are unique");
 }
 
-/// Decode params, treating absent params as `{}`; a failure carries serde's own message.
+/// Decode params, treating absent params as `{}`; a failure carries serde's own message. An
+/// object anywhere in them that gives a key twice is refused first, by the one strict reader
+/// (`scafld_protocol::json`): serde_json keeps the last copy silently, so a dossier, a template
+/// answer or a checkpointed finding sent straight on the socket would otherwise read as its
+/// milder copy, where the client refuses the same text.
 fn decode_params<T: DeserializeOwned>(method: &str, params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
     let text = params.as_str().unwrap_or("{}");
+    if let Err(e) = scafld_protocol::json::from_str(text).map(drop)
+        && scafld_protocol::json::is_repeated_key(&e)
+    {
+        return Err(ErrorObjectOwned::from(
+            RpcError::new(ErrorKind::InvalidParams, format!("invalid params for {method}: they read two ways: {e}"))
+                .with_hint("give each key of every object once; which copy was meant is never guessed"),
+        ));
+    }
     serde_json::from_str(text).map_err(|e| {
         ErrorObjectOwned::from(RpcError::new(ErrorKind::InvalidParams, format!("invalid params for {method}: {e}")))
     })
