@@ -909,6 +909,15 @@ fn worker_calls_with_bad_input_change_nothing() {
         1,
     );
     assert!(torn.contains("\"blocks_completion\":false"), "{torn}");
+    let refused =
+        worker(&env, &["checkpoint", job_id, "--lease", lease_token, "--file", "src/f1.rs", "--finding", &torn], &[]);
+    refused.assert_code(2);
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        message.contains("--finding reads two ways: the key `blocks_completion` is given twice"),
+        "{}",
+        refused.stdout
+    );
     let fields = format!(r#""job_id":{job},"lease_token":{lease}"#);
     for (id, method, params, key) in [
         (

@@ -30,10 +30,7 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             Ok(workflow::OK)
         }
         Some(WorkerCommand::Checkpoint { lease, file, findings, phase }) => {
-            let findings = findings
-                .iter()
-                .map(|f| serde_json::from_str(f).map_err(|e| CliError::usage(format!("--finding is not JSON: {e}"))))
-                .collect::<Result<Vec<_>, _>>()?;
+            let findings = findings.iter().map(|f| strict_json("--finding", f)).collect::<Result<Vec<_>, _>>()?;
             let mut conn = ctx.connect()?;
             let params = m::CheckpointParams {
                 job_id: lease.job_id.clone(),
@@ -60,16 +57,7 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             // A dossier travels in one request line: a larger file could never be sent.
             let text = crate::cli::input::read_text("--dossier", dossier, scafld_protocol::MAX_REQUEST_LINE_BYTES)
                 .map_err(CliError::usage)?;
-            // Read as strictly as the daemon reads a reviewer's stdout: a key given twice (the
-            // last copy a milder verdict, say) makes the dossier read two ways, and once parsed
-            // here the daemon could no longer see it.
-            let value = scafld_protocol::json::from_str(&text).map_err(|e| {
-                CliError::usage(if scafld_protocol::json::is_repeated_key(&e) {
-                    format!("--dossier reads two ways: {e}; give each key once")
-                } else {
-                    format!("--dossier is not JSON: {e}")
-                })
-            })?;
+            let value = strict_json("--dossier", &text)?;
             let mut conn = ctx.connect()?;
             let params = m::WorkerSubmitParams {
                 job_id: lease.job_id.clone(),
@@ -104,6 +92,19 @@ fn recorded(r: &m::WorkerSubmitResult) -> String {
         }
         None => format!("verdict {} (the review waits for its other reviewers)", r.verdict),
     }
+}
+
+/// A `--dossier` or `--finding` read as strictly as the daemon reads a reviewer's answer: a key
+/// given twice (the last copy a milder verdict, or `blocks_completion: false`) makes it read two
+/// ways, and once parsed here the daemon could no longer see it.
+fn strict_json(flag: &str, text: &str) -> Result<serde_json::Value, CliError> {
+    scafld_protocol::json::from_str(text).map_err(|e| {
+        CliError::usage(if scafld_protocol::json::is_repeated_key(&e) {
+            format!("{flag} reads two ways: {e}; give each key once")
+        } else {
+            format!("{flag} is not JSON: {e}")
+        })
+    })
 }
 
 fn lease_params(lease: &LeaseArgs) -> m::LeaseParams {
