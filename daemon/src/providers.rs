@@ -336,7 +336,7 @@ impl Submissions {
             Expected::TemplateAnswer => {
                 let answer = strip_nulls(answer);
                 let parsed = template::answer_from_json(&answer).ok_or_else(|| {
-                    vec!["an answer is {verdict: PASS|CONCERNS|FAIL, summary, findings: [{severity: PASS|CONCERN|FAIL, title, description, file}]}".to_string()]
+                    vec!["an answer is {verdict: PASS|CONCERNS|FAIL, summary, findings: [{severity: PASS|CONCERN|FAIL, title, description, file}]}, with no other key".to_string()]
                 })?;
                 (parsed.verdict.to_string(), Submitted::TemplateAnswer(answer))
             }

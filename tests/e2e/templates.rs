@@ -583,6 +583,35 @@ fn a_fail_is_not_ok_a_fenced_answer_reads_and_a_missing_cli_is_named() {
     assert!(error["hint"].as_str().unwrap().contains("npm install -g @openai/codex"), "{error}");
 }
 
+/// A JSON answer with a key its schema does not have (findings under `issues` beside an empty
+/// `findings`, an extra key in a finding) reads two ways: UNKNOWN (exit 1) with the raw text
+/// kept, never a pass with those findings dropped; codex's answer schema forbids such keys too.
+#[test]
+fn a_json_answer_with_a_key_its_schema_lacks_is_unknown() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let issue = r#"{"severity":"FAIL","title":"SQL injection","description":"d","file":"a.md:1"}"#;
+    for (name, answer) in [
+        ("issues", format!(r#"{{"verdict":"PASS","summary":"x","findings":[],"issues":[{issue}]}}"#)),
+        ("blockers", format!(r#"{{"verdict":"PASS","summary":"x","findings":[],"blockers":[{issue}]}}"#)),
+        (
+            "blocking",
+            r#"{"verdict":"PASS","summary":"x","findings":[{"severity":"PASS","title":"t","description":"d","blocking":true}]}"#
+                .to_string(),
+        ),
+    ] {
+        let script = reviewer(&env, name, &answer);
+        let run = review(
+            &env,
+            &["arch", "a.md", "--against", "b.md", "--provider", "command", "--provider-command", &script, "--output", "json"],
+        );
+        run.assert_code(1);
+        let result: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(result["verdict"], "UNKNOWN", "{name}: {}", run.stdout);
+        assert!(result["raw_output"].as_str().unwrap().contains(name), "{name}: the raw text is kept");
+    }
+}
+
 /// A Markdown answer's verdict is the one its summary states first, as the format asks: a
 /// summary naming two verdicts on two lines, or a verdict word in prose only (`does not pass`),
 /// is UNKNOWN (exit 1), never a pass.

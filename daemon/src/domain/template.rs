@@ -496,20 +496,35 @@ pub fn parse_answer(text: &str) -> Option<Answer> {
     }
 }
 
-/// An answer from a JSON value (a submission or codex's output file).
-pub fn answer_from_json(value: &Value) -> Option<Answer> {
-    // A key that reads as another verdict or list of findings (`blocking_findings`) would
-    // go unread: the answer is not read one way.
-    let other = |key: &String| {
-        let key = key.to_ascii_lowercase();
-        key != "verdict" && key != "findings" && (key.contains("verdict") || key.contains("finding"))
+/// The keys a template answer and each of its findings may have, as the answer schema names
+/// them.
+static ANSWER_KEYS: std::sync::LazyLock<(BTreeSet<String>, BTreeSet<String>)> = std::sync::LazyLock::new(|| {
+    let schema = scafld_protocol::schemas::template_answer();
+    let keys = |object: &Value| -> BTreeSet<String> {
+        object["properties"].as_object().map(|p| p.keys().cloned().collect()).unwrap_or_default()
     };
-    if value.as_object()?.keys().any(other) {
+    (keys(&schema), keys(&schema["properties"]["findings"]["items"]))
+});
+
+/// An answer from a JSON value (a submission or codex's output file).
+///
+/// `None` when the answer has a key the answer schema does not (`scafld_protocol::schemas::
+/// template_answer`, whose `additionalProperties: false` codex is held to), at its top or in a
+/// finding: a key such as `blocking_findings` or `issues` beside `findings` would go unread, so
+/// the answer is not read one way.
+pub fn answer_from_json(value: &Value) -> Option<Answer> {
+    let (answer_keys, finding_keys) = &*ANSWER_KEYS;
+    let only =
+        |object: &serde_json::Map<String, Value>, keys: &BTreeSet<String>| object.keys().all(|k| keys.contains(k));
+    if !only(value.as_object()?, answer_keys) {
         return None;
     }
     let verdict = answered_verdict(value.get("verdict")?.as_str()?)?;
     let mut findings = Vec::new();
     for f in value.get("findings")?.as_array()? {
+        if !only(f.as_object()?, finding_keys) {
+            return None;
+        }
         findings.push(TemplateFinding {
             severity: severity(f.get("severity")?.as_str()?)?,
             title: f.get("title")?.as_str()?.trim().to_string(),

@@ -272,12 +272,15 @@ fn an_answer_is_as_grave_as_its_gravest_finding() {
         "## Summary\nPASS\n\n{\"verdict\":\"FAIL\",\"summary\":\"s\",\"findings\":[]}\n",
         "## Summary\nPASS\n\nSee [FAIL] below, in prose.\n",
         r#"{"verdict":"PASS","summary":"s","findings":[],"blocking_findings":[{"severity":"FAIL","title":"t"}]}"#,
+        // A key the answer schema lacks, at the top or in a finding, would go unread.
+        r#"{"verdict":"PASS","summary":"s","findings":[],"issues":[{"severity":"FAIL","title":"t"}]}"#,
+        r#"{"verdict":"PASS","summary":"s","findings":[{"severity":"PASS","title":"t","blocking":true}]}"#,
     ] {
         assert!(parse_answer(unclear).is_none(), "{unclear}");
     }
     // A key given twice is no answer (UNKNOWN), whichever value comes last, at any depth.
     for twice in [
-        r#"{"verdict":"PASS","summary":"s","findings":[],"extra":{"a":1,"a":2}}"#,
+        r#"{"verdict":"PASS","summary":"s","findings":[{"severity":"PASS","title":"t","file":"a","file":"b"}]}"#,
         r#"{"verdict":"FAIL","summary":"s","findings":[],"verdict":"PASS"}"#,
         r#"{"verdict":"PASS","summary":"s","findings":[{"severity":"FAIL","title":"t"}],"findings":[]}"#,
         r#"{"verdict":"PASS","summary":"s","findings":[{"severity":"FAIL","severity":"PASS","title":"t"}]}"#,
