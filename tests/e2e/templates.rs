@@ -144,6 +144,20 @@ fn usage_errors_unknown_templates_and_missing_inputs() {
     let missing = review(&env, &["run", "tasks", "--input", "input=t.md", "--json"]);
     missing.assert_code(2);
     assert!(missing.json()["error"]["message"].as_str().unwrap().contains("needs against"));
+    // An input given twice (or by its flag and by --input) reads two ways: refused, never its
+    // last copy, before any reviewer runs.
+    let pass = reviewer(&env, "twice", "## Summary\n\nPASS - nothing wrong.\n");
+    for args in [
+        &["run", "tasks", "--input", "input=t.md", "--input", "against=a.md", "--input", "against=b.md"][..],
+        &["tasks", "t.md", "--against", "a.md", "--input", "against=b.md"][..],
+    ] {
+        let provider = ["--provider", "command", "--provider-command", &pass, "--json"];
+        let twice = review(&env, &[args, &provider[..]].concat());
+        twice.assert_code(2);
+        let error = twice.json()["error"].clone();
+        assert!(error["message"].as_str().unwrap().contains("the input `against` is given twice"), "{args:?}: {error}");
+        assert!(!env.path("twice.prompt").exists(), "{args:?}: no reviewer ran");
+    }
     review(&env, &["code", "--output", "yaml"]).assert_code(2);
     // A `--diff` naming a revision git does not know is refused as `review --diff` refuses it
     // (usage), before any reviewer is sent to review a range that does not exist.

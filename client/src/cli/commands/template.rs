@@ -90,16 +90,21 @@ fn destination(output: &[String], force: bool) -> Result<Destination, CliError> 
     }
 }
 
-/// Parse NAME=VALUE inputs.
-pub fn parse_inputs(raw: &[String]) -> Result<BTreeMap<String, String>, CliError> {
-    raw.iter()
-        .map(|item| {
-            item.split_once('=')
-                .filter(|(k, _)| !k.trim().is_empty())
-                .map(|(k, v)| (k.trim().to_string(), v.to_string()))
-                .ok_or_else(|| usage(format!("--input {item:?} is not NAME=VALUE")))
-        })
-        .collect()
+/// Add NAME=VALUE inputs to those already given (by a built-in template's own flags). An input
+/// given twice reads two ways and is refused, never taken as its last copy.
+pub fn add_inputs(inputs: &mut BTreeMap<String, String>, raw: &[String]) -> Result<(), CliError> {
+    for item in raw {
+        let (name, value) = item
+            .split_once('=')
+            .filter(|(k, _)| !k.trim().is_empty())
+            .ok_or_else(|| usage(format!("--input {item:?} is not NAME=VALUE")))?;
+        let name = name.trim();
+        if inputs.insert(name.to_string(), value.to_string()).is_some() {
+            return Err(usage(format!("the input `{name}` is given twice; no review was run"))
+                .with_hint("give each input once: which value was meant is never guessed"));
+        }
+    }
+    Ok(())
 }
 
 /// Run template `name` with `inputs` and report its result.
@@ -110,7 +115,7 @@ pub fn run(
     args: &TemplateRunArgs,
 ) -> Result<u8, CliError> {
     let destination = destination(&args.output, args.force)?;
-    inputs.extend(parse_inputs(&args.inputs)?);
+    add_inputs(&mut inputs, &args.inputs)?;
     let (root, mut conn) = connect_workspace(ctx)?;
     let mut reviewers = args.reviewers.clone();
     if let Some(provider) = &args.provider {
