@@ -598,7 +598,7 @@ fn big_and_non_utf8_output() {
 }
 
 /// A diagnostics file that cannot be written (`.scafld/runs` a link, through which scafld
-/// never writes) is named by the workspace's own path, never the daemon's descriptor path
+/// never writes) is named by its place in the workspace, never the daemon's descriptor path
 /// (`/proc/self/fd/N`) it writes through.
 #[test]
 fn an_unwritten_diagnostics_file_names_the_workspaces_path() {
@@ -610,8 +610,8 @@ fn an_unwritten_diagnostics_file_names_the_workspaces_path() {
     std::os::unix::fs::symlink(&elsewhere, env.work.join(".scafld/runs")).unwrap();
     let result = build(&env, "linked");
     let why = result["result"]["criteria"][0]["diagnostic_error"].as_str().unwrap().to_string();
-    let root = env.work.canonicalize().unwrap();
-    assert!(why.contains(&format!("{}/.scafld/runs is a symlink", root.display())), "{why}");
+    // Named from `.scafld/` on (`NotRealDir::shown`), as every refusal of a link inside it is.
+    assert!(why.contains(" .scafld/runs is a symlink"), "{why}");
     assert!(!why.contains("/proc/self/fd"), "{why}");
 }
 
