@@ -642,9 +642,12 @@ pub(crate) fn next_for(
     });
     let next = match latest {
         // Only a review that gave no verdict: one voided by a change is not run as it was.
-        Some(session) if replay.failed_attempt.is_some() => again_as_before(next, &session, || {
-            crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id))
-        }),
+        Some(session) if replay.failed_attempt.is_some() => again_as_before(
+            next,
+            &session,
+            || crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id)),
+            || crate::review::sealed_packet(ws, &session).is_ok(),
+        ),
         _ => next,
     };
     from_the_linked_checkout(ws, spec, entries, next)
@@ -729,13 +732,15 @@ fn blocking<T>(read: impl FnOnce() -> T) -> T {
 /// (`scafld review retry <key>`: the reviewers that gave no verdict run again on its packet,
 /// with its approval, the others' answers standing), the step the review's own hint names.
 /// Where the spec's authored text changed since that packet was made (a retry would show the
-/// reviewers the old text), a new review with the same reviewers, provider command and
+/// reviewers the old text), or the packet is no longer the one sealed when the review began (a
+/// retry is refused then), a new review with the same reviewers, provider command and
 /// approval. Without either, `scafld review <task>` would run whatever reviewer is configured,
 /// under automatic approval: a reviewer that never answered, or a person's decision, dropped.
 fn again_as_before(
     mut next: NextAction,
     last: &crate::domain::job::SessionRecord,
     spec_now: impl FnOnce() -> String,
+    packet_sealed: impl FnOnce() -> bool,
 ) -> NextAction {
     use scafld_protocol::vocab::{Approval, GateState, Outcome};
     if next.action != crate::domain::next::Action::RetryReview {
@@ -758,7 +763,7 @@ fn again_as_before(
     // The spec's fingerprint as the guard takes it (`review::gate::spec_fingerprint`), read
     // only when the session holds one to compare.
     let spec_edited = shown.is_some_and(|then| then != spec_now());
-    if !spec_edited {
+    if !spec_edited && packet_sealed() {
         next.command = format!("scafld review retry {}", scafld_protocol::cli::shell_word(&last.key));
         next.reason = format!(
             "{}: `review retry` runs the reviewers that gave no verdict again, as the review ran ({})",
@@ -767,7 +772,10 @@ fn again_as_before(
         );
         return next;
     }
-    let names: Vec<&str> = last.reviewers.iter().chain(&last.missing).map(String::as_str).collect();
+    // The gate's template passes (`name:provider`) are added again by the review itself; named
+    // in `--reviewers` they would be refused as unknown reviewers.
+    let names: Vec<&str> =
+        last.reviewers.iter().chain(&last.missing).map(String::as_str).filter(|name| !name.contains(':')).collect();
     let command = last.provider_command.as_deref().map(scafld_protocol::cli::shell_word);
     match (names.as_slice(), command) {
         ([_, _, ..], command) => {
@@ -785,7 +793,11 @@ fn again_as_before(
     if last.approval == Approval::Manual {
         next.command = format!("{} --approval manual", next.command);
     }
-    next.reason = format!("{} ({}; the spec changed since its packet was made)", next.reason, as_it_ran(last));
+    let why = match spec_edited {
+        true => "the spec changed since its packet was made",
+        false => "its packet changed since the review began",
+    };
+    next.reason = format!("{} ({}; {why})", next.reason, as_it_ran(last));
     next
 }
 

@@ -465,6 +465,15 @@ pub async fn check_retry(
             .with_hint(next(daemon, ws, task).await));
         }
     }
+    // Its reviewers are handed the packet sealed when the review began, or none: an edited or
+    // lost one is no packet to retry on.
+    if let Err(why) = super::sealed_packet(ws, session) {
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("review session {} of {task} cannot be retried: {why}", session.key),
+        )
+        .with_hint(new_review));
+    }
     let spec_path = guarded_spec(&session.snapshot, task, ws.spec_path(task));
     let now = guard_snapshot(ws, &spec_path, &session.scope, false).await?;
     let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
