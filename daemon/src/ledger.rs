@@ -666,7 +666,7 @@ pub fn write_error(e: std::io::Error) -> RpcError {
     } else {
         ErrorKind::WorkspaceError
     };
-    let remedy = crate::workspace::layout::not_real(&e).map(|unreal| unreal.remedy());
+    let remedy = crate::workspace::layout::not_real(&e).filter(|u| !u.is_shared_scafld()).map(|u| u.remedy());
     let error = RpcError::new(kind, format!("cannot write the spec: {e}"));
     match remedy {
         // `details.remedy`: what a deferred projection's note says to do first.

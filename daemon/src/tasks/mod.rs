@@ -340,10 +340,12 @@ pub(crate) fn misfiled(ws: &Workspace, entry: &SpecEntry, status: Option<Status>
     (!entry.listing.says(status) || !placed).then(|| Misfiled::Unmoved {
         path: ws.relative(&entry.path),
         file: file.map_or_else(|| "no status".to_string(), |s| s.to_string()),
-        // The folder it belongs in is a link or no folder: `reconcile` would be refused.
+        // The folder it belongs in is a link or no folder: `reconcile` would be refused (in a
+        // checkout sharing another's `.scafld`, it runs there instead).
         blocked: crate::workspace::layout::unreal_dir(
             &specfile::specs_dir(&ws.root).join(crate::domain::lifecycle::Folder::of(status).as_str()),
         )
+        .filter(|unreal| !unreal.is_shared_scafld())
         .map(|unreal| format!("{unreal}: {}", unreal.remedy())),
     })
 }

@@ -135,6 +135,13 @@ impl NotRealDir {
         }
     }
 
+    /// Whether it is the workspace's `.scafld` itself that is a link: a checkout sharing
+    /// another's (a git worktree), where what writes runs from the checkout the link leads to
+    /// (`evidence::from_the_linked_checkout`), not a folder to make real.
+    pub fn is_shared_scafld(&self) -> bool {
+        self.link && self.at.file_name() == Some(std::ffi::OsStr::new(SCAFLD_DIR))
+    }
+
     /// What puts it right.
     pub fn remedy(&self) -> String {
         match self.link {
