@@ -341,8 +341,8 @@ pub fn packet(template: &Template, prompt: &str) -> String {
     format!(
         "# Review: {name}\n\n{description}\n\n## Instructions\n\n{system}\n\n## Task\n\n{prompt}\n\n## How to answer\n\n\
          Do not modify any file. Answer with one JSON object: {{\"verdict\": \"PASS|CONCERNS|FAIL\", \"summary\": \"...\", \
-         \"findings\": [{{\"severity\": \"PASS|CONCERN|FAIL\", \"title\": \"...\", \"description\": \"...\", \"file\": \"path:line\"}}]}}. \
-         When you have the `submit_review` tool, submit it there exactly once (prose is ignored). Otherwise make it your \
+         \"findings\": [{{\"severity\": \"PASS|CONCERN|FAIL\", \"title\": \"...\", \"description\": \"...\", \"file\": \"path:line\"}}]}}, \
+         with no other key (an answer with another key is read as no answer). When you have the `submit_review` tool, submit it there exactly once (prose is ignored). Otherwise make it your \
          final message; a reviewer that cannot write JSON may answer in Markdown instead: a `## Summary` whose first line \
          opens with the verdict (PASS, CONCERNS or FAIL), then `### [FAIL|CONCERN|PASS] Title` findings.\n",
         name = template.name,
