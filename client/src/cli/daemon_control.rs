@@ -153,11 +153,19 @@ fn git_environment(cli: &mut CliError) {
             _ => format!("{} are set", set.join(" and ")),
         }
     ));
+    let absolute = |path: std::ffi::OsString| std::fs::canonicalize(&path).unwrap_or(path.into());
     cli.hint = Some(match dir {
-        Some(dir) => format!(
-            "point the workspace at the git directory with a `.git` file, which git follows as well: `printf 'gitdir: %s\\n' {} > .git` in the workspace folder, then run the command again",
-            scafld_protocol::cli::shell_word(&std::fs::canonicalize(&dir).unwrap_or(dir.into()).to_string_lossy())
-        ),
+        Some(dir) => {
+            let dir = absolute(dir);
+            let word = scafld_protocol::cli::shell_word(&dir.to_string_lossy()).into_owned();
+            let top = tree.map(absolute).map_or_else(
+                || "the work tree's top folder".to_string(),
+                |tree| format!("the work tree's top folder ({})", tree.display()),
+            );
+            format!(
+                "point the work tree at the git directory with a `.git` file, which git follows as well: `printf 'gitdir: %s\\n' {word} > .git` in {top}; a bare repository needs `git --git-dir {word} config core.bare false` too; then run the command again"
+            )
+        }
         None => {
             "unset GIT_WORK_TREE and run the command in a folder git finds a repository from (one with a `.git`)".into()
         }
