@@ -252,6 +252,11 @@ pub struct SessionRecord {
     pub packet_sha256: String,
     #[serde(default)]
     pub packet_bytes: u64,
+    /// The sha256 (hex) of the task changes written beside the packet for the gate's template
+    /// passes (`task_changes.md`): a pass is shown them only while the file still matches.
+    /// Empty when there are none, and in a session an older scafld kept.
+    #[serde(default)]
+    pub changes_sha256: String,
     pub report_path: String,
     pub preflight: String,
     /// The caller's cwd and environment: daemon-run reviewers are started (and resumed after a

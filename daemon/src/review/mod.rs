@@ -432,6 +432,12 @@ pub fn start(daemon: &Arc<Daemon>, s: Spawn<'_>, prepared: Prepared) -> m::Spawn
         packet_path: dir.join("packet.md").display().to_string(),
         packet_sha256: format!("{:x}", Sha256::digest(s.packet.text.as_bytes())),
         packet_bytes: s.packet.text.len() as u64,
+        changes_sha256: s
+            .packet
+            .task_changes
+            .as_deref()
+            .filter(|_| !s.templates.passes.is_empty())
+            .map_or_else(String::new, |text| format!("{:x}", Sha256::digest(text.as_bytes()))),
         report_path,
         preflight: s.packet.preflight,
         caller_cwd: s.caller.cwd.clone(),
@@ -570,20 +576,27 @@ pub(crate) fn packet_path(ws: &Workspace, session: &SessionRecord) -> std::path:
 /// given to a reviewer nor signed as reviewed context. A session an older scafld kept recorded
 /// no digest: its file is taken as it is.
 pub(crate) fn sealed_packet(ws: &Workspace, session: &SessionRecord) -> Result<String, String> {
-    let path = packet_path(ws, session);
-    let shown = ws.relative(&path);
-    let text = scafld_local::capped::read_text(&path, "review packet", crate::domain::packet::MAX_PACKET_BYTES)
-        .map_err(|e| if e.is_not_found() { format!("the review packet {shown} is gone") } else { e.to_string() })?;
-    if session.packet_sha256.is_empty() {
-        return Ok(text);
-    }
-    let digest = format!("{:x}", Sha256::digest(text.as_bytes()));
-    if digest != session.packet_sha256 {
+    sealed(ws, &packet_path(ws, session), "review packet", &session.packet_sha256)
+}
+
+/// The task changes a gate pass is shown ([`CHANGES_FILE`]), as [`sealed_packet`] reads the
+/// packet: refused when gone or changed since the review began (a reviewer running beside the
+/// pass could have edited them).
+pub(crate) fn sealed_changes(ws: &Workspace, session: &SessionRecord) -> Result<String, String> {
+    sealed(ws, &changes_path(ws, session), "review's task changes", &session.changes_sha256)
+}
+
+/// The file at `path` (what it is, `what`) as it was written when the session began (its
+/// sha256, `digest`; empty: taken as it is).
+fn sealed(ws: &Workspace, path: &std::path::Path, what: &'static str, digest: &str) -> Result<String, String> {
+    let shown = ws.relative(path);
+    let text = scafld_local::capped::read_text(path, what, crate::domain::packet::MAX_PACKET_BYTES)
+        .map_err(|e| if e.is_not_found() { format!("the {what} {shown} is gone") } else { e.to_string() })?;
+    let now = format!("{:x}", Sha256::digest(text.as_bytes()));
+    if !digest.is_empty() && now != digest {
         return Err(format!(
-            "the review packet {shown} was changed after the review began (sha256 {digest}, {} bytes; the reviewers were given {}, {} bytes)",
-            text.len(),
-            session.packet_sha256,
-            session.packet_bytes
+            "the {what} {shown} was changed after the review began (sha256 {now}, {} bytes; the reviewers were given {digest})",
+            text.len()
         ));
     }
     Ok(text)

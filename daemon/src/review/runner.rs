@@ -223,12 +223,7 @@ async fn run_external(
     let packet = match template {
         // A gate pass is shown the task's changes as the gate's reviewers are.
         Some((t, job)) if session.task().is_some() => {
-            let changes = scafld_local::capped::read_text(
-                &super::changes_path(ws, session),
-                "review packet",
-                crate::domain::packet::MAX_PACKET_BYTES,
-            )
-            .map_err(|e| internal(e.to_string()))?;
+            let changes = super::sealed_changes(ws, session).map_err(internal)?;
             template::with_task_changes(&template::packet(t, &t.build_prompt(&job.inputs)), &changes)
         }
         Some((t, job)) => template::packet(t, &t.build_prompt(&job.inputs)),
