@@ -1754,7 +1754,8 @@ pub struct NestedRepo {
 /// its own git: there is no commit to read them from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NestedLoss {
-    /// The baseline names its folder but not its HEAD then (recorded by an older scafld).
+    /// The baseline names its folder but not its HEAD then (it was no repository then, or an
+    /// older scafld recorded the baseline).
     NotOnRecord,
     /// Its HEAD then, a commit it no longer has (its history rewritten and pruned).
     Gone(String),
@@ -1773,7 +1774,7 @@ impl std::fmt::Display for LostNested {
         match &self.loss {
             NestedLoss::NotOnRecord => write!(
                 f,
-                "the nested git repository `{}`'s HEAD at approval is not on record (the baseline was recorded by an older scafld)",
+                "the nested git repository `{}`'s HEAD at approval is not on record (it was no repository then, or the baseline was recorded by an older scafld)",
                 self.folder
             ),
             NestedLoss::Gone(id) => write!(
