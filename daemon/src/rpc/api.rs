@@ -157,24 +157,25 @@ where
         .expect("method names are unique");
 }
 
-/// Decode params, treating absent params as `{}`; a failure carries serde's own message. An
-/// object anywhere in them that gives a key twice is refused first, by the one strict reader
-/// (`scafld_protocol::json`): serde_json keeps the last copy silently, so a dossier, a template
-/// answer or a checkpointed finding sent straight on the socket would otherwise read as its
-/// milder copy, where the client refuses the same text.
+/// Decode params, treating absent params as `{}`; a failure carries serde's own message. They
+/// are read once, by the one strict reader (`scafld_protocol::json`), which refuses an object
+/// anywhere in them that gives a key twice: serde_json keeps the last copy silently, so a
+/// dossier, a template answer or a checkpointed finding sent straight on the socket would
+/// otherwise read as its milder copy, where the client refuses the same text.
 fn decode_params<T: DeserializeOwned>(method: &str, params: &Params<'_>) -> Result<T, ErrorObjectOwned> {
+    let invalid = |e: serde_json::Error| {
+        ErrorObjectOwned::from(RpcError::new(ErrorKind::InvalidParams, format!("invalid params for {method}: {e}")))
+    };
     let text = params.as_str().unwrap_or("{}");
-    if let Err(e) = scafld_protocol::json::from_str(text).map(drop)
-        && scafld_protocol::json::is_repeated_key(&e)
-    {
-        return Err(ErrorObjectOwned::from(
+    match scafld_protocol::json::from_str(text) {
+        Ok(value) => serde_json::from_value(value).map_err(invalid),
+        Err(e) if scafld_protocol::json::is_repeated_key(&e) => Err(ErrorObjectOwned::from(
             RpcError::new(ErrorKind::InvalidParams, format!("invalid params for {method}: they read two ways: {e}"))
                 .with_hint("give each key of every object once; which copy was meant is never guessed"),
-        ));
+        )),
+        // Text that is not JSON: serde's own message, with where it stops.
+        Err(_) => serde_json::from_str(text).map_err(invalid),
     }
-    serde_json::from_str(text).map_err(|e| {
-        ErrorObjectOwned::from(RpcError::new(ErrorKind::InvalidParams, format!("invalid params for {method}: {e}")))
-    })
 }
 
 async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcResult<m::WorkspaceInitResult> {
