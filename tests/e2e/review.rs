@@ -677,6 +677,36 @@ fn a_review_is_a_job_that_outlives_its_client() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// `daemon stop` while `scafld review` waits on its session: the client is told at once, the
+/// reviewer is ended, and the next start runs it again, so the session still settles on a
+/// verdict the reviewer gave (before, the message and README said the stop left it abandoned).
+#[test]
+fn a_review_waiting_when_the_daemon_stops_runs_again_at_the_next_start() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let (script, started, release) = held_reviewer(&env, "held", &pass(), "");
+    let mut command = command_review_command(&env, &script, &["--min-attack-angles", "2", "--json"]);
+    let review =
+        std::thread::spawn(move || scafld_tests::output_within(&mut command, std::time::Duration::from_secs(60)));
+    scafld_tests::wait_until("the reviewer to start", || lines(&started) == 1);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    let stopped = Run::from(review.join().unwrap());
+    stopped.assert_code(1);
+    let error = stopped.json()["error"].clone();
+    assert_eq!(error["code"], "shutting_down", "{error}");
+    assert!(error["message"].as_str().unwrap().contains("the next start runs them again"), "{error}");
+    let key = error["details"]["session_key"].as_str().unwrap().to_string();
+    assert!(error["hint"].as_str().unwrap().contains(&format!("scafld review wait --session-key {key}")), "{error}");
+
+    // Any command starts the daemon again, which runs the reviewer again.
+    env.scafld(&["status", "rev"]).assert_code(0);
+    scafld_tests::wait_until("the reviewer to run again", || lines(&started) == 2);
+    std::fs::write(&release, "").unwrap();
+    let waited = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "60", "--json"]);
+    waited.assert_code(0);
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["review_gate"], "pass");
+}
+
 /// `--review-scope` bounds what the reviewer is shown, never what the mutation guard watches:
 /// with a review scope that leaves out the task's own file, a reviewer that edits that file
 /// still gets the blocking `workspace-mutation` finding (before, the review passed and its

@@ -940,7 +940,7 @@ async fn wait_for(daemon: &Arc<Daemon>, key: &str, timeout_seconds: f64) -> RpcR
             return Err(RpcError::new(
                 ErrorKind::ShuttingDown,
                 format!(
-                    "the daemon is shutting down: review session {key} had not settled, and the stop ends its reviewers"
+                    "the daemon is shutting down: review session {key} had not settled; the stop ends the reviewers it runs, and the next start runs them again"
                 ),
             )
             .with_hint(format!(
