@@ -1200,6 +1200,43 @@ fn a_process_that_left_the_group_with_a_cleared_environment_dies_with_its_run() 
     wait_until("the daemon to reap what it killed", || zombies().is_empty());
 }
 
+/// While another task's run is still going, the sweep of orphans leaves alone what started
+/// after that run began (it cannot tell whose it is); a process that left its run's group but
+/// kept the run's token is found by the token when its own run ends, through a parent that
+/// left the group too (`setsid sh -c 'sleep & wait'`). The token is looked for only in this
+/// daemon's descendants, taken in pid order.
+#[test]
+fn a_process_that_left_the_group_dies_with_its_run_while_another_run_goes_on() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let gate = env.path("release-long");
+    let long = format!("while [ ! -f {} ]; do sleep 0.05; done; true", gate.display());
+    let escapes = "setsid sh -c 'sleep 4343 & wait' </dev/null >/dev/null 2>&1 & setsid sleep 4242 </dev/null >/dev/null 2>&1 & sleep 0.1; true";
+    for (task, command) in [("long", long.as_str()), ("esc", escapes)] {
+        let spec = format!(
+            "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# {task}\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - runs\n  - Command: `{command}`\n"
+        );
+        std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), spec).unwrap();
+        env.scafld(&["approve", task, "--reason", "t"]).assert_code(0);
+        env.scafld(&["build", task]).assert_code(0);
+    }
+    env.scafld(&["build", "long", "--detach"]).assert_code(0);
+    wait_until("the long run to start", || {
+        let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+        jobs.as_array().unwrap().iter().any(|j| j["task_id"] == "long" && j["state"] == "running")
+    });
+    env.scafld(&["build", "esc"]).assert_code(0);
+    wait_until("the escaped sleepers to be killed", || sleepers("4242").is_empty() && sleepers("4343").is_empty());
+    let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    assert!(
+        jobs.as_array().unwrap().iter().any(|j| j["task_id"] == "long" && j["state"] == "running"),
+        "the other run must still be going for this to test the token: {jobs}"
+    );
+    std::fs::write(&gate, "").unwrap();
+}
+
 /// A small tmpfs, unmounted when dropped.
 struct Tmpfs(std::path::PathBuf);
 

@@ -62,6 +62,12 @@ pub fn become_subreaper() -> nix::Result<()> {
     Ok(())
 }
 
+/// Whether this process is a child subreaper: then everything its runs started that still
+/// lives descends from it (see the module).
+pub(crate) fn is_subreaper() -> bool {
+    SUBREAPER.load(Ordering::SeqCst)
+}
+
 fn runs() -> std::sync::MutexGuard<'static, Runs> {
     RUNS.lock().unwrap_or_else(|e| e.into_inner())
 }

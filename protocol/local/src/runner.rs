@@ -554,21 +554,61 @@ impl PidRange {
         }
     }
 
-    /// The pids to look at: a short unwrapped range is counted out (a quick run's handful of
-    /// pids, without listing every process in `/proc`); anything else is the live processes
-    /// in the range.
+    /// The pids to look at, in the order they were handed out: a short unwrapped range is
+    /// counted out (a quick run's handful of pids, without listing every process in `/proc`);
+    /// anything else is the live processes in the range.
     fn candidates(self) -> Vec<i32> {
         const COUNTED: i32 = 1024;
         match self {
             PidRange::Since { leader, last } if leader <= last && last - leader < COUNTED => (leader..=last).collect(),
-            _ => std::fs::read_dir("/proc")
-                .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-                .filter(|pid| *pid > 0 && self.contains(*pid))
-                .collect(),
+            _ => {
+                let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+                    .filter(|pid| *pid > 0 && self.contains(*pid))
+                    .collect();
+                // A wrapped range hands out its top before its bottom.
+                let wrapped_from = match self {
+                    PidRange::Since { leader, last } if leader > last => leader,
+                    _ => 0,
+                };
+                pids.sort_unstable_by_key(|pid| (*pid < wrapped_from, *pid));
+                pids
+            }
         }
+    }
+}
+
+/// Which processes of a run's pid range descend from this one. A subreaper's runs leave
+/// nothing that does not (what they orphan is re-parented to it), and within a range that did
+/// not wrap round, every process's parent was handed its pid first: so, taking the pids in
+/// order, a process is ours when its parent is this process or one found ours before. Only
+/// ours have their environment read: under load the range is full of other programs'
+/// processes, and reading one's environment takes its memory map's lock.
+struct Lineage {
+    ours: Vec<i32>,
+    /// Off where this is no subreaper (what a run orphans goes elsewhere) and for
+    /// [`PidRange::All`] (no order to go by).
+    checked: bool,
+}
+
+impl Lineage {
+    fn of(range: PidRange) -> Lineage {
+        let checked = matches!(range, PidRange::Since { .. }) && crate::reaper::is_subreaper();
+        Lineage { ours: vec![std::process::id() as i32], checked }
+    }
+
+    fn admits(&mut self, pid: i32) -> bool {
+        if !self.checked {
+            return true;
+        }
+        let ours = crate::proc::stat(pid).is_some_and(|stat| self.ours.contains(&stat.parent));
+        if ours {
+            self.ours.push(pid);
+        }
+        ours
     }
 }
 
@@ -579,8 +619,12 @@ pub fn kill_carriers_in(token: &str, range: PidRange) -> usize {
     }
     let needle = format!("{RUN_TOKEN}={token}");
     let own = std::process::id() as i32;
+    let mut lineage = Lineage::of(range);
     let mut killed = 0;
     for pid in range.candidates().into_iter().filter(|pid| *pid != own) {
+        if !lineage.admits(pid) {
+            continue;
+        }
         let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else { continue };
         if environ.split(|b| *b == 0).any(|var| var == needle.as_bytes()) {
             let pid = Pid::from_raw(pid);
