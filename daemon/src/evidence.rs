@@ -523,6 +523,18 @@ pub(crate) async fn past_lost_baseline(
             "the approval baseline's commit {gone} is gone from the repository (history rewritten and pruned): record a new baseline at HEAD, then review"
         ),
         None => match lost_nested(ws, entries).await.first() {
+            // Not a new baseline: access to it again (`review` refuses meanwhile).
+            Some(lost @ baseline::LostNested { loss: baseline::NestedLoss::Unreadable(_), .. }) => {
+                let shown = scafld_protocol::cli::shell_word(&lost.folder);
+                return NextAction {
+                    role: crate::domain::next::Role::Human,
+                    action: crate::domain::next::Action::Inspect,
+                    command: format!("git -C {shown} status"),
+                    reason: format!(
+                        "{lost}: its changes since approval cannot be read; give access to it again (`chmod -R u+rwX {shown}/.git`) or remove it, then review"
+                    ),
+                };
+            }
             Some(lost) => format!(
                 "{lost}: its changes since approval cannot be read; record a new baseline (its files then read as new since approval), then review"
             ),

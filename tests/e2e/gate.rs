@@ -2351,6 +2351,86 @@ fn a_nested_repositorys_lost_approval_head_is_refused_never_passed_over() {
     env.scafld(&["approve", "rev", "--amend", "--reason", "again"]).assert_code(1);
 }
 
+/// A nested git repository in the task's scope that git cannot read (its `.git` mode 000, or
+/// its objects), there at approval: `review` refuses (exit 1) naming it, what is wrong and the
+/// way on (access given back, or it removed), status points at `git -C lib status`, and
+/// `approve --amend` refuses to record a baseline that could not read it either. Once it reads
+/// again the reviewer is shown the task's change in it. Before, git's
+/// failure to open it made it a plain folder: its changes passed unseen and the review passed.
+#[test]
+fn a_nested_repository_git_cannot_read_is_named_with_the_way_on() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut env = TestEnv::new();
+    if !env.start_daemon_bound_by_modes() {
+        eprintln!("skipped: running as root, whom a mode of 000 does not stop, and setpriv cannot drop that");
+        return;
+    }
+    git(&env.work, &["init", "-q"]);
+    write(&env, "README.md", "# project\n");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    let lib = env.work.join("lib");
+    write(&env, "lib/x.txt", "hello\n");
+    git(&lib, &["init", "-q"]);
+    git(&lib, &["add", "-A"]);
+    git(&lib, &["commit", "-qm", "i"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nGate truth.\n\n## Scope\n\n- `lib` - the library.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - hello\n  - Command: `grep -q hello lib/x.txt`\n";
+    write(&env, ".scafld/specs/drafts/rev.md", spec);
+    let mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    // Approval cannot record its HEAD: refused the same way, no baseline to amend yet.
+    mode(&lib.join(".git"), 0o000);
+    let refused = env.scafld(&["approve", "rev", "--reason", "gate tests", "--json"]);
+    refused.assert_code(1);
+    let error = refused.json()["error"].clone();
+    assert!(
+        error["message"].as_str().unwrap().contains("nested git repository `lib` cannot be read by git ("),
+        "{error}"
+    );
+    let hint = error["hint"].as_str().unwrap();
+    assert!(hint.contains("chmod -R u+rwX lib/.git") && !hint.contains("--amend"), "{error}");
+    mode(&lib.join(".git"), 0o755);
+    env.scafld(&["approve", "rev", "--reason", "gate tests"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    write(&env, "lib/x.txt", "hello\nthe task's change\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let script = reviewer(&env, "pass", &pass(), "");
+
+    for locked in [lib.join(".git"), lib.join(".git/objects")] {
+        mode(&locked, 0o000);
+        // The build reads the file (its evidence then does not see into the repository).
+        env.scafld(&["build", "rev"]).assert_code(0);
+        let run = command_review(&env, &script, &["--min-attack-angles", "2", "--json"]);
+        run.assert_code(1);
+        let error = run.json()["error"].clone();
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains("nested git repository `lib` cannot be read by git ("), "{error}");
+        let hint = error["hint"].as_str().unwrap();
+        assert!(hint.contains("chmod -R u+rwX lib/.git") && hint.contains("remove it"), "{error}");
+        assert!(hint.contains("scafld approve rev --amend"), "{error}");
+        assert_eq!(status(&env)["next_action"]["command"], "git -C lib status");
+        let amend = env.scafld(&["approve", "rev", "--amend", "--reason", "why", "--json"]);
+        amend.assert_code(1);
+        let refused = amend.json()["error"].clone();
+        assert!(
+            refused["message"].as_str().unwrap().contains("cannot be recorded again while git cannot read it"),
+            "{refused}"
+        );
+        assert!(refused["hint"].as_str().unwrap().contains("chmod -R u+rwX lib/.git"), "{refused}");
+        mode(&locked, 0o755);
+    }
+
+    // Readable again: the reviewer is shown the task's change in it, nothing to record again.
+    env.scafld(&["build", "rev"]).assert_code(0);
+    assert_eq!(status(&env)["next_action"]["command"], "scafld review rev");
+    command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let packet = std::fs::read_to_string(format!("{script}.packet")).unwrap();
+    let changes = &packet[packet.find("## Task Changes Since").unwrap()..packet.find("## Ambient Workspace").unwrap()];
+    assert!(changes.contains("- `lib/x.txt`") && changes.contains("+the task's change"), "{changes}");
+}
+
 /// A repository git cannot read is the workspace's trouble: status points at it (not at a build
 /// that would fail the same way) and complete refuses with exit 6, never "stale evidence"; once
 /// the repository reads again, nothing was lost.

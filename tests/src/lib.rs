@@ -278,6 +278,30 @@ impl TestEnv {
         pid
     }
 
+    /// Start `scafldd` so that a mode of 000 stops it as it stops any user. Run as root (whom
+    /// such a mode does not stop), it starts without the capabilities that override modes
+    /// (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), dropped from its bounding set by `setpriv`;
+    /// `false`, with nothing started, when that cannot be done here.
+    pub fn start_daemon_bound_by_modes(&mut self) -> bool {
+        if !nix::unistd::Uid::effective().is_root() {
+            self.start_daemon();
+            return true;
+        }
+        const DROP: [&str; 2] = ["--bounding-set", "-dac_override,-dac_read_search"];
+        let works = Command::new("setpriv").args(DROP).arg("true").output().is_ok_and(|out| out.status.success());
+        if !works {
+            return false;
+        }
+        let mut command = Command::new("setpriv");
+        self.apply_env(&mut command);
+        command.args(DROP).arg(scafldd_bin()).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        self.daemons.push(command.spawn().expect("spawn setpriv scafldd"));
+        let socket = self.socket.clone();
+        wait_until("the daemon's socket", || RawClient::connect(&socket).is_ok());
+        self.client().result("daemon.status", json!({}));
+        true
+    }
+
     /// Take ownership of the most recently started daemon child.
     pub fn take_daemon(&mut self) -> Child {
         self.daemons.pop().expect("a daemon was started")

@@ -204,7 +204,7 @@ fn scoped_status_options(paths: &[String]) -> StatusOptions {
 /// `specs/`) are left out and never walked: the runner writes there, and what changed since a
 /// baseline never counts them (a workspace of thousands of specs would otherwise weigh on
 /// every ledger read).
-pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, String> {
+pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, GitFailure> {
     let ignored = material(root, scope)?.ignored;
     let (repo, place) = placed(root)?;
     let head = head_commit(&repo).map(|c| c.id().to_string());
@@ -227,6 +227,9 @@ pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, String> {
             status.contains(Status::WT_NEW).then(|| nested_repository(&repo, &place.git(path))).flatten()
         {
             snapshot_nested(&inner, path, root, &mut paths, &mut nested)?;
+        } else if let Some(why) = status.contains(Status::WT_NEW).then(|| unopened(&repo, &place.git(path))).flatten() {
+            // Recorded as a plain folder, its HEAD and dirt would go unread until it reads.
+            return Err(unreadable_nested(path, &why, false));
         }
     }
     for path in ignored.into_iter().filter(|path| !runner_path(path)) {
@@ -258,6 +261,57 @@ fn nested_repository(repo: &Repository, folder: &str) -> Option<Repository> {
     nested.workdir().is_some_and(|w| same(w, &full)).then_some(nested)
 }
 
+/// Why git cannot open the repository of its own that `folder` of `repo`'s work tree seems to
+/// hold (a real folder, not a submodule, with a `.git` entry in it): its `.git` without
+/// permission, a link loop, a HEAD or config git does not read. `None` when it opens, or when
+/// the folder holds no repository of its own ([`nested_repository`]'s other cases).
+fn unopened(repo: &Repository, folder: &str) -> Option<String> {
+    let folder = folder.trim_end_matches('/');
+    if folder.is_empty() || !plain_relative(folder) {
+        return None;
+    }
+    let full = repo.workdir()?.join(folder);
+    if !std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_dir())
+        || std::fs::symlink_metadata(full.join(".git")).is_err()
+    {
+        return None;
+    }
+    if repo.index().is_ok_and(|index| index.get_path(Path::new(folder), 0).is_some()) {
+        return None;
+    }
+    Repository::open(&full).err().map(|e| e.message().to_string())
+}
+
+/// Why a nested repository that opens cannot be read: its HEAD names a commit it cannot read
+/// (its objects without permission or damaged), so no commit of it, its HEAD at approval
+/// included, can be told present or gone. `None` when HEAD's commit reads (or it has none).
+fn head_unreadable(repo: &Repository) -> Option<String> {
+    let id = repo.head().ok()?.target()?;
+    repo.find_commit(id).err().map(|e| format!("its HEAD, commit {id}, cannot be read ({})", e.message()))
+}
+
+/// The refusal of a nested repository git cannot read (`why`): its changes would pass unseen
+/// as one folder. The hint gives access back (or says to remove it) and, for a baseline
+/// already recorded (`recorded`), names `approve --amend`, which records it again once the
+/// repository reads or is gone.
+fn unreadable_nested(folder: &str, why: &str, recorded: bool) -> GitFailure {
+    let shown = scafld_protocol::cli::shell_word(folder);
+    let amend = match recorded {
+        true => {
+            "; to record the approval baseline again once it reads or is gone: `scafld approve <task> --amend --reason \"why\"`"
+        }
+        false => "",
+    };
+    GitFailure::Unmet {
+        message: format!(
+            "the nested git repository `{folder}` cannot be read by git ({why}): what is in it cannot be recorded or shown to a reviewer"
+        ),
+        hint: format!(
+            "give access to it again (`chmod -R u+rwX {shown}/.git`; `git -C {shown} status` shows what git finds) or remove it, then run the command again{amend}"
+        ),
+    }
+}
+
 /// A nested repository's part of the approval snapshot: its HEAD, and its dirty and untracked
 /// paths (below `folder`, fingerprinted as the outer ones are), those of the repositories
 /// nested in it too.
@@ -267,20 +321,26 @@ fn snapshot_nested(
     top: &Path,
     paths: &mut Vec<BaselinePath>,
     heads: &mut BTreeMap<String, Option<String>>,
-) -> Result<(), String> {
+) -> Result<(), GitFailure> {
+    // A HEAD that cannot be read is not "no commit yet": all in it would read as new.
+    if let Some(why) = head_unreadable(repo) {
+        return Err(unreadable_nested(folder, &why, false));
+    }
     heads.insert(folder.to_string(), head_commit(repo).map(|c| c.id().to_string()));
-    let statuses = repo
-        .statuses(Some(&mut status_options()))
-        .map_err(|e| format!("git status failed in the nested repository {folder}: {}", e.message()))?;
+    let statuses = repo.statuses(Some(&mut status_options())).map_err(|e| {
+        GitFailure::from(format!("git status failed in the nested repository {folder}: {}", e.message()))
+    })?;
     for entry in statuses.iter() {
         let Ok(local) = entry.path() else { continue };
         let local = local.trim_end_matches('/');
         let path = format!("{folder}/{local}");
         paths.push(BaselinePath { status: porcelain(entry.status()), fingerprint: fingerprint(top, &path), path });
-        if entry.status().contains(Status::WT_NEW)
-            && let Some(inner) = nested_repository(repo, local)
-        {
-            snapshot_nested(&inner, &format!("{folder}/{local}"), top, paths, heads)?;
+        if entry.status().contains(Status::WT_NEW) {
+            if let Some(inner) = nested_repository(repo, local) {
+                snapshot_nested(&inner, &format!("{folder}/{local}"), top, paths, heads)?;
+            } else if let Some(why) = unopened(repo, local) {
+                return Err(unreadable_nested(&format!("{folder}/{local}"), &why, false));
+            }
         }
     }
     Ok(())
@@ -1759,6 +1819,10 @@ pub enum NestedLoss {
     NotOnRecord,
     /// Its HEAD then, a commit it no longer has (its history rewritten and pruned).
     Gone(String),
+    /// Git cannot read it now (why): its `.git` without permission, damaged, its objects
+    /// unreadable. Giving access back, or removing it, is the way on, not a new baseline:
+    /// one recorded meanwhile could not read it either.
+    Unreadable(String),
 }
 
 /// A nested repository of the approval baseline whose changes since cannot be read
@@ -1782,6 +1846,9 @@ impl std::fmt::Display for LostNested {
                 "the nested git repository `{}`'s HEAD at approval, commit {id}, is not in it any more (history rewritten and pruned?)",
                 self.folder
             ),
+            NestedLoss::Unreadable(why) => {
+                write!(f, "the nested git repository `{}` cannot be read by git ({why})", self.folder)
+            }
         }
     }
 }
@@ -1812,7 +1879,16 @@ fn lost_in(
         if lost.iter().any(|l| folder.starts_with(&format!("{}/", l.folder))) {
             continue;
         }
-        let Some(inner) = nested_repository(repo, &place.git(folder)) else { continue };
+        let Some(inner) = nested_repository(repo, &place.git(folder)) else {
+            if let Some(why) = unopened(repo, &place.git(folder)) {
+                lost.push(LostNested { folder: folder.to_string(), loss: NestedLoss::Unreadable(why) });
+            }
+            continue;
+        };
+        if let Some(why) = head_unreadable(&inner) {
+            lost.push(LostNested { folder: folder.to_string(), loss: NestedLoss::Unreadable(why) });
+            continue;
+        }
         let loss = match heads.get(folder) {
             None => NestedLoss::NotOnRecord,
             Some(None) => continue,
@@ -1853,6 +1929,9 @@ pub fn changes_since(
     let (repo, place) = placed(root)?;
     let base_tree = base_tree(&repo, base_head)?;
     if let Some(lost) = lost_in(&repo, &place, baseline, nested).first() {
+        if let NestedLoss::Unreadable(why) = &lost.loss {
+            return Err(unreadable_nested(&lost.folder, why, true));
+        }
         return Err(GitFailure::Unmet {
             message: format!(
                 "{lost}: what changed in it since approval cannot be read, so it cannot be shown to a reviewer"
@@ -1910,7 +1989,13 @@ fn nested_changes(
     let mut pending: Vec<String> = paths.iter().filter(|p| folder_at(p)).cloned().collect();
     while let Some(reported) = pending.pop() {
         let folder = reported.trim_end_matches('/').to_string();
-        let Some(inner) = nested_at(repo, place, &read, &folder) else { continue };
+        let Some(inner) = nested_at(repo, place, &read, &folder) else {
+            // One git cannot open (made after approval, or below one read) is refused too.
+            if let Some(why) = unopened_at(repo, place, &read, &folder) {
+                return Err(unreadable_nested(&folder, &why, true));
+            }
+            continue;
+        };
         let unread = |why: String| {
             GitFailure::Unreadable(format!(
                 "the changes in the nested git repository `{folder}` since approval cannot be read: {why}"
@@ -1952,6 +2037,19 @@ fn nested_at(top: &Repository, place: &Place, read: &[NestedRepo], folder: &str)
         Some(n) => {
             let outer = Repository::open(top.workdir()?.join(place.git(&n.folder))).ok()?;
             nested_repository(&outer, &folder[n.folder.len() + 1..])
+        }
+    }
+}
+
+/// [`unopened`] for the workspace folder `folder`, below the nested repositories already `read`
+/// as [`nested_at`] looks.
+fn unopened_at(top: &Repository, place: &Place, read: &[NestedRepo], folder: &str) -> Option<String> {
+    let holder = read.iter().filter(|n| folder.starts_with(&format!("{}/", n.folder))).max_by_key(|n| n.folder.len());
+    match holder {
+        None => unopened(top, &place.git(folder)),
+        Some(n) => {
+            let outer = Repository::open(top.workdir()?.join(place.git(&n.folder))).ok()?;
+            unopened(&outer, &folder[n.folder.len() + 1..])
         }
     }
 }

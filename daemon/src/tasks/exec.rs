@@ -259,6 +259,18 @@ async fn amend(
         None => crate::evidence::lost_nested(ws, &entries).await,
         Some(_) => Vec::new(),
     };
+    // One git cannot read now is not dropped from the baseline: a new one could not read it
+    // either, and its changes would pass unseen. Access given back (or it removed) comes first.
+    if let Some(unread) = lost.iter().find(|l| matches!(l.loss, baseline::NestedLoss::Unreadable(_))) {
+        let shown = scafld_protocol::cli::shell_word(&unread.folder);
+        return Err(RpcError::new(
+            ErrorKind::InvalidState,
+            format!("{unread}: the approval baseline cannot be recorded again while git cannot read it"),
+        )
+        .with_hint(format!(
+            "give access to it again (`chmod -R u+rwX {shown}/.git`; `git -C {shown} status` shows what git finds) or remove it, then run `scafld approve {task} --amend` again (or go on: once it reads, nothing needs recording again)"
+        )));
+    }
     if changed.is_empty() && gone.is_none() && lost.is_empty() {
         return Err(RpcError::new(
             ErrorKind::InvalidState,
