@@ -2431,6 +2431,40 @@ fn a_nested_repository_git_cannot_read_is_named_with_the_way_on() {
     assert!(changes.contains("- `lib/x.txt`") && changes.contains("+the task's change"), "{changes}");
 }
 
+/// `plan` of a new id while a spec folder cannot be looked in (an archive month, mode 000): a
+/// spec there may have the id, so it is refused naming the folder and the chmod that gives
+/// access again, and nothing is written; readable again, the id is planned.
+#[test]
+fn plan_refuses_an_id_a_folder_that_cannot_be_read_may_hide() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut env = TestEnv::new();
+    if !env.start_daemon_bound_by_modes() {
+        eprintln!("skipped: running as root, whom a mode of 000 does not stop, and setpriv cannot drop that");
+        return;
+    }
+    env.init();
+    let month = env.work.join(".scafld/specs/archive/2026-10");
+    std::fs::create_dir_all(&month).unwrap();
+    std::fs::set_permissions(&month, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let refused = env.scafld(&["plan", "fresh", "--json"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    let error = refused.json()["error"].clone();
+    assert_eq!(error["code"], "workspace_error", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("task id `fresh`") && message.contains(".scafld/specs/archive/2026-10 cannot be read"),
+        "{error}"
+    );
+    let hint = error["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("chmod u+rwx .scafld/specs/archive/2026-10") && hint.contains("scafld plan fresh"),
+        "{error}"
+    );
+    assert!(!env.work.join(".scafld/specs/drafts/fresh.md").exists(), "nothing written");
+    std::fs::set_permissions(&month, std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.scafld(&["plan", "fresh"]).assert_code(0);
+}
+
 /// A repository git cannot read is the workspace's trouble: status points at it (not at a build
 /// that would fail the same way) and complete refuses with exit 6, never "stale evidence"; once
 /// the repository reads again, nothing was lost.

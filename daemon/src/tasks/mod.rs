@@ -125,6 +125,20 @@ fn hidden_spec(ws: &Workspace, task: &str) -> Option<RpcError> {
     )
 }
 
+/// `plan`'s last look before it takes `task` as a new id: while a spec folder its file could be
+/// in cannot be looked in, a spec there may have the id, so the id is refused, naming the
+/// folders and what gives access again (any other id could be hidden there just as well).
+pub(crate) fn refuse_hidden_id(ws: &Workspace, task: &str) -> RpcResult<()> {
+    let hidden = specfile::hiding(&ws.root, &format!("{task}.md"));
+    let Some(first) = hidden.first() else { return Ok(()) };
+    let folders: Vec<String> = hidden.iter().map(ToString::to_string).collect();
+    Err(RpcError::new(
+        ErrorKind::WorkspaceError,
+        format!("cannot tell whether task id `{task}` is free: {}; a spec there may have it", and_list(&folders)),
+    )
+    .with_hint(format!("{}, then run `scafld plan {task}` again", first.remedy())))
+}
+
 /// A task whose spec file is gone (removed, or moved out of `.scafld/specs`) while its ledger
 /// keeps it. The ledger holds the runner's record (states, evidence, reviews), never the text
 /// someone wrote, so nothing rebuilds the file: `status`, `session`, `fail` and `cancel` work

@@ -71,6 +71,8 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         )
         .with_hint(format!("pick another task id; `scafld session {task}` shows that history")));
     }
+    // A spec folder that cannot be looked in may hold a spec with the id.
+    super::refuse_hidden_id(&ws, task.as_str())?;
     let now = clock::now_rfc3339();
     let input = PlanInput {
         task_id: task.as_str(),
