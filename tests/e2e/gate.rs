@@ -2465,6 +2465,47 @@ fn plan_refuses_an_id_a_folder_that_cannot_be_read_may_hide() {
     env.scafld(&["plan", "fresh"]).assert_code(0);
 }
 
+/// `fail` and `cancel` of an open task whose spec file is gone, while a spec folder cannot be
+/// looked in. One of the open tasks' folders (`active`) may hold its file, which closing the
+/// task would leave open: refused, naming it and the chmod. An archive month does not stop
+/// them: whether or not the file is there, the archive is where a closed task's file belongs.
+#[test]
+fn closing_a_task_whose_spec_is_gone_is_stopped_only_by_a_folder_of_open_tasks() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut env = TestEnv::new();
+    if !env.start_daemon_bound_by_modes() {
+        eprintln!("skipped: running as root, whom a mode of 000 does not stop, and setpriv cannot drop that");
+        return;
+    }
+    opened(&env, "src/lib.rs", GREET);
+    let active = env.work.join(".scafld/specs/active");
+    std::fs::remove_file(active.join("rev.md")).unwrap();
+    let mode = |path: &std::path::Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+
+    mode(&active, 0o000);
+    let refused = env.scafld(&["fail", "rev", "--reason", "gave up", "--json"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    let error = refused.json()["error"].clone();
+    assert_eq!(error["code"], "workspace_error", "{error}");
+    assert!(error["message"].as_str().unwrap().contains(".scafld/specs/active cannot be read"), "{error}");
+    assert!(error["hint"].as_str().unwrap().contains("chmod u+rwx .scafld/specs/active"), "{error}");
+    mode(&active, 0o755);
+
+    let month = env.work.join(".scafld/specs/archive/2026-10");
+    std::fs::create_dir_all(&month).unwrap();
+    mode(&month, 0o000);
+    let cancel = env.scafld(&["cancel", "rev", "--reason", "not needed", "--json"]);
+    cancel.assert_code(0);
+    assert_eq!(cancel.json()["result"]["spec_missing"], true, "{}", cancel.stdout);
+    mode(&month, 0o755);
+    assert_eq!(
+        env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].as_array().unwrap().last().unwrap()["type"],
+        "cancel"
+    );
+}
+
 /// A repository git cannot read is the workspace's trouble: status points at it (not at a build
 /// that would fail the same way) and complete refuses with exit 6, never "stale evidence"; once
 /// the repository reads again, nothing was lost.

@@ -1607,7 +1607,7 @@ fn tail_text(text: &str, max: usize) -> String {
 pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> RpcResult<m::ArchiveResult> {
     let (ws, task) = match entry(daemon, &p.root, &p.task_id).await {
         Ok((ws, entry)) => (ws, entry.task_id.clone()),
-        Err(missing) => match super::Gone::find(daemon, &p.root, &p.task_id).await? {
+        Err(missing) => match super::Gone::find_to_close(daemon, &p.root, &p.task_id).await? {
             Some((ws, gone)) => (ws, gone.task),
             None => return Err(missing),
         },
@@ -1621,7 +1621,7 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
     let _guard = lock.lock().await;
     refuse_while_running(daemon, &ws, &task)?;
     // As the files are now that this call holds the task.
-    let gone = super::Gone::of(daemon, &ws, &task)?;
+    let gone = super::Gone::of_to_close(daemon, &ws, &task)?;
     let (now, file) = match &gone {
         Some(gone) => (gone.status, None),
         None => {

@@ -113,7 +113,11 @@ fn missing_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcError {
 /// missing nor a new id. The error names the folders and what gives access again; nothing
 /// that would replace or close the task is suggested.
 fn hidden_spec(ws: &Workspace, task: &str) -> Option<RpcError> {
-    let hidden = specfile::hiding(&ws.root, &format!("{task}.md"));
+    hidden_in(task, specfile::hiding(&ws.root, &format!("{task}.md")))
+}
+
+/// [`hidden_spec`] of the folders `hidden`.
+fn hidden_in(task: &str, hidden: Vec<specfile::Unlisted>) -> Option<RpcError> {
     let first = hidden.first()?;
     let folders: Vec<String> = hidden.iter().map(ToString::to_string).collect();
     Some(
@@ -173,6 +177,41 @@ impl Gone {
 
     /// [`Gone::find`] in an open workspace, as the files are now (stat first).
     pub(crate) fn of(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<Option<Gone>> {
+        Gone::of_unless_hidden(daemon, ws, task, |_| true)
+    }
+
+    /// [`Gone::find`] for `fail` and `cancel`, which close the task in its ledger: a spec folder
+    /// of the archive that cannot be looked in does not stop them. Whether or not the file is
+    /// in it, it is where the file of a task so closed belongs (any folder of the archive is:
+    /// `misfiled`), and once it reads again `reconcile` puts its status line right, as for a
+    /// file put back later. (Nor can the ledger say the file is not there: scafld archives a
+    /// file only when its ledger closes the task, but a hand move puts it in any folder,
+    /// whatever month the folder's name says.) One of the open tasks' folders that cannot be
+    /// looked in still refuses, naming it: a file there would be left open beside a closed task.
+    pub(crate) async fn find_to_close(
+        daemon: &Daemon,
+        root: &str,
+        raw_task: &str,
+    ) -> RpcResult<Option<(Arc<Workspace>, Gone)>> {
+        let task = task_id(raw_task)?;
+        let ws = daemon.workspace(root).await?;
+        Ok(Gone::of_to_close(daemon, &ws, task.as_str())?.map(|gone| (ws, gone)))
+    }
+
+    /// [`Gone::find_to_close`] in an open workspace, as the files are now (stat first).
+    pub(crate) fn of_to_close(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<Option<Gone>> {
+        let archive = specfile::specs_dir(&ws.root).join(crate::domain::lifecycle::Folder::Archive.as_str());
+        Gone::of_unless_hidden(daemon, ws, task, |hidden| !hidden.is_below(&archive))
+    }
+
+    /// [`Gone::of`], refused while a folder its file could be in that `blocks` cannot be
+    /// looked in.
+    fn of_unless_hidden(
+        daemon: &Daemon,
+        ws: &Workspace,
+        task: &str,
+        blocks: impl Fn(&specfile::Unlisted) -> bool,
+    ) -> RpcResult<Option<Gone>> {
         if let Some(changed) = crate::sync::write(&ws.index).sync_task(task) {
             daemon.publish_task_changed(ws, &changed, "hand_edit");
         }
@@ -181,7 +220,9 @@ impl Gone {
         }
         let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
         let Some(state) = crate::domain::ledger::state(&entries) else { return Ok(None) };
-        if let Some(hidden) = hidden_spec(ws, task) {
+        let mut hidden = specfile::hiding(&ws.root, &format!("{task}.md"));
+        hidden.retain(blocks);
+        if let Some(hidden) = hidden_in(task, hidden) {
             return Err(hidden);
         }
         Ok(Some(Gone { task: task.to_string(), entries, status: state.status }))

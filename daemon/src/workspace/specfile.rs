@@ -62,6 +62,14 @@ impl Unlisted {
         Unlisted::Unreadable { folder: folder.to_path_buf(), kind: e.kind(), error: e.to_string() }
     }
 
+    /// Whether it is `folder` or below it.
+    pub fn is_below(&self, folder: &Path) -> bool {
+        match self {
+            Unlisted::Unreadable { folder: at, .. } | Unlisted::TooDeep { folder: at } => at.starts_with(folder),
+            Unlisted::NotUtf8 { path } => path.starts_with(folder),
+        }
+    }
+
     /// What to do about it.
     pub fn remedy(&self) -> String {
         match self {
