@@ -1797,6 +1797,50 @@ fn relative_or_missing_state_and_socket_settings_are_refused_or_ignored() {
     run(&["daemon", "stop", "--json"]).assert_code(0);
 }
 
+/// With no state directory the environment names (HOME, XDG_STATE_HOME and SCAFLD_STATE_DIR
+/// all unset), what needs no daemon still runs: `--help`, `--version`, `completions`, `man`;
+/// `doctor` reports it as a failed check with the variables to set; a command that needs the
+/// daemon is refused, exit 2, naming the three. Before, every command was refused.
+#[test]
+fn with_no_state_directory_what_needs_no_daemon_still_runs() {
+    let env = TestEnv::new();
+    let homeless = |args: &[&str]| {
+        let mut command = env.scafld_command(args);
+        for name in ["HOME", "XDG_STATE_HOME", "SCAFLD_STATE_DIR"] {
+            command.env_remove(name);
+        }
+        Run::from(command.output().unwrap())
+    };
+    for args in [&["--help"][..], &["--version"], &["completions", "bash"]] {
+        let run = homeless(args);
+        run.assert_code(0);
+        assert!(!run.stdout.is_empty(), "{args:?}: {}", run.stderr);
+    }
+    let pages = env.path("pages");
+    homeless(&["man", "--out", pages.to_str().unwrap()]).assert_code(0);
+    assert!(pages.join("scafld.1").exists());
+
+    let doctor = homeless(&["doctor", "--json"]);
+    let checks = doctor.json()["result"]["checks"].clone();
+    let state = checks.as_array().and_then(|c| c.iter().find(|c| c["name"] == "state directory")).cloned();
+    let state = state.unwrap_or_else(|| panic!("{}", doctor.stdout));
+    assert_eq!(state["health"], "fail", "{state}");
+    assert!(state["fix"].as_str().unwrap().contains("SCAFLD_STATE_DIR"), "{state}");
+
+    // A workspace's folder, so that `status` gets as far as reaching the daemon.
+    std::fs::create_dir_all(env.work.join(".scafld")).unwrap();
+    for args in [&["status", "x", "--json"][..], &["daemon", "status", "--json"]] {
+        let run = homeless(args);
+        run.assert_code(2);
+        let error = &run.json()["error"];
+        let said = format!("{} {}", error["message"], error["hint"]);
+        for name in ["HOME", "XDG_STATE_HOME", "SCAFLD_STATE_DIR"] {
+            assert!(said.contains(name), "{args:?}: {name}: {said}");
+        }
+    }
+    assert!(!env.state_dir.exists() && !env.path("home/.local").exists(), "nothing was started");
+}
+
 /// `daemon stop` with a socket setting that differs from the daemon holding the state directory
 /// does not say "no daemon was running": it fails, naming that daemon and how to stop it.
 #[test]

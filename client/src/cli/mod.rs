@@ -730,20 +730,31 @@ impl Command {
 /// Everything a command needs besides its own arguments.
 pub struct Context {
     pub global: GlobalArgs,
-    pub paths: Paths,
+    /// Where the daemon's socket and state are, or why the environment names no state
+    /// directory: only the commands that reach a daemon need one ([`Context::paths`]), so
+    /// `completions`, `man` and `demo` run without it and `doctor` reports it.
+    pub paths: Result<Paths, scafld_local::paths::PathsError>,
     pub out: Output,
     /// Where the caller is: the commands it is shown are made to run there.
     pub caller: runnable::Caller,
 }
 
 impl Context {
+    /// The socket and state directory, or the refusal of a command that needs a daemon when
+    /// the environment names no state directory (which variables to set, in the hint).
+    pub fn paths(&self) -> Result<&Paths, CliError> {
+        self.paths.as_ref().map_err(|e| {
+            CliError::new("environment", e.message.clone(), exit::workflow::USAGE).with_hint(e.hint.clone())
+        })
+    }
+
     pub fn autostart(&self) -> bool {
         let env_off = scafld_local::env_flag(std::env::var("SCAFLD_NO_AUTOSTART").ok().as_deref());
         !(self.global.no_autostart || env_off)
     }
 
     pub fn connect(&self) -> Result<scafld_client::Connection, CliError> {
-        let conn = daemon_control::connect(&self.paths, self.autostart())?;
+        let conn = daemon_control::connect(self.paths()?, self.autostart())?;
         let caller = self.caller.clone();
         let hook: Option<scafld_client::connection::ResultHook> = caller
             .rewrites()
@@ -785,15 +796,7 @@ pub fn main(args: Vec<OsString>) -> u8 {
     };
     let out = Output::new(cli.global.json, cli.command.name());
     let caller = runnable::Caller::current(cli.global.root.as_deref());
-    let paths = match Paths::from_env() {
-        Ok(paths) => paths,
-        Err(e) => {
-            let error = CliError::new("environment", e.message, exit::workflow::USAGE).with_hint(e.hint);
-            out.failure(&error, None);
-            return error.exit_code;
-        }
-    };
-    let ctx = Context { global: cli.global, paths, out, caller };
+    let ctx = Context { global: cli.global, paths: Paths::from_env(), out, caller };
     match commands::run(&ctx, cli.command) {
         Ok(code) => code,
         Err(mut error) => {

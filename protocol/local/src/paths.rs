@@ -64,7 +64,7 @@ impl Paths {
                 .or_else(|| absolute("HOME").map(|h| h.join(".local/state/scafld")))
                 .ok_or_else(|| PathsError {
                     message: "no state directory: none of SCAFLD_STATE_DIR, XDG_STATE_HOME or HOME is set to an absolute path".into(),
-                    hint: "set HOME, or SCAFLD_STATE_DIR to the absolute path of the state directory to use (`scafld daemon status` run where it is set names it)".into(),
+                    hint: "set HOME or XDG_STATE_HOME to an absolute path, or SCAFLD_STATE_DIR to the absolute path of the state directory to use (`scafld daemon status` run where it is set names it)".into(),
                 })?,
         };
         let socket = match explicit("SCAFLD_SOCKET")? {

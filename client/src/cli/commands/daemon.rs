@@ -12,12 +12,13 @@ use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 
 pub fn start(ctx: &Context) -> Result<u8, CliError> {
-    let (pid, already) = match Connection::connect(&ctx.paths.socket) {
+    let paths = ctx.paths()?;
+    let (pid, already) = match Connection::connect(&paths.socket) {
         Ok(mut conn) => (conn.daemon().map_err(connect_error)?.pid, true),
-        Err(ClientError::Unreachable { .. }) => (daemon_control::start(&ctx.paths)?, false),
+        Err(ClientError::Unreachable { .. }) => (daemon_control::start(paths)?, false),
         Err(e) => return Err(connect_error(e)),
     };
-    let socket = ctx.paths.socket.display().to_string();
+    let socket = paths.socket.display().to_string();
     ctx.out.success(&json!({"pid": pid, "socket_path": socket, "already_running": already}), || {
         let shown = one_line(&socket);
         if already {
@@ -30,8 +31,9 @@ pub fn start(ctx: &Context) -> Result<u8, CliError> {
 }
 
 pub fn stop(ctx: &Context) -> Result<u8, CliError> {
-    let stopped = daemon_control::stop(&ctx.paths)?;
-    let socket = ctx.paths.socket.display().to_string();
+    let paths = ctx.paths()?;
+    let stopped = daemon_control::stop(paths)?;
+    let socket = paths.socket.display().to_string();
     ctx.out.success(&json!({"stopped": stopped.is_some(), "pid": stopped, "socket_path": socket}), || match stopped {
         Some(pid) => format!("stopped the daemon (pid {pid})"),
         None => format!("no daemon was running at {}", one_line(&socket)),
@@ -40,9 +42,10 @@ pub fn stop(ctx: &Context) -> Result<u8, CliError> {
 }
 
 pub fn status(ctx: &Context) -> Result<u8, CliError> {
-    let mut conn = Connection::connect(&ctx.paths.socket).map_err(|e| match e {
+    let paths = ctx.paths()?;
+    let mut conn = Connection::connect(&paths.socket).map_err(|e| match e {
         ClientError::Unreachable { .. } => {
-            connect_error(e).with_hint(start_hint(&ctx.paths, "start it with `scafld daemon start`"))
+            connect_error(e).with_hint(start_hint(paths, "start it with `scafld daemon start`"))
         }
         other => connect_error(other),
     })?;

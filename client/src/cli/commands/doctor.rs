@@ -88,11 +88,17 @@ pub fn run(ctx: &Context) -> Result<u8, CliError> {
 
 fn checks(ctx: &Context) -> Vec<Check> {
     let mut out = vec![git()];
-    out.push(private_dir("state directory", &ctx.paths.state_dir));
-    if let Some(dir) = ctx.paths.socket.parent() {
-        out.push(private_dir("socket directory", dir));
+    match &ctx.paths {
+        Ok(paths) => {
+            out.push(private_dir("state directory", &paths.state_dir));
+            if let Some(dir) = paths.socket.parent() {
+                out.push(private_dir("socket directory", dir));
+            }
+            out.push(daemon(paths));
+        }
+        // Nothing can reach or start a daemon: said as a failed check, the others still made.
+        Err(e) => out.push(check("state directory", Health::Fail, e.message.clone(), Some(e.hint.clone()))),
     }
-    out.push(daemon(ctx));
     out.extend(declared_host());
     out.extend(TESTED_REVIEWER_CLIS.iter().map(|(cli, package, version)| reviewer(cli, package, version)));
     out.push(systemd_units());
@@ -189,8 +195,8 @@ fn private_dir(name: &str, dir: &Path) -> Check {
     check(name, Health::Ok, format!("{} (mode {mode:o})", dir.display()), None)
 }
 
-fn daemon(ctx: &Context) -> Check {
-    match Connection::connect(&ctx.paths.socket).and_then(|mut conn| conn.daemon().cloned()) {
+fn daemon(paths: &scafld_client::Paths) -> Check {
+    match Connection::connect(&paths.socket).and_then(|mut conn| conn.daemon().cloned()) {
         Ok(hello) => {
             let (daemon, client) = (hello.daemon_version, env!("CARGO_PKG_VERSION"));
             if daemon == client {

@@ -12,7 +12,7 @@ use crate::cli::output::{CliError, note};
 use crate::cli::workspace::find_root;
 
 pub fn run(ctx: &Context) -> Result<u8, CliError> {
-    let paths = ctx.paths.clone();
+    let paths = ctx.paths()?.clone();
     let allowed = ctx.autostart();
     // "started the daemon" goes to the editor's log, not to stderr (an error there).
     let (notes_tx, notes) = crossbeam_channel::unbounded::<String>();

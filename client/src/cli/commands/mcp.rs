@@ -26,6 +26,9 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
         "harden" => (scafld_protocol::schemas::harden_dossier(), "HardenDossier", "submit_harden"),
         _ => (scafld_protocol::schemas::provider_dossier(), "ReviewDossier", "submit_review"),
     };
+    // Only a submission reaches the daemon: with no socket the environment names, each is
+    // refused saying so (the server itself still answers).
+    let socket = ctx.paths().map(|paths| paths.socket.clone());
     let mut daemon: Option<Connection> = None;
     let mut stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
@@ -86,7 +89,7 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
             "tools/call" if message["params"]["name"] == tool => {
                 let dossier = message["params"]["arguments"].clone();
                 if daemon.is_none() {
-                    daemon = Connection::connect(&ctx.paths.socket).ok();
+                    daemon = socket.as_ref().ok().and_then(|socket| Connection::connect(socket).ok());
                 }
                 let params = SubmitParams { token: token.to_string(), dossier };
                 let answer = match daemon.as_mut() {
@@ -94,10 +97,16 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
                         daemon = None; // reconnect on the next call
                         e.to_string()
                     }),
-                    None => Err(format!(
-                        "no scafld daemon answers at {}; the review cannot be recorded",
-                        ctx.paths.socket.display()
-                    )),
+                    None => Err(match &socket {
+                        Ok(socket) => {
+                            format!("no scafld daemon answers at {}; the review cannot be recorded", socket.display())
+                        }
+                        Err(e) => format!(
+                            "{}; the review cannot be recorded ({})",
+                            e.message,
+                            e.hint.as_deref().unwrap_or_default()
+                        ),
+                    }),
                 };
                 match answer {
                     Ok(r) if r.accepted => Ok(json!({

@@ -278,7 +278,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             Err(e) if !args.once && e.exit_code == workflow::UNREACHABLE => {
                 note(&format!("scafld worker {id}: {}; reconnecting", e.message));
                 std::thread::sleep(Duration::from_secs(1));
-                if let Ok(again) = crate::cli::daemon_control::connect(&ctx.paths, false) {
+                if let Ok(again) = crate::cli::daemon_control::connect(ctx.paths()?, false) {
                     conn = again;
                 }
                 continue;
@@ -300,7 +300,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             };
             let mut submitted = call::<m::WorkerSubmit>(&mut conn, &params);
             if submitted.as_ref().is_err_and(|e| e.exit_code == workflow::UNREACHABLE)
-                && let Ok(again) = crate::cli::daemon_control::connect(&ctx.paths, false)
+                && let Ok(again) = crate::cli::daemon_control::connect(ctx.paths()?, false)
             {
                 // The daemon restarted while the provider ran; the lease survived it.
                 conn = again;
@@ -356,7 +356,7 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
     };
     let done = Arc::new(AtomicBool::new(false));
     let heartbeat = {
-        let (done, paths, lease) = (done.clone(), ctx.paths.clone(), claim.lease_token.clone());
+        let (done, paths, lease) = (done.clone(), ctx.paths()?.clone(), claim.lease_token.clone());
         let (job_id, every) = (claim.job_id.clone(), Duration::from_secs((claim.lease_seconds / 3).max(1)));
         std::thread::spawn(move || {
             let mut conn = crate::cli::daemon_control::connect(&paths, false).ok();
