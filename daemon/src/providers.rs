@@ -865,6 +865,7 @@ pub async fn run(
         command: invocation.command.clone(),
         cwd: cwd.to_path_buf(),
         env,
+        env_bytes: Vec::new(),
         absolute_timeout: Duration::from_secs(external.absolute_max_seconds.max(1)),
         idle_timeout: (external.idle_timeout_seconds > 0).then(|| Duration::from_secs(external.idle_timeout_seconds)),
         stdin: Some(packet.as_bytes().to_vec()),

@@ -597,6 +597,31 @@ fn big_and_non_utf8_output() {
     assert!(rss_kib < 250 * 1024, "daemon peak RSS {rss_kib} KiB while capturing 50 MB");
 }
 
+/// A caller's variable whose value, or name, is not UTF-8 reaches a criterion byte for byte
+/// (the wire carries it as bytes, `env_bytes`), unwarned. Before, the client left it out with
+/// a warning, since the environment went as text.
+#[test]
+fn a_callers_variable_that_is_not_utf8_reaches_a_criterion_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = TestEnv::new();
+    let text = spec(
+        "bytes",
+        &[&[("env", "printf %s \"$LATIN1_VAR\" > var.out && cat /proc/$$/environ > environ.out", "")]],
+        &[],
+    );
+    ready(&env, "bytes", &text);
+    let mut build = env.scafld_command(&["build", "bytes", "--json"]);
+    build.env("LATIN1_VAR", std::ffi::OsStr::from_bytes(b"caf\xe9 \xff\x01"));
+    build.env(std::ffi::OsStr::from_bytes(b"NAME_\xe9"), "v");
+    let run = Run::from(build.output().unwrap());
+    assert_eq!(run.json()["result"]["criteria"][0]["status"], "pass", "{}{}", run.stdout, run.stderr);
+    assert!(!run.stderr.contains("warning"), "{}", run.stderr);
+    assert_eq!(std::fs::read(env.work.join("var.out")).unwrap(), b"caf\xe9 \xff\x01");
+    let environ = std::fs::read(env.work.join("environ.out")).unwrap();
+    let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+    assert!(vars.contains(&&b"NAME_\xe9=v"[..]), "{:?}", String::from_utf8_lossy(&environ));
+}
+
 /// A diagnostics file that cannot be written (`.scafld/runs` a link, through which scafld
 /// never writes) is named by its place in the workspace, never the daemon's descriptor path
 /// (`/proc/self/fd/N`) it writes through.

@@ -1964,24 +1964,6 @@ fn status_of_a_spec_that_became_a_fifo_or_a_folder_says_why_and_keeps_the_ledger
     }
 }
 
-/// A caller's variable whose value is not UTF-8 cannot reach a criterion (the environment
-/// goes as text): `build` says so on stderr, naming the variable, rather than dropping it
-/// unsaid.
-#[test]
-fn a_callers_variable_that_is_not_utf8_is_named_not_dropped_unsaid() {
-    use std::os::unix::ffi::OsStrExt;
-    let env = TestEnv::new();
-    opened(&env, "src/lib.rs", GREET);
-    let mut build = env.scafld_command(&["build", "rev"]);
-    build.env("LATIN1_VAR", std::ffi::OsStr::from_bytes(b"caf\xe9"));
-    let run = scafld_tests::Run::from(build.output().unwrap());
-    assert!(
-        run.stderr.contains("warning: LATIN1_VAR is not passed to the commands scafld runs: its value is not UTF-8"),
-        "{}",
-        run.stderr
-    );
-}
-
 /// Commit the spec of `rev` where it is now (`path`), so that git holds a copy.
 fn commit_spec(env: &TestEnv, path: &str) {
     git(&env.work, &["add", "--", path]);

@@ -569,7 +569,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
                 base: spec,
                 job_id: job.id.clone(),
                 run_token: job.run_token.clone(),
-                commands: CommandSetup::new(&ws, &config, &p.caller.env),
+                commands: CommandSetup::new(&ws, &config, &p.caller),
                 cancel,
                 material,
                 since: (since, head),
@@ -1447,6 +1447,8 @@ impl StepEvidence {
 /// the configured timeouts, diagnostics under the task's runs.
 pub(crate) struct CommandSetup {
     env: BTreeMap<String, String>,
+    /// The caller's variables the wire carried as bytes (not UTF-8), set exactly so.
+    env_bytes: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     env_overrides: Vec<String>,
     absolute_timeout_seconds: u64,
     idle_timeout: Option<Duration>,
@@ -1466,7 +1468,9 @@ enum DiagnosticsHome {
 }
 
 impl CommandSetup {
-    pub(crate) fn new(ws: &Workspace, config: &Config, caller_env: &BTreeMap<String, String>) -> CommandSetup {
+    pub(crate) fn new(ws: &Workspace, config: &Config, caller: &m::CallerContext) -> CommandSetup {
+        use std::os::unix::ffi::OsStringExt;
+        let caller_env = &caller.env;
         let execution = &config.execution;
         let found = ws.toolchain_files();
         let found: Vec<&str> = found.iter().map(String::as_str).collect();
@@ -1474,6 +1478,13 @@ impl CommandSetup {
         env_overrides.push("PATH".into());
         CommandSetup {
             env: acceptance::environment(caller_env, &execution.path_prepend, &found, &execution.env),
+            env_bytes: caller
+                .env_bytes
+                .iter()
+                .map(|var| {
+                    (std::ffi::OsString::from_vec(var.name.clone()), std::ffi::OsString::from_vec(var.value.clone()))
+                })
+                .collect(),
             env_overrides,
             absolute_timeout_seconds: execution.absolute_timeout_seconds.max(1),
             idle_timeout: (execution.idle_timeout_seconds > 0)
@@ -1496,6 +1507,7 @@ impl CommandSetup {
         let cwd = self.folder(criterion)?;
         let request = RunRequest {
             idle_timeout: self.idle_timeout,
+            env_bytes: self.env_bytes.clone(),
             ..RunRequest::new(criterion.command.clone(), cwd, self.env.clone(), Duration::from_secs(timeout))
         };
         let diagnostics = Diagnostics {

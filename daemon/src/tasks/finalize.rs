@@ -5,7 +5,6 @@
 //! `.scafld/receipts/<task>.json`, then `latest.json`. Anchored once; a repeat call repairs
 //! the files and returns the same receipt.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use scafld_protocol::ErrorKind;
@@ -82,7 +81,7 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
     sealed_packet(&ws, daemon.sessions.latest(&ws, Some(&task)).as_ref(), &task)?;
 
     // Every criterion again, on the files as they are: a receipt never rests on old runs.
-    let (criteria, records) = rerun_acceptance(daemon, &ws, &spec, &entries, &p.caller.env, &task).await?;
+    let (criteria, records) = rerun_acceptance(daemon, &ws, &spec, &entries, &p.caller, &task).await?;
     if criteria.iter().any(|c| c.status != CriterionStatus::Pass) {
         let material = fresh.material.as_ref().map(|m| m.digest.clone()).unwrap_or_default();
         return failed_again(daemon, &ws, &spec, &entries, &material, criteria).await;
@@ -576,7 +575,7 @@ async fn rerun_acceptance(
     ws: &Workspace,
     spec: &Spec,
     entries: &[LedgerEntry],
-    caller_env: &BTreeMap<String, String>,
+    caller: &m::CallerContext,
     task: &str,
 ) -> RpcResult<(Vec<CriterionResult>, Vec<AcceptanceRecord>)> {
     let config = ws.config()?;
@@ -586,7 +585,7 @@ async fn rerun_acceptance(
         .flat_map(|p| p.criteria.iter().map(move |c| (p.id(), c)))
         .chain(spec.acceptance.criteria.iter().map(|c| ("final".to_string(), c)))
         .collect();
-    let commands = CommandSetup::new(ws, &config, caller_env);
+    let commands = CommandSetup::new(ws, &config, caller);
     let call = daemon.call_runs.begin(&format!("finalize {task}")).await?;
     let (mut results, mut records) = (Vec::new(), Vec::new());
     for (phase_id, criterion) in phases {

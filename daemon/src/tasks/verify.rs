@@ -212,7 +212,7 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
         // request could otherwise run whatever it writes into one).
         check("acceptance", Err("not re-run: the receipt's signature did not verify".into()));
     } else {
-        check("acceptance", rerun_recorded(daemon, &root, &envelope, env).await?);
+        check("acceptance", rerun_recorded(daemon, &root, &envelope, &p.caller).await?);
     }
     check("independence", check_independence(&envelope, &trust));
     result.task_id = body.task_id.clone();
@@ -368,7 +368,7 @@ async fn rerun_recorded(
     daemon: &Arc<Daemon>,
     root: &Path,
     envelope: &Envelope,
-    env: &BTreeMap<String, String>,
+    caller: &m::CallerContext,
 ) -> RpcResult<Result<String, String>> {
     // A check writes nothing into the checkout it checks: a fresh clone is read unsettled (no
     // id written, nothing registered), and the runs' diagnostics go to a throwaway folder
@@ -385,7 +385,8 @@ async fn rerun_recorded(
         .prefix("scafld-verify-")
         .tempdir_in(scafld_local::temp_dir())
         .map_err(|e| RpcError::internal(format!("cannot make a folder for verify's diagnostics: {e}")))?;
-    let commands = super::exec::CommandSetup::new(&ws, &config, env).diagnostics_in(scratch.path().join("diagnostics"));
+    let commands =
+        super::exec::CommandSetup::new(&ws, &config, caller).diagnostics_in(scratch.path().join("diagnostics"));
     let call = daemon.call_runs.begin("verify").await?;
     let mut ran = 0;
     for record in &envelope.body.acceptance {

@@ -4,6 +4,7 @@
 //! both the daemon (acceptance criteria, reviewers) and `scafld worker` (a leased reviewer).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -131,6 +132,9 @@ pub struct RunRequest {
     pub command: String,
     pub cwd: PathBuf,
     pub env: BTreeMap<String, String>,
+    /// Variables set byte for byte (a name or value that is not UTF-8, as the caller had it),
+    /// before `env`: a name in both takes `env`'s value.
+    pub env_bytes: Vec<(OsString, OsString)>,
     pub absolute_timeout: Duration,
     pub idle_timeout: Option<Duration>,
     /// Bytes written to the command's stdin (then closed); `None` means stdin is /dev/null.
@@ -158,6 +162,21 @@ pub struct RunRequest {
     pub gate: Option<Gate>,
 }
 
+/// This process's environment as a run takes it: the variables that are text, and apart
+/// those whose name or value is not UTF-8, byte for byte (for [`RunRequest::env_bytes`]).
+pub fn own_environment() -> (BTreeMap<String, String>, Vec<(OsString, OsString)>) {
+    let (mut text, mut bytes) = (BTreeMap::new(), Vec::new());
+    for (name, value) in std::env::vars_os() {
+        match (name.to_str(), value.to_str()) {
+            (Some(name), Some(value)) => {
+                text.insert(name.to_string(), value.to_string());
+            }
+            _ => bytes.push((name, value)),
+        }
+    }
+    (text, bytes)
+}
+
 impl RunRequest {
     /// `command` run in `cwd` with `env`, bounded by `absolute_timeout` alone: stdin from
     /// /dev/null, no observer, a fresh token, no gate (callers set the rest by field).
@@ -166,6 +185,7 @@ impl RunRequest {
             command,
             cwd,
             env,
+            env_bytes: Vec::new(),
             absolute_timeout,
             idle_timeout: None,
             stdin: None,
@@ -336,6 +356,7 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
                 .arg(&request.command)
                 .current_dir(&request.cwd)
                 .env_clear()
+                .envs(request.env_bytes.iter().map(|(name, value)| (name, value)))
                 .envs(&request.env)
                 .env(RUN_TOKEN, &token)
                 .stdin(Stdio::piped())

@@ -519,6 +519,21 @@ pub struct CallerContext {
     /// `caller_identity`). Empty when unknown.
     #[serde(default)]
     pub identity: String,
+    /// The variables `env` cannot carry, a name or a value that is not UTF-8 (JSON text is
+    /// UTF-8), as their bytes: set exactly so for the commands run for the call, after the
+    /// caller's others and before what scafld sets itself. Sent only when there is one, so a
+    /// client without it and a daemon reading a call without it work as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_bytes: Vec<EnvBytes>,
+}
+
+/// One environment variable as bytes (each a JSON array of numbers 0-255): its name and its
+/// value, neither necessarily UTF-8.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvBytes {
+    pub name: Vec<u8>,
+    pub value: Vec<u8>,
 }
 
 method!(

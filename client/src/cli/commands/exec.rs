@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use scafld_protocol::methods::{self as m, BuildOutcome, CallerContext, JobInfo};
+use std::os::unix::ffi::OsStringExt as _;
+
+use scafld_protocol::methods::{self as m, BuildOutcome, CallerContext, EnvBytes, JobInfo};
 
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{wait, workflow};
@@ -16,36 +18,21 @@ const HEARTBEAT_SECONDS: f64 = 3.0;
 /// How long the `build` call itself waits for its step before the heartbeat waits begin.
 const FIRST_WAIT_SECONDS: f64 = 1.0;
 
-/// The caller's working directory and environment, sent with every command that runs processes.
+/// The caller's working directory and environment, sent with every command that runs processes:
+/// the variables that are text in `env`, those whose name or value is not UTF-8 as their bytes
+/// in `env_bytes`, so the commands scafld runs see every one exactly as it is here.
 pub(super) fn caller() -> CallerContext {
+    let (env, bytes) = scafld_local::runner::own_environment();
     CallerContext {
         cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
-        env: caller_env(),
+        env,
         client_exe: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
         identity: caller_identity(),
+        env_bytes: bytes
+            .into_iter()
+            .map(|(name, value)| EnvBytes { name: name.into_vec(), value: value.into_vec() })
+            .collect(),
     }
-}
-
-/// The caller's environment as the wire carries it (text). A variable whose name or value is
-/// not UTF-8 cannot be sent: it is left out, and said on stderr naming it (lossily), never
-/// dropped unsaid, since the commands scafld runs then do not see it.
-fn caller_env() -> std::collections::BTreeMap<String, String> {
-    let mut env = std::collections::BTreeMap::new();
-    for (name, value) in std::env::vars_os() {
-        let part = if name.to_str().is_none() { "name" } else { "value" };
-        match (name.into_string(), value.into_string()) {
-            (Ok(name), Ok(value)) => {
-                env.insert(name, value);
-            }
-            (name, _) => {
-                let shown = name.unwrap_or_else(|raw| raw.to_string_lossy().into_owned());
-                note(&format!(
-                    "warning: {shown} is not passed to the commands scafld runs: its {part} is not UTF-8, and scafld sends the environment as text"
-                ));
-            }
-        }
-    }
-    env
 }
 
 /// Who is calling, as stable across this caller's commands as can be told: `SCAFLD_CALLER_ID`

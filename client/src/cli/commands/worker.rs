@@ -2,7 +2,6 @@
 //! the daemon prepared (in its own process group, heartbeating the lease), and submits what it
 //! left. The subcommands let an agent do the same by hand, one prompt call at a time.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -335,13 +334,15 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
 /// and idle timeouts.
 fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
     let invocation = claim.invocation.clone().ok_or_else(|| CliError::usage("the claim carries no provider to run"))?;
-    let mut env: BTreeMap<String, String> = std::env::vars().collect();
+    // Its own environment, a variable that is not UTF-8 included as it is.
+    let (mut env, env_bytes) = scafld_local::runner::own_environment();
     env.extend(invocation.env.clone());
     env.insert("SCAFLD_TASK_ID".into(), claim.task_id.clone());
     let request = RunRequest {
         command: invocation.command.clone(),
         cwd: invocation.cwd.clone().into(),
         env,
+        env_bytes,
         absolute_timeout: Duration::from_secs(invocation.timeout_seconds.max(1)),
         idle_timeout: (invocation.idle_timeout_seconds > 0)
             .then(|| Duration::from_secs(invocation.idle_timeout_seconds)),
