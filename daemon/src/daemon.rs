@@ -555,6 +555,21 @@ impl Daemon {
         crate::sync::lock(&self.unsaid).remove(&root).into_iter().collect()
     }
 
+    /// What a reply's `warnings` tell the caller of the workspace at `root` (the client says
+    /// each on stderr, never on a `--json` stdout): what it has not been told yet
+    /// ([`Daemon::take_unsaid`]), then each key its configuration files set that no setting
+    /// reads (a misspelt key sets nothing: said by every command that loads the configuration
+    /// and answers with warnings, once in its reply). The one place those replies take them.
+    pub fn warnings_for(&self, root: &Path) -> Vec<String> {
+        let mut warnings = self.take_unsaid(root);
+        let open =
+            canonical_root(root).ok().and_then(|root| crate::sync::lock(&self.open_workspaces).get(&root).cloned());
+        if let Some(Ok(config)) = open.map(|ws| ws.config()) {
+            warnings.extend(config.unknown_keys);
+        }
+        warnings
+    }
+
     /// Refuse (`busy`, naming the job) when a job of another workspace than `id` (any, for
     /// `None`: `init` is about to make a new one) still runs at `root`: a folder never takes
     /// another identity under a running build or review of the one it held. The range

@@ -773,7 +773,8 @@ fn a_configuration_that_does_not_read_is_status_s_error_and_its_next_step() {
 
 /// A misspelt configuration key sets nothing: `status` warns of it on every call, naming the
 /// file, the line, the key and the known key nearest it; the keys `scafld init` writes and
-/// the original tool's own keys draw no warning.
+/// the original tool's own keys draw no warning. `validate`, `list` and `build` warn of it
+/// too, once each, on stderr: before, only `status` did.
 #[test]
 fn a_misspelt_configuration_key_is_warned_of_by_status() {
     let env = TestEnv::new();
@@ -800,6 +801,23 @@ fn a_misspelt_configuration_key_is_warned_of_by_status() {
     }
     let human = env.scafld(&["status", "greet"]);
     assert!(human.stderr.contains("unknown key `reveiw`"), "{}", human.stderr);
+    for args in [
+        &["validate", "greet"][..],
+        &["validate", "greet", "--json"],
+        &["validate", "--all"],
+        &["list", "--json"],
+        &["build", "greet", "--json"],
+    ] {
+        let run = env.scafld(args);
+        for key in ["`reveiw`", "`verify.min_independance`"] {
+            assert_eq!(run.stderr.matches(key).count(), 1, "{args:?}: {key}: {}", run.stderr);
+        }
+        // With --json, stdout is the envelope alone.
+        match args.contains(&"--json") {
+            true => assert_eq!(run.json()["ok"], true, "{}", run.stdout),
+            false => assert!(!run.stdout.contains("reveiw"), "{args:?}: {}", run.stdout),
+        }
+    }
 }
 
 /// A switch to a branch made before the task leaves its committed spec on the branch left:

@@ -226,6 +226,7 @@ mod tests {
                 },
             ],
             criteria: vec![],
+            warnings: vec![],
         }
     }
 

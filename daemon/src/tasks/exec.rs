@@ -457,7 +457,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
     let wait = p.wait_seconds.and_then(|s| Duration::try_from_secs_f64(s.clamp(0.0, 3600.0)).ok());
     let root = p.root.clone();
     let (mut started, material) = start_build(daemon, p).await?;
-    started.warnings = daemon.take_unsaid(std::path::Path::new(&root));
+    started.warnings = daemon.warnings_for(std::path::Path::new(&root));
     if let (Some(wait), Some(job_id), None) = (wait, &started.job_id, &started.outcome) {
         let waited = daemon.jobs.wait(job_id, wait, daemon.shutdown_token()).await;
         if let Some(running) = waited.as_ref().filter(|r| !r.state.is_finished())

@@ -131,7 +131,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
             return match super::Gone::find_to_read(daemon, &p.root, &p.task_id).await? {
                 Some((ws, gone)) => {
                     let mut status = gone_status(&ws, &gone).await;
-                    status.warnings = daemon.take_unsaid(&ws.root);
+                    status.warnings = daemon.warnings_for(&ws.root);
                     Ok(status)
                 }
                 None => Err(missing),
@@ -146,11 +146,9 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     // the one beside it now is pending there): what `list` and `report` count too.
     let shown = crate::domain::ledger::for_file(spec, &entries);
     let mut status = answer.status(&entry.task_id, &shown, &entries, &fresh.stale, fresh.changes);
-    status.warnings = daemon.take_unsaid(&ws.root);
-    match ws.config() {
-        // A misspelt key sets nothing: said on every status, as a config error is.
-        Ok(config) => status.warnings.extend(config.unknown_keys),
-        Err(e) => status.config_error = Some(m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message }),
+    status.warnings = daemon.warnings_for(&ws.root);
+    if let Err(e) = ws.config() {
+        status.config_error = Some(m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message });
     }
     Ok(status)
 }
@@ -393,7 +391,7 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
         })
         .collect();
     specs.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(m::ValidateAllResult { specs, unlisted: unlisted(&index) })
+    Ok(m::ValidateAllResult { specs, unlisted: unlisted(&index), warnings: daemon.warnings_for(&ws.root) })
 }
 
 /// What the index's last whole sync could not read under the spec folders, each said with
@@ -421,7 +419,9 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
     if let Some(over) = oversize(&ws, &entry.parsed.spec) {
         diagnostics.push(m::Diagnostic { line: 0, severity: m::Severity::Warning, message: over });
     }
-    Ok(structure(entry.task_id.clone(), ws.relative(&entry.path), &entry.parsed.spec, diagnostics))
+    let mut result = structure(entry.task_id.clone(), ws.relative(&entry.path), &entry.parsed.spec, diagnostics);
+    result.warnings = daemon.warnings_for(&ws.root);
+    Ok(result)
 }
 
 /// `task.check`: `task.validate` on given text (an editor's buffer). Reads the index for the
@@ -490,6 +490,7 @@ fn structure(task_id: String, path: String, spec: &Spec, diagnostics: Vec<m::Dia
             })
             .collect(),
         criteria: spec.acceptance.criteria.iter().map(structure).collect(),
+        warnings: Vec::new(),
     }
 }
 
@@ -510,7 +511,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
     let ws = daemon.workspace_to_read(&p.root).await?;
     sync_with_ledgers(daemon, &ws).await?;
     // Rare, and never kept with the reply: said once.
-    let warnings = daemon.take_unsaid(&ws.root);
+    let warnings = daemon.warnings_for(&ws.root);
     let index = crate::sync::read(&ws.index);
     let asked = ListKey { generation: index.generation(), filter, counts: p.counts };
     let mut listed = crate::sync::lock(&ws.listed);

@@ -95,6 +95,9 @@ pub struct ValidateAllResult {
     /// permission, ...): specs there are in no entry, so `validate --all` fails while any is.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unlisted: Vec<String>,
+    /// As [`StatusResult::warnings`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,6 +122,9 @@ pub struct ValidateResult {
     pub phases: Vec<PhaseStructure>,
     /// Task-level validation criteria (final acceptance).
     pub criteria: Vec<CriterionStructure>,
+    /// As [`StatusResult::warnings`] (none for `task.check`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -86,6 +86,7 @@ pub fn plan(ctx: &Context, args: &PlanArgs) -> Result<u8, CliError> {
 pub fn validate_all(ctx: &Context) -> Result<u8, CliError> {
     let (root, mut conn) = session(ctx)?;
     let result = call::<m::TaskValidateAll>(&mut conn, &m::WorkspaceRootParams { root })?;
+    say_warnings(ctx, &result.warnings);
     let invalid: Vec<&str> = result.specs.iter().filter(|s| !s.valid).map(|s| s.task_id.as_str()).collect();
     let human = || {
         let mut text = String::new();
@@ -139,6 +140,7 @@ pub fn validate_all(ctx: &Context) -> Result<u8, CliError> {
 pub fn validate(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     let (params, mut conn) = task_params(ctx, task)?;
     let result = call::<m::TaskValidate>(&mut conn, &params)?;
+    say_warnings(ctx, &result.warnings);
     let criteria: usize = result.phases.iter().map(|p| p.criteria.len()).sum::<usize>() + result.criteria.len();
     if !result.valid {
         let errors = result.diagnostics.iter().filter(|d| d.severity == m::Severity::Error).count();
