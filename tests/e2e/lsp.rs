@@ -629,9 +629,11 @@ fn lsp_publishes_every_broken_spec_when_it_starts_and_after_a_restart() {
     let unseen = write_spec(&env, "drafts", "unseen", "---\nstatus: [draft\n---\n# Unseen\n");
     write_spec(&env, "drafts", "clean", &spec_text("clean", "draft"));
     env.start_daemon();
-    // Never a daemon of its own: one it started on a late read, while the test's was down,
-    // would watch the spec being broken and announce it.
-    let mut lsp = Lsp::start_with(&env, &env.work, &env.work, &[("SCAFLD_NO_AUTOSTART", "1")]);
+    // Autostart allowed, as an editor starts it: the server's own reads never start a daemon.
+    // Had it started one while the test's was down, that daemon would have watched `later`
+    // being broken and announced it, and would answer instead of the test's restarted one:
+    // both are checked below.
+    let mut lsp = Lsp::start_with(&env, &env.work, &env.work, &[]);
     lsp.diagnostics(&uri(&indexed), "the spec broken before the server started", has_duplicate);
     let errors = |d: &[Value]| d.iter().any(|d| d["severity"] == 1 && d["source"] == "scafld");
     lsp.diagnostics(&uri(&unseen), "the spec broken while no daemon ran", errors);
@@ -642,8 +644,11 @@ fn lsp_publishes_every_broken_spec_when_it_starts_and_after_a_restart() {
     lsp.logged(2, "lost the daemon");
     let later = write_spec(&env, "drafts", "later", &broken("later"));
     lsp.backlog.clear();
-    env.start_daemon();
+    assert!(scafld_tests::RawClient::connect(&env.socket).is_err(), "a daemon answers while the test's is down");
+    let pid = env.start_daemon();
+    assert_eq!(env.client().result("daemon.status", json!({}))["pid"], pid, "the test's daemon answers");
     lsp.diagnostics(&uri(&later), "the spec broken while the daemon was down", has_duplicate);
+    assert!(!lsp.seen.iter().any(|m| m.contains("started the daemon")), "{:#?}", lsp.seen);
     // A clean spec nothing ever showed gets no list: nothing to clear.
     let clean = uri(&env.work.join(".scafld/specs/drafts/clean.md"));
     assert!(!lsp.seen.iter().any(|m| m.contains(&clean)), "{:#?}", lsp.seen);
