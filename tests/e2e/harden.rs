@@ -565,6 +565,38 @@ fn a_harden_provider_that_modifies_files_never_passes() {
     }
 }
 
+/// The read-only check watches the repository's own git directory wherever it is: in a
+/// workspace that is a folder of the work tree (`pkg/`), a provider that writes a hook into the
+/// work tree's `.git` gets an `error` round naming it. Before, only `<workspace>/.git` was
+/// watched, nothing there, and the round passed.
+#[test]
+fn a_harden_provider_writing_a_monorepos_git_hook_never_passes() {
+    let mut env = TestEnv::new();
+    let top = env.work.clone();
+    git(&top, &["init", "-q"]);
+    std::fs::create_dir_all(top.join("pkg/src")).unwrap();
+    std::fs::write(top.join("pkg/src/a.rs"), "fn a() {}\n").unwrap();
+    scafld_tests::commit_all(&top, "initial");
+    env.work = top.join("pkg");
+    env.init();
+    let draft = DRAFT.replace("SUMMARY", "Take.").replace("`true`", "`cargo test`");
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), &draft).unwrap();
+    let answer = dossier(
+        &all("clean", "spec_gap:none").iter().map(|(d, r, a)| (*d, r.as_str(), a.as_str())).collect::<Vec<_>>(),
+    );
+    let clean = provider(&env, "clean", &answer);
+    let hook = top.join(".git/hooks/pre-commit");
+    let path = env.path("hooks-edits.sh");
+    std::fs::write(&path, format!("#!/bin/sh\nprintf '#!/bin/sh\\n' > '{}'\nexec {clean}\n", hook.display())).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    let round = harden(&env, &path.display().to_string());
+    assert!(hook.exists(), "the provider ran");
+    round.assert_code(1);
+    let result = round.json()["result"].clone();
+    assert_eq!(result["harden_status"], "error", "{result}");
+    assert!(result["problems"].to_string().contains("hooks/pre-commit"), "{result}");
+}
+
 /// A draft edited by hand while the provider judges it is refused with nothing recorded over the
 /// edit, and the refusal says the draft changed while the provider ran, by hand as much as by
 /// anyone: it never says the provider changed it. Before, it blamed the provider.
