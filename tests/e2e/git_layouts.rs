@@ -137,3 +137,31 @@ fn a_nested_repository_in_a_monorepo_package_is_read_through_its_own_git() {
         "{changes}"
     );
 }
+
+/// A range review (`review --diff`) in a workspace that is a folder of the work tree names the
+/// range's files as the workspace does (`f.txt`, never `pkg/f.txt`), and a change the range
+/// makes elsewhere in the work tree is not shown. Before, the range's paths and patch labels
+/// were the work tree's, and the other package's change was listed too.
+#[test]
+fn a_range_review_in_a_monorepo_package_names_the_workspaces_files() {
+    let mut env = TestEnv::new();
+    let top = env.work.clone();
+    git(&top, &["init", "-q"]);
+    std::fs::create_dir_all(top.join("pkg")).unwrap();
+    std::fs::write(top.join("pkg/f.txt"), "hi\n").unwrap();
+    std::fs::write(top.join("r.txt"), "root\n").unwrap();
+    commit_all(&top, "initial");
+    env.work = top.join("pkg");
+    env.init();
+    commit_all(&top, "scafld init");
+    std::fs::write(top.join("pkg/f.txt"), "hello\n").unwrap();
+    std::fs::write(top.join("r.txt"), "another package's work\n").unwrap();
+    commit_all(&top, "the work");
+    let script = reviewer(&env, "range", &pass(), "");
+    let run =
+        env.scafld(&["review", "--diff", "HEAD~1..HEAD", "--reviewers", "command", "--provider-command", &script]);
+    let packet = std::fs::read_to_string(format!("{script}.packet"))
+        .unwrap_or_else(|e| panic!("no packet ({e}): {}{}", run.stdout, run.stderr));
+    assert!(packet.contains("diff --git a/f.txt b/f.txt") && packet.contains("+hello"), "{packet}");
+    assert!(!packet.contains("pkg/") && !packet.contains("r.txt"), "outside the workspace: {packet}");
+}
