@@ -2,7 +2,9 @@
 //! file naming a git directory elsewhere (`git init --separate-git-dir`), and a workspace in a
 //! folder of a larger work tree (a monorepo's package). The task's change is read where git
 //! keeps it and named as the workspace names it: the review is shown it, evidence goes stale
-//! when the file changes, and a receipt signs the file as it is and verifies.
+//! when the file changes, and a receipt signs the file as it is and verifies. A range review
+//! names the range's files the same way; a binary file `.gitattributes` marks `-diff` is shown
+//! as a binary change of its path.
 
 use std::path::Path;
 
@@ -164,4 +166,30 @@ fn a_range_review_in_a_monorepo_package_names_the_workspaces_files() {
         .unwrap_or_else(|e| panic!("no packet ({e}): {}{}", run.stdout, run.stderr));
     assert!(packet.contains("diff --git a/f.txt b/f.txt") && packet.contains("+hello"), "{packet}");
     assert!(!packet.contains("pkg/") && !packet.contains("r.txt"), "outside the workspace: {packet}");
+}
+
+/// A binary file `.gitattributes` marks `-diff`, changed by the task: the review packet shows
+/// it as a binary change of its path. Before, libgit2 did not read it and named its new side
+/// `/dev/null`, which reads as the file deleted.
+#[test]
+fn a_binary_file_marked_minus_diff_is_shown_to_the_review_as_a_binary_change() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join(".gitattributes"), "*.bin -diff\n").unwrap();
+    std::fs::write(env.work.join("a.bin"), b"one\0two").unwrap();
+    commit_all(&env.work, "initial");
+    env.init();
+    commit_all(&env.work, "scafld init");
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Binary\n\n## Summary\n\nChange the data.\n\n## Scope\n\n- `a.bin` - the data.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - the data is there\n  - Command: `test -s a.bin`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "layout test"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    std::fs::write(env.work.join("a.bin"), b"one\0three").unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    packet.assert_code(0);
+    let changes = section(&packet.stdout, "Task Changes Since Approval Baseline");
+    assert!(changes.contains("diff --git a/a.bin b/a.bin"), "{changes}");
+    assert!(changes.contains("Binary files a/a.bin and b/a.bin differ"), "{changes}");
+    assert!(!changes.contains("/dev/null"), "{changes}");
 }
