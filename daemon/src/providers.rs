@@ -990,7 +990,9 @@ pub struct Leftovers {
 }
 
 /// A delegated harden round's answer from what its run left (the `submit_harden` submission,
-/// codex's output file, or the last JSON object on stdout), or why there is none.
+/// codex's output file, or the last JSON object on stdout), or why there is none. Read as
+/// strictly as a reviewer's dossier (`scafld_protocol::json`): an answer that gives a key twice
+/// reads two ways and is refused, never read as its last copy.
 pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Value, String> {
     let Leftovers { exit_code, timed_out, runner_error, stdout, stdout_dropped, submitted, diagnostic, .. } = left;
     if let Some(error) = runner_error {
@@ -1002,11 +1004,12 @@ pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Valu
             Some(Submitted::HardenDossier(value)) => Some(value.clone()),
             _ => None,
         },
-        Answer::File(path) => answer_file(path)
-            .and_then(|text| serde_json::from_str::<Value>(text.trim()).ok())
-            .or_else(|| last_json_object(&stdout))
-            .map(strip_nulls),
-        Answer::Stdout => last_json_object(&stdout).map(strip_nulls),
+        Answer::File(path) => match answer_file(path).map(|text| json_object(&text, "answer file")).transpose()? {
+            Some(Some(value)) => Some(value),
+            _ => last_json_object(&stdout)?,
+        }
+        .map(strip_nulls),
+        Answer::Stdout => last_json_object(&stdout)?.map(strip_nulls),
     };
     match (answer, exit_code) {
         (Some(answer), _) => Ok(answer),
@@ -1027,15 +1030,33 @@ pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Valu
     }
 }
 
-/// The whole text when it is one JSON object, else its last line that is one.
-fn last_json_object(text: &str) -> Option<Value> {
-    if let Ok(value @ Value::Object(_)) = serde_json::from_str(text.trim()) {
-        return Some(value);
+/// The whole text when it is one JSON object, else its last line that is one; refused when
+/// that object gives a key twice (see [`json_object`]).
+fn last_json_object(text: &str) -> Result<Option<Value>, String> {
+    if let Some(value) = json_object(text, "output")? {
+        return Ok(Some(value));
     }
-    text.lines().rev().find_map(|line| match serde_json::from_str(line.trim()) {
-        Ok(value @ Value::Object(_)) => Some(value),
-        _ => None,
-    })
+    for line in text.lines().rev() {
+        if let Some(value) = json_object(line, "output")? {
+            return Ok(Some(value));
+        }
+    }
+    Ok(None)
+}
+
+/// `text` as one JSON object read by the strict reader: `None` when it is no JSON object, and
+/// refused, naming the key, when it is one that gives a key twice (`"decision":"reject"` then
+/// `"decision":"keep"` reads two ways, and a reader keeping the last copy would take the milder).
+fn json_object(text: &str, what: &str) -> Result<Option<Value>, String> {
+    let text = text.trim();
+    // Whether it is one JSON object at all is asked first: a log line giving a key twice
+    // followed by the answer is no object, not an answer that reads two ways.
+    if !text.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return Ok(None);
+    }
+    scafld_protocol::json::from_str(text)
+        .map(Some)
+        .map_err(|e| format!("the harden provider's {what} reads two ways: {e}; an answer gives each key once"))
 }
 
 /// The provider's dossier from what its run left, or why there is none. A non-zero exit only
@@ -1175,6 +1196,43 @@ mod tests {
         // A template answer cut so is UNKNOWN (no answer) with the reason above its raw text.
         let (answer, raw) = interpret_template(&stdout, left("xxxx\"}", 10)).unwrap();
         assert!(answer.is_none() && raw.starts_with("[the reviewer's output is 16 bytes, over"), "{raw}");
+    }
+
+    /// A delegated harden's answer that gives a key twice, in codex's answer file or on stdout,
+    /// is refused naming the key: never read as its last copy, nor passed over for an earlier
+    /// answer.
+    #[test]
+    fn a_harden_answer_giving_a_key_twice_is_refused() {
+        let left = |stdout: &str| Leftovers {
+            exit_code: Some(0),
+            timed_out: false,
+            runner_error: None,
+            stdout: stdout.into(),
+            stdout_dropped: 0,
+            submitted: Closed::default(),
+            tail: String::new(),
+            diagnostic: "d.txt".into(),
+            reported: Provenance::default(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("answer.json");
+        let file = Invocation {
+            command: String::new(),
+            env: BTreeMap::new(),
+            answer: Answer::File(path.clone()),
+            output_format: "codex.output_file",
+            idle_on_stdout: false,
+            stop_past_capture: true,
+        };
+        std::fs::write(&path, r#"{"shape":{"decision":"reject","decision":"keep"}}"#).unwrap();
+        let refused = interpret_harden(&file, left("{\"round\":1}\n")).unwrap_err();
+        assert!(refused.contains("answer file reads two ways: the key `decision` is given twice"), "{refused}");
+        std::fs::write(&path, "").unwrap();
+        let refused = interpret_harden(&file, left("{\"round\":1}\n{\"a\":1,\"a\":2}\n")).unwrap_err();
+        assert!(refused.contains("output reads two ways: the key `a` is given twice"), "{refused}");
+        // A log line giving a key twice before the answer is no answer, and not refused.
+        let answer = interpret_harden(&file, left("{\"a\":1,\"a\":2}\n{\"round\":1}\n")).unwrap();
+        assert_eq!(answer, json!({"round": 1}));
     }
 
     /// A refused submission is what the run's failure names (the daemon decided it), and a

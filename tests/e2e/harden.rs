@@ -153,6 +153,47 @@ fn approving_over_a_round_that_asks_for_revision_is_an_audited_override() {
     assert_eq!(status["harden_status"], "overridden", "{status}");
 }
 
+/// A provider's answer that gives a key twice (`"decision":"reject"` then `"decision":"keep"`,
+/// `"result":"blocks"` then `"result":"clean"`) reads two ways: the round is an `error` naming
+/// the key, never a pass read from the last copies, whether the answer is the whole output or
+/// its last line after a log. Before, the last copy was read and the round passed.
+#[test]
+fn a_harden_answer_giving_a_key_twice_is_refused_not_read_as_its_last_copy() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let clean: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
+    let answer = dossier(&clean);
+    let rejected = answer.replacen("\"decision\":\"keep\"", "\"decision\":\"reject\",\"decision\":\"keep\"", 1);
+    let blocked = answer.replacen("\"result\":\"clean\"", "\"result\":\"blocks\",\"result\":\"clean\"", 1);
+    let pretty = serde_json::to_string_pretty(&serde_json::from_str::<Value>(&answer).unwrap()).unwrap();
+    assert!(rejected != answer && blocked != answer && pretty.contains("\"summary\": \"judged\""), "{answer}");
+    for (name, text, key) in [
+        ("twice-whole", rejected.clone(), "decision"),
+        ("twice-after-log", format!("reading the draft\n{blocked}"), "result"),
+        (
+            "twice-pretty",
+            pretty.replacen("\"summary\": \"judged\"", "\"summary\": \"judged\",\n  \"summary\": \"again\"", 1),
+            "summary",
+        ),
+    ] {
+        let run = harden(&env, &provider(&env, name, &text));
+        run.assert_code(1);
+        let result = run.json()["result"].clone();
+        assert_eq!(result["harden_status"], "error", "{name}: {result}");
+        let problem = result["problems"][0].as_str().unwrap_or_default();
+        assert!(
+            problem.contains("reads two ways") && problem.contains(&format!("the key `{key}` is given twice")),
+            "{name}: {result}"
+        );
+        assert!(!spec(&env).contains("harden_status: passed"), "{name}");
+    }
+    // The same answer with each key once passes.
+    let run = harden(&env, &provider(&env, "once", &answer));
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["harden_status"], "passed", "{}", run.stdout);
+}
 /// `harden.external` (shaped as `review.external`) makes delegation the default: a plain
 /// `scafld harden` runs the configured provider.
 #[test]
