@@ -925,6 +925,56 @@ fn a_retry_of_a_session_whose_files_changed_is_refused_and_complete_names_the_re
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A retry re-runs reviewers on the session's packet, which holds the spec's text as it was
+/// when the review began: once the spec's authored text changed, the retry is refused with the
+/// step `status` names (a new review with the same reviewer), so the edit is reviewed. Before,
+/// the retry took the edited spec as the one reviewed, and its pass made `status` say
+/// `complete` over an edit no reviewer saw.
+#[test]
+fn a_retry_after_a_spec_edit_is_refused_and_the_edit_is_reviewed() {
+    let env = TestEnv::new();
+    to_review(&env);
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
+        .unwrap();
+    let toggle = env.path("answer-now");
+    let script =
+        reviewer(&env, "toggle", &pass(), &format!("[ -f '{}' ] || {{ echo garbage; exit 0; }}", toggle.display()));
+    let first = command_review(&env, &script, &["--json"]);
+    assert_ne!(first.code, 0, "{}", first.stdout);
+    let key = env.scafld(&["review", "wait", "--json"]).json()["session_key"].as_str().unwrap().to_string();
+    assert_eq!(
+        env.scafld(&["status", "rev", "--json"]).json()["result"]["next_command"],
+        format!("scafld review retry {key}").as_str()
+    );
+
+    let spec = env.work.join(".scafld/specs/active/rev.md");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, text.replace("Greeting flag.", "Greeting flag, and a farewell.")).unwrap();
+    std::fs::write(&toggle, "").unwrap();
+    let next = env.scafld(&["status", "rev", "--json"]).json()["result"]["next_command"].as_str().unwrap().to_string();
+    assert_eq!(next, format!("scafld review rev --provider command --provider-command {script}"));
+
+    let retry = env.scafld(&["review", "retry", &key, "--json"]);
+    assert_ne!(retry.code, 0, "{}", retry.stdout);
+    let error = retry.json()["error"].clone();
+    assert!(
+        error["message"].as_str().unwrap().contains("the spec's text changed since its packet was made"),
+        "{error}"
+    );
+    assert!(error["hint"].as_str().unwrap().starts_with(&format!("next: `{next}`")), "{error}");
+    assert!(!ledger_types(&env).contains(&"review".to_string()), "the old packet was reviewed again");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_command"], next.as_str(), "{status}");
+    env.scafld(&["complete", "rev"]).assert_code(4);
+
+    // The step as printed reviews the edited spec, and the task completes.
+    let words: Vec<&str> = next.split_whitespace().skip(1).collect();
+    env.scafld(&words).assert_code(0);
+    let packet = std::fs::read_to_string(env.path("toggle.sh.packet")).unwrap();
+    assert!(packet.contains("and a farewell"), "the new review shows the edited spec");
+    env.scafld(&["complete", "rev"]).assert_code(0);
+}
+
 /// A relative path given to `--provider-command` as an argument (`sh ./reviewer.sh`, `sh
 /// reviewer.sh`) names the file in the folder it was typed in, as a relative program does;
 /// `sh -c '...'` is sent as typed, its paths read from the workspace root. Before, the argument

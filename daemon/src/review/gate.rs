@@ -412,9 +412,11 @@ pub type NextHint = for<'a> fn(&'a Daemon, &'a Workspace, &'a str) -> futures::f
 /// that packet is still the task's review: the task in review, its approved contract
 /// unchanged, no build or other review of it running, no newer session of it, and the material
 /// of its scope the one the session judged (a change since, built or not, needs a new review
-/// with a new packet). The caller holds the task's lock. Returns the snapshot to guard against:
-/// the original one, with the task's own spec refreshed (settling the first round wrote it;
-/// that write is ours, not a reviewer's).
+/// with a new packet), and the spec's authored text the one its packet holds. The caller holds
+/// the task's lock. Returns the snapshot to guard against: the original one, with the task's
+/// own spec read again (settling the first round wrote it; that write is ours, not a
+/// reviewer's), which leaves its authored fingerprint as it was and reads one an older scafld
+/// stored by its bytes by its authored text.
 pub async fn check_retry(
     daemon: &Arc<Daemon>,
     ws: &Workspace,
@@ -465,6 +467,25 @@ pub async fn check_retry(
             .with_hint(next(daemon, ws, task).await));
         }
     }
+    // The packet holds the spec's text as it was when the review began: a retry after an edit
+    // of it would have the reviewers judge the old text, and its verdict would then speak for
+    // the edited one (the guard's snapshot below takes the spec as it is now). The step is the
+    // new review `status` names, with the same reviewers, as `evidence::again_as_before` says.
+    let spec_path = guarded_spec(&session.snapshot, task, ws.spec_path(task));
+    if let Some(reviewed) = reviewed_spec(&session.snapshot, &spec_path) {
+        let (root, path) = (ws.root.clone(), spec_path.clone());
+        let now = baseline::in_workspace(move || Ok::<_, String>(spec_fingerprint(&root, &path))).await?;
+        if now != reviewed {
+            return Err(RpcError::new(
+                ErrorKind::InvalidState,
+                format!(
+                    "review session {} of {task} cannot be retried: the spec's text changed since its packet was made, so its reviewers would judge the old spec",
+                    session.key
+                ),
+            )
+            .with_hint(next(daemon, ws, task).await));
+        }
+    }
     // Its reviewers are handed the packet sealed when the review began, or none: an edited or
     // lost one is no packet to retry on.
     if let Err(why) = super::sealed_packet(ws, session) {
@@ -474,7 +495,6 @@ pub async fn check_retry(
         )
         .with_hint(new_review));
     }
-    let spec_path = guarded_spec(&session.snapshot, task, ws.spec_path(task));
     let now = guard_snapshot(ws, &spec_path, &session.scope, false).await?;
     let mut snapshot: Vec<BaselinePath> = session.snapshot.iter().filter(|p| p.path != spec_path).cloned().collect();
     snapshot.extend(now.into_iter().filter(|p| p.path == spec_path));
