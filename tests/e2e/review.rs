@@ -925,6 +925,50 @@ fn a_retry_of_a_session_whose_files_changed_is_refused_and_complete_names_the_re
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// `review wait` of a task review that gave no verdict shows the daemon's next step, never a
+/// retry text of its own: while nothing changed that is the session's retry, and once the spec's
+/// text changed since its packet it is a new review with the same reviewer (a retry would show
+/// the reviewers the old spec, and is refused). Before, the wait always said `review retry`.
+#[test]
+fn review_wait_after_no_verdict_names_the_daemons_next_step() {
+    let env = TestEnv::new();
+    to_review(&env);
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "review:\n  dossier:\n    min_attack_angles: 1\n")
+        .unwrap();
+    let script = reviewer(&env, "garbage", "not json", "");
+    let first = command_review(&env, &script, &["--json"]);
+    assert_ne!(first.code, 0, "{}", first.stdout);
+    let key = env.scafld(&["review", "wait", "--json"]).json()["session_key"].as_str().unwrap().to_string();
+    let retry = format!("scafld review retry {key}");
+    assert!(first.json()["error"]["hint"].as_str().unwrap().contains(&format!("`{retry}`")), "{}", first.stdout);
+    let wait = |json: bool| {
+        let mut args = vec!["review", "wait", "--session-key", &key, "--timeout", "30"];
+        args.extend(json.then_some("--json"));
+        let run = env.scafld(&args);
+        run.assert_code(2);
+        run
+    };
+    let next_line =
+        |run: &Run| run.stdout.lines().filter(|l| l.starts_with("next: ")).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(next_line(&wait(false)).len(), 1);
+    assert!(next_line(&wait(false))[0].contains(&format!("`{retry}`")), "{}", wait(false).stdout);
+
+    let spec = env.work.join(".scafld/specs/active/rev.md");
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, text.replace("Greeting flag.", "Greeting flag, and a farewell.")).unwrap();
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"]["next_action"].clone();
+    let review = format!("scafld review rev --provider command --provider-command {script}");
+    assert_eq!(status["command"], review.as_str(), "{status}");
+    let human = wait(false);
+    let lines = next_line(&human);
+    assert!(lines.len() == 1 && lines[0].starts_with(&format!("next: `{review}` (")), "{}", human.stdout);
+    assert!(!human.stdout.contains("review retry"), "{}", human.stdout);
+    let json = wait(true).json();
+    assert_eq!(json["next_action"], status, "{json}");
+    let hint = json["error"]["hint"].as_str().unwrap();
+    assert!(hint.starts_with(&format!("`{review}` (")) && !hint.contains("review retry"), "{hint}");
+}
+
 /// A retry re-runs reviewers on the session's packet, which holds the spec's text as it was
 /// when the review began: once the spec's authored text changed, the retry is refused with the
 /// step `status` names (a new review with the same reviewer), so the edit is reviewed. Before,

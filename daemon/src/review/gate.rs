@@ -408,6 +408,11 @@ fn reviewer_records(
 /// handed down by the handler: nothing in `review/` calls up into `tasks/`.
 pub type NextHint = for<'a> fn(&'a Daemon, &'a Workspace, &'a str) -> futures::future::BoxFuture<'a, String>;
 
+/// The next action `status` gives for a task (`tasks::read::status_next`), handed down by the
+/// handler as [`NextHint`] is.
+pub type NextStep =
+    for<'a> fn(&'a Daemon, &'a Workspace, &'a str) -> futures::future::BoxFuture<'a, RpcResult<m::NextAction>>;
+
 /// A retry re-runs reviewers on the packet the session started with, so it is refused unless
 /// that packet is still the task's review: the task in review, its approved contract
 /// unchanged, no build or other review of it running, no newer session of it, and the material

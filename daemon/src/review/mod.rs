@@ -905,8 +905,16 @@ pub fn find(daemon: &Daemon, ws: &Workspace, key: Option<&str>, task: Option<&st
     })
 }
 
-/// `review.wait`: the settled result, or the current state when the timeout runs out.
-pub async fn wait(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<m::WaitResult> {
+/// `review.wait`: the settled result, or the current state when the timeout runs out. A task
+/// session that settled with no verdict carries the task's next step as `status` gives it now
+/// (`next`; `None` for a template review's own wait, which has no task): its retry, or the new
+/// review with the same reviewers once the spec changed (`evidence::again_as_before` decides,
+/// here as everywhere).
+pub async fn wait(
+    daemon: &Arc<Daemon>,
+    p: m::ReviewWaitParams,
+    next: Option<gate::NextStep>,
+) -> RpcResult<m::WaitResult> {
     if !(p.timeout_seconds.is_finite() && p.timeout_seconds >= 0.0) {
         return Err(RpcError::new(ErrorKind::InvalidInput, "timeout must be a non-negative number of seconds"));
     }
@@ -921,6 +929,11 @@ pub async fn wait(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<m::
     };
     let mut result = wait_for(daemon, &key, p.timeout_seconds).await?;
     result.chosen = chosen.to_string();
+    if let Some(next) = next.filter(|_| result.gate == Some(m::GateState::Retry) && !result.task_id.is_empty()) {
+        // A task whose step cannot be worked out now (its spec unreadable) has none to show;
+        // `status` says why.
+        result.next_action = next(daemon, &ws, &result.task_id).await.ok();
+    }
     Ok(result)
 }
 

@@ -144,7 +144,7 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
             timeout_seconds: p.wait_seconds,
             caller_identity: String::new(),
         };
-        super::wait(daemon, wait).await?.template_result
+        super::wait(daemon, wait, None).await?.template_result
     } else {
         None
     };
@@ -167,7 +167,7 @@ pub async fn result(daemon: &Arc<Daemon>, p: m::ReviewWaitParams) -> RpcResult<O
         .with_hint("`scafld review wait` reads task and range reviews"));
     }
     let p = m::ReviewWaitParams { session_key: Some(session.key), ..p };
-    Ok(super::wait(daemon, p).await?.template_result)
+    Ok(super::wait(daemon, p, None).await?.template_result)
 }
 
 /// `review.history`: the workspace's settled template reviews, newest first.

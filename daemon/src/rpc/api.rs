@@ -74,7 +74,10 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
         })
     });
     register::<m::ReviewDiff, _, _>(&mut module, |d, p| async move { review::diff::review_diff(&d, p).await });
-    register::<m::ReviewWait, _, _>(&mut module, |d, p| async move { review::wait(&d, p).await });
+    register::<m::ReviewWait, _, _>(
+        &mut module,
+        |d, p| async move { review::wait(&d, p, Some(tasks::next_step)).await },
+    );
     register::<m::ReviewRetry, _, _>(&mut module, |d, p| async move { review::retry(&d, p, tasks::next_hint).await });
     register::<m::ReviewStatus, _, _>(&mut module, |d, p| async move { review::status::status(&d, p).await });
     register::<m::ReviewTemplates, _, _>(&mut module, |d, p| async move { review::template::list(&d, p).await });

@@ -110,6 +110,15 @@ pub(crate) fn next_hint<'a>(
     Box::pin(refusal_hint(daemon, ws, task))
 }
 
+/// [`status_next`] as a service below the handlers takes it (`review::gate::NextStep`).
+pub(crate) fn next_step<'a>(
+    daemon: &'a Daemon,
+    ws: &'a crate::workspace::Workspace,
+    task: &'a str,
+) -> futures::future::BoxFuture<'a, RpcResult<m::NextAction>> {
+    Box::pin(status_next(daemon, ws, task, false))
+}
+
 /// The next action `status` shows for `task`, whose spec file is there (as the build job that
 /// asks leaves it, when `ending_build`).
 pub(crate) async fn status_next(

@@ -230,6 +230,12 @@ pub struct WaitResult {
     /// When no session key was given: why this session was chosen.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chosen: String,
+    /// For a task review some reviewer of which gave no verdict (gate `retry`): the task's next
+    /// step as `status` gives it when the wait answered (this session's retry, or a new review
+    /// with the same reviewers once the spec's text changed since its packet). Clients show it
+    /// rather than deciding between the two themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_action: Option<NextAction>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

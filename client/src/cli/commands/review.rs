@@ -439,8 +439,10 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
 }
 
 /// What to do after a wait, where there is one thing to do: no reviewer could run (install
-/// one, or name one that exists), a reviewer gave no verdict (retry it), or a task review came
-/// to a verdict (the task's next step).
+/// one, or name one that exists), a reviewer gave no verdict (for a task, the next step the
+/// daemon gives, which alone decides between this session's retry and a new review once the
+/// spec changed; for a range, its retry), or a task review came to a verdict (the task's next
+/// step).
 fn wait_hint(r: &WaitResult) -> Option<String> {
     if r.gate == Some(GateState::Unrecorded) {
         return Some(format!(
@@ -454,9 +456,10 @@ fn wait_hint(r: &WaitResult) -> Option<String> {
              that exist with --reviewers, then start the review again"
                 .to_string(),
         ),
-        m::Outcome::ParseError | m::Outcome::Timeout | m::Outcome::Internal => {
-            Some(format!("retry the reviewers that gave no verdict: `scafld review retry {}`", r.session_key))
-        }
+        m::Outcome::ParseError | m::Outcome::Timeout | m::Outcome::Internal => match &r.next_action {
+            Some(next) => Some(format!("`{}` ({})", next.command, next.reason)),
+            None => Some(format!("retry the reviewers that gave no verdict: `scafld review retry {}`", r.session_key)),
+        },
         // A task review's verdict: the task's next step, as `status` gives it.
         _ => r.review.as_ref().map(|review| review.next_command.clone()).filter(|c| !c.is_empty()),
     }
