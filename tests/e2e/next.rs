@@ -4,7 +4,8 @@
 //! consensus with a `local` member, a consensus of `command` and a worker, a review a person
 //! rejected, a pass through a channel that cannot complete, a person's evidence gone stale in
 //! review, a `complete` whose move was interrupted, an amendment that drops a criterion or
-//! changes one (and the spec's next with it), and a bare name added to the scope; and a refused
+//! changes one (and the spec's next with it), a bare name added to the scope, and a review with
+//! no verdict (its retry, then a new review with the same reviewer after a spec edit); and a refused
 //! command's hint is `status`'s next action (`refused_with_next`); and the printed commands run
 //! from a subfolder, and from outside with `--root`.
 
@@ -52,32 +53,22 @@ fn status(env: &TestEnv, task: &str) -> Value {
     env.scafld(&["status", "--task", task, "--json"]).json()["result"].clone()
 }
 
-/// A command line as `next` prints it, in words (`"why"` is one word).
-fn words(command: &str) -> Vec<String> {
-    let (mut words, mut word, mut quoted) = (Vec::new(), String::new(), false);
-    for c in command.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ' ' if !quoted => words.extend((!word.is_empty()).then(|| std::mem::take(&mut word))),
-            c => word.push(c),
-        }
-    }
-    words.extend((!word.is_empty()).then_some(word));
-    words
-}
-
-/// Run `status`'s next action for `task` as printed (a review with `script` as its `command`
-/// reviewer) and return the command and its answer: it must not be refused.
+/// Run `status`'s next action for `task` exactly as printed, by `sh` (only `--json` added, for
+/// its answer), and return the command and its answer: it must not be refused. A review step
+/// that names no reviewer runs the one the workspace configures, which is set to `script` (a
+/// `command` reviewer) first; a step that names one (a retry, a review as an earlier one ran)
+/// runs with what it names.
 fn follow(env: &TestEnv, task: &str, script: &str) -> (String, Value) {
     let next = status(env, task)["next_action"].clone();
     let command = next["command"].as_str().unwrap().to_string();
-    let mut args = words(&command);
-    assert_eq!(args.remove(0), "scafld", "{next}");
+    assert!(command.starts_with("scafld "), "{next}");
     if matches!(next["action"].as_str(), Some("review" | "retry_review")) {
-        args.extend(["--provider", "command", "--provider-command", script].map(String::from));
+        let config = format!(
+            "review:\n  dossier:\n    min_attack_angles: 1\n  external:\n    provider: command\n    command: \"{script}\"\n"
+        );
+        std::fs::write(env.work.join(".scafld/config.local.yaml"), config).unwrap();
     }
-    args.push("--json".into());
-    let run = env.scafld(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let run = shell(env, &env.work, &format!("{command} --json"));
     // A build step that ends waiting for a person's evidence did what it was asked (exit 3 says
     // the task is blocked on them, not that the command was refused).
     let waits = run.code == 3 && run.json()["error"]["code"] == "awaiting_manual_evidence";
@@ -99,6 +90,38 @@ fn follow_to_done(env: &TestEnv, task: &str, script: &str) -> Vec<String> {
         followed.push(follow(env, task, script).0);
     }
     followed
+}
+
+/// A review some reviewer of which gave no verdict is followed by the step `status` prints, run
+/// as printed: the session's retry (which runs its reviewers as they ran, and takes no provider
+/// flags), and, once the spec's text changed since its packet, a new review that names the same
+/// reviewer; then `complete`. Before, `follow` added provider flags to every review step, which
+/// `review retry` refuses, and no test followed a retry.
+#[test]
+fn a_review_with_no_verdict_is_followed_as_printed() {
+    let env = TestEnv::new();
+    built_greet(&env);
+    let toggle = env.path("answer-now");
+    let script =
+        reviewer(&env, "toggle", &pass(), &format!("[ -f '{}' ] || {{ echo garbage; exit 0; }}", toggle.display()));
+    let first = env.scafld(&["review", "greet", "--provider", "command", "--provider-command", &script]);
+    assert_ne!(first.code, 0, "{}", first.stdout);
+    let key = env.scafld(&["review", "wait", "--json"]).json()["session_key"].as_str().unwrap().to_string();
+
+    let (command, retried) = follow(&env, "greet", &script);
+    assert_eq!(command, format!("scafld review retry {key}"));
+    assert_eq!(retried["reviewers_spawned"], serde_json::json!(["command"]), "{retried}");
+    env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "30"]).assert_code(2);
+
+    let path = env.work.join(".scafld/specs/active/greet.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("A greeting.", "A greeting, said warmly.")).unwrap();
+    std::fs::write(&toggle, "").unwrap();
+    let followed = follow_to_done(&env, "greet", &script);
+    assert_eq!(
+        followed,
+        [format!("scafld review greet --provider command --provider-command {script}"), "scafld complete greet".into()]
+    );
 }
 
 /// A task whose id is a `review` subcommand word (`status` would run `review status`, `code` a
