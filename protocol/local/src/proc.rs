@@ -23,12 +23,14 @@ impl Stat {
 }
 
 /// A process's stat, or `None` when there is no such process (or the kernel's text is not the
-/// one this reads). The command name (field 2) may hold spaces and parentheses, so fields are
-/// counted after its last `)`.
+/// one this reads). The command name (field 2) may hold spaces and parentheses, and is any
+/// bytes (a program named in Latin-1, a UTF-8 name cut at 15 bytes), so fields are counted
+/// after its last `)` and only they must be text.
 pub fn stat(pid: i32) -> Option<Stat> {
     let mut buf = [0; 4096];
-    let text = read_small(&format!("/proc/{pid}/stat"), &mut buf)?;
-    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().take(20).collect();
+    let bytes = read_small_bytes(&format!("/proc/{pid}/stat"), &mut buf)?;
+    let after_name = &bytes[bytes.iter().rposition(|b| *b == b')')? + 1..];
+    let fields: Vec<&str> = std::str::from_utf8(after_name).ok()?.split_whitespace().take(20).collect();
     Some(Stat {
         state: fields.first()?.chars().next()?,
         parent: fields.get(1)?.parse().ok()?,
@@ -40,10 +42,15 @@ pub fn stat(pid: i32) -> Option<Stat> {
 /// A small `/proc` file's text, read with one `read` into `buf` (the kernel writes such a file
 /// whole into a buffer big enough; `fs::read_to_string` would also stat it and probe).
 pub fn read_small<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b str> {
+    std::str::from_utf8(read_small_bytes(path, buf)?).ok()
+}
+
+/// [`read_small`]'s bytes, whatever they are.
+fn read_small_bytes<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
     use std::io::Read;
     let n = std::fs::File::open(path).ok()?.read(buf).ok()?;
     // A file that filled the buffer may have been cut short.
-    (n < buf.len()).then(|| std::str::from_utf8(&buf[..n]).ok()).flatten()
+    (n < buf.len()).then_some(&buf[..n])
 }
 
 #[cfg(test)]
@@ -68,6 +75,15 @@ mod tests {
         assert_eq!(stat.start_ticks, after[19].parse::<u64>().unwrap(), "{text}");
         assert!(!stat.is_dead());
         assert_eq!(super::stat(i32::MAX), None);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // A name that is not UTF-8 (the kernel keeps its bytes): the fields after it still read.
+        use std::os::unix::ffi::OsStrExt;
+        let latin1 = dir.join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+        std::os::unix::fs::symlink("/bin/sleep", &latin1).unwrap();
+        let mut child = Command::new(&latin1).arg("5").spawn().unwrap();
+        let stat = super::stat(child.id() as i32).expect("the stat of a process named in Latin-1");
+        assert_eq!(stat.parent, std::process::id() as i32);
         child.kill().unwrap();
         child.wait().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();

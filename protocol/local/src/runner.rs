@@ -590,15 +590,19 @@ impl PidRange {
                     .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
                     .filter(|pid| *pid > 0 && self.contains(*pid))
                     .collect();
-                // A wrapped range hands out its top before its bottom.
-                let wrapped_from = match self {
-                    PidRange::Since { leader, last } if leader > last => leader,
-                    _ => 0,
-                };
-                pids.sort_unstable_by_key(|pid| (*pid < wrapped_from, *pid));
+                self.in_order_handed_out(&mut pids);
                 pids
             }
         }
+    }
+
+    /// Sort `pids` in the order the range handed them out: a wrapped range its top first.
+    fn in_order_handed_out(self, pids: &mut [i32]) {
+        let wrapped_from = match self {
+            PidRange::Since { leader, last } if leader > last => leader,
+            _ => 0,
+        };
+        pids.sort_unstable_by_key(|pid| (*pid < wrapped_from, *pid));
     }
 }
 
@@ -622,10 +626,15 @@ impl Lineage {
     }
 
     fn admits(&mut self, pid: i32) -> bool {
+        self.admits_by(pid, |pid| crate::proc::stat(pid).map(|stat| stat.parent))
+    }
+
+    /// [`Lineage::admits`] with `parent_of` telling a live process's parent (`None`: gone).
+    fn admits_by(&mut self, pid: i32, parent_of: impl Fn(i32) -> Option<i32>) -> bool {
         if !self.checked {
             return true;
         }
-        let ours = crate::proc::stat(pid).is_some_and(|stat| self.ours.contains(&stat.parent));
+        let ours = parent_of(pid).is_some_and(|parent| self.ours.contains(&parent));
         if ours {
             self.ours.push(pid);
         }
@@ -738,6 +747,26 @@ mod tests {
             assert!(range.contains(child.id() as i32), "{range:?} misses {}", child.id());
         }
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn a_runs_descendants_are_found_in_the_order_their_pids_were_handed_out() {
+        use super::{Lineage, PidRange};
+        // Parents in a range that wrapped at 32768: the run's leader 32760 under us (100),
+        // its child 32765, whose child 3 got a pid after the wrap; 32762 and its child 4 are
+        // another program's; 5 is an orphan re-parented to us; 6 is gone.
+        let parents = [(32760, 100), (32762, 999), (32765, 32760), (3, 32765), (4, 32762), (5, 100)];
+        let parent_of = |pid: i32| parents.iter().find(|(p, _)| *p == pid).map(|(_, parent)| *parent);
+        let range = PidRange::Since { leader: 32760, last: 6 };
+        let mut pids = vec![6, 5, 4, 3, 32765, 32762, 32760];
+        range.in_order_handed_out(&mut pids);
+        assert_eq!(pids, [32760, 32762, 32765, 3, 4, 5, 6]);
+        let mut lineage = Lineage { ours: vec![100], checked: true };
+        let admitted: Vec<i32> = pids.into_iter().filter(|pid| lineage.admits_by(*pid, parent_of)).collect();
+        assert_eq!(admitted, [32760, 32765, 3, 5]);
+        // Unchecked (not a subreaper, or every process): every pid is read.
+        let mut unchecked = Lineage { ours: vec![100], checked: false };
+        assert!(unchecked.admits_by(4, parent_of));
     }
 
     #[test]
