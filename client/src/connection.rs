@@ -36,6 +36,10 @@ pub enum ClientError {
     },
     #[error("refusing to talk to {}: {why}", socket.display())]
     Untrusted { socket: PathBuf, why: String },
+    /// The daemon's handshake was refused by the connection's [`HelloCheck`] (a daemon of
+    /// another build the caller would not, or could not, replace): `kind` names why.
+    #[error("{message}")]
+    Refused { kind: String, message: String, hint: Option<String> },
     #[error("{}", data.message)]
     Rpc { code: i32, data: ErrorData },
     #[error("the daemon did not answer within {} ms", .0.as_millis())]
@@ -82,7 +86,18 @@ pub struct Connection {
     /// What every call's result passes through before it is used (the CLI's
     /// `runnable::Caller`: printed commands made to run where the caller is).
     results: Option<ResultHook>,
+    /// What decides, once the handshake is answered, whether this daemon may serve the
+    /// connection (see [`Connection::checking_hello`]); taken when it runs.
+    hello_check: Option<HelloCheck>,
+    /// How many times the connection was moved to another daemon by its [`HelloCheck`]: a
+    /// call sent before that is sent again.
+    moves: u32,
 }
+
+/// Judges a daemon by its handshake: `Ok(None)` it may serve; `Ok(Some(connection))`, it was
+/// replaced and the calls go to `connection` instead; `Err`, it may not (nothing is sent to it
+/// but a read-only call pipelined with the handshake, whose answer is never used).
+pub type HelloCheck = Box<dyn FnOnce(&methods::HelloResult) -> Result<Option<Connection>, ClientError> + Send>;
 
 /// A rewrite of a call's result, see [`Connection::with_results`].
 pub type ResultHook = std::sync::Arc<dyn Fn(&mut Value) + Send + Sync>;
@@ -170,6 +185,8 @@ impl Connection {
             early: None,
             unsent: Vec::new(),
             results: None,
+            hello_check: None,
+            moves: 0,
         };
         let params = HelloParams { protocol_version: PROTOCOL_VERSION, client_version: CLIENT_VERSION.into() };
         let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -198,9 +215,37 @@ impl Connection {
                     pid: hello.pid,
                 });
             }
-            self.daemon = Ok(hello);
+            if let Some(check) = self.hello_check.take() {
+                match check(&hello) {
+                    Ok(None) => {}
+                    Ok(Some(fresh)) => self.move_to(fresh),
+                    Err(refused) => {
+                        // Nothing more goes to that daemon on this connection.
+                        let _ = self.writer.shutdown(std::net::Shutdown::Both);
+                        return Err(refused);
+                    }
+                }
+            }
+            if self.daemon.is_err() {
+                self.daemon = Ok(hello);
+            }
         }
         Ok(self.daemon.as_ref().expect("answered above"))
+    }
+
+    /// Judge the daemon by its handshake with `check` before any call's answer is used (see
+    /// [`HelloCheck`]). A check that replaces the daemon moves the connection to the new one,
+    /// and a call already sent goes again there.
+    pub fn checking_hello(mut self, check: HelloCheck) -> Connection {
+        self.hello_check = Some(check);
+        self
+    }
+
+    /// Go on with `fresh` (its handshake answered) in place of this connection; what was
+    /// waiting on the old one is dropped with it.
+    fn move_to(&mut self, fresh: Connection) {
+        let (results, moves) = (self.results.take(), self.moves + 1);
+        *self = Connection { results, moves, ..fresh };
     }
 
     pub fn socket(&self) -> &Path {
@@ -248,16 +293,17 @@ impl Connection {
         if !read_only {
             self.daemon()?;
         }
-        let id = match self.guard_timeout(|conn| conn.send(method, params)) {
-            Ok(id) => id,
-            Err(e) => {
-                // A daemon that refuses the connection (busy) answers the handshake with why
-                // and hangs up: that answer says more than the broken pipe.
-                self.daemon()?;
-                return Err(e);
-            }
-        };
+        // A call pipelined with the handshake goes again if the handshake's check moves the
+        // connection to another daemon.
+        let (again, moves) = (self.daemon.is_err().then(|| params.clone()), self.moves);
+        let sent = self.guard_timeout(|conn| conn.send(method, params));
+        // A daemon that refuses the connection (busy) answers the handshake with why and hangs
+        // up: that answer says more than the broken pipe.
         self.daemon()?;
+        let id = match (sent, again) {
+            (_, Some(params)) if self.moves != moves => self.guard_timeout(|conn| conn.send(method, params))?,
+            (sent, _) => sent?,
+        };
         if !read_only || self.timeout.is_some() {
             return self.guard_timeout(|conn| conn.reply(id));
         }

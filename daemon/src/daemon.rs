@@ -48,6 +48,9 @@ pub struct DaemonOptions {
     pub retention: std::time::Duration,
     /// What one client may hold of the daemon.
     pub limits: crate::rpc::transport::Limits,
+    /// The file this daemon was started from, as it was at the start (`daemon.hello` says it,
+    /// so a client tells a daemon of another build from the one it would start).
+    pub executable: Option<scafld_protocol::methods::Executable>,
 }
 
 pub struct Daemon {

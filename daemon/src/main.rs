@@ -107,6 +107,11 @@ fn main() -> ExitCode {
 }
 
 fn start(args: Args) -> Result<(), BoxError> {
+    // The file we were started from, as it is now (before anything could replace it): the
+    // handshake says it, so a client of another build knows this daemon is not its own.
+    let executable = scafld_local::executable::this_process()
+        .map_err(|e| eprintln!("scafldd: warning: cannot read which file this daemon runs from ({e}); clients will take it for another build"))
+        .ok();
     // Whoever started us (by hand, a service manager) may have left descriptors open beyond
     // 0-2: no command we run inherits them (the activation socket and the ready pipe stay
     // open, for us alone).
@@ -206,6 +211,7 @@ fn start(args: Args) -> Result<(), BoxError> {
                 max_connections: args.max_connections.max(1),
                 ..Limits::default()
             },
+            executable,
         };
         listener.listener.set_nonblocking(true)?;
         let tokio_listener = tokio::net::UnixListener::from_std(listener.listener.try_clone()?)?;

@@ -1859,3 +1859,85 @@ fn daemon_stop_on_another_socket_names_the_daemon_holding_the_state_directory() 
     assert!(error["hint"].as_str().unwrap().contains(&format!("SCAFLD_SOCKET={}", env.socket.display())), "{error}");
     env.client().result("daemon.status", serde_json::json!({}));
 }
+
+/// Every build says the same version and protocol, so a daemon left running by another build
+/// (an upgrade, a rebuild) is told by the file it was started from. A client whose `scafldd`
+/// (the one beside it) was replaced since stops that daemon and starts its own, saying so in
+/// one line, when it runs no job; while it runs one the command is refused (exit 6) with what
+/// `scafld daemon stop` would do to it.
+#[test]
+fn a_daemon_of_another_build_is_replaced_when_idle_and_refused_while_it_runs_a_job() {
+    let env = TestEnv::new();
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(scafld_tests::scafld_bin(), bin.join("scafld")).unwrap();
+    // A new build put in place as installers do: written beside it, renamed over it.
+    let install = || {
+        std::fs::copy(scafld_tests::scafldd_bin(), bin.join("scafldd.new")).unwrap();
+        std::fs::rename(bin.join("scafldd.new"), bin.join("scafldd")).unwrap();
+    };
+    install();
+    let command = |args: &[&str]| {
+        let mut command = Command::new(bin.join("scafld"));
+        env.apply_env(&mut command);
+        command.args(args).current_dir(&env.work).stdin(std::process::Stdio::null());
+        command
+    };
+    let scafld = |args: &[&str]| Run::from(command(args).output().unwrap());
+    let status = || scafld(&["daemon", "status", "--json"]).json()["result"].clone();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    scafld(&["init"]).assert_code(0);
+    let first = status();
+    assert_eq!(first["build"]["current"], true, "{first}");
+    let same = scafld(&["list", "--json"]);
+    same.assert_code(0);
+    assert_eq!(same.stderr, "", "the same build serves without a word");
+
+    install();
+    let stale = status();
+    assert_eq!(
+        (stale["pid"].clone(), stale["build"]["current"].clone()),
+        (first["pid"].clone(), json!(false)),
+        "{stale}"
+    );
+    let listed = scafld(&["list", "--json"]);
+    listed.assert_code(0);
+    assert_eq!(listed.stderr.lines().count(), 1, "{}", listed.stderr);
+    assert!(
+        listed.stderr.contains("is another build of scafldd") && listed.stderr.contains("stopped it and started"),
+        "{}",
+        listed.stderr
+    );
+    let second = status();
+    assert_ne!(second["pid"], first["pid"]);
+    assert_eq!(second["build"]["current"], true, "{second}");
+
+    // A build step that runs until the daemon stops.
+    let spec = "---\nspec_version: '2.0'\ntask_id: slow\nstatus: draft\nharden_status: not_run\n---\n\n# Slow\n\n## Summary\n\nA slow step.\n\n## Phase 1: Wait\n\nObjective: wait.\n\nAcceptance:\n- [ ] `a1` test - waits\n  - Command: `sleep 41.5`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/slow.md"), spec).unwrap();
+    scafld(&["approve", "slow", "--reason", "tests skip hardening"]).assert_code(0);
+    scafld(&["build", "slow"]).assert_code(0);
+    let mut building = command(&["build", "slow"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut client = env.client();
+    wait_until("the slow step's job", || client.result("daemon.status", json!({}))["jobs"]["running"] == 1);
+    install();
+    let refused = scafld(&["list", "--json"]);
+    refused.assert_code(6);
+    let error = &refused.json()["error"];
+    assert_eq!(error["code"], "daemon_other_build", "{error}");
+    assert!(error["message"].as_str().unwrap().contains("1 job of it is not finished"), "{error}");
+    assert!(
+        error["hint"]
+            .as_str()
+            .unwrap()
+            .contains("`scafld daemon stop` stops it now, killing the commands of its running jobs"),
+        "{error}"
+    );
+    assert_eq!(status()["pid"], second["pid"], "the busy daemon was left running");
+    building.kill().unwrap();
+    building.wait().unwrap();
+}

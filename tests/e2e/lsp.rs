@@ -717,12 +717,15 @@ fn lsp_starts_no_daemon_when_one_dies_under_a_read_of_its_own() {
                     let mut replies = Vec::new();
                     match method {
                         "daemon.hello" => replies.push(json!({"jsonrpc": "2.0", "id": id, "result": {
-                            "protocol_version": scafld_protocol::PROTOCOL_VERSION, "daemon_version": "script", "pid": 1}})),
+                            "protocol_version": scafld_protocol::PROTOCOL_VERSION, "daemon_version": "script", "pid": 1,
+                            "executable": scafld_tests::scafldd_identity()}})),
                         "events.subscribe" => {
                             replies.push(json!({"jsonrpc": "2.0", "id": id, "result": 7}));
-                            replies.push(json!({"jsonrpc": "2.0", "method": "events.event", "params": {"subscription": 7,
+                            replies.push(
+                                json!({"jsonrpc": "2.0", "method": "events.event", "params": {"subscription": 7,
                                 "result": {"kind": "task_changed", "workspace_id": "w", "root": root,
-                                    "task_id": "greet", "status": "draft", "cause": "hand_edit"}}}));
+                                    "task_id": "greet", "status": "draft", "cause": "hand_edit"}}}),
+                            );
                         }
                         "task.check" => return crash(),
                         _ => replies.push(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000,

@@ -49,6 +49,17 @@ pub fn scafldd_bin() -> PathBuf {
     bin_dir().join("scafldd")
 }
 
+/// The `executable` a daemon started from [`scafldd_bin`] names in its handshake: what a
+/// stand-in daemon answers to pass for this build's (a client takes one naming no file, or
+/// another, for a daemon of another build, and replaces it).
+pub fn scafldd_identity() -> Value {
+    use std::os::unix::fs::MetadataExt;
+    let path = scafldd_bin();
+    let meta = std::fs::metadata(&path).expect("the built scafldd");
+    json!({"path": path.display().to_string(), "device": meta.dev(), "inode": meta.ino(), "size": meta.size(),
+        "modified_seconds": meta.mtime(), "modified_nanos": meta.mtime_nsec()})
+}
+
 /// Set `path`'s modification time to `when` (as a checkout's files are aged, or as a tool
 /// that puts a rewritten file's time back leaves it).
 pub fn set_modified(path: &Path, when: std::time::SystemTime) {

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use scafld_client::connection::HelloCheck;
 use scafld_client::{ClientError, Connection, Paths};
+use scafld_protocol::methods::{Executable, HelloResult};
 
 use super::exit::workflow;
 use super::output::CliError;
@@ -26,20 +28,29 @@ pub fn connect(paths: &Paths, autostart: bool) -> Result<Connection, CliError> {
 /// [`connect`] with a bound on every read and write of the connection (see
 /// [`Connection::connect_with_timeout`]).
 pub fn connect_with_timeout(paths: &Paths, autostart: bool, timeout: Option<Duration>) -> Result<Connection, CliError> {
-    connect_noting(paths, autostart, timeout, &|line| super::output::note(line))
+    connect_noting(paths, autostart, timeout, std::sync::Arc::new(|line: &str| super::output::note(line)))
 }
 
-/// [`connect_with_timeout`], saying that it started the daemon with `note` (a command's
-/// stderr; the language server's log).
+/// Where a connection says what it did to the daemon (started it, replaced it): a command's
+/// stderr, the language server's log.
+pub type Note = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
+
+/// [`connect_with_timeout`], saying that it started (or replaced) the daemon with `note`.
+/// A daemon of another build than the `scafldd` this client starts is replaced when it runs
+/// no job (see [`build_check`]).
 pub fn connect_noting(
     paths: &Paths,
     autostart: bool,
     timeout: Option<Duration>,
-    note: &dyn Fn(&str),
+    note: Note,
 ) -> Result<Connection, CliError> {
     // The handshake's answer comes with the first call's (see `Connection::connect_pipelined`).
     match Connection::connect_pipelined(&paths.socket, timeout) {
-        Ok(conn) => Ok(conn),
+        Ok(conn) => Ok(match own_daemon() {
+            Some(own) => conn.checking_hello(build_check(paths.clone(), own, autostart, timeout, note)),
+            // No scafldd to start: none to compare with either.
+            None => conn,
+        }),
         Err(ClientError::Unreachable { .. }) if autostart => {
             wait_for_stopping(paths);
             let pid = start(paths)?;
@@ -62,6 +73,13 @@ pub fn connect_error(error: ClientError) -> CliError {
         }
         ClientError::Untrusted { .. } => CliError::new("daemon_untrusted", error.to_string(), workflow::UNREACHABLE)
             .with_hint("nothing was sent; remove that directory or point SCAFLD_SOCKET (or XDG_RUNTIME_DIR) at a directory only you can write"),
+        ClientError::Refused { kind, message, hint } => {
+            let error = CliError::new(&kind, message, workflow::UNREACHABLE);
+            match hint {
+                Some(hint) => error.with_hint(hint),
+                None => error,
+            }
+        }
         other => rpc_error(other),
     }
 }
@@ -118,9 +136,10 @@ pub fn rpc_error(error: ClientError) -> CliError {
             }
             cli
         }
-        ClientError::Unreachable { .. } | ClientError::ProtocolMismatch { .. } | ClientError::Untrusted { .. } => {
-            connect_error(error)
-        }
+        ClientError::Unreachable { .. }
+        | ClientError::ProtocolMismatch { .. }
+        | ClientError::Untrusted { .. }
+        | ClientError::Refused { .. } => connect_error(error),
         ClientError::TimedOut(waited) => match Paths::from_env() {
             Ok(paths) => unanswered(&paths, *waited),
             Err(e) => CliError::new("environment", e.message, workflow::USAGE).with_hint(e.hint),
@@ -379,6 +398,112 @@ fn daemon_binary() -> PathBuf {
         .and_then(|exe| exe.parent().map(|dir| dir.join("scafldd")))
         .filter(|candidate| candidate.is_file())
         .unwrap_or_else(|| PathBuf::from("scafldd"))
+}
+
+/// The `scafldd` this client starts ([`daemon_binary`], looked up on PATH as `exec` would),
+/// as it is now; `None` when there is none.
+pub fn own_daemon() -> Option<Executable> {
+    let binary = daemon_binary();
+    let path = match binary.is_absolute() {
+        true => binary,
+        false => std::env::var_os("PATH")?
+            .to_str()?
+            .split(':')
+            .filter(|dir| !dir.is_empty())
+            .map(|dir| Path::new(dir).join(&binary))
+            .find(|candidate| candidate.is_file())?,
+    };
+    scafld_local::executable::identify(&path).ok()
+}
+
+/// Whether the daemon that answered `hello` is of the build `own` (the `scafldd` this client
+/// starts): an older daemon, which names no file, is not.
+pub fn same_build(hello: &HelloResult, own: &Executable) -> bool {
+    hello.executable.as_ref().is_some_and(|daemon| daemon.same_build(own))
+}
+
+/// What is known of a daemon of another build: one sentence naming it, and the file it runs.
+pub fn other_build(hello: &HelloResult, own: &Executable) -> String {
+    let from = match &hello.executable {
+        Some(daemon) if daemon.path == own.path => format!("started from {} before it was replaced", daemon.path),
+        Some(daemon) => format!("started from {}", daemon.path),
+        None => "of an older build that does not say which file it runs".to_string(),
+    };
+    format!("the daemon (pid {}, {from}) is another build of scafldd than this client's {}", hello.pid, own.path)
+}
+
+/// How to get rid of a daemon of another build that runs jobs: what `daemon stop` does to them.
+pub const STOP_ENDS_JOBS: &str = "`scafld daemon stop` stops it now, killing the commands of its running jobs (the next daemon reports those jobs abandoned; run them again)";
+
+/// The check a connection makes of the daemon's handshake (see [`HelloCheck`]): a daemon of
+/// another build (every build says the same version and protocol, so only the file it runs
+/// tells) is stopped and this client's started in its place, said on `note`, when it runs no
+/// job and `autostart` allows starting one; otherwise refused, exit 6, with how to restart it.
+pub fn build_check(
+    paths: Paths,
+    own: Executable,
+    autostart: bool,
+    timeout: Option<Duration>,
+    note: Note,
+) -> HelloCheck {
+    Box::new(move |hello: &HelloResult| {
+        if same_build(hello, &own) {
+            return Ok(None);
+        }
+        let other = other_build(hello, &own);
+        let refused = |message: String, hint: String| ClientError::Refused {
+            kind: "daemon_other_build".into(),
+            message,
+            hint: Some(hint),
+        };
+        if !autostart {
+            return Err(refused(
+                format!("{other}; it was left running (no autostart)"),
+                "restart it with `scafld daemon stop` then `scafld daemon start`, or drop --no-autostart / SCAFLD_NO_AUTOSTART to let scafld restart it".into(),
+            ));
+        }
+        let status = Connection::connect_with_timeout(&paths.socket, timeout)
+            .and_then(|mut conn| conn.call::<scafld_protocol::methods::DaemonStatus>(&Default::default()));
+        match status {
+            Ok(status) if status.socket_activated => {
+                return Err(refused(
+                    format!("{other}; systemd started it, so scafld leaves it to systemd"),
+                    "restart it with `systemctl --user restart scafldd.service` (after pointing the unit's ExecStart at this client's scafldd, if it names another)".into(),
+                ));
+            }
+            Ok(status) if status.jobs.running + status.jobs.queued > 0 => {
+                let jobs = status.jobs.running + status.jobs.queued;
+                return Err(refused(
+                    format!(
+                        "{other}, and it was not restarted: {jobs} job{} of it {} not finished",
+                        if jobs == 1 { "" } else { "s" },
+                        if jobs == 1 { "is" } else { "are" }
+                    ),
+                    format!(
+                        "run the command again once its jobs are done (`scafld daemon status` counts them; it restarts the daemon then), or {STOP_ENDS_JOBS}"
+                    ),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Err(refused(
+                    format!("{other}, and it was not restarted: cannot tell whether it runs jobs ({e})"),
+                    format!("{STOP_ENDS_JOBS}; then run the command again"),
+                ));
+            }
+        }
+        let failed = |step: &str, e: CliError| {
+            refused(
+                format!("{other}; {step}: {}", e.message),
+                e.hint.unwrap_or_else(|| format!("see {}", paths.log_file().display())),
+            )
+        };
+        stop(&paths).map_err(|e| failed("stopping it failed", e))?;
+        wait_for_stopping(&paths);
+        let pid = start(&paths).map_err(|e| failed("it was stopped, but starting this build's failed", e))?;
+        note(&format!("scafld: {other}: stopped it and started this build's (pid {pid})"));
+        Connection::connect_with_timeout(&paths.socket, timeout).map(Some)
+    })
 }
 
 fn log_tail(path: &Path, from: u64) -> String {

@@ -31,11 +31,12 @@ const SLOW_SUBSCRIBER_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     let mut module = RpcModule::from_arc(daemon);
-    register::<m::Hello, _, _>(&mut module, |_, _| async {
+    register::<m::Hello, _, _>(&mut module, |d, _| async move {
         Ok(m::HelloResult {
             protocol_version: PROTOCOL_VERSION,
             daemon_version: DAEMON_VERSION.into(),
             pid: std::process::id(),
+            executable: d.options.executable.clone(),
         })
     });
     register::<m::DaemonStatus, _, _>(&mut module, |d, _| async move { d.status().await });

@@ -24,6 +24,34 @@ pub struct HelloResult {
     pub protocol_version: u32,
     pub daemon_version: String,
     pub pid: u32,
+    /// The file the daemon was started from, as it was then. Every build reports the same
+    /// version and protocol, so this is what tells a daemon left running by an older build
+    /// from the one the client would start; a daemon that sends none is of an older build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executable: Option<Executable>,
+}
+
+/// An executable file as `stat` saw it: where it is, and what tells one build of it from another
+/// (a new build written in place changes its size or time; one installed beside it and renamed
+/// over it, its inode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Executable {
+    pub path: String,
+    pub device: u64,
+    pub inode: u64,
+    pub size: u64,
+    /// Its modification time: seconds since the epoch and the nanoseconds past them.
+    pub modified_seconds: i64,
+    pub modified_nanos: u32,
+}
+
+impl Executable {
+    /// Whether `self` and `other` are the same file unchanged (wherever each was reached from:
+    /// the path is for people only).
+    pub fn same_build(&self, other: &Executable) -> bool {
+        (self.device, self.inode, self.size, self.modified_seconds, self.modified_nanos)
+            == (other.device, other.inode, other.size, other.modified_seconds, other.modified_nanos)
+    }
 }
 
 method!(

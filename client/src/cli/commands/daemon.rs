@@ -13,8 +13,23 @@ use crate::cli::output::CliError;
 
 pub fn start(ctx: &Context) -> Result<u8, CliError> {
     let paths = ctx.paths()?;
-    let (pid, already) = match Connection::connect(&paths.socket) {
-        Ok(mut conn) => (conn.daemon().map_err(connect_error)?.pid, true),
+    let (pid, already) = match Connection::connect_pipelined(&paths.socket, None) {
+        // A daemon of another build is replaced (when it runs no job), as by any command.
+        Ok(conn) => {
+            use std::sync::atomic::{AtomicBool, Ordering};
+            let replaced = std::sync::Arc::new(AtomicBool::new(false));
+            let said = replaced.clone();
+            let note = std::sync::Arc::new(move |line: &str| {
+                said.store(true, Ordering::SeqCst);
+                crate::cli::output::note(line);
+            });
+            let mut conn = match daemon_control::own_daemon() {
+                Some(own) => conn.checking_hello(daemon_control::build_check(paths.clone(), own, true, None, note)),
+                None => conn,
+            };
+            let pid = conn.daemon().map_err(connect_error)?.pid;
+            (pid, !replaced.load(Ordering::SeqCst))
+        }
         Err(ClientError::Unreachable { .. }) => (daemon_control::start(paths)?, false),
         Err(e) => return Err(connect_error(e)),
     };
@@ -50,7 +65,35 @@ pub fn status(ctx: &Context) -> Result<u8, CliError> {
         other => connect_error(other),
     })?;
     let status = conn.call::<DaemonStatus>(&Default::default()).map_err(rpc_error)?;
-    ctx.out.success(&status, || render(&status));
+    let hello = conn.daemon().map_err(connect_error)?.clone();
+    // Whether this daemon is of the build this client starts (every build says the same version
+    // and protocol): a daemon of another build is replaced by the next command that may start
+    // one, unless it runs jobs.
+    let own = daemon_control::own_daemon();
+    let build = own.as_ref().map(|own| match daemon_control::same_build(&hello, own) {
+        true => (true, format!("this client's ({})", own.path)),
+        false => (
+            false,
+            format!(
+                "{}; the next command restarts it with this client's when it runs no job, or stop it with `scafld daemon stop`",
+                daemon_control::other_build(&hello, own)
+            ),
+        ),
+    });
+    let mut shown = serde_json::to_value(&status).unwrap_or_default();
+    if let (Some(object), Some((same, detail))) = (shown.as_object_mut(), &build) {
+        object.insert(
+            "build".into(),
+            json!({"current": same, "detail": detail, "executable": hello.executable, "client_daemon": own.as_ref().map(|o| &o.path)}),
+        );
+    }
+    ctx.out.success(&shown, || {
+        let mut text = render(&status);
+        if let Some((same, detail)) = &build {
+            text.push_str(&format!("\nbuild:      {}{}", if *same { "" } else { "ANOTHER BUILD: " }, one_line(detail)));
+        }
+        text
+    });
     Ok(workflow::OK)
 }
 

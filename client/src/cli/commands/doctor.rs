@@ -196,21 +196,57 @@ fn private_dir(name: &str, dir: &Path) -> Check {
 }
 
 fn daemon(paths: &scafld_client::Paths) -> Check {
-    match Connection::connect(&paths.socket).and_then(|mut conn| conn.daemon().cloned()) {
-        Ok(hello) => {
-            let (daemon, client) = (hello.daemon_version, env!("CARGO_PKG_VERSION"));
-            if daemon == client {
-                check("daemon", Health::Ok, format!("scafldd {daemon} (pid {}) answers", hello.pid), None)
-            } else {
-                check(
+    const RESTART: &str = "scafld daemon stop, then scafld daemon start";
+    let mut conn = match Connection::connect(&paths.socket) {
+        Ok(conn) => conn,
+        Err(e) => return check("daemon", Health::Ok, format!("not running ({e}); any command starts it"), None),
+    };
+    let Ok(hello) = conn.daemon().cloned() else {
+        return check("daemon", Health::Fail, "the daemon answered the handshake, then no more", Some(RESTART.into()));
+    };
+    let (daemon, client) = (hello.daemon_version.clone(), env!("CARGO_PKG_VERSION"));
+    if daemon != client {
+        return check(
+            "daemon",
+            Health::Warn,
+            format!("scafldd {daemon} answers, but this client is {client}"),
+            Some(RESTART.into()),
+        );
+    }
+    let own = crate::cli::daemon_control::own_daemon();
+    match own {
+        Some(own) if !crate::cli::daemon_control::same_build(&hello, &own) => {
+            let other = crate::cli::daemon_control::other_build(&hello, &own);
+            let jobs = conn
+                .call::<scafld_protocol::methods::DaemonStatus>(&Default::default())
+                .map(|s| s.jobs.running + s.jobs.queued);
+            match jobs {
+                Ok(0) => check(
                     "daemon",
                     Health::Warn,
-                    format!("scafldd {daemon} answers, but this client is {client}"),
-                    Some("restart it: scafld daemon stop && scafld daemon start".into()),
-                )
+                    format!("{other}; it runs no job, so the next command restarts it with this client's"),
+                    Some(format!("run any command, or {RESTART}")),
+                ),
+                Ok(jobs) => check(
+                    "daemon",
+                    Health::Fail,
+                    format!(
+                        "{other}, and it has {jobs} unfinished job(s): commands are refused (exit 6) until it is restarted"
+                    ),
+                    Some(format!(
+                        "wait for its jobs (`scafld daemon status`), or {}",
+                        crate::cli::daemon_control::STOP_ENDS_JOBS
+                    )),
+                ),
+                Err(e) => check(
+                    "daemon",
+                    Health::Fail,
+                    format!("{other}; its status cannot be read: {e}"),
+                    Some(RESTART.into()),
+                ),
             }
         }
-        Err(e) => check("daemon", Health::Ok, format!("not running ({e}); any command starts it"), None),
+        _ => check("daemon", Health::Ok, format!("scafldd {daemon} (pid {}) answers", hello.pid), None),
     }
 }
 

@@ -19,10 +19,11 @@ pub fn run(ctx: &Context) -> Result<u8, CliError> {
     // The event thread asks without autostart (a stopped daemon stays stopped until a request
     // needs one); requests start it unless --no-autostart / SCAFLD_NO_AUTOSTART forbid it.
     let connect: Connector = Arc::new(move |dial: Dial| {
-        let note = |line: &str| {
-            let _ = notes_tx.send(line.to_string());
-        };
-        daemon_control::connect_noting(&paths, dial.autostart && allowed, dial.timeout, &note).map_err(|e| {
+        let notes = notes_tx.clone();
+        let note: daemon_control::Note = Arc::new(move |line: &str| {
+            let _ = notes.send(line.to_string());
+        });
+        daemon_control::connect_noting(&paths, dial.autostart && allowed, dial.timeout, note).map_err(|e| {
             match e.code.as_str() {
                 "daemon_timeout" => LinkError::TimedOut(e.message),
                 _ => LinkError::Unavailable(e.message),
