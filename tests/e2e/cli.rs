@@ -932,3 +932,24 @@ fn a_repository_found_only_through_git_dir_is_named_with_a_hint_that_works() {
     // And git, without the variables, reads the same repository through it.
     assert!(git(&env.work, &["log", "--format=%s"]).contains("init"));
 }
+
+/// A daemon speaking another protocol answers at the socket: `doctor` fails its daemon row
+/// with the restart as the fix, never "not running; any command starts it".
+#[test]
+fn doctor_reports_a_daemon_of_another_protocol() {
+    let env = TestEnv::new();
+    let fake = future_daemon(&env, |seen| match seen {
+        [hello] => vec![hello_999(hello)],
+        _ => Vec::new(),
+    });
+    let run = env.scafld(&["doctor", "--json"]);
+    fake.join().unwrap();
+    let report = run.json();
+    let checks = report["result"]["checks"].as_array().or_else(|| report["error"]["details"]["checks"].as_array());
+    let checks = checks.unwrap_or_else(|| panic!("{report}"));
+    let daemon = checks.iter().find(|c| c["name"] == "daemon").unwrap();
+    assert_eq!(daemon["health"], "fail", "{daemon}");
+    assert!(daemon["detail"].as_str().unwrap().contains("protocol 999"), "{daemon}");
+    assert_eq!(daemon["fix"], "scafld daemon stop, then scafld daemon start", "{daemon}");
+    run.assert_code(1);
+}

@@ -196,10 +196,22 @@ fn private_dir(name: &str, dir: &Path) -> Check {
 }
 
 fn daemon(paths: &scafld_client::Paths) -> Check {
+    use scafld_client::ClientError;
     const RESTART: &str = "scafld daemon stop, then scafld daemon start";
     let mut conn = match Connection::connect(&paths.socket) {
         Ok(conn) => conn,
-        Err(e) => return check("daemon", Health::Ok, format!("not running ({e}); any command starts it"), None),
+        Err(e @ ClientError::Unreachable { .. }) => {
+            return check("daemon", Health::Ok, format!("not running ({e}); any command starts it"), None);
+        }
+        // Every command is refused by it (exit 6), and none starts another while it answers.
+        Err(e @ ClientError::ProtocolMismatch { .. }) => {
+            return check("daemon", Health::Fail, e.to_string(), Some(RESTART.into()));
+        }
+        // Untrusted, hung: what to do is the hint any command would give.
+        Err(e) => {
+            let detail = e.to_string();
+            return check("daemon", Health::Fail, detail, crate::cli::daemon_control::connect_error(e).hint);
+        }
     };
     let Ok(hello) = conn.daemon().cloned() else {
         return check("daemon", Health::Fail, "the daemon answered the handshake, then no more", Some(RESTART.into()));
