@@ -933,6 +933,36 @@ fn a_repository_found_only_through_git_dir_is_named_with_a_hint_that_works() {
     assert!(git(&env.work, &["log", "--format=%s"]).contains("init"));
 }
 
+/// A daemon that does not say how many entries an export wrote (an older build's) is never
+/// reported as having written none: the count is said to be unknown.
+#[test]
+fn an_export_whose_count_the_daemon_does_not_give_claims_no_count() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.work.join(".scafld/specs")).unwrap();
+    let fake = future_daemon(&env, |seen| {
+        let last = seen.last().unwrap();
+        let id = last["id"].clone();
+        let result = match last["method"].as_str() {
+            Some("daemon.hello") => {
+                json!({"protocol_version": scafld_protocol::PROTOCOL_VERSION, "daemon_version": "old",
+                "pid": 1, "executable": scafld_tests::scafldd_identity()})
+            }
+            Some("task.session") => json!({"task_id": "t1", "entries": [], "exported": "/somewhere/ledger.json"}),
+            other => panic!("unexpected call {other:?}"),
+        };
+        vec![json!({"jsonrpc": "2.0", "id": id, "result": result})]
+    });
+    let run = env.scafld(&["session", "t1", "--export"]);
+    fake.join().unwrap();
+    run.assert_code(0);
+    assert!(!run.stdout.contains("exported 0"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("exported the ledger to /somewhere/ledger.json (the daemon did not say how many entries)"),
+        "{}",
+        run.stdout
+    );
+}
+
 /// A daemon speaking another protocol answers at the socket: `doctor` fails its daemon row
 /// with the restart as the fix, never "not running; any command starts it".
 #[test]

@@ -305,9 +305,13 @@ pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
                 e["recorded_at"].as_str().unwrap_or("")
             );
         }
-        match (&r.exported, r.exported_entries.unwrap_or(0)) {
-            (Some(path), 1) => text.push_str(&format!("exported 1 entry to {path}")),
-            (Some(path), count) => text.push_str(&format!("exported {count} entries to {path}")),
+        match (&r.exported, r.exported_entries) {
+            (Some(path), Some(1)) => text.push_str(&format!("exported 1 entry to {path}")),
+            (Some(path), Some(count)) => text.push_str(&format!("exported {count} entries to {path}")),
+            // A daemon that does not say how many it wrote (an older one): no count is made up.
+            (Some(path), None) => {
+                text.push_str(&format!("exported the ledger to {path} (the daemon did not say how many entries)"))
+            }
             (None, _) if r.entries.is_empty() => text.push_str("no ledger entries yet"),
             (None, _) => {}
         }
