@@ -983,3 +983,42 @@ fn doctor_reports_a_daemon_of_another_protocol() {
     assert_eq!(daemon["fix"], "scafld daemon stop, then scafld daemon start", "{daemon}");
     run.assert_code(1);
 }
+
+/// A template review against a daemon of another protocol exits 6, the template table's code
+/// for a daemon it cannot use, as when none answers; the other families keep their own codes
+/// for it (verify 2, review wait 5).
+#[test]
+fn a_template_review_against_a_daemon_of_another_protocol_exits_6() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    std::fs::create_dir_all(env.work.join(".scafld/specs")).unwrap();
+    // A daemon of a future release for as many connections as a command makes: every line is
+    // answered as the handshake.
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    let reply = hello_999(&serde_json::from_str(&line).unwrap());
+                    line.clear();
+                    if (&stream).write_all(format!("{reply}\n").as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    for (args, code) in [
+        (&["review", "code", "--json"][..], 6),
+        (&["verify", "--json"][..], 2),
+        (&["review", "wait", "--json", "--session-key", "k"][..], 5),
+    ] {
+        let run = env.scafld(args);
+        run.assert_code(code);
+        assert_eq!(run.json()["error"]["code"], "protocol_mismatch", "{args:?}: {}", run.stdout);
+    }
+    std::fs::remove_file(&env.socket).unwrap();
+}

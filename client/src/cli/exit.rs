@@ -38,6 +38,8 @@ pub mod template {
     pub const UNKNOWN: u8 = 1;
     pub const USAGE: u8 = 2;
     pub const FAIL: u8 = 4;
+    /// The daemon unreachable, as in the workflow table.
+    pub const UNREACHABLE: u8 = super::workflow::UNREACHABLE;
 }
 
 /// `verify`: the merge wall's three answers.
@@ -123,6 +125,12 @@ pub fn in_family(error: CliError, family: Family) -> CliError {
         Family::Template => {
             if usage {
                 template::USAGE
+            } else if error.exit_code == workflow::UNREACHABLE
+                && error.code != scafld_protocol::error::WORKSPACE_NOT_FOUND
+            {
+                // No daemon to ask (none answers, one of another protocol or build, one not to
+                // be trusted): the table's own code for it, never an UNKNOWN verdict.
+                template::UNREACHABLE
             } else {
                 template::UNKNOWN
             }
