@@ -652,17 +652,31 @@ pub(crate) fn next_for(
             .flatten()
             .and_then(|c| crate::domain::packet::Oversize::of(spec, c.review.context.required_max_bytes)),
     });
-    let next = match latest {
-        // Only a review that gave no verdict: one voided by a change is not run as it was.
-        Some(session) if replay.failed_attempt.is_some() => again_as_before(
-            next,
-            &session,
-            || crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id)),
-            || crate::review::sealed_packet(ws, &session).is_ok(),
-        ),
-        _ => next,
-    };
+    let next = as_before(ws, latest.as_ref(), &replay, next, || {
+        crate::review::gate::spec_fingerprint(&ws.root, &ws.spec_path(&spec.front.task_id))
+    });
     from_the_linked_checkout(ws, spec, entries, next)
+}
+
+/// The step after a review that gave no verdict, run again as it ran ([`again_as_before`]) when
+/// `latest` is the task's latest review session; `next` as decided otherwise. The one place
+/// both `status` ([`next_for`]) and the spec's `Allowed follow-up command` (each projection:
+/// `ledger::project_then`) take it from. `spec_now`: the spec's guard fingerprint as it is
+/// (`review::gate::spec_fingerprint`), read only when a session holds one to compare.
+pub(crate) fn as_before(
+    ws: &Workspace,
+    latest: Option<&crate::domain::job::SessionRecord>,
+    replay: &ledger::Replay,
+    next: NextAction,
+    spec_now: impl FnOnce() -> String,
+) -> NextAction {
+    match latest {
+        // Only a review that gave no verdict: one voided by a change is not run as it was.
+        Some(session) if replay.failed_attempt.is_some() => {
+            again_as_before(next, session, spec_now, || crate::review::sealed_packet(ws, session).is_ok())
+        }
+        _ => next,
+    }
 }
 
 /// In a checkout whose `.scafld` is a link to another checkout's (a git worktree sharing it),

@@ -274,22 +274,12 @@ pub async fn record_ending<T>(
             Err(Unread::Broken(why)) => (None, Some(deferred(ws, task, why, Unprojected::Broken))),
         },
     };
-    let shadowed = crate::templates::shadows(&ws.root, task);
     // The next step it shows is the one `status` shows (what the file and the files a review
     // was shown say now): only where there is a file to write.
-    let seen = match &on_disk {
-        Some((file, parsed)) => {
-            crate::evidence::seen_for_projection(ws, task, &parsed.spec, &entries, Some(&file.text))
-        }
-        None => Default::default(),
+    let next = match &on_disk {
+        Some((file, parsed)) => as_status(daemon, ws, task, &parsed.spec, &entries, &file.text, &recorded_at),
+        None => ledger::project(base, &entries, &recorded_at, crate::templates::shadows(&ws.root, task)),
     };
-    let next = ledger::project_seen(
-        on_disk.as_ref().map_or(base, |(_, parsed)| &parsed.spec),
-        &entries,
-        &recorded_at,
-        shadowed,
-        seen.facts(),
-    );
     let rendered = match &on_disk {
         Some((file, _)) => render(ws, task, file, &ledger::for_file(next.clone(), &entries)).unwrap_or_else(|e| {
             unprojected = Some(deferred(ws, task, e, Unprojected::Broken));
@@ -364,31 +354,77 @@ pub async fn record_ending<T>(
 /// Write the spec again when the next step its Current State shows is not the one every other
 /// surface decides now (`evidence::seen_now`, as `status`): what a review judged changed after
 /// the last write (the spec's authored text edited after a pass, or put back; a refused
-/// `complete` found the files a passing review was shown changed). Only for a task in review
-/// whose review is current, and only when the lines differ; the write is the whole projection, as any
-/// write of the spec. Callers hold the task, or leave it to whoever holds it. `Ok(None)`:
+/// `complete` found the files a passing review was shown changed; after a review that gave no
+/// verdict, its session's result kept, or the spec's text edited since its packet was made).
+/// Only for a task in review whose review is current or whose last review gave no verdict, and
+/// only when the lines differ; the write is the whole projection, as any write of the spec. Callers hold the task, or leave it to whoever holds it. `Ok(None)`:
 /// nothing to write.
 pub fn reshow_next(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<Option<Projected>> {
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     let replay = ledger::replay(&entries);
     // Only a task in review: a finished one's file is `reconcile`'s to put right, as before.
-    if replay.status != Some(crate::domain::lifecycle::Status::Review)
-        || replay.review.is_none()
-        || !replay.review_current
-    {
+    let in_review = replay.status == Some(crate::domain::lifecycle::Status::Review);
+    let judged = in_review && replay.review.is_some() && replay.review_current;
+    if !judged {
         // Nothing it judged is watched any more (`evidence::seen_now` keeps them watched).
         ws.forget_judged(task);
-        return Ok(None);
+        // After a review that gave no verdict, the step is that review run again as it ran:
+        // once its session's result is kept (after the ledger's write), or the spec's text
+        // changes the command (`evidence::as_before`).
+        if !in_review || replay.failed_attempt.is_none() {
+            return Ok(None);
+        }
     }
     let Ok((file, parsed)) = read_as_spec(ws, task) else { return Ok(None) };
-    let seen = crate::evidence::seen_for_projection(ws, task, &parsed.spec, &entries, Some(&file.text));
-    let shadowed = crate::templates::shadows(&ws.root, task);
-    let next = ledger::project_seen(&parsed.spec, &entries, &clock::now_rfc3339(), shadowed, seen.facts());
+    let next = as_status(daemon, ws, task, &parsed.spec, &entries, &file.text, &clock::now_rfc3339());
     let (shown, decided) = (&parsed.spec.current_state, &next.current_state);
     if shown.next == decided.next && shown.allowed_follow_up == decided.allowed_follow_up {
         return Ok(None);
     }
     project_from_ledger(daemon, ws, task, cause).map(Some)
+}
+
+/// The projection of `entries` onto `spec`, the task's spec file read as `text`, its next step
+/// the one `status` names (`evidence::next_for`): decided with what the files a current review
+/// judged say now (`evidence::seen_for_projection`) and, after a review that gave no verdict,
+/// that review run again as it ran (`evidence::as_before`, its session's retry).
+fn as_status(
+    daemon: &Daemon,
+    ws: &Workspace,
+    task: &str,
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    text: &str,
+    now: &str,
+) -> Spec {
+    let seen = crate::evidence::seen_for_projection(ws, task, spec, entries, Some(text));
+    let shadowed = crate::templates::shadows(&ws.root, task);
+    let replay = ledger::replay(entries);
+    ledger::project_then(spec, entries, now, shadowed, seen.facts(), |next| {
+        // The session is looked up only where the step is to run a review again.
+        if replay.failed_attempt.is_none() || next.action != crate::domain::next::Action::RetryReview {
+            return next;
+        }
+        let latest = daemon.sessions.latest(ws, Some(task));
+        crate::evidence::as_before(ws, latest.as_ref(), &replay, next, || {
+            crate::domain::review::spec_guard_fingerprint(text)
+        })
+    })
+}
+
+/// [`reshow_next`] for a review session of `task` that kept its result after the ledger
+/// recorded it: one that gave no verdict is run again as it ran (`review retry <key>`), which
+/// the spec's line could name only once the session held its result. Takes the task.
+pub async fn reshow_after_review(daemon: &Daemon, session: &crate::domain::job::SessionRecord, task: &str) {
+    let Ok(ws) = daemon.workspace_of(&session.root, &session.workspace_id).await else { return };
+    if ws.id != session.workspace_id {
+        return;
+    }
+    let lock = daemon.jobs.task_lock(&ws, task);
+    let _held = lock.lock().await;
+    if let Err(e) = reshow_next(daemon, &ws, task, "command:review") {
+        tracing::warn!("cannot write the next step of {task} after its review: {e}");
+    }
 }
 
 /// Rebuild the spec's runner-owned sections (and its folder) from the ledger. A spec file that
@@ -422,9 +458,7 @@ fn project_entries(
             Err(Unread::Missing) => return Ok(deferred_missing(ws, task, entries)),
             Err(Unread::Broken(why)) => return Ok(deferred(ws, task, why, Unprojected::Broken)),
         };
-        let seen = crate::evidence::seen_for_projection(ws, task, &parsed.spec, entries, Some(&file.text));
-        let shadowed = crate::templates::shadows(&ws.root, task);
-        let next = ledger::project_seen(&parsed.spec, entries, &now, shadowed, seen.facts());
+        let next = as_status(daemon, ws, task, &parsed.spec, entries, &file.text, &now);
         let next = ledger::for_file(next, entries);
         let rendered = match render(ws, task, &file, &next) {
             Ok(Some(rendered)) => rendered,

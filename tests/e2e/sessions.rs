@@ -265,6 +265,35 @@ fn a_manual_review_without_a_verdict_is_retried_under_manual_approval() {
     assert_eq!(status["next_action"]["action"], "decide_review", "{status}");
 }
 
+/// The spec's `Allowed follow-up command` after such a review is the retry `status` names (one
+/// decision: the session's result is kept after the ledger's write, and the line is written
+/// again then), never a bare `scafld review rev`, which would drop the manual approval. A spec
+/// still naming that (as every older scafld wrote it) is put right by `reconcile`.
+#[test]
+fn the_specs_follow_up_after_a_review_without_a_verdict_is_the_retry_status_names() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["codex"]);
+    let args = ["review", "rev", "--reviewers", "codex", "--approval", "manual", "--detach", "--json"];
+    let spawned = run_with(&env, &args, &path, &[("FAKE_MODE_CODEX", "garbage")]).json();
+    let key = spawned["session_key"].as_str().unwrap().to_string();
+    wait(&env, &key).assert_code(2);
+    let retry = format!("scafld review retry {key}");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_action"]["command"], retry.as_str(), "{status}");
+    let spec = env.work.join(".scafld/specs/active/rev.md");
+    let line = format!("\nAllowed follow-up command: `{retry}`\n");
+    let read = || std::fs::read_to_string(&spec).unwrap();
+    wait_until("the spec to name the retry", || read().contains(&line));
+    // The line an older scafld wrote, with no daemon watching.
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    let older = read().replace(&line, "\nAllowed follow-up command: `scafld review rev`\n");
+    std::fs::write(&spec, older).unwrap();
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    assert!(read().contains(&line), "{}", read());
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["next_action"]["command"], retry.as_str());
+}
+
 /// `review accept` after a review run with `--approval manual` that gave no verdict is refused
 /// (nothing was proposed), with a hint that fits: that review has no verdict to decide on yet
 /// (its retry is the step), never that reviews await decisions only when run with `--approval

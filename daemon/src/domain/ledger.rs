@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::evidence::Contract;
 use crate::domain::lifecycle::Status;
-use crate::domain::next::{Facts, next_action};
+use crate::domain::next::{Facts, NextAction, next_action};
 use crate::domain::spec::Spec;
 use crate::domain::spec::budget::{MAX_BLOCKERS, clip};
 use scafld_protocol::vocab::Decision;
@@ -728,6 +728,21 @@ pub fn project_seen(
     shadowed: bool,
     seen: crate::domain::next::Seen<'_>,
 ) -> Spec {
+    project_then(spec, entries, now, shadowed, seen, |action| action)
+}
+
+/// [`project_seen`], the step it decides handed to `then` before it is shown: what only the
+/// caller knows of it goes in there, as `status` adds it (after a review that gave no verdict,
+/// that review run again as it ran: the daemon's `evidence::as_before`), so the spec's
+/// `Allowed follow-up command` is the command `status` names.
+pub fn project_then(
+    spec: &Spec,
+    entries: &[LedgerEntry],
+    now: &str,
+    shadowed: bool,
+    seen: crate::domain::next::Seen<'_>,
+    then: impl FnOnce(NextAction) -> NextAction,
+) -> Spec {
     if entries.is_empty() {
         return unrecorded(spec);
     }
@@ -803,7 +818,7 @@ pub fn project_seen(
         shadowed,
         oversize: None,
     });
-    crate::domain::next::show(&action, &mut next.current_state);
+    crate::domain::next::show(&then(action), &mut next.current_state);
     // `updated` moves only with what the projection changes: a file that already says what the
     // ledger does stays as it is (a `reconcile` a second after a build rewrites nothing).
     if next != *spec {

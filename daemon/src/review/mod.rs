@@ -876,6 +876,12 @@ async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
     session.caller_env.clear();
     daemon.sessions.drop_caller_env(&session.key);
     daemon.sessions.put(daemon.store(), session.clone());
+    // The spec's follow-up line names this session's retry as `status` does, now it is kept.
+    if let Some(task) = session.task()
+        && result.gate == Some(m::GateState::Retry)
+    {
+        crate::ledger::reshow_after_review(daemon, &session, task).await;
+    }
     write_report(daemon, &session);
     publish(daemon, &session, "", "resolved", &format!("consensus {}", result.outcome));
     if result.gate == Some(m::GateState::AwaitingApproval) {
