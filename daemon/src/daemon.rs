@@ -321,6 +321,7 @@ impl Daemon {
         if recorded_here(&records, root).is_some() {
             return Ok(None);
         }
+        self.say_older_record(&records, root);
         let id = unsettled_id(&records, root)?;
         if let Some(ws) = open.get(root).filter(|ws| !ws.is_bare() && ws.id == id) {
             return Ok(Some(ws.clone()));
@@ -501,7 +502,10 @@ impl Daemon {
                         (kept.clone(), true, Some(Restored { id: kept, replaced: None }))
                     }
                     // The id reads served it under, if any did.
-                    None => (unsettled_id(&records, root)?, true, None),
+                    None => {
+                        self.say_older_record(&records, root);
+                        (unsettled_id(&records, root)?, true, None)
+                    }
                 },
                 Opening::Created => (layout::new_id().map_err(workspace_io_error)?, true, None),
             },
@@ -522,7 +526,12 @@ impl Daemon {
                 .save_workspace(&WorkspaceRecord { id: id.clone(), root: root_text.clone(), scafld })
                 .map_err(RpcError::internal)?;
             let here = |r: &WorkspaceRecord| r.root == root_text || same_scafld(Path::new(&r.root), root);
-            let retired: Vec<String> = records.iter().filter(|r| r.id != id && here(r)).map(|r| r.id.clone()).collect();
+            // An older scafld's record of this path (no folder noted) stays: it may be another
+            // folder's (moved away), and this one claims it only by naming its id
+            // (`older_record_here`); nothing takes it for a folder without an id file.
+            let older = |r: &WorkspaceRecord| r.scafld.is_none() && r.root == root_text;
+            let retired: Vec<String> =
+                records.iter().filter(|r| r.id != id && here(r) && !older(r)).map(|r| r.id.clone()).collect();
             if !retired.is_empty() {
                 info!(root = %root_text, workspace = %id, ?retired, "the folder holds another workspace now");
                 // A lagging record only means a stale line in `daemon status`.
@@ -549,6 +558,21 @@ impl Daemon {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) => Err(workspace_io_error(e)),
         }
+    }
+
+    /// A `.scafld` without an id file at `root`, where an older scafld recorded a workspace
+    /// without the folder it was made for ([`older_record_here`]): it is not taken for that
+    /// workspace, and the next command run here says so, with how to claim it if it is.
+    fn say_older_record(&self, records: &[WorkspaceRecord], root: &Path) {
+        let Some(older) = older_record_here(records, root) else { return };
+        let message = format!(
+            "an older scafld recorded workspace {older} at this folder without noting which .scafld folder it was, and this .scafld has no {}: it is not taken for {older}, whose ledgers and reviews stay its own (a fresh clone made where a workspace moved away from must not take its history; the checkout whose {} names {older} keeps it). If this folder is {older}'s own and only its id file was lost, put it back: `echo {older} > {}`",
+            layout::ID_FILE,
+            layout::ID_FILE,
+            layout::ID_FILE
+        );
+        warn!(workspace = %older, root = %root.display(), "a .scafld without an id file where an older record names a workspace: not taken for it");
+        crate::sync::lock(&self.unsaid).insert(root.to_path_buf(), message);
     }
 
     /// What a caller at `root` has not been told yet and must be (an id file put back: see
@@ -840,14 +864,31 @@ fn recorded_here(records: &[WorkspaceRecord], root: &Path) -> Option<String> {
     let root_text = root.display().to_string();
     // A record that knows its `.scafld` folder holds only for that folder: another one at the
     // same path (the workspace moved away, a fresh clone made in its place) is not it.
+    // A record older than that field knows only the path: it cannot tell the two apart, so it
+    // is never taken for either (`older_record_here`); the checkout whose id file names it
+    // (moved or not) is its own, and learns its folder.
     let scafld = layout::scafld_identity(root).map(|(dev, ino)| [dev, ino]);
-    let same_folder = |r: &WorkspaceRecord| r.scafld.is_none_or(|known| Some(known) == scafld);
+    let same_folder = |r: &WorkspaceRecord| r.scafld.is_some_and(|known| Some(known) == scafld);
     let at_root: Vec<&WorkspaceRecord> = records.iter().filter(|r| r.root == root_text && same_folder(r)).collect();
     let reaching: Vec<&WorkspaceRecord> =
         records.iter().filter(|r| r.root != root_text && same_scafld(Path::new(&r.root), root)).collect();
     match (at_root.as_slice(), reaching.as_slice()) {
         ([only], _) => Some(only.id.clone()),
         ([], [only]) => Some(only.id.clone()),
+        _ => None,
+    }
+}
+
+/// The workspace an older scafld recorded at the folder `root` without the `.scafld` folder it
+/// was made for (a record older than [`WorkspaceRecord::scafld`]), which [`recorded_here`]
+/// does not take for a `.scafld` without an id file there: that may be its own (the id file
+/// lost) or a fresh clone made where it moved away from, and handing a clone its history is
+/// the worse mistake. `None` unless one such record is there and no record knowing its folder.
+fn older_record_here(records: &[WorkspaceRecord], root: &Path) -> Option<String> {
+    let root_text = root.display().to_string();
+    let at_root: Vec<&WorkspaceRecord> = records.iter().filter(|r| r.root == root_text).collect();
+    match at_root.as_slice() {
+        [only] if only.scafld.is_none() => Some(only.id.clone()),
         _ => None,
     }
 }

@@ -677,6 +677,82 @@ fn a_fresh_clone_where_a_workspace_moved_from_does_not_take_its_id_or_history() 
     assert_eq!(id_file(&bak), id);
 }
 
+/// The same where an older scafld recorded the workspace (its record knows only the folder's
+/// path, not which `.scafld` it was): the clone cannot be told from the workspace's own folder
+/// with its id file lost, so it is never taken for it. Neither its reads nor its first write
+/// take the id or the history, which stay with the moved checkout whose id file names them;
+/// the clone is told so, with how to claim the workspace were the folder its own.
+#[test]
+fn a_fresh_clone_where_an_older_scaflds_workspace_moved_from_does_not_take_its_history() {
+    use scafld_daemon::store::{SledStore, Store, WorkspaceRecord};
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    git(&env.work, &["config", "user.email", "a@b"]);
+    git(&env.work, &["config", "user.name", "a"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/t.md"), spec("t", &["true"])).unwrap();
+    scafld_tests::commit_all(&env.work, "spec");
+    env.scafld(&["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", "t"]).assert_code(0);
+    let id = id_file(&env.work);
+    let entries = || env.scafld(&["session", "t", "--json"]).json()["result"]["entries"].clone();
+    let recorded = entries();
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    {
+        // The record as an older scafld wrote it: the path alone.
+        let store = SledStore::open(&env.state_dir.join("db")).unwrap();
+        let root = env.work.canonicalize().unwrap().display().to_string();
+        store.save_workspace(&WorkspaceRecord { id: id.clone(), root, scafld: None }).unwrap();
+    }
+    let bak = env.path("work.bak");
+    std::fs::rename(&env.work, &bak).unwrap();
+    git(&env.path(""), &["clone", "-q", bak.to_str().unwrap(), env.work.to_str().unwrap()]);
+    assert!(env.work.join(".scafld").is_dir() && !env.work.join(".scafld/workspace_id").exists());
+
+    let status = env.scafld(&["status", "t", "--json"]);
+    let result = status.json()["result"].clone();
+    assert_eq!(result["status"], "draft", "the clone took the moved workspace's history: {}", status.stdout);
+    let claim = format!("echo {id} > .scafld/workspace_id");
+    assert!(result["warnings"].to_string().contains(&claim), "{}", status.stdout);
+    // The clone's first write (or the daemon's start, which reopens the recorded folder)
+    // settles it under an id of its own.
+    env.scafld(&["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
+    assert_ne!(id_file(&env.work), id, "the clone took the moved workspace's id");
+    let clone = entries();
+    assert!(!clone.to_string().contains("\"build"), "the clone holds the moved workspace's build: {clone}");
+    let history = scafld_in(&env, &bak, &["session", "t", "--json"]).json()["result"]["entries"].clone();
+    assert_eq!(history, recorded, "the moved checkout lost its history");
+    assert_eq!(id_file(&bak), id, "the moved checkout keeps its id");
+}
+
+/// A workspace an older scafld recorded whose own folder lost its id file cannot be told from a
+/// clone made in its place, so it is not given the history; the warning names the id, and
+/// writing it back, as the warning says, brings the folder its workspace and ledger again.
+#[test]
+fn a_folder_an_older_scafld_recorded_claims_its_workspace_by_writing_its_id_back() {
+    use scafld_daemon::store::{SledStore, Store, WorkspaceRecord};
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/t.md"), spec("t", &["true"])).unwrap();
+    env.scafld(&["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
+    let id = id_file(&env.work);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    {
+        let store = SledStore::open(&env.state_dir.join("db")).unwrap();
+        let root = env.work.canonicalize().unwrap().display().to_string();
+        store.save_workspace(&WorkspaceRecord { id: id.clone(), root, scafld: None }).unwrap();
+    }
+    std::fs::remove_file(env.work.join(".scafld/workspace_id")).unwrap();
+    let status = env.scafld(&["status", "t", "--json"]);
+    let claim = format!("echo {id} > .scafld/workspace_id");
+    assert!(status.json()["result"]["warnings"].to_string().contains(&claim), "{}", status.stdout);
+    std::fs::write(env.work.join(".scafld/workspace_id"), format!("{id}\n")).unwrap();
+    let status = env.scafld(&["status", "t", "--json"]);
+    assert_eq!(status.json()["result"]["status"], "approved", "{}", status.stdout);
+    assert_eq!(id_file(&env.work), id);
+}
+
 /// `job cancel` in one workspace does not cancel another's job: it names the workspace the
 /// job belongs to and how to cancel it there (exit 2), and the job runs on.
 #[test]
