@@ -456,7 +456,8 @@ pub struct Invocation {
     pub env: BTreeMap<String, String>,
     pub answer: Answer,
     pub output_format: &'static str,
-    /// Idleness is judged on stdout events alone (codex's `--json` stream).
+    /// Idleness is judged on stdout events alone (codex's `--json` stream, gemini's
+    /// stream-json), never on stderr's retry chatter.
     pub idle_on_stdout: bool,
     /// Stdout is the whole answer (a command's dossier or template answer, not a harden
     /// round's last line): the run stops once it outgrows what is read of it.
@@ -725,7 +726,9 @@ fn gemini_invocation(
         env,
         answer: Answer::Submission(token),
         output_format: "gemini.mcp_submit_review",
-        idle_on_stdout: false,
+        // Its stream-json events on stdout show progress; its `Attempt N failed... Retrying`
+        // lines on stderr, printed while the model API refuses every call, do not.
+        idle_on_stdout: true,
         stop_past_capture: false,
     })
 }

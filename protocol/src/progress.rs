@@ -3,7 +3,9 @@
 //!
 //! Offline, codex 0.169 with `--json` prints `{"type":"error","message":"Reconnecting..."}`
 //! forever (the gap growing to about a minute), so bytes alone would keep a dead review alive
-//! until its absolute timeout. Only a complete event line that is not an error counts.
+//! until its absolute timeout. Gemini 0.61, while the model API answers only errors, prints
+//! `Attempt N failed... Retrying` on stderr, which is not judged at all. Only a complete event
+//! line on stdout that is not an error counts.
 
 /// Longest partial line kept while waiting for its newline; a longer line counts as progress
 /// when it ends (nothing that large is a reconnect notice).

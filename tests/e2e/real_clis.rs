@@ -395,6 +395,32 @@ fn gemini_reviews_through_its_submit_tool() {
     }
 }
 
+/// A model API that answers every call with an error: gemini's `Attempt N failed... Retrying`
+/// lines are no progress, so the review is stopped as idle, not left to its absolute timeout.
+#[test]
+fn gemini_retrying_a_failing_model_api_is_idle() {
+    let Some(clis) = clis() else { return };
+    let env = TestEnv::new();
+    let server = ModelServer::start(env.dir.path());
+    user_settings(&env.path("home"), &env.path("HOOK-RAN"));
+    let vars = cli_env(&env, &clis, &server);
+    workspace(&env);
+    // Gemini's retry gaps grow to 30 s (39 s with jitter), so every one is within this idle limit.
+    write(
+        &env,
+        ".scafld/config.local.yaml",
+        "review:\n  external:\n    idle_timeout_seconds: 45\n    absolute_max_seconds: 150\n",
+    );
+    server.answer(json!({"fail": 500, "gemini": {"tool_input": passing()}}));
+    let started = std::time::Instant::now();
+    let run = scafld(&env, &vars, &["review", "rev", "--provider", "gemini", "--json"]);
+    let took = started.elapsed();
+    assert_ne!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(server.requests("fail").len() > 1, "gemini retried the failing API");
+    assert!(run.stdout.contains("idle"), "{}{}", run.stdout, run.stderr);
+    assert!(took < std::time::Duration::from_secs(120), "ran {took:?}, past the idle limit");
+}
+
 /// The non-root user the gemini case runs as when the suite runs as root.
 const USER: &str = "scafld-ci";
 

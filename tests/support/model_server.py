@@ -11,6 +11,8 @@ structured-output rules and refused with HTTP 400 the way the service refuses it
 
 Usage: model_server.py --script SCRIPT.json --log LOG.jsonl   (prints the port on stdout)
 Script: {"claude": {"tool_input": {...}}, "gemini": {"tool_input": {...}}, "codex": {"text": "..."}}
+A top-level "fail": STATUS answers every model call with that HTTP error (a model API that
+only refuses, for liveness tests).
 Claude and gemini answers may carry "steps": [{"name": TOOL, "input": {...}}, ...], tool calls
 the model makes one per turn before it submits, to try what a hostile reviewer would try.
 """
@@ -151,6 +153,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.body()
         path = self.path.split("?")[0]
+        status = script().get("fail")
+        if status:
+            log({"provider": "fail", "path": path, "status": status})
+            self.send_json(status, {"error": {"code": status, "message": "injected failure", "status": "INTERNAL"}})
+            return
         if path.startswith("/v1/messages"):
             self.anthropic(path, body)
         elif path.startswith("/v1/responses"):
