@@ -551,7 +551,7 @@ pub fn invocation(
         Provider::Codex(cli) => codex_invocation(cli, root, scratch, expect, env)?,
         Provider::Claude(cli) => {
             let (token, server) = mcp_server()?;
-            claude_invocation(cli, scratch, expect, caller_env, env, token, server)?
+            claude_invocation(cli, root, scratch, expect, caller_env, env, token, server)?
         }
         Provider::Gemini(cli) => {
             let (token, server) = mcp_server()?;
@@ -612,10 +612,12 @@ fn codex_invocation(
     })
 }
 
-/// Claude: print mode with only the read tools and the `submit_review` MCP tool, none of the
-/// user's settings but their auth.
+/// Claude: print mode with only the read tools, confined to the workspace and kept from its
+/// secret files, and the `submit_review` MCP tool; none of the user's settings but their auth.
+#[allow(clippy::too_many_arguments)]
 fn claude_invocation(
     cli: &Cli,
+    root: &Path,
     scratch: &Path,
     expect: Expect<'_>,
     caller_env: &BTreeMap<String, String>,
@@ -639,7 +641,7 @@ fn claude_invocation(
         Some(t) => template::claude_tools(t),
         None => (
             "Read,Grep,Glob".into(),
-            format!("Read,Grep,Glob,mcp__scafld__{}", expect.submit_tool()),
+            format!("mcp__scafld__{}", expect.submit_tool()),
             "Agent,Task,Bash,Edit,Write,NotebookEdit".into(),
         ),
     };
@@ -656,20 +658,20 @@ fn claude_invocation(
     .map(String::from)
     .to_vec();
     args.extend(["--tools".into(), tools, "--allowedTools".into(), allowed, "--disallowedTools".into(), disallowed]);
-    if template.is_some() {
-        // Never more than the allow list: tools outside it are denied, not prompted.
-        args.extend(["--permission-mode".to_string(), "default".to_string()]);
-    }
+    // Never more than the allow list and the permissions below: anything else is denied, not
+    // prompted (a bare `Read` in the allow list would read anywhere, the caller's environment
+    // kept in the daemon's state included).
+    args.extend(["--permission-mode".to_string(), "dontAsk".to_string()]);
     // The user's own settings (hooks, CLAUDE.md, permissions) never reach a reviewer:
     // only the project's, when a template asks for them; auth settings are carried
     // over on their own.
     let sources = if template.is_some_and(|t| t.loads_project_settings()) { "project" } else { "" };
     args.extend(["--setting-sources".to_string(), sources.to_string()]);
-    if let Some(auth) = claude_auth_settings(caller_env) {
-        let path = scratch.join("claude-settings.json");
-        write_private(&path, &serde_json::to_vec_pretty(&auth)?)?;
-        args.extend(["--settings".to_string(), path.display().to_string()]);
-    }
+    let mut settings = claude_auth_settings(caller_env).unwrap_or_else(|| json!({}));
+    settings["permissions"] = template::claude_permissions(root);
+    let path = scratch.join("claude-settings.json");
+    write_private(&path, &serde_json::to_vec_pretty(&settings)?)?;
+    args.extend(["--settings".to_string(), path.display().to_string()]);
     args.push("--mcp-config".into());
     args.push(config_path.display().to_string());
     args.extend(["--strict-mcp-config".to_string(), "--session-id".to_string(), session]);

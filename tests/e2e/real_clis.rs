@@ -395,6 +395,55 @@ fn gemini_reviews_through_its_submit_tool() {
     }
 }
 
+/// Files a reviewer's read tools must never hand the model, planted in a workspace in review:
+/// one outside the workspace, and the ones kept from reviewers for their secrets (`.env`, below
+/// `.priv/`, and a link to `.env`). Also a plain file whose marker must reach it (the tools work).
+fn plant_secrets(env: &TestEnv) {
+    write_file(&env.path("outside/caller.json"), "{\"TOKEN\": \"OUTSIDE-MARKER\"}\n");
+    write(env, ".env", "API_TOKEN=ENV-MARKER\n");
+    write(env, "pkg/.priv/key", "PRIV-MARKER\n");
+    std::os::unix::fs::symlink("../.env", env.work.join("src/notes.txt")).unwrap();
+    write(env, "docs/plain.md", "PLAIN-MARKER\n");
+}
+
+/// No request to the model carries a planted secret (the caller's environment, kept in the
+/// daemon's state, included), and the plain file's marker did reach it.
+fn assert_secrets_kept(server: &ModelServer, provider: &str) {
+    let sent: String = server.requests(provider).iter().map(Value::to_string).collect();
+    for marker in ["OUTSIDE-MARKER", "CALLER-ENV-MARKER", "ENV-MARKER", "PRIV-MARKER"] {
+        let at = sent.find(marker);
+        let around = at.map(|i| sent.get(i.saturating_sub(400)..i + 40).unwrap_or_default());
+        assert!(at.is_none(), "{provider} handed the model {marker}: ...{}", around.unwrap_or_default());
+    }
+    assert!(sent.contains("PLAIN-MARKER"), "{provider}'s read tools did not work at all");
+}
+
+#[test]
+fn claude_reads_the_workspace_only_and_never_its_secret_files() {
+    let Some(clis) = clis() else { return };
+    let env = TestEnv::new();
+    let server = ModelServer::start(env.dir.path());
+    let mut vars = cli_env(&env, &clis, &server);
+    vars.push(("MY_CLOUD_TOKEN".into(), "CALLER-ENV-MARKER".into()));
+    workspace(&env);
+    plant_secrets(&env);
+    let (work, outside, state) = (env.work.display(), env.path("outside"), env.state_dir.display());
+    let steps = json!([
+        {"name": "Read", "input": {"file_path": outside.join("caller.json")}},
+        {"name": "Grep", "input": {"pattern": "MARKER", "path": state.to_string(), "output_mode": "content"}},
+        {"name": "Glob", "input": {"pattern": "**/*.json", "path": outside}},
+        {"name": "Read", "input": {"file_path": format!("{work}/.env")}},
+        {"name": "Read", "input": {"file_path": format!("{work}/pkg/.priv/key")}},
+        {"name": "Read", "input": {"file_path": format!("{work}/src/notes.txt")}},
+        {"name": "Grep", "input": {"pattern": "MARKER", "path": work.to_string(), "output_mode": "content"}},
+        {"name": "Read", "input": {"file_path": format!("{work}/docs/plain.md")}},
+    ]);
+    server.answer(script_with_steps("claude", &passing(), steps));
+    let run = scafld(&env, &vars, &["review", "rev", "--provider", "claude", "--json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_secrets_kept(&server, "claude");
+}
+
 /// A model API that answers every call with an error: gemini's `Attempt N failed... Retrying`
 /// lines are no progress, so the review is stopped as idle, not left to its absolute timeout.
 #[test]

@@ -205,6 +205,10 @@ fn lexical(path: &str) -> Option<String> {
     Some(kept.join("/"))
 }
 
+/// The files [`secret`] keeps from reviewers (`.git` aside), as gitignore-style patterns below
+/// a folder: what a reviewer CLI's own file tools are denied (claude's `Read(...)` rules).
+pub const SECRET_PATTERNS: [&str; 3] = ["**/.env*", "**/.priv", "**/.scafld/config.local.yaml"];
+
 /// Whether `path` is a file kept from reviewers for its secrets (its name, never its content,
 /// may be shown): the repository's `.git`, and at any depth (a nested package or workspace
 /// keeps its secrets as the top does) anything below a `.priv` folder, any `.env*` file or

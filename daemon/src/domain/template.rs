@@ -4,6 +4,7 @@
 //! answers, and turning a result into dossier findings for a task's review gate.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use scafld_protocol::methods::TemplateFinding;
 use scafld_protocol::vocab::{TemplateSeverity, TemplateVerdict};
@@ -366,12 +367,13 @@ pub fn with_task_changes(packet: &str, changes: &str) -> String {
     }
 }
 
-/// Claude's tool flags for a template: `--tools`, `--allowedTools`, `--disallowedTools`.
+/// Claude's tool flags for a template: `--tools`, `--allowedTools`, `--disallowedTools`. The
+/// read tools are offered but not allowed by name: a bare `Read` would allow reading anywhere;
+/// [`claude_permissions`] allows them below the workspace only.
 pub fn claude_tools(template: &Template) -> (String, String, String) {
-    let read: Vec<&str> =
+    let mut tools: Vec<&str> =
         ["Read", "Grep", "Glob"].into_iter().filter(|t| template.allowed_tools.iter().any(|a| a == t)).collect();
-    let mut tools = read.clone();
-    let mut allowed: Vec<String> = read.iter().map(|t| t.to_string()).collect();
+    let mut allowed: Vec<String> = Vec::new();
     let mut disallowed = vec!["Agent", "Task", "Edit", "Write", "NotebookEdit", "WebFetch", "WebSearch"];
     if template.allows_shell() {
         tools.push("Bash");
@@ -383,6 +385,33 @@ pub fn claude_tools(template: &Template) -> (String, String, String) {
     }
     allowed.push("mcp__scafld__submit_review".into());
     (tools.join(","), allowed.join(","), disallowed.join(","))
+}
+
+/// Claude's `permissions` settings for a reviewer in the workspace at `root` (run in
+/// `dontAsk` mode, so what no rule allows is denied): its file tools (Read, and Grep and Glob,
+/// which follow Read's rules) allowed below `root` only, never outside it (the daemon's state,
+/// the caller's home), and denied the files kept from reviewers for their secrets, by absolute
+/// path and, for Grep's exclusions, relative to the run's folder too.
+pub fn claude_permissions(root: &Path) -> Value {
+    let root = format!("/{}", gitignore_literal(&root.display().to_string()));
+    let root = root.trim_end_matches('/');
+    let deny: Vec<String> = crate::domain::review::SECRET_PATTERNS
+        .iter()
+        .flat_map(|p| [format!("Read({root}/{p})"), format!("Read({p})")])
+        .collect();
+    serde_json::json!({"allow": [format!("Read({root}/**)")], "deny": deny})
+}
+
+/// `text` matched literally in a gitignore-style pattern (claude's path rules).
+fn gitignore_literal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Tools gemini 0.61 offers in plan mode (or may reach from it) that a reviewer must never run:

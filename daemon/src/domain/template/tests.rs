@@ -123,11 +123,11 @@ fn bad_templates_are_refused_with_file_and_field() {
 fn tools_map_onto_each_provider() {
     let (tools, allowed, disallowed) = claude_tools(&builtin("arch"));
     assert_eq!(tools, "Read,Grep,Glob");
-    assert_eq!(allowed, "Read,Grep,Glob,mcp__scafld__submit_review");
+    assert_eq!(allowed, "mcp__scafld__submit_review", "a bare Read would read anywhere");
     assert!(disallowed.split(',').any(|t| t == "Bash") && disallowed.contains("Write"));
     let (tools, allowed, disallowed) = claude_tools(&builtin("code"));
     assert_eq!(tools, "Read,Grep,Glob,Bash");
-    assert_eq!(allowed, "Read,Grep,Glob,Bash(git diff:*),Bash(git log:*),Bash(git show:*),mcp__scafld__submit_review");
+    assert_eq!(allowed, "Bash(git diff:*),Bash(git log:*),Bash(git show:*),mcp__scafld__submit_review");
     assert!(!disallowed.split(',').any(|t| t == "Bash"));
     snapshot("gemini-policy-code", &gemini_policy(Some(&builtin("code")), "submit_review"));
     snapshot("gemini-policy-gate", &gemini_policy(None, "submit_review"));
@@ -137,6 +137,16 @@ fn tools_map_onto_each_provider() {
     assert!(!arch.contains("commandPrefix"), "{arch}");
     assert!(!codex_ignores_rules(&builtin("code")), "code loads AGENTS.md");
     assert!(codex_ignores_rules(&builtin("arch")));
+}
+
+#[test]
+fn claude_reads_below_the_workspace_only_and_never_its_secrets() {
+    let rules = claude_permissions(std::path::Path::new("/w/a*b/"));
+    assert_eq!(rules["allow"], json!(["Read(//w/a\\*b/**)"]));
+    let deny: Vec<&str> = rules["deny"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for rule in ["Read(//w/a\\*b/**/.env*)", "Read(**/.priv)", "Read(//w/a\\*b/**/.scafld/config.local.yaml)"] {
+        assert!(deny.contains(&rule), "{rule}: {deny:?}");
+    }
 }
 
 #[test]
