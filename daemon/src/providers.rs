@@ -555,7 +555,7 @@ pub fn invocation(
         }
         Provider::Gemini(cli) => {
             let (token, server) = mcp_server()?;
-            gemini_invocation(cli, scratch, expect, caller_env, env, token, server)?
+            gemini_invocation(cli, root, scratch, expect, caller_env, env, token, server)?
         }
     })
 }
@@ -689,9 +689,12 @@ fn claude_invocation(
 }
 
 /// Gemini: plan mode under a policy that allows reading and submitting only, in a scratch
-/// `GEMINI_CLI_HOME` that declares the MCP server and carries the user's auth.
+/// `GEMINI_CLI_HOME` that declares the MCP server, keeps the secret files out of its tools and
+/// carries the user's auth.
+#[allow(clippy::too_many_arguments)]
 fn gemini_invocation(
     cli: &Cli,
+    root: &Path,
     scratch: &Path,
     expect: Expect<'_>,
     caller_env: &BTreeMap<String, String>,
@@ -701,7 +704,7 @@ fn gemini_invocation(
 ) -> std::io::Result<Invocation> {
     // A scratch Gemini home holds our MCP server: a system settings file would be
     // skipped unless root owns it and every parent directory.
-    let home = gemini_home(scratch, &server, caller_env)?;
+    let home = gemini_home(root, scratch, &server, caller_env)?;
     env.insert("GEMINI_CLI_HOME".into(), home.display().to_string());
     let policy = scratch.join("policy.toml");
     let template = expect.template();
@@ -802,10 +805,16 @@ fn claude_auth_settings(env: &BTreeMap<String, String>) -> Option<Value> {
 /// Credential files of a Google login that a scratch Gemini home needs.
 const GEMINI_CREDENTIALS: [&str; 3] = ["oauth_creds.json", "google_accounts.json", "google_account_id"];
 
-/// A scratch `GEMINI_CLI_HOME` whose `.gemini/settings.json` declares our MCP server and
-/// carries over the user's auth choice (`security.auth`), with the credential files of a
-/// Google login copied beside it (0600).
-fn gemini_home(scratch: &Path, server: &Value, env: &BTreeMap<String, String>) -> std::io::Result<PathBuf> {
+/// A scratch `GEMINI_CLI_HOME` whose `.gemini/settings.json` declares our MCP server, ignores
+/// the files kept from reviewers for their secrets (an ignore file of the run's, which
+/// `read_file`, also through a link, and `grep_search` honour) and carries over the user's auth
+/// choice (`security.auth`), with the credential files of a Google login copied beside it (0600).
+fn gemini_home(
+    root: &Path,
+    scratch: &Path,
+    server: &Value,
+    env: &BTreeMap<String, String>,
+) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let home = scratch.join("gemini-home");
     let dir = home.join(".gemini");
@@ -817,8 +826,10 @@ fn gemini_home(scratch: &Path, server: &Value, env: &BTreeMap<String, String>) -
         .map(|h| h.join(".gemini"));
     let user = user_dir.as_deref().and_then(|d| user_settings(&d.join("settings.json")));
     // Skills off: gemini's built-in ones and the project's would be listed to the reviewer.
-    let mut settings =
-        json!({"mcpServers": {"scafld": server}, "mcp": {"allowed": ["scafld"]}, "skills": {"enabled": false}});
+    let ignore = scratch.join("secrets.ignore");
+    std::fs::write(&ignore, crate::domain::review::SECRET_PATTERNS.join("\n") + "\n")?;
+    let mut settings = json!({"mcpServers": {"scafld": server}, "mcp": {"allowed": ["scafld"]}, "skills": {"enabled": false},
+        "context": {"fileFiltering": {"customIgnoreFilePaths": [from_root(root, &ignore)]}}});
     if let Some(auth) = user.as_ref().and_then(|u| u.pointer("/security/auth")) {
         settings["security"] = json!({"auth": auth});
     }
@@ -831,6 +842,15 @@ fn gemini_home(scratch: &Path, server: &Value, env: &BTreeMap<String, String>) -
         }
     }
     Ok(home)
+}
+
+/// `path` as gemini finds an ignore file: joined onto the folder it runs in (an absolute path
+/// would be read below it), so up to `/` first. That folder is the workspace root or one below
+/// it (a template's); climbing past `/` stays at `/`, so a margin does no harm.
+fn from_root(root: &Path, path: &Path) -> String {
+    let up = root.components().filter(|c| matches!(c, std::path::Component::Normal(_))).count() + 64;
+    let rest = path.display().to_string();
+    format!("{}{}", "../".repeat(up), rest.trim_start_matches('/'))
 }
 
 /// Where and for whom a provider runs.

@@ -444,6 +444,33 @@ fn claude_reads_the_workspace_only_and_never_its_secret_files() {
     assert_secrets_kept(&server, "claude");
 }
 
+#[test]
+fn gemini_read_tools_never_hand_over_secret_files() {
+    let Some(clis) = clis() else { return };
+    let env = TestEnv::new();
+    let server = ModelServer::start(env.dir.path());
+    user_settings(&env.path("home"), &env.path("HOOK-RAN"));
+    let vars = cli_env(&env, &clis, &server);
+    workspace(&env);
+    plant_secrets(&env);
+    let work = env.work.display();
+    let steps = json!([
+        {"name": "read_file", "input": {"file_path": format!("{work}/.env")}},
+        {"name": "read_file", "input": {"file_path": "pkg/.priv/key"}},
+        {"name": "read_file", "input": {"file_path": "src/notes.txt"}},
+        // A search of the whole tree is not made here: without ripgrep (this machine's case,
+        // maybe) gemini's fallback grep honours no ignore file (README's known gaps).
+        {"name": "grep_search", "input": {"pattern": "MARKER", "no_ignore": true}},
+        {"name": "grep_search", "input": {"pattern": "MARKER", "dir_path": "pkg/.priv"}},
+        {"name": "grep_search", "input": {"pattern": "MARKER", "include_pattern": ".env*"}},
+        {"name": "read_file", "input": {"file_path": "docs/plain.md"}},
+    ]);
+    server.answer(script_with_steps("gemini", &passing(), steps));
+    let run = scafld(&env, &vars, &["review", "rev", "--provider", "gemini", "--json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_secrets_kept(&server, "gemini");
+}
+
 /// A model API that answers every call with an error: gemini's `Attempt N failed... Retrying`
 /// lines are no progress, so the review is stopped as idle, not left to its absolute timeout.
 #[test]

@@ -445,10 +445,19 @@ pub fn gemini_policy(template: Option<&Template>, submit_tool: &str) -> String {
     let mut rule = |fields: &[(&str, &str)], decision: &str, priority: u32| {
         rules.push_str("[[rule]]\n");
         for (key, value) in fields {
-            rules.push_str(&format!("{key} = \"{value}\"\n"));
+            rules.push_str(&format!("{key} = \"{}\"\n", value.replace('\\', "\\\\").replace('"', "\\\"")));
         }
         rules.push_str(&format!("decision = \"{decision}\"\npriority = {priority}\n\n"));
     };
+    // Grep's `no_ignore` would search the files kept from reviewers for their secrets, which
+    // the run's ignore file (`context.fileFiltering.customIgnoreFilePaths`) leaves out of
+    // ripgrep's search; without ripgrep gemini's fallback grep honours no ignore file, so a
+    // search aimed at them is denied too (a search of the whole tree cannot be told apart).
+    rule(&[("toolName", "grep_search"), ("argsPattern", r#""no_ignore":true"#)], "deny", GUARD);
+    // Gemini matches the args as sorted JSON with each top-level pair between NULs, and
+    // refuses a pattern with a quantified group (`(?:...)*`) as unsafe.
+    let aimed = r#""(dir_path|include_pattern)":"[^\x00]*(\.env|\.priv|config\.local\.yaml)"#;
+    rule(&[("toolName", "grep_search"), ("argsPattern", aimed)], "deny", GUARD);
     let shell = template.is_some_and(Template::allows_shell);
     if shell {
         rule(&[("toolName", "run_shell_command"), ("argsPattern", "--output")], "deny", GUARD);
