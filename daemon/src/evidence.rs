@@ -531,7 +531,7 @@ pub(crate) async fn past_lost_baseline(
                     action: crate::domain::next::Action::Inspect,
                     command: format!("git -C {shown} status"),
                     reason: format!(
-                        "{lost}: its changes since approval cannot be read; give access to it again (`chmod -R u+rwX {shown}/.git`) or remove it, then review"
+                        "{lost}: its changes since approval cannot be read; make it readable to git again (`git -C {shown} status` shows what git finds; for a permission problem, `chmod -R u+rwX {shown}/.git`) or remove it, then review"
                     ),
                 };
             }

@@ -2,6 +2,7 @@
 //! systemd activation, restart.
 
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
@@ -1213,8 +1214,15 @@ fn a_process_that_left_the_group_dies_with_its_run_while_another_run_goes_on() {
     env.init();
     let gate = env.path("release-long");
     let long = format!("while [ ! -f {} ]; do sleep 0.05; done; true", gate.display());
-    let escapes = "setsid sh -c 'sleep 4343 & wait' </dev/null >/dev/null 2>&1 & setsid sleep 4242 </dev/null >/dev/null 2>&1 & sleep 0.1; true";
-    for (task, command) in [("long", long.as_str()), ("esc", escapes)] {
+    // And through a parent named in Latin-1, whose /proc stat is not UTF-8.
+    let latin1 = env.path("latin1");
+    std::fs::create_dir_all(&latin1).unwrap();
+    std::os::unix::fs::symlink("/bin/sh", latin1.join(std::ffi::OsStr::from_bytes(b"sh\xe9"))).unwrap();
+    let escapes = format!(
+        "setsid sh -c 'sleep 4343 & wait' </dev/null >/dev/null 2>&1 & setsid sleep 4242 </dev/null >/dev/null 2>&1 & setsid \"{}/$(printf 'sh\\351')\" -c 'sleep 4444 & wait' </dev/null >/dev/null 2>&1 & sleep 0.1; true",
+        latin1.display()
+    );
+    for (task, command) in [("long", long.as_str()), ("esc", escapes.as_str())] {
         let spec = format!(
             "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# {task}\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `a` test - runs\n  - Command: `{command}`\n"
         );
@@ -1228,7 +1236,9 @@ fn a_process_that_left_the_group_dies_with_its_run_while_another_run_goes_on() {
         jobs.as_array().unwrap().iter().any(|j| j["task_id"] == "long" && j["state"] == "running")
     });
     env.scafld(&["build", "esc"]).assert_code(0);
-    wait_until("the escaped sleepers to be killed", || sleepers("4242").is_empty() && sleepers("4343").is_empty());
+    wait_until("the escaped sleepers to be killed", || {
+        sleepers("4242").is_empty() && sleepers("4343").is_empty() && sleepers("4444").is_empty()
+    });
     let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
     assert!(
         jobs.as_array().unwrap().iter().any(|j| j["task_id"] == "long" && j["state"] == "running"),

@@ -307,7 +307,7 @@ fn unreadable_nested(folder: &str, why: &str, recorded: bool) -> GitFailure {
             "the nested git repository `{folder}` cannot be read by git ({why}): what is in it cannot be recorded or shown to a reviewer"
         ),
         hint: format!(
-            "give access to it again (`chmod -R u+rwX {shown}/.git`; `git -C {shown} status` shows what git finds) or remove it, then run the command again{amend}"
+            "make it readable to git again (`git -C {shown} status` shows what git finds; for a permission problem, `chmod -R u+rwX {shown}/.git`) or remove it, then run the command again{amend}"
         ),
     }
 }

@@ -268,7 +268,7 @@ async fn amend(
             format!("{unread}: the approval baseline cannot be recorded again while git cannot read it"),
         )
         .with_hint(format!(
-            "give access to it again (`chmod -R u+rwX {shown}/.git`; `git -C {shown} status` shows what git finds) or remove it, then run `scafld approve {task} --amend` again (or go on: once it reads, nothing needs recording again)"
+            "make it readable to git again (`git -C {shown} status` shows what git finds; for a permission problem, `chmod -R u+rwX {shown}/.git`) or remove it, then run `scafld approve {task} --amend --reason \"why\"` again (or go on: once it reads, nothing needs recording again)"
         )));
     }
     if changed.is_empty() && gone.is_none() && lost.is_empty() {
