@@ -239,30 +239,54 @@ pub struct Submissions {
 
 struct Slot {
     expect: Expected,
-    accepted: Option<Submitted>,
-    /// Why the latest refused submission was refused (empty when none was).
-    refused: Vec<String>,
+    held: Closed,
+    /// The accepted submission as given (nulls dropped) and its verdict: the same answer given
+    /// again counts once, any other makes the answer read two ways.
+    first: Option<(Value, String)>,
 }
 
-/// What a submission slot held when its run ended: the accepted submission, or why the latest
-/// one the provider made was refused (the run's failure says so, not "no submission").
-#[derive(Debug, Default)]
-pub struct Closed {
-    pub accepted: Option<Submitted>,
-    pub refused: Vec<String>,
+/// What a submission slot held when its run ended: the one answer accepted, two different
+/// answers (no verdict), or nothing, with why the latest submission was refused (the run's
+/// failure says so, not "no submission").
+#[derive(Debug)]
+pub enum Closed {
+    /// Nothing accepted; `refused` is empty when the provider submitted nothing.
+    Nothing {
+        refused: Vec<String>,
+    },
+    Accepted(Submitted),
+    /// A second submission that differs from the accepted one: the answer reads two ways, so
+    /// neither is the verdict (as with two different dossiers in a command reviewer's output).
+    TwoWays,
+}
+
+impl Default for Closed {
+    fn default() -> Self {
+        Closed::Nothing { refused: Vec::new() }
+    }
 }
 
 impl Closed {
-    /// Why nothing was accepted through `tool` when the provider did call it: the latest
-    /// refusal's reasons.
+    /// Why nothing counts through `tool` though the provider called it: the latest refusal's
+    /// reasons, or its two different answers.
     fn refusal(&self, tool: &str) -> Option<String> {
-        (!self.refused.is_empty()).then(|| {
-            format!(
+        match self {
+            Closed::Nothing { refused } if !refused.is_empty() => Some(format!(
                 "the provider's {tool} submission was refused ({}) and nothing it submitted was accepted",
-                self.refused.join("; ")
-            )
-        })
+                refused.join("; ")
+            )),
+            Closed::TwoWays => Some(two_ways(tool)),
+            _ => None,
+        }
     }
+}
+
+/// Why a provider that submitted two different answers through `tool` gave no verdict.
+fn two_ways(tool: &str) -> String {
+    format!(
+        "the provider called {tool} with two different answers, so its answer reads two ways and neither \
+         is its verdict (a reviewer submits exactly one answer; the same one again counts once)"
+    )
 }
 
 /// What a submission slot accepts.
@@ -271,6 +295,16 @@ enum Expected {
     Dossier(Request),
     TemplateAnswer,
     HardenDossier,
+}
+
+impl Expected {
+    /// The MCP tool that takes the answer.
+    fn tool(&self) -> &'static str {
+        match self {
+            Expected::HardenDossier => "submit_harden",
+            Expected::Dossier(_) | Expected::TemplateAnswer => "submit_review",
+        }
+    }
 }
 
 /// An accepted submission.
@@ -287,44 +321,54 @@ impl Submissions {
     fn open(&self, expect: Expected) -> String {
         let token =
             crate::workspace::layout::new_id().unwrap_or_else(|_| format!("{:?}", std::time::SystemTime::now()));
-        crate::sync::lock(&self.slots).insert(token.clone(), Slot { expect, accepted: None, refused: Vec::new() });
+        crate::sync::lock(&self.slots).insert(token.clone(), Slot { expect, held: Closed::default(), first: None });
         token
     }
 
     pub fn close(&self, token: &str) -> Closed {
         match crate::sync::lock(&self.slots).remove(token) {
-            Some(slot) => Closed { accepted: slot.accepted, refused: slot.refused },
+            Some(slot) => slot.held,
             None => Closed::default(),
         }
     }
 
-    /// Validate a submission; the first valid one is kept and later ones are refused. A refusal
-    /// is kept (the latest one) for the run's failure to name.
+    /// Validate a submission. Until one is accepted, each refusal is kept (the latest one) for
+    /// the run's failure to name. Once one is, the same answer again counts once and a
+    /// different one (valid or not) leaves the slot with no verdict: [`Closed::TwoWays`].
     pub fn submit(&self, token: &str, answer: Value) -> Result<String, Vec<String>> {
         let mut slots = crate::sync::lock(&self.slots);
         let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
-        if slot.accepted.is_some() {
-            return Err(vec!["submit_review was already called; exactly one submission is accepted".into()]);
+        let tool = slot.expect.tool();
+        let answer = strip_nulls(answer);
+        match (&slot.held, &slot.first) {
+            (Closed::TwoWays, _) => return Err(vec![format!("{}; nothing more is read", two_ways(tool))]),
+            (Closed::Accepted(_), Some((first, verdict))) if *first == answer => return Ok(verdict.clone()),
+            (Closed::Accepted(_), _) => {
+                slot.held = Closed::TwoWays;
+                slot.first = None;
+                return Err(vec![two_ways(tool)]);
+            }
+            (Closed::Nothing { .. }, _) => {}
         }
-        let checked = Self::check(&slot.expect, answer);
-        match checked {
+        match Self::check(&slot.expect, answer.clone()) {
             Ok((verdict, accepted)) => {
-                slot.accepted = Some(accepted);
-                slot.refused.clear();
+                slot.held = Closed::Accepted(accepted);
+                slot.first = Some((answer, verdict.clone()));
                 Ok(verdict)
             }
             Err(problems) => {
-                slot.refused = problems.clone();
+                slot.held = Closed::Nothing { refused: problems.clone() };
                 Err(problems)
             }
         }
     }
 
-    /// A submission checked against what its slot expects: its verdict and what is kept.
+    /// A submission checked against what its slot expects (nulls already dropped): its verdict
+    /// and what is kept.
     fn check(expect: &Expected, answer: Value) -> Result<(String, Submitted), Vec<String>> {
         Ok(match expect {
             Expected::Dossier(request) => {
-                let parsed: Dossier = serde_json::from_value(strip_nulls(answer))
+                let parsed: Dossier = serde_json::from_value(answer)
                     .map_err(|e| vec![format!("dossier does not match the schema: {e}")])?;
                 let parsed = dossier::normalize(parsed, request);
                 let problems = dossier::validate(&parsed, request);
@@ -334,14 +378,12 @@ impl Submissions {
                 (parsed.verdict.clone(), Submitted::Dossier(Box::new(parsed)))
             }
             Expected::TemplateAnswer => {
-                let answer = strip_nulls(answer);
                 let parsed = template::answer_from_json(&answer).ok_or_else(|| {
                     vec!["an answer is {verdict: PASS|CONCERNS|FAIL, summary, findings: [{severity: PASS|CONCERN|FAIL, title, description, file}]}, with no other key".to_string()]
                 })?;
                 (parsed.verdict.to_string(), Submitted::TemplateAnswer(answer))
             }
             Expected::HardenDossier => {
-                let answer = strip_nulls(answer);
                 crate::domain::harden::parse_dossier(answer.clone()).map_err(|e| vec![e])?;
                 ("harden dossier".to_string(), Submitted::HardenDossier(answer))
             }
@@ -967,9 +1009,13 @@ pub fn interpret_template(
             message: format!("review provider failed: {error} (diagnostic: {diagnostic})"),
         });
     }
-    let raw = match (&invocation.answer, submitted.accepted) {
-        (Answer::Submission(_), Some(Submitted::TemplateAnswer(value))) => value.to_string(),
-        (Answer::Submission(_), _) => stdout.clone(),
+    let raw = match (&invocation.answer, submitted) {
+        (Answer::Submission(_), Closed::Accepted(Submitted::TemplateAnswer(value))) => value.to_string(),
+        // Why nothing counts (refused, or two different answers) above the output: UNKNOWN.
+        (Answer::Submission(_), closed) => match closed.refusal("submit_review") {
+            Some(why) => format!("[{why}]\n{stdout}"),
+            None => stdout.clone(),
+        },
         (Answer::File(path), _) => answer_file(path).filter(|t| !t.trim().is_empty()).unwrap_or_else(|| stdout.clone()),
         (Answer::Stdout, _) => stdout.clone(),
     };
@@ -1025,8 +1071,8 @@ pub fn interpret_harden(invocation: &Invocation, left: Leftovers) -> Result<Valu
         return Err(format!("the harden provider {what}: {error} (diagnostic: {diagnostic})"));
     }
     let answer = match &invocation.answer {
-        Answer::Submission(_) => match &submitted.accepted {
-            Some(Submitted::HardenDossier(value)) => Some(value.clone()),
+        Answer::Submission(_) => match &submitted {
+            Closed::Accepted(Submitted::HardenDossier(value)) => Some(value.clone()),
             _ => None,
         },
         Answer::File(path) => match answer_file(path).map(|text| json_object(&text, "answer file")).transpose()? {
@@ -1119,7 +1165,7 @@ pub fn interpret(invocation: &Invocation, left: Leftovers) -> Result<Dossier, Re
             _ => from_stdout(),
         },
         Answer::Submission(_) => match submitted {
-            Closed { accepted: Some(Submitted::Dossier(d)), .. } => Ok(*d),
+            Closed::Accepted(Submitted::Dossier(d)) => Ok(*d),
             other => Err(other.refusal("submit_review").unwrap_or_else(|| {
                 "provider produced no submission; the verdict only counts through the submit_review tool".into()
             })),
@@ -1302,6 +1348,36 @@ mod tests {
         submissions.submit(&token, full).unwrap();
         let invocation = Invocation { answer: Answer::Submission(token.clone()), ..invocation };
         assert!(interpret(&invocation, left(submissions.close(&token))).is_ok());
+    }
+
+    /// Once an answer is accepted, the same one again counts once; a different one, valid or
+    /// not, leaves no verdict, and nothing after it is read.
+    #[test]
+    fn a_second_different_submission_reads_two_ways() {
+        let submissions = Submissions::default();
+        let request = Request { min_attack_angles: 1, ..Request::default() };
+        let attack = json!({"target": "a", "attack": "b", "result": "clean"});
+        let pass = json!({"verdict": "pass", "mode": "discover", "summary": "ok", "findings": [], "attack_log": [attack], "budget": {}});
+        let token = submissions.open(Expected::Dossier(request.clone()));
+        assert_eq!(submissions.submit(&token, pass.clone()).unwrap(), "pass");
+        let mut with_null = pass.clone();
+        with_null["status"] = Value::Null;
+        assert_eq!(submissions.submit(&token, with_null).unwrap(), "pass", "the same answer counts once");
+        assert!(matches!(submissions.close(&token), Closed::Accepted(Submitted::Dossier(_))));
+
+        let mut changed = pass.clone();
+        changed["summary"] = json!("on second thought");
+        for second in [changed, json!({"verdict": "maybe"})] {
+            let token = submissions.open(Expected::Dossier(request.clone()));
+            submissions.submit(&token, pass.clone()).unwrap();
+            let refused = submissions.submit(&token, second).unwrap_err();
+            assert!(refused[0].contains("two different answers"), "{refused:?}");
+            let refused = submissions.submit(&token, pass.clone()).unwrap_err();
+            assert!(refused[0].contains("nothing more is read"), "{refused:?}");
+            let closed = submissions.close(&token);
+            assert!(matches!(closed, Closed::TwoWays), "{closed:?}");
+            assert!(closed.refusal("submit_review").unwrap().contains("neither is its verdict"));
+        }
     }
 
     #[test]

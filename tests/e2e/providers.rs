@@ -15,7 +15,7 @@ const FAKE_CODEX: &str = include_str!("../fixtures/fake-codex.sh");
 
 /// Fake claude/gemini: finds its MCP server config the way the real CLI does, starts the
 /// server, and submits through `submit_review` (first an invalid dossier, then the real one,
-/// then a duplicate that must be refused).
+/// then the same again, which counts once; `FAKE_MODE=retract`: an answer, then `FAKE_THEN`).
 const FAKE_MCP_CLIENT: &str = include_str!("../fixtures/fake-mcp-client.py");
 
 pub(crate) fn install_fakes(env: &TestEnv, which: &[&str]) -> String {
@@ -111,6 +111,27 @@ fn claude_and_gemini_answer_only_through_submit_review() {
         let run = review(&env, &path, &["--provider", provider, "--force"], &[("FAKE_MODE", "prose")]);
         run.assert_code(4);
         assert!(run.json()["error"]["message"].as_str().unwrap().contains("produced no submission"), "{}", run.stdout);
+    }
+}
+
+/// A reviewer that submits a pass and then a different answer (a fail with a blocker) gave no
+/// verdict: neither submission is its answer, as two different dossiers in a command
+/// reviewer's output are none. The review asks for a retry and `complete` refuses.
+#[test]
+fn a_second_different_submission_leaves_the_review_with_no_verdict() {
+    let blocking = r#"{"verdict":"fail","mode":"discover","summary":"Correction: one blocker.","findings":[{"id":"f1","severity":"high","blocks_completion":true,"summary":"the flag is never read","location":{"path":"src/lib.rs","line":1},"evidence":"no reader","impact":"dead flag","validation":"grep -rn flag src"}],"attack_log":[{"target":"diff","attack":"trace the flag","result":"clean"}],"budget":{}}"#;
+    for provider in ["claude", "gemini"] {
+        let env = TestEnv::new();
+        to_review(&env);
+        let path = install_fakes(&env, &[provider]);
+        let run = review(&env, &path, &["--provider", provider], &[("FAKE_MODE", "retract"), ("FAKE_THEN", blocking)]);
+        run.assert_code(4);
+        let out = run.json();
+        let message = out["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("no verdict") && message.contains("two different answers"), "{provider}: {out}");
+        assert!(out["error"]["hint"].as_str().unwrap_or_default().contains("scafld review retry"), "{provider}: {out}");
+        assert_eq!(out["result"]["gate"], "retry", "{provider}: {out}");
+        env.scafld(&["complete", "rev"]).assert_code(4);
     }
 }
 

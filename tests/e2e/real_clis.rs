@@ -347,6 +347,26 @@ fn claude_reviews_through_its_submit_tool_with_no_user_settings() {
     }
 }
 
+/// The real claude calling `submit_review` twice, a pass and then a fail with a blocker: the
+/// answer reads two ways, so the review has no verdict and `complete` refuses.
+#[test]
+fn claude_submitting_two_different_answers_gives_no_verdict() {
+    let Some(clis) = clis() else { return };
+    let env = TestEnv::new();
+    let server = ModelServer::start(env.dir.path());
+    let vars = cli_env(&env, &clis, &server);
+    workspace(&env);
+    let tool = "mcp__scafld__submit_review";
+    let steps = json!([{"name": tool, "input": passing()}, {"name": tool, "input": blocking()}]);
+    server.answer(json!({"claude": {"steps": steps, "text": "My final answer is FAIL."}}));
+    let run = scafld(&env, &vars, &["review", "rev", "--provider", "claude", "--json"]);
+    assert_eq!(run.code, 4, "{}{}", run.stdout, run.stderr);
+    let out = run.json();
+    assert!(out["error"]["message"].as_str().unwrap_or_default().contains("two different answers"), "{out}");
+    assert_eq!(out["result"]["gate"], "retry", "{out}");
+    scafld(&env, &vars, &["complete", "rev"]).assert_code(4);
+}
+
 #[test]
 fn codex_reviews_under_a_strict_schema_without_web_search_or_agents_md() {
     let Some(clis) = clis() else { return };

@@ -346,6 +346,13 @@ fn fake_cli_reviewers_get_the_templates_tools_and_answer_through_their_channels(
     let prose = Run::from(command.output().unwrap());
     prose.assert_code(1);
     assert_eq!(serde_json::from_str::<Value>(&prose.stdout).unwrap()["verdict"], "UNKNOWN");
+    // A FAIL, then a different answer: it reads two ways, UNKNOWN, never its first or last.
+    command.env("FAKE_MODE", "retract").env("FAKE_THEN", CONCERNS);
+    let retracted = Run::from(command.output().unwrap());
+    retracted.assert_code(1);
+    let result: Value = serde_json::from_str(&retracted.stdout).unwrap();
+    assert_eq!(result["verdict"], "UNKNOWN", "{result}");
+    assert!(result["raw_output"].as_str().unwrap_or_default().contains("two different answers"), "{result}");
 }
 
 #[test]

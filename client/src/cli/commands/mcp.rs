@@ -1,7 +1,8 @@
 //! `scafld mcp submit-review`: a minimal MCP server on stdio (line-delimited JSON-RPC) that
 //! offers one tool, `submit_review`, and relays each call to the daemon, which validates the
 //! dossier against the running review. Invalid submissions come back as tool errors so the
-//! reviewer can fix them; only the first valid one is kept. The server always answers the
+//! reviewer can fix them; once one is accepted, the same answer again counts once and a
+//! different one leaves the review with no verdict (the daemon decides). The server always answers the
 //! handshake: when no daemon answers, a call returns a tool error saying so, so the model and
 //! the provider's log show why nothing was submitted.
 
