@@ -298,11 +298,11 @@ enum Expected {
 }
 
 impl Expected {
-    /// The MCP tool that takes the answer.
-    fn tool(&self) -> &'static str {
+    /// The MCP tool that takes the answer, and who answers through it.
+    fn tool(&self) -> (&'static str, &'static str) {
         match self {
-            Expected::HardenDossier => "submit_harden",
-            Expected::Dossier(_) | Expected::TemplateAnswer => "submit_review",
+            Expected::HardenDossier => ("submit_harden", "harden provider"),
+            Expected::Dossier(_) | Expected::TemplateAnswer => ("submit_review", "reviewer"),
         }
     }
 }
@@ -334,11 +334,13 @@ impl Submissions {
 
     /// Validate a submission. Until one is accepted, each refusal is kept (the latest one) for
     /// the run's failure to name. Once one is, the same answer again counts once and a
-    /// different one (valid or not) leaves the slot with no verdict: [`Closed::TwoWays`].
+    /// different one (valid or not) leaves the slot with no verdict: [`Closed::TwoWays`]. An
+    /// answer over the limit on a provider's output is refused unread, as on every channel.
     pub fn submit(&self, token: &str, answer: Value) -> Result<String, Vec<String>> {
         let mut slots = crate::sync::lock(&self.slots);
         let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
-        let tool = slot.expect.tool();
+        let (tool, who) = slot.expect.tool();
+        let length = json_length(&answer);
         let answer = strip_nulls(answer);
         match (&slot.held, &slot.first) {
             (Closed::TwoWays, _) => return Err(vec![format!("{}; nothing more is read", two_ways(tool))]),
@@ -350,7 +352,12 @@ impl Submissions {
             }
             (Closed::Nothing { .. }, _) => {}
         }
-        match Self::check(&slot.expect, answer.clone()) {
+        let checked = if length > CAPTURE_CAP {
+            Err(vec![over_cap(who, &format!("{tool} answer"), Some(length))])
+        } else {
+            Self::check(&slot.expect, answer.clone())
+        };
+        match checked {
             Ok((verdict, accepted)) => {
                 slot.held = Closed::Accepted(accepted);
                 slot.first = Some((answer, verdict.clone()));
@@ -389,6 +396,23 @@ impl Submissions {
             }
         })
     }
+}
+
+/// The bytes of `value` written as compact JSON, counted without writing it anywhere.
+fn json_length(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len() as u64;
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Drop null members (the strict schema given to codex makes optional fields nullable).

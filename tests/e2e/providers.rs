@@ -135,6 +135,24 @@ fn a_second_different_submission_leaves_the_review_with_no_verdict() {
     }
 }
 
+/// An answer over the 8 MiB read of a reviewer's answer is refused through `submit_review` as
+/// it is in codex's answer file or on a command's stdout: never a pass.
+#[test]
+fn a_submission_over_the_answer_limit_is_refused() {
+    let env = TestEnv::new();
+    to_review(&env);
+    let path = install_fakes(&env, &["claude"]);
+    let run = review(&env, &path, &["--provider", "claude"], &[("FAKE_MODE", "big")]);
+    run.assert_code(4);
+    let out = run.json();
+    let message = out["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the reviewer's submit_review answer is 9.0 MiB") && message.contains("over the 8.0 MiB"),
+        "{out}"
+    );
+    env.scafld(&["complete", "rev"]).assert_code(4);
+}
+
 #[test]
 fn auto_with_no_provider_installed_fails_closed() {
     let env = TestEnv::new();
