@@ -620,6 +620,25 @@ fn a_callers_variable_that_is_not_utf8_reaches_a_criterion_byte_for_byte() {
     let environ = std::fs::read(env.work.join("environ.out")).unwrap();
     let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
     assert!(vars.contains(&&b"NAME_\xe9=v"[..]), "{:?}", String::from_utf8_lossy(&environ));
+
+    // A PATH that is not text is still the caller's PATH: a tool in a Latin-1 folder on it is
+    // found (before, PATH became the prepends alone).
+    let tools = env.path("tools");
+    let latin1_dir = tools.join(std::ffi::OsStr::from_bytes(b"outils-\xe9"));
+    std::fs::create_dir_all(&latin1_dir).unwrap();
+    let tool = latin1_dir.join("latin1-tool");
+    std::fs::write(&tool, "#!/bin/sh\necho found > tool.out\n").unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut path = latin1_dir.into_os_string();
+    path.push(":");
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let text = spec("onpath", &[&[("tool", "latin1-tool", "")]], &[]);
+    ready(&env, "onpath", &text);
+    let mut build = env.scafld_command(&["build", "onpath", "--json"]);
+    build.env("PATH", &path);
+    let run = Run::from(build.output().unwrap());
+    assert_eq!(run.json()["result"]["criteria"][0]["status"], "pass", "{}{}", run.stdout, run.stderr);
+    assert_eq!(std::fs::read_to_string(env.work.join("tool.out")).unwrap(), "found\n");
 }
 
 /// A diagnostics file that cannot be written (`.scafld/runs` a link, through which scafld

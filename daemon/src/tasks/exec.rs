@@ -1476,15 +1476,31 @@ impl CommandSetup {
         let found: Vec<&str> = found.iter().map(String::as_str).collect();
         let mut env_overrides: Vec<String> = execution.env.keys().cloned().collect();
         env_overrides.push("PATH".into());
+        let mut env = acceptance::environment(caller_env, &execution.path_prepend, &found, &execution.env);
+        let mut env_bytes: Vec<(std::ffi::OsString, std::ffi::OsString)> = caller
+            .env_bytes
+            .iter()
+            .map(|var| {
+                (std::ffi::OsString::from_vec(var.name.clone()), std::ffi::OsString::from_vec(var.value.clone()))
+            })
+            .collect();
+        // A caller's PATH that is not text is still what the prepends go before (unless the
+        // configuration sets PATH itself): it is put together as bytes.
+        if !execution.env.contains_key("PATH")
+            && let Some(at) = env_bytes.iter().position(|(name, _)| name == "PATH")
+        {
+            let (name, caller_path) = env_bytes.remove(at);
+            let mut path = std::ffi::OsString::new();
+            if let Some(prepended) = env.remove("PATH").filter(|p| !p.is_empty()) {
+                path.push(prepended);
+                path.push(":");
+            }
+            path.push(caller_path);
+            env_bytes.push((name, path));
+        }
         CommandSetup {
-            env: acceptance::environment(caller_env, &execution.path_prepend, &found, &execution.env),
-            env_bytes: caller
-                .env_bytes
-                .iter()
-                .map(|var| {
-                    (std::ffi::OsString::from_vec(var.name.clone()), std::ffi::OsString::from_vec(var.value.clone()))
-                })
-                .collect(),
+            env,
+            env_bytes,
             env_overrides,
             absolute_timeout_seconds: execution.absolute_timeout_seconds.max(1),
             idle_timeout: (execution.idle_timeout_seconds > 0)
