@@ -707,6 +707,25 @@ fn a_review_waiting_when_the_daemon_stops_runs_again_at_the_next_start() {
     assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["review_gate"], "pass");
 }
 
+/// A reviewer gets the environment as text: a variable that is not UTF-8 is named on stderr,
+/// never left out unsaid (the criteria of a build get it byte for byte).
+#[test]
+fn a_variable_a_reviewer_cannot_get_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = TestEnv::new();
+    to_review(&env);
+    let script = reviewer(&env, "plain", &pass(), "");
+    let mut review = command_review_command(&env, &script, &["--min-attack-angles", "2"]);
+    review.env("LATIN1_SECRET", std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    let run = Run::from(review.output().unwrap());
+    run.assert_code(0);
+    assert!(
+        run.stderr.contains("warning: LATIN1_SECRET is not passed to reviewers: its value is not UTF-8"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// `--review-scope` bounds what the reviewer is shown, never what the mutation guard watches:
 /// with a review scope that leaves out the task's own file, a reviewer that edits that file
 /// still gets the blocking `workspace-mutation` finding (before, the review passed and its

@@ -35,6 +35,21 @@ pub(super) fn caller() -> CallerContext {
     }
 }
 
+/// [`caller`] for a call that starts reviewers: they get the environment as text only (a
+/// session keeps it as text for a restart), so each variable that is not UTF-8 is named on
+/// stderr rather than left out unsaid.
+pub(super) fn caller_for_reviewers() -> CallerContext {
+    let caller = caller();
+    for var in &caller.env_bytes {
+        let part = if std::str::from_utf8(&var.name).is_err() { "name" } else { "value" };
+        note(&format!(
+            "warning: {} is not passed to reviewers: its {part} is not UTF-8 (the commands a build runs get it byte for byte)",
+            String::from_utf8_lossy(&var.name)
+        ));
+    }
+    caller
+}
+
 /// Who is calling, as stable across this caller's commands as can be told: `SCAFLD_CALLER_ID`
 /// when set, else the host agent's own session id (every command an agent runs carries it),
 /// else the terminal, else the process session. Two agents in one repository thus get

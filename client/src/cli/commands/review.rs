@@ -8,7 +8,7 @@ use scafld_client::Connection;
 use scafld_protocol::methods::{self as m, SpawnResult, WaitResult};
 use scafld_protocol::vocab::{Decision, GateState};
 
-use super::exec::caller;
+use super::exec::caller_for_reviewers;
 use super::tasks::{call, findings_text, session as connect_workspace};
 use super::template;
 use crate::cli::exit::{spawn_wait, workflow};
@@ -115,7 +115,7 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
     let params = m::TaskReviewParams {
         root: root.clone(),
         task_id,
-        caller: caller(),
+        caller: caller_for_reviewers(),
         provider: args.provider.clone(),
         provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
         model: args.model.clone(),
@@ -303,7 +303,7 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         reviewers: args.reviewers.clone(),
         provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
         codex_reasoning: args.codex_reasoning.clone(),
-        caller: caller(),
+        caller: caller_for_reviewers(),
     };
     let spawned = call::<m::ReviewDiff>(&mut conn, &params).map_err(|e| family(e, spawn_wait::FAIL))?;
     if let Some(kept_in) = &spawned.kept_in {
@@ -483,7 +483,11 @@ fn session_word(r: &WaitResult) -> &'static str {
 
 fn retry(ctx: &Context, session_key: &str) -> Result<u8, CliError> {
     let (root, mut conn) = review_session(ctx).map_err(|e| family(e, spawn_wait::FAIL))?;
-    let params = m::ReviewRetryParams { root: root.clone(), session_key: session_key.to_string(), caller: caller() };
+    let params = m::ReviewRetryParams {
+        root: root.clone(),
+        session_key: session_key.to_string(),
+        caller: caller_for_reviewers(),
+    };
     let spawned = call::<m::ReviewRetry>(&mut conn, &params).map_err(|e| family(e, spawn_wait::FAIL))?;
     if spawned.reviewers_spawned.is_empty() && spawned.resolved.is_some() {
         // The answers a session already had were recorded now: show the settled session.

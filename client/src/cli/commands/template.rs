@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use scafld_protocol::methods::{self as m, TemplateReviewResult};
 
-use super::exec::caller;
+use super::exec::caller_for_reviewers;
 use super::review::{follow, spawn_output};
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{template as codes, workflow};
@@ -132,7 +132,7 @@ pub fn run(
         provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
         cwd: args.cwd.as_ref().map(|c| c.display().to_string()),
         wait_seconds: 0.0,
-        caller: caller(),
+        caller: caller_for_reviewers(),
     };
     let started = call::<m::ReviewTemplate>(&mut conn, &params).map_err(in_template_table)?;
     if args.detach {
