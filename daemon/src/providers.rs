@@ -340,7 +340,7 @@ impl Submissions {
         let mut slots = crate::sync::lock(&self.slots);
         let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
         let (tool, who) = slot.expect.tool();
-        let length = json_length(&answer);
+        let length = scafld_protocol::json::encoded_len(&answer) as u64;
         let answer = strip_nulls(answer);
         match (&slot.held, &slot.first) {
             (Closed::TwoWays, _) => return Err(vec![format!("{}; nothing more is read", two_ways(tool))]),
@@ -396,23 +396,6 @@ impl Submissions {
             }
         })
     }
-}
-
-/// The bytes of `value` written as compact JSON, counted without writing it anywhere.
-fn json_length(value: &Value) -> u64 {
-    struct Count(u64);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len() as u64;
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// Drop null members (the strict schema given to codex makes optional fields nullable).

@@ -86,6 +86,24 @@ impl<'de> Visitor<'de> for UnrepeatedVisitor {
     }
 }
 
+/// How many bytes `value` takes as compact JSON, counted without writing it anywhere (a size
+/// limit checked before anything is kept or sent).
+pub fn encoded_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -738,7 +738,7 @@ fn too_big(params: &m::CheckParams) -> Option<String> {
     if worst <= MAX_REQUEST_LINE_BYTES {
         return None;
     }
-    let json = json_len(params) + ENVELOPE_BYTES;
+    let json = scafld_protocol::json::encoded_len(params) + ENVELOPE_BYTES;
     (json > MAX_REQUEST_LINE_BYTES).then(|| {
         format!(
             "this spec is {} bytes but {json} as JSON (quotes, backslashes and control characters are escaped); \
@@ -746,23 +746,6 @@ fn too_big(params: &m::CheckParams) -> Option<String> {
             text.len()
         )
     })
-}
-
-/// How long `value` is as JSON, measured without writing it anywhere.
-fn json_len(value: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
 }
 
 /// A problem with the whole file, on its first line.
@@ -791,6 +774,6 @@ mod tests {
         }
         let over = too_big(&params("x".repeat(m::MAX_CHECK_TEXT_BYTES + 1))).unwrap();
         assert!(over.contains("scafld checks at most 8388608"), "{over}");
-        assert_eq!(json_len(&"a\"b"), 6);
+        assert_eq!(scafld_protocol::json::encoded_len(&"a\"b"), 6);
     }
 }
