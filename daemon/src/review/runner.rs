@@ -21,14 +21,19 @@ pub const HEARTBEAT_LEASE_MS: u64 = 30_000;
 /// Run a queued daemon-run reviewer job in the background.
 pub fn start(daemon: &Arc<Daemon>, job_id: String) {
     let daemon = daemon.clone();
+    let Some(job) = daemon.jobs.get(&job_id) else { return };
+    let Some(work) = job.review.clone() else { return };
+    let Some(session) = daemon.sessions.get(&work.session_key) else { return };
+    // Reviewers share the workspace's job slots (`execution.max_parallel_jobs`) with builds:
+    // the workspace's where it is now (its folder may have moved since the review began). Its
+    // place in their line is taken now, in the order the jobs were queued.
+    let home = super::home(&daemon, &session).map(|ws| {
+        let place = ws.line_up_for_slot();
+        (ws, place)
+    });
     tokio::spawn(async move {
-        let Some(job) = daemon.jobs.get(&job_id) else { return };
-        let Some(work) = job.review.clone() else { return };
-        let Some(session) = daemon.sessions.get(&work.session_key) else { return };
-        // Reviewers share the workspace's job slots (`execution.max_parallel_jobs`) with builds:
-        // the workspace's where it is now (its folder may have moved since the review began).
-        let ws = match super::home(&daemon, &session) {
-            Ok(ws) => ws,
+        let (ws, place) = match home {
+            Ok(home) => home,
             Err(why) => {
                 let failure = internal(format!("workspace unavailable: {why}"));
                 let provenance = Provenance { provider: work.reviewer.clone(), ..Provenance::default() };
@@ -36,7 +41,7 @@ pub fn start(daemon: &Arc<Daemon>, job_id: String) {
                 return;
             }
         };
-        let _permit = ws.job_slot().await;
+        let _permit = ws.job_slot(place).await;
         // Only the call that moves the job out of the queue runs it (a retry and a restart
         // recovery may both try).
         let mut started = false;

@@ -577,9 +577,10 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
             };
             let reading = run.material.clone();
             let (daemon, job_id, task_id) = (run.daemon.clone(), run.job_id.clone(), run.task.clone());
+            let place = ws.line_up_for_slot();
             tokio::spawn(async move {
                 let _guard = guard; // the task stays locked until the job ends
-                let ran = AssertUnwindSafe(run.execute(target, criteria, recheck)).catch_unwind().await;
+                let ran = AssertUnwindSafe(run.execute(place, target, criteria, recheck)).catch_unwind().await;
                 // A bug must end the job, not leave it running for ever with its task locked
                 // (its commands died with the dropped run).
                 if ran.is_err() {
@@ -868,8 +869,14 @@ impl BuildRun {
         self.daemon.publish(Event::JobChanged { job_id: self.job_id.clone(), task_id: self.task.clone(), state });
     }
 
-    async fn execute(self, target: Target, criteria: Vec<Criterion>, recheck: Vec<(String, Criterion)>) {
-        let _permit = self.ws.job_slot().await;
+    async fn execute(
+        self,
+        place: crate::workspace::slots::Place,
+        target: Target,
+        criteria: Vec<Criterion>,
+        recheck: Vec<(String, Criterion)>,
+    ) {
+        let _permit = self.ws.job_slot(place).await;
         if self.cancel.is_cancelled() {
             return;
         }

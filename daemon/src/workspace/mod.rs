@@ -220,13 +220,21 @@ impl Workspace {
         (!removed && path.is_absolute()).then_some(path)
     }
 
-    /// Wait for one of the workspace's job slots, shared by builds and daemon-run reviewers.
-    /// The limit is the current `execution.max_parallel_jobs` (kept as it was while the config
-    /// does not parse).
-    pub async fn job_slot(&self) -> tokio::sync::OwnedSemaphorePermit {
-        let limit = self.config().map(|c| c.execution.max_parallel_jobs as usize);
-        let limit = limit.unwrap_or_else(|_| self.job_slots.size());
-        self.job_slots.acquire(limit).await
+    /// A queued job's place in the line for the workspace's job slots, shared by builds and
+    /// daemon-run reviewers: taken as the job is queued, so that slots go in that order.
+    pub fn line_up_for_slot(&self) -> slots::Place {
+        self.job_slots.line_up()
+    }
+
+    /// Wait for one of the workspace's job slots once `place` is first in line. The limit is
+    /// the current `execution.max_parallel_jobs` (kept as it was while the config does not
+    /// parse), read when the job's turn comes.
+    pub async fn job_slot(&self, place: slots::Place) -> tokio::sync::OwnedSemaphorePermit {
+        let limit = || {
+            let limit = self.config().map(|c| c.execution.max_parallel_jobs as usize);
+            limit.unwrap_or_else(|_| self.job_slots.size())
+        };
+        self.job_slots.acquire(place, limit).await
     }
 
     /// The merged configuration; re-read when either file's stamp changed (so an edit
