@@ -85,6 +85,8 @@ pub struct Daemon {
     pub call_runs: crate::runner::CallRuns,
     /// Spec moves between folders in flight, so a reader tells one from a leftover copy.
     pub spec_moves: crate::workspace::specfile::Moves,
+    /// The calls in flight that are work (`Method::WORK`), for `daemon.status`.
+    pub serving: crate::serving::Serving,
 }
 
 impl Daemon {
@@ -118,6 +120,7 @@ impl Daemon {
             sessions,
             call_runs,
             spec_moves: Default::default(),
+            serving: Default::default(),
         }
     }
 
@@ -165,6 +168,7 @@ impl Daemon {
             log_file: self.options.log_file.display().to_string(),
             workspaces: self.workspace_list().await?,
             jobs: self.jobs.counts(),
+            serving: self.serving.counts(),
         })
     }
 

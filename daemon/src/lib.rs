@@ -17,6 +17,7 @@ pub mod rendered;
 pub mod review;
 pub mod rpc;
 pub mod runner;
+pub mod serving;
 pub mod socket;
 pub mod store;
 pub mod sweep;

@@ -1951,3 +1951,60 @@ fn a_daemon_of_another_build_is_replaced_when_idle_and_refused_while_it_runs_a_j
     building.kill().unwrap();
     building.wait().unwrap();
 }
+
+/// "Idle" is more than "no job": a daemon of another build in the middle of a call that is
+/// work (here a `finalize` running its criteria again for another client) is busy too. It is
+/// left running, the command refused naming the call, and `daemon status` counts it (never
+/// the status call itself); once the call is answered the daemon is replaced as before.
+#[test]
+fn a_daemon_of_another_build_serving_a_call_is_not_replaced_under_it() {
+    let env = TestEnv::new();
+    // Finalize runs the criterion again, slowly when its caller asks.
+    let slow =
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && sleep ${FINALIZE_SLEEP:-0}`\n";
+    crate::gate::opened(&env, "src/lib.rs", slow);
+    crate::gate::write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let script = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
+    crate::review::command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let mut client = env.client();
+    let daemon = client.result("daemon.status", json!({}));
+    assert_eq!(daemon["serving"], json!([]), "the status call is not counted: {daemon}");
+
+    let mut finalizing = env.scafld_command(&["finalize", "rev", "--json"]);
+    finalizing.env("FINALIZE_SLEEP", "4").stdout(std::process::Stdio::piped());
+    let finalizing = finalizing.spawn().unwrap();
+    wait_until("finalize served", || {
+        client.result("daemon.status", json!({}))["serving"] == json!([{"method": "task.finalize", "calls": 1}])
+    });
+    let human = env.scafld(&["daemon", "status"]);
+    assert!(human.stdout.contains("serving:    1 call (task.finalize)"), "{}", human.stdout);
+
+    // A client of another build: its own copies of both binaries.
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(scafld_tests::scafld_bin(), bin.join("scafld")).unwrap();
+    std::fs::copy(scafld_tests::scafldd_bin(), bin.join("scafldd")).unwrap();
+    let other = |args: &[&str]| {
+        let mut command = Command::new(bin.join("scafld"));
+        env.apply_env(&mut command);
+        Run::from(command.args(args).current_dir(&env.work).stdin(std::process::Stdio::null()).output().unwrap())
+    };
+    let refused = other(&["list", "--json"]);
+    refused.assert_code(6);
+    let error = &refused.json()["error"];
+    assert_eq!(error["code"], "daemon_other_build", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("it was not restarted: it is serving 1 call (task.finalize)"),
+        "{error}"
+    );
+    assert_eq!(client.result("daemon.status", json!({}))["pid"], daemon["pid"], "the busy daemon was left running");
+
+    // The call was not cut: finalize minted its receipt.
+    let finalized = Run::from(finalizing.wait_with_output().unwrap());
+    finalized.assert_code(0);
+    assert_eq!(finalized.json()["result"]["task_id"], "rev", "{}", finalized.stdout);
+    let replaced = other(&["list", "--json"]);
+    replaced.assert_code(0);
+    assert!(replaced.stderr.contains("stopped it and started"), "{}", replaced.stderr);
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use scafld_client::connection::HelloCheck;
 use scafld_client::{ClientError, Connection, Paths};
-use scafld_protocol::methods::{Executable, HelloResult};
+use scafld_protocol::methods::{DaemonStatusResult, Executable, HelloResult, Serving};
 
 use super::exit::workflow;
 use super::output::CliError;
@@ -432,13 +432,47 @@ pub fn other_build(hello: &HelloResult, own: &Executable) -> String {
     format!("the daemon (pid {}, {from}) is another build of scafldd than this client's {}", hello.pid, own.path)
 }
 
-/// How to get rid of a daemon of another build that runs jobs: what `daemon stop` does to them.
-pub const STOP_ENDS_JOBS: &str = "`scafld daemon stop` stops it now, killing the commands of its running jobs (the next daemon reports those jobs abandoned; run them again)";
+/// What a daemon is busy with that stopping it would cut, in words (`None`: nothing): its
+/// jobs not finished, then the calls it serves that are work (`daemon.status`'s `serving`:
+/// a `finalize` running criteria, an `approve`; never a read or a wait).
+pub fn busy_with(status: &DaemonStatusResult) -> Option<String> {
+    let jobs = status.jobs.running + status.jobs.queued;
+    let mut busy = Vec::new();
+    if jobs > 0 {
+        busy.push(format!(
+            "{jobs} job{} of it {} not finished",
+            if jobs == 1 { "" } else { "s" },
+            if jobs == 1 { "is" } else { "are" }
+        ));
+    }
+    if !status.serving.is_empty() {
+        busy.push(format!("it is serving {}", calls_served(&status.serving)));
+    }
+    (!busy.is_empty()).then(|| busy.join(" and "))
+}
+
+/// The calls a daemon serves, counted and named: `2 calls (task.finalize, task.approve)`.
+pub fn calls_served(serving: &[Serving]) -> String {
+    let calls: u64 = serving.iter().map(|s| s.calls).sum();
+    let named: Vec<String> = serving
+        .iter()
+        .map(|s| match s.calls {
+            1 => s.method.clone(),
+            n => format!("{} ×{n}", s.method),
+        })
+        .collect();
+    format!("{calls} call{} ({})", if calls == 1 { "" } else { "s" }, named.join(", "))
+}
+
+/// How to get rid of a daemon of another build that runs jobs or serves calls: what `daemon
+/// stop` does to them.
+pub const STOP_ENDS_JOBS: &str = "`scafld daemon stop` stops it now, killing the commands of its running jobs and calls (the next daemon reports those jobs abandoned; run them again)";
 
 /// The check a connection makes of the daemon's handshake (see [`HelloCheck`]): a daemon of
 /// another build (every build says the same version and protocol, so only the file it runs
 /// tells) is stopped and this client's started in its place, said on `note`, when it runs no
-/// job and `autostart` allows starting one; otherwise refused, exit 6, with how to restart it.
+/// job, serves no call that is work (`busy_with`) and `autostart` allows starting one;
+/// otherwise refused, exit 6, naming what it is busy with and how to restart it.
 pub fn build_check(
     paths: Paths,
     own: Executable,
@@ -471,16 +505,12 @@ pub fn build_check(
                     "restart it with `systemctl --user restart scafldd.service` (after pointing the unit's ExecStart at this client's scafldd, if it names another)".into(),
                 ));
             }
-            Ok(status) if status.jobs.running + status.jobs.queued > 0 => {
-                let jobs = status.jobs.running + status.jobs.queued;
+            Ok(status) if busy_with(&status).is_some() => {
+                let busy = busy_with(&status).unwrap_or_default();
                 return Err(refused(
+                    format!("{other}, and it was not restarted: {busy}"),
                     format!(
-                        "{other}, and it was not restarted: {jobs} job{} of it {} not finished",
-                        if jobs == 1 { "" } else { "s" },
-                        if jobs == 1 { "is" } else { "are" }
-                    ),
-                    format!(
-                        "run the command again once its jobs are done (`scafld daemon status` counts them; it restarts the daemon then), or {STOP_ENDS_JOBS}"
+                        "run the command again once it is done (`scafld daemon status` says what it runs; the command restarts it then), or {STOP_ENDS_JOBS}"
                     ),
                 ));
             }

@@ -148,6 +148,8 @@ where
             let handler = handler.clone();
             let gone = extensions.get::<PeerGone>().map(|g| g.0.clone()).unwrap_or_default();
             async move {
+                // Counted for `daemon.status` while it is served (see `Method::WORK`).
+                let _serving = M::WORK.then(|| daemon.serving.begin(M::NAME));
                 if daemon.shutdown_token().is_cancelled() {
                     return Err(ErrorObjectOwned::from(RpcError::new(
                         ErrorKind::ShuttingDown,

@@ -9,7 +9,7 @@ use super::*;
 
 method!(
     /// First call of every client: compare protocol versions.
-    Hello = "daemon.hello", HelloParams => HelloResult
+    no_work Hello = "daemon.hello", HelloParams => HelloResult
 );
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +72,18 @@ pub struct DaemonStatusResult {
     pub log_file: String,
     pub workspaces: Vec<WorkspaceInfo>,
     pub jobs: JobCounts,
+    /// The calls in flight that are work a stop would cut (`Method::WORK`: a `finalize`
+    /// running criteria, an `approve`, a `build` starting its step), by method; never this
+    /// `daemon.status` itself, nor a read or a wait.
+    #[serde(default)]
+    pub serving: Vec<Serving>,
+}
+
+/// How many calls of one method are in flight (see [`DaemonStatusResult::serving`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Serving {
+    pub method: String,
+    pub calls: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -83,7 +95,7 @@ pub struct JobCounts {
 
 method!(
     /// Stop accepting work, finish in-flight calls, flush state, remove the socket and exit 0.
-    DaemonShutdown = "daemon.shutdown", NoParams => ShutdownResult
+    no_work DaemonShutdown = "daemon.shutdown", NoParams => ShutdownResult
 );
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,7 +118,7 @@ method!(
 
 method!(
     /// Every workspace the daemon knows.
-    WorkspaceList = "workspace.list", NoParams => WorkspaceListResult
+    no_work WorkspaceList = "workspace.list", NoParams => WorkspaceListResult
 );
 
 /// `workspace.init`: the root, and optionally the caller (whose config dir holds the receipt

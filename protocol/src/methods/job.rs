@@ -7,7 +7,7 @@ use super::*;
 
 method!(
     /// Jobs of one workspace (or all, without a root), newest first.
-    JobList = "job.list", JobListParams => JobListResult
+    no_work JobList = "job.list", JobListParams => JobListResult
 );
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -24,12 +24,12 @@ pub struct JobListResult {
 
 method!(
     /// One job's current record.
-    JobStatus = "job.status", JobParams => JobInfo
+    no_work JobStatus = "job.status", JobParams => JobInfo
 );
 
 method!(
     /// Wait until the job is finished or `timeout_seconds` pass; either way return its record.
-    JobWait = "job.wait", JobWaitParams => JobInfo
+    no_work JobWait = "job.wait", JobWaitParams => JobInfo
 );
 
 method!(

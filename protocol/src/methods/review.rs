@@ -180,7 +180,7 @@ pub struct DiffReviewParams {
 
 method!(
     /// Wait (bounded) for a review session and return its consensus.
-    ReviewWait = "review.wait", ReviewWaitParams => WaitResult
+    no_work ReviewWait = "review.wait", ReviewWaitParams => WaitResult
 );
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -292,7 +292,7 @@ pub struct ReviewRetryParams {
 
 method!(
     /// The latest review session of a task (or a given session): reviewers, liveness, progress.
-    ReviewStatus = "review.status", ReviewStatusParams => ReviewStatusResult
+    no_work ReviewStatus = "review.status", ReviewStatusParams => ReviewStatusResult
 );
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -66,7 +66,7 @@ method!(
 method!(
     /// Check a spec like `task.validate`, but on the given text (an editor's unsaved buffer)
     /// when there is one. Writes nothing; the spec need not exist on disk yet.
-    TaskCheck = "task.check", CheckParams => ValidateResult
+    no_work TaskCheck = "task.check", CheckParams => ValidateResult
 );
 
 /// The largest `text` `task.check` takes (the daemon's spec read limit).

@@ -60,7 +60,7 @@ pub struct TemplateFinding {
 
 method!(
     /// Every template with its description and source; broken user templates with their error.
-    ReviewTemplates = "review.templates", WorkspaceRootParams => TemplateListResult
+    no_work ReviewTemplates = "review.templates", WorkspaceRootParams => TemplateListResult
 );
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -119,12 +119,12 @@ pub struct TemplateReviewStarted {
 
 method!(
     /// The result of a template review session, waiting at most `timeout_seconds`.
-    ReviewResult = "review.result", ReviewWaitParams => Option<TemplateReviewResult>
+    no_work ReviewResult = "review.result", ReviewWaitParams => Option<TemplateReviewResult>
 );
 
 method!(
     /// Past template reviews of the workspace, newest first.
-    ReviewHistory = "review.history", WorkspaceRootParams => ReviewHistoryResult
+    no_work ReviewHistory = "review.history", WorkspaceRootParams => ReviewHistoryResult
 );
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use super::*;
 
 method!(
     /// Claim a queued review job (waiting at most `timeout_seconds`); null when none came.
-    WorkerClaim = "worker.claim", ClaimParams => Option<Claim>
+    no_work WorkerClaim = "worker.claim", ClaimParams => Option<Claim>
 );
 
 /// The longest lease a claim may ask for: a week (a worker keeps a job longer by heartbeats).

@@ -126,6 +126,9 @@ fn render(s: &DaemonStatusResult) -> String {
         "jobs:       {} queued, {} running, {} finished",
         s.jobs.queued, s.jobs.running, s.jobs.finished
     ));
+    if !s.serving.is_empty() {
+        text.push_str(&format!("\nserving:    {}", crate::cli::daemon_control::calls_served(&s.serving)));
+    }
     text
 }
 

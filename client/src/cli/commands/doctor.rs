@@ -229,24 +229,24 @@ fn daemon(paths: &scafld_client::Paths) -> Check {
     match own {
         Some(own) if !crate::cli::daemon_control::same_build(&hello, &own) => {
             let other = crate::cli::daemon_control::other_build(&hello, &own);
-            let jobs = conn
+            let busy = conn
                 .call::<scafld_protocol::methods::DaemonStatus>(&Default::default())
-                .map(|s| s.jobs.running + s.jobs.queued);
-            match jobs {
-                Ok(0) => check(
+                .map(|s| crate::cli::daemon_control::busy_with(&s));
+            match busy {
+                Ok(None) => check(
                     "daemon",
                     Health::Warn,
-                    format!("{other}; it runs no job, so the next command restarts it with this client's"),
+                    format!(
+                        "{other}; it runs no job and serves no call, so the next command restarts it with this client's"
+                    ),
                     Some(format!("run any command, or {RESTART}")),
                 ),
-                Ok(jobs) => check(
+                Ok(Some(busy)) => check(
                     "daemon",
                     Health::Fail,
-                    format!(
-                        "{other}, and it has {jobs} unfinished job(s): commands are refused (exit 6) until it is restarted"
-                    ),
+                    format!("{other}, and {busy}: commands are refused (exit 6) until it is restarted"),
                     Some(format!(
-                        "wait for its jobs (`scafld daemon status`), or {}",
+                        "wait for it to finish (`scafld daemon status`), or {}",
                         crate::cli::daemon_control::STOP_ENDS_JOBS
                     )),
                 ),
