@@ -2008,3 +2008,47 @@ fn a_daemon_of_another_build_serving_a_call_is_not_replaced_under_it() {
     replaced.assert_code(0);
     assert!(replaced.stderr.contains("stopped it and started"), "{}", replaced.stderr);
 }
+
+/// A worker's daemon restarted from the same file is its own build: the worker reconnects and
+/// serves the next review. One replaced by another build (an upgrade) is said once, and the
+/// worker exits 6 naming the restart to do, instead of retrying every second for ever.
+#[test]
+fn a_worker_reconnects_to_its_own_build_and_stops_at_another() {
+    let env = TestEnv::new();
+    crate::review::to_review(&env);
+    let script = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
+    let log = env.path("worker.err");
+    let mut worker = env
+        .scafld_command(&["worker", "--provider", "command", "--provider-command", &script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_until("the worker serving", || said().contains("serving review jobs"));
+    let first = env.client().result("daemon.status", json!({}))["pid"].clone();
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    wait_until("the worker reconnecting", || said().contains("reconnecting"));
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    let review = env.scafld(&["review", "rev", "--reviewers", "worker", "--min-attack-angles", "2", "--json"]);
+    review.assert_code(0);
+    assert!(worker.try_wait().unwrap().is_none(), "the worker serves its own build again: {}", said());
+
+    // A client of another build (its own copies of both binaries) replaces the daemon, whose
+    // only call is the worker's claim, a wait.
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(scafld_tests::scafld_bin(), bin.join("scafld")).unwrap();
+    std::fs::copy(scafld_tests::scafldd_bin(), bin.join("scafldd")).unwrap();
+    let mut other = Command::new(bin.join("scafld"));
+    env.apply_env(&mut other);
+    let replaced = Run::from(other.args(["list", "--json"]).current_dir(&env.work).output().unwrap());
+    replaced.assert_code(0);
+    assert!(replaced.stderr.contains("stopped it and started"), "{}", replaced.stderr);
+    let status = scafld_tests::wait_for_exit(&mut worker, std::time::Duration::from_secs(30));
+    let said = said();
+    assert_eq!(status.and_then(|s| s.code()), Some(6), "{said}");
+    assert_eq!(said.matches("another build of scafldd than this worker's").count(), 1, "{said}");
+    assert!(said.contains("restart the worker from the new install"), "{said}");
+    assert_ne!(env.client().result("daemon.status", json!({}))["pid"], first);
+}

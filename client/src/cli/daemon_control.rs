@@ -536,6 +536,51 @@ pub fn build_check(
     })
 }
 
+/// Connect a `scafld worker` again (its daemon went away), never starting one: the daemon
+/// must be of `own`, the build the worker started with (the `scafldd` beside it then, which
+/// an upgrade may have replaced since), or the connection is refused by [`worker_check`].
+pub fn reconnect_worker(paths: &Paths, own: Option<&Executable>) -> Result<Connection, CliError> {
+    let conn = Connection::connect_pipelined(&paths.socket, None).map_err(connect_error)?;
+    Ok(match own {
+        Some(own) => conn.checking_hello(worker_check(own.clone())),
+        None => conn,
+    })
+}
+
+/// Whether `error` says the daemon is of another build or protocol than the worker's: it
+/// will not change by waiting, so the worker stops (see [`reconnect_worker`]).
+pub fn is_other_build(error: &CliError) -> bool {
+    matches!(error.code.as_str(), "daemon_other_build" | "protocol_mismatch")
+}
+
+/// What a worker says when its daemon is of another build: the worker runs the code it was
+/// started from, so it is the one to restart.
+fn worker_check(own: Executable) -> HelloCheck {
+    Box::new(move |hello: &HelloResult| {
+        if same_build(hello, &own) {
+            return Ok(None);
+        }
+        let runs = match &hello.executable {
+            Some(daemon) => format!("runs {}", daemon.path),
+            None => "is of an older build that does not say which file it runs".to_string(),
+        };
+        let replaced = match own_daemon() {
+            Some(now) if !now.same_build(&own) => ", replaced since",
+            _ => "",
+        };
+        Err(ClientError::Refused {
+            kind: "daemon_other_build".into(),
+            message: format!(
+                "the daemon (pid {}) {runs}, another build of scafldd than this worker's (the {} it started with{replaced}); a worker serves only the daemon of its own build, so it stops",
+                hello.pid, own.path
+            ),
+            hint: Some(
+                "restart the worker from the new install (run `scafld worker` again with the same flags); a job it held goes back to the queue when its lease lapses".into(),
+            ),
+        })
+    })
+}
+
 fn log_tail(path: &Path, from: u64) -> String {
     let mut text = String::new();
     if let Ok(mut file) = fs::File::open(path) {

@@ -123,6 +123,12 @@ pub async fn claim(
         }
         tokio::select! {
             _ = caller_gone.cancelled() => return Ok(None),
+            // The stop ends the wait at once, as it ends a wait on a job, rather than holding
+            // the stop for its grace period.
+            _ = daemon.shutdown_token().cancelled() => {
+                return Err(RpcError::new(ErrorKind::ShuttingDown, "the daemon is shutting down; no job was claimed")
+                    .with_hint("claim again once it runs again (`scafld worker` reconnects by itself)"));
+            }
             changed = tokio::time::timeout_at(deadline, changes.changed()) => if changed.is_err() {
                 return Ok(None);
             },

@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use scafld_local::runner::{self, KillReason, RunRequest};
-use scafld_protocol::methods::{self as m, Claim};
+use scafld_protocol::methods::{self as m, Claim, Executable};
 use tokio_util::sync::CancellationToken;
 
 use super::exec::caller;
 use super::tasks::call;
+use crate::cli::daemon_control;
 use crate::cli::exit::workflow;
 use crate::cli::output::{CliError, note};
 use crate::cli::{Context, LeaseArgs, WorkerArgs, WorkerCommand};
@@ -249,6 +250,9 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     }
     let root = root_of(ctx, args.workspace.as_deref())?;
     let id = worker_id(args.id.clone());
+    // The build this worker is: the `scafldd` beside it now, which it starts or replaces a
+    // daemon of another build with; a daemon it reconnects to later must be that build.
+    let own = crate::cli::daemon_control::own_daemon();
     let mut conn = ctx.connect()?;
     // What a provider orphans (a new session and a cleared environment) comes back to us, to
     // be killed with its run (`scafld_local::reaper`); without it, only its group and token.
@@ -273,14 +277,24 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         };
         let claimed = match call::<m::WorkerClaim>(&mut conn, &params) {
             Ok(claimed) => claimed,
-            // The daemon went away (a restart): keep serving once it is back.
-            Err(e) if !args.once && e.exit_code == workflow::UNREACHABLE => {
+            // The daemon went away (a restart): keep serving once it is back, unless it came
+            // back as another build, which waiting does not change.
+            Err(e)
+                if !args.once
+                    && (e.exit_code == workflow::UNREACHABLE || e.code == "shutting_down")
+                    && !daemon_control::is_other_build(&e) =>
+            {
                 note(&format!("scafld worker {id}: {}; reconnecting", e.message));
                 std::thread::sleep(Duration::from_secs(1));
-                if let Ok(again) = crate::cli::daemon_control::connect(ctx.paths()?, false) {
+                if let Ok(again) = daemon_control::reconnect_worker(ctx.paths()?, own.as_ref()) {
                     conn = again;
                 }
                 continue;
+            }
+            Err(e) if daemon_control::is_other_build(&e) && e.hint.is_none() => {
+                return Err(e.with_hint(
+                    "restart the worker from the install whose daemon answers (run `scafld worker` again with the same flags)",
+                ));
             }
             Err(e) => return Err(e),
         };
@@ -288,7 +302,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             if !ctx.out.json {
                 note(&format!("scafld worker {id}: {}", briefing(&claim).lines().next().unwrap_or_default()));
             }
-            let run = execute(ctx, &claim)?;
+            let run = execute(ctx, &claim, own.as_ref())?;
             let params = m::WorkerSubmitParams {
                 job_id: claim.job_id.clone(),
                 lease_token: claim.lease_token.clone(),
@@ -299,7 +313,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             };
             let mut submitted = call::<m::WorkerSubmit>(&mut conn, &params);
             if submitted.as_ref().is_err_and(|e| e.exit_code == workflow::UNREACHABLE)
-                && let Ok(again) = crate::cli::daemon_control::connect(ctx.paths()?, false)
+                && let Ok(again) = daemon_control::reconnect_worker(ctx.paths()?, own.as_ref())
             {
                 // The daemon restarted while the provider ran; the lease survived it.
                 conn = again;
@@ -332,7 +346,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
 /// Run the provider invocation the daemon prepared with the shared runner: packet on stdin, own
 /// process group that dies with this worker, lease heartbeats from a second connection, absolute
 /// and idle timeouts.
-fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
+fn execute(ctx: &Context, claim: &Claim, own: Option<&Executable>) -> Result<m::WorkerRun, CliError> {
     let invocation = claim.invocation.clone().ok_or_else(|| CliError::usage("the claim carries no provider to run"))?;
     // Its own environment, a variable that is not UTF-8 included as it is.
     let (mut env, env_bytes) = scafld_local::runner::own_environment();
@@ -357,10 +371,10 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
     };
     let done = Arc::new(AtomicBool::new(false));
     let heartbeat = {
-        let (done, paths, lease) = (done.clone(), ctx.paths()?.clone(), claim.lease_token.clone());
+        let (done, paths, lease, own) = (done.clone(), ctx.paths()?.clone(), claim.lease_token.clone(), own.cloned());
         let (job_id, every) = (claim.job_id.clone(), Duration::from_secs((claim.lease_seconds / 3).max(1)));
         std::thread::spawn(move || {
-            let mut conn = crate::cli::daemon_control::connect(&paths, false).ok();
+            let mut conn = daemon_control::reconnect_worker(&paths, own.as_ref()).ok();
             let mut last = Instant::now();
             while !done.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(100));
@@ -368,7 +382,7 @@ fn execute(ctx: &Context, claim: &Claim) -> Result<m::WorkerRun, CliError> {
                     let params = m::LeaseParams { job_id: job_id.clone(), lease_token: lease.clone() };
                     // A failed heartbeat (the daemon restarting) reconnects on the next beat.
                     if conn.as_mut().is_none_or(|c| c.call::<m::WorkerHeartbeat>(&params).is_err()) {
-                        conn = crate::cli::daemon_control::connect(&paths, false).ok();
+                        conn = daemon_control::reconnect_worker(&paths, own.as_ref()).ok();
                     }
                     last = Instant::now();
                 }
