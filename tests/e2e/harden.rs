@@ -214,6 +214,62 @@ fn a_configured_harden_provider_is_used_without_the_flag() {
     assert_eq!(run.json()["result"]["harden_status"], "passed", "{}", run.stdout);
 }
 
+/// A delegated harden's provider gets the caller's environment as text, as a reviewer does:
+/// each variable it cannot get (not UTF-8) is named on stderr, by the same warning `review`
+/// gives, with `--provider` and for a configured provider, which gets the environment too.
+#[test]
+fn a_variable_a_harden_provider_cannot_get_is_named() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    for task in ["shape", "other"] {
+        let draft = DRAFT.replace("SUMMARY", "Take.").replace("task_id: shape", &format!("task_id: {task}"));
+        std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), draft).unwrap();
+    }
+    let clean: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
+    let script = provider(&env, "marks", &dossier(&clean));
+    let marked = env.path("mark.txt");
+    // The provider writes down the caller's variable before it answers.
+    let body = std::fs::read_to_string(&script).unwrap();
+    let body = body.replacen("\n", &format!("\nprintf '%s' \"$HARDEN_MARK\" > '{}'\n", marked.display()), 1);
+    std::fs::write(&script, body).unwrap();
+    let harden = |args: &[&str]| {
+        let mut command = env.scafld_command(args);
+        command.env("LATIN1_SECRET", std::ffi::OsStr::from_bytes(b"caf\xe9")).env("HARDEN_MARK", "from the caller");
+        scafld_tests::Run::from(command.output().unwrap())
+    };
+
+    let flagged = harden(&["harden", "shape", "--provider", "command", "--provider-command", &script, "--json"]);
+    flagged.assert_code(0);
+    assert!(
+        flagged.stderr.contains("warning: LATIN1_SECRET is not passed to the harden provider: its value is not UTF-8"),
+        "{}",
+        flagged.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&marked).unwrap(), "from the caller");
+
+    std::fs::remove_file(&marked).unwrap();
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        format!("harden:\n  external:\n    provider: command\n    command: \"{script}\"\n"),
+    )
+    .unwrap();
+    let configured = harden(&["harden", "other", "--json"]);
+    configured.assert_code(0);
+    assert_eq!(configured.json()["result"]["harden_status"], "passed", "{}", configured.stdout);
+    assert!(
+        configured.stderr.contains("warning: LATIN1_SECRET is not passed to a harden provider (if `harden.external` names one): its value is not UTF-8"),
+        "{}",
+        configured.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marked).unwrap(),
+        "from the caller",
+        "a configured provider gets the environment"
+    );
+}
+
 /// The six checks of a round written by hand, each grounded in a spec gap.
 fn answered_checks() -> String {
     let mut checks = String::from("Checks:\n");

@@ -39,11 +39,18 @@ pub(super) fn caller() -> CallerContext {
 /// session keeps it as text for a restart), so each variable that is not UTF-8 is named on
 /// stderr rather than left out unsaid.
 pub(super) fn caller_for_reviewers() -> CallerContext {
+    caller_for_providers("reviewers")
+}
+
+/// [`caller`] for a call that may start providers (reviewers, a delegated harden's), `to`
+/// naming them: a provider gets the environment as text only, so each variable that is not
+/// UTF-8 is named on stderr, the one place that says so.
+pub(super) fn caller_for_providers(to: &str) -> CallerContext {
     let caller = caller();
     for var in &caller.env_bytes {
         let part = if std::str::from_utf8(&var.name).is_err() { "name" } else { "value" };
         note(&format!(
-            "warning: {} is not passed to reviewers: its {part} is not UTF-8 (the commands a build runs get it byte for byte)",
+            "warning: {} is not passed to {to}: its {part} is not UTF-8 (the commands a build runs get it byte for byte)",
             String::from_utf8_lossy(&var.name)
         ));
     }

@@ -405,7 +405,15 @@ pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
         mark_passed: args.mark_passed,
         provider: args.provider.clone(),
         provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
-        caller: args.provider.is_some().then(super::exec::caller),
+        // Any harden but `--mark-passed` may delegate (`--provider`, or `harden.external` in
+        // the workspace's configuration), and its provider runs with the caller's environment.
+        caller: match (&args.provider, args.mark_passed) {
+            (Some(_), _) => Some(super::exec::caller_for_providers("the harden provider")),
+            (None, false) => {
+                Some(super::exec::caller_for_providers("a harden provider (if `harden.external` names one)"))
+            }
+            (None, true) => None,
+        },
     };
     let result = match conn.call::<m::TaskHarden>(&params) {
         Ok(result) => result,
