@@ -794,6 +794,44 @@ fn a_configuration_that_does_not_read_is_status_s_error_and_its_next_step() {
     assert!(fixed.json()["result"].get("config_error").is_none());
 }
 
+/// `scafld doctor` in a workspace names each configuration key no setting reads as a `warn`
+/// row, file, line and key, as `status` warns of it (before, doctor said nothing of them),
+/// and says every key is read once they are gone.
+#[test]
+fn doctor_warns_of_each_unknown_configuration_key() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let rows = |run: &scafld_tests::Run| -> Vec<Value> {
+        let report = run.json();
+        let checks = report["result"]["checks"].as_array().or_else(|| report["error"]["details"]["checks"].as_array());
+        let checks = checks.unwrap_or_else(|| panic!("{report}"));
+        checks.iter().filter(|c| c["name"] == "config").cloned().collect()
+    };
+    let clean = env.scafld(&["doctor", "--json"]);
+    let config = rows(&clean);
+    assert_eq!(config.len(), 1, "{config:?}");
+    assert_eq!(config[0]["health"], "ok", "{config:?}");
+    let base = env.work.join(".scafld/config.yaml");
+    let text = format!("{}\nreveiw:\n  aproval: manual\n", std::fs::read_to_string(&base).unwrap());
+    let line = text.lines().position(|l| l == "reveiw:").unwrap() + 1;
+    std::fs::write(&base, text).unwrap();
+    std::fs::write(env.work.join(".scafld/config.local.yaml"), "verify:\n  min_independance: cross_vendor\n").unwrap();
+    let warned = env.scafld(&["doctor", "--json"]);
+    let details: Vec<(String, String)> = rows(&warned)
+        .iter()
+        .map(|c| (c["health"].as_str().unwrap().to_string(), c["detail"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        details,
+        vec![
+            ("warn".to_string(), format!(".scafld/config.yaml: line {line}: unknown key `reveiw` is ignored (did you mean `review`?)")),
+            ("warn".to_string(), ".scafld/config.local.yaml: line 2: unknown key `verify.min_independance` is ignored (did you mean `verify.min_independence`?)".to_string()),
+        ],
+    );
+    let human = env.scafld(&["doctor"]);
+    assert!(human.stdout.contains("unknown key `reveiw` is ignored"), "{}", human.stdout);
+}
+
 /// A misspelt configuration key sets nothing: `status` warns of it on every call, naming the
 /// file, the line, the key and the known key nearest it; the keys `scafld init` writes and
 /// the original tool's own keys draw no warning. `validate`, `list` and `build` warn of it

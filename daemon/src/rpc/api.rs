@@ -47,6 +47,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     });
     register::<m::WorkspaceInit, _, _>(&mut module, |d, p| async move { workspace_init(&d, p).await });
     register::<m::WorkspaceOpen, _, _>(&mut module, |d, p| async move { d.open_workspace(Path::new(&p.root)).await });
+    register::<m::WorkspaceConfig, _, _>(&mut module, |d, p| async move { workspace_config(&d, p).await });
     register::<m::WorkspaceList, _, _>(&mut module, |d, _| async move {
         Ok(m::WorkspaceListResult { workspaces: d.workspace_list().await? })
     });
@@ -102,6 +103,19 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
         .register_subscription(m::EVENTS_SUBSCRIBE, m::EVENTS_NOTIFICATION, m::EVENTS_UNSUBSCRIBE, subscribe_events)
         .expect("subscription names are unique");
     module
+}
+
+/// `workspace.config`: the configuration as the workspace at `root` reads it, opened to read
+/// only (nothing settled or recorded there).
+async fn workspace_config(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::WorkspaceConfigResult> {
+    let ws = daemon.workspace_to_read(&p.root).await?;
+    Ok(match ws.config() {
+        Ok(config) => m::WorkspaceConfigResult { unknown_keys: config.unknown_keys, error: None },
+        Err(e) => m::WorkspaceConfigResult {
+            unknown_keys: Vec::new(),
+            error: Some(m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message }),
+        },
+    })
 }
 
 /// Bind method `M` to `handler`.

@@ -121,6 +121,22 @@ method!(
     no_work WorkspaceList = "workspace.list", NoParams => WorkspaceListResult
 );
 
+method!(
+    /// The workspace's configuration files as the daemon reads them (`scafld doctor`): each
+    /// key no setting reads, or why a file does not read. Settles nothing at the folder.
+    read_only WorkspaceConfig = "workspace.config", WorkspaceRootParams => WorkspaceConfigResult
+);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceConfigResult {
+    /// One line per key no setting reads, naming its file, line and key (and the nearest known
+    /// key): the warning `status`, `list`, `validate` and `build` give.
+    pub unknown_keys: Vec<String>,
+    /// Why a configuration file does not read (the commands that read it refuse until it does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ConfigProblem>,
+}
+
 /// `workspace.init`: the root, and optionally the caller (whose config dir holds the receipt
 /// key to create and trust) and the CI verify workflow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
 //! `scafld doctor`: checks what a user needs (git, the daemon and its directories, the
-//! reviewer CLIs and their versions, the systemd units) and says what to fix. Each check is one
+//! workspace's configuration as the daemon reads it, the reviewer CLIs and their versions,
+//! the systemd units) and says what to fix. Each check is one
 //! row; adding one means adding a function to [`checks`]. It never starts the daemon.
 
 use std::os::unix::fs::MetadataExt;
@@ -95,6 +96,7 @@ fn checks(ctx: &Context) -> Vec<Check> {
                 out.push(private_dir("socket directory", dir));
             }
             out.push(daemon(paths));
+            out.extend(config(ctx, paths));
         }
         // Nothing can reach or start a daemon: said as a failed check, the others still made.
         Err(e) => out.push(check("state directory", Health::Fail, e.message.clone(), Some(e.hint.clone()))),
@@ -259,6 +261,44 @@ fn daemon(paths: &scafld_client::Paths) -> Check {
             }
         }
         _ => check("daemon", Health::Ok, format!("scafldd {daemon} (pid {}) answers", hello.pid), None),
+    }
+}
+
+/// The workspace's configuration files as its daemon reads them (the one reader of them): a
+/// WARN row per key no setting reads, naming its file, line and key, as `status`, `list`,
+/// `validate` and `build` warn; a FAIL row for a file that does not read. Asked of a daemon
+/// that answers (doctor starts none); outside a workspace there is nothing to check.
+fn config(ctx: &Context, paths: &scafld_client::Paths) -> Vec<Check> {
+    const NAME: &str = "config";
+    let Ok(root) = crate::cli::workspace::find_root(ctx.global.root.as_deref()) else { return Vec::new() };
+    let mut conn = match Connection::connect(&paths.socket) {
+        Ok(conn) => conn,
+        Err(scafld_client::ClientError::Unreachable { .. }) => {
+            let detail = "not checked: no daemon answers (doctor starts none; any command that reads the configuration names its unknown keys)";
+            return vec![check(NAME, Health::Ok, detail, None)];
+        }
+        // Said by the daemon row already.
+        Err(e) => return vec![check(NAME, Health::Warn, format!("not checked: {e}"), None)],
+    };
+    let params = scafld_protocol::methods::WorkspaceRootParams { root: root.display().to_string() };
+    match conn.call::<scafld_protocol::methods::WorkspaceConfig>(&params) {
+        Ok(read) => match read.error {
+            Some(problem) => {
+                vec![check(NAME, Health::Fail, format!("{}: {}", problem.file, problem.message), Some(problem.hint))]
+            }
+            None if read.unknown_keys.is_empty() => {
+                vec![check(NAME, Health::Ok, format!("{}: every key is read", root.join(".scafld").display()), None)]
+            }
+            None => read
+                .unknown_keys
+                .into_iter()
+                .map(|warning| {
+                    let fix = "correct the key's name or remove it (a misspelt key sets nothing)";
+                    check(NAME, Health::Warn, warning, Some(fix.into()))
+                })
+                .collect(),
+        },
+        Err(e) => vec![check(NAME, Health::Warn, format!("not checked: the daemon did not say ({e})"), None)],
     }
 }
 
