@@ -223,18 +223,19 @@ impl Workspace {
     /// A queued job's place in the line for the workspace's job slots, shared by builds and
     /// daemon-run reviewers: taken as the job is queued, so that slots go in that order.
     pub fn line_up_for_slot(&self) -> slots::Place {
-        self.job_slots.line_up()
+        self.job_slots.line_up(self.slot_limit())
     }
 
-    /// Wait for one of the workspace's job slots once `place` is first in line. The limit is
-    /// the current `execution.max_parallel_jobs` (kept as it was while the config does not
-    /// parse), read when the job's turn comes.
+    /// Wait for one of the workspace's job slots once `place` is first in line.
     pub async fn job_slot(&self, place: slots::Place) -> tokio::sync::OwnedSemaphorePermit {
-        let limit = || {
-            let limit = self.config().map(|c| c.execution.max_parallel_jobs as usize);
-            limit.unwrap_or_else(|_| self.job_slots.size())
-        };
-        self.job_slots.acquire(place, limit).await
+        self.job_slots.acquire(place, || self.slot_limit()).await
+    }
+
+    /// The current `execution.max_parallel_jobs`, read as a job is queued and when its turn
+    /// comes (kept as it was while the config does not parse).
+    fn slot_limit(&self) -> usize {
+        let limit = self.config().map(|c| c.execution.max_parallel_jobs as usize);
+        limit.unwrap_or_else(|_| self.job_slots.size())
     }
 
     /// The merged configuration; re-read when either file's stamp changed (so an edit

@@ -1,6 +1,6 @@
 //! The job slots of one workspace: a semaphore whose size follows `execution.max_parallel_jobs`,
-//! re-read at every acquisition so that an edit to the config counts from the next job on,
-//! handed out in the order the jobs were queued.
+//! re-read as each job is queued and when its turn comes, so that an edit to the config counts
+//! from the next job on; handed out in the order the jobs were queued.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -43,8 +43,10 @@ impl JobSlots {
         JobSlots { semaphore: Arc::new(Semaphore::new(size)), size: Mutex::new(size), line: Arc::default() }
     }
 
-    /// Take the next place in the line (synchronously, as the job is queued).
-    pub fn line_up(&self) -> Place {
+    /// Take the next place in the line (synchronously, as the job is queued), after resizing
+    /// to `limit`: a limit raised while the line waits lets it on from the next job queued.
+    pub fn line_up(&self, limit: usize) -> Place {
+        self.resize(limit.max(1));
         let mut waiting = crate::sync::lock(&self.line.waiting);
         let number = waiting.0;
         waiting.0 += 1;
@@ -94,11 +96,11 @@ mod tests {
     #[tokio::test]
     async fn the_size_follows_the_limit_given_at_each_acquisition() {
         let slots = JobSlots::new(1);
-        let first = slots.acquire(slots.line_up(), || 1).await;
+        let first = slots.acquire(slots.line_up(1), || 1).await;
         assert_eq!(slots.semaphore.available_permits(), 0);
         // Raised to 3: two more run beside the first.
-        let second = slots.acquire(slots.line_up(), || 3).await;
-        let third = slots.acquire(slots.line_up(), || 3).await;
+        let second = slots.acquire(slots.line_up(3), || 3).await;
+        let third = slots.acquire(slots.line_up(3), || 3).await;
         assert_eq!(slots.semaphore.available_permits(), 0);
         // Lowered to 1: released permits are retired until only one slot is left.
         drop((second, third));
@@ -106,16 +108,16 @@ mod tests {
         assert_eq!((slots.semaphore.available_permits(), *slots.size.lock().unwrap()), (0, 1));
         drop(first);
         assert_eq!(slots.semaphore.available_permits(), 1);
-        let _only = slots.acquire(slots.line_up(), || 1).await;
+        let _only = slots.acquire(slots.line_up(1), || 1).await;
         assert!(slots.semaphore.clone().try_acquire_owned().is_err());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn slots_go_in_the_order_the_jobs_were_queued_whichever_task_runs_first() {
         let slots = std::sync::Arc::new(JobSlots::new(1));
-        let held = slots.acquire(slots.line_up(), || 1).await;
+        let held = slots.acquire(slots.line_up(1), || 1).await;
         let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (places, mut tasks) = ((0..6).map(|_| slots.line_up()).collect::<Vec<_>>(), Vec::new());
+        let (places, mut tasks) = ((0..6).map(|_| slots.line_up(1)).collect::<Vec<_>>(), Vec::new());
         // The last queued is started first, and the second is dropped with its job unrun.
         for (n, place) in places.into_iter().enumerate().rev() {
             if n == 1 {
@@ -134,5 +136,22 @@ mod tests {
             task.await.unwrap();
         }
         assert_eq!(*order.lock().unwrap(), vec![0, 2, 3, 4, 5]);
+    }
+
+    #[tokio::test]
+    async fn a_limit_raised_while_the_line_waits_lets_it_on_from_the_next_job_queued() {
+        let slots = std::sync::Arc::new(JobSlots::new(1));
+        let _running = slots.acquire(slots.line_up(1), || 1).await;
+        // The first in line took its turn under a limit of 1 and waits on the running job.
+        let first = slots.line_up(1);
+        let waiting = tokio::spawn({
+            let slots = slots.clone();
+            async move { slots.acquire(first, || 1).await }
+        });
+        tokio::task::yield_now().await;
+        // The config now says 3: the next job queued makes room for it.
+        let _next = slots.line_up(3);
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), waiting).await;
+        assert!(got.is_ok(), "the line stayed shut behind the running job");
     }
 }
