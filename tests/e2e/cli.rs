@@ -87,6 +87,42 @@ fn commands_start_the_daemon_unless_told_not_to() {
     assert!(run.stdout.contains("initialized scafld workspace"), "{}", run.stdout);
 }
 
+/// An answer that cannot be written to stdout (a full disk, a closed descriptor) is not a
+/// silent success: the loss is said on stderr and the command exits 1. A reader that closed
+/// the pipe (`| head -1`) took what it wanted: that stays quiet, exit 0.
+#[test]
+fn output_that_cannot_be_written_is_an_error() {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    env.init();
+    for args in [&["list", "--json"][..], &["list"][..]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let run = Run::from(env.scafld_command(args).stdout(full).output().unwrap());
+        run.assert_code(1);
+        assert!(run.stderr.contains("cannot write the output to stdout: No space left on device"), "{}", run.stderr);
+    }
+    let mut closed = env.scafld_command(&["list", "--json"]);
+    closed.stdout(Stdio::null());
+    // SAFETY: close(2) is async-signal-safe; the child starts with descriptor 1 closed.
+    unsafe {
+        closed.pre_exec(|| {
+            nix::unistd::close(1).map_err(std::io::Error::from)?;
+            Ok(())
+        });
+    }
+    let run = Run::from(closed.output().unwrap());
+    run.assert_code(1);
+    assert!(run.stderr.contains("cannot write the output to stdout: Bad file descriptor"), "{}", run.stderr);
+    // A pipe whose reader is gone before the answer comes.
+    let mut piped = env.scafld_command(&["list", "--json"]);
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let run = Run::from(piped.stdout(writer).output().unwrap());
+    run.assert_code(0);
+    assert_eq!(run.stderr, "");
+}
+
 #[test]
 fn init_creates_the_layout_and_is_idempotent() {
     let env = TestEnv::new();

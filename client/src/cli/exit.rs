@@ -88,6 +88,17 @@ pub fn for_error(data: &scafld_protocol::error::ErrorData) -> (&'static str, u8)
     }
 }
 
+/// The exit code of a command that ended with `code` but whose answer on stdout was lost (a
+/// full disk, a closed descriptor): a success is a runtime failure (1, as coreutils exit
+/// non-zero; `verify`'s error, 2: nothing verified reached the caller), a failure keeps its code.
+pub fn output_lost(code: u8, verify: bool) -> u8 {
+    match code {
+        workflow::OK if verify => self::verify::ERROR,
+        workflow::OK => workflow::RUNTIME,
+        failed => failed,
+    }
+}
+
 /// The spawn/wait exit code of a review session's outcome (`review wait`).
 pub fn for_outcome(outcome: scafld_protocol::methods::Outcome) -> u8 {
     use scafld_protocol::methods::Outcome;

@@ -797,13 +797,17 @@ pub fn main(args: Vec<OsString>) -> u8 {
     let out = Output::new(cli.global.json, cli.command.name());
     let caller = runnable::Caller::current(cli.global.root.as_deref());
     let ctx = Context { global: cli.global, paths: Paths::from_env(), out, caller };
-    match commands::run(&ctx, cli.command) {
+    let code = match commands::run(&ctx, cli.command) {
         Ok(code) => code,
         Err(mut error) => {
             error.hint = error.hint.map(|hint| ctx.caller.prose(&hint));
             ctx.out.failure(&error, None);
             error.exit_code
         }
+    };
+    match output::report_lost_output() {
+        true => exit::output_lost(code, ctx.out.command == "verify"),
+        false => code,
     }
 }
 

@@ -208,17 +208,64 @@ fn print_stdout_parts(parts: &[&[u8]]) {
     let mut out = std::io::stdout().lock();
     let newline: &[u8] = if parts.last().is_some_and(|last| last.ends_with(b"\n")) { b"" } else { b"\n" };
     let parts = parts.iter().copied().chain([newline]);
-    // A closed pipe (`scafld list | head`) is not an error worth reporting. A short text goes
-    // out in one write; a long one (a large `list`) is not copied for it.
+    // A short text goes out in one write; a long one (a large `list`) is not copied for it.
     let len: usize = parts.clone().map(<[u8]>::len).sum();
-    if len <= 64 * 1024 {
-        let _ = out.write_all(&parts.collect::<Vec<_>>().concat());
+    let written = if len <= 64 * 1024 {
+        out.write_all(&parts.collect::<Vec<_>>().concat())
     } else {
-        for part in parts {
-            let _ = out.write_all(part);
-        }
+        parts.into_iter().try_for_each(|part| out.write_all(part))
+    };
+    stdout_written(written.and_then(|()| out.flush()));
+}
+
+/// Write `bytes` to stdout as they are (a completion script), a failure kept like
+/// [`print_stdout_parts`]'s.
+pub fn write_stdout(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    stdout_written(out.write_all(bytes).and_then(|()| out.flush()));
+}
+
+/// The first failure to write stdout, said once the command is done ([`report_lost_output`]).
+static STDOUT_FAILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Whether descriptor 1 was closed when the process started (`scafld list >&-`). Rust's
+/// runtime opens /dev/null in its place before `main`, so a write would "succeed" into it:
+/// this is read earlier, by a constructor the loader runs before the runtime's start-up.
+static STDOUT_CLOSED_AT_START: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = {
+    extern "C" fn note_closed_stdout() {
+        // SAFETY: F_GETFD on a descriptor number reads its flags and changes nothing.
+        let closed = unsafe { nix::libc::fcntl(1, nix::libc::F_GETFD) } == -1;
+        STDOUT_CLOSED_AT_START.store(closed, std::sync::atomic::Ordering::Relaxed);
     }
-    let _ = out.flush();
+    note_closed_stdout
+};
+
+/// Keep the first real failure of a write to stdout. A closed pipe (`scafld list | head -1`)
+/// is no failure: its reader took what it wanted.
+fn stdout_written(result: std::io::Result<()>) {
+    let failure = match result {
+        _ if STDOUT_CLOSED_AT_START.load(std::sync::atomic::Ordering::Relaxed) => {
+            Some(std::io::Error::from_raw_os_error(nix::libc::EBADF))
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Some(e),
+        _ => None,
+    };
+    if let Some(e) = failure {
+        let _ = STDOUT_FAILED.set(format!("cannot write the output to stdout: {e}"));
+    }
+}
+
+/// Whether what the command printed on stdout was lost (a full disk, a closed descriptor; not
+/// a closed pipe): said on stderr now, once the command is done (its exit code is then
+/// `exit::output_lost`'s).
+pub fn report_lost_output() -> bool {
+    let Some(failure) = STDOUT_FAILED.get() else { return false };
+    note(&format!("error: {failure}"));
+    true
 }
 
 #[cfg(test)]

@@ -29,8 +29,7 @@ pub fn completions(ctx: &Context, shell: clap_complete::Shell) -> Result<u8, Cli
         ctx.out.success(&serde_json::json!({"shell": name, "script": script}), String::new);
         return Ok(workflow::OK);
     }
-    use std::io::Write as _;
-    let _ = std::io::stdout().write_all(&script);
+    crate::cli::output::write_stdout(&script);
     Ok(workflow::OK)
 }
 
