@@ -1851,6 +1851,46 @@ fn with_no_state_directory_what_needs_no_daemon_still_runs() {
     assert!(!env.state_dir.exists() && !env.path("home/.local").exists(), "nothing was started");
 }
 
+/// A state directory (or socket directory) that does not exist and cannot be created (HOME a
+/// regular file, a folder nothing may be created in) is a FAIL row of `doctor` naming it and
+/// why, not "created by the daemon when it starts" with nothing blocking, while `init` fails.
+#[test]
+fn doctor_fails_a_state_directory_that_cannot_be_created() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let state_row = |vars: &[(&str, &std::path::Path)]| {
+        let mut command = env.scafld_command(&["doctor", "--json"]);
+        command.env_remove("SCAFLD_STATE_DIR").env_remove("XDG_STATE_HOME");
+        command.envs(vars.iter().copied());
+        let run = Run::from(command.output().unwrap());
+        let checks = run.json()["result"]["checks"].clone();
+        let row = checks.as_array().and_then(|c| c.iter().find(|c| c["name"] == "state directory")).cloned();
+        (run.code, row.unwrap_or_else(|| panic!("{}", run.stdout)))
+    };
+    let home_file = env.path("home-file");
+    std::fs::write(&home_file, "").unwrap();
+    let (code, row) = state_row(&[("HOME", &home_file)]);
+    assert_eq!(code, 1, "{row}");
+    assert_eq!(row["health"], "fail", "{row}");
+    let detail = row["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("{}/.local/state/scafld", home_file.display())), "{detail}");
+    assert!(detail.contains(&format!("{} is not a directory", home_file.display())), "{detail}");
+    // A read-only folder (on a read-only file system alike; root writes past modes, so the
+    // mode case is checked only for others).
+    let locked = env.path("locked");
+    std::fs::create_dir(&locked).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
+    if !nix::unistd::Uid::effective().is_root() {
+        let (code, row) = state_row(&[("SCAFLD_STATE_DIR", &locked.join("state"))]);
+        assert_eq!((code, row["health"].as_str()), (1, Some("fail")), "{row}");
+        assert!(row["detail"].as_str().unwrap().contains("nothing can be created in"), "{row}");
+    }
+    // One that can be created is still fine before the daemon makes it.
+    let (_, row) = state_row(&[("SCAFLD_STATE_DIR", &env.path("fresh/state"))]);
+    assert_eq!(row["health"], "ok", "{row}");
+    assert!(row["detail"].as_str().unwrap().contains("created by the daemon when it starts"), "{row}");
+}
+
 /// `daemon stop` with a socket setting that differs from the daemon holding the state directory
 /// does not say "no daemon was running": it fails, naming that daemon and how to stop it.
 #[test]

@@ -158,6 +158,21 @@ fn on_path(name: &str) -> Option<std::path::PathBuf> {
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
+/// Why `dir`, which does not exist, could not be created: its nearest existing ancestor is
+/// no directory (HOME a regular file), or one this user cannot create entries in (read-only
+/// file system, no write or search permission). `None` when it could.
+fn uncreatable(dir: &Path) -> Option<String> {
+    use nix::unistd::{AccessFlags, access};
+    let ancestor = dir.ancestors().skip(1).find(|a| !a.as_os_str().is_empty() && a.symlink_metadata().is_ok())?;
+    match std::fs::metadata(ancestor) {
+        Ok(meta) if !meta.is_dir() => Some(format!("{} is not a directory", ancestor.display())),
+        Ok(_) => access(ancestor, AccessFlags::W_OK | AccessFlags::X_OK)
+            .err()
+            .map(|e| format!("nothing can be created in {}: {}", ancestor.display(), std::io::Error::from(e))),
+        Err(e) => Some(format!("{} cannot be read: {e}", ancestor.display())),
+    }
+}
+
 fn git() -> Check {
     match on_path("git").map(|p| version_of(&p)) {
         Some(Ok(version)) => check("git", Health::Ok, version, None),
@@ -174,7 +189,17 @@ fn git() -> Check {
 /// A directory only its owner may enter (it holds the socket or the database).
 fn private_dir(name: &str, dir: &Path) -> Check {
     let Ok(meta) = std::fs::metadata(dir) else {
-        return check(name, Health::Ok, format!("{} (created by the daemon when it starts)", dir.display()), None);
+        return match uncreatable(dir) {
+            None => check(name, Health::Ok, format!("{} (created by the daemon when it starts)", dir.display()), None),
+            Some(why) => check(
+                name,
+                Health::Fail,
+                format!("{} does not exist and cannot be created: {why}", dir.display()),
+                Some(
+                    "point scafld at a directory you can create (SCAFLD_STATE_DIR / SCAFLD_SOCKET, or fix HOME)".into(),
+                ),
+            ),
+        };
     };
     let uid = nix::unistd::getuid().as_raw();
     if meta.uid() != uid {
