@@ -56,6 +56,11 @@ struct Args {
     ready_fd: Option<i32>,
 }
 
+/// The fewest open files (`ulimit -n`, its hard limit: the soft one is raised to it) the
+/// daemon starts with: an idle daemon holds about twenty, and each client connection and each
+/// running command takes more.
+const MIN_OPEN_FILES: u64 = 64;
+
 /// Print a line to stdout or stderr; a line that cannot be written (output to a full disk, a
 /// closed pipe) is lost, never a panic: the exit code still says how the run ended.
 macro_rules! report_out {
@@ -117,6 +122,16 @@ fn start(args: Args) -> Result<(), BoxError> {
     // open, for us alone).
     scafld_local::runner::close_on_exec_beyond_stdio();
     scafld_daemon::runner::adopt_daemon_settings();
+    // Below this many descriptors the daemon would come up and then fail every accept (its
+    // database, log, locks and watches take a score of them): refused now, naming the limit.
+    if let Ok((soft, hard)) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        && soft < MIN_OPEN_FILES
+    {
+        return Err(format!(
+            "the open-file limit is {soft} (hard limit {hard}); scafldd needs at least {MIN_OPEN_FILES} open files (its database, log, socket and watches, and one or more for each client and command); raise it (`ulimit -n 1024` in the shell that starts it, LimitNOFILE= in a systemd unit) and start it again"
+        )
+        .into());
+    }
     // What a command orphans (a new session and a cleared environment: no group, no token
     // finds it) comes back to us, to be killed with its run and reaped (`reaper`).
     if let Err(e) = scafld_local::reaper::become_subreaper() {
@@ -188,6 +203,16 @@ fn start(args: Args) -> Result<(), BoxError> {
                 StoreError::Backend(sled::Error::Io(ref io)) if io.kind() == std::io::ErrorKind::StorageFull => {
                     format!("{e} (database {}): the disk is full; free space there, then start the daemon again", db_dir.display())
                         .into()
+                }
+                // Out of descriptors is no damage: recovery would not help.
+                StoreError::Backend(sled::Error::Io(ref io))
+                    if matches!(io.raw_os_error(), Some(nix::libc::EMFILE | nix::libc::ENFILE)) =>
+                {
+                    format!(
+                        "{e} (database {}): too many open files; raise the open-file limit (`ulimit -n`) and start the daemon again",
+                        db_dir.display()
+                    )
+                    .into()
                 }
                 StoreError::Backend(_) => format!(
                     "{e} (database {}); if it is damaged, `scafldd --recover` moves it aside and rebuilds it from the workspaces' exports",

@@ -212,6 +212,40 @@ fn second_daemon_on_the_same_socket_is_refused() {
     assert_eq!(output.status.code(), Some(1));
 }
 
+/// Under a hard open-file limit too low to serve (`ulimit -n 16`), the daemon refuses to start,
+/// exit 1, naming the limit and the minimum, instead of coming up "listening" and failing
+/// every accept while it holds the state directory; a client that started it says so, and
+/// once the limit is normal the next command starts a daemon that answers.
+#[test]
+fn a_daemon_refuses_to_start_under_too_low_an_open_file_limit() {
+    let env = TestEnv::new();
+    let limited = |command: &mut Command| {
+        // SAFETY: setrlimit is async-signal-safe; it only lowers this child's limit.
+        unsafe {
+            command.pre_exec(|| {
+                use nix::sys::resource::{Resource, setrlimit};
+                setrlimit(Resource::RLIMIT_NOFILE, 16, 16).map_err(std::io::Error::from)
+            });
+        }
+    };
+    let mut daemon = env.daemon_command();
+    limited(&mut daemon);
+    let output = scafld_tests::output_within(&mut daemon, scafld_tests::DEADLINE);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the open-file limit is 16 (hard limit 16)"), "{stderr}");
+    assert!(stderr.contains("needs at least 64 open files"), "{stderr}");
+    assert!(!stderr.contains("--recover"), "{stderr}");
+    let mut client = env.scafld_command(&["daemon", "start"]);
+    limited(&mut client);
+    let run = Run::from(scafld_tests::output_within(&mut client, scafld_tests::DEADLINE));
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("the open-file limit is 16"), "{}", run.stderr);
+    // Nothing was left holding the state directory.
+    env.scafld_within(&["daemon", "start"], scafld_tests::DEADLINE).assert_code(0);
+    env.scafld_within(&["daemon", "status", "--json"], scafld_tests::DEADLINE).assert_code(0);
+}
+
 #[test]
 fn stale_socket_file_is_replaced() {
     let mut env = TestEnv::new();
