@@ -77,8 +77,23 @@ pub async fn run(
         async move { reopen_workspaces(&daemon).await }
     });
     let sweeper = tokio::spawn(sweep::sweep_loop(daemon.clone()));
+    // A socket of our own whose file goes (a cleaner emptying its folder): nobody can reach
+    // this daemon, so it stops, and the next command starts one that can be reached.
+    let socket_gone = {
+        let path = daemon.options.socket_path.clone();
+        async move {
+            match ours {
+                true => socket::until_removed(path).await,
+                false => std::future::pending().await,
+            }
+        }
+    };
     tokio::select! {
         reason = shutdown => daemon.request_shutdown(&reason),
+        path = socket_gone => {
+            tracing::warn!("the socket file {} was removed or replaced; stopping (the next command starts a daemon)", path.display());
+            daemon.request_shutdown("the socket file was removed");
+        }
         _ = stop.cancelled() => {}
     }
     if let Err(e) = server.await {

@@ -129,3 +129,21 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
         _lock: Some(lock),
     })
 }
+
+/// How often a bound daemon checks that its socket file is still there.
+pub const SOCKET_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Resolve once the socket file at `path` is no longer the one that was there when this was
+/// called (removed, its folder with it, or replaced): a daemon nobody can reach any more, yet
+/// holding its state directory, would turn every command away until killed by hand. Never
+/// resolves when there was no file to begin with.
+pub async fn until_removed(path: PathBuf) -> PathBuf {
+    let identity = |path: &Path| fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()));
+    let Some(ours) = identity(&path) else { return std::future::pending().await };
+    loop {
+        tokio::time::sleep(SOCKET_CHECK_EVERY).await;
+        if identity(&path) != Some(ours) {
+            return path;
+        }
+    }
+}

@@ -246,6 +246,40 @@ fn a_daemon_refuses_to_start_under_too_low_an_open_file_limit() {
     env.scafld_within(&["daemon", "status", "--json"], scafld_tests::DEADLINE).assert_code(0);
 }
 
+/// The socket's folder (or the socket file alone) removed under a running daemon: before, the
+/// daemon ran on unreachable, holding the state directory, every command was refused (another
+/// daemon runs) and `daemon stop` said no daemon was running. Now `daemon stop` finds it by
+/// the state directory's lock and stops it, and a daemon left alone notices and stops, so the
+/// next command starts one that answers.
+#[test]
+fn a_daemon_whose_socket_is_removed_is_stopped_not_orphaned() {
+    let env = TestEnv::new();
+    env.init();
+    let holder = || {
+        let text = std::fs::read_to_string(env.state_dir.join("scafldd.lock")).unwrap_or_default();
+        text.lines().next().and_then(|line| line.trim().parse::<i32>().ok())
+    };
+    let running = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+    };
+    let first = holder().expect("the daemon's pid in the lock file");
+    std::fs::remove_dir_all(env.socket.parent().unwrap()).unwrap();
+    let run = env.scafld_within(&["daemon", "stop"], scafld_tests::DEADLINE);
+    run.assert_code(0);
+    assert!(run.stdout.contains(&format!("stopped the daemon (pid {first})")), "{}", run.stdout);
+    wait_until("the first daemon to end", || !running(first));
+
+    env.scafld_within(&["list"], scafld_tests::DEADLINE).assert_code(0);
+    let second = holder().expect("a new daemon's pid");
+    assert_ne!(second, first);
+    std::fs::remove_file(&env.socket).unwrap();
+    wait_until("the second daemon to notice and end", || !running(second));
+    let run = env.scafld_within(&["list"], scafld_tests::DEADLINE);
+    run.assert_code(0);
+    assert!(run.stderr.contains("started the daemon"), "{}", run.stderr);
+}
+
 #[test]
 fn stale_socket_file_is_replaced() {
     let mut env = TestEnv::new();

@@ -115,8 +115,9 @@ fn unreachable(socket: &Path) -> CliError {
 fn wait_for_stopping(paths: &Paths) {
     let deadline = Instant::now() + STOP_DEADLINE;
     while let Some((pid, Some(socket))) = paths.state_holder() {
-        // (Its socket file gone, removed by hand, nothing is stopping: no wait.)
-        if socket != paths.socket || !paths.socket.exists() || !process_alive(pid) || Instant::now() > deadline {
+        // (Its socket file gone, removed by hand or by a cleaner, the daemon notices within a
+        // second and stops: waited for too.)
+        if socket != paths.socket || !process_alive(pid) || Instant::now() > deadline {
             return;
         }
         std::thread::sleep(POLL);
@@ -331,9 +332,10 @@ pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
         }
         // None answers here; one holding the state directory for another socket is still
         // running, which "no daemon was running" would hide.
-        Err(ClientError::Unreachable { .. }) => match paths.state_holder() {
-            Some((pid, Some(socket))) if socket != paths.socket => {
-                return Err(CliError::new(
+        Err(ClientError::Unreachable { .. }) => {
+            match paths.state_holder() {
+                Some((pid, Some(socket))) if socket != paths.socket => {
+                    return Err(CliError::new(
                     "daemon_stop",
                     format!(
                         "no daemon answers at {}, but daemon pid {pid} runs for the state directory {} at {}; it was not stopped",
@@ -347,27 +349,46 @@ pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
                     "stop it with `SCAFLD_SOCKET={} scafld daemon stop`",
                     scafld_protocol::cli::shell_word(&socket.display().to_string())
                 )));
+                }
+                // The daemon of this very socket, whose socket file is gone: unreachable, it
+                // still holds the state directory. Told by SIGTERM, as a service manager would.
+                Some((pid, _)) if is_scafldd(pid) => {
+                    signal_stop(pid)?;
+                    pid
+                }
+                Some((pid, _)) => {
+                    return Err(CliError::new(
+                    "daemon_stop",
+                    format!(
+                        "no daemon answers at {}, but process {pid} holds the state directory {}; it was not stopped",
+                        paths.socket.display(),
+                        paths.state_dir.display()
+                    ),
+                    workflow::RUNTIME,
+                )
+                .with_hint(format!("see what it is (`ps -p {pid}`), and end it with `kill {pid}` if it is a scafld daemon")));
+                }
+                None => return Ok(None),
             }
-            _ => return Ok(None),
-        },
+        }
         // A daemon of another release (the usual case right after an upgrade) cannot be asked
         // in our protocol: it is told the way a service manager would, by SIGTERM, which it
         // answers with the same orderly shutdown.
         Err(ClientError::ProtocolMismatch { pid, .. }) if is_scafldd(pid) => {
-            let signalled = i32::try_from(pid).map_err(|_| nix::errno::Errno::ESRCH).and_then(|raw| {
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), nix::sys::signal::Signal::SIGTERM)
-            });
-            signalled.map_err(|e| {
-                CliError::new("daemon_stop", format!("cannot signal the daemon (pid {pid}): {e}"), workflow::RUNTIME)
-            })?;
+            signal_stop(pid)?;
             pid
         }
         Err(e) => return Err(connect_error(e)),
     };
     let deadline = Instant::now() + STOP_DEADLINE;
     // Done when the process is gone, or when it removed its socket (its last step; a zombie
-    // child of the caller would otherwise look alive).
-    while process_alive(pid) && paths.socket.exists() {
+    // child of the caller would otherwise look alive); one whose socket was gone already, when
+    // it no longer holds the state directory.
+    let stopped = || match paths.socket.exists() {
+        true => !process_alive(pid),
+        false => paths.state_holder().is_none_or(|(holder, _)| holder != pid) || !process_alive(pid),
+    };
+    while !stopped() {
         if Instant::now() > deadline {
             return Err(CliError::new(
                 "daemon_stop",
@@ -378,6 +399,17 @@ pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
         std::thread::sleep(POLL);
     }
     Ok(Some(pid))
+}
+
+/// Ask daemon `pid` to stop the way a service manager does: SIGTERM, answered with the same
+/// orderly shutdown as `daemon.shutdown`.
+fn signal_stop(pid: u32) -> Result<(), CliError> {
+    let signalled = i32::try_from(pid)
+        .map_err(|_| nix::errno::Errno::ESRCH)
+        .and_then(|raw| nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), nix::sys::signal::Signal::SIGTERM));
+    signalled.map_err(|e| {
+        CliError::new("daemon_stop", format!("cannot signal the daemon (pid {pid}): {e}"), workflow::RUNTIME)
+    })
 }
 
 /// Whether `pid` runs `scafldd` (the name the kernel keeps for it), so that a pid a daemon of
