@@ -139,6 +139,10 @@ fn start(args: Args) -> Result<(), BoxError> {
             "scafldd: warning: cannot become a child subreaper ({e}); a command's process that leaves its group with a cleared environment may outlive its run"
         );
     }
+    // The threads it needs (the runtime's workers, sled's, the blocking pool's first) started
+    // and held at once, now: under a tight `ulimit -u` the runtime would panic building, or
+    // sled would be left without threads and the daemon "listening" yet never answering.
+    room_for_threads(runtime_workers() + SPARE_THREADS)?;
     // Paths made absolute, then the daemon works from `/`: nothing it does may depend on the
     // folder it was started in (a relative path would read that folder's files, another
     // workspace's spec say), and it keeps no mount busy. The environment is asked only for
@@ -184,7 +188,16 @@ fn start(args: Args) -> Result<(), BoxError> {
     // Held until the process ends: no other daemon, and no recovery, uses this state directory
     // meanwhile, whatever socket it was started for.
     let mut state_lock: Option<StateLock> = None;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    // Building the runtime panics when a worker thread cannot be started (threads ran out
+    // since the check above): said as a refusal, exit 1, at once (unwinding would wait on
+    // the workers already started).
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| {
+        report_err!("scafldd: error: cannot start the daemon's threads ({}); {THREADS_ADVICE}", panic_text(info));
+        std::process::exit(1);
+    }));
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(runtime_workers()).enable_all().build()?;
+    std::panic::set_hook(previous_hook);
     let result = runtime.block_on(async {
         // Handlers go in before the socket exists: a client may signal us as soon as it connects.
         let shutdown = shutdown_signal()?;
@@ -252,6 +265,60 @@ fn start(args: Args) -> Result<(), BoxError> {
     runtime.shutdown_background();
     drop(state_lock);
     result
+}
+
+/// Threads beyond the runtime's workers that must be startable at once: sled's seven, the
+/// main and signal threads, and room for the blocking pool and the commands the daemon runs.
+const SPARE_THREADS: usize = 16;
+
+const THREADS_ADVICE: &str = "the limit on this user's processes and threads (`ulimit -u`, RLIMIT_NPROC) leaves too little room; raise it, or end some of this user's processes, and start the daemon again";
+
+/// The runtime's worker threads: one per CPU.
+fn runtime_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Start `count` threads that wait, all at once, then let them end: whether this process may
+/// have that many now. A refusal names the process limit.
+fn room_for_threads(count: usize) -> Result<(), BoxError> {
+    let mut held = Vec::new();
+    let mut failure = None;
+    for started in 0..count {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new().stack_size(64 * 1024).spawn(move || {
+            let _ = wait.recv();
+        });
+        match spawned {
+            Ok(thread) => held.push((release, thread)),
+            Err(e) => {
+                failure = Some((started, e));
+                break;
+            }
+        }
+    }
+    for (release, thread) in held {
+        drop(release);
+        let _ = thread.join();
+    }
+    let Some((started, e)) = failure else { return Ok(()) };
+    let limit = match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NPROC) {
+        Ok((soft, _)) if soft != nix::sys::resource::RLIM_INFINITY => format!(" (`ulimit -u` is {soft})"),
+        _ => String::new(),
+    };
+    Err(format!(
+        "cannot start the threads the daemon needs: {started} of {count} started, then {e}{limit}; {THREADS_ADVICE}"
+    )
+    .into())
+}
+
+/// What a panic said.
+fn panic_text(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let payload = info.payload();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }
 
 /// Tell the process that started us that calls will be answered: one line down the pipe it

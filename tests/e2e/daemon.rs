@@ -280,6 +280,62 @@ fn a_daemon_whose_socket_is_removed_is_stopped_not_orphaned() {
     assert!(run.stderr.contains("started the daemon"), "{}", run.stderr);
 }
 
+/// Under a process limit (`ulimit -u`) that leaves no room for its threads, the daemon refuses
+/// to start, exit 1, naming the limit: before, building its runtime panicked ("OS can't spawn
+/// worker thread"), or sled was left without threads and the daemon listened without ever
+/// answering, holding the state directory. Root ignores the limit, so as root the daemon runs
+/// as `nobody` (through `setpriv`); skipped where neither can be done.
+#[test]
+fn a_daemon_refuses_to_start_without_room_for_its_threads() {
+    let root = nix::unistd::Uid::effective().is_root();
+    let nobody = nix::unistd::User::from_name("nobody").ok().flatten();
+    let works = Command::new("setpriv").arg("--help").output().is_ok_and(|out| out.status.success());
+    if root && (nobody.is_none() || !works) {
+        eprintln!("skipped: running as root without `nobody` or setpriv");
+        return;
+    }
+    // A folder `nobody` may use, so that only the limit stands in the daemon's way.
+    let dir = tempfile::Builder::new().prefix("scafld-nproc").tempdir().unwrap();
+    if let Some(nobody) = &nobody
+        && root
+    {
+        nix::unistd::chown(dir.path(), Some(nobody.uid), Some(nobody.gid)).unwrap();
+    }
+    let mut command = match (root, &nobody) {
+        (true, Some(nobody)) => {
+            let mut command = Command::new("setpriv");
+            command
+                .arg(format!("--reuid={}", nobody.uid))
+                .arg(format!("--regid={}", nobody.gid))
+                .arg("--clear-groups")
+                .arg(scafld_tests::scafldd_bin());
+            command
+        }
+        _ => Command::new(scafld_tests::scafldd_bin()),
+    };
+    command
+        .env_clear()
+        .arg("--socket")
+        .arg(dir.path().join("run/scafldd.sock"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .stdin(std::process::Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; it only lowers this child's limit (inherited
+    // across `setpriv`'s change of user).
+    unsafe {
+        command.pre_exec(|| {
+            use nix::sys::resource::{Resource, setrlimit};
+            setrlimit(Resource::RLIMIT_NPROC, 1, 1).map_err(std::io::Error::from)
+        });
+    }
+    let output = scafld_tests::output_within(&mut command, scafld_tests::DEADLINE);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot start the threads the daemon needs"), "{stderr}");
+    assert!(stderr.contains("`ulimit -u` is 1"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 #[test]
 fn stale_socket_file_is_replaced() {
     let mut env = TestEnv::new();
