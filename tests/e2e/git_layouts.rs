@@ -13,13 +13,15 @@ use serde_json::Value;
 
 use crate::review::{command_review, pass, reviewer};
 
+/// Task `rev`'s draft: scoped to `f.txt`, its one criterion checks it says hello.
+const REV: &str = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Layout\n\n## Summary\n\nSay hello.\n\n## Scope\n\n- `f.txt` - the greeting.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - it says hello\n  - Command: `grep -q hello f.txt`\n";
+
 /// Task `rev`, scoped to `f.txt`, approved and built to review with `f.txt` changed from `hi`
 /// to `hello` (its criterion's command checks that); the workspace committed at `top` first.
 fn built(env: &TestEnv, top: &Path) {
     env.init();
     commit_all(top, "scafld init");
-    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Layout\n\n## Summary\n\nSay hello.\n\n## Scope\n\n- `f.txt` - the greeting.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - it says hello\n  - Command: `grep -q hello f.txt`\n";
-    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), REV).unwrap();
     let approved = env.scafld(&["approve", "rev", "--reason", "layout test", "--json"]);
     approved.assert_code(0);
     env.scafld(&["build", "rev"]).assert_code(0);
@@ -192,4 +194,42 @@ fn a_binary_file_marked_minus_diff_is_shown_to_the_review_as_a_binary_change() {
     assert!(changes.contains("diff --git a/a.bin b/a.bin"), "{changes}");
     assert!(changes.contains("Binary files a/a.bin and b/a.bin differ"), "{changes}");
     assert!(!changes.contains("/dev/null"), "{changes}");
+}
+
+/// A workspace in a folder its repository ignores (`vendor/` in the top's `.gitignore`, a
+/// vendored tool): git reports none of its files, so no edit there could make evidence stale
+/// or reach a review. `init` warns and `approve` is refused, naming the rule's finder and the
+/// ways out; made a repository of its own, the folder is read through its own git and the
+/// change reaches the review. Before, neither said anything, and an edit after the build left
+/// the evidence current and the packet's task changes `none`.
+#[test]
+fn a_workspace_in_a_folder_its_repository_ignores_is_refused_approval() {
+    let mut env = TestEnv::new();
+    let top = env.work.clone();
+    git(&top, &["init", "-q"]);
+    std::fs::write(top.join(".gitignore"), "vendor/\n").unwrap();
+    std::fs::create_dir_all(top.join("vendor/tool")).unwrap();
+    std::fs::write(top.join("vendor/tool/f.txt"), "hi\n").unwrap();
+    commit_all(&top, "initial");
+    env.work = top.join("vendor/tool");
+    let init = env.init();
+    let warnings = init["result"]["warnings"].to_string();
+    assert!(
+        warnings.contains("vendor/tool/, a folder its git repository") && warnings.contains("check-ignore"),
+        "{init}"
+    );
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), REV).unwrap();
+    let refused = env.scafld(&["approve", "rev", "--reason", "layout test"]);
+    refused.assert_code(1);
+    assert!(refused.stderr.contains("ignores"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("check-ignore -v vendor/tool"), "{}", refused.stderr);
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["status"], "draft");
+
+    // A repository of its own: its files are read through its git.
+    std::fs::remove_file(env.work.join(".scafld/specs/drafts/rev.md")).unwrap();
+    git(&env.work, &["init", "-q"]);
+    built(&env, &env.work.clone());
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    let changes = section(&packet.stdout, "Task Changes Since Approval Baseline");
+    assert!(changes.contains("- `f.txt`") && changes.contains("+hello"), "{changes}");
 }

@@ -109,7 +109,41 @@ fn open(root: &Path) -> Result<kept::Lease, String> {
 fn placed(root: &Path) -> Result<(kept::Lease, Place), String> {
     let repo = open(root)?;
     let place = Place::of(root, &repo)?;
+    // Read through git, a workspace whose folder git ignores has no files and never a change:
+    // refused, never read as unchanged.
+    if place.ignored(&repo)
+        && let GitFailure::Unmet { message, hint } = ignored_home(root, &place)
+    {
+        return Err(format!("{message}; {hint}"));
+    }
     Ok((repo, place))
+}
+
+/// The refusal of a workspace whose folder its git repository ignores (see [`Place::ignored`]).
+fn ignored_home(root: &Path, place: &Place) -> GitFailure {
+    let folder = scafld_protocol::cli::shell_word(place.prefix()).into_owned();
+    // libgit2 names the work tree with a slash at its end.
+    let top: PathBuf = place.top.components().collect();
+    GitFailure::Unmet {
+        message: format!(
+            "the workspace {} is in {}/, a folder its git repository ({}) ignores: git reports none of the files there, so scafld would never see a change in them",
+            root.display(),
+            place.prefix(),
+            top.display()
+        ),
+        hint: format!(
+            "`git -C {} check-ignore -v {folder}` names the rule: change it so it no longer covers the folder (git cannot take back a file below an ignored folder with `!`), or make the folder a repository of its own (`git init` there, and commit its files)",
+            scafld_protocol::cli::shell_word(&top.to_string_lossy())
+        ),
+    }
+}
+
+/// The refusal of the workspace at `root` when its git repository ignores its folder: `init`
+/// warns with it, `approve` is refused by it (`None`: not ignored, or not in a repository).
+pub fn ignored_workspace(root: &Path) -> Option<GitFailure> {
+    let repo = open(root).ok()?;
+    let place = Place::of(root, &repo).ok()?;
+    place.ignored(&repo).then(|| ignored_home(root, &place))
 }
 
 /// Whether `root` is inside a git repository: approval records a git baseline, so a workspace
@@ -205,6 +239,9 @@ fn scoped_status_options(paths: &[String]) -> StatusOptions {
 /// baseline never counts them (a workspace of thousands of specs would otherwise weigh on
 /// every ledger read).
 pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, GitFailure> {
+    if let Some(refusal) = ignored_workspace(root) {
+        return Err(refusal);
+    }
     let ignored = material(root, scope)?.ignored;
     let (repo, place) = placed(root)?;
     let head = head_commit(&repo).map(|c| c.id().to_string());

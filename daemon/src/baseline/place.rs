@@ -33,6 +33,14 @@ impl Place {
         Ok(Place { top, prefix })
     }
 
+    /// Whether the repository ignores the workspace's folder (a `vendor/` rule over a workspace
+    /// in `vendor/tool`, or `.git/info/exclude`): git's status walks then report none of its
+    /// files, so no edit or new file in it would ever show as a change. (A workspace at the
+    /// work tree's top is never ignored.)
+    pub fn ignored(&self, repo: &Repository) -> bool {
+        !self.prefix.is_empty() && repo.is_path_ignored(Path::new(&self.prefix)).unwrap_or(false)
+    }
+
     /// The workspace root's own path in the work tree (empty at the top).
     pub fn prefix(&self) -> &str {
         &self.prefix

@@ -266,7 +266,12 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
     }
     let mut warnings = std::mem::take(&mut report.warnings);
     warnings.extend(match crate::baseline::require_git(root) {
-        Ok(()) => Vec::new(),
+        Ok(()) => match crate::baseline::ignored_workspace(root) {
+            Some(crate::baseline::GitFailure::Unmet { message, hint }) => {
+                vec![format!("{message}; approval is refused until it is not: {hint}")]
+            }
+            _ => Vec::new(),
+        },
         Err(_) => vec![format!(
             "{} is not a git repository: plan and validate work, but approval records a git baseline; run `git init` before `scafld approve`",
             root.display()
