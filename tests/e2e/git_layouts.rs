@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use scafld_tests::{TestEnv, commit_all, git};
+use scafld_tests::{Run, TestEnv, commit_all, git};
 use serde_json::Value;
 
 use crate::review::{command_review, pass, reviewer};
@@ -196,6 +196,11 @@ fn a_binary_file_marked_minus_diff_is_shown_to_the_review_as_a_binary_change() {
     assert!(!changes.contains("/dev/null"), "{changes}");
 }
 
+/// `scafld args...` run in `dir` instead of the work directory.
+fn scafld_in(env: &TestEnv, dir: &Path, args: &[&str]) -> Run {
+    Run::from(env.scafld_command(args).current_dir(dir).output().unwrap())
+}
+
 /// A workspace in a folder its repository ignores (`vendor/` in the top's `.gitignore`, a
 /// vendored tool): git reports none of its files, so no edit there could make evidence stale
 /// or reach a review. `init` warns and `approve` is refused, naming the rule's finder and the
@@ -232,4 +237,44 @@ fn a_workspace_in_a_folder_its_repository_ignores_is_refused_approval() {
     let packet = env.scafld(&["review", "rev", "--print-context"]);
     let changes = section(&packet.stdout, "Task Changes Since Approval Baseline");
     assert!(changes.contains("- `f.txt`") && changes.contains("+hello"), "{changes}");
+}
+
+/// A monorepo with a workspace at its top and another in `pkg/inner`. The inner workspace's
+/// runner moving its own spec (drafts, approved, active: `approve` and `build` there) is that
+/// workspace's record, never a change of the outer task whose scope holds the folder, as the
+/// outer workspace's own runner folders are not. Before, the outer task's evidence went stale
+/// naming `pkg/inner/.scafld/specs/...`.
+#[test]
+fn another_workspaces_runner_folders_are_no_change_of_an_outer_task() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let inner = env.work.join("pkg/inner");
+    std::fs::create_dir_all(inner.join("src")).unwrap();
+    std::fs::write(inner.join("src/a.txt"), "1\n").unwrap();
+    scafld_in(&env, &inner, &["init"]).assert_code(0);
+    let spec = |task: &str, scope: &str, command: &str| {
+        format!(
+            "---\nspec_version: '2.0'\ntask_id: {task}\nstatus: draft\n---\n\n# Task {task}\n\n## Scope\n\n- `{scope}` - the change.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `c1` test - it is there\n  - Command: `{command}`\n"
+        )
+    };
+    std::fs::write(env.work.join(".scafld/specs/drafts/outer.md"), spec("outer", "pkg", "test -f pkg/inner/src/a.txt"))
+        .unwrap();
+    std::fs::write(inner.join(".scafld/specs/drafts/inner.md"), spec("inner", "src/a.txt", "test -f src/a.txt"))
+        .unwrap();
+    commit_all(&env.work, "specs");
+    env.scafld(&["approve", "outer", "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", "outer"]).assert_code(0);
+    env.scafld(&["build", "outer"]).assert_code(0);
+    let next = || env.scafld(&["status", "outer", "--json"]).json()["result"]["next_command"].clone();
+    assert_eq!(next(), "scafld review outer");
+    scafld_in(&env, &inner, &["approve", "inner", "--reason", "tests skip hardening"]).assert_code(0);
+    scafld_in(&env, &inner, &["build", "inner"]).assert_code(0);
+    assert!(inner.join(".scafld/specs/active/inner.md").is_file());
+    let status = env.scafld(&["status", "outer"]);
+    assert!(!status.stdout.contains("stale") && !status.stdout.contains("pkg/inner/.scafld"), "{}", status.stdout);
+    assert_eq!(next(), "scafld review outer");
+    // A file of the outer scope in the inner package still counts.
+    std::fs::write(inner.join("src/a.txt"), "2\n").unwrap();
+    assert_eq!(next(), "scafld build outer");
 }

@@ -535,8 +535,13 @@ impl Material {
 
 pub use crate::domain::material::{STORED_BOUND, stored};
 
+/// Whether `path` (workspace-relative) is in a runner's folder: this workspace's
+/// (`.scafld/specs/...`) or another workspace's nested in it (`pkg/inner/.scafld/specs/...`, a
+/// monorepo's package with a workspace of its own). What another workspace's runner writes
+/// there (its specs moving between folders, its runs and reviews) is its own record, never a
+/// change of this workspace's task, as this workspace's own runner folders are not.
 fn runner_path(path: &str) -> bool {
-    RUNNER_DIRS.iter().any(|dir| path.starts_with(dir))
+    RUNNER_DIRS.iter().any(|dir| path.starts_with(dir) || path.contains(&format!("/{dir}")))
 }
 
 fn in_scope(path: &str, scope: &[String]) -> bool {
