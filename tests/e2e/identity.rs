@@ -845,3 +845,31 @@ fn a_worktree_build_names_a_review_only_once_the_main_checkout_holds_its_changes
     shell_in(&env, &worktree, &line).assert_code(0);
     assert_eq!(next()["action"], "complete");
 }
+
+/// In a git worktree sharing the main checkout's `.scafld`, `approve` is refused (exit 1,
+/// nothing recorded) and names the approval run from the main checkout, as README says of the
+/// commands that write there; run as printed, it approves with the main checkout's HEAD as the
+/// baseline. Before, it succeeded: it recorded the worktree's HEAD (another branch) as the
+/// baseline of the shared task, which the main checkout's review then diffed against, and left
+/// the spec in drafts/.
+#[test]
+fn approve_in_a_worktree_sharing_scafld_is_refused_and_named_from_the_main_checkout() {
+    let env = TestEnv::new();
+    let (worktree, main_root) = worktree_sharing_scafld(&env, "t1", "true");
+    git(&worktree, &["commit", "-q", "--allow-empty", "-m", "on side"]);
+    std::fs::write(env.work.join(".scafld/specs/drafts/t2.md"), spec("t2", &["true"])).unwrap();
+    let refused = scafld_in(&env, &worktree, &["approve", "t2", "--reason", "tests skip hardening"]);
+    refused.assert_code(1);
+    let approve = format!("cd {main_root} && scafld approve t2");
+    assert!(refused.stderr.contains(&format!("`{approve}`")), "{}", refused.stderr);
+    assert!(refused.stderr.contains("is a link to the workspace at"), "{}", refused.stderr);
+    assert_eq!(env.scafld(&["status", "t2", "--json"]).json()["result"]["status"], "draft");
+    assert!(env.work.join(".scafld/specs/drafts/t2.md").is_file());
+    let amend = scafld_in(&env, &worktree, &["approve", "t1", "--amend", "--reason", "again"]);
+    amend.assert_code(1);
+    assert!(amend.stderr.contains(&format!("cd {main_root} && scafld approve t1 --amend")), "{}", amend.stderr);
+
+    let approved = shell_in(&env, &worktree, &format!("{approve} --reason 'tests skip hardening' --json"));
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["head"], git(&env.work, &["rev-parse", "HEAD"]).as_str());
+}

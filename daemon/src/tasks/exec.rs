@@ -64,6 +64,7 @@ pub(crate) fn refuse_completion_while_running(
 pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::ApproveResult> {
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
+    refuse_linked_approval(&ws, &task, p.amend)?;
     // An approval never waits out a running harden, build or review of the task (which holds
     // it): it is refused at once, as any other change of a busy task is.
     refuse_while_running(daemon, &ws, &task)?;
@@ -181,6 +182,29 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         scope_warnings,
         note,
     })
+}
+
+/// An approval in a checkout whose `.scafld` is a link to another checkout's (a git worktree
+/// sharing the main checkout's) is refused before anything is recorded: its spec cannot be
+/// written through the link, and the baseline it would record is this checkout's HEAD (often
+/// another branch), which the main checkout's build and review would then diff against. The
+/// hint names the same approval run from the checkout the link leads to.
+fn refuse_linked_approval(ws: &Workspace, task: &str, amend: bool) -> RpcResult<()> {
+    let Some(main) = ws.writes_from() else { return Ok(()) };
+    let command = if amend {
+        format!("scafld approve {} --amend --reason \"why\"", scafld_protocol::cli::shell_word(task))
+    } else {
+        format!("scafld approve {}", scafld_protocol::cli::shell_word(task))
+    };
+    Err(RpcError::new(
+        ErrorKind::InvalidState,
+        format!(
+            "approve refused in {}: its .scafld is a link to the workspace at {}, and an approval there records this checkout's git HEAD as the baseline the other checkout's build and review would compare against; scafld writes under .scafld only through the real folder",
+            ws.root.display(),
+            main.display()
+        ),
+    )
+    .with_hint(format!("run `{}` (approve where the workspace's .scafld is a real folder)", ws.runnable(&command))))
 }
 
 /// An approved spec keeps room for the runner's own records: one larger than an approval
