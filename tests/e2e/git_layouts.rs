@@ -278,3 +278,35 @@ fn another_workspaces_runner_folders_are_no_change_of_an_outer_task() {
     std::fs::write(inner.join("src/a.txt"), "2\n").unwrap();
     assert_eq!(next(), "scafld build outer");
 }
+
+/// A bare repository is git's own store, with no work tree: `scafld init` there is refused as
+/// inside a `.git/` folder (exit 2, nothing written), and a range review there says bare
+/// repositories are not supported. Before, init made `.scafld/` and a `.gitignore` among git's
+/// files (approve then failing "the git repository is bare", with no hint), and the review
+/// said no git repository was there.
+#[test]
+fn a_bare_repository_is_refused_by_init_and_by_a_range_review() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join("a.txt"), "a\n").unwrap();
+    commit_all(&env.work, "a");
+    std::fs::write(env.work.join("a.txt"), "b\n").unwrap();
+    commit_all(&env.work, "b");
+    let bare = env.path("mirror.git");
+    git(&env.work, &["clone", "-q", "--bare", ".", bare.to_str().unwrap()]);
+    let before = scafld_tests::tree(&bare);
+    for dir in [bare.clone(), bare.join("refs")] {
+        let init = scafld_in(&env, &dir, &["init"]);
+        init.assert_code(2);
+        assert!(
+            init.stderr.contains("inside git's own store") && init.stderr.contains("bare repositories"),
+            "{}",
+            init.stderr
+        );
+    }
+    assert_eq!(scafld_tests::tree(&bare), before, "init wrote into the bare repository");
+    let review = scafld_in(&env, &bare, &["review", "--diff", "HEAD~1..HEAD"]);
+    review.assert_code(1);
+    assert!(review.stderr.contains("does not support bare repositories"), "{}", review.stderr);
+    assert!(!review.stderr.contains("runs in a git repository"), "{}", review.stderr);
+}

@@ -80,7 +80,23 @@ pub fn find_review_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
     };
     match start.ancestors().find(|dir| dir.join(".git").exists()) {
         Some(repo) => utf8(repo.to_path_buf()),
-        None => Err(e.with_hint("review --diff runs in a git repository (or a scafld workspace)".to_string())),
+        None => match scafld_local::git::store_holding(&start) {
+            // A bare repository is a git repository, but one without a work tree.
+            Some(store) => Err(CliError::new(
+                "workspace_not_found",
+                format!(
+                    "{} is inside the bare git repository {}: scafld does not support bare repositories (a review runs in a work tree)",
+                    start.display(),
+                    store.display()
+                ),
+                workflow::UNREACHABLE,
+            )
+            .with_hint(format!(
+                "clone it, `git clone {} <folder>`, and run the review in the clone",
+                scafld_protocol::cli::shell_word(&store.to_string_lossy())
+            ))),
+            None => Err(e.with_hint("review --diff runs in a git repository (or a scafld workspace)".to_string())),
+        },
     }
 }
 

@@ -207,15 +207,22 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
         return Err(RpcError::workspace_not_found(format!("{} is not a directory", root.display()))
             .with_hint("create the directory first, or pass --root with an existing directory"));
     }
-    // Nor is git's own store: no work tree is there, and git's files are not the project's.
+    // Nor is git's own store (a work tree's `.git/`, or a bare repository): no work tree is
+    // there, and git's files are not the project's.
     let canonical = crate::daemon::canonical_root(root)?;
-    if let Some(git_dir) = canonical.ancestors().find(|dir| dir.file_name().is_some_and(|name| name == ".git")) {
-        let tree = git_dir.parent().unwrap_or(git_dir);
+    if let Some(git_dir) = scafld_local::git::store_holding(&canonical) {
+        let hint = match git_dir.file_name().is_some_and(|name| name == ".git") {
+            true => format!("run `scafld init` in the work tree, {}", git_dir.parent().unwrap_or(&git_dir).display()),
+            false => format!(
+                "scafld does not support bare repositories (they have no work tree): clone it, `git clone {} <folder>`, and run `scafld init` in the clone",
+                scafld_protocol::cli::shell_word(&git_dir.to_string_lossy())
+            ),
+        };
         return Err(RpcError::new(
             ErrorKind::InvalidInput,
             format!("{} is inside git's own store {}; no workspace is made there", root.display(), git_dir.display()),
         )
-        .with_hint(format!("run `scafld init` in the work tree, {}", tree.display())));
+        .with_hint(hint));
     }
     // A workspace's own `.scafld/` folder (or anything below it) is never another's root: a
     // workspace made there would catch every command run below it.

@@ -2,12 +2,13 @@
 //! socket and state live ([`paths`]), whether a directory is safe to hold them, and how to reach
 //! the socket, how to run a command ([`runner`]) and end what it orphans ([`reaper`]), what `/proc` says of a
 //! process ([`proc`]), which build an executable file is ([`executable`]), how to read a file someone else supplies ([`capped`]), where a file the caller named may be written ([`out_file`]) and which folders
-//! can never be a workspace's root ([`workspace`]), and how a boolean environment variable reads
+//! can never be a workspace's root ([`workspace`]), what the folders around a path say of git ([`git`]), and how a boolean environment variable reads
 //! ([`env_flag`]). A separate small crate so that the daemon
 //! does not depend on the client.
 
 pub mod capped;
 pub mod executable;
+pub mod git;
 pub mod out_file;
 pub mod paths;
 pub mod proc;
