@@ -873,3 +873,37 @@ fn approve_in_a_worktree_sharing_scafld_is_refused_and_named_from_the_main_check
     approved.assert_code(0);
     assert_eq!(approved.json()["result"]["head"], git(&env.work, &["rev-parse", "HEAD"]).as_str());
 }
+
+/// A linked worktree placed inside the main checkout (`.worktrees/feat`, git-ignored) is a
+/// work tree of its own: discovery there stops with the worktree and the workspace above it
+/// named, and how to choose (exit 6), rather than working on the main checkout's files and
+/// running its criteria there; `scafld init` in the worktree gives it a workspace of its own.
+/// A plain folder of the main checkout still finds its workspace.
+#[test]
+fn a_worktree_inside_the_main_checkout_does_not_silently_use_its_workspace() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join(".gitignore"), ".worktrees/\n").unwrap();
+    git(&env.work, &["add", ".gitignore"]);
+    git(&env.work, &["commit", "-q", "-m", "ignore"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/t1.md"), spec("t1", &["true"])).unwrap();
+    git(&env.work, &["worktree", "add", "-q", "-b", "feat", ".worktrees/feat"]);
+    let worktree = env.work.join(".worktrees/feat");
+    std::fs::create_dir_all(worktree.join("src")).unwrap();
+    let main_root = env.work.canonicalize().unwrap().display().to_string();
+    for dir in [worktree.clone(), worktree.join("src")] {
+        let refused = scafld_in(&env, &dir, &["approve", "t1", "--reason", "tests skip hardening"]);
+        refused.assert_code(6);
+        assert!(refused.stderr.contains("is in the git worktree"), "{}", refused.stderr);
+        assert!(refused.stderr.contains(&format!("inside the workspace {main_root}")), "{}", refused.stderr);
+        assert!(refused.stderr.contains("run `scafld init` in"), "{}", refused.stderr);
+    }
+    assert_eq!(env.scafld(&["status", "t1", "--json"]).json()["result"]["status"], "draft");
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    scafld_in(&env, &env.work.join("src"), &["status", "t1"]).assert_code(0);
+    scafld_in(&env, &worktree, &["init"]).assert_code(0);
+    let listed = scafld_in(&env, &worktree.join("src"), &["list", "--json"]);
+    listed.assert_code(0);
+    assert!(!listed.stdout.contains("\"t1\""), "the worktree's own workspace: {}", listed.stdout);
+}

@@ -50,14 +50,46 @@ fn found_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
         }
         return Ok(outer);
     }
-    cwd.ancestors().find(|dir| dir.join(".scafld").is_dir()).map(Path::to_path_buf).ok_or_else(|| {
+    let root = cwd.ancestors().find(|dir| dir.join(".scafld").is_dir()).map(Path::to_path_buf).ok_or_else(|| {
         CliError::new(
             "workspace_not_found",
             format!("no .scafld/ directory in {} or any parent", cwd.display()),
             workflow::UNREACHABLE,
         )
         .with_hint("run `scafld init` in the project root, or pass --root PATH")
-    })
+    })?;
+    match scafld_local::git::Link::nearest(&cwd) {
+        Some(link) if link.is_worktree() && link.work_tree() != root && link.work_tree().starts_with(&root) => {
+            Err(worktree_inside(&cwd, link.work_tree(), &root))
+        }
+        _ => Ok(root),
+    }
+}
+
+/// A linked git worktree placed inside another checkout's workspace (`.worktrees/feat`) is a
+/// work tree of its own: the workspace found above it would baseline and run its criteria in
+/// the other checkout, never this one, so discovery stops there and says how to choose.
+fn worktree_inside(cwd: &Path, worktree: &Path, root: &Path) -> CliError {
+    let shown = |path: &Path| scafld_protocol::cli::shell_word(&path.to_string_lossy()).into_owned();
+    CliError::new(
+        "workspace_not_found",
+        format!(
+            "{} is in the git worktree {}, a work tree of its own inside the workspace {}: that workspace's commands would read {}'s files and run its criteria there, not this worktree's",
+            cwd.display(),
+            worktree.display(),
+            root.display(),
+            root.display()
+        ),
+        workflow::UNREACHABLE,
+    )
+    .with_hint(format!(
+        "run `scafld init` in {} for a workspace of its own, or share {}'s tasks with `ln -s {}/.scafld {}/.scafld` (approvals then run there), or pass --root {} to work on that checkout",
+        shown(worktree),
+        shown(root),
+        shown(root),
+        shown(worktree),
+        shown(root)
+    ))
 }
 
 /// The root a range review (`review --diff`) runs in: the workspace, else the git repository
