@@ -907,3 +907,27 @@ fn a_worktree_inside_the_main_checkout_does_not_silently_use_its_workspace() {
     listed.assert_code(0);
     assert!(!listed.stdout.contains("\"t1\""), "the worktree's own workspace: {}", listed.stdout);
 }
+
+/// A linked worktree whose main repository moved: its `.git` file names a git directory that
+/// is gone. `status` names that link and `git worktree repair`; before, it said the workspace
+/// was not inside a git repository and to run `git init`, which fails there.
+#[test]
+fn a_worktree_whose_main_repository_moved_names_the_dangling_link_and_the_repair() {
+    let env = TestEnv::new();
+    let main = env.path("main");
+    std::fs::create_dir_all(&main).unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    git(&main, &["worktree", "add", "-q", "-b", "feat", env.work.to_str().unwrap()]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/t1.md"), spec("t1", &["true"])).unwrap();
+    env.scafld(&["approve", "t1", "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", "t1"]).assert_code(0);
+    env.scafld(&["build", "t1"]).assert_code(0);
+    std::fs::rename(&main, env.path("moved")).unwrap();
+    let status = env.scafld(&["status", "t1"]);
+    let said = format!("{}{}", status.stdout, status.stderr);
+    assert!(said.contains("git worktree repair"), "{said}");
+    assert!(said.contains(".git names the git directory"), "{said}");
+    assert!(!said.contains("git init"), "{said}");
+}

@@ -95,6 +95,11 @@ impl From<GitFailure> for crate::error::RpcError {
 /// The repository `root` is in (kept open between calls, see [`kept`]).
 fn open(root: &Path) -> Result<kept::Lease, String> {
     kept::lease(root).map_err(|e| {
+        // A linked worktree whose main repository moved: its `.git` file names a git directory
+        // that is gone. `git init` there would not help; repairing the link does.
+        if let Some(link) = scafld_local::git::Link::nearest(root).filter(scafld_local::git::Link::dangling) {
+            return dangling_link(root, &link);
+        }
         format!(
             "{} {} ({}); scafld records a git baseline at approval, run `git init` first",
             root.display(),
@@ -102,6 +107,25 @@ fn open(root: &Path) -> Result<kept::Lease, String> {
             e.message()
         )
     })
+}
+
+/// Why git cannot open the repository of `root`: the `.git` file of its work tree names a git
+/// directory that is gone, and how to link it again.
+fn dangling_link(root: &Path, link: &scafld_local::git::Link) -> String {
+    let tree = scafld_protocol::cli::shell_word(&link.work_tree().to_string_lossy()).into_owned();
+    let repair = match link.is_worktree() {
+        true => format!(
+            "this is a linked worktree whose main repository moved or was removed: run `git worktree repair {tree}` in the main repository at its new place"
+        ),
+        false => "point the file's `gitdir:` line at the git directory where it is now".to_string(),
+    };
+    format!(
+        "the workspace {} cannot be read through git: {} names the git directory {}, which is gone; {repair} (or edit {} to name it), then run the command again",
+        root.display(),
+        link.file.display(),
+        link.target.display(),
+        link.file.display()
+    )
 }
 
 /// The repository `root` is in and where `root` sits in its work tree: what git reads and
@@ -151,8 +175,12 @@ pub fn ignored_workspace(root: &Path) -> Option<GitFailure> {
 /// unreachable workspace).
 pub fn require_git(root: &Path) -> crate::error::RpcResult<()> {
     open(root).map(|_| ()).map_err(|e| {
-        crate::error::RpcError::new(scafld_protocol::ErrorKind::InvalidState, e)
-            .with_hint("run `git init` (and commit what you have) in the workspace, then approve again")
+        let hint = match e.contains(scafld_protocol::NOT_IN_A_REPOSITORY) {
+            true => "run `git init` (and commit what you have) in the workspace, then approve again",
+            // A dangling worktree link: the message says how to repair it.
+            false => "repair the git link as said, then approve again",
+        };
+        crate::error::RpcError::new(scafld_protocol::ErrorKind::InvalidState, e).with_hint(hint)
     })
 }
 
