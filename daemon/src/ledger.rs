@@ -1,5 +1,5 @@
 //! The task ledger service: the one way events reach a task's ledger (`record`: append, flush,
-//! then project the spec; `record_ending`: the same with a job's end in the flush; a build
+//! then project the spec; `record_ending`: the same with a job's end saved after it; a build
 //! step gathers its results and records them with its conclusion), and the projection of the
 //! ledger onto the spec file. Below the handlers (`tasks/`, `review/`), above the domain; it
 //! calls neither handler module.
@@ -226,10 +226,11 @@ pub fn record(
 /// events leave them and returns the job's final record, which reaches the disk in the same
 /// flush as the events. The spec's new bytes are written and synced under a temporary name meanwhile,
 /// and put in place once the flush is done (never showing what the ledger does not hold).
-/// Returns the job's record, for the caller to publish now that the spec says so too, and the
+/// Returns the job's record, for the caller to publish now that the spec says so too, the
 /// spec's rename, whose directory the caller syncs once it has answered (until then a power
-/// loss may bring back the previous spec, which the ledger is ahead of). Callers hold the
-/// task's lock, so nothing appends in between.
+/// loss may bring back the previous spec, which the ledger is ahead of), and whether the job's
+/// record reached the disk after the events (when not, the events stand and the caller has the
+/// job table save the record again). Callers hold the task's lock, so nothing appends in between.
 ///
 /// `base` is the spec the job worked from: it stands in for a file that no longer reads as the
 /// task's spec (emptied, broken front matter, another task's id), which is then left as it is
@@ -247,7 +248,7 @@ pub async fn record_ending<T>(
     after: impl Future<Output = (Vec<LedgerEvent>, T)>,
     base: &Spec,
     end: impl FnOnce(&Spec, &[LedgerEntry], T) -> JobRecord,
-) -> RpcResult<(JobRecord, InPlace)> {
+) -> RpcResult<(JobRecord, InPlace, bool)> {
     let cause = "command:build";
     let mut entries = daemon.store().ledger(&ws.id, task).map_err(internal)?.to_vec();
     let recorded_at = clock::now_rfc3339();
@@ -307,7 +308,8 @@ pub async fn record_ending<T>(
     if let Some(unprojected) = &unprojected {
         unprojected.note_in(&mut job, task, missing.as_ref());
     }
-    let written = daemon.store().append_ending(&ws.id, task, &recorded_at, events, &job).map_err(internal)?;
+    let ending = daemon.store().append_ending(&ws.id, task, &recorded_at, events, &job).map_err(internal)?;
+    let (written, job_unsaved) = (ending.written, ending.job_unsaved);
     if written.first().is_some_and(|w| w.seq == first) {
         note_state(daemon, ws, task, &entries);
     }
@@ -348,7 +350,10 @@ pub async fn record_ending<T>(
         (missing, _) => missing,
     };
     after_flush.note_in(&mut job, task, missing.as_ref());
-    Ok((job, in_place))
+    if let Some(e) = &job_unsaved {
+        tracing::warn!(task, job = %job.id, "the job's end is recorded in the ledger, but its record could not be saved after it ({e}); the job table saves it again");
+    }
+    Ok((job, in_place, job_unsaved.is_none()))
 }
 
 /// Write the spec again when the next step its Current State shows is not the one every other

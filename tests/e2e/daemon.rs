@@ -1552,6 +1552,14 @@ fn fill(filler: &std::path::Path) {
     while std::io::Write::write_all(&mut file, &[0u8; 4096]).is_ok() {}
 }
 
+/// Fill the disk that holds `filler` again, then free `room` bytes of it.
+fn fill_leaving(filler: &std::path::Path, room: u64) {
+    let mut file = std::fs::OpenOptions::new().append(true).open(filler).unwrap();
+    while std::io::Write::write_all(&mut file, &[0u8; 4096]).is_ok() {}
+    let len = file.metadata().unwrap().len();
+    file.set_len(len.saturating_sub(room)).unwrap();
+}
+
 /// Approve and open task `task` whose one criterion fails after printing 900 random bytes,
 /// so each of its builds grows the state database.
 fn failing_task(env: &TestEnv, task: &str) {
@@ -1612,6 +1620,100 @@ fn a_job_that_failed_on_a_full_disk_is_not_recorded_abandoned_after_a_restart() 
     );
     let entries = env.scafld(&["session", "t", "--json"]).json()["result"]["entries"].clone();
     assert!(!entries.to_string().contains("abandoned"), "{entries}");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
+/// With the state disk full, a build whose step reached the ledger (sled wrote its entries)
+/// but whose job record did not answered "ended failed: state database error" and left the job
+/// `failed`, while the ledger kept the criterion's pass, the phase completed and the task in
+/// review, and the spec still named the build. The step's events are now flushed before the
+/// job's record is saved: the job ends as they say (its record saved again once there is room),
+/// and a flush that failed is read back, so the answer, the job, the ledger and the spec agree.
+#[test]
+fn a_build_on_a_full_state_disk_answers_what_its_ledger_recorded() {
+    let mut env = TestEnv::new();
+    let test = "a_build_on_a_full_state_disk_answers_what_its_ledger_recorded";
+    let Some(disk) = Tmpfs::mount(env.path("tiny"), "4M", test) else {
+        return;
+    };
+    env.state_dir = disk.0.join("state");
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    // A spec with every section, so the step's entries are as large as a real task's.
+    let sections = ["Current State", "Summary", "Objectives", "Scope", "Dependencies", "Assumptions", "Touchpoints"];
+    let mut spec =
+        "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\nsize: small\nrisk_level: low\n---\n\n# T\n".to_string();
+    for section in sections.into_iter().chain(["Risks"]) {
+        spec += &format!("\n## {section}\n\n- `greet.txt` - the greeting, {section}\n");
+    }
+    spec += "\n## Acceptance\n\nProfile: standard\n\nValidation:\n- none\n\n## Phase 1: Implementation\n\nStatus: pending\nDependencies: none\n\nObjective: greet\n\nChanges:\n- `greet.txt` - write hello\n\nAcceptance:\n- [ ] `ac1` command - Primary validation command\n  - Command: `grep -q hello greet.txt`\n  - Expected kind: `exit_code_zero`\n";
+    for section in ["Rollback", "Self Eval", "Deviations", "Metadata", "Planning Log"] {
+        spec += &format!("\n## {section}\n\n- none\n");
+    }
+    std::fs::write(env.work.join(".scafld/specs/drafts/t.md"), spec).unwrap();
+    env.scafld(&["approve", "t", "--reason", "full"]).assert_code(0);
+    env.scafld(&["build", "t"]).assert_code(0); // opens the phase
+    std::fs::write(env.work.join("greet.txt"), "hello\n").unwrap();
+    let filler = disk.0.join("filler");
+    std::fs::write(&filler, "").unwrap();
+    fill_leaving(&filler, 0);
+    // Room comes back a block at a time until a build records its step: at some size the
+    // step's entries fit and the job's record after them does not.
+    let ledger = || env.scafld(&["session", "t", "--json"]).json()["result"]["entries"].clone();
+    let passed = |entries: &serde_json::Value| {
+        entries.as_array().unwrap().iter().any(|e| e["type"] == "criterion" && e["status"] == "pass")
+    };
+    let mut built = None;
+    for free in 1..512 {
+        let run = bounded(&env, &["build", "t"]);
+        assert_ne!(run.code, 124, "{run:?}");
+        // What this build left is read with room for the reads (a reopen writes).
+        let file = std::fs::OpenOptions::new().write(true).open(&filler).unwrap();
+        file.set_len(file.metadata().unwrap().len().saturating_sub(1 << 20)).unwrap();
+        let entries = ledger();
+        if run.code == 0 || passed(&entries) {
+            built = Some((run, entries));
+            break;
+        }
+        fill_leaving(&filler, free * 4096);
+    }
+    let (built, entries) = built.expect("no build recorded its step");
+    std::fs::remove_file(&filler).unwrap();
+    let passed = passed(&entries);
+    let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    // The last build's job: the highest number (`job-<n>-...`).
+    let number = |j: &serde_json::Value| j["job_id"].as_str().and_then(|id| id.split('-').nth(1)?.parse::<u64>().ok());
+    let job = jobs.as_array().unwrap().iter().filter(|j| j["task_id"] == "t").max_by_key(|j| number(j)).cloned();
+    let job = job.unwrap_or_else(|| panic!("no build job: {jobs}"));
+    // The answer, the job and the ledger say the same.
+    assert_eq!(built.code == 0, passed, "answered {built:?} with the ledger {entries}");
+    assert_eq!(job["state"] == "succeeded", passed, "the job {job} with the ledger {entries}");
+    let status = env.scafld(&["status", "t", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"] == "review", passed, "{status}");
+    // Once there is room, the spec names the step status names.
+    let next = status["next_action"]["command"].as_str().unwrap_or_else(|| panic!("{status}")).to_string();
+    let mut named = None;
+    for folder in ["drafts", "approved", "active"] {
+        if let Ok(text) = std::fs::read_to_string(env.work.join(format!(".scafld/specs/{folder}/t.md"))) {
+            named = text.lines().find(|l| l.starts_with("Allowed follow-up command:")).map(str::to_string);
+        }
+    }
+    if named.as_deref() != Some(&format!("Allowed follow-up command: `{next}`")) {
+        env.scafld(&["reconcile", "t"]).assert_code(0);
+    }
+    let mut named = None;
+    for folder in ["drafts", "approved", "active"] {
+        if let Ok(text) = std::fs::read_to_string(env.work.join(format!(".scafld/specs/{folder}/t.md"))) {
+            named = text.lines().find(|l| l.starts_with("Allowed follow-up command:")).map(str::to_string);
+        }
+    }
+    assert_eq!(named, Some(format!("Allowed follow-up command: `{next}`")), "{status}");
+    // The record the disk refused is saved once there is room, as the job ended.
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    let again = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    let again = again.as_array().unwrap().iter().find(|j| j["job_id"] == job["job_id"]).cloned().unwrap();
+    assert_eq!(again["state"], job["state"], "{again}");
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
 

@@ -65,6 +65,14 @@ pub struct WorkspaceRecord {
     pub scafld: Option<[u64; 2]>,
 }
 
+/// What [`Store::append_ending`] wrote: the events, recorded; and why the job's record did not
+/// reach the disk after them, when it did not.
+#[derive(Debug)]
+pub struct Ending {
+    pub written: Vec<LedgerEntry>,
+    pub job_unsaved: Option<StoreError>,
+}
+
 pub trait Store: Send + Sync + 'static {
     fn save_workspace(&self, record: &WorkspaceRecord) -> Result<(), StoreError>;
     fn workspace(&self, id: &str) -> Result<Option<WorkspaceRecord>, StoreError>;
@@ -81,8 +89,10 @@ pub trait Store: Send + Sync + 'static {
         recorded_at: &str,
         events: Vec<LedgerEvent>,
     ) -> Result<Vec<LedgerEntry>, StoreError>;
-    /// [`Store::append`] for the events that end a job: `job` (its final record) is written
-    /// after them and reaches the disk in the same flush, never before them.
+    /// [`Store::append`] for the events that end a job: `job` (its final record) is saved
+    /// once they are on the disk, never before them. The events decide the outcome: an error
+    /// only when they were not recorded (or it is not known that they were); a job record that
+    /// could not be saved after them is [`Ending::job_unsaved`], for the job table to save again.
     fn append_ending(
         &self,
         workspace_id: &str,
@@ -90,7 +100,7 @@ pub trait Store: Send + Sync + 'static {
         recorded_at: &str,
         events: Vec<LedgerEvent>,
         job: &JobRecord,
-    ) -> Result<Vec<LedgerEntry>, StoreError>;
+    ) -> Result<Ending, StoreError>;
     /// A task's ledger in order (shared: a ledger read again unchanged is not parsed again).
     fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Arc<[LedgerEntry]>, StoreError>;
     /// Every ledger of a workspace, one task at a time (`visit` gets the task's id and its
@@ -467,29 +477,29 @@ pub fn aside(dir: &Path, what: &str) -> PathBuf {
 }
 
 impl SledStore {
-    /// Append `events` to a task's ledger, then (when given) save the job they end, with one
-    /// flush for both: sled's log keeps their order, so a crash mid-flush can lose the job's
-    /// end but never keep it without the events.
+    /// Append `events` to a task's ledger, flushed before return. A flush that fails may still
+    /// have put the entries on the disk (sled writes its log in buffers, and the one that failed
+    /// may come after theirs): they are read back once the database is open again, so the
+    /// answer says what the ledger holds. When it cannot be opened again yet, the error says
+    /// that whether they were recorded is not known.
     fn append_then(
         &self,
         workspace_id: &str,
         task_id: &str,
         recorded_at: &str,
         events: Vec<LedgerEvent>,
-        job: Option<&JobRecord>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
         let prefix = ledger_prefix(workspace_id, task_id);
-        let _retention = job.filter(|j| j.state.is_finished()).map(|_| crate::sync::lock(&self.finished_jobs));
-        // Each entry as stored, for the manifest's chain digest.
+        // Each entry as stored, for the manifest's chain digest and the read-back.
         let mut links: Vec<Vec<u8>> = Vec::with_capacity(events.len());
-        let written = self.run(|t| {
+        let mut attempted: Vec<LedgerEntry> = Vec::with_capacity(events.len());
+        let result = self.run(|t| {
             // The last entry's sequence number is the end of its key: nothing to parse.
             let last = match t.ledger.scan_prefix(&prefix).next_back() {
                 Some(entry) => seq_of_key(&entry?.0)?,
                 None => 0,
             };
             let mut batch = sled::Batch::default();
-            let mut written = Vec::with_capacity(events.len());
             for (i, event) in events.into_iter().enumerate() {
                 let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
                 let mut key = prefix.clone();
@@ -497,15 +507,35 @@ impl SledStore {
                 let json = serde_json::to_vec(&entry)?;
                 links.push(json.clone());
                 batch.insert(key, json);
-                written.push(entry);
+                attempted.push(entry);
             }
             t.ledger.apply_batch(batch)?;
-            if let Some(job) = job {
-                t.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
+            t.flush()
+        });
+        let written = match result {
+            Ok(()) => attempted,
+            Err(StoreError::Backend(sled::Error::Io(e))) if !attempted.is_empty() => {
+                match self.landed(&prefix, attempted[0].seq, &links) {
+                    Some(true) => {
+                        tracing::warn!(
+                            task = task_id,
+                            "the state database reported an I/O error ({e}) flushing the task's ledger, yet its new entries read back whole once it was opened again: they are recorded"
+                        );
+                        attempted
+                    }
+                    Some(false) => return Err(StoreError::Backend(sled::Error::Io(e))),
+                    None => {
+                        return Err(StoreError::Backend(sled::Error::Io(std::io::Error::new(
+                            e.kind(),
+                            format!(
+                                "{e}; the database could not be opened again to read back whether the task's new ledger entries reached the disk anyway, so they may be recorded: once it takes writes again, `scafld status {task_id}` shows what the ledger holds"
+                            ),
+                        ))));
+                    }
+                }
             }
-            t.flush()?;
-            Ok(written)
-        })?;
+            Err(e) => return Err(e),
+        };
         self.manifest.note(|m| {
             if let (Some(first), Some(last)) = (written.first(), written.last()) {
                 let key = head_key(workspace_id, task_id);
@@ -530,11 +560,29 @@ impl SledStore {
                     None => drop(m.digests.remove(&key)),
                 }
             }
-            if let Some(job) = job.filter(|j| j.state.is_finished()) {
-                m.finished_jobs.insert(job.id.clone(), job.state.to_string());
-            }
         });
         Ok(written)
+    }
+
+    /// Whether the ledger under `prefix` holds, from sequence number `first` on, exactly the
+    /// entries `links` (as stored) after a write of them failed: `Some(false)` when it holds
+    /// nothing from there, `None` when the database cannot be read now or holds something else.
+    fn landed(&self, prefix: &[u8], first: u64, links: &[Vec<u8>]) -> Option<bool> {
+        let trees = self.trees().ok()?;
+        let mut from = prefix.to_vec();
+        from.extend_from_slice(&first.to_be_bytes());
+        let stored: Vec<Vec<u8>> = trees
+            .ledger
+            .range(from..)
+            .take_while(|item| item.as_ref().map_or(true, |(key, _)| key.starts_with(prefix)))
+            .map(|item| item.map(|(_, value)| value.to_vec()))
+            .collect::<Result<_, _>>()
+            .ok()?;
+        match stored.as_slice() {
+            [] => Some(false),
+            same if same == links => Some(true),
+            _ => None,
+        }
     }
 }
 
@@ -626,7 +674,7 @@ impl Store for SledStore {
         recorded_at: &str,
         events: Vec<LedgerEvent>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.append_then(workspace_id, task_id, recorded_at, events, None)
+        self.append_then(workspace_id, task_id, recorded_at, events)
     }
 
     fn append_ending(
@@ -636,8 +684,11 @@ impl Store for SledStore {
         recorded_at: &str,
         events: Vec<LedgerEvent>,
         job: &JobRecord,
-    ) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.append_then(workspace_id, task_id, recorded_at, events, Some(job))
+    ) -> Result<Ending, StoreError> {
+        let written = self.append_then(workspace_id, task_id, recorded_at, events)?;
+        // After the events' flush: never on the disk without them.
+        let job_unsaved = self.save_job(job).err();
+        Ok(Ending { written, job_unsaved })
     }
 
     fn ledger(&self, workspace_id: &str, task_id: &str) -> Result<Arc<[LedgerEntry]>, StoreError> {
@@ -905,7 +956,7 @@ mod tests {
         assert!(!unfinished.exists());
     }
 
-    /// A build step's events and the end of its job share one flush: both read back after a
+    /// A build step's events and then the end of its job are saved: both read back after a
     /// reopen, numbered after what the ledger held, and the manifest (saved at close) promises
     /// both, so a reopen checks them.
     #[test]
@@ -918,7 +969,9 @@ mod tests {
         let mut job =
             JobRecord::queued("job-1-a".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
         job.state = JobState::Succeeded;
-        let written = store.append_ending("w", "t", "later", vec![event("ran"), event("done")], &job).unwrap();
+        let ending = store.append_ending("w", "t", "later", vec![event("ran"), event("done")], &job).unwrap();
+        assert!(ending.job_unsaved.is_none());
+        let written = ending.written;
         assert_eq!(written.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3]);
         store.flush().unwrap();
         let saved = manifest::Manifest::load(&manifest::path_for(&db)).unwrap().unwrap();

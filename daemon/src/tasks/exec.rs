@@ -935,11 +935,13 @@ impl BuildRun {
             Err(e) => Err(e),
         };
         match ended {
-            Ok((record, in_place)) => {
-                // On disk already (with the step's events): only the table and the clients
-                // are told now, once the spec says so too.
+            Ok((record, in_place, saved)) => {
+                // On disk already (after the step's events): only the table and the clients
+                // are told now, once the spec says so too. A record the disk refused after the
+                // events is saved by the table (now, or again once the database takes writes):
+                // the events stand, so the job ended as they say.
                 let state = record.state;
-                self.daemon.jobs.update(self.daemon.store(), &self.job_id, false, |r| *r = record);
+                self.daemon.jobs.update(self.daemon.store(), &self.job_id, !saved, |r| *r = record);
                 self.daemon.publish(Event::JobChanged {
                     job_id: self.job_id.clone(),
                     task_id: self.task.clone(),
@@ -966,9 +968,9 @@ impl BuildRun {
         }
     }
 
-    /// Record the last step with the job's end (one flush for both), and the job's final
+    /// Record the last step with the job's end (saved after the step's events), and the job's final
     /// record: its outcome read off the spec and ledger as the step leaves them.
-    async fn record_end(&self, end: StepEnd) -> RpcResult<(crate::domain::job::JobRecord, InPlace)> {
+    async fn record_end(&self, end: StepEnd) -> RpcResult<(crate::domain::job::JobRecord, InPlace, bool)> {
         let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
         let StepEnd { events, target, results, timed_out, material_after } = end;
         let material = self.material.get().await?;
@@ -1022,7 +1024,7 @@ impl BuildRun {
             Home::Here => (self.ws.clone(), false),
             Home::Gone(_) => (self.ws.clone(), true),
         };
-        let (mut record, in_place) =
+        let (mut record, in_place, saved) =
             record_ending(&self.daemon, &self.ws, &self.task, events, after, base, |spec, entries, digest_now| {
                 // What the step recorded is stale at once when its commands changed the files: the
                 // next step is then another build, not a review that would refuse it.
@@ -1126,7 +1128,7 @@ impl BuildRun {
             outcome.message = format!("{}; but {}", outcome.message, next.reason);
             record.reason = Some(outcome.message.clone());
         }
-        Ok((record, in_place))
+        Ok((record, in_place, saved))
     }
 
     async fn steps(
