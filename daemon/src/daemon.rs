@@ -560,7 +560,7 @@ impl Daemon {
                 Ok(true)
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(workspace_io_error(e)),
+            Err(e) => Err(init_error(e)),
         }
     }
 
@@ -910,4 +910,15 @@ pub fn canonical_root(root: &Path) -> RpcResult<PathBuf> {
 
 pub fn workspace_io_error(e: std::io::Error) -> RpcError {
     RpcError::new(ErrorKind::WorkspaceError, format!("workspace files: {e}"))
+}
+
+/// A write of `init`'s that failed (its error names the path): where the disk is full, the
+/// hint says to free space and run `init` again (nothing that call made is left).
+pub fn init_error(e: std::io::Error) -> RpcError {
+    let full = matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded);
+    let error = workspace_io_error(e);
+    match full {
+        true => error.with_hint("free space, then run `scafld init` again"),
+        false => error,
+    }
 }

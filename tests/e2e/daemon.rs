@@ -1824,6 +1824,34 @@ fn a_full_disk_never_leaves_an_empty_workspace_id_that_blocks_the_folder() {
     env.scafld(&["daemon", "stop"]).assert_code(0);
 }
 
+/// `init` on a full workspace disk said only "workspace files: No space left on device", with no
+/// file and no hint, and left an empty `.scafld/` that later commands took for a workspace. The
+/// error now names the file and says to free space and run init again, and nothing init made
+/// in that call is left.
+#[test]
+fn init_on_a_full_disk_names_the_file_and_leaves_nothing() {
+    let mut env = TestEnv::new();
+    let Some(disk) = Tmpfs::mount(env.path("wsdisk"), "1M", "init_on_a_full_disk_names_the_file_and_leaves_nothing")
+    else {
+        return;
+    };
+    env.work = disk.0.join("ws");
+    std::fs::create_dir(&env.work).unwrap();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    let filler = disk.0.join("filler");
+    fill(&filler);
+    let full = bounded(&env, &["init", "--json"]);
+    assert_eq!(full.code, 1, "{full:?}");
+    let error = full.json()["error"].clone();
+    assert!(error["message"].as_str().unwrap().contains(".scafld/"), "{error}");
+    assert!(error["hint"].as_str().is_some_and(|h| h.contains("free space") && h.contains("init")), "{error}");
+    assert!(!env.work.join(".scafld").exists(), "init left .scafld/ behind");
+    assert_eq!(bounded(&env, &["list"]).code, 6, "a folder init failed in is no workspace");
+    std::fs::remove_file(&filler).unwrap();
+    bounded(&env, &["init"]).assert_code(0);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+}
+
 /// A build step on a full workspace disk left each criterion's diagnostics file empty while the
 /// answer and the ledger cited it as the full record, saying nothing of the failed write. A
 /// record that cannot be written is now cited by nothing (the empty file is removed), the answer

@@ -16,7 +16,7 @@ use scafld_protocol::{ErrorKind, Event, Method, PROTOCOL_VERSION};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::daemon::{DAEMON_VERSION, Daemon, Opening, workspace_io_error};
+use crate::daemon::{DAEMON_VERSION, Daemon, Opening};
 use crate::domain::lifecycle::Status;
 use crate::error::{RpcError, RpcResult};
 use crate::rendered::Rendered;
@@ -250,7 +250,16 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
         // `.scafld` and its new id in one step, before the rest of the layout.
         if daemon.create_workspace(root)? { Opening::Created } else { Opening::Existing }
     };
-    let mut report = layout::init_layout(root).map_err(workspace_io_error)?;
+    let mut report = match layout::init_layout(root) {
+        Ok(report) => report,
+        Err(e) => {
+            // Nothing of this call's is left: a `.scafld` it made goes with its id file.
+            if opening == Opening::Created {
+                layout::undo_created(root, &[layout::SCAFLD_DIR.to_string(), layout::ID_FILE.to_string()]);
+            }
+            return Err(crate::daemon::init_error(e));
+        }
+    };
     if opening == Opening::Created {
         // Made just above, with its id.
         report.skipped.retain(|path| path != layout::SCAFLD_DIR);

@@ -201,22 +201,63 @@ pub struct InitReport {
 /// Create whatever part of the layout is missing. Never overwrites an existing file. The
 /// workspace id is not written here: the daemon settles it when it opens the workspace
 /// (`Daemon::open_workspace`), under the lock that makes two opens agree.
+///
+/// A write that fails (a full disk) takes back what this call made (the folders and files it
+/// created, the lines it appended to `.gitignore`), and its error names the path.
 pub fn init_layout(root: &Path) -> io::Result<InitReport> {
     let mut report = InitReport::default();
+    let made = layout_parts(root, &mut report);
+    if let Err(e) = made {
+        undo_created(root, &report.created);
+        return Err(e);
+    }
+    Ok(report)
+}
+
+/// Remove what `init` created (`created`, workspace-relative, in the order made): files, then
+/// folders only while empty, last first. What was there before is never touched.
+pub fn undo_created(root: &Path, created: &[String]) {
+    for relative in created.iter().rev() {
+        let path = root.join(relative);
+        let gone = match fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => fs::remove_dir(&path),
+            Ok(_) => fs::remove_file(&path),
+            Err(_) => Ok(()),
+        };
+        if let Err(e) = gone {
+            tracing::warn!(path = %path.display(), "cannot take back what a failed init made: {e}");
+        }
+    }
+}
+
+/// An error of `init`'s write of `path`, naming it.
+fn naming(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("cannot write {}: {e}", path.display()))
+}
+
+/// [`init_layout`]'s steps; what each made is in `report.created` as it goes.
+fn layout_parts(root: &Path, report: &mut InitReport) -> io::Result<()> {
     for dir in LAYOUT_DIRS {
         let path = root.join(dir);
         if path.is_dir() {
             report.skipped.push(dir.to_string());
         } else {
-            create_user_dir(&path)?;
+            create_user_dir(&path).map_err(|e| naming(&path, e))?;
             report.created.push(dir.to_string());
         }
     }
     for (file, content) in [(CONFIG_FILE, CONFIG_TEMPLATE), (LOCAL_CONFIG_FILE, LOCAL_CONFIG_TEMPLATE)] {
-        if create_new(&root.join(file), content.as_bytes())? {
-            report.created.push(file.to_string());
-        } else {
-            report.skipped.push(file.to_string());
+        let path = root.join(file);
+        match create_new(&path, content.as_bytes()) {
+            Ok(true) => report.created.push(file.to_string()),
+            Ok(false) => report.skipped.push(file.to_string()),
+            Err(e) => {
+                // Made, then cut short: removed with the rest.
+                if path.is_file() {
+                    report.created.push(file.to_string());
+                }
+                return Err(naming(&path, e));
+            }
         }
     }
     // git (2.32 and later) reads no `.gitignore` that is a symlink in the work tree, wherever
@@ -232,13 +273,13 @@ pub fn init_layout(root: &Path) -> io::Result<InitReport> {
         _ => Some(gitignore),
     };
     if let Some(path) = path {
-        match ensure_gitignore(&path)? {
+        match ensure_gitignore(&path).map_err(|e| naming(&path, e))? {
             GitignoreChange::Created => report.created.push(GITIGNORE.to_string()),
             GitignoreChange::Updated => report.updated.push(GITIGNORE.to_string()),
             GitignoreChange::Unchanged => report.skipped.push(GITIGNORE.to_string()),
         }
     }
-    Ok(report)
+    Ok(())
 }
 
 /// The warning for a `.gitignore` that is a symlink: git does not read it, so scafld's ignore
@@ -276,10 +317,11 @@ pub fn read_id(root: &Path) -> io::Result<Option<String>> {
 /// one; `AlreadyExists` when the folder appeared meanwhile. The caller holds the daemon's
 /// workspace table (see `Daemon::create_workspace`).
 pub fn create_scafld_with_new_id(root: &Path) -> io::Result<String> {
-    create_user_dir(&root.join(SCAFLD_DIR))?;
-    let id = new_id()?;
-    write_id(root, &id)?;
-    Ok(id)
+    let dir = root.join(SCAFLD_DIR);
+    create_user_dir(&dir).map_err(|e| if e.kind() == io::ErrorKind::AlreadyExists { e } else { naming(&dir, e) })?;
+    let id = new_id().and_then(|id| write_id(root, &id).map(|()| id));
+    // A `.scafld` left without its id would be taken for a workspace: made here, so gone again.
+    id.inspect_err(|_| undo_created(root, &[SCAFLD_DIR.to_string()])).map_err(|e| naming(&root.join(ID_FILE), e))
 }
 
 /// Write the workspace id (a new one, or the one the daemon has on record for the folder),
@@ -373,11 +415,21 @@ fn ensure_gitignore(path: &Path) -> io::Result<GitignoreChange> {
         block.push('\n');
     }
     let mut file = OpenOptions::new().create(true).append(true).open(path)?;
-    if existing.is_none() {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(fs::Permissions::from_mode(user_mode(false)))?;
+    let written = (|| {
+        if existing.is_none() {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(fs::Permissions::from_mode(user_mode(false)))?;
+        }
+        file.write_all(block.as_bytes())
+    })();
+    if let Err(e) = written {
+        // Cut short (a full disk): the file as it was, or none.
+        let _ = match &existing {
+            Some(text) => file.set_len(text.len() as u64),
+            None => fs::remove_file(path),
+        };
+        return Err(e);
     }
-    file.write_all(block.as_bytes())?;
     Ok(if existing.is_some() { GitignoreChange::Updated } else { GitignoreChange::Created })
 }
 
