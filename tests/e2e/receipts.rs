@@ -52,6 +52,23 @@ fn failed_check(run: &Run, name: &str) -> String {
     failed[0]["detail"].as_str().unwrap().to_string()
 }
 
+/// The daemon keeps the TMPDIR of the client that started it; once that folder was gone, every
+/// `verify` failed, exit 2, "cannot make a folder for verify's diagnostics", naming neither
+/// TMPDIR nor a fix. Its diagnostics now go under /tmp when that folder refuses them.
+#[test]
+fn verify_works_after_the_daemons_tmpdir_is_gone() {
+    let mut env = TestEnv::new();
+    let tmpdir = env.path("daemon-tmp");
+    std::fs::create_dir(&tmpdir).unwrap();
+    env.start_daemon_with(&[("TMPDIR", tmpdir.to_str().unwrap())]);
+    finalized(&env);
+    verify(&env, &[".scafld/receipts/rev.json", "--target", "HEAD"]).assert_code(0);
+    std::fs::remove_dir_all(&tmpdir).unwrap();
+    let run = verify(&env, &[".scafld/receipts/rev.json", "--target", "HEAD"]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["verified"], true, "{run:?}");
+}
+
 #[test]
 fn finalize_mints_an_anchored_receipt_and_is_idempotent() {
     let env = TestEnv::new();

@@ -381,10 +381,7 @@ async fn rerun_recorded(
         Ok(config) => config,
         Err(e) => return Ok(Err(e.to_string())),
     };
-    let scratch = tempfile::Builder::new()
-        .prefix("scafld-verify-")
-        .tempdir_in(scafld_local::temp_dir())
-        .map_err(|e| RpcError::internal(format!("cannot make a folder for verify's diagnostics: {e}")))?;
+    let scratch = diagnostics_folder()?;
     let commands =
         super::exec::CommandSetup::new(&ws, &config, caller).diagnostics_in(scratch.path().join("diagnostics"));
     let call = daemon.call_runs.begin("verify").await?;
@@ -480,4 +477,35 @@ fn self_check(receipt: &Path, trust: &Trust, env: &BTreeMap<String, String>, sho
         trust_source: trust.source(),
         checks,
     }
+}
+
+/// A throwaway folder for verify's diagnostics: under the daemon's `TMPDIR` (the one of the
+/// client that started it), or under `/tmp` when that folder is gone or refuses it (a login's
+/// tmp folder cleaned, a CI job's removed) while the daemon runs on. Where neither takes it,
+/// the error names both and what puts it right.
+fn diagnostics_folder() -> RpcResult<tempfile::TempDir> {
+    let make = |dir: &std::path::Path| tempfile::Builder::new().prefix("scafld-verify-").tempdir_in(dir);
+    let preferred = scafld_local::temp_dir();
+    let first = match make(&preferred) {
+        Ok(folder) => return Ok(folder),
+        Err(e) => e,
+    };
+    let fallback = std::path::Path::new("/tmp");
+    if preferred != fallback {
+        match make(fallback) {
+            Ok(folder) => {
+                tracing::warn!(tmpdir = %preferred.display(), "verify's diagnostics go under /tmp: the daemon's TMPDIR refused them ({first})");
+                return Ok(folder);
+            }
+            Err(e) => {
+                return Err(RpcError::internal(format!(
+                    "cannot make a folder for verify's diagnostics in {} (the daemon's TMPDIR, from the client that started it: {first}) or in /tmp ({e})",
+                    preferred.display()
+                ))
+                .with_hint("make TMPDIR name a folder that exists and can be written, then restart the daemon from that shell: `scafld daemon stop`, and the next command starts it"));
+            }
+        }
+    }
+    Err(RpcError::internal(format!("cannot make a folder for verify's diagnostics in /tmp: {first}"))
+        .with_hint("make /tmp (or TMPDIR) a folder that exists and can be written, then run verify again"))
 }
