@@ -41,15 +41,9 @@ pub fn terminal_safe(text: &str, color: bool) -> Cow<'_, str> {
 
 /// A value shown inside one line of human text (a path, a name): every control character in
 /// caret notation, newlines and tabs too, so a value cannot break its line in two or pass for
-/// another line. The line it goes into still goes through [`terminal_safe`].
-pub fn one_line(value: &str) -> Cow<'_, str> {
-    if !value.chars().any(char::is_control) {
-        return Cow::Borrowed(value);
-    }
-    Cow::Owned(
-        value.chars().map(|c| scafld_protocol::text::shown_control(c).unwrap_or_else(|| c.to_string())).collect(),
-    )
-}
+/// another line; the daemon shows paths with the same helper. The line it goes into still goes
+/// through [`terminal_safe`].
+pub use scafld_protocol::text::one_line;
 
 /// Text someone else wrote (a reviewer's summary or finding, a provider's raw answer) shown
 /// among the client's own lines: each of its lines after the first starts with `indent` and

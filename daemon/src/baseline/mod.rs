@@ -1858,7 +1858,9 @@ pub fn material_changes(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<
             ("target", ..) => "link target",
             _ => "submodule",
         };
-        changed.insert(format!("{} ({what})", if path.is_empty() { "." } else { path }));
+        // A path is shown on its line, whatever its name holds (a newline, an escape).
+        let shown = if path.is_empty() { ".".into() } else { scafld_protocol::text::one_line(path) };
+        changed.insert(format!("{shown} ({what})"));
     }
     changed.into_iter().collect()
 }

@@ -313,7 +313,7 @@ pub struct ReportPart<'a> {
 /// `text` on one line: reviewer-supplied text (file names, summaries) must not start lines of
 /// its own in the report, where it could pose as a section or a verdict.
 fn one_line(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    scafld_protocol::text::one_line(text).into_owned()
 }
 
 pub fn report(title: &str, files: &[String], parts: &[ReportPart<'_>]) -> String {

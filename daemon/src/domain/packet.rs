@@ -8,6 +8,7 @@
 
 use std::fmt::Write as _;
 
+use scafld_protocol::text::one_line;
 use sha2::{Digest, Sha256};
 
 /// Default cap on the required sections' bodies together (`review.context.required_max_bytes`).
@@ -71,8 +72,8 @@ impl Source {
     /// `` `path` ``, with the hash and size of a file after it.
     fn render(&self) -> String {
         match &self.content {
-            Some((sha256, bytes)) => format!("`{}` sha256={sha256} bytes={bytes}", self.path),
-            None => format!("`{}`", self.path),
+            Some((sha256, bytes)) => format!("`{}` sha256={sha256} bytes={bytes}", one_line(&self.path)),
+            None => format!("`{}`", one_line(&self.path)),
         }
     }
 }
@@ -103,7 +104,7 @@ impl Section {
         let digest = format!("{:x}", Sha256::digest(content.as_bytes()));
         Section {
             key: format!("file:{path}"),
-            title: format!("Project Context: {path}"),
+            title: format!("Project Context: {}", one_line(path)),
             sources: vec![Source { kind: "file", path: path.into(), content: Some((digest, content.len())) }],
             body: content.to_string(),
             required: false,
@@ -148,12 +149,13 @@ pub fn answer_sections(request: &crate::domain::dossier::Request) -> [Section; 2
     ]
 }
 
-/// Items as a Markdown list of code spans, or `- none`.
+/// Items (paths, scope entries) as a Markdown list of code spans, or `- none`; each on its
+/// line whatever its name holds (`one_line`).
 pub fn list(items: &[String]) -> String {
     if items.is_empty() {
         "- none".into()
     } else {
-        items.iter().map(|i| format!("- `{i}`")).collect::<Vec<_>>().join("\n")
+        items.iter().map(|i| format!("- `{}`", one_line(i))).collect::<Vec<_>>().join("\n")
     }
 }
 
@@ -241,8 +243,9 @@ pub fn render(header: &Header<'_>, sections: &[Section], budget: Budget) -> Resu
     let _ = writeln!(out, "Max section body bytes: {}", budget.max_bytes);
     let _ = writeln!(out, "Rendered section body bytes: {rendered}");
     let _ = writeln!(out, "Omitted section body bytes: {omitted_total}\n");
-    let sources =
-        |s: &Section| s.sources.iter().map(|source| format!("`{}`", source.path)).collect::<Vec<_>>().join(", ");
+    let sources = |s: &Section| {
+        s.sources.iter().map(|source| format!("`{}`", one_line(&source.path))).collect::<Vec<_>>().join(", ")
+    };
     for (heading, wanted) in [("Included sections", 0), ("Truncated sections", 1), ("Omitted sections", 2)] {
         let _ = writeln!(out, "{heading}:");
         let mut any = false;
@@ -317,7 +320,7 @@ pub fn known_findings(findings: &[crate::domain::dossier::Finding]) -> Section {
         let location = f
             .location
             .as_ref()
-            .map(|l| format!("{}{}", l.path, l.line.map(|n| format!(":{n}")).unwrap_or_default()))
+            .map(|l| format!("{}{}", one_line(&l.path), l.line.map(|n| format!(":{n}")).unwrap_or_default()))
             .unwrap_or_else(|| "(no location)".into());
         let _ = write!(
             body,
@@ -347,7 +350,7 @@ a removed or loosened criterion, or a narrowed scope, that weakens what the task
 is a finding that blocks completion.\n",
     );
     for a in amendments {
-        let _ = write!(body, "\n- {} at {}: reason: {}\n", a.entry, a.recorded_at, one_line(&a.reason));
+        let _ = write!(body, "\n- {} at {}: reason: {}\n", a.entry, a.recorded_at, joined_lines(&a.reason));
         for c in &a.criteria {
             let mut line = format!("  - `{}` {}", c.id, c.change.word());
             if let Some((command, status, reason)) = &c.last_run {
@@ -355,7 +358,7 @@ is a finding that blocks completion.\n",
                     line,
                     "; last run before the amendment: {} -> {status} ({})",
                     code(command),
-                    one_line(reason)
+                    joined_lines(reason)
                 );
             }
             if c.change != CriterionChange::Removed {
@@ -380,13 +383,13 @@ is a finding that blocks completion.\n",
 }
 
 /// Text on one line (a reason or a command that spans several).
-fn one_line(text: &str) -> String {
+fn joined_lines(text: &str) -> String {
     text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" / ")
 }
 
 /// A command as an inline code span, whatever backticks it holds.
 fn code(command: &str) -> String {
-    let text = one_line(command);
+    let text = joined_lines(command);
     if text.contains('`') { format!("`` {text} ``") } else { format!("`{text}`") }
 }
 

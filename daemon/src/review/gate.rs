@@ -522,7 +522,7 @@ pub(crate) fn guard(dossier: &mut Dossier, mutated: &[String]) {
         category: Some("review_integrity".into()),
         confidence: Some("high".into()),
         location: Some(Location { path: mutated[0].clone(), line: None }),
-        evidence: Some(format!("changed during review: {}", mutated.join(", "))),
+        evidence: Some(format!("changed during review: {}", scafld_protocol::text::listed(mutated))),
         impact: Some("the reviewer judged moving code, so its verdict cannot be trusted".into()),
         validation: Some("review again on an unchanged tree".into()),
         summary: Some("The workspace changed during review".into()),

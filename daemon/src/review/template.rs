@@ -250,7 +250,7 @@ pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::Temp
                 title: "The workspace changed during review".into(),
                 description: format!(
                     "changed while the reviewer ran: {}; a review must not modify files, so its verdict cannot be trusted",
-                    changed.join(", ")
+                    scafld_protocol::text::listed(&changed)
                 ),
                 file: changed.first().cloned(),
                 reviewer: Some("scafld".into()),

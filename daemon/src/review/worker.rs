@@ -299,7 +299,7 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
     let file = match p.file.as_deref() {
         None => None,
         Some(path) => Some(consensus::under_review(&session.files, path).cloned().ok_or_else(|| {
-            let named: Vec<&str> = session.files.iter().take(5).map(String::as_str).collect();
+            let named: Vec<_> = session.files.iter().take(5).map(|f| scafld_protocol::text::one_line(f)).collect();
             let more = session.files.len().saturating_sub(named.len());
             let listed = match (named.is_empty(), more) {
                 (true, _) => "it reviews no files".to_string(),

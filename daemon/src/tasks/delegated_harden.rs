@@ -234,7 +234,7 @@ impl Hardening {
             // provider (which must not), so the message accuses no one.
             false => Err(format!(
                 "the workspace changed while the harden provider judged the draft ({}): edited by hand or by another program, or by the provider, which must not modify files; an answer about files that changed under it does not count",
-                changed.join(", ")
+                scafld_protocol::text::listed(&changed)
             )),
         };
         let (dossier, judgement) = match answer {

@@ -1006,7 +1006,12 @@ impl BuildRun {
                     })
                     .await
                     .unwrap_or_default();
-                    (!rewritten.is_empty()).then(|| rewritten.iter().map(|p| format!("{p} (rewritten)")).collect())
+                    (!rewritten.is_empty()).then(|| {
+                        rewritten
+                            .iter()
+                            .map(|p| format!("{} (rewritten)", scafld_protocol::text::one_line(p)))
+                            .collect()
+                    })
                 }
                 None => None,
             };

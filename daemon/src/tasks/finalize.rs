@@ -108,7 +108,10 @@ pub async fn finalize(daemon: &Arc<Daemon>, p: m::FinalizeParams) -> RpcResult<m
         return Err(reaches_into(&task, sub));
     }
     let submodule_note = (!held.is_empty()).then(|| {
-        format!("submodule content is not signed: {} (a receipt signs this repository's own files)", held.join(", "))
+        format!(
+            "submodule content is not signed: {} (a receipt signs this repository's own files)",
+            scafld_protocol::text::listed(&held)
+        )
     });
     let holds = |e: &crate::domain::review::ScopeEntry| {
         e.path.is_empty()

@@ -652,7 +652,8 @@ struct PacketFacts<'a> {
 fn task_changes(paths: &[String], opaque: &[String], diff: &Result<String, String>) -> String {
     let mut body = packet::list(paths);
     if !opaque.is_empty() {
-        let names = opaque.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+        let names =
+            opaque.iter().map(|p| format!("`{}`", scafld_protocol::text::one_line(p))).collect::<Vec<_>>().join(", ");
         body.push_str(&format!(
             "\n\nNot shown: {names} changed as a whole folder holding scoped paths, so the changes to the scoped files in it could not be diffed here; read those files directly."
         ));

@@ -125,7 +125,7 @@ fn render(receipt: &Envelope) -> String {
         b.task_id,
         b.verdict,
         b.minted_at,
-        b.scope.join(", "),
+        scafld_protocol::text::listed(&b.scope),
         b.file_digests.len(),
         match b.file_digests.values().filter(|d| *d == scafld_protocol::receipt::DELETED).count() {
             0 => String::new(),

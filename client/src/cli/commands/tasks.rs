@@ -217,7 +217,9 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             let _ = writeln!(text, "  {} {}: {}", ctx.out.paint("stale", Style::Bad), c.id, c.stale_reason);
         }
         if !s.stale_changes.is_empty() {
-            let _ = writeln!(text, "changed since that evidence ran: {}", s.stale_changes.join(", "));
+            // Each a path (and how it changed): kept to its line, whatever the file is named.
+            let _ =
+                writeln!(text, "changed since that evidence ran: {}", scafld_protocol::text::listed(&s.stale_changes));
         }
         if let Some(review) = &s.review {
             let (verdict, provider, summary) = (
