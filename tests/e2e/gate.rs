@@ -1512,6 +1512,29 @@ fn a_file_the_review_scope_showed_changed_after_the_pass_is_reviewed_again() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A relative `--review-scope` is read from the folder it is typed in, as `session --export`
+/// and `--provider-command` are: `src/lib.rs` typed in `pkg/` shows the reviewer
+/// `pkg/src/lib.rs`, never the root's `src/lib.rs`; one that `..` takes above the workspace
+/// is refused (exit 2), naming the folder it was typed in.
+#[test]
+fn a_review_scope_typed_in_a_subfolder_is_read_from_there() {
+    let env = TestEnv::new();
+    opened(&env, "pkg/src/lib.rs", "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet pkg/src/lib.rs`\n");
+    write(&env, "pkg/src/lib.rs", "pub fn greet() {}\n");
+    write(&env, "src/lib.rs", "the root's own file\n");
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let in_pkg = |args: &[&str]| {
+        scafld_tests::Run::from(env.scafld_command(args).current_dir(env.work.join("pkg")).output().unwrap())
+    };
+    let packet = in_pkg(&["review", "rev", "--print-context", "--review-scope", "src/lib.rs"]);
+    packet.assert_code(0);
+    assert!(packet.stdout.contains("diff --git a/pkg/src/lib.rs"), "{}", packet.stdout);
+    assert!(!packet.stdout.contains("the root's own file"), "{}", packet.stdout);
+    let outside = in_pkg(&["review", "rev", "--print-context", "--review-scope", "../../elsewhere.txt"]);
+    outside.assert_code(2);
+    assert!(outside.stderr.contains("is outside the workspace"), "{}", outside.stderr);
+}
+
 /// Nothing but the watcher tells the spec that a file its passing review was shown changed:
 /// edited after the pass, the spec's own next step (written `complete` at the pass) is written
 /// again as the review `status` and `handoff` name, with no command run; put back, `complete`

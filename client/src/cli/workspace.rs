@@ -187,3 +187,58 @@ fn not_a_workspace(root: &Path) -> CliError {
     )
     .with_hint("run `scafld init` there first")
 }
+
+/// Paths typed on the command line (`--review-scope`, `--scope-hint`) as the workspace reads
+/// them: a relative one is relative to the folder it was typed in, as every other relative path
+/// is (`session --export`, `--provider-command`), so from a subfolder it is sent with that
+/// folder in front (`src/a.rs` typed in `pkg/` is `pkg/src/a.rs`, `../b` is `b`), resolved as
+/// written (`.` and `..` by name, never through links). An absolute one, a blank one and every
+/// one typed at the root itself go as they are: the daemon reads them, and refuses what names
+/// nothing in the workspace. One that `..` takes above the workspace is refused here, naming
+/// the folder it was typed in. Typed outside the workspace (`--root` elsewhere), a relative
+/// path is sent absolute, for the daemon to read as any absolute one.
+pub fn typed_paths(root: &Path, flag: &str, typed: &[String]) -> Result<Vec<String>, CliError> {
+    let cwd = current_dir()?;
+    let Ok(here) = cwd.strip_prefix(root) else {
+        return Ok(typed
+            .iter()
+            .map(|p| match p.trim().is_empty() || Path::new(p).is_absolute() {
+                true => p.clone(),
+                false => cwd.join(p).to_string_lossy().into_owned(),
+            })
+            .collect());
+    };
+    let here: Vec<String> = here.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    if here.is_empty() {
+        return Ok(typed.to_vec());
+    }
+    typed
+        .iter()
+        .map(|p| {
+            if p.trim().is_empty() || Path::new(p).is_absolute() {
+                return Ok(p.clone());
+            }
+            let mut parts = here.clone();
+            for part in p.split(['/', '\\']) {
+                match part {
+                    "" | "." => {}
+                    ".." if parts.pop().is_some() => {}
+                    ".." => {
+                        return Err(CliError::new(
+                            "invalid_input",
+                            format!(
+                                "{flag} `{p}` (typed in {}) is outside the workspace {}: a relative path is read from the folder it is typed in",
+                                cwd.display(),
+                                root.display()
+                            ),
+                            workflow::USAGE,
+                        )
+                        .with_hint("name files or folders inside the workspace, relative to the current folder or absolute"));
+                    }
+                    part => parts.push(part.to_string()),
+                }
+            }
+            Ok(if parts.is_empty() { ".".to_string() } else { parts.join("/") })
+        })
+        .collect()
+}

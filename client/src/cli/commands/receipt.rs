@@ -14,13 +14,10 @@ use crate::cli::{Context, FinalizeArgs, VerifyArgs};
 pub fn finalize(ctx: &Context, args: &FinalizeArgs) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = connect_workspace(ctx)?;
-    let params = m::FinalizeParams {
-        root,
-        task_id,
-        base_ref: args.base_ref.clone(),
-        scope_hints: args.scope_hints.clone(),
-        caller: caller(),
-    };
+    // Relative to the folder it was typed in, sent relative to the workspace.
+    let scope_hints =
+        crate::cli::workspace::typed_paths(std::path::Path::new(&root), "--scope-hint", &args.scope_hints)?;
+    let params = m::FinalizeParams { root, task_id, base_ref: args.base_ref.clone(), scope_hints, caller: caller() };
     let r = call::<m::TaskFinalize>(&mut conn, &params)?;
     let human = || {
         let mut text = match (&r.receipt_path, &r.blocked) {

@@ -125,7 +125,13 @@ fn task_review(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         review_depth: args.review_depth.clone(),
         max_findings: args.max_findings,
         min_attack_angles: args.min_attack_angles,
-        review_scope: args.review_scope.clone(),
+        // Relative to the folder it was typed in, sent relative to the workspace.
+        review_scope: crate::cli::workspace::typed_paths(
+            std::path::Path::new(&root),
+            "--review-scope",
+            &args.review_scope,
+        )
+        .map_err(|e| if args.detach { family(e, spawn_wait::FAIL) } else { e })?,
         mode: args.mode,
         print_context: args.print_context,
         force: args.force,
