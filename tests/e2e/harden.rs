@@ -743,6 +743,57 @@ fn a_draft_edited_by_hand_during_a_delegated_harden_is_not_blamed_on_the_provide
     assert_eq!(spec(&env), edited, "the hand edit stands, with no round recorded over it");
 }
 
+/// A commit on `main` in another work tree of the repository, made while a delegated harden
+/// runs in this one, is no change of this workspace: only this work tree's own git state (its
+/// HEAD, its branch, the shared config and hooks) is guarded, so the round passes. Before, the
+/// other checkout's `refs/heads/main` and `COMMIT_EDITMSG` ended it `error`.
+#[test]
+fn a_commit_in_another_worktree_during_a_delegated_harden_is_no_change_here() {
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q", "-b", "main"]);
+    std::fs::write(env.work.join("README.md"), "# main\n").unwrap();
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base"]);
+    let wt = env.path("wt");
+    git(&env.work, &["worktree", "add", "-q", "-b", "feat", wt.to_str().unwrap()]);
+    let in_wt = |args: &[&str]| {
+        let mut command = env.scafld_command(args);
+        command.current_dir(&wt);
+        command
+    };
+    assert!(in_wt(&["init"]).output().unwrap().status.success());
+    std::fs::create_dir_all(wt.join("src")).unwrap();
+    std::fs::write(wt.join("src/a.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(wt.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let answer = dossier(
+        &all("clean", "spec_gap:none").iter().map(|(d, r, a)| (*d, r.as_str(), a.as_str())).collect::<Vec<_>>(),
+    );
+    let (started, go) = (env.path("started"), env.path("go"));
+    let waits = env.path("waits.sh");
+    std::fs::write(
+        &waits,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\ntouch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\ncat <<'JSON'\n{answer}\nJSON\n",
+            started.display(),
+            go.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&waits).status().unwrap();
+    let waits = waits.display().to_string();
+    let args = ["harden", "shape", "--provider", "command", "--provider-command", &waits, "--json"];
+    let call = in_wt(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    scafld_tests::wait_until("the provider to run", || started.exists());
+    std::fs::write(env.work.join("other.txt"), "other\n").unwrap();
+    git(&env.work, &["add", "other.txt"]);
+    git(&env.work, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "unrelated work on main"]);
+    std::fs::write(&go, "").unwrap();
+    let run = scafld_tests::Run::from(call.wait_with_output().unwrap());
+    assert!(!run.stdout.contains("refs/heads/main"), "{}", run.stdout);
+    run.assert_code(0);
+}
+
 /// A workspace with the draft `shape` and a daemon the test started, and a `harden --provider
 /// command` of it running in the background, its provider `sleep <marker>` (which never answers)
 /// once it has read the packet: the pending call, once the provider runs.

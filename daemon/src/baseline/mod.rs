@@ -1589,7 +1589,9 @@ pub fn commit_gone(root: &Path, id: &str) -> bool {
 /// material leaves out (the spec folders, files git ignores, git's own folder): every file under
 /// `.scafld/` but the runner's run and review records and the receipts scafld mints, and the
 /// state of the repository's git directory (wherever it is) and of each submodule's git folder under it (HEAD, refs, config, hooks,
-/// info, alternates, an operation under way: git reads them all). Path → content digest (a
+/// info, alternates, an operation under way: git reads them all), this work tree's own only:
+/// what another work tree of the repository owns (its HEAD and operations, the branch it has
+/// checked out) moves with work done there. Path → content digest (a
 /// link by its target), for a guard comparing before and after. A spec counts by its author's
 /// text and is keyed by its file name, whatever folder holds it: scafld moving a spec between
 /// lifecycle folders, or rewriting its runner-owned lines, is no change.
@@ -1637,34 +1639,98 @@ pub fn control_files(root: &Path) -> BTreeMap<String, String> {
     }
     /// A git folder's state but its object store and index (which git refreshes itself): its
     /// files (HEAD, config, MERGE_HEAD, ...), refs, hooks, info, object alternates and any
-    /// operation under way; and each of its submodules' the same way.
-    fn add_git(root: &Path, git: &Path, out: &mut BTreeMap<String, String>) {
+    /// operation under way; and each of its submodules' the same way. `others` are what other
+    /// work trees of the repository own in it: the folder's own files of the main work tree
+    /// (its HEAD, COMMIT_EDITMSG, an operation under way) when this is a linked work tree's
+    /// common folder, and the branches other work trees have checked out.
+    fn add_git(root: &Path, git: &Path, others: &Others, out: &mut BTreeMap<String, String>) {
+        const SHARED: [&str; 4] = ["config", "packed-refs", "shallow", "commondir"];
         for entry in std::fs::read_dir(git).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let file = entry.file_type().is_ok_and(|t| !t.is_dir());
-            if (file && name != "index" && !name.ends_with(".lock"))
-                || ["refs", "hooks", "info", "rebase-merge", "rebase-apply", "sequencer"].contains(&name.as_str())
+            let own = !others.main_tree_files || SHARED.contains(&name.as_str());
+            if file && name != "index" && !name.ends_with(".lock") && own {
+                add(root, &entry.path(), &[], out);
+            } else if name == "refs" {
+                let skip: Vec<PathBuf> = others.branches.iter().map(|b| entry.path().join(b)).collect();
+                add_except(root, &entry.path(), &skip, out);
+            } else if ["hooks", "info"].contains(&name.as_str())
+                || (own && ["rebase-merge", "rebase-apply", "sequencer"].contains(&name.as_str()))
             {
                 add(root, &entry.path(), &[], out);
             }
         }
         add(root, &git.join("objects/info"), &[], out);
         for module in std::fs::read_dir(git.join("modules")).into_iter().flatten().flatten() {
-            add_git(root, &module.path(), out);
+            add_git(root, &module.path(), &Others::default(), out);
         }
+    }
+    /// `path` into `out` as [`add`] does, but the files `skip` names (another work tree's branch).
+    fn add_except(root: &Path, path: &Path, skip: &[PathBuf], out: &mut BTreeMap<String, String>) {
+        if skip.iter().any(|s| s == path) {
+            return;
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                let relative = path.strip_prefix(root).unwrap_or(path).display().to_string();
+                out.insert(relative, "dir".into());
+                for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                    add_except(root, &entry.path(), skip, out);
+                }
+            }
+            _ => add(root, path, &[], out),
+        }
+    }
+    /// What other work trees of one repository own in its git folders.
+    #[derive(Default)]
+    struct Others {
+        main_tree_files: bool,
+        /// Below `refs/`: `heads/main`.
+        branches: Vec<String>,
+    }
+    /// The branches checked out by the repository's other work trees (below `refs/`).
+    fn other_branches(repo: &Repository) -> Vec<String> {
+        let head_of = |dir: &Path| -> Option<String> {
+            let text = std::fs::read_to_string(dir.join("HEAD")).ok()?;
+            text.trim().strip_prefix("ref: ").map(str::to_string)
+        };
+        let own = head_of(repo.path());
+        let mut heads: Vec<String> = Vec::new();
+        if repo.is_worktree() {
+            heads.extend(head_of(repo.commondir()));
+        }
+        if let Ok(names) = repo.worktrees() {
+            for name in (0..names.len()).filter_map(|i| names.get(i).ok().flatten()) {
+                heads.extend(head_of(&repo.commondir().join("worktrees").join(name)));
+            }
+        }
+        heads
+            .into_iter()
+            .filter(|h| Some(h) != own.as_ref())
+            .filter_map(|h| h.strip_prefix("refs/").map(str::to_string))
+            .collect()
     }
     let mut out = BTreeMap::new();
     add(root, &root.join(".scafld"), &[".scafld/runs", ".scafld/reviews", ".scafld/receipts"], &mut out);
     // The repository's own git directory, wherever it is (a monorepo package's is at the work
     // tree's top, `--separate-git-dir` puts it elsewhere), and a worktree's common one too.
+    // Only this work tree's own git state counts: another work tree's HEAD, its operations
+    // and the branch it has checked out move with work done there, none of this workspace's.
     let dirs = match open(root) {
-        Ok(repo) => vec![repo.path().to_path_buf(), repo.commondir().to_path_buf()],
-        Err(_) => vec![root.join(".git")],
+        Ok(repo) => {
+            let branches = other_branches(&repo);
+            let linked = repo.is_worktree();
+            vec![
+                (repo.path().to_path_buf(), Others { main_tree_files: false, branches: branches.clone() }),
+                (repo.commondir().to_path_buf(), Others { main_tree_files: linked, branches }),
+            ]
+        }
+        Err(_) => vec![(root.join(".git"), Others::default())],
     };
     let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let mut seen = BTreeSet::new();
-    for dir in dirs.iter().filter(|dir| seen.insert(canonical(dir))) {
-        add_git(root, dir, &mut out);
+    for (dir, others) in dirs.iter().filter(|(dir, _)| seen.insert(canonical(dir))) {
+        add_git(root, dir, others, &mut out);
     }
     out
 }
