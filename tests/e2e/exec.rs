@@ -659,6 +659,43 @@ fn an_unwritten_diagnostics_file_names_the_workspaces_path() {
     assert!(!why.contains("/proc/self/fd"), "{why}");
 }
 
+/// A workspace folder deleted and restored from a copy while the daemon runs (`rm -rf`, then
+/// `cp -a` back): the daemon let go of the removed folder it held and writes the runs'
+/// diagnostics into the restored one (before, every later run recorded `diagnostic_error`,
+/// its folder under the deleted one, until a restart). A record that cannot be written is said
+/// in the human output of a build whatever the criterion's result.
+#[test]
+fn diagnostics_are_written_in_a_workspace_folder_restored_from_a_copy() {
+    let env = TestEnv::new();
+    ready(
+        &env,
+        "restored",
+        &spec("restored", &[&[("c1", "true", "")], &[("c2", "true", "")], &[("c3", "true", "")]], &[]),
+    );
+    build(&env, "restored");
+    let copy = env.path("copy");
+    let cp = |from: &std::path::Path, to: &std::path::Path| {
+        let status = std::process::Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+        assert!(status.success());
+    };
+    cp(&env.work, &copy);
+    std::fs::remove_dir_all(&env.work).unwrap();
+    cp(&copy, &env.work);
+    let result = build(&env, "restored");
+    let criterion = &result["result"]["criteria"][0];
+    assert_eq!(criterion["status"], "pass", "{result}");
+    assert_eq!(criterion["diagnostic_error"], Value::Null, "{result}");
+    let file = criterion["diagnostic"].as_str().unwrap();
+    assert!(env.work.join(file).is_file() || std::path::Path::new(file).is_file(), "{result}");
+
+    // The diagnostics folder a file: no record can be written, and the human output says so.
+    let folder = env.work.join(".scafld/runs/restored/diagnostics");
+    std::fs::remove_dir_all(&folder).unwrap();
+    std::fs::write(&folder, "").unwrap();
+    let run = env.scafld(&["build", "restored"]);
+    assert!(run.stdout.contains("diagnostics not written: "), "{}{}", run.stdout, run.stderr);
+}
+
 /// A command's output that would drive the terminal (set the title, clear the screen, hide a
 /// line behind a carriage return) is shown, not sent: `build` and `handoff` print it in caret
 /// notation, while `--json` and the diagnostics file keep the bytes as they were.

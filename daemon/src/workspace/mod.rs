@@ -46,8 +46,11 @@ pub struct Workspace {
     /// so that a second reader waits for the first instead of reading them all again.
     pub ledger_loading: Mutex<()>,
     /// The root folder held open, so that where it is now can be told after a `mv` (see
-    /// [`Workspace::now_at`]); `None` when it could not be opened.
-    anchor: Option<std::fs::File>,
+    /// [`Workspace::now_at`]); the last one is in force, none when it could not be opened.
+    /// One whose folder was removed is followed by the folder at `root` once that holds this
+    /// workspace again (restored from a copy: see [`Workspace::anchored`]); the ones before
+    /// stay open, so a `/proc/self/fd/N` path handed out earlier never names another file.
+    anchors: Mutex<Vec<std::fs::File>>,
 }
 
 /// Where the range reviews of a plain git repository (no `.scafld/`) live: a workspace id
@@ -180,7 +183,7 @@ impl Workspace {
             shims: Mutex::new(None),
             listed: Mutex::new(None),
             ledger_loading: Mutex::new(()),
-            anchor: std::fs::File::open(&root).ok(),
+            anchors: Mutex::new(std::fs::File::open(&root).ok().into_iter().collect()),
             root,
         }
     }
@@ -189,9 +192,19 @@ impl Workspace {
     /// daemon's descriptor of it, `/proc/self/fd/N`), for a file written once work that began
     /// here ends: it lands in this workspace even when its folder was renamed meanwhile, never
     /// in another one moved to the old path. The root itself when the folder is not held.
+    /// A held folder that was removed while `root` holds this workspace again (its id file
+    /// names it: the folder deleted and restored from a copy) is let go for the one at `root`.
     pub fn anchored(&self) -> PathBuf {
         use std::os::fd::AsRawFd;
-        match &self.anchor {
+        let mut anchors = crate::sync::lock(&self.anchors);
+        if anchors.last().is_some_and(removed)
+            && self.id_file_names_this()
+            && let Ok(restored) = std::fs::File::open(&self.root)
+        {
+            tracing::info!(workspace = %self.id, root = %self.root.display(), "workspace folder restored: held anew");
+            anchors.push(restored);
+        }
+        match anchors.last() {
             Some(anchor) => PathBuf::from(format!("/proc/self/fd/{}", anchor.as_raw_fd())),
             None => self.root.clone(),
         }
@@ -213,11 +226,7 @@ impl Workspace {
     /// The kernel keeps the path of an open folder current, so a moved workspace is found
     /// wherever it went on the same file system.
     pub fn now_at(&self) -> Option<PathBuf> {
-        use std::os::fd::AsRawFd;
-        let anchor = self.anchor.as_ref()?;
-        let path = std::fs::read_link(format!("/proc/self/fd/{}", anchor.as_raw_fd())).ok()?;
-        let removed = path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") && !path.is_dir();
-        (!removed && path.is_absolute()).then_some(path)
+        held_at(crate::sync::lock(&self.anchors).last()?)
     }
 
     /// A queued job's place in the line for the workspace's job slots, shared by builds and
@@ -313,4 +322,26 @@ impl Workspace {
         let inside = path.strip_prefix(&self.root).or_else(|_| path.strip_prefix(&anchored));
         inside.unwrap_or(path).display().to_string()
     }
+}
+
+/// Where the folder `anchor` holds open is now; `None` when it was removed (or cannot be told).
+fn held_at(anchor: &std::fs::File) -> Option<PathBuf> {
+    let path = read_anchor(anchor)?;
+    (!is_removed(&path) && path.is_absolute()).then_some(path)
+}
+
+/// Whether the folder `anchor` holds open was removed (known to be: not when it cannot be told).
+fn removed(anchor: &std::fs::File) -> bool {
+    read_anchor(anchor).is_some_and(|path| is_removed(&path))
+}
+
+/// The path the kernel gives for the folder `anchor` holds open.
+fn read_anchor(anchor: &std::fs::File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", anchor.as_raw_fd())).ok()
+}
+
+/// Whether `path`, as the kernel gives an open folder's, names a removed one.
+fn is_removed(path: &Path) -> bool {
+    path.as_os_str().as_encoded_bytes().ends_with(b" (deleted)") && !path.is_dir()
 }

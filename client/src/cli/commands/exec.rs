@@ -218,9 +218,10 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
                 if !c.diagnostic.is_empty() {
                     let _ = writeln!(text, "       diagnostics: {}", c.diagnostic);
                 }
-                if !c.diagnostic_error.is_empty() {
-                    let _ = writeln!(text, "       diagnostics: {}", c.diagnostic_error);
-                }
+            }
+            // A record that could not be written is said whatever the result: a pass's too.
+            if !c.diagnostic_error.is_empty() {
+                let _ = writeln!(text, "       diagnostics not written: {}", c.diagnostic_error);
             }
         }
         let _ = writeln!(text, "status: {} ({})", outcome.status, outcome.message);
