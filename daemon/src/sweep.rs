@@ -1,11 +1,12 @@
 //! The retention sweep: forget finished jobs and settled review sessions older than the
 //! daemon's retention period (store, memory, and a session's `.scafld/reviews/<key>/` folder),
-//! and remove diagnostics files older than it. Runs at start-up (before the socket serves) and
+//! and remove diagnostics files older than it that no current evidence of an open task cites. Runs at start-up (before the socket serves) and
 //! then hourly; the temporary files of atomic writes a crash cut short go soon after start-up
 //! and then hourly. Which records go is decided in `domain::retention`.
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -52,7 +53,17 @@ pub fn sweep(daemon: &Daemon) -> Prune {
     let prune = retention::prunable(&daemon.jobs.all(), &sessions, &cutoff);
     let oldest_kept = SystemTime::now().checked_sub(daemon.options.retention).unwrap_or(UNIX_EPOCH);
     for record in daemon.store().workspaces().unwrap_or_default() {
-        let removed = sweep_diagnostics(Path::new(&record.root), oldest_kept);
+        let root = Path::new(&record.root);
+        let mut cited = HashSet::new();
+        let read = daemon.store().each_ledger(&record.id, &mut |_, entries| {
+            cited.extend(retention::cited_diagnostics(entries).into_iter().map(|file| root.join(file)));
+        });
+        if let Err(e) = read {
+            // Without the ledgers, which files current evidence cites is not known: none goes.
+            warn!(workspace = %record.id, "retention sweep: cannot read the ledgers, diagnostics kept: {e}");
+            continue;
+        }
+        let removed = sweep_diagnostics(root, oldest_kept, &cited);
         if removed > 0 {
             info!(workspace = %record.id, removed, "retention sweep: removed old diagnostics files");
         }
@@ -120,16 +131,18 @@ fn running(pid: u32) -> bool {
 }
 
 /// Remove the diagnostics files (command output kept for debugging, under
-/// `.scafld/runs/<task>/diagnostics/`) last written before `oldest_kept`. Only regular files
-/// in real directories: a symlink anywhere on the way is left alone. Returns how many went.
-fn sweep_diagnostics(root: &Path, oldest_kept: SystemTime) -> usize {
+/// `.scafld/runs/<task>/diagnostics/`) last written before `oldest_kept`, except the `cited`
+/// ones (the record of an open task's current evidence). Only regular files in real
+/// directories: a symlink anywhere on the way is left alone. Returns how many went.
+fn sweep_diagnostics(root: &Path, oldest_kept: SystemTime, cited: &HashSet<PathBuf>) -> usize {
     let runs = root.join(".scafld/runs");
     if !real_folder(root, &runs) {
         return 0;
     }
     let tasks = std::fs::read_dir(&runs).into_iter().flatten().flatten();
     let dirs = tasks.map(|task| task.path().join("diagnostics")).filter(|dir| real_folder(root, dir));
-    dirs.map(|dir| remove_files(&dir, |_, modified| modified < oldest_kept)).sum()
+    dirs.map(|dir| remove_files(&dir, |name, modified| modified < oldest_kept && !cited.contains(&dir.join(name))))
+        .sum()
 }
 
 /// Whether `dir` (below `root`) is a folder reached without a symlink on the way.

@@ -696,6 +696,36 @@ fn diagnostics_are_written_in_a_workspace_folder_restored_from_a_copy() {
     assert!(run.stdout.contains("diagnostics not written: "), "{}{}", run.stdout, run.stderr);
 }
 
+/// The retention sweep keeps the diagnostics file an open task's current evidence cites, however
+/// old (`status` names it as the record of that result); a result's file it superseded goes, and
+/// so does every file of a finished task. Before, every file older than the period went.
+#[test]
+fn the_retention_sweep_keeps_the_diagnostics_that_current_evidence_cites() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    ready(&env, "cited", &spec("cited", &[&[("c1", "test -f ok", "")], &[("c2", "true", "")]], &[]));
+    let diagnostic = |result: &Value| env.work.join(result["result"]["criteria"][0]["diagnostic"].as_str().unwrap());
+    let failed = diagnostic(&build(&env, "cited"));
+    std::fs::write(env.work.join("ok"), "").unwrap();
+    let passed = diagnostic(&build(&env, "cited"));
+    assert!(failed.is_file() && passed.is_file() && failed != passed);
+    let restart = |env: &mut TestEnv| {
+        env.client().result("daemon.shutdown", json!({}));
+        assert!(env.take_daemon().wait().unwrap().success());
+        // Retention 0: every file is older than the period.
+        env.start_daemon_with(&[("SCAFLD_RETENTION_DAYS", "0")]);
+    };
+    restart(&mut env);
+    assert!(!failed.exists(), "a superseded result's file was kept");
+    assert!(passed.is_file(), "the file current evidence cites was swept");
+    let status = env.scafld(&["status", "cited", "--json"]).json();
+    assert_eq!(env.work.join(status["result"]["criteria"][0]["diagnostic"].as_str().unwrap()), passed, "{status}");
+
+    env.scafld(&["cancel", "cited", "--reason", "done with it"]).assert_code(0);
+    restart(&mut env);
+    assert!(!passed.exists(), "a finished task's file was kept");
+}
+
 /// A command's output that would drive the terminal (set the title, clear the screen, hide a
 /// line behind a carriage return) is shown, not sent: `build` and `handoff` print it in caret
 /// notation, while `--json` and the diagnostics file keep the bytes as they were.

@@ -4,10 +4,12 @@
 //! otherwise grow without bound in a long-lived daemon. A record is kept while anything may still
 //! need it: unfinished work, the newest session of each review group (its iteration number
 //! continues from it, and `review wait` without a key finds it), and the jobs of kept sessions.
+//! A diagnostics file goes once old, except one the current evidence of an open task cites.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::job::{JobRecord, SessionRecord};
+use super::ledger::{LedgerEntry, LedgerEvent};
 
 /// What a sweep removes.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -57,6 +59,29 @@ pub fn prunable(jobs: &[JobRecord], sessions: &[SessionRecord], cutoff: &str) ->
     prune.jobs.sort();
     prune.sessions.sort();
     prune
+}
+
+/// The diagnostics files (as the ledger records them: workspace-relative) that the current
+/// evidence of the task whose ledger is `entries` cites: each criterion's latest result's,
+/// while the task is open (status shows them as the record of that evidence). None for a
+/// finished task: its files go once old.
+pub fn cited_diagnostics(entries: &[LedgerEntry]) -> Vec<String> {
+    if super::ledger::state(entries).is_none_or(|state| state.status.is_terminal()) {
+        return Vec::new();
+    }
+    let mut latest: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    for entry in entries {
+        match &entry.event {
+            LedgerEvent::Criterion { criterion_id, phase_id, diagnostic, .. } => {
+                latest.insert((phase_id, criterion_id), diagnostic);
+            }
+            LedgerEvent::ManualEvidence { criterion_id, phase_id, .. } => {
+                latest.remove(&(phase_id.as_str(), criterion_id.as_str()));
+            }
+            _ => {}
+        }
+    }
+    latest.into_values().filter(|file| !file.is_empty()).map(str::to_string).collect()
 }
 
 #[cfg(test)]
@@ -145,5 +170,39 @@ mod tests {
             range("c1", 4, "dev..f4", "issue-1"),
         ];
         assert_eq!(prunable(&[], &sessions, CUTOFF).sessions, ["a1"]);
+    }
+
+    /// Only the latest result of each criterion of an open task is cited; a finished task's
+    /// files are not kept.
+    #[test]
+    fn the_latest_diagnostics_of_an_open_tasks_criteria_are_cited() {
+        let entry = |seq, event| LedgerEntry { seq, recorded_at: OLD.into(), event };
+        let criterion = |id: &str, diagnostic: &str| LedgerEvent::Criterion {
+            criterion_id: id.into(),
+            phase_id: "phase1".into(),
+            command: "true".into(),
+            exit_code: Some(0),
+            matcher: String::new(),
+            status: "pass".into(),
+            reason: String::new(),
+            output: String::new(),
+            diagnostic: diagnostic.into(),
+            diagnostic_error: String::new(),
+            duration_ms: 1,
+            attempt: 1,
+            definition: String::new(),
+            material: String::new(),
+            redacted: Vec::new(),
+        };
+        let mut entries = vec![
+            entry(1, criterion("a", "runs/t/diagnostics/a-1.log")),
+            entry(2, criterion("a", "runs/t/diagnostics/a-2.log")),
+            entry(3, criterion("b", "runs/t/diagnostics/b-1.log")),
+            entry(4, criterion("b", "")),
+            entry(5, criterion("c", "runs/t/diagnostics/c-1.log")),
+        ];
+        assert_eq!(cited_diagnostics(&entries), ["runs/t/diagnostics/a-2.log", "runs/t/diagnostics/c-1.log"]);
+        entries.push(entry(6, LedgerEvent::Cancel { reason: "done with".into() }));
+        assert!(cited_diagnostics(&entries).is_empty());
     }
 }
