@@ -726,6 +726,36 @@ fn the_retention_sweep_keeps_the_diagnostics_that_current_evidence_cites() {
     assert!(!passed.exists(), "a finished task's file was kept");
 }
 
+/// An open task whose spec file is gone is counted alike by `status`, `list --counts` and
+/// `report`: the phases and criteria its ledger has records of, every criterion pending (its
+/// result is stale: there is no definition to check it against). Before, `status` counted the
+/// stale passes as passed, `list --counts` gave no counts and `report` counted no criteria.
+#[test]
+fn a_task_whose_spec_file_is_gone_is_counted_alike_everywhere() {
+    let env = TestEnv::new();
+    ready(&env, "gone", &spec("gone", &[&[("c1", "true", "")], &[("c2", "true", "")]], &[]));
+    build(&env, "gone");
+    build(&env, "gone");
+    let specs = env.work.join(".scafld/specs");
+    let file = ["active", "review", "approved"].iter().map(|f| specs.join(f).join("gone.md")).find(|p| p.is_file());
+    std::fs::remove_file(file.expect("the spec file")).unwrap();
+    let status = env.scafld(&["status", "gone", "--json"]).json()["result"].clone();
+    assert_eq!(status["spec_missing"], true, "{status}");
+    let counts = status["counts"].clone();
+    let expected = json!({"phases_total": counts["phases_total"], "phases_completed": counts["phases_completed"],
+        "criteria_total": 2, "criteria_passed": 0, "criteria_failed": 0, "criteria_pending": 2});
+    assert_eq!(counts, expected, "{status}");
+    assert!(status["phases"].as_array().unwrap().iter().all(|p| p["criteria_passed"] == 0), "{status}");
+    let listed = env.scafld(&["list", "--counts", "--json"]).json()["result"]["tasks"][0].clone();
+    assert_eq!(listed["counts"], counts, "{listed}");
+    let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+    let totals = ["phases_total", "phases_completed", "criteria_total", "criteria_passed", "criteria_failed"];
+    for key in totals {
+        assert_eq!(report[key], counts[key], "{key}: {report}");
+    }
+    assert_eq!(report["specs_missing"], json!(["gone"]), "{report}");
+}
+
 /// A command's output that would drive the terminal (set the title, clear the screen, hide a
 /// line behind a carriage return) is shown, not sent: `build` and `handoff` print it in caret
 /// notation, while `--json` and the diagnostics file keep the bytes as they were.

@@ -513,6 +513,15 @@ impl Marks {
     }
 }
 
+impl Marks {
+    /// How far a task whose spec file is gone is, as `status`, `list` and `report` all count
+    /// it: the phases and criteria its ledger has records of, each phase as recorded and every
+    /// criterion pending (its result is stale: there is no definition to check it against).
+    pub fn without_spec(&self) -> scafld_protocol::methods::Counts {
+        crate::domain::spec::progress_of(self.phases.values().map(String::as_str), self.criteria.keys().map(|_| ""))
+    }
+}
+
 /// The state of a phase the ledger has no record of.
 const UNRECORDED_PHASE: &str = "pending";
 

@@ -208,13 +208,19 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
             ),
         }],
     };
-    Answer { path: String::new(), errors, next_action, spec_missing: true }.status(
+    let mut status = Answer { path: String::new(), errors, next_action, spec_missing: true }.status(
         task,
         &spec,
         entries,
         &stale,
         Vec::new(),
-    )
+    );
+    // Every result is stale, so none counts as passed: pending, as `list` and `report` count it.
+    status.counts = ledger::state(entries).map(|state| state.marks.without_spec()).unwrap_or_default();
+    for phase in &mut status.phases {
+        phase.criteria_passed = 0;
+    }
+    status
 }
 
 /// What a `status` answer says beyond the spec and its ledger.
@@ -604,7 +610,7 @@ fn summary(
             status: open.to_string(),
             title: String::new(),
             path: String::new(),
-            counts: None,
+            counts: counts.then(|| task.progress().unwrap_or_default()),
             error: Some(format!(
                 "the spec file is missing (removed or moved out of .scafld/specs); its ledger keeps the task: put the file back, then run `{}`",
                 ws.runnable(&format!("scafld reconcile {}", task.id))
@@ -687,6 +693,7 @@ pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::
                 report.total += 1;
                 *report.by_status.entry(open.to_string()).or_default() += 1;
                 report.specs_missing.push(task.id.to_string());
+                add_counts(&mut report, &task.progress().unwrap_or_default());
             }
             continue;
         };
@@ -707,17 +714,21 @@ pub async fn report(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::
         if listing.harden == HardenStatus::Passed {
             report.harden_passed += 1;
         }
-        let c = task.progress().unwrap_or_default();
-        report.phases_total += c.phases_total;
-        report.phases_completed += c.phases_completed;
-        report.criteria_total += c.criteria_total;
-        report.criteria_passed += c.criteria_passed;
-        report.criteria_failed += c.criteria_failed;
+        add_counts(&mut report, &task.progress().unwrap_or_default());
     }
     if report.criteria_total > 0 {
         report.criteria_pass_rate = report.criteria_passed as f64 / report.criteria_total as f64;
     }
     Ok(report)
+}
+
+/// `c`, one task's counts, added to the report's totals.
+fn add_counts(report: &mut m::ReportResult, c: &m::Counts) {
+    report.phases_total += c.phases_total;
+    report.phases_completed += c.phases_completed;
+    report.criteria_total += c.criteria_total;
+    report.criteria_passed += c.criteria_passed;
+    report.criteria_failed += c.criteria_failed;
 }
 
 /// The warning for a spec whose task contract alone is over the review packet's required cap

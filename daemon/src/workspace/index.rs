@@ -275,9 +275,11 @@ impl Task<'_> {
     /// `status` counts): a task without a ledger has recorded nothing, so whatever its file
     /// marks done (by hand, or another tool) counts pending, and a result that ran another
     /// definition than the one the file holds now counts pending, as the file shows it
-    /// ([`Marks::shown`]). `None` without a file.
+    /// ([`Marks::shown`]). Without a file, what its ledger has records of, every result
+    /// stale ([`Marks::without_spec`]); `None` with neither.
     pub fn progress(&self) -> Option<Counts> {
-        let listing = &self.spec?.listing;
+        let Some(spec) = self.spec else { return self.ledger.map(|ledger| ledger.marks.without_spec()) };
+        let listing = &spec.listing;
         let none = Marks::default();
         let marks = self.ledger.map_or(&none, |ledger| &*ledger.marks);
         Some(progress_of(
