@@ -169,7 +169,8 @@ fn approve_build_repair_review_path() {
     assert_eq!(document["entries"].as_array().unwrap().len(), entries.len());
     // The reply carries the count, not the entries: a ledger too large for one reply exports.
     assert_eq!(export["result"]["exported_entries"], entries.len(), "{export}");
-    assert_eq!(export["result"]["entries"], serde_json::json!([]), "{export}");
+    // No `entries` key at all (README), not an empty list beside the count.
+    assert!(export["result"].get("entries").is_none(), "{export}");
     let said = env.scafld(&["session", "flow", "--export"]); // the default path is scafld's own
     said.assert_code(0);
     let line = format!("exported {} entries to {exported}", entries.len());
@@ -754,6 +755,19 @@ fn a_task_whose_spec_file_is_gone_is_counted_alike_everywhere() {
         assert_eq!(report[key], counts[key], "{key}: {report}");
     }
     assert_eq!(report["specs_missing"], json!(["gone"]), "{report}");
+}
+
+/// `session --export --json` answers with where the ledger went and how many entries it holds,
+/// and no `entries` key (README): before, an empty `entries` list stood beside the count.
+#[test]
+fn an_exports_reply_has_no_entries_key() {
+    let env = TestEnv::new();
+    ready(&env, "exported", &spec("exported", &[&[("c1", "true", "")]], &[]));
+    let export = env.scafld(&["session", "exported", "--export", "--json"]).json()["result"].clone();
+    assert!(export["exported_entries"].as_u64().is_some_and(|n| n > 0), "{export}");
+    assert!(export.get("entries").is_none(), "{export}");
+    let shown = env.scafld(&["session", "exported", "--json"]).json()["result"].clone();
+    assert!(shown["entries"].as_array().is_some_and(|e| !e.is_empty()), "{shown}");
 }
 
 /// A command's output that would drive the terminal (set the title, clear the screen, hide a

@@ -1739,7 +1739,12 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
     let exported = match p.export {
         None => {
             let values = entries.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
-            return Ok(m::SessionResult { task_id: task, entries: values, exported: None, exported_entries: None });
+            return Ok(m::SessionResult {
+                task_id: task,
+                entries: Some(values),
+                exported: None,
+                exported_entries: None,
+            });
         }
         Some(path) => {
             let full = export_path(daemon, &ws, &task, &path, p.force)?;
@@ -1775,7 +1780,7 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
     };
     // The file holds the entries: the reply stays small however long the ledger is.
     let count = Some(entries.len());
-    Ok(m::SessionResult { task_id: task, entries: Vec::new(), exported: Some(exported), exported_entries: count })
+    Ok(m::SessionResult { task_id: task, entries: None, exported: Some(exported), exported_entries: count })
 }
 
 /// The file `session --export` writes (what `session --import` reads back), serialised

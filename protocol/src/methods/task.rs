@@ -721,9 +721,10 @@ pub struct SessionParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SessionResult {
     pub task_id: String,
-    /// The ledger's entries; none when it was exported (the file holds them, and a ledger
-    /// too large for one reply still exports).
-    pub entries: Vec<serde_json::Value>,
+    /// The ledger's entries; no key at all when it was exported (the file holds them, and a
+    /// ledger too large for one reply still exports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<Vec<serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exported: Option<String>,
     /// How many entries the export wrote.

@@ -311,7 +311,7 @@ pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
     })?;
     ctx.out.success(&r, || {
         let mut text = String::new();
-        for e in &r.entries {
+        for e in r.entries.iter().flatten() {
             let kind = e["type"].as_str().unwrap_or("?");
             let detail = [e.get("phase_id"), e.get("criterion_id"), e.get("status"), e.get("state")]
                 .iter()
@@ -335,7 +335,7 @@ pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
             (Some(path), None) => {
                 text.push_str(&format!("exported the ledger to {path} (the daemon did not say how many entries)"))
             }
-            (None, _) if r.entries.is_empty() => text.push_str("no ledger entries yet"),
+            (None, _) if r.entries.as_ref().is_none_or(Vec::is_empty) => text.push_str("no ledger entries yet"),
             (None, _) => {}
         }
         text.trim_end().to_string()
