@@ -179,14 +179,82 @@ impl Daemon {
             .workspaces()
             .map_err(RpcError::internal)?
             .into_iter()
-            .map(|record| WorkspaceInfo {
-                open: open.get(Path::new(&record.root)).is_some_and(|w| w.id == record.id),
-                workspace_id: record.id,
-                root: record.root,
+            .map(|record| {
+                let gone = gone_from(Path::new(&record.root));
+                WorkspaceInfo {
+                    open: gone.is_none() && open.get(Path::new(&record.root)).is_some_and(|w| w.id == record.id),
+                    workspace_id: record.id,
+                    root: record.root,
+                    gone,
+                }
             })
             .collect();
         list.sort_by(|a, b| a.root.cmp(&b.root));
         Ok(list)
+    }
+
+    /// Forget the record of a workspace whose folder is gone (`workspace.forget`): named by
+    /// its id, the start of its id when no other starts so, or its recorded folder. Refused
+    /// while its folder is there (the next command would record it again) and while a job of
+    /// it has not finished. Its ledgers stay: a folder restored with its id file is recorded
+    /// again by the next command there.
+    pub fn forget_workspace(&self, named: &str) -> RpcResult<WorkspaceInfo> {
+        let records = self.store.workspaces().map_err(RpcError::internal)?;
+        let folder = named.trim_end_matches('/');
+        let exact: Vec<_> =
+            records.iter().filter(|r| r.id == named || (!folder.is_empty() && r.root == folder)).collect();
+        let matching = match exact.is_empty() && !named.is_empty() {
+            true => records.iter().filter(|r| r.id.starts_with(named)).collect(),
+            false => exact,
+        };
+        let listed = "`scafld daemon status` lists the workspaces on record";
+        let record = match matching[..] {
+            [record] => record.clone(),
+            [] => {
+                return Err(RpcError::new(ErrorKind::NotFound, format!("no workspace on record is {named:?}"))
+                    .with_hint(listed));
+            }
+            _ => {
+                let ids: Vec<&str> = matching.iter().map(|r| r.id.as_str()).collect();
+                return Err(RpcError::new(
+                    ErrorKind::InvalidInput,
+                    format!("{named:?} names more than one workspace on record: {}", ids.join(", ")),
+                )
+                .with_hint("name it by its whole id or its folder"));
+            }
+        };
+        let Some(gone) = gone_from(Path::new(&record.root)) else {
+            return Err(RpcError::new(
+                ErrorKind::InvalidState,
+                format!(
+                    "workspace {} is not gone: its folder {} is there; nothing was forgotten",
+                    record.id, record.root
+                ),
+            )
+            .with_hint("only a workspace whose folder is gone is forgotten"));
+        };
+        let running: Vec<String> = self
+            .jobs
+            .all()
+            .iter()
+            .filter(|j| j.workspace_id == record.id && !j.state.is_finished())
+            .map(|j| j.id.clone())
+            .collect();
+        if let Some(job) = running.first() {
+            return Err(RpcError::new(
+                ErrorKind::Busy,
+                format!(
+                    "workspace {} has jobs that have not finished: {}; nothing was forgotten",
+                    record.id,
+                    running.join(", ")
+                ),
+            )
+            .with_hint(format!("`scafld job wait {job}` or `scafld job cancel {job}`, then forget it")));
+        }
+        self.store.retire_workspaces(std::slice::from_ref(&record.id)).map_err(RpcError::internal)?;
+        crate::sync::lock(&self.open_workspaces).retain(|_, ws| ws.id != record.id || ws.now_at().is_some());
+        info!(workspace = %record.id, root = %record.root, "forgot workspace: {gone}");
+        Ok(WorkspaceInfo { workspace_id: record.id, root: record.root, open: false, gone: Some(gone) })
     }
 
     /// The open workspace at `root`, opening it if needed.
@@ -427,7 +495,7 @@ impl Daemon {
         if let Some(workspace) = inserted {
             self.serve(workspace);
         }
-        Ok((WorkspaceInfo { workspace_id: id, root: root_text, open: true }, restored))
+        Ok((WorkspaceInfo { workspace_id: id, root: root_text, open: true, gone: None }, restored))
     }
 
     /// Serve a workspace just put in the open table: watch it, index it, announce it.
@@ -895,6 +963,15 @@ fn older_record_here(records: &[WorkspaceRecord], root: &Path) -> Option<String>
         [only] if only.scafld.is_none() => Some(only.id.clone()),
         _ => None,
     }
+}
+
+/// Why a workspace recorded at `root` is not there: its folder missing, or its `.scafld`
+/// (the folder is a plain one again); `None` while both are there.
+pub fn gone_from(root: &Path) -> Option<String> {
+    if !root.is_dir() {
+        return Some(format!("folder missing at {}", root.display()));
+    }
+    (!root.join(layout::SCAFLD_DIR).is_dir()).then(|| format!("no {} in {}", layout::SCAFLD_DIR, root.display()))
 }
 
 pub fn canonical_root(root: &Path) -> RpcResult<PathBuf> {

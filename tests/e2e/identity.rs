@@ -931,3 +931,53 @@ fn a_worktree_whose_main_repository_moved_names_the_dangling_link_and_the_repair
     assert!(said.contains(".git names the git directory"), "{said}");
     assert!(!said.contains("git init"), "{said}");
 }
+
+/// A deleted workspace is shown as gone, with why, at once and after a restart (before, it was
+/// `open` until the restart and then `(closed)` for good, with no reason and no way to forget
+/// it); `scafld daemon forget` forgets its record, refusing a workspace whose folder is there.
+/// Its ledgers stay: the folder put back is the same workspace at the next command.
+#[test]
+fn a_deleted_workspace_is_shown_gone_and_can_be_forgotten() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let (kept, deleted) = (env.path("kept"), env.path("deleted"));
+    opened(&env, &kept, "t", "true");
+    opened(&env, &deleted, "t", "true");
+    let id = id_file(&deleted);
+    let copy = env.path("copy");
+    let cp =
+        |from: &Path, to: &Path| assert!(Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap().success());
+    cp(&deleted, &copy);
+    std::fs::remove_dir_all(&deleted).unwrap();
+    let listed = |env: &TestEnv, root: &Path| {
+        let status = env.scafld(&["daemon", "status", "--json"]).json()["result"]["workspaces"].clone();
+        status.as_array().unwrap().iter().find(|w| w["root"] == root.display().to_string()).cloned()
+    };
+    let gone = format!("folder missing at {}", deleted.display());
+    let shown = listed(&env, &deleted).expect("the deleted workspace is listed");
+    assert_eq!((&shown["open"], &shown["gone"]), (&json!(false), &json!(gone)), "{shown}");
+    assert_eq!(listed(&env, &kept).unwrap()["gone"], Value::Null);
+    let human = env.scafld(&["daemon", "status"]);
+    assert!(human.stdout.contains(&format!("(gone: {gone})")), "{}", human.stdout);
+    env.client().result("daemon.shutdown", json!({}));
+    assert!(env.take_daemon().wait().unwrap().success());
+    env.start_daemon();
+    assert_eq!(listed(&env, &deleted).unwrap()["gone"], json!(gone));
+
+    let refused = env.scafld(&["daemon", "forget", &kept.display().to_string(), "--json"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    assert!(refused.stdout.contains("is not gone") || refused.stderr.contains("is not gone"), "{refused:?}");
+    assert!(listed(&env, &kept).is_some());
+    let forgot = env.scafld(&["daemon", "forget", &id[..8]]);
+    forgot.assert_code(0);
+    assert!(forgot.stdout.contains(&format!("forgot workspace {id}")), "{}", forgot.stdout);
+    assert!(listed(&env, &deleted).is_none(), "a forgotten workspace is still listed");
+    assert_ne!(env.scafld(&["daemon", "forget", &id]).code, 0, "forgotten twice");
+
+    // Put back: the same workspace, its history kept.
+    cp(&copy, &deleted);
+    let status = scafld_in(&env, &deleted, &["status", "t", "--json"]);
+    assert_eq!(status.json()["result"]["status"], "active", "{}", status.stdout);
+    assert_eq!(id_file(&deleted), id);
+    assert_eq!(listed(&env, &deleted).unwrap()["workspace_id"], json!(id));
+}

@@ -663,6 +663,11 @@ pub enum DaemonCommand {
     Stop,
     /// Show version, pid, uptime, socket, state directory, workspaces and jobs.
     Status,
+    /// Forget a workspace whose folder is gone (no longer listed or reopened; its ledgers stay).
+    Forget {
+        /// Its id (or the start of it, as `daemon status` shows it), or the folder it was at.
+        workspace: String,
+    },
 }
 
 impl Command {
@@ -675,6 +680,7 @@ impl Command {
             Command::Daemon(DaemonCommand::Start) => "daemon start",
             Command::Daemon(DaemonCommand::Stop) => "daemon stop",
             Command::Daemon(DaemonCommand::Status) => "daemon status",
+            Command::Daemon(DaemonCommand::Forget { .. }) => "daemon forget",
             Command::Plan(_) => "plan",
             Command::Validate(_) => "validate",
             Command::Status(_) => "status",

@@ -51,6 +51,7 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::WorkspaceList, _, _>(&mut module, |d, _| async move {
         Ok(m::WorkspaceListResult { workspaces: d.workspace_list().await? })
     });
+    register::<m::WorkspaceForget, _, _>(&mut module, |d, p| async move { d.forget_workspace(&p.workspace) });
     register::<m::TaskPlan, _, _>(&mut module, |d, p| async move { tasks::plan(&d, p).await });
     register::<m::TaskValidate, _, _>(&mut module, |d, p| async move { tasks::validate(&d, p).await });
     register::<m::TaskCheck, _, _>(&mut module, |d, p| async move { tasks::check(&d, p).await });

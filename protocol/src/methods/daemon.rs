@@ -137,6 +137,22 @@ pub struct WorkspaceConfigResult {
     pub error: Option<ConfigProblem>,
 }
 
+method!(
+    /// Forget where a workspace whose folder is gone was: it is no longer listed or reopened
+    /// at start. Its ledgers stay (its folder restored, the next command there records it
+    /// again). Refused while its folder is there, and while a job of it has not finished.
+    WorkspaceForget = "workspace.forget", WorkspaceForgetParams => WorkspaceInfo
+);
+
+/// `workspace.forget`: which workspace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceForgetParams {
+    /// Its id (or the start of it, as `daemon status` shows it, when only one id starts so),
+    /// or the absolute folder it is recorded at.
+    pub workspace: String,
+}
+
 /// `workspace.init`: the root, and optionally the caller (whose config dir holds the receipt
 /// key to create and trust) and the CI verify workflow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -164,8 +180,13 @@ pub struct WorkspaceRootParams {
 pub struct WorkspaceInfo {
     pub workspace_id: String,
     pub root: String,
-    /// Whether the daemon currently holds the workspace open (index and watcher live).
+    /// Whether the daemon currently holds the workspace open (index and watcher live) at a
+    /// folder that is there.
     pub open: bool,
+    /// Why the workspace is not where the daemon records it (`folder missing at <root>`, ...);
+    /// absent while it is there. `workspace.forget` forgets such a record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

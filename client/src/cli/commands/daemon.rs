@@ -1,7 +1,7 @@
-//! `scafld daemon start|stop|status`.
+//! `scafld daemon start|stop|status|forget`.
 
 use scafld_client::{ClientError, Connection};
-use scafld_protocol::methods::{DaemonStatus, DaemonStatusResult};
+use scafld_protocol::methods::{DaemonStatus, DaemonStatusResult, WorkspaceForget, WorkspaceForgetParams};
 use serde_json::json;
 
 use scafld_client::terminal::one_line;
@@ -97,6 +97,27 @@ pub fn status(ctx: &Context) -> Result<u8, CliError> {
     Ok(workflow::OK)
 }
 
+/// `scafld daemon forget <id|path>`: forget a workspace whose folder is gone. A relative
+/// folder (one with a `/`) is the caller's; the daemon is started if none runs.
+pub fn forget(ctx: &Context, workspace: &str) -> Result<u8, CliError> {
+    let named = match std::path::Path::new(workspace) {
+        path if workspace.contains('/') && !path.is_absolute() => {
+            std::env::current_dir().map(|d| d.join(path).display().to_string()).unwrap_or_else(|_| workspace.into())
+        }
+        _ => workspace.to_string(),
+    };
+    let mut conn = ctx.connect()?;
+    let forgotten = conn.call::<WorkspaceForget>(&WorkspaceForgetParams { workspace: named }).map_err(rpc_error)?;
+    ctx.out.success(&forgotten, || {
+        format!(
+            "forgot workspace {} ({}); its ledgers stay, and its folder restored is recorded again by the next command there",
+            forgotten.workspace_id,
+            one_line(forgotten.gone.as_deref().unwrap_or(&forgotten.root))
+        )
+    });
+    Ok(workflow::OK)
+}
+
 /// The status for a person; every path in it is a value kept to its line (`one_line`): a
 /// folder's name may hold a newline.
 fn render(s: &DaemonStatusResult) -> String {
@@ -119,7 +140,11 @@ fn render(s: &DaemonStatusResult) -> String {
             "  {}  {}{}\n",
             one_line(w.workspace_id.get(..8).unwrap_or(&w.workspace_id)),
             one_line(&w.root),
-            if w.open { "" } else { " (closed)" }
+            match (&w.gone, w.open) {
+                (Some(gone), _) => format!(" (gone: {})", one_line(gone)),
+                (None, true) => String::new(),
+                (None, false) => " (closed)".into(),
+            }
         ));
     }
     text.push_str(&format!(

@@ -25,6 +25,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Daemon(DaemonCommand::Start) => daemon::start(ctx),
         Command::Daemon(DaemonCommand::Stop) => daemon::stop(ctx),
         Command::Daemon(DaemonCommand::Status) => daemon::status(ctx),
+        Command::Daemon(DaemonCommand::Forget { workspace }) => daemon::forget(ctx, &workspace),
         Command::Plan(args) => tasks::plan(ctx, &args),
         Command::Validate(args) if args.all => tasks::validate_all(ctx),
         Command::Validate(args) => tasks::validate(ctx, &args.task),
