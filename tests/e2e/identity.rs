@@ -981,3 +981,25 @@ fn a_deleted_workspace_is_shown_gone_and_can_be_forgotten() {
     assert_eq!(id_file(&deleted), id);
     assert_eq!(listed(&env, &deleted).unwrap()["workspace_id"], json!(id));
 }
+
+/// After a workspace is moved, its jobs are listed at its folder now, after a restart too
+/// (README "Moved"); before, each earlier job's `root` was the old, missing folder.
+#[test]
+fn a_moved_workspaces_jobs_are_listed_at_its_folder_now() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let (before, after) = (env.path("before"), env.path("after"));
+    opened(&env, &before, "t", "true");
+    scafld_in(&env, &before, &["build", "t"]).assert_code(0);
+    std::fs::rename(&before, &after).unwrap();
+    env.client().result("daemon.shutdown", json!({}));
+    assert!(env.take_daemon().wait().unwrap().success());
+    env.start_daemon();
+    let run = scafld_in(&env, &after, &["job", "list", "--json"]);
+    let jobs = run.json()["result"]["jobs"].clone();
+    let jobs = jobs.as_array().unwrap();
+    assert!(!jobs.is_empty(), "{}", run.stdout);
+    assert!(jobs.iter().all(|j| j["root"] == after.display().to_string()), "{}", run.stdout);
+    let job = jobs[0]["job_id"].as_str().unwrap();
+    assert_eq!(job_state(&env, job)["root"], json!(after.display().to_string()));
+}

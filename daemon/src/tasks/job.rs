@@ -17,18 +17,43 @@ pub async fn list(daemon: &Daemon, p: m::JobListParams) -> RpcResult<m::JobListR
         Some(root) => Some(daemon.workspace_to_read(&root).await?),
         None => None,
     };
+    let mut roots = roots_now(daemon);
+    if let Some(ws) = &ws {
+        // The folder asked about is where its own jobs' workspace is now.
+        for id in [&ws.id, &ws.range.id] {
+            roots.insert(id.clone(), ws.root.display().to_string());
+        }
+    }
     let jobs = daemon
         .jobs
         .all()
         .iter()
         .filter(|j| ws.as_ref().is_none_or(|ws| ws.owns(&j.workspace_id)))
-        .map(jobs::info)
+        .map(|j| shown(j, &roots))
         .collect();
     Ok(m::JobListResult { jobs })
 }
 
+/// Where each workspace the daemon records is now: the folder on record for its id, which
+/// follows a move (the workspace opened at its new folder is recorded there).
+fn roots_now(daemon: &Daemon) -> std::collections::HashMap<String, String> {
+    let records = daemon.store().workspaces().unwrap_or_default();
+    records.into_iter().map(|record| (record.id, record.root)).collect()
+}
+
+/// `job` as a reply shows it: its `root` is its workspace's folder now (`roots`), not the one
+/// it ran in when that workspace was moved since; a job of a workspace on record nowhere keeps
+/// the folder it ran in.
+fn shown(job: &JobRecord, roots: &std::collections::HashMap<String, String>) -> m::JobInfo {
+    let mut info = jobs::info(job);
+    if let Some(root) = roots.get(&job.workspace_id) {
+        info.root = root.clone();
+    }
+    info
+}
+
 pub fn status(daemon: &Daemon, p: m::JobParams) -> RpcResult<m::JobInfo> {
-    daemon.jobs.get(&p.job_id).map(|r| jobs::info(&r)).ok_or_else(|| unknown_job(&p.job_id))
+    daemon.jobs.get(&p.job_id).map(|r| shown(&r, &roots_now(daemon))).ok_or_else(|| unknown_job(&p.job_id))
 }
 
 pub async fn wait(daemon: &Daemon, p: m::JobWaitParams) -> RpcResult<m::JobInfo> {
@@ -38,7 +63,7 @@ pub async fn wait(daemon: &Daemon, p: m::JobWaitParams) -> RpcResult<m::JobInfo>
     if !record.state.is_finished() && daemon.shutdown_token().is_cancelled() {
         return Err(stopped_before_end(&record));
     }
-    Ok(jobs::info(&record))
+    Ok(shown(&record, &roots_now(daemon)))
 }
 
 /// The answer to a wait on `job` that the daemon's orderly stop cut short. The stop ends the
@@ -93,5 +118,5 @@ pub async fn cancel(daemon: &Arc<Daemon>, p: m::JobParams) -> RpcResult<m::JobIn
     }
     let record = daemon.jobs.cancel(daemon.store(), &p.job_id).ok_or_else(|| unknown_job(&p.job_id))?;
     crate::review::cancelled(daemon, &record).await;
-    Ok(jobs::info(&daemon.jobs.get(&p.job_id).unwrap_or(record)))
+    Ok(shown(&daemon.jobs.get(&p.job_id).unwrap_or(record), &roots_now(daemon)))
 }
