@@ -495,6 +495,24 @@ fn a_changed_text_file_marked_minus_diff_is_shown_as_its_text() {
     assert!(!changes.contains("/dev/null") && !changes.contains("..0000000"), "not a deletion: {changes}");
 }
 
+/// A file in scope that git does not track, larger than any bound a fingerprint once had
+/// (300 MiB, sparse): a byte changed in its middle, its size unchanged, makes the evidence
+/// stale. Before, a file over 256 MiB was fingerprinted by its size and its first and last
+/// 16 MiB, so the evidence stayed current and the packet showed no change.
+#[test]
+fn a_byte_changed_in_the_middle_of_a_large_untracked_file_makes_the_evidence_stale() {
+    let env = TestEnv::new();
+    opened(&env, "data.bin", "- [ ] `a1` test - the data is there\n  - Command: `test -s data.bin`\n");
+    let file = std::fs::File::create(env.work.join("data.bin")).unwrap();
+    file.set_len(300 << 20).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    assert_eq!(status(&env)["criteria"][0]["freshness"], "current");
+    std::os::unix::fs::FileExt::write_at(&file, b"X", 150 << 20).unwrap();
+    let s = status(&env);
+    assert_eq!(s["criteria"][0]["freshness"], "stale", "{s}");
+    assert_eq!(s["stale_changes"], json!(["data.bin (changed)"]), "{s}");
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

@@ -3,13 +3,13 @@
 //! reviews are bound to: the content of the scoped files by the id git gives it, however git
 //! holds them), the changes since an approval baseline (committed or not), and diffs.
 //!
-//! Files are hashed by streaming with a cap, symlinks are fingerprinted by their target text and
+//! Files are hashed whole by streaming (bounded memory, whatever their size), symlinks are fingerprinted by their target text and
 //! never read through (the material resolves one in scope to its target only inside the
 //! workspace), special files by their type: nothing here reads a file whole into memory.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
@@ -18,10 +18,6 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::ledger::BaselinePath;
 use crate::domain::material::GROUP;
-
-/// Files up to this size are hashed whole; larger ones by their size, first and last parts.
-pub const HASH_CAP: u64 = 256 << 20;
-const HASH_EDGE: u64 = 16 << 20;
 
 /// The status of a file git ignores in a snapshot (`git status --porcelain --ignored`'s).
 pub const IGNORED: &str = "!!";
@@ -411,8 +407,8 @@ fn snapshot_nested(
     Ok(())
 }
 
-/// The content fingerprint of `relative` under `root`, never following a symlink and never
-/// reading more than [`HASH_CAP`] bytes: sha256 of a file, `deleted`, `symlink:<hash of the
+/// The content fingerprint of `relative` under `root`, never following a symlink: sha256 of a
+/// file's whole content (streamed, so memory stays bounded whatever its size), `deleted`, `symlink:<hash of the
 /// target text>`, `special:<kind>`, a nested repository's (submodule's) HEAD and dirt, or
 /// `unreadable:<error kind>`.
 pub fn fingerprint(root: &Path, relative: &str) -> String {
@@ -443,38 +439,105 @@ pub fn fingerprint(root: &Path, relative: &str) -> String {
         };
         return format!("special:{what}");
     }
-    match hash_file(&path, meta.len()) {
+    match kept_hash(&path, &meta, HashKind::Sha256, || hash_file(&path).map_err(|e| format!("{:?}", e.kind()))) {
         Ok(hash) => hash,
-        Err(e) => format!("unreadable:{:?}", e.kind()),
+        Err(e) => format!("unreadable:{e}"),
     }
 }
 
-/// sha256 of a regular file, streamed; over the cap, of its size and its first and last parts.
-fn hash_file(path: &Path, len: u64) -> std::io::Result<String> {
+/// Files at least this large keep their hashes for the daemon's run ([`kept_hash`]).
+const KEPT_FROM: u64 = 8 << 20;
+
+/// Which hash of a file's content: git's blob id or sha256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum HashKind {
+    Blob,
+    Sha256,
+}
+
+/// What a kept hash holds for: the file (device, inode) and each stat field a write moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// A kept hash's key: the file's device and inode, and which hash.
+type KeptKey = (u64, u64, HashKind);
+
+/// The hashes of large files, by device, inode and kind, with the stamp each was read under.
+static KEPT_HASHES: std::sync::Mutex<BTreeMap<KeptKey, (Stamp, String)>> = std::sync::Mutex::new(BTreeMap::new());
+
+/// At most this many hashes are kept (past it, they are all forgotten).
+const KEPT_HASHES_BOUND: usize = 4096;
+
+/// `hash` of the file at `path` (a regular file, `meta` its stat), whole; for one of
+/// [`KEPT_FROM`] or more, the hash read last time while its stamp is unchanged. A hash is kept
+/// only when the file's change time, which every write moves and no one can set back, was over
+/// a second before the read began (a write within the same clock tick as the last change could
+/// leave it as it was) and the stamp did not move while it was read. So a large file in scope
+/// is read once per change, not at every `status`, and any write to it is read again.
+fn kept_hash(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    kind: HashKind,
+    hash: impl FnOnce() -> Result<String, String>,
+) -> Result<String, String> {
+    if meta.len() < KEPT_FROM {
+        return hash();
+    }
+    let stamp = Stamp::of(meta);
+    let key = (stamp.dev, stamp.ino, kind);
+    let kept = KEPT_HASHES.lock().ok().and_then(|kept| kept.get(&key).cloned());
+    if let Some((at, value)) = kept
+        && at == stamp
+    {
+        return Ok(value);
+    }
+    let began = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let value = hash()?;
+    let settled = i64::try_from(began).is_ok_and(|began| stamp.ctime.0 + 1 < began);
+    let unmoved = std::fs::symlink_metadata(path).is_ok_and(|after| Stamp::of(&after) == stamp);
+    if settled
+        && unmoved
+        && let Ok(mut kept) = KEPT_HASHES.lock()
+    {
+        if kept.len() >= KEPT_HASHES_BOUND {
+            kept.clear();
+        }
+        kept.insert(key, (stamp, value.clone()));
+    }
+    Ok(value)
+}
+
+/// sha256 of a regular file's whole content, streamed through a fixed buffer.
+fn hash_file(path: &Path) -> std::io::Result<String> {
     let mut file = File::open(path)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
-    let mut feed = |file: &mut File, mut remaining: u64, hasher: &mut Sha256| -> std::io::Result<()> {
-        while remaining > 0 {
-            let want = remaining.min(buffer.len() as u64) as usize;
-            let n = file.read(&mut buffer[..want])?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buffer[..n]);
-            remaining -= n as u64;
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            return Ok(format!("{:x}", hasher.finalize()));
         }
-        Ok(())
-    };
-    if len <= HASH_CAP {
-        feed(&mut file, HASH_CAP + 1, &mut hasher)?;
-        return Ok(format!("{:x}", hasher.finalize()));
+        hasher.update(&buffer[..n]);
     }
-    hasher.update(len.to_le_bytes());
-    feed(&mut file, HASH_EDGE, &mut hasher)?;
-    file.seek(SeekFrom::Start(len - HASH_EDGE))?;
-    feed(&mut file, HASH_EDGE, &mut hasher)?;
-    Ok(format!("large:{len}:{:x}", hasher.finalize()))
 }
 
 /// A nested repository's HEAD and the fingerprints of its dirty paths.
@@ -531,8 +594,8 @@ fn porcelain(s: Status) -> String {
 /// submodule content. Each entry is a [`BaselinePath`] whose `status` holds its kind:
 ///
 /// - `file`: a file or symlink, fingerprinted `<mode>:<git blob id>` (the id git gives the
-///   content: a clean tracked file's comes from the index, any other is hashed from the disk;
-///   `large:` over [`HASH_CAP`], `special:`/`dir`/`repo:` for what is not a file);
+///   content: a clean tracked file's comes from the index, any other is hashed from the disk,
+///   whole whatever its size, streamed; `special:`/`dir`/`repo:` for what is not a file);
 /// - `absent`: a path the scope names with nothing on the disk (a task may create it: its
 ///   appearance changes the material);
 /// - `target`: what a symlink in scope resolves to (`inside:<path>`, whose content is then
@@ -728,8 +791,8 @@ const SKIP_WORKTREE: u16 = 0x4000;
 const LINK_MODE: &str = "120000:";
 
 /// The material fingerprint of `relative` under `workdir` as the disk holds it: `<mode>:<git
-/// blob id>` of a file or symlink (never followed; over [`HASH_CAP`] by size and edges), as
-/// git would record it; `None` when nothing is there; [`fingerprint`]'s words for a folder
+/// blob id>` of a file or symlink (never followed; the whole content, streamed by libgit2 in
+/// bounded memory, so a change anywhere in a file of any size is seen), as git would record it; `None` when nothing is there; [`fingerprint`]'s words for a folder
 /// (a nested repository), a special file or an unreadable one.
 fn content_on_disk(workdir: &Path, relative: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
@@ -752,11 +815,9 @@ fn content_on_disk(workdir: &Path, relative: &str) -> Option<String> {
         return Some(fingerprint(workdir, relative));
     }
     let mode = file_mode(meta.permissions().mode());
-    let id = if meta.len() > HASH_CAP {
-        hash_file(&path, meta.len()).map_err(|e| format!("{:?}", e.kind()))
-    } else {
+    let id = kept_hash(&path, &meta, HashKind::Blob, || {
         Oid::hash_file(ObjectType::Blob, &path).map(|id| id.to_string()).map_err(|e| e.message().to_string())
-    };
+    });
     Some(match id {
         Ok(id) => format!("{mode}:{id}"),
         Err(e) => format!("unreadable:{e}"),
@@ -3294,20 +3355,46 @@ mod tests {
     }
 
     #[test]
-    fn symlinks_devices_and_big_files_are_fingerprinted_without_reading_them_whole() {
+    fn symlinks_devices_and_big_files_are_fingerprinted_by_their_whole_content_streamed() {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero")).unwrap();
         assert!(fingerprint(dir.path(), "zero").starts_with("symlink:"));
-        // A sparse file over the cap is hashed by its size and edges, in bounded memory.
+        // A file is hashed whole, streamed: a byte changed in its middle, size unchanged, is seen.
         let big = File::create(dir.path().join("big")).unwrap();
-        big.set_len(HASH_CAP + 5).unwrap();
-        let fp = fingerprint(dir.path(), "big");
-        assert!(fp.starts_with(&format!("large:{}:", HASH_CAP + 5)), "{fp}");
+        big.set_len(40 << 20).unwrap();
+        let before = fingerprint(dir.path(), "big");
+        std::os::unix::fs::FileExt::write_at(&big, b"X", 20 << 20).unwrap();
+        assert_ne!(fingerprint(dir.path(), "big"), before);
         nix::unistd::mkfifo(&dir.path().join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
         assert_eq!(fingerprint(dir.path(), "pipe"), "special:fifo");
         assert_eq!(fingerprint(dir.path(), "missing"), "deleted");
         std::fs::write(dir.path().join("small"), b"abc").unwrap();
         assert_eq!(fingerprint(dir.path(), "small"), format!("{:x}", Sha256::digest(b"abc")));
+    }
+
+    /// A large file's hash is kept once its change time is over a second old, and a write to
+    /// it (its size and modification time kept) is read again all the same.
+    #[test]
+    fn a_large_files_kept_hash_is_read_again_once_it_is_written() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let big = File::create(dir.path().join("big")).unwrap();
+        big.set_len(KEPT_FROM + 1).unwrap();
+        let first = fingerprint(dir.path(), "big");
+        let stamp = || Stamp::of(&std::fs::symlink_metadata(dir.path().join("big")).unwrap());
+        let kept = || {
+            let key = (stamp().dev, stamp().ino, HashKind::Sha256);
+            KEPT_HASHES.lock().unwrap().get(&key).is_some_and(|(at, _)| *at == stamp())
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !kept() {
+            assert!(std::time::Instant::now() < deadline, "never kept");
+            assert_eq!(fingerprint(dir.path(), "big"), first);
+        }
+        let modified = std::fs::metadata(dir.path().join("big")).unwrap().modified().unwrap();
+        big.write_at(b"X", 4 << 20).unwrap();
+        big.set_modified(modified).unwrap();
+        assert_ne!(fingerprint(dir.path(), "big"), first);
     }
 
     /// A material past the bound is stored grouped by folder, the same way every time: the
