@@ -513,6 +513,29 @@ fn a_byte_changed_in_the_middle_of_a_large_untracked_file_makes_the_evidence_sta
     assert_eq!(s["stale_changes"], json!(["data.bin (changed)"]), "{s}");
 }
 
+/// A file too large to show (over 8 MiB) is named in the packet as the added file of its
+/// path, with its size, and never read whole for a diff: a 9.5 MiB text file, and a 600 MiB
+/// one (past libgit2's 512 MiB big-file threshold). Before, the text file was diffed whole (a
+/// 300 MB one took the daemon half a minute and over a gigabyte of memory, for a packet
+/// clipped to kilobytes), and the big one was shown as `old mode 0` and "Binary files
+/// /dev/null and /dev/null differ", as if it were nowhere.
+#[test]
+fn a_file_too_large_to_show_is_named_as_added_with_its_size() {
+    let env = TestEnv::new();
+    let check = "- [ ] `a1` test - the dump is there\n  - Command: `test -s dump.txt`\n";
+    opened(&env, "dump.txt` - the dump.\n- `data.bin", check);
+    write(&env, "dump.txt", &"hello world line of text\n".repeat(400_000));
+    std::fs::File::create(env.work.join("data.bin")).unwrap().set_len(600 << 20).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let (changes, _) = packet_sections(&env);
+    for (path, size) in [("dump.txt", "9.5 MiB (10000000 bytes)"), ("data.bin", "600.0 MiB (629145600 bytes)")] {
+        let header = format!("diff --git a/{path} b/{path}\nnew file mode 100644\n(a new file of {size}: over the ");
+        assert!(changes.contains(&header), "{path} named as added: {changes}");
+    }
+    assert!(!changes.contains("hello world line of text"), "not shown: {changes}");
+    assert!(!changes.contains("/dev/null") && !changes.contains("old mode 0"), "{changes}");
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

@@ -5,7 +5,8 @@
 //!
 //! Files are hashed whole by streaming (bounded memory, whatever their size), symlinks are fingerprinted by their target text and
 //! never read through (the material resolves one in scope to its target only inside the
-//! workspace), special files by their type: nothing here reads a file whole into memory.
+//! workspace), special files by their type: nothing here reads a file whole into memory, and a
+//! file too large to show (over 8 MiB) is named in a diff, never read for a patch.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -2403,6 +2404,17 @@ fn patch_of(
     // [`Material::ignored`]) are shown apart, as added files.
     let (ignored, local): (Vec<&str>, Vec<&str>) =
         local.into_iter().partition(|path| ignored_file(repo, Path::new(path)));
+    // A file over [`MAX_SHOWN`] on either side is named with its sizes, never read for a
+    // patch: libgit2 would hold both sides whole in memory to diff them (and past its
+    // big-file threshold names a new one `/dev/null` on both sides).
+    let (mut large_text, mut small) = (String::new(), Vec::new());
+    for path in local {
+        match sides(repo, tree, path) {
+            sides if sides.over(MAX_SHOWN) => large_text.push_str(&large_change(repo, tree, path, &sides, &from, &to)),
+            _ => small.push(path),
+        }
+    }
+    let local = small;
     // A text file `.gitattributes` marks `-diff` (a lock file) is shown as text all the same:
     // the reviewer must see the change, and libgit2 would not read it to name its new side.
     let (as_text, local): (Vec<&str>, Vec<&str>) =
@@ -2411,6 +2423,7 @@ fn patch_of(
     // would name its new side `/dev/null`, as if it were deleted.
     let (binary, local): (Vec<&str>, Vec<&str>) = local.into_iter().partition(|path| marked_binary(repo, path));
     let mut text: String = binary.iter().map(|path| binary_change(repo, tree, path, &from, &to)).collect();
+    text.push_str(&large_text);
     // A file a sparse checkout left out is as its index entry holds it, never deleted.
     let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
     let (sparse, local): (Vec<&str>, Vec<&str>) =
@@ -2487,6 +2500,68 @@ fn binary_change(repo: &Repository, tree: Option<&Tree<'_>>, path: &str, from: &
     )
 }
 
+/// The sizes of a file's two sides in a diff: in the tree (a blob's size, read from its
+/// header, never the blob) and in the work tree (a regular file's length); `None` where it is
+/// not there (or is not a file: a symlink or a submodule is never large).
+#[derive(Debug, Clone, Copy)]
+struct Sides {
+    before: Option<(u64, i32)>,
+    after: Option<(u64, u32)>,
+}
+
+impl Sides {
+    fn over(&self, cap: u64) -> bool {
+        self.before.is_some_and(|(len, _)| len > cap) || self.after.is_some_and(|(len, _)| len > cap)
+    }
+}
+
+/// [`Sides`] of `path` between `tree` and `repo`'s work tree.
+fn sides(repo: &Repository, tree: Option<&Tree<'_>>, path: &str) -> Sides {
+    let before = tree
+        .and_then(|t| t.get_path(Path::new(path)).ok())
+        .filter(|entry| entry.kind() == Some(ObjectType::Blob))
+        .and_then(|entry| {
+            let (len, _) = repo.odb().ok()?.read_header(entry.id()).ok()?;
+            Some((len as u64, entry.filemode()))
+        });
+    let after =
+        repo.workdir().and_then(|w| std::fs::symlink_metadata(w.join(path)).ok()).filter(|m| m.is_file()).map(|meta| {
+            use std::os::unix::fs::PermissionsExt;
+            (meta.len(), meta.permissions().mode())
+        });
+    Sides { before, after }
+}
+
+/// The change of a file too large to show (`sides` over [`MAX_SHOWN`]), as an added, deleted
+/// or modified file of its path with its sizes (empty when it did not change): read whole
+/// only to hash it when both sides have the same size, never held in memory. Labels starting
+/// `from` start `to` instead, as [`patch`] makes them.
+fn large_change(repo: &Repository, tree: Option<&Tree<'_>>, path: &str, sides: &Sides, from: &str, to: &str) -> String {
+    let named = format!("{to}{}", path.strip_prefix(from).unwrap_or(path));
+    let size = scafld_local::capped::size;
+    let shown = size(MAX_SHOWN);
+    let (head, what) = match (sides.before, sides.after) {
+        (None, None) => return String::new(),
+        (None, Some((len, mode))) => {
+            (format!("new file mode {}\n", file_mode(mode)), format!("a new file of {}", size(len)))
+        }
+        (Some((len, mode)), None) => {
+            (format!("deleted file mode {}\n", file_mode(mode as u32)), format!("a deleted file of {}", size(len)))
+        }
+        (Some((old, _)), Some((new, _))) => {
+            if old == new {
+                let before = tree.and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id());
+                let after = repo.workdir().and_then(|w| Oid::hash_file(ObjectType::Blob, w.join(path)).ok());
+                if before.is_some() && before == after {
+                    return String::new();
+                }
+            }
+            (String::new(), format!("a file of {} (was {})", size(new), size(old)))
+        }
+    };
+    format!("diff --git a/{named} b/{named}\n{head}({what}: over the {shown} a diff shows, not shown)\n")
+}
+
 /// Whether `.gitattributes` tells git not to diff `path` as text (`-diff`, `binary`).
 fn marked_binary(repo: &Repository, path: &str) -> bool {
     let value = repo.get_attr(Path::new(path), "diff", git2::AttrCheckFlags::FILE_THEN_INDEX).ok().flatten();
@@ -2543,8 +2618,9 @@ pub fn ignored_files(root: &Path, paths: &[String]) -> Result<Vec<String>, Strin
         .collect())
 }
 
-/// Files a diff shows at most of a file git ignores; a larger one is named, not shown.
-const MAX_IGNORED_SHOWN: u64 = 8 << 20;
+/// The largest file a diff shows (either side, tracked, untracked or ignored); a larger one
+/// is named with its size, not shown.
+const MAX_SHOWN: u64 = 8 << 20;
 
 /// The patch of `paths`, files git ignores in `repo`'s work tree, as added since `tree`:
 /// staged in memory on top of the index (by a repository whose object writes stay in memory,
@@ -2571,16 +2647,16 @@ fn ignored_patch(
         let (mode, content) = if meta.is_symlink() {
             let target = std::fs::read_link(&full).map_err(|e| format!("cannot read {path}: {e}"))?;
             (0o120000, target.into_os_string().into_encoded_bytes())
-        } else if meta.len() > MAX_IGNORED_SHOWN {
+        } else if meta.len() > MAX_SHOWN {
             let named = format!("{named}{}", path.strip_prefix(from).unwrap_or(path));
             text.push_str(&format!(
                 "diff --git a/{named} b/{named}\n(a file git ignores, {}: over the {} shown)\n",
                 scafld_local::capped::size(meta.len()),
-                scafld_local::capped::size(MAX_IGNORED_SHOWN)
+                scafld_local::capped::size(MAX_SHOWN)
             ));
             continue;
         } else {
-            let content = scafld_local::capped::read(&full, "file", MAX_IGNORED_SHOWN).map_err(|e| e.to_string())?;
+            let content = scafld_local::capped::read(&full, "file", MAX_SHOWN).map_err(|e| e.to_string())?;
             (if meta.permissions().mode() & 0o111 != 0 { 0o100755 } else { 0o100644 }, content)
         };
         let entry = git2::IndexEntry {
