@@ -536,6 +536,46 @@ fn a_file_too_large_to_show_is_named_as_added_with_its_size() {
     assert!(!changes.contains("/dev/null") && !changes.contains("old mode 0"), "{changes}");
 }
 
+/// 600 untracked files outside a one-file scope at approval: the baseline records them
+/// grouped by folder (the approval still says how many there were), the packet counts them as
+/// dirt then, not drift, and one edited afterwards is ambient drift. Before, each was an entry
+/// of the approval's ledger event (100 000 made it 18 MB, and every `status` of the task took
+/// seconds to read it).
+#[test]
+fn dirt_outside_the_scope_at_approval_is_recorded_grouped() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    write(&env, "README.md", "# project\n");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    env.init();
+    for i in 0..600 {
+        write(&env, &format!("node_modules/pkg{}/f{i:03}.js", i % 3), "x\n");
+    }
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nGate truth.\n\n## Scope\n\n- `src/lib.rs` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n{GREET}"
+    );
+    write(&env, ".scafld/specs/drafts/rev.md", &spec);
+    env.scafld(&["approve", "rev", "--reason", "gate tests"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let base = &entries[0];
+    assert_eq!(base["type"], "workspace_baseline", "{entries}");
+    assert!(base["reason"].as_str().unwrap().contains(" 603 changed path(s)"), "{base}");
+    let paths = base["paths"].as_array().unwrap();
+    assert!(paths.len() <= 256, "{} entries recorded", paths.len());
+    assert!(paths.iter().any(|p| p["status"] == "files"), "{base}");
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let (changes, drift) = packet_sections(&env);
+    assert!(changes.contains("- `src/lib.rs`") && !changes.contains("node_modules"), "{changes}");
+    assert!(!drift.contains("node_modules"), "dirt then, untouched: {drift}");
+    write(&env, "node_modules/pkg2/f002.js", "changed\n");
+    let (changes, drift) = packet_sections(&env);
+    assert!(drift.contains("node_modules/pkg2/f002.js"), "{drift}");
+    assert!(!changes.contains("node_modules"), "{changes}");
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

@@ -28,7 +28,10 @@ const RUNNER_DIRS: [&str; 3] = [".scafld/runs/", ".scafld/reviews/", ".scafld/sp
 
 pub struct Snapshot {
     pub head: Option<String>,
+    /// As recorded: the dirt outside the scope grouped by folder when there is much of it.
     pub paths: Vec<BaselinePath>,
+    /// How many dirty or untracked paths there were (those grouped included).
+    pub dirty: usize,
     /// Each nested repository's HEAD commit (`None`: it has none yet), by folder: see
     /// [`nested_repository`]. Its dirty paths are among `paths`, below its folder.
     pub nested: BTreeMap<String, Option<String>>,
@@ -297,8 +300,76 @@ pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, GitFailure> {
     for path in ignored.into_iter().filter(|path| !runner_path(path)) {
         paths.push(BaselinePath { status: IGNORED.into(), fingerprint: fingerprint(root, &path), path });
     }
-    paths.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Snapshot { head, paths, nested })
+    let dirty = paths.len();
+    let paths = recorded(paths, scope, &nested);
+    Ok(Snapshot { head, paths, dirty, nested })
+}
+
+/// Whether a dirty `path` is kept apart from the grouped ambient dirt of an approval baseline
+/// (see [`recorded`]): in `scope` (the evidence scope), or a nested repository's folder, below
+/// one, or above one.
+fn kept_apart(path: &str, scope: &[String], nested: &BTreeMap<String, Option<String>>) -> bool {
+    let path = path.trim_end_matches('/');
+    in_scope(path, scope)
+        || nested.keys().any(|n| path == n || path.starts_with(&format!("{n}/")) || n.starts_with(&format!("{path}/")))
+}
+
+/// The snapshot's paths as the approval baseline records them: an entry for each path in
+/// `scope` (the evidence scope), each file git ignores that the material reads and each
+/// nested repository's path; the dirt outside the scope, which only tells a review's ambient
+/// changes from what was there at approval, as [`stored`] keeps a material: an entry per path
+/// up to [`STORED_BOUND`], else grouped by folder, each group's fingerprint covering its
+/// members (their paths, statuses and fingerprints), so any change among them is seen
+/// ([`changes_since`] reads a group again). An approval amid a hundred thousand untracked
+/// files outside a one-file scope records a few hundred entries, and every later read of the
+/// ledger (each `status`) costs what the scope costs.
+fn recorded(
+    paths: Vec<BaselinePath>,
+    scope: &[String],
+    nested: &BTreeMap<String, Option<String>>,
+) -> Vec<BaselinePath> {
+    let (mut kept, ambient): (Vec<_>, Vec<_>) =
+        paths.into_iter().partition(|p| p.status == IGNORED || kept_apart(&p.path, scope, nested));
+    kept.extend(stored(&ambient));
+    kept.sort_by(|a, b| a.path.cmp(&b.path));
+    kept
+}
+
+/// The folders of the approval baseline's `groups` (see [`recorded`]) whose dirt is as it was
+/// at approval: each group's dirty paths now (outside `scope`, the nested repositories and
+/// what the baseline records one by one, `apart`), fingerprinted as the snapshot does, folded
+/// as the baseline folded them, give the fingerprint it recorded.
+fn unchanged_groups(
+    repo: &Repository,
+    place: &Place,
+    root: &Path,
+    groups: &[&BaselinePath],
+    apart: impl Fn(&str) -> bool,
+) -> Result<BTreeSet<String>, GitFailure> {
+    let mut unchanged = BTreeSet::new();
+    for group in groups {
+        let walk = match group.path.as_str() {
+            crate::domain::material::WHOLE => outside_runner_dirs(repo, place).0,
+            folder => vec![place.git(folder.trim_end_matches('/'))],
+        };
+        let mut members = Vec::new();
+        for (path, status) in scoped_statuses(repo, &walk)? {
+            let Some(path) = place.workspace(path.trim_end_matches('/')).filter(|p| !p.is_empty()) else { continue };
+            if runner_path(path) || apart(path) {
+                continue;
+            }
+            members.push(BaselinePath {
+                status: porcelain(status),
+                fingerprint: fingerprint(root, path),
+                path: path.to_string(),
+            });
+        }
+        let now = crate::domain::material::like(&[(*group).clone()], &members);
+        if now.iter().any(|e| e.status == GROUP && e.path == group.path && e.fingerprint == group.fingerprint) {
+            unchanged.insert(group.path.clone());
+        }
+    }
+    Ok(unchanged)
 }
 
 /// The repository of its own in `folder` of `repo`'s work tree (a clone or `git init` there,
@@ -2125,6 +2196,7 @@ pub fn changes_since(
     baseline: &[BaselinePath],
     nested: &BTreeMap<String, Option<String>>,
     ignored: &[String],
+    scope: &[String],
 ) -> Result<Since, GitFailure> {
     let (repo, place) = placed(root)?;
     let base_tree = base_tree(&repo, base_head)?;
@@ -2150,13 +2222,31 @@ pub fn changes_since(
         walked.iter().filter_map(|path| place.workspace(path).filter(|p| !p.is_empty()).map(str::to_string)).collect();
     let read = nested_changes(&repo, &place, baseline, nested, &mut paths)?;
     paths.extend(ignored.iter().cloned());
-    let base_dirt: BTreeMap<&str, &str> = baseline.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
+    let (groups, base_dirt): (Vec<&BaselinePath>, Vec<&BaselinePath>) =
+        baseline.iter().partition(|p| p.status == GROUP);
+    let base_dirt: BTreeMap<&str, &str> = base_dirt.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
     paths.extend(base_dirt.keys().map(|p| p.to_string()));
+    // Ambient dirt recorded grouped: a group whose members are as they were is dirt then, all
+    // of it; any other is read path by path (each a change).
+    let apart = |path: &str| base_dirt.contains_key(path) || kept_apart(path, scope, nested);
+    let unchanged = unchanged_groups(&repo, &place, root, &groups, apart)?;
+    let in_unchanged_group = |path: &str| {
+        !apart(path)
+            && path
+                .match_indices('/')
+                .map(|(at, _)| &path[..=at])
+                .chain([crate::domain::material::WHOLE])
+                .find(|dir| groups.iter().any(|g| g.path == *dir))
+                .is_some_and(|dir| unchanged.contains(dir))
+    };
     let mut changes = Vec::new();
     for path in paths {
         // A nested repository read through its own git is its changed files, not its folder.
         if runner_path(&path) || read.iter().any(|n| n.folder == path.trim_end_matches('/')) {
             continue;
+        }
+        if in_unchanged_group(&path) {
+            continue; // dirty at approval, among a group untouched since
         }
         let now = fingerprint(root, &path);
         if base_dirt.get(path.as_str()).is_some_and(|before| *before == now) {
@@ -2864,7 +2954,7 @@ mod tests {
         let lost = lost_nested(&root, &snapshot.paths, &older).unwrap();
         assert_eq!(lost, vec![LostNested { folder: "lib".into(), loss: NestedLoss::NotOnRecord }]);
         write(&root, "lib/x.txt", "changed");
-        let refused = changes_since(&root, snapshot.head.as_deref(), &snapshot.paths, &older, &[]).unwrap_err();
+        let refused = changes_since(&root, snapshot.head.as_deref(), &snapshot.paths, &older, &[], &[]).unwrap_err();
         assert!(
             matches!(&refused, GitFailure::Unmet { message, .. } if message.contains("not on record")),
             "{refused}"

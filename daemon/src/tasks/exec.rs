@@ -146,7 +146,7 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
     scope_warnings.extend(super::read::oversize(&ws, spec));
     let (root, scope) = (ws.root.clone(), crate::evidence::evidence_scope(&ws, spec));
     let snapshot = baseline::in_workspace(move || baseline::snapshot(&root, &scope)).await?;
-    let count = snapshot.paths.len();
+    let count = snapshot.dirty;
     let head = snapshot.head.clone();
     let contract = evidence::contract(spec);
     let events = vec![
@@ -447,7 +447,7 @@ async fn adopt(
     if !has_baseline {
         let (root, scope) = (ws.root.clone(), crate::evidence::evidence_scope(ws, spec));
         let snapshot = baseline::in_workspace(move || baseline::snapshot(&root, &scope)).await?;
-        let count = snapshot.paths.len();
+        let count = snapshot.dirty;
         events.push(LedgerEvent::WorkspaceBaseline {
             head: snapshot.head,
             paths: snapshot.paths,

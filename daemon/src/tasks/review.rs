@@ -377,17 +377,20 @@ impl TaskChange {
             approval_baseline(entries);
         let (root, head, base, ignored) = (ws.root.clone(), base_head.clone(), baseline.clone(), ignored.to_vec());
         let task = spec.front.task_id.clone();
-        let since =
-            baseline::in_workspace(move || baseline::changes_since(&root, head.as_deref(), &base, &nested, &ignored))
-                .await
-                .map_err(|RpcError(mut data)| {
-                    // A baseline commit is gone (the workspace's, or a nested repository's HEAD
-                    // then): name this task in the way out.
-                    if data.kind == ErrorKind::InvalidState {
-                        data.hint = data.hint.map(|hint| hint.replace("<task>", &task));
-                    }
-                    RpcError(data)
-                })?;
+        // The approval snapshot kept the dirt outside this scope grouped (`baseline::snapshot`).
+        let bound = crate::evidence::evidence_scope(ws, spec);
+        let since = baseline::in_workspace(move || {
+            baseline::changes_since(&root, head.as_deref(), &base, &nested, &ignored, &bound)
+        })
+        .await
+        .map_err(|RpcError(mut data)| {
+            // A baseline commit is gone (the workspace's, or a nested repository's HEAD
+            // then): name this task in the way out.
+            if data.kind == ErrorKind::InvalidState {
+                data.hint = data.hint.map(|hint| hint.replace("<task>", &task));
+            }
+            RpcError(data)
+        })?;
         let changed: Vec<String> = since.changes.into_iter().map(|c| c.path).collect();
         let scope = crate::evidence::review_scope(ws, spec, requested_scope);
         // A nested repository read through its own git is its files, its dirt then among them.
