@@ -280,6 +280,39 @@ fn a_daemon_whose_socket_is_removed_is_stopped_not_orphaned() {
     assert!(run.stderr.contains("started the daemon"), "{}", run.stderr);
 }
 
+/// `daemon stop` never signals a `scafldd` that holds the state directory without serving a
+/// socket there: `scafldd --recover` rebuilding the database takes the lock naming no socket,
+/// and cutting it short would leave the rebuild half done. It is refused, exit 1, named.
+#[test]
+fn daemon_stop_never_signals_a_recovery() {
+    let env = TestEnv::new();
+    std::fs::create_dir_all(&env.state_dir).unwrap();
+    // A process named `scafldd` holding the lock the way a recovery does: its pid, no socket.
+    let recovery = env.path("bin/scafldd");
+    std::fs::create_dir_all(recovery.parent().unwrap()).unwrap();
+    std::fs::copy("/usr/bin/sleep", &recovery).unwrap();
+    let lock = env.state_dir.join("scafldd.lock");
+    let mut holder = Command::new("sh")
+        .args(["-c", r#"exec 9>"$1"; flock -x 9; echo $$ >&9; exec "$2" 600"#, "sh"])
+        .arg(&lock)
+        .arg(&recovery)
+        .spawn()
+        .unwrap();
+    let pid = holder.id();
+    wait_until("the stand-in recovery to hold the lock", || {
+        std::fs::read_to_string(&lock).is_ok_and(|text| text.trim() == pid.to_string())
+            && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "scafldd")
+    });
+    let run = env.scafld_within(&["daemon", "stop"], scafld_tests::DEADLINE);
+    let alive = holder.try_wait().unwrap().is_none();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    run.assert_code(1);
+    assert!(run.stderr.contains(&format!("scafldd pid {pid}")), "{}", run.stderr);
+    assert!(run.stderr.contains("without serving a socket"), "{}", run.stderr);
+    assert!(alive, "the recovery was signalled: {}", run.stderr);
+}
+
 /// Under a process limit (`ulimit -u`) that leaves no room for its threads, the daemon refuses
 /// to start, exit 1, naming the limit: before, building its runtime panicked ("OS can't spawn
 /// worker thread"), or sled was left without threads and the daemon listened without ever

@@ -19,6 +19,9 @@ use super::output::CliError;
 const START_DEADLINE: Duration = Duration::from_secs(10);
 const STOP_DEADLINE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(5);
+/// How long a daemon whose socket file is gone takes at most to notice it and stop (it checks
+/// each second), with room for a loaded machine.
+const SOCKET_GONE_NOTICED: Duration = Duration::from_secs(3);
 
 /// Connect to the daemon, starting one if `autostart` and nobody answers.
 pub fn connect(paths: &Paths, autostart: bool) -> Result<Connection, CliError> {
@@ -113,11 +116,16 @@ fn unreachable(socket: &Path) -> CliError {
 /// stopping (it refuses new connections from its stop on and keeps the lock until it exits):
 /// wait for it to go (bounded), so that the daemon started next is not refused the lock.
 fn wait_for_stopping(paths: &Paths) {
-    let deadline = Instant::now() + STOP_DEADLINE;
+    let started = Instant::now();
     while let Some((pid, Some(socket))) = paths.state_holder() {
-        // (Its socket file gone, removed by hand or by a cleaner, the daemon notices within a
-        // second and stops: waited for too.)
-        if socket != paths.socket || !process_alive(pid) || Instant::now() > deadline {
+        // Its socket file gone (removed by hand or by a cleaner), a daemon of this build notices
+        // within a second and stops: waited for that long, not the whole stop deadline (one of
+        // an older release, or one systemd's socket started, never notices).
+        let deadline = match paths.socket.exists() {
+            true => STOP_DEADLINE,
+            false => SOCKET_GONE_NOTICED,
+        };
+        if socket != paths.socket || !process_alive(pid) || started.elapsed() > deadline {
             return;
         }
         std::thread::sleep(POLL);
@@ -352,9 +360,25 @@ pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
                 }
                 // The daemon of this very socket, whose socket file is gone: unreachable, it
                 // still holds the state directory. Told by SIGTERM, as a service manager would.
-                Some((pid, _)) if is_scafldd(pid) => {
+                Some((pid, Some(_))) if is_scafldd(pid) => {
                     signal_stop(pid)?;
                     pid
+                }
+                // A lock that names no socket: `scafldd --recover` rebuilding the database (or
+                // a daemon of an older release that did not record its socket), never cut short.
+                Some((pid, None)) if is_scafldd(pid) => {
+                    return Err(CliError::new(
+                        "daemon_stop",
+                        format!(
+                            "no daemon answers at {}, but scafldd pid {pid} holds the state directory {} without serving a socket there (a `scafldd --recover` rebuilding the database, or a daemon of an older release); it was not stopped",
+                            paths.socket.display(),
+                            paths.state_dir.display()
+                        ),
+                        workflow::RUNTIME,
+                    )
+                    .with_hint(format!(
+                        "let a recovery finish (it ends by itself); if it is an old daemon, end it with `kill {pid}`"
+                    )));
                 }
                 Some((pid, _)) => {
                     return Err(CliError::new(
