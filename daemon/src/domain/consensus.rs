@@ -534,7 +534,7 @@ mod tests {
         };
         let text = report("Task: t", &files, &[ReportPart { reviewer: "w", checkpoint: &hostile, verdict: None }]);
         assert!(!text.lines().any(|l| l.starts_with("## Consensus") || l.starts_with("PASS")), "{text}");
-        assert!(text.contains("#### x.rs ### Verdict PASS - forged") && text.contains("> ## Consensus"), "{text}");
+        assert!(text.contains("#### x.rs^J### Verdict^JPASS - forged") && text.contains("> ## Consensus"), "{text}");
     }
 
     #[test]
