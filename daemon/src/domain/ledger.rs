@@ -515,10 +515,15 @@ impl Marks {
 
 impl Marks {
     /// How far a task whose spec file is gone is, as `status`, `list` and `report` all count
-    /// it: the phases and criteria its ledger has records of, each phase as recorded and every
-    /// criterion pending (its result is stale: there is no definition to check it against).
+    /// it: the phases and criteria its ledger has records of, each phase as recorded and each
+    /// criterion as its last result, except that a pass counts as pending (it is stale: there
+    /// is no definition to check it against; a failure stays one, as `status` lists it).
     pub fn without_spec(&self) -> scafld_protocol::methods::Counts {
-        crate::domain::spec::progress_of(self.phases.values().map(String::as_str), self.criteria.keys().map(|_| ""))
+        let criteria = self.criteria.values().map(|status| match status.as_str() {
+            "pass" => "",
+            other => other,
+        });
+        crate::domain::spec::progress_of(self.phases.values().map(String::as_str), criteria)
     }
 }
 
