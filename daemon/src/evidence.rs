@@ -675,8 +675,48 @@ pub(crate) fn as_before(
         Some(session) if replay.failed_attempt.is_some() => {
             again_as_before(next, session, spec_now, || crate::review::sealed_packet(ws, session).is_ok())
         }
+        Some(session) if unrecorded(session) => {
+            record_as_before(next, session, spec_now, || crate::review::sealed_packet(ws, session).is_ok())
+        }
         _ => next,
     }
+}
+
+/// Whether `session` settled with answers the ledger could not take (a full state disk): no
+/// verdict is on record, and `review retry <key>` records them.
+pub(crate) fn unrecorded(session: &crate::domain::job::SessionRecord) -> bool {
+    session.result.as_ref().is_some_and(|r| r.gate == Some(scafld_protocol::vocab::GateState::Unrecorded))
+}
+
+/// The step after a review whose answers the ledger could not take ([`unrecorded`]): its
+/// session's retry, which records them (`review status` names it), rather than a new review
+/// that runs the model again. Only while a retry would be taken: the spec's authored text as
+/// its packet showed it and that packet still the one sealed; otherwise `next` (a new review).
+fn record_as_before(
+    mut next: NextAction,
+    last: &crate::domain::job::SessionRecord,
+    spec_now: impl FnOnce() -> String,
+    packet_sealed: impl FnOnce() -> bool,
+) -> NextAction {
+    if !matches!(next.action, crate::domain::next::Action::Review | crate::domain::next::Action::RetryReview) {
+        return next;
+    }
+    let shown = last
+        .snapshot
+        .iter()
+        .find(|p| p.fingerprint.starts_with(crate::domain::review::AUTHORED_SPEC))
+        .map(|p| p.fingerprint.as_str());
+    if shown.is_some_and(|then| then != spec_now()) || !packet_sealed() {
+        return next;
+    }
+    next.action = crate::domain::next::Action::RetryReview;
+    next.command = format!("scafld review retry {}", scafld_protocol::cli::shell_word(&last.key));
+    next.reason = format!(
+        "review session {} settled but its verdict was not recorded (the daemon could not write its state): `review retry` records the reviewers' answers without running them again ({})",
+        last.key,
+        as_it_ran(last)
+    );
+    next
 }
 
 /// In a checkout whose `.scafld` is a link to another checkout's (a git worktree sharing it),

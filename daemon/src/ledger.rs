@@ -376,7 +376,9 @@ pub fn reshow_next(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> 
         // After a review that gave no verdict, the step is that review run again as it ran:
         // once its session's result is kept (after the ledger's write), or the spec's text
         // changes the command (`evidence::as_before`).
-        if !in_review || replay.failed_attempt.is_none() {
+        // So is a review whose answers the ledger could not take (its session's retry records them).
+        let unrecorded = || daemon.sessions.latest(ws, Some(task)).is_some_and(|s| crate::evidence::unrecorded(&s));
+        if !in_review || (replay.failed_attempt.is_none() && !unrecorded()) {
             return Ok(None);
         }
     }
@@ -406,8 +408,11 @@ fn as_status(
     let shadowed = crate::templates::shadows(&ws.root, task);
     let replay = ledger::replay(entries);
     ledger::project_then(spec, entries, now, shadowed, seen.facts(), |next| {
-        // The session is looked up only where the step is to run a review again.
-        if replay.failed_attempt.is_none() || next.action != crate::domain::next::Action::RetryReview {
+        // The session is looked up only where the step is to run a review again, or a new one
+        // (after one whose answers the ledger could not take, its retry records them).
+        use crate::domain::next::Action;
+        let again = replay.failed_attempt.is_some() && next.action == Action::RetryReview;
+        if !again && next.action != Action::Review {
             return next;
         }
         let latest = daemon.sessions.latest(ws, Some(task));

@@ -1807,6 +1807,20 @@ fn a_review_verdict_a_full_disk_kept_out_of_the_ledger_is_recorded_by_retry() {
         entries.as_array().unwrap().iter().filter(|e| e["type"] == "review").cloned().collect::<Vec<_>>()
     };
     assert!(reviews(&ledger()).is_empty(), "{}", ledger());
+    // `status` and the spec (projected once there is room) name that retry too, never a new
+    // review that runs the reviewers again: they said `scafld review rev`.
+    let retry = format!("scafld review retry {key}");
+    let status = env.scafld(&["status", "rev", "--json"]);
+    assert_eq!(status.json()["result"]["next_action"]["command"], retry.as_str(), "{}", status.stdout);
+    env.scafld(&["reconcile", "rev"]).assert_code(0);
+    let named: Vec<String> = ["drafts", "approved", "active", "review"]
+        .iter()
+        .filter_map(|folder| std::fs::read_to_string(env.work.join(format!(".scafld/specs/{folder}/rev.md"))).ok())
+        .flat_map(|text| {
+            text.lines().filter(|l| l.starts_with("Allowed follow-up command:")).map(str::to_string).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(named, [format!("Allowed follow-up command: `{retry}`")], "{}", status.stdout);
 
     // The hint works: the answers are recorded, and the session is settled with them.
     let retried = env.scafld(&["review", "retry", &key]);

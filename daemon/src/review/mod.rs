@@ -876,9 +876,10 @@ async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
     session.caller_env.clear();
     daemon.sessions.drop_caller_env(&session.key);
     daemon.sessions.put(daemon.store(), session.clone());
-    // The spec's follow-up line names this session's retry as `status` does, now it is kept.
+    // The spec's follow-up line names this session's retry as `status` does, now it is kept
+    // (one that gave no verdict runs its reviewers again, an unrecorded one records them).
     if let Some(task) = session.task()
-        && result.gate == Some(m::GateState::Retry)
+        && matches!(result.gate, Some(m::GateState::Retry | m::GateState::Unrecorded))
     {
         crate::ledger::reshow_after_review(daemon, &session, task).await;
     }
