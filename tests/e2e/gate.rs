@@ -572,8 +572,53 @@ fn dirt_outside_the_scope_at_approval_is_recorded_grouped() {
     assert!(!drift.contains("node_modules"), "dirt then, untouched: {drift}");
     write(&env, "node_modules/pkg2/f002.js", "changed\n");
     let (changes, drift) = packet_sections(&env);
-    assert!(drift.contains("node_modules/pkg2/f002.js"), "{drift}");
+    assert!(drift.contains("- `node_modules/pkg2/`"), "the changed group is its folder: {drift}");
+    assert!(!drift.contains("node_modules/pkg2/f001.js"), "an untouched member is no change: {drift}");
     assert!(!changes.contains("node_modules"), "{changes}");
+}
+
+/// A group of dirt recorded at approval that loses a member (an untracked file deleted, a
+/// tracked one put back as at HEAD) is named as changed. Before, only the group's dirty paths
+/// now were read: the deletion was in no list and every untouched member was listed as drift.
+#[test]
+fn a_grouped_dirty_file_deleted_or_put_back_since_approval_is_a_change() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    for i in 0..300 {
+        write(&env, &format!("docs/d{i:03}.md"), "doc\n");
+    }
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    env.init();
+    for i in 0..300 {
+        write(&env, &format!("notes/n{i:03}.md"), "note\n");
+        write(&env, &format!("docs/d{i:03}.md"), "doc edited\n");
+    }
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nGate truth.\n\n## Scope\n\n- `src/lib.rs` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n{GREET}"
+    );
+    write(&env, ".scafld/specs/drafts/rev.md", &spec);
+    env.scafld(&["approve", "rev", "--reason", "gate tests"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let groups: Vec<&str> = entries[0]["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["status"] == "files")
+        .map(|p| p["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["docs/", "notes/"], "{}", entries[0]);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let (_, drift) = packet_sections(&env);
+    assert!(!drift.contains("notes/") && !drift.contains("docs/"), "dirt then, untouched: {drift}");
+    std::fs::remove_file(env.work.join("notes/n007.md")).unwrap();
+    git(&env.work, &["checkout", "-q", "--", "docs/d009.md"]);
+    let (changes, drift) = packet_sections(&env);
+    assert!(drift.contains("- `notes/`") && drift.contains("- `docs/`"), "{drift}");
+    assert!(!drift.contains("notes/n00") && !drift.contains("docs/d00"), "untouched members listed: {drift}");
+    assert!(!changes.contains("notes/") && !changes.contains("docs/"), "{changes}");
 }
 
 #[test]

@@ -335,18 +335,27 @@ fn recorded(
     kept
 }
 
-/// The folders of the approval baseline's `groups` (see [`recorded`]) whose dirt is as it was
-/// at approval: each group's dirty paths now (outside `scope`, the nested repositories and
-/// what the baseline records one by one, `apart`), fingerprinted as the snapshot does, folded
-/// as the baseline folded them, give the fingerprint it recorded.
-fn unchanged_groups(
+/// The dirt of the approval baseline's `groups` (see [`recorded`]) now: each group's dirty
+/// paths (outside `scope`, the nested repositories and what the baseline records one by one,
+/// `apart`), fingerprinted as the snapshot does and folded as the baseline folded them.
+/// `members` holds them all; `changed` each group whose fingerprint differs from the one it
+/// recorded, with its fingerprint now (`deleted` when none of it is dirty any more). Which of
+/// a changed group's members changed cannot be told (only the group's fingerprint was kept),
+/// so [`changes_since`] names the group's folder.
+#[derive(Debug, Default)]
+struct GroupDirt {
+    members: BTreeSet<String>,
+    changed: BTreeMap<String, String>,
+}
+
+fn group_dirt(
     repo: &Repository,
     place: &Place,
     root: &Path,
     groups: &[&BaselinePath],
     apart: impl Fn(&str) -> bool,
-) -> Result<BTreeSet<String>, GitFailure> {
-    let mut unchanged = BTreeSet::new();
+) -> Result<GroupDirt, GitFailure> {
+    let mut dirt = GroupDirt::default();
     for group in groups {
         let walk = match group.path.as_str() {
             crate::domain::material::WHOLE => outside_runner_dirs(repo, place).0,
@@ -365,11 +374,13 @@ fn unchanged_groups(
             });
         }
         let now = crate::domain::material::like(&[(*group).clone()], &members);
-        if now.iter().any(|e| e.status == GROUP && e.path == group.path && e.fingerprint == group.fingerprint) {
-            unchanged.insert(group.path.clone());
+        let now = now.into_iter().find(|e| e.status == GROUP && e.path == group.path).map(|e| e.fingerprint);
+        if now.as_deref() != Some(group.fingerprint.as_str()) {
+            dirt.changed.insert(group.path.clone(), now.unwrap_or_else(|| "deleted".into()));
         }
+        dirt.members.extend(members.into_iter().map(|m| m.path));
     }
-    Ok(unchanged)
+    Ok(dirt)
 }
 
 /// The repository of its own in `folder` of `repo`'s work tree (a clone or `git init` there,
@@ -2227,26 +2238,19 @@ pub fn changes_since(
     let base_dirt: BTreeMap<&str, &str> = base_dirt.iter().map(|p| (p.path.as_str(), p.fingerprint.as_str())).collect();
     paths.extend(base_dirt.keys().map(|p| p.to_string()));
     // Ambient dirt recorded grouped: a group whose members are as they were is dirt then, all
-    // of it; any other is read path by path (each a change).
+    // of it; a changed one is named by its folder (which of its members changed is not known:
+    // listing them would show untouched dirt as changes and miss a member gone since). A path
+    // that is no dirty member of a group (a change committed there) is read as any other.
     let apart = |path: &str| base_dirt.contains_key(path) || kept_apart(path, scope, nested);
-    let unchanged = unchanged_groups(&repo, &place, root, &groups, apart)?;
-    let in_unchanged_group = |path: &str| {
-        !apart(path)
-            && path
-                .match_indices('/')
-                .map(|(at, _)| &path[..=at])
-                .chain([crate::domain::material::WHOLE])
-                .find(|dir| groups.iter().any(|g| g.path == *dir))
-                .is_some_and(|dir| unchanged.contains(dir))
-    };
+    let dirt = group_dirt(&repo, &place, root, &groups, apart)?;
     let mut changes = Vec::new();
     for path in paths {
         // A nested repository read through its own git is its changed files, not its folder.
         if runner_path(&path) || read.iter().any(|n| n.folder == path.trim_end_matches('/')) {
             continue;
         }
-        if in_unchanged_group(&path) {
-            continue; // dirty at approval, among a group untouched since
+        if dirt.members.contains(path.trim_end_matches('/')) {
+            continue; // grouped dirt: its group says whether it changed
         }
         let now = fingerprint(root, &path);
         if base_dirt.get(path.as_str()).is_some_and(|before| *before == now) {
@@ -2254,6 +2258,8 @@ pub fn changes_since(
         }
         changes.push(Change { path, fingerprint: now });
     }
+    changes.extend(dirt.changed.into_iter().map(|(path, fingerprint)| Change { path, fingerprint }));
+    changes.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Since { changes, nested: read })
 }
 
