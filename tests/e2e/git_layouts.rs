@@ -279,6 +279,34 @@ fn another_workspaces_runner_folders_are_no_change_of_an_outer_task() {
     assert_eq!(next(), "scafld build outer");
 }
 
+/// A folder named like a runner's (`.scafld/specs/...`) where no workspace is (a test fixture's
+/// copy of one, with no id file beside it) is files of the task like any other: an edit there
+/// makes the evidence stale. Only a nested workspace's own runner folders are passed over.
+#[test]
+fn a_fixture_shaped_like_a_runner_folder_is_files_of_the_task() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let fixture = env.work.join("tests/fixtures/ws/.scafld/specs/active");
+    std::fs::create_dir_all(&fixture).unwrap();
+    std::fs::write(
+        fixture.join("t.md"),
+        "# a fixture spec
+",
+    )
+    .unwrap();
+    let spec = "---\nspec_version: '2.0'\ntask_id: fx\nstatus: draft\n---\n\n# Fixtures\n\n## Scope\n\n- `tests/fixtures` - the fixtures.\n\n## Phase 1: Do\n\nAcceptance:\n- [ ] `c1` test - it is there\n  - Command: `test -f tests/fixtures/ws/.scafld/specs/active/t.md`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/fx.md"), spec).unwrap();
+    commit_all(&env.work, "fixtures");
+    env.scafld(&["approve", "fx", "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", "fx"]).assert_code(0);
+    env.scafld(&["build", "fx"]).assert_code(0);
+    let next = || env.scafld(&["status", "fx", "--json"]).json()["result"]["next_command"].clone();
+    assert_eq!(next(), "scafld review fx");
+    std::fs::write(fixture.join("t.md"), "# a fixture spec, edited\n").unwrap();
+    assert_eq!(next(), "scafld build fx", "an edit of the fixture left the evidence current");
+}
+
 /// A bare repository is git's own store, with no work tree: `scafld init` there is refused as
 /// inside a `.git/` folder (exit 2, nothing written), and a range review there says bare
 /// repositories are not supported. Before, init made `.scafld/` and a `.gitignore` among git's

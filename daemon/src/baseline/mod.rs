@@ -280,7 +280,7 @@ pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, GitFailure> {
     for (path, status) in &statuses {
         // What git reports outside the workspace (elsewhere in a monorepo) is not its dirt.
         let Some(path) = place.workspace(path.trim_end_matches('/')).filter(|p| !p.is_empty()) else { continue };
-        if runner_path(path) {
+        if runner_path(root, path) {
             continue;
         }
         paths.push(BaselinePath {
@@ -297,7 +297,7 @@ pub fn snapshot(root: &Path, scope: &[String]) -> Result<Snapshot, GitFailure> {
             return Err(unreadable_nested(path, &why, false));
         }
     }
-    for path in ignored.into_iter().filter(|path| !runner_path(path)) {
+    for path in ignored.into_iter().filter(|path| !runner_path(root, path)) {
         paths.push(BaselinePath { status: IGNORED.into(), fingerprint: fingerprint(root, &path), path });
     }
     let dirty = paths.len();
@@ -364,7 +364,7 @@ fn group_dirt(
         let mut members = Vec::new();
         for (path, status) in scoped_statuses(repo, &walk)? {
             let Some(path) = place.workspace(path.trim_end_matches('/')).filter(|p| !p.is_empty()) else { continue };
-            if runner_path(path) || apart(path) {
+            if runner_path(root, path) || apart(path) {
                 continue;
             }
             members.push(BaselinePath {
@@ -709,13 +709,20 @@ impl Material {
 
 pub use crate::domain::material::{STORED_BOUND, stored};
 
-/// Whether `path` (workspace-relative) is in a runner's folder: this workspace's
-/// (`.scafld/specs/...`) or another workspace's nested in it (`pkg/inner/.scafld/specs/...`, a
-/// monorepo's package with a workspace of its own). What another workspace's runner writes
-/// there (its specs moving between folders, its runs and reviews) is its own record, never a
-/// change of this workspace's task, as this workspace's own runner folders are not.
-fn runner_path(path: &str) -> bool {
-    RUNNER_DIRS.iter().any(|dir| path.starts_with(dir) || path.contains(&format!("/{dir}")))
+/// Whether `path` (relative to the workspace at `root`) is in a runner's folder: this
+/// workspace's (`.scafld/specs/...`) or another workspace's nested in it
+/// (`pkg/inner/.scafld/specs/...`, a monorepo's package with a workspace of its own: its id
+/// file is there). What another workspace's runner writes there (its specs moving between
+/// folders, its runs and reviews) is its own record, never a change of this workspace's task,
+/// as this workspace's own runner folders are not. A folder of that name where no workspace is
+/// (a test fixture's copy of one) is files like any other.
+fn runner_path(root: &Path, path: &str) -> bool {
+    RUNNER_DIRS.iter().any(|dir| {
+        path.starts_with(dir)
+            || path
+                .match_indices(&format!("/{dir}"))
+                .any(|(at, _)| root.join(&path[..at]).join(crate::workspace::layout::ID_FILE).is_file())
+    })
 }
 
 fn in_scope(path: &str, scope: &[String]) -> bool {
@@ -1065,7 +1072,8 @@ fn collect_material(
         (true, false) => Vec::new(),
         (false, _) => local_scope.clone(),
     };
-    let runner = |path: &str| prefix.is_empty() && place.workspace(path).is_some_and(runner_path);
+    let home_root = place.top.join(place.prefix());
+    let runner = |path: &str| prefix.is_empty() && place.workspace(path).is_some_and(|p| runner_path(&home_root, p));
     let counts = |path: &str| !runner(path) && in_scope(path, &scope_here);
     // Every dirty or untracked path in scope is read from the disk. The walk is pruned to the
     // scope (a large repository costs what its scope costs); `in_scope` still decides.
@@ -1323,7 +1331,7 @@ fn outside_runner_dirs(repo: &Repository, place: &Place) -> (Vec<String>, Option
             (Some(".scafld"), None) if scafld_is_dir => {}
             (Some(".scafld"), Some(name)) if !name.is_empty() => {
                 let path = format!(".scafld/{name}");
-                if !runner_path(&format!("{path}/")) {
+                if !runner_path(&home, &format!("{path}/")) {
                     names.insert(path);
                 }
             }
@@ -2246,7 +2254,7 @@ pub fn changes_since(
     let mut changes = Vec::new();
     for path in paths {
         // A nested repository read through its own git is its changed files, not its folder.
-        if runner_path(&path) || read.iter().any(|n| n.folder == path.trim_end_matches('/')) {
+        if runner_path(root, &path) || read.iter().any(|n| n.folder == path.trim_end_matches('/')) {
             continue;
         }
         if dirt.members.contains(path.trim_end_matches('/')) {
@@ -3220,7 +3228,7 @@ mod tests {
             assert!(snap.iter().any(|p| p == dirty), "{dirty} missing from {snap:?}");
         }
         assert!(snap.iter().any(|p| p == ".scafld/config.yaml"));
-        assert!(!snap.iter().any(|p| runner_path(p)), "{snap:?}");
+        assert!(!snap.iter().any(|p| runner_path(&root, p)), "{snap:?}");
         assert!(!all.entries.iter().any(|e| e.path.starts_with(".scafld/specs/")));
         let conf = material(&root, &["conf/new.yaml".to_string()]).unwrap();
         assert!(conf.entries.iter().any(|e| e.path == "conf/new.yaml" && e.status == "file"), "{conf:?}");
