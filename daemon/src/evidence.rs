@@ -701,12 +701,7 @@ fn record_as_before(
     if !matches!(next.action, crate::domain::next::Action::Review | crate::domain::next::Action::RetryReview) {
         return next;
     }
-    let shown = last
-        .snapshot
-        .iter()
-        .find(|p| p.fingerprint.starts_with(crate::domain::review::AUTHORED_SPEC))
-        .map(|p| p.fingerprint.as_str());
-    if shown.is_some_and(|then| then != spec_now()) || !packet_sealed() {
+    if retry_stands(last, spec_now, packet_sealed).is_err() {
         return next;
     }
     next.action = crate::domain::next::Action::RetryReview;
@@ -717,6 +712,28 @@ fn record_as_before(
         as_it_ran(last)
     );
     next
+}
+
+/// Whether `review retry` of `last` would be taken, else why not: the spec's authored text as
+/// its packet showed it (`spec_now`: the guard's fingerprint, `review::gate::spec_fingerprint`,
+/// read only when the session holds one to compare) and that packet still the one sealed.
+fn retry_stands(
+    last: &crate::domain::job::SessionRecord,
+    spec_now: impl FnOnce() -> String,
+    packet_sealed: impl FnOnce() -> bool,
+) -> Result<(), &'static str> {
+    let shown = last
+        .snapshot
+        .iter()
+        .find(|p| p.fingerprint.starts_with(crate::domain::review::AUTHORED_SPEC))
+        .map(|p| p.fingerprint.as_str());
+    if shown.is_some_and(|then| then != spec_now()) {
+        return Err("the spec changed since its packet was made");
+    }
+    match packet_sealed() {
+        true => Ok(()),
+        false => Err("its packet changed since the review began"),
+    }
 }
 
 /// In a checkout whose `.scafld` is a link to another checkout's (a git worktree sharing it),
@@ -821,15 +838,8 @@ fn again_as_before(
     if !unanswered {
         return next;
     }
-    let shown = last
-        .snapshot
-        .iter()
-        .find(|p| p.fingerprint.starts_with(crate::domain::review::AUTHORED_SPEC))
-        .map(|p| p.fingerprint.as_str());
-    // The spec's fingerprint as the guard takes it (`review::gate::spec_fingerprint`), read
-    // only when the session holds one to compare.
-    let spec_edited = shown.is_some_and(|then| then != spec_now());
-    if !spec_edited && packet_sealed() {
+    let stands = retry_stands(last, spec_now, packet_sealed);
+    if stands.is_ok() {
         next.command = format!("scafld review retry {}", scafld_protocol::cli::shell_word(&last.key));
         next.reason = format!(
             "{}: `review retry` runs the reviewers that gave no verdict again, as the review ran ({})",
@@ -859,10 +869,7 @@ fn again_as_before(
     if last.approval == Approval::Manual {
         next.command = format!("{} --approval manual", next.command);
     }
-    let why = match spec_edited {
-        true => "the spec changed since its packet was made",
-        false => "its packet changed since the review began",
-    };
+    let why = stands.err().unwrap_or_default();
     next.reason = format!("{} ({}; {why})", next.reason, as_it_ran(last));
     next
 }
