@@ -87,6 +87,10 @@ pub struct Daemon {
     pub spec_moves: crate::workspace::specfile::Moves,
     /// The calls in flight that are work (`Method::WORK`), for `daemon.status`.
     pub serving: crate::serving::Serving,
+    /// Tasks whose spec could not be brought up to date with the next step `status` names
+    /// (`ledger::reshow_next` failed: the state database unreadable while its disk was full),
+    /// written again on the daemon's tick once that is possible (`unshown::retry_loop`).
+    pub unshown: crate::unshown::Unshown,
 }
 
 impl Daemon {
@@ -121,6 +125,7 @@ impl Daemon {
             call_runs,
             spec_moves: Default::default(),
             serving: Default::default(),
+            unshown: Default::default(),
         }
     }
 
@@ -827,7 +832,8 @@ impl Daemon {
         let lock = self.jobs.task_lock(ws, task);
         let Ok(_held) = lock.try_lock() else { return };
         if let Err(e) = crate::ledger::reshow_next(self, ws, task, "hand_edit") {
-            warn!("cannot write the next step of {task} again after its edit: {e}");
+            warn!("cannot write the next step of {task} again after its edit: {e}; trying again until it is written");
+            self.unshown.mark(ws, task, "hand_edit");
         }
     }
 

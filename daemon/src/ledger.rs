@@ -433,7 +433,8 @@ pub async fn reshow_after_review(daemon: &Daemon, session: &crate::domain::job::
     let lock = daemon.jobs.task_lock(&ws, task);
     let _held = lock.lock().await;
     if let Err(e) = reshow_next(daemon, &ws, task, "command:review") {
-        tracing::warn!("cannot write the next step of {task} after its review: {e}");
+        tracing::warn!("cannot write the next step of {task} after its review: {e}; trying again until it is written");
+        daemon.unshown.mark(&ws, task, "command:review");
     }
 }
 

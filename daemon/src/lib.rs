@@ -24,6 +24,7 @@ pub mod sweep;
 pub mod sync;
 pub mod tasks;
 pub mod templates;
+pub mod unshown;
 pub mod workspace;
 
 use std::future::Future;
@@ -77,6 +78,7 @@ pub async fn run(
         async move { reopen_workspaces(&daemon).await }
     });
     let sweeper = tokio::spawn(sweep::sweep_loop(daemon.clone()));
+    let unshown = tokio::spawn(unshown::retry_loop(daemon.clone()));
     // A socket of our own whose file goes (a cleaner emptying its folder): nobody can reach
     // this daemon, so it stops, and the next command starts one that can be reached.
     let socket_gone = {
@@ -103,6 +105,7 @@ pub async fn run(
     let _ = watcher.await;
     let _ = reaper.await;
     let _ = sweeper.await;
+    let _ = unshown.await;
     // No process of ours outlives the daemon: kill the groups of jobs still running. Their
     // records stay `running`; the next start marks them abandoned. Halted first, so that what
     // the kill does to their commands is never recorded as their evidence.
