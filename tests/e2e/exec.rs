@@ -697,6 +697,47 @@ fn diagnostics_are_written_in_a_workspace_folder_restored_from_a_copy() {
     assert!(run.stdout.contains("diagnostics not written: "), "{}{}", run.stdout, run.stderr);
 }
 
+/// Each delete-and-restore of the workspace folder made the daemon hold the restored folder
+/// open anew and keep every folder it held before open until it stopped: a descriptor more
+/// per cycle. One held before is now closed once no run writes through it, so five cycles
+/// leave the daemon holding the folder once.
+#[test]
+fn a_workspace_folder_deleted_and_restored_again_and_again_is_held_open_once() {
+    let env = TestEnv::new();
+    ready(&env, "again", &spec("again", &[&[("c1", "false", "")]], &[]));
+    build(&env, "again");
+    let pid = env.client().result("daemon.status", json!({}))["pid"].as_u64().unwrap();
+    // The daemon's descriptors of the workspace folder, the removed ones (" (deleted)") too.
+    let work = env.work.display().to_string();
+    let held = || {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .filter(|link| {
+                let link = link.display().to_string();
+                link == work || link == format!("{work} (deleted)")
+            })
+            .count()
+    };
+    assert_eq!(held(), 1, "the daemon holds the workspace folder open once");
+    let copy = env.path("copy");
+    let cp = |from: &std::path::Path, to: &std::path::Path| {
+        let status = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+        assert!(status.success());
+    };
+    for _ in 0..5 {
+        let _ = std::fs::remove_dir_all(&copy);
+        cp(&env.work, &copy);
+        std::fs::remove_dir_all(&env.work).unwrap();
+        cp(&copy, &env.work);
+        // A build runs in the restored folder and writes its diagnostics there.
+        let result = build(&env, "again");
+        assert_eq!(result["result"]["criteria"][0]["diagnostic_error"], Value::Null, "{result}");
+    }
+    assert_eq!(held(), 1, "a descriptor is left open per delete and restore");
+}
+
 /// The retention sweep keeps the diagnostics file an open task's current evidence cites, however
 /// old (`status` names it as the record of that result); a result's file it superseded goes, and
 /// so does every file of a finished task. Before, every file older than the period went.

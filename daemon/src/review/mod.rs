@@ -514,12 +514,17 @@ fn runs_label(session: &SessionRecord) -> String {
 /// [`runs_dir`] reached through the daemon's descriptor of the workspace's folder
 /// ([`Workspace::anchored`]), for a file written once a run ends: it lands in this workspace
 /// even when its folder was renamed while the reviewer ran, never in one moved to the old path.
-/// A range review's folder in the state dir moves with nothing.
-fn anchored_runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
+/// A range review's folder in the state dir moves with nothing. `anchored`: the folder as
+/// [`Workspace::anchored`] gave it, kept by the caller for as long as it uses the path.
+fn anchored_runs_dir(
+    ws: &Workspace,
+    session: &SessionRecord,
+    anchored: &crate::workspace::Anchored,
+) -> std::path::PathBuf {
     if ws.is_bare() || ws.data_of(&session.workspace_id) != ws.data {
         return runs_dir(ws, session);
     }
-    ws.anchored().join(crate::workspace::layout::SCAFLD_DIR).join("runs").join(runs_label(session))
+    anchored.join(crate::workspace::layout::SCAFLD_DIR).join("runs").join(runs_label(session))
 }
 
 /// The workspace `session` is of, where it is now: its folder may have been renamed since the

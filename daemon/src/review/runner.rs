@@ -218,7 +218,9 @@ async fn run_external(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<Outcome, ReviewerFailure> {
     let Reviewer { ws, config, template, provider } = reviewer;
-    let (root, anchored) = (format!("{}/", ws.root.display()), format!("{}/", ws.anchored().display()));
+    // Held until the run's files are written and its scratch folder removed.
+    let held = ws.anchored();
+    let (root, anchored) = (format!("{}/", ws.root.display()), format!("{}/", held.display()));
     let relative = |mut f: ReviewerFailure| {
         f.message = f.message.replace(&root, "").replace(&anchored, "");
         f
@@ -272,7 +274,7 @@ async fn run_external(
         caller_env: &session.caller_env,
         packet: &packet,
         // Written once the run ends: into the workspace wherever its folder is by then.
-        diagnostics_dir: super::anchored_runs_dir(ws, session).join("diagnostics"),
+        diagnostics_dir: super::anchored_runs_dir(ws, session, &held).join("diagnostics"),
     };
     let left = providers::run(&invocation, run, config, &daemon.submissions, cancel).await;
     // The scratch directory (codex's answer file among it) goes once the answer is read.
@@ -289,7 +291,9 @@ async fn run_external(
     });
     // Where the workspace is now: its folder may have been renamed while the reviewer ran, and
     // another may sit at the old path.
-    let _ = scratch.file_name().map(|name| std::fs::remove_dir_all(super::anchored_runs_dir(ws, session).join(name)));
+    let _ = scratch
+        .file_name()
+        .map(|name| std::fs::remove_dir_all(super::anchored_runs_dir(ws, session, &ws.anchored()).join(name)));
     let mut outcome = outcome.map_err(relative)?;
     outcome.answer = outcome.answer.map_err(relative);
     Ok(outcome)

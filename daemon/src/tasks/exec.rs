@@ -1498,8 +1498,9 @@ pub(crate) struct CommandSetup {
 
 /// Where a [`CommandSetup`]'s runs write their diagnostics files.
 enum DiagnosticsHome {
-    /// `<workspace>/.scafld/runs/<task>/diagnostics/`.
-    Runs(PathBuf),
+    /// `<workspace>/.scafld/runs/<task>/diagnostics/`, reached through the folder held for
+    /// as long as the runs are (this setup is kept until the step's files are written).
+    Runs(crate::workspace::Anchored),
     /// This folder, whatever the task (`verify`'s throwaway one: it writes nothing into the
     /// checkout it checks).
     Folder(PathBuf),

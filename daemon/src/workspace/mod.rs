@@ -48,9 +48,10 @@ pub struct Workspace {
     /// The root folder held open, so that where it is now can be told after a `mv` (see
     /// [`Workspace::now_at`]); the last one is in force, none when it could not be opened.
     /// One whose folder was removed is followed by the folder at `root` once that holds this
-    /// workspace again (restored from a copy: see [`Workspace::anchored`]); the ones before
-    /// stay open, so a `/proc/self/fd/N` path handed out earlier never names another file.
-    anchors: Mutex<Vec<std::fs::File>>,
+    /// workspace again (restored from a copy: see [`Workspace::anchored`]); one before it
+    /// stays open while an [`Anchored`] handed out of it is kept (a job writing through its
+    /// `/proc/self/fd/N` path, which so never names another file), and is closed after.
+    anchors: Mutex<Vec<Arc<std::fs::File>>>,
 }
 
 /// Where the range reviews of a plain git repository (no `.scafld/`) live: a workspace id
@@ -183,7 +184,7 @@ impl Workspace {
             shims: Mutex::new(None),
             listed: Mutex::new(None),
             ledger_loading: Mutex::new(()),
-            anchors: Mutex::new(std::fs::File::open(&root).ok().into_iter().collect()),
+            anchors: Mutex::new(std::fs::File::open(&root).ok().map(Arc::new).into_iter().collect()),
             root,
         }
     }
@@ -194,19 +195,32 @@ impl Workspace {
     /// in another one moved to the old path. The root itself when the folder is not held.
     /// A held folder that was removed while `root` holds this workspace again (its id file
     /// names it: the folder deleted and restored from a copy) is let go for the one at `root`.
-    pub fn anchored(&self) -> PathBuf {
+    /// The path holds only while the [`Anchored`] is kept: a folder held before the one in
+    /// force is closed once nothing keeps a path through it, so deleting and restoring the
+    /// workspace again and again leaves one descriptor open, not one per restore.
+    pub fn anchored(&self) -> Anchored {
         use std::os::fd::AsRawFd;
         let mut anchors = crate::sync::lock(&self.anchors);
-        if anchors.last().is_some_and(removed)
+        if anchors.last().is_some_and(|anchor| removed(anchor))
             && self.id_file_names_this()
             && let Ok(restored) = std::fs::File::open(&self.root)
         {
             tracing::info!(workspace = %self.id, root = %self.root.display(), "workspace folder restored: held anew");
-            anchors.push(restored);
+            anchors.push(Arc::new(restored));
         }
+        // Only the one in force is handed out, so an earlier one nothing keeps never will be.
+        let last = anchors.len().saturating_sub(1);
+        let mut at = 0;
+        anchors.retain(|anchor| {
+            at += 1;
+            at - 1 == last || Arc::strong_count(anchor) > 1
+        });
         match anchors.last() {
-            Some(anchor) => PathBuf::from(format!("/proc/self/fd/{}", anchor.as_raw_fd())),
-            None => self.root.clone(),
+            Some(anchor) => Anchored {
+                path: PathBuf::from(format!("/proc/self/fd/{}", anchor.as_raw_fd())),
+                _held: Some(anchor.clone()),
+            },
+            None => Anchored { path: self.root.clone(), _held: None },
         }
     }
 
@@ -214,7 +228,7 @@ impl Workspace {
     /// path put back as the folder's own, so what the user reads names their workspace.
     pub fn unanchored(&self, text: &str) -> String {
         let anchored = self.anchored();
-        if anchored == self.root {
+        if *anchored == *self.root {
             return text.to_string();
         }
         let here = self.now_at().unwrap_or_else(|| self.root.clone());
@@ -321,6 +335,29 @@ impl Workspace {
         let anchored = self.anchored();
         let inside = path.strip_prefix(&self.root).or_else(|_| path.strip_prefix(&anchored));
         inside.unwrap_or(path).display().to_string()
+    }
+}
+
+/// A path that reaches the workspace's folder through the daemon's descriptor of it
+/// ([`Workspace::anchored`]), which stays open while this is kept: whoever writes through the
+/// path later (a job, when it ends) keeps this as long.
+#[derive(Debug, Clone)]
+pub struct Anchored {
+    path: PathBuf,
+    _held: Option<Arc<std::fs::File>>,
+}
+
+impl std::ops::Deref for Anchored {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Anchored {
+    fn as_ref(&self) -> &Path {
+        &self.path
     }
 }
 
