@@ -2357,6 +2357,47 @@ fn a_daemon_of_another_build_serving_a_call_is_not_replaced_under_it() {
     assert!(replaced.stderr.contains("stopped it and started"), "{}", replaced.stderr);
 }
 
+/// A worker whose daemon was replaced by another build while its provider ran said so twice:
+/// as its job's "not submitted" note, then as the error it stopped with. Said once now, as the
+/// error naming the job, and the worker exits 6.
+#[test]
+fn a_worker_whose_daemon_is_replaced_mid_review_says_so_once() {
+    let env = TestEnv::new();
+    crate::review::to_review(&env);
+    let (started, go) = (env.path("started"), env.path("go"));
+    let hold = format!("touch '{}'; while [ ! -f '{}' ]; do sleep 0.05; done", started.display(), go.display());
+    let script = crate::review::reviewer(&env, "held", &crate::review::pass(), &hold);
+    let log = env.path("worker.err");
+    let mut worker = env
+        .scafld_command(&["worker", "--provider", "command", "--provider-command", &script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_until("the worker serving", || said().contains("serving review jobs"));
+    let review = env.scafld(&["review", "rev", "--reviewers", "worker", "--min-attack-angles", "2", "--detach"]);
+    review.assert_code(0);
+    wait_until("the worker's provider to start", || started.exists());
+    // While the provider runs, the daemon is stopped and one of another build (its own copies
+    // of both binaries) is started.
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    let bin = env.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(scafld_tests::scafld_bin(), bin.join("scafld")).unwrap();
+    std::fs::copy(scafld_tests::scafldd_bin(), bin.join("scafldd")).unwrap();
+    let mut other = Command::new(bin.join("scafld"));
+    env.apply_env(&mut other);
+    Run::from(other.args(["daemon", "start"]).current_dir(&env.work).output().unwrap()).assert_code(0);
+    std::fs::write(&go, "").unwrap();
+    let status = scafld_tests::wait_for_exit(&mut worker, std::time::Duration::from_secs(30));
+    let said = said();
+    assert_eq!(status.and_then(|s| s.code()), Some(6), "{said}");
+    assert_eq!(said.matches("another build of scafldd than this worker's").count(), 1, "{said}");
+    assert!(said.contains("not submitted"), "{said}");
+    assert!(said.contains("restart the worker from the new install"), "{said}");
+}
+
 /// A worker's daemon restarted from the same file is its own build: the worker reconnects and
 /// serves the next review. One replaced by another build (an upgrade) is said once, and the
 /// worker exits 6 naming the restart to do, instead of retrying every second for ever.

@@ -327,6 +327,16 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                     }
                     served.push(r);
                 }
+                // The daemon is of another build now (replaced while the provider ran): it
+                // takes nothing from this worker, release included, so the worker stops with
+                // that error, said once (its hint names the restart and the job's lease).
+                Err(e) if daemon_control::is_other_build(&e) => {
+                    let message = format!("{} not submitted: {}", claim.job_id, e.message);
+                    let hint = e.hint.clone().unwrap_or_else(|| {
+                        "restart the worker from the install whose daemon answers (run `scafld worker` again with the same flags)".into()
+                    });
+                    return Err(CliError { message, hint: Some(hint), ..e });
+                }
                 Err(e) => {
                     note(&format!("scafld worker {id}: {} not submitted: {}", claim.job_id, e.message));
                     // Given back (while the lease still holds), for a worker that may finish it.
