@@ -216,14 +216,16 @@ fn a_configured_harden_provider_is_used_without_the_flag() {
 
 /// A delegated harden's provider gets the caller's environment as text, as a reviewer does:
 /// each variable it cannot get (not UTF-8) is named on stderr, by the same warning `review`
-/// gives, with `--provider` and for a configured provider, which gets the environment too.
+/// gives, with `--provider` and for a configured provider, which gets the environment too,
+/// each by its name. A harden no provider runs for (none configured) warns of nothing: before,
+/// it warned of "a harden provider (if `harden.external` names one)" whatever was configured.
 #[test]
 fn a_variable_a_harden_provider_cannot_get_is_named() {
     use std::os::unix::ffi::OsStrExt;
     let env = TestEnv::new();
     git(&env.work, &["init", "-q"]);
     env.init();
-    for task in ["shape", "other"] {
+    for task in ["shape", "other", "plain"] {
         let draft = DRAFT.replace("SUMMARY", "Take.").replace("task_id: shape", &format!("task_id: {task}"));
         std::fs::write(env.work.join(format!(".scafld/specs/drafts/{task}.md")), draft).unwrap();
     }
@@ -243,11 +245,18 @@ fn a_variable_a_harden_provider_cannot_get_is_named() {
     let flagged = harden(&["harden", "shape", "--provider", "command", "--provider-command", &script, "--json"]);
     flagged.assert_code(0);
     assert!(
-        flagged.stderr.contains("warning: LATIN1_SECRET is not passed to the harden provider: its value is not UTF-8"),
+        flagged
+            .stderr
+            .contains("warning: LATIN1_SECRET is not passed to the harden provider command: its value is not UTF-8"),
         "{}",
         flagged.stderr
     );
     assert_eq!(std::fs::read_to_string(&marked).unwrap(), "from the caller");
+
+    // No provider configured: the round is written by hand, and nothing is warned of.
+    let by_hand = harden(&["harden", "plain", "--json"]);
+    by_hand.assert_code(0);
+    assert!(!by_hand.stderr.contains("is not passed"), "{}", by_hand.stderr);
 
     std::fs::remove_file(&marked).unwrap();
     std::fs::write(
@@ -259,7 +268,7 @@ fn a_variable_a_harden_provider_cannot_get_is_named() {
     configured.assert_code(0);
     assert_eq!(configured.json()["result"]["harden_status"], "passed", "{}", configured.stdout);
     assert!(
-        configured.stderr.contains("warning: LATIN1_SECRET is not passed to a harden provider (if `harden.external` names one): its value is not UTF-8"),
+        configured.stderr.contains("warning: LATIN1_SECRET is not passed to the harden provider command (`harden.external`): its value is not UTF-8"),
         "{}",
         configured.stderr
     );

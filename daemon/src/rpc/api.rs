@@ -111,10 +111,15 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
 async fn workspace_config(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::WorkspaceConfigResult> {
     let ws = daemon.workspace_to_read(&p.root).await?;
     Ok(match ws.config() {
-        Ok(config) => m::WorkspaceConfigResult { unknown_keys: config.unknown_keys, error: None },
+        Ok(config) => m::WorkspaceConfigResult {
+            harden_provider: Some(config.harden.external.provider).filter(|p| !p.is_empty()),
+            unknown_keys: config.unknown_keys,
+            error: None,
+        },
         Err(e) => m::WorkspaceConfigResult {
             unknown_keys: Vec::new(),
             error: Some(m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message }),
+            harden_provider: None,
         },
     })
 }

@@ -135,6 +135,10 @@ pub struct WorkspaceConfigResult {
     /// Why a configuration file does not read (the commands that read it refuse until it does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ConfigProblem>,
+    /// The provider a `harden` without `--provider` delegates to (`harden.external.provider`),
+    /// when one is named (the client names it where it warns of what the provider cannot get).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harden_provider: Option<String>,
 }
 
 method!(

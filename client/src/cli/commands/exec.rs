@@ -47,6 +47,13 @@ pub(super) fn caller_for_reviewers() -> CallerContext {
 /// UTF-8 is named on stderr, the one place that says so.
 pub(super) fn caller_for_providers(to: &str) -> CallerContext {
     let caller = caller();
+    warn_unpassed(&caller, to);
+    caller
+}
+
+/// Name on stderr each variable of `caller` that is not passed to `to` (a provider gets the
+/// environment as text): its name or value is not UTF-8.
+pub(super) fn warn_unpassed(caller: &CallerContext, to: &str) {
     for var in &caller.env_bytes {
         let part = if std::str::from_utf8(&var.name).is_err() { "name" } else { "value" };
         note(&format!(
@@ -54,7 +61,6 @@ pub(super) fn caller_for_providers(to: &str) -> CallerContext {
             String::from_utf8_lossy(&var.name)
         ));
     }
-    caller
 }
 
 /// Who is calling, as stable across this caller's commands as can be told: `SCAFLD_CALLER_ID`

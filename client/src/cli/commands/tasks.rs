@@ -401,21 +401,32 @@ fn counted_otherwise(ledger: &m::Counts, file: &m::Counts) -> String {
 pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = session(ctx)?;
+    // Any harden but `--mark-passed` may delegate (`--provider`, or `harden.external` in the
+    // workspace's configuration), and its provider runs with the caller's environment: what it
+    // cannot get is named only when one will run, by its name.
+    let caller = match (&args.provider, args.mark_passed) {
+        (Some(provider), _) => Some(super::exec::caller_for_providers(&format!("the harden provider {provider}"))),
+        (None, false) => {
+            let caller = super::exec::caller();
+            // The configuration is asked only when there is something to warn of.
+            if !caller.env_bytes.is_empty() {
+                let params = m::WorkspaceRootParams { root: root.clone() };
+                let configured = conn.call::<m::WorkspaceConfig>(&params).ok().and_then(|c| c.harden_provider);
+                if let Some(provider) = configured {
+                    super::exec::warn_unpassed(&caller, &format!("the harden provider {provider} (`harden.external`)"));
+                }
+            }
+            Some(caller)
+        }
+        (None, true) => None,
+    };
     let params = m::HardenParams {
         root,
         task_id,
         mark_passed: args.mark_passed,
         provider: args.provider.clone(),
         provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
-        // Any harden but `--mark-passed` may delegate (`--provider`, or `harden.external` in
-        // the workspace's configuration), and its provider runs with the caller's environment.
-        caller: match (&args.provider, args.mark_passed) {
-            (Some(_), _) => Some(super::exec::caller_for_providers("the harden provider")),
-            (None, false) => {
-                Some(super::exec::caller_for_providers("a harden provider (if `harden.external` names one)"))
-            }
-            (None, true) => None,
-        },
+        caller,
     };
     let result = match conn.call::<m::TaskHarden>(&params) {
         Ok(result) => result,
