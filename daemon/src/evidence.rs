@@ -797,7 +797,7 @@ fn differs_there(main: &std::path::Path, ws: &Workspace, spec: &Spec, entries: &
     match (there.stale.is_empty(), there.changes.is_empty()) {
         (true, _) => None,
         (false, true) => Some("files in the task's scope".into()),
-        (false, false) => Some(there.changes.join(", ")),
+        (false, false) => Some(scafld_protocol::text::listed(&there.changes)),
     }
 }
 

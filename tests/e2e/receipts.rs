@@ -492,6 +492,41 @@ fn finalize_refuses_files_changed_while_its_criteria_ran() {
     assert_eq!(status["next_action"]["command"], "scafld build rev", "{status}");
 }
 
+/// A file whose name holds a newline, added in scope while finalize's criteria run: `--json`
+/// carries its exact name in `error.details.changed_during_finalize` (a JSON string holds a
+/// newline), while the message, text for a person, shows it in caret notation; `status --json`'s
+/// `stale_changes` is exact too, and human `status` shows it on its line.
+#[test]
+fn finalize_names_a_file_changed_while_its_criteria_ran_exactly_in_json() {
+    let env = TestEnv::new();
+    let flag = env.path("flag");
+    let phase = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && {{ test ! -e {} || touch \"src/evil$(printf '\\nnext'): x\"; }}`\n",
+        flag.display()
+    );
+    opened(&env, "src/", &phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    std::fs::write(&flag, "").unwrap();
+    let refused = env.scafld(&["finalize", "rev", "--json"]);
+    refused.assert_code(4);
+    let error = refused.json()["error"].clone();
+    assert!(env.work.join("src/evil\nnext: x").exists(), "{error}");
+    assert_eq!(
+        error["details"]["changed_during_finalize"],
+        serde_json::json!(["src/evil\nnext: x (added)"]),
+        "{error}"
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("src/evil^Jnext: x (added)") && !message.contains('\n'), "{error}");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    assert_eq!(status["stale_changes"], serde_json::json!(["src/evil\nnext: x (added)"]), "{status}");
+    let shown = env.scafld(&["status", "rev"]).stdout;
+    assert!(shown.contains("src/evil^Jnext: x (added)"), "{shown}");
+    assert!(!shown.lines().any(|line| line.starts_with("next: x")), "{shown}");
+}
+
 /// A spec rewritten while finalize's criteria run (here by the criterion itself, once a flag
 /// is set: its own Command loses the hook) no longer holds the approved contract: finalize
 /// refuses (exit 4) naming the change with status's hint, mints nothing, records nothing.

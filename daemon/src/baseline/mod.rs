@@ -2047,9 +2047,10 @@ pub fn head_stamp(root: &Path) -> Option<String> {
 
 /// Paths whose material differs between a record (`before`, as stored: see
 /// [`Material::stored`]) and the material read now (`after`, an entry per file, folded into
-/// `before`'s groups first): what changed, for a person to read (`<path>
-/// (changed|added|removed|link target|submodule)`, a group as `<folder>/`). The digests decide
-/// whether anything changed; this only explains it.
+/// `before`'s groups first): what changed (`<path> (changed|added|removed|link target|submodule)`,
+/// a group as `<folder>/`). The digests decide whether anything changed; this only explains it.
+/// Each path is exact, as JSON carries it (a name may hold a newline): text for a person shows
+/// the list through [`scafld_protocol::text::listed`].
 pub fn material_changes(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<String> {
     // Material recorded by an earlier scafld held committed content by tree and blob ids.
     if before.iter().any(|e| matches!(e.status.as_str(), "tree" | "blob" | "commit" | "object")) {
@@ -2076,9 +2077,7 @@ pub fn material_changes(before: &[BaselinePath], after: &[BaselinePath]) -> Vec<
             ("target", ..) => "link target",
             _ => "submodule",
         };
-        // A path is shown on its line, whatever its name holds (a newline, an escape).
-        let shown = if path.is_empty() { ".".into() } else { scafld_protocol::text::one_line(path) };
-        changed.insert(format!("{shown} ({what})"));
+        changed.insert(format!("{} ({what})", if path.is_empty() { "." } else { path }));
     }
     changed.into_iter().collect()
 }

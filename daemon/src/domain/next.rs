@@ -487,7 +487,7 @@ fn rewrites_own_scope(id: &str, stale: &BTreeMap<String, Stale>) -> Option<NextA
     let files = if changed.is_empty() {
         "the files in scope".to_string()
     } else {
-        changed.into_iter().collect::<Vec<_>>().join(", ")
+        scafld_protocol::text::listed(&changed.into_iter().collect::<Vec<_>>())
     };
     Some(next(Role::Agent, Action::Repair, "none", rewrite_reason(id, &criteria, &files)))
 }
@@ -517,7 +517,7 @@ fn changed_by_own_runs(stale: &BTreeMap<String, Stale>) -> String {
     };
     let files = match changed.is_empty() {
         true => "the files in scope".to_string(),
-        false => changed.into_iter().collect::<Vec<_>>().join(", "),
+        false => scafld_protocol::text::listed(&changed.into_iter().collect::<Vec<_>>()),
     };
     let loop_runs = evidence::LOOP_RUNS;
     format!(

@@ -545,7 +545,7 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
     }
     // The files cannot be read at all: the workspace's trouble (exit 6), not evidence to rebuild.
     if fresh.stale.values().all(|why| matches!(why, evidence::Stale::Unverifiable)) {
-        let why = fresh.changes.join(", ");
+        let why = scafld_protocol::text::listed(&fresh.changes);
         return Err(RpcError::new(
             ErrorKind::WorkspaceError,
             format!(
@@ -555,8 +555,11 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
         .with_hint("repair the repository (see `git status`), then try again"));
     }
     let ids: Vec<String> = fresh.stale.iter().map(|(id, why)| format!("`{id}` ({})", why.describe())).collect();
-    let changed =
-        if fresh.changes.is_empty() { String::new() } else { format!("; changed: {}", fresh.changes.join(", ")) };
+    let changed = if fresh.changes.is_empty() {
+        String::new()
+    } else {
+        format!("; changed: {}", scafld_protocol::text::listed(&fresh.changes))
+    };
     let rewriting: Vec<String> = fresh
         .stale
         .iter()
@@ -566,7 +569,7 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
     let hint = if rewriting.is_empty() {
         format!("run `scafld build {task}` to re-run it on the current files")
     } else {
-        crate::domain::next::rewrite_reason(task, &rewriting, &fresh.changes.join(", "))
+        crate::domain::next::rewrite_reason(task, &rewriting, &scafld_protocol::text::listed(&fresh.changes))
     };
     Err(RpcError::new(
         ErrorKind::ReviewFailed,

@@ -1006,12 +1006,7 @@ impl BuildRun {
                     })
                     .await
                     .unwrap_or_default();
-                    (!rewritten.is_empty()).then(|| {
-                        rewritten
-                            .iter()
-                            .map(|p| format!("{} (rewritten)", scafld_protocol::text::one_line(p)))
-                            .collect()
-                    })
+                    (!rewritten.is_empty()).then(|| rewritten.iter().map(|p| format!("{p} (rewritten)")).collect())
                 }
                 None => None,
             };
@@ -1065,7 +1060,7 @@ impl BuildRun {
                     _ if !rewriting.is_empty() => {
                         let changed = stale.values().find_map(|why| match why {
                             evidence::Stale::RewritesOwnScope { changed, .. } if !changed.is_empty() => {
-                                Some(changed.join(", "))
+                                Some(scafld_protocol::text::listed(changed))
                             }
                             _ => None,
                         });
@@ -1080,8 +1075,8 @@ impl BuildRun {
                          switched and back, a stash and its pop): the same content again at the end, yet its results \
                          may speak for other content; build again, leaving the files as they are while it runs",
                         match rewritten.as_slice() {
-                            [one] => format!("{one} was"),
-                            many => format!("{} were", many.join(", ")),
+                            [one] => format!("{} was", scafld_protocol::text::one_line(one)),
+                            many => format!("{} were", scafld_protocol::text::listed(many)),
                         }
                     ),
                     Status::Review if !stale.is_empty() => {

@@ -339,7 +339,7 @@ async fn refuse_changed_while_running(
         ErrorKind::ReviewFailed,
         format!(
             "cannot finalize {task}: files in its scope changed while its criteria ran: {}; a receipt signs only what was reviewed, so nothing was minted",
-            changed.join(", ")
+            scafld_protocol::text::listed(&changed)
         ),
     )
     .with_hint(format!(

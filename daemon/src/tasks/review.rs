@@ -582,7 +582,11 @@ async fn refuse_superseded_proposal(
         Err(_) => false,
     };
     if moved || !fresh.stale.is_empty() {
-        let changed = if fresh.changes.is_empty() { String::new() } else { format!(": {}", fresh.changes.join(", ")) };
+        let changed = if fresh.changes.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", scafld_protocol::text::listed(&fresh.changes))
+        };
         return Err(refuse(format!("the files in its scope changed since the reviewer judged them{changed}")).await);
     }
     Ok(())
