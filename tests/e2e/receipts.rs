@@ -1639,6 +1639,37 @@ fn a_scoped_file_a_sparse_checkout_leaves_out_is_unchanged_not_deleted() {
     verify(&env, &["--target", "HEAD"]).assert_code(0);
 }
 
+/// A file over the 8 MiB a diff shows whose only change is its mode (`chmod +x`) shows the
+/// mode change in the packet's diff as git does (`old mode`/`new mode`); before, the same size
+/// and content showed nothing. And one a sparse checkout leaves out (changed since approval,
+/// committed, not on disk) is the change from the tree to its index entry, with its sizes,
+/// never a deleted file.
+#[test]
+fn a_large_file_shows_its_mode_change_and_a_sparse_one_is_never_deleted() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let large = |path: &str, len: u64| {
+        write(&env, path, "");
+        std::fs::OpenOptions::new().write(true).open(env.work.join(path)).unwrap().set_len(len).unwrap();
+    };
+    large("a/run.bin", 9 << 20);
+    large("b/big.bin", 9 << 20);
+    opened(&env, "a/` - the files.\n- `b/big.bin", "- [ ] `a1` test - there\n  - Command: `test -f a/run.bin`\n");
+    large("b/big.bin", 10 << 20);
+    git(&env.work, &["add", "b"]);
+    git(&env.work, &["commit", "-qm", "grown"]);
+    git(&env.work, &["sparse-checkout", "set", "a", ".scafld"]);
+    assert!(!env.work.join("b/big.bin").exists(), "left out by the sparse checkout");
+    let run = env.work.join("a/run.bin");
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let packet = env.scafld(&["review", "rev", "--print-context", "--json"]).json()["result"]["context"].clone();
+    let packet = packet.as_str().unwrap();
+    assert!(packet.contains("a/run.bin b/a/run.bin\nold mode 100644\nnew mode 100755\n"), "{packet}");
+    assert!(!packet.contains("deleted file"), "{packet}");
+    assert!(packet.contains("a file of 10.0 MiB (10485760 bytes) (was 9.0 MiB (9437184 bytes))"), "{packet}");
+}
+
 /// A receipt signs the review packet its reviewers were given. One edited after it was sent
 /// (here by the reviewer itself, appending to the file) or removed since is refused by finalize
 /// (exit 4, a hint to review again), which mints nothing; before, the edited file was signed

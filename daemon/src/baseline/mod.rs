@@ -2507,13 +2507,37 @@ fn patch_of(
     // [`Material::ignored`]) are shown apart, as added files.
     let (ignored, local): (Vec<&str>, Vec<&str>) =
         local.into_iter().partition(|path| ignored_file(repo, Path::new(path)));
+    // A file a sparse checkout left out is as its index entry holds it, never deleted: its
+    // change is the one from the tree to the index, whatever its size or content.
+    let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
+    let (mut large_text, mut sparse, mut rest) = (String::new(), Vec::new(), Vec::new());
+    for path in local {
+        match sparse_entry(repo, &index, path) {
+            Some(entry) => {
+                let sides = Sides { before: tree_side(repo, tree, path), after: index_side(repo, &entry) };
+                match sides.over(MAX_SHOWN) {
+                    true => large_text.push_str(&large_change(repo, tree, path, &sides, Some(entry.id), &from, &to)),
+                    false => sparse.push(path),
+                }
+            }
+            None => rest.push(path),
+        }
+    }
     // A file over [`MAX_SHOWN`] on either side is named with its sizes, never read for a
     // patch: libgit2 would hold both sides whole in memory to diff them (and past its
     // big-file threshold names a new one `/dev/null` on both sides).
-    let (mut large_text, mut small) = (String::new(), Vec::new());
-    for path in local {
+    let mut small = Vec::new();
+    for path in rest {
         match sides(repo, tree, path) {
-            sides if sides.over(MAX_SHOWN) => large_text.push_str(&large_change(repo, tree, path, &sides, &from, &to)),
+            sides if sides.over(MAX_SHOWN) => {
+                // Read whole (streamed) only to hash it when both sides have the same size.
+                let same_size = sides.before.zip(sides.after).is_some_and(|((old, _), (new, _))| old == new);
+                let now = match same_size {
+                    true => repo.workdir().and_then(|w| Oid::hash_file(ObjectType::Blob, w.join(path)).ok()),
+                    false => None,
+                };
+                large_text.push_str(&large_change(repo, tree, path, &sides, now, &from, &to))
+            }
             _ => small.push(path),
         }
     }
@@ -2527,10 +2551,6 @@ fn patch_of(
     let (binary, local): (Vec<&str>, Vec<&str>) = local.into_iter().partition(|path| marked_binary(repo, path));
     let mut text: String = binary.iter().map(|path| binary_change(repo, tree, path, &from, &to)).collect();
     text.push_str(&large_text);
-    // A file a sparse checkout left out is as its index entry holds it, never deleted.
-    let index = repo.index().map_err(|e| format!("cannot read the git index: {}", e.message()))?;
-    let (sparse, local): (Vec<&str>, Vec<&str>) =
-        local.into_iter().partition(|path| sparse_entry(repo, &index, path).is_some());
     if !sparse.is_empty() {
         let mut options = diff_options();
         options.disable_pathspec_match(true);
@@ -2618,15 +2638,26 @@ impl Sides {
     }
 }
 
-/// [`Sides`] of `path` between `tree` and `repo`'s work tree.
-fn sides(repo: &Repository, tree: Option<&Tree<'_>>, path: &str) -> Sides {
-    let before = tree
-        .and_then(|t| t.get_path(Path::new(path)).ok())
-        .filter(|entry| entry.kind() == Some(ObjectType::Blob))
-        .and_then(|entry| {
+/// The tree's side of `path` (a blob's size, read from its header, and its mode).
+fn tree_side(repo: &Repository, tree: Option<&Tree<'_>>, path: &str) -> Option<(u64, i32)> {
+    tree.and_then(|t| t.get_path(Path::new(path)).ok()).filter(|entry| entry.kind() == Some(ObjectType::Blob)).and_then(
+        |entry| {
             let (len, _) = repo.odb().ok()?.read_header(entry.id()).ok()?;
             Some((len as u64, entry.filemode()))
-        });
+        },
+    )
+}
+
+/// The index's side of a file a sparse checkout left out (its blob's size and its mode):
+/// what the file is, though it is not on disk.
+fn index_side(repo: &Repository, entry: &git2::IndexEntry) -> Option<(u64, u32)> {
+    let (len, _) = repo.odb().ok()?.read_header(entry.id).ok()?;
+    Some((len as u64, entry.mode))
+}
+
+/// [`Sides`] of `path` between `tree` and `repo`'s work tree.
+fn sides(repo: &Repository, tree: Option<&Tree<'_>>, path: &str) -> Sides {
+    let before = tree_side(repo, tree, path);
     let after =
         repo.workdir().and_then(|w| std::fs::symlink_metadata(w.join(path)).ok()).filter(|m| m.is_file()).map(|meta| {
             use std::os::unix::fs::PermissionsExt;
@@ -2636,10 +2667,20 @@ fn sides(repo: &Repository, tree: Option<&Tree<'_>>, path: &str) -> Sides {
 }
 
 /// The change of a file too large to show (`sides` over [`MAX_SHOWN`]), as an added, deleted
-/// or modified file of its path with its sizes (empty when it did not change): read whole
-/// only to hash it when both sides have the same size, never held in memory. Labels starting
-/// `from` start `to` instead, as [`patch`] makes them.
-fn large_change(repo: &Repository, tree: Option<&Tree<'_>>, path: &str, sides: &Sides, from: &str, to: &str) -> String {
+/// or modified file of its path with its sizes, and its mode changed as git says it (`old
+/// mode`/`new mode`; empty when neither changed). `now` is its blob id now where both sides
+/// have the same size (the caller hashes the work tree's file, streamed, never held in
+/// memory; a sparse entry's is its index entry's): the same id and mode is no change. Labels
+/// starting `from` start `to` instead, as [`patch`] makes them.
+fn large_change(
+    repo: &Repository,
+    tree: Option<&Tree<'_>>,
+    path: &str,
+    sides: &Sides,
+    now: Option<Oid>,
+    from: &str,
+    to: &str,
+) -> String {
     let named = format!("{to}{}", path.strip_prefix(from).unwrap_or(path));
     let size = scafld_local::capped::size;
     let shown = size(MAX_SHOWN);
@@ -2651,15 +2692,22 @@ fn large_change(repo: &Repository, tree: Option<&Tree<'_>>, path: &str, sides: &
         (Some((len, mode)), None) => {
             (format!("deleted file mode {}\n", file_mode(mode as u32)), format!("a deleted file of {}", size(len)))
         }
-        (Some((old, _)), Some((new, _))) => {
-            if old == new {
-                let before = tree.and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id());
-                let after = repo.workdir().and_then(|w| Oid::hash_file(ObjectType::Blob, w.join(path)).ok());
-                if before.is_some() && before == after {
-                    return String::new();
-                }
+        (Some((old, was)), Some((new, is))) => {
+            // Where the repository leaves the executable bit unchecked (`core.fileMode` off),
+            // git sees no mode change, and neither does the packet.
+            let (was, is) = (file_mode(was as u32), file_mode(is));
+            let modes = match was != is && !Unchecked::of(repo).mode {
+                true => format!("old mode {was}\nnew mode {is}\n"),
+                false => String::new(),
+            };
+            let before = tree.and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id());
+            if old == new && before.is_some() && before == now {
+                return match modes.is_empty() {
+                    true => String::new(),
+                    false => format!("diff --git a/{named} b/{named}\n{modes}"),
+                };
             }
-            (String::new(), format!("a file of {} (was {})", size(new), size(old)))
+            (modes, format!("a file of {} (was {})", size(new), size(old)))
         }
     };
     format!("diff --git a/{named} b/{named}\n{head}({what}: over the {shown} a diff shows, not shown)\n")
