@@ -621,6 +621,36 @@ fn a_grouped_dirty_file_deleted_or_put_back_since_approval_is_a_change() {
     assert!(!changes.contains("notes/") && !changes.contains("docs/"), "{changes}");
 }
 
+/// A changed group of approval dirt whose folder also holds a path of the scope (`notes/`,
+/// with `notes/plan.md` in scope) is ambient drift: the group holds only the dirt outside the
+/// scope, and the scoped path is read on its own. Before, the folder was a task change the
+/// packet could not diff ("Not shown: `notes/` changed as a whole folder holding scoped paths").
+#[test]
+fn a_changed_group_of_dirt_beside_a_scoped_path_is_ambient_drift() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    write(&env, "README.md", "# project\n");
+    git(&env.work, &["add", "-A"]);
+    git(&env.work, &["commit", "-qm", "initial"]);
+    env.init();
+    for i in 0..300 {
+        write(&env, &format!("notes/n{i:03}.md"), "note\n");
+    }
+    let spec = format!(
+        "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Gate\n\n## Summary\n\nGate truth.\n\n## Scope\n\n- `src/lib.rs` - the change.\n- `notes/plan.md` - the plan.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n{GREET}"
+    );
+    write(&env, ".scafld/specs/drafts/rev.md", &spec);
+    env.scafld(&["approve", "rev", "--reason", "gate tests"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    write(&env, "notes/plan.md", "the plan\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    std::fs::remove_file(env.work.join("notes/n007.md")).unwrap();
+    let (changes, drift) = packet_sections(&env);
+    assert!(drift.contains("- `notes/`"), "{drift}");
+    assert!(changes.contains("notes/plan.md") && !changes.contains("`notes/`"), "{changes}");
+}
+
 #[test]
 fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
     let env = TestEnv::new();

@@ -261,16 +261,29 @@ pub struct Classification {
 
 /// Split `changed` (every path that differs from the approval baseline, committed or not) by
 /// scope; baseline dirt that did not change since is context. Runner and spec files are not
-/// task changes.
-pub fn classify(changed: &[String], baseline: &[BaselinePath], scope: &[String]) -> Classification {
+/// task changes. `grouped_apart` is the scope whose paths the approval dirt's groups leave out
+/// (the evidence scope: `baseline::changes_since` reads a group without them).
+pub fn classify(
+    changed: &[String],
+    baseline: &[BaselinePath],
+    scope: &[String],
+    grouped_apart: &[String],
+) -> Classification {
     let relevant = |p: &str| !p.starts_with(".scafld/runs/") && !p.starts_with(".scafld/specs/");
     let changed: BTreeSet<&str> = changed.iter().map(String::as_str).filter(|p| relevant(p)).collect();
+    let groups: BTreeSet<&str> =
+        baseline.iter().filter(|p| p.status == crate::domain::material::GROUP).map(|p| p.path.as_str()).collect();
     let mut out = Classification::default();
     for path in &changed {
         // A folder git reports as a whole (`lib/`, a nested repository) that holds a scoped
-        // path is the task's change, though its files are not listed one by one.
+        // path is the task's change, though its files are not listed one by one. A changed
+        // group of approval dirt is not: it holds only the dirt outside the scope (the scoped
+        // paths in its folder are read one by one), so it is ambient drift, unless it holds a
+        // path of a wider review scope that the group does not leave out.
         let folder = path.trim_end_matches('/');
-        let encloses = !folder.is_empty() && scope.iter().any(|s| s.starts_with(&format!("{folder}/")));
+        let grouped = groups.contains(path);
+        let encloses = !folder.is_empty()
+            && scope.iter().any(|s| s.starts_with(&format!("{folder}/")) && !(grouped && in_scope(s, grouped_apart)));
         if encloses && !in_scope(path, scope) {
             out.opaque.push(path.to_string());
         }
@@ -652,10 +665,34 @@ mod tests {
         let baseline = vec![p("??", "1", "notes.txt"), p(" M", "2", "api/handlers/x.rs")];
         let changed: Vec<String> =
             ["api/handlers/x.rs", "web/app.js", ".scafld/specs/drafts/other.md"].map(String::from).to_vec();
-        let c = classify(&changed, &baseline, &scope);
+        let c = classify(&changed, &baseline, &scope, &scope);
         assert_eq!(c.task_changes, vec!["api/handlers/x.rs"]);
         assert_eq!(c.ambient_drift, vec!["web/app.js"]);
         assert_eq!(c.baseline_dirty, vec!["notes.txt"]);
+    }
+
+    /// A changed group of approval dirt (`api/`, its out-of-scope dirt recorded grouped) whose
+    /// folder holds a scoped path is ambient drift, never an opaque task change: the group
+    /// leaves the scoped paths out, which are read one by one. A folder git reports whole that
+    /// holds a scoped path is still the task's, and so is a group holding a path of a wider
+    /// review scope that the group does not leave out.
+    #[test]
+    fn a_changed_group_of_dirt_holding_a_scoped_path_is_ambient_drift() {
+        let p = |status: &str, path: &str| BaselinePath {
+            status: status.into(),
+            fingerprint: "f".into(),
+            path: path.into(),
+        };
+        let bound = vec!["api/handlers".to_string()];
+        let baseline = vec![p(crate::domain::material::GROUP, "api/"), p("??", "lib/")];
+        let changed: Vec<String> = ["api/", "lib/"].map(String::from).to_vec();
+        let scope = vec!["api/handlers".to_string(), "lib/x.rs".to_string()];
+        let c = classify(&changed, &baseline, &scope, &bound);
+        assert_eq!(c.ambient_drift, vec!["api/"]);
+        assert_eq!((c.task_changes, c.opaque), (vec!["lib/".to_string()], vec!["lib/".to_string()]));
+        let wider = vec!["api/handlers".to_string(), "api/notes.md".to_string()];
+        let c = classify(&changed[..1], &baseline, &wider, &bound);
+        assert_eq!((c.task_changes, c.opaque), (vec!["api/".to_string()], vec!["api/".to_string()]));
     }
 
     /// The guard watches the task's scope and the review's together; either being the whole

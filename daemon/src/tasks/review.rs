@@ -379,6 +379,7 @@ impl TaskChange {
         let task = spec.front.task_id.clone();
         // The approval snapshot kept the dirt outside this scope grouped (`baseline::snapshot`).
         let bound = crate::evidence::evidence_scope(ws, spec);
+        let grouped_apart = bound.clone();
         let since = baseline::in_workspace(move || {
             baseline::changes_since(&root, head.as_deref(), &base, &nested, &ignored, &bound)
         })
@@ -396,7 +397,7 @@ impl TaskChange {
         // A nested repository read through its own git is its files, its dirt then among them.
         let kept: Vec<BaselinePath> =
             baseline.iter().filter(|p| !since.nested.iter().any(|n| n.folder == p.path)).cloned().collect();
-        let classes = review::classify(&changed, &kept, &scope);
+        let classes = review::classify(&changed, &kept, &scope, &grouped_apart);
         Ok(TaskChange { base_head, baseline, nested: since.nested, scope, classes })
     }
 }
