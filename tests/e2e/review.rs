@@ -1124,3 +1124,44 @@ fn a_relative_provider_command_is_found_from_the_callers_folder() {
     assert_eq!(reviews.len(), 2, "{}", served.stderr);
     assert_eq!(reviews[1]["verdict"], "pass", "{}", served.stderr);
 }
+
+/// Writes `text` at `path` in the workspace, with the folders above it.
+fn put(env: &TestEnv, path: &str, text: &str) {
+    let full = env.work.join(path);
+    std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+    std::fs::write(full, text).unwrap();
+}
+
+/// The project files a packet shares by default (`.claude/rules/*.md`, `docs/review.md`) are
+/// read only from inside the workspace: a `.claude` or `docs` folder that is a symlink leading
+/// outside counts by its own text only, and a folder linked inside to a `.priv/` folder is
+/// kept as that folder is; a folder linked inside is read as it is. Before, only the last
+/// component was checked for a link, so the packet carried files read outside the workspace.
+#[test]
+fn default_context_files_are_never_read_through_a_folder_linked_outside() {
+    use std::os::unix::fs::symlink;
+    let env = TestEnv::new();
+    to_review(&env);
+    let outside = env.path("outside");
+    std::fs::create_dir_all(outside.join("rules")).unwrap();
+    std::fs::write(outside.join("rules/notes.md"), "OUTSIDE-RULE\n").unwrap();
+    std::fs::write(outside.join("review.md"), "OUTSIDE-REVIEW\n").unwrap();
+    symlink(&outside, env.work.join(".claude")).unwrap();
+    symlink(&outside, env.work.join("docs")).unwrap();
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    packet.assert_code(0);
+    for text in ["OUTSIDE-RULE", "OUTSIDE-REVIEW"] {
+        assert!(!packet.stdout.contains(text), "{text} was read outside the workspace: {}", packet.stdout);
+    }
+    // Linked inside: a secret folder is kept, any other is read as its own.
+    std::fs::remove_file(env.work.join(".claude")).unwrap();
+    std::fs::remove_file(env.work.join("docs")).unwrap();
+    put(&env, "pkg/.priv/rules/key.md", "PRIV-RULE\n");
+    put(&env, "notes/review.md", "INSIDE-REVIEW\n");
+    symlink("pkg/.priv", env.work.join(".claude")).unwrap();
+    symlink("notes", env.work.join("docs")).unwrap();
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    packet.assert_code(0);
+    assert!(!packet.stdout.contains("PRIV-RULE"), "a secret folder was shared: {}", packet.stdout);
+    assert!(packet.stdout.contains("INSIDE-REVIEW"), "a folder linked inside is read: {}", packet.stdout);
+}

@@ -773,36 +773,69 @@ fn build_packet(
     )
 }
 
-/// A project file (or every .md/.mdc/.txt file of a directory), when it is safe to share:
-/// relative, inside the workspace, not a secret, not a symlink.
-fn context_file(root: &std::path::Path, relative: &str) -> Vec<(String, String)> {
-    let rel = std::path::Path::new(relative);
+/// A project file (or every .md/.mdc/.txt file of a directory) named as review context, when it
+/// is safe to share: the one reader of such files. Never one written outside the workspace or
+/// as a secret, never a symlink itself, and never one a symlink on its way (a linked folder above it) takes outside the
+/// workspace or to a secret there: it counts by its own text only. Each file is checked again
+/// once open, so a link swapped in meanwhile shares nothing.
+fn context_file(root: &std::path::Path, written: &str) -> Vec<(String, String)> {
+    let rel = std::path::Path::new(written);
     let unsafe_path = rel.is_absolute()
         || rel.components().any(|c| matches!(c, std::path::Component::ParentDir))
-        || relative.starts_with(".git")
-        || relative.split('/').any(|s| s.starts_with(".env"))
-        || relative == ".scafld/config.local.yaml";
-    let full = root.join(rel);
-    if unsafe_path || std::fs::symlink_metadata(&full).map(|m| m.file_type().is_symlink()).unwrap_or(true) {
+        || written.starts_with(".git")
+        || written.split('/').any(|s| s.starts_with(".env"))
+        || written == ".scafld/config.local.yaml";
+    if unsafe_path {
         return Vec::new();
     }
-    if full.is_dir() {
-        let mut files: Vec<_> =
-            std::fs::read_dir(&full).map(|rd| rd.flatten().map(|e| e.path()).collect()).unwrap_or_default();
-        files.sort();
-        return files
+    let relative = written.to_string();
+    let Some(reached) = context_reach(root, &relative) else { return Vec::new() };
+    if reached.is_dir() {
+        let mut names: Vec<String> = std::fs::read_dir(&reached)
+            .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+            .unwrap_or_default();
+        names.sort();
+        return names
             .into_iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "md" || e == "mdc" || e == "txt"))
-            .filter_map(|p| {
-                let name = p.strip_prefix(root).ok()?.display().to_string();
-                context_file(root, &name).into_iter().next()
+            .filter(|n| std::path::Path::new(n).extension().is_some_and(|e| e == "md" || e == "mdc" || e == "txt"))
+            .filter_map(|name| {
+                let file = if relative.is_empty() { name } else { format!("{relative}/{name}") };
+                context_file(root, &file).into_iter().next()
             })
             .collect();
     }
     // Past the cap (or no regular file) it is left out, as an unreadable one is.
-    scafld_local::capped::read_text(&full, "context file", MAX_CONTEXT_FILE_BYTES)
-        .map(|text| vec![(relative.to_string(), text)])
+    let full = root.join(&relative);
+    let Ok(file) = scafld_local::capped::open(&full, "context file", MAX_CONTEXT_FILE_BYTES) else { return Vec::new() };
+    let same = |opened: &std::fs::Metadata, now: &std::fs::Metadata| {
+        use std::os::unix::fs::MetadataExt;
+        (opened.dev(), opened.ino()) == (now.dev(), now.ino())
+    };
+    let opened_inside = match (file.metadata(), context_reach(root, &relative).map(std::fs::metadata)) {
+        (Ok(opened), Some(Ok(now))) => same(&opened, &now),
+        _ => false,
+    };
+    if !opened_inside {
+        return Vec::new();
+    }
+    scafld_local::capped::read_opened(file, &full, "context file", MAX_CONTEXT_FILE_BYTES)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .map(|text| vec![(relative, text)])
         .unwrap_or_default()
+}
+
+/// Where the workspace-relative `relative` under `root` leads, every symlink on its way
+/// followed, when that is inside the workspace and shareable: `None` when it is a symlink
+/// itself, nothing is there, or it reaches outside the workspace or a file kept from reviewers.
+fn context_reach(root: &std::path::Path, relative: &str) -> Option<std::path::PathBuf> {
+    let full = root.join(relative);
+    if std::fs::symlink_metadata(&full).ok()?.file_type().is_symlink() {
+        return None;
+    }
+    let (root, reached) = (root.canonicalize().ok()?, full.canonicalize().ok()?);
+    let inside = reached.strip_prefix(&root).ok()?.to_str()?;
+    (!review::secret(inside)).then_some(reached)
 }
 
 /// Review, complete and finalize act only on a task in review; anything else is refused with

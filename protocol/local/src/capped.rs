@@ -112,8 +112,13 @@ pub fn open(path: &Path, what: &'static str, limit: u64) -> Result<File, ReadErr
 /// The bytes of the regular file at `path` (following symlinks), at most `limit` of them;
 /// anything else is refused without reading it: see the module's comment.
 pub fn read(path: &Path, what: &'static str, limit: u64) -> Result<Vec<u8>, ReadError> {
+    read_opened(open(path, what, limit)?, path, what, limit)
+}
+
+/// The bytes of `file`, which [`open`] gave for `path`, at most `limit` of them: for a caller
+/// that checks what it opened before it reads it.
+pub fn read_opened(file: File, path: &Path, what: &'static str, limit: u64) -> Result<Vec<u8>, ReadError> {
     let refuse = |refusal| ReadError { path: path.to_path_buf(), what, limit, refusal };
-    let file = open(path, what, limit)?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut bytes = Vec::with_capacity(len.min(limit) as usize);
     file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| refuse(Refusal::Io(e)))?;
