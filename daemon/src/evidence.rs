@@ -179,13 +179,49 @@ pub(crate) async fn require_review_scope(ws: &Workspace, spec: &Spec, explicit: 
     };
     Err(refuse(match note.problem {
         ScopeProblem::Missing => format!("--review-scope `{}` matches nothing in the workspace", note.written),
-        ScopeProblem::Outside => format!(
-            "--review-scope `{}` is outside the workspace ({}): a review only ever reads files inside it",
-            note.written,
-            ws.root.display()
-        ),
+        ScopeProblem::Outside => outside_entry("--review-scope", &note.written, ws),
         _ => format!("--review-scope: {}", note.message),
     }))
+}
+
+/// Refuse `review.context.files` (the project files a reviewer is shown beside the defaults)
+/// naming what a review never shows, as `--review-scope` is refused: an entry outside the
+/// workspace, git's own store or a file kept from reviewers for its secrets
+/// ([`review::context_path`]). One that names nothing (yet) is left out of the packet.
+pub(crate) async fn require_context_files(ws: &Workspace, files: &[String]) -> RpcResult<()> {
+    const KEY: &str = "review.context.files";
+    let refuse = |message: String| {
+        RpcError::new(ErrorKind::InvalidInput, message).with_hint(
+            "name project files inside the workspace in review.context.files (.scafld/config.yaml, or .scafld/config.local.yaml), or drop the entry",
+        )
+    };
+    for written in files {
+        match review::context_path(written) {
+            Ok(_) => {}
+            Err(review::Unshareable::Outside) => return Err(refuse(outside_entry(KEY, written, ws))),
+            Err(review::Unshareable::Kept) => return Err(refuse(kept_entry(KEY, written))),
+        }
+    }
+    Ok(())
+}
+
+/// That the entry `written` (given with `flag`) is outside the workspace, which a review never reads.
+fn outside_entry(flag: &str, written: &str, ws: &Workspace) -> String {
+    format!(
+        "{flag} `{written}` is outside the workspace ({}): a review only ever reads files inside it",
+        ws.root.display()
+    )
+}
+
+/// That the entry `written` (given with `flag`) names git's own store or a file kept from
+/// reviewers for its secrets.
+fn kept_entry(flag: &str, written: &str) -> String {
+    let path = written.trim().trim_start_matches("./");
+    if review::git_store(path) {
+        format!("{flag} `{written}` names git's own store (`.git`), which is never a task's file")
+    } else {
+        format!("{flag} `{written}` names a file kept from reviewers for its secrets")
+    }
 }
 
 /// Why an entry of `explicit` (given with `flag`) is none of the scope `entries` read from it:
@@ -193,13 +229,10 @@ pub(crate) async fn require_review_scope(ws: &Workspace, spec: &Spec, explicit: 
 /// secrets is never a scope entry. `None` when each of them is one.
 fn dropped_entry(flag: &str, explicit: &[String], entries: &[review::ScopeEntry]) -> Option<String> {
     let dropped = explicit.iter().find(|w| !entries.iter().any(|e| &e.written == *w))?;
-    let path = dropped.trim().trim_start_matches("./");
     Some(if dropped.trim().is_empty() {
         format!("{flag} has an empty entry, which names nothing")
-    } else if path == ".git" || path.starts_with(".git/") {
-        format!("{flag} `{dropped}` names git's own store (`.git`), which is never a task's file")
     } else {
-        format!("{flag} `{dropped}` names a file kept from reviewers for its secrets")
+        kept_entry(flag, dropped)
     })
 }
 

@@ -1132,6 +1132,11 @@ fn put(env: &TestEnv, path: &str, text: &str) {
     std::fs::write(full, text).unwrap();
 }
 
+/// `review.context.files` in the workspace's local config.
+fn context_files(env: &TestEnv, files: &[&str]) {
+    put(env, ".scafld/config.local.yaml", &format!("review:\n  context:\n    files: {}\n", serde_json::json!(files)));
+}
+
 /// The project files a packet shares by default (`.claude/rules/*.md`, `docs/review.md`) are
 /// read only from inside the workspace: a `.claude` or `docs` folder that is a symlink leading
 /// outside counts by its own text only, and a folder linked inside to a `.priv/` folder is
@@ -1164,4 +1169,30 @@ fn default_context_files_are_never_read_through_a_folder_linked_outside() {
     packet.assert_code(0);
     assert!(!packet.stdout.contains("PRIV-RULE"), "a secret folder was shared: {}", packet.stdout);
     assert!(packet.stdout.contains("INSIDE-REVIEW"), "a folder linked inside is read: {}", packet.stdout);
+}
+
+/// A `review.context.files` entry naming a file kept from reviewers for its secrets, at any
+/// depth (a `.priv` folder, a file below one, a nested workspace's local config), is refused
+/// (exit 2) as `--review-scope` refuses it, and nothing of it is shown. Before, only `.env*`
+/// and the top's local config were kept, and the packet carried the rest.
+#[test]
+fn a_context_file_kept_from_reviewers_for_its_secrets_is_refused() {
+    let env = TestEnv::new();
+    to_review(&env);
+    put(&env, ".priv/token.md", "PRIV-A\n");
+    put(&env, "pkg/.priv/key.txt", "PRIV-B\n");
+    put(&env, "sub/.scafld/config.local.yaml", "api_key: NESTED-C\n");
+    for entry in [".priv", "pkg/.priv/key.txt", "sub/.scafld/config.local.yaml", "./pkg/../.priv/token.md"] {
+        context_files(&env, &[entry]);
+        let printed = env.scafld(&["review", "rev", "--print-context"]);
+        printed.assert_code(2);
+        let said = format!("review.context.files `{entry}` names a file kept from reviewers for its secrets");
+        assert!(printed.stderr.contains(&said), "{entry}: {}", printed.stderr);
+        for text in ["PRIV-A", "PRIV-B", "NESTED-C"] {
+            assert!(!printed.stdout.contains(text), "{entry}: {}", printed.stdout);
+        }
+    }
+    let printed = env.scafld(&["review", "rev", "--print-context", "--review-scope", "pkg/.priv/key.txt"]);
+    printed.assert_code(2);
+    assert!(printed.stderr.contains("names a file kept from reviewers for its secrets"), "{}", printed.stderr);
 }

@@ -220,6 +220,29 @@ pub fn secret(path: &str) -> bool {
         || segments.windows(2).any(|pair| pair == [".scafld", "config.local.yaml"])
 }
 
+/// Why a project file named as review context (`review.context.files`, or a default such as
+/// `.claude/rules`) is never shown to a reviewer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unshareable {
+    /// Outside the workspace as written: absolute, or a `..` that climbs above it.
+    Outside,
+    /// Git's own store or a file kept from reviewers for its secrets ([`secret`]).
+    Kept,
+}
+
+/// The workspace-relative path a project file named as review context is read at (`.` and
+/// `..` segments resolved as written, no surrounding slashes; empty for the workspace's top),
+/// or why it is never shown: the one rule the packet's reader and the refusal of a configured
+/// entry share. The folders on its way are for the reader to follow (a symlink taking it
+/// outside the workspace is never read).
+pub fn context_path(written: &str) -> Result<String, Unshareable> {
+    let path = lexical(written).filter(|_| !written.starts_with('/')).ok_or(Unshareable::Outside)?;
+    if secret(&path) {
+        return Err(Unshareable::Kept);
+    }
+    Ok(path)
+}
+
 /// What the mutation guard watches: the task's own scope and the review's (`--review-scope`),
 /// so an explicit review scope widens the guard and never narrows it below the task's; empty
 /// (the whole tree) when either is.
@@ -564,6 +587,22 @@ mod tests {
         assert_eq!(before, spec_guard_fingerprint(&spec("completed", projected, "s")));
         assert!(before.starts_with(AUTHORED_SPEC));
         assert_ne!(before, spec_guard_fingerprint(&spec("review", "", "an edit")));
+    }
+
+    /// A project file named as review context is read where it is written, inside the
+    /// workspace, and never when it is kept from reviewers for its secrets, at any depth.
+    #[test]
+    fn a_context_file_is_read_inside_the_workspace_and_never_a_secret() {
+        assert_eq!(context_path("./docs//review.md"), Ok("docs/review.md".into()));
+        assert_eq!(context_path("docs/../README.md"), Ok("README.md".into()));
+        for outside in ["/etc/passwd", "../x.md", "docs/../../x.md"] {
+            assert_eq!(context_path(outside), Err(Unshareable::Outside), "{outside}");
+        }
+        for kept in
+            [".priv", "pkg/.priv/key.txt", "sub/.scafld/config.local.yaml", ".env.md", ".git/config", "x/../.priv/a"]
+        {
+            assert_eq!(context_path(kept), Err(Unshareable::Kept), "{kept}");
+        }
     }
 
     /// A reviewer's text reaches the spec clipped, line by line and as a whole: a dossier of

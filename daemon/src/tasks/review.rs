@@ -132,6 +132,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     if !p.review_scope.is_empty() {
         crate::evidence::require_review_scope(&ws, &spec, &p.review_scope).await?;
     }
+    crate::evidence::require_context_files(&ws, &config.review.context.files).await?;
     // Files a passing review was shown that changed since: `complete` refuses until a review
     // sees them as they are, so this one is shown them beside what it was asked for.
     // Only a pass that was shown more than the task's own scope: a review of that scope alone
@@ -774,21 +775,13 @@ fn build_packet(
 }
 
 /// A project file (or every .md/.mdc/.txt file of a directory) named as review context, when it
-/// is safe to share: the one reader of such files. Never one written outside the workspace or
-/// as a secret, never a symlink itself, and never one a symlink on its way (a linked folder above it) takes outside the
+/// is safe to share: the one reader of such files. Never one outside the workspace, git's store
+/// or a file kept from reviewers for its secrets ([`review::context_path`]), never a symlink
+/// itself, and never one a symlink on its way (a linked folder above it) takes outside the
 /// workspace or to a secret there: it counts by its own text only. Each file is checked again
 /// once open, so a link swapped in meanwhile shares nothing.
 fn context_file(root: &std::path::Path, written: &str) -> Vec<(String, String)> {
-    let rel = std::path::Path::new(written);
-    let unsafe_path = rel.is_absolute()
-        || rel.components().any(|c| matches!(c, std::path::Component::ParentDir))
-        || written.starts_with(".git")
-        || written.split('/').any(|s| s.starts_with(".env"))
-        || written == ".scafld/config.local.yaml";
-    if unsafe_path {
-        return Vec::new();
-    }
-    let relative = written.to_string();
+    let Ok(relative) = review::context_path(written) else { return Vec::new() };
     let Some(reached) = context_reach(root, &relative) else { return Vec::new() };
     if reached.is_dir() {
         let mut names: Vec<String> = std::fs::read_dir(&reached)
