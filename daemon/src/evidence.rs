@@ -187,7 +187,8 @@ pub(crate) async fn require_review_scope(ws: &Workspace, spec: &Spec, explicit: 
 /// Refuse `review.context.files` (the project files a reviewer is shown beside the defaults)
 /// naming what a review never shows, as `--review-scope` is refused: an entry outside the
 /// workspace, git's own store or a file kept from reviewers for its secrets
-/// ([`review::context_path`]). One that names nothing (yet) is left out of the packet.
+/// ([`review::context_path`]), or one that a symlink on its way (the entry itself, or a folder
+/// above it) takes outside. One that names nothing (yet) is left out of the packet.
 pub(crate) async fn require_context_files(ws: &Workspace, files: &[String]) -> RpcResult<()> {
     const KEY: &str = "review.context.files";
     let refuse = |message: String| {
@@ -195,14 +196,22 @@ pub(crate) async fn require_context_files(ws: &Workspace, files: &[String]) -> R
             "name project files inside the workspace in review.context.files (.scafld/config.yaml, or .scafld/config.local.yaml), or drop the entry",
         )
     };
+    let mut paths = Vec::new();
     for written in files {
         match review::context_path(written) {
-            Ok(_) => {}
+            Ok(path) => paths.push((written.clone(), path)),
             Err(review::Unshareable::Outside) => return Err(refuse(outside_entry(KEY, written, ws))),
             Err(review::Unshareable::Kept) => return Err(refuse(kept_entry(KEY, written))),
         }
     }
-    Ok(())
+    let root = ws.root.clone();
+    let leading = tokio::task::spawn_blocking(move || {
+        paths.into_iter().find_map(|(written, path)| Some((written, baseline::leads_outside(&root, &path)?)))
+    });
+    match leading.await {
+        Ok(Some((written, reached))) => Err(refuse(format!("{KEY}: {}", through_link(&written, &reached)))),
+        _ => Ok(()),
+    }
 }
 
 /// That the entry `written` (given with `flag`) is outside the workspace, which a review never reads.
@@ -222,6 +231,14 @@ fn kept_entry(flag: &str, written: &str) -> String {
     } else {
         format!("{flag} `{written}` names a file kept from reviewers for its secrets")
     }
+}
+
+/// That the entry `written` leads through a symlink outside the workspace, to `reached`.
+fn through_link(written: &str, reached: &std::path::Path) -> String {
+    format!(
+        "`{written}` leads through a symlink outside the workspace (to {}): scafld never reads there",
+        reached.display()
+    )
 }
 
 /// Why an entry of `explicit` (given with `flag`) is none of the scope `entries` read from it:
@@ -273,8 +290,8 @@ async fn entry_notes(ws: &Workspace, entries: Vec<review::ScopeEntry>, bare: Vec
                 written,
                 ScopeProblem::LeadsOutside,
                 format!(
-                    "scope entry `{written}` leads through a symlink outside the workspace (to {}): scafld never reads there, so no evidence can be bound to what it reaches; name the files inside the workspace",
-                    reached.display()
+                    "scope entry {}, so no evidence can be bound to what it reaches; name the files inside the workspace",
+                    through_link(written, &reached)
                 ),
             ));
         }

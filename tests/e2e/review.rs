@@ -1171,6 +1171,39 @@ fn default_context_files_are_never_read_through_a_folder_linked_outside() {
     assert!(packet.stdout.contains("INSIDE-REVIEW"), "a folder linked inside is read: {}", packet.stdout);
 }
 
+/// A `review.context.files` entry that a symlinked folder above it takes outside the workspace
+/// is refused (exit 2) as `--review-scope` refuses one, naming it and where it leads, before
+/// any reviewer runs; an entry inside is shared. Before, the reviewer got the file it reached
+/// (a private key behind a committed `keys -> ~/.ssh`).
+#[test]
+fn a_context_file_a_symlinked_folder_takes_outside_is_refused() {
+    use std::os::unix::fs::symlink;
+    let env = TestEnv::new();
+    to_review(&env);
+    let ssh = env.path("home/.ssh");
+    std::fs::create_dir_all(&ssh).unwrap();
+    std::fs::write(ssh.join("id_rsa"), "FAKE-PRIVATE-KEY\n").unwrap();
+    symlink(&ssh, env.work.join("keys")).unwrap();
+    context_files(&env, &["keys/id_rsa"]);
+    let script = reviewer(&env, "pass", &pass(), "");
+    let refused = command_review(&env, &script, &["--min-attack-angles", "2"]);
+    refused.assert_code(2);
+    let reached = ssh.canonicalize().unwrap().display().to_string();
+    let said = "review.context.files: `keys/id_rsa` leads through a symlink outside the workspace";
+    assert!(refused.stderr.contains(said) && refused.stderr.contains(&reached), "{}", refused.stderr);
+    assert!(refused.stderr.contains("review.context.files"), "the hint names the key: {}", refused.stderr);
+    assert!(!std::path::Path::new(&format!("{script}.packet")).exists(), "no reviewer ran");
+    let printed = env.scafld(&["review", "rev", "--print-context"]);
+    printed.assert_code(2);
+    assert!(!printed.stdout.contains("FAKE-PRIVATE-KEY"), "{}", printed.stdout);
+    // An entry inside the workspace is shared.
+    put(&env, "notes/extra.md", "EXTRA-CONTEXT\n");
+    context_files(&env, &["notes/extra.md"]);
+    let printed = env.scafld(&["review", "rev", "--print-context"]);
+    printed.assert_code(0);
+    assert!(printed.stdout.contains("EXTRA-CONTEXT"), "{}", printed.stdout);
+}
+
 /// A `review.context.files` entry naming a file kept from reviewers for its secrets, at any
 /// depth (a `.priv` folder, a file below one, a nested workspace's local config), is refused
 /// (exit 2) as `--review-scope` refuses it, and nothing of it is shown. Before, only `.env*`
