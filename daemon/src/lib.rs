@@ -55,6 +55,7 @@ pub async fn run(
     // cut short by the last stop are settled, and what the retention period let go is forgotten.
     daemon.call_runs.recover();
     tasks::recover_jobs(&daemon).await;
+    review::clear_scratch(&daemon);
     review::recover(&daemon).await;
     sweep::sweep(&daemon);
     let reaper = tokio::spawn(review::worker::reaper_loop(daemon.clone()));

@@ -550,10 +550,10 @@ impl<'a> Expect<'a> {
     }
 }
 
-/// Prepare the external CLI run in `scratch` (a directory of its own for this run).
 /// Where a provider run happens and for whom.
 pub struct Place<'a> {
-    /// A directory of the run's own for its scratch files.
+    /// A directory of the run's own for its scratch files, outside the workspace (they may
+    /// carry the user's auth): made 0700.
     pub scratch: &'a Path,
     pub root: &'a Path,
     pub client_exe: &'a str,
@@ -563,6 +563,7 @@ pub struct Place<'a> {
     pub env: &'a BTreeMap<String, String>,
 }
 
+/// Prepare the external CLI run in `place.scratch`.
 pub fn invocation(
     provider: &Provider,
     place: &Place<'_>,
@@ -570,7 +571,10 @@ pub fn invocation(
     expect: Expect<'_>,
 ) -> std::io::Result<Invocation> {
     let Place { scratch, root, client_exe, socket, env: caller_env } = *place;
-    std::fs::create_dir_all(scratch)?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(scratch)?;
+    }
     let env = BTreeMap::new();
     let mcp_server = || -> std::io::Result<(String, Value)> {
         let (expected, answer) = match expect {

@@ -153,6 +153,83 @@ fn a_submission_over_the_answer_limit_is_refused() {
     env.scafld(&["complete", "rev"]).assert_code(4);
 }
 
+/// The files below `dir` whose bytes hold `secret`.
+fn holding(dir: &std::path::Path, secret: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => found.extend(holding(&path, secret)),
+            Ok(t)
+                if t.is_file() && std::fs::read(&path).is_ok_and(|b| String::from_utf8_lossy(&b).contains(secret)) =>
+            {
+                found.push(path);
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// What a reviewer CLI is given of the user's own auth (claude's `env` and `apiKeyHelper`,
+/// gemini's login credentials) is never written into the workspace, which the reviewer reads:
+/// it is in the daemon's private state (folders 0700, files 0600) while the run lasts, and
+/// goes when the run ends or, after the daemon was killed, as it starts again.
+#[test]
+fn provider_credentials_stay_out_of_the_workspace_and_go_with_the_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for (provider, secret) in [("claude", "sk-test-CLAUDE-KEY"), ("gemini", "ya29.test-GEMINI-TOKEN")] {
+        let mut env = TestEnv::new();
+        env.start_daemon();
+        to_review(&env);
+        let home = env.path("home");
+        std::fs::create_dir_all(home.join(".claude")).unwrap();
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        let claude = json!({"env": {"ANTHROPIC_API_KEY": secret}, "apiKeyHelper": format!("echo {secret}")});
+        std::fs::write(home.join(".claude/settings.json"), claude.to_string()).unwrap();
+        let gemini = json!({"security": {"auth": {"selectedType": "oauth-personal"}}});
+        std::fs::write(home.join(".gemini/settings.json"), gemini.to_string()).unwrap();
+        std::fs::write(home.join(".gemini/oauth_creds.json"), json!({"access_token": secret}).to_string()).unwrap();
+        let path = install_fakes(&env, &[provider]);
+        let gate = env.path("gate");
+        let mut command = env.scafld_command(&["review", "rev", "--provider", provider, "--min-attack-angles", "1"]);
+        command.env("PATH", &path).env("FAKE_DOSSIER", DOSSIER).env("FAKE_GATE", &gate);
+        let mut client =
+            command.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+        let scratch = env.state_dir.join("reviewer-runs");
+        wait_until("the reviewer's credentials", || !holding(&scratch, secret).is_empty());
+        assert_eq!(holding(&env.work, secret), Vec::<std::path::PathBuf>::new(), "{provider}: in the workspace");
+        for file in holding(&scratch, secret) {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+            let mut dir = file.parent().unwrap();
+            while dir != env.state_dir {
+                assert_eq!(mode(dir), 0o700, "{}", dir.display());
+                dir = dir.parent().unwrap();
+            }
+        }
+        // Killed with the run under way, the daemon leaves them; its next start removes them
+        // before the reviewer is resumed (which is given its own again).
+        let run_dir = std::fs::read_dir(&scratch).unwrap().next().unwrap().unwrap().path();
+        std::fs::write(run_dir.join("left-by-the-killed-daemon"), "").unwrap();
+        let mut daemon = env.take_daemon();
+        daemon.kill().unwrap();
+        daemon.wait().unwrap();
+        client.kill().unwrap();
+        client.wait().unwrap();
+        env.start_daemon();
+        assert!(!run_dir.join("left-by-the-killed-daemon").exists(), "{provider}: kept across the restart");
+        std::fs::write(&gate, "").unwrap();
+        wait_until("the resumed review to end", || {
+            let status = env.scafld(&["review", "status", "rev", "--json"]).json();
+            let state = status["result"]["reviewers"][0]["state"].clone();
+            state != "running" && state != "queued"
+        });
+        wait_until("the run's scratch to go", || std::fs::read_dir(&scratch).is_ok_and(|mut d| d.next().is_none()));
+        assert_eq!(holding(&env.work, secret), Vec::<std::path::PathBuf>::new());
+    }
+}
+
 #[test]
 fn auto_with_no_provider_installed_fails_closed() {
     let env = TestEnv::new();

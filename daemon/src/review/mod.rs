@@ -614,19 +614,50 @@ pub(crate) struct Runner<'a> {
     pub env: &'a std::collections::BTreeMap<String, String>,
 }
 
+/// The folder of the daemon's state holding reviewer runs' scratch directories.
+const SCRATCH_DIR: &str = "reviewer-runs";
+
+/// The scratch directory of a reviewer run named `name`: in the daemon's private state (a
+/// 0700 folder), never in the workspace, because it holds what the provider CLI is given of
+/// the user's own (claude's auth settings, gemini's login credentials) and a reviewer reads
+/// the workspace. Removed once the run has served, and at the next start after a crash.
+pub(crate) fn scratch_dir(daemon: &Daemon, name: &str) -> std::path::PathBuf {
+    daemon.options.state_dir.join(SCRATCH_DIR).join(name)
+}
+
+/// At start-up, before any reviewer is resumed: the scratch directories a stopped or crashed
+/// daemon left are removed, but for those of worker runs still holding a lease (the worker's
+/// provider may be running on; they go when the lease ends).
+pub fn clear_scratch(daemon: &Daemon) {
+    let leased: std::collections::HashSet<String> = daemon
+        .jobs
+        .matching(|r| r.state == JobState::Running && r.review.as_ref().is_some_and(|w| w.lease.is_some()))
+        .iter()
+        .map(worker::scratch_name)
+        .collect();
+    let Ok(entries) = std::fs::read_dir(daemon.options.state_dir.join(SCRATCH_DIR)) else { return };
+    for entry in entries.flatten() {
+        if leased.contains(entry.file_name().to_string_lossy().as_ref()) {
+            continue;
+        }
+        if let Err(e) = std::fs::remove_dir_all(entry.path()) {
+            warn!("cannot remove the reviewer scratch directory {}: {e}", entry.path().display());
+        }
+    }
+}
+
 /// Prepare a provider run for a reviewer job in a scratch directory of its own (so parallel
 /// runs never share temp files), wired to this daemon's socket and submission slots.
 fn prepare_run(
     daemon: &Daemon,
     ws: &Workspace,
-    session: &SessionRecord,
     scratch_name: &str,
     provider: &providers::Provider,
     runner: Runner<'_>,
     expect: providers::Expect<'_>,
 ) -> std::io::Result<(std::path::PathBuf, providers::Invocation)> {
     let Runner { client_exe, env } = runner;
-    let scratch = runs_dir(ws, session).join(scratch_name);
+    let scratch = scratch_dir(daemon, scratch_name);
     let client_exe = if client_exe.is_empty() { "scafld" } else { client_exe };
     let place =
         providers::Place { scratch: &scratch, root: &ws.root, client_exe, socket: &daemon.options.socket_path, env };

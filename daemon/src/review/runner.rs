@@ -243,7 +243,6 @@ async fn run_external(
     let (scratch, invocation) = super::prepare_run(
         daemon,
         ws,
-        session,
         &format!("review-{job_id}"),
         provider,
         super::Runner { client_exe: &session.client_exe, env: &session.caller_env },
@@ -289,11 +288,7 @@ async fn run_external(
             provenance.clone(),
         )
     });
-    // Where the workspace is now: its folder may have been renamed while the reviewer ran, and
-    // another may sit at the old path.
-    let _ = scratch
-        .file_name()
-        .map(|name| std::fs::remove_dir_all(super::anchored_runs_dir(ws, session, &ws.anchored()).join(name)));
+    let _ = std::fs::remove_dir_all(&scratch);
     let mut outcome = outcome.map_err(relative)?;
     outcome.answer = outcome.answer.map_err(relative);
     Ok(outcome)

@@ -142,6 +142,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
     let work = job.review.clone().unwrap_or_default();
     let session = daemon.sessions.get(&work.session_key).ok_or_else(|| RpcError::internal("session missing"))?;
     let give_back = |why: RpcError| {
+        drop_scratch(daemon, &job);
         daemon.jobs.update(daemon.store(), &job.id, true, |r| {
             r.state = JobState::Queued;
             if let Some(w) = r.review.as_mut() {
@@ -179,7 +180,6 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         let (_, invocation) = super::prepare_run(
             daemon,
             &ws,
-            &session,
             &scratch_name(&job),
             &provider,
             super::Runner { client_exe: &p.caller.client_exe, env: &p.caller.env },
@@ -247,8 +247,20 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
 }
 
 /// The scratch directory name of a worker's provider run (one per claim attempt).
-fn scratch_name(job: &JobRecord) -> String {
+pub(super) fn scratch_name(job: &JobRecord) -> String {
     format!("review-{}-{}", job.id, job.attempt)
+}
+
+/// Remove the scratch directory of `job`'s claimed run (its lease ended: submitted, released,
+/// expired, or given back).
+fn drop_scratch(daemon: &Daemon, job: &JobRecord) {
+    let dir = super::scratch_dir(daemon, &scratch_name(job));
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!("cannot remove the reviewer scratch directory {}: {e}", dir.display());
+        }
+        _ => {}
+    }
 }
 
 /// When a lease of `seconds` taken at `now_ms` ends; never wraps round to the past.
@@ -469,10 +481,8 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
             let answer = providers::interpret(&invocation, left)
                 .map(|d| consensus::merge_checkpoint(d, &checkpoint))
                 .and_then(|d| accept(d, &request));
-            // The run's scratch directory (codex's answer file, MCP config) has served.
-            if let Ok(ws) = super::home(daemon, &session) {
-                let _ = std::fs::remove_dir_all(super::runs_dir(&ws, &session).join(scratch_name(&job)));
-            }
+            // The run's scratch directory (codex's answer file, MCP config, auth) has served.
+            drop_scratch(daemon, &job);
             answer
         }
         _ => {
@@ -546,6 +556,7 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
         })
         .ok_or_else(|| stale_lease(&job.id))?;
     crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
+    drop_scratch(daemon, &job);
     publish(daemon, &session, &job.id, "requeued", &format!("released by worker {}", lease.worker_id));
     daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: JobState::Queued });
     Ok(m::LeaseResult { job_id: job.id, state: m::JobState::Queued, lease_expires_in_seconds: 0.0 })
@@ -591,6 +602,7 @@ pub fn reap(daemon: &Arc<Daemon>) {
             continue;
         }
         crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
+        drop_scratch(daemon, &job);
         publish(daemon, &session, &job.id, "heartbeat_stale", &reason);
         publish(daemon, &session, &job.id, "requeued", "the checkpoint is kept for the next worker");
         daemon.publish(Event::JobChanged {
