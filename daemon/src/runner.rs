@@ -136,10 +136,11 @@ impl DiagnosticsFile {
 }
 
 /// Write the file whole, or leave none: a file cut short by a full disk would read as the
-/// whole record.
+/// whole record. Private (0600, its folder 0700 when made here): what a command printed may
+/// hold a secret of the caller's environment.
 fn write_diagnostics(dir: &Path, file: &Path, text: &str) -> Result<(), String> {
-    crate::workspace::layout::create_real_dir(dir).map_err(|e| format!("its folder cannot be made: {e}"))?;
-    crate::workspace::layout::write_user_file(file, text.as_bytes()).map_err(|e| {
+    crate::workspace::layout::create_private_dir(dir).map_err(|e| format!("its folder cannot be made: {e}"))?;
+    crate::workspace::layout::write_private_file(file, text.as_bytes()).map_err(|e| {
         let _ = std::fs::remove_file(file);
         e.to_string()
     })

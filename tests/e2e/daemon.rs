@@ -94,7 +94,7 @@ fn commands_get_the_callers_umask_and_file_limit_not_the_daemons() {
     assert_eq!(mode(&spec_path()), 0o644);
     assert_eq!(mode(&env.work.join(".scafld/runs/um")), 0o775);
     let diagnostics = std::fs::read_dir(env.work.join(".scafld/runs/um/diagnostics")).unwrap().next().unwrap().unwrap();
-    assert_eq!(mode(&diagnostics.path()), 0o664);
+    assert_eq!(mode(&diagnostics.path()), 0o600, "diagnostics are private");
     std::fs::set_permissions(spec_path(), std::fs::Permissions::from_mode(0o640)).unwrap();
     env.scafld(&["fail", "um", "--reason", "mode"]).assert_code(0);
     assert!(spec_path().to_string_lossy().contains("/archive/"), "{}", spec_path().display());
@@ -106,6 +106,50 @@ fn commands_get_the_callers_umask_and_file_limit_not_the_daemons() {
     assert!(!open_files.contains(" 512 "), "the daemon kept the low limit: {open_files}");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     assert!(child.wait().unwrap().success());
+}
+
+/// `scafld args...` in the work directory, run under `umask` (so is a daemon it autostarts).
+fn scafld_under_umask(env: &TestEnv, umask: &str, args: &[&str]) -> Command {
+    let script = format!("umask {umask}; exec \"$0\" \"$@\"");
+    let mut command = Command::new("sh");
+    env.apply_env(&mut command);
+    command.arg("-c").arg(script).arg(scafld_tests::scafld_bin()).args(args).current_dir(&env.work);
+    command.stdin(std::process::Stdio::null());
+    command
+}
+
+/// What a criterion prints can hold a secret of the caller's environment: its diagnostics file
+/// (and the folder scafld makes for them) and the ledger export are the owner's alone, however
+/// open the umask the daemon and the client work under (the usual 0022 here).
+#[test]
+fn criterion_output_and_ledger_exports_are_private_whatever_the_umask() {
+    let env = TestEnv::new();
+    let run = |args: &[&str]| Run::from(scafld_under_umask(&env, "0022", args).output().unwrap());
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    run(&["init"]).assert_code(0);
+    let spec = "---\nspec_version: '2.0'\ntask_id: pv\nstatus: draft\n---\n\n# Pv\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `pv` test - prints a token\n  - Command: `echo using token $API_TOKEN`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/pv.md"), spec).unwrap();
+    run(&["approve", "pv", "--reason", "t"]).assert_code(0);
+    for _ in 0..2 {
+        let mut build = scafld_under_umask(&env, "0022", &["build", "pv"]);
+        Run::from(build.env("API_TOKEN", "sk-test-PRIVATE").output().unwrap()).assert_code(0);
+    }
+    run(&["session", "pv", "--export"]).assert_code(0);
+    let diagnostics = env.work.join(".scafld/runs/pv/diagnostics");
+    assert_eq!(mode(&diagnostics), 0o700);
+    let files: Vec<_> = std::fs::read_dir(&diagnostics).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(!files.is_empty());
+    for file in &files {
+        assert!(std::fs::read_to_string(file).unwrap().contains("sk-test-PRIVATE"), "{}", file.display());
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+    }
+    assert_eq!(mode(&env.work.join(".scafld/runs/pv/ledger.json")), 0o600);
+    // A ledger exported over a file of the caller's is private too.
+    let outside = env.path("ledger-copy.json");
+    std::fs::write(&outside, "old").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
+    run(&["session", "pv", "--export", outside.to_str().unwrap(), "--force"]).assert_code(0);
+    assert_eq!(mode(&outside), 0o600);
 }
 
 #[test]

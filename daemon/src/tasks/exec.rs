@@ -1752,7 +1752,8 @@ pub async fn session(daemon: &Daemon, p: m::SessionParams) -> RpcResult<m::Sessi
                 entries: &entries,
             };
             let text = serde_json::to_string_pretty(&document).map_err(internal)? + "\n";
-            specfile::write_atomic(&full, &text).map_err(|e| {
+            // Private whatever the umask: the results it carries may quote a command's output.
+            specfile::write_atomic_mode(&full, text.as_bytes(), 0o600).map_err(|e| {
                 let message = format!("cannot write {}: {e}", full.display());
                 // A path of the caller's that names no writable file is theirs to change (a
                 // usage error); the default path failing, or any path failing for want of

@@ -59,6 +59,31 @@ pub fn write_user_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.write_all(bytes)
 }
 
+/// Write a new workspace file (or replace one) readable by its owner alone (0600), whatever the
+/// user's umask: files that may hold what commands printed (diagnostics), secrets included.
+/// Not atomic, as [`write_user_file`].
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.set_permissions(fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)
+}
+
+/// [`create_real_dir`] for a folder of private files: the parents get the user's modes, `dir`
+/// itself, when it is made here, 0700 (one that is there already keeps its mode).
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(parent) = dir.parent() {
+        create_real_dir(parent)?;
+    }
+    // One there already (or a link in its place) is judged as `create_real_dir` judges it.
+    match fs::create_dir(dir) {
+        Ok(()) => fs::set_permissions(dir, fs::Permissions::from_mode(0o700)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => create_real_dir(dir),
+        Err(e) => Err(in_the_way(dir, e)),
+    }
+}
+
 /// Create `dir` and its missing parents like `create_dir_all`, except that from a workspace's
 /// `.scafld` folder down every directory must be a real one: a symlink there (say
 /// `.scafld/runs` pointing at `/etc`) would make the daemon write wherever it points, so it is
