@@ -430,11 +430,16 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = String>, BoxErr
 }
 
 fn init_logging(log_file: &std::path::Path, verbose: u8) -> Result<(), BoxError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let file = OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(log_file)
         .map_err(|e| format!("cannot open log file {}: {e}", log_file.display()))?;
+    // One made under a looser umask (an older client's autostart) is made private too.
+    file.set_permissions(fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot make log file {} private: {e}", log_file.display()))?;
     let level = match verbose {
         0 => "info",
         1 => "debug",

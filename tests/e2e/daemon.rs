@@ -152,6 +152,40 @@ fn criterion_output_and_ledger_exports_are_private_whatever_the_umask() {
     assert_eq!(mode(&outside), 0o600);
 }
 
+/// Every file in the state directory is the user's alone however the daemon was started: one
+/// the client autostarts under umask 0022 makes its folder and log private from the first
+/// line, the manifest is written 0600, and a log left 0644 by an older client is made 0600.
+#[test]
+fn the_state_directory_is_private_when_the_client_starts_the_daemon() {
+    fn open_to_others(dir: &std::path::Path, found: &mut Vec<String>) {
+        use std::os::unix::fs::FileTypeExt;
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let meta = entry.metadata().unwrap();
+            if meta.file_type().is_socket() {
+                continue;
+            }
+            if meta.permissions().mode() & 0o077 != 0 {
+                found.push(format!("{:o} {}", meta.permissions().mode() & 0o777, entry.path().display()));
+            }
+            if meta.is_dir() {
+                open_to_others(&entry.path(), found);
+            }
+        }
+    }
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    let run = |args: &[&str]| Run::from(scafld_under_umask(&env, "0022", args).output().unwrap());
+    run(&["init"]).assert_code(0);
+    wait_until("the manifest", || env.state_dir.join("db.manifest.json").exists());
+    let mut found = Vec::new();
+    open_to_others(&env.state_dir, &mut found);
+    assert!(found.is_empty(), "open to others: {found:?}");
+    run(&["daemon", "stop"]).assert_code(0);
+    std::fs::set_permissions(env.state_dir.join("scafldd.log"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    run(&["daemon", "start"]).assert_code(0);
+    assert_eq!(mode(&env.state_dir.join("scafldd.log")), 0o600);
+}
+
 #[test]
 fn stop_signals_shut_down_cleanly_and_user_signals_are_ignored() {
     for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGQUIT] {

@@ -235,7 +235,10 @@ fn process_stopped(pid: u32) -> bool {
 /// wait ends the moment it can, with no polling.
 pub fn start(paths: &Paths) -> Result<u32, CliError> {
     let daemon = daemon_binary();
-    fs::create_dir_all(&paths.state_dir).map_err(|e| {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    // The daemon's files are its user's alone whatever this caller's umask: the folder and the
+    // log it writes to from its first line (the daemon checks both again as it starts).
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(&paths.state_dir).map_err(|e| {
         CliError::new(
             "state_dir",
             format!("cannot create state directory {}: {e}", paths.state_dir.display()),
@@ -243,7 +246,7 @@ pub fn start(paths: &Paths) -> Result<u32, CliError> {
         )
     })?;
     let log_path = paths.log_file();
-    let log = OpenOptions::new().create(true).append(true).open(&log_path).map_err(|e| {
+    let log = OpenOptions::new().create(true).append(true).mode(0o600).open(&log_path).map_err(|e| {
         CliError::new("state_dir", format!("cannot open {}: {e}", log_path.display()), workflow::RUNTIME)
     })?;
     let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::workspace::specfile::write_atomic;
+use crate::workspace::specfile::write_atomic_mode;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -76,7 +76,7 @@ impl Manifest {
 
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let text = serde_json::to_string(self).map_err(std::io::Error::other)?;
-        write_atomic(path, &text)
+        write_atomic_mode(path, text.as_bytes(), 0o600)
     }
 
     /// What `self` (the manifest) promises that `actual` (what the database holds) lacks, one
@@ -158,7 +158,7 @@ impl Shared {
             (text, now.1)
         };
         let text = String::from_utf8(text).map_err(std::io::Error::other)?;
-        write_atomic(&self.path, &text).inspect_err(|e| {
+        write_atomic_mode(&self.path, text.as_bytes(), 0o600).inspect_err(|e| {
             tracing::warn!("cannot update the database manifest {}: {e}", self.path.display());
         })?;
         *saved = (changes, text.len());
