@@ -950,6 +950,7 @@ pub async fn run(
         die_with_parent: false,
         token,
         gate: None,
+        umask: None,
         idle_on_stdout: invocation.idle_on_stdout,
         stop_past_capture: invocation.stop_past_capture,
         on_stdout: Some(Box::new({

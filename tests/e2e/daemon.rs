@@ -60,8 +60,9 @@ fn default_socket_lives_in_a_private_directory() {
 
 #[test]
 fn commands_get_the_callers_umask_and_file_limit_not_the_daemons() {
-    // The daemon keeps its own files private (umask 0077); what it runs gets the umask the
-    // daemon was started with, as from the user's own shell.
+    // The daemon keeps its own files private (umask 0077); what it runs for a call gets the
+    // calling client's umask (0027 here), as from the user's own shell, not the one the daemon
+    // was started with (0002), nor its own.
     let mut env = TestEnv::new();
     let mut daemon = env.daemon_command();
     daemon.env_remove("SCAFLD_SOCKET");
@@ -78,10 +79,11 @@ fn commands_get_the_callers_umask_and_file_limit_not_the_daemons() {
     let spec = "---\nspec_version: '2.0'\ntask_id: um\nstatus: draft\n---\n\n# Um\n\n## Phase 1: A\n\nAcceptance:\n- [ ] `um` test - umask\n  - Command: `umask > umask.txt && ulimit -Sn > nofile.txt && touch made`\n";
     std::fs::write(env.work.join(".scafld/specs/drafts/um.md"), spec).unwrap();
     env.scafld(&["approve", "um", "--reason", "t"]).assert_code(0);
-    env.scafld(&["build", "um"]).assert_code(0); // starts the build
-    env.scafld(&["build", "um"]).assert_code(0); // runs phase 1
-    assert_eq!(std::fs::read_to_string(env.work.join("umask.txt")).unwrap().trim(), "0002");
-    assert_eq!(mode(&env.work.join("made")), 0o664);
+    let build = || Run::from(scafld_under_umask(&env, "0027", &["build", "um"]).output().unwrap());
+    build().assert_code(0); // starts the build
+    build().assert_code(0); // runs phase 1
+    assert_eq!(std::fs::read_to_string(env.work.join("umask.txt")).unwrap().trim(), "0027");
+    assert_eq!(mode(&env.work.join("made")), 0o640);
     // What the daemon itself writes into the workspace is the user's too: created as under
     // the user's umask, and a file's own mode kept when the daemon rewrites it.
     assert_eq!(mode(&env.work.join(".scafld/config.yaml")), 0o664);

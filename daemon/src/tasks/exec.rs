@@ -1485,6 +1485,8 @@ pub(crate) struct CommandSetup {
     env_overrides: Vec<String>,
     absolute_timeout_seconds: u64,
     idle_timeout: Option<Duration>,
+    /// The caller's umask, which its commands run under (`None`: an older client's call).
+    umask: Option<u32>,
     root: PathBuf,
     /// Where diagnostics files are written: under the task's runs in the workspace's folder
     /// wherever it is when they are ([`Workspace::anchored`]), or a folder of the caller's.
@@ -1539,6 +1541,7 @@ impl CommandSetup {
             absolute_timeout_seconds: execution.absolute_timeout_seconds.max(1),
             idle_timeout: (execution.idle_timeout_seconds > 0)
                 .then(|| Duration::from_secs(execution.idle_timeout_seconds)),
+            umask: caller.umask,
             root: ws.root.clone(),
             diagnostics: DiagnosticsHome::Runs(ws.anchored()),
         }
@@ -1558,6 +1561,7 @@ impl CommandSetup {
         let request = RunRequest {
             idle_timeout: self.idle_timeout,
             env_bytes: self.env_bytes.clone(),
+            umask: self.umask,
             ..RunRequest::new(criterion.command.clone(), cwd, self.env.clone(), Duration::from_secs(timeout))
         };
         let diagnostics = Diagnostics {

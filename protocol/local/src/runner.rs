@@ -59,8 +59,9 @@ impl Inherited {
     /// Shell builtins that give a command these back. Set by the wrapper rather than between
     /// fork and exec: without a `pre_exec` hook the child is started with `posix_spawn`, which
     /// does not copy the daemon's page tables (about a millisecond per run, measured).
-    fn restore_script(&self) -> String {
-        let mut script = format!("umask {:04o}; ", self.umask.bits());
+    /// `umask`: the caller's, which the command gets instead of the daemon's inherited one.
+    fn restore_script(&self, umask: Option<u32>) -> String {
+        let mut script = format!("umask {:04o}; ", umask.unwrap_or(self.umask.bits()) & 0o777);
         if let Some((soft, _)) = self.open_files {
             script.push_str(&format!("ulimit -S -n {soft}; "));
         }
@@ -160,6 +161,9 @@ pub struct RunRequest {
     /// command never runs: the shell gets EOF and exits, and the outcome's `start_error` says
     /// why. A cancel meanwhile ends the run the same way.
     pub gate: Option<Gate>,
+    /// The umask the command runs under (the calling client's); `None`: the one the process
+    /// inherited before [`adopt_daemon_settings`] (or its own).
+    pub umask: Option<u32>,
 }
 
 /// This process's environment as a run takes it: the variables that are text, and apart
@@ -195,6 +199,7 @@ impl RunRequest {
             die_with_parent: false,
             token: None,
             gate: None,
+            umask: None,
         }
     }
 }
@@ -345,7 +350,10 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
             });
         }
     }
-    let mut script = INHERITED.get().map(Inherited::restore_script).unwrap_or_default();
+    let mut script = match INHERITED.get() {
+        Some(inherited) => inherited.restore_script(request.umask),
+        None => request.umask.map(|umask| format!("umask {:04o}; ", umask & 0o777)).unwrap_or_default(),
+    };
     script.push_str(wrapper(request.stdin.is_some(), request.die_with_parent));
     let (spawned, tracked) = crate::reaper::spawn_tracked(
         || {

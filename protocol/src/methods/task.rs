@@ -531,6 +531,11 @@ pub struct CallerContext {
     /// client without it and a daemon reading a call without it work as before.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_bytes: Vec<EnvBytes>,
+    /// The caller's umask (its permission bits): the commands run for the call create files
+    /// under it, as from the caller's shell, whatever umask the daemon was started under.
+    /// Absent (an older client): the daemon's inherited one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 /// One environment variable as bytes (each a JSON array of numbers 0-255): its name and its

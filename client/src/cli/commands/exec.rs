@@ -32,7 +32,17 @@ pub(super) fn caller() -> CallerContext {
             .into_iter()
             .map(|(name, value)| EnvBytes { name: name.into_vec(), value: value.into_vec() })
             .collect(),
+        umask: Some(own_umask()),
     }
+}
+
+/// This process's umask. Read by setting it and putting it back at once: the client runs
+/// nothing meanwhile that creates a file.
+fn own_umask() -> u32 {
+    use nix::sys::stat::{Mode, umask};
+    let mask = umask(Mode::from_bits_truncate(0o077));
+    umask(mask);
+    mask.bits() & 0o777
 }
 
 /// [`caller`] for a call that starts reviewers: they get the environment as text only (a

@@ -378,6 +378,7 @@ fn execute(ctx: &Context, claim: &Claim, own: Option<&Executable>) -> Result<m::
         die_with_parent: true,
         token: None,
         gate: None,
+        umask: None,
     };
     let done = Arc::new(AtomicBool::new(false));
     let heartbeat = {
