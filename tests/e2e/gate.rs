@@ -685,7 +685,8 @@ fn committed_work_is_the_reviewed_change_and_print_context_needs_no_provider() {
 /// a glob (its folder), a path with a line number, an absolute path inside the workspace, and
 /// a path not there yet (its appearance). Approval says how it read them; an entry outside the
 /// workspace, differing only in case from a file there or naming git's own store (`.git`,
-/// which no scope ever reads) is refused.
+/// which no scope ever reads) is refused, and `validate` and `validate --all` both call it an
+/// error.
 #[test]
 fn every_form_of_scope_entry_binds_the_evidence_to_the_files_it_means() {
     let forms = [
@@ -746,6 +747,13 @@ fn every_form_of_scope_entry_binds_the_evidence_to_the_files_it_means() {
         let validated = env.scafld(&["validate", "bad"]);
         validated.assert_code(3);
         assert!(validated.stdout.contains(error) || validated.stderr.contains(error), "{entry}: {}", validated.stdout);
+        // `validate --all` says the same of it: one answer for one file.
+        let all = env.scafld(&["validate", "--all", "--json"]);
+        all.assert_code(3);
+        let bad = all.json()["result"]["specs"].as_array().unwrap().iter().find(|s| s["task_id"] == "bad").cloned();
+        let bad = bad.unwrap_or_else(|| panic!("{entry}: {}", all.stdout));
+        assert_eq!(bad["valid"], false, "{entry}: {bad}");
+        assert!(bad["diagnostics"].to_string().contains(error), "{entry}: {bad}");
         let refused = env.scafld(&["approve", "bad", "--reason", "forms", "--json"]);
         refused.assert_code(3);
         assert!(refused.json()["error"]["message"].as_str().unwrap().contains(error), "{}", refused.stdout);

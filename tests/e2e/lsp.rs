@@ -31,6 +31,17 @@ fn uri(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
+/// `scafld init`, and the files the specs' Scope names (`src/lib.rs`, `README.md`): an entry
+/// naming nothing in the workspace is warned of in the editor, as `validate` warns of it.
+fn init(env: &TestEnv) {
+    init(&env);
+    for file in ["src/lib.rs", "README.md"] {
+        let path = env.work.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "\n").unwrap();
+    }
+}
+
 /// A running `scafld lsp` and our end of its pipes.
 struct Lsp {
     child: Child,
@@ -246,7 +257,7 @@ fn has_duplicate(diagnostics: &[Value]) -> bool {
 #[test]
 fn lsp_diagnostics_follow_the_buffer_and_the_file_on_disk() {
     let env = TestEnv::new();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     // Nobody answers: the server starts the daemon itself when the buffer needs checking.
     env.scafld(&["daemon", "stop"]).assert_code(0);
@@ -298,7 +309,7 @@ fn lsp_diagnostics_follow_the_buffer_and_the_file_on_disk() {
 fn lsp_opening_a_spec_of_a_folder_never_initialised_writes_nothing() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let path = env.work.join("docs/example/.scafld/specs/drafts/t.md");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, broken("t")).unwrap();
@@ -349,6 +360,51 @@ fn lsp_shows_the_saved_files_problem_after_a_save() {
     assert!(!has_duplicate(&saved), "the buffer's list, not the file's: {saved:?}");
 }
 
+/// A Scope entry `scafld validate` calls an error (outside the workspace) is an error in the
+/// editor too: for the spec when the server starts (what `validate --all` lists), for the
+/// buffer as it is typed, and for the file once saved.
+#[test]
+fn lsp_shows_the_scope_errors_validate_shows() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    init(&env);
+    let outside = spec_text("greet", "draft")
+        .replace("- `src/lib.rs` - the code.", "- `src/lib.rs` - the code.\n- `/etc/passwd` - outside.");
+    assert_ne!(outside, spec_text("greet", "draft"));
+    let path = write_spec(&env, "drafts", "greet", &outside);
+    let validated = env.scafld(&["validate", "greet", "--json"]);
+    validated.assert_code(3);
+    assert!(validated.stdout.contains("is outside the workspace"), "{}", validated.stdout);
+    let scope_error = |d: &[Value]| {
+        d.iter().any(|d| {
+            d["severity"] == 1
+                && d["message"].as_str().unwrap_or_default().contains("`/etc/passwd` is outside the workspace")
+        })
+    };
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+    lsp.diagnostics(&uri, "the scope error when the server starts", scope_error);
+    let clean = spec_text("greet", "draft");
+    lsp.open(&uri, &clean);
+    lsp.diagnostics(&uri, "the clean buffer's empty list", |d| d.is_empty());
+    lsp.forget(&uri);
+    // The buffer as typed: broken, then fixed again (the file keeps its error).
+    let change = |lsp: &mut Lsp, version: u64, text: &str| {
+        lsp.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+        );
+    };
+    change(&mut lsp, 2, &outside);
+    lsp.diagnostics(&uri, "the scope error of the buffer", scope_error);
+    change(&mut lsp, 3, &clean);
+    lsp.diagnostics(&uri, "the fixed buffer's empty list", |d| d.is_empty());
+    lsp.forget(&uri);
+    // Saved, it shows the file as written, which still names `/etc/passwd`.
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}, "text": clean}));
+    lsp.diagnostics(&uri, "the scope error of the saved file", scope_error);
+}
+
 /// The 0-based line of the first line holding `needle`, as LSP splits lines (`\r\n`, `\n` and
 /// a lone `\r` each end one).
 fn lsp_line_of(text: &str, needle: &str) -> u64 {
@@ -362,7 +418,7 @@ fn lsp_line_of(text: &str, needle: &str) -> u64 {
 fn lsp_places_lines_as_the_editor_counts_them_past_a_lone_cr() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let text = broken("greet").replace("Prose   with", "Prose\r  with");
     let path = write_spec(&env, "drafts", "greet", &text);
     let duplicate = lsp_line_of(&text, "`ac2_1` boundary");
@@ -557,7 +613,7 @@ fn lsp_hover_symbols_and_commands_speak_for_the_daemon() {
 fn lsp_reconnects_after_a_daemon_restart_and_republishes() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &broken("greet"));
     let mut lsp = Lsp::start(&env, &env.work);
     let uri = uri(&path);
@@ -588,7 +644,7 @@ fn lsp_reconnects_after_a_daemon_restart_and_republishes() {
 fn lsp_checks_again_after_a_restart_a_spec_edited_while_no_daemon_ran() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     let mut lsp = Lsp::start(&env, &env.work);
     let uri = uri(&path);
@@ -619,7 +675,7 @@ fn lsp_checks_again_after_a_restart_a_spec_edited_while_no_daemon_ran() {
 fn lsp_publishes_every_broken_spec_when_it_starts_and_after_a_restart() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let indexed = write_spec(&env, "drafts", "indexed", &broken("indexed"));
     env.scafld(&["validate", "indexed"]).assert_code(3);
     let mut daemon = env.take_daemon();
@@ -661,7 +717,7 @@ fn lsp_publishes_every_broken_spec_when_it_starts_and_after_a_restart() {
 fn lsp_publishes_the_broken_specs_of_a_workspace_first_met_in_an_opened_spec() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let other = write_spec(&env, "drafts", "other", &broken("other"));
     let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     let home = env.path("home");
@@ -783,7 +839,7 @@ impl Drop for Stopped {
 fn lsp_fails_a_request_to_a_hung_daemon_in_bounded_time_and_recovers() {
     let mut env = TestEnv::new();
     let daemon = env.start_daemon();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     let mut lsp = Lsp::start(&env, &env.work);
     let uri = uri(&path);
@@ -809,7 +865,7 @@ fn lsp_fails_a_request_to_a_hung_daemon_in_bounded_time_and_recovers() {
 fn lsp_follows_a_spec_opened_through_a_linked_path_with_a_space_and_non_ascii() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     std::os::unix::fs::symlink(&env.work, env.dir.path().join("my wörk")).unwrap();
     // The editor names the workspace by its real path but opens the spec through the link.
@@ -866,7 +922,7 @@ fn lsp_follows_a_spec_opened_through_a_linked_path_with_a_space_and_non_ascii() 
 fn lsp_publishes_under_the_editors_own_spelling_of_a_uri() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     std::os::unix::fs::symlink(&env.work, env.dir.path().join("wö:rk")).unwrap();
     let mut lsp = Lsp::start(&env, &env.work);
@@ -895,7 +951,7 @@ fn lsp_publishes_under_the_editors_own_spelling_of_a_uri() {
 fn lsp_keeps_each_buffer_of_one_spec_its_own_diagnostics() {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     std::os::unix::fs::symlink(&env.work, env.dir.path().join("link")).unwrap();
     let mut lsp = Lsp::start(&env, &env.work);
@@ -923,7 +979,7 @@ fn lsp_keeps_each_buffer_of_one_spec_its_own_diagnostics() {
 fn greet_open() -> (TestEnv, std::path::PathBuf, Lsp) {
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     let mut lsp = Lsp::start(&env, &env.work);
     lsp.open(&uri(&path), &spec_text("greet", "draft"));
@@ -1141,7 +1197,7 @@ fn neovim_shows_a_broken_specs_diagnostic_and_clears_it_once_fixed() {
     let Some(nvim) = nvim() else { return };
     let mut env = TestEnv::new();
     env.start_daemon();
-    env.init();
+    init(&env);
     let path = write_spec(&env, "drafts", "greet", &broken("greet"));
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../client/editors/nvim");
     let results = env.path("nvim-results.txt");
@@ -1220,7 +1276,7 @@ vim.cmd("qa!")
 #[test]
 fn task_check_validates_the_given_text_writes_nothing_and_bounds_its_size() {
     let env = TestEnv::new();
-    env.init();
+    init(&env);
     write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
     let root = env.work.canonicalize().unwrap().display().to_string();
     let before = scafld_tests::tree(&env.work);

@@ -136,14 +136,16 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         _ => None,
     };
     baseline::require_git(&ws.root)?;
-    let (errors, scope_warnings): (Vec<_>, Vec<_>) =
-        crate::evidence::scope_notes(&ws, spec).await.into_iter().partition(|(error, _)| *error);
-    if let Some((_, first)) = errors.first() {
-        return Err(RpcError::new(ErrorKind::ValidationFailed, format!("cannot approve {task}: {first}"))
+    // What validate says of the draft beyond its text: its errors refuse, its warnings are said.
+    let (errors, scope_warnings): (Vec<_>, Vec<_>) = super::read::workspace_diagnostics(&ws, spec, true)
+        .await
+        .into_iter()
+        .partition(|d| d.severity == m::Severity::Error);
+    if let Some(first) = errors.first() {
+        return Err(RpcError::new(ErrorKind::ValidationFailed, format!("cannot approve {task}: {}", first.message))
             .with_hint(format!("fix the spec's Scope, then `scafld approve {task}` again")));
     }
-    let mut scope_warnings: Vec<String> = scope_warnings.into_iter().map(|(_, message)| message).collect();
-    scope_warnings.extend(super::read::oversize(&ws, spec));
+    let scope_warnings: Vec<String> = scope_warnings.into_iter().map(|d| d.message).collect();
     let (root, scope) = (ws.root.clone(), crate::evidence::evidence_scope(&ws, spec));
     let snapshot = baseline::in_workspace(move || baseline::snapshot(&root, &scope)).await?;
     let count = snapshot.dirty;

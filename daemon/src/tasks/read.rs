@@ -388,25 +388,29 @@ fn all_diagnostics(entry: &SpecEntry) -> Vec<m::Diagnostic> {
     diagnostics
 }
 
+/// `task.validate_all`: every spec's [`problems`], as `task.validate` says them one by one.
 pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ValidateAllResult> {
     let ws = daemon.workspace_to_read(&p.root).await?;
     sync(daemon, &ws);
-    let index = crate::sync::read(&ws.index);
-    let mut specs: Vec<m::SpecDiagnostics> = index
-        .entries()
-        .map(|e| {
-            let diagnostics = all_diagnostics(e);
-            m::SpecDiagnostics {
-                task_id: e.task_id.clone(),
-                path: ws.relative(&e.path),
-                status: e.listing.status.map(|s| s.to_string()).unwrap_or_default(),
-                valid: diagnostics.iter().all(|d| d.severity != m::Severity::Error),
-                diagnostics,
-            }
-        })
-        .collect();
+    let (tasks, unlisted) = {
+        let index = crate::sync::read(&ws.index);
+        (index.entries().map(|e| e.task_id.clone()).collect::<Vec<String>>(), unlisted(&index))
+    };
+    let mut specs = Vec::with_capacity(tasks.len());
+    for task in &tasks {
+        // The whole parse (the Scope is not in the listing), one spec at a time.
+        let Some(e) = crate::sync::write(&ws.index).loaded(task) else { continue };
+        let diagnostics = problems(daemon, &ws, &e).await?;
+        specs.push(m::SpecDiagnostics {
+            task_id: e.task_id.clone(),
+            path: ws.relative(&e.path),
+            status: e.listing.status.map(|s| s.to_string()).unwrap_or_default(),
+            valid: diagnostics.iter().all(|d| d.severity != m::Severity::Error),
+            diagnostics,
+        });
+    }
     specs.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(m::ValidateAllResult { specs, unlisted: unlisted(&index), warnings: daemon.warnings_for(&ws.root) })
+    Ok(m::ValidateAllResult { specs, unlisted, warnings: daemon.warnings_for(&ws.root) })
 }
 
 /// What the index's last whole sync could not read under the spec folders, each said with
@@ -415,28 +419,57 @@ fn unlisted(index: &crate::workspace::index::Index) -> Vec<String> {
     index.unlisted().iter().map(|u| format!("{u}; {}", u.remedy())).collect()
 }
 
-/// `task.validate`: the spec file's diagnostics, and its scope entries checked against the
-/// workspace (`task.check`, an editor's, leaves those out: they are not the buffer's lines).
+/// `task.validate`: the spec file's [`problems`] and its outline.
 pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::ValidateResult> {
     let (ws, entry) = entry_to_read(daemon, &p.root, &p.task_id).await?;
-    let mut diagnostics = all_diagnostics(&entry);
-    if !entry.duplicates.is_empty() {
-        // The duplicate's error comes first (line 0, inserted first); said with the ledger's view.
-        diagnostics[0].message.clone_from(&super::explained_errors(daemon, &ws, &entry)?.0[0].message);
-    }
-    // Scope entries checked against the workspace: an error only where approval would refuse it.
-    let draft = entry.parsed.spec.status() == Some(Status::Draft);
-    for (error, message) in crate::evidence::scope_notes(&ws, &entry.parsed.spec).await {
-        let severity = if error && draft { m::Severity::Error } else { m::Severity::Warning };
-        diagnostics.push(m::Diagnostic { line: 0, severity, message });
-    }
-    // Said before approval: a contract too long for any review packet is a dead end in review.
-    if let Some(over) = oversize(&ws, &entry.parsed.spec) {
-        diagnostics.push(m::Diagnostic { line: 0, severity: m::Severity::Warning, message: over });
-    }
+    let diagnostics = problems(daemon, &ws, &entry).await?;
     let mut result = structure(entry.task_id.clone(), ws.relative(&entry.path), &entry.parsed.spec, diagnostics);
     result.warnings = daemon.warnings_for(&ws.root);
     Ok(result)
+}
+
+/// A spec file's problems, the one answer `validate`, `validate --all` and `task.check` of
+/// the file (a saved spec in an editor) give: its own diagnostics (a duplicate's said with
+/// the ledger's view, first) and what the workspace says of it ([`workspace_diagnostics`]).
+async fn problems(
+    daemon: &Daemon,
+    ws: &crate::workspace::Workspace,
+    entry: &LoadedSpec,
+) -> RpcResult<Vec<m::Diagnostic>> {
+    let mut diagnostics = all_diagnostics(entry);
+    if !entry.duplicates.is_empty() {
+        // The duplicate's error comes first (line 0, inserted first); said with the ledger's view.
+        diagnostics[0].message.clone_from(&super::explained_errors(daemon, ws, entry)?.0[0].message);
+    }
+    let draft = entry.parsed.spec.status() == Some(Status::Draft);
+    diagnostics.extend(workspace_diagnostics(ws, &entry.parsed.spec, draft).await);
+    Ok(diagnostics)
+}
+
+/// What the workspace says of a spec beyond its own text, on its first line: each Scope entry
+/// checked against the workspace (an error where approval refuses it, when `approving` (a
+/// draft): outside the workspace, git's own store, a case typo; a warning otherwise) and a
+/// contract too long for any review packet (a warning: a dead end in review). `validate`,
+/// `validate --all`, `task.check` (the editor's buffer too) and `approve` all take these from here.
+pub(crate) async fn workspace_diagnostics(
+    ws: &crate::workspace::Workspace,
+    spec: &Spec,
+    approving: bool,
+) -> Vec<m::Diagnostic> {
+    let mut diagnostics: Vec<m::Diagnostic> = crate::evidence::scope_notes(ws, spec)
+        .await
+        .into_iter()
+        .map(|(error, message)| {
+            let severity = if error && approving { m::Severity::Error } else { m::Severity::Warning };
+            m::Diagnostic { line: 0, severity, message }
+        })
+        .collect();
+    diagnostics.extend(oversize(ws, spec).map(|message| m::Diagnostic {
+        line: 0,
+        severity: m::Severity::Warning,
+        message,
+    }));
+    diagnostics
 }
 
 /// `task.check`: `task.validate` on given text (an editor's buffer). Reads the index for the
@@ -444,12 +477,8 @@ pub async fn validate(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::Validat
 pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateResult> {
     let Some(text) = p.text else {
         let (ws, entry) = entry_to_read(daemon, &p.root, &p.task_id).await?;
-        return Ok(structure(
-            entry.task_id.clone(),
-            ws.relative(&entry.path),
-            &entry.parsed.spec,
-            all_diagnostics(&entry),
-        ));
+        let diagnostics = problems(daemon, &ws, &entry).await?;
+        return Ok(structure(entry.task_id.clone(), ws.relative(&entry.path), &entry.parsed.spec, diagnostics));
     };
     if text.len() > m::MAX_CHECK_TEXT_BYTES {
         return Err(RpcError::new(
@@ -471,6 +500,9 @@ pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateR
     diagnostics
         .extend(parsed.diagnostics.iter().filter(|d| d.severity != crate::domain::spec::Severity::Error).map(wire));
     diagnostics.sort_by_key(|d| d.line);
+    // The buffer's Scope read against the workspace, as the saved file's would be.
+    let draft = parsed.spec.status() == Some(Status::Draft);
+    diagnostics.extend(workspace_diagnostics(&ws, &parsed.spec, draft).await);
     Ok(structure(task.as_str().to_string(), path, &parsed.spec, diagnostics))
 }
 
