@@ -1053,6 +1053,21 @@ fn lsp_answers_a_malformed_message_and_exits_non_zero_on_a_broken_frame() {
     assert!(stderr.contains("cannot read the editor's messages any more: a header line"), "{stderr}");
 }
 
+/// Two `Content-Length` headers on one frame (differing, or even the same) leave which one
+/// delimits the body a guess: the server ends with exit status 1 and says why, as for any frame
+/// it cannot delimit, never reading the body by the last one.
+#[test]
+fn lsp_exits_non_zero_on_a_frame_with_two_content_lengths() {
+    let (env, _path, mut lsp) = greet_open();
+    let body = br#"{"jsonrpc": "2.0", "id": 2, "method": "shutdown"}"#;
+    lsp.send_raw(&[format!("Content-Length: {}\r\nContent-Length: 2\r\n\r\n", body.len()).as_bytes(), body].concat());
+    let logged = lsp.logged(1, "cannot read the editor's messages any more");
+    assert!(logged.contains("more than one Content-Length header"), "{logged}");
+    assert_eq!(lsp.exit_code(), 1);
+    let stderr = std::fs::read_to_string(env.path("lsp.stderr")).unwrap();
+    assert!(stderr.contains("more than one Content-Length header"), "{stderr}");
+}
+
 /// A request whose params do not fit its method is refused with -32602 and a sentence an
 /// editor can show, never Rust's debug text of serde's error; the server goes on serving.
 #[test]

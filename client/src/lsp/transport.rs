@@ -6,7 +6,8 @@
 //! message's members; id null unless the body names a valid one) and reading goes on; bytes
 //! that are not UTF-8 are read as U+FFFD, with a warning, rather than refusing an editor's
 //! buffer as it is typed. A frame that
-//! cannot be delimited (a header line that is not `Name: value`, no `Content-Length`) ends
+//! cannot be delimited (a header line that is not `Name: value`, no `Content-Length` or more
+//! than one) ends
 //! reading with the reason: past it no byte of the stream can be trusted to start a message,
 //! and a guess could run an editor's text as a command, so the server exits non-zero instead.
 
@@ -195,6 +196,10 @@ fn read_frame(input: &mut impl BufRead) -> Result<Option<Vec<u8>>, String> {
             return Err(format!("a header line that is not `Name: value`: {:?}", shorten(&text)));
         };
         if name.trim().eq_ignore_ascii_case("Content-Length") {
+            // A second one, even of the same value: which one delimits the body is a guess.
+            if length.is_some() {
+                return Err("a message with more than one Content-Length header".into());
+            }
             let value = value.trim();
             length = Some(
                 value.parse().map_err(|_| format!("a Content-Length that is not a number: {:?}", shorten(value)))?,
@@ -352,6 +357,12 @@ mod tests {
         assert_eq!(no_length, vec![Err("a message without a Content-Length header".into())]);
         assert!(frames(b"garbage\r\n\r\n")[0].as_ref().unwrap_err().contains("not `Name: value`"));
         assert!(frames(b"Content-Length: x\r\n\r\n")[0].as_ref().unwrap_err().contains("not a number"));
+        for twice in [
+            b"Content-Length: 2\r\ncontent-length: 3\r\n\r\n{}".as_slice(),
+            b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}",
+        ] {
+            assert_eq!(frames(twice), vec![Err("a message with more than one Content-Length header".into())]);
+        }
         assert!(frames(b"Content-Length: 10\r\n\r\n{}")[0].as_ref().unwrap_err().contains("2 bytes into a 10-byte"));
         let long = [b"X: ".as_slice(), &[b'a'; 5000]].concat();
         assert!(frames(&long)[0].as_ref().unwrap_err().contains("longer than 4096"));
