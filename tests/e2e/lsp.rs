@@ -1068,6 +1068,23 @@ fn lsp_exits_non_zero_on_a_frame_with_two_content_lengths() {
     assert!(stderr.contains("more than one Content-Length header"), "{stderr}");
 }
 
+/// An editor that runs the server on every Markdown file (Helix, as README sets it up) gets
+/// nothing, never an error, for one that is no spec: hover `null`, no symbols, no lenses.
+#[test]
+fn lsp_answers_nothing_for_a_markdown_file_that_is_no_spec() {
+    let (env, _path, mut lsp) = greet_open();
+    std::fs::write(env.work.join("README.md"), "# readme\n").unwrap();
+    let readme = uri(&env.work.join("README.md"));
+    lsp.open(&readme, "# readme\n");
+    let hover = lsp
+        .call("textDocument/hover", json!({"textDocument": {"uri": readme}, "position": {"line": 0, "character": 2}}));
+    assert!(hover.get("error").is_none() && hover["result"].is_null(), "{hover}");
+    for method in ["textDocument/documentSymbol", "textDocument/codeLens"] {
+        let answer = lsp.call(method, json!({"textDocument": {"uri": readme}}));
+        assert_eq!(answer["result"], json!([]), "{method}: {answer}");
+    }
+}
+
 /// A request whose params do not fit its method is refused with -32602 and a sentence an
 /// editor can show, never Rust's debug text of serde's error; the server goes on serving.
 #[test]

@@ -643,11 +643,12 @@ impl Server {
     // --- requests --------------------------------------------------------------------------
 
     /// The spec behind a request's document: its buffer (or file) text, its structure and,
-    /// when the daemon knows the task, its status.
-    fn spec_of(&mut self, uri: &Uri) -> Result<(String, m::ValidateResult, Option<m::StatusResult>), (i32, String)> {
-        let not_a_spec = || (ErrorCode::InvalidParams as i32, format!("{} is not a scafld spec", uri.as_str()));
-        let path = uri_to_path(uri).ok_or_else(not_a_spec)?;
-        let spec = spec_file(&path).ok_or_else(not_a_spec)?;
+    /// when the daemon knows the task, its status. `None` for a document that is no spec (any
+    /// Markdown file, where an editor runs us on every one): nothing to say of it, no error.
+    fn spec_of(&mut self, uri: &Uri) -> Result<Option<SpecView>, (i32, String)> {
+        let Some((path, spec)) = uri_to_path(uri).and_then(|path| spec_file(&path).map(|spec| (path, spec))) else {
+            return Ok(None);
+        };
         let text = match self.docs.get(uri) {
             Some(doc) => doc.text.clone(),
             // Not UTF-8 on disk: its text as the editor would show it (invalid bytes replaced).
@@ -662,18 +663,22 @@ impl Server {
         }
         let structure = self.link.call::<m::TaskCheck>(&params).map_err(failed)?;
         let status = self.link.call::<m::TaskStatus>(&m::TaskParams { root, task_id: spec.task_id }).ok();
-        Ok((text, structure, status))
+        Ok(Some((text, structure, status)))
     }
 
+    /// Hover: `null` off a spec.
     fn hover(&mut self, p: HoverParams) -> Result<serde_json::Value, (i32, String)> {
         let uri = p.text_document_position_params.text_document.uri;
         let line = p.text_document_position_params.position.line;
-        let (text, structure, status) = self.spec_of(&uri)?;
+        let Some((text, structure, status)) = self.spec_of(&uri)? else { return Ok(serde_json::Value::Null) };
         Ok(serde_json::to_value(outline::hover(&structure, status.as_ref(), &text, line)).unwrap_or_default())
     }
 
+    /// The outline: `[]` off a spec.
     fn symbols(&mut self, p: DocumentSymbolParams) -> Result<serde_json::Value, (i32, String)> {
-        let (text, structure, _) = self.spec_of(&p.text_document.uri)?;
+        let Some((text, structure, _)) = self.spec_of(&p.text_document.uri)? else {
+            return Ok(serde_json::json!([]));
+        };
         let symbols = DocumentSymbolResponse::Nested(outline::symbols(&structure, &text));
         Ok(serde_json::to_value(symbols).unwrap_or_default())
     }
@@ -694,6 +699,10 @@ impl Server {
         Ok(PendingJob { command, spec, progress: self.progress && command.is_long() })
     }
 }
+
+/// A spec as a request sees it: its text, its structure and its status (when the daemon
+/// knows the task).
+type SpecView = (String, m::ValidateResult, Option<m::StatusResult>);
 
 /// A command ready to run once its request id is attached.
 struct PendingJob {
