@@ -34,7 +34,7 @@ fn uri(path: &Path) -> String {
 /// `scafld init`, and the files the specs' Scope names (`src/lib.rs`, `README.md`): an entry
 /// naming nothing in the workspace is warned of in the editor, as `validate` warns of it.
 fn init(env: &TestEnv) {
-    init(&env);
+    env.init();
     for file in ["src/lib.rs", "README.md"] {
         let path = env.work.join(file);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -65,6 +65,13 @@ impl Lsp {
     /// [`Lsp::start`] run in `cwd` (outside any workspace, the server knows only `root`) with
     /// `vars` set.
     fn start_with(env: &TestEnv, cwd: &Path, root: &Path, vars: &[(&str, &str)]) -> Lsp {
+        let mut lsp = Lsp::spawn(env, cwd, vars);
+        lsp.initialize(root);
+        lsp
+    }
+
+    /// `scafld lsp` started in `cwd` with `vars` set, not initialised yet.
+    fn spawn(env: &TestEnv, cwd: &Path, vars: &[(&str, &str)]) -> Lsp {
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(env.path("lsp.stderr")).unwrap();
         let mut child = env
             .scafld_command(&["lsp"])
@@ -85,7 +92,7 @@ impl Lsp {
                 }
             }
         });
-        let mut lsp = Lsp {
+        Lsp {
             stdin: child.stdin.take(),
             child,
             messages,
@@ -93,7 +100,12 @@ impl Lsp {
             seen: Vec::new(),
             next_id: 1,
             refuse_progress: false,
-        };
+        }
+    }
+
+    /// `initialize` with `root` as the workspace, then `initialized`.
+    fn initialize(&mut self, root: &Path) {
+        let lsp = self;
         let id = lsp.request(
             "initialize",
             json!({"processId": null, "rootUri": uri(root), "capabilities": {"window": {"workDoneProgress": true}}}),
@@ -103,7 +115,6 @@ impl Lsp {
         assert_eq!(capabilities["hoverProvider"], true, "{init}");
         assert_eq!(capabilities["executeCommandProvider"]["commands"][0], "scafld.build", "{init}");
         lsp.notify("initialized", json!({}));
-        lsp
     }
 
     fn send(&mut self, message: Value) {
@@ -1066,6 +1077,31 @@ fn lsp_exits_non_zero_on_a_frame_with_two_content_lengths() {
     assert_eq!(lsp.exit_code(), 1);
     let stderr = std::fs::read_to_string(env.path("lsp.stderr")).unwrap();
     assert!(stderr.contains("more than one Content-Length header"), "{stderr}");
+}
+
+/// The handshake's order is said plainly: a request before `initialize` gets -32002 naming its
+/// method (never its params), a second `initialize` -32600 "already initialized"; the server
+/// serves on.
+#[test]
+fn lsp_refuses_requests_out_of_the_handshakes_order_plainly() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    init(&env);
+    let path = write_spec(&env, "drafts", "greet", &spec_text("greet", "draft"));
+    let mut lsp = Lsp::spawn(&env, &env.work, &[]);
+    let early = lsp
+        .call("textDocument/documentSymbol", json!({"textDocument": {"uri": uri(&path)}, "secret": "x".repeat(2000)}));
+    assert_eq!(early["error"]["code"], -32002, "{early}");
+    assert_eq!(
+        early["error"]["message"], "server not initialized: textDocument/documentSymbol came before initialize",
+        "{early}"
+    );
+    lsp.initialize(&env.work);
+    let again = lsp.call("initialize", json!({"processId": null, "rootUri": uri(&env.work), "capabilities": {}}));
+    assert_eq!(again["error"]["code"], -32600, "{again}");
+    assert!(again["error"]["message"].as_str().unwrap().starts_with("already initialized"), "{again}");
+    let lenses = lsp.call("textDocument/codeLens", json!({"textDocument": {"uri": uri(&path)}}));
+    assert!(lenses["result"].as_array().is_some_and(|l| !l.is_empty()), "{lenses}");
 }
 
 /// An editor that runs the server on every Markdown file (Helix, as README sets it up) gets

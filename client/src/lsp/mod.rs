@@ -87,19 +87,19 @@ struct Root {
 pub fn run(options: Options) -> Result<Exit, String> {
     let stdio = transport::stdio().map_err(|e| format!("cannot start a thread: {e}"))?;
     let connection = &stdio.connection;
-    let (id, params) = match connection.initialize_start() {
-        Ok(start) => start,
+    let (id, params) = match await_initialize(connection) {
+        Handshake::Go(start) => start,
+        Handshake::Exit => return Ok(Exit::WithoutShutdown),
         // The input ended (the reader thread is done): say why.
-        Err(e) if e.channel_is_disconnected() => {
+        Handshake::Ended => {
             return Ok(match stdio.input_end() {
                 InputEnd::Closed => {
-                    safe_eprintln(&format!("no initialize request ({e})"));
+                    safe_eprintln("no initialize request (the input closed)");
                     Exit::InputClosed
                 }
                 InputEnd::Unframed(_) => Exit::Unframed,
             });
         }
-        Err(e) => return Err(e.to_string()),
     };
     let init: InitializeParams = match serde_json::from_value(params) {
         Ok(init) => init,
@@ -136,7 +136,17 @@ pub fn run(options: Options) -> Result<Exit, String> {
     // change made after the editor has its answer goes unseen; bounded, so that a hung daemon
     // cannot hold the editor.
     let first_event = events_rx.recv_timeout(daemon::SUBSCRIBE_WAIT).ok();
-    connection.initialize_finish(id, result).map_err(|e| e.to_string())?;
+    let _ = connection.sender.send(Response::new_ok(id, result).into());
+    let early = match await_initialized(connection) {
+        Handshake::Go(early) => early,
+        Handshake::Exit => return Ok(Exit::WithoutShutdown),
+        Handshake::Ended => {
+            return Ok(match stdio.input_end() {
+                InputEnd::Unframed(_) => Exit::Unframed,
+                InputEnd::Closed => Exit::InputClosed,
+            });
+        }
+    };
 
     let mut server = Server {
         out: connection.sender.clone(),
@@ -163,11 +173,79 @@ pub fn run(options: Options) -> Result<Exit, String> {
         let started = server.link.ensure().map(|_| ());
         server.report(started, || "reach the daemon".into());
     }
+    // What the editor sent before `initialized`, served now, in order.
+    for message in early {
+        if let Some(exit) = server.on_message(message) {
+            return Ok(exit);
+        }
+    }
     let exit = server.main_loop(&connection.receiver, &events_rx, &options.notes);
     Ok(match exit {
         Exit::InputClosed if matches!(stdio.input_end(), InputEnd::Unframed(_)) => Exit::Unframed,
         exit => exit,
     })
+}
+
+/// How a step of the LSP handshake ended.
+enum Handshake<T> {
+    /// It is done: what it read.
+    Go(T),
+    /// The editor sent `exit` (status 1: no `shutdown` came).
+    Exit,
+    /// The input ended.
+    Ended,
+}
+
+/// LSP's -32002 ServerNotInitialized.
+const SERVER_NOT_INITIALIZED: i32 = ErrorCode::ServerNotInitialized as i32;
+
+/// A method name quoted in an answer: its first 80 characters.
+fn method_named(method: &str) -> String {
+    method.chars().take(80).collect()
+}
+
+/// Wait for `initialize`: a request before it is refused with -32002 "server not initialized"
+/// naming its method (never its params), a notification dropped (as LSP says), a response
+/// ignored; `exit` ends the server.
+fn await_initialize(connection: &lsp_server::Connection) -> Handshake<(RequestId, serde_json::Value)> {
+    loop {
+        match connection.receiver.recv() {
+            Err(_) => return Handshake::Ended,
+            Ok(Message::Request(request)) if request.method == "initialize" => {
+                return Handshake::Go((request.id, request.params));
+            }
+            Ok(Message::Request(request)) => {
+                let message =
+                    format!("server not initialized: {} came before initialize", method_named(&request.method));
+                let _ = connection.sender.send(Response::new_err(request.id, SERVER_NOT_INITIALIZED, message).into());
+            }
+            Ok(Message::Notification(n)) if n.method == "exit" => return Handshake::Exit,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Wait for `initialized` once `initialize` is answered, keeping what else came meanwhile for
+/// the server to serve after it (an editor should send nothing before it, but a message that
+/// did come is not lost); another `initialize` is refused with -32600 "already initialized".
+fn await_initialized(connection: &lsp_server::Connection) -> Handshake<Vec<Message>> {
+    let mut early = Vec::new();
+    loop {
+        match connection.receiver.recv() {
+            Err(_) => return Handshake::Ended,
+            Ok(Message::Notification(n)) if n.method == "initialized" => return Handshake::Go(early),
+            Ok(Message::Notification(n)) if n.method == "exit" => return Handshake::Exit,
+            Ok(Message::Request(request)) if request.method == "initialize" => {
+                let _ = connection.sender.send(already_initialized(request.id).into());
+            }
+            Ok(message) => early.push(message),
+        }
+    }
+}
+
+/// The answer to an `initialize` after the first: -32600 Invalid Request, as LSP says.
+fn already_initialized(id: RequestId) -> Response {
+    Response::new_err(id, ErrorCode::InvalidRequest as i32, "already initialized: initialize is sent once".into())
 }
 
 /// A line on stderr (the editor's log, or a terminal when run by hand), made safe for a
@@ -308,6 +386,7 @@ impl Server {
             return self.send(Response::new_err(id, ErrorCode::InvalidRequest as i32, "shutting down".into()));
         }
         let answer: Result<serde_json::Value, (i32, String)> = match request.method.as_str() {
+            "initialize" => return self.send(already_initialized(id)),
             "shutdown" => {
                 self.shutdown = true;
                 Ok(serde_json::Value::Null)
