@@ -539,7 +539,7 @@ enum HashKind {
 }
 
 /// What a kept hash holds for: the file (device, inode) and each stat field a write moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Stamp {
     dev: u64,
     ino: u64,
@@ -570,12 +570,46 @@ static KEPT_HASHES: std::sync::Mutex<BTreeMap<KeptKey, (Stamp, String)>> = std::
 /// At most this many hashes are kept (past it, they are all forgotten).
 const KEPT_HASHES_BOUND: usize = 4096;
 
+/// The hashes of large files read during one call ([`one_call`]), by path, stamp and kind,
+/// whether or not the stamp has settled; `None` outside a call.
+type CallHashes = BTreeMap<(PathBuf, Stamp, HashKind), String>;
+
+thread_local! {
+    static CALL_HASHES: std::cell::RefCell<Option<CallHashes>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `step` as one call: a large file [`kept_hash`] reads in it is read once whatever its
+/// change time, each later read of it in the call (the same path, the same stamp, the same
+/// hash) answered from what the first one read. What a call read is dropped at its end: a
+/// stamp that has not settled is never trusted across calls. A call within a call is part of
+/// it.
+pub fn one_call<T>(step: impl FnOnce() -> T) -> T {
+    let outer = CALL_HASHES.with(|hashes| {
+        let mut hashes = hashes.borrow_mut();
+        let outer = hashes.is_some();
+        hashes.get_or_insert_with(BTreeMap::new);
+        outer
+    });
+    /// Ends the call when `step` returns or unwinds.
+    struct End(bool);
+    impl Drop for End {
+        fn drop(&mut self) {
+            if !self.0 {
+                CALL_HASHES.with(|hashes| hashes.borrow_mut().take());
+            }
+        }
+    }
+    let _end = End(outer);
+    step()
+}
+
 /// `hash` of the file at `path` (a regular file, `meta` its stat), whole; for one of
 /// [`KEPT_FROM`] or more, the hash read last time while its stamp is unchanged. A hash is kept
 /// only when the file's change time, which every write moves and no one can set back, was over
 /// a second before the read began (a write within the same clock tick as the last change could
 /// leave it as it was) and the stamp did not move while it was read. So a large file in scope
-/// is read once per change, not at every `status`, and any write to it is read again.
+/// is read once per change, not at every `status`, and any write to it is read again. Within
+/// one call ([`one_call`]) a large file is read once under a stamp even before it settles.
 fn kept_hash(
     path: &Path,
     meta: &std::fs::Metadata,
@@ -593,10 +627,22 @@ fn kept_hash(
     {
         return Ok(value);
     }
+    let in_call = (path.to_path_buf(), stamp, kind);
+    let read = CALL_HASHES.with(|hashes| hashes.borrow().as_ref().and_then(|read| read.get(&in_call).cloned()));
+    if let Some(value) = read {
+        return Ok(value);
+    }
     let began = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let value = hash()?;
     let settled = i64::try_from(began).is_ok_and(|began| stamp.ctime.0 + 1 < began);
     let unmoved = std::fs::symlink_metadata(path).is_ok_and(|after| Stamp::of(&after) == stamp);
+    if unmoved {
+        CALL_HASHES.with(|hashes| {
+            if let Some(read) = hashes.borrow_mut().as_mut() {
+                read.insert(in_call, value.clone());
+            }
+        });
+    }
     if settled
         && unmoved
         && let Ok(mut kept) = KEPT_HASHES.lock()
@@ -2912,12 +2958,13 @@ fn patch(diff: &git2::Diff<'_>, from: &str, to: &str) -> Result<String, String> 
     Ok(text)
 }
 
-/// Run a git or hashing step on a blocking thread (they block: git2, file hashing). The step's
-/// own failure is returned as it is; the thread failing (a panic) is an internal error.
+/// Run a git or hashing step on a blocking thread (they block: git2, file hashing) as one call
+/// ([`one_call`]: a large file it hashes is read once). The step's own failure is returned as
+/// it is; the thread failing (a panic) is an internal error.
 pub async fn off_runtime<T: Send + 'static, E: Send + 'static>(
     step: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> crate::error::RpcResult<Result<T, E>> {
-    tokio::task::spawn_blocking(step).await.map_err(crate::error::RpcError::internal)
+    tokio::task::spawn_blocking(|| one_call(step)).await.map_err(crate::error::RpcError::internal)
 }
 
 /// [`off_runtime`], with the step's failure reported as its [`GitFailure`] says: a workspace
@@ -3622,6 +3669,53 @@ mod tests {
         big.write_at(b"X", 4 << 20).unwrap();
         big.set_modified(modified).unwrap();
         assert_ne!(fingerprint(dir.path(), "big"), first);
+    }
+
+    /// Within one call a large file is read once under a stamp, though its change time is
+    /// too recent for the hash to be kept across calls; a write to it (a new stamp) is read
+    /// again, and the next call reads it again.
+    #[test]
+    fn a_large_file_is_read_once_per_call_whatever_its_change_time() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        let big = File::create(&path).unwrap();
+        big.set_len(KEPT_FROM + 1).unwrap();
+        let reads = std::cell::Cell::new(0);
+        let hash = |kind| {
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            kept_hash(&path, &meta, kind, || {
+                reads.set(reads.get() + 1);
+                hash_file(&path).map_err(|e| e.to_string())
+            })
+            .unwrap()
+        };
+        let first = one_call(|| {
+            let first = hash(HashKind::Sha256);
+            assert_eq!(hash(HashKind::Sha256), first);
+            assert_eq!(reads.get(), 1, "read again within the call");
+            hash(HashKind::Blob);
+            assert_eq!(reads.get(), 2, "another hash is another read");
+            // A call within the call is part of it.
+            assert_eq!(one_call(|| hash(HashKind::Sha256)), first);
+            assert_eq!(reads.get(), 2);
+            big.write_at(b"X", 4 << 20).unwrap();
+            assert_ne!(hash(HashKind::Sha256), first, "a write is read");
+            assert_eq!(reads.get(), 3);
+            first
+        });
+        // Written just now: its stamp has not settled (unless this machine took over a second
+        // since, and kept it), so the next call reads it again.
+        let stamp = Stamp::of(&std::fs::symlink_metadata(&path).unwrap());
+        let kept = KEPT_HASHES
+            .lock()
+            .unwrap()
+            .get(&(stamp.dev, stamp.ino, HashKind::Sha256))
+            .is_some_and(|(at, _)| *at == stamp);
+        let written = one_call(|| hash(HashKind::Sha256));
+        assert_ne!(written, first);
+        assert_eq!(reads.get(), if kept { 3 } else { 4 }, "an unsettled stamp trusted across calls");
+        assert!(CALL_HASHES.with(|hashes| hashes.borrow().is_none()), "the call's hashes outlive it");
     }
 
     /// A material past the bound is stored grouped by folder, the same way every time: the
