@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use scafld_protocol::methods::{self, EVENTS_NOTIFICATION, EVENTS_SUBSCRIBE, HelloParams};
 use scafld_protocol::{ErrorData, ErrorKind, Event, Method, PROTOCOL_VERSION};
@@ -92,6 +92,36 @@ pub struct Connection {
     /// How many times the connection was moved to another daemon by its [`HelloCheck`]: a
     /// call sent before that is sent again.
     moves: u32,
+    /// How to reach the next daemon when this one refuses a call it never started because it
+    /// is stopping (see [`Connection::reconnecting`]).
+    reconnect: Option<Reconnect>,
+}
+
+/// Opens a connection to whichever daemon serves the socket now (starting one if the caller
+/// may), for a call a stopping daemon refused unstarted.
+pub type Reconnect = std::sync::Arc<dyn Fn() -> Result<Connection, ClientError> + Send + Sync>;
+
+/// How long a call refused unstarted by a stopping daemon keeps being sent again (each time to
+/// a fresh connection) before the refusal is reported: a stop takes a few seconds at most.
+const RESTART_DEADLINE: Duration = Duration::from_secs(30);
+/// The pause before a refused call is sent again, so the stopping daemon can let go.
+const RESTART_PAUSE: Duration = Duration::from_millis(20);
+
+/// Whether `error` is a stopping daemon's refusal of a call it never started (nothing of it
+/// ran: see [`scafld_protocol::error::NOT_STARTED`]), so sending it again elsewhere is safe.
+pub fn refused_unstarted(error: &ClientError) -> bool {
+    match error {
+        ClientError::Rpc { data, .. } => {
+            data.kind == ErrorKind::ShuttingDown
+                && data
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.get(scafld_protocol::error::NOT_STARTED))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+        }
+        _ => false,
+    }
 }
 
 /// Judges a daemon by its handshake: `Ok(None)` it may serve; `Ok(Some(connection))`, it was
@@ -187,6 +217,7 @@ impl Connection {
             results: None,
             hello_check: None,
             moves: 0,
+            reconnect: None,
         };
         let params = HelloParams { protocol_version: PROTOCOL_VERSION, client_version: CLIENT_VERSION.into() };
         let params = serde_json::to_value(params).map_err(|e| ClientError::Decode(e.to_string()))?;
@@ -244,8 +275,17 @@ impl Connection {
     /// Go on with `fresh` (its handshake answered) in place of this connection; what was
     /// waiting on the old one is dropped with it.
     fn move_to(&mut self, fresh: Connection) {
-        let (results, moves) = (self.results.take(), self.moves + 1);
-        *self = Connection { results, moves, ..fresh };
+        let (results, moves, reconnect) = (self.results.take(), self.moves + 1, self.reconnect.take());
+        *self = Connection { results, moves, reconnect, ..fresh };
+    }
+
+    /// A call (the handshake included) that the daemon refuses because it is stopping and
+    /// never started the call goes again, to the connection `reconnect` opens (the next
+    /// daemon), until [`RESTART_DEADLINE`]; later calls use that connection too. Without it
+    /// the refusal is the call's error.
+    pub fn reconnecting(mut self, reconnect: Option<Reconnect>) -> Connection {
+        self.reconnect = reconnect;
+        self
     }
 
     pub fn socket(&self) -> &Path {
@@ -289,7 +329,24 @@ impl Connection {
         serde_json::value::to_raw_value(&value).map_err(|e| ClientError::Decode(format!("{method}: {e}")))
     }
 
+    /// The call's result; one a stopping daemon refused unstarted goes again to the next
+    /// daemon (see [`Connection::reconnecting`]).
     fn call_unhooked(&mut self, method: &str, read_only: bool, params: Value) -> Result<Box<RawValue>, ClientError> {
+        let Some(reconnect) = self.reconnect.clone() else { return self.call_once(method, read_only, params) };
+        let deadline = Instant::now() + RESTART_DEADLINE;
+        loop {
+            match self.call_once(method, read_only, params.clone()) {
+                Err(error) if refused_unstarted(&error) && Instant::now() < deadline => {
+                    std::thread::sleep(RESTART_PAUSE);
+                    let fresh = reconnect()?;
+                    self.move_to(fresh);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn call_once(&mut self, method: &str, read_only: bool, params: Value) -> Result<Box<RawValue>, ClientError> {
         if !read_only {
             self.daemon()?;
         }

@@ -34,6 +34,14 @@ impl RpcError {
             .with_details(serde_json::json!({ scafld_protocol::error::WORKSPACE_NOT_FOUND: true }))
     }
 
+    /// A call refused because the daemon began to stop before it started (nothing of it ran):
+    /// marked so a client sends it again to the next daemon.
+    pub fn not_started_while_stopping() -> RpcError {
+        RpcError::new(ErrorKind::ShuttingDown, "the daemon is shutting down and takes no new calls")
+            .with_hint("run the command again: the next one starts a new daemon")
+            .with_details(serde_json::json!({ scafld_protocol::error::NOT_STARTED: true }))
+    }
+
     pub fn kind(&self) -> ErrorKind {
         self.0.kind
     }

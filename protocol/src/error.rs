@@ -103,6 +103,11 @@ impl ErrorKind {
 /// workspace's unusable files.
 pub const WORKSPACE_NOT_FOUND: &str = "workspace_not_found";
 
+/// The key of an error's `details` marking a [`ErrorKind::ShuttingDown`] refusal of a call the
+/// stopping daemon never started (nothing of it ran, nothing was recorded): a client may send
+/// it again to the next daemon. A `shutting_down` without it is a call the stop cut short.
+pub const NOT_STARTED: &str = "not_started";
+
 /// The `data` member of every error object the daemon sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorData {

@@ -2521,3 +2521,68 @@ fn a_worker_reconnects_to_its_own_build_and_stops_at_another() {
     assert!(said.contains("restart the worker from the new install"), "{said}");
     assert_ne!(env.client().result("daemon.status", json!({}))["pid"], first);
 }
+
+/// A call read once a stop began is refused before anything of it runs, and the refusal says
+/// so (`details.not_started`): a client may send it again to the next daemon.
+#[test]
+fn a_call_a_stopping_daemon_never_started_is_marked_unstarted() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut client = env.client();
+    client.result("daemon.shutdown", json!({}));
+    // The stop begins once the shutdown's reply is on its way: a call sent before that is
+    // served; each keeps the connection read while it drains.
+    let mut reply = client.call("daemon.status", json!({}));
+    let deadline = std::time::Instant::now() + scafld_tests::DEADLINE;
+    while reply.get("error").is_none() && std::time::Instant::now() < deadline {
+        reply = client.call("daemon.status", json!({}));
+    }
+    assert_eq!(reply["error"]["data"]["kind"], "shutting_down", "{reply}");
+    assert_eq!(reply["error"]["data"]["details"]["not_started"], true, "{reply}");
+}
+
+/// A command whose call a stopping daemon refused unstarted is not failed: the client sends
+/// it again to the next daemon, starting one (here the stopping daemon is a stand-in that
+/// refuses the handshake and the call, as a real one does once its stop began, then goes).
+#[test]
+fn a_call_refused_unstarted_by_a_stopping_daemon_goes_to_the_next_one() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    wait_until("the daemon's socket to go", || !env.socket.exists());
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    let socket = env.socket.clone();
+    let stopping = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        // The handshake and the read-only call pipelined behind it.
+        let mut ids = Vec::new();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        while ids.len() < 2 {
+            let mut line = String::new();
+            if !matches!(reader.read_line(&mut line), Ok(1..)) {
+                break;
+            }
+            ids.push(serde_json::from_str::<serde_json::Value>(&line).unwrap()["id"].clone());
+        }
+        // Gone before it answers, as a stopped daemon is once its calls are answered.
+        drop(listener);
+        std::fs::remove_file(&socket).unwrap();
+        let mut writer = stream;
+        for id in &ids {
+            let message = "the daemon is shutting down and takes no new calls";
+            let data = json!({"kind": "shutting_down", "message": message, "details": {"not_started": true}});
+            let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": 1009, "message": message, "data": data}});
+            writer.write_all(format!("{reply}\n").as_bytes()).unwrap();
+        }
+        ids.len()
+    });
+    let run = env.scafld(&["list", "--json"]);
+    assert_eq!(stopping.join().unwrap(), 2);
+    run.assert_code(0);
+    assert!(run.json().get("result").is_some(), "{}", run.stdout);
+    // The command's call was served by the daemon it started.
+    env.scafld(&["daemon", "status"]).assert_code(0);
+}

@@ -760,7 +760,18 @@ impl Context {
     }
 
     pub fn connect(&self) -> Result<scafld_client::Connection, CliError> {
-        let conn = daemon_control::connect(self.paths()?, self.autostart())?;
+        let (paths, autostart) = (self.paths()?.clone(), self.autostart());
+        let conn = daemon_control::connect(&paths, autostart)?;
+        // A call the daemon refused unstarted because a stop began goes to the next daemon,
+        // started here as any command would start it (the old one is waited for first).
+        let reconnect: scafld_client::connection::Reconnect = std::sync::Arc::new(move || {
+            daemon_control::connect(&paths, autostart).map_err(|e| scafld_client::ClientError::Refused {
+                kind: e.code,
+                message: e.message,
+                hint: e.hint,
+            })
+        });
+        let conn = conn.reconnecting(Some(reconnect));
         let caller = self.caller.clone();
         let hook: Option<scafld_client::connection::ResultHook> = caller
             .rewrites()

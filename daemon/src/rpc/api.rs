@@ -171,10 +171,7 @@ where
                 // Counted for `daemon.status` while it is served (see `Method::WORK`).
                 let _serving = M::WORK.then(|| daemon.serving.begin(M::NAME));
                 if daemon.shutdown_token().is_cancelled() {
-                    return Err(ErrorObjectOwned::from(RpcError::new(
-                        ErrorKind::ShuttingDown,
-                        "the daemon is shutting down and takes no new calls",
-                    )));
+                    return Err(ErrorObjectOwned::from(RpcError::not_started_while_stopping()));
                 }
                 let params = decode_params::<M::Params>(M::NAME, &params)?;
                 handler(daemon, params, gone).await.map_err(ErrorObjectOwned::from)

@@ -443,7 +443,7 @@ fn refused_while_stopping(line: &str) -> Option<Reply> {
     let object = serde_json::from_str::<std::collections::HashMap<String, Box<RawValue>>>(line.trim()).ok()?;
     let id = object.get("id")?;
     let id = serde_json::from_str::<Id<'_>>(id.get()).map(Id::into_owned).unwrap_or(Id::Null);
-    let error = RpcError::new(ErrorKind::ShuttingDown, "the daemon is shutting down and takes no new calls");
+    let error = RpcError::not_started_while_stopping();
     reply(MethodResponse::error(id, ErrorObjectOwned::from(error)))
 }
 
