@@ -57,7 +57,8 @@ pub async fn run(
     tasks::recover_jobs(&daemon).await;
     review::clear_scratch(&daemon);
     review::recover(&daemon).await;
-    sweep::sweep(&daemon);
+    // The diagnostics files' sweep reads every ledger: it runs in the background (`sweep_loop`).
+    sweep::sweep_records(&daemon);
     let reaper = tokio::spawn(review::worker::reaper_loop(daemon.clone()));
     // Detached: it ends with the runtime.
     tokio::spawn(scafld_local::reaper::reap_forever());

@@ -1,7 +1,8 @@
 //! The retention sweep: forget finished jobs and settled review sessions older than the
 //! daemon's retention period (store, memory, and a session's `.scafld/reviews/<key>/` folder),
-//! and remove diagnostics files older than it that no current evidence of an open task cites. Runs at start-up (before the socket serves) and
-//! then hourly; the temporary files of atomic writes a crash cut short go soon after start-up
+//! and remove diagnostics files older than it that no current evidence of an open task cites. Runs at start-up (the records
+//! before the socket serves; the diagnostics files, which takes reading every ledger, in the
+//! background once it serves) and then hourly; the temporary files of atomic writes a crash cut short go soon after start-up
 //! and then hourly. Which records go is decided in `domain::retention`.
 
 use std::collections::HashSet;
@@ -26,6 +27,9 @@ const LEFTOVER_AGE: Duration = Duration::from_secs(60);
 /// and then hourly.
 pub async fn sweep_loop(daemon: Arc<Daemon>) {
     let stop = daemon.shutdown_token().clone();
+    // The start-up sweep's diagnostics files (its records went before the socket served).
+    let first = daemon.clone();
+    let _ = tokio::task::spawn_blocking(move || sweep_diagnostics_files(&first)).await;
     loop {
         let workspaces = daemon.store().workspaces().unwrap_or_default();
         let _ = tokio::task::spawn_blocking(move || {
@@ -45,14 +49,24 @@ pub async fn sweep_loop(daemon: Arc<Daemon>) {
     }
 }
 
-/// One sweep; returns what was forgotten.
+/// One sweep: the records (see [`sweep_records`]), then the diagnostics files (see
+/// [`sweep_diagnostics_files`]); returns what was forgotten.
 pub fn sweep(daemon: &Daemon) -> Prune {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let cutoff = clock::format_rfc3339(now.saturating_sub(daemon.options.retention.as_secs()));
-    let sessions = daemon.sessions.all();
-    let prune = retention::prunable(&daemon.jobs.all(), &sessions, &cutoff);
+    let prune = sweep_records(daemon);
+    sweep_diagnostics_files(daemon);
+    prune
+}
+
+/// Remove the diagnostics files older than the retention period that no current evidence
+/// cites, in every registered workspace. It reads every task's ledger and lists every run
+/// folder, which grows with the history: at start-up it runs in the background, never before
+/// the first call is answered.
+pub fn sweep_diagnostics_files(daemon: &Daemon) {
     let oldest_kept = SystemTime::now().checked_sub(daemon.options.retention).unwrap_or(UNIX_EPOCH);
     for record in daemon.store().workspaces().unwrap_or_default() {
+        if daemon.shutdown_token().is_cancelled() {
+            return;
+        }
         let root = Path::new(&record.root);
         let mut cited = HashSet::new();
         let read = daemon.store().each_ledger(&record.id, &mut |_, entries| {
@@ -68,6 +82,16 @@ pub fn sweep(daemon: &Daemon) -> Prune {
             info!(workspace = %record.id, removed, "retention sweep: removed old diagnostics files");
         }
     }
+}
+
+/// Forget the finished jobs and settled review sessions older than the retention period
+/// (store, memory, a session's packet folder): read from memory, so cheap enough to run
+/// before the socket serves. Returns what was forgotten.
+pub fn sweep_records(daemon: &Daemon) -> Prune {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let cutoff = clock::format_rfc3339(now.saturating_sub(daemon.options.retention.as_secs()));
+    let sessions = daemon.sessions.all();
+    let prune = retention::prunable(&daemon.jobs.all(), &sessions, &cutoff);
     if prune.is_empty() {
         return prune;
     }

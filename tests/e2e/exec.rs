@@ -758,14 +758,37 @@ fn the_retention_sweep_keeps_the_diagnostics_that_current_evidence_cites() {
         env.start_daemon_with(&[("SCAFLD_RETENTION_DAYS", "0")]);
     };
     restart(&mut env);
-    assert!(!failed.exists(), "a superseded result's file was kept");
+    // Swept in the background once the daemon serves.
+    wait_until("a superseded result's file to go", || !failed.exists());
     assert!(passed.is_file(), "the file current evidence cites was swept");
     let status = env.scafld(&["status", "cited", "--json"]).json();
     assert_eq!(env.work.join(status["result"]["criteria"][0]["diagnostic"].as_str().unwrap()), passed, "{status}");
 
     env.scafld(&["cancel", "cited", "--reason", "done with it"]).assert_code(0);
     restart(&mut env);
-    assert!(!passed.exists(), "a finished task's file was kept");
+    wait_until("a finished task's file to go", || !passed.exists());
+}
+
+/// A restarted daemon answers before it sweeps the diagnostics files, which takes reading every
+/// ledger and listing every run folder: before, that came first, and the first call after a
+/// restart waited on it longer the longer the history (seconds after a few thousand builds).
+#[test]
+fn a_restarted_daemon_serves_before_it_sweeps_the_diagnostics_files() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    ready(&env, "swept", &spec("swept", &[&[("c1", "false", "")]], &[]));
+    let old = env.work.join(build(&env, "swept")["result"]["criteria"][0]["diagnostic"].as_str().unwrap());
+    build(&env, "swept");
+    assert!(old.is_file());
+    env.client().result("daemon.shutdown", json!({}));
+    assert!(env.take_daemon().wait().unwrap().success());
+    // Retention 0: the superseded result's file is one to sweep.
+    env.start_daemon_with(&[("SCAFLD_RETENTION_DAYS", "0")]);
+    wait_until("the superseded result's file to go", || !old.exists());
+    let log = std::fs::read_to_string(env.state_dir.join("scafldd.log")).unwrap();
+    let listening = log.rfind("listening").expect("the restarted daemon's start");
+    let swept = log.rfind("removed old diagnostics files").expect("the sweep's line");
+    assert!(listening < swept, "the sweep came before the socket served:\n{log}");
 }
 
 /// An open task whose spec file is gone is counted alike by `status`, `list --counts` and
