@@ -482,3 +482,56 @@ fn a_connection_whose_replies_go_unread_is_idle_and_makes_room() {
     let reply = env.client().call("daemon.status", json!({}));
     assert!(reply.get("result").is_some(), "a new client is refused: {reply}");
 }
+
+#[test]
+fn a_subscriber_that_stops_reading_is_told_what_it_missed_and_events_go_on() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    env.scafld(&["plan", "base", "--title", "Base"]).assert_code(0);
+    let drafts = env.work.join(".scafld/specs/drafts");
+    let base = std::fs::read_to_string(drafts.join("base.md")).unwrap();
+    let draft = |id: &str| {
+        std::fs::write(drafts.join(format!("{id}.md")), base.replace("task_id: base", &format!("task_id: {id}")))
+            .unwrap()
+    };
+    let mut subscriber = env.client();
+    subscriber.result("events.subscribe", json!({}));
+    let mut watcher = env.client();
+    watcher.result("events.subscribe", json!({}));
+    // The subscriber reads nothing while thousands of drafts appear (more events than the
+    // daemon buffers), and for 6 s after another subscriber saw them all published: longer
+    // than the 5 s after which the daemon used to end such a subscription without a word.
+    let started = std::time::Instant::now();
+    for k in 0..5000 {
+        draft(&format!("e{k}"));
+    }
+    draft("marker");
+    while !(watcher.next_event()["task_id"] == "marker") {
+        assert!(started.elapsed() < std::time::Duration::from_secs(240), "the drafts were never published");
+    }
+    drop(watcher);
+    let published = std::time::Instant::now();
+    while published.elapsed() < std::time::Duration::from_secs(6) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Once it reads again it is told it missed some, and is sent what happens next.
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    loop {
+        let event = subscriber.next_event();
+        let kind = event["kind"].as_str().unwrap_or_default().to_string();
+        *kinds.entry(kind.clone()).or_default() += 1;
+        if kind == "events_lagged" {
+            assert!(event["missed"].as_u64().is_some_and(|n| n > 0), "{event}");
+            break;
+        }
+    }
+    draft("late");
+    loop {
+        let event = subscriber.next_event();
+        if event["kind"] == "task_changed" && event["task_id"] == "late" {
+            break;
+        }
+    }
+}

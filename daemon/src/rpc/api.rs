@@ -6,7 +6,6 @@
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use jsonrpsee::RpcModule;
 use jsonrpsee::core::server::{PendingSubscriptionSink, SubscriptionMessage};
@@ -25,9 +24,6 @@ use crate::rpc::transport::{PeerGone, SubscriptionSettled};
 use crate::tasks;
 use crate::workspace::layout;
 use tokio_util::sync::CancellationToken;
-
-/// A subscriber that has not read an event for this long is dropped.
-const SLOW_SUBSCRIBER_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     let mut module = RpcModule::from_arc(daemon);
@@ -311,8 +307,8 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
     })
 }
 
-/// `events.subscribe`: forward daemon events until the client unsubscribes, disconnects or
-/// stops reading, or the daemon shuts down.
+/// `events.subscribe`: forward daemon events until the client unsubscribes or disconnects, or
+/// the daemon shuts down. A subscriber that reads too slowly is told how many it missed.
 async fn subscribe_events(
     params: Params<'static>,
     pending: PendingSubscriptionSink,
@@ -345,7 +341,15 @@ async fn subscribe_events(
         };
         let last = matches!(event, Event::DaemonShuttingDown { .. });
         let message = SubscriptionMessage::from(serde_json::value::to_raw_value(&event)?);
-        if sink.send_timeout(message, SLOW_SUBSCRIBER_TIMEOUT).await.is_err() || last {
+        // A subscriber that does not read is waited for however long it takes: meanwhile the
+        // events it misses pile up in the broadcast channel, and once more than it holds have
+        // passed, the next receive says how many (`events_lagged`) and delivery goes on. The
+        // wait ends only when the connection closes; never a subscription ended unsaid.
+        let sent = tokio::select! {
+            sent = sink.send(message) => sent.is_ok(),
+            _ = sink.closed() => false,
+        };
+        if !sent || last {
             break;
         }
     }
