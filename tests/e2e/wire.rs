@@ -535,3 +535,30 @@ fn a_subscriber_that_stops_reading_is_told_what_it_missed_and_events_go_on() {
         }
     }
 }
+
+#[test]
+fn idle_subscriptions_cannot_take_every_connection() {
+    let mut env = TestEnv::new();
+    env.start_daemon_with(&[("SCAFLD_MAX_CONNECTIONS", "20")]);
+    // One client fills every connection slot with a subscription it never reads.
+    let mut refused = 0;
+    let mut subscribers: Vec<RawClient> = Vec::new();
+    for _ in 0..20 {
+        let mut subscriber = env.client();
+        let reply = subscriber.call("events.subscribe", json!({}));
+        if reply["error"]["data"]["kind"] == "busy" {
+            refused += 1;
+        }
+        subscribers.push(subscriber);
+    }
+    // Half the slots at most hold a subscription; the rest stay for calls.
+    assert_eq!(refused, 10, "subscriptions refused");
+    for i in 0..5 {
+        let reply = env.client().call("daemon.status", json!({}));
+        assert!(reply.get("result").is_some(), "client {i}: {reply}");
+    }
+    // A subscription still held delivers.
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    assert_eq!(subscribers[0].next_event()["kind"], "workspace_opened");
+}

@@ -68,6 +68,61 @@ pub struct Limits {
     pub idle_timeout: Duration,
 }
 
+impl Limits {
+    /// Connections that may hold a subscription at once: half of [`Limits::max_connections`].
+    /// A subscribed connection is never idle, so never closed to make room; without this bound
+    /// idle subscriptions could take every slot and lock the calls of every other client out.
+    pub fn max_subscribed(&self) -> usize {
+        (self.max_connections / 2).max(1)
+    }
+}
+
+/// How many connections hold a subscription now, against [`Limits::max_subscribed`].
+struct Subscribed {
+    max: usize,
+    /// Subscribed connections, and of each connection its live subscriptions (under one lock).
+    count: std::sync::Mutex<usize>,
+}
+
+/// A subscription's share of its connection's place among the subscribed ones, put in the
+/// subscription call's extensions: the handler owns it for as long as the subscription lives
+/// (clones share it), and the connection gives its place back with its last subscription.
+#[derive(Clone)]
+struct SubscribedPlace(
+    #[allow(dead_code, reason = "held, never read: dropping the last clone gives the place back")] Arc<PlaceHeld>,
+);
+
+struct PlaceHeld {
+    all: Arc<Subscribed>,
+    /// This connection's live subscriptions, changed only under `all.count`'s lock.
+    live: Arc<AtomicUsize>,
+}
+
+impl Subscribed {
+    /// A place for one more subscription of the connection whose live count is `live`; none
+    /// when it holds none yet and the subscribed connections are already at the bound.
+    fn take(self: &Arc<Self>, live: &Arc<AtomicUsize>) -> Option<SubscribedPlace> {
+        let mut count = crate::sync::lock(&self.count);
+        if live.load(Ordering::Relaxed) == 0 {
+            if *count >= self.max {
+                return None;
+            }
+            *count += 1;
+        }
+        live.fetch_add(1, Ordering::Relaxed);
+        Some(SubscribedPlace(Arc::new(PlaceHeld { all: self.clone(), live: live.clone() })))
+    }
+}
+
+impl Drop for PlaceHeld {
+    fn drop(&mut self) {
+        let mut count = crate::sync::lock(&self.all.count);
+        if self.live.fetch_sub(1, Ordering::Relaxed) == 1 {
+            *count -= 1;
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
@@ -91,12 +146,14 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
     let limits = Arc::new(limits);
     let partial_bytes = Arc::new(AtomicUsize::new(0));
     let idle = Arc::new(IdleConnections::default());
+    let subscribed = Arc::new(Subscribed { max: limits.max_subscribed(), count: std::sync::Mutex::new(0) });
     let mut last_accept_warning: Option<tokio::time::Instant> = None;
     let admit = |stream: UnixStream| {
         let conn_id = ConnectionId(next_conn_id.fetch_add(1, Ordering::Relaxed));
         let methods = methods.clone();
         let shutdown = shutdown.clone();
         let (limits, partial_bytes, idle) = (limits.clone(), partial_bytes.clone(), idle.clone());
+        let subscribed = subscribed.clone();
         let full = connections.len() >= limits.max_connections && !idle.evict_oldest();
         // A new connection is idle until it sends something; registered here, in
         // order, so a burst of new connections evicts the oldest first.
@@ -120,7 +177,7 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
                     refuse(stream, error).await
                 }
                 Ok(_) => {
-                    let conn = ConnectionLimits { limits, partial_bytes, idle: idle.clone(), evicted };
+                    let conn = ConnectionLimits { limits, partial_bytes, idle: idle.clone(), evicted, subscribed };
                     serve_connection(stream, methods, conn_id, shutdown, conn).await
                 }
                 Err(e) => warn!("could not read peer credentials: {e}"),
@@ -217,6 +274,9 @@ struct Connection {
     sink: MethodSink,
     conn_id: ConnectionId,
     subscriptions: BoundedSubscriptions,
+    /// Places among the subscribed connections, and this connection's live subscriptions.
+    subscribed: Arc<Subscribed>,
+    live_subscriptions: Arc<AtomicUsize>,
     /// Subscription calls hold it shared until settled; unsubscriptions take it exclusively.
     subscribing: tokio::sync::RwLock<()>,
     id_provider: Arc<dyn IdProvider>,
@@ -229,6 +289,7 @@ struct ConnectionLimits {
     idle: Arc<IdleConnections>,
     /// Cancelled when the connection is closed to make room for a new one.
     evicted: CancellationToken,
+    subscribed: Arc<Subscribed>,
 }
 
 /// The connections idle now (nothing in flight, no subscription), with when they went idle
@@ -301,6 +362,8 @@ async fn serve_connection(
         sink: MethodSink::new_with_limit(tx, MAX_RESPONSE_BYTES),
         conn_id,
         subscriptions: BoundedSubscriptions::new(MAX_SUBSCRIPTIONS_PER_CONNECTION),
+        subscribed: limits.subscribed.clone(),
+        live_subscriptions: Arc::new(AtomicUsize::new(0)),
         subscribing: tokio::sync::RwLock::new(()),
         id_provider: Arc::new(RandomIntegerIdProvider),
     });
@@ -617,6 +680,18 @@ impl Connection {
                     );
                     return MethodResponse::error(id, ErrorObjectOwned::from(error));
                 };
+                let Some(place) = self.subscribed.take(&self.live_subscriptions) else {
+                    let error = RpcError::new(
+                        ErrorKind::Busy,
+                        format!(
+                            "the daemon already serves {} connections holding a subscription, half of its --max-connections",
+                            self.subscribed.max
+                        ),
+                    )
+                    .with_hint("close a subscribed connection you no longer read, or subscribe again on one that already holds a subscription");
+                    return MethodResponse::error(id, ErrorObjectOwned::from(error));
+                };
+                extensions.insert(place);
                 let _settling = self.subscribing.read().await;
                 let settled = CancellationToken::new();
                 extensions.insert(SubscriptionSettled(settled.clone()));
