@@ -562,3 +562,18 @@ fn idle_subscriptions_cannot_take_every_connection() {
     env.init();
     assert_eq!(subscribers[0].next_event()["kind"], "workspace_opened");
 }
+
+#[test]
+fn unsubscribe_refuses_params_it_cannot_read() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut client = env.client();
+    let sub = client.result("events.subscribe", json!({}));
+    for params in [json!("x"), json!({"bogus": 1}), json!({"subscription": sub}), json!([]), json!([sub, 1])] {
+        let reply = client.call("events.unsubscribe", params.clone());
+        assert_eq!(reply["error"]["data"]["kind"], "invalid_params", "{params}: {reply}");
+    }
+    // The subscription is still there, and the right form ends it.
+    assert_eq!(client.result("events.unsubscribe", json!([sub])), true);
+    assert_eq!(client.result("events.unsubscribe", json!([sub])), false);
+}

@@ -705,10 +705,38 @@ impl Connection {
                 response
             }
             MethodCallback::Unsubscription(call) => {
+                // jsonrpsee answers `false` (no such subscription) to params it cannot read;
+                // those are refused as every other method refuses bad params.
+                if let Err(problem) = unsubscribe_params(params.as_str()) {
+                    let error = RpcError::new(
+                        ErrorKind::InvalidParams,
+                        format!("invalid params for `{}`: {problem}", request.method_name()),
+                    )
+                    .with_hint("pass the id `events.subscribe` returned as the one positional param: [ID]");
+                    return MethodResponse::error(id, ErrorObjectOwned::from(error));
+                }
                 let _settled = self.subscribing.write().await;
                 call(id, params, self.conn_id, max, extensions)
             }
         }
+    }
+}
+
+/// Whether `params` are what an unsubscription takes: one subscription id (a string or an
+/// integer) in an array; else what is wrong with them.
+fn unsubscribe_params(params: Option<&str>) -> Result<(), String> {
+    let Some(params) = params else {
+        return Err("the subscription id is missing".to_string());
+    };
+    match serde_json::from_str::<serde_json::Value>(params) {
+        Ok(serde_json::Value::Array(items)) => match items.as_slice() {
+            [serde_json::Value::String(_)] => Ok(()),
+            [serde_json::Value::Number(n)] if n.is_u64() => Ok(()),
+            [other] => Err(format!("a subscription id is a string or a non-negative integer, not {other}")),
+            _ => Err(format!("expected one subscription id, got {} params", items.len())),
+        },
+        Ok(other) => Err(format!("expected an array holding the subscription id, got {other}")),
+        Err(e) => Err(format!("params are not JSON: {e}")),
     }
 }
 
