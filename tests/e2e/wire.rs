@@ -577,3 +577,29 @@ fn unsubscribe_refuses_params_it_cannot_read() {
     assert_eq!(client.result("events.unsubscribe", json!([sub])), true);
     assert_eq!(client.result("events.unsubscribe", json!([sub])), false);
 }
+
+#[test]
+fn lines_left_unfinished_lose_the_budget_to_a_fresh_request() {
+    use std::io::Write;
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    env.scafld(&["plan", "t1", "--title", "T"]).assert_code(0);
+    // Seven connections stall 9 MiB into a line each: 63 MiB of the 64 MiB budget.
+    let chunk = vec![b'b'; 9 << 20];
+    let _holders: Vec<std::os::unix::net::UnixStream> = (0..7)
+        .map(|_| {
+            let mut stream = scafld_tests::connect_socket(&env.socket).unwrap();
+            stream.write_all(br#"{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{"x":""#).unwrap();
+            stream.write_all(&chunk).unwrap();
+            stream
+        })
+        .collect();
+    // Another client's legitimate 4 MB request is served; a stalled line makes room for it.
+    let text = std::fs::read_to_string(env.work.join(".scafld/specs/drafts/t1.md")).unwrap();
+    let text = format!("{text}\n{}", format!("{}\n", "z".repeat(100)).repeat(40_000));
+    let root = env.work.display().to_string();
+    let reply = env.client().call("task.check", json!({"root": root, "task_id": "t1", "text": text}));
+    assert!(reply.get("result").is_some(), "{}", &reply.to_string()[..reply.to_string().len().min(400)]);
+}

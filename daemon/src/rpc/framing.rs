@@ -4,12 +4,14 @@
 //! so the connection survives it: the rest of an oversized line is discarded as it arrives and
 //! memory stays bounded by the cap.
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::Decoder;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame {
@@ -17,9 +19,82 @@ pub enum Frame {
     /// A line longer than the cap; reported once, as soon as the cap is passed.
     Oversized,
     NotUtf8,
-    /// The connections together hold more unfinished lines than their budget, and this one
-    /// holds more than [`SMALL_PARTIAL`] of them; the connection should be closed.
+    /// The connections together hold more unfinished lines than their budget, and this one's
+    /// large unfinished line is the one begun longest ago (or it was dropped for a newer
+    /// one); the connection should be closed.
     OverBudget,
+}
+
+/// The unfinished request lines of every connection, against one budget. When they pass it,
+/// the large line (over [`SMALL_PARTIAL`]) begun longest ago is dropped: a line left
+/// unfinished (a stalled or hostile client) loses to a fresh request that needs the room.
+pub struct PartialLines {
+    budget: usize,
+    state: std::sync::Mutex<PartialState>,
+}
+
+#[derive(Default)]
+struct PartialState {
+    total: usize,
+    next: u64,
+    holders: HashMap<u64, Holder>,
+}
+
+struct Holder {
+    held: usize,
+    /// When its unfinished line passed [`SMALL_PARTIAL`].
+    large_since: Option<Instant>,
+    /// Cancelled when its line is dropped to make room for another's.
+    dropped: CancellationToken,
+}
+
+impl PartialLines {
+    pub fn new(budget: usize) -> Arc<PartialLines> {
+        Arc::new(PartialLines { budget, state: std::sync::Mutex::new(PartialState::default()) })
+    }
+
+    fn join(&self, dropped: CancellationToken) -> u64 {
+        let mut state = crate::sync::lock(&self.state);
+        state.next += 1;
+        let key = state.next;
+        state.holders.insert(key, Holder { held: 0, large_since: None, dropped });
+        key
+    }
+
+    fn leave(&self, key: u64) {
+        let mut state = crate::sync::lock(&self.state);
+        if let Some(holder) = state.holders.remove(&key) {
+            state.total -= holder.held;
+        }
+    }
+
+    /// Count `buffered` bytes for `key`; true when its line is to be dropped (it is the
+    /// oldest large one while over the budget, or was already dropped for another).
+    fn account(&self, key: u64, buffered: usize) -> bool {
+        let mut state = crate::sync::lock(&self.state);
+        let Some(holder) = state.holders.get_mut(&key) else { return true };
+        let before = std::mem::replace(&mut holder.held, buffered);
+        holder.large_since = if buffered > SMALL_PARTIAL { holder.large_since.or(Some(Instant::now())) } else { None };
+        state.total = state.total - before + buffered;
+        while buffered > SMALL_PARTIAL && state.total > self.budget {
+            let oldest = state
+                .holders
+                .iter()
+                .filter_map(|(key, holder)| holder.large_since.map(|since| (since, *key)))
+                .min()
+                .map(|(_, key)| key);
+            match oldest {
+                Some(oldest) if oldest != key => {
+                    if let Some(dropped) = state.holders.remove(&oldest) {
+                        state.total -= dropped.held;
+                        dropped.dropped.cancel();
+                    }
+                }
+                _ => return true,
+            }
+        }
+        false
+    }
 }
 
 /// An unfinished line this short never counts against a connection when the budget is spent:
@@ -32,39 +107,36 @@ pub struct LineDecoder {
     scanned: usize,
     /// Inside an oversized line: drop bytes until the next newline.
     discarding: bool,
-    /// Partial-line bytes of every connection, and what this one has counted in it.
-    shared: Option<(Arc<AtomicUsize>, usize)>,
-    held: usize,
+    /// Unfinished lines of every connection, and this one's key among them.
+    shared: Option<(Arc<PartialLines>, u64)>,
 }
 
 impl LineDecoder {
     pub fn new(max_len: usize) -> LineDecoder {
-        LineDecoder { max_len, scanned: 0, discarding: false, shared: None, held: 0 }
+        LineDecoder { max_len, scanned: 0, discarding: false, shared: None }
     }
 
-    /// Count this decoder's buffered bytes in `total`, shared by every connection, and report
-    /// [`Frame::OverBudget`] when `total` passes `budget` while this one holds a large part.
-    pub fn with_shared_budget(mut self, total: Arc<AtomicUsize>, budget: usize) -> LineDecoder {
-        self.shared = Some((total, budget));
+    /// Count this decoder's buffered bytes in `lines`, shared by every connection, and report
+    /// [`Frame::OverBudget`] when its line is the one to drop; `dropped` is cancelled when it
+    /// is dropped for another connection's line (the connection should then close too).
+    pub fn with_shared_budget(mut self, lines: Arc<PartialLines>, dropped: CancellationToken) -> LineDecoder {
+        let key = lines.join(dropped);
+        self.shared = Some((lines, key));
         self
     }
 
-    /// Bring the shared count up to date with the buffer; true when over the budget.
+    /// Bring the shared count up to date with the buffer; true when this line is dropped.
     fn account(&mut self, buffered: usize) -> bool {
-        let Some((total, budget)) = &self.shared else { return false };
-        if buffered >= self.held {
-            total.fetch_add(buffered - self.held, Ordering::Relaxed);
-        } else {
-            total.fetch_sub(self.held - buffered, Ordering::Relaxed);
-        }
-        self.held = buffered;
-        buffered > SMALL_PARTIAL && total.load(Ordering::Relaxed) > *budget
+        let Some((lines, key)) = &self.shared else { return false };
+        lines.account(*key, buffered)
     }
 }
 
 impl Drop for LineDecoder {
     fn drop(&mut self) {
-        self.account(0);
+        if let Some((lines, key)) = &self.shared {
+            lines.leave(*key);
+        }
     }
 }
 
@@ -180,27 +252,29 @@ mod tests {
     }
 
     #[test]
-    fn connections_share_a_budget_for_unfinished_lines() {
-        let total = Arc::new(AtomicUsize::new(0));
-        let budget = SMALL_PARTIAL * 3;
+    fn connections_share_a_budget_and_the_line_unfinished_longest_is_dropped() {
+        let lines = PartialLines::new(SMALL_PARTIAL * 3);
         let big = |n| {
-            let mut d = LineDecoder::new(usize::MAX).with_shared_budget(total.clone(), budget);
+            let dropped = CancellationToken::new();
+            let mut d = LineDecoder::new(usize::MAX).with_shared_budget(lines.clone(), dropped.clone());
             let mut buf = BytesMut::from(&vec![b'x'; n][..]);
             let frame = d.decode(&mut buf).unwrap();
-            (d, buf, frame)
+            (d, buf, dropped, frame)
         };
-        let (a, _, first) = big(SMALL_PARTIAL * 2);
+        let (mut a, mut a_buf, a_dropped, first) = big(SMALL_PARTIAL * 2);
         assert_eq!(first, None);
-        // The second large partial line passes the budget: that connection is told so.
-        let (_b, buf, second) = big(SMALL_PARTIAL * 2);
-        assert_eq!((second, buf.len()), (Some(Frame::OverBudget), 0));
+        // A second large line passes the budget: the older one is dropped for it.
+        let (b, _, b_dropped, second) = big(SMALL_PARTIAL * 2);
+        assert_eq!(second, None);
+        assert!(a_dropped.is_cancelled() && !b_dropped.is_cancelled());
+        a_buf.extend_from_slice(b"x");
+        assert_eq!(a.decode(&mut a_buf).unwrap(), Some(Frame::OverBudget));
         // A small one still gets through while the budget is spent.
-        let mut small = LineDecoder::new(usize::MAX).with_shared_budget(total.clone(), budget);
+        let mut small = LineDecoder::new(usize::MAX).with_shared_budget(lines.clone(), CancellationToken::new());
         let mut buf = BytesMut::from(&b"{}"[..]);
         assert_eq!(small.decode(&mut buf).unwrap(), None);
-        drop(small);
-        drop(a);
-        assert_eq!(total.load(Ordering::Relaxed), 0, "closed connections give their bytes back");
+        drop((small, a, b));
+        assert_eq!(crate::sync::lock(&lines.state).total, 0, "closed connections give their bytes back");
     }
 
     #[test]

@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::error::RpcError;
-use crate::rpc::framing::{Frame, LineDecoder};
+use crate::rpc::framing::{Frame, LineDecoder, PartialLines};
 
 /// Lines a connection's outbox holds before it reads no more requests and takes no more
 /// notifications; also the notification queue's bound, past which subscriptions wait.
@@ -57,8 +57,9 @@ pub struct Limits {
     /// Requests of one connection being handled at once; past it the connection is not read
     /// until one finishes (the client's writes then block: backpressure, not memory).
     pub in_flight_per_connection: usize,
-    /// Bytes of unfinished request lines held across all connections. Past it, a connection
-    /// holding more than [`framing::SMALL_PARTIAL`] of them is told so and closed.
+    /// Bytes of unfinished request lines held across all connections. Past it, of the
+    /// connections holding more than [`framing::SMALL_PARTIAL`] of them the one whose line
+    /// was begun the longest ago is told so and closed.
     pub partial_line_budget: usize,
     /// Connections open at once. Past it, the connection idle the longest (nothing in flight,
     /// no subscription) is closed to make room; when none is idle the new one gets `busy`.
@@ -144,7 +145,7 @@ pub async fn serve(listener: UnixListener, methods: Methods, shutdown: Cancellat
     let next_conn_id = AtomicUsize::new(1);
     let own_uid = nix::unistd::getuid().as_raw();
     let limits = Arc::new(limits);
-    let partial_bytes = Arc::new(AtomicUsize::new(0));
+    let partial_bytes = PartialLines::new(limits.partial_line_budget);
     let idle = Arc::new(IdleConnections::default());
     let subscribed = Arc::new(Subscribed { max: limits.max_subscribed(), count: std::sync::Mutex::new(0) });
     let mut last_accept_warning: Option<tokio::time::Instant> = None;
@@ -285,7 +286,7 @@ struct Connection {
 /// The limits one connection works under, with the count of partial-line bytes it shares.
 struct ConnectionLimits {
     limits: Arc<Limits>,
-    partial_bytes: Arc<AtomicUsize>,
+    partial_bytes: Arc<PartialLines>,
     idle: Arc<IdleConnections>,
     /// Cancelled when the connection is closed to make room for a new one.
     evicted: CancellationToken,
@@ -369,8 +370,9 @@ async fn serve_connection(
     });
     let mut out = Outbox::default();
     let mut calls = FuturesUnordered::new();
-    let decoder = LineDecoder::new(MAX_REQUEST_LINE_BYTES)
-        .with_shared_budget(limits.partial_bytes.clone(), limits.limits.partial_line_budget);
+    let line_dropped = CancellationToken::new();
+    let decoder =
+        LineDecoder::new(MAX_REQUEST_LINE_BYTES).with_shared_budget(limits.partial_bytes.clone(), line_dropped.clone());
     let mut frames = FramedRead::new(read_half, decoder);
     let (idle_timeout, in_flight_cap) = (limits.limits.idle_timeout, limits.limits.in_flight_per_connection);
     let evicted = limits.evicted.clone();
@@ -386,18 +388,18 @@ async fn serve_connection(
                 info!(conn = conn_id.0, "closing the longest idle connection to make room for a new one");
                 break Ending::Connection;
             }
+            // Its unfinished line was dropped to make room for a newer one's.
+            _ = line_dropped.cancelled() => {
+                out.push(line_dropped_reply());
+                break Ending::Connection;
+            }
             Some(reply) = calls.next(), if !calls.is_empty() => out.push(reply),
             Some(message) = notifications.recv(), if out.has_room() => out.push(Some((message, None))),
             // No more than the cap in flight, and no more read while replies back up.
             frame = frames.next(), if calls.len() < in_flight_cap && out.has_room() => match frame {
                 Some(Ok(Frame::Line(line))) => calls.push(conn.clone().handle_line(line)),
                 Some(Ok(Frame::OverBudget)) => {
-                    let error = RpcError::new(
-                        ErrorKind::Busy,
-                        "the daemon holds too many unfinished request lines; this connection's was dropped",
-                    )
-                    .with_hint("send each request as one line ending in a newline");
-                    out.push(reply(MethodResponse::error(Id::Null, ErrorObjectOwned::from(error))));
+                    out.push(line_dropped_reply());
                     break Ending::Connection;
                 }
                 Some(Ok(Frame::Oversized)) => {
@@ -488,6 +490,16 @@ async fn serve_connection(
         tokio::spawn(async move { while calls.next().await.is_some() {} });
     }
     debug!(conn = conn_id.0, "connection closed");
+}
+
+/// The answer to a connection whose unfinished line was dropped over the shared budget.
+fn line_dropped_reply() -> Option<Reply> {
+    let error = RpcError::new(
+        ErrorKind::Busy,
+        "the daemon holds too many unfinished request lines; this connection's, begun the longest ago, was dropped",
+    )
+    .with_hint("send each request as one line ending in a newline, without pausing inside it");
+    reply(MethodResponse::error(Id::Null, ErrorObjectOwned::from(error)))
 }
 
 /// The next frame of a reader still kept; never, once it is gone.
