@@ -545,6 +545,10 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
 
 pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> {
     let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
+    // While the lease still holds, as a claim given back does: once the job is queued again the
+    // next claim (same attempt, so the same scratch name) may be preparing its own run.
+    crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
+    drop_scratch(daemon, &job);
     daemon
         .jobs
         .update_leased(daemon.store(), &job.id, &p.lease_token, |r| {
@@ -555,8 +559,6 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
             }
         })
         .ok_or_else(|| stale_lease(&job.id))?;
-    crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
-    drop_scratch(daemon, &job);
     publish(daemon, &session, &job.id, "requeued", &format!("released by worker {}", lease.worker_id));
     daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: JobState::Queued });
     Ok(m::LeaseResult { job_id: job.id, state: m::JobState::Queued, lease_expires_in_seconds: 0.0 })
