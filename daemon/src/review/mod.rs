@@ -661,7 +661,9 @@ fn prepare_run(
     let client_exe = if client_exe.is_empty() { "scafld" } else { client_exe };
     let place =
         providers::Place { scratch: &scratch, root: &ws.root, client_exe, socket: &daemon.options.socket_path, env };
-    let invocation = providers::invocation(provider, &place, &daemon.submissions, expect)?;
+    // A run that cannot be prepared leaves none of what was written for it (credentials among it).
+    let invocation = providers::invocation(provider, &place, &daemon.submissions, expect)
+        .inspect_err(|_| drop(std::fs::remove_dir_all(&scratch)))?;
     Ok((scratch, invocation))
 }
 

@@ -218,7 +218,7 @@ async fn run_external(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<Outcome, ReviewerFailure> {
     let Reviewer { ws, config, template, provider } = reviewer;
-    // Held until the run's files are written and its scratch folder removed.
+    // Held until the run's files are written.
     let held = ws.anchored();
     let (root, anchored) = (format!("{}/", ws.root.display()), format!("{}/", held.display()));
     let relative = |mut f: ReviewerFailure| {
@@ -249,6 +249,7 @@ async fn run_external(
         expect,
     )
     .map_err(|e| internal(format!("cannot prepare the {} run: {e}", provider.name())))?;
+    let scratch = Scratch(scratch);
     provenance.channel = invocation.output_format.to_string();
     let on_spawn = {
         let (daemon, id) = (daemon.clone(), job_id.to_string());
@@ -288,10 +289,20 @@ async fn run_external(
             provenance.clone(),
         )
     });
-    let _ = std::fs::remove_dir_all(&scratch);
+    drop(scratch);
     let mut outcome = outcome.map_err(relative)?;
     outcome.answer = outcome.answer.map_err(relative);
     Ok(outcome)
+}
+
+/// A daemon-run reviewer's scratch folder (what the CLI is given of the user's credentials
+/// among it), removed when the run ends however it ends: a job aborted mid-run drops it too.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Read what a run left: a dossier for the gate, or a template answer (UNKNOWN included).
