@@ -210,7 +210,9 @@ pub(crate) async fn require_context_files(ws: &Workspace, files: &[String]) -> R
     });
     match leading.await {
         Ok(Some((written, reached))) => Err(refuse(format!("{KEY}: {}", through_link(&written, &reached)))),
-        _ => Ok(()),
+        Ok(None) => Ok(()),
+        // Unchecked is not checked: the config is not taken as safe.
+        Err(e) => Err(RpcError::internal(format!("cannot check {KEY} for symlinks: {e}"))),
     }
 }
 
