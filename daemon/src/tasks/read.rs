@@ -438,8 +438,12 @@ async fn problems(
 ) -> RpcResult<Vec<m::Diagnostic>> {
     let mut diagnostics = all_diagnostics(entry);
     if !entry.duplicates.is_empty() {
-        // The duplicate's error comes first (line 0, inserted first); said with the ledger's view.
-        diagnostics[0].message.clone_from(&super::explained_errors(daemon, ws, entry)?.0[0].message);
+        // The duplicate's error comes first (line 0, inserted first); said with the ledger's view
+        // when the ledger can be read, else as the text alone says it (a state database that
+        // cannot be read must not cost every other spec its diagnostics).
+        if let Ok((explained, _)) = super::explained_errors(daemon, ws, entry) {
+            diagnostics[0].message.clone_from(&explained[0].message);
+        }
     }
     let draft = entry.parsed.spec.status() == Some(Status::Draft);
     diagnostics.extend(workspace_diagnostics(ws, &entry.parsed.spec, draft).await);
