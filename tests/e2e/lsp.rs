@@ -1104,6 +1104,22 @@ fn lsp_refuses_requests_out_of_the_handshakes_order_plainly() {
     assert!(lenses["result"].as_array().is_some_and(|l| !l.is_empty()), "{lenses}");
 }
 
+/// An editor that gives up right after `initialize` (`shutdown` before `initialized`) has its
+/// shutdown answered and the `exit` after it is a clean one (status 0).
+#[test]
+fn lsp_shut_down_before_initialized_exits_cleanly() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    init(&env);
+    let mut lsp = Lsp::spawn(&env, &env.work, &[]);
+    let id = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&env.work), "capabilities": {}}));
+    assert!(lsp.response(id)["result"]["capabilities"].is_object());
+    let shutdown = lsp.call("shutdown", json!(null));
+    assert!(shutdown.get("error").is_none() && shutdown["result"].is_null(), "{shutdown}");
+    lsp.notify("exit", json!(null));
+    assert_eq!(lsp.exit_code(), 0);
+}
+
 /// An editor that runs the server on every Markdown file (Helix, as README sets it up) gets
 /// nothing, never an error, for one that is no spec: hover `null`, no symbols, no lenses.
 #[test]

@@ -228,6 +228,8 @@ fn await_initialize(connection: &lsp_server::Connection) -> Handshake<(RequestId
 /// Wait for `initialized` once `initialize` is answered, keeping what else came meanwhile for
 /// the server to serve after it (an editor should send nothing before it, but a message that
 /// did come is not lost); another `initialize` is refused with -32600 "already initialized".
+/// A `shutdown` ends the wait too: the editor waits for its answer, not to send `initialized`,
+/// and the `exit` after it is then a clean one.
 fn await_initialized(connection: &lsp_server::Connection) -> Handshake<Vec<Message>> {
     let mut early = Vec::new();
     loop {
@@ -235,6 +237,10 @@ fn await_initialized(connection: &lsp_server::Connection) -> Handshake<Vec<Messa
             Err(_) => return Handshake::Ended,
             Ok(Message::Notification(n)) if n.method == "initialized" => return Handshake::Go(early),
             Ok(Message::Notification(n)) if n.method == "exit" => return Handshake::Exit,
+            Ok(Message::Request(request)) if request.method == "shutdown" => {
+                early.push(Message::Request(request));
+                return Handshake::Go(early);
+            }
             Ok(Message::Request(request)) if request.method == "initialize" => {
                 let _ = connection.sender.send(already_initialized(request.id).into());
             }
