@@ -464,24 +464,31 @@ fn finalize_refuses_without_a_pass_and_mints_nothing_when_acceptance_fails() {
     env.scafld(&["finalize", "rev"]).assert_code(0);
 }
 
+/// A task with `scope`, built and reviewed to a pass, whose criterion runs `change` once a flag
+/// outside the scope is set; the flag is then set and finalize's refusal (exit 4) returned.
+fn finalize_changing_while_running(env: &TestEnv, scope: &str, change: &str) -> Run {
+    let flag = env.path("flag");
+    let phase = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && {{ test ! -e {} || {change}; }}`\n",
+        flag.display()
+    );
+    opened(env, scope, &phase);
+    write(env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    command_review(env, &reviewer(env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    std::fs::write(&flag, "").unwrap();
+    let refused = env.scafld(&["finalize", "rev", "--json"]);
+    refused.assert_code(4);
+    refused
+}
+
 /// A scoped file changed while finalize's criteria run (here by the criterion itself, once a
 /// flag outside the scope is set) is content no reviewer saw: finalize refuses (exit 4) naming
 /// it, mints nothing and leaves the task in review; the next build re-runs the stale evidence.
 #[test]
 fn finalize_refuses_files_changed_while_its_criteria_ran() {
     let env = TestEnv::new();
-    let flag = env.path("flag");
-    let phase = format!(
-        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && {{ test ! -e {} || echo '// unreviewed' >> src/lib.rs; }}`\n",
-        flag.display()
-    );
-    opened(&env, "src/lib.rs", &phase);
-    write(&env, "src/lib.rs", "pub fn greet() {}\n");
-    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
-    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
-    std::fs::write(&flag, "").unwrap();
-    let refused = env.scafld(&["finalize", "rev", "--json"]);
-    refused.assert_code(4);
+    let refused = finalize_changing_while_running(&env, "src/lib.rs", "echo '// unreviewed' >> src/lib.rs");
     let error = refused.json()["error"].clone();
     let message = error["message"].as_str().unwrap();
     assert!(message.contains("changed while its criteria ran") && message.contains("src/lib.rs (changed)"), "{error}");
@@ -499,18 +506,7 @@ fn finalize_refuses_files_changed_while_its_criteria_ran() {
 #[test]
 fn finalize_names_a_file_changed_while_its_criteria_ran_exactly_in_json() {
     let env = TestEnv::new();
-    let flag = env.path("flag");
-    let phase = format!(
-        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && {{ test ! -e {} || touch \"src/evil$(printf '\\nnext'): x\"; }}`\n",
-        flag.display()
-    );
-    opened(&env, "src/", &phase);
-    write(&env, "src/lib.rs", "pub fn greet() {}\n");
-    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
-    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
-    std::fs::write(&flag, "").unwrap();
-    let refused = env.scafld(&["finalize", "rev", "--json"]);
-    refused.assert_code(4);
+    let refused = finalize_changing_while_running(&env, "src/", "touch \"src/evil$(printf '\\nnext'): x\"");
     let error = refused.json()["error"].clone();
     assert!(env.work.join("src/evil\nnext: x").exists(), "{error}");
     assert_eq!(
