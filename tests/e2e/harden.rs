@@ -703,19 +703,10 @@ fn a_harden_provider_writing_a_monorepos_git_hook_never_passes() {
     assert!(result["problems"].to_string().contains("hooks/pre-commit"), "{result}");
 }
 
-/// A draft edited by hand while the provider judges it is refused with nothing recorded over the
-/// edit, and the refusal says the draft changed while the provider ran, by hand as much as by
-/// anyone: it never says the provider changed it. Before, it blamed the provider.
-#[test]
-fn a_draft_edited_by_hand_during_a_delegated_harden_is_not_blamed_on_the_provider() {
-    use std::process::Stdio;
-    let env = TestEnv::new();
-    git(&env.work, &["init", "-q"]);
-    env.init();
-    std::fs::create_dir_all(env.work.join("src")).unwrap();
-    std::fs::write(env.work.join("src/a.rs"), "fn a() {}\n").unwrap();
-    let draft_path = env.work.join(".scafld/specs/drafts/shape.md");
-    std::fs::write(&draft_path, DRAFT.replace("SUMMARY", "Take.")).unwrap();
+/// A provider command that answers a clean dossier only once it is let go: it touches the
+/// returned `started` file when it runs, waits for `go` to exist, then answers; the third value
+/// is the command.
+fn held_provider(env: &TestEnv) -> (std::path::PathBuf, std::path::PathBuf, String) {
     let answer = dossier(
         &all("clean", "spec_gap:none").iter().map(|(d, r, a)| (*d, r.as_str(), a.as_str())).collect::<Vec<_>>(),
     );
@@ -731,7 +722,23 @@ fn a_draft_edited_by_hand_during_a_delegated_harden_is_not_blamed_on_the_provide
     )
     .unwrap();
     std::process::Command::new("chmod").arg("+x").arg(&waits).status().unwrap();
-    let waits = waits.display().to_string();
+    (started, go, waits.display().to_string())
+}
+
+/// A draft edited by hand while the provider judges it is refused with nothing recorded over the
+/// edit, and the refusal says the draft changed while the provider ran, by hand as much as by
+/// anyone: it never says the provider changed it. Before, it blamed the provider.
+#[test]
+fn a_draft_edited_by_hand_during_a_delegated_harden_is_not_blamed_on_the_provider() {
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/a.rs"), "fn a() {}\n").unwrap();
+    let draft_path = env.work.join(".scafld/specs/drafts/shape.md");
+    std::fs::write(&draft_path, DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let (started, go, waits) = held_provider(&env);
     let args = ["harden", "shape", "--provider", "command", "--provider-command", &waits, "--json"];
     let call = env.scafld_command(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     scafld_tests::wait_until("the provider to run", || started.exists());
@@ -775,22 +782,7 @@ fn a_commit_in_another_worktree_during_a_delegated_harden_is_no_change_here() {
     std::fs::create_dir_all(wt.join("src")).unwrap();
     std::fs::write(wt.join("src/a.rs"), "fn a() {}\n").unwrap();
     std::fs::write(wt.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
-    let answer = dossier(
-        &all("clean", "spec_gap:none").iter().map(|(d, r, a)| (*d, r.as_str(), a.as_str())).collect::<Vec<_>>(),
-    );
-    let (started, go) = (env.path("started"), env.path("go"));
-    let waits = env.path("waits.sh");
-    std::fs::write(
-        &waits,
-        format!(
-            "#!/bin/sh\ncat >/dev/null\ntouch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.05; done\ncat <<'JSON'\n{answer}\nJSON\n",
-            started.display(),
-            go.display()
-        ),
-    )
-    .unwrap();
-    std::process::Command::new("chmod").arg("+x").arg(&waits).status().unwrap();
-    let waits = waits.display().to_string();
+    let (started, go, waits) = held_provider(&env);
     let args = ["harden", "shape", "--provider", "command", "--provider-command", &waits, "--json"];
     let call = in_wt(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     scafld_tests::wait_until("the provider to run", || started.exists());
