@@ -2586,3 +2586,50 @@ fn a_call_refused_unstarted_by_a_stopping_daemon_goes_to_the_next_one() {
     // The command's call was served by the daemon it started.
     env.scafld(&["daemon", "status"]).assert_code(0);
 }
+
+/// A worker waits for its daemon; it never starts one. Its claim refused unstarted by a
+/// stopping daemon (a stand-in, as above) goes to no daemon the worker would start: the
+/// worker says it is reconnecting, and serves once a daemon is started.
+#[test]
+fn a_workers_claim_refused_unstarted_waits_for_a_daemon_and_starts_none() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = TestEnv::new();
+    crate::review::to_review(&env);
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    wait_until("the daemon's socket to go", || !env.socket.exists());
+    let listener = UnixListener::bind(&env.socket).unwrap();
+    let socket = env.socket.clone();
+    // The claim waits for the handshake's answer: the stand-in refuses that, and is gone.
+    let stopping = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        stream.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        let mut line = String::new();
+        BufReader::new(stream.try_clone().unwrap()).read_line(&mut line).unwrap();
+        let request = serde_json::from_str::<serde_json::Value>(&line).unwrap();
+        drop(listener);
+        std::fs::remove_file(&socket).unwrap();
+        let message = "the daemon is shutting down and takes no new calls";
+        let data = json!({"kind": "shutting_down", "message": message, "details": {"not_started": true}});
+        let error = json!({"code": 1009, "message": message, "data": data});
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"], "error": error});
+        stream.write_all(format!("{reply}\n").as_bytes()).unwrap();
+        request["method"].as_str().unwrap_or_default().to_string()
+    });
+    let script = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
+    let log = env.path("worker.err");
+    let mut worker = env
+        .scafld_command(&["worker", "--provider", "command", "--provider-command", &script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(stopping.join().unwrap(), "daemon.hello");
+    wait_until("the worker reconnecting", || said().contains("reconnecting"));
+    assert!(!env.socket.exists(), "the worker started no daemon: {}", said());
+    env.scafld(&["daemon", "start"]).assert_code(0);
+    env.scafld(&["review", "rev", "--reviewers", "worker", "--min-attack-angles", "2", "--json"]).assert_code(0);
+    assert!(worker.try_wait().unwrap().is_none(), "the worker serves on: {}", said());
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+}

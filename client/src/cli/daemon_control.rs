@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use scafld_client::connection::HelloCheck;
+use scafld_client::connection::{HelloCheck, Reconnect};
 use scafld_client::{ClientError, Connection, Paths};
 use scafld_protocol::methods::{DaemonStatusResult, Executable, HelloResult, Serving};
 
@@ -599,11 +599,25 @@ pub fn build_check(
 /// must be of `own`, the build the worker started with (the `scafldd` beside it then, which
 /// an upgrade may have replaced since), or the connection is refused by [`worker_check`].
 pub fn reconnect_worker(paths: &Paths, own: Option<&Executable>) -> Result<Connection, CliError> {
-    let conn = Connection::connect_pipelined(&paths.socket, None).map_err(connect_error)?;
-    Ok(match own {
+    worker_connection(paths, own).map_err(connect_error)
+}
+
+/// A worker's connection to the daemon at `paths` (see [`reconnect_worker`]). A call a
+/// stopping daemon refused unstarted goes again the same way, never to a daemon the worker
+/// started or to another build's: a worker waits for its daemon; it does not start one.
+fn worker_connection(paths: &Paths, own: Option<&Executable>) -> Result<Connection, ClientError> {
+    let conn = Connection::connect_pipelined(&paths.socket, None)?;
+    let conn = match own {
         Some(own) => conn.checking_hello(worker_check(own.clone())),
         None => conn,
-    })
+    };
+    Ok(conn.reconnecting(Some(worker_reconnect(paths, own))))
+}
+
+/// How a worker's calls refused unstarted by a stopping daemon reach the next one.
+pub fn worker_reconnect(paths: &Paths, own: Option<&Executable>) -> Reconnect {
+    let (paths, own) = (paths.clone(), own.cloned());
+    std::sync::Arc::new(move || worker_connection(&paths, own.as_ref()))
 }
 
 /// Whether `error` says the daemon is of another build or protocol than the worker's: it

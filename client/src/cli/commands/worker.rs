@@ -253,7 +253,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
     // The build this worker is: the `scafldd` beside it now, which it starts or replaces a
     // daemon of another build with; a daemon it reconnects to later must be that build.
     let own = crate::cli::daemon_control::own_daemon();
-    let mut conn = ctx.connect()?;
+    let mut conn = ctx.connect()?.reconnecting(Some(daemon_control::worker_reconnect(ctx.paths()?, own.as_ref())));
     // What a provider orphans (a new session and a cleared environment) comes back to us, to
     // be killed with its run (`scafld_local::reaper`); without it, only its group and token.
     if let Err(e) = scafld_local::reaper::become_subreaper() {
