@@ -161,6 +161,29 @@ impl Daemon {
         }
     }
 
+    /// Begin the stop only if the daemon runs no job and serves no call that is work, checked
+    /// with the served calls' table held (see [`crate::serving::Serving::unless_serving`]); otherwise `busy`,
+    /// saying with what.
+    pub fn request_shutdown_if_idle(&self, reason: &str) -> RpcResult<()> {
+        let stopped = self.serving.unless_serving(|| {
+            let jobs = self.jobs.counts();
+            if jobs.queued + jobs.running > 0 {
+                return Err(jobs);
+            }
+            self.request_shutdown(reason);
+            Ok(())
+        });
+        let (jobs, serving) = match stopped {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(jobs)) => (jobs, Vec::new()),
+            Err(serving) => (self.jobs.counts(), serving),
+        };
+        let details = serde_json::json!({ "jobs": jobs, "serving": serving });
+        Err(RpcError::new(ErrorKind::Busy, "the daemon was not stopped: it runs jobs or serves calls that are work")
+            .with_details(details)
+            .with_hint("`scafld daemon status` says what it runs; `scafld daemon stop` stops it anyway"))
+    }
+
     pub async fn status(&self) -> RpcResult<DaemonStatusResult> {
         Ok(DaemonStatusResult {
             daemon_version: DAEMON_VERSION.to_string(),

@@ -25,6 +25,22 @@ impl Serving {
         Call { table: self.clone(), method }
     }
 
+    /// Run `then` with the table held unless a call is counted in it (those are the error):
+    /// a call counts itself before it checks whether the daemon stops, so when `then`
+    /// begins the stop, no call starts between this check and the stop.
+    pub fn unless_serving<T>(&self, then: impl FnOnce() -> T) -> Result<T, Vec<Count>> {
+        let table = crate::sync::lock(&self.0);
+        if !table.is_empty() {
+            return Err(table
+                .iter()
+                .map(|(method, calls)| Count { method: method.to_string(), calls: *calls })
+                .collect());
+        }
+        let done = then();
+        drop(table);
+        Ok(done)
+    }
+
     /// The calls in flight, by method (in name order).
     pub fn counts(&self) -> Vec<Count> {
         crate::sync::lock(&self.0)
@@ -59,5 +75,14 @@ mod tests {
         drop(first);
         drop(second);
         assert!(serving.counts().is_empty());
+    }
+
+    #[test]
+    fn nothing_runs_unless_the_table_is_empty() {
+        let serving = Serving::default();
+        let call = serving.begin("task.build");
+        assert_eq!(serving.unless_serving(|| 1), Err(vec![Count { method: "task.build".into(), calls: 1 }]));
+        drop(call);
+        assert_eq!(serving.unless_serving(|| 1), Ok(1));
     }
 }

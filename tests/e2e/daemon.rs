@@ -2387,24 +2387,7 @@ fn a_daemon_of_another_build_is_replaced_when_idle_and_refused_while_it_runs_a_j
 #[test]
 fn a_daemon_of_another_build_serving_a_call_is_not_replaced_under_it() {
     let env = TestEnv::new();
-    // Finalize runs the criterion again, slowly when its caller asks.
-    let slow =
-        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && sleep ${FINALIZE_SLEEP:-0}`\n";
-    crate::gate::opened(&env, "src/lib.rs", slow);
-    crate::gate::write(&env, "src/lib.rs", "pub fn greet() {}\n");
-    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
-    let script = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
-    crate::review::command_review(&env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
-    let mut client = env.client();
-    let daemon = client.result("daemon.status", json!({}));
-    assert_eq!(daemon["serving"], json!([]), "the status call is not counted: {daemon}");
-
-    let mut finalizing = env.scafld_command(&["finalize", "rev", "--json"]);
-    finalizing.env("FINALIZE_SLEEP", "4").stdout(std::process::Stdio::piped());
-    let finalizing = finalizing.spawn().unwrap();
-    wait_until("finalize served", || {
-        client.result("daemon.status", json!({}))["serving"] == json!([{"method": "task.finalize", "calls": 1}])
-    });
+    let (finalizing, mut client, daemon) = finalize_being_served(&env);
     let human = env.scafld(&["daemon", "status"]);
     assert!(human.stdout.contains("serving:    1 call (task.finalize)"), "{}", human.stdout);
 
@@ -2435,6 +2418,48 @@ fn a_daemon_of_another_build_serving_a_call_is_not_replaced_under_it() {
     let replaced = other(&["list", "--json"]);
     replaced.assert_code(0);
     assert!(replaced.stderr.contains("stopped it and started"), "{}", replaced.stderr);
+}
+
+/// A reviewed task whose `finalize` (running its criterion again for 4 s) is being served, a
+/// raw client, and the daemon's status from before the call.
+fn finalize_being_served(env: &TestEnv) -> (std::process::Child, scafld_tests::RawClient, serde_json::Value) {
+    // Finalize runs the criterion again, slowly when its caller asks.
+    let slow =
+        "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs && sleep ${FINALIZE_SLEEP:-0}`\n";
+    crate::gate::opened(env, "src/lib.rs", slow);
+    crate::gate::write(env, "src/lib.rs", "pub fn greet() {}\n");
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    let script = crate::review::reviewer(env, "pass", &crate::review::pass(), "");
+    crate::review::command_review(env, &script, &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let mut client = env.client();
+    let daemon = client.result("daemon.status", json!({}));
+    assert_eq!(daemon["serving"], json!([]), "the status call is not counted: {daemon}");
+    let mut finalizing = env.scafld_command(&["finalize", "rev", "--json"]);
+    finalizing.env("FINALIZE_SLEEP", "4").stdout(std::process::Stdio::piped());
+    let finalizing = finalizing.spawn().unwrap();
+    wait_until("finalize served", || {
+        client.result("daemon.status", json!({}))["serving"] == json!([{"method": "task.finalize", "calls": 1}])
+    });
+    (finalizing, client, daemon)
+}
+
+/// A stop asked only if the daemon is idle (how a client replaces another build's daemon) is
+/// checked as the stop begins, so no call or job can start between a status check and the
+/// stop: refused `busy` naming what runs while a call that is work is served, nothing cut;
+/// once the call is answered, the daemon stops.
+#[test]
+fn a_stop_asked_only_if_idle_is_refused_while_work_is_served() {
+    let env = TestEnv::new();
+    let (finalizing, mut client, daemon) = finalize_being_served(&env);
+    let refused = client.call("daemon.shutdown", json!({"if_idle": true}));
+    assert_eq!(refused["error"]["data"]["kind"], "busy", "{refused}");
+    let served = &refused["error"]["data"]["details"]["serving"];
+    assert_eq!(served, &json!([{"method": "task.finalize", "calls": 1}]), "{refused}");
+    assert_eq!(client.result("daemon.status", json!({}))["pid"], daemon["pid"], "left running");
+    let finalized = Run::from(finalizing.wait_with_output().unwrap());
+    finalized.assert_code(0);
+    assert_eq!(client.result("daemon.shutdown", json!({"if_idle": true}))["stopping"], true);
+    wait_until("the daemon's socket to go", || !env.socket.exists());
 }
 
 /// A worker whose daemon was replaced by another build while its provider ran said so twice:

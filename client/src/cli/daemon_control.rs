@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use scafld_client::connection::{HelloCheck, Reconnect};
 use scafld_client::{ClientError, Connection, Paths};
-use scafld_protocol::methods::{DaemonStatusResult, Executable, HelloResult, Serving};
+use scafld_protocol::ErrorKind;
+use scafld_protocol::methods::{Executable, HelloResult, JobCounts, Serving};
 
 use super::exit::workflow;
 use super::output::CliError;
@@ -335,10 +336,23 @@ fn wait_ready(ready: &std::os::fd::OwnedFd, deadline: Instant) {
 /// Ask the daemon to shut down and wait until its socket stops answering. `Ok(None)` when no
 /// daemon was running.
 pub fn stop(paths: &Paths) -> Result<Option<u32>, CliError> {
+    stop_with(paths, false)
+}
+
+/// [`stop`], when `if_idle` only if the daemon runs no job and serves no call that is work
+/// as it begins to stop (refused `busy` otherwise, saying with what in `details`). A daemon
+/// of a release that cannot check that at its stop is stopped as [`stop`] does.
+fn stop_with(paths: &Paths, if_idle: bool) -> Result<Option<u32>, CliError> {
+    use scafld_protocol::methods::{DaemonShutdown, ShutdownParams};
     let pid = match Connection::connect(&paths.socket) {
         Ok(mut conn) => {
             let pid = conn.daemon().map_err(connect_error)?.pid;
-            conn.call::<scafld_protocol::methods::DaemonShutdown>(&Default::default()).map_err(rpc_error)?;
+            match conn.call::<DaemonShutdown>(&ShutdownParams { if_idle }) {
+                Err(ClientError::Rpc { data, .. }) if if_idle && data.kind == ErrorKind::InvalidParams => {
+                    conn.call::<DaemonShutdown>(&ShutdownParams::default()).map_err(rpc_error)?
+                }
+                shut => shut.map_err(rpc_error)?,
+            };
             pid
         }
         // None answers here; one holding the state directory for another socket is still
@@ -494,8 +508,8 @@ pub fn other_build(hello: &HelloResult, own: &Executable) -> String {
 /// What a daemon is busy with that stopping it would cut, in words (`None`: nothing): its
 /// jobs not finished, then the calls it serves that are work (`daemon.status`'s `serving`:
 /// a `finalize` running criteria, an `approve`; never a read or a wait).
-pub fn busy_with(status: &DaemonStatusResult) -> Option<String> {
-    let jobs = status.jobs.running + status.jobs.queued;
+pub fn busy_with(jobs: &JobCounts, serving: &[Serving]) -> Option<String> {
+    let jobs = jobs.running + jobs.queued;
     let mut busy = Vec::new();
     if jobs > 0 {
         busy.push(format!(
@@ -504,10 +518,22 @@ pub fn busy_with(status: &DaemonStatusResult) -> Option<String> {
             if jobs == 1 { "is" } else { "are" }
         ));
     }
-    if !status.serving.is_empty() {
-        busy.push(format!("it is serving {}", calls_served(&status.serving)));
+    if !serving.is_empty() {
+        busy.push(format!("it is serving {}", calls_served(serving)));
     }
     (!busy.is_empty()).then(|| busy.join(" and "))
+}
+
+/// The refusal to replace the daemon of another build (`other` says which) that is busy.
+fn busy_refusal(other: &str, jobs: &JobCounts, serving: &[Serving]) -> ClientError {
+    let busy = busy_with(jobs, serving).unwrap_or_else(|| "it became busy as it was asked to stop".into());
+    ClientError::Refused {
+        kind: "daemon_other_build".into(),
+        message: format!("{other}, and it was not restarted: {busy}"),
+        hint: Some(format!(
+            "run the command again once it is done (`scafld daemon status` says what it runs; the command restarts it then), or {STOP_ENDS_JOBS}"
+        )),
+    }
 }
 
 /// The calls a daemon serves, counted and named: `2 calls (task.finalize, task.approve)`.
@@ -564,14 +590,8 @@ pub fn build_check(
                     "restart it with `systemctl --user restart scafldd.service` (after pointing the unit's ExecStart at this client's scafldd, if it names another)".into(),
                 ));
             }
-            Ok(status) if busy_with(&status).is_some() => {
-                let busy = busy_with(&status).unwrap_or_default();
-                return Err(refused(
-                    format!("{other}, and it was not restarted: {busy}"),
-                    format!(
-                        "run the command again once it is done (`scafld daemon status` says what it runs; the command restarts it then), or {STOP_ENDS_JOBS}"
-                    ),
-                ));
+            Ok(status) if busy_with(&status.jobs, &status.serving).is_some() => {
+                return Err(busy_refusal(&other, &status.jobs, &status.serving));
             }
             Ok(_) => {}
             Err(e) => {
@@ -587,7 +607,18 @@ pub fn build_check(
                 e.hint.unwrap_or_else(|| format!("see {}", paths.log_file().display())),
             )
         };
-        stop(&paths).map_err(|e| failed("stopping it failed", e))?;
+        // Checked again as the stop begins: a job or a call may have started since.
+        match stop_with(&paths, true) {
+            Err(e) if e.code == ErrorKind::Busy.as_str() => {
+                let busy: Option<(JobCounts, Vec<Serving>)> = e.details.as_ref().and_then(|d| {
+                    let jobs = serde_json::from_value(d.get("jobs")?.clone()).ok()?;
+                    Some((jobs, serde_json::from_value(d.get("serving")?.clone()).ok()?))
+                });
+                let (jobs, serving) = busy.unwrap_or_default();
+                return Err(busy_refusal(&other, &jobs, &serving));
+            }
+            stopped => stopped.map_err(|e| failed("stopping it failed", e))?,
+        };
         wait_for_stopping(&paths);
         let pid = start(&paths).map_err(|e| failed("it was stopped, but starting this build's failed", e))?;
         note(&format!("scafld: {other}: stopped it and started this build's (pid {pid})"));

@@ -36,9 +36,15 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
         })
     });
     register::<m::DaemonStatus, _, _>(&mut module, |d, _| async move { d.status().await });
-    register::<m::DaemonShutdown, _, _>(&mut module, |d, _| async move {
-        // Reply first; the shutdown proceeds once this response is on its way.
-        tokio::spawn(async move { d.request_shutdown("daemon.shutdown requested by a client") });
+    register::<m::DaemonShutdown, _, _>(&mut module, |d, p| async move {
+        let reason = "daemon.shutdown requested by a client";
+        if p.if_idle {
+            // Begun here, atomically with the check; this call's reply is still written.
+            d.request_shutdown_if_idle(reason)?;
+        } else {
+            // Reply first; the shutdown proceeds once this response is on its way.
+            tokio::spawn(async move { d.request_shutdown(reason) });
+        }
         Ok(m::ShutdownResult { stopping: true })
     });
     register::<m::WorkspaceInit, _, _>(&mut module, |d, p| async move { workspace_init(&d, p).await });

@@ -95,8 +95,18 @@ pub struct JobCounts {
 
 method!(
     /// Stop accepting work, finish in-flight calls, flush state, remove the socket and exit 0.
-    no_work DaemonShutdown = "daemon.shutdown", NoParams => ShutdownResult
+    no_work DaemonShutdown = "daemon.shutdown", ShutdownParams => ShutdownResult
 );
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownParams {
+    /// Stop only if no job is queued or running and no call that is work is being served,
+    /// checked as the stop begins (no such call can start in between); otherwise refused
+    /// `busy`, with `details` `{jobs, serving}` as `daemon.status` counts them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub if_idle: bool,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShutdownResult {

@@ -258,7 +258,7 @@ fn daemon(paths: &scafld_client::Paths) -> Check {
             let other = crate::cli::daemon_control::other_build(&hello, &own);
             let busy = conn
                 .call::<scafld_protocol::methods::DaemonStatus>(&Default::default())
-                .map(|s| crate::cli::daemon_control::busy_with(&s));
+                .map(|s| crate::cli::daemon_control::busy_with(&s.jobs, &s.serving));
             match busy {
                 Ok(None) => check(
                     "daemon",
