@@ -512,8 +512,13 @@ fn init_inside_a_workspaces_scafld_folder_is_refused_and_commands_there_find_the
         refused.assert_code(2);
         let error = refused.json()["error"].clone();
         assert!(error["message"].as_str().unwrap().contains("inside git's own store"), "{error}");
-        assert!(error["hint"].as_str().unwrap().contains(&format!("in the work tree, {}", root.display())), "{error}");
+        let hint = error["hint"].as_str().unwrap();
+        let command = format!("scafld --root {} init", root.display());
+        assert!(hint.contains(&format!("in the work tree: `{command}`")), "{error}");
         assert!(!dir.join(".scafld").exists(), "a refused init writes nothing");
+        // The hint runs as printed, from where the refused command ran.
+        let args: Vec<&str> = command.split(' ').skip(1).collect();
+        scafld_in(&env, &dir, &args).assert_code(0);
     }
 
     let status = scafld_in(&env, &drafts, &["status", "greet", "--json"]);

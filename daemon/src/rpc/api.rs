@@ -217,7 +217,11 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
     let canonical = crate::daemon::canonical_root(root)?;
     if let Some(git_dir) = scafld_local::git::store_holding(&canonical) {
         let hint = match git_dir.file_name().is_some_and(|name| name == ".git") {
-            true => format!("run `scafld init` in the work tree, {}", git_dir.parent().unwrap_or(&git_dir).display()),
+            // With `--root`, so that the command is the same wherever the caller is.
+            true => format!(
+                "make the workspace in the work tree: `scafld --root {} init`",
+                scafld_protocol::cli::shell_word(&git_dir.parent().unwrap_or(&git_dir).to_string_lossy())
+            ),
             false => format!(
                 "scafld does not support bare repositories (they have no work tree): clone it, `git clone {} <folder>`, and run `scafld init` in the clone",
                 scafld_protocol::cli::shell_word(&git_dir.to_string_lossy())
