@@ -79,15 +79,7 @@ pub struct Body {
     pub minted_at: String,
 }
 
-/// Which tree a receipt fingerprints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SnapshotMode {
-    /// The working tree as it was at finalize.
-    WorkingTree,
-    /// The change from a base ref to the head.
-    BaseDelta,
-}
+pub use crate::vocab::{Downgrade, IndependenceLevel, SnapshotMode};
 
 /// One source the reviewer was shown.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -134,25 +126,6 @@ pub struct Independence {
     pub downgraded: Option<Downgrade>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
-}
-
-/// How independent the reviewer was of the agent under review.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IndependenceLevel {
-    /// A separate, read-only reviewer process, vendor separation not proven.
-    IsolationOnly,
-    /// The host and the reviewer resolve to different model vendors.
-    CrossVendor,
-}
-
-/// Why independence is only `isolation_only`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Downgrade {
-    SameVendor,
-    UnknownHost,
-    UnknownReviewer,
 }
 
 /// One acceptance criterion as finalize ran it. `cwd` and `timeout_seconds` are this tool's

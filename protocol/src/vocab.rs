@@ -84,6 +84,29 @@ macro_rules! vocabulary {
 }
 
 vocabulary! {
+    /// Which tree a receipt fingerprints.
+    pub enum SnapshotMode("snapshot mode") {
+        /// The working tree as it was at finalize.
+        WorkingTree = "working_tree",
+        /// The change from a base ref to the head.
+        BaseDelta = "base_delta",
+    }
+
+    /// How independent a receipt's reviewer was of the agent under review.
+    pub enum IndependenceLevel("independence level") {
+        /// A separate, read-only reviewer process, vendor separation not proven.
+        IsolationOnly = "isolation_only",
+        /// The host and the reviewer resolve to different model vendors.
+        CrossVendor = "cross_vendor",
+    }
+
+    /// Why a receipt's independence is only `isolation_only`.
+    pub enum Downgrade("downgrade") {
+        SameVendor = "same_vendor",
+        UnknownHost = "unknown_host",
+        UnknownReviewer = "unknown_reviewer",
+    }
+
     /// A task's lifecycle status (the spec's front matter `status`).
     pub enum Status("status") {
         Draft = "draft",

@@ -32,7 +32,7 @@ pub fn finalize(ctx: &Context, args: &FinalizeArgs) -> Result<u8, CliError> {
         if let Some(receipt) = &r.receipt {
             let b = &receipt.body;
             text.push_str(&format!(
-                "\n  {} file(s), tree {}, ledger head {}\n  reviewer {}, independence {:?}\n  signed by {}",
+                "\n  {} file(s), tree {}, ledger head {}\n  reviewer {}, independence {}\n  signed by {}",
                 b.file_digests.len(),
                 short(&b.tree_sha),
                 short(&b.ledger_head),
@@ -118,7 +118,7 @@ fn render(receipt: &Envelope) -> String {
         "receipt for {}: {} (minted {})
   scope: {}
   files: {}{} ({} shown to the reviewer, {} not), tree {}
-  commits: base {} -> head {} ({:?})",
+  commits: base {} -> head {} ({})",
         b.task_id,
         b.verdict,
         b.minted_at,
@@ -138,7 +138,7 @@ fn render(receipt: &Envelope) -> String {
     let model = if b.reviewer.model.is_empty() { String::new() } else { format!(" ({})", b.reviewer.model) };
     text.push_str(&format!(
         "
-  reviewer: {}{model}; host: {}; independence: {:?}{}",
+  reviewer: {}{model}; host: {}; independence: {}{}",
         b.reviewer.provider,
         b.host_under_review.agent,
         b.independence.level,
