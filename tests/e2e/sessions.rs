@@ -480,6 +480,14 @@ fn a_dead_worker_is_replaced_and_the_next_one_resumes_with_earlier_findings_kept
     let waiting = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "0.1"]);
     waiting.assert_code(3);
     assert!(waiting.stdout.contains("worker: queued, waiting for `scafld worker`"), "{}", waiting.stdout);
+    // Still running, said so in JSON too, with the wait to run again as its hint.
+    let again = format!("wait again: `scafld review wait --session-key {key}`");
+    assert!(waiting.stdout.trim_end().ends_with(&format!("next: {again}")), "{}", waiting.stdout);
+    let waiting = env.scafld(&["review", "wait", "--session-key", &key, "--timeout", "0.1", "--json"]);
+    waiting.assert_code(3);
+    let error = &waiting.json()["error"];
+    assert!(error["message"].as_str().unwrap().ends_with("is still running (the wait ended first)"), "{error}");
+    assert_eq!(error["hint"], again, "{error}");
 
     let first = worker(&env, &["claim", "--lease-seconds", "1", "--id", "w1"], &[]);
     first.assert_code(0);

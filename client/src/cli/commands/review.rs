@@ -383,11 +383,11 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
     let code = crate::cli::exit::for_outcome(r.outcome);
     let hint = wait_hint(r);
     let not_passed = (code != spawn_wait::PASS).then(|| {
-        let error = CliError::new(
-            format!("review_{}", r.outcome.as_str()),
-            format!("the review of {} ended {}", r.session_key, r.outcome.as_str()),
-            code,
-        );
+        let message = match r.outcome {
+            m::Outcome::Pending => format!("the review of {} is still running (the wait ended first)", r.session_key),
+            outcome => format!("the review of {} ended {}", r.session_key, outcome.as_str()),
+        };
+        let error = CliError::new(format!("review_{}", r.outcome.as_str()), message, code);
         match &hint {
             Some(hint) => error.with_hint(hint.clone()),
             None => error,
@@ -430,8 +430,7 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
             );
         }
         if r.outcome == m::Outcome::Pending {
-            let _ =
-                writeln!(text, "still running; wait again with `scafld review wait --session-key {}`", r.session_key);
+            let _ = writeln!(text, "still running");
         }
         if unrecorded {
             let _ = writeln!(text, "nothing is on record");
@@ -444,7 +443,8 @@ fn wait_output(ctx: &Context, r: &WaitResult) -> u8 {
     code
 }
 
-/// What to do after a wait, where there is one thing to do: no reviewer could run (install
+/// What to do after a wait, where there is one thing to do: wait again for a review still
+/// running, no reviewer could run (install
 /// one, or name one that exists), a reviewer gave no verdict (for a task, the next step the
 /// daemon gives, which alone decides between this session's retry and a new review once the
 /// spec changed; for a range, its retry), or a task review came to a verdict (the task's next
@@ -457,6 +457,7 @@ fn wait_hint(r: &WaitResult) -> Option<String> {
         ));
     }
     match r.outcome {
+        m::Outcome::Pending => Some(format!("wait again: `scafld review wait --session-key {}`", r.session_key)),
         m::Outcome::NoReviewers => Some(
             "no reviewer could run: install codex, claude or gemini (`scafld doctor` checks them), or name reviewers \
              that exist with --reviewers, then start the review again"
