@@ -1047,6 +1047,7 @@ fn jobs_detach_attach_wait_and_cancel() {
     let finished = env.scafld(&["job", "wait", &job, "--timeout", "20", "--json"]);
     finished.assert_code(3);
     assert_eq!(finished.json()["result"]["state"], "cancelled");
+    assert_eq!(finished.json()["error"]["code"], "job_cancelled", "no failure: {}", finished.stdout);
     // It says where to go on from: the task's next step.
     assert_eq!(finished.json()["error"]["hint"], "`scafld status long` says what to do next", "{}", finished.stdout);
     wait_until("no `sleep 1004` left", || processes_with("sleep 1004").is_empty());

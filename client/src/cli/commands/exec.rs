@@ -408,10 +408,9 @@ pub fn job_wait(ctx: &Context, job_id: &str, timeout: f64) -> Result<u8, CliErro
                     format!("`scafld status {}` says what to do next", scafld_protocol::cli::shell_word(task))
                 }
             };
-            Some(
-                CliError::new("job_failed", format!("{} ended {state}{why}", j.job_id), wait::FINISHED_FAILED)
-                    .with_hint(hint),
-            )
+            // Cancelled is no failure of the work; this family's exit code is still "not ok".
+            let code = if j.state == m::JobState::Cancelled { "job_cancelled" } else { "job_failed" };
+            Some(CliError::new(code, format!("{} ended {state}{why}", j.job_id), wait::FINISHED_FAILED).with_hint(hint))
         }
     };
     match &not_ok {
