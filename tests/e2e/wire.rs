@@ -193,13 +193,71 @@ fn an_object_id_is_an_invalid_request_that_gets_an_answer() {
     assert_eq!(reply["error"]["code"], -32600, "{reply}");
     assert_eq!(reply["id"], json!(null));
     // A number no JSON parser here can hold is an id all the same, not a notification.
-    client.send_line(r#"{"jsonrpc":"2.0","id":1e400,"method":"daemon.status"}"#);
-    let reply = client.read();
-    assert_eq!(reply["error"]["code"], -32600, "{reply}");
-    assert_eq!(reply["id"], json!(null));
+    client.send_line(r#"{"jsonrpc":"2.0","id":1e400}"#);
+    let line = client.read_line();
+    assert!(line.starts_with(r#"{"jsonrpc":"2.0","id":1e400,"error":{"code":-32600,"#), "{line}");
     // A real notification (no id) still gets nothing: the next reply is the next call's.
     client.send_line(r#"{"jsonrpc":"2.0","method":"daemon.status"}"#);
     client.result("daemon.status", json!({}));
+}
+
+/// Any number is an id (JSON-RPC 2.0), not only those jsonrpsee holds (`u64`): a negative,
+/// fractional or huge one is answered, results and errors alike, with the id as it was
+/// written, byte for byte; and a string id shaped like the token the daemon dispatches those
+/// under (`rpc::ids`) is the client's own, never mixed up with one.
+#[test]
+fn any_number_is_an_id_and_comes_back_as_written() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    let mut client = env.client();
+    let numbers = ["-1", "-0", "1.5", "2.0", "1E2", "18446744073709551616", "-9223372036854775809", "1e400"];
+    for id in numbers {
+        client.send_line(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon.status"}}"#));
+        let line = client.read_line();
+        assert!(line.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"#)), "{id}: {line}");
+    }
+    client.send_line(r#"{"jsonrpc":"2.0","id":-7,"method":"no.such_method"}"#);
+    let line = client.read_line();
+    assert!(line.starts_with(r#"{"jsonrpc":"2.0","id":-7,"error":{"code":-32601,"#), "{line}");
+    client.send_line(r#"{"jsonrpc":"2.0","id":-8}"#);
+    let line = client.read_line();
+    assert!(line.starts_with(r#"{"jsonrpc":"2.0","id":-8,"error":{"code":-32600,"#), "{line}");
+    // A subscription call's reply is written by jsonrpsee itself; its id comes back too.
+    client.send_line(r#"{"jsonrpc":"2.0","id":-0.5,"method":"events.subscribe","params":{}}"#);
+    let line = client.read_line();
+    assert!(line.starts_with(r#"{"jsonrpc":"2.0","id":-0.5,"result":"#), "{line}");
+
+    // On a fresh connection, pipelined: a negative id (swapped for the connection's first
+    // token) and string ids spelt as its first tokens; each reply carries its own request's id.
+    let mut client = env.client();
+    let sent = [r#"-3"#, r#""scafld-transport-id:0""#, r#""scafld-transport-id:1""#, r#""scafld-transport-id:0x""#];
+    for id in sent {
+        client.send_line(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"daemon.status"}}"#));
+    }
+    let mut got: Vec<String> = (0..sent.len())
+        .map(|_| {
+            let line = client.read_line();
+            let id = line.strip_prefix(r#"{"jsonrpc":"2.0","id":"#).and_then(|rest| rest.split_once(r#","result":"#));
+            id.unwrap_or_else(|| panic!("{line}")).0.to_string()
+        })
+        .collect();
+    got.sort();
+    let mut sent = sent.map(str::to_string).to_vec();
+    sent.sort();
+    assert_eq!(got, sent);
+
+    // What a stopping daemon refuses unstarted is answered with the id as written too.
+    client.result("daemon.shutdown", json!({}));
+    let deadline = std::time::Instant::now() + scafld_tests::DEADLINE;
+    loop {
+        client.send_line(r#"{"jsonrpc":"2.0","id":-2,"method":"daemon.status"}"#);
+        let line = client.read_line();
+        assert!(line.starts_with(r#"{"jsonrpc":"2.0","id":-2,"#), "{line}");
+        if line.contains("shutting_down") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never refused while stopping: {line}");
+    }
 }
 
 #[test]

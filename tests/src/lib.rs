@@ -406,6 +406,15 @@ impl RawClient {
         self.read_wire().expect("the daemon closed the connection")
     }
 
+    /// The next line off the socket, as the daemon wrote it.
+    pub fn read_line(&mut self) -> String {
+        assert!(self.backlog.is_empty(), "messages were read before: {:?}", self.backlog);
+        let mut line = String::new();
+        let read = self.reader.read_line(&mut line).expect("read from the daemon");
+        assert!(read > 0, "the daemon closed the connection");
+        line
+    }
+
     /// The next message off the socket; `None` at end of stream.
     pub fn read_wire(&mut self) -> Option<Value> {
         self.try_read_wire().expect("read from the daemon")

@@ -2,4 +2,5 @@
 
 pub mod api;
 pub mod framing;
+pub mod ids;
 pub mod transport;

@@ -33,6 +33,7 @@ use tracing::{debug, info, warn};
 
 use crate::error::RpcError;
 use crate::rpc::framing::{Frame, LineDecoder, PartialLines};
+use crate::rpc::ids::{self, IdSwaps, Swapped};
 
 /// Lines a connection's outbox holds before it reads no more requests and takes no more
 /// notifications; also the notification queue's bound, past which subscriptions wait.
@@ -281,6 +282,8 @@ struct Connection {
     /// Subscription calls hold it shared until settled; unsubscriptions take it exclusively.
     subscribing: tokio::sync::RwLock<()>,
     id_provider: Arc<dyn IdProvider>,
+    /// Request ids jsonrpsee cannot carry, dispatched under tokens (see [`ids`]).
+    ids: Arc<IdSwaps>,
 }
 
 /// The limits one connection works under, with the count of partial-line bytes it shares.
@@ -367,7 +370,9 @@ async fn serve_connection(
         live_subscriptions: Arc::new(AtomicUsize::new(0)),
         subscribing: tokio::sync::RwLock::new(()),
         id_provider: Arc::new(RandomIntegerIdProvider),
+        ids: Arc::new(IdSwaps::default()),
     });
+    let ids = conn.ids.clone();
     let mut out = Outbox::default();
     let mut calls = FuturesUnordered::new();
     let line_dropped = CancellationToken::new();
@@ -394,7 +399,7 @@ async fn serve_connection(
                 break Ending::Connection;
             }
             Some(reply) = calls.next(), if !calls.is_empty() => out.push(reply),
-            Some(message) = notifications.recv(), if out.has_room() => out.push(Some((message, None))),
+            Some(message) = notifications.recv(), if out.has_room() => out.push(Some((ids.restore_queued(message), None))),
             // No more than the cap in flight, and no more read while replies back up.
             frame = frames.next(), if calls.len() < in_flight_cap && out.has_room() => match frame {
                 Some(Ok(Frame::Line(line))) => calls.push(conn.clone().handle_line(line)),
@@ -449,7 +454,7 @@ async fn serve_connection(
         loop {
             if !queue_open {
                 while let Ok(message) = notifications.try_recv() {
-                    out.push(Some((message, None)));
+                    out.push(Some((ids.restore_queued(message), None)));
                 }
             }
             let lingering = frames.is_some() && quiet_from.elapsed() < STOP_LINGER;
@@ -463,7 +468,7 @@ async fn serve_connection(
                     quiet_from = tokio::time::Instant::now();
                 }
                 message = notifications.recv(), if queue_open => match message {
-                    Some(message) => out.push(Some((message, None))),
+                    Some(message) => out.push(Some((ids.restore_queued(message), None))),
                     None => queue_open = false,
                 },
                 written = out.write_some(&mut write_half), if out.can_write() => {
@@ -474,7 +479,7 @@ async fn serve_connection(
                 }
                 frame = next_frame(&mut frames), if out.has_room() => match frame {
                     Some(Ok(Frame::Line(line))) => {
-                        out.push(refused_while_stopping(&line));
+                        out.push(refused_while_stopping(&line, &ids));
                         quiet_from = tokio::time::Instant::now();
                     }
                     // Anything else (the peer's EOF, a bad line): nothing more is read.
@@ -514,12 +519,14 @@ async fn next_frame(
 
 /// The answer to a request read once the daemon began to stop: `shutting_down`, as every
 /// handler would give (see `rpc::api`), without dispatching it; none to a notification.
-fn refused_while_stopping(line: &str) -> Option<Reply> {
-    let object = serde_json::from_str::<std::collections::HashMap<String, Box<RawValue>>>(line.trim()).ok()?;
+fn refused_while_stopping(line: &str, ids: &IdSwaps) -> Option<Reply> {
+    let swapped = ids.swap(line.trim());
+    let line = swapped.as_ref().map_or(line.trim(), |swapped| swapped.line.as_str());
+    let object = serde_json::from_str::<std::collections::HashMap<String, Box<RawValue>>>(line).ok()?;
     let id = object.get("id")?;
     let id = serde_json::from_str::<Id<'_>>(id.get()).map(Id::into_owned).unwrap_or(Id::Null);
     let error = RpcError::not_started_while_stopping();
-    reply(MethodResponse::error(id, ErrorObjectOwned::from(error)))
+    restored(ids, swapped.as_ref(), reply(MethodResponse::error(id, ErrorObjectOwned::from(error))))
 }
 
 /// Whole reply and notification lines waiting to be written, in order. The connection writes
@@ -616,7 +623,24 @@ impl Connection {
                 .with_hint("send one request per line; requests on one connection may be pipelined");
             return reply(MethodResponse::error(Id::Null, ErrorObjectOwned::from(error)));
         }
-        let response = match serde_json::from_str::<Request>(trimmed) {
+        // An id jsonrpsee cannot carry (a negative number, say) is dispatched under a token
+        // and put back, as written, into the reply.
+        let parsed = serde_json::from_str::<Request>(trimmed);
+        let carried = parsed.as_ref().is_ok_and(|request| !ids::reserved(&request.id));
+        let swapped = if carried { None } else { self.ids.swap(trimmed) };
+        let response = match &swapped {
+            None => self.respond(trimmed, parsed).await,
+            Some(swapped) => {
+                drop(parsed);
+                self.respond(&swapped.line, serde_json::from_str(&swapped.line)).await
+            }
+        };
+        restored(&self.ids, swapped.as_ref(), reply(response?))
+    }
+
+    /// The response to the request `trimmed`, read as `parsed`; none to a notification.
+    async fn respond(&self, trimmed: &str, parsed: Result<Request<'_>, serde_json::Error>) -> Option<MethodResponse> {
+        let response = match parsed {
             Ok(request) => {
                 // A bug in a handler must cost its caller an error, not a reply that never
                 // comes, and must not touch any other call.
@@ -667,7 +691,7 @@ impl Connection {
                 }
             }
         };
-        reply(response)
+        Some(response)
     }
 
     async fn dispatch(&self, request: Request<'_>) -> MethodResponse {
@@ -749,6 +773,14 @@ fn unsubscribe_params(params: Option<&str>) -> Result<(), String> {
         },
         Ok(other) => Err(format!("expected an array holding the subscription id, got {other}")),
         Err(e) => Err(format!("params are not JSON: {e}")),
+    }
+}
+
+/// `reply` with the id of the `swapped` request put back, if it was swapped.
+fn restored(ids: &IdSwaps, swapped: Option<&Swapped>, reply: Option<Reply>) -> Option<Reply> {
+    match (swapped, reply) {
+        (Some(swapped), Some((json, notify))) => Some((ids.restore(swapped, json), notify)),
+        (_, reply) => reply,
     }
 }
 
