@@ -648,11 +648,8 @@ fn a_harden_provider_that_modifies_files_never_passes() {
     let result = round.json()["result"].clone();
     assert_eq!(result["harden_status"], "error", "{result}");
     assert!(result["problems"].to_string().contains("src/a.rs"), "{result}");
-    // The next command runs as printed: the provider's command is in it.
-    assert_eq!(
-        result["next_command"],
-        format!("scafld harden shape --provider command --provider-command {scribbles}").as_str()
-    );
+    // The next command is the one `status` names, and runs as printed.
+    assert_eq!(result["next_command"], "scafld harden shape");
     assert_eq!(spec(&env).matches("`cargo test`").count(), 1, "the criterion stands");
 
     // What steers scafld and git beside the tracked tree counts too: a config git ignores, a
@@ -1117,4 +1114,27 @@ fn harden_closes_an_open_python_round_instead_of_leaving_two_open() {
     assert_eq!(open_rounds(&text), 0, "{text}");
     assert!(text.contains("\n  - Outcome: superseded\n"), "{text}");
     env.scafld(&["approve", "open-py"]).assert_code(0);
+}
+
+/// A delegated round that ends in `error` (a provider answering no JSON) names one next step:
+/// the call's answer, the spec's `Allowed follow-up command` and `status` say the same command,
+/// and it runs as printed (no `--provider command` without its `--provider-command`).
+#[test]
+fn a_harden_round_in_error_names_one_next_step_that_runs_as_printed() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "First take.")).unwrap();
+    let run = harden(&env, &provider(&env, "not-json", "not json"));
+    run.assert_code(1);
+    let result = run.json()["result"].clone();
+    assert_eq!(result["harden_status"], "error", "{result}");
+    let told = result["next_command"].as_str().unwrap().to_string();
+    let text = spec(&env);
+    let follow = text.lines().find_map(|l| l.strip_prefix("Allowed follow-up command: ")).unwrap_or_default();
+    assert_eq!(follow, format!("`{told}`"), "{text}");
+    let status = env.scafld(&["status", "shape", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_command"].as_str(), Some(told.as_str()), "{status}");
+    let args: Vec<&str> = told.strip_prefix("scafld ").unwrap().split(' ').collect();
+    env.scafld(&args).assert_code(0);
 }

@@ -609,22 +609,18 @@ pub fn delegated_round(
     let id = next.front.task_id.clone();
     next.front.harden_status = judgement.status.as_str().into();
     next.front.updated = now.into();
-    let (step, reason, follow) = match judgement.status {
-        HardenStatus::Passed => ("approve", "hardening passed".to_string(), format!("scafld approve {id}")),
-        HardenStatus::NeedsRevision => (
-            "harden",
-            format!("the {provider} round asks for revision: {}", judgement.problems.join("; ")),
-            format!("edit the draft, then `scafld harden {id} --provider {provider}`"),
+    let reason = match judgement.status {
+        HardenStatus::Passed => "hardening passed".to_string(),
+        HardenStatus::NeedsRevision => format!(
+            "the {provider} round asks for revision: {}; edit the draft, then harden it again",
+            judgement.problems.join("; ")
         ),
-        _ => (
-            "harden",
-            format!("the {provider} round could not be used: {}", judgement.problems.join("; ")),
-            format!("scafld harden {id} --provider {provider}"),
-        ),
+        _ => format!("the {provider} round could not be used: {}", judgement.problems.join("; ")),
     };
-    next.current_state.next = step.into();
+    // The step is the one decision `status` makes of the draft as judged (never a command of
+    // the round's own, which could not name a `--provider-command`); the reason is the round's.
+    crate::domain::next::show(&crate::domain::next::of_draft(&id, &next), &mut next.current_state);
     next.current_state.reason = clip(&reason);
-    next.current_state.allowed_follow_up = clip(&follow);
     next
 }
 

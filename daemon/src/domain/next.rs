@@ -331,6 +331,13 @@ fn reconcile(id: &str, misfiled: &Misfiled) -> NextAction {
     next(Role::Agent, Action::FixSpec, format!("scafld reconcile {id}"), reason)
 }
 
+/// The next step of a draft as a round just judged it (its digest is the one the round is
+/// bound to, so no pass is stale): what `status` then says, for the round's own answer and the
+/// spec's Current State.
+pub fn of_draft(id: &str, spec: &Spec) -> NextAction {
+    draft(id, spec, None)
+}
+
 fn draft(id: &str, spec: &Spec, digest: Option<&str>) -> NextAction {
     let harden = spec.harden_status();
     if harden == HardenStatus::Passed

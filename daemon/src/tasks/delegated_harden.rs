@@ -93,7 +93,6 @@ pub async fn harden(
         spec,
         digest,
         config,
-        p: p.clone(),
         provider: provider.to_string(),
         job_id: job.id.clone(),
         cancel,
@@ -198,7 +197,6 @@ struct Hardening {
     spec: Spec,
     digest: String,
     config: crate::config::Config,
-    p: m::HardenParams,
     provider: String,
     job_id: String,
     cancel: CancellationToken,
@@ -213,7 +211,7 @@ impl Hardening {
     }
 
     async fn judge(self, asking: Asking) -> RpcResult<Ended> {
-        let Hardening { daemon, ws, task, file, spec, digest, config, p, provider, job_id, cancel } = self;
+        let Hardening { daemon, ws, task, file, spec, digest, config, provider, job_id, cancel } = self;
         let (ws, task) = (ws.as_ref(), task.as_str());
         // The provider is read-only: the workspace is compared before and after it runs (the
         // draft by its bytes, as the material leaves the spec folders out).
@@ -251,20 +249,8 @@ impl Hardening {
         let next = harden::bind_latest_round(&file.text, next).map_err(super::write::projection_error)?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
         let written = write_projection(&daemon, ws, task, &file, &next, "command:harden")?;
-        // Again as it was asked for: a configured provider needs no flag, a command its command.
-        let again = match (p.provider.as_deref(), p.provider_command.as_deref()) {
-            (None, _) => format!("scafld harden {task}"),
-            (Some("command"), Some(command)) => format!(
-                "scafld harden {task} --provider command --provider-command {}",
-                scafld_protocol::cli::shell_word(command)
-            ),
-            (Some(_), _) => format!("scafld harden {task} --provider {provider}"),
-        };
-        let next_command = match judgement.status {
-            HardenStatus::Passed => format!("scafld approve {task}"),
-            HardenStatus::NeedsRevision => format!("edit the draft, then `{again}`"),
-            _ => again,
-        };
+        // The one next step, as the spec's Current State now says it and `status` does.
+        let next_command = next.current_state.allowed_follow_up.clone();
         Ok(Ended::Round(m::HardenResult {
             task_id: task.to_string(),
             path: ws.relative(&written),
