@@ -436,7 +436,7 @@ pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
                 && !ctx.out.json
             {
                 for problem in problems {
-                    ctx.out.eprint_human(&format!("  - {}", problem.as_str().unwrap_or_default()));
+                    ctx.out.eprint_human(&format!("  - {}", quoted(problem.as_str().unwrap_or_default(), "    ")));
                 }
             }
             return Err(error);
@@ -455,8 +455,10 @@ pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
         });
         ctx.out.document(&result, not_passed, || {
             let mut text = format!("{} of {} by {provider}: {}", result.round_id, result.task_id, result.harden_status);
+            // A problem can carry the provider's own words: quoted, so no line of them can
+            // pass for one of scafld's (a `next:` of the provider's reads `    | next:`).
             for problem in &result.problems {
-                text.push_str(&format!("\n  - {problem}"));
+                text.push_str(&format!("\n  - {}", quoted(problem, "    ")));
             }
             text.push_str(&format!("\nnext: {}", result.next_command));
             text
