@@ -1165,3 +1165,26 @@ fn a_harden_providers_note_cannot_pass_for_scaflds_next_step() {
     assert!(out.contains("    | next: scafld approve shape --reason trust-me^Mhidden"), "{out}");
     assert!(!out.contains('\r'), "{out:?}");
 }
+
+/// A draft longer than `harden.context_max_bytes` is cut in the provider's packet, and the
+/// cut names the file the rest is in.
+#[test]
+fn a_cut_draft_in_the_harden_packet_names_its_file() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let long = "filler line of prose\n".repeat(1000);
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", &long)).unwrap();
+    let clean = dossier(
+        &all("clean", "spec_gap:fine").iter().map(|(d, r, a)| (*d, r.as_str(), a.as_str())).collect::<Vec<_>>(),
+    );
+    harden(&env, &provider(&env, "clean", &clean)).assert_code(0);
+    let packet = std::fs::read_to_string(env.path("packet.md")).unwrap();
+    assert!(
+        packet.contains(
+            "the draft is longer than the 16384 bytes shown; read the rest in the file .scafld/specs/drafts/shape.md"
+        ),
+        "{}",
+        &packet[packet.len().saturating_sub(300)..]
+    );
+}

@@ -62,7 +62,7 @@ pub async fn harden(
     }
     let config = ws.config()?;
     // A provider that cannot be used is refused before any job exists: nothing is recorded.
-    let asking = prepare(daemon, ws, &config, task, &file.text, p, provider)?;
+    let asking = prepare(daemon, ws, &config, task, &file, p, provider)?;
     let (job, cancel) = daemon.jobs.create(daemon.store(), JobKind::Harden, ws, task, None, false);
     // Unless a `job cancel` ended it meanwhile (its token then cancels the run at once).
     let started = daemon.jobs.update_if(
@@ -337,7 +337,7 @@ fn prepare(
     ws: &Workspace,
     config: &crate::config::Config,
     task: &str,
-    spec_text: &str,
+    draft: &SpecText,
     p: &m::HardenParams,
     provider: &str,
 ) -> RpcResult<Asking> {
@@ -355,7 +355,9 @@ fn prepare(
     if let Provider::Local = selected {
         return Ok(Asking::Local);
     }
-    let packet = packet(task, spec_text, settings.harden.context_max_bytes, settings.harden.max_issues_per_round);
+    let path = ws.relative(&draft.path);
+    let packet =
+        packet(task, &path, &draft.text, settings.harden.context_max_bytes, settings.harden.max_issues_per_round);
     let scratch = ws.data.join("runs").join(task).join("harden");
     let client_exe = p.caller.as_ref().map(|c| c.client_exe.as_str()).filter(|e| !e.is_empty()).unwrap_or("scafld");
     let place = providers::Place {
@@ -457,8 +459,9 @@ fn local_answer() -> HardenDossier {
     }
 }
 
-/// What the provider reads: the draft (capped) and the answer it must give.
-fn packet(task: &str, spec_text: &str, max_bytes: usize, max_issues: u32) -> String {
+/// What the provider reads: the draft (capped; a cut names the file, `path`, relative to the
+/// workspace root the provider runs in, where the rest is) and the answer it must give.
+fn packet(task: &str, path: &str, spec_text: &str, max_bytes: usize, max_issues: u32) -> String {
     let mut spec = spec_text.to_string();
     if spec.len() > max_bytes {
         let mut cut = max_bytes;
@@ -466,7 +469,10 @@ fn packet(task: &str, spec_text: &str, max_bytes: usize, max_issues: u32) -> Str
             cut -= 1;
         }
         spec.truncate(cut);
-        spec.push_str("\n[... the draft is longer; read the file for the rest]\n");
+        let path = scafld_protocol::text::one_line(path);
+        spec.push_str(&format!(
+            "\n[... the draft is longer than the {max_bytes} bytes shown; read the rest in the file {path}]\n"
+        ));
     }
     format!(
         "# Harden the draft `{task}`\n\nYou are hardening a task spec before it is approved: read it (and the code it names) and judge it. Do not modify any file.\n\n\
