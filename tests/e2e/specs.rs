@@ -158,6 +158,35 @@ fn plan_creates_a_draft_that_validates_once_filled_and_never_overwrites() {
     env.scafld(&["plan", "inject", "--summary", "Two lines\nof summary.", "--command", "cargo test"]).assert_code(0);
 }
 
+/// A blank `--command` would be written as the criterion's command, which `validate` then
+/// calls missing: plan refuses it as usage (exit 2) and writes nothing. The draft plan writes
+/// has as many errors as the TODO placeholders it tells you to fill, which `validate` counts.
+#[test]
+fn plan_refuses_a_blank_command_and_counts_the_errors_validate_gives() {
+    let env = TestEnv::new();
+    env.init();
+    for blank in ["   ", ""] {
+        let run = env.scafld(&["plan", "blank", "--command", blank, "--json"]);
+        run.assert_code(2);
+        let message = run.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(message.contains("the command is blank"), "{message}");
+        assert!(!env.work.join(".scafld/specs/drafts/blank.md").exists(), "{blank:?}");
+    }
+    let run = env.scafld(&["plan", "blank"]);
+    run.assert_code(0);
+    let told: usize = run
+        .stdout
+        .split("fill its ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    let valid = env.scafld(&["validate", "blank", "--json"]);
+    let errors =
+        valid.json()["result"]["diagnostics"].as_array().unwrap().iter().filter(|d| d["severity"] == "error").count();
+    assert_eq!(told, errors, "{}", run.stdout);
+}
+
 /// A summary that opens a code fence and never closes it would turn every section after it
 /// (the phase and its command among them) into code: plan refuses it and writes nothing; a
 /// summary whose fences close is planned, its sections intact.

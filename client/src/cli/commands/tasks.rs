@@ -70,11 +70,20 @@ pub fn plan(ctx: &Context, args: &PlanArgs) -> Result<u8, CliError> {
     };
     let result = call::<m::TaskPlan>(&mut conn, &params)?;
     ctx.out.success(&result, || {
-        let todo = result.diagnostics.iter().filter(|d| d.message.contains("placeholder")).count();
+        // Counted as `validate` counts the draft's errors: its placeholders, and any other.
+        let errors: Vec<&Diagnostic> = result.diagnostics.iter().filter(|d| d.severity == m::Severity::Error).collect();
+        let todo = errors.iter().filter(|d| d.message.contains("placeholder")).count();
+        let other = match errors.len() - todo {
+            0 => String::new(),
+            n => format!(" and fix its {n} other error(s)"),
+        };
         let mut text = format!("created draft {}\n", result.path);
-        if todo > 0 {
-            let _ =
-                writeln!(text, "fill its {todo} TODO placeholder(s); `scafld validate {}` lists them", result.task_id);
+        if !errors.is_empty() {
+            let _ = writeln!(
+                text,
+                "fill its {todo} TODO placeholder(s){other}; `scafld validate {}` lists them",
+                result.task_id
+            );
         }
         let _ = write!(text, "next: {}", result.next_action.command);
         text

@@ -263,7 +263,7 @@ pub struct PlanInput<'a> {
 
 /// Why `input` cannot be written into a draft as given, if it cannot: a title or command is one
 /// line (a newline would start another section, a phase with its own command say), a command
-/// holds no backtick (it is written inside one), no line of the summary is a heading, and the
+/// is not blank (validate would call it missing) and holds no backtick (it is written inside one), no line of the summary is a heading, and the
 /// summary closes every code fence it opens (an open one would turn the sections after it into
 /// code). Last, the draft must read with no structural error.
 pub fn plan_input_problem(input: &PlanInput<'_>) -> Option<String> {
@@ -293,6 +293,12 @@ fn field_problem(input: &PlanInput<'_>) -> Option<String> {
     let heading = input.summary.and_then(|summary| summary.lines().find(|line| line.trim_start().starts_with('#')));
     one_line("title", input.title)
         .or_else(|| one_line("command", input.command))
+        .or_else(|| {
+            input.command.filter(|c| c.trim().is_empty()).map(|_| {
+                "the command is blank: give the command that proves the phase works, or leave --command out to get a TODO placeholder"
+                    .to_string()
+            })
+        })
         .or_else(|| input.command.filter(|c| c.contains('`')).map(|_| "the command cannot hold a backtick (it is written inside backticks); put it in a script".to_string()))
         .or_else(|| input.summary.filter(|s| s.chars().any(|c| c.is_control() && c != '\n' && c != '\t')).map(|_| "the summary holds control characters".to_string()))
         .or_else(|| heading.map(|line| format!("the summary's line {line:?} would be read as a section heading; write the spec's sections in the file")))
