@@ -440,6 +440,27 @@ fn a_criterion_ticked_by_hand_that_fails_is_never_shown_done() {
     assert_eq!(std::fs::read_to_string(&path).unwrap(), built);
 }
 
+/// Only a criterion's own `Status`/`Evidence`/`Source event` details are the runner's: items
+/// of the same names nested under another detail (the author's `- Notes:` list) are the
+/// author's text, kept byte for byte, and the runner writes its own lines beside them. Before,
+/// the build took the nested items for its fields and wrote its status and evidence over them.
+#[test]
+fn an_author_s_status_nested_under_a_criterion_s_notes_is_kept() {
+    let env = TestEnv::new();
+    let notes = "  - Notes:\n    - Status: reviewed with Dana on Monday\n    - Evidence: see ticket OPS-12\n";
+    ready(&env, "noted", &spec("noted", &[&[("a1", "true", notes)]], &[]));
+    assert_eq!(build(&env, "noted")["result"]["status"], "review");
+    let path = env.work.join(".scafld/specs/active/noted.md");
+    let built = std::fs::read_to_string(&path).unwrap();
+    let own = "  - Status: pass\n  - Evidence: exit code was 0\n";
+    assert!(built.contains(&format!("  - Command: `true`\n{notes}{own}")), "{built}");
+    let status = env.scafld(&["status", "noted", "--json"]).json();
+    assert_eq!(status["result"]["criteria"][0]["status"], "pass", "{status}");
+    let again = env.scafld(&["reconcile", "noted", "--json"]);
+    again.assert_code(0);
+    assert_eq!(again.json()["result"]["changed"], false, "{}", std::fs::read_to_string(&path).unwrap());
+}
+
 /// A criterion whose command is edited by hand after it passed shows no pass beside the new
 /// command in the file: `reconcile` (and any projection) writes it unchecked, `pending`, its
 /// evidence marked stale, as `status` calls it. Before, the file said `[x]`, `Status: pass`

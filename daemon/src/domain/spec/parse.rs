@@ -566,6 +566,20 @@ pub(crate) fn indent(line: &str) -> usize {
     line.len() - line.trim_start().len()
 }
 
+/// The column `line`'s text starts at: its leading spaces, a tab reaching the next multiple of
+/// four (as Markdown reads indentation).
+fn column(line: &str) -> usize {
+    let mut column = 0;
+    for c in line.chars() {
+        match c {
+            ' ' => column += 1,
+            '\t' => column += 4 - column % 4,
+            _ => break,
+        }
+    }
+    column
+}
+
 /// Whether `line` is nested under the list item above it: indented by two spaces or more, or
 /// by a tab (as Markdown and the original tool read it).
 fn nested(line: &str) -> bool {
@@ -1264,6 +1278,10 @@ impl<'a> Parser<'a> {
             let key = normalize_key(raw_key);
             let raw_value = &*without_inline_comments(raw_value);
             let value = optional(raw_value);
+            // Only the criterion's own details are runner-owned: an item nested under one of
+            // them (a `- Status:` in the author's `- Notes:` list) is the author's text, kept
+            // as written, never taken for the criterion's Status or Evidence.
+            let own = column(line) < column(&layout.detail_indent) + 2;
             // A field that defines the check, written twice: which one was meant is not for
             // the runner to guess (the original silently ran the last), so the first is read
             // and the criterion is not run until one is left.
@@ -1309,7 +1327,7 @@ impl<'a> Parser<'a> {
                 }
                 "cwd" => c.cwd = value,
                 "timeout seconds" => c.timeout_seconds = value,
-                "status" | "evidence" | "source event" => {
+                "status" | "evidence" | "source event" if own => {
                     let (field, slot) = match key.as_str() {
                         "status" => (CriterionField::Status, &mut c.status),
                         "evidence" => (CriterionField::Evidence, &mut c.evidence),
@@ -1330,6 +1348,7 @@ impl<'a> Parser<'a> {
                 }
                 _ => {
                     if let Some(field) = PythonResultField::of_key(&key)
+                        && own
                         && !layout.python.iter().any(|(f, _)| *f == field)
                     {
                         layout.python.push((field, i));

@@ -1,8 +1,8 @@
 //! The projection writer: put a changed model back into the spec text by editing only the
 //! runner-owned lines whose value changed (front matter status fields, the Current State lines,
-//! phase `Status:` lines, criterion checkboxes and their `Status`/`Evidence`/`Source event`
-//! details, harden round states, and the `## Review` section through its findings list: text
-//! someone wrote after those is theirs).
+//! phase `Status:` lines, criterion checkboxes and their own `Status`/`Evidence`/`Source event`
+//! details (never an item of that name nested under another detail), harden round states, and
+//! the `## Review` section through its findings list: text someone wrote after those is theirs).
 //! Every other byte stays where it was: a line is replaced in place or inserted next to its
 //! siblings, never moved, and prose inside runner-owned sections is never re-rendered.
 
