@@ -489,6 +489,38 @@ fn project_entries(
     ))
 }
 
+/// Put the spec of a task its ledger just closed (`fail`, `cancel`) in the archive exactly as it
+/// is, when it does not read as the task's spec (a hand edit left an error in it, so
+/// [`record`] could not project onto it): abandoning a task never waits on mending the text
+/// being abandoned, and that text is never rewritten. Its runner-owned lines still say what
+/// they said; the answer's note says so, and that `reconcile` writes them once the file is
+/// fixed. `None`: there was nothing to move (the ledger's status is not a finished one, or the
+/// file is already in the archive).
+pub fn archive_as_written(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<Option<String>> {
+    let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
+    let status = ledger::state(&entries).map_or(Status::Draft, |s| s.status);
+    let file = spec_file(ws, task)?;
+    if Folder::of(status) != Folder::Archive || specfile::folder_of(&ws.root, &file.path) == Some(Folder::Archive) {
+        return Ok(None);
+    }
+    let now = clock::now_rfc3339();
+    let target = specfile::target_path(&ws.root, task, status, clock::month_of(&now).unwrap_or("unknown"));
+    let rendered = Rendered { from: file.path.clone(), target, text: file.text.clone() };
+    match rendered.put(daemon, ws, task, &file, cause).map_err(write_error)? {
+        Some(in_place) => in_place.sync().map_err(write_error)?,
+        None => {
+            return Err(RpcError::new(ErrorKind::Busy, format!("{} was saved while it was archived", task)).with_hint(
+                format!("the task is {status} in its ledger: run `scafld reconcile {task}` to archive it"),
+            ));
+        }
+    }
+    Ok(Some(format!(
+        "the spec has errors, so it was archived as written, to {}: its status lines were not updated; the ledger records the task {status}: fix the file, then run `{}` to write them",
+        ws.relative(&rendered.target),
+        ws.runnable(&format!("scafld reconcile {task}"))
+    )))
+}
+
 /// The spec as the ledger says it is (what build decisions are made from).
 pub fn projected_spec(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<(Spec, Arc<[LedgerEntry]>)> {
     let entry =

@@ -1118,6 +1118,31 @@ fn fail_and_cancel_archive_with_the_reason() {
     assert_eq!(env.scafld(&["fail", "idea", "--reason", "", "--json"]).code, 2);
 }
 
+/// A task whose spec a hand edit left in error (a criterion id used twice) can still be
+/// abandoned: `cancel` and `fail` record the end in the ledger and put the file in the archive
+/// as it was written, byte for byte, the answer saying its status lines were not updated and
+/// what writes them. Before, both were refused (exit 3) until the spec being abandoned was
+/// mended, though a task whose spec is gone could be closed.
+#[test]
+fn a_task_whose_spec_has_an_error_is_cancelled_and_archived_as_written() {
+    let env = TestEnv::new();
+    for (task, command, word) in [("broken", "cancel", "cancelled"), ("failing", "fail", "failed")] {
+        ready(&env, task, &spec(task, &[&[("a1", "true", ""), ("a2", "true", "")]], &[]));
+        let path = env.work.join(format!(".scafld/specs/active/{task}.md"));
+        let edited = std::fs::read_to_string(&path).unwrap().replace("`a2`", "`a1`");
+        std::fs::write(&path, &edited).unwrap();
+        let run = env.scafld(&[command, task, "--reason", "abandoning it", "--json"]);
+        run.assert_code(0);
+        let note = run.json()["result"]["note"].as_str().unwrap_or_default().to_string();
+        assert!(note.contains("archived as written") && note.contains(&format!("scafld reconcile {task}")), "{note}");
+        assert!(!path.exists(), "the file stayed in active/");
+        let archived = glob(&env.work.join(".scafld/specs/archive"), &format!("{task}.md"));
+        assert_eq!(archived.len(), 1, "{archived:?}");
+        assert_eq!(std::fs::read_to_string(&archived[0]).unwrap(), edited);
+        assert_eq!(env.scafld(&["status", task, "--json"]).json()["result"]["status"], word);
+    }
+}
+
 /// A transition whose spec cannot be written once it is recorded (a full disk; here a file where
 /// the spec's folder belongs, which fails the same way for any user) has happened all the same:
 /// the command succeeds and says the spec was not updated and what writes it, rather than

@@ -28,7 +28,7 @@ use crate::domain::lifecycle::{HardenStatus, Status};
 use crate::domain::spec::{Criterion, Spec};
 use crate::error::{RpcError, RpcResult};
 use crate::evidence::StepMaterial;
-use crate::ledger::{Projected, implementer, projected_spec, projected_spec_or, record, record_ending};
+use crate::ledger::{Projected, Unprojected, implementer, projected_spec, projected_spec_or, record, record_ending};
 pub(crate) use crate::review::gate::{busy, refuse_while_running};
 use crate::runner::{self, Diagnostics, RunOutcome, RunRequest};
 use crate::workspace::Workspace;
@@ -1698,17 +1698,21 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
         }
     };
     super::refuse_archived(&task, now)?;
-    // A spec that cannot be read as one, or a task in two files (writing would archive one of
-    // them and leave the other where it is), is refused with the way out; a draft's unfilled
-    // placeholders are no reason to keep a task open.
-    if let Some(entry) = &file
-        && (entry.parsed.structural_errors().next().is_some() || !entry.duplicates.is_empty())
-    {
+    // A task in two files (writing would archive one of them and leave the other where it is)
+    // is refused with the way out. A spec a hand edit left in error is no reason to keep a
+    // task open: it is closed in its ledger and its file archived as written, never rewritten
+    // (`ledger::archive_as_written`); nor is a draft's unfilled placeholders.
+    if let Some(entry) = file.as_ref().filter(|entry| !entry.duplicates.is_empty()) {
         require_valid(daemon, &ws, entry)?;
     }
     let event = if status == Status::Failed { LedgerEvent::Fail { reason } } else { LedgerEvent::Cancel { reason } };
     let cause = if status == Status::Failed { "command:fail" } else { "command:cancel" };
-    let note = record(daemon, &ws, &task, vec![event], cause)?.note();
+    let note = match record(daemon, &ws, &task, vec![event], cause)? {
+        Projected::Deferred { note, why: Unprojected::Broken } => {
+            Some(crate::ledger::archive_as_written(daemon, &ws, &task, cause)?.unwrap_or(note))
+        }
+        projected => projected.note(),
+    };
     if gone.is_some() {
         // No file was written to announce it: the ledger's change is the news.
         daemon.publish_task_changed(&ws, &task, cause);
