@@ -309,3 +309,30 @@ fn a_spec_with_more_criteria_than_the_limit_is_refused_naming_the_limit_and_the_
     assert_ne!(approve.code, 0, "{approve:?}");
     assert!(approve.stderr.contains("10002 acceptance criteria, over the 10000"), "{}", approve.stderr);
 }
+
+/// The one diagnostic `found` has on `line`, as (severity, message).
+fn on_line(found: &[(u64, String, String)], line: u64) -> (&str, &str) {
+    let at: Vec<_> = found.iter().filter(|(l, _, _)| *l == line).collect();
+    assert_eq!(at.len(), 1, "one diagnostic on line {line}: {found:#?}");
+    (at[0].1.as_str(), at[0].2.as_str())
+}
+
+/// A phase heading one level too deep (`### Phase 2: Deploy`) is not a phase, as the original
+/// reads it: it is warned of on its line, saying whose its criteria are and how to write it.
+/// Before, validate said the spec was valid and folded the criterion into phase 1 unsaid.
+#[test]
+fn a_phase_heading_at_another_level_is_warned_of_with_its_line() {
+    let env = env();
+    let body = "## Phase 1: Build\n\nAcceptance:\n- [ ] `a1` test - builds\n  - Command: `true`\n\n### Phase 2: Deploy\n\nAcceptance:\n- [ ] `d1` test - deployed\n  - Command: `true`\n\n## Harden Rounds\n\n### Phase 1: not a phase either, a round\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/h.md"), draft("h", body)).unwrap();
+    let found = diagnostics(&env, "h");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (severity, message) = on_line(&found, 20);
+    assert_eq!(severity, "warning", "{message}");
+    assert!(
+        message.starts_with("`### Phase 2: Deploy` is a level-3 heading, so it is not a phase")
+            && message.contains("read as phase1's, as are its criteria")
+            && message.ends_with("write it `## Phase 2: Deploy` to make it a phase"),
+        "{message}"
+    );
+}

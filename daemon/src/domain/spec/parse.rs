@@ -622,6 +622,17 @@ fn checklist_what(line: &str) -> String {
     criterion_head(item).map_or_else(|| item.trim_end().to_string(), |head| head.id)
 }
 
+/// A heading at another level than `##` (`#`, `###` to `######`) whose text reads as a phase
+/// heading would (`Phase 2: Deploy`, `Phase two:`): its level and text. Never a phase.
+fn phase_at_other_level(line: &str) -> Option<(usize, &str)> {
+    let level = line.bytes().take_while(|b| *b == b'#').count();
+    let heading = line[level..].strip_prefix(' ')?.trim();
+    let rest = heading.to_lowercase();
+    let rest = rest.strip_prefix("phase ")?;
+    let phase_like = rest.starts_with(|c: char| c.is_ascii_digit()) || rest.contains(':');
+    ((1..=6).contains(&level) && level != 2 && phase_like).then_some((level, heading))
+}
+
 /// An open code fence: the line it opened on, its marker character and run length.
 type OpenFence = (usize, char, usize);
 
@@ -820,6 +831,8 @@ impl<'a> Parser<'a> {
         let mut open: Option<OpenFence> = None;
         let mut comment: Option<usize> = None;
         let mut headings: Vec<(usize, String)> = Vec::new();
+        // Phase headings written at another level than `##` (`### Phase 2: Deploy`).
+        let mut misleveled: Vec<usize> = Vec::new();
         for i in start..self.lines.len() {
             let line = self.lines[i];
             // An HTML block (CommonMark type 2): from a line opening with `<!--` to the first
@@ -845,6 +858,8 @@ impl<'a> Parser<'a> {
             {
                 self.spec.title = title.trim().to_string();
                 self.layout.title = Some(i);
+            } else if phase_at_other_level(line).is_some() {
+                misleveled.push(i);
             }
         }
         if let Some((line, _, _)) = open {
@@ -881,6 +896,31 @@ impl<'a> Parser<'a> {
                 self.diag(heading_line + 1, Rule::Structure, message);
             }
             self.layout.sections.push((key, *heading_line, end));
+        }
+        self.misleveled_phases(&misleveled);
+    }
+
+    /// Say where a phase heading is written at another level than `##` (`### Phase 2: Deploy`):
+    /// only a `##` heading starts a phase (as the original reads it), so what follows it stays
+    /// in the section above, its criteria that section's. Not in `## Harden Rounds`, whose
+    /// `###` headings name rounds.
+    fn misleveled_phases(&mut self, lines: &[usize]) {
+        for &i in lines {
+            let section = self.layout.sections.iter().rev().find(|(_, start, _)| *start < i).map(|(key, ..)| key);
+            let within = match section {
+                Some(SectionKey::HardenRounds) => continue,
+                Some(SectionKey::Phase(n)) => format!("phase{n}'s, as are its criteria"),
+                Some(SectionKey::Acceptance) => "the task-level `## Acceptance`'s, as are its criteria".to_string(),
+                Some(SectionKey::Other(heading)) => format!("`## {heading}`'s"),
+                Some(_) => "the section above's".to_string(),
+                None => "the text before the first `##` heading, where scafld reads no criteria".to_string(),
+            };
+            let Some((level, heading)) = phase_at_other_level(self.lines[i]) else { continue };
+            let message = format!(
+                "`{} {heading}` is a level-{level} heading, so it is not a phase: only `## Phase N: Name` starts one, and what follows it is read as {within}; write it `## {heading}` to make it a phase",
+                "#".repeat(level)
+            );
+            self.diag(i + 1, Rule::Reading, message);
         }
     }
 
