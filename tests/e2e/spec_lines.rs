@@ -336,3 +336,17 @@ fn a_phase_heading_at_another_level_is_warned_of_with_its_line() {
         "{message}"
     );
 }
+
+/// A phase's second `Status:` line is warned of on its line, as a criterion's is. Before, it
+/// went unsaid, and after a build the phase read `completed` and `pending` at once.
+#[test]
+fn a_phase_status_written_twice_is_warned_of() {
+    let env = env();
+    let body = "## Phase 1: One\n\nStatus: pending\nStatus: pending\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/s.md"), draft("s", body)).unwrap();
+    let found = diagnostics(&env, "s");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (severity, message) = on_line(&found, 17);
+    assert_eq!(severity, "warning", "{message}");
+    assert!(message.starts_with("phase1 has a second `Status:` line (the first is on line 16)"), "{message}");
+}

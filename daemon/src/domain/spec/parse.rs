@@ -1186,10 +1186,22 @@ impl<'a> Parser<'a> {
             if let Some((key, value)) = label(line) {
                 match key.as_str() {
                     "objective" | "goal" => phase.objective = optional(value),
-                    "status" if layout.status.is_none() => {
-                        phase.status = optional(value);
-                        layout.status = Some(i);
-                    }
+                    "status" => match layout.status {
+                        None => {
+                            phase.status = optional(value);
+                            layout.status = Some(i);
+                        }
+                        // As for a criterion's: the first is the one read and kept current.
+                        Some(first) => self.diag(
+                            i + 1,
+                            Rule::Reading,
+                            format!(
+                                "{} has a second `Status:` line (the first is on line {}); the first one is read and kept current, this one is left as written: delete it",
+                                phase.id(),
+                                first + 1
+                            ),
+                        ),
+                    },
                     "dependencies" => {
                         phase.dependencies = optional(value);
                         self.dependency_lines.push((number, i));
