@@ -350,3 +350,23 @@ fn a_phase_status_written_twice_is_warned_of() {
     assert_eq!(severity, "warning", "{message}");
     assert!(message.starts_with("phase1 has a second `Status:` line (the first is on line 16)"), "{message}");
 }
+
+/// A criterion's detail written with another list marker (`* Command:`) is named on its line
+/// with the form to write. Before, validate said only that the criterion had no Command.
+#[test]
+fn a_detail_written_with_a_star_is_named_with_its_line() {
+    let env = env();
+    let body = "## Phase 1: One\n\nAcceptance:\n- [ ] `a1` test - exists\n  * Command: `test -f greet.txt`\n  + Cwd: sub\n  * a note for people\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/c.md"), draft("c", body)).unwrap();
+    let found = diagnostics(&env, "c");
+    let (severity, message) = on_line(&found, 18);
+    assert_eq!(severity, "warning", "{message}");
+    assert!(
+        message.starts_with("`* Command:` is not read as a detail of criterion `a1`")
+            && message.ends_with("write it `- Command:`"),
+        "{message}"
+    );
+    assert!(on_line(&found, 19).1.starts_with("`+ Cwd:` is not read"), "{found:#?}");
+    assert!(found.iter().all(|(line, _, _)| *line != 20), "a plain note is prose: {found:#?}");
+    assert!(found.iter().any(|(line, _, m)| *line == 17 && m.contains("has no Command")), "{found:#?}");
+}

@@ -558,6 +558,18 @@ fn detail(line: &str) -> Option<(&str, &str)> {
     plain.then_some((key, value))
 }
 
+/// A detail scafld reads on a criterion (`Command`, `Expected kind`, ...) written with another
+/// list marker than `- ` (`* Command: ...`, `+ Cwd: ...`): the marker and the key as written.
+fn other_marker_detail(line: &str) -> Option<(char, &str)> {
+    let t = line.trim_start();
+    let marker = t.chars().next().filter(|c| matches!(c, '*' | '+'))?;
+    let (key, _) = t[1..].strip_prefix([' ', '\t'])?.split_once(':')?;
+    let key = key.trim();
+    let read = DEFINING_KEYS.contains(&normalize_key(key).as_str())
+        || CriterionField::ALL.iter().any(|f| f.label().eq_ignore_ascii_case(&normalize_key(key)));
+    (read && key.len() <= 40).then_some((marker, key))
+}
+
 pub(crate) fn normalize_key(key: &str) -> String {
     key.replace(['_', '-'], " ").split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()
 }
@@ -1310,6 +1322,22 @@ impl<'a> Parser<'a> {
                 }
                 last_key.clear();
                 i = fence_end;
+                continue;
+            }
+            if let Some((marker, key)) = other_marker_detail(line) {
+                // `* Command:`: Markdown shows it as the detail it means, scafld reads details
+                // only from `- Key:` lines, so it is the criterion's prose. Said, not guessed.
+                self.diag(
+                    i + 1,
+                    Rule::Reading,
+                    format!(
+                        "`{marker} {key}:` is not read as a detail of criterion `{}`: details are read only from `- Key: value` lines (a dash and one space); write it `- {key}:`",
+                        c.id
+                    ),
+                );
+                c.other.push((String::new(), line.trim().to_string()));
+                last_key.clear();
+                i += 1;
                 continue;
             }
             let Some((raw_key, raw_value)) = detail(line) else {
