@@ -370,3 +370,47 @@ fn a_detail_written_with_a_star_is_named_with_its_line() {
     assert!(found.iter().all(|(line, _, _)| *line != 20), "a plain note is prose: {found:#?}");
     assert!(found.iter().any(|(line, _, m)| *line == 17 && m.contains("has no Command")), "{found:#?}");
 }
+
+/// A duplicate phase heading names the first one's line and what to do; a fence never closed
+/// says how to close it; and `approve` quotes its first error with the line at fault (a
+/// duplicate criterion id's, not the first copy's its message names).
+#[test]
+fn duplicate_and_unclosed_structure_is_said_with_both_lines_and_the_fix() {
+    let env = env();
+    let phase =
+        |n: &str, id: &str| format!("## Phase {n}\n\nAcceptance:\n- [ ] `{id}` test - ok\n  - Command: `true`\n\n");
+    let body = format!("{}{}", phase("1: One", "a1"), phase("1: Again", "a2"));
+    std::fs::write(env.work.join(".scafld/specs/drafts/d.md"), draft("d", &body)).unwrap();
+    let found = diagnostics(&env, "d");
+    let (severity, message) = on_line(&found, 20);
+    assert_eq!(severity, "error", "{message}");
+    assert!(
+        message.starts_with(
+            "duplicate phase heading: phase1 is declared twice, first on line 14; give this phase another number"
+        ),
+        "{message}"
+    );
+
+    let body = format!("{}Notes:\n\n~~~~sh\necho open\n", phase("1: One", "a1"));
+    std::fs::write(env.work.join(".scafld/specs/drafts/f.md"), draft("f", &body)).unwrap();
+    let found = diagnostics(&env, "f");
+    let (_, message) = on_line(&found, 22);
+    assert!(
+        message.starts_with("code fence is never closed")
+            && message.contains("close it with a line of ~~~~ where the code ends"),
+        "{message}"
+    );
+
+    let body = format!("{}{}", phase("1: One", "a1"), phase("2: Two", "a1"));
+    std::fs::write(env.work.join(".scafld/specs/drafts/i.md"), draft("i", &body)).unwrap();
+    let found = diagnostics(&env, "i");
+    let (_, message) = on_line(&found, 23);
+    assert!(message.starts_with("criterion id `a1` is already used on line 17"), "{message}");
+    let approve = env.scafld(&["approve", "i", "--reason", "t"]);
+    approve.assert_code(3);
+    assert!(
+        approve.stderr.contains("first: line 23: criterion id `a1` is already used on line 17"),
+        "{}",
+        approve.stderr
+    );
+}

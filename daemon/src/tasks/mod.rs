@@ -552,13 +552,21 @@ pub(crate) fn explained_errors(
     Ok((errors, Some(hint)))
 }
 
+/// A diagnostic as a refusal quotes it: `line N: message`, or the message alone for the file
+/// as a whole.
+pub(crate) fn at_line(d: &WireDiagnostic) -> String {
+    if d.line > 0 { format!("line {}: {}", d.line, d.message) } else { d.message.clone() }
+}
+
 /// Refuse to operate on a spec with errors, listing them.
 pub(crate) fn require_valid(daemon: &Daemon, ws: &Workspace, entry: &SpecEntry) -> RpcResult<()> {
     let (errors, hint) = explained_errors(daemon, ws, entry)?;
     if errors.is_empty() {
         return Ok(());
     }
-    let first = errors.first().map(|d| d.message.clone()).unwrap_or_default();
+    // With its line, as `validate` says it (a duplicate's message names the first copy's line:
+    // without this one, that would read as the line at fault).
+    let first = errors.first().map(at_line).unwrap_or_default();
     Err(RpcError::new(
         ErrorKind::ValidationFailed,
         format!("{} has {} error(s); first: {first}", ws.relative(&entry.path), errors.len()),

@@ -4,7 +4,7 @@
 //! nothing is dropped silently. The [`Layout`] says where each runner-owned line is, so the
 //! projection writer can change those lines and keep every other byte.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 
 use serde::Serialize;
@@ -874,8 +874,15 @@ impl<'a> Parser<'a> {
                 misleveled.push(i);
             }
         }
-        if let Some((line, _, _)) = open {
-            self.diag(line + 1, Rule::Structure, "code fence is never closed");
+        if let Some((line, marker, run)) = open {
+            let closer: String = std::iter::repeat_n(marker, run).collect();
+            self.diag(
+                line + 1,
+                Rule::Structure,
+                format!(
+                    "code fence is never closed: everything after this line is read as code; close it with a line of {closer} where the code ends"
+                ),
+            );
         }
         if let Some(from) = comment {
             self.comments.push(from..self.lines.len());
@@ -889,7 +896,7 @@ impl<'a> Parser<'a> {
         // Before the first `##` heading (the title's part) scafld reads no criteria either.
         let first = headings.first().map_or(self.lines.len(), |(l, _)| *l);
         self.stray_criteria(None, start..first);
-        let mut seen: HashSet<SectionKey> = HashSet::new();
+        let mut seen: HashMap<SectionKey, usize> = HashMap::new();
         for (n, (heading_line, heading)) in headings.iter().enumerate() {
             let mut end = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
             if heading.to_lowercase() == "review" {
@@ -900,12 +907,24 @@ impl<'a> Parser<'a> {
                 let next = headings.get(n + 1).map(|(l, _)| *l).unwrap_or(self.lines.len());
                 self.stray_criteria(Some(heading), heading_line + 1..next);
             }
-            if !matches!(key, SectionKey::Other(_)) && !seen.insert(key.clone()) {
-                let message = match &key {
-                    SectionKey::Phase(n) => format!("duplicate phase heading: phase{n} is declared twice"),
-                    _ => format!("duplicate section `## {heading}`"),
-                };
-                self.diag(heading_line + 1, Rule::Structure, message);
+            if !matches!(key, SectionKey::Other(_)) {
+                match seen.get(&key) {
+                    Some(first) => {
+                        let first = first + 1;
+                        let message = match &key {
+                            SectionKey::Phase(n) => format!(
+                                "duplicate phase heading: phase{n} is declared twice, first on line {first}; give this phase another number, or move its criteria into the first and delete this heading"
+                            ),
+                            _ => format!(
+                                "duplicate section `## {heading}`, first on line {first}; merge the two into one"
+                            ),
+                        };
+                        self.diag(heading_line + 1, Rule::Structure, message);
+                    }
+                    None => {
+                        seen.insert(key.clone(), *heading_line);
+                    }
+                }
             }
             self.layout.sections.push((key, *heading_line, end));
         }
