@@ -112,8 +112,8 @@ pub(crate) struct ScopeNote {
 /// is ever read, so no evidence could be bound to it), naming git's own store (never part of a
 /// scope, so nothing is bound to it either) or differing only in case from a path there (a
 /// typo: the evidence would be bound to the wrong name) is an error, which approval refuses.
-/// `(is_error, message)`.
-pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, String)> {
+/// `(is_error, line, message)`, the line the entry is declared on (1-based).
+pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, usize, String)> {
     let root = ws.root.to_string_lossy();
     let entries = review::scope_entries(spec, &[], &root);
     let git_store = review::git_store_entries(spec, &root).into_iter().map(|e| ScopeNote {
@@ -126,7 +126,7 @@ pub(crate) async fn scope_notes(ws: &Workspace, spec: &Spec) -> Vec<(bool, Strin
     });
     git_store
         .chain(entry_notes(ws, entries, review::bare_names(spec)).await)
-        .map(|note| (note.problem.refused_at_approval(), note.message))
+        .map(|note| (note.problem.refused_at_approval(), review::declared_line(spec, &note.written), note.message))
         .collect()
 }
 

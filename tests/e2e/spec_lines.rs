@@ -414,3 +414,21 @@ fn duplicate_and_unclosed_structure_is_said_with_both_lines_and_the_fix() {
         approve.stderr
     );
 }
+
+/// A scope entry approval refuses (outside the workspace, git's own store) is said on the line
+/// that declares it. Before, it had no line.
+#[test]
+fn a_scope_entry_error_names_its_line() {
+    let env = env();
+    let body = "## Touchpoints\n\n- `../outside.txt` - outside the workspace\n- `.git/config` - git's own file\n\n## Phase 1: One\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/o.md"), draft("o", body)).unwrap();
+    let found = diagnostics(&env, "o");
+    assert_eq!(found.len(), 2, "{found:#?}");
+    let (severity, message) = on_line(&found, 16);
+    assert!(severity == "error" && message.starts_with("scope entry `../outside.txt` is outside"), "{message}");
+    let (severity, message) = on_line(&found, 17);
+    assert!(severity == "error" && message.starts_with("scope entry `.git/config` names git's own store"), "{message}");
+    let approve = env.scafld(&["approve", "o", "--reason", "t"]);
+    approve.assert_code(3);
+    assert!(approve.stderr.contains("cannot approve o: line 16: scope entry"), "{}", approve.stderr);
+}

@@ -107,6 +107,20 @@ fn declared_items(spec: &Spec) -> impl Iterator<Item = &String> {
         .chain(spec.phases.iter().flat_map(|p| &p.changes))
 }
 
+/// The line (1-based) of the first declared item (Context, Scope, Touchpoints, Changes) that
+/// names `written` as a scope entry, or as a bare name ([`bare_names`]): where a diagnostic of
+/// that entry points. 0 when no item names it (an entry given on the command line).
+pub fn declared_line(spec: &Spec, written: &str) -> usize {
+    let names = |item: &str| {
+        path_token(item).is_some_and(|token| token == written)
+            || item
+                .split('`')
+                .nth(1)
+                .is_some_and(|token| line_suffix(token).map_or(token, |at| &token[..at]) == written)
+    };
+    spec.declared_at.iter().find(|(item, _)| names(item)).map_or(0, |(_, line)| *line)
+}
+
 /// The backticked word of each Context, Scope, Touchpoints or Changes item that holds no
 /// path-like token (no `/` or `.`: `Makefile`, `Dockerfile`, `bin`): it names a file or folder
 /// of that name if one is there, which only the caller can tell.

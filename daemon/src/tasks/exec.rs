@@ -142,8 +142,11 @@ pub async fn approve(daemon: &Daemon, p: m::ApproveParams) -> RpcResult<m::Appro
         .into_iter()
         .partition(|d| d.severity == m::Severity::Error);
     if let Some(first) = errors.first() {
-        return Err(RpcError::new(ErrorKind::ValidationFailed, format!("cannot approve {task}: {}", first.message))
-            .with_hint(format!("fix the spec's Scope, then `scafld approve {task}` again")));
+        return Err(RpcError::new(
+            ErrorKind::ValidationFailed,
+            format!("cannot approve {task}: {}", super::at_line(first)),
+        )
+        .with_hint(format!("fix the spec's Scope, then `scafld approve {task}` again")));
     }
     let scope_warnings: Vec<String> = scope_warnings.into_iter().map(|d| d.message).collect();
     let (root, scope) = (ws.root.clone(), crate::evidence::evidence_scope(&ws, spec));
@@ -438,8 +441,10 @@ async fn adopt(
         // Adopting approves: what approve refuses (a scope entry outside the workspace or a
         // case typo, a spec whose records would not fit), adopting refuses.
         let (errors, _): (Vec<_>, Vec<_>) =
-            crate::evidence::scope_notes(ws, spec).await.into_iter().partition(|(error, _)| *error);
-        if let Some((_, first)) = errors.first() {
+            crate::evidence::scope_notes(ws, spec).await.into_iter().partition(|(error, ..)| *error);
+        if let Some((_, line, message)) = errors.first() {
+            let first =
+                super::at_line(&m::Diagnostic { line: *line, severity: m::Severity::Error, message: message.clone() });
             return Err(RpcError::new(ErrorKind::ValidationFailed, format!("cannot adopt {task} ({why}): {first}"))
                 .with_hint(format!("fix the spec's Scope, then `scafld build {task}` again")));
         }

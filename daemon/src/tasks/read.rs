@@ -447,14 +447,16 @@ async fn problems(
     }
     let draft = entry.parsed.spec.status() == Some(Status::Draft);
     diagnostics.extend(workspace_diagnostics(ws, &entry.parsed.spec, draft).await);
+    diagnostics.sort_by_key(|d| d.line);
     Ok(diagnostics)
 }
 
-/// What the workspace says of a spec beyond its own text, on its first line: each Scope entry
-/// checked against the workspace (an error where approval refuses it, when `approving` (a
-/// draft): outside the workspace, git's own store, a case typo; a warning otherwise) and a
-/// contract too long for any review packet (a warning: a dead end in review). `validate`,
-/// `validate --all`, `task.check` (the editor's buffer too) and `approve` all take these from here.
+/// What the workspace says of a spec beyond its own text: each Scope entry checked against the
+/// workspace, on the line that declares it (an error where approval refuses it, when
+/// `approving` (a draft): outside the workspace, git's own store, a case typo; a warning
+/// otherwise), and a contract too long for any review packet (a warning of the file as a
+/// whole: a dead end in review). `validate`, `validate --all`, `task.check` (the editor's
+/// buffer too) and `approve` all take these from here.
 pub(crate) async fn workspace_diagnostics(
     ws: &crate::workspace::Workspace,
     spec: &Spec,
@@ -463,11 +465,13 @@ pub(crate) async fn workspace_diagnostics(
     let mut diagnostics: Vec<m::Diagnostic> = crate::evidence::scope_notes(ws, spec)
         .await
         .into_iter()
-        .map(|(error, message)| {
+        .map(|(error, line, message)| {
             let severity = if error && approving { m::Severity::Error } else { m::Severity::Warning };
-            m::Diagnostic { line: 0, severity, message }
+            m::Diagnostic { line, severity, message }
         })
         .collect();
+    // In the order the entries are written, so a refusal quotes the first of them.
+    diagnostics.sort_by_key(|d| d.line);
     diagnostics.extend(oversize(ws, spec).map(|message| m::Diagnostic {
         line: 0,
         severity: m::Severity::Warning,
@@ -507,6 +511,7 @@ pub async fn check(daemon: &Daemon, p: m::CheckParams) -> RpcResult<m::ValidateR
     // The buffer's Scope read against the workspace, as the saved file's would be.
     let draft = parsed.spec.status() == Some(Status::Draft);
     diagnostics.extend(workspace_diagnostics(&ws, &parsed.spec, draft).await);
+    diagnostics.sort_by_key(|d| d.line);
     Ok(structure(task.as_str().to_string(), path, &parsed.spec, diagnostics))
 }
 

@@ -246,12 +246,12 @@ async fn refuse_invalid_draft(
 ) -> RpcResult<()> {
     let entry = super::fresh_entry(daemon, ws, id)?;
     let (mut errors, _) = super::explained_errors(daemon, ws, &entry)?;
-    let mut scope: Vec<String> = crate::evidence::scope_notes(ws, &entry.parsed.spec)
-        .await
-        .into_iter()
-        .filter_map(|(error, message)| error.then_some(message))
-        .collect();
-    errors.extend(scope.drain(..).map(|message| m::Diagnostic { line: 0, severity: m::Severity::Error, message }));
+    let scope = crate::evidence::scope_notes(ws, &entry.parsed.spec).await.into_iter();
+    errors.extend(scope.filter(|(error, ..)| *error).map(|(_, line, message)| m::Diagnostic {
+        line,
+        severity: m::Severity::Error,
+        message,
+    }));
     let Some(first) = errors.first() else { return Ok(()) };
     let problems = match marked {
         Err(harden::MarkRefused::Incomplete(problems)) => problems.clone(),

@@ -20,6 +20,12 @@ pub struct Spec {
     pub phases: Vec<Phase>,
     pub review: ReviewProjection,
     pub harden_rounds: Vec<HardenRound>,
+    /// Each item of the sections that declare what the task touches (Context's packages and
+    /// files impacted, Scope, Touchpoints, every phase's Changes) as read, with the line it
+    /// starts on (1-based), in the order read: where a scope entry's diagnostic points. Where
+    /// the text says it, not what it says: never serialized.
+    #[serde(skip)]
+    pub declared_at: Vec<(String, usize)>,
 }
 
 impl Spec {

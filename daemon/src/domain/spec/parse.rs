@@ -1055,17 +1055,19 @@ impl<'a> Parser<'a> {
             }
             "objectives" => {
                 let items = self.list(body);
-                self.spec.objectives.extend(items);
+                self.spec.objectives.extend(items.into_iter().map(|(item, _)| item));
                 SectionKey::Other(heading.to_string())
             }
             "scope" => {
                 let items = self.list(body);
-                self.spec.scope.extend(items);
+                self.spec.scope.extend(items.iter().map(|(item, _)| item.clone()));
+                self.spec.declared_at.extend(items);
                 SectionKey::Other(heading.to_string())
             }
             "touchpoints" => {
                 let items = self.list(body);
-                self.spec.touchpoints.extend(items);
+                self.spec.touchpoints.extend(items.iter().map(|(item, _)| item.clone()));
+                self.spec.declared_at.extend(items);
                 SectionKey::Other(heading.to_string())
             }
             "context" => {
@@ -1076,25 +1078,26 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Bullet items with two-space continuation lines; `- none` and empty items dropped.
-    fn list(&self, body: Range<usize>) -> Vec<String> {
-        let mut items: Vec<String> = Vec::new();
+    /// Bullet items with two-space continuation lines, each with the line it starts on
+    /// (1-based); `- none` and empty items dropped.
+    fn list(&self, body: Range<usize>) -> Vec<(String, usize)> {
+        let mut items: Vec<(String, usize)> = Vec::new();
         for i in body {
             let line = self.lines[i];
             if self.hidden(i) {
                 continue;
             }
             if let Some(text) = item(line) {
-                items.push(text.trim().to_string());
+                items.push((text.trim().to_string(), i + 1));
             } else if nested(line)
                 && !line.trim_start().starts_with("- ")
-                && let Some(last) = items.last_mut()
+                && let Some((last, _)) = items.last_mut()
             {
                 last.push(' ');
                 last.push_str(line.trim());
             }
         }
-        items.retain(|i| !is_unset(i));
+        items.retain(|(i, _)| !is_unset(i));
         items
     }
 
@@ -1140,21 +1143,24 @@ impl<'a> Parser<'a> {
                 };
                 let value = value.trim();
                 if !value.is_empty() {
-                    self.push_context(target, value.split(',').map(unquote));
+                    self.push_context(target, i + 1, value.split(',').map(unquote));
                 }
             } else if let Some(text) = item(line) {
-                self.push_context(target, std::iter::once(unquote(text)));
+                self.push_context(target, i + 1, std::iter::once(unquote(text)));
             }
         }
     }
 
-    fn push_context(&mut self, target: Option<&str>, values: impl Iterator<Item = String>) {
+    fn push_context(&mut self, target: Option<&str>, line: usize, values: impl Iterator<Item = String>) {
         let list = match target {
             Some("packages") => &mut self.spec.context.packages,
             Some("files") => &mut self.spec.context.files_impacted,
             _ => return,
         };
-        list.extend(values.filter(|v| !is_unset(v)));
+        for value in values.filter(|v| !is_unset(v)) {
+            self.spec.declared_at.push((value.clone(), line));
+            list.push(value);
+        }
     }
 
     fn phase(&mut self, number: u32, name: String, heading_line: usize, body: Range<usize>) -> Phase {
@@ -1244,6 +1250,7 @@ impl<'a> Parser<'a> {
             } else if let Some(text) = item(line).filter(|_| mode == Mode::Changes) {
                 if !is_unset(text) {
                     phase.changes.push(text.trim().to_string());
+                    self.spec.declared_at.push((text.trim().to_string(), i + 1));
                 }
             } else if mode == Mode::Changes
                 && nested(line)
