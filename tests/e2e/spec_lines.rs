@@ -432,3 +432,39 @@ fn a_scope_entry_error_names_its_line() {
     approve.assert_code(3);
     assert!(approve.stderr.contains("cannot approve o: line 16: scope entry"), "{}", approve.stderr);
 }
+
+/// A hand edit that gives an active spec a duplicate criterion id: `status` says the spec
+/// cannot be projected because of that error, by its line, and counts the errors as
+/// `validate` does. Before, it said the file did not read as the task's spec and counted that
+/// note as a second error.
+#[test]
+fn status_names_the_error_that_stops_a_projection_and_counts_as_validate() {
+    let env = env();
+    let body = "## Phase 1: One\n\nAcceptance:\n- [ ] `a1` test - ok\n  - Command: `true`\n- [ ] `a2` test - ok\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/p.md"), draft("p", body)).unwrap();
+    env.scafld(&["approve", "p", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "p"]).assert_code(0);
+    let path = env.work.join(".scafld/specs/active/p.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("`a2`", "`a1`")).unwrap();
+
+    let validate = env.scafld(&["validate", "p"]);
+    validate.assert_code(3);
+    assert!(validate.stderr.contains("the spec has 1 error(s)"), "{validate:?}");
+    let status = env.scafld(&["status", "p"]);
+    status.assert_code(3);
+    assert!(status.stderr.contains("the spec has 1 error(s)") && !status.stdout.contains("2 error(s)"), "{status:?}");
+    let status = env.scafld(&["status", "p", "--json"]).json();
+    let diagnostics = status["error"]["details"]["diagnostics"].as_array().unwrap().clone();
+    let errors = diagnostics.iter().filter(|d| d["severity"] == "error").count();
+    assert_eq!(errors, 1, "{status}");
+    let note = diagnostics[0]["message"].as_str().unwrap_or_default();
+    assert_eq!(diagnostics[0]["severity"], "warning", "{status}");
+    assert!(
+        note.starts_with("the spec cannot be projected: line ")
+            && note.contains(": criterion id `a1` is already used on line")
+            && note.contains("scafld reconcile p")
+            && !note.contains("does not read as the spec"),
+        "{note}"
+    );
+}

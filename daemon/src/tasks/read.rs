@@ -76,7 +76,8 @@ async fn shown_next(
 }
 
 /// The errors `status` shows for the spec: the file's own, and first a note when the ledger
-/// cannot be projected into it.
+/// cannot be projected into it. The note is a warning: it says what one of the errors below it
+/// costs, so it is no error of its own and the count is `validate`'s.
 fn status_errors(
     daemon: &Daemon,
     ws: &crate::workspace::Workspace,
@@ -85,7 +86,7 @@ fn status_errors(
 ) -> RpcResult<Vec<m::Diagnostic>> {
     let (mut errors, _) = super::explained_errors(daemon, ws, entry)?;
     if let Some(note) = unprojectable(ws, entry, entries) {
-        errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Error, message: note });
+        errors.insert(0, m::Diagnostic { line: 0, severity: crate::domain::spec::Severity::Warning, message: note });
     }
     Ok(errors)
 }
@@ -130,7 +131,7 @@ pub(crate) async fn status_next(
     let entry = super::fresh_entry(daemon, ws, task)?;
     let (spec, entries) = ledger_view(daemon, ws, &entry)?;
     let errors = status_errors(daemon, ws, &entry, &entries)?;
-    Ok(shown_next(daemon, ws, &entry, &spec, &entries, errors.len(), ending_build).await.1)
+    Ok(shown_next(daemon, ws, &entry, &spec, &entries, error_count(&errors), ending_build).await.1)
 }
 
 pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
@@ -149,7 +150,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     };
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let errors = status_errors(daemon, &ws, &entry, &entries)?;
-    let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, errors.len(), false).await;
+    let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, error_count(&errors), false).await;
     let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
     // Its phases and criteria as the file shows them (a result that ran another definition than
     // the one beside it now is pending there): what `list` and `report` count too.
@@ -286,18 +287,24 @@ impl Answer {
     }
 }
 
-/// A task with a ledger whose spec file does not read as its spec (emptied, broken front
-/// matter, another task's id, unreadable): no projection writes into it, so the file cannot
-/// show what the ledger holds until it is put right. Said in a sentence, the file's own errors
-/// following it.
+/// How many of [`status_errors`] are errors (the note before them is not).
+fn error_count(errors: &[m::Diagnostic]) -> usize {
+    errors.iter().filter(|d| d.severity == m::Severity::Error).count()
+}
+
+/// A task with a ledger whose spec file a projection will not write into (emptied, broken
+/// front matter, another task's id, a structural error such as a criterion id used twice,
+/// unreadable): the file cannot show what the ledger holds until it is put right. Said in a
+/// sentence naming the error that stops it (the one `spec::parse_as` gives), the file's own
+/// errors following it.
 fn unprojectable(ws: &crate::workspace::Workspace, entry: &LoadedSpec, entries: &[LedgerEntry]) -> Option<String> {
-    let broken = entry.read_error.is_some() || entry.parsed.structural_errors().next().is_some();
-    (broken && !entries.is_empty()).then(|| {
+    let cause =
+        entry.read_error.clone().or_else(|| entry.parsed.structural_errors().min_by_key(|d| d.line == 0).cloned())?;
+    (!entries.is_empty()).then(|| {
         format!(
-            "the spec cannot be projected: it does not read as the spec of `{task}` (see below), so it is left as it is and does not show the task's state, which the ledger keeps ({} entries); fix the file, then run `{}`",
+            "the spec cannot be projected: {cause}; so the file is left as it is and does not show the task's state, which the ledger keeps ({} entries); fix the file, then run `{}`",
             entries.len(),
             ws.runnable(&format!("scafld reconcile {}", entry.task_id)),
-            task = entry.task_id
         )
     })
 }

@@ -279,6 +279,9 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
                 diagnostics_text(&s.errors)
             ));
         }
+        // Counted as `validate` counts them: a note among them (the spec cannot be projected)
+        // is a warning.
+        let errors = s.errors.iter().filter(|d| d.severity == m::Severity::Error).count();
         // An open task whose spec file is gone: nothing but fail, cancel and session works on
         // it until the file is back, so a script reads it as it reads a broken spec (exit 3).
         let mut error = match s.spec_missing {
@@ -290,10 +293,9 @@ pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
             .with_hint(format!("{} ({})", s.next_action.command, s.next_action.reason)),
             // The errors' way out when it is not an edit (a leftover copy: `reconcile`).
             false if s.next_action.command != format!("scafld validate {}", s.task_id) => {
-                invalid(&s.task_id, s.errors.len())
-                    .with_hint(format!("{} ({})", s.next_action.command, s.next_action.reason))
+                invalid(&s.task_id, errors).with_hint(format!("{} ({})", s.next_action.command, s.next_action.reason))
             }
-            false => invalid(&s.task_id, s.errors.len()),
+            false => invalid(&s.task_id, errors),
         };
         error.details = Some(serde_json::json!({ "diagnostics": s.errors }));
         ctx.out.failure(&error, serde_json::to_value(&s).ok());
