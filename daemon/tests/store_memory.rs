@@ -4,22 +4,27 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use scafld_daemon::store::SledStore;
+use scafld_daemon::domain::job::{JobKind, JobRecord};
+use scafld_daemon::store::{SledStore, Store};
 
 /// The system allocator, counting the bytes it handed out unzeroed and not yet freed: those
 /// the caller writes, so resident, while zeroed ones may stay pages the kernel never maps.
 struct Counting;
 
 static WRITTEN: AtomicIsize = AtomicIsize::new(0);
+/// Every byte allocated and not yet freed, zeroed or not.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
 
 // SAFETY: every call goes to the system allocator unchanged; only a counter is kept.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         WRITTEN.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
         // SAFETY: the caller's contract is the system allocator's.
         unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
         // SAFETY: as above.
         unsafe { System.alloc_zeroed(layout) }
     }
@@ -27,12 +32,15 @@ unsafe impl GlobalAlloc for Counting {
         // A zeroed block freed is counted out though never counted in: the count can only
         // come out low by it, never high.
         WRITTEN.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
         // SAFETY: as above.
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         WRITTEN.fetch_add(new_size as isize, Ordering::Relaxed);
         WRITTEN.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(new_size as isize, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
         // SAFETY: as above.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -55,3 +63,62 @@ fn opening_an_empty_database_writes_no_more_than_a_few_mebibytes_of_heap() {
     assert!(written < 8 * MIB, "opening an empty database left {} MiB of written heap", written / MIB);
 }
 
+/// Where [`write_a_database_larger_than_the_cache`] writes, when this binary is run for it.
+const WRITE_TO: &str = "SCAFLD_TEST_STORE_MEMORY_DB";
+
+/// Three times sled's cache of job records, about a finished build job's size each (excerpts
+/// included); run alone, in a process of its own, by the test below (and a no-op otherwise),
+/// so that what the writing holds, or frees late, is none of that process's heap.
+#[test]
+fn write_a_database_larger_than_the_cache() {
+    let Some(db) = std::env::var_os(WRITE_TO) else { return };
+    let store = SledStore::open(std::path::Path::new(&db)).unwrap();
+    let excerpt = "y".repeat(3 * 1024);
+    for n in 0..records() {
+        let mut job = JobRecord::queued(
+            format!("job-{n:06}"),
+            JobKind::Acceptance,
+            "ws".into(),
+            "/nowhere".into(),
+            format!("task-{}", n % 50),
+            "2026-11-27T21:00:00Z".into(),
+        );
+        job.reason = Some(excerpt.clone());
+        store.put_job(&job).unwrap();
+    }
+    store.flush().unwrap();
+}
+
+fn records() -> usize {
+    3 * scafld_daemon::store::CACHE_BYTES as usize / (3 * 1024)
+}
+
+/// A database three times sled's cache, read whole by the census of the opening: what stays
+/// in memory is about the cache's worth, not the database's (sled's default cache, 1 GiB, kept
+/// every page read or written, so a daemon grew with its history and each start began as large
+/// as its database).
+#[test]
+fn a_database_larger_than_the_cache_is_not_kept_in_memory_once_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "write_a_database_larger_than_the_cache", "--quiet"])
+        .env(WRITE_TO, &db)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "writing the database failed: {status}");
+    let before = LIVE.load(Ordering::Relaxed);
+    let store = SledStore::open(&db).unwrap();
+    let held = LIVE.load(Ordering::Relaxed) - before;
+    assert_eq!(store.jobs().unwrap().len(), records());
+    drop(store);
+    let bound = scafld_daemon::store::CACHE_BYTES as isize + 16 * MIB;
+    assert!(
+        held < bound,
+        "a database of {} jobs held {} MiB once opened, over {} MiB",
+        records(),
+        held / MIB,
+        bound / MIB
+    );
+}
