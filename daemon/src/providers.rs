@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use scafld_local::capped;
 use scafld_protocol::ErrorKind;
+use scafld_protocol::vocab::HardenStatus;
 use serde_json::{Value, json};
 
 use crate::config::{Config, ProviderCli};
@@ -294,14 +295,14 @@ fn two_ways(tool: &str) -> String {
 enum Expected {
     Dossier(Request),
     TemplateAnswer,
-    HardenDossier,
+    HardenDossier(HardenCheck),
 }
 
 impl Expected {
     /// The MCP tool that takes the answer, and who answers through it.
     fn tool(&self) -> (&'static str, &'static str) {
         match self {
-            Expected::HardenDossier => ("submit_harden", "harden provider"),
+            Expected::HardenDossier(_) => ("submit_harden", "harden provider"),
             Expected::Dossier(_) | Expected::TemplateAnswer => ("submit_review", "reviewer"),
         }
     }
@@ -390,9 +391,14 @@ impl Submissions {
                 })?;
                 (parsed.verdict.to_string(), Submitted::TemplateAnswer(answer))
             }
-            Expected::HardenDossier => {
-                crate::domain::harden::parse_dossier(answer.clone()).map_err(|e| vec![e])?;
-                ("harden dossier".to_string(), Submitted::HardenDossier(answer))
+            Expected::HardenDossier(check) => {
+                let dossier = crate::domain::harden::parse_dossier(answer.clone()).map_err(|e| vec![e])?;
+                let judgement = crate::domain::harden::judge(&dossier, check.ground.as_ref(), check.max_issues);
+                if judgement.status == HardenStatus::Error {
+                    return Err(judgement.problems);
+                }
+                // What the round comes to as the answer stands: passed or needs_revision.
+                (judgement.status.to_string(), Submitted::HardenDossier(answer))
             }
         })
     }
@@ -528,8 +534,18 @@ pub enum Expect<'a> {
     Dossier(&'a Request),
     /// A template answer; the template's tools and settings shape the command line.
     Template(&'a Template),
-    /// A HardenDossier for a delegated harden round (the `submit_harden` tool).
-    Harden,
+    /// A HardenDossier for a delegated harden round (the `submit_harden` tool), judged with
+    /// this check as it is submitted.
+    Harden(&'a HardenCheck),
+}
+
+/// How a delegated harden's `submit_harden` answer is judged as it arrives, as the round will
+/// judge it: its anchors grounded in the workspace, its issues counted. An answer the round
+/// could only record as `error` is refused to the provider (a tool error), which may fix it.
+#[derive(Clone)]
+pub struct HardenCheck {
+    pub ground: std::sync::Arc<dyn crate::domain::harden::Ground + Send + Sync>,
+    pub max_issues: usize,
 }
 
 impl<'a> Expect<'a> {
@@ -537,14 +553,14 @@ impl<'a> Expect<'a> {
     fn template(self) -> Option<&'a Template> {
         match self {
             Expect::Template(t) => Some(t),
-            Expect::Dossier(_) | Expect::Harden => None,
+            Expect::Dossier(_) | Expect::Harden(_) => None,
         }
     }
 
     /// The MCP tool that takes the answer.
     fn submit_tool(self) -> &'static str {
         match self {
-            Expect::Harden => "submit_harden",
+            Expect::Harden(_) => "submit_harden",
             Expect::Dossier(_) | Expect::Template(_) => "submit_review",
         }
     }
@@ -580,7 +596,7 @@ pub fn invocation(
         let (expected, answer) = match expect {
             Expect::Dossier(request) => (Expected::Dossier(request.clone()), "dossier"),
             Expect::Template(_) => (Expected::TemplateAnswer, "template"),
-            Expect::Harden => (Expected::HardenDossier, "harden"),
+            Expect::Harden(check) => (Expected::HardenDossier(check.clone()), "harden"),
         };
         let token = submissions.open(expected);
         let server = json!({
@@ -598,7 +614,7 @@ pub fn invocation(
             output_format: "command.stdout",
             idle_on_stdout: false,
             // A harden round's answer is its last JSON line, which a long log before it keeps.
-            stop_past_capture: !matches!(expect, Expect::Harden),
+            stop_past_capture: !matches!(expect, Expect::Harden(_)),
         },
         Provider::Local => return Err(std::io::Error::other("the local provider runs no process")),
         Provider::Codex(cli) => codex_invocation(cli, root, scratch, expect, env)?,
@@ -627,7 +643,7 @@ fn codex_invocation(
     let schema_path = scratch.join("output-schema.json");
     let schema = match expect {
         Expect::Template(_) => strict(scafld_protocol::schemas::template_answer()),
-        Expect::Harden => strict(scafld_protocol::schemas::harden_dossier()),
+        Expect::Harden(_) => strict(scafld_protocol::schemas::harden_dossier()),
         Expect::Dossier(_) => strict_schema(),
     };
     std::fs::write(&schema_path, serde_json::to_vec_pretty(&schema)?)?;

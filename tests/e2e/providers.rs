@@ -465,3 +465,70 @@ echo '2.1.197 (Claude Code)'
         doc["result"]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "reviewer claude").unwrap().clone();
     assert_eq!(claude["health"], "ok", "{claude}");
 }
+
+/// Fake claude for a delegated harden: starts the `submit_harden` server from its MCP config,
+/// submits `FAKE_FIRST` then `FAKE_THEN`, and writes the two tool results to `FAKE_REPLIES`.
+const FAKE_HARDEN_CLAUDE: &str = r#"#!/usr/bin/env python3
+import json, os, subprocess, sys
+args = sys.argv[1:]
+if args == ["--version"]:
+    print("2.1.0 (Claude Code)"); sys.exit(0)
+config = json.load(open(args[args.index("--mcp-config") + 1]))
+sys.stdin.read()
+server = config["mcpServers"]["scafld"]
+env = dict(os.environ); env.update(server.get("env", {}))
+proc = subprocess.Popen([server["command"]] + server["args"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+def call(i, method, params):
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n"); proc.stdin.flush()
+    return json.loads(proc.stdout.readline())
+call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "claude"}})
+replies = [call(i, "tools/call", {"name": "submit_harden", "arguments": json.loads(os.environ[var])})["result"]
+           for i, var in [(2, "FAKE_FIRST"), (3, "FAKE_THEN")]]
+json.dump(replies, open(os.environ["FAKE_REPLIES"], "w"))
+proc.stdin.close(); proc.wait()
+"#;
+
+/// A `submit_harden` answer whose `code:` anchor names no file is refused as it is submitted (a
+/// tool error naming the anchor, which the provider may fix), never acknowledged and then
+/// recorded as the round's `error`; the fixed answer is acknowledged with what the round comes to.
+#[test]
+fn submit_harden_grounds_anchors_as_they_are_submitted() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/a.rs"), "fn a() {}\n").unwrap();
+    let draft = "---\nspec_version: '2.0'\ntask_id: shape\nstatus: draft\nharden_status: not_run\n---\n\n# Shape\n\n## Summary\n\nA change.\n\n## Scope\n\n- `src/a.rs` - the change.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - it builds\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), draft).unwrap();
+    let bin = env.path("fakebin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("claude"), FAKE_HARDEN_CLAUDE).unwrap();
+    Command::new("chmod").arg("+x").arg(bin.join("claude")).status().unwrap();
+    let answer = |anchor: &str| {
+        let observations: Vec<Value> = ["design", "scope", "path", "command", "timing", "rollback"]
+            .iter()
+            .map(|d| json!({"dimension": d, "result": "clean", "anchor": if *d == "path" { anchor.to_string() } else { format!("spec_gap:nothing open for {d}") }, "note": ""}))
+            .collect();
+        json!({"summary": "judged", "shape": {"decision": "keep", "true_shape": "small", "minimal_plan": "one phase"}, "observations": observations}).to_string()
+    };
+    let replies = env.path("replies.json");
+    let run = Run::from(
+        env.scafld_command(&["harden", "shape", "--provider", "claude", "--json"])
+            .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+            .env("FAKE_FIRST", answer("code:does/not/exist.rs:5"))
+            .env("FAKE_THEN", answer("code:src/a.rs:1"))
+            .env("FAKE_REPLIES", &replies)
+            .output()
+            .unwrap(),
+    );
+    let replies: Value = serde_json::from_str(&std::fs::read_to_string(&replies).unwrap()).unwrap();
+    let (refused, accepted) = (&replies[0], &replies[1]);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(refused["content"][0]["text"].as_str().unwrap().contains("does/not/exist.rs does not exist"), "{refused}");
+    assert_eq!(accepted["structuredContent"]["ok"], true, "{accepted}");
+    let said = accepted["content"][0]["text"].as_str().unwrap();
+    assert!(said.contains("harden answer submitted") && said.contains("passed"), "{said}");
+    assert!(!said.contains("verdict harden dossier"), "{said}");
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["harden_status"], "passed", "{}", run.stdout);
+}

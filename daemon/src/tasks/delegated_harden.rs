@@ -334,7 +334,7 @@ enum Asking {
 /// provider) is an error of the call.
 fn prepare(
     daemon: &Daemon,
-    ws: &Workspace,
+    ws: &Arc<Workspace>,
     config: &crate::config::Config,
     task: &str,
     draft: &SpecText,
@@ -367,10 +367,16 @@ fn prepare(
         socket: &daemon.options.socket_path,
         env: &caller_env,
     };
-    let invocation =
-        providers::invocation(&selected, &place, &daemon.submissions, providers::Expect::Harden).map_err(|e| {
-            RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the {} run: {e}", selected.name()))
-        })?;
+    // Its answer is judged as it is submitted too (anchors, issue count): one that could only
+    // end the round in `error` is refused to the provider, which may fix it.
+    let check = providers::HardenCheck {
+        ground: Arc::new(super::write::HeldGround(ws.clone())),
+        max_issues: settings.harden.max_issues_per_round as usize,
+    };
+    let invocation = providers::invocation(&selected, &place, &daemon.submissions, providers::Expect::Harden(&check))
+        .map_err(|e| {
+        RpcError::new(ErrorKind::WorkspaceError, format!("cannot prepare the {} run: {e}", selected.name()))
+    })?;
     let name = selected.name();
     Ok(Asking::External { name, invocation, packet, scratch, settings: Box::new(settings), caller_env })
 }

@@ -431,6 +431,20 @@ pub(super) fn read_fresh(ws: &Workspace, task: &str) -> RpcResult<(SpecText, Spe
 /// How much of a cited file is read looking for the cited line.
 const CITED_READ_LIMIT: u64 = 256 << 20;
 
+/// [`WorkspaceGround`] holding its workspace: a delegated harden's submission slot grounds the
+/// answer's anchors as it arrives (`providers::HardenCheck`).
+pub(super) struct HeldGround(pub(super) std::sync::Arc<Workspace>);
+
+impl Ground for HeldGround {
+    fn reach(&self, path: &str, line: usize) -> Option<Reach> {
+        WorkspaceGround { ws: &self.0 }.reach(path, line)
+    }
+
+    fn archived(&self, task_id: &str) -> bool {
+        WorkspaceGround { ws: &self.0 }.archived(task_id)
+    }
+}
+
 /// Answers citation checks from the workspace's files and archive.
 pub(super) struct WorkspaceGround<'a> {
     pub(super) ws: &'a Workspace,

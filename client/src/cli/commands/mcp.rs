@@ -1,7 +1,7 @@
 //! `scafld mcp submit-review`: a minimal MCP server on stdio (line-delimited JSON-RPC) that
 //! offers one tool, `submit_review`, and relays each call to the daemon, which validates the
 //! dossier against the running review. Invalid submissions come back as tool errors so the
-//! reviewer can fix them; once one is accepted, the same answer again counts once and a
+//! reviewer can fix them (a `submit_harden` answer whose anchors do not hold is one); once one is accepted, the same answer again counts once and a
 //! different one leaves the review with no verdict (the daemon decides). The server always answers the
 //! handshake: when no daemon answers, a call returns a tool error saying so, so the model and
 //! the provider's log show why nothing was submitted.
@@ -22,6 +22,7 @@ const MAX_LINE_BYTES: u64 = 16 << 20;
 /// Serve `submit_review` for `answer`: `dossier` (the review gate) or `template` (a template
 /// review's verdict, summary and findings).
 pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, CliError> {
+    let answer_kind = answer;
     let (schema, what, tool) = match answer {
         "template" => (scafld_protocol::schemas::template_answer(), "template review answer", "submit_review"),
         "harden" => (scafld_protocol::schemas::harden_dossier(), "HardenDossier", "submit_harden"),
@@ -110,6 +111,14 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
                     }),
                 };
                 match answer {
+                    // A harden answer's "verdict" is what the round comes to as it stands.
+                    Ok(r) if r.accepted && answer_kind == "harden" => Ok(json!({
+                        "content": [{"type": "text", "text": format!(
+                            "harden answer submitted: as it stands the round is {} (scafld records it when your run ends)",
+                            r.verdict
+                        )}],
+                        "structuredContent": {"ok": true, "status": r.verdict},
+                    })),
                     Ok(r) if r.accepted => Ok(json!({
                         "content": [{"type": "text", "text": format!("review submitted: verdict {}", r.verdict)}],
                         "structuredContent": {"ok": true, "verdict": r.verdict},
