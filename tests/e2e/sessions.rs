@@ -587,9 +587,17 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     detach(&env, "worker", "/usr/bin:/bin", &[]);
     // A worker under an implementing agent never claims the job (its answer could not count):
     // the job stays queued for one that may grade it. Not only the latest builder counts.
+    // It is told so: which job, why, and who may take it (only gemini built nothing of it).
+    let job_id = env.scafld(&["review", "status", "rev", "--json"]).json()["result"]["reviewers"][0]["job_id"].clone();
     for builder in [("CLAUDECODE", "1"), ("CODEX_THREAD_ID", "t2")] {
         let theirs = worker(&env, &["claim", "--id", "mine", "--timeout", "0.3"], &[builder]);
         assert_eq!(theirs.json()["result"], Value::Null, "{builder:?}: {}", theirs.stdout);
+        let error = theirs.json()["error"].clone();
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(job_id.as_str().unwrap()) && message.contains("withheld"), "{}", theirs.stdout);
+        let hint = error["hint"].as_str().unwrap_or_default();
+        assert!(hint.contains("gemini") && !hint.contains("claude") && !hint.contains("codex"), "{hint}");
+        assert_eq!(error["details"]["withheld"]["may_review"], json!(["gemini"]), "{error}");
     }
     // Declaring another agent does not hide the one whose own markers are set.
     let disguised = [("CLAUDECODE", "1"), ("SCAFLD_HOST_AGENT", "gemini")];
@@ -604,6 +612,9 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     refused.assert_code(1);
     let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("independence") && message.contains("claude"), "{message}");
+    // The way out it names is an agent that built nothing of the task.
+    let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
+    assert!(hint.contains("gemini") && !hint.contains("claude") && !hint.contains("codex"), "{hint}");
     let disguised = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &disguised);
     disguised.assert_code(1);
     let earlier = [("CODEX_THREAD_ID", "t2")];

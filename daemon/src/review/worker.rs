@@ -130,8 +130,13 @@ pub async fn claim(
                     .with_hint("claim again once it runs again (`scafld worker` reconnects by itself)"));
             }
             changed = tokio::time::timeout_at(deadline, changes.changed()) => if changed.is_err() {
-                return Ok(None);
+                // Nothing this worker may take; a job queued but withheld from it is said.
+                return match withheld(daemon, only.as_deref(), &claimers, &p.provider) {
+                    Some(why) => Err(why),
+                    None => Ok(None),
+                };
             },
+
         }
     }
 }
@@ -404,6 +409,58 @@ fn implementer_is(daemon: &Daemon, job: &JobRecord, submitters: &[String], provi
         .map(str::to_string)
 }
 
+/// The host agents that built nothing of `job`'s task: the reviewers that may grade it.
+fn may_grade(daemon: &Daemon, job: &JobRecord) -> Vec<&'static str> {
+    let entries = daemon.store().ledger(&job.workspace_id, &job.task_id).unwrap_or_default();
+    let built: Vec<&str> = crate::ledger::implementers(&entries).collect();
+    scafld_protocol::hosts::HOST_AGENTS.into_iter().filter(|agent| !built.contains(agent)).collect()
+}
+
+/// "codex or gemini", or a human review when every known agent built the task.
+fn others_who_may(daemon: &Daemon, job: &JobRecord) -> String {
+    match may_grade(daemon, job).as_slice() {
+        [] => "record an audited `scafld review --human-reviewed --reason` (every reviewer agent built it)".into(),
+        [one] => format!("run the worker under {one}, or record an audited `scafld review --human-reviewed --reason`"),
+        [rest @ .., last] => format!(
+            "run the worker under {} or {last}, or record an audited `scafld review --human-reviewed --reason`",
+            rest.join(", ")
+        ),
+    }
+}
+
+/// A claim that found nothing it may take while a `worker` job of its scope is queued, withheld
+/// from this claimer by the independence rule (its agent built the task): which job, why, and
+/// who may take it, rather than "nothing is queued".
+fn withheld(
+    daemon: &Daemon,
+    only: Option<&crate::workspace::Workspace>,
+    claimers: &[String],
+    provider: &str,
+) -> Option<RpcError> {
+    let queued = daemon.jobs.matching(|r| {
+        r.state == JobState::Queued
+            && r.review.as_ref().is_some_and(|w| w.reviewer == "worker")
+            && only.is_none_or(|ws| ws.owns(&r.workspace_id))
+    });
+    let (job, implementer) =
+        queued.into_iter().find_map(|job| implementer_is(daemon, &job, claimers, provider).map(|who| (job, who)))?;
+    let task = scafld_protocol::text::one_line(&job.task_id);
+    Some(
+        RpcError::new(
+            ErrorKind::InvalidState,
+            format!(
+                "no review job this worker may take: {} (task {task}) is queued, but withheld from it by the independence rule: {task} was built from {implementer}, and this worker is {implementer} too; the implementing agent must not grade its own work",
+                job.id
+            ),
+        )
+        .with_hint(format!("to have it reviewed, {}", others_who_may(daemon, &job)))
+        .with_details(serde_json::json!({
+            "withheld": {"job_id": job.id, "task_id": job.task_id, "implementer": implementer,
+                         "may_review": may_grade(daemon, &job)},
+        })),
+    )
+}
+
 /// The agents a caller may be running inside (see [`providers::host_agents`]), and the one its
 /// lease recorded at the claim.
 fn submitters(caller: &m::CallerContext, lease: Option<&Lease>) -> Vec<String> {
@@ -422,7 +479,7 @@ fn independent(daemon: &Daemon, job: &JobRecord, lease: &Lease, caller: &m::Call
                 job.task_id
             ),
         )
-        .with_hint("run the worker under a different reviewer (codex, claude or gemini), or record an audited `scafld review --human-reviewed --reason`"));
+        .with_hint(others_who_may(daemon, job)));
     }
     Ok(())
 }

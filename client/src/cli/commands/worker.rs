@@ -265,6 +265,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         note(&format!("scafld worker {id}: serving review jobs with {}", args.provider));
     }
     let mut served = Vec::new();
+    let mut withheld_said: Option<String> = None;
     loop {
         let params = m::ClaimParams {
             worker_id: id.clone(),
@@ -277,6 +278,15 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         };
         let claimed = match call::<m::WorkerClaim>(&mut conn, &params) {
             Ok(claimed) => claimed,
+            // A job queued but withheld from this worker (its agent built the task): as though
+            // nothing were queued, once said why.
+            Err(e) if e.details.as_ref().is_some_and(|d| d.get("withheld").is_some()) => {
+                if !ctx.out.json && withheld_said.as_ref() != Some(&e.message) {
+                    note(&format!("scafld worker {id}: {}", e.message));
+                    withheld_said = Some(e.message);
+                }
+                None
+            }
             // The daemon went away (a restart): keep serving once it is back, unless it came
             // back as another build, which waiting does not change.
             Err(e)
