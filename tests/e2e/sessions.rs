@@ -628,6 +628,47 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A job already answered is said to have finished, with its verdict, to a second submission
+/// and a heartbeat (never "your lease expired, claim again"); the same answer from the same
+/// lease again is answered as recorded, counted once.
+#[test]
+fn a_finished_worker_job_says_so_and_the_same_answer_again_counts_once() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let claim = worker(&env, &["claim", "--id", "w"], &[]).json()["result"].clone();
+    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
+    let answer = env.path("dossier.json");
+    std::fs::write(&answer, dossier("pass", "")).unwrap();
+    let answer = answer.to_str().unwrap();
+    let first = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer], &[]);
+    first.assert_code(0);
+    let again = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer], &[]);
+    again.assert_code(0);
+    let result = again.json()["result"].clone();
+    assert_eq!(
+        (result["accepted"].clone(), result["already_recorded"].clone()),
+        (json!(true), json!(true)),
+        "{result}"
+    );
+    assert_eq!(result["verdict"], first.json()["result"]["verdict"], "{result}");
+    assert_eq!(result["next_command"], first.json()["result"]["next_command"], "{result}");
+    let reviews = ledger_types(&env).iter().filter(|t| *t == "review").count();
+    assert_eq!(reviews, 1, "counted once");
+    // Another answer, or a heartbeat: the job finished, with its verdict.
+    std::fs::write(env.path("other.json"), dossier("pass", &minor("src/f1.rs"))).unwrap();
+    let other =
+        worker(&env, &["submit", job, "--lease", lease, "--dossier", env.path("other.json").to_str().unwrap()], &[]);
+    let heartbeat = worker(&env, &["heartbeat", job, "--lease", lease], &[]);
+    for late in [other, heartbeat] {
+        late.assert_code(1);
+        let error = late.json()["error"].clone();
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains("already finished") && message.contains("verdict PASS"), "{error}");
+        assert!(!error["hint"].as_str().unwrap().contains("whoever holds it now"), "{error}");
+    }
+}
+
 #[test]
 fn manual_approval_waits_for_a_human_accept_or_reject() {
     let env = TestEnv::new();

@@ -131,6 +131,18 @@ pub struct ReviewWork {
     /// The template result, UNKNOWN ones included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_result: Option<scafld_protocol::methods::TemplateReviewResult>,
+    /// The worker lease whose submission was accepted, and a digest of the answer it counted:
+    /// the same answer handed in again under that lease is told it is already recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered: Option<Answered>,
+}
+
+/// A worker's accepted submission, as a repeat of it is recognised.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answered {
+    pub lease_token: String,
+    /// SHA-256 of the accepted dossier (after the checkpoint's findings were merged in).
+    pub digest: String,
 }
 
 /// A template a reviewer job runs: which one, with which inputs, where, with which provider.

@@ -29,9 +29,48 @@ fn stale_lease(job_id: &str) -> RpcError {
     .with_hint("claim work again with `scafld worker claim`; the job's checkpoint was kept for whoever holds it now")
 }
 
+/// A call on a job that has already finished: no lease of it is held any more, by anyone, and
+/// nothing about it changes; the answer says how it ended (its verdict, or why it has none).
+fn finished_job(daemon: &Daemon, job: &JobRecord) -> RpcError {
+    let work = job.review.as_ref();
+    let session = work.and_then(|w| daemon.sessions.get(&w.session_key));
+    let verdict = work
+        .and_then(|w| w.dossier.as_ref())
+        .zip(session.as_ref())
+        .map(|(d, s)| consensus::reviewer_verdict(d, consensus::Question::of(&s.subject)).to_string());
+    let how = match (&verdict, job.reason.as_deref().filter(|r| !r.is_empty())) {
+        (Some(verdict), _) => format!("{}, verdict {verdict}", job.state),
+        (None, Some(reason)) => format!("{}: {reason}", job.state),
+        (None, None) => job.state.to_string(),
+    };
+    let review =
+        session.map(|s| format!(", `scafld review status --session-key {}` the review", s.key)).unwrap_or_default();
+    RpcError::new(
+        ErrorKind::InvalidState,
+        format!("{} has already finished ({how}); its lease ended with it and nothing was changed", job.id),
+    )
+    .with_hint(format!(
+        "nothing is left to do on it: `scafld job status {}` shows how it ended{review}; `scafld worker claim` takes other work",
+        job.id
+    ))
+    .with_details(serde_json::json!({"job_id": job.id, "state": job.state, "verdict": verdict}))
+}
+
+/// Why a lease call found no lease of `job_id` held by its token: the job finished, or the
+/// lease expired or was released (the job queued or claimed again).
+fn lease_lost(daemon: &Daemon, job_id: &str) -> RpcError {
+    match daemon.jobs.get(job_id).filter(|job| job.state.is_finished()) {
+        Some(job) => finished_job(daemon, &job),
+        None => stale_lease(job_id),
+    }
+}
+
 /// The job and session of a call, if `token` is the job's current lease.
 fn leased(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<(JobRecord, Lease, SessionRecord)> {
     let job = daemon.jobs.get(job_id).ok_or_else(|| crate::jobs::unknown_job(job_id))?;
+    if job.state.is_finished() {
+        return Err(finished_job(daemon, &job));
+    }
     let lease = job
         .review
         .as_ref()
@@ -136,7 +175,6 @@ pub async fn claim(
                     None => Ok(None),
                 };
             },
-
         }
     }
 }
@@ -289,7 +327,7 @@ fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
                 }
             }
         })
-        .ok_or_else(|| stale_lease(job_id))?;
+        .ok_or_else(|| lease_lost(daemon, job_id))?;
     Ok(record.review.and_then(|w| w.lease).map(|l| l.seconds as f64).unwrap_or_default())
 }
 
@@ -375,7 +413,7 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
                 c.last_activity = Some(clock::now_rfc3339());
             }
         })
-        .ok_or_else(|| stale_lease(&job.id))?;
+        .ok_or_else(|| lease_lost(daemon, &job.id))?;
     let checkpoint = record.review.map(|w| w.checkpoint).unwrap_or_default();
     let remaining = consensus::remaining(&session.files, &checkpoint);
     publish(
@@ -484,7 +522,79 @@ fn independent(daemon: &Daemon, job: &JobRecord, lease: &Lease, caller: &m::Call
     Ok(())
 }
 
+/// The digest an accepted worker answer is known again by ([`crate::domain::job::Answered`]).
+fn answer_digest(dossier: &Dossier) -> String {
+    use sha2::Digest;
+    format!("{:x}", sha2::Sha256::digest(serde_json::to_vec(dossier).unwrap_or_default()))
+}
+
+/// A submission to a job that has finished: the answer its lease already handed in, given
+/// again (`digest`: the same accepted dossier), is answered as recorded, counted once, with what
+/// the review recorded; anything else is told the job finished.
+fn submitted_again(
+    daemon: &Daemon,
+    job: &JobRecord,
+    token: &str,
+    digest: Option<&str>,
+) -> RpcResult<m::WorkerSubmitResult> {
+    let work = job.review.as_ref();
+    let same = work
+        .and_then(|w| w.answered.as_ref())
+        .is_some_and(|a| !token.is_empty() && a.lease_token == token && digest.is_some_and(|d| d == a.digest));
+    let session = work.and_then(|w| daemon.sessions.get(&w.session_key));
+    let (Some(dossier), Some(session), true) = (work.and_then(|w| w.dossier.as_ref()), session, same) else {
+        return Err(finished_job(daemon, job));
+    };
+    let mut result = m::WorkerSubmitResult {
+        job_id: job.id.clone(),
+        accepted: true,
+        already_recorded: true,
+        verdict: consensus::reviewer_verdict(dossier, consensus::Question::of(&session.subject)).to_string(),
+        ..m::WorkerSubmitResult::default()
+    };
+    settled(daemon, &session.key, &mut result);
+    Ok(result)
+}
+
+/// What the review recorded once a job's answer counted: the wait for the other reviewers, or
+/// (once the session settled) its gate, why it differs from the verdict, and the task's next step.
+fn settled(daemon: &Daemon, session_key: &str, result: &mut m::WorkerSubmitResult) {
+    if result.accepted {
+        result.next_command = format!("scafld review wait --session-key {session_key}");
+    }
+    if let Some(settled) = daemon.sessions.get(session_key).and_then(|s| s.result) {
+        result.gate = settled.gate;
+        if let Some(review) = settled.review.as_ref().filter(|r| result.accepted && !r.next_command.is_empty()) {
+            result.next_command.clone_from(&review.next_command);
+        }
+        // A gate that records less than the verdict says why (a pass with findings that block
+        // nothing is a pass of the gate, with nothing to explain).
+        let explained =
+            settled.gate.is_some_and(|g| g == m::GateState::Pass || g.as_str().eq_ignore_ascii_case(&result.verdict));
+        if !explained {
+            result.gate_reason = settled
+                .issues
+                .first()
+                .map(|i| i.title.clone())
+                .or_else(|| settled.parse_errors.first().cloned())
+                .unwrap_or_default();
+        }
+    }
+}
+
 pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult<m::WorkerSubmitResult> {
+    if let Some(done) = daemon.jobs.get(&p.job_id).filter(|job| job.state.is_finished()) {
+        // The same dossier again, read as the first one was (its checkpoint merged in).
+        let session = done.review.as_ref().and_then(|w| daemon.sessions.get(&w.session_key));
+        let checkpoint = done.review.as_ref().map(|w| w.checkpoint.clone()).unwrap_or_default();
+        let digest = p
+            .dossier
+            .zip(session)
+            .and_then(|(value, s)| serde_json::from_value::<Dossier>(providers::strip_nulls(value)).ok().zip(Some(s)))
+            .and_then(|(d, s)| accept(consensus::merge_checkpoint(d, &checkpoint), &s.request).ok())
+            .map(|d| answer_digest(&d));
+        return submitted_again(daemon, &done, &p.lease_token, digest.as_deref());
+    }
     let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
     independent(daemon, &job, &lease, &p.caller)?;
     let checkpoint = job.review.as_ref().map(|w| w.checkpoint.clone()).unwrap_or_default();
@@ -555,14 +665,21 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
     };
     // The lease ends here, in one compare-and-update: a submission whose lease expired (or was
     // re-claimed) while it was being checked changes nothing.
-    daemon
-        .jobs
-        .update_leased(daemon.store(), &job.id, &p.lease_token, |r| {
-            if let Some(w) = r.review.as_mut() {
-                w.lease = None;
-            }
-        })
-        .ok_or_else(|| stale_lease(&job.id))?;
+    let digest = answer.as_ref().ok().map(answer_digest);
+    let ended = daemon.jobs.update_leased(daemon.store(), &job.id, &p.lease_token, |r| {
+        if let Some(w) = r.review.as_mut() {
+            w.lease = None;
+            w.answered = digest
+                .clone()
+                .map(|digest| crate::domain::job::Answered { lease_token: p.lease_token.clone(), digest });
+        }
+    });
+    if ended.is_none() {
+        return match daemon.jobs.get(&job.id).filter(|job| job.state.is_finished()) {
+            Some(done) => submitted_again(daemon, &done, &p.lease_token, digest.as_deref()),
+            None => Err(stale_lease(&job.id)),
+        };
+    }
     let mut result = match &answer {
         // What the job records (`conclude`): the reviewer's verdict read from its findings.
         Ok(d) => m::WorkerSubmitResult {
@@ -576,27 +693,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
     conclude(daemon, &job.id, answer, provenance).await;
     // The session this answer settled: what the review recorded, which the gate decides (its
     // guard, the other reviewers, manual approval), not this reviewer alone.
-    if result.accepted {
-        result.next_command = format!("scafld review wait --session-key {}", session.key);
-    }
-    if let Some(settled) = daemon.sessions.get(&session.key).and_then(|s| s.result) {
-        result.gate = settled.gate;
-        if let Some(review) = settled.review.as_ref().filter(|r| result.accepted && !r.next_command.is_empty()) {
-            result.next_command.clone_from(&review.next_command);
-        }
-        // A gate that records less than the verdict says why (a pass with findings that block
-        // nothing is a pass of the gate, with nothing to explain).
-        let explained =
-            settled.gate.is_some_and(|g| g == m::GateState::Pass || g.as_str().eq_ignore_ascii_case(&result.verdict));
-        if !explained {
-            result.gate_reason = settled
-                .issues
-                .first()
-                .map(|i| i.title.clone())
-                .or_else(|| settled.parse_errors.first().cloned())
-                .unwrap_or_default();
-        }
-    }
+    settled(daemon, &session.key, &mut result);
     Ok(result)
 }
 
@@ -615,7 +712,7 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
                 w.lease = None;
             }
         })
-        .ok_or_else(|| stale_lease(&job.id))?;
+        .ok_or_else(|| lease_lost(daemon, &job.id))?;
     publish(daemon, &session, &job.id, "requeued", &format!("released by worker {}", lease.worker_id));
     daemon.publish(Event::JobChanged { job_id: job.id.clone(), task_id: job.task_id.clone(), state: JobState::Queued });
     Ok(m::LeaseResult { job_id: job.id, state: m::JobState::Queued, lease_expires_in_seconds: 0.0 })

@@ -217,6 +217,10 @@ pub struct WorkerRun {
 pub struct WorkerSubmitResult {
     pub job_id: String,
     pub accepted: bool,
+    /// The job had already finished with this very answer from this lease: it is recorded
+    /// once, and this repeat changed nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_recorded: bool,
     /// The verdict recorded for this reviewer's job, as `review status` shows it (`PASS`,
     /// `FAIL` or `NEEDS_WORK`: an answer of pass with an open blocker is a fail, with other open
     /// findings it needs work); empty when the answer did not count.

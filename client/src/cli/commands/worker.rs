@@ -124,10 +124,12 @@ fn submitted(ctx: &Context, r: &m::WorkerSubmitResult) -> Result<u8, CliError> {
         return Ok(workflow::RUNTIME);
     }
     if r.accepted {
+        let submitted = if r.already_recorded { "already submitted (this answer counts once)" } else { "submitted" };
         ctx.out.success(r, || match r.next_command.as_str() {
-            "" => format!("{}: submitted, {}", r.job_id, recorded(r)),
-            next => format!("{}: submitted, {}\nnext: {next}", r.job_id, recorded(r)),
+            "" => format!("{}: {submitted}, {}", r.job_id, recorded(r)),
+            next => format!("{}: {submitted}, {}\nnext: {next}", r.job_id, recorded(r)),
         });
+
         return Ok(workflow::OK);
     }
     let error = CliError::new(
