@@ -628,6 +628,41 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
+/// A worker claims, checkpoints and submits from a folder outside the workspace: what it is
+/// shown next runs from there as printed (`--root <workspace>`), and the report's path is absolute.
+#[test]
+fn a_worker_outside_the_workspace_is_shown_next_steps_that_run_from_there() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let outside = env.path("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    let from_outside = |args: &[&str]| {
+        let mut all = vec!["worker"];
+        all.extend_from_slice(args);
+        Run::from(env.scafld_command(&all).current_dir(&outside).output().unwrap())
+    };
+    let claim = from_outside(&["claim", "--id", "w", "--json"]).json()["result"].clone();
+    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
+    let checkpoint = from_outside(&["checkpoint", job, "--lease", lease, "--file", "src/f1.rs"]);
+    checkpoint.assert_code(0);
+    let report = checkpoint.stdout.lines().find_map(|l| l.strip_prefix("report: ")).unwrap().to_string();
+    assert!(std::path::Path::new(&report).is_absolute(), "{}", checkpoint.stdout);
+    assert!(std::path::Path::new(&report).is_file(), "{}", checkpoint.stdout);
+    std::fs::write(outside.join("d.json"), dossier("pass", "")).unwrap();
+    let submitted = from_outside(&["submit", job, "--lease", lease, "--dossier", "d.json"]);
+    submitted.assert_code(0);
+    let next = submitted.stdout.lines().find_map(|l| l.strip_prefix("next: ")).unwrap().to_string();
+    assert!(next.contains(" --root "), "{}", submitted.stdout);
+    // Run as printed, from there.
+    let mut shell = Command::new("sh");
+    env.apply_env(&mut shell);
+    let path = format!("{}:{}", scafld_tests::bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+    let ran = Run::from(shell.arg("-c").arg(&next).env("PATH", path).current_dir(&outside).output().unwrap());
+    ran.assert_code(0);
+    assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["status"], "completed", "{}", ran.stdout);
+}
+
 /// A job already answered is said to have finished, with its verdict, to a second submission
 /// and a heartbeat (never "your lease expired, claim again"); the same answer from the same
 /// lease again is answered as recorded, counted once.

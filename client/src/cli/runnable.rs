@@ -43,6 +43,24 @@ impl Caller {
         Caller::new(&cwd, root.as_deref(), flag.is_some())
     }
 
+    /// The caller of a command about a job of the workspace at `root` (a worker claims and
+    /// submits from any folder): `--root <root>` in each scafld command unless the caller is
+    /// inside that workspace and names no root of its own (`named`: `--root`, `$SCAFLD_ROOT`).
+    pub fn of_workspace(root: &Path, named: bool) -> Caller {
+        let Ok(cwd) = std::env::current_dir() else { return Caller::default() };
+        let inside = canonical(&cwd).starts_with(canonical(root));
+        Caller::new(&cwd, Some(root), named || !inside)
+    }
+
+    /// A path relative to the workspace root, as it resolves where the caller is: absolute
+    /// unless the caller is at the root.
+    pub fn path(&self, root: &Path, relative: &str) -> String {
+        match &self.elsewhere {
+            Some(_) => root.join(relative).display().to_string(),
+            None => relative.to_string(),
+        }
+    }
+
     /// Whether anything is rewritten at all (the caller at the root, no `--root`: nothing).
     pub fn rewrites(&self) -> bool {
         self.root_flag.is_some() || self.elsewhere.is_some()

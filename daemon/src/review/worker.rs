@@ -431,6 +431,7 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
         files_remaining: remaining,
         findings_so_far: consensus::findings_so_far(&checkpoint),
         report_path: session.report_path.clone(),
+        root: workspace_root(daemon, &session),
     })
 }
 
@@ -556,9 +557,17 @@ fn submitted_again(
     Ok(result)
 }
 
+/// Where the session's workspace is now (its folder may have moved since the review began).
+fn workspace_root(daemon: &Daemon, session: &SessionRecord) -> String {
+    super::home(daemon, session).map(|ws| ws.root.display().to_string()).unwrap_or_else(|_| session.root.clone())
+}
+
 /// What the review recorded once a job's answer counted: the wait for the other reviewers, or
 /// (once the session settled) its gate, why it differs from the verdict, and the task's next step.
 fn settled(daemon: &Daemon, session_key: &str, result: &mut m::WorkerSubmitResult) {
+    if let Some(session) = daemon.sessions.get(session_key) {
+        result.root = workspace_root(daemon, &session);
+    }
     if result.accepted {
         result.next_command = format!("scafld review wait --session-key {session_key}");
     }

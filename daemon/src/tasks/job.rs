@@ -101,7 +101,11 @@ pub async fn cancel(daemon: &Arc<Daemon>, p: m::JobParams) -> RpcResult<m::JobIn
                     ws.root.display()
                 ),
             )
-            .with_hint(format!("to cancel it, run `scafld --root {} job cancel {}`", before.root, before.id))
+            .with_hint(format!(
+                "to cancel it, run `scafld --root {} job cancel {}`",
+                scafld_protocol::cli::shell_word(&before.root),
+                before.id
+            ))
             .with_details(
                 serde_json::json!({"job_id": before.id, "workspace_id": before.workspace_id, "root": before.root}),
             ));

@@ -173,7 +173,12 @@ pub struct CheckpointResult {
     pub files_reviewed: usize,
     pub files_remaining: Vec<String>,
     pub findings_so_far: usize,
+    /// The review report, relative to `root`.
     pub report_path: String,
+    /// The job's workspace root: a worker may call from any folder, and what it is shown
+    /// (`report_path`) is made to resolve from there.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub root: String,
 }
 
 method!(
@@ -240,6 +245,10 @@ pub struct WorkerSubmitResult {
     /// review (as `status` gives it), else the wait for the session's other reviewers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub next_command: String,
+    /// The job's workspace root: a worker may submit from any folder, and `next_command` is
+    /// made to run from there (`--root <root>` when the caller is outside it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub root: String,
 }
 
 method!(

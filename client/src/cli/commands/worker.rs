@@ -31,7 +31,7 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         }
         Some(WorkerCommand::Checkpoint { lease, file, findings, phase }) => {
             let findings = findings.iter().map(|f| strict_json("--finding", f)).collect::<Result<Vec<_>, _>>()?;
-            let mut conn = ctx.connect()?;
+            let mut conn = ctx.connect()?.with_results(None); // shown for the job's workspace (`job_caller`)
             let params = m::CheckpointParams {
                 job_id: lease.job_id.clone(),
                 lease_token: lease.lease.clone(),
@@ -39,7 +39,10 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                 file: file.clone(),
                 findings,
             };
-            let r = call::<m::WorkerCheckpoint>(&mut conn, &params)?;
+            let mut r = call::<m::WorkerCheckpoint>(&mut conn, &params)?;
+            if !r.root.is_empty() {
+                r.report_path = job_caller(ctx, &r.root).path(std::path::Path::new(&r.root), &r.report_path);
+            }
             ctx.out.success(&r, || {
                 format!(
                     "{}: {} file(s) reviewed, {} finding(s) so far, {} remaining{}\nreport: {}",
@@ -58,7 +61,7 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             let text = crate::cli::input::read_text("--dossier", dossier, scafld_protocol::MAX_REQUEST_LINE_BYTES)
                 .map_err(CliError::usage)?;
             let value = strict_json("--dossier", &text)?;
-            let mut conn = ctx.connect()?;
+            let mut conn = ctx.connect()?.with_results(None); // shown for the job's workspace (`job_caller`)
             let params = m::WorkerSubmitParams {
                 job_id: lease.job_id.clone(),
                 lease_token: lease.lease.clone(),
@@ -67,7 +70,10 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                 model: None,
                 caller: caller(),
             };
-            let r = call::<m::WorkerSubmit>(&mut conn, &params)?;
+            let mut r = call::<m::WorkerSubmit>(&mut conn, &params)?;
+            if !r.root.is_empty() {
+                r.next_command = job_caller(ctx, &r.root).command(&r.next_command);
+            }
             submitted(ctx, &r)
         }
         Some(WorkerCommand::Release(lease)) => {
@@ -77,6 +83,13 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             Ok(workflow::OK)
         }
     }
+}
+
+/// Where the caller is against the workspace of the job it works on (not the folder's own
+/// workspace: a worker claims, checkpoints and submits from anywhere).
+fn job_caller(ctx: &Context, root: &str) -> crate::cli::runnable::Caller {
+    let named = ctx.global.root.is_some() || std::env::var_os("SCAFLD_ROOT").is_some();
+    crate::cli::runnable::Caller::of_workspace(std::path::Path::new(root), named)
 }
 
 /// What the review recorded for an accepted submission: the job's verdict and, once it settled
@@ -129,7 +142,6 @@ fn submitted(ctx: &Context, r: &m::WorkerSubmitResult) -> Result<u8, CliError> {
             "" => format!("{}: {submitted}, {}", r.job_id, recorded(r)),
             next => format!("{}: {submitted}, {}\nnext: {next}", r.job_id, recorded(r)),
         });
-
         return Ok(workflow::OK);
     }
     let error = CliError::new(
