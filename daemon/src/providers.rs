@@ -342,7 +342,10 @@ impl Submissions {
         let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
         let (tool, who) = slot.expect.tool();
         let length = scafld_protocol::json::encoded_len(&answer) as u64;
-        let answer = strip_nulls(answer);
+        // The dossier's MCP tool is given the schema as written, where no field is nullable:
+        // a null there is refused, as on every other channel. Harden and template answers
+        // keep dropping theirs.
+        let answer = if matches!(slot.expect, Expected::Dossier(_)) { answer } else { strip_nulls(answer) };
         match (&slot.held, &slot.first) {
             (Closed::TwoWays, _) => return Err(vec![format!("{}; nothing more is read", two_ways(tool))]),
             (Closed::Accepted(_), Some((first, verdict))) if *first == answer => return Ok(verdict.clone()),
@@ -371,13 +374,12 @@ impl Submissions {
         }
     }
 
-    /// A submission checked against what its slot expects (nulls already dropped): its verdict
+    /// A submission checked against what its slot expects (a harden or template answer's nulls already dropped): its verdict
     /// and what is kept.
     fn check(expect: &Expected, answer: Value) -> Result<(String, Submitted), Vec<String>> {
         Ok(match expect {
             Expected::Dossier(request) => {
-                let parsed: Dossier = serde_json::from_value(answer)
-                    .map_err(|e| vec![format!("dossier does not match the schema: {e}")])?;
+                let parsed = dossier::from_value(answer).map_err(|e| vec![e])?;
                 let parsed = dossier::normalize(parsed, request);
                 let problems = dossier::validate(&parsed, request);
                 if !problems.is_empty() {
@@ -823,12 +825,22 @@ fn user_settings(path: &Path) -> Option<Value> {
 /// The largest file of a CLI's own the daemon reads (settings, credentials: kilobytes).
 const MAX_USER_FILE_BYTES: u64 = 8 << 20;
 
-/// The most of a provider's output read as its answer: its stdout's capture, its answer file.
-const CAPTURE_CAP: u64 = scafld_local::runner::CAPTURE_CAP as u64;
+/// The most of a provider's output read as its answer: its stdout's capture, its answer file
+/// (the one reviewer answer cap, [`scafld_protocol::MAX_ANSWER_BYTES`]).
+const CAPTURE_CAP: u64 = scafld_protocol::MAX_ANSWER_BYTES as u64;
 
 /// A provider's answer file, read like its stdout: at most as much as is captured of that.
 fn answer_file(path: &Path) -> Option<String> {
     capped::read_text(path, "answer file", CAPTURE_CAP).ok()
+}
+
+/// Why a dossier a worker submitted, `len` bytes as JSON, is refused unread.
+pub fn answer_over_cap(len: u64) -> String {
+    format!(
+        "the dossier is {}, over the {} limit on a reviewer's answer, so it was not read; an answer must fit within it",
+        capped::size(len),
+        capped::size(CAPTURE_CAP)
+    )
 }
 
 /// Why `who`'s `what` (`output`, `answer file`) of `len` bytes (`None`: it grew past the cap
@@ -1388,9 +1400,7 @@ mod tests {
         let pass = json!({"verdict": "pass", "mode": "discover", "summary": "ok", "findings": [], "attack_log": [attack], "budget": {}});
         let token = submissions.open(Expected::Dossier(request.clone()));
         assert_eq!(submissions.submit(&token, pass.clone()).unwrap(), "pass");
-        let mut with_null = pass.clone();
-        with_null["status"] = Value::Null;
-        assert_eq!(submissions.submit(&token, with_null).unwrap(), "pass", "the same answer counts once");
+        assert_eq!(submissions.submit(&token, pass.clone()).unwrap(), "pass", "the same answer counts once");
         assert!(matches!(submissions.close(&token), Closed::Accepted(Submitted::Dossier(_))));
 
         let mut changed = pass.clone();

@@ -27,6 +27,11 @@ pub const PROTOCOL_VERSION: u32 = 4;
 /// Largest request line the daemon reads; longer lines are answered with an error and skipped.
 pub const MAX_REQUEST_LINE_BYTES: usize = 10 * 1024 * 1024;
 
+/// The most a reviewer's answer (a dossier, a template or harden answer) may take, on every
+/// channel: a provider's stdout or answer file, `submit_review`, `worker submit --dossier`.
+/// A larger one is refused unread. It fits in one request line with room for the call around it.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+
 /// Largest reply the daemon sends; a larger one is answered with
 /// [`error::codes::OVERSIZED_RESPONSE`] instead.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;

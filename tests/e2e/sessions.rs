@@ -1471,3 +1471,92 @@ fn a_review_whose_packet_was_edited_is_started_again_never_retried_in_a_loop() {
     let again = run_with(&env, &words, &path, &[]).json();
     assert_ne!(again["session_key"].as_str().unwrap(), key, "{again}");
 }
+
+/// A worker's dossier or checkpoint finding that breaks `schemas/review_dossier.schema.json`
+/// (a line 0, an empty path, a null where a string or an object goes, a line given as a
+/// string) is refused naming the field and the schema's type, nothing recorded and the lease
+/// kept; a dossier over the 8 MiB answer cap is refused unread; `line: 1.0` is an integer.
+#[test]
+fn worker_dossiers_and_findings_are_held_to_the_schema_and_the_answer_cap() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let claim = worker(&env, &["claim", "--id", "w1"], &[]).json()["result"].clone();
+    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
+    let answer = env.path("dossier.json");
+    let submit = |text: &str| {
+        std::fs::write(&answer, text).unwrap();
+        worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[])
+    };
+    let low = |extra: &str| format!(r#"{{"severity":"low","blocks_completion":false,"summary":"s"{extra}}}"#);
+    let nulls = r#"{"verdict":"pass","mode":"discover","summary":"s","findings":[],"attack_log":[{"target":"a","attack":"b","result":"clean"}],"budget":{"depth":null},"provider":null}"#;
+    for (text, expected) in [
+        (
+            dossier("pass", &low(r#","location":{"path":"src/f1.rs","line":0}"#)),
+            "findings[0].location.line must be at least 1 (got 0)",
+        ),
+        (dossier("pass", &low(r#","location":{"path":""}"#)), "findings[0].location.path must not be empty"),
+        (
+            dossier("pass", &low(r#","status":null"#)),
+            "findings[0].status must be one of open, fixed, accepted_risk, superseded (got null)",
+        ),
+        (dossier("pass", &low(r#","location":null"#)), "findings[0].location must be an object (got null)"),
+        (dossier("pass", &low(r#","evidence":null"#)), "findings[0].evidence must be a string (got null)"),
+        (nulls.to_string(), "budget.depth must be a string (got null)"),
+        (nulls.to_string(), "provider must be a string (got null)"),
+        (
+            dossier("pass", &low(r#","location":{"path":"src/f1.rs","line":"7"}"#)),
+            "findings[0].location.line must be an integer (got the string \"7\")",
+        ),
+        (dossier("pass", "[]"), "findings[0] must be an object (got an array)"),
+    ] {
+        let refused = submit(&text);
+        assert_ne!(refused.code, 0, "{text}: {}", refused.stdout);
+        let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains(expected), "{expected:?} not in {message}");
+        assert!(!message.contains("u64") && !message.contains("struct"), "{message}");
+    }
+    // Over the answer cap: refused by the client before anything is sent, and by the daemon
+    // when the call comes straight over the socket.
+    let big = dossier("pass", "").replace("\"pass review\"", &format!("\"{}\"", "S".repeat(9 << 20)));
+    let refused = submit(&big);
+    assert_ne!(refused.code, 0);
+    let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("8.0 MiB"), "{message}");
+    let mut client = env.client();
+    let caller = json!({"cwd": "/", "env": {}});
+    let over: Value = serde_json::from_str(&big).unwrap();
+    let straight =
+        client.result("worker.submit", json!({"job_id": job, "lease_token": lease, "dossier": over, "caller": caller}));
+    assert_eq!(straight["accepted"], false, "{}", straight["problems"]);
+    assert!(straight["problems"][0].as_str().unwrap().contains("over the 8.0 MiB"), "{}", straight["problems"]);
+    // The checkpoint's finding is held to the same schema, with a hint that fits the problem.
+    for (finding, expected, hint) in [
+        (
+            r#"{"severity":"low","blocks_completion":false,"location":{"path":"src/f1.rs","line":0}}"#.to_string(),
+            "finding 1: location.line must be at least 1 (got 0)",
+            "a finding is a JSON object",
+        ),
+        (
+            r#"{"severity":"bogus","blocks_completion":false}"#.to_string(),
+            "finding 1: severity must be one of critical, high, medium, low (got the string \"bogus\")",
+            "a finding is a JSON object",
+        ),
+        ("[]".to_string(), "finding 1 must be an object (got an array)", "a finding is a JSON object"),
+    ] {
+        let refused =
+            worker(&env, &["checkpoint", job, "--lease", lease, "--file", "src/f1.rs", "--finding", &finding], &[]);
+        refused.assert_code(2);
+        let error = &refused.json()["error"];
+        let (message, got) =
+            (error["message"].as_str().unwrap_or_default(), error["hint"].as_str().unwrap_or_default());
+        assert!(message.contains(expected), "{expected:?} not in {error}");
+        assert!(got.contains(hint) && !got.contains("a blocking finding needs"), "{error}");
+    }
+    let status = env.scafld(&["review", "status", "rev", "--json"]).json();
+    assert_eq!(status["result"]["reviewers"][0]["files_reviewed"], 0, "refused checkpoints record nothing: {status}");
+    assert_eq!(status["result"]["reviewers"][0]["state"], "running", "the lease is kept: {status}");
+    // A whole float is an integer to JSON Schema: the dossier counts.
+    let counted = submit(&dossier("pass", &low(r#","location":{"path":"src/f1.rs","line":1.0}"#)));
+    counted.assert_code(0);
+}

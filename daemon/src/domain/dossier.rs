@@ -2,6 +2,7 @@
 //! trailing data are errors), NDJSON `{"type":"dossier"}` frames, normalisation, and validation
 //! against the review request (mode and budgets). An invalid dossier is never a pass.
 
+use super::json_schema;
 use scafld_protocol::json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -192,9 +193,46 @@ fn unreadable(e: serde_json::Error, what: &str) -> String {
     }
 }
 
-/// A dossier from a JSON value read by [`json::from_str`] (a key given twice already refused).
+/// A dossier from a JSON value read by [`json::from_str`] (a key given twice already refused),
+/// held to `schemas/review_dossier.schema.json` itself (every channel reads a dossier here):
+/// each problem names its JSON path and what the schema wants there.
 pub fn from_value(value: Value) -> Result<Dossier, String> {
-    serde_json::from_value(value).map_err(|e| format!("dossier does not match the schema: {e}"))
+    conforming(value, "", "the dossier").map_err(|problems| format!("dossier does not match the schema: {problems}"))
+}
+
+/// One finding (a worker's checkpoint) from a JSON value, held to the schema's `finding`; its
+/// problems are named from `whole` (`finding 1`).
+pub fn finding_from_value(value: Value, whole: &str) -> Result<Finding, String> {
+    conforming(value, FINDING, whole)
+}
+
+/// Where the schema defines one finding.
+const FINDING: &str = "#/$defs/finding";
+
+/// The bundled dossier schema, read once.
+fn schema() -> &'static Value {
+    static SCHEMA: std::sync::LazyLock<Value> = std::sync::LazyLock::new(scafld_protocol::schemas::review_dossier);
+    &SCHEMA
+}
+
+/// `value` read as a `T` once it conforms to the part of the dossier schema `part` names (the
+/// whole when empty); otherwise every problem, joined.
+fn conforming<T: serde::de::DeserializeOwned>(value: Value, part: &str, whole: &str) -> Result<T, String> {
+    let root = schema();
+    let at = if part.is_empty() { Some(root) } else { json_schema::resolve(root, part) };
+    let problems = json_schema::problems(root, at.expect("the bundled schema defines its parts"), &value, "", whole);
+    if !problems.is_empty() {
+        // A part's problems are named from the part (`finding 1: location.line ...`).
+        let named = problems
+            .into_iter()
+            .map(|p| if part.is_empty() || p.starts_with(whole) { p } else { format!("{whole}: {p}") });
+        return Err(named.collect::<Vec<_>>().join("; "));
+    }
+    // What the schema accepts and the Rust types still refuse (an integer past u32): named by path.
+    serde_path_to_error::deserialize(json_schema::whole_numbers(value)).map_err(|e| match e.path().to_string() {
+        path if path == "." => format!("{whole}: {}", e.inner()),
+        path => format!("{path}: {}", e.inner()),
+    })
 }
 
 /// The most of one reviewer-written text (the summary, a finding's or an attack's text) a
@@ -424,7 +462,7 @@ mod tests {
                 PASS.replace(",{\"target\":\"spec\",\"attack\":\"contract\",\"result\":\"clean\"}", ""),
                 "at least 2 attack angles",
             ),
-            (PASS.replace("\"clean\"}]", "\"maybe\"}]"), "finding, clean or skipped"),
+            (PASS.replace("\"clean\"}]", "\"maybe\"}]"), "one of finding, clean, skipped"),
             ("".into(), "no output"),
             ("garbage".into(), "not JSON"),
             ("{\"type\":\"verdict\"}".into(), "unsupported frame type"),
@@ -484,6 +522,143 @@ mod schema_tests {
 
     fn keys(value: &Value) -> BTreeSet<String> {
         value.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// A dossier giving every field the schema knows, valid.
+    fn every_field() -> Value {
+        serde_json::json!({
+            "verdict": "fail", "mode": "discover", "summary": "s",
+            "findings": [{"id": "f", "severity": "low", "blocks_completion": true, "status": "open",
+                "category": "c", "confidence": "low", "location": {"path": "p", "line": 1}, "evidence": "e",
+                "impact": "i", "reproducer": "r", "suggested_fix": "s", "validation": "v", "related_spec": "r",
+                "review_pass": "r", "summary": "s"}],
+            "attack_log": [{"target": "t", "attack": "a", "result": "finding", "notes": "n"}],
+            "budget": {"max_findings": 0, "min_attack_angles": 0, "actual_findings": 0, "actual_attack_angles": 0, "depth": "d"},
+            "provider": "p", "model": "m", "session_id": "s", "output_format": "o", "normalizations": ["n"],
+            "event_summary": {"tick": 0}
+        })
+    }
+
+    /// Every node of `value` with the schema that governs it: (JSON pointer, shown path, schema).
+    fn nodes<'a>(
+        root: &'a Value,
+        schema: &'a Value,
+        value: &Value,
+        at: (String, String),
+        out: &mut Vec<(String, String, &'a Value)>,
+    ) {
+        let schema = match schema.get("$ref").and_then(Value::as_str) {
+            Some(target) => json_schema::resolve(root, target).unwrap(),
+            None => schema,
+        };
+        out.push((at.0.clone(), at.1.clone(), schema));
+        match value {
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    nodes(root, &schema["items"], item, (format!("{}/{i}", at.0), format!("{}[{i}]", at.1)), out);
+                }
+            }
+            Value::Object(map) => {
+                for (key, member) in map {
+                    let governing = schema["properties"].get(key).unwrap_or(&schema["additionalProperties"]);
+                    let shown = if at.1.is_empty() { key.clone() } else { format!("{}.{key}", at.1) };
+                    nodes(root, governing, member, (format!("{}/{key}", at.0), shown), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Every keyword of the bundled schema is one the checker enforces or an annotation, and
+    /// every constraint in it (type, enum, minLength, minimum, minItems, required, closed
+    /// objects) refuses a dossier breaking it, naming the field: the Rust validation is the
+    /// schema's own and cannot drift from it.
+    #[test]
+    fn every_constraint_of_the_schema_file_is_enforced() {
+        let root: Value = serde_json::from_str(include_str!("../../../schemas/review_dossier.schema.json")).unwrap();
+        fn keywords(schema: &Value, out: &mut BTreeSet<String>) {
+            let Some(object) = schema.as_object() else { return };
+            for (key, value) in object {
+                out.insert(key.clone());
+                match key.as_str() {
+                    "properties" | "$defs" => value.as_object().unwrap().values().for_each(|s| keywords(s, out)),
+                    "items" | "additionalProperties" => keywords(value, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut used = BTreeSet::new();
+        keywords(&root, &mut used);
+        for keyword in &used {
+            assert!(
+                json_schema::ENFORCED.contains(&keyword.as_str())
+                    || json_schema::ANNOTATIONS.contains(&keyword.as_str()),
+                "the dossier schema uses `{keyword}`, which json_schema does not enforce"
+            );
+        }
+
+        let valid = every_field();
+        from_value(valid.clone()).unwrap();
+        let mut all = Vec::new();
+        nodes(&root, &root, &valid, (String::new(), String::new()), &mut all);
+        let mut checked = BTreeSet::new();
+        for (pointer, shown, schema) in all {
+            let mut breaking: Vec<(&str, Value)> = Vec::new();
+            match schema.get("type").and_then(Value::as_str) {
+                Some("string") => breaking.extend([("type", Value::Null), ("type", 7.into())]),
+                Some("integer") => breaking.extend([("type", "7".into()), ("type", 1.5.into()), ("type", Value::Null)]),
+                Some("boolean") => breaking.extend([("type", "true".into()), ("type", Value::Null)]),
+                Some("object") => breaking.extend([("type", serde_json::json!([])), ("type", Value::Null)]),
+                Some("array") => breaking.extend([("type", serde_json::json!({})), ("type", Value::Null)]),
+                Some(other) => panic!("{shown}: type {other} has no breaking sample"),
+                None => {}
+            }
+            if schema.get("enum").is_some() {
+                breaking.extend([("enum", "bogus".into()), ("enum", Value::Null)]);
+            }
+            if let Some(least) = schema.get("minLength").and_then(Value::as_u64) {
+                breaking.push(("minLength", "x".repeat(least as usize - 1).into()));
+            }
+            if let Some(least) = schema.get("minimum").and_then(Value::as_i64) {
+                breaking.push(("minimum", (least - 1).into()));
+            }
+            if let Some(least) = schema.get("minItems").and_then(Value::as_u64) {
+                let mut items = valid.pointer(&pointer).unwrap().as_array().unwrap().clone();
+                items.truncate(least as usize - 1);
+                breaking.push(("minItems", Value::Array(items)));
+            }
+            if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+                let mut object = valid.pointer(&pointer).unwrap().clone();
+                object.as_object_mut().unwrap().insert("unknown_field".into(), 1.into());
+                breaking.push(("additionalProperties", object));
+            }
+            let mut missing = Vec::new();
+            for key in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+                let key = key.as_str().unwrap();
+                let mut object = valid.pointer(&pointer).unwrap().clone();
+                object.as_object_mut().unwrap().remove(key);
+                let member = if shown.is_empty() { key.to_string() } else { format!("{shown}.{key}") };
+                missing.push((object, format!("{member} is missing")));
+            }
+            let named = if shown.is_empty() { "the dossier".to_string() } else { shown.clone() };
+            let breaking = breaking.into_iter().map(|(keyword, sample)| (keyword, sample, named.clone()));
+            for (keyword, sample, named) in breaking.chain(missing.into_iter().map(|(o, n)| ("required", o, n))) {
+                let mut dossier = valid.clone();
+                *dossier.pointer_mut(&pointer).unwrap() = sample.clone();
+                let error = from_value(dossier).expect_err(&format!("{shown} = {sample} breaks `{keyword}`"));
+                assert!(error.contains(&named), "{shown} = {sample}: the error does not name {named:?}: {error}");
+                checked.insert(keyword);
+            }
+        }
+        let constraints: BTreeSet<&str> =
+            used.iter().map(String::as_str).filter(|k| !["properties", "items", "$ref", "$defs"].contains(k)).collect();
+        let constraints: BTreeSet<&str> =
+            constraints.into_iter().filter(|k| !json_schema::ANNOTATIONS.contains(k)).collect();
+        assert_eq!(constraints, checked, "every constraint keyword the schema uses is tried");
+        // A whole float is an integer to JSON Schema.
+        let mut dossier = valid.clone();
+        dossier["findings"][0]["location"]["line"] = 3.0.into();
+        assert_eq!(from_value(dossier).unwrap().findings[0].location.as_ref().unwrap().line, Some(3));
     }
 
     /// `schemas/review_dossier.schema.json` names exactly the fields the Rust types accept, and

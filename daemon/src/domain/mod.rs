@@ -10,6 +10,7 @@ pub mod handoff;
 pub mod harden;
 pub mod import;
 pub mod job;
+pub mod json_schema;
 pub mod ledger;
 pub mod lifecycle;
 pub mod material;

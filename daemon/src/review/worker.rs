@@ -373,9 +373,9 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
     }
     let mut findings = Vec::new();
     for (i, value) in p.findings.into_iter().enumerate() {
-        let mut finding: Finding = serde_json::from_value(value)
-            .map_err(|e| RpcError::new(ErrorKind::InvalidInput, format!("finding {}: {e}", i + 1)).with_hint(
-                "a finding is a dossier finding: {\"severity\":\"high\",\"blocks_completion\":true,\"summary\":\"...\",\"location\":{\"path\":\"...\",\"line\":3}}",
+        let mut finding: Finding = crate::domain::dossier::finding_from_value(value, &format!("finding {}", i + 1))
+            .map_err(|e| RpcError::new(ErrorKind::InvalidInput, format!("{e}; nothing was recorded")).with_hint(
+                "a finding is a JSON object, as in a dossier: {\"severity\":\"high\",\"blocks_completion\":true,\"summary\":\"...\",\"location\":{\"path\":\"...\",\"line\":3}}, severity one of critical, high, medium, low",
             ))?;
         let path = file.clone().unwrap_or_default();
         if finding.id.trim().is_empty() {
@@ -386,8 +386,12 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
         }
         let problems = crate::domain::dossier::finding_problems(&finding);
         if !problems.is_empty() {
-            return Err(RpcError::new(ErrorKind::InvalidInput, format!("finding {}: {}", i + 1, problems.join("; ")))
-                .with_hint("a blocking finding needs location.path, evidence, impact and validation"));
+            let error = RpcError::new(ErrorKind::InvalidInput, format!("finding {}: {}", i + 1, problems.join("; ")));
+            return Err(if finding.blocks() {
+                error.with_hint("a blocking finding needs location.path, evidence, impact and validation")
+            } else {
+                error.with_hint("severity is one of critical, high, medium, low; confidence one of high, medium, low")
+            });
         }
         findings.push(finding);
     }
@@ -617,9 +621,14 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
     let answer = match (p.dossier, p.run) {
         (Some(value), None) => {
             // An agent's dossier: a bad one is refused and the lease kept, so it can be fixed.
-            let dossier: Dossier = match serde_json::from_value(providers::strip_nulls(value)) {
+            // Held to the schema as written (a null is no string), and to the one answer cap.
+            let length = scafld_protocol::json::encoded_len(&value);
+            if length > scafld_protocol::MAX_ANSWER_BYTES {
+                return Ok(refused(vec![providers::answer_over_cap(length as u64)]));
+            }
+            let dossier: Dossier = match crate::domain::dossier::from_value(value) {
                 Ok(d) => d,
-                Err(e) => return Ok(refused(vec![format!("dossier does not match the schema: {e}")])),
+                Err(e) => return Ok(refused(vec![e])),
             };
             match accept(consensus::merge_checkpoint(dossier, &checkpoint), &request) {
                 Ok(d) => Ok(d),

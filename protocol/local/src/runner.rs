@@ -15,8 +15,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-/// Bytes kept in memory per stream (the tail is kept; earlier bytes are counted as dropped).
-pub const CAPTURE_CAP: usize = 8 * 1024 * 1024;
+/// Bytes kept in memory per stream (the tail is kept; earlier bytes are counted as dropped):
+/// the reviewer answer cap, so a provider's whole answer on stdout is kept or known to be over.
+pub const CAPTURE_CAP: usize = scafld_protocol::MAX_ANSWER_BYTES;
 /// Grace between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_millis(250);
 /// How long pipes may stay open after the leader exited (background children holding them).

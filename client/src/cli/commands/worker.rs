@@ -57,8 +57,8 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             Ok(workflow::OK)
         }
         Some(WorkerCommand::Submit { lease, dossier }) => {
-            // A dossier travels in one request line: a larger file could never be sent.
-            let text = crate::cli::input::read_text("--dossier", dossier, scafld_protocol::MAX_REQUEST_LINE_BYTES)
+            // A reviewer's answer is capped on every channel: a larger file is refused unread.
+            let text = crate::cli::input::read_text("--dossier", dossier, scafld_protocol::MAX_ANSWER_BYTES)
                 .map_err(CliError::usage)?;
             let value = strict_json("--dossier", &text)?;
             let mut conn = ctx.connect()?.with_results(None); // shown for the job's workspace (`job_caller`)
