@@ -520,18 +520,26 @@ fn completions_and_man_pages_are_generated() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let run = env.scafld(&["completions", shell]);
         run.assert_code(0);
-        assert!(run.stdout.contains("COMPLETE") && run.stdout.contains("scafld"), "{shell}: {}", run.stdout);
+        assert!(run.stdout.contains("SCAFLD_COMPLETE") && run.stdout.contains("scafld"), "{shell}: {}", run.stdout);
     }
     env.scafld(&["completions", "tcsh"]).assert_code(2);
     // With --json, the script is one envelope's `script`, not bare text.
     let envelope = env.scafld(&["--json", "completions", "bash"]).json();
     assert_eq!(envelope["result"]["shell"], "bash", "{envelope}");
-    assert!(envelope["result"]["script"].as_str().unwrap().contains("COMPLETE"), "{envelope}");
+    assert!(envelope["result"]["script"].as_str().unwrap().contains("SCAFLD_COMPLETE"), "{envelope}");
+    // A bare COMPLETE (set by other tools, CI systems) is not ours: it takes over nothing.
+    for value in ["1", "bash"] {
+        let run = scafld_tests::Run::from(
+            env.scafld_command(&["--json", "--version"]).env("COMPLETE", value).output().unwrap(),
+        );
+        run.assert_code(0);
+        assert!(run.stdout.starts_with("scafld "), "COMPLETE={value}: {}", run.stdout);
+    }
     // What the script asks at completion time: commands and flags from the definition, task
     // ids from a daemon that runs, and nothing (no daemon started) when none does.
     let complete = |words: &[&str]| {
         let mut command = env.scafld_command(&[]);
-        command.env("COMPLETE", "fish").arg("--").args(words);
+        command.env("SCAFLD_COMPLETE", "fish").arg("--").args(words);
         scafld_tests::Run::from(command.output().unwrap())
     };
     let fin = complete(&["scafld", "fin"]);

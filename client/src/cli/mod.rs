@@ -802,10 +802,14 @@ fn lease_seconds() -> clap::builder::RangedU64ValueParser<u64> {
     clap::value_parser!(u64).range(1..=scafld_protocol::methods::MAX_LEASE_SECONDS)
 }
 
+/// The variable a shell's completion script sets when it asks `scafld` for completions.
+pub const COMPLETE_VAR: &str = "SCAFLD_COMPLETE";
+
 pub fn main(args: Vec<OsString>) -> u8 {
-    // A shell asking for completions (COMPLETE=<shell>, set by `scafld completions`' script)
-    // is answered here, and the process exits.
-    clap_complete::CompleteEnv::with_factory(Cli::command).complete();
+    // A shell asking for completions (SCAFLD_COMPLETE=<shell>, set by `scafld completions`'
+    // script) is answered here, and the process exits. The variable is scafld's own: a bare
+    // `COMPLETE` some other tool left in the environment takes over nothing.
+    clap_complete::CompleteEnv::with_factory(Cli::command).var(COMPLETE_VAR).complete();
     let wants_json = args.iter().any(|a| a == "--json");
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

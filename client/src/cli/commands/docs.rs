@@ -11,7 +11,7 @@ use crate::cli::output::{CliError, note};
 use crate::cli::{Cli, Context};
 
 /// The shell's registration script: at completion time the shell runs `scafld` again with
-/// `COMPLETE=<shell>`, which completes commands and flags from the CLI definition and task ids
+/// `SCAFLD_COMPLETE=<shell>` ([`crate::cli::COMPLETE_VAR`]), which completes commands and flags from the CLI definition and task ids
 /// and session keys from the daemon (only one that already runs; nothing when none answers).
 /// With `--json` the script is the `script` of one envelope.
 pub fn completions(ctx: &Context, shell: clap_complete::Shell) -> Result<u8, CliError> {
@@ -22,7 +22,7 @@ pub fn completions(ctx: &Context, shell: clap_complete::Shell) -> Result<u8, Cli
         .ok_or_else(|| CliError::new("usage", format!("no completion support for {name}"), workflow::USAGE))?;
     let mut script = Vec::new();
     completer
-        .write_registration("COMPLETE", "scafld", "scafld", "scafld", &mut script)
+        .write_registration(crate::cli::COMPLETE_VAR, "scafld", "scafld", "scafld", &mut script)
         .map_err(|e| CliError::new("io", format!("cannot write the script: {e}"), workflow::RUNTIME))?;
     if ctx.out.json {
         let script = String::from_utf8_lossy(&script);
