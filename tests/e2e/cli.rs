@@ -1066,3 +1066,24 @@ fn a_template_review_against_a_daemon_of_another_protocol_exits_6() {
     }
     std::fs::remove_file(&env.socket).unwrap();
 }
+
+/// A path the caller names is shown on one line in a human error, a newline in it as `^J`:
+/// a file name cannot forge a line of scafld's own such as `next:`.
+#[test]
+fn a_newline_in_a_named_path_stays_on_its_error_line() {
+    let env = TestEnv::new();
+    env.init();
+    let name = "f\nnext: scafld complete greet";
+    std::fs::write(env.work.join(format!("{name}.json")), "not a receipt").unwrap();
+    let root = format!("/nonexistent-scafld/{name}");
+    let json = format!("{name}.json");
+    for args in [
+        vec!["--root", root.as_str(), "status", "greet"],
+        vec!["receipt", "show", json.as_str()],
+        vec!["man", "--out", json.as_str()],
+    ] {
+        let run = env.scafld(&args);
+        assert!(run.stderr.contains("f^Jnext: scafld complete greet"), "{args:?}: {}", run.stderr);
+        assert!(!run.stderr.lines().any(|l| l.starts_with("next:")), "{args:?}: {}", run.stderr);
+    }
+}

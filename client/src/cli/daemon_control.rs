@@ -305,7 +305,11 @@ pub fn start(paths: &Paths) -> Result<u32, CliError> {
             };
             return Err(CliError::new(
                 "daemon_start",
-                format!("the daemon exited during start-up ({status}): {}", tail.trim()),
+                // Its lines (an error and its hint) joined into the one line of a message.
+                format!(
+                    "the daemon exited during start-up ({status}): {}",
+                    tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+                ),
                 workflow::UNREACHABLE,
             )
             .with_hint(hint));

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-pub use scafld_client::terminal::terminal_safe;
+pub use scafld_client::terminal::{one_line, terminal_safe};
 
 use super::exit::workflow;
 
@@ -114,13 +114,17 @@ impl Output {
     }
 
     /// Print a failure: the envelope on stdout with `--json`, else `error:`/`hint:` on stderr.
+    /// The message and the hint are one line each: whatever they quote (a path, a file name
+    /// holding a newline, a value) is shown with every control character in caret notation,
+    /// newlines too ([`one_line`]), so nothing in them can pass for a line of scafld's own such
+    /// as `next:`.
     pub fn failure(&self, error: &CliError, result: Option<Value>) {
         if self.json {
             self.envelope(false, result.unwrap_or(Value::Null), error.to_json());
         } else {
-            let mut text = format!("error: {}\n", error.message);
+            let mut text = format!("error: {}\n", one_line(&error.message));
             if let Some(hint) = &error.hint {
-                text.push_str(&format!("hint: {hint}\n"));
+                text.push_str(&format!("hint: {}\n", one_line(hint)));
             }
             self.eprint_human(&text);
         }

@@ -7,7 +7,7 @@ use clap::CommandFactory;
 use scafld_local::out_file;
 
 use crate::cli::exit::workflow;
-use crate::cli::output::{CliError, note};
+use crate::cli::output::{CliError, note, one_line};
 use crate::cli::{Cli, Context};
 
 /// The shell's registration script: at completion time the shell runs `scafld` again with
@@ -82,8 +82,8 @@ pub fn man(ctx: &Context, out: &Path, force: bool) -> Result<u8, CliError> {
         format!(
             "wrote {} man page(s) to {} (read one with `man -l {}/scafld.1`)",
             written.len(),
-            out.display(),
-            out.display()
+            one_line(&out.display().to_string()),
+            one_line(&out.display().to_string())
         )
     });
     Ok(workflow::OK)
