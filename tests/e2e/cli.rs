@@ -1087,3 +1087,16 @@ fn a_newline_in_a_named_path_stays_on_its_error_line() {
         assert!(!run.stderr.lines().any(|l| l.starts_with("next:")), "{args:?}: {}", run.stderr);
     }
 }
+
+/// `--help` and `--version` are answers on stdout like any other: one that cannot be written
+/// exits 1 and says so on stderr.
+#[test]
+fn help_and_version_that_cannot_be_written_fail() {
+    let env = TestEnv::new();
+    for args in [vec!["--version"], vec!["--help"], vec!["status", "--help"]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let run = Run::from(env.scafld_command(&args).stdout(full).output().unwrap());
+        run.assert_code(1);
+        assert!(run.stderr.contains("cannot write the output to stdout"), "{args:?}: {}", run.stderr);
+    }
+}

@@ -813,7 +813,14 @@ pub fn main(args: Vec<OsString>) -> u8 {
     let wants_json = args.iter().any(|a| a == "--json");
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return usage_error(e, wants_json, &args),
+        Err(e) => {
+            // `--help` and `--version` are answers on stdout too: one that is lost fails.
+            let code = usage_error(e, wants_json, &args);
+            return match output::report_lost_output() {
+                true => exit::output_lost(code, false),
+                false => code,
+            };
+        }
     };
     let out = Output::new(cli.global.json, cli.command.name());
     let caller = runnable::Caller::current(cli.global.root.as_deref());
@@ -845,7 +852,13 @@ fn spawn_wait_family(args: &[OsString]) -> bool {
 fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
     use clap::error::ErrorKind;
     if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = error.print();
+        // Written as every answer is, so a failed write is kept and said (`report_lost_output`).
+        let rendered = error.render();
+        let text = match std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            true => rendered.ansi().to_string(),
+            false => rendered.to_string(),
+        };
+        output::write_stdout(text.as_bytes());
         return exit::workflow::OK;
     }
     let code = if spawn_wait_family(args) { exit::spawn_wait::USAGE } else { exit::workflow::USAGE };
