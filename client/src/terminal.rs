@@ -39,6 +39,20 @@ pub fn terminal_safe(text: &str, color: bool) -> Cow<'_, str> {
     Cow::Owned(safe)
 }
 
+/// `text` without the colours the CLI's `Output::paint` wrote: for a stream that is no
+/// terminal when the other one is (colour is decided per stream). Any other escape stays, for
+/// [`terminal_safe`] to show.
+pub fn unpainted(text: &str) -> Cow<'_, str> {
+    if !PAINTED.iter().any(|code| text.contains(code)) {
+        return Cow::Borrowed(text);
+    }
+    let mut plain = text.to_string();
+    for code in PAINTED {
+        plain = plain.replace(code, "");
+    }
+    Cow::Owned(plain)
+}
+
 /// A value shown inside one line of human text (a path, a name): every control character in
 /// caret notation, newlines and tabs too, so a value cannot break its line in two or pass for
 /// another line; the daemon shows paths with the same helper. The line it goes into still goes
@@ -71,7 +85,13 @@ pub fn quoted<'a>(value: &'a str, indent: &str) -> Cow<'a, str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{one_line, quoted};
+    use super::{one_line, quoted, unpainted};
+
+    #[test]
+    fn unpainted_text_keeps_everything_but_the_paint() {
+        assert_eq!(unpainted("\x1b[31mfail\x1b[0m: \x1b[2J"), "fail: \x1b[2J");
+        assert!(matches!(unpainted("plain"), std::borrow::Cow::Borrowed("plain")));
+    }
 
     #[test]
     fn quoted_text_cannot_pass_for_the_tools_own_lines() {

@@ -1100,3 +1100,36 @@ fn help_and_version_that_cannot_be_written_fail() {
         assert!(run.stderr.contains("cannot write the output to stdout"), "{args:?}: {}", run.stderr);
     }
 }
+
+/// Colour is decided per stream: stdout a terminal and stderr a file, the file gets no
+/// escape codes (and the other way round).
+#[test]
+fn colour_is_decided_for_each_stream() {
+    use std::os::fd::FromRawFd;
+    let env = TestEnv::new();
+    env.init();
+    std::fs::write(
+        env.work.join(".scafld/specs/drafts/t.md"),
+        "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\nharden_status: not_run\nsize: small\nrisk_level: low\n---\n\n# T\n\n## Summary\n\nBroken.\n\n## Scope\n\n- `a.txt` - a file.\n\n## Phase 1: One\n\nObjective: one.\n\nAcceptance:\n- [ ] `a1` test - something\n  - Command:\n",
+    )
+    .unwrap();
+    // A terminal for stdout: the main side is kept open (and drained by nobody: the command
+    // prints little) so the child's writes succeed.
+    // SAFETY: plain libc calls on a descriptor this test opens and owns.
+    let (main, sub) = unsafe {
+        let main = nix::libc::posix_openpt(nix::libc::O_RDWR | nix::libc::O_NOCTTY);
+        assert!(main >= 0 && nix::libc::grantpt(main) == 0 && nix::libc::unlockpt(main) == 0);
+        let mut name = [0 as nix::libc::c_char; 128];
+        assert_eq!(nix::libc::ptsname_r(main, name.as_mut_ptr(), name.len()), 0);
+        let sub = nix::libc::open(name.as_ptr(), nix::libc::O_RDWR | nix::libc::O_NOCTTY);
+        assert!(sub >= 0);
+        (std::fs::File::from_raw_fd(main), std::fs::File::from_raw_fd(sub))
+    };
+    let mut command = env.scafld_command(&["validate", "t"]);
+    command.env_remove("NO_COLOR").stdout(sub).stderr(std::process::Stdio::piped());
+    let run = Run::from(command.output().unwrap());
+    drop(main);
+    run.assert_code(3);
+    assert!(run.stderr.contains("invalid"), "{}", run.stderr);
+    assert!(!run.stderr.contains('\x1b'), "escape codes in a redirected stderr: {:?}", run.stderr);
+}

@@ -56,13 +56,54 @@ impl CliError {
 pub struct Output {
     pub json: bool,
     pub command: String,
+    /// Whether [`Output::paint`] paints: when either stream is a terminal that takes colour.
     pub color: bool,
+    /// Which streams keep the paint, each decided by its own descriptor: stdout redirected to
+    /// a file while stderr is a terminal (or the other way round) gets plain text there.
+    pub streams: Streams,
+}
+
+/// Whether stdout and stderr each take colour (a terminal, and no `NO_COLOR`).
+#[derive(Debug, Clone, Copy)]
+pub struct Streams {
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+impl Streams {
+    pub fn current() -> Streams {
+        let allowed = std::env::var_os("NO_COLOR").is_none();
+        Streams {
+            stdout: allowed && std::io::stdout().is_terminal(),
+            stderr: allowed && std::io::stderr().is_terminal(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn both(color: bool) -> Streams {
+        Streams { stdout: color, stderr: color }
+    }
 }
 
 impl Output {
     pub fn new(json: bool, command: impl Into<String>) -> Output {
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        Output { json, command: command.into(), color }
+        Output::with_streams(json, command, Streams::current())
+    }
+
+    pub fn with_streams(json: bool, command: impl Into<String>, streams: Streams) -> Output {
+        Output { json, command: command.into(), color: streams.stdout || streams.stderr, streams }
+    }
+
+    /// Human text for one stream: the paint kept only where that stream takes colour, then
+    /// made safe for a terminal ([`terminal_safe`]).
+    fn for_stream<'a>(&self, text: &'a str, color: bool) -> std::borrow::Cow<'a, str> {
+        match color {
+            true => terminal_safe(text, true),
+            false => match scafld_client::terminal::unpainted(text) {
+                std::borrow::Cow::Borrowed(text) => terminal_safe(text, false),
+                std::borrow::Cow::Owned(text) => std::borrow::Cow::Owned(terminal_safe(&text, false).into_owned()),
+            },
+        }
     }
 
     /// Print a successful result: the envelope with `--json`, else `human` (if non-empty).
@@ -92,12 +133,12 @@ impl Output {
 
     /// Print human text on stdout, made safe for a terminal ([`terminal_safe`]).
     pub fn print_human(&self, text: &str) {
-        print_stdout(&terminal_safe(text, self.color));
+        print_stdout(&self.for_stream(text, self.streams.stdout));
     }
 
     /// Print human text on stderr, made safe for a terminal ([`terminal_safe`]).
     pub fn eprint_human(&self, text: &str) {
-        let mut text = terminal_safe(text, self.color).into_owned();
+        let mut text = self.for_stream(text, self.streams.stderr).into_owned();
         if !text.ends_with('\n') {
             text.push('\n');
         }
@@ -274,7 +315,7 @@ pub fn report_lost_output() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{Output, Style, terminal_safe};
+    use super::{Output, Streams, Style, terminal_safe};
 
     /// What a command printed never reaches the terminal as control sequences; the client's
     /// own colours do, when it paints.
@@ -282,7 +323,7 @@ mod tests {
     fn human_text_shows_control_characters_instead_of_sending_them() {
         let hostile = "\x1b]0;PWNED\x07\x1b[2Jred\x1b[31m!\rhidden\r\nline\ttab\u{9b}31m\u{7f}";
         assert_eq!(terminal_safe(hostile, false), "^[]0;PWNED^G^[[2Jred^[[31m!^Mhidden\r\nline\ttab<U+009B>31m^?");
-        let painted = Output { json: false, command: "build".into(), color: true }.paint("pass", Style::Good);
+        let painted = Output::with_streams(false, "build", Streams::both(true)).paint("pass", Style::Good);
         assert_eq!(terminal_safe(&format!("{painted} \x1b[2J"), true), format!("{painted} ^[[2J"));
         assert!(matches!(terminal_safe("plain text\n", true), std::borrow::Cow::Borrowed(_)));
     }
@@ -302,8 +343,8 @@ mod tests {
             }
             out
         };
-        let coloured = Output { json: false, command: String::new(), color: true };
-        let plain = Output { json: false, command: String::new(), color: false };
+        let coloured = Output::with_streams(false, "", Streams::both(true));
+        let plain = Output::with_streams(false, "", Streams::both(false));
         let painted = coloured.cell("fail", Style::Bad, 9);
         assert!(painted.contains('\x1b'));
         assert_eq!(visible(&painted), plain.cell("fail", Style::Bad, 9));
