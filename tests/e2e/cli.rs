@@ -570,6 +570,13 @@ fn completions_and_man_pages_are_generated() {
     }
     let daemon = std::fs::read_to_string(out.join("scafldd.1")).unwrap();
     assert!(daemon.contains("retention") && !daemon.contains("\\-\\-man"), "the hidden flag stays hidden");
+    // A command's page lists the global flags its --help lists.
+    for page in ["scafld-status.1", "scafld-review-wait.1", "scafld-job-wait.1"] {
+        let text = std::fs::read_to_string(out.join(page)).unwrap().replace("\\-", "-");
+        for flag in ["--json", "--root", "--no-autostart"] {
+            assert!(text.contains(flag), "{page} lacks {flag}");
+        }
+    }
 }
 
 /// A page's name that is a FIFO is refused before anything is opened (it hung `man --out`

@@ -43,7 +43,10 @@ pub fn man(ctx: &Context, out: &Path, force: bool) -> Result<u8, CliError> {
         CliError::new("io", format!("cannot write man pages to {}: {e}", out.display()), workflow::RUNTIME)
     };
     let mut pages = Vec::new();
-    let command = Cli::command();
+    let mut command = Cli::command();
+    // Built first: the global flags (`--json`, `--root`, `--no-autostart`) reach every
+    // subcommand's page, as they reach its `--help`.
+    command.build();
     render_pages(&command, "scafld", "scafld", &mut pages).map_err(io)?;
     let daemon = std::env::current_exe()
         .ok()
