@@ -31,15 +31,18 @@ struct Args {
     #[arg(long)]
     state_dir: Option<PathBuf>,
     /// Forget finished jobs and settled review sessions after this many days (task ledgers are
-    /// never pruned; the newest review session of each task or range is kept)
-    #[arg(long, env = "SCAFLD_RETENTION_DAYS", default_value_t = 30)]
-    retention_days: u32,
-    /// Close a client connection that has sent nothing, and waits for nothing, this long
-    #[arg(long, env = "SCAFLD_IDLE_CONNECTION_SECONDS", default_value_t = 600)]
-    idle_connection_seconds: u64,
-    /// Client connections served at once (past it the longest idle one is closed)
-    #[arg(long, env = "SCAFLD_MAX_CONNECTIONS", default_value_t = 1024)]
-    max_connections: usize,
+    /// never pruned; the newest review session of each task or range is kept) [env:
+    /// SCAFLD_RETENTION_DAYS] [default: 30]
+    #[arg(long, value_name = "DAYS")]
+    retention_days: Option<u32>,
+    /// Close a client connection that has sent nothing, and waits for nothing, this long [env:
+    /// SCAFLD_IDLE_CONNECTION_SECONDS] [default: 600]
+    #[arg(long, value_name = "SECONDS")]
+    idle_connection_seconds: Option<u64>,
+    /// Client connections served at once (past it the longest idle one is closed) [env:
+    /// SCAFLD_MAX_CONNECTIONS] [default: 1024]
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
     /// Rebuild a damaged state database, keeping the damaged copy, then exit (stop the daemon
     /// first)
     #[arg(long)]
@@ -111,7 +114,30 @@ fn main() -> ExitCode {
     }
 }
 
+/// A setting given by its flag, else by its environment variable, else its default. The
+/// variable is read here rather than by the flag's parser, so a bad value is a start-up
+/// refusal (exit 1) naming the variable and its value, never a usage error about a flag the
+/// caller did not pass.
+fn setting<T: std::str::FromStr>(flag: Option<T>, var: &str, default: T, expected: &str) -> Result<T, BoxError> {
+    if let Some(value) = flag {
+        return Ok(value);
+    }
+    let Some(raw) = std::env::var_os(var) else { return Ok(default) };
+    let text = raw.to_string_lossy();
+    text.trim().parse().map_err(|_| {
+        format!(
+            "{var}={} is not {expected}; set it to one, or unset it for the default",
+            scafld_protocol::text::one_line(&text)
+        )
+        .into()
+    })
+}
+
 fn start(args: Args) -> Result<(), BoxError> {
+    let retention_days = setting(args.retention_days, "SCAFLD_RETENTION_DAYS", 30u32, "a whole number of days")?;
+    let idle_connection_seconds =
+        setting(args.idle_connection_seconds, "SCAFLD_IDLE_CONNECTION_SECONDS", 600u64, "a whole number of seconds")?;
+    let max_connections = setting(args.max_connections, "SCAFLD_MAX_CONNECTIONS", 1024usize, "a whole number")?;
     // The file we were started from, as it is now (before anything could replace it): the
     // handshake says it, so a client of another build knows this daemon is not its own.
     let executable = scafld_local::executable::this_process()
@@ -243,10 +269,10 @@ fn start(args: Args) -> Result<(), BoxError> {
             socket_activated: listener.activated,
             state_dir: state_dir.clone(),
             log_file,
-            retention: std::time::Duration::from_secs(u64::from(args.retention_days) * 86_400),
+            retention: std::time::Duration::from_secs(u64::from(retention_days) * 86_400),
             limits: Limits {
-                idle_timeout: std::time::Duration::from_secs(args.idle_connection_seconds.max(1)),
-                max_connections: args.max_connections.max(1),
+                idle_timeout: std::time::Duration::from_secs(idle_connection_seconds.max(1)),
+                max_connections: max_connections.max(1),
                 ..Limits::default()
             },
             executable,

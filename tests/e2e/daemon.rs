@@ -34,6 +34,27 @@ fn the_daemons_help_names_its_default_paths() {
     }
 }
 
+/// A setting's variable that is no number is a start-up refusal (exit 1) naming the variable
+/// and its value, never a usage error about a flag nobody passed; a client that starts that
+/// daemon says so.
+#[test]
+fn a_bad_setting_variable_is_a_refusal_naming_it() {
+    let env = TestEnv::new();
+    let daemon = output_of(env.daemon_command().env("SCAFLD_RETENTION_DAYS", "abc"));
+    daemon.assert_code(1);
+    assert!(daemon.stderr.contains("SCAFLD_RETENTION_DAYS=abc"), "{}", daemon.stderr);
+    assert!(!daemon.stderr.contains("--retention-days"), "{}", daemon.stderr);
+    let listed = Run::from(
+        env.scafld_command(&["--json", "daemon", "start"]).env("SCAFLD_MAX_CONNECTIONS", "many").output().unwrap(),
+    );
+    let message = listed.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("SCAFLD_MAX_CONNECTIONS=many"), "{message}");
+}
+
+fn output_of(command: &mut Command) -> Run {
+    Run::from(command.output().unwrap())
+}
+
 #[test]
 fn default_socket_lives_in_a_private_directory() {
     let env = TestEnv::new();
