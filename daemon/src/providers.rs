@@ -337,30 +337,35 @@ impl Submissions {
     /// the run's failure to name. Once one is, the same answer again counts once and a
     /// different one (valid or not) leaves the slot with no verdict: [`Closed::TwoWays`]. An
     /// answer over the limit on a provider's output is refused unread, as on every channel.
+    /// The check (a harden answer's anchors read from the workspace's files) runs with no
+    /// lock held; call this off the runtime's threads.
     pub fn submit(&self, token: &str, answer: Value) -> Result<String, Vec<String>> {
-        let mut slots = crate::sync::lock(&self.slots);
-        let slot = slots.get_mut(token).ok_or_else(|| vec!["no review is waiting for this submission".to_string()])?;
-        let (tool, who) = slot.expect.tool();
-        let length = scafld_protocol::json::encoded_len(&answer) as u64;
-        // The dossier's MCP tool is given the schema as written, where no field is nullable:
-        // a null there is refused, as on every other channel. Harden and template answers
-        // keep dropping theirs.
-        let answer = if matches!(slot.expect, Expected::Dossier(_)) { answer } else { strip_nulls(answer) };
-        match (&slot.held, &slot.first) {
-            (Closed::TwoWays, _) => return Err(vec![format!("{}; nothing more is read", two_ways(tool))]),
-            (Closed::Accepted(_), Some((first, verdict))) if *first == answer => return Ok(verdict.clone()),
-            (Closed::Accepted(_), _) => {
-                slot.held = Closed::TwoWays;
-                slot.first = None;
-                return Err(vec![two_ways(tool)]);
+        let waiting = || vec!["no review is waiting for this submission".to_string()];
+        let (expect, answer) = {
+            let mut slots = crate::sync::lock(&self.slots);
+            let slot = slots.get_mut(token).ok_or_else(waiting)?;
+            // The dossier's MCP tool is given the schema as written, where no field is
+            // nullable: a null there is refused, as on every other channel. Harden and
+            // template answers keep dropping theirs.
+            let answer = if matches!(slot.expect, Expected::Dossier(_)) { answer } else { strip_nulls(answer) };
+            if let Some(settled) = Self::settled(slot, &answer) {
+                return settled;
             }
-            (Closed::Nothing { .. }, _) => {}
-        }
+            (slot.expect.clone(), answer)
+        };
+        let (tool, who) = expect.tool();
+        let length = scafld_protocol::json::encoded_len(&answer) as u64;
         let checked = if length > CAPTURE_CAP {
             Err(vec![over_cap(who, &format!("{tool} answer"), Some(length))])
         } else {
-            Self::check(&slot.expect, answer.clone())
+            Self::check(&expect, answer.clone())
         };
+        let mut slots = crate::sync::lock(&self.slots);
+        let slot = slots.get_mut(token).ok_or_else(waiting)?;
+        // Another answer may have been accepted while this one was checked.
+        if let Some(settled) = Self::settled(slot, &answer) {
+            return settled;
+        }
         match checked {
             Ok((verdict, accepted)) => {
                 slot.held = Closed::Accepted(accepted);
@@ -371,6 +376,22 @@ impl Submissions {
                 slot.held = Closed::Nothing { refused: problems.clone() };
                 Err(problems)
             }
+        }
+    }
+
+    /// The answer to `answer` of a slot that accepted one already: the same answer counts
+    /// once; a different one leaves it with no verdict. `None` while none is accepted.
+    fn settled(slot: &mut Slot, answer: &Value) -> Option<Result<String, Vec<String>>> {
+        let (tool, _) = slot.expect.tool();
+        match (&slot.held, &slot.first) {
+            (Closed::TwoWays, _) => Some(Err(vec![format!("{}; nothing more is read", two_ways(tool))])),
+            (Closed::Accepted(_), Some((first, verdict))) if first == answer => Some(Ok(verdict.clone())),
+            (Closed::Accepted(_), _) => {
+                slot.held = Closed::TwoWays;
+                slot.first = None;
+                Some(Err(vec![two_ways(tool)]))
+            }
+            (Closed::Nothing { .. }, _) => None,
         }
     }
 

@@ -73,7 +73,11 @@ pub fn module(daemon: Arc<Daemon>) -> RpcModule<Daemon> {
     register::<m::TaskFinalize, _, _>(&mut module, |d, p| async move { tasks::finalize(&d, p).await });
     register::<m::ReceiptVerify, _, _>(&mut module, |d, p| async move { tasks::verify(&d, p).await });
     register::<m::ReviewSubmit, _, _>(&mut module, |d, p| async move {
-        Ok(match d.submissions.submit(&p.token, p.dossier) {
+        // A harden answer's anchors are read from the workspace's files: off the runtime.
+        let submitted = tokio::task::spawn_blocking(move || d.submissions.submit(&p.token, p.dossier))
+            .await
+            .map_err(|e| RpcError::internal(format!("the submission's check failed: {e}")))?;
+        Ok(match submitted {
             Ok(verdict) => m::SubmitResult { accepted: true, verdict, problems: Vec::new() },
             Err(problems) => m::SubmitResult { accepted: false, verdict: String::new(), problems },
         })
