@@ -1714,7 +1714,18 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
     let cause = if status == Status::Failed { "command:fail" } else { "command:cancel" };
     let note = match record(daemon, &ws, &task, vec![event], cause)? {
         Projected::Deferred { note, why: Unprojected::Broken } => {
-            Some(crate::ledger::archive_as_written(daemon, &ws, &task, cause)?.unwrap_or(note))
+            match crate::ledger::archive_as_written(daemon, &ws, &task, cause) {
+                Ok(moved) => Some(moved.unwrap_or(note)),
+                // The ledger records the end already: the answer is that, with the move that
+                // failed and the way to make it, never an error that reads as nothing done.
+                Err(e) => Some(format!(
+                    "the task is {status} in its ledger, but its spec file was not archived ({e}); {}",
+                    e.0.hint.clone().unwrap_or_else(|| format!(
+                        "once that is mended, `{}` archives it",
+                        ws.runnable(&format!("scafld reconcile {task}"))
+                    ))
+                )),
+            }
         }
         projected => projected.note(),
     };
