@@ -854,7 +854,8 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
     if matches!(error.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         // Written as every answer is, so a failed write is kept and said (`report_lost_output`).
         let rendered = error.render();
-        let text = match std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        // Coloured as any answer is: on a terminal, unless NO_COLOR says otherwise.
+        let text = match output::Streams::current().stdout {
             true => rendered.ansi().to_string(),
             false => rendered.to_string(),
         };
