@@ -229,9 +229,11 @@ fn conforming<T: serde::de::DeserializeOwned>(value: Value, part: &str, whole: &
         return Err(named.collect::<Vec<_>>().join("; "));
     }
     // What the schema accepts and the Rust types still refuse (an integer past u32): named by path.
+    // A part's are named from the part, as above (`finding 1: severity: ...`).
     serde_path_to_error::deserialize(json_schema::whole_numbers(value)).map_err(|e| match e.path().to_string() {
         path if path == "." => format!("{whole}: {}", e.inner()),
-        path => format!("{path}: {}", e.inner()),
+        path if part.is_empty() => format!("{path}: {}", e.inner()),
+        path => format!("{whole}: {path}: {}", e.inner()),
     })
 }
 

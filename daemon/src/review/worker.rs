@@ -603,7 +603,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
         let digest = p
             .dossier
             .zip(session)
-            .and_then(|(value, s)| serde_json::from_value::<Dossier>(providers::strip_nulls(value)).ok().zip(Some(s)))
+            .and_then(|(value, s)| crate::domain::dossier::from_value(value).ok().zip(Some(s)))
             .and_then(|(d, s)| accept(consensus::merge_checkpoint(d, &checkpoint), &s.request).ok())
             .map(|d| answer_digest(&d));
         return submitted_again(daemon, &done, &p.lease_token, digest.as_deref());
