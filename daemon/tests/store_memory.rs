@@ -1,5 +1,6 @@
-//! What the state database costs in memory, counted by this binary's own allocator (a test
-//! binary of its own, so nothing else in the process allocates meanwhile).
+//! What the state database costs in memory, counted by this binary's own allocator. Each
+//! measurement runs in a process of its own (this binary run again for that one test), so no
+//! other test's thread allocates meanwhile and sled's process-wide statics start afresh.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
@@ -55,6 +56,9 @@ const MIB: isize = 1 << 20;
 /// metrics off: written with zeros they were 21 MiB of every daemon's memory, used by nothing.
 #[test]
 fn opening_an_empty_database_writes_no_more_than_a_few_mebibytes_of_heap() {
+    if !alone("opening_an_empty_database_writes_no_more_than_a_few_mebibytes_of_heap", None) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let before = WRITTEN.load(Ordering::Relaxed);
     let store = SledStore::open(&dir.path().join("db")).unwrap();
@@ -63,15 +67,37 @@ fn opening_an_empty_database_writes_no_more_than_a_few_mebibytes_of_heap() {
     assert!(written < 8 * MIB, "opening an empty database left {} MiB of written heap", written / MIB);
 }
 
-/// Where [`write_a_database_larger_than_the_cache`] writes, when this binary is run for it.
-const WRITE_TO: &str = "SCAFLD_TEST_STORE_MEMORY_DB";
+/// Names the one test a process of this binary runs alone (see [`alone`]).
+const ALONE: &str = "SCAFLD_TEST_STORE_MEMORY_ALONE";
+/// The database a test run alone works on.
+const DB: &str = "SCAFLD_TEST_STORE_MEMORY_DB";
+
+/// Whether this process is the one running `test` alone; if it is not, `test` is run so (on
+/// the database `db`), it must pass, and the caller returns.
+fn alone(test: &str, db: Option<&std::path::Path>) -> bool {
+    if std::env::var(ALONE).is_ok_and(|running| running == test) {
+        return true;
+    }
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command.args(["--exact", test, "--quiet", "--test-threads=1"]).env(ALONE, test);
+    if let Some(db) = db {
+        command.env(DB, db);
+    }
+    let out = command.output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{test}, run alone, failed: {said}");
+    false
+}
 
 /// Three times sled's cache of job records, about a finished build job's size each (excerpts
-/// included); run alone, in a process of its own, by the test below (and a no-op otherwise),
-/// so that what the writing holds, or frees late, is none of that process's heap.
+/// included); run alone by the test below (and a no-op otherwise), so that what the writing
+/// holds, or frees late, is none of the measuring process's heap.
 #[test]
 fn write_a_database_larger_than_the_cache() {
-    let Some(db) = std::env::var_os(WRITE_TO) else { return };
+    if std::env::var(ALONE).is_err() {
+        return;
+    }
+    let Some(db) = std::env::var_os(DB) else { return };
     let store = SledStore::open(std::path::Path::new(&db)).unwrap();
     let excerpt = "y".repeat(3 * 1024);
     for n in 0..records() {
@@ -99,15 +125,15 @@ fn records() -> usize {
 /// as its database).
 #[test]
 fn a_database_larger_than_the_cache_is_not_kept_in_memory_once_opened() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("db");
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "write_a_database_larger_than_the_cache", "--quiet"])
-        .env(WRITE_TO, &db)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "writing the database failed: {status}");
+    const TEST: &str = "a_database_larger_than_the_cache_is_not_kept_in_memory_once_opened";
+    if std::env::var(ALONE).is_err() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        alone("write_a_database_larger_than_the_cache", Some(&db));
+        alone(TEST, Some(&db));
+        return;
+    }
+    let db = std::path::PathBuf::from(std::env::var_os(DB).unwrap());
     let before = LIVE.load(Ordering::Relaxed);
     let store = SledStore::open(&db).unwrap();
     let held = LIVE.load(Ordering::Relaxed) - before;
