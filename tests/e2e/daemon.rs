@@ -785,9 +785,15 @@ fn ledger_len_stopped(env: &mut TestEnv, task: &str) -> usize {
 }
 
 fn refused_to_start(env: &TestEnv) -> String {
-    let output = env.daemon_command().output().unwrap();
+    // Bounded: a daemon that takes the database serves on, and the test says so.
+    let mut daemon = env.daemon_command().stdout(std::process::Stdio::null()).spawn().unwrap();
+    let status = scafld_tests::wait_for_exit(&mut daemon, scafld_tests::DEADLINE);
+    if status.is_none() {
+        let _ = daemon.kill();
+    }
+    let output = daemon.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "the damaged database was served: {stderr}");
     assert!(stderr.contains("is damaged or incomplete") && stderr.contains("scafldd --recover"), "{stderr}");
     stderr
 }

@@ -181,24 +181,6 @@ impl Trees {
         })
     }
 
-    /// [`Trees::open`] just after this process dropped its handles: sled's flushing thread
-    /// can hold the folder's lock a moment longer, and sled only tries the lock, so a refused
-    /// lock is tried again for a while (the daemon's lock on its state directory keeps any
-    /// other process out, so the holder is that thread).
-    fn reopen(dir: &Path) -> Result<Trees, StoreError> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            match Trees::open(dir) {
-                Err(StoreError::Backend(sled::Error::Io(e)))
-                    if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                opened => return opened,
-            }
-        }
-    }
-
     fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;
         Ok(())
@@ -230,13 +212,7 @@ impl SledStore {
         let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(Trees, Manifest), StoreError> {
             let trees = Trees::open(dir)?;
             let actual = census(&trees)?;
-            // The census paged the whole database in, and sled evicts from its cache only
-            // as a page's shard (one of 256) gathers 64 accesses: a single pass over fewer
-            // than 16,384 pages evicts nothing, so the start kept the whole database in memory.
-            // Opened again, sled pages in only what calls read (cheap: the first opening
-            // has just written a snapshot, so nothing of its log is replayed twice).
-            drop(trees);
-            Ok((Trees::reopen(dir)?, actual))
+            Ok((trees, actual))
         }));
         let (trees, mut actual) = match opened {
             Ok(Ok(opened)) => opened,
