@@ -493,9 +493,9 @@ fn project_entries(
 /// is, when it does not read as the task's spec (a hand edit left an error in it, so
 /// [`record`] could not project onto it): abandoning a task never waits on mending the text
 /// being abandoned, and that text is never rewritten. Its runner-owned lines still say what
-/// they said; the answer's note says so, and that `reconcile` writes them once the file is
-/// fixed. `None`: there was nothing to move (the ledger's status is not a finished one, or the
-/// file is already in the archive).
+/// they said (the deferred projection's note says so, and that `reconcile` writes them once the
+/// file is fixed); this says where it went. `None`: there was nothing to move (the ledger's
+/// status is not a finished one, or the file is already in the archive).
 pub fn archive_as_written(daemon: &Daemon, ws: &Workspace, task: &str, cause: &str) -> RpcResult<Option<String>> {
     let entries = daemon.store().ledger(&ws.id, task).map_err(internal)?;
     let status = ledger::state(&entries).map_or(Status::Draft, |s| s.status);
@@ -514,11 +514,7 @@ pub fn archive_as_written(daemon: &Daemon, ws: &Workspace, task: &str, cause: &s
             ));
         }
     }
-    Ok(Some(format!(
-        "the spec has errors, so it was archived as written, to {}: its status lines were not updated; the ledger records the task {status}: fix the file, then run `{}` to write them",
-        ws.relative(&rendered.target),
-        ws.runnable(&format!("scafld reconcile {task}"))
-    )))
+    Ok(Some(format!("it was archived as written, to {}", ws.relative(&rendered.target))))
 }
 
 /// The spec as the ledger says it is (what build decisions are made from).

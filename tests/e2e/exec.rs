@@ -1355,9 +1355,12 @@ fn an_approved_spec_never_grows_past_what_can_be_read() {
     std::fs::write(&path, format!("{now}\n{}\n", "f".repeat(filler))).unwrap();
     let before = std::fs::read(&path).unwrap();
     let reason = "r".repeat(250);
+    // (Cancelled, the task's file is archived as written.)
     let step = env.scafld(&["cancel", "big", "--reason", &reason, "--json"]);
     assert!(step.stdout.contains("past the 8.0 MiB"), "{}{}", step.stdout, step.stderr);
-    assert_eq!(std::fs::read(&path).unwrap(), before, "the spec was left as it was");
+    let archived = env.work.join(step.json()["result"]["path"].as_str().unwrap());
+    assert!(step.json()["result"]["note"].as_str().unwrap().contains("archived as written"), "{}", step.stdout);
+    assert_eq!(std::fs::read(&archived).unwrap(), before, "the spec was left as it was");
     env.scafld(&["status", "big", "--json"]).assert_code(0);
 }
 

@@ -1135,16 +1135,21 @@ fn a_front_matter_key_set_twice_is_refused_naming_both_lines() {
     env.scafld(&["approve", "dk", "--reason", "t"]).assert_code(0);
     let approved = env.work.join(".scafld/specs/approved/dk.md");
     assert!(std::fs::read_to_string(&approved).unwrap().contains("\nstatus: approved\n"));
-    // Set twice after approval: reconcile and cancel refuse and leave the file as it is.
+    // Set twice after approval: reconcile refuses and leaves the file as it is; cancel closes
+    // the task in its ledger and archives the file as written, never rewriting it.
     let broken =
         std::fs::read_to_string(&approved).unwrap().replace("status: approved\n", "status: approved\nstatus: draft\n");
     std::fs::write(&approved, &broken).unwrap();
-    for args in [&["reconcile", "dk"][..], &["cancel", "dk", "--reason", "t"]] {
-        let run = env.scafld(args);
-        assert_ne!(run.code, 0, "{args:?}: {}", said(&run));
-        assert!(said(&run).contains("set twice"), "{args:?}: {}", said(&run));
-        assert_eq!(std::fs::read_to_string(&approved).unwrap(), broken, "{args:?}");
-    }
+    let run = env.scafld(&["reconcile", "dk"]);
+    assert_ne!(run.code, 0, "{}", said(&run));
+    assert!(said(&run).contains("set twice"), "{}", said(&run));
+    assert_eq!(std::fs::read_to_string(&approved).unwrap(), broken);
+    let cancel = env.scafld(&["cancel", "dk", "--reason", "t"]);
+    cancel.assert_code(0);
+    assert!(said(&cancel).contains("archived as written"), "{}", said(&cancel));
+    let archived = scafld_tests::tree(&env.work.join(".scafld/specs/archive"));
+    let kept = archived.iter().find(|(path, _)| path.ends_with("/dk.md")).map(|(_, bytes)| bytes.as_slice());
+    assert_eq!(kept, Some(broken.as_bytes()), "{:?}", archived.keys());
 }
 
 /// A phase disabled by wrapping it in an HTML comment is not part of the spec: `validate`

@@ -1715,7 +1715,7 @@ pub async fn archive(daemon: &Daemon, p: m::ReasonParams, status: Status) -> Rpc
     let note = match record(daemon, &ws, &task, vec![event], cause)? {
         Projected::Deferred { note, why: Unprojected::Broken } => {
             match crate::ledger::archive_as_written(daemon, &ws, &task, cause) {
-                Ok(moved) => Some(moved.unwrap_or(note)),
+                Ok(moved) => Some(moved.map_or(note.clone(), |moved| format!("{note}; {moved}"))),
                 // The ledger records the end already: the answer is that, with the move that
                 // failed and the way to make it, never an error that reads as nothing done.
                 Err(e) => Some(format!(
