@@ -2022,6 +2022,19 @@ fn a_task_whose_spec_file_is_gone_says_how_to_get_it_back_and_shows_its_history(
         assert!(hint.contains("put the file back at .scafld/specs/active/rev.md"), "{call:?}: {hint}");
         assert!(hint.contains("`scafld reconcile rev`") && !hint.contains("scafld plan"), "{call:?}: {hint}");
     }
+    // `validate --all` names it too and fails, as `validate rev` does: a CI gate on it never
+    // passes a workspace whose open task lost its spec.
+    let all = env.scafld(&["validate", "--all", "--json"]);
+    all.assert_code(3);
+    let answer = all.json();
+    assert_eq!(answer["error"]["code"], "spec_missing", "{answer}");
+    let missing = &answer["result"]["missing"][0];
+    assert_eq!(missing["task_id"], "rev", "{answer}");
+    assert_eq!(missing["path"], ".scafld/specs/active/rev.md", "{answer}");
+    assert!(missing["diagnostics"][0]["message"].as_str().unwrap().contains("`scafld reconcile rev`"), "{answer}");
+    let human = env.scafld(&["validate", "--all"]);
+    human.assert_code(3);
+    assert!(human.stderr.contains("rev (.scafld/specs/active/rev.md): missing"), "{}", human.stderr);
     let history = env.scafld(&["session", "rev", "--json"]);
     history.assert_code(0);
     assert!(!history.json()["result"]["entries"].as_array().unwrap().is_empty(), "{}", history.stdout);

@@ -398,11 +398,36 @@ fn all_diagnostics(entry: &SpecEntry) -> Vec<m::Diagnostic> {
 /// `task.validate_all`: every spec's [`problems`], as `task.validate` says them one by one.
 pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResult<m::ValidateAllResult> {
     let ws = daemon.workspace_to_read(&p.root).await?;
-    sync(daemon, &ws);
-    let (tasks, unlisted) = {
+    // With the ledgers' states, so an open task whose spec file is gone is seen, as `list` sees it.
+    sync_with_ledgers(daemon, &ws).await?;
+    let (tasks, unlisted, gone) = {
         let index = crate::sync::read(&ws.index);
-        (index.entries().map(|e| e.task_id.clone()).collect::<Vec<String>>(), unlisted(&index))
+        // A place that could not be read may hold the file: such a task is not called missing
+        // (the place is named, and fails the call, instead).
+        let gone: Vec<(String, Status)> = index
+            .tasks()
+            .filter(|task| task.spec.is_none() && index.unlisted().is_empty())
+            .filter_map(|task| task.status().filter(|s| !s.is_terminal()).map(|s| (task.id.to_string(), s)))
+            .collect();
+        (index.entries().map(|e| e.task_id.clone()).collect::<Vec<String>>(), unlisted(&index), gone)
     };
+    let mut missing = Vec::with_capacity(gone.len());
+    for (task, status) in gone {
+        let entries = daemon.store().ledger(&ws.id, &task).map_err(RpcError::internal)?;
+        let place = crate::ledger::place(&ws, &task, &entries);
+        let message = format!(
+            "the spec file is missing (removed or moved out of .scafld/specs); its ledger keeps the task ({status}): put the file back at {}, then run `{}`",
+            scafld_protocol::text::one_line(&place),
+            ws.runnable(&format!("scafld reconcile {task}"))
+        );
+        missing.push(m::SpecDiagnostics {
+            task_id: task,
+            path: place,
+            status: status.to_string(),
+            valid: false,
+            diagnostics: vec![m::Diagnostic { line: 0, severity: m::Severity::Error, message }],
+        });
+    }
     let mut specs = Vec::with_capacity(tasks.len());
     for task in &tasks {
         // The whole parse (the Scope is not in the listing), one spec at a time.
@@ -417,7 +442,7 @@ pub async fn validate_all(daemon: &Daemon, p: m::WorkspaceRootParams) -> RpcResu
         });
     }
     specs.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(m::ValidateAllResult { specs, unlisted, warnings: daemon.warnings_for(&ws.root) })
+    Ok(m::ValidateAllResult { specs, missing, unlisted, warnings: daemon.warnings_for(&ws.root) })
 }
 
 /// What the index's last whole sync could not read under the spec folders, each said with

@@ -91,6 +91,11 @@ method!(
 pub struct ValidateAllResult {
     /// One entry per spec file, ordered by path.
     pub specs: Vec<SpecDiagnostics>,
+    /// Each open task whose spec file is gone while its ledger keeps it, by task id: `path`
+    /// where the file belongs, `status` the ledger's, never `valid`, its one diagnostic what to
+    /// do. `validate --all` fails while any is (as `validate <task>` of it does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<SpecDiagnostics>,
     /// What under the spec folders could not be read, each with what to do (a folder without
     /// permission, ...): specs there are in no entry, so `validate --all` fails while any is.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -108,16 +108,24 @@ pub fn validate_all(ctx: &Context) -> Result<u8, CliError> {
                 let _ = writeln!(text, "{}", diagnostics_text(&spec.diagnostics));
             }
         }
+        for gone in &result.missing {
+            let _ = writeln!(text, "{} ({}): {}", gone.task_id, gone.path, ctx.out.paint("missing", Style::Bad));
+            let _ = writeln!(text, "{}", diagnostics_text(&gone.diagnostics));
+        }
         for unread in &result.unlisted {
             let _ = writeln!(text, "{}: {unread}", ctx.out.paint("not read", Style::Bad));
         }
         let _ = write!(text, "{} spec(s), {} invalid", result.specs.len(), invalid.len());
+        if !result.missing.is_empty() {
+            let _ = write!(text, ", {} missing", result.missing.len());
+        }
         if !result.unlisted.is_empty() {
             let _ = write!(text, ", {} place(s) not read", result.unlisted.len());
         }
         text
     };
-    if invalid.is_empty() && result.unlisted.is_empty() {
+    let missing: Vec<&str> = result.missing.iter().map(|s| s.task_id.as_str()).collect();
+    if invalid.is_empty() && missing.is_empty() && result.unlisted.is_empty() {
         ctx.out.success(&result, human);
         return Ok(workflow::OK);
     }
@@ -125,14 +133,21 @@ pub fn validate_all(ctx: &Context) -> Result<u8, CliError> {
         ctx.out.eprint_human(&human());
     }
     // What could not be read may hold specs with errors: "all" was not validated.
-    let error = match invalid.is_empty() {
-        false => CliError::new(
+    let error = match (invalid.is_empty(), missing.is_empty()) {
+        (false, _) => CliError::new(
             "validation_failed",
             format!("{} of {} spec(s) have errors: {}", invalid.len(), result.specs.len(), invalid.join(", ")),
             workflow::VALIDATION,
         )
         .with_hint("each spec's diagnostics are listed with their lines"),
-        true => CliError::new(
+        // An open task's spec that is gone is no spec validated: as `validate <task>` of it.
+        (true, false) => CliError::new(
+            "spec_missing",
+            format!("{} open task(s) have no spec file: {}", missing.len(), missing.join(", ")),
+            workflow::VALIDATION,
+        )
+        .with_hint("each is listed with where its file belongs and what to run once it is back"),
+        (true, true) => CliError::new(
             "validation_failed",
             format!(
                 "{} place(s) under .scafld/specs could not be read, so not every spec was validated",
