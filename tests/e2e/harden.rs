@@ -1188,3 +1188,33 @@ fn a_cut_draft_in_the_harden_packet_names_its_file() {
         &packet[packet.len().saturating_sub(300)..]
     );
 }
+
+/// A draft that does not validate (a planned one, its TODOs still there) is refused by every
+/// harden that could pass it, as `--mark-passed` refuses it: exit 3 with the diagnostics,
+/// before any provider runs, nothing recorded. Before, a delegated harden passed it and named
+/// `approve` as next, which then refused it.
+#[test]
+fn a_delegated_harden_of_a_draft_that_does_not_validate_is_refused_before_its_provider_runs() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    env.scafld(&["plan", "shape"]).assert_code(0);
+    let before = spec(&env);
+    let ran = env.path("ran");
+    let clean: Vec<(&str, &str, &str)> = DIMENSIONS.iter().map(|d| (*d, "clean", "spec_gap:fine")).collect();
+    let script = provider(&env, "clean", &dossier(&clean));
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch '{}'\n{}", ran.display(), std::fs::read_to_string(&script).unwrap()),
+    )
+    .unwrap();
+    for run in [harden(&env, &script), env.scafld(&["harden", "shape", "--provider", "local", "--json"])] {
+        run.assert_code(3);
+        let error = run.json()["error"].clone();
+        assert_eq!(error["code"], "validation_failed", "{error}");
+        assert!(error["message"].as_str().unwrap().contains("does not validate"), "{error}");
+        assert!(error["hint"].as_str().unwrap().contains("scafld validate shape"), "{error}");
+    }
+    assert!(!ran.exists(), "no provider ran");
+    assert_eq!(spec(&env), before, "nothing was recorded");
+}

@@ -264,6 +264,19 @@ impl Hardening {
     }
 }
 
+/// The harden of `task` again as it was asked for: a configured provider needs no flag, a
+/// command its command.
+pub(super) fn again(task: &str, p: &m::HardenParams, provider: &str) -> String {
+    match (p.provider.as_deref(), p.provider_command.as_deref()) {
+        (None, _) => format!("scafld harden {task}"),
+        (Some("command"), Some(command)) => format!(
+            "scafld harden {task} --provider command --provider-command {}",
+            scafld_protocol::cli::shell_word(command)
+        ),
+        (Some(_), _) => format!("scafld harden {task} --provider {provider}"),
+    }
+}
+
 /// The workspace as the read-only guard compares it: its material (the spec folders left out)
 /// and what steers scafld and git beside it (other specs, ignored config, hooks).
 struct Guarded {

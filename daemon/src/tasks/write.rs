@@ -145,6 +145,10 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
         .with_hint(super::read::refusal_hint(daemon, &ws, &entry.task_id).await));
     }
     if let Some(provider) = p.provider.clone().or(configured) {
+        // A pass binds the draft as it is, and `approve` refuses a draft that does not
+        // validate: no provider is asked to judge one (nothing is run or recorded).
+        let again = super::delegated_harden::again(&entry.task_id, &p, &provider);
+        refuse_invalid_draft(daemon, &ws, &entry.task_id, &[], Hardening::Delegated { again: &again }).await?;
         let draft = super::delegated_harden::Draft { file, spec };
         return super::delegated_harden::harden(daemon, &ws, &entry.task_id, draft, &p, &provider, guard).await;
     }
@@ -156,8 +160,12 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
         let marked = harden::mark_passed(&spec, &digest, &ground, &now);
         // A pass binds the draft as it is, and `approve` refuses a draft that does not
         // validate: a round passed on one would be stale by the fix it needs.
-        if matches!(marked, Ok(_) | Err(harden::MarkRefused::Incomplete(_))) {
-            refuse_invalid_draft(daemon, &ws, &id, &marked).await?;
+        match &marked {
+            Ok(_) => refuse_invalid_draft(daemon, &ws, &id, &[], Hardening::MarkPassed).await?,
+            Err(harden::MarkRefused::Incomplete(problems)) => {
+                refuse_invalid_draft(daemon, &ws, &id, problems, Hardening::MarkPassed).await?
+            }
+            Err(_) => {}
         }
         let next = marked.map_err(|refused| match refused {
             harden::MarkRefused::NoRound => RpcError::new(
@@ -236,13 +244,23 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
     })
 }
 
-/// Refuse `--mark-passed` on a draft that does not validate (its own errors, and its scope's
-/// that `approve` refuses), naming them; the round's own evidence problems, if any, ride along.
+/// Which harden is refused over a draft that does not validate.
+enum Hardening<'a> {
+    /// `--mark-passed` on a hand-answered round.
+    MarkPassed,
+    /// A provider's judgement, `again` the command that asks it once the draft is fixed.
+    Delegated { again: &'a str },
+}
+
+/// Refuse a harden that could pass a draft that does not validate (its own errors, and its
+/// scope's that `approve` refuses), naming them: `--mark-passed`, and a delegated harden
+/// before its provider runs. The round's own evidence problems, if any, ride along.
 async fn refuse_invalid_draft(
     daemon: &Daemon,
     ws: &Workspace,
     id: &str,
-    marked: &Result<Spec, harden::MarkRefused>,
+    problems: &[String],
+    hardening: Hardening<'_>,
 ) -> RpcResult<()> {
     let entry = super::fresh_entry(daemon, ws, id)?;
     let (mut errors, _) = super::explained_errors(daemon, ws, &entry)?;
@@ -253,22 +271,21 @@ async fn refuse_invalid_draft(
         message,
     }));
     let Some(first) = errors.first() else { return Ok(()) };
-    let problems = match marked {
-        Err(harden::MarkRefused::Incomplete(problems)) => problems.clone(),
-        _ => Vec::new(),
-    };
     let at = if first.line > 0 { format!("line {}: ", first.line) } else { String::new() };
+    let (refused, then) = match hardening {
+        Hardening::MarkPassed => {
+            (format!("cannot mark {id}'s harden round passed"), format!("scafld harden {id} --mark-passed"))
+        }
+        Hardening::Delegated { again } => {
+            (format!("cannot harden {id}: no provider judges a draft that does not validate"), again.to_string())
+        }
+    };
     Err(RpcError::new(
         ErrorKind::ValidationFailed,
-        format!(
-            "cannot mark {id}'s harden round passed: {} has {} error(s); first: {at}{}",
-            ws.relative(&entry.path),
-            errors.len(),
-            first.message
-        ),
+        format!("{refused}: {} has {} error(s); first: {at}{}", ws.relative(&entry.path), errors.len(), first.message),
     )
     .with_hint(format!(
-        "`scafld validate {id}` lists every one; fix them, then `scafld harden {id} --mark-passed` (a pass binds the draft as it is)"
+        "`scafld validate {id}` lists every one; fix them, then `{then}` (a pass binds the draft as it is)"
     ))
     .with_details(serde_json::json!({ "diagnostics": errors, "problems": problems })))
 }
