@@ -1189,6 +1189,28 @@ fn a_cut_draft_in_the_harden_packet_names_its_file() {
     );
 }
 
+/// `local` reviews nothing: its round is `error`, never `passed` (every check `not_applicable`),
+/// so `approve` needs `--reason` and records a harden override. Before, it wrote all six checks
+/// `passed` and the draft was approved without a word, though nothing judged it.
+#[test]
+fn a_local_harden_judges_nothing_so_approving_over_it_is_an_audited_override() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let run = env.scafld(&["harden", "shape", "--provider", "local", "--json"]);
+    let result = run.json()["result"].clone();
+    assert_eq!(result["harden_status"], "error", "{result}");
+    assert!(result["problems"][0].as_str().unwrap().contains("reviews nothing"), "{result}");
+    assert!(result["next_command"].as_str().unwrap().contains("--reason"), "{result}");
+    let text = spec(&env);
+    assert!(!text.contains("harden_status: passed") && !text.contains("Result: passed"), "{text}");
+    env.scafld(&["approve", "shape", "--json"]).assert_code(1);
+    let approved = env.scafld(&["approve", "shape", "--reason", "a smoke run only", "--json"]);
+    approved.assert_code(0);
+    assert_eq!(approved.json()["result"]["harden_override"], true, "{}", approved.stdout);
+}
+
 /// A draft that does not validate (a planned one, its TODOs still there) is refused by every
 /// harden that could pass it, as `--mark-passed` refuses it: exit 3 with the diagnostics,
 /// before any provider runs, nothing recorded. Before, a delegated harden passed it and named

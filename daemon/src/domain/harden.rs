@@ -509,6 +509,17 @@ pub fn judge(dossier: &HardenDossier, ground: &dyn Ground, max_issues: usize) ->
     Judgement { status, problems }
 }
 
+/// The judgement of a round no reviewer read (the `local` provider, which reviews nothing):
+/// never a pass, so approving over it needs a reason, recorded as a harden override.
+pub fn unjudged(provider: &str) -> Judgement {
+    Judgement {
+        status: HardenStatus::Error,
+        problems: vec![format!(
+            "the {provider} provider reviews nothing, so this round judged nothing and is no pass: harden with a provider that reads the draft (or answer a round by hand and `--mark-passed`), or approve with `--reason`"
+        )],
+    }
+}
+
 /// The digest a round is bound to: what the author wrote, the spec file's text with the
 /// runner-owned parts set aside ([`authored_digest`]). Any edit after a pass changes it (a
 /// prose section, the front matter's `risk_level`, a round's checks); a projection does not.

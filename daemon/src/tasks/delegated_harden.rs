@@ -216,6 +216,7 @@ impl Hardening {
         // The provider is read-only: the workspace is compared before and after it runs (the
         // draft by its bytes, as the material leaves the spec folders out).
         let before = Guarded::read(ws).await?;
+        let local = matches!(asking, Asking::Local);
         let Some(answer) = ask(&daemon, ws, task, asking, &job_id, cancel.clone()).await else {
             return Ok(if cancel.is_cancelled() { Ended::Cancelled } else { Ended::Stopped });
         };
@@ -236,6 +237,8 @@ impl Hardening {
             )),
         };
         let (dossier, judgement) = match answer {
+            // Nothing read the draft: its round records that, and is no pass.
+            Ok(dossier) if local => (Some(dossier), harden::unjudged("local")),
             Ok(dossier) => {
                 let ground = WorkspaceGround { ws };
                 let judgement = harden::judge(&dossier, &ground, config.harden.max_issues_per_round as usize);
@@ -249,8 +252,12 @@ impl Hardening {
         let next = harden::bind_latest_round(&file.text, next).map_err(super::write::projection_error)?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
         let written = write_projection(&daemon, ws, task, &file, &next, "command:harden")?;
-        // The one next step, as the spec's Current State now says it and `status` does.
-        let next_command = next.current_state.allowed_follow_up.clone();
+        // The one next step, as the spec's Current State now says it and `status` does; a
+        // local round judged nothing, so the way on is an approval over it, with its reason.
+        let next_command = match local {
+            true => format!("scafld approve {task} --reason \"why\""),
+            false => next.current_state.allowed_follow_up.clone(),
+        };
         Ok(Ended::Round(m::HardenResult {
             task_id: task.to_string(),
             path: ws.relative(&written),
@@ -450,7 +457,8 @@ async fn ask(
     answer.map(|answer| answer.and_then(harden::parse_dossier))
 }
 
-/// The local provider reviews nothing: every dimension `clean`, grounded in what it is.
+/// The local provider reviews nothing: every dimension `n/a`, grounded in what it is (its
+/// round is never a pass: [`harden::unjudged`]).
 fn local_answer() -> HardenDossier {
     use harden::{Dimension, Observation, ObservationResult, Shape, ShapeDecision};
     HardenDossier {
@@ -467,9 +475,9 @@ fn local_answer() -> HardenDossier {
             .iter()
             .map(|d| Observation {
                 dimension: *d,
-                result: ObservationResult::Clean,
+                result: ObservationResult::NotApplicable,
                 anchor: "spec_gap:the local provider does not review".into(),
-                note: "local provider smoke pass".into(),
+                note: "local provider: nothing reviewed".into(),
                 question: String::new(),
                 recommended: String::new(),
                 status: None,
