@@ -226,6 +226,25 @@ fn usage_errors_exit_2_with_an_envelope() {
     assert!(!error["hint"].as_str().unwrap().contains("--reason"), "{error}");
 }
 
+/// A command named without the subcommand it needs says so, naming the choices (before, the
+/// message was the command's description: "Read receipts").
+#[test]
+fn a_missing_subcommand_is_named_as_missing_with_the_choices() {
+    let env = TestEnv::new();
+    for (command, choice) in [("daemon", "stop"), ("job", "wait"), ("receipt", "show")] {
+        let run = env.scafld(&["--json", command]);
+        run.assert_code(2);
+        let error = run.json()["error"].clone();
+        let message = error["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("`scafld {command}` needs a subcommand: one of ")), "{error}");
+        assert!(message.contains(choice) && !message.contains("help"), "{error}");
+        assert_eq!(error["exit_code"], 2, "{error}");
+    }
+    let human = env.scafld(&["receipt"]);
+    human.assert_code(2);
+    assert!(human.stderr.contains("`scafld receipt` needs a subcommand"), "{}", human.stderr);
+}
+
 /// An error a person can act on says how: a `--root` that names no folder (or a file), a `--context-file`
 /// that cannot be read.
 #[test]

@@ -863,6 +863,13 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
         return exit::workflow::OK;
     }
     let code = if spawn_wait_family(args) { exit::spawn_wait::USAGE } else { exit::workflow::USAGE };
+    // What clap's message does not say: a command named without its subcommand. Said in our
+    // words, in both modes.
+    if let Some(misread) = misread(&error, args) {
+        let command = command_path(args);
+        Output::new(json, &command).failure(&CliError { exit_code: code, ..misread }, None);
+        return code;
+    }
     if json {
         // clap's own first line ("error: unexpected argument '-5' found"), without its prefix;
         // one ending in a colon ("the following required arguments were not provided:") takes
@@ -896,6 +903,35 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
         let _ = error.print();
     }
     code
+}
+
+/// A usage error clap words misleadingly, in words that say what went wrong: a command that
+/// needs a subcommand and was given none (clap's message is the command's description).
+fn misread(error: &clap::Error, args: &[OsString]) -> Option<CliError> {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let path = command_path(args);
+            let mut command = Cli::command();
+            for word in path.split_whitespace() {
+                command = command.find_subcommand(word)?.clone();
+            }
+            let choices: Vec<&str> = command
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set() && c.get_name() != "help")
+                .map(|c| c.get_name())
+                .collect();
+            if choices.is_empty() {
+                return None;
+            }
+            let named = if path.is_empty() { "scafld".to_string() } else { format!("scafld {path}") };
+            Some(
+                CliError::usage(format!("`{named}` needs a subcommand: one of {}", choices.join(", ")))
+                    .with_hint(format!("run `{named} --help` for what each does")),
+            )
+        }
+        _ => None,
+    }
 }
 
 /// The subcommands named on the command line (`review wait`), as far as they are valid.
