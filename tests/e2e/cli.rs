@@ -245,6 +245,31 @@ fn a_missing_subcommand_is_named_as_missing_with_the_choices() {
     assert!(human.stderr.contains("`scafld receipt` needs a subcommand"), "{}", human.stderr);
 }
 
+/// A review subcommand after a flag (`review --json wait`) is read by `review` as a task: the
+/// refusal says to put the flags after the subcommand, never to plan a task named `wait`, and
+/// the word after a task is never called a subcommand. Before: "no spec for task `wait`" with
+/// `scafld plan wait`, and "the subcommand 'greet' cannot be used with: --json, [TASK_ID]".
+#[test]
+fn a_review_subcommand_after_a_flag_says_to_put_the_flags_after_it() {
+    let env = TestEnv::new();
+    for (args, code, fixed) in [
+        (&["review", "--json", "wait"][..], 64, "scafld review wait --json"),
+        (&["review", "--json", "status", "greet"], 2, "scafld review status greet --json"),
+    ] {
+        let run = env.scafld(args);
+        run.assert_code(code);
+        let error = run.json()["error"].clone();
+        let (message, hint) = (error["message"].as_str().unwrap(), error["hint"].as_str().unwrap());
+        assert!(message.contains("put global flags after the subcommand"), "{args:?}: {error}");
+        assert!(hint.contains(&format!("run `{fixed}`")) && !hint.contains("scafld plan"), "{args:?}: {error}");
+        assert_eq!(error["exit_code"], code, "{error}");
+    }
+    let error = env.scafld(&["--json", "review", "cancel", "0123abcd"]).json()["error"].clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(!message.contains("subcommand '0123abcd'"), "{error}");
+    assert!(message.contains("`cancel` is none of its subcommands"), "{error}");
+}
+
 /// An error a person can act on says how: a `--root` that names no folder (or a file), a `--context-file`
 /// that cannot be read.
 #[test]

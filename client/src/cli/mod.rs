@@ -822,6 +822,15 @@ pub fn main(args: Vec<OsString>) -> u8 {
             };
         }
     };
+    // `review --json wait`: parsed, but `wait` read as a task; the review would look for it.
+    if let Command::Review(review) = &cli.command
+        && review.command.is_none()
+        && let Some(misread) = review.task.task_id.as_deref().and_then(|word| review_misread(&args, word))
+    {
+        let code = if spawn_wait_family(&args) { exit::spawn_wait::USAGE } else { exit::workflow::USAGE };
+        Output::new(cli.global.json, "review").failure(&CliError { exit_code: code, ..misread }, None);
+        return code;
+    }
     let out = Output::new(cli.global.json, cli.command.name());
     let caller = runnable::Caller::current(cli.global.root.as_deref());
     let ctx = Context { global: cli.global, paths: Paths::from_env(), out, caller };
@@ -863,8 +872,8 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
         return exit::workflow::OK;
     }
     let code = if spawn_wait_family(args) { exit::spawn_wait::USAGE } else { exit::workflow::USAGE };
-    // What clap's message does not say: a command named without its subcommand. Said in our
-    // words, in both modes.
+    // What clap cannot know: a review subcommand read as a task after a flag, a command named
+    // without its subcommand. Said in our words, in both modes.
     if let Some(misread) = misread(&error, args) {
         let command = command_path(args);
         Output::new(json, &command).failure(&CliError { exit_code: code, ..misread }, None);
@@ -906,9 +915,10 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
 }
 
 /// A usage error clap words misleadingly, in words that say what went wrong: a command that
-/// needs a subcommand and was given none (clap's message is the command's description).
+/// needs a subcommand and was given none (clap's message is the command's description), and a
+/// `review` that read a word after its own as a subcommand ([`review_misread`]).
 fn misread(error: &clap::Error, args: &[OsString]) -> Option<CliError> {
-    use clap::error::ErrorKind;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
     match error.kind() {
         ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let path = command_path(args);
@@ -930,8 +940,60 @@ fn misread(error: &clap::Error, args: &[OsString]) -> Option<CliError> {
                     .with_hint(format!("run `{named} --help` for what each does")),
             )
         }
+        // Only `review` has arguments that conflict with its subcommands (which the command
+        // path, skipping flags, may name: `review --json status greet`).
+        ErrorKind::ArgumentConflict if command_path(args).split(' ').next() == Some("review") => {
+            let Some(ContextValue::String(extra)) = error.get(ContextKind::InvalidSubcommand) else { return None };
+            // What review read as its task: the command line parsed without the extra word.
+            let at = args.iter().rposition(|a| a.to_str() == Some(extra.as_str()))?;
+            let mut without = args.to_vec();
+            without.remove(at);
+            let Ok(Cli { command: Command::Review(review), .. }) = Cli::try_parse_from(&without) else { return None };
+            let task = review.task.task_id.as_deref()?;
+            if let Some(misread) = review_misread(args, task) {
+                return Some(misread);
+            }
+            Some(
+                CliError::usage(format!(
+                    "unexpected argument '{extra}': `scafld review` read `{task}` as the task to review and takes nothing after it; `{task}` is none of its subcommands ({})",
+                    scafld_protocol::cli::REVIEW_SUBCOMMANDS.join(", ")
+                ))
+                .with_hint("run `scafld review --help` for usage"),
+            )
+        }
         _ => None,
     }
+}
+
+/// `word`, which `review` read as its task, is one of its subcommands: a flag before it (a
+/// global one, most likely: `review --json wait`) made `review` read its own flags, which a
+/// subcommand cannot be combined with. The refusal says to put the flags after the subcommand.
+fn review_misread(args: &[OsString], word: &str) -> Option<CliError> {
+    if !scafld_protocol::cli::REVIEW_SUBCOMMANDS.contains(&word) {
+        return None;
+    }
+    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let review = words.iter().position(|w| w == "review")?;
+    let at = review + 1 + words[review + 1..].iter().position(|w| w == word)?;
+    let before = &words[review + 1..at];
+    let flags: Vec<&str> = before.iter().map(String::as_str).filter(|w| w.starts_with('-')).collect();
+    let shell = |w: &String| scafld_protocol::cli::shell_word(w).into_owned();
+    let fixed: Vec<String> = std::iter::once("scafld".to_string())
+        .chain(words[1..=review].iter().map(shell))
+        .chain(std::iter::once(word.to_string()))
+        .chain(words[at + 1..].iter().map(shell))
+        .chain(before.iter().map(shell))
+        .collect();
+    Some(
+        CliError::usage(format!(
+            "`{word}` is a `scafld review` subcommand, but after {} `review` reads its own flags and takes `{word}` as a task: put global flags after the subcommand",
+            if flags.is_empty() { "a flag".to_string() } else { format!("`{}`", flags.join(" ")) }
+        ))
+        .with_hint(format!(
+            "run `{}`; a task named `{word}` is reviewed with `scafld review --task {word}`",
+            fixed.join(" ")
+        )),
+    )
 }
 
 /// The subcommands named on the command line (`review wait`), as far as they are valid.
