@@ -2344,6 +2344,54 @@ fn a_phase_an_amendment_removed_is_not_shown_as_the_current_one() {
     assert_eq!(build(&env, "cut")["result"]["status"], "review");
 }
 
+/// After phase 1 completed, an amendment moved phase 2's criterion into it and removed phase 2:
+/// phase 1 now holds a criterion that never ran, so it is shown active, not completed, alike in
+/// `status`, the spec file, `list --counts` and `report`, and the next step is the build of
+/// phase 1, which runs it. Before, status read "phase: final (1/1 phases completed)" beside
+/// "phase1 completed 1/2 criteria", and next said to implement `final`, no phase at all.
+#[test]
+fn a_completed_phase_an_amendment_moved_a_criterion_into_is_not_shown_completed() {
+    let env = TestEnv::new();
+    let text = spec("fold", &[&[("a1", "true", "")], &[("b1", "true", "")]], &[]);
+    ready(&env, "fold", &text);
+    assert_eq!(build(&env, "fold")["result"]["status"], "active");
+    let path = env.work.join(".scafld/specs/active/fold.md");
+    let now = std::fs::read_to_string(&path).unwrap();
+    let cut = now.find("## Phase 2:").unwrap();
+    let folded = format!("{}\n- [ ] `b1` test - criterion b1\n  - Command: `true`\n", now[..cut].trim_end());
+    std::fs::write(&path, folded).unwrap();
+    env.scafld(&["approve", "fold", "--amend", "--reason", "phase 2 folded into phase 1"]).assert_code(0);
+
+    let status = env.scafld(&["status", "fold", "--json"]).json()["result"].clone();
+    assert_eq!(status["current_phase"], "phase1", "{status}");
+    assert_eq!(status["phases"][0]["status"], "active", "{status}");
+    assert_eq!(status["counts"]["phases_completed"], 0, "{status}");
+    assert_eq!(status["next_action"]["command"], "scafld build fold", "{status}");
+    let reason = status["next_action"]["reason"].as_str().unwrap();
+    assert!(reason.contains("phase1") && !reason.contains("final"), "{status}");
+    let human = env.scafld(&["status", "fold"]).stdout;
+    assert!(human.contains("phase: phase1 (0/1 phases completed)"), "{human}");
+    let written = std::fs::read_to_string(&path).unwrap();
+    let phase = &written[written.find("## Phase 1:").unwrap()..];
+    assert!(phase.contains("\nStatus: active\n") && !phase.contains("Status: completed"), "{written}");
+    assert!(written.contains("\nCurrent phase: phase1\n"), "{written}");
+    let row = env.scafld(&["list", "--counts", "--json"]).json()["result"]["tasks"][0].clone();
+    assert_eq!(row["counts"]["phases_completed"], 0, "{row}");
+    assert!(row["file_counts"].is_null(), "the file shows what the ledger does: {row}");
+    let report = env.scafld(&["report", "--json"]).json()["result"].clone();
+    assert_eq!(report["phases_completed"], 0, "{report}");
+    assert!(report["counts_disagree"].is_null(), "{report}");
+
+    let step = build(&env, "fold");
+    assert_eq!(step["result"]["status"], "review", "{step}");
+    let ran: Vec<&str> =
+        step["result"]["criteria"].as_array().unwrap().iter().map(|c| c["criterion_id"].as_str().unwrap()).collect();
+    assert!(ran.contains(&"b1"), "{step}");
+    let status = env.scafld(&["status", "fold", "--json"]).json()["result"].clone();
+    assert_eq!(status["phases"][0]["status"], "completed", "{status}");
+    assert_eq!(status["counts"]["phases_completed"], 1, "{status}");
+}
+
 /// A checklist a person keeps in a phase above its `Acceptance:` label (steps, one ticked) is
 /// theirs, not criteria: the phase completes when its acceptance criterion passes, as in the
 /// original, which reads criteria only after that label. Before, each step was a manual

@@ -52,16 +52,14 @@ pub enum Step {
 /// `shadowed`: a user review template has the task's name (`next::Facts::shadowed`).
 pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>, shadowed: bool) -> Result<Step, String> {
     let id = &spec.front.task_id;
-    // A completed phase's criteria to run again: the stale ones, and any without a passing
-    // result (one an amendment moved into the phase): the phase stands only on passes, and the
-    // build never moves to a review that `complete` would refuse for want of one.
-    let unpassed = unpassed_in_completed(spec);
-    let again = |c: &Criterion| stale.contains_key(&c.id) || unpassed.contains(&c.id);
+    // A completed phase's stale criteria run again. One holding a criterion without a pass
+    // (an amendment moved it there) is no completed phase: the projection shows it active
+    // (`ledger::phase_state`), so it is the step the build takes (`current`, `unbuilt`).
     let recheck = |spec: &Spec| -> Vec<(String, Criterion)> {
         spec.phases
             .iter()
             .filter(|p| p.status == "completed")
-            .flat_map(|p| p.criteria.iter().filter(|c| again(c)).map(move |c| (p.id(), c.clone())))
+            .flat_map(|p| p.criteria.iter().filter(|c| stale.contains_key(&c.id)).map(move |c| (p.id(), c.clone())))
             .collect()
     };
     // An amendment of the contract added criteria or a phase to a task in review: they run first.
@@ -90,9 +88,8 @@ pub fn plan(spec: &Spec, stale: &BTreeMap<String, Stale>, shadowed: bool) -> Res
             }
             Ok(Step::Run { target: Target::Final, criteria: spec.acceptance.criteria.clone(), recheck })
         }
-        // Files changed after the build: re-run what went stale before anyone reviews it (and
-        // a completed phase's criterion without a pass).
-        Some(Status::Review) if !stale.is_empty() || !recheck(spec).is_empty() => {
+        // Files changed after the build: re-run what went stale before anyone reviews it.
+        Some(Status::Review) if !stale.is_empty() => {
             let criteria = spec.acceptance.criteria.iter().filter(|c| stale.contains_key(&c.id)).cloned().collect();
             Ok(Step::Run { target: Target::Final, criteria, recheck: recheck(spec) })
         }
@@ -150,13 +147,6 @@ pub fn blockers(spec: &Spec, target: &Target) -> Vec<Blocker> {
         .collect()
 }
 
-/// The criteria of completed phases without a passing result (moved there by an amendment):
-/// a phase stands only on passes, so build runs them again with their phase.
-pub fn unpassed_in_completed(spec: &Spec) -> Vec<String> {
-    let completed = spec.phases.iter().filter(|p| p.status == "completed");
-    completed.flat_map(|p| p.criteria.iter().filter(|c| !c.passed()).map(|c| c.id.clone())).collect()
-}
-
 /// Whether criterion `id` belongs to a phase that already completed.
 pub fn in_completed_phase(spec: &Spec, id: &str) -> bool {
     spec.phases.iter().any(|p| p.status == "completed" && p.criteria.iter().any(|c| c.id == id))
@@ -190,19 +180,19 @@ fn first_open(spec: &Spec) -> Target {
     spec.phases.iter().find(|p| p.status != "completed").map(|p| Target::Phase(p.id())).unwrap_or(Target::Final)
 }
 
-/// The phase being built: the one Current State names if still open, else the first phase
-/// that is active or blocked, else the first pending one, else final acceptance.
+/// The phase being built: the first phase that is active or blocked (phases are built in
+/// order, so a completed phase an amendment reopened, which the projection shows active, comes
+/// before the one opened after it, and before final acceptance), else the one Current State
+/// names if still open, else the first pending one, else final acceptance.
 pub fn current(spec: &Spec) -> Target {
     let named = spec.current_state.current_phase.as_str();
-    if named == "final" {
+    let open = |p: &&crate::domain::spec::Phase| p.status != "completed";
+    let building = spec.phases.iter().find(|p| matches!(p.status.as_str(), "active" | "blocked"));
+    if building.is_none() && named == "final" {
         return Target::Final;
     }
-    let open = |p: &&crate::domain::spec::Phase| p.status != "completed";
-    spec.phases
-        .iter()
-        .filter(open)
-        .find(|p| p.id() == named)
-        .or_else(|| spec.phases.iter().find(|p| matches!(p.status.as_str(), "active" | "blocked")))
+    building
+        .or_else(|| spec.phases.iter().filter(open).find(|p| p.id() == named))
         .or_else(|| spec.phases.iter().find(open))
         .map(|p| Target::Phase(p.id()))
         .unwrap_or(Target::Final)

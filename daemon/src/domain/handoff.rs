@@ -15,13 +15,16 @@ const MAX_SCOPE: usize = 5;
 const MAX_TOUCHPOINTS: usize = 8;
 const MAX_CHANGES: usize = 12;
 
-/// The phase the task is on: the one Current State names if it is open, else the first phase
-/// that is not completed. `None` means final acceptance (or no phases).
+/// The phase the task is on: the first that is active or blocked (one an amendment reopened
+/// before the phase opened after it, as `build::current` builds it), else the one Current State
+/// names if it is open, else the first phase that is not completed. `None` means final
+/// acceptance (or no phases).
 pub fn current_phase(spec: &Spec) -> Option<&Phase> {
     let named = spec.current_state.current_phase.as_str();
     spec.phases
         .iter()
-        .find(|p| p.id() == named && p.status != "completed")
+        .find(|p| matches!(p.status.as_str(), "active" | "blocked"))
+        .or_else(|| spec.phases.iter().find(|p| p.id() == named && p.status != "completed"))
         .or_else(|| spec.phases.iter().find(|p| p.status != "completed"))
 }
 

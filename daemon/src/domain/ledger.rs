@@ -491,9 +491,11 @@ pub struct Marks {
 }
 
 impl Marks {
-    /// The state [`project`] gives phase `id`.
-    pub fn phase(&self, id: &str) -> &str {
-        self.phases.get(id).map_or(UNRECORDED_PHASE, String::as_str)
+    /// The state [`project`] gives phase `id`, which holds `criteria` (their ids): the one the
+    /// ledger records, as [`phase_state`] shows it.
+    pub fn phase<'a>(&self, id: &str, criteria: impl IntoIterator<Item = &'a str>) -> &str {
+        let recorded = self.phases.get(id).map_or(UNRECORDED_PHASE, String::as_str);
+        phase_state(recorded, criteria.into_iter().map(|c| self.criterion(c)))
     }
 
     /// The status [`project`] gives criterion `id` (empty: nothing recorded, pending).
@@ -529,6 +531,18 @@ impl Marks {
 
 /// The state of a phase the ledger has no record of.
 const UNRECORDED_PHASE: &str = "pending";
+
+/// The state a phase is shown in (the spec file, `status`, `list`, `report`), from the state
+/// the ledger records for it and the recorded results of the criteria it holds now: a phase
+/// the ledger completed that holds a criterion without a pass (one an amendment moved there,
+/// which never ran, or a person's failing evidence since) is `active` again, the step the
+/// build takes next (`build::current`), never `completed` beside work not done.
+pub fn phase_state<'a, 'c>(recorded: &'a str, mut criteria: impl Iterator<Item = &'c str>) -> &'a str {
+    match recorded {
+        "completed" if criteria.any(|status| status != "pass") => "active",
+        _ => recorded,
+    }
+}
 
 /// The state `entries` leave the task in; `None` for a task without a ledger (its spec file
 /// alone says where it stands). A ledger with entries but no lifecycle event is a draft, as
@@ -776,11 +790,16 @@ pub fn project_then(
             crate::domain::review::projection(verdict, provider, dossier.as_ref(), r.review_rejected.as_deref());
     }
     // The phase the ledger last opened, while the spec still has it; one an amendment took out
-    // of the spec is no current phase: the step the build takes now is (`build::current`).
+    // of the spec is no current phase: the step the build takes now is (`build::current`), as
+    // is a phase built before it that an amendment reopened (`phase_state`).
     next.current_state.current_phase = r.current_phase.clone().unwrap_or_else(|| "none".into());
     let named = next.current_state.current_phase.as_str();
-    if named != "none" && named != "final" && next.phase(named).is_none() {
-        next.current_state.current_phase = crate::domain::build::current(&next).label();
+    if named != "none" {
+        let now = crate::domain::build::current(&next);
+        let reopened = matches!(&now, crate::domain::build::Target::Phase(id) if id != named);
+        if reopened || (named != "final" && next.phase(named).is_none()) {
+            next.current_state.current_phase = now.label();
+        }
     }
     let cs = &mut next.current_state;
     cs.reason = if r.last_reason.is_empty() { "none".into() } else { clip(&r.last_reason) };
@@ -885,10 +904,11 @@ pub fn for_file(mut next: Spec, entries: &[LedgerEntry]) -> Spec {
 fn apply_marks(spec: &mut Spec, r: &Replay) {
     for phase in &mut spec.phases {
         let phase_id = phase.id();
-        phase.status = r.phases.get(&phase_id).map_or(UNRECORDED_PHASE, |m| m.status.as_str()).into();
         for c in &mut phase.criteria {
             apply_mark(c, r.criteria.get(&c.id));
         }
+        let recorded = r.phases.get(&phase_id).map_or(UNRECORDED_PHASE, |m| m.status.as_str());
+        phase.status = phase_state(recorded, phase.criteria.iter().map(|c| c.status.as_str())).into();
     }
     for c in &mut spec.acceptance.criteria {
         apply_mark(c, r.criteria.get(&c.id));
@@ -1099,7 +1119,7 @@ mod tests {
         };
         let state_now = state(&entries).unwrap();
         assert_eq!((state_now.seq, state_now.status, &*state_now.marks), (6, Status::Approved, &marks));
-        assert_eq!((state_now.marks.phase("phase3"), state_now.marks.criterion("c9")), ("pending", ""));
+        assert_eq!((state_now.marks.phase("phase3", []), state_now.marks.criterion("c9")), ("pending", ""));
         assert_eq!(state(&[]), None);
         let sketched = sketch("t", &entries);
         assert_eq!(sketched.phases.iter().map(|p| p.id()).collect::<Vec<_>>(), ["phase1", "phase2"]);

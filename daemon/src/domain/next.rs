@@ -625,18 +625,6 @@ fn review(id: &str, f: &Facts<'_>) -> NextAction {
             ),
         );
     }
-    let unpassed = build::unpassed_in_completed(f.spec);
-    if !unpassed.is_empty() {
-        return next(
-            Role::Agent,
-            Action::Implement,
-            format!("scafld build {id}"),
-            format!(
-                "{} sit(s) in a completed phase without a passing result (the contract was amended): build runs it again",
-                ids(&unpassed)
-            ),
-        );
-    }
     match r.review.as_ref().filter(|_| r.review_current) {
         // A review run again since the pass that gave no verdict leaves no current review:
         // `complete` refuses until one does. Otherwise the pass completes the task exactly when

@@ -76,8 +76,8 @@ pub struct Listing {
     pub status: Option<Status>,
     pub harden: HardenStatus,
     pub title: String,
-    /// Each phase's id and `Status`, in document order, as the file says.
-    pub phases: Vec<(String, String)>,
+    /// Each phase's id, `Status` and criteria, in document order, as the file says.
+    pub phases: Vec<ListedPhase>,
     /// Each criterion's id, `Status` and definition, in
     /// [`Spec::criteria`](crate::domain::spec::Spec::criteria) order, as the file says.
     pub criteria: Vec<Listed>,
@@ -95,7 +95,15 @@ impl Listing {
             status: spec.status(),
             harden: spec.harden_status(),
             title: spec.title.clone(),
-            phases: spec.phases.iter().map(|p| (p.id(), p.status.clone())).collect(),
+            phases: spec
+                .phases
+                .iter()
+                .map(|p| ListedPhase {
+                    id: p.id(),
+                    status: p.status.clone(),
+                    criteria: p.criteria.iter().map(|c| c.id.clone()).collect(),
+                })
+                .collect(),
             criteria: spec
                 .criteria()
                 .map(|c| Listed { id: c.id.clone(), status: c.status.clone(), definition: Definition::of(c) })
@@ -106,7 +114,7 @@ impl Listing {
 
     /// How far the phases and criteria are, as the file says.
     pub fn progress(&self) -> Counts {
-        progress_of(self.phases.iter().map(|(_, s)| s.as_str()), self.criteria.iter().map(|c| c.status.as_str()))
+        progress_of(self.phases.iter().map(|p| p.status.as_str()), self.criteria.iter().map(|c| c.status.as_str()))
     }
 
     pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
@@ -117,6 +125,15 @@ impl Listing {
     pub fn says(&self, status: Status) -> bool {
         self.status.is_some_and(|file| self.dialect.says(file, status))
     }
+}
+
+/// A phase as a [`Listing`] keeps it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedPhase {
+    pub id: String,
+    pub status: String,
+    /// The ids of the criteria it holds.
+    pub criteria: Vec<String>,
 }
 
 /// A criterion as a [`Listing`] keeps it.
@@ -283,7 +300,7 @@ impl Task<'_> {
         let none = Marks::default();
         let marks = self.ledger.map_or(&none, |ledger| &*ledger.marks);
         Some(progress_of(
-            listing.phases.iter().map(|(id, _)| marks.phase(id)),
+            listing.phases.iter().map(|p| marks.phase(&p.id, p.criteria.iter().map(String::as_str))),
             listing.criteria.iter().map(|c| marks.shown(&c.id, &c.definition)),
         ))
     }
