@@ -2499,15 +2499,8 @@ fn a_worker_whose_daemon_is_replaced_mid_review_says_so_once() {
     let (started, go) = (env.path("started"), env.path("go"));
     let hold = format!("touch '{}'; while [ ! -f '{}' ]; do sleep 0.05; done", started.display(), go.display());
     let script = crate::review::reviewer(&env, "held", &crate::review::pass(), &hold);
-    let log = env.path("worker.err");
-    let mut worker = env
-        .scafld_command(&["worker", "--provider", "command", "--provider-command", &script])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let said = || std::fs::read_to_string(&log).unwrap_or_default();
-    wait_until("the worker serving", || said().contains("serving review jobs"));
+    let mut worker = Worker::spawn(&env, &script);
+    wait_until("the worker serving", || worker.said().contains("serving review jobs"));
     let review = env.scafld(&["review", "rev", "--reviewers", "worker", "--min-attack-angles", "2", "--detach"]);
     review.assert_code(0);
     wait_until("the worker's provider to start", || started.exists());
@@ -2522,8 +2515,8 @@ fn a_worker_whose_daemon_is_replaced_mid_review_says_so_once() {
     env.apply_env(&mut other);
     Run::from(other.args(["daemon", "start"]).current_dir(&env.work).output().unwrap()).assert_code(0);
     std::fs::write(&go, "").unwrap();
-    let status = scafld_tests::wait_for_exit(&mut worker, std::time::Duration::from_secs(30));
-    let said = said();
+    let status = worker.exit_within(std::time::Duration::from_secs(30));
+    let said = worker.said();
     assert_eq!(status.and_then(|s| s.code()), Some(6), "{said}");
     assert_eq!(said.matches("another build of scafldd than this worker's").count(), 1, "{said}");
     assert!(said.contains("not submitted"), "{said}");
@@ -2538,22 +2531,15 @@ fn a_worker_reconnects_to_its_own_build_and_stops_at_another() {
     let env = TestEnv::new();
     crate::review::to_review(&env);
     let script = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
-    let log = env.path("worker.err");
-    let mut worker = env
-        .scafld_command(&["worker", "--provider", "command", "--provider-command", &script])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let said = || std::fs::read_to_string(&log).unwrap_or_default();
-    wait_until("the worker serving", || said().contains("serving review jobs"));
+    let mut worker = Worker::spawn(&env, &script);
+    wait_until("the worker serving", || worker.said().contains("serving review jobs"));
     let first = env.client().result("daemon.status", json!({}))["pid"].clone();
     env.scafld(&["daemon", "stop"]).assert_code(0);
-    wait_until("the worker reconnecting", || said().contains("reconnecting"));
+    wait_until("the worker reconnecting", || worker.said().contains("reconnecting"));
     env.scafld(&["daemon", "start"]).assert_code(0);
     let review = env.scafld(&["review", "rev", "--reviewers", "worker", "--min-attack-angles", "2", "--json"]);
     review.assert_code(0);
-    assert!(worker.try_wait().unwrap().is_none(), "the worker serves its own build again: {}", said());
+    assert!(worker.runs(), "the worker serves its own build again: {}", worker.said());
 
     // A client of another build (its own copies of both binaries) replaces the daemon, whose
     // only call is the worker's claim, a wait.
@@ -2566,8 +2552,8 @@ fn a_worker_reconnects_to_its_own_build_and_stops_at_another() {
     let replaced = Run::from(other.args(["list", "--json"]).current_dir(&env.work).output().unwrap());
     replaced.assert_code(0);
     assert!(replaced.stderr.contains("stopped it and started"), "{}", replaced.stderr);
-    let status = scafld_tests::wait_for_exit(&mut worker, std::time::Duration::from_secs(30));
-    let said = said();
+    let status = worker.exit_within(std::time::Duration::from_secs(30));
+    let said = worker.said();
     assert_eq!(status.and_then(|s| s.code()), Some(6), "{said}");
     assert_eq!(said.matches("another build of scafldd than this worker's").count(), 1, "{said}");
     assert!(said.contains("restart the worker from the new install"), "{said}");
@@ -2591,6 +2577,54 @@ fn a_call_a_stopping_daemon_never_started_is_marked_unstarted() {
     }
     assert_eq!(reply["error"]["data"]["kind"], "shutting_down", "{reply}");
     assert_eq!(reply["error"]["data"]["details"]["not_started"], true, "{reply}");
+}
+
+/// The line a stopping daemon answers request `id` with once its stop began: refused, nothing
+/// of it started (`details.not_started`).
+fn unstarted_refusal(id: &serde_json::Value) -> String {
+    let message = "the daemon is shutting down and takes no new calls";
+    let data = json!({"kind": "shutting_down", "message": message, "details": {"not_started": true}});
+    let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": 1009, "message": message, "data": data}});
+    format!("{reply}\n")
+}
+
+/// A `scafld worker` running `script` as its provider, what it says kept in a file; killed if
+/// it still runs when the test ends (passed or not).
+struct Worker {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl Worker {
+    fn spawn(env: &TestEnv, script: &str) -> Worker {
+        let log = env.path("worker.err");
+        let child = env
+            .scafld_command(&["worker", "--provider", "command", "--provider-command", script])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Worker { child, log }
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn runs(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    fn exit_within(&mut self, within: std::time::Duration) -> Option<std::process::ExitStatus> {
+        scafld_tests::wait_for_exit(&mut self.child, within)
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// A command whose call a stopping daemon refused unstarted is not failed: the client sends
@@ -2624,10 +2658,7 @@ fn a_call_refused_unstarted_by_a_stopping_daemon_goes_to_the_next_one() {
         std::fs::remove_file(&socket).unwrap();
         let mut writer = stream;
         for id in &ids {
-            let message = "the daemon is shutting down and takes no new calls";
-            let data = json!({"kind": "shutting_down", "message": message, "details": {"not_started": true}});
-            let reply = json!({"jsonrpc": "2.0", "id": id, "error": {"code": 1009, "message": message, "data": data}});
-            writer.write_all(format!("{reply}\n").as_bytes()).unwrap();
+            writer.write_all(unstarted_refusal(id).as_bytes()).unwrap();
         }
         ids.len()
     });
@@ -2660,28 +2691,15 @@ fn a_workers_claim_refused_unstarted_waits_for_a_daemon_and_starts_none() {
         let request = serde_json::from_str::<serde_json::Value>(&line).unwrap();
         drop(listener);
         std::fs::remove_file(&socket).unwrap();
-        let message = "the daemon is shutting down and takes no new calls";
-        let data = json!({"kind": "shutting_down", "message": message, "details": {"not_started": true}});
-        let error = json!({"code": 1009, "message": message, "data": data});
-        let reply = json!({"jsonrpc": "2.0", "id": request["id"], "error": error});
-        stream.write_all(format!("{reply}\n").as_bytes()).unwrap();
+        stream.write_all(unstarted_refusal(&request["id"]).as_bytes()).unwrap();
         request["method"].as_str().unwrap_or_default().to_string()
     });
     let script = crate::review::reviewer(&env, "pass", &crate::review::pass(), "");
-    let log = env.path("worker.err");
-    let mut worker = env
-        .scafld_command(&["worker", "--provider", "command", "--provider-command", &script])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut worker = Worker::spawn(&env, &script);
     assert_eq!(stopping.join().unwrap(), "daemon.hello");
-    wait_until("the worker reconnecting", || said().contains("reconnecting"));
-    assert!(!env.socket.exists(), "the worker started no daemon: {}", said());
+    wait_until("the worker reconnecting", || worker.said().contains("reconnecting"));
+    assert!(!env.socket.exists(), "the worker started no daemon: {}", worker.said());
     env.scafld(&["daemon", "start"]).assert_code(0);
     env.scafld(&["review", "rev", "--reviewers", "worker", "--min-attack-angles", "2", "--json"]).assert_code(0);
-    assert!(worker.try_wait().unwrap().is_none(), "the worker serves on: {}", said());
-    worker.kill().unwrap();
-    worker.wait().unwrap();
+    assert!(worker.runs(), "the worker serves on: {}", worker.said());
 }
