@@ -461,6 +461,20 @@ fn worker(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> Run {
     Run::from(command.output().unwrap())
 }
 
+/// The queued worker job claimed as `w`: its id and lease token.
+fn claimed(env: &TestEnv) -> (String, String) {
+    let claim = worker(env, &["claim", "--id", "w"], &[]).json()["result"].clone();
+    let field = |name: &str| claim[name].as_str().unwrap_or_else(|| panic!("no {name}: {claim}")).to_string();
+    (field("job_id"), field("lease_token"))
+}
+
+/// A file holding a passing dossier, by path.
+fn pass_answer(env: &TestEnv) -> String {
+    let answer = env.path("dossier.json");
+    std::fs::write(&answer, dossier("pass", "")).unwrap();
+    answer.to_str().unwrap().to_string()
+}
+
 fn finding(path: &str, blocks: bool) -> String {
     json!({"severity": "high", "blocks_completion": blocks, "summary": format!("problem in {path}"), "location": {"path": path, "line": 3},
         "evidence": "unchecked input", "impact": "crash", "validation": "run it with no input"})
@@ -603,25 +617,22 @@ fn the_implementing_host_cannot_grade_its_own_work() {
     let disguised = [("CLAUDECODE", "1"), ("SCAFLD_HOST_AGENT", "gemini")];
     let theirs = worker(&env, &["claim", "--id", "mine", "--timeout", "0.3"], &disguised);
     assert_eq!(theirs.json()["result"], Value::Null, "{}", theirs.stdout);
-    let claim = worker(&env, &["claim", "--id", "w"], &[]).json()["result"].clone();
-    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
-    let answer = env.path("dossier.json");
-    std::fs::write(&answer, dossier("pass", "")).unwrap();
-    let refused =
-        worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[("CLAUDECODE", "1")]);
+    let (job, lease) = claimed(&env);
+    let (job, lease, answer) = (job.as_str(), lease.as_str(), pass_answer(&env));
+    let refused = worker(&env, &["submit", job, "--lease", lease, "--dossier", &answer], &[("CLAUDECODE", "1")]);
     refused.assert_code(1);
     let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("independence") && message.contains("claude"), "{message}");
     // The way out it names is an agent that built nothing of the task.
     let hint = refused.json()["error"]["hint"].as_str().unwrap().to_string();
     assert!(hint.contains("gemini") && !hint.contains("claude") && !hint.contains("codex"), "{hint}");
-    let disguised = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &disguised);
+    let disguised = worker(&env, &["submit", job, "--lease", lease, "--dossier", &answer], &disguised);
     disguised.assert_code(1);
     let earlier = [("CODEX_THREAD_ID", "t2")];
-    let earlier = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &earlier);
+    let earlier = worker(&env, &["submit", job, "--lease", lease, "--dossier", &answer], &earlier);
     earlier.assert_code(1);
     assert!(earlier.json()["error"]["message"].as_str().unwrap().contains("codex"), "{}", earlier.stdout);
-    let submitted = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap()], &[]);
+    let submitted = worker(&env, &["submit", job, "--lease", lease, "--dossier", &answer], &[]);
     submitted.assert_code(0);
     // The answer settled the review: the task's next step, as `status` names it.
     assert_eq!(submitted.json()["result"]["next_command"], "scafld complete rev", "{}", submitted.stdout);
@@ -671,11 +682,9 @@ fn a_finished_worker_job_says_so_and_the_same_answer_again_counts_once() {
     let env = TestEnv::new();
     ready(&env, 1);
     detach(&env, "worker", "/usr/bin:/bin", &[]);
-    let claim = worker(&env, &["claim", "--id", "w"], &[]).json()["result"].clone();
-    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
-    let answer = env.path("dossier.json");
-    std::fs::write(&answer, dossier("pass", "")).unwrap();
-    let answer = answer.to_str().unwrap();
+    let (job, lease) = claimed(&env);
+    let (job, lease, answer) = (job.as_str(), lease.as_str(), pass_answer(&env));
+    let answer = answer.as_str();
     let first = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer], &[]);
     first.assert_code(0);
     let again = worker(&env, &["submit", job, "--lease", lease, "--dossier", answer], &[]);
@@ -1174,9 +1183,7 @@ fn a_worker_keeps_its_lease_and_checkpoint_across_a_daemon_restart() {
     worker(&env, &["heartbeat", &job, "--lease", &lease], &[]).assert_code(0);
     let progress = worker(&env, &["checkpoint", &job, "--lease", &lease, "--file", "src/f2.rs"], &[]);
     assert_eq!(progress.json()["result"]["files_reviewed"], 2, "the checkpoint survived the restart");
-    let answer = env.path("dossier.json");
-    std::fs::write(&answer, dossier("pass", "")).unwrap();
-    worker(&env, &["submit", &job, "--lease", &lease, "--dossier", answer.to_str().unwrap()], &[]).assert_code(0);
+    worker(&env, &["submit", &job, "--lease", &lease, "--dossier", &pass_answer(&env)], &[]).assert_code(0);
     wait(&env, &key).assert_code(0);
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
@@ -1423,15 +1430,12 @@ fn a_worker_submission_after_the_workspace_moved_is_recorded_where_it_went() {
     let env = TestEnv::new();
     ready(&env, 1);
     detach(&env, "worker", "/usr/bin:/bin", &[]);
-    let claim = worker(&env, &["claim", "--id", "w"], &[]).json()["result"].clone();
-    let (job, lease) = (claim["job_id"].as_str().unwrap(), claim["lease_token"].as_str().unwrap());
-    let answer = env.path("dossier.json");
-    std::fs::write(&answer, dossier("pass", "")).unwrap();
+    let (job, lease) = claimed(&env);
+    let (job, lease, answer) = (job.as_str(), lease.as_str(), pass_answer(&env));
     let moved = env.path("moved");
     std::fs::rename(&env.work, &moved).unwrap();
     let in_moved = |args: &[&str]| Run::from(env.scafld_command(args).current_dir(&moved).output().unwrap());
-    let submitted =
-        in_moved(&["worker", "submit", job, "--lease", lease, "--dossier", answer.to_str().unwrap(), "--json"]);
+    let submitted = in_moved(&["worker", "submit", job, "--lease", lease, "--dossier", &answer, "--json"]);
     submitted.assert_code(0);
     assert_eq!(submitted.json()["result"]["gate"], "pass", "{}", submitted.stdout);
     let status = in_moved(&["status", "rev", "--json"]).json()["result"].clone();
