@@ -1201,9 +1201,15 @@ fn a_local_harden_judges_nothing_so_approving_over_it_is_an_audited_override() {
     let run = env.scafld(&["harden", "shape", "--provider", "local", "--json"]);
     let result = run.json()["result"].clone();
     assert_eq!(result["harden_status"], "error", "{result}");
-    assert!(result["problems"][0].as_str().unwrap().contains("reviews nothing"), "{result}");
-    assert!(result["next_command"].as_str().unwrap().contains("--reason"), "{result}");
+    let problem = result["problems"][0].as_str().unwrap();
+    assert!(problem.contains("reviews nothing") && problem.contains("approve with `--reason`"), "{result}");
+    // One next step: the answer's is the spec's and `status`'s, a harden that reads the draft.
+    let told = result["next_command"].as_str().unwrap();
+    assert_eq!(told, "scafld harden shape", "{result}");
+    let status = env.scafld(&["status", "shape", "--json"]).json()["result"].clone();
+    assert_eq!(status["next_command"], told, "{status}");
     let text = spec(&env);
+    assert!(text.contains(&format!("Allowed follow-up command: `{told}`")), "{text}");
     assert!(!text.contains("harden_status: passed") && !text.contains("Result: passed"), "{text}");
     env.scafld(&["approve", "shape", "--json"]).assert_code(1);
     let approved = env.scafld(&["approve", "shape", "--reason", "a smoke run only", "--json"]);

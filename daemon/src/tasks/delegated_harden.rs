@@ -252,12 +252,9 @@ impl Hardening {
         let next = harden::bind_latest_round(&file.text, next).map_err(super::write::projection_error)?;
         let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
         let written = write_projection(&daemon, ws, task, &file, &next, "command:harden")?;
-        // The one next step, as the spec's Current State now says it and `status` does; a
-        // local round judged nothing, so the way on is an approval over it, with its reason.
-        let next_command = match local {
-            true => format!("scafld approve {task} --reason \"why\""),
-            false => next.current_state.allowed_follow_up.clone(),
-        };
+        // The one next step, as the spec's Current State now says it and `status` does (after
+        // a local round, a harden that reads the draft; its problem names `--reason` too).
+        let next_command = next.current_state.allowed_follow_up.clone();
         Ok(Ended::Round(m::HardenResult {
             task_id: task.to_string(),
             path: ws.relative(&written),
