@@ -505,7 +505,7 @@ impl Daemon {
         // Identity is settled with the table locked, so two opens of one folder agree on its id.
         let (id, restored, inserted) = {
             let mut open = crate::sync::lock(&self.open_workspaces);
-            let (id, restored) = self.settle_identity(&root, opening)?;
+            let (id, restored) = self.settle_identity(&open, &root, opening)?;
             // One workspace per folder: one initialised again in place (a new id) or a plain
             // repository's range-review stand-in is replaced, not kept beside it to take its
             // hand edits. Opened meanwhile by another call: theirs stands.
@@ -549,8 +549,9 @@ impl Daemon {
     /// The identity of the workspace at `root`, settled (the workspace table locked by the
     /// caller), with the id file and the store's record brought in line:
     ///
-    /// - `.scafld/workspace_id` names it. A copy (the id's recorded folder still holds it, in
-    ///   a `.scafld` of its own) gets a fresh id; a `.scafld` reached through a symlink that is
+    /// - `.scafld/workspace_id` names it. A copy (the `.scafld` folder the id is recorded with
+    ///   holds it elsewhere, or its recorded root still does: [`is_copy`]) gets a fresh id; the
+    ///   recorded folder itself, moved, keeps it; a `.scafld` reached through a symlink that is
     ///   the recorded folder's own is the same workspace, not a copy (a git worktree sharing
     ///   the main checkout's), and its id stays.
     /// - With no id file in a `.scafld` that is still there (deleted by hand, `git clean -X`),
@@ -570,13 +571,18 @@ impl Daemon {
     /// The record follows a moved workspace to its new folder, and stays with the folder whose
     /// `.scafld` is the real directory when several reach it; recording one at a folder
     /// retires any other recorded there (a folder holds one workspace at a time).
-    fn settle_identity(&self, root: &Path, opening: Opening) -> RpcResult<(String, Option<Restored>)> {
+    fn settle_identity(
+        &self,
+        open: &HashMap<PathBuf, Arc<Workspace>>,
+        root: &Path,
+        opening: Opening,
+    ) -> RpcResult<(String, Option<Restored>)> {
         let root_text = root.display().to_string();
         let records = self.store.workspaces().map_err(RpcError::internal)?;
         let recorded = |id: &str| records.iter().find(|r| r.id == id);
         let (id, write, restored) = match layout::read_id(root).map_err(workspace_io_error)? {
             Some(id) => match recorded(&id) {
-                Some(known) if known.root != root_text && is_copy_of(Path::new(&known.root), root, &id) => {
+                Some(known) if is_copy(known, moved_to(open, &id), root) => {
                     (layout::new_id().map_err(workspace_io_error)?, true, None)
                 }
                 None => {
@@ -923,16 +929,39 @@ pub enum Opening {
     Created,
 }
 
-/// The previously recorded root still exists and still carries `id` in a `.scafld` of its own
-/// (not the one `root` reaches too): `root` is a copy.
-fn is_copy_of(previous_root: &Path, root: &Path, id: &str) -> bool {
-    scafld_local::capped::read_text(
-        &previous_root.join(layout::ID_FILE),
-        "workspace id file",
-        layout::MAX_ID_FILE_BYTES,
-    )
-    .is_ok_and(|text| text.trim() == id)
-        && !same_scafld(previous_root, root)
+/// Whether `root`, whose id file names the workspace `record` records, is a copy of it: the
+/// `.scafld` folder it was recorded with holds its id elsewhere (at its recorded root, or where
+/// a folder the daemon holds open as it was moved to: `moved_to`), or, that folder not found,
+/// its recorded root still holds the id. A `.scafld` that is the recorded folder itself is the
+/// workspace (moved, it takes its id with it), never a copy, whatever now sits where it was
+/// (`mv ws ws-moved; cp -a ws-moved ws`: the copy is the one at the old path); a `.scafld`
+/// that another root reaches too (a symlink: a git worktree) is the same one.
+fn is_copy(record: &WorkspaceRecord, moved_to: Vec<PathBuf>, root: &Path) -> bool {
+    let here = layout::scafld_identity(root).map(|(dev, ino)| [dev, ino]);
+    if record.scafld.is_some() && record.scafld == here {
+        return false;
+    }
+    let recorded_root = Path::new(&record.root);
+    let holds = |folder: &Path| {
+        folder != root
+            && layout::read_id(folder).ok().flatten().as_deref() == Some(record.id.as_str())
+            && !same_scafld(folder, root)
+    };
+    let elsewhere: Vec<PathBuf> =
+        std::iter::once(recorded_root.to_path_buf()).chain(moved_to).filter(|folder| holds(folder)).collect();
+    let is_recorded_folder = |folder: &PathBuf| {
+        record.scafld.is_some_and(|known| layout::scafld_identity(folder) == Some((known[0], known[1])))
+    };
+    elsewhere.iter().any(is_recorded_folder) || elsewhere.iter().any(|folder| folder == recorded_root)
+}
+
+/// Where the folders workspace `id` is open at are now, when they were moved (renamed) since
+/// they were opened (the daemon holds each open: [`Workspace::now_at`]).
+fn moved_to(open: &HashMap<PathBuf, Arc<Workspace>>, id: &str) -> Vec<PathBuf> {
+    open.values()
+        .filter(|ws| ws.id == id && !ws.is_bare())
+        .filter_map(|ws| ws.now_at().filter(|now| *now != ws.root))
+        .collect()
 }
 
 /// Whether `a/.scafld` and `b/.scafld` are one folder (one reached through a symlink).

@@ -593,15 +593,10 @@ fn a_build_whose_folder_is_renamed_ends_in_its_own_workspace_not_the_one_moved_i
     assert_eq!(scafld_in(&env, &env.work, &["status", "t", "--json"]).json()["result"]["status"], "active");
 }
 
-/// A review runs while its workspace's folder is renamed and another workspace with the same
-/// task id is moved into the old folder: the reviewer's report, written as it answers and as
-/// the session settles, lands in its own workspace at its new folder, and the workspace now at
-/// the old folder, which never ran that review, is left exactly as it was.
-#[test]
-fn a_review_whose_folder_is_renamed_reports_in_its_own_workspace_not_the_one_moved_in() {
-    let env = TestEnv::new();
-    let other = env.path("other");
-    opened(&env, &other, "t", "true");
+/// The work directory as a git workspace whose task `t` is in review, its `src/lib.rs` built,
+/// and a review of it started (detached) whose reviewer, once it ran, waits for the file
+/// `release` to pass: the session's key.
+fn reviewing(env: &TestEnv, release: &Path) -> String {
     git(&env.work, &["init", "-q"]);
     git(&env.work, &["config", "user.email", "a@b"]);
     git(&env.work, &["config", "user.name", "a"]);
@@ -618,7 +613,7 @@ fn a_review_whose_folder_is_renamed_reports_in_its_own_workspace_not_the_one_mov
     std::fs::write(env.work.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
     assert_eq!(env.scafld(&["build", "t", "--json"]).json()["result"]["status"], "review");
 
-    let (ran, release) = (env.path("ran"), env.path("release"));
+    let ran = env.path("ran");
     let reviewer = env.path("reviewer.sh");
     let dossier = r#"{"verdict":"pass","mode":"discover","summary":"pass review","findings":[],"attack_log":[{"target":"diff","attack":"trace callers","result":"clean"}],"budget":{}}"#;
     std::fs::write(
@@ -635,8 +630,21 @@ fn a_review_whose_folder_is_renamed_reports_in_its_own_workspace_not_the_one_mov
     let spawned =
         env.scafld(&["review", "t", "--reviewers", "command", "--provider-command", &reviewer, "--detach", "--json"]);
     spawned.assert_code(0);
-    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
     wait_until("the reviewer to run", || ran.exists());
+    spawned.json()["session_key"].as_str().unwrap().to_string()
+}
+
+/// A review runs while its workspace's folder is renamed and another workspace with the same
+/// task id is moved into the old folder: the reviewer's report, written as it answers and as
+/// the session settles, lands in its own workspace at its new folder, and the workspace now at
+/// the old folder, which never ran that review, is left exactly as it was.
+#[test]
+fn a_review_whose_folder_is_renamed_reports_in_its_own_workspace_not_the_one_moved_in() {
+    let env = TestEnv::new();
+    let other = env.path("other");
+    opened(&env, &other, "t", "true");
+    let release = env.path("release");
+    let key = reviewing(&env, &release);
 
     let moved = env.path("moved");
     std::fs::rename(&env.work, &moved).unwrap();
@@ -649,6 +657,61 @@ fn a_review_whose_folder_is_renamed_reports_in_its_own_workspace_not_the_one_mov
     let report = std::fs::read_to_string(moved.join(".scafld/runs/t/review_report.md")).unwrap();
     assert!(report.contains(&key) && report.contains("## Consensus"), "{report}");
     assert_eq!(scafld_in(&env, &moved, &["status", "t", "--json"]).json()["result"]["review_gate"], "pass");
+}
+
+/// The same with a copy of the workspace put at the old folder (`mv ws ws-moved; cp -a
+/// ws-moved ws`), its id file naming the same workspace: the review's verdict and report land
+/// in the moved workspace, the one whose `.scafld` the daemon recorded, and the copy is left as
+/// it was; the mutation guard, which reads the moved workspace's files, finds nothing changed.
+/// Before, the copy at the old folder was taken for the workspace: the verdict was written
+/// into it, and the guard, reading its files (copied, so written during the review), failed
+/// the review on a change nobody made.
+#[test]
+fn a_review_whose_folder_is_moved_and_copied_back_reports_in_the_moved_one_not_the_copy() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    let key = reviewing(&env, &release);
+    let id = id_file(&env.work);
+
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    assert!(Command::new("cp").arg("-a").arg(&moved).arg(&env.work).status().unwrap().success());
+    let before = scafld_tests::tree(&env.work);
+    std::fs::write(&release, "").unwrap();
+    let waited = scafld_in(&env, &moved, &["review", "wait", "--session-key", &key, "--timeout", "30", "--json"]);
+    waited.assert_code(0);
+    assert_eq!(scafld_tests::tree(&env.work), before, "the copy at the old folder was written to");
+    let report = std::fs::read_to_string(moved.join(".scafld/runs/t/review_report.md")).unwrap();
+    assert!(report.contains(&key) && report.contains("## Consensus"), "{report}");
+    assert!(!report.contains("workspace-mutation"), "{report}");
+    let status = scafld_in(&env, &moved, &["status", "t", "--json"]);
+    assert_eq!(status.json()["result"]["review_gate"], "pass", "{}", status.stdout);
+    assert_eq!(id_file(&moved), id, "the moved workspace keeps its id");
+}
+
+/// `mv ws ws-moved; cp -a ws-moved ws` while the daemon runs: the moved folder, whose `.scafld`
+/// is the one recorded, keeps the workspace's id and history whichever folder is used first,
+/// and the copy at the old path gets an id of its own. Before, the moved original was taken
+/// for the copy (its recorded path still held the id) and lost its approval and build.
+#[test]
+fn a_workspace_moved_with_a_copy_left_at_its_old_folder_keeps_its_id_and_history() {
+    let env = TestEnv::new();
+    for copy_first in [false, true] {
+        let (ws, moved) = (env.path(&format!("ws-{copy_first}")), env.path(&format!("moved-{copy_first}")));
+        opened(&env, &ws, "t", "true");
+        let id = id_file(&ws);
+        std::fs::rename(&ws, &moved).unwrap();
+        assert!(Command::new("cp").arg("-a").arg(&moved).arg(&ws).status().unwrap().success());
+        let status = |dir: &Path| scafld_in(&env, dir, &["status", "t", "--json"]);
+        let first = status(if copy_first { &ws } else { &moved });
+        first.assert_code(0);
+        let kept = status(&moved);
+        assert_eq!(kept.json()["result"]["status"], "active", "copy first: {copy_first}: {}", kept.stdout);
+        assert_eq!(id_file(&moved), id, "copy first: {copy_first}: the moved workspace took a new id");
+        status(&ws).assert_code(0);
+        assert_ne!(id_file(&ws), id, "copy first: {copy_first}: the copy kept the moved workspace's id");
+        assert_eq!(status(&moved).json()["result"]["status"], "active", "copy first: {copy_first}");
+    }
 }
 
 /// `mv repo repo.bak` and a fresh clone at the old path: the clone (a `.scafld` without an id

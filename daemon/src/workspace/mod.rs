@@ -100,10 +100,25 @@ impl Workspace {
         if workspace_id == self.range.id { &self.range.data } else { &self.data }
     }
 
-    /// Whether `.scafld/workspace_id` still names this workspace (the folder may hold another
-    /// one now: deleted and initialised again, or re-cloned). An unchanged settled file is not
-    /// read again: a stat, where a read is an open, reads and a close.
+    /// Whether the folder at `root` still holds this workspace: its `.scafld/workspace_id`
+    /// names it (the folder may hold another one now: deleted and initialised again, or
+    /// re-cloned), and the folder opened as it was not moved away still naming it (then what
+    /// sits at `root` is a copy put where it was, `mv ws ws-moved; cp -a ws-moved ws`, and the
+    /// workspace is at [`Workspace::now_at`]).
     pub fn id_file_names_this(&self) -> bool {
+        self.id_file_reads_this() && self.moved_away().is_none()
+    }
+
+    /// Where the folder opened as this workspace was moved (renamed) to, when it still holds
+    /// it there (its id file names it).
+    pub fn moved_away(&self) -> Option<PathBuf> {
+        let now = self.now_at().filter(|now| *now != self.root)?;
+        (layout::read_id(&now).ok().flatten().as_deref() == Some(self.id.as_str())).then_some(now)
+    }
+
+    /// Whether `.scafld/workspace_id` at `root` names this workspace. An unchanged settled file
+    /// is not read again: a stat, where a read is an open, reads and a close.
+    fn id_file_reads_this(&self) -> bool {
         let path = self.root.join(layout::ID_FILE);
         let stamp = Stamp::of(&path);
         if stamp.is_some() && *crate::sync::lock(&self.id_seen) == stamp {
@@ -201,8 +216,9 @@ impl Workspace {
     pub fn anchored(&self) -> Anchored {
         use std::os::fd::AsRawFd;
         let mut anchors = crate::sync::lock(&self.anchors);
+        // (The file alone: the folder held was removed, so it was not moved away.)
         if anchors.last().is_some_and(|anchor| removed(anchor))
-            && self.id_file_names_this()
+            && self.id_file_reads_this()
             && let Ok(restored) = std::fs::File::open(&self.root)
         {
             tracing::info!(workspace = %self.id, root = %self.root.display(), "workspace folder restored: held anew");
