@@ -1032,6 +1032,32 @@ pub fn gone_from(root: &Path) -> Option<String> {
     (!root.join(layout::SCAFLD_DIR).is_dir()).then(|| format!("no {} in {}", layout::SCAFLD_DIR, root.display()))
 }
 
+/// Why the daemon's start does not reopen workspace `record` at its recorded folder though
+/// that is there: the `.scafld` there is not the folder it was recorded with (a fresh clone or
+/// a copy made where the workspace was moved away from, or its own put back from a copy), or,
+/// for a record older than [`WorkspaceRecord::scafld`], its id file does not name it. Opening
+/// it would settle the folder's identity, writing into a folder no command was run in (an id
+/// into a clone, the moved workspace's record retired); the next command run there settles it.
+/// `None`: it is the workspace's own folder.
+pub fn not_reopened(record: &WorkspaceRecord) -> Option<String> {
+    let root = Path::new(&record.root);
+    let here = layout::scafld_identity(root).map(|(dev, ino)| [dev, ino]);
+    match record.scafld {
+        Some(known) if Some(known) == here => None,
+        Some(_) => Some(format!(
+            "the {} in {} is not the folder recorded for it (a copy or a clone made where it was moved from?); the next command there settles which workspace it is",
+            layout::SCAFLD_DIR,
+            record.root
+        )),
+        None if layout::read_id(root).ok().flatten().as_deref() == Some(record.id.as_str()) => None,
+        None => Some(format!(
+            "{} in {} does not name it; the next command there settles which workspace it is",
+            layout::ID_FILE,
+            record.root
+        )),
+    }
+}
+
 pub fn canonical_root(root: &Path) -> RpcResult<PathBuf> {
     if !root.is_absolute() {
         return Err(RpcError::new(

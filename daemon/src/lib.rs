@@ -140,6 +140,8 @@ async fn reopen_workspaces(daemon: &Daemon) {
         }
         if let Some(gone) = crate::daemon::gone_from(Path::new(&record.root)) {
             info!(workspace = %record.id, "not reopening workspace: {gone} (`scafld daemon forget {}` forgets it)", record.id);
+        } else if let Some(why) = crate::daemon::not_reopened(&record) {
+            info!(workspace = %record.id, "not reopening workspace: {why}");
         } else if let Err(e) = daemon.open_workspace(Path::new(&record.root)).await {
             info!(workspace = %record.id, root = %record.root, "not reopening workspace: {e}");
         }

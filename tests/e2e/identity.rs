@@ -719,6 +719,19 @@ fn a_workspace_moved_with_a_copy_left_at_its_old_folder_keeps_its_id_and_history
 /// neither its id nor its history, and the moved checkout keeps both.
 #[test]
 fn a_fresh_clone_where_a_workspace_moved_from_does_not_take_its_id_or_history() {
+    clone_where_a_workspace_moved_from(false);
+}
+
+/// The same with the daemon stopped while the folder moves and the clone is made: its next
+/// start (autostarted by a read in the clone) does not reopen the recorded folder, which holds
+/// the clone now, so it writes no id into the clone and keeps the moved workspace's record.
+/// Before, the start settled the clone under a new id and retired the moved workspace's record.
+#[test]
+fn a_daemon_started_after_a_workspace_moved_and_was_cloned_in_its_place_writes_nothing_there() {
+    clone_where_a_workspace_moved_from(true);
+}
+
+fn clone_where_a_workspace_moved_from(stopped: bool) {
     let env = TestEnv::new();
     git(&env.work, &["init", "-q"]);
     git(&env.work, &["config", "user.email", "a@b"]);
@@ -728,6 +741,9 @@ fn a_fresh_clone_where_a_workspace_moved_from_does_not_take_its_id_or_history() 
     scafld_tests::commit_all(&env.work, "spec");
     env.scafld(&["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
     let id = id_file(&env.work);
+    if stopped {
+        env.scafld(&["daemon", "stop"]).assert_code(0);
+    }
     let bak = env.path("work.bak");
     std::fs::rename(&env.work, &bak).unwrap();
     git(&env.path(""), &["clone", "-q", bak.to_str().unwrap(), env.work.to_str().unwrap()]);
@@ -735,7 +751,17 @@ fn a_fresh_clone_where_a_workspace_moved_from_does_not_take_its_id_or_history() 
 
     let status = env.scafld(&["status", "t", "--json"]);
     assert_eq!(status.json()["result"]["status"], "draft", "{}", status.stdout);
+    if stopped {
+        // The start reopens the recorded folders while it serves calls: until it passed this one.
+        let log = env.state_dir.join("scafldd.log");
+        wait_until("the start to pass over the clone, or settle it", || {
+            let passed = std::fs::read_to_string(&log).is_ok_and(|text| text.contains("not reopening workspace"));
+            passed || env.work.join(".scafld/workspace_id").exists()
+        });
+    }
     assert!(!env.work.join(".scafld/workspace_id").exists(), "the clone took an id");
+    let workspaces = env.scafld(&["daemon", "status", "--json"]).json()["result"]["workspaces"].clone();
+    assert!(workspaces.to_string().contains(&id), "the moved workspace's record was retired: {workspaces}");
     let history = scafld_in(&env, &bak, &["session", "t", "--json"]).json()["result"]["entries"].clone();
     assert!(history.to_string().contains("approval"), "the moved checkout lost its history: {history}");
     assert_eq!(id_file(&bak), id, "the moved checkout keeps its id");
@@ -782,8 +808,8 @@ fn a_fresh_clone_where_an_older_scaflds_workspace_moved_from_does_not_take_its_h
     assert_eq!(result["status"], "draft", "the clone took the moved workspace's history: {}", status.stdout);
     let claim = format!("echo {id} > .scafld/workspace_id");
     assert!(result["warnings"].to_string().contains(&claim), "{}", status.stdout);
-    // The clone's first write (or the daemon's start, which reopens the recorded folder)
-    // settles it under an id of its own.
+    // The clone's first write settles it under an id of its own (the daemon's start does not:
+    // the id file there does not name the record's workspace).
     env.scafld(&["approve", "t", "--reason", "tests skip hardening"]).assert_code(0);
     assert_ne!(id_file(&env.work), id, "the clone took the moved workspace's id");
     let clone = entries();
