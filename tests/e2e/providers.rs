@@ -367,6 +367,40 @@ fn the_submit_tool_answers_without_a_daemon_and_says_why_it_cannot_record() {
     );
 }
 
+/// JSON-RPC as MCP reads it: a response is never answered, a request that is not valid JSON-RPC
+/// is refused -32600, nothing but ping before `initialize`, and the client's version negotiated.
+#[test]
+fn the_submit_tool_ignores_responses_refuses_invalid_requests_and_negotiates_the_version() {
+    let env = TestEnv::new();
+    let replies = mcp_exchange(
+        &env,
+        &[
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"submit_review","arguments":{}}}"#,
+            br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{},"clientInfo":{"name":"t"}}}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            br#"{"jsonrpc":"2.0","id":4,"result":{}}"#,
+            br#"{"jsonrpc":"2.0","id":5,"error":{"code":-1,"message":"no"}}"#,
+            br#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            br#"{"id":8,"method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","id":9}"#,
+            br#"{"jsonrpc":"2.0","id":10,"method":"ping"}"#,
+        ],
+    );
+    let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
+    assert_eq!(ids, [&json!(1), &json!(2), &json!(3), &Value::Null, &Value::Null, &json!(8), &json!(9), &json!(10)]);
+    let codes: Vec<Option<i64>> = replies.iter().map(|r| r["error"]["code"].as_i64()).collect();
+    assert_eq!(codes, [Some(-32600), None, None, Some(-32600), Some(-32600), Some(-32600), Some(-32600), None]);
+    assert!(replies[0]["error"]["message"].as_str().unwrap().contains("initialize"), "{}", replies[0]);
+    assert_eq!(replies[2]["result"]["protocolVersion"], "2024-11-05", "the client's version, which is spoken");
+    let newer = mcp_exchange(
+        &env,
+        &[br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2099-01-01","capabilities":{}}}"#],
+    );
+    assert_eq!(newer[0]["result"]["protocolVersion"], "2025-06-18", "an unknown version gets the newest");
+}
+
 #[test]
 fn doctor_reports_the_reviewer_clis_and_their_versions() {
     let env = TestEnv::new();

@@ -4,7 +4,11 @@
 //! reviewer can fix them (a `submit_harden` answer whose anchors do not hold is one); once one is accepted, the same answer again counts once and a
 //! different one leaves the review with no verdict (the daemon decides). The server always answers the
 //! handshake: when no daemon answers, a call returns a tool error saying so, so the model and
-//! the provider's log show why nothing was submitted.
+//! the provider's log show why nothing was submitted. It speaks JSON-RPC 2.0 as MCP does: a
+//! response or a notification is never answered, a request that is not valid JSON-RPC (no
+//! `"jsonrpc": "2.0"`, no method, an id that is not a string or an integer) is refused -32600,
+//! nothing but `ping` is served before `initialize`, and `initialize` answers the client's
+//! protocol version when it is one this server speaks.
 
 use std::io::{BufRead, Read, Write};
 
@@ -16,7 +20,9 @@ use crate::cli::Context;
 use crate::cli::exit::workflow;
 use crate::cli::output::CliError;
 
-const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The MCP versions this server speaks, newest first: the client's is answered when it is one of
+/// them, else the newest (MCP's version negotiation; the client then decides whether to go on).
+const PROTOCOL_VERSIONS: [&str; 3] = ["2025-06-18", "2025-03-26", "2024-11-05"];
 /// The longest request line read: a dossier is far smaller (reviewer answers are capped at 8 MiB).
 const MAX_LINE_BYTES: u64 = 16 << 20;
 /// Serve `submit_review` for `answer`: `dossier` (the review gate) or `template` (a template
@@ -35,6 +41,7 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
     let mut stdin = std::io::stdin().lock();
     let mut stdout = std::io::stdout().lock();
     let mut line = Vec::new();
+    let mut initialized = false;
     loop {
         line.clear();
         // A line past the cap is read to its end and refused; the next one is served.
@@ -61,16 +68,25 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
         // Read strictly too: a key given twice (`"verdict"` twice in a dossier) reads two ways and
         // is refused, never taken as its last copy (the lenient read above only finds the id).
         let repeated = scafld_protocol::json::from_str(line).err().filter(scafld_protocol::json::is_repeated_key);
-        if !message.is_object() {
-            let text = if message.is_array() { "batches are not supported" } else { "a request is a JSON object" };
-            reply(&mut stdout, json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": text}}));
+        let (id, method) = match incoming(&message) {
+            Incoming::Request { id, method } => (id, method),
+            // Never answered: a notification needs none, and JSON-RPC forbids answering a response.
+            Incoming::Notification | Incoming::Response => continue,
+            Incoming::Invalid { id, why } => {
+                reply(&mut stdout, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": why}}));
+                continue;
+            }
+        };
+        // MCP's lifecycle: nothing but a ping is served before the handshake.
+        if !initialized && !matches!(method, "initialize" | "ping") {
+            let why = "not initialized: send `initialize` first";
+            reply(&mut stdout, json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": why}}));
             continue;
         }
-        let Some(id) = message.get("id").cloned() else { continue }; // notifications
-        let method = message["method"].as_str().unwrap_or_default();
+        initialized |= method == "initialize";
         let result = match method {
             "initialize" => Ok(json!({
-                "protocolVersion": PROTOCOL_VERSION,
+                "protocolVersion": protocol_version(&message["params"]["protocolVersion"]),
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "scafld-review-submit", "version": env!("CARGO_PKG_VERSION")},
             })),
@@ -142,6 +158,53 @@ pub fn submit_review(ctx: &Context, token: &str, answer: &str) -> Result<u8, Cli
         reply(&mut stdout, message);
     }
     Ok(workflow::OK)
+}
+
+/// The version `initialize` answers for the one the client asked.
+fn protocol_version(asked: &Value) -> &'static str {
+    PROTOCOL_VERSIONS.into_iter().find(|v| asked.as_str() == Some(v)).unwrap_or(PROTOCOL_VERSIONS[0])
+}
+
+/// What one JSON value read from the client is, as JSON-RPC 2.0 and MCP read it.
+enum Incoming<'a> {
+    Request {
+        id: Value,
+        method: &'a str,
+    },
+    Notification,
+    /// An answer to a request (this server sends none): never answered back.
+    Response,
+    /// Not a valid request: answered -32600 by its id when it has a usable one, else id null.
+    Invalid {
+        id: Value,
+        why: String,
+    },
+}
+
+fn incoming(message: &Value) -> Incoming<'_> {
+    let Some(members) = message.as_object() else {
+        let why = if message.is_array() { "batches are not supported" } else { "a request is a JSON object" };
+        return Incoming::Invalid { id: Value::Null, why: why.into() };
+    };
+    let method = members.get("method");
+    if method.is_none() && (members.contains_key("result") || members.contains_key("error")) {
+        return Incoming::Response;
+    }
+    // MCP: an id is a string or an integer, never null.
+    let id = members.get("id");
+    let usable_id = id.filter(|id| id.is_string() || id.is_i64() || id.is_u64()).cloned();
+    let invalid = |why: String| Incoming::Invalid { id: usable_id.clone().unwrap_or(Value::Null), why };
+    if members.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("Invalid Request: no \"jsonrpc\": \"2.0\" member".into());
+    }
+    let Some(method) = method.and_then(Value::as_str) else {
+        return invalid("Invalid Request: no \"method\" string".into());
+    };
+    match id {
+        None => Incoming::Notification,
+        Some(_) if usable_id.is_none() => invalid("Invalid Request: an id is a string or an integer".into()),
+        Some(_) => Incoming::Request { id: usable_id.unwrap_or_default(), method },
+    }
 }
 
 /// JSON-RPC's answer to a line that is not a request it can read: it has no id to answer.
