@@ -666,10 +666,19 @@ fn a_worker_outside_the_workspace_is_shown_next_steps_that_run_from_there() {
     let next = submitted.stdout.lines().find_map(|l| l.strip_prefix("next: ")).unwrap().to_string();
     assert!(next.contains(" --root "), "{}", submitted.stdout);
     // Run as printed, from there.
-    let mut shell = Command::new("sh");
-    env.apply_env(&mut shell);
-    let path = format!("{}:{}", scafld_tests::bin_dir().display(), std::env::var("PATH").unwrap_or_default());
-    let ran = Run::from(shell.arg("-c").arg(&next).env("PATH", path).current_dir(&outside).output().unwrap());
+    let as_printed = |line: &str| {
+        let mut shell = Command::new("sh");
+        env.apply_env(&mut shell);
+        let path = format!("{}:{}", scafld_tests::bin_dir().display(), std::env::var("PATH").unwrap_or_default());
+        Run::from(shell.arg("-c").arg(line).env("PATH", path).current_dir(&outside).output().unwrap())
+    };
+    // A late call on the finished job is told how to see the review: that runs from there too.
+    let late = from_outside(&["heartbeat", job, "--lease", lease, "--json"]);
+    late.assert_code(1);
+    let hint = late.json()["error"]["hint"].as_str().unwrap().to_string();
+    let status = hint.split('`').find(|p| p.contains(" review status ")).unwrap_or_else(|| panic!("{hint}"));
+    as_printed(status).assert_code(0);
+    let ran = as_printed(&next);
     ran.assert_code(0);
     assert_eq!(env.scafld(&["status", "rev", "--json"]).json()["result"]["status"], "completed", "{}", ran.stdout);
 }

@@ -43,8 +43,10 @@ fn finished_job(daemon: &Daemon, job: &JobRecord) -> RpcError {
         (None, Some(reason)) => format!("{}: {reason}", job.state),
         (None, None) => job.state.to_string(),
     };
-    let review =
-        session.map(|s| format!(", `scafld review status --session-key {}` the review", s.key)).unwrap_or_default();
+    let review = session
+        .as_ref()
+        .map(|s| format!(", `scafld review status --session-key {}` the review", s.key))
+        .unwrap_or_default();
     RpcError::new(
         ErrorKind::InvalidState,
         format!("{} has already finished ({how}); its lease ended with it and nothing was changed", job.id),
@@ -53,7 +55,10 @@ fn finished_job(daemon: &Daemon, job: &JobRecord) -> RpcError {
         "nothing is left to do on it: `scafld job status {}` shows how it ended{review}; `scafld worker claim` takes other work",
         job.id
     ))
-    .with_details(serde_json::json!({"job_id": job.id, "state": job.state, "verdict": verdict}))
+    // The workspace's root: a worker calls from any folder, and the client makes the hint's
+    // commands run from there (`--root <root>`), as it does a submission's `next_command`.
+    .with_details(serde_json::json!({"job_id": job.id, "state": job.state, "verdict": verdict,
+        "root": session.map(|s| workspace_root(daemon, &s))}))
 }
 
 /// Why a lease call found no lease of `job_id` held by its token: the job finished, or the

@@ -25,7 +25,7 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         }
         Some(WorkerCommand::Heartbeat(lease)) => {
             let mut conn = ctx.connect()?;
-            let r = call::<m::WorkerHeartbeat>(&mut conn, &lease_params(lease))?;
+            let r = call::<m::WorkerHeartbeat>(&mut conn, &lease_params(lease)).map_err(|e| for_job(ctx, e))?;
             ctx.out.success(&r, || format!("{}: lease renewed for {:.0}s", r.job_id, r.lease_expires_in_seconds));
             Ok(workflow::OK)
         }
@@ -39,7 +39,7 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                 file: file.clone(),
                 findings,
             };
-            let mut r = call::<m::WorkerCheckpoint>(&mut conn, &params)?;
+            let mut r = call::<m::WorkerCheckpoint>(&mut conn, &params).map_err(|e| for_job(ctx, e))?;
             if !r.root.is_empty() {
                 r.report_path = job_caller(ctx, &r.root).path(std::path::Path::new(&r.root), &r.report_path);
             }
@@ -70,7 +70,7 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                 model: None,
                 caller: caller(),
             };
-            let mut r = call::<m::WorkerSubmit>(&mut conn, &params)?;
+            let mut r = call::<m::WorkerSubmit>(&mut conn, &params).map_err(|e| for_job(ctx, e))?;
             if !r.root.is_empty() {
                 r.next_command = job_caller(ctx, &r.root).command(&r.next_command);
             }
@@ -78,7 +78,7 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         }
         Some(WorkerCommand::Release(lease)) => {
             let mut conn = ctx.connect()?;
-            let r = call::<m::WorkerRelease>(&mut conn, &lease_params(lease))?;
+            let r = call::<m::WorkerRelease>(&mut conn, &lease_params(lease)).map_err(|e| for_job(ctx, e))?;
             ctx.out.success(&r, || format!("{}: released; it is queued again with its checkpoint", r.job_id));
             Ok(workflow::OK)
         }
@@ -90,6 +90,16 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
 fn job_caller(ctx: &Context, root: &str) -> crate::cli::runnable::Caller {
     let named = ctx.global.root.is_some() || std::env::var_os("SCAFLD_ROOT").is_some();
     crate::cli::runnable::Caller::of_workspace(std::path::Path::new(root), named)
+}
+
+/// An error about a job whose workspace the daemon named (`details.root`: a finished job): its
+/// hint's commands made to run where this worker is, which may be outside that workspace.
+fn for_job(ctx: &Context, mut error: CliError) -> CliError {
+    if let Some(root) = error.details.as_ref().and_then(|d| d["root"].as_str()).filter(|r| !r.is_empty()) {
+        let caller = job_caller(ctx, root);
+        error.hint = error.hint.map(|hint| caller.prose(&hint));
+    }
+    error
 }
 
 /// What the review recorded for an accepted submission: the job's verdict and, once it settled
