@@ -611,6 +611,8 @@ fn the_implementing_host_cannot_grade_its_own_work() {
         assert!(message.contains(job_id.as_str().unwrap()) && message.contains("withheld"), "{}", theirs.stdout);
         let hint = error["hint"].as_str().unwrap_or_default();
         assert!(hint.contains("gemini") && !hint.contains("claude") && !hint.contains("codex"), "{hint}");
+        // The human review it offers names the task and a reason, as the command takes them.
+        assert!(hint.contains(r#"`scafld review rev --human-reviewed --reason "<who reviewed what>"`"#), "{hint}");
         assert_eq!(error["details"]["withheld"]["may_review"], json!(["gemini"]), "{error}");
     }
     // Declaring another agent does not hide the one whose own markers are set.

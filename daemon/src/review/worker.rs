@@ -464,15 +464,17 @@ fn may_grade(daemon: &Daemon, job: &JobRecord) -> Vec<&'static str> {
     scafld_protocol::hosts::HOST_AGENTS.into_iter().filter(|agent| !built.contains(agent)).collect()
 }
 
-/// "codex or gemini", or a human review when every known agent built the task.
+/// "codex or gemini", or a human review when every known agent built the task: the human
+/// review as a command that runs as printed (the task's id, a reason to fill in).
 fn others_who_may(daemon: &Daemon, job: &JobRecord) -> String {
+    let human = format!(
+        "record an audited `scafld review {} --human-reviewed --reason \"<who reviewed what>\"`",
+        scafld_protocol::cli::shell_word(&job.task_id)
+    );
     match may_grade(daemon, job).as_slice() {
-        [] => "record an audited `scafld review --human-reviewed --reason` (every reviewer agent built it)".into(),
-        [one] => format!("run the worker under {one}, or record an audited `scafld review --human-reviewed --reason`"),
-        [rest @ .., last] => format!(
-            "run the worker under {} or {last}, or record an audited `scafld review --human-reviewed --reason`",
-            rest.join(", ")
-        ),
+        [] => format!("{human} (every reviewer agent built it)"),
+        [one] => format!("run the worker under {one}, or {human}"),
+        [rest @ .., last] => format!("run the worker under {} or {last}, or {human}", rest.join(", ")),
     }
 }
 
