@@ -1019,6 +1019,15 @@ fn worker_calls_with_bad_input_change_nothing() {
             refused.stdout
         );
     }
+    // A finding placed in another file is never filed under the checkpointed one.
+    for elsewhere in ["/etc/passwd", "src/f9.rs"] {
+        let f = finding(elsewhere, false);
+        let refused =
+            worker(&env, &["checkpoint", job_id, "--lease", lease_token, "--file", "src/f1.rs", "--finding", &f], &[]);
+        refused.assert_code(2);
+        let message = refused.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains(&format!("location.path {elsewhere:?} is not the checkpointed --file")), "{message}");
+    }
     let status = client.result("review.status", json!({"root": env.work.display().to_string(), "task_id": "rev"}));
     assert_eq!(status["reviewers"][0]["files_reviewed"], 0, "refused checkpoints record nothing");
     let report = std::fs::read_to_string(env.work.join(".scafld/runs/rev/review_report.md")).unwrap_or_default();

@@ -386,8 +386,24 @@ pub fn checkpoint(daemon: &Daemon, p: m::CheckpointParams) -> RpcResult<m::Check
         if finding.id.trim().is_empty() {
             finding.id = format!("{}-{}", path.replace(['/', '.'], "-"), i + 1);
         }
-        if finding.location.is_none() {
-            finding.location = Some(crate::domain::dossier::Location { path, line: None });
+        match finding.location.as_mut() {
+            None => finding.location = Some(crate::domain::dossier::Location { path, line: None }),
+            // A finding is filed under the checkpointed file: one placed in another file would be
+            // reported at this file's lines, pointing the reader at the wrong place.
+            Some(at)
+                if !at.path.is_empty() && consensus::under_review(std::slice::from_ref(&path), &at.path).is_none() =>
+            {
+                return Err(RpcError::new(
+                    ErrorKind::InvalidInput,
+                    format!(
+                        "finding {}: its location.path {:?} is not the checkpointed --file {path:?}; nothing was recorded",
+                        i + 1,
+                        scafld_protocol::text::one_line(&at.path)
+                    ),
+                )
+                .with_hint("checkpoint each file with the findings in it: --file names the file every --finding's location.path is in"));
+            }
+            Some(_) => {}
         }
         let problems = crate::domain::dossier::finding_problems(&finding);
         if !problems.is_empty() {
