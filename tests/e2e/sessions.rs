@@ -993,6 +993,20 @@ fn worker_calls_with_bad_input_change_nothing() {
     assert_eq!(bad_provider["error"]["data"]["kind"], "invalid_input");
     let claim = client.result("worker.claim", json!({"worker_id": "w", "provider": "agent", "caller": caller}));
     let (job, lease) = (claim["job_id"].clone(), claim["lease_token"].clone());
+    // An empty lease token (an unexpanded $SCAFLD_LEASE_TOKEN) is a usage error, never "your
+    // lease is lost", which would have the worker abandon the lease it holds.
+    let job_arg = job.as_str().unwrap();
+    for (args, vars) in [
+        (vec!["heartbeat", job_arg, "--lease", ""], vec![]),
+        (vec!["release", job_arg], vec![("SCAFLD_LEASE_TOKEN", "")]),
+    ] {
+        let empty = worker(&env, &args, &vars);
+        empty.assert_code(2);
+        let said = format!("{}{}", empty.stdout, empty.stderr);
+        assert!(said.contains("lease token is empty") && said.contains("--lease TOKEN"), "{said}");
+    }
+    let held = client.call("worker.heartbeat", json!({"job_id": job, "lease_token": lease}));
+    assert!(held["error"].is_null(), "the lease is still held: {held}");
     let forged = client.call("worker.checkpoint", json!({"job_id": job, "lease_token": "forged", "file": "src/f1.rs"}));
     assert_eq!(forged["error"]["data"]["kind"], "invalid_state");
     let phase = client.call("worker.checkpoint", json!({"job_id": job, "lease_token": lease, "phase": "napping"}));

@@ -439,7 +439,7 @@ pub struct LeaseArgs {
     /// The claimed job (`worker claim` printed it).
     pub job_id: String,
     /// The lease token `worker claim` printed (default: $SCAFLD_LEASE_TOKEN).
-    #[arg(long, env = "SCAFLD_LEASE_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "SCAFLD_LEASE_TOKEN", hide_env_values = true, value_parser = lease_token)]
     pub lease: String,
 }
 
@@ -792,6 +792,16 @@ fn word<T: Vocabulary>() -> impl clap::builder::TypedValueParser<Value = T> {
 fn named_path(value: &str) -> Result<String, String> {
     match value.trim().is_empty() {
         true => Err("PATH is empty; name a file, or give the flag alone for its default path".to_string()),
+        false => Ok(value.to_string()),
+    }
+}
+
+/// `--lease`: an empty token (`--lease ""`, an unexpanded `$SCAFLD_LEASE_TOKEN`) is a mistake in
+/// the command line, refused here rather than sent and read as a lease lost, which would have the
+/// worker abandon a lease it still holds.
+fn lease_token(value: &str) -> Result<String, String> {
+    match value.trim().is_empty() {
+        true => Err("the lease token is empty; pass --lease TOKEN (or set SCAFLD_LEASE_TOKEN) as `scafld worker claim` printed it".to_string()),
         false => Ok(value.to_string()),
     }
 }
