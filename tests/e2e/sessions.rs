@@ -1005,6 +1005,23 @@ fn worker_calls_with_bad_input_change_nothing() {
         let said = format!("{}{}", empty.stdout, empty.stderr);
         assert!(said.contains("lease token is empty") && said.contains("--lease TOKEN"), "{said}");
     }
+    // Each refusal of the command line names the flag typed and says what to do.
+    std::fs::write(env.path("bad.json"), "{").unwrap();
+    let (bad, missing) = (env.path("bad.json"), env.path("missing.json"));
+    let lease_arg = lease.as_str().unwrap();
+    for (args, flag) in [
+        (vec!["claim", "--id", "", "--timeout", "0"], "--id"),
+        (vec!["submit", job_arg, "--lease", lease_arg, "--dossier", bad.to_str().unwrap()], "--dossier"),
+        (vec!["submit", job_arg, "--lease", lease_arg, "--dossier", missing.to_str().unwrap()], "--dossier"),
+        (vec!["checkpoint", job_arg, "--lease", lease_arg, "--file", "src/f1.rs", "--finding", "nope"], "--finding"),
+    ] {
+        let refused = worker(&env, &args, &[]);
+        refused.assert_code(2);
+        let said = format!("{}{}", refused.stdout, refused.stderr);
+        assert!(said.contains(flag) && !said.contains("worker_id"), "{args:?}: {said}");
+        let hint = refused.json()["error"]["hint"].clone();
+        assert!(hint.as_str().is_some_and(|h| !h.is_empty()), "{args:?}: no hint: {said}");
+    }
     let held = client.call("worker.heartbeat", json!({"job_id": job, "lease_token": lease}));
     assert!(held["error"].is_null(), "the lease is still held: {held}");
     let forged = client.call("worker.checkpoint", json!({"job_id": job, "lease_token": "forged", "file": "src/f1.rs"}));

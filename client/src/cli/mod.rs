@@ -384,7 +384,7 @@ pub struct WorkerArgs {
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
     /// Worker name shown in status and recorded in the ledger (default: $SCAFLD_WORKER_ID or host:pid).
-    #[arg(long)]
+    #[arg(long, value_parser = worker_name)]
     pub id: Option<String>,
 }
 
@@ -403,7 +403,7 @@ pub enum WorkerCommand {
         #[arg(long, default_value = "agent")]
         provider: String,
         /// Worker name shown in status and recorded in the ledger (default: $SCAFLD_WORKER_ID or host:pid).
-        #[arg(long)]
+        #[arg(long, value_parser = worker_name)]
         id: Option<String>,
     },
     /// Extend the lease of a claimed job.
@@ -802,6 +802,15 @@ fn named_path(value: &str) -> Result<String, String> {
 fn lease_token(value: &str) -> Result<String, String> {
     match value.trim().is_empty() {
         true => Err("the lease token is empty; pass --lease TOKEN (or set SCAFLD_LEASE_TOKEN) as `scafld worker claim` printed it".to_string()),
+        false => Ok(value.to_string()),
+    }
+}
+
+/// `--id`: a worker name the daemon takes (its `worker_id`: 1-128 printable characters), refused
+/// here naming the flag the user typed.
+fn worker_name(value: &str) -> Result<String, String> {
+    match value.trim().is_empty() || value.len() > 128 || value.chars().any(char::is_control) {
+        true => Err("a worker name is 1-128 printable characters; pass --id NAME, or leave --id out for $SCAFLD_WORKER_ID or host:pid".to_string()),
         false => Ok(value.to_string()),
     }
 }

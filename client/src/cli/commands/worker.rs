@@ -59,7 +59,9 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         Some(WorkerCommand::Submit { lease, dossier }) => {
             // A reviewer's answer is capped on every channel: a larger file is refused unread.
             let text = crate::cli::input::read_text("--dossier", dossier, scafld_protocol::MAX_ANSWER_BYTES)
-                .map_err(CliError::usage)?;
+                .map_err(|e| {
+                    CliError::usage(e).with_hint("pass --dossier FILE naming a readable ReviewDossier JSON file of at most 8 MiB; the lease is still yours")
+                })?;
             let value = strict_json("--dossier", &text)?;
             let mut conn = ctx.connect()?.with_results(None); // shown for the job's workspace (`job_caller`)
             let params = m::WorkerSubmitParams {
@@ -127,6 +129,8 @@ fn strict_json(flag: &str, text: &str) -> Result<serde_json::Value, CliError> {
         } else {
             format!("{flag} is not JSON: {e}")
         })
+        // Nothing was sent: the lease is untouched, and the same command with the JSON fixed runs.
+        .with_hint(format!("fix the JSON {flag} gives and run the command again; the lease is still yours"))
     })
 }
 
