@@ -1217,6 +1217,27 @@ fn input_files_must_be_regular_and_bounded() {
     assert!(!env.socket.exists(), "nothing was sent to a daemon");
 }
 
+/// A `--dossier` is capped as compact JSON, as every channel's answer is: whitespace in the file
+/// (indentation) does not count, an answer over the cap is refused before anything is sent.
+#[test]
+fn a_dossier_file_is_capped_as_compact_json() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let (job, lease) = claimed(&env);
+    let over = env.path("over.json");
+    std::fs::write(&over, dossier("pass", "").replace("pass review", &"x".repeat(scafld_protocol::MAX_ANSWER_BYTES)))
+        .unwrap();
+    let refused = worker(&env, &["submit", &job, "--lease", &lease, "--dossier", over.to_str().unwrap()], &[]);
+    refused.assert_code(2);
+    let padded = env.path("padded.json");
+    let spaces = " ".repeat(scafld_protocol::MAX_ANSWER_BYTES + 1);
+    std::fs::write(&padded, dossier("pass", "").replacen(',', &format!(",{spaces}"), 1)).unwrap();
+    let submitted = worker(&env, &["submit", &job, "--lease", &lease, "--dossier", padded.to_str().unwrap()], &[]);
+    submitted.assert_code(0);
+    assert_eq!(submitted.json()["result"]["accepted"], true, "{}", submitted.stdout);
+}
+
 #[test]
 fn a_worker_keeps_its_lease_and_checkpoint_across_a_daemon_restart() {
     let mut env = TestEnv::new();

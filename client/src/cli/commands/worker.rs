@@ -57,12 +57,21 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             Ok(workflow::OK)
         }
         Some(WorkerCommand::Submit { lease, dossier }) => {
-            // A reviewer's answer is capped on every channel: a larger file is refused unread.
-            let text = crate::cli::input::read_text("--dossier", dossier, scafld_protocol::MAX_ANSWER_BYTES)
+            // A reviewer's answer is capped on every channel as compact JSON: the file may hold
+            // more in whitespace (indentation), up to a hard read limit, and is measured once parsed.
+            let text = crate::cli::input::read_text("--dossier", dossier, DOSSIER_FILE_BYTES)
                 .map_err(|e| {
-                    CliError::usage(e).with_hint("pass --dossier FILE naming a readable ReviewDossier JSON file of at most 8 MiB; the lease is still yours")
+                    CliError::usage(e).with_hint("pass --dossier FILE naming a readable ReviewDossier JSON file of at most 8 MiB as compact JSON; the lease is still yours")
                 })?;
             let value = strict_json("--dossier", &text)?;
+            let length = scafld_protocol::json::encoded_len(&value);
+            if length > scafld_protocol::MAX_ANSWER_BYTES {
+                return Err(CliError::usage(format!(
+                    "--dossier is {length} bytes as compact JSON, over the {} bytes of a reviewer's answer; nothing was sent",
+                    scafld_protocol::MAX_ANSWER_BYTES
+                ))
+                .with_hint("shorten the dossier (its summary, findings and evidence) and submit again; the lease is still yours"));
+            }
             let mut conn = ctx.connect()?.with_results(None); // shown for the job's workspace (`job_caller`)
             let params = m::WorkerSubmitParams {
                 job_id: lease.job_id.clone(),
@@ -86,6 +95,10 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
         }
     }
 }
+
+/// The most a `--dossier` file is read: four times the answer cap, room for whitespace around
+/// an answer within the cap (measured as compact JSON, as on every channel).
+const DOSSIER_FILE_BYTES: usize = 4 * scafld_protocol::MAX_ANSWER_BYTES;
 
 /// Where the caller is against the workspace of the job it works on (not the folder's own
 /// workspace: a worker claims, checkpoints and submits from anywhere).
