@@ -66,9 +66,11 @@ pub fn run(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             let value = strict_json("--dossier", &text)?;
             let length = scafld_protocol::json::encoded_len(&value);
             if length > scafld_protocol::MAX_ANSWER_BYTES {
+                let mib = |bytes: usize| format!("{:.1} MiB ({bytes} bytes)", bytes as f64 / f64::from(1 << 20));
                 return Err(CliError::usage(format!(
-                    "--dossier is {length} bytes as compact JSON, over the {} bytes of a reviewer's answer; nothing was sent",
-                    scafld_protocol::MAX_ANSWER_BYTES
+                    "--dossier is {} as compact JSON, over the {} of a reviewer's answer; nothing was sent",
+                    mib(length),
+                    mib(scafld_protocol::MAX_ANSWER_BYTES)
                 ))
                 .with_hint("shorten the dossier (its summary, findings and evidence) and submit again; the lease is still yours"));
             }
