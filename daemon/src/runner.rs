@@ -83,7 +83,7 @@ pub struct DiagnosticsFile {
 }
 
 enum Write {
-    Pending { dir: PathBuf, text: String },
+    Pending { dir: PathBuf, text: Vec<u8> },
     Started(tokio::task::JoinHandle<Result<(), String>>),
     Done(Result<(), String>),
 }
@@ -107,7 +107,7 @@ impl Written {
 }
 
 impl DiagnosticsFile {
-    fn new(path: PathBuf, dir: PathBuf, text: String) -> DiagnosticsFile {
+    fn new(path: PathBuf, dir: PathBuf, text: Vec<u8>) -> DiagnosticsFile {
         if text.len() <= WRITTEN_INLINE {
             return DiagnosticsFile { path, write: Write::Pending { dir, text } };
         }
@@ -138,9 +138,9 @@ impl DiagnosticsFile {
 /// Write the file whole, or leave none: a file cut short by a full disk would read as the
 /// whole record. Private (0600, its folder 0700 when made here): what a command printed may
 /// hold a secret of the caller's environment.
-fn write_diagnostics(dir: &Path, file: &Path, text: &str) -> Result<(), String> {
+fn write_diagnostics(dir: &Path, file: &Path, text: &[u8]) -> Result<(), String> {
     crate::workspace::layout::create_private_dir(dir).map_err(|e| format!("its folder cannot be made: {e}"))?;
-    crate::workspace::layout::write_private_file(file, text.as_bytes()).map_err(|e| {
+    crate::workspace::layout::write_private_file(file, text).map_err(|e| {
         let _ = std::fs::remove_file(file);
         e.to_string()
     })
@@ -315,7 +315,10 @@ fn unix_nanos() -> u128 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
 }
 
-fn diagnostics_text(request: &Described, env_overrides: &[String], outcome: &RunOutcome) -> String {
+/// The diagnostics file's bytes: a text header, then what the command printed on each stream
+/// as it printed it (never made UTF-8: the bytes a user debugs with, and as many as
+/// `stdout_bytes` counts).
+fn diagnostics_text(request: &Described, env_overrides: &[String], outcome: &RunOutcome) -> Vec<u8> {
     let mut text = String::new();
     let _ = writeln!(text, "command: {}", request.command);
     let _ = writeln!(text, "cwd: {}", request.cwd.display());
@@ -335,8 +338,13 @@ fn diagnostics_text(request: &Described, env_overrides: &[String], outcome: &Run
     let _ = writeln!(text, "absolute_timeout: {}s", request.absolute_timeout.as_secs());
     let _ = writeln!(text, "stdout_bytes: {} (dropped {})", outcome.stdout.total(), outcome.stdout.dropped);
     let _ = writeln!(text, "stderr_bytes: {} (dropped {})", outcome.stderr.total(), outcome.stderr.dropped);
-    let _ = write!(text, "stdout:\n{}\nstderr:\n{}\n", outcome.stdout.text(), outcome.stderr.text());
-    text
+    let mut bytes = text.into_bytes();
+    for (name, capture) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+        bytes.extend_from_slice(format!("{name}:\n").as_bytes());
+        bytes.extend_from_slice(&capture.kept());
+        bytes.push(b'\n');
+    }
+    bytes
 }
 
 #[cfg(test)]

@@ -2266,6 +2266,24 @@ fn every_criterion_of_a_step_has_its_diagnostics_file() {
     assert_eq!(paths.len(), 4, "one file per criterion: {paths:?}");
 }
 
+/// A criterion's diagnostics file keeps what its command printed byte for byte (Latin-1 from
+/// a compiler in another locale, binary data from `cmp`): never U+FFFD in place of a byte, so
+/// the text under `stdout_bytes:` is as long as it says.
+#[test]
+fn a_diagnostics_file_keeps_output_that_is_not_utf8_as_printed() {
+    let env = TestEnv::new();
+    let latin1 = ("latin1", "printf 'r\\351sum\\351\\n'; printf 'caf\\350' >&2", "");
+    ready(&env, "bytes", &spec("bytes", &[&[latin1]], &[]));
+    let result = build(&env, "bytes")["result"].clone();
+    let path = result["criteria"][0]["diagnostic"].as_str().unwrap().to_string();
+    let file = std::fs::read(env.work.join(&path)).unwrap();
+    let holds = |needle: &[u8]| file.windows(needle.len()).any(|w| w == needle);
+    let shown = String::from_utf8_lossy(&file);
+    assert!(holds(b"stdout_bytes: 7 (dropped 0)\n"), "{shown}");
+    assert!(holds(b"stdout:\nr\xe9sum\xe9\n\nstderr:\ncaf\xe8\n"), "{shown}");
+    assert!(!holds("\u{fffd}".as_bytes()), "{shown}");
+}
+
 /// A criterion with two `Command:` lines is not run on either: `validate` names the second
 /// line (an error in a draft), and a build of a task that got past approval records it
 /// `invalid` with that reason. Before, the last line silently won and the criterion passed on

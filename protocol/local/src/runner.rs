@@ -304,13 +304,20 @@ impl Capture {
         self.dropped + self.bytes.len() as u64
     }
 
-    /// Lossy text: invalid UTF-8 becomes U+FFFD, so it never decides a verdict.
+    /// The retained bytes exactly as the command printed them, after a line naming what was
+    /// dropped before them: what a diagnostics file keeps (lossless on disk).
+    pub fn kept(&self) -> Vec<u8> {
+        let mut kept = match self.dropped {
+            0 => Vec::new(),
+            dropped => format!("[truncated {dropped} earlier bytes]\n").into_bytes(),
+        };
+        kept.extend_from_slice(&self.bytes);
+        kept
+    }
+
+    /// [`Capture::kept`] as lossy text: invalid UTF-8 becomes U+FFFD, so it never decides a verdict.
     pub fn text(&self) -> String {
-        let mut text = String::from_utf8_lossy(&self.bytes).into_owned();
-        if self.dropped > 0 {
-            text.insert_str(0, &format!("[truncated {} earlier bytes]\n", self.dropped));
-        }
-        text
+        String::from_utf8_lossy(&self.kept()).into_owned()
     }
 }
 
