@@ -1,6 +1,7 @@
 //! How a control character is shown where it must be seen but never obeyed: the one notation
-//! the client's terminal output and the daemon's spec projection share, and `one_line`, the one
-//! way a path (or any value set inside a line) is shown in human text, spec lines and packets.
+//! the client's terminal output and the daemon's spec projection share; `one_line`, the one
+//! way a path (or any value set inside a line) is shown in human text, spec lines and packets;
+//! and `shown_bytes`, the one way bytes that are not UTF-8 are shown as text.
 
 use std::borrow::Cow;
 
@@ -29,6 +30,24 @@ pub fn one_line(value: &str) -> Cow<'_, str> {
     Cow::Owned(value.chars().map(|c| shown_control(c).unwrap_or_else(|| c.to_string())).collect())
 }
 
+/// Bytes shown as text with nothing lost to sight: UTF-8 as it is, each byte that is no part
+/// of UTF-8 as `\xE9` (two upper-case hex digits). A Latin-1 line whose `é` became `è`
+/// shows `caf\xE9` and `caf\xE8`, never two U+FFFD alike. Review packets show file content
+/// and file names through it.
+pub fn shown_bytes(bytes: &[u8]) -> Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return Cow::Borrowed(text);
+    }
+    let mut text = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        text.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            text.push_str(&format!("\\x{byte:02X}"));
+        }
+    }
+    Cow::Owned(text)
+}
+
 /// Paths listed in one line, each through [`one_line`], joined by `, `.
 pub fn listed<S: AsRef<str>>(paths: &[S]) -> String {
     paths.iter().map(|p| one_line(p.as_ref())).collect::<Vec<_>>().join(", ")
@@ -36,7 +55,16 @@ pub fn listed<S: AsRef<str>>(paths: &[S]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cow, listed, one_line, shown_control};
+    use super::{Cow, listed, one_line, shown_bytes, shown_control};
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_shown_each_by_its_value() {
+        assert_eq!(shown_bytes(b"caf\xe9\n"), "caf\\xE9\n");
+        assert_ne!(shown_bytes(b"caf\xe9"), shown_bytes(b"caf\xe8"));
+        // A sequence cut short is its bytes, the UTF-8 around it kept.
+        assert_eq!(shown_bytes("é\u{65e5}".as_bytes().split_at(4).0), "é\\xE6\\x97");
+        assert!(matches!(shown_bytes("日本 é".as_bytes()), Cow::Borrowed("日本 é")));
+    }
 
     #[test]
     fn a_value_keeps_to_its_line() {

@@ -2935,11 +2935,12 @@ fn revision_tree<'r>(repo: &'r Repository, rev: &str) -> Result<Tree<'r>, String
 
 /// A diff as unified patch text, its labels' paths starting `from` made to start `to` instead:
 /// paths inside a submodule get its path as a prefix, work-tree paths lose the workspace's
-/// folder.
+/// folder. Bytes that are not UTF-8 are shown by value ([`shown_bytes`](scafld_protocol::text::shown_bytes)): a changed Latin-1 byte is
+/// never two lines alike.
 fn patch(diff: &git2::Diff<'_>, from: &str, to: &str) -> Result<String, String> {
     let mut text = String::new();
     diff.print(git2::DiffFormat::Patch, |_, _, line| {
-        let content = String::from_utf8_lossy(line.content());
+        let content = scafld_protocol::text::shown_bytes(line.content());
         match line.origin() {
             '+' | '-' | ' ' => {
                 text.push(line.origin());
@@ -3107,6 +3108,19 @@ mod tests {
         assert!(!patch.contains("r.txt") && !patch.contains("pkg/"), "{patch}");
         let (whole, _) = range_diff(&top, "HEAD~1..HEAD").unwrap();
         assert_eq!(whole, ["pkg/f.txt", "r.txt"]);
+    }
+
+    /// A changed byte of a file that is not UTF-8 (Latin-1 `é` to `è`) is shown by its value.
+    /// Before, both lines read `caf` and U+FFFD: a reviewer saw two lines alike.
+    #[test]
+    fn a_changed_latin1_byte_is_shown_by_its_value() {
+        let (_dir, root) = new_repo();
+        std::fs::write(root.join("legacy.txt"), b"caf\xe9\n").unwrap();
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "i"]);
+        std::fs::write(root.join("legacy.txt"), b"caf\xe8\n").unwrap();
+        let text = diff(&root, None, &[], &["legacy.txt".to_string()]).unwrap();
+        assert!(text.contains("\n-caf\\xE9\n+caf\\xE8\n"), "{text}");
     }
 
     /// A binary file `.gitattributes` marks `-diff` is shown as a binary change of its path,
