@@ -2934,29 +2934,101 @@ fn revision_tree<'r>(repo: &'r Repository, rev: &str) -> Result<Tree<'r>, String
 }
 
 /// A diff as unified patch text, its labels' paths starting `from` made to start `to` instead:
-/// paths inside a submodule get its path as a prefix, work-tree paths lose the workspace's
-/// folder. Bytes that are not UTF-8 are shown by value ([`shown_bytes`](scafld_protocol::text::shown_bytes)): a changed Latin-1 byte is
+/// paths inside a submodule or nested repository get its path as a prefix, work-tree paths
+/// lose the workspace's folder. Bytes that are not UTF-8, in content or names, are shown by
+/// value ([`shown_bytes`](scafld_protocol::text::shown_bytes)): a changed Latin-1 byte is
 /// never two lines alike.
 fn patch(diff: &git2::Diff<'_>, from: &str, to: &str) -> Result<String, String> {
     let mut text = String::new();
     diff.print(git2::DiffFormat::Patch, |_, _, line| {
-        let content = scafld_protocol::text::shown_bytes(line.content());
         match line.origin() {
             '+' | '-' | ' ' => {
                 text.push(line.origin());
-                text.push_str(&content);
+                text.push_str(&scafld_protocol::text::shown_bytes(line.content()));
             }
-            _ if from != to => text.push_str(
-                &content
-                    .replace(&format!(" a/{from}"), &format!(" a/{to}"))
-                    .replace(&format!(" b/{from}"), &format!(" b/{to}")),
-            ),
-            _ => text.push_str(&content),
+            // The file's header and a binary file's line name its paths.
+            'F' | 'B' => text.push_str(&relabelled(line.content(), from, to)),
+            _ => text.push_str(&scafld_protocol::text::shown_bytes(line.content())),
         }
         true
     })
     .map_err(|e| format!("git diff failed: {}", e.message()))?;
     Ok(text)
+}
+
+/// A patch header's lines with each path label (` a/…`, ` b/…`, after a space) starting `from`
+/// made to start `to`. libgit2 C-quotes a name with any byte past ASCII or a control in it
+/// (`"a/\346\227\245.txt"`, whatever `core.quotePath` says): such a label is read back to
+/// its bytes and shown as the file list names it (`a/nested/日本.txt`), through
+/// [`one_line`](scafld_protocol::text::one_line) so a control in a name cannot break the line.
+fn relabelled(header: &[u8], from: &str, to: &str) -> String {
+    let mut shown = Vec::with_capacity(header.len());
+    let mut at = 0;
+    while at < header.len() {
+        let rest = &header[at..];
+        let labels = at > 0 && header[at - 1] == b' ';
+        if labels && let Some((mut name, used)) = c_unquoted(rest) {
+            if let Some(path) = name.strip_prefix(b"a/").or_else(|| name.strip_prefix(b"b/"))
+                && let Some(inside) = path.strip_prefix(from.as_bytes())
+            {
+                name = [&name[..2], to.as_bytes(), inside].concat();
+            }
+            let name = scafld_protocol::text::shown_bytes(&name).into_owned();
+            shown.extend_from_slice(scafld_protocol::text::one_line(&name).as_bytes());
+            at += used;
+        } else if labels
+            && (rest.starts_with(b"a/") || rest.starts_with(b"b/"))
+            && rest[2..].starts_with(from.as_bytes())
+        {
+            shown.extend_from_slice(&rest[..2]);
+            shown.extend_from_slice(to.as_bytes());
+            at += 2 + from.len();
+        } else {
+            shown.push(header[at]);
+            at += 1;
+        }
+    }
+    scafld_protocol::text::shown_bytes(&shown).into_owned()
+}
+
+/// The bytes a C-quoted string at the start of `text` stands for (git's quoting: `\t`-style
+/// escapes, `\"`, `\\`, and three octal digits for any other byte), with the length it took;
+/// `None` when `text` does not start with one closed on its line.
+fn c_unquoted(text: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut bytes = Vec::new();
+    let mut at = 1;
+    if text.first() != Some(&b'"') {
+        return None;
+    }
+    loop {
+        match *text.get(at)? {
+            b'"' => return Some((bytes, at + 1)),
+            b'\n' => return None,
+            b'\\' => {
+                let escaped = *text.get(at + 1)?;
+                at += 2;
+                bytes.push(match escaped {
+                    b'a' => 0x07,
+                    b'b' => 0x08,
+                    b't' => b'\t',
+                    b'n' => b'\n',
+                    b'v' => 0x0b,
+                    b'f' => 0x0c,
+                    b'r' => b'\r',
+                    b'0'..=b'7' => {
+                        let digits = std::str::from_utf8(text.get(at - 1..at + 2)?).ok()?;
+                        at += 2;
+                        u8::from_str_radix(digits, 8).ok()?
+                    }
+                    other => other,
+                });
+            }
+            byte => {
+                bytes.push(byte);
+                at += 1;
+            }
+        }
+    }
 }
 
 /// Run a git or hashing step on a blocking thread (they block: git2, file hashing) as one call
@@ -3121,6 +3193,39 @@ mod tests {
         std::fs::write(root.join("legacy.txt"), b"caf\xe8\n").unwrap();
         let text = diff(&root, None, &[], &["legacy.txt".to_string()]).unwrap();
         assert!(text.contains("\n-caf\\xE9\n+caf\\xE8\n"), "{text}");
+    }
+
+    /// A name past ASCII in a nested repository is labelled with the nested folder, as the file
+    /// list names it, and as UTF-8 (libgit2 C-quotes it: `"a/\346\227\245..."`). Before, its
+    /// quoted labels were left as they were, naming a file at the workspace's top.
+    #[test]
+    fn a_non_ascii_name_in_a_nested_repository_is_labelled_with_its_folder() {
+        let (_dir, root) = new_repo();
+        write(&root, "日本.txt", "top\n");
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "i"]);
+        let inner = root.join("nested");
+        write(&inner, "日本.txt", "a\n");
+        write(&inner, "tab\tname.txt", "a\n");
+        git(&inner, &["init", "-q"]);
+        git(&inner, &["add", "-A"]);
+        git(&inner, &["commit", "-qm", "i"]);
+        let head = Repository::open(&inner).unwrap().head().unwrap().target().unwrap().to_string();
+        write(&inner, "日本.txt", "a\nchanged\n");
+        write(&inner, "tab\tname.txt", "a\nchanged\n");
+        write(&root, "日本.txt", "top\nchanged\n");
+        let nested = [NestedRepo { folder: "nested".into(), base: Some(head) }];
+        let paths: Vec<String> = ["日本.txt", "nested/日本.txt", "nested/tab\tname.txt"].map(String::from).into();
+        let text = diff(&root, None, &nested, &paths).unwrap();
+        for header in [
+            "diff --git a/日本.txt b/日本.txt\n",
+            "--- a/nested/日本.txt\n+++ b/nested/日本.txt\n",
+            "diff --git a/nested/日本.txt b/nested/日本.txt\n",
+            "diff --git a/nested/tab^Iname.txt b/nested/tab^Iname.txt\n",
+        ] {
+            assert!(text.contains(header), "{header:?} in {text}");
+        }
+        assert!(!text.contains('"') && !text.contains("\\346"), "{text}");
     }
 
     /// A binary file `.gitattributes` marks `-diff` is shown as a binary change of its path,
