@@ -603,26 +603,91 @@ fn item(line: &str) -> Option<&str> {
     line.strip_prefix("- ").or_else(|| (line.trim_end() == "-").then_some(""))
 }
 
+/// Characters that show as nothing: zero-width space, non-joiner and joiner, word joiner, and a
+/// byte-order mark inside the text.
+const INVISIBLE: [char; 5] = ['\u{200B}', '\u{200C}', '\u{200D}', '\u{2060}', '\u{FEFF}'];
+
+/// Full-width brackets (an East Asian input method's), which look like `[` and `]`.
+const WIDE_BRACKETS: [char; 2] = ['\u{FF3B}', '\u{FF3D}'];
+
+/// A character that looks like a space, or like nothing, but is neither ` ` nor a tab: a
+/// no-break space (Option+Space on a Mac), another Unicode space, an invisible character.
+fn lookalike_space(c: char) -> bool {
+    c != ' ' && c != '\t' && (c.is_whitespace() || INVISIBLE.contains(&c))
+}
+
+/// Whether `shape`, a list marker as written, looks like the one scafld reads but is not: it
+/// holds a lookalike space or full-width brackets. Neither Markdown nor scafld reads it as a
+/// list item, yet on screen nothing tells it apart, so it is never passed over quietly.
+fn lookalike(shape: &str) -> bool {
+    shape.chars().any(|c| lookalike_space(c) || WIDE_BRACKETS.contains(&c))
+}
+
+/// What in `shape` ([`lookalike`]) is not what it looks like, said for a diagnostic.
+fn lookalike_said(shape: &str) -> String {
+    let mut said: Vec<String> = Vec::new();
+    for c in shape.chars().filter(|c| lookalike_space(*c) || WIDE_BRACKETS.contains(c)) {
+        let name = match c {
+            '\u{A0}' => "a no-break space (U+00A0, Option+Space on a Mac)".to_string(),
+            '\u{200B}' => "a zero-width space (U+200B)".to_string(),
+            '\u{FEFF}' => "a byte-order mark (U+FEFF)".to_string(),
+            '\u{3000}' => "an ideographic space (U+3000)".to_string(),
+            '\u{FF3B}' | '\u{FF3D}' => "full-width brackets (U+FF3B, U+FF3D)".to_string(),
+            c if c.is_whitespace() => format!("a Unicode space (U+{:04X})", u32::from(c)),
+            c => format!("an invisible character (U+{:04X})", u32::from(c)),
+        };
+        if !said.contains(&name) {
+            said.push(name);
+        }
+    }
+    said.join(" and ")
+}
+
+/// `shape` with each lookalike space shown as its code point, so a diagnostic shows what the
+/// screen does not.
+fn lookalike_shown(shape: &str) -> String {
+    shape
+        .chars()
+        .map(|c| if lookalike_space(c) { format!("<U+{:04X}>", u32::from(c)) } else { c.to_string() })
+        .collect()
+}
+
+/// A line that shows as a top-level list item `- ` but is not one ([`item`]): invisible
+/// characters before its `-`, or a lookalike space after it. Its marker as written.
+fn lookalike_item(line: &str) -> Option<&str> {
+    let lead = line.len() - line.trim_start_matches(INVISIBLE).len();
+    let rest = line[lead..].strip_prefix('-')?;
+    let gap = rest.len() - rest.trim_start_matches(|c: char| c == ' ' || c == '\t' || lookalike_space(c)).len();
+    let shape = &line[..lead + 1 + gap];
+    (gap > 0 && lookalike(shape)).then_some(shape)
+}
+
 /// A checklist item at column 0 written with another list marker than the one criteria use
-/// (`* [ ]`, `+ [ ]`, `1. [ ]`, `2) [ ]`, `-  [ ]` with more than one space): the marker and box
-/// as written. Markdown shows them all as checklists; scafld reads criteria only from `- [`.
+/// (`* [ ]`, `+ [ ]`, `1. [ ]`, `2) [ ]`, `-  [ ]` with more than one space), or in a form that
+/// only looks like `- [ ]` ([`lookalike`]: `-<U+00A0>[ ]`, a zero-width space before the `-`,
+/// `- ［ ］`): the marker and box as written. Markdown shows the first ones as checklists;
+/// scafld reads criteria only from `- [`.
 fn other_checklist(line: &str) -> Option<&str> {
-    let marker = if line.starts_with(['*', '+', '-']) {
+    let lead = line.len() - line.trim_start_matches(INVISIBLE).len();
+    let body = &line[lead..];
+    let marker = if body.starts_with(['*', '+', '-']) {
         1
     } else {
-        let digits = line.bytes().take_while(u8::is_ascii_digit).count();
-        if !(1..=9).contains(&digits) || !line[digits..].starts_with(['.', ')']) {
+        let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+        if !(1..=9).contains(&digits) || !body[digits..].starts_with(['.', ')']) {
             return None;
         }
         digits + 1
     };
-    let after = &line[marker..];
-    let gap = after.len() - after.trim_start_matches([' ', '\t']).len();
-    if gap == 0 || line.starts_with('-') && &after[..gap] == " " {
-        return None;
-    }
-    let boxed = ["[ ]", "[x]", "[X]", "[]"].into_iter().find(|b| after[gap..].starts_with(b))?;
-    Some(&line[..marker + gap + boxed.len()])
+    let after = &body[marker..];
+    let gap = after.len() - after.trim_start_matches(|c: char| c == ' ' || c == '\t' || lookalike_space(c)).len();
+    let boxed = ["[ ]", "[x]", "[X]", "[]", "［ ］", "［　］", "［x］", "［X］", "［ｘ］", "［Ｘ］", "［］"]
+        .into_iter()
+        .find(|b| after[gap..].starts_with(b))?;
+    let shape = &line[..lead + marker + gap + boxed.len()];
+    // `- [` itself is a criterion's start, read as one.
+    let criterion = body.starts_with('-') && &after[..gap] == " " && !lookalike(shape);
+    (gap > 0 && !criterion).then_some(shape)
 }
 
 /// Where a criterion indented under another item would be read, said in its diagnostic.
@@ -1059,12 +1124,14 @@ impl<'a> Parser<'a> {
                 SectionKey::Other(heading.to_string())
             }
             "scope" => {
+                self.lookalike_entries(body.clone(), "a scope entry");
                 let items = self.list(body);
                 self.spec.scope.extend(items.iter().map(|(item, _)| item.clone()));
                 self.spec.declared_at.extend(items);
                 SectionKey::Other(heading.to_string())
             }
             "touchpoints" => {
+                self.lookalike_entries(body.clone(), "a touchpoint");
                 let items = self.list(body);
                 self.spec.touchpoints.extend(items.iter().map(|(item, _)| item.clone()));
                 self.spec.declared_at.extend(items);
@@ -1075,6 +1142,15 @@ impl<'a> Parser<'a> {
                 SectionKey::Other(heading.to_string())
             }
             _ => SectionKey::Other(heading.to_string()),
+        }
+    }
+
+    /// Say so of each line in `body` that only looks like an item of its list, `what`.
+    fn lookalike_entries(&mut self, body: Range<usize>, what: &str) {
+        for i in body {
+            if !self.hidden(i) {
+                self.lookalike_entry_diag(i, what);
+            }
         }
     }
 
@@ -1258,6 +1334,8 @@ impl<'a> Parser<'a> {
             {
                 last.push(' ');
                 last.push_str(line.trim());
+            } else if mode == Mode::Changes {
+                self.lookalike_entry_diag(i, "a change");
             }
             i += 1;
         }
@@ -1583,12 +1661,37 @@ impl<'a> Parser<'a> {
 
     /// Say that the checklist item on line `i`, written `shape` ([`other_checklist`]) where a
     /// criterion could stand, is not read as one.
+    /// One that only looks like `- [ ]` ([`lookalike`]) is an error before approval: its
+    /// author meant a criterion and cannot see why it is not one.
     fn other_checklist_diag(&mut self, i: usize, shape: &str) {
+        if lookalike(shape) {
+            let message = format!(
+                "checklist item written `{}` only looks like `- [ ]`: it holds {}, so it is not a criterion and never runs (nor are the details under it read); retype its start as `- [ ]` (a dash, one plain space, ASCII brackets)",
+                lookalike_shown(shape),
+                lookalike_said(shape)
+            );
+            return self.diag(i + 1, Rule::Approval, message);
+        }
         let message = format!(
             "checklist item written `{shape}` is not a criterion and never runs: criteria are read only from `- [ ]` (a dash and one space); rewrite it in that form: {}",
             self.lines[i].trim()
         );
         self.diag(i + 1, Rule::Reading, message);
+    }
+
+    /// Say where a list that names paths (`## Scope`, `## Touchpoints`, a phase's `Changes:`)
+    /// holds a line that only looks like one of its items ([`lookalike_item`]): the path it
+    /// names would not be bound to the evidence, while the spec shows it as if it were.
+    fn lookalike_entry_diag(&mut self, i: usize, what: &str) {
+        let Some(shape) = lookalike_item(self.lines[i]).filter(|_| other_checklist(self.lines[i]).is_none()) else {
+            return;
+        };
+        let message = format!(
+            "line written `{}` only looks like {what}: it holds {}, so it is not a list item and what it names is not read (nor bound to the evidence); retype its start as `- ` (a dash and one plain space)",
+            lookalike_shown(shape),
+            lookalike_said(shape)
+        );
+        self.diag(i + 1, Rule::Approval, message);
     }
 
     /// Say where a section scafld reads no criteria from (any but a phase and `## Acceptance`,

@@ -858,3 +858,39 @@ fn a_criterion_nested_in_a_definition_of_done_is_named_on_its_line() {
     assert_eq!(parsed.spec.criteria().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["a1", "t1"]);
     assert_eq!(parsed.spec.acceptance.definition_of_done.concat(), dod.lines().collect::<Vec<_>>().concat());
 }
+
+/// A criterion or a scope entry that only looks like `- ` (a no-break space after the dash, an
+/// invisible character before it, full-width brackets) is an error naming its line before
+/// approval, never an item that silently is not there.
+#[test]
+fn an_item_that_only_looks_like_one_is_an_error_on_its_line() {
+    let spec = |scope: &str, criterion: &str| {
+        format!(
+            "---\nspec_version: '2.0'\ntask_id: t\nstatus: draft\n---\n# T\n## Scope\n\n- `a.txt` - a\n{scope}\n## Phase 1: A\nChanges:\n{scope}\nAcceptance:\n- [ ] `a` test - x\n  - Command: true\n{criterion}  - Command: false\n"
+        )
+    };
+    for start in ["-\u{a0}[ ]", "\u{200b}- [ ]", "- ［ ］", "-\u{3000}[x]", "\u{feff}-\u{a0}［］"] {
+        let text = spec("", &format!("{start} `b` test - y\n"));
+        let found = errors(&text);
+        assert!(
+            found
+                .iter()
+                .any(|e| e.starts_with("line 17: checklist item written") && e.contains("only looks like `- [ ]`")),
+            "{start:?}: {found:?}"
+        );
+    }
+    for start in ["-\u{a0}", "\u{200b}- ", "-\u{2007}"] {
+        let text = spec(&format!("{start}`b.txt` - b"), "");
+        let found = errors(&text);
+        assert!(
+            found.iter().any(|e| e.starts_with("line 10: line written") && e.contains("a scope entry")),
+            "{found:?}"
+        );
+        assert!(found.iter().any(|e| e.starts_with("line 13: line written") && e.contains("a change")), "{found:?}");
+    }
+    // Plain forms are read as they were, and an approved spec keeps reading with a warning.
+    assert!(errors(&spec("- `b.txt` - b", "- [ ] `b` test - y\n")).is_empty());
+    let approved = spec("-\u{a0}`b.txt` - b", "").replace("status: draft", "status: active");
+    assert!(errors(&approved).is_empty());
+    assert_eq!(warnings(&approved).iter().filter(|w| w.contains("only looks like")).count(), 2);
+}
