@@ -184,7 +184,12 @@ fn init_names_what_is_in_its_way() {
     std::fs::create_dir_all(&odd).unwrap();
     let run = Run::from(env.scafld_command(&["init", "--json"]).current_dir(&odd).output().unwrap());
     let error = run.json()["error"].clone();
-    assert!(error["message"].as_str().unwrap().contains("is not valid UTF-8"), "{error}");
+    // The whole sentence, up to its end: what scafld needs of the path.
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("is not valid UTF-8, and scafld works only in folders whose paths are UTF-8 text"),
+        "{error}"
+    );
     assert!(!odd.join(".scafld").exists());
 }
 

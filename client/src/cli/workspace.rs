@@ -173,7 +173,7 @@ fn utf8(path: PathBuf) -> Result<PathBuf, CliError> {
     }
     Err(CliError::new(
         "workspace_not_found",
-        format!("{} is not valid UTF-8, and scafld works only in folders whose paths are", path.display()),
+        format!("{} is not valid UTF-8, and scafld works only in folders whose paths are UTF-8 text", path.display()),
         workflow::UNREACHABLE,
     )
     .with_hint("rename the folder (or the one above it) so its name is UTF-8 text"))
