@@ -2023,8 +2023,10 @@ pub fn missing_path(root: &Path, path: &str) -> Option<Option<String>> {
     }
     let mut found = PathBuf::new();
     for part in path.split('/') {
+        // Unicode case, not ASCII's alone: `ÉTÉ.txt` for `été.txt` is the same typo.
+        let part = part.to_lowercase();
         let names = std::fs::read_dir(root.join(&found)).into_iter().flatten().flatten();
-        let same = names.filter_map(|e| e.file_name().into_string().ok()).find(|n| n.eq_ignore_ascii_case(part));
+        let same = names.filter_map(|e| e.file_name().into_string().ok()).find(|n| n.to_lowercase() == part);
         match same {
             Some(name) => found.push(name),
             None => return Some(None),
@@ -3682,6 +3684,18 @@ mod tests {
         write(&root, "run.sh", "echo ho\n");
         write(&root, "run.sh", "echo hi\n");
         assert_eq!(digest(&root, &[]), runnable, "the same content and mode again");
+    }
+
+    /// A path that differs from one there only in case, in any script, is found as that one.
+    #[test]
+    fn a_missing_path_finds_a_name_differing_only_in_unicode_case() {
+        let (_dir, root) = new_repo();
+        write(&root, "docs/été.txt", "a\n");
+        write(&root, "Über/x.md", "b\n");
+        assert_eq!(missing_path(&root, "docs/ÉTÉ.txt"), Some(Some("docs/été.txt".to_string())));
+        assert_eq!(missing_path(&root, "über/X.md"), Some(Some("Über/x.md".to_string())));
+        assert_eq!(missing_path(&root, "docs/ete.txt"), Some(None), "an accent is not case");
+        assert_eq!(missing_path(&root, "docs/été.txt"), None);
     }
 
     /// A file the scope names is material though git ignores it; ignored files below a named
