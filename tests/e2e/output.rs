@@ -110,3 +110,26 @@ fn the_everyday_commands_read_as_before() {
     transcript.push_str(&human(&["status", "greet"]));
     snapshot("everyday", &transcript);
 }
+
+/// Tables line up by terminal columns, not chars: a CJK criterion id (two columns a character)
+/// in `build`'s rows pushes no later column right.
+#[test]
+fn wide_characters_keep_table_columns_aligned() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: wide\nstatus: draft\n---\n\n# Wide\n\n## Phase 1: Check\n\nAcceptance:\n- [ ] `検証検証` test - cjk id\n  - Command: `true`\n- [ ] `abcdefgh` test - ascii id of the same width\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/wide.md"), spec).unwrap();
+    // Where `text` starts on `line`, in terminal columns (CJK ideographs take two).
+    let column = |line: &str, text: &str| {
+        let before = &line[..line.find(text).unwrap_or_else(|| panic!("{text:?} in {line:?}"))];
+        before.chars().map(|c| if ('\u{4E00}'..='\u{9FFF}').contains(&c) { 2 } else { 1 }).sum::<usize>()
+    };
+    env.scafld(&["approve", "wide", "--reason", "wide"]).assert_code(0);
+    env.scafld(&["build", "wide"]);
+    let build = env.scafld(&["build", "wide"]);
+    let rows: Vec<&str> = build.stdout.lines().filter(|l| l.starts_with("  pass ")).collect();
+    assert_eq!(rows.len(), 2, "{}", build.stdout);
+    assert_eq!(column(rows[0], " true"), column(rows[1], " true"), "{}", build.stdout);
+}

@@ -215,8 +215,19 @@ impl Output {
     /// A table cell: `text` padded to `width` visible columns, then painted, so escape codes
     /// never count as width and coloured columns line up with plain ones.
     pub fn cell(&self, text: &str, style: Style, width: usize) -> String {
-        self.paint(&format!("{text:<width$}"), style)
+        self.paint(&padded(text, width), style)
     }
+}
+
+/// How many terminal columns `text` takes: a CJK character or an emoji takes two, which
+/// `{:<N}` (counting chars) does not know, so tables pad with [`padded`] instead.
+pub fn columns(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
+}
+
+/// `text` padded with spaces to `width` terminal columns (never cut).
+pub fn padded(text: &str, width: usize) -> String {
+    format!("{text}{}", " ".repeat(width.saturating_sub(columns(text))))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -315,7 +326,15 @@ pub fn report_lost_output() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{Output, Streams, Style, terminal_safe};
+    use super::{Output, Streams, Style, padded, terminal_safe};
+
+    /// A cell is padded to terminal columns: a CJK character takes two, an emoji two.
+    #[test]
+    fn cells_pad_to_terminal_columns() {
+        assert_eq!(padded("検証", 6), "検証  ");
+        assert_eq!(padded("a🦀", 4), "a🦀 ");
+        assert_eq!(padded("abcdefgh", 4), "abcdefgh", "never cut");
+    }
 
     /// What a command printed never reaches the terminal as control sequences; the client's
     /// own colours do, when it paints.

@@ -10,7 +10,7 @@ use scafld_protocol::methods::{self as m, BuildOutcome, CallerContext, EnvBytes,
 
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{wait, workflow};
-use crate::cli::output::{CliError, Style, note};
+use crate::cli::output::{CliError, Style, note, padded};
 use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, SessionArgs, TaskArg};
 
 /// How long one `job.wait` call blocks before the client prints a heartbeat line.
@@ -222,8 +222,8 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
         for c in &outcome.criteria {
             let style = if c.status == m::CriterionStatus::Pass { Style::Good } else { Style::Bad };
             let mark = ctx.out.cell(c.status.as_str(), style, 4);
-            let _ =
-                writeln!(text, "  {mark} {:<12} {} ({}, {} ms)", c.criterion_id, c.command, c.reason, c.duration_ms);
+            let id = padded(&c.criterion_id, 12);
+            let _ = writeln!(text, "  {mark} {id} {} ({}, {} ms)", c.command, c.reason, c.duration_ms);
             if c.status != "pass" {
                 if !c.output_excerpt.trim().is_empty() {
                     for line in c.output_excerpt.trim_end().lines().rev().take(5).collect::<Vec<_>>().into_iter().rev()
@@ -337,12 +337,10 @@ pub fn session(ctx: &Context, args: &SessionArgs) -> Result<u8, CliError> {
                 .collect::<Vec<_>>()
                 .join(" ");
             let reason = e["reason"].as_str().unwrap_or("");
-            let _ = writeln!(
-                text,
-                "entry-{:<4} {}  {kind:<18} {detail:<24} {reason}",
-                e["seq"],
-                e["recorded_at"].as_str().unwrap_or("")
-            );
+            // The number itself: a JSON value's Display ignores the width.
+            let seq = padded(&e["seq"].as_u64().map_or_else(|| e["seq"].to_string(), |n| n.to_string()), 4);
+            let (kind, detail) = (padded(kind, 18), padded(&detail, 24));
+            let _ = writeln!(text, "entry-{seq} {}  {kind} {detail} {reason}", e["recorded_at"].as_str().unwrap_or(""));
         }
         match (&r.exported, r.exported_entries) {
             (Some(path), Some(1)) => text.push_str(&format!("exported 1 entry to {path}")),

@@ -7,7 +7,7 @@ use scafld_protocol::receipt::Envelope;
 use super::exec::caller;
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{verify as codes, workflow};
-use crate::cli::output::CliError;
+use crate::cli::output::{CliError, padded};
 use crate::cli::workspace::find_root;
 use crate::cli::{Context, FinalizeArgs, VerifyArgs};
 
@@ -152,8 +152,10 @@ fn render(receipt: &Envelope) -> String {
     for a in &b.acceptance {
         text.push_str(&format!(
             "
-    {:<5} {:<12} {}",
-            a.status, a.id, a.command
+    {:<5} {} {}",
+            a.status,
+            padded(&a.id, 12),
+            a.command
         ));
     }
     if !b.open_blockers.is_empty() {

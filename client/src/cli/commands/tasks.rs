@@ -8,7 +8,7 @@ use scafld_protocol::methods::{self as m, Diagnostic};
 
 use crate::cli::daemon_control::rpc_error;
 use crate::cli::exit::workflow;
-use crate::cli::output::{CliError, Style};
+use crate::cli::output::{CliError, Style, columns, padded};
 use crate::cli::workspace::find_root;
 use crate::cli::{Context, HardenArgs, ListArgs, PlanArgs, TaskArg};
 use scafld_client::terminal::{one_line, quoted};
@@ -364,7 +364,7 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
         if result.tasks.is_empty() {
             return "no tasks".to_string();
         }
-        let width = result.tasks.iter().map(|t| t.task_id.len()).max().unwrap_or(0);
+        let width = result.tasks.iter().map(|t| columns(&t.task_id)).max().unwrap_or(0);
         let mut text = String::new();
         for t in &result.tasks {
             let counts = t.counts.clone().unwrap_or_default();
@@ -374,14 +374,19 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
                 Some(error) if !t.status.is_empty() => {
                     let what = if t.spec_missing { "missing" } else { "invalid" };
                     let cell = ctx.out.cell(what, Style::Bad, 7);
-                    let _ = writeln!(text, "{:<width$}  {:<9} {cell}  {error}", t.task_id, t.status);
+                    let _ = writeln!(text, "{}  {:<9} {cell}  {error}", padded(&t.task_id, width), t.status);
                 }
                 Some(error) => {
-                    let _ =
-                        writeln!(text, "{:<width$}  {} {}", t.task_id, ctx.out.cell("invalid", Style::Bad, 9), error);
+                    let _ = writeln!(
+                        text,
+                        "{}  {} {}",
+                        padded(&t.task_id, width),
+                        ctx.out.cell("invalid", Style::Bad, 9),
+                        error
+                    );
                 }
                 None => {
-                    let _ = write!(text, "{:<width$}  {:<9} {:>7}  {}", t.task_id, t.status, progress, t.title);
+                    let _ = write!(text, "{}  {:<9} {:>7}  {}", padded(&t.task_id, width), t.status, progress, t.title);
                     // The row is the ledger's; what the spec file says otherwise is flagged.
                     let file_counts = t.file_counts.as_ref().map(|file| counted_otherwise(&counts, file));
                     let says: Vec<String> = t.file_status.iter().cloned().chain(file_counts).collect();

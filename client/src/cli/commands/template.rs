@@ -11,7 +11,7 @@ use super::exec::caller_for_reviewers;
 use super::review::{follow, spawn_output};
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{template as codes, workflow};
-use crate::cli::output::{CliError, Style, note};
+use crate::cli::output::{CliError, Style, columns, note, padded};
 use crate::cli::{Context, TemplateRunArgs};
 use scafld_client::terminal::{one_line, quoted};
 
@@ -23,12 +23,12 @@ pub fn list(ctx: &Context) -> Result<u8, CliError> {
     let (root, mut conn) = connect_workspace(ctx)?;
     let r = call::<m::ReviewTemplates>(&mut conn, &m::WorkspaceRootParams { root })?;
     ctx.out.success(&r, || {
-        let width = r.templates.iter().map(|t| t.name.len()).max().unwrap_or(4);
+        let width = r.templates.iter().map(|t| columns(&t.name)).max().unwrap_or(4);
         let mut text = String::from("Available review templates:\n");
         for t in &r.templates {
             let source =
                 if t.overrides_builtin { format!("{} (overrides the built-in)", t.source) } else { t.source.clone() };
-            let _ = writeln!(text, "  {:<width$}  {}  [{source}]", t.name, t.description);
+            let _ = writeln!(text, "  {}  {}  [{source}]", padded(&t.name, width), t.description);
         }
         for e in &r.errors {
             let _ = writeln!(text, "  {} {e}", ctx.out.paint("broken:", Style::Bad));
