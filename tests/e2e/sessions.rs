@@ -1636,3 +1636,34 @@ fn worker_dossiers_and_findings_are_held_to_the_schema_and_the_answer_cap() {
     let counted = submit(&dossier("pass", &low(r#","location":{"path":"src/f1.rs","line":1.0}"#)));
     counted.assert_code(0);
 }
+
+/// Claims waiting when a worker review is queued: its job is claimable only once its session
+/// is stored, so exactly one of them takes it, whole (a claim used to win the job in between
+/// and fail `internal` "session missing", leaving it under a lease nobody held).
+#[test]
+fn claims_waiting_when_a_review_is_queued_take_it_only_once_its_session_exists() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let caller = json!({"cwd": env.work.display().to_string(), "env": {}});
+    let (replies, answers) = std::sync::mpsc::channel();
+    for i in 0..8 {
+        let mut client = env.client();
+        let params =
+            json!({"worker_id": format!("w{i}"), "provider": "agent", "timeout_seconds": 3.0, "caller": caller});
+        let id = client.request("worker.claim", params);
+        // Answered after the claim was read: it is waiting.
+        client.result("daemon.status", json!({}));
+        let replies = replies.clone();
+        std::thread::spawn(move || replies.send(client.reply(id)).unwrap());
+    }
+    drop(replies);
+    let key = detach(&env, "worker", "/usr/bin:/bin", &[])["session_key"].as_str().unwrap().to_string();
+    let answers: Vec<Value> = answers.iter().collect();
+    assert_eq!(answers.len(), 8);
+    assert!(answers.iter().all(|a| a.get("error").is_none()), "{answers:?}");
+    let won: Vec<&Value> = answers.iter().filter(|a| !a["result"].is_null()).collect();
+    assert_eq!(won.len(), 1, "{answers:?}");
+    assert_eq!(won[0]["result"]["session_key"], key.as_str());
+    let status = env.scafld(&["review", "status", "rev", "--json"]).json();
+    assert_eq!(status["result"]["reviewers"][0]["attempt"], 1, "{status}");
+}

@@ -96,6 +96,13 @@ impl Sessions {
         crate::sync::lock(&self.records).get(key).cloned()
     }
 
+    /// Whether session `key` is stored and names `job_id` among its jobs: a reviewer job is
+    /// created before the session that lists it is stored (first spawn and retry alike), and
+    /// a claim must not take it in between (the job table's lock is held: see the lock order).
+    pub(crate) fn names_job(&self, key: &str, job_id: &str) -> bool {
+        crate::sync::lock(&self.records).get(key).is_some_and(|s| s.job_ids.iter().any(|id| id == job_id))
+    }
+
     pub(crate) fn put(&self, store: &dyn crate::store::Store, session: SessionRecord) {
         if let Err(e) = store.save_session(&session) {
             warn!(session = %session.key, "cannot persist review session: {e}");
@@ -669,6 +676,9 @@ fn prepare_run(
 
 /// Start the daemon-run reviewers of a session that are queued.
 fn start_jobs(daemon: &Arc<Daemon>, session: &SessionRecord) {
+    // A worker job is claimable from now, its session stored (`Sessions::names_job`): wake the
+    // claims that woke to its creation and found it not yet theirs to take.
+    daemon.jobs.touch();
     for job_id in &session.job_ids {
         if let Some(job) = daemon.jobs.get(job_id)
             && job.state == JobState::Queued

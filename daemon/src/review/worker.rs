@@ -19,6 +19,9 @@ use crate::domain::job::{JobRecord, JobState, Lease, Provenance, ReviewedFile, S
 use crate::error::{RpcError, RpcResult};
 use crate::providers::{self, Answer};
 
+/// The lease a claim holds while it is prepared (packet, provider invocation).
+const PREPARING_SECONDS: u64 = 30;
+
 const PHASES: [&str; 4] = ["preflight", "reviewing", "writing_report", "done"];
 
 fn stale_lease(job_id: &str) -> RpcError {
@@ -136,7 +139,7 @@ pub async fn claim(
         let claimed = daemon.jobs.claim(
             daemon.store(),
             |r| {
-                r.review.as_ref().is_some_and(|w| w.reviewer == "worker")
+                r.review.as_ref().is_some_and(|w| w.reviewer == "worker" && daemon.sessions.names_job(&w.session_key, &r.id))
                     && only.as_ref().is_none_or(|ws| ws.owns(&r.workspace_id))
                     // Never a job its submission would be refused for (the worker's agent built
                     // the task): it stays queued for a worker that may grade it.
@@ -156,14 +159,19 @@ pub async fn claim(
                         provider: p.provider.clone(),
                         host_agent: host_agent.clone(),
                         seconds,
-                        expires_ms: expiry(now, seconds.max(1)),
+                        // Provisional, until `claimed_job` has prepared the claim and
+                        // sets the lease's length: long enough that preparing it never
+                        // outlasts it, short enough that a claim the daemon lost is re-queued.
+                        expires_ms: expiry(now, seconds.max(PREPARING_SECONDS)),
                         claimed_at: clock::now_rfc3339(),
                     });
                 }
             },
         );
-        if let Some(job) = claimed {
-            return claimed_job(daemon, job, &p).await.map(Some);
+        if let Some(job) = claimed
+            && let Some(claim) = claimed_job(daemon, job, &p).await?
+        {
+            return Ok(Some(claim));
         }
         tokio::select! {
             _ = caller_gone.cancelled() => return Ok(None),
@@ -185,13 +193,21 @@ pub async fn claim(
 }
 
 /// Finish a claim: the lease length, the preflight, the resume briefing and (for automated
-/// workers) the provider invocation.
-async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -> RpcResult<m::Claim> {
+/// workers) the provider invocation. None when the lease lapsed meanwhile (the claim waits on).
+async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -> RpcResult<Option<m::Claim>> {
     let work = job.review.clone().unwrap_or_default();
-    let session = daemon.sessions.get(&work.session_key).ok_or_else(|| RpcError::internal("session missing"))?;
+    let token = work.lease.as_ref().map(|l| l.token.clone()).unwrap_or_default();
+    // Only while this claim's lease still holds: one reaped meanwhile may be another
+    // worker's job now, which a give-back must not take from it.
     let give_back = |why: RpcError| {
-        drop_scratch(daemon, &job);
-        daemon.jobs.update(daemon.store(), &job.id, true, |r| {
+        let holds = |r: &JobRecord| r.review.as_ref().and_then(|w| w.lease.as_ref()).is_some_and(|l| l.token == token);
+        // Scratch first, while the lease holds (the next claim of the same attempt reuses
+        // its name); a lease reaped meanwhile moved the job to the next attempt's name.
+        if daemon.jobs.get(&job.id).is_some_and(|r| holds(&r)) {
+            crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
+            drop_scratch(daemon, &job);
+        }
+        daemon.jobs.update_leased(daemon.store(), &job.id, &token, |r| {
             r.state = JobState::Queued;
             if let Some(w) = r.review.as_mut() {
                 w.lease = None;
@@ -200,6 +216,10 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         daemon.jobs.touch();
         why
     };
+    let session = daemon
+        .sessions
+        .get(&work.session_key)
+        .ok_or_else(|| give_back(RpcError::internal("the job's review session is missing")))?;
     // Where the session's workspace is now (its folder may have moved since the review began).
     let ws = super::home(daemon, &session).map_err(|why| give_back(RpcError::new(ErrorKind::WorkspaceError, why)))?;
     let config = ws.config().map_err(|e| give_back(e.into()))?;
@@ -252,7 +272,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         crate::sync::lock(&daemon.sessions.invocations).insert(job.id.clone(), invocation);
         Some(wire)
     };
-    daemon.jobs.update(daemon.store(), &job.id, true, |r| {
+    let prepared = daemon.jobs.update_leased(daemon.store(), &job.id, &token, |r| {
         if let Some(w) = r.review.as_mut() {
             if let Some(lease) = w.lease.as_mut() {
                 lease.seconds = seconds;
@@ -265,6 +285,13 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
             w.checkpoint.last_activity = Some(clock::now_rfc3339());
         }
     });
+    if prepared.is_none() {
+        // The lease lapsed while the claim was prepared (a cancel ended the job, or it was
+        // reaped, which moved it to its next attempt's scratch name): not this claim's to hand
+        // out, and what it prepared is dropped.
+        drop_scratch(daemon, &job);
+        return Ok(None);
+    }
     let detail = match &resume {
         Some(b) => format!("worker {} resumes at {}", p.worker_id, b.next_file.as_deref().unwrap_or("the report")),
         None => format!("worker {} claimed it", p.worker_id),
@@ -277,7 +304,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
     });
     write_report(daemon, &session);
     let lease = job.review.as_ref().and_then(|w| w.lease.clone()).unwrap_or_default();
-    Ok(m::Claim {
+    Ok(Some(m::Claim {
         commands: m::ClaimCommands::new(&job.id, &lease.token),
         job_id: job.id.clone(),
         lease_token: lease.token,
@@ -291,7 +318,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         preflight: session.preflight.clone(),
         resume,
         invocation,
-    })
+    }))
 }
 
 /// The scratch directory name of a worker's provider run (one per claim attempt).
@@ -505,7 +532,9 @@ fn withheld(
 ) -> Option<RpcError> {
     let queued = daemon.jobs.matching(|r| {
         r.state == JobState::Queued
-            && r.review.as_ref().is_some_and(|w| w.reviewer == "worker")
+            && r.review
+                .as_ref()
+                .is_some_and(|w| w.reviewer == "worker" && daemon.sessions.names_job(&w.session_key, &r.id))
             && only.is_none_or(|ws| ws.owns(&r.workspace_id))
     });
     let (job, implementer) =
