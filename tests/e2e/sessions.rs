@@ -1667,3 +1667,50 @@ fn claims_waiting_when_a_review_is_queued_take_it_only_once_its_session_exists()
     let status = env.scafld(&["review", "status", "rev", "--json"]).json();
     assert_eq!(status["result"]["reviewers"][0]["attempt"], 1, "{status}");
 }
+
+/// The MCP submission token of a claim's prepared claude run (in its command or the MCP config
+/// file of its scratch directory).
+fn submission_token(claim: &Value) -> String {
+    let command = claim["invocation"]["command"].as_str().unwrap().to_string();
+    let files = command.split(|c: char| c.is_whitespace() || c == '\'' || c == '"').filter(|w| w.ends_with(".json"));
+    let mut texts: Vec<String> = files.filter_map(|f| std::fs::read_to_string(f).ok()).collect();
+    texts.push(command.clone());
+    let text = texts.into_iter().find(|t| t.contains("--token")).expect("no --token in the prepared run");
+    let after = &text[text.find("--token").unwrap() + "--token".len()..];
+    let start = after.find(|c: char| c.is_ascii_alphanumeric()).unwrap();
+    after[start..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect()
+}
+
+/// A provider run's late `submit_review` after its lease ended (released, cancelled) is refused:
+/// nothing is recorded, so it is never told "submitted".
+#[test]
+fn a_late_mcp_submission_after_the_lease_ended_is_refused() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let path = install_fakes(&env, &["claude"]);
+    let caller = json!({"cwd": env.work.display().to_string(), "env": {"PATH": path}});
+    let mut client = env.client();
+    let answer: Value = serde_json::from_str(&dossier("pass", "")).unwrap();
+    for end in ["worker.release", "job.cancel"] {
+        detach(&env, "worker", "/usr/bin:/bin", &[]);
+        let claim = client.result(
+            "worker.claim",
+            json!({"worker_id": "w", "provider": "claude", "timeout_seconds": 5.0, "caller": caller}),
+        );
+        let token = submission_token(&claim);
+        let (job, lease) = (&claim["job_id"], &claim["lease_token"]);
+        match end {
+            "worker.release" => {
+                client.result(end, json!({"job_id": job, "lease_token": lease}));
+            }
+            _ => {
+                env.scafld(&["job", "cancel", job.as_str().unwrap()]).assert_code(0);
+            }
+        }
+        let late = client.result("review.submit", json!({"token": token, "dossier": answer}));
+        assert_eq!(late["accepted"], false, "{end}: {late}");
+        if end == "worker.release" {
+            env.scafld(&["job", "cancel", job.as_str().unwrap()]).assert_code(0);
+        }
+    }
+}

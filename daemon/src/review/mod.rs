@@ -815,6 +815,7 @@ pub async fn cancelled(daemon: &Arc<Daemon>, job: &JobRecord) {
         return; // the runner sees the cancellation and concludes the job itself
     }
     if job.state == JobState::Running {
+        worker::end_run(daemon, &job.id);
         let failure = ReviewerFailure { class: FailureClass::Cancelled, message: "the reviewer was cancelled".into() };
         conclude(daemon, &job.id, Err(failure), Provenance::default()).await;
     } else {

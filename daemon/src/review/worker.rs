@@ -204,7 +204,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         // Scratch first, while the lease holds (the next claim of the same attempt reuses
         // its name); a lease reaped meanwhile moved the job to the next attempt's name.
         if daemon.jobs.get(&job.id).is_some_and(|r| holds(&r)) {
-            crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
+            end_run(daemon, &job.id);
             drop_scratch(daemon, &job);
         }
         daemon.jobs.update_leased(daemon.store(), &job.id, &token, |r| {
@@ -319,6 +319,16 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         resume,
         invocation,
     }))
+}
+
+/// Forget the provider invocation a claim of `job_id` prepared, and close its MCP submission
+/// slot: once the lease is gone (released, reaped, given back, cancelled), a late
+/// `submit_review` from that run is refused, never told it was recorded.
+pub(super) fn end_run(daemon: &Daemon, job_id: &str) {
+    let invocation = crate::sync::lock(&daemon.sessions.invocations).remove(job_id);
+    if let Some(providers::Invocation { answer: Answer::Submission(token), .. }) = invocation {
+        daemon.submissions.close(&token);
+    }
 }
 
 /// The scratch directory name of a worker's provider run (one per claim attempt).
@@ -771,7 +781,7 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
     let (job, lease, session) = leased(daemon, &p.job_id, &p.lease_token)?;
     // While the lease still holds, as a claim given back does: once the job is queued again the
     // next claim (same attempt, so the same scratch name) may be preparing its own run.
-    crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
+    end_run(daemon, &job.id);
     drop_scratch(daemon, &job);
     daemon
         .jobs
@@ -827,7 +837,7 @@ pub fn reap(daemon: &Arc<Daemon>) {
         if requeued.is_none() {
             continue;
         }
-        crate::sync::lock(&daemon.sessions.invocations).remove(&job.id);
+        end_run(daemon, &job.id);
         drop_scratch(daemon, &job);
         publish(daemon, &session, &job.id, "heartbeat_stale", &reason);
         publish(daemon, &session, &job.id, "requeued", "the checkpoint is kept for the next worker");
