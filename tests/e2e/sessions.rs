@@ -1714,3 +1714,20 @@ fn a_late_mcp_submission_after_the_lease_ended_is_refused() {
         }
     }
 }
+
+/// A claim waiting for work when the daemon stops is told `shutting_down` (claim again once
+/// it runs), never "no review job is queued".
+#[test]
+fn a_claim_waiting_when_the_daemon_stops_is_told_shutting_down() {
+    let env = TestEnv::new();
+    ready(&env, 1);
+    let caller = json!({"cwd": env.work.display().to_string(), "env": {}});
+    let mut claimer = env.client();
+    let params = json!({"worker_id": "w", "provider": "agent", "timeout_seconds": 30.0, "caller": caller});
+    let id = claimer.request("worker.claim", params);
+    // Answered after the claim was read: it is waiting.
+    claimer.result("daemon.status", json!({}));
+    env.client().result("daemon.shutdown", json!({}));
+    let reply = claimer.reply(id);
+    assert_eq!(reply["error"]["data"]["kind"], "shutting_down", "{reply}");
+}

@@ -130,7 +130,17 @@ pub async fn claim(
     let token = crate::workspace::layout::new_id().map_err(RpcError::internal)?;
     let host_agent = providers::host_agent(&p.caller.env).map(str::to_string);
     let claimers = submitters(&p.caller, None);
+    // The stop ends a wait at once, as it ends a wait on a job, rather than holding the stop
+    // for its grace period. It comes first: the stop also closes connections, and a claim it
+    // ended is told so, never "nothing is queued".
+    let stopping = || {
+        RpcError::new(ErrorKind::ShuttingDown, "the daemon is shutting down; no job was claimed")
+            .with_hint("claim again once it runs again (`scafld worker` reconnects by itself)")
+    };
     loop {
+        if daemon.shutdown_token().is_cancelled() {
+            return Err(stopping());
+        }
         if caller_gone.is_cancelled() {
             return Ok(None);
         }
@@ -174,12 +184,10 @@ pub async fn claim(
             return Ok(Some(claim));
         }
         tokio::select! {
-            _ = caller_gone.cancelled() => return Ok(None),
-            // The stop ends the wait at once, as it ends a wait on a job, rather than holding
-            // the stop for its grace period.
-            _ = daemon.shutdown_token().cancelled() => {
-                return Err(RpcError::new(ErrorKind::ShuttingDown, "the daemon is shutting down; no job was claimed")
-                    .with_hint("claim again once it runs again (`scafld worker` reconnects by itself)"));
+            biased;
+            _ = daemon.shutdown_token().cancelled() => return Err(stopping()),
+            _ = caller_gone.cancelled() => {
+                return if daemon.shutdown_token().is_cancelled() { Err(stopping()) } else { Ok(None) };
             }
             changed = tokio::time::timeout_at(deadline, changes.changed()) => if changed.is_err() {
                 // Nothing this worker may take; a job queued but withheld from it is said.
