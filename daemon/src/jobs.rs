@@ -266,7 +266,8 @@ impl Jobs {
         let record = records
             .values_mut()
             .filter(|r| r.state == JobState::Queued && eligible(r))
-            .min_by_key(|r| (r.created_at.clone(), creation_number(&r.id)))?;
+            // By creation sequence, never the wall clock (which may be set back).
+            .min_by_key(|r| creation_number(&r.id))?;
         claim(record);
         let record = record.clone();
         self.persist(store, &records, &record, true);
@@ -291,7 +292,8 @@ impl Jobs {
 
     pub fn all(&self) -> Vec<JobRecord> {
         let mut all: Vec<JobRecord> = lock(&self.records).values().cloned().collect();
-        all.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+        // Newest first by creation sequence, never the wall clock (which may be set back).
+        all.sort_by(|a, b| creation_number(&b.id).cmp(&creation_number(&a.id)).then_with(|| b.id.cmp(&a.id)));
         all
     }
 
@@ -496,6 +498,21 @@ mod tests {
         jobs.write_unsynced(&store, "job-1-a").unwrap();
         store.sync_job("job-1-a").unwrap();
         assert_eq!(store.jobs().unwrap()[0].state, JobState::Cancelled);
+    }
+
+    /// Jobs are listed and claimed in creation order even when the wall clock was set back
+    /// between two of them (their recorded times then read the other way round).
+    #[test]
+    fn jobs_are_ordered_by_creation_sequence_not_the_wall_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(&dir.path().join("db")).unwrap();
+        let job = |id: &str, at: &str| {
+            JobRecord::queued(id.into(), JobKind::Review, "w".into(), "/r".into(), "t".into(), at.into())
+        };
+        let jobs = Jobs::new(vec![job("job-9-a", "2026-01-01T10:00:00Z"), job("job-10-b", "2026-01-01T09:00:00Z")]);
+        let ids: Vec<String> = jobs.all().into_iter().map(|r| r.id).collect();
+        assert_eq!(ids, ["job-10-b", "job-9-a"]);
+        assert_eq!(jobs.claim(&store, |_| true, |_| {}).unwrap().id, "job-9-a");
     }
 
     #[test]
