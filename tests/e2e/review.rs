@@ -1229,3 +1229,30 @@ fn a_context_file_kept_from_reviewers_for_its_secrets_is_refused() {
     printed.assert_code(2);
     assert!(printed.stderr.contains("names a file kept from reviewers for its secrets"), "{}", printed.stderr);
 }
+
+/// A range review (`review --diff`) keeps files from reviewers for their secrets as a task
+/// review does: `.env`, a file below `.priv/`, a nested workspace's local config are named
+/// among the range's changes, never diffed. Before, the range's patch showed their content.
+#[test]
+fn a_range_review_names_files_kept_for_their_secrets_and_never_shows_them() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    put(&env, "README.md", "hi\n");
+    scafld_tests::commit_all(&env.work, "initial");
+    put(&env, ".env", "API_KEY=SECRET-ENV\n");
+    put(&env, ".priv/key", "SECRET-PRIV\n");
+    put(&env, "pkg/.scafld/config.local.yaml", "token: SECRET-LOCAL\n");
+    put(&env, "README.md", "hi again\n");
+    scafld_tests::commit_all(&env.work, "a change");
+    let script = reviewer(&env, "range", &pass(), "");
+    let run =
+        env.scafld(&["review", "--diff", "HEAD~1..HEAD", "--reviewers", "command", "--provider-command", &script]);
+    let packet = std::fs::read_to_string(format!("{script}.packet"))
+        .unwrap_or_else(|e| panic!("no packet ({e}): {}{}", run.stdout, run.stderr));
+    assert!(packet.contains("+hi again"), "the range's other change is shown: {packet}");
+    for secret in [".env", ".priv/key", "pkg/.scafld/config.local.yaml"] {
+        assert!(packet.contains(&format!("- `{secret}`")), "{secret} is not named: {packet}");
+        assert!(!packet.contains(&format!("diff --git a/{secret}")), "{secret} is diffed: {packet}");
+    }
+    assert!(!packet.contains("SECRET-"), "a secret was shown: {packet}");
+}

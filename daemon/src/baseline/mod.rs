@@ -2918,7 +2918,17 @@ pub fn range_diff(root: &Path, range: &str) -> Result<(Vec<String>, String), Str
         .collect();
     paths.dedup();
     let from = place.as_ref().map(Place::label).unwrap_or_default();
-    Ok((paths, patch(&diff, &from, "")?))
+    // A file kept from reviewers for its secrets is named among the paths, never diffed: the
+    // rule a task review's diff follows (`domain::review::secret`, on the workspace's path).
+    let shown = |path: &Path| {
+        let path = path.to_string_lossy();
+        let inside = match &place {
+            Some(place) => place.workspace(&path).map(str::to_string),
+            None => Some(path.into_owned()),
+        };
+        inside.is_some_and(|path| !crate::domain::review::secret(&path))
+    };
+    Ok((paths, patch_where(&diff, &from, "", shown)?))
 }
 
 /// Check that `rev` names a revision git knows in the repository at `root`, as [`range_diff`]
@@ -2941,8 +2951,17 @@ fn revision_tree<'r>(repo: &'r Repository, rev: &str) -> Result<Tree<'r>, String
 /// value ([`shown_bytes`](scafld_protocol::text::shown_bytes)): a changed Latin-1 byte is
 /// never two lines alike.
 fn patch(diff: &git2::Diff<'_>, from: &str, to: &str) -> Result<String, String> {
+    patch_where(diff, from, to, |_| true)
+}
+
+/// [`patch`] of the files `shown` keeps (by the delta's repository path), the others left out
+/// whole: header, hunks and all.
+fn patch_where(diff: &git2::Diff<'_>, from: &str, to: &str, shown: impl Fn(&Path) -> bool) -> Result<String, String> {
     let mut text = String::new();
-    diff.print(git2::DiffFormat::Patch, |_, _, line| {
+    diff.print(git2::DiffFormat::Patch, |delta, _, line| {
+        if !delta.new_file().path().or_else(|| delta.old_file().path()).is_none_or(&shown) {
+            return true;
+        }
         match line.origin() {
             '+' | '-' | ' ' => {
                 text.push(line.origin());
