@@ -1430,6 +1430,46 @@ fn review_wait_without_a_key_takes_the_callers_own_latest_session() {
     }
 }
 
+/// A flag only a task or template review reads is refused beside `--diff` (exit 64, naming it)
+/// with no reviewer run: before, `--print-context`, `--human-reviewed`, `--review-scope`,
+/// `--mode`, `--force` and the rest were dropped and the range's reviewers ran as usual.
+#[test]
+fn a_task_review_flag_beside_diff_is_refused_and_runs_nothing() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    commit(&env, "base");
+    std::fs::write(env.work.join("a.txt"), "more\n").unwrap();
+    commit(&env, "change");
+    let ran = env.path("reviewer-ran");
+    let reviewer = env.path("reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!("#!/bin/sh\ncat > /dev/null\ntouch '{}'\ncat <<'JSON'\n{}\nJSON\n", ran.display(), dossier("pass", "")),
+    )
+    .unwrap();
+    std::fs::set_permissions(&reviewer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let reviewer = reviewer.display().to_string();
+    for (flag, extra) in [
+        ("--print-context", &["--print-context"][..]),
+        ("--human-reviewed", &["--human-reviewed"]),
+        ("--reason", &["--reason", "looked at it"]),
+        ("--review-scope", &["--review-scope", "nothere"]),
+        ("--mode", &["--mode", "verify"]),
+        ("--force", &["--force"]),
+        ("--approval", &["--approval", "manual"]),
+        ("--review-depth", &["--review-depth", "deep"]),
+    ] {
+        let mut args =
+            vec!["review", "--diff", "HEAD~1..HEAD", "--provider", "command", "--provider-command", &reviewer];
+        args.extend(extra);
+        let run = env.scafld(&args);
+        run.assert_code(64);
+        assert!(run.stderr.contains(flag) && run.stderr.contains("--diff"), "{flag}: {}", run.stderr);
+        assert!(!ran.exists(), "{flag}: the reviewer ran");
+    }
+    assert!(!env.state_dir.join("repos").exists(), "a session was recorded");
+}
+
 /// A range is reviewed in any git repository, without `scafld init`: nothing is written into
 /// the repository, the session's data lives in the daemon's state dir (and the client says
 /// where), and the session can be waited on, inspected and found again after a restart.

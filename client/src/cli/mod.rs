@@ -172,7 +172,12 @@ pub struct ReviewArgs {
     #[command(flatten)]
     pub task: TaskArg,
     /// Review a git range `BASE..HEAD` instead of a task (no spec needed).
-    #[arg(long, value_name = "BASE..HEAD", conflicts_with_all = ["task_id", "task"])]
+    // What only a task or template review reads is refused beside it (exit 64, naming it),
+    // never dropped: a range review would run as if it were not given.
+    #[arg(long, value_name = "BASE..HEAD", conflicts_with_all = [
+        "task_id", "task", "print_context", "human_reviewed", "reason", "review_scope", "mode", "force",
+        "approval", "review_depth", "max_findings", "min_attack_angles", "inputs", "output", "cwd",
+    ])]
     pub diff: Option<String>,
     /// A file with the issue description, injected into the reviewers' prompt (with --diff).
     #[arg(long, value_name = "PATH", requires = "diff")]

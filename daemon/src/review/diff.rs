@@ -31,7 +31,7 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
             format!("the context file is {} bytes; at most {} are accepted", context.len(), m::MAX_CONTEXT_BYTES),
         ));
     }
-    let reviewers = requested_reviewers(&p.reviewers, None, &config)?;
+    let reviewers = requested_reviewers(&p.reviewers, p.provider.as_deref(), &config)?;
     let approval = Approval::Auto;
     let root = ws.root.clone();
     let range = p.range.clone();
@@ -68,7 +68,7 @@ pub async fn review_diff(daemon: &Arc<Daemon>, p: m::DiffReviewParams) -> RpcRes
                 task_changes: None,
             },
             baseline: Baseline::default(),
-            overrides: Overrides { model: None, reasoning: p.codex_reasoning, provider_command: p.provider_command },
+            overrides: Overrides { model: p.model, reasoning: p.codex_reasoning, provider_command: p.provider_command },
             context_digest,
             templates: Templates::default(),
             builders: Vec::new(),

@@ -168,11 +168,18 @@ pub struct DiffReviewParams {
     /// most [`MAX_CONTEXT_BYTES`].
     #[serde(default)]
     pub context: Option<String>,
-    /// Reviewers to spawn (default: review.external.reviewers, else review.external.provider).
+    /// Reviewers to spawn (default: `provider`, else review.external.reviewers, else
+    /// review.external.provider).
     #[serde(default)]
     pub reviewers: Vec<String>,
+    /// The one reviewer when `reviewers` is empty (`--provider`).
+    #[serde(default)]
+    pub provider: Option<String>,
     #[serde(default)]
     pub provider_command: Option<String>,
+    /// The reviewers' model (default: each provider's configured one).
+    #[serde(default)]
+    pub model: Option<String>,
     #[serde(default)]
     pub codex_reasoning: Option<String>,
     pub caller: CallerContext,

@@ -307,7 +307,9 @@ fn diff(ctx: &Context, args: &ReviewArgs) -> Result<u8, CliError> {
         range: range.clone(),
         context,
         reviewers: args.reviewers.clone(),
+        provider: args.provider.clone(),
         provider_command: crate::cli::input::provider_command(args.provider_command.as_deref()),
+        model: args.model.clone(),
         codex_reasoning: args.codex_reasoning.clone(),
         caller: caller_for_reviewers(),
     };
