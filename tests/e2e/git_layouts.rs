@@ -196,6 +196,38 @@ fn a_binary_file_marked_minus_diff_is_shown_to_the_review_as_a_binary_change() {
     assert!(!changes.contains("/dev/null"), "{changes}");
 }
 
+/// `review --diff` run inside a repository of its own in the workspace's folder (an embedded
+/// repository, as a submodule is) reviews that repository's range, the one `git log` there
+/// shows. Before, the workspace above was found first and its repository's range reviewed.
+#[test]
+fn a_range_review_inside_a_nested_repository_reviews_that_repository() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    std::fs::write(env.work.join("top.txt"), "top\n").unwrap();
+    commit_all(&env.work, "initial");
+    let lib = env.work.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    git(&lib, &["init", "-q"]);
+    std::fs::write(lib.join("x.txt"), "x\n").unwrap();
+    commit_all(&lib, "lib initial");
+    std::fs::write(lib.join("inner.txt"), "the inner change\n").unwrap();
+    commit_all(&lib, "the inner commit");
+    env.init();
+    std::fs::write(env.work.join("top.txt"), "the outer change\n").unwrap();
+    git(&env.work, &["add", ".scafld", "top.txt"]);
+    git(&env.work, &["commit", "-qm", "the outer commit"]);
+    let script = reviewer(&env, "range", &pass(), "");
+    let run = scafld_in(
+        &env,
+        &lib,
+        &["review", "--diff", "HEAD~1..HEAD", "--reviewers", "command", "--provider-command", &script],
+    );
+    let packet = std::fs::read_to_string(format!("{script}.packet"))
+        .unwrap_or_else(|e| panic!("no packet ({e}): {}{}", run.stdout, run.stderr));
+    assert!(packet.contains("diff --git a/inner.txt b/inner.txt"), "{packet}");
+    assert!(!packet.contains("top.txt"), "the outer repository's range: {packet}");
+}
+
 /// `scafld args...` run in `dir` instead of the work directory.
 fn scafld_in(env: &TestEnv, dir: &Path, args: &[&str]) -> Run {
     Run::from(env.scafld_command(args).current_dir(dir).output().unwrap())

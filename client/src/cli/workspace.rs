@@ -94,14 +94,25 @@ fn worktree_inside(cwd: &Path, worktree: &Path, root: &Path) -> CliError {
 
 /// The root a range review (`review --diff`) runs in: the workspace, else the git repository
 /// around the current directory, or around the folder `--root` (or `$SCAFLD_ROOT`) names (a
-/// range needs no `scafld init`; the daemon keeps its data).
+/// range needs no `scafld init`; the daemon keeps its data). A repository of its own inside
+/// the workspace found (a submodule, an embedded repository) is the one around the current
+/// directory: its range is the one asked for, never the workspace's repository's.
 pub fn find_review_root(flag: Option<&Path>) -> Result<PathBuf, CliError> {
+    let explicit = flag.map(Path::to_path_buf).or_else(|| std::env::var_os("SCAFLD_ROOT").map(PathBuf::from));
     let e = match find_root(flag) {
-        Ok(root) => return Ok(root),
+        Ok(root) if explicit.is_some() => return Ok(root),
+        Ok(root) => {
+            let cwd = current_dir()?;
+            return match cwd.ancestors().find(|dir| dir.join(".git").exists()) {
+                Some(repo) if repo != root && repo.starts_with(&root) && enclosing(repo).is_none() => {
+                    utf8(repo.to_path_buf())
+                }
+                _ => Ok(root),
+            };
+        }
         Err(e) if e.code == "workspace_not_found" => e,
         Err(e) => return Err(e),
     };
-    let explicit = flag.map(Path::to_path_buf).or_else(|| std::env::var_os("SCAFLD_ROOT").map(PathBuf::from));
     let start = match explicit {
         // Inside a workspace's `.scafld/` it stays refused: that folder is no repository of its own.
         Some(root) => match absolute(&root)? {

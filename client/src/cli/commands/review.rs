@@ -515,7 +515,11 @@ fn retry(ctx: &Context, session_key: &str) -> Result<u8, CliError> {
 fn status(ctx: &Context, task: &TaskArg, session_key: Option<String>) -> Result<u8, CliError> {
     let task_id =
         if session_key.is_some() { task.task_id.clone().or(task.task.clone()) } else { Some(task.resolve()?) };
-    let (root, mut conn) = review_session(ctx)?;
+    // A task's review is its workspace's, wherever below it (a nested repository too) one asks.
+    let (root, mut conn) = match session_key {
+        Some(_) => review_session(ctx)?,
+        None => connect_workspace(ctx)?,
+    };
     let r = call::<m::ReviewStatus>(&mut conn, &m::ReviewStatusParams { root, task_id, session_key })?;
     ctx.out.success(&r, || {
         let target = if r.task_id.is_empty() { r.range.clone() } else { r.task_id.clone() };
