@@ -675,8 +675,10 @@ fn nested_digest(repo: &Repository) -> String {
     hasher.update(head_commit(repo).map(|c| c.id().to_string()).unwrap_or_else(|| "no-head".into()));
     if let (Some(workdir), Ok(statuses)) = (repo.workdir(), repo.statuses(Some(&mut status_options()))) {
         for entry in statuses.iter() {
-            if let Ok(path) = entry.path() {
-                let path = path.trim_end_matches('/');
+            // A workspace's runner writes in it (its own, `scafld init` there) are not its change.
+            if let Ok(path) = entry.path().map(|p| p.trim_end_matches('/'))
+                && !workspace_runner_path(workdir, path)
+            {
                 hasher.update(format!("\n{path} {}", fingerprint(workdir, path)));
             }
         }
@@ -763,11 +765,19 @@ pub use crate::domain::material::{STORED_BOUND, stored};
 /// as this workspace's own runner folders are not. A folder of that name where no workspace is
 /// (a test fixture's copy of one) is files like any other.
 fn runner_path(root: &Path, path: &str) -> bool {
+    RUNNER_DIRS.iter().any(|dir| path.starts_with(dir)) || workspace_runner_path(root, path)
+}
+
+/// Whether `path` (relative to `root`) is in the runner's folders of a workspace at or below
+/// `root`, known by its id file: what [`runner_path`] passes over in a nested workspace, for a
+/// repository of its own (a submodule, an embedded repository) whose workspace `root` is.
+fn workspace_runner_path(root: &Path, path: &str) -> bool {
+    let rooted = format!("/{path}");
     RUNNER_DIRS.iter().any(|dir| {
-        path.starts_with(dir)
-            || path
-                .match_indices(&format!("/{dir}"))
-                .any(|(at, _)| root.join(&path[..at]).join(crate::workspace::layout::ID_FILE).is_file())
+        rooted.match_indices(&format!("/{dir}")).any(|(at, _)| {
+            let folder = if at == 0 { "" } else { &path[..at - 1] };
+            root.join(folder).join(crate::workspace::layout::ID_FILE).is_file()
+        })
     })
 }
 
@@ -1119,12 +1129,14 @@ fn collect_material(
         (false, _) => local_scope.clone(),
     };
     let home_root = place.top.join(place.prefix());
-    let runner = |path: &str| prefix.is_empty() && place.workspace(path).is_some_and(|p| runner_path(&home_root, p));
+    // In a submodule too: a workspace of its own there keeps its runner writes (`full` path).
+    let runner = |path: &str| place.workspace(&full(path)).is_some_and(|p| runner_path(&home_root, p));
     let counts = |path: &str| !runner(path) && in_scope(path, &scope_here);
     // Every dirty or untracked path in scope is read from the disk. The walk is pruned to the
     // scope (a large repository costs what its scope costs); `in_scope` still decides.
     let head_tree = head_commit(repo).and_then(|c| c.tree().ok());
-    // A submodule's whole tree is walked whole (its runner folders are not the runner's).
+    // A submodule's whole tree is walked whole (`counts` passes over a workspace's runner
+    // folders in it).
     let walk = if prune && (prefix.is_empty() || !whole) {
         pruned_walk(repo, place, head_tree.as_ref(), &workdir, &scope_here, whole)?
     } else {
@@ -3097,6 +3109,44 @@ mod tests {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
+    }
+
+    /// A workspace of its own in a repository of its own below the workspace (a submodule, an
+    /// embedded repository): what its runner writes in its `.scafld/specs|runs|reviews` is no
+    /// change of a scope holding the folder, a file of it is. Before, the submodule's walk and
+    /// the embedded repository's digest counted the inner runner's writes, so an outer task's
+    /// evidence went stale when the inner workspace planned a task.
+    #[test]
+    fn an_inner_workspaces_runner_writes_in_a_nested_repository_are_no_change() {
+        let (dir, root) = new_repo();
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        git(&other, &["init", "-q"]);
+        write(&other, "f.txt", "f");
+        git(&other, &["add", "."]);
+        git(&other, &["commit", "-qm", "sub"]);
+        write(&root, "top.txt", "t");
+        git(&root, &["add", "."]);
+        git(&root, &["submodule", "add", "-q", other.to_str().unwrap(), "sub"]);
+        git(&root, &["commit", "-qm", "base"]);
+        let emb = root.join("emb");
+        std::fs::create_dir_all(&emb).unwrap();
+        git(&emb, &["init", "-q"]);
+        write(&emb, "x.txt", "x");
+        git(&emb, &["add", "."]);
+        git(&emb, &["commit", "-qm", "emb"]);
+        for inner in ["sub", "emb"] {
+            write(&root, &format!("{inner}/{}", crate::workspace::layout::ID_FILE), "id");
+            write(&root, &format!("{inner}/.scafld/config.yaml"), "c");
+            let scope = [inner.to_string()];
+            let before = material(&root, &scope).unwrap().digest;
+            for runner in [".scafld/specs/drafts/in.md", ".scafld/runs/t/out.log", ".scafld/reviews/k/packet.md"] {
+                write(&root, &format!("{inner}/{runner}"), "the inner runner's");
+            }
+            assert_eq!(material(&root, &scope).unwrap().digest, before, "{inner}: runner writes changed it");
+            write(&root, &format!("{inner}/.scafld/config.yaml"), "edited");
+            assert_ne!(material(&root, &scope).unwrap().digest, before, "{inner}: a real change is none");
+        }
     }
 
     /// The harden guard's view of what steers scafld and git: a spec moved between lifecycle
