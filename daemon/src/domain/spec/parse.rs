@@ -655,6 +655,10 @@ fn lookalike_shown(shape: &str) -> String {
 /// A line that shows as a top-level list item `- ` but is not one ([`item`]): invisible
 /// characters before its `-`, or a lookalike space after it. Its marker as written.
 fn lookalike_item(line: &str) -> Option<&str> {
+    // `- <U+00A0>x` is an item: the text after `- ` is read trimmed, lookalike spaces and all.
+    if item(line).is_some() {
+        return None;
+    }
     let lead = line.len() - line.trim_start_matches(INVISIBLE).len();
     let rest = line[lead..].strip_prefix('-')?;
     let gap = rest.len() - rest.trim_start_matches(|c: char| c == ' ' || c == '\t' || lookalike_space(c)).len();

@@ -888,8 +888,10 @@ fn an_item_that_only_looks_like_one_is_an_error_on_its_line() {
         );
         assert!(found.iter().any(|e| e.starts_with("line 13: line written") && e.contains("a change")), "{found:?}");
     }
-    // Plain forms are read as they were, and an approved spec keeps reading with a warning.
+    // Plain forms are read as they were (a lookalike space after `- ` too: the entry is read
+    // trimmed), and an approved spec keeps reading with a warning.
     assert!(errors(&spec("- `b.txt` - b", "- [ ] `b` test - y\n")).is_empty());
+    assert!(errors(&spec("- \u{a0}`b.txt` - b", "- [ ] `b` test - y\n")).is_empty());
     let approved = spec("-\u{a0}`b.txt` - b", "").replace("status: draft", "status: active");
     assert!(errors(&approved).is_empty());
     assert_eq!(warnings(&approved).iter().filter(|w| w.contains("only looks like")).count(), 2);
