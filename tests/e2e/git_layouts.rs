@@ -226,6 +226,18 @@ fn a_range_review_inside_a_nested_repository_reviews_that_repository() {
         .unwrap_or_else(|e| panic!("no packet ({e}): {}{}", run.stdout, run.stderr));
     assert!(packet.contains("diff --git a/inner.txt b/inner.txt"), "{packet}");
     assert!(!packet.contains("top.txt"), "the outer repository's range: {packet}");
+    // A session key reaches its session from the nested repository and from the workspace
+    // holding it alike: the outer range's session from inside `lib/`, the inner's from the top.
+    let detached = |dir: &Path| {
+        let args = ["review", "--diff", "HEAD~1..HEAD", "--reviewers", "command", "--provider-command", &script];
+        let spawned = scafld_in(&env, dir, &[&args[..], &["--detach", "--json"]].concat()).json();
+        spawned["result"]["session_key"].as_str().unwrap_or_else(|| panic!("{spawned}")).to_string()
+    };
+    for (started_in, asked_from) in [(&env.work, &lib), (&lib, &env.work)] {
+        let key = detached(started_in);
+        let status = scafld_in(&env, asked_from, &["review", "status", "--session-key", &key, "--json"]);
+        status.assert_code(0);
+    }
 }
 
 /// `scafld args...` run in `dir` instead of the work directory.

@@ -942,10 +942,16 @@ async fn settle_held(daemon: &Arc<Daemon>, key: &str) -> Option<m::WaitResult> {
 }
 
 /// The session a call names, checked against the workspace it came from (which owns the range
-/// reviews its folder ran before `scafld init`).
+/// reviews its folder ran before `scafld init`). A key names its session from a folder nested
+/// in the session's or holding it too: a client in a repository nested in a workspace reaches
+/// that repository's range reviews and the workspace's task reviews alike.
 pub fn find(daemon: &Daemon, ws: &Workspace, key: Option<&str>, task: Option<&str>) -> RpcResult<SessionRecord> {
+    let related = |s: &SessionRecord| {
+        let root = std::path::Path::new(&s.root);
+        ws.owns(&s.workspace_id) || root.starts_with(&ws.root) || ws.root.starts_with(root)
+    };
     let session = match key {
-        Some(key) => daemon.sessions.get(key).filter(|s| ws.owns(&s.workspace_id)),
+        Some(key) => daemon.sessions.get(key).filter(related),
         None => daemon.sessions.latest(ws, task),
     };
     session.ok_or_else(|| {
