@@ -235,8 +235,8 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
     let resume = consensus::briefing(&session.files, &work.checkpoint);
     let packet =
         super::sealed_packet(&ws, &session).map_err(|e| give_back(RpcError::new(ErrorKind::WorkspaceError, e)))?;
-    let invocation = if p.provider == "agent" {
-        None
+    let (invocation, prepared_run) = if p.provider == "agent" {
+        (None, None)
     } else {
         let choice = providers::Choice {
             provider: Some(&p.provider),
@@ -277,8 +277,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
             idle_on_stdout: invocation.idle_on_stdout,
             stop_past_capture: invocation.stop_past_capture,
         };
-        crate::sync::lock(&daemon.sessions.invocations).insert(job.id.clone(), invocation);
-        Some(wire)
+        (Some(wire), Some(invocation))
     };
     let prepared = daemon.jobs.update_leased(daemon.store(), &job.id, &token, |r| {
         if let Some(w) = r.review.as_mut() {
@@ -298,7 +297,15 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         // reaped, which moved it to its next attempt's scratch name): not this claim's to hand
         // out, and what it prepared is dropped.
         drop_scratch(daemon, &job);
+        if let Some(run) = prepared_run {
+            close_run(daemon, run);
+        }
         return Ok(None);
+    }
+    // Kept only once the lease is this claim's: one kept before could outlive a cancel that
+    // ended the job meanwhile (its `end_run` finding nothing to end), its submission slot open.
+    if let Some(run) = prepared_run {
+        crate::sync::lock(&daemon.sessions.invocations).insert(job.id.clone(), run);
     }
     let detail = match &resume {
         Some(b) => format!("worker {} resumes at {}", p.worker_id, b.next_file.as_deref().unwrap_or("the report")),
@@ -334,7 +341,14 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
 /// `submit_review` from that run is refused, never told it was recorded.
 pub(super) fn end_run(daemon: &Daemon, job_id: &str) {
     let invocation = crate::sync::lock(&daemon.sessions.invocations).remove(job_id);
-    if let Some(providers::Invocation { answer: Answer::Submission(token), .. }) = invocation {
+    if let Some(run) = invocation {
+        close_run(daemon, run);
+    }
+}
+
+/// Close the MCP submission slot a prepared provider run holds, if any.
+fn close_run(daemon: &Daemon, run: providers::Invocation) {
+    if let Answer::Submission(token) = run.answer {
         daemon.submissions.close(&token);
     }
 }
