@@ -1,7 +1,7 @@
 //! History benchmark: what a long-lived state database costs the daemon. Build steps of 10
 //! `true` criteria, each in a task of its own (approve, open the phase, run it), are run one
 //! after another; every few hundred steps it prints the daemon's RSS beside its floor, the RSS
-//! of a daemon started on an empty database and asked the same call. Then the daemon is
+//! of a daemon that has run one such step. Then the daemon is
 //! stopped and the first call of one started afresh on the whole history (it opens and checks
 //! the database before answering) is timed beside the same first call on a one-task history,
 //! and its RSS printed after. `SCAFLD_BENCH_STEPS` sets the number of steps (default 2000).
@@ -11,20 +11,6 @@ use std::time::Duration;
 
 use scafld_tests::TestEnv;
 use scafld_tests::bench::{self, Stats};
-
-/// Resident memory of process `pid`, in MiB.
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: f64 =
-        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap();
-    kib / 1024.0
-}
-
-/// The pid of the daemon answering now.
-fn daemon_pid(env: &TestEnv) -> u32 {
-    let status = env.scafld(&["daemon", "status", "--json"]).json();
-    status["result"]["pid"].as_u64().expect("a pid") as u32
-}
 
 /// The size of the files under `dir`, in MiB.
 fn size_mib(dir: &std::path::Path) -> f64 {
@@ -41,7 +27,7 @@ fn size_mib(dir: &std::path::Path) -> f64 {
 /// `every` after each step.
 fn history(steps: usize, mut every: impl FnMut(&TestEnv, usize)) -> TestEnv {
     let env = TestEnv::new();
-    assert!(std::process::Command::new("git").args(["init", "-q"]).current_dir(&env.work).status().unwrap().success());
+    scafld_tests::git(&env.work, &["init", "-q"]);
     env.init();
     for step in 0..steps {
         let task = format!("h-{step}");
@@ -59,7 +45,7 @@ fn first_call(env: &TestEnv) -> (Stats, f64) {
         env.scafld(&["daemon", "stop"]).assert_code(0);
         bench::time(env.scafld_command(&["status", "h-0", "--json"]))
     });
-    (first, rss_mib(daemon_pid(env)))
+    (first, bench::rss_mib(env.daemon_pid()))
 }
 
 fn main() {
@@ -74,10 +60,10 @@ fn main() {
     let started = std::time::Instant::now();
     let big = history(steps, |env, done| {
         if done % report_every == 0 || done == steps {
+            let rss = bench::rss_mib(env.daemon_pid());
             println!(
-                "after {done:>6} steps: daemon RSS {:.1} MiB ({:+.1} above the floor); database {:.1} MiB",
-                rss_mib(daemon_pid(env)),
-                rss_mib(daemon_pid(env)) - small_rss,
+                "after {done:>6} steps: daemon RSS {rss:.1} MiB ({:+.1} above the floor); database {:.1} MiB",
+                rss - small_rss,
                 size_mib(&env.path("state"))
             );
         }

@@ -26,19 +26,6 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: f64 =
-        status.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap().trim().trim_end_matches(" kB").parse().unwrap();
-    kib / 1024.0
-}
-
-/// The pid of the daemon answering now.
-fn daemon_pid(env: &TestEnv) -> u32 {
-    let status = env.scafld(&["daemon", "status", "--json"]).json();
-    status["result"]["pid"].as_u64().expect("a pid") as u32
-}
-
 fn main() {
     let mut env = TestEnv::new();
     env.start_daemon();
@@ -128,7 +115,7 @@ fn main() {
         bench::time(env.scafld_command(&["list", "--json"]))
     });
     bench::report("first list with no daemon (1000 specs, 200 with ledgers)", first_list, "scafld --version", floor);
-    let pid = daemon_pid(&env);
+    let pid = env.daemon_pid();
 
     bench::generate(&env.work, 1000..10_000);
     let t = Instant::now();
@@ -138,6 +125,6 @@ fn main() {
     println!(
         "scafld (this) list --json, 10000 specs: median {:.1} ms; daemon RSS {:.1} MiB",
         ms(list_10k),
-        rss_mib(pid)
+        bench::rss_mib(pid)
     );
 }

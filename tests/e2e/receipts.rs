@@ -1189,12 +1189,6 @@ fn a_criterion_folder_linked_outside_the_checkout_is_never_run() {
     assert!(!ran.exists(), "verify ran the signed command outside the checkout");
 }
 
-/// The daemon's pid, from `daemon status`.
-fn daemon_pid(env: &TestEnv) -> u64 {
-    let status = env.scafld(&["daemon", "status", "--json"]);
-    status.json()["result"]["pid"].as_u64().unwrap_or_else(|| panic!("{}", status.stdout))
-}
-
 /// A receipt or keys file that is a device, a FIFO or far too large is refused at once with a
 /// message naming it, the limit and what to do, never read whole or waited on: the daemon stays
 /// up (the same process) and answers the next call.
@@ -1204,7 +1198,7 @@ fn verify_refuses_a_receipt_or_keys_file_that_is_no_small_regular_file_and_the_d
     git(&env.work, &["init", "-q"]);
     env.init();
     commit_all(&env.work, "init");
-    let pid = daemon_pid(&env);
+    let pid = env.daemon_pid();
     let quickly = std::time::Duration::from_secs(30);
     let zero = env.path("zero.json");
     std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
@@ -1221,7 +1215,7 @@ fn verify_refuses_a_receipt_or_keys_file_that_is_no_small_regular_file_and_the_d
         let detail = failed_check(&run, "receipt");
         assert!(detail.contains(&format!("the receipt {path} ")) && detail.contains(says), "{detail}");
         assert!(detail.contains("a receipt is at most 8.0 MiB"), "{detail}");
-        assert_eq!(daemon_pid(&env), pid, "the daemon survived {path}");
+        assert_eq!(env.daemon_pid(), pid, "the daemon survived {path}");
         // `receipt show` (read by the client) refuses it the same way.
         let shown = env.scafld_within(&["receipt", "show", &path, "--json"], quickly);
         shown.assert_code(3);
@@ -1233,7 +1227,7 @@ fn verify_refuses_a_receipt_or_keys_file_that_is_no_small_regular_file_and_the_d
         let run = env.scafld_within(&["verify", "--self-check", "--trusted-keys", &path, "--json"], quickly);
         let checks = run.json()["result"]["checks"].to_string();
         assert!(checks.contains(&format!("the trusted keys file {path} {says}")), "{checks}");
-        assert_eq!(daemon_pid(&env), pid);
+        assert_eq!(env.daemon_pid(), pid);
     }
 }
 

@@ -133,6 +133,20 @@ pub fn cpu_time(pid: u32) -> Duration {
     Duration::from_nanos(ticks * 1_000_000_000 / per_second)
 }
 
+/// Resident memory of process `pid`, in MiB (`VmRSS`).
+pub fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read the process's status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .expect("a VmRSS line")
+        .trim()
+        .trim_end_matches(" kB")
+        .parse()
+        .expect("a size in kB");
+    kib / 1024.0
+}
+
 /// One figure and its floor, on one line.
 pub fn report(what: &str, figure: Stats, floor_what: &str, floor: Stats) {
     println!(

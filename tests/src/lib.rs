@@ -318,6 +318,13 @@ impl TestEnv {
         self.daemons.pop().expect("a daemon was started")
     }
 
+    /// The pid of the daemon answering now (`daemon status`).
+    pub fn daemon_pid(&self) -> u32 {
+        let status = self.scafld(&["daemon", "status", "--json"]);
+        let pid = status.json()["result"]["pid"].as_u64().unwrap_or_else(|| panic!("{}", status.stdout));
+        pid as u32
+    }
+
     pub fn client(&self) -> RawClient {
         RawClient::connect(&self.socket).expect("connect to the daemon")
     }
