@@ -600,9 +600,11 @@ fn ledger_prefix(workspace_id: &str, task_id: &str) -> Vec<u8> {
 
 /// The sequence number a ledger key ends with (big-endian, so keys sort in ledger order).
 fn seq_of_key(key: &[u8]) -> Result<u64, StoreError> {
-    key.len().checked_sub(8).and_then(|at| key[at..].try_into().ok()).map(u64::from_be_bytes).ok_or_else(|| {
-        StoreError::Damaged { db: PathBuf::new(), problems: vec!["a ledger key is malformed".into()], kept: None }
-    })
+    key.len().checked_sub(8).and_then(|at| key[at..].try_into().ok()).map(u64::from_be_bytes).ok_or_else(malformed_key)
+}
+
+fn malformed_key() -> StoreError {
+    StoreError::Damaged { db: PathBuf::new(), problems: vec!["a ledger key is malformed".into()], kept: None }
 }
 
 /// What the database holds: every workspace, each ledger's head and chain digest, each job's
@@ -653,11 +655,7 @@ fn split_ledger_key(key: &[u8]) -> Result<(&str, u64), StoreError> {
     let task = key.get(..key.len().saturating_sub(8)).and_then(|k| std::str::from_utf8(k).ok());
     match task.and_then(|k| k.strip_suffix('/')) {
         Some(task) if !task.is_empty() => Ok((task, seq_of_key(key)?)),
-        _ => Err(StoreError::Damaged {
-            db: PathBuf::new(),
-            problems: vec!["a ledger key is malformed".into()],
-            kept: None,
-        }),
+        _ => Err(malformed_key()),
     }
 }
 
@@ -794,17 +792,8 @@ impl Store for SledStore {
             let mut entries: Vec<LedgerEntry> = Vec::new();
             for item in t.ledger.scan_prefix(&prefix) {
                 let (key, value) = item?;
-                // `<workspace>/<task>/<seq, 8 bytes>`: the sequence number's bytes may be a `/`.
-                let name = key
-                    .len()
-                    .checked_sub(9)
-                    .filter(|&end| end > prefix.len() && key[end] == b'/')
-                    .and_then(|end| std::str::from_utf8(&key[prefix.len()..end]).ok())
-                    .ok_or_else(|| StoreError::Damaged {
-                        db: PathBuf::new(),
-                        problems: vec!["a ledger key is malformed".into()],
-                        kept: None,
-                    })?;
+                let (task_key, _) = split_ledger_key(&key)?;
+                let name = task_key.get(prefix.len()..).filter(|name| !name.is_empty()).ok_or_else(malformed_key)?;
                 if name != task {
                     if !entries.is_empty() {
                         visit(&task, &entries);
