@@ -294,6 +294,73 @@ fn a_killed_worker_takes_its_providers_whole_process_group_with_it() {
     });
 }
 
+/// `scafld worker --timeout 0` waits for nothing: it serves what is claimable now and exits
+/// once a claim finds nothing, rather than claiming again at once for ever (a busy spin).
+#[test]
+fn a_worker_with_timeout_zero_serves_what_is_queued_and_exits() {
+    let env = TestEnv::new();
+    crate::sessions::ready(&env, 1);
+    crate::sessions::detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let answer = env.path("answer.json");
+    std::fs::write(&answer, DOSSIER).unwrap();
+    let provider = format!("cat >/dev/null; cat {}", answer.display());
+    let mut worker = env
+        .scafld_command(&[
+            "worker",
+            "--provider",
+            "command",
+            "--provider-command",
+            &provider,
+            "--timeout",
+            "0",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // How much CPU it used, read once it has exited (a zombie, not yet reaped): a loop that
+    // claimed again at once would not exit, and would burn CPU while it did not.
+    let stat = format!("/proc/{}/stat", worker.id());
+    let fields = || -> Vec<String> {
+        let text = std::fs::read_to_string(&stat).unwrap_or_default();
+        let after = text.rsplit_once(") ").map(|(_, rest)| rest.to_string()).unwrap_or_default();
+        after.split_whitespace().map(str::to_string).collect()
+    };
+    let deadline = std::time::Instant::now() + scafld_tests::DEADLINE;
+    while fields().first().is_none_or(|s| s != "Z") {
+        if std::time::Instant::now() >= deadline {
+            let _ = worker.kill();
+            panic!("the worker did not exit once nothing was claimable");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let ticks: u64 = fields()[11..13].iter().map(|f| f.parse::<u64>().unwrap()).sum();
+    let output = worker.wait_with_output().unwrap();
+    assert!(output.status.success(), "{:?}", output.status);
+    let served: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(served["result"].as_array().map(Vec::len), Some(1), "it served the queued job: {served}");
+    assert_eq!(served["result"][0]["accepted"], true, "{served}");
+    // A generous bound on CPU (not wall) time: far below what a spin uses in the deadline.
+    assert!(ticks < 500, "the worker used {ticks} clock ticks of CPU");
+    // Nothing queued: the same worker exits at once with nothing served.
+    let run = Run::from(scafld_tests::output_within(
+        &mut env.scafld_command(&[
+            "worker",
+            "--provider",
+            "command",
+            "--provider-command",
+            &provider,
+            "--timeout",
+            "0",
+            "--json",
+        ]),
+        scafld_tests::DEADLINE,
+    ));
+    run.assert_code(0);
+    assert_eq!(run.json()["result"], json!([]), "{}", run.stdout);
+}
+
 /// `scafld mcp submit-review` as a reviewer CLI starts it: lines in, lines out.
 fn mcp_exchange(env: &TestEnv, lines: &[&[u8]]) -> Vec<Value> {
     use std::io::Write as _;

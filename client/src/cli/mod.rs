@@ -385,7 +385,8 @@ pub struct WorkerArgs {
     /// Lease length (1 to 604800, a week); a silent worker loses its job after this long.
     #[arg(long, value_parser = lease_seconds())]
     pub lease_seconds: Option<u64>,
-    /// Seconds each claim waits for work (with --once: how long to wait at all).
+    /// Seconds each claim waits for work (with --once: how long to wait at all); 0 waits for
+    /// nothing: serve what is claimable now, and exit once a claim finds nothing.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
     /// Worker name shown in status and recorded in the ledger (default: $SCAFLD_WORKER_ID or host:pid).

@@ -351,6 +351,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             }
             Err(e) => return Err(e),
         };
+        let claimed_nothing = claimed.is_none();
         if let Some(claim) = claimed {
             if !ctx.out.json {
                 note(&format!("scafld worker {id}: {}", briefing(&claim).lines().next().unwrap_or_default()));
@@ -398,7 +399,9 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                 }
             }
         }
-        if args.once {
+        // `--timeout 0` waits for nothing: the loop serves what is claimable now and stops at
+        // the first claim that finds nothing (claiming again at once would spin).
+        if args.once || (claimed_nothing && args.timeout == 0.0) {
             break;
         }
     }
