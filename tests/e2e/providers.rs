@@ -294,6 +294,61 @@ fn a_killed_worker_takes_its_providers_whole_process_group_with_it() {
     });
 }
 
+/// `scafld job cancel` of a job a worker loop holds reaches the worker: its provider's whole
+/// group is stopped at once (as the daemon stops its own runs), not left to run to its end
+/// and have its answer refused, and the worker says so and submits nothing.
+#[test]
+fn cancelling_a_workers_job_stops_its_providers_process_group() {
+    let env = TestEnv::new();
+    crate::sessions::ready(&env, 1);
+    // Long enough that only the cancel can end the run within the test's deadline.
+    std::fs::write(
+        env.work.join(".scafld/config.local.yaml"),
+        "review:\n  dossier:\n    min_attack_angles: 1\n  external:\n    absolute_max_seconds: 600\n    idle_timeout_seconds: 0\n",
+    )
+    .unwrap();
+    let spawned = crate::sessions::detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let job = spawned["job_ids"][0].as_str().unwrap().to_string();
+    let provider = "sleep 4322.25 & sleep 4322.5; wait";
+    let log = env.path("worker-stderr.txt");
+    let mut worker = env
+        .scafld_command(&["worker", "--provider", "command", "--provider-command", provider, "--once"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // A failed check leaves no worker (nor, with it, its provider's group) running.
+    let kill_worker = scopeguard(worker.id());
+    scafld_tests::wait_until("the provider to run", || {
+        crate::exec::running("sleep 4322.5") && crate::exec::running("sleep 4322.25")
+    });
+    env.scafld(&["job", "cancel", &job]).assert_code(0);
+    scafld_tests::wait_until("the cancel to stop the provider's group", || {
+        !crate::exec::running("sleep 4322.5") && !crate::exec::running("sleep 4322.25")
+    });
+    let status = scafld_tests::wait_for_exit(&mut worker, scafld_tests::DEADLINE);
+    if status.is_some() {
+        std::mem::forget(kill_worker); // reaped: its pid may be another process's now
+    }
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}: {stderr}");
+    assert!(stderr.contains(&format!("{job} not submitted: the job was cancelled")), "{stderr}");
+    assert!(stderr.contains("its provider was stopped"), "{stderr}");
+    let shown = env.scafld(&["job", "status", &job, "--json"]).json();
+    assert_eq!(shown["result"]["state"], "cancelled", "{shown}");
+}
+
+/// Kills the process `pid` when dropped (a test that fails part-way included).
+fn scopeguard(pid: u32) -> impl Drop {
+    struct Kill(i32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+    Kill(pid as i32)
+}
+
 /// `scafld worker --timeout 0` waits for nothing: it serves what is claimable now and exits
 /// once a claim finds nothing, rather than claiming again at once for ever (a busy spin).
 #[test]

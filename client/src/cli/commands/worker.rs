@@ -2,8 +2,8 @@
 //! the daemon prepared (in its own process group, heartbeating the lease), and submits what it
 //! left. The subcommands let an agent do the same by hand, one prompt call at a time.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use scafld_local::runner::{self, KillReason, RunRequest};
@@ -356,7 +356,21 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
             if !ctx.out.json {
                 note(&format!("scafld worker {id}: {}", briefing(&claim).lines().next().unwrap_or_default()));
             }
-            let run = execute(ctx, &claim, own.as_ref())?;
+            let run = match execute(ctx, &claim, own.as_ref())? {
+                Ran::Done(run) => run,
+                Ran::Stopped(why) => {
+                    if !ctx.out.json {
+                        note(&format!(
+                            "scafld worker {id}: {} not submitted: {why}; its provider was stopped",
+                            claim.job_id
+                        ));
+                    }
+                    if args.once {
+                        break;
+                    }
+                    continue;
+                }
+            };
             let params = m::WorkerSubmitParams {
                 job_id: claim.job_id.clone(),
                 lease_token: claim.lease_token.clone(),
@@ -412,7 +426,7 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
 /// Run the provider invocation the daemon prepared with the shared runner: packet on stdin, own
 /// process group that dies with this worker, lease heartbeats from a second connection, absolute
 /// and idle timeouts.
-fn execute(ctx: &Context, claim: &Claim, own: Option<&Executable>) -> Result<m::WorkerRun, CliError> {
+fn execute(ctx: &Context, claim: &Claim, own: Option<&Executable>) -> Result<Ran, CliError> {
     let invocation = claim.invocation.clone().ok_or_else(|| CliError::usage("the claim carries no provider to run"))?;
     // Its own environment, a variable that is not UTF-8 included as it is.
     let (mut env, env_bytes) = scafld_local::runner::own_environment();
@@ -437,47 +451,101 @@ fn execute(ctx: &Context, claim: &Claim, own: Option<&Executable>) -> Result<m::
         umask: None,
     };
     let done = Arc::new(AtomicBool::new(false));
-    let heartbeat = {
-        let (done, paths, lease, own) = (done.clone(), ctx.paths()?.clone(), claim.lease_token.clone(), own.cloned());
+    let cancel = CancellationToken::new();
+    let stopped: Arc<Mutex<Option<String>>> = Arc::default();
+    // Not joined: it notices `done` within one wait and ends with its connection, and the
+    // submission need not wait for that.
+    std::thread::spawn({
+        let (done, cancel, stopped) = (done.clone(), cancel.clone(), stopped.clone());
+        let (paths, lease, own) = (ctx.paths()?.clone(), claim.lease_token.clone(), own.cloned());
         let (job_id, every) = (claim.job_id.clone(), Duration::from_secs((claim.lease_seconds / 3).max(1)));
-        std::thread::spawn(move || {
-            let mut conn = daemon_control::reconnect_worker(&paths, own.as_ref()).ok();
-            let mut last = Instant::now();
-            while !done.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(100));
-                if last.elapsed() >= every {
-                    let params = m::LeaseParams { job_id: job_id.clone(), lease_token: lease.clone() };
-                    // A failed heartbeat (the daemon restarting) reconnects on the next beat.
-                    if conn.as_mut().is_none_or(|c| c.call::<m::WorkerHeartbeat>(&params).is_err()) {
-                        conn = daemon_control::reconnect_worker(&paths, own.as_ref()).ok();
-                    }
-                    last = Instant::now();
-                }
-            }
-        })
-    };
+        move || watch_lease(&paths, own.as_ref(), &job_id, &lease, every, &done, &cancel, &stopped)
+    });
     // A current-thread runtime: the provider is spawned from this thread, which lives as long as
     // the worker, so the parent-death signal fires exactly when the worker dies.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::new("worker", format!("cannot start the runner: {e}"), workflow::RUNTIME))?;
-    let outcome = runtime.block_on(runner::run(request, CancellationToken::new(), |_| {}));
+    let outcome = runtime.block_on(runner::run(request, cancel, |_| {}));
     done.store(true, Ordering::SeqCst);
-    let _ = heartbeat.join();
     if let Some(error) = outcome.start_error {
         return Err(CliError::new("worker", format!("cannot start the provider: {error}"), workflow::RUNTIME));
     }
+    if outcome.kill_reason == Some(KillReason::Cancelled) {
+        let why = stopped.lock().unwrap_or_else(|e| e.into_inner()).take().unwrap_or_else(|| "its lease ended".into());
+        return Ok(Ran::Stopped(why));
+    }
     let stderr = &outcome.stderr.bytes;
     let tail_start = stderr.len().saturating_sub(1200);
-    Ok(m::WorkerRun {
+    Ok(Ran::Done(m::WorkerRun {
         exit_code: outcome.exit_code,
         stdout: String::from_utf8_lossy(&outcome.stdout.bytes).into_owned(),
         stdout_dropped: outcome.stdout.dropped,
         answer_file: invocation.answer_file.clone(),
         timed_out: matches!(outcome.kill_reason, Some(KillReason::AbsoluteTimeout | KillReason::IdleTimeout)),
         stderr_tail: String::from_utf8_lossy(&stderr[tail_start..]).into_owned(),
-    })
+    }))
+}
+
+/// How a provider run the worker started ended.
+enum Ran {
+    /// It ran to its end: what it left, for the submission.
+    Done(m::WorkerRun),
+    /// The worker stopped it: the job's lease ended under it (why), so nothing is submitted.
+    Stopped(String),
+}
+
+/// While a provider runs: renew the lease every `every`, and in between wait on the job, so
+/// that a job that finishes under the lease (`scafld job cancel`) or a lease that is lost
+/// stops the run (`cancel`, which kills its process group) at once, as the daemon stops its
+/// own runs, rather than letting it run on to an answer that would be refused.
+#[allow(clippy::too_many_arguments)]
+fn watch_lease(
+    paths: &scafld_client::Paths,
+    own: Option<&Executable>,
+    job_id: &str,
+    lease: &str,
+    every: Duration,
+    done: &AtomicBool,
+    cancel: &CancellationToken,
+    stopped: &Mutex<Option<String>>,
+) {
+    let stop = |why: String| {
+        *stopped.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        cancel.cancel();
+    };
+    let mut conn = daemon_control::reconnect_worker(paths, own).ok();
+    let mut last = Instant::now();
+    while !done.load(Ordering::SeqCst) {
+        // A short wait: `done` is seen within it, and the job's end at once.
+        let wait = m::JobWaitParams { job_id: job_id.to_string(), timeout_seconds: 0.5 };
+        match conn.as_mut().map(|c| c.call::<m::JobWait>(&wait)) {
+            Some(Ok(job)) if job.state.is_finished() => {
+                let reason = job.reason.filter(|r| !r.is_empty()).map(|r| format!(" ({r})")).unwrap_or_default();
+                return stop(format!("the job was {}{reason} while its provider ran", job.state));
+            }
+            Some(Ok(_)) => {}
+            // The daemon restarting: try again (a new connection) on the next round.
+            Some(Err(_)) | None => {
+                std::thread::sleep(Duration::from_millis(500));
+                conn = daemon_control::reconnect_worker(paths, own).ok();
+            }
+        }
+        if last.elapsed() >= every {
+            let params = m::LeaseParams { job_id: job_id.to_string(), lease_token: lease.to_string() };
+            match conn.as_mut().map(|c| c.call::<m::WorkerHeartbeat>(&params)) {
+                Some(Ok(_)) => {}
+                // Expired (re-queued for another worker), released or finished: the run serves nobody.
+                Some(Err(e)) if e.kind() == Some(scafld_protocol::ErrorKind::InvalidState) => {
+                    return stop(format!("its lease ended while its provider ran: {e}"));
+                }
+                // A failed heartbeat (the daemon restarting) reconnects on the next round.
+                Some(Err(_)) | None => conn = None,
+            }
+            last = Instant::now();
+        }
+    }
 }
 
 #[cfg(test)]
