@@ -111,6 +111,26 @@ pub fn install_hint(name: &str) -> Option<&'static str> {
     }
 }
 
+/// How a missing reviewer CLI's error ends when a review would run it: the review fails.
+pub const FAILS_CLOSED: &str = "; the review fails closed";
+
+/// "codex (`npm install -g @openai/codex`) or claude (...)": what to install for `names`,
+/// each with its install command where one is known.
+pub fn installs<S: AsRef<str>>(names: &[S]) -> String {
+    let named: Vec<String> = names
+        .iter()
+        .map(|name| match install_hint(name.as_ref()) {
+            Some(hint) => format!("{} (`{hint}`)", name.as_ref()),
+            None => name.as_ref().to_string(),
+        })
+        .collect();
+    match named.as_slice() {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
 /// An executable named `name` on the caller's PATH (not the daemon's).
 pub fn find_on_path(name: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
@@ -167,7 +187,7 @@ pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, Strin
         "codex" | "claude" | "gemini" => cli(name).ok_or_else(|| {
             RpcError::new(
                 ErrorKind::ReviewFailed,
-                format!("the {name} CLI is not on your PATH; the review fails closed"),
+                format!("the {name} CLI is not on your PATH{FAILS_CLOSED}"),
             )
             .with_hint(format!(
                 "install it (`{}`), or choose another provider with --provider",
@@ -195,8 +215,14 @@ pub fn select(choice: &Choice<'_>, config: &Config, env: &BTreeMap<String, Strin
                 .chain(writers)
                 .find_map(cli)
                 .ok_or_else(|| {
-                    RpcError::new(ErrorKind::ReviewFailed, "no external review provider found on your PATH; the review fails closed")
-                        .with_hint("install codex, claude or gemini, or use --provider command --provider-command CMD (--provider local is for development only)")
+                    RpcError::new(
+                        ErrorKind::ReviewFailed,
+                        format!("no external review provider found on your PATH (codex, claude or gemini){FAILS_CLOSED}"),
+                    )
+                    .with_hint(format!(
+                        "install {}, or use --provider command --provider-command CMD (--provider local is for development only)",
+                        installs(&["codex", "claude", "gemini"])
+                    ))
                 })
         }
         other => Err(RpcError::new(

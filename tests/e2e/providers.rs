@@ -338,6 +338,53 @@ fn cancelling_a_workers_job_stops_its_providers_process_group() {
     assert_eq!(shown["result"]["state"], "cancelled", "{shown}");
 }
 
+/// A `scafld worker` (provider auto) with no reviewer CLI on its PATH says so, naming the three
+/// CLIs and their npm installs, exits as a missing provider does (4, `review_failed`), and
+/// leaves the job queued (given back, not failed) for a worker that can review it.
+#[test]
+fn a_worker_with_no_reviewer_cli_gives_the_job_back_and_names_the_installs() {
+    let env = TestEnv::new();
+    crate::sessions::ready(&env, 1);
+    let spawned = crate::sessions::detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let job = spawned["job_ids"][0].as_str().unwrap().to_string();
+    let mut bare = env.scafld_command(&["worker", "--once", "--timeout", "5", "--json"]);
+    bare.env("PATH", "/usr/bin:/bin");
+    let run = Run::from(scafld_tests::output_within(&mut bare, scafld_tests::DEADLINE));
+    run.assert_code(4);
+    let error = run.json()["error"].clone();
+    assert_eq!(error["code"], "review_failed", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("codex, claude or gemini"), "{error}");
+    assert!(message.contains(&format!("{job} was given back to the queue, not failed")), "{error}");
+    for install in [
+        "npm install -g @openai/codex",
+        "npm install -g @anthropic-ai/claude-code",
+        "npm install -g @google/gemini-cli",
+    ] {
+        assert!(error["hint"].as_str().unwrap().contains(install), "{install}: {error}");
+    }
+    let shown = env.scafld(&["job", "status", &job, "--json"]).json()["result"].clone();
+    assert_eq!(shown["state"], "queued", "{shown}");
+    assert!(shown["activity"].as_str().unwrap().contains("could not take it"), "{shown}");
+    // A worker that has a reviewer takes it and its answer counts.
+    let answer = env.path("answer.json");
+    std::fs::write(&answer, DOSSIER).unwrap();
+    let provider = format!("cat >/dev/null; cat {}", answer.display());
+    let run = env.scafld(&[
+        "worker",
+        "--provider",
+        "command",
+        "--provider-command",
+        &provider,
+        "--once",
+        "--timeout",
+        "5",
+        "--json",
+    ]);
+    run.assert_code(0);
+    assert_eq!(run.json()["result"][0]["accepted"], true, "{}", run.stdout);
+}
+
 /// Kills the process `pid` when dropped (a test that fails part-way included).
 fn scopeguard(pid: u32) -> impl Drop {
     struct Kill(i32);

@@ -57,18 +57,14 @@ pub async fn start(daemon: &Arc<Daemon>, p: m::TemplateReviewParams) -> RpcResul
     // not an UNKNOWN result later.
     let (runnable, missing) = super::available(&reviewers, &config, &p.caller, p.provider_command.as_deref(), &[])?;
     if runnable.is_empty() {
-        let hints: Vec<String> = missing
-            .iter()
-            .map(|m| match crate::providers::install_hint(m) {
-                Some(hint) => format!("{m} (`{hint}`)"),
-                None => m.clone(),
-            })
-            .collect();
         return Err(RpcError::new(
             ErrorKind::ReviewFailed,
             format!("no reviewer can run this template review: {} not found on your PATH", missing.join(", ")),
         )
-        .with_hint(format!("install {}, or use --provider command --provider-command CMD", hints.join(" or "))));
+        .with_hint(format!(
+            "install {}, or use --provider command --provider-command CMD",
+            crate::providers::installs(&missing)
+        )));
     }
     // The read-only guard needs a snapshot to compare with; without one the review fails closed.
     let root = ws.root.clone();

@@ -217,6 +217,8 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         }
         daemon.jobs.update_leased(daemon.store(), &job.id, &token, |r| {
             r.state = JobState::Queued;
+            // Not "claimed by worker ...": a job given back is queued for the next claim.
+            r.activity = Some(format!("queued: worker {} could not take it: {}", p.worker_id, why.0.message));
             if let Some(w) = r.review.as_mut() {
                 w.lease = None;
             }
@@ -245,7 +247,18 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
             reasoning: session.reasoning.as_deref(),
             builders: &[],
         };
-        let provider = providers::select(&choice, &config, &p.caller.env).map_err(give_back)?;
+        let provider = providers::select(&choice, &config, &p.caller.env).map_err(|mut e| {
+            // No reviewer CLI for this worker: its problem, not the review's, which waits on
+            // (the job given back) for a worker that has one.
+            if e.kind() == ErrorKind::ReviewFailed {
+                let missing = e.0.message.strip_suffix(providers::FAILS_CLOSED).unwrap_or(&e.0.message).to_string();
+                e.0.message = format!(
+                    "this worker cannot review: {missing}; {} was given back to the queue, not failed, for a worker that can",
+                    job.id
+                );
+            }
+            give_back(e)
+        })?;
         if let providers::Provider::Local = provider {
             return Err(give_back(RpcError::new(
                 ErrorKind::InvalidInput,
