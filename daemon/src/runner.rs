@@ -70,6 +70,30 @@ pub async fn run_deferred(
     (outcome, DiagnosticsFile::new(path, diagnostics.dir, text))
 }
 
+/// What a command's diagnostics file records about how it was run.
+pub struct Ran<'a> {
+    pub command: &'a str,
+    pub cwd: &'a Path,
+    pub idle_timeout: Option<Duration>,
+    pub absolute_timeout: Duration,
+    /// Names of variables set on top of the caller's environment.
+    pub env_overrides: &'a [String],
+}
+
+/// Write the diagnostics file of a run another process ran (a worker's provider), from its
+/// outcome as reported: the same record, in the same place, as a run of the daemon's keeps.
+pub async fn diagnostics_of(ran: &Ran<'_>, outcome: &RunOutcome, dir: PathBuf) -> Written {
+    let described = Described {
+        command: ran.command.to_string(),
+        cwd: ran.cwd.to_path_buf(),
+        idle_timeout: ran.idle_timeout,
+        absolute_timeout: ran.absolute_timeout,
+    };
+    let path = dir.join(format!("command-{}.txt", unix_nanos()));
+    let text = diagnostics_text(&described, ran.env_overrides, outcome);
+    DiagnosticsFile::new(path, dir, text).written().await
+}
+
 /// Diagnostics text up to this size is written by whoever holds the file, when it suits it (a
 /// build step: while its next command's shell starts up, a few syscalls with no thread
 /// hand-off); anything bigger (up to twice the capture cap) at once on a blocking thread.

@@ -385,6 +385,37 @@ fn a_worker_with_no_reviewer_cli_gives_the_job_back_and_names_the_installs() {
     assert_eq!(run.json()["result"][0]["accepted"], true, "{}", run.stdout);
 }
 
+/// A worker's provider run keeps the diagnostics file a daemon-run reviewer keeps (the
+/// command, its exit, what it printed; private), in the task's runs folder, and a failure
+/// names it, not only the worker.
+#[test]
+fn a_workers_failed_provider_run_keeps_its_diagnostics_file() {
+    let env = TestEnv::new();
+    crate::sessions::ready(&env, 1);
+    let spawned = crate::sessions::detach(&env, "worker", "/usr/bin:/bin", &[]);
+    let job = spawned["job_ids"][0].as_str().unwrap().to_string();
+    let provider = "echo the-reviewer-broke >&2; exit 3";
+    let run =
+        env.scafld(&["worker", "--provider", "command", "--provider-command", provider, "--once", "--timeout", "5"]);
+    run.assert_code(0);
+    let shown = env.scafld(&["job", "status", &job, "--json"]).json()["result"].clone();
+    assert_eq!(shown["state"], "failed", "{shown}");
+    let reason = shown["reason"].as_str().unwrap().to_string();
+    let cited = reason
+        .split("(diagnostic: ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no diagnostic cited: {reason}"));
+    assert!(cited.starts_with(".scafld/runs/rev/diagnostics/command-"), "{reason}");
+    let file = env.work.join(cited);
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    for line in [format!("command: {provider}"), "exit_code: 3".into(), "the-reviewer-broke".into()] {
+        assert!(text.contains(&line), "{line} missing from {text}");
+    }
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
 /// Kills the process `pid` when dropped (a test that fails part-way included).
 fn scopeguard(pid: u32) -> impl Drop {
     struct Kill(i32);

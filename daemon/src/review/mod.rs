@@ -507,7 +507,7 @@ fn new_job(
 
 /// Where a session's reviewer runs keep diagnostics and scratch files: the task's runs folder,
 /// or one per range or template session.
-fn runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
+pub(super) fn runs_dir(ws: &Workspace, session: &SessionRecord) -> std::path::PathBuf {
     ws.data_of(&session.workspace_id).join("runs").join(runs_label(session))
 }
 

@@ -749,6 +749,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                 Answer::Submission(token) => daemon.submissions.close(token),
                 _ => providers::Closed::default(),
             };
+            let diagnostic = run_diagnostics(daemon, &session, &invocation, &run).await;
             let left = providers::Leftovers {
                 exit_code: run.exit_code,
                 timed_out: run.timed_out,
@@ -757,7 +758,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
                 stdout_dropped: run.stdout_dropped,
                 submitted,
                 tail: run.stderr_tail,
-                diagnostic: format!("worker {}", lease.worker_id),
+                diagnostic,
                 reported: Default::default(),
             };
             let answer = providers::interpret(&invocation, left)
@@ -810,6 +811,44 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
     // guard, the other reviewers, manual approval), not this reviewer alone.
     settled(daemon, &session.key, &mut result);
     Ok(result)
+}
+
+/// The diagnostics file of a worker's provider run, written as the daemon's own runs write
+/// theirs (`runner::diagnostics_of`, in the session's runs folder) from what the worker
+/// reported; how a message cites it (by its path in the workspace, or why there is none).
+async fn run_diagnostics(
+    daemon: &Daemon,
+    session: &SessionRecord,
+    invocation: &providers::Invocation,
+    run: &m::WorkerRun,
+) -> String {
+    let ws = match super::home(daemon, session) {
+        Ok(ws) => ws,
+        Err(why) => return format!("none, the workspace's runs folder cannot be found: {why}"),
+    };
+    let external = ws.config().map(|c| c.review.external.clone()).unwrap_or_default();
+    let outcome = crate::runner::RunOutcome {
+        exit_code: run.exit_code,
+        kill_reason: run.kill_reason.as_deref().and_then(crate::runner::KillReason::parse),
+        start_error: None,
+        stdout: crate::runner::Capture { bytes: run.stdout.clone().into_bytes(), dropped: run.stdout_dropped },
+        stderr: crate::runner::Capture { bytes: run.stderr.clone().into_bytes(), dropped: run.stderr_dropped },
+        duration: Duration::from_millis(run.duration_ms),
+        silent_for: Duration::from_millis(run.silent_for_ms),
+    };
+    // What the worker set on top of its own environment: the invocation's, and the task id.
+    let env_overrides: Vec<String> = invocation.env.keys().cloned().chain(["SCAFLD_TASK_ID".to_string()]).collect();
+    let ran = crate::runner::Ran {
+        command: &invocation.command,
+        cwd: &ws.root,
+        idle_timeout: (external.idle_timeout_seconds > 0).then(|| Duration::from_secs(external.idle_timeout_seconds)),
+        absolute_timeout: Duration::from_secs(external.absolute_max_seconds.max(1)),
+        env_overrides: &env_overrides,
+    };
+    let written =
+        crate::runner::diagnostics_of(&ran, &outcome, super::runs_dir(&ws, session).join("diagnostics")).await;
+    // Named from the workspace's root, as a daemon-run reviewer's failure names its file.
+    written.cited().replace(&format!("{}/", ws.root.display()), "")
 }
 
 pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> {

@@ -222,6 +222,13 @@ pub enum KillReason {
 }
 
 impl KillReason {
+    /// The reason [`KillReason::as_str`] names (a worker reports its run's so).
+    pub fn parse(name: &str) -> Option<KillReason> {
+        [KillReason::AbsoluteTimeout, KillReason::IdleTimeout, KillReason::Cancelled, KillReason::OutputLimit]
+            .into_iter()
+            .find(|k| k.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             KillReason::AbsoluteTimeout => "absolute_timeout",

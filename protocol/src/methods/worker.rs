@@ -216,6 +216,21 @@ pub struct WorkerRun {
     /// The tail of stderr, for the error message.
     #[serde(default)]
     pub stderr_tail: String,
+    /// What the run's diagnostics file keeps of stderr (as the daemon's own runs keep it): the
+    /// last of it, `stderr_dropped` bytes before it not sent.
+    #[serde(default)]
+    pub stderr: String,
+    #[serde(default)]
+    pub stderr_dropped: u64,
+    /// Why the runner stopped it, if it did (`absolute_timeout`, `idle_timeout`, `cancelled`,
+    /// `output_limit`: the runner's `KillReason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_reason: Option<String>,
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// How long it had been silent when it ended.
+    #[serde(default)]
+    pub silent_for_ms: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

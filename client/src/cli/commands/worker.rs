@@ -478,6 +478,9 @@ fn execute(ctx: &Context, claim: &Claim, own: Option<&Executable>) -> Result<Ran
     }
     let stderr = &outcome.stderr.bytes;
     let tail_start = stderr.len().saturating_sub(1200);
+    // The end of stderr for the run's diagnostics file, within what one request may carry
+    // beside stdout (the whole answer).
+    let kept_start = stderr.len().saturating_sub(STDERR_SENT);
     Ok(Ran::Done(m::WorkerRun {
         exit_code: outcome.exit_code,
         stdout: String::from_utf8_lossy(&outcome.stdout.bytes).into_owned(),
@@ -485,8 +488,17 @@ fn execute(ctx: &Context, claim: &Claim, own: Option<&Executable>) -> Result<Ran
         answer_file: invocation.answer_file.clone(),
         timed_out: matches!(outcome.kill_reason, Some(KillReason::AbsoluteTimeout | KillReason::IdleTimeout)),
         stderr_tail: String::from_utf8_lossy(&stderr[tail_start..]).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr[kept_start..]).into_owned(),
+        stderr_dropped: outcome.stderr.dropped + kept_start as u64,
+        kill_reason: outcome.kill_reason.map(|k| k.as_str().to_string()),
+        duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+        silent_for_ms: u64::try_from(outcome.silent_for.as_millis()).unwrap_or(u64::MAX),
     }))
 }
+
+/// The most of a provider's stderr a worker sends for its diagnostics file: a request carries
+/// stdout (up to the answer cap) too, and one request line is at most 10 MiB.
+const STDERR_SENT: usize = 1 << 20;
 
 /// How a provider run the worker started ended.
 enum Ran {
