@@ -872,6 +872,48 @@ fn lsp_fails_a_request_to_a_hung_daemon_in_bounded_time_and_recovers() {
     assert_eq!(answered["result"][0]["name"], "Phase 1: First", "{answered}");
 }
 
+/// A buffer's check that a hung daemon did not answer (as typed, or as saved) is made again
+/// once the daemon answers, with nothing more from the editor: the hang never leaves a stale
+/// list shown (a hung daemon keeps its events' subscription, so no reconnection says it).
+#[test]
+fn lsp_checks_again_what_a_hung_daemon_did_not_answer_once_it_answers() {
+    let mut env = TestEnv::new();
+    let daemon = env.start_daemon();
+    init(&env);
+    // Broken on disk: the buffer shows that once saved.
+    let path = write_spec(&env, "drafts", "greet", &broken("greet"));
+    let mut lsp = Lsp::start(&env, &env.work);
+    let uri = uri(&path);
+    let change = |lsp: &mut Lsp, version: u64, text: &str| {
+        lsp.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}),
+        );
+    };
+    lsp.open(&uri, &broken("greet"));
+    lsp.diagnostics(&uri, "the open spec's duplicate", has_duplicate);
+
+    // Typed: the check of the broken text times out, and is made once the daemon answers.
+    change(&mut lsp, 2, &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri, "the clean buffer's empty list", |d| d.is_empty());
+    let hung = Stopped::new(daemon);
+    change(&mut lsp, 3, &broken("greet"));
+    assert!(lsp.logged(2, "cannot check").contains("not responding"));
+    lsp.forget(&uri);
+    drop(hung);
+    lsp.diagnostics(&uri, "the typed duplicate, once the daemon answers", has_duplicate);
+
+    // Saved: the file's list replaces the clean buffer's once the daemon answers.
+    change(&mut lsp, 4, &spec_text("greet", "draft"));
+    lsp.diagnostics(&uri, "the clean buffer's empty list", |d| d.is_empty());
+    let hung = Stopped::new(daemon);
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}, "text": broken("greet")}));
+    assert!(lsp.logged(2, "cannot validate").contains("not responding"));
+    lsp.forget(&uri);
+    drop(hung);
+    lsp.diagnostics(&uri, "the saved file's duplicate, once the daemon answers", has_duplicate);
+}
+
 #[test]
 fn lsp_follows_a_spec_opened_through_a_linked_path_with_a_space_and_non_ascii() {
     let mut env = TestEnv::new();

@@ -1,6 +1,7 @@
 //! The language server's link to the daemon: a request connection that reconnects (starting
-//! the daemon when allowed), and a thread holding the `events.subscribe` connection that
-//! forwards events and reconnects with backoff when the daemon goes away.
+//! the daemon when allowed), a thread holding the `events.subscribe` connection that
+//! forwards events and reconnects with backoff when the daemon goes away, and a probe that
+//! says when a daemon that did not answer answers again.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,6 +135,9 @@ pub enum LinkEvent {
     /// The subscription broke; the thread is reconnecting.
     Lost(String),
     Event(Event),
+    /// The daemon answers again (after a read failed because it did not): what that read
+    /// would have shown is owed, so re-read it (see [`spawn_probe`]).
+    Answering,
 }
 
 /// Longest pause between two reconnection attempts.
@@ -184,6 +188,29 @@ pub fn spawn_events(connect: Connector, events: Sender<LinkEvent>) -> std::io::R
             }
         }
     })
+}
+
+/// Start a thread that waits until a daemon answers a request, then reports
+/// [`LinkEvent::Answering`] and ends. A hung daemon keeps its subscription open, so no
+/// `Connected` would ever follow its recovery: this is how the server learns of it. Each
+/// attempt is a `daemon.status` on a connection of its own, with no time limit (a stopped
+/// daemon answers it once continued); one that fails (no daemon, a broken connection) is
+/// tried again with backoff. It never starts a daemon.
+pub fn spawn_probe(connect: Connector, events: Sender<LinkEvent>) -> std::io::Result<()> {
+    std::thread::Builder::new().name("scafld-lsp-probe".into()).spawn(move || {
+        let mut link = Link::new(connect);
+        link.set_autostart(false);
+        let mut backoff = Duration::from_millis(10);
+        // A refusal is an answer too.
+        while let Err(LinkError::Unavailable(_) | LinkError::TimedOut(_)) =
+            link.call::<scafld_protocol::methods::DaemonStatus>(&Default::default())
+        {
+            std::thread::sleep(backoff);
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        let _ = events.send(LinkEvent::Answering);
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]

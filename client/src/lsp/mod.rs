@@ -4,8 +4,9 @@
 //! writes a spec: every change goes through the daemon, whose events keep it current.
 //!
 //! One thread runs the loop below over four sources: the editor's messages (our own stdio
-//! threads, `transport`), the daemon's events (`daemon::spawn_events`), the debounce timer and
-//! the connector's notes (a daemon it started).
+//! threads, `transport`), the daemon's events (`daemon::spawn_events`, and
+//! `daemon::spawn_probe` saying a daemon that did not answer answers again), the debounce
+//! timer and the connector's notes (a daemon it started).
 
 mod commands;
 mod daemon;
@@ -131,7 +132,8 @@ pub fn run(options: Options) -> Result<Exit, String> {
         "serverInfo": {"name": "scafld", "version": env!("CARGO_PKG_VERSION")},
     });
     let (events_tx, events_rx) = crossbeam_channel::unbounded();
-    daemon::spawn_events(options.connect.clone(), events_tx).map_err(|e| format!("cannot start a thread: {e}"))?;
+    daemon::spawn_events(options.connect.clone(), events_tx.clone())
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
     // Answered once the daemon's events are followed (or the first attempt failed), so that no
     // change made after the editor has its answer goes unseen; bounded, so that a hung daemon
     // cannot hold the editor.
@@ -159,6 +161,9 @@ pub fn run(options: Options) -> Result<Exit, String> {
         shutdown: false,
         progress: init.capabilities.window.as_ref().and_then(|w| w.work_done_progress).unwrap_or(false),
         grants: commands::Grants::default(),
+        events: events_tx,
+        owed: false,
+        probing: false,
     };
     for root in initial_roots(&init).into_iter().chain(options.root) {
         let _ = server.add_root(&root);
@@ -284,6 +289,14 @@ struct Server {
     progress: bool,
     /// Its answers to those, for the commands awaiting them.
     grants: commands::Grants,
+    /// Where the probe reports (the events' channel).
+    events: Sender<LinkEvent>,
+    /// Whether a read of the server's own failed because the daemon did not answer (a buffer's
+    /// check, a save's, an event's read): what the editor shows may be stale until it is all
+    /// read again, once the daemon answers.
+    owed: bool,
+    /// Whether a probe is waiting for the daemon to answer.
+    probing: bool,
 }
 
 impl Server {
@@ -356,10 +369,26 @@ impl Server {
         self.roots.iter().find(|r| r.canonical == canonical).cloned()
     }
 
-    /// Log a failed read of the daemon (what was being read, and why).
-    fn report(&self, result: Result<(), LinkError>, what: impl FnOnce() -> String) {
+    /// Log a failed read of the daemon (what was being read, and why). One that failed because
+    /// the daemon did not answer is owed: everything is read again once it answers.
+    fn report(&mut self, result: Result<(), LinkError>, what: impl FnOnce() -> String) {
         if let Err(e) = result {
+            if matches!(e, LinkError::Unavailable(_) | LinkError::TimedOut(_)) {
+                self.reread_once_answering();
+            }
             self.log(MessageType::WARNING, format!("cannot {}: {e}", what()));
+        }
+    }
+
+    /// Owe a re-read of everything, and start a probe (unless one runs) to say when the daemon
+    /// answers: a hung daemon keeps the events' subscription, so no reconnection would say it.
+    fn reread_once_answering(&mut self) {
+        self.owed = true;
+        if !self.probing {
+            match daemon::spawn_probe(self.connect.clone(), self.events.clone()) {
+                Ok(()) => self.probing = true,
+                Err(e) => self.log(MessageType::ERROR, format!("cannot start a thread: {e}")),
+            }
         }
     }
 
@@ -498,8 +527,19 @@ impl Server {
 
     fn on_link_event(&mut self, event: LinkEvent) {
         match event {
-            // Whatever changed while we were not listening: read it all again.
-            LinkEvent::Connected => self.refresh_all(true),
+            // Whatever changed while we were not listening: read it all again (which pays
+            // what a read the daemon did not answer owed).
+            LinkEvent::Connected => {
+                self.owed = false;
+                self.refresh_all(true);
+            }
+            // As after a reconnection, if a read is still owed.
+            LinkEvent::Answering => {
+                self.probing = false;
+                if std::mem::take(&mut self.owed) {
+                    self.refresh_all(true);
+                }
+            }
             LinkEvent::Lost(why) => {
                 self.log(MessageType::WARNING, format!("lost the daemon ({why}); reconnecting"));
             }
