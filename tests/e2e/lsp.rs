@@ -484,7 +484,13 @@ fn lsp_publishes_open_review_findings_on_the_cited_lines_until_resolved() {
     let progress = |m: &Value, kind: &str| m["method"] == "$/progress" && m["params"]["value"]["kind"] == kind;
     let begin = lsp.wait_for("review progress begin", |m| progress(m, "begin"));
     assert_eq!(begin["params"]["value"]["title"], "scafld.review rev");
-    lsp.wait_for("review progress end", |m| progress(m, "end"));
+    // The failed review is said where the editor shows it: its progress end, and a message.
+    let end = lsp.wait_for("review progress end", |m| progress(m, "end"));
+    let ended = end["params"]["value"]["message"].as_str().unwrap_or_default();
+    assert!(ended.starts_with("review failed"), "{end}");
+    let shown = lsp.wait_for("the failed review shown", |m| m["method"] == "window/showMessage");
+    assert_eq!(shown["params"]["type"], 1, "an error: {shown}");
+    assert_eq!(shown["params"]["message"], format!("scafld.review rev: {ended}"), "{shown}");
 
     let findings = lsp.diagnostics(&lib, "the finding on src/lib.rs", |d| !d.is_empty());
     assert_eq!(findings.len(), 1, "{findings:?}");
@@ -548,6 +554,27 @@ fn lsp_sends_no_progress_on_a_token_the_editor_refused() {
     assert_eq!(outcome["result"]["status"], "review", "{outcome}");
     assert!(lsp.seen.iter().any(|m| m.contains("window/workDoneProgress/create")), "{:#?}", lsp.seen);
     assert!(!lsp.seen.iter().any(|m| m.contains("$/progress")), "{:#?}", lsp.seen);
+}
+
+/// A build whose acceptance fails is said to have failed where the editor shows it (Neovim
+/// shows no command's result): its progress ends naming the criteria that failed and the
+/// task's status, never "done", and a `window/showMessage` error says the same.
+#[test]
+fn lsp_says_a_build_whose_acceptance_failed_failed() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    opened(&env, "src/lib.rs", "- [ ] `a1` test - greet is defined\n  - Command: `grep -q greet src/lib.rs`\n");
+    let status = env.scafld(&["status", "rev", "--json"]).json()["result"].clone();
+    let spec = uri(&env.work.join(status["path"].as_str().unwrap()));
+    let mut lsp = Lsp::start(&env, &env.work);
+    let outcome = lsp.call("workspace/executeCommand", json!({"command": "scafld.build", "arguments": [spec]}));
+    assert_eq!(outcome["result"]["status"], "blocked", "{outcome}");
+    assert_eq!(outcome["result"]["failed"], 1, "{outcome}");
+    let end = lsp.wait_for("progress end", |m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    assert_eq!(end["params"]["value"]["message"], "acceptance failed: a1; task blocked", "{end}");
+    let shown = lsp.wait_for("the failure shown", |m| m["method"] == "window/showMessage");
+    assert_eq!(shown["params"]["type"], 1, "an error: {shown}");
+    assert_eq!(shown["params"]["message"], "scafld.build rev: acceptance failed: a1; task blocked", "{shown}");
 }
 
 #[test]

@@ -1,6 +1,9 @@
 //! `workspace/executeCommand`: scafld build, review, status and handoff of a spec, each on a
 //! thread of its own (a build or review runs for minutes while the editor keeps typing),
-//! reporting long jobs with `$/progress` and answering with the daemon's result or error.
+//! reporting long jobs with `$/progress` and answering with the daemon's result or error. A
+//! build or review that ran but did not go well (acceptance failed, the review failed) ends its
+//! progress saying so, and says it in `window/showMessage` too: editors (Neovim) show neither
+//! a command's result nor anything but its progress.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,8 +13,8 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use lsp_server::{Message, Notification, Request, RequestId, Response};
 use lsp_types::{
-    ProgressParams, ProgressParamsValue, ProgressToken, WorkDoneProgress, WorkDoneProgressBegin,
-    WorkDoneProgressCreateParams, WorkDoneProgressEnd, WorkDoneProgressReport,
+    MessageType, ProgressParams, ProgressParamsValue, ProgressToken, ShowMessageParams, WorkDoneProgress,
+    WorkDoneProgressBegin, WorkDoneProgressCreateParams, WorkDoneProgressEnd, WorkDoneProgressReport,
 };
 use scafld_protocol::methods::{self as m, CallerContext};
 use serde_json::Value;
@@ -73,11 +76,21 @@ pub fn spawn(job: Job, connect: Connector, caller: CallerContext, out: Sender<Me
                 p.report(&out, message);
             }
         });
+        let ending = match &result {
+            Ok((_, Some(setback))) => setback.message.clone(),
+            Ok((_, None)) => "done".into(),
+            Err(e) => format!("failed: {e}"),
+        };
         if let Some(p) = progress {
-            p.end(&out, result.as_ref().map_or_else(|e| format!("failed: {e}"), |_| "done".into()));
+            p.end(&out, ending);
+        }
+        if let Ok((_, Some(setback))) = &result {
+            let message = format!("{} {}: {}", job.command.name(), job.spec.task_id, setback.message);
+            let shown = ShowMessageParams { typ: setback.typ, message };
+            let _ = out.send(Notification::new("window/showMessage".into(), shown).into());
         }
         let response = match result {
-            Ok(value) => Response::new_ok(job.request, value),
+            Ok((value, _)) => Response::new_ok(job.request, value),
             Err(e) => Response::new_err(job.request, REQUEST_FAILED, e.to_string()),
         };
         let _ = out.send(response.into());
@@ -87,17 +100,96 @@ pub fn spawn(job: Job, connect: Connector, caller: CallerContext, out: Sender<Me
     }
 }
 
-fn run(link: &mut Link, job: &Job, caller: &CallerContext, mut report: impl FnMut(String)) -> Result<Value, LinkError> {
+/// How a build or review that ran to its end did not go well: what its progress ends with and
+/// the editor is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Setback {
+    typ: MessageType,
+    message: String,
+}
+
+impl Setback {
+    fn error(message: String) -> Option<Setback> {
+        Some(Setback { typ: MessageType::ERROR, message })
+    }
+
+    fn warning(message: String) -> Option<Setback> {
+        Some(Setback { typ: MessageType::WARNING, message })
+    }
+
+    /// A build step's: acceptance failed (the criteria that did), or a phase held up by
+    /// manual criteria awaiting a person's evidence; `None` for one that went on.
+    fn of_build(outcome: &m::BuildOutcome) -> Option<Setback> {
+        let ids = |wanted: &[m::CriterionStatus]| {
+            let ids: Vec<&str> = outcome
+                .criteria
+                .iter()
+                .filter(|c| wanted.contains(&c.status))
+                .map(|c| c.criterion_id.as_str())
+                .collect();
+            ids.join(", ")
+        };
+        if outcome.failed > 0 {
+            let failed = match ids(&[m::CriterionStatus::Fail, m::CriterionStatus::Invalid]) {
+                ids if ids.is_empty() => format!("{} criteria", outcome.failed),
+                ids => ids,
+            };
+            return Setback::error(format!("acceptance failed: {failed}; task {}", outcome.status));
+        }
+        match outcome.status.as_str() {
+            "blocked" => Setback::warning(format!(
+                "awaiting a person's evidence: {}; task blocked",
+                ids(&[m::CriterionStatus::Pending])
+            )),
+            _ => None,
+        }
+    }
+
+    /// A review session's consensus: `None` when it passed.
+    fn of_review(wait: &m::WaitResult) -> Option<Setback> {
+        let issues = match wait.issues.len() {
+            0 => String::new(),
+            1 => ": 1 issue".into(),
+            n => format!(": {n} issues"),
+        };
+        match wait.outcome {
+            m::Outcome::Pass | m::Outcome::Pending => None,
+            m::Outcome::Fail => Setback::error(format!("review failed{issues}")),
+            m::Outcome::NeedsWork => Setback::warning(format!("review needs work{issues}")),
+            other => Setback::warning(format!("review ended without a verdict: {other}")),
+        }
+    }
+
+    /// A review that ran no session (its gate's result at once).
+    fn of_review_result(result: &m::TaskReviewResult) -> Option<Setback> {
+        let blockers = match result.open_blockers {
+            0 => String::new(),
+            1 => ": 1 open blocker".into(),
+            n => format!(": {n} open blockers"),
+        };
+        (result.verdict == "fail")
+            .then(|| Setback { typ: MessageType::ERROR, message: format!("review failed{blockers}") })
+    }
+}
+
+/// Run `job`: its answer, and its setback if it ran but did not go well.
+fn run(
+    link: &mut Link,
+    job: &Job,
+    caller: &CallerContext,
+    mut report: impl FnMut(String),
+) -> Result<(Value, Option<Setback>), LinkError> {
     let root = job.spec.root.display().to_string();
     let task_id = job.spec.task_id.clone();
+    let built = |outcome: m::BuildOutcome| (json(&outcome), Setback::of_build(&outcome));
     match job.command {
-        ScafldCommand::Status => Ok(json(&link.call::<m::TaskStatus>(&m::TaskParams { root, task_id })?)),
-        ScafldCommand::Handoff => Ok(json(&link.call::<m::TaskHandoff>(&m::TaskParams { root, task_id })?)),
+        ScafldCommand::Status => Ok((json(&link.call::<m::TaskStatus>(&m::TaskParams { root, task_id })?), None)),
+        ScafldCommand::Handoff => Ok((json(&link.call::<m::TaskHandoff>(&m::TaskParams { root, task_id })?), None)),
         ScafldCommand::Build => {
             let params = m::BuildParams { root, task_id, caller: caller.clone(), manual: None, wait_seconds: None };
             let started = link.call_once::<m::TaskBuild>(&params)?;
             if let Some(outcome) = started.outcome {
-                return Ok(json(&outcome));
+                return Ok(built(outcome));
             }
             let Some(job_id) = started.job_id else {
                 return Err(LinkError::Unavailable("the daemon returned neither a job nor an outcome".into()));
@@ -110,7 +202,7 @@ fn run(link: &mut Link, job: &Job, caller: &CallerContext, mut report: impl FnMu
                     continue;
                 }
                 return match info.outcome {
-                    Some(outcome) => Ok(json(&outcome)),
+                    Some(outcome) => Ok(built(outcome)),
                     None => Err(LinkError::Refused {
                         kind: scafld_protocol::ErrorKind::Internal,
                         message: format!(
@@ -126,7 +218,9 @@ fn run(link: &mut Link, job: &Job, caller: &CallerContext, mut report: impl FnMu
             let params =
                 m::TaskReviewParams { root: root.clone(), task_id, caller: caller.clone(), ..Default::default() };
             let started = link.call_once::<m::TaskReview>(&params)?;
-            let Some(session) = started.session.clone() else { return Ok(json(&started)) };
+            let Some(session) = started.session.clone() else {
+                return Ok((json(&started), Setback::of_review_result(&started)));
+            };
             report(format!("reviewers: {}", session.reviewers_spawned.join(", ")));
             loop {
                 let wait = m::ReviewWaitParams {
@@ -137,7 +231,7 @@ fn run(link: &mut Link, job: &Job, caller: &CallerContext, mut report: impl FnMu
                 };
                 let result = link.call::<m::ReviewWait>(&wait)?;
                 if result.outcome != m::Outcome::Pending {
-                    return Ok(json(&result));
+                    return Ok((json(&result), Setback::of_review(&result)));
                 }
                 report(format!("waiting for {}", session.reviewers_spawned.join(", ")));
             }
