@@ -612,7 +612,10 @@ fn malformed_key() -> StoreError {
 /// found now, not in the middle of a command; a ledger entry's JSON is read whole where it is
 /// used, not here (parsing every entry was half of a start's time: 80 ms of 200 for a history
 /// of 14,400 entries). A ledger `recorded` holds is not hashed again through the head it
-/// records: its digest there is the recorded one, chained on over the entries after it.
+/// records: its digest there is the recorded one, chained on over the entries after it. A
+/// ledger is numbered 1, 2, 3… with no gap (appends and imports both number it so), so a
+/// missing entry is damage, refused like any other: a recorded digest taken on trust is then
+/// never chained on over a ledger that lacks the entries it covers.
 fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<Manifest, StoreError> {
     let mut found = Manifest::default();
     for entry in trees.workspaces.iter() {
@@ -622,6 +625,7 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<Manifest, StoreE
     // Keys sort in ledger order, a task's entries together: each entry chains on from the one
     // before, as appended.
     let mut chain: Option<LedgerChain> = None;
+    let mut gaps = Vec::new();
     for entry in trees.ledger.iter() {
         let (key, value) = entry?;
         let (task_key, seq) = split_ledger_key(&key)?;
@@ -634,10 +638,26 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<Manifest, StoreE
                 other.insert(LedgerChain::start(task_key, recorded))
             }
         };
+        if seq != chain.head + 1 {
+            gaps.push((chain.task.clone(), chain.head + 1, seq - 1));
+        }
         chain.add(seq, &value);
     }
     if let Some(done) = chain {
         done.into(&mut found);
+    }
+    if !gaps.is_empty() {
+        let problems = gaps
+            .into_iter()
+            .map(|(task, first, last)| {
+                let head = found.heads[&task];
+                match first == last {
+                    true => format!("the ledger of {task} lacks entry {first} of {head}"),
+                    false => format!("the ledger of {task} lacks entries {first} to {last} of {head}"),
+                }
+            })
+            .collect();
+        return Err(StoreError::Damaged { db: PathBuf::new(), problems, kept: None });
     }
     // Jobs are read whole: the job table starts from them, and one it could not read would
     // leave queued work unclaimable and job numbers begun again.
@@ -665,9 +685,8 @@ struct LedgerChain {
     head: u64,
     /// The head and digest the manifest recorded for it: entries through there are not hashed.
     trusted: Option<(u64, String)>,
-    /// The digest through `head`; `None` while skipping up to the trusted head, and for good
-    /// when the entries do not meet it (a gap: no digest is recorded, as for a ledger an older
-    /// scafld began).
+    /// The digest through `head`; `None` while skipping up to the trusted head (a gap that
+    /// would keep it `None` past there is refused by the census).
     digest: Option<String>,
 }
 
@@ -977,6 +996,48 @@ mod tests {
             assert_eq!(reopened.digests[&head_key("w", task)], whole, "{task}");
         }
         assert_eq!((reopened.heads[&head_key("w", "t")], reopened.heads[&head_key("w", "u")]), (5, 1));
+    }
+
+    /// A ledger missing an entry (a damaged database) is refused at open, wherever the gap is:
+    /// at the head the manifest records (the census took that entry's digest as recorded and
+    /// lost the check once it was gone), below it, past it, or at its first entry, and with no
+    /// manifest at all. The census used to serve such a ledger and drop its digest.
+    #[test]
+    fn a_ledger_missing_an_entry_is_refused_wherever_the_gap_is() {
+        let event = |n: u64| LedgerEvent::Build { status: "active".into(), reason: format!("step {n}") };
+        for (gap, keep_manifest) in [(3, true), (2, true), (5, true), (1, true), (3, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("db");
+            let store = SledStore::open(&db).unwrap();
+            for n in 1..=3 {
+                store.append("w", "t", "2026-01-01T00:00:00Z", vec![event(n)]).unwrap();
+            }
+            store.flush().unwrap();
+            // The manifest as saved with the head at 3; the entries after it are the database's.
+            store.manifest.save().unwrap();
+            let recorded = std::fs::read(manifest::path_for(&db)).unwrap();
+            store.append("w", "t", "2026-01-01T00:00:01Z", vec![event(4), event(5), event(6)]).unwrap();
+            let trees = store.trees().unwrap();
+            let mut key = ledger_prefix("w", "t");
+            key.extend_from_slice(&u64::to_be_bytes(gap));
+            assert!(trees.ledger.remove(key).unwrap().is_some());
+            trees.flush().unwrap();
+            drop((trees, store));
+            match keep_manifest {
+                true => std::fs::write(manifest::path_for(&db), recorded).unwrap(),
+                false => std::fs::remove_file(manifest::path_for(&db)).unwrap(),
+            }
+            match SledStore::open(&db) {
+                Err(StoreError::Damaged { problems, .. }) => {
+                    let said = problems.join("; ");
+                    assert!(said.contains(&format!("the ledger of w/t lacks entry {gap} of 6")), "gap {gap}: {said}");
+                }
+                Err(e) => panic!("gap {gap}: {e}"),
+                Ok(_) => {
+                    panic!("gap {gap} (manifest kept: {keep_manifest}): the ledger was served with an entry missing")
+                }
+            }
+        }
     }
 
     /// A job record the job table could not read (a field missing) refuses the start, as any
