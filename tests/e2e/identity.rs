@@ -597,6 +597,17 @@ fn a_build_whose_folder_is_renamed_ends_in_its_own_workspace_not_the_one_moved_i
 /// and a review of it started (detached) whose reviewer, once it ran, waits for the file
 /// `release` to pass: the session's key.
 fn reviewing(env: &TestEnv, release: &Path) -> String {
+    let (reviewer, ran) = in_review(env, release);
+    let spawned =
+        env.scafld(&["review", "t", "--reviewers", "command", "--provider-command", &reviewer, "--detach", "--json"]);
+    spawned.assert_code(0);
+    wait_until("the reviewer to run", || ran.exists());
+    spawned.json()["session_key"].as_str().unwrap().to_string()
+}
+
+/// [`reviewing`]'s workspace with no review started: the reviewer command, which touches the
+/// returned file once it runs and passes once `release` exists.
+fn in_review(env: &TestEnv, release: &Path) -> (String, std::path::PathBuf) {
     git(&env.work, &["init", "-q"]);
     git(&env.work, &["config", "user.email", "a@b"]);
     git(&env.work, &["config", "user.name", "a"]);
@@ -626,12 +637,54 @@ fn reviewing(env: &TestEnv, release: &Path) -> String {
     )
     .unwrap();
     Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
-    let reviewer = reviewer.display().to_string();
-    let spawned =
-        env.scafld(&["review", "t", "--reviewers", "command", "--provider-command", &reviewer, "--detach", "--json"]);
-    spawned.assert_code(0);
-    wait_until("the reviewer to run", || ran.exists());
-    spawned.json()["session_key"].as_str().unwrap().to_string()
+    (reviewer.display().to_string(), ran)
+}
+
+/// `scafld review t` waiting on its reviewer while the workspace's folder is renamed: the
+/// client follows the session to the workspace's new folder (found by its id) and gives the
+/// verdict, recorded there. Before, its next poll named the old folder and it ended with
+/// "cannot use <old folder> as a workspace root" (exit 6), the verdict unsaid. The reviewer is
+/// released once a poll after the move went through (the daemon then records the workspace
+/// at its new folder) or the client ended.
+#[test]
+fn a_review_waited_on_while_its_folder_is_renamed_gives_its_verdict() {
+    use std::io::BufRead;
+    let env = TestEnv::new();
+    let release = env.path("release");
+    let (reviewer, _) = in_review(&env, &release);
+    let mut review = env
+        .scafld_command(&["review", "t", "--reviewers", "command", "--provider-command", &reviewer])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (lines, said) = std::sync::mpsc::channel();
+    let stderr = std::io::BufReader::new(review.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || stderr.lines().map_while(Result::ok).for_each(|l| drop(lines.send(l))));
+    // The reviewer's activity is printed once a poll has come back pending.
+    wait_until("the client to poll the running review", || said.try_iter().any(|l| l.contains("command reviewing")));
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    let manifest = env.state_dir.join("db.manifest.json");
+    let moved_text = moved.display().to_string();
+    wait_until("a poll after the move, or the client's end", || {
+        std::fs::read_to_string(&manifest).is_ok_and(|m| m.contains(&moved_text))
+            || review.try_wait().ok().flatten().is_some()
+    });
+    std::fs::write(&release, "").unwrap();
+    let status = scafld_tests::wait_for_exit(&mut review, scafld_tests::DEADLINE);
+    if status.is_none() {
+        let _ = review.kill();
+    }
+    let output = review.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let told = format!("{stdout}{}", said.try_iter().collect::<Vec<_>>().join("\n"));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{told}");
+    assert!(stdout.contains("review t: pass"), "{told}");
+    assert!(!env.work.exists(), "nothing was made at the old folder");
+    let status = scafld_in(&env, &moved, &["status", "t", "--json"]);
+    assert_eq!(status.json()["result"]["review_gate"], "pass", "{}", status.stdout);
 }
 
 /// A review runs while its workspace's folder is renamed and another workspace with the same

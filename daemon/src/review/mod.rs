@@ -981,7 +981,7 @@ pub async fn wait(
         return Err(RpcError::new(ErrorKind::InvalidInput, "timeout must be a non-negative number of seconds"));
     }
     // Waiting only reads (a session settles on its own, through its own workspace).
-    let ws = daemon.workspace_to_read(&p.root).await?;
+    let ws = workspace_to_wait(daemon, &p.root, p.session_key.as_deref()).await?;
     let (key, chosen) = match p.session_key.as_deref() {
         Some(key) => (find(daemon, &ws, Some(key), None)?.key, ""),
         None => match daemon.sessions.latest_for_caller(&ws, &p.caller_identity) {
@@ -997,6 +997,32 @@ pub async fn wait(
         result.next_action = next(daemon, &ws, &result.task_id).await.ok();
     }
     Ok(result)
+}
+
+/// The workspace a wait at `root` reads. When `root` is gone and was the folder session `key`
+/// began in (its workspace moved while `scafld review` waited on it, polling with the folder
+/// it started from), the session's workspace is found again by its id wherever it is now;
+/// the session settles there either way, so only the waiter needed it.
+async fn workspace_to_wait(daemon: &Arc<Daemon>, root: &str, key: Option<&str>) -> RpcResult<Arc<Workspace>> {
+    let error = match daemon.workspace_to_read(root).await {
+        Ok(ws) => return Ok(ws),
+        Err(error) => error,
+    };
+    let session = key.and_then(|key| daemon.sessions.get(key));
+    let Some(session) = session.filter(|s| s.root == root && !std::path::Path::new(root).exists()) else {
+        return Err(error);
+    };
+    match daemon.workspace_of(&session.root, &session.workspace_id).await {
+        Ok(ws) if ws.owns(&session.workspace_id) => Ok(ws),
+        _ => Err(RpcError::workspace_not_found(format!(
+            "{root} is gone (moved or removed) while review session {} of workspace {} was open, and the workspace is not found elsewhere; the session is kept and settles on its own",
+            session.key, session.workspace_id
+        ))
+        .with_hint(format!(
+            "in the workspace's folder, wherever it is now, run `scafld review wait --session-key {}`",
+            session.key
+        ))),
+    }
 }
 
 /// Wait for session `key` to settle, at most `timeout_seconds`.
