@@ -961,13 +961,26 @@ fn content_on_disk(workdir: &Path, relative: &str) -> Option<String> {
         return Some(fingerprint(workdir, relative));
     }
     let mode = file_mode(meta.permissions().mode());
-    let id = kept_hash(&path, &meta, HashKind::Blob, || {
-        Oid::hash_file(ObjectType::Blob, &path).map(|id| id.to_string()).map_err(|e| e.message().to_string())
-    });
-    Some(match id {
+    Some(match blob_id(&path, &meta) {
         Ok(id) => format!("{mode}:{id}"),
         Err(e) => format!("unreadable:{e}"),
     })
+}
+
+/// The blob id git would give the regular file at `path` (`meta` its stat), streamed, through
+/// [`kept_hash`]: the fingerprints and the packet's changes ask it of one large file in one
+/// call, and it is read once for them all.
+fn blob_id(path: &Path, meta: &std::fs::Metadata) -> Result<String, String> {
+    kept_hash(path, meta, HashKind::Blob, || {
+        Oid::hash_file(ObjectType::Blob, path).map(|id| id.to_string()).map_err(|e| e.message().to_string())
+    })
+}
+
+/// [`blob_id`] of the regular file at `path` as an [`Oid`]; `None` when it is not one or
+/// cannot be read.
+fn blob_oid(path: &Path) -> Option<Oid> {
+    let meta = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file())?;
+    blob_id(path, &meta).ok().and_then(|id| Oid::from_str(&id).ok())
 }
 
 /// The fingerprint an index entry gives a clean file: the same as [`content_on_disk`] gives
@@ -2593,7 +2606,7 @@ fn patch_of(
                 // Read whole (streamed) only to hash it when both sides have the same size.
                 let same_size = sides.before.zip(sides.after).is_some_and(|((old, _), (new, _))| old == new);
                 let now = match same_size {
-                    true => repo.workdir().and_then(|w| Oid::hash_file(ObjectType::Blob, w.join(path)).ok()),
+                    true => repo.workdir().and_then(|w| blob_oid(&w.join(path))),
                     false => None,
                 };
                 large_text.push_str(&large_change(repo, tree, path, &sides, now, &from, &to))
@@ -2662,9 +2675,7 @@ fn patch_of(
 fn binary_change(repo: &Repository, tree: Option<&Tree<'_>>, path: &str, from: &str, to: &str) -> String {
     let before = tree.and_then(|t| t.get_path(Path::new(path)).ok()).map(|e| e.id());
     let full = repo.workdir().map(|w| w.join(path));
-    let after = full
-        .filter(|f| std::fs::symlink_metadata(f).is_ok_and(|m| m.is_file()))
-        .and_then(|f| Oid::hash_file(ObjectType::Blob, f).ok());
+    let after = full.and_then(|f| blob_oid(&f));
     if before == after {
         return String::new();
     }
@@ -3251,6 +3262,33 @@ mod tests {
         assert!(!patch.contains("r.txt") && !patch.contains("pkg/"), "{patch}");
         let (whole, _) = range_diff(&top, "HEAD~1..HEAD").unwrap();
         assert_eq!(whole, ["pkg/f.txt", "r.txt"]);
+    }
+
+    /// A file too large to show, of the same size as at the base, is hashed for the packet's
+    /// changes through the call's kept hashes: read once in a call that fingerprinted it
+    /// already. Here the call holds the base's blob id for it, so a diff that reads it again
+    /// (as it did, with `Oid::hash_file`) shows the change and one that does not shows none.
+    #[test]
+    fn a_large_files_blob_id_is_read_once_per_call_for_the_packet_too() {
+        use std::os::unix::fs::FileExt;
+        let (_dir, root) = new_repo();
+        let path = root.join("big.bin");
+        let big = File::create(&path).unwrap();
+        big.set_len(MAX_SHOWN.max(KEPT_FROM) + 1).unwrap();
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "i"]);
+        let base = Oid::hash_file(ObjectType::Blob, &path).unwrap().to_string();
+        big.write_at(b"X", 4 << 20).unwrap();
+        let (read_again, kept) = one_call(|| {
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let held = kept_hash(&path, &meta, HashKind::Blob, || Ok(base.clone())).unwrap();
+            (diff(&root, None, &[], &["big.bin".to_string()]).unwrap(), held)
+        });
+        assert_eq!(kept, base);
+        assert_eq!(read_again, "", "the file was read again for the diff");
+        // Outside that call it is read, and the change shown.
+        let shown = diff(&root, None, &[], &["big.bin".to_string()]).unwrap();
+        assert!(shown.contains("diff --git a/big.bin b/big.bin\n(a file of "), "{shown}");
     }
 
     /// A changed byte of a file that is not UTF-8 (Latin-1 `é` to `è`) is shown by its value.
