@@ -290,11 +290,15 @@ impl Jobs {
         lock(&self.records).values().filter(|r| matches(r)).cloned().collect()
     }
 
+    /// Every job, newest first.
     pub fn all(&self) -> Vec<JobRecord> {
-        let mut all: Vec<JobRecord> = lock(&self.records).values().cloned().collect();
-        // Newest first by creation sequence, never the wall clock (which may be set back).
-        all.sort_by(|a, b| creation_number(&b.id).cmp(&creation_number(&a.id)).then_with(|| b.id.cmp(&a.id)));
-        all
+        newest_first(lock(&self.records).values().cloned().collect())
+    }
+
+    /// `read` given every job, in no order, with the table locked: for a quick pure pass over
+    /// them all that copies none (retention's).
+    pub fn read_all<T>(&self, read: impl FnOnce(std::collections::hash_map::Values<'_, String, JobRecord>) -> T) -> T {
+        read(lock(&self.records).values())
     }
 
     /// The unfinished job of `task`, if any (a second build attaches to it).
@@ -356,7 +360,7 @@ impl Jobs {
     /// their checkpoint: one the daemon ran is killed and re-queued (the session resumes it);
     /// one a worker holds keeps its lease, which the worker may go on renewing.
     pub fn recover(&self, store: &dyn Store) -> Vec<JobRecord> {
-        let unfinished: Vec<JobRecord> = self.all().into_iter().filter(|r| !r.state.is_finished()).collect();
+        let unfinished = newest_first(self.matching(|r| !r.state.is_finished()));
         let mut abandoned = Vec::new();
         for job in unfinished {
             // A recorded group carries its run's token (a build job's is the job's own), and
@@ -402,6 +406,12 @@ impl Jobs {
         }
         abandoned
     }
+}
+
+/// `jobs` newest first by creation sequence, never the wall clock (which may be set back).
+fn newest_first(mut jobs: Vec<JobRecord>) -> Vec<JobRecord> {
+    jobs.sort_by(|a, b| creation_number(&b.id).cmp(&creation_number(&a.id)).then_with(|| b.id.cmp(&a.id)));
+    jobs
 }
 
 /// The counter part of a job id (`job-<n>-<random>`): creation order within one second.

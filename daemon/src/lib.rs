@@ -112,8 +112,8 @@ pub async fn run(
     // records stay `running`; the next start marks them abandoned. Halted first, so that what
     // the kill does to their commands is never recorded as their evidence.
     daemon.jobs.halt();
-    for job in daemon.jobs.all() {
-        if let Some(group) = job.group.as_ref().filter(|_| !job.state.is_finished()) {
+    for job in daemon.jobs.matching(|job| !job.state.is_finished() && job.group.is_some()) {
+        if let Some(group) = &job.group {
             group.kill_if_ours();
         }
     }

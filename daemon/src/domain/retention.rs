@@ -31,8 +31,15 @@ pub fn review_group(session: &SessionRecord) -> (&str, &str, &str, &str) {
 }
 
 /// Records last touched at or before `cutoff` (an RFC 3339 UTC timestamp, which orders as text).
-pub fn prunable(jobs: &[JobRecord], sessions: &[SessionRecord], cutoff: &str) -> Prune {
-    let finished: HashMap<&str, bool> = jobs.iter().map(|j| (j.id.as_str(), j.state.is_finished())).collect();
+/// `jobs` is every job (read twice), borrowed where they are kept: the job table of a long
+/// history is not copied for it.
+pub fn prunable<'a>(
+    jobs: impl IntoIterator<Item = &'a JobRecord> + Clone,
+    sessions: &[SessionRecord],
+    cutoff: &str,
+) -> Prune {
+    let finished: HashMap<&str, bool> =
+        jobs.clone().into_iter().map(|j| (j.id.as_str(), j.state.is_finished())).collect();
     let mut newest: HashMap<_, u64> = HashMap::new();
     for session in sessions {
         let seq = newest.entry(review_group(session)).or_default();

@@ -147,6 +147,10 @@ pub struct SledStore {
     /// retention's manifest save and its delete (and leave the manifest promising a job the
     /// database no longer holds).
     finished_jobs: std::sync::Mutex<()>,
+    /// The jobs the opening's census read, for the job table's start ([`Store::jobs`]) to
+    /// take instead of reading them all again; dropped by every write to the jobs tree
+    /// ([`SledStore::jobs_written`]), after which they would be out of date.
+    census_jobs: std::sync::Mutex<Option<Vec<JobRecord>>>,
 }
 
 /// How much of the database sled keeps in memory. Its default, 1 GiB, is more than any state
@@ -209,12 +213,12 @@ impl SledStore {
             let kept = pristine.as_ref().and_then(|copy| keep_damaged(dir, copy));
             damaged(problems, kept)
         };
-        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(Trees, Manifest), StoreError> {
+        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(Trees, Manifest, Vec<JobRecord>), StoreError> {
             let trees = Trees::open(dir)?;
-            let actual = census(&trees, recorded.as_ref())?;
-            Ok((trees, actual))
+            let (actual, jobs) = census(&trees, recorded.as_ref())?;
+            Ok((trees, actual, jobs))
         }));
-        let (trees, mut actual) = match opened {
+        let (trees, mut actual, jobs) = match opened {
             Ok(Ok(opened)) => opened,
             Ok(Err(StoreError::Backend(sled::Error::Io(e)))) => {
                 // Not damage (another process holds it, say): the copy is not needed.
@@ -255,7 +259,13 @@ impl SledStore {
             reopen_failure: std::sync::Mutex::new(None),
             manifest: manifest::Keeper::start(manifest_path, actual),
             finished_jobs: std::sync::Mutex::new(()),
+            census_jobs: std::sync::Mutex::new(Some(jobs)),
         })
+    }
+
+    /// Called before every write to the jobs tree: what the census read of it is out of date.
+    fn jobs_written(&self) {
+        crate::sync::lock(&self.census_jobs).take();
     }
 
     /// Run `op` on the open database. An I/O failure (a full disk, say) can leave sled failing
@@ -608,15 +618,15 @@ fn malformed_key() -> StoreError {
 }
 
 /// What the database holds: every workspace, each ledger's head and chain digest, each job's
-/// end. Every record is read, and sled checks each one's checksum as it reads it, so damage is
-/// found now, not in the middle of a command; a ledger entry's JSON is read whole where it is
-/// used, not here (parsing every entry was half of a start's time: 80 ms of 200 for a history
-/// of 14,400 entries). A ledger `recorded` holds is not hashed again through the head it
+/// end; and the jobs, read whole. Every record is read, and sled checks each one's checksum
+/// as it reads it, so damage is found now, not in the middle of a command; a ledger entry's
+/// JSON is read whole where it is used, not here (parsing every entry was half of a start's
+/// time: 80 ms of 200 for a history of 14,400 entries). A ledger `recorded` holds is not hashed again through the head it
 /// records: its digest there is the recorded one, chained on over the entries after it. A
 /// ledger is numbered 1, 2, 3… with no gap (appends and imports both number it so), so a
 /// missing entry is damage, refused like any other: a recorded digest taken on trust is then
 /// never chained on over a ledger that lacks the entries it covers.
-fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<Manifest, StoreError> {
+fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<JobRecord>), StoreError> {
     let mut found = Manifest::default();
     for entry in trees.workspaces.iter() {
         let record: WorkspaceRecord = serde_json::from_slice(&entry?.1)?;
@@ -639,7 +649,8 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<Manifest, StoreE
             }
         };
         if seq != chain.head + 1 {
-            gaps.push((chain.task.clone(), chain.head + 1, seq - 1));
+            // Keys sort by number: only a first entry numbered 0 can come before its place.
+            gaps.push((chain.task.clone(), chain.head + 1, seq.checked_sub(1).ok_or_else(malformed_key)?));
         }
         chain.add(seq, &value);
     }
@@ -659,15 +670,17 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<Manifest, StoreE
             .collect();
         return Err(StoreError::Damaged { db: PathBuf::new(), problems, kept: None });
     }
-    // Jobs are read whole: the job table starts from them, and one it could not read would
-    // leave queued work unclaimable and job numbers begun again.
+    // Jobs are read whole: the job table starts from them (`Store::jobs`), and one it could
+    // not read would leave queued work unclaimable and job numbers begun again.
+    let mut jobs = Vec::new();
     for entry in trees.jobs.iter() {
         let job: JobRecord = serde_json::from_slice(&entry?.1)?;
         if job.state.is_finished() {
-            found.finished_jobs.insert(job.id, job.state.to_string());
+            found.finished_jobs.insert(job.id.clone(), job.state.to_string());
         }
+        jobs.push(job);
     }
-    Ok(found)
+    Ok((found, jobs))
 }
 
 /// A ledger key's task (`<workspace id>/<task id>`) and sequence number.
@@ -866,6 +879,7 @@ impl Store for SledStore {
 
     fn put_job(&self, job: &JobRecord) -> Result<(), StoreError> {
         debug_assert!(!job.state.is_finished(), "a finished job's save also notes it in the manifest");
+        self.jobs_written();
         self.run(|t| Ok(t.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?).map(drop)?))
     }
 
@@ -881,6 +895,7 @@ impl Store for SledStore {
 
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError> {
         let _retention = job.state.is_finished().then(|| crate::sync::lock(&self.finished_jobs));
+        self.jobs_written();
         self.run(|t| {
             t.jobs.insert(job.id.as_bytes(), serde_json::to_vec(job)?)?;
             t.flush()
@@ -894,6 +909,11 @@ impl Store for SledStore {
     }
 
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        // The job table's start takes what the opening read, unchanged since: nothing writes a
+        // job before the table exists to write it.
+        if let Some(jobs) = crate::sync::lock(&self.census_jobs).take() {
+            return Ok(jobs);
+        }
         self.run(|t| t.jobs.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect())
     }
 
@@ -922,6 +942,7 @@ impl Store for SledStore {
         let _saves = crate::sync::lock(&self.finished_jobs);
         self.manifest.note(|m| job_ids.iter().for_each(|id| drop(m.finished_jobs.remove(id))));
         self.manifest.save()?;
+        self.jobs_written();
         self.run(|t| {
             t.jobs.apply_batch(batch(job_ids))?;
             t.sessions.apply_batch(batch(session_keys))?;
@@ -1072,6 +1093,36 @@ mod tests {
         let ids: Vec<String> = store.workspaces().unwrap().into_iter().map(|w| w.id).collect();
         assert_eq!(ids, ["new"]);
         assert_eq!(store.ledger("old", "t").unwrap().len(), 1);
+    }
+
+    /// The job table's start takes the jobs the opening read; once a job is written (or
+    /// forgotten) they are read again, never served out of date.
+    #[test]
+    fn the_jobs_the_opening_read_are_never_served_after_a_job_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let job = |id: &str| {
+            JobRecord::queued(id.into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into())
+        };
+        let ids = |store: &SledStore| store.jobs().unwrap().into_iter().map(|j| j.id).collect::<Vec<_>>();
+        let reopened = |store: SledStore| {
+            drop(store);
+            SledStore::open(&db).unwrap()
+        };
+        let store = SledStore::open(&db).unwrap();
+        store.save_job(&job("job-1-a")).unwrap();
+        let store = reopened(store);
+        assert_eq!(ids(&store), ["job-1-a"], "what the opening read");
+        assert_eq!(ids(&store), ["job-1-a"], "read again");
+        let store = reopened(store);
+        store.put_job(&job("job-2-b")).unwrap();
+        assert_eq!(ids(&store), ["job-1-a", "job-2-b"], "a put job");
+        let store = reopened(store);
+        store.save_job(&job("job-3-c")).unwrap();
+        assert_eq!(ids(&store).len(), 3, "a saved job");
+        let store = reopened(store);
+        store.forget(&["job-1-a".to_string()], &[]).unwrap();
+        assert_eq!(ids(&store), ["job-2-b", "job-3-c"], "a forgotten job");
     }
 
     /// A job put without waiting for the disk is synced by its id, and read back after a
