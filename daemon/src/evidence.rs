@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::future::{self, BoxFuture, FutureExt, Shared};
 use scafld_protocol::ErrorKind;
 
-use crate::baseline::{self, Material};
+use crate::baseline::{self, GitFailure, Material};
 use crate::daemon::Daemon;
 use crate::domain::evidence::{self, Stale};
 use crate::domain::ledger::{self, LedgerEntry};
@@ -21,7 +21,7 @@ use crate::workspace::Workspace;
 /// What the task's evidence says about the files as they are now.
 pub(crate) struct Freshness {
     /// The material of the task's scope now; `Err` says why it could not be read.
-    pub material: Result<Material, String>,
+    pub material: Result<Material, GitFailure>,
     pub stale: BTreeMap<String, Stale>,
     /// Files (or scope paths) that differ from the material the stale evidence judged.
     pub changes: Vec<String>,
@@ -351,23 +351,23 @@ async fn entry_notes(ws: &Workspace, entries: Vec<review::ScopeEntry>, bare: Vec
     notes
 }
 
-pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material, String> {
+pub(crate) async fn material_now(ws: &Workspace, spec: &Spec) -> Result<Material, GitFailure> {
     read_material(ws, spec).await
 }
 
 /// The material of `spec`'s scope, read on a blocking thread that starts now (not when the
 /// future is first polled).
-fn read_material(ws: &Workspace, spec: &Spec) -> impl Future<Output = Result<Material, String>> + Send + 'static {
+fn read_material(ws: &Workspace, spec: &Spec) -> impl Future<Output = Result<Material, GitFailure>> + Send + 'static {
     let (root, scope) = (ws.root.clone(), evidence_scope(ws, spec));
     let read = tokio::task::spawn_blocking(move || baseline::material(&root, &scope));
-    async move { read.await.map_err(|e| format!("cannot read the workspace: {e}"))? }
+    async move { read.await.map_err(|e| GitFailure::Unreadable(format!("cannot read the workspace: {e}")))? }
 }
 
 /// A build step's material, possibly still being read: the step starts its first command's
 /// shell meanwhile and holds the command until the read is done (its run's gate), so every
 /// command still runs on the files the material describes.
 #[derive(Clone)]
-pub(crate) struct StepMaterial(Shared<BoxFuture<'static, Result<Arc<Material>, String>>>);
+pub(crate) struct StepMaterial(Shared<BoxFuture<'static, Result<Arc<Material>, GitFailure>>>);
 
 impl StepMaterial {
     pub(crate) fn ready(material: Material) -> StepMaterial {
@@ -381,7 +381,7 @@ impl StepMaterial {
 
     /// The material, once read.
     pub(crate) async fn get(&self) -> RpcResult<Arc<Material>> {
-        self.0.clone().await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))
+        self.0.clone().await.map_err(RpcError::from)
     }
 }
 
@@ -390,15 +390,25 @@ pub(crate) async fn freshness(ws: &Workspace, spec: &Spec, entries: &[LedgerEntr
     let recorded = spec.criteria().any(|c| evidence::latest_result(entries, &c.id).is_some());
     if !recorded {
         // Nothing recorded yet (a draft, a new task): there is nothing to compare.
-        return Freshness { material: Err("no evidence recorded".into()), stale: BTreeMap::new(), changes: Vec::new() };
+        return Freshness {
+            material: Err(GitFailure::Unreadable("no evidence recorded".into())),
+            stale: BTreeMap::new(),
+            changes: Vec::new(),
+        };
     }
     judged(spec, entries, material_now(ws, spec).await)
 }
 
 /// The freshness of `spec`'s recorded results against `material`, the material of its scope
 /// in some checkout: which are stale, and what changed since they ran.
-fn judged(spec: &Spec, entries: &[LedgerEntry], material: Result<Material, String>) -> Freshness {
-    let stale = evidence::stale(spec, entries, material.as_ref().ok().map(|m| m.digest.as_str()));
+fn judged(spec: &Spec, entries: &[LedgerEntry], material: Result<Material, GitFailure>) -> Freshness {
+    let mut stale = evidence::stale(spec, entries, material.as_ref().ok().map(|m| m.digest.as_str()));
+    // A name that is not UTF-8 is the user's to put right, not the repository's trouble.
+    if let Some(name) = material.as_ref().err().and_then(GitFailure::shown_name) {
+        for why in stale.values_mut().filter(|why| **why == Stale::Unverifiable) {
+            *why = Stale::UnreadableName { name: name.clone() };
+        }
+    }
     let mut changes = Vec::new();
     match &material {
         Ok(now) => {
@@ -421,7 +431,7 @@ fn judged(spec: &Spec, entries: &[LedgerEntry], material: Result<Material, Strin
             changes.sort();
             changes.dedup();
         }
-        Err(e) if !stale.is_empty() => changes.push(e.clone()),
+        Err(e) if !stale.is_empty() => changes.push(e.to_string()),
         Err(_) => {}
     }
     Freshness { material, stale, changes }

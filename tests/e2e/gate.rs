@@ -2713,7 +2713,9 @@ fn a_repository_git_cannot_read_is_named_not_called_stale_evidence() {
 }
 
 /// A file in scope whose name is not UTF-8 is never passed over in silence (evidence, the gate
-/// and a receipt would all miss its content): reading the scope fails, naming it.
+/// and a receipt would all miss its content): reading the scope fails, naming it by its bytes
+/// with what to do, and `status` and `complete` say the same (before, the name was U+FFFD,
+/// there was no hint, and `status` sent the user to `git status`).
 #[test]
 fn a_file_in_scope_whose_name_is_not_utf8_is_named_never_skipped() {
     use std::os::unix::ffi::OsStrExt;
@@ -2724,10 +2726,28 @@ fn a_file_in_scope_whose_name_is_not_utf8_is_named_never_skipped() {
     std::fs::write(&odd, "content nobody checked\n").unwrap();
     let build = env.scafld(&["build", "rev", "--json"]);
     assert_ne!(build.code, 0, "{}", build.stdout);
-    let message = build.json()["error"]["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.contains("has a name that is not UTF-8"), "{}", build.stdout);
+    let error = build.json()["error"].clone();
+    // Named by its bytes (never U+FFFD), with what to do about it.
+    assert!(error["message"].as_str().unwrap().contains("`src/\\xFF.txt` has a name that is not UTF-8"), "{error}");
+    let hint = error["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains("rename `src/\\xFF.txt`") && hint.contains("out of the task's scope"), "{error}");
     std::fs::remove_file(&odd).unwrap();
     assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+    // Made after the evidence: the next step is that file, never `git status` (the repository
+    // reads), and `complete` says the same.
+    std::fs::write(&odd, "content nobody checked\n").unwrap();
+    let next = status(&env)["next_action"].clone();
+    assert_eq!(
+        (next["action"].as_str(), next["command"].as_str()),
+        (Some("repair"), Some("scafld build rev")),
+        "{next}"
+    );
+    let reason = next["reason"].as_str().unwrap();
+    assert!(reason.contains("`src/\\xFF.txt` in rev's scope has a name that is not UTF-8"), "{next}");
+    assert!(reason.contains("rename it") && reason.contains("scafld approve rev --amend"), "{next}");
+    let refused = env.scafld(&["complete", "rev", "--json"]);
+    refused.assert_code(1);
+    assert!(refused.json()["error"]["hint"].as_str().unwrap().contains("rename `src/\\xFF.txt`"), "{}", refused.stdout);
 }
 
 /// The baseline commit gone after the review passed: finalize mints no receipt based on it (one

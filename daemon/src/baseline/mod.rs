@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
@@ -53,6 +54,46 @@ pub enum GitFailure {
     UnknownRevision(String),
     /// git cannot read the workspace.
     Unreadable(String),
+    /// A file in scope (or at the workspace's top, for a whole scope) whose name is not UTF-8,
+    /// which no path here can carry: its workspace-relative path as bytes. Never passed over in
+    /// silence (evidence, the gate and a receipt would all miss its content); the user renames
+    /// it or keeps it out of the scope.
+    NameNotUtf8(Vec<u8>),
+}
+
+impl GitFailure {
+    /// The name that is not UTF-8 as a person reads it: bytes shown by value, controls in
+    /// caret notation.
+    pub fn shown_name(&self) -> Option<String> {
+        match self {
+            GitFailure::NameNotUtf8(name) => {
+                Some(scafld_protocol::text::one_line(&scafld_protocol::text::shown_bytes(name)).into_owned())
+            }
+            _ => None,
+        }
+    }
+
+    /// What to do about it, where the user can act in the workspace.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            GitFailure::Unmet { hint, .. } => Some(hint.clone()),
+            GitFailure::NameNotUtf8(_) => Some(format!(
+                "rename `{}` to a UTF-8 name, or keep it out of the task's scope (then `scafld approve <task> --amend`)",
+                self.shown_name().unwrap_or_default()
+            )),
+            GitFailure::UnknownRevision(_) | GitFailure::Unreadable(_) => None,
+        }
+    }
+
+    /// The same failure for a path below `prefix/` (a submodule's or nested repository's).
+    fn under(self, prefix: &str) -> GitFailure {
+        match self {
+            GitFailure::NameNotUtf8(name) if !prefix.is_empty() => {
+                GitFailure::NameNotUtf8([prefix.as_bytes(), b"/", &name].concat())
+            }
+            other => other,
+        }
+    }
 }
 
 impl std::fmt::Display for GitFailure {
@@ -61,6 +102,11 @@ impl std::fmt::Display for GitFailure {
             GitFailure::Unmet { message, .. }
             | GitFailure::UnknownRevision(message)
             | GitFailure::Unreadable(message) => f.write_str(message),
+            GitFailure::NameNotUtf8(_) => write!(
+                f,
+                "`{}` has a name that is not UTF-8, which scafld cannot bind evidence to",
+                self.shown_name().unwrap_or_default()
+            ),
         }
     }
 }
@@ -77,6 +123,17 @@ impl From<&str> for GitFailure {
     }
 }
 
+/// Where only a message is kept: the failure as it reads, with what to do about a name that
+/// is not UTF-8.
+impl From<GitFailure> for String {
+    fn from(failure: GitFailure) -> String {
+        match &failure {
+            GitFailure::NameNotUtf8(_) => format!("{failure}: {}", failure.hint().unwrap_or_default()),
+            _ => failure.to_string(),
+        }
+    }
+}
+
 /// An unmet precondition is a refusal (exit 1) with its hint, an unknown revision the
 /// caller's mistake (exit 2); only an unreadable workspace is a workspace error.
 impl From<GitFailure> for crate::error::RpcError {
@@ -88,6 +145,10 @@ impl From<GitFailure> for crate::error::RpcError {
             GitFailure::UnknownRevision(message) => RpcError::new(ErrorKind::InvalidInput, message)
                 .with_hint("name a commit this repository has (fetch it first if it lives elsewhere)"),
             GitFailure::Unreadable(message) => RpcError::new(ErrorKind::WorkspaceError, message),
+            GitFailure::NameNotUtf8(_) => {
+                let hint = failure.hint().unwrap_or_default();
+                RpcError::new(ErrorKind::WorkspaceError, failure.to_string()).with_hint(hint)
+            }
         }
     }
 }
@@ -793,7 +854,7 @@ fn in_scope(path: &str, scope: &[String]) -> bool {
 
 /// The material of `scope` (workspace-relative paths; empty means the whole tree but the
 /// runner's folders) in the repository containing `root`.
-pub fn material(root: &Path, scope: &[String]) -> Result<Material, String> {
+pub fn material(root: &Path, scope: &[String]) -> Result<Material, GitFailure> {
     material_walked(root, scope, true)
 }
 
@@ -802,7 +863,7 @@ const LINK_ROUNDS: usize = 8;
 
 /// [`material`], with the status walk pruned to the scope or (for tests to compare against)
 /// over the whole work tree.
-fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Material, String> {
+fn material_walked(root: &Path, scope: &[String], prune: bool) -> Result<Material, GitFailure> {
     let (repo, place) = placed(root)?;
     let (mut entries, mut ignored) = (Vec::new(), Vec::new());
     collect_material(&repo, &place, "", &place.scope(scope), prune, &mut entries, &mut ignored)?;
@@ -1121,7 +1182,7 @@ fn collect_material(
     prune: bool,
     out: &mut Vec<BaselinePath>,
     ignored: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), GitFailure> {
     let workdir = repo.workdir().ok_or("the git repository is bare")?.to_path_buf();
     let entry =
         |path: String, status: &str, fingerprint: String| BaselinePath { status: status.into(), fingerprint, path };
@@ -1151,11 +1212,11 @@ fn collect_material(
     // A submodule's whole tree is walked whole (`counts` passes over a workspace's runner
     // folders in it).
     let walk = if prune && (prefix.is_empty() || !whole) {
-        pruned_walk(repo, place, head_tree.as_ref(), &workdir, &scope_here, whole)?
+        pruned_walk(repo, place, head_tree.as_ref(), &workdir, &scope_here, whole).map_err(|e| e.under(prefix))?
     } else {
         Vec::new()
     };
-    let statuses = scoped_statuses(repo, &walk)?;
+    let statuses = scoped_statuses(repo, &walk).map_err(|e| e.under(prefix))?;
     let submodules: BTreeSet<String> =
         repo.submodules().map(|subs| subs.iter().map(|s| s.path().display().to_string()).collect()).unwrap_or_default();
     // Paths read from the disk (a deleted one has no entry), then those with an entry.
@@ -1305,7 +1366,7 @@ fn literal_walk(workdir: &Path, paths: Vec<String>) -> Vec<String> {
 /// (its pathlist walk steps past the wrong entry), so tracked files below `src/` would go
 /// unreported (a deletion lost, an unchanged file reported untracked). Names are compared
 /// without case, as a repository that ignores case sorts them.
-fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, Status)>, String> {
+fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, Status)>, GitFailure> {
     let key = |p: &String| p.strip_suffix('/').unwrap_or(p).to_ascii_lowercase();
     let extends = |short: &str, long: &str| {
         long.len() > short.len() && long.starts_with(short) && long.as_bytes()[short.len()] < b'/'
@@ -1338,7 +1399,7 @@ fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, S
         for entry in statuses.iter() {
             // A name that is not UTF-8 cannot be carried as a path here: never left out in
             // silence (evidence, the gate and a receipt would pass over its content).
-            let path = entry.path().map_err(|_| not_utf8(String::from_utf8_lossy(entry.path_bytes()).into_owned()))?;
+            let path = entry.path().map_err(|_| GitFailure::NameNotUtf8(entry.path_bytes().to_vec()))?;
             found.insert(path.to_string(), entry.status());
         }
     }
@@ -1356,13 +1417,6 @@ fn scoped_statuses(repo: &Repository, paths: &[String]) -> Result<Vec<(String, S
     Ok(found.into_iter().collect())
 }
 
-/// The refusal of a file whose name is not UTF-8 (shown with replacement characters).
-fn not_utf8(shown: String) -> String {
-    format!(
-        "`{shown}` has a name that is not UTF-8, which scafld cannot bind evidence to: rename it, or keep it out of the task's scope"
-    )
-}
-
 /// The paths a status walk of `scope` is pruned to: the whole tree but the runner's folders
 /// when `whole`, else the scope's own paths (see [`walk_paths`]); empty means the whole walk.
 /// `whole` is the workspace's whole folder (never a submodule's, which is walked whole).
@@ -1373,14 +1427,14 @@ fn pruned_walk(
     workdir: &Path,
     scope: &[String],
     whole: bool,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, GitFailure> {
     if !whole {
         return Ok(walk_paths(repo, head_tree, workdir, scope));
     }
     // Refused as the status walk refuses one further down: a name passed over here would be
     // content no evidence, gate or receipt reads.
     match outside_runner_dirs(repo, place) {
-        (_, Some(unnamed)) => Err(not_utf8(unnamed)),
+        (_, Some(unnamed)) => Err(GitFailure::NameNotUtf8(unnamed)),
         (walk, None) => Ok(walk),
     }
 }
@@ -1388,9 +1442,9 @@ fn pruned_walk(
 /// The whole workspace but the runner's folders, as the (work-tree) paths of a pruned walk:
 /// every name at the workspace's top and in its `.scafld/` that the disk, the index or HEAD
 /// has, but `.git` and the runner's folders (whose thousands of specs and run logs never count
-/// as task content). Also the first name found there that is not UTF-8 (shown lossily), which
+/// as task content). Also the first name found there that is not UTF-8 (its bytes), which
 /// the paths cannot hold.
-fn outside_runner_dirs(repo: &Repository, place: &Place) -> (Vec<String>, Option<String>) {
+fn outside_runner_dirs(repo: &Repository, place: &Place) -> (Vec<String>, Option<Vec<u8>>) {
     let home = place.top.join(place.prefix());
     // A symlink named `.scafld` is reported by its own name, never walked through.
     let scafld_is_dir = std::fs::symlink_metadata(home.join(".scafld")).is_ok_and(|m| m.is_dir());
@@ -1417,7 +1471,7 @@ fn outside_runner_dirs(repo: &Repository, place: &Place) -> (Vec<String>, Option
                 Some(name) => add(&format!("{prefix}{name}")),
                 // One git ignores is not read by the status walk either.
                 None if repo.is_path_ignored(work_tree_path(place, prefix, &entry.file_name())).unwrap_or(false) => {}
-                None => unnamed = unnamed.or(Some(format!("{prefix}{}", entry.file_name().to_string_lossy()))),
+                None => unnamed = unnamed.or(Some([prefix.as_bytes(), entry.file_name().as_bytes()].concat())),
             }
         }
     }
@@ -3653,7 +3707,8 @@ mod tests {
         std::fs::write(root.join(std::ffi::OsStr::from_bytes(b"bad\xff.txt")), "v1\n").unwrap();
         for walked in [true, false] {
             let refused = material_walked(&root, &[], walked).unwrap_err();
-            assert!(refused.contains("bad\u{fffd}.txt` has a name that is not UTF-8"), "{refused}");
+            assert_eq!(refused, GitFailure::NameNotUtf8(b"bad\xff.txt".to_vec()));
+            assert!(refused.to_string().contains("`bad\\xFF.txt` has a name that is not UTF-8"), "{refused}");
         }
         assert!(material(&root, &["src".to_string()]).is_ok());
         assert!(snapshot(&root, &["src".to_string()]).unwrap().paths.is_empty());

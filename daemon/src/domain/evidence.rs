@@ -408,6 +408,9 @@ pub enum Stale {
     /// The files in scope cannot be read now (for example the workspace is not a git
     /// repository any more), so nothing recorded can be shown to match them.
     Unverifiable,
+    /// The files in scope cannot be read now because one of them (`name`, as shown to a
+    /// person) has a name that is not UTF-8: the user renames it or keeps it out of the scope.
+    UnreadableName { name: String },
     /// The spec file is missing: there is no definition to check the result against.
     SpecMissing,
 }
@@ -423,7 +426,9 @@ impl Stale {
             Stale::RewrittenWhileRunning { .. } => {
                 "files in the task's scope were rewritten while it ran, so it may have run on other content"
             }
-            Stale::Unverifiable => "the files in the task's scope cannot be read to check it",
+            Stale::Unverifiable | Stale::UnreadableName { .. } => {
+                "the files in the task's scope cannot be read to check it"
+            }
             Stale::SpecMissing => "the spec file is missing, so its definition cannot be checked",
         }
     }

@@ -462,6 +462,18 @@ fn building(id: &str, status: Status, f: &Facts<'_>) -> NextAction {
 /// the repository): nothing is known to have changed, and a build could read no more than
 /// `status` did, so the next step is the repository, not a build.
 fn unreadable_scope(id: &str, stale: &BTreeMap<String, Stale>) -> Option<NextAction> {
+    if let Some(Stale::UnreadableName { name }) = stale.values().next()
+        && stale.values().all(|why| matches!(why, Stale::UnreadableName { .. }))
+    {
+        return Some(next(
+            Role::Agent,
+            Action::Repair,
+            format!("scafld build {id}"),
+            format!(
+                "`{name}` in {id}'s scope has a name that is not UTF-8, which scafld cannot bind evidence to: rename it to a UTF-8 name, or keep it out of the task's scope (then `scafld approve {id} --amend --reason \"why\"`), then re-run the evidence"
+            ),
+        ));
+    }
     if stale.is_empty() || !stale.values().all(|why| matches!(why, Stale::Unverifiable)) {
         return None;
     }

@@ -457,8 +457,7 @@ pub async fn check_retry(
         }));
     }
     if !session.tree.is_empty() {
-        let now =
-            crate::evidence::material_now(ws, &spec).await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+        let now = crate::evidence::material_now(ws, &spec).await.map_err(RpcError::from)?;
         if now.digest != session.tree {
             return Err(RpcError::new(
                 ErrorKind::InvalidState,
@@ -544,7 +543,11 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
         return Ok(());
     }
     // The files cannot be read at all: the workspace's trouble (exit 6), not evidence to rebuild.
-    if fresh.stale.values().all(|why| matches!(why, evidence::Stale::Unverifiable)) {
+    if fresh
+        .stale
+        .values()
+        .all(|why| matches!(why, evidence::Stale::Unverifiable | evidence::Stale::UnreadableName { .. }))
+    {
         let why = scafld_protocol::text::listed(&fresh.changes);
         return Err(RpcError::new(
             ErrorKind::WorkspaceError,
@@ -552,7 +555,14 @@ pub(crate) fn refuse_stale(task: &str, fresh: &Freshness, what: &str) -> RpcResu
                 "cannot {what} {task}: the files in its scope cannot be read ({why}), so its evidence cannot be checked"
             ),
         )
-        .with_hint("repair the repository (see `git status`), then try again"));
+        .with_hint(
+            fresh
+                .material
+                .as_ref()
+                .err()
+                .and_then(crate::baseline::GitFailure::hint)
+                .unwrap_or_else(|| "repair the repository (see `git status`), then try again".into()),
+        ));
     }
     let ids: Vec<String> = fresh.stale.iter().map(|(id, why)| format!("`{id}` ({})", why.describe())).collect();
     let changed = if fresh.changes.is_empty() {

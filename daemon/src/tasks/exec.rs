@@ -725,8 +725,7 @@ async fn manual_evidence(
         .filter(|a| !a.trim().is_empty())
         .or_else(|| env.get("USER").or_else(|| env.get("LOGNAME")).cloned())
         .unwrap_or_else(|| "unknown".into());
-    let material =
-        crate::evidence::material_now(ws, &spec).await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?;
+    let material = crate::evidence::material_now(ws, &spec).await.map_err(RpcError::from)?;
     let definition = evidence::definition_digest(criterion);
     let disposition = manual.disposition.as_str().to_string();
     let repeat = entries.iter().rev().find_map(|e| match &e.event {

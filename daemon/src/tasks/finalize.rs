@@ -317,14 +317,15 @@ async fn refuse_changed_while_running(
     ws: &Workspace,
     spec: &Spec,
     task: &str,
-    reviewed: &Result<baseline::Material, String>,
+    reviewed: &Result<baseline::Material, baseline::GitFailure>,
 ) -> RpcResult<()> {
-    let unreadable = |why: String| {
+    let unreadable = |why: baseline::GitFailure| {
+        let hint = why.hint().unwrap_or_else(|| "repair the repository (see `git status`), then try again".into());
         RpcError::new(
             ErrorKind::WorkspaceError,
             format!("cannot finalize {task}: the files in its scope cannot be read ({why}), so what would be signed cannot be checked against what was reviewed"),
         )
-        .with_hint("repair the repository (see `git status`), then try again")
+        .with_hint(hint)
     };
     let reviewed = reviewed.as_ref().map_err(|why| unreadable(why.clone()))?;
     let now = crate::evidence::material_now(ws, spec).await.map_err(unreadable)?;

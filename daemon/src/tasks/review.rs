@@ -119,9 +119,7 @@ pub async fn review(daemon: &Arc<Daemon>, p: m::TaskReviewParams) -> RpcResult<m
     }
     let material = match &fresh.material {
         Ok(material) => material.clone(),
-        Err(_) => {
-            crate::evidence::material_now(&ws, &spec).await.map_err(|e| RpcError::new(ErrorKind::WorkspaceError, e))?
-        }
+        Err(_) => crate::evidence::material_now(&ws, &spec).await.map_err(RpcError::from)?,
     };
     let tree = material.digest.clone();
     if !p.force && !p.print_context {
