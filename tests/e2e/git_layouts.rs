@@ -351,6 +351,32 @@ fn a_fixture_shaped_like_a_runner_folder_is_files_of_the_task() {
     assert_eq!(next(), "scafld build fx", "an edit of the fixture left the evidence current");
 }
 
+/// A submodule's git directory (`.git/modules/<name>`) is git's own store whose work tree is
+/// the submodule's folder: `scafld init` there, or below it, is refused (exit 2, nothing
+/// written) naming that folder. Before, it was taken for a bare repository ("clone it").
+#[test]
+fn init_in_a_submodules_git_directory_names_the_submodules_work_tree() {
+    let env = TestEnv::new();
+    let sub = env.path("sub");
+    std::fs::create_dir_all(&sub).unwrap();
+    git(&sub, &["init", "-q"]);
+    std::fs::write(sub.join("s.txt"), "s\n").unwrap();
+    commit_all(&sub, "s");
+    git(&env.work, &["init", "-q"]);
+    git(&env.work, &["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.to_str().unwrap(), "sub"]);
+    let store = env.work.join(".git/modules/sub");
+    let before = scafld_tests::tree(&store);
+    let tree = env.work.join("sub").canonicalize().unwrap();
+    for dir in [store.clone(), store.join("refs")] {
+        let init = scafld_in(&env, &dir, &["init"]);
+        init.assert_code(2);
+        assert!(init.stderr.contains("inside git's own store"), "{}", init.stderr);
+        assert!(init.stderr.contains(&format!("`scafld --root {} init`", tree.display())), "{}", init.stderr);
+        assert!(!init.stderr.contains("bare repositories"), "{}", init.stderr);
+    }
+    assert_eq!(scafld_tests::tree(&store), before, "init wrote into git's own store");
+}
+
 /// A bare repository is git's own store, with no work tree: `scafld init` there is refused as
 /// inside a `.git/` folder (exit 2, nothing written), and a range review there says bare
 /// repositories are not supported. Before, init made `.scafld/` and a `.gitignore` among git's

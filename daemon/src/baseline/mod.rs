@@ -153,6 +153,17 @@ impl From<GitFailure> for crate::error::RpcError {
     }
 }
 
+/// The work tree git gives the git directory `git_dir`: a `.git` folder's parent, a
+/// submodule's git directory's `core.worktree` (`.git/modules/<name>` is worked on in the
+/// submodule's folder), a linked worktree's folder; `None` for a bare repository, or one whose
+/// work tree is not a folder there.
+pub fn work_tree_of(git_dir: &Path) -> Option<PathBuf> {
+    let repo = Repository::open(git_dir).ok()?;
+    let tree = repo.workdir().filter(|_| !repo.is_bare())?;
+    let tree: PathBuf = tree.components().collect();
+    tree.is_dir().then_some(tree)
+}
+
 /// The repository `root` is in (kept open between calls, see [`kept`]).
 fn open(root: &Path) -> Result<kept::Lease, String> {
     kept::lease(root).map_err(|e| {

@@ -220,13 +220,18 @@ async fn workspace_init(daemon: &Daemon, params: m::WorkspaceInitParams) -> RpcR
     // there, and git's files are not the project's.
     let canonical = crate::daemon::canonical_root(root)?;
     if let Some(git_dir) = scafld_local::git::store_holding(&canonical) {
-        let hint = match git_dir.file_name().is_some_and(|name| name == ".git") {
+        // The work tree git gives it (a submodule's `.git/modules/<name>` has one elsewhere); a
+        // `.git` folder git cannot open still belongs to the folder holding it.
+        let tree = crate::baseline::work_tree_of(&git_dir).or_else(|| {
+            git_dir.file_name().is_some_and(|name| name == ".git").then(|| git_dir.parent().map(Path::to_path_buf))?
+        });
+        let hint = match tree {
             // With `--root`, so that the command is the same wherever the caller is.
-            true => format!(
+            Some(tree) => format!(
                 "make the workspace in the work tree: `scafld --root {} init`",
-                scafld_protocol::cli::shell_word(&git_dir.parent().unwrap_or(&git_dir).to_string_lossy())
+                scafld_protocol::cli::shell_word(&tree.to_string_lossy())
             ),
-            false => format!(
+            None => format!(
                 "scafld does not support bare repositories (they have no work tree): clone it, `git clone {} <folder>`, and run `scafld init` in the clone",
                 scafld_protocol::cli::shell_word(&git_dir.to_string_lossy())
             ),
