@@ -334,8 +334,12 @@ impl Daemon {
             }
         }
         let recorded = self.store.workspaces().map_err(RpcError::internal)?.into_iter().find(|r| r.id == id);
+        if let Some(why) = recorded.as_ref().and_then(|record| not_its_folder(record, Path::new(root))) {
+            return Err(RpcError::new(ErrorKind::WorkspaceError, why));
+        }
         if let Some(record) = recorded.filter(|r| r.root != root)
             && layout::read_id(Path::new(&record.root)).ok().flatten().as_deref() == Some(id)
+            && not_reopened(&record).is_none()
         {
             return self.workspace_now(&record.root);
         }
@@ -1056,6 +1060,19 @@ pub fn not_reopened(record: &WorkspaceRecord) -> Option<String> {
             record.root
         )),
     }
+}
+
+/// Why work of workspace `record` (a job, a review) may not open the folder at `root` as it:
+/// `root` is the folder recorded for it, and the `.scafld` there is not the recorded one
+/// ([`not_reopened`]: a copy or a clone left where the workspace was moved from). Opening it
+/// would settle its identity (the copy taking the workspace's id and history, the moved
+/// workspace then counted as the copy) in a folder no command was run in: the start's
+/// recovery and reviewers follow the same rule as the start's reopening. `None` otherwise.
+pub fn not_its_folder(record: &WorkspaceRecord, root: &Path) -> Option<String> {
+    if Path::new(&record.root) != root || gone_from(root).is_some() {
+        return None;
+    }
+    not_reopened(record).map(|why| format!("workspace {} is not opened at {}: {why}", record.id, record.root))
 }
 
 pub fn canonical_root(root: &Path) -> RpcResult<PathBuf> {

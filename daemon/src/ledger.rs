@@ -222,6 +222,18 @@ pub fn record(
     Ok(project_entries(daemon, ws, task, &entries, cause).unwrap_or_else(|e| deferred_write(ws, task, e)))
 }
 
+/// Append `events` to the task's ledger of workspace `workspace_id`, which is open at no folder
+/// that may be written as its (the start's recovery of a job whose folder holds a copy now, or
+/// nothing): the workspace reads them wherever it is opened next, and its spec shows them with
+/// the task's next write. Nothing is appended for a workspace the store no longer records.
+pub fn record_unopened(daemon: &Daemon, workspace_id: &str, task: &str, events: Vec<LedgerEvent>) -> RpcResult<()> {
+    let known = daemon.store().workspaces().map_err(internal)?.iter().any(|r| r.id == workspace_id);
+    if known {
+        daemon.store().append(workspace_id, task, &clock::now_rfc3339(), events).map_err(internal)?;
+    }
+    Ok(())
+}
+
 /// [`record`] for the events that end a build job: `end` gets the spec and the ledger as the
 /// events leave them and returns the job's final record, which reaches the disk in the same
 /// flush as the events. The spec's new bytes are written and synced under a temporary name meanwhile,

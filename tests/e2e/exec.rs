@@ -2429,3 +2429,45 @@ fn a_checklist_above_the_acceptance_label_is_not_criteria() {
     let ran: Vec<&str> = criteria.iter().map(|c| c["criterion_id"].as_str().unwrap()).collect();
     assert_eq!(ran, ["a1"], "{step}");
 }
+
+/// A build in flight when the daemon stops; the workspace is then moved away and a `cp -a` copy
+/// left at its old path. The next start's recovery records the abandoned job in the moved
+/// workspace's ledger (found by its id once it is opened) and writes nothing into the copy,
+/// which the start's reopening also leaves alone (its `.scafld` is not the recorded folder).
+/// Before, recovery opened the recorded path, so the copy took the workspace's identity and
+/// the abandoned job was projected into it; the moved workspace then counted as the copy.
+#[test]
+fn recovery_never_writes_a_moved_workspaces_job_into_a_copy_left_at_its_path() {
+    let mut env = TestEnv::new();
+    env.start_daemon();
+    ready(&env, "moved", &spec("moved", &[&[("wait", "test -f go || sleep 1012", "")]], &[]));
+    let id = std::fs::read_to_string(env.work.join(".scafld/workspace_id")).unwrap().trim().to_string();
+    let job =
+        env.scafld(&["build", "moved", "--detach", "--json"]).json()["result"]["job_id"].as_str().unwrap().to_string();
+    wait_until("the sleep to start", || running("sleep 1012"));
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    env.take_daemon().wait().unwrap();
+
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    let copied = Command::new("cp").arg("-a").arg(&moved).arg(&env.work).status().unwrap();
+    assert!(copied.success());
+    let copy_before = scafld_tests::tree(&env.work);
+
+    env.start_daemon();
+    let status = env.client().result("job.status", json!({"job_id": job}));
+    assert_eq!(status["state"], "abandoned", "{status}");
+    let copy_after = scafld_tests::tree(&env.work);
+    let changed: Vec<&String> =
+        copy_after.keys().chain(copy_before.keys()).filter(|k| copy_after.get(*k) != copy_before.get(*k)).collect();
+    assert!(changed.is_empty(), "recovery wrote into the copy: {changed:?}");
+
+    // The moved workspace keeps its id, and its ledger has the abandoned job.
+    let mut session = env.scafld_command(&["session", "moved", "--json"]);
+    session.current_dir(&moved);
+    let session = Run::from(session.output().unwrap());
+    let entries = session.json()["result"]["entries"].as_array().unwrap().clone();
+    assert!(entries.iter().any(|e| e["type"] == "job" && e["state"] == "abandoned"), "{entries:?}");
+    let moved_id = std::fs::read_to_string(moved.join(".scafld/workspace_id")).unwrap().trim().to_string();
+    assert_eq!(moved_id, id, "the moved workspace keeps its id");
+}

@@ -1771,3 +1771,62 @@ fn a_claim_waiting_when_the_daemon_stops_is_told_shutting_down() {
     let reply = claimer.reply(id);
     assert_eq!(reply["error"]["data"]["kind"], "shutting_down", "{reply}");
 }
+
+/// A daemon killed mid-review; the workspace is then moved away and a `cp -a` copy left at its
+/// old path. The next start's recovery never takes the copy for the review's workspace: the
+/// reviewer is not run in it and nothing is written into it (its `.scafld` is not the recorded
+/// folder), and the moved workspace keeps its id. Before, recovery opened the recorded path,
+/// so the copy took the workspace's identity and the reviewer ran and reported there.
+#[test]
+fn recovery_never_runs_a_moved_workspaces_review_in_a_copy_left_at_its_path() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    ready(&env, 1);
+    let id = std::fs::read_to_string(env.work.join(".scafld/workspace_id")).unwrap().trim().to_string();
+    let gate = env.path("gate");
+    let reviewer = env.path("slow-reviewer.sh");
+    std::fs::write(
+        &reviewer,
+        format!(
+            "#!/bin/sh\ncat > /dev/null\npwd >> \"{}\"\nwhile [ ! -f \"{}\" ]; do sleep 0.05; done\ncat <<'JSON'\n{}\nJSON\n",
+            env.path("starts").display(),
+            gate.display(),
+            dossier("pass", "")
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
+    let reviewer = reviewer.display().to_string();
+    let spawned =
+        env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &reviewer, "--detach", "--json"]);
+    spawned.assert_code(0);
+    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+    let starts_file = env.path("starts");
+    let starts = || std::fs::read_to_string(&starts_file).unwrap_or_default().lines().count();
+    wait_until("the reviewer to start", || starts() == 1);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    env.take_daemon().wait().unwrap();
+
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    assert!(Command::new("cp").arg("-a").arg(&moved).arg(&env.work).status().unwrap().success());
+    let copy_before = scafld_tests::tree(&env.work);
+    std::fs::write(&gate, "").unwrap();
+
+    env.start_daemon();
+    let mut waited = env.scafld_command(&["review", "wait", "--session-key", &key, "--timeout", "30", "--json"]);
+    waited.current_dir(&moved);
+    let waited = Run::from(waited.output().unwrap());
+    assert!(waited.stdout.contains(&key), "{waited:?}");
+    let copy_after = scafld_tests::tree(&env.work);
+    let changed: Vec<&String> =
+        copy_after.keys().chain(copy_before.keys()).filter(|k| copy_after.get(*k) != copy_before.get(*k)).collect();
+    assert!(changed.is_empty(), "recovery wrote into the copy: {changed:?}");
+    let ran_in: Vec<String> = std::fs::read_to_string(&starts_file).unwrap().lines().map(str::to_string).collect();
+    assert!(
+        !ran_in[1..].iter().any(|dir| std::path::Path::new(dir) == env.work),
+        "the reviewer ran in the copy: {ran_in:?}"
+    );
+    let moved_id = std::fs::read_to_string(moved.join(".scafld/workspace_id")).unwrap().trim().to_string();
+    assert_eq!(moved_id, id, "the moved workspace keeps its id");
+}

@@ -550,7 +550,11 @@ pub(crate) fn home(daemon: &Daemon, session: &SessionRecord) -> Result<Arc<Works
         };
     }
     let named_here = crate::workspace::layout::read_id(root).ok().flatten();
+    // Not a copy left where the workspace moved from: `workspace_of_now` refuses it, saying why.
+    let recorded = daemon.store().workspaces().unwrap_or_default().into_iter().find(|r| r.id == session.workspace_id);
+    let its_folder = recorded.is_none_or(|r| crate::daemon::not_its_folder(&r, root).is_none());
     if named_here.as_deref() == Some(session.workspace_id.as_str())
+        && its_folder
         && let Ok(ws) = daemon.workspace_now(&session.root)
         && ws.owns(&session.workspace_id)
     {

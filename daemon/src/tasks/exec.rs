@@ -11,7 +11,7 @@ use futures::future::{BoxFuture, FutureExt, Shared};
 use scafld_protocol::methods::{self as m, BuildOutcome, CriterionResult};
 use scafld_protocol::{ErrorKind, Event};
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::{entry, require_valid};
 use crate::baseline;
@@ -1869,17 +1869,34 @@ fn export_path(daemon: &Daemon, ws: &Workspace, task: &str, path: &str, force: b
 /// harden's only in its record: a harden round is the spec's, and a draft has no ledger).
 pub async fn recover_jobs(daemon: &Arc<Daemon>) {
     for job in daemon.jobs.recover(daemon.store()).into_iter().filter(|j| j.kind == JobKind::Acceptance) {
-        let Ok(ws) = daemon.workspace(&job.root).await else { continue };
-        let lock = daemon.jobs.task_lock(&ws, &job.task_id);
-        let _guard = lock.lock().await;
-        // The workspace may still be indexing in the background: have the index read this
-        // task's spec first, so the projection finds it.
-        let _ = super::fresh_entry(daemon, &ws, &job.task_id);
         let event = LedgerEvent::Job {
             job_id: job.id.clone(),
             state: JobState::Abandoned.to_string(),
             reason: job.reason.clone().unwrap_or_default(),
         };
+        // The job's workspace where it is now, never whatever holds its folder since (a copy
+        // left where it was moved from, another workspace): those get nothing written.
+        let ws = match daemon.workspace_of(&job.root, &job.workspace_id).await {
+            Ok(ws) if ws.id == job.workspace_id => ws,
+            found => {
+                let why = match found {
+                    Ok(other) => format!("{} holds workspace {} now", other.root.display(), other.id),
+                    Err(e) => e.0.message,
+                };
+                // Its ledger alone, which the workspace finds by its id wherever it is opened
+                // next; its spec shows it with the task's next write (`reconcile`).
+                if let Err(e) = crate::ledger::record_unopened(daemon, &job.workspace_id, &job.task_id, vec![event]) {
+                    warn!(job = %job.id, "cannot record the abandoned job: {e}");
+                }
+                info!(job = %job.id, "the abandoned job is recorded in its workspace's ledger only: {why}");
+                continue;
+            }
+        };
+        let lock = daemon.jobs.task_lock(&ws, &job.task_id);
+        let _guard = lock.lock().await;
+        // The workspace may still be indexing in the background: have the index read this
+        // task's spec first, so the projection finds it.
+        let _ = super::fresh_entry(daemon, &ws, &job.task_id);
         if let Err(e) = record(daemon, &ws, &job.task_id, vec![event], "recovery") {
             warn!(job = %job.id, "cannot record the abandoned job: {e}");
         }
