@@ -713,13 +713,13 @@ impl Daemon {
     /// reviews a plain repository ran before `scafld init` are the folder's whatever it holds.
     pub fn refuse_while_held(&self, root: &Path, id: Option<&str>) -> RpcResult<()> {
         let (root_text, range) = (root.display().to_string(), layout::range_id(root));
-        let held = self.jobs.matching(|r| {
+        let held = self.jobs.oldest_matching(|r| {
             !r.state.is_finished()
                 && r.root == root_text
                 && Some(r.workspace_id.as_str()) != id
                 && r.workspace_id != range
         });
-        let Some(job) = held.into_iter().min_by(|a, b| a.created_at.cmp(&b.created_at)) else { return Ok(()) };
+        let Some(job) = held else { return Ok(()) };
         let what = match job.kind {
             crate::domain::job::JobKind::Acceptance => format!("a build of `{}`", job.task_id),
             crate::domain::job::JobKind::Review if job.task_id.is_empty() => "a review".to_string(),

@@ -267,7 +267,7 @@ impl Jobs {
             .values_mut()
             .filter(|r| r.state == JobState::Queued && eligible(r))
             // By creation sequence, never the wall clock (which may be set back).
-            .min_by_key(|r| creation_number(&r.id))?;
+            .min_by(|a, b| created_before(a, b))?;
         claim(record);
         let record = record.clone();
         self.persist(store, &records, &record, true);
@@ -288,6 +288,12 @@ impl Jobs {
     /// The jobs `matches` accepts, copying only those (for loops that run often).
     pub fn matching(&self, matches: impl Fn(&JobRecord) -> bool) -> Vec<JobRecord> {
         lock(&self.records).values().filter(|r| matches(r)).cloned().collect()
+    }
+
+    /// The oldest job `matches` accepts, by creation sequence (never the wall clock, which may
+    /// be set back), as [`Jobs::claim`] and [`Jobs::all`] order them.
+    pub fn oldest_matching(&self, matches: impl Fn(&JobRecord) -> bool) -> Option<JobRecord> {
+        lock(&self.records).values().filter(|r| matches(r)).min_by(|a, b| created_before(a, b)).cloned()
     }
 
     /// Every job, newest first.
@@ -410,8 +416,14 @@ impl Jobs {
 
 /// `jobs` newest first by creation sequence, never the wall clock (which may be set back).
 fn newest_first(mut jobs: Vec<JobRecord>) -> Vec<JobRecord> {
-    jobs.sort_by(|a, b| creation_number(&b.id).cmp(&creation_number(&a.id)).then_with(|| b.id.cmp(&a.id)));
+    jobs.sort_by(|a, b| created_before(b, a));
     jobs
+}
+
+/// How jobs `a` and `b` order by creation: their sequence numbers, then (within one, which
+/// only jobs of an older scafld share) their ids.
+fn created_before(a: &JobRecord, b: &JobRecord) -> std::cmp::Ordering {
+    creation_number(&a.id).cmp(&creation_number(&b.id)).then_with(|| a.id.cmp(&b.id))
 }
 
 /// The counter part of a job id (`job-<n>-<random>`): creation order within one second.
@@ -523,6 +535,18 @@ mod tests {
         let ids: Vec<String> = jobs.all().into_iter().map(|r| r.id).collect();
         assert_eq!(ids, ["job-10-b", "job-9-a"]);
         assert_eq!(jobs.claim(&store, |_| true, |_| {}).unwrap().id, "job-9-a");
+    }
+
+    /// The oldest of several jobs is the first created, even when the wall clock was set back
+    /// between them (`refuse_while_held` names it).
+    #[test]
+    fn the_oldest_job_is_the_first_created_not_the_earliest_recorded_time() {
+        let job = |id: &str, at: &str| {
+            JobRecord::queued(id.into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), at.into())
+        };
+        let jobs = Jobs::new(vec![job("job-9-a", "2026-01-01T10:00:00Z"), job("job-10-b", "2026-01-01T09:00:00Z")]);
+        assert_eq!(jobs.oldest_matching(|_| true).unwrap().id, "job-9-a");
+        assert!(jobs.oldest_matching(|r| r.id == "none").is_none());
     }
 
     #[test]
