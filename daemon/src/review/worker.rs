@@ -899,20 +899,33 @@ pub fn reap(daemon: &Arc<Daemon>) {
                     .and_then(|w| w.lease.as_ref())
                     .is_some_and(|l| l.token == lease.token && l.expires_ms <= now)
         };
-        let requeued = daemon.jobs.update_if(daemon.store(), &job.id, true, still_expired, |r| {
-            r.state = JobState::Queued;
-            r.attempt += 1;
-            r.group = None;
-            r.activity = Some(format!("re-queued: {reason}"));
+        // First the lease ends (its holder's calls are refused from now), the job still running
+        // and so claimed by nobody; then its run is ended; only then is it queued again. Queued
+        // first, a new claim could prepare its own run (kept under the same job id) before the
+        // old one was ended, and ending the old one would end it.
+        let ended = daemon.jobs.update_if(daemon.store(), &job.id, true, still_expired, |r| {
             if let Some(work) = r.review.as_mut() {
                 work.lease = None;
             }
         });
-        if requeued.is_none() {
+        if ended.is_none() {
             continue;
         }
         end_run(daemon, &job.id);
         drop_scratch(daemon, &job);
+        // Unless the job ended meanwhile (a cancel); a restart in between re-queues it too
+        // (`Jobs::recover`: a running review job without a lease).
+        let unleased =
+            |r: &JobRecord| r.state == JobState::Running && r.review.as_ref().is_some_and(|w| w.lease.is_none());
+        let requeued = daemon.jobs.update_if(daemon.store(), &job.id, true, unleased, |r| {
+            r.state = JobState::Queued;
+            r.attempt += 1;
+            r.group = None;
+            r.activity = Some(format!("re-queued: {reason}"));
+        });
+        if requeued.is_none() {
+            continue;
+        }
         publish(daemon, &session, &job.id, "heartbeat_stale", &reason);
         publish(daemon, &session, &job.id, "requeued", "the checkpoint is kept for the next worker");
         daemon.publish(Event::JobChanged {
@@ -932,5 +945,84 @@ pub async fn reaper_loop(daemon: Arc<Daemon>) {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(Duration::from_millis(200)) => reap(&daemon),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::DaemonOptions;
+    use crate::domain::job::{JobKind, ReviewWork};
+    use crate::store::{SledStore, Store};
+
+    /// A lease the reaper takes back ends the old run (its prepared invocation, its submission
+    /// slot) before the job can be claimed again: a new claim prepares its own run under the
+    /// same job id, which ending the old one afterwards would end instead. The run table is
+    /// held while the reaper comes to end the old run, as a claim preparing one would reach it.
+    #[test]
+    fn a_reaped_job_is_claimable_only_once_its_old_run_has_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(&dir.path().join("db")).unwrap());
+        let session = SessionRecord {
+            key: "s".into(),
+            job_ids: vec!["job-1-a".into()],
+            root: "/nowhere".into(),
+            workspace_id: "w".into(),
+            ..Default::default()
+        };
+        store.save_session(&session).unwrap();
+        let mut job = JobRecord::queued(
+            "job-1-a".into(),
+            JobKind::Review,
+            "w".into(),
+            "/nowhere".into(),
+            String::new(),
+            "t".into(),
+        );
+        job.state = JobState::Running;
+        job.review = Some(ReviewWork {
+            session_key: "s".into(),
+            reviewer: "worker".into(),
+            lease: Some(Lease { token: "old".into(), expires_ms: 1, ..Default::default() }),
+            ..Default::default()
+        });
+        store.save_job(&job).unwrap();
+        let options = DaemonOptions {
+            socket_path: dir.path().join("scafldd.sock"),
+            socket_activated: false,
+            state_dir: dir.path().to_path_buf(),
+            log_file: dir.path().join("log"),
+            retention: Duration::from_secs(3600),
+            limits: Default::default(),
+            executable: None,
+        };
+        let daemon = Arc::new(Daemon::new(options, store, tokio_util::sync::CancellationToken::new()));
+        let run = providers::Invocation {
+            command: "old run".into(),
+            env: Default::default(),
+            answer: Answer::Stdout,
+            output_format: "worker.stdout",
+            idle_on_stdout: false,
+            stop_past_capture: false,
+        };
+        crate::sync::lock(&daemon.sessions.invocations).insert(job.id.clone(), run);
+
+        let held = crate::sync::lock(&daemon.sessions.invocations);
+        let reaper = {
+            let daemon = daemon.clone();
+            std::thread::spawn(move || reap(&daemon))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while daemon.jobs.get(&job.id).and_then(|r| r.review).is_some_and(|w| w.lease.is_some()) {
+            assert!(std::time::Instant::now() < deadline, "the reaper never ended the lease");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let claimed = daemon.jobs.claim(daemon.store(), |_| true, |_| {});
+        assert!(claimed.is_none(), "claimable again before its old run was ended: {claimed:?}");
+        drop(held);
+        reaper.join().unwrap();
+        let job = daemon.jobs.get(&job.id).unwrap();
+        assert_eq!((job.state, job.attempt), (JobState::Queued, 2));
+        assert!(crate::sync::lock(&daemon.sessions.invocations).is_empty(), "the old run was ended");
     }
 }
