@@ -378,6 +378,12 @@ impl Jobs {
             if let Some(work) = &job.review {
                 let ours = work.lease.is_none();
                 self.token(&job.id);
+                // Its deadline was on the last daemon's monotonic clock, which is gone with it.
+                self.note(&job.id, |r| {
+                    if let Some(lease) = r.review.as_mut().and_then(|w| w.lease.as_mut()) {
+                        lease.deadline = Some(clock::deadline_in(lease.seconds));
+                    }
+                });
                 if ours && job.state == JobState::Running {
                     info!(job = %job.id, "re-queued: the daemon stopped while its reviewer ran");
                     self.update(store, &job.id, true, |r| {

@@ -166,7 +166,12 @@ pub struct Lease {
     #[serde(default)]
     pub host_agent: Option<String>,
     pub seconds: u64,
-    pub expires_ms: u64,
+    /// When the lease runs out, on the daemon's monotonic clock: a wall clock set forward never
+    /// ends every lease at once, nor does one set back keep a dead worker's alive. Not stored
+    /// (monotonic time does not survive a restart): a lease recovered then starts a fresh term
+    /// (`Jobs::recover`); until it has one it does not run out.
+    #[serde(skip)]
+    pub deadline: Option<std::time::Instant>,
     pub claimed_at: String,
 }
 

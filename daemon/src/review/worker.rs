@@ -172,7 +172,7 @@ pub async fn claim(
                         // Provisional, until `claimed_job` has prepared the claim and
                         // sets the lease's length: long enough that preparing it never
                         // outlasts it, short enough that a claim the daemon lost is re-queued.
-                        expires_ms: expiry(now, seconds.max(PREPARING_SECONDS)),
+                        deadline: Some(clock::deadline_in(seconds.max(PREPARING_SECONDS))),
                         claimed_at: clock::now_rfc3339(),
                     });
                 }
@@ -296,7 +296,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         if let Some(w) = r.review.as_mut() {
             if let Some(lease) = w.lease.as_mut() {
                 lease.seconds = seconds;
-                lease.expires_ms = expiry(now_ms(), seconds);
+                lease.deadline = Some(clock::deadline_in(seconds));
             }
             if w.checkpoint.phase.is_empty() || w.checkpoint.phase == "done" {
                 w.checkpoint.phase = "preflight".into();
@@ -383,11 +383,6 @@ fn drop_scratch(daemon: &Daemon, job: &JobRecord) {
     }
 }
 
-/// When a lease of `seconds` taken at `now_ms` ends; never wraps round to the past.
-fn expiry(now_ms: u64, seconds: u64) -> u64 {
-    now_ms.saturating_add(seconds.saturating_mul(1000))
-}
-
 /// Renew the lease `token` holds, in one compare-and-update (a stale token renews nothing).
 fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
     // No such job is not a lost lease: the same answer every other lease call gives.
@@ -400,7 +395,7 @@ fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
             if let Some(w) = r.review.as_mut() {
                 w.heartbeat_ms = now;
                 if let Some(l) = w.lease.as_mut() {
-                    l.expires_ms = expiry(now, l.seconds);
+                    l.deadline = Some(clock::deadline_in(l.seconds));
                 }
             }
         })
@@ -874,10 +869,10 @@ pub fn release(daemon: &Daemon, p: m::LeaseParams) -> RpcResult<m::LeaseResult> 
 
 /// Expired leases: the job goes back to the queue with its checkpoint for the next worker.
 pub fn reap(daemon: &Arc<Daemon>) {
-    let now = now_ms();
+    let now = std::time::Instant::now();
+    let ran_out = |l: &Lease| l.deadline.is_some_and(|d| d <= now);
     let expired = daemon.jobs.matching(|r| {
-        r.state == JobState::Running
-            && r.review.as_ref().and_then(|w| w.lease.as_ref()).is_some_and(|l| l.expires_ms <= now)
+        r.state == JobState::Running && r.review.as_ref().and_then(|w| w.lease.as_ref()).is_some_and(ran_out)
     });
     for job in expired {
         let Some(lease) = job.review.as_ref().and_then(|w| w.lease.clone()) else { continue };
@@ -897,7 +892,7 @@ pub fn reap(daemon: &Arc<Daemon>) {
                 && r.review
                     .as_ref()
                     .and_then(|w| w.lease.as_ref())
-                    .is_some_and(|l| l.token == lease.token && l.expires_ms <= now)
+                    .is_some_and(|l| l.token == lease.token && ran_out(l))
         };
         // First the lease ends (its holder's calls are refused from now), the job still running
         // and so claimed by nobody; then its run is ended; only then is it queued again. Queued
@@ -983,7 +978,7 @@ mod tests {
         job.review = Some(ReviewWork {
             session_key: "s".into(),
             reviewer: "worker".into(),
-            lease: Some(Lease { token: "old".into(), expires_ms: 1, ..Default::default() }),
+            lease: Some(Lease { token: "old".into(), ..Default::default() }),
             ..Default::default()
         });
         store.save_job(&job).unwrap();
@@ -1006,6 +1001,12 @@ mod tests {
             stop_past_capture: false,
         };
         crate::sync::lock(&daemon.sessions.invocations).insert(job.id.clone(), run);
+        // Its lease has run out (deadlines are not stored: set in memory).
+        daemon.jobs.note(&job.id, |r| {
+            if let Some(lease) = r.review.as_mut().and_then(|w| w.lease.as_mut()) {
+                lease.deadline = Some(clock::deadline_in(0));
+            }
+        });
 
         let held = crate::sync::lock(&daemon.sessions.invocations);
         let reaper = {
@@ -1024,5 +1025,57 @@ mod tests {
         let job = daemon.jobs.get(&job.id).unwrap();
         assert_eq!((job.state, job.attempt), (JobState::Queued, 2));
         assert!(crate::sync::lock(&daemon.sessions.invocations).is_empty(), "the old run was ended");
+    }
+
+    /// Leases run out on the monotonic clock. A lease stored with a wall-clock end long past (a
+    /// clock set forward, or a daemon stopped for long) keeps its job through the next start's
+    /// recovery, with a fresh term; it is reaped once that term (the monotonic deadline) ends.
+    #[test]
+    fn a_lease_runs_out_on_the_monotonic_clock_and_a_restart_gives_it_a_fresh_term() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(&dir.path().join("db")).unwrap());
+        let session = SessionRecord {
+            key: "s".into(),
+            job_ids: vec!["job-1-a".into()],
+            root: "/nowhere".into(),
+            workspace_id: "w".into(),
+            ..Default::default()
+        };
+        store.save_session(&session).unwrap();
+        // As an older daemon stored it: a wall-clock end in 1970.
+        let job: JobRecord = serde_json::from_value(serde_json::json!({
+            "id": "job-1-a", "kind": "review", "workspace_id": "w", "root": "/nowhere", "task_id": "",
+            "state": "running", "owner": "worker:w1", "attempt": 1, "created_at": "t",
+            "started_at": null, "finished_at": null, "last_heartbeat": null, "activity": null,
+            "reason": null, "outcome": null,
+            "review": {"session_key": "s", "reviewer": "worker", "lease": {"token": "held", "worker_id": "w1",
+                "provider": "agent", "seconds": 300, "expires_ms": 1, "claimed_at": "t"}},
+        }))
+        .unwrap();
+        store.save_job(&job).unwrap();
+        let options = DaemonOptions {
+            socket_path: dir.path().join("scafldd.sock"),
+            socket_activated: false,
+            state_dir: dir.path().to_path_buf(),
+            log_file: dir.path().join("log"),
+            retention: Duration::from_secs(3600),
+            limits: Default::default(),
+            executable: None,
+        };
+        let daemon = Arc::new(Daemon::new(options, store.clone(), tokio_util::sync::CancellationToken::new()));
+        daemon.jobs.recover(daemon.store());
+        reap(&daemon);
+        let kept = daemon.jobs.get("job-1-a").unwrap();
+        assert_eq!(kept.state, JobState::Running, "{kept:?}");
+        assert_eq!(kept.review.and_then(|w| w.lease).map(|l| l.token).as_deref(), Some("held"));
+
+        // Its monotonic term ends: reaped.
+        daemon.jobs.note("job-1-a", |r| {
+            if let Some(lease) = r.review.as_mut().and_then(|w| w.lease.as_mut()) {
+                lease.deadline = Some(clock::deadline_in(0));
+            }
+        });
+        reap(&daemon);
+        assert_eq!(daemon.jobs.get("job-1-a").unwrap().state, JobState::Queued);
     }
 }
