@@ -399,6 +399,19 @@ pub(crate) async fn freshness(ws: &Workspace, spec: &Spec, entries: &[LedgerEntr
     judged(spec, entries, material_now(ws, spec).await)
 }
 
+/// The freshness of `spec`'s recorded results where the spec file gives nothing to judge them
+/// against (`why`: it is missing, or does not read, and `spec` is the ledger's sketch, with no
+/// scope): every recorded result is marked so, no file is read and none is named as changed
+/// (reading the sketch's empty scope would take the whole tree for it).
+pub(crate) fn unjudged(spec: &Spec, entries: &[LedgerEntry], why: Stale) -> Freshness {
+    let stale = spec
+        .criteria()
+        .filter(|c| evidence::latest_result(entries, &c.id).is_some())
+        .map(|c| (c.id.clone(), why.clone()))
+        .collect();
+    Freshness { material: Err(why.describe().into()), stale, changes: Vec::new() }
+}
+
 /// The freshness of `spec`'s recorded results against `material`, the material of its scope
 /// in some checkout: which are stale, and what changed since they ran.
 fn judged(spec: &Spec, entries: &[LedgerEntry], material: Result<Material, GitFailure>) -> Freshness {

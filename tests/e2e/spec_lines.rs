@@ -1,7 +1,8 @@
 //! What `validate` says of lines a spec's author meant as structure but scafld does not read
 //! as such (a criterion in another list style or outside an acceptance list, a dependency on
 //! no earlier phase, YAML comments in the front matter, a byte that is not UTF-8): each is
-//! named with its line, never dropped without a word.
+//! named with its line, never dropped without a word; and the evidence of a spec that does not
+//! read, unjudged until it reads again.
 
 use scafld_tests::TestEnv;
 use serde_json::Value;
@@ -282,6 +283,41 @@ fn a_byte_that_is_not_utf8_is_refused_with_its_line() {
     let status = env.scafld(&["status", "l"]);
     status.assert_code(3);
     assert!(status.stdout.starts_with("l: unreadable - the spec file cannot be read"), "{}", status.stdout);
+}
+
+/// A spec damaged between runs (one byte that is not UTF-8) leaves `status` the ledger's sketch,
+/// with no scope: its recorded evidence is said to be unjudged until the file reads again, and
+/// no file is named as changed. Before, the empty scope was read as the whole tree, and the
+/// passed criterion was stale because README.md and `.scafld`'s own files were "added".
+#[test]
+fn evidence_of_a_spec_that_does_not_read_is_unjudged_never_stale_by_the_whole_tree() {
+    let env = env();
+    std::fs::write(env.work.join("README.md"), "base\n").unwrap();
+    scafld_tests::git(&env.work, &["add", "README.md"]);
+    scafld_tests::git(&env.work, &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]);
+    let body = "## Phase 1: Write\n\nObjective: x\n\nAcceptance:\n- [ ] `d1a` test - has hello\n  - Command: `grep -q hello greet.txt`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/d.md"), draft("d", body)).unwrap();
+    env.scafld(&["approve", "d", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "d"]).assert_code(0); // opens the phase
+    env.scafld(&["build", "d"]).assert_code(0); // runs its criterion
+    let path = env.work.join(".scafld/specs/active/d.md");
+    let before = env.scafld(&["status", "d", "--json"]).json()["result"].clone();
+    assert_eq!(before["criteria"][0]["status"], "pass", "{before}");
+    assert!(before["stale_changes"].as_array().is_none_or(Vec::is_empty), "{before}");
+
+    let mut bytes = b"\xce".to_vec();
+    bytes.extend(std::fs::read(&path).unwrap());
+    std::fs::write(&path, bytes).unwrap();
+    let status = env.scafld(&["status", "d", "--json"]);
+    status.assert_code(3);
+    let s = status.json()["result"].clone();
+    assert_eq!(s["next_command"], "scafld validate d", "{s}");
+    assert!(s["stale_changes"].as_array().is_none_or(Vec::is_empty), "nothing in scope changed: {s}");
+    let d1a = s["criteria"].as_array().unwrap().iter().find(|c| c["id"] == "d1a").unwrap().clone();
+    let reason = d1a["stale_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("the spec file does not read") && reason.contains("until it reads again"), "{d1a}");
+    let text = env.scafld(&["status", "d"]).stdout;
+    assert!(!text.contains("(added)") && !text.contains("README.md"), "{text}");
 }
 
 /// A spec may have at most 10 000 acceptance criteria (real ones have a few hundred): an 8 MiB

@@ -413,6 +413,9 @@ pub enum Stale {
     UnreadableName { name: String },
     /// The spec file is missing: there is no definition to check the result against.
     SpecMissing,
+    /// The spec file is there but does not read (not UTF-8, a folder, a FIFO): neither its
+    /// definitions nor its scope are known, so the result cannot be judged until it reads again.
+    SpecUnreadable,
 }
 
 impl Stale {
@@ -430,6 +433,9 @@ impl Stale {
                 "the files in the task's scope cannot be read to check it"
             }
             Stale::SpecMissing => "the spec file is missing, so its definition cannot be checked",
+            Stale::SpecUnreadable => {
+                "the spec file does not read, so its definition and scope cannot be checked until it reads again"
+            }
         }
     }
 }

@@ -55,7 +55,11 @@ async fn shown_next(
     errors: usize,
     ending_build: bool,
 ) -> (crate::evidence::Freshness, m::NextAction) {
-    let fresh = crate::evidence::freshness(ws, spec, entries).await;
+    // A file that does not read leaves `spec` the ledger's sketch, with no scope to read.
+    let fresh = match entry.read_error {
+        Some(_) => crate::evidence::unjudged(spec, entries, crate::domain::evidence::Stale::SpecUnreadable),
+        None => crate::evidence::freshness(ws, spec, entries).await,
+    };
     let misfiled = super::misfiled(ws, entry, crate::domain::ledger::replay(entries).status);
     let file = crate::evidence::OnDisk {
         errors,
@@ -173,11 +177,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
     let missing = crate::ledger::missing_spec(ws, task, entries).await;
     let shadowed = crate::templates::shadows(&ws.root, task);
     let spec = ledger::project(&ledger::sketch(task, entries), entries, &crate::clock::now_rfc3339(), shadowed);
-    let stale: BTreeMap<String, crate::domain::evidence::Stale> = spec
-        .criteria()
-        .filter(|c| crate::domain::evidence::latest_result(entries, &c.id).is_some())
-        .map(|c| (c.id.clone(), crate::domain::evidence::Stale::SpecMissing))
-        .collect();
+    let stale = crate::evidence::unjudged(&spec, entries, crate::domain::evidence::Stale::SpecMissing).stale;
     let replay = ledger::replay(entries);
     // While the task is open, putting the file back comes before anything else (a running
     // review included); a finished task's next action is its lifecycle's.
