@@ -3,7 +3,7 @@
 //! subcommand or a user review template, a criterion edited while its build step runs, a
 //! consensus with a `local` member, a consensus of `command` and a worker, a review a person
 //! rejected, a pass through a channel that cannot complete, a person's evidence gone stale in
-//! review, a `complete` or an `approve` whose move was interrupted, an amendment that drops a criterion or
+//! review, a `complete` whose move was interrupted, an amendment that drops a criterion or
 //! changes one (and the spec's next with it), a bare name added to the scope, and a review with
 //! no verdict (its retry, then a new review with the same reviewer after a spec edit); and a refused
 //! command's hint is `status`'s next action (`refused_with_next`); and the printed commands run
@@ -656,39 +656,6 @@ fn a_complete_killed_before_its_move_is_reconciled_by_following_next() {
     assert!(!active.exists() && archived(&env).len() == 1, "the spec is archived");
     let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
     assert_eq!(listed["file_status"], Value::Null, "{listed}");
-}
-
-/// A daemon killed inside `approve` after the ledger's entry and before the move: the ledger
-/// says approved while the only file, in drafts/, still says draft. `list` says to reconcile,
-/// and so do `status` and `handoff` (they named `build` before: one step, not two); following
-/// it moves the file to approved/, and the next step is the build.
-#[test]
-fn an_approve_killed_before_its_move_is_reconciled_by_following_next() {
-    let env = TestEnv::new();
-    workspace(&env);
-    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
-    approved(&env, "greet", "grep -q 'hello' greet.txt");
-    let draft = env.work.join(".scafld/specs/drafts/greet.md");
-    let placed = env.work.join(".scafld/specs/approved/greet.md");
-    let text = std::fs::read_to_string(&placed).unwrap();
-    assert!(text.contains("\nstatus: approved\n"), "{text}");
-    // What the interrupted approve leaves: the draft where it was, saying draft.
-    std::fs::write(&draft, text.replace("\nstatus: approved\n", "\nstatus: draft\n")).unwrap();
-    std::fs::remove_file(&placed).unwrap();
-
-    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
-    assert_eq!((&listed["status"], &listed["file_status"]), (&"approved".into(), &"draft".into()), "{listed}");
-    let s = status(&env, "greet");
-    assert_eq!(s["next_action"]["command"], "scafld reconcile greet", "{s}");
-    let handoff = env.scafld(&["handoff", "greet"]).stdout;
-    assert!(handoff.contains("Next: `scafld reconcile greet`"), "{handoff}");
-
-    let script = reviewer(&env, "pass", &pass(), "");
-    assert_eq!(follow(&env, "greet", &script).0, "scafld reconcile greet");
-    assert!(!draft.exists() && placed.exists(), "the spec is in approved/");
-    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
-    assert_eq!(listed["file_status"], Value::Null, "{listed}");
-    assert_eq!(status(&env, "greet")["next_action"]["command"], "scafld build greet");
 }
 
 /// The hint of `command` refused on `task`, which must be `status`'s next action.

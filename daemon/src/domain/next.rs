@@ -134,9 +134,8 @@ pub enum Misfiled {
     Leftover { path: String, placed: String },
     /// The task's one file (workspace-relative `path`) says `file` (its front matter's status)
     /// or sits outside the folder of the ledger's status: a move the ledger recorded that did
-    /// not happen (a daemon killed between the two, in `approve` as in `complete`), or a hand
-    /// edit. The next step whatever the ledger's status, as `list` flags it: naming the
-    /// lifecycle step instead would leave `status` and `list` naming two.
+    /// not happen (a daemon killed between the two). The next step only once the ledger has
+    /// finished the task: an open task's next command writes the file anyway.
     ///
     /// `blocked`: why `reconcile` cannot move it there now and what puts that right (the
     /// folder it belongs in is a link or not a folder), in a sentence; the step is then that.
@@ -217,9 +216,10 @@ pub fn next_action(f: &Facts<'_>) -> NextAction {
     let Some(status) = f.spec.status() else {
         return next(Role::Agent, Action::FixSpec, format!("scafld validate {id}"), "the spec has no valid status");
     };
-    // A file that says otherwise than the ledger (or sits in another folder) is what `list`
-    // flags with `reconcile`, open task or finished: one step for both, before the lifecycle's.
-    if let Some(unmoved @ Misfiled::Unmoved { .. }) = f.misfiled {
+    // Nothing but `reconcile` writes a finished task's file (an open task's next step does).
+    if status.is_terminal()
+        && let Some(unmoved @ Misfiled::Unmoved { .. }) = f.misfiled
+    {
         return reconcile(id, unmoved);
     }
     match status {
@@ -320,12 +320,12 @@ fn reconcile(id: &str, misfiled: &Misfiled) -> NextAction {
                 Action::FixSpec,
                 "none",
                 format!(
-                    "{path} still says {file} where the ledger says otherwise, and reconcile cannot move it to its folder: {blocked}; then run `scafld reconcile {id}`"
+                    "{path} still says {file} where the ledger finished the task, and reconcile cannot move it to its folder: {blocked}; then run `scafld reconcile {id}`"
                 ),
             );
         }
         Misfiled::Unmoved { path, file, blocked: None } => format!(
-            "{path} still says {file} where the ledger says otherwise (a move that was interrupted, or a hand edit): reconcile writes the ledger's state and moves the file to its folder"
+            "{path} still says {file} where the ledger finished the task (a move that was interrupted): reconcile writes the ledger's state and moves the file to its folder"
         ),
     };
     next(Role::Agent, Action::FixSpec, format!("scafld reconcile {id}"), reason)
