@@ -635,6 +635,32 @@ fn a_hand_edit_in_a_nested_workspace_is_that_workspaces() {
     }
 }
 
+/// `status --json` and `list --json` name the workspace's folder (`root`) their paths are
+/// relative to: asked from the outer workspace for an inner one (`--root sub`), the path
+/// resolved against the caller's folder would be the outer workspace's spec of the same id.
+#[test]
+fn json_paths_come_with_the_root_they_are_relative_to() {
+    let env = TestEnv::new();
+    env.init();
+    let inner = env.work.join("sub");
+    std::fs::create_dir_all(&inner).unwrap();
+    Run::from(env.scafld_command(&["init"]).current_dir(&inner).output().unwrap()).assert_code(0);
+    write_spec(&env, "drafts", "same", &spec_text("same", "draft").replace("# ", "# OUTER "));
+    let inner_spec = inner.join(".scafld/specs/drafts/same.md");
+    std::fs::write(&inner_spec, spec_text("same", "draft").replace("# ", "# INNER ")).unwrap();
+    let inner_root = inner.canonicalize().unwrap().display().to_string();
+
+    let status = env.scafld(&["--root", "sub", "status", "same", "--json"]).json()["result"].clone();
+    assert_eq!(status["root"], inner_root.as_str(), "{status}");
+    let named = std::path::Path::new(status["root"].as_str().unwrap()).join(status["path"].as_str().unwrap());
+    assert!(std::fs::read_to_string(&named).unwrap().contains("INNER"), "{}", named.display());
+
+    let list = env.scafld(&["--root", "sub", "list", "--json"]).json()["result"].clone();
+    assert_eq!(list["root"], inner_root.as_str(), "{list}");
+    let outer = env.scafld(&["list", "--json"]).json()["result"].clone();
+    assert_eq!(outer["root"], root(&env), "{outer}");
+}
+
 /// A workspace initialised again in place (a new id) replaces the old one: its hand edits are
 /// published under the new id, and one workspace is open at that folder.
 #[test]

@@ -155,7 +155,8 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let (spec, entries) = ledger_view(daemon, &ws, &entry)?;
     let errors = status_errors(daemon, &ws, &entry, &entries)?;
     let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, error_count(&errors), false).await;
-    let answer = Answer { path: ws.relative(&entry.path), errors, next_action, spec_missing: false };
+    let answer =
+        Answer { path: ws.relative(&entry.path), root: root_of(&ws), errors, next_action, spec_missing: false };
     // Its phases and criteria as the file shows them (a result that ran another definition than
     // the one beside it now is pending there): what `list` and `report` count too.
     let shown = crate::domain::ledger::for_file(spec, &entries);
@@ -209,7 +210,7 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
             ),
         }],
     };
-    let mut status = Answer { path: String::new(), errors, next_action, spec_missing: true }.status(
+    let mut status = Answer { path: String::new(), root: root_of(ws), errors, next_action, spec_missing: true }.status(
         task,
         &spec,
         entries,
@@ -225,9 +226,16 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
 }
 
 /// What a `status` answer says beyond the spec and its ledger.
+/// The workspace's folder as the JSON of `status` and `list` names it, beside the paths
+/// relative to it.
+fn root_of(ws: &crate::workspace::Workspace) -> String {
+    ws.root.to_string_lossy().into_owned()
+}
+
 struct Answer {
-    /// The spec file, workspace-relative (empty: there is none).
+    /// The spec file, relative to `root`, the workspace's folder (empty: there is none).
     path: String,
+    root: String,
     errors: Vec<m::Diagnostic>,
     next_action: crate::domain::next::NextAction,
     spec_missing: bool,
@@ -254,6 +262,7 @@ impl Answer {
             status: spec.status_word(),
             harden_status: spec.harden_status(),
             path: self.path,
+            root: self.root,
             current_phase: if current_phase.is_empty() { "none".into() } else { current_phase },
             next: crate::domain::next::word(next_action.action).to_string(),
             next_command: next_action.command.clone(),
@@ -621,6 +630,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
         // Kept with the reply: the index's generation moves when they change.
         warnings: unlisted(&index),
         tasks: tasks.into_iter().map(|(_, t)| t).collect(),
+        root: root_of(&ws),
         writes_from: ws.writes_from().map(|f| f.to_string_lossy().into_owned()),
     };
     let reply = Rendered::of(&result).map_err(RpcError::internal)?;

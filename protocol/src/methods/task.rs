@@ -175,7 +175,12 @@ pub struct StatusResult {
     /// As the spec's front matter says (a Python scafld name included).
     pub status: String,
     pub harden_status: HardenStatus,
+    /// The spec file, relative to `root`.
     pub path: String,
+    /// The workspace's folder (absolute): what `path` is relative to, whichever folder the
+    /// command was run from.
+    #[serde(default)]
+    pub root: String,
     pub current_phase: String,
     /// The next step (`approve`, `build`, `repair`, `review`, ...).
     pub next: String,
@@ -354,6 +359,9 @@ pub struct ListResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
     pub tasks: Vec<TaskSummary>,
+    /// The workspace's folder (absolute): what each task's `path` is relative to.
+    #[serde(default)]
+    pub root: String,
     /// The checkout the commands that write under `.scafld` run from, when this checkout's
     /// `.scafld` is a link to it (a git worktree sharing the main checkout's): the
     /// `scafld reconcile <task>` a disagreeing file needs is run there
