@@ -371,14 +371,14 @@ fn serve(ctx: &Context, args: &WorkerArgs) -> Result<u8, CliError> {
                     continue;
                 }
             };
-            let params = m::WorkerSubmitParams {
+            let params = within_one_request(m::WorkerSubmitParams {
                 job_id: claim.job_id.clone(),
                 lease_token: claim.lease_token.clone(),
                 dossier: None,
                 run: Some(run),
                 model: None,
                 caller: caller(),
-            };
+            });
             let mut submitted = call::<m::WorkerSubmit>(&mut conn, &params);
             if submitted.as_ref().is_err_and(|e| e.exit_code == workflow::UNREACHABLE)
                 && let Ok(again) = daemon_control::reconnect_worker(ctx.paths()?, own.as_ref())
@@ -500,6 +500,28 @@ fn execute(ctx: &Context, claim: &Claim, own: Option<&Executable>) -> Result<Ran
 /// stdout (up to the answer cap) too, and one request line is at most 10 MiB.
 const STDERR_SENT: usize = 1 << 20;
 
+/// What is left of one request line for the envelope around its params.
+const ENVELOPE_ROOM: usize = 64 << 10;
+
+/// `params` cut to fit one request line as JSON, where an escaped byte takes up to six: the
+/// start of the run's stderr goes first (halved until it fits, what went counted as dropped),
+/// never stdout, which holds the answer. A submission over the line limit would be refused
+/// whole, the job given back, and the next worker's run fail the same way.
+fn within_one_request(mut params: m::WorkerSubmitParams) -> m::WorkerSubmitParams {
+    let budget = scafld_protocol::MAX_REQUEST_LINE_BYTES - ENVELOPE_ROOM;
+    while scafld_protocol::json::encoded_len(&params) > budget
+        && let Some(run) = params.run.as_mut().filter(|run| !run.stderr.is_empty())
+    {
+        let mut cut = (run.stderr.len() / 2).max(1);
+        while !run.stderr.is_char_boundary(cut) {
+            cut += 1;
+        }
+        run.stderr.drain(..cut);
+        run.stderr_dropped += cut as u64;
+    }
+    params
+}
+
 /// How a provider run the worker started ended.
 enum Ran {
     /// It ran to its end: what it left, for the submission.
@@ -562,7 +584,37 @@ fn watch_lease(
 
 #[cfg(test)]
 mod tests {
-    use scafld_protocol::methods::{Claim, ClaimCommands};
+    use scafld_protocol::methods::{self as m, Claim, ClaimCommands};
+
+    /// A run whose answer and stderr escape to more than a request line holds (quotes and
+    /// control characters take two to six bytes in JSON) is cut to fit from the start of its
+    /// stderr, its answer whole; a run that fits is sent as it is.
+    #[test]
+    fn a_submission_is_cut_to_one_request_line_from_its_stderr_never_its_answer() {
+        let answer = "\"".repeat(3 << 20);
+        let run = m::WorkerRun {
+            stdout: answer.clone(),
+            stderr: format!("{}the end", "\u{1}".repeat(1 << 20)),
+            ..Default::default()
+        };
+        let params = m::WorkerSubmitParams { run: Some(run), ..Default::default() };
+        assert!(scafld_protocol::json::encoded_len(&params) > scafld_protocol::MAX_REQUEST_LINE_BYTES);
+        let fitted = super::within_one_request(params);
+        assert!(
+            scafld_protocol::json::encoded_len(&fitted)
+                <= scafld_protocol::MAX_REQUEST_LINE_BYTES - super::ENVELOPE_ROOM
+        );
+        let run = fitted.run.unwrap();
+        assert_eq!(run.stdout, answer, "the answer is never cut");
+        assert!(run.stderr.ends_with("the end") && run.stderr_dropped > 0, "{}", run.stderr_dropped);
+        assert_eq!(run.stderr.len() as u64 + run.stderr_dropped, (1 << 20) + 7);
+
+        let small = m::WorkerSubmitParams {
+            run: Some(m::WorkerRun { stdout: "ok".into(), stderr: "warn".into(), ..Default::default() }),
+            ..Default::default()
+        };
+        assert_eq!(super::within_one_request(small.clone()), small);
+    }
 
     /// A reviewer that claimed by hand is told how to hand in its answer and give the job
     /// back, not only how to keep its lease.
