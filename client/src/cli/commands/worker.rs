@@ -531,9 +531,10 @@ enum Ran {
 }
 
 /// While a provider runs: renew the lease every `every`, and in between wait on the job, so
-/// that a job that finishes under the lease (`scafld job cancel`) or a lease that is lost
-/// stops the run (`cancel`, which kills its process group) at once, as the daemon stops its
-/// own runs, rather than letting it run on to an answer that would be refused.
+/// that a job that finishes under the lease (`scafld job cancel`) stops the run (`cancel`,
+/// which kills its process group) at once, as the daemon stops its own runs, and a lease that
+/// was lost stops it at the next renewal, rather than letting it run on to an answer that
+/// would be refused.
 #[allow(clippy::too_many_arguments)]
 fn watch_lease(
     paths: &scafld_client::Paths,
