@@ -658,41 +658,6 @@ fn a_complete_killed_before_its_move_is_reconciled_by_following_next() {
     assert_eq!(listed["file_status"], Value::Null, "{listed}");
 }
 
-/// A daemon killed inside `approve` after the ledger's entry and before the move: the ledger
-/// says approved while the only file, in drafts/, still says draft. The task is open, so its
-/// next command (the build) writes the file: `status` and `handoff` name it, and `list` notes
-/// what the file says without naming another step (it named `reconcile` before: two steps
-/// for one state). Following it moves the file out of drafts/.
-#[test]
-fn an_approve_killed_before_its_move_is_put_right_by_the_next_command_list_names_no_other() {
-    let env = TestEnv::new();
-    workspace(&env);
-    std::fs::write(env.work.join("greet.txt"), "hello, world\n").unwrap();
-    approved(&env, "greet", "grep -q 'hello' greet.txt");
-    let draft = env.work.join(".scafld/specs/drafts/greet.md");
-    let placed = env.work.join(".scafld/specs/approved/greet.md");
-    let text = std::fs::read_to_string(&placed).unwrap();
-    assert!(text.contains("\nstatus: approved\n"), "{text}");
-    // What the interrupted approve leaves: the draft where it was, saying draft.
-    std::fs::write(&draft, text.replace("\nstatus: approved\n", "\nstatus: draft\n")).unwrap();
-    std::fs::remove_file(&placed).unwrap();
-
-    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
-    assert_eq!((&listed["status"], &listed["file_status"]), (&"approved".into(), &"draft".into()), "{listed}");
-    let list = env.scafld(&["list"]);
-    assert!(list.stdout.contains("(the file says draft: the task's next command writes it)"), "{}", list.stdout);
-    assert!(!list.stdout.contains("reconcile"), "{}", list.stdout);
-    assert_eq!(status(&env, "greet")["next_action"]["command"], "scafld build greet");
-    let handoff = env.scafld(&["handoff", "greet"]).stdout;
-    assert!(handoff.contains("Next: `scafld build greet`"), "{handoff}");
-
-    let script = reviewer(&env, "pass", &pass(), "");
-    assert_eq!(follow(&env, "greet", &script).0, "scafld build greet");
-    assert!(!draft.exists(), "the spec left drafts/");
-    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
-    assert_eq!(listed["file_status"], Value::Null, "{listed}");
-}
-
 /// The hint of `command` refused on `task`, which must be `status`'s next action.
 fn refused_with_next(env: &TestEnv, task: &str, command: &[&str]) -> String {
     let next = status(env, task)["next_action"].clone();

@@ -391,19 +391,11 @@ pub fn list(ctx: &Context, args: &ListArgs) -> Result<u8, CliError> {
                     let file_counts = t.file_counts.as_ref().map(|file| counted_otherwise(&counts, file));
                     let says: Vec<String> = t.file_status.iter().cloned().chain(file_counts).collect();
                     if !says.is_empty() {
-                        // As `status` decides (`next_action`): a finished task's file is put right
-                        // by `reconcile` alone; an open task's by its next command, whatever it is.
-                        let finished = t.status.parse::<m::Status>().is_ok_and(m::Status::is_terminal);
-                        let note = match finished {
-                            true => {
-                                let reconcile = scafld_protocol::cli::run_from(
-                                    result.writes_from.as_deref(),
-                                    &format!("scafld reconcile {}", t.task_id),
-                                );
-                                format!("(the file says {}: `{reconcile}`)", says.join(", "))
-                            }
-                            false => format!("(the file says {}: the task's next command writes it)", says.join(", ")),
-                        };
+                        let reconcile = scafld_protocol::cli::run_from(
+                            result.writes_from.as_deref(),
+                            &format!("scafld reconcile {}", t.task_id),
+                        );
+                        let note = format!("(the file says {}: `{reconcile}`)", says.join(", "));
                         let _ = write!(text, "  {}", ctx.out.paint(&note, Style::Bad));
                     }
                     text.push('\n');
