@@ -437,17 +437,9 @@ fn a_worker_with_timeout_zero_serves_what_is_queued_and_exits() {
     let answer = env.path("answer.json");
     std::fs::write(&answer, DOSSIER).unwrap();
     let provider = format!("cat >/dev/null; cat {}", answer.display());
+    let args = ["worker", "--provider", "command", "--provider-command", &provider, "--timeout", "0", "--json"];
     let mut worker = env
-        .scafld_command(&[
-            "worker",
-            "--provider",
-            "command",
-            "--provider-command",
-            &provider,
-            "--timeout",
-            "0",
-            "--json",
-        ])
+        .scafld_command(&args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -477,19 +469,7 @@ fn a_worker_with_timeout_zero_serves_what_is_queued_and_exits() {
     // A generous bound on CPU (not wall) time: far below what a spin uses in the deadline.
     assert!(ticks < 500, "the worker used {ticks} clock ticks of CPU");
     // Nothing queued: the same worker exits at once with nothing served.
-    let run = Run::from(scafld_tests::output_within(
-        &mut env.scafld_command(&[
-            "worker",
-            "--provider",
-            "command",
-            "--provider-command",
-            &provider,
-            "--timeout",
-            "0",
-            "--json",
-        ]),
-        scafld_tests::DEADLINE,
-    ));
+    let run = Run::from(scafld_tests::output_within(&mut env.scafld_command(&args), scafld_tests::DEADLINE));
     run.assert_code(0);
     assert_eq!(run.json()["result"], json!([]), "{}", run.stdout);
 }

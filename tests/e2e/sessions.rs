@@ -778,17 +778,14 @@ fn manual_approval_waits_for_a_human_accept_or_reject() {
     env.scafld(&["complete", "rev"]).assert_code(0);
 }
 
-#[test]
-fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
-    let mut env = TestEnv::new();
-    let pid = env.start_daemon();
-    ready(&env, 1);
-    let gate = env.path("gate");
+/// A reviewer command that appends what `start` prints to the file `starts` of `env` as it
+/// starts, then waits until `gate` exists and answers a pass.
+fn gated_reviewer(env: &TestEnv, gate: &std::path::Path, start: &str) -> String {
     let reviewer = env.path("slow-reviewer.sh");
     std::fs::write(
         &reviewer,
         format!(
-            "#!/bin/sh\ncat > /dev/null\necho \"started $CALLER_MARK\" >> \"{}\"\nwhile [ ! -f \"{}\" ]; do sleep 0.05; done\ncat <<'JSON'\n{}\nJSON\n",
+            "#!/bin/sh\ncat > /dev/null\n{start} >> \"{}\"\nwhile [ ! -f \"{}\" ]; do sleep 0.05; done\ncat <<'JSON'\n{}\nJSON\n",
             env.path("starts").display(),
             gate.display(),
             dossier("pass", "")
@@ -796,7 +793,16 @@ fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
     )
     .unwrap();
     Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
-    let reviewer = reviewer.display().to_string();
+    reviewer.display().to_string()
+}
+
+#[test]
+fn a_daemon_killed_mid_review_resumes_the_review_after_restart() {
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    ready(&env, 1);
+    let gate = env.path("gate");
+    let reviewer = gated_reviewer(&env, &gate, "echo \"started $CALLER_MARK\"");
     let mark = "secret-4f2a9c71";
     let mut command = env.scafld_command(&[
         "review",
@@ -1784,19 +1790,7 @@ fn recovery_never_runs_a_moved_workspaces_review_in_a_copy_left_at_its_path() {
     ready(&env, 1);
     let id = std::fs::read_to_string(env.work.join(".scafld/workspace_id")).unwrap().trim().to_string();
     let gate = env.path("gate");
-    let reviewer = env.path("slow-reviewer.sh");
-    std::fs::write(
-        &reviewer,
-        format!(
-            "#!/bin/sh\ncat > /dev/null\npwd >> \"{}\"\nwhile [ ! -f \"{}\" ]; do sleep 0.05; done\ncat <<'JSON'\n{}\nJSON\n",
-            env.path("starts").display(),
-            gate.display(),
-            dossier("pass", "")
-        ),
-    )
-    .unwrap();
-    Command::new("chmod").arg("+x").arg(&reviewer).status().unwrap();
-    let reviewer = reviewer.display().to_string();
+    let reviewer = gated_reviewer(&env, &gate, "pwd");
     let spawned =
         env.scafld(&["review", "rev", "--provider", "command", "--provider-command", &reviewer, "--detach", "--json"]);
     spawned.assert_code(0);

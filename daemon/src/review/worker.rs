@@ -950,14 +950,9 @@ mod tests {
     use crate::domain::job::{JobKind, ReviewWork};
     use crate::store::{SledStore, Store};
 
-    /// A lease the reaper takes back ends the old run (its prepared invocation, its submission
-    /// slot) before the job can be claimed again: a new claim prepares its own run under the
-    /// same job id, which ending the old one afterwards would end instead. The run table is
-    /// held while the reaper comes to end the old run, as a claim preparing one would reach it.
-    #[test]
-    fn a_reaped_job_is_claimable_only_once_its_old_run_has_ended() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(&dir.path().join("db")).unwrap());
+    /// A store holding review session `s` of workspace `w`, whose one job is `job-1-a`.
+    fn store_with_session(dir: &std::path::Path) -> Arc<dyn Store> {
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(&dir.join("db")).unwrap());
         let session = SessionRecord {
             key: "s".into(),
             job_ids: vec!["job-1-a".into()],
@@ -966,6 +961,40 @@ mod tests {
             ..Default::default()
         };
         store.save_session(&session).unwrap();
+        store
+    }
+
+    /// A daemon (not serving) on `store`, its state in `dir`.
+    fn daemon_on(dir: &std::path::Path, store: Arc<dyn Store>) -> Arc<Daemon> {
+        let options = DaemonOptions {
+            socket_path: dir.join("scafldd.sock"),
+            socket_activated: false,
+            state_dir: dir.to_path_buf(),
+            log_file: dir.join("log"),
+            retention: Duration::from_secs(3600),
+            limits: Default::default(),
+            executable: None,
+        };
+        Arc::new(Daemon::new(options, store, tokio_util::sync::CancellationToken::new()))
+    }
+
+    /// Job `id`'s lease deadline passes now (deadlines live in memory only).
+    fn lease_runs_out(daemon: &Daemon, id: &str) {
+        daemon.jobs.note(id, |r| {
+            if let Some(lease) = r.review.as_mut().and_then(|w| w.lease.as_mut()) {
+                lease.deadline = Some(clock::deadline_in(0));
+            }
+        });
+    }
+
+    /// A lease the reaper takes back ends the old run (its prepared invocation, its submission
+    /// slot) before the job can be claimed again: a new claim prepares its own run under the
+    /// same job id, which ending the old one afterwards would end instead. The run table is
+    /// held while the reaper comes to end the old run, as a claim preparing one would reach it.
+    #[test]
+    fn a_reaped_job_is_claimable_only_once_its_old_run_has_ended() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_session(dir.path());
         let mut job = JobRecord::queued(
             "job-1-a".into(),
             JobKind::Review,
@@ -982,16 +1011,7 @@ mod tests {
             ..Default::default()
         });
         store.save_job(&job).unwrap();
-        let options = DaemonOptions {
-            socket_path: dir.path().join("scafldd.sock"),
-            socket_activated: false,
-            state_dir: dir.path().to_path_buf(),
-            log_file: dir.path().join("log"),
-            retention: Duration::from_secs(3600),
-            limits: Default::default(),
-            executable: None,
-        };
-        let daemon = Arc::new(Daemon::new(options, store, tokio_util::sync::CancellationToken::new()));
+        let daemon = daemon_on(dir.path(), store);
         let run = providers::Invocation {
             command: "old run".into(),
             env: Default::default(),
@@ -1002,11 +1022,7 @@ mod tests {
         };
         crate::sync::lock(&daemon.sessions.invocations).insert(job.id.clone(), run);
         // Its lease has run out (deadlines are not stored: set in memory).
-        daemon.jobs.note(&job.id, |r| {
-            if let Some(lease) = r.review.as_mut().and_then(|w| w.lease.as_mut()) {
-                lease.deadline = Some(clock::deadline_in(0));
-            }
-        });
+        lease_runs_out(&daemon, &job.id);
 
         let held = crate::sync::lock(&daemon.sessions.invocations);
         let reaper = {
@@ -1033,15 +1049,7 @@ mod tests {
     #[test]
     fn a_lease_runs_out_on_the_monotonic_clock_and_a_restart_gives_it_a_fresh_term() {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(&dir.path().join("db")).unwrap());
-        let session = SessionRecord {
-            key: "s".into(),
-            job_ids: vec!["job-1-a".into()],
-            root: "/nowhere".into(),
-            workspace_id: "w".into(),
-            ..Default::default()
-        };
-        store.save_session(&session).unwrap();
+        let store = store_with_session(dir.path());
         // As an older daemon stored it: a wall-clock end in 1970.
         let job: JobRecord = serde_json::from_value(serde_json::json!({
             "id": "job-1-a", "kind": "review", "workspace_id": "w", "root": "/nowhere", "task_id": "",
@@ -1053,16 +1061,7 @@ mod tests {
         }))
         .unwrap();
         store.save_job(&job).unwrap();
-        let options = DaemonOptions {
-            socket_path: dir.path().join("scafldd.sock"),
-            socket_activated: false,
-            state_dir: dir.path().to_path_buf(),
-            log_file: dir.path().join("log"),
-            retention: Duration::from_secs(3600),
-            limits: Default::default(),
-            executable: None,
-        };
-        let daemon = Arc::new(Daemon::new(options, store.clone(), tokio_util::sync::CancellationToken::new()));
+        let daemon = daemon_on(dir.path(), store.clone());
         daemon.jobs.recover(daemon.store());
         reap(&daemon);
         let kept = daemon.jobs.get("job-1-a").unwrap();
@@ -1070,11 +1069,7 @@ mod tests {
         assert_eq!(kept.review.and_then(|w| w.lease).map(|l| l.token).as_deref(), Some("held"));
 
         // Its monotonic term ends: reaped.
-        daemon.jobs.note("job-1-a", |r| {
-            if let Some(lease) = r.review.as_mut().and_then(|w| w.lease.as_mut()) {
-                lease.deadline = Some(clock::deadline_in(0));
-            }
-        });
+        lease_runs_out(&daemon, "job-1-a");
         reap(&daemon);
         assert_eq!(daemon.jobs.get("job-1-a").unwrap().state, JobState::Queued);
     }
