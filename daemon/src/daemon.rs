@@ -101,7 +101,7 @@ impl Daemon {
             Vec::new()
         });
         let sessions = crate::review::Sessions::new(stored, &options.state_dir);
-        let jobs = Jobs::new(store.jobs().unwrap_or_else(|e| {
+        let jobs = Jobs::new(store.job_table().unwrap_or_else(|e| {
             warn!("cannot read stored jobs: {e}");
             Vec::new()
         }));
@@ -263,10 +263,9 @@ impl Daemon {
         };
         let running: Vec<String> = self
             .jobs
-            .all()
-            .iter()
-            .filter(|j| j.workspace_id == record.id && !j.state.is_finished())
-            .map(|j| j.id.clone())
+            .matching(|j| j.workspace_id == record.id && !j.state.is_finished())
+            .into_iter()
+            .map(|j| j.id)
             .collect();
         if let Some(job) = running.first() {
             return Err(RpcError::new(

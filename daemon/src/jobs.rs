@@ -1,7 +1,7 @@
 //! The job table: every job's record (persisted in the store), cancellation handles, per-task
 //! locks that serialise commands on one task, the parallelism limit, and bounded waits.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,13 +12,18 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::clock;
-use crate::domain::job::{JobKind, JobRecord, JobState, ReviewWork};
+use crate::domain::job::{JobKind, JobRecord, JobState, JobSummary, ReviewWork, StoredJob};
 use crate::store::{Store, StoreError};
 use crate::sync::lock;
 use crate::workspace::Workspace;
 
+/// How many finished jobs the table keeps whole (those that finished last: what clients wait
+/// on and ask about); older ones are kept as their summaries, their records read from the store
+/// when asked for, so a long history does not grow the daemon by every job's outcome.
+const FINISHED_KEPT_WHOLE: usize = 64;
+
 pub struct Jobs {
-    records: Mutex<HashMap<String, JobRecord>>,
+    table: Mutex<Table>,
     cancels: Mutex<HashMap<String, CancellationToken>>,
     task_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Bumped on every change; waiters re-check their job when it moves.
@@ -33,13 +38,64 @@ pub struct Jobs {
     unsaved: Mutex<HashSet<String>>,
 }
 
+/// The jobs in memory: every unfinished job and the last finished ones whole, the other
+/// finished ones summarised.
+#[derive(Default)]
+struct Table {
+    whole: HashMap<String, JobRecord>,
+    summarised: HashMap<String, JobSummary>,
+    /// The finished jobs in `whole`, in the order they finished (or were loaded).
+    finished: VecDeque<String>,
+}
+
+impl Table {
+    /// Note that `id`, in `whole`, has finished, and summarise the oldest finished jobs kept
+    /// whole past [`FINISHED_KEPT_WHOLE`], except one whose last save failed (the store holds
+    /// an older record of it).
+    fn finished(&mut self, id: &str, unsaved: &HashSet<String>) {
+        if !self.finished.iter().any(|f| f == id) {
+            self.finished.push_back(id.to_string());
+        }
+        let mut passes = self.finished.len();
+        while self.finished.len() > FINISHED_KEPT_WHOLE && passes > 0 {
+            passes -= 1;
+            let Some(oldest) = self.finished.pop_front() else { break };
+            if unsaved.contains(&oldest) {
+                self.finished.push_back(oldest);
+                continue;
+            }
+            if let Some(record) = self.whole.remove(&oldest) {
+                self.summarised.insert(oldest, record.summary());
+            }
+        }
+    }
+
+    fn summaries(&self) -> impl Iterator<Item = JobSummary> + '_ {
+        self.whole.values().map(JobRecord::summary).chain(self.summarised.values().cloned())
+    }
+}
+
 impl Jobs {
-    pub fn new(records: Vec<JobRecord>) -> Jobs {
+    pub fn new(stored: Vec<StoredJob>) -> Jobs {
         let (changes, _) = watch::channel(0);
+        let mut table = Table::default();
+        for job in stored {
+            match job {
+                StoredJob::Whole(record) => {
+                    let finished = record.state.is_finished().then(|| record.id.clone());
+                    table.whole.insert(record.id.clone(), *record);
+                    if let Some(id) = finished {
+                        table.finished(&id, &HashSet::new());
+                    }
+                }
+                StoredJob::Finished(summary) => drop(table.summarised.insert(summary.id.clone(), summary)),
+            }
+        }
         // Not the count: retention removes old jobs, and numbers must keep increasing.
-        let next = records.iter().map(|r| creation_number(&r.id)).filter(|&n| n != u64::MAX).max().unwrap_or(0) + 1;
+        let ids = table.whole.keys().chain(table.summarised.keys());
+        let next = ids.map(|id| creation_number(id)).filter(|&n| n != u64::MAX).max().unwrap_or(0) + 1;
         Jobs {
-            records: Mutex::new(records.into_iter().map(|r| (r.id.clone(), r)).collect()),
+            table: Mutex::new(table),
             cancels: Mutex::default(),
             task_locks: Mutex::default(),
             changes,
@@ -125,7 +181,7 @@ impl Jobs {
     /// already ended (cancelled between its creation and this call, by a client that found it
     /// in the table) was saved by its end, with the manifest: it is left as it is.
     pub fn write_unsynced(&self, store: &dyn Store, id: &str) -> Result<(), StoreError> {
-        match lock(&self.records).get(id) {
+        match lock(&self.table).whole.get(id) {
             Some(record) if !record.state.is_finished() => store.put_job(record),
             _ => Ok(()),
         }
@@ -134,12 +190,13 @@ impl Jobs {
     /// Apply `change` to the job in memory only, waking no waiter: what a running job is doing
     /// (its activity, its current process group), which nobody waits on.
     pub fn note(&self, id: &str, change: impl FnOnce(&mut JobRecord)) {
-        if let Some(record) = lock(&self.records).get_mut(id) {
+        if let Some(record) = lock(&self.table).whole.get_mut(id) {
             change(record);
         }
     }
 
     /// Apply `change` only if `check` holds for the job as it is now: one compare-and-update.
+    /// A finished job no longer kept whole is changed no more (none is).
     pub fn update_if(
         &self,
         store: &dyn Store,
@@ -148,12 +205,12 @@ impl Jobs {
         check: impl FnOnce(&JobRecord) -> bool,
         change: impl FnOnce(&mut JobRecord),
     ) -> Option<JobRecord> {
-        let mut records = lock(&self.records);
-        let record = records.get_mut(id).filter(|r| check(r))?;
+        let mut table = lock(&self.table);
+        let record = table.whole.get_mut(id).filter(|r| check(r))?;
         change(record);
         let record = record.clone();
-        self.persist(store, &records, &record, durable);
-        drop(records);
+        self.persist(store, &mut table, &record, durable);
+        drop(table);
         self.changed(&record);
         Some(record)
     }
@@ -175,10 +232,11 @@ impl Jobs {
         self.update_if(store, id, true, holds, change)
     }
 
-    /// Save `record` when `durable`; the caller holds the table's lock (`records`), so the
+    /// Save `record` when `durable`; the caller holds the table's lock (`table`), so the
     /// saves of one job land in order. A save that fails is remembered and made again, with
-    /// the job's record as it is then, once a later save succeeds.
-    fn persist(&self, store: &dyn Store, records: &HashMap<String, JobRecord>, record: &JobRecord, durable: bool) {
+    /// the job's record as it is then, once a later save succeeds. A finished job is only
+    /// summarised once saved so: the store then holds its record as it ended.
+    fn persist(&self, store: &dyn Store, table: &mut Table, record: &JobRecord, durable: bool) {
         if !durable {
             return;
         }
@@ -186,7 +244,10 @@ impl Jobs {
         match store.save_job(record) {
             Ok(()) => {
                 unsaved.remove(&record.id);
-                Self::save_again(store, records, &mut unsaved);
+                Self::save_again(store, &table.whole, &mut unsaved);
+                if record.state.is_finished() {
+                    table.finished(&record.id, &unsaved);
+                }
             }
             Err(e) => {
                 warn!(job = %record.id, "cannot persist job (saved again once the database takes writes): {e}");
@@ -215,8 +276,8 @@ impl Jobs {
     /// Save every job whose last save failed (at the daemon's stop, so that the next start
     /// reads how each one really ended rather than an older `running` record).
     pub fn save_unsaved(&self, store: &dyn Store) {
-        let records = lock(&self.records);
-        Self::save_again(store, &records, &mut lock(&self.unsaved));
+        let table = lock(&self.table);
+        Self::save_again(store, &table.whole, &mut lock(&self.unsaved));
     }
 
     fn changed(&self, record: &JobRecord) {
@@ -227,20 +288,24 @@ impl Jobs {
     }
 
     fn put(&self, store: &dyn Store, record: JobRecord, durable: bool) {
-        let mut records = lock(&self.records);
-        self.persist(store, &records, &record, durable);
-        records.insert(record.id.clone(), record.clone());
-        drop(records);
+        let mut table = lock(&self.table);
+        table.whole.insert(record.id.clone(), record.clone());
+        self.persist(store, &mut table, &record, durable);
+        drop(table);
         self.changed(&record);
     }
 
     /// Drop finished jobs from memory (retention; the store has already deleted them).
     pub fn forget(&self, ids: &[String]) {
-        let mut records = lock(&self.records);
+        let mut table = lock(&self.table);
         let mut cancels = lock(&self.cancels);
         for id in ids {
-            if records.get(id).is_some_and(|r| r.state.is_finished()) {
-                records.remove(id);
+            let whole = table.whole.get(id).is_some_and(|r| r.state.is_finished());
+            if whole {
+                table.whole.remove(id);
+                table.finished.retain(|f| f != id);
+            }
+            if whole | table.summarised.remove(id).is_some() {
                 cancels.remove(id);
             }
         }
@@ -262,16 +327,17 @@ impl Jobs {
         eligible: impl Fn(&JobRecord) -> bool,
         claim: impl FnOnce(&mut JobRecord),
     ) -> Option<JobRecord> {
-        let mut records = lock(&self.records);
-        let record = records
+        let mut table = lock(&self.table);
+        let record = table
+            .whole
             .values_mut()
             .filter(|r| r.state == JobState::Queued && eligible(r))
             // By creation sequence, never the wall clock (which may be set back).
             .min_by(|a, b| created_before(a, b))?;
         claim(record);
         let record = record.clone();
-        self.persist(store, &records, &record, true);
-        drop(records);
+        self.persist(store, &mut table, &record, true);
+        drop(table);
         self.changed(&record);
         Some(record)
     }
@@ -281,57 +347,87 @@ impl Jobs {
         lock(&self.cancels).entry(id.to_string()).or_default().clone()
     }
 
-    pub fn get(&self, id: &str) -> Option<JobRecord> {
-        lock(&self.records).get(id).cloned()
+    /// The job's record: from memory, or for an older finished job from the store (`None`
+    /// as well when that read fails, which is logged).
+    pub fn get(&self, store: &dyn Store, id: &str) -> Option<JobRecord> {
+        let table = lock(&self.table);
+        if let Some(record) = table.whole.get(id) {
+            return Some(record.clone());
+        }
+        if !table.summarised.contains_key(id) {
+            return None;
+        }
+        drop(table);
+        store.job(id).unwrap_or_else(|e| {
+            warn!(job = %id, "cannot read the finished job's record: {e}");
+            None
+        })
     }
 
-    /// The jobs `matches` accepts, copying only those (for loops that run often).
+    /// The jobs kept whole (every unfinished one, the last finished) that `matches` accepts,
+    /// copying only those (for loops that run often).
     pub fn matching(&self, matches: impl Fn(&JobRecord) -> bool) -> Vec<JobRecord> {
-        lock(&self.records).values().filter(|r| matches(r)).cloned().collect()
+        lock(&self.table).whole.values().filter(|r| matches(r)).cloned().collect()
     }
 
-    /// The oldest job `matches` accepts, by creation sequence (never the wall clock, which may
-    /// be set back), as [`Jobs::claim`] and [`Jobs::all`] order them.
+    /// The oldest job kept whole that `matches` accepts, by creation sequence (never the wall
+    /// clock, which may be set back), as [`Jobs::claim`] and [`Jobs::all`] order them.
     pub fn oldest_matching(&self, matches: impl Fn(&JobRecord) -> bool) -> Option<JobRecord> {
-        lock(&self.records).values().filter(|r| matches(r)).min_by(|a, b| created_before(a, b)).cloned()
+        lock(&self.table).whole.values().filter(|r| matches(r)).min_by(|a, b| created_before(a, b)).cloned()
     }
 
-    /// Every job, newest first.
-    pub fn all(&self) -> Vec<JobRecord> {
-        newest_first(lock(&self.records).values().cloned().collect())
+    /// Every job, newest first: the older finished ones read from the store.
+    pub fn all(&self, store: &dyn Store) -> Vec<JobRecord> {
+        let (mut jobs, summarised): (Vec<JobRecord>, HashSet<String>) = {
+            let table = lock(&self.table);
+            (table.whole.values().cloned().collect(), table.summarised.keys().cloned().collect())
+        };
+        if !summarised.is_empty() {
+            match store.jobs() {
+                Ok(stored) => jobs.extend(stored.into_iter().filter(|r| summarised.contains(&r.id))),
+                Err(e) => warn!("cannot read the finished jobs' records: {e}"),
+            }
+        }
+        newest_first(jobs)
     }
 
-    /// `read` given every job, in no order, with the table locked: for a quick pure pass over
-    /// them all that copies none (retention's).
-    pub fn read_all<T>(&self, read: impl FnOnce(std::collections::hash_map::Values<'_, String, JobRecord>) -> T) -> T {
-        read(lock(&self.records).values())
+    /// Every job's summary, in no order (retention's).
+    pub fn summaries(&self) -> Vec<JobSummary> {
+        lock(&self.table).summaries().collect()
     }
 
     /// The unfinished job of `task`, if any (a second build attaches to it).
     pub fn active_for(&self, ws: &Workspace, task: &str) -> Option<JobRecord> {
-        lock(&self.records)
+        lock(&self.table)
+            .whole
             .values()
             .find(|r| r.workspace_id == ws.id && r.task_id == task && !r.state.is_finished())
             .cloned()
     }
 
     pub fn counts(&self) -> JobCounts {
-        let records = lock(&self.records);
-        let count = |state: JobState| records.values().filter(|r| r.state == state).count() as u64;
+        let table = lock(&self.table);
+        let count = |state: JobState| table.whole.values().filter(|r| r.state == state).count() as u64;
         JobCounts {
             queued: count(JobState::Queued),
             running: count(JobState::Running),
-            finished: records.values().filter(|r| r.state.is_finished()).count() as u64,
+            finished: (table.whole.values().filter(|r| r.state.is_finished()).count() + table.summarised.len()) as u64,
         }
     }
 
     /// Wait until the job finishes, `timeout` passes or `stop` (the daemon's orderly stop) is
     /// cancelled; return its record either way (unfinished when the wait was cut short).
-    pub async fn wait(&self, id: &str, timeout: Duration, stop: &CancellationToken) -> Option<JobRecord> {
+    pub async fn wait(
+        &self,
+        store: &dyn Store,
+        id: &str,
+        timeout: Duration,
+        stop: &CancellationToken,
+    ) -> Option<JobRecord> {
         let mut changes = self.changes.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let record = self.get(id)?;
+            let record = self.get(store, id)?;
             if record.state.is_finished() || stop.is_cancelled() {
                 return Some(record);
             }
@@ -358,7 +454,7 @@ impl Jobs {
             r.finished_at = Some(clock::now_rfc3339());
             r.reason = Some("cancelled before it started".into());
         })
-        .or_else(|| self.get(id))
+        .or_else(|| self.get(store, id))
     }
 
     /// After a restart: acceptance jobs that were queued or running have lost their runner:
@@ -477,6 +573,11 @@ mod tests {
     use super::*;
     use crate::store::SledStore;
 
+    /// A table holding `records` whole, as the store hands over unfinished jobs.
+    fn kept_whole(records: Vec<JobRecord>) -> Jobs {
+        Jobs::new(records.into_iter().map(|r| StoredJob::Whole(Box::new(r))).collect())
+    }
+
     /// Two writers change different fields of one job at the same time: neither change may be
     /// lost, in memory or in the store (an update used to re-insert a stale copy after the
     /// lock was released).
@@ -486,7 +587,7 @@ mod tests {
         let store = Arc::new(SledStore::open(&dir.path().join("db")).unwrap());
         let record =
             JobRecord::queued("job-1-a".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
-        let jobs = Arc::new(Jobs::new(vec![record]));
+        let jobs = Arc::new(kept_whole(vec![record]));
         let writers: Vec<_> = (0..2)
             .map(|writer| {
                 let (jobs, store) = (jobs.clone(), store.clone());
@@ -505,7 +606,7 @@ mod tests {
             })
             .collect();
         writers.into_iter().for_each(|w| w.join().unwrap());
-        let memory = jobs.get("job-1-a").unwrap();
+        let memory = jobs.get(&*store, "job-1-a").unwrap();
         assert_eq!((memory.attempt, memory.activity.as_deref()), (301, Some("300")));
         let stored = store.jobs().unwrap().into_iter().find(|r| r.id == "job-1-a").unwrap();
         assert_eq!((stored.attempt, stored.activity.as_deref()), (301, Some("300")));
@@ -521,11 +622,58 @@ mod tests {
         let store = SledStore::open(&dir.path().join("db")).unwrap();
         let record =
             JobRecord::queued("job-1-a".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
-        let jobs = Jobs::new(vec![record]);
+        let jobs = kept_whole(vec![record]);
         assert_eq!(jobs.cancel(&store, "job-1-a").unwrap().state, JobState::Cancelled);
         jobs.write_unsynced(&store, "job-1-a").unwrap();
         store.sync_job("job-1-a").unwrap();
         assert_eq!(store.jobs().unwrap()[0].state, JobState::Cancelled);
+    }
+
+    /// Past the last [`FINISHED_KEPT_WHOLE`] finished jobs, a finished job is kept as its
+    /// summary alone: still counted, listed whole (read from the store), found by id with its
+    /// outcome, and forgotten by retention; a new start summarises every finished job.
+    #[test]
+    fn older_finished_jobs_are_kept_as_summaries_and_read_whole_from_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(&dir.path().join("db")).unwrap();
+        let range = crate::workspace::RangeHome { id: "r".into(), data: dir.path().join("range") };
+        let ws = Workspace::open("w".into(), dir.path().to_path_buf(), range, None);
+        let total = FINISHED_KEPT_WHOLE + 6;
+        let mut ids = Vec::new();
+        let jobs = kept_whole(Vec::new());
+        for n in 0..total {
+            let (job, _) = jobs.create(&store, JobKind::Acceptance, &ws, &format!("t{n}"), None, true);
+            jobs.update(&store, &job.id, true, |r| {
+                r.state = JobState::Succeeded;
+                r.finished_at = Some(format!("2026-01-01T00:00:{:02}Z", n % 60));
+                r.reason = Some(format!("ended {n}"));
+            });
+            ids.push(job.id);
+        }
+        let table = lock(&jobs.table);
+        assert_eq!((table.whole.len(), table.summarised.len()), (FINISHED_KEPT_WHOLE, 6));
+        assert!(table.summarised.contains_key(&ids[0]) && table.whole.contains_key(&ids[total - 1]));
+        drop(table);
+
+        assert_eq!(jobs.counts().finished, total as u64);
+        assert_eq!(jobs.get(&store, &ids[0]).unwrap().reason.as_deref(), Some("ended 0"));
+        let listed: Vec<String> = jobs.all(&store).into_iter().map(|r| r.id).collect();
+        assert_eq!(listed, ids.iter().rev().cloned().collect::<Vec<_>>());
+        assert_eq!(jobs.summaries().len(), total);
+        // Nothing changes a summarised job any more (it is finished).
+        assert!(jobs.update(&store, &ids[0], true, |r| r.attempt = 9).is_none());
+
+        jobs.forget(&ids[..1]);
+        assert!(jobs.get(&store, &ids[0]).is_none());
+        assert_eq!(jobs.counts().finished, total as u64 - 1);
+
+        let restarted = Jobs::new(store.job_table().unwrap());
+        let table = lock(&restarted.table);
+        assert_eq!((table.whole.len(), table.summarised.len()), (0, total));
+        drop(table);
+        assert_eq!(restarted.get(&store, &ids[total - 1]).unwrap().reason, Some(format!("ended {}", total - 1)));
+        let (next, _) = restarted.create(&store, JobKind::Acceptance, &ws, "after", None, true);
+        assert_eq!(creation_number(&next.id), total as u64 + 1, "job numbers go on from the summarised ones");
     }
 
     /// Jobs are listed and claimed in creation order even when the wall clock was set back
@@ -537,8 +685,8 @@ mod tests {
         let job = |id: &str, at: &str| {
             JobRecord::queued(id.into(), JobKind::Review, "w".into(), "/r".into(), "t".into(), at.into())
         };
-        let jobs = Jobs::new(vec![job("job-9-a", "2026-01-01T10:00:00Z"), job("job-10-b", "2026-01-01T09:00:00Z")]);
-        let ids: Vec<String> = jobs.all().into_iter().map(|r| r.id).collect();
+        let jobs = kept_whole(vec![job("job-9-a", "2026-01-01T10:00:00Z"), job("job-10-b", "2026-01-01T09:00:00Z")]);
+        let ids: Vec<String> = jobs.all(&store).into_iter().map(|r| r.id).collect();
         assert_eq!(ids, ["job-10-b", "job-9-a"]);
         assert_eq!(jobs.claim(&store, |_| true, |_| {}).unwrap().id, "job-9-a");
     }
@@ -550,7 +698,7 @@ mod tests {
         let job = |id: &str, at: &str| {
             JobRecord::queued(id.into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), at.into())
         };
-        let jobs = Jobs::new(vec![job("job-9-a", "2026-01-01T10:00:00Z"), job("job-10-b", "2026-01-01T09:00:00Z")]);
+        let jobs = kept_whole(vec![job("job-9-a", "2026-01-01T10:00:00Z"), job("job-10-b", "2026-01-01T09:00:00Z")]);
         assert_eq!(jobs.oldest_matching(|_| true).unwrap().id, "job-9-a");
         assert!(jobs.oldest_matching(|r| r.id == "none").is_none());
     }
@@ -566,12 +714,12 @@ mod tests {
             lease: Some(crate::domain::job::Lease { token: "current".into(), ..Default::default() }),
             ..Default::default()
         });
-        let jobs = Jobs::new(vec![record]);
+        let jobs = kept_whole(vec![record]);
         assert!(jobs.update_leased(&store, "job-1-a", "stale", |r| r.attempt = 9).is_none());
         assert!(jobs.update_leased(&store, "job-1-a", "", |r| r.attempt = 9).is_none());
-        assert_eq!(jobs.get("job-1-a").unwrap().attempt, 1);
+        assert_eq!(jobs.get(&store, "job-1-a").unwrap().attempt, 1);
         assert!(jobs.update_leased(&store, "job-1-a", "current", |r| r.attempt = 2).is_some());
-        assert_eq!(jobs.get("job-1-a").unwrap().attempt, 2);
+        assert_eq!(jobs.get(&store, "job-1-a").unwrap().attempt, 2);
     }
 
     /// A build job whose running command's group never reached the disk: recovery finds its
@@ -612,7 +760,7 @@ mod tests {
             }
         };
         wait(&|| members() == 2, "the orphan's child never started");
-        let jobs = Jobs::new(vec![record]);
+        let jobs = kept_whole(vec![record]);
         let abandoned = jobs.recover(&store);
         assert_eq!(abandoned.len(), 1);
         assert!(abandoned[0].reason.as_deref().unwrap().contains("its processes were killed"), "{abandoned:?}");

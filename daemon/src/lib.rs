@@ -125,6 +125,7 @@ pub async fn run(
     // the next start would read its older `running` record and call it abandoned.
     daemon.jobs.save_unsaved(daemon.store());
     store.flush()?;
+    store.close();
     info!("stopped");
     Ok(())
 }

@@ -91,7 +91,7 @@ pub fn sweep_records(daemon: &Daemon) -> Prune {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let cutoff = clock::format_rfc3339(now.saturating_sub(daemon.options.retention.as_secs()));
     let sessions = daemon.sessions.all();
-    let prune = daemon.jobs.read_all(|jobs| retention::prunable(jobs, &sessions, &cutoff));
+    let prune = retention::prunable(&daemon.jobs.summaries(), &sessions, &cutoff);
     if prune.is_empty() {
         return prune;
     }

@@ -765,6 +765,32 @@ fn workspace_with_ledgers(env: &mut TestEnv) -> usize {
     entries
 }
 
+/// An orderly stop closes the database and marks it closed; the next start trusts that mark
+/// (using it up) and opens the database without copying it first. A killed daemon leaves no
+/// mark, so the start after it copies first, as the damage test below needs.
+#[test]
+fn only_a_database_an_orderly_stop_closed_is_opened_without_a_copy() {
+    let mut env = TestEnv::new();
+    let entries = workspace_with_ledgers(&mut env);
+    let (mark, log) = (env.state_dir.join("db.closed"), env.state_dir.join("scafldd.log"));
+    let uncopied = || std::fs::read_to_string(&log).unwrap().matches("opened with no copy made first").count();
+    assert!(mark.exists(), "the orderly stop left no mark");
+    assert_eq!(uncopied(), 0);
+
+    let pid = env.start_daemon();
+    assert!(!mark.exists(), "the start did not use the mark up");
+    assert_eq!(uncopied(), 1);
+    assert_eq!(ledger_len(&env, "keep"), entries);
+
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+    env.take_daemon().wait().unwrap();
+    assert!(!mark.exists(), "a killed daemon left a mark");
+    env.start_daemon();
+    assert_eq!(uncopied(), 1, "the start after a kill did not copy the database first");
+    env.scafld(&["daemon", "stop"]).assert_code(0);
+    assert!(mark.exists());
+}
+
 /// The database gone (the manifest beside it kept), then `scafldd --recover`: its report.
 fn lose_the_database_and_recover(env: &TestEnv) -> String {
     std::fs::remove_dir_all(env.state_dir.join("db")).unwrap();

@@ -103,6 +103,38 @@ impl JobRecord {
     }
 }
 
+/// What the job table keeps of a finished job once it is no longer among the most recent:
+/// enough to count, order and expire it; the whole record is read from the store when asked
+/// for. Read straight from a stored record (its other fields skipped), so a start does not
+/// parse the outcomes and dossiers of a long history.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct JobSummary {
+    pub id: String,
+    pub state: JobState,
+    pub created_at: String,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+}
+
+/// A job as the store hands it to the job table's start: unfinished jobs whole, finished
+/// ones summarised.
+#[derive(Debug, Clone)]
+pub enum StoredJob {
+    Whole(Box<JobRecord>),
+    Finished(JobSummary),
+}
+
+impl JobRecord {
+    pub fn summary(&self) -> JobSummary {
+        JobSummary {
+            id: self.id.clone(),
+            state: self.state,
+            created_at: self.created_at.clone(),
+            finished_at: self.finished_at.clone(),
+        }
+    }
+}
+
 /// One reviewer's share of a review session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReviewWork {

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::job::{JobRecord, SessionRecord};
+use super::job::{JobSummary, SessionRecord};
 use super::ledger::{LedgerEntry, LedgerEvent};
 
 /// What a sweep removes.
@@ -31,15 +31,9 @@ pub fn review_group(session: &SessionRecord) -> (&str, &str, &str, &str) {
 }
 
 /// Records last touched at or before `cutoff` (an RFC 3339 UTC timestamp, which orders as text).
-/// `jobs` is every job (read twice), borrowed where they are kept: the job table of a long
-/// history is not copied for it.
-pub fn prunable<'a>(
-    jobs: impl IntoIterator<Item = &'a JobRecord> + Clone,
-    sessions: &[SessionRecord],
-    cutoff: &str,
-) -> Prune {
-    let finished: HashMap<&str, bool> =
-        jobs.clone().into_iter().map(|j| (j.id.as_str(), j.state.is_finished())).collect();
+/// `jobs` summarises every job.
+pub fn prunable(jobs: &[JobSummary], sessions: &[SessionRecord], cutoff: &str) -> Prune {
+    let finished: HashMap<&str, bool> = jobs.iter().map(|j| (j.id.as_str(), j.state.is_finished())).collect();
     let mut newest: HashMap<_, u64> = HashMap::new();
     for session in sessions {
         let seq = newest.entry(review_group(session)).or_default();
@@ -94,14 +88,10 @@ pub fn cited_diagnostics(entries: &[LedgerEntry]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::job::{JobKind, JobState};
+    use crate::domain::job::JobState;
 
-    fn job(id: &str, state: JobState, finished_at: Option<&str>) -> JobRecord {
-        JobRecord {
-            state,
-            finished_at: finished_at.map(Into::into),
-            ..JobRecord::queued(id.into(), JobKind::Acceptance, "ws".into(), "/w".into(), "task".into(), OLD.into())
-        }
+    fn job(id: &str, state: JobState, finished_at: Option<&str>) -> JobSummary {
+        JobSummary { id: id.into(), state, created_at: OLD.into(), finished_at: finished_at.map(Into::into) }
     }
 
     fn session(key: &str, seq: u64, task: &str, created_at: &str, jobs: &[&str], settled: bool) -> SessionRecord {

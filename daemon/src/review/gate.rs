@@ -390,7 +390,7 @@ fn reviewer_records(
             reviewer: name.clone(),
             provenance: daemon
                 .jobs
-                .get(job_id)
+                .get(daemon.store(), job_id)
                 .and_then(|j| j.review.and_then(|w| w.provenance))
                 .unwrap_or(Provenance { provider: name.clone(), channel: "none".into(), ..Provenance::default() }),
             verdict: match &r.answer {

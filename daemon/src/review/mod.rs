@@ -684,7 +684,7 @@ fn start_jobs(daemon: &Arc<Daemon>, session: &SessionRecord) {
     // claims that woke to its creation and found it not yet theirs to take.
     daemon.jobs.touch();
     for job_id in &session.job_ids {
-        if let Some(job) = daemon.jobs.get(job_id)
+        if let Some(job) = daemon.jobs.get(daemon.store(), job_id)
             && job.state == JobState::Queued
             && job.review.as_ref().is_some_and(|w| w.reviewer != "worker")
         {
@@ -711,7 +711,7 @@ pub async fn conclude(
     answer: Result<Dossier, ReviewerFailure>,
     provenance: Provenance,
 ) {
-    let Some(job) = daemon.jobs.get(job_id) else { return };
+    let Some(job) = daemon.jobs.get(daemon.store(), job_id) else { return };
     let Some(session) = job.review.as_ref().and_then(|w| daemon.sessions.get(&w.session_key)) else { return };
     if job.state.is_finished() {
         return;
@@ -834,7 +834,7 @@ pub fn reviewers_of(daemon: &Daemon, session: &SessionRecord) -> Vec<Reviewer> {
         .iter()
         .zip(&session.job_ids)
         .map(|(name, job_id)| {
-            let job = daemon.jobs.get(job_id);
+            let job = daemon.jobs.get(daemon.store(), job_id);
             let work = job.as_ref().and_then(|j| j.review.clone()).unwrap_or_default();
             let state = job.as_ref().map(|j| j.state);
             let answer = match (state, &work.dossier, &work.failure) {
@@ -1116,7 +1116,7 @@ pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams, next: gate::Ne
     }
     let mut respawned = Vec::new();
     for i in failed {
-        let old = daemon.jobs.get(&session.job_ids[i]);
+        let old = daemon.jobs.get(daemon.store(), &session.job_ids[i]);
         let attempt = old.as_ref().map(|j| j.attempt + 1).unwrap_or(2);
         let template = old.and_then(|j| j.review.and_then(|w| w.template));
         session.job_ids[i] = new_job(daemon, &ws, &session, &session.reviewers[i], attempt, template);

@@ -21,7 +21,7 @@ pub const HEARTBEAT_LEASE_MS: u64 = 30_000;
 /// Run a queued daemon-run reviewer job in the background.
 pub fn start(daemon: &Arc<Daemon>, job_id: String) {
     let daemon = daemon.clone();
-    let Some(job) = daemon.jobs.get(&job_id) else { return };
+    let Some(job) = daemon.jobs.get(daemon.store(), &job_id) else { return };
     let Some(work) = job.review.clone() else { return };
     let Some(session) = daemon.sessions.get(&work.session_key) else { return };
     // Reviewers share the workspace's job slots (`execution.max_parallel_jobs`) with builds:

@@ -38,7 +38,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
         .iter()
         .zip(&session.job_ids)
         .filter_map(|(name, id)| {
-            let job = daemon.jobs.get(id)?;
+            let job = daemon.jobs.get(daemon.store(), id)?;
             let work = job.review.clone().unwrap_or_default();
             let running = job.state == JobState::Running;
             let age = (running && work.heartbeat_ms > 0).then(|| now.saturating_sub(work.heartbeat_ms));
@@ -96,7 +96,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
 
 /// Rewrite `review_report.md` from the session's checkpoints.
 pub fn write_report(daemon: &Daemon, session: &SessionRecord) {
-    let jobs: Vec<Option<JobRecord>> = session.job_ids.iter().map(|id| daemon.jobs.get(id)).collect();
+    let jobs: Vec<Option<JobRecord>> = session.job_ids.iter().map(|id| daemon.jobs.get(daemon.store(), id)).collect();
     let empty = Default::default();
     let parts: Vec<ReportPart<'_>> = session
         .reviewers

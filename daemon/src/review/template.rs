@@ -185,7 +185,7 @@ pub async fn history(daemon: &Arc<Daemon>, p: m::WorkspaceRootParams) -> RpcResu
 pub(super) async fn outcome(daemon: &Daemon, session: &SessionRecord) -> m::TemplateReviewResult {
     let mut results = Vec::new();
     for (name, job_id) in session.reviewers.iter().zip(&session.job_ids) {
-        let work = daemon.jobs.get(job_id).and_then(|j| j.review).unwrap_or_default();
+        let work = daemon.jobs.get(daemon.store(), job_id).and_then(|j| j.review).unwrap_or_default();
         let result = work.template_result.unwrap_or_else(|| m::TemplateReviewResult {
             verdict: TemplateVerdict::Unknown,
             raw_output: work.failure.map(|f| f.message).unwrap_or_default(),

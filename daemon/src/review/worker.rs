@@ -67,7 +67,7 @@ fn finished_job(daemon: &Daemon, job: &JobRecord) -> RpcError {
 /// Why a lease call found no lease of `job_id` held by its token: the job finished, or the
 /// lease expired or was released (the job queued or claimed again).
 fn lease_lost(daemon: &Daemon, job_id: &str) -> RpcError {
-    match daemon.jobs.get(job_id).filter(|job| job.state.is_finished()) {
+    match daemon.jobs.get(daemon.store(), job_id).filter(|job| job.state.is_finished()) {
         Some(job) => finished_job(daemon, &job),
         None => stale_lease(job_id),
     }
@@ -75,7 +75,7 @@ fn lease_lost(daemon: &Daemon, job_id: &str) -> RpcError {
 
 /// The job and session of a call, if `token` is the job's current lease.
 fn leased(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<(JobRecord, Lease, SessionRecord)> {
-    let job = daemon.jobs.get(job_id).ok_or_else(|| crate::jobs::unknown_job(job_id))?;
+    let job = daemon.jobs.get(daemon.store(), job_id).ok_or_else(|| crate::jobs::unknown_job(job_id))?;
     if job.state.is_finished() {
         return Err(finished_job(daemon, &job));
     }
@@ -211,7 +211,7 @@ async fn claimed_job(daemon: &Arc<Daemon>, job: JobRecord, p: &m::ClaimParams) -
         let holds = |r: &JobRecord| r.review.as_ref().and_then(|w| w.lease.as_ref()).is_some_and(|l| l.token == token);
         // Scratch first, while the lease holds (the next claim of the same attempt reuses
         // its name); a lease reaped meanwhile moved the job to the next attempt's name.
-        if daemon.jobs.get(&job.id).is_some_and(|r| holds(&r)) {
+        if daemon.jobs.get(daemon.store(), &job.id).is_some_and(|r| holds(&r)) {
             end_run(daemon, &job.id);
             drop_scratch(daemon, &job);
         }
@@ -386,7 +386,7 @@ fn drop_scratch(daemon: &Daemon, job: &JobRecord) {
 /// Renew the lease `token` holds, in one compare-and-update (a stale token renews nothing).
 fn extend(daemon: &Daemon, job_id: &str, token: &str) -> RpcResult<f64> {
     // No such job is not a lost lease: the same answer every other lease call gives.
-    daemon.jobs.get(job_id).ok_or_else(|| crate::jobs::unknown_job(job_id))?;
+    daemon.jobs.get(daemon.store(), job_id).ok_or_else(|| crate::jobs::unknown_job(job_id))?;
     let now = now_ms();
     let record = daemon
         .jobs
@@ -688,7 +688,7 @@ fn settled(daemon: &Daemon, session_key: &str, result: &mut m::WorkerSubmitResul
 }
 
 pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult<m::WorkerSubmitResult> {
-    if let Some(done) = daemon.jobs.get(&p.job_id).filter(|job| job.state.is_finished()) {
+    if let Some(done) = daemon.jobs.get(daemon.store(), &p.job_id).filter(|job| job.state.is_finished()) {
         // The same dossier again, read as the first one was (its checkpoint merged in).
         let session = done.review.as_ref().and_then(|w| daemon.sessions.get(&w.session_key));
         let checkpoint = done.review.as_ref().map(|w| w.checkpoint.clone()).unwrap_or_default();
@@ -786,7 +786,7 @@ pub async fn submit(daemon: &Arc<Daemon>, p: m::WorkerSubmitParams) -> RpcResult
         }
     });
     if ended.is_none() {
-        return match daemon.jobs.get(&job.id).filter(|job| job.state.is_finished()) {
+        return match daemon.jobs.get(daemon.store(), &job.id).filter(|job| job.state.is_finished()) {
             Some(done) => submitted_again(daemon, &done, &p.lease_token, digest.as_deref()),
             None => Err(stale_lease(&job.id)),
         };
@@ -1030,7 +1030,7 @@ mod tests {
             std::thread::spawn(move || reap(&daemon))
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while daemon.jobs.get(&job.id).and_then(|r| r.review).is_some_and(|w| w.lease.is_some()) {
+        while daemon.jobs.get(daemon.store(), &job.id).and_then(|r| r.review).is_some_and(|w| w.lease.is_some()) {
             assert!(std::time::Instant::now() < deadline, "the reaper never ended the lease");
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -1038,7 +1038,7 @@ mod tests {
         assert!(claimed.is_none(), "claimable again before its old run was ended: {claimed:?}");
         drop(held);
         reaper.join().unwrap();
-        let job = daemon.jobs.get(&job.id).unwrap();
+        let job = daemon.jobs.get(daemon.store(), &job.id).unwrap();
         assert_eq!((job.state, job.attempt), (JobState::Queued, 2));
         assert!(crate::sync::lock(&daemon.sessions.invocations).is_empty(), "the old run was ended");
     }
@@ -1064,13 +1064,13 @@ mod tests {
         let daemon = daemon_on(dir.path(), store.clone());
         daemon.jobs.recover(daemon.store());
         reap(&daemon);
-        let kept = daemon.jobs.get("job-1-a").unwrap();
+        let kept = daemon.jobs.get(daemon.store(), "job-1-a").unwrap();
         assert_eq!(kept.state, JobState::Running, "{kept:?}");
         assert_eq!(kept.review.and_then(|w| w.lease).map(|l| l.token).as_deref(), Some("held"));
 
         // Its monotonic term ends: reaped.
         lease_runs_out(&daemon, "job-1-a");
         reap(&daemon);
-        assert_eq!(daemon.jobs.get("job-1-a").unwrap().state, JobState::Queued);
+        assert_eq!(daemon.jobs.get(daemon.store(), "job-1-a").unwrap().state, JobState::Queued);
     }
 }

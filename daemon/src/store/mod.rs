@@ -4,6 +4,7 @@
 //! (SQLite, redb) could replace sled without touching callers. Writes that acknowledge a
 //! mutation are flushed before they return.
 
+mod closed;
 pub mod lock;
 pub mod manifest;
 mod parsed;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::job::{JobRecord, SessionRecord};
+use crate::domain::job::{JobRecord, JobSummary, SessionRecord, StoredJob};
 use crate::domain::ledger::{LedgerEntry, LedgerEvent};
 use manifest::{Manifest, head_key};
 
@@ -122,7 +123,13 @@ pub trait Store: Send + Sync + 'static {
     /// Make the job's record durable: an error when it is not in the database any more (a
     /// reopen after an I/O error dropped what was not yet on disk).
     fn sync_job(&self, id: &str) -> Result<(), StoreError>;
+    /// Every job, whole.
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
+    /// One job, whole.
+    fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
+    /// Every job as the job table starts from it: unfinished ones whole, finished ones
+    /// summarised.
+    fn job_table(&self) -> Result<Vec<StoredJob>, StoreError>;
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
     fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
     /// Note that the task's ledger was exported to its default place through entry `seq`,
@@ -132,6 +139,10 @@ pub trait Store: Send + Sync + 'static {
     fn forget(&self, job_ids: &[String], session_keys: &[String]) -> Result<(), StoreError>;
     /// Make every acknowledged write durable against a process crash.
     fn flush(&self) -> Result<(), StoreError>;
+    /// Close the database for good at the daemon's orderly stop, once nothing writes any more:
+    /// every later call is refused. Closing is only ever a saving for the next start (see
+    /// `closed.rs`), so a store may leave it undone.
+    fn close(&self) {}
 }
 
 pub struct SledStore {
@@ -147,10 +158,12 @@ pub struct SledStore {
     /// retention's manifest save and its delete (and leave the manifest promising a job the
     /// database no longer holds).
     finished_jobs: std::sync::Mutex<()>,
-    /// The jobs the opening's census read, for the job table's start ([`Store::jobs`]) to
+    /// The jobs the opening's census read, for the job table's start ([`Store::job_table`]) to
     /// take instead of reading them all again; dropped by every write to the jobs tree
     /// ([`SledStore::jobs_written`]), after which they would be out of date.
-    census_jobs: std::sync::Mutex<Option<Vec<JobRecord>>>,
+    census_jobs: std::sync::Mutex<Option<Vec<StoredJob>>>,
+    /// Set by [`Store::close`]: no reopen after it.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// How much of the database sled keeps in memory. Its default, 1 GiB, is more than any state
@@ -206,14 +219,21 @@ impl SledStore {
         let recorded =
             Manifest::load(&manifest_path).map_err(|why| damaged(vec![format!("unreadable manifest {why}")], None))?;
         // Opening repairs in place (sled cuts a damaged log short), so the database as it was
-        // is copied first and kept if it turns out damaged.
-        let pristine = pristine_copy(dir);
+        // is copied first and kept if it turns out damaged; one that an orderly stop closed
+        // and nothing wrote to since holds nothing half written and needs no copy.
+        let pristine = match closed::untouched_since_close(dir) {
+            true => {
+                tracing::info!(db = %dir.display(), "the database is as the last orderly stop closed it: opened with no copy made first");
+                None
+            }
+            false => pristine_copy(dir),
+        };
         let damaged = |problems: Vec<String>| {
             tracing::error!(db = %dir.display(), "the state database is damaged: {}", problems.join("; "));
             let kept = pristine.as_ref().and_then(|copy| keep_damaged(dir, copy));
             damaged(problems, kept)
         };
-        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(Trees, Manifest, Vec<JobRecord>), StoreError> {
+        let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(Trees, Manifest, Vec<StoredJob>), StoreError> {
             let trees = Trees::open(dir)?;
             let (actual, jobs) = census(&trees, recorded.as_ref())?;
             Ok((trees, actual, jobs))
@@ -260,6 +280,7 @@ impl SledStore {
             manifest: manifest::Keeper::start(manifest_path, actual),
             finished_jobs: std::sync::Mutex::new(()),
             census_jobs: std::sync::Mutex::new(Some(jobs)),
+            closed: Default::default(),
         })
     }
 
@@ -307,6 +328,11 @@ impl SledStore {
     /// reopen that fails leaves none, and the next call tries again.
     fn reopen(&self) {
         let mut slot = self.trees.write().unwrap_or_else(|e| e.into_inner());
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            *self.reopen_failure.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some((std::io::ErrorKind::Other, "the daemon is stopping and has closed it".into()));
+            return;
+        }
         // sled may panic closing a database whose writes failed; the handles are gone anyway.
         let old = slot.take();
         if catch_unwind(AssertUnwindSafe(move || drop(old))).is_err() {
@@ -618,7 +644,7 @@ fn malformed_key() -> StoreError {
 }
 
 /// What the database holds: every workspace, each ledger's head and chain digest, each job's
-/// end; and the jobs, read whole. Every record is read, and sled checks each one's checksum
+/// end; and the jobs as the job table starts from them ([`Store::job_table`]). Every record is read, and sled checks each one's checksum
 /// as it reads it, so damage is found now, not in the middle of a command; a ledger entry's
 /// JSON is read whole where it is used, not here (parsing every entry was half of a start's
 /// time: 80 ms of 200 for a history of 14,400 entries). A ledger `recorded` holds is not hashed again through the head it
@@ -626,7 +652,7 @@ fn malformed_key() -> StoreError {
 /// ledger is numbered 1, 2, 3… with no gap (appends and imports both number it so), so a
 /// missing entry is damage, refused like any other: a recorded digest taken on trust is then
 /// never chained on over a ledger that lacks the entries it covers.
-fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<JobRecord>), StoreError> {
+fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<StoredJob>), StoreError> {
     let mut found = Manifest::default();
     for entry in trees.workspaces.iter() {
         let record: WorkspaceRecord = serde_json::from_slice(&entry?.1)?;
@@ -670,17 +696,27 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<J
             .collect();
         return Err(StoreError::Damaged { db: PathBuf::new(), problems, kept: None });
     }
-    // Jobs are read whole: the job table starts from them (`Store::jobs`), and one it could
-    // not read would leave queued work unclaimable and job numbers begun again.
+    // The job table starts from these, and one it could not read would leave queued work
+    // unclaimable and job numbers begun again.
     let mut jobs = Vec::new();
     for entry in trees.jobs.iter() {
-        let job: JobRecord = serde_json::from_slice(&entry?.1)?;
-        if job.state.is_finished() {
-            found.finished_jobs.insert(job.id.clone(), job.state.to_string());
+        let job = table_job(&entry?.1)?;
+        if let StoredJob::Finished(summary) = &job {
+            found.finished_jobs.insert(summary.id.clone(), summary.state.to_string());
         }
         jobs.push(job);
     }
     Ok((found, jobs))
+}
+
+/// A stored job as the job table starts from it: a finished one's summary alone is parsed
+/// (the outcome and dossier that make most of a record are skipped over).
+fn table_job(stored: &[u8]) -> Result<StoredJob, StoreError> {
+    let summary: JobSummary = serde_json::from_slice(stored)?;
+    Ok(match summary.state.is_finished() {
+        true => StoredJob::Finished(summary),
+        false => StoredJob::Whole(Box::new(serde_json::from_slice(stored)?)),
+    })
 }
 
 /// A ledger key's task (`<workspace id>/<task id>`) and sequence number.
@@ -909,12 +945,20 @@ impl Store for SledStore {
     }
 
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        self.run(|t| t.jobs.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect())
+    }
+
+    fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        self.run(|t| t.jobs.get(id.as_bytes())?.map(|bytes| Ok(serde_json::from_slice(&bytes)?)).transpose())
+    }
+
+    fn job_table(&self) -> Result<Vec<StoredJob>, StoreError> {
         // The job table's start takes what the opening read, unchanged since: nothing writes a
         // job before the table exists to write it.
         if let Some(jobs) = crate::sync::lock(&self.census_jobs).take() {
             return Ok(jobs);
         }
-        self.run(|t| t.jobs.iter().map(|entry| Ok(serde_json::from_slice(&entry?.1)?)).collect())
+        self.run(|t| t.jobs.iter().map(|entry| table_job(&entry?.1)).collect())
     }
 
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError> {
@@ -959,6 +1003,22 @@ impl Store for SledStore {
         // A manifest that cannot be saved (a full disk) only lags; the database is flushed.
         let _ = self.manifest.save();
         Ok(())
+    }
+
+    /// Drop sled's handles and, once they were the last (no call holds them), mark the
+    /// database closed: dropping the last one closes sled, which writes nothing after. Held
+    /// elsewhere, they stay, and the next start makes its copy as after a crash.
+    fn close(&self) {
+        let mut slot = self.trees.write().unwrap_or_else(|e| e.into_inner());
+        let Some(trees) = slot.take() else { return };
+        match Arc::try_unwrap(trees) {
+            Ok(trees) => {
+                self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+                drop(trees);
+                closed::mark(&self.dir);
+            }
+            Err(shared) => *slot = Some(shared),
+        }
     }
 }
 

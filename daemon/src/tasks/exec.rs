@@ -490,7 +490,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
     let (mut started, material) = start_build(daemon, p).await?;
     started.warnings = daemon.warnings_for(std::path::Path::new(&root));
     if let (Some(wait), Some(job_id), None) = (wait, &started.job_id, &started.outcome) {
-        let waited = daemon.jobs.wait(job_id, wait, daemon.shutdown_token()).await;
+        let waited = daemon.jobs.wait(daemon.store(), job_id, wait, daemon.shutdown_token()).await;
         if let Some(running) = waited.as_ref().filter(|r| !r.state.is_finished())
             && daemon.shutdown_token().is_cancelled()
         {
@@ -977,7 +977,8 @@ impl BuildRun {
     /// Record the last step with the job's end (saved after the step's events), and the job's final
     /// record: its outcome read off the spec and ledger as the step leaves them.
     async fn record_end(&self, end: StepEnd) -> RpcResult<(crate::domain::job::JobRecord, InPlace, bool)> {
-        let job = self.daemon.jobs.get(&self.job_id).ok_or_else(|| internal("the build job is gone"))?;
+        let job =
+            self.daemon.jobs.get(self.daemon.store(), &self.job_id).ok_or_else(|| internal("the build job is gone"))?;
         let StepEnd { events, target, results, timed_out, material_after } = end;
         let material = self.material.get().await?;
         let ran = results.iter().filter(|r| r.exit_code.is_some() || r.duration_ms > 0);

@@ -26,7 +26,7 @@ pub async fn list(daemon: &Daemon, p: m::JobListParams) -> RpcResult<m::JobListR
     }
     let jobs = daemon
         .jobs
-        .all()
+        .all(daemon.store())
         .iter()
         .filter(|j| ws.as_ref().is_none_or(|ws| ws.owns(&j.workspace_id)))
         .map(|j| shown(j, &roots))
@@ -53,13 +53,20 @@ fn shown(job: &JobRecord, roots: &std::collections::HashMap<String, String>) -> 
 }
 
 pub fn status(daemon: &Daemon, p: m::JobParams) -> RpcResult<m::JobInfo> {
-    daemon.jobs.get(&p.job_id).map(|r| shown(&r, &roots_now(daemon))).ok_or_else(|| unknown_job(&p.job_id))
+    daemon
+        .jobs
+        .get(daemon.store(), &p.job_id)
+        .map(|r| shown(&r, &roots_now(daemon)))
+        .ok_or_else(|| unknown_job(&p.job_id))
 }
 
 pub async fn wait(daemon: &Daemon, p: m::JobWaitParams) -> RpcResult<m::JobInfo> {
     let timeout = Duration::from_secs_f64(p.timeout_seconds.clamp(0.0, 3600.0));
-    let record =
-        daemon.jobs.wait(&p.job_id, timeout, daemon.shutdown_token()).await.ok_or_else(|| unknown_job(&p.job_id))?;
+    let record = daemon
+        .jobs
+        .wait(daemon.store(), &p.job_id, timeout, daemon.shutdown_token())
+        .await
+        .ok_or_else(|| unknown_job(&p.job_id))?;
     if !record.state.is_finished() && daemon.shutdown_token().is_cancelled() {
         return Err(stopped_before_end(&record));
     }
@@ -87,7 +94,7 @@ pub fn stopped_before_end(job: &JobRecord) -> RpcError {
 /// left as it ended and the answer says so (`invalid_state`, with its state in the details):
 /// nothing was cancelled.
 pub async fn cancel(daemon: &Arc<Daemon>, p: m::JobParams) -> RpcResult<m::JobInfo> {
-    let before = daemon.jobs.get(&p.job_id).ok_or_else(|| unknown_job(&p.job_id))?;
+    let before = daemon.jobs.get(daemon.store(), &p.job_id).ok_or_else(|| unknown_job(&p.job_id))?;
     if let Some(root) = &p.root {
         let ws = daemon.workspace_to_read(root).await?;
         if !ws.owns(&before.workspace_id) {
@@ -122,5 +129,5 @@ pub async fn cancel(daemon: &Arc<Daemon>, p: m::JobParams) -> RpcResult<m::JobIn
     }
     let record = daemon.jobs.cancel(daemon.store(), &p.job_id).ok_or_else(|| unknown_job(&p.job_id))?;
     crate::review::cancelled(daemon, &record).await;
-    Ok(shown(&daemon.jobs.get(&p.job_id).unwrap_or(record), &roots_now(daemon)))
+    Ok(shown(&daemon.jobs.get(daemon.store(), &p.job_id).unwrap_or(record), &roots_now(daemon)))
 }
