@@ -125,7 +125,8 @@ pub async fn run(
     // the next start would read its older `running` record and call it abandoned.
     daemon.jobs.save_unsaved(daemon.store());
     store.flush()?;
-    store.close();
+    let closing = store.clone();
+    let _ = tokio::task::spawn_blocking(move || closing.close()).await;
     info!("stopped");
     Ok(())
 }

@@ -405,6 +405,9 @@ fn set_aside_unfinished_snapshots(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// How long [`Store::close`] waits for the calls still holding the database.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Databases larger than this are opened without a copy made first (a damaged one is then
 /// kept as sled left it).
 const PRISTINE_COPY_LIMIT: u64 = 512 << 20;
@@ -1005,19 +1008,29 @@ impl Store for SledStore {
         Ok(())
     }
 
-    /// Drop sled's handles and, once they were the last (no call holds them), mark the
-    /// database closed: dropping the last one closes sled, which writes nothing after. Held
-    /// elsewhere, they stay, and the next start makes its copy as after a crash.
+    /// Take sled's handles, wait (a little) for the calls that still hold them to finish
+    /// (a background read walking every ledger, say), and once they are the last, drop them
+    /// and mark the database closed: dropping the last one closes sled, which writes nothing
+    /// after. Still held past the wait, no mark is left, and the next start makes its copy as
+    /// after a crash. Blocks: call it off the async runtime.
     fn close(&self) {
-        let mut slot = self.trees.write().unwrap_or_else(|e| e.into_inner());
-        let Some(trees) = slot.take() else { return };
-        match Arc::try_unwrap(trees) {
-            Ok(trees) => {
-                self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-                drop(trees);
-                closed::mark(&self.dir);
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let Some(mut trees) = self.trees.write().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let deadline = std::time::Instant::now() + CLOSE_WAIT;
+        loop {
+            match Arc::try_unwrap(trees) {
+                Ok(last) => {
+                    drop(last);
+                    return closed::mark(&self.dir);
+                }
+                Err(_) if std::time::Instant::now() > deadline => {
+                    return tracing::info!(
+                        "the state database was still in use as the daemon stopped; the next start copies it first"
+                    );
+                }
+                Err(shared) => trees = shared,
             }
-            Err(shared) => *slot = Some(shared),
+            std::thread::sleep(std::time::Duration::from_millis(2));
         }
     }
 }
