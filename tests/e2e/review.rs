@@ -632,6 +632,44 @@ fn print_context_answers_while_a_review_runs_and_writes_nothing() {
     assert_eq!(finished.json()["result"]["verdict"], "pass", "{}", finished.stdout);
 }
 
+/// The packet's diff shows a file that is not UTF-8 (Latin-1, its text also holding the
+/// characters `\xE9`) with its backslashes doubled and a note in its header saying so, so the
+/// byte 0xE9 (`\xE9`) and the text (`\\xE9`) never read alike; a file in UTF-8 beside it is
+/// shown byte for byte, its `"\x1b[0m"` as written. Before, both Latin-1 texts read `caf\xE9`.
+#[test]
+fn a_packet_escapes_backslashes_only_in_a_file_whose_diff_is_not_utf8() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    std::fs::create_dir_all(env.work.join("src")).unwrap();
+    std::fs::write(env.work.join("src/legacy.txt"), b"caf\xe9 or caf\\xE9\n").unwrap();
+    std::fs::write(env.work.join("src/lib.rs"), "pub const RESET: &str = \"\\x1b[0m\";\n").unwrap();
+    scafld_tests::commit_all(&env.work, "start");
+    env.init();
+    let spec = "---\nspec_version: '2.0'\ntask_id: rev\nstatus: draft\nharden_status: not_run\n---\n\n# Review me\n\n## Summary\n\nLatin-1.\n\n## Scope\n\n- `src/legacy.txt` - legacy text.\n- `src/lib.rs` - the colours.\n\n## Phase 1: Do\n\nObjective: do it.\n\nAcceptance:\n- [ ] `a1` test - lib exists\n  - Command: `test -f src/lib.rs`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/rev.md"), spec).unwrap();
+    env.scafld(&["approve", "rev", "--reason", "test"]).assert_code(0);
+    env.scafld(&["build", "rev"]).assert_code(0);
+    std::fs::write(env.work.join("src/legacy.txt"), b"caf\xe8 or caf\\xE8\n").unwrap();
+    let lib = "pub const RESET: &str = \"\\x1b[0m\";\npub const RED: &[u8] = b\"\\x1b[31m\\x00\";\n";
+    std::fs::write(env.work.join("src/lib.rs"), lib).unwrap();
+    assert_eq!(env.scafld(&["build", "rev", "--json"]).json()["result"]["status"], "review");
+
+    let packet = env.scafld(&["review", "rev", "--print-context"]);
+    packet.assert_code(0);
+    let text = &packet.stdout;
+    let note = "(this file's diff is not UTF-8: bytes outside it are shown as \\xNN, a backslash as \\\\)";
+    let legacy = format!("diff --git a/src/legacy.txt b/src/legacy.txt\n{note}\nindex ");
+    assert!(text.contains(&legacy), "the Latin-1 file's header has no note: {text}");
+    assert!(text.contains("\n-caf\\xE9 or caf\\\\xE9\n+caf\\xE8 or caf\\\\xE8\n"), "{text}");
+    // The UTF-8 file is exactly its bytes, with no note.
+    assert!(text.contains("diff --git a/src/lib.rs b/src/lib.rs\nindex "), "{text}");
+    assert!(
+        text.contains("\n pub const RESET: &str = \"\\x1b[0m\";\n+pub const RED: &[u8] = b\"\\x1b[31m\\x00\";\n"),
+        "{text}"
+    );
+    assert_eq!(text.matches(note).count(), 1, "{text}");
+}
+
 #[test]
 fn a_reviewer_that_runs_too_long_is_killed_and_the_attempt_fails() {
     let env = TestEnv::new();

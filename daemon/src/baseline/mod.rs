@@ -16,6 +16,7 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid, Repository, Status, StatusOptions, Tree};
+use scafld_protocol::text::Notation;
 use sha2::{Digest, Sha256};
 
 use crate::domain::ledger::BaselinePath;
@@ -3036,33 +3037,81 @@ fn revision_tree<'r>(repo: &'r Repository, rev: &str) -> Result<Tree<'r>, String
 /// A diff as unified patch text, its labels' paths starting `from` made to start `to` instead:
 /// paths inside a submodule or nested repository get its path as a prefix, work-tree paths
 /// lose the workspace's folder. Bytes that are not UTF-8, in content or names, are shown by
-/// value ([`shown_bytes`](scafld_protocol::text::shown_bytes)): a changed Latin-1 byte is
-/// never two lines alike.
+/// value, file by file in the [`Notation`] the file's diff needs: a changed Latin-1 byte is
+/// never two lines alike, a literal `\xE9` beside it never reads as one, and a file whose
+/// diff is all UTF-8 is shown exactly as written.
 fn patch(diff: &git2::Diff<'_>, from: &str, to: &str) -> Result<String, String> {
     patch_where(diff, from, to, |_| true)
 }
+
+/// The line a file's diff shown [`Notation::Escaped`] has in its header, right after its
+/// `diff --git` line: the reviewer is told why its backslashes are doubled.
+const NOT_UTF8_NOTE: &str =
+    "(this file's diff is not UTF-8: bytes outside it are shown as \\xNN, a backslash as \\\\)\n";
 
 /// [`patch`] of the files `shown` keeps (by the delta's repository path), the others left out
 /// whole: header, hunks and all.
 fn patch_where(diff: &git2::Diff<'_>, from: &str, to: &str, shown: impl Fn(&Path) -> bool) -> Result<String, String> {
     let mut text = String::new();
+    // One file's lines, held until the file is whole: how each is shown depends on all of
+    // them (and on its names), as libgit2 prints them (each file starts with its header).
+    let mut file = FileLines::default();
     diff.print(git2::DiffFormat::Patch, |delta, _, line| {
         if !delta.new_file().path().or_else(|| delta.old_file().path()).is_none_or(&shown) {
             return true;
         }
-        match line.origin() {
-            '+' | '-' | ' ' => {
-                text.push(line.origin());
-                text.push_str(&scafld_protocol::text::shown_bytes(line.content()));
-            }
-            // The file's header and a binary file's line name its paths.
-            'F' | 'B' => text.push_str(&relabelled(line.content(), from, to)),
-            _ => text.push_str(&scafld_protocol::text::shown_bytes(line.content())),
+        if line.origin() == 'F' {
+            text.push_str(&file.shown(from, to));
+            let names = [delta.old_file().path_bytes(), delta.new_file().path_bytes()];
+            file = FileLines { names: names.into_iter().flatten().map(<[u8]>::to_vec).collect(), lines: Vec::new() };
         }
+        file.lines.push((line.origin(), line.content().to_vec()));
         true
     })
     .map_err(|e| format!("git diff failed: {}", e.message()))?;
+    text.push_str(&file.shown(from, to));
     Ok(text)
+}
+
+/// The lines libgit2 printed for one file's diff (each with its origin, `F` the header), and
+/// the bytes of the names it carries.
+#[derive(Default)]
+struct FileLines {
+    names: Vec<Vec<u8>>,
+    lines: Vec<(char, Vec<u8>)>,
+}
+
+impl FileLines {
+    /// The file's diff as text, every part of it in the one [`Notation`] its bytes need;
+    /// escaped, its header says so.
+    fn shown(&self, from: &str, to: &str) -> String {
+        let parts = self.names.iter().chain(self.lines.iter().map(|(_, bytes)| bytes));
+        let notation = Notation::of(parts.map(Vec::as_slice));
+        let mut text = String::new();
+        for (origin, bytes) in &self.lines {
+            match origin {
+                '+' | '-' | ' ' => {
+                    text.push(*origin);
+                    text.push_str(&notation.show(bytes));
+                }
+                // The file's header and a binary file's line name its paths.
+                'F' | 'B' => {
+                    let header = relabelled(bytes, from, to, notation);
+                    match (notation, header.split_once('\n')) {
+                        (Notation::Escaped, Some((first, rest))) => {
+                            text.push_str(&format!("{first}\n{NOT_UTF8_NOTE}{rest}"))
+                        }
+                        _ => text.push_str(&header),
+                    }
+                }
+                // git's own marker (`\ No newline at end of file`), never the file's text.
+                '=' | '>' | '<' => text.push_str(&scafld_protocol::text::shown_bytes(bytes)),
+                // A hunk's header, which may quote the file's text after its `@@`.
+                _ => text.push_str(&notation.show(bytes)),
+            }
+        }
+        text
+    }
 }
 
 /// A patch header's lines with each path label (` a/…`, ` b/…`, after a space) starting `from`
@@ -3070,8 +3119,10 @@ fn patch_where(diff: &git2::Diff<'_>, from: &str, to: &str, shown: impl Fn(&Path
 /// (`"a/\346\227\245.txt"`, whatever `core.quotePath` says): such a label is read back to
 /// its bytes and shown as the file list names it (`a/nested/日本.txt`), through
 /// [`one_line`](scafld_protocol::text::one_line) so a control in a name cannot break the line.
-fn relabelled(header: &[u8], from: &str, to: &str) -> String {
-    let mut shown = Vec::with_capacity(header.len());
+/// Its bytes are shown in the file's `notation`, each once.
+fn relabelled(header: &[u8], from: &str, to: &str, notation: Notation) -> String {
+    let mut shown = String::with_capacity(header.len());
+    let mut raw = Vec::new();
     let mut at = 0;
     while at < header.len() {
         let rest = &header[at..];
@@ -3082,22 +3133,23 @@ fn relabelled(header: &[u8], from: &str, to: &str) -> String {
             {
                 name = [&name[..2], to.as_bytes(), inside].concat();
             }
-            let name = scafld_protocol::text::shown_bytes(&name).into_owned();
-            shown.extend_from_slice(scafld_protocol::text::one_line(&name).as_bytes());
+            shown.push_str(&notation.show(&std::mem::take(&mut raw)));
+            shown.push_str(&scafld_protocol::text::one_line(&notation.show(&name)));
             at += used;
         } else if labels
             && (rest.starts_with(b"a/") || rest.starts_with(b"b/"))
             && rest[2..].starts_with(from.as_bytes())
         {
-            shown.extend_from_slice(&rest[..2]);
-            shown.extend_from_slice(to.as_bytes());
+            raw.extend_from_slice(&rest[..2]);
+            raw.extend_from_slice(to.as_bytes());
             at += 2 + from.len();
         } else {
-            shown.push(header[at]);
+            raw.push(header[at]);
             at += 1;
         }
     }
-    scafld_protocol::text::shown_bytes(&shown).into_owned()
+    shown.push_str(&notation.show(&raw));
+    shown
 }
 
 /// The bytes a C-quoted string at the start of `text` stands for (git's quoting: `\t`-style
