@@ -222,6 +222,42 @@ fn approve_build_repair_review_path() {
 
 /// `session --export` alone writes the default path; an empty or blank PATH is a usage error
 /// (exit 2) naming the problem, and writes nothing: not the default, not a file named ' '.
+/// `build --json` names the workspace's folder (`root`) its diagnostics paths are relative to,
+/// as `status --json` does: built from the outer workspace for an inner one (`--root sub`),
+/// a path resolved against the caller's folder names no file. The finished job's outcome
+/// (`job wait --json`) carries it too. Before, build's answer had no `root`.
+#[test]
+fn build_json_diagnostics_come_with_the_root_they_are_relative_to() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let inner = env.work.join("sub");
+    std::fs::create_dir_all(&inner).unwrap();
+    Run::from(env.scafld_command(&["init"]).current_dir(&inner).output().unwrap()).assert_code(0);
+    let text = spec("nested", &[&[("loud", "echo inner-output; false", "")]], &[]);
+    std::fs::write(inner.join(".scafld/specs/drafts/nested.md"), text).unwrap();
+    env.scafld(&["--root", "sub", "approve", "nested", "--reason", "tests skip hardening"]).assert_code(0);
+    let inner_root = inner.canonicalize().unwrap().display().to_string();
+
+    let opened = env.scafld(&["--root", "sub", "build", "nested", "--json"]);
+    opened.assert_code(0);
+    assert_eq!(opened.json()["result"]["root"], inner_root.as_str(), "{}", opened.stdout);
+    let failed = env.scafld(&["--root", "sub", "build", "nested", "--json"]);
+    failed.assert_code(3);
+    let result = failed.json()["result"].clone();
+    assert_eq!(result["root"], inner_root.as_str(), "{result}");
+    let diagnostic = result["criteria"][0]["diagnostic"].as_str().unwrap();
+    assert!(!env.work.join(diagnostic).exists(), "the path reads as the caller's: {diagnostic}");
+    let named = Path::new(result["root"].as_str().unwrap()).join(diagnostic);
+    assert!(std::fs::read_to_string(&named).unwrap().contains("inner-output"), "{}", named.display());
+
+    let detached = env.scafld(&["--root", "sub", "build", "nested", "--detach", "--json"]).json();
+    let job = detached["result"]["job_id"].as_str().unwrap().to_string();
+    let waited = env.scafld(&["--root", "sub", "job", "wait", &job, "--timeout", "20", "--json"]);
+    waited.assert_code(3);
+    assert_eq!(waited.json()["result"]["outcome"]["root"], inner_root.as_str(), "{}", waited.stdout);
+}
+
 #[test]
 fn an_empty_or_blank_export_path_is_a_usage_error() {
     let env = TestEnv::new();

@@ -504,7 +504,7 @@ pub async fn build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<m::Buil
             // when it was read before the job existed.
             material.get().await?;
         }
-        started.outcome = finished.and_then(|r| r.outcome);
+        started.outcome = finished.and_then(|r| super::job::outcome(daemon, &r));
     }
     Ok(started)
 }
@@ -563,6 +563,7 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
                 format!("{} opened; implement it, then run `scafld build {task}` to record evidence", target.label());
             let outcome = BuildOutcome {
                 task_id: task.clone(),
+                root: ws.shown_root(),
                 status: "active".into(),
                 phase: target.label(),
                 next_command: next.command,
@@ -783,6 +784,7 @@ async fn manual_evidence(
     };
     let outcome = BuildOutcome {
         task_id: task.to_string(),
+        root: ws.shown_root(),
         status: spec.status_word(),
         phase: target.label(),
         passed: usize::from(disposition == "pass"),
@@ -1101,6 +1103,7 @@ impl BuildRun {
                 };
                 let outcome = BuildOutcome {
                     task_id: self.task.clone(),
+                    root: self.ws.shown_root(),
                     status: status.to_string(),
                     phase: target.label(),
                     passed,

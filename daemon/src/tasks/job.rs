@@ -43,13 +43,22 @@ fn roots_now(daemon: &Daemon) -> std::collections::HashMap<String, String> {
 
 /// `job` as a reply shows it: its `root` is its workspace's folder now (`roots`), not the one
 /// it ran in when that workspace was moved since; a job of a workspace on record nowhere keeps
-/// the folder it ran in.
+/// the folder it ran in. A build's outcome names the same folder: its diagnostics, written
+/// where the workspace went, are relative to it.
 fn shown(job: &JobRecord, roots: &std::collections::HashMap<String, String>) -> m::JobInfo {
     let mut info = jobs::info(job);
     if let Some(root) = roots.get(&job.workspace_id) {
         info.root = root.clone();
     }
+    if let Some(outcome) = info.outcome.as_mut() {
+        outcome.root = info.root.clone();
+    }
     info
+}
+
+/// The outcome of a finished build `job` as replies show it ([`shown`]).
+pub fn outcome(daemon: &Daemon, job: &JobRecord) -> Option<m::BuildOutcome> {
+    shown(job, &roots_now(daemon)).outcome
 }
 
 pub fn status(daemon: &Daemon, p: m::JobParams) -> RpcResult<m::JobInfo> {

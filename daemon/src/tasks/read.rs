@@ -156,7 +156,7 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     let errors = status_errors(daemon, &ws, &entry, &entries)?;
     let (fresh, next_action) = shown_next(daemon, &ws, &entry, &spec, &entries, error_count(&errors), false).await;
     let answer =
-        Answer { path: ws.relative(&entry.path), root: root_of(&ws), errors, next_action, spec_missing: false };
+        Answer { path: ws.relative(&entry.path), root: ws.shown_root(), errors, next_action, spec_missing: false };
     // Its phases and criteria as the file shows them (a result that ran another definition than
     // the one beside it now is pending there): what `list` and `report` count too.
     let shown = crate::domain::ledger::for_file(spec, &entries);
@@ -210,13 +210,8 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
             ),
         }],
     };
-    let mut status = Answer { path: String::new(), root: root_of(ws), errors, next_action, spec_missing: true }.status(
-        task,
-        &spec,
-        entries,
-        &stale,
-        Vec::new(),
-    );
+    let mut status = Answer { path: String::new(), root: ws.shown_root(), errors, next_action, spec_missing: true }
+        .status(task, &spec, entries, &stale, Vec::new());
     // Every result is stale, so none counts as passed: pending, as `list` and `report` count it.
     status.counts = ledger::state(entries).map(|state| state.marks.without_spec()).unwrap_or_default();
     for phase in &mut status.phases {
@@ -226,12 +221,6 @@ async fn gone_status(ws: &crate::workspace::Workspace, gone: &super::Gone) -> m:
 }
 
 /// What a `status` answer says beyond the spec and its ledger.
-/// The workspace's folder as the JSON of `status` and `list` names it, beside the paths
-/// relative to it.
-fn root_of(ws: &crate::workspace::Workspace) -> String {
-    ws.root.to_string_lossy().into_owned()
-}
-
 struct Answer {
     /// The spec file, relative to `root`, the workspace's folder (empty: there is none).
     path: String,
@@ -630,7 +619,7 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
         // Kept with the reply: the index's generation moves when they change.
         warnings: unlisted(&index),
         tasks: tasks.into_iter().map(|(_, t)| t).collect(),
-        root: root_of(&ws),
+        root: ws.shown_root(),
         writes_from: ws.writes_from().map(|f| f.to_string_lossy().into_owned()),
     };
     let reply = Rendered::of(&result).map_err(RpcError::internal)?;

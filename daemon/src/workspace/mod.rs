@@ -339,6 +339,12 @@ impl Workspace {
         crate::sync::write(&self.index).absorb(built);
     }
 
+    /// The workspace's folder as a `--json` answer names it (`root`) beside the paths
+    /// [`Workspace::relative`] gives, so a caller in another folder can resolve them.
+    pub fn shown_root(&self) -> String {
+        self.root.to_string_lossy().into_owned()
+    }
+
     /// `path` relative to the workspace root, for display.
     pub fn relative(&self, path: &Path) -> String {
         use std::os::unix::ffi::OsStrExt;

@@ -655,6 +655,11 @@ pub struct BuildResult {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BuildOutcome {
     pub task_id: String,
+    /// The workspace's folder (absolute): what each criterion's `diagnostic` is relative to,
+    /// whichever folder the command was run from (as [`StatusResult::root`]; empty in an
+    /// outcome recorded by an older scafld).
+    #[serde(default)]
+    pub root: String,
     /// Lifecycle status after the step: active, blocked or review.
     pub status: String,
     /// The phase the step ran or opened (`final` for task-level acceptance).
@@ -676,7 +681,8 @@ pub struct CriterionResult {
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
     pub output_excerpt: String,
-    /// The file holding the whole record (empty when none was written).
+    /// The file holding the whole record, relative to the outcome's `root` (empty when none
+    /// was written).
     pub diagnostic: String,
     /// Why the whole record could not be written (`diagnostic` is then empty).
     #[serde(default, skip_serializing_if = "String::is_empty")]
