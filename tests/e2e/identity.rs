@@ -687,6 +687,50 @@ fn a_review_waited_on_while_its_folder_is_renamed_gives_its_verdict() {
     assert_eq!(status.json()["result"]["review_gate"], "pass", "{}", status.stdout);
 }
 
+/// `review.status` and `review.retry` naming a session from the folder it began in, after the
+/// workspace's folder was renamed (a caller holding the old folder, as `scafld review`'s own
+/// poll does: an editor, an agent on the socket), find its workspace by id as `review.wait`
+/// does: the running review's status, then the retry of the reviewer that gave no verdict,
+/// which passes in the moved workspace. Before, both refused the old folder ("cannot use
+/// <old folder> as a workspace root") while a wait from it found the session.
+#[test]
+fn review_status_and_retry_from_a_renamed_folder_find_the_session_by_id() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    let (reviewer, ran) = in_review(&env, &release);
+    // The first run gives no verdict; the retry's passes.
+    let failed = env.path("failed-once").display().to_string();
+    let script = std::fs::read_to_string(&reviewer).unwrap();
+    let once = format!("test -f {failed} || {{ touch {failed}; echo no dossier; exit 3; }}\ncat <<'JSON'");
+    std::fs::write(&reviewer, script.replacen("cat <<'JSON'", &once, 1)).unwrap();
+    let spawned =
+        env.scafld(&["review", "t", "--reviewers", "command", "--provider-command", &reviewer, "--detach", "--json"]);
+    spawned.assert_code(0);
+    let key = spawned.json()["session_key"].as_str().unwrap().to_string();
+    wait_until("the reviewer to run", || ran.exists());
+
+    let old = env.work.display().to_string();
+    let moved = env.path("moved");
+    std::fs::rename(&env.work, &moved).unwrap();
+    let mut client = env.client();
+    let status = client.result("review.status", json!({"root": old, "session_key": key}));
+    assert_eq!((status["session_key"].as_str(), status["state"].as_str()), (Some(key.as_str()), Some("running")));
+
+    std::fs::write(&release, "").unwrap();
+    let waited = client.result("review.wait", json!({"root": old, "session_key": key, "timeout_seconds": 30}));
+    assert_ne!(waited["outcome"], "pending", "{waited}");
+    let status = client.result("review.status", json!({"root": old, "session_key": key}));
+    assert_eq!(status["state"], "resolved", "{status}");
+    let caller = json!({"cwd": old, "env": {"PATH": std::env::var("PATH").unwrap_or_default()}});
+    let retried = client.result("review.retry", json!({"root": old, "session_key": key, "caller": caller}));
+    assert_eq!(retried["reviewers_spawned"], json!(["command"]), "{retried}");
+
+    let waited = scafld_in(&env, &moved, &["review", "wait", "--session-key", &key, "--timeout", "30", "--json"]);
+    waited.assert_code(0);
+    assert!(!env.work.exists(), "nothing was made at the old folder");
+    assert_eq!(scafld_in(&env, &moved, &["status", "t", "--json"]).json()["result"]["review_gate"], "pass");
+}
+
 /// A review runs while its workspace's folder is renamed and another workspace with the same
 /// task id is moved into the old folder: the reviewer's report, written as it answers and as
 /// the session settles, lands in its own workspace at its new folder, and the workspace now at

@@ -270,7 +270,14 @@ pub struct SessionRecord {
     #[serde(default)]
     pub seq: u64,
     pub workspace_id: String,
+    /// Where the workspace is: the folder the session began in, followed to the workspace's
+    /// new folder when it settles there after a move.
     pub root: String,
+    /// The folder the session began in, kept after `root` follows a move, so a caller still
+    /// naming it finds the session ([`crate::review::session_workspace`]). Empty in sessions
+    /// an older scafld kept.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub began_in: String,
     /// What the session reviews (stored as the `task_id`, `range` and `template` fields).
     #[serde(flatten)]
     pub subject: Subject,

@@ -89,6 +89,7 @@ fn empty_range(
         key: key.clone(),
         workspace_id: ws.id.clone(),
         root: ws.root.display().to_string(),
+        began_in: ws.root.display().to_string(),
         subject: Subject::Range(range.to_string()),
         created_at: clock::now_rfc3339(),
         approval: Approval::Auto,

@@ -423,6 +423,7 @@ pub fn start(daemon: &Arc<Daemon>, s: Spawn<'_>, prepared: Prepared) -> m::Spawn
         seq: 0,
         workspace_id: s.ws.id.clone(),
         root: s.ws.root.display().to_string(),
+        began_in: s.ws.root.display().to_string(),
         subject: s.subject,
         iteration: 0,
         created_at: clock::now_rfc3339(),
@@ -985,7 +986,9 @@ pub async fn wait(
         return Err(RpcError::new(ErrorKind::InvalidInput, "timeout must be a non-negative number of seconds"));
     }
     // Waiting only reads (a session settles on its own, through its own workspace).
-    let ws = workspace_to_wait(daemon, &p.root, p.session_key.as_deref()).await?;
+    let again = |key: &str| format!("wait --session-key {key}");
+    let opened = daemon.workspace_to_read(&p.root).await;
+    let ws = session_workspace(daemon, &p.root, p.session_key.as_deref(), opened, again).await?;
     let (key, chosen) = match p.session_key.as_deref() {
         Some(key) => (find(daemon, &ws, Some(key), None)?.key, ""),
         None => match daemon.sessions.latest_for_caller(&ws, &p.caller_identity) {
@@ -1003,17 +1006,28 @@ pub async fn wait(
     Ok(result)
 }
 
-/// The workspace a wait at `root` reads. When `root` is gone and was the folder session `key`
-/// began in (its workspace moved while `scafld review` waited on it, polling with the folder
-/// it started from), the session's workspace is found again by its id wherever it is now;
-/// the session settles there either way, so only the waiter needed it.
-async fn workspace_to_wait(daemon: &Arc<Daemon>, root: &str, key: Option<&str>) -> RpcResult<Arc<Workspace>> {
-    let error = match daemon.workspace_to_read(root).await {
+/// The workspace a call naming session `key` from `root` works in, given how the call opened
+/// `root` itself (`opened`: read-only for status and wait, settled for retry). When `root` is
+/// gone and was the folder the session began in (its workspace moved while a caller held on
+/// to the old folder: `scafld review` polling from where it started, an editor, an agent;
+/// before or after the session settled and its `root` followed the move), the
+/// session's workspace is found again by its id wherever it is now, as the session's own
+/// settling finds it. Wait, status and retry alike; `again` words the call for the session's
+/// key (`scafld review <again>`), the hint when the workspace is found nowhere.
+pub(crate) async fn session_workspace(
+    daemon: &Arc<Daemon>,
+    root: &str,
+    key: Option<&str>,
+    opened: RpcResult<Arc<Workspace>>,
+    again: impl FnOnce(&str) -> String,
+) -> RpcResult<Arc<Workspace>> {
+    let error = match opened {
         Ok(ws) => return Ok(ws),
         Err(error) => error,
     };
     let session = key.and_then(|key| daemon.sessions.get(key));
-    let Some(session) = session.filter(|s| s.root == root && !std::path::Path::new(root).exists()) else {
+    let began_here = |s: &SessionRecord| s.root == root || s.began_in == root;
+    let Some(session) = session.filter(|s| began_here(s) && !std::path::Path::new(root).exists()) else {
         return Err(error);
     };
     match daemon.workspace_of(&session.root, &session.workspace_id).await {
@@ -1022,10 +1036,7 @@ async fn workspace_to_wait(daemon: &Arc<Daemon>, root: &str, key: Option<&str>) 
             "{root} is gone (moved or removed) while review session {} of workspace {} was open, and the workspace is not found elsewhere; the session is kept and settles on its own",
             session.key, session.workspace_id
         ))
-        .with_hint(format!(
-            "in the workspace's folder, wherever it is now, run `scafld review wait --session-key {}`",
-            session.key
-        ))),
+        .with_hint(format!("in the workspace's folder, wherever it is now, run `scafld review {}`", again(&session.key)))),
     }
 }
 
@@ -1072,8 +1083,10 @@ async fn wait_for(daemon: &Arc<Daemon>, key: &str, timeout_seconds: f64) -> RpcR
 /// `review.retry`: new jobs for the reviewers that gave no verdict; the others' answers stand.
 /// A task's retry that cannot run is refused with `next`, the step `status` gives.
 pub async fn retry(daemon: &Arc<Daemon>, p: m::ReviewRetryParams, next: gate::NextHint) -> RpcResult<m::SpawnResult> {
-    let ws = daemon.workspace(&p.root).await?;
-    let mut session = find(daemon, &ws, Some(&p.session_key), None)?;
+    let key = Some(p.session_key.as_str());
+    let ws =
+        session_workspace(daemon, &p.root, key, daemon.workspace(&p.root).await, |key| format!("retry {key}")).await?;
+    let mut session = find(daemon, &ws, key, None)?;
     let lock = daemon.sessions.settle_lock(&session.key);
     let _one_at_a_time = lock.lock().await;
     let reviewers = reviewers_of(daemon, &session);

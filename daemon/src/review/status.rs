@@ -16,7 +16,9 @@ use crate::error::{RpcError, RpcResult};
 
 /// `review.status`: a session's reviewers with liveness and progress.
 pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult<m::ReviewStatusResult> {
-    let ws = daemon.workspace_to_read(&p.root).await?;
+    let key = p.session_key.as_deref();
+    let again = |key: &str| format!("status --session-key {key}");
+    let ws = super::session_workspace(daemon, &p.root, key, daemon.workspace_to_read(&p.root).await, again).await?;
     let task = match &p.task_id {
         Some(t) => Some(
             crate::domain::task_id::TaskId::parse(t)
@@ -24,7 +26,7 @@ pub async fn status(daemon: &Arc<Daemon>, p: m::ReviewStatusParams) -> RpcResult
         ),
         None => None,
     };
-    let session = find(daemon, &ws, p.session_key.as_deref(), task.as_ref().map(|t| t.as_str()))?;
+    let session = find(daemon, &ws, key, task.as_ref().map(|t| t.as_str()))?;
     let now = now_ms();
     let lease_ms = |job: &JobRecord| {
         job.review
