@@ -320,6 +320,61 @@ fn evidence_of_a_spec_that_does_not_read_is_unjudged_never_stale_by_the_whole_tr
     assert!(!text.contains("(added)") && !text.contains("README.md"), "{text}");
 }
 
+/// A spec damaged after approval (one byte that is not UTF-8) shows in `status` what its
+/// approved contract pins: both phases in order and every criterion in its place, one that
+/// never ran by its id alone (no command, no kind: the approval pins it by digest), the
+/// title left empty (no ledger entry holds it), the file's error said. Before, only what the
+/// ledger ran was shown: a single phase of 0/0 criteria, the second phase and every criterion
+/// gone. `handoff` says a criterion known by its id alone is not known, never a manual one.
+#[test]
+fn status_of_a_spec_that_does_not_read_shows_the_phases_and_criteria_its_approval_pins() {
+    let env = env();
+    let body = "## Phase 1: Write\n\nObjective: x\n\nAcceptance:\n- [ ] `a1` test - one\n  - Command: `true`\n\n\
+                ## Phase 2: Check\n\nObjective: y\n\nAcceptance:\n- [ ] `b1` test - two\n  - Command: `true`\n\
+                - [ ] `b2` test - three\n  - Command: `true`\n";
+    std::fs::write(env.work.join(".scafld/specs/drafts/p.md"), draft("p", body)).unwrap();
+    env.scafld(&["approve", "p", "--reason", "t"]).assert_code(0);
+    env.scafld(&["build", "p"]).assert_code(0); // opens phase 1
+    let path = env.work.join(".scafld/specs/active/p.md");
+    let mut bytes = b"\xce".to_vec();
+    bytes.extend(std::fs::read(&path).unwrap());
+    std::fs::write(&path, bytes).unwrap();
+
+    let status = env.scafld(&["status", "p", "--json"]);
+    status.assert_code(3);
+    let s = status.json()["result"].clone();
+    let phases: Vec<_> = s["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap().to_string(), p["criteria_total"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(phases, [("phase1".to_string(), 1), ("phase2".to_string(), 2)], "{s}");
+    let criteria: Vec<_> = s["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["id"].as_str().unwrap(),
+                c["phase_id"].as_str().unwrap(),
+                c["command"].as_str().unwrap(),
+                c["expected_kind"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(criteria, [("a1", "phase1", "", ""), ("b1", "phase2", "", ""), ("b2", "phase2", "", "")], "{s}");
+    assert_eq!((s["title"].as_str(), s["counts"]["phases_total"].as_u64()), (Some(""), Some(2)), "{s}");
+    let said =
+        s["errors"].as_array().unwrap().iter().any(|e| e["message"].as_str().unwrap().contains("not valid UTF-8"));
+    assert!(said, "{s}");
+    let handoff = env.scafld(&["handoff", "p"]).stdout;
+    assert!(
+        handoff.contains("- `a1`\n  - Not known: the spec file does not read") && !handoff.contains("`manual`"),
+        "{handoff}"
+    );
+}
+
 /// A spec may have at most 10 000 acceptance criteria (real ones have a few hundred): an 8 MiB
 /// one with 190 000 one-line criteria took the daemon past 370 MB on `validate` and `approve`.
 /// One more is a structural error at the first criterion past the limit, naming the limit and

@@ -678,8 +678,8 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
     r
 }
 
-/// The spec as far as its ledger knows it, for a task whose file is gone: the phases and
-/// criteria that have a record (ids, commands, matchers; a result's phase `phaseN`, else the
+/// The spec as far as its ledger knows it, for a task whose file is gone (what `list` and
+/// `report` count: [`Marks::without_spec`]): the phases and criteria that have a record (ids, commands, matchers; a result's phase `phaseN`, else the
 /// task level), no title, no prose, nothing that was never run. [`project`] gives it the
 /// ledger's states.
 pub fn sketch(task: &str, entries: &[LedgerEntry]) -> Spec {
@@ -728,6 +728,39 @@ pub fn sketch(task: &str, entries: &[LedgerEntry]) -> Spec {
                 Some(at) => criteria[at] = c,
                 None => criteria.push(c),
             }
+        }
+    }
+    spec.phases.sort_by_key(|p| p.number);
+    spec
+}
+
+/// [`sketch`] of a task whose file is there but does not read as a spec, laid over what its
+/// approved contract pins (as amended): every phase, in order, and every criterion in its
+/// place, by id alone for one that never ran (the contract pins a definition by its digest,
+/// not its command, kind or title; nor does any entry hold the task's title). An approval
+/// that pinned no phases or places (an older scafld's) leaves what ran.
+pub fn sketch_pinned(task: &str, entries: &[LedgerEntry]) -> Spec {
+    use crate::domain::spec::{Criterion, Phase};
+    let mut spec = sketch(task, entries);
+    let Some(contract) = replay(entries).contract else { return spec };
+    let numbered = |id: &str| id.strip_prefix("phase").and_then(|n| n.parse::<u32>().ok());
+    for number in contract.phase_ids.iter().flatten().filter_map(|id| numbered(id)) {
+        if !spec.phases.iter().any(|p| p.number == number) {
+            spec.phases.push(Phase { number, ..Phase::default() });
+        }
+    }
+    let places = contract.phases.unwrap_or_default();
+    for (id, place) in places.iter().filter(|(id, _)| contract.criteria.contains_key(*id)) {
+        if spec.criteria().any(|c| c.id == *id) {
+            continue;
+        }
+        let criterion = Criterion { id: id.clone(), ..Criterion::default() };
+        match numbered(place) {
+            Some(number) => match spec.phases.iter_mut().find(|p| p.number == number) {
+                Some(phase) => phase.criteria.push(criterion),
+                None => spec.phases.push(Phase { number, criteria: vec![criterion], ..Phase::default() }),
+            },
+            None => spec.acceptance.criteria.push(criterion),
         }
     }
     spec.phases.sort_by_key(|p| p.number);
@@ -1129,6 +1162,34 @@ mod tests {
         assert_eq!((projected.front.status.as_str(), projected.front.task_id.as_str()), ("approved", "t"));
         assert_eq!(projected.phases[1].criteria[0].status, "pass");
         assert_eq!(projected.harden_status(), crate::domain::lifecycle::HardenStatus::Passed);
+    }
+
+    /// A file that does not read is sketched over its approved contract: every pinned phase in
+    /// order (one nothing ran in too), every pinned criterion in its place by its id alone
+    /// when it never ran, and one that ran shown once, where it ran, with what it ran.
+    #[test]
+    fn a_pinned_sketch_lays_out_the_contracts_phases_and_criteria() {
+        let pairs = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let approval = LedgerEvent::Approval {
+            reason: "r".into(),
+            harden_override: None,
+            criteria: pairs(&[("a1", "d"), ("b1", "d"), ("b2", "d")]),
+            scope: Some(Vec::new()),
+            also_bound: None,
+            phases: Some(pairs(&[("a1", "phase1"), ("b1", "phase2"), ("b2", "phase2")])),
+            phase_ids: Some(vec!["phase1".into(), "phase2".into(), "phase3".into()]),
+        };
+        let entries = vec![entry(1, approval), entry(2, ran("b1", "phase1", "true", "pass"))];
+        let spec = sketch_pinned("t", &entries);
+        let laid: Vec<(String, Vec<&str>)> =
+            spec.phases.iter().map(|p| (p.id(), p.criteria.iter().map(|c| c.id.as_str()).collect())).collect();
+        let want = |id: &str, ids: &[&'static str]| (id.to_string(), ids.to_vec());
+        assert_eq!(laid, [want("phase1", &["b1", "a1"]), want("phase2", &["b2"]), want("phase3", &[])]);
+        assert_eq!(spec.phases[0].criteria[0].command, "true");
+        assert!(spec.phases[0].criteria[1].known_by_id_alone() && !spec.phases[0].criteria[0].known_by_id_alone());
+        assert_eq!(sketch("t", &entries).phases.len(), 1, "a missing file's sketch is what ran");
     }
 
     /// The state the index keeps counts a criterion as its file shows it: a result that ran

@@ -28,11 +28,11 @@ fn ledger_view(
     let entries = daemon.store().ledger(&ws.id, &entry.task_id).map_err(RpcError::internal)?;
     let shadowed = crate::templates::shadows(&ws.root, &entry.task_id);
     // A file that cannot be read as text (a folder, a FIFO, not UTF-8) has no phases to show:
-    // what the ledger ran stands in for them, as for a file that is gone.
+    // what the approved contract pins and the ledger ran stand in for them.
     let sketch;
     let base = match entry.read_error.is_some() && !entries.is_empty() {
         true => {
-            sketch = crate::domain::ledger::sketch(&entry.task_id, &entries);
+            sketch = crate::domain::ledger::sketch_pinned(&entry.task_id, &entries);
             &sketch
         }
         false => &entry.parsed.spec,
@@ -361,7 +361,8 @@ fn criterion_states(
             phase_id,
             title: c.title.clone(),
             command: c.command.clone(),
-            expected_kind: c.effective_kind().to_string(),
+            // Not known of a criterion known by its id alone (empty), never "manual".
+            expected_kind: if c.known_by_id_alone() { String::new() } else { c.effective_kind().to_string() },
             status: c.state().to_string(),
             evidence: c.evidence.clone(),
             freshness: match (stale.get(&c.id), crate::domain::evidence::latest_result(entries, &c.id)) {

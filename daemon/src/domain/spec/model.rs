@@ -206,6 +206,13 @@ impl Criterion {
         }
     }
 
+    /// Known by its id alone: a criterion of a ledger sketch that the approved contract pins
+    /// and that never ran (`ledger::sketch_pinned`): no line in a file, no command, no matcher.
+    /// Its kind is not known either, whatever [`Criterion::effective_kind`] makes of it.
+    pub fn known_by_id_alone(&self) -> bool {
+        self.line == 0 && self.command.is_empty() && self.expected_kind.is_empty() && self.kind.is_empty()
+    }
+
     /// The criterion's own absolute timeout, when it names a positive one.
     pub fn own_timeout_seconds(&self) -> Option<u64> {
         self.timeout_seconds.parse::<u64>().ok().filter(|t| *t > 0)
