@@ -577,6 +577,42 @@ fn lsp_says_a_build_whose_acceptance_failed_failed() {
     assert_eq!(shown["params"]["message"], "scafld.build rev: acceptance failed: a1; task blocked", "{shown}");
 }
 
+/// A command that fails outright is shown too, not only answered with an error (which an
+/// editor such as Neovim does not show): a `window/showMessage` error carries the daemon's
+/// message and hint for a build of a draft not approved yet (its progress ends saying it
+/// failed) and for the status of a task with no spec, and the server's own refusal of a file
+/// that is no spec.
+#[test]
+fn lsp_shows_a_command_that_fails_outright() {
+    let env = TestEnv::new();
+    init(&env);
+    let draft = uri(&write_spec(&env, "drafts", "greet", &spec_text("greet", "draft")));
+    let mut lsp = Lsp::start(&env, &env.work);
+    let shown = |lsp: &mut Lsp, command: &str, argument: &str| {
+        let refused = lsp.call("workspace/executeCommand", json!({"command": command, "arguments": [argument]}));
+        let message = refused["error"]["message"].as_str().unwrap_or_else(|| panic!("{refused}")).to_string();
+        let shown = lsp.wait_for("the failure shown", |m| m["method"] == "window/showMessage");
+        assert_eq!(shown["params"]["type"], 1, "an error: {shown}");
+        (message, shown["params"]["message"].as_str().unwrap().to_string())
+    };
+
+    let (message, said) = shown(&mut lsp, "scafld.build", &draft);
+    assert!(message.contains("approve") && message.contains("(hint: "), "the daemon's message and hint: {message}");
+    assert_eq!(said, format!("scafld.build greet: failed: {message}"));
+    let end = lsp.wait_for("progress end", |m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    assert_eq!(end["params"]["value"]["message"], format!("failed: {message}"), "{end}");
+
+    let missing = draft.replace("/greet.md", "/nope.md");
+    let (message, said) = shown(&mut lsp, "scafld.status", &missing);
+    assert!(message.contains("no spec for task `nope`") && message.contains("(hint: "), "{message}");
+    assert_eq!(said, format!("scafld.status nope: failed: {message}"));
+
+    let readme = uri(&env.work.join("README.md"));
+    let (message, said) = shown(&mut lsp, "scafld.review", &readme);
+    assert_eq!(message, format!("{readme} is not a scafld spec"));
+    assert_eq!(said, message);
+}
+
 #[test]
 fn lsp_hover_symbols_and_commands_speak_for_the_daemon() {
     let mut env = TestEnv::new();

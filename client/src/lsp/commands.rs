@@ -1,9 +1,10 @@
 //! `workspace/executeCommand`: scafld build, review, status and handoff of a spec, each on a
 //! thread of its own (a build or review runs for minutes while the editor keeps typing),
 //! reporting long jobs with `$/progress` and answering with the daemon's result or error. A
-//! build or review that ran but did not go well (acceptance failed, the review failed) ends its
-//! progress saying so, and says it in `window/showMessage` too: editors (Neovim) show neither
-//! a command's result nor anything but its progress.
+//! build or review that ran but did not go well (acceptance failed, the review failed), and
+//! any command that failed (the daemon refused it, or could not be reached), ends its progress
+//! saying so, and says it in `window/showMessage` too: editors (Neovim) show neither a
+//! command's result nor its error answer, only its progress and such messages.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -76,18 +77,18 @@ pub fn spawn(job: Job, connect: Connector, caller: CallerContext, out: Sender<Me
                 p.report(&out, message);
             }
         });
-        let ending = match &result {
-            Ok((_, Some(setback))) => setback.message.clone(),
-            Ok((_, None)) => "done".into(),
-            Err(e) => format!("failed: {e}"),
+        // A command the daemon refused or could not run is a setback too: the editor shows
+        // neither the error answer nor a progress that never began.
+        let setback = match &result {
+            Ok((_, setback)) => setback.clone(),
+            Err(e) => Setback::error(format!("failed: {e}")),
         };
         if let Some(p) = progress {
-            p.end(&out, ending);
+            p.end(&out, setback.as_ref().map_or_else(|| "done".into(), |s| s.message.clone()));
         }
-        if let Ok((_, Some(setback))) = &result {
+        if let Some(setback) = setback {
             let message = format!("{} {}: {}", job.command.name(), job.spec.task_id, setback.message);
-            let shown = ShowMessageParams { typ: setback.typ, message };
-            let _ = out.send(Notification::new("window/showMessage".into(), shown).into());
+            show(&out, setback.typ, message);
         }
         let response = match result {
             Ok((value, _)) => Response::new_ok(job.request, value),
@@ -100,8 +101,13 @@ pub fn spawn(job: Job, connect: Connector, caller: CallerContext, out: Sender<Me
     }
 }
 
-/// How a build or review that ran to its end did not go well: what its progress ends with and
-/// the editor is shown.
+/// Say `message` in `window/showMessage`: what an editor such as Neovim shows of a command.
+pub fn show(out: &Sender<Message>, typ: MessageType, message: String) {
+    let _ = out.send(Notification::new("window/showMessage".into(), ShowMessageParams { typ, message }).into());
+}
+
+/// How a command did not go well (a build or review that ran to its end but failed, or any
+/// command that failed): what its progress ends with and the editor is shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Setback {
     typ: MessageType,

@@ -444,7 +444,11 @@ impl Server {
                         self.grants.clone(),
                     );
                 }
-                Err(e) => Err(e),
+                // Shown too: an editor shows no command's error answer.
+                Err((code, message)) => {
+                    commands::show(&self.out, MessageType::ERROR, message.clone());
+                    Err((code, message))
+                }
             },
             other => Err((ErrorCode::MethodNotFound as i32, format!("scafld lsp does not handle {other}"))),
         };
