@@ -140,15 +140,47 @@ pub enum LinkEvent {
     Answering,
 }
 
-/// Longest pause between two reconnection attempts.
-const MAX_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest pause between two attempts of the events thread to subscribe again: a restarted
+/// daemon is to be republished from promptly.
+const EVENTS_MAX_BACKOFF: Duration = Duration::from_millis(500);
+
+/// Longest pause between two attempts of the probe: it may wait on a daemon someone stopped
+/// for as long as it stays stopped, and the events thread already notices a restart.
+const PROBE_MAX_BACKOFF: Duration = Duration::from_secs(4);
+
+/// The pauses between attempts to reach a daemon that does not answer: doubling from 10 ms up
+/// to a cap.
+struct Backoff {
+    next: Duration,
+    cap: Duration,
+}
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_millis(10);
+
+    fn new(cap: Duration) -> Backoff {
+        Backoff { next: Backoff::FIRST, cap }
+    }
+
+    /// The pause before the next attempt.
+    fn pause(&mut self) -> Duration {
+        let pause = self.next;
+        self.next = (self.next * 2).min(self.cap);
+        pause
+    }
+
+    /// An attempt succeeded: the next failure starts again from the shortest pause.
+    fn reset(&mut self) {
+        self.next = Backoff::FIRST;
+    }
+}
 
 /// Start the event thread. It ends when `events` is disconnected (the server is gone). It
 /// never starts a daemon itself: a daemon someone stopped stays stopped until a request
 /// needs one.
 pub fn spawn_events(connect: Connector, events: Sender<LinkEvent>) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("scafld-lsp-events".into()).spawn(move || {
-        let mut backoff = Duration::from_millis(10);
+        let mut backoff = Backoff::new(EVENTS_MAX_BACKOFF);
         let mut lost_reported = false;
         loop {
             let subscribed = connect(Dial { autostart: false, timeout: None })
@@ -162,12 +194,11 @@ pub fn spawn_events(connect: Connector, events: Sender<LinkEvent>) -> std::io::R
                             return;
                         }
                     }
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    std::thread::sleep(backoff.pause());
                     continue;
                 }
             };
-            backoff = Duration::from_millis(10);
+            backoff.reset();
             if events.send(LinkEvent::Connected).is_err() {
                 return;
             }
@@ -195,22 +226,27 @@ pub fn spawn_events(connect: Connector, events: Sender<LinkEvent>) -> std::io::R
 /// `Connected` would ever follow its recovery: this is how the server learns of it. Each
 /// attempt is a `daemon.status` on a connection of its own, with no time limit (a stopped
 /// daemon answers it once continued); one that fails (no daemon, a broken connection) is
-/// tried again with backoff. It never starts a daemon.
+/// tried again with backoff, doubling up to [`PROBE_MAX_BACKOFF`]. It never starts a daemon:
+/// one stopped stays stopped until a request of the editor's needs it.
 pub fn spawn_probe(connect: Connector, events: Sender<LinkEvent>) -> std::io::Result<()> {
-    std::thread::Builder::new().name("scafld-lsp-probe".into()).spawn(move || {
-        let mut link = Link::new(connect);
-        link.set_autostart(false);
-        let mut backoff = Duration::from_millis(10);
-        // A refusal is an answer too.
-        while let Err(LinkError::Unavailable(_) | LinkError::TimedOut(_)) =
-            link.call::<scafld_protocol::methods::DaemonStatus>(&Default::default())
-        {
-            std::thread::sleep(backoff);
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-        let _ = events.send(LinkEvent::Answering);
-    })?;
+    std::thread::Builder::new()
+        .name("scafld-lsp-probe".into())
+        .spawn(move || probe(connect, &events, std::thread::sleep))?;
     Ok(())
+}
+
+/// The probe's work (see [`spawn_probe`]), pausing with `sleep`.
+fn probe(connect: Connector, events: &Sender<LinkEvent>, mut sleep: impl FnMut(Duration)) {
+    let mut link = Link::new(connect);
+    link.set_autostart(false);
+    let mut backoff = Backoff::new(PROBE_MAX_BACKOFF);
+    // A refusal is an answer too. Once per attempt: the backoff is the retry.
+    while let Err(LinkError::Unavailable(_) | LinkError::TimedOut(_)) =
+        link.call_once::<scafld_protocol::methods::DaemonStatus>(&Default::default())
+    {
+        sleep(backoff.pause());
+    }
+    let _ = events.send(LinkEvent::Answering);
 }
 
 #[cfg(test)]
@@ -235,6 +271,34 @@ mod tests {
 
     fn status(link: &mut Link) -> Result<m::StatusResult, LinkError> {
         link.call::<m::TaskStatus>(&m::TaskParams { root: "/w".into(), task_id: "t".into() })
+    }
+
+    /// The probe after `scafld daemon stop`: it never dials to start a daemon, its pauses
+    /// double up to a few seconds (not a dial every half second for as long as the daemon
+    /// stays stopped), and the first answer, a refusal included, is reported.
+    #[test]
+    fn the_probe_backs_off_to_a_few_seconds_and_never_starts_a_daemon() {
+        let dials = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = dials.clone();
+        let connect: Connector = Arc::new(move |dial: Dial| {
+            let mut dials = recorded.lock().unwrap();
+            dials.push(dial);
+            match dials.len() {
+                ..=12 => Err(LinkError::Unavailable("no daemon".into())),
+                _ => Err(LinkError::Refused {
+                    kind: scafld_protocol::ErrorKind::ShuttingDown,
+                    message: "stopping".into(),
+                }),
+            }
+        });
+        let (events, reported) = crossbeam_channel::unbounded();
+        let mut pauses = Vec::new();
+        probe(connect, &events, |pause| pauses.push(pause.as_millis()));
+        assert!(matches!(reported.try_recv(), Ok(LinkEvent::Answering)));
+        let dials = dials.lock().unwrap();
+        assert_eq!(dials.len(), 13, "one dial per attempt");
+        assert!(dials.iter().all(|d| !d.autostart), "{dials:?}");
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1280, 2560, 4000, 4000, 4000]);
     }
 
     #[test]
