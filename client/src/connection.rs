@@ -288,6 +288,13 @@ impl Connection {
         self
     }
 
+    /// How many times the connection moved to another daemon (see
+    /// [`Connection::reconnecting`] and [`Connection::checking_hello`]): what a caller holds
+    /// of the daemon it reached before (a lease) is to be checked with the new one.
+    pub fn moves(&self) -> u32 {
+        self.moves
+    }
+
     pub fn socket(&self) -> &Path {
         &self.socket
     }

@@ -417,7 +417,7 @@ fn a_workers_failed_provider_run_keeps_its_diagnostics_file() {
 }
 
 /// Kills the process `pid` when dropped (a test that fails part-way included).
-fn scopeguard(pid: u32) -> impl Drop {
+pub(crate) fn scopeguard(pid: u32) -> impl Drop {
     struct Kill(i32);
     impl Drop for Kill {
         fn drop(&mut self) {

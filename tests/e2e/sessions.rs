@@ -6,10 +6,12 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
+use nix::sys::signal::Signal;
+
 use scafld_tests::{Run, TestEnv, wait_until};
 use serde_json::{Value, json};
 
-use super::providers::install_fakes;
+use super::providers::{install_fakes, scopeguard};
 
 const ATTACK: &str = r#"[{"target":"diff","attack":"trace callers","result":"clean"}]"#;
 
@@ -1823,4 +1825,69 @@ fn recovery_never_runs_a_moved_workspaces_review_in_a_copy_left_at_its_path() {
     );
     let moved_id = std::fs::read_to_string(moved.join(".scafld/workspace_id")).unwrap().trim().to_string();
     assert_eq!(moved_id, id, "the moved workspace keeps its id");
+}
+
+/// A `scafld worker` whose daemon restarted under its running provider renews its lease as
+/// soon as it reaches the new daemon, not a heartbeat interval later: a lease the daemon no
+/// longer honours (released while the worker could not call, here stopped with SIGSTOP across
+/// the restart) stops the provider's run and nothing is submitted; the job is the queue's
+/// again and the review goes on with the next worker. The lease is 600 s, so the next regular
+/// heartbeat would come 200 s on, long past the test's deadline.
+#[test]
+fn a_worker_renews_its_lease_at_once_after_its_daemon_restarted() {
+    let mut env = TestEnv::new();
+    let daemon = env.start_daemon();
+    ready(&env, 1);
+    // The provider's run may last longer than the heartbeat interval.
+    let config = env.work.join(".scafld/config.local.yaml");
+    let kept =
+        std::fs::read_to_string(&config).unwrap().replace("absolute_max_seconds: 3", "absolute_max_seconds: 900");
+    std::fs::write(&config, kept).unwrap();
+    let key = detach(&env, "worker", "/usr/bin:/bin", &[])["session_key"].as_str().unwrap().to_string();
+    let gate = env.path("gate");
+    let reviewer = gated_reviewer(&env, &gate, "echo started");
+    let stderr = env.path("worker.stderr");
+    let mut serving = env
+        .scafld_command(&["worker", "--provider", "command", "--provider-command", &reviewer, "--once"])
+        .args(["--lease-seconds", "600", "--id", "steady"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    let _kill_serving = scopeguard(serving.id());
+    let said = || std::fs::read_to_string(&stderr).unwrap_or_default();
+    let starts = env.path("starts");
+    wait_until("the provider to start", || std::fs::read_to_string(&starts).is_ok_and(|s| !s.is_empty()));
+    let job = said().split_whitespace().find(|w| w.starts_with("job-")).expect("the job claimed").to_string();
+
+    let signal = |pid: u32, signal: Signal| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).unwrap();
+    };
+    signal(serving.id(), Signal::SIGSTOP);
+    signal(daemon, Signal::SIGKILL);
+    env.take_daemon().wait().unwrap();
+    // The lease token as the database holds it (the worker never prints it).
+    let marker = "\"lease\":{\"token\":\"";
+    let lease = scafld_tests::tree(&env.state_dir.join("db"))
+        .values()
+        .find_map(|bytes| {
+            let text = String::from_utf8_lossy(bytes);
+            let start = text.find(marker)? + marker.len();
+            Some(text[start..].split('"').next()?.to_string())
+        })
+        .expect("the lease in the database");
+    env.start_daemon();
+    worker(&env, &["release", &job, "--lease", &lease], &[]).assert_code(0);
+    signal(serving.id(), Signal::SIGCONT);
+
+    let status = scafld_tests::wait_for_exit(&mut serving, scafld_tests::DEADLINE);
+    assert!(status.is_some_and(|s| s.success()), "the worker went on with a lost lease: {status:?}\n{}", said());
+    let stopped =
+        format!("{job} not submitted: its lease ended while its provider ran: the lease on {job} is not yours");
+    assert!(said().contains(&stopped) && said().contains("its provider was stopped"), "{}", said());
+    assert_eq!(env.scafld(&["job", "status", &job, "--json"]).json()["result"]["state"], "queued");
+    std::fs::write(&gate, "").unwrap();
+    let args = ["--provider", "command", "--provider-command", &reviewer, "--once", "--timeout", "5"];
+    worker(&env, &args, &[]).assert_code(0);
+    wait(&env, &key).assert_code(0);
 }

@@ -534,7 +534,8 @@ enum Ran {
 /// that a job that finishes under the lease (`scafld job cancel`) stops the run (`cancel`,
 /// which kills its process group) at once, as the daemon stops its own runs, and a lease that
 /// was lost stops it at the next renewal, rather than letting it run on to an answer that
-/// would be refused.
+/// would be refused. A daemon reached anew (it restarted) is asked to renew at once: whether
+/// it still honours the lease is not known until then.
 #[allow(clippy::too_many_arguments)]
 fn watch_lease(
     paths: &scafld_client::Paths,
@@ -552,6 +553,9 @@ fn watch_lease(
     };
     let mut conn = daemon_control::reconnect_worker(paths, own).ok();
     let mut last = Instant::now();
+    // Whether the daemon may have changed since the lease was last renewed (the claim's), and
+    // the connection's moves to another daemon counted then.
+    let (mut reconnected, mut moves) = (false, conn.as_ref().map_or(0, |c| c.moves()));
     while !done.load(Ordering::SeqCst) {
         // A short wait: `done` is seen within it, and the job's end at once.
         let wait = m::JobWaitParams { job_id: job_id.to_string(), timeout_seconds: 0.5 };
@@ -565,12 +569,18 @@ fn watch_lease(
             Some(Err(_)) | None => {
                 std::thread::sleep(Duration::from_millis(500));
                 conn = daemon_control::reconnect_worker(paths, own).ok();
+                reconnected = true;
             }
         }
-        if last.elapsed() >= every {
+        // A stopping daemon's refusal moves the connection to the next one by itself.
+        let moved = conn.as_ref().is_some_and(|c| c.moves() != moves);
+        if reconnected || moved || last.elapsed() >= every {
             let params = m::LeaseParams { job_id: job_id.to_string(), lease_token: lease.to_string() };
             match conn.as_mut().map(|c| c.call::<m::WorkerHeartbeat>(&params)) {
-                Some(Ok(_)) => {}
+                Some(Ok(_)) => {
+                    reconnected = false;
+                    moves = conn.as_ref().map_or(0, |c| c.moves());
+                }
                 // Expired (re-queued for another worker), released or finished: the run serves nobody.
                 Some(Err(e)) if e.kind() == Some(scafld_protocol::ErrorKind::InvalidState) => {
                     return stop(format!("its lease ended while its provider ran: {e}"));
