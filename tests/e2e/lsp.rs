@@ -2,7 +2,8 @@
 //! pipes) against a real daemon: buffer diagnostics at their 0-based lines (past a lone CR as
 //! the editor counts them; cleared with an empty list, republished when the file changes on
 //! disk, the file's once saved), review findings on the cited lines until resolved (a huge
-//! line held within LSP's range), hover, document symbols, executeCommand with `$/progress`, a
+//! line held within LSP's range), hover, document symbols, executeCommand with `$/progress`
+//! (a command that fails outright shown in `window/showMessage` too), a
 //! daemon restart (a spec no buffer holds, edited while no daemon ran, checked again), a
 //! daemon that dies under a read of the server's own (no daemon started for it), every
 //! broken spec published when the server starts, after a restart and when it first meets a

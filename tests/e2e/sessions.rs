@@ -1,7 +1,8 @@
 //! Review sessions through the real binaries: several fake reviewer CLIs on PATH and their
 //! unanimous consensus, the spawn/wait contract and its exit codes, retries, git ranges,
-//! agent-driven workers that die and are resumed, stale leases, independence, manual approval
-//! and a daemon killed mid-review.
+//! agent-driven workers that die and are resumed, stale leases, independence, manual approval,
+//! a daemon killed mid-review, and a worker that renews its lease at once with a restarted
+//! daemon.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
