@@ -1748,3 +1748,48 @@ fn verify_in_a_fresh_clone_writes_nothing_into_it() {
     let now = env.client().result("workspace.list", serde_json::json!({}))["workspaces"].clone();
     assert_eq!(known, now, "verify registered the clone");
 }
+
+/// A manual criterion's receipt record left out the person's evidence: `build --criterion m1
+/// --evidence-digest D --actor alice` recorded both in the ledger, but the signed receipt said
+/// only `pass`, so nothing signed who vouched for it or with what. It now signs
+/// `evidence_sha256`, `evidence_actor` and `evidence_recorded_at` (the original's names), and
+/// the receipt still verifies.
+#[test]
+fn a_receipt_signs_a_manual_criterions_evidence_digest_actor_and_time() {
+    let env = TestEnv::new();
+    let phase = "- [ ] `m1` manual - a person signs off\n".to_string() + GREET;
+    opened(&env, "src/lib.rs", &phase);
+    write(&env, "src/lib.rs", "pub fn greet() {}\n");
+    env.scafld(&["build", "rev", "--json"]).assert_code(3);
+    let digest = sha256_hex(b"signed-off screenshot");
+    let args = ["--disposition", "pass", "--reason", "looked at it", "--evidence-digest", &digest, "--actor", "alice"];
+    let mut recorded = vec!["build", "rev", "--criterion", "m1"];
+    recorded.extend(args);
+    env.scafld(&recorded).assert_code(0);
+    let entries = env.scafld(&["session", "rev", "--json"]).json()["result"]["entries"].clone();
+    let manual = entries.as_array().unwrap().iter().find(|e| e["type"] == "manual_evidence").expect("entry").clone();
+    command_review(&env, &reviewer(&env, "pass", &pass(), ""), &["--min-attack-angles", "2", "--json"]).assert_code(0);
+    let run = env.scafld(&["finalize", "rev", "--json"]);
+    run.assert_code(0);
+    let body = run.json()["result"]["receipt"]["body"].clone();
+    let m1 = body["acceptance"].as_array().unwrap().iter().find(|a| a["id"] == "m1").expect("m1").clone();
+    assert_eq!(m1["status"], "pass", "{m1}");
+    assert_eq!(m1["evidence_sha256"], digest.as_str(), "{m1}");
+    assert_eq!(m1["evidence_actor"], "alice", "{m1}");
+    assert_eq!(m1["evidence_recorded_at"], manual["recorded_at"], "{m1}");
+    // A run criterion carries no person's evidence.
+    let a1 = body["acceptance"].as_array().unwrap().iter().find(|a| a["id"] == "a1").expect("a1").clone();
+    assert!(a1.get("evidence_actor").is_none() && a1.get("evidence_sha256").is_none(), "{a1}");
+    // The file holds what was signed, and verifies; changing the actor breaks the signature.
+    let path = env.work.join(".scafld/receipts/rev.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("\"evidence_actor\": \"alice\""), "{text}");
+    commit_all(&env.work, "the work");
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
+    let shown = env.scafld(&["receipt", "show"]).stdout;
+    assert!(shown.contains(&format!("manual, by alice at {}", manual["recorded_at"].as_str().unwrap())), "{shown}");
+    std::fs::write(&path, text.replace("\"evidence_actor\": \"alice\"", "\"evidence_actor\": \"mallory\"")).unwrap();
+    commit_all(&env.work, "forged");
+    let forged = verify(&env, &[".scafld/receipts/rev.json", "--target", "HEAD"]);
+    assert!(failed_check(&forged, "signature").contains("does not match"), "{}", forged.stdout);
+}

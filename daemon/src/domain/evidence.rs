@@ -442,14 +442,25 @@ impl Stale {
 
 /// The latest recorded result of a criterion: `(status, definition digest, material digest)`.
 pub fn latest_result<'e>(entries: &'e [LedgerEntry], id: &str) -> Option<(&'e str, &'e str, &'e str)> {
-    entries.iter().rev().find_map(|e| match &e.event {
-        LedgerEvent::Criterion { criterion_id, status, definition, material, .. } if criterion_id == id => {
+    latest_result_entry(entries, id).and_then(|e| match &e.event {
+        LedgerEvent::Criterion { status, definition, material, .. } => {
             Some((status.as_str(), definition.as_str(), material.as_str()))
         }
-        LedgerEvent::ManualEvidence { criterion_id, disposition, definition, material, .. } if criterion_id == id => {
+        LedgerEvent::ManualEvidence { disposition, definition, material, .. } => {
             Some((disposition.as_str(), definition.as_str(), material.as_str()))
         }
         _ => None,
+    })
+}
+
+/// The ledger entry holding a criterion's latest result (a run, a wait, or a person's manual
+/// evidence), for what it carries beside the status: who recorded manual evidence, and when.
+pub fn latest_result_entry<'e>(entries: &'e [LedgerEntry], id: &str) -> Option<&'e LedgerEntry> {
+    entries.iter().rev().find(|e| match &e.event {
+        LedgerEvent::Criterion { criterion_id, .. } | LedgerEvent::ManualEvidence { criterion_id, .. } => {
+            criterion_id == id
+        }
+        _ => false,
     })
 }
 

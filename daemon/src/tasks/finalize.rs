@@ -571,6 +571,14 @@ fn write_receipt_files(ws: &Workspace, task: &str, envelope: &Envelope) -> RpcRe
     Ok(relative)
 }
 
+/// A manual criterion's evidence as its receipt record signs it.
+#[derive(Default)]
+struct ManualSigned {
+    sha256: String,
+    actor: String,
+    recorded_at: String,
+}
+
 /// Run every criterion again (manual ones count their current evidence) and record each as the
 /// receipt shows it. The commands run as the call's, on record and cancelled by the daemon's
 /// stop, which fails the call ([`crate::runner::CallRun`]).
@@ -594,7 +602,23 @@ async fn rerun_acceptance(
     let (mut results, mut records) = (Vec::new(), Vec::new());
     for (phase_id, criterion) in phases {
         let kind = criterion.effective_kind().to_string();
+        // A person's evidence for a manual criterion, signed with it: the digest, who, and
+        // when scafld recorded it (empty for a run criterion, or a manual one still waiting).
+        let mut manual = ManualSigned::default();
         let (status, reason, exit_code, output, (diagnostic, diagnostic_error)) = if kind == "manual" {
+            let latest = crate::domain::evidence::latest_result_entry(entries, &criterion.id);
+            if let Some(LedgerEntry {
+                recorded_at,
+                event: LedgerEvent::ManualEvidence { evidence_digest, actor, .. },
+                ..
+            }) = latest
+            {
+                manual = ManualSigned {
+                    sha256: evidence_digest.clone(),
+                    actor: actor.clone(),
+                    recorded_at: recorded_at.clone(),
+                };
+            }
             let status = crate::domain::evidence::latest_result(entries, &criterion.id)
                 .and_then(|(status, _, _)| status.parse().ok())
                 .unwrap_or(CriterionStatus::Pending);
@@ -632,10 +656,12 @@ async fn rerun_acceptance(
                 format!("{:x}", Sha256::digest(output.as_bytes()))
             },
             diagnostic: diagnostic.clone(),
+            evidence_sha256: manual.sha256,
+            evidence_actor: manual.actor,
+            evidence_recorded_at: manual.recorded_at,
             // Where and how long it ran: `verify` runs it again the same way.
             cwd: receipt::recorded_cwd(&criterion.cwd),
             timeout_seconds: criterion.own_timeout_seconds().unwrap_or(0),
-            ..Default::default()
         });
         results.push(CriterionResult {
             criterion_id: criterion.id.clone(),

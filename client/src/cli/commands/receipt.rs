@@ -150,12 +150,25 @@ fn render(receipt: &Envelope) -> String {
         b.acceptance.len()
     ));
     for a in &b.acceptance {
+        // A manual criterion runs nothing: its line names the person and the evidence signed.
+        let what = if a.evidence_actor.is_empty() {
+            a.command.clone()
+        } else if a.evidence_sha256.is_empty() {
+            format!("manual, by {} at {}", a.evidence_actor, a.evidence_recorded_at)
+        } else {
+            format!(
+                "manual, by {} at {} (evidence {})",
+                a.evidence_actor,
+                a.evidence_recorded_at,
+                short(&a.evidence_sha256)
+            )
+        };
         text.push_str(&format!(
             "
     {:<5} {} {}",
             a.status,
             padded(&a.id, 12),
-            a.command
+            what
         ));
     }
     if !b.open_blockers.is_empty() {
