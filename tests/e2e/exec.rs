@@ -1518,6 +1518,39 @@ fn a_manual_criterion_judged_failing_goes_back_to_the_person() {
     assert_eq!(env.scafld(&["status", "judged", "--json"]).json()["result"]["next_command"], "scafld review judged");
 }
 
+/// Manual evidence given again with another `--evidence-digest` or `--actor` (the same
+/// disposition and reason) was taken for a repeat and dropped, so the receipt signed the first
+/// digest and actor. It is new evidence now: recorded, and the latest is the criterion's.
+#[test]
+fn manual_evidence_with_another_digest_or_actor_is_recorded_again() {
+    let env = TestEnv::new();
+    let manual = "  - Expected kind: `manual`\n";
+    let text = spec("again", &[&[("a1", "false", ""), ("m1", "", manual)]], &[]);
+    ready(&env, "again", &text.replace("  - Command: ``\n", ""));
+    env.scafld(&["build", "again"]).assert_code(3);
+    let give = |digest: &str, actor: &str| {
+        let mut args = vec!["build", "again", "--criterion", "m1", "--disposition", "pass", "--reason", "looked"];
+        args.extend(["--evidence-digest", digest, "--actor", actor]);
+        env.scafld(&args);
+    };
+    let manual_entries = || {
+        let entries = env.scafld(&["session", "again", "--json"]).json()["result"]["entries"].clone();
+        let all = entries.as_array().unwrap().iter().filter(|e| e["type"] == "manual_evidence");
+        all.map(|e| (e["evidence_digest"].as_str().unwrap().to_string(), e["actor"].as_str().unwrap().to_string()))
+            .collect::<Vec<_>>()
+    };
+    let (first, second) = ("ab".repeat(32), "cd".repeat(32));
+    give(&first, "alice");
+    give(&first, "alice");
+    assert_eq!(manual_entries(), [(first.clone(), "alice".to_string())], "a true repeat records nothing");
+    give(&second, "alice");
+    give(&second, "bob");
+    assert_eq!(
+        manual_entries(),
+        [(first, "alice".to_string()), (second.clone(), "alice".to_string()), (second, "bob".to_string())]
+    );
+}
+
 /// A command that changes the files it checks (a formatter, a snapshot update) leaves the
 /// evidence it just gave stale: the step says so and points to another build, not to a review
 /// that would refuse it; that build finds nothing changed and points to the review.

@@ -729,12 +729,26 @@ async fn manual_evidence(
     let material = crate::evidence::material_now(ws, &spec).await.map_err(RpcError::from)?;
     let definition = evidence::definition_digest(criterion);
     let disposition = manual.disposition.as_str().to_string();
+    // A repeat records nothing; another digest or actor is new evidence (the receipt signs the
+    // latest), as another disposition or reason is.
     let repeat = entries.iter().rev().find_map(|e| match &e.event {
         LedgerEvent::ManualEvidence {
-            criterion_id, disposition: d, reason: r, definition: def, material: mat, ..
-        } if *criterion_id == criterion.id => {
-            Some(*d == disposition && *r == reason && *def == definition && *mat == material.digest)
-        }
+            criterion_id,
+            disposition: d,
+            reason: r,
+            evidence_digest: dig,
+            actor: who,
+            definition: def,
+            material: mat,
+            ..
+        } if *criterion_id == criterion.id => Some(
+            *d == disposition
+                && *r == reason
+                && *dig == digest
+                && *who == actor
+                && *def == definition
+                && *mat == material.digest,
+        ),
         _ => None,
     });
     let mut projected = Projected::Current(PathBuf::new());
