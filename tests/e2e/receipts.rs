@@ -1793,3 +1793,123 @@ fn a_receipt_signs_a_manual_criterions_evidence_digest_actor_and_time() {
     let forged = verify(&env, &[".scafld/receipts/rev.json", "--target", "HEAD"]);
     assert!(failed_check(&forged, "signature").contains("does not match"), "{}", forged.stdout);
 }
+
+/// A receipt in the form the original tool writes: Go's `encoding/json` output of its
+/// struct, indented (fields in declaration order, zero fields it tags `omitempty` left out, `<`, `>`, `&`
+/// escaped as `\u003c`, `\u003e`, `\u0026`), signed over the canonical body (sorted keys,
+/// compact, the same escapes). Its signature verifies here, a manual criterion's evidence
+/// included; one word changed afterwards does not. (The original verifies by decoding into
+/// its struct and signing that again, as this tool does: a zero field it never writes, such as
+/// `"exit_code": 0`, is not part of what it signs.)
+#[test]
+fn a_receipt_the_original_wrote_verifies_its_signature_and_a_tampered_one_does_not() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let keys_path = env.work.join(".scafld/trusted-keys.json");
+    let mut keys: Value = serde_json::from_str(&std::fs::read_to_string(&keys_path).unwrap()).unwrap();
+    keys["keys"].as_array_mut().unwrap().push(serde_json::json!({
+        "key_id": "ed25519:aY9AYo6xn2UPzKOTDBF7OES2x_QuVtnIqQ1sYTiJvHM",
+        "alg": "ed25519",
+        "public_key": "dB7E+Pcn/TblV9aMMH8coG1gEWQJYeniT6RHysxSDJo="
+    }));
+    std::fs::write(&keys_path, serde_json::to_string_pretty(&keys).unwrap()).unwrap();
+    write(&env, "hello.txt", "hi\n");
+    let receipts = env.work.join(".scafld/receipts");
+    std::fs::create_dir_all(&receipts).unwrap();
+    std::fs::write(receipts.join("original.json"), ORIGINAL_RECEIPT).unwrap();
+    let forged = ORIGINAL_RECEIPT.replace("\"evidence_actor\": \"alice\"", "\"evidence_actor\": \"mallory\"");
+    assert_ne!(forged, ORIGINAL_RECEIPT);
+    std::fs::write(receipts.join("forged.json"), forged).unwrap();
+    commit_all(&env.work, "receipts");
+    let signature = |file: &str| {
+        let run = verify(&env, &[file, "--target", "HEAD"]);
+        let result = run.json()["result"].clone();
+        let check = result["checks"].as_array().unwrap().iter().find(|c| c["name"] == "signature").cloned();
+        check.unwrap_or_else(|| panic!("no signature check: {result}"))
+    };
+    let original = signature(".scafld/receipts/original.json");
+    assert_eq!(original["ok"], true, "{original}");
+    let forged = signature(".scafld/receipts/forged.json");
+    assert_eq!(forged["ok"], false, "{forged}");
+    assert!(forged["detail"].as_str().unwrap().contains("does not match the receipt body"), "{forged}");
+}
+
+/// A receipt in the original's form, signed outside this tool over its canonical body by a
+/// fixed Ed25519 key (the public key is the one the test above trusts).
+const ORIGINAL_RECEIPT: &str = r#"{
+  "body": {
+    "schema_version": 1,
+    "task_id": "orig-task",
+    "session_id": "sess-1",
+    "verdict": "pass",
+    "snapshot_mode": "working_tree",
+    "base_commit": "1111111111111111111111111111111111111111",
+    "head_commit": "2222222222222222222222222222222222222222",
+    "scope": [
+      "hello.txt"
+    ],
+    "tree_sha": "abababababababababababababababababababababababababababababababab",
+    "file_digests": {
+      "hello.txt": "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4"
+    },
+    "ignored_unreviewed": [],
+    "reviewed_context_provenance": [
+      {
+        "kind": "file",
+        "path": "hello.txt",
+        "sha256": "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4",
+        "bytes": 3
+      }
+    ],
+    "reviewer": {
+      "provider": "codex"
+    },
+    "host_under_review": {
+      "agent": "unknown"
+    },
+    "independence": {
+      "level": "isolation_only",
+      "distinct": false,
+      "downgraded": "unknown_host",
+      "reason": "isolation_only: reviewer \"codex\" ran in an isolated path"
+    },
+    "spec_fingerprint": "cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd",
+    "acceptance_declared": true,
+    "acceptance": [
+      {
+        "id": "ac1",
+        "phase_id": "phase1",
+        "command": "test -f hello.txt \u0026\u0026 echo '\u003cok\u003e'",
+        "expected_kind": "exit_code_zero",
+        "status": "pass",
+        "reason": "exit code was 0",
+        "output_sha256": "efefefefefefefefefefefefefefefefefefefefefefefefefefefefefefefef"
+      },
+      {
+        "id": "m1",
+        "expected_kind": "manual",
+        "status": "pass",
+        "reason": "manual evidence recorded",
+        "evidence_sha256": "1212121212121212121212121212121212121212121212121212121212121212",
+        "evidence_actor": "alice",
+        "evidence_recorded_at": "2026-08-21T09:59:00Z"
+      }
+    ],
+    "open_blockers": [],
+    "mutation_guard": {
+      "status": "clean",
+      "scope": [
+        "hello.txt"
+      ]
+    },
+    "ledger_head": "3434343434343434343434343434343434343434343434343434343434343434",
+    "minted_at": "2026-08-21T10:00:00Z"
+  },
+  "signature": {
+    "alg": "ed25519",
+    "key_id": "ed25519:aY9AYo6xn2UPzKOTDBF7OES2x_QuVtnIqQ1sYTiJvHM",
+    "sig": "SCHU3xvh9kLefagjVGi6uBJV4iQq1SIEDARmn6podvX+aZNCVME0Se7/wrLJkveVXIbJVTEPbTi9oxkKAl60BA=="
+  }
+}
+"#;
