@@ -71,6 +71,9 @@ pub fn harden_dossier() -> Value {
                         "note": text("What was found."),
                         "question": text("What the author must answer (empty when nothing)."),
                         "recommended": text("The recommended answer or change."),
+                        // Optional (nullable in codex's strict form), as in the original's schema.
+                        "if_unanswered": text("What happens if the question goes unanswered (empty when nothing)."),
+                        "default": text("The answer taken when no one answers (empty when none)."),
                         "status": {"type": ["string", "null"], "enum": ["open", "fixed", "accepted_risk", "superseded", null]},
                     },
                 },

@@ -1246,3 +1246,30 @@ fn a_delegated_harden_of_a_draft_that_does_not_validate_is_refused_before_its_pr
     assert!(!ran.exists(), "no provider ran");
     assert_eq!(spec(&env), before, "nothing was recorded");
 }
+
+/// The original's HardenDossier lets an observation carry `if_unanswered` and `default`
+/// (strings, or null in codex's strict form): an answer with them is read, not refused as off
+/// its schema.
+#[test]
+fn an_observation_may_say_what_happens_if_unanswered_and_its_default() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let observations: Vec<Value> = DIMENSIONS
+        .iter()
+        .map(|d| match *d {
+            "command" => json!({"dimension": d, "result": "advisory", "anchor": "spec_gap:Acceptance",
+                "note": "only the exit code", "question": "Run the unit tests too?", "recommended": "add them",
+                "if_unanswered": "the existence check stays", "default": "no unit tests", "status": "open"}),
+            _ => json!({"dimension": d, "result": "clean", "anchor": "spec_gap:fine", "note": "looked",
+                "if_unanswered": null, "default": null}),
+        })
+        .collect();
+    let answer = json!({"summary": "judged", "shape": {"decision": "keep", "true_shape": "small", "minimal_plan": "one"},
+        "observations": observations});
+    let run = harden(&env, &provider(&env, "optional", &answer.to_string()));
+    run.assert_code(0);
+    assert_eq!(run.json()["result"]["harden_status"], "passed", "{}", run.stdout);
+    assert!(spec(&env).contains("harden_status: passed"));
+}

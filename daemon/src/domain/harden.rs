@@ -392,6 +392,12 @@ pub struct Observation {
     pub question: String,
     #[serde(default)]
     pub recommended: String,
+    /// What happens if the question goes unanswered (the original's `if_unanswered`).
+    #[serde(default)]
+    pub if_unanswered: String,
+    /// The answer taken by default (the original's `default`).
+    #[serde(default)]
+    pub default: String,
     #[serde(default)]
     pub status: Option<ObservationStatus>,
 }
@@ -669,6 +675,8 @@ mod delegated_tests {
                     note: String::new(),
                     question: String::new(),
                     recommended: String::new(),
+                    if_unanswered: String::new(),
+                    default: String::new(),
                     status: *s,
                 })
                 .collect(),

@@ -477,6 +477,8 @@ fn local_answer() -> HardenDossier {
                 note: "local provider: nothing reviewed".into(),
                 question: String::new(),
                 recommended: String::new(),
+                if_unanswered: String::new(),
+                default: String::new(),
                 status: None,
             })
             .collect(),
@@ -502,7 +504,7 @@ fn packet(task: &str, path: &str, spec_text: &str, max_bytes: usize, max_issues:
         "# Harden the draft `{task}`\n\nYou are hardening a task spec before it is approved: read it (and the code it names) and judge it. Do not modify any file.\n\n\
          Answer with exactly one JSON object, a HardenDossier:\n\
          {{\"summary\": \"...\", \"shape\": {{\"decision\": \"keep|shrink|reframe|reject\", \"true_shape\": \"...\", \"minimal_plan\": \"...\", \"shared_owner\": \"...\", \"adapter_boundaries\": [], \"required_spec_edits\": []}}, \
-         \"observations\": [{{\"dimension\": \"design|scope|path|command|timing|rollback\", \"result\": \"clean|advisory|blocks|n/a\", \"anchor\": \"spec_gap:<what the spec leaves open> | code:<path>:<line> | archive:<task-id>\", \"note\": \"...\", \"question\": \"...\", \"recommended\": \"...\", \"status\": \"open|fixed|accepted_risk|superseded\"}}]}}\n\n\
+         \"observations\": [{{\"dimension\": \"design|scope|path|command|timing|rollback\", \"result\": \"clean|advisory|blocks|n/a\", \"anchor\": \"spec_gap:<what the spec leaves open> | code:<path>:<line> | archive:<task-id>\", \"note\": \"...\", \"question\": \"...\", \"recommended\": \"...\", \"if_unanswered\": \"...\", \"default\": \"...\", \"status\": \"open|fixed|accepted_risk|superseded\"}}]}}\n\n\
          Cover all six dimensions. A `code:` anchor must name a real line of a real file. At most {max_issues} observations may be advisory or blocking.\n\n\
          ## The draft\n\n{spec}"
     )
