@@ -1273,3 +1273,81 @@ fn an_observation_may_say_what_happens_if_unanswered_and_its_default() {
     assert_eq!(run.json()["result"]["harden_status"], "passed", "{}", run.stdout);
     assert!(spec(&env).contains("harden_status: passed"));
 }
+
+/// What a provider asks is the round's product: an advisory's question, recommendation and
+/// what happens if it goes unanswered are written into the round's `Questions:` (as the
+/// original's grammar has them) and shown by `harden`, the advisory said in its check's
+/// evidence; a blocker's question likewise.
+#[test]
+fn a_providers_questions_are_written_into_the_round_and_shown() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let path = env.work.join(".scafld/specs/drafts/shape.md");
+    std::fs::write(&path, DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let answer = |result: &str, status: &str| {
+        let observations: Vec<Value> = DIMENSIONS
+            .iter()
+            .map(|d| match *d {
+                "command" => json!({"dimension": d, "result": result, "anchor": "spec_gap:Acceptance",
+                    "note": "only the exit code is checked", "question": "Run the unit tests QXZZY too?",
+                    "recommended": "add cargo test QREC", "if_unanswered": "the existence check stays",
+                    "default": "no unit tests", "status": status}),
+                "scope" => json!({"dimension": d, "result": "advisory", "anchor": "spec_gap:Scope",
+                    "note": "a second file may move", "recommended": "name src/b.rs"}),
+                _ => json!({"dimension": d, "result": "clean", "anchor": "spec_gap:fine", "note": "looked"}),
+            })
+            .collect::<Vec<_>>();
+        json!({"summary": "judged", "shape": {"decision": "keep", "true_shape": "small", "minimal_plan": "one"},
+            "observations": observations})
+        .to_string()
+    };
+    let script = provider(&env, "advisory", &answer("advisory", "open"));
+    let run = env.scafld(&["harden", "shape", "--provider", "command", "--provider-command", &script]);
+    run.assert_code(0);
+    for shown in [
+        "Command audit (advisory, spec_gap:Acceptance)",
+        "question: Run the unit tests QXZZY too?",
+        "recommended: add cargo test QREC",
+        "if unanswered: the existence check stays",
+        "default: no unit tests",
+        "Scope/migration audit (advisory, spec_gap:Scope)",
+        "recommended: name src/b.rs",
+    ] {
+        assert!(run.stdout.contains(shown), "{shown}: {}", run.stdout);
+    }
+    let text = spec(&env);
+    assert!(text.contains("harden_status: passed"), "{text}");
+    assert!(
+        text.contains(
+            "Questions:\n- Run the unit tests QXZZY too?\n  - Grounded in: spec_gap:Acceptance\n  - Recommended answer: add cargo test QREC\n  - If unanswered: the existence check stays (default: no unit tests)\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("  - Evidence: command: advisory: only the exit code is checked\n"), "{text}");
+    assert!(
+        text.contains("  - Evidence: command: advisory: a second file may move; recommended: name src/b.rs\n"),
+        "{text}"
+    );
+    // The round with its questions is what the pass is bound to: the draft approves as it is.
+    env.scafld(&["approve", "shape", "--json"]).assert_code(0);
+
+    // A blocker's question is kept the same way, and shown with the round's problems.
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/shape.md"), DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let run = harden(&env, &provider(&env, "blocks", &answer("blocks", "open")));
+    run.assert_code(3);
+    let raised = run.json()["result"]["raised"].clone();
+    assert_eq!(raised[0]["check"], "Scope/migration audit", "{raised}");
+    assert_eq!(raised[1]["result"], "blocks", "{raised}");
+    assert_eq!(raised[1]["question"], "Run the unit tests QXZZY too?", "{raised}");
+    assert_eq!(raised[1]["default"], "no unit tests", "{raised}");
+    let text = spec(&env);
+    assert!(text.contains("harden_status: needs_revision"), "{text}");
+    assert!(
+        text.contains("Questions:\n- Run the unit tests QXZZY too?\n  - Grounded in: spec_gap:Acceptance\n"),
+        "{text}"
+    );
+}

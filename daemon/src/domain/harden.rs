@@ -449,6 +449,18 @@ pub enum ObservationResult {
     NotApplicable,
 }
 
+impl ObservationResult {
+    /// The word the provider gave (its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObservationResult::Clean => "clean",
+            ObservationResult::Advisory => "advisory",
+            ObservationResult::Blocks => "blocks",
+            ObservationResult::NotApplicable => "n/a",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ObservationStatus {
@@ -614,15 +626,30 @@ pub fn delegated_round(
                     ObservationResult::NotApplicable => "not_applicable".into(),
                     ObservationResult::Blocks => "blocks".into(),
                 },
-                evidence: clip(&format!(
-                    "{provider}: {}",
-                    if o.note.is_empty() { d.summary.as_str() } else { o.note.as_str() }
-                )),
+                evidence: clip(&check_evidence(provider, &d.summary, o)),
                 line: 0,
             })
             .collect(),
         None => Vec::new(),
     };
+    // Every question the provider asked, as the original's grammar writes one: the product of
+    // the round for the author to answer, never folded into a check's `passed`.
+    round.questions = dossier
+        .map(|d| {
+            d.observations
+                .iter()
+                .filter(|o| !o.question.trim().is_empty())
+                .map(|o| crate::domain::spec::HardenQuestion {
+                    text: clip(o.question.trim()),
+                    grounded_in: clip(&o.anchor),
+                    recommended_answer: clip(o.recommended.trim()),
+                    if_unanswered: clip(&if_unanswered(o)),
+                    answered_with: String::new(),
+                    line: 0,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let id = next.front.task_id.clone();
     next.front.harden_status = judgement.status.as_str().into();
     next.front.updated = now.into();
@@ -639,6 +666,41 @@ pub fn delegated_round(
     crate::domain::next::show(&crate::domain::next::of_draft(&id, &next), &mut next.current_state);
     next.current_state.reason = clip(&reason);
     next
+}
+
+/// A check's evidence from its observation: the provider's note (else the answer's summary);
+/// an advisory says so (its `Result:` reads `passed`), and a recommendation that no question
+/// carries follows it.
+fn check_evidence(provider: &str, summary: &str, o: &Observation) -> String {
+    let mut text = format!("{provider}: ");
+    if o.result == ObservationResult::Advisory {
+        text.push_str("advisory: ");
+    }
+    text.push_str(if o.note.trim().is_empty() { summary } else { o.note.trim() });
+    if o.question.trim().is_empty() && !o.recommended.trim().is_empty() {
+        text.push_str(&format!("; recommended: {}", o.recommended.trim()));
+    }
+    text
+}
+
+/// A question's `If unanswered:` line: the original's question grammar has no `Default:`, so
+/// an observation's default answer is written there too.
+fn if_unanswered(o: &Observation) -> String {
+    match (o.if_unanswered.trim(), o.default.trim()) {
+        (when, "") => when.to_string(),
+        ("", default) => format!("default: {default}"),
+        (when, default) => format!("{when} (default: {default})"),
+    }
+}
+
+/// What a provider raised that the author should read: every observation that is not clean
+/// or not applicable, or that asks or recommends something.
+pub fn raised(dossier: &HardenDossier) -> impl Iterator<Item = &Observation> {
+    dossier.observations.iter().filter(|o| {
+        matches!(o.result, ObservationResult::Advisory | ObservationResult::Blocks)
+            || !o.question.trim().is_empty()
+            || !o.recommended.trim().is_empty()
+    })
 }
 
 #[cfg(test)]

@@ -264,8 +264,25 @@ impl Hardening {
             next_command,
             prompt: String::new(),
             problems: judgement.problems,
+            raised: dossier.as_ref().map(raised).unwrap_or_default(),
         }))
     }
+}
+
+/// What the provider raised for the author, as the call shows it (the round holds it too).
+fn raised(dossier: &HardenDossier) -> Vec<m::HardenRaised> {
+    harden::raised(dossier)
+        .map(|o| m::HardenRaised {
+            check: o.dimension.check().to_string(),
+            result: o.result.as_str().to_string(),
+            anchor: o.anchor.clone(),
+            note: o.note.trim().to_string(),
+            question: o.question.trim().to_string(),
+            recommended: o.recommended.trim().to_string(),
+            if_unanswered: o.if_unanswered.trim().to_string(),
+            default: o.default.trim().to_string(),
+        })
+        .collect()
 }
 
 /// The harden of `task` again as it was asked for: a configured provider needs no flag, a

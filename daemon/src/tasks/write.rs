@@ -218,6 +218,7 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
             next_command,
             prompt: String::new(),
             problems: Vec::new(),
+            raised: Vec::new(),
         });
     }
     // Read before the round is written: a configuration that does not read refuses the call
@@ -241,6 +242,7 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
         next_command: format!("scafld harden {id} --mark-passed"),
         prompt,
         problems: Vec::new(),
+        raised: Vec::new(),
     })
 }
 

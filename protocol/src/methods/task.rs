@@ -437,6 +437,30 @@ pub struct HardenResult {
     /// Why a delegated round did not pass (or could not be used).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// What a delegated round's provider raised for the author (advisories, blockers,
+    /// questions, recommendations), in its words, whatever the round came to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raised: Vec<HardenRaised>,
+}
+
+/// One observation of a delegated harden's provider that asks the author for something.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HardenRaised {
+    /// The round's check it is written under (`Command audit`).
+    pub check: String,
+    /// `clean`, `advisory`, `blocks` or `n/a`, as the provider said.
+    pub result: String,
+    pub anchor: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub question: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub recommended: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub if_unanswered: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub default: String,
 }
 
 method!(

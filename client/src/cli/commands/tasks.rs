@@ -491,6 +491,21 @@ pub fn harden(ctx: &Context, args: &HardenArgs) -> Result<u8, CliError> {
             for problem in &result.problems {
                 text.push_str(&format!("\n  - {}", quoted(problem, "    ")));
             }
+            // What the provider raised for the author (the round in the spec holds it too).
+            for r in &result.raised {
+                text.push_str(&format!("\n  {} ({}, {})", r.check, r.result, quoted(&r.anchor, "    ")));
+                for (label, value) in [
+                    ("note", &r.note),
+                    ("question", &r.question),
+                    ("recommended", &r.recommended),
+                    ("if unanswered", &r.if_unanswered),
+                    ("default", &r.default),
+                ] {
+                    if !value.is_empty() {
+                        text.push_str(&format!("\n    {label}: {}", quoted(value, "      ")));
+                    }
+                }
+            }
             text.push_str(&format!("\nnext: {}", result.next_command));
             text
         });
