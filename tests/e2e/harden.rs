@@ -1351,3 +1351,46 @@ fn a_providers_questions_are_written_into_the_round_and_shown() {
         "{text}"
     );
 }
+
+/// A project's own harden prompt, looked up as the original does (`.scafld/prompts/harden.md`,
+/// then `.scafld/core/prompts/harden.md`, then the built-in one), is the prompt `harden`
+/// prints, followed by the cap, the invariants and the round; one that cannot be read is an
+/// error that opens no round.
+#[test]
+fn a_projects_harden_prompt_is_used_before_the_built_in_one() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    let path = env.work.join(".scafld/specs/drafts/shape.md");
+    std::fs::write(&path, DRAFT.replace("SUMMARY", "Take.")).unwrap();
+    let (project, core) = (env.work.join(".scafld/prompts/harden.md"), env.work.join(".scafld/core/prompts/harden.md"));
+    // Unreadable (a directory): refused, naming it, and no round is opened.
+    std::fs::create_dir_all(&project).unwrap();
+    let refused = env.scafld(&["harden", "shape", "--json"]);
+    refused.assert_code(1);
+    let message = refused.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("prompts/harden.md") && message.contains("directory"), "{message}");
+    assert!(!spec(&env).contains("### round-"), "{}", spec(&env));
+    std::fs::remove_dir(&project).unwrap();
+
+    std::fs::create_dir_all(core.parent().unwrap()).unwrap();
+    std::fs::write(&core, "CORE-PROMPT-MARKER: read the core notes.\n").unwrap();
+    let prompt = |env: &TestEnv| {
+        let run = env.scafld(&["harden", "shape"]);
+        run.assert_code(0);
+        run.stdout
+    };
+    let shown = prompt(&env);
+    assert!(
+        shown.starts_with("CORE-PROMPT-MARKER: read the core notes.\n\nConfigured max_questions_per_round:"),
+        "{shown}"
+    );
+    assert!(shown.contains("round: round-1") && !shown.contains("You are hardening"), "{shown}");
+    std::fs::create_dir_all(project.parent().unwrap()).unwrap();
+    std::fs::write(&project, "PROJECT-PROMPT-MARKER: check docs/migrations.md.\n").unwrap();
+    let shown = prompt(&env);
+    assert!(shown.starts_with("PROJECT-PROMPT-MARKER") && !shown.contains("CORE-PROMPT-MARKER"), "{shown}");
+    std::fs::remove_file(&project).unwrap();
+    std::fs::remove_file(&core).unwrap();
+    assert!(prompt(&env).starts_with("You are hardening"), "the built-in prompt without either");
+}

@@ -309,14 +309,40 @@ fn citation(grounded_in: &str, ground: &dyn Ground) -> Result<(), String> {
     }
 }
 
-/// The prompt `scafld harden` prints for the agent doing the round.
+/// Where a project keeps its own harden prompt, in the order the original looks (before its
+/// built-in one), relative to the workspace root.
+pub const PROMPT_OVERRIDES: [&str; 2] = [".scafld/prompts/harden.md", ".scafld/core/prompts/harden.md"];
+
+/// The prompt `scafld harden` prints for the agent doing the round: the project's prompt
+/// (`project`, from [`PROMPT_OVERRIDES`]) in place of the built-in one, then, either way, the
+/// question cap, the invariants and where the round is.
 pub fn prompt(
+    project: Option<&str>,
     spec_path: &str,
     round_id: &str,
     task_id: &str,
     max_questions: u32,
     invariants: &[(String, String)],
 ) -> String {
+    let mut text = match project {
+        Some(own) => format!("{}\n\n", own.trim_end()),
+        None => builtin_prompt(),
+    };
+    text.push_str(&format!("Configured max_questions_per_round: {max_questions}. This is a cap, not a target.\n"));
+    if !invariants.is_empty() {
+        text.push_str("\nProject invariants the spec must respect:\n");
+        for (id, rule) in invariants {
+            text.push_str(&format!("- `{id}`: {rule}\n"));
+        }
+    }
+    text.push_str(&format!(
+        "\n---\nspec: {spec_path}\nround: {round_id}\nwhen done, mark the round passed: scafld harden {task_id} --mark-passed\n"
+    ));
+    text
+}
+
+/// The built-in harden prompt, used when the project has none of its own.
+fn builtin_prompt() -> String {
     let mut text = String::from(
         "You are hardening a scafld spec before it is approved. Read the spec and the code it names, \
 then challenge it: could an agent build exactly this, prove it with the listed commands, and undo it?\n\n\
@@ -333,16 +359,6 @@ Required checks:\n",
         "\nAsk a question only where the spec cannot be fixed without the operator; give each a \
 Grounded in, a Recommended answer, If unanswered, and, once settled, Answered with.\n",
     );
-    text.push_str(&format!("Configured max_questions_per_round: {max_questions}. This is a cap, not a target.\n"));
-    if !invariants.is_empty() {
-        text.push_str("\nProject invariants the spec must respect:\n");
-        for (id, rule) in invariants {
-            text.push_str(&format!("- `{id}`: {rule}\n"));
-        }
-    }
-    text.push_str(&format!(
-        "\n---\nspec: {spec_path}\nround: {round_id}\nwhen done, mark the round passed: scafld harden {task_id} --mark-passed\n"
-    ));
     text
 }
 

@@ -221,9 +221,10 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
             raised: Vec::new(),
         });
     }
-    // Read before the round is written: a configuration that does not read refuses the call
-    // with nothing written.
+    // Read before the round is written: a configuration or a project prompt that does not
+    // read refuses the call with nothing written.
     let config = ws.config()?;
+    let project_prompt = project_harden_prompt(&ws)?;
     // The open round, or a new one, bound to the draft as it is (with the round in it), so a
     // delegated run on the same draft fills this round. Never two rounds open at once.
     let next =
@@ -231,8 +232,14 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
     let round_id = next.harden_rounds.last().map(|r| r.id.clone()).unwrap_or_default();
     let written = write_projection(daemon, &ws, &id, &file, &next, "command:harden")?;
     let invariants: Vec<(String, String)> = config.invariants.canonical.into_iter().collect();
-    let prompt =
-        harden::prompt(&ws.relative(&written), &round_id, &id, config.harden.max_questions_per_round, &invariants);
+    let prompt = harden::prompt(
+        project_prompt.as_deref(),
+        &ws.relative(&written),
+        &round_id,
+        &id,
+        config.harden.max_questions_per_round,
+        &invariants,
+    );
     Ok(m::HardenResult {
         task_id: id.clone(),
         path: ws.relative(&written),
@@ -244,6 +251,27 @@ pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::Ha
         problems: Vec::new(),
         raised: Vec::new(),
     })
+}
+
+/// The most a project's harden prompt may hold.
+const MAX_PROMPT_BYTES: u64 = 1 << 20;
+
+/// The project's own harden prompt, the first of [`harden::PROMPT_OVERRIDES`] there is, as the
+/// original tool looks it up; `None` leaves the built-in one. One that is there but cannot be
+/// read (a directory, not UTF-8, too large, no permission) is an error, never skipped unsaid.
+fn project_harden_prompt(ws: &Workspace) -> RpcResult<Option<String>> {
+    for relative in harden::PROMPT_OVERRIDES {
+        let path = ws.root.join(relative);
+        match scafld_local::capped::read_text_if_there(&path, "harden prompt", MAX_PROMPT_BYTES) {
+            Ok(Some(text)) => return Ok(Some(text)),
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(RpcError::new(ErrorKind::WorkspaceError, e.to_string())
+                    .with_hint(format!("{}; or remove {relative} to use the built-in prompt", e.hint())));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Which harden is refused over a draft that does not validate.
