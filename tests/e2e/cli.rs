@@ -225,7 +225,7 @@ fn usage_errors_exit_2_with_an_envelope() {
         env.scafld(&["review", "t", "--mode", "verfy", "--json"]).json()["error"]["hint"].as_str().unwrap().to_string();
     assert!(hint.contains("possible values: discover, verify"), "{hint}");
     // A missing required argument is named in the message itself, not only in the hint.
-    let error = env.scafld(&["fail", "t1", "--json"]).json()["error"].clone();
+    let error = env.scafld(&["review", "accept", "t1", "--json"]).json()["error"].clone();
     let message = error["message"].as_str().unwrap();
     assert!(message.ends_with("were not provided: --reason <REASON>"), "{error}");
     assert!(!error["hint"].as_str().unwrap().contains("--reason"), "{error}");

@@ -1154,6 +1154,24 @@ fn fail_and_cancel_archive_with_the_reason() {
     assert_eq!(env.scafld(&["fail", "idea", "--reason", "", "--json"]).code, 2);
 }
 
+/// As in the original tool, `fail` and `cancel` need no `--reason`: the reason recorded is the
+/// command's name. Before, clap refused both without it (exit 2).
+#[test]
+fn fail_and_cancel_without_a_reason_record_the_command_name() {
+    let env = TestEnv::new();
+    for (task, command, word) in [("dropped", "cancel", "cancelled"), ("broke", "fail", "failed")] {
+        ready(&env, task, &spec(task, &[&[("a", "true", "")]], &[]));
+        let run = env.scafld(&[command, task, "--json"]);
+        run.assert_code(0);
+        assert_eq!(run.json()["result"]["status"], word);
+        let end = ledger(&env, task).into_iter().rfind(|e| e["type"] == command).expect("the end is recorded");
+        assert_eq!(end["reason"], command, "{end}");
+        let archived = glob(&env.work.join(".scafld/specs/archive"), &format!("{task}.md"));
+        let text = std::fs::read_to_string(&archived[0]).unwrap();
+        assert!(text.contains(&format!("Reason: {command}\n")), "{text}");
+    }
+}
+
 /// A task whose spec a hand edit left in error (a criterion id used twice) can still be
 /// abandoned: `cancel` and `fail` record the end in the ledger and put the file in the archive
 /// as it was written, byte for byte, the answer saying its status lines were not updated and

@@ -78,9 +78,9 @@ pub enum Command {
     /// One step of the build loop: open the next phase, or run the current phase's acceptance.
     Build(BuildArgs),
     /// Archive a task as failed.
-    Fail(ReasonArgs),
+    Fail(ArchiveArgs),
     /// Archive a task as cancelled.
-    Cancel(ReasonArgs),
+    Cancel(ArchiveArgs),
     /// Print a task's session ledger, or export it as JSON.
     Session(SessionArgs),
     /// Run the review gate of a task, review a git range, or manage review sessions.
@@ -456,6 +456,16 @@ pub struct ReasonArgs {
     /// Why; recorded in the ledger and the spec.
     #[arg(long)]
     pub reason: String,
+}
+
+/// `fail` and `cancel`: as in the original tool, the reason may be left out.
+#[derive(Args, Debug, Clone)]
+pub struct ArchiveArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// Why; recorded in the ledger and the spec (default: the command's name, `fail` or `cancel`).
+    #[arg(long)]
+    pub reason: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]

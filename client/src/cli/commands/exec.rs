@@ -11,7 +11,7 @@ use scafld_protocol::methods::{self as m, BuildOutcome, CallerContext, EnvBytes,
 use super::tasks::{call, session as connect_workspace};
 use crate::cli::exit::{wait, workflow};
 use crate::cli::output::{CliError, Style, note, padded};
-use crate::cli::{ApproveArgs, BuildArgs, Context, ReasonArgs, SessionArgs, TaskArg};
+use crate::cli::{ApproveArgs, ArchiveArgs, BuildArgs, Context, SessionArgs, TaskArg};
 
 /// How long one `job.wait` call blocks before the client prints a heartbeat line.
 const HEARTBEAT_SECONDS: f64 = 3.0;
@@ -286,10 +286,13 @@ fn print_outcome(ctx: &Context, outcome: &BuildOutcome) -> u8 {
     workflow::OK
 }
 
-pub fn archive(ctx: &Context, args: &ReasonArgs, failed: bool) -> Result<u8, CliError> {
+pub fn archive(ctx: &Context, args: &ArchiveArgs, failed: bool) -> Result<u8, CliError> {
     let task_id = args.task.resolve()?;
     let (root, mut conn) = connect_workspace(ctx)?;
-    let params = m::ReasonParams { root, task_id, reason: args.reason.clone() };
+    // The original tool's default: the command's name. A reason given blank is still refused
+    // by the daemon (a typo, not a choice).
+    let reason = args.reason.clone().unwrap_or_else(|| if failed { "fail" } else { "cancel" }.to_string());
+    let params = m::ReasonParams { root, task_id, reason };
     let r = if failed { call::<m::TaskFail>(&mut conn, &params)? } else { call::<m::TaskCancel>(&mut conn, &params)? };
     ctx.out.success(&r, || {
         let note = r.note.as_ref().map(|note| format!("\nnote: {note}")).unwrap_or_default();
