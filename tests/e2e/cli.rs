@@ -231,6 +231,45 @@ fn usage_errors_exit_2_with_an_envelope() {
     assert!(!error["hint"].as_str().unwrap().contains("--reason"), "{error}");
 }
 
+/// Every on/off flag also takes a value after `=`, as the original tool's do: `1`, `true`,
+/// `yes` or `on` for on, `0`, `false`, `no`, `off` or nothing for off, global or a command's
+/// own. A word that says neither is a usage error naming the words. Before, clap refused any
+/// value (exit 2, "unexpected value").
+#[test]
+fn on_off_flags_take_a_value_after_an_equals_sign() {
+    let env = TestEnv::new();
+    env.init();
+    env.scafld(&["plan", "t1", "--command", "true"]).assert_code(0);
+    for args in [&["--json=true", "list"][..], &["list", "--json=1"], &["--json=Yes", "list"], &["list", "--json"]] {
+        let run = env.scafld(args);
+        run.assert_code(0);
+        assert_eq!(run.json()["result"]["tasks"][0]["task_id"], "t1", "{args:?}");
+    }
+    for args in [&["--json=false", "list"][..], &["list", "--json=off"], &["list", "--json="]] {
+        let run = env.scafld(args);
+        run.assert_code(0);
+        assert!(run.stdout.starts_with("t1 "), "{args:?}: {}", run.stdout);
+    }
+    // A command's own flag: on closes a round (there is none yet), off opens one (the prompt).
+    let on = env.scafld(&["harden", "t1", "--mark-passed=on"]);
+    on.assert_code(1);
+    assert!(on.stderr.contains("no harden round to mark passed"), "{}", on.stderr);
+    let off = env.scafld(&["harden", "t1", "--mark-passed=no"]);
+    off.assert_code(0);
+    assert!(off.stdout.contains("round-1"), "{}", off.stdout);
+    // Neither on nor off: refused before anything runs, in the mode the caller asked for.
+    let run = env.scafld(&["list", "--json=maybe"]);
+    run.assert_code(2);
+    assert!(
+        run.stderr.contains("invalid value 'maybe'") && run.stderr.contains("say on (1, true, yes, on)"),
+        "{}",
+        run.stderr
+    );
+    let error = env.scafld(&["--json=1", "harden", "t1", "--mark-passed=2"]).json()["error"].clone();
+    assert_eq!(error["exit_code"], 2, "{error}");
+    assert!(error["message"].as_str().unwrap().contains("invalid value '2' for '--mark-passed"), "{error}");
+}
+
 /// A command named without the subcommand it needs says so, naming the choices (before, the
 /// message was the command's description: "Read receipts").
 #[test]

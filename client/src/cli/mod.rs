@@ -13,7 +13,7 @@ mod completion;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use scafld_client::Paths;
 use scafld_protocol::vocab::{Approval, Disposition, ReviewMode, Vocabulary};
 
@@ -796,7 +796,46 @@ impl Context {
     }
 }
 
-/// Parse `args`, run the command, print its output and return the process exit code.
+/// The command line's grammar: the derived one, every on/off flag also taking a value after
+/// `=` (`--json=true`, `--mark-passed=0`) as the original tool's flags do. Used for parsing,
+/// help, completions and man pages alike.
+pub fn grammar() -> clap::Command {
+    valued_flags(Cli::command())
+}
+
+/// `args` parsed with [`grammar`].
+fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
+    let mut matches = grammar().try_get_matches_from(args)?;
+    Cli::from_arg_matches_mut(&mut matches)
+}
+
+/// Every flag of `command` and its subcommands that is on when given alone also reads an
+/// optional `=BOOL` (a word of [`scafld_local::flag_word`]); one place, so a flag added later
+/// gets it too. Written with `=` only: `--json true` stays a flag and a positional word.
+fn valued_flags(command: clap::Command) -> clap::Command {
+    let command = command.mut_args(|arg| match arg.get_action() {
+        clap::ArgAction::SetTrue => arg
+            .action(clap::ArgAction::Set)
+            .num_args(0..=1)
+            .require_equals(true)
+            .default_missing_value("true")
+            .default_value("false")
+            .hide_default_value(true)
+            .value_name("BOOL")
+            .value_parser(flag_value),
+        _ => arg,
+    });
+    let names: Vec<String> = command.get_subcommands().map(|c| c.get_name().to_string()).collect();
+    names.iter().fold(command, |command, name| command.mut_subcommand(name, valued_flags))
+}
+
+/// The value of an on/off flag; a word that says neither is refused rather than read as off.
+fn flag_value(value: &str) -> Result<bool, String> {
+    scafld_local::flag_word(value).ok_or_else(|| {
+        format!("say on ({}) or off ({})", scafld_local::FLAG_ON.join(", "), scafld_local::FLAG_OFF.join(", "))
+    })
+}
+
 /// A parser for one of the protocol's vocabularies: its words are the choices clap lists.
 fn word<T: Vocabulary>() -> impl clap::builder::TypedValueParser<Value = T> {
     use clap::builder::TypedValueParser as _;
@@ -844,9 +883,14 @@ pub fn main(args: Vec<OsString>) -> u8 {
     // A shell asking for completions (SCAFLD_COMPLETE=<shell>, set by `scafld completions`'
     // script) is answered here, and the process exits. The variable is scafld's own: a bare
     // `COMPLETE` some other tool left in the environment takes over nothing.
-    clap_complete::CompleteEnv::with_factory(Cli::command).var(COMPLETE_VAR).complete();
-    let wants_json = args.iter().any(|a| a == "--json");
-    let cli = match Cli::try_parse_from(&args) {
+    clap_complete::CompleteEnv::with_factory(grammar).var(COMPLETE_VAR).complete();
+    // Before parsing, for the envelope of a usage error: `--json`, or `--json=` a word for on.
+    let wants_json = args.iter().filter_map(|a| a.to_str()).any(|a| match a.strip_prefix("--json") {
+        Some("") => true,
+        Some(value) => value.strip_prefix('=').and_then(scafld_local::flag_word) == Some(true),
+        None => false,
+    });
+    let cli = match parse(&args) {
         Ok(cli) => cli,
         Err(e) => {
             // `--help` and `--version` are answers on stdout too: one that is lost fails.
@@ -957,7 +1001,7 @@ fn misread(error: &clap::Error, args: &[OsString]) -> Option<CliError> {
     match error.kind() {
         ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let path = command_path(args);
-            let mut command = Cli::command();
+            let mut command = grammar();
             for word in path.split_whitespace() {
                 command = command.find_subcommand(word)?.clone();
             }
@@ -983,7 +1027,7 @@ fn misread(error: &clap::Error, args: &[OsString]) -> Option<CliError> {
             let at = args.iter().rposition(|a| a.to_str() == Some(extra.as_str()))?;
             let mut without = args.to_vec();
             without.remove(at);
-            let Ok(Cli { command: Command::Review(review), .. }) = Cli::try_parse_from(&without) else { return None };
+            let Ok(Cli { command: Command::Review(review), .. }) = parse(&without) else { return None };
             let task = review.task.task_id.as_deref()?;
             if let Some(misread) = review_misread(args, task) {
                 return Some(misread);
@@ -1033,7 +1077,7 @@ fn review_misread(args: &[OsString], word: &str) -> Option<CliError> {
 
 /// The subcommands named on the command line (`review wait`), as far as they are valid.
 fn command_path(args: &[OsString]) -> String {
-    let mut command = Cli::command();
+    let mut command = grammar();
     let mut path = Vec::new();
     for word in args.iter().skip(1).filter_map(|a| a.to_str()) {
         if word.starts_with('-') {

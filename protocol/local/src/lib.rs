@@ -49,14 +49,27 @@ pub fn new_id() -> std::io::Result<String> {
 /// one: unset, empty, `0`, `false`, `no` or `off` (in any case, spaces around ignored) is off;
 /// any other value is on.
 pub fn env_flag(value: Option<&str>) -> bool {
-    let Some(value) = value else { return false };
-    let value = value.trim();
-    !(value.is_empty() || ["0", "false", "no", "off"].iter().any(|off| value.eq_ignore_ascii_case(off)))
+    value.is_some_and(|value| flag_word(value) != Some(false))
 }
+
+/// The words that say on or off, in any case, spaces around ignored: `1`, `true`, `yes`, `on`
+/// and `0`, `false`, `no`, `off` or nothing. Anything else is neither (`None`).
+pub fn flag_word(value: &str) -> Option<bool> {
+    let value = value.trim();
+    let is = |words: &[&str]| words.iter().any(|word| value.eq_ignore_ascii_case(word));
+    match value.is_empty() || is(&FLAG_OFF) {
+        true => Some(false),
+        false => is(&FLAG_ON).then_some(true),
+    }
+}
+
+/// [`flag_word`]'s words for on, and for off.
+pub const FLAG_ON: [&str; 4] = ["1", "true", "yes", "on"];
+pub const FLAG_OFF: [&str; 4] = ["0", "false", "no", "off"];
 
 #[cfg(test)]
 mod tests {
-    use super::env_flag;
+    use super::{env_flag, flag_word};
 
     #[test]
     fn a_flag_is_off_only_when_unset_or_saying_so() {
@@ -65,6 +78,19 @@ mod tests {
         }
         for on in ["1", "true", "TRUE", "yes", "on", "anything"] {
             assert!(env_flag(Some(on)), "{on}");
+        }
+    }
+
+    #[test]
+    fn a_flag_word_is_on_off_or_neither() {
+        for on in ["1", "true", "TRUE", " yes ", "On"] {
+            assert_eq!(flag_word(on), Some(true), "{on}");
+        }
+        for off in ["", " ", "0", "false", "No", "OFF"] {
+            assert_eq!(flag_word(off), Some(false), "{off}");
+        }
+        for neither in ["2", "y", "anything"] {
+            assert_eq!(flag_word(neither), None, "{neither}");
         }
     }
 }

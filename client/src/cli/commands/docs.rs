@@ -3,12 +3,11 @@
 
 use std::path::Path;
 
-use clap::CommandFactory;
 use scafld_local::out_file;
 
 use crate::cli::exit::workflow;
 use crate::cli::output::{CliError, note, one_line};
-use crate::cli::{Cli, Context};
+use crate::cli::{Context, grammar};
 
 /// The shell's registration script: at completion time the shell runs `scafld` again with
 /// `SCAFLD_COMPLETE=<shell>` ([`crate::cli::COMPLETE_VAR`]), which completes commands and flags from the CLI definition and task ids
@@ -43,7 +42,7 @@ pub fn man(ctx: &Context, out: &Path, force: bool) -> Result<u8, CliError> {
         CliError::new("io", format!("cannot write man pages to {}: {e}", out.display()), workflow::RUNTIME)
     };
     let mut pages = Vec::new();
-    let mut command = Cli::command();
+    let mut command = grammar();
     // Built first: the global flags (`--json`, `--root`, `--no-autostart`) reach every
     // subcommand's page, as they reach its `--help`.
     command.build();
