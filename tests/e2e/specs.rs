@@ -365,6 +365,37 @@ fn status_reports_lifecycle_progress_and_next_command() {
     assert_eq!(run.json()["error"]["code"], "not_found");
 }
 
+/// `status --json` carries the spec file as read (`spec_source`: path, sha256, size and text,
+/// as the original tool's), and `--no-context` leaves the text out, the digest standing for
+/// it. Before, neither the field nor the flag existed (exit 2).
+#[test]
+fn status_carries_the_spec_source_and_no_context_leaves_its_text_out() {
+    let env = TestEnv::new();
+    env.init();
+    let text = spec_text("two", "active");
+    let file = write_spec(&env, "active", "two", &text);
+    let on_disk = std::fs::read(&file).unwrap();
+    let sha = std::process::Command::new("sha256sum").arg(&file).output().unwrap();
+    let sha = String::from_utf8_lossy(&sha.stdout).split_whitespace().next().unwrap().to_string();
+    let run = env.scafld(&["status", "two", "--json"]);
+    run.assert_code(0);
+    let source = run.json()["result"]["spec_source"].clone();
+    assert_eq!(source["path"], ".scafld/specs/active/two.md", "{source}");
+    assert_eq!(source["sha256"], sha.as_str(), "{source}");
+    assert_eq!(source["bytes"], on_disk.len() as u64, "{source}");
+    assert_eq!(source["markdown"], String::from_utf8(on_disk).unwrap().as_str(), "{source}");
+    assert!(source.get("markdown_omitted").is_none(), "{source}");
+
+    let run = env.scafld(&["status", "two", "--no-context", "--json"]);
+    run.assert_code(0);
+    let source = run.json()["result"]["spec_source"].clone();
+    assert!(source.get("markdown").is_none(), "{source}");
+    assert_eq!(source["markdown_omitted"], true, "{source}");
+    assert_eq!(source["sha256"], sha.as_str(), "{source}");
+    // Human output never printed the text; the flag changes nothing there.
+    env.scafld(&["status", "two", "--no-context"]).assert_code(0);
+}
+
 #[test]
 fn list_survives_a_broken_spec_and_shows_its_error() {
     let env = TestEnv::new();

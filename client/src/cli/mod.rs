@@ -62,7 +62,7 @@ pub enum Command {
     /// Check a spec's structure and print every diagnostic (`--all`: every spec at once).
     Validate(ValidateArgs),
     /// Lifecycle, progress and the next allowed command of a task.
-    Status(TaskArg),
+    Status(StatusArgs),
     /// Every task of the workspace with status, title and progress.
     List(ListArgs),
     /// Open a harden round and print the prompt, or check and close it with --mark-passed.
@@ -612,6 +612,16 @@ impl TaskArg {
             .or_else(|| self.task.clone())
             .ok_or_else(|| CliError::usage("a task id is required (positional or --task <id>)"))
     }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub task: TaskArg,
+    /// With --json: leave the spec's text out of `spec_source` (its path, sha256 and size
+    /// stand for it).
+    #[arg(long)]
+    pub no_context: bool,
 }
 
 #[derive(Args, Debug, Clone)]

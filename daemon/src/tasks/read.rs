@@ -165,7 +165,22 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     if let Err(e) = ws.config() {
         status.config_error = Some(m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message });
     }
+    status.spec_source = spec_source(&entry.path, &status.path);
     Ok(status)
+}
+
+/// The spec file's bytes as they are now: a file that cannot be read (its error is in the
+/// answer's `errors`) has no source to show.
+fn spec_source(file: &std::path::Path, shown: &str) -> Option<m::SpecSource> {
+    use sha2::{Digest, Sha256};
+    let bytes = scafld_local::capped::read(file, "spec", crate::domain::spec::budget::MAX_SPEC_BYTES).ok()?;
+    Some(m::SpecSource {
+        path: shown.to_string(),
+        sha256: format!("{:x}", Sha256::digest(&bytes)),
+        bytes: bytes.len() as u64,
+        markdown: String::from_utf8(bytes).ok(),
+        markdown_omitted: false,
+    })
 }
 
 /// `status` of a task whose spec file is gone: what its ledger knows (the phases and criteria
@@ -281,6 +296,7 @@ impl Answer {
             spec_missing: self.spec_missing,
             config_error: None,
             warnings: Vec::new(),
+            spec_source: None,
         }
     }
 }

@@ -214,6 +214,27 @@ pub struct StatusResult {
     /// by this call or an earlier one that no command said yet); the CLI shows each on stderr.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The spec file as read for this answer (the original tool's `spec_source`); absent when
+    /// there is none to read (`spec_missing`) or it cannot be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_source: Option<SpecSource>,
+}
+
+/// A spec file's bytes as one answer read them: where, their digest and size, and the text
+/// (left out with `status --no-context`, the digest standing for it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecSource {
+    /// Relative to the workspace's folder, as `path`.
+    pub path: String,
+    /// sha256 of the file's bytes, hex.
+    pub sha256: String,
+    pub bytes: u64,
+    /// The file's text (absent when left out, or when it is not UTF-8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub markdown: Option<String>,
+    /// The text was left out on purpose (`--no-context`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub markdown_omitted: bool,
 }
 
 /// A configuration file that does not read: which, why, and what to do.

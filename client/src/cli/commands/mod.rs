@@ -29,7 +29,7 @@ pub fn run(ctx: &Context, command: Command) -> Result<u8, CliError> {
         Command::Plan(args) => tasks::plan(ctx, &args),
         Command::Validate(args) if args.all => tasks::validate_all(ctx),
         Command::Validate(args) => tasks::validate(ctx, &args.task),
-        Command::Status(task) => tasks::status(ctx, &task),
+        Command::Status(args) => tasks::status(ctx, &args),
         Command::List(args) => tasks::list(ctx, &args),
         Command::Harden(args) => tasks::harden(ctx, &args),
         Command::Handoff(task) => tasks::handoff(ctx, &task),

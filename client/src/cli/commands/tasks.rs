@@ -10,7 +10,7 @@ use crate::cli::daemon_control::rpc_error;
 use crate::cli::exit::workflow;
 use crate::cli::output::{CliError, Style, columns, padded};
 use crate::cli::workspace::find_root;
-use crate::cli::{Context, HardenArgs, ListArgs, PlanArgs, TaskArg};
+use crate::cli::{Context, HardenArgs, ListArgs, PlanArgs, StatusArgs, TaskArg};
 use scafld_client::terminal::{one_line, quoted};
 
 /// The workspace root (as the daemon expects it) and a connection.
@@ -197,9 +197,13 @@ pub fn validate(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
     Ok(workflow::OK)
 }
 
-pub fn status(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
-    let (params, mut conn) = task_params(ctx, task)?;
-    let s = call::<m::TaskStatus>(&mut conn, &params)?;
+pub fn status(ctx: &Context, args: &StatusArgs) -> Result<u8, CliError> {
+    let (params, mut conn) = task_params(ctx, &args.task)?;
+    let mut s = call::<m::TaskStatus>(&mut conn, &params)?;
+    if let Some(source) = s.spec_source.as_mut().filter(|_| args.no_context) {
+        source.markdown = None;
+        source.markdown_omitted = true;
+    }
     say_warnings(ctx, &s.warnings);
     let human = || {
         let title = if s.spec_missing {
