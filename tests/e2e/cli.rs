@@ -270,6 +270,48 @@ fn on_off_flags_take_a_value_after_an_equals_sign() {
     assert!(error["message"].as_str().unwrap().contains("invalid value '2' for '--mark-passed"), "{error}");
 }
 
+/// `finalize --stdin` reads the request as the original tool's finalize transport sends it
+/// (`{"task_id", "root", "base_ref", "scope_hint"}`): the task comes from there unless the
+/// command line names it, a different one is refused, and a request that is not one such
+/// object is a usage error. Before, `--stdin` itself was refused (exit 2).
+#[test]
+fn finalize_reads_its_request_on_stdin() {
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    env.init();
+    env.scafld(&["plan", "t1", "--command", "true"]).assert_code(0);
+    let with_stdin = |args: &[&str], input: &str| {
+        let mut child = env
+            .scafld_command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        Run::from(child.wait_with_output().unwrap())
+    };
+    // The draft is refused by finalize for what it is: the task came from stdin.
+    let run = with_stdin(&["finalize", "--stdin", "--json"], r#"{"task_id": "t1"}"#);
+    let error = run.json()["error"].clone();
+    assert_ne!(error["code"], "usage", "{error}");
+    assert!(error["message"].as_str().unwrap().contains("t1"), "{error}");
+    let run = with_stdin(&["finalize", "t1", "--stdin", "--json"], r#"{"task_id": "t2"}"#);
+    run.assert_code(2);
+    assert!(
+        run.json()["error"]["message"].as_str().unwrap().contains("differs from the task_id `t2`"),
+        "{}",
+        run.stdout
+    );
+    let run = with_stdin(&["finalize", "--stdin", "--json"], r#"{"task": "t1"}"#);
+    run.assert_code(2);
+    assert!(run.json()["error"]["message"].as_str().unwrap().contains("not one JSON object"), "{}", run.stdout);
+    // Empty stdin adds nothing: no task named anywhere.
+    let run = with_stdin(&["finalize", "--stdin", "--json"], "");
+    run.assert_code(2);
+    assert!(run.json()["error"]["message"].as_str().unwrap().contains("a task id is required"), "{}", run.stdout);
+}
+
 /// A command named without the subcommand it needs says so, naming the choices (before, the
 /// message was the command's description: "Read receipts").
 #[test]

@@ -554,6 +554,12 @@ pub struct FinalizeArgs {
     /// A path the receipt covers (repeatable; default: the spec's declared scope).
     #[arg(long = "scope-hint", value_name = "PATH")]
     pub scope_hints: Vec<String>,
+    /// Also read the request as JSON on stdin, as the original tool's finalize transport sends
+    /// it: `{"task_id", "root", "base_ref", "scope_hint": [...]}`, each optional (paths
+    /// relative to the workspace); what the command line says wins, a different task id is
+    /// refused. Empty stdin adds nothing.
+    #[arg(long)]
+    pub stdin: bool,
 }
 
 #[derive(Args, Debug)]

@@ -11,13 +11,69 @@ use crate::cli::output::{CliError, padded};
 use crate::cli::workspace::find_root;
 use crate::cli::{Context, FinalizeArgs, VerifyArgs};
 
+/// The request `finalize --stdin` reads, as the original tool's finalize transport writes it.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct StdinRequest {
+    #[serde(default)]
+    task_id: String,
+    #[serde(default)]
+    root: String,
+    #[serde(default)]
+    base_ref: String,
+    #[serde(default)]
+    scope_hint: Vec<String>,
+}
+
+/// Most a request on stdin may be: a few paths and names.
+const MAX_STDIN_REQUEST: u64 = 1 << 20;
+
+fn stdin_request() -> Result<StdinRequest, CliError> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::io::stdin().take(MAX_STDIN_REQUEST + 1).read_to_string(&mut text).map_err(|e| {
+        CliError::usage(format!("finalize --stdin: cannot read stdin as text: {e}"))
+            .with_hint("send one JSON object: {\"task_id\": \"<id>\"}")
+    })?;
+    if text.len() as u64 > MAX_STDIN_REQUEST {
+        return Err(CliError::usage(format!("finalize --stdin: the request is over {MAX_STDIN_REQUEST} bytes")));
+    }
+    if text.trim().is_empty() {
+        return Ok(StdinRequest::default());
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::usage(format!(
+            "finalize --stdin: the request is not one JSON object of task_id, root, base_ref and scope_hint: {e}"
+        ))
+        .with_hint("send e.g. {\"task_id\": \"<id>\", \"scope_hint\": [\"src/\"]}, or drop --stdin")
+    })
+}
+
 pub fn finalize(ctx: &Context, args: &FinalizeArgs) -> Result<u8, CliError> {
-    let task_id = args.task.resolve()?;
-    let (root, mut conn) = connect_workspace(ctx)?;
-    // Relative to the folder it was typed in, sent relative to the workspace.
-    let scope_hints =
-        crate::cli::workspace::typed_paths(std::path::Path::new(&root), "--scope-hint", &args.scope_hints)?;
-    let params = m::FinalizeParams { root, task_id, base_ref: args.base_ref.clone(), scope_hints, caller: caller() };
+    let request = if args.stdin { stdin_request()? } else { StdinRequest::default() };
+    let typed = args.task.task_id.clone().or_else(|| args.task.task.clone());
+    let task_id = match (typed, request.task_id.trim()) {
+        (Some(typed), sent) if !sent.is_empty() && sent != typed => {
+            return Err(CliError::usage(format!(
+                "finalize: the task id `{typed}` differs from the task_id `{sent}` sent on stdin"
+            ))
+            .with_hint("name one task: drop the argument or the stdin task_id"));
+        }
+        (None, sent) if !sent.is_empty() => sent.to_string(),
+        _ => args.task.resolve()?,
+    };
+    // The command line's root first, then the request's, then the usual search.
+    let sent_root = (!request.root.trim().is_empty()).then(|| std::path::PathBuf::from(&request.root));
+    let root = find_root(ctx.global.root.as_deref().or(sent_root.as_deref()))?.display().to_string();
+    let mut conn = ctx.connect()?;
+    // Typed: relative to the folder it was typed in, sent relative to the workspace. Sent on
+    // stdin: relative to the workspace already, as the original's transport writes them.
+    let scope_hints = match args.scope_hints.is_empty() {
+        false => crate::cli::workspace::typed_paths(std::path::Path::new(&root), "--scope-hint", &args.scope_hints)?,
+        true => request.scope_hint,
+    };
+    let base_ref = args.base_ref.clone().or_else(|| (!request.base_ref.trim().is_empty()).then_some(request.base_ref));
+    let params = m::FinalizeParams { root, task_id, base_ref, scope_hints, caller: caller() };
     let r = call::<m::TaskFinalize>(&mut conn, &params)?;
     let human = || {
         let mut text = match (&r.receipt_path, &r.blocked) {
