@@ -312,6 +312,26 @@ fn finalize_reads_its_request_on_stdin() {
     assert!(run.json()["error"]["message"].as_str().unwrap().contains("a task id is required"), "{}", run.stdout);
 }
 
+/// A command of the original tool that scafld does not have (`adapter`, `update`, `config`)
+/// is named as such with what to use instead, never a near miss such as `reconcile`.
+#[test]
+fn the_original_tools_commands_scafld_lacks_say_what_to_use_instead() {
+    let env = TestEnv::new();
+    for (command, instead) in
+        [("adapter", "scafld handoff"), ("update", "scafld init"), ("config", ".scafld/config.yaml")]
+    {
+        let run = env.scafld(&[command, "codex", "build", "t1", "--json"]);
+        run.assert_code(2);
+        let error = run.json()["error"].clone();
+        assert_eq!(error["message"], format!("scafld has no `{command}` command (the original tool's)"), "{error}");
+        let hint = error["hint"].as_str().unwrap();
+        assert!(hint.contains(instead) && !hint.contains("similar"), "{error}");
+        let human = env.scafld(&[command]);
+        human.assert_code(2);
+        assert!(human.stderr.contains(&format!("scafld has no `{command}` command")), "{}", human.stderr);
+    }
+}
+
 /// A command named without the subcommand it needs says so, naming the choices (before, the
 /// message was the command's description: "Read receipts").
 #[test]

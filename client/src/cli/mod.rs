@@ -1015,6 +1015,27 @@ fn usage_error(error: clap::Error, json: bool, args: &[OsString]) -> u8 {
 fn misread(error: &clap::Error, args: &[OsString]) -> Option<CliError> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     match error.kind() {
+        // A command of the original tool that scafld does not have: said plainly, with what
+        // to use instead, never a near miss ("a similar subcommand exists").
+        ErrorKind::InvalidSubcommand if command_path(args).is_empty() => {
+            let Some(ContextValue::String(word)) = error.get(ContextKind::InvalidSubcommand) else { return None };
+            let instead = match word.as_str() {
+                "adapter" => {
+                    "a wrapper script gets the same trigger packet from `scafld status <task-id> --json` (its `next_action`) and `scafld handoff <task-id>`"
+                }
+                "update" => {
+                    "scafld copies no prompts, schemas or scripts into .scafld/ for `update` to refresh (they come with the binaries): upgrade scafld; `scafld init` again adds what is missing and never overwrites your files"
+                }
+                "config" => {
+                    "edit .scafld/config.yaml (every key is written there with its default and a comment); `scafld doctor` names keys it does not know"
+                }
+                _ => return None,
+            };
+            Some(
+                CliError::usage(format!("scafld has no `{word}` command (the original tool's)"))
+                    .with_hint(instead.to_string()),
+            )
+        }
         ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let path = command_path(args);
             let mut command = grammar();
