@@ -17,9 +17,11 @@ use crate::store::{Store, StoreError};
 use crate::sync::lock;
 use crate::workspace::Workspace;
 
-/// How many finished jobs the table keeps whole (those that finished last: what clients wait
-/// on and ask about); older ones are kept as their summaries, their records read from the store
-/// when asked for, so a long history does not grow the daemon by every job's outcome.
+/// How many finished build jobs the table keeps whole (those that finished last: what clients
+/// wait on and ask about); older ones are kept as their summaries, their records read from the
+/// store when asked for, so a long history does not grow the daemon by every build's outcome.
+/// Review and harden jobs stay whole: a review session's settling reads its reviewers' jobs,
+/// and a store that fails that read must not make one look missing.
 const FINISHED_KEPT_WHOLE: usize = 64;
 
 pub struct Jobs {
@@ -49,10 +51,14 @@ struct Table {
 }
 
 impl Table {
-    /// Note that `id`, in `whole`, has finished, and summarise the oldest finished jobs kept
-    /// whole past [`FINISHED_KEPT_WHOLE`], except one whose last save failed (the store holds
-    /// an older record of it).
+    /// Note that `id`, in `whole`, has finished and the store holds its end, and summarise the
+    /// oldest finished build jobs kept whole past [`FINISHED_KEPT_WHOLE`], except one whose
+    /// last save failed (the store holds an older record of it).
     fn finished(&mut self, id: &str, unsaved: &HashSet<String>) {
+        let build = |r: &JobRecord| r.kind == JobKind::Acceptance && r.state.is_finished();
+        if !self.whole.get(id).is_some_and(build) {
+            return;
+        }
         if !self.finished.iter().any(|f| f == id) {
             self.finished.push_back(id.to_string());
         }
@@ -187,6 +193,13 @@ impl Jobs {
         }
     }
 
+    /// The job's end is in the store already (a build's, saved with its step's events): it
+    /// may be summarised once it is among the older finished.
+    pub fn ended_in_store(&self, id: &str) {
+        let mut table = lock(&self.table);
+        table.finished(id, &lock(&self.unsaved));
+    }
+
     /// Apply `change` to the job in memory only, waking no waiter: what a running job is doing
     /// (its activity, its current process group), which nobody waits on.
     pub fn note(&self, id: &str, change: impl FnOnce(&mut JobRecord)) {
@@ -244,9 +257,9 @@ impl Jobs {
         match store.save_job(record) {
             Ok(()) => {
                 unsaved.remove(&record.id);
-                Self::save_again(store, &table.whole, &mut unsaved);
-                if record.state.is_finished() {
-                    table.finished(&record.id, &unsaved);
+                let saved = Self::save_again(store, &table.whole, &mut unsaved);
+                for id in saved.iter().chain([&record.id]) {
+                    table.finished(id, &unsaved);
                 }
             }
             Err(e) => {
@@ -257,12 +270,19 @@ impl Jobs {
     }
 
     /// Save the jobs whose last save failed, as they are now; those that fail again stay.
-    fn save_again(store: &dyn Store, records: &HashMap<String, JobRecord>, unsaved: &mut HashSet<String>) {
+    /// Returns those saved.
+    fn save_again(
+        store: &dyn Store,
+        records: &HashMap<String, JobRecord>,
+        unsaved: &mut HashSet<String>,
+    ) -> Vec<String> {
+        let mut saved = Vec::new();
         unsaved.retain(|id| {
             let Some(record) = records.get(id) else { return false }; // forgotten since
             match store.save_job(record) {
                 Ok(()) => {
                     info!(job = %id, "saved the job's record that an earlier save could not write");
+                    saved.push(id.clone());
                     false
                 }
                 Err(e) => {
@@ -271,13 +291,14 @@ impl Jobs {
                 }
             }
         });
+        saved
     }
 
     /// Save every job whose last save failed (at the daemon's stop, so that the next start
     /// reads how each one really ended rather than an older `running` record).
     pub fn save_unsaved(&self, store: &dyn Store) {
         let table = lock(&self.table);
-        Self::save_again(store, &table.whole, &mut lock(&self.unsaved));
+        let _ = Self::save_again(store, &table.whole, &mut lock(&self.unsaved));
     }
 
     fn changed(&self, record: &JobRecord) {
@@ -641,6 +662,8 @@ mod tests {
         let total = FINISHED_KEPT_WHOLE + 6;
         let mut ids = Vec::new();
         let jobs = kept_whole(Vec::new());
+        let (review, _) = jobs.create(&store, JobKind::Review, &ws, "r", None, true);
+        jobs.update(&store, &review.id, true, |r| r.state = JobState::Succeeded);
         for n in 0..total {
             let (job, _) = jobs.create(&store, JobKind::Acceptance, &ws, &format!("t{n}"), None, true);
             jobs.update(&store, &job.id, true, |r| {
@@ -651,29 +674,32 @@ mod tests {
             ids.push(job.id);
         }
         let table = lock(&jobs.table);
-        assert_eq!((table.whole.len(), table.summarised.len()), (FINISHED_KEPT_WHOLE, 6));
+        assert_eq!((table.whole.len(), table.summarised.len()), (FINISHED_KEPT_WHOLE + 1, 6));
         assert!(table.summarised.contains_key(&ids[0]) && table.whole.contains_key(&ids[total - 1]));
+        assert!(table.whole.contains_key(&review.id), "a review job is kept whole");
         drop(table);
+        ids.insert(0, review.id);
+        let total = total + 1;
 
         assert_eq!(jobs.counts().finished, total as u64);
-        assert_eq!(jobs.get(&store, &ids[0]).unwrap().reason.as_deref(), Some("ended 0"));
+        assert_eq!(jobs.get(&store, &ids[1]).unwrap().reason.as_deref(), Some("ended 0"));
         let listed: Vec<String> = jobs.all(&store).into_iter().map(|r| r.id).collect();
         assert_eq!(listed, ids.iter().rev().cloned().collect::<Vec<_>>());
         assert_eq!(jobs.summaries().len(), total);
         // Nothing changes a summarised job any more (it is finished).
-        assert!(jobs.update(&store, &ids[0], true, |r| r.attempt = 9).is_none());
+        assert!(jobs.update(&store, &ids[1], true, |r| r.attempt = 9).is_none());
 
-        jobs.forget(&ids[..1]);
-        assert!(jobs.get(&store, &ids[0]).is_none());
+        jobs.forget(&ids[1..2]);
+        assert!(jobs.get(&store, &ids[1]).is_none());
         assert_eq!(jobs.counts().finished, total as u64 - 1);
 
         let restarted = Jobs::new(store.job_table().unwrap());
         let table = lock(&restarted.table);
-        assert_eq!((table.whole.len(), table.summarised.len()), (0, total));
+        assert_eq!((table.whole.len(), table.summarised.len()), (1, total - 1), "all but the review");
         drop(table);
-        assert_eq!(restarted.get(&store, &ids[total - 1]).unwrap().reason, Some(format!("ended {}", total - 1)));
+        assert_eq!(restarted.get(&store, &ids[total - 1]).unwrap().reason, Some(format!("ended {}", total - 2)));
         let (next, _) = restarted.create(&store, JobKind::Acceptance, &ws, "after", None, true);
-        assert_eq!(creation_number(&next.id), total as u64 + 1, "job numbers go on from the summarised ones");
+        assert_eq!(creation_number(&next.id), total as u64 + 1, "job numbers go on from the summarised ones")
     }
 
     /// Jobs are listed and claimed in creation order even when the wall clock was set back

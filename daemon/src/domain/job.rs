@@ -110,14 +110,15 @@ impl JobRecord {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct JobSummary {
     pub id: String,
+    pub kind: JobKind,
     pub state: JobState,
     pub created_at: String,
     #[serde(default)]
     pub finished_at: Option<String>,
 }
 
-/// A job as the store hands it to the job table's start: unfinished jobs whole, finished
-/// ones summarised.
+/// A job as the store hands it to the job table's start: finished build jobs summarised, the
+/// others whole.
 #[derive(Debug, Clone)]
 pub enum StoredJob {
     Whole(Box<JobRecord>),
@@ -128,6 +129,7 @@ impl JobRecord {
     pub fn summary(&self) -> JobSummary {
         JobSummary {
             id: self.id.clone(),
+            kind: self.kind,
             state: self.state,
             created_at: self.created_at.clone(),
             finished_at: self.finished_at.clone(),

@@ -91,7 +91,8 @@ mod tests {
     use crate::domain::job::JobState;
 
     fn job(id: &str, state: JobState, finished_at: Option<&str>) -> JobSummary {
-        JobSummary { id: id.into(), state, created_at: OLD.into(), finished_at: finished_at.map(Into::into) }
+        let kind = crate::domain::job::JobKind::Acceptance;
+        JobSummary { id: id.into(), kind, state, created_at: OLD.into(), finished_at: finished_at.map(Into::into) }
     }
 
     fn session(key: &str, seq: u64, task: &str, created_at: &str, jobs: &[&str], settled: bool) -> SessionRecord {

@@ -69,7 +69,10 @@ pub fn mark(dir: &Path) {
 pub fn untouched_since_close(dir: &Path) -> bool {
     let path = path_for(dir);
     let Ok(bytes) = std::fs::read(&path) else { return false };
-    if std::fs::remove_file(&path).is_err() {
+    // The removal made durable before sled writes: a power cut must not bring back a mark
+    // that speaks for files since written.
+    let synced = |dir: &Path| std::fs::File::open(dir).and_then(|d| d.sync_all());
+    if std::fs::remove_file(&path).is_err() || path.parent().is_none_or(|parent| synced(parent).is_err()) {
         return false;
     }
     let Ok(marked) = serde_json::from_slice::<BTreeMap<String, [i64; 6]>>(&bytes) else { return false };
@@ -92,6 +95,18 @@ mod tests {
         mark(&dir);
         assert!(untouched_since_close(&dir));
         assert!(!untouched_since_close(&dir), "a mark is used up by the start that reads it");
+
+        // The same bytes written again (size and listing unchanged) once the clock has moved
+        // past the mark: only the times tell.
+        mark(&dir);
+        let marked = std::fs::metadata(dir.join("db")).unwrap().modified().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::SystemTime::now() < marked + std::time::Duration::from_millis(20) {
+            assert!(std::time::Instant::now() < deadline, "the clock does not move");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::fs::write(dir.join("db"), b"log").unwrap();
+        assert!(!untouched_since_close(&dir));
 
         for change in [
             // Not the same size: within one tick of the kernel's clock a rewrite of the same

@@ -712,11 +712,11 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<S
     Ok((found, jobs))
 }
 
-/// A stored job as the job table starts from it: a finished one's summary alone is parsed
-/// (the outcome and dossier that make most of a record are skipped over).
+/// A stored job as the job table starts from it: a finished build's summary alone is parsed
+/// (the outcome that makes most of its record is skipped over).
 fn table_job(stored: &[u8]) -> Result<StoredJob, StoreError> {
     let summary: JobSummary = serde_json::from_slice(stored)?;
-    Ok(match summary.state.is_finished() {
+    Ok(match summary.state.is_finished() && summary.kind == crate::domain::job::JobKind::Acceptance {
         true => StoredJob::Finished(summary),
         false => StoredJob::Whole(Box::new(serde_json::from_slice(stored)?)),
     })
@@ -1020,6 +1020,13 @@ impl Store for SledStore {
         loop {
             match Arc::try_unwrap(trees) {
                 Ok(last) => {
+                    // A write that failed since (a full disk) leaves sled's log unfinished,
+                    // which its flush reports: no mark then.
+                    if let Err(e) = last.flush() {
+                        return tracing::warn!(
+                            "the state database's last flush failed ({e}); the next start copies it first"
+                        );
+                    }
                     drop(last);
                     return closed::mark(&self.dir);
                 }

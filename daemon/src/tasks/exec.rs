@@ -964,6 +964,9 @@ impl BuildRun {
                 // the events stand, so the job ended as they say.
                 let state = record.state;
                 self.daemon.jobs.update(self.daemon.store(), &self.job_id, !saved, |r| *r = record);
+                if saved {
+                    self.daemon.jobs.ended_in_store(&self.job_id);
+                }
                 self.daemon.publish(Event::JobChanged {
                     job_id: self.job_id.clone(),
                     task_id: self.task.clone(),
