@@ -704,8 +704,12 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<S
     let mut jobs = Vec::new();
     for entry in trees.jobs.iter() {
         let job = table_job(&entry?.1)?;
-        if let StoredJob::Finished(summary) = &job {
-            found.finished_jobs.insert(summary.id.clone(), summary.state.to_string());
+        let (id, state) = match &job {
+            StoredJob::Finished(summary) => (&summary.id, summary.state),
+            StoredJob::Whole(record) => (&record.id, record.state),
+        };
+        if state.is_finished() {
+            found.finished_jobs.insert(id.clone(), state.to_string());
         }
         jobs.push(job);
     }
