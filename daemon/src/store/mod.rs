@@ -127,8 +127,8 @@ pub trait Store: Send + Sync + 'static {
     fn jobs(&self) -> Result<Vec<JobRecord>, StoreError>;
     /// One job, whole.
     fn job(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
-    /// Every job as the job table starts from it: unfinished ones whole, finished ones
-    /// summarised.
+    /// Every job as the job table starts from it: finished builds summarised, the others
+    /// whole.
     fn job_table(&self) -> Result<Vec<StoredJob>, StoreError>;
     fn save_session(&self, session: &SessionRecord) -> Result<(), StoreError>;
     fn sessions(&self) -> Result<Vec<SessionRecord>, StoreError>;
@@ -647,10 +647,11 @@ fn malformed_key() -> StoreError {
 }
 
 /// What the database holds: every workspace, each ledger's head and chain digest, each job's
-/// end; and the jobs as the job table starts from them ([`Store::job_table`]). Every record is read, and sled checks each one's checksum
-/// as it reads it, so damage is found now, not in the middle of a command; a ledger entry's
-/// JSON is read whole where it is used, not here (parsing every entry was half of a start's
-/// time: 80 ms of 200 for a history of 14,400 entries). A ledger `recorded` holds is not hashed again through the head it
+/// end; and the jobs as the job table starts from them ([`Store::job_table`]). Every record
+/// is read, and sled checks each one's checksum as it reads it, so damage is found now, not
+/// in the middle of a command; a ledger entry's JSON is read whole where it is used, not here
+/// (parsing every entry was half of a start's time: 80 ms of 200 for a history of 14,400
+/// entries). A ledger `recorded` holds is not hashed again through the head it
 /// records: its digest there is the recorded one, chained on over the entries after it. A
 /// ledger is numbered 1, 2, 3… with no gap (appends and imports both number it so), so a
 /// missing entry is damage, refused like any other: a recorded digest taken on trust is then
