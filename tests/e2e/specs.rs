@@ -394,6 +394,17 @@ fn status_carries_the_spec_source_and_no_context_leaves_its_text_out() {
     assert_eq!(source["sha256"], sha.as_str(), "{source}");
     // Human output never printed the text; the flag changes nothing there.
     env.scafld(&["status", "two", "--no-context"]).assert_code(0);
+
+    // The daemon reads the file again only for a caller that asks (`source`): the editor's and
+    // the human status's calls leave it unread.
+    let root = root(&env);
+    let plain = env.client().result("task.status", json!({"root": root, "task_id": "two"}));
+    assert!(plain.get("spec_source").is_none(), "{plain}");
+    let digest = env.client().result("task.status", json!({"root": root, "task_id": "two", "source": "digest"}));
+    assert_eq!(digest["spec_source"]["sha256"], sha.as_str(), "{digest}");
+    assert!(digest["spec_source"].get("markdown").is_none(), "{digest}");
+    let reply = env.client().call("task.status", json!({"root": root, "task_id": "two", "source": "all"}));
+    assert_eq!(reply["error"]["data"]["kind"], "invalid_params", "{reply}");
 }
 
 #[test]

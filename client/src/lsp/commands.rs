@@ -189,7 +189,9 @@ fn run(
     let task_id = job.spec.task_id.clone();
     let built = |outcome: m::BuildOutcome| (json(&outcome), Setback::of_build(&outcome));
     match job.command {
-        ScafldCommand::Status => Ok((json(&link.call::<m::TaskStatus>(&m::TaskParams { root, task_id })?), None)),
+        ScafldCommand::Status => {
+            Ok((json(&link.call::<m::TaskStatus>(&m::StatusParams::plain(m::TaskParams { root, task_id }))?), None))
+        }
         ScafldCommand::Handoff => Ok((json(&link.call::<m::TaskHandoff>(&m::TaskParams { root, task_id })?), None)),
         ScafldCommand::Build => {
             let params = m::BuildParams { root, task_id, caller: caller.clone(), manual: None, wait_seconds: None };

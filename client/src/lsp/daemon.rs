@@ -270,7 +270,7 @@ mod tests {
     }
 
     fn status(link: &mut Link) -> Result<m::StatusResult, LinkError> {
-        link.call::<m::TaskStatus>(&m::TaskParams { root: "/w".into(), task_id: "t".into() })
+        link.call::<m::TaskStatus>(&m::StatusParams::plain(m::TaskParams { root: "/w".into(), task_id: "t".into() }))
     }
 
     /// The probe after `scafld daemon stop`: it never dials to start a daemon, its pauses

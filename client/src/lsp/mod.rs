@@ -652,7 +652,7 @@ impl Server {
     fn refresh_findings(&mut self, root: &Root, task_id: &str) -> Result<(), LinkError> {
         let key: TaskKey = (root.canonical.clone(), task_id.to_string());
         let params = m::TaskParams { root: root.path.display().to_string(), task_id: task_id.into() };
-        let found = match self.link.call::<m::TaskStatus>(&params) {
+        let found = match self.link.call::<m::TaskStatus>(&m::StatusParams::plain(params)) {
             Ok(status) => diagnostics::findings(
                 &root.path,
                 &root.path.join(&status.path),
@@ -791,7 +791,10 @@ impl Server {
             return Err((REQUEST_FAILED, message));
         }
         let structure = self.link.call::<m::TaskCheck>(&params).map_err(failed)?;
-        let status = self.link.call::<m::TaskStatus>(&m::TaskParams { root, task_id: spec.task_id }).ok();
+        let status = self
+            .link
+            .call::<m::TaskStatus>(&m::StatusParams::plain(m::TaskParams { root, task_id: spec.task_id }))
+            .ok();
         Ok(Some((text, structure, status)))
     }
 

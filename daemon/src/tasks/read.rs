@@ -138,7 +138,7 @@ pub(crate) async fn status_next(
     Ok(shown_next(daemon, ws, &entry, &spec, &entries, error_count(&errors), ending_build).await.1)
 }
 
-pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusResult> {
+pub async fn status(daemon: &Daemon, p: m::StatusParams) -> RpcResult<m::StatusResult> {
     let (ws, entry) = match entry_to_read(daemon, &p.root, &p.task_id).await {
         Ok(found) => found,
         Err(missing) => {
@@ -165,21 +165,25 @@ pub async fn status(daemon: &Daemon, p: m::TaskParams) -> RpcResult<m::StatusRes
     if let Err(e) = ws.config() {
         status.config_error = Some(m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message });
     }
-    status.spec_source = spec_source(&entry.path, &status.path);
+    status.spec_source = spec_source(&entry.path, &status.path, p.source);
     Ok(status)
 }
 
-/// The spec file's bytes as they are now: a file that cannot be read (its error is in the
-/// answer's `errors`) has no source to show.
-fn spec_source(file: &std::path::Path, shown: &str) -> Option<m::SpecSource> {
+/// The spec file's bytes as they are now, as much of them as asked for: a file that cannot be
+/// read (its error is in the answer's `errors`) has no source to show.
+fn spec_source(file: &std::path::Path, shown: &str, detail: m::SourceDetail) -> Option<m::SpecSource> {
     use sha2::{Digest, Sha256};
+    if detail == m::SourceDetail::Omit {
+        return None;
+    }
     let bytes = scafld_local::capped::read(file, "spec", crate::domain::spec::budget::MAX_SPEC_BYTES).ok()?;
+    let omitted = detail == m::SourceDetail::Digest;
     Some(m::SpecSource {
         path: shown.to_string(),
         sha256: format!("{:x}", Sha256::digest(&bytes)),
         bytes: bytes.len() as u64,
-        markdown: String::from_utf8(bytes).ok(),
-        markdown_omitted: false,
+        markdown: (!omitted).then(|| String::from_utf8(bytes).ok()).flatten(),
+        markdown_omitted: omitted,
     })
 }
 

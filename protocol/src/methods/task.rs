@@ -160,8 +160,39 @@ pub struct CriterionStructure {
 
 method!(
     /// Lifecycle and progress of one task, and the one command it should see next.
-    read_only TaskStatus = "task.status", TaskParams => StatusResult
+    read_only TaskStatus = "task.status", StatusParams => StatusResult
 );
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusParams {
+    pub root: String,
+    pub task_id: String,
+    /// How much of the spec file the answer carries as `spec_source` (reading and hashing it
+    /// is work only `status --json` wants).
+    #[serde(default)]
+    pub source: SourceDetail,
+}
+
+impl StatusParams {
+    /// Status without the spec file's source: what every caller but `status --json` wants.
+    pub fn plain(task: TaskParams) -> Self {
+        Self { root: task.root, task_id: task.task_id, source: SourceDetail::Omit }
+    }
+}
+
+/// What `spec_source` a status answer carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceDetail {
+    /// None: the file is not read again.
+    #[default]
+    Omit,
+    /// Its path, sha256 and size, the text left out (`status --json --no-context`).
+    Digest,
+    /// All of it, the text included (`status --json`).
+    Text,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusResult {

@@ -96,7 +96,9 @@ fn user_template(ctx: &Context, args: &ReviewArgs) -> Result<Option<String>, Cli
 /// Say so when a template name is also a task of the workspace.
 fn note_task_collision(ctx: &Context, name: &str) {
     let Ok((root, mut conn)) = connect_workspace(ctx) else { return };
-    if call::<m::TaskStatus>(&mut conn, &m::TaskParams { root, task_id: name.to_string() }).is_ok() {
+    if call::<m::TaskStatus>(&mut conn, &m::StatusParams::plain(m::TaskParams { root, task_id: name.to_string() }))
+        .is_ok()
+    {
         note(&format!(
             "scafld: note: `{name}` is read as the review template; `scafld review --task {name}` reviews the task `{name}`"
         ));

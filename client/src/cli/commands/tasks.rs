@@ -199,11 +199,13 @@ pub fn validate(ctx: &Context, task: &TaskArg) -> Result<u8, CliError> {
 
 pub fn status(ctx: &Context, args: &StatusArgs) -> Result<u8, CliError> {
     let (params, mut conn) = task_params(ctx, &args.task)?;
-    let mut s = call::<m::TaskStatus>(&mut conn, &params)?;
-    if let Some(source) = s.spec_source.as_mut().filter(|_| args.no_context) {
-        source.markdown = None;
-        source.markdown_omitted = true;
-    }
+    // Only the JSON answer shows the spec's source; the daemon reads the file again for it.
+    let source = match (ctx.out.json, args.no_context) {
+        (false, _) => m::SourceDetail::Omit,
+        (true, true) => m::SourceDetail::Digest,
+        (true, false) => m::SourceDetail::Text,
+    };
+    let s = call::<m::TaskStatus>(&mut conn, &m::StatusParams { source, ..m::StatusParams::plain(params) })?;
     say_warnings(ctx, &s.warnings);
     let human = || {
         let title = if s.spec_missing {
