@@ -9,10 +9,18 @@
 //! by a user, so a file that matches is one nobody wrote to since the close. Damage the disk
 //! does on its own to a file nobody wrote (a bad sector) is not what the copy was for; sled
 //! still finds it by its checksums and the start still refuses the database.
+//!
+//! The mark also holds the digest of the manifest the close saved, after the last write: a
+//! start that finds the same manifest beside files nobody wrote takes its ledger heads and
+//! digests as they are rather than walking every ledger entry to find them again (the walk was
+//! most of a start on a long history). A record the disk damaged since is then found when it
+//! is read, by sled's checksum, and that call fails; a start after a crash walks them all.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 /// Where the mark of the database in `dir` is kept: beside it, never inside it (sled owns
 /// its folder).
@@ -50,33 +58,52 @@ fn files(dir: &Path) -> std::io::Result<BTreeMap<String, [i64; 6]>> {
     Ok(found)
 }
 
+/// What a mark records: each file's shape, and the digest of the manifest saved at the close.
+#[derive(Serialize, Deserialize)]
+struct Mark {
+    files: BTreeMap<String, [i64; 6]>,
+    manifest: String,
+}
+
+/// A database as the last orderly close left it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Closed {
+    /// The digest ([`super::manifest::Manifest::digest`]) of the manifest that close saved.
+    pub manifest: String,
+}
+
 /// Leave the mark for the database in `dir`, which the caller has just closed (sled's
-/// handles all dropped). Not synced: a mark lost to a power cut only costs the next start its
-/// copy, and one that outlives later writes does not match them.
-pub fn mark(dir: &Path) {
+/// handles all dropped), with the digest of its manifest as saved after the last write. Not
+/// synced: a mark lost to a power cut only costs the next start its copy and its walk, and one
+/// that outlives later writes does not match them.
+pub fn mark(dir: &Path, manifest: &str) {
     let written = files(dir)
         .map_err(|e| e.to_string())
-        .and_then(|files| serde_json::to_vec(&files).map_err(|e| e.to_string()))
+        .and_then(|files| {
+            serde_json::to_vec(&Mark { files, manifest: manifest.to_string() }).map_err(|e| e.to_string())
+        })
         .and_then(|bytes| std::fs::write(path_for(dir), bytes).map_err(|e| e.to_string()));
     if let Err(e) = written {
         tracing::warn!(db = %dir.display(), "cannot mark the database as closed (the next start copies it first): {e}");
     }
 }
 
-/// Whether the database in `dir` is as the last orderly close left it. The mark is used up
-/// here, whatever the answer: removed before the database opens, so that a mark never speaks
-/// for a later state; if it cannot be removed, the answer is no.
-pub fn untouched_since_close(dir: &Path) -> bool {
+/// Whether the database in `dir` is as the last orderly close left it, and if so what that
+/// close recorded. The mark is used up here, whatever the answer: removed before the database
+/// opens, so that a mark never speaks for a later state; if it cannot be removed, the answer
+/// is no.
+pub fn untouched_since_close(dir: &Path) -> Option<Closed> {
     let path = path_for(dir);
-    let Ok(bytes) = std::fs::read(&path) else { return false };
+    let bytes = std::fs::read(&path).ok()?;
     // The removal made durable before sled writes: a power cut must not bring back a mark
     // that speaks for files since written.
     let synced = |dir: &Path| std::fs::File::open(dir).and_then(|d| d.sync_all());
     if std::fs::remove_file(&path).is_err() || path.parent().is_none_or(|parent| synced(parent).is_err()) {
-        return false;
+        return None;
     }
-    let Ok(marked) = serde_json::from_slice::<BTreeMap<String, [i64; 6]>>(&bytes) else { return false };
-    files(dir).is_ok_and(|now| !now.is_empty() && now == marked)
+    let marked = serde_json::from_slice::<Mark>(&bytes).ok()?;
+    let now = files(dir).ok()?;
+    (!now.is_empty() && now == marked.files).then_some(Closed { manifest: marked.manifest })
 }
 
 #[cfg(test)]
@@ -91,14 +118,14 @@ mod tests {
         std::fs::write(dir.join("db"), b"log").unwrap();
         std::fs::write(dir.join("blobs/1"), b"blob").unwrap();
 
-        assert!(!untouched_since_close(&dir), "no mark, no trust");
-        mark(&dir);
-        assert!(untouched_since_close(&dir));
-        assert!(!untouched_since_close(&dir), "a mark is used up by the start that reads it");
+        assert_eq!(untouched_since_close(&dir), None, "no mark, no trust");
+        mark(&dir, "m1");
+        assert_eq!(untouched_since_close(&dir), Some(Closed { manifest: "m1".into() }));
+        assert_eq!(untouched_since_close(&dir), None, "a mark is used up by the start that reads it");
 
         // The same bytes written again (size and listing unchanged) once the clock has moved
         // past the mark: only the times tell.
-        mark(&dir);
+        mark(&dir, "m1");
         let marked = std::fs::metadata(dir.join("db")).unwrap().modified().unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while std::time::SystemTime::now() < marked + std::time::Duration::from_millis(20) {
@@ -106,7 +133,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         std::fs::write(dir.join("db"), b"log").unwrap();
-        assert!(!untouched_since_close(&dir));
+        assert_eq!(untouched_since_close(&dir), None);
 
         for change in [
             // Not the same size: within one tick of the kernel's clock a rewrite of the same
@@ -116,9 +143,9 @@ mod tests {
             |dir: &Path| std::fs::write(dir.join("snap.1"), b"").unwrap(), // a new file
             |dir: &Path| std::fs::remove_file(dir.join("blobs/1")).unwrap(), // one gone
         ] {
-            mark(&dir);
+            mark(&dir, "m1");
             change(&dir);
-            assert!(!untouched_since_close(&dir));
+            assert_eq!(untouched_since_close(&dir), None);
         }
     }
 }

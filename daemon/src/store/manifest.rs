@@ -38,6 +38,20 @@ pub struct Manifest {
     pub finished_jobs: BTreeMap<String, String>,
 }
 
+/// A hasher taking JSON as it is written, so a digest needs no copy of the text.
+struct HashWriter<'a>(&'a mut sha2::Sha256);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(self.0, bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// Where an export ends: its last entry's sequence number and the chain digest through it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExportPoint {
@@ -72,6 +86,16 @@ impl Manifest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("{}: {e}", path.display())),
         }
+    }
+
+    /// sha256 of its JSON as saved (the maps keep their order): what an orderly close marks
+    /// the manifest it saved by (`closed.rs`).
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        // Writing JSON into a hasher fails only with the hasher, which cannot fail.
+        let _ = serde_json::to_writer(HashWriter(&mut hasher), self);
+        format!("{:x}", hasher.finalize())
     }
 
     pub fn save(&self, path: &Path) -> std::io::Result<()> {
@@ -230,6 +254,11 @@ impl Keeper {
     /// Save every change noted so far before returning.
     pub fn save(&self) -> std::io::Result<()> {
         self.shared.save_latest()
+    }
+
+    /// The digest of the manifest as it is now (what [`Keeper::save`] writes).
+    pub fn digest(&self) -> String {
+        self.shared.now.lock().unwrap_or_else(|e| e.into_inner()).0.digest()
     }
 }
 

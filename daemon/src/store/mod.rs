@@ -221,13 +221,18 @@ impl SledStore {
         // Opening repairs in place (sled cuts a damaged log short), so the database as it was
         // is copied first and kept if it turns out damaged; one that an orderly stop closed
         // and nothing wrote to since holds nothing half written and needs no copy.
-        let pristine = match closed::untouched_since_close(dir) {
-            true => {
+        let closed = closed::untouched_since_close(dir);
+        let pristine = match closed {
+            Some(_) => {
                 tracing::info!(db = %dir.display(), "the database is as the last orderly stop closed it: opened with no copy made first");
                 None
             }
-            false => pristine_copy(dir),
+            None => pristine_copy(dir),
         };
+        // The manifest that close saved after the last write knows every ledger's head and
+        // digest: the census takes them from it instead of walking every entry.
+        let vouched =
+            closed.zip(recorded.as_ref()).is_some_and(|(closed, recorded)| closed.manifest == recorded.digest());
         let damaged = |problems: Vec<String>| {
             tracing::error!(db = %dir.display(), "the state database is damaged: {}", problems.join("; "));
             let kept = pristine.as_ref().and_then(|copy| keep_damaged(dir, copy));
@@ -235,7 +240,7 @@ impl SledStore {
         };
         let opened = catch_unwind(AssertUnwindSafe(|| -> Result<(Trees, Manifest, Vec<StoredJob>), StoreError> {
             let trees = Trees::open(dir)?;
-            let (actual, jobs) = census(&trees, recorded.as_ref())?;
+            let (actual, jobs) = census(&trees, recorded.as_ref(), vouched)?;
             Ok((trees, actual, jobs))
         }));
         let (trees, mut actual, jobs) = match opened {
@@ -655,13 +660,27 @@ fn malformed_key() -> StoreError {
 /// records: its digest there is the recorded one, chained on over the entries after it. A
 /// ledger is numbered 1, 2, 3… with no gap (appends and imports both number it so), so a
 /// missing entry is damage, refused like any other: a recorded digest taken on trust is then
-/// never chained on over a ledger that lacks the entries it covers.
-fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<StoredJob>), StoreError> {
+/// never chained on over a ledger that lacks the entries it covers. When the manifest is
+/// `vouched` for (an orderly close saved it after the last write, and nothing wrote since:
+/// `closed.rs`), its heads and digests are the ledgers' and the walk over them is skipped.
+fn census(trees: &Trees, recorded: Option<&Manifest>, vouched: bool) -> Result<(Manifest, Vec<StoredJob>), StoreError> {
     let mut found = Manifest::default();
     for entry in trees.workspaces.iter() {
         let record: WorkspaceRecord = serde_json::from_slice(&entry?.1)?;
         found.workspaces.insert(record.id, record.root);
     }
+    if let Some(recorded) = recorded.filter(|_| vouched) {
+        found.heads.clone_from(&recorded.heads);
+        found.digests.clone_from(&recorded.digests);
+    } else {
+        ledger_census(trees, recorded, &mut found)?;
+    }
+    let jobs = jobs_census(trees, &mut found)?;
+    Ok((found, jobs))
+}
+
+/// Every ledger's head and chain digest, read entry by entry (see [`census`]).
+fn ledger_census(trees: &Trees, recorded: Option<&Manifest>, found: &mut Manifest) -> Result<(), StoreError> {
     // Keys sort in ledger order, a task's entries together: each entry chains on from the one
     // before, as appended.
     let mut chain: Option<LedgerChain> = None;
@@ -673,7 +692,7 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<S
             Some(current) if current.task == task_key => current,
             other => {
                 if let Some(done) = other.take() {
-                    done.into(&mut found);
+                    done.into(found);
                 }
                 other.insert(LedgerChain::start(task_key, recorded))
             }
@@ -685,7 +704,7 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<S
         chain.add(seq, &value);
     }
     if let Some(done) = chain {
-        done.into(&mut found);
+        done.into(found);
     }
     if !gaps.is_empty() {
         let problems = gaps
@@ -700,8 +719,13 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<S
             .collect();
         return Err(StoreError::Damaged { db: PathBuf::new(), problems, kept: None });
     }
-    // The job table starts from these, and one it could not read would leave queued work
-    // unclaimable and job numbers begun again.
+    Ok(())
+}
+
+/// The jobs the job table starts from, each finished one's end noted in `found`. The job
+/// table starts from these, and one it could not read would leave queued work unclaimable and
+/// job numbers begun again.
+fn jobs_census(trees: &Trees, found: &mut Manifest) -> Result<Vec<StoredJob>, StoreError> {
     let mut jobs = Vec::new();
     for entry in trees.jobs.iter() {
         let job = table_job(&entry?.1)?;
@@ -714,7 +738,7 @@ fn census(trees: &Trees, recorded: Option<&Manifest>) -> Result<(Manifest, Vec<S
         }
         jobs.push(job);
     }
-    Ok((found, jobs))
+    Ok(jobs)
 }
 
 /// A stored job as the job table starts from it: a finished build's summary alone is parsed
@@ -1033,7 +1057,10 @@ impl Store for SledStore {
                         );
                     }
                     drop(last);
-                    return closed::mark(&self.dir);
+                    // The manifest saved now holds every write; one that cannot be saved (a
+                    // full disk) lags, does not match the mark, and the next start walks.
+                    let _ = self.manifest.save();
+                    return closed::mark(&self.dir, &self.manifest.digest());
                 }
                 Err(_) if std::time::Instant::now() > deadline => {
                     return tracing::info!(
@@ -1144,6 +1171,59 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An orderly close leaves a mark vouching for the manifest it saved: the next start takes
+    /// the ledgers' heads and digests from it, which are exactly what walking every entry
+    /// finds, and appends go on from them. A manifest changed after the close (a head raised
+    /// past what the database holds) is not vouched for: that start walks and refuses.
+    #[test]
+    fn a_manifest_an_orderly_close_vouched_for_stands_for_the_ledger_walk_and_only_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let event = |n: u64| LedgerEvent::Build { status: "active".into(), reason: format!("step {n}") };
+        let store = SledStore::open(&db).unwrap();
+        for (task, steps) in [("t", 4), ("u", 2)] {
+            for n in 0..steps {
+                store.append("w", task, "2026-01-01T00:00:00Z", vec![event(n), event(n + 100)]).unwrap();
+            }
+        }
+        let mut job =
+            JobRecord::queued("job-1-a".into(), JobKind::Acceptance, "w".into(), "/r".into(), "t".into(), "now".into());
+        job.state = JobState::Succeeded;
+        store.save_job(&job).unwrap();
+        store.close();
+        let closed_mark = db.with_file_name("db.closed");
+        let marked = std::fs::read(&closed_mark).unwrap();
+
+        let recorded = Manifest::load(&manifest::path_for(&db)).unwrap().unwrap();
+        let trees = Trees::open(&db).unwrap();
+        let walked = census(&trees, Some(&recorded), false).unwrap().0;
+        let vouched = census(&trees, Some(&recorded), true).unwrap().0;
+        assert_eq!(vouched, walked);
+        assert_eq!(walked.heads[&head_key("w", "t")], 8);
+        drop(trees);
+
+        let store = SledStore::open(&db).expect("a database an orderly close marked");
+        assert!(!closed_mark.exists(), "the mark is used up");
+        let written = store.append("w", "t", "2026-01-01T00:00:01Z", vec![event(9)]).unwrap();
+        assert_eq!(written[0].seq, 9);
+        let whole = crate::domain::ledger::chain_digest(store.ledger("w", "t").unwrap().iter());
+        store.close();
+        assert_eq!(Manifest::load(&manifest::path_for(&db)).unwrap().unwrap().digests[&head_key("w", "t")], whole);
+
+        // The manifest raised after the close: not what the mark vouched for, so walked.
+        let mut raised = Manifest::load(&manifest::path_for(&db)).unwrap().unwrap();
+        raised.heads.insert(head_key("w", "u"), 7);
+        raised.save(&manifest::path_for(&db)).unwrap();
+        match SledStore::open(&db) {
+            Err(StoreError::Damaged { problems, .. }) => {
+                assert!(problems.join("; ").contains("the ledger of w/u ends at 4 of 7 entries"), "{problems:?}")
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("a manifest changed after the close was taken on trust"),
+        }
+        assert!(!marked.is_empty());
     }
 
     /// A job record the job table could not read (a field missing) refuses the start, as any
