@@ -225,7 +225,8 @@ fn verify_accepts_the_receipt_and_names_every_tampering() {
     let work = git(&env.work, &["rev-parse", "HEAD"]);
     git(&env.work, &["checkout", "-q", "--orphan", "elsewhere"]);
     git(&env.work, &["commit", "-qm", "unrelated"]);
-    let detail = failed_check(&verify(&env, &["--target", "elsewhere", "--material-ref", &work]), "base");
+    let detail =
+        failed_check(&verify(&env, &["--material-only", "--target", "elsewhere", "--material-ref", &work]), "base");
     assert!(detail.contains("is not an ancestor of elsewhere"), "{detail}");
     git(&env.work, &["checkout", "-q", "-f", &branch]);
 
@@ -759,7 +760,11 @@ fn ci_verify_takes_trust_and_policy_from_the_base_commit_not_the_change() {
     // The base's own policy relaxed by a commit there: verified.
     commit_base(&keys_ab, &config, "base accepts isolation_only");
     verify(&env, &["--ci", "--material-only", "--target", "base", "--material-ref", "HEAD"]).assert_code(0);
-    verify(&env, &["--ci", "--target", "base", "--material-ref", "HEAD"]).assert_code(0);
+    // The full lane runs the commands in a clean checkout of the change, as CI's is.
+    let clean = env.path("clean");
+    git(&env.work, &["worktree", "add", "-q", "--detach", clean.to_str().unwrap(), "HEAD"]);
+    let clean = clean.to_str().unwrap();
+    verify(&env, &["--ci", "--target", "base", "--material-ref", "HEAD", "--acceptance-root", clean]).assert_code(0);
 
     // A trust ref that does not resolve is a usage error, not a pass.
     let missing = verify(&env, &["--ci", "--target", "base", "--trust-ref", "nowhere"]);
@@ -793,8 +798,117 @@ fn verify_refuses_an_unknown_target_before_running_anything() {
         assert!(!marker.exists(), "verify ran the receipt's criterion for {args:?}");
     }
     // Known revisions: the criterion runs again and the receipt verifies.
-    verify(&env, &["--target", "HEAD", "--material-ref", "HEAD"]).assert_code(0);
+    verify(&env, &["--target", "HEAD"]).assert_code(0);
     assert!(marker.exists(), "the criterion runs once the target is known");
+}
+
+/// `--material-ref C` reads the files at C; the recorded acceptance commands must then run on
+/// C's code too. They used to run in the working tree whatever it held (its HEAD another
+/// commit), and `--acceptance-root`, the clean checkout to run them in, was no flag at all.
+/// Now they run in a clean checkout of C: `--acceptance-root`, or the working tree when it is
+/// one; anything else is refused before anything runs, and in that checkout the commands get
+/// a fresh HOME and none of the caller's credentials.
+#[test]
+fn verify_runs_acceptance_only_in_a_clean_checkout_of_the_material_ref() {
+    let env = TestEnv::new();
+    let marker = env.path("criterion-ran");
+    let acceptance = format!(
+        "- [ ] `a1` test - greet is defined\n  - Command: `printf '%s,%s,%s,%s\\n' \"$(pwd -P)\" \"$GITHUB_TOKEN\" \"$MY_API_TOKEN\" \"$HOME\" >> {}; grep -q greet src/lib.rs`\n",
+        marker.display()
+    );
+    finalized_with(&env, &acceptance);
+    let _ = std::fs::remove_file(&marker);
+    let work = git(&env.work, &["rev-parse", "HEAD"]);
+    write(&env, "src/lib.rs", "pub fn hello() {}\n");
+    git(&env.work, &["commit", "-qam", "drift"]);
+    let ran = || std::fs::read_to_string(&marker).unwrap_or_default();
+    let refusal = |args: &[&str], parts: &[&str], hint: &[&str]| {
+        let run = verify(&env, args);
+        let message = refused(&run, 2);
+        for part in parts {
+            assert!(message.contains(part), "{args:?}: {part}: {message}");
+        }
+        let shown = run.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+        for part in hint {
+            assert!(shown.contains(part), "{args:?}: {part}: {shown}");
+        }
+        assert_eq!(ran(), "", "{args:?} ran the receipt's criterion");
+    };
+
+    // The working tree holds other code than the material: refused, naming the ways on.
+    refusal(
+        &["--target", "HEAD", "--material-ref", &work],
+        &[&format!("--material-ref {work} is commit {}", &work[..12]), "but the working tree has commit"],
+        &["--acceptance-root", "git worktree add --detach", "--material-only"],
+    );
+    verify(&env, &["--material-only", "--target", "HEAD", "--material-ref", &work]).assert_code(0);
+
+    // A clean checkout of the material, named relative to where the client runs.
+    let clean = env.path("clean");
+    git(&env.work, &["worktree", "add", "-q", "--detach", clean.to_str().unwrap(), &work]);
+    let mut command = env.scafld_command(&[
+        "verify",
+        "--target",
+        "HEAD",
+        "--material-ref",
+        &work,
+        "--acceptance-root",
+        "../clean",
+        "--json",
+    ]);
+    command.env("GITHUB_TOKEN", "leaked").env("MY_API_TOKEN", "leaked");
+    let run = Run::from(command.output().unwrap());
+    run.assert_code(0);
+    let checks = run.json()["result"]["checks"].clone();
+    let check = checks.as_array().unwrap().iter().find(|c| c["name"] == "acceptance").unwrap().clone();
+    assert!(check["detail"].as_str().unwrap().contains("pass in the clean checkout"), "{checks}");
+    let line = ran();
+    let fields: Vec<&str> = line.trim_end().split(',').collect();
+    let clean_real = clean.canonicalize().unwrap();
+    assert_eq!(fields[..3], [clean_real.to_str().unwrap(), "", ""], "{line}");
+    assert_ne!(fields[3], env.path("home").to_str().unwrap(), "{line}");
+    std::fs::remove_file(&marker).unwrap();
+
+    // What the original refuses of the flag, each before anything runs.
+    let root = clean.to_str().unwrap();
+    refusal(&["--target", "HEAD", "--acceptance-root", root], &["needs --material-ref"], &["rev-parse HEAD"]);
+    refusal(
+        &["--target", "HEAD", "--material-ref", &work, "--acceptance-root", root, "--material-only"],
+        &["--material-only runs none"],
+        &[],
+    );
+    let nowhere = env.path("nowhere");
+    refusal(
+        &["--target", "HEAD", "--material-ref", &work, "--acceptance-root", nowhere.to_str().unwrap()],
+        &["is not a folder"],
+        &["git worktree add --detach"],
+    );
+    refusal(
+        &["--target", "HEAD", "--material-ref", &work, "--acceptance-root", env.work.to_str().unwrap()],
+        &["has commit", "checked out: the acceptance commands would run on other code"],
+        &[],
+    );
+    std::fs::write(clean.join("stray.txt"), "x").unwrap();
+    refusal(
+        &["--target", "HEAD", "--material-ref", &work, "--acceptance-root", root],
+        &["is not a clean checkout of it: stray.txt (untracked)"],
+        &["git worktree add --detach"],
+    );
+    std::fs::remove_file(clean.join("stray.txt")).unwrap();
+
+    // The working tree at the material, but holding what a clean checkout does not (the
+    // runner's own ignored files): refused too.
+    git(&env.work, &["checkout", "-q", "--detach", &work]);
+    refusal(&["--target", "HEAD", "--material-ref", "HEAD"], &["(ignored)", "is not a clean checkout"], &[]);
+    // A fresh clone at the material is one: the commands run there, without --acceptance-root.
+    let clone = env.path("clone");
+    git(env.dir.path(), &["clone", "-q", env.work.to_str().unwrap(), clone.to_str().unwrap()]);
+    git(&clone, &["checkout", "-q", "--detach", &work]);
+    let mut command = env.scafld_command(&["verify", "--target", "HEAD", "--material-ref", "HEAD", "--json"]);
+    let run = Run::from(command.current_dir(&clone).output().unwrap());
+    run.assert_code(0);
+    assert!(ran().starts_with(&format!("{},", clone.canonicalize().unwrap().display())), "{}", ran());
+    assert_eq!(git(&clone, &["status", "--porcelain", "--ignored"]), "", "verify wrote into the clone");
 }
 
 /// The message of a refused call, after asserting its exit code.

@@ -570,9 +570,14 @@ pub struct VerifyArgs {
     /// The protected commit-ish the receipt must hold for (default HEAD; required with --ci).
     #[arg(long, value_name = "COMMIT")]
     pub target: Option<String>,
-    /// Read the files at this commit instead of the target.
+    /// Read the files at this commit instead of the target; the acceptance commands then run
+    /// in a clean checkout of it (the working tree when it is one, else --acceptance-root).
     #[arg(long, value_name = "COMMIT")]
     pub material_ref: Option<String>,
+    /// Re-run the acceptance commands in this folder, a clean checkout of --material-ref
+    /// (`git worktree add --detach PATH COMMIT`), with the caller's credentials left out.
+    #[arg(long, value_name = "PATH")]
+    pub acceptance_root: Option<std::path::PathBuf>,
     /// The trusted keys (default: $SCAFLD_TRUSTED_KEYS, else .scafld/trusted-keys.json at
     /// --trust-ref, else in the working tree).
     #[arg(long, value_name = "PATH")]

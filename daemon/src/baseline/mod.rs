@@ -2074,6 +2074,69 @@ pub fn is_ancestor(root: &Path, ancestor: &str, descendant: &str) -> Result<bool
     Ok(a == d || repo.graph_descendant_of(d, a).map_err(|e| e.message().to_string())?)
 }
 
+/// How a folder falls short of a clean checkout of a commit (see [`exact_checkout`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unlike {
+    /// The commit named does not resolve in the workspace's repository, or that repository
+    /// cannot be read.
+    Unresolved(String),
+    /// The folder is not in a git work tree (or git cannot read it).
+    NoCheckout(String),
+    /// Its HEAD is another commit (`None`: it has none): the commit wanted, and the one found.
+    OtherCommit { wanted: String, found: Option<String> },
+    /// What differs from that commit's tree: changed, untracked and ignored paths alike (a
+    /// command may read any of them), and entries git was told not to look at.
+    Differs(Vec<String>),
+}
+
+/// Check that `checkout` is a clean checkout of the commit `rev` names in the repository of the
+/// workspace at `root`: in a git work tree whose HEAD is that commit, with nothing git would
+/// report beside it, untracked and ignored files included, and no index entry flagged
+/// `--assume-unchanged` or `--skip-worktree` (git would not look at those files). Returns the
+/// commit id.
+pub fn exact_checkout(root: &Path, rev: &str, checkout: &Path) -> Result<String, Unlike> {
+    let wanted = {
+        let repo = open(root).map_err(Unlike::Unresolved)?;
+        unambiguous(&repo, rev).map_err(Unlike::Unresolved)?;
+        let commit = repo.revparse_single(rev).and_then(|o| o.peel_to_commit());
+        commit.map(|c| c.id()).map_err(|e| Unlike::Unresolved(unresolved(&repo, rev, &e)))?
+    };
+    // Opened afresh: the checkout is not a workspace, and its state is read as it is now.
+    let repo = Repository::discover(checkout).map_err(|e| Unlike::NoCheckout(e.message().to_string()))?;
+    if repo.is_bare() || repo.workdir().is_none() {
+        return Err(Unlike::NoCheckout("its git repository is bare".into()));
+    }
+    let found = head_commit(&repo).map(|c| c.id());
+    if found != Some(wanted) {
+        return Err(Unlike::OtherCommit { wanted: wanted.to_string(), found: found.map(|id| id.to_string()) });
+    }
+    let mut differs = Vec::new();
+    let index = repo.index().map_err(|e| Unlike::NoCheckout(e.message().to_string()))?;
+    for entry in index.iter() {
+        if entry.flags & ASSUME_VALID != 0 || entry.flags_extended & SKIP_WORKTREE != 0 {
+            differs.push(format!("{} (flagged for git not to look at)", String::from_utf8_lossy(&entry.path)));
+        }
+    }
+    let mut options = StatusOptions::new();
+    options
+        .include_untracked(true)
+        .recurse_untracked_dirs(false)
+        .include_ignored(true)
+        .recurse_ignored_dirs(false)
+        .exclude_submodules(false);
+    let statuses = repo.statuses(Some(&mut options)).map_err(|e| Unlike::NoCheckout(e.message().to_string()))?;
+    for entry in statuses.iter().filter(|e| e.status() != Status::CURRENT) {
+        let path = String::from_utf8_lossy(entry.path_bytes()).into_owned();
+        let how = match entry.status() {
+            s if s.contains(Status::IGNORED) => "ignored",
+            s if s.contains(Status::WT_NEW) => "untracked",
+            _ => "changed",
+        };
+        differs.push(format!("{path} ({how})"));
+    }
+    if differs.is_empty() { Ok(wanted.to_string()) } else { Err(Unlike::Differs(differs)) }
+}
+
 /// Where the workspace-relative `path` under `root` leads when a symlink on its way (the entry
 /// itself, or a folder above it) takes it outside the workspace: the place it reaches there
 /// (for a broken link, where its text points). `None` when it stays inside or nothing is there.

@@ -343,6 +343,52 @@ pub fn environment(
     env
 }
 
+/// The caller's variables a clean-checkout acceptance command starts from (`verify
+/// --material-ref`): PATH, CI, and HOME only to find toolchain shims and expand `~` in the
+/// configuration (the command gets a fresh HOME). Every other variable of the caller is left
+/// out, so whatever credentials it holds (tokens, cloud keys, `SSH_AUTH_SOCK`) never reach a
+/// command the change under verification wrote.
+const CLEAN_CHECKOUT_PASSED: [&str; 3] = ["PATH", "HOME", "CI"];
+
+/// The CI host's credentials, removed from a clean-checkout acceptance command's environment
+/// even when the configuration sets them (the original tool's list).
+pub const CREDENTIAL_VARS: [&str; 4] =
+    ["ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_RUNTIME_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"];
+
+/// The environment of an acceptance command `verify` runs in a clean checkout: [`environment`]
+/// of the [`CLEAN_CHECKOUT_PASSED`] variables alone (the configuration's values expanded from
+/// those, so `$SOME_SECRET` there expands to nothing), HOME and TMPDIR the fresh folders
+/// `home` and `tmp` unless the configuration sets them, CI `true` unless set,
+/// `SCAFLD_VERIFY=1`, and none of [`CREDENTIAL_VARS`].
+pub fn clean_checkout_environment(
+    caller: &BTreeMap<String, String>,
+    path_prepend: &[String],
+    found_files: &[&str],
+    config_env: &BTreeMap<String, String>,
+    home: &str,
+    tmp: &str,
+) -> BTreeMap<String, String> {
+    let passed: BTreeMap<String, String> = caller
+        .iter()
+        .filter(|(name, _)| CLEAN_CHECKOUT_PASSED.contains(&name.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut env = environment(&passed, path_prepend, found_files, config_env);
+    for (name, fresh) in [("HOME", home), ("TMPDIR", tmp)] {
+        if !config_env.contains_key(name) {
+            env.insert(name.into(), fresh.into());
+        }
+    }
+    if env.get("CI").is_none_or(|v| v.is_empty()) {
+        env.insert("CI".into(), "true".into());
+    }
+    env.insert("SCAFLD_VERIFY".into(), "1".into());
+    for name in CREDENTIAL_VARS {
+        env.remove(name);
+    }
+    env
+}
+
 fn expand(value: &str, vars: &BTreeMap<String, String>) -> String {
     let value = match value.strip_prefix('~') {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => {
@@ -467,6 +513,34 @@ mod tests {
         );
         assert_eq!(env["GEMFILE"], "/h/Gemfile");
         assert_eq!(env["TOKEN"], "t");
+    }
+
+    #[test]
+    fn a_clean_checkout_gets_no_credential_of_the_caller() {
+        let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let caller = map(&[
+            ("HOME", "/h"),
+            ("PATH", "/usr/bin"),
+            ("GITHUB_TOKEN", "t"),
+            ("AWS_SECRET_ACCESS_KEY", "k"),
+            ("SSH_AUTH_SOCK", "/s"),
+        ]);
+        let config = map(&[("GH_TOKEN", "configured"), ("LEAK", "$AWS_SECRET_ACCESS_KEY"), ("CACHE", "~/c")]);
+        let env = clean_checkout_environment(&caller, &["~/bin".into()], &[], &config, "/fresh", "/tmp/x");
+        assert_eq!(
+            env,
+            map(&[
+                ("CACHE", "/h/c"),
+                ("CI", "true"),
+                ("HOME", "/fresh"),
+                ("LEAK", ""),
+                ("PATH", "/h/bin:/usr/bin"),
+                ("SCAFLD_VERIFY", "1"),
+                ("TMPDIR", "/tmp/x"),
+            ])
+        );
     }
 
     #[test]

@@ -1574,6 +1574,36 @@ impl CommandSetup {
         }
     }
 
+    /// The same runs in `checkout`, a clean checkout of the commit a receipt's files were read
+    /// at (`verify --material-ref`), with the environment of
+    /// [`acceptance::clean_checkout_environment`]: `home` and `tmp` as HOME and TMPDIR, none
+    /// of the caller's credentials.
+    pub(crate) fn in_clean_checkout(
+        self,
+        ws: &Workspace,
+        config: &Config,
+        caller: &m::CallerContext,
+        checkout: PathBuf,
+        home: &Path,
+        tmp: &Path,
+    ) -> CommandSetup {
+        let execution = &config.execution;
+        let found = ws.toolchain_files();
+        let found: Vec<&str> = found.iter().map(String::as_str).collect();
+        let env = acceptance::clean_checkout_environment(
+            &caller.env,
+            &execution.path_prepend,
+            &found,
+            &execution.env,
+            &home.display().to_string(),
+            &tmp.display().to_string(),
+        );
+        let mut env_overrides = self.env_overrides;
+        env_overrides.extend(["HOME", "TMPDIR", "CI", "SCAFLD_VERIFY"].map(String::from));
+        // The caller's variables that are not text are its own too: none is passed.
+        CommandSetup { env, env_bytes: Vec::new(), env_overrides, root: checkout, ..self }
+    }
+
     /// The same runs, their diagnostics files written into `dir` instead of the workspace.
     pub(crate) fn diagnostics_in(self, dir: PathBuf) -> CommandSetup {
         CommandSetup { diagnostics: DiagnosticsHome::Folder(dir), ..self }

@@ -175,6 +175,7 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
     if p.self_check {
         return Ok(self_check(&receipt_path, &trust, env, &shown(&receipt_path)));
     }
+    let lane = acceptance_lane(&root, &p).await?;
     let target = p.target.clone().unwrap_or_else(|| "HEAD".into());
     let mut result = m::VerifyResult {
         verified: false,
@@ -212,7 +213,7 @@ pub async fn verify(daemon: &Arc<Daemon>, p: m::VerifyParams) -> RpcResult<m::Ve
         // request could otherwise run whatever it writes into one).
         check("acceptance", Err("not re-run: the receipt's signature did not verify".into()));
     } else {
-        check("acceptance", rerun_recorded(daemon, &root, &envelope, &p.caller).await?);
+        check("acceptance", rerun_recorded(daemon, &root, lane.as_deref(), &envelope, &p.caller).await?);
     }
     check("independence", check_independence(&envelope, &trust));
     result.task_id = body.task_id.clone();
@@ -334,6 +335,110 @@ async fn check_files(root: &Path, envelope: &Envelope, at: &str) -> Result<Strin
     Err(problems.join("; "))
 }
 
+/// Where the recorded acceptance commands run: `None` for the working tree as it is (no
+/// `--material-ref`, or `--material-only`, which runs none), else a clean checkout of the
+/// `--material-ref` commit, so that the commands run on the code whose files were checked:
+/// `--acceptance-root`, or the working tree when it is such a checkout. Anything else is
+/// refused before a receipt is read or a command run.
+async fn acceptance_lane(root: &Path, p: &m::VerifyParams) -> RpcResult<Option<PathBuf>> {
+    let refuse = |message: String, hint: String| Err(RpcError::new(ErrorKind::InvalidInput, message).with_hint(hint));
+    let chosen = p.acceptance_root.as_deref().map(PathBuf::from);
+    let material = match (&p.material_ref, &chosen) {
+        (_, Some(_)) if p.material_only => {
+            return refuse(
+                "--acceptance-root names where the acceptance commands run, and --material-only runs none".into(),
+                "pass one of them: --material-only checks the signature and files alone, --acceptance-root the whole receipt".into(),
+            );
+        }
+        _ if p.material_only => return Ok(None),
+        (None, Some(folder)) => {
+            return refuse(
+                format!(
+                    "--acceptance-root {} needs --material-ref, the commit checked out there: the files are read at that commit and its acceptance commands run there",
+                    folder.display()
+                ),
+                format!(
+                    "add --material-ref <the commit checked out there> (`git -C {} rev-parse HEAD` names it)",
+                    word(&folder.display().to_string())
+                ),
+            );
+        }
+        (None, None) => return Ok(None),
+        (Some(material), _) => material.clone(),
+    };
+    let folder = chosen.clone().unwrap_or_else(|| root.to_path_buf());
+    let fresh = format!("`git worktree add --detach <folder> {}`", word(&material));
+    let named = format!("--acceptance-root {}", folder.display());
+    if chosen.is_some() && !folder.is_dir() {
+        return refuse(
+            format!("{named} is not a folder"),
+            format!("make it a clean checkout of --material-ref: {fresh}"),
+        );
+    }
+    let (root_owned, rev, checkout) = (root.to_path_buf(), material.clone(), folder.clone());
+    let checked = tokio::task::spawn_blocking(move || baseline::exact_checkout(&root_owned, &rev, &checkout))
+        .await
+        .map_err(|e| RpcError::internal(e.to_string()))?;
+    let unlike = match checked {
+        Ok(_) => return Ok(Some(folder)),
+        Err(unlike) => unlike,
+    };
+    let other_ways = format!(
+        "pass --acceptance-root <folder>, a clean checkout of it ({fresh}), or --material-only to check the signature and files alone"
+    );
+    match (unlike, chosen.is_some()) {
+        (baseline::Unlike::Unresolved(e), _) => refuse(
+            format!("--material-ref {material}: {e}"),
+            format!(
+                "pass --material-ref a commit-ish this clone has (`git rev-parse --verify {}` says whether it does): fetch it first",
+                word(&material)
+            ),
+        ),
+        (baseline::Unlike::NoCheckout(e), true) => refuse(
+            format!("{named} is not a git checkout: {e}"),
+            format!("make it a clean checkout of --material-ref: {fresh}"),
+        ),
+        (baseline::Unlike::NoCheckout(e), false) => {
+            refuse(format!("the working tree cannot be read through git: {e}"), other_ways)
+        }
+        (baseline::Unlike::OtherCommit { wanted, found }, explicit) => {
+            let found = found.as_deref().map_or("no commit".to_string(), |id| format!("commit {}", short(id)));
+            let place = if explicit { named } else { "the working tree".into() };
+            refuse(
+                format!(
+                    "--material-ref {material} is commit {}, but {place} has {found} checked out: the acceptance commands would run on other code than the files checked",
+                    short(&wanted)
+                ),
+                if explicit {
+                    format!("check the commit out there, or use a fresh checkout: {fresh}")
+                } else {
+                    other_ways
+                },
+            )
+        }
+        (baseline::Unlike::Differs(mut paths), explicit) => {
+            let more = paths.len().saturating_sub(FILES_NAMED);
+            paths.truncate(FILES_NAMED);
+            if more > 0 {
+                paths.push(format!("... and {more} more"));
+            }
+            let place = if explicit { named } else { "the working tree".into() };
+            refuse(
+                format!(
+                    "{place} has --material-ref {material} checked out but is not a clean checkout of it: {}; the acceptance commands could read what differs",
+                    paths.join(", ")
+                ),
+                if explicit { format!("use a fresh checkout: {fresh}") } else { other_ways },
+            )
+        }
+    }
+}
+
+/// `text` as one shell word, for a command a hint names.
+fn word(text: &str) -> std::borrow::Cow<'_, str> {
+    scafld_protocol::cli::shell_word(text)
+}
+
 /// `rev`, given as `flag`, names a revision the repository at `root` has.
 async fn known_revision(root: &Path, flag: &str, rev: &str) -> RpcResult<()> {
     let (root, rev_owned) = (root.to_path_buf(), rev.to_string());
@@ -363,10 +468,12 @@ async fn check_base(root: &Path, base: &str, target: &str) -> Result<String, Str
 /// Run each recorded acceptance command again in the checkout, in its recorded folder and
 /// under its recorded timeout; every one must pass. The commands are the call's, on record and
 /// cancelled by the daemon's stop, as finalize's (`CallRuns`): a stop fails the call, not the
-/// check.
+/// check. With a `clean` checkout (see [`acceptance_lane`]) they run there, in its
+/// environment (fresh HOME and TMPDIR in the throwaway folder, no credential of the caller).
 async fn rerun_recorded(
     daemon: &Arc<Daemon>,
     root: &Path,
+    clean: Option<&Path>,
     envelope: &Envelope,
     caller: &m::CallerContext,
 ) -> RpcResult<Result<String, String>> {
@@ -382,8 +489,17 @@ async fn rerun_recorded(
         Err(e) => return Ok(Err(e.to_string())),
     };
     let scratch = diagnostics_folder()?;
-    let commands =
+    let mut commands =
         super::exec::CommandSetup::new(&ws, &config, caller).diagnostics_in(scratch.path().join("diagnostics"));
+    if let Some(checkout) = clean {
+        let (home, tmp) = (scratch.path().join("home"), scratch.path().join("tmp"));
+        for folder in [&home, &tmp] {
+            std::fs::create_dir(folder).map_err(|e| {
+                RpcError::internal(format!("cannot make {} for the acceptance commands: {e}", folder.display()))
+            })?;
+        }
+        commands = commands.in_clean_checkout(&ws, &config, caller, checkout.to_path_buf(), &home, &tmp);
+    }
     let call = daemon.call_runs.begin("verify").await?;
     let mut ran = 0;
     for record in &envelope.body.acceptance {
@@ -422,7 +538,8 @@ async fn rerun_recorded(
         }
         ran += 1;
     }
-    Ok(Ok(format!("{ran} recorded command(s) pass")))
+    let place = clean.map_or(String::new(), |checkout| format!(" in the clean checkout {}", checkout.display()));
+    Ok(Ok(format!("{ran} recorded command(s) pass{place}")))
 }
 
 /// One check's line: passed with a detail, or failed with the reason.

@@ -69,6 +69,10 @@ pub struct VerifyParams {
     /// Read the files at this commit instead of the target.
     #[serde(default)]
     pub material_ref: Option<String>,
+    /// Run the recorded acceptance commands in this folder (absolute), a clean checkout of
+    /// `material_ref`, not in the workspace. Optional (older clients omit it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_root: Option<String>,
     /// The trusted keys (default: SCAFLD_TRUSTED_KEYS, else `.scafld/trusted-keys.json`).
     #[serde(default)]
     pub trusted_keys: Option<String>,

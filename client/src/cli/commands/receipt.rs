@@ -117,6 +117,11 @@ pub fn verify(ctx: &Context, args: &VerifyArgs) -> Result<u8, CliError> {
         receipt: args.receipt.clone(),
         target: args.target.clone(),
         material_ref: args.material_ref.clone(),
+        // The daemon works from elsewhere: a relative folder is the caller's.
+        acceptance_root: args
+            .acceptance_root
+            .as_deref()
+            .map(|path| std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()).display().to_string()),
         trusted_keys: args.trusted_keys.clone(),
         trust_ref: args.trust_ref.clone(),
         material_only: args.material_only,
