@@ -1777,7 +1777,7 @@ fn an_original_session_json_is_imported_and_left_untouched() {
 "#;
     std::fs::write(runs.join("session.json"), session).unwrap();
     let entries = ledger(&env, "legacy");
-    assert_eq!(entries.len(), 7);
+    assert_eq!(entries.len(), 8);
     assert_eq!(entries[6]["type"], "imported");
     assert_eq!(entries[6]["original_type"], "handoff_note");
     let status = env.scafld(&["status", "legacy", "--json"]).json()["result"].clone();
@@ -1788,8 +1788,10 @@ fn an_original_session_json_is_imported_and_left_untouched() {
     let handoff = env.scafld(&["handoff", "legacy"]).stdout;
     assert!(handoff.contains("Exit code: 1") && handoff.contains("it broke"), "{handoff}");
     assert_eq!(std::fs::read_to_string(runs.join("session.json")).unwrap(), session);
-    // Imported once: a second look does not duplicate anything.
-    assert_eq!(ledger(&env, "legacy").len(), 7);
+    // Imported once, marked with its count: a second look does not duplicate anything.
+    assert_eq!(ledger(&env, "legacy").len(), 8);
+    assert_eq!(ledger(&env, "legacy")[7]["type"], "session_imported");
+    assert_eq!(ledger(&env, "legacy")[7]["entries"], 7);
 }
 
 /// A criterion carrying a result condition of the Python grammar that scafld does not check
@@ -1964,7 +1966,8 @@ fn an_original_completed_task_stays_completed() {
   ]}"#;
     std::fs::write(runs.join("session.json"), session).unwrap();
     let types: Vec<Value> = ledger(&env, "done").iter().map(|e| e["type"].clone()).collect();
-    assert_eq!(types[4..], [json!("review_attempt"), json!("review"), json!("complete")], "{types:?}");
+    let done = [json!("review_attempt"), json!("review"), json!("complete"), json!("session_imported")];
+    assert_eq!(types[4..], done, "{types:?}");
     assert_eq!(env.scafld(&["status", "done", "--json"]).json()["result"]["status"], "completed");
     let list = env.scafld(&["list", "--json"]).json();
     assert_eq!(list["result"]["tasks"][0]["status"], "completed", "{list}");
@@ -2002,6 +2005,154 @@ fn a_refused_completion_of_an_unmoved_imported_task_names_reconcile() {
         assert!(hint.starts_with("next: `scafld reconcile f1`"), "{command}: {hint}");
     }
     assert_eq!(std::fs::read_to_string(active.join("f1.md")).unwrap(), text);
+}
+
+/// The original tool's task, active, as its spec (in active/) and `session.json` hold it,
+/// written to `env`'s workspace: the session's entries.
+fn original_active_task(env: &TestEnv, task: &str) -> Vec<Value> {
+    let text = spec(task, &[&[("ac1", "true", "")]], &[]).replace("status: draft", "status: active");
+    std::fs::write(env.work.join(format!(".scafld/specs/active/{task}.md")), text).unwrap();
+    let entries = vec![
+        json!({"id": "entry-1", "type": "workspace_baseline", "recorded_at": "2026-05-15T09:20:00Z", "status": "captured", "reason": "baseline"}),
+        json!({"id": "entry-2", "type": "approval", "recorded_at": "2026-05-15T09:20:00Z", "status": "approved", "reason": "spec approved"}),
+        json!({"id": "entry-3", "type": "phase", "recorded_at": "2026-05-15T09:21:00Z", "phase_id": "phase1", "status": "active", "reason": "phase phase1 opened"}),
+        json!({"id": "entry-4", "type": "build", "recorded_at": "2026-05-15T09:21:00Z", "status": "active", "reason": "phase phase1 opened"}),
+    ];
+    write_session(env, task, &entries);
+    entries
+}
+
+/// Write `task`'s session.json as the original tool does (the whole file again on each change).
+fn write_session(env: &TestEnv, task: &str, entries: &[Value]) {
+    let runs = env.work.join(".scafld/runs").join(task);
+    std::fs::create_dir_all(&runs).unwrap();
+    let document = json!({"schema_version": 1, "task_id": task, "entries": entries});
+    std::fs::write(runs.join("session.json"), serde_json::to_string_pretty(&document).unwrap()).unwrap();
+}
+
+/// What the original tool's `cancel` does to an active task: a `cancel` entry appended to its
+/// session.json, the spec rewritten cancelled and moved to its archive month.
+fn original_cancels(env: &TestEnv, task: &str, mut entries: Vec<Value>) -> Vec<Value> {
+    entries.push(json!({"id": format!("entry-{}", entries.len() + 1), "type": "cancel", "recorded_at": "2026-05-16T10:00:00Z", "status": "cancelled", "reason": "superseded"}));
+    write_session(env, task, &entries);
+    let active = env.work.join(format!(".scafld/specs/active/{task}.md"));
+    let text = std::fs::read_to_string(&active).unwrap().replacen("status: active", "status: cancelled", 1);
+    let archive = env.work.join(".scafld/specs/archive/2026-05");
+    std::fs::create_dir_all(&archive).unwrap();
+    std::fs::write(archive.join(format!("{task}.md")), text).unwrap();
+    std::fs::remove_file(active).unwrap();
+    entries
+}
+
+/// The tools take turns: entries the original tool appends to a session.json already imported
+/// (it cancels the task and archives its spec) are imported at the next look, after what the
+/// ledger holds, so `status` and `list` say cancelled and `reconcile` leaves the spec in its
+/// archive month; a look after that imports nothing again, and the file is never written.
+#[test]
+fn the_original_s_later_entries_are_imported_at_the_next_look() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let entries = original_active_task(&env, "tk");
+    assert_eq!(env.scafld(&["status", "tk", "--json"]).json()["result"]["status"], "active");
+    original_cancels(&env, "tk", entries);
+    let session = std::fs::read_to_string(env.work.join(".scafld/runs/tk/session.json")).unwrap();
+    // `list` looks too, and flags no disagreement with the file.
+    let list = env.scafld(&["list", "--json"]).json();
+    let row = &list["result"]["tasks"][0];
+    assert_eq!((&row["status"], &row["file_status"]), (&json!("cancelled"), &Value::Null), "{list}");
+    let status = env.scafld(&["status", "tk", "--json"]).json()["result"].clone();
+    assert_eq!(status["status"], "cancelled", "{status}");
+    assert!(status["warnings"].as_array().is_none_or(Vec::is_empty), "{status}");
+    let types: Vec<Value> = ledger(&env, "tk").iter().map(|e| e["type"].clone()).collect();
+    assert_eq!(types[4..], [json!("session_imported"), json!("cancel"), json!("session_imported")], "{types:?}");
+    env.scafld(&["reconcile", "tk"]).assert_code(0);
+    let copies: Vec<String> = spec_files(&env).into_iter().filter(|f| f.ends_with("tk.md")).collect();
+    assert_eq!(copies, ["archive/2026-05/tk.md"]);
+    let after = std::fs::read_to_string(env.work.join(".scafld/specs/archive/2026-05/tk.md")).unwrap();
+    assert!(after.contains("\nstatus: cancelled\n"), "{after}");
+    assert_eq!(ledger(&env, "tk").len(), types.len(), "a look after the import imports nothing");
+    assert_eq!(std::fs::read_to_string(env.work.join(".scafld/runs/tk/session.json")).unwrap(), session);
+}
+
+/// A session.json whose imported entries are rewritten (or cut short) afterwards disagrees
+/// with the ledger: nothing more is imported from it; every command that would change the
+/// task is refused (exit 3, `validation_failed`, naming the file, what diverged and what to do)
+/// and changes nothing; `status` still answers, showing the divergence as a warning. Put back
+/// as it was, the file is followed again.
+#[test]
+fn a_rewritten_session_json_refuses_changes_and_imports_nothing() {
+    let env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.init();
+    let entries = original_active_task(&env, "tk");
+    assert_eq!(env.scafld(&["status", "tk", "--json"]).json()["result"]["status"], "active");
+    let held = ledger(&env, "tk");
+    let spec_text = std::fs::read_to_string(env.work.join(".scafld/specs/active/tk.md")).unwrap();
+    let mut rewritten = entries.clone();
+    rewritten[1]["reason"] = json!("approved again, differently");
+    rewritten.push(json!({"id": "entry-5", "type": "cancel", "recorded_at": "2026-05-16T10:00:00Z", "status": "cancelled", "reason": "superseded"}));
+    for (what, changed) in [("rewritten", rewritten), ("fewer than the 4", entries[..3].to_vec())] {
+        write_session(&env, "tk", &changed);
+        let status = env.scafld(&["status", "tk", "--json"]);
+        status.assert_code(0);
+        let status = status.json()["result"].clone();
+        assert_eq!(status["status"], "active", "{status}");
+        let warning = status["warnings"][0].as_str().unwrap_or_default().to_string();
+        assert!(warning.contains(".scafld/runs/tk/session.json") && warning.contains("disagree"), "{status}");
+        let list = env.scafld(&["list", "--json"]).json();
+        assert_eq!(list["result"]["tasks"][0]["status"], "active", "{list}");
+        assert_eq!(list["result"]["warnings"][0], warning, "{list}");
+        for args in [
+            &["build", "tk", "--json"][..],
+            &["reconcile", "tk", "--json"],
+            &["approve", "tk", "--reason", "r", "--json"],
+            &["complete", "tk", "--json"],
+            &["fail", "tk", "--reason", "r", "--json"],
+        ] {
+            let refused = env.scafld(args);
+            refused.assert_code(3);
+            let error = refused.json()["error"].clone();
+            assert_eq!(error["code"], "validation_failed", "{args:?}: {error}");
+            let message = error["message"].as_str().unwrap();
+            assert!(message.contains(".scafld/runs/tk/session.json") && message.contains(what), "{args:?}: {error}");
+            assert!(error["hint"].as_str().unwrap().contains("move it out of .scafld/runs/tk/"), "{error}");
+        }
+        assert_eq!(ledger(&env, "tk"), held, "{what}: nothing recorded");
+        assert_eq!(std::fs::read_to_string(env.work.join(".scafld/specs/active/tk.md")).unwrap(), spec_text);
+    }
+    // Its imported entries back as they were, the file is followed again.
+    original_cancels(&env, "tk", entries);
+    assert_eq!(env.scafld(&["status", "tk", "--json"]).json()["result"]["status"], "cancelled");
+}
+
+/// What was imported is known across a restart of the daemon: the entries appended while it
+/// was down are imported at the next look, and a rewrite made then is refused.
+#[test]
+fn later_entries_are_imported_across_a_daemon_restart() {
+    let mut env = TestEnv::new();
+    scafld_tests::git(&env.work, &["init", "-q"]);
+    env.start_daemon();
+    env.init();
+    let restart = |env: &mut TestEnv| {
+        env.client().result("daemon.shutdown", json!({}));
+        assert!(env.take_daemon().wait().unwrap().success());
+        env.start_daemon();
+    };
+    let entries = original_active_task(&env, "tk");
+    let other = original_active_task(&env, "tk2");
+    assert_eq!(env.scafld(&["status", "tk", "--json"]).json()["result"]["status"], "active");
+    assert_eq!(env.scafld(&["status", "tk2", "--json"]).json()["result"]["status"], "active");
+    restart(&mut env);
+    original_cancels(&env, "tk", entries);
+    let mut rewritten = other.clone();
+    rewritten[3]["reason"] = json!("rewritten");
+    write_session(&env, "tk2", &rewritten);
+    restart(&mut env);
+    assert_eq!(env.scafld(&["status", "tk", "--json"]).json()["result"]["status"], "cancelled");
+    let refused = env.scafld(&["build", "tk2", "--json"]);
+    refused.assert_code(3);
+    assert!(refused.json()["error"]["message"].as_str().unwrap().contains("disagree"), "{}", refused.stdout);
 }
 
 #[test]

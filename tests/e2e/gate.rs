@@ -1234,7 +1234,9 @@ fn an_imported_approval_is_pinned_by_the_first_build() {
     // The adopting build runs the open phase's criteria: `ac2` fails.
     env.scafld(&["build", "old"]).assert_code(3);
     let entries = env.scafld(&["session", "old", "--json"]).json()["result"]["entries"].clone();
-    let adopted = &entries[4];
+    // After the imported entries and the mark of their import.
+    assert_eq!(entries[4]["type"], "session_imported", "{entries}");
+    let adopted = &entries[5];
     assert_eq!(adopted["type"], "approval", "{entries}");
     let reason = adopted["reason"].as_str().unwrap();
     assert!(reason.contains("entry-2") && reason.contains("pinned as of this build"), "{reason}");

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::domain::ledger::{BaselinePath, LedgerEvent, RecordedReview};
+use crate::domain::ledger::{BaselinePath, LedgerEntry, LedgerEvent, RecordedReview};
 use scafld_protocol::vocab::{Disposition, Verdict};
 
 /// Largest session.json imported. The original's are kilobytes; past this bound the ledger it
@@ -118,6 +118,84 @@ pub fn events(session: &Value, task: &str) -> Result<Vec<(String, LedgerEvent)>,
     Ok(entries.iter().map(|entry| (text(entry, "recorded_at"), map(entry))).collect())
 }
 
+/// The digest of a session document's `entries`: sha256 of each entry's canonical JSON
+/// ([`crate::domain::receipt::canonical_json`]), chained. The original rewrites its file whole
+/// on each append, so its layout and key order may change; the entries' content may not.
+pub fn digest(entries: &[Value]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for entry in entries {
+        hasher.update(crate::domain::receipt::canonical_json(entry).as_bytes());
+        hasher.update(b"\n");
+    }
+    format!("{:x}", hasher.finalize())
+}
+
+/// What a look at the original's session document calls for, given the task's ledger.
+#[derive(Debug, PartialEq)]
+pub enum Follow {
+    /// Nothing to import: the ledger holds every entry already, or it is not an import (a
+    /// ledger of this tool's own, begun without the file).
+    Nothing,
+    /// Append these after what the ledger holds (the first import: the whole ledger), each
+    /// with its own time (`now` for an entry without one), the mark of the import last.
+    Import(Vec<(String, LedgerEvent)>),
+    /// The entries imported are not the file's first entries any more: why, said to the user.
+    Diverged(String),
+}
+
+/// How `ledger` follows the session document `session` of `task`: the entries past those it
+/// imported (the last [`LedgerEvent::SessionImported`] counts them), once the ones imported
+/// are shown unchanged by their digest. A ledger imported before the mark existed counts as
+/// imported the file's leading entries it holds, in order, as the import wrote them; one
+/// that holds none of them is no import. An error: the document is refused (another task's).
+pub fn follow(ledger: &[LedgerEntry], session: &Value, task: &str, now: &str) -> Result<Follow, String> {
+    let mapped = events(session, task)?;
+    let entries: &[Value] = session.get("entries").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+    let imported = ledger.iter().rev().find_map(|entry| match &entry.event {
+        LedgerEvent::SessionImported { entries, digest } => Some((*entries as usize, Some(digest.as_str()))),
+        _ => None,
+    });
+    let (through, digest_then) = match imported {
+        Some(found) => found,
+        None if ledger.is_empty() => (0, None),
+        None => match ledger.iter().zip(&mapped).take_while(|(held, wanted)| same(held, wanted)).count() {
+            0 => return Ok(Follow::Nothing),
+            held => (held, None),
+        },
+    };
+    if entries.len() < through {
+        return Ok(Follow::Diverged(format!(
+            "it holds {} entries, fewer than the {through} the ledger imported from it",
+            entries.len()
+        )));
+    }
+    if digest_then.is_some_and(|then| digest(&entries[..through]) != then) {
+        return Ok(Follow::Diverged(format!(
+            "its first {through} entries, which the ledger imported, are not as they were (rewritten since)"
+        )));
+    }
+    if entries.len() == through {
+        return Ok(Follow::Nothing);
+    }
+    let mut new: Vec<(String, LedgerEvent)> = mapped
+        .into_iter()
+        .skip(through)
+        .map(|(at, event)| (if at.is_empty() { now.to_string() } else { at }, event))
+        .collect();
+    // At the time of the last entry it imports: where an archived spec belongs and the
+    // Current State's time come from the ledger's last entry, and this one changes neither.
+    let at = new.last().map(|(at, _)| at.clone()).unwrap_or_default();
+    new.push((at, LedgerEvent::SessionImported { entries: entries.len() as u64, digest: digest(entries) }));
+    Ok(Follow::Import(new))
+}
+
+/// Whether `held` is the entry an import of `wanted` wrote (an entry without a time took the
+/// import's).
+fn same(held: &LedgerEntry, (at, event): &(String, LedgerEvent)) -> bool {
+    held.event == *event && (at.is_empty() || held.recorded_at == *at)
+}
+
 fn text(entry: &Value, key: &str) -> String {
     entry.get(key).and_then(Value::as_str).unwrap_or_default().to_string()
 }
@@ -212,6 +290,7 @@ fn map(entry: &Value) -> LedgerEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn maps_known_entries_and_keeps_the_rest() {
@@ -273,6 +352,53 @@ mod tests {
             assert!(matches!(parse(invalid), Err(Refused::Invalid(_))), "{invalid}");
         }
         assert_eq!(parse("{}"), Ok(serde_json::json!({})));
+    }
+
+    /// The ledger an import of `session` writes, then `ours` appended (as this tool records).
+    fn imported(session: &Value, ours: &[LedgerEvent]) -> Vec<LedgerEntry> {
+        let Follow::Import(events) = follow(&[], session, "t", "now").unwrap() else { panic!("nothing imported") };
+        let events = events.into_iter().chain(ours.iter().map(|e| ("later".to_string(), e.clone())));
+        events
+            .enumerate()
+            .map(|(i, (recorded_at, event))| LedgerEntry { seq: i as u64 + 1, recorded_at, event })
+            .collect()
+    }
+
+    /// Entries past those imported are imported after what the ledger holds, with a new mark;
+    /// the imported ones rewritten or cut short are a divergence; their layout and key order
+    /// are no change. A ledger imported before the mark existed counts the entries it holds.
+    #[test]
+    fn later_entries_follow_and_a_rewritten_history_diverges() {
+        let entry = |n: u32, kind: &str| json!({"id": format!("entry-{n}"), "type": kind, "recorded_at": "t", "status": "x", "reason": "r"});
+        let session = |entries: Vec<Value>| json!({"task_id": "t", "entries": entries});
+        let first = session(vec![entry(1, "approval"), entry(2, "build")]);
+        let build = LedgerEvent::Build { status: "review".into(), reason: "ours".into() };
+        let ledger = imported(&first, std::slice::from_ref(&build));
+        assert!(matches!(&ledger[2].event, LedgerEvent::SessionImported { entries: 2, .. }));
+        assert_eq!(follow(&ledger, &first, "t", "now"), Ok(Follow::Nothing));
+        // Reordered keys are the same entries.
+        let reordered: Value = serde_json::from_str(r#"{"entries":[{"reason":"r","status":"x","recorded_at":"t","type":"approval","id":"entry-1"},{"id":"entry-2","type":"build","recorded_at":"t","status":"x","reason":"r"}],"task_id":"t"}"#).unwrap();
+        assert_eq!(follow(&ledger, &reordered, "t", "now"), Ok(Follow::Nothing));
+        let later = session(vec![entry(1, "approval"), entry(2, "build"), entry(3, "cancel")]);
+        let Ok(Follow::Import(new)) = follow(&ledger, &later, "t", "now") else { panic!("nothing to import") };
+        assert!(matches!(
+            &new[..],
+            [(_, LedgerEvent::Cancel { .. }), (_, LedgerEvent::SessionImported { entries: 3, .. })]
+        ));
+        for changed in [
+            session(vec![entry(1, "approval"), entry(2, "fail"), entry(3, "cancel")]),
+            session(vec![entry(1, "approval")]),
+        ] {
+            assert!(matches!(follow(&ledger, &changed, "t", "now"), Ok(Follow::Diverged(_))), "{changed}");
+        }
+        // Before the mark: the two entries the ledger holds were imported; the third is new.
+        let unmarked: Vec<LedgerEntry> =
+            ledger.iter().filter(|e| !matches!(e.event, LedgerEvent::SessionImported { .. })).cloned().collect();
+        let Ok(Follow::Import(new)) = follow(&unmarked, &later, "t", "now") else { panic!("nothing to import") };
+        assert!(matches!(&new[0].1, LedgerEvent::Cancel { .. }) && new.len() == 2);
+        // A ledger of this tool's own holds none of the file's entries: not an import.
+        let ours = [LedgerEntry { seq: 1, recorded_at: "t".into(), event: build }];
+        assert_eq!(follow(&ours, &later, "t", "now"), Ok(Follow::Nothing));
     }
 
     #[test]

@@ -207,6 +207,14 @@ pub enum LedgerEvent {
         original_type: String,
         raw: serde_json::Value,
     },
+    /// The original tool's session.json imported through here: its first `entries` entries
+    /// (the entries before this one), whose digest is `digest`
+    /// ([`crate::domain::import::digest`]). A later look imports the entries past them while
+    /// those still digest the same; when they do not, the two tools disagree on the history.
+    SessionImported {
+        entries: u64,
+        digest: String,
+    },
 }
 
 /// A review as the ledger records it, accepted or proposed: verdict, who gave it, the dossier
@@ -309,7 +317,10 @@ impl LedgerEvent {
             | LedgerEvent::Complete { reason }
             | LedgerEvent::Fail { reason }
             | LedgerEvent::Cancel { reason } => reason,
-            LedgerEvent::Imported { .. } | LedgerEvent::Material { .. } | LedgerEvent::Receipt { .. } => "",
+            LedgerEvent::Imported { .. }
+            | LedgerEvent::SessionImported { .. }
+            | LedgerEvent::Material { .. }
+            | LedgerEvent::Receipt { .. } => "",
         }
     }
 
@@ -660,7 +671,8 @@ pub fn replay(entries: &[LedgerEntry]) -> Replay {
             | LedgerEvent::Implementer { .. }
             | LedgerEvent::ReviewOverride { .. }
             | LedgerEvent::Receipt { .. }
-            | LedgerEvent::Imported { .. } => {}
+            | LedgerEvent::Imported { .. }
+            | LedgerEvent::SessionImported { .. } => {}
             LedgerEvent::ReviewDecision { decision, reason } => {
                 decided = decision.parse().ok().map(|d| (d, reason.clone()));
             }

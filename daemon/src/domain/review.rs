@@ -509,7 +509,8 @@ pub fn completion_authority(entries: &[LedgerEntry]) -> Authority {
             | LedgerEvent::ReviewDecision { .. }
             | LedgerEvent::Implementer { .. }
             | LedgerEvent::Job { .. }
-            | LedgerEvent::Imported { .. } => {}
+            | LedgerEvent::Imported { .. }
+            | LedgerEvent::SessionImported { .. } => {}
             // Something newer than any review: say what the latest review was, if there was one.
             _ => {
                 let latest = entries[..i].iter().rev().find_map(|e| match &e.event {

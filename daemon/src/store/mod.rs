@@ -116,6 +116,14 @@ pub trait Store: Send + Sync + 'static {
         task_id: &str,
         events: Vec<(String, LedgerEvent)>,
     ) -> Result<usize, StoreError>;
+    /// [`Store::append`] of events each with its own time: the original tool's entries
+    /// imported after what the ledger holds. Callers serialise it with appends to the task.
+    fn append_imported(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        events: Vec<(String, LedgerEvent)>,
+    ) -> Result<Vec<LedgerEntry>, StoreError>;
     fn save_job(&self, job: &JobRecord) -> Result<(), StoreError>;
     /// Put an unfinished job's record in the database without waiting for the disk: it
     /// lands in order with every other write, and [`Store::sync_job`] makes it durable.
@@ -537,8 +545,7 @@ impl SledStore {
         &self,
         workspace_id: &str,
         task_id: &str,
-        recorded_at: &str,
-        events: Vec<LedgerEvent>,
+        events: Vec<(String, LedgerEvent)>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
         let prefix = ledger_prefix(workspace_id, task_id);
         // Each entry as stored, for the manifest's chain digest and the read-back.
@@ -551,8 +558,8 @@ impl SledStore {
                 None => 0,
             };
             let mut batch = sled::Batch::default();
-            for (i, event) in events.into_iter().enumerate() {
-                let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at: recorded_at.to_string(), event };
+            for (i, (recorded_at, event)) in events.into_iter().enumerate() {
+                let entry = LedgerEntry { seq: last + 1 + i as u64, recorded_at, event };
                 let mut key = prefix.clone();
                 key.extend_from_slice(&entry.seq.to_be_bytes());
                 let json = serde_json::to_vec(&entry)?;
@@ -751,6 +758,11 @@ fn table_job(stored: &[u8]) -> Result<StoredJob, StoreError> {
     })
 }
 
+/// `events`, each recorded at `recorded_at`.
+fn dated(recorded_at: &str, events: Vec<LedgerEvent>) -> Vec<(String, LedgerEvent)> {
+    events.into_iter().map(|event| (recorded_at.to_string(), event)).collect()
+}
+
 /// A ledger key's task (`<workspace id>/<task id>`) and sequence number.
 fn split_ledger_key(key: &[u8]) -> Result<(&str, u64), StoreError> {
     let task = key.get(..key.len().saturating_sub(8)).and_then(|k| std::str::from_utf8(k).ok());
@@ -841,7 +853,7 @@ impl Store for SledStore {
         recorded_at: &str,
         events: Vec<LedgerEvent>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
-        self.append_then(workspace_id, task_id, recorded_at, events)
+        self.append_then(workspace_id, task_id, dated(recorded_at, events))
     }
 
     fn append_ending(
@@ -852,7 +864,7 @@ impl Store for SledStore {
         events: Vec<LedgerEvent>,
         job: &JobRecord,
     ) -> Result<Ending, StoreError> {
-        let written = self.append_then(workspace_id, task_id, recorded_at, events)?;
+        let written = self.append_then(workspace_id, task_id, dated(recorded_at, events))?;
         // After the events' flush: never on the disk without them.
         let job_unsaved = self.save_job(job).err();
         Ok(Ending { written, job_unsaved })
@@ -943,6 +955,15 @@ impl Store for SledStore {
             });
         }
         Ok(count)
+    }
+
+    fn append_imported(
+        &self,
+        workspace_id: &str,
+        task_id: &str,
+        events: Vec<(String, LedgerEvent)>,
+    ) -> Result<Vec<LedgerEntry>, StoreError> {
+        self.append_then(workspace_id, task_id, events)
     }
 
     fn put_job(&self, job: &JobRecord) -> Result<(), StoreError> {

@@ -47,7 +47,7 @@ pub fn task_id(raw: &str) -> RpcResult<TaskId> {
 pub(crate) async fn entry(daemon: &Daemon, root: &str, raw_task: &str) -> RpcResult<(Arc<Workspace>, LoadedSpec)> {
     let task = task_id(raw_task)?;
     let ws = daemon.workspace(root).await?;
-    entry_in(daemon, ws, task.as_str()).await
+    entry_in(daemon, ws, task.as_str(), true).await
 }
 
 /// [`entry`] for a call that only reads (see [`Daemon::workspace_to_read`]).
@@ -58,13 +58,22 @@ pub(crate) async fn entry_to_read(
 ) -> RpcResult<(Arc<Workspace>, LoadedSpec)> {
     let task = task_id(raw_task)?;
     let ws = daemon.workspace_to_read(root).await?;
-    entry_in(daemon, ws, task.as_str()).await
+    entry_in(daemon, ws, task.as_str(), false).await
 }
 
-async fn entry_in(daemon: &Daemon, ws: Arc<Workspace>, task: &str) -> RpcResult<(Arc<Workspace>, LoadedSpec)> {
+/// The entry of `task`, the original's session file followed first; a command that `writes`
+/// is refused while that file and the ledger disagree (a read goes on: `status` shows it).
+async fn entry_in(
+    daemon: &Daemon,
+    ws: Arc<Workspace>,
+    task: &str,
+    writes: bool,
+) -> RpcResult<(Arc<Workspace>, LoadedSpec)> {
     let entry = fresh_entry(daemon, &ws, task)?;
-    import_original_session(daemon, &ws, task).await?;
-    Ok((ws, entry))
+    match follow_original_session(daemon, &ws, task, writes).await? {
+        Followed::Diverged(diverged) if writes => Err(diverged),
+        _ => Ok((ws, entry)),
+    }
 }
 
 /// The indexed spec of `task` as the file is now (stat first, re-read if it changed). A
@@ -441,39 +450,193 @@ fn set_aside(file: &Path, dir: &Path, stem: &str) -> std::io::Result<PathBuf> {
     unreachable!("some name is free")
 }
 
-/// A task of the original tool has `.scafld/runs/<task-id>/session.json` and no ledger here:
-/// import it once, in one atomic batch under the task's lock (the file is left untouched). One
-/// past the bounds (`import::MAX_SESSION_BYTES`, `MAX_SESSION_ENTRIES`) is refused whole, its
-/// size looked at before it is read. Anything at its path that is not a regular file (a
-/// folder, a FIFO, a link to a device or to nothing) is refused too, never taken for "no
-/// session": a build would then write a fresh ledger over the history the file may hold.
-async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
-    use crate::domain::import::{self, MAX_SESSION_BYTES, MAX_SESSION_ENTRIES, Refused};
-    use scafld_local::capped::{Refusal, size};
-    let path = ws.root.join(".scafld/runs").join(task).join("session.json");
-    // The path itself, not what it points at: a dangling link is there, and refused below.
-    let there = match std::fs::symlink_metadata(&path) {
-        Ok(meta) => Some(meta),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+/// A task of the original tool has `.scafld/runs/<task-id>/session.json`: its entries are
+/// imported as the task's ledger the first time the task is looked at, and the entries the
+/// original appends later (it may be used again: the tools take turns) at each look after,
+/// each batch in one atomic write under the task's lock, marked with the count and digest of
+/// the file's entries it brings the ledger to (`LedgerEvent::SessionImported`); the file is
+/// left untouched. A file whose imported entries are not as they were (rewritten, or cut
+/// short) is a divergence: nothing more is imported, and it is returned, for a command that
+/// would change the task to refuse with and one that reads to show beside its answer.
+/// A read does not wait for a task held by another command to import later entries: the next
+/// look does.
+async fn follow_original_session(daemon: &Daemon, ws: &Workspace, task: &str, writes: bool) -> RpcResult<Followed> {
+    let first = match look_at_session(daemon, ws, task)? {
+        Look::Nothing => return Ok(Followed::Current),
+        Look::Diverged(refusal) => return Ok(Followed::Diverged(refusal)),
+        Look::Import { first, .. } => first,
+    };
+    let lock = daemon.jobs.task_lock(ws, task);
+    let _guard = match writes || first {
+        true => lock.lock().await,
+        false => match lock.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => return Ok(Followed::Busy),
+        },
+    };
+    // Again under the lock: another command may have imported or appended meanwhile.
+    let (events, first) = match look_at_session(daemon, ws, task)? {
+        Look::Nothing => return Ok(Followed::Current),
+        Look::Diverged(refusal) => return Ok(Followed::Diverged(refusal)),
+        Look::Import { events, first } => (events, first),
+    };
+    let imported = match first {
+        true => daemon.store().import(&ws.id, task, events).map_err(RpcError::internal)?,
+        false => daemon.store().append_imported(&ws.id, task, events).map_err(RpcError::internal)?.len(),
+    };
+    if imported > 0 {
+        let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
+        crate::ledger::note_state(daemon, ws, task, &entries);
+        tracing::info!(
+            task,
+            imported,
+            "imported the original session ledger entries from {}",
+            ws.relative(&session_path(ws, task))
+        );
+    }
+    Ok(Followed::Current)
+}
+
+/// Where [`follow_original_session`] left the task.
+enum Followed {
+    /// The ledger holds every entry of the file (or it holds none: it is no import of it).
+    Current,
+    /// A read found the task held by another command: the next look imports.
+    Busy,
+    /// The file and the ledger disagree: the refusal of a command that would change the task.
+    Diverged(RpcError),
+}
+
+/// What `list`, `report` and `validate --all` see of the original's session files: each task
+/// whose ledger already holds entries follows its file as a look at the task would (a first
+/// import waits for a look at the task, as it always did), a file unchanged since the last
+/// such look (its settled stamp) skipped. The divergences found, as warnings.
+pub(crate) async fn follow_original_sessions(daemon: &Daemon, ws: &Workspace) -> Vec<String> {
+    use crate::workspace::index::Stamp;
+    let Ok(runs) = std::fs::read_dir(ws.root.join(".scafld/runs")) else { return Vec::new() };
+    let tasks: Vec<String> = runs
+        .filter_map(|found| found.ok()?.file_name().into_string().ok())
+        .filter(|name| TaskId::parse(name).is_ok())
+        .collect();
+    let mut warnings = Vec::new();
+    for task in tasks {
+        let stamp = Stamp::of(&session_path(ws, &task)).filter(Stamp::settled);
+        if stamp.is_some() && crate::sync::lock(&ws.sessions_followed).get(&task) == stamp.as_ref() {
+            continue;
+        }
+        if daemon.store().ledger(&ws.id, &task).map_or(true, |ledger| ledger.is_empty()) {
+            continue;
+        }
+        match follow_original_session(daemon, ws, &task, false).await {
+            Ok(Followed::Current) => {
+                if let Some(stamp) = stamp {
+                    crate::sync::lock(&ws.sessions_followed).insert(task, stamp);
+                }
+            }
+            Ok(Followed::Diverged(RpcError(refusal))) => {
+                warnings.push(format!("{} ({})", refusal.message, refusal.hint.unwrap_or_default()));
+            }
+            Ok(Followed::Busy) | Err(_) => {}
+        }
+    }
+    warnings
+}
+
+/// Why the original's session file of `task` and its ledger disagree (see
+/// [`follow_original_session`]), as a read shows it beside its answer; `None` when they do not.
+pub(crate) fn session_divergence(daemon: &Daemon, ws: &Workspace, task: &str) -> Option<String> {
+    match look_at_session(daemon, ws, task) {
+        Ok(Look::Diverged(RpcError(refusal))) => {
+            Some(format!("{} ({})", refusal.message, refusal.hint.unwrap_or_default()))
+        }
+        _ => None,
+    }
+}
+
+/// What the original's session file of a task calls for now.
+enum Look {
+    Nothing,
+    /// Entries to write: the whole ledger (`first`), or after what it holds.
+    Import {
+        events: Vec<(String, crate::domain::ledger::LedgerEvent)>,
+        first: bool,
+    },
+    /// The file and the ledger disagree: the refusal of a command that would change the task.
+    Diverged(RpcError),
+}
+
+fn session_path(ws: &Workspace, task: &str) -> PathBuf {
+    ws.root.join(".scafld/runs").join(task).join("session.json")
+}
+
+/// The session file of `task` read and held against its ledger ([`import::follow`]). A file
+/// that cannot be imported is refused while nothing was imported from it (the task has no
+/// ledger); once its entries were, it is a divergence; and a ledger of this tool's own (no
+/// entry of the file in it) ignores the file, as it always did.
+///
+/// [`import::follow`]: crate::domain::import::follow
+fn look_at_session(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<Look> {
+    use crate::domain::import::{self, Follow};
+    let path = session_path(ws, task);
+    // The path itself, not what it points at: a dangling link is there, and refused.
+    let meta = std::fs::symlink_metadata(&path);
+    if meta.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(Look::Nothing);
+    }
+    let ledger = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
+    let file = ws.relative(&path);
+    let imported = ledger.iter().any(|e| matches!(e.event, crate::domain::ledger::LedgerEvent::SessionImported { .. }));
+    let refused = |refusal: RpcError| match (ledger.is_empty(), imported) {
+        (true, _) => Err(refusal),
+        (false, true) => Ok(Look::Diverged(refusal)),
+        (false, false) => Ok(Look::Nothing),
+    };
+    let meta = match meta {
+        Ok(meta) => meta,
         Err(e) => {
-            return Err(RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {}: {e}", ws.relative(&path)))
-                .with_hint("check the permissions of .scafld/runs; the file is only read, never changed"));
+            return refused(
+                RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {file}: {e}"))
+                    .with_hint("check the permissions of .scafld/runs; the file is only read, never changed"),
+            );
         }
     };
-    let Some(meta) = there else { return Ok(()) };
-    if !daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?.is_empty() {
-        return Ok(());
-    }
-    let lock = daemon.jobs.task_lock(ws, task);
-    let _guard = lock.lock().await;
-    let file = ws.relative(&path);
-    // What the file holds (or is) is wrong, not the workspace's reach: a refused document is
-    // `validation_failed` (exit 3), as a spec with errors is; only an I/O failure reading it
-    // is the workspace's.
-    let invalid = |why: String| {
-        RpcError::new(ErrorKind::ValidationFailed, format!("cannot import {file}: {why}"))
-            .with_hint("fix or move the file; it is only read, never changed")
+    let document = match read_session(ws, task, &path, &meta) {
+        Ok(document) => document,
+        Err(refusal) => return refused(refusal),
     };
+    match import::follow(&ledger, &document, task, &crate::clock::now_rfc3339()) {
+        Err(why) => refused(invalid_session(&file, why)),
+        Ok(Follow::Nothing) => Ok(Look::Nothing),
+        Ok(Follow::Import(events)) => Ok(Look::Import { events, first: ledger.is_empty() }),
+        Ok(Follow::Diverged(why)) => Ok(Look::Diverged(
+            RpcError::new(
+                ErrorKind::ValidationFailed,
+                format!("{file} and the ledger of `{task}` disagree: {why}; nothing more is imported from it, and no command changes the task until they agree"),
+            )
+            .with_hint(format!(
+                "put the file's entries back as they were when imported (`scafld session {task}` shows the ledger), or move it out of .scafld/runs/{task}/ to go on from the ledger alone; then run the command again"
+            )),
+        )),
+    }
+}
+
+/// A session document that is refused for what it holds (or is): `validation_failed` (exit 3),
+/// as a spec with errors is; only an I/O failure reading it is the workspace's.
+fn invalid_session(file: &str, why: String) -> RpcError {
+    RpcError::new(ErrorKind::ValidationFailed, format!("cannot import {file}: {why}"))
+        .with_hint("fix or move the file; it is only read, never changed")
+}
+
+/// The session document at `path`. One past the bounds (`import::MAX_SESSION_BYTES`,
+/// `MAX_SESSION_ENTRIES`) is refused whole, its size looked at before it is read. Anything at
+/// its path that is not a regular file (a folder, a FIFO, a link to a device or to nothing) is
+/// refused too, never taken for "no session": a build would then write a fresh ledger over the
+/// history the file may hold.
+fn read_session(ws: &Workspace, task: &str, path: &Path, meta: &std::fs::Metadata) -> RpcResult<serde_json::Value> {
+    use crate::domain::import::{self, MAX_SESSION_BYTES, MAX_SESSION_ENTRIES, Refused};
+    use scafld_local::capped::{Refusal, size};
+    let file = ws.relative(path);
+    let invalid = |why: String| invalid_session(&file, why);
     let too_large = |what: String| {
         RpcError::new(
             ErrorKind::ValidationFailed,
@@ -486,13 +649,13 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
             "the original tool can still read it; archive it (move it out of .scafld/runs/{task}/) or trim its entries, then run the command again"
         ))
     };
-    let link = meta.file_type().is_symlink().then(|| std::fs::read_link(&path).unwrap_or_default());
+    let link = meta.file_type().is_symlink().then(|| std::fs::read_link(path).unwrap_or_default());
     let link_to = |what: &str| match &link {
         Some(target) => format!("it is a symbolic link to {what} (`{}`)", target.display()),
         None => format!("it is {what}"),
     };
     let text =
-        scafld_local::capped::read_text(&path, "session file", MAX_SESSION_BYTES).map_err(|e| match &e.refusal {
+        scafld_local::capped::read_text(path, "session file", MAX_SESSION_BYTES).map_err(|e| match &e.refusal {
             Refusal::TooLarge(Some(len)) => too_large(format!("it is {}", size(*len))),
             Refusal::TooLarge(None) => too_large("it grew while it was read".into()),
             Refusal::NotAFile(kind) => invalid(format!("{}, not a regular file", link_to(&format!("a {kind}")))),
@@ -503,23 +666,10 @@ async fn import_original_session(daemon: &Daemon, ws: &Workspace, task: &str) ->
             Refusal::Io(_) => RpcError::new(ErrorKind::WorkspaceError, format!("cannot import {file}: {e}"))
                 .with_hint("check the file's permissions; it is only read, never changed"),
         })?;
-    let document = import::parse(&text).map_err(|refused| match refused {
+    import::parse(&text).map_err(|refused| match refused {
         Refused::TooManyEntries(count) => too_large(format!("it holds {count} entries ({})", size(text.len() as u64))),
         Refused::Invalid(why) => invalid(why),
-    })?;
-    let now = crate::clock::now_rfc3339();
-    let events: Vec<(String, crate::domain::ledger::LedgerEvent)> = import::events(&document, task)
-        .map_err(invalid)?
-        .into_iter()
-        .map(|(at, event)| (if at.is_empty() { now.clone() } else { at }, event))
-        .collect();
-    let imported = daemon.store().import(&ws.id, task, events).map_err(RpcError::internal)?;
-    if imported > 0 {
-        let entries = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
-        crate::ledger::note_state(daemon, ws, task, &entries);
-        tracing::info!(task, imported, "imported the original session ledger from {}", path.display());
-    }
-    Ok(())
+    })
 }
 
 pub(crate) fn wire(d: &Diagnostic) -> WireDiagnostic {

@@ -162,6 +162,8 @@ pub async fn status(daemon: &Daemon, p: m::StatusParams) -> RpcResult<m::StatusR
     let shown = crate::domain::ledger::for_file(spec, &entries);
     let mut status = answer.status(&entry.task_id, &shown, &entries, &fresh.stale, fresh.changes);
     status.warnings = daemon.warnings_for(&ws.root);
+    // What would refuse every command that changes the task, said where the task is read.
+    status.warnings.extend(super::session_divergence(daemon, &ws, &entry.task_id));
     if let Err(e) = ws.config() {
         status.config_error = Some(m::ConfigProblem { hint: e.hint(), file: e.file, message: e.message });
     }
@@ -616,9 +618,10 @@ pub async fn list(daemon: &Daemon, p: m::ListParams) -> RpcResult<Rendered<m::Li
         None => None,
     };
     let ws = daemon.workspace_to_read(&p.root).await?;
-    sync_with_ledgers(daemon, &ws).await?;
+    let diverged = sync_with_ledgers(daemon, &ws).await?;
     // Rare, and never kept with the reply: said once.
-    let warnings = daemon.warnings_for(&ws.root);
+    let mut warnings = daemon.warnings_for(&ws.root);
+    warnings.extend(diverged);
     let index = crate::sync::read(&ws.index);
     let asked = ListKey { generation: index.generation(), filter, counts: p.counts };
     let mut listed = crate::sync::lock(&ws.listed);
@@ -675,8 +678,10 @@ fn sync(daemon: &Daemon, ws: &crate::workspace::Workspace) {
 }
 
 /// [`sync`], with every ledger's state read into the index first if the warm-up has not done
-/// it yet (once per workspace, off the runtime): what `list` and `report` show follows it.
-async fn sync_with_ledgers(daemon: &Daemon, ws: &Arc<crate::workspace::Workspace>) -> RpcResult<()> {
+/// it yet (once per workspace, off the runtime), then the original tool's session files
+/// followed ([`super::follow_original_sessions`]): what `list` and `report` show follows it.
+/// The divergences of those files from their ledgers, as warnings.
+async fn sync_with_ledgers(daemon: &Daemon, ws: &Arc<crate::workspace::Workspace>) -> RpcResult<Vec<String>> {
     if !crate::sync::read(&ws.index).ledger_loaded() {
         let (store, loading) = (daemon.store_handle(), ws.clone());
         tokio::task::spawn_blocking(move || crate::ledger::load_states(&*store, &loading))
@@ -685,7 +690,7 @@ async fn sync_with_ledgers(daemon: &Daemon, ws: &Arc<crate::workspace::Workspace
             .map_err(RpcError::internal)?;
     }
     sync(daemon, ws);
-    Ok(())
+    Ok(super::follow_original_sessions(daemon, ws).await)
 }
 
 /// How `list` shows a task, with the status it is sorted and filtered by; `None` for a

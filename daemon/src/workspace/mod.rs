@@ -42,6 +42,10 @@ pub struct Workspace {
     shims: Mutex<Option<shims::Scan>>,
     /// The last `list` reply, with what it was rendered from (see `tasks::read::list`).
     pub listed: Mutex<Option<(ListKey, Rendered<ListResult>)>>,
+    /// Each task's `.scafld/runs/<task>/session.json` as `list` last followed it, by its
+    /// settled stamp: one unchanged since is not read again (see
+    /// `tasks::follow_original_sessions`).
+    pub sessions_followed: Mutex<std::collections::HashMap<String, Stamp>>,
     /// Held while the workspace's ledgers are read into its index (`ledger::load_states`),
     /// so that a second reader waits for the first instead of reading them all again.
     pub ledger_loading: Mutex<()>,
@@ -198,6 +202,7 @@ impl Workspace {
             id_seen: Mutex::new(None),
             shims: Mutex::new(None),
             listed: Mutex::new(None),
+            sessions_followed: Mutex::default(),
             ledger_loading: Mutex::new(()),
             anchors: Mutex::new(std::fs::File::open(&root).ok().map(Arc::new).into_iter().collect()),
             root,
