@@ -566,13 +566,24 @@ pub struct SpecText {
 pub fn spec_file(ws: &Workspace, task: &str) -> RpcResult<SpecText> {
     // Loaded on demand: a workspace just opened (followed to where it moved, say) may not
     // have indexed the whole of its specs folder yet.
-    let path = ws
-        .indexed(task)
-        .map(|e| e.path)
-        .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))?;
-    let unreadable = |e: String| RpcError::new(ErrorKind::WorkspaceError, format!("{}: {e}", ws.relative(&path)));
+    let indexed = || {
+        ws.indexed(task)
+            .map(|e| e.path)
+            .ok_or_else(|| RpcError::new(ErrorKind::NotFound, format!("no spec for task `{task}`")))
+    };
+    let mut path = indexed()?;
     // Seen before the read: a file put there after it is told apart when the write comes.
-    let id = FileId::at(&path).map_err(|e| unreadable(format!("cannot read the spec: {e}")))?;
+    let mut id = FileId::at(&path);
+    // Moved since the index last looked (a criterion's `mv`, a rename the watcher has not
+    // delivered yet): the task's files are looked for again and the one found is read, rather
+    // than the write deferred for a file that reads where it is now.
+    if id.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        crate::sync::write(&ws.index).sync_task(task);
+        path = indexed()?;
+        id = FileId::at(&path);
+    }
+    let unreadable = |e: String| RpcError::new(ErrorKind::WorkspaceError, format!("{}: {e}", ws.relative(&path)));
+    let id = id.map_err(|e| unreadable(format!("cannot read the spec: {e}")))?;
     let bytes = crate::workspace::index::read_spec(&ws.root, &path).map_err(unreadable)?;
     let text = String::from_utf8(bytes)
         .map_err(|e| unreadable(crate::domain::spec::not_utf8(e.as_bytes(), &e.utf8_error()).message))?;

@@ -3,11 +3,12 @@
 //! subcommand or a user review template, a criterion edited while its build step runs, a
 //! consensus with a `local` member, a consensus of `command` and a worker, a review a person
 //! rejected, a pass through a channel that cannot complete, a person's evidence gone stale in
-//! review, a `complete` whose move was interrupted, an amendment that drops a criterion or
-//! changes one (and the spec's next with it), a bare name added to the scope, and a review with
-//! no verdict (its retry, then a new review with the same reviewer after a spec edit); and a refused
-//! command's hint is `status`'s next action (`refused_with_next`); and the printed commands run
-//! from a subfolder, and from outside with `--root`.
+//! review, a `complete` whose move was interrupted, a spec its own criterion moves mid-build,
+//! an amendment that drops a criterion or changes one (and the spec's next with it), a bare
+//! name added to the scope, and a review with no verdict (its retry, then a new review with the
+//! same reviewer after a spec edit); and a refused command's hint is `status`'s next action
+//! (`refused_with_next`); and the printed commands run from a subfolder, and from outside with
+//! `--root`.
 
 use scafld_tests::{TestEnv, git, wait_until};
 use serde_json::Value;
@@ -656,6 +657,42 @@ fn a_complete_killed_before_its_move_is_reconciled_by_following_next() {
     assert!(!active.exists() && archived(&env).len() == 1, "the spec is archived");
     let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
     assert_eq!(listed["file_status"], Value::Null, "{listed}");
+}
+
+/// A criterion that moves its own spec into the archive while its build step runs: the build's
+/// write follows the file to where it is now and puts it back in its folder (before, it read
+/// the place the index last knew, found nothing, and deferred the write as "cannot read the
+/// spec", naming `validate`; `status` and `handoff` then said review and `list` flagged the
+/// file for `reconcile`). The build, `status`, `handoff` and `list` agree on one next step,
+/// and following it completes the task.
+#[test]
+fn a_spec_its_criterion_moves_mid_build_gets_one_next_step_everywhere() {
+    let env = TestEnv::new();
+    workspace(&env);
+    let moved = ".scafld/specs/archive/2026-11";
+    approved(&env, "mv", &format!("mkdir -p {moved} && mv .scafld/specs/active/mv.md {moved}/"));
+    env.scafld(&["build", "mv"]).assert_code(0);
+    let built = env.scafld(&["build", "mv", "--json"]);
+    built.assert_code(0);
+    let built = built.json()["result"].clone();
+
+    let s = status(&env, "mv");
+    let next = s["next_action"]["command"].as_str().unwrap().to_string();
+    assert_eq!(next, "scafld review mv", "{s}");
+    assert_eq!(built["next_command"], next.as_str(), "{built}");
+    assert!(!built["message"].as_str().unwrap().contains("not updated"), "{built}");
+    let handoff = env.scafld(&["handoff", "mv"]).stdout;
+    assert!(handoff.contains(&format!("Next: `{next}`")), "{handoff}");
+    let listed = env.scafld(&["list", "--json"]).json()["result"]["tasks"][0].clone();
+    assert_eq!(
+        (&listed["error"], &listed["file_status"], &listed["file_counts"]),
+        (&Value::Null, &Value::Null, &Value::Null),
+        "{listed}"
+    );
+    assert_eq!(s["path"], ".scafld/specs/active/mv.md", "written back where its status puts it: {s}");
+
+    let script = reviewer(&env, "pass", &pass(), "");
+    assert_eq!(follow_to_done(&env, "mv", &script), [next, "scafld complete mv".into()]);
 }
 
 /// The hint of `command` refused on `task`, which must be `status`'s next action.
