@@ -520,7 +520,10 @@ pub(crate) async fn follow_original_sessions(daemon: &Daemon, ws: &Workspace) ->
         .collect();
     let mut warnings = Vec::new();
     for task in tasks {
-        let stamp = Stamp::of(&session_path(ws, &task)).filter(Stamp::settled);
+        // No session file, nothing of the original's to follow: its ledger is not read (`list`
+        // passes here for every task that has a runs folder).
+        let Some(stamp) = Stamp::of(&session_path(ws, &task)) else { continue };
+        let stamp = Some(stamp).filter(Stamp::settled);
         if stamp.is_some() && crate::sync::lock(&ws.sessions_followed).get(&task) == stamp.as_ref() {
             continue;
         }
