@@ -1194,3 +1194,45 @@ fn a_moved_workspaces_jobs_are_listed_at_its_folder_now() {
     let job = jobs[0]["job_id"].as_str().unwrap();
     assert_eq!(job_state(&env, job)["root"], json!(after.display().to_string()));
 }
+
+/// A criterion that removes `.scafld` (`rm -rf .scafld`): the daemon makes no `.scafld` anew to
+/// write the build's diagnostics into. (Before, it did, with no id file, and the next command
+/// took the folder for a new workspace and retired the old one: status said to `plan` the task
+/// in review, `session` found nothing, and `plan` made it anew.) The workspace is shown gone,
+/// `plan` there is refused and makes nothing, the ledger keeps the result and says why its
+/// diagnostics file is not there, and `.scafld` put back is the same workspace, task in review.
+#[test]
+fn a_criterion_removing_scafld_leaves_the_workspace_gone_not_replaced() {
+    let env = TestEnv::new();
+    git(&env.work, &["init", "-q"]);
+    env.init();
+    std::fs::write(env.work.join(".scafld/specs/drafts/rm1.md"), spec("rm1", &["rm -rf .scafld"])).unwrap();
+    env.scafld(&["approve", "rm1", "--reason", "tests skip hardening"]).assert_code(0);
+    env.scafld(&["build", "rm1"]).assert_code(0);
+    let id = id_file(&env.work);
+    let backup = env.path("backup");
+    let cp =
+        |from: &Path, to: &Path| assert!(Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap().success());
+    cp(&env.work.join(".scafld"), &backup);
+
+    let built = env.scafld(&["build", "rm1"]);
+    assert!(!env.work.join(".scafld").exists(), "the daemon made .scafld anew: {built:?}");
+    let workspaces = env.scafld(&["daemon", "status", "--json"]).json()["result"]["workspaces"].clone();
+    let shown = workspaces.as_array().unwrap().iter().find(|w| w["workspace_id"] == id.as_str()).cloned();
+    let gone = shown.unwrap_or_default()["gone"].as_str().unwrap_or_default().to_string();
+    assert!(gone.starts_with("no .scafld in "), "{workspaces}");
+    let plan = env.scafld(&["plan", "rm1"]);
+    assert_ne!(plan.code, 0, "{plan:?}");
+    assert!(!env.work.join(".scafld").exists(), "a refused plan made .scafld");
+
+    cp(&backup, &env.work.join(".scafld"));
+    let status = env.scafld(&["status", "rm1", "--json"]);
+    assert_eq!(status.json()["result"]["status"], "review", "{}", status.stdout);
+    assert_eq!(id_file(&env.work), id);
+    let entries = env.scafld(&["session", "rm1", "--json"]).json()["result"]["entries"].clone();
+    let ran = entries.as_array().unwrap().iter().rev().find(|e| e["type"] == "criterion").cloned().unwrap_or_default();
+    assert_eq!(ran["diagnostic"], "", "{ran}");
+    assert!(ran["diagnostic_error"].as_str().unwrap_or_default().contains(".scafld is gone"), "{ran}");
+    let replanned = env.scafld(&["plan", "rm1"]);
+    assert_ne!(replanned.code, 0, "a task with a history is planned anew: {replanned:?}");
+}

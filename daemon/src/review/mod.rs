@@ -789,7 +789,8 @@ async fn kept(daemon: &Arc<Daemon>, session: &SessionRecord, job_id: &str, dossi
             let whole = serde_json::to_vec(&dossier).unwrap_or_default();
             let at = path.clone();
             let write = tokio::task::spawn_blocking(move || {
-                std::fs::create_dir_all(at.parent().expect("a folder"))?;
+                // Never a `.scafld` made anew (nor a link followed) where the workspace's was.
+                crate::workspace::layout::create_real_dir(at.parent().expect("a folder"))?;
                 std::fs::write(&at, whole)
             });
             match write.await {

@@ -87,18 +87,20 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
 /// Create `dir` and its missing parents like `create_dir_all`, except that from a workspace's
 /// `.scafld` folder down every directory must be a real one: a symlink there (say
 /// `.scafld/runs` pointing at `/etc`) would make the daemon write wherever it points, so it is
-/// refused with an error naming it ([`NotRealDir`], found again by [`not_real`]). Paths without
-/// a `.scafld` component are created as usual.
+/// refused with an error naming it ([`NotRealDir`], found again by [`not_real`]). The `.scafld`
+/// folder itself is never made here ([`scafld_gone`]). Paths without a `.scafld` component are
+/// created as usual.
 pub fn create_real_dir(dir: &Path) -> io::Result<()> {
     let parts: Vec<_> = dir.components().collect();
     let Some(start) = parts.iter().position(|c| c.as_os_str() == SCAFLD_DIR) else {
         return fs::create_dir_all(dir);
     };
     let mut at: std::path::PathBuf = parts[..start].iter().collect();
-    for part in &parts[start..] {
+    for (n, part) in parts[start..].iter().enumerate() {
         at.push(part);
         match real_dir(&at) {
             Ok(true) => {}
+            Ok(false) if n == 0 => return Err(scafld_gone(&at)),
             Ok(false) => match create_user_dir(&at) {
                 Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
                 _ => {}
@@ -107,6 +109,20 @@ pub fn create_real_dir(dir: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A workspace's `.scafld` removed from under the daemon (a criterion's `rm -rf .scafld`):
+/// only `init` makes one. A `.scafld` the daemon made to write into (a build's diagnostics)
+/// would have no id file, so the next command would take the folder for a new workspace and
+/// retire the one whose ledgers this is; what was to be written is not, and the ledger says so.
+fn scafld_gone(at: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "{} is gone (removed while scafld worked there), and scafld makes it only with `scafld init`, which would start a new workspace: put the folder back (its ledgers stay on record), or run `scafld init` there to start anew",
+            at.display()
+        ),
+    )
 }
 
 /// What [`create_real_dir`] would refuse on the way to `dir`, creating nothing: the first
