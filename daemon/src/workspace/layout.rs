@@ -478,6 +478,21 @@ fn ensure_gitignore(path: &Path) -> io::Result<GitignoreChange> {
 mod tests {
     use super::*;
 
+    /// Folders below a workspace's `.scafld` are made, the `.scafld` itself never (only `init`
+    /// makes one): a write into a removed one fails, naming it, and makes nothing.
+    #[test]
+    fn real_dirs_are_made_below_scafld_never_scafld_itself() {
+        let root = tempfile::tempdir().unwrap();
+        let runs = root.path().join(".scafld/runs/t/diagnostics");
+        let refused = create_real_dir(&runs).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::NotFound);
+        assert!(refused.to_string().contains(".scafld is gone"), "{refused}");
+        assert!(!root.path().join(SCAFLD_DIR).exists());
+        fs::create_dir(root.path().join(SCAFLD_DIR)).unwrap();
+        create_real_dir(&runs).unwrap();
+        assert!(runs.is_dir());
+    }
+
     #[test]
     fn gitignore_entries_are_appended_once() {
         let dir = std::env::temp_dir().join(format!("scafld-gi-{}", std::process::id()));
