@@ -1509,6 +1509,41 @@ fn a_persons_evidence_during_a_running_build_is_busy_not_dropped() {
     assert!(recorded.iter().any(|e| e.to_string().contains("checked the UI")), "{recorded:?}");
 }
 
+/// A criterion whose command calls back into its own task (`scafld build` of the task, a
+/// review decision, a plan of its id) is refused at once: each would wait for the build job it
+/// runs in, which waits for it, until the criterion's timeout. Calls that wait on nothing
+/// (`status`) still answer. The outer build then records the criterion's own failure.
+#[test]
+fn a_criterion_calling_back_into_its_own_running_build_is_refused_at_once() {
+    let env = TestEnv::new();
+    let bin = scafld_tests::scafld_bin().display().to_string();
+    let command = format!(
+        "{bin} build rec; echo build_rc=$?; {bin} review accept rec --reason r; echo accept_rc=$?; \
+         {bin} plan rec; echo plan_rc=$?; {bin} status rec >/dev/null; echo status_rc=$?; exit 1"
+    );
+    // Without the refusal the step would wait out this timeout.
+    let text = spec("rec", &[&[("c1", &command, "  - Timeout seconds: 3600\n")]], &[]);
+    ready(&env, "rec", &text);
+    let step = env.scafld_within(&["build", "rec", "--json"], Duration::from_secs(120));
+    step.assert_code(3);
+    let c1 = step.json()["result"]["criteria"][0].clone();
+    assert_eq!((c1["status"].as_str(), c1["reason"].as_str()), (Some("fail"), Some("exit code was 1")), "{c1}");
+    let diagnostic = std::fs::read_to_string(env.work.join(c1["diagnostic"].as_str().unwrap())).unwrap();
+    for expected in ["build_rc=1", "accept_rc=1", "plan_rc=3", "status_rc=0"] {
+        assert!(diagnostic.contains(expected), "{expected}: {diagnostic}");
+    }
+    assert!(
+        diagnostic.contains("`scafld build rec` was called from inside build job")
+            && diagnostic.contains("it would wait for the job it runs in")
+            && diagnostic.contains("a criterion's command must not build its own task"),
+        "{diagnostic}"
+    );
+    assert!(diagnostic.contains("a build job (") && diagnostic.contains("spec already exists"), "{diagnostic}");
+    // Refused, it joined nothing: the task's one job is the outer build's, failed.
+    let jobs = env.scafld(&["job", "list", "--json"]).json()["result"]["jobs"].clone();
+    assert_eq!(jobs.as_array().map(Vec::len), Some(1), "{jobs}");
+}
+
 /// A person who judged a manual criterion `fail` judges it again once it is repaired: next
 /// names their command, never a build that would answer the same refusal for ever.
 #[test]

@@ -515,13 +515,13 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
     let (ws, entry) = entry(daemon, &p.root, &p.task_id).await?;
     let task = entry.task_id.clone();
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
-        return join_or_busy(job, task, p.manual.as_ref()).map(|joined| (joined, None));
+        return join_or_busy(job, task, p.manual.as_ref(), &p.caller).map(|joined| (joined, None));
     }
     let lock = daemon.jobs.task_lock(&ws, &task);
     let guard = lock.clone().lock_owned().await;
     // A build that started while we waited for the lock: join it.
     if let Some(job) = daemon.jobs.active_for(&ws, &task) {
-        return join_or_busy(job, task, p.manual.as_ref()).map(|joined| (joined, None));
+        return join_or_busy(job, task, p.manual.as_ref(), &p.caller).map(|joined| (joined, None));
     }
     let entry = super::fresh_entry(daemon, &ws, &task)?;
     require_valid(daemon, &ws, &entry)?;
@@ -647,12 +647,15 @@ async fn start_build(daemon: &Arc<Daemon>, p: m::BuildParams) -> RpcResult<(m::B
 /// job runs, so it joins it; anything else is `busy`, naming the job. A person's evidence
 /// (`build --criterion`) is never taken for a wish to watch the build (their disposition would
 /// be dropped unrecorded) nor held until the build ends (a criterion whose own command records
-/// evidence would wait on itself): they record it again once the job has ended.
+/// evidence would wait on itself): they record it again once the job has ended. A call made
+/// from inside the job's own commands is refused outright (see [`refuse_reentrant`]).
 fn join_or_busy(
     job: crate::domain::job::JobRecord,
     task: String,
     manual: Option<&m::ManualEvidence>,
+    caller: &m::CallerContext,
 ) -> RpcResult<m::BuildResult> {
+    refuse_reentrant(&job, &task, caller)?;
     if job.kind != JobKind::Acceptance {
         return Err(busy(&job, &task));
     }
@@ -671,6 +674,28 @@ fn join_or_busy(
         )));
     }
     Ok(m::BuildResult { task_id: task, job_id: Some(job.id), attached: true, outcome: None, warnings: Vec::new() })
+}
+
+/// Refuse a build of `task` called from inside `job`'s own commands (the caller carries the
+/// job's run token, which every process of its run inherits): joining would have the command
+/// wait for the job that waits for it, until the criterion's timeout.
+fn refuse_reentrant(job: &crate::domain::job::JobRecord, task: &str, caller: &m::CallerContext) -> RpcResult<()> {
+    let inside = !job.run_token.is_empty()
+        && caller.env.get(scafld_local::runner::RUN_TOKEN).is_some_and(|token| *token == job.run_token);
+    if !inside {
+        return Ok(());
+    }
+    let running = job.activity.as_deref().map(|a| format!(" ({a})")).unwrap_or_default();
+    Err(RpcError::new(
+        ErrorKind::InvalidState,
+        format!(
+            "`scafld build {task}` was called from inside build job {} of {task}{running}: it would wait for the job it runs in, which waits for it",
+            job.id
+        ),
+    )
+    .with_hint(format!(
+        "a criterion's command must not build its own task; have it run the check itself (the tests, the linter), and run `scafld build {task}` from outside"
+    )))
 }
 
 /// `build --criterion ID --disposition pass|fail --reason R`: a person's evidence for a manual

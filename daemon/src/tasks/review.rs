@@ -471,8 +471,9 @@ pub async fn decide(daemon: &Daemon, p: m::DecideParams) -> RpcResult<m::DecideR
             RpcError::new(ErrorKind::InvalidInput, "a decision needs --reason").with_hint("say who decided and why")
         );
     }
-    // A harden of the draft holds it while its provider runs: `busy` at once, not a wait.
-    if let Some(job) = daemon.jobs.active_for(&ws, &task).filter(|j| j.kind == JobKind::Harden) {
+    // A harden or a build holds the task while its job runs: `busy` at once, not a wait (a
+    // decision called from inside the build's own commands would wait for ever on itself).
+    if let Some(job) = daemon.jobs.active_for(&ws, &task).filter(|j| j.kind != JobKind::Review) {
         return Err(gate::busy(&job, &task));
     }
     let lock = daemon.jobs.task_lock(&ws, &task);

@@ -34,45 +34,13 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         return Err(RpcError::new(ErrorKind::InvalidInput, format!("risk {risk:?} is not low, medium or high")));
     }
     let ws = daemon.workspace(&p.root).await?;
+    // A taken id is refused at once, not once the lock a running build of the task holds is
+    // let go (a plan called from inside that build's commands would wait for ever on itself).
+    refuse_taken_id(daemon, &ws, task.as_str())?;
     let lock = daemon.jobs.task_lock(&ws, task.as_str());
     let _guard = lock.lock().await;
-    // As the files are now, not as the watcher last reported them (a spec just removed).
-    let _ = crate::sync::write(&ws.index).sync_task(task.as_str());
-    if let Some(existing) = ws.indexed(task.as_str()) {
-        return Err(RpcError::new(
-            ErrorKind::AlreadyExists,
-            format!("spec already exists: {}", ws.relative(&existing.path)),
-        )
-        .with_hint("pick another task id; plan never overwrites a spec"));
-    }
-    // A spec archived further down than anything reads still holds its id.
-    if let Some(deep) = specfile::too_deep(&ws.root, &format!("{task}.md")) {
-        return Err(RpcError::new(
-            ErrorKind::AlreadyExists,
-            format!(
-                "spec already exists: {}, more than {} folders below .scafld/specs/archive, where no command reads it",
-                ws.relative(&deep),
-                specfile::ARCHIVE_DEPTH
-            ),
-        )
-        .with_hint("pick another task id, or move that spec up into an archive folder nearer the top"));
-    }
-    // A ledger outlives its spec file (ledgers are never pruned): a new draft under the id
-    // would read as that task, completed or approved before it was written.
-    let history = daemon.store().ledger(&ws.id, task.as_str()).map_err(RpcError::internal)?;
-    if !history.is_empty() {
-        let was = crate::domain::ledger::replay(&history).status.map(|s| format!(", last {s}")).unwrap_or_default();
-        return Err(RpcError::new(
-            ErrorKind::AlreadyExists,
-            format!(
-                "task id `{task}` has a history in this workspace ({} ledger entries{was}) though its spec is gone",
-                history.len()
-            ),
-        )
-        .with_hint(format!("pick another task id; `scafld session {task}` shows that history")));
-    }
-    // A spec folder that cannot be looked in may hold a spec with the id.
-    super::refuse_hidden_id(&ws, task.as_str())?;
+    // Again under the lock: another plan may have written it meanwhile.
+    refuse_taken_id(daemon, &ws, task.as_str())?;
     let now = clock::now_rfc3339();
     let input = PlanInput {
         task_id: task.as_str(),
@@ -117,6 +85,48 @@ pub async fn plan(daemon: &Daemon, p: m::PlanParams) -> RpcResult<m::PlanResult>
         diagnostics,
         next_action,
     })
+}
+
+/// Refuse `plan` of an id that is taken: a spec under it (as the files are now), one archived
+/// too deep to read, a ledger that outlived its spec, or a spec folder that cannot be looked in.
+fn refuse_taken_id(daemon: &Daemon, ws: &Workspace, task: &str) -> RpcResult<()> {
+    // As the files are now, not as the watcher last reported them (a spec just removed).
+    let _ = crate::sync::write(&ws.index).sync_task(task);
+    if let Some(existing) = ws.indexed(task) {
+        return Err(RpcError::new(
+            ErrorKind::AlreadyExists,
+            format!("spec already exists: {}", ws.relative(&existing.path)),
+        )
+        .with_hint("pick another task id; plan never overwrites a spec"));
+    }
+    // A spec archived further down than anything reads still holds its id.
+    if let Some(deep) = specfile::too_deep(&ws.root, &format!("{task}.md")) {
+        return Err(RpcError::new(
+            ErrorKind::AlreadyExists,
+            format!(
+                "spec already exists: {}, more than {} folders below .scafld/specs/archive, where no command reads it",
+                ws.relative(&deep),
+                specfile::ARCHIVE_DEPTH
+            ),
+        )
+        .with_hint("pick another task id, or move that spec up into an archive folder nearer the top"));
+    }
+    // A ledger outlives its spec file (ledgers are never pruned): a new draft under the id
+    // would read as that task, completed or approved before it was written.
+    let history = daemon.store().ledger(&ws.id, task).map_err(RpcError::internal)?;
+    if !history.is_empty() {
+        let was = crate::domain::ledger::replay(&history).status.map(|s| format!(", last {s}")).unwrap_or_default();
+        return Err(RpcError::new(
+            ErrorKind::AlreadyExists,
+            format!(
+                "task id `{task}` has a history in this workspace ({} ledger entries{was}) though its spec is gone",
+                history.len()
+            ),
+        )
+        .with_hint(format!("pick another task id; `scafld session {task}` shows that history")));
+    }
+    // A spec folder that cannot be looked in may hold a spec with the id.
+    super::refuse_hidden_id(ws, task)
 }
 
 pub async fn harden(daemon: &Arc<Daemon>, p: m::HardenParams) -> RpcResult<m::HardenResult> {
