@@ -269,24 +269,33 @@ impl RunOutcome {
         })
     }
 
-    /// Up to `max` bytes from the end of the combined output, as text.
+    /// Up to `max` bytes from the end of the combined output (stdout's, then stderr's), as
+    /// text, after a line counting every byte the command printed before them: what the
+    /// windows dropped included, so the count is the command's, not the window's. `max` is
+    /// far below [`CAPTURE_CAP`], so a cut output always starts inside its last stream's window.
     pub fn tail(&self, max: usize) -> String {
-        let mut text = self.stdout.text();
-        let err = self.stderr.text();
-        if !err.is_empty() {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text.push_str(&err);
+        let (out, err) = (&self.stdout.bytes, &self.stderr.bytes);
+        // A new line between the streams when stdout's does not end one (not printed: never counted).
+        let joint = !out.is_empty() && !err.is_empty() && !out.ends_with(b"\n");
+        let mut combined = Vec::with_capacity(out.len() + err.len() + 1);
+        combined.extend_from_slice(out);
+        if joint {
+            combined.push(b'\n');
         }
-        if text.len() <= max {
-            return text;
+        combined.extend_from_slice(err);
+        let printed = self.stdout.total() + self.stderr.total();
+        if self.stdout.dropped == 0 && self.stderr.dropped == 0 && combined.len() <= max {
+            return String::from_utf8_lossy(&combined).into_owned();
         }
-        let mut start = text.len() - max;
-        while !text.is_char_boundary(start) {
+        let mut start = combined.len().saturating_sub(max);
+        // Not inside a character: skip its continuation bytes.
+        while start < combined.len() && combined[start] & 0xC0 == 0x80 {
             start += 1;
         }
-        format!("[... {start} earlier bytes]\n{}", &text[start..])
+        let shown = &combined[start..];
+        let joint_shown = joint && start <= out.len();
+        let earlier = printed - (shown.len() - usize::from(joint_shown)) as u64;
+        format!("[... {earlier} earlier bytes]\n{}", String::from_utf8_lossy(shown))
     }
 }
 
@@ -911,6 +920,53 @@ mod tests {
         assert_eq!(stalled.kill_reason, Some(super::KillReason::IdleTimeout));
         let alive = super::run(with(&working), cancel(), |_| {}).await;
         assert_eq!((alive.kill_reason, alive.exit_code), (None, Some(0)));
+    }
+
+    /// The note before a cut output counts every byte printed before what is shown, the bytes
+    /// the 8 MiB windows dropped included (it once counted only the window's); the new line
+    /// put between the streams is never counted, and a cut never splits a character.
+    #[test]
+    fn a_cut_outputs_note_counts_what_the_command_printed_before_it() {
+        let outcome = |out: &[u8], err: &[u8]| {
+            let mut o = super::RunOutcome {
+                exit_code: Some(0),
+                kill_reason: None,
+                start_error: None,
+                stdout: super::Capture::default(),
+                stderr: super::Capture::default(),
+                duration: std::time::Duration::ZERO,
+                silent_for: std::time::Duration::ZERO,
+            };
+            // In pipe-sized chunks, as the runner pushes them.
+            out.chunks(64 * 1024).for_each(|c| o.stdout.push(c));
+            err.chunks(64 * 1024).for_each(|c| o.stderr.push(c));
+            o
+        };
+        let note = |text: &str| -> u64 {
+            let line = text.lines().next().unwrap();
+            line.strip_prefix("[... ").and_then(|l| l.strip_suffix(" earlier bytes]")).unwrap().parse().unwrap()
+        };
+        let big = vec![b'x'; 3 * super::CAPTURE_CAP];
+        let cut = outcome(&big, b"");
+        assert!(cut.stdout.dropped > 0);
+        let tail = cut.tail(1000);
+        assert_eq!(note(&tail), big.len() as u64 - 1000, "{}", &tail[..40]);
+        assert_eq!(tail.split_once('\n').unwrap().1, "x".repeat(1000));
+
+        // stderr after a dropped stdout: stdout's last bytes, the joint line, all of stderr.
+        let both = outcome(&big, b"err\n");
+        let tail = both.tail(1000);
+        assert_eq!(note(&tail), big.len() as u64 - (1000 - 1 - 4), "{}", &tail[..40]);
+        assert!(tail.ends_with("x\nerr\n"));
+        // Cut inside stderr alone: stdout is all earlier, the joint never counted.
+        let tail = outcome(b"out", &big).tail(10);
+        assert_eq!(note(&tail), 3 + big.len() as u64 - 10);
+
+        // A cut that would split a character starts after it.
+        let tail = outcome("é".repeat(600).as_bytes(), b"").tail(1001);
+        assert_eq!((note(&tail), tail.split_once('\n').unwrap().1), (200, "é".repeat(500).as_str()));
+        // Within `max`, nothing is cut and there is no note.
+        assert_eq!(outcome(b"out", b"err").tail(100), "out\nerr");
     }
 
     /// `command` in `dir` with the test's environment, a 20 s timeout and nothing else.
