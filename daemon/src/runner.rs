@@ -349,6 +349,10 @@ fn diagnostics_text(request: &Described, env_overrides: &[String], outcome: &Run
     let _ = writeln!(text, "env_overrides: {}", env_overrides.join(","));
     let _ = writeln!(text, "exit_code: {}", outcome.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "-1".into()));
     let _ = writeln!(text, "kill_reason: {}", outcome.kill_reason.map(KillReason::as_str).unwrap_or(""));
+    // A signal the command died of (exit_code says -1): which one, for the one debugging it.
+    if let Some(signal) = outcome.signal {
+        let _ = writeln!(text, "signal: {}", scafld_local::runner::signal_name(signal));
+    }
     if let Some(e) = &outcome.start_error {
         let _ = writeln!(text, "start_error: {e}");
     }

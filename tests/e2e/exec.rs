@@ -606,6 +606,38 @@ fn timeouts_kill_the_whole_process_group() {
     wait_until("no `sleep 1002` left", || processes_with("sleep 1002").is_empty());
 }
 
+/// A command a signal ends (a crash, a `kill -9` of its own) is described by its signal
+/// wherever its exit is: the answer, `status`, the ledger and the diagnostics file (`signal:`),
+/// its exit code recorded -1 as the original records it. As in the original, `exit_code_nonzero`
+/// takes it for a non-zero exit.
+#[test]
+fn a_command_killed_by_a_signal_is_described_by_its_signal() {
+    let env = TestEnv::new();
+    let nonzero = "  - Expected kind: `exit_code_nonzero`\n";
+    let text = spec("sig", &[&[("seg", "kill -SEGV $$", ""), ("nine", "kill -KILL $$", nonzero)]], &[]);
+    ready(&env, "sig", &text);
+    let step = env.scafld(&["build", "sig", "--json"]);
+    step.assert_code(3);
+    let criteria = step.json()["result"]["criteria"].clone();
+    let (seg, nine) = (&criteria[0], &criteria[1]);
+    assert_eq!((seg["status"].as_str(), seg["exit_code"].as_i64()), (Some("fail"), Some(-1)), "{seg}");
+    assert_eq!(seg["reason"], "killed by signal 11 (SIGSEGV)", "{seg}");
+    assert_eq!(
+        (nine["status"].as_str(), nine["reason"].as_str()),
+        (Some("pass"), Some("killed by signal 9 (SIGKILL)"))
+    );
+    let human = env.scafld(&["status", "sig"]);
+    assert!(human.stdout.contains("killed by signal 11 (SIGSEGV)"), "{}", human.stdout);
+    let entries = ledger(&env, "sig");
+    let entry = entries.iter().rev().find(|e| e["criterion_id"] == "seg").unwrap();
+    assert_eq!(
+        (entry["reason"].as_str(), entry["exit_code"].as_i64()),
+        (Some("killed by signal 11 (SIGSEGV)"), Some(-1))
+    );
+    let diagnostic = std::fs::read_to_string(env.work.join(seg["diagnostic"].as_str().unwrap())).unwrap();
+    assert!(diagnostic.contains("exit_code: -1\nkill_reason: \nsignal: 11 (SIGSEGV)\n"), "{diagnostic}");
+}
+
 /// A timeout too long for the clock is as good as none: the step runs and ends, where the
 /// daemon's runner once panicked and left the job running for ever.
 #[test]

@@ -15,6 +15,9 @@ pub struct RunFacts<'a> {
     pub output_empty: bool,
     /// Timeout or start failure; it decides the verdict whatever the matcher.
     pub runner_error: Option<String>,
+    /// How a command a signal ended ended (`killed by signal 11 (SIGSEGV)`): its exit reads as
+    /// -1 to the matchers, as in the original, and is described so.
+    pub signal_death: Option<String>,
     pub command: &'a str,
     pub combined_text: &'a str,
 }
@@ -29,9 +32,10 @@ pub fn evaluate(expected_kind: &str, facts: &RunFacts<'_>) -> (CriterionStatus, 
         return (CriterionStatus::Fail, error.clone());
     }
     let code = facts.exit_code.unwrap_or(-1);
+    let exit = || facts.signal_death.clone().unwrap_or_else(|| format!("exit code was {code}"));
     match expected_kind {
-        "exit_code_zero" => (pass_if(code == 0), format!("exit code was {code}")),
-        "exit_code_nonzero" => (pass_if(code != 0), format!("exit code was {code}")),
+        "exit_code_zero" => (pass_if(code == 0), exit()),
+        "exit_code_nonzero" => (pass_if(code != 0), exit()),
         "no_matches" => {
             if facts.output_empty {
                 (CriterionStatus::Pass, "output was empty".into())
@@ -432,6 +436,7 @@ mod tests {
             stdout: stdout.as_bytes(),
             output_empty: stdout.is_empty(),
             runner_error: None,
+            signal_death: None,
             command: "x",
             combined_text: stdout,
         }
@@ -486,6 +491,7 @@ mod tests {
                 stdout: b"",
                 output_empty: false,
                 runner_error: None,
+                signal_death: None,
                 command: "npx playwright test",
                 combined_text: "sh: npx: command not found",
             },
@@ -576,6 +582,7 @@ mod tests {
                 stdout: b"",
                 output_empty: false,
                 runner_error: None,
+                signal_death: None,
                 command: "playwright test",
                 combined_text: "sh: 1: eval: playwright: not found",
             },

@@ -824,6 +824,7 @@ async fn run_diagnostics(
     let external = ws.config().map(|c| c.review.external.clone()).unwrap_or_default();
     let outcome = crate::runner::RunOutcome {
         exit_code: run.exit_code,
+        signal: None,
         kill_reason: run.kill_reason.as_deref().and_then(crate::runner::KillReason::parse),
         start_error: None,
         stdout: crate::runner::Capture { bytes: run.stdout.clone().into_bytes(), dropped: run.stdout_dropped },

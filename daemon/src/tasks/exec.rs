@@ -1710,6 +1710,7 @@ pub(crate) fn judge(kind: &str, criterion: &Criterion, o: &RunOutcome) -> Observ
         stdout: &o.stdout.bytes,
         output_empty: o.stdout.total() == 0 && o.stderr.total() == 0,
         runner_error: o.runner_error(),
+        signal_death: o.signal_death(),
         command: &criterion.command,
         combined_text: &combined,
     };

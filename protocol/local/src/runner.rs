@@ -243,6 +243,9 @@ impl KillReason {
 pub struct RunOutcome {
     /// `None` when killed or not started.
     pub exit_code: Option<i32>,
+    /// The signal that ended the command of itself (a crash, a `kill -9` of its own), not one of
+    /// the runner's kills: its `exit_code` is `None` too (recorded -1, as the original does).
+    pub signal: Option<i32>,
     pub kill_reason: Option<KillReason>,
     pub start_error: Option<String>,
     pub stdout: Capture,
@@ -253,6 +256,12 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// How a command a signal ended ended, for every place that describes its exit:
+    /// `killed by signal 11 (SIGSEGV)`.
+    pub fn signal_death(&self) -> Option<String> {
+        self.signal.map(|n| format!("killed by signal {}", signal_name(n)))
+    }
+
     /// A runner-level failure that decides the verdict whatever the matcher.
     pub fn runner_error(&self) -> Option<String> {
         if let Some(e) = &self.start_error {
@@ -343,6 +352,7 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     let started = Instant::now();
     let mut outcome = RunOutcome {
         exit_code: None,
+        signal: None,
         kill_reason: None,
         start_error: None,
         stdout: Capture::default(),
@@ -525,12 +535,21 @@ pub async fn run(mut request: RunRequest, cancel: CancellationToken, on_spawn: i
     if let Some(tracked) = tracked {
         tracked.finish(pgid).await;
     }
-    outcome.exit_code =
-        if outcome.kill_reason.is_some() || held.is_some() { None } else { status.and_then(|s| s.code()) };
+    let ended = status.filter(|_| outcome.kill_reason.is_none() && held.is_none());
+    outcome.exit_code = ended.and_then(|s| s.code());
+    outcome.signal = ended.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
     outcome.start_error = outcome.start_error.or(held);
     outcome.duration = started.elapsed();
     outcome.silent_for = last_byte.elapsed();
     outcome
+}
+
+/// A signal by its number and name: `11 (SIGSEGV)` (the number alone for one unknown here).
+pub fn signal_name(n: i32) -> String {
+    match Signal::try_from(n) {
+        Ok(signal) => format!("{n} ({})", signal.as_str()),
+        Err(_) => n.to_string(),
+    }
 }
 
 /// A pipe's read buffer: small while the command prints little (most criteria print nothing,
@@ -930,6 +949,7 @@ mod tests {
         let outcome = |out: &[u8], err: &[u8]| {
             let mut o = super::RunOutcome {
                 exit_code: Some(0),
+                signal: None,
                 kill_reason: None,
                 start_error: None,
                 stdout: super::Capture::default(),
