@@ -236,6 +236,8 @@ fn start(args: Args) -> Result<(), BoxError> {
                 .map_err(|e| -> BoxError { format!("{e}; {}", e.advice()).into() })?,
         );
         let db_dir = state_dir.join("db");
+        // Still held past this, sled's refusal below says so.
+        let _ = lock::database_free_within(&db_dir, DATABASE_LET_GO);
         let store = SledStore::open(&db_dir).map_err(|e| -> BoxError {
             match e {
                 // The state lock is held: no other daemon has it open.
@@ -292,6 +294,10 @@ fn start(args: Args) -> Result<(), BoxError> {
     drop(state_lock);
     result
 }
+
+/// How long a database lock left by a killed daemon (in a child it was starting a command in)
+/// is waited for at start.
+const DATABASE_LET_GO: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Threads beyond the runtime's workers that must be startable at once: sled's seven, the
 /// main and signal threads, and room for the blocking pool and the commands the daemon runs.

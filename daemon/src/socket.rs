@@ -1,18 +1,22 @@
 //! Getting a listening socket: systemd activation, or binding the resolved path safely
 //! (private directory, owner-only socket, one daemon per socket, stale files replaced).
 
-use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read as _, Write as _};
 use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener as StdUnixListener;
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
+use scafld_local::lock::ProcessLock;
 use scafld_local::paths::with_socket_address;
 
 /// First file descriptor passed by systemd socket activation.
 const SD_LISTEN_FDS_START: RawFd = 3;
+
+/// How long a daemon found at a socket file has to answer before it is taken to be running
+/// (one busy past it still counts; see [`answers`]).
+const PROBE_ANSWER: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
@@ -37,7 +41,7 @@ pub struct Listener {
     pub path: PathBuf,
     pub activated: bool,
     identity: Option<(u64, u64)>,
-    _lock: Option<Flock<File>>,
+    _lock: Option<ProcessLock>,
 }
 
 impl Drop for Listener {
@@ -100,15 +104,17 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
     }
     let lock_path = scafld_local::paths::socket_lock_file(path);
     let lock_file = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(dir_error)?;
-    let lock = match Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) {
+    // This process's alone: a child forked to run a command never holds it (see `lock`).
+    let lock = match ProcessLock::exclusive(lock_file) {
         Ok(lock) => lock,
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Err(SocketError::AlreadyRunning(path.to_path_buf())),
-        Err((_, errno)) => return Err(dir_error(io::Error::from(errno))),
+        Err(nix::errno::Errno::EWOULDBLOCK) => return Err(SocketError::AlreadyRunning(path.to_path_buf())),
+        Err(errno) => return Err(dir_error(io::Error::from(errno))),
     };
     match fs::symlink_metadata(path) {
         Ok(meta) if !meta.file_type().is_socket() => return Err(SocketError::NotASocket(path.to_path_buf())),
         Ok(_) => {
-            if scafld_local::probe(path).is_ok() {
+            // A daemon without our lock (socket-activated, or of an older release) answers there.
+            if answers(path) {
                 return Err(SocketError::AlreadyRunning(path.to_path_buf()));
             }
             // Nobody answers and we hold the lock: the file is left over from a dead daemon.
@@ -128,6 +134,24 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
         identity: Some((meta.dev(), meta.ino())),
         _lock: Some(lock),
     })
+}
+
+/// Whether a daemon's accept loop answers at `path`. A connection alone proves nothing: the
+/// listener of a daemon killed while it started a command lives on in that child until its
+/// `exec` closes it, queueing connections nobody accepts (reset when it closes). An answer, or
+/// no word either way within [`PROBE_ANSWER`] (a daemon too busy to answer is still running),
+/// counts as running.
+fn answers(path: &Path) -> bool {
+    use scafld_protocol::methods::{DaemonStatus, Method};
+    let Ok(mut stream) = scafld_local::probe(path) else { return false };
+    let request = format!("{{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"{}\",\"params\":{{}}}}\n", DaemonStatus::NAME);
+    if stream.set_read_timeout(Some(PROBE_ANSWER)).is_err() || stream.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    match stream.read(&mut [0u8; 1]) {
+        Ok(read) => read > 0,
+        Err(e) => matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut),
+    }
 }
 
 /// How often a bound daemon checks that its socket file is still there.

@@ -393,12 +393,9 @@ fn daemon_stop_never_signals_a_recovery() {
     std::fs::create_dir_all(recovery.parent().unwrap()).unwrap();
     std::fs::copy("/usr/bin/sleep", &recovery).unwrap();
     let lock = env.state_dir.join("scafldd.lock");
-    let mut holder = Command::new("sh")
-        .args(["-c", r#"exec 9>"$1"; flock -x 9; echo $$ >&9; exec "$2" 600"#, "sh"])
-        .arg(&lock)
-        .arg(&recovery)
-        .spawn()
-        .unwrap();
+    // The daemon's lock is a POSIX record lock, kept across the exec while its descriptor is.
+    let take = "import fcntl,os,sys; fd=os.open(sys.argv[1], os.O_WRONLY|os.O_CREAT|os.O_TRUNC, 0o600); os.set_inheritable(fd, True); fcntl.lockf(fd, fcntl.LOCK_EX); os.write(fd, b'%d\\n' % os.getpid()); os.execv(sys.argv[2], [sys.argv[2], '600'])";
+    let mut holder = Command::new("python3").args(["-c", take]).arg(&lock).arg(&recovery).spawn().unwrap();
     let pid = holder.id();
     wait_until("the stand-in recovery to hold the lock", || {
         std::fs::read_to_string(&lock).is_ok_and(|text| text.trim() == pid.to_string())

@@ -1336,6 +1336,65 @@ fn a_build_waiting_when_the_daemon_stops_is_told_shutting_down() {
     assert!(!running("sleep 1008"), "the stop ends the job");
 }
 
+/// A daemon SIGKILLed while it starts a command leaves a copy of every descriptor it has (its
+/// locks, its listener, its database) in the child until the child's `exec` closes them. The
+/// next daemon, started at once, starts: its locks were the dead daemon's alone, and a socket
+/// that queues a connection nobody accepts is no daemon running. Before, it refused ("another
+/// scafld daemon is already running"). Its recovery then ends the orphaned command.
+#[test]
+fn a_daemon_killed_while_starting_a_command_is_replaced_at_once() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut env = TestEnv::new();
+    let pid = env.start_daemon();
+    ready(&env, "crash", &spec("crash", &[&[("wait", "test -f go || sleep 1012", "")]], &[]));
+    env.scafld(&["build", "crash", "--detach"]).assert_code(0);
+    wait_until("the sleep to start", || running("sleep 1012"));
+    // What a child forked by the daemon holds before its exec: a copy of each descriptor.
+    // SAFETY: system calls on a pid and descriptor numbers; each copy returned is ours to own.
+    let copies: Vec<OwnedFd> = unsafe {
+        let pidfd = nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) as i32;
+        assert!(pidfd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        let pidfd = OwnedFd::from_raw_fd(pidfd);
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(|fd| {
+                let copy = nix::libc::syscall(nix::libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) as i32;
+                (copy >= 0).then(|| OwnedFd::from_raw_fd(copy))
+            })
+            .collect()
+    };
+    let listener = copies
+        .iter()
+        .position(|fd| {
+            use nix::sys::socket::{UnixAddr, getsockname, getsockopt, sockopt};
+            getsockopt(fd, sockopt::AcceptConn).unwrap_or(false)
+                && getsockname::<UnixAddr>(fd.as_raw_fd()).is_ok_and(|a| a.path() == Some(env.socket.as_path()))
+        })
+        .expect("a copy of the daemon's listener");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    env.take_daemon().wait().unwrap();
+
+    let mut next = env.daemon_command().spawn().unwrap();
+    // The copies are closed (as by the child's exec) once the next daemon knocks at the old
+    // listener: one that took the copies' locks for a running daemon's never gets that far.
+    wait_until("the next daemon to try the socket, or give up", || {
+        let mut knocked =
+            [nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(&copies[listener]), nix::poll::PollFlags::POLLIN)];
+        nix::poll::poll(&mut knocked, nix::poll::PollTimeout::ZERO).unwrap_or(0) > 0
+            || next.try_wait().unwrap().is_some()
+    });
+    drop(copies);
+    if next.try_wait().unwrap().is_some() {
+        let out = next.wait_with_output().unwrap();
+        panic!("the next daemon did not start: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let next_pid = env.adopt_daemon(next);
+    assert_ne!(next_pid, pid);
+    wait_until("recovery to kill the orphan", || processes_with("sleep 1012").is_empty());
+}
+
 #[test]
 fn a_killed_daemon_leaves_nothing_running_and_the_next_build_runs_again() {
     let mut env = TestEnv::new();

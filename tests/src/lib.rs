@@ -280,6 +280,12 @@ impl TestEnv {
     /// [`TestEnv::start_daemon`] with extra environment variables for the daemon.
     pub fn start_daemon_with(&mut self, vars: &[(&str, &str)]) -> u32 {
         let child = self.daemon_command().envs(vars.iter().copied()).spawn().expect("spawn scafldd");
+        self.adopt_daemon(child)
+    }
+
+    /// Keep `child`, a daemon started from [`TestEnv::daemon_command`], as one started here
+    /// (killed with the environment), and wait until it answers.
+    pub fn adopt_daemon(&mut self, child: Child) -> u32 {
         let pid = child.id();
         self.daemons.push(child);
         let socket = self.socket.clone();

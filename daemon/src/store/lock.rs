@@ -1,5 +1,5 @@
-//! The state directory's lock: a daemon holds an exclusive `flock` on `<state dir>/scafldd.lock`
-//! (its pid written in it) for its whole life, and `scafldd --recover` takes the same lock before
+//! The state directory's lock: a daemon holds an exclusive lock ([`ProcessLock`], its own and
+//! never its children's) on `<state dir>/scafldd.lock` (its pid written in it) for its whole life, and `scafldd --recover` takes the same lock before
 //! it touches anything, so a recovery never moves a running daemon's database aside, whatever
 //! socket either was started for. sled's own lock on its database file is looked at too (a
 //! daemon of an older release holds only that).
@@ -11,12 +11,13 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
+use scafld_local::lock::ProcessLock;
 
 pub use scafld_local::paths::LOCK_FILE;
 
 /// The state directory, held by this process until it is dropped.
 pub struct StateLock {
-    _lock: Flock<File>,
+    _lock: ProcessLock,
 }
 
 /// Why the state directory could not be taken.
@@ -85,15 +86,16 @@ impl StateLock {
                 true => io_error(io::Error::other("it is a symbolic link, which the lock is never taken through")),
                 false => io_error(e),
             })?;
-        let lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        let lock = match ProcessLock::exclusive(file) {
             Ok(lock) => lock,
-            Err((_, Errno::EWOULDBLOCK)) => return Err(LockError::Held { pid: holder(&path), path }),
-            Err((_, errno)) => return Err(io_error(io::Error::from(errno))),
+            Err(Errno::EWOULDBLOCK) => return Err(LockError::Held { pid: holder(&path), path }),
+            Err(errno) => return Err(io_error(io::Error::from(errno))),
         };
-        lock.set_len(0)
+        lock.file()
+            .set_len(0)
             .and_then(|()| {
                 let socket = socket.map(|s| format!("{}\n", s.display())).unwrap_or_default();
-                (&*lock).write_all(format!("{}\n{socket}", std::process::id()).as_bytes())
+                lock.file().write_all(format!("{}\n{socket}", std::process::id()).as_bytes())
             })
             .map_err(io_error)?;
         Ok(StateLock { _lock: lock })
@@ -113,6 +115,22 @@ pub fn database_in_use(db_dir: &Path) -> Result<(), LockError> {
         Ok(_released_on_drop) => Ok(()),
         Err((_, Errno::EWOULDBLOCK)) => Err(LockError::Held { path, pid: None }),
         Err((_, errno)) => Err(LockError::Io { path, source: io::Error::from(errno) }),
+    }
+}
+
+/// [`database_in_use`], waiting up to `within` for it to be let go. Under the state lock no
+/// daemon of this release has the database open, yet sled's `flock` belongs to the open file:
+/// a daemon killed while it was starting a command leaves it held by that child until its
+/// `exec` closes it, a moment.
+pub fn database_free_within(db_dir: &Path, within: std::time::Duration) -> Result<(), LockError> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        match database_in_use(db_dir) {
+            Err(LockError::Held { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            other => return other,
+        }
     }
 }
 
@@ -139,15 +157,26 @@ mod tests {
         assert!(io(io::ErrorKind::InvalidData).advice().contains("remove or repair"));
     }
 
+    /// Another process holding the lock (as a daemon does: its pid written in it) refuses a
+    /// second taker, named; once it ends, the lock is free.
     #[test]
     fn a_second_taker_is_refused_with_the_holders_pid() {
+        use std::io::BufRead;
         let dir = tempfile::tempdir().unwrap();
-        let held = StateLock::acquire(dir.path(), None).unwrap();
+        let mut holder = std::process::Command::new("python3")
+            .args(["-c", "import fcntl,os,sys; f=open(sys.argv[1],'w'); fcntl.lockf(f, fcntl.LOCK_EX); f.write(str(os.getpid())+'\\n'); f.flush(); print(flush=True); sys.stdin.read()"])
+            .arg(dir.path().join(LOCK_FILE))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        io::BufReader::new(holder.stdout.take().unwrap()).read_line(&mut String::new()).unwrap();
         match StateLock::acquire(dir.path(), None) {
-            Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+            Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(holder.id())),
             other => panic!("{:?}", other.err()),
         }
-        drop(held);
+        drop(holder.stdin.take());
+        holder.wait().unwrap();
         StateLock::acquire(dir.path(), None).unwrap();
         database_in_use(dir.path()).unwrap();
     }

@@ -1,5 +1,5 @@
 //! What the client and the daemon both need to agree on about this machine: where the daemon's
-//! socket and state live ([`paths`]), whether a directory is safe to hold them, and how to reach
+//! socket and state live ([`paths`]) and how it locks them ([`lock`]), whether a directory is safe to hold them, and how to reach
 //! the socket, how to run a command ([`runner`]) and end what it orphans ([`reaper`]), what `/proc` says of a
 //! process ([`proc`]), which build an executable file is ([`executable`]), how to read a file someone else supplies ([`capped`]), where a file the caller named may be written ([`out_file`]) and which folders
 //! can never be a workspace's root ([`workspace`]), what the folders around a path say of git ([`git`]), and how a boolean environment variable reads
@@ -9,6 +9,7 @@
 pub mod capped;
 pub mod executable;
 pub mod git;
+pub mod lock;
 pub mod out_file;
 pub mod paths;
 pub mod proc;

@@ -90,15 +90,11 @@ impl Paths {
     /// differs can name it rather than suggest starting a second daemon, which the lock would
     /// refuse.
     pub fn state_holder(&self) -> Option<(u32, Option<PathBuf>)> {
-        use nix::fcntl::{Flock, FlockArg};
         let file = std::fs::File::open(self.lock_file()).ok()?;
-        // Taken (and at once released): nobody holds it.
-        if Flock::lock(file, FlockArg::LockSharedNonblock).is_ok() {
-            return None;
-        }
+        let holder = crate::lock::holder(&file)?;
         let text = crate::capped::read_text(&self.lock_file(), "lock file", 64 << 10).ok()?;
         let mut lines = text.lines();
-        let pid = lines.next()?.trim().parse().ok()?;
+        let pid = lines.next().and_then(|l| l.trim().parse().ok()).unwrap_or(holder);
         Some((pid, lines.next().filter(|l| !l.is_empty()).map(PathBuf::from)))
     }
 }

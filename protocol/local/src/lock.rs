@@ -1,0 +1,78 @@
+//! The daemon's locks (`<socket>.lock`, `<state dir>/scafldd.lock`): POSIX record locks
+//! (`fcntl(F_SETLK)`), which belong to the process that took them, are never inherited by a
+//! child, and go with that process. An `flock` belongs to the open file instead, which a child
+//! forked to run a command shares until its `exec` closes it: a daemon killed in that moment
+//! left its locks held by the child, and the next daemon refused to start as if one ran.
+
+use std::fs::File;
+
+use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, fcntl};
+use nix::libc;
+
+/// An exclusive lock on the whole of a file, held by this process until it is dropped. The file
+/// must be opened nowhere else in this process: closing any descriptor of it releases the lock.
+pub struct ProcessLock {
+    file: File,
+}
+
+impl ProcessLock {
+    /// Take it without waiting; held by another process: `Errno::EWOULDBLOCK`.
+    pub fn exclusive(file: File) -> Result<ProcessLock, Errno> {
+        match fcntl(&file, FcntlArg::F_SETLK(&whole(libc::F_WRLCK))) {
+            Ok(_) => Ok(ProcessLock { file }),
+            // POSIX allows either for a lock another process holds.
+            Err(Errno::EACCES | Errno::EAGAIN) => Err(Errno::EWOULDBLOCK),
+            Err(errno) => Err(errno),
+        }
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+/// The pid of the process holding a lock on `file`, if one does (never this process).
+pub fn holder(file: &File) -> Option<u32> {
+    let mut probe = whole(libc::F_WRLCK);
+    fcntl(file, FcntlArg::F_GETLK(&mut probe)).ok()?;
+    (i32::from(probe.l_type) != libc::F_UNLCK).then_some(probe.l_pid as u32)
+}
+
+/// A lock of `kind` over the whole file, however long it grows.
+fn whole(kind: libc::c_int) -> libc::flock {
+    // SAFETY: `flock` is plain data; every field is set below or meant to be zero.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = kind as libc::c_short;
+    lock.l_whence = libc::SEEK_SET as libc::c_short;
+    lock
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    /// Another process's lock is refused and its holder named; once it ends, the lock is free.
+    #[test]
+    fn the_lock_is_the_holders_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let open = || std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+        let mut other = Command::new("python3")
+            .args(["-c", "import fcntl,sys; f=open(sys.argv[1],'a'); fcntl.lockf(f, fcntl.LOCK_EX); print(flush=True); sys.stdin.read()"])
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::BufReader::new(other.stdout.take().unwrap()).read_line(&mut String::new()).unwrap();
+        assert_eq!(ProcessLock::exclusive(open()).err(), Some(Errno::EWOULDBLOCK));
+        assert_eq!(holder(&open()), Some(other.id()));
+        drop(other.stdin.take());
+        other.wait().unwrap();
+        assert_eq!(holder(&open()), None);
+        ProcessLock::exclusive(open()).unwrap();
+    }
+}
