@@ -289,9 +289,17 @@ impl TestEnv {
         let pid = child.id();
         self.daemons.push(child);
         let socket = self.socket.clone();
-        wait_until("the daemon's socket", || RawClient::connect(&socket).is_ok());
-        // The socket is bound before the database opens: an answer means start-up is over.
-        self.client().result("daemon.status", json!({}));
+        // The socket is bound before the database opens: its answer means start-up is over. A
+        // connection alone proves nothing: the listener of a daemon killed while it started a
+        // command lives on in that child until its exec, and resets what it queued.
+        wait_until("the daemon to answer", || {
+            let Ok(mut client) = RawClient::connect(&socket) else { return false };
+            let request = json!({"jsonrpc": "2.0", "id": 1, "method": "daemon.status", "params": {}});
+            if client.writer.write_all(format!("{request}\n").as_bytes()).is_err() {
+                return false;
+            }
+            matches!(client.try_read_wire(), Ok(Some(reply)) if reply["result"]["pid"] == pid)
+        });
         pid
     }
 
