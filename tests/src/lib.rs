@@ -292,14 +292,28 @@ impl TestEnv {
         // The socket is bound before the database opens: its answer means start-up is over. A
         // connection alone proves nothing: the listener of a daemon killed while it started a
         // command lives on in that child until its exec, and resets what it queued.
-        wait_until("the daemon to answer", || {
+        let answers = || {
             let Ok(mut client) = RawClient::connect(&socket) else { return false };
             let request = json!({"jsonrpc": "2.0", "id": 1, "method": "daemon.status", "params": {}});
             if client.writer.write_all(format!("{request}\n").as_bytes()).is_err() {
                 return false;
             }
             matches!(client.try_read_wire(), Ok(Some(reply)) if reply["result"]["pid"] == pid)
-        });
+        };
+        let deadline = Instant::now() + DEADLINE;
+        while !answers() {
+            // A daemon that exited will never answer: say what it said.
+            let child = self.daemons.last_mut().expect("the daemon just kept");
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut said = String::new();
+                if let Some(mut stderr) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut stderr, &mut said);
+                }
+                panic!("the daemon exited ({status}) before it answered: {said}");
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for the daemon to answer");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         pid
     }
 

@@ -172,6 +172,10 @@ pub struct SledStore {
     census_jobs: std::sync::Mutex<Option<Vec<StoredJob>>>,
     /// Set by [`Store::close`]: no reopen after it.
     closed: std::sync::atomic::AtomicBool,
+    /// Held (shared) by every ledger write from its change to the database through its note in
+    /// the manifest; the close takes it whole, so the manifest it saves and vouches for holds
+    /// every ledger write's head and digest (the next start takes them from it: `closed.rs`).
+    ledger_writes: std::sync::RwLock<()>,
 }
 
 /// How much of the database sled keeps in memory. Its default, 1 GiB, is more than any state
@@ -294,6 +298,7 @@ impl SledStore {
             finished_jobs: std::sync::Mutex::new(()),
             census_jobs: std::sync::Mutex::new(Some(jobs)),
             closed: Default::default(),
+            ledger_writes: Default::default(),
         })
     }
 
@@ -547,6 +552,7 @@ impl SledStore {
         task_id: &str,
         events: Vec<(String, LedgerEvent)>,
     ) -> Result<Vec<LedgerEntry>, StoreError> {
+        let _writing = crate::sync::read(&self.ledger_writes);
         let prefix = ledger_prefix(workspace_id, task_id);
         // Each entry as stored, for the manifest's chain digest and the read-back.
         let mut links: Vec<Vec<u8>> = Vec::with_capacity(events.len());
@@ -928,6 +934,7 @@ impl Store for SledStore {
         task_id: &str,
         events: Vec<(String, LedgerEvent)>,
     ) -> Result<usize, StoreError> {
+        let _writing = crate::sync::read(&self.ledger_writes);
         let prefix = ledger_prefix(workspace_id, task_id);
         let mut imported = Vec::with_capacity(events.len());
         let count = self.run(|t| {
@@ -1065,8 +1072,22 @@ impl Store for SledStore {
     /// after a crash. Blocks: call it off the async runtime.
     fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        let Some(mut trees) = self.trees.write().unwrap_or_else(|e| e.into_inner()).take() else { return };
         let deadline = std::time::Instant::now() + CLOSE_WAIT;
+        // Every ledger write still between its change and its manifest note finishes first
+        // (one that has not begun waits, then finds the database closed).
+        let _ledger_writes = loop {
+            match self.ledger_writes.try_write() {
+                Ok(held) => break held,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() > deadline => {
+                    return tracing::info!(
+                        "a ledger write was still in progress as the daemon stopped; the next start copies the database first"
+                    );
+                }
+                Err(std::sync::TryLockError::WouldBlock) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        };
+        let Some(mut trees) = self.trees.write().unwrap_or_else(|e| e.into_inner()).take() else { return };
         loop {
             match Arc::try_unwrap(trees) {
                 Ok(last) => {
@@ -1245,6 +1266,44 @@ mod tests {
             Ok(_) => panic!("a manifest changed after the close was taken on trust"),
         }
         assert!(!marked.is_empty());
+    }
+
+    /// A close waits for a ledger write between its change to the database and its note in
+    /// the manifest: the manifest it saves and vouches for holds that write's head. Before,
+    /// the close could take the handles in that gap and vouch for a manifest a head short.
+    #[test]
+    fn the_close_waits_for_a_ledger_writes_manifest_note() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let store = Arc::new(SledStore::open(&db).unwrap());
+        let writing = crate::sync::read(&store.ledger_writes);
+        let closing = std::thread::spawn({
+            let store = store.clone();
+            move || store.close()
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !store.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "the close never began");
+            std::thread::yield_now();
+        }
+        // Given time to finish, a close that did not wait would have marked the database by
+        // now (it takes a few milliseconds); this one must not, while the write is unnoted.
+        let mark_file = db.with_file_name("db.closed");
+        let patience = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        while std::time::Instant::now() < patience {
+            assert!(!mark_file.exists(), "the close vouched for the manifest before a write's note");
+            std::thread::yield_now();
+        }
+        // The write's note, landing while the close is under way.
+        store.manifest.note(|m| {
+            m.heads.insert(head_key("w", "late"), 1);
+        });
+        drop(writing);
+        closing.join().unwrap();
+        let saved = Manifest::load(&manifest::path_for(&db)).unwrap().unwrap();
+        assert_eq!(saved.heads.get(&head_key("w", "late")), Some(&1));
+        let mark: serde_json::Value = serde_json::from_slice(&std::fs::read(&mark_file).unwrap()).unwrap();
+        assert_eq!(mark["manifest"], saved.digest().as_str(), "the mark vouches for the manifest saved last");
     }
 
     /// A job record the job table could not read (a field missing) refuses the start, as any
