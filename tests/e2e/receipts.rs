@@ -888,6 +888,15 @@ fn verify_runs_acceptance_only_in_a_clean_checkout_of_the_material_ref() {
         &["has commit", "checked out: the acceptance commands would run on other code"],
         &[],
     );
+    // A folder within the checkout is clean too, but not where the workspace is: the commands
+    // would run (and their paths resolve) there.
+    let inner = clean.join(".scafld");
+    assert!(inner.is_dir(), "the checkout holds the workspace's .scafld");
+    refusal(
+        &["--target", "HEAD", "--material-ref", &work, "--acceptance-root", inner.to_str().unwrap()],
+        &["is not where the workspace's folder is in that checkout", clean_real.to_str().unwrap()],
+        &["pass --acceptance-root"],
+    );
     std::fs::write(clean.join("stray.txt"), "x").unwrap();
     refusal(
         &["--target", "HEAD", "--material-ref", &work, "--acceptance-root", root],

@@ -2084,6 +2084,9 @@ pub enum Unlike {
     NoCheckout(String),
     /// Its HEAD is another commit (`None`: it has none): the commit wanted, and the one found.
     OtherCommit { wanted: String, found: Option<String> },
+    /// The folder is not where the workspace's folder is in that checkout (a folder within it,
+    /// or its top folder for a workspace in a subfolder of its repository): that place.
+    NotTheWorkspace { expected: std::path::PathBuf },
     /// What differs from that commit's tree: changed, untracked and ignored paths alike (a
     /// command may read any of them), and entries git was told not to look at.
     Differs(Vec<String>),
@@ -2095,16 +2098,25 @@ pub enum Unlike {
 /// `--assume-unchanged` or `--skip-worktree` (git would not look at those files). Returns the
 /// commit id.
 pub fn exact_checkout(root: &Path, rev: &str, checkout: &Path) -> Result<String, Unlike> {
-    let wanted = {
+    let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let (wanted, offset) = {
         let repo = open(root).map_err(Unlike::Unresolved)?;
         unambiguous(&repo, rev).map_err(Unlike::Unresolved)?;
         let commit = repo.revparse_single(rev).and_then(|o| o.peel_to_commit());
-        commit.map(|c| c.id()).map_err(|e| Unlike::Unresolved(unresolved(&repo, rev, &e)))?
+        let wanted = commit.map(|c| c.id()).map_err(|e| Unlike::Unresolved(unresolved(&repo, rev, &e)))?;
+        // Where the workspace sits in its repository's work tree: the same place in the
+        // checkout is where its commands run.
+        let top = repo.workdir().map(canonical).unwrap_or_default();
+        (wanted, canonical(root).strip_prefix(&top).map(Path::to_path_buf).unwrap_or_default())
     };
     // Opened afresh: the checkout is not a workspace, and its state is read as it is now.
     let repo = Repository::discover(checkout).map_err(|e| Unlike::NoCheckout(e.message().to_string()))?;
-    if repo.is_bare() || repo.workdir().is_none() {
+    let Some(top) = repo.workdir().filter(|_| !repo.is_bare()) else {
         return Err(Unlike::NoCheckout("its git repository is bare".into()));
+    };
+    let expected = canonical(top).join(&offset);
+    if canonical(checkout) != expected {
+        return Err(Unlike::NotTheWorkspace { expected });
     }
     let found = head_commit(&repo).map(|c| c.id());
     if found != Some(wanted) {

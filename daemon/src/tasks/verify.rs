@@ -401,6 +401,13 @@ async fn acceptance_lane(root: &Path, p: &m::VerifyParams) -> RpcResult<Option<P
         (baseline::Unlike::NoCheckout(e), false) => {
             refuse(format!("the working tree cannot be read through git: {e}"), other_ways)
         }
+        (baseline::Unlike::NotTheWorkspace { expected }, _) => refuse(
+            format!(
+                "{named} is not where the workspace's folder is in that checkout ({}): the acceptance commands would run in another folder",
+                expected.display()
+            ),
+            format!("pass --acceptance-root {}", word(&expected.display().to_string())),
+        ),
         (baseline::Unlike::OtherCommit { wanted, found }, explicit) => {
             let found = found.as_deref().map_or("no commit".to_string(), |id| format!("commit {}", short(id)));
             let place = if explicit { named } else { "the working tree".into() };
