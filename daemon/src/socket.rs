@@ -104,6 +104,9 @@ pub fn bind(path: &Path) -> Result<Listener, SocketError> {
     }
     let lock_path = scafld_local::paths::socket_lock_file(path);
     let lock_file = OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(dir_error)?;
+    if scafld_local::lock::held_by_an_earlier_release(&lock_file) {
+        return Err(SocketError::AlreadyRunning(path.to_path_buf()));
+    }
     // This process's alone: a child forked to run a command never holds it (see `lock`).
     let lock = match ProcessLock::exclusive(lock_file) {
         Ok(lock) => lock,

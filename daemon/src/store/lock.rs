@@ -86,6 +86,9 @@ impl StateLock {
                 true => io_error(io::Error::other("it is a symbolic link, which the lock is never taken through")),
                 false => io_error(e),
             })?;
+        if scafld_local::lock::held_by_an_earlier_release(&file) {
+            return Err(LockError::Held { pid: holder(&path), path });
+        }
         let lock = match ProcessLock::exclusive(file) {
             Ok(lock) => lock,
             Err(Errno::EWOULDBLOCK) => return Err(LockError::Held { pid: holder(&path), path }),

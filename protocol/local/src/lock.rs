@@ -39,6 +39,20 @@ pub fn holder(file: &File) -> Option<u32> {
     (i32::from(probe.l_type) != libc::F_UNLCK).then_some(probe.l_pid as u32)
 }
 
+/// Whether a daemon of an earlier release holds `file`: those took an `flock`, which Linux
+/// keeps apart from record locks, so [`ProcessLock::exclusive`] and [`holder`] do not see it
+/// (an upgrade with the old daemon still running). Call it before taking the record lock:
+/// the probe's descriptor is closed after, and closing any descriptor of a file releases this
+/// process's record lock on it.
+pub fn held_by_an_earlier_release(file: &File) -> bool {
+    let Ok(probe) = file.try_clone() else { return false };
+    match nix::fcntl::Flock::lock(probe, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        // Let go at once (dropping the guard unlocks it).
+        Ok(_free) => false,
+        Err((_, errno)) => errno == Errno::EWOULDBLOCK,
+    }
+}
+
 /// A lock of `kind` over the whole file, however long it grows.
 fn whole(kind: libc::c_int) -> libc::flock {
     // SAFETY: `flock` is plain data; every field is set below or meant to be zero.
@@ -74,5 +88,29 @@ mod tests {
         other.wait().unwrap();
         assert_eq!(holder(&open()), None);
         ProcessLock::exclusive(open()).unwrap();
+    }
+
+    /// A daemon of an earlier release held its lock with `flock`, which a record lock does not
+    /// see: it is looked for apart, and let go of at once.
+    #[test]
+    fn an_earlier_releases_flock_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let open = || std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
+        assert!(!held_by_an_earlier_release(&open()));
+        assert!(!held_by_an_earlier_release(&open()), "the probe lets its flock go");
+        let mut other = Command::new("python3")
+            .args(["-c", "import fcntl,sys; f=open(sys.argv[1],'a'); fcntl.flock(f, fcntl.LOCK_EX); print(flush=True); sys.stdin.read()"])
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::BufReader::new(other.stdout.take().unwrap()).read_line(&mut String::new()).unwrap();
+        assert!(held_by_an_earlier_release(&open()));
+        assert_eq!(holder(&open()), None, "a record lock's probe does not see an flock");
+        drop(other.stdin.take());
+        other.wait().unwrap();
+        assert!(!held_by_an_earlier_release(&open()));
     }
 }

@@ -91,7 +91,9 @@ impl Paths {
     /// refuse.
     pub fn state_holder(&self) -> Option<(u32, Option<PathBuf>)> {
         let file = std::fs::File::open(self.lock_file()).ok()?;
-        let holder = crate::lock::holder(&file)?;
+        // An earlier release's daemon held it with an `flock` (its pid is in the file too).
+        let holder =
+            crate::lock::holder(&file).or_else(|| crate::lock::held_by_an_earlier_release(&file).then_some(0))?;
         let text = crate::capped::read_text(&self.lock_file(), "lock file", 64 << 10).ok()?;
         let mut lines = text.lines();
         let pid = lines.next().and_then(|l| l.trim().parse().ok()).unwrap_or(holder);
