@@ -68,20 +68,30 @@ mod tests {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
 
+    /// Another process holding `path` locked with Python's `fcntl.<call>` (`lockf`: a record
+    /// lock; `flock`: an earlier release's kind) until its stdin closes.
+    fn locked_elsewhere(path: &std::path::Path, call: &str) -> std::process::Child {
+        let script = format!(
+            "import fcntl,sys; f=open(sys.argv[1],'a'); fcntl.{call}(f, fcntl.LOCK_EX); print(flush=True); sys.stdin.read()"
+        );
+        let mut other = Command::new("python3")
+            .args(["-c", &script])
+            .arg(path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::BufReader::new(other.stdout.take().unwrap()).read_line(&mut String::new()).unwrap();
+        other
+    }
+
     /// Another process's lock is refused and its holder named; once it ends, the lock is free.
     #[test]
     fn the_lock_is_the_holders_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.lock");
         let open = || std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
-        let mut other = Command::new("python3")
-            .args(["-c", "import fcntl,sys; f=open(sys.argv[1],'a'); fcntl.lockf(f, fcntl.LOCK_EX); print(flush=True); sys.stdin.read()"])
-            .arg(&path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::BufReader::new(other.stdout.take().unwrap()).read_line(&mut String::new()).unwrap();
+        let mut other = locked_elsewhere(&path, "lockf");
         assert_eq!(ProcessLock::exclusive(open()).err(), Some(Errno::EWOULDBLOCK));
         assert_eq!(holder(&open()), Some(other.id()));
         drop(other.stdin.take());
@@ -99,14 +109,7 @@ mod tests {
         let open = || std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).unwrap();
         assert!(!held_by_an_earlier_release(&open()));
         assert!(!held_by_an_earlier_release(&open()), "the probe lets its flock go");
-        let mut other = Command::new("python3")
-            .args(["-c", "import fcntl,sys; f=open(sys.argv[1],'a'); fcntl.flock(f, fcntl.LOCK_EX); print(flush=True); sys.stdin.read()"])
-            .arg(&path)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::BufReader::new(other.stdout.take().unwrap()).read_line(&mut String::new()).unwrap();
+        let mut other = locked_elsewhere(&path, "flock");
         assert!(held_by_an_earlier_release(&open()));
         assert_eq!(holder(&open()), None, "a record lock's probe does not see an flock");
         drop(other.stdin.take());
